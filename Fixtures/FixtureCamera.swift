@@ -1,0 +1,206 @@
+// The fixture cameras: cameras described by a fixture file (JSON or a `v4l2-ctl --list-formats-ext` dump)
+// that really stream — the test pattern with a frame counter, in the negotiated format, size and rate.
+import Foundation
+public import VideoCapture
+import VideoProcessing
+import Synchronization
+
+/// Provides the built-in fixture cameras (`fixture:NAME`, from `Fixtures/cameras/`) and any fixture file
+/// a user names by path.
+public final class FixtureCameraProvider: CaptureDeviceProvider {
+    public enum Pacing: Sendable, Equatable {
+        /// Frames at the negotiated rate on the monotonic clock (the default, like a real camera).
+        case realTime
+        /// Frames as fast as the consumers take them; timestamps advance exactly 1/fps from the first frame.
+        /// Pair with `CameraVideoCapturer.Configuration(alwaysDiscardsLateFrames: false)` to lose none.
+        case asFastAsConsumed
+    }
+
+    public struct Options: Sendable {
+        public var pacing: Pacing
+        /// Simulates an unplug: the stream fails with `.disconnected` after this many frames.
+        public var disconnectAfterFrames: Int?
+        /// Number of frame buffers, as a V4L2 driver's queue (frames held by consumers are not reused).
+        public var bufferCount: Int
+        public init(pacing: Pacing = .realTime, disconnectAfterFrames: Int? = nil, bufferCount: Int = 4) {
+            self.pacing = pacing; self.disconnectAfterFrames = disconnectAfterFrames; self.bufferCount = max(2, bufferCount)
+        }
+    }
+
+    public let options: Options
+    private let builtins: [(name: String, description: CameraDescription)]
+
+    public init(options: Options = .init()) {
+        self.options = options
+        self.builtins = FixtureCameraProvider.loadBuiltins()
+    }
+
+    /// Names of the built-in fixtures (`fixture:NAME`).
+    public var builtinNames: [String] { builtins.map(\.name) }
+
+    /// The folder holding the built-in fixture files.
+    public static var builtinDirectory: String? {
+        if let env = ProcessInfo.processInfo.environment["CAMCAP_FIXTURES"] { return env }
+        return Bundle.module.path(forResource: "cameras", ofType: nil)
+    }
+
+    private static func loadBuiltins() -> [(name: String, description: CameraDescription)] {
+        guard let dir = builtinDirectory, let files = try? FileManager.default.contentsOfDirectory(atPath: dir) else { return [] }
+        var out: [(String, CameraDescription)] = []
+        for f in files.sorted() where f.hasSuffix(".json") || f.hasSuffix(".txt") {
+            let name = String(f.prefix { $0 != "." })
+            // A broken built-in is a packaging bug; it is skipped here and caught by the tests.
+            if let d = try? CameraDescription.load(path: dir + "/" + f) { out.append((name, d)) }
+        }
+        return out
+    }
+
+    public func devices() -> [CaptureDevice] {
+        builtins.map { device(name: $0.name, path: "fixture:\($0.name)", description: $0.description) }
+    }
+
+    private func device(name: String, path: String, description: CameraDescription) -> CaptureDevice {
+        CaptureDevice(uniqueID: path, name: description.name, position: description.position, path: path,
+                      driver: "fixture", busInfo: "fixture:\(name)")
+    }
+
+    public func device(for spec: String) throws(CaptureError) -> CaptureDevice? {
+        if spec.hasPrefix("fixture:") {
+            let name = String(spec.dropFirst("fixture:".count))
+            guard let b = builtins.first(where: { $0.name == name }) else {
+                throw CaptureError(.unknownDevice, "unknown fixture camera \"\(name)\"; built-in fixtures: \(builtinNames.joined(separator: ", "))", device: spec)
+            }
+            return device(name: name, path: spec, description: b.description)
+        }
+        // A fixture file named by path (anything that is a regular file outside /dev).
+        guard !spec.hasPrefix("/dev/") else { return nil }
+        var isDir: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: spec, isDirectory: &isDir), !isDir.boolValue else { return nil }
+        let d = try description(forPath: spec)
+        return device(name: fileStemOf(spec), path: spec, description: d)
+    }
+
+    public func description(of device: CaptureDevice) throws(CaptureError) -> CameraDescription {
+        if device.path.hasPrefix("fixture:") {
+            let name = String(device.path.dropFirst("fixture:".count))
+            guard let b = builtins.first(where: { $0.name == name }) else {
+                throw CaptureError(.unknownDevice, "unknown fixture camera \"\(name)\"", device: device.path)
+            }
+            return b.description
+        }
+        return try description(forPath: device.path)
+    }
+
+    private func description(forPath path: String) throws(CaptureError) -> CameraDescription {
+        do throws(FixtureParseError) { return try CameraDescription.load(path: path) }
+        catch { throw CaptureError(.invalidFixture, error.description, device: path) }
+    }
+
+    public func formats(of device: CaptureDevice) throws(CaptureError) -> [CaptureFormat] {
+        try description(of: device).formats
+    }
+
+    public func openStream(device: CaptureDevice, request: StreamRequest, sink: FrameSink) throws(CaptureError) -> any CaptureStream {
+        let desc = try description(of: device)
+        guard let entry = desc.formats.first(where: { $0.pixelFormat == request.pixelFormat && $0.size.contains(request.size) }) else {
+            throw CaptureError(.unsupportedFormat, "\(device.path) does not offer \(request.pixelFormat) \(request.size)", device: device.path)
+        }
+        guard request.pixelFormat.isConvertibleToI420 else {
+            throw CaptureError(.unsupportedFormat, "fixture cameras cannot produce \(request.pixelFormat) (\(request.pixelFormat.name)) frames", device: device.path)
+        }
+        // Like a driver, apply the nearest offered rate not above the request.
+        let fps = entry.intervals?.bestRate(limit: request.fps) ?? request.fps
+        let stride = request.pixelFormat.minimumStride(width: request.size.width) ?? 0
+        let applied = AppliedFormat(pixelFormat: request.pixelFormat, size: request.size, stride: stride, fps: fps)
+        return FixtureStream(applied: applied, rotation: desc.rotation, options: options, sink: sink)
+    }
+}
+
+func fileStemOf(_ path: String) -> String {
+    let last = path.split(separator: "/").last.map(String.init) ?? path
+    return String(last.prefix { $0 != "." })
+}
+
+/// One streaming fixture camera: a thread that renders and paces frames.
+final class FixtureStream: CaptureStream, @unchecked Sendable {
+    // @unchecked: `applied`, `rotation`, `options`, `sink` are immutable; the run state is a Mutex; the
+    // renderer objects are touched only by the stream's own thread.
+    let applied: AppliedFormat
+    private let rotation: VideoRotation
+    private let options: FixtureCameraProvider.Options
+    private let sink: FrameSink
+    private let stopRequested = Atomic<Bool>(false)
+    private let finished = DispatchSemaphore(value: 0)
+    private let joined = Mutex(false)
+
+    init(applied: AppliedFormat, rotation: VideoRotation, options: FixtureCameraProvider.Options, sink: FrameSink) {
+        self.applied = applied; self.rotation = rotation; self.options = options; self.sink = sink
+        let t = Thread { [self] in run(); finished.signal() }
+        t.name = "fixture-camera"
+        t.start()
+    }
+
+    func stop() {
+        stopRequested.store(true, ordering: .releasing)
+        joined.withLock { done in
+            guard !done else { return }
+            if Thread.current.name != "fixture-camera" { finished.wait() }
+            done = true
+        }
+    }
+
+    private func run() {
+        let w = applied.size.width, h = applied.size.height
+        let format = applied.pixelFormat
+        let writer = FormatWriter()
+        let scratch = I420Buffer(width: w, height: h)
+        let capacity = FormatWriter.capacity(for: format, width: w, height: h)
+        var storages = (0..<options.bufferCount).map { _ in FrameStorage(capacity: capacity) }
+        // Frame period in nanoseconds, exact as a fraction: 1e9 * den / num.
+        let periodNum = Int64(1_000_000_000) * applied.fps.denominator, periodDen = applied.fps.numerator
+        let start = monotonicNanoseconds()
+        var index: Int64 = 0
+        var driverDrops = 0
+        while !stopRequested.load(ordering: .acquiring) {
+            if let n = options.disconnectAfterFrames, index >= n {
+                storages.removeAll()
+                sink.failed(CaptureError(.disconnected, "fixture camera disconnected after \(n) frames (simulated unplug)"))
+                return
+            }
+            let due = start + index * periodNum / periodDen
+            if options.pacing == .realTime { sleepUntil(due) }
+            guard !stopRequested.load(ordering: .acquiring) else { break }
+            // A free buffer, as a driver's queue: one the consumers no longer hold.
+            var slot = -1
+            for i in storages.indices where isKnownUniquelyReferenced(&storages[i]) { slot = i; break }
+            if slot < 0 {
+                if options.pacing == .asFastAsConsumed { usleep(500); continue }
+                driverDrops += 1; index += 1
+                sink.dropped(.driverDropped, 1)
+                continue
+            }
+            TestPattern.render(frame: UInt64(index), into: scratch)
+            let buffer: VideoFrameBuffer
+            do { buffer = try writer.write(scratch, as: format, into: storages[slot]) }
+            catch {
+                storages.removeAll()
+                sink.failed(CaptureError(.streamFailed, "fixture camera could not render \(format): \(error)"))
+                return
+            }
+            let ts = options.pacing == .realTime ? monotonicNanoseconds() : start + index * periodNum / periodDen
+            sink.frame(VideoFrame(buffer: buffer, rotation: rotation, timestampNs: ts, sequence: UInt64(index)))
+            index += 1
+        }
+    }
+}
+
+func monotonicNanoseconds() -> Int64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
+}
+
+private func sleepUntil(_ ns: Int64) {
+    var ts = timespec(tv_sec: Int(ns / 1_000_000_000), tv_nsec: Int(ns % 1_000_000_000))
+    while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nil) == EINTR {}
+}

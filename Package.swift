@@ -1,0 +1,62 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let upcoming: [SwiftSetting] = [
+    .enableUpcomingFeature("InternalImportsByDefault"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "swift-video-capture",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "VideoCapture", targets: ["VideoCapture"]),
+        .library(name: "VideoProcessing", targets: ["VideoProcessing"]),
+        .library(name: "FixtureCameras", targets: ["FixtureCameras"]),
+        .library(name: "V4L2Capture", targets: ["V4L2Capture"]),
+        .library(name: "H264", targets: ["H264"]),
+        .executable(name: "camcap", targets: ["camcap"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+    ],
+    targets: [
+        // System libraries: thin shims, never part of the public API.
+        .systemLibrary(name: "CV4L2", pkgConfig: "libv4l2", providers: [.apt(["libv4l-dev"])]),
+        .systemLibrary(name: "CLibYUV", providers: [.apt(["libyuv-dev", "libjpeg-dev"])]),
+        .systemLibrary(name: "COpenH264", pkgConfig: "openh264", providers: [.apt(["libopenh264-dev"])]),
+        .systemLibrary(name: "CTurboJPEG", pkgConfig: "libturbojpeg", providers: [.apt(["libturbojpeg0-dev"])]),
+
+        .target(name: "VideoCapture",
+                dependencies: [.product(name: "Logging", package: "swift-log")],
+                swiftSettings: upcoming),
+        .target(name: "VideoProcessing",
+                dependencies: ["VideoCapture", "CLibYUV", "CTurboJPEG"],
+                swiftSettings: upcoming),
+        .target(name: "FixtureCameras",
+                dependencies: ["VideoCapture", "VideoProcessing"],
+                path: "Fixtures",
+                exclude: ["README.md", "media"],
+                resources: [.copy("cameras")],
+                swiftSettings: upcoming),
+        .target(name: "V4L2Capture",
+                dependencies: ["VideoCapture", "CV4L2", .product(name: "Logging", package: "swift-log")],
+                swiftSettings: upcoming),
+        .target(name: "H264",
+                dependencies: ["VideoCapture", "COpenH264"],
+                swiftSettings: upcoming),
+        .executableTarget(name: "camcap",
+                dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture", "H264",
+                               "CLibYUV", "COpenH264",
+                               .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                               .product(name: "Logging", package: "swift-log")],
+                swiftSettings: upcoming),
+
+        .testTarget(name: "VideoCaptureTests", dependencies: ["VideoCapture", "FixtureCameras"]),
+        .testTarget(name: "VideoProcessingTests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras"]),
+        .testTarget(name: "H264Tests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "H264"]),
+        .testTarget(name: "V4L2CaptureTests", dependencies: ["VideoCapture", "V4L2Capture", "CV4L2"]),
+        .testTarget(name: "CamcapTests", dependencies: ["camcap"]),
+    ]
+)

@@ -1,0 +1,59 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Every failure of capture, with a code to switch on, the errno where the OS gave one, and a message that
+/// names the device, the call and the value involved (after swift-subprocess's `SubprocessError`).
+public struct CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
+    public struct Code: Hashable, Sendable, RawRepresentable, CustomStringConvertible {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+
+        public static let unknownDevice = Code(rawValue: "unknown device")
+        public static let unsupportedFormat = Code(rawValue: "unsupported format")
+        public static let noConvertibleFormat = Code(rawValue: "no convertible format")
+        public static let alreadyRunning = Code(rawValue: "already running")
+        public static let notRunning = Code(rawValue: "not running")
+        public static let deviceBusy = Code(rawValue: "device busy")
+        public static let permissionDenied = Code(rawValue: "permission denied")
+        public static let disconnected = Code(rawValue: "disconnected")
+        public static let notACaptureDevice = Code(rawValue: "not a capture device")
+        public static let ioctlFailed = Code(rawValue: "ioctl failed")
+        public static let streamFailed = Code(rawValue: "stream failed")
+        public static let timeout = Code(rawValue: "no frames")
+        public static let invalidFixture = Code(rawValue: "invalid fixture")
+        public static let invalidArgument = Code(rawValue: "invalid argument")
+    }
+
+    public var code: Code
+    public var message: String
+    /// The errno the failing call set, if any.
+    public var errno: Int32?
+    public var device: String?
+
+    public init(_ code: Code, _ message: String, errno: Int32? = nil, device: String? = nil) {
+        self.code = code; self.message = message; self.errno = errno; self.device = device
+    }
+
+    public var description: String {
+        var s = message
+        if let errno {
+            #if canImport(Glibc)
+            s += " (errno \(errno): \(String(cString: strerror(errno))))"
+            #else
+            s += " (errno \(errno))"
+            #endif
+        }
+        return s
+    }
+}
+
+/// A malformed fixture file: which file, which line, what was expected and what was found.
+public struct FixtureParseError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var file: String
+    public var line: Int
+    public var message: String
+    public init(file: String, line: Int, _ message: String) { self.file = file; self.line = line; self.message = message }
+    public var description: String { "\(file):\(line): \(message)" }
+}

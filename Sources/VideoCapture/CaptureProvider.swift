@@ -1,0 +1,54 @@
+/// A source of cameras: the V4L2 backend, the fixture cameras. The capturer asks each in turn.
+public protocol CaptureDeviceProvider: Sendable {
+    /// The cameras this provider sees now.
+    func devices() -> [CaptureDevice]
+    /// The device a user-given spec names (`/dev/video0`, `fixture:vivid`, a fixture file), or nil when the
+    /// spec is not this provider's kind. Throws when it is this provider's kind but wrong.
+    func device(for spec: String) throws(CaptureError) -> CaptureDevice?
+    func formats(of device: CaptureDevice) throws(CaptureError) -> [CaptureFormat]
+    /// Opens and starts streaming; returns once the first buffers are queued and the format is applied.
+    func openStream(device: CaptureDevice, request: StreamRequest, sink: FrameSink) throws(CaptureError) -> any CaptureStream
+}
+
+/// What to ask the device for.
+public struct StreamRequest: Sendable, Hashable {
+    public var pixelFormat: PixelFormat
+    public var size: FrameSize
+    public var fps: Fraction
+    public init(pixelFormat: PixelFormat, size: FrameSize, fps: Fraction) {
+        self.pixelFormat = pixelFormat; self.size = size; self.fps = fps
+    }
+}
+
+/// Why a frame did not reach the consumers.
+public enum FrameDropReason: String, Sendable, CaseIterable, CustomStringConvertible {
+    /// The consumers were still busy with earlier frames; the newest frame won (late-frame policy).
+    case consumerBusy = "consumer busy"
+    /// The driver skipped sequence numbers (it had no free buffer).
+    case driverDropped = "driver dropped"
+    /// The driver flagged the buffer as corrupt (`V4L2_BUF_FLAG_ERROR`).
+    case corruptBuffer = "corrupt buffer"
+    /// The buffer held fewer bytes than the format needs.
+    case shortBuffer = "short buffer"
+    public var description: String { rawValue }
+}
+
+/// Where a stream sends what it produces. Called on the stream's own thread.
+public struct FrameSink: Sendable {
+    public let frame: @Sendable (VideoFrame) -> Void
+    public let dropped: @Sendable (FrameDropReason, Int) -> Void
+    /// A fatal error: the stream has already released its resources when this is called.
+    public let failed: @Sendable (CaptureError) -> Void
+    public init(frame: @escaping @Sendable (VideoFrame) -> Void,
+                dropped: @escaping @Sendable (FrameDropReason, Int) -> Void,
+                failed: @escaping @Sendable (CaptureError) -> Void) {
+        self.frame = frame; self.dropped = dropped; self.failed = failed
+    }
+}
+
+/// A running stream. `stop()` is idempotent, may be called from any thread (also after a failure), and
+/// returns once the stream's thread has ended and every resource is released.
+public protocol CaptureStream: AnyObject, Sendable {
+    var applied: AppliedFormat { get }
+    func stop()
+}

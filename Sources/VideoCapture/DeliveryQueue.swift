@@ -1,0 +1,83 @@
+import Foundation
+
+/// The capturer's delivery thread: a short queue of events consumed in order on one dedicated thread.
+/// At most `capacity` frames wait; a new frame beyond that evicts the oldest waiting frame (newest wins),
+/// or, with `discardsLate == false`, the producer waits for room.
+final class DeliveryQueue: @unchecked Sendable {
+    // @unchecked: every stored property is guarded by `condition` (an NSCondition used as the mutex).
+    enum Event: Sendable {
+        case frame(VideoFrame)
+        case dropped(FrameDropReason, Int)
+        case stopped(CaptureError?)
+    }
+
+    private let condition = NSCondition()
+    private var events: [Event] = []
+    private var framesQueued = 0
+    private var busy = false
+    private var shuttingDown = false
+    private var thread: Thread?
+    private let capacity: Int
+    private let discardsLate: Bool
+
+    init(capacity: Int, discardsLate: Bool) {
+        self.capacity = capacity
+        self.discardsLate = discardsLate
+        events.reserveCapacity(capacity + 16)
+    }
+
+    func start(_ handler: @escaping @Sendable (Event) -> Void) {
+        let t = Thread { [self] in
+            while true {
+                condition.lock()
+                while events.isEmpty && !shuttingDown { condition.wait() }
+                if events.isEmpty && shuttingDown { condition.unlock(); return }
+                let e = events.removeFirst()
+                if case .frame = e { framesQueued -= 1 }
+                busy = true
+                condition.broadcast()
+                condition.unlock()
+                handler(e)
+                condition.lock(); busy = false; condition.broadcast(); condition.unlock()
+            }
+        }
+        t.name = "video-capture.delivery"
+        t.qualityOfService = .userInteractive
+        thread = t
+        t.start()
+    }
+
+    /// Queues an event; for a frame, returns how many older frames it evicted.
+    @discardableResult
+    func enqueue(_ event: Event) -> Int? {
+        condition.lock(); defer { condition.unlock() }
+        guard !shuttingDown else { return nil }
+        var evicted = 0
+        if case .frame = event {
+            if discardsLate {
+                while framesQueued >= capacity, let i = events.firstIndex(where: { if case .frame = $0 { true } else { false } }) {
+                    events.remove(at: i); framesQueued -= 1; evicted += 1
+                }
+            } else {
+                while framesQueued >= capacity && !shuttingDown { condition.wait() }
+            }
+            framesQueued += 1
+        }
+        events.append(event)
+        condition.broadcast()
+        return evicted
+    }
+
+    /// Waits until every queued event has been handled.
+    func drain() async {
+        await offThread { [self] in
+            condition.lock()
+            while (!events.isEmpty || busy) && !shuttingDown { condition.wait() }
+            condition.unlock()
+        }
+    }
+
+    func shutdown() {
+        condition.lock(); shuttingDown = true; condition.broadcast(); condition.unlock()
+    }
+}

@@ -1,0 +1,45 @@
+/// The outcome of negotiation: which format entry, the exact size and the frame rate to ask for.
+public struct FormatSelection: Hashable, Sendable, CustomStringConvertible {
+    public var format: CaptureFormat
+    public var size: FrameSize
+    public var fps: Fraction
+    public var pixelFormat: PixelFormat { format.pixelFormat }
+    public var description: String { "\(pixelFormat) \(size) @ \(fps) fps" }
+}
+
+/// Format negotiation, the contract `camcap select` implements (`../shared/GUIDE.md`):
+/// 1. candidates: every (format, size) whose pixel format converts to I420; a stepwise/continuous range
+///    contributes the target clamped and snapped into it;
+/// 2. keep the smallest |w−W| + |h−H|;
+/// 3. per candidate, the highest rate ≤ limit (else the lowest; no listed rates: the limit); rates within
+///    the limit beat rates above it; highest within, lowest above;
+/// 4. ties: the cheapest conversion (`PixelFormat.conversionCost`), then the first listed.
+public enum FormatSelector {
+    public static let defaultFpsLimit = 30
+
+    public static func select(from formats: [CaptureFormat], target: FrameSize, fpsLimit: Int = defaultFpsLimit) -> FormatSelection? {
+        let limit = Fraction(Int64(fpsLimit))
+        var best: (selection: FormatSelection, distance: Int, within: Bool, cost: Int)?
+        for format in formats {
+            guard let cost = format.pixelFormat.conversionCost else { continue }
+            let size = format.size.closest(to: target)
+            let distance = abs(size.width - target.width) + abs(size.height - target.height)
+            let fps = format.intervals?.bestRate(limit: limit) ?? limit
+            let within = fps <= limit
+            let candidate = (FormatSelection(format: format, size: size, fps: fps), distance, within, cost)
+            guard let current = best else { best = candidate; continue }
+            if isBetter(candidate, than: current) { best = candidate }
+        }
+        return best?.selection
+    }
+
+    private static func isBetter(_ a: (selection: FormatSelection, distance: Int, within: Bool, cost: Int),
+                                 than b: (selection: FormatSelection, distance: Int, within: Bool, cost: Int)) -> Bool {
+        if a.distance != b.distance { return a.distance < b.distance }
+        if a.within != b.within { return a.within }
+        if a.selection.fps != b.selection.fps {
+            return a.within ? a.selection.fps > b.selection.fps : a.selection.fps < b.selection.fps
+        }
+        return a.cost < b.cost   // equal cost: the first listed stays
+    }
+}

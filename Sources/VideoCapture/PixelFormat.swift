@@ -1,0 +1,194 @@
+/// A V4L2 pixel format, identified by its FourCC (`v4l2_fourcc(a, b, c, d)`, bit 31 set for big-endian variants).
+///
+/// An open set, like swift-system's `Errno`: any FourCC can be represented; the ones this package knows
+/// have a static member, a name, frame-size arithmetic and a place in the conversion-cost order.
+public struct PixelFormat: RawRepresentable, Hashable, Sendable, CustomStringConvertible, Comparable {
+    public var rawValue: UInt32
+    public init(rawValue: UInt32) { self.rawValue = rawValue }
+
+    /// `PixelFormat(fourcc: "YUYV")`; a `-BE` suffix (as v4l2-ctl prints it) sets the big-endian bit.
+    /// Returns nil unless the code is exactly four printable ASCII characters (plus the optional suffix).
+    public init?(fourcc: String) {
+        var text = Substring(fourcc)
+        var bigEndian = false
+        if text.hasSuffix("-BE") { bigEndian = true; text = text.dropLast(3) }
+        var bytes = Array(text.utf8)
+        // v4l2-ctl and users often drop the trailing spaces of codes like "Y16 ".
+        guard !bytes.isEmpty, bytes.count <= 4, bytes.allSatisfy({ $0 >= 0x20 && $0 < 0x7f }) else { return nil }
+        while bytes.count < 4 { bytes.append(0x20) }
+        rawValue = UInt32(bytes[0]) | UInt32(bytes[1]) << 8 | UInt32(bytes[2]) << 16 | UInt32(bytes[3]) << 24
+        if bigEndian { rawValue |= 1 << 31 }
+    }
+
+    /// The FourCC as V4L2 prints it, without padding spaces (`"MJPG"`, `"Y16-BE"`).
+    public var fourcc: String {
+        let v = rawValue & 0x7fff_ffff
+        var s = String(decoding: [UInt8(v & 0xff), UInt8(v >> 8 & 0xff), UInt8(v >> 16 & 0xff), UInt8(v >> 24 & 0xff)], as: UTF8.self)
+        while s.hasSuffix(" ") { s.removeLast() }
+        return rawValue & (1 << 31) != 0 ? s + "-BE" : s
+    }
+
+    public var description: String { fourcc }
+    public static func < (a: PixelFormat, b: PixelFormat) -> Bool { a.rawValue < b.rawValue }
+
+    private static func code(_ s: StaticString) -> PixelFormat {
+        let p = s.utf8Start
+        return PixelFormat(rawValue: UInt32(p[0]) | UInt32(p[1]) << 8 | UInt32(p[2]) << 16 | UInt32(p[3]) << 24)
+    }
+
+    // 4:2:0 and 4:2:2 / 4:4:4 YUV
+    public static let i420 = code("YU12")
+    public static let nv12 = code("NV12")
+    public static let yv12 = code("YV12")
+    public static let nv21 = code("NV21")
+    public static let yuyv = code("YUYV")
+    public static let uyvy = code("UYVY")
+    public static let yvyu = code("YVYU")
+    public static let vyuy = code("VYUY")
+    public static let yuv422p = code("422P")
+    public static let nv16 = code("NV16")
+    public static let nv61 = code("NV61")
+    public static let nv24 = code("NV24")
+    public static let nv42 = code("NV42")
+    // 32-bit RGB, as V4L2 names them; the comment gives the byte order in memory.
+    public static let bgr32 = code("BGR4")   // B G R X (deprecated name)
+    public static let rgb32 = code("RGB4")   // X R G B (deprecated name)
+    public static let abgr32 = code("AR24")  // B G R A
+    public static let xbgr32 = code("XR24")  // B G R X
+    public static let argb32 = code("BA24")  // A R G B
+    public static let xrgb32 = code("BX24")  // X R G B
+    public static let rgba32 = code("AB24")  // R G B A
+    public static let rgbx32 = code("XB24")  // R G B X
+    public static let bgra32 = code("RA24")  // A B G R
+    public static let bgrx32 = code("RX24")  // X B G R
+    // 24-bit and 16-bit RGB
+    public static let rgb24 = code("RGB3")   // R G B
+    public static let bgr24 = code("BGR3")   // B G R
+    public static let rgb565 = code("RGBP")  // little-endian 5-6-5
+    // Compressed and grey
+    public static let mjpeg = code("MJPG")
+    public static let jpeg = code("JPEG")
+    public static let grey = code("GREY")
+    public static let h264 = code("H264")
+    public static let hevc = code("HEVC")
+
+    /// Conversion-cost order of the negotiation rules (`../shared/GUIDE.md`, rule 4): lower is cheaper.
+    /// `nil` means we cannot convert the format to I420, so it is never a candidate.
+    public var conversionCost: Int? {
+        switch self {
+        case .i420: 0
+        case .nv12: 1
+        case .yv12: 2
+        case .nv21: 3
+        case .yuyv: 4
+        case .uyvy: 5
+        case .yvyu: 6
+        case .vyuy: 7
+        case .yuv422p: 8
+        case .nv16: 9
+        case .nv61: 10
+        case .nv24: 11
+        case .nv42: 12
+        case .bgr32, .rgb32, .abgr32, .xbgr32, .argb32, .xrgb32, .rgba32, .rgbx32, .bgra32, .bgrx32: 13
+        case .rgb24, .bgr24: 14
+        case .rgb565: 15
+        case .mjpeg: 16
+        case .jpeg: 17
+        case .grey: 18
+        default: nil
+        }
+    }
+
+    public var isConvertibleToI420: Bool { conversionCost != nil }
+    public var isCompressed: Bool { Self.compressed.contains(self) }
+
+    /// Every format we can convert, in conversion-cost order.
+    public static let convertible: [PixelFormat] = [
+        .i420, .nv12, .yv12, .nv21, .yuyv, .uyvy, .yvyu, .vyuy, .yuv422p, .nv16, .nv61, .nv24, .nv42,
+        .bgr32, .rgb32, .abgr32, .xbgr32, .argb32, .xrgb32, .rgba32, .rgbx32, .bgra32, .bgrx32,
+        .rgb24, .bgr24, .rgb565, .mjpeg, .jpeg, .grey,
+    ]
+
+    private static let compressed: Set<PixelFormat> = [.mjpeg, .jpeg, .h264, .hevc, code("VP80"), code("VP90"), code("MPG2"), code("MPG4"), code("H263")]
+
+    /// A human name (V4L2's description where we know it).
+    public var name: String { Self.knownNames[self] ?? "unknown (\(fourcc))" }
+    public var isKnown: Bool { Self.knownNames[self] != nil }
+
+    /// Bytes per pixel of the first plane for packed/planar uncompressed formats (the `bytesperline` unit).
+    public var bytesPerPixel: Int? {
+        switch self {
+        case .i420, .yv12, .nv12, .nv21, .yuv422p, .nv16, .nv61, .nv24, .nv42, .grey: 1
+        case .yuyv, .uyvy, .yvyu, .vyuy, .rgb565: 2
+        case .rgb24, .bgr24: 3
+        case .bgr32, .rgb32, .abgr32, .xbgr32, .argb32, .xrgb32, .rgba32, .rgbx32, .bgra32, .bgrx32: 4
+        default: nil
+        }
+    }
+
+    /// The minimum `bytesperline` for a width (nil for compressed or unknown formats).
+    public func minimumStride(width: Int) -> Int? {
+        guard let bpp = bytesPerPixel, width > 0 else { return nil }
+        return width * bpp
+    }
+
+    /// Bytes one frame needs with the given first-plane stride (V4L2 single-planar layout: chroma planes
+    /// follow the luma plane, their stride derived from the luma stride). Nil for compressed formats.
+    public func frameSize(width: Int, height: Int, stride: Int? = nil) -> Int? {
+        guard width > 0, height > 0, let minStride = minimumStride(width: width) else { return nil }
+        let s = stride ?? minStride
+        guard s >= minStride else { return nil }
+        let ch = (height + 1) / 2
+        switch self {
+        case .i420, .yv12: return s * height + 2 * ((s + 1) / 2) * ch
+        case .nv12, .nv21: return s * height + ((s + 1) / 2) * 2 * ch
+        case .yuv422p: return s * height + 2 * ((s + 1) / 2) * height
+        case .nv16, .nv61: return s * height + ((s + 1) / 2) * 2 * height
+        case .nv24, .nv42: return s * height + 2 * s * height
+        default: return s * height
+        }
+    }
+}
+
+extension PixelFormat {
+    // Names for every FourCC a fixture may use: the vivid driver's full list, the YUV/RGB formats above,
+    // and the compressed and Bayer formats common on UVC cameras.
+    static let knownNames: [PixelFormat: String] = {
+        let table: [(String, String)] = [
+            ("YU12", "Planar YUV 4:2:0"), ("YV12", "Planar YVU 4:2:0"), ("NV12", "Y/UV 4:2:0"), ("NV21", "Y/VU 4:2:0"),
+            ("YUYV", "YUYV 4:2:2"), ("UYVY", "UYVY 4:2:2"), ("YVYU", "YVYU 4:2:2"), ("VYUY", "VYUY 4:2:2"),
+            ("422P", "Planar YUV 4:2:2"), ("NV16", "Y/UV 4:2:2"), ("NV61", "Y/VU 4:2:2"), ("NV24", "Y/UV 4:4:4"),
+            ("NV42", "Y/VU 4:4:4"), ("YM12", "Planar YUV 4:2:0 (N-C)"), ("NM12", "Y/UV 4:2:0 (N-C)"), ("M420", "YUV 4:2:0 (M420)"),
+            ("YUVO", "16-bit A/XYUV 1-5-5-5"), ("YUVP", "16-bit YUV 5-6-5"), ("Y444", "16-bit A/XYUV 4-4-4-4"),
+            ("YUV4", "32-bit A/XYUV 8-8-8-8"), ("AYUV", "32-bit AYUV 8-8-8-8"), ("XYUV", "32-bit XYUV 8-8-8-8"),
+            ("VUYA", "32-bit VUYA 8-8-8-8"), ("VUYX", "32-bit VUYX 8-8-8-8"), ("YUVA", "32-bit YUVA 8-8-8-8"),
+            ("YUVX", "32-bit YUVX 8-8-8-8"), ("GREY", "8-bit Greyscale"), ("Y10 ", "10-bit Greyscale"),
+            ("Y12 ", "12-bit Greyscale"), ("Y16 ", "16-bit Greyscale"), ("Y16 -BE", "16-bit Greyscale BE"),
+            ("RGB1", "8-bit RGB 3-3-2"), ("RGBP", "16-bit RGB 5-6-5"), ("RGBR", "16-bit RGB 5-6-5 BE"),
+            ("R444", "16-bit A/XRGB 4-4-4-4"), ("XR12", "16-bit XRGB 4-4-4-4"), ("AR12", "16-bit ARGB 4-4-4-4"),
+            ("RX12", "16-bit RGBX 4-4-4-4"), ("RA12", "16-bit RGBA 4-4-4-4"), ("XB12", "16-bit XBGR 4-4-4-4"),
+            ("AB12", "16-bit ABGR 4-4-4-4"), ("BX12", "16-bit BGRX 4-4-4-4"), ("GA12", "16-bit BGRA 4-4-4-4"),
+            ("RGBO", "16-bit A/XRGB 1-5-5-5"), ("XR15", "16-bit XRGB 1-5-5-5"), ("AR15", "16-bit ARGB 1-5-5-5"),
+            ("RX15", "16-bit RGBX 5-5-5-1"), ("RA15", "16-bit RGBA 5-5-5-1"), ("XB15", "16-bit XBGR 1-5-5-5"),
+            ("AB15", "16-bit ABGR 1-5-5-5"), ("BX15", "16-bit BGRX 5-5-5-1"), ("BA15", "16-bit BGRA 5-5-5-1"),
+            ("RGBQ", "16-bit A/XRGB 1-5-5-5 BE"), ("XR15-BE", "16-bit XRGB 1-5-5-5 BE"), ("AR15-BE", "16-bit ARGB 1-5-5-5 BE"),
+            ("RGB3", "24-bit RGB 8-8-8"), ("BGR3", "24-bit BGR 8-8-8"), ("BGRH", "18-bit BGRX 6-6-6-14"),
+            ("RGB4", "32-bit A/XRGB 8-8-8-8"), ("BGR4", "32-bit BGRA/X 8-8-8-8"), ("BX24", "32-bit XRGB 8-8-8-8"),
+            ("XR24", "32-bit BGRX 8-8-8-8"), ("BA24", "32-bit ARGB 8-8-8-8"), ("AR24", "32-bit BGRA 8-8-8-8"),
+            ("XB24", "32-bit RGBX 8-8-8-8"), ("RX24", "32-bit XBGR 8-8-8-8"), ("AB24", "32-bit RGBA 8-8-8-8"),
+            ("RA24", "32-bit ABGR 8-8-8-8"),
+            ("BA81", "8-bit Bayer BGBG/GRGR"), ("GBRG", "8-bit Bayer GBGB/RGRG"), ("GRBG", "8-bit Bayer GRGR/BGBG"),
+            ("RGGB", "8-bit Bayer RGRG/GBGB"), ("BG10", "10-bit Bayer BGBG/GRGR"), ("GB10", "10-bit Bayer GBGB/RGRG"),
+            ("BA10", "10-bit Bayer GRGR/BGBG"), ("RG10", "10-bit Bayer RGRG/GBGB"), ("BG12", "12-bit Bayer BGBG/GRGR"),
+            ("GB12", "12-bit Bayer GBGB/RGRG"), ("BA12", "12-bit Bayer GRGR/BGBG"), ("RG12", "12-bit Bayer RGRG/GBGB"),
+            ("BYR2", "16-bit Bayer BGBG/GRGR"), ("GB16", "16-bit Bayer GBGB/RGRG"), ("GR16", "16-bit Bayer GRGR/BGBG"),
+            ("RG16", "16-bit Bayer RGRG/GBGB"), ("HSV3", "24-bit HSV 8-8-8"), ("HSV4", "32-bit XHSV 8-8-8-8"),
+            ("MJPG", "Motion-JPEG"), ("JPEG", "JFIF JPEG"), ("H264", "H.264"), ("HEVC", "HEVC"), ("VP80", "VP8"),
+            ("VP90", "VP9"), ("MPG2", "MPEG-2 ES"), ("MPG4", "MPEG-4 part 2 ES"), ("H263", "H.263"),
+            ("Z16 ", "16-bit Depth"), ("Y8I ", "Interleaved 8-bit Greyscale"), ("INZI", "Planar 10:16 Greyscale Depth"),
+        ]
+        var d: [PixelFormat: String] = [:]
+        for (code, name) in table { d[PixelFormat(fourcc: code)!] = name }
+        return d
+    }()
+}

@@ -1,0 +1,163 @@
+/// Memory that holds one frame's pixels: either allocated by us (freed on deinit) or borrowed from a
+/// driver (an mmap'd V4L2 buffer) and handed back through `release` when the last frame referencing it goes.
+///
+/// The class is the unit of lifetime: a frame keeps its storage alive; pools reuse a storage once they hold
+/// the only reference to it (`isKnownUniquelyReferenced`), so steady-state capture allocates nothing.
+public final class FrameStorage: @unchecked Sendable {
+    // @unchecked: the pointer is written only by the producer before the storage is shared (or after the
+    // pool has proven it holds the only reference); consumers only read. That is the frame contract.
+    public let baseAddress: UnsafeMutableRawPointer
+    public let capacity: Int
+    private let release: (@Sendable () -> Void)?
+
+    /// Allocates `capacity` bytes, 64-byte aligned (what libyuv's SIMD paths like).
+    public init(capacity: Int) {
+        self.capacity = capacity
+        self.baseAddress = UnsafeMutableRawPointer.allocate(byteCount: Swift.max(capacity, 1), alignment: 64)
+        self.release = nil
+    }
+
+    /// Wraps memory someone else owns; `release` runs when the storage is destroyed.
+    public init(borrowing base: UnsafeMutableRawPointer, capacity: Int, release: @escaping @Sendable () -> Void) {
+        self.baseAddress = base; self.capacity = capacity; self.release = release
+    }
+
+    deinit {
+        if let release { release() } else { baseAddress.deallocate() }
+    }
+}
+
+/// Where the planes of a frame sit in its storage.
+public struct PlaneLayout: Sendable, Equatable {
+    public var count: Int
+    public var offsets: (Int, Int, Int)
+    public var strides: (Int, Int, Int)
+    public static func == (a: PlaneLayout, b: PlaneLayout) -> Bool {
+        a.count == b.count && a.offsets == b.offsets && a.strides == b.strides
+    }
+}
+
+/// A frame's pixels: format, size, first-plane stride and the bytes (V4L2 single-planar layout: for
+/// planar formats the chroma planes follow the luma plane and their stride is derived from `stride`).
+public struct VideoFrameBuffer: Sendable {
+    public let pixelFormat: PixelFormat
+    public let width: Int
+    public let height: Int
+    /// Bytes per line of the first plane; 0 for compressed formats.
+    public let stride: Int
+    /// Bytes of payload (for MJPEG: the JPEG's length).
+    public let bytesUsed: Int
+    public let storage: FrameStorage
+    /// Offset of the payload in the storage.
+    public let offset: Int
+
+    public init(pixelFormat: PixelFormat, width: Int, height: Int, stride: Int, bytesUsed: Int,
+                storage: FrameStorage, offset: Int = 0) {
+        precondition(offset >= 0 && offset + bytesUsed <= storage.capacity, "frame payload outside its storage")
+        self.pixelFormat = pixelFormat; self.width = width; self.height = height
+        self.stride = stride; self.bytesUsed = bytesUsed; self.storage = storage; self.offset = offset
+    }
+
+    public var size: FrameSize { FrameSize(width: width, height: height) }
+    public var baseAddress: UnsafeRawPointer { UnsafeRawPointer(storage.baseAddress + offset) }
+    public var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: baseAddress, count: bytesUsed) }
+
+    /// The bytes the format needs at this size and stride (nil for compressed formats).
+    public var requiredBytes: Int? { pixelFormat.frameSize(width: width, height: height, stride: stride) }
+
+    /// Plane offsets and strides under the V4L2 single-planar rules.
+    public var planes: PlaneLayout {
+        let s = stride, h = height, ch = (h + 1) / 2, cs = (s + 1) / 2
+        switch pixelFormat {
+        case .i420, .yv12: return PlaneLayout(count: 3, offsets: (0, s * h, s * h + cs * ch), strides: (s, cs, cs))
+        case .yuv422p: return PlaneLayout(count: 3, offsets: (0, s * h, s * h + cs * h), strides: (s, cs, cs))
+        case .nv12, .nv21, .nv16, .nv61: return PlaneLayout(count: 2, offsets: (0, s * h, 0), strides: (s, cs * 2, 0))
+        case .nv24, .nv42: return PlaneLayout(count: 2, offsets: (0, s * h, 0), strides: (s, s * 2, 0))
+        default: return PlaneLayout(count: 1, offsets: (0, 0, 0), strides: (s, 0, 0))
+        }
+    }
+
+    /// Copies the payload into new storage (for consumers that must keep a frame beyond the capture contract).
+    public func copy() -> VideoFrameBuffer {
+        let s = FrameStorage(capacity: bytesUsed)
+        s.baseAddress.copyMemory(from: baseAddress, byteCount: bytesUsed)
+        return VideoFrameBuffer(pixelFormat: pixelFormat, width: width, height: height, stride: stride, bytesUsed: bytesUsed, storage: s)
+    }
+}
+
+/// An owned I420 (YU12) picture: three planes, chroma at half resolution (rounded up).
+/// Its luma stride is even, so it follows the same layout rules as a V4L2 `YU12` buffer.
+public struct I420Buffer: Sendable {
+    public let buffer: VideoFrameBuffer
+
+    /// A new buffer with luma rows padded to 32 bytes.
+    public init(width: Int, height: Int) {
+        precondition(width > 0 && height > 0, "I420Buffer needs a positive size")
+        let stride = I420Buffer.stride(forWidth: width)
+        let bytes = I420Buffer.byteCount(width: width, height: height)
+        self.init(unchecked: VideoFrameBuffer(pixelFormat: .i420, width: width, height: height, stride: stride,
+                                              bytesUsed: bytes, storage: FrameStorage(capacity: bytes)))
+    }
+
+    /// Wraps an existing YU12 buffer (its stride must be even).
+    public init?(_ buffer: VideoFrameBuffer) {
+        guard buffer.pixelFormat == .i420, buffer.stride % 2 == 0, let need = buffer.requiredBytes, buffer.bytesUsed >= need else { return nil }
+        self.buffer = buffer
+    }
+
+    init(unchecked buffer: VideoFrameBuffer) { self.buffer = buffer }
+
+    public static func stride(forWidth w: Int) -> Int { (w + 31) & ~31 }
+    public static func byteCount(width: Int, height: Int) -> Int {
+        PixelFormat.i420.frameSize(width: width, height: height, stride: stride(forWidth: width))!
+    }
+
+    /// Wraps pooled storage (capacity must fit `byteCount(width:height:)`).
+    public init(width: Int, height: Int, storage: FrameStorage) {
+        let bytes = I420Buffer.byteCount(width: width, height: height)
+        precondition(storage.capacity >= bytes, "storage too small for \(width)x\(height) I420")
+        self.buffer = VideoFrameBuffer(pixelFormat: .i420, width: width, height: height,
+                                       stride: I420Buffer.stride(forWidth: width), bytesUsed: bytes, storage: storage)
+    }
+
+    public var width: Int { buffer.width }
+    public var height: Int { buffer.height }
+    public var chromaWidth: Int { (width + 1) / 2 }
+    public var chromaHeight: Int { (height + 1) / 2 }
+    public var strideY: Int { buffer.stride }
+    public var strideU: Int { buffer.stride / 2 }
+    public var strideV: Int { buffer.stride / 2 }
+    public var dataY: UnsafeMutablePointer<UInt8> { planePointer(0) }
+    public var dataU: UnsafeMutablePointer<UInt8> { planePointer(1) }
+    public var dataV: UnsafeMutablePointer<UInt8> { planePointer(2) }
+
+    private func planePointer(_ i: Int) -> UnsafeMutablePointer<UInt8> {
+        let p = buffer.planes
+        let off = i == 0 ? p.offsets.0 : i == 1 ? p.offsets.1 : p.offsets.2
+        return (buffer.storage.baseAddress + buffer.offset + off).assumingMemoryBound(to: UInt8.self)
+    }
+
+    /// The picture as tightly packed planes (what ffmpeg's `-pix_fmt yuv420p` rawvideo holds).
+    public func packedBytes() -> [UInt8] {
+        var out = [UInt8](); out.reserveCapacity(width * height + 2 * chromaWidth * chromaHeight)
+        func rows(_ p: UnsafeMutablePointer<UInt8>, _ stride: Int, _ w: Int, _ h: Int) {
+            for r in 0..<h { out.append(contentsOf: UnsafeBufferPointer(start: p + r * stride, count: w)) }
+        }
+        rows(dataY, strideY, width, height); rows(dataU, strideU, chromaWidth, chromaHeight); rows(dataV, strideV, chromaWidth, chromaHeight)
+        return out
+    }
+}
+
+/// One captured picture, as WebRTC's `RTCVideoFrame`: pixels, the rotation needed to show it upright,
+/// a capture timestamp in monotonic nanoseconds (strictly increasing per capturer) and a sequence number.
+public struct VideoFrame: Sendable {
+    public var buffer: VideoFrameBuffer
+    public var rotation: VideoRotation
+    public var timestampNs: Int64
+    public var sequence: UInt64
+    public init(buffer: VideoFrameBuffer, rotation: VideoRotation = .rotation0, timestampNs: Int64, sequence: UInt64) {
+        self.buffer = buffer; self.rotation = rotation; self.timestampNs = timestampNs; self.sequence = sequence
+    }
+    public var width: Int { buffer.width }
+    public var height: Int { buffer.height }
+}

@@ -1,0 +1,42 @@
+public import VideoCapture
+
+/// A small pool of I420 buffers of one size. A buffer is reused once the pool holds the only reference to
+/// its storage, so a steady pipeline that lets go of each frame allocates nothing.
+public final class I420BufferPool {
+    public let width: Int
+    public let height: Int
+    private var storages: [FrameStorage] = []
+    private let maxBuffers: Int
+
+    public init(width: Int, height: Int, maxBuffers: Int = 4) {
+        self.width = width; self.height = height; self.maxBuffers = max(1, maxBuffers)
+        storages.reserveCapacity(self.maxBuffers)
+    }
+
+    /// How many buffers were allocated so far (the pool's total footprint).
+    public var allocatedCount: Int { storages.count }
+
+    /// A free buffer; allocates only while fewer than `maxBuffers` exist. If every buffer is still held,
+    /// a new, unpooled buffer is returned (correct, just not free).
+    public func acquire() -> I420Buffer {
+        for i in storages.indices where isKnownUniquelyReferenced(&storages[i]) {
+            return I420Buffer(width: width, height: height, storage: storages[i])
+        }
+        let s = FrameStorage(capacity: I420Buffer.byteCount(width: width, height: height))
+        if storages.count < maxBuffers { storages.append(s) }
+        return I420Buffer(width: width, height: height, storage: s)
+    }
+}
+
+/// Pools keyed by size, for converters whose output size may change (after a device switch).
+final class PoolSet {
+    private var pools: [I420BufferPool] = []
+    func acquire(width: Int, height: Int) -> I420Buffer {
+        if let p = pools.first(where: { $0.width == width && $0.height == height }) { return p.acquire() }
+        let p = I420BufferPool(width: width, height: height)
+        if pools.count >= 6 { pools.removeFirst() }
+        pools.append(p)
+        return p.acquire()
+    }
+    var allocatedCount: Int { pools.reduce(0) { $0 + $1.allocatedCount } }
+}

@@ -1,0 +1,96 @@
+public import VideoCapture
+import CLibYUV
+import CTurboJPEG
+
+/// Writes an I420 picture out in another pixel format: what fixture cameras use to produce frames in the
+/// format a device negotiated, and what encoders (NV12) and snapshots (RGB) need. JPEG via libjpeg-turbo.
+public final class FormatWriter {
+    private var jpegHandle: tjhandle?
+    public var jpegQuality: Int32 = 85
+
+    public init() {}
+    deinit { if let jpegHandle { tjDestroy(jpegHandle) } }
+
+    /// The capacity a frame of this format and size needs (for MJPEG: the worst-case JPEG size).
+    public static func capacity(for format: PixelFormat, width: Int, height: Int) -> Int {
+        if format.isCompressed { return Int(tjBufSize(Int32(width), Int32(height), Int32(TJSAMP_420.rawValue))) }
+        return format.frameSize(width: width, height: height, stride: format.minimumStride(width: width)) ?? 0
+    }
+
+    /// Writes `src` as `format` into `storage` (tightly packed rows); returns the bytes used.
+    public func write(_ src: I420Buffer, as format: PixelFormat, into storage: FrameStorage) throws(ProcessingError) -> VideoFrameBuffer {
+        let w = src.width, h = src.height
+        let need = Self.capacity(for: format, width: w, height: h)
+        guard need > 0 else { throw ProcessingError(.unsupportedFormat, "cannot write I420 as \(format)") }
+        guard storage.capacity >= need else { throw ProcessingError(.shortBuffer, "\(format) \(w)x\(h) needs \(need) bytes, storage has \(storage.capacity)") }
+        let stride = format.minimumStride(width: w) ?? 0
+        let out = storage.baseAddress.assumingMemoryBound(to: UInt8.self)
+        let sy = src.dataY, su = src.dataU, sv = src.dataV
+        let ssy = Int32(src.strideY), ssu = Int32(src.strideU), ssv = Int32(src.strideV)
+        let W = Int32(w), H = Int32(h), S = Int32(stride)
+        let ch = (h + 1) / 2, cs = (stride + 1) / 2
+        var used = need
+        switch format {
+        case .i420, .yv12:
+            let u = out + stride * h, v = u + cs * ch
+            let (du, dv) = format == .i420 ? (u, v) : (v, u)
+            _ = I420Copy(sy, ssy, su, ssu, sv, ssv, out, S, du, Int32(cs), dv, Int32(cs), W, H)
+        case .nv12: _ = I420ToNV12(sy, ssy, su, ssu, sv, ssv, out, S, out + stride * h, Int32(cs * 2), W, H)
+        case .nv21: _ = I420ToNV21(sy, ssy, su, ssu, sv, ssv, out, S, out + stride * h, Int32(cs * 2), W, H)
+        case .yuyv: _ = I420ToYUY2(sy, ssy, su, ssu, sv, ssv, out, S, W, H)
+        case .yvyu: _ = I420ToYUY2(sy, ssy, sv, ssv, su, ssu, out, S, W, H)
+        case .uyvy: _ = I420ToUYVY(sy, ssy, su, ssu, sv, ssv, out, S, W, H)
+        case .vyuy: _ = I420ToUYVY(sy, ssy, sv, ssv, su, ssu, out, S, W, H)
+        case .yuv422p:
+            let u = out + stride * h, v = u + cs * h
+            _ = I420ToI422(sy, ssy, su, ssu, sv, ssv, out, S, u, Int32(cs), v, Int32(cs), W, H)
+        case .nv16, .nv61, .nv24, .nv42:
+            CopyPlane(sy, ssy, out, S, W, H)
+            let full = format == .nv24 || format == .nv42
+            let (a, b) = (format == .nv16 || format == .nv24) ? (su, sv) : (sv, su)
+            let uvStride = full ? stride * 2 : cs * 2
+            let cw = full ? w : (w + 1) / 2
+            for r in 0..<h {
+                let row = out + stride * h + r * uvStride
+                let ar = a + (r / 2) * Int(ssu), br = b + (r / 2) * Int(ssv)
+                for x in 0..<cw {
+                    let sx = full ? x / 2 : x
+                    row[2 * x] = ar[sx]; row[2 * x + 1] = br[sx]
+                }
+            }
+        case .bgr32, .abgr32, .xbgr32: _ = I420ToARGB(sy, ssy, su, ssu, sv, ssv, out, S, W, H)
+        case .rgba32, .rgbx32: _ = I420ToABGR(sy, ssy, su, ssu, sv, ssv, out, S, W, H)
+        case .rgb32, .argb32, .xrgb32:
+            _ = I420ToARGB(sy, ssy, su, ssu, sv, ssv, out, S, W, H)
+            _ = ARGBToBGRA(out, S, out, S, W, H)       // B G R A → A R G B in memory
+        case .bgra32, .bgrx32:
+            _ = I420ToARGB(sy, ssy, su, ssu, sv, ssv, out, S, W, H)
+            _ = ARGBToRGBA(out, S, out, S, W, H)       // B G R A → A B G R in memory
+        case .rgb24: _ = I420ToRAW(sy, ssy, su, ssu, sv, ssv, out, S, W, H)
+        case .bgr24: _ = I420ToRGB24(sy, ssy, su, ssu, sv, ssv, out, S, W, H)
+        case .rgb565: _ = I420ToRGB565(sy, ssy, su, ssu, sv, ssv, out, S, W, H)
+        case .grey: CopyPlane(sy, ssy, out, S, W, H)
+        case .mjpeg, .jpeg:
+            used = try encodeJPEG(src, into: out, capacity: storage.capacity)
+        default:
+            throw ProcessingError(.unsupportedFormat, "cannot write I420 as \(format)")
+        }
+        return VideoFrameBuffer(pixelFormat: format, width: w, height: h, stride: stride, bytesUsed: used, storage: storage)
+    }
+
+    /// Encodes a 4:2:0 baseline JPEG (what webcams' MJPEG looks like) into preallocated memory.
+    public func encodeJPEG(_ src: I420Buffer, into out: UnsafeMutablePointer<UInt8>, capacity: Int) throws(ProcessingError) -> Int {
+        if jpegHandle == nil { jpegHandle = tjInitCompress() }
+        guard let handle = jpegHandle else { throw ProcessingError(.ioFailed, "libjpeg-turbo: cannot create a compressor") }
+        var planes: [UnsafePointer<UInt8>?] = [UnsafePointer(src.dataY), UnsafePointer(src.dataU), UnsafePointer(src.dataV)]
+        var strides: [Int32] = [Int32(src.strideY), Int32(src.strideU), Int32(src.strideV)]
+        var dst: UnsafeMutablePointer<UInt8>? = out
+        var size = UInt(capacity)
+        let rc = tjCompressFromYUVPlanes(handle, &planes, Int32(src.width), &strides, Int32(src.height), Int32(TJSAMP_420.rawValue),
+                                         &dst, &size, jpegQuality, Int32(TJFLAG_NOREALLOC))
+        guard rc == 0 else {
+            throw ProcessingError(.ioFailed, "libjpeg-turbo: \(String(cString: tjGetErrorStr2(handle)))")
+        }
+        return Int(size)
+    }
+}

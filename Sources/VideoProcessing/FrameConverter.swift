@@ -1,0 +1,257 @@
+public import VideoCapture
+import CLibYUV
+
+/// Turns camera frames of any negotiable pixel format into I420 with libyuv, cropping, rotating,
+/// mirroring and scaling on the way, into pooled buffers (no pixel-buffer allocation in steady state).
+///
+/// Passes over the pixels: one for the common case (convert, or crop+convert); one more for each of
+/// rotate, mirror and scale when asked (libyuv rotates I420 and NV12 sources while converting).
+/// An unrotated I420 source with an even stride is passed through without a copy.
+///
+/// Not thread-safe: use one converter per pipeline thread.
+public final class FrameConverter {
+    public struct Options: Sendable, Hashable {
+        public var crop: CropRect?
+        /// Rotation to apply to the pixels (WebRTC's `rotation_applied`); `.rotation0` leaves it as metadata.
+        public var rotation: VideoRotation
+        public var mirror: Bool
+        /// Final size, after crop and rotation.
+        public var scale: FrameSize?
+        public init(crop: CropRect? = nil, rotation: VideoRotation = .rotation0, mirror: Bool = false, scale: FrameSize? = nil) {
+            self.crop = crop; self.rotation = rotation; self.mirror = mirror; self.scale = scale
+        }
+    }
+
+    private let pools = PoolSet()
+    public init() {}
+
+    /// Buffers allocated so far by this converter's pools (stays flat in steady state).
+    public var allocatedBufferCount: Int { pools.allocatedCount }
+
+    /// Converts a frame; with `applyRotation`, the frame's own rotation is applied to the pixels and the
+    /// result has rotation 0 (else the rotation is carried as metadata).
+    public func convert(_ frame: VideoFrame, applyRotation: Bool = false, options: Options = .init()) throws(ProcessingError) -> VideoFrame {
+        var opts = options
+        if applyRotation {
+            opts.rotation = VideoRotation(degrees: frame.rotation.degrees + options.rotation.degrees) ?? .rotation0
+        }
+        let out = try convert(frame.buffer, options: opts)
+        let rot: VideoRotation = applyRotation ? .rotation0 : frame.rotation
+        return VideoFrame(buffer: out.buffer, rotation: rot, timestampNs: frame.timestampNs, sequence: frame.sequence)
+    }
+
+    /// Converts one buffer to I420.
+    public func convert(_ src: VideoFrameBuffer, options: Options = .init()) throws(ProcessingError) -> I420Buffer {
+        try validate(src)
+        let crop = try cropRect(for: src, options.crop)
+        var current: I420Buffer
+        let needsCopyFree = src.pixelFormat == .i420 && crop == CropRect(x: 0, y: 0, width: src.width, height: src.height)
+        if options.rotation != .rotation0 && (src.pixelFormat == .i420 || src.pixelFormat == .yv12 || src.pixelFormat == .nv12) {
+            // libyuv rotates these while reading them: one pass.
+            let (w, h) = options.rotation.swapsDimensions ? (crop.height, crop.width) : (crop.width, crop.height)
+            current = pools.acquire(width: w, height: h)
+            try rotateDirect(src, crop: crop, rotation: options.rotation, into: current)
+        } else {
+            if needsCopyFree, let passthrough = I420Buffer(src) {
+                current = passthrough
+            } else {
+                current = pools.acquire(width: crop.width, height: crop.height)
+                try convertPlain(src, crop: crop, into: current)
+            }
+            if options.rotation != .rotation0 {
+                let (w, h) = options.rotation.swapsDimensions ? (crop.height, crop.width) : (crop.width, crop.height)
+                let rotated = pools.acquire(width: w, height: h)
+                _ = I420Rotate(current.dataY, Int32(current.strideY), current.dataU, Int32(current.strideU), current.dataV, Int32(current.strideV),
+                               rotated.dataY, Int32(rotated.strideY), rotated.dataU, Int32(rotated.strideU), rotated.dataV, Int32(rotated.strideV),
+                               Int32(current.width), Int32(current.height), RotationMode(rawValue: UInt32(options.rotation.rawValue)))
+                current = rotated
+            }
+        }
+        if options.mirror {
+            let m = pools.acquire(width: current.width, height: current.height)
+            _ = I420Mirror(current.dataY, Int32(current.strideY), current.dataU, Int32(current.strideU), current.dataV, Int32(current.strideV),
+                           m.dataY, Int32(m.strideY), m.dataU, Int32(m.strideU), m.dataV, Int32(m.strideV), Int32(m.width), Int32(m.height))
+            current = m
+        }
+        if let target = options.scale, target != FrameSize(width: current.width, height: current.height) {
+            guard target.width > 0, target.height > 0, target.width <= 16384, target.height <= 16384 else {
+                throw ProcessingError(.invalidSize, "scale size \(target) must be positive and at most 16384x16384")
+            }
+            let s = pools.acquire(width: target.width, height: target.height)
+            _ = I420Scale(current.dataY, Int32(current.strideY), current.dataU, Int32(current.strideU), current.dataV, Int32(current.strideV),
+                          Int32(current.width), Int32(current.height),
+                          s.dataY, Int32(s.strideY), s.dataU, Int32(s.strideU), s.dataV, Int32(s.strideV),
+                          Int32(target.width), Int32(target.height), kFilterBox)
+            current = s
+        }
+        return current
+    }
+
+    // MARK: - Validation
+
+    private func validate(_ src: VideoFrameBuffer) throws(ProcessingError) {
+        guard src.width > 0, src.height > 0 else {
+            throw ProcessingError(.invalidSize, "frame size \(src.width)x\(src.height) must be positive")
+        }
+        guard src.pixelFormat.isConvertibleToI420 else {
+            throw ProcessingError(.unsupportedFormat, "cannot convert \(src.pixelFormat) (\(src.pixelFormat.name)) to I420; convertible: \(PixelFormat.convertible.map(\.fourcc).joined(separator: " "))")
+        }
+        if src.pixelFormat.isCompressed {
+            guard src.bytesUsed >= 4 else { throw ProcessingError(.shortBuffer, "\(src.pixelFormat) frame of \(src.bytesUsed) bytes is too short to be a JPEG") }
+            return
+        }
+        let minStride = src.pixelFormat.minimumStride(width: src.width)!
+        guard src.stride >= minStride else {
+            throw ProcessingError(.invalidArgument, "\(src.pixelFormat) stride \(src.stride) is below the minimum \(minStride) for width \(src.width)")
+        }
+        let need = src.requiredBytes!
+        guard src.bytesUsed >= need else {
+            throw ProcessingError(.shortBuffer, "\(src.pixelFormat) \(src.width)x\(src.height) stride \(src.stride) needs \(need) bytes, the buffer has \(src.bytesUsed)")
+        }
+    }
+
+    private func cropRect(for src: VideoFrameBuffer, _ crop: CropRect?) throws(ProcessingError) -> CropRect {
+        guard var c = crop else { return CropRect(x: 0, y: 0, width: src.width, height: src.height) }
+        guard c.width > 0, c.height > 0, c.x >= 0, c.y >= 0, c.x + c.width <= src.width, c.y + c.height <= src.height else {
+            throw ProcessingError(.invalidArgument, "crop \(c) does not fit in the \(src.width)x\(src.height) frame")
+        }
+        // Chroma is subsampled: crop origins snap to even pixels.
+        c.x &= ~1; c.y &= ~1
+        return c
+    }
+
+    // MARK: - Conversion without rotation
+
+    private func convertPlain(_ src: VideoFrameBuffer, crop c: CropRect, into d: I420Buffer) throws(ProcessingError) {
+        let base = src.baseAddress.assumingMemoryBound(to: UInt8.self)
+        let p = src.planes
+        let s0 = src.stride
+        let w = Int32(c.width), h = Int32(c.height)
+        let dy = d.dataY, du = d.dataU, dv = d.dataV
+        let dsy = Int32(d.strideY), dsu = Int32(d.strideU), dsv = Int32(d.strideV)
+        let bpp = src.pixelFormat.bytesPerPixel ?? 1
+        // First-plane pointer at the crop origin.
+        let y0 = base + p.offsets.0 + c.y * s0 + c.x * bpp
+        var rc: Int32 = 0
+        switch src.pixelFormat {
+        case .i420, .yv12:
+            let cs = p.strides.1
+            let u = base + p.offsets.1 + (c.y / 2) * cs + c.x / 2, v = base + p.offsets.2 + (c.y / 2) * cs + c.x / 2
+            let (su, sv) = src.pixelFormat == .i420 ? (u, v) : (v, u)
+            rc = I420Copy(y0, Int32(s0), su, Int32(cs), sv, Int32(cs), dy, dsy, du, dsu, dv, dsv, w, h)
+        case .nv12, .nv21, .nv16, .nv61:
+            // 4:2:2 semi-planar: every other chroma row, by doubling the chroma stride.
+            let rowStep = (src.pixelFormat == .nv16 || src.pixelFormat == .nv61) ? 2 : 1
+            let cs = p.strides.1
+            let uvRow = (src.pixelFormat == .nv16 || src.pixelFormat == .nv61) ? c.y : c.y / 2
+            let uv = base + p.offsets.1 + uvRow * cs + c.x
+            if src.pixelFormat == .nv12 || src.pixelFormat == .nv16 {
+                rc = NV12ToI420(y0, Int32(s0), uv, Int32(cs * rowStep), dy, dsy, du, dsu, dv, dsv, w, h)
+            } else {
+                rc = NV21ToI420(y0, Int32(s0), uv, Int32(cs * rowStep), dy, dsy, du, dsu, dv, dsv, w, h)
+            }
+        case .nv24, .nv42:
+            rc = CopyPlaneChecked(y0, s0, dy, Int(dsy), c.width, c.height)
+            let cs = p.strides.1
+            let uvBase = base + p.offsets.1 + c.y * cs + c.x * 2
+            let (first, second) = src.pixelFormat == .nv24 ? (du, dv) : (dv, du)
+            let cw = (c.width + 1) / 2, ch = (c.height + 1) / 2
+            for r in 0..<ch {
+                let row = uvBase + (2 * r) * cs
+                let o1 = first + r * Int(dsu), o2 = second + r * Int(dsv)
+                for x in 0..<cw {
+                    o1[x] = row[4 * x]; o2[x] = row[4 * x + 1]
+                }
+            }
+        case .yuyv, .yvyu:
+            let (a, b) = src.pixelFormat == .yuyv ? (du, dv) : (dv, du)
+            rc = YUY2ToI420(y0, Int32(s0), dy, dsy, a, dsu, b, dsv, w, h)
+        case .uyvy, .vyuy:
+            let (a, b) = src.pixelFormat == .uyvy ? (du, dv) : (dv, du)
+            rc = UYVYToI420(y0, Int32(s0), dy, dsy, a, dsu, b, dsv, w, h)
+        case .yuv422p:
+            let cs = p.strides.1
+            let u = base + p.offsets.1 + c.y * cs + c.x / 2, v = base + p.offsets.2 + c.y * cs + c.x / 2
+            rc = I422ToI420(y0, Int32(s0), u, Int32(cs), v, Int32(cs), dy, dsy, du, dsu, dv, dsv, w, h)
+        case .bgr32, .abgr32, .xbgr32:   // B G R A in memory = libyuv ARGB
+            rc = ARGBToI420(y0, Int32(s0), dy, dsy, du, dsu, dv, dsv, w, h)
+        case .rgb32, .argb32, .xrgb32:   // A R G B in memory = libyuv BGRA
+            rc = BGRAToI420(y0, Int32(s0), dy, dsy, du, dsu, dv, dsv, w, h)
+        case .rgba32, .rgbx32:           // R G B A in memory = libyuv ABGR
+            rc = ABGRToI420(y0, Int32(s0), dy, dsy, du, dsu, dv, dsv, w, h)
+        case .bgra32, .bgrx32:           // A B G R in memory = libyuv RGBA
+            rc = RGBAToI420(y0, Int32(s0), dy, dsy, du, dsu, dv, dsv, w, h)
+        case .rgb24:                     // R G B in memory = libyuv RAW
+            rc = RAWToI420(y0, Int32(s0), dy, dsy, du, dsu, dv, dsv, w, h)
+        case .bgr24:                     // B G R in memory = libyuv RGB24
+            rc = RGB24ToI420(y0, Int32(s0), dy, dsy, du, dsu, dv, dsv, w, h)
+        case .rgb565:
+            rc = RGB565ToI420(y0, Int32(s0), dy, dsy, du, dsu, dv, dsv, w, h)
+        case .grey:
+            rc = I400ToI420(y0, Int32(s0), dy, dsy, du, dsu, dv, dsv, w, h)
+        case .mjpeg, .jpeg:
+            try decodeJPEG(src, crop: c, into: d)
+        default:
+            throw ProcessingError(.unsupportedFormat, "no conversion from \(src.pixelFormat) to I420")
+        }
+        if rc != 0 { throw ProcessingError(.invalidArgument, "libyuv refused \(src.pixelFormat) \(src.width)x\(src.height) (code \(rc))") }
+    }
+
+    private func rotateDirect(_ src: VideoFrameBuffer, crop c: CropRect, rotation: VideoRotation, into d: I420Buffer) throws(ProcessingError) {
+        let base = src.baseAddress.assumingMemoryBound(to: UInt8.self)
+        let p = src.planes, s0 = src.stride
+        let y0 = base + c.y * s0 + c.x
+        let mode = RotationMode(rawValue: UInt32(rotation.rawValue))
+        let rc: Int32
+        if src.pixelFormat == .nv12 {
+            let uv = base + p.offsets.1 + (c.y / 2) * p.strides.1 + c.x
+            rc = NV12ToI420Rotate(y0, Int32(s0), uv, Int32(p.strides.1), d.dataY, Int32(d.strideY), d.dataU, Int32(d.strideU),
+                                  d.dataV, Int32(d.strideV), Int32(c.width), Int32(c.height), mode)
+        } else {
+            let cs = p.strides.1
+            let u = base + p.offsets.1 + (c.y / 2) * cs + c.x / 2, v = base + p.offsets.2 + (c.y / 2) * cs + c.x / 2
+            let (su, sv) = src.pixelFormat == .i420 ? (u, v) : (v, u)
+            rc = I420Rotate(y0, Int32(s0), su, Int32(cs), sv, Int32(cs), d.dataY, Int32(d.strideY), d.dataU, Int32(d.strideU),
+                            d.dataV, Int32(d.strideV), Int32(c.width), Int32(c.height), mode)
+        }
+        if rc != 0 { throw ProcessingError(.invalidArgument, "libyuv could not rotate \(src.pixelFormat) \(c.width)x\(c.height) by \(rotation)") }
+    }
+
+    // MARK: - JPEG
+
+    private var jpegScratch: I420BufferPool?
+
+    private func decodeJPEG(_ src: VideoFrameBuffer, crop c: CropRect, into d: I420Buffer) throws(ProcessingError) {
+        let data = src.baseAddress.assumingMemoryBound(to: UInt8.self)
+        var jw: Int32 = 0, jh: Int32 = 0
+        guard MJPGSize(data, src.bytesUsed, &jw, &jh) == 0, jw > 0, jh > 0 else {
+            throw ProcessingError(.decodeFailed, "\(src.pixelFormat) frame of \(src.bytesUsed) bytes is not a decodable JPEG")
+        }
+        guard Int(jw) == src.width, Int(jh) == src.height else {
+            throw ProcessingError(.decodeFailed, "JPEG is \(jw)x\(jh), the stream says \(src.width)x\(src.height)")
+        }
+        let full = c == CropRect(x: 0, y: 0, width: src.width, height: src.height)
+        let target: I420Buffer
+        if full { target = d } else {
+            if jpegScratch?.width != src.width || jpegScratch?.height != src.height {
+                jpegScratch = I420BufferPool(width: src.width, height: src.height, maxBuffers: 1)
+            }
+            target = jpegScratch!.acquire()
+        }
+        let rc = MJPGToI420(data, src.bytesUsed, target.dataY, Int32(target.strideY), target.dataU, Int32(target.strideU),
+                            target.dataV, Int32(target.strideV), jw, jh, jw, jh)
+        guard rc == 0 else { throw ProcessingError(.decodeFailed, "\(src.pixelFormat) frame of \(src.bytesUsed) bytes did not decode (libyuv code \(rc))") }
+        if !full {
+            _ = I420Copy(target.dataY + c.y * target.strideY + c.x, Int32(target.strideY),
+                         target.dataU + (c.y / 2) * target.strideU + c.x / 2, Int32(target.strideU),
+                         target.dataV + (c.y / 2) * target.strideV + c.x / 2, Int32(target.strideV),
+                         d.dataY, Int32(d.strideY), d.dataU, Int32(d.strideU), d.dataV, Int32(d.strideV), Int32(c.width), Int32(c.height))
+        }
+    }
+}
+
+@inline(__always)
+func CopyPlaneChecked(_ src: UnsafePointer<UInt8>, _ ss: Int, _ dst: UnsafeMutablePointer<UInt8>, _ ds: Int, _ w: Int, _ h: Int) -> Int32 {
+    CopyPlane(src, Int32(ss), dst, Int32(ds), Int32(w), Int32(h))
+    return 0
+}

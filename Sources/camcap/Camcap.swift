@@ -1,0 +1,136 @@
+import ArgumentParser
+import Foundation
+import VideoCapture
+import VideoProcessing
+import FixtureCameras
+import V4L2Capture
+import H264
+
+@main
+struct Camcap: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "camcap",
+        abstract: "Find cameras, negotiate formats, capture, convert and record H.264 on Linux.",
+        discussion: """
+            DEVICES are V4L2 nodes (/dev/video0), built-in fixture cameras (fixture:NAME, see `camcap devices`), \
+            or the path of a fixture file: a JSON camera description or the text of `v4l2-ctl --list-formats-ext`.
+
+            Negotiation picks the size closest to the target, then the highest frame rate up to the limit, \
+            then the cheapest conversion to I420.
+            """,
+        version: versionText,
+        subcommands: [Devices.self, Formats.self, Select.self, Preview.self, Record.self])
+}
+
+let versionText: String = {
+    "camcap 0.1.0\n\(libyuvCPUFlags)\n\(H264Encoder.openH264Version)"
+}()
+
+/// The providers every command uses: real cameras first, then the fixture cameras.
+func makeCapturer(pacing: FixtureCameraProvider.Pacing = .realTime, discardsLate: Bool = true) -> CameraVideoCapturer {
+    CameraVideoCapturer(providers: [V4L2DeviceProvider(), FixtureCameraProvider(options: .init(pacing: pacing))],
+                        configuration: .init(maxPendingFrames: 2, alwaysDiscardsLateFrames: discardsLate))
+}
+
+/// The default camera: the first real camera, else the built-in fixture webcam.
+func defaultDevice(_ capturer: CameraVideoCapturer) throws(CaptureError) -> CaptureDevice {
+    if let real = V4L2DeviceProvider().devices().first { return real }
+    return try capturer.device("fixture:uvc-webcam")
+}
+
+struct CLIError: Error, CustomStringConvertible {
+    var description: String
+    init(_ d: String) { description = d }
+}
+
+extension FrameSize: @retroactive ExpressibleByArgument {
+    public init?(argument: String) { self.init(parsing: argument) }
+    public static var defaultValueDescription: String { "WxH" }
+}
+
+/// Prints a JSON object with keys in the given order.
+func jsonObject(_ pairs: [(String, Any)]) -> String {
+    "{" + pairs.map { "\"\($0.0)\": \(jsonValue($0.1))" }.joined(separator: ", ") + "}"
+}
+func jsonValue(_ v: Any) -> String {
+    switch v {
+    case let s as String:
+        return "\"" + s.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+    case let f as Fraction: return f.description
+    case let i as Int: return String(i)
+    case let d as Double: return String(d)
+    case let b as Bool: return b ? "true" : "false"
+    case let a as [Any]: return "[" + a.map(jsonValue).joined(separator: ", ") + "]"
+    case let o as [(String, Any)]: return jsonObject(o)
+    default: return "null"
+    }
+}
+
+func fail(_ error: any Error) -> Never {
+    FileHandle.standardError.write(Data("camcap: error: \(error)\n".utf8))
+    exit(1)
+}
+
+struct Devices: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "List cameras: V4L2 devices and the built-in fixture cameras.")
+    @Flag(help: "Print JSON (one object per device in an array).") var json = false
+
+    func run() async throws {
+        let capturer = makeCapturer()
+        let devices = capturer.devices()
+        if json {
+            print("[" + devices.map { d in
+                jsonObject([("path", d.path), ("uniqueID", d.uniqueID), ("name", d.name), ("position", d.position.rawValue),
+                            ("driver", d.driver), ("busInfo", d.busInfo)])
+            }.joined(separator: ",\n ") + "]")
+            return
+        }
+        for d in devices {
+            print("\(d.path)\t\(d.name)\t[\(d.position.rawValue)\(d.driver.isEmpty ? "" : ", \(d.driver)")\(d.busInfo.isEmpty || d.busInfo.hasPrefix("fixture") ? "" : ", \(d.busInfo)")]")
+            if d.uniqueID != d.path { print("\tid: \(d.uniqueID)") }
+        }
+    }
+}
+
+struct Formats: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List a device's formats, sizes and frame intervals (in the style of `v4l2-ctl --list-formats-ext`).")
+    @Option(name: .shortAndLong, help: "Device: /dev/videoN, fixture:NAME or a fixture file.") var device: String
+    @Flag(help: "Print JSON instead.") var json = false
+
+    func run() async throws {
+        let capturer = makeCapturer()
+        do {
+            let d = try capturer.device(device)
+            let formats = try capturer.supportedFormats(for: d)
+            print(json ? FormatListing.json(formats) : FormatListing.text(formats), terminator: "")
+        } catch { fail(error) }
+    }
+}
+
+struct Select: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show which format, size and frame rate negotiation picks for a target size.",
+        discussion: "Rules: closest size (|w-W| + |h-H|), then the highest fps up to the limit (else the lowest above it), then the cheapest conversion to I420.")
+    @Option(name: .shortAndLong, help: "Device: /dev/videoN, fixture:NAME or a fixture file.") var device: String
+    @Option(name: .shortAndLong, help: "Target size.") var size: FrameSize
+    @Option(help: "Frame-rate limit.") var fpsLimit: Int = FormatSelector.defaultFpsLimit
+    @Flag(help: "Print exactly one JSON object: pixelFormat, width, height, fps.") var json = false
+
+    func validate() throws {
+        guard fpsLimit > 0, fpsLimit <= 1000 else { throw ValidationError("--fps-limit must be between 1 and 1000, got \(fpsLimit)") }
+    }
+
+    func run() async throws {
+        let capturer = makeCapturer()
+        do {
+            let d = try capturer.device(device)
+            let sel = try capturer.selectFormat(for: d, targetSize: size, fpsLimit: fpsLimit)
+            if json {
+                print(jsonObject([("pixelFormat", sel.pixelFormat.fourcc), ("width", sel.size.width), ("height", sel.size.height), ("fps", sel.fps)]))
+            } else {
+                print("\(sel.pixelFormat) (\(sel.format.formatDescription)) \(sel.size) @ \(sel.fps) fps")
+            }
+        } catch { fail(error) }
+    }
+}

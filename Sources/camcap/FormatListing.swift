@@ -1,0 +1,59 @@
+import VideoCapture
+
+/// Prints format lists in `v4l2-ctl --list-formats-ext` style (so the two can be diffed) or as JSON.
+enum FormatListing {
+    static func text(_ formats: [CaptureFormat]) -> String {
+        var out = "ioctl: VIDIOC_ENUM_FMT\n\tType: Video Capture\n\n"
+        var index = -1
+        var last: PixelFormat?
+        for f in formats {
+            if f.pixelFormat != last {
+                index += 1; last = f.pixelFormat
+                let compressed = f.pixelFormat.isCompressed ? ", compressed" : ""
+                out += "\t[\(index)]: '\(f.pixelFormat.fourcc)' (\(f.formatDescription)\(compressed))\n"
+            }
+            out += "\t\tSize: \(f.size)\n"
+            switch f.intervals {
+            case .discrete(let list)?:
+                for iv in list { out += "\t\t\tInterval: Discrete \(secs(iv))s (\(fps(iv.reciprocal)) fps)\n" }
+            case .stepwise(let lo, let hi, let step)?:
+                out += "\t\t\tInterval: Stepwise \(secs(lo))s - \(secs(hi))s with step \(secs(step))s (\(fps(hi.reciprocal))-\(fps(lo.reciprocal)) fps)\n"
+            case .continuous(let lo, let hi)?:
+                out += "\t\t\tInterval: Continuous \(secs(lo))s - \(secs(hi))s (\(fps(hi.reciprocal))-\(fps(lo.reciprocal)) fps)\n"
+            case nil: break
+            }
+        }
+        return out
+    }
+
+    static func secs(_ f: Fraction) -> String { threeDecimals(f.doubleValue) }
+    static func fps(_ f: Fraction) -> String { threeDecimals(f.doubleValue) }
+    static func threeDecimals(_ v: Double) -> String {
+        let scaled = Int64((v * 1000).rounded())
+        let frac = String(scaled % 1000)
+        return "\(scaled / 1000).\(String(repeating: "0", count: 3 - frac.count))\(frac)"
+    }
+
+    static func json(_ formats: [CaptureFormat]) -> String {
+        let items: [String] = formats.map { f in
+            var pairs: [(String, Any)] = [("pixelFormat", f.pixelFormat.fourcc), ("description", f.formatDescription),
+                                          ("convertible", f.pixelFormat.isConvertibleToI420)]
+            switch f.size {
+            case .discrete(let s): pairs += [("size", "discrete"), ("width", s.width), ("height", s.height)]
+            case .stepwise(let a, let b, let st):
+                pairs += [("size", "stepwise"), ("min", a.description), ("max", b.description), ("step", st.description)]
+            case .continuous(let a, let b): pairs += [("size", "continuous"), ("min", a.description), ("max", b.description)]
+            }
+            switch f.intervals {
+            case .discrete(let list)?: pairs.append(("fps", list.map { $0.reciprocal as Any }))
+            case .stepwise(let lo, let hi, let st)?:
+                pairs.append(("fpsRange", [("min", hi.reciprocal), ("max", lo.reciprocal), ("intervalStep", st.description)] as [(String, Any)]))
+            case .continuous(let lo, let hi)?:
+                pairs.append(("fpsRange", [("min", hi.reciprocal), ("max", lo.reciprocal)] as [(String, Any)]))
+            case nil: break
+            }
+            return jsonObject(pairs)
+        }
+        return "[" + items.joined(separator: ",\n ") + "]\n"
+    }
+}
