@@ -22,8 +22,11 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
         public var disconnectAfterFrames: Int?
         /// Number of frame buffers, as a V4L2 driver's queue (frames held by consumers are not reused).
         public var bufferCount: Int
-        public init(pacing: Pacing = .realTime, disconnectAfterFrames: Int? = nil, bufferCount: Int = 4) {
+        /// Sensor-like noise added to luma (amplitude, 0 = the clean pattern), so encoders have detail to spend bits on.
+        public var noise: Int
+        public init(pacing: Pacing = .realTime, disconnectAfterFrames: Int? = nil, bufferCount: Int = 4, noise: Int = 0) {
             self.pacing = pacing; self.disconnectAfterFrames = disconnectAfterFrames; self.bufferCount = max(2, bufferCount)
+            self.noise = max(0, min(64, noise))
         }
     }
 
@@ -179,7 +182,7 @@ final class FixtureStream: CaptureStream, @unchecked Sendable {
                 sink.dropped(.driverDropped, 1)
                 continue
             }
-            TestPattern.render(frame: UInt64(index), into: scratch)
+            TestPattern.render(frame: UInt64(index), into: scratch, noise: options.noise)
             let buffer: VideoFrameBuffer
             do { buffer = try writer.write(scratch, as: format, into: storages[slot]) }
             catch {

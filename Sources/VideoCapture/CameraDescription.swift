@@ -157,10 +157,10 @@ extension CameraDescription {
             return .discrete(try parseSize(words[1], err))
         case "Stepwise":
             // Stepwise 16x16 - 1920x1080 with step 8/8
-            guard words.count == 6, words[2] == "-", words[4] == "with", words[5].hasPrefix("step") == false || true,
-                  let stepText = text.components(afterLast: "step ") else {
+            guard words.count == 7, words[2] == "-", words[4] == "with", words[5] == "step" else {
                 throw err("expected \"Size: Stepwise WxH - WxH with step W/H\", found \"Size: \(text)\"")
             }
+            let stepText = words[6]
             let lo = try parseSize(words[1], err), hi = try parseSize(words[3], err)
             let st = stepText.split(separator: "/")
             guard st.count == 2, let sw = Int(st[0]), let sh = Int(st[1]), sw > 0, sh > 0 else {
@@ -250,7 +250,8 @@ extension CameraDescription {
             switch n {
             case .number(let v, _) where v > 0: return Fraction(approximating: v)
             case .string(let s, _):
-                let p = s.split(separator: "/")
+                let p = s.split(separator: "/", omittingEmptySubsequences: false)
+                if p.count == 1, let a = Int64(p[0]), a > 0 { return Fraction(a) }
                 if p.count == 2, let a = Int64(p[0]), let b = Int64(p[1]), a > 0, b > 0 { return Fraction(a, b) }
                 throw err(n, "expected a positive fraction \"N/D\", found \"\(s)\"")
             default: throw err(n, "expected a positive frame rate, found \(n.kind)")

@@ -213,8 +213,13 @@ public final class CameraVideoCapturer: Sendable {
     /// The frames as an `AsyncSequence`. Each sequence buffers the newest `bufferingNewest` frames; when its
     /// consumer falls behind, older frames are dropped and counted as `.consumerBusy`. It finishes when
     /// capture stops (by `stopCapture()` or an error).
+    ///
+    /// With `alwaysDiscardsLateFrames == false` the sequence buffers without limit instead: the source's own
+    /// buffer count bounds it (a held frame holds a buffer), so nothing is dropped.
     public func frames(bufferingNewest: Int = 1) -> VideoFrameStream {
-        let (stream, continuation) = AsyncStream<VideoFrame>.makeStream(bufferingPolicy: .bufferingNewest(max(1, bufferingNewest)))
+        let policy: AsyncStream<VideoFrame>.Continuation.BufferingPolicy =
+            configuration.alwaysDiscardsLateFrames ? .bufferingNewest(max(1, bufferingNewest)) : .unbounded
+        let (stream, continuation) = AsyncStream<VideoFrame>.makeStream(bufferingPolicy: policy)
         let id = state.withLock { s -> UInt64 in
             s.nextStreamID += 1
             s.streams[s.nextStreamID] = continuation

@@ -10,7 +10,23 @@ public enum TestPattern {
     ]
 
     /// Draws frame `index` into `dst`.
-    public static func render(frame index: UInt64, into dst: I420Buffer) {
+    public static func render(frame index: UInt64, into dst: I420Buffer, noise: Int = 0) {
+        draw(frame: index, into: dst)
+        guard noise > 0 else { return }
+        // Per-frame pseudo-random luma noise (xorshift), like a sensor's.
+        var state = index &* 0x9E37_79B9_7F4A_7C15 | 1
+        let amplitude = UInt64(2 * noise + 1)
+        for r in 0..<dst.height {
+            let row = dst.dataY + r * dst.strideY
+            for x in 0..<dst.width {
+                state ^= state << 13; state ^= state >> 7; state ^= state << 17
+                let v = Int(row[x]) + Int(state % amplitude) - noise
+                row[x] = UInt8(clamping: v)
+            }
+        }
+    }
+
+    private static func draw(frame index: UInt64, into dst: I420Buffer) {
         let w = dst.width, h = dst.height
         let cw = dst.chromaWidth, chh = dst.chromaHeight
         // Bars: fill the first row of each plane, then copy it down.

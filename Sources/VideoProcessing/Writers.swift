@@ -28,7 +28,9 @@ public final class OutputFile {
         bytesWritten += Int64(count)
     }
 
-    public func write(_ bytes: [UInt8]) throws(ProcessingError) {
+    public func write(_ bytes: [UInt8]) throws(ProcessingError) { try write(bytes[...]) }
+
+    public func write(_ bytes: ArraySlice<UInt8>) throws(ProcessingError) {
         guard !bytes.isEmpty else { return }
         let r: Result<Void, ProcessingError> = bytes.withUnsafeBytes { b in
             do throws(ProcessingError) { try write(b.baseAddress!, count: b.count); return .success(()) } catch { return .failure(error) }

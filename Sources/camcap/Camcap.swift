@@ -5,6 +5,7 @@ import VideoProcessing
 import FixtureCameras
 import V4L2Capture
 import H264
+import Logging
 
 @main
 struct Camcap: AsyncParsableCommand {
@@ -27,9 +28,11 @@ let versionText: String = {
 }()
 
 /// The providers every command uses: real cameras first, then the fixture cameras.
-func makeCapturer(pacing: FixtureCameraProvider.Pacing = .realTime, discardsLate: Bool = true) -> CameraVideoCapturer {
-    CameraVideoCapturer(providers: [V4L2DeviceProvider(), FixtureCameraProvider(options: .init(pacing: pacing))],
-                        configuration: .init(maxPendingFrames: 2, alwaysDiscardsLateFrames: discardsLate))
+func makeCapturer(pacing: FixtureCameraProvider.Pacing = .realTime, discardsLate: Bool = true, noise: Int = 0) -> CameraVideoCapturer {
+    var logger = Logger(label: "camcap")
+    logger.logLevel = ProcessInfo.processInfo.environment["CAMCAP_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .warning
+    return CameraVideoCapturer(providers: [V4L2DeviceProvider(), FixtureCameraProvider(options: .init(pacing: pacing, noise: noise))],
+                               configuration: .init(maxPendingFrames: 2, alwaysDiscardsLateFrames: discardsLate), logger: logger)
 }
 
 /// The default camera: the first real camera, else the built-in fixture webcam.
@@ -43,7 +46,7 @@ struct CLIError: Error, CustomStringConvertible {
     init(_ d: String) { description = d }
 }
 
-extension FrameSize: @retroactive ExpressibleByArgument {
+extension FrameSize: ExpressibleByArgument {
     public init?(argument: String) { self.init(parsing: argument) }
     public static var defaultValueDescription: String { "WxH" }
 }
@@ -60,8 +63,8 @@ func jsonValue(_ v: Any) -> String {
     case let i as Int: return String(i)
     case let d as Double: return String(d)
     case let b as Bool: return b ? "true" : "false"
-    case let a as [Any]: return "[" + a.map(jsonValue).joined(separator: ", ") + "]"
     case let o as [(String, Any)]: return jsonObject(o)
+    case let a as [Any]: return "[" + a.map(jsonValue).joined(separator: ", ") + "]"
     default: return "null"
     }
 }

@@ -1,0 +1,225 @@
+/// H.264 NAL unit types (ITU-T H.264 table 7-1; the ones seed 000 lists).
+public enum NALUnitType: UInt8, Sendable, CustomStringConvertible {
+    case unspecified = 0, slice = 1, sliceDataA = 2, sliceDataB = 3, sliceDataC = 4, idr = 5, sei = 6, sps = 7, pps = 8
+    case accessUnitDelimiter = 9, endOfSequence = 10, endOfStream = 11, filler = 12, spsExtension = 13
+    case prefix = 14, subsetSPS = 15, auxiliarySlice = 19, sliceExtension = 20
+    case reserved = 255
+
+    public init(header: UInt8) { self = NALUnitType(rawValue: header & 0x1f) ?? .reserved }
+    public var description: String {
+        switch self {
+        case .slice: "non-IDR slice"
+        case .idr: "IDR slice"
+        case .sei: "SEI"
+        case .sps: "SPS"
+        case .pps: "PPS"
+        case .accessUnitDelimiter: "AUD"
+        default: "NAL type \(rawValue)"
+        }
+    }
+}
+
+/// One NAL unit inside a byte buffer: where its payload (header byte first, no start code) sits.
+public struct NALUnit: Sendable, Equatable {
+    public var type: NALUnitType
+    /// Offset of the NAL header byte in the buffer.
+    public var offset: Int
+    /// Length of the NAL unit (header + payload), without start code.
+    public var length: Int
+    public init(type: NALUnitType, offset: Int, length: Int) { self.type = type; self.offset = offset; self.length = length }
+}
+
+public struct BitstreamError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var message: String
+    public var offset: Int
+    public init(_ message: String, offset: Int) { self.message = message; self.offset = offset }
+    public var description: String { "\(message) (at byte \(offset))" }
+}
+
+/// Annex-B (start-code delimited) and AVCC (length-prefixed) H.264 framing.
+public enum AnnexB {
+    /// Splits an Annex-B stream at its 3- and 4-byte start codes. The stream must begin with a start code;
+    /// zero-length units (two start codes in a row) are an error.
+    public static func split(_ bytes: UnsafeRawBufferPointer) throws(BitstreamError) -> [NALUnit] {
+        var units: [NALUnit] = []
+        try split(bytes, into: &units)
+        return units
+    }
+
+    public static func split(_ data: [UInt8]) throws(BitstreamError) -> [NALUnit] {
+        let r: Result<[NALUnit], BitstreamError> = data.withUnsafeBytes { b in
+            do throws(BitstreamError) { return .success(try split(b)) } catch { return .failure(error) }
+        }
+        return try r.get()
+    }
+
+    /// As `split`, reusing `units`' storage (no allocation in steady state).
+    public static func split(_ bytes: UnsafeRawBufferPointer, into units: inout [NALUnit]) throws(BitstreamError) {
+        units.removeAll(keepingCapacity: true)
+        let n = bytes.count
+        guard n > 0 else { return }
+        guard let first = nextStartCode(bytes, from: 0), first.position == 0 || bytes[0..<first.position].allSatisfy({ $0 == 0 }) else {
+            throw BitstreamError("Annex-B stream does not begin with a start code", offset: 0)
+        }
+        var start = first.position + first.length
+        while true {
+            let next = nextStartCode(bytes, from: start)
+            var end = next?.position ?? n
+            // Trailing zero bytes before a start code belong to neither unit (trailing_zero_8bits).
+            while end > start && bytes[end - 1] == 0 && next != nil { end -= 1 }
+            guard end > start else { throw BitstreamError("zero-length NAL unit", offset: start) }
+            let header = bytes[start]
+            guard header & 0x80 == 0 else { throw BitstreamError("forbidden_zero_bit set in NAL header 0x\(String(header, radix: 16))", offset: start) }
+            units.append(NALUnit(type: NALUnitType(header: header), offset: start, length: end - start))
+            guard let next else { break }
+            start = next.position + next.length
+            if start >= n { throw BitstreamError("start code at the end of the stream with no NAL unit after it", offset: next.position) }
+        }
+    }
+
+    /// The next 00 00 01 (or 00 00 00 01) at or after `from`.
+    static func nextStartCode(_ b: UnsafeRawBufferPointer, from: Int) -> (position: Int, length: Int)? {
+        var i = from
+        let n = b.count
+        while i + 2 < n {
+            if b[i + 2] > 1 { i += 3; continue }
+            if b[i] == 0 && b[i + 1] == 0 && b[i + 2] == 1 {
+                if i > from && b[i - 1] == 0 { return (i - 1, 4) }
+                return (i, 3)
+            }
+            i += 1
+        }
+        return nil
+    }
+
+    /// Annex-B → AVCC: each unit prefixed by its length in `lengthSize` bytes (4 by default) big-endian.
+    public static func toAVCC(_ annexB: [UInt8], lengthSize: Int = 4) throws(BitstreamError) -> [UInt8] {
+        guard [1, 2, 4].contains(lengthSize) else { throw BitstreamError("AVCC length size must be 1, 2 or 4, got \(lengthSize)", offset: 0) }
+        let units = try split(annexB)
+        var out = [UInt8](); out.reserveCapacity(annexB.count)
+        for u in units {
+            guard lengthSize == 4 || u.length < 1 << (8 * lengthSize) else {
+                throw BitstreamError("NAL unit of \(u.length) bytes does not fit a \(lengthSize)-byte length", offset: u.offset)
+            }
+            for k in (0..<lengthSize).reversed() { out.append(UInt8(truncatingIfNeeded: u.length >> (8 * k))) }
+            out.append(contentsOf: annexB[u.offset..<(u.offset + u.length)])
+        }
+        return out
+    }
+
+    /// AVCC → Annex-B with 4-byte start codes. Lengths past the end, zero lengths and truncated prefixes are errors.
+    public static func fromAVCC(_ avcc: [UInt8], lengthSize: Int = 4) throws(BitstreamError) -> [UInt8] {
+        guard [1, 2, 4].contains(lengthSize) else { throw BitstreamError("AVCC length size must be 1, 2 or 4, got \(lengthSize)", offset: 0) }
+        var out = [UInt8](); out.reserveCapacity(avcc.count + 16)
+        var i = 0
+        while i < avcc.count {
+            guard i + lengthSize <= avcc.count else { throw BitstreamError("truncated \(lengthSize)-byte length prefix", offset: i) }
+            var len = 0
+            for k in 0..<lengthSize { len = len << 8 | Int(avcc[i + k]) }
+            i += lengthSize
+            guard len > 0 else { throw BitstreamError("zero-length NAL unit", offset: i - lengthSize) }
+            guard len <= avcc.count - i else { throw BitstreamError("NAL length \(len) runs past the end (\(avcc.count - i) bytes left)", offset: i - lengthSize) }
+            out += [0, 0, 0, 1]
+            out.append(contentsOf: avcc[i..<(i + len)])
+            i += len
+        }
+        return out
+    }
+}
+
+/// The fields of a sequence parameter set that tell what a stream is.
+public struct SequenceParameterSet: Sendable, Equatable {
+    public var profileIdc: Int
+    public var constraintFlags: Int
+    public var levelIdc: Int
+    public var width: Int
+    public var height: Int
+
+    public var profileName: String {
+        switch profileIdc {
+        case 66: constraintFlags & 0x40 != 0 ? "Constrained Baseline" : "Baseline"
+        case 77: "Main"
+        case 100: "High"
+        default: "profile \(profileIdc)"
+        }
+    }
+
+    /// Parses an SPS NAL unit (header byte included).
+    public init(nal: ArraySlice<UInt8>) throws(BitstreamError) {
+        guard let first = nal.first, NALUnitType(header: first) == .sps else { throw BitstreamError("not an SPS NAL unit", offset: 0) }
+        // Remove emulation-prevention bytes (00 00 03 → 00 00).
+        var rbsp: [UInt8] = []; rbsp.reserveCapacity(nal.count)
+        var zeros = 0
+        for b in nal.dropFirst() {
+            if zeros >= 2 && b == 3 { zeros = 0; continue }
+            rbsp.append(b); zeros = b == 0 ? zeros + 1 : 0
+        }
+        var r = BitReader(rbsp)
+        profileIdc = try r.bits(8); constraintFlags = try r.bits(8); levelIdc = try r.bits(8)
+        _ = try r.ue()   // seq_parameter_set_id
+        var chromaFormat = 1
+        if [100, 110, 122, 244, 44, 83, 86, 118, 128, 138, 139, 134, 135].contains(profileIdc) {
+            chromaFormat = try r.ue()
+            if chromaFormat == 3 { _ = try r.bits(1) }
+            _ = try r.ue(); _ = try r.ue(); _ = try r.bits(1)
+            if try r.bits(1) == 1 {   // seq_scaling_matrix_present_flag
+                for i in 0..<(chromaFormat != 3 ? 8 : 12) where try r.bits(1) == 1 {
+                    var last = 8, next = 8
+                    for _ in 0..<(i < 6 ? 16 : 64) where next != 0 {
+                        next = (last + (try r.se()) + 256) % 256
+                        last = next == 0 ? last : next
+                    }
+                }
+            }
+        }
+        _ = try r.ue()  // log2_max_frame_num_minus4
+        let pocType = try r.ue()
+        if pocType == 0 { _ = try r.ue() } else if pocType == 1 {
+            _ = try r.bits(1); _ = try r.se(); _ = try r.se()
+            let n = try r.ue()
+            guard n < 256 else { throw BitstreamError("SPS: implausible num_ref_frames_in_pic_order_cnt_cycle \(n)", offset: 0) }
+            for _ in 0..<n { _ = try r.se() }
+        }
+        _ = try r.ue(); _ = try r.bits(1)
+        let wMbs = try r.ue() + 1, hMapUnits = try r.ue() + 1
+        let frameMbsOnly = try r.bits(1)
+        if frameMbsOnly == 0 { _ = try r.bits(1) }
+        _ = try r.bits(1)
+        var w = wMbs * 16, h = (2 - frameMbsOnly) * hMapUnits * 16
+        if try r.bits(1) == 1 {  // frame_cropping_flag
+            let l = try r.ue(), rr = try r.ue(), t = try r.ue(), b = try r.ue()
+            let cx = chromaFormat == 0 || chromaFormat == 3 ? 1 : 2
+            let cy = (chromaFormat == 1 ? 2 : 1) * (2 - frameMbsOnly)
+            w -= cx * (l + rr); h -= cy * (t + b)
+        }
+        guard w > 0, h > 0, w <= 16384, h <= 16384 else { throw BitstreamError("SPS gives an implausible size \(w)x\(h)", offset: 0) }
+        width = w; height = h
+    }
+}
+
+struct BitReader {
+    let data: [UInt8]
+    var bit = 0
+    init(_ d: [UInt8]) { data = d }
+    mutating func bits(_ n: Int) throws(BitstreamError) -> Int {
+        var v = 0
+        for _ in 0..<n {
+            guard bit / 8 < data.count else { throw BitstreamError("SPS truncated", offset: bit / 8) }
+            v = v << 1 | Int(data[bit / 8] >> (7 - UInt8(bit % 8)) & 1)
+            bit += 1
+        }
+        return v
+    }
+    mutating func ue() throws(BitstreamError) -> Int {
+        var zeros = 0
+        while try bits(1) == 0 {
+            zeros += 1
+            guard zeros < 32 else { throw BitstreamError("SPS: invalid Exp-Golomb code", offset: bit / 8) }
+        }
+        return (1 << zeros) - 1 + (try bits(zeros))
+    }
+    mutating func se() throws(BitstreamError) -> Int {
+        let k = try ue()
+        return k % 2 == 1 ? (k + 1) / 2 : -(k / 2)
+    }
+}

@@ -1,0 +1,234 @@
+public import VideoCapture
+import COpenH264
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Encoder errors: invalid settings (with the valid range), or OpenH264 refusing a call.
+public struct EncoderError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
+
+/// One encoded picture: Annex-B bytes (4-byte start codes), its NAL units, and what kind of frame it is.
+public struct EncodedFrame: Sendable {
+    public var data: [UInt8] = []
+    public var nalUnits: [NALUnit] = []
+    public var isKeyFrame = false
+    /// The encoder skipped the frame (rate control); `data` is empty.
+    public var isSkipped = false
+    /// The capture timestamp of the input frame, carried through.
+    public var timestampNs: Int64 = 0
+    public init() {}
+    public var size: Int { data.count }
+    public var containsParameterSets: Bool { nalUnits.contains { $0.type == .sps } && nalUnits.contains { $0.type == .pps } }
+}
+
+/// An H.264 encoder over OpenH264, configured the way an RTC stack uses it: real-time camera usage,
+/// bitrate rate control with a cap, constrained baseline, a key-frame interval, slices sized for RTP.
+public final class H264Encoder {
+    public enum SliceMode: Sendable, Equatable {
+        case single
+        /// Slices no larger than this many bytes (an RTP payload budget, e.g. 1200).
+        case maxNALSize(Int)
+        case fixedCount(Int)
+    }
+
+    public struct Settings: Sendable, Equatable {
+        public var width: Int
+        public var height: Int
+        public var maxFrameRate: Double = 30
+        /// Target bitrate, bits per second.
+        public var targetBitrate: Int = 1_500_000
+        /// Cap for rate control, bits per second (nil: 1.5 × target).
+        public var maxBitrate: Int?
+        /// Frames between IDRs (nil: about 2 seconds at `maxFrameRate`).
+        public var keyFrameInterval: Int?
+        public var threads: Int = 1
+        public var sliceMode: SliceMode = .single
+        /// Let rate control skip frames. Off by default: a recording keeps every frame.
+        public var frameSkipping: Bool = false
+
+        public init(width: Int, height: Int) { self.width = width; self.height = height }
+
+        public var effectiveKeyFrameInterval: Int { keyFrameInterval ?? max(1, Int((2 * maxFrameRate).rounded())) }
+        public var effectiveMaxBitrate: Int { maxBitrate ?? targetBitrate + targetBitrate / 2 }
+
+        public func validate() throws(EncoderError) {
+            guard width >= 16, height >= 16, width <= 4096, height <= 2304 else {
+                throw EncoderError("size \(width)x\(height) is out of range: width 16...4096, height 16...2304")
+            }
+            guard width % 2 == 0, height % 2 == 0 else { throw EncoderError("size \(width)x\(height) must have even width and height (4:2:0)") }
+            guard maxFrameRate >= 1, maxFrameRate <= 240 else { throw EncoderError("frame rate \(maxFrameRate) is out of range: 1...240 fps") }
+            guard targetBitrate >= 10_000, targetBitrate <= 100_000_000 else {
+                throw EncoderError("bitrate \(targetBitrate / 1000) kbps is out of range: 10...100000 kbps")
+            }
+            guard effectiveMaxBitrate >= targetBitrate, effectiveMaxBitrate <= 200_000_000 else {
+                throw EncoderError("max bitrate \(effectiveMaxBitrate / 1000) kbps must be at least the target (\(targetBitrate / 1000) kbps) and at most 200000 kbps")
+            }
+            guard effectiveKeyFrameInterval >= 1, effectiveKeyFrameInterval <= 100_000 else {
+                throw EncoderError("key-frame interval \(effectiveKeyFrameInterval) is out of range: 1...100000 frames")
+            }
+            guard (1...4).contains(threads) else { throw EncoderError("thread count \(threads) is out of range: 1...4") }
+            switch sliceMode {
+            case .single: break
+            case .maxNALSize(let n): guard (200...65535).contains(n) else { throw EncoderError("max NAL size \(n) is out of range: 200...65535 bytes") }
+            case .fixedCount(let n): guard (1...32).contains(n) else { throw EncoderError("slice count \(n) is out of range: 1...32") }
+            }
+        }
+    }
+
+    public private(set) var settings: Settings
+    private var encoder: UnsafeMutablePointer<ISVCEncoder?>?
+    private var info = SFrameBSInfo()
+    private var picture = SSourcePicture()
+    private var forceKeyFrame = false
+
+    public static var openH264Version: String {
+        let v = WelsGetCodecVersion()
+        return "OpenH264 \(v.uMajor).\(v.uMinor).\(v.uRevision)"
+    }
+
+    public init(settings: Settings) throws(EncoderError) {
+        try settings.validate()
+        self.settings = settings
+        var enc: UnsafeMutablePointer<ISVCEncoder?>?
+        guard WelsCreateSVCEncoder(&enc) == 0, let enc else { throw EncoderError("OpenH264 could not create an encoder") }
+        encoder = enc
+        var traceLevel = Int32(WELS_LOG_ERROR)   // OpenH264 traces to stderr; libraries don't print
+        _ = ch264_set_option(enc, ENCODER_OPTION_TRACE_LEVEL, &traceLevel)
+        var p = SEncParamExt()
+        _ = ch264_default_params(enc, &p)
+        p.iUsageType = CAMERA_VIDEO_REAL_TIME
+        p.iPicWidth = Int32(settings.width); p.iPicHeight = Int32(settings.height)
+        p.iTargetBitrate = Int32(settings.targetBitrate); p.iMaxBitrate = Int32(settings.effectiveMaxBitrate)
+        p.iRCMode = RC_BITRATE_MODE
+        p.fMaxFrameRate = Float(settings.maxFrameRate)
+        p.uiIntraPeriod = UInt32(settings.effectiveKeyFrameInterval)
+        p.bEnableFrameSkip = settings.frameSkipping
+        p.iEntropyCodingModeFlag = 0
+        p.eSpsPpsIdStrategy = CONSTANT_ID
+        p.bPrefixNalAddingCtrl = false
+        p.bEnableDenoise = false
+        p.bEnableBackgroundDetection = true
+        p.bEnableAdaptiveQuant = true
+        p.bEnableLongTermReference = false
+        p.iTemporalLayerNum = 1
+        p.iSpatialLayerNum = 1
+        // OpenH264 caps threads by the slice count: more threads need as many fixed slices.
+        var slices = settings.sliceMode
+        if settings.threads > 1, slices == .single { slices = .fixedCount(settings.threads) }
+        p.iMultipleThreadIdc = UInt16(settings.threads)
+        p.sSpatialLayers.0.iVideoWidth = Int32(settings.width)
+        p.sSpatialLayers.0.iVideoHeight = Int32(settings.height)
+        p.sSpatialLayers.0.fFrameRate = Float(settings.maxFrameRate)
+        p.sSpatialLayers.0.iSpatialBitrate = Int32(settings.targetBitrate)
+        p.sSpatialLayers.0.iMaxSpatialBitrate = Int32(settings.effectiveMaxBitrate)
+        p.sSpatialLayers.0.uiProfileIdc = PRO_BASELINE
+        switch slices {
+        case .single:
+            p.sSpatialLayers.0.sSliceArgument.uiSliceMode = SM_SINGLE_SLICE
+        case .maxNALSize(let n):
+            p.sSpatialLayers.0.sSliceArgument.uiSliceMode = SM_SIZELIMITED_SLICE
+            p.sSpatialLayers.0.sSliceArgument.uiSliceSizeConstraint = UInt32(n)
+            p.uiMaxNalSize = UInt32(n)
+        case .fixedCount(let n):
+            p.sSpatialLayers.0.sSliceArgument.uiSliceMode = SM_FIXEDSLCNUM_SLICE
+            p.sSpatialLayers.0.sSliceArgument.uiSliceNum = UInt32(n)
+        }
+        let rc = ch264_init_ext(enc, &p)
+        guard rc == 0 else {
+            WelsDestroySVCEncoder(enc); encoder = nil
+            throw EncoderError("OpenH264 rejected the settings \(settings.width)x\(settings.height) @ \(settings.maxFrameRate) fps, \(settings.targetBitrate / 1000) kbps (code \(rc))")
+        }
+        var format = Int32(videoFormatI420.rawValue)
+        _ = ch264_set_option(enc, ENCODER_OPTION_DATAFORMAT, &format)
+    }
+
+    deinit { close() }
+
+    /// Frees the encoder (idempotent).
+    public func close() {
+        if let encoder {
+            _ = ch264_uninit(encoder)
+            WelsDestroySVCEncoder(encoder)
+        }
+        encoder = nil
+    }
+
+    /// Changes the target bitrate (bits/s) and frame rate while running, as congestion control asks.
+    public func setRates(bitrate: Int, fps: Double) throws(EncoderError) {
+        var s = settings
+        s.targetBitrate = bitrate; s.maxFrameRate = fps
+        if let m = s.maxBitrate, m < bitrate { s.maxBitrate = bitrate }
+        try s.validate()
+        guard let encoder else { throw EncoderError("encoder is closed") }
+        var br = SBitrateInfo(iLayer: SPATIAL_LAYER_ALL, iBitrate: Int32(bitrate))
+        var maxBr = SBitrateInfo(iLayer: SPATIAL_LAYER_ALL, iBitrate: Int32(s.effectiveMaxBitrate))
+        var rate = Float(fps)
+        // The cap first when raising, the target first when lowering, so target ≤ cap throughout.
+        if bitrate > settings.targetBitrate {
+            _ = ch264_set_option(encoder, ENCODER_OPTION_MAX_BITRATE, &maxBr)
+            _ = ch264_set_option(encoder, ENCODER_OPTION_BITRATE, &br)
+        } else {
+            _ = ch264_set_option(encoder, ENCODER_OPTION_BITRATE, &br)
+            _ = ch264_set_option(encoder, ENCODER_OPTION_MAX_BITRATE, &maxBr)
+        }
+        _ = ch264_set_option(encoder, ENCODER_OPTION_FRAME_RATE, &rate)
+        settings = s
+    }
+
+    /// The next encoded frame will be an IDR preceded by SPS and PPS.
+    public func requestKeyFrame() { forceKeyFrame = true }
+
+    /// Encodes one I420 picture into `out`, reusing its storage (no allocation in steady state).
+    public func encode(_ frame: I420Buffer, timestampNs: Int64, into out: inout EncodedFrame) throws(EncoderError) {
+        guard let encoder else { throw EncoderError("encoder is closed") }
+        guard frame.width == settings.width, frame.height == settings.height else {
+            throw EncoderError("frame \(frame.width)x\(frame.height) does not match the encoder's \(settings.width)x\(settings.height)")
+        }
+        if forceKeyFrame { _ = ch264_force_intra(encoder, true); forceKeyFrame = false }
+        picture.iColorFormat = Int32(videoFormatI420.rawValue)
+        picture.iPicWidth = Int32(frame.width); picture.iPicHeight = Int32(frame.height)
+        picture.iStride.0 = Int32(frame.strideY); picture.iStride.1 = Int32(frame.strideU); picture.iStride.2 = Int32(frame.strideV)
+        picture.pData.0 = frame.dataY; picture.pData.1 = frame.dataU; picture.pData.2 = frame.dataV
+        picture.uiTimeStamp = timestampNs / 1_000_000
+        let rc = ch264_encode(encoder, &picture, &info)
+        guard rc == 0 else { throw EncoderError("OpenH264 EncodeFrame failed (code \(rc))") }
+        out.data.removeAll(keepingCapacity: true)
+        out.nalUnits.removeAll(keepingCapacity: true)
+        out.timestampNs = timestampNs
+        out.isSkipped = info.eFrameType == videoFrameTypeSkip
+        out.isKeyFrame = info.eFrameType == videoFrameTypeIDR
+        guard !out.isSkipped else { return }
+        let layers = Int(info.iLayerNum)
+        withUnsafeBytes(of: &info.sLayerInfo) { raw in
+            let layerInfo = raw.bindMemory(to: SLayerBSInfo.self)
+            for l in 0..<layers {
+                let layer = layerInfo[l]
+                var offset = 0
+                for n in 0..<Int(layer.iNalCount) {
+                    let len = Int(layer.pNalLengthInByte[n])
+                    let start = out.data.count
+                    out.data.append(contentsOf: UnsafeBufferPointer(start: layer.pBsBuf + offset, count: len))
+                    // Each unit carries its own 4-byte start code.
+                    var sc = 0
+                    while sc < min(4, len) && out.data[start + sc] == 0 { sc += 1 }
+                    if sc < len && out.data[start + sc] == 1 { sc += 1 }
+                    if sc < len {
+                        out.nalUnits.append(NALUnit(type: NALUnitType(header: out.data[start + sc]), offset: start + sc, length: len - sc))
+                    }
+                    offset += len
+                }
+            }
+        }
+    }
+
+    /// Convenience: encodes into a new `EncodedFrame`.
+    public func encode(_ frame: I420Buffer, timestampNs: Int64) throws(EncoderError) -> EncodedFrame {
+        var out = EncodedFrame()
+        try encode(frame, timestampNs: timestampNs, into: &out)
+        return out
+    }
+}

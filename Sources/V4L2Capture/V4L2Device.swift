@@ -1,0 +1,186 @@
+import CV4L2
+public import VideoCapture
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+
+/// What VIDIOC_QUERYCAP says about a node.
+struct V4L2Capabilities {
+    var driver: String
+    var card: String
+    var busInfo: String
+    var deviceCaps: UInt32
+    var isVideoCapture: Bool { deviceCaps & CV4L2_CAP_VIDEO_CAPTURE != 0 && deviceCaps & CV4L2_CAP_STREAMING != 0 }
+}
+
+func cString<T>(_ tuple: T) -> String {
+    withUnsafeBytes(of: tuple) { raw in
+        let bytes = raw.prefix { $0 != 0 }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}
+
+/// An open V4L2 node: queries and format enumeration. Closed explicitly or on deinit.
+final class V4L2Node {
+    let path: String
+    let io: V4L2IO
+    private(set) var fd: Int32
+
+    init(path: String, kernel: any V4L2Kernel) throws(CaptureError) {
+        self.path = path
+        self.io = V4L2IO(kernel: kernel, path: path)
+        let (fd, e) = kernel.open(path)
+        guard fd >= 0 else {
+            switch e {
+            case ENOENT: throw CaptureError(.unknownDevice, "\(path) does not exist", errno: e, device: path)
+            default: throw io.error(e, "open")
+            }
+        }
+        self.fd = fd
+    }
+
+    deinit { close() }
+
+    func close() {
+        if fd >= 0 { io.kernel.close(fd); fd = -1 }
+    }
+
+    func capabilities() throws(CaptureError) -> V4L2Capabilities {
+        var cap = v4l2_capability()
+        try io.check(fd, CV4L2_VIDIOC_QUERYCAP, "VIDIOC_QUERYCAP", &cap)
+        let caps = cap.capabilities & CV4L2_CAP_DEVICE_CAPS != 0 ? cap.device_caps : cap.capabilities
+        return V4L2Capabilities(driver: cString(cap.driver), card: cString(cap.card), busInfo: cString(cap.bus_info), deviceCaps: caps)
+    }
+
+    /// ENUM_FMT / ENUM_FRAMESIZES / ENUM_FRAMEINTERVALS, native formats only (emulated ones skipped).
+    func formats() throws(CaptureError) -> [CaptureFormat] {
+        var out: [CaptureFormat] = []
+        var index: UInt32 = 0
+        while true {
+            var desc = v4l2_fmtdesc()
+            desc.index = index; desc.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE
+            let e = io.call(fd, CV4L2_VIDIOC_ENUM_FMT, &desc)
+            if e == EINVAL { break }
+            if e != 0 { throw io.error(e, "VIDIOC_ENUM_FMT index \(index)") }
+            index += 1
+            if desc.flags & CV4L2_FMT_FLAG_EMULATED != 0 { continue }
+            let pf = PixelFormat(rawValue: desc.pixelformat)
+            var name = cString(desc.description)
+            if name.isEmpty { name = pf.name }
+            var sizeIndex: UInt32 = 0
+            while true {
+                var fs = v4l2_frmsizeenum()
+                fs.index = sizeIndex; fs.pixel_format = desc.pixelformat
+                let e2 = io.call(fd, CV4L2_VIDIOC_ENUM_FRAMESIZES, &fs)
+                if e2 != 0 { break }   // EINVAL ends the list; drivers without the ioctl list no sizes
+                sizeIndex += 1
+                switch fs.type {
+                case V4L2_FRMSIZE_TYPE_DISCRETE.rawValue:
+                    let size = FrameSize(width: Int(fs.discrete.width), height: Int(fs.discrete.height))
+                    out.append(CaptureFormat(pixelFormat: pf, size: .discrete(size), intervals: try intervals(desc.pixelformat, size), formatDescription: name))
+                default:
+                    let s = fs.stepwise
+                    let lo = FrameSize(width: Int(s.min_width), height: Int(s.min_height)), hi = FrameSize(width: Int(s.max_width), height: Int(s.max_height))
+                    let range: FrameSizeRange = fs.type == V4L2_FRMSIZE_TYPE_CONTINUOUS.rawValue
+                        ? .continuous(min: lo, max: hi)
+                        : .stepwise(min: lo, max: hi, step: FrameSize(width: Int(max(1, s.step_width)), height: Int(max(1, s.step_height))))
+                    out.append(CaptureFormat(pixelFormat: pf, size: range, intervals: nil, formatDescription: name))
+                }
+                if fs.type != V4L2_FRMSIZE_TYPE_DISCRETE.rawValue { break }
+            }
+        }
+        return out
+    }
+
+    func intervals(_ fourcc: UInt32, _ size: FrameSize) throws(CaptureError) -> FrameIntervals? {
+        var list: [Fraction] = []
+        var i: UInt32 = 0
+        while true {
+            var fi = v4l2_frmivalenum()
+            fi.index = i; fi.pixel_format = fourcc; fi.width = UInt32(size.width); fi.height = UInt32(size.height)
+            if io.call(fd, CV4L2_VIDIOC_ENUM_FRAMEINTERVALS, &fi) != 0 { break }
+            i += 1
+            if fi.type == V4L2_FRMIVAL_TYPE_DISCRETE.rawValue {
+                if fi.discrete.numerator > 0 && fi.discrete.denominator > 0 {
+                    list.append(Fraction(Int64(fi.discrete.numerator), Int64(fi.discrete.denominator)))
+                }
+            } else {
+                let s = fi.stepwise
+                guard s.min.denominator > 0, s.max.denominator > 0, s.min.numerator > 0 else { return nil }
+                let lo = Fraction(Int64(s.min.numerator), Int64(s.min.denominator)), hi = Fraction(Int64(s.max.numerator), Int64(s.max.denominator))
+                if fi.type == V4L2_FRMIVAL_TYPE_CONTINUOUS.rawValue || s.step.numerator == 0 || s.step.denominator == 0 {
+                    return .continuous(min: lo, max: hi)
+                }
+                return .stepwise(min: lo, max: hi, step: Fraction(Int64(s.step.numerator), Int64(s.step.denominator)))
+            }
+        }
+        return list.isEmpty ? nil : .discrete(list)
+    }
+}
+
+/// Real cameras: every `/dev/video*` node that captures video (metadata and mem2mem nodes skipped).
+public final class V4L2DeviceProvider: CaptureDeviceProvider {
+    public let kernel: any V4L2Kernel
+    public let devDirectory: String
+    public let configuration: V4L2Stream.Configuration
+
+    public init(kernel: any V4L2Kernel = SystemV4L2Kernel(), devDirectory: String = "/dev", configuration: V4L2Stream.Configuration = .init()) {
+        self.kernel = kernel; self.devDirectory = devDirectory; self.configuration = configuration
+    }
+
+    /// `/dev/videoN` paths in numeric order.
+    func nodePaths() -> [String] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: devDirectory)) ?? []
+        return names.filter { $0.hasPrefix("video") && Int($0.dropFirst(5)) != nil }
+            .sorted { Int($0.dropFirst(5))! < Int($1.dropFirst(5))! }
+            .map { devDirectory + "/" + $0 }
+    }
+
+    public func devices() -> [CaptureDevice] {
+        nodePaths().compactMap { try? describe($0) }
+    }
+
+    /// Opens the node, checks it captures video, builds the device (with its stable id).
+    func describe(_ path: String) throws(CaptureError) -> CaptureDevice {
+        let node = try V4L2Node(path: path, kernel: kernel)
+        defer { node.close() }
+        let caps = try node.capabilities()
+        guard caps.isVideoCapture else {
+            throw CaptureError(.notACaptureDevice, "\(path) (\(caps.card), \(caps.driver)) is not a video capture device", device: path)
+        }
+        return CaptureDevice(uniqueID: stableID(for: path, busInfo: caps.busInfo), name: caps.card, position: .external,
+                             path: path, driver: caps.driver, busInfo: caps.busInfo)
+    }
+
+    /// The `/dev/v4l/by-id` (else `by-path`) link that resolves to the node; else `v4l2:<bus info>`.
+    func stableID(for path: String, busInfo: String) -> String {
+        let real = (try? FileManager.default.destinationOfSymbolicLink(atPath: path)).map { _ in path } ?? path
+        for dir in ["\(devDirectory)/v4l/by-id", "\(devDirectory)/v4l/by-path"] {
+            guard let links = try? FileManager.default.contentsOfDirectory(atPath: dir) else { continue }
+            for l in links.sorted() {
+                let full = dir + "/" + l
+                if let dest = try? FileManager.default.destinationOfSymbolicLink(atPath: full),
+                   URL(fileURLWithPath: dest, relativeTo: URL(fileURLWithPath: dir + "/")).standardizedFileURL.path == real {
+                    return full
+                }
+            }
+        }
+        return "v4l2:\(busInfo)"
+    }
+
+    public func device(for spec: String) throws(CaptureError) -> CaptureDevice? {
+        guard spec.hasPrefix(devDirectory + "/") || spec.hasPrefix("/dev/") else { return nil }
+        return try describe(spec)
+    }
+
+    public func formats(of device: CaptureDevice) throws(CaptureError) -> [CaptureFormat] {
+        let node = try V4L2Node(path: device.path, kernel: kernel)
+        defer { node.close() }
+        return try node.formats()
+    }
+
+    public func openStream(device: CaptureDevice, request: StreamRequest, sink: FrameSink) throws(CaptureError) -> any CaptureStream {
+        try V4L2Stream(path: device.path, request: request, kernel: kernel, configuration: configuration, sink: sink)
+    }
+}
