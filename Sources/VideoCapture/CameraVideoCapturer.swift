@@ -51,6 +51,8 @@ public final class CameraVideoCapturer: Sendable {
     private struct State {
         var running: Running?
         var generation: UInt64 = 0
+        /// A stream that failed before its start was recorded (its error already went to the delegates).
+        var failedGeneration: UInt64?
         var delegates: [WeakDelegate] = []
         var streams: [UInt64: AsyncStream<VideoFrame>.Continuation] = [:]
         var nextStreamID: UInt64 = 0
@@ -140,6 +142,7 @@ public final class CameraVideoCapturer: Sendable {
         do {
             let stream = try await open(device: device, request: StreamRequest(pixelFormat: format.pixelFormat, size: size, fps: fps), generation: gen)
             return try state.withLock { (s: inout State) throws(CaptureError) -> AppliedFormat in
+                if s.failedGeneration == gen { return stream.applied }   // started, then failed at once
                 guard s.generation == gen, s.running == nil else {
                     stream.stop()
                     throw CaptureError(.alreadyRunning, "capture was started concurrently", device: device.path)
@@ -187,7 +190,7 @@ public final class CameraVideoCapturer: Sendable {
         await offThread { old.stream.stop() }
         do {
             let stream = try await open(device: device, request: StreamRequest(pixelFormat: sel.pixelFormat, size: sel.size, fps: sel.fps), generation: gen)
-            state.withLock { s in s.running = Running(device: device, stream: stream, generation: gen) }
+            state.withLock { s in if s.failedGeneration != gen { s.running = Running(device: device, stream: stream, generation: gen) } }
             logger.info("switched device", metadata: ["device": "\(device.path)", "format": "\(stream.applied)"])
             return stream.applied
         } catch {
@@ -274,10 +277,14 @@ public final class CameraVideoCapturer: Sendable {
     }
 
     private func streamFailed(_ error: CaptureError, generation gen: UInt64) {
-        let running = state.withLock { s -> Running? in
-            guard s.generation == gen else { return nil }
-            let r = s.running; s.running = nil; s.generation += 1; return r
+        let (running, current) = state.withLock { s -> (Running?, Bool) in
+            guard s.generation == gen else { return (nil, false) }
+            let r = s.running
+            if r == nil { s.failedGeneration = gen }
+            s.running = nil; s.generation += 1
+            return (r, true)
         }
+        guard current else { return }
         logger.error("capture stopped", metadata: ["error": "\(error)"])
         // The stream released its resources before reporting; stop() from another thread just joins it.
         if let running { DispatchQueue.global().async { running.stream.stop() } }

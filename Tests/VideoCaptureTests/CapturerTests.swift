@@ -1,0 +1,188 @@
+import Foundation
+import Testing
+@testable import VideoCapture
+import FixtureCameras
+
+@Suite(.timeLimit(.minutes(1)))
+struct CapturerTests {
+    @Test func startStopRestartDeliversFrames() async throws {
+        let capturer = makeCapturer()
+        let rec = Recorder()
+        capturer.addDelegate(rec)
+        let device = try capturer.device("fixture:vivid")
+        let applied = try await capturer.startCapture(device: device, targetSize: FrameSize(width: 320, height: 180), fpsLimit: 60)
+        #expect(applied == AppliedFormat(pixelFormat: .i420, size: FrameSize(width: 320, height: 180), stride: 320, fps: Fraction(60)))
+        #expect(await rec.wait { $0.frames.count >= 10 })
+        try await capturer.stopCapture()
+        #expect(rec.stops.count == 1 && rec.stops[0] == nil)
+        let n = rec.frames.count
+        try await Task.sleep(nanoseconds: 100_000_000)
+        #expect(rec.frames.count == n, "no frames after stop")
+        // Restart on the same capturer.
+        try await capturer.startCapture(device: device, targetSize: FrameSize(width: 640, height: 480))
+        #expect(await rec.wait { $0.frames.count >= n + 5 })
+        #expect(rec.frames.last?.width == 640)
+        try await capturer.stopCapture()
+    }
+
+    @Test func lifecycleErrorsAreTyped() async throws {
+        let capturer = makeCapturer()
+        let device = try capturer.device("fixture:uvc-webcam")
+        await #expect(throws: CaptureError.self) { try await capturer.stopCapture() }
+        do { try await capturer.stopCapture() } catch { #expect(error.code == .notRunning) }
+        try await capturer.startCapture(device: device, targetSize: FrameSize(width: 640, height: 480))
+        do {
+            try await capturer.startCapture(device: device, targetSize: FrameSize(width: 640, height: 480))
+            Issue.record("second start succeeded")
+        } catch { #expect(error.code == .alreadyRunning) }
+        try await capturer.stopCapture()
+        do { _ = try capturer.device("fixture:nope"); Issue.record("unknown device accepted") }
+        catch { #expect(error.code == .unknownDevice); #expect(error.message.contains("uvc-webcam")) }
+        do { _ = try capturer.device("/tmp/definitely-not-here.json"); Issue.record("missing file accepted") }
+        catch { #expect(error.code == .unknownDevice) }
+        // A format the device does not offer.
+        let notOffered = CaptureFormat(pixelFormat: .nv12, size: .discrete(FrameSize(width: 640, height: 480)), intervals: nil)
+        do { try await capturer.startCapture(device: device, format: notOffered, size: FrameSize(width: 640, height: 480), fps: Fraction(30)); Issue.record("accepted") }
+        catch { #expect(error.code == .unsupportedFormat); #expect(error.message.contains("NV12")) }
+        let wrongSize = CaptureFormat(pixelFormat: .yuyv, size: .discrete(FrameSize(width: 640, height: 480)), intervals: nil)
+        do { try await capturer.startCapture(device: device, format: wrongSize, size: FrameSize(width: 641, height: 480), fps: Fraction(30)); Issue.record("accepted") }
+        catch { #expect(error.code == .unsupportedFormat) }
+        #expect(!capturer.isRunning)
+    }
+
+    @Test func invalidFixtureFileIsATypedError() {
+        let path = tempFile("broken.json", "{\"name\": \"x\", \"formats\": [{\"pixelFormat\": \"YUYV\", \"sizes\": [{\"width\": 0, \"height\": 1}]}]}")
+        do { _ = try makeCapturer().device(path); Issue.record("accepted") }
+        catch { #expect(error.code == .invalidFixture); #expect(error.message.contains(path + ":1")) }
+    }
+
+    @Test func manyDelegatesAndTheAsyncSequenceSeeTheSameFrames() async throws {
+        let capturer = makeCapturer(.init(pacing: .asFastAsConsumed), discardsLate: false, pending: 4)
+        let delegates = (0..<3).map { _ in Recorder() }
+        delegates.forEach(capturer.addDelegate)
+        let stream = capturer.frames()
+        try await capturer.startCapture(device: try capturer.device("fixture:macbook-m1"), targetSize: FrameSize(width: 640, height: 480))
+        var seen: [UInt64] = []
+        for await f in stream {
+            seen.append(f.sequence)
+            if seen.count == 20 { break }
+        }
+        try await capturer.stopCapture()
+        #expect(seen == Array(0..<20))
+        for d in delegates {
+            #expect(Array(d.frames.map(\.sequence).prefix(20)) == Array(0..<20))
+        }
+    }
+
+    @Test func theAsyncSequenceFinishesWhenCaptureStops() async throws {
+        let capturer = makeCapturer()
+        let stream = capturer.frames(bufferingNewest: 4)
+        try await capturer.startCapture(device: try capturer.device("fixture:vivid"), targetSize: FrameSize(width: 320, height: 180), fpsLimit: 60)
+        let consumer = Task { var n = 0; for await _ in stream { n += 1 }; return n }
+        try await Task.sleep(nanoseconds: 300_000_000)
+        try await capturer.stopCapture()
+        let n = await consumer.value
+        #expect(n >= 1)
+    }
+
+    @Test func slowConsumersMakeTheNewestFramesWin() async throws {
+        let capturer = makeCapturer()   // real-time pacing, 1 pending frame
+        let slow = Recorder(delayMs: 50)
+        capturer.addDelegate(slow)
+        try await capturer.startCapture(device: try capturer.device("fixture:vivid"), targetSize: FrameSize(width: 320, height: 180), fpsLimit: 60)
+        try await Task.sleep(nanoseconds: 1_000_000_000)
+        try await capturer.stopCapture()
+        let stats = capturer.statistics
+        let delivered = slow.frames.count
+        // 60 fps for 1 s against a 20 fps consumer: most frames dropped, and every frame accounted for.
+        #expect(stats.captured >= 45)
+        #expect(delivered <= 25)
+        #expect(stats.dropped[.consumerBusy, default: 0] >= stats.captured - delivered - 2)
+        #expect(slow.drops[.consumerBusy, default: 0] == stats.dropped[.consumerBusy, default: 0])
+        // The newest frames win: delivered sequence numbers jump.
+        let seqs = slow.frames.map(\.sequence)
+        #expect(zip(seqs, seqs.dropFirst()).contains { $1 - $0 > 1 })
+    }
+
+    @Test func switchingDevicesKeepsConsumersAndTimestampsIncreasing() async throws {
+        let capturer = makeCapturer()
+        let rec = Recorder()
+        capturer.addDelegate(rec)
+        let back = try capturer.device("fixture:iphone"), front = try capturer.device("fixture:iphone-front")
+        #expect(capturer.device(at: .front)?.path == "fixture:iphone-front")
+        try await capturer.startCapture(device: back, targetSize: FrameSize(width: 640, height: 480))
+        #expect(await rec.wait { $0.frames.count >= 5 })
+        let applied = try await capturer.switchDevice(to: front, targetSize: FrameSize(width: 352, height: 288))
+        #expect(applied.size == FrameSize(width: 352, height: 288))
+        #expect(await rec.wait { $0.frames.contains { $0.width == 352 } && $0.frames.filter { $0.width == 352 }.count >= 5 })
+        try await capturer.stopCapture()
+        let frames = rec.frames
+        #expect(frames.first?.rotation == .rotation90)    // back camera
+        #expect(frames.last?.rotation == .rotation270)    // front camera
+        #expect(zip(frames, frames.dropFirst()).allSatisfy { $0.timestampNs < $1.timestampNs })
+        #expect(zip(frames, frames.dropFirst()).allSatisfy { $0.sequence < $1.sequence })
+        #expect(capturer.currentDevice == nil)
+    }
+
+    @Test func fastPacingAdvancesTimestampsByExactlyOnePeriod() async throws {
+        let capturer = makeCapturer(.init(pacing: .asFastAsConsumed), discardsLate: false, pending: 4)
+        let stream = capturer.frames()
+        try await capturer.startCapture(device: try capturer.device("fixture:uvc-webcam"), targetSize: FrameSize(width: 640, height: 480))
+        var ts: [Int64] = []
+        let started = Date()
+        for await f in stream { ts.append(f.timestampNs); if ts.count == 90 { break } }
+        try await capturer.stopCapture()
+        for (i, t) in ts.enumerated() { #expect(t - ts[0] == Int64(i) * 1_000_000_000 / 30) }
+        #expect(Date().timeIntervalSince(started) < 2.5, "90 frames at 30 fps must not take 3 s of real time")
+    }
+
+    @Test func realTimePacingRunsAtTheNegotiatedRate() async throws {
+        let capturer = makeCapturer()
+        let rec = Recorder()
+        capturer.addDelegate(rec)
+        try await capturer.startCapture(device: try capturer.device("fixture:uvc-webcam"), targetSize: FrameSize(width: 640, height: 480))
+        #expect(await rec.wait { $0.frames.count >= 31 })
+        try await capturer.stopCapture()
+        let f = rec.frames
+        let fps = Double(30) / (Double(f[30].timestampNs - f[0].timestampNs) / 1e9)
+        #expect(fps > 27 && fps < 33, "measured \(fps) fps")
+    }
+
+    @Test func disconnectStopsCaptureWithATypedError() async throws {
+        let capturer = makeCapturer(.init(disconnectAfterFrames: 5))
+        let rec = Recorder()
+        capturer.addDelegate(rec)
+        let stream = capturer.frames(bufferingNewest: 10)
+        try await capturer.startCapture(device: try capturer.device("fixture:vivid"), targetSize: FrameSize(width: 320, height: 180), fpsLimit: 60)
+        var n = 0
+        for await _ in stream { n += 1 }   // finishes on the error
+        #expect(n <= 5)
+        #expect(await rec.wait { !$0.stops.isEmpty })
+        #expect(rec.stops.first??.code == .disconnected)
+        #expect(!capturer.isRunning)
+        do { try await capturer.stopCapture(); Issue.record("stop after disconnect succeeded") } catch { #expect(error.code == .notRunning) }
+    }
+
+    @Test("fixture cameras stream real frames in the negotiated format", arguments: ["YUYV", "NV12", "MJPG", "RGB3", "AR24", "GREY", "NV24"])
+    func fixtureFramesHaveTheRightShape(_ code: String) async throws {
+        let capturer = makeCapturer(.init(pacing: .asFastAsConsumed), discardsLate: false, pending: 2)
+        let device = try capturer.device(code == "MJPG" ? "fixture:uvc-webcam" : "fixture:vivid")
+        let pf = PixelFormat(fourcc: code)!
+        let size = code == "MJPG" ? FrameSize(width: 640, height: 480) : FrameSize(width: 640, height: 360)
+        let format = try #require(try capturer.supportedFormats(for: device).first { $0.pixelFormat == pf && $0.size == .discrete(size) })
+        let stream = capturer.frames()
+        let applied = try await capturer.startCapture(device: device, format: format, size: size, fps: Fraction(30))
+        #expect(applied.pixelFormat == pf)
+        var frame: VideoFrame?
+        for await f in stream { frame = f; break }
+        try await capturer.stopCapture()
+        let buf = try #require(frame?.buffer)
+        #expect(buf.pixelFormat == pf && buf.size == size)
+        if pf == .mjpeg {
+            #expect(buf.bytes[0] == 0xFF && buf.bytes[1] == 0xD8, "a real JPEG (SOI marker)")
+            #expect(buf.bytes[buf.bytesUsed - 2] == 0xFF && buf.bytes[buf.bytesUsed - 1] == 0xD9)
+        } else {
+            #expect(buf.bytesUsed == pf.frameSize(width: size.width, height: size.height))
+        }
+    }
+}

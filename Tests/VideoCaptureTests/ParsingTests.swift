@@ -1,0 +1,123 @@
+import Testing
+@testable import VideoCapture
+
+let newStyle = """
+ioctl: VIDIOC_ENUM_FMT
+\tType: Video Capture
+
+\t[0]: 'YUYV' (YUYV 4:2:2)
+\t\tSize: Discrete 640x480
+\t\t\tInterval: Discrete 0.033s (30.000 fps)
+\t\t\tInterval: Discrete 0.080s (12.500 fps)
+\t\tSize: Stepwise 32x32 - 1280x720 with step 8/4
+\t\t\tInterval: Continuous 0.033s - 1.000s (1.000-30.000 fps)
+\t[1]: 'MJPG' (Motion-JPEG, compressed)
+\t\tSize: Discrete 1280x720
+\t\t\tInterval: Stepwise 0.017s - 1.000s with step 0.017s (1.000-60.000 fps)
+"""
+
+let oldStyle = """
+ioctl: VIDIOC_ENUM_FMT
+\tIndex       : 0
+\tType        : Video Capture
+\tPixel Format: 'YUYV'
+\tName        : YUYV 4:2:2
+\t\tSize: Discrete 640x480
+\t\t\tInterval: Discrete 0.033s (30.000 fps)
+\t\t\tInterval: Discrete 0.080s (12.500 fps)
+\t\tSize: Stepwise 32x32 - 1280x720 with step 8/4
+\t\t\tInterval: Continuous 0.033s - 1.000s (1.000-30.000 fps)
+
+\tIndex       : 1
+\tType        : Video Capture
+\tPixel Format: 'MJPG' (compressed)
+\tName        : Motion-JPEG
+\t\tSize: Discrete 1280x720
+\t\t\tInterval: Stepwise 0.017s - 1.000s with step 0.017s (1.000-60.000 fps)
+"""
+
+@Test func bothListingStylesParseToTheSameFormats() throws {
+    let a = try CameraDescription.parse(newStyle, file: "new.txt")
+    let b = try CameraDescription.parse(oldStyle, file: "old.txt")
+    #expect(a.formats.map(\.pixelFormat) == [.yuyv, .yuyv, .mjpeg])
+    #expect(a.formats.map(\.size) == b.formats.map(\.size))
+    #expect(a.formats.map(\.intervals) == b.formats.map(\.intervals))
+    #expect(a.formats[0].intervals == .discrete([Fraction(1, 30), Fraction(2, 25)]))
+    #expect(a.formats[1].size == .stepwise(min: FrameSize(width: 32, height: 32), max: FrameSize(width: 1280, height: 720), step: FrameSize(width: 8, height: 4)))
+    #expect(a.formats[1].intervals == .continuous(min: Fraction(1, 30), max: Fraction(1)))
+    #expect(a.formats[2].intervals == .stepwise(min: Fraction(1, 60), max: Fraction(1), step: Fraction(1, 60)))
+    #expect(a.formats[2].formatDescription == "Motion-JPEG")
+    #expect(b.formats[0].formatDescription == "YUYV 4:2:2")
+    #expect(a.name == "new")
+}
+
+@Test func vividReferenceParsesCompletely() throws {
+    let vivid = try fixture("vivid")
+    #expect(vivid.name == "vivid")
+    #expect(Set(vivid.formats.map(\.pixelFormat)).count == 83)
+    // Every format offers the same six sizes.
+    #expect(vivid.formats.count == 83 * 6)
+    let yuyv720 = try #require(vivid.formats.first { $0.pixelFormat == .yuyv && $0.size == .discrete(FrameSize(width: 1280, height: 720)) })
+    #expect(yuyv720.intervals?.rateBounds?.max == Fraction(25, 2))
+    #expect(vivid.formats.contains { $0.pixelFormat == PixelFormat(fourcc: "Y16-BE") })
+}
+
+@Test func everyShippedFixtureLoads() throws {
+    for name in ["macbook-m1", "iphone", "iphone-front", "vivid", "uvc-webcam", "stepwise", "continuous"] {
+        let d = try fixture(name)
+        #expect(!d.formats.isEmpty, "\(name)")
+    }
+    #expect(try fixture("iphone").rotation == .rotation90)
+    #expect(try fixture("iphone").position == .back)
+}
+
+@Test func pixelFormatArithmetic() {
+    #expect(PixelFormat(fourcc: "YUYV") == .yuyv)
+    #expect(PixelFormat.mjpeg.fourcc == "MJPG")
+    #expect(PixelFormat(fourcc: "Y16 -BE")?.fourcc == "Y16-BE")
+    #expect(PixelFormat.i420.frameSize(width: 640, height: 480) == 640 * 480 * 3 / 2)
+    #expect(PixelFormat.nv12.frameSize(width: 641, height: 481) == 641 * 481 + 321 * 2 * 241)
+    #expect(PixelFormat.yuyv.frameSize(width: 640, height: 480, stride: 1536) == 1536 * 480)
+    #expect(PixelFormat.yuyv.frameSize(width: 640, height: 480, stride: 1000) == nil)   // stride below width × 2
+    #expect(PixelFormat.mjpeg.frameSize(width: 640, height: 480) == nil)
+    #expect(PixelFormat.abgr32.conversionCost == PixelFormat.rgb32.conversionCost)
+}
+
+// MARK: - Bad fixture files: the file, the line, what was expected.
+
+struct BadFixture: Sendable, CustomTestStringConvertible {
+    let name: String, text: String, line: Int, message: String
+    var testDescription: String { name }
+}
+
+let badFixtures: [BadFixture] = [
+    .init(name: "bad JSON", text: "{\n  \"name\": \"x\",\n  \"formats\": [\n    {\"pixelFormat\": \"YUYV\" \"sizes\": []}\n  ]\n}\n", line: 4, message: "expected ',' or '}'"),
+    .init(name: "unterminated JSON", text: "{\n  \"name\": \"x\",\n  \"formats\": [\n", line: 4, message: "invalid JSON"),
+    .init(name: "unknown FourCC in JSON", text: "{\n\"name\": \"x\",\n\"formats\": [\n{\"pixelFormat\": \"ZZZZ\",\n \"sizes\": [{\"width\": 640, \"height\": 480}]}]}", line: 4, message: "unknown FourCC 'ZZZZ'"),
+    .init(name: "negative width in JSON", text: "{\"name\": \"x\",\n\"formats\": [{\"pixelFormat\": \"NV12\", \"sizes\": [\n{\"width\": -640, \"height\": 480}]}]}", line: 3, message: "\"width\" must be positive"),
+    .init(name: "zero fps in JSON", text: "{\"name\": \"x\",\n\"formats\": [{\"pixelFormat\": \"NV12\", \"sizes\": [\n{\"width\": 640, \"height\": 480,\n \"fps\": [30, 0]}]}]}", line: 4, message: "expected a positive frame rate"),
+    .init(name: "missing formats", text: "{\"name\": \"x\"}", line: 1, message: "missing \"formats\""),
+    .init(name: "size before format", text: "ioctl: VIDIOC_ENUM_FMT\n\tType: Video Capture\n\t\tSize: Discrete 640x480\n", line: 3, message: "a size line before any format"),
+    .init(name: "interval before size", text: "\t[0]: 'YUYV' (YUYV 4:2:2)\n\t\t\tInterval: Discrete 0.033s (30.000 fps)\n", line: 2, message: "an interval line before any size"),
+    .init(name: "unknown FourCC in listing", text: "\t[0]: 'YUYV' (YUYV 4:2:2)\n\t\tSize: Discrete 640x480\n\t[1]: 'QQQQ' (mystery)\n", line: 3, message: "unknown FourCC 'QQQQ'"),
+    .init(name: "zero size in listing", text: "\t[0]: 'YUYV' (YUYV 4:2:2)\n\t\tSize: Discrete 0x480\n", line: 2, message: "must be positive"),
+    .init(name: "negative size in listing", text: "\t[0]: 'YUYV' (YUYV 4:2:2)\n\t\tSize: Discrete -640x480\n", line: 2, message: "size -640x480 must be positive"),
+    .init(name: "zero interval in listing", text: "\t[0]: 'YUYV' (YUYV 4:2:2)\n\t\tSize: Discrete 640x480\n\t\t\tInterval: Discrete 0.000s (0.000 fps)\n", line: 3, message: "frame rate must be positive"),
+    .init(name: "garbled size kind", text: "\t[0]: 'YUYV' (YUYV 4:2:2)\n\t\tSize: Discret 640x480\n", line: 2, message: "expected Discrete, Stepwise or Continuous"),
+    .init(name: "inverted stepwise range", text: "\t[0]: 'NV12' (x)\n\t\tSize: Stepwise 1920x1080 - 32x32 with step 2/2\n", line: 2, message: "minimum above its maximum"),
+    .init(name: "no formats", text: "Driver Info:\n\tCard type : nothing\n", line: 3, message: "no formats found"),
+]
+
+@Test("malformed fixtures are rejected with file and line", arguments: badFixtures)
+func badFixture(_ c: BadFixture) throws {
+    let path = tempFile("bad-\(c.name.replacingOccurrences(of: " ", with: "-")).txt", c.text)
+    let error = #expect(throws: FixtureParseError.self) { try CameraDescription.load(path: path) }
+    #expect(error?.file == path)
+    #expect(error?.line == c.line, "\(error?.description ?? "")")
+    #expect(error?.message.contains(c.message) == true, "\(error?.description ?? "")")
+}
+
+@Test func unreadableFixtureNamesTheFile() {
+    let error = #expect(throws: FixtureParseError.self) { try CameraDescription.load(path: "/nonexistent/cam.json") }
+    #expect(error?.description.contains("/nonexistent/cam.json") == true)
+}

@@ -1,0 +1,71 @@
+import Foundation
+import Testing
+@testable import VideoCapture
+import FixtureCameras
+
+/// The repository's Fixtures/cameras folder.
+let fixturesDir: String = {
+    URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("Fixtures/cameras").path
+}()
+
+func fixture(_ name: String) throws -> CameraDescription {
+    let files = try FileManager.default.contentsOfDirectory(atPath: fixturesDir)
+    let file = try #require(files.first { $0.hasPrefix(name + ".") }, "no fixture \(name)")
+    return try CameraDescription.load(path: fixturesDir + "/" + file)
+}
+
+func tempFile(_ name: String, _ contents: String) -> String {
+    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("vc-tests-\(getpid())")
+    try? FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+    let path = dir.appendingPathComponent(name).path
+    FileManager.default.createFile(atPath: path, contents: Data(contents.utf8))
+    return path
+}
+
+/// Collects what a capturer delivers.
+final class Recorder: CameraVideoCapturerDelegate, @unchecked Sendable {
+    // @unchecked: all state behind `lock`.
+    private let lock = NSLock()
+    private var _frames: [VideoFrame] = []
+    private var _drops: [FrameDropReason: Int] = [:]
+    private var _stops: [CaptureError?] = []
+    let delayNs: UInt32
+    let keepFrames: Bool
+    init(delayMs: UInt32 = 0, keepFrames: Bool = false) { delayNs = delayMs * 1000; self.keepFrames = keepFrames }
+
+    func capturer(_ capturer: CameraVideoCapturer, didCapture frame: VideoFrame) {
+        // Keep metadata only (a copy of the struct keeps the buffer; drop pixels unless asked).
+        lock.withLock {
+            _frames.append(keepFrames ? frame : VideoFrame(buffer: VideoFrameBuffer(pixelFormat: frame.buffer.pixelFormat, width: frame.width,
+                height: frame.height, stride: frame.buffer.stride, bytesUsed: 0, storage: Recorder.empty),
+                rotation: frame.rotation, timestampNs: frame.timestampNs, sequence: frame.sequence))
+        }
+        if delayNs > 0 { usleep(delayNs) }
+    }
+    func capturer(_ capturer: CameraVideoCapturer, didDropFrames count: Int, reason: FrameDropReason) {
+        lock.withLock { _drops[reason, default: 0] += count }
+    }
+    func capturer(_ capturer: CameraVideoCapturer, didStopWithError error: CaptureError?) {
+        lock.withLock { _stops.append(error) }
+    }
+    var frames: [VideoFrame] { lock.withLock { _frames } }
+    var drops: [FrameDropReason: Int] { lock.withLock { _drops } }
+    var stops: [CaptureError?] { lock.withLock { _stops } }
+    static let empty = FrameStorage(capacity: 1)
+
+    /// Waits (polling) until `condition` holds or `timeout` seconds pass.
+    func wait(timeout: Double = 10, _ condition: (Recorder) -> Bool) async -> Bool {
+        let end = Date().addingTimeInterval(timeout)
+        while Date() < end {
+            if condition(self) { return true }
+            try? await Task.sleep(nanoseconds: 10_000_000)
+        }
+        return condition(self)
+    }
+}
+
+func makeCapturer(_ options: FixtureCameraProvider.Options = .init(), discardsLate: Bool = true, pending: Int = 1) -> CameraVideoCapturer {
+    CameraVideoCapturer(providers: [FixtureCameraProvider(options: options)],
+                        configuration: .init(maxPendingFrames: pending, alwaysDiscardsLateFrames: discardsLate))
+}
