@@ -129,6 +129,8 @@ public struct PixelFormat: RawRepresentable, Hashable, Sendable, CustomStringCon
     /// The minimum `bytesperline` for a width (nil for compressed or unknown formats).
     public func minimumStride(width: Int) -> Int? {
         guard let bpp = bytesPerPixel, width > 0 else { return nil }
+        // Packed 4:2:2 stores pixel pairs: an odd width still needs the whole last pair.
+        if [.yuyv, .uyvy, .yvyu, .vyuy].contains(self) { return ((width + 1) & ~1) * 2 }
         return width * bpp
     }
 

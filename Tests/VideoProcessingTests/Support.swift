@@ -1,0 +1,63 @@
+import Foundation
+import Testing
+import VideoCapture
+import VideoProcessing
+
+let scratchDir: String = {
+    let d = FileManager.default.temporaryDirectory.appendingPathComponent("vp-tests-\(getpid())").path
+    try? FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true)
+    return d
+}()
+
+/// Runs a tool; returns (exit code, stdout, stderr).
+@discardableResult
+func run(_ tool: String, _ args: [String]) throws -> (Int32, String, String) {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    p.arguments = [tool] + args
+    let out = Pipe(), err = Pipe()
+    p.standardOutput = out; p.standardError = err
+    try p.run()
+    let o = out.fileHandleForReading.readDataToEndOfFile(), e = err.fileHandleForReading.readDataToEndOfFile()
+    p.waitUntilExit()
+    return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+}
+
+func writeFile(_ path: String, _ bytes: UnsafeRawBufferPointer) {
+    FileManager.default.createFile(atPath: path, contents: Data(bytes))
+}
+
+/// Loads tightly packed yuv420p bytes into an I420 buffer.
+func i420(fromPacked data: [UInt8], width: Int, height: Int) -> I420Buffer {
+    let b = I420Buffer(width: width, height: height)
+    let cw = (width + 1) / 2, ch = (height + 1) / 2
+    guard data.count >= width * height + 2 * cw * ch else {
+        Issue.record("expected \(width * height + 2 * cw * ch) bytes of yuv420p, got \(data.count)")
+        return b
+    }
+    var i = 0
+    for r in 0..<height { for x in 0..<width { b.dataY[r * b.strideY + x] = data[i]; i += 1 } }
+    for r in 0..<ch { for x in 0..<cw { b.dataU[r * b.strideU + x] = data[i]; i += 1 } }
+    for r in 0..<ch { for x in 0..<cw { b.dataV[r * b.strideV + x] = data[i]; i += 1 } }
+    return b
+}
+
+func readBytes(_ path: String) -> [UInt8] { [UInt8](FileManager.default.contents(atPath: path) ?? Data()) }
+
+/// ffmpeg decodes/converts `input` (given its ffmpeg input options) to yuv420p (or `outFmt`) raw bytes.
+func ffmpegToYUV420(_ inputArgs: [String], _ input: String, outFmt: String = "yuv420p", filter: String? = nil) throws -> [UInt8] {
+    let out = input + ".\(outFmt).\(filter?.hashValue ?? 0).yuv"
+    var args = ["-v", "error", "-y"] + inputArgs + ["-i", input]
+    if let filter { args += ["-vf", filter] }
+    args += ["-f", "rawvideo", "-pix_fmt", outFmt, out]
+    let (rc, _, err) = try run("ffmpeg", args)
+    #expect(rc == 0, "ffmpeg failed: \(err)")
+    return readBytes(out)
+}
+
+/// The test picture: the fixture pattern (bars, square, counter).
+func pattern(_ w: Int, _ h: Int, frame: UInt64 = 7) -> I420Buffer {
+    let b = I420Buffer(width: w, height: h)
+    TestPattern.render(frame: frame, into: b)
+    return b
+}
