@@ -1,0 +1,53 @@
+import Foundation
+import Testing
+import VideoCapture
+import VideoProcessing
+import H264
+
+let scratch: String = {
+    let d = FileManager.default.temporaryDirectory.appendingPathComponent("h264-tests-\(getpid())").path
+    try? FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true)
+    return d
+}()
+
+@discardableResult
+func run(_ tool: String, _ args: [String]) throws -> (Int32, String, String) {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    p.arguments = [tool] + args
+    let out = Pipe(), err = Pipe()
+    p.standardOutput = out; p.standardError = err
+    try p.run()
+    let o = out.fileHandleForReading.readDataToEndOfFile(), e = err.fileHandleForReading.readDataToEndOfFile()
+    p.waitUntilExit()
+    return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+}
+
+/// ffprobe's per-frame key flags of an H.264 file, in decode order.
+func keyFrameFlags(_ path: String) throws -> [Bool] {
+    let (rc, out, err) = try run("ffprobe", ["-v", "error", "-f", "h264", "-show_frames", "-show_entries", "frame=key_frame", "-of", "csv=p=0", path])
+    #expect(rc == 0, "\(err)")
+    return out.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) == "1" }
+}
+
+/// ffprobe's decoded frame count and size.
+func probe(_ path: String) throws -> (frames: Int, width: Int, height: Int, profile: String) {
+    let (rc, out, err) = try run("ffprobe", ["-v", "error", "-f", "h264", "-count_frames", "-show_entries", "stream=nb_read_frames,width,height,profile", "-of", "csv=p=0", path])
+    #expect(rc == 0, "\(err)")
+    let f = out.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: ",").map(String.init)
+    guard f.count >= 4 else { Issue.record("ffprobe said: \(out)"); return (0, 0, 0, "") }
+    return (Int(f[3]) ?? -1, Int(f[1]) ?? -1, Int(f[2]) ?? -1, f[0])
+}
+
+/// Frames of the fixture pattern (optionally noisy), rendered once and cycled.
+final class PatternSource {
+    let frames: [I420Buffer]
+    init(width: Int, height: Int, count: Int, noise: Int = 0) {
+        frames = (0..<count).map { i in
+            let b = I420Buffer(width: width, height: height)
+            TestPattern.render(frame: UInt64(i), into: b, noise: noise)
+            return b
+        }
+    }
+    subscript(i: Int) -> I420Buffer { frames[i % frames.count] }
+}
