@@ -1,0 +1,183 @@
+import Foundation
+import Testing
+
+/// The camcap binary next to the test bundle.
+let camcap: String = {
+    let dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+    for candidate in [dir, dir.deletingLastPathComponent()] {
+        let p = candidate.appendingPathComponent("camcap").path
+        if FileManager.default.isExecutableFile(atPath: p) { return p }
+    }
+    return URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent(".build/debug/camcap").path
+}()
+
+let repo = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+let work: String = {
+    let d = FileManager.default.temporaryDirectory.appendingPathComponent("camcap-tests-\(getpid())").path
+    try? FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true)
+    return d
+}()
+
+struct Result { var code: Int32; var out: String; var err: String }
+
+@discardableResult
+func sh(_ tool: String, _ args: [String], interruptAfter: Double? = nil) throws -> Result {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: tool.hasPrefix("/") ? tool : "/usr/bin/env")
+    p.arguments = tool.hasPrefix("/") ? args : [tool] + args
+    p.currentDirectoryURL = URL(fileURLWithPath: work)
+    let out = Pipe(), err = Pipe()
+    p.standardOutput = out; p.standardError = err
+    try p.run()
+    if let t = interruptAfter {
+        DispatchQueue.global().asyncAfter(deadline: .now() + t) { p.interrupt() }   // SIGINT
+    }
+    let o = out.fileHandleForReading.readDataToEndOfFile(), e = err.fileHandleForReading.readDataToEndOfFile()
+    p.waitUntilExit()
+    return Result(code: p.terminationStatus, out: String(decoding: o, as: UTF8.self), err: String(decoding: e, as: UTF8.self))
+}
+
+func summaryValue(_ out: String, _ key: String) -> Int? {
+    // "frames:        captured 150, dropped 0, encoded 150, skipped 0" → value after `key `
+    guard let r = out.range(of: key + " ") else { return nil }
+    return Int(out[r.upperBound...].prefix { $0.isNumber })
+}
+
+func probeFrames(_ path: String) throws -> (Int, String) {
+    let r = try sh("ffprobe", ["-v", "error", "-f", "h264", "-count_frames", "-show_entries", "stream=nb_read_frames,width,height", "-of", "csv=p=0", path])
+    #expect(r.code == 0, "\(r.err)")
+    let f = r.out.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: ",")
+    return (f.count == 3 ? Int(f[2]) ?? -1 : -1, f.count == 3 ? "\(f[0])x\(f[1])" : r.out)
+}
+
+@Suite(.serialized) struct CLITests {
+    @Test func versionShowsTheLinkedLibraries() throws {
+        let r = try sh(camcap, ["--version"])
+        #expect(r.code == 0)
+        #expect(r.out.contains("libyuv 1857") && r.out.contains("OpenH264 2.3.1"))
+    }
+
+    @Test func selectAnswersForAPastedListing() throws {
+        // A user pastes a camera listing from a bug report (old v4l2-ctl style, stepwise sizes).
+        let listing = """
+        ioctl: VIDIOC_ENUM_FMT
+        \tIndex       : 0
+        \tType        : Video Capture
+        \tPixel Format: 'YUYV'
+        \tName        : YUYV 4:2:2
+        \t\tSize: Discrete 1280x720
+        \t\t\tInterval: Discrete 0.200s (5.000 fps)
+        \tIndex       : 1
+        \tType        : Video Capture
+        \tPixel Format: 'MJPG' (compressed)
+        \tName        : Motion-JPEG
+        \t\tSize: Stepwise 320x240 - 1920x1080 with step 16/8
+        \t\t\tInterval: Continuous 0.033s - 0.500s (2.000-30.000 fps)
+        """
+        let path = work + "/pasted.txt"
+        FileManager.default.createFile(atPath: path, contents: Data(listing.utf8))
+        let r = try sh(camcap, ["select", "--device", path, "--size", "1000x700", "--json"])
+        #expect(r.code == 0, "\(r.err)")
+        // 1000x700 on the 16/8 grid from 320x240: 992 or 1008 (tie → 992), 696 or 704 (700 is halfway → 696).
+        #expect(r.out == "{\"pixelFormat\": \"MJPG\", \"width\": 992, \"height\": 696, \"fps\": 30}\n")
+        let vivid = try sh(camcap, ["select", "-d", "fixture:vivid", "-s", "1280x720", "--json"])
+        #expect(vivid.out == "{\"pixelFormat\": \"YU12\", \"width\": 1280, \"height\": 720, \"fps\": 12.5}\n")
+        let text = try sh(camcap, ["select", "-d", "fixture:uvc-webcam", "-s", "1280x720"])
+        #expect(text.out.hasPrefix("MJPG (Motion-JPEG) 1280x720 @ 30 fps"))
+    }
+
+    @Test func formatsPrintsAListingThatParsesBack() throws {
+        let r = try sh(camcap, ["formats", "-d", "fixture:uvc-webcam"])
+        #expect(r.code == 0)
+        let path = work + "/roundtrip.txt"
+        FileManager.default.createFile(atPath: path, contents: Data(r.out.utf8))
+        let again = try sh(camcap, ["formats", "-d", path])
+        #expect(again.out == r.out)
+        #expect(r.out.contains("\t[1]: 'MJPG' (Motion-JPEG, compressed)\n\t\tSize: Discrete 640x480\n\t\t\tInterval: Discrete 0.033s (30.000 fps)"))
+    }
+
+    @Test func badInputGivesClearErrors() throws {
+        let bad = work + "/bad.json"
+        FileManager.default.createFile(atPath: bad, contents: Data("{\n \"name\": \"cam\",\n \"formats\": [ {\"pixelFormat\": \"NV12\", \"sizes\": [{\"width\": 0, \"height\": 480}]} ]\n}".utf8))
+        let r = try sh(camcap, ["select", "-d", bad, "-s", "640x480"])
+        #expect(r.code == 1)
+        #expect(r.err.contains("\(bad):3: \"width\" must be positive"), "\(r.err)")
+        let unknown = try sh(camcap, ["formats", "-d", "fixture:nope"])
+        #expect(unknown.code == 1 && unknown.err.contains("unknown fixture camera \"nope\""))
+        let badSize = try sh(camcap, ["select", "-d", "fixture:vivid", "-s", "0x480"])
+        #expect(badSize.code != 0 && badSize.err.contains("size"))
+        let noDevice = try sh(camcap, ["formats", "-d", "/dev/video99"])
+        #expect(noDevice.code == 1 && noDevice.err.contains("/dev/video99"))
+    }
+
+    @Test func recordFiveSecondsFromAFixtureCamera() throws {
+        let out = work + "/five.h264"
+        let r = try sh(camcap, ["record", "-d", "fixture:vivid", "-s", "640x360", "--duration", "5", "-o", out, "-q"])
+        #expect(r.code == 0, "\(r.err)")
+        let encoded = try #require(summaryValue(r.out, "encoded"))
+        let captured = try #require(summaryValue(r.out, "captured"))
+        let dropped = try #require(summaryValue(r.out, "dropped"))
+        // 5 s at 30 fps, real-time pacing.
+        #expect(encoded >= 140 && encoded <= 152, "\(r.out)")
+        #expect(encoded == captured - dropped)
+        let (frames, size) = try probeFrames(out)
+        #expect(frames == encoded)
+        #expect(size == "640x360")
+        #expect(r.out.contains("YU12 640x360 @ 30 fps"))
+    }
+
+    @Test func sigintLeavesADecodableFile() throws {
+        let out = work + "/interrupted.h264"
+        let started = Date()
+        let r = try sh(camcap, ["record", "-d", "fixture:uvc-webcam", "--duration", "10", "-o", out, "-q"], interruptAfter: 2.5)
+        #expect(r.code == 0, "\(r.err)")
+        #expect(Date().timeIntervalSince(started) < 6, "stops promptly on SIGINT")
+        let encoded = try #require(summaryValue(r.out, "encoded"))
+        #expect(encoded > 30 && encoded < 150)
+        let (frames, size) = try probeFrames(out)
+        #expect(frames == encoded && size == "1280x720")
+    }
+
+    @Test func unwritableOutputFailsBeforeCapture() throws {
+        let r = try sh(camcap, ["record", "-d", "fixture:vivid", "-o", "/nonexistent-dir/x.h264", "--frames", "10"])
+        #expect(r.code == 1)
+        #expect(r.err.contains("cannot write /nonexistent-dir/x.h264"))
+        #expect(!r.err.contains("recording fixture"), "the camera must not start")
+        let badRate = try sh(camcap, ["record", "-d", "fixture:vivid", "--bitrate", "0", "--frames", "10"])
+        #expect(badRate.code != 0 && badRate.err.contains("10...100000 kbps"))
+    }
+
+    @Test func fullDiskStopsWithAnErrorAndKeepsWhatWasWritten() throws {
+        let r = try sh(camcap, ["record", "-d", "fixture:vivid", "-o", "/dev/full", "--frames", "30", "--fast", "-q"])
+        #expect(r.code == 1)
+        #expect(r.err.contains("/dev/full"))
+    }
+
+    @Test func previewWritesAY4MThatFFprobeReads() throws {
+        let y4m = work + "/preview.y4m", snap = work + "/snap.png"
+        let r = try sh(camcap, ["preview", "-d", "fixture:iphone", "-s", "640x480", "--frames", "12", "--fast", "--apply-rotation",
+                                "--scale", "240x320", "--y4m", y4m, "--snapshot", snap, "-q"])
+        #expect(r.code == 0, "\(r.err)")
+        let p = try sh("ffprobe", ["-v", "error", "-count_frames", "-show_entries", "stream=width,height,nb_read_frames", "-of", "csv=p=0", y4m])
+        #expect(p.out.trimmingCharacters(in: .whitespacesAndNewlines) == "240,320,12")
+        let s = try sh("ffprobe", ["-v", "error", "-show_entries", "stream=codec_name,width,height", "-of", "csv=p=0", snap])
+        #expect(s.out.trimmingCharacters(in: .whitespacesAndNewlines) == "png,240,320")
+        #expect(r.out.contains("written 12"))
+    }
+
+    @Test func recordWithPreviewIsAtLeast35dB() throws {
+        let out = work + "/q.h264", y4m = work + "/q.y4m"
+        let r = try sh(camcap, ["record", "-d", "fixture:uvc-webcam", "-s", "1280x720", "--bitrate", "1500", "--frames", "90", "--fast", "-o", out, "--preview", y4m, "-q"])
+        #expect(r.code == 0, "\(r.err)")
+        let q = try sh("ffmpeg", ["-v", "info", "-f", "h264", "-i", out, "-i", y4m, "-lavfi", "[0:v]setpts=N/(30*TB)[a];[1:v]setpts=N/(30*TB)[b];[a][b]psnr", "-f", "null", "-"])
+        let line = try #require(q.err.split(separator: "\n").first { $0.contains("average:") })
+        let avg = try #require(line.split(separator: " ").first { $0.hasPrefix("average:") }.flatMap { Double($0.dropFirst(8)) })
+        #expect(avg >= 35, "PSNR \(avg)")
+    }
+
+    @Test func helpTeaches() throws {
+        let r = try sh(camcap, ["record", "--help"])
+        #expect(r.out.contains("ffplay -f h264 capture.h264") && r.out.contains("--keyint-seconds"))
+    }
+}
