@@ -1,0 +1,166 @@
+import CV4L2
+import Foundation
+import VideoCapture
+@testable import V4L2Capture
+
+/// A scripted V4L2 driver: enough of the ioctl surface to stream, with faults on demand.
+final class FakeKernel: V4L2Kernel, @unchecked Sendable {
+    // @unchecked: every member is guarded by `lock`.
+    enum Event { case frame(bytesUsed: Int?, flags: UInt32, timestampNs: Int64?, sequence: UInt32?), error(Int32), eintr }
+
+    private let lock = NSLock()
+    var script: [Event] = []
+    var openErrno: Int32 = 0
+    var failOn: [UInt: Int32] = [:]        // request → errno (once)
+    var extraStride = 64
+    private(set) var calls: [String] = []
+    private(set) var openFDs: Set<Int32> = []
+    private(set) var mapped: [Int: UnsafeMutableRawPointer] = [:]
+    private var buffers: [UnsafeMutableRawPointer] = []
+    private var queue: [Int] = []
+    private var fmt = (width: 640, height: 480, pf: PixelFormat.yuyv.rawValue)
+    private var fps = (num: UInt32(1), den: UInt32(30))
+    private var streaming = false
+    private var seq: UInt32 = 0
+    private var nextFD: Int32 = 10
+
+    var stride: Int { lock.withLock { fmt.width * 2 + extraStride } }
+    var sizeImage: Int { lock.withLock { (fmt.width * 2 + extraStride) * fmt.height } }
+    func log(_ s: String) { calls.append(s) }
+
+    func push(_ events: [Event]) { lock.withLock { script += events } }
+    var mappedCount: Int { lock.withLock { mapped.count } }
+    var openCount: Int { lock.withLock { openFDs.count } }
+    var callLog: [String] { lock.withLock { calls } }
+    var scriptEmpty: Bool { lock.withLock { script.isEmpty } }
+
+    func open(_ path: String) -> (fd: Int32, errno: Int32) {
+        lock.withLock {
+            if openErrno != 0 { return (-1, openErrno) }
+            nextFD += 1; openFDs.insert(nextFD); log("open"); return (nextFD, 0)
+        }
+    }
+    func close(_ fd: Int32) { lock.withLock { openFDs.remove(fd); log("close") } }
+
+    func mmap(_ fd: Int32, length: Int, offset: Int64) -> (pointer: UnsafeMutableRawPointer?, errno: Int32) {
+        lock.withLock {
+            let i = Int(offset / 4096)
+            guard i < buffers.count else { return (nil, EINVAL) }
+            mapped[i] = buffers[i]; return (buffers[i], 0)
+        }
+    }
+    func munmap(_ pointer: UnsafeMutableRawPointer, length: Int) {
+        lock.withLock { if let k = mapped.first(where: { $0.value == pointer })?.key { mapped[k] = nil } }
+    }
+
+    func poll(_ fd: Int32, timeoutMs: Int32) -> Int32 {
+        let ready = lock.withLock { !script.isEmpty && (!queue.isEmpty || { if case .frame = script[0] { false } else { true } }()) }
+        if ready { return Int32(POLLIN) }
+        usleep(UInt32(min(timeoutMs, 20)) * 1000)
+        return 0
+    }
+
+    func ioctl(_ fd: Int32, _ request: UInt, _ arg: UnsafeMutableRawPointer) -> Int32 {
+        lock.lock(); defer { lock.unlock() }
+        if let e = failOn.removeValue(forKey: request) { log("fail \(request)"); return e }
+        switch request {
+        case CV4L2_VIDIOC_QUERYCAP:
+            let cap = arg.assumingMemoryBound(to: v4l2_capability.self)
+            cap.pointee = v4l2_capability()
+            setCString(&cap.pointee.card, "Fake Cam")
+            setCString(&cap.pointee.driver, "fake")
+            setCString(&cap.pointee.bus_info, "usb-fake-1")
+            cap.pointee.capabilities = CV4L2_CAP_DEVICE_CAPS | CV4L2_CAP_VIDEO_CAPTURE | CV4L2_CAP_STREAMING
+            cap.pointee.device_caps = CV4L2_CAP_VIDEO_CAPTURE | CV4L2_CAP_STREAMING
+        case CV4L2_VIDIOC_ENUM_FMT:
+            let d = arg.assumingMemoryBound(to: v4l2_fmtdesc.self)
+            let table: [(PixelFormat, UInt32)] = [(.yuyv, 0), (.mjpeg, CV4L2_FMT_FLAG_COMPRESSED), (.rgb24, CV4L2_FMT_FLAG_EMULATED)]
+            guard Int(d.pointee.index) < table.count else { return EINVAL }
+            d.pointee.pixelformat = table[Int(d.pointee.index)].0.rawValue
+            d.pointee.flags = table[Int(d.pointee.index)].1
+        case CV4L2_VIDIOC_ENUM_FRAMESIZES:
+            let s = arg.assumingMemoryBound(to: v4l2_frmsizeenum.self)
+            if s.pointee.pixel_format == PixelFormat.yuyv.rawValue {
+                let sizes = [(640, 480), (320, 240)]
+                guard Int(s.pointee.index) < sizes.count else { return EINVAL }
+                s.pointee.type = V4L2_FRMSIZE_TYPE_DISCRETE.rawValue
+                s.pointee.discrete.width = UInt32(sizes[Int(s.pointee.index)].0); s.pointee.discrete.height = UInt32(sizes[Int(s.pointee.index)].1)
+            } else {
+                guard s.pointee.index == 0 else { return EINVAL }
+                s.pointee.type = V4L2_FRMSIZE_TYPE_STEPWISE.rawValue
+                s.pointee.stepwise = v4l2_frmsize_stepwise(min_width: 160, max_width: 1920, step_width: 8, min_height: 120, max_height: 1080, step_height: 8)
+            }
+        case CV4L2_VIDIOC_ENUM_FRAMEINTERVALS:
+            let f = arg.assumingMemoryBound(to: v4l2_frmivalenum.self)
+            guard f.pointee.index < 2 else { return EINVAL }
+            f.pointee.type = V4L2_FRMIVAL_TYPE_DISCRETE.rawValue
+            f.pointee.discrete = v4l2_fract(numerator: 1, denominator: f.pointee.index == 0 ? 30 : 15)
+        case CV4L2_VIDIOC_S_FMT:
+            let f = arg.assumingMemoryBound(to: v4l2_format.self)
+            fmt = (Int(f.pointee.fmt.pix.width), Int(f.pointee.fmt.pix.height), f.pointee.fmt.pix.pixelformat)
+            log("S_FMT")
+        case CV4L2_VIDIOC_G_FMT:
+            let f = arg.assumingMemoryBound(to: v4l2_format.self)
+            f.pointee.fmt.pix.width = UInt32(fmt.width); f.pointee.fmt.pix.height = UInt32(fmt.height)
+            f.pointee.fmt.pix.pixelformat = fmt.pf
+            f.pointee.fmt.pix.bytesperline = UInt32(fmt.width * 2 + extraStride)
+            f.pointee.fmt.pix.sizeimage = UInt32((fmt.width * 2 + extraStride) * fmt.height)
+        case CV4L2_VIDIOC_S_PARM:
+            let p = arg.assumingMemoryBound(to: v4l2_streamparm.self)
+            // The driver rounds to what it has: 15 or 30.
+            let asked = Double(p.pointee.parm.capture.timeperframe.denominator) / Double(max(1, p.pointee.parm.capture.timeperframe.numerator))
+            fps = (1, asked > 20 ? 30 : 15)
+        case CV4L2_VIDIOC_G_PARM:
+            let p = arg.assumingMemoryBound(to: v4l2_streamparm.self)
+            p.pointee.parm.capture.timeperframe = v4l2_fract(numerator: fps.num, denominator: fps.den)
+        case CV4L2_VIDIOC_REQBUFS:
+            let r = arg.assumingMemoryBound(to: v4l2_requestbuffers.self)
+            log("REQBUFS \(r.pointee.count)")
+            if r.pointee.count == 0 {
+                if !mapped.isEmpty { return EBUSY }
+                buffers.forEach { $0.deallocate() }; buffers = []; queue = []
+            } else {
+                let size = (fmt.width * 2 + extraStride) * fmt.height
+                buffers = (0..<Int(r.pointee.count)).map { _ in UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 64) }
+            }
+        case CV4L2_VIDIOC_QUERYBUF:
+            let b = arg.assumingMemoryBound(to: v4l2_buffer.self)
+            b.pointee.length = UInt32((fmt.width * 2 + extraStride) * fmt.height)
+            b.pointee.m.offset = b.pointee.index * 4096
+        case CV4L2_VIDIOC_QBUF:
+            let b = arg.assumingMemoryBound(to: v4l2_buffer.self)
+            queue.append(Int(b.pointee.index))
+        case CV4L2_VIDIOC_STREAMON: streaming = true; log("STREAMON")
+        case CV4L2_VIDIOC_STREAMOFF: streaming = false; queue = []; log("STREAMOFF")
+        case CV4L2_VIDIOC_DQBUF:
+            guard streaming, !script.isEmpty else { return EAGAIN }
+            switch script[0] {
+            case .eintr: script.removeFirst(); return EINTR
+            case .error(let e): script.removeFirst(); return e
+            case .frame(let used, let flags, let ts, let sequence):
+                guard !queue.isEmpty else { return EAGAIN }
+                script.removeFirst()
+                let b = arg.assumingMemoryBound(to: v4l2_buffer.self)
+                b.pointee.index = UInt32(queue.removeFirst())
+                b.pointee.bytesused = UInt32(used ?? (fmt.width * 2 + extraStride) * fmt.height)
+                b.pointee.flags = flags
+                seq = sequence ?? seq &+ 1
+                b.pointee.sequence = seq
+                let t = ts ?? monotonicNs()
+                b.pointee.timestamp = timeval(tv_sec: Int(t / 1_000_000_000), tv_usec: Int(t % 1_000_000_000 / 1000))
+            }
+        default: break
+        }
+        return 0
+    }
+}
+
+let monotonicFlag = CV4L2_BUF_FLAG_TIMESTAMP_MONOTONIC
+func goodFrame(_ ts: Int64? = nil, seq: UInt32? = nil) -> FakeKernel.Event { .frame(bytesUsed: nil, flags: monotonicFlag, timestampNs: ts, sequence: seq) }
+
+func setCString<T>(_ field: inout T, _ value: String) {
+    withUnsafeMutableBytes(of: &field) { dst in
+        let bytes = Array(value.utf8)
+        for (i, b) in bytes.enumerated() where i < dst.count - 1 { dst[i] = b }
+    }
+}

@@ -1,0 +1,218 @@
+import CV4L2
+import Foundation
+import Testing
+import VideoCapture
+@testable import V4L2Capture
+
+/// A folder with `video0` in it, standing in for /dev.
+func fakeDev() -> String {
+    let d = FileManager.default.temporaryDirectory.appendingPathComponent("fakedev-\(UUID().uuidString)").path
+    try? FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true)
+    FileManager.default.createFile(atPath: d + "/video0", contents: nil)
+    FileManager.default.createFile(atPath: d + "/media0", contents: nil)
+    return d
+}
+
+final class Sink: @unchecked Sendable {
+    // @unchecked: guarded by `lock`.
+    let lock = NSLock()
+    var frames: [VideoFrame] = []
+    var drops: [FrameDropReason: Int] = [:]
+    var error: CaptureError?
+    var sink: FrameSink {
+        FrameSink(frame: { f in self.lock.withLock { self.frames.append(f) } },
+                  dropped: { r, n in self.lock.withLock { self.drops[r, default: 0] += n } },
+                  failed: { e in self.lock.withLock { self.error = e } })
+    }
+    func wait(_ timeout: Double = 5, _ cond: (Sink) -> Bool) -> Bool {
+        let end = Date().addingTimeInterval(timeout)
+        while Date() < end { if lock.withLock({ cond(self) }) { return true }; usleep(5000) }
+        return lock.withLock { cond(self) }
+    }
+}
+
+func startStream(_ k: FakeKernel, _ s: Sink, config: V4L2Stream.Configuration = .init(pollTimeoutMs: 20)) throws -> V4L2Stream {
+    let dev = fakeDev()
+    let provider = V4L2DeviceProvider(kernel: k, devDirectory: dev, configuration: config)
+    let device = try #require(try provider.device(for: dev + "/video0"))
+    return try #require(try provider.openStream(device: device, request: StreamRequest(pixelFormat: .yuyv, size: FrameSize(width: 640, height: 480), fps: Fraction(30)), sink: s.sink) as? V4L2Stream)
+}
+
+@Suite(.timeLimit(.minutes(1))) struct V4L2Tests {
+    @Test func enumeratesNativeFormatsWithSizesAndIntervals() throws {
+        let k = FakeKernel()
+        let dev = fakeDev()
+        let provider = V4L2DeviceProvider(kernel: k, devDirectory: dev)
+        let devices = provider.devices()
+        #expect(devices.count == 1)
+        #expect(devices.first?.name == "Fake Cam" && devices.first?.driver == "fake" && devices.first?.uniqueID == "v4l2:usb-fake-1")
+        let formats = try provider.formats(of: devices[0])
+        #expect(formats.map(\.pixelFormat) == [.yuyv, .yuyv, .mjpeg], "emulated RGB3 is not offered")
+        #expect(formats[0].intervals == .discrete([Fraction(1, 30), Fraction(1, 15)]))
+        #expect(formats[2].size == .stepwise(min: FrameSize(width: 160, height: 120), max: FrameSize(width: 1920, height: 1080), step: FrameSize(width: 8, height: 8)))
+        #expect(k.openCount == 0, "enumeration closes what it opens")
+    }
+
+    @Test func streamsWithTheAppliedFormatAndWideStride() throws {
+        let k = FakeKernel()
+        k.push((0..<10).map { _ in goodFrame() })
+        let s = Sink()
+        let stream = try startStream(k, s)
+        #expect(stream.applied == AppliedFormat(pixelFormat: .yuyv, size: FrameSize(width: 640, height: 480), stride: 1344, fps: Fraction(30)))
+        #expect(s.wait { $0.frames.count == 10 })
+        let f = s.lock.withLock { let all = s.frames; s.frames.removeAll(); return all.map { ($0.buffer.stride, $0.buffer.bytesUsed, $0.timestampNs) } }
+        stream.stop()
+        #expect(f.allSatisfy { $0.0 == 1344 && $0.1 == 1344 * 480 })
+        #expect(zip(f, f.dropFirst()).allSatisfy { $0.2 < $1.2 })
+        #expect(k.mappedCount == 0 && k.openCount == 0)
+        let log = k.callLog
+        #expect(Array(log.suffix(3)) == ["STREAMOFF", "REQBUFS 0", "close"])
+    }
+
+    @Test func shortAndCorruptBuffersAreDroppedAndCaptureGoesOn() throws {
+        let k = FakeKernel()
+        k.push([goodFrame(), .frame(bytesUsed: 1000, flags: monotonicFlag, timestampNs: nil, sequence: nil),
+                .frame(bytesUsed: nil, flags: monotonicFlag | CV4L2_BUF_FLAG_ERROR, timestampNs: nil, sequence: nil), goodFrame(), goodFrame()])
+        let s = Sink()
+        let stream = try startStream(k, s)
+        #expect(s.wait { $0.frames.count == 3 })
+        stream.stop()
+        #expect(s.drops[.shortBuffer] == 1 && s.drops[.corruptBuffer] == 1)
+        #expect(s.error == nil)
+    }
+
+    @Test func eintrIsRetried() throws {
+        let k = FakeKernel()
+        k.push([.eintr, goodFrame(), .eintr, .eintr, goodFrame()])
+        let s = Sink()
+        let stream = try startStream(k, s)
+        #expect(s.wait { $0.frames.count == 2 })
+        stream.stop()
+        #expect(s.error == nil)
+    }
+
+    @Test func enodevMidStreamDisconnectsAndFreesEverything() throws {
+        let k = FakeKernel()
+        k.push([goodFrame(), goodFrame(), .error(ENODEV)])
+        let s = Sink()
+        let stream = try startStream(k, s)
+        #expect(s.wait { $0.error != nil })
+        #expect(s.error?.code == .disconnected)
+        #expect(s.error?.errno == ENODEV)
+        // Frames the sink still holds keep their buffers mapped until released.
+        s.lock.withLock { s.frames.removeAll() }
+        #expect(k.mappedCount == 0)
+        #expect(k.openCount == 0)
+        stream.stop()   // idempotent after a failure
+    }
+
+    @Test func heldFramesStayValidAfterStopAndUnmapOnRelease() throws {
+        let k = FakeKernel()
+        k.push([goodFrame(), goodFrame()])
+        let s = Sink()
+        let stream = try startStream(k, s)
+        #expect(s.wait { $0.frames.count == 2 })
+        stream.stop()
+        #expect(k.mappedCount == 2, "held frames keep their mapping")
+        #expect(k.openCount == 0)
+        s.lock.withLock { s.frames.removeAll() }
+        #expect(k.mappedCount == 0)
+    }
+
+    @Test func badTimestampsAreReplacedAndDeliveredStrictlyIncreasing() throws {
+        let k = FakeKernel()
+        let now = monotonicNs()
+        k.push([goodFrame(now - 30_000_000), goodFrame(now - 60_000_000), goodFrame(now - 60_000_000),
+                goodFrame(now + 10_000_000_000), .frame(bytesUsed: nil, flags: 0, timestampNs: 5, sequence: nil), goodFrame()])
+        let s = Sink()
+        let stream = try startStream(k, s)
+        #expect(s.wait { $0.frames.count == 6 })
+        stream.stop()
+        let ts = s.lock.withLock { s.frames.map(\.timestampNs) }
+        #expect(ts[0] == (now - 30_000_000) / 1000 * 1000, "a sane monotonic buffer timestamp is used as is")
+        #expect(zip(ts, ts.dropFirst()).allSatisfy { $0 < $1 }, "\(ts)")
+        #expect(ts[3] < now + 1_000_000_000, "a timestamp in the future is not used")
+    }
+
+    @Test func sequenceGapsAreCountedAsDriverDrops() throws {
+        let k = FakeKernel()
+        k.push([goodFrame(seq: 1), goodFrame(seq: 2), goodFrame(seq: 5), goodFrame(seq: 6), goodFrame(seq: 10)])
+        let s = Sink()
+        let stream = try startStream(k, s)
+        #expect(s.wait { $0.frames.count == 5 })
+        stream.stop()
+        #expect(s.drops[.driverDropped] == 5)
+    }
+
+    @Test func busyDeviceIsAClearError() throws {
+        let k = FakeKernel()
+        k.failOn[CV4L2_VIDIOC_S_FMT] = EBUSY
+        let s = Sink()
+        do { _ = try startStream(k, s); Issue.record("started") } catch let e as CaptureError {
+            #expect(e.code == .deviceBusy)
+            #expect(e.message.contains("video0 is busy"))
+        }
+        #expect(k.openCount == 0 && k.mappedCount == 0)
+        let k2 = FakeKernel(); k2.openErrno = EACCES
+        do { _ = try startStream(k2, Sink()); Issue.record("started") } catch let e as CaptureError { #expect(e.code == .permissionDenied) }
+    }
+
+    @Test(arguments: [CV4L2_VIDIOC_STREAMON, CV4L2_VIDIOC_REQBUFS, CV4L2_VIDIOC_QBUF])
+    func setupFailuresLeaveNothingOpen(_ request: UInt) throws {
+        let k = FakeKernel()
+        k.failOn[request] = EIO
+        do { _ = try startStream(k, Sink()); Issue.record("started") } catch let e as CaptureError {
+            #expect(e.errno == EIO)
+            #expect(e.message.contains("failed on"))
+        }
+        #expect(k.openCount == 0 && k.mappedCount == 0)
+    }
+
+    @Test func qbufFailureMidStreamStopsCapture() throws {
+        let k = FakeKernel()
+        k.push([goodFrame(), goodFrame(), goodFrame()])
+        let s = Sink()
+        let stream = try startStream(k, s)
+        #expect(s.wait { $0.frames.count >= 1 })
+        k.failOn[CV4L2_VIDIOC_QBUF] = EINVAL
+        s.lock.withLock { s.frames.removeAll() }   // release buffers so they are re-queued
+        #expect(s.wait { $0.error != nil })
+        #expect(s.error?.code == .streamFailed)
+        s.lock.withLock { s.frames.removeAll() }
+        #expect(k.mappedCount == 0 && k.openCount == 0)
+        stream.stop()
+    }
+
+    @Test func aStalledStreamIsRestartedOnceThenFails() throws {
+        let k = FakeKernel()
+        let s = Sink()
+        let stream = try startStream(k, s, config: .init(pollTimeoutMs: 20, noFrameTimeoutNs: 150_000_000))
+        #expect(s.wait { $0.error != nil })
+        #expect(s.error?.code == .timeout)
+        #expect(k.callLog.filter { $0 == "STREAMON" }.count == 2, "one restart")
+        #expect(k.openCount == 0 && k.mappedCount == 0)
+        stream.stop()
+    }
+
+    @Test func consumersHoldingBuffersNeverStarveTheDriver() throws {
+        let k = FakeKernel()
+        k.push((0..<12).map { _ in goodFrame() })
+        let s = Sink()   // keeps every frame: after 3 of 4 buffers, frames must be copies
+        let stream = try startStream(k, s)
+        #expect(s.wait { $0.frames.count == 12 })
+        stream.stop()
+        #expect(s.error == nil)
+    }
+
+    @Test func hotplugReportsNodesAppearingAndGoing() async throws {
+        let dir = fakeDev()
+        let monitor = try HotplugMonitor(directory: dir)
+        FileManager.default.createFile(atPath: dir + "/video7", contents: nil)
+        FileManager.default.createFile(atPath: dir + "/not-a-camera", contents: nil)
+        try FileManager.default.removeItem(atPath: dir + "/video7")
+        var events: [DeviceEvent] = []
+        for await e in monitor.events { events.append(e); if events.count == 2 { break } }
+        monitor.stop()
+        #expect(events == [.connected(path: dir + "/video7"), .disconnected(path: dir + "/video7")])
+    }
+}
