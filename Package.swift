@@ -52,6 +52,11 @@ let package = Package(
                                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                .product(name: "Logging", package: "swift-log")]),
 
+        // Runs inside the qemu VM against the kernel's vivid driver (Scripts/vivid-vm-test.sh).
+        .executableTarget(name: "vivid-check",
+                dependencies: ["VideoCapture", "V4L2Capture", "VideoProcessing"],
+                swiftSettings: [.swiftLanguageMode(.v5)]),   // a linear test script
+
         .testTarget(name: "VideoCaptureTests", dependencies: ["VideoCapture", "FixtureCameras"]),
         .testTarget(name: "VideoProcessingTests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras"]),
         .testTarget(name: "H264Tests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "H264"]),

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Real-kernel test: boots Debian's kernel under qemu (TCG, no KVM needed) with the vivid virtual camera
+# driver (two capture-only cameras), runs `vivid-check` inside and fails if any check fails.
+#
+#   Scripts/vivid-vm-test.sh            build vivid-check, build the initramfs, boot, check
+#   VM_CACHE=/path                      where the kernel package is kept (default /var/cache/swift-video-capture)
+#   VM_TIMEOUT=300                      seconds before the VM is killed
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+CACHE=${VM_CACHE:-/var/cache/swift-video-capture}
+WORK=$ROOT/.build/vm
+TIMEOUT=${VM_TIMEOUT:-300}
+mkdir -p "$CACHE" "$WORK"
+log() { echo "[vivid-vm] $*" >&2; }
+
+Scripts/install-deps.sh test
+
+# 1. The kernel: the version Debian's linux-image-amd64 depends on, unpacked (not installed).
+if [ -z "$(ls "$CACHE"/linux-image-*-amd64_*.deb 2>/dev/null)" ]; then
+  [ -n "$(ls /var/lib/apt/lists/*Packages 2>/dev/null)" ] || apt-get update -qq
+  pkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-/{print $2; exit}')
+  log "downloading $pkg"
+  (cd "$CACHE" && apt-get download "$pkg" >/dev/null 2>&1) || (cd "$CACHE" && chmod 777 . && apt-get download "$pkg" >/dev/null)
+fi
+DEB=$(ls -t "$CACHE"/linux-image-*-amd64_*.deb | head -1)
+KROOT=$WORK/kernel
+if [ ! -f "$KROOT/.done-$(basename "$DEB")" ]; then
+  rm -rf "$KROOT"; mkdir -p "$KROOT"
+  dpkg -x "$DEB" "$KROOT"
+  touch "$KROOT/.done-$(basename "$DEB")"
+fi
+KVER=$(ls "$KROOT/lib/modules" | head -1)
+VMLINUZ=$KROOT/boot/vmlinuz-$KVER
+depmod -b "$KROOT" "$KVER"
+# Modules in load order (dependencies first).
+MODS=$(modprobe -d "$KROOT" -S "$KVER" --show-depends vivid | awk '$1=="insmod"{print $2}')
+[ -n "$MODS" ] || { log "cannot resolve vivid's modules"; exit 1; }
+
+# 2. The check program.
+swift build --product vivid-check >/dev/null
+BIN=$(swift build --show-bin-path)/vivid-check
+
+# 3. The initramfs: busybox, modules, the check, v4l2-ctl, and every library they load.
+IRD=$WORK/initramfs
+rm -rf "$IRD"; mkdir -p "$IRD"/{bin,sbin,proc,sys,dev,tmp,modules,usr/bin,check,etc}
+cp /bin/busybox "$IRD/bin/busybox"
+for m in $MODS; do cp "$m" "$IRD/modules/"; echo "$(basename "$m")" >> "$IRD/modules/order"; done
+cp "$BIN" "$IRD/check/vivid-check"
+cp /usr/bin/v4l2-ctl "$IRD/usr/bin/v4l2-ctl"
+for exe in "$BIN" /usr/bin/v4l2-ctl; do
+  ldd "$exe" | awk '/=>/{print $3} /^\s*\/lib/{print $1}' | while read -r lib; do
+    [ -f "$lib" ] || continue
+    mkdir -p "$IRD$(dirname "$lib")"; cp -L "$lib" "$IRD$lib"
+  done
+done
+mkdir -p "$IRD/lib64"; cp -L /lib64/ld-linux-x86-64.so.2 "$IRD/lib64/"
+cat > "$IRD/init" <<'INIT'
+#!/bin/busybox sh
+/bin/busybox --install -s /bin
+mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev; mount -t tmpfs tmp /tmp
+for m in $(cat /modules/order); do
+  case $m in
+    vivid.ko) insmod /modules/$m n_devs=2 node_types=0x1,0x1 || echo "INSMOD-FAILED $m" ;;
+    *) insmod /modules/$m || echo "INSMOD-FAILED $m" ;;
+  esac
+done
+sleep 1
+echo "VM-READY $(ls /dev/video* | tr '\n' ' ')"
+HOME=/tmp /check/vivid-check
+echo "VIVID-CHECK-EXIT $?"
+poweroff -f
+INIT
+chmod +x "$IRD/init"
+(cd "$IRD" && find . | cpio -o -H newc --quiet | gzip -1 > "$WORK/initrd.gz")
+log "initramfs $(du -h "$WORK/initrd.gz" | cut -f1), kernel $KVER, modules: $(cat "$IRD/modules/order" | tr '\n' ' ')"
+
+# 4. Boot.
+OUT=$WORK/console.log
+log "booting (timeout ${TIMEOUT}s)"
+start=$(date +%s)
+timeout "$TIMEOUT" qemu-system-x86_64 -accel tcg -m 1536 -smp 2 -kernel "$VMLINUZ" -initrd "$WORK/initrd.gz" \
+  -append "console=ttyS0 quiet panic=-1" -nographic -no-reboot -monitor none -serial stdio </dev/null > "$OUT" 2>&1 || true
+log "VM ran $(( $(date +%s) - start )) s"
+grep -E "^(PASS|FAIL|  |RESULT|VM-READY|VIVID-CHECK-EXIT|INSMOD-FAILED)" "$OUT" | sed 's/\r$//' || true
+if ! grep -q "^RESULT: .* 0 failed" <(tr -d '\r' < "$OUT"); then
+  log "vivid VM test FAILED (full console: $OUT)"
+  tail -n 40 "$OUT" >&2
+  exit 1
+fi
+log "vivid VM test passed"

@@ -1,0 +1,277 @@
+// The checks the vivid VM test runs on a real kernel driver. Prints one line per check
+// ("PASS name" / "FAIL name: why") and closes with "RESULT: N passed, M failed".
+import Foundation
+import VideoCapture
+import V4L2Capture
+import VideoProcessing
+
+var passed = 0, failed = 0
+func check(_ name: String, _ ok: Bool, _ detail: @autoclosure () -> String = "") {
+    if ok { passed += 1; print("PASS \(name)") } else { failed += 1; print("FAIL \(name): \(detail())") }
+    fflush(stdout)
+}
+func note(_ s: String) { print("  \(s)"); fflush(stdout) }
+
+/// Spawns a program (posix_spawn: Foundation's Process needs more of a system than the initramfs has).
+func spawn(_ path: String, _ args: [String], capture: Bool) -> (pid: pid_t, fd: Int32)? {
+    var fds: [Int32] = [-1, -1]
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    if capture {
+        guard pipe(&fds) == 0 else { return nil }
+        posix_spawn_file_actions_adddup2(&actions, fds[1], 1)
+        posix_spawn_file_actions_adddup2(&actions, fds[1], 2)
+        posix_spawn_file_actions_addclose(&actions, fds[0])
+    } else {
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+    }
+    let argv: [UnsafeMutablePointer<CChar>?] = ([path] + args).map { strdup($0) } + [nil]
+    defer { argv.forEach { free($0) } }
+    var pid: pid_t = 0
+    let rc = posix_spawn(&pid, path, &actions, nil, argv, environ)
+    if capture { close(fds[1]) }
+    guard rc == 0 else { if capture { close(fds[0]) }; return nil }
+    return (pid, fds[0])
+}
+
+@discardableResult
+func v4l2ctl(_ args: [String]) -> (Int32, String) {
+    guard let (pid, fd) = spawn("/usr/bin/v4l2-ctl", args, capture: true) else { return (-1, "spawn failed") }
+    var out = [UInt8](), buf = [UInt8](repeating: 0, count: 65536)
+    while true { let n = read(fd, &buf, buf.count); if n <= 0 { break }; out += buf[0..<n] }
+    close(fd)
+    var status: Int32 = 0
+    waitpid(pid, &status, 0)
+    return ((status >> 8) & 0xff, String(decoding: out, as: UTF8.self))
+}
+
+// A hang must not eat the VM's whole time budget: report and leave.
+Thread.detachNewThread {
+    sleep(170)
+    print("FAIL watchdog: checks did not finish in 170 s")
+    print("RESULT: \(passed) passed, \(failed + 1) failed")
+    fflush(stdout)
+    exit(1)
+}
+
+/// Open descriptors and mappings of video nodes in this process.
+func leftovers() -> (fds: Int, maps: Int) {
+    let fds = ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []).filter {
+        ((try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\($0)")) ?? "").hasPrefix("/dev/video")
+    }.count
+    let maps = (try? String(contentsOfFile: "/proc/self/maps", encoding: .utf8))?.split(separator: "\n").filter { $0.contains("/dev/video") }.count ?? -1
+    return (fds, maps)
+}
+
+final class Collector: CameraVideoCapturerDelegate, @unchecked Sendable {
+    // @unchecked: guarded by `lock`.
+    let lock = NSLock()
+    var frames: [(ts: Int64, w: Int, h: Int, stride: Int, pf: PixelFormat, bytes: Int)] = []
+    var drops: [FrameDropReason: Int] = [:]
+    var stopError: CaptureError??
+    var convertErrors = 0
+    let converter = FrameConverter()
+    func capturer(_ c: CameraVideoCapturer, didCapture f: VideoFrame) {
+        let ok = (try? converter.convert(f.buffer)) != nil
+        lock.withLock {
+            frames.append((f.timestampNs, f.width, f.height, f.buffer.stride, f.buffer.pixelFormat, f.buffer.bytesUsed))
+            if !ok { convertErrors += 1 }
+        }
+    }
+    func capturer(_ c: CameraVideoCapturer, didDropFrames n: Int, reason: FrameDropReason) { lock.withLock { drops[reason, default: 0] += n } }
+    func capturer(_ c: CameraVideoCapturer, didStopWithError e: CaptureError?) { lock.withLock { stopError = .some(e) } }
+    var count: Int { lock.withLock { frames.count } }
+    func reset() { lock.withLock { frames = []; drops = [:]; stopError = nil; convertErrors = 0 } }
+    func wait(_ seconds: Double, _ cond: (Collector) -> Bool) -> Bool {
+        let end = Date().addingTimeInterval(seconds)
+        while Date() < end { if lock.withLock({ cond(self) }) { return true }; usleep(20_000) }
+        return lock.withLock { cond(self) }
+    }
+}
+
+let capturer = CameraVideoCapturer(providers: [V4L2DeviceProvider()], configuration: .init(maxPendingFrames: 2))
+let collector = Collector()
+capturer.addDelegate(collector)
+
+func start(_ path: String, _ pf: PixelFormat, _ size: FrameSize, _ fps: Int) async throws(CaptureError) -> AppliedFormat {
+    let device = try capturer.device(path)
+    let formats = try capturer.supportedFormats(for: device)
+    guard let format = formats.first(where: { $0.pixelFormat == pf && $0.size.contains(size) }) else {
+        throw CaptureError(.unsupportedFormat, "\(path) has no \(pf) \(size)")
+    }
+    return try await capturer.startCapture(device: device, format: format, size: size, fps: Fraction(Int64(fps)))
+}
+
+func stopQuietly() async { if capturer.isRunning { try? await capturer.stopCapture() } }
+
+func cleanAfter(_ name: String, path: String) async {
+    await stopQuietly()
+    try? await Task.sleep(nanoseconds: 200_000_000)
+    let l = leftovers()
+    check("\(name): no fd or mapping left", l.fds == 0 && l.maps == 0, "fds \(l.fds), maps \(l.maps)")
+    // The device opens and streams again.
+    collector.reset()
+    do {
+        _ = try await start(path, .yuyv, FrameSize(width: 320, height: 180), 30)
+        let ok = collector.wait(5) { $0.frames.count >= 3 }
+        await stopQuietly()
+        check("\(name): device usable again", ok, "\(collector.count) frames")
+    } catch { check("\(name): device usable again", false, "\(error)") }
+}
+
+// 1. Enumeration, and the format list equals v4l2-ctl's.
+let devices = capturer.devices()
+check("enumeration finds two vivid cameras", devices.count == 2 && devices.allSatisfy { $0.driver == "vivid" }, "\(devices)")
+for d in devices {
+    note("\(d.path): \(d.name) [\(d.driver), \(d.busInfo)] id \(d.uniqueID)")
+    let (rc, listing) = v4l2ctl(["-d", d.path, "--list-formats-ext"])
+    do {
+        let theirs = try CameraDescription.parse(listing, file: "v4l2-ctl \(d.path)").formats
+        let ours = try capturer.supportedFormats(for: d)
+        let same = theirs.map { [$0.pixelFormat.fourcc, "\($0.size)", "\(String(describing: $0.intervals))"] } == ours.map { [$0.pixelFormat.fourcc, "\($0.size)", "\(String(describing: $0.intervals))"] }
+        check("\(d.path) formats equal v4l2-ctl --list-formats-ext", rc == 0 && same && ours.count > 100,
+              "ours \(ours.count) entries, v4l2-ctl \(theirs.count) (rc \(rc))")
+    } catch { check("\(d.path) formats equal v4l2-ctl --list-formats-ext", false, "\(error)") }
+}
+let cam1 = devices.first?.path ?? "/dev/video0", cam2 = devices.dropFirst().first?.path ?? "/dev/video1"
+
+// 2. Negotiation + capture at several points.
+let sel = try? capturer.selectFormat(for: capturer.device(cam1), targetSize: FrameSize(width: 1280, height: 720))
+check("negotiation on vivid picks YU12 1280x720 @ 12.5", sel.map { "\($0)" } == "YU12 1280x720 @ 12.5 fps", "\(String(describing: sel))")
+let points: [(PixelFormat, FrameSize, Int, Int)] = [(.yuyv, FrameSize(width: 640, height: 360), 30, 20), (.nv12, FrameSize(width: 1280, height: 720), 10, 8),
+                                                    (.rgb24, FrameSize(width: 320, height: 180), 25, 20), (.abgr32, FrameSize(width: 640, height: 480), 15, 10)]
+for (pf, size, fps, n) in points {
+    collector.reset()
+    let name = "capture \(pf) \(size) @ \(fps)"
+    do {
+        let applied = try await start(cam1, pf, size, fps)
+        let t0 = Date()
+        let got = collector.wait(20) { $0.frames.count >= n }
+        let secs = Date().timeIntervalSince(t0)
+        await stopQuietly()
+        let f = collector.lock.withLock { collector.frames }
+        let minStride = pf.minimumStride(width: size.width)!
+        let shapeOK = f.allSatisfy { $0.w == size.width && $0.h == size.height && $0.pf == pf && $0.stride >= minStride && $0.bytes >= pf.frameSize(width: size.width, height: size.height, stride: $0.stride)! }
+        let increasing = zip(f, f.dropFirst()).allSatisfy { $0.ts < $1.ts }
+        let measured = f.count > 1 ? Double(f.count - 1) / (Double(f.last!.ts - f.first!.ts) / 1e9) : 0
+        note("\(name): applied \(applied), \(f.count) frames in \(String(format: "%.2f", secs)) s, measured \(String(format: "%.2f", measured)) fps, stride \(f.first?.stride ?? 0)")
+        check(name, got && applied.fps == Fraction(Int64(fps)) && shapeOK && increasing && collector.convertErrors == 0
+              && measured <= Double(fps) * 1.1 && measured >= Double(fps) * 0.5,
+              "frames \(f.count), shape \(shapeOK), increasing \(increasing), fps \(measured), convert errors \(collector.convertErrors)")
+    } catch { check(name, false, "\(error)"); await stopQuietly() }
+}
+
+// 3. Switching cameras while running keeps frames flowing to the same consumer.
+collector.reset()
+do {
+    _ = try await start(cam1, .yuyv, FrameSize(width: 640, height: 360), 30)
+    _ = collector.wait(5) { $0.frames.count >= 5 }
+    let before = collector.count
+    let applied = try await capturer.switchDevice(to: capturer.device(cam2), targetSize: FrameSize(width: 320, height: 180))
+    let flowing = collector.wait(10) { $0.frames.count >= before + 10 }
+    let f = collector.lock.withLock { collector.frames }
+    await stopQuietly()
+    check("switch camera 1 → 2 while running", flowing && capturer.currentDevice == nil && f.last?.w == 320 && zip(f, f.dropFirst()).allSatisfy { $0.ts < $1.ts },
+          "before \(before), after \(f.count), applied \(applied)")
+} catch { check("switch camera 1 → 2 while running", false, "\(error)"); await stopQuietly() }
+
+// 4. Faults.
+// 4a. A buffer flagged as error: dropped and counted, capture goes on.
+collector.reset()
+do {
+    _ = try await start(cam1, .yuyv, FrameSize(width: 320, height: 180), 30)
+    _ = collector.wait(5) { $0.frames.count >= 3 }
+    v4l2ctl(["-d", cam1, "-c", "inject_v4l2_buf_flag_error=1"])
+    let counted = collector.wait(5) { $0.drops[.corruptBuffer, default: 0] >= 1 }
+    let n = collector.count
+    let goesOn = collector.wait(5) { $0.frames.count >= n + 5 }
+    check("inject_v4l2_buf_flag_error: dropped, counted, capture goes on", counted && goesOn && capturer.isRunning, "drops \(collector.drops)")
+} catch { check("inject_v4l2_buf_flag_error", false, "\(error)") }
+await cleanAfter("inject_v4l2_buf_flag_error", path: cam1)
+
+// 4b. 50% dropped buffers: sequence gaps counted as driver drops.
+collector.reset()
+do {
+    v4l2ctl(["-d", cam1, "-c", "percentage_of_dropped_buffers=50"])
+    _ = try await start(cam1, .yuyv, FrameSize(width: 320, height: 180), 30)
+    try? await Task.sleep(nanoseconds: 3_000_000_000)
+    await stopQuietly()
+    v4l2ctl(["-d", cam1, "-c", "percentage_of_dropped_buffers=0"])
+    let drops = collector.lock.withLock { collector.drops[.driverDropped, default: 0] }
+    let frames = collector.count
+    note("percentage_of_dropped_buffers=50: \(frames) frames, \(drops) counted driver drops")
+    check("percentage_of_dropped_buffers=50: drops counted", drops > 0 && frames > 0 && Double(drops) / Double(drops + frames) > 0.25, "frames \(frames), drops \(drops)")
+} catch { check("percentage_of_dropped_buffers=50", false, "\(error)") }
+await cleanAfter("percentage_of_dropped_buffers", path: cam1)
+
+// 4c-e. Setup failures: a clear error, nothing left open.
+for (control, what) in [("inject_vidioc_streamon_error", "STREAMON"), ("inject_vidioc_reqbufs_error", "REQBUFS"), ("inject_vidioc_qbuf_error", "QBUF")] {
+    collector.reset()
+    v4l2ctl(["-d", cam1, "-c", "\(control)=1"])
+    do {
+        _ = try await start(cam1, .yuyv, FrameSize(width: 320, height: 180), 30)
+        // vivid may fail QBUF only once streaming: then capture stops with an error.
+        let stopped = collector.wait(5) { $0.stopError != nil }
+        let e = collector.lock.withLock { collector.stopError ?? nil }
+        check("\(control): clear error", stopped && e != nil, "started and kept running; \(String(describing: e))")
+        if let e { note("\(control): \(e)") }
+    } catch {
+        note("\(control): \(error)")
+        check("\(control): clear error", error.message.contains(what), "\(error)")
+    }
+    await cleanAfter(control, path: cam1)
+}
+
+// 4f. A fatal streaming error mid-stream: "disconnected", resources freed.
+collector.reset()
+do {
+    _ = try await start(cam1, .yuyv, FrameSize(width: 320, height: 180), 30)
+    _ = collector.wait(5) { $0.frames.count >= 3 }
+    v4l2ctl(["-d", cam1, "-c", "inject_fatal_streaming_error=1"])
+    let stopped = collector.wait(10) { $0.stopError != nil }
+    let e = collector.lock.withLock { collector.stopError ?? nil }
+    note("inject_fatal_streaming_error: \(e.map { "\($0)" } ?? "no error")")
+    check("inject_fatal_streaming_error: capture stops with an error", stopped && e?.code == .disconnected && !capturer.isRunning, "\(String(describing: e))")
+} catch { check("inject_fatal_streaming_error", false, "\(error)") }
+await cleanAfter("inject_fatal_streaming_error", path: cam1)
+
+// 5. A camera another process is streaming from: busy.
+do {
+    guard let (other, _) = spawn("/usr/bin/v4l2-ctl", ["-d", cam2, "--stream-mmap", "--stream-count=300"], capture: false) else {
+        throw CaptureError(.streamFailed, "cannot start v4l2-ctl")
+    }
+    try? await Task.sleep(nanoseconds: 1_500_000_000)
+    do {
+        _ = try await start(cam2, .yuyv, FrameSize(width: 320, height: 180), 30)
+        check("busy device gives the busy error", false, "started while another process streams")
+        await stopQuietly()
+    } catch {
+        note("busy: \(error)")
+        check("busy device gives the busy error", error.code == .deviceBusy && error.message.contains(cam2), "\(error)")
+    }
+    kill(other, SIGTERM); var st: Int32 = 0; waitpid(other, &st, 0)
+} catch { check("busy device gives the busy error", false, "\(error)") }
+let l = leftovers()
+check("busy: no fd or mapping left", l.fds == 0 && l.maps == 0, "fds \(l.fds) maps \(l.maps)")
+
+// 4g. Unplug (last: the node only comes back once every handle is closed).
+collector.reset()
+do {
+    _ = try await start(cam2, .yuyv, FrameSize(width: 320, height: 180), 30)
+    _ = collector.wait(5) { $0.frames.count >= 3 }
+    v4l2ctl(["-d", cam2, "-c", "disconnect=1"])
+    let stopped = collector.wait(10) { $0.stopError != nil }
+    let e = collector.lock.withLock { collector.stopError ?? nil }
+    note("disconnect: \(e.map { "\($0)" } ?? "no error")")
+    check("disconnect: delegates get a disconnected error", stopped && e?.code == .disconnected, "\(String(describing: e))")
+    try? await Task.sleep(nanoseconds: 300_000_000)
+    let l = leftovers()
+    check("disconnect: freed at once", l.fds == 0 && l.maps == 0, "fds \(l.fds) maps \(l.maps)")
+} catch { check("disconnect", false, "\(error)") }
+await cleanAfter("disconnect", path: cam2)
+
+print("RESULT: \(passed) passed, \(failed) failed")
+fflush(stdout)
+exit(failed == 0 ? 0 : 1)
