@@ -119,7 +119,8 @@ func probeFrames(_ path: String) throws -> (Int, String) {
         let captured = try #require(summaryValue(r.out, "captured"))
         let dropped = try #require(summaryValue(r.out, "dropped"))
         // 5 s at 30 fps, real-time pacing.
-        #expect(encoded >= 140 && encoded <= 152, "\(r.out)")
+        #expect(captured >= 140 && captured <= 152, "\(r.out)")
+        #expect(encoded >= 100, "\(r.out)")
         #expect(encoded == captured - dropped)
         let (frames, size) = try probeFrames(out)
         #expect(frames == encoded)

@@ -3,7 +3,7 @@ import Testing
 @testable import VideoCapture
 import FixtureCameras
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.serialized, .timeLimit(.minutes(1)))
 struct CapturerTests {
     @Test func startStopRestartDeliversFrames() async throws {
         let capturer = makeCapturer()
@@ -94,10 +94,12 @@ struct CapturerTests {
         try await capturer.stopCapture()
         let stats = capturer.statistics
         let delivered = slow.frames.count
-        // 60 fps for 1 s against a 20 fps consumer: most frames dropped, and every frame accounted for.
-        #expect(stats.captured >= 45)
-        #expect(delivered <= 25)
-        #expect(stats.dropped[.consumerBusy, default: 0] >= stats.captured - delivered - 2)
+        let dropped = stats.dropped[.consumerBusy, default: 0]
+        // A 60 fps camera against a consumer that takes 50 ms a frame (≤ 20 fps): about two thirds are dropped,
+        // and every captured frame is either delivered or counted (at most the pending one left in flight).
+        #expect(stats.captured >= 30)
+        #expect(Double(dropped) >= 0.4 * Double(stats.captured), "captured \(stats.captured), delivered \(delivered), dropped \(dropped)")
+        #expect(stats.captured - delivered - dropped >= 0 && stats.captured - delivered - dropped <= 1)
         #expect(slow.drops[.consumerBusy, default: 0] == stats.dropped[.consumerBusy, default: 0])
         // The newest frames win: delivered sequence numbers jump.
         let seqs = slow.frames.map(\.sequence)
@@ -145,7 +147,7 @@ struct CapturerTests {
         try await capturer.stopCapture()
         let f = rec.frames
         let fps = Double(30) / (Double(f[30].timestampNs - f[0].timestampNs) / 1e9)
-        #expect(fps > 27 && fps < 33, "measured \(fps) fps")
+        #expect(fps > 25 && fps < 35, "measured \(fps) fps")
     }
 
     @Test func disconnectStopsCaptureWithATypedError() async throws {

@@ -1,0 +1,75 @@
+import Benchmark
+import VideoCapture
+import VideoProcessing
+import H264
+
+/// A camera frame of `format` holding the fixture pattern.
+func cameraFrame(_ format: PixelFormat, _ size: FrameSize) -> VideoFrameBuffer {
+    let src = I420Buffer(width: size.width, height: size.height)
+    TestPattern.render(frame: 3, into: src)
+    let storage = FrameStorage(capacity: FormatWriter.capacity(for: format, width: size.width, height: size.height))
+    return try! FormatWriter().write(src, as: format, into: storage)
+}
+
+let sizes: [(String, FrameSize)] = [("720p", FrameSize(width: 1280, height: 720)), ("1080p", FrameSize(width: 1920, height: 1080))]
+
+let benchmarks: @Sendable () -> Void = {
+    // Conversions: time per frame and mallocs per frame in steady state (the converter's pool is warm).
+    Benchmark.defaultConfiguration = .init(metrics: [.wallClock, .mallocCountTotal, .throughput],
+                                           timeUnits: .microseconds, warmupIterations: 5, maxDuration: .seconds(1), maxIterations: 300)
+    for format in PixelFormat.convertible where ![.jpeg, .rgb32, .xbgr32, .xrgb32, .rgbx32, .bgrx32].contains(format) {
+        for (label, size) in sizes {
+            Benchmark("convert \(format.fourcc)→I420 \(label)",
+                      configuration: .init(thresholds: [.mallocCountTotal: .init(absolute: [.p90: 0])])) { benchmark, input in
+                let converter = FrameConverter()
+                _ = try converter.convert(input)
+                benchmark.startMeasurement()
+                for _ in benchmark.scaledIterations { blackHole(try converter.convert(input)) }
+            } setup: { cameraFrame(format, size) }
+        }
+    }
+    for (label, size) in sizes {
+        Benchmark("convert YUYV→I420 + rotate 90 \(label)") { benchmark, input in
+            let converter = FrameConverter()
+            _ = try converter.convert(input, options: .init(rotation: .rotation90))
+            benchmark.startMeasurement()
+            for _ in benchmark.scaledIterations { blackHole(try converter.convert(input, options: .init(rotation: .rotation90))) }
+        } setup: { cameraFrame(.yuyv, size) }
+        Benchmark("convert NV12→I420 + scale to 640x360 \(label)") { benchmark, input in
+            let converter = FrameConverter()
+            let opts = FrameConverter.Options(scale: FrameSize(width: 640, height: 360))
+            _ = try converter.convert(input, options: opts)
+            benchmark.startMeasurement()
+            for _ in benchmark.scaledIterations { blackHole(try converter.convert(input, options: opts)) }
+        } setup: { cameraFrame(.nv12, size) }
+    }
+
+    // Encoding: frames per second (throughput) for 1 and 2 threads.
+    let encodeSizes: [(String, FrameSize)] = [("640x480", FrameSize(width: 640, height: 480))] + sizes
+    for (label, size) in encodeSizes {
+        for threads in [1, 2] {
+            Benchmark("encode H.264 \(label) \(threads) thread\(threads > 1 ? "s" : "")",
+                      configuration: .init(metrics: [.wallClock, .throughput, .mallocCountTotal], timeUnits: .milliseconds,
+                                           warmupIterations: 10, maxDuration: .seconds(3), maxIterations: 120)) { benchmark, frames in
+                var settings = H264Encoder.Settings(width: size.width, height: size.height)
+                settings.threads = threads
+                settings.targetBitrate = size.width >= 1920 ? 4_000_000 : size.width >= 1280 ? 2_000_000 : 1_000_000
+                let encoder = try H264Encoder(settings: settings)
+                var out = EncodedFrame()
+                var i = 0
+                benchmark.startMeasurement()
+                for _ in benchmark.scaledIterations {
+                    try encoder.encode(frames[i % frames.count], timestampNs: Int64(i) * 33_333_333, into: &out)
+                    i += 1
+                    blackHole(out.size)
+                }
+            } setup: {
+                (0..<30).map { i -> I420Buffer in
+                    let b = I420Buffer(width: size.width, height: size.height)
+                    TestPattern.render(frame: UInt64(i), into: b, noise: 3)
+                    return b
+                }
+            }
+        }
+    }
+}
