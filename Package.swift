@@ -37,7 +37,7 @@ let package = Package(
         .target(name: "FixtureCameras",
                 dependencies: ["VideoCapture", "VideoProcessing"],
                 path: "Fixtures",
-                exclude: ["README.md", "media"],
+                exclude: ["README.md"],
                 resources: [.copy("cameras")],
                 swiftSettings: upcoming),
         .target(name: "V4L2Capture",

@@ -54,7 +54,11 @@ public final class CameraVideoCapturer: Sendable {
         /// A stream that failed before its start was recorded (its error already went to the delegates).
         var failedGeneration: UInt64?
         var delegates: [WeakDelegate] = []
-        var streams: [UInt64: AsyncStream<VideoFrame>.Continuation] = [:]
+        var streams: [UInt64: AsyncStream<VideoFrame>.Continuation] = [:] {
+            didSet { streamList = Array(streams.values) }
+        }
+        /// `streams.values`, kept ready so delivering a frame allocates nothing.
+        var streamList: [AsyncStream<VideoFrame>.Continuation] = []
         var nextStreamID: UInt64 = 0
         var lastTimestamp: Int64 = .min
         var sequence: UInt64 = 0
@@ -292,21 +296,21 @@ public final class CameraVideoCapturer: Sendable {
     }
 
     private func deliver(_ event: DeliveryQueue.Event) {
-        let (delegates, streams) = state.withLock { s in (s.delegates.compactMap(\.value), Array(s.streams.values)) }
+        let (delegateRefs, streams) = state.withLock { s in (s.delegates, s.streamList) }
         switch event {
         case .frame(let frame):
-            for d in delegates { d.capturer(self, didCapture: frame) }
+            for ref in delegateRefs { ref.value?.capturer(self, didCapture: frame) }
             var late = 0
             for c in streams { if case .dropped = c.yield(frame) { late += 1 } }
             state.withLock { s in
                 s.stats.delivered += 1
                 if late > 0 { s.stats.dropped[.consumerBusy, default: 0] += late }
             }
-            if late > 0 { for d in delegates { d.capturer(self, didDropFrames: late, reason: .consumerBusy) } }
+            if late > 0 { for ref in delegateRefs { ref.value?.capturer(self, didDropFrames: late, reason: .consumerBusy) } }
         case .dropped(let reason, let count):
-            for d in delegates { d.capturer(self, didDropFrames: count, reason: reason) }
+            for ref in delegateRefs { ref.value?.capturer(self, didDropFrames: count, reason: reason) }
         case .stopped(let error):
-            for d in delegates { d.capturer(self, didStopWithError: error) }
+            for ref in delegateRefs { ref.value?.capturer(self, didStopWithError: error) }
             let finished = state.withLock { s -> [AsyncStream<VideoFrame>.Continuation] in
                 let all = Array(s.streams.values); s.streams.removeAll(); return all
             }

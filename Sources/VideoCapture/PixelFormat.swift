@@ -130,8 +130,10 @@ public struct PixelFormat: RawRepresentable, Hashable, Sendable, CustomStringCon
     public func minimumStride(width: Int) -> Int? {
         guard let bpp = bytesPerPixel, width > 0 else { return nil }
         // Packed 4:2:2 stores pixel pairs: an odd width still needs the whole last pair.
-        if [.yuyv, .uyvy, .yvyu, .vyuy].contains(self) { return ((width + 1) & ~1) * 2 }
-        return width * bpp
+        switch self {
+        case .yuyv, .uyvy, .yvyu, .vyuy: return ((width + 1) & ~1) * 2
+        default: return width * bpp
+        }
     }
 
     /// Bytes one frame needs with the given first-plane stride (V4L2 single-planar layout: chroma planes
