@@ -181,12 +181,10 @@ public final class FrameConverter {
             rc = ABGRToI420(y0, Int32(s0), dy, dsy, du, dsu, dv, dsv, w, h)
         case .bgra32, .bgrx32:           // A B G R in memory = libyuv RGBA
             rc = RGBAToI420(y0, Int32(s0), dy, dsy, du, dsu, dv, dsv, w, h)
-        case .rgb24:                     // R G B in memory = libyuv RAW
-            rc = RAWToI420(y0, Int32(s0), dy, dsy, du, dsu, dv, dsv, w, h)
-        case .bgr24:                     // B G R in memory = libyuv RGB24
-            rc = RGB24ToI420(y0, Int32(s0), dy, dsy, du, dsu, dv, dsv, w, h)
-        case .rgb565:
-            rc = RGB565ToI420(y0, Int32(s0), dy, dsy, du, dsu, dv, dsv, w, h)
+        case .rgb24, .bgr24, .rgb565:
+            // libyuv's RAW/RGB24/RGB565ToI420 malloc a row buffer on every call; going through a two-row
+            // ARGB scratch we own keeps the single pass and allocates nothing per frame.
+            rc = viaARGBRows(src.pixelFormat, y0, s0, c.width, c.height, d)
         case .grey:
             rc = I400ToI420(y0, Int32(s0), dy, dsy, du, dsu, dv, dsv, w, h)
         case .mjpeg, .jpeg:
@@ -216,6 +214,37 @@ public final class FrameConverter {
         }
         if rc != 0 { throw ProcessingError(.invalidArgument, "libyuv could not rotate \(src.pixelFormat) \(c.width)x\(c.height) by \(rotation)") }
     }
+
+    private var argbRows: UnsafeMutablePointer<UInt8>?
+    private var argbRowsWidth = 0
+
+    private func viaARGBRows(_ pf: PixelFormat, _ src: UnsafePointer<UInt8>, _ stride: Int, _ w: Int, _ h: Int, _ d: I420Buffer) -> Int32 {
+        if argbRowsWidth < w {
+            argbRows?.deallocate()
+            argbRows = .allocate(capacity: w * 4 * 2)
+            argbRowsWidth = w
+        }
+        let scratch = argbRows!
+        let argbStride = Int32(w * 4)
+        var row = 0
+        while row < h {
+            let n = min(2, h - row)
+            let s = src + row * stride
+            switch pf {
+            case .rgb24: _ = RAWToARGB(s, Int32(stride), scratch, argbStride, Int32(w), Int32(n))
+            case .bgr24: _ = RGB24ToARGB(s, Int32(stride), scratch, argbStride, Int32(w), Int32(n))
+            default: _ = RGB565ToARGB(s, Int32(stride), scratch, argbStride, Int32(w), Int32(n))
+            }
+            let rc = ARGBToI420(scratch, argbStride, d.dataY + row * d.strideY, Int32(d.strideY),
+                                d.dataU + (row / 2) * d.strideU, Int32(d.strideU), d.dataV + (row / 2) * d.strideV, Int32(d.strideV),
+                                Int32(w), Int32(n))
+            if rc != 0 { return rc }
+            row += 2
+        }
+        return 0
+    }
+
+    deinit { argbRows?.deallocate() }
 
     // MARK: - JPEG
 
