@@ -79,3 +79,12 @@ public final class HotplugMonitor: Sendable {
         Glibc.close(fd); Glibc.close(wakePipe.0); Glibc.close(wakePipe.1)
     }
 }
+
+extension CameraVideoCapturer {
+    /// Camera connected/disconnected notifications (as AVFoundation's `AVCaptureDeviceWasConnected/
+    /// DisconnectedNotification`), from inotify on `directory`. Call `stop()` on the monitor when done.
+    /// A camera that goes away while capturing also stops capture with a `.disconnected` error.
+    public func watchDevices(directory: String = "/dev") throws(CaptureError) -> HotplugMonitor {
+        try HotplugMonitor(directory: directory)
+    }
+}

@@ -77,9 +77,11 @@ func fail(_ error: any Error) -> Never {
 struct Devices: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "List cameras: V4L2 devices and the built-in fixture cameras.")
     @Flag(help: "Print JSON (one object per device in an array).") var json = false
+    @Flag(help: "Then keep watching /dev and print cameras as they are plugged in or removed (Ctrl-C ends).") var watch = false
 
     func run() async throws {
         let capturer = makeCapturer()
+        defer { if watch { watchDevices(capturer) } }
         let devices = capturer.devices()
         if json {
             print("[" + devices.map { d in
@@ -136,4 +138,23 @@ struct Select: AsyncParsableCommand {
             }
         } catch { fail(error) }
     }
+}
+
+func watchDevices(_ capturer: CameraVideoCapturer) {
+    let monitor: HotplugMonitor
+    do { monitor = try capturer.watchDevices() } catch { fail(error) }
+    print("watching /dev for cameras (Ctrl-C to stop)")
+    let done = DispatchSemaphore(value: 0)
+    Task {
+        for await event in monitor.events {
+            switch event {
+            case .connected(let path):
+                let name = (try? capturer.device(path).name) ?? "not a capture device"
+                print("connected:    \(path)\t\(name)")
+            case .disconnected(let path): print("disconnected: \(path)")
+            }
+        }
+        done.signal()
+    }
+    done.wait()
 }
