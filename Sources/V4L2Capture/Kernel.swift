@@ -21,7 +21,10 @@ public struct SystemV4L2Kernel: V4L2Kernel {
     public func open(_ path: String) -> (fd: Int32, errno: Int32) {
         let fd = Glibc.open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC)
         guard fd >= 0 else { return (-1, Glibc.errno) }
-        // Wrap for libv4l2 but never emulate formats: we convert with libyuv.
+        // Only real V4L2 nodes go to libv4l2 (it prints complaints about anything else); it wraps them
+        // without emulating formats: we convert with libyuv.
+        var cap = v4l2_capability()
+        guard Glibc.ioctl(fd, CV4L2_VIDIOC_QUERYCAP, &cap) == 0 else { return (fd, 0) }
         let wrapped = cv4l2_fd_open(fd, CV4L2_DISABLE_CONVERSION)
         return wrapped >= 0 ? (wrapped, 0) : (fd, 0)
     }

@@ -140,18 +140,21 @@ struct Select: AsyncParsableCommand {
     }
 }
 
+/// Prints a line and flushes it (events must show up at once, also through a pipe).
+func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
+
 func watchDevices(_ capturer: CameraVideoCapturer) {
     let monitor: HotplugMonitor
     do { monitor = try capturer.watchDevices() } catch { fail(error) }
-    print("watching /dev for cameras (Ctrl-C to stop)")
+    say("watching /dev for cameras (Ctrl-C to stop)")
     let done = DispatchSemaphore(value: 0)
     Task {
         for await event in monitor.events {
             switch event {
             case .connected(let path):
                 let name = (try? capturer.device(path).name) ?? "not a capture device"
-                print("connected:    \(path)\t\(name)")
-            case .disconnected(let path): print("disconnected: \(path)")
+                say("connected:    \(path)\t\(name)")
+            case .disconnected(let path): say("disconnected: \(path)")
             }
         }
         done.signal()
