@@ -57,10 +57,11 @@ let package = Package(
                 dependencies: ["VideoCapture", "V4L2Capture", "VideoProcessing"],
                 swiftSettings: [.swiftLanguageMode(.v5)]),   // a linear test script
 
+        .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(name: "VideoCaptureTests", dependencies: ["VideoCapture", "FixtureCameras"]),
-        .testTarget(name: "VideoProcessingTests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras"]),
-        .testTarget(name: "H264Tests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "H264"]),
+        .testTarget(name: "VideoProcessingTests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "TestSupport"]),
+        .testTarget(name: "H264Tests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "H264", "TestSupport"]),
         .testTarget(name: "V4L2CaptureTests", dependencies: ["VideoCapture", "V4L2Capture", "CV4L2"]),
-        .testTarget(name: "CamcapTests", dependencies: ["camcap"]),
+        .testTarget(name: "CamcapTests", dependencies: ["camcap", "TestSupport"]),
     ]
 )

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 
 /// The camcap binary next to the test bundle.
 let camcap: String = {
@@ -13,29 +14,11 @@ let camcap: String = {
 }()
 
 let repo = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
-let work: String = {
-    let d = FileManager.default.temporaryDirectory.appendingPathComponent("camcap-tests-\(getpid())").path
-    try? FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true)
-    return d
-}()
-
-struct Result { var code: Int32; var out: String; var err: String }
+let work = scratchDirectory("camcap-tests")
 
 @discardableResult
-func sh(_ tool: String, _ args: [String], interruptAfter: Double? = nil) throws -> Result {
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: tool.hasPrefix("/") ? tool : "/usr/bin/env")
-    p.arguments = tool.hasPrefix("/") ? args : [tool] + args
-    p.currentDirectoryURL = URL(fileURLWithPath: work)
-    let out = Pipe(), err = Pipe()
-    p.standardOutput = out; p.standardError = err
-    try p.run()
-    if let t = interruptAfter {
-        DispatchQueue.global().asyncAfter(deadline: .now() + t) { p.interrupt() }   // SIGINT
-    }
-    let o = out.fileHandleForReading.readDataToEndOfFile(), e = err.fileHandleForReading.readDataToEndOfFile()
-    p.waitUntilExit()
-    return Result(code: p.terminationStatus, out: String(decoding: o, as: UTF8.self), err: String(decoding: e, as: UTF8.self))
+func sh(_ tool: String, _ args: [String], interruptAfter: Double? = nil) throws -> ToolResult {
+    try runTool(tool, args, in: work, interruptAfter: interruptAfter)
 }
 
 func summaryValue(_ out: String, _ key: String) -> Int? {

@@ -3,25 +3,9 @@ import Testing
 import VideoCapture
 import VideoProcessing
 import H264
+@_exported import TestSupport
 
-let scratch: String = {
-    let d = FileManager.default.temporaryDirectory.appendingPathComponent("h264-tests-\(getpid())").path
-    try? FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true)
-    return d
-}()
-
-@discardableResult
-func run(_ tool: String, _ args: [String]) throws -> (Int32, String, String) {
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    p.arguments = [tool] + args
-    let out = Pipe(), err = Pipe()
-    p.standardOutput = out; p.standardError = err
-    try p.run()
-    let o = out.fileHandleForReading.readDataToEndOfFile(), e = err.fileHandleForReading.readDataToEndOfFile()
-    p.waitUntilExit()
-    return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
-}
+let scratch = scratchDirectory("h264-tests")
 
 /// ffprobe's per-frame key flags of an H.264 file, in decode order.
 func keyFrameFlags(_ path: String) throws -> [Bool] {

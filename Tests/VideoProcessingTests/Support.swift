@@ -2,26 +2,9 @@ import Foundation
 import Testing
 import VideoCapture
 import VideoProcessing
+@_exported import TestSupport
 
-let scratchDir: String = {
-    let d = FileManager.default.temporaryDirectory.appendingPathComponent("vp-tests-\(getpid())").path
-    try? FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true)
-    return d
-}()
-
-/// Runs a tool; returns (exit code, stdout, stderr).
-@discardableResult
-func run(_ tool: String, _ args: [String]) throws -> (Int32, String, String) {
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    p.arguments = [tool] + args
-    let out = Pipe(), err = Pipe()
-    p.standardOutput = out; p.standardError = err
-    try p.run()
-    let o = out.fileHandleForReading.readDataToEndOfFile(), e = err.fileHandleForReading.readDataToEndOfFile()
-    p.waitUntilExit()
-    return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
-}
+let scratchDir = scratchDirectory("vp-tests")
 
 func writeFile(_ path: String, _ bytes: UnsafeRawBufferPointer) {
     FileManager.default.createFile(atPath: path, contents: Data(bytes))
