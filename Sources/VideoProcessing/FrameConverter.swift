@@ -45,14 +45,14 @@ public final class FrameConverter {
         try validate(src)
         let crop = try cropRect(for: src, options.crop)
         var current: I420Buffer
-        let needsCopyFree = src.pixelFormat == .i420 && crop == CropRect(x: 0, y: 0, width: src.width, height: src.height)
+        let isWholeI420 = src.pixelFormat == .i420 && crop == CropRect(x: 0, y: 0, width: src.width, height: src.height)
         if options.rotation != .rotation0 && (src.pixelFormat == .i420 || src.pixelFormat == .yv12 || src.pixelFormat == .nv12) {
             // libyuv rotates these while reading them: one pass.
             let (w, h) = options.rotation.swapsDimensions ? (crop.height, crop.width) : (crop.width, crop.height)
             current = pools.acquire(width: w, height: h)
             try rotateDirect(src, crop: crop, rotation: options.rotation, into: current)
         } else {
-            if needsCopyFree, let passthrough = I420Buffer(src) {
+            if isWholeI420, let passthrough = I420Buffer(src) {
                 current = passthrough
             } else {
                 current = pools.acquire(width: crop.width, height: crop.height)
@@ -151,7 +151,7 @@ public final class FrameConverter {
                 rc = NV21ToI420(y0, Int32(s0), uv, Int32(cs * rowStep), dy, dsy, du, dsu, dv, dsv, w, h)
             }
         case .nv24, .nv42:
-            rc = CopyPlaneChecked(y0, s0, dy, Int(dsy), c.width, c.height)
+            CopyPlane(y0, Int32(s0), dy, dsy, w, h)
             let cs = p.strides.1
             let uvBase = base + p.offsets.1 + c.y * cs + c.x * 2
             let (first, second) = src.pixelFormat == .nv24 ? (du, dv) : (dv, du)
@@ -277,10 +277,4 @@ public final class FrameConverter {
                          d.dataY, Int32(d.strideY), d.dataU, Int32(d.strideU), d.dataV, Int32(d.strideV), Int32(c.width), Int32(c.height))
         }
     }
-}
-
-@inline(__always)
-func CopyPlaneChecked(_ src: UnsafePointer<UInt8>, _ ss: Int, _ dst: UnsafeMutablePointer<UInt8>, _ ds: Int, _ w: Int, _ h: Int) -> Int32 {
-    CopyPlane(src, Int32(ss), dst, Int32(ds), Int32(w), Int32(h))
-    return 0
 }
