@@ -1,4 +1,4 @@
-public import CV4L2
+import CV4L2
 #if canImport(Glibc)
 import Glibc
 #endif

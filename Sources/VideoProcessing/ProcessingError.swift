@@ -1,4 +1,4 @@
-public import VideoCapture
+import VideoCapture
 
 /// A conversion, encoding or writing failure, with a code and a message naming the value at fault.
 public struct ProcessingError: Error, Sendable, Equatable, CustomStringConvertible {

@@ -48,7 +48,7 @@ struct CLIError: Error, CustomStringConvertible {
 
 extension FrameSize: ExpressibleByArgument {
     public init?(argument: String) { self.init(parsing: argument) }
-    public static var defaultValueDescription: String { "WxH" }
+    public var defaultValueDescription: String { description }
 }
 
 /// Prints a JSON object with keys in the given order.

@@ -69,8 +69,8 @@ struct Preview: AsyncParsableCommand {
                     snapshots += 1
                 }
                 lastPicture = picture
-            } catch let e as ProcessingError where e.code == .decodeFailed || e.code == .shortBuffer {
-                failed += 1
+            } catch where error.code == .decodeFailed || error.code == .shortBuffer {
+                failed += 1   // one bad frame while streaming: counted, capture goes on
             } catch {
                 failure = error
                 break

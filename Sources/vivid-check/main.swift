@@ -5,7 +5,7 @@ import VideoCapture
 import V4L2Capture
 import VideoProcessing
 
-var passed = 0, failed = 0
+nonisolated(unsafe) var passed = 0, failed = 0   // also read by the watchdog thread, which then exits
 func check(_ name: String, _ ok: Bool, _ detail: @autoclosure () -> String = "") {
     if ok { passed += 1; print("PASS \(name)") } else { failed += 1; print("FAIL \(name): \(detail())") }
     fflush(stdout)

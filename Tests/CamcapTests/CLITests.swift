@@ -59,7 +59,7 @@ func probeFrames(_ path: String) throws -> (Int, String) {
         \t\t\tInterval: Continuous 0.033s - 0.500s (2.000-30.000 fps)
         """
         let path = work + "/pasted.txt"
-        FileManager.default.createFile(atPath: path, contents: Data(listing.utf8))
+        _ = FileManager.default.createFile(atPath: path, contents: Data(listing.utf8))
         let r = try sh(camcap, ["select", "--device", path, "--size", "1000x700", "--json"])
         #expect(r.code == 0, "\(r.err)")
         // 1000x700 on the 16/8 grid from 320x240: 992 or 1008 (tie → 992), 696 or 704 (700 is halfway → 696).
@@ -74,7 +74,7 @@ func probeFrames(_ path: String) throws -> (Int, String) {
         let r = try sh(camcap, ["formats", "-d", "fixture:uvc-webcam"])
         #expect(r.code == 0)
         let path = work + "/roundtrip.txt"
-        FileManager.default.createFile(atPath: path, contents: Data(r.out.utf8))
+        _ = FileManager.default.createFile(atPath: path, contents: Data(r.out.utf8))
         let again = try sh(camcap, ["formats", "-d", path])
         #expect(again.out == r.out)
         #expect(r.out.contains("\t[1]: 'MJPG' (Motion-JPEG, compressed)\n\t\tSize: Discrete 640x480\n\t\t\tInterval: Discrete 0.033s (30.000 fps)"))
@@ -82,7 +82,7 @@ func probeFrames(_ path: String) throws -> (Int, String) {
 
     @Test func badInputGivesClearErrors() throws {
         let bad = work + "/bad.json"
-        FileManager.default.createFile(atPath: bad, contents: Data("{\n \"name\": \"cam\",\n \"formats\": [ {\"pixelFormat\": \"NV12\", \"sizes\": [{\"width\": 0, \"height\": 480}]} ]\n}".utf8))
+        _ = FileManager.default.createFile(atPath: bad, contents: Data("{\n \"name\": \"cam\",\n \"formats\": [ {\"pixelFormat\": \"NV12\", \"sizes\": [{\"width\": 0, \"height\": 480}]} ]\n}".utf8))
         let r = try sh(camcap, ["select", "-d", bad, "-s", "640x480"])
         #expect(r.code == 1)
         #expect(r.err.contains("\(bad):3: \"width\" must be positive"), "\(r.err)")

@@ -8,8 +8,8 @@ import VideoCapture
 func fakeDev() -> String {
     let d = FileManager.default.temporaryDirectory.appendingPathComponent("fakedev-\(UUID().uuidString)").path
     try? FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true)
-    FileManager.default.createFile(atPath: d + "/video0", contents: nil)
-    FileManager.default.createFile(atPath: d + "/media0", contents: nil)
+    _ = FileManager.default.createFile(atPath: d + "/video0", contents: nil)
+    _ = FileManager.default.createFile(atPath: d + "/media0", contents: nil)
     return d
 }
 
@@ -207,8 +207,8 @@ func startStream(_ k: FakeKernel, _ s: Sink, config: V4L2Stream.Configuration = 
     @Test func hotplugReportsNodesAppearingAndGoing() async throws {
         let dir = fakeDev()
         let monitor = try HotplugMonitor(directory: dir)
-        FileManager.default.createFile(atPath: dir + "/video7", contents: nil)
-        FileManager.default.createFile(atPath: dir + "/not-a-camera", contents: nil)
+        _ = FileManager.default.createFile(atPath: dir + "/video7", contents: nil)
+        _ = FileManager.default.createFile(atPath: dir + "/not-a-camera", contents: nil)
         try FileManager.default.removeItem(atPath: dir + "/video7")
         var events: [DeviceEvent] = []
         for await e in monitor.events { events.append(e); if events.count == 2 { break } }

@@ -19,7 +19,7 @@ func tempFile(_ name: String, _ contents: String) -> String {
     let dir = FileManager.default.temporaryDirectory.appendingPathComponent("vc-tests-\(getpid())")
     try? FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
     let path = dir.appendingPathComponent(name).path
-    FileManager.default.createFile(atPath: path, contents: Data(contents.utf8))
+    _ = FileManager.default.createFile(atPath: path, contents: Data(contents.utf8))
     return path
 }
 

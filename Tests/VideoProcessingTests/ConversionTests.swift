@@ -82,7 +82,7 @@ func conversionMatchesFFmpeg(_ c: FormatCase, _ size: FrameSize) throws {
     let raw = scratchDir + "/\(c.fourcc)-\(w)x\(h).raw"
     writeFile(raw, UnsafeRawBufferPointer(rebasing: frame.bytes[...]))
     let packed = swapped(readBytes(raw), c.swap, w: w, h: h)
-    FileManager.default.createFile(atPath: raw, contents: Data(packed))
+    _ = FileManager.default.createFile(atPath: raw, contents: Data(packed))
     if pf == .grey {
         // V4L2 GREY is the luma plane as is (limited range, as vivid emits it); ffmpeg's gray → yuv420p
         // would rescale it as full range, so compare with ffmpeg's luma unchanged and expect neutral chroma.

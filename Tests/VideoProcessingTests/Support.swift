@@ -7,7 +7,7 @@ import VideoProcessing
 let scratchDir = scratchDirectory("vp-tests")
 
 func writeFile(_ path: String, _ bytes: UnsafeRawBufferPointer) {
-    FileManager.default.createFile(atPath: path, contents: Data(bytes))
+    _ = FileManager.default.createFile(atPath: path, contents: Data(bytes))
 }
 
 /// Loads tightly packed yuv420p bytes into an I420 buffer.
