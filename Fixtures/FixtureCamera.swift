@@ -51,7 +51,7 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
         guard let dir = builtinDirectory, let files = try? FileManager.default.contentsOfDirectory(atPath: dir) else { return [] }
         var out: [(String, CameraDescription)] = []
         for f in files.sorted() where f.hasSuffix(".json") || f.hasSuffix(".txt") {
-            let name = String(f.prefix { $0 != "." })
+            let name = fileStem(f)
             // A broken built-in is a packaging bug; it is skipped here and caught by the tests.
             if let d = try? CameraDescription.load(path: dir + "/" + f) { out.append((name, d)) }
         }
@@ -80,7 +80,7 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
         var isDir: ObjCBool = false
         guard FileManager.default.fileExists(atPath: spec, isDirectory: &isDir), !isDir.boolValue else { return nil }
         let d = try description(forPath: spec)
-        return device(name: fileStemOf(spec), path: spec, description: d)
+        return device(name: fileStem(spec), path: spec, description: d)
     }
 
     public func description(of device: CaptureDevice) throws(CaptureError) -> CameraDescription {
@@ -117,11 +117,6 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
         let applied = AppliedFormat(pixelFormat: request.pixelFormat, size: request.size, stride: stride, fps: fps)
         return FixtureStream(applied: applied, rotation: desc.rotation, options: options, sink: sink)
     }
-}
-
-func fileStemOf(_ path: String) -> String {
-    let last = path.split(separator: "/").last.map(String.init) ?? path
-    return String(last.prefix { $0 != "." })
 }
 
 /// One streaming fixture camera: a thread that renders and paces frames.
@@ -197,11 +192,6 @@ final class FixtureStream: CaptureStream, @unchecked Sendable {
     }
 }
 
-func monotonicNanoseconds() -> Int64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
-}
 
 private func sleepUntil(_ ns: Int64) {
     var ts = timespec(tv_sec: Int(ns / 1_000_000_000), tv_nsec: Int(ns % 1_000_000_000))

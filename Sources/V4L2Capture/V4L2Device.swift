@@ -155,13 +155,12 @@ public final class V4L2DeviceProvider: CaptureDeviceProvider {
 
     /// The `/dev/v4l/by-id` (else `by-path`) link that resolves to the node; else `v4l2:<bus info>`.
     func stableID(for path: String, busInfo: String) -> String {
-        let real = (try? FileManager.default.destinationOfSymbolicLink(atPath: path)).map { _ in path } ?? path
         for dir in ["\(devDirectory)/v4l/by-id", "\(devDirectory)/v4l/by-path"] {
             guard let links = try? FileManager.default.contentsOfDirectory(atPath: dir) else { continue }
             for l in links.sorted() {
                 let full = dir + "/" + l
                 if let dest = try? FileManager.default.destinationOfSymbolicLink(atPath: full),
-                   URL(fileURLWithPath: dest, relativeTo: URL(fileURLWithPath: dir + "/")).standardizedFileURL.path == real {
+                   URL(fileURLWithPath: dest, relativeTo: URL(fileURLWithPath: dir + "/")).standardizedFileURL.path == path {
                     return full
                 }
             }

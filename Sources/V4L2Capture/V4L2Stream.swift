@@ -158,7 +158,7 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
     // MARK: - Capture thread
 
     private func run() {
-        var lastFrameAt = monotonicNs()
+        var lastFrameAt = monotonicNanoseconds()
         var restarted = false
         while !stopRequested.load(ordering: .acquiring) {
             if let e = requeueFree() { fail(e); return }
@@ -168,14 +168,14 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
                 fail(io.error(-r, "poll")); return
             }
             if r == 0 {
-                if monotonicNs() - lastFrameAt > configuration.noFrameTimeoutNs {
+                if monotonicNanoseconds() - lastFrameAt > configuration.noFrameTimeoutNs {
                     if restarted {
                         fail(CaptureError(.timeout, "\(path) delivered no frame for \(configuration.noFrameTimeoutNs / 1_000_000) ms, even after restarting the stream", device: path))
                         return
                     }
                     restarted = true
                     if let e = restartStream() { fail(e); return }
-                    lastFrameAt = monotonicNs()
+                    lastFrameAt = monotonicNanoseconds()
                 }
                 continue
             }
@@ -191,7 +191,7 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
             let index = Int(b.index)
             guard index < slots.count else { continue }
             queued[index] = false
-            lastFrameAt = monotonicNs()
+            lastFrameAt = monotonicNanoseconds()
             restarted = false
             handle(b, index: index)
         }
@@ -210,7 +210,7 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
         if used < needed || used > slots[index].capacity { sink.dropped(.shortBuffer, 1); return }
 
         // Timestamp: the buffer's, when monotonic and sane; else the clock at dequeue.
-        let now = monotonicNs()
+        let now = monotonicNanoseconds()
         var ts = now
         if b.flags & CV4L2_BUF_FLAG_TIMESTAMP_MASK == CV4L2_BUF_FLAG_TIMESTAMP_MONOTONIC {
             let bts = Int64(b.timestamp.tv_sec) * 1_000_000_000 + Int64(b.timestamp.tv_usec) * 1_000
@@ -282,12 +282,6 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
         release()
         sink.failed(error)
     }
-}
-
-func monotonicNs() -> Int64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
 }
 
 /// Counts live mappings; shared with each buffer's release closure.

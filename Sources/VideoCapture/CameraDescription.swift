@@ -325,7 +325,8 @@ extension CameraDescription {
     }
 }
 
-func fileStem(_ path: String) -> String {
+/// The file name without folder and extension (`Fixtures/cameras/vivid.txt` → `vivid`).
+package func fileStem(_ path: String) -> String {
     let last = path.split(separator: "/").last.map(String.init) ?? path
     if let dot = last.lastIndex(of: "."), dot != last.startIndex { return String(last[..<dot]) }
     return last

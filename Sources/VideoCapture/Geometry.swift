@@ -68,7 +68,8 @@ public struct Fraction: Hashable, Sendable, Comparable, CustomStringConvertible 
     }
 }
 
-func format3(_ v: Double) -> String {
+/// `v` with exactly three decimals (`0.033`, `30.000`), as v4l2-ctl prints intervals and rates.
+package func format3(_ v: Double) -> String {
     let scaled = Int64((v * 1000).rounded())
     let whole = scaled / 1000, frac = Swift.abs(scaled % 1000)
     let f = String(frac)

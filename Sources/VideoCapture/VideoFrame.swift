@@ -93,10 +93,7 @@ public struct I420Buffer: Sendable {
     /// A new buffer with luma rows padded to 32 bytes.
     public init(width: Int, height: Int) {
         precondition(width > 0 && height > 0, "I420Buffer needs a positive size")
-        let stride = I420Buffer.stride(forWidth: width)
-        let bytes = I420Buffer.byteCount(width: width, height: height)
-        self.init(unchecked: VideoFrameBuffer(pixelFormat: .i420, width: width, height: height, stride: stride,
-                                              bytesUsed: bytes, storage: FrameStorage(capacity: bytes)))
+        self.init(width: width, height: height, storage: FrameStorage(capacity: I420Buffer.byteCount(width: width, height: height)))
     }
 
     /// Wraps an existing YU12 buffer (its stride must be even).
@@ -104,8 +101,6 @@ public struct I420Buffer: Sendable {
         guard buffer.pixelFormat == .i420, buffer.stride % 2 == 0, let need = buffer.requiredBytes, buffer.bytesUsed >= need else { return nil }
         self.buffer = buffer
     }
-
-    init(unchecked buffer: VideoFrameBuffer) { self.buffer = buffer }
 
     public static func stride(forWidth w: Int) -> Int { (w + 31) & ~31 }
     public static func byteCount(width: Int, height: Int) -> Int {

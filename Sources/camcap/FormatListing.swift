@@ -26,13 +26,8 @@ enum FormatListing {
         return out
     }
 
-    static func secs(_ f: Fraction) -> String { threeDecimals(f.doubleValue) }
-    static func fps(_ f: Fraction) -> String { threeDecimals(f.doubleValue) }
-    static func threeDecimals(_ v: Double) -> String {
-        let scaled = Int64((v * 1000).rounded())
-        let frac = String(scaled % 1000)
-        return "\(scaled / 1000).\(String(repeating: "0", count: 3 - frac.count))\(frac)"
-    }
+    static func secs(_ f: Fraction) -> String { format3(f.doubleValue) }
+    static func fps(_ f: Fraction) -> String { format3(f.doubleValue) }
 
     static func json(_ formats: [CaptureFormat]) -> String {
         let items: [String] = formats.map { f in

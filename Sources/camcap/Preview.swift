@@ -41,8 +41,8 @@ struct Preview: AsyncParsableCommand {
             }
         }
         let (capturer, device, selection, applied) = try await startCapture(capture)
-        let stop = StopSignal { Task { try? await capturer.stopCapture() } }
-        _ = stop
+        let stopSignal = StopSignal { Task { try? await capturer.stopCapture() } }
+        defer { withExtendedLifetime(stopSignal) {} }
         let converter = FrameConverter()
         var options = FrameConverter.Options(rotation: VideoRotation(rawValue: rotate)!, mirror: mirror, scale: scale)
         var writer: Y4MWriter?

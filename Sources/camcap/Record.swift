@@ -45,7 +45,6 @@ struct Record: AsyncParsableCommand {
     private func record() async throws {
         // Outputs first: an unwritable path fails before the camera is touched.
         let writer = try AnnexBWriter(path: output)
-        var stopper: StopSignal?
         let (capturer, device, selection, applied) = try await startCapture(capture)
         let size = FrameSize(width: applied.size.width & ~1, height: applied.size.height & ~1)
         var settings = H264Encoder.Settings(width: size.width, height: size.height)
@@ -65,8 +64,8 @@ struct Record: AsyncParsableCommand {
             try? await capturer.stopCapture()
             throw error
         }
-        stopper = StopSignal { Task { try? await capturer.stopCapture() } }
-        _ = stopper
+        let stopSignal = StopSignal { Task { try? await capturer.stopCapture() } }
+        defer { withExtendedLifetime(stopSignal) {} }
         if !capture.quiet {
             FileHandle.standardError.write(Data("recording \(device.path) (\(device.name)): \(selection.pixelFormat) \(applied.size) @ \(applied.fps) fps -> \(output)\n".utf8))
         }

@@ -146,7 +146,7 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
                 b.pointee.flags = flags
                 seq = sequence ?? seq &+ 1
                 b.pointee.sequence = seq
-                let t = ts ?? monotonicNs()
+                let t = ts ?? monotonicNanoseconds()
                 b.pointee.timestamp = timeval(tv_sec: Int(t / 1_000_000_000), tv_usec: Int(t % 1_000_000_000 / 1000))
             }
         default: break

@@ -121,7 +121,7 @@ func startStream(_ k: FakeKernel, _ s: Sink, config: V4L2Stream.Configuration = 
 
     @Test func badTimestampsAreReplacedAndDeliveredStrictlyIncreasing() throws {
         let k = FakeKernel()
-        let now = monotonicNs()
+        let now = monotonicNanoseconds()
         k.push([goodFrame(now - 30_000_000), goodFrame(now - 60_000_000), goodFrame(now - 60_000_000),
                 goodFrame(now + 10_000_000_000), .frame(bytesUsed: nil, flags: 0, timestampNs: 5, sequence: nil), goodFrame()])
         let s = Sink()
