@@ -121,30 +121,23 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
 
 /// One streaming fixture camera: a thread that renders and paces frames.
 final class FixtureStream: CaptureStream, @unchecked Sendable {
-    // @unchecked: `applied`, `rotation`, `options`, `sink` are immutable; the run state is a Mutex; the
+    // @unchecked: `applied`, `rotation`, `options`, `sink` are immutable and `thread` is set once in init; the
     // renderer objects are touched only by the stream's own thread.
     let applied: AppliedFormat
     private let rotation: VideoRotation
     private let options: FixtureCameraProvider.Options
     private let sink: FrameSink
     private let stopRequested = Atomic<Bool>(false)
-    private let finished = DispatchSemaphore(value: 0)
-    private let joined = Mutex(false)
+    private var thread: CaptureThread?
 
     init(applied: AppliedFormat, rotation: VideoRotation, options: FixtureCameraProvider.Options, sink: FrameSink) {
         self.applied = applied; self.rotation = rotation; self.options = options; self.sink = sink
-        let t = Thread { [self] in run(); finished.signal() }
-        t.name = "fixture-camera"
-        t.start()
+        thread = CaptureThread(name: "fixture-camera") { [self] in run() }
     }
 
     func stop() {
         stopRequested.store(true, ordering: .releasing)
-        joined.withLock { done in
-            guard !done else { return }
-            if Thread.current.name != "fixture-camera" { finished.wait() }
-            done = true
-        }
+        thread?.join()
     }
 
     private func run() {

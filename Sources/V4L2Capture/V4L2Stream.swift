@@ -17,7 +17,7 @@ import Glibc
 /// After `stop()`, frames still held stay valid; their mapping is released with the last reference.
 public final class V4L2Stream: CaptureStream, @unchecked Sendable {
     // @unchecked: after init, the mutable members below are touched only by the capture thread, except
-    // `stopRequested` (atomic) and the join (`joined`, a Mutex).
+    // `stopRequested` (atomic) and `thread` (set once in init; its join is a Mutex).
     public struct Configuration: Sendable {
         public var bufferCount: Int = 4
         public var pollTimeoutMs: Int32 = 100
@@ -40,9 +40,7 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
     private var copies: [FrameStorage] = []
     private let mappedCount = MapCounter()
     private let stopRequested = Atomic<Bool>(false)
-    private let finished = DispatchSemaphore(value: 0)
-    private let joined = Mutex(false)
-    private var threadID: pthread_t?
+    private var thread: CaptureThread?
     private var lastTimestamp: Int64 = .min
     private var lastSequence: UInt32?
     private var released = false
@@ -132,14 +130,7 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
         queued = Array(repeating: true, count: slotsMade.count)
         slotsMade = []
         setupOK = true
-        let t = Thread { [self] in
-            threadID = pthread_self()
-            run()
-            finished.signal()
-        }
-        t.name = "v4l2-capture"
-        t.qualityOfService = .userInteractive
-        t.start()
+        thread = CaptureThread(name: "v4l2-capture") { [self] in run() }
     }
 
     /// Buffers currently mapped (also those held by consumers after stop).
@@ -147,12 +138,7 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
 
     public func stop() {
         stopRequested.store(true, ordering: .releasing)
-        joined.withLock { done in
-            guard !done else { return }
-            if let tid = threadID, pthread_equal(tid, pthread_self()) != 0 { return }
-            finished.wait()
-            done = true
-        }
+        thread?.join()
     }
 
     // MARK: - Capture thread
