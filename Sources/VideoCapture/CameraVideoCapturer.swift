@@ -137,14 +137,27 @@ public final class CameraVideoCapturer: Sendable {
         guard offered.contains(where: { $0.pixelFormat == format.pixelFormat && $0.size.contains(size) }) else {
             throw CaptureError(.unsupportedFormat, "\(device.path) does not offer \(format.pixelFormat) \(size)", device: device.path)
         }
-        guard fps.isPositive else { throw CaptureError(.invalidArgument, "frame rate must be positive, got \(fps)") }
+        return try await begin(device: device, request: StreamRequest(pixelFormat: format.pixelFormat, size: size, fps: fps))
+    }
+
+    /// Negotiates (closest size, highest fps up to the limit, cheapest conversion) and starts.
+    @discardableResult
+    public func startCapture(device: CaptureDevice, targetSize: FrameSize, fpsLimit: Int = FormatSelector.defaultFpsLimit) async throws(CaptureError) -> AppliedFormat {
+        // The selection comes from the device's own list: no second enumeration to validate it.
+        let sel = try selectFormat(for: device, targetSize: targetSize, fpsLimit: fpsLimit)
+        return try await begin(device: device, request: StreamRequest(pixelFormat: sel.pixelFormat, size: sel.size, fps: sel.fps))
+    }
+
+    /// Opens the stream and records it as running.
+    private func begin(device: CaptureDevice, request: StreamRequest) async throws(CaptureError) -> AppliedFormat {
+        guard request.fps.isPositive else { throw CaptureError(.invalidArgument, "frame rate must be positive, got \(request.fps)") }
         let gen: UInt64 = try state.withLock { (s: inout State) throws(CaptureError) -> UInt64 in
             if let r = s.running { throw CaptureError(.alreadyRunning, "capture is already running on \(r.device.path); stop it or switch devices", device: device.path) }
             s.generation += 1
             return s.generation
         }
         do {
-            let stream = try await open(device: device, request: StreamRequest(pixelFormat: format.pixelFormat, size: size, fps: fps), generation: gen)
+            let stream = try await open(device: device, request: request, generation: gen)
             return try state.withLock { (s: inout State) throws(CaptureError) -> AppliedFormat in
                 if s.failedGeneration == gen { return stream.applied }   // started, then failed at once
                 guard s.generation == gen, s.running == nil else {
@@ -159,13 +172,6 @@ public final class CameraVideoCapturer: Sendable {
             state.withLock { s in if s.generation == gen { s.generation += 1 } }
             throw error
         }
-    }
-
-    /// Negotiates (closest size, highest fps up to the limit, cheapest conversion) and starts.
-    @discardableResult
-    public func startCapture(device: CaptureDevice, targetSize: FrameSize, fpsLimit: Int = FormatSelector.defaultFpsLimit) async throws(CaptureError) -> AppliedFormat {
-        let sel = try selectFormat(for: device, targetSize: targetSize, fpsLimit: fpsLimit)
-        return try await startCapture(device: device, format: sel.format, size: sel.size, fps: sel.fps)
     }
 
     /// Stops capture; delegates get `didStopWithError(nil)` and frame streams finish.
