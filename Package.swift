@@ -37,8 +37,7 @@ let package = Package(
         .target(name: "FixtureCameras",
                 dependencies: ["VideoCapture", "VideoProcessing"],
                 path: "Fixtures",
-                exclude: ["README.md"],
-                resources: [.copy("cameras")],
+                exclude: ["README.md", "cameras"],   // compiled in: BuiltinCameras.swift
                 swiftSettings: upcoming),
         .target(name: "V4L2Capture",
                 dependencies: ["VideoCapture", "CV4L2", .product(name: "Logging", package: "swift-log")],
@@ -54,7 +53,7 @@ let package = Package(
 
         // Runs inside the qemu VM against the kernel's vivid driver (Scripts/vivid-vm-test.sh).
         .executableTarget(name: "vivid-check",
-                dependencies: ["VideoCapture", "V4L2Capture", "VideoProcessing"],
+                dependencies: ["VideoCapture", "V4L2Capture", "VideoProcessing", "FixtureCameras"],
                 swiftSettings: [.swiftLanguageMode(.v5)]),   // a linear test script
 
         .target(name: "TestSupport", path: "Tests/TestSupport"),

@@ -31,31 +31,20 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
     }
 
     public let options: Options
-    private let builtins: [(name: String, description: CameraDescription)]
+    private var builtins: [(name: String, description: CameraDescription)] { FixtureCameraProvider.parsedBuiltins }
 
     public init(options: Options = .init()) {
         self.options = options
-        self.builtins = FixtureCameraProvider.loadBuiltins()
     }
 
-    /// Names of the built-in fixtures (`fixture:NAME`).
-    public var builtinNames: [String] { builtins.map(\.name) }
+    /// Names of the built-in fixtures (`fixture:NAME`), without parsing them.
+    public var builtinNames: [String] { BuiltinCameras.files.map(\.name) }
 
-    /// The folder holding the built-in fixture files.
-    public static var builtinDirectory: String? {
-        if let env = ProcessInfo.processInfo.environment["CAMCAP_FIXTURES"] { return env }
-        return Bundle.module.path(forResource: "cameras", ofType: nil)
-    }
-
-    private static func loadBuiltins() -> [(name: String, description: CameraDescription)] {
-        guard let dir = builtinDirectory, let files = try? FileManager.default.contentsOfDirectory(atPath: dir) else { return [] }
-        var out: [(String, CameraDescription)] = []
-        for f in files.sorted() where f.hasSuffix(".json") || f.hasSuffix(".txt") {
-            let name = fileStem(f)
-            // A broken built-in is a packaging bug; it is skipped here and caught by the tests.
-            if let d = try? CameraDescription.load(path: dir + "/" + f) { out.append((name, d)) }
-        }
-        return out
+    /// The built-in fixtures, compiled into the binary (Fixtures/BuiltinCameras.swift, generated from
+    /// Fixtures/cameras/), parsed once per process on first use (a static let is lazy and thread-safe).
+    static let parsedBuiltins: [(name: String, description: CameraDescription)] = BuiltinCameras.files.compactMap { f in
+        // A broken built-in is a packaging bug; it is skipped here and caught by the tests.
+        (try? CameraDescription.parse(f.text, file: "fixture:" + f.name)).map { (f.name, $0) }
     }
 
     public func devices() -> [CaptureDevice] {

@@ -48,12 +48,3 @@ public struct CaptureError: Error, Sendable, Equatable, CustomStringConvertible 
         return s
     }
 }
-
-/// A malformed fixture file: which file, which line, what was expected and what was found.
-public struct FixtureParseError: Error, Sendable, Equatable, CustomStringConvertible {
-    public var file: String
-    public var line: Int
-    public var message: String
-    public init(file: String, line: Int, _ message: String) { self.file = file; self.line = line; self.message = message }
-    public var description: String { "\(file):\(line): \(message)" }
-}

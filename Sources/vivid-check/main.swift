@@ -4,6 +4,7 @@ import Foundation
 import VideoCapture
 import V4L2Capture
 import VideoProcessing
+import FixtureCameras
 
 nonisolated(unsafe) var passed = 0, failed = 0   // also read by the watchdog thread, which then exits
 func check(_ name: String, _ ok: Bool, _ detail: @autoclosure () -> String = "") {

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import VideoCapture
 import VideoProcessing
+import FixtureCameras
 import H264
 @_exported import TestSupport
 

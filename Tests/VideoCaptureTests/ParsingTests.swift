@@ -1,5 +1,7 @@
+import Foundation
 import Testing
 @testable import VideoCapture
+@testable import FixtureCameras
 
 let newStyle = """
 ioctl: VIDIOC_ENUM_FMT
@@ -120,4 +122,17 @@ func badFixture(_ c: BadFixture) throws {
 @Test func unreadableFixtureNamesTheFile() {
     let error = #expect(throws: FixtureParseError.self) { try CameraDescription.load(path: "/nonexistent/cam.json") }
     #expect(error?.description.contains("/nonexistent/cam.json") == true)
+}
+
+// MARK: - Built-ins are compiled in
+
+@Test("the compiled-in fixtures equal Fixtures/cameras/ (else run Scripts/embed-fixtures.sh) and all parse")
+func builtinsAreEmbeddedAndParse() throws {
+    let files = try FileManager.default.contentsOfDirectory(atPath: fixturesDir).filter { $0.hasSuffix(".json") || $0.hasSuffix(".txt") }.sorted()
+    #expect(BuiltinCameras.files.map(\.file) == files, "run Scripts/embed-fixtures.sh")
+    for f in BuiltinCameras.files {
+        let disk = try String(contentsOfFile: fixturesDir + "/" + f.file, encoding: .utf8)
+        #expect(disk.hasSuffix("\n") ? String(disk.dropLast()) == f.text : disk == f.text, "\(f.file) differs from its embedded copy: run Scripts/embed-fixtures.sh")
+    }
+    #expect(FixtureCameraProvider.parsedBuiltins.map(\.name) == BuiltinCameras.files.map(\.name), "a built-in fixture does not parse")
 }

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import VideoCapture
 import VideoProcessing
+import FixtureCameras
 @_exported import TestSupport
 
 let scratchDir = scratchDirectory("vp-tests")

@@ -1,6 +1,7 @@
 import Benchmark
 import VideoCapture
 import VideoProcessing
+import FixtureCameras
 import H264
 
 /// A camera frame of `format` holding the fixture pattern.

@@ -1,4 +1,5 @@
 import Foundation
+public import VideoCapture
 
 #if canImport(Glibc)
 import Glibc
@@ -345,4 +346,13 @@ extension StringProtocol {
         guard let r = String(self).range(of: marker, options: .backwards) else { return nil }
         return String(String(self)[r.upperBound...])
     }
+}
+
+/// A malformed fixture file: which file, which line, what was expected and what was found.
+public struct FixtureParseError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var file: String
+    public var line: Int
+    public var message: String
+    public init(file: String, line: Int, _ message: String) { self.file = file; self.line = line; self.message = message }
+    public var description: String { "\(file):\(line): \(message)" }
 }
