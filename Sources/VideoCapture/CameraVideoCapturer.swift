@@ -105,7 +105,7 @@ public final class CameraVideoCapturer: Sendable {
         try provider(for: device).formats(of: device)
     }
 
-    private func provider(for device: CaptureDevice) throws(CaptureError) -> any CaptureDeviceProvider {
+    func provider(for device: CaptureDevice) throws(CaptureError) -> any CaptureDeviceProvider {
         for p in providers { if (try? p.device(for: device.path)) != nil { return p } }
         throw CaptureError(.unknownDevice, "no provider opens \(device.path)", device: device.path)
     }
