@@ -30,6 +30,10 @@ public enum FrameDropReason: String, Sendable, CaseIterable, CustomStringConvert
     case corruptBuffer = "corrupt buffer"
     /// The buffer held fewer bytes than the format needs.
     case shortBuffer = "short buffer"
+    /// No delegate and no frame stream was subscribed when the frame arrived.
+    case noConsumer = "no consumer"
+    /// Consumers held every buffer and the copy pool was exhausted (see the frame lifetime contract).
+    case buffersHeld = "buffers held by consumers"
     public var description: String { rawValue }
 }
 

@@ -28,10 +28,10 @@ let versionText: String = {
 }()
 
 /// The providers every command uses: real cameras first, then the fixture cameras.
-func makeCapturer(pacing: FixtureCameraProvider.Pacing = .realTime, discardsLate: Bool = true, noise: Int = 0) -> CameraVideoCapturer {
+func makeCapturer(pacing: FixtureCameraProvider.Pacing = .realTime, discardsLate: Bool = true, noise: Int = 0, disconnectAfter: Int? = nil) -> CameraVideoCapturer {
     var logger = Logger(label: "camcap")
-    logger.logLevel = ProcessInfo.processInfo.environment["CAMCAP_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .warning
-    return CameraVideoCapturer(providers: [V4L2DeviceProvider(), FixtureCameraProvider(options: .init(pacing: pacing, noise: noise))],
+    logger.logLevel = ProcessInfo.processInfo.environment["CAMCAP_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
+    return CameraVideoCapturer(providers: [V4L2DeviceProvider(), FixtureCameraProvider(options: .init(pacing: pacing, disconnectAfterFrames: disconnectAfter, noise: noise))],
                                configuration: .init(maxPendingFrames: 2, alwaysDiscardsLateFrames: discardsLate), logger: logger)
 }
 
