@@ -294,7 +294,8 @@ public final class CameraVideoCapturer: Sendable {
         let sink = FrameSink(
             frame: { [weak self] frame in self?.accept(frame, generation: gen) },
             dropped: { [weak self] reason, count in self?.recordDrop(reason, count: count, generation: gen) },
-            failed: { [weak self] error in self?.streamFailed(error, generation: gen) })
+            failed: { [weak self] error in self?.streamFailed(error, generation: gen) },
+            copied: { [weak self] in self?.state.withLock { s in if s.generation == gen { s.stats.copied += 1 } } })
         let result: Result<any CaptureStream, CaptureError> = await offThread {
             do throws(CaptureError) { return .success(try provider.openStream(device: device, request: request, sink: sink)) }
             catch { return .failure(error) }

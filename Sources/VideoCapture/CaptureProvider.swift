@@ -43,10 +43,13 @@ public struct FrameSink: Sendable {
     public let dropped: @Sendable (FrameDropReason, Int) -> Void
     /// A fatal error: the stream has already released its resources when this is called.
     public let failed: @Sendable (CaptureError) -> Void
+    /// The next frame was copied out of driver memory because consumers held every other buffer.
+    public let copied: @Sendable () -> Void
     public init(frame: @escaping @Sendable (VideoFrame) -> Void,
                 dropped: @escaping @Sendable (FrameDropReason, Int) -> Void,
-                failed: @escaping @Sendable (CaptureError) -> Void) {
-        self.frame = frame; self.dropped = dropped; self.failed = failed
+                failed: @escaping @Sendable (CaptureError) -> Void,
+                copied: @escaping @Sendable () -> Void = {}) {
+        self.frame = frame; self.dropped = dropped; self.failed = failed; self.copied = copied
     }
 }
 
