@@ -156,6 +156,7 @@ public final class CameraVideoCapturer: Sendable {
     public var isRunning: Bool { state.withLock { $0.running != nil } }
     public var currentDevice: CaptureDevice? { state.withLock { $0.running?.device } }
     public var statistics: CaptureStatistics { state.withLock { $0.stats } }
+    var loggerForTesting: Logger { logger }
 
     /// Starts capture with an explicit format entry, size and rate; returns what the device really applied.
     @discardableResult

@@ -161,6 +161,48 @@ func probeFrames(_ path: String) throws -> (Int, String) {
         #expect(avg >= 35, "PSNR \(avg)")
     }
 
+    @Test func anInstalledBinaryNeedsNothingButItself() throws {
+        // Copied alone into an empty folder (as into /usr/local/bin or a container image): the built-in
+        // fixture cameras are compiled in, no resource bundle is looked up.
+        let dir = work + "/installed-\(getpid())"
+        try? FileManager.default.removeItem(atPath: dir)
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: camcap, toPath: dir + "/camcap")
+        let devices = try runTool(dir + "/camcap", ["devices"], in: dir)
+        #expect(devices.code == 0, "\(devices.err)")
+        #expect(devices.out.contains("fixture:uvc-webcam") && devices.out.contains("fixture:vivid"))
+        let select = try runTool(dir + "/camcap", ["select", "-d", "fixture:vivid", "-s", "640x360", "--json"], in: dir)
+        #expect(select.out == "{\"pixelFormat\": \"YU12\", \"width\": 640, \"height\": 360, \"fps\": 30}\n", "\(select.err)")
+        let record = try runTool(dir + "/camcap", ["record", "-d", "fixture:uvc-webcam", "-s", "640x480", "--frames", "10", "--fast", "-o", dir + "/ten.h264", "-q"], in: dir)
+        #expect(record.code == 0, "\(record.err)")
+        #expect(try probeFrames(dir + "/ten.h264").0 == 10)
+    }
+
+    @Test func anUnplugMidRecordingExitsNonZeroAndKeepsAPlayableFile() throws {
+        let out = work + "/unplugged.h264"
+        let r = try sh(camcap, ["record", "-d", "fixture:uvc-webcam", "-s", "640x480", "--fast", "--frames", "100",
+                                "--fixture-disconnect-after", "40", "-o", out, "-q"])
+        #expect(r.code == 1)
+        #expect(r.err.contains("capture failed after 40 frames") && r.err.contains("disconnected"), "\(r.err)")
+        #expect(summaryValue(r.out, "encoded") == 40)
+        let (frames, size) = try probeFrames(out)
+        #expect(frames == 40 && size == "640x480", "the file plays up to the last frame")
+        // preview behaves the same (one pipeline).
+        let p = try sh(camcap, ["preview", "-d", "fixture:vivid", "-s", "320x180", "--fast", "--frames", "100",
+                                "--fixture-disconnect-after", "7", "--y4m", work + "/unplugged.y4m", "-q"])
+        #expect(p.code == 1 && p.err.contains("capture failed after 7 frames"), "\(p.err)")
+    }
+
+    @Test func durationIsMeasuredOnFrameTimestamps() throws {
+        // --fast produces frames as fast as they are consumed, timestamps exactly 1/30 s apart: 2 s of
+        // timestamps is 60 frames, however long it takes on the wall clock.
+        let r = try sh(camcap, ["record", "-d", "fixture:vivid", "-s", "320x180", "--fast", "--duration", "2", "-o", work + "/two.h264", "-q"])
+        #expect(r.code == 0, "\(r.err)")
+        #expect(summaryValue(r.out, "encoded") == 60, "\(r.out)")
+        let p = try sh(camcap, ["preview", "-d", "fixture:vivid", "-s", "320x180", "--fast", "--duration", "2", "-q"])
+        #expect(p.out.contains("written 60"), "\(p.out)")
+    }
+
     @Test func helpTeaches() throws {
         let r = try sh(camcap, ["record", "--help"])
         #expect(r.out.contains("ffplay -f h264 capture.h264") && r.out.contains("--keyint-seconds"))
