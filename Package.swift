@@ -40,14 +40,13 @@ let package = Package(
                 exclude: ["README.md", "cameras"],   // compiled in: BuiltinCameras.swift
                 swiftSettings: upcoming),
         .target(name: "V4L2Capture",
-                dependencies: ["VideoCapture", "CV4L2", .product(name: "Logging", package: "swift-log")],
+                dependencies: ["VideoCapture", "CV4L2"],
                 swiftSettings: upcoming),
         .target(name: "H264",
                 dependencies: ["VideoCapture", "VideoProcessing", "COpenH264"],
                 swiftSettings: upcoming),
         .executableTarget(name: "camcap",
                 dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture", "H264",
-                               "CLibYUV", "COpenH264",
                                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                .product(name: "Logging", package: "swift-log")]),
 
