@@ -225,18 +225,26 @@ for (control, what) in [("inject_vidioc_streamon_error", "STREAMON"), ("inject_v
     await cleanAfter(control, path: cam1)
 }
 
+/// Starts capture on `path`, sets a vivid fault control once frames flow, and checks that capture stops with
+/// `.disconnected` and nothing is left open (used for a fatal streaming error and for an unplug).
+func injectAndExpectDisconnect(_ name: String, path: String, control: String) async {
+    collector.reset()
+    do {
+        _ = try await start(path, .yuyv, FrameSize(width: 320, height: 180), 30)
+        _ = collector.wait(5) { $0.frames.count >= 3 }
+        v4l2ctl(["-d", path, "-c", control])
+        let stopped = collector.wait(10) { $0.stopError != nil }
+        let e = collector.lock.withLock { collector.stopError ?? nil }
+        note("\(name): \(e.map { "\($0)" } ?? "no error")")
+        check("\(name): capture stops with a disconnected error", stopped && e?.code == .disconnected && !capturer.isRunning, "\(String(describing: e))")
+        let l = leftovers()
+        check("\(name): freed at once", l.fds == 0 && l.maps == 0, "fds \(l.fds) maps \(l.maps)")
+    } catch { check(name, false, "\(error)") }
+    await cleanAfter(name, path: path)
+}
+
 // 4f. A fatal streaming error mid-stream: "disconnected", resources freed.
-collector.reset()
-do {
-    _ = try await start(cam1, .yuyv, FrameSize(width: 320, height: 180), 30)
-    _ = collector.wait(5) { $0.frames.count >= 3 }
-    v4l2ctl(["-d", cam1, "-c", "inject_fatal_streaming_error=1"])
-    let stopped = collector.wait(10) { $0.stopError != nil }
-    let e = collector.lock.withLock { collector.stopError ?? nil }
-    note("inject_fatal_streaming_error: \(e.map { "\($0)" } ?? "no error")")
-    check("inject_fatal_streaming_error: capture stops with an error", stopped && e?.code == .disconnected && !capturer.isRunning, "\(String(describing: e))")
-} catch { check("inject_fatal_streaming_error", false, "\(error)") }
-await cleanAfter("inject_fatal_streaming_error", path: cam1)
+await injectAndExpectDisconnect("inject_fatal_streaming_error", path: cam1, control: "inject_fatal_streaming_error=1")
 
 // 5. A camera another process is streaming from: busy.
 do {
@@ -305,20 +313,7 @@ do {
 await cleanAfter("camcap unplug", path: cam1)
 
 // 4g. Unplug (last: the node only comes back once every handle is closed).
-collector.reset()
-do {
-    _ = try await start(cam2, .yuyv, FrameSize(width: 320, height: 180), 30)
-    _ = collector.wait(5) { $0.frames.count >= 3 }
-    v4l2ctl(["-d", cam2, "-c", "disconnect=1"])
-    let stopped = collector.wait(10) { $0.stopError != nil }
-    let e = collector.lock.withLock { collector.stopError ?? nil }
-    note("disconnect: \(e.map { "\($0)" } ?? "no error")")
-    check("disconnect: delegates get a disconnected error", stopped && e?.code == .disconnected, "\(String(describing: e))")
-    try? await Task.sleep(nanoseconds: 300_000_000)
-    let l = leftovers()
-    check("disconnect: freed at once", l.fds == 0 && l.maps == 0, "fds \(l.fds) maps \(l.maps)")
-} catch { check("disconnect", false, "\(error)") }
-await cleanAfter("disconnect", path: cam2)
+await injectAndExpectDisconnect("disconnect", path: cam2, control: "disconnect=1")
 
 print("RESULT: \(passed) passed, \(failed) failed")
 fflush(stdout)
