@@ -174,7 +174,9 @@ final class FixtureStream: CaptureStream, @unchecked Sendable {
                 sink.failed(CaptureError(.streamFailed, "fixture camera could not render \(format): \(error)"))
                 return
             }
-            let ts = options.pacing == .realTime ? monotonicNanoseconds() : start + index * periodNum / periodDen
+            // The capture time is when the frame was due (as a sensor stamps its exposure), in both pacings:
+            // exact 1/fps steps, also when this thread runs late on a loaded machine.
+            let ts = due
             sink.frame(VideoFrame(buffer: buffer, rotation: rotation, timestampNs: ts, sequence: UInt64(index)))
             index += 1
         }
