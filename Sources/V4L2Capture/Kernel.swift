@@ -95,15 +95,7 @@ public struct SystemV4L2Kernel: V4L2Kernel {
 /// The non-device system calls (inotify, pipes, poll, read, write, open): EINTR retried, errno captured.
 enum Syscall {
     /// Runs `call` until it does not fail with EINTR; a negative result becomes the errno.
-    static func retrying(_ call: () -> Int32) -> Result<Int32, Errno> {
-        while true {
-            let r = call()
-            if r >= 0 { return .success(r) }
-            let e = Errno.current
-            if e.rawValue != EINTR { return .failure(e) }
-        }
-    }
-    static func retryingSize(_ call: () -> Int) -> Result<Int, Errno> {
+    static func retrying<T: BinaryInteger>(_ call: () -> T) -> Result<T, Errno> {
         while true {
             let r = call()
             if r >= 0 { return .success(r) }
@@ -120,11 +112,11 @@ enum Syscall {
         fds.withUnsafeMutableBufferPointer { b in retrying { Glibc.poll(b.baseAddress, nfds_t(b.count), timeoutMs) } }
     }
     static func read(_ fd: Int32, _ buffer: UnsafeMutableRawBufferPointer) -> Result<Int, Errno> {
-        retryingSize { Glibc.read(fd, buffer.baseAddress, buffer.count) }
+        retrying { Glibc.read(fd, buffer.baseAddress, buffer.count) }
     }
     static func write(_ fd: Int32, _ byte: UInt8) -> Result<Int, Errno> {
         var b = byte
-        return retryingSize { Glibc.write(fd, &b, 1) }
+        return retrying { Glibc.write(fd, &b, 1) }
     }
     /// A pipe with both ends close-on-exec and non-blocking.
     static func pipe() -> Result<(read: Int32, write: Int32), Errno> {
