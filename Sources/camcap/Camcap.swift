@@ -124,6 +124,7 @@ struct Select: AsyncParsableCommand {
 
     func validate() throws {
         guard fpsLimit > 0, fpsLimit <= 1000 else { throw ValidationError("--fps-limit must be between 1 and 1000, got \(fpsLimit)") }
+        try CLIRange.size(size, "--size")
     }
 
     func run() async throws {
