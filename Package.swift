@@ -57,7 +57,7 @@ let package = Package(
                 swiftSettings: [.swiftLanguageMode(.v5)]),   // a linear test script
 
         .target(name: "TestSupport", path: "Tests/TestSupport"),
-        .testTarget(name: "VideoCaptureTests", dependencies: ["VideoCapture", "FixtureCameras"]),
+        .testTarget(name: "VideoCaptureTests", dependencies: ["VideoCapture", "FixtureCameras", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "VideoProcessingTests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "TestSupport"]),
         .testTarget(name: "H264Tests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "H264", "TestSupport"]),
         .testTarget(name: "V4L2CaptureTests", dependencies: ["VideoCapture", "V4L2Capture", "CV4L2"]),

@@ -22,6 +22,8 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
         public var disconnectAfterFrames: Int?
         /// Number of frame buffers, as a V4L2 driver's queue (frames held by consumers are not reused).
         public var bufferCount: Int
+        /// Private buffers used when consumers hold all the others (as `V4L2Stream.Configuration.copyBuffers`).
+        public var copyBuffers: Int = 2
         /// Sensor-like noise added to luma (amplitude, 0 = the clean pattern), so encoders have detail to spend bits on.
         public var noise: Int
         public init(pacing: Pacing = .realTime, disconnectAfterFrames: Int? = nil, bufferCount: Int = 4, noise: Int = 0) {
@@ -151,12 +153,12 @@ final class FixtureStream: CaptureStream, @unchecked Sendable {
         let writer = FormatWriter()
         let scratch = I420Buffer(width: w, height: h)
         let capacity = FormatWriter.capacity(for: format, width: w, height: h)
-        var storages = (0..<options.bufferCount).map { _ in FrameStorage(capacity: capacity) }
+        // `bufferCount` driver-like buffers, then `copyBuffers` private ones used only when all those are held.
+        var storages = (0..<(options.bufferCount + options.copyBuffers)).map { _ in FrameStorage(capacity: capacity) }
         // Frame period in nanoseconds, exact as a fraction: 1e9 * den / num.
         let periodNum = Int128(1_000_000_000) * Int128(applied.fps.denominator), periodDen = Int128(applied.fps.numerator)
         let start = monotonicNanoseconds()
         var index: Int64 = 0
-        var driverDrops = 0
         while !stopRequested.load(ordering: .acquiring) {
             if let n = options.disconnectAfterFrames, index >= n {
                 storages.removeAll()
@@ -166,14 +168,19 @@ final class FixtureStream: CaptureStream, @unchecked Sendable {
             let due = start + Self.offset(index, periodNum, periodDen)
             if options.pacing == .realTime { sleepUntil(due) }
             guard !stopRequested.load(ordering: .acquiring) else { break }
-            // A free buffer, as a driver's queue: one the consumers no longer hold.
+            // A free buffer, as a driver's queue: one the consumers no longer hold. The frame lifetime contract
+            // is the V4L2 one: with every buffer held, a private copy buffer; with those held too, a drop.
             var slot = -1
-            for i in storages.indices where isKnownUniquelyReferenced(&storages[i]) { slot = i; break }
+            for i in 0..<options.bufferCount where isKnownUniquelyReferenced(&storages[i]) { slot = i; break }
             if slot < 0 {
                 if options.pacing == .asFastAsConsumed { usleep(500); continue }
-                driverDrops += 1; index += 1
-                sink.dropped(.driverDropped, 1)
-                continue
+                for i in options.bufferCount..<storages.count where isKnownUniquelyReferenced(&storages[i]) { slot = i; break }
+                if slot < 0 {
+                    index += 1
+                    sink.dropped(.buffersHeld, 1)
+                    continue
+                }
+                sink.copied()
             }
             TestPattern.render(frame: UInt64(index), into: scratch, noise: options.noise)
             let buffer: VideoFrameBuffer
