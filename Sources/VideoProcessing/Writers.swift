@@ -15,8 +15,9 @@ import CLibYUV
 /// - Nothing in an existing file is touched until the writer **commits**: the first time bytes are handed to
 ///   the kernel (a full buffer, `flush()`, `close()`) or an explicit `commit()`. Only then is a regular file
 ///   truncated. So open every output, then start the camera and the encoder; if anything fails before the first
-///   flush, drop the writers (or call `discard()`): existing files keep their contents, and files this object
-///   created are removed again — nothing empty is left behind.
+///   flush, drop the writers, `close()` or `discard()` them: existing files keep their contents, and files
+///   this object created are removed again — nothing empty is left behind. (`commit()` first to keep an
+///   empty output.)
 /// - Writes go through one preallocated buffer (no allocation per write) and `write(2)`; every error is
 ///   reported with the path (`/dev/full` fails with "No space left on device"). `bytesWritten` counts only
 ///   bytes the kernel accepted; `close()` also `fsync`s a regular file, so a full disk shows up as an error
@@ -138,7 +139,9 @@ public final class OutputFile {
         guard fd >= 0 else { return }
         var failure: ProcessingError?
         do { try flush() } catch { failure = error }
-        if failure == nil && !isCommitted && createdHere { try? commit() }   // an empty output was asked for: keep it
+        if failure == nil && !isCommitted && createdHere {
+            removeIfStillOurs()   // opened but never written (a start that failed): nothing is left behind
+        }
         if failure == nil && isRegularFile && fsync(fd) != 0 && errno != EINVAL && errno != EROFS {
             failure = ProcessingError(.ioFailed, "writing \(path) failed: \(String(cString: strerror(errno)))")
         }
