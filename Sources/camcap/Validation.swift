@@ -44,13 +44,15 @@ enum CLIRange {
             }
         }
         try count(keyint, "--keyint", max: 100_000)
-        try seconds(keyintSeconds, "--keyint-seconds", max: 3600)
+        // At most 240 fps (OpenH264's limit) × 400 s = 96,000 frames: within the encoder's 100,000 whatever rate
+        // the camera applies.
+        try seconds(keyintSeconds, "--keyint-seconds", max: 400)
         guard (1...4).contains(threads) else { throw ValidationError("--threads must be 1...4, got \(threads)") }
         var s = H264Encoder.Settings(width: 640, height: 480)
-        s.maxFrameRate = Double(fpsLimit)
+        s.maxFrameRate = Double(Swift.min(fpsLimit, 240))   // the applied rate is checked once negotiated
         s.targetBitrate = bitrateKbps * 1000
         s.maxBitrate = maxBitrateKbps.map { $0 * 1000 }
-        s.keyFrameInterval = keyint ?? keyintSeconds.map { Swift.max(1, Int(($0 * Double(fpsLimit)).rounded())) }
+        s.keyFrameInterval = keyint ?? keyintSeconds.map { Swift.max(1, Int(($0 * s.maxFrameRate).rounded())) }
         s.threads = threads
         if let n = maxNalSize { s.sliceMode = .maxNALSize(n) }
         do { try s.validate() } catch {
