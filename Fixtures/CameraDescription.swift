@@ -466,11 +466,27 @@ package func fileStem(_ path: String) -> String {
     return last
 }
 
-extension StringProtocol {
+extension Substring {
+    /// Without leading and trailing spaces, tabs and CRs (on UTF-8 indices: no per-character work).
     var trimmingSpaces: String {
-        let scalars = unicodeScalars.drop { $0 == " " || $0 == "\t" || $0 == "\r" }.reversed().drop { $0 == " " || $0 == "\t" || $0 == "\r" }
-        return String(String.UnicodeScalarView(scalars.reversed()))
+        let u = utf8   // Substring.UTF8View is bidirectional
+        func space(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 || b == 0x0d }
+        var start = u.startIndex, end = u.endIndex
+        while start < end, space(u[start]) { u.formIndex(after: &start) }
+        while end > start {
+            let before = u.index(before: end)
+            guard space(u[before]) else { break }
+            end = before
+        }
+        return String(self[start..<end])
     }
+}
+
+extension String {
+    var trimmingSpaces: String { self[...].trimmingSpaces }
+}
+
+extension StringProtocol {
     var valueAfterColon: String? {
         guard let c = firstIndex(of: ":") else { return nil }
         return String(self[index(after: c)...]).trimmingSpaces

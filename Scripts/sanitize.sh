@@ -6,6 +6,7 @@
 # Every instrumented process (the test runner and the camcap binaries the CLI tests start) writes its reports
 # to .build-<asan|tsan>/reports/ instead of stderr; the run is clean when the tests pass AND no report file
 # exists. Exit status 0 only when everything is clean; otherwise the reports' summaries are printed.
+# Leaks that are not ours (XCTest's runner) are suppressed in Scripts/lsan-suppressions.txt, each with a reason.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 kinds=("$@"); [ ${#kinds[@]} -eq 0 ] && kinds=(address thread)
@@ -23,7 +24,7 @@ for kind in "${kinds[@]}"; do
   echo "sanitize: building with --sanitize=$kind into $scratch"
   if ! swift build --build-tests --sanitize="$kind" --scratch-path "$scratch" 2>&1 | grep -E "error:|Compiling|Build complete" | grep -v "^\[" ; then :; fi
   echo "sanitize: running the tests under $kind sanitizer"
-  env "$var=$opts:log_path=$reports/$kind" LSAN_OPTIONS="log_path=$reports/leak" \
+  env "$var=$opts:log_path=$reports/$kind" LSAN_OPTIONS="log_path=$reports/leak:suppressions=$PWD/Scripts/lsan-suppressions.txt:print_suppressions=0" \
     swift test --skip-build --sanitize="$kind" --scratch-path "$scratch" "${filter[@]}" > "$scratch/test.log" 2>&1
   rc=$?
   tail -3 "$scratch/test.log"
