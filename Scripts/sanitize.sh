@@ -6,7 +6,8 @@
 # Every instrumented process (the test runner and the camcap binaries the CLI tests start) writes its reports
 # to .build-<asan|tsan>/reports/ instead of stderr; the run is clean when the tests pass AND no report file
 # exists. Exit status 0 only when everything is clean; otherwise the reports' summaries are printed.
-# Leaks that are not ours (XCTest's runner) are suppressed in Scripts/lsan-suppressions.txt, each with a reason.
+# Reports that are not bugs are suppressed in Scripts/lsan-suppressions.txt (XCTest's runner) and
+# Scripts/tsan-suppressions.txt (Synchronization.Mutex, which TSan cannot see on Linux), each with a reason.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 kinds=("$@"); [ ${#kinds[@]} -eq 0 ] && kinds=(address thread)
@@ -16,7 +17,7 @@ status=0
 for kind in "${kinds[@]}"; do
   case $kind in
     address) scratch=.build-asan; var=ASAN_OPTIONS; opts="detect_leaks=1:detect_stack_use_after_return=0:abort_on_error=0" ;;
-    thread)  scratch=.build-tsan; var=TSAN_OPTIONS; opts="halt_on_error=0:second_deadlock_stack=1" ;;
+    thread)  scratch=.build-tsan; var=TSAN_OPTIONS; opts="halt_on_error=0:second_deadlock_stack=1:suppressions=$PWD/Scripts/tsan-suppressions.txt" ;;
     *) echo "sanitize: unknown kind $kind (address or thread)" >&2; exit 2 ;;
   esac
   reports="$PWD/$scratch/reports"
