@@ -242,8 +242,26 @@ public enum SnapshotWriter {
     /// Writes `frame` to `path` (encoded in memory first; a failed write removes a file it created, so no
     /// empty or partial snapshot is left behind).
     public static func write(_ frame: I420Buffer, to path: String) throws(ProcessingError) {
+        let data = try encode(frame, kind: try kind(forPath: path))
+        try write(data, to: try OutputFile(path: path))
+    }
+
+    /// Writes `frame` into a file opened (and locked) earlier, e.g. before the camera started; the file is
+    /// truncated only now. Picks PNG or JPEG by the file's path.
+    public static func write(_ frame: I420Buffer, to file: OutputFile) throws(ProcessingError) {
         let data: [UInt8]
-        switch try kind(forPath: path) {
+        do { data = try encode(frame, kind: try kind(forPath: file.path)) } catch { file.discard(); throw error }
+        try write(data, to: file)
+    }
+
+    private static func write(_ data: [UInt8], to f: OutputFile) throws(ProcessingError) {
+        do { try f.write(data); try f.close() } catch { f.discard(); throw error }
+    }
+
+    /// The picture as PNG or JPEG bytes.
+    public static func encode(_ frame: I420Buffer, kind: Kind) throws(ProcessingError) -> [UInt8] {
+        let data: [UInt8]
+        switch kind {
         case .png: data = png(frame)
         case .jpeg:
             let writer = FormatWriter()
@@ -255,8 +273,7 @@ public enum SnapshotWriter {
             let n = try r.get()
             data = Array(out[0..<n])
         }
-        let f = try OutputFile(path: path)
-        do { try f.write(data); try f.close() } catch { f.discard(); throw error }
+        return data
     }
 
     /// I420 → RGB (BT.601) → PNG bytes.

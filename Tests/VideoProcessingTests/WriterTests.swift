@@ -116,3 +116,18 @@ private func contents(_ p: String) -> String? { FileManager.default.contents(atP
     try SnapshotWriter.write(pattern(16, 16), to: ok)
     #expect((FileManager.default.contents(atPath: ok)?.count ?? 0) > 100)
 }
+
+@Test func aSnapshotOpenedEarlyIsWrittenOnlyAtTheEnd() throws {
+    let p = file("early.png", "old picture")
+    let f = try OutputFile(path: p)                       // before the camera starts: checked and locked
+    #expect(throws: ProcessingError.self) { _ = try OutputFile(path: p) }
+    #expect(contents(p) == "old picture")
+    try SnapshotWriter.write(pattern(32, 16), to: f)
+    let (rc, out, _) = try run("ffprobe", ["-v", "error", "-show_entries", "stream=codec_name,width,height", "-of", "csv=p=0", p])
+    #expect(rc == 0 && out.trimmingCharacters(in: .whitespacesAndNewlines) == "png,32,16")
+    // No picture came: the early-opened file is given up and a new one disappears again.
+    let q = file("never.jpg")
+    let g = try OutputFile(path: q)
+    g.discard()
+    #expect(!FileManager.default.fileExists(atPath: q))
+}
