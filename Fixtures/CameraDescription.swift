@@ -17,35 +17,79 @@ public struct CameraDescription: Sendable, Hashable {
         self.name = name; self.position = position; self.rotation = rotation; self.formats = formats
     }
 
-    /// Parses a fixture: JSON when the text starts with `{`, else the text of `v4l2-ctl --list-formats-ext`.
+    /// The two fixture syntaxes.
+    public enum Syntax: Sendable { case json, listing }
+
+    /// Fixture files are at most this many bytes (a listing is kilobytes; vivid's 83 formats are 40 KB).
+    public static let maximumFileSize = 4 << 20
+
+    /// Parses a fixture: JSON when the text starts with `{` (after an optional UTF-8 byte-order mark and
+    /// white space), else the text of `v4l2-ctl --list-formats-ext`; `syntax` forces one.
     /// `file` is used in error messages and, without a name in the text, as the camera's name.
-    public static func parse(_ text: String, file: String) throws(FixtureParseError) -> CameraDescription {
-        let trimmed = text.drop { $0 == " " || $0 == "\n" || $0 == "\t" || $0 == "\r" }
-        if trimmed.first == "{" { return try parseJSON(text, file: file) }
-        return try parseListing(text, file: file)
+    /// Sizes and rates beyond `CaptureLimits` are errors naming the file, the line and the value.
+    public static func parse(_ text: String, file: String, syntax: Syntax? = nil) throws(FixtureParseError) -> CameraDescription {
+        guard text.utf8.count <= maximumFileSize else {
+            throw FixtureParseError(file: file, line: 0, "the text is \(text.utf8.count) bytes; fixtures are limited to \(maximumFileSize) bytes (4 MiB)")
+        }
+        var body = Substring(text)
+        if body.unicodeScalars.first == "\u{FEFF}" { body = Substring(body.unicodeScalars.dropFirst()) }
+        let isJSON = syntax.map { $0 == .json } ?? (body.utf8.first { $0 != 0x20 && $0 != 0x0a && $0 != 0x09 && $0 != 0x0d } == UInt8(ascii: "{"))
+        if isJSON { return try parseJSON(body, file: file) }
+        return try parseListing(body, file: file)
     }
 
-    /// Reads and parses a fixture file.
+    /// Reads and parses a fixture file (a regular file after following links, at most `maximumFileSize`
+    /// bytes: a FIFO, a device or a directory is an error at once, never a blocked or endless read).
     public static func load(path: String) throws(FixtureParseError) -> CameraDescription {
-        guard let text = readTextFile(path) else {
-            throw FixtureParseError(file: path, line: 0, "cannot read the file (\(String(cString: strerror(errno))))")
-        }
-        return try parse(text, file: path)
+        try parse(try readFixtureFile(path), file: path)
     }
 }
 
-/// Reads a whole file as UTF-8 (nil if it cannot be opened).
-package func readTextFile(_ path: String) -> String? {
-    guard let f = fopen(path, "rb") else { return nil }
-    defer { fclose(f) }
-    var data: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let n = fread(&chunk, 1, chunk.count, f)
-        if n <= 0 { break }
-        data.append(contentsOf: chunk[0..<n])
+/// Reads a fixture file as UTF-8 (invalid bytes become U+FFFD): only a regular file (after resolving
+/// symbolic links), at most `CameraDescription.maximumFileSize` bytes.
+package func readFixtureFile(_ path: String) throws(FixtureParseError) -> String {
+    func fail(_ what: String) -> FixtureParseError { FixtureParseError(file: path, line: 0, what) }
+    func kind(_ mode: mode_t) -> String {
+        switch mode & S_IFMT {
+        case S_IFDIR: "a directory"
+        case S_IFIFO: "a FIFO (named pipe)"
+        case S_IFCHR: "a character device"
+        case S_IFBLK: "a block device"
+        case S_IFSOCK: "a socket"
+        default: "not a regular file"
+        }
     }
-    return String(decoding: data, as: UTF8.self)
+    // O_NONBLOCK: opening a FIFO does not wait for a writer; the type is then checked on the open descriptor,
+    // so nothing can be swapped in between the check and the read.
+    let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+    guard fd >= 0 else { throw fail("cannot read the file (\(String(cString: strerror(errno))))") }
+    defer { close(fd) }
+    var st = stat()
+    guard fstat(fd, &st) == 0 else { throw fail("cannot read the file (\(String(cString: strerror(errno))))") }
+    guard st.st_mode & S_IFMT == S_IFREG else {
+        throw fail("\(kind(st.st_mode)), not a fixture file: expected a regular file with a JSON camera description or a v4l2-ctl listing")
+    }
+    let limit = CameraDescription.maximumFileSize
+    guard st.st_size <= limit else {
+        throw fail("the file is \(st.st_size) bytes; fixture files are limited to \(limit) bytes (4 MiB)")
+    }
+    var data = [UInt8](repeating: 0, count: Int(st.st_size) + 1)
+    var used = 0
+    while true {
+        if used == data.count {
+            guard data.count <= limit else { throw fail("the file grew past \(limit) bytes while being read; fixture files are limited to 4 MiB") }
+            data.append(contentsOf: [UInt8](repeating: 0, count: Swift.min(65536, limit + 1 - data.count + 1)))
+        }
+        let n = data.withUnsafeMutableBytes { read(fd, $0.baseAddress! + used, $0.count - used) }
+        if n < 0 {
+            if errno == EINTR { continue }
+            throw fail("reading the file failed (\(String(cString: strerror(errno))))")
+        }
+        if n == 0 { break }
+        used += n
+        guard used <= limit else { throw fail("the file grew past \(limit) bytes while being read; fixture files are limited to 4 MiB") }
+    }
+    return String(decoding: data[0..<used], as: UTF8.self)
 }
 
 // MARK: - v4l2-ctl --list-formats-ext
@@ -53,8 +97,9 @@ package func readTextFile(_ path: String) -> String? {
 extension CameraDescription {
     /// Both styles v4l2-ctl has printed: `[0]: 'YUYV' (YUYV 4:2:2)` and the older
     /// `Index : 0` / `Pixel Format: 'YUYV'` / `Name : YUYV 4:2:2`. Lines that are neither a format, a size
-    /// nor an interval (driver info, controls) are ignored, so a whole bug-report paste works.
-    static func parseListing(_ text: String, file: String) throws(FixtureParseError) -> CameraDescription {
+    /// nor an interval (driver info, controls) are ignored, so a whole bug-report paste works. Lines end in
+    /// LF, CRLF or CR.
+    static func parseListing(_ text: Substring, file: String) throws(FixtureParseError) -> CameraDescription {
         var name = ""
         var formats: [CaptureFormat] = []
         var currentFormat: (PixelFormat, String)?
@@ -70,12 +115,24 @@ extension CameraDescription {
         }
 
         var lineNo = 0
-        for rawLine in text.split(separator: "\n", omittingEmptySubsequences: false) {
+        var rest = text[...]
+        var more = true
+        while more {
+            // One line at a time, without materialising an array of lines (a file of newlines stays cheap).
+            let end = rest.utf8.firstIndex { $0 == 0x0a || $0 == 0x0d } ?? rest.endIndex
+            let rawLine = rest[..<end]
+            if end == rest.endIndex { more = false } else {
+                var next = rest.utf8.index(after: end)
+                if rest.utf8[end] == 0x0d, next < rest.endIndex, rest.utf8[next] == 0x0a { next = rest.utf8.index(after: next) }
+                rest = rest[next...]
+            }
             lineNo += 1
+            // Cheap exit for the common blank line.
+            if rawLine.utf8.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
             let line = rawLine.trimmingSpaces
             let err = { (msg: String) in FixtureParseError(file: file, line: lineNo, msg) }
 
-            if line.hasPrefix("Card type"), let v = line.valueAfterColon, name.isEmpty { name = v; continue }
+            if line.hasPrefix("Card type"), let v = line.valueAfterColon, name.isEmpty { name = String(v.prefix(256)); continue }
             if line.hasPrefix("Size:") {
                 guard currentFormat != nil else { throw err("a size line before any format: expected a format line such as \"[0]: 'YUYV' (YUYV 4:2:2)\" first") }
                 flushSize()
@@ -86,7 +143,9 @@ extension CameraDescription {
                 guard currentSize != nil else { throw err("an interval line before any size: expected \"Size: Discrete WxH\" first") }
                 let iv = try parseIntervalLine(String(line.dropFirst(9)).trimmingSpaces, err)
                 switch iv {
-                case .discrete(let list): discreteIntervals += list
+                case .discrete(let list):
+                    guard discreteIntervals.count + list.count <= 1024 else { throw err("more than 1024 intervals for one size") }
+                    discreteIntervals += list
                 default: rangeIntervals = iv
                 }
                 continue
@@ -96,7 +155,7 @@ extension CameraDescription {
                 flushSize()
                 let rest = String(line[line.index(after: close)...])
                 guard let (pf, desc) = try parseFourCCAndDescription(rest, err) else {
-                    throw err("expected a format line like \"[0]: 'YUYV' (YUYV 4:2:2)\", found \"\(line)\"")
+                    throw err("expected a format line like \"[0]: 'YUYV' (YUYV 4:2:2)\", found \(excerpt(line))")
                 }
                 currentFormat = (pf, desc)
                 continue
@@ -105,13 +164,13 @@ extension CameraDescription {
             if line.hasPrefix("Pixel Format") {
                 flushSize()
                 guard let (pf, _) = try parseFourCCAndDescription(String(line.dropFirst("Pixel Format".count)), err) else {
-                    throw err("expected \"Pixel Format: 'YUYV'\", found \"\(line)\"")
+                    throw err("expected \"Pixel Format: 'YUYV'\", found \(excerpt(line))")
                 }
                 currentFormat = (pf, pf.name)
                 continue
             }
             if line.hasPrefix("Name"), let v = line.valueAfterColon, let cf = currentFormat, currentSize == nil {
-                currentFormat = (cf.0, v)
+                currentFormat = (cf.0, String(v.prefix(256)))
                 continue
             }
         }
@@ -130,67 +189,93 @@ extension CameraDescription {
         guard let q2 = text[afterQ1...].firstIndex(of: "'") else { return nil }
         let code = String(text[afterQ1..<q2])
         guard let pf = PixelFormat(fourcc: code), pf.isKnown else {
-            throw err("unknown FourCC '\(code)': expected a V4L2 pixel format such as 'YUYV', 'NV12' or 'MJPG'")
+            throw err("unknown FourCC \(excerpt(code, quote: "'")): expected a V4L2 pixel format such as 'YUYV', 'NV12' or 'MJPG'")
         }
         var desc = pf.name
         let rest = text[text.index(after: q2)...]
         if let open = rest.firstIndex(of: "("), let close = rest.lastIndex(of: ")"), open < close {
             let inside = rest[rest.index(after: open)..<close]
-            desc = String(inside.split(separator: ",").first ?? Substring(desc)).trimmingSpaces
+            desc = String((inside.split(separator: ",").first ?? Substring(desc)).trimmingSpaces.prefix(256))
         }
         return (pf, desc)
     }
 
+    /// `WxH` with both sides 1...`CaptureLimits.maxDimension`.
     private static func parseSize(_ text: some StringProtocol, _ err: (String) -> FixtureParseError) throws(FixtureParseError) -> FrameSize {
-        let parts = text.split(separator: "x")
+        let parts = text.split(separator: "x", omittingEmptySubsequences: false)
         guard parts.count == 2, let w = Int(parts[0]), let h = Int(parts[1]) else {
-            throw err("expected a size WIDTHxHEIGHT, found \"\(text)\"")
+            throw err("expected a size WIDTHxHEIGHT, found \(excerpt(text))")
         }
         guard w > 0, h > 0 else { throw err("size \(w)x\(h) must be positive") }
+        guard w <= CaptureLimits.maxDimension, h <= CaptureLimits.maxDimension else {
+            throw err("size \(w)x\(h) is too large: width and height are at most \(CaptureLimits.maxDimension)")
+        }
         return FrameSize(width: w, height: h)
+    }
+
+    /// A whole size entry within `CaptureLimits` (for a range: its largest size).
+    static func checkedRange(_ range: FrameSizeRange, _ err: (String) -> FixtureParseError) throws(FixtureParseError) -> FrameSizeRange {
+        let largest: FrameSize
+        switch range {
+        case .discrete(let s): largest = s
+        case .stepwise(let lo, let hi, _), .continuous(let lo, let hi):
+            guard lo.width <= hi.width, lo.height <= hi.height else { throw err("size range \(lo) - \(hi) has its minimum above its maximum") }
+            largest = hi
+        }
+        if let problem = CaptureLimits.problem(with: largest) { throw err(problem) }
+        return range
     }
 
     private static func parseSizeLine(_ text: String, _ err: (String) -> FixtureParseError) throws(FixtureParseError) -> FrameSizeRange {
         let words = text.split(separator: " ")
         switch words.first {
         case "Discrete":
-            guard words.count == 2 else { throw err("expected \"Size: Discrete WxH\", found \"Size: \(text)\"") }
-            return .discrete(try parseSize(words[1], err))
+            guard words.count == 2 else { throw err("expected \"Size: Discrete WxH\", found \(excerpt("Size: " + text))") }
+            return try checkedRange(.discrete(try parseSize(words[1], err)), err)
         case "Stepwise":
             // Stepwise 16x16 - 1920x1080 with step 8/8
             guard words.count == 7, words[2] == "-", words[4] == "with", words[5] == "step" else {
-                throw err("expected \"Size: Stepwise WxH - WxH with step W/H\", found \"Size: \(text)\"")
+                throw err("expected \"Size: Stepwise WxH - WxH with step W/H\", found \(excerpt("Size: " + text))")
             }
             let stepText = words[6]
             let lo = try parseSize(words[1], err), hi = try parseSize(words[3], err)
-            let st = stepText.split(separator: "/")
-            guard st.count == 2, let sw = Int(st[0]), let sh = Int(st[1]), sw > 0, sh > 0 else {
-                throw err("expected a positive step W/H, found \"\(stepText)\"")
+            let st = stepText.split(separator: "/", omittingEmptySubsequences: false)
+            guard st.count == 2, let sw = Int(st[0]), let sh = Int(st[1]), sw > 0, sh > 0,
+                  sw <= CaptureLimits.maxDimension, sh <= CaptureLimits.maxDimension else {
+                throw err("expected a step W/H of 1...\(CaptureLimits.maxDimension) each, found \(excerpt(stepText))")
             }
-            guard lo.width <= hi.width, lo.height <= hi.height else { throw err("size range \(lo) - \(hi) has its minimum above its maximum") }
-            return .stepwise(min: lo, max: hi, step: FrameSize(width: sw, height: sh))
+            return try checkedRange(.stepwise(min: lo, max: hi, step: FrameSize(width: sw, height: sh)), err)
         case "Continuous":
-            guard words.count >= 4, words[2] == "-" else { throw err("expected \"Size: Continuous WxH - WxH\", found \"Size: \(text)\"") }
+            guard words.count >= 4, words[2] == "-" else { throw err("expected \"Size: Continuous WxH - WxH\", found \(excerpt("Size: " + text))") }
             let lo = try parseSize(words[1], err), hi = try parseSize(words[3], err)
-            guard lo.width <= hi.width, lo.height <= hi.height else { throw err("size range \(lo) - \(hi) has its minimum above its maximum") }
-            return .continuous(min: lo, max: hi)
+            return try checkedRange(.continuous(min: lo, max: hi), err)
         default:
-            throw err("expected Discrete, Stepwise or Continuous after \"Size:\", found \"\(text)\"")
+            throw err("expected Discrete, Stepwise or Continuous after \"Size:\", found \(excerpt(text))")
         }
+    }
+
+    /// A frame rate from a decimal figure, within `CaptureLimits` (three decimals are kept: v4l2-ctl prints three).
+    static func rate(fromDecimal v: Double, _ what: @autoclosure () -> String, _ err: (String) -> FixtureParseError) throws(FixtureParseError) -> Fraction {
+        guard v.isFinite, v >= CaptureLimits.minRate, v <= CaptureLimits.maxRate, let f = Fraction(approximating: v), f.isPositive else {
+            throw err("frame rate \(what()) is out of range: \(CaptureLimits.minRate)...\(Int(CaptureLimits.maxRate)) fps")
+        }
+        return f
     }
 
     /// Intervals are taken from the fps figures v4l2-ctl prints (three decimals, exact for common rates);
     /// a stepwise step from its seconds figure.
     private static func parseIntervalLine(_ text: String, _ err: (String) -> FixtureParseError) throws(FixtureParseError) -> FrameIntervals {
-        func fpsFigures() throws(FixtureParseError) -> [Double] {
-            guard let open = text.lastIndex(of: "("), let fpsEnd = text.range(of: " fps)") else {
-                throw err("expected the frame rate in parentheses, e.g. \"(30.000 fps)\", found \"\(text)\"")
+        func fpsFigures() throws(FixtureParseError) -> [Fraction] {
+            guard let fpsEnd = text.range(of: " fps)", options: .backwards), let open = text[..<fpsEnd.lowerBound].lastIndex(of: "(") else {
+                throw err("expected the frame rate in parentheses, e.g. \"(30.000 fps)\", found \(excerpt(text))")
             }
             let inner = text[text.index(after: open)..<fpsEnd.lowerBound]
             // "1.000-30.000" or "30.000"
-            let values = inner.split(separator: "-").compactMap { Double($0) }
-            guard !values.isEmpty, values.allSatisfy({ $0 > 0 }) else {
-                throw err("frame rate must be positive, found \"(\(inner) fps)\"")
+            let parts = inner.split(separator: "-", omittingEmptySubsequences: false)
+            var values: [Fraction] = []
+            for p in parts {
+                guard let v = Double(p.trimmingSpaces), v > 0 else { throw err("frame rate must be positive, found \(excerpt("(" + inner + " fps)"))") }
+                values.append(try rate(fromDecimal: v, excerpt(String(p)), err))
             }
             return values
         }
@@ -198,25 +283,48 @@ extension CameraDescription {
         switch kind {
         case "Discrete":
             let v = try fpsFigures()
-            guard v.count == 1 else { throw err("expected one frame rate, found \"\(text)\"") }
-            return .discrete([Fraction(approximating: v[0]).reciprocal])
+            guard v.count == 1 else { throw err("expected one frame rate, found \(excerpt(text))") }
+            return .discrete([v[0].reciprocal])
         case "Stepwise", "Continuous":
             let v = try fpsFigures()
-            guard v.count == 2 else { throw err("expected a frame-rate range \"(MIN-MAX fps)\", found \"\(text)\"") }
-            let minInterval = Fraction(approximating: v[1]).reciprocal, maxInterval = Fraction(approximating: v[0]).reciprocal
-            guard minInterval <= maxInterval else { throw err("interval range has its minimum above its maximum: \"\(text)\"") }
+            guard v.count == 2 else { throw err("expected a frame-rate range \"(MIN-MAX fps)\", found \(excerpt(text))") }
+            let minInterval = v[1].reciprocal, maxInterval = v[0].reciprocal
+            guard minInterval <= maxInterval else { throw err("interval range has its minimum above its maximum: \(excerpt(text))") }
             if kind == "Continuous" { return .continuous(min: minInterval, max: maxInterval) }
             guard let stepText = text.components(afterLast: "with step "), let s = Double(stepText.split(separator: "s").first ?? ""), s > 0 else {
-                throw err("expected \"with step N.NNNs\" and a positive step, found \"\(text)\"")
+                throw err("expected \"with step N.NNNs\" and a positive step, found \(excerpt(text))")
+            }
+            guard s.isFinite, s <= 1 / CaptureLimits.minRate, let stepFraction = Fraction(approximating: s), stepFraction.isPositive else {
+                throw err("interval step \(s)s is out of range: 0.001...\(Int(1 / CaptureLimits.minRate)) s")
             }
             // v4l2-ctl rounds to milliseconds: a step that matches the minimum interval within that
             // rounding (0.017s for 1/60) is taken as exactly the minimum interval.
-            let step = abs(s - minInterval.doubleValue) <= 0.0005 ? minInterval : Fraction(approximating: s)
+            let step = abs(s - minInterval.doubleValue) <= 0.0005 ? minInterval : stepFraction
             return .stepwise(min: minInterval, max: maxInterval, step: step)
         default:
-            throw err("expected Discrete, Stepwise or Continuous after \"Interval:\", found \"\(text)\"")
+            throw err("expected Discrete, Stepwise or Continuous after \"Interval:\", found \(excerpt(text))")
         }
     }
+}
+
+/// Quoted text for an error message: control characters escaped, cut to about 80 characters, so one bad
+/// line of a 4 MB file does not flood the terminal.
+package func excerpt(_ text: some StringProtocol, quote: Character = "\"", limit: Int = 80) -> String {
+    var out = ""
+    var count = 0
+    for scalar in text.unicodeScalars {
+        if count == limit { out += "…"; break }
+        switch scalar {
+        case "\n": out += "\\n"
+        case "\r": out += "\\r"
+        case "\t": out += "\\t"
+        case _ where scalar.value < 0x20 || scalar.value == 0x7f: out += "\\u{\(String(scalar.value, radix: 16))}"
+        case _ where scalar == Unicode.Scalar(String(quote)): out += "\\" + String(quote)
+        default: out.unicodeScalars.append(scalar)
+        }
+        count += 1
+    }
+    return String(quote) + out + String(quote)
 }
 
 // MARK: - JSON
@@ -226,7 +334,7 @@ extension CameraDescription {
     /// `{"name", "position"?, "rotation"?, "formats": [{"pixelFormat", "sizes": [size...]}]}` where a size is
     /// `{"width", "height", "fps"?: [rates] | "fpsRange"?: {"min","max"} | "intervalRange"?: {"min","max","step"}}`
     /// or `{"stepwise": {"min": "WxH", "max": "WxH", "step": "WxH"}, ...}` or `{"continuous": {"min", "max"}, ...}`.
-    static func parseJSON(_ text: String, file: String) throws(FixtureParseError) -> CameraDescription {
+    static func parseJSON(_ text: Substring, file: String) throws(FixtureParseError) -> CameraDescription {
         let root = try JSONReader.parse(text, file: file)
         func err(_ node: JSONNode, _ msg: String) -> FixtureParseError { FixtureParseError(file: file, line: node.line, msg) }
         guard case .object = root else { throw err(root, "expected a JSON object describing a camera, found \(root.kind)") }
@@ -236,39 +344,64 @@ extension CameraDescription {
             guard case .string(let s, _) = n else { throw err(n, "\(what) must be a string, found \(n.kind)") }
             return s
         }
-        func positiveInt(_ n: JSONNode?, _ what: String, in parent: JSONNode) throws(FixtureParseError) -> Int {
+        /// A whole number 1...maxDimension (compared as a Double first: no trapping conversion).
+        func dimension(_ n: JSONNode?, _ what: String, in parent: JSONNode) throws(FixtureParseError) -> Int {
             guard let n else { throw err(parent, "missing \(what)") }
-            guard case .number(let v, _) = n, v == v.rounded() else { throw err(n, "\(what) must be a whole number, found \(n.kind)") }
-            guard v > 0 else { throw err(n, "\(what) must be positive, found \(Int(v))") }
+            guard case .number(let v, _) = n, v.isFinite, v == v.rounded() else { throw err(n, "\(what) must be a whole number, found \(n.kind)") }
+            guard v > 0 else { throw err(n, "\(what) must be positive, found \(n.kind.dropFirst("the number ".count))") }
+            guard v <= Double(CaptureLimits.maxDimension) else {
+                throw err(n, "\(what) is too large: at most \(CaptureLimits.maxDimension), found \(n.kind.dropFirst("the number ".count))")
+            }
             return Int(v)
         }
         func size(_ n: JSONNode?, _ what: String, in parent: JSONNode) throws(FixtureParseError) -> FrameSize {
             let s = try string(n, what, in: parent)
-            guard let parsed = FrameSize(parsing: s) else { throw err(n ?? parent, "\(what) must be a positive size \"WxH\", found \"\(s)\"") }
+            guard let parsed = FrameSize(parsing: s) else { throw err(n ?? parent, "\(what) must be a positive size \"WxH\", found \(excerpt(s))") }
+            guard parsed.width <= CaptureLimits.maxDimension, parsed.height <= CaptureLimits.maxDimension else {
+                throw err(n ?? parent, "\(what) \(parsed) is too large: width and height are at most \(CaptureLimits.maxDimension)")
+            }
             return parsed
         }
-        func rate(_ n: JSONNode) throws(FixtureParseError) -> Fraction {
+        /// A positive rate (or interval) as a number or "N/D", within `CaptureLimits` (as a rate, or as an
+        /// interval when `interval` is set).
+        func rate(_ n: JSONNode, interval: Bool = false) throws(FixtureParseError) -> Fraction {
+            let value: Fraction
             switch n {
-            case .number(let v, _) where v > 0: return Fraction(approximating: v)
+            case .number(let v, _):
+                guard v > 0 else { throw err(n, "expected a positive \(interval ? "interval" : "frame rate"), found \(n.kind)") }
+                guard let f = Fraction(approximating: v), f.isPositive else {
+                    throw err(n, "\(interval ? "interval" : "frame rate") \(n.kind.dropFirst("the number ".count)) is out of range")
+                }
+                value = f
             case .string(let s, _):
                 let p = s.split(separator: "/", omittingEmptySubsequences: false)
-                if p.count == 1, let a = Int64(p[0]), a > 0 { return Fraction(a) }
-                if p.count == 2, let a = Int64(p[0]), let b = Int64(p[1]), a > 0, b > 0 { return Fraction(a, b) }
-                throw err(n, "expected a positive fraction \"N/D\", found \"\(s)\"")
-            default: throw err(n, "expected a positive frame rate, found \(n.kind)")
+                let terms = p.map { Int64($0) }
+                guard p.count == 1 || p.count == 2, let a = terms[0], a > 0, p.count == 1 || (terms[1] ?? 0) > 0,
+                      let f = Fraction(exactly: a, p.count == 2 ? terms[1]! : 1) else {
+                    throw err(n, "expected a positive fraction \"N/D\", found \(excerpt(s))")
+                }
+                value = f
+            default: throw err(n, "expected a positive \(interval ? "interval" : "frame rate"), found \(n.kind)")
             }
+            if let problem = CaptureLimits.problem(withRate: interval ? value.reciprocal : value) {
+                throw err(n, interval ? "interval \(value) s: \(problem)" : problem)
+            }
+            return value
+        }
+        func checked(_ range: FrameSizeRange, _ node: JSONNode) throws(FixtureParseError) -> FrameSizeRange {
+            try checkedRange(range) { err(node, $0) }
         }
 
-        let name = try string(root["name"], "\"name\"", in: root)
+        let name = String(try string(root["name"], "\"name\"", in: root).prefix(256))
         var position = CaptureDevice.Position.external
         if let p = root["position"] {
             let s = try string(p, "\"position\"", in: root)
-            guard let v = CaptureDevice.Position(rawValue: s) else { throw err(p, "\"position\" must be front, back or external, found \"\(s)\"") }
+            guard let v = CaptureDevice.Position(rawValue: s) else { throw err(p, "\"position\" must be front, back or external, found \(excerpt(s))") }
             position = v
         }
         var rotation = VideoRotation.rotation0
         if let r = root["rotation"] {
-            guard case .number(let v, _) = r, let rot = VideoRotation(rawValue: Int(v)), Double(rot.rawValue) == v else {
+            guard case .number(let v, _) = r, let rot = VideoRotation.allCases.first(where: { Double($0.rawValue) == v }) else {
                 throw err(r, "\"rotation\" must be 0, 90, 180 or 270, found \(r.kind)")
             }
             rotation = rot
@@ -281,9 +414,9 @@ extension CameraDescription {
             guard case .object = f else { throw err(f, "each format must be an object, found \(f.kind)") }
             let code = try string(f["pixelFormat"], "\"pixelFormat\"", in: f)
             guard let pf = PixelFormat(fourcc: code), pf.isKnown else {
-                throw err(f["pixelFormat"]!, "unknown FourCC '\(code)': expected a V4L2 pixel format such as 'YUYV', 'NV12' or 'MJPG'")
+                throw err(f["pixelFormat"]!, "unknown FourCC \(excerpt(code, quote: "'")): expected a V4L2 pixel format such as 'YUYV', 'NV12' or 'MJPG'")
             }
-            let desc = f["description"].flatMap { if case .string(let s, _) = $0 { s } else { nil } } ?? pf.name
+            let desc = f["description"].flatMap { if case .string(let s, _) = $0 { String(s.prefix(256)) } else { nil } } ?? pf.name
             guard let sizesNode = f["sizes"] else { throw err(f, "missing \"sizes\" for format \(code)") }
             guard case .array(let sizes, _) = sizesNode, !sizes.isEmpty else { throw err(sizesNode, "\"sizes\" must be a non-empty array") }
             for s in sizes {
@@ -292,19 +425,19 @@ extension CameraDescription {
                 if let sw = s["stepwise"] {
                     let lo = try size(sw["min"], "\"min\"", in: sw), hi = try size(sw["max"], "\"max\"", in: sw)
                     let st = try size(sw["step"], "\"step\"", in: sw)
-                    guard lo.width <= hi.width, lo.height <= hi.height else { throw err(sw, "stepwise range \(lo) - \(hi) has its minimum above its maximum") }
-                    range = .stepwise(min: lo, max: hi, step: st)
+                    range = try checked(.stepwise(min: lo, max: hi, step: st), sw)
                 } else if let c = s["continuous"] {
                     let lo = try size(c["min"], "\"min\"", in: c), hi = try size(c["max"], "\"max\"", in: c)
-                    guard lo.width <= hi.width, lo.height <= hi.height else { throw err(c, "continuous range \(lo) - \(hi) has its minimum above its maximum") }
-                    range = .continuous(min: lo, max: hi)
+                    range = try checked(.continuous(min: lo, max: hi), c)
                 } else {
-                    range = .discrete(FrameSize(width: try positiveInt(s["width"], "\"width\"", in: s),
-                                                height: try positiveInt(s["height"], "\"height\"", in: s)))
+                    range = try checked(.discrete(FrameSize(width: try dimension(s["width"], "\"width\"", in: s),
+                                                            height: try dimension(s["height"], "\"height\"", in: s))), s)
                 }
                 var intervals: FrameIntervals?
                 if let list = s["fps"] {
-                    guard case .array(let items, _) = list, !items.isEmpty else { throw err(list, "\"fps\" must be a non-empty array of rates") }
+                    guard case .array(let items, _) = list, !items.isEmpty, items.count <= 1024 else {
+                        throw err(list, "\"fps\" must be a non-empty array of at most 1024 rates")
+                    }
                     var ivs: [Fraction] = []
                     for item in items { ivs.append(try rate(item).reciprocal) }
                     intervals = .discrete(ivs)
@@ -315,7 +448,7 @@ extension CameraDescription {
                     intervals = .continuous(min: b.reciprocal, max: a.reciprocal)
                 } else if let r = s["intervalRange"] {
                     guard let lo = r["min"], let hi = r["max"], let st = r["step"] else { throw err(r, "\"intervalRange\" needs \"min\", \"max\" and \"step\" (seconds, e.g. \"1/30\")") }
-                    let a = try rate(lo), b = try rate(hi), c = try rate(st)
+                    let a = try rate(lo, interval: true), b = try rate(hi, interval: true), c = try rate(st, interval: true)
                     guard a <= b else { throw err(r, "\"intervalRange\" min \(a) is above max \(b)") }
                     intervals = .stepwise(min: a, max: b, step: c)
                 }
@@ -333,11 +466,27 @@ package func fileStem(_ path: String) -> String {
     return last
 }
 
-extension StringProtocol {
+extension Substring {
+    /// Without leading and trailing spaces, tabs and CRs (on UTF-8 indices: no per-character work).
     var trimmingSpaces: String {
-        let scalars = unicodeScalars.drop { $0 == " " || $0 == "\t" || $0 == "\r" }.reversed().drop { $0 == " " || $0 == "\t" || $0 == "\r" }
-        return String(String.UnicodeScalarView(scalars.reversed()))
+        let u = utf8   // Substring.UTF8View is bidirectional
+        func space(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 || b == 0x0d }
+        var start = u.startIndex, end = u.endIndex
+        while start < end, space(u[start]) { u.formIndex(after: &start) }
+        while end > start {
+            let before = u.index(before: end)
+            guard space(u[before]) else { break }
+            end = before
+        }
+        return String(self[start..<end])
     }
+}
+
+extension String {
+    var trimmingSpaces: String { self[...].trimmingSpaces }
+}
+
+extension StringProtocol {
     var valueAfterColon: String? {
         guard let c = firstIndex(of: ":") else { return nil }
         return String(self[index(after: c)...]).trimmingSpaces

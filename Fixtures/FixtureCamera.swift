@@ -66,10 +66,9 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
             }
             return device(name: name, path: spec, description: b.description)
         }
-        // A fixture file named by path (anything that is a regular file outside /dev).
-        guard !spec.hasPrefix("/dev/") else { return nil }
-        var isDir: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: spec, isDirectory: &isDir), !isDir.boolValue else { return nil }
+        // A fixture file named by path: anything outside /dev that exists. What is not a regular file (a FIFO,
+        // a directory, a link to a device) is then a clear error from the reader, never a blocked read.
+        guard !spec.hasPrefix("/dev/"), FileManager.default.fileExists(atPath: spec) else { return nil }
         let d = try description(forPath: spec)
         return device(name: fileStem(spec), path: spec, description: d)
     }
@@ -86,9 +85,21 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
     }
 
     private func description(forPath path: String) throws(CaptureError) -> CameraDescription {
-        do throws(FixtureParseError) { return try CameraDescription.load(path: path) }
-        catch { throw CaptureError(.invalidFixture, error.description, device: path) }
+        let result = FixtureCameraProvider.parsedFiles.withLock { cache in
+            if let known = cache[path] { return known }
+            let r: Result<CameraDescription, FixtureParseError>
+            do throws(FixtureParseError) { r = .success(try CameraDescription.load(path: path)) } catch { r = .failure(error) }
+            cache[path] = r
+            return r
+        }
+        switch result {
+        case .success(let d): return d
+        case .failure(let error): throw CaptureError(.invalidFixture, error.description, device: path)
+        }
     }
+
+    /// Fixture files named by path, read and parsed once per process (an error is remembered too).
+    static let parsedFiles = Mutex<[String: Result<CameraDescription, FixtureParseError>]>([:])
 
     public func formats(of device: CaptureDevice) throws(CaptureError) -> [CaptureFormat] {
         try description(of: device).formats
@@ -112,6 +123,11 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
 
 /// One streaming fixture camera: a thread that renders and paces frames.
 final class FixtureStream: CaptureStream, @unchecked Sendable {
+    /// index × num / den in 128 bits (a rate like 4294967295/143165576 would overflow 64), saturated.
+    static func offset(_ index: Int64, _ num: Int128, _ den: Int128) -> Int64 {
+        Int64(exactly: Int128(index) * num / Swift.max(den, 1)) ?? .max / 2
+    }
+
     // @unchecked: `applied`, `rotation`, `options`, `sink` are immutable and `thread` is set once in init; the
     // renderer objects are touched only by the stream's own thread.
     let applied: AppliedFormat
@@ -140,7 +156,7 @@ final class FixtureStream: CaptureStream, @unchecked Sendable {
         // `bufferCount` driver-like buffers, then `copyBuffers` private ones used only when all those are held.
         var storages = (0..<(options.bufferCount + options.copyBuffers)).map { _ in FrameStorage(capacity: capacity) }
         // Frame period in nanoseconds, exact as a fraction: 1e9 * den / num.
-        let periodNum = Int64(1_000_000_000) * applied.fps.denominator, periodDen = applied.fps.numerator
+        let periodNum = Int128(1_000_000_000) * Int128(applied.fps.denominator), periodDen = Int128(applied.fps.numerator)
         let start = monotonicNanoseconds()
         var index: Int64 = 0
         while !stopRequested.load(ordering: .acquiring) {
@@ -149,7 +165,7 @@ final class FixtureStream: CaptureStream, @unchecked Sendable {
                 sink.failed(CaptureError(.disconnected, "fixture camera disconnected after \(n) frames (simulated unplug)"))
                 return
             }
-            let due = start + index * periodNum / periodDen
+            let due = start + Self.offset(index, periodNum, periodDen)
             if options.pacing == .realTime { sleepUntil(due) }
             guard !stopRequested.load(ordering: .acquiring) else { break }
             // A free buffer, as a driver's queue: one the consumers no longer hold. The frame lifetime contract

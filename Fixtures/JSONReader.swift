@@ -20,7 +20,7 @@ package indirect enum JSONNode: Sendable {
         switch self {
         case .object: "an object"
         case .array: "an array"
-        case .string(let s, _): "the string \"\(s)\""
+        case .string(let s, _): "the string \(excerpt(s))"
         case .number(let n, _): "the number \(n)"
         case .bool(let b, _): "\(b)"
         case .null: "null"
@@ -29,12 +29,17 @@ package indirect enum JSONNode: Sendable {
 }
 
 package struct JSONReader {
+    /// Objects and arrays nest at most this deep (a camera description needs 5): deeper input is an error,
+    /// not a stack overflow.
+    package static let maximumDepth = 64
+
     private let bytes: [UInt8]
     private var i = 0
     private var line = 1
+    private var depth = 0
     private let file: String
 
-    package static func parse(_ text: String, file: String) throws(FixtureParseError) -> JSONNode {
+    package static func parse(_ text: some StringProtocol, file: String) throws(FixtureParseError) -> JSONNode {
         var r = JSONReader(bytes: Array(text.utf8), file: file)
         r.skipSpace()
         let v = try r.value()
@@ -47,7 +52,9 @@ package struct JSONReader {
 
     private func fail(_ message: String) -> FixtureParseError { FixtureParseError(file: file, line: line, "invalid JSON: \(message)") }
     private func describeHere() -> String {
-        i < bytes.count ? "'\(String(decoding: [bytes[i]], as: UTF8.self))'" : "end of file"
+        guard i < bytes.count else { return "end of file" }
+        let c = bytes[i]
+        return c >= 0x20 && c < 0x7f ? "'\(Character(Unicode.Scalar(c)))'" : "byte 0x\(String(c, radix: 16))"
     }
 
     private mutating func skipSpace() {
@@ -64,37 +71,11 @@ package struct JSONReader {
         guard i < bytes.count else { throw fail("expected a value, found end of file") }
         let here = line
         switch bytes[i] {
-        case UInt8(ascii: "{"):
-            i += 1; skipSpace()
-            var members: [(key: String, value: JSONNode)] = []
-            if i < bytes.count, bytes[i] == UInt8(ascii: "}") { i += 1; return .object(members, line: here) }
-            while true {
-                skipSpace()
-                guard i < bytes.count, bytes[i] == UInt8(ascii: "\"") else { throw fail("expected a quoted key, found \(describeHere())") }
-                let key = try string()
-                skipSpace()
-                guard i < bytes.count, bytes[i] == UInt8(ascii: ":") else { throw fail("expected ':' after key \"\(key)\", found \(describeHere())") }
-                i += 1; skipSpace()
-                members.append((key, try value()))
-                skipSpace()
-                guard i < bytes.count else { throw fail("unterminated object (opened on line \(here))") }
-                if bytes[i] == UInt8(ascii: ",") { i += 1; continue }
-                if bytes[i] == UInt8(ascii: "}") { i += 1; return .object(members, line: here) }
-                throw fail("expected ',' or '}', found \(describeHere())")
-            }
-        case UInt8(ascii: "["):
-            i += 1; skipSpace()
-            var items: [JSONNode] = []
-            if i < bytes.count, bytes[i] == UInt8(ascii: "]") { i += 1; return .array(items, line: here) }
-            while true {
-                skipSpace()
-                items.append(try value())
-                skipSpace()
-                guard i < bytes.count else { throw fail("unterminated array (opened on line \(here))") }
-                if bytes[i] == UInt8(ascii: ",") { i += 1; continue }
-                if bytes[i] == UInt8(ascii: "]") { i += 1; return .array(items, line: here) }
-                throw fail("expected ',' or ']', found \(describeHere())")
-            }
+        case UInt8(ascii: "{"), UInt8(ascii: "["):
+            guard depth < Self.maximumDepth else { throw fail("objects and arrays nest deeper than \(Self.maximumDepth) levels") }
+            depth += 1
+            defer { depth -= 1 }
+            return bytes[i] == UInt8(ascii: "{") ? try object(line: here) : try array(line: here)
         case UInt8(ascii: "\""):
             return .string(try string(), line: here)
         case UInt8(ascii: "t"), UInt8(ascii: "f"), UInt8(ascii: "n"):
@@ -106,11 +87,61 @@ package struct JSONReader {
         default:
             let start = i
             while i < bytes.count, "+-0123456789.eE".utf8.contains(bytes[i]) { i += 1 }
-            guard i > start, let n = Double(String(decoding: bytes[start..<i], as: UTF8.self)) else {
-                throw fail("unexpected \(describeHere())")
-            }
+            guard i > start else { throw fail("expected a value, found \(describeHere())") }
+            let text = String(decoding: bytes[start..<i], as: UTF8.self)
+            guard i - start <= 64, let n = Double(text) else { throw fail("expected a number, found \(excerpt(text))") }
+            guard n.isFinite else { throw fail("the number \(excerpt(text)) is out of range") }
             return .number(n, line: here)
         }
+    }
+
+    private mutating func object(line here: Int) throws(FixtureParseError) -> JSONNode {
+        i += 1; skipSpace()
+        var members: [(key: String, value: JSONNode)] = []
+        if i < bytes.count, bytes[i] == UInt8(ascii: "}") { i += 1; return .object(members, line: here) }
+        while true {
+            skipSpace()
+            guard i < bytes.count, bytes[i] == UInt8(ascii: "\"") else { throw fail("expected a quoted key, found \(describeHere())") }
+            let key = try string()
+            skipSpace()
+            guard i < bytes.count, bytes[i] == UInt8(ascii: ":") else { throw fail("expected ':' after key \(excerpt(key)), found \(describeHere())") }
+            i += 1; skipSpace()
+            members.append((key, try value()))
+            skipSpace()
+            guard i < bytes.count else { throw fail("unterminated object (opened on line \(here))") }
+            if bytes[i] == UInt8(ascii: ",") { i += 1; continue }
+            if bytes[i] == UInt8(ascii: "}") { i += 1; return .object(members, line: here) }
+            throw fail("expected ',' or '}', found \(describeHere())")
+        }
+    }
+
+    private mutating func array(line here: Int) throws(FixtureParseError) -> JSONNode {
+        i += 1; skipSpace()
+        var items: [JSONNode] = []
+        if i < bytes.count, bytes[i] == UInt8(ascii: "]") { i += 1; return .array(items, line: here) }
+        while true {
+            skipSpace()
+            items.append(try value())
+            skipSpace()
+            guard i < bytes.count else { throw fail("unterminated array (opened on line \(here))") }
+            if bytes[i] == UInt8(ascii: ",") { i += 1; continue }
+            if bytes[i] == UInt8(ascii: "]") { i += 1; return .array(items, line: here) }
+            throw fail("expected ',' or ']', found \(describeHere())")
+        }
+    }
+
+    private func hex4(at k: Int) -> UInt32? {
+        guard k >= 0, k + 4 <= bytes.count else { return nil }
+        var v: UInt32 = 0
+        for b in bytes[k..<(k + 4)] {
+            switch b {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): v = v << 4 | UInt32(b - UInt8(ascii: "0"))
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): v = v << 4 | UInt32(b - UInt8(ascii: "a") + 10)
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): v = v << 4 | UInt32(b - UInt8(ascii: "A") + 10)
+            default: return nil
+            }
+        }
+        return v
     }
 
     private mutating func string() throws(FixtureParseError) -> String {
@@ -126,11 +157,21 @@ package struct JSONReader {
                 switch bytes[i] {
                 case UInt8(ascii: "n"): out.append(0x0a)
                 case UInt8(ascii: "t"): out.append(0x09)
+                case UInt8(ascii: "r"): out.append(0x0d)
+                case UInt8(ascii: "b"): out.append(0x08)
+                case UInt8(ascii: "f"): out.append(0x0c)
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): out.append(bytes[i])
                 case UInt8(ascii: "u"):
-                    guard i + 4 < bytes.count, let v = UInt32(String(decoding: bytes[i + 1...i + 4], as: UTF8.self), radix: 16),
-                          let scalar = Unicode.Scalar(v) else { throw fail("bad \\u escape") }
-                    out.append(contentsOf: Array(String(Character(scalar)).utf8)); i += 4
-                default: out.append(bytes[i])
+                    guard var v = hex4(at: i + 1) else { throw fail("bad \\u escape: expected four hex digits") }
+                    i += 4
+                    if (0xD800..<0xDC00).contains(v), i + 6 < bytes.count, bytes[i + 1] == UInt8(ascii: "\\"), bytes[i + 2] == UInt8(ascii: "u"),
+                       let low = hex4(at: i + 3), (0xDC00..<0xE000).contains(low) {
+                        v = 0x10000 + ((v - 0xD800) << 10) + (low - 0xDC00)   // a UTF-16 surrogate pair
+                        i += 6
+                    }
+                    guard let scalar = Unicode.Scalar(v) else { throw fail("bad \\u escape: U+\(String(v, radix: 16)) is not a character") }
+                    out.append(contentsOf: Array(String(Character(scalar)).utf8))
+                default: throw fail("unknown escape \\\(Character(Unicode.Scalar(bytes[i]))) in a string")
                 }
                 i += 1; continue
             }

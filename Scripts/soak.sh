@@ -22,4 +22,4 @@ echo "record --fast: $frames frames; RSS KiB / open fds every 2 s: ${samples[*]}
 grep -E "frames:|achieved" "$out.summary"
 echo "ffprobe frames: $(ffprobe -v error -f h264 -count_frames -show_entries stream=nb_read_frames -of csv=p=0 "$out")"
 rm -f "$out" "$out.summary"
-SOAK_START_STOP=$cycles SOAK_SWITCHES=$switches swift test --skip-build --filter SoakTests 2>&1 | grep -E "soak:|✘|passed after|failed after"
+SOAK=1 SOAK_START_STOP=$cycles SOAK_SWITCHES=$switches swift test --skip-build --filter SoakTests 2>&1 | grep -E "soak:|✘|passed after|failed after"

@@ -1,16 +1,24 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, runs the unit/integration tests (swift test),
-# then the real-kernel test (vivid under qemu). SKIP_VM=1 skips the VM part.
+# then the real-kernel test (vivid under qemu), then a short fuzz pass over every parser (Scripts/fuzz.sh,
+# FUZZ_SECONDS per target, default 60). SKIP_VM=1 skips the VM part, SKIP_FUZZ=1 the fuzz pass.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 Scripts/install-deps.sh test
 swift build --build-tests
 swift test --skip-build 2>&1 | tee .build/test.log
 swift_tests=$(grep -oE "Test run with [0-9]+ tests?" .build/test.log | tail -1 | grep -oE "[0-9]+" || echo 0)
+# The soak test measures the whole process (RSS, descriptors), so it runs alone; a short pass here,
+# Scripts/soak.sh runs it long.
+SOAK=1 swift test --skip-build --filter SoakTests 2>&1 | tee .build/soak.log | grep -E "soak:|✘|Test run"
+swift_tests=$((swift_tests + 1))
 vm_checks=0
 if [ "${SKIP_VM:-0}" != "1" ]; then
   Scripts/vivid-vm-test.sh
   vm_checks=$(( $(grep -oE "^RESULT: [0-9]+ passed" .build/vm/console.log | grep -oE "[0-9]+" || echo 0) + $(grep -oE "^RESULT-HOST: [0-9]+ passed" .build/vm/console.log | grep -oE "[0-9]+" || echo 0) ))
+fi
+if [ "${SKIP_FUZZ:-0}" != "1" ]; then
+  Scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
 fi
 echo "swift test: ${swift_tests} tests passed; vivid VM: ${vm_checks} checks passed"
 echo "tests: $((swift_tests + vm_checks)) passed, 0 failed"

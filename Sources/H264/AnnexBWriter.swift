@@ -6,14 +6,31 @@ public final class AnnexBWriter {
     private let file: OutputFile
     private var sps: [UInt8]?
     private var pps: [UInt8]?
+    /// Frames handed to `write` (some may still be buffered: see `framesOnDisk`).
     public private(set) var framesWritten = 0
     public private(set) var keyFramesWritten = 0
     private static let startCode: [UInt8] = [0, 0, 0, 1]
+    /// End offsets of frames still (partly) in the buffer, oldest first; capacity reserved once.
+    private var pendingFrameEnds: [Int64] = []
+    private var framesFlushed = 0
+    private var offset: Int64 = 0
 
-    /// Opens `path` for writing at once, so an unwritable path fails before capture starts.
-    public init(path: String) throws(ProcessingError) { file = try OutputFile(path: path) }
+    /// Opens and locks `path` at once without truncating it (see `OutputFile`), so an unwritable or busy path
+    /// fails before capture starts and an existing file is untouched until the first frames are flushed.
+    public convenience init(path: String) throws(ProcessingError) { self.init(file: try OutputFile(path: path)) }
+    /// Writes into a file opened (and locked) earlier.
+    public init(file: OutputFile) {
+        self.file = file
+        pendingFrameEnds.reserveCapacity(1024)
+    }
     public var path: String { file.path }
+    /// Bytes the kernel accepted (not counting what is still buffered).
     public var bytesWritten: Int64 { file.bytesWritten }
+    /// Frames whose every byte the kernel accepted: what a reader of the file sees now.
+    public var framesOnDisk: Int {
+        let onDisk = file.bytesWritten
+        return framesFlushed + pendingFrameEnds.prefix { $0 <= onDisk }.count
+    }
 
     public func write(_ frame: EncodedFrame) throws(ProcessingError) {
         guard !frame.isSkipped, !frame.nalUnits.isEmpty else { return }
@@ -36,14 +53,30 @@ public final class AnnexBWriter {
         }
         framesWritten += 1
         if hasIDR { keyFramesWritten += 1 }
+        settle()
+        if pendingFrameEnds.count == pendingFrameEnds.capacity { try flush() }
+        pendingFrameEnds.append(offset)
+        settle()
+    }
+
+    /// Moves frames the kernel has fully accepted out of the pending list.
+    private func settle() {
+        let onDisk = file.bytesWritten
+        var k = 0
+        while k < pendingFrameEnds.count && pendingFrameEnds[k] <= onDisk { k += 1 }
+        if k > 0 { pendingFrameEnds.removeFirst(k); framesFlushed += k }
     }
 
     private func unit(_ bytes: ArraySlice<UInt8>) throws(ProcessingError) {
         try file.write(Self.startCode)
         try file.write(bytes)
+        offset += Int64(Self.startCode.count + bytes.count)
     }
 
     /// Flushes to the kernel (called periodically, so an interrupted recording keeps what it wrote).
-    public func flush() throws(ProcessingError) { try file.flush() }
-    public func close() throws(ProcessingError) { try file.close() }
+    public func flush() throws(ProcessingError) { defer { settle() }; try file.flush() }
+    /// Flushes, syncs and closes; afterwards `bytesWritten` and `framesOnDisk` are final.
+    public func close() throws(ProcessingError) { defer { settle() }; try file.close() }
+    /// Gives the file up (see `OutputFile.discard()`): for a start that failed before anything was written.
+    public func discard() { file.discard() }
 }

@@ -52,9 +52,21 @@ public final class H264Encoder {
 
         public init(width: Int, height: Int) { self.width = width; self.height = height }
 
-        public var effectiveKeyFrameInterval: Int { keyFrameInterval ?? max(1, Int((2 * maxFrameRate).rounded())) }
-        public var effectiveMaxBitrate: Int { maxBitrate ?? targetBitrate + targetBitrate / 2 }
+        /// Never traps, whatever the fields hold (out-of-range values are then refused by `validate()`).
+        public var effectiveKeyFrameInterval: Int {
+            if let keyFrameInterval { return keyFrameInterval }
+            let frames = (2 * maxFrameRate).rounded()
+            guard frames >= 1 else { return 1 }
+            return frames <= 1e9 ? Int(frames) : 1_000_000_000
+        }
+        public var effectiveMaxBitrate: Int {
+            maxBitrate ?? { let (sum, overflow) = targetBitrate.addingReportingOverflow(targetBitrate / 2); return overflow ? .max : sum }()
+        }
 
+        /// Checks every field against what OpenH264 accepts (size 16...4096 x 16...2304, even; 1...240 fps;
+        /// 10...100000 kbps; max bitrate up to 200000 kbps and not below the target; key-frame interval
+        /// 1...100000 frames; 1...4 threads; slices of 420...65535 bytes or 1...32 per frame). Callers check
+        /// settings with it before opening a camera; `init(settings:)` calls it too.
         public func validate() throws(EncoderError) {
             guard width >= 16, height >= 16, width <= 4096, height <= 2304 else {
                 throw EncoderError("size \(width)x\(height) is out of range: width 16...4096, height 16...2304")
@@ -73,7 +85,9 @@ public final class H264Encoder {
             guard (1...4).contains(threads) else { throw EncoderError("thread count \(threads) is out of range: 1...4") }
             switch sliceMode {
             case .single: break
-            case .maxNALSize(let n): guard (200...65535).contains(n) else { throw EncoderError("max NAL size \(n) is out of range: 200...65535 bytes") }
+            // OpenH264 2.3.1 refuses size-limited slices below 420 bytes for any frame of more than a few
+            // macroblocks (measured: 320x240 up to 4096x2304 all need ≥ 420), after the camera would have started.
+            case .maxNALSize(let n): guard (420...65535).contains(n) else { throw EncoderError("max NAL size \(n) is out of range: 420...65535 bytes") }
             case .fixedCount(let n): guard (1...32).contains(n) else { throw EncoderError("slice count \(n) is out of range: 1...32") }
             }
         }

@@ -18,20 +18,28 @@ public enum FormatSelector {
     public static let defaultFpsLimit = 30
 
     public static func select(from formats: [CaptureFormat], target: FrameSize, fpsLimit: Int = defaultFpsLimit) -> FormatSelection? {
-        let limit = Fraction(Int64(fpsLimit))
+        // Out-of-range arguments are clamped, never trap: a limit below 1 fps is 1, and a target beyond any
+        // size V4L2 can describe (32 bits) is that size.
+        let limit = Fraction(Int64(Swift.max(1, Swift.min(fpsLimit, Int(UInt32.max)))))
+        let bound = Int(UInt32.max)
+        let target = FrameSize(width: Swift.min(Swift.max(target.width, 0), bound), height: Swift.min(Swift.max(target.height, 0), bound))
         var best: (selection: FormatSelection, distance: Int, within: Bool, cost: Int)?
         for format in formats {
             guard let cost = format.pixelFormat.conversionCost else { continue }
             let size = format.size.closest(to: target)
-            let distance = abs(size.width - target.width) + abs(size.height - target.height)
+            let distance = gap(size.width, target.width).addingReportingOverflow(gap(size.height, target.height))
+            guard !distance.overflow, distance.partialValue <= UInt(Int.max) else { continue }
             let fps = format.intervals?.bestRate(limit: limit) ?? limit
             let within = fps <= limit
-            let candidate = (FormatSelection(format: format, size: size, fps: fps), distance, within, cost)
+            let candidate = (FormatSelection(format: format, size: size, fps: fps), Int(distance.partialValue), within, cost)
             guard let current = best else { best = candidate; continue }
             if isBetter(candidate, than: current) { best = candidate }
         }
         return best?.selection
     }
+
+    /// |a − b| without overflow (the true difference of two Ints always fits in a UInt).
+    private static func gap(_ a: Int, _ b: Int) -> UInt { a >= b ? UInt(bitPattern: a &- b) : UInt(bitPattern: b &- a) }
 
     private static func isBetter(_ a: (selection: FormatSelection, distance: Int, within: Bool, cost: Int),
                                  than b: (selection: FormatSelection, distance: Int, within: Bool, cost: Int)) -> Bool {

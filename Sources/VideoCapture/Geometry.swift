@@ -13,64 +13,137 @@ public struct FrameSize: Hashable, Sendable, Codable, CustomStringConvertible {
     }
 }
 
+/// The largest frames anything here accepts from outside input (fixture files, drivers' listings, the CLI):
+/// V4L2 carries sizes as `__u32` and intervals as two `__u32`; H.264 level 6.2 tops out at 8192x4320
+/// (139,264 macroblocks), and a frame must fit in memory a few times over. Values beyond these are refused
+/// with an error where they are parsed, so no arithmetic downstream can overflow.
+public enum CaptureLimits {
+    /// Width and height: 1...16384 pixels.
+    public static let maxDimension = 16384
+    /// Pixels per frame: at most 64 Mi (8192x8192; 256 MiB as 32-bit RGB).
+    public static let maxPixels = 1 << 26
+    /// Frame rates 0.001...1,000,000 fps (intervals 1 µs...1000 s).
+    public static let minRate = 0.001
+    public static let maxRate = 1_000_000.0
+    /// Numerators and denominators of rates and intervals: as in `struct v4l2_fract`, at most 2³²−1.
+    public static let maxFractionTerm = Int64(UInt32.max)
+
+    /// Nil when `size` is within the limits, else what is wrong with it.
+    public static func problem(with size: FrameSize) -> String? {
+        guard size.width >= 1, size.height >= 1 else { return "size \(size) must be positive" }
+        guard size.width <= maxDimension, size.height <= maxDimension else {
+            return "size \(size) is too large: width and height are at most \(maxDimension)"
+        }
+        guard size.width * size.height <= maxPixels else {
+            return "size \(size) is too large: at most \(maxPixels) pixels (8192x8192) per frame"
+        }
+        return nil
+    }
+
+    /// Nil when `rate` (frames per second) is within the limits and has terms a `v4l2_fract` holds.
+    public static func problem(withRate rate: Fraction) -> String? {
+        guard rate.numerator > 0 else { return "frame rate \(rate) must be positive" }
+        guard rate.numerator <= maxFractionTerm, rate.denominator <= maxFractionTerm else {
+            return "frame rate \(rate.numerator)/\(rate.denominator) has a term above \(maxFractionTerm)"
+        }
+        let v = rate.doubleValue
+        guard v >= minRate, v <= maxRate else { return "frame rate \(rate) fps is out of range: \(minRate)...\(Int(maxRate)) fps" }
+        return nil
+    }
+}
+
 /// An exact rational number, used for frame intervals (seconds) and frame rates (frames per second),
-/// as V4L2 does with `struct v4l2_fract`.
+/// as V4L2 does with `struct v4l2_fract`. Always reduced, the denominator always positive.
+///
+/// Arithmetic is checked: `adding`, `subtracting`, `multiplied(by:)` and `wholeSteps` return nil when the
+/// result does not fit in 64 bits, never trap. Build fractions from outside input with `init?(exactly:_:)`,
+/// which returns nil for a zero denominator instead of trapping.
 public struct Fraction: Hashable, Sendable, Comparable, CustomStringConvertible {
     public let numerator: Int64
     public let denominator: Int64
 
+    /// `numerator/denominator` reduced; nil when the denominator is zero (or a term is `Int64.min`).
+    public init?(exactly numerator: Int64, _ denominator: Int64 = 1) {
+        self.init(wide: Int128(numerator), Int128(denominator))
+    }
+
+    /// A fraction from constants in code. A zero denominator is a programming error (it traps); use
+    /// `init?(exactly:_:)` for values read from outside.
     public init(_ numerator: Int64, _ denominator: Int64 = 1) {
-        precondition(denominator != 0, "Fraction with a zero denominator")
-        var n = numerator, d = denominator
+        guard let f = Fraction(exactly: numerator, denominator) else {
+            preconditionFailure("Fraction \(numerator)/\(denominator): zero denominator or out of range")
+        }
+        self = f
+    }
+
+    /// Reduces a 128-bit quotient; nil for a zero denominator or a result that does not fit in 64 bits.
+    init?(wide n: Int128, _ d: Int128) {
+        guard d != 0 else { return nil }
+        var n = n, d = d
         if d < 0 { n = -n; d = -d }
-        let g = Fraction.gcd(Swift.abs(n), d)
-        self.numerator = g > 1 ? n / g : n
-        self.denominator = g > 1 ? d / g : d
-    }
-
-    /// The nearest fraction with a denominator of at most 1000 (`12.5` → 25/2, `29.97` → 2997/100).
-    public init(approximating value: Double) {
-        self.init(Int64((value * 1000).rounded()), 1000)
-    }
-
-    static func gcd(_ a: Int64, _ b: Int64) -> Int64 {
-        var a = a, b = b
+        var a = n.magnitude, b = d.magnitude
         while b != 0 { (a, b) = (b, a % b) }
-        return Swift.max(a, 1)
+        let g = Int128(Swift.max(a, 1))
+        n /= g; d /= g
+        guard let nn = Int64(exactly: n), let dd = Int64(exactly: d), nn != .min else { return nil }
+        numerator = nn; denominator = dd
+    }
+
+    /// The nearest fraction with a denominator of at most 1000 (`12.5` → 25/2, `29.97` → 2997/100); nil for
+    /// values that are not finite or beyond ±9e15.
+    public init?(approximating value: Double) {
+        let scaled = (value * 1000).rounded()
+        guard scaled.isFinite, Swift.abs(scaled) < 9e18, let n = Int64(exactly: scaled) else { return nil }
+        self.init(exactly: n, 1000)
     }
 
     public var doubleValue: Double { Double(numerator) / Double(denominator) }
-    public var reciprocal: Fraction { Fraction(denominator, numerator) }
+    /// 1/x. Traps for zero, which no parser lets through (intervals and rates are checked to be positive).
+    public var reciprocal: Fraction {
+        guard let r = Fraction(exactly: denominator, numerator) else { preconditionFailure("reciprocal of zero") }
+        return r
+    }
     public var isPositive: Bool { numerator > 0 }
 
     public static func < (a: Fraction, b: Fraction) -> Bool {
         a.numerator.multipliedFullWidth(by: b.denominator) < b.numerator.multipliedFullWidth(by: a.denominator)
     }
-    public static func + (a: Fraction, b: Fraction) -> Fraction {
-        Fraction(a.numerator * b.denominator + b.numerator * a.denominator, a.denominator * b.denominator)
+    /// a + b, nil on overflow.
+    public func adding(_ b: Fraction) -> Fraction? {
+        Fraction(wide: Int128(numerator) * Int128(b.denominator) + Int128(b.numerator) * Int128(denominator),
+                 Int128(denominator) * Int128(b.denominator))
     }
-    public static func - (a: Fraction, b: Fraction) -> Fraction {
-        Fraction(a.numerator * b.denominator - b.numerator * a.denominator, a.denominator * b.denominator)
+    /// a − b, nil on overflow.
+    public func subtracting(_ b: Fraction) -> Fraction? {
+        Fraction(wide: Int128(numerator) * Int128(b.denominator) - Int128(b.numerator) * Int128(denominator),
+                 Int128(denominator) * Int128(b.denominator))
     }
-    public static func * (a: Fraction, k: Int64) -> Fraction { Fraction(a.numerator * k, a.denominator) }
-    /// How many whole `b`s fit in `a` (floor), for non-negative values.
-    public static func wholeSteps(_ a: Fraction, _ b: Fraction) -> Int64 {
-        (a.numerator * b.denominator) / (b.numerator * a.denominator)
+    /// a × k, nil on overflow.
+    public func multiplied(by k: Int64) -> Fraction? {
+        Fraction(wide: Int128(numerator) * Int128(k), Int128(denominator))
+    }
+    /// How many whole `b`s fit in `a` (floor) for non-negative `a` and positive `b`; nil otherwise or on overflow.
+    public static func wholeSteps(_ a: Fraction, _ b: Fraction) -> Int64? {
+        guard a.numerator >= 0, b.numerator > 0 else { return nil }
+        return Int64(exactly: (Int128(a.numerator) * Int128(b.denominator)) / (Int128(b.numerator) * Int128(a.denominator)))
     }
 
     /// `30`, `12.5`, `29.97`: the shortest decimal that round-trips to three decimals (JSON friendly).
     public var description: String {
         if denominator == 1 { return String(numerator) }
         var s = String(format3(doubleValue))
+        guard s.contains(".") else { return s }
         while s.hasSuffix("0") { s.removeLast() }
         if s.hasSuffix(".") { s.removeLast() }
         return s
     }
 }
 
-/// `v` with exactly three decimals (`0.033`, `30.000`), as v4l2-ctl prints intervals and rates.
+/// `v` with exactly three decimals (`0.033`, `30.000`), as v4l2-ctl prints intervals and rates. Values
+/// beyond ±9e15 (never a real rate or interval) print in exponent form rather than trap.
 package func format3(_ v: Double) -> String {
-    let scaled = Int64((v * 1000).rounded())
+    let r = (v * 1000).rounded()
+    guard r.isFinite, Swift.abs(r) < 9e18, let scaled = Int64(exactly: r) else { return "\(v)" }
     let whole = scaled / 1000, frac = Swift.abs(scaled % 1000)
     let f = String(frac)
     return "\(scaled < 0 && whole == 0 ? "-" : "")\(whole).\(String(repeating: "0", count: 3 - f.count))\(f)"
@@ -92,11 +165,13 @@ public enum FrameSizeRange: Hashable, Sendable, CustomStringConvertible {
                              height: Swift.min(Swift.max(target.height, lo.height), hi.height))
         case .stepwise(let lo, let hi, let step):
             func snap(_ v: Int, _ lo: Int, _ hi: Int, _ step: Int) -> Int {
+                guard lo <= hi else { return lo }
                 let c = Swift.min(Swift.max(v, lo), hi)
                 guard step > 1 else { return c }
-                let k = (c - lo) / step
-                let down = lo + k * step, up = down + step
-                return (up <= hi && up - c < c - down) ? up : down
+                // No overflow for any values: down ≤ c ≤ hi, and "up" is only formed when it is ≤ hi.
+                let down = c - (c - lo) % step
+                guard hi - down >= step else { return down }
+                return step - (c - down) < c - down ? down + step : down
             }
             return FrameSize(width: snap(target.width, lo.width, hi.width, step.width),
                              height: snap(target.height, lo.height, hi.height, step.height))
@@ -107,9 +182,9 @@ public enum FrameSizeRange: Hashable, Sendable, CustomStringConvertible {
         switch self {
         case .discrete(let d): return d == s
         case .continuous(let lo, let hi):
-            return (lo.width...hi.width).contains(s.width) && (lo.height...hi.height).contains(s.height)
+            return lo.width <= s.width && s.width <= hi.width && lo.height <= s.height && s.height <= hi.height
         case .stepwise(let lo, let hi, let st):
-            return (lo.width...hi.width).contains(s.width) && (lo.height...hi.height).contains(s.height)
+            return lo.width <= s.width && s.width <= hi.width && lo.height <= s.height && s.height <= hi.height
                 && (s.width - lo.width) % Swift.max(st.width, 1) == 0 && (s.height - lo.height) % Swift.max(st.height, 1) == 0
         }
     }
@@ -133,36 +208,54 @@ public enum FrameIntervals: Hashable, Sendable {
     public var rateBounds: (min: Fraction, max: Fraction)? {
         switch self {
         case .discrete(let list):
-            guard let lo = list.max(), let hi = list.min() else { return nil }
+            let positive = list.filter(\.isPositive)
+            guard let lo = positive.max(), let hi = positive.min() else { return nil }
             return (lo.reciprocal, hi.reciprocal)
         case .stepwise(let a, let b, _), .continuous(let a, let b):
+            guard a.isPositive, a <= b else { return nil }
             return (b.reciprocal, a.reciprocal)
         }
     }
 
     /// Negotiation rule 3 for one size: the highest rate ≤ `limit`; if every rate is above it, the lowest.
+    /// Nil when nothing usable is offered (no positive interval, a range upside down, a limit ≤ 0).
     public func bestRate(limit: Fraction) -> Fraction? {
+        guard limit.isPositive else { return nil }
         switch self {
         case .discrete(let intervals):
             let rates = intervals.filter(\.isPositive).map(\.reciprocal)
             if let best = rates.filter({ $0 <= limit }).max() { return best }
             return rates.min()
         case .continuous(let lo, let hi):
-            // Any interval in [lo, hi]: the rate is the limit clamped into [1/hi, 1/lo].
-            let maxRate = lo.reciprocal, minRate = hi.reciprocal
-            if maxRate <= limit { return maxRate }
-            if minRate > limit { return minRate }
-            return limit
+            return Self.continuousRate(lo, hi, limit)
         case .stepwise(let lo, let hi, let step):
+            guard lo.isPositive, lo <= hi else { return nil }
             let target = limit.reciprocal   // the smallest interval within the limit
             if lo >= target { return lo.reciprocal }
-            let steps = Fraction.wholeSteps(hi - lo, step)
-            let last = lo + step * steps
+            // Checked arithmetic: a grid too fine to compute exactly is taken as a continuous range.
+            guard step.isPositive, let span = hi.subtracting(lo), let steps = Fraction.wholeSteps(span, step),
+                  let lastOffset = step.multiplied(by: steps), let last = lo.adding(lastOffset) else {
+                return Self.continuousRate(lo, hi, limit)
+            }
             if last < target { return last.reciprocal }  // every rate above the limit: the lowest
-            var k = Fraction.wholeSteps(target - lo, step)
-            if lo + step * k < target { k += 1 }
-            return (lo + step * k).reciprocal
+            guard let gap = target.subtracting(lo), var k = Fraction.wholeSteps(gap, step),
+                  var candidate = step.multiplied(by: k).flatMap(lo.adding) else { return Self.continuousRate(lo, hi, limit) }
+            if candidate < target {
+                k += 1
+                guard let next = step.multiplied(by: k).flatMap(lo.adding) else { return Self.continuousRate(lo, hi, limit) }
+                candidate = next
+            }
+            return candidate.reciprocal
         }
+    }
+
+    /// Any interval in [lo, hi]: the rate is the limit clamped into [1/hi, 1/lo].
+    private static func continuousRate(_ lo: Fraction, _ hi: Fraction, _ limit: Fraction) -> Fraction? {
+        guard lo.isPositive, lo <= hi else { return nil }
+        let maxRate = lo.reciprocal, minRate = hi.reciprocal
+        if maxRate <= limit { return maxRate }
+        if minRate > limit { return minRate }
+        return limit
     }
 }
 

@@ -4,28 +4,100 @@ import Glibc
 public import VideoCapture
 import CLibYUV
 
-/// A file opened for writing with errors that name the path; writes are checked (a full disk is an error).
+/// An output file written the way a recording needs it. The contract ("validate everything first, nothing
+/// lost when the start fails"):
+///
+/// - `init(path:)` checks and claims the path **without changing it**: it opens the path the user gave
+///   (following symbolic links, so a link or a device node is written through, never replaced; no temporary
+///   file is renamed over it), creating the file only if it does not exist, and takes an exclusive advisory
+///   lock (`flock(LOCK_EX | LOCK_NB)`): a second writer of the same file, in this process or another, fails at
+///   once with an error naming the file. A directory, an unwritable path or a FIFO nobody reads fail here too.
+/// - Nothing in an existing file is touched until the writer **commits**: the first time bytes are handed to
+///   the kernel (a full buffer, `flush()`, `close()`) or an explicit `commit()`. Only then is a regular file
+///   truncated. So open every output, then start the camera and the encoder; if anything fails before the first
+///   flush, drop the writers, `close()` or `discard()` them: existing files keep their contents, and files
+///   this object created are removed again — nothing empty is left behind. (`commit()` first to keep an
+///   empty output.)
+/// - Writes go through one preallocated buffer (no allocation per write) and `write(2)`; every error is
+///   reported with the path (`/dev/full` fails with "No space left on device"). `bytesWritten` counts only
+///   bytes the kernel accepted; `close()` also `fsync`s a regular file, so a full disk shows up as an error
+///   there at the latest.
+/// - Dropping a committed file without `close()` flushes what it can and ignores errors: call `close()` to
+///   learn whether everything was written.
 public final class OutputFile {
     public let path: String
-    private var handle: UnsafeMutablePointer<FILE>?
+    private var fd: Int32
+    private let buffer: UnsafeMutableRawPointer
+    private let capacity: Int
+    private var buffered = 0
+    private let isRegularFile: Bool
+    private let createdHere: Bool
+    public private(set) var isCommitted = false
+    /// Bytes the kernel has accepted (what survives this process being killed).
     public private(set) var bytesWritten: Int64 = 0
+    /// Bytes handed to `write` but still in this object's buffer.
+    public var bytesPending: Int { buffered }
 
-    /// Opens (creating or truncating) `path`; fails at once if it cannot be written.
-    public init(path: String) throws(ProcessingError) {
+    /// Opens and locks `path` without truncating it (see the type's documentation). `bufferSize` bytes are
+    /// allocated once.
+    public init(path: String, bufferSize: Int = 1 << 16) throws(ProcessingError) {
         self.path = path
-        guard let f = fopen(path, "wb") else {
-            throw ProcessingError(.ioFailed, "cannot write \(path): \(String(cString: strerror(errno)))")
+        func failure(_ what: String) -> ProcessingError { ProcessingError(.ioFailed, "cannot write \(path): \(what)") }
+        var existed = true
+        // O_NONBLOCK: a FIFO without a reader fails (ENXIO) instead of blocking; cleared again below.
+        var fd = open(path, O_WRONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
+        if fd < 0 && errno == ENOENT {
+            existed = false
+            fd = open(path, O_WRONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | O_CREAT | O_EXCL, 0o666)
         }
-        handle = f
+        guard fd >= 0 else {
+            let e = errno
+            throw failure(e == ENXIO ? "it is a FIFO that no process is reading" : String(cString: strerror(e)))
+        }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { let e = errno; Glibc.close(fd); throw failure(String(cString: strerror(e))) }
+        if st.st_mode & S_IFMT == S_IFDIR { Glibc.close(fd); throw failure("it is a directory") }
+        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            let e = errno
+            if !existed { unlink(path) }
+            Glibc.close(fd)
+            throw e == EWOULDBLOCK
+                ? ProcessingError(.ioFailed, "\(path) is being written by another writer (it holds the file's lock): refusing to write it at the same time")
+                : failure("cannot lock it (\(String(cString: strerror(e))))")
+        }
+        let flags = fcntl(fd, F_GETFL)
+        if flags >= 0 { _ = fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) }
+        self.fd = fd
+        isRegularFile = st.st_mode & S_IFMT == S_IFREG
+        createdHere = !existed
+        capacity = max(1, bufferSize)
+        buffer = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 16)
+    }
+
+    /// Truncates an existing regular file (once): from here on the file is this writer's. Called by the first
+    /// push of bytes to the kernel; call it yourself to empty the file before there is anything to write.
+    public func commit() throws(ProcessingError) {
+        guard !isCommitted else { return }
+        guard fd >= 0 else { throw ProcessingError(.ioFailed, "\(path) is already closed") }
+        if isRegularFile && ftruncate(fd, 0) != 0 {
+            throw ProcessingError(.ioFailed, "cannot truncate \(path): \(String(cString: strerror(errno)))")
+        }
+        isCommitted = true
     }
 
     public func write(_ p: UnsafeRawPointer, count: Int) throws(ProcessingError) {
-        guard let handle else { throw ProcessingError(.ioFailed, "\(path) is already closed") }
+        guard fd >= 0 else { throw ProcessingError(.ioFailed, "\(path) is already closed") }
         guard count > 0 else { return }
-        if fwrite(p, 1, count, handle) != count {
-            throw ProcessingError(.ioFailed, "writing \(path) failed after \(bytesWritten) bytes: \(String(cString: strerror(errno)))")
+        if buffered + count <= capacity {
+            buffer.advanced(by: buffered).copyMemory(from: p, byteCount: count)
+            buffered += count
+            return
         }
-        bytesWritten += Int64(count)
+        try flush()
+        if count >= capacity { try push(p, count) } else {
+            buffer.copyMemory(from: p, byteCount: count)
+            buffered = count
+        }
     }
 
     public func write(_ bytes: [UInt8]) throws(ProcessingError) { try write(bytes[...]) }
@@ -38,19 +110,71 @@ public final class OutputFile {
         try r.get()
     }
 
-    /// Pushes buffered bytes to the kernel, so what was written survives a crash of this process.
+    /// Hands buffered bytes to the kernel (committing first), so they survive this process.
     public func flush() throws(ProcessingError) {
-        guard let handle else { return }
-        if fflush(handle) != 0 { throw ProcessingError(.ioFailed, "flushing \(path) failed: \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { return }
+        guard buffered > 0 else { return }
+        let n = buffered
+        buffered = 0
+        try push(buffer, n)
     }
 
+    private func push(_ p: UnsafeRawPointer, _ count: Int) throws(ProcessingError) {
+        try commit()
+        var done = 0
+        while done < count {
+            let n = Glibc.write(fd, p + done, count - done)
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw ProcessingError(.ioFailed, "writing \(path) failed after \(bytesWritten) bytes: \(String(cString: strerror(errno)))")
+            }
+            if n == 0 { throw ProcessingError(.ioFailed, "writing \(path) failed after \(bytesWritten) bytes: the device took nothing") }
+            done += n
+            bytesWritten += Int64(n)
+        }
+    }
+
+    /// Flushes, syncs a regular file to the disk, unlocks and closes; reports any failure (idempotent).
     public func close() throws(ProcessingError) {
-        guard let h = handle else { return }
-        handle = nil
-        if fclose(h) != 0 { throw ProcessingError(.ioFailed, "closing \(path) failed: \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { return }
+        var failure: ProcessingError?
+        do { try flush() } catch { failure = error }
+        if failure == nil && !isCommitted && createdHere {
+            removeIfStillOurs()   // opened but never written (a start that failed): nothing is left behind
+        }
+        if failure == nil && isRegularFile && fsync(fd) != 0 && errno != EINVAL && errno != EROFS {
+            failure = ProcessingError(.ioFailed, "writing \(path) failed: \(String(cString: strerror(errno)))")
+        }
+        if Glibc.close(fd) != 0 && failure == nil && errno != EINTR {
+            failure = ProcessingError(.ioFailed, "closing \(path) failed: \(String(cString: strerror(errno)))")
+        }
+        fd = -1
+        if let failure { throw failure }
     }
 
-    deinit { if let handle { fclose(handle) } }
+    /// Gives up the file: buffered bytes are dropped; an uncommitted existing file keeps its contents, and a
+    /// file this object created is removed (also after a failed write: no empty or partial file is left).
+    public func discard() {
+        guard fd >= 0 else { return }
+        buffered = 0
+        if createdHere { removeIfStillOurs() }
+        Glibc.close(fd)
+        fd = -1
+    }
+
+    /// Unlinks `path` only if it still names the file this object opened (not something put there since).
+    private func removeIfStillOurs() {
+        var mine = stat(), there = stat()
+        guard fstat(fd, &mine) == 0, stat(path, &there) == 0, mine.st_dev == there.st_dev, mine.st_ino == there.st_ino else { return }
+        unlink(path)
+    }
+
+    deinit {
+        if fd >= 0 {
+            if isCommitted { try? close() } else { discard() }
+        }
+        buffer.deallocate()
+    }
 }
 
 /// A YUV4MPEG2 writer (plays in ffplay/mpv, reads in ffmpeg): 4:2:0, frame rate and colour range in the header.
@@ -60,10 +184,17 @@ public final class Y4MWriter {
     public private(set) var framesWritten = 0
     private let file: OutputFile
 
-    public init(path: String, width: Int, height: Int, fps: Fraction, fullRange: Bool = false) throws(ProcessingError) {
+    /// Opens `path` (see `OutputFile`: nothing is truncated before the first frames are flushed).
+    public convenience init(path: String, width: Int, height: Int, fps: Fraction, fullRange: Bool = false) throws(ProcessingError) {
+        guard width > 0, height > 0 else { throw ProcessingError(.invalidSize, "Y4M size \(width)x\(height) must be positive") }
+        try self.init(file: try OutputFile(path: path), width: width, height: height, fps: fps, fullRange: fullRange)
+    }
+
+    /// Writes into a file opened (and locked) earlier, e.g. before the camera started.
+    public init(file: OutputFile, width: Int, height: Int, fps: Fraction, fullRange: Bool = false) throws(ProcessingError) {
         guard width > 0, height > 0 else { throw ProcessingError(.invalidSize, "Y4M size \(width)x\(height) must be positive") }
         self.width = width; self.height = height
-        file = try OutputFile(path: path)
+        self.file = file
         let header = "YUV4MPEG2 W\(width) H\(height) F\(fps.numerator):\(fps.denominator) Ip A1:1 C420jpeg XCOLORRANGE=\(fullRange ? "FULL" : "LIMITED")\n"
         try file.write(Array(header.utf8))
     }
@@ -89,7 +220,12 @@ public final class Y4MWriter {
         return UnsafeRawPointer(p)
     }()
 
+    /// Bytes the kernel accepted so far.
+    public var bytesWritten: Int64 { file.bytesWritten }
+    public func flush() throws(ProcessingError) { try file.flush() }
     public func close() throws(ProcessingError) { try file.close() }
+    /// Gives the file up (see `OutputFile.discard()`).
+    public func discard() { file.discard() }
 }
 
 /// Still pictures of frames: PNG (RGB, stored deflate) or JPEG (4:2:0, libjpeg-turbo), picked by extension.
@@ -103,10 +239,29 @@ public enum SnapshotWriter {
         throw ProcessingError(.invalidArgument, "snapshot path \(path) must end in .png, .jpg or .jpeg")
     }
 
-    /// Writes `frame` to `path`.
+    /// Writes `frame` to `path` (encoded in memory first; a failed write removes a file it created, so no
+    /// empty or partial snapshot is left behind).
     public static func write(_ frame: I420Buffer, to path: String) throws(ProcessingError) {
+        let data = try encode(frame, kind: try kind(forPath: path))
+        try write(data, to: try OutputFile(path: path))
+    }
+
+    /// Writes `frame` into a file opened (and locked) earlier, e.g. before the camera started; the file is
+    /// truncated only now. Picks PNG or JPEG by the file's path.
+    public static func write(_ frame: I420Buffer, to file: OutputFile) throws(ProcessingError) {
         let data: [UInt8]
-        switch try kind(forPath: path) {
+        do { data = try encode(frame, kind: try kind(forPath: file.path)) } catch { file.discard(); throw error }
+        try write(data, to: file)
+    }
+
+    private static func write(_ data: [UInt8], to f: OutputFile) throws(ProcessingError) {
+        do { try f.write(data); try f.close() } catch { f.discard(); throw error }
+    }
+
+    /// The picture as PNG or JPEG bytes.
+    public static func encode(_ frame: I420Buffer, kind: Kind) throws(ProcessingError) -> [UInt8] {
+        let data: [UInt8]
+        switch kind {
         case .png: data = png(frame)
         case .jpeg:
             let writer = FormatWriter()
@@ -118,9 +273,7 @@ public enum SnapshotWriter {
             let n = try r.get()
             data = Array(out[0..<n])
         }
-        let f = try OutputFile(path: path)
-        try f.write(data)
-        try f.close()
+        return data
     }
 
     /// I420 → RGB (BT.601) → PNG bytes.

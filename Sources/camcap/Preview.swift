@@ -24,6 +24,8 @@ struct Preview: AsyncParsableCommand {
 
     func validate() throws {
         try capture.validateCommon()
+        try CLIRange.capture(capture)
+        try CLIRange.size(scale, "--scale")
         guard VideoRotation(rawValue: rotate) != nil else { throw ValidationError("--rotate must be 0, 90, 180 or 270, got \(rotate)") }
         if let n = snapshotEvery, n <= 0 { throw ValidationError("--snapshot-every must be positive, got \(n)") }
         if let s = snapshot { do { _ = try SnapshotWriter.kind(forPath: s) } catch { throw ValidationError(error.description) } }

@@ -31,11 +31,12 @@ struct Record: AsyncParsableCommand {
 
     func validate() throws {
         try capture.validateCommon()
+        try CLIRange.capture(capture)
         if keyint != nil && keyintSeconds != nil { throw ValidationError("give either --keyint or --keyint-seconds, not both") }
-        if let k = keyint, k <= 0 { throw ValidationError("--keyint must be positive, got \(k)") }
-        if let k = keyintSeconds, !(k > 0) { throw ValidationError("--keyint-seconds must be positive, got \(k)") }
-        if let n = snapshotEvery, n <= 0 { throw ValidationError("--snapshot-every must be positive, got \(n)") }
-        guard (10...100_000).contains(bitrate) else { throw ValidationError("--bitrate must be 10...100000 kbps, got \(bitrate)") }
+        try CLIRange.count(snapshotEvery, "--snapshot-every")
+        // The encoder's limits (OpenH264's), checked before the output or the camera is touched.
+        try CLIRange.encoder(bitrateKbps: bitrate, maxBitrateKbps: maxBitrate, keyint: keyint, keyintSeconds: keyintSeconds,
+                             threads: threads, maxNalSize: maxNalSize, fpsLimit: capture.fpsLimit)
     }
 
     func run() async throws {

@@ -148,7 +148,7 @@ func encodeFile(_ path: String, settings: H264Encoder.Settings, source: PatternS
     #expect(error { $0.maxFrameRate = 1000 }.contains("1...240"))
     #expect(error { $0.keyFrameInterval = 0 }.contains("1...100000"))
     #expect(error { $0.threads = 9 }.contains("1...4"))
-    #expect(error { $0.sliceMode = .maxNALSize(10) }.contains("200...65535"))
+    #expect(error { $0.sliceMode = .maxNALSize(10) }.contains("420...65535"))
     #expect(error { $0.maxBitrate = 100_000 }.contains("at least the target"))
     let enc = try? H264Encoder(settings: .init(width: 320, height: 240))
     #expect(throws: EncoderError.self) { try enc?.setRates(bitrate: 0, fps: 30) }

@@ -233,7 +233,9 @@ func startStream(_ k: FakeKernel, _ s: Sink, config: V4L2Stream.Configuration = 
         capturer = nil   // released without stopCapture()
         #expect(k.callLog.contains("STREAMOFF"))
         #expect(k.mappedCount == 0 && k.openCount == 0, "mapped \(k.mappedCount), open \(k.openCount)")
-        #expect(try await it.next() == nil, "the stream ends with its capturer")
+        var buffered = 0
+        while try await it.next() != nil { buffered += 1 }   // what was already queued for us, then the end
+        #expect(buffered <= 1, "the stream ends with its capturer")
     }
 
     @Test func hotplugReportsCamerasAppearingAndGoingButNotOtherNodes() async throws {
