@@ -55,6 +55,8 @@ protocol PictureStage: AnyObject {
     func consume(_ picture: I420Buffer, frame: VideoFrame) throws
     /// Closes outputs; called once at the end, also after an error.
     func end() throws
+    /// Gives up the outputs when the run fails before it starts (existing files keep their contents, new ones go).
+    func discard()
     /// The stage's part of the summary's `frames:` line ("encoded 150, skipped 0"), if any.
     var framesSummary: String? { get }
     /// Live figures for the progress line ("1480 kbps").
@@ -65,6 +67,7 @@ protocol PictureStage: AnyObject {
 
 extension PictureStage {
     func begin(_ pipeline: CapturePipeline) throws {}
+    func discard() {}
     var framesSummary: String? { nil }
     var progress: String? { nil }
 }
@@ -104,13 +107,12 @@ final class CapturePipeline {
         let frames = capturer.frames(bufferingNewest: 2)   // subscribed before the start: the first frame is ours
         let stopSignal = StopSignal { [capturer] in Task { try? await capturer.stopCapture() } }
         defer { withExtendedLifetime(stopSignal) {} }
-        applied = try await capturer.startCapture(device: device, format: selection.format, size: selection.size, fps: selection.fps)
-        var began = 0
         do {
-            for s in stages { try s.begin(self); began += 1 }
+            applied = try await capturer.startCapture(device: device, format: selection.format, size: selection.size, fps: selection.fps)
+            for s in stages { try s.begin(self) }
         } catch {
-            try? await capturer.stopCapture()
-            for s in stages.prefix(began) { try? s.end() }
+            if capturer.isRunning { try? await capturer.stopCapture() }
+            for s in stages { s.discard() }   // nothing was written: existing files untouched, new ones removed
             throw error
         }
         if !options.quiet {
@@ -259,14 +261,6 @@ struct Progress {
         FileHandle.standardError.write(Data(((tty ? "\r\u{1B}[K" : "") + text() + (tty ? "" : "\n")).utf8))
     }
     func finish() { if !quiet && tty { FileHandle.standardError.write(Data("\n".utf8)) } }
-}
-
-/// Checks that `path` can be written without destroying it: opens it for writing without truncating
-/// (creating it when missing) and closes it again.
-func checkWritable(_ path: String) throws {
-    let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0o644)
-    guard fd >= 0 else { throw CLIError("cannot write \(path): \(String(cString: strerror(errno)))") }
-    close(fd)
 }
 
 extension Fraction {

@@ -59,8 +59,11 @@ final class EncodeStage: PictureStage {
 
     func end() throws {
         defer { encoder?.close() }
+        if encoded == 0 { writer.discard(); return }   // nothing recorded: an existing file keeps its contents
         try writer.close()
     }
+
+    func discard() { writer.discard(); encoder?.close() }
 
     private var kbps: Double {
         guard let firstTs else { return 0 }
@@ -74,25 +77,30 @@ final class EncodeStage: PictureStage {
         [("key frames", "\(keyFrames) (interval \(settings.effectiveKeyFrameInterval) frames)"),
          ("bitrate", "\(fmt(kbps, 0)) kbps average (target \(targetKbps) kbps)"),
          ("encode time", "p50 \(fmt(encodeTime.percentileMs(0.5), 2)) ms, p95 \(fmt(encodeTime.percentileMs(0.95), 2)) ms"),
-         ("output", "\(writer.path) (\(writer.bytesWritten) bytes)")]
+         ("output", "\(writer.path) (\(writer.bytesWritten) bytes, \(writer.framesOnDisk) frames on disk)")]
     }
 }
 
-/// Writes every picture to a Y4M file (opened at the first picture, whose size it takes).
+/// Writes every picture to a Y4M file (claimed before the camera starts; the header takes the first picture's size).
 final class Y4MStage: PictureStage {
     let path: String
+    private let file: OutputFile
     private var writer: Y4MWriter?
     private var fps = Fraction(30)
     init(path: String) throws {
         self.path = path
-        try checkWritable(path)
+        file = try OutputFile(path: path)   // opened and locked, not truncated until the first frames are flushed
     }
     func begin(_ pipeline: CapturePipeline) throws { fps = pipeline.applied.fps }
     func consume(_ picture: I420Buffer, frame: VideoFrame) throws {
-        if writer == nil { writer = try Y4MWriter(path: path, width: picture.width, height: picture.height, fps: fps) }
+        if writer == nil { writer = try Y4MWriter(file: file, width: picture.width, height: picture.height, fps: fps) }
         try writer!.write(picture)
     }
-    func end() throws { try writer?.close() }
+    func end() throws {
+        guard let writer else { file.discard(); return }
+        try writer.close()
+    }
+    func discard() { file.discard() }
     var summary: [(String, String)] { [("y4m", "\(path) (\(writer?.framesWritten ?? 0) frames)")] }
 }
 
@@ -106,11 +114,14 @@ final class SnapshotStage: PictureStage {
     private var lastPath: String?
     private(set) var lastSize: FrameSize?
 
+    /// The one snapshot file (with `every == nil`), claimed before the camera starts.
+    private let single: OutputFile?
+
     /// `path(n)` names the snapshot of picture n (1-based); with `every == nil`, `path(0)` is the one file.
     init(every: Int?, path: @escaping (Int) -> String) throws {
         self.every = every; self.path = path
         _ = try SnapshotWriter.kind(forPath: path(0))
-        if every == nil { try checkWritable(path(0)) }
+        single = every == nil ? try OutputFile(path: path(0)) : nil
     }
     func consume(_ picture: I420Buffer, frame: VideoFrame) throws {
         count += 1
@@ -122,9 +133,12 @@ final class SnapshotStage: PictureStage {
         }
     }
     func end() throws {
-        if every == nil, let last { try SnapshotWriter.write(last, to: path(0)); written += 1; lastPath = path(0) }
-        last = nil
+        defer { last = nil }
+        guard let single else { return }
+        guard let last else { single.discard(); return }
+        try SnapshotWriter.write(last, to: single); written += 1; lastPath = single.path
     }
+    func discard() { single?.discard() }
     var summary: [(String, String)] { [("snapshots", written == 0 ? "none" : "\(written)\(lastPath.map { ", last \($0)" } ?? "")")] }
 }
 
