@@ -40,14 +40,13 @@ let package = Package(
                 exclude: ["README.md", "cameras"],   // compiled in: BuiltinCameras.swift
                 swiftSettings: upcoming),
         .target(name: "V4L2Capture",
-                dependencies: ["VideoCapture", "CV4L2", .product(name: "Logging", package: "swift-log")],
+                dependencies: ["VideoCapture", "CV4L2"],
                 swiftSettings: upcoming),
         .target(name: "H264",
                 dependencies: ["VideoCapture", "VideoProcessing", "COpenH264"],
                 swiftSettings: upcoming),
         .executableTarget(name: "camcap",
                 dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture", "H264",
-                               "CLibYUV", "COpenH264",
                                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                .product(name: "Logging", package: "swift-log")]),
 
@@ -57,7 +56,7 @@ let package = Package(
                 swiftSettings: [.swiftLanguageMode(.v5)]),   // a linear test script
 
         .target(name: "TestSupport", path: "Tests/TestSupport"),
-        .testTarget(name: "VideoCaptureTests", dependencies: ["VideoCapture", "FixtureCameras"]),
+        .testTarget(name: "VideoCaptureTests", dependencies: ["VideoCapture", "FixtureCameras", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "VideoProcessingTests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "TestSupport"]),
         .testTarget(name: "H264Tests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "H264", "TestSupport"]),
         .testTarget(name: "V4L2CaptureTests", dependencies: ["VideoCapture", "V4L2Capture", "CV4L2"]),

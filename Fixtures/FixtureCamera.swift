@@ -22,6 +22,8 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
         public var disconnectAfterFrames: Int?
         /// Number of frame buffers, as a V4L2 driver's queue (frames held by consumers are not reused).
         public var bufferCount: Int
+        /// Private buffers used when consumers hold all the others (as `V4L2Stream.Configuration.copyBuffers`).
+        public var copyBuffers: Int = 2
         /// Sensor-like noise added to luma (amplitude, 0 = the clean pattern), so encoders have detail to spend bits on.
         public var noise: Int
         public init(pacing: Pacing = .realTime, disconnectAfterFrames: Int? = nil, bufferCount: Int = 4, noise: Int = 0) {
@@ -137,14 +139,14 @@ final class FixtureStream: CaptureStream, @unchecked Sendable {
         let tiled = format.isCompressed ? TiledMJPEGWriter(width: w, height: h) : nil
         let writer = FormatWriter()
         let capacity = tiled?.capacity ?? FormatWriter.capacity(for: format, width: w, height: h)
-        var storages = (0..<options.bufferCount).map { _ in FrameStorage(capacity: capacity) }
+        // `bufferCount` driver-like buffers, then `copyBuffers` private ones used only when all those are held.
+        var storages = (0..<(options.bufferCount + options.copyBuffers)).map { _ in FrameStorage(capacity: capacity) }
         // Touch every page now, like a driver's buffers: the first frames cost no page faults.
         for s in storages { memset(s.baseAddress, 0, s.capacity) }
         // Frame period in nanoseconds, exact as a fraction: 1e9 * den / num.
         let periodNum = Int64(1_000_000_000) * applied.fps.denominator, periodDen = applied.fps.numerator
         let start = monotonicNanoseconds()
         var index: Int64 = 0
-        var driverDrops = 0
         while !stopRequested.load(ordering: .acquiring) {
             if let n = options.disconnectAfterFrames, index >= n {
                 storages.removeAll()
@@ -154,14 +156,19 @@ final class FixtureStream: CaptureStream, @unchecked Sendable {
             let due = start + index * periodNum / periodDen
             if options.pacing == .realTime { sleepUntil(due) }
             guard !stopRequested.load(ordering: .acquiring) else { break }
-            // A free buffer, as a driver's queue: one the consumers no longer hold.
+            // A free buffer, as a driver's queue: one the consumers no longer hold. The frame lifetime contract
+            // is the V4L2 one: with every buffer held, a private copy buffer; with those held too, a drop.
             var slot = -1
-            for i in storages.indices where isKnownUniquelyReferenced(&storages[i]) { slot = i; break }
+            for i in 0..<options.bufferCount where isKnownUniquelyReferenced(&storages[i]) { slot = i; break }
             if slot < 0 {
                 if options.pacing == .asFastAsConsumed { usleep(500); continue }
-                driverDrops += 1; index += 1
-                sink.dropped(.driverDropped, 1)
-                continue
+                for i in options.bufferCount..<storages.count where isKnownUniquelyReferenced(&storages[i]) { slot = i; break }
+                if slot < 0 {
+                    index += 1
+                    sink.dropped(.buffersHeld, 1)
+                    continue
+                }
+                sink.copied()
             }
             renderer.advance(to: UInt64(index))
             let buffer: VideoFrameBuffer
@@ -178,7 +185,9 @@ final class FixtureStream: CaptureStream, @unchecked Sendable {
                 sink.failed(CaptureError(.streamFailed, "fixture camera could not render \(format): \(error)"))
                 return
             }
-            let ts = options.pacing == .realTime ? monotonicNanoseconds() : start + index * periodNum / periodDen
+            // The capture time is when the frame was due (as a sensor stamps its exposure), in both pacings:
+            // exact 1/fps steps, also when this thread runs late on a loaded machine.
+            let ts = due
             sink.frame(VideoFrame(buffer: buffer, rotation: rotation, timestampNs: ts, sequence: UInt64(index)))
             index += 1
         }

@@ -10,7 +10,7 @@ swift_tests=$(grep -oE "Test run with [0-9]+ tests?" .build/test.log | tail -1 |
 vm_checks=0
 if [ "${SKIP_VM:-0}" != "1" ]; then
   Scripts/vivid-vm-test.sh
-  vm_checks=$(grep -oE "^RESULT: [0-9]+ passed" .build/vm/console.log | grep -oE "[0-9]+" || echo 0)
+  vm_checks=$(( $(grep -oE "^RESULT: [0-9]+ passed" .build/vm/console.log | grep -oE "[0-9]+" || echo 0) + $(grep -oE "^RESULT-HOST: [0-9]+ passed" .build/vm/console.log | grep -oE "[0-9]+" || echo 0) ))
 fi
 echo "swift test: ${swift_tests} tests passed; vivid VM: ${vm_checks} checks passed"
 echo "tests: $((swift_tests + vm_checks)) passed, 0 failed"

@@ -37,9 +37,11 @@ depmod -b "$KROOT" "$KVER"
 MODS=$(modprobe -d "$KROOT" -S "$KVER" --show-depends vivid | awk '$1=="insmod"{print $2}')
 [ -n "$MODS" ] || { log "cannot resolve vivid's modules"; exit 1; }
 
-# 2. The check program.
+# 2. The check program, and camcap (run inside the VM on a camera that is unplugged mid-recording).
 swift build --product vivid-check >/dev/null
+swift build --product camcap >/dev/null
 BIN=$(swift build --show-bin-path)/vivid-check
+CAMCAP=$(swift build --show-bin-path)/camcap
 
 # 3. The initramfs: busybox, modules, the check, v4l2-ctl, and every library they load.
 IRD=$WORK/initramfs
@@ -47,8 +49,9 @@ rm -rf "$IRD"; mkdir -p "$IRD"/{bin,sbin,proc,sys,dev,tmp,modules,usr/bin,check,
 cp /bin/busybox "$IRD/bin/busybox"
 for m in $MODS; do cp "$m" "$IRD/modules/"; echo "$(basename "$m")" >> "$IRD/modules/order"; done
 cp "$BIN" "$IRD/check/vivid-check"
+cp "$CAMCAP" "$IRD/check/camcap"
 cp /usr/bin/v4l2-ctl "$IRD/usr/bin/v4l2-ctl"
-for exe in "$BIN" /usr/bin/v4l2-ctl; do
+for exe in "$BIN" "$CAMCAP" /usr/bin/v4l2-ctl; do
   ldd "$exe" | awk '/=>/{print $3} /^\s*\/lib/{print $1}' | while read -r lib; do
     [ -f "$lib" ] || continue
     mkdir -p "$IRD$(dirname "$lib")"; cp -L "$lib" "$IRD$lib"
@@ -83,7 +86,18 @@ timeout "$TIMEOUT" qemu-system-x86_64 -accel tcg -m 1536 -smp 2 -kernel "$VMLINU
   -append "console=ttyS0 quiet panic=-1" -nographic -no-reboot -monitor none -serial stdio </dev/null > "$OUT" 2>&1 || true
 log "VM ran $(( $(date +%s) - start )) s"
 grep -E "^(PASS|FAIL|  |RESULT|VM-READY|VIVID-CHECK-EXIT|INSMOD-FAILED)" "$OUT" | sed 's/\r$//' || true
-if ! grep -q "^RESULT: .* 0 failed" <(tr -d '\r' < "$OUT"); then
+# 5. On the host: the file camcap left after the unplug must decode (ffprobe) with every frame it reported.
+tr -d '\r' < "$OUT" | sed -n '/^H264-BEGIN$/,/^H264-END$/p' | sed '1d;$d' | base64 -d > "$WORK/unplugged.h264" 2>/dev/null || true
+reported=$(tr -d '\r' < "$OUT" | awk '/^H264-ENCODED/{print $2}')
+decoded=$(ffprobe -v error -f h264 -count_frames -show_entries stream=nb_read_frames -of csv=p=0 "$WORK/unplugged.h264" 2>/dev/null | tr -d ' \n' || true)
+host_failed=0
+if [ -n "$reported" ] && [ "$decoded" = "$reported" ] && [ "$reported" -gt 0 ]; then
+  echo "PASS host: the file camcap left after the unplug decodes: $decoded of $reported frames (ffprobe)"
+else
+  echo "FAIL host: the file camcap left after the unplug: ffprobe decoded '$decoded' of '$reported' frames"; host_failed=1
+fi
+echo "RESULT-HOST: $((1 - host_failed)) passed, $host_failed failed" | tee -a "$OUT"
+if ! grep -q "^RESULT: .* 0 failed" <(tr -d '\r' < "$OUT") || [ "$host_failed" != 0 ]; then
   log "vivid VM test FAILED (full console: $OUT)"
   tail -n 40 "$OUT" >&2
   exit 1

@@ -24,6 +24,7 @@ static inline void *cv4l2_mmap(void *start, size_t length, int prot, int flags, 
 static inline int cv4l2_munmap(void *start, size_t length) { return v4l2_munmap(start, length); }
 static inline int cv4l2_errno(void) { return errno; }
 static inline void cv4l2_set_errno(int e) { errno = e; }
+static inline int cv4l2_pipe2(int fds[2], int flags) { return pipe2(fds, flags); }
 
 static const unsigned long CV4L2_VIDIOC_QUERYCAP = VIDIOC_QUERYCAP;
 static const unsigned long CV4L2_VIDIOC_ENUM_FMT = VIDIOC_ENUM_FMT;

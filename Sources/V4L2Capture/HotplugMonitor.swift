@@ -1,6 +1,7 @@
 import CV4L2
 public import VideoCapture
 import Foundation
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -11,78 +12,105 @@ public enum DeviceEvent: Sendable, Equatable {
     case disconnected(path: String)
 }
 
-/// Watches `/dev` with inotify for `videoN` nodes being created or removed.
+/// Watches a directory (`/dev`) with inotify for `videoN` nodes being created or removed, and reports the
+/// ones that are cameras: a node that does not capture video (UVC's metadata node, a codec) is not reported,
+/// nor is its removal. `stop()` may be called any number of times; releasing the monitor stops it.
 public final class HotplugMonitor: Sendable {
     public let directory: String
     public let events: AsyncStream<DeviceEvent>
     private let fd: Int32
-    private let wakePipe: (Int32, Int32)
+    private let wakePipe: (read: Int32, write: Int32)
     private let done = DispatchSemaphore(value: 0)
+    private let stopped = Mutex(false)
 
-    public init(directory: String = "/dev") throws(CaptureError) {
+    /// `isCamera` decides whether a new node is reported (default: it answers VIDIOC_QUERYCAP as a streaming
+    /// video capture device).
+    public init(directory: String = "/dev", isCamera: (@Sendable (String) -> Bool)? = nil) throws(CaptureError) {
         self.directory = directory
-        let fd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
-        guard fd >= 0 else { throw CaptureError(.ioctlFailed, "inotify_init1 failed", errno: errno) }
-        guard inotify_add_watch(fd, directory, UInt32(IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM)) >= 0 else {
-            let e = errno; Glibc.close(fd)
-            throw CaptureError(.ioctlFailed, "cannot watch \(directory) for camera hot-plug", errno: e)
+        let fd: Int32
+        switch Syscall.inotifyInit() {
+        case .success(let f): fd = f
+        case .failure(let e): throw CaptureError(.ioctlFailed, "cannot start watching for cameras (inotify_init1)", errno: e.rawValue, operation: "inotify_init1")
         }
-        var p: [Int32] = [0, 0]
-        guard pipe(&p) == 0 else { let e = errno; Glibc.close(fd); throw CaptureError(.ioctlFailed, "pipe failed", errno: e) }
+        if case .failure(let e) = Syscall.inotifyAddWatch(fd, directory, UInt32(IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM | IN_ATTRIB)) {
+            Syscall.close(fd)
+            throw CaptureError(.ioctlFailed, "cannot watch \(directory) for camera hot-plug", errno: e.rawValue, operation: "inotify_add_watch")
+        }
+        let pipe: (read: Int32, write: Int32)
+        switch Syscall.pipe() {
+        case .success(let p): pipe = p
+        case .failure(let e): Syscall.close(fd); throw CaptureError(.ioctlFailed, "cannot create the monitor's wake-up pipe", errno: e.rawValue, operation: "pipe2")
+        }
         self.fd = fd
-        self.wakePipe = (p[0], p[1])
+        self.wakePipe = pipe
         let (stream, continuation) = AsyncStream<DeviceEvent>.makeStream()
         self.events = stream
-        let wake = p[0]
+        let check = isCamera ?? { path in (try? V4L2DeviceProvider().describe(path)) != nil }
+        // The cameras already there: their removal is reported, their presence is not an event.
+        let present = Set(V4L2DeviceProvider(devDirectory: directory).nodePaths().filter(check))
         let doneSem = done
         let t = Thread {
-            HotplugMonitor.loop(fd: fd, wake: wake, directory: directory, continuation: continuation)
+            HotplugMonitor.loop(fd: fd, wake: pipe.read, directory: directory, known: present, isCamera: check, continuation: continuation)
             doneSem.signal()
         }
         t.name = "v4l2-hotplug"
         t.start()
     }
 
-    private static func loop(fd: Int32, wake: Int32, directory: String, continuation: AsyncStream<DeviceEvent>.Continuation) {
-        var buf = [UInt8](repeating: 0, count: 4096)
+    deinit { stop() }
+
+    private static func loop(fd: Int32, wake: Int32, directory: String, known: Set<String>, isCamera: @Sendable (String) -> Bool,
+                             continuation: AsyncStream<DeviceEvent>.Continuation) {
+        var cameras = known
+        var pending = Set<String>()   // created but not (yet) a camera: udev may still be setting permissions
+        let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 8)
+        defer { buf.deallocate() }
         let headerSize = MemoryLayout<inotify_event>.size
         outer: while true {
             var fds = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0), pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
-            let rc = poll(&fds, 2, -1)
-            if rc < 0 { if errno == EINTR { continue }; break }
+            guard case .success = Syscall.poll(&fds, timeoutMs: -1) else { break }
             if fds[1].revents != 0 { break }
-            let n = read(fd, &buf, buf.count)
-            if n <= 0 { continue }
+            guard case .success(let n) = Syscall.read(fd, buf), n > 0 else { continue }
             var off = 0
             while off + headerSize <= n {
-                let (mask, len) = buf.withUnsafeBytes { raw -> (UInt32, Int) in
-                    let ev = raw.loadUnaligned(fromByteOffset: off, as: inotify_event.self)
-                    return (ev.mask, Int(ev.len))
-                }
-                let nameBytes = buf[(off + headerSize)..<min(n, off + headerSize + len)].prefix { $0 != 0 }
-                let name = String(decoding: nameBytes, as: UTF8.self)
+                let ev = buf.loadUnaligned(fromByteOffset: off, as: inotify_event.self)
+                let len = Int(ev.len)
+                let nameStart = off + headerSize, nameEnd = min(n, nameStart + len)
+                let name = String(decoding: UnsafeRawBufferPointer(rebasing: buf[nameStart..<nameEnd]).prefix { $0 != 0 }, as: UTF8.self)
                 off += headerSize + len
+                if ev.mask & UInt32(IN_IGNORED) != 0 { break outer }
                 guard name.hasPrefix("video"), Int(name.dropFirst(5)) != nil else { continue }
-                if mask & UInt32(IN_CREATE | IN_MOVED_TO) != 0 { continuation.yield(.connected(path: directory + "/" + name)) }
-                if mask & UInt32(IN_DELETE | IN_MOVED_FROM) != 0 { continuation.yield(.disconnected(path: directory + "/" + name)) }
-                if mask & UInt32(IN_IGNORED) != 0 { break outer }
+                let path = directory + "/" + name
+                if ev.mask & UInt32(IN_CREATE | IN_MOVED_TO | IN_ATTRIB) != 0, !cameras.contains(path) {
+                    if isCamera(path) {
+                        cameras.insert(path); pending.remove(path)
+                        continuation.yield(.connected(path: path))
+                    } else {
+                        pending.insert(path)
+                    }
+                }
+                if ev.mask & UInt32(IN_DELETE | IN_MOVED_FROM) != 0 {
+                    pending.remove(path)
+                    if cameras.remove(path) != nil { continuation.yield(.disconnected(path: path)) }
+                }
             }
         }
         continuation.finish()
     }
 
-    /// Stops watching; the event stream finishes.
+    /// Stops watching; the event stream finishes. Safe to call more than once, from any thread.
     public func stop() {
-        var one: UInt8 = 1
-        _ = write(wakePipe.1, &one, 1)
+        let first = stopped.withLock { s -> Bool in defer { s = true }; return !s }
+        guard first else { return }
+        _ = Syscall.write(wakePipe.write, 1)
         done.wait()
-        Glibc.close(fd); Glibc.close(wakePipe.0); Glibc.close(wakePipe.1)
+        Syscall.close(fd); Syscall.close(wakePipe.read); Syscall.close(wakePipe.write)
     }
 }
 
 extension CameraVideoCapturer {
     /// Camera connected/disconnected notifications (as AVFoundation's `AVCaptureDeviceWasConnected/
-    /// DisconnectedNotification`), from inotify on `directory`. Call `stop()` on the monitor when done.
+    /// DisconnectedNotification`), from inotify on `directory`. Stop the monitor (or release it) when done.
     /// A camera that goes away while capturing also stops capture with a `.disconnected` error.
     public func watchDevices(directory: String = "/dev") throws(CaptureError) -> HotplugMonitor {
         try HotplugMonitor(directory: directory)

@@ -32,10 +32,7 @@ final class V4L2Node {
         self.io = V4L2IO(kernel: kernel, path: path)
         let (fd, e) = kernel.open(path)
         guard fd >= 0 else {
-            switch e {
-            case ENOENT: throw CaptureError(.unknownDevice, "\(path) does not exist", errno: e, device: path)
-            default: throw io.error(e, "open")
-            }
+            throw io.error(Errno(e), "open")
         }
         self.fd = fd
     }
@@ -48,7 +45,7 @@ final class V4L2Node {
 
     func capabilities() throws(CaptureError) -> V4L2Capabilities {
         var cap = v4l2_capability()
-        try io.check(fd, CV4L2_VIDIOC_QUERYCAP, "VIDIOC_QUERYCAP", &cap)
+        try io.ioctl(fd, .querycap, &cap)
         let caps = cap.capabilities & CV4L2_CAP_DEVICE_CAPS != 0 ? cap.device_caps : cap.capabilities
         return V4L2Capabilities(driver: cString(cap.driver), card: cString(cap.card), busInfo: cString(cap.bus_info), deviceCaps: caps)
     }
@@ -60,9 +57,10 @@ final class V4L2Node {
         while true {
             var desc = v4l2_fmtdesc()
             desc.index = index; desc.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE
-            let e = io.call(fd, CV4L2_VIDIOC_ENUM_FMT, &desc)
-            if e == EINVAL { break }
-            if e != 0 { throw io.error(e, "VIDIOC_ENUM_FMT index \(index)") }
+            if let e = io.errnoOf(fd, .enumFormat, &desc) {
+                if e.rawValue == EINVAL { break }   // the end of the list
+                throw io.error(e, "VIDIOC_ENUM_FMT index \(index)")
+            }
             index += 1
             if desc.flags & CV4L2_FMT_FLAG_EMULATED != 0 { continue }
             let pf = PixelFormat(rawValue: desc.pixelformat)
@@ -72,8 +70,7 @@ final class V4L2Node {
             while true {
                 var fs = v4l2_frmsizeenum()
                 fs.index = sizeIndex; fs.pixel_format = desc.pixelformat
-                let e2 = io.call(fd, CV4L2_VIDIOC_ENUM_FRAMESIZES, &fs)
-                if e2 != 0 { break }   // EINVAL ends the list; drivers without the ioctl list no sizes
+                if io.errnoOf(fd, .enumFrameSizes, &fs) != nil { break }   // EINVAL ends the list; drivers without the ioctl list no sizes
                 sizeIndex += 1
                 switch fs.type {
                 case V4L2_FRMSIZE_TYPE_DISCRETE.rawValue:
@@ -99,7 +96,7 @@ final class V4L2Node {
         while true {
             var fi = v4l2_frmivalenum()
             fi.index = i; fi.pixel_format = fourcc; fi.width = UInt32(size.width); fi.height = UInt32(size.height)
-            if io.call(fd, CV4L2_VIDIOC_ENUM_FRAMEINTERVALS, &fi) != 0 { break }
+            if io.errnoOf(fd, .enumFrameIntervals, &fi) != nil { break }
             i += 1
             if fi.type == V4L2_FRMIVAL_TYPE_DISCRETE.rawValue {
                 if fi.discrete.numerator > 0 && fi.discrete.denominator > 0 {

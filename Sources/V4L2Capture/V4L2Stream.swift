@@ -9,22 +9,28 @@ import Glibc
 /// A streaming V4L2 camera: S_FMT/S_PARM, read back with G_FMT/G_PARM, mmap buffers, a dedicated thread
 /// that polls with a timeout and dequeues.
 ///
-/// **Frame lifetime contract.** A delivered frame borrows the driver's mmap'd buffer: no pixel is copied.
-/// The buffer goes back to the driver once every `VideoFrame` referencing it is gone; the capture thread
-/// re-queues it on its next wake-up (at most `pollTimeoutMs` later). Consumers may hold frames as long as
-/// they like, but each held frame is one buffer the driver cannot fill: when only one buffer would be left
-/// queued, the newest frame is copied into a private buffer instead, so the driver never starves.
-/// After `stop()`, frames still held stay valid; their mapping is released with the last reference.
+/// **Frame lifetime contract** (the same for every backend, see `VideoFrame`). A delivered frame borrows the
+/// driver's mmap'd buffer, read-only: no pixel is copied. The buffer goes back to the driver once every
+/// `VideoFrame` referencing it is gone; the capture thread re-queues it on its next wake-up (at most
+/// `pollTimeoutMs` later). Each held frame is one buffer the driver cannot fill: when the buffer just
+/// dequeued was the last one the driver had (none queued, none free), the frame is copied into one of
+/// `copyBuffers` private buffers allocated at start, so the driver never starves. When consumers also hold
+/// every copy, the frame is dropped with reason `.buffersHeld`. Copies are counted (`CaptureStatistics.copied`);
+/// nothing is allocated per frame. After `stop()`, frames still held stay valid; their mapping is released
+/// with the last reference.
 public final class V4L2Stream: CaptureStream, @unchecked Sendable {
     // @unchecked: after init, the mutable members below are touched only by the capture thread, except
     // `stopRequested` (atomic) and `thread` (set once in init; its join is a Mutex).
     public struct Configuration: Sendable {
         public var bufferCount: Int = 4
+        /// Private buffers for frames copied out of driver memory when consumers hold the others.
+        public var copyBuffers: Int = 2
         public var pollTimeoutMs: Int32 = 100
         /// No frame for this long: restart the stream once, then fail with `.timeout`.
         public var noFrameTimeoutNs: Int64 = 3_000_000_000
-        public init(bufferCount: Int = 4, pollTimeoutMs: Int32 = 100, noFrameTimeoutNs: Int64 = 3_000_000_000) {
-            self.bufferCount = max(2, bufferCount); self.pollTimeoutMs = pollTimeoutMs; self.noFrameTimeoutNs = noFrameTimeoutNs
+        public init(bufferCount: Int = 4, copyBuffers: Int = 2, pollTimeoutMs: Int32 = 100, noFrameTimeoutNs: Int64 = 3_000_000_000) {
+            self.bufferCount = max(2, min(32, bufferCount)); self.copyBuffers = max(0, min(8, copyBuffers))
+            self.pollTimeoutMs = max(1, pollTimeoutMs); self.noFrameTimeoutNs = noFrameTimeoutNs
         }
     }
 
@@ -50,87 +56,110 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
         self.configuration = configuration
         self.sink = sink
         let node = try V4L2Node(path: path, kernel: kernel)
-        let io = node.io
         self.node = node
-        self.io = io
-        let fd = node.fd
-        var setupOK = false
-        var slotsMade: [FrameStorage] = []
-        defer {
-            if !setupOK {
-                // Nothing left open on a failed start.
-                var off = Int32(CV4L2_BUF_TYPE_VIDEO_CAPTURE)
-                _ = io.call(fd, CV4L2_VIDIOC_STREAMOFF, &off)
-                slotsMade.removeAll()
-                var rb = v4l2_requestbuffers(); rb.count = 0; rb.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE; rb.memory = CV4L2_MEMORY_MMAP
-                _ = io.call(fd, CV4L2_VIDIOC_REQBUFS, &rb)
-                node.close()
-            }
-        }
+        self.io = node.io
+        var ring: [FrameStorage] = []
+        var started = false
+        let counter = mappedCount
+        defer { if !started { V4L2Stream.teardown(node, buffers: &ring, counter: counter) } }   // nothing left open on a failed start
+        let (applied, sizeImage) = try V4L2Stream.applyFormat(node, request)
+        self.applied = applied
+        self.sizeImage = sizeImage
+        ring = try V4L2Stream.mapBuffers(node, count: configuration.bufferCount, counter: counter)
+        for i in ring.indices { var b = V4L2Stream.bufferDescriptor(i); try io.ioctl(node.fd, .queueBuffer, &b, "\(i)") }
+        var on = Int32(CV4L2_BUF_TYPE_VIDEO_CAPTURE)
+        try io.ioctl(node.fd, .streamOn, &on)
+        slots = ring
+        queued = Array(repeating: true, count: ring.count)
+        copies = (0..<configuration.copyBuffers).map { _ in FrameStorage(capacity: sizeImage) }
+        started = true
+        ring = []
+        thread = CaptureThread(name: "v4l2-capture") { [self] in run() }
+    }
+
+    /// A `v4l2_buffer` naming mmap buffer `index` of the capture queue (the one way this file builds one).
+    static func bufferDescriptor(_ index: Int = 0) -> v4l2_buffer {
+        var b = v4l2_buffer(); b.index = UInt32(index); b.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE; b.memory = CV4L2_MEMORY_MMAP
+        return b
+    }
+
+    /// S_FMT/S_PARM, read back with G_FMT/G_PARM: what the driver really applied, and its buffer size.
+    private static func applyFormat(_ node: V4L2Node, _ request: StreamRequest) throws(CaptureError) -> (AppliedFormat, Int) {
+        let io = node.io, fd = node.fd, path = node.path
         let caps = try node.capabilities()
         guard caps.isVideoCapture else {
             throw CaptureError(.notACaptureDevice, "\(path) (\(caps.card)) is not a streaming video capture device", device: path)
         }
-        // Format: ask, then read back what the driver applied.
+        guard let w = UInt32(exactly: request.size.width), let h = UInt32(exactly: request.size.height) else {
+            throw CaptureError(.invalidArgument, "size \(request.size) is out of range for V4L2", device: path)
+        }
         var fmt = v4l2_format()
         fmt.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE
-        fmt.fmt.pix.width = UInt32(request.size.width); fmt.fmt.pix.height = UInt32(request.size.height)
+        fmt.fmt.pix.width = w; fmt.fmt.pix.height = h
         fmt.fmt.pix.pixelformat = request.pixelFormat.rawValue
         fmt.fmt.pix.field = CV4L2_FIELD_ANY
-        try io.check(fd, CV4L2_VIDIOC_S_FMT, "VIDIOC_S_FMT \(request.pixelFormat) \(request.size)", &fmt)
+        try io.ioctl(fd, .setFormat, &fmt, "\(request.pixelFormat) \(request.size)")
         var got = v4l2_format(); got.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE
-        try io.check(fd, CV4L2_VIDIOC_G_FMT, "VIDIOC_G_FMT", &got)
+        try io.ioctl(fd, .getFormat, &got)
         let pf = PixelFormat(rawValue: got.fmt.pix.pixelformat)
         guard pf == request.pixelFormat else {
             throw CaptureError(.unsupportedFormat, "\(path) applied \(pf) instead of the requested \(request.pixelFormat)", device: path)
         }
         let size = FrameSize(width: Int(got.fmt.pix.width), height: Int(got.fmt.pix.height))
         let stride = pf.isCompressed ? 0 : Int(got.fmt.pix.bytesperline)
-        sizeImage = Int(got.fmt.pix.sizeimage)
-        // Frame rate: S_PARM then G_PARM (the driver may round).
+        // Frame rate: S_PARM then G_PARM (the driver may round). V4L2 speaks in time per frame, the inverse of
+        // fps: 30 fps is timeperframe 1/30, so numerator and denominator swap in both directions.
         var parm = v4l2_streamparm(); parm.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE
         parm.parm.capture.timeperframe.numerator = UInt32(clamping: request.fps.denominator)
         parm.parm.capture.timeperframe.denominator = UInt32(clamping: request.fps.numerator)
         var fps = request.fps
-        if io.call(fd, CV4L2_VIDIOC_S_PARM, &parm) == 0 {
+        if io.errnoOf(fd, .setParm, &parm) == nil {
             var g = v4l2_streamparm(); g.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE
-            if io.call(fd, CV4L2_VIDIOC_G_PARM, &g) == 0 {
+            if io.errnoOf(fd, .getParm, &g) == nil {
                 let tpf = g.parm.capture.timeperframe
                 if tpf.numerator > 0 && tpf.denominator > 0 { fps = Fraction(Int64(tpf.denominator), Int64(tpf.numerator)) }
             }
         }
-        applied = AppliedFormat(pixelFormat: pf, size: size, stride: stride, fps: fps)
+        return (AppliedFormat(pixelFormat: pf, size: size, stride: stride, fps: fps), Int(got.fmt.pix.sizeimage))
+    }
 
-        // Buffers: REQBUFS, QUERYBUF + mmap each, QBUF all, STREAMON.
+    /// REQBUFS, then QUERYBUF + mmap each buffer; each mapping is unmapped when its last frame goes.
+    private static func mapBuffers(_ node: V4L2Node, count: Int, counter: MapCounter) throws(CaptureError) -> [FrameStorage] {
+        let io = node.io, fd = node.fd, kernel = io.kernel
         var rb = v4l2_requestbuffers()
-        rb.count = UInt32(configuration.bufferCount); rb.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE; rb.memory = CV4L2_MEMORY_MMAP
-        try io.check(fd, CV4L2_VIDIOC_REQBUFS, "VIDIOC_REQBUFS \(configuration.bufferCount)", &rb)
-        guard rb.count >= 2 else { throw CaptureError(.streamFailed, "\(path) granted only \(rb.count) buffer(s); at least 2 are needed", device: path) }
-        let counter = mappedCount
+        rb.count = UInt32(count); rb.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE; rb.memory = CV4L2_MEMORY_MMAP
+        try io.ioctl(fd, .requestBuffers, &rb, "\(count)")
+        guard rb.count >= 2 else { throw CaptureError(.streamFailed, "\(node.path) granted only \(rb.count) buffer(s); at least 2 are needed", device: node.path) }
+        var ring: [FrameStorage] = []
         for i in 0..<Int(rb.count) {
-            var b = v4l2_buffer(); b.index = UInt32(i); b.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE; b.memory = CV4L2_MEMORY_MMAP
-            try io.check(fd, CV4L2_VIDIOC_QUERYBUF, "VIDIOC_QUERYBUF \(i)", &b)
+            var b = bufferDescriptor(i)
+            try io.ioctl(fd, .queryBuffer, &b, "\(i)")
             let length = Int(b.length)
             let (p, e) = kernel.mmap(fd, length: length, offset: Int64(b.m.offset))
-            guard let p else { throw io.error(e, "mmap of buffer \(i)") }
+            guard let p else { throw io.error(Errno(e), "mmap of buffer \(i)") }
             counter.value.add(1, ordering: .relaxed)
             let address = UInt(bitPattern: p)
-            slotsMade.append(FrameStorage(borrowing: p, capacity: length) {
+            ring.append(FrameStorage(borrowing: p, capacity: length) {
                 kernel.munmap(UnsafeMutableRawPointer(bitPattern: address)!, length: length)
                 counter.value.subtract(1, ordering: .relaxed)
             })
         }
-        for i in 0..<slotsMade.count {
-            var b = v4l2_buffer(); b.index = UInt32(i); b.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE; b.memory = CV4L2_MEMORY_MMAP
-            try io.check(fd, CV4L2_VIDIOC_QBUF, "VIDIOC_QBUF \(i)", &b)
+        return ring
+    }
+
+    /// STREAMOFF, drop our references to the buffers (unmapping those no consumer holds), REQBUFS(0) once
+    /// nothing is mapped any more, close. Closing with mappings still held is safe: the kernel frees them at
+    /// munmap.
+    private static func teardown(_ node: V4L2Node, buffers: inout [FrameStorage], counter: MapCounter) {
+        guard node.fd >= 0 else { return }
+        var off = Int32(CV4L2_BUF_TYPE_VIDEO_CAPTURE)
+        _ = node.io.errnoOf(node.fd, .streamOff, &off)
+        buffers.removeAll()
+        if counter.value.load(ordering: .relaxed) == 0 {
+            var rb = v4l2_requestbuffers(); rb.count = 0; rb.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE; rb.memory = CV4L2_MEMORY_MMAP
+            _ = node.io.errnoOf(node.fd, .requestBuffers, &rb)
         }
-        var on = Int32(CV4L2_BUF_TYPE_VIDEO_CAPTURE)
-        try io.check(fd, CV4L2_VIDIOC_STREAMON, "VIDIOC_STREAMON", &on)
-        slots = slotsMade
-        queued = Array(repeating: true, count: slotsMade.count)
-        slotsMade = []
-        setupOK = true
-        thread = CaptureThread(name: "v4l2-capture") { [self] in run() }
+        node.close()
     }
 
     /// Buffers currently mapped (also those held by consumers after stop).
@@ -150,8 +179,7 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
             if let e = requeueFree() { fail(e); return }
             let r = io.kernel.poll(node.fd, timeoutMs: configuration.pollTimeoutMs)
             if r < 0 {
-                if -r == EINTR { continue }
-                fail(io.error(-r, "poll")); return
+                fail(io.error(Errno(-r), "poll", phase: .streaming)); return
             }
             if r == 0 {
                 if monotonicNanoseconds() - lastFrameAt > configuration.noFrameTimeoutNs {
@@ -165,14 +193,10 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
                 }
                 continue
             }
-            var b = v4l2_buffer(); b.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE; b.memory = CV4L2_MEMORY_MMAP
-            let e = io.call(node.fd, CV4L2_VIDIOC_DQBUF, &b)
-            if e == EAGAIN { continue }
-            if e != 0 {
-                let err = (e == EIO || e == ENODEV || e == ENXIO || e == EPIPE)
-                    ? CaptureError(.disconnected, "\(path) disconnected or failed mid-stream (VIDIOC_DQBUF)", errno: e, device: path)
-                    : io.error(e, "VIDIOC_DQBUF")
-                fail(err); return
+            var b = V4L2Stream.bufferDescriptor()
+            if let e = io.errnoOf(node.fd, .dequeueBuffer, &b) {
+                if e.rawValue == EAGAIN { continue }
+                fail(io.error(e, "VIDIOC_DQBUF", phase: .streaming)); return
             }
             let index = Int(b.index)
             guard index < slots.count else { continue }
@@ -185,7 +209,8 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
     }
 
     private func handle(_ b: v4l2_buffer, index: Int) {
-        // Driver-side drops: gaps in the sequence numbers.
+        // Driver-side drops: gaps in the sequence numbers. A jump of a million or more is not a gap but a
+        // driver that restarted its counter (or wrapped): not reported as drops.
         if let last = lastSequence, b.sequence > last &+ 1, b.sequence &- last < 1 << 20 {
             sink.dropped(.driverDropped, Int(b.sequence &- last &- 1))
         }
@@ -195,7 +220,10 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
         let needed = applied.pixelFormat.frameSize(width: applied.size.width, height: applied.size.height, stride: applied.stride) ?? 1
         if used < needed || used > slots[index].capacity { sink.dropped(.shortBuffer, 1); return }
 
-        // Timestamp: the buffer's, when monotonic and sane; else the clock at dequeue.
+        // Timestamp: the buffer's, when it is on the monotonic clock, after the previous one, not in the future
+        // and less than 1 s old (older means a driver bug or a stale buffer: a frame is never that late in a
+        // queue of a few buffers). Otherwise the clock at dequeue, which is at most one frame period late:
+        // acceptable for pacing and A/V sync, and always increasing.
         let now = monotonicNanoseconds()
         var ts = now
         if b.flags & CV4L2_BUF_FLAG_TIMESTAMP_MASK == CV4L2_BUF_FLAG_TIMESTAMP_MONOTONIC {
@@ -206,34 +234,32 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
         lastTimestamp = ts
 
         var storage = slots[index]
-        // Keep at least one buffer with the driver: copy when this was the last one queued.
-        let stillQueued = queued.lazy.filter { $0 }.count
+        // Keep a buffer with the driver: when none is queued and none is free to queue, copy this frame into a
+        // private buffer so this one goes straight back; with every copy held too, drop the frame.
+        let stillQueued = queued.contains(true)
         let free = (0..<slots.count).contains { $0 != index && !queued[$0] && isKnownUniquelyReferenced(&slots[$0]) }
-        if stillQueued == 0 && !free {
-            storage = copyStorage(used)
+        if !stillQueued && !free {
+            guard let c = freeCopy(used) else { sink.dropped(.buffersHeld, 1); return }
+            storage = c
             storage.baseAddress.copyMemory(from: slots[index].baseAddress, byteCount: used)
+            sink.copied()
         }
         let buffer = VideoFrameBuffer(pixelFormat: applied.pixelFormat, width: applied.size.width, height: applied.size.height,
                                       stride: applied.stride, bytesUsed: used, storage: storage)
         sink.frame(VideoFrame(buffer: buffer, timestampNs: ts, sequence: UInt64(b.sequence)))
     }
 
-    private func copyStorage(_ size: Int) -> FrameStorage {
+    /// A copy buffer no consumer holds, or nil.
+    private func freeCopy(_ size: Int) -> FrameStorage? {
         for i in copies.indices where copies[i].capacity >= size && isKnownUniquelyReferenced(&copies[i]) { return copies[i] }
-        let s = FrameStorage(capacity: max(size, sizeImage))
-        if copies.count < 2 { copies.append(s) }
-        return s
+        return nil
     }
 
     /// Re-queues every buffer no consumer holds any more.
     private func requeueFree() -> CaptureError? {
         for i in slots.indices where !queued[i] && isKnownUniquelyReferenced(&slots[i]) {
-            var b = v4l2_buffer(); b.index = UInt32(i); b.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE; b.memory = CV4L2_MEMORY_MMAP
-            let e = io.call(node.fd, CV4L2_VIDIOC_QBUF, &b)
-            if e != 0 {
-                if e == ENODEV || e == EIO { return CaptureError(.disconnected, "\(path) disconnected (VIDIOC_QBUF)", errno: e, device: path) }
-                return CaptureError(.streamFailed, "VIDIOC_QBUF of buffer \(i) failed on \(path); capture stopped", errno: e, device: path)
-            }
+            var b = V4L2Stream.bufferDescriptor(i)
+            if let e = io.errnoOf(node.fd, .queueBuffer, &b) { return io.error(e, "VIDIOC_QBUF of buffer \(i)", phase: .streaming) }
             queued[i] = true
         }
         return nil
@@ -241,27 +267,19 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
 
     private func restartStream() -> CaptureError? {
         var t = Int32(CV4L2_BUF_TYPE_VIDEO_CAPTURE)
-        _ = io.call(node.fd, CV4L2_VIDIOC_STREAMOFF, &t)
+        _ = io.errnoOf(node.fd, .streamOff, &t)
         for i in queued.indices { queued[i] = false }   // STREAMOFF returns every buffer to us
         if let e = requeueFree() { return e }
-        let e = io.call(node.fd, CV4L2_VIDIOC_STREAMON, &t)
-        return e == 0 ? nil : io.error(e, "VIDIOC_STREAMON (restart)")
+        return io.errnoOf(node.fd, .streamOn, &t).map { io.error($0, "VIDIOC_STREAMON (restart)", phase: .streaming) }
     }
 
-    /// STREAMOFF, unmap what no consumer holds, REQBUFS(0) once nothing is mapped, close.
     private func release() {
         guard !released else { return }
         released = true
-        var t = Int32(CV4L2_BUF_TYPE_VIDEO_CAPTURE)
-        _ = io.call(node.fd, CV4L2_VIDIOC_STREAMOFF, &t)
-        slots.removeAll()
         copies.removeAll()
-        if mappedCount.value.load(ordering: .relaxed) == 0 {
-            var rb = v4l2_requestbuffers(); rb.count = 0; rb.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE; rb.memory = CV4L2_MEMORY_MMAP
-            _ = io.call(node.fd, CV4L2_VIDIOC_REQBUFS, &rb)
-        }
-        // Closing with mappings still held by consumers is safe: the kernel frees them at munmap.
-        node.close()
+        var ring = slots
+        slots.removeAll()
+        V4L2Stream.teardown(node, buffers: &ring, counter: mappedCount)
     }
 
     private func fail(_ error: CaptureError) {

@@ -18,9 +18,13 @@ public extension CameraVideoCapturerDelegate {
 
 /// Counters since the capturer was created.
 public struct CaptureStatistics: Sendable, Equatable {
+    /// Frames the camera produced (delivered + dropped after capture).
     public var captured = 0
     public var delivered = 0
     public var dropped: [FrameDropReason: Int] = [:]
+    /// Frames copied out of driver memory because consumers held every other buffer (see the frame lifetime
+    /// contract in `VideoFrame`); bounded by the stream's copy pool.
+    public var copied = 0
     public var totalDropped: Int { dropped.values.reduce(0, +) }
 }
 
@@ -31,6 +35,19 @@ public struct CaptureStatistics: Sendable, Equatable {
 /// newest frames win: at most `Configuration.maxPendingFrames` wait, older ones are dropped and counted
 /// (WebRTC's `alwaysDiscardsLateVideoFrames = YES`). Timestamps are strictly increasing monotonic nanoseconds,
 /// across device switches too.
+///
+/// **Delegates are held strongly** until `removeDelegate` (or until the capturer goes): adding one is enough to
+/// receive frames. A delegate that keeps a strong reference to the capturer makes a cycle; remove it when done,
+/// or use the `capturer` argument each callback passes.
+///
+/// **Releasing the capturer stops capture**: the device is stopped (STREAMOFF), unmapped and closed, and frame
+/// streams end, as if `stopCapture()` had been called.
+///
+/// **Generations.** Every start, switch and stop bumps `State.generation`; a stream is opened for one
+/// generation and every callback it makes (frame, drop, failure) carries it. Callbacks from a generation that
+/// is no longer current are ignored, so a stream that is still winding down after a stop or a switch can
+/// never deliver into the next one, and a stop that races a start or a switch wins: the late stream is
+/// stopped at once instead of being recorded as running.
 public final class CameraVideoCapturer: Sendable {
     public struct Configuration: Sendable {
         /// Frames that may wait for busy consumers before the oldest is dropped (newest wins).
@@ -53,18 +70,14 @@ public final class CameraVideoCapturer: Sendable {
         var generation: UInt64 = 0
         /// A stream that failed before its start was recorded (its error already went to the delegates).
         var failedGeneration: UInt64?
-        var delegates: [WeakDelegate] = []
-        var streams: [UInt64: AsyncStream<VideoFrame>.Continuation] = [:] {
-            didSet { streamList = Array(streams.values) }
-        }
-        /// `streams.values`, kept ready so delivering a frame allocates nothing.
-        var streamList: [AsyncStream<VideoFrame>.Continuation] = []
+        var delegates: [any CameraVideoCapturerDelegate] = []
+        /// Frame streams; replaced (never mutated in place) so the delivery thread's copy allocates nothing.
+        var streams: [FrameSubscription] = []
         var nextStreamID: UInt64 = 0
         var lastTimestamp: Int64 = .min
         var sequence: UInt64 = 0
         var stats = CaptureStatistics()
     }
-    private struct WeakDelegate { weak var value: (any CameraVideoCapturerDelegate)? }
 
     public let providers: [any CaptureDeviceProvider]
     public let configuration: Configuration
@@ -72,8 +85,9 @@ public final class CameraVideoCapturer: Sendable {
     private let state = Mutex(State())
     private let delivery: DeliveryQueue
 
+    /// `logger` defaults to a no-op logger: the library is silent unless the application passes one.
     public init(providers: [any CaptureDeviceProvider], configuration: Configuration = .init(),
-                logger: Logger = Logger(label: "video-capture")) {
+                logger: Logger = Logger(label: "video-capture", factory: { _ in SwiftLogNoOpLogHandler() })) {
         self.providers = providers
         self.configuration = configuration
         self.logger = logger
@@ -81,16 +95,26 @@ public final class CameraVideoCapturer: Sendable {
         delivery.start { [weak self] event in self?.deliver(event) }
     }
 
-    deinit { delivery.shutdown() }
+    deinit {
+        // Released without stopCapture(): stop and close the device, end the streams.
+        let (running, streams) = state.withLock { s in
+            let r = s.running; s.running = nil; s.generation += 1
+            let st = s.streams; s.streams = []
+            return (r, st)
+        }
+        running?.stream.stop()
+        for st in streams { st.finish(nil) }
+        delivery.shutdown()
+    }
 
     // MARK: Devices and formats
 
     /// Every camera every provider sees.
-    public func devices() -> [CaptureDevice] { providers.flatMap { $0.devices() } }
+    public func devices() -> [CaptureDevice] { providers.flatMap { p in p.devices().map { stamped($0, by: p) } } }
 
     /// The device a spec names: a V4L2 node, `fixture:NAME`, a fixture file, or a unique id / name of a listed device.
     public func device(_ spec: String) throws(CaptureError) -> CaptureDevice {
-        for p in providers { if let d = try p.device(for: spec) { return d } }
+        for p in providers { if let d = try p.device(for: spec) { return stamped(d, by: p) } }
         if let d = devices().first(where: { $0.uniqueID == spec || $0.name == spec }) { return d }
         throw CaptureError(.unknownDevice, "unknown device \"\(spec)\": expected a V4L2 node (/dev/video0), fixture:NAME or a fixture file; `camcap devices` lists what is here", device: spec)
     }
@@ -105,9 +129,16 @@ public final class CameraVideoCapturer: Sendable {
         try provider(for: device).formats(of: device)
     }
 
+    /// A device carries the name of the provider that made it, so finding it needs no I/O.
+    private func stamped(_ d: CaptureDevice, by p: any CaptureDeviceProvider) -> CaptureDevice {
+        var d = d; d.providerName = String(reflecting: type(of: p)); return d
+    }
+
     func provider(for device: CaptureDevice) throws(CaptureError) -> any CaptureDeviceProvider {
-        for p in providers { if (try? p.device(for: device.path)) != nil { return p } }
-        throw CaptureError(.unknownDevice, "no provider opens \(device.path)", device: device.path)
+        if !device.providerName.isEmpty, let p = providers.first(where: { String(reflecting: type(of: $0)) == device.providerName }) { return p }
+        // A device built by hand: ask each provider whether the path is its kind (the real error if it is).
+        for p in providers { if try p.device(for: device.path) != nil { return p } }
+        throw CaptureError(.unknownDevice, "no provider of this capturer opens \(device.path)", device: device.path)
     }
 
     /// Negotiation for a device (rules in `FormatSelector`).
@@ -125,6 +156,7 @@ public final class CameraVideoCapturer: Sendable {
     public var isRunning: Bool { state.withLock { $0.running != nil } }
     public var currentDevice: CaptureDevice? { state.withLock { $0.running?.device } }
     public var statistics: CaptureStatistics { state.withLock { $0.stats } }
+    var loggerForTesting: Logger { logger }
 
     /// Starts capture with an explicit format entry, size and rate; returns what the device really applied.
     @discardableResult
@@ -165,7 +197,7 @@ public final class CameraVideoCapturer: Sendable {
                     throw CaptureError(.alreadyRunning, "capture was started concurrently", device: device.path)
                 }
                 s.running = Running(device: device, stream: stream, generation: gen)
-                logger.info("capture started", metadata: ["device": "\(device.path)", "format": "\(stream.applied)"])
+                logger.debug("capture started", metadata: ["device": "\(device.path)", "format": "\(stream.applied)"])
                 return stream.applied
             }
         } catch {
@@ -183,7 +215,7 @@ public final class CameraVideoCapturer: Sendable {
         await offThread { running.stream.stop() }
         delivery.enqueue(.stopped(nil))
         await delivery.drain()
-        logger.info("capture stopped", metadata: ["device": "\(running.device.path)"])
+        logger.debug("capture stopped", metadata: ["device": "\(running.device.path)"])
     }
 
     /// Switches to another camera while running, as WebRTC's front/back switch: consumers keep their
@@ -198,50 +230,62 @@ public final class CameraVideoCapturer: Sendable {
         }
         // The old camera is released first: many cameras (and vivid) cannot stream twice at once.
         await offThread { old.stream.stop() }
-        do {
+        do throws(CaptureError) {
             let stream = try await open(device: device, request: StreamRequest(pixelFormat: sel.pixelFormat, size: sel.size, fps: sel.fps), generation: gen)
-            state.withLock { s in if s.failedGeneration != gen { s.running = Running(device: device, stream: stream, generation: gen) } }
-            logger.info("switched device", metadata: ["device": "\(device.path)", "format": "\(stream.applied)"])
+            let current = state.withLock { s -> Bool in
+                guard s.generation == gen else { return false }   // a stop (or another switch) won the race
+                if s.failedGeneration != gen { s.running = Running(device: device, stream: stream, generation: gen) }
+                return true
+            }
+            guard current else {
+                await offThread { stream.stop() }
+                throw CaptureError(.notRunning, "capture was stopped while switching to \(device.path)", device: device.path)
+            }
+            logger.debug("switched device", metadata: ["device": "\(device.path)", "format": "\(stream.applied)"])
             return stream.applied
         } catch {
-            state.withLock { s in if s.generation == gen { s.running = nil } }
-            delivery.enqueue(.stopped(error))
+            // Only the switch that is still current ends capture (a racing stop already reported its own end).
+            let mine = state.withLock { s -> Bool in
+                guard s.generation == gen else { return false }
+                s.running = nil; s.generation += 1; return true
+            }
+            if mine { delivery.enqueue(.stopped(error)) }
             throw error
         }
     }
 
     // MARK: Consumers
 
+    /// Adds a delegate, held strongly until `removeDelegate` (adding the same object twice adds it once).
     public func addDelegate(_ delegate: any CameraVideoCapturerDelegate) {
         state.withLock { s in
-            s.delegates.removeAll { $0.value == nil || $0.value === delegate }
-            s.delegates.append(WeakDelegate(value: delegate))
+            s.delegates.removeAll { $0 === delegate }
+            s.delegates.append(delegate)
         }
     }
 
     public func removeDelegate(_ delegate: any CameraVideoCapturerDelegate) {
-        state.withLock { s in s.delegates.removeAll { $0.value == nil || $0.value === delegate } }
+        state.withLock { s in s.delegates.removeAll { $0 === delegate } }
     }
 
-    /// The frames as an `AsyncSequence`. Each sequence buffers the newest `bufferingNewest` frames; when its
-    /// consumer falls behind, older frames are dropped and counted as `.consumerBusy`. It finishes when
-    /// capture stops (by `stopCapture()` or an error).
+    /// The frames as an `AsyncSequence` (see `VideoFrameStream`): make it before `startCapture` to receive
+    /// every frame from the first; it ends at the next stop, by returning nil, or by throwing the
+    /// `CaptureError` that stopped capture. It buffers the newest `bufferingNewest` frames; when its consumer
+    /// falls behind, older frames are dropped and counted as `.consumerBusy`.
     ///
     /// With `alwaysDiscardsLateFrames == false` the sequence buffers without limit instead: the source's own
     /// buffer count bounds it (a held frame holds a buffer), so nothing is dropped.
     public func frames(bufferingNewest: Int = 1) -> VideoFrameStream {
-        let policy: AsyncStream<VideoFrame>.Continuation.BufferingPolicy =
-            configuration.alwaysDiscardsLateFrames ? .bufferingNewest(max(1, bufferingNewest)) : .unbounded
-        let (stream, continuation) = AsyncStream<VideoFrame>.makeStream(bufferingPolicy: policy)
-        let id = state.withLock { s -> UInt64 in
+        let sub = state.withLock { s -> FrameSubscription in
             s.nextStreamID += 1
-            s.streams[s.nextStreamID] = continuation
-            return s.nextStreamID
+            let sub = FrameSubscription(id: s.nextStreamID, capacity: max(1, bufferingNewest), growable: !configuration.alwaysDiscardsLateFrames)
+            s.streams = s.streams + [sub]
+            return sub
         }
-        continuation.onTermination = { [weak self] _ in
-            _ = self?.state.withLock { s in s.streams.removeValue(forKey: id) }
-        }
-        return VideoFrameStream(base: stream)
+        let id = sub.id
+        return VideoFrameStream(handle: FrameSubscription.Handle(sub) { [weak self] in
+            self?.state.withLock { s in if s.streams.contains(where: { $0.id == id }) { s.streams = s.streams.filter { $0.id != id } } }
+        })
     }
 
     // MARK: Internals
@@ -251,7 +295,8 @@ public final class CameraVideoCapturer: Sendable {
         let sink = FrameSink(
             frame: { [weak self] frame in self?.accept(frame, generation: gen) },
             dropped: { [weak self] reason, count in self?.recordDrop(reason, count: count, generation: gen) },
-            failed: { [weak self] error in self?.streamFailed(error, generation: gen) })
+            failed: { [weak self] error in self?.streamFailed(error, generation: gen) },
+            copied: { [weak self] in self?.state.withLock { s in if s.generation == gen { s.stats.copied += 1 } } })
         let result: Result<any CaptureStream, CaptureError> = await offThread {
             do throws(CaptureError) { return .success(try provider.openStream(device: device, request: request, sink: sink)) }
             catch { return .failure(error) }
@@ -269,6 +314,10 @@ public final class CameraVideoCapturer: Sendable {
             frame.sequence = s.sequence
             s.sequence += 1
             s.stats.captured += 1
+            if s.delegates.isEmpty && s.streams.isEmpty {
+                s.stats.dropped[.noConsumer, default: 0] += 1   // nobody subscribed yet: counted, not silent
+                return false
+            }
             return true
         }
         guard ok else { return }
@@ -295,41 +344,34 @@ public final class CameraVideoCapturer: Sendable {
             return (r, true)
         }
         guard current else { return }
-        logger.error("capture stopped", metadata: ["error": "\(error)"])
+        logger.error("capture failed", metadata: ["error": "\(error)"])
         // The stream released its resources before reporting; stop() from another thread just joins it.
         if let running { DispatchQueue.global().async { running.stream.stop() } }
         delivery.enqueue(.stopped(error))
     }
 
     private func deliver(_ event: DeliveryQueue.Event) {
-        let (delegateRefs, streams) = state.withLock { s in (s.delegates, s.streamList) }
+        let (delegates, streams) = state.withLock { s in (s.delegates, s.streams) }
         switch event {
         case .frame(let frame):
-            for ref in delegateRefs { ref.value?.capturer(self, didCapture: frame) }
+            for d in delegates { d.capturer(self, didCapture: frame) }
             var late = 0
-            for c in streams { if case .dropped = c.yield(frame) { late += 1 } }
+            for c in streams { late += c.yield(frame) }
             state.withLock { s in
                 s.stats.delivered += 1
                 if late > 0 { s.stats.dropped[.consumerBusy, default: 0] += late }
             }
-            if late > 0 { for ref in delegateRefs { ref.value?.capturer(self, didDropFrames: late, reason: .consumerBusy) } }
+            if late > 0 { for d in delegates { d.capturer(self, didDropFrames: late, reason: .consumerBusy) } }
         case .dropped(let reason, let count):
-            for ref in delegateRefs { ref.value?.capturer(self, didDropFrames: count, reason: reason) }
+            for d in delegates { d.capturer(self, didDropFrames: count, reason: reason) }
         case .stopped(let error):
-            for ref in delegateRefs { ref.value?.capturer(self, didStopWithError: error) }
-            let finished = state.withLock { s -> [AsyncStream<VideoFrame>.Continuation] in
-                let all = Array(s.streams.values); s.streams.removeAll(); return all
+            for d in delegates { d.capturer(self, didStopWithError: error) }
+            let finished = state.withLock { s -> [FrameSubscription] in
+                let all = s.streams; s.streams = []; return all
             }
-            for c in finished { c.finish() }
+            for c in finished { c.finish(error) }
         }
     }
-}
-
-/// The capturer's frames as an `AsyncSequence` (newest-N buffering, see `CameraVideoCapturer.frames`).
-public struct VideoFrameStream: AsyncSequence, Sendable {
-    public typealias Element = VideoFrame
-    let base: AsyncStream<VideoFrame>
-    public func makeAsyncIterator() -> AsyncStream<VideoFrame>.Iterator { base.makeAsyncIterator() }
 }
 
 /// Runs blocking work (ioctls, joins) off the cooperative pool.

@@ -11,6 +11,8 @@ public struct CaptureDevice: Hashable, Sendable, CustomStringConvertible {
     /// The driver and bus, for display (`uvcvideo`, `usb-0000:00:14.0-1`).
     public var driver: String
     public var busInfo: String
+    /// The provider that made this device (set by the capturer), so opening it needs no lookup.
+    public var providerName: String = ""
 
     public init(uniqueID: String, name: String, position: Position = .external, path: String,
                 driver: String = "", busInfo: String = "") {

@@ -24,16 +24,20 @@ public struct CaptureError: Error, Sendable, Equatable, CustomStringConvertible 
         public static let timeout = Code(rawValue: "no frames")
         public static let invalidFixture = Code(rawValue: "invalid fixture")
         public static let invalidArgument = Code(rawValue: "invalid argument")
+        /// A bug in this package (a bad descriptor or pointer reached the kernel), never a device condition.
+        public static let internalError = Code(rawValue: "internal error")
     }
 
-    public var code: Code
-    public var message: String
+    public let code: Code
+    public let message: String
     /// The errno the failing call set, if any.
-    public var errno: Int32?
-    public var device: String?
+    public let errno: Int32?
+    public let device: String?
+    /// The call or ioctl that failed (`VIDIOC_DQBUF`, `open`, `mmap of buffer 2`), if any.
+    public let operation: String?
 
-    public init(_ code: Code, _ message: String, errno: Int32? = nil, device: String? = nil) {
-        self.code = code; self.message = message; self.errno = errno; self.device = device
+    public init(_ code: Code, _ message: String, errno: Int32? = nil, device: String? = nil, operation: String? = nil) {
+        self.code = code; self.message = message; self.errno = errno; self.device = device; self.operation = operation
     }
 
     public var description: String {

@@ -30,6 +30,10 @@ public enum FrameDropReason: String, Sendable, CaseIterable, CustomStringConvert
     case corruptBuffer = "corrupt buffer"
     /// The buffer held fewer bytes than the format needs.
     case shortBuffer = "short buffer"
+    /// No delegate and no frame stream was subscribed when the frame arrived.
+    case noConsumer = "no consumer"
+    /// Consumers held every buffer and the copy pool was exhausted (see the frame lifetime contract).
+    case buffersHeld = "buffers held by consumers"
     public var description: String { rawValue }
 }
 
@@ -39,10 +43,13 @@ public struct FrameSink: Sendable {
     public let dropped: @Sendable (FrameDropReason, Int) -> Void
     /// A fatal error: the stream has already released its resources when this is called.
     public let failed: @Sendable (CaptureError) -> Void
+    /// The next frame was copied out of driver memory because consumers held every other buffer.
+    public let copied: @Sendable () -> Void
     public init(frame: @escaping @Sendable (VideoFrame) -> Void,
                 dropped: @escaping @Sendable (FrameDropReason, Int) -> Void,
-                failed: @escaping @Sendable (CaptureError) -> Void) {
-        self.frame = frame; self.dropped = dropped; self.failed = failed
+                failed: @escaping @Sendable (CaptureError) -> Void,
+                copied: @escaping @Sendable () -> Void = {}) {
+        self.frame = frame; self.dropped = dropped; self.failed = failed; self.copied = copied
     }
 }
 

@@ -16,7 +16,6 @@ final class DeliveryQueue: @unchecked Sendable {
     private var framesQueued = 0
     private var busy = false
     private var shuttingDown = false
-    private var thread: Thread?
     private let capacity: Int
     private let discardsLate: Bool
 
@@ -26,6 +25,8 @@ final class DeliveryQueue: @unchecked Sendable {
         events.reserveCapacity(capacity + 16)
     }
 
+    /// Starts the delivery thread. The thread holds the queue only while it runs (the queue does not keep the
+    /// thread): after `shutdown()` it ends and both are freed, with no retain cycle.
     func start(_ handler: @escaping @Sendable (Event) -> Void) {
         let t = Thread { [self] in
             while true {
@@ -43,7 +44,6 @@ final class DeliveryQueue: @unchecked Sendable {
         }
         t.name = "video-capture.delivery"
         t.qualityOfService = .userInteractive
-        thread = t
         t.start()
     }
 

@@ -28,10 +28,10 @@ let versionText: String = {
 }()
 
 /// The providers every command uses: real cameras first, then the fixture cameras.
-func makeCapturer(pacing: FixtureCameraProvider.Pacing = .realTime, discardsLate: Bool = true, noise: Int = 0) -> CameraVideoCapturer {
+func makeCapturer(pacing: FixtureCameraProvider.Pacing = .realTime, discardsLate: Bool = true, noise: Int = 0, disconnectAfter: Int? = nil) -> CameraVideoCapturer {
     var logger = Logger(label: "camcap")
-    logger.logLevel = ProcessInfo.processInfo.environment["CAMCAP_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .warning
-    return CameraVideoCapturer(providers: [V4L2DeviceProvider(), FixtureCameraProvider(options: .init(pacing: pacing, noise: noise))],
+    logger.logLevel = ProcessInfo.processInfo.environment["CAMCAP_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
+    return CameraVideoCapturer(providers: [V4L2DeviceProvider(), FixtureCameraProvider(options: .init(pacing: pacing, disconnectAfterFrames: disconnectAfter, noise: noise))],
                                configuration: .init(maxPendingFrames: 2, alwaysDiscardsLateFrames: discardsLate), logger: logger)
 }
 
@@ -81,19 +81,19 @@ struct Devices: AsyncParsableCommand {
 
     func run() async throws {
         let capturer = makeCapturer()
-        defer { if watch { watchDevices(capturer) } }
         let devices = capturer.devices()
         if json {
             print("[" + devices.map { d in
                 jsonObject([("path", d.path), ("uniqueID", d.uniqueID), ("name", d.name), ("position", d.position.rawValue),
                             ("driver", d.driver), ("busInfo", d.busInfo)])
             }.joined(separator: ",\n ") + "]")
-            return
+        } else {
+            for d in devices {
+                print("\(d.path)\t\(d.name)\t[\(d.position.rawValue)\(d.driver.isEmpty ? "" : ", \(d.driver)")\(d.busInfo.isEmpty || d.busInfo.hasPrefix("fixture") ? "" : ", \(d.busInfo)")]")
+                if d.uniqueID != d.path { print("\tid: \(d.uniqueID)") }
+            }
         }
-        for d in devices {
-            print("\(d.path)\t\(d.name)\t[\(d.position.rawValue)\(d.driver.isEmpty ? "" : ", \(d.driver)")\(d.busInfo.isEmpty || d.busInfo.hasPrefix("fixture") ? "" : ", \(d.busInfo)")]")
-            if d.uniqueID != d.path { print("\tid: \(d.uniqueID)") }
-        }
+        if watch { fflush(nil); await watchDevices(capturer) }
     }
 }
 
@@ -141,23 +141,19 @@ struct Select: AsyncParsableCommand {
 }
 
 /// Prints a line and flushes it (events must show up at once, also through a pipe).
-func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
+func printFlushed(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
 
-func watchDevices(_ capturer: CameraVideoCapturer) {
+/// Prints cameras as they come and go until Ctrl-C (the event stream is awaited: no thread is blocked).
+func watchDevices(_ capturer: CameraVideoCapturer) async {
     let monitor: HotplugMonitor
     do { monitor = try capturer.watchDevices() } catch { fail(error) }
-    say("watching /dev for cameras (Ctrl-C to stop)")
-    let done = DispatchSemaphore(value: 0)
-    Task {
-        for await event in monitor.events {
-            switch event {
-            case .connected(let path):
-                let name = (try? capturer.device(path).name) ?? "not a capture device"
-                say("connected:    \(path)\t\(name)")
-            case .disconnected(let path): say("disconnected: \(path)")
-            }
+    printFlushed("watching /dev for cameras (Ctrl-C to stop)")
+    for await event in monitor.events {
+        switch event {
+        case .connected(let path):
+            let name = (try? capturer.device(path).name) ?? "?"
+            printFlushed("connected:    \(path)\t\(name)")
+        case .disconnected(let path): printFlushed("disconnected: \(path)")
         }
-        done.signal()
     }
-    done.wait()
 }

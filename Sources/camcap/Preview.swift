@@ -34,64 +34,22 @@ struct Preview: AsyncParsableCommand {
     }
 
     private func preview() async throws {
-        // Check the outputs can be written before starting the camera.
-        for path in [y4m, snapshot].compactMap({ $0 }) {
-            guard FileManager.default.createFile(atPath: path, contents: nil) else {
-                throw CLIError("cannot write \(path): \(String(cString: strerror(errno)))")
-            }
+        let pipeline = try CapturePipeline(capture)
+        var stages: [any PictureStage] = [CountStage()]
+        if let y4m { stages.append(try Y4MStage(path: y4m)) }
+        if let snapshot {
+            let stem = (snapshot as NSString).deletingPathExtension, ext = (snapshot as NSString).pathExtension
+            stages.append(try SnapshotStage(every: snapshotEvery) { n in
+                n == 0 ? snapshot : "\(stem)-\(String(format: "%06d", n)).\(ext)"
+            })
         }
-        let (capturer, device, selection, applied) = try await startCapture(capture)
-        let stopSignal = StopSignal { Task { try? await capturer.stopCapture() } }
-        defer { withExtendedLifetime(stopSignal) {} }
-        let converter = FrameConverter()
-        var options = FrameConverter.Options(rotation: VideoRotation(rawValue: rotate)!, mirror: mirror, scale: scale)
-        var writer: Y4MWriter?
-        var progress = Progress(quiet: capture.quiet)
-        var written = 0, failed = 0, snapshots = 0
-        var lastPicture: I420Buffer?
-        let started = Date()
-        var failure: Error?
-        if !capture.quiet {
-            FileHandle.standardError.write(Data("preview \(device.path): \(selection.pixelFormat) \(applied.size) @ \(applied.fps) fps\n".utf8))
+        let base = FrameConverter.Options(rotation: VideoRotation(rawValue: rotate)!, mirror: mirror, scale: scale)
+        let applyRotation = applyRotation, rotate = rotate
+        pipeline.conversion = { frame, _ in
+            var o = base
+            if applyRotation { o.rotation = VideoRotation(degrees: rotate + frame.rotation.degrees)! }
+            return o
         }
-        for await frame in capturer.frames(bufferingNewest: 2) {
-            do {
-                if applyRotation { options.rotation = VideoRotation(degrees: rotate + frame.rotation.degrees)! }
-                let picture = try converter.convert(frame.buffer, options: options)
-                if let path = y4m {
-                    if writer == nil { writer = try Y4MWriter(path: path, width: picture.width, height: picture.height, fps: applied.fps) }
-                    try writer!.write(picture)
-                }
-                written += 1
-                if let s = snapshot, let n = snapshotEvery, written % n == 0 {
-                    let ext = (s as NSString).pathExtension
-                    try SnapshotWriter.write(picture, to: "\((s as NSString).deletingPathExtension)-\(String(format: "%06d", written)).\(ext)")
-                    snapshots += 1
-                }
-                lastPicture = picture
-            } catch where error.code == .decodeFailed || error.code == .shortBuffer {
-                failed += 1   // one bad frame while streaming: counted, capture goes on
-            } catch {
-                failure = error
-                break
-            }
-            let stats = capturer.statistics
-            progress.update("\(fmt(Date().timeIntervalSince(started))) s  \(written) frames  drops \(stats.totalDropped)")
-            if let n = capture.frames, written >= n { break }
-            if let d = capture.effectiveDuration, Date().timeIntervalSince(started) >= d { break }
-        }
-        progress.finish()
-        let stats = capturer.statistics
-        if capturer.isRunning { try? await capturer.stopCapture() }
-        try writer?.close()
-        if let s = snapshot, snapshotEvery == nil, let p = lastPicture { try SnapshotWriter.write(p, to: s); snapshots += 1 }
-        print("""
-            device:    \(device.path) (\(device.name))
-            format:    \(selection.pixelFormat) \(applied.size) @ \(applied.fps) fps
-            frames:    captured \(written + failed + stats.totalDropped), written \(written), dropped \(stats.totalDropped)\(failed > 0 ? ", undecodable \(failed)" : "")
-            output:    \(lastPicture.map { "\($0.width)x\($0.height)" } ?? "-")\(y4m.map { ", \($0)" } ?? "")\(snapshots > 0 ? ", \(snapshots) snapshot(s)" : "")
-            """)
-        if let failure { throw failure }
-        if written == 0 { throw CLIError("no frame was captured from \(device.path)") }
+        try await pipeline.run("preview", stages: stages)
     }
 }

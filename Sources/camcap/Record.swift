@@ -43,104 +43,28 @@ struct Record: AsyncParsableCommand {
     }
 
     private func record() async throws {
-        // Outputs first: an unwritable path fails before the camera is touched.
-        let writer = try AnnexBWriter(path: output)
-        let (capturer, device, selection, applied) = try await startCapture(capture)
-        let size = FrameSize(width: applied.size.width & ~1, height: applied.size.height & ~1)
-        var settings = H264Encoder.Settings(width: size.width, height: size.height)
-        settings.maxFrameRate = applied.fps.fpsDouble
+        // Everything is checked before the camera starts: device, negotiation, encoder settings, outputs.
+        let pipeline = try CapturePipeline(capture)
+        var settings = H264Encoder.Settings(width: pipeline.selection.size.width & ~1, height: pipeline.selection.size.height & ~1)
+        settings.maxFrameRate = pipeline.selection.fps.fps
         settings.targetBitrate = bitrate * 1000
         settings.maxBitrate = maxBitrate.map { $0 * 1000 }
-        settings.keyFrameInterval = keyint ?? keyintSeconds.map { max(1, Int(($0 * applied.fps.fpsDouble).rounded())) }
+        settings.keyFrameInterval = keyint
         settings.threads = threads
         settings.sliceMode = maxNalSize.map { .maxNALSize($0) } ?? .single
         settings.frameSkipping = frameSkipping
-        let encoder: H264Encoder
-        let y4m: Y4MWriter?
-        do {
-            encoder = try H264Encoder(settings: settings)
-            y4m = try preview.map { p throws(ProcessingError) in try Y4MWriter(path: p, width: size.width, height: size.height, fps: applied.fps) }
-        } catch {
-            try? await capturer.stopCapture()
-            throw error
+        var stages: [any PictureStage] = []
+        stages.append(try EncodeStage(output: output, settings: settings, keyIntervalSeconds: keyint == nil ? (keyintSeconds ?? 2) : nil))
+        if let preview { stages.append(try Y4MStage(path: preview)) }
+        if let n = snapshotEvery {
+            let stem = (output as NSString).deletingPathExtension
+            stages.append(try SnapshotStage(every: n) { "\(stem)-snapshot-\(String(format: "%06d", $0)).jpg" })
         }
-        let stopSignal = StopSignal { Task { try? await capturer.stopCapture() } }
-        defer { withExtendedLifetime(stopSignal) {} }
-        if !capture.quiet {
-            FileHandle.standardError.write(Data("recording \(device.path) (\(device.name)): \(selection.pixelFormat) \(applied.size) @ \(applied.fps) fps -> \(output)\n".utf8))
+        // The encoder gets the applied size made even (4:2:0); the one conversion scales when needed.
+        pipeline.conversion = { _, applied in
+            let size = EncodeStage.encodedSize(applied)
+            return FrameConverter.Options(scale: size != applied.size ? size : nil)
         }
-
-        let converter = FrameConverter()
-        let needsScale = size != applied.size
-        var out = EncodedFrame()
-        var progress = Progress(quiet: capture.quiet)
-        var encodeMs: [Double] = []
-        var firstTs: Int64?, lastTs: Int64 = 0
-        var encoded = 0, skipped = 0, convertFailed = 0, keyFrames = 0
-        var writeError: Error?
-        let started = Date()
-        let stem = (output as NSString).deletingPathExtension
-        var lastFlush = Date()
-
-        for await frame in capturer.frames(bufferingNewest: 2) {
-            if firstTs == nil { firstTs = frame.timestampNs }
-            lastTs = frame.timestampNs
-            let picture: I420Buffer
-            do {
-                picture = try converter.convert(frame.buffer, options: .init(scale: needsScale ? size : nil))
-            } catch {
-                convertFailed += 1
-                continue
-            }
-            do {
-                let t0 = DispatchTime.now().uptimeNanoseconds
-                try encoder.encode(picture, timestampNs: frame.timestampNs, into: &out)
-                encodeMs.append(Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e6)
-                if out.isSkipped { skipped += 1 } else {
-                    encoded += 1
-                    if out.isKeyFrame { keyFrames += 1 }
-                    try writer.write(out)
-                }
-                try y4m?.write(picture)
-                if let n = snapshotEvery, (encoded + skipped) % n == 0 {
-                    try SnapshotWriter.write(picture, to: "\(stem)-snapshot-\(String(format: "%06d", encoded + skipped)).jpg")
-                }
-                if Date().timeIntervalSince(lastFlush) >= 1 { try writer.flush(); lastFlush = Date() }
-            } catch {
-                writeError = error
-                break
-            }
-            let elapsed = Double(lastTs - firstTs!) / 1e9
-            let stats = capturer.statistics
-            if elapsed >= 0.2 {
-                progress.update("\(fmt(elapsed)) s  \(encoded + skipped) frames  \(fmt(Double(encoded + skipped - 1) / elapsed)) fps  \(fmt(Double(writer.bytesWritten) * 8 / elapsed / 1000, 0)) kbps  drops \(stats.totalDropped)")
-            }
-            if let n = capture.frames, encoded + skipped >= n { break }
-            if let d = capture.effectiveDuration, Date().timeIntervalSince(started) >= d { break }
-        }
-        progress.finish()
-        // Counters as of the end of the recording (frames produced while stopping are not part of it).
-        let stats = capturer.statistics
-        if capturer.isRunning { try? await capturer.stopCapture() }
-        let closeError: Error? = { do { try writer.close(); try y4m?.close(); return nil } catch { return error } }()
-        encoder.close()
-
-        let elapsed = firstTs.map { Double(lastTs - $0) / 1e9 } ?? 0
-        let frames = encoded + skipped
-        let achievedFps = elapsed > 0 ? Double(frames - 1) / elapsed : 0
-        let kbps = elapsed > 0 ? Double(writer.bytesWritten) * 8 / (elapsed + 1 / applied.fps.fpsDouble) / 1000 : 0
-        let drops = stats.dropped.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
-        print("""
-            device:        \(device.path) (\(device.name))
-            format:        \(selection.pixelFormat) \(applied.size) @ \(applied.fps) fps (stride \(applied.stride))\(needsScale ? ", encoded at \(size)" : "")
-            frames:        captured \(encoded + skipped + convertFailed + stats.totalDropped), dropped \(stats.totalDropped)\(drops.isEmpty ? "" : " (\(drops))"), encoded \(encoded), skipped \(skipped)\(convertFailed > 0 ? ", undecodable \(convertFailed)" : "")
-            key frames:    \(keyFrames) (interval \(settings.effectiveKeyFrameInterval) frames)
-            achieved fps:  \(fmt(achievedFps, 2))
-            bitrate:       \(fmt(kbps, 0)) kbps average (target \(bitrate) kbps)
-            encode time:   mean \(fmt(encodeMs.isEmpty ? 0 : encodeMs.reduce(0, +) / Double(encodeMs.count), 2)) ms, p95 \(fmt(percentile(encodeMs, 0.95), 2)) ms
-            output:        \(output) (\(writer.bytesWritten) bytes)\(preview.map { ", preview \($0)" } ?? "")
-            """)
-        if let e = writeError ?? closeError { throw CLIError("recording stopped: \(e) — the \(encoded) frames written to \(output) are playable") }
-        if encoded == 0 { throw CLIError("no frame was recorded from \(device.path)") }
+        try await pipeline.run("recording", stages: stages)
     }
 }

@@ -50,8 +50,8 @@ func v4l2ctl(_ args: [String]) -> (Int32, String) {
 
 // A hang must not eat the VM's whole time budget: report and leave.
 Thread.detachNewThread {
-    sleep(170)
-    print("FAIL watchdog: checks did not finish in 170 s")
+    sleep(240)
+    print("FAIL watchdog: checks did not finish in 240 s")
     print("RESULT: \(passed) passed, \(failed + 1) failed")
     fflush(stdout)
     exit(1)
@@ -225,18 +225,26 @@ for (control, what) in [("inject_vidioc_streamon_error", "STREAMON"), ("inject_v
     await cleanAfter(control, path: cam1)
 }
 
+/// Starts capture on `path`, sets a vivid fault control once frames flow, and checks that capture stops with
+/// `.disconnected` and nothing is left open (used for a fatal streaming error and for an unplug).
+func injectAndExpectDisconnect(_ name: String, path: String, control: String) async {
+    collector.reset()
+    do {
+        _ = try await start(path, .yuyv, FrameSize(width: 320, height: 180), 30)
+        _ = collector.wait(5) { $0.frames.count >= 3 }
+        v4l2ctl(["-d", path, "-c", control])
+        let stopped = collector.wait(10) { $0.stopError != nil }
+        let e = collector.lock.withLock { collector.stopError ?? nil }
+        note("\(name): \(e.map { "\($0)" } ?? "no error")")
+        check("\(name): capture stops with a disconnected error", stopped && e?.code == .disconnected && !capturer.isRunning, "\(String(describing: e))")
+        let l = leftovers()
+        check("\(name): freed at once", l.fds == 0 && l.maps == 0, "fds \(l.fds) maps \(l.maps)")
+    } catch { check(name, false, "\(error)") }
+    await cleanAfter(name, path: path)
+}
+
 // 4f. A fatal streaming error mid-stream: "disconnected", resources freed.
-collector.reset()
-do {
-    _ = try await start(cam1, .yuyv, FrameSize(width: 320, height: 180), 30)
-    _ = collector.wait(5) { $0.frames.count >= 3 }
-    v4l2ctl(["-d", cam1, "-c", "inject_fatal_streaming_error=1"])
-    let stopped = collector.wait(10) { $0.stopError != nil }
-    let e = collector.lock.withLock { collector.stopError ?? nil }
-    note("inject_fatal_streaming_error: \(e.map { "\($0)" } ?? "no error")")
-    check("inject_fatal_streaming_error: capture stops with an error", stopped && e?.code == .disconnected && !capturer.isRunning, "\(String(describing: e))")
-} catch { check("inject_fatal_streaming_error", false, "\(error)") }
-await cleanAfter("inject_fatal_streaming_error", path: cam1)
+await injectAndExpectDisconnect("inject_fatal_streaming_error", path: cam1, control: "inject_fatal_streaming_error=1")
 
 // 5. A camera another process is streaming from: busy.
 do {
@@ -257,21 +265,55 @@ do {
 let l = leftovers()
 check("busy: no fd or mapping left", l.fds == 0 && l.maps == 0, "fds \(l.fds) maps \(l.maps)")
 
-// 4g. Unplug (last: the node only comes back once every handle is closed).
-collector.reset()
+// 6. A capturer released without stopCapture(): STREAMOFF, unmap, close (nothing left), device usable again.
 do {
-    _ = try await start(cam2, .yuyv, FrameSize(width: 320, height: 180), 30)
-    _ = collector.wait(5) { $0.frames.count >= 3 }
-    v4l2ctl(["-d", cam2, "-c", "disconnect=1"])
-    let stopped = collector.wait(10) { $0.stopError != nil }
-    let e = collector.lock.withLock { collector.stopError ?? nil }
-    note("disconnect: \(e.map { "\($0)" } ?? "no error")")
-    check("disconnect: delegates get a disconnected error", stopped && e?.code == .disconnected, "\(String(describing: e))")
-    try? await Task.sleep(nanoseconds: 300_000_000)
+    var scoped: CameraVideoCapturer? = CameraVideoCapturer(providers: [V4L2DeviceProvider()])
+    let stream = scoped!.frames()
+    let device = try scoped!.device(cam1)
+    _ = try await scoped!.startCapture(device: device, targetSize: FrameSize(width: 320, height: 180))
+    var it = stream.makeAsyncIterator()
+    let streaming = try await it.next() != nil
+    let during = leftovers()
+    scoped = nil
+    while try await it.next() != nil {}   // frames already buffered for us are ours until read: read them
     let l = leftovers()
-    check("disconnect: freed at once", l.fds == 0 && l.maps == 0, "fds \(l.fds) maps \(l.maps)")
-} catch { check("disconnect", false, "\(error)") }
-await cleanAfter("disconnect", path: cam2)
+    check("released capturer: device stopped, unmapped and closed", streaming && during.fds == 1 && during.maps >= 2 && l.fds == 0 && l.maps == 0,
+          "while streaming fds \(during.fds) maps \(during.maps); after release fds \(l.fds) maps \(l.maps)")
+} catch { check("released capturer", false, "\(error)") }
+await cleanAfter("released capturer", path: cam1)
+
+// 7. camcap record on a camera unplugged mid-recording: non-zero exit, the file kept (the host decodes it).
+do {
+    let out = "/tmp/unplugged.h264"
+    guard let (pid, fd) = spawn("/check/camcap", ["record", "-d", cam1, "-s", "320x180", "--duration", "600", "-o", out], capture: true) else {
+        throw CaptureError(.streamFailed, "cannot start camcap")
+    }
+    var text = "", buf = [UInt8](repeating: 0, count: 4096)
+    var unplugged = false
+    while true {
+        let n = read(fd, &buf, buf.count)
+        if n <= 0 { break }
+        text += String(decoding: buf[0..<n], as: UTF8.self)
+        // The progress line says frames are being recorded: now pull the plug.
+        if !unplugged && text.contains(" frames ") { unplugged = true; v4l2ctl(["-d", cam1, "-c", "disconnect=1"]) }
+    }
+    close(fd)
+    var status: Int32 = 0
+    waitpid(pid, &status, 0)
+    let code = (status >> 8) & 0xff
+    let encoded = text.split(separator: "\n").first { $0.hasPrefix("frames:") }.flatMap { line in
+        line.range(of: "encoded ").map { Int(line[$0.upperBound...].prefix { $0.isNumber }) ?? -1 } } ?? -1
+    note("camcap after unplug: exit \(code), encoded \(encoded); \(text.split(separator: "\n").last ?? "")")
+    check("unplug mid-recording: camcap exits non-zero with the capture error", unplugged && code == 1 && text.contains("disconnected") && encoded > 0, text)
+    if let data = FileManager.default.contents(atPath: out) {
+        print("H264-ENCODED \(encoded)")
+        print("H264-BEGIN"); print(data.base64EncodedString(options: [.lineLength76Characters])); print("H264-END"); fflush(stdout)
+    }
+} catch { check("unplug mid-recording", false, "\(error)") }
+await cleanAfter("camcap unplug", path: cam1)
+
+// 4g. Unplug (last: the node only comes back once every handle is closed).
+await injectAndExpectDisconnect("disconnect", path: cam2, control: "disconnect=1")
 
 print("RESULT: \(passed) passed, \(failed) failed")
 fflush(stdout)

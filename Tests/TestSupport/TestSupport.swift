@@ -14,20 +14,57 @@ public struct ToolResult: Sendable {
     public var err: String
 }
 
-/// Runs `tool` (a path, or a name looked up on PATH) and waits; optionally sends SIGINT after some seconds.
+/// Runs `tool` (a path, or a name looked up on PATH) and waits. Both pipes are read at once (a child that
+/// fills stderr while we wait on stdout cannot deadlock). With `interruptWhen`, SIGINT is sent once the text
+/// the child has written to stderr so far satisfies the condition: tests wait on an event, never a clock.
 @discardableResult
-public func runTool(_ tool: String, _ args: [String], in directory: String? = nil, interruptAfter: Double? = nil) throws -> ToolResult {
+public func runTool(_ tool: String, _ args: [String], in directory: String? = nil, environment: [String: String]? = nil,
+                    interruptWhen: (@Sendable (String) -> Bool)? = nil) throws -> ToolResult {
     let p = Process()
     p.executableURL = URL(fileURLWithPath: tool.hasPrefix("/") ? tool : "/usr/bin/env")
     p.arguments = tool.hasPrefix("/") ? args : [tool] + args
     if let directory { p.currentDirectoryURL = URL(fileURLWithPath: directory) }
+    if let environment { p.environment = environment }
     let out = Pipe(), err = Pipe()
     p.standardOutput = out; p.standardError = err
+    let collected = Collected()
+    let group = DispatchGroup()
+    for (pipe, isErr) in [(out, false), (err, true)] {
+        group.enter()
+        let handle = pipe.fileHandleForReading
+        DispatchQueue.global().async {
+            while true {
+                let chunk = handle.availableData   // blocks until data or EOF
+                if chunk.isEmpty { break }
+                let interrupt = collected.append(chunk, toErr: isErr, check: isErr ? interruptWhen : nil)
+                if interrupt { kill(p.processIdentifier, SIGINT) }
+            }
+            group.leave()
+        }
+    }
     try p.run()
-    if let t = interruptAfter { DispatchQueue.global().asyncAfter(deadline: .now() + t) { p.interrupt() } }
-    let o = out.fileHandleForReading.readDataToEndOfFile(), e = err.fileHandleForReading.readDataToEndOfFile()
+    group.wait()
     p.waitUntilExit()
+    let (o, e) = collected.contents
     return ToolResult(code: p.terminationStatus, out: String(decoding: o, as: UTF8.self), err: String(decoding: e, as: UTF8.self))
+}
+
+/// What a child wrote, appended from two reader threads.
+private final class Collected: @unchecked Sendable {
+    // @unchecked: all state behind `lock`.
+    private let lock = NSLock()
+    private var out = Data(), err = Data()
+    private var interrupted = false
+    /// Appends; returns true once, when `check` first holds on stderr.
+    func append(_ d: Data, toErr: Bool, check: (@Sendable (String) -> Bool)?) -> Bool {
+        lock.withLock {
+            if toErr { err.append(d) } else { out.append(d) }
+            guard let check, !interrupted, check(String(decoding: err, as: UTF8.self)) else { return false }
+            interrupted = true
+            return true
+        }
+    }
+    var contents: (Data, Data) { lock.withLock { (out, err) } }
 }
 
 /// `runTool` as a tuple (exit code, stdout, stderr).

@@ -8,10 +8,10 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
     // @unchecked: every member is guarded by `lock`.
     enum Event { case frame(bytesUsed: Int?, flags: UInt32, timestampNs: Int64?, sequence: UInt32?), error(Int32), eintr }
 
-    private let lock = NSLock()
-    var script: [Event] = []
+    private let lock = NSCondition()   // the lock, and the "something happened" signal poll() waits on
+    private var script: [Event] = []
     var openErrno: Int32 = 0
-    var failOn: [UInt: Int32] = [:]        // request → errno (once)
+    private var failOn: [UInt: Int32] = [:]        // request → errno (once)
     var extraStride = 64
     private(set) var calls: [String] = []
     private(set) var openFDs: Set<Int32> = []
@@ -26,9 +26,18 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
 
     var stride: Int { lock.withLock { fmt.width * 2 + extraStride } }
     var sizeImage: Int { lock.withLock { (fmt.width * 2 + extraStride) * fmt.height } }
-    func log(_ s: String) { calls.append(s) }
+    func log(_ s: String) { calls.append(s); lock.broadcast() }
 
-    func push(_ events: [Event]) { lock.withLock { script += events } }
+    func push(_ events: [Event]) { lock.withLock { script += events; lock.broadcast() } }
+    /// Makes the next `request` fail with `errno` (once); safe while streaming.
+    func fail(_ request: UInt, with errno: Int32) { lock.withLock { failOn[request] = errno; lock.broadcast() } }
+    /// Waits until the stream has called ioctl `request` `count` times in all (an event, not a delay).
+    func waitForCalls(_ name: String, count: Int = 1, timeout: Double = 10) -> Bool {
+        let end = Date().addingTimeInterval(timeout)
+        lock.lock(); defer { lock.unlock() }
+        while calls.filter({ $0 == name }).count < count { if !lock.wait(until: end) { return false } }
+        return true
+    }
     var mappedCount: Int { lock.withLock { mapped.count } }
     var openCount: Int { lock.withLock { openFDs.count } }
     var callLog: [String] { lock.withLock { calls } }
@@ -53,11 +62,16 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
         lock.withLock { if let k = mapped.first(where: { $0.value == pointer })?.key { mapped[k] = nil } }
     }
 
+    /// As the kernel's poll: returns at once when an event is ready, else waits for one (a push, a QBUF)
+    /// up to the timeout.
     func poll(_ fd: Int32, timeoutMs: Int32) -> Int32 {
-        let ready = lock.withLock { !script.isEmpty && (!queue.isEmpty || { if case .frame = script[0] { false } else { true } }()) }
-        if ready { return Int32(POLLIN) }
-        usleep(UInt32(min(timeoutMs, 20)) * 1000)
-        return 0
+        lock.lock(); defer { lock.unlock() }
+        let end = Date().addingTimeInterval(Double(timeoutMs) / 1000)
+        while true {
+            let ready = !script.isEmpty && (!queue.isEmpty || { if case .frame = script[0] { false } else { true } }())
+            if ready { return Int32(POLLIN) }
+            if !lock.wait(until: end) { return 0 }
+        }
     }
 
     func ioctl(_ fd: Int32, _ request: UInt, _ arg: UnsafeMutableRawPointer) -> Int32 {
@@ -130,6 +144,7 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
         case CV4L2_VIDIOC_QBUF:
             let b = arg.assumingMemoryBound(to: v4l2_buffer.self)
             queue.append(Int(b.pointee.index))
+            log("QBUF")
         case CV4L2_VIDIOC_STREAMON: streaming = true; log("STREAMON")
         case CV4L2_VIDIOC_STREAMOFF: streaming = false; queue = []; log("STREAMOFF")
         case CV4L2_VIDIOC_DQBUF:

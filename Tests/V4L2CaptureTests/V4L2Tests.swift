@@ -16,13 +16,22 @@ func fakeDev() -> String {
 final class Sink: @unchecked Sendable {
     // @unchecked: guarded by `lock`.
     let lock = NSLock()
+    /// Frames kept (holding their buffers) only with `hold`; `seen` keeps what every frame said.
     var frames: [VideoFrame] = []
+    var seen: [(stride: Int, bytesUsed: Int, timestampNs: Int64)] = []
+    let hold: Bool
+    init(hold: Bool = false) { self.hold = hold }
     var drops: [FrameDropReason: Int] = [:]
     var error: CaptureError?
+    var copied = 0
     var sink: FrameSink {
-        FrameSink(frame: { f in self.lock.withLock { self.frames.append(f) } },
+        FrameSink(frame: { f in self.lock.withLock {
+                      self.seen.append((f.buffer.stride, f.buffer.bytesUsed, f.timestampNs))
+                      if self.hold { self.frames.append(f) }
+                  } },
                   dropped: { r, n in self.lock.withLock { self.drops[r, default: 0] += n } },
-                  failed: { e in self.lock.withLock { self.error = e } })
+                  failed: { e in self.lock.withLock { self.error = e } },
+                  copied: { self.lock.withLock { self.copied += 1 } })
     }
     func wait(_ timeout: Double = 5, _ cond: (Sink) -> Bool) -> Bool {
         let end = Date().addingTimeInterval(timeout)
@@ -59,13 +68,13 @@ func startStream(_ k: FakeKernel, _ s: Sink, config: V4L2Stream.Configuration = 
         let s = Sink()
         let stream = try startStream(k, s)
         #expect(stream.applied == AppliedFormat(pixelFormat: .yuyv, size: FrameSize(width: 640, height: 480), stride: 1344, fps: Fraction(30)))
-        #expect(s.wait { $0.frames.count == 10 })
-        let f = s.lock.withLock { let all = s.frames; s.frames.removeAll(); return all.map { ($0.buffer.stride, $0.buffer.bytesUsed, $0.timestampNs) } }
+        #expect(s.wait { $0.seen.count == 10 })
+        let f = s.lock.withLock { s.seen }
         stream.stop()
         #expect(f.allSatisfy { $0.0 == 1344 && $0.1 == 1344 * 480 })
         #expect(zip(f, f.dropFirst()).allSatisfy { $0.2 < $1.2 })
         #expect(k.mappedCount == 0 && k.openCount == 0)
-        let log = k.callLog
+        let log = k.callLog.filter { $0 != "QBUF" }
         #expect(Array(log.suffix(3)) == ["STREAMOFF", "REQBUFS 0", "close"])
     }
 
@@ -75,7 +84,7 @@ func startStream(_ k: FakeKernel, _ s: Sink, config: V4L2Stream.Configuration = 
                 .frame(bytesUsed: nil, flags: monotonicFlag | CV4L2_BUF_FLAG_ERROR, timestampNs: nil, sequence: nil), goodFrame(), goodFrame()])
         let s = Sink()
         let stream = try startStream(k, s)
-        #expect(s.wait { $0.frames.count == 3 })
+        #expect(s.wait { $0.seen.count == 3 })
         stream.stop()
         #expect(s.drops[.shortBuffer] == 1 && s.drops[.corruptBuffer] == 1)
         #expect(s.error == nil)
@@ -86,7 +95,7 @@ func startStream(_ k: FakeKernel, _ s: Sink, config: V4L2Stream.Configuration = 
         k.push([.eintr, goodFrame(), .eintr, .eintr, goodFrame()])
         let s = Sink()
         let stream = try startStream(k, s)
-        #expect(s.wait { $0.frames.count == 2 })
+        #expect(s.wait { $0.seen.count == 2 })
         stream.stop()
         #expect(s.error == nil)
     }
@@ -94,7 +103,7 @@ func startStream(_ k: FakeKernel, _ s: Sink, config: V4L2Stream.Configuration = 
     @Test func enodevMidStreamDisconnectsAndFreesEverything() throws {
         let k = FakeKernel()
         k.push([goodFrame(), goodFrame(), .error(ENODEV)])
-        let s = Sink()
+        let s = Sink(hold: true)
         let stream = try startStream(k, s)
         #expect(s.wait { $0.error != nil })
         #expect(s.error?.code == .disconnected)
@@ -109,7 +118,7 @@ func startStream(_ k: FakeKernel, _ s: Sink, config: V4L2Stream.Configuration = 
     @Test func heldFramesStayValidAfterStopAndUnmapOnRelease() throws {
         let k = FakeKernel()
         k.push([goodFrame(), goodFrame()])
-        let s = Sink()
+        let s = Sink(hold: true)
         let stream = try startStream(k, s)
         #expect(s.wait { $0.frames.count == 2 })
         stream.stop()
@@ -126,9 +135,9 @@ func startStream(_ k: FakeKernel, _ s: Sink, config: V4L2Stream.Configuration = 
                 goodFrame(now + 10_000_000_000), .frame(bytesUsed: nil, flags: 0, timestampNs: 5, sequence: nil), goodFrame()])
         let s = Sink()
         let stream = try startStream(k, s)
-        #expect(s.wait { $0.frames.count == 6 })
+        #expect(s.wait { $0.seen.count == 6 })
         stream.stop()
-        let ts = s.lock.withLock { s.frames.map(\.timestampNs) }
+        let ts = s.lock.withLock { s.seen.map(\.timestampNs) }
         #expect(ts[0] == (now - 30_000_000) / 1000 * 1000, "a sane monotonic buffer timestamp is used as is")
         #expect(zip(ts, ts.dropFirst()).allSatisfy { $0 < $1 }, "\(ts)")
         #expect(ts[3] < now + 1_000_000_000, "a timestamp in the future is not used")
@@ -139,14 +148,14 @@ func startStream(_ k: FakeKernel, _ s: Sink, config: V4L2Stream.Configuration = 
         k.push([goodFrame(seq: 1), goodFrame(seq: 2), goodFrame(seq: 5), goodFrame(seq: 6), goodFrame(seq: 10)])
         let s = Sink()
         let stream = try startStream(k, s)
-        #expect(s.wait { $0.frames.count == 5 })
+        #expect(s.wait { $0.seen.count == 5 })
         stream.stop()
         #expect(s.drops[.driverDropped] == 5)
     }
 
     @Test func busyDeviceIsAClearError() throws {
         let k = FakeKernel()
-        k.failOn[CV4L2_VIDIOC_S_FMT] = EBUSY
+        k.fail(CV4L2_VIDIOC_S_FMT, with: EBUSY)
         let s = Sink()
         do { _ = try startStream(k, s); Issue.record("started") } catch let e as CaptureError {
             #expect(e.code == .deviceBusy)
@@ -160,7 +169,7 @@ func startStream(_ k: FakeKernel, _ s: Sink, config: V4L2Stream.Configuration = 
     @Test(arguments: [CV4L2_VIDIOC_STREAMON, CV4L2_VIDIOC_REQBUFS, CV4L2_VIDIOC_QBUF])
     func setupFailuresLeaveNothingOpen(_ request: UInt) throws {
         let k = FakeKernel()
-        k.failOn[request] = EIO
+        k.fail(request, with: EIO)
         do { _ = try startStream(k, Sink()); Issue.record("started") } catch let e as CaptureError {
             #expect(e.errno == EIO)
             #expect(e.message.contains("failed on"))
@@ -173,8 +182,8 @@ func startStream(_ k: FakeKernel, _ s: Sink, config: V4L2Stream.Configuration = 
         k.push([goodFrame(), goodFrame(), goodFrame()])
         let s = Sink()
         let stream = try startStream(k, s)
-        #expect(s.wait { $0.frames.count >= 1 })
-        k.failOn[CV4L2_VIDIOC_QBUF] = EINVAL
+        #expect(s.wait { $0.seen.count >= 1 })
+        k.fail(CV4L2_VIDIOC_QBUF, with: EINVAL)
         s.lock.withLock { s.frames.removeAll() }   // release buffers so they are re-queued
         #expect(s.wait { $0.error != nil })
         #expect(s.error?.code == .streamFailed)
@@ -194,25 +203,62 @@ func startStream(_ k: FakeKernel, _ s: Sink, config: V4L2Stream.Configuration = 
         stream.stop()
     }
 
-    @Test func consumersHoldingBuffersNeverStarveTheDriver() throws {
+    @Test func consumersHoldingBuffersGetBoundedCopiesThenCountedDrops() throws {
         let k = FakeKernel()
         k.push((0..<12).map { _ in goodFrame() })
-        let s = Sink()   // keeps every frame: after 3 of 4 buffers, frames must be copies
-        let stream = try startStream(k, s)
-        #expect(s.wait { $0.frames.count == 12 })
+        let s = Sink(hold: true)   // keeps every frame it gets
+        let stream = try startStream(k, s, config: .init(bufferCount: 4, copyBuffers: 2, pollTimeoutMs: 20))
+        // 3 frames borrow driver buffers (one stays with the driver), 2 are copies, the other 7 are dropped
+        // with their reason: memory stays bounded and the driver never starves.
+        #expect(s.wait { $0.seen.count + $0.drops[.buffersHeld, default: 0] == 12 })
+        #expect(k.scriptEmpty)
         stream.stop()
         #expect(s.error == nil)
+        #expect(s.frames.count == 5 && s.copied == 2 && s.drops[.buffersHeld] == 7, "\(s.frames.count) \(s.copied) \(s.drops)")
+        s.lock.withLock { s.frames.removeAll() }
+        #expect(k.mappedCount == 0 && k.openCount == 0)
     }
 
-    @Test func hotplugReportsNodesAppearingAndGoing() async throws {
+    @Test func aReleasedCapturerStopsUnmapsAndClosesTheDevice() async throws {
+        let k = FakeKernel()
+        k.push((0..<5).map { _ in goodFrame() })
+        let dev = fakeDev()
+        var capturer: CameraVideoCapturer? = CameraVideoCapturer(providers: [V4L2DeviceProvider(kernel: k, devDirectory: dev, configuration: .init(pollTimeoutMs: 20))])
+        let device = try capturer!.device(dev + "/video0")
+        let stream = capturer!.frames()
+        try await capturer!.startCapture(device: device, targetSize: FrameSize(width: 640, height: 480))
+        var it = stream.makeAsyncIterator()
+        #expect(try await it.next() != nil)   // streaming
+        #expect(k.openCount == 1 && k.mappedCount == 4)
+        capturer = nil   // released without stopCapture()
+        #expect(k.callLog.contains("STREAMOFF"))
+        #expect(k.mappedCount == 0 && k.openCount == 0, "mapped \(k.mappedCount), open \(k.openCount)")
+        #expect(try await it.next() == nil, "the stream ends with its capturer")
+    }
+
+    @Test func hotplugReportsCamerasAppearingAndGoingButNotOtherNodes() async throws {
         let dir = fakeDev()
-        let monitor = try HotplugMonitor(directory: dir)
+        // video7 is a camera; video8 stands for UVC's metadata node (answers QUERYCAP without video capture).
+        let monitor = try HotplugMonitor(directory: dir, isCamera: { $0.hasSuffix("/video7") })
+        _ = FileManager.default.createFile(atPath: dir + "/video8", contents: nil)
         _ = FileManager.default.createFile(atPath: dir + "/video7", contents: nil)
         _ = FileManager.default.createFile(atPath: dir + "/not-a-camera", contents: nil)
+        try FileManager.default.removeItem(atPath: dir + "/video8")
         try FileManager.default.removeItem(atPath: dir + "/video7")
         var events: [DeviceEvent] = []
         for await e in monitor.events { events.append(e); if events.count == 2 { break } }
         monitor.stop()
+        monitor.stop()   // a second stop returns at once
         #expect(events == [.connected(path: dir + "/video7"), .disconnected(path: dir + "/video7")])
+        var rest: [DeviceEvent] = []
+        for await e in monitor.events { rest.append(e) }   // finished by stop()
+        #expect(rest.isEmpty)
+    }
+
+    @Test func aReleasedHotplugMonitorClosesItsDescriptors() throws {
+        let before = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count
+        for _ in 0..<20 { _ = try HotplugMonitor(directory: fakeDev(), isCamera: { _ in false }) }
+        let after = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count
+        #expect(after <= before + 2, "fds before \(before), after \(after)")
     }
 }

@@ -32,9 +32,15 @@ final class Recorder: CameraVideoCapturerDelegate, @unchecked Sendable {
     private var _stops: [CaptureError?] = []
     let delayNs: UInt32
     let keepFrames: Bool
-    init(delayMs: UInt32 = 0, keepFrames: Bool = false) { delayNs = delayMs * 1000; self.keepFrames = keepFrames }
+    private let gate: DispatchSemaphore?
+    /// `gated`: the first frame callback blocks until `open()` (a consumer stuck on a frame).
+    init(delayMs: UInt32 = 0, keepFrames: Bool = false, gated: Bool = false) {
+        delayNs = delayMs * 1000; self.keepFrames = keepFrames; gate = gated ? DispatchSemaphore(value: 0) : nil
+    }
+    func open() { gate?.signal() }
 
     func capturer(_ capturer: CameraVideoCapturer, didCapture frame: VideoFrame) {
+        if let gate, lock.withLock({ _frames.isEmpty }) { gate.wait(); gate.signal() }
         // Keep metadata only (a copy of the struct keeps the buffer; drop pixels unless asked).
         lock.withLock {
             _frames.append(keepFrames ? frame : VideoFrame(buffer: VideoFrameBuffer(pixelFormat: frame.buffer.pixelFormat, width: frame.width,

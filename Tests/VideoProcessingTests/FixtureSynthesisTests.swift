@@ -13,7 +13,7 @@ func fixtureFrames(_ spec: String, _ code: String, _ size: FrameSize, count: Int
     let stream = capturer.frames(bufferingNewest: count + 1)
     _ = try await capturer.startCapture(device: device, format: format, size: size, fps: Fraction(30))
     var frames: [VideoFrame] = []
-    for await f in stream {
+    for try await f in stream {
         frames.append(f)
         if frames.count == count { break }
     }

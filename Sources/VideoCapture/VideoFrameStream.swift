@@ -1,0 +1,132 @@
+import Synchronization
+
+/// The capturer's frames as an `AsyncSequence` that ends by **throwing** the `CaptureError` when capture fails
+/// (an unplugged camera, an I/O error) and returns nil after `stopCapture()`.
+///
+/// A stream may be made before `startCapture`: it then receives the first frame of the next start (nothing is
+/// lost between the start and the subscription). It ends at the first stop after it was made. Each stream
+/// buffers the newest `bufferingNewest` frames in a fixed ring (no allocation per frame); a frame that pushes
+/// out an older one is counted in `CaptureStatistics.dropped[.consumerBusy]`. When every copy of the stream and
+/// its iterators is gone, the subscription ends by itself.
+public struct VideoFrameStream: AsyncSequence, Sendable {
+    public typealias Element = VideoFrame
+    public typealias Failure = CaptureError
+    let handle: FrameSubscription.Handle
+
+    public func makeAsyncIterator() -> Iterator { Iterator(handle: handle) }
+
+    public struct Iterator: AsyncIteratorProtocol {
+        public typealias Element = VideoFrame
+        public typealias Failure = CaptureError
+        let handle: FrameSubscription.Handle
+
+        public mutating func next() async throws(CaptureError) -> VideoFrame? {
+            try await handle.subscription.next()
+        }
+
+        public mutating func next(isolation actor: isolated (any Actor)?) async throws(CaptureError) -> VideoFrame? {
+            try await handle.subscription.next()
+        }
+    }
+}
+
+/// One consumer's bounded queue of frames between the delivery thread and an async iterator.
+final class FrameSubscription: Sendable {
+    /// Owned by the consumer's sequence: when the last copy goes, the subscription is removed from the capturer.
+    final class Handle: Sendable {
+        let subscription: FrameSubscription
+        let onRelease: @Sendable () -> Void
+        init(_ s: FrameSubscription, onRelease: @escaping @Sendable () -> Void) { subscription = s; self.onRelease = onRelease }
+        deinit { subscription.finish(nil); onRelease() }
+    }
+
+    private enum End { case stopped, failed(CaptureError) }
+    private struct State {
+        var ring: [VideoFrame?]
+        var head = 0
+        var count = 0
+        var end: End?
+        var waiter: UnsafeContinuation<Result<VideoFrame?, CaptureError>, Never>?
+    }
+    let id: UInt64
+    /// Ring capacity; with `growable` the ring doubles instead of dropping (offline processing, no drops).
+    private let growable: Bool
+    private let state: Mutex<State>
+
+    init(id: UInt64, capacity: Int, growable: Bool) {
+        self.id = id
+        self.growable = growable
+        state = Mutex(State(ring: Array(repeating: nil, count: max(1, capacity))))
+    }
+
+    /// Queues a frame; returns how many older frames it pushed out (0 or 1). Ignored after the end.
+    func yield(_ frame: VideoFrame) -> Int {
+        var resume: UnsafeContinuation<Result<VideoFrame?, CaptureError>, Never>?
+        let dropped = state.withLock { s -> Int in
+            guard s.end == nil else { return 0 }
+            if let w = s.waiter { s.waiter = nil; resume = w; return 0 }
+            var dropped = 0
+            if s.count == s.ring.count {
+                if growable {
+                    // Unroll into a ring twice the size (rare: only while the consumer is behind).
+                    var bigger = [VideoFrame?](repeating: nil, count: s.ring.count * 2)
+                    for i in 0..<s.count { bigger[i] = s.ring[(s.head + i) % s.ring.count] }
+                    s.ring = bigger; s.head = 0
+                } else {
+                    s.ring[s.head] = nil; s.head = (s.head + 1) % s.ring.count; s.count -= 1; dropped = 1
+                }
+            }
+            s.ring[(s.head + s.count) % s.ring.count] = frame
+            s.count += 1
+            return dropped
+        }
+        resume?.resume(returning: .success(frame))
+        return dropped
+    }
+
+    /// Ends the stream: after the queued frames, the iterator returns nil (`error == nil`) or throws.
+    func finish(_ error: CaptureError?) {
+        let waiter = state.withLock { s -> UnsafeContinuation<Result<VideoFrame?, CaptureError>, Never>? in
+            guard s.end == nil else { return nil }
+            s.end = error.map { .failed($0) } ?? .stopped
+            let w = s.waiter; s.waiter = nil; return w
+        }
+        waiter?.resume(returning: error.map { .failure($0) } ?? .success(nil))
+    }
+
+    private func take(_ s: inout State) -> Result<VideoFrame?, CaptureError>? {
+        if s.count > 0 {
+            let f = s.ring[s.head]; s.ring[s.head] = nil
+            s.head = (s.head + 1) % s.ring.count; s.count -= 1
+            return .success(f)
+        }
+        switch s.end {
+        case .stopped: return .success(nil)
+        case .failed(let e):
+            s.end = .stopped   // thrown once; later calls return nil
+            return .failure(e)
+        case nil: return nil
+        }
+    }
+
+    func next() async throws(CaptureError) -> VideoFrame? {
+        if let ready = state.withLock({ take(&$0) }) { return try ready.get() }
+        let result = await withTaskCancellationHandler {
+            await withUnsafeContinuation { (c: UnsafeContinuation<Result<VideoFrame?, CaptureError>, Never>) in
+                let ready = state.withLock { s -> Result<VideoFrame?, CaptureError>? in
+                    if let r = take(&s) { return r }
+                    if Task.isCancelled { return .success(nil) }
+                    s.waiter = c
+                    return nil
+                }
+                if let ready { c.resume(returning: ready) }
+            }
+        } onCancel: {
+            let w = state.withLock { s -> UnsafeContinuation<Result<VideoFrame?, CaptureError>, Never>? in
+                let w = s.waiter; s.waiter = nil; return w
+            }
+            w?.resume(returning: .success(nil))
+        }
+        return try result.get()
+    }
+}

@@ -1,0 +1,276 @@
+import ArgumentParser
+import Foundation
+import VideoCapture
+import VideoProcessing
+import FixtureCameras
+import Synchronization
+
+// The one capture loop every capturing command runs on (record, preview, and the commands that stream).
+//
+//   camera ─▶ CameraVideoCapturer ─▶ frames() ─▶ one conversion to I420 ─▶ stage ─▶ stage ─▶ …
+//
+// The pipeline owns the session (capturer, device, negotiated selection, applied format), the signals
+// (installed before the camera starts), the stop conditions (on frame timestamps, not the wall clock), the
+// bad-frame policy, progress and the summary. A command is a list of `PictureStage`s.
+
+/// Options shared by every capturing command.
+struct CaptureOptions: ParsableArguments {
+    @Option(name: .shortAndLong, help: "Device: /dev/videoN, fixture:NAME or a fixture file (default: the first camera, else fixture:uvc-webcam).")
+    var device: String?
+    @Option(name: .shortAndLong, help: "Target capture size; negotiation picks the closest the device offers.")
+    var size: FrameSize = FrameSize(width: 1280, height: 720)
+    @Option(help: "Frame-rate limit for negotiation.")
+    var fpsLimit: Int = FormatSelector.defaultFpsLimit
+    @Option(help: "Stop after this many frames.")
+    var frames: Int?
+    @Option(help: "Stop after this many seconds of capture, on frame timestamps (default 5 when --frames is not given).")
+    var duration: Double?
+    @Flag(help: "Fixture cameras only: produce frames as fast as they are consumed, timestamps exactly 1/fps apart (no drops).")
+    var fast = false
+    @Option(help: "Fixture cameras only: sensor noise amplitude added to luma (0 = the clean test pattern).")
+    var noise: Int = 0
+    @Option(help: .hidden) var fixtureDisconnectAfter: Int?
+    @Flag(name: .shortAndLong, help: "No progress line and no start line.")
+    var quiet = false
+
+    func validateCommon() throws {
+        guard fpsLimit > 0, fpsLimit <= 1000 else { throw ValidationError("--fps-limit must be between 1 and 1000, got \(fpsLimit)") }
+        if let frames, frames <= 0 { throw ValidationError("--frames must be positive, got \(frames)") }
+        if let duration, !(duration > 0 && duration <= 86_400 * 366) { throw ValidationError("--duration must be between 0 and one year of seconds, got \(duration)") }
+        guard (0...64).contains(noise) else { throw ValidationError("--noise must be 0...64, got \(noise)") }
+        if frames != nil && duration != nil { throw ValidationError("give either --frames or --duration, not both") }
+        if let n = fixtureDisconnectAfter, n < 0 { throw ValidationError("--fixture-disconnect-after must be >= 0") }
+    }
+
+    /// The stop condition on timestamps, in nanoseconds (nil when stopping on a frame count).
+    var durationNs: Int64? { frames == nil ? Int64((duration ?? 5) * 1e9) : nil }
+}
+
+/// A step of the pipeline: it gets every I420 picture (from the pipeline's one conversion per frame) and the
+/// frame it came from. A stage checks and opens its outputs in its initialiser, before the camera starts.
+protocol PictureStage: AnyObject {
+    /// After the camera started, before the first picture.
+    func begin(_ pipeline: CapturePipeline) throws
+    /// One picture. A thrown error stops the pipeline (a write failure); bad captured frames never get here.
+    func consume(_ picture: I420Buffer, frame: VideoFrame) throws
+    /// Closes outputs; called once at the end, also after an error.
+    func end() throws
+    /// The stage's part of the summary's `frames:` line ("encoded 150, skipped 0"), if any.
+    var framesSummary: String? { get }
+    /// Live figures for the progress line ("1480 kbps").
+    var progress: String? { get }
+    /// Summary lines (label, value).
+    var summary: [(String, String)] { get }
+}
+
+extension PictureStage {
+    func begin(_ pipeline: CapturePipeline) throws {}
+    var framesSummary: String? { nil }
+    var progress: String? { nil }
+}
+
+/// One capture session from negotiation to summary.
+final class CapturePipeline {
+    let options: CaptureOptions
+    let capturer: CameraVideoCapturer
+    let device: CaptureDevice
+    let selection: FormatSelection
+    /// What the device applied (set once the camera has started).
+    private(set) var applied = AppliedFormat(pixelFormat: .i420, size: FrameSize(width: 0, height: 0), stride: 0, fps: Fraction(30))
+    /// The conversion of each frame (one per captured frame, shared by every stage).
+    var conversion: (VideoFrame, AppliedFormat) -> FrameConverter.Options = { _, _ in .init() }
+    /// Extra text for the format line of the summary (", encoded at 640x360").
+    var formatNote = ""
+
+    /// Resolves the device and negotiates: everything that can fail before the camera starts.
+    init(_ options: CaptureOptions) throws {
+        self.options = options
+        // As-fast-as-consumed fixture frames are not dropped: the capturer waits for the consumer.
+        let capturer = makeCapturer(pacing: options.fast ? .asFastAsConsumed : .realTime, discardsLate: !options.fast,
+                                    noise: options.noise, disconnectAfter: options.fixtureDisconnectAfter)
+        self.capturer = capturer
+        device = try options.device.map { spec throws(CaptureError) in try capturer.device(spec) } ?? defaultDevice(capturer)
+        selection = try capturer.selectFormat(for: device, targetSize: options.size, fpsLimit: options.fpsLimit)
+    }
+
+    struct Outcome {
+        var processed = 0
+        var undecodable = 0
+    }
+
+    /// Starts the camera, feeds every picture through the stages, stops, closes and prints the summary.
+    /// Throws (after the summary) when capture failed or a stage failed; what was written stays playable.
+    func run(_ verb: String, stages: [any PictureStage]) async throws {
+        let frames = capturer.frames(bufferingNewest: 2)   // subscribed before the start: the first frame is ours
+        let stopSignal = StopSignal { [capturer] in Task { try? await capturer.stopCapture() } }
+        defer { withExtendedLifetime(stopSignal) {} }
+        applied = try await capturer.startCapture(device: device, format: selection.format, size: selection.size, fps: selection.fps)
+        var began = 0
+        do {
+            for s in stages { try s.begin(self); began += 1 }
+        } catch {
+            try? await capturer.stopCapture()
+            for s in stages.prefix(began) { try? s.end() }
+            throw error
+        }
+        if !options.quiet {
+            FileHandle.standardError.write(Data("\(verb) \(device.path) (\(device.name)): \(selection.pixelFormat) \(applied.size) @ \(applied.fps) fps\n".utf8))
+        }
+
+        let converter = FrameConverter()
+        var outcome = Outcome()
+        var progress = Progress(quiet: options.quiet)
+        var latency = LatencyHistogram()
+        var firstTs: Int64?, lastTs: Int64 = 0
+        var captureError: CaptureError?
+        var stageError: Error?
+        let wallStart = monotonicNow()
+        do {
+            frameLoop: for try await frame in frames {
+                let first = firstTs ?? frame.timestampNs
+                firstTs = first
+                if let d = options.durationNs, frame.timestampNs - first >= d { break }
+                let picture: I420Buffer
+                do {
+                    picture = try converter.convert(frame.buffer, options: conversion(frame, applied))
+                } catch where error.code == .decodeFailed || error.code == .shortBuffer {
+                    outcome.undecodable += 1   // one bad frame while streaming: counted, capture goes on
+                    continue
+                } catch {
+                    stageError = error
+                    break
+                }
+                do {
+                    for s in stages { try s.consume(picture, frame: frame) }
+                } catch {
+                    stageError = error
+                    break frameLoop
+                }
+                outcome.processed += 1
+                lastTs = frame.timestampNs
+                if !options.fast { latency.add(monotonicNow() - frame.timestampNs) }
+                let elapsed = Double(lastTs - first) / 1e9
+                if elapsed >= 0.2 {
+                    let extra = stages.compactMap(\.progress).joined(separator: "  ")
+                    progress.update("\(fmt(elapsed)) s  \(outcome.processed) frames  \(fmt(Double(outcome.processed - 1) / elapsed)) fps  \(extra)  drops \(capturer.statistics.totalDropped)")
+                }
+                if let n = options.frames, outcome.processed >= n { break }
+            }
+        } catch {
+            captureError = error
+        }
+        progress.finish()
+        let wallSeconds = Double(monotonicNow() - wallStart) / 1e9
+        // Counters as of the end of the run (frames produced while stopping are not part of it).
+        let stats = capturer.statistics
+        if capturer.isRunning { try? await capturer.stopCapture() }
+        var endError: Error?
+        for s in stages { do { try s.end() } catch { endError = endError ?? error } }
+
+        let elapsed = firstTs.map { Double(lastTs - $0) / 1e9 } ?? 0
+        let dropped = stats.totalDropped - stats.dropped[.noConsumer, default: 0]
+        let drops = stats.dropped.filter { $0.key != .noConsumer && $0.value > 0 }.sorted { $0.key.rawValue < $1.key.rawValue }
+            .map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+        var frameLine = "captured \(outcome.processed + outcome.undecodable + dropped), dropped \(dropped)\(drops.isEmpty ? "" : " (\(drops))")"
+        for s in stages { if let f = s.framesSummary { frameLine += ", " + f } }
+        if outcome.undecodable > 0 { frameLine += ", undecodable \(outcome.undecodable)" }
+        var lines: [(String, String)] = [
+            ("device", "\(device.path) (\(device.name))"),
+            ("format", "\(selection.pixelFormat) \(applied.size) @ \(applied.fps) fps (stride \(applied.stride))\(formatNote)"),
+            ("frames", frameLine),
+            ("achieved fps", "\(fmt(elapsed > 0 ? Double(outcome.processed - 1) / elapsed : 0, 2)) on frame timestamps, \(fmt(wallSeconds > 0 ? Double(outcome.processed) / wallSeconds : 0, 1)) frames/s throughput"),
+        ]
+        if latency.count > 0 {
+            lines.append(("latency", "capture to output p50 \(fmt(latency.percentileMs(0.5), 2)) ms, p95 \(fmt(latency.percentileMs(0.95), 2)) ms, p99 \(fmt(latency.percentileMs(0.99), 2)) ms"))
+        }
+        for s in stages { lines += s.summary }
+        let width = (lines.map(\.0.count).max() ?? 0) + 2
+        print(lines.map { ($0.0 + ":").padding(toLength: width, withPad: " ", startingAt: 0) + $0.1 }.joined(separator: "\n"))
+
+        if let e = captureError { throw CLIError("capture failed after \(outcome.processed) frames: \(e) — what was written is complete and playable") }
+        if let e = stageError ?? endError { throw CLIError("stopped after \(outcome.processed) frames: \(e) — what was written before is playable") }
+        if outcome.processed == 0 { throw CLIError("no frame was captured from \(device.path)") }
+    }
+}
+
+/// Capture-to-output latency in 50 µs buckets up to 500 ms (fixed memory: nothing allocated per frame).
+struct LatencyHistogram {
+    private var buckets = [Int](repeating: 0, count: 10_001)
+    private(set) var count = 0
+    mutating func add(_ ns: Int64) {
+        let i = ns <= 0 ? 0 : Int(min(ns / 50_000, Int64(buckets.count - 1)))
+        buckets[i] += 1; count += 1
+    }
+    func percentileMs(_ p: Double) -> Double {
+        guard count > 0 else { return 0 }
+        let rank = max(1, Int((Double(count) * p).rounded(.up)))
+        var seen = 0
+        for (i, n) in buckets.enumerated() { seen += n; if seen >= rank { return Double(i) * 0.05 + 0.025 } }
+        return Double(buckets.count) * 0.05
+    }
+}
+
+func monotonicNow() -> Int64 {
+    var t = timespec(); clock_gettime(CLOCK_MONOTONIC, &t)
+    return Int64(t.tv_sec) * 1_000_000_000 + Int64(t.tv_nsec)
+}
+
+/// Stops on SIGINT/SIGTERM: the first signal asks the pipeline to finish cleanly, a second one exits at once
+/// (130). Installed before the camera starts. Two signals that arrive together (dispatch coalesces them into
+/// one event) count as two.
+final class StopSignal: @unchecked Sendable {
+    // @unchecked: `sources` is written once in init and only kept alive afterwards; `count` is a Mutex.
+    private var sources: [DispatchSourceSignal] = []
+    private let count = SignalCount()
+    init(onStop: @escaping @Sendable () -> Void) {
+        for sig in [SIGINT, SIGTERM] {
+            signal(sig, SIG_IGN)
+            let src = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            src.setEventHandler { [count, src] in   // the cycle src → handler → src ends at cancel (deinit)
+                let received = Int(src.data)
+                let n = count.value.withLock { c -> Int in c += max(1, received); return c }
+                if n > 1 { exit(130) }
+                onStop()
+            }
+            src.resume()
+            sources.append(src)
+        }
+    }
+    deinit {
+        for s in sources { s.cancel() }
+        signal(SIGINT, SIG_DFL); signal(SIGTERM, SIG_DFL)
+    }
+}
+
+final class SignalCount: Sendable { let value = Mutex(0) }
+
+/// A line on stderr rewritten in place (only on a terminal, else one line per update every few seconds).
+struct Progress {
+    let quiet: Bool
+    private var last = Date.distantPast
+    private let tty = isatty(2) != 0
+    init(quiet: Bool) { self.quiet = quiet }
+    mutating func update(_ text: @autoclosure () -> String, force: Bool = false) {
+        guard !quiet else { return }
+        let now = Date()
+        let interval = tty ? 0.25 : 2.0
+        guard force || now.timeIntervalSince(last) >= interval else { return }
+        last = now
+        FileHandle.standardError.write(Data(((tty ? "\r\u{1B}[K" : "") + text() + (tty ? "" : "\n")).utf8))
+    }
+    func finish() { if !quiet && tty { FileHandle.standardError.write(Data("\n".utf8)) } }
+}
+
+/// Checks that `path` can be written without destroying it: opens it for writing without truncating
+/// (creating it when missing) and closes it again.
+func checkWritable(_ path: String) throws {
+    let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0o644)
+    guard fd >= 0 else { throw CLIError("cannot write \(path): \(String(cString: strerror(errno)))") }
+    close(fd)
+}
+
+extension Fraction {
+    var fps: Double { doubleValue }
+}
+
+func fmt(_ v: Double, _ digits: Int = 1) -> String { String(format: "%.\(digits)f", v) }
