@@ -22,5 +22,16 @@ let package = Package(
             path: "Benchmarks/Pipeline",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
+        // The library side of Benchmarks/compare (generates the shared raw frames, runs the library loop).
+        .executableTarget(
+            name: "compare-loop",
+            dependencies: [
+                .product(name: "VideoCapture", package: "swift-video-capture"),
+                .product(name: "VideoProcessing", package: "swift-video-capture"),
+                .product(name: "H264", package: "swift-video-capture"),
+                .product(name: "FixtureCameras", package: "swift-video-capture"),
+            ],
+            path: "compare/CompareLoop"   // outside Benchmarks/: not a benchmark target for the plugin
+        ),
     ]
 )

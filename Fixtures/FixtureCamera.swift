@@ -150,11 +150,15 @@ final class FixtureStream: CaptureStream, @unchecked Sendable {
     private func run() {
         let w = applied.size.width, h = applied.size.height
         let format = applied.pixelFormat
+        // The picture changes only where it moves; MJPEG re-encodes only the tiles that changed.
+        let renderer = PatternRenderer(width: w, height: h, noise: options.noise)
+        let tiled = format.isCompressed ? TiledMJPEGWriter(width: w, height: h) : nil
         let writer = FormatWriter()
-        let scratch = I420Buffer(width: w, height: h)
-        let capacity = FormatWriter.capacity(for: format, width: w, height: h)
+        let capacity = tiled?.capacity ?? FormatWriter.capacity(for: format, width: w, height: h)
         // `bufferCount` driver-like buffers, then `copyBuffers` private ones used only when all those are held.
         var storages = (0..<(options.bufferCount + options.copyBuffers)).map { _ in FrameStorage(capacity: capacity) }
+        // Touch every page now, like a driver's buffers: the first frames cost no page faults.
+        for s in storages { memset(s.baseAddress, 0, s.capacity) }
         // Frame period in nanoseconds, exact as a fraction: 1e9 * den / num.
         let periodNum = Int128(1_000_000_000) * Int128(applied.fps.denominator), periodDen = Int128(applied.fps.numerator)
         let start = monotonicNanoseconds()
@@ -182,10 +186,17 @@ final class FixtureStream: CaptureStream, @unchecked Sendable {
                 }
                 sink.copied()
             }
-            TestPattern.render(frame: UInt64(index), into: scratch, noise: options.noise)
+            renderer.advance(to: UInt64(index))
             let buffer: VideoFrameBuffer
-            do { buffer = try writer.write(scratch, as: format, into: storages[slot]) }
-            catch {
+            do {
+                if let tiled {
+                    let s = storages[slot]
+                    let used = try tiled.write(renderer, into: s.baseAddress.assumingMemoryBound(to: UInt8.self), capacity: s.capacity)
+                    buffer = VideoFrameBuffer(pixelFormat: format, width: w, height: h, stride: 0, bytesUsed: used, storage: s)
+                } else {
+                    buffer = try writer.write(renderer.output, as: format, into: storages[slot])
+                }
+            } catch {
                 storages.removeAll()
                 sink.failed(CaptureError(.streamFailed, "fixture camera could not render \(format): \(error)"))
                 return

@@ -1,4 +1,5 @@
 public import VideoCapture
+import VideoProcessing
 
 /// The fixture cameras' picture: 75% colour bars, a white square that moves one step per frame, and the
 /// frame number drawn in large digits (so a decoded frame tells which capture it was).
@@ -9,81 +10,237 @@ public enum TestPattern {
         (84, 184, 198), (65, 100, 212), (35, 212, 114), (16, 128, 128),
     ]
 
-    /// Draws frame `index` into `dst`.
+    /// Draws frame `index` into `dst`; `noise` adds sensor-like luma noise of that amplitude, different
+    /// every frame (from a precomputed table, the same the fixture cameras use).
     public static func render(frame index: UInt64, into dst: I420Buffer, noise: Int = 0) {
-        draw(frame: index, into: dst)
-        guard noise > 0 else { return }
-        // Per-frame pseudo-random luma noise (xorshift), like a sensor's.
-        var state = index &* 0x9E37_79B9_7F4A_7C15 | 1
-        let amplitude = UInt64(2 * noise + 1)
-        for r in 0..<dst.height {
-            let row = dst.dataY + r * dst.strideY
-            for x in 0..<dst.width {
-                state ^= state << 13; state ^= state >> 7; state ^= state << 17
-                let v = Int(row[x]) + Int(state % amplitude) - noise
-                row[x] = UInt8(clamping: v)
-            }
+        drawBars(into: dst)
+        let layout = Layout(width: dst.width, height: dst.height)
+        if let sq = layout.square(frame: index) { fill(dst, sq, y: 235, u: 128, v: 128) }
+        if let box = layout.counterBox {
+            fill(dst, box, y: 16, u: 128, v: 128)
+            for i in 0..<6 { drawDigit(layout.digit(of: index, at: i), cell: layout.digitCell(i), scale: layout.scale, into: dst) }
+        }
+        if noise > 0 { NoiseTable(amplitude: noise, planeBytes: dst.strideY * dst.height).apply(frame: index, to: dst, from: dst) }
+    }
+
+    /// Where the moving parts are for a picture size.
+    struct Layout {
+        let width: Int, height: Int
+        let scale: Int
+        let side: Int
+        let counterBox: Rect?
+        init(width w: Int, height h: Int) {
+            width = w; height = h
+            scale = max(1, h / 60)
+            side = max(2, h / 8) & ~1
+            let digitW = 4 * scale, digitH = 5 * scale, gap = scale
+            let boxW = 6 * (digitW + gap) + gap, boxH = digitH + 2 * gap
+            let bx = 2 * scale & ~1, by = max(0, h - boxH - 2 * scale) & ~1
+            counterBox = boxW + bx <= w && boxH + by <= h ? Rect(x: bx, y: by, w: boxW, h: boxH) : nil
+        }
+        /// The moving square: one eighth of the height, sweeping left to right 4 pixels a frame.
+        func square(frame index: UInt64) -> Rect? {
+            guard side < width && side < height else { return nil }
+            let travel = max(1, width - side)
+            let x0 = Int((index &* 4) % UInt64(travel)) & ~1
+            return Rect(x: x0, y: (height - side) / 2 & ~1, w: side, h: side)
+        }
+        /// Digit `i` (0 = most significant of 6) of the frame number.
+        func digit(of index: UInt64, at i: Int) -> Int {
+            var n = index
+            for _ in 0..<(5 - i) { n /= 10 }
+            return Int(n % 10)
+        }
+        func digitCell(_ i: Int) -> Rect {
+            let box = counterBox!
+            return Rect(x: box.x + scale + i * (5 * scale), y: box.y + scale, w: 4 * scale, h: 5 * scale)
         }
     }
 
-    private static func draw(frame index: UInt64, into dst: I420Buffer) {
+    struct Rect: Equatable {
+        var x: Int, y: Int, w: Int, h: Int
+        func intersects(_ o: Rect) -> Bool { x < o.x + o.w && o.x < x + w && y < o.y + o.h && o.y < y + h }
+    }
+
+    /// Bars over the whole picture, padding columns included (JPEG encoders read whole blocks).
+    static func drawBars(into dst: I420Buffer) {
         let w = dst.width, h = dst.height
         let cw = dst.chromaWidth, chh = dst.chromaHeight
-        // Bars: fill the first row of each plane, then copy it down.
-        for x in 0..<w { dst.dataY[x] = bars[min(7, x * 8 / w)].y }
-        for x in 0..<cw {
-            let b = bars[min(7, (2 * x) * 8 / w)]
+        for x in 0..<dst.strideY { dst.dataY[x] = bars[min(7, min(x, w - 1) * 8 / w)].y }
+        for x in 0..<dst.strideU {
+            let b = bars[min(7, (2 * min(x, cw - 1)) * 8 / w)]
             dst.dataU[x] = b.u; dst.dataV[x] = b.v
         }
-        for r in 1..<max(h, 1) { (dst.dataY + r * dst.strideY).update(from: dst.dataY, count: w) }
+        for r in 1..<max(h, 1) { (dst.dataY + r * dst.strideY).update(from: dst.dataY, count: dst.strideY) }
         for r in 1..<max(chh, 1) {
-            (dst.dataU + r * dst.strideU).update(from: dst.dataU, count: cw)
-            (dst.dataV + r * dst.strideV).update(from: dst.dataV, count: cw)
+            (dst.dataU + r * dst.strideU).update(from: dst.dataU, count: dst.strideU)
+            (dst.dataV + r * dst.strideV).update(from: dst.dataV, count: dst.strideV)
         }
-        // Moving square: one eighth of the height, sweeping left to right.
-        let side = max(2, h / 8) & ~1
-        if side < w && side < h {
-            let travel = max(1, w - side)
-            let x0 = Int((index &* 4) % UInt64(travel)) & ~1
-            let y0 = (h - side) / 2 & ~1
-            fill(dst, x: x0, y: y0, w: side, h: side, y: 235, u: 128, v: 128)
-        }
-        // Frame counter: 6 digits, bottom left, on a black box.
-        let scale = max(1, h / 60)
-        let digitW = 4 * scale, digitH = 5 * scale, gap = scale
-        let boxW = 6 * (digitW + gap) + gap, boxH = digitH + 2 * gap
-        let bx = 2 * scale & ~1, by = max(0, h - boxH - 2 * scale) & ~1
-        guard boxW + bx <= w, boxH + by <= h else { return }
-        fill(dst, x: bx, y: by, w: boxW, h: boxH, y: 16, u: 128, v: 128)
-        var n = index
-        for i in (0..<6).reversed() {
-            let digit = Int(n % 10); n /= 10
-            let ox = bx + gap + i * (digitW + gap), oy = by + gap
-            let glyph = font[digit]
-            for gy in 0..<5 {
-                for gx in 0..<3 where glyph[gy] & (4 >> gx) != 0 {
-                    for py in 0..<scale {
-                        let row = dst.dataY + (oy + gy * scale + py) * dst.strideY + ox + gx * scale
-                        row.update(repeating: 235, count: scale)
-                    }
+    }
+
+    static func drawDigit(_ digit: Int, cell: Rect, scale: Int, into dst: I420Buffer) {
+        let glyph = font[digit]
+        for gy in 0..<5 {
+            for gx in 0..<3 where glyph[gy] & (4 >> gx) != 0 {
+                for py in 0..<scale {
+                    let row = dst.dataY + (cell.y + gy * scale + py) * dst.strideY + cell.x + gx * scale
+                    row.update(repeating: 235, count: scale)
                 }
             }
         }
     }
 
-    private static func fill(_ d: I420Buffer, x: Int, y: Int, w: Int, h: Int, y luma: UInt8, u: UInt8, v: UInt8) {
-        let x1 = min(d.width, x + w), y1 = min(d.height, y + h)
-        guard x < x1, y < y1 else { return }
-        for r in y..<y1 { (d.dataY + r * d.strideY + x).update(repeating: luma, count: x1 - x) }
-        for r in (y / 2)..<((y1 + 1) / 2) {
-            (d.dataU + r * d.strideU + x / 2).update(repeating: u, count: (x1 + 1) / 2 - x / 2)
-            (d.dataV + r * d.strideV + x / 2).update(repeating: v, count: (x1 + 1) / 2 - x / 2)
+    static func fill(_ d: I420Buffer, _ r: Rect, y luma: UInt8, u: UInt8, v: UInt8) {
+        let x1 = min(d.width, r.x + r.w), y1 = min(d.height, r.y + r.h)
+        guard r.x < x1, r.y < y1 else { return }
+        for row in r.y..<y1 { (d.dataY + row * d.strideY + r.x).update(repeating: luma, count: x1 - r.x) }
+        for row in (r.y / 2)..<((y1 + 1) / 2) {
+            (d.dataU + row * d.strideU + r.x / 2).update(repeating: u, count: (x1 + 1) / 2 - r.x / 2)
+            (d.dataV + row * d.strideV + r.x / 2).update(repeating: v, count: (x1 + 1) / 2 - r.x / 2)
+        }
+    }
+
+    /// Copies a rectangle (even origin) of `src` over `dst`, both planes' chroma included.
+    static func copy(_ r: Rect, from src: I420Buffer, to d: I420Buffer) {
+        let x1 = min(d.width, r.x + r.w), y1 = min(d.height, r.y + r.h)
+        guard r.x < x1, r.y < y1 else { return }
+        for row in r.y..<y1 { (d.dataY + row * d.strideY + r.x).update(from: src.dataY + row * src.strideY + r.x, count: x1 - r.x) }
+        let cx = r.x / 2, cn = (x1 + 1) / 2 - cx
+        for row in (r.y / 2)..<((y1 + 1) / 2) {
+            (d.dataU + row * d.strideU + cx).update(from: src.dataU + row * src.strideU + cx, count: cn)
+            (d.dataV + row * d.strideV + cx).update(from: src.dataV + row * src.strideV + cx, count: cn)
         }
     }
 
     /// 3x5 digit glyphs, one row per entry, bit 2 = left column.
-    private static let font: [[UInt8]] = [
+    static let font: [[UInt8]] = [
         [7, 5, 5, 5, 7], [2, 6, 2, 2, 7], [7, 1, 7, 4, 7], [7, 1, 7, 1, 7], [5, 5, 7, 1, 1],
         [7, 4, 7, 1, 7], [7, 4, 7, 5, 7], [7, 1, 1, 1, 1], [7, 5, 7, 5, 7], [7, 5, 7, 1, 7],
     ]
+}
+
+/// Sensor-like luma noise from a precomputed table: uniform in [-amplitude, amplitude], split into a
+/// positive and a negative byte table so a frame's noise is two saturating SIMD passes (libyuv's ARGBAdd
+/// and ARGBSubtract over the luma plane), each frame starting at its own offset into the tables.
+final class NoiseTable {
+    let amplitude: Int
+    private let planeBytes: Int
+    private let span = 1 << 16
+    private let plus: UnsafeMutablePointer<UInt8>
+    private let minus: UnsafeMutablePointer<UInt8>
+
+    init(amplitude: Int, planeBytes: Int) {
+        self.amplitude = max(1, min(64, amplitude)); self.planeBytes = planeBytes
+        let n = planeBytes + span
+        plus = .allocate(capacity: n); minus = .allocate(capacity: n)
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        let range = UInt64(2 * self.amplitude + 1)
+        for i in 0..<n {
+            state ^= state << 13; state ^= state >> 7; state ^= state << 17
+            let v = Int(state % range) - self.amplitude
+            plus[i] = UInt8(max(0, v)); minus[i] = UInt8(max(0, -v))
+        }
+    }
+    deinit { plus.deallocate(); minus.deallocate() }
+
+    /// dst's luma = src's luma + this frame's noise (src may be dst). The planes' strides must match
+    /// and be multiples of 4 (I420Buffer's are).
+    func apply(frame index: UInt64, to dst: I420Buffer, from src: I420Buffer) {
+        let stride = dst.strideY, h = dst.height
+        precondition(stride == src.strideY && stride % 4 == 0 && stride * h <= planeBytes, "noise table does not fit the picture")
+        // A multiple of 4 bytes, so the four "ARGB" channels each see fresh noise.
+        var mix = index &* 0x9E37_79B9_7F4A_7C15
+        mix ^= mix >> 29
+        let offset = Int(mix % UInt64(span / 4)) * 4
+        PlaneOps.addSaturating(src.dataY, stride, plus + offset, stride, dst.dataY, stride, width: stride, height: h)
+        PlaneOps.subtractSaturating(dst.dataY, stride, minus + offset, stride, dst.dataY, stride, width: stride, height: h)
+    }
+}
+
+/// The test pattern drawn frame after frame, changing only what moves: the square's old and new places and
+/// the digits of the counter that changed. The bars are drawn once per size. `dirty` lists the rectangles
+/// that changed in the last `advance` (for encoders that re-encode only those); with noise, every pixel changes.
+final class PatternRenderer {
+    let width: Int, height: Int
+    let noise: NoiseTable?
+    private let layout: TestPattern.Layout
+    private let background: I420Buffer
+    /// The clean picture of the last frame.
+    let picture: I420Buffer
+    private let noisy: I420Buffer?
+    private var lastSquare: TestPattern.Rect?
+    private var lastDigits: [Int] = [-1, -1, -1, -1, -1, -1]
+    private(set) var dirty: [TestPattern.Rect] = []
+    private(set) var everythingChanged = true
+
+    init(width: Int, height: Int, noise: Int) {
+        self.width = width; self.height = height
+        layout = TestPattern.Layout(width: width, height: height)
+        background = I420Buffer(width: width, height: height)
+        TestPattern.drawBars(into: background)
+        picture = I420Buffer(width: width, height: height)
+        picture.buffer.storage.baseAddress.copyMemory(from: background.buffer.storage.baseAddress, byteCount: I420Buffer.byteCount(width: width, height: height))
+        if noise > 0 {
+            self.noise = NoiseTable(amplitude: noise, planeBytes: picture.strideY * height)
+            noisy = I420Buffer(width: width, height: height)
+        } else {
+            self.noise = nil; noisy = nil
+        }
+        dirty.reserveCapacity(16)
+        if let box = layout.counterBox { TestPattern.fill(picture, box, y: 16, u: 128, v: 128) }
+    }
+
+    /// The picture to send: the clean one, or its noisy copy.
+    var output: I420Buffer { noisy ?? picture }
+
+    /// Draws frame `index` (any index; frames may be skipped).
+    func advance(to index: UInt64) {
+        dirty.removeAll(keepingCapacity: true)
+        let square = layout.square(frame: index)
+        var touchesBox = false
+        if square != lastSquare {
+            if let old = lastSquare {
+                TestPattern.copy(old, from: background, to: picture)
+                dirty.append(old)
+            }
+            if let sq = square {
+                TestPattern.fill(picture, sq, y: 235, u: 128, v: 128)
+                dirty.append(sq)
+            }
+            if let box = layout.counterBox {
+                touchesBox = (lastSquare.map { $0.intersects(box) } ?? false) || (square.map { $0.intersects(box) } ?? false)
+            }
+            lastSquare = square
+        }
+        if let box = layout.counterBox {
+            if touchesBox {
+                TestPattern.fill(picture, box, y: 16, u: 128, v: 128)
+                dirty.append(box)
+            }
+            for i in 0..<6 {
+                let d = layout.digit(of: index, at: i)
+                guard d != lastDigits[i] || touchesBox else { continue }
+                let cell = layout.digitCell(i)
+                if !touchesBox {
+                    TestPattern.fill(picture, cell, y: 16, u: 128, v: 128)
+                    dirty.append(cell)
+                }
+                TestPattern.drawDigit(d, cell: cell, scale: layout.scale, into: picture)
+                lastDigits[i] = d
+            }
+        }
+        if let noise, let noisy {
+            // Chroma is clean: copy it; luma = picture + noise.
+            let cs = picture.strideU
+            PlaneOps.copy(picture.dataU, cs, noisy.dataU, cs, width: cs, height: picture.chromaHeight)
+            PlaneOps.copy(picture.dataV, cs, noisy.dataV, cs, width: cs, height: picture.chromaHeight)
+            noise.apply(frame: index, to: noisy, from: picture)
+            everythingChanged = true
+        } else {
+            everythingChanged = false
+        }
+    }
+
+    /// Marks the next frame as changed everywhere (a consumer that lost track).
+    func invalidate() { everythingChanged = true }
 }

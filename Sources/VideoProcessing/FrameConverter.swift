@@ -249,16 +249,12 @@ public final class FrameConverter {
     // MARK: - JPEG
 
     private var jpegScratch: I420BufferPool?
+    private lazy var jpegDecoder = MJPEGDecoder()
 
+    /// Decodes with the persistent decoder (size checked in the same decode); JPEG layouts it does not map
+    /// to I420 go through libyuv's decoder, as before.
     private func decodeJPEG(_ src: VideoFrameBuffer, crop c: CropRect, into d: I420Buffer) throws(ProcessingError) {
         let data = src.baseAddress.assumingMemoryBound(to: UInt8.self)
-        var jw: Int32 = 0, jh: Int32 = 0
-        guard MJPGSize(data, src.bytesUsed, &jw, &jh) == 0, jw > 0, jh > 0 else {
-            throw ProcessingError(.decodeFailed, "\(src.pixelFormat) frame of \(src.bytesUsed) bytes is not a decodable JPEG")
-        }
-        guard Int(jw) == src.width, Int(jh) == src.height else {
-            throw ProcessingError(.decodeFailed, "JPEG is \(jw)x\(jh), the stream says \(src.width)x\(src.height)")
-        }
         let full = c == CropRect(x: 0, y: 0, width: src.width, height: src.height)
         let target: I420Buffer
         if full { target = d } else {
@@ -267,9 +263,12 @@ public final class FrameConverter {
             }
             target = jpegScratch!.acquire()
         }
-        let rc = MJPGToI420(data, src.bytesUsed, target.dataY, Int32(target.strideY), target.dataU, Int32(target.strideU),
-                            target.dataV, Int32(target.strideV), jw, jh, jw, jh)
-        guard rc == 0 else { throw ProcessingError(.decodeFailed, "\(src.pixelFormat) frame of \(src.bytesUsed) bytes did not decode (libyuv code \(rc))") }
+        if try !jpegDecoder.decode(data, count: src.bytesUsed, format: src.pixelFormat, into: target) {
+            let w = Int32(src.width), h = Int32(src.height)
+            let rc = MJPGToI420(data, src.bytesUsed, target.dataY, Int32(target.strideY), target.dataU, Int32(target.strideU),
+                                target.dataV, Int32(target.strideV), w, h, w, h)
+            guard rc == 0 else { throw ProcessingError(.decodeFailed, "\(src.pixelFormat) frame of \(src.bytesUsed) bytes has a JPEG layout that does not decode to I420 (libyuv code \(rc))") }
+        }
         if !full {
             _ = I420Copy(target.dataY + c.y * target.strideY + c.x, Int32(target.strideY),
                          target.dataU + (c.y / 2) * target.strideU + c.x / 2, Int32(target.strideU),

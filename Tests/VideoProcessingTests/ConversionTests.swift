@@ -287,3 +287,33 @@ func snapshotsDecodeToThePicture(_ ext: String) throws {
     let back = i420(fromPacked: try ffmpegToYUV420(["-f", ext == "png" ? "png_pipe" : "jpeg_pipe"], path, outFmt: ext == "png" ? "yuv420p" : "yuvj420p"), width: 96, height: 64)
     #expect(psnr(back, src) >= 28, "PSNR \(psnr(back, src))")
 }
+
+// MARK: - MJPEG layouts (the persistent decoder maps 4:2:0, 4:2:2, 4:4:4 and greyscale to I420)
+
+@Test("ffmpeg's JPEGs of every common sampling decode like ffmpeg decodes them",
+      arguments: [("yuvj420p", 320, 240), ("yuvj422p", 320, 240), ("yuvj444p", 320, 240), ("gray", 320, 240),
+                  ("yuvj420p", 318, 178), ("yuvj422p", 250, 142)])
+func mjpegSamplingsDecode(_ pix: String, _ w: Int, _ h: Int) throws {
+    let raw = scratchDir + "/src-\(w)x\(h).yuv"
+    let src = pattern(w, h, frame: 42)
+    src.packedBytes().withUnsafeBytes { writeFile(raw, $0) }
+    let jpg = scratchDir + "/sampling-\(pix)-\(w)x\(h).jpg"
+    let (rc, _, err) = try run("ffmpeg", ["-v", "error", "-y", "-f", "rawvideo", "-pix_fmt", "yuv420p", "-s", "\(w)x\(h)", "-i", raw,
+                                          "-pix_fmt", pix, "-q:v", "2", "-frames:v", "1", jpg])
+    #expect(rc == 0, "ffmpeg: \(err)")
+    let bytes = readBytes(jpg)
+    let s = FrameStorage(capacity: bytes.count)
+    s.baseAddress.copyMemory(from: bytes, byteCount: bytes.count)
+    let frame = VideoFrameBuffer(pixelFormat: .mjpeg, width: w, height: h, stride: 0, bytesUsed: bytes.count, storage: s)
+    let converter = FrameConverter()
+    let ours = try converter.convert(frame)
+    let again = try converter.convert(frame)   // the same decoder, a second image: same picture
+    #expect(psnr(ours, again) >= 99)
+    let reference = i420(fromPacked: try ffmpegToYUV420(["-f", "jpeg_pipe"], jpg, outFmt: "yuvj420p"), width: w, height: h)
+    let q = psnr(ours, reference)
+    #expect(q >= 38, "\(pix) \(w)x\(h): PSNR \(q) against ffmpeg's decode")
+    // A frame whose JPEG is another size than the stream says is an error that names both sizes.
+    let wrong = VideoFrameBuffer(pixelFormat: .mjpeg, width: w + 2, height: h, stride: 0, bytesUsed: bytes.count, storage: s)
+    let e = #expect(throws: ProcessingError.self) { try converter.convert(wrong) }
+    #expect(e?.message.contains("JPEG is \(w)x\(h)") == true)
+}

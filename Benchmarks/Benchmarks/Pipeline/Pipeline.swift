@@ -14,15 +14,17 @@ func cameraFrame(_ format: PixelFormat, _ size: FrameSize) -> VideoFrameBuffer {
 
 let sizes: [(String, FrameSize)] = [("720p", FrameSize(width: 1280, height: 720)), ("1080p", FrameSize(width: 1920, height: 1080))]
 
+var zeroMallocs: [BenchmarkMetric: BenchmarkThresholds] { [.mallocCountTotal: .init(absolute: [.p90: 0])] }
+
 let benchmarks: @Sendable () -> Void = {
     // Conversions: time per frame and mallocs per frame in steady state (the converter's pool is warm).
     Benchmark.defaultConfiguration = .init(metrics: [.wallClock, .mallocCountTotal, .throughput],
                                            timeUnits: .microseconds, warmupIterations: 5, maxDuration: .seconds(1), maxIterations: 300)
     for format in PixelFormat.convertible where ![.jpeg, .rgb32, .xbgr32, .xrgb32, .rgbx32, .bgrx32].contains(format) {
         for (label, size) in sizes {
-            // Zero mallocs per frame, except MJPEG: libyuv builds a libjpeg decoder (and its pools) per call.
-            let zero: [BenchmarkMetric: BenchmarkThresholds] = format == .mjpeg ? [:] : [.mallocCountTotal: .init(absolute: [.p90: 0])]
-            Benchmark("convert \(format.fourcc)→I420 \(label)", configuration: .init(thresholds: zero)) { benchmark, input in
+            // Zero mallocs per frame for every format, MJPEG included (a persistent libjpeg decoder whose
+            // per-image memory comes from an arena).
+            Benchmark("convert \(format.fourcc)→I420 \(label)", configuration: .init(thresholds: zeroMallocs)) { benchmark, input in
                 let converter = FrameConverter()
                 _ = try converter.convert(input)
                 benchmark.startMeasurement()
@@ -53,7 +55,8 @@ let benchmarks: @Sendable () -> Void = {
         for threads in [1, 2] {
             Benchmark("encode H.264 \(label) \(threads) thread\(threads > 1 ? "s" : "")",
                       configuration: .init(metrics: [.wallClock, .throughput, .mallocCountTotal], timeUnits: .milliseconds,
-                                           warmupIterations: 10, maxDuration: .seconds(3), maxIterations: 150)) { benchmark, rig in
+                                           warmupIterations: 10, maxDuration: .seconds(3), maxIterations: 150,
+                                           thresholds: zeroMallocs)) { benchmark, rig in
                 benchmark.startMeasurement()
                 for _ in benchmark.scaledIterations { try rig.encodeNext() }
             } setup: {
@@ -61,6 +64,71 @@ let benchmarks: @Sendable () -> Void = {
             }
         }
     }
+
+    // The capture path: a fixture camera as fast as consumed → frames() → (FrameConverter → H264Encoder →
+    // AnnexBWriter to /dev/null). One sample = 100 frames; mallocs are for those 100 frames, every thread.
+    for (code, spec) in [("MJPG", "fixture:uvc-webcam"), ("YUYV", "fixture:uvc-webcam")] {
+        for (label, size) in sizes {
+            for encode in [false, true] {
+                let name = encode ? "capture→convert→encode→write \(code) \(label) ×100" : "capture (fixture synthesis + delivery) \(code) \(label) ×100"
+                Benchmark(name, configuration: .init(metrics: [.wallClock, .mallocCountTotal, .cpuTotal], timeUnits: .milliseconds,
+                                                     warmupIterations: 1, maxDuration: .seconds(4), maxIterations: 12)) { benchmark in
+                    guard let rig = CaptureRig.current else { return }
+                    benchmark.startMeasurement()
+                    for _ in 0..<100 { try await rig.next() }
+                    benchmark.stopMeasurement()
+                } setup: {
+                    CaptureRig.current = try await CaptureRig(spec: spec, code: code, size: size, encode: encode)
+                } teardown: {
+                    await CaptureRig.current?.stop()
+                    CaptureRig.current = nil
+                }
+            }
+        }
+    }
+}
+
+/// A running fixture capture and (optionally) the conversion, encoder and writer behind it.
+final class CaptureRig: @unchecked Sendable {
+    // @unchecked: used by one benchmark at a time, from its own closure.
+    nonisolated(unsafe) static var current: CaptureRig?
+    let capturer: CameraVideoCapturer
+    var frames: AsyncStream<VideoFrame>.Iterator
+    let converter = FrameConverter()
+    let encoder: H264Encoder?
+    let writer: AnnexBWriter?
+    var out = EncodedFrame()
+
+    init(spec: String, code: String, size: FrameSize, encode: Bool) async throws {
+        capturer = CameraVideoCapturer(providers: [FixtureCameraProvider(options: .init(pacing: .asFastAsConsumed))],
+                                       configuration: .init(maxPendingFrames: 2, alwaysDiscardsLateFrames: false))
+        let device = try capturer.device(spec)
+        let pf = PixelFormat(fourcc: code)!
+        guard let format = try capturer.supportedFormats(for: device).first(where: { $0.pixelFormat == pf && $0.size == .discrete(size) }) else {
+            throw CaptureError(.unsupportedFormat, "\(spec) has no \(code) \(size)")
+        }
+        frames = capturer.frames(bufferingNewest: 2).makeAsyncIterator()
+        if encode {
+            var settings = H264Encoder.Settings(width: size.width, height: size.height)
+            settings.targetBitrate = size.width >= 1920 ? 4_000_000 : 2_000_000
+            encoder = try H264Encoder(settings: settings)
+            writer = try AnnexBWriter(path: "/dev/null")
+        } else {
+            encoder = nil; writer = nil
+        }
+        _ = try await capturer.startCapture(device: device, format: format, size: size, fps: Fraction(30))
+        for _ in 0..<90 { try await next() }   // pools, arenas and the encoder's buffers sized
+    }
+
+    func next() async throws {
+        guard let frame = await frames.next() else { throw CaptureError(.streamFailed, "the fixture stream ended") }
+        guard let encoder, let writer else { blackHole(frame.sequence); return }
+        let picture = try converter.convert(frame.buffer)
+        try encoder.encode(picture, timestampNs: frame.timestampNs, into: &out)
+        if !out.isSkipped { try writer.write(out) }
+    }
+
+    func stop() async { try? await capturer.stopCapture() }
 }
 
 /// An encoder, its input frames and a reused output, warmed up.

@@ -1,0 +1,157 @@
+// The library side of the comparison benchmark (compare.py beside this folder):
+//   compare-loop generate YUYV|MJPG WxH FRAMES OUT [NOISE]   writes the raw frames every contender reads
+//   compare-loop run YUYV|MJPG WxH FILE BITRATE [OUT]         camera → frames() → FrameConverter → H264Encoder → AnnexBWriter
+// `run` replays the file's frames zero-copy (a mapped file, one FrameStorage per frame) through a capture
+// provider, so the loop is the one an application writes; it prints the frame count and the loop's seconds.
+import Foundation
+import VideoCapture
+import VideoProcessing
+import FixtureCameras
+import H264
+import Synchronization
+
+func die(_ s: String) -> Never { FileHandle.standardError.write(Data((s + "\n").utf8)); exit(2) }
+
+func parseSize(_ s: String) -> FrameSize {
+    let p = s.split(separator: "x").compactMap { Int($0) }
+    guard p.count == 2, (16...4096).contains(p[0]), (16...4096).contains(p[1]) else { die("bad size \(s)") }
+    return FrameSize(width: p[0], height: p[1])
+}
+
+func parseFormat(_ s: String) -> PixelFormat {
+    switch s { case "YUYV": return .yuyv; case "MJPG": return .mjpeg; default: die("format must be YUYV or MJPG, got \(s)") }
+}
+
+/// Frames in a file: YUYV back to back, or MJPEG with a `.idx` of little-endian UInt32 lengths.
+struct FrameFile: @unchecked Sendable {   // @unchecked: a read-only mapping, never unmapped
+    let base: UnsafeMutableRawPointer
+    let spans: [(offset: Int, count: Int)]
+    init(path: String, format: PixelFormat, size: FrameSize) {
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else { die("cannot open \(path)") }
+        var st = stat()
+        fstat(fd, &st)
+        let length = Int(st.st_size)
+        guard length > 0, let m = mmap(nil, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_POPULATE, fd, 0), m != MAP_FAILED else { die("cannot map \(path)") }
+        close(fd)
+        base = m
+        if format == .yuyv {
+            let n = size.width * size.height * 2
+            spans = (0..<(length / n)).map { ($0 * n, n) }
+        } else {
+            guard let idx = FileManager.default.contents(atPath: path + ".idx") else { die("missing \(path).idx") }
+            var off = 0
+            spans = stride(from: 0, to: idx.count - 3, by: 4).map { i in
+                let n = Int(idx[i]) | Int(idx[i + 1]) << 8 | Int(idx[i + 2]) << 16 | Int(idx[i + 3]) << 24
+                defer { off += n }
+                return (off, n)
+            }
+        }
+    }
+}
+
+/// A camera that replays a file's frames as fast as they are consumed, at most `inFlight` ahead.
+final class ReplayProvider: CaptureDeviceProvider {
+    let file: FrameFile, format: PixelFormat, size: FrameSize
+    init(file: FrameFile, format: PixelFormat, size: FrameSize) { self.file = file; self.format = format; self.size = size }
+    var device: CaptureDevice { CaptureDevice(uniqueID: "replay", name: "replay", path: "replay:", driver: "replay", busInfo: "replay") }
+    func devices() -> [CaptureDevice] { [device] }
+    func device(for spec: String) throws(CaptureError) -> CaptureDevice? { spec == "replay:" ? device : nil }
+    func formats(of device: CaptureDevice) throws(CaptureError) -> [CaptureFormat] {
+        [CaptureFormat(pixelFormat: format, size: .discrete(size), intervals: .discrete([Fraction(1, 30)]))]
+    }
+    func openStream(device: CaptureDevice, request: StreamRequest, sink: FrameSink) throws(CaptureError) -> any CaptureStream {
+        ReplayStream(file: file, format: format, size: size, sink: sink)
+    }
+}
+
+final class ReplayStream: CaptureStream, @unchecked Sendable {
+    // @unchecked: the storages are touched only by the replay thread after init; `stopRequested` is atomic.
+    let applied: AppliedFormat
+    private let stopRequested = Atomic<Bool>(false)
+    private let done = Atomic<Bool>(false)
+    init(file: FrameFile, format: PixelFormat, size: FrameSize, sink: FrameSink) {
+        applied = AppliedFormat(pixelFormat: format, size: size, stride: format == .yuyv ? size.width * 2 : 0, fps: Fraction(30))
+        let spans = file.spans
+        let t = Thread { [self] in
+            // Built here, held only here: a storage is uniquely referenced again once the consumer lets go.
+            var storages = spans.map { s in FrameStorage(borrowing: file.base + s.offset, capacity: s.count, release: {}) }
+            var i = 0
+            let inFlight = 3
+            while !stopRequested.load(ordering: .acquiring) {
+                let k = i % storages.count
+                // Wait until the frame `inFlight` back is released (a driver's short queue).
+                let back = (i - inFlight + storages.count * 4) % storages.count
+                if i >= inFlight && !isKnownUniquelyReferenced(&storages[back]) { sched_yield(); continue }
+                let buf = VideoFrameBuffer(pixelFormat: applied.pixelFormat, width: applied.size.width, height: applied.size.height,
+                                           stride: applied.stride, bytesUsed: spans[k].count, storage: storages[k])
+                sink.frame(VideoFrame(buffer: buf, rotation: .rotation0, timestampNs: Int64(i) * 33_333_333 + 1, sequence: UInt64(i)))
+                i += 1
+            }
+            done.store(true, ordering: .releasing)
+        }
+        t.start()
+    }
+    func stop() {
+        stopRequested.store(true, ordering: .releasing)
+        while !done.load(ordering: .acquiring) { usleep(100) }
+    }
+}
+
+let args = CommandLine.arguments
+guard args.count >= 5 else { die("usage: compare-loop generate|run FORMAT WxH ...") }
+let format = parseFormat(args[2]), size = parseSize(args[3])
+
+switch args[1] {
+case "generate":
+    guard args.count >= 6, let count = Int(args[4]), (1...10_000).contains(count) else { die("generate FORMAT WxH FRAMES OUT [NOISE]") }
+    let noise = args.count > 6 ? Int(args[6]) ?? 0 : 0
+    guard (0...64).contains(noise) else { die("noise must be 0...64") }
+    let out = try OutputFile(path: args[5])
+    var lengths: [UInt8] = []
+    let picture = I420Buffer(width: size.width, height: size.height)
+    let storage = FrameStorage(capacity: FormatWriter.capacity(for: format, width: size.width, height: size.height))
+    let writer = FormatWriter()
+    for i in 0..<count {
+        TestPattern.render(frame: UInt64(i), into: picture, noise: noise)
+        let buf = try writer.write(picture, as: format, into: storage)
+        try out.write(buf.baseAddress, count: buf.bytesUsed)
+        let n = UInt32(buf.bytesUsed)
+        lengths += [UInt8(n & 0xFF), UInt8(n >> 8 & 0xFF), UInt8(n >> 16 & 0xFF), UInt8(n >> 24)]
+    }
+    try out.close()
+    if format == .mjpeg {
+        let idx = try OutputFile(path: args[5] + ".idx")
+        try idx.write(lengths); try idx.close()
+    }
+case "run":
+    guard let bitrate = Int(args[5]), (10_000...100_000_000).contains(bitrate) else { die("run FORMAT WxH FILE BITRATE [OUT]") }
+    let file = FrameFile(path: args[4], format: format, size: size)
+    let total = file.spans.count
+    let capturer = CameraVideoCapturer(providers: [ReplayProvider(file: file, format: format, size: size)],
+                                       configuration: .init(maxPendingFrames: 2, alwaysDiscardsLateFrames: false))
+    var settings = H264Encoder.Settings(width: size.width, height: size.height)
+    settings.targetBitrate = bitrate
+    let encoder = try H264Encoder(settings: settings)
+    let writer = try AnnexBWriter(path: args.count > 6 ? args[6] : "/dev/null")
+    let converter = FrameConverter()
+    var out = EncodedFrame()
+    let device = try capturer.device("replay:")
+    let stream = capturer.frames(bufferingNewest: 2)
+    _ = try await capturer.startCapture(device: device, format: try capturer.supportedFormats(for: device)[0], size: size, fps: Fraction(30))
+    let t0 = DispatchTime.now().uptimeNanoseconds
+    var n = 0
+    for await frame in stream {
+        let picture = try converter.convert(frame.buffer)
+        try encoder.encode(picture, timestampNs: frame.timestampNs, into: &out)
+        if !out.isSkipped { try writer.write(out) }
+        n += 1
+        if n == total { break }
+    }
+    let seconds = Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9
+    try await capturer.stopCapture()
+    try writer.close()
+    print("frames \(n) seconds \(seconds)")
+default:
+    die("unknown command \(args[1])")
+}

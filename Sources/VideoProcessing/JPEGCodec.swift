@@ -1,0 +1,74 @@
+package import VideoCapture
+import CLibYUV
+
+/// A libjpeg(-turbo) decompressor kept across frames (Sources/CLibYUV/shim.h): its per-image memory comes
+/// from an arena reset after every image, so MJPEG decoding allocates nothing once the first frame of a
+/// size has been decoded. The JPEG's size comes from the same decode (no second header parse).
+final class MJPEGDecoder {
+    private let handle: UnsafeMutablePointer<svc_jpeg_decoder>?
+
+    init() { handle = svc_jpeg_decoder_create() }
+    deinit { svc_jpeg_decoder_destroy(handle) }
+
+    /// Times the arena grew (once per new size; steady state adds none).
+    var arenaGrowths: Int { handle.map { Int(svc_jpeg_decoder_growths($0)) } ?? 0 }
+
+    /// Decodes `count` bytes of JPEG at `data` into `dst` (which has the stream's size). Returns false when
+    /// the JPEG's colour space or sampling is one this decoder does not map (the caller may fall back).
+    func decode(_ data: UnsafePointer<UInt8>, count: Int, format: PixelFormat, into dst: I420Buffer) throws(ProcessingError) -> Bool {
+        guard let handle else { throw ProcessingError(.decodeFailed, "libjpeg: cannot create a decompressor (out of memory)") }
+        var jw: Int32 = 0, jh: Int32 = 0
+        let rc = svc_jpeg_decode_i420(handle, data, UInt(count), Int32(dst.width), Int32(dst.height), &jw, &jh,
+                                      dst.dataY, Int32(dst.strideY), dst.dataU, Int32(dst.strideU), dst.dataV, Int32(dst.strideV))
+        switch Int(rc) {
+        case Int(SVC_JPEG_OK): return true
+        case Int(SVC_JPEG_UNSUPPORTED): return false
+        case Int(SVC_JPEG_SIZE_MISMATCH):
+            throw ProcessingError(.decodeFailed, "JPEG is \(jw)x\(jh), the stream says \(dst.width)x\(dst.height)")
+        case Int(SVC_JPEG_NO_MEMORY):
+            throw ProcessingError(.decodeFailed, "\(format) frame of \(count) bytes: out of memory for the decoder's scratch rows")
+        default:
+            let why = String(cString: svc_jpeg_decoder_message(handle))
+            throw ProcessingError(.decodeFailed, "\(format) frame of \(count) bytes is not a decodable JPEG\(why.isEmpty ? "" : ": \(why)")")
+        }
+    }
+}
+
+/// Encodes strips of an I420 picture (up to 16 rows) as baseline 4:2:0 JPEGs with standard Huffman tables
+/// and a restart marker every `restartMCUs` MCUs, into caller memory, with a libjpeg compressor kept across
+/// calls (no allocation per strip in steady state). Fixture cameras splice the strips' restart intervals
+/// into whole MJPEG frames and re-encode only the tiles whose pixels changed.
+package final class JPEGStripEncoder {
+    private let handle: UnsafeMutablePointer<svc_jpeg_encoder>?
+    package let quality: Int
+
+    package init(quality: Int = 85) {
+        self.quality = max(1, min(100, quality))
+        handle = svc_jpeg_encoder_create(Int32(self.quality))
+    }
+    deinit { svc_jpeg_encoder_destroy(handle) }
+
+    package var arenaGrowths: Int { handle.map { Int(svc_jpeg_encoder_growths($0)) } ?? 0 }
+
+    /// A safe capacity for a strip of `width` x 16 (raw 4:2:0 size twice over plus headers).
+    package static func stripCapacity(width: Int) -> Int { ((width + 15) & ~15) * 16 * 3 + 4096 }
+
+    /// Encodes rows `row ..< row + rows` (rows ≤ 16), columns `x ..< x + width` of `src` (x even) into `out`;
+    /// returns the JPEG's length.
+    package func encodeStrip(_ src: I420Buffer, x: Int, row: Int, width: Int, rows: Int, restartMCUs: Int,
+                             into out: UnsafeMutablePointer<UInt8>, capacity: Int) throws(ProcessingError) -> Int {
+        guard let handle else { throw ProcessingError(.ioFailed, "libjpeg: cannot create a compressor (out of memory)") }
+        guard rows >= 1, rows <= 16, width >= 1, x >= 0, x % 2 == 0, row % 2 == 0, x + width <= src.width, row + rows <= src.height,
+              restartMCUs >= 1, restartMCUs <= 65535 else {
+            throw ProcessingError(.invalidArgument, "JPEG strip \(width)x\(rows) at (\(x), \(row)) does not fit a \(src.width)x\(src.height) picture")
+        }
+        let n = svc_jpeg_encode_strip(handle, src.dataY + row * src.strideY + x, Int32(src.strideY),
+                                      src.dataU + (row / 2) * src.strideU + x / 2, Int32(src.strideU),
+                                      src.dataV + (row / 2) * src.strideV + x / 2, Int32(src.strideV),
+                                      Int32(width), Int32(rows), Int32(restartMCUs), out, UInt(capacity))
+        guard n > 0 else {
+            throw ProcessingError(.ioFailed, "libjpeg could not encode a \(width)x\(rows) strip: \(String(cString: svc_jpeg_encoder_message(handle)))")
+        }
+        return Int(n)
+    }
+}
