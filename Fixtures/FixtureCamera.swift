@@ -158,7 +158,7 @@ final class FixtureStream: CaptureStream, @unchecked Sendable {
         // `bufferCount` driver-like buffers, then `copyBuffers` private ones used only when all those are held.
         var storages = (0..<(options.bufferCount + options.copyBuffers)).map { _ in FrameStorage(capacity: capacity) }
         // Touch every page now, like a driver's buffers: the first frames cost no page faults.
-        for s in storages { memset(s.baseAddress, 0, s.capacity) }
+        for s in storages { memset(s.mutableBaseAddress, 0, s.capacity) }
         // Frame period in nanoseconds, exact as a fraction: 1e9 * den / num.
         let periodNum = Int128(1_000_000_000) * Int128(applied.fps.denominator), periodDen = Int128(applied.fps.numerator)
         let start = monotonicNanoseconds()
@@ -191,7 +191,7 @@ final class FixtureStream: CaptureStream, @unchecked Sendable {
             do {
                 if let tiled {
                     let s = storages[slot]
-                    let used = try tiled.write(renderer, into: s.baseAddress.assumingMemoryBound(to: UInt8.self), capacity: s.capacity)
+                    let used = try tiled.write(renderer, into: s.mutableBaseAddress.assumingMemoryBound(to: UInt8.self), capacity: s.capacity)
                     buffer = VideoFrameBuffer(pixelFormat: format, width: w, height: h, stride: 0, bytesUsed: used, storage: s)
                 } else {
                     buffer = try writer.write(renderer.output, as: format, into: storages[slot])

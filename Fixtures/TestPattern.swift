@@ -66,15 +66,15 @@ public enum TestPattern {
     static func drawBars(into dst: I420Buffer) {
         let w = dst.width, h = dst.height
         let cw = dst.chromaWidth, chh = dst.chromaHeight
-        for x in 0..<dst.strideY { dst.dataY[x] = bars[min(7, min(x, w - 1) * 8 / w)].y }
+        for x in 0..<dst.strideY { dst.mutableDataY[x] = bars[min(7, min(x, w - 1) * 8 / w)].y }
         for x in 0..<dst.strideU {
             let b = bars[min(7, (2 * min(x, cw - 1)) * 8 / w)]
-            dst.dataU[x] = b.u; dst.dataV[x] = b.v
+            dst.mutableDataU[x] = b.u; dst.mutableDataV[x] = b.v
         }
-        for r in 1..<max(h, 1) { (dst.dataY + r * dst.strideY).update(from: dst.dataY, count: dst.strideY) }
+        for r in 1..<max(h, 1) { (dst.mutableDataY + r * dst.strideY).update(from: dst.mutableDataY, count: dst.strideY) }
         for r in 1..<max(chh, 1) {
-            (dst.dataU + r * dst.strideU).update(from: dst.dataU, count: dst.strideU)
-            (dst.dataV + r * dst.strideV).update(from: dst.dataV, count: dst.strideV)
+            (dst.mutableDataU + r * dst.strideU).update(from: dst.mutableDataU, count: dst.strideU)
+            (dst.mutableDataV + r * dst.strideV).update(from: dst.mutableDataV, count: dst.strideV)
         }
     }
 
@@ -83,7 +83,7 @@ public enum TestPattern {
         for gy in 0..<5 {
             for gx in 0..<3 where glyph[gy] & (4 >> gx) != 0 {
                 for py in 0..<scale {
-                    let row = dst.dataY + (cell.y + gy * scale + py) * dst.strideY + cell.x + gx * scale
+                    let row = dst.mutableDataY + (cell.y + gy * scale + py) * dst.strideY + cell.x + gx * scale
                     row.update(repeating: 235, count: scale)
                 }
             }
@@ -93,10 +93,10 @@ public enum TestPattern {
     static func fill(_ d: I420Buffer, _ r: Rect, y luma: UInt8, u: UInt8, v: UInt8) {
         let x1 = min(d.width, r.x + r.w), y1 = min(d.height, r.y + r.h)
         guard r.x < x1, r.y < y1 else { return }
-        for row in r.y..<y1 { (d.dataY + row * d.strideY + r.x).update(repeating: luma, count: x1 - r.x) }
+        for row in r.y..<y1 { (d.mutableDataY + row * d.strideY + r.x).update(repeating: luma, count: x1 - r.x) }
         for row in (r.y / 2)..<((y1 + 1) / 2) {
-            (d.dataU + row * d.strideU + r.x / 2).update(repeating: u, count: (x1 + 1) / 2 - r.x / 2)
-            (d.dataV + row * d.strideV + r.x / 2).update(repeating: v, count: (x1 + 1) / 2 - r.x / 2)
+            (d.mutableDataU + row * d.strideU + r.x / 2).update(repeating: u, count: (x1 + 1) / 2 - r.x / 2)
+            (d.mutableDataV + row * d.strideV + r.x / 2).update(repeating: v, count: (x1 + 1) / 2 - r.x / 2)
         }
     }
 
@@ -104,11 +104,11 @@ public enum TestPattern {
     static func copy(_ r: Rect, from src: I420Buffer, to d: I420Buffer) {
         let x1 = min(d.width, r.x + r.w), y1 = min(d.height, r.y + r.h)
         guard r.x < x1, r.y < y1 else { return }
-        for row in r.y..<y1 { (d.dataY + row * d.strideY + r.x).update(from: src.dataY + row * src.strideY + r.x, count: x1 - r.x) }
+        for row in r.y..<y1 { (d.mutableDataY + row * d.strideY + r.x).update(from: src.dataY + row * src.strideY + r.x, count: x1 - r.x) }
         let cx = r.x / 2, cn = (x1 + 1) / 2 - cx
         for row in (r.y / 2)..<((y1 + 1) / 2) {
-            (d.dataU + row * d.strideU + cx).update(from: src.dataU + row * src.strideU + cx, count: cn)
-            (d.dataV + row * d.strideV + cx).update(from: src.dataV + row * src.strideV + cx, count: cn)
+            (d.mutableDataU + row * d.strideU + cx).update(from: src.dataU + row * src.strideU + cx, count: cn)
+            (d.mutableDataV + row * d.strideV + cx).update(from: src.dataV + row * src.strideV + cx, count: cn)
         }
     }
 
@@ -152,8 +152,8 @@ final class NoiseTable {
         var mix = index &* 0x9E37_79B9_7F4A_7C15
         mix ^= mix >> 29
         let offset = Int(mix % UInt64(span / 4)) * 4
-        PlaneOps.addSaturating(src.dataY, stride, plus + offset, stride, dst.dataY, stride, width: stride, height: h)
-        PlaneOps.subtractSaturating(dst.dataY, stride, minus + offset, stride, dst.dataY, stride, width: stride, height: h)
+        PlaneOps.addSaturating(src.dataY, stride, plus + offset, stride, dst.mutableDataY, stride, width: stride, height: h)
+        PlaneOps.subtractSaturating(dst.mutableDataY, stride, minus + offset, stride, dst.mutableDataY, stride, width: stride, height: h)
     }
 }
 
@@ -179,7 +179,7 @@ final class PatternRenderer {
         background = I420Buffer(width: width, height: height)
         TestPattern.drawBars(into: background)
         picture = I420Buffer(width: width, height: height)
-        picture.buffer.storage.baseAddress.copyMemory(from: background.buffer.storage.baseAddress, byteCount: I420Buffer.byteCount(width: width, height: height))
+        picture.buffer.storage.mutableBaseAddress.copyMemory(from: background.buffer.storage.baseAddress, byteCount: I420Buffer.byteCount(width: width, height: height))
         if noise > 0 {
             self.noise = NoiseTable(amplitude: noise, planeBytes: picture.strideY * height)
             noisy = I420Buffer(width: width, height: height)
@@ -232,8 +232,8 @@ final class PatternRenderer {
         if let noise, let noisy {
             // Chroma is clean: copy it; luma = picture + noise.
             let cs = picture.strideU
-            PlaneOps.copy(picture.dataU, cs, noisy.dataU, cs, width: cs, height: picture.chromaHeight)
-            PlaneOps.copy(picture.dataV, cs, noisy.dataV, cs, width: cs, height: picture.chromaHeight)
+            PlaneOps.copy(picture.dataU, cs, noisy.mutableDataU, cs, width: cs, height: picture.chromaHeight)
+            PlaneOps.copy(picture.dataV, cs, noisy.mutableDataV, cs, width: cs, height: picture.chromaHeight)
             noise.apply(frame: index, to: noisy, from: picture)
             everythingChanged = true
         } else {

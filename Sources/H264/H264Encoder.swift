@@ -206,7 +206,8 @@ public final class H264Encoder {
         picture.iColorFormat = Int32(videoFormatI420.rawValue)
         picture.iPicWidth = Int32(frame.width); picture.iPicHeight = Int32(frame.height)
         picture.iStride.0 = Int32(frame.strideY); picture.iStride.1 = Int32(frame.strideU); picture.iStride.2 = Int32(frame.strideV)
-        picture.pData.0 = frame.dataY; picture.pData.1 = frame.dataU; picture.pData.2 = frame.dataV
+        // OpenH264 declares the planes mutable but only reads them (the source may be read-only driver memory).
+        picture.pData.0 = UnsafeMutablePointer(mutating: frame.dataY); picture.pData.1 = UnsafeMutablePointer(mutating: frame.dataU); picture.pData.2 = UnsafeMutablePointer(mutating: frame.dataV)
         picture.uiTimeStamp = timestampNs / 1_000_000
         let rc = ch264_encode(encoder, &picture, &info)
         guard rc == 0 else { throw EncoderError("OpenH264 EncodeFrame failed (code \(rc))") }

@@ -241,7 +241,7 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
         if !stillQueued && !free {
             guard let c = freeCopy(used) else { sink.dropped(.buffersHeld, 1); return }
             storage = c
-            storage.baseAddress.copyMemory(from: slots[index].baseAddress, byteCount: used)
+            storage.mutableBaseAddress.copyMemory(from: slots[index].baseAddress, byteCount: used)
             sink.copied()
         }
         let buffer = VideoFrameBuffer(pixelFormat: applied.pixelFormat, width: applied.size.width, height: applied.size.height,

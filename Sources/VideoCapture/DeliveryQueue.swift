@@ -77,7 +77,14 @@ final class DeliveryQueue: @unchecked Sendable {
         }
     }
 
+    /// Ends the thread; events not yet handled are dropped at once (their frames released now, not later).
     func shutdown() {
-        condition.lock(); shuttingDown = true; condition.broadcast(); condition.unlock()
+        condition.lock()
+        shuttingDown = true
+        let dropped = events
+        events.removeAll(); framesQueued = 0
+        condition.broadcast()
+        condition.unlock()
+        _ = dropped   // released here, outside the lock (a frame's last release may unmap a driver buffer)
     }
 }

@@ -3,27 +3,36 @@
 ///
 /// The class is the unit of lifetime: a frame keeps its storage alive; pools reuse a storage once they hold
 /// the only reference to it (`isKnownUniquelyReferenced`), so steady-state capture allocates nothing.
+///
+/// Consumers get read-only access (`baseAddress`); writing is for the producers inside this package
+/// (`mutableBaseAddress`), and for memory we own (`writableBaseAddress`): driver memory is never writable.
 public final class FrameStorage: @unchecked Sendable {
     // @unchecked: the pointer is written only by the producer before the storage is shared (or after the
     // pool has proven it holds the only reference); consumers only read. That is the frame contract.
-    public let baseAddress: UnsafeMutableRawPointer
+    package let mutableBaseAddress: UnsafeMutableRawPointer
     public let capacity: Int
     private let release: (@Sendable () -> Void)?
+    /// True for memory borrowed from a driver (an mmap'd V4L2 buffer): read-only for everyone.
+    public var isBorrowed: Bool { release != nil }
+    /// The bytes, read-only.
+    public var baseAddress: UnsafeRawPointer { UnsafeRawPointer(mutableBaseAddress) }
+    /// The bytes for writing, when this storage is ours (nil for driver memory).
+    public var writableBaseAddress: UnsafeMutableRawPointer? { isBorrowed ? nil : mutableBaseAddress }
 
     /// Allocates `capacity` bytes, 64-byte aligned (what libyuv's SIMD paths like).
     public init(capacity: Int) {
         self.capacity = capacity
-        self.baseAddress = UnsafeMutableRawPointer.allocate(byteCount: Swift.max(capacity, 1), alignment: 64)
+        self.mutableBaseAddress = UnsafeMutableRawPointer.allocate(byteCount: Swift.max(capacity, 1), alignment: 64)
         self.release = nil
     }
 
     /// Wraps memory someone else owns; `release` runs when the storage is destroyed.
     public init(borrowing base: UnsafeMutableRawPointer, capacity: Int, release: @escaping @Sendable () -> Void) {
-        self.baseAddress = base; self.capacity = capacity; self.release = release
+        self.mutableBaseAddress = base; self.capacity = capacity; self.release = release
     }
 
     deinit {
-        if let release { release() } else { baseAddress.deallocate() }
+        if let release { release() } else { mutableBaseAddress.deallocate() }
     }
 }
 
@@ -80,7 +89,7 @@ public struct VideoFrameBuffer: Sendable {
     /// Copies the payload into new storage (for consumers that must keep a frame beyond the capture contract).
     public func copy() -> VideoFrameBuffer {
         let s = FrameStorage(capacity: bytesUsed)
-        s.baseAddress.copyMemory(from: baseAddress, byteCount: bytesUsed)
+        s.mutableBaseAddress.copyMemory(from: baseAddress, byteCount: bytesUsed)
         return VideoFrameBuffer(pixelFormat: pixelFormat, width: width, height: height, stride: stride, bytesUsed: bytesUsed, storage: s)
     }
 }
@@ -122,20 +131,30 @@ public struct I420Buffer: Sendable {
     public var strideY: Int { buffer.stride }
     public var strideU: Int { buffer.stride / 2 }
     public var strideV: Int { buffer.stride / 2 }
-    public var dataY: UnsafeMutablePointer<UInt8> { planePointer(0) }
-    public var dataU: UnsafeMutablePointer<UInt8> { planePointer(1) }
-    public var dataV: UnsafeMutablePointer<UInt8> { planePointer(2) }
+    /// The planes, read-only (a pass-through I420 frame may be driver memory).
+    public var dataY: UnsafePointer<UInt8> { UnsafePointer(planePointer(0)) }
+    public var dataU: UnsafePointer<UInt8> { UnsafePointer(planePointer(1)) }
+    public var dataV: UnsafePointer<UInt8> { UnsafePointer(planePointer(2)) }
+    /// The planes for writing, for this package's producers (pools, converters, fixture cameras).
+    package var mutableDataY: UnsafeMutablePointer<UInt8> { planePointer(0) }
+    package var mutableDataU: UnsafeMutablePointer<UInt8> { planePointer(1) }
+    package var mutableDataV: UnsafeMutablePointer<UInt8> { planePointer(2) }
+    /// The planes for writing when the buffer is ours (made with `init(width:height:)` or from a pool); nil for
+    /// an I420 frame that wraps driver memory, which is read-only.
+    public var writablePlanes: (y: UnsafeMutablePointer<UInt8>, u: UnsafeMutablePointer<UInt8>, v: UnsafeMutablePointer<UInt8>)? {
+        buffer.storage.isBorrowed ? nil : (planePointer(0), planePointer(1), planePointer(2))
+    }
 
     private func planePointer(_ i: Int) -> UnsafeMutablePointer<UInt8> {
         let p = buffer.planes
         let off = i == 0 ? p.offsets.0 : i == 1 ? p.offsets.1 : p.offsets.2
-        return (buffer.storage.baseAddress + buffer.offset + off).assumingMemoryBound(to: UInt8.self)
+        return (buffer.storage.mutableBaseAddress + buffer.offset + off).assumingMemoryBound(to: UInt8.self)
     }
 
     /// The picture as tightly packed planes (what ffmpeg's `-pix_fmt yuv420p` rawvideo holds).
     public func packedBytes() -> [UInt8] {
         var out = [UInt8](); out.reserveCapacity(width * height + 2 * chromaWidth * chromaHeight)
-        func rows(_ p: UnsafeMutablePointer<UInt8>, _ stride: Int, _ w: Int, _ h: Int) {
+        func rows(_ p: UnsafePointer<UInt8>, _ stride: Int, _ w: Int, _ h: Int) {
             for r in 0..<h { out.append(contentsOf: UnsafeBufferPointer(start: p + r * stride, count: w)) }
         }
         rows(dataY, strideY, width, height); rows(dataU, strideU, chromaWidth, chromaHeight); rows(dataV, strideV, chromaWidth, chromaHeight)

@@ -24,7 +24,7 @@ public final class FormatWriter {
         guard need > 0 else { throw ProcessingError(.unsupportedFormat, "cannot write I420 as \(format)") }
         guard storage.capacity >= need else { throw ProcessingError(.shortBuffer, "\(format) \(w)x\(h) needs \(need) bytes, storage has \(storage.capacity)") }
         let stride = format.minimumStride(width: w) ?? 0
-        let out = storage.baseAddress.assumingMemoryBound(to: UInt8.self)
+        let out = storage.mutableBaseAddress.assumingMemoryBound(to: UInt8.self)
         let sy = src.dataY, su = src.dataU, sv = src.dataV
         let ssy = Int32(src.strideY), ssu = Int32(src.strideU), ssv = Int32(src.strideV)
         let W = Int32(w), H = Int32(h), S = Int32(stride)

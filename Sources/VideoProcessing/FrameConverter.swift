@@ -62,7 +62,7 @@ public final class FrameConverter {
                 let (w, h) = options.rotation.swapsDimensions ? (crop.height, crop.width) : (crop.width, crop.height)
                 let rotated = pools.acquire(width: w, height: h)
                 _ = I420Rotate(current.dataY, Int32(current.strideY), current.dataU, Int32(current.strideU), current.dataV, Int32(current.strideV),
-                               rotated.dataY, Int32(rotated.strideY), rotated.dataU, Int32(rotated.strideU), rotated.dataV, Int32(rotated.strideV),
+                               rotated.mutableDataY, Int32(rotated.strideY), rotated.mutableDataU, Int32(rotated.strideU), rotated.mutableDataV, Int32(rotated.strideV),
                                Int32(current.width), Int32(current.height), RotationMode(rawValue: UInt32(options.rotation.rawValue)))
                 current = rotated
             }
@@ -70,7 +70,7 @@ public final class FrameConverter {
         if options.mirror {
             let m = pools.acquire(width: current.width, height: current.height)
             _ = I420Mirror(current.dataY, Int32(current.strideY), current.dataU, Int32(current.strideU), current.dataV, Int32(current.strideV),
-                           m.dataY, Int32(m.strideY), m.dataU, Int32(m.strideU), m.dataV, Int32(m.strideV), Int32(m.width), Int32(m.height))
+                           m.mutableDataY, Int32(m.strideY), m.mutableDataU, Int32(m.strideU), m.mutableDataV, Int32(m.strideV), Int32(m.width), Int32(m.height))
             current = m
         }
         if let target = options.scale, target != FrameSize(width: current.width, height: current.height) {
@@ -80,7 +80,7 @@ public final class FrameConverter {
             let s = pools.acquire(width: target.width, height: target.height)
             _ = I420Scale(current.dataY, Int32(current.strideY), current.dataU, Int32(current.strideU), current.dataV, Int32(current.strideV),
                           Int32(current.width), Int32(current.height),
-                          s.dataY, Int32(s.strideY), s.dataU, Int32(s.strideU), s.dataV, Int32(s.strideV),
+                          s.mutableDataY, Int32(s.strideY), s.mutableDataU, Int32(s.strideU), s.mutableDataV, Int32(s.strideV),
                           Int32(target.width), Int32(target.height), kFilterBox)
             current = s
         }
@@ -127,7 +127,7 @@ public final class FrameConverter {
         let p = src.planes
         let s0 = src.stride
         let w = Int32(c.width), h = Int32(c.height)
-        let dy = d.dataY, du = d.dataU, dv = d.dataV
+        let dy = d.mutableDataY, du = d.mutableDataU, dv = d.mutableDataV
         let dsy = Int32(d.strideY), dsu = Int32(d.strideU), dsv = Int32(d.strideV)
         let bpp = src.pixelFormat.bytesPerPixel ?? 1
         // First-plane pointer at the crop origin.
@@ -203,14 +203,14 @@ public final class FrameConverter {
         let rc: Int32
         if src.pixelFormat == .nv12 {
             let uv = base + p.offsets.1 + (c.y / 2) * p.strides.1 + c.x
-            rc = NV12ToI420Rotate(y0, Int32(s0), uv, Int32(p.strides.1), d.dataY, Int32(d.strideY), d.dataU, Int32(d.strideU),
-                                  d.dataV, Int32(d.strideV), Int32(c.width), Int32(c.height), mode)
+            rc = NV12ToI420Rotate(y0, Int32(s0), uv, Int32(p.strides.1), d.mutableDataY, Int32(d.strideY), d.mutableDataU, Int32(d.strideU),
+                                  d.mutableDataV, Int32(d.strideV), Int32(c.width), Int32(c.height), mode)
         } else {
             let cs = p.strides.1
             let u = base + p.offsets.1 + (c.y / 2) * cs + c.x / 2, v = base + p.offsets.2 + (c.y / 2) * cs + c.x / 2
             let (su, sv) = src.pixelFormat == .i420 ? (u, v) : (v, u)
-            rc = I420Rotate(y0, Int32(s0), su, Int32(cs), sv, Int32(cs), d.dataY, Int32(d.strideY), d.dataU, Int32(d.strideU),
-                            d.dataV, Int32(d.strideV), Int32(c.width), Int32(c.height), mode)
+            rc = I420Rotate(y0, Int32(s0), su, Int32(cs), sv, Int32(cs), d.mutableDataY, Int32(d.strideY), d.mutableDataU, Int32(d.strideU),
+                            d.mutableDataV, Int32(d.strideV), Int32(c.width), Int32(c.height), mode)
         }
         if rc != 0 { throw ProcessingError(.invalidArgument, "libyuv could not rotate \(src.pixelFormat) \(c.width)x\(c.height) by \(rotation)") }
     }
@@ -235,8 +235,8 @@ public final class FrameConverter {
             case .bgr24: _ = RGB24ToARGB(s, Int32(stride), scratch, argbStride, Int32(w), Int32(n))
             default: _ = RGB565ToARGB(s, Int32(stride), scratch, argbStride, Int32(w), Int32(n))
             }
-            let rc = ARGBToI420(scratch, argbStride, d.dataY + row * d.strideY, Int32(d.strideY),
-                                d.dataU + (row / 2) * d.strideU, Int32(d.strideU), d.dataV + (row / 2) * d.strideV, Int32(d.strideV),
+            let rc = ARGBToI420(scratch, argbStride, d.mutableDataY + row * d.strideY, Int32(d.strideY),
+                                d.mutableDataU + (row / 2) * d.strideU, Int32(d.strideU), d.mutableDataV + (row / 2) * d.strideV, Int32(d.strideV),
                                 Int32(w), Int32(n))
             if rc != 0 { return rc }
             row += 2
@@ -265,15 +265,15 @@ public final class FrameConverter {
         }
         if try !jpegDecoder.decode(data, count: src.bytesUsed, format: src.pixelFormat, into: target) {
             let w = Int32(src.width), h = Int32(src.height)
-            let rc = MJPGToI420(data, src.bytesUsed, target.dataY, Int32(target.strideY), target.dataU, Int32(target.strideU),
-                                target.dataV, Int32(target.strideV), w, h, w, h)
+            let rc = MJPGToI420(data, src.bytesUsed, target.mutableDataY, Int32(target.strideY), target.mutableDataU, Int32(target.strideU),
+                                target.mutableDataV, Int32(target.strideV), w, h, w, h)
             guard rc == 0 else { throw ProcessingError(.decodeFailed, "\(src.pixelFormat) frame of \(src.bytesUsed) bytes has a JPEG layout that does not decode to I420 (libyuv code \(rc))") }
         }
         if !full {
-            _ = I420Copy(target.dataY + c.y * target.strideY + c.x, Int32(target.strideY),
-                         target.dataU + (c.y / 2) * target.strideU + c.x / 2, Int32(target.strideU),
-                         target.dataV + (c.y / 2) * target.strideV + c.x / 2, Int32(target.strideV),
-                         d.dataY, Int32(d.strideY), d.dataU, Int32(d.strideU), d.dataV, Int32(d.strideV), Int32(c.width), Int32(c.height))
+            _ = I420Copy(target.mutableDataY + c.y * target.strideY + c.x, Int32(target.strideY),
+                         target.mutableDataU + (c.y / 2) * target.strideU + c.x / 2, Int32(target.strideU),
+                         target.mutableDataV + (c.y / 2) * target.strideV + c.x / 2, Int32(target.strideV),
+                         d.mutableDataY, Int32(d.strideY), d.mutableDataU, Int32(d.strideU), d.mutableDataV, Int32(d.strideV), Int32(c.width), Int32(c.height))
         }
     }
 }

@@ -19,7 +19,7 @@ final class MJPEGDecoder {
         guard let handle else { throw ProcessingError(.decodeFailed, "libjpeg: cannot create a decompressor (out of memory)") }
         var jw: Int32 = 0, jh: Int32 = 0
         let rc = svc_jpeg_decode_i420(handle, data, UInt(count), Int32(dst.width), Int32(dst.height), &jw, &jh,
-                                      dst.dataY, Int32(dst.strideY), dst.dataU, Int32(dst.strideU), dst.dataV, Int32(dst.strideV))
+                                      dst.mutableDataY, Int32(dst.strideY), dst.mutableDataU, Int32(dst.strideU), dst.mutableDataV, Int32(dst.strideV))
         switch Int(rc) {
         case Int(SVC_JPEG_OK): return true
         case Int(SVC_JPEG_UNSUPPORTED): return false

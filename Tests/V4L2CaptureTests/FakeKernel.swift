@@ -59,7 +59,7 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
         }
     }
     func munmap(_ pointer: UnsafeMutableRawPointer, length: Int) {
-        lock.withLock { if let k = mapped.first(where: { $0.value == pointer })?.key { mapped[k] = nil } }
+        lock.withLock { if let k = mapped.first(where: { $0.value == pointer })?.key { mapped[k] = nil; log("munmap") } }
     }
 
     /// As the kernel's poll: returns at once when an event is ready, else waits for one (a push, a QBUF)

@@ -47,7 +47,7 @@ func startStream(_ k: FakeKernel, _ s: Sink, config: V4L2Stream.Configuration = 
     return try #require(try provider.openStream(device: device, request: StreamRequest(pixelFormat: .yuyv, size: FrameSize(width: 640, height: 480), fps: Fraction(30)), sink: s.sink) as? V4L2Stream)
 }
 
-@Suite(.timeLimit(.minutes(1))) struct V4L2Tests {
+@Suite(.serialized, .timeLimit(.minutes(1))) struct V4L2Tests {
     @Test func enumeratesNativeFormatsWithSizesAndIntervals() throws {
         let k = FakeKernel()
         let dev = fakeDev()
@@ -74,7 +74,7 @@ func startStream(_ k: FakeKernel, _ s: Sink, config: V4L2Stream.Configuration = 
         #expect(f.allSatisfy { $0.0 == 1344 && $0.1 == 1344 * 480 })
         #expect(zip(f, f.dropFirst()).allSatisfy { $0.2 < $1.2 })
         #expect(k.mappedCount == 0 && k.openCount == 0)
-        let log = k.callLog.filter { $0 != "QBUF" }
+        let log = k.callLog.filter { $0 != "QBUF" && $0 != "munmap" }
         #expect(Array(log.suffix(3)) == ["STREAMOFF", "REQBUFS 0", "close"])
     }
 
@@ -230,12 +230,16 @@ func startStream(_ k: FakeKernel, _ s: Sink, config: V4L2Stream.Configuration = 
         var it = stream.makeAsyncIterator()
         #expect(try await it.next() != nil)   // streaming
         #expect(k.openCount == 1 && k.mappedCount == 4)
-        capturer = nil   // released without stopCapture()
-        #expect(k.callLog.contains("STREAMOFF"))
-        #expect(k.mappedCount == 0 && k.openCount == 0, "mapped \(k.mappedCount), open \(k.openCount)")
+        let closes = k.callLog.filter { $0 == "close" }.count
+        capturer = nil   // released without stopCapture() (the last reference may be dropped on the delivery thread)
+        #expect(k.waitForCalls("STREAMOFF"), "STREAMOFF")
+        #expect(k.waitForCalls("close", count: closes + 1), "closed")
         var buffered = 0
         while try await it.next() != nil { buffered += 1 }   // what was already queued for us, then the end
-        #expect(buffered <= 1, "the stream ends with its capturer")
+        #expect(buffered <= 2, "the stream ends with its capturer")
+        // The last frame in flight on the delivery thread is released when its callback returns.
+        #expect(k.waitForCalls("munmap", count: 4), "every buffer unmapped")
+        #expect(k.mappedCount == 0 && k.openCount == 0, "mapped \(k.mappedCount), open \(k.openCount)")
     }
 
     @Test func hotplugReportsCamerasAppearingAndGoingButNotOtherNodes() async throws {
@@ -258,9 +262,19 @@ func startStream(_ k: FakeKernel, _ s: Sink, config: V4L2Stream.Configuration = 
     }
 
     @Test func aReleasedHotplugMonitorClosesItsDescriptors() throws {
-        let before = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count
+        // Counts this process's inotify descriptors (other suites open files and pipes in parallel; only the
+        // hot-plug tests of this serialized suite make inotify ones).
+        func inotifyFDs() throws -> Int {
+            try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").filter {
+                (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + $0)) == "anon_inode:inotify"
+            }.count
+        }
+        let before = try inotifyFDs()
+        var monitor: HotplugMonitor? = try HotplugMonitor(directory: fakeDev(), isCamera: { _ in false })
+        #expect(try inotifyFDs() == before + 1)
+        monitor = nil
         for _ in 0..<20 { _ = try HotplugMonitor(directory: fakeDev(), isCamera: { _ in false }) }
-        let after = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count
-        #expect(after <= before + 2, "fds before \(before), after \(after)")
+        #expect(try inotifyFDs() == before, "released monitors must close their inotify descriptor")
+        _ = monitor
     }
 }

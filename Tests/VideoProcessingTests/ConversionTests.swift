@@ -110,8 +110,8 @@ func conversionMatchesFFmpeg(_ c: FormatCase, _ size: FrameSize) throws {
     let tight = try FormatWriter().write(src, as: .yuyv, into: packed)
     let padded = FrameStorage(capacity: stride * h)
     for r in 0..<h {
-        (padded.baseAddress + r * stride).copyMemory(from: tight.baseAddress + r * tight.stride, byteCount: tight.stride)
-        (padded.baseAddress + r * stride + tight.stride).initializeMemory(as: UInt8.self, repeating: 0xEE, count: stride - tight.stride)
+        (padded.mutableBaseAddress + r * stride).copyMemory(from: tight.baseAddress + r * tight.stride, byteCount: tight.stride)
+        (padded.mutableBaseAddress + r * stride + tight.stride).initializeMemory(as: UInt8.self, repeating: 0xEE, count: stride - tight.stride)
     }
     let paddedFrame = VideoFrameBuffer(pixelFormat: .yuyv, width: w, height: h, stride: stride, bytesUsed: stride * h, storage: padded)
     let a = try FrameConverter().convert(paddedFrame), b = try FrameConverter().convert(tight)
@@ -144,7 +144,7 @@ func conversionMatchesFFmpeg(_ c: FormatCase, _ size: FrameSize) throws {
     }
     #expect(removed > 0, "the encoder wrote DHT segments to strip")
     let s2 = FrameStorage(capacity: bytes.count)
-    s2.baseAddress.copyMemory(from: bytes, byteCount: bytes.count)
+    s2.mutableBaseAddress.copyMemory(from: bytes, byteCount: bytes.count)
     let stripped = VideoFrameBuffer(pixelFormat: .mjpeg, width: w, height: h, stride: 0, bytesUsed: bytes.count, storage: s2)
     let a = try FrameConverter().convert(stripped), b = try FrameConverter().convert(jpeg)
     #expect(psnr(a, b) >= 99)
@@ -210,7 +210,7 @@ func geometryMatchesFFmpeg(_ g: GeometryCase, _ code: String) throws {
 @Test func undecodableJPEGIsAnError() throws {
     let garbage: [UInt8] = [0xFF, 0xD8, 0xFF, 0xE0] + (0..<500).map { UInt8(truncatingIfNeeded: $0 &* 37) }
     let s = FrameStorage(capacity: garbage.count)
-    s.baseAddress.copyMemory(from: garbage, byteCount: garbage.count)
+    s.mutableBaseAddress.copyMemory(from: garbage, byteCount: garbage.count)
     let f = VideoFrameBuffer(pixelFormat: .mjpeg, width: 640, height: 480, stride: 0, bytesUsed: garbage.count, storage: s)
     let e = #expect(throws: ProcessingError.self) { try FrameConverter().convert(f) }
     #expect(e?.code == .decodeFailed)
@@ -303,7 +303,7 @@ func mjpegSamplingsDecode(_ pix: String, _ w: Int, _ h: Int) throws {
     #expect(rc == 0, "ffmpeg: \(err)")
     let bytes = readBytes(jpg)
     let s = FrameStorage(capacity: bytes.count)
-    s.baseAddress.copyMemory(from: bytes, byteCount: bytes.count)
+    s.mutableBaseAddress.copyMemory(from: bytes, byteCount: bytes.count)
     let frame = VideoFrameBuffer(pixelFormat: .mjpeg, width: w, height: h, stride: 0, bytesUsed: bytes.count, storage: s)
     let converter = FrameConverter()
     let ours = try converter.convert(frame)
