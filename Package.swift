@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "FixtureCameras", targets: ["FixtureCameras"]),
         .library(name: "V4L2Capture", targets: ["V4L2Capture"]),
         .library(name: "H264", targets: ["H264"]),
+        .library(name: "RTP", targets: ["RTP"]),
         .executable(name: "camcap", targets: ["camcap"]),
     ],
     dependencies: [
@@ -45,8 +46,9 @@ let package = Package(
         .target(name: "H264",
                 dependencies: ["VideoCapture", "VideoProcessing", "COpenH264"],
                 swiftSettings: upcoming),
+        .target(name: "RTP", dependencies: ["H264"], swiftSettings: upcoming),
         .executableTarget(name: "camcap",
-                dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture", "H264",
+                dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture", "H264", "RTP",
                                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                .product(name: "Logging", package: "swift-log")]),
 
@@ -61,5 +63,6 @@ let package = Package(
         .testTarget(name: "H264Tests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "H264", "TestSupport"]),
         .testTarget(name: "V4L2CaptureTests", dependencies: ["VideoCapture", "V4L2Capture", "CV4L2"]),
         .testTarget(name: "CamcapTests", dependencies: ["camcap", "TestSupport"]),
+        .testTarget(name: "RTPTests", dependencies: ["RTP", "H264", "VideoCapture", "FixtureCameras", "TestSupport"]),
     ]
 )

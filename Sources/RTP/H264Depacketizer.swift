@@ -1,0 +1,107 @@
+/// A parsed RTP header (RFC 3550 §5.1) and where the payload sits in the packet.
+public struct RTPHeader: Sendable, Equatable {
+    public var marker: Bool
+    public var payloadType: UInt8
+    public var sequence: UInt16
+    public var timestamp: UInt32
+    public var ssrc: UInt32
+    public var payloadOffset: Int
+    public var payloadLength: Int
+
+    /// Parses the fixed header, CSRCs, an extension and padding; nil for anything malformed (never traps).
+    public init?(_ p: UnsafeRawBufferPointer) {
+        guard p.count >= 12, p[0] >> 6 == 2 else { return nil }
+        let csrc = Int(p[0] & 0x0f)
+        var off = 12 + 4 * csrc
+        guard off <= p.count else { return nil }
+        if p[0] & 0x10 != 0 {
+            guard off + 4 <= p.count else { return nil }
+            let words = Int(p[off + 2]) << 8 | Int(p[off + 3])
+            off += 4 + 4 * words
+            guard off <= p.count else { return nil }
+        }
+        var end = p.count
+        if p[0] & 0x20 != 0 {
+            let pad = Int(p[p.count - 1])
+            guard pad >= 1, off + pad <= end else { return nil }
+            end -= pad
+        }
+        marker = p[1] & 0x80 != 0
+        payloadType = p[1] & 0x7f
+        sequence = UInt16(p[2]) << 8 | UInt16(p[3])
+        timestamp = UInt32(p[4]) << 24 | UInt32(p[5]) << 16 | UInt32(p[6]) << 8 | UInt32(p[7])
+        ssrc = UInt32(p[8]) << 24 | UInt32(p[9]) << 16 | UInt32(p[10]) << 8 | UInt32(p[11])
+        payloadOffset = off; payloadLength = end - off
+    }
+}
+
+/// The inverse of `H264Packetizer` (RFC 6184 mode 1): single NAL unit packets, STAP-A and FU-A back into
+/// Annex-B access units (4-byte start codes). A gap in sequence numbers loses the access unit it falls in: it
+/// is dropped whole and counted (`lostPackets`, `droppedAccessUnits`), the next one starts clean.
+public struct H264Depacketizer: Sendable {
+    public private(set) var lostPackets = 0
+    public private(set) var droppedAccessUnits = 0
+    public private(set) var malformedPackets = 0
+    private var current: [UInt8] = []
+    private var currentTimestamp: UInt32?
+    private var damaged = false
+    private var lastSequence: UInt16?
+    private var inFragment = false
+
+    public init() { current.reserveCapacity(1 << 16) }
+
+    /// Feeds one RTP packet; returns a completed access unit (Annex-B) and its RTP timestamp when the packet
+    /// ends one (marker bit), else nil.
+    public mutating func push(_ packet: UnsafeRawBufferPointer) -> (accessUnit: [UInt8], timestamp: UInt32)? {
+        guard let h = RTPHeader(packet) else { malformedPackets += 1; return nil }
+        if let last = lastSequence, h.sequence != last &+ 1 {
+            let gap = Int(h.sequence &- last &- 1)
+            if gap > 0 && gap < 0x8000 { lostPackets += gap; damaged = true; inFragment = false } else { return nil }   // late or duplicate: ignored
+        }
+        lastSequence = h.sequence
+        if let ts = currentTimestamp, ts != h.timestamp {
+            // A new access unit began before the previous one's marker: that one is incomplete.
+            if !current.isEmpty { droppedAccessUnits += 1 }
+            current.removeAll(keepingCapacity: true); damaged = false; inFragment = false
+        }
+        if damaged && currentTimestamp != h.timestamp { damaged = false }
+        currentTimestamp = h.timestamp
+        let payload = UnsafeRawBufferPointer(rebasing: packet[h.payloadOffset..<(h.payloadOffset + h.payloadLength)])
+        if !append(payload) { malformedPackets += 1; damaged = true }
+        guard h.marker else { return nil }
+        defer { current.removeAll(keepingCapacity: true); currentTimestamp = nil; damaged = false; inFragment = false }
+        if damaged || current.isEmpty { droppedAccessUnits += 1; return nil }
+        return (current, h.timestamp)
+    }
+
+    private mutating func startCode() { current.append(contentsOf: [0, 0, 0, 1] as [UInt8]) }
+
+    private mutating func append(_ p: UnsafeRawBufferPointer) -> Bool {
+        guard let first = p.first else { return false }
+        switch first & 0x1f {
+        case 1...23:
+            startCode(); current.append(contentsOf: p)
+        case 24:   // STAP-A: (16-bit size, NAL unit)*
+            var o = 1
+            while o < p.count {
+                guard o + 2 <= p.count else { return false }
+                let size = Int(p[o]) << 8 | Int(p[o + 1]); o += 2
+                guard size > 0, o + size <= p.count else { return false }
+                startCode(); current.append(contentsOf: UnsafeRawBufferPointer(rebasing: p[o..<(o + size)])); o += size
+            }
+        case 28:   // FU-A
+            guard p.count >= 2 else { return false }
+            let fu = p[1]
+            if fu & 0x80 != 0 {
+                startCode(); current.append((first & 0xe0) | (fu & 0x1f)); inFragment = true
+            } else if !inFragment {
+                return false   // a middle or end fragment without its start
+            }
+            current.append(contentsOf: UnsafeRawBufferPointer(rebasing: p[2...]))
+            if fu & 0x40 != 0 { inFragment = false }
+        default:
+            return false   // STAP-B, MTAP, FU-B: not in packetization-mode 1
+        }
+        return true
+    }
+}

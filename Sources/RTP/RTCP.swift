@@ -1,0 +1,124 @@
+/// RTCP (RFC 3550, RFC 4585, RFC 5104, draft-alvestrand-rmcat-remb): what a sender builds and what it parses.
+public enum RTCPPacket: Sendable, Equatable {
+    /// A report block of an SR or RR about one source.
+    public struct ReportBlock: Sendable, Equatable {
+        public var ssrc: UInt32
+        /// Fraction of packets lost since the last report, in 1/256.
+        public var fractionLost: UInt8
+        public var cumulativeLost: Int32
+        public var highestSequence: UInt32
+        /// Interarrival jitter in RTP timestamp units.
+        public var jitter: UInt32
+        /// Middle 32 bits of the NTP time of the last SR received, and the delay since (1/65536 s).
+        public var lastSR: UInt32
+        public var delaySinceLastSR: UInt32
+    }
+    case senderReport(ssrc: UInt32, ntp: UInt64, rtpTimestamp: UInt32, packets: UInt32, octets: UInt32, reports: [ReportBlock])
+    case receiverReport(ssrc: UInt32, reports: [ReportBlock])
+    case pli(sender: UInt32, media: UInt32)
+    case fir(sender: UInt32, media: UInt32, sequence: UInt8)
+    case nack(sender: UInt32, media: UInt32, lost: [UInt16])
+    case remb(sender: UInt32, bitrate: UInt64, ssrcs: [UInt32])
+    /// Any other packet type, kept by type (SDES, BYE, APP, transport-cc…).
+    case other(type: UInt8, format: UInt8)
+}
+
+public struct RTCPParseError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var message: String
+    public var offset: Int
+    public var description: String { "malformed RTCP: \(message) (at byte \(offset))" }
+}
+
+extension RTCPPacket {
+    /// Parses a compound RTCP packet. Every length is checked: malformed input is an error, never a trap.
+    public static func parseCompound(_ p: UnsafeRawBufferPointer) throws(RTCPParseError) -> [RTCPPacket] {
+        var out: [RTCPPacket] = []
+        var o = 0
+        guard p.count >= 4 else { throw RTCPParseError(message: "shorter than an RTCP header", offset: 0) }
+        while o < p.count {
+            guard o + 4 <= p.count else { throw RTCPParseError(message: "truncated header", offset: o) }
+            guard p[o] >> 6 == 2 else { throw RTCPParseError(message: "version \(p[o] >> 6), expected 2", offset: o) }
+            let count = Int(p[o] & 0x1f), type = p[o + 1]
+            let length = ((Int(p[o + 2]) << 8 | Int(p[o + 3])) + 1) * 4
+            guard o + length <= p.count else { throw RTCPParseError(message: "length \(length) past the end (\(p.count - o) left)", offset: o) }
+            let body = UnsafeRawBufferPointer(rebasing: p[(o + 4)..<(o + length)])
+            out.append(try parseOne(type: type, count: count, body, at: o))
+            o += length
+        }
+        return out
+    }
+
+    private static func u32(_ b: UnsafeRawBufferPointer, _ i: Int) -> UInt32 {
+        UInt32(b[i]) << 24 | UInt32(b[i + 1]) << 16 | UInt32(b[i + 2]) << 8 | UInt32(b[i + 3])
+    }
+
+    private static func blocks(_ b: UnsafeRawBufferPointer, from: Int, count: Int, at o: Int) throws(RTCPParseError) -> [ReportBlock] {
+        guard from + 24 * count <= b.count else { throw RTCPParseError(message: "\(count) report blocks do not fit", offset: o) }
+        return (0..<count).map { k in
+            let i = from + 24 * k
+            let lostRaw = Int32(bitPattern: (u32(b, i + 4) & 0x00ff_ffff) << 8) >> 8   // 24-bit signed
+            return ReportBlock(ssrc: u32(b, i), fractionLost: b[i + 4], cumulativeLost: lostRaw, highestSequence: u32(b, i + 8),
+                               jitter: u32(b, i + 12), lastSR: u32(b, i + 16), delaySinceLastSR: u32(b, i + 20))
+        }
+    }
+
+    private static func parseOne(type: UInt8, count: Int, _ b: UnsafeRawBufferPointer, at o: Int) throws(RTCPParseError) -> RTCPPacket {
+        switch type {
+        case 200:   // SR
+            guard b.count >= 24 else { throw RTCPParseError(message: "sender report of \(b.count) bytes", offset: o) }
+            let ntp = UInt64(u32(b, 4)) << 32 | UInt64(u32(b, 8))
+            return .senderReport(ssrc: u32(b, 0), ntp: ntp, rtpTimestamp: u32(b, 12), packets: u32(b, 16), octets: u32(b, 20),
+                                 reports: try blocks(b, from: 24, count: count, at: o))
+        case 201:   // RR
+            guard b.count >= 4 else { throw RTCPParseError(message: "receiver report of \(b.count) bytes", offset: o) }
+            return .receiverReport(ssrc: u32(b, 0), reports: try blocks(b, from: 4, count: count, at: o))
+        case 205, 206:   // transport / payload-specific feedback
+            guard b.count >= 8 else { throw RTCPParseError(message: "feedback message of \(b.count) bytes", offset: o) }
+            let sender = u32(b, 0), media = u32(b, 4)
+            if type == 205 && count == 1 {   // generic NACK: (PID, BLP)*
+                var lost: [UInt16] = []
+                var i = 8
+                while i + 4 <= b.count {
+                    let pid = UInt16(b[i]) << 8 | UInt16(b[i + 1]), blp = UInt16(b[i + 2]) << 8 | UInt16(b[i + 3])
+                    lost.append(pid)
+                    for bit in 0..<16 where blp & (1 << bit) != 0 { lost.append(pid &+ UInt16(bit + 1)) }
+                    i += 4
+                }
+                return .nack(sender: sender, media: media, lost: lost)
+            }
+            if type == 206 && count == 1 { return .pli(sender: sender, media: media) }
+            if type == 206 && count == 4 {
+                guard b.count >= 16 else { throw RTCPParseError(message: "FIR without an entry", offset: o) }
+                return .fir(sender: sender, media: u32(b, 8), sequence: b[12])
+            }
+            if type == 206 && count == 15 && b.count >= 16 && b[8] == 0x52 && b[9] == 0x45 && b[10] == 0x4d && b[11] == 0x42 {   // "REMB"
+                let n = Int(b[12]), exp = Int(b[13] >> 2)
+                let mantissa = UInt64(b[13] & 0x03) << 16 | UInt64(b[14]) << 8 | UInt64(b[15])
+                guard 16 + 4 * n <= b.count else { throw RTCPParseError(message: "REMB lists \(n) SSRCs that do not fit", offset: o) }
+                let bitrate = exp > 45 ? UInt64.max : mantissa << UInt64(exp)
+                return .remb(sender: sender, bitrate: bitrate, ssrcs: (0..<n).map { u32(b, 16 + 4 * $0) })
+            }
+            return .other(type: type, format: UInt8(count))
+        default:
+            return .other(type: type, format: UInt8(count))
+        }
+    }
+}
+
+/// Builds the RTCP packets a sender sends.
+public enum RTCPWriter {
+    /// A sender report (no report blocks) followed by an SDES CNAME: the compound packet RFC 3550 asks for.
+    public static func senderReport(ssrc: UInt32, ntp: UInt64, rtpTimestamp: UInt32, packets: UInt32, octets: UInt32, cname: String) -> [UInt8] {
+        var p: [UInt8] = [0x80, 200, 0, 6]
+        func put32(_ v: UInt32) { p += [UInt8(v >> 24), UInt8((v >> 16) & 0xff), UInt8((v >> 8) & 0xff), UInt8(v & 0xff)] }
+        put32(ssrc); put32(UInt32(ntp >> 32)); put32(UInt32(ntp & 0xffff_ffff)); put32(rtpTimestamp); put32(packets); put32(octets)
+        let name = Array(cname.utf8.prefix(255))
+        var item: [UInt8] = [1, UInt8(name.count)] + name + [0]
+        while item.count % 4 != 0 { item.append(0) }   // items end on a 32-bit boundary
+        let words = (8 + item.count) / 4 - 1   // header + SSRC + items, in 32-bit words, minus one
+        p += [0x81, 202, UInt8(words >> 8), UInt8(words & 0xff)]
+        put32(ssrc)
+        p += item
+        return p
+    }
+}

@@ -1,0 +1,348 @@
+import Foundation
+public import H264
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+public struct RTPError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var message: String
+    public var errno: Int32?
+    public init(_ message: String, errno: Int32? = nil) { self.message = message; self.errno = errno }
+    public var description: String { message + (errno.map { " (errno \($0): \(String(cString: strerror($0))))" } ?? "") }
+}
+
+/// Sends one H.264 stream as RTP over UDP and runs its RTCP: sender reports about once a second, receiver
+/// reports (loss, jitter, RTT), PLI/FIR (→ `onKeyFrameRequest`, at most one per `keyFrameRequestInterval`),
+/// generic NACK (→ retransmission from a bounded history, as RTX per RFC 4588 when `rtxPayloadType` is set) and
+/// REMB (→ `onBitrateEstimate`). Feedback is read on a dedicated thread; `send` is for one producer thread.
+public final class RTPSender: @unchecked Sendable {
+    // @unchecked: sockets and configuration are immutable after init; `shared` is a Mutex; the packetizer,
+    // clock and history are touched only by the sending thread (history also under `shared` for NACK).
+    public struct Configuration: Sendable {
+        public var host: String
+        public var port: Int
+        /// Where RTCP goes (default port + 1); with `rtcpMux` RTP and RTCP share `port`.
+        public var rtcpPort: Int?
+        public var rtcpMux = false
+        /// Local port for our RTCP socket (receivers send their reports there); 0 picks one.
+        public var localRTCPPort = 0
+        public var maxPayload = 1200
+        public var payloadType: UInt8 = 96
+        public var rtxPayloadType: UInt8?
+        /// Packets kept for retransmission (about 1 s of 2 Mbit/s video).
+        public var historySize = 512
+        /// Drop outgoing packets with this probability (loss simulation for tests; seeded, reproducible).
+        public var dropRate = 0.0
+        public var dropSeed: UInt64 = 1
+        public var keyFrameRequestIntervalNs: Int64 = 300_000_000
+        public var cname = "swift-video-capture"
+        public init(host: String, port: Int) { self.host = host; self.port = port }
+    }
+
+    public struct Statistics: Sendable, Equatable {
+        public var packetsSent = 0
+        public var bytesSent = 0
+        public var framesSent = 0
+        public var packetsDroppedBySimulation = 0
+        public var retransmissions = 0
+        public var nacksReceived = 0
+        public var keyFrameRequests = 0
+        public var keyFrameRequestsHonoured = 0
+        public var receiverReports = 0
+        public var senderReports = 0
+        /// Round-trip time from the last receiver report that answered a sender report.
+        public var rttMs: Double?
+        public var fractionLost: Double?
+        public var jitterMs: Double?
+        public var rembBitrate: UInt64?
+        public var rtcpErrors = 0
+    }
+
+    public let configuration: Configuration
+    public let ssrc: UInt32
+    public let rtxSSRC: UInt32
+    /// Called (on the feedback thread) for PLI/FIR, rate-limited.
+    public var onKeyFrameRequest: (@Sendable () -> Void)? {
+        get { shared.withLock { $0.onKeyFrame } } set { shared.withLock { $0.onKeyFrame = newValue } }
+    }
+    /// Called (on the feedback thread) with a receiver's REMB estimate in bit/s.
+    public var onBitrateEstimate: (@Sendable (UInt64) -> Void)? {
+        get { shared.withLock { $0.onREMB } } set { shared.withLock { $0.onREMB = newValue } }
+    }
+
+    private struct History {
+        var slots: [[UInt8]]
+        var lengths: [Int]
+        var sequences: [UInt16]
+        var next = 0
+    }
+    private struct Shared {
+        var stats = Statistics()
+        var history: History
+        var lastRTP: UInt32 = 0
+        var lastCaptureNs: Int64?
+        var lastSRNTPMiddle: UInt32 = 0
+        var lastKeyFrameRequestNs: Int64 = .min / 2
+        var rtxSequence: UInt16 = .random(in: 0...UInt16.max)
+        var onKeyFrame: (@Sendable () -> Void)?
+        var onREMB: (@Sendable (UInt64) -> Void)?
+    }
+
+    private let rtpSocket: Int32
+    private let rtcpSocket: Int32
+    private let rtpAddress: sockaddr_storage
+    private let rtcpAddress: sockaddr_storage
+    private let addressLength: socklen_t
+    private var packetizer: H264Packetizer
+    private var clock = RTPClock()
+    private var random: UInt64
+    private let shared: Mutex<Shared>
+    private let stopRequested = Atomic<Bool>(false)
+    private var thread: Thread?
+    private let finished = DispatchSemaphore(value: 0)
+
+    /// The local port receivers send RTCP to.
+    public let localRTCPPort: Int
+
+    public init(configuration c: Configuration) throws(RTPError) {
+        configuration = c
+        guard (1...65535).contains(c.port) else { throw RTPError("RTP port \(c.port) is not 1...65535") }
+        let rtcpPort = c.rtcpMux ? c.port : (c.rtcpPort ?? c.port + 1)
+        guard (1...65535).contains(rtcpPort) else { throw RTPError("RTCP port \(rtcpPort) is not 1...65535") }
+        guard (0.0...1.0).contains(c.dropRate) else { throw RTPError("drop rate \(c.dropRate) is not 0...1") }
+        guard let a = RTPSender.address(c.host, c.port), let r = RTPSender.address(c.host, rtcpPort) else {
+            throw RTPError("cannot resolve \(c.host): give an IPv4 or IPv6 address")
+        }
+        rtpAddress = a.0; rtcpAddress = r.0; addressLength = a.1
+        let family = Int32(a.0.ss_family)
+        let s1 = socket(family, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard s1 >= 0 else { throw RTPError("cannot create a UDP socket", errno: errno) }
+        let s2 = c.rtcpMux ? s1 : socket(family, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard s2 >= 0 else { let e = errno; Glibc.close(s1); throw RTPError("cannot create a UDP socket", errno: e) }
+        // Bind our RTCP socket (receivers answer to its address).
+        var local = sockaddr_storage()
+        var localLength = addressLength
+        if family == AF_INET {
+            withUnsafeMutableBytes(of: &local) { raw in
+                let sin = raw.baseAddress!.assumingMemoryBound(to: sockaddr_in.self)
+                sin.pointee.sin_family = sa_family_t(AF_INET); sin.pointee.sin_port = in_port_t(UInt16(c.localRTCPPort).bigEndian)
+            }
+        } else {
+            withUnsafeMutableBytes(of: &local) { raw in
+                let sin = raw.baseAddress!.assumingMemoryBound(to: sockaddr_in6.self)
+                sin.pointee.sin6_family = sa_family_t(AF_INET6); sin.pointee.sin6_port = in_port_t(UInt16(c.localRTCPPort).bigEndian)
+            }
+        }
+        let bound = withUnsafePointer(to: &local) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(s2, $0, localLength) } }
+        guard bound == 0 else {
+            let e = errno; Glibc.close(s1); if s2 != s1 { Glibc.close(s2) }
+            throw RTPError("cannot listen for RTCP on port \(c.localRTCPPort)\(e == EADDRINUSE ? ": the port is in use" : "")", errno: e)
+        }
+        _ = withUnsafeMutablePointer(to: &local) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(s2, $0, &localLength) } }
+        localRTCPPort = withUnsafeBytes(of: &local) { raw in
+            Int(UInt16(bigEndian: family == AF_INET ? raw.load(as: sockaddr_in.self).sin_port : raw.load(as: sockaddr_in6.self).sin6_port))
+        }
+        rtpSocket = s1; rtcpSocket = s2
+        packetizer = H264Packetizer(maxPayload: c.maxPayload, state: RTPStreamState(payloadType: c.payloadType))
+        ssrc = packetizer.state.ssrc
+        rtxSSRC = UInt32.random(in: 1...UInt32.max)
+        random = c.dropSeed | 1
+        let size = max(16, min(8192, c.historySize))
+        let slot = c.maxPayload + H264Packetizer.headerSize + 2
+        shared = Mutex(Shared(history: History(slots: (0..<size).map { _ in [UInt8](repeating: 0, count: slot) },
+                                               lengths: [Int](repeating: 0, count: size), sequences: [UInt16](repeating: 0, count: size))))
+        let t = Thread { [self] in feedbackLoop(); finished.signal() }
+        t.name = "rtp-feedback"
+        thread = t
+        t.start()
+    }
+
+    deinit { close() }
+
+    /// Stops the feedback thread and closes the sockets (idempotent).
+    public func close() {
+        guard !stopRequested.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        if thread != nil { finished.wait() }
+        Glibc.close(rtpSocket)
+        if rtcpSocket != rtpSocket { Glibc.close(rtcpSocket) }
+    }
+
+    public var statistics: Statistics { shared.withLock { $0.stats } }
+
+    /// SPS and PPS of a key frame, for the SDP's fmtp.
+    public static func parameterSets(of frame: EncodedFrame) -> (sps: [UInt8], pps: [UInt8])? {
+        guard let s = frame.nalUnits.first(where: { $0.type == .sps }), let p = frame.nalUnits.first(where: { $0.type == .pps }) else { return nil }
+        return (Array(frame.data[s.offset..<(s.offset + s.length)]), Array(frame.data[p.offset..<(p.offset + p.length)]))
+    }
+
+    /// Packetizes and sends one encoded access unit captured at `captureNs` (monotonic ns).
+    public func send(_ frame: EncodedFrame, captureNs: Int64) throws(RTPError) {
+        let ts = clock.timestamp(forCaptureNs: captureNs)
+        var failure: Int32 = 0
+        packetizer.packetize(frame.data, nalUnits: frame.nalUnits, timestamp: ts) { packet in
+            let seq = UInt16(packet[2]) << 8 | UInt16(packet[3])
+            shared.withLock { s in
+                let i = s.history.next
+                s.history.slots[i].withUnsafeMutableBytes { $0.baseAddress!.copyMemory(from: packet.baseAddress!, byteCount: packet.count) }
+                s.history.lengths[i] = packet.count; s.history.sequences[i] = seq
+                s.history.next = (i + 1) % s.history.slots.count
+            }
+            if configuration.dropRate > 0 && nextRandom() < configuration.dropRate {
+                shared.withLock { $0.stats.packetsDroppedBySimulation += 1 }
+                return
+            }
+            let e = transmit(rtpSocket, packet, to: rtpAddress)
+            if e != 0 && e != ECONNREFUSED { failure = e }
+            shared.withLock { $0.stats.packetsSent += 1; $0.stats.bytesSent += packet.count }
+        }
+        shared.withLock { s in s.stats.framesSent += 1; s.lastRTP = ts; s.lastCaptureNs = captureNs }
+        if failure != 0 { throw RTPError("sending RTP to \(configuration.host):\(configuration.port) failed", errno: failure) }
+    }
+
+    private func nextRandom() -> Double {
+        random ^= random << 13; random ^= random >> 7; random ^= random << 17
+        return Double(random >> 11) / Double(1 << 53)
+    }
+
+    private func transmit(_ socket: Int32, _ bytes: UnsafeRawBufferPointer, to address: sockaddr_storage) -> Int32 {
+        var a = address
+        let n = withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            sendto(socket, bytes.baseAddress, bytes.count, Int32(MSG_DONTWAIT), $0, addressLength)
+        } }
+        return n < 0 ? errno : 0
+    }
+
+    // MARK: RTCP
+
+    private static func ntpNow() -> UInt64 {
+        var t = timespec(); clock_gettime(CLOCK_REALTIME, &t)
+        let seconds = UInt64(t.tv_sec) &+ 2_208_988_800
+        let fraction = (UInt64(t.tv_nsec) << 32) / 1_000_000_000
+        return seconds << 32 | fraction
+    }
+
+    private static func monotonicNs() -> Int64 {
+        var t = timespec(); clock_gettime(CLOCK_MONOTONIC, &t)
+        return Int64(t.tv_sec) * 1_000_000_000 + Int64(t.tv_nsec)
+    }
+
+    private func sendSenderReport() {
+        let ntp = RTPSender.ntpNow(), now = RTPSender.monotonicNs()
+        let (rtp, packets, octets, ready) = shared.withLock { s -> (UInt32, UInt32, UInt32, Bool) in
+            guard let last = s.lastCaptureNs else { return (0, 0, 0, false) }
+            // The RTP time that corresponds to "now" on the sampling clock, extrapolated from the last frame.
+            let delta = now - last
+            let rtp = s.lastRTP &+ UInt32(truncatingIfNeeded: delta / 1_000_000_000 * 90_000 + delta % 1_000_000_000 * 90_000 / 1_000_000_000)
+            s.lastSRNTPMiddle = UInt32((ntp >> 16) & 0xffff_ffff)
+            s.stats.senderReports += 1
+            return (rtp, UInt32(truncatingIfNeeded: s.stats.packetsSent), UInt32(truncatingIfNeeded: s.stats.bytesSent), true)
+        }
+        guard ready else { return }
+        let sr = RTCPWriter.senderReport(ssrc: ssrc, ntp: ntp, rtpTimestamp: rtp, packets: packets, octets: octets, cname: configuration.cname)
+        sr.withUnsafeBytes { _ = transmit(rtcpSocket, $0, to: rtcpAddress) }
+    }
+
+    private func feedbackLoop() {
+        var buffer = [UInt8](repeating: 0, count: 2048)
+        var lastSR = RTPSender.monotonicNs() - 2_000_000_000
+        while !stopRequested.load(ordering: .acquiring) {
+            let now = RTPSender.monotonicNs()
+            if now - lastSR >= 1_000_000_000 { sendSenderReport(); lastSR = now }
+            var fds = [pollfd(fd: rtcpSocket, events: Int16(POLLIN), revents: 0)]
+            let r = poll(&fds, 1, 100)
+            if r <= 0 { continue }
+            let n = buffer.withUnsafeMutableBytes { recv(rtcpSocket, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            guard n > 0 else { continue }
+            buffer.withUnsafeBytes { raw in handleRTCP(UnsafeRawBufferPointer(rebasing: raw[0..<n])) }
+        }
+    }
+
+    /// Handles one compound RTCP packet from a receiver (public for tests and fuzzing).
+    public func handleRTCP(_ bytes: UnsafeRawBufferPointer) {
+        // With rtcp-mux, RTP and RTCP share a port: RTCP packet types are 192...223 (RFC 5761).
+        guard bytes.count >= 2, (192...223).contains(bytes[1]) else { return }
+        let packets: [RTCPPacket]
+        do throws(RTCPParseError) { packets = try RTCPPacket.parseCompound(bytes) }
+        catch { shared.withLock { $0.stats.rtcpErrors += 1 }; return }
+        for p in packets {
+            switch p {
+            case .receiverReport(_, let reports), .senderReport(_, _, _, _, _, let reports):
+                guard let block = reports.first(where: { $0.ssrc == ssrc }) else { continue }
+                let ntpMiddle = UInt32((RTPSender.ntpNow() >> 16) & 0xffff_ffff)
+                shared.withLock { s in
+                    s.stats.receiverReports += 1
+                    s.stats.fractionLost = Double(block.fractionLost) / 256
+                    s.stats.jitterMs = Double(block.jitter) / 90
+                    if block.lastSR != 0 {
+                        let rtt = Int64(ntpMiddle &- block.lastSR &- block.delaySinceLastSR)
+                        if rtt >= 0 && rtt < 65536 * 10 { s.stats.rttMs = Double(rtt) * 1000 / 65536 }
+                    }
+                }
+            case .pli(_, let media), .fir(_, let media, _):
+                guard media == ssrc || media == 0 else { continue }
+                let now = RTPSender.monotonicNs()
+                let callback = shared.withLock { s -> (@Sendable () -> Void)? in
+                    s.stats.keyFrameRequests += 1
+                    guard now - s.lastKeyFrameRequestNs >= configuration.keyFrameRequestIntervalNs else { return nil }
+                    s.lastKeyFrameRequestNs = now
+                    s.stats.keyFrameRequestsHonoured += 1
+                    return s.onKeyFrame
+                }
+                callback?()
+            case .nack(_, let media, let lost):
+                guard media == ssrc else { continue }
+                shared.withLock { $0.stats.nacksReceived += 1 }
+                for seq in lost { retransmit(seq) }
+            case .remb(_, let bitrate, _):
+                let callback = shared.withLock { s -> (@Sendable (UInt64) -> Void)? in s.stats.rembBitrate = bitrate; return s.onREMB }
+                callback?(bitrate)
+            case .other:
+                continue
+            }
+        }
+    }
+
+    private func retransmit(_ seq: UInt16) {
+        var packet = [UInt8](); packet.reserveCapacity(configuration.maxPayload + 16)
+        let found = shared.withLock { s -> Bool in
+            guard let i = s.history.sequences.indices.first(where: { s.history.sequences[$0] == seq && s.history.lengths[$0] > 0 }) else { return false }
+            let original = s.history.slots[i][0..<s.history.lengths[i]]
+            if let rtxPT = configuration.rtxPayloadType {
+                // RFC 4588: own SSRC, payload type and sequence; the payload starts with the original sequence number.
+                packet.append(contentsOf: original.prefix(12))
+                packet[1] = (packet[1] & 0x80) | (rtxPT & 0x7f)
+                packet[2] = UInt8(s.rtxSequence >> 8); packet[3] = UInt8(s.rtxSequence & 0xff); s.rtxSequence &+= 1
+                packet[8] = UInt8(rtxSSRC >> 24); packet[9] = UInt8((rtxSSRC >> 16) & 0xff); packet[10] = UInt8((rtxSSRC >> 8) & 0xff); packet[11] = UInt8(rtxSSRC & 0xff)
+                packet += [UInt8(seq >> 8), UInt8(seq & 0xff)]
+                packet.append(contentsOf: original.dropFirst(12))
+            } else {
+                packet.append(contentsOf: original)
+            }
+            s.stats.retransmissions += 1
+            return true
+        }
+        if found { packet.withUnsafeBytes { _ = transmit(rtpSocket, $0, to: rtpAddress) } }
+    }
+
+    private static func address(_ host: String, _ port: Int) -> (sockaddr_storage, socklen_t)? {
+        var storage = sockaddr_storage()
+        var a4 = in_addr()
+        if inet_pton(AF_INET, host, &a4) == 1 {
+            withUnsafeMutableBytes(of: &storage) { raw in
+                let sin = raw.baseAddress!.assumingMemoryBound(to: sockaddr_in.self)
+                sin.pointee.sin_family = sa_family_t(AF_INET); sin.pointee.sin_port = in_port_t(UInt16(port).bigEndian); sin.pointee.sin_addr = a4
+            }
+            return (storage, socklen_t(MemoryLayout<sockaddr_in>.size))
+        }
+        var a6 = in6_addr()
+        if inet_pton(AF_INET6, host, &a6) == 1 {
+            withUnsafeMutableBytes(of: &storage) { raw in
+                let sin = raw.baseAddress!.assumingMemoryBound(to: sockaddr_in6.self)
+                sin.pointee.sin6_family = sa_family_t(AF_INET6); sin.pointee.sin6_port = in_port_t(UInt16(port).bigEndian); sin.pointee.sin6_addr = a6
+            }
+            return (storage, socklen_t(MemoryLayout<sockaddr_in6>.size))
+        }
+        return nil
+    }
+}
