@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Installs the Debian packages swift-video-capture needs (as root), only those missing.
 #   build:  libv4l-dev libyuv-dev libopenh264-dev libjpeg-dev libturbojpeg0-dev pkg-config
-#   tests:  ffmpeg (ffprobe/ffmpeg as the independent decoder), v4l-utils
+#   tests:  ffmpeg (ffprobe/ffmpeg as the independent decoder), v4l-utils, GStreamer (rtpbin + avdec_h264: an RTP receiver we did not write)
 #   VM test: qemu-system-x86 busybox-static kmod cpio
 #   bench:  the comparison benchmark (Benchmarks/compare): gcc, GStreamer with openh264enc, valgrind, ffmpeg
 set -euo pipefail
 want=(libv4l-dev libyuv-dev libopenh264-dev libjpeg-dev libturbojpeg0-dev pkg-config)
 case "${1:-build}" in
-  test) want+=(ffmpeg v4l-utils qemu-system-x86 busybox-static kmod cpio) ;;
+  test) want+=(ffmpeg v4l-utils qemu-system-x86 busybox-static kmod cpio gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-libav) ;;
   bench) want+=(gcc gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad valgrind ffmpeg) ;;
 esac
 missing=()

@@ -121,4 +121,9 @@ public enum RTCPWriter {
         p += item
         return p
     }
+
+    /// A BYE for `ssrc` (appended to a report: the receiver learns the stream has ended).
+    public static func bye(ssrc: UInt32) -> [UInt8] {
+        [0x81, 203, 0, 1, UInt8(ssrc >> 24), UInt8((ssrc >> 16) & 0xff), UInt8((ssrc >> 8) & 0xff), UInt8(ssrc & 0xff)]
+    }
 }

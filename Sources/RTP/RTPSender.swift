@@ -164,6 +164,7 @@ public final class RTPSender: @unchecked Sendable {
     public func close() {
         guard !stopRequested.exchange(true, ordering: .acquiringAndReleasing) else { return }
         if thread != nil { finished.wait() }
+        sendSenderReport(bye: true)   // a last report and a BYE: receivers end the stream cleanly
         Glibc.close(rtpSocket)
         if rtcpSocket != rtpSocket { Glibc.close(rtcpSocket) }
     }
@@ -227,7 +228,8 @@ public final class RTPSender: @unchecked Sendable {
         return Int64(t.tv_sec) * 1_000_000_000 + Int64(t.tv_nsec)
     }
 
-    private func sendSenderReport() {
+    @discardableResult
+    private func sendSenderReport(bye: Bool = false) -> Bool {
         let ntp = RTPSender.ntpNow(), now = RTPSender.monotonicNs()
         let (rtp, packets, octets, ready) = shared.withLock { s -> (UInt32, UInt32, UInt32, Bool) in
             guard let last = s.lastCaptureNs else { return (0, 0, 0, false) }
@@ -238,17 +240,21 @@ public final class RTPSender: @unchecked Sendable {
             s.stats.senderReports += 1
             return (rtp, UInt32(truncatingIfNeeded: s.stats.packetsSent), UInt32(truncatingIfNeeded: s.stats.bytesSent), true)
         }
-        guard ready else { return }
-        let sr = RTCPWriter.senderReport(ssrc: ssrc, ntp: ntp, rtpTimestamp: rtp, packets: packets, octets: octets, cname: configuration.cname)
+        guard ready else { return false }
+        var sr = RTCPWriter.senderReport(ssrc: ssrc, ntp: ntp, rtpTimestamp: rtp, packets: packets, octets: octets, cname: configuration.cname)
+        if bye { sr += RTCPWriter.bye(ssrc: ssrc) }
         sr.withUnsafeBytes { _ = transmit(rtcpSocket, $0, to: rtcpAddress) }
+        return true
     }
 
     private func feedbackLoop() {
         var buffer = [UInt8](repeating: 0, count: 2048)
-        var lastSR = RTPSender.monotonicNs() - 2_000_000_000
+        // The first SR goes out as soon as a frame was sent (a receiver's first report can then carry LSR and
+        // give an RTT), the next ones every second.
+        var lastSR: Int64? = nil
         while !stopRequested.load(ordering: .acquiring) {
             let now = RTPSender.monotonicNs()
-            if now - lastSR >= 1_000_000_000 { sendSenderReport(); lastSR = now }
+            if lastSR.map({ now - $0 >= 1_000_000_000 }) ?? true, sendSenderReport() { lastSR = now }
             var fds = [pollfd(fd: rtcpSocket, events: Int16(POLLIN), revents: 0)]
             let r = poll(&fds, 1, 100)
             if r <= 0 { continue }

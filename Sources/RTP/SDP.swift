@@ -1,4 +1,4 @@
-public import H264
+import H264
 
 /// The SDP a receiver opens for our stream (RFC 4566, RFC 6184 §8), and a minimal reader for an answer.
 public struct SDPDescription: Sendable, Equatable {

@@ -20,7 +20,7 @@ struct Camcap: AsyncParsableCommand {
             then the cheapest conversion to I420.
             """,
         version: versionText,
-        subcommands: [Devices.self, Formats.self, Select.self, Preview.self, Record.self])
+        subcommands: [Devices.self, Formats.self, Select.self, Preview.self, Record.self, Stream.self])
 }
 
 let versionText: String = {

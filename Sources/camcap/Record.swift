@@ -55,7 +55,8 @@ struct Record: AsyncParsableCommand {
         settings.sliceMode = maxNalSize.map { .maxNALSize($0) } ?? .single
         settings.frameSkipping = frameSkipping
         var stages: [any PictureStage] = []
-        stages.append(try EncodeStage(output: output, settings: settings, keyIntervalSeconds: keyint == nil ? (keyintSeconds ?? 2) : nil))
+        stages.append(EncodeStage(settings: settings, keyIntervalSeconds: keyint == nil ? (keyintSeconds ?? 2) : nil,
+                                  outputs: [try AnnexBFileOutput(path: output)]))
         if let preview { stages.append(try Y4MStage(path: preview)) }
         if let n = snapshotEvery {
             let stem = (output as NSString).deletingPathExtension

@@ -2,28 +2,57 @@ import Foundation
 import VideoCapture
 import VideoProcessing
 import H264
+import Synchronization
 
 // The stages commands are made of. Each checks its outputs in init (before the camera starts).
 
-/// Encodes every picture with OpenH264 and writes Annex-B (SPS+PPS before every IDR).
+/// Where encoded frames go after the encode stage: an Annex-B file, an RTP sender… Claimed in init (before the
+/// camera starts); `write` gets every encoded access unit with its capture time.
+protocol EncodedOutput: AnyObject {
+    func write(_ frame: EncodedFrame, captureNs: Int64) throws
+    func end() throws
+    func discard()
+    var progress: String? { get }
+    var summary: [(String, String)] { get }
+}
+extension EncodedOutput {
+    var progress: String? { nil }
+}
+
+/// Asks the encode stage for a key frame or a new bitrate from any thread (an RTCP feedback thread): the
+/// requests are taken on the pipeline's thread before the next encode.
+final class EncoderRequests: Sendable {
+    private let keyFrame = Atomic<Bool>(false)
+    private let bitrate = Atomic<Int>(0)
+    func requestKeyFrame() { keyFrame.store(true, ordering: .releasing) }
+    func requestBitrate(_ bps: Int) { bitrate.store(bps, ordering: .releasing) }
+    func take() -> (keyFrame: Bool, bitrate: Int?) {
+        let k = keyFrame.exchange(false, ordering: .acquiringAndReleasing)
+        let b = bitrate.exchange(0, ordering: .acquiringAndReleasing)
+        return (k, b > 0 ? b : nil)
+    }
+}
+
+/// Encodes every picture with OpenH264 (one encoder, shared by every output).
 final class EncodeStage: PictureStage {
-    private var settings: H264Encoder.Settings
-    private let writer: AnnexBWriter
+    private(set) var settings: H264Encoder.Settings
+    private let outputs: [any EncodedOutput]
+    let requests = EncoderRequests()
     private let targetKbps: Int
     private var encoder: H264Encoder?
     private var out = EncodedFrame()
     private var encodeTime = LatencyHistogram()
-    private var encoded = 0, skipped = 0, keyFrames = 0
-    private var firstTs: Int64?, lastTs: Int64 = 0, lastFlushTs: Int64?
+    private var encoded = 0, skipped = 0, keyFrames = 0, bytes = 0
+    private var firstTs: Int64?, lastTs: Int64 = 0
     private var fps = 30.0
     /// Seconds between key frames, resolved against the applied frame rate in `begin`.
     private let keyIntervalSeconds: Double?
 
-    init(output: String, settings: H264Encoder.Settings, keyIntervalSeconds: Double?) throws {
+    init(settings: H264Encoder.Settings, keyIntervalSeconds: Double?, outputs: [any EncodedOutput]) {
         self.settings = settings
         self.keyIntervalSeconds = keyIntervalSeconds
         self.targetKbps = settings.targetBitrate / 1000
-        writer = try AnnexBWriter(path: output)
+        self.outputs = outputs
     }
 
     /// The size the encoder gets: the applied size made even (4:2:0).
@@ -31,18 +60,32 @@ final class EncodeStage: PictureStage {
         FrameSize(width: applied.size.width & ~1, height: applied.size.height & ~1)
     }
 
+    /// The settings for what the camera applied.
+    static func settings(_ base: H264Encoder.Settings, keyIntervalSeconds: Double?, for applied: AppliedFormat) -> H264Encoder.Settings {
+        var s = base
+        let size = encodedSize(applied)
+        s.width = size.width; s.height = size.height
+        s.maxFrameRate = applied.fps.fps
+        if let k = keyIntervalSeconds { s.keyFrameInterval = max(1, Int(min(k * applied.fps.fps, 1e6).rounded())) }
+        return s
+    }
+
     func begin(_ pipeline: CapturePipeline) throws {
-        let size = EncodeStage.encodedSize(pipeline.applied)
-        fps = pipeline.applied.fps.fps
-        settings.width = size.width; settings.height = size.height
-        settings.maxFrameRate = fps
-        if let s = keyIntervalSeconds { settings.keyFrameInterval = max(1, Int(min(s * fps, 1e6).rounded())) }
+        settings = EncodeStage.settings(settings, keyIntervalSeconds: keyIntervalSeconds, for: pipeline.applied)
+        fps = settings.maxFrameRate
         encoder = try H264Encoder(settings: settings)
+        let size = EncodeStage.encodedSize(pipeline.applied)
         if size != pipeline.applied.size { pipeline.formatNote = ", encoded at \(size)" }
     }
 
     func consume(_ picture: I420Buffer, frame: VideoFrame) throws {
         guard let encoder else { return }
+        let (wantKey, bitrate) = requests.take()
+        if wantKey { encoder.requestKeyFrame() }
+        if let bitrate {
+            let clamped = min(max(bitrate, 10_000), settings.effectiveMaxBitrate)
+            try? encoder.setRates(bitrate: clamped, fps: fps)
+        }
         let t0 = monotonicNow()
         try encoder.encode(picture, timestampNs: frame.timestampNs, into: &out)
         encodeTime.add(monotonicNow() - t0)
@@ -50,35 +93,53 @@ final class EncodeStage: PictureStage {
         lastTs = frame.timestampNs
         if out.isSkipped { skipped += 1; return }
         encoded += 1
+        bytes += out.size
         if out.isKeyFrame { keyFrames += 1 }
-        try writer.write(out)
-        // Flush about once a second of capture: an interrupted run leaves at most a second unwritten.
-        let sinceFlush = lastFlushTs.map { frame.timestampNs - $0 } ?? 0
-        if lastFlushTs == nil { lastFlushTs = frame.timestampNs } else if sinceFlush >= 1_000_000_000 { try writer.flush(); lastFlushTs = frame.timestampNs }
+        for o in outputs { try o.write(out, captureNs: frame.timestampNs) }
     }
 
     func end() throws {
         defer { encoder?.close() }
-        if encoded == 0 { writer.discard(); return }   // nothing recorded: an existing file keeps its contents
-        try writer.close()
+        var first: Error?
+        for o in outputs {
+            if encoded == 0 { o.discard(); continue }   // nothing encoded: an existing file keeps its contents
+            do { try o.end() } catch { first = first ?? error }
+        }
+        if let first { throw first }
     }
 
-    func discard() { writer.discard(); encoder?.close() }
+    func discard() { for o in outputs { o.discard() }; encoder?.close() }
 
     private var kbps: Double {
         guard let firstTs else { return 0 }
         let seconds = Double(lastTs - firstTs) / 1e9 + 1 / fps
-        return Double(writer.bytesWritten) * 8 / seconds / 1000
+        return Double(bytes) * 8 / seconds / 1000
     }
 
     var framesSummary: String? { "encoded \(encoded), skipped \(skipped)" }
-    var progress: String? { "\(fmt(kbps, 0)) kbps" }
+    var progress: String? { (["\(fmt(kbps, 0)) kbps"] + outputs.compactMap(\.progress)).joined(separator: "  ") }
     var summary: [(String, String)] {
         [("key frames", "\(keyFrames) (interval \(settings.effectiveKeyFrameInterval) frames)"),
          ("bitrate", "\(fmt(kbps, 0)) kbps average (target \(targetKbps) kbps)"),
-         ("encode time", "p50 \(fmt(encodeTime.percentileMs(0.5), 2)) ms, p95 \(fmt(encodeTime.percentileMs(0.95), 2)) ms"),
-         ("output", "\(writer.path) (\(writer.bytesWritten) bytes, \(writer.framesOnDisk) frames on disk)")]
+         ("encode time", "p50 \(fmt(encodeTime.percentileMs(0.5), 2)) ms, p95 \(fmt(encodeTime.percentileMs(0.95), 2)) ms")]
+            + outputs.flatMap(\.summary)
     }
+}
+
+/// An Annex-B `.h264` file (SPS+PPS before every IDR), flushed about once a second of capture so that an
+/// interrupted recording keeps all but the last second.
+final class AnnexBFileOutput: EncodedOutput {
+    private let writer: AnnexBWriter
+    private var lastFlushNs: Int64?
+    init(path: String) throws { writer = try AnnexBWriter(path: path) }
+    func write(_ frame: EncodedFrame, captureNs: Int64) throws {
+        try writer.write(frame)
+        guard let last = lastFlushNs else { lastFlushNs = captureNs; return }
+        if captureNs - last >= 1_000_000_000 { try writer.flush(); lastFlushNs = captureNs }
+    }
+    func end() throws { try writer.close() }
+    func discard() { writer.discard() }
+    var summary: [(String, String)] { [("output", "\(writer.path) (\(writer.bytesWritten) bytes, \(writer.framesOnDisk) frames on disk)")] }
 }
 
 /// Writes every picture to a Y4M file (claimed before the camera starts; the header takes the first picture's size).

@@ -1,0 +1,169 @@
+import ArgumentParser
+import Foundation
+import VideoCapture
+import VideoProcessing
+import H264
+import RTP
+
+struct Stream: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Stream H.264 over RTP/UDP (RFC 6184) with RTCP feedback, and write the SDP a receiver opens.",
+        discussion: """
+            The stream is the encode of `record` (same options), packetized for a payload budget of --mtu bytes. \
+            RTCP goes to port+1; receiver reports, NACK (retransmission from a 1 s history), PLI/FIR (a key frame, \
+            at most one per 300 ms) and REMB (a new bitrate) are acted on, and the progress line shows them.
+            Watch it:
+              camcap stream -d fixture:vivid --to 127.0.0.1:5004 --sdp stream.sdp --duration 600 &
+              ffplay -protocol_whitelist file,udp,rtp stream.sdp
+            or with GStreamer:
+              gst-launch-1.0 udpsrc port=5004 caps="application/x-rtp,media=video,clock-rate=90000,encoding-name=H264,payload=96" \\
+                ! rtph264depay ! h264parse ! avdec_h264 ! autovideosink
+            Start the receiver first (or use --sdp-only to write the SDP and exit, then start both).
+            """)
+
+    @OptionGroup var capture: CaptureOptions
+    @Option(help: "Where to send RTP: HOST:PORT (RTCP goes to PORT+1).") var to: String
+    @Option(help: "Write the SDP describing the stream here.") var sdp: String?
+    @Flag(help: "Write the SDP (--sdp) and exit without capturing.") var sdpOnly = false
+    @Option(help: "RTP payload budget in bytes (packets are this plus 12 bytes of header).") var mtu = 1200
+    @Option(help: "Target bitrate in kbps.") var bitrate = 1500
+    @Option(help: "Maximum bitrate in kbps (REMB never goes above it; default 1.5 × target).") var maxBitrate: Int?
+    @Option(help: "Seconds between key frames (default 2).") var keyintSeconds: Double?
+    @Option(help: "Drop this fraction of outgoing RTP packets (0...1; a loss test for NACK and PLI).") var dropRate: Double = 0
+    @Option(help: "Send retransmissions as RTX (RFC 4588) with this payload type.") var rtx: Int?
+    @Option(help: "Also write the stream to this Annex-B file.") var output: String?
+    @Option(help: "Local port our RTCP socket listens on for receiver reports and feedback (default: any free port).") var rtcpPort: Int = 0
+
+    func validate() throws {
+        try capture.validateCommon()
+        try CLIRange.capture(capture)
+        guard let _ = StreamTarget(to) else { throw ValidationError("--to must be HOST:PORT with an IPv4/IPv6 address and a port 1...65534, got \"\(to.prefix(80))\"") }
+        guard (100...65_000).contains(mtu) else { throw ValidationError("--mtu must be 100...65000 bytes, got \(mtu)") }
+        guard dropRate.isFinite, (0...1).contains(dropRate) else { throw ValidationError("--drop-rate must be 0...1, got \(dropRate)") }
+        if let rtx { guard (96...127).contains(rtx) && rtx != 96 else { throw ValidationError("--rtx must be a dynamic payload type 97...127, got \(rtx)") } }
+        guard (0...65535).contains(rtcpPort) else { throw ValidationError("--rtcp-port must be 0...65535, got \(rtcpPort)") }
+        if sdpOnly && sdp == nil { throw ValidationError("--sdp-only needs --sdp PATH") }
+        try CLIRange.encoder(bitrateKbps: bitrate, maxBitrateKbps: maxBitrate, keyint: nil, keyintSeconds: keyintSeconds,
+                             threads: 1, maxNalSize: nil, fpsLimit: capture.fpsLimit)
+    }
+
+    func run() async throws {
+        do { try await stream() } catch { fail(error) }
+    }
+
+    private func stream() async throws {
+        let target = StreamTarget(to)!
+        let pipeline = try CapturePipeline(capture)
+        var settings = H264Encoder.Settings(width: pipeline.selection.size.width & ~1, height: pipeline.selection.size.height & ~1)
+        settings.maxFrameRate = pipeline.selection.fps.fps
+        settings.targetBitrate = bitrate * 1000
+        settings.maxBitrate = maxBitrate.map { $0 * 1000 }
+        // Slices within the payload budget: no FU-A needed for most NAL units (as WebRTC's encoders do).
+        settings.sliceMode = .maxNALSize(max(420, mtu))
+        let keySeconds = keyintSeconds ?? 2
+        if sdpOnly {
+            // The SDP needs the encoder's SPS/PPS: the same settings always give the same ones.
+            let applied = AppliedFormat(pixelFormat: pipeline.selection.pixelFormat, size: pipeline.selection.size, stride: 0, fps: pipeline.selection.fps)
+            let text = try RTPOutput.sdp(for: EncodeStage.settings(settings, keyIntervalSeconds: keySeconds, for: applied), target: target,
+                                         ssrc: 0, rtxPayloadType: rtx.map(UInt8.init))
+            try write(text, to: sdp!)
+            print("wrote \(sdp!) for \(target.host):\(target.port) (\(pipeline.selection.size) H.264)")
+            return
+        }
+        var config = RTPSender.Configuration(host: target.host, port: target.port)
+        config.maxPayload = mtu
+        config.dropRate = dropRate
+        config.rtxPayloadType = rtx.map(UInt8.init)
+        config.localRTCPPort = rtcpPort
+        let rtpOutput = try RTPOutput(configuration: config, sdpPath: sdp, target: target, keyIntervalSeconds: keySeconds)
+        var outputs: [any EncodedOutput] = [rtpOutput]
+        if let output { outputs.append(try AnnexBFileOutput(path: output)) }
+        let encode = EncodeStage(settings: settings, keyIntervalSeconds: keySeconds, outputs: outputs)
+        rtpOutput.connect(encode)
+        pipeline.conversion = { _, applied in
+            let size = EncodeStage.encodedSize(applied)
+            return FrameConverter.Options(scale: size != applied.size ? size : nil)
+        }
+        try await pipeline.run("streaming", stages: [encode])
+    }
+}
+
+/// HOST:PORT (an IPv6 host in brackets: [::1]:5004).
+struct StreamTarget {
+    var host: String, port: Int
+    init?(_ s: String) {
+        let hostPart: Substring, portPart: Substring
+        if s.hasPrefix("["), let close = s.firstIndex(of: "]"), s[s.index(after: close)...].hasPrefix(":") {
+            hostPart = s[s.index(after: s.startIndex)..<close]; portPart = s[s.index(close, offsetBy: 2)...]
+        } else if let colon = s.lastIndex(of: ":"), s.firstIndex(of: ":") == colon {
+            hostPart = s[..<colon]; portPart = s[s.index(after: colon)...]
+        } else { return nil }
+        guard portPart.count <= 5, let p = Int(portPart), (1...65534).contains(p), !hostPart.isEmpty, hostPart.count <= 64 else { return nil }
+        var a4 = in_addr(), a6 = in6_addr()
+        let h = String(hostPart)
+        guard inet_pton(AF_INET, h, &a4) == 1 || inet_pton(AF_INET6, h, &a6) == 1 else { return nil }
+        host = h; port = p
+    }
+}
+
+func write(_ text: String, to path: String) throws {
+    let f = try OutputFile(path: path)
+    do { try f.write(Array(text.utf8)); try f.close() } catch { f.discard(); throw error }
+}
+
+/// Sends the encoded frames as RTP and acts on the receivers' feedback: PLI/FIR → a key frame, REMB → the
+/// bitrate (both taken by the encode stage before its next frame). Writes the SDP once the first key frame
+/// gives the real SPS/PPS.
+final class RTPOutput: EncodedOutput {
+    let sender: RTPSender
+    private let sdpPath: String?
+    private let target: StreamTarget
+    private var sdpWritten = false
+
+    init(configuration: RTPSender.Configuration, sdpPath: String?, target: StreamTarget, keyIntervalSeconds: Double) throws {
+        do { sender = try RTPSender(configuration: configuration) } catch { throw CLIError("cannot stream to \(target.host):\(target.port): \(error)") }
+        self.sdpPath = sdpPath; self.target = target
+    }
+
+    func connect(_ encode: EncodeStage) {
+        let requests = encode.requests
+        sender.onKeyFrameRequest = { requests.requestKeyFrame() }
+        sender.onBitrateEstimate = { bps in requests.requestBitrate(Int(clamping: bps)) }
+    }
+
+    static func sdp(for settings: H264Encoder.Settings, target: StreamTarget, ssrc: UInt32, rtxPayloadType: UInt8?) throws -> String {
+        let encoder = try H264Encoder(settings: settings)
+        defer { encoder.close() }
+        let black = I420Buffer(width: settings.width, height: settings.height)
+        let first = try encoder.encode(black, timestampNs: 0)
+        guard let ps = RTPSender.parameterSets(of: first) else { throw CLIError("the encoder gave no SPS/PPS") }
+        return SDP.offer(host: target.host, port: target.port, sps: ps.sps, pps: ps.pps, rtxPayloadType: rtxPayloadType, ssrc: ssrc)
+    }
+
+    func write(_ frame: EncodedFrame, captureNs: Int64) throws {
+        if !sdpWritten, let sdpPath, frame.isKeyFrame, let ps = RTPSender.parameterSets(of: frame) {
+            sdpWritten = true
+            let text = SDP.offer(host: target.host, port: target.port, sps: ps.sps, pps: ps.pps,
+                                 rtxPayloadType: sender.configuration.rtxPayloadType, ssrc: sender.ssrc,
+                                 rtxSSRC: sender.configuration.rtxPayloadType == nil ? nil : sender.rtxSSRC)
+            try camcap.write(text, to: sdpPath)
+        }
+        do { try sender.send(frame, captureNs: captureNs) } catch { throw CLIError("\(error)") }
+    }
+    func end() throws { sender.close() }
+    func discard() { sender.close() }
+
+    var progress: String? {
+        let s = sender.statistics
+        return "\(s.packetsSent) pkts" + (s.rttMs.map { "  rtt \(fmt($0, 1)) ms" } ?? "")
+            + (s.fractionLost.map { "  loss \(fmt($0 * 100, 1))%" } ?? "")
+            + (s.keyFrameRequests > 0 ? "  key requests \(s.keyFrameRequests)" : "") + (s.retransmissions > 0 ? "  rtx \(s.retransmissions)" : "")
+    }
+    var summary: [(String, String)] {
+        let s = sender.statistics
+        return [("rtp", "\(s.packetsSent) packets, \(s.bytesSent) bytes to \(target.host):\(target.port) (SSRC \(sender.ssrc), RTCP from port \(sender.localRTCPPort))"
+                     + (s.packetsDroppedBySimulation > 0 ? ", \(s.packetsDroppedBySimulation) dropped by --drop-rate" : "")),
+                ("rtcp", "\(s.senderReports) sender reports, \(s.receiverReports) receiver reports, rtt \(s.rttMs.map { fmt($0, 1) + " ms" } ?? "-"), loss \(s.fractionLost.map { fmt($0 * 100, 1) + "%" } ?? "-"), jitter \(s.jitterMs.map { fmt($0, 1) + " ms" } ?? "-")"),
+                ("feedback", "\(s.nacksReceived) NACKs (\(s.retransmissions) retransmitted), \(s.keyFrameRequests) key-frame requests (\(s.keyFrameRequestsHonoured) honoured), REMB \(s.rembBitrate.map { "\($0 / 1000) kbps" } ?? "-"), \(s.rtcpErrors) malformed RTCP")]
+    }
+}
