@@ -16,11 +16,13 @@ let package = Package(
         .library(name: "V4L2Capture", targets: ["V4L2Capture"]),
         .library(name: "H264", targets: ["H264"]),
         .library(name: "RTP", targets: ["RTP"]),
+        .library(name: "WebRTC", targets: ["WebRTC"]),
         .executable(name: "camcap", targets: ["camcap"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.70.0"),
     ],
     targets: [
         // System libraries: thin shims, never part of the public API.
@@ -47,8 +49,14 @@ let package = Package(
                 dependencies: ["VideoCapture", "VideoProcessing", "COpenH264"],
                 swiftSettings: upcoming),
         .target(name: "RTP", dependencies: ["H264"], swiftSettings: upcoming),
+        // OpenSSL (DTLS 1.2 + use_srtp, ECDSA certificate, HMAC) and libsrtp2 behind a thin C shim.
+        .target(name: "CWebRTC", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto"), .linkedLibrary("srtp2")]),
+        .target(name: "WebRTC", dependencies: ["RTP", "H264", "CWebRTC"], swiftSettings: upcoming),
         .executableTarget(name: "camcap",
-                dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture", "H264", "RTP",
+                dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture", "H264", "RTP", "WebRTC",
+                               .product(name: "NIOCore", package: "swift-nio"),
+                               .product(name: "NIOPosix", package: "swift-nio"),
+                               .product(name: "NIOHTTP1", package: "swift-nio"),
                                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                .product(name: "Logging", package: "swift-log")]),
 
@@ -64,5 +72,6 @@ let package = Package(
         .testTarget(name: "V4L2CaptureTests", dependencies: ["VideoCapture", "V4L2Capture", "CV4L2"]),
         .testTarget(name: "CamcapTests", dependencies: ["camcap", "TestSupport"]),
         .testTarget(name: "RTPTests", dependencies: ["RTP", "H264", "VideoCapture", "FixtureCameras", "TestSupport"]),
+        .testTarget(name: "WebRTCTests", dependencies: ["WebRTC", "RTP", "CWebRTC", "TestSupport"]),
     ]
 )

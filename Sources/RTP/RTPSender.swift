@@ -5,6 +5,14 @@ import Synchronization
 import Glibc
 #endif
 
+/// Where an `RTPSender` puts its packets when it does not own UDP sockets (a WebRTC transport that protects them
+/// with SRTP and sends them on its ICE-selected path). Called from the sending thread and the owner's feedback
+/// thread: implementations lock. Returns 0 or an errno.
+public protocol RTPTransport: AnyObject, Sendable {
+    func sendRTP(_ packet: UnsafeRawBufferPointer) -> Int32
+    func sendRTCP(_ packet: UnsafeRawBufferPointer) -> Int32
+}
+
 public struct RTPError: Error, Sendable, Equatable, CustomStringConvertible {
     public var message: String
     public var errno: Int32?
@@ -89,6 +97,7 @@ public final class RTPSender: @unchecked Sendable {
         var onREMB: (@Sendable (UInt64) -> Void)?
     }
 
+    private let transport: (any RTPTransport)?
     private let rtpSocket: Int32
     private let rtcpSocket: Int32
     private let rtpAddress: sockaddr_storage
@@ -143,7 +152,7 @@ public final class RTPSender: @unchecked Sendable {
         localRTCPPort = withUnsafeBytes(of: &local) { raw in
             Int(UInt16(bigEndian: family == AF_INET ? raw.load(as: sockaddr_in.self).sin_port : raw.load(as: sockaddr_in6.self).sin6_port))
         }
-        rtpSocket = s1; rtcpSocket = s2
+        rtpSocket = s1; rtcpSocket = s2; transport = nil
         packetizer = H264Packetizer(maxPayload: c.maxPayload, state: RTPStreamState(payloadType: c.payloadType))
         ssrc = packetizer.state.ssrc
         rtxSSRC = UInt32.random(in: 1...UInt32.max)
@@ -158,6 +167,34 @@ public final class RTPSender: @unchecked Sendable {
         t.start()
     }
 
+    /// A sender over `transport` (no sockets, no thread of its own): the owner hands received RTCP to
+    /// `handleRTCP` and calls `sendSenderReportIfDue` about every 100 ms. `host`/`port` of the configuration
+    /// only name the peer in messages.
+    public init(configuration c: Configuration, transport: any RTPTransport) throws(RTPError) {
+        configuration = c
+        guard (0.0...1.0).contains(c.dropRate) else { throw RTPError("drop rate \(c.dropRate) is not 0...1") }
+        self.transport = transport
+        rtpSocket = -1; rtcpSocket = -1
+        rtpAddress = sockaddr_storage(); rtcpAddress = sockaddr_storage(); addressLength = 0
+        localRTCPPort = 0
+        packetizer = H264Packetizer(maxPayload: c.maxPayload, state: RTPStreamState(payloadType: c.payloadType))
+        ssrc = packetizer.state.ssrc
+        rtxSSRC = UInt32.random(in: 1...UInt32.max)
+        random = c.dropSeed | 1
+        let size = max(16, min(8192, c.historySize))
+        let slot = c.maxPayload + H264Packetizer.headerSize + 2
+        shared = Mutex(Shared(history: History(slots: (0..<size).map { _ in [UInt8](repeating: 0, count: slot) },
+                                               lengths: [Int](repeating: 0, count: size), sequences: [UInt16](repeating: 0, count: size))))
+    }
+
+    private var lastSRNs: Int64?
+    /// Sends a sender report when a second has passed since the last one (the first right after the first
+    /// frame). For senders over a transport; call from one thread.
+    public func sendSenderReportIfDue() {
+        let now = RTPSender.monotonicNs()
+        if lastSRNs.map({ now - $0 >= 1_000_000_000 }) ?? true, sendSenderReport() { lastSRNs = now }
+    }
+
     deinit { close() }
 
     /// Stops the feedback thread and closes the sockets (idempotent).
@@ -165,8 +202,8 @@ public final class RTPSender: @unchecked Sendable {
         guard !stopRequested.exchange(true, ordering: .acquiringAndReleasing) else { return }
         if thread != nil { finished.wait() }
         sendSenderReport(bye: true)   // a last report and a BYE: receivers end the stream cleanly
-        Glibc.close(rtpSocket)
-        if rtcpSocket != rtpSocket { Glibc.close(rtcpSocket) }
+        if rtpSocket >= 0 { Glibc.close(rtpSocket) }
+        if rtcpSocket >= 0 && rtcpSocket != rtpSocket { Glibc.close(rtcpSocket) }
     }
 
     public var statistics: Statistics { shared.withLock { $0.stats } }
@@ -193,7 +230,7 @@ public final class RTPSender: @unchecked Sendable {
                 shared.withLock { $0.stats.packetsDroppedBySimulation += 1 }
                 return
             }
-            let e = transmit(rtpSocket, packet, to: rtpAddress)
+            let e = transport?.sendRTP(packet) ?? transmit(rtpSocket, packet, to: rtpAddress)
             if e != 0 && e != ECONNREFUSED { failure = e }
             shared.withLock { $0.stats.packetsSent += 1; $0.stats.bytesSent += packet.count }
         }
@@ -243,7 +280,7 @@ public final class RTPSender: @unchecked Sendable {
         guard ready else { return false }
         var sr = RTCPWriter.senderReport(ssrc: ssrc, ntp: ntp, rtpTimestamp: rtp, packets: packets, octets: octets, cname: configuration.cname)
         if bye { sr += RTCPWriter.bye(ssrc: ssrc) }
-        sr.withUnsafeBytes { _ = transmit(rtcpSocket, $0, to: rtcpAddress) }
+        sr.withUnsafeBytes { _ = transport?.sendRTCP($0) ?? transmit(rtcpSocket, $0, to: rtcpAddress) }
         return true
     }
 
@@ -328,7 +365,7 @@ public final class RTPSender: @unchecked Sendable {
             s.stats.retransmissions += 1
             return true
         }
-        if found { packet.withUnsafeBytes { _ = transmit(rtpSocket, $0, to: rtpAddress) } }
+        if found { packet.withUnsafeBytes { _ = transport?.sendRTP($0) ?? transmit(rtpSocket, $0, to: rtpAddress) } }
     }
 
     private static func address(_ host: String, _ port: Int) -> (sockaddr_storage, socklen_t)? {

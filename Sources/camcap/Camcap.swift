@@ -20,7 +20,7 @@ struct Camcap: AsyncParsableCommand {
             then the cheapest conversion to I420.
             """,
         version: versionText,
-        subcommands: [Devices.self, Formats.self, Select.self, Preview.self, Record.self, Stream.self])
+        subcommands: [Devices.self, Formats.self, Select.self, Preview.self, Record.self, Stream.self, Serve.self])
 }
 
 let versionText: String = {

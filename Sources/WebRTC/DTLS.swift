@@ -1,0 +1,123 @@
+internal import CWebRTC
+
+public struct WebRTCError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
+
+/// Our DTLS identity: a DTLS 1.2 server context with a fresh self-signed ECDSA P-256 certificate (OpenSSL),
+/// offering SRTP_AEAD_AES_128_GCM and SRTP_AES128_CM_SHA1_80 (use_srtp, RFC 5764).
+public final class DTLSIdentity: @unchecked Sendable {
+    // @unchecked: the SSL_CTX is only read after creation (OpenSSL contexts are thread-safe for SSL_new).
+    let pointer: OpaquePointer
+    /// SHA-256 fingerprint of the certificate, "AB:CD:…" (for `a=fingerprint:sha-256`).
+    public let fingerprint: String
+
+    public init() throws(WebRTCError) {
+        var fp = [CChar](repeating: 0, count: 128), error = [CChar](repeating: 0, count: 256)
+        guard let p = cw_identity_create(&fp, &error, error.count) else {
+            throw WebRTCError(String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+        }
+        pointer = p
+        fingerprint = String(decoding: fp.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+    deinit { cw_identity_free(pointer) }
+}
+
+/// SRTP protection profiles (RFC 5764, RFC 7714) we negotiate.
+public enum SRTPProfile: Int32, Sendable {
+    case aes128CmSha1_80 = 1
+    case aeadAes128Gcm = 7
+    public var name: String { self == .aes128CmSha1_80 ? "AES_CM_128_HMAC_SHA1_80" : "AEAD_AES_128_GCM" }
+}
+
+/// One DTLS server association. Not thread-safe: one thread feeds it.
+final class DTLSAssociation {
+    enum State: Equatable { case handshaking, connected, closed, failed(String) }
+    private let pointer: OpaquePointer
+    private var buffer = [UInt8](repeating: 0, count: 2048)
+
+    init(identity: DTLSIdentity, peerFingerprint: String, mtu: Int = 1200) throws(WebRTCError) {
+        guard let p = cw_dtls_create(identity.pointer, peerFingerprint, Int32(mtu)) else { throw WebRTCError("cannot create a DTLS association") }
+        pointer = p
+    }
+    deinit { cw_dtls_free(pointer) }
+
+    private func state(_ r: Int32) -> State {
+        switch r {
+        case 1: return .connected
+        case 0: return .handshaking
+        case -2: return .closed
+        default: return .failed(String(cString: cw_dtls_error(pointer)))
+        }
+    }
+
+    func feed(_ datagram: UnsafeRawBufferPointer) -> State {
+        state(cw_dtls_feed(pointer, datagram.baseAddress?.assumingMemoryBound(to: UInt8.self), datagram.count))
+    }
+    func tick() -> State { state(cw_dtls_tick(pointer)) }
+    func close() { cw_dtls_close(pointer) }
+
+    /// Hands each datagram DTLS wants sent to `send`.
+    func drain(_ send: (UnsafeRawBufferPointer) -> Void) {
+        while true {
+            let n = buffer.withUnsafeMutableBytes { Int(cw_dtls_next_datagram(pointer, $0.baseAddress!.assumingMemoryBound(to: UInt8.self), $0.count)) }
+            if n <= 0 { return }
+            buffer.withUnsafeBytes { send(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+        }
+    }
+
+    /// The negotiated profile and the SRTP sessions for our sending side and the peer's.
+    func srtpSessions() throws(WebRTCError) -> (SRTPProfile, outbound: SRTPSession, inbound: SRTPSession) {
+        var server = [UInt8](repeating: 0, count: 32), client = [UInt8](repeating: 0, count: 32)
+        var length: Int32 = 0
+        let id = cw_dtls_srtp_keys(pointer, &server, &client, &length)
+        defer { for i in 0..<32 { server[i] = 0; client[i] = 0 } }
+        guard let profile = SRTPProfile(rawValue: id) else { throw WebRTCError("no SRTP keys from the DTLS handshake (profile \(id))") }
+        let out = try SRTPSession(profile: profile, key: Array(server[0..<Int(length)]), outbound: true)
+        let inb = try SRTPSession(profile: profile, key: Array(client[0..<Int(length)]), outbound: false)
+        return (profile, out, inb)
+    }
+}
+
+/// A libsrtp session for one direction. Not thread-safe: callers lock.
+final class SRTPSession {
+    private let pointer: OpaquePointer
+    static let overhead = Int(cw_srtp_overhead())
+
+    init(profile: SRTPProfile, key: [UInt8], outbound: Bool) throws(WebRTCError) {
+        guard let p = cw_srtp_create(profile.rawValue, key, Int32(key.count), outbound ? 1 : 0) else {
+            throw WebRTCError("libsrtp refused a \(profile.name) session")
+        }
+        pointer = p
+    }
+    deinit { cw_srtp_free(pointer) }
+
+    /// Protects `length` bytes at the start of `buffer` in place; returns the new length, nil on failure.
+    func protect(_ buffer: UnsafeMutableRawBufferPointer, length: Int, rtcp: Bool) -> Int? {
+        var n = Int32(length)
+        let p = buffer.baseAddress!.assumingMemoryBound(to: UInt8.self)
+        let r = rtcp ? cw_srtp_protect_rtcp(pointer, p, &n, Int32(buffer.count)) : cw_srtp_protect_rtp(pointer, p, &n, Int32(buffer.count))
+        return r == 0 ? Int(n) : nil
+    }
+    /// Unprotects in place; returns the plain length, nil when authentication or replay checks fail.
+    func unprotect(_ buffer: UnsafeMutableRawBufferPointer, length: Int, rtcp: Bool) -> Int? {
+        var n = Int32(length)
+        let p = buffer.baseAddress!.assumingMemoryBound(to: UInt8.self)
+        let r = rtcp ? cw_srtp_unprotect_rtcp(pointer, p, &n) : cw_srtp_unprotect_rtp(pointer, p, &n)
+        return r == 0 ? Int(n) : nil
+    }
+}
+
+func randomBytes(_ n: Int) -> [UInt8] {
+    var b = [UInt8](repeating: 0, count: n)
+    if cw_random(&b, n) != 1 { for i in 0..<n { b[i] = .random(in: 0...255) } }
+    return b
+}
+
+/// ICE credentials (RFC 8839: ufrag ≥ 4, pwd ≥ 22 characters of ice-char).
+func iceToken(_ length: Int) -> String {
+    let chars = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+    return String(decoding: randomBytes(length).map { chars[Int($0) % chars.count] }, as: UTF8.self)
+}

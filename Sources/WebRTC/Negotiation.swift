@@ -1,0 +1,147 @@
+public import RTP
+
+/// What we take from a browser's (or any WHEP client's) SDP offer: its ICE credentials and DTLS fingerprint,
+/// the video section we answer, and the H.264 payload type we send with. Errors say what the offer lacked.
+public struct WebRTCOffer: Sendable {
+    public var iceUfrag: String
+    public var icePassword: String
+    /// sha-256 fingerprint of the peer's DTLS certificate, "AB:CD:…".
+    public var fingerprint: String
+    /// Index of the m= section we send video in, and its mid.
+    public var videoIndex: Int
+    public var mid: String?
+    public var payloadType: UInt8
+    /// The offer's profile-level-id for that payload type (echoed in the answer).
+    public var profileLevelID: String
+    public var description: SDPDescription
+
+    /// profile-level-id values Constrained Baseline streams decode under, best first: Constrained Baseline,
+    /// Baseline, Main with constraint_set1, Constrained High (OpenH264 writes Constrained Baseline).
+    static func compatibility(_ plid: String) -> Int? {
+        let p = plid.lowercased()
+        guard p.count == 6, let v = UInt32(p, radix: 16) else { return nil }
+        let profile = v >> 16, constraints = (v >> 8) & 0xff
+        switch profile {
+        case 0x42: return constraints & 0x40 != 0 ? 0 : 1
+        case 0x4d: return 2   // a Main decoder decodes Constrained Baseline
+        case 0x64: return constraints & 0x0c == 0x0c ? 3 : 4
+        default: return nil
+        }
+    }
+
+    public init(_ sdp: String) throws(WebRTCError) {
+        guard sdp.utf8.count <= 64 * 1024 else { throw WebRTCError("the offer is \(sdp.utf8.count) bytes; at most 64 KiB are accepted") }
+        let d: SDPDescription
+        do throws(SDPParseError) { d = try SDP.parse(sdp) } catch { throw WebRTCError("the offer is not a valid SDP: \(error)") }
+        description = d
+        guard let vi = d.media.firstIndex(where: { $0.kind == "video" && $0.port != 0 }) else {
+            throw WebRTCError("the offer has no video section (m=video): add a video transceiver (recvonly)")
+        }
+        videoIndex = vi
+        let m = d.media[vi]
+        func attr(_ name: String) -> String? { m.values(name).first ?? d.sessionAttributes.first { $0.0 == name }?.1 }
+        guard let ufrag = attr("ice-ufrag"), let pwd = attr("ice-pwd"), (4...256).contains(ufrag.count), (22...256).contains(pwd.count) else {
+            throw WebRTCError("the offer has no usable ICE credentials (a=ice-ufrag of 4...256 and a=ice-pwd of 22...256 characters)")
+        }
+        iceUfrag = ufrag; icePassword = pwd
+        let fps = (m.values("fingerprint") + d.sessionAttributes.filter { $0.0 == "fingerprint" }.map(\.1))
+        guard let fp = fps.first(where: { $0.lowercased().hasPrefix("sha-256 ") }) else {
+            throw WebRTCError("the offer has no a=fingerprint:sha-256 (DTLS-SRTP needs it)")
+        }
+        fingerprint = String(fp.dropFirst(8)).trimmingSpaces.uppercased()
+        guard fingerprint.count == 95 else { throw WebRTCError("a=fingerprint:sha-256 \"\(fingerprint.prefix(100))\" is not 32 hex bytes") }
+        if m.values("sendonly").count > 0 || m.values("inactive").count > 0 {
+            throw WebRTCError("the offer's video section is \(m.values("sendonly").isEmpty ? "inactive" : "sendonly"): it must receive (recvonly or sendrecv)")
+        }
+        mid = m.values("mid").first
+        // H.264 payload types with their fmtp parameters.
+        var codecs: [String] = []
+        var h264: [(pt: UInt8, plid: String, mode: Int, rank: Int?)] = []
+        for rtpmap in m.values("rtpmap") {
+            let f = rtpmap.split(separator: " ", maxSplits: 1)
+            guard f.count == 2, let pt = UInt8(f[0]), pt < 128, m.payloadTypes.contains(pt) else { continue }
+            let name = f[1].split(separator: "/").first.map(String.init) ?? ""
+            if !["rtx", "red", "ulpfec", "flexfec-03"].contains(name.lowercased()) { codecs.append(name) }
+            guard name.uppercased() == "H264", f[1].hasSuffix("/90000") else { continue }
+            var params: [String: String] = [:]
+            for fmtp in m.values("fmtp") where fmtp.hasPrefix("\(pt) ") {
+                for kv in fmtp.dropFirst("\(pt) ".count).split(separator: ";") {
+                    let p = kv.split(separator: "=", maxSplits: 1)
+                    if p.count == 2 { params[String(p[0]).trimmingSpaces.lowercased()] = String(p[1]).trimmingSpaces }
+                }
+            }
+            let plid = params["profile-level-id"] ?? "420010"   // RFC 6184 §8.1 default: Baseline, level 1.0
+            let mode = Int(params["packetization-mode"] ?? "0") ?? -1
+            h264.append((pt, plid, mode, Self.compatibility(plid)))
+        }
+        let usable = h264.filter { $0.mode == 1 && $0.rank != nil }.sorted { $0.rank! < $1.rank! }
+        guard let best = usable.first else {
+            if h264.isEmpty {
+                throw WebRTCError("the offer has no H.264 (it offers \(codecs.isEmpty ? "no codec" : Array(Set(codecs)).sorted().joined(separator: ", "))): this server sends H.264 only")
+            }
+            throw WebRTCError("the offer's H.264 is not usable: it needs packetization-mode=1 with a Constrained Baseline compatible profile-level-id (42e0xx, 4200xx, 4d4xxx, 640cxx); offered "
+                              + h264.map { "\($0.pt): \($0.plid) mode \($0.mode)" }.joined(separator: ", "))
+        }
+        payloadType = best.pt
+        profileLevelID = best.plid.lowercased()
+    }
+
+    /// The answer: ice-lite, our credentials and fingerprint, setup:passive (the peer is the DTLS client), one host
+    /// candidate, BUNDLE on the video section with rtcp-mux, the chosen H.264 payload type with rtcp-fb nack, nack
+    /// pli, ccm fir and goog-remb, and our SSRC. Other sections are rejected (port 0).
+    public func answer(iceUfrag: String, icePassword: String, fingerprint: String, hosts: [String], port: Int, ssrc: UInt32,
+                       cname: String = "swift-video-capture", sessionID: UInt64 = .random(in: 1...UInt64(Int64.max))) -> String {
+        let host = hosts.first ?? "127.0.0.1"
+        let ip = host.contains(":") ? "IP6" : "IP4"
+        var l = ["v=0", "o=- \(sessionID) 2 IN \(ip) \(host)", "s=camcap", "t=0 0"]
+        if let mid { l.append("a=group:BUNDLE \(mid)") }
+        l += ["a=ice-lite", "a=msid-semantic: WMS camcap"]
+        for (i, m) in description.media.enumerated() {
+            guard i == videoIndex else {
+                l.append("m=\(m.kind) 0 \(m.proto) \(m.kind == "application" ? "webrtc-datachannel" : String(m.payloadTypes.first ?? 0))")
+                l.append("c=IN \(ip) \(host)")
+                if let mid = m.values("mid").first { l.append("a=mid:\(mid)") }
+                l.append("a=inactive")
+                continue
+            }
+            let pt = payloadType
+            l += [
+                "m=video \(port) UDP/TLS/RTP/SAVPF \(pt)",
+                "c=IN \(ip) \(host)",
+                "a=rtcp:\(port) IN \(ip) \(host)",
+                "a=ice-ufrag:\(iceUfrag)",
+                "a=ice-pwd:\(icePassword)",
+                "a=fingerprint:sha-256 \(fingerprint)",
+                "a=setup:passive",
+            ]
+            if let mid { l.append("a=mid:\(mid)") }
+            l += [
+                "a=sendonly",
+                "a=rtcp-mux",
+                "a=rtpmap:\(pt) H264/90000",
+                "a=rtcp-fb:\(pt) nack",
+                "a=rtcp-fb:\(pt) nack pli",
+                "a=rtcp-fb:\(pt) ccm fir",
+                "a=rtcp-fb:\(pt) goog-remb",
+                "a=fmtp:\(pt) level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=\(profileLevelID)",
+                "a=msid:camcap video",
+                "a=ssrc:\(ssrc) cname:\(cname)",
+                "a=ssrc:\(ssrc) msid:camcap video",
+            ]
+            for (k, h) in hosts.enumerated() {
+                l.append("a=candidate:\(k + 1) 1 udp \(2130706431 - k) \(h) \(port) typ host")
+            }
+            l.append("a=end-of-candidates")
+        }
+        return l.joined(separator: "\r\n") + "\r\n"
+    }
+}
+
+extension String {
+    var trimmingSpaces: String {
+        var s = Substring(self)
+        while let f = s.first, f == " " || f == "\t" { s = s.dropFirst() }
+        while let l = s.last, l == " " || l == "\t" { s = s.dropLast() }
+        return String(s)
+    }
+}

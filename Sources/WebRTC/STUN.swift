@@ -1,0 +1,122 @@
+internal import CWebRTC
+
+/// The part of STUN (RFC 5389) an ICE-lite agent needs (RFC 8445 §2.5): it answers Binding requests that carry
+/// its short-term credentials (USERNAME "ourUfrag:theirUfrag", MESSAGE-INTEGRITY keyed with our ice-pwd) with a
+/// success response holding XOR-MAPPED-ADDRESS, MESSAGE-INTEGRITY and FINGERPRINT. It never sends requests.
+public enum STUN {
+    public static let magicCookie: UInt32 = 0x2112_A442
+
+    /// A Binding request as received (only what ICE-lite looks at).
+    public struct BindingRequest: Sendable, Equatable {
+        public var transactionID: [UInt8]
+        public var username: String
+        public var useCandidate: Bool
+        public var iceControlling: Bool
+        public var priority: UInt32?
+    }
+
+    public enum Outcome: Sendable, Equatable {
+        /// A valid, authenticated Binding request.
+        case request(BindingRequest)
+        /// Not a Binding request for us (a response, an indication, a malformed or unauthenticated message):
+        /// the reason, for counters and logs. Never an answer.
+        case ignored(String)
+    }
+
+    /// RFC 7983: the first byte of a STUN message is 0...3.
+    public static func looksLikeSTUN(_ p: UnsafeRawBufferPointer) -> Bool {
+        p.count >= 20 && p[0] < 4 && be32(p, 4) == magicCookie
+    }
+
+    /// Parses and authenticates a Binding request against our `ufrag`/`pwd`. Every length is range-checked.
+    public static func parseRequest(_ p: UnsafeRawBufferPointer, localUfrag: String, localPassword: String) -> Outcome {
+        guard looksLikeSTUN(p) else { return .ignored("not STUN") }
+        let type = be16(p, 0), length = Int(be16(p, 2))
+        guard type == 0x0001 else { return .ignored("STUN message type 0x\(String(type, radix: 16)) is not a Binding request") }
+        guard length % 4 == 0, 20 + length <= p.count else { return .ignored("STUN length \(length) does not fit \(p.count) bytes") }
+        var username: String?, useCandidate = false, controlling = false, priority: UInt32?
+        var integrityAt: Int?, fingerprintAt: Int?
+        var o = 20
+        while o + 4 <= 20 + length {
+            let t = be16(p, o), l = Int(be16(p, o + 2))
+            let v = o + 4
+            guard v + l <= 20 + length else { return .ignored("STUN attribute 0x\(String(t, radix: 16)) of \(l) bytes overruns the message") }
+            if integrityAt != nil && t != 0x8028 { return .ignored("STUN attribute after MESSAGE-INTEGRITY") }
+            switch t {
+            case 0x0006: username = String(decoding: UnsafeRawBufferPointer(rebasing: p[v..<(v + l)]), as: UTF8.self)
+            case 0x0025: useCandidate = true
+            case 0x802A: controlling = true
+            case 0x0024: if l == 4 { priority = be32(p, v) }
+            case 0x0008: guard l == 20 else { return .ignored("MESSAGE-INTEGRITY of \(l) bytes") }; integrityAt = o
+            case 0x8028: guard l == 4 else { return .ignored("FINGERPRINT of \(l) bytes") }; fingerprintAt = o
+            default: break
+            }
+            o = v + (l + 3) & ~3
+        }
+        if let f = fingerprintAt {
+            let expected = crc32(UnsafeRawBufferPointer(rebasing: p[0..<f])) ^ 0x5354_554e
+            guard be32(p, f + 4) == expected else { return .ignored("STUN FINGERPRINT mismatch") }
+        }
+        guard let username, let integrityAt else { return .ignored("Binding request without USERNAME and MESSAGE-INTEGRITY") }
+        guard username.hasPrefix(localUfrag + ":") else { return .ignored("Binding request for another ufrag") }
+        // MESSAGE-INTEGRITY covers the header (its length counting up to and including this attribute) and
+        // everything before the attribute.
+        var covered = [UInt8](UnsafeRawBufferPointer(rebasing: p[0..<integrityAt]))
+        let adjusted = integrityAt - 20 + 24
+        covered[2] = UInt8(adjusted >> 8); covered[3] = UInt8(adjusted & 0xff)
+        let mac = hmacSHA1(key: Array(localPassword.utf8), covered)
+        guard mac.elementsEqual(p[(integrityAt + 4)..<(integrityAt + 24)]) else { return .ignored("STUN MESSAGE-INTEGRITY does not match our ice-pwd") }
+        return .request(BindingRequest(transactionID: Array(p[8..<20]), username: username, useCandidate: useCandidate,
+                                       iceControlling: controlling, priority: priority))
+    }
+
+    /// A Binding success response to `request` from `address` (IPv4 4 bytes or IPv6 16 bytes) and `port`,
+    /// authenticated with our ice-pwd and fingerprinted.
+    public static func successResponse(to request: BindingRequest, address: [UInt8], port: UInt16, localPassword: String) -> [UInt8] {
+        var m: [UInt8] = [0x01, 0x01, 0, 0, 0x21, 0x12, 0xA4, 0x42] + request.transactionID
+        // XOR-MAPPED-ADDRESS
+        let family: UInt8 = address.count == 16 ? 2 : 1
+        var xaddr: [UInt8] = [0, family, UInt8((port ^ 0x2112) >> 8), UInt8((port ^ 0x2112) & 0xff)]
+        let mask: [UInt8] = [0x21, 0x12, 0xA4, 0x42] + request.transactionID
+        for (i, b) in address.enumerated() { xaddr.append(b ^ mask[i]) }
+        append(&m, 0x0020, xaddr)
+        // MESSAGE-INTEGRITY over the message with the length field counting it.
+        setLength(&m, m.count - 20 + 24)
+        let mac = hmacSHA1(key: Array(localPassword.utf8), m)
+        append(&m, 0x0008, mac)
+        setLength(&m, m.count - 20 + 8)
+        let crc = crc32(m) ^ 0x5354_554e
+        append(&m, 0x8028, [UInt8(crc >> 24), UInt8((crc >> 16) & 0xff), UInt8((crc >> 8) & 0xff), UInt8(crc & 0xff)])
+        return m
+    }
+
+    private static func append(_ m: inout [UInt8], _ type: UInt16, _ value: [UInt8]) {
+        m += [UInt8(type >> 8), UInt8(type & 0xff), UInt8(value.count >> 8), UInt8(value.count & 0xff)] + value
+        while m.count % 4 != 0 { m.append(0) }
+        setLength(&m, m.count - 20)
+    }
+    private static func setLength(_ m: inout [UInt8], _ n: Int) { m[2] = UInt8(n >> 8); m[3] = UInt8(n & 0xff) }
+
+    static func hmacSHA1(key: [UInt8], _ data: [UInt8]) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 20)
+        _ = cw_hmac_sha1(key, key.count, data, data.count, &out)
+        return out
+    }
+
+    private static let crcTable: [UInt32] = (0..<256).map { n in
+        var c = UInt32(n)
+        for _ in 0..<8 { c = c & 1 != 0 ? 0xEDB8_8320 ^ (c >> 1) : c >> 1 }
+        return c
+    }
+    /// CRC-32 (ISO 3309, as FINGERPRINT uses): a checksum, not cryptography.
+    static func crc32<C: Collection>(_ bytes: C) -> UInt32 where C.Element == UInt8 {
+        var c: UInt32 = 0xFFFF_FFFF
+        for b in bytes { c = crcTable[Int((c ^ UInt32(b)) & 0xff)] ^ (c >> 8) }
+        return c ^ 0xFFFF_FFFF
+    }
+
+    static func be16(_ p: UnsafeRawBufferPointer, _ i: Int) -> UInt16 { UInt16(p[i]) << 8 | UInt16(p[i + 1]) }
+    static func be32(_ p: UnsafeRawBufferPointer, _ i: Int) -> UInt32 {
+        UInt32(p[i]) << 24 | UInt32(p[i + 1]) << 16 | UInt32(p[i + 2]) << 8 | UInt32(p[i + 3])
+    }
+}

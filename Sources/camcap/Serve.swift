@@ -1,0 +1,263 @@
+import ArgumentParser
+import Foundation
+import Synchronization
+import VideoCapture
+import VideoProcessing
+import H264
+import RTP
+import WebRTC
+
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Serve the camera to browsers over WebRTC (WHEP): open the printed URL.",
+        discussion: """
+            One capture and one H.264 encoder are shared by every viewer. GET / is a page that plays the stream \
+            (with resolution, fps, bitrate and RTT); POST /whep takes an SDP offer (RFC 9725) and answers 201 with \
+            the SDP answer and a Location to DELETE; GET /stats lists the viewers. Transport: ICE-lite, DTLS 1.2 \
+            (OpenSSL) with SRTP (libsrtp2), BUNDLE and rtcp-mux. PLI/FIR give a key frame (rate-limited across \
+            viewers), NACK a retransmission, REMB the bitrate (the lowest viewer's estimate).
+              camcap serve -d fixture:vivid --listen 127.0.0.1:8080
+              → open http://127.0.0.1:8080/
+            Runs until Ctrl-C (or --duration/--frames); viewers are told (RTCP BYE, DTLS close_notify).
+            """)
+
+    @OptionGroup var capture: CaptureOptions
+    @Option(help: "HTTP address: HOST:PORT (port 0 picks a free one; the URL is printed). Media uses one UDP port per viewer on HOST.")
+    var listen = "127.0.0.1:8080"
+    @Option(help: "Target bitrate in kbps.") var bitrate = 1500
+    @Option(help: "Maximum bitrate in kbps (REMB never goes above it; default 1.5 × target).") var maxBitrate: Int?
+    @Option(help: "Seconds between key frames (default 2).") var keyintSeconds: Double?
+    @Option(help: "RTP payload budget in bytes.") var mtu = 1200
+    @Option(help: "Drop this fraction of outgoing RTP packets (0...1; a loss test for NACK and PLI).") var dropRate: Double = 0
+    @Option(help: "The address put in the answer's candidate (default: the listen address; for 0.0.0.0 every interface's IPv4 address).")
+    var candidate: [String] = []
+
+    func validate() throws {
+        try capture.validateCommon()
+        try CLIRange.capture(capture)
+        guard ListenAddress(listen) != nil else {
+            throw ValidationError("--listen must be HOST:PORT with an IPv4/IPv6 address and a port 0...65535, got \"\(listen.prefix(80))\"")
+        }
+        guard (200...1400).contains(mtu) else { throw ValidationError("--mtu must be 200...1400 bytes, got \(mtu)") }
+        guard dropRate.isFinite, (0...1).contains(dropRate) else { throw ValidationError("--drop-rate must be 0...1, got \(dropRate)") }
+        for c in candidate {
+            var a4 = in_addr(), a6 = in6_addr()
+            guard inet_pton(AF_INET, c, &a4) == 1 || inet_pton(AF_INET6, c, &a6) == 1 else { throw ValidationError("--candidate must be an IP address, got \"\(c.prefix(64))\"") }
+        }
+        try CLIRange.encoder(bitrateKbps: bitrate, maxBitrateKbps: maxBitrate, keyint: nil, keyintSeconds: keyintSeconds,
+                             threads: 1, maxNalSize: nil, fpsLimit: capture.fpsLimit)
+    }
+
+    func run() async throws {
+        do { try await serve() } catch { fail(error) }
+    }
+
+    private func serve() async throws {
+        let address = ListenAddress(listen)!
+        var options = capture
+        if options.frames == nil && options.duration == nil { options.duration = 31 * 24 * 3600 }   // until Ctrl-C
+        let pipeline = try CapturePipeline(options)
+        var settings = H264Encoder.Settings(width: pipeline.selection.size.width & ~1, height: pipeline.selection.size.height & ~1)
+        settings.maxFrameRate = pipeline.selection.fps.fps
+        settings.targetBitrate = bitrate * 1000
+        settings.maxBitrate = maxBitrate.map { $0 * 1000 }
+        settings.sliceMode = .maxNALSize(max(420, mtu))
+
+        let identity: DTLSIdentity
+        do { identity = try DTLSIdentity() } catch { throw CLIError("cannot create the DTLS certificate: \(error)") }
+        let hosts = candidate.isEmpty ? (address.isWildcard ? interfaceAddresses() : [address.host]) : candidate
+        var peer = WebRTCPeer.Configuration(bindHost: address.host, candidateHosts: hosts)
+        peer.maxPayload = mtu
+        peer.dropRate = dropRate
+        let hub = ViewerHub(identity: identity, configuration: peer, maxBitrate: settings.effectiveMaxBitrate)
+        let encode = EncodeStage(settings: settings, keyIntervalSeconds: keyintSeconds ?? 2, outputs: [hub])
+        hub.connect(encode.requests)
+        pipeline.conversion = { _, applied in
+            let size = EncodeStage.encodedSize(applied)
+            return FrameConverter.Options(scale: size != applied.size ? size : nil)
+        }
+        // The HTTP server is up before the camera starts: a busy port fails at once, with nothing captured.
+        let server = try await HTTPServer.start(host: address.host, port: address.port, hub: hub)
+        let shown = address.host.contains(":") ? "[\(address.host)]" : address.host
+        FileHandle.standardError.write(Data("serving http://\(shown):\(server.port)/  (WHEP: http://\(shown):\(server.port)/whep)\n".utf8))
+        do {
+            try await pipeline.run("serving", stages: [encode])
+        } catch {
+            hub.closeAll(reason: "the server stopped")
+            await server.stop()
+            throw error
+        }
+        hub.closeAll(reason: "the server stopped")
+        await server.stop()
+    }
+}
+
+/// HOST:PORT for --listen (IPv6 in brackets); port 0 lets the system pick.
+struct ListenAddress {
+    var host: String, port: Int
+    var isWildcard: Bool { host == "0.0.0.0" || host == "::" }
+    init?(_ s: String) {
+        let hostPart: Substring, portPart: Substring
+        if s.hasPrefix("["), let close = s.firstIndex(of: "]"), s[s.index(after: close)...].hasPrefix(":") {
+            hostPart = s[s.index(after: s.startIndex)..<close]; portPart = s[s.index(close, offsetBy: 2)...]
+        } else if let colon = s.lastIndex(of: ":"), s.firstIndex(of: ":") == colon {
+            hostPart = s[..<colon]; portPart = s[s.index(after: colon)...]
+        } else { return nil }
+        guard portPart.count <= 5, let p = Int(portPart), (0...65535).contains(p), !hostPart.isEmpty, hostPart.count <= 64 else { return nil }
+        var a4 = in_addr(), a6 = in6_addr()
+        let h = String(hostPart)
+        guard inet_pton(AF_INET, h, &a4) == 1 || inet_pton(AF_INET6, h, &a6) == 1 else { return nil }
+        host = h; port = p
+    }
+}
+
+/// IPv4 addresses of the interfaces that are up (loopback last), for candidates when listening on 0.0.0.0.
+func interfaceAddresses() -> [String] {
+    var list: UnsafeMutablePointer<ifaddrs>?
+    guard getifaddrs(&list) == 0, let first = list else { return ["127.0.0.1"] }
+    defer { freeifaddrs(list) }
+    var out: [String] = [], loop: [String] = []
+    var p: UnsafeMutablePointer<ifaddrs>? = first
+    while let i = p {
+        defer { p = i.pointee.ifa_next }
+        guard let a = i.pointee.ifa_addr, Int32(a.pointee.sa_family) == AF_INET, i.pointee.ifa_flags & UInt32(IFF_UP) != 0 else { continue }
+        var buf = [CChar](repeating: 0, count: 64)
+        var sin = UnsafeRawPointer(a).load(as: sockaddr_in.self)
+        inet_ntop(AF_INET, &sin.sin_addr, &buf, 64)
+        let s = String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        if i.pointee.ifa_flags & UInt32(IFF_LOOPBACK) != 0 { loop.append(s) } else { out.append(s) }
+    }
+    return out + loop
+}
+
+/// The viewers: an encoded output that hands every access unit to each connected peer, and the WHEP actions
+/// (add on POST, remove on DELETE or when a peer ends by itself). Key-frame requests from all viewers are
+/// merged and rate-limited; the bitrate follows the lowest REMB among the viewers.
+final class ViewerHub: EncodedOutput, @unchecked Sendable {
+    // @unchecked: `state` is a Mutex; `requests` is set once before the camera starts.
+    struct Viewer { var peer: WebRTCPeer; var remb: UInt64?; var framesSent = 0 }
+    private struct State {
+        var viewers: [String: Viewer] = [:]
+        var order: [String] = []
+        var total = 0, left = 0
+        var closed = false
+        var lastKeyFrameNs: Int64 = .min / 2
+        var lastEnded: [(String, String)] = []
+    }
+    private let state = Mutex(State())
+    private let keyFramePending = Atomic<Bool>(false)
+    private let identity: DTLSIdentity
+    private let configuration: WebRTCPeer.Configuration
+    private let maxBitrate: Int
+    private var requests: EncoderRequests?
+    static let keyFrameIntervalNs: Int64 = 300_000_000
+    static let maxViewers = 16
+
+    init(identity: DTLSIdentity, configuration: WebRTCPeer.Configuration, maxBitrate: Int) {
+        self.identity = identity; self.configuration = configuration; self.maxBitrate = maxBitrate
+    }
+    func connect(_ r: EncoderRequests) { requests = r }
+
+    enum AddError: Error { case badOffer(String), full, stopped, failed(String) }
+
+    /// Answers a WHEP offer: a new peer with its own UDP port. Returns its id and the SDP answer.
+    func add(offer text: String) throws(AddError) -> (id: String, answer: String) {
+        let offer: WebRTCOffer
+        do throws(WebRTCError) { offer = try WebRTCOffer(text) } catch { throw .badOffer(error.message) }
+        let full = state.withLock { s -> AddError? in s.closed ? .stopped : (s.viewers.count >= ViewerHub.maxViewers ? .full : nil) }
+        if let full { throw full }
+        let peer: WebRTCPeer
+        do throws(WebRTCError) { peer = try WebRTCPeer(offer: offer, identity: identity, configuration: configuration) } catch { throw .failed(error.message) }
+        let id = peer.id
+        peer.onConnected = { [weak self] in self?.requestKeyFrame() }
+        peer.sender.onKeyFrameRequest = { [weak self] in self?.requestKeyFrame() }
+        peer.sender.onBitrateEstimate = { [weak self] bps in self?.remb(id, bps) }
+        peer.onClosed = { [weak self] reason in self?.ended(id, reason) }
+        let accepted = state.withLock { s -> Bool in
+            guard !s.closed else { return false }
+            s.viewers[id] = Viewer(peer: peer); s.order.append(id); s.total += 1
+            return true
+        }
+        guard accepted else { peer.close(); throw .stopped }
+        peer.start()
+        return (id, peer.answer)
+    }
+
+    /// DELETE: ends the viewer (its socket and thread are gone when this returns). False for an unknown id.
+    func remove(_ id: String) -> Bool {
+        guard let peer = state.withLock({ $0.viewers[id]?.peer }) else { return false }
+        peer.close(reason: "the viewer sent DELETE")
+        ended(id, "the viewer sent DELETE")
+        return true
+    }
+
+    private func ended(_ id: String, _ reason: String) {
+        state.withLock { s in
+            guard s.viewers.removeValue(forKey: id) != nil else { return }
+            s.order.removeAll { $0 == id }; s.left += 1
+            s.lastEnded.append((id, reason)); if s.lastEnded.count > 8 { s.lastEnded.removeFirst() }
+        }
+        recomputeBitrate()
+    }
+
+    func closeAll(reason: String) {
+        let peers = state.withLock { s -> [WebRTCPeer] in s.closed = true; return s.order.compactMap { s.viewers[$0]?.peer } }
+        for p in peers { p.close(reason: reason) }
+    }
+
+    private func requestKeyFrame() { keyFramePending.store(true, ordering: .releasing) }
+
+    private func remb(_ id: String, _ bps: UInt64) {
+        state.withLock { $0.viewers[id]?.remb = bps }
+        recomputeBitrate()
+    }
+    private func recomputeBitrate() {
+        let lowest = state.withLock { s in s.viewers.values.compactMap(\.remb).min() }
+        if let lowest { requests?.requestBitrate(Int(clamping: min(lowest, UInt64(maxBitrate)))) }
+    }
+
+    var viewerCount: Int { state.withLock { $0.viewers.count } }
+
+    // EncodedOutput (the encoder's thread)
+    func write(_ frame: EncodedFrame, captureNs: Int64) throws {
+        let now = monotonicNow()
+        if keyFramePending.load(ordering: .acquiring) {
+            let due = state.withLock { s -> Bool in
+                guard now - s.lastKeyFrameNs >= ViewerHub.keyFrameIntervalNs else { return false }
+                s.lastKeyFrameNs = now; return true
+            }
+            if due { keyFramePending.store(false, ordering: .releasing); requests?.requestKeyFrame() }
+        }
+        if frame.isKeyFrame { state.withLock { $0.lastKeyFrameNs = max($0.lastKeyFrameNs, now) } }
+        let peers = state.withLock { s -> [WebRTCPeer] in s.order.compactMap { s.viewers[$0]?.peer } }
+        for p in peers { p.send(frame, captureNs: captureNs) }
+    }
+    func end() throws { closeAll(reason: "the server stopped") }
+    func discard() { closeAll(reason: "the server stopped") }
+
+    var progress: String? {
+        let s = state.withLock { ($0.viewers.count, $0.total) }
+        return "viewers \(s.0) (\(s.1) in all)"
+    }
+    var summary: [(String, String)] {
+        let s = state.withLock { ($0.total, $0.left, $0.lastEnded) }
+        return [("viewers", "\(s.0) in all, \(s.1) left" + (s.2.last.map { "; last: \($0.1)" } ?? ""))]
+    }
+
+    /// GET /stats: one JSON object per viewer.
+    func statsJSON() -> String {
+        let peers = state.withLock { s in s.order.compactMap { s.viewers[$0].map { ($0.peer, $0.remb) } } }
+        let items: [Any] = peers.map { (p, remb) -> [(String, Any)] in
+            let st = p.statistics
+            return [("id", p.id), ("state", st.state), ("srtp", st.srtpProfile ?? ""), ("remote", st.remote ?? ""),
+                    ("payloadType", Int(p.offer.payloadType)), ("profileLevelId", p.offer.profileLevelID),
+                    ("framesSent", st.rtp.framesSent), ("packetsSent", st.rtp.packetsSent), ("bytesSent", st.rtp.bytesSent),
+                    ("packetsDropped", st.rtp.packetsDroppedBySimulation), ("nacks", st.rtp.nacksReceived),
+                    ("retransmissions", st.rtp.retransmissions), ("keyFrameRequests", st.rtp.keyFrameRequests),
+                    ("receiverReports", st.rtp.receiverReports), ("rttMs", st.rtp.rttMs ?? -1), ("fractionLost", st.rtp.fractionLost ?? -1),
+                    ("rembBps", remb.map { Int(clamping: $0) } ?? -1), ("stunRequests", st.stunRequests), ("srtcpErrors", st.srtcpErrors)]
+        }
+        let s = state.withLock { ($0.total, $0.left) }
+        return jsonObject([("viewers", items), ("total", s.0), ("left", s.1)])
+    }
+}

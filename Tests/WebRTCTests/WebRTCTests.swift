@@ -1,0 +1,87 @@
+import Foundation
+import Testing
+@testable import WebRTC
+import RTP
+
+@Suite struct STUNTests {
+    /// RFC 5769 §2.1 sample request (username "evtj:h6vY", password "VOkJxbRl1RmTxUk/WvJxBt").
+    static let sampleRequest: [UInt8] = [
+        0x00, 0x01, 0x00, 0x58, 0x21, 0x12, 0xa4, 0x42, 0xb7, 0xe7, 0xa7, 0x01, 0xbc, 0x34, 0xd6, 0x86, 0xfa, 0x87, 0xdf, 0xae,
+        0x80, 0x22, 0x00, 0x10, 0x53, 0x54, 0x55, 0x4e, 0x20, 0x74, 0x65, 0x73, 0x74, 0x20, 0x63, 0x6c, 0x69, 0x65, 0x6e, 0x74,
+        0x00, 0x24, 0x00, 0x04, 0x6e, 0x00, 0x01, 0xff, 0x80, 0x29, 0x00, 0x08, 0x93, 0x2f, 0xf9, 0xb1, 0x51, 0x26, 0x3b, 0x36,
+        0x00, 0x06, 0x00, 0x09, 0x65, 0x76, 0x74, 0x6a, 0x3a, 0x68, 0x36, 0x76, 0x59, 0x20, 0x20, 0x20, 0x00, 0x08, 0x00, 0x14,
+        0x9a, 0xea, 0xa7, 0x0c, 0xbf, 0xd8, 0xcb, 0x56, 0x78, 0x1e, 0xf2, 0xb5, 0xb2, 0xd3, 0xf2, 0x49, 0xc1, 0xb5, 0x71, 0xa2,
+        0x80, 0x28, 0x00, 0x04, 0xe5, 0x7a, 0x3b, 0xcf,
+    ]
+
+    @Test func rfc5769RequestAuthenticates() {
+        let r = Self.sampleRequest.withUnsafeBytes { STUN.parseRequest($0, localUfrag: "evtj", localPassword: "VOkJxbRl1RmTxUk/WvJxBt") }
+        guard case .request(let req) = r else { Issue.record("\(r)"); return }
+        #expect(req.username == "evtj:h6vY")
+        #expect(req.priority == 0x6e0001ff)
+        #expect(req.iceControlling == false && req.useCandidate == false)
+        let wrong = Self.sampleRequest.withUnsafeBytes { STUN.parseRequest($0, localUfrag: "evtj", localPassword: "wrong-password-of-22-chars") }
+        #expect(wrong == .ignored("STUN MESSAGE-INTEGRITY does not match our ice-pwd"))
+        var flipped = Self.sampleRequest; flipped[30] ^= 1
+        let bad = flipped.withUnsafeBytes { STUN.parseRequest($0, localUfrag: "evtj", localPassword: "VOkJxbRl1RmTxUk/WvJxBt") }
+        #expect(bad == .ignored("STUN FINGERPRINT mismatch"))
+    }
+
+    /// RFC 5769 §2.2: the sample IPv4 response's XOR-MAPPED-ADDRESS (192.0.2.1:32853) and its integrity/fingerprint
+    /// structure; our response must carry the same attribute bytes for the same transaction and address.
+    @Test func responseCarriesXorMappedAddressIntegrityAndFingerprint() {
+        guard case .request(let req) = Self.sampleRequest.withUnsafeBytes({ STUN.parseRequest($0, localUfrag: "evtj", localPassword: "VOkJxbRl1RmTxUk/WvJxBt") }) else { Issue.record("parse"); return }
+        let m = STUN.successResponse(to: req, address: [192, 0, 2, 1], port: 32853, localPassword: "VOkJxbRl1RmTxUk/WvJxBt")
+        #expect(Array(m[0..<2]) == [0x01, 0x01])
+        #expect(Array(m[20..<32]) == [0x00, 0x20, 0x00, 0x08, 0x00, 0x01, 0xa1, 0x47, 0xe1, 0x12, 0xa6, 0x43])
+        #expect(Int(m[2]) << 8 | Int(m[3]) == m.count - 20)
+        // Integrity: HMAC over the message up to the attribute, with the length counting it.
+        var covered = Array(m[0..<32]); covered[3] = UInt8(32 - 20 + 24)
+        #expect(Array(m[36..<56]) == STUN.hmacSHA1(key: Array("VOkJxbRl1RmTxUk/WvJxBt".utf8), covered))
+        let crc = STUN.crc32(m[0..<56]) ^ 0x5354_554e
+        #expect(Array(m[56..<64]) == [0x80, 0x28, 0, 4, UInt8(crc >> 24), UInt8((crc >> 16) & 0xff), UInt8((crc >> 8) & 0xff), UInt8(crc & 0xff)])
+    }
+
+    @Test func malformedSTUNIsIgnoredNeverTraps() {
+        var rng = SystemRandomNumberGenerator()
+        for n in 0..<2000 {
+            var m = Self.sampleRequest
+            let k = Int.random(in: 0..<m.count, using: &rng)
+            m[k] = UInt8.random(in: 0...255, using: &rng)
+            if n % 3 == 0 { m = Array(m.prefix(Int.random(in: 0...m.count, using: &rng))) }
+            _ = m.withUnsafeBytes { STUN.parseRequest($0, localUfrag: "evtj", localPassword: "VOkJxbRl1RmTxUk/WvJxBt") }
+        }
+    }
+}
+
+@Suite struct SRTPTests {
+    @Test(arguments: [SRTPProfile.aes128CmSha1_80, .aeadAes128Gcm])
+    func protectThenUnprotectRoundTrips(_ profile: SRTPProfile) throws {
+        let key = (0..<(profile == .aes128CmSha1_80 ? 30 : 28)).map { UInt8($0 * 7 & 0xff) }
+        let out = try SRTPSession(profile: profile, key: key, outbound: true)
+        let inb = try SRTPSession(profile: profile, key: key, outbound: false)
+        var packet = [UInt8](repeating: 0, count: 1300)
+        let plain: [UInt8] = [0x80, 0x60, 0x12, 0x34, 0, 0, 0x10, 0, 0xde, 0xad, 0xbe, 0xef] + (0..<1000).map { UInt8($0 & 0xff) }
+        packet.replaceSubrange(0..<plain.count, with: plain)
+        let n = try #require(packet.withUnsafeMutableBytes { out.protect($0, length: plain.count, rtcp: false) })
+        #expect(n > plain.count && Array(packet[12..<plain.count]) != Array(plain[12...]))
+        let back = try #require(packet.withUnsafeMutableBytes { inb.unprotect($0, length: n, rtcp: false) })
+        #expect(back == plain.count && Array(packet[0..<back]) == plain)
+        // A retransmission of the same sequence number is allowed on the sending side (allow_repeat_tx).
+        packet.replaceSubrange(0..<plain.count, with: plain)
+        #expect(packet.withUnsafeMutableBytes { out.protect($0, length: plain.count, rtcp: false) } != nil)
+        // A tampered packet fails authentication.
+        packet.replaceSubrange(0..<plain.count, with: plain); plain.withUnsafeBytes { _ in }
+        var p2 = [UInt8](repeating: 0, count: 1300); p2.replaceSubrange(0..<plain.count, with: plain); p2[3] = 0x35
+        let n2 = try #require(p2.withUnsafeMutableBytes { out.protect($0, length: plain.count, rtcp: false) })
+        p2[40] ^= 1
+        #expect(p2.withUnsafeMutableBytes { inb.unprotect($0, length: n2, rtcp: false) } == nil)
+    }
+
+    @Test func identityHasAP256FingerprintAndWrongKeysAreRefused() throws {
+        let id = try DTLSIdentity()
+        #expect(id.fingerprint.count == 95 && id.fingerprint.split(separator: ":").count == 32)
+        #expect(try DTLSIdentity().fingerprint != id.fingerprint)
+        #expect(throws: WebRTCError.self) { try SRTPSession(profile: .aes128CmSha1_80, key: [1, 2, 3], outbound: true) }
+    }
+}
