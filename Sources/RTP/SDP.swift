@@ -78,7 +78,7 @@ public enum SDP {
         var session: [(String, String)] = []
         var media: [SDPDescription.Media] = []
         var sawVersion = false
-        for (i, raw) in text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" }).enumerated() {
+        for (i, raw) in text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" }).enumerated() {   // "\r\n" is one Character
             let line = raw.hasSuffix("\r") ? raw.dropLast() : raw[...]
             if line.isEmpty { continue }
             guard line.count >= 2, line[line.index(after: line.startIndex)] == "=" else {

@@ -258,6 +258,6 @@ final class ViewerHub: EncodedOutput, @unchecked Sendable {
                     ("rembBps", remb.map { Int(clamping: $0) } ?? -1), ("stunRequests", st.stunRequests), ("srtcpErrors", st.srtcpErrors)]
         }
         let s = state.withLock { ($0.total, $0.left) }
-        return jsonObject([("viewers", items), ("total", s.0), ("left", s.1)])
+        return "{\"viewers\": [" + items.map(jsonValue).joined(separator: ", ") + "], \"total\": \(s.0), \"left\": \(s.1)}"
     }
 }

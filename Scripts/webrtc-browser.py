@@ -1,0 +1,117 @@
+#!/usr/bin/python3
+"""Opens `camcap serve`'s page in headless Chromium and reads RTCPeerConnection.getStats().
+
+    webrtc-browser.py URL [--frames N] [--timeout S] [--leave]
+
+Waits for the first decoded frame, then for N more frames to be sent by the server (its /stats, the viewer of
+this page), then for the browser to settle, and prints one JSON line: the getStats figures at the start and at
+the end of the window, the server's figures for this viewer, and the frames sent in the window. With --hold FILE
+it keeps the page open until FILE exists (two-viewer tests), then leaves with DELETE.
+"""
+import argparse, json, os, sys, time, urllib.request
+
+from selenium import webdriver
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+
+
+def server_viewer(base, resource):
+    with urllib.request.urlopen(base + "stats", timeout=5) as r:
+        stats = json.load(r)
+    vid = resource.rsplit("/", 1)[-1] if resource else None
+    for v in stats["viewers"]:
+        if v["id"] == vid:
+            return v
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("url")
+    ap.add_argument("--frames", type=int, default=300)
+    ap.add_argument("--timeout", type=float, default=60)
+    ap.add_argument("--hold", default=None)
+    ap.add_argument("--log", default=None)
+    a = ap.parse_args()
+    base = a.url if a.url.endswith("/") else a.url + "/"
+
+    o = Options()
+    for arg in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--mute-audio",
+                "--autoplay-policy=no-user-gesture-required", "--allow-loopback-in-peer-connection",
+                "--no-first-run", "--disable-background-timer-throttling", "--disable-renderer-backgrounding",
+                "--disable-backgrounding-occluded-windows", "--window-size=640,480"]:
+        o.add_argument(arg)
+    o.binary_location = "/usr/bin/chromium"
+    service = Service("/usr/bin/chromedriver", log_output=a.log) if a.log else Service("/usr/bin/chromedriver")
+    d = webdriver.Chrome(service=service, options=o)
+    out = {"ok": False}
+    try:
+        d.set_script_timeout(10)
+        d.get(base)
+        deadline = time.time() + a.timeout
+
+        def stats():
+            return d.execute_async_script("const done = arguments[arguments.length - 1]; window.camcapStats().then(done, e => done({error: String(e)}));")
+
+        s = stats()
+        while s.get("framesDecoded", 0) == 0:
+            if s.get("error"):
+                raise RuntimeError("page: " + str(s["error"]))
+            if time.time() > deadline:
+                raise RuntimeError("no frame decoded within %.0f s: %s" % (a.timeout, json.dumps(s)))
+            time.sleep(0.05)
+            s = stats()
+        resource = d.execute_script("return window.camcap.resource")
+        first_server = server_viewer(base, resource)
+        first = s
+        out["first"] = first
+        out["firstServer"] = first_server
+        # N more frames sent by the server to this viewer.
+        target = first_server["framesSent"] + a.frames
+        while True:
+            v = server_viewer(base, resource)
+            if v is None:
+                raise RuntimeError("the server lost this viewer")
+            if v["framesSent"] >= target:
+                break
+            if time.time() > deadline + a.frames / 30:
+                raise RuntimeError("the server sent only %d of %d frames" % (v["framesSent"] - first_server["framesSent"], a.frames))
+            time.sleep(0.05)
+        sent_end = v["framesSent"]
+        # Let the browser decode what is in flight: until framesDecoded covers the window or stops growing.
+        settle = time.time() + 3
+        last = stats()
+        while time.time() < settle:
+            time.sleep(0.1)
+            cur = stats()
+            if cur["framesDecoded"] - first["framesDecoded"] >= sent_end - first_server["framesSent"]:
+                last = cur
+                break
+            last = cur
+        out["last"] = last
+        out["lastServer"] = server_viewer(base, resource)
+        out["framesSent"] = sent_end - first_server["framesSent"]
+        out["framesDecoded"] = last["framesDecoded"] - first["framesDecoded"]
+        out["resource"] = resource
+        if a.hold:
+            print(json.dumps(out), flush=True)
+            while not os.path.exists(a.hold):
+                time.sleep(0.05)
+            out["afterHold"] = stats()
+        d.execute_async_script("const done = arguments[arguments.length - 1]; window.camcapStop().then(() => done(true), e => done(String(e)));")
+        out["ok"] = True
+    except Exception as e:
+        out["error"] = str(e)
+    finally:
+        try:
+            logs = d.get_log("browser")
+            out["console"] = [l["message"] for l in logs][-10:]
+        except Exception:
+            pass
+        d.quit()
+    print(json.dumps(out), flush=True)
+    return 0 if out["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
