@@ -72,9 +72,13 @@ struct Serve: AsyncParsableCommand {
         let hub = ViewerHub(identity: identity, configuration: peer, maxBitrate: settings.effectiveMaxBitrate)
         let encode = EncodeStage(settings: settings, keyIntervalSeconds: keyintSeconds ?? 2, outputs: [hub])
         hub.connect(encode.requests)
-        pipeline.conversion = { _, applied in
-            let size = EncodeStage.encodedSize(applied)
-            return FrameConverter.Options(scale: size != applied.size ? size : nil)
+        // The camera's rotation is applied to the pixels (browsers get an upright picture, as WebRTC's
+        // rotation_applied), and the size made even for 4:2:0.
+        pipeline.conversion = { frame, applied in
+            let quarter = frame.rotation == .rotation90 || frame.rotation == .rotation270
+            let shown = quarter ? FrameSize(width: applied.size.height, height: applied.size.width) : applied.size
+            let even = FrameSize(width: shown.width & ~1, height: shown.height & ~1)
+            return FrameConverter.Options(rotation: frame.rotation, scale: even != shown ? even : nil)
         }
         // The HTTP server is up before the camera starts: a busy port fails at once, with nothing captured.
         let server = try await HTTPServer.start(host: address.host, port: address.port, hub: hub)

@@ -79,6 +79,13 @@ final class EncodeStage: PictureStage {
     }
 
     func consume(_ picture: I420Buffer, frame: VideoFrame) throws {
+        if let current = encoder, picture.width != settings.width || picture.height != settings.height {
+            // The pictures' size is known once they arrive (a rotation applied to the pixels swaps it).
+            current.close()
+            encoder = nil
+            settings.width = picture.width; settings.height = picture.height
+            encoder = try H264Encoder(settings: settings)
+        }
         guard let encoder else { return }
         let (wantKey, bitrate) = requests.take()
         if wantKey { encoder.requestKeyFrame() }

@@ -1,0 +1,183 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// `camcap serve` running in the background: started, waited for (the "serving http://…" line, an event), and
+/// stopped with SIGINT (camcap's own signal handling; it ends cleanly and prints its summary).
+final class ServeProcess {
+    let process = Process()
+    let errPath: String, outPath: String
+    private(set) var url = ""
+
+    init(_ args: [String], name: String) throws {
+        errPath = work + "/\(name).err"; outPath = work + "/\(name).out"
+        _ = FileManager.default.createFile(atPath: errPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: outPath, contents: nil)
+        process.executableURL = URL(fileURLWithPath: camcap)
+        process.arguments = ["serve"] + args
+        process.standardError = FileHandle(forWritingAtPath: errPath)
+        process.standardOutput = FileHandle(forWritingAtPath: outPath)
+        try process.run()
+        let end = Date().addingTimeInterval(30)
+        while Date() < end && process.isRunning {
+            if let line = err.split(separator: "\n").first(where: { $0.hasPrefix("serving http://") }) {
+                url = String(line.split(separator: " ")[1])
+                if err.contains("serving fixture") { return }   // the camera is running too
+            }
+            usleep(20_000)
+        }
+    }
+
+    var err: String { (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "" }
+    var out: String { (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "" }
+    var pid: Int32 { process.processIdentifier }
+
+    /// Open file descriptors of the server (/proc/PID/fd).
+    var fdCount: Int { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? -1 }
+    var rssKiB: Int {
+        let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+        return status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") }.flatMap { Int($0.split(separator: " ")[1]) } ?? -1
+    }
+
+    /// SIGINT, then the exit status (SIGKILL after 20 s: a hang is a failure, reported as status 137).
+    func stop() -> Int32 {
+        if process.isRunning { kill(pid, SIGINT) }
+        let end = Date().addingTimeInterval(20)
+        while process.isRunning && Date() < end { usleep(20_000) }
+        if process.isRunning { kill(pid, SIGKILL); process.waitUntilExit(); return 137 }
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
+    func stats() throws -> [String: Any] {
+        let r = try runTool("curl", ["-sS", "--max-time", "5", url + "stats"])
+        return (try JSONSerialization.jsonObject(with: Data(r.out.utf8))) as? [String: Any] ?? [:]
+    }
+}
+
+let browserScript = repo + "/Scripts/webrtc-browser.py"
+
+/// Runs the headless Chromium client and returns its JSON report.
+func chromium(_ url: String, frames: Int = 300, extra: [String] = []) throws -> [String: Any] {
+    let r = try runTool("/usr/bin/python3", [browserScript, url, "--frames", String(frames), "--timeout", "60"] + extra)
+    let line = r.out.split(separator: "\n").last.map(String.init) ?? ""
+    guard let json = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else {
+        Issue.record("browser script (exit \(r.code)) printed no JSON: \(r.out.suffix(800)) \(r.err.suffix(1500))")
+        return [:]
+    }
+    return json
+}
+
+func int(_ d: [String: Any]?, _ k: String) -> Int { (d?[k] as? NSNumber)?.intValue ?? -1 }
+
+let chromiumAvailable = FileManager.default.isExecutableFile(atPath: "/usr/bin/chromium")
+    && FileManager.default.isExecutableFile(atPath: "/usr/bin/chromedriver")
+
+@Suite(.serialized, .timeLimit(.minutes(4))) struct ServeTests {
+    @Test(.enabled(if: chromiumAvailable)) func chromiumDecodesTheStreamAtTheSentSize() throws {
+        let server = try ServeProcess(["-d", "fixture:vivid", "-s", "640x360", "--listen", "127.0.0.1:0"], name: "serve-chromium")
+        #expect(!server.url.isEmpty, "\(server.err)")
+        let b = try chromium(server.url)
+        #expect(b["ok"] as? Bool == true, "\(b)")
+        let last = b["last"] as? [String: Any], sent = int(b, "framesSent"), decoded = int(b, "framesDecoded")
+        #expect(sent >= 300 && decoded >= 280, "decoded \(decoded) of \(sent)")
+        #expect(int(last, "frameWidth") == 640 && int(last, "frameHeight") == 360, "\(String(describing: last))")
+        #expect(int(last, "freezeCount") == 0, "\(String(describing: last))")
+        #expect((last?["srtpCipher"] as? String)?.isEmpty == false)
+        let server2 = b["lastServer"] as? [String: Any]
+        #expect(int(server2, "receiverReports") > 0 && (server2?["rttMs"] as? Double ?? -1) >= 0, "RTCP from the browser: \(String(describing: server2))")
+        // The page sent DELETE: the viewer is gone.
+        let stats = try server.stats()
+        #expect(int(stats, "left") == 1 && (stats["viewers"] as? [Any])?.isEmpty == true, "\(stats)")
+        #expect(server.stop() == 0, "\(server.err)")
+        #expect(server.out.contains("1 in all, 1 left"), "\(server.out)")
+    }
+
+    @Test(.enabled(if: chromiumAvailable)) func rotatedCameraArrivesUpright() throws {
+        let server = try ServeProcess(["-d", "fixture:iphone", "-s", "640x480", "--listen", "127.0.0.1:0"], name: "serve-rotated")
+        let b = try chromium(server.url, frames: 30)
+        let last = b["last"] as? [String: Any]
+        #expect(b["ok"] as? Bool == true, "\(b)")
+        #expect(int(last, "frameWidth") == 480 && int(last, "frameHeight") == 640, "portrait: \(String(describing: last))")
+        #expect(server.stop() == 0)
+    }
+
+    @Test(.enabled(if: chromiumAvailable)) func lossIsRepairedWithNackAndPli() throws {
+        let server = try ServeProcess(["-d", "fixture:vivid", "-s", "640x360", "--listen", "127.0.0.1:0", "--drop-rate", "0.02"], name: "serve-loss")
+        let b = try chromium(server.url)
+        #expect(b["ok"] as? Bool == true, "\(b)")
+        let last = b["last"] as? [String: Any], srv = b["lastServer"] as? [String: Any]
+        let sent = int(b, "framesSent"), decoded = int(b, "framesDecoded")
+        #expect(int(srv, "packetsDropped") > 0, "\(String(describing: srv))")
+        #expect(int(last, "nackCount") > 0 && int(srv, "nacks") > 0 && int(srv, "retransmissions") > 0, "browser \(String(describing: last)) server \(String(describing: srv))")
+        #expect(decoded >= sent * 9 / 10, "decoding goes on: \(decoded) of \(sent)")
+        #expect(server.stop() == 0)
+    }
+
+    @Test(.enabled(if: chromiumAvailable)) func twoViewersThenOneLeaves() throws {
+        let server = try ServeProcess(["-d", "fixture:vivid", "-s", "640x360", "--listen", "127.0.0.1:0"], name: "serve-two")
+        let hold = work + "/hold-\(getpid())"
+        try? FileManager.default.removeItem(atPath: hold)
+        // Viewer A stays until `hold` exists; viewer B comes, watches 150 frames and leaves.
+        let a = Process()
+        a.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        a.arguments = [browserScript, server.url, "--frames", "60", "--hold", hold]
+        let aOut = work + "/viewer-a.out"
+        _ = FileManager.default.createFile(atPath: aOut, contents: nil)
+        a.standardOutput = FileHandle(forWritingAtPath: aOut); a.standardError = FileHandle(forWritingAtPath: work + "/viewer-a.err")
+        try a.run()
+        defer { if a.isRunning { kill(a.processIdentifier, SIGKILL) } }
+        let end = Date().addingTimeInterval(60)
+        while Date() < end, !((try? String(contentsOfFile: aOut, encoding: .utf8)) ?? "").contains("\n") { usleep(50_000) }
+        let fdsAlone = server.fdCount, rssAlone = server.rssKiB
+        let b = try chromium(server.url, frames: 150)
+        #expect(b["ok"] as? Bool == true, "\(b)")
+        #expect(int(b, "framesDecoded") >= 140, "viewer B: \(b)")
+        let stats = try server.stats()
+        #expect((stats["viewers"] as? [Any])?.count == 1 && int(stats, "left") == 1, "\(stats)")
+        let fdsAfter = server.fdCount, rssAfter = server.rssKiB
+        #expect(fdsAfter == fdsAlone, "descriptors with A alone \(fdsAlone), after B left \(fdsAfter)")
+        FileManager.default.createFile(atPath: hold, contents: Data())
+        a.waitUntilExit()
+        let lines = ((try? String(contentsOfFile: aOut, encoding: .utf8)) ?? "").split(separator: "\n")
+        let first = try lines.first.flatMap { try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        let final = try lines.last.flatMap { try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        let before = int(first?["last"] as? [String: Any], "framesDecoded"), after = int(final?["afterHold"] as? [String: Any], "framesDecoded")
+        #expect(after - before >= 140, "viewer A went on while B came and left: \(before) → \(after)")
+        #expect(int(final?["afterHold"] as? [String: Any], "freezeCount") == 0)
+        print("two viewers: fds \(fdsAlone) → \(fdsAfter), RSS \(rssAlone) → \(rssAfter) KiB")
+        #expect(server.stop() == 0)
+    }
+
+    @Test func offerWithoutH264IsRefusedAndBadRequestsAreClear() throws {
+        let server = try ServeProcess(["-d", "fixture:vivid", "-s", "320x240", "--listen", "127.0.0.1:0"], name: "serve-errors")
+        defer { _ = server.stop() }
+        let vp8 = ["v=0", "o=- 1 2 IN IP4 127.0.0.1", "s=-", "t=0 0", "a=group:BUNDLE 0", "m=video 9 UDP/TLS/RTP/SAVPF 96 97",
+                   "c=IN IP4 0.0.0.0", "a=ice-ufrag:abcd", "a=ice-pwd:abcdefghijklmnopqrstuvwx",
+                   "a=fingerprint:sha-256 " + Array(repeating: "AB", count: 32).joined(separator: ":"), "a=setup:actpass", "a=mid:0",
+                   "a=recvonly", "a=rtcp-mux", "a=rtpmap:96 VP8/90000", "a=rtpmap:97 rtx/90000", "a=fmtp:97 apt=96"].joined(separator: "\r\n") + "\r\n"
+        let r = try runTool("curl", ["-sS", "-o", "-", "-w", "\n%{http_code}", "-X", "POST", "-H", "Content-Type: application/sdp", "--data-binary", vp8, server.url + "whep"])
+        #expect(r.out.hasSuffix("406") && r.out.contains("no H.264") && r.out.contains("VP8"), "\(r.out)")
+        let mode0 = vp8.replacingOccurrences(of: "VP8/90000", with: "H264/90000") + "a=fmtp:96 packetization-mode=0;profile-level-id=42e01f\r\n"
+        let r0 = try runTool("curl", ["-sS", "-w", "\n%{http_code}", "-X", "POST", "-H", "Content-Type: application/sdp", "--data-binary", mode0, server.url + "whep"])
+        #expect(r0.out.hasSuffix("406") && r0.out.contains("packetization-mode=1"), "\(r0.out)")
+        let garbage = try runTool("curl", ["-sS", "-w", "\n%{http_code}", "-X", "POST", "-H", "Content-Type: application/sdp", "--data-binary", "hello", server.url + "whep"])
+        #expect(garbage.out.hasSuffix("400") && garbage.out.contains("not a valid SDP"), "\(garbage.out)")
+        let del = try runTool("curl", ["-sS", "-w", "\n%{http_code}", "-X", "DELETE", server.url + "whep/nonexistent"])
+        #expect(del.out.hasSuffix("404"), "\(del.out)")
+        let page = try runTool("curl", ["-sS", server.url])
+        #expect(page.out.contains("RTCPeerConnection") && page.out.contains("/whep"))
+    }
+
+    @Test func busyPortIsAClearErrorBeforeTheCameraStarts() throws {
+        let server = try ServeProcess(["-d", "fixture:vivid", "-s", "320x240", "--listen", "127.0.0.1:0"], name: "serve-port")
+        defer { _ = server.stop() }
+        let port = server.url.split(separator: ":").last.map { String($0.dropLast()) } ?? ""
+        let r = try sh(camcap, ["serve", "-d", "fixture:vivid", "--listen", "127.0.0.1:\(port)"])
+        #expect(r.code == 1)
+        #expect(r.err.contains("cannot listen on 127.0.0.1:\(port): the port is in use"), "\(r.err)")
+        #expect(!r.err.contains("serving fixture"), "the camera must not start: \(r.err)")
+        let bad = try sh(camcap, ["serve", "--listen", "localhost:99999"])
+        #expect(bad.code != 0 && bad.err.contains("--listen must be HOST:PORT"), "\(bad.err)")
+    }
+}
