@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs the Debian packages swift-video-capture needs (as root), only those missing.
-#   build:  libv4l-dev libyuv-dev libopenh264-dev libjpeg-dev libturbojpeg0-dev pkg-config
+#   build:  libv4l-dev libyuv-dev libopenh264-dev libjpeg-dev libturbojpeg0-dev pkg-config, libssl-dev libsrtp2-dev (WebRTC: DTLS, SRTP)
 #   tests:  ffmpeg (ffprobe/ffmpeg as the independent decoder), v4l-utils, GStreamer (rtpbin + avdec_h264: an RTP receiver we did not write)
+#           chromium chromium-driver python3-selenium (camcap serve's browser test), and aiortc (PyPI, a second
+#           WebRTC client) in a virtual environment at ~/.cache/swift-video-capture/aiortc
 #   VM test: qemu-system-x86 busybox-static kmod cpio
 #   bench:  the comparison benchmark (Benchmarks/compare): gcc, GStreamer with openh264enc, valgrind, ffmpeg
 set -euo pipefail
-want=(libv4l-dev libyuv-dev libopenh264-dev libjpeg-dev libturbojpeg0-dev pkg-config)
+want=(libv4l-dev libyuv-dev libopenh264-dev libjpeg-dev libturbojpeg0-dev pkg-config libssl-dev libsrtp2-dev)
 case "${1:-build}" in
-  test) want+=(ffmpeg v4l-utils qemu-system-x86 busybox-static kmod cpio gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-libav) ;;
+  test) want+=(ffmpeg v4l-utils qemu-system-x86 busybox-static kmod cpio gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-libav chromium chromium-driver python3-selenium) ;;
   bench) want+=(gcc gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad valgrind ffmpeg) ;;
 esac
 missing=()
@@ -19,4 +21,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# aiortc for the WebRTC tests (Tests/CamcapTests/ServeTests.swift, AiortcTests): a venv of its own, made once.
+if [ "${1:-build}" = test ]; then
+  venv="${AIORTC_VENV:-$HOME/.cache/swift-video-capture/aiortc}"
+  if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import aiortc" 2>/dev/null; then
+    echo "installing aiortc into $venv" >&2
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q aiortc==1.16.0
+  fi
 fi

@@ -65,6 +65,9 @@ public final class RTPSender: @unchecked Sendable {
         public var jitterMs: Double?
         public var rembBitrate: UInt64?
         public var rtcpErrors = 0
+        /// Capture time (monotonic ns) of the first frame sent: RTP time `rtpTimestampOffset` (receivers map
+        /// RTP timestamps back to capture times with it).
+        public var firstCaptureNs: Int64?
     }
 
     public let configuration: Configuration
@@ -104,7 +107,9 @@ public final class RTPSender: @unchecked Sendable {
     private let rtcpAddress: sockaddr_storage
     private let addressLength: socklen_t
     private var packetizer: H264Packetizer
-    private var clock = RTPClock()
+    private var clock: RTPClock
+    /// The RTP timestamp of the first frame.
+    public let rtpTimestampOffset: UInt32
     private var random: UInt64
     private let shared: Mutex<Shared>
     private let stopRequested = Atomic<Bool>(false)
@@ -153,6 +158,8 @@ public final class RTPSender: @unchecked Sendable {
             Int(UInt16(bigEndian: family == AF_INET ? raw.load(as: sockaddr_in.self).sin_port : raw.load(as: sockaddr_in6.self).sin6_port))
         }
         rtpSocket = s1; rtcpSocket = s2; transport = nil
+        rtpTimestampOffset = .random(in: 0...UInt32.max)
+        clock = RTPClock(offset: rtpTimestampOffset)
         packetizer = H264Packetizer(maxPayload: c.maxPayload, state: RTPStreamState(payloadType: c.payloadType))
         ssrc = packetizer.state.ssrc
         rtxSSRC = UInt32.random(in: 1...UInt32.max)
@@ -177,6 +184,8 @@ public final class RTPSender: @unchecked Sendable {
         rtpSocket = -1; rtcpSocket = -1
         rtpAddress = sockaddr_storage(); rtcpAddress = sockaddr_storage(); addressLength = 0
         localRTCPPort = 0
+        rtpTimestampOffset = .random(in: 0...UInt32.max)
+        clock = RTPClock(offset: rtpTimestampOffset)
         packetizer = H264Packetizer(maxPayload: c.maxPayload, state: RTPStreamState(payloadType: c.payloadType))
         ssrc = packetizer.state.ssrc
         rtxSSRC = UInt32.random(in: 1...UInt32.max)
@@ -234,7 +243,10 @@ public final class RTPSender: @unchecked Sendable {
             if e != 0 && e != ECONNREFUSED { failure = e }
             shared.withLock { $0.stats.packetsSent += 1; $0.stats.bytesSent += packet.count }
         }
-        shared.withLock { s in s.stats.framesSent += 1; s.lastRTP = ts; s.lastCaptureNs = captureNs }
+        shared.withLock { s in
+            s.stats.framesSent += 1; s.lastRTP = ts; s.lastCaptureNs = captureNs
+            if s.stats.firstCaptureNs == nil { s.stats.firstCaptureNs = captureNs }
+        }
         if failure != 0 { throw RTPError("sending RTP to \(configuration.host):\(configuration.port) failed", errno: failure) }
     }
 

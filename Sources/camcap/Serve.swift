@@ -31,6 +31,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Drop this fraction of outgoing RTP packets (0...1; a loss test for NACK and PLI).") var dropRate: Double = 0
     @Option(help: "The address put in the answer's candidate (default: the listen address; for 0.0.0.0 every interface's IPv4 address).")
     var candidate: [String] = []
+    @Option(help: .hidden) var dumpInput: String?   // tests: the encoder's input as Y4M, capture times in PATH.timestamps
 
     func validate() throws {
         try capture.validateCommon()
@@ -85,7 +86,8 @@ struct Serve: AsyncParsableCommand {
         let shown = address.host.contains(":") ? "[\(address.host)]" : address.host
         FileHandle.standardError.write(Data("serving http://\(shown):\(server.port)/  (WHEP: http://\(shown):\(server.port)/whep)\n".utf8))
         do {
-            try await pipeline.run("serving", stages: [encode])
+            let dump: [any PictureStage] = try dumpInput.map { [try InputDumpStage(path: $0)] } ?? []
+            try await pipeline.run("serving", stages: dump + [encode])
         } catch {
             hub.closeAll(reason: "the server stopped")
             await server.stop()
@@ -94,6 +96,12 @@ struct Serve: AsyncParsableCommand {
         hub.closeAll(reason: "the server stopped")
         await server.stop()
     }
+}
+
+func realtimeMinusMonotonicNs() -> Int64 {
+    var r = timespec(), m = timespec()
+    clock_gettime(CLOCK_REALTIME, &r); clock_gettime(CLOCK_MONOTONIC, &m)
+    return (Int64(r.tv_sec) - Int64(m.tv_sec)) * 1_000_000_000 + (Int64(r.tv_nsec) - Int64(m.tv_nsec))
 }
 
 /// HOST:PORT for --listen (IPv6 in brackets); port 0 lets the system pick.
@@ -259,9 +267,34 @@ final class ViewerHub: EncodedOutput, @unchecked Sendable {
                     ("packetsDropped", st.rtp.packetsDroppedBySimulation), ("nacks", st.rtp.nacksReceived),
                     ("retransmissions", st.rtp.retransmissions), ("keyFrameRequests", st.rtp.keyFrameRequests),
                     ("receiverReports", st.rtp.receiverReports), ("rttMs", st.rtp.rttMs ?? -1), ("fractionLost", st.rtp.fractionLost ?? -1),
-                    ("rembBps", remb.map { Int(clamping: $0) } ?? -1), ("stunRequests", st.stunRequests), ("srtcpErrors", st.srtcpErrors)]
+                    ("rembBps", remb.map { Int(clamping: $0) } ?? -1), ("stunRequests", st.stunRequests), ("srtcpErrors", st.srtcpErrors),
+                    ("keyFramesSkippedBeforeStart", st.framesSkippedBeforeKeyFrame),
+                    // RTP time ↔ capture time of this viewer's stream, and CLOCK_REALTIME − CLOCK_MONOTONIC now
+                    // (latency measurements map a frame's RTP timestamp back to its capture time).
+                    ("rtpTimestampOffset", Int(p.sender.rtpTimestampOffset)), ("firstCaptureNs", st.rtp.firstCaptureNs.map { Int($0) } ?? -1),
+                    ("realtimeMinusMonotonicNs", Int(realtimeMinusMonotonicNs()))]
         }
         let s = state.withLock { ($0.total, $0.left) }
         return "{\"viewers\": [" + items.map(jsonValue).joined(separator: ", ") + "], \"total\": \(s.0), \"left\": \(s.1)}"
     }
+}
+
+/// The pictures the encoder gets, as Y4M, and their capture times (monotonic ns, one per line in PATH.timestamps):
+/// the reference a receiver's decoded frames are compared with (PSNR, latency). For tests.
+final class InputDumpStage: PictureStage {
+    private let y4m: Y4MStage
+    private let path: String
+    private var times: [Int64] = []
+    init(path: String) throws { self.path = path; y4m = try Y4MStage(path: path); times.reserveCapacity(100_000) }
+    func begin(_ pipeline: CapturePipeline) throws { try y4m.begin(pipeline) }
+    func consume(_ picture: I420Buffer, frame: VideoFrame) throws {
+        guard times.count < 100_000 else { return }
+        try y4m.consume(picture, frame: frame); times.append(frame.timestampNs)
+    }
+    func end() throws {
+        try y4m.end()
+        try camcap.write(times.map(String.init).joined(separator: "\n") + "\n", to: path + ".timestamps")
+    }
+    func discard() { y4m.discard() }
+    var summary: [(String, String)] { y4m.summary }
 }

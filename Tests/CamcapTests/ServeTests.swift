@@ -181,3 +181,35 @@ let chromiumAvailable = FileManager.default.isExecutableFile(atPath: "/usr/bin/c
         #expect(bad.code != 0 && bad.err.contains("--listen must be HOST:PORT"), "\(bad.err)")
     }
 }
+
+/// aiortc, in the virtual environment Scripts/install-deps.sh makes (AIORTC_PYTHON overrides).
+let aiortcPython: String? = {
+    let candidates = [ProcessInfo.processInfo.environment["AIORTC_PYTHON"],
+                      NSHomeDirectory() + "/.cache/swift-video-capture/aiortc/bin/python"].compactMap { $0 }
+    return candidates.first { FileManager.default.isExecutableFile(atPath: $0) }
+}()
+
+@Suite(.serialized, .timeLimit(.minutes(3))) struct AiortcTests {
+    /// aiortc decodes ≥ 95% of the frames; matched to the encoder's input by RTP timestamp, PSNR ≥ 33 dB; and
+    /// the capture-to-decoded latency on loopback.
+    @Test(.enabled(if: aiortcPython != nil)) func aiortcDecodesAndMatchesTheInput() throws {
+        let input = work + "/aiortc-input.y4m", decoded = work + "/aiortc-decoded.y4m"
+        let server = try ServeProcess(["-d", "fixture:vivid", "-s", "640x360", "--listen", "127.0.0.1:0", "--noise", "4", "--dump-input", input], name: "serve-aiortc")
+        let r = try runTool(aiortcPython!, [repo + "/Scripts/webrtc-aiortc.py", server.url, "--frames", "300", "--out", decoded])
+        #expect(server.stop() == 0, "\(server.err)")
+        let line = r.out.split(separator: "\n").last.map(String.init) ?? ""
+        let j = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "\(r.out) \(r.err.suffix(1500))")
+        #expect(j["ok"] as? Bool == true, "\(j)")
+        let srv = j["server"] as? [String: Any]
+        let sent = int(srv, "framesSent"), got = int(j, "framesDecoded")
+        #expect(got >= 301 && got * 100 >= sent * 95, "aiortc decoded \(got) of \(sent)")
+        #expect(int(j, "width") == 640 && int(j, "height") == 360)
+        let c = try runTool("/usr/bin/python3", [repo + "/Scripts/webrtc-compare.py", decoded, input, String(int(srv, "rtpTimestampOffset")), String(int(srv, "firstCaptureNs"))])
+        let m = try #require(try JSONSerialization.jsonObject(with: Data(c.out.utf8)) as? [String: Any], "\(c.out) \(c.err)")
+        #expect(int(m, "matched") >= 290, "\(m)")
+        let psnr = (m["psnrAverage"] as? Double) ?? -1
+        #expect(psnr >= 33, "PSNR \(psnr) dB: \(m)")
+        print("aiortc: decoded \(got) of \(sent), \(m)")
+        try? FileManager.default.removeItem(atPath: input); try? FileManager.default.removeItem(atPath: decoded)
+    }
+}
