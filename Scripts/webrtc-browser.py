@@ -89,6 +89,26 @@ def main():
                 break
             last = cur
         out["last"] = last
+        # Glass-to-glass: each presented frame's RTP timestamp → its capture time (wall clock, from the server's
+        # mapping) against the browser's receive time (last packet) and expected display time.
+        frames = d.execute_script("return window.camcapFrames()")
+        v = server_viewer(base, resource)
+        if v and frames and v.get("firstCaptureNs", -1) > 0:
+            offset, first_capture, wall = v["rtpTimestampOffset"], v["firstCaptureNs"], v["realtimeMinusMonotonicNs"]
+            recv, shown = [], []
+            for rtp, received, display in frames:
+                if rtp < 0:
+                    continue
+                capture_ms = (first_capture + wall + ((rtp - offset) % (1 << 32)) * 1_000_000_000 // 90_000) / 1e6
+                if received > 0:
+                    recv.append(received - capture_ms)
+                shown.append(display - capture_ms)
+
+            def pct(xs, p):
+                xs = sorted(xs)
+                return round(xs[min(len(xs) - 1, max(0, int(p * len(xs) + 0.5) - 1))], 1) if xs else None
+            out["latency"] = {"frames": len(shown), "receiveP50Ms": pct(recv, 0.5), "receiveP95Ms": pct(recv, 0.95),
+                              "displayP50Ms": pct(shown, 0.5), "displayP95Ms": pct(shown, 0.95)}
         out["lastServer"] = server_viewer(base, resource)
         out["framesSent"] = sent_end - first_server["framesSent"]
         out["framesDecoded"] = last["framesDecoded"] - first["framesDecoded"]

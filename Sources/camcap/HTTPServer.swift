@@ -198,6 +198,16 @@ window.camcapStats = async () => {
     now: Date.now(),
   };
 };
+// Per-frame timing (requestVideoFrameCallback): RTP timestamp, when its last packet arrived and when it is
+// expected on screen, in wall-clock ms; camcap's /stats maps RTP timestamps back to capture times.
+const frameLog = [];
+function onFrame(now, m) {
+  if (frameLog.length < 100000) frameLog.push([m.rtpTimestamp ?? -1, m.receiveTime !== undefined ? performance.timeOrigin + m.receiveTime : -1,
+                                               performance.timeOrigin + m.expectedDisplayTime]);
+  video.requestVideoFrameCallback(onFrame);
+}
+if ('requestVideoFrameCallback' in HTMLVideoElement.prototype) video.requestVideoFrameCallback(onFrame);
+window.camcapFrames = () => frameLog.splice(0);
 setInterval(async () => {
   if (window.camcap.error) return;
   const s = await window.camcapStats();

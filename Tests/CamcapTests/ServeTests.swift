@@ -75,13 +75,20 @@ let chromiumAvailable = FileManager.default.isExecutableFile(atPath: "/usr/bin/c
 
 @Suite(.serialized, .timeLimit(.minutes(4))) struct ServeTests {
     @Test(.enabled(if: chromiumAvailable)) func chromiumDecodesTheStreamAtTheSentSize() throws {
-        let server = try ServeProcess(["-d", "fixture:vivid", "-s", "640x360", "--listen", "127.0.0.1:0"], name: "serve-chromium")
+        // 720p30 from the MJPEG webcam fixture (decoded, converted, encoded): the glass-to-glass case.
+        let server = try ServeProcess(["-d", "fixture:uvc-webcam", "-s", "1280x720", "--listen", "127.0.0.1:0"], name: "serve-chromium")
         #expect(!server.url.isEmpty, "\(server.err)")
         let b = try chromium(server.url)
         #expect(b["ok"] as? Bool == true, "\(b)")
         let last = b["last"] as? [String: Any], sent = int(b, "framesSent"), decoded = int(b, "framesDecoded")
         #expect(sent >= 300 && decoded >= 280, "decoded \(decoded) of \(sent)")
-        #expect(int(last, "frameWidth") == 640 && int(last, "frameHeight") == 360, "\(String(describing: last))")
+        #expect(int(last, "frameWidth") == 1280 && int(last, "frameHeight") == 720, "\(String(describing: last))")
+        // Capture → browser, per frame (requestVideoFrameCallback's RTP timestamp mapped to its capture time).
+        let latency = b["latency"] as? [String: Any]
+        #expect(int(latency, "frames") >= 250, "\(String(describing: latency))")
+        let p95 = (latency?["receiveP95Ms"] as? Double) ?? -1
+        #expect(p95 > 0 && p95 < 250, "capture to browser receive p95 \(p95) ms")
+        print("chromium 720p30: decoded \(decoded) of \(sent), latency \(String(describing: latency))")
         #expect(int(last, "freezeCount") == 0, "\(String(describing: last))")
         #expect((last?["srtpCipher"] as? String)?.isEmpty == false)
         let server2 = b["lastServer"] as? [String: Any]
@@ -111,6 +118,7 @@ let chromiumAvailable = FileManager.default.isExecutableFile(atPath: "/usr/bin/c
         #expect(int(srv, "packetsDropped") > 0, "\(String(describing: srv))")
         #expect(int(last, "nackCount") > 0 && int(srv, "nacks") > 0 && int(srv, "retransmissions") > 0, "browser \(String(describing: last)) server \(String(describing: srv))")
         #expect(decoded >= sent * 9 / 10, "decoding goes on: \(decoded) of \(sent)")
+        print("2% loss: decoded \(decoded) of \(sent); browser nack \(int(last, "nackCount")) pli \(int(last, "pliCount")) freezes \(int(last, "freezeCount")); server dropped \(int(srv, "packetsDropped")) nacks \(int(srv, "nacks")) retransmitted \(int(srv, "retransmissions")) key-frame requests \(int(srv, "keyFrameRequests"))")
         #expect(server.stop() == 0)
     }
 
