@@ -32,6 +32,7 @@ def main():
     ap.add_argument("--timeout", type=float, default=60)
     ap.add_argument("--hold", default=None)
     ap.add_argument("--log", default=None)
+    ap.add_argument("--expect-close", action="store_true", help="with --hold: wait for the DTLS transport to leave 'connected'")
     a = ap.parse_args()
     base = a.url if a.url.endswith("/") else a.url + "/"
 
@@ -118,6 +119,12 @@ def main():
             while not os.path.exists(a.hold):
                 time.sleep(0.05)
             out["afterHold"] = stats()
+            if a.expect_close:
+                # The server stopped while this page watched: it must have told the peer (BYE, close_notify).
+                end = time.time() + 10
+                while time.time() < end and out["afterHold"]["dtlsState"] == "connected":
+                    time.sleep(0.05)
+                    out["afterHold"] = stats()
         d.execute_async_script("const done = arguments[arguments.length - 1]; window.camcapStop().then(() => done(true), e => done(String(e)));")
         out["ok"] = True
     except Exception as e:

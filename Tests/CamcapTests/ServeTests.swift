@@ -129,7 +129,7 @@ let chromiumAvailable = FileManager.default.isExecutableFile(atPath: "/usr/bin/c
         // Viewer A stays until `hold` exists; viewer B comes, watches 150 frames and leaves.
         let a = Process()
         a.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        a.arguments = [browserScript, server.url, "--frames", "60", "--hold", hold]
+        a.arguments = [browserScript, server.url, "--frames", "60", "--hold", hold, "--expect-close"]
         let aOut = work + "/viewer-a.out"
         _ = FileManager.default.createFile(atPath: aOut, contents: nil)
         a.standardOutput = FileHandle(forWritingAtPath: aOut); a.standardError = FileHandle(forWritingAtPath: work + "/viewer-a.err")
@@ -145,6 +145,9 @@ let chromiumAvailable = FileManager.default.isExecutableFile(atPath: "/usr/bin/c
         #expect((stats["viewers"] as? [Any])?.count == 1 && int(stats, "left") == 1, "\(stats)")
         let fdsAfter = server.fdCount, rssAfter = server.rssKiB
         #expect(fdsAfter == fdsAlone, "descriptors with A alone \(fdsAlone), after B left \(fdsAfter)")
+        // Ctrl-C with viewer A still watching: the server ends cleanly and tells A (RTCP BYE, DTLS close_notify).
+        #expect(server.stop() == 0, "\(server.err)")
+        #expect(server.out.contains("2 in all, 2 left"), "\(server.out)")
         FileManager.default.createFile(atPath: hold, contents: Data())
         a.waitUntilExit()
         let lines = ((try? String(contentsOfFile: aOut, encoding: .utf8)) ?? "").split(separator: "\n")
@@ -153,8 +156,10 @@ let chromiumAvailable = FileManager.default.isExecutableFile(atPath: "/usr/bin/c
         let before = int(first?["last"] as? [String: Any], "framesDecoded"), after = int(final?["afterHold"] as? [String: Any], "framesDecoded")
         #expect(after - before >= 140, "viewer A went on while B came and left: \(before) → \(after)")
         #expect(int(final?["afterHold"] as? [String: Any], "freezeCount") == 0)
-        print("two viewers: fds \(fdsAlone) → \(fdsAfter), RSS \(rssAlone) → \(rssAfter) KiB")
-        #expect(server.stop() == 0)
+        // Chromium marks the DTLS transport closed on our close_notify (its connectionState only follows ICE).
+        let stateAfterStop = (final?["afterHold"] as? [String: Any])?["dtlsState"] as? String
+        #expect(stateAfterStop == "closed", "viewer A's DTLS transport after the server stopped: \(String(describing: stateAfterStop))")
+        print("two viewers: fds \(fdsAlone) → \(fdsAfter), RSS \(rssAlone) → \(rssAfter) KiB; A after Ctrl-C: \(stateAfterStop ?? "-")")
     }
 
     @Test func offerWithoutH264IsRefusedAndBadRequestsAreClear() throws {
