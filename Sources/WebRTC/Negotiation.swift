@@ -13,6 +13,8 @@ public struct WebRTCOffer: Sendable {
     public var payloadType: UInt8
     /// The offer's profile-level-id for that payload type (echoed in the answer).
     public var profileLevelID: String
+    /// The offer's RTX payload type for `payloadType` (RFC 4588, `apt=`), if it has one.
+    public var rtxPayloadType: UInt8?
     public var description: SDPDescription
 
     /// profile-level-id values Constrained Baseline streams decode under, best first: Constrained Baseline,
@@ -84,12 +86,19 @@ public struct WebRTCOffer: Sendable {
         }
         payloadType = best.pt
         profileLevelID = best.plid.lowercased()
+        rtxPayloadType = m.values("fmtp").compactMap { fmtp -> UInt8? in
+            let f = fmtp.split(separator: " ", maxSplits: 1)
+            guard f.count == 2, let pt = UInt8(f[0]), pt < 128, m.payloadTypes.contains(pt), String(f[1]).trimmingSpaces == "apt=\(best.pt)",
+                  m.values("rtpmap").contains(where: { $0.lowercased().hasPrefix("\(pt) rtx/90000") }) else { return nil }
+            return pt
+        }.first
     }
 
     /// The answer: ice-lite, our credentials and fingerprint, setup:passive (the peer is the DTLS client), one host
     /// candidate, BUNDLE on the video section with rtcp-mux, the chosen H.264 payload type with rtcp-fb nack, nack
     /// pli, ccm fir and goog-remb, and our SSRC. Other sections are rejected (port 0).
-    public func answer(iceUfrag: String, icePassword: String, fingerprint: String, hosts: [String], port: Int, ssrc: UInt32,
+    /// With `rtxSSRC`, retransmissions are negotiated as RTX (the offer's RTX payload type, `a=ssrc-group:FID`).
+    public func answer(iceUfrag: String, icePassword: String, fingerprint: String, hosts: [String], port: Int, ssrc: UInt32, rtxSSRC: UInt32? = nil,
                        cname: String = "swift-video-capture", sessionID: UInt64 = .random(in: 1...UInt64(Int64.max))) -> String {
         let host = hosts.first ?? "127.0.0.1"
         let ip = host.contains(":") ? "IP6" : "IP4"
@@ -105,8 +114,9 @@ public struct WebRTCOffer: Sendable {
                 continue
             }
             let pt = payloadType
+            let rtx = rtxSSRC != nil ? rtxPayloadType : nil
             l += [
-                "m=video \(port) UDP/TLS/RTP/SAVPF \(pt)",
+                "m=video \(port) UDP/TLS/RTP/SAVPF \(pt)\(rtx.map { " \($0)" } ?? "")",
                 "c=IN \(ip) \(host)",
                 "a=rtcp:\(port) IN \(ip) \(host)",
                 "a=ice-ufrag:\(iceUfrag)",
@@ -124,10 +134,12 @@ public struct WebRTCOffer: Sendable {
                 "a=rtcp-fb:\(pt) ccm fir",
                 "a=rtcp-fb:\(pt) goog-remb",
                 "a=fmtp:\(pt) level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=\(profileLevelID)",
-                "a=msid:camcap video",
-                "a=ssrc:\(ssrc) cname:\(cname)",
-                "a=ssrc:\(ssrc) msid:camcap video",
             ]
+            if let rtx, let rtxSSRC {
+                l += ["a=rtpmap:\(rtx) rtx/90000", "a=fmtp:\(rtx) apt=\(pt)", "a=ssrc-group:FID \(ssrc) \(rtxSSRC)"]
+            }
+            l += ["a=msid:camcap video", "a=ssrc:\(ssrc) cname:\(cname)", "a=ssrc:\(ssrc) msid:camcap video"]
+            if let rtx = rtxSSRC, self.rtxPayloadType != nil { l += ["a=ssrc:\(rtx) cname:\(cname)", "a=ssrc:\(rtx) msid:camcap video"] }
             for (k, h) in hosts.enumerated() {
                 l.append("a=candidate:\(k + 1) 1 udp \(2130706431 - k) \(h) \(port) typ host")
             }

@@ -26,6 +26,8 @@ public final class WebRTCPeer: RTPTransport, @unchecked Sendable {
         public var consentTimeoutNs: Int64 = 30_000_000_000
         /// No completed DTLS handshake this long after the answer: given up.
         public var connectTimeoutNs: Int64 = 20_000_000_000
+        /// Retransmit as RTX (RFC 4588) when the offer has an RTX payload type for the chosen H.264 one.
+        public var useRTX = true
         public init(bindHost: String, candidateHosts: [String]) { self.bindHost = bindHost; self.candidateHosts = candidateHosts }
     }
 
@@ -94,13 +96,15 @@ public final class WebRTCPeer: RTPTransport, @unchecked Sendable {
         rc.dropRate = c.dropRate; rc.dropSeed = c.dropSeed
         rc.keyFrameRequestIntervalNs = c.keyFrameRequestIntervalNs
         rc.cname = "camcap"
+        rc.rtxPayloadType = c.useRTX ? offer.rtxPayloadType : nil
         createdNs = WebRTCPeer.monotonicNs()
         lastConsentNs = createdNs
         let placeholder = PendingTransport()
         do throws(RTPError) { sender = try RTPSender(configuration: rc, transport: placeholder) }
         catch { Glibc.close(fd); throw WebRTCError("cannot create the RTP sender: \(error)") }
         answer = offer.answer(iceUfrag: localUfrag, icePassword: localPassword, fingerprint: identity.fingerprint,
-                              hosts: c.candidateHosts, port: port, ssrc: sender.ssrc)
+                              hosts: c.candidateHosts, port: port, ssrc: sender.ssrc,
+                              rtxSSRC: rc.rtxPayloadType != nil ? sender.rtxSSRC : nil)
         placeholder.target = self
     }
 

@@ -84,10 +84,11 @@ struct Serve: AsyncParsableCommand {
         // The HTTP server is up before the camera starts: a busy port fails at once, with nothing captured.
         let server = try await HTTPServer.start(host: address.host, port: address.port, hub: hub)
         let shown = address.host.contains(":") ? "[\(address.host)]" : address.host
-        FileHandle.standardError.write(Data("serving http://\(shown):\(server.port)/  (WHEP: http://\(shown):\(server.port)/whep)\n".utf8))
+        // The URL is printed once the camera runs (a busy camera fails before anyone is invited).
+        let announce = AnnounceStage(line: "serving http://\(shown):\(server.port)/  (WHEP: http://\(shown):\(server.port)/whep)")
         do {
             let dump: [any PictureStage] = try dumpInput.map { [try InputDumpStage(path: $0)] } ?? []
-            try await pipeline.run("serving", stages: dump + [encode])
+            try await pipeline.run("serving", stages: [announce] + dump + [encode])
         } catch {
             hub.closeAll(reason: "the server stopped")
             await server.stop()
@@ -155,6 +156,9 @@ final class ViewerHub: EncodedOutput, @unchecked Sendable {
         var closed = false
         var lastKeyFrameNs: Int64 = .min / 2
         var lastEnded: [(String, String)] = []
+        /// The connected-or-connecting peers in arrival order, rebuilt on add/remove (the encoder's thread only
+        /// retains it: nothing allocated per frame).
+        var peers: [WebRTCPeer] = []
     }
     private let state = Mutex(State())
     private let keyFramePending = Atomic<Bool>(false)
@@ -188,6 +192,7 @@ final class ViewerHub: EncodedOutput, @unchecked Sendable {
         let accepted = state.withLock { s -> Bool in
             guard !s.closed else { return false }
             s.viewers[id] = Viewer(peer: peer); s.order.append(id); s.total += 1
+            s.peers.append(peer)
             return true
         }
         guard accepted else { peer.close(); throw .stopped }
@@ -207,6 +212,7 @@ final class ViewerHub: EncodedOutput, @unchecked Sendable {
         state.withLock { s in
             guard s.viewers.removeValue(forKey: id) != nil else { return }
             s.order.removeAll { $0 == id }; s.left += 1
+            s.peers.removeAll { $0.id == id }
             s.lastEnded.append((id, reason)); if s.lastEnded.count > 8 { s.lastEnded.removeFirst() }
         }
         recomputeBitrate()
@@ -241,7 +247,7 @@ final class ViewerHub: EncodedOutput, @unchecked Sendable {
             if due { keyFramePending.store(false, ordering: .releasing); requests?.requestKeyFrame() }
         }
         if frame.isKeyFrame { state.withLock { $0.lastKeyFrameNs = max($0.lastKeyFrameNs, now) } }
-        let peers = state.withLock { s -> [WebRTCPeer] in s.order.compactMap { s.viewers[$0]?.peer } }
+        let peers = state.withLock { $0.peers }
         for p in peers { p.send(frame, captureNs: captureNs) }
     }
     func end() throws { closeAll(reason: "the server stopped") }
@@ -297,4 +303,14 @@ final class InputDumpStage: PictureStage {
     }
     func discard() { y4m.discard() }
     var summary: [(String, String)] { y4m.summary }
+}
+
+/// Prints a line on stderr once the camera has started.
+final class AnnounceStage: PictureStage {
+    let line: String
+    init(line: String) { self.line = line }
+    func begin(_ pipeline: CapturePipeline) throws { FileHandle.standardError.write(Data((line + "\n").utf8)) }
+    func consume(_ picture: I420Buffer, frame: VideoFrame) throws {}
+    func end() throws {}
+    var summary: [(String, String)] { [] }
 }

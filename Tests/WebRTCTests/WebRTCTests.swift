@@ -85,3 +85,50 @@ import RTP
         #expect(throws: WebRTCError.self) { try SRTPSession(profile: .aes128CmSha1_80, key: [1, 2, 3], outbound: true) }
     }
 }
+
+@Suite struct NegotiationTests {
+    static let chromiumOffer = try! String(contentsOfFile: URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("chromium-156-offer.sdp").path, encoding: .utf8)
+
+    @Test func chromiumOfferPicksConstrainedBaselineModeOne() throws {
+        let o = try WebRTCOffer(Self.chromiumOffer)
+        #expect(o.payloadType == 108 && o.profileLevelID == "42e01f" && o.rtxPayloadType == 109)
+        #expect(o.iceUfrag == "kaYF" && o.icePassword == "Xzc2seJp3ohNAVb89pZhZ3eY" && o.mid == "0")
+        #expect(o.fingerprint.hasPrefix("5A:BA:85:3B") && o.fingerprint.count == 95)
+        let a = o.answer(iceUfrag: "abcd", icePassword: String(repeating: "p", count: 24), fingerprint: "AA:BB", hosts: ["127.0.0.1"],
+                         port: 40000, ssrc: 1234, rtxSSRC: 5678)
+        for line in ["a=group:BUNDLE 0", "a=ice-lite", "m=video 40000 UDP/TLS/RTP/SAVPF 108 109", "a=setup:passive", "a=mid:0",
+                     "a=rtcp-mux", "a=sendonly", "a=rtpmap:108 H264/90000", "a=rtcp-fb:108 nack pli", "a=rtcp-fb:108 goog-remb",
+                     "a=fmtp:108 level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f", "a=fmtp:109 apt=108",
+                     "a=ssrc-group:FID 1234 5678", "a=candidate:1 1 udp 2130706431 127.0.0.1 40000 typ host", "a=fingerprint:sha-256 AA:BB"] {
+            #expect(a.contains(line + "\r\n"), "answer lacks \(line)")
+        }
+        #expect(try SDP.parse(a).media.count == 1)
+    }
+
+    @Test func offersWithoutUsableH264AreRefusedWithTheReason() {
+        let noH264 = Self.chromiumOffer.split(whereSeparator: { $0 == "\r\n" || $0 == "\n" }).filter { !$0.contains("H264") }.joined(separator: "\r\n")
+        #expect(throws: WebRTCError.self) { try WebRTCOffer(noH264) }
+        do { _ = try WebRTCOffer(noH264) } catch { #expect(error.message.contains("no H.264") && error.message.contains("VP8") && error.message.contains("AV1"), "\(error)") }
+        let modeZero = Self.chromiumOffer.replacingOccurrences(of: "packetization-mode=1", with: "packetization-mode=0")
+        do { _ = try WebRTCOffer(modeZero); Issue.record("accepted") } catch { #expect(error.message.contains("packetization-mode=1"), "\(error)") }
+        let sendonly = Self.chromiumOffer.replacingOccurrences(of: "a=recvonly", with: "a=sendonly")
+        do { _ = try WebRTCOffer(sendonly); Issue.record("accepted") } catch { #expect(error.message.contains("sendonly")) }
+        let noFingerprint = Self.chromiumOffer.replacingOccurrences(of: "a=fingerprint:", with: "a=x-fingerprint:")
+        do { _ = try WebRTCOffer(noFingerprint); Issue.record("accepted") } catch { #expect(error.message.contains("fingerprint")) }
+        do { _ = try WebRTCOffer("v=0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\n"); Issue.record("accepted") } catch { #expect(error.message.contains("no video")) }
+        do { _ = try WebRTCOffer(String(repeating: "a", count: 70_000)); Issue.record("accepted") } catch { #expect(error.message.contains("64 KiB")) }
+    }
+
+    @Test func mutatedOffersNeverTrap() {
+        var rng = SystemRandomNumberGenerator()
+        let bytes = Array(Self.chromiumOffer.utf8)
+        for _ in 0..<300 {
+            var b = bytes
+            for _ in 0..<8 { b[Int.random(in: 0..<b.count, using: &rng)] = UInt8.random(in: 0...127, using: &rng) }
+            if let o = try? WebRTCOffer(String(decoding: b, as: UTF8.self)) {
+                _ = o.answer(iceUfrag: "abcd", icePassword: "pppppppppppppppppppppppp", fingerprint: "AA", hosts: ["::1"], port: 1, ssrc: 1)
+            }
+        }
+    }
+}
