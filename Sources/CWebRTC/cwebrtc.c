@@ -59,7 +59,7 @@ static int accept_any(int ok, X509_STORE_CTX *store) {
     return 1;   // self-signed by design: the certificate is checked against the SDP fingerprint after the handshake
 }
 
-cw_identity *cw_identity_create(char fingerprint[128], char *error, size_t error_size) {
+cw_identity *cw_identity_create(const char *profiles, char fingerprint[128], char *error, size_t error_size) {
     EVP_PKEY *key = EVP_EC_gen("P-256");
     if (!key) { openssl_error(error, error_size, "cannot generate an ECDSA P-256 key"); return NULL; }
     X509 *cert = X509_new();
@@ -79,7 +79,7 @@ cw_identity *cw_identity_create(char fingerprint[128], char *error, size_t error
     SSL_CTX *ctx = SSL_CTX_new(DTLS_server_method());
     ok = ctx && SSL_CTX_set_min_proto_version(ctx, DTLS1_2_VERSION) && SSL_CTX_use_certificate(ctx, cert)
         && SSL_CTX_use_PrivateKey(ctx, key) && SSL_CTX_check_private_key(ctx)
-        && SSL_CTX_set_tlsext_use_srtp(ctx, "SRTP_AEAD_AES_128_GCM:SRTP_AES128_CM_SHA1_80") == 0;   // 0 is success here
+        && SSL_CTX_set_tlsext_use_srtp(ctx, profiles ? profiles : "SRTP_AEAD_AES_128_GCM:SRTP_AES128_CM_SHA1_80") == 0;   // 0 is success here
     if (!ok) {
         openssl_error(error, error_size, "cannot set up the DTLS context");
         SSL_CTX_free(ctx); X509_free(cert); EVP_PKEY_free(key);

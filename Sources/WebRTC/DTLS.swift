@@ -14,9 +14,12 @@ public final class DTLSIdentity: @unchecked Sendable {
     /// SHA-256 fingerprint of the certificate, "AB:CD:…" (for `a=fingerprint:sha-256`).
     public let fingerprint: String
 
-    public init() throws(WebRTCError) {
+    /// `profiles`: the SRTP profiles offered in the handshake, in our order of preference.
+    public init(profiles: [SRTPProfile] = [.aeadAes128Gcm, .aes128CmSha1_80]) throws(WebRTCError) {
+        guard !profiles.isEmpty else { throw WebRTCError("no SRTP profile to offer") }
         var fp = [CChar](repeating: 0, count: 128), error = [CChar](repeating: 0, count: 256)
-        guard let p = cw_identity_create(&fp, &error, error.count) else {
+        let list = profiles.map { $0 == .aeadAes128Gcm ? "SRTP_AEAD_AES_128_GCM" : "SRTP_AES128_CM_SHA1_80" }.joined(separator: ":")
+        guard let p = cw_identity_create(list, &fp, &error, error.count) else {
             throw WebRTCError(String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
         }
         pointer = p

@@ -189,6 +189,7 @@ window.camcapStats = async () => {
     frameWidth: i.frameWidth || 0, frameHeight: i.frameHeight || 0, framesPerSecond: i.framesPerSecond || 0,
     freezeCount: i.freezeCount || 0, totalFreezesDuration: i.totalFreezesDuration || 0,
     nackCount: i.nackCount || 0, pliCount: i.pliCount || 0, firCount: i.firCount || 0,
+    retransmittedPacketsReceived: i.retransmittedPacketsReceived || 0,
     packetsReceived: i.packetsReceived || 0, packetsLost: i.packetsLost || 0, bytesReceived: i.bytesReceived || 0,
     jitterBufferDelay: i.jitterBufferDelay || 0, jitterBufferEmittedCount: i.jitterBufferEmittedCount || 0,
     totalDecodeTime: i.totalDecodeTime || 0, decoderImplementation: i.decoderImplementation || '',

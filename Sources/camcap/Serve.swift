@@ -31,6 +31,8 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Drop this fraction of outgoing RTP packets (0...1; a loss test for NACK and PLI).") var dropRate: Double = 0
     @Option(help: "The address put in the answer's candidate (default: the listen address; for 0.0.0.0 every interface's IPv4 address).")
     var candidate: [String] = []
+    @Option(help: "SRTP profiles to offer: gcm (AEAD_AES_128_GCM), cm (AES_CM_128_HMAC_SHA1_80) or both (GCM preferred).")
+    var srtp = "both"
     @Option(help: .hidden) var dumpInput: String?   // tests: the encoder's input as Y4M, capture times in PATH.timestamps
 
     func validate() throws {
@@ -39,6 +41,7 @@ struct Serve: AsyncParsableCommand {
         guard ListenAddress(listen) != nil else {
             throw ValidationError("--listen must be HOST:PORT with an IPv4/IPv6 address and a port 0...65535, got \"\(listen.prefix(80))\"")
         }
+        guard ["gcm", "cm", "both"].contains(srtp) else { throw ValidationError("--srtp must be gcm, cm or both, got \"\(srtp.prefix(20))\"") }
         guard (200...1400).contains(mtu) else { throw ValidationError("--mtu must be 200...1400 bytes, got \(mtu)") }
         guard dropRate.isFinite, (0...1).contains(dropRate) else { throw ValidationError("--drop-rate must be 0...1, got \(dropRate)") }
         for c in candidate {
@@ -65,7 +68,8 @@ struct Serve: AsyncParsableCommand {
         settings.sliceMode = .maxNALSize(max(420, mtu))
 
         let identity: DTLSIdentity
-        do { identity = try DTLSIdentity() } catch { throw CLIError("cannot create the DTLS certificate: \(error)") }
+        let profiles: [SRTPProfile] = srtp == "gcm" ? [.aeadAes128Gcm] : srtp == "cm" ? [.aes128CmSha1_80] : [.aeadAes128Gcm, .aes128CmSha1_80]
+        do { identity = try DTLSIdentity(profiles: profiles) } catch { throw CLIError("cannot create the DTLS certificate: \(error)") }
         let hosts = candidate.isEmpty ? (address.isWildcard ? interfaceAddresses() : [address.host]) : candidate
         var peer = WebRTCPeer.Configuration(bindHost: address.host, candidateHosts: hosts)
         peer.maxPayload = mtu

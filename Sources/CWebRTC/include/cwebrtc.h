@@ -12,7 +12,8 @@ typedef struct cw_srtp cw_srtp;           // one libsrtp session (outbound or in
 // Creates a DTLS 1.2 server context with a fresh self-signed ECDSA P-256 certificate (valid 30 days) offering
 // SRTP_AEAD_AES_128_GCM and SRTP_AES128_CM_SHA1_80. Writes the certificate's SHA-256 fingerprint as
 // "AB:CD:…" (95 characters + NUL) to `fingerprint`. NULL on failure, with `error` filled.
-cw_identity *cw_identity_create(char fingerprint[128], char *error, size_t error_size);
+// `profiles` is OpenSSL's use_srtp list (NULL: "SRTP_AEAD_AES_128_GCM:SRTP_AES128_CM_SHA1_80").
+cw_identity *cw_identity_create(const char *profiles, char fingerprint[128], char *error, size_t error_size);
 void cw_identity_free(cw_identity *identity);
 
 // One association. `peer_fingerprint` (sha-256, "AB:CD:…", from the offer) must match the client's
