@@ -75,7 +75,8 @@ public final class WebRTCPeer: RTPTransport, @unchecked Sendable {
     private let createdNs: Int64
     private var stop = false
     private var closeReason = "closed by the server"
-    private var thread: Thread?
+    // Not the Thread object: it keeps its closure (and so this peer) after it ends, a cycle that leaked each viewer.
+    private var started = false
     private let finished = DispatchSemaphore(value: 0)
     private var threadID: pthread_t?
 
@@ -116,7 +117,7 @@ public final class WebRTCPeer: RTPTransport, @unchecked Sendable {
             finished.signal()
         }
         t.name = "webrtc-peer"
-        thread = t
+        io.withLock { started = true }
         t.start()
     }
 
@@ -125,11 +126,11 @@ public final class WebRTCPeer: RTPTransport, @unchecked Sendable {
     /// Ends the peer: RTCP BYE and DTLS close_notify when connected, then the socket is closed. Waits for the
     /// peer's thread (unless called on it). Idempotent.
     public func close(reason: String = "closed by the server") {
-        let cleaned = io.withLock { () -> Bool in
+        let (cleaned, running) = io.withLock { () -> (Bool, Bool) in
             if !stop { stop = true; closeReason = reason }
-            return !open
+            return (!open, started)
         }
-        guard thread != nil else { if !cleaned { cleanUp() }; return }   // never started
+        guard running else { if !cleaned { cleanUp() }; return }   // never started
         if let t = threadID, pthread_equal(t, pthread_self()) != 0 { return }   // on the peer's thread: it ends next
         finished.wait(); finished.signal()
     }
