@@ -8,7 +8,7 @@ timestamps and local receive times (CLOCK_MONOTONIC ns, the clock camcap stamps 
 DECODED.y4m.frames, DELETEs the resource and prints one JSON line: frames decoded, size, and the server's
 figures for this viewer (its RTP offset and first capture time, to map RTP timestamps to capture times).
 """
-import argparse, asyncio, json, sys, time, urllib.request
+import argparse, asyncio, json, os, sys, time, urllib.request
 
 from aiortc import RTCPeerConnection, RTCSessionDescription
 
@@ -52,6 +52,10 @@ async def run(a):
                 for row in range(h):
                     y4m.write(data[row * plane.line_size: row * plane.line_size + w])
             frames.append((frame.pts, now))
+    if a.abandon:
+        # Vanish like a closed laptop: no DELETE, no DTLS close_notify, no more STUN consent checks.
+        print(json.dumps({"ok": True, "abandoned": resource, "framesDecoded": len(frames)}), flush=True)
+        os._exit(0)
     viewer = None
     with urllib.request.urlopen(base + "stats", timeout=5) as r:
         for v in json.load(r)["viewers"]:
@@ -72,6 +76,7 @@ def main():
     ap.add_argument("--frames", type=int, default=300)
     ap.add_argument("--out", required=True)
     ap.add_argument("--timeout", type=float, default=60)
+    ap.add_argument("--abandon", action="store_true", help="exit without DELETE or closing after the frames")
     a = ap.parse_args()
     try:
         out = asyncio.run(run(a))

@@ -33,6 +33,7 @@ struct Serve: AsyncParsableCommand {
     var candidate: [String] = []
     @Option(help: "SRTP profiles to offer: gcm (AEAD_AES_128_GCM), cm (AES_CM_128_HMAC_SHA1_80) or both (GCM preferred).")
     var srtp = "both"
+    @Option(help: .hidden) var consentTimeout: Double = 30   // tests: seconds without a STUN check before a viewer is dropped
     @Option(help: .hidden) var dumpInput: String?   // tests: the encoder's input as Y4M, capture times in PATH.timestamps
 
     func validate() throws {
@@ -42,6 +43,7 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("--listen must be HOST:PORT with an IPv4/IPv6 address and a port 0...65535, got \"\(listen.prefix(80))\"")
         }
         guard ["gcm", "cm", "both"].contains(srtp) else { throw ValidationError("--srtp must be gcm, cm or both, got \"\(srtp.prefix(20))\"") }
+        guard consentTimeout.isFinite, (1...3600).contains(consentTimeout) else { throw ValidationError("--consent-timeout must be 1...3600 s, got \(consentTimeout)") }
         guard (200...1400).contains(mtu) else { throw ValidationError("--mtu must be 200...1400 bytes, got \(mtu)") }
         guard dropRate.isFinite, (0...1).contains(dropRate) else { throw ValidationError("--drop-rate must be 0...1, got \(dropRate)") }
         for c in candidate {
@@ -74,6 +76,7 @@ struct Serve: AsyncParsableCommand {
         var peer = WebRTCPeer.Configuration(bindHost: address.host, candidateHosts: hosts)
         peer.maxPayload = mtu
         peer.dropRate = dropRate
+        peer.consentTimeoutNs = Int64(consentTimeout * 1e9)
         let hub = ViewerHub(identity: identity, configuration: peer, maxBitrate: settings.effectiveMaxBitrate)
         let encode = EncodeStage(settings: settings, keyIntervalSeconds: keyintSeconds ?? 2, outputs: [hub])
         hub.connect(encode.requests)

@@ -251,3 +251,21 @@ extension AiortcTests {
         print("churn: 5 more viewers: fds \(fds) → \(server.fdCount), RSS \(rss) → \(server.rssKiB) KiB")
     }
 }
+
+extension AiortcTests {
+    /// A viewer that vanishes (no DELETE, no close_notify) is dropped when its STUN consent checks stop.
+    @Test(.enabled(if: aiortcPython != nil)) func vanishedViewerIsDroppedWhenConsentExpires() throws {
+        let server = try ServeProcess(["-d", "fixture:vivid", "-s", "320x240", "--listen", "127.0.0.1:0", "--consent-timeout", "3"], name: "serve-vanish")
+        defer { _ = server.stop() }
+        let fds = server.fdCount
+        let r = try runTool(aiortcPython!, [repo + "/Scripts/webrtc-aiortc.py", server.url, "--frames", "20", "--out", work + "/vanish.y4m", "--abandon"])
+        #expect(r.out.contains("\"abandoned\""), "\(r.out) \(r.err.suffix(500))")
+        var stats = try server.stats()
+        let end = Date().addingTimeInterval(15)
+        while int(stats, "left") < 1 && Date() < end { usleep(100_000); stats = try server.stats() }
+        #expect(int(stats, "left") == 1 && (stats["viewers"] as? [Any])?.isEmpty == true, "\(stats)")
+        #expect(server.fdCount == fds, "descriptors \(fds) → \(server.fdCount)")
+        #expect(server.stop() == 0)
+        #expect(server.out.contains("consent expired"), "\(server.out)")
+    }
+}
