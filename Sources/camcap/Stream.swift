@@ -126,9 +126,10 @@ final class RTPOutput: EncodedOutput {
     }
 
     func connect(_ encode: EncodeStage) {
-        let requests = encode.requests
-        sender.onKeyFrameRequest = { requests.requestKeyFrame() }
-        sender.onBitrateEstimate = { bps in requests.requestBitrate(Int(clamping: bps)) }
+        let control = encode.control
+        sender.onKeyFrameRequest = { control.requestKeyFrame() }
+        let cap = encode.bitrateCap
+        sender.onBitrateEstimate = { bps in EncodeStage.request(Int(clamping: bps), on: control, cap: cap) }
     }
 
     static func sdp(for settings: H264Encoder.Settings, target: StreamTarget, ssrc: UInt32, rtxPayloadType: UInt8?) throws -> String {
