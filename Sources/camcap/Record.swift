@@ -58,6 +58,7 @@ struct Record: AsyncParsableCommand {
         settings.threads = threads
         settings.sliceMode = maxNalSize.map { .maxNALSize($0) } ?? .single
         settings.frameSkipping = frameSkipping
+        try EncodeStage.check(settings, keyIntervalSeconds: keyint == nil ? (keyintSeconds ?? 2) : nil, for: pipeline.selection)
         var stages: [any PictureStage] = []
         let encode = EncodeStage(settings: settings, keyIntervalSeconds: keyint == nil ? (keyintSeconds ?? 2) : nil,
                                  outputs: [try AnnexBFileOutput(path: output)])

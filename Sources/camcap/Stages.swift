@@ -67,6 +67,15 @@ final class EncodeStage: PictureStage {
         return s
     }
 
+    /// Checks the settings against what negotiation chose, before any output is claimed or the camera starts
+    /// (a 8x8 or 300 fps camera mode fails here with a message, not after the start).
+    static func check(_ base: H264Encoder.Settings, keyIntervalSeconds: Double?, for selection: FormatSelection) throws {
+        let planned = AppliedFormat(pixelFormat: selection.pixelFormat, size: selection.size, stride: 0, fps: selection.fps)
+        do { try settings(base, keyIntervalSeconds: keyIntervalSeconds, for: planned).validate() } catch {
+            throw CLIError("the camera's \(selection.pixelFormat) \(selection.size) @ \(selection.fps) fps cannot be encoded: \(error)")
+        }
+    }
+
     func begin(_ pipeline: CapturePipeline) throws {
         settings = EncodeStage.settings(settings, keyIntervalSeconds: keyIntervalSeconds, for: pipeline.applied)
         fps = settings.maxFrameRate

@@ -61,6 +61,7 @@ struct Stream: AsyncParsableCommand {
         // Slices within the payload budget: no FU-A needed for most NAL units (as WebRTC's encoders do).
         settings.sliceMode = .maxNALSize(max(420, mtu))
         let keySeconds = keyintSeconds ?? 2
+        try EncodeStage.check(settings, keyIntervalSeconds: keySeconds, for: pipeline.selection)
         if sdpOnly {
             // The SDP needs the encoder's SPS/PPS: the same settings always give the same ones.
             let applied = AppliedFormat(pixelFormat: pipeline.selection.pixelFormat, size: pipeline.selection.size, stride: 0, fps: pipeline.selection.fps)

@@ -48,6 +48,24 @@ let benchmarks: @Sendable () -> Void = {
         } setup: { cameraFrame(.nv12, size) }
     }
 
+    // The RTC source's adaptation path, as the capturer's delivery thread drives it: MJPEG 720p → one I420
+    // conversion → scaled to what the sinks want (the frame-rate gate, the wants and the delivery included).
+    for (label, wants) in [("→ 640x360 (one sink)", [VideoSinkWants(maxSize: FrameSize(width: 640, height: 360))]),
+                           ("→ 1280x720 + 640x360 (two sinks)", [VideoSinkWants(), VideoSinkWants(maxSize: FrameSize(width: 640, height: 360))])] {
+        Benchmark("VideoSource MJPG 720p \(label)", configuration: .init(thresholds: zeroMallocs)) { benchmark, input in
+            let capturer = CameraVideoCapturer(providers: [])
+            let source = VideoSource(capturer: capturer)
+            for w in wants { source.addSink(wants: w) { blackHole($0) } }
+            var ts: Int64 = 0
+            func next() { ts += 33_333_333; source.capturer(capturer, didCapture: VideoFrame(buffer: input, rotation: .rotation0, timestampNs: ts, sequence: 0)) }
+            for _ in 0..<5 { next() }
+            benchmark.startMeasurement()
+            for _ in benchmark.scaledIterations { next() }
+            benchmark.stopMeasurement()
+            precondition(source.statistics.conversions == source.statistics.inputFrames)
+        } setup: { cameraFrame(.mjpeg, FrameSize(width: 1280, height: 720)) }
+    }
+
     // Encoding: one warmed-up encoder per benchmark; each sample encodes the next frame (steady state,
     // key frames every 2 s as configured, not a fresh IDR every time).
     let encodeSizes: [(String, FrameSize)] = [("640x480", FrameSize(width: 640, height: 480))] + sizes
