@@ -126,6 +126,7 @@ final class CapturePipeline {
         var outcome = Outcome()
         var progress = Progress(quiet: options.quiet)
         var latency = DurationHistogram()
+        var conversionTime = DurationHistogram()
         var firstTs: Int64?, lastTs: Int64 = 0
         var captureError: CaptureError?
         var stageError: Error?
@@ -144,7 +145,9 @@ final class CapturePipeline {
                 }
                 let picture: I420Buffer
                 do {
+                    let t0 = monotonicNow()
                     picture = try converter.convert(frame.buffer, options: convert)
+                    conversionTime.add(monotonicNow() - t0)
                 } catch where error.code == .decodeFailed || error.code == .shortBuffer {
                     outcome.undecodable += 1   // one bad frame while streaming: counted, capture goes on
                     continue
@@ -192,6 +195,9 @@ final class CapturePipeline {
             ("frames", frameLine),
             ("achieved fps", "\(fmt(elapsed > 0 ? Double(outcome.processed - 1) / elapsed : 0, 2)) on frame timestamps, \(fmt(wallSeconds > 0 ? Double(outcome.processed) / wallSeconds : 0, 1)) frames/s throughput"),
         ]
+        if conversionTime.count > 0 {
+            lines.append(("convert time", "p50 \(fmt(conversionTime.percentileMs(0.5), 2)) ms, p95 \(fmt(conversionTime.percentileMs(0.95), 2)) ms"))
+        }
         if latency.count > 0 {
             lines.append(("latency", "capture to output p50 \(fmt(latency.percentileMs(0.5), 2)) ms, p95 \(fmt(latency.percentileMs(0.95), 2)) ms, p99 \(fmt(latency.percentileMs(0.99), 2)) ms"))
         }

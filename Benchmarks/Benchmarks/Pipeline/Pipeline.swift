@@ -111,7 +111,7 @@ final class CaptureRig: @unchecked Sendable {
     // @unchecked: used by one benchmark at a time, from its own closure.
     nonisolated(unsafe) static var current: CaptureRig?
     let capturer: CameraVideoCapturer
-    var frames: AsyncStream<VideoFrame>.Iterator
+    var frames: VideoFrameStream.Iterator
     let converter = FrameConverter()
     let encoder: H264Encoder?
     let writer: AnnexBWriter?
@@ -139,7 +139,7 @@ final class CaptureRig: @unchecked Sendable {
     }
 
     func next() async throws {
-        guard let frame = await frames.next() else { throw CaptureError(.streamFailed, "the fixture stream ended") }
+        guard let frame = try await frames.next() else { throw CaptureError(.streamFailed, "the fixture stream ended") }
         guard let encoder, let writer else { blackHole(frame.sequence); return }
         let picture = try converter.convert(frame.buffer)
         try encoder.encode(picture, timestampNs: frame.timestampNs, into: &out)
