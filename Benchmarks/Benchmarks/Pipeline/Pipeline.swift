@@ -3,6 +3,7 @@ import VideoCapture
 import VideoProcessing
 import FixtureCameras
 import H264
+import RTP
 
 /// A camera frame of `format` holding the fixture pattern.
 func cameraFrame(_ format: PixelFormat, _ size: FrameSize) -> VideoFrameBuffer {
@@ -64,6 +65,24 @@ let benchmarks: @Sendable () -> Void = {
             benchmark.stopMeasurement()
             precondition(source.statistics.conversions == source.statistics.inputFrames)
         } setup: { cameraFrame(.mjpeg, FrameSize(width: 1280, height: 720)) }
+    }
+
+    // RTP packetization of real encoded access units (720p at 2 Mbps: P frames and every 60th an IDR with SPS/PPS
+    // in a STAP-A and FU-A fragments), next to the encode that made them.
+    Benchmark("RTP packetize 720p access units (1200-byte payloads)", configuration: .init(thresholds: zeroMallocs)) { benchmark, units in
+        var packetizer = H264Packetizer(maxPayload: 1200)
+        var i = 0, packets = 0
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            let u = units[i % units.count]; i += 1
+            packets += packetizer.packetize(u.data, nalUnits: u.nalUnits, timestamp: UInt32(truncatingIfNeeded: i * 3000)) { blackHole($0.count) }
+        }
+        benchmark.stopMeasurement()
+        blackHole(packets)
+    } setup: { () -> [EncodedFrame] in
+        let rig = try EncodeRig(size: FrameSize(width: 1280, height: 720), threads: 1)
+        rig.encoder.requestKeyFrame()
+        return try (0..<60).map { _ in try rig.encodeNext(); return rig.out }
     }
 
     // Encoding: one warmed-up encoder per benchmark; each sample encodes the next frame (steady state,
