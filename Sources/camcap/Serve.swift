@@ -68,6 +68,7 @@ struct Serve: AsyncParsableCommand {
         settings.targetBitrate = bitrate * 1000
         settings.maxBitrate = maxBitrate.map { $0 * 1000 }
         settings.sliceMode = .maxNALSize(max(420, mtu))
+        try EncodeStage.check(settings, keyIntervalSeconds: keyintSeconds ?? 2, for: pipeline.selection)
 
         let identity: DTLSIdentity
         let profiles: [SRTPProfile] = srtp == "gcm" ? [.aeadAes128Gcm] : srtp == "cm" ? [.aes128CmSha1_80] : [.aeadAes128Gcm, .aes128CmSha1_80]
@@ -79,7 +80,7 @@ struct Serve: AsyncParsableCommand {
         peer.consentTimeoutNs = Int64(consentTimeout * 1e9)
         let hub = ViewerHub(identity: identity, configuration: peer, maxBitrate: settings.effectiveMaxBitrate)
         let encode = EncodeStage(settings: settings, keyIntervalSeconds: keyintSeconds ?? 2, outputs: [hub])
-        hub.connect(encode.requests)
+        hub.connect(encode)
         // The camera's rotation is applied to the pixels (browsers get an upright picture, as WebRTC's
         // rotation_applied), and the size made even for 4:2:0.
         pipeline.conversion = { frame, applied in
@@ -154,7 +155,7 @@ func interfaceAddresses() -> [String] {
 /// (add on POST, remove on DELETE or when a peer ends by itself). Key-frame requests from all viewers are
 /// merged and rate-limited; the bitrate follows the lowest REMB among the viewers.
 final class ViewerHub: EncodedOutput, @unchecked Sendable {
-    // @unchecked: `state` is a Mutex; `requests` is set once before the camera starts.
+    // @unchecked: `state` is a Mutex; `control` is set once before the camera starts.
     struct Viewer { var peer: WebRTCPeer; var remb: UInt64?; var framesSent = 0 }
     private struct State {
         var viewers: [String: Viewer] = [:]
@@ -172,14 +173,14 @@ final class ViewerHub: EncodedOutput, @unchecked Sendable {
     private let identity: DTLSIdentity
     private let configuration: WebRTCPeer.Configuration
     private let maxBitrate: Int
-    private var requests: EncoderRequests?
+    private var control: EncoderControl?
     static let keyFrameIntervalNs: Int64 = 300_000_000
     static let maxViewers = 16
 
     init(identity: DTLSIdentity, configuration: WebRTCPeer.Configuration, maxBitrate: Int) {
         self.identity = identity; self.configuration = configuration; self.maxBitrate = maxBitrate
     }
-    func connect(_ r: EncoderRequests) { requests = r }
+    func connect(_ encode: EncodeStage) { control = encode.control }
 
     enum AddError: Error { case badOffer(String), full, stopped, failed(String) }
 
@@ -238,7 +239,7 @@ final class ViewerHub: EncodedOutput, @unchecked Sendable {
     }
     private func recomputeBitrate() {
         let lowest = state.withLock { s in s.viewers.values.compactMap(\.remb).min() }
-        if let lowest { requests?.requestBitrate(Int(clamping: min(lowest, UInt64(maxBitrate)))) }
+        if let lowest, let control { EncodeStage.request(Int(clamping: min(lowest, UInt64(maxBitrate))), on: control, cap: maxBitrate) }
     }
 
     var viewerCount: Int { state.withLock { $0.viewers.count } }
@@ -251,7 +252,7 @@ final class ViewerHub: EncodedOutput, @unchecked Sendable {
                 guard now - s.lastKeyFrameNs >= ViewerHub.keyFrameIntervalNs else { return false }
                 s.lastKeyFrameNs = now; return true
             }
-            if due { keyFramePending.store(false, ordering: .releasing); requests?.requestKeyFrame() }
+            if due { keyFramePending.store(false, ordering: .releasing); control?.requestKeyFrame() }
         }
         if frame.isKeyFrame { state.withLock { $0.lastKeyFrameNs = max($0.lastKeyFrameNs, now) } }
         let peers = state.withLock { $0.peers }
