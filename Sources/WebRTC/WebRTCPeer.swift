@@ -355,7 +355,12 @@ public final class WebRTCPeer: RTPTransport, @unchecked Sendable {
         return withUnsafeBytes(of: &a) { raw in
             if family == AF_INET6 {
                 let s = raw.load(as: sockaddr_in6.self)
-                return (withUnsafeBytes(of: s.sin6_addr) { Array($0) }, UInt16(bigEndian: s.sin6_port))
+                let bytes = withUnsafeBytes(of: s.sin6_addr) { Array($0) }
+                // An IPv4 peer on a dual-stack socket (::ffff:a.b.c.d) is an IPv4 address to STUN and to people.
+                if bytes[0..<10].allSatisfy({ $0 == 0 }) && bytes[10] == 0xff && bytes[11] == 0xff {
+                    return (Array(bytes[12..<16]), UInt16(bigEndian: s.sin6_port))
+                }
+                return (bytes, UInt16(bigEndian: s.sin6_port))
             }
             let s = raw.load(as: sockaddr_in.self)
             return (withUnsafeBytes(of: s.sin_addr) { Array($0) }, UInt16(bigEndian: s.sin_port))

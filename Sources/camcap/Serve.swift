@@ -245,6 +245,11 @@ final class ViewerHub: EncodedOutput, @unchecked Sendable {
     var viewerCount: Int { state.withLock { $0.viewers.count } }
 
     // EncodedOutput (the encoder's thread)
+    /// Nobody connected: the encoder rests (a viewer's connection asks for a key frame anyway).
+    var wantsFrames: Bool {
+        let peers = state.withLock { $0.peers }
+        return peers.contains { $0.isConnected }
+    }
     func write(_ frame: EncodedFrame, captureNs: Int64) throws {
         let now = monotonicNow()
         if keyFramePending.load(ordering: .acquiring) {

@@ -9,6 +9,9 @@ import Synchronization
 /// Where encoded frames go after the encode stage: an Annex-B file, an RTP sender… Claimed in init (before the
 /// camera starts); `write` gets every encoded access unit with its capture time.
 protocol EncodedOutput: AnyObject {
+    /// False while the output has nobody to send to (a server without viewers): when no output wants frames
+    /// the encode stage does not encode, and the first frame after such a pause is a key frame.
+    var wantsFrames: Bool { get }
     func write(_ frame: EncodedFrame, captureNs: Int64) throws
     func end() throws
     func discard()
@@ -17,6 +20,7 @@ protocol EncodedOutput: AnyObject {
 }
 extension EncodedOutput {
     var progress: String? { nil }
+    var wantsFrames: Bool { true }
 }
 
 /// Encodes every picture with OpenH264 (one encoder, shared by every output).
@@ -31,6 +35,9 @@ final class EncodeStage: PictureStage {
     private var out = EncodedFrame()
     private var encodeTime = DurationHistogram()
     private var encoded = 0, skipped = 0, keyFrames = 0, bytes = 0
+    /// Pictures not encoded because no output wanted frames.
+    private var idle = 0
+    private var resumeWithKeyFrame = false
     private var firstTs: Int64?, lastTs: Int64 = 0
     private var fps = 30.0
     private var lastSize: FrameSize?
@@ -86,6 +93,8 @@ final class EncodeStage: PictureStage {
 
     func consume(_ picture: I420Buffer, frame: VideoFrame) throws {
         guard let encoder else { return }
+        guard outputs.contains(where: { $0.wantsFrames }) else { idle += 1; resumeWithKeyFrame = true; return }
+        if resumeWithKeyFrame { resumeWithKeyFrame = false; control.requestKeyFrame() }
         let t0 = monotonicNow()
         try encoder.encode(picture, timestampNs: frame.timestampNs, into: &out)
         encodeTime.add(monotonicNow() - t0)
@@ -122,7 +131,7 @@ final class EncodeStage: PictureStage {
         return Double(bytes) * 8 / seconds / 1000
     }
 
-    var framesSummary: String? { "encoded \(encoded), skipped \(skipped)" }
+    var framesSummary: String? { "encoded \(encoded), skipped \(skipped)" + (idle > 0 ? ", not encoded (nobody watching) \(idle)" : "") }
     var progress: String? { (["\(fmt(kbps, 0)) kbps"] + outputs.compactMap(\.progress)).joined(separator: "  ") }
     var summary: [(String, String)] {
         [("key frames", "\(keyFrames) (interval \(settings.effectiveKeyFrameInterval) frames)"),

@@ -183,6 +183,9 @@ let chromiumAvailable = FileManager.default.isExecutableFile(atPath: "/usr/bin/c
         #expect(del.out.hasSuffix("404"), "\(del.out)")
         let page = try runTool("curl", ["-sS", server.url])
         #expect(page.out.contains("RTCPeerConnection") && page.out.contains("/whep"))
+        // Nobody watched: the encoder rested the whole time.
+        #expect(server.stop() == 0)
+        #expect(server.out.contains("encoded 0, skipped 0, not encoded (nobody watching)"), "\(server.out)")
     }
 
     @Test func busyPortIsAClearErrorBeforeTheCameraStarts() throws {

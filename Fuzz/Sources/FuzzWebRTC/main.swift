@@ -1,0 +1,24 @@
+// libFuzzer target: what a WebRTC peer reads from the network before anything is authenticated: a WHEP offer
+// (SDP text starting "v=", parsed and answered) or a STUN message (parsed and, if it authenticates, answered).
+import CFuzzer
+import Glibc
+import WebRTC
+
+func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
+    guard let data else { return 0 }
+    let bytes = UnsafeRawBufferPointer(start: data, count: size)
+    if size >= 2 && data[0] == UInt8(ascii: "v") && data[1] == UInt8(ascii: "=") {
+        let text = String(decoding: bytes, as: UTF8.self)
+        if let offer = try? WebRTCOffer(text) {
+            _ = offer.answer(iceUfrag: "abcd", icePassword: "pppppppppppppppppppppppp", fingerprint: "AA:BB", hosts: ["127.0.0.1"],
+                             port: 9, ssrc: 1, rtxSSRC: 2)
+        }
+    } else if case .request(let r) = STUN.parseRequest(bytes, localUfrag: "evtj", localPassword: "VOkJxbRl1RmTxUk/WvJxBt") {
+        _ = STUN.successResponse(to: r, address: [127, 0, 0, 1], port: 9, localPassword: "VOkJxbRl1RmTxUk/WvJxBt")
+    }
+    return 0
+}
+
+var argc = CommandLine.argc
+var argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = CommandLine.unsafeArgv
+exit(LLVMFuzzerRunDriver(&argc, &argv) { data, size in fuzz(data, size) })
