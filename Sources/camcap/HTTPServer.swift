@@ -212,6 +212,10 @@ window.camcapFrames = () => frameLog.splice(0);
 setInterval(async () => {
   if (window.camcap.error) return;
   const s = await window.camcapStats();
+  if (s.dtlsState === 'closed' || s.state === 'failed') {
+    overlay.textContent = s.dtlsState === 'closed' ? 'the server ended the stream' : 'connection failed';
+    return;
+  }
   let kbps = 0;
   if (last) kbps = (s.bytesReceived - last.bytesReceived) * 8 / (s.now - last.now);
   last = s;
