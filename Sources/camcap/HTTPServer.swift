@@ -138,7 +138,7 @@ let playerPage = """
 <!doctype html>
 <html><head><meta charset="utf-8"><title>camcap</title>
 <style>
-body { margin: 0; background: #111; color: #eee; font: 14px system-ui, sans-serif; }
+body { margin: 0; background: #111; color: #eee; font: 14px system-ui, sans-serif; overflow: hidden; }
 video { width: 100vw; height: 100vh; object-fit: contain; background: #000; }
 #overlay { position: fixed; top: 8px; left: 8px; background: rgba(0,0,0,.6); padding: 6px 10px; border-radius: 4px; white-space: pre; font-family: monospace; }
 </style></head>
