@@ -8,7 +8,7 @@ timestamps and local receive times (CLOCK_MONOTONIC ns, the clock camcap stamps 
 DECODED.y4m.frames, DELETEs the resource and prints one JSON line: frames decoded, size, and the server's
 figures for this viewer (its RTP offset and first capture time, to map RTP timestamps to capture times).
 """
-import argparse, asyncio, json, os, sys, time, urllib.request
+import argparse, asyncio, json, os, re, sys, time, urllib.request
 
 from aiortc import RTCPeerConnection, RTCSessionDescription
 
@@ -28,7 +28,11 @@ async def run(a):
     got = asyncio.get_running_loop().create_future()
     pc.on("track", lambda track: got.set_result(track) if not got.done() else None)
     await pc.setLocalDescription(await pc.createOffer())
-    status, headers, answer = await asyncio.to_thread(http, "POST", base + "whep", pc.localDescription.sdp.encode(), "application/sdp")
+    sdp = pc.localDescription.sdp
+    if a.tamper_fingerprint:
+        # Claim another certificate than the one DTLS will present: the server must refuse the handshake.
+        sdp = re.sub(r"(a=fingerprint:sha-256 )([0-9A-F]{2})", lambda m: m.group(1) + ("00" if m.group(2) != "00" else "11"), sdp)
+    status, headers, answer = await asyncio.to_thread(http, "POST", base + "whep", sdp.encode(), "application/sdp")
     if status != 201:
         raise RuntimeError("WHEP answered %d: %s" % (status, answer[:200]))
     resource = headers.get("Location")
@@ -77,6 +81,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--timeout", type=float, default=60)
     ap.add_argument("--abandon", action="store_true", help="exit without DELETE or closing after the frames")
+    ap.add_argument("--tamper-fingerprint", action="store_true", help="send an offer whose DTLS fingerprint is wrong")
     a = ap.parse_args()
     try:
         out = asyncio.run(run(a))

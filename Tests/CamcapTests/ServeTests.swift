@@ -272,3 +272,20 @@ extension AiortcTests {
         #expect(server.out.contains("consent expired"), "\(server.out)")
     }
 }
+
+extension AiortcTests {
+    /// A peer whose DTLS certificate is not the one its offer's fingerprint names gets no media: the handshake is
+    /// refused and the viewer freed.
+    @Test(.enabled(if: aiortcPython != nil)) func wrongDTLSFingerprintIsRefused() throws {
+        let server = try ServeProcess(["-d", "fixture:vivid", "-s", "320x240", "--listen", "127.0.0.1:0"], name: "serve-fingerprint")
+        let r = try runTool(aiortcPython!, [repo + "/Scripts/webrtc-aiortc.py", server.url, "--frames", "5", "--out", work + "/fp.y4m",
+                                            "--tamper-fingerprint", "--timeout", "5"])
+        #expect(r.out.contains("\"ok\": false"), "aiortc must not get frames: \(r.out)")
+        var stats = try server.stats()
+        let end = Date().addingTimeInterval(10)
+        while int(stats, "left") < 1 && Date() < end { usleep(100_000); stats = try server.stats() }
+        #expect(int(stats, "left") == 1, "\(stats)")
+        #expect(server.stop() == 0)
+        #expect(server.out.contains("does not match the fingerprint in its offer"), "\(server.out)")
+    }
+}
