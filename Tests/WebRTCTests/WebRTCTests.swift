@@ -120,6 +120,22 @@ import RTP
         do { _ = try WebRTCOffer(String(repeating: "a", count: 70_000)); Issue.record("accepted") } catch { #expect(error.message.contains("64 KiB")) }
     }
 
+    /// An offer with audio and a data channel besides the video: only the video is answered (and bundled).
+    @Test func otherSectionsAreRejectedWithPortZero() throws {
+        let lines = Self.chromiumOffer.split(whereSeparator: { $0 == "\r\n" || $0 == "\n" }).map(String.init)
+        let video = Array(lines.drop { !$0.hasPrefix("m=video") })
+        let session = Array(lines.prefix { !$0.hasPrefix("m=") }).map { $0 == "a=group:BUNDLE 0" ? "a=group:BUNDLE a 0 d" : $0 }
+        let audio = ["m=audio 9 UDP/TLS/RTP/SAVPF 111", "c=IN IP4 0.0.0.0", "a=mid:a", "a=recvonly", "a=rtpmap:111 opus/48000/2"]
+        let data = ["m=application 9 UDP/DTLS/SCTP webrtc-datachannel", "c=IN IP4 0.0.0.0", "a=mid:d", "a=sctp-port:5000"]
+        let o = try WebRTCOffer((session + audio + video + data).joined(separator: "\r\n") + "\r\n")
+        #expect(o.videoIndex == 1 && o.mid == "0")
+        let a = try SDP.parse(o.answer(iceUfrag: "abcd", icePassword: String(repeating: "p", count: 24), fingerprint: "AA", hosts: ["127.0.0.1"], port: 5, ssrc: 9))
+        #expect(a.media.map(\.kind) == ["audio", "video", "application"])
+        #expect(a.media.map(\.port) == [0, 5, 0])
+        #expect(a.media[0].values("mid") == ["a"] && a.media[2].values("mid") == ["d"])
+        #expect(a.sessionAttributes.contains { $0.0 == "group" && $0.1 == "BUNDLE 0" })
+    }
+
     @Test func mutatedOffersNeverTrap() {
         var rng = SystemRandomNumberGenerator()
         let bytes = Array(Self.chromiumOffer.utf8)
