@@ -72,6 +72,6 @@ let package = Package(
         .testTarget(name: "V4L2CaptureTests", dependencies: ["VideoCapture", "V4L2Capture", "CV4L2"]),
         .testTarget(name: "CamcapTests", dependencies: ["camcap", "TestSupport"]),
         .testTarget(name: "RTPTests", dependencies: ["RTP", "H264", "VideoCapture", "FixtureCameras", "TestSupport"]),
-        .testTarget(name: "WebRTCTests", dependencies: ["WebRTC", "RTP", "CWebRTC", "TestSupport"]),
+        .testTarget(name: "WebRTCTests", dependencies: ["WebRTC", "RTP", "H264", "CWebRTC", "TestSupport"]),
     ]
 )

@@ -18,10 +18,12 @@
 
 struct cw_identity {
     SSL_CTX *ctx;
+    int client;
 };
 
 struct cw_dtls {
     SSL *ssl;
+    int client;
     BIO *rbio;
     char expected[128];
     int mtu;
@@ -59,7 +61,7 @@ static int accept_any(int ok, X509_STORE_CTX *store) {
     return 1;   // self-signed by design: the certificate is checked against the SDP fingerprint after the handshake
 }
 
-cw_identity *cw_identity_create(const char *profiles, char fingerprint[128], char *error, size_t error_size) {
+cw_identity *cw_identity_create(const char *profiles, int client, char fingerprint[128], char *error, size_t error_size) {
     EVP_PKEY *key = EVP_EC_gen("P-256");
     if (!key) { openssl_error(error, error_size, "cannot generate an ECDSA P-256 key"); return NULL; }
     X509 *cert = X509_new();
@@ -76,7 +78,7 @@ cw_identity *cw_identity_create(const char *profiles, char fingerprint[128], cha
     BN_free(bn);
     X509_NAME_free(name);
     if (!ok) { openssl_error(error, error_size, "cannot create the self-signed certificate"); X509_free(cert); EVP_PKEY_free(key); return NULL; }
-    SSL_CTX *ctx = SSL_CTX_new(DTLS_server_method());
+    SSL_CTX *ctx = SSL_CTX_new(client ? DTLS_client_method() : DTLS_server_method());
     ok = ctx && SSL_CTX_set_min_proto_version(ctx, DTLS1_2_VERSION) && SSL_CTX_use_certificate(ctx, cert)
         && SSL_CTX_use_PrivateKey(ctx, key) && SSL_CTX_check_private_key(ctx)
         && SSL_CTX_set_tlsext_use_srtp(ctx, profiles ? profiles : "SRTP_AEAD_AES_128_GCM:SRTP_AES128_CM_SHA1_80") == 0;   // 0 is success here
@@ -93,6 +95,7 @@ cw_identity *cw_identity_create(const char *profiles, char fingerprint[128], cha
     cw_identity *identity = calloc(1, sizeof *identity);
     if (!identity) { SSL_CTX_free(ctx); snprintf(error, error_size, "out of memory"); return NULL; }
     identity->ctx = ctx;
+    identity->client = client != 0;
     return identity;
 }
 
@@ -152,7 +155,8 @@ cw_dtls *cw_dtls_create(cw_identity *identity, const char *peer_fingerprint, int
     BIO_set_mem_eof_return(d->rbio, -1);
     BIO_set_data(wbio, d);
     SSL_set_bio(d->ssl, d->rbio, wbio);
-    SSL_set_accept_state(d->ssl);
+    d->client = identity->client;
+    if (d->client) SSL_set_connect_state(d->ssl); else SSL_set_accept_state(d->ssl);
     SSL_set_options(d->ssl, SSL_OP_NO_QUERY_MTU);
     SSL_set_mtu(d->ssl, d->mtu - 28);
     DTLS_set_link_mtu(d->ssl, d->mtu);
@@ -217,6 +221,7 @@ int cw_dtls_feed(cw_dtls *d, const uint8_t *data, size_t length) {
 
 int cw_dtls_tick(cw_dtls *d) {
     if (!d) return -1;
+    if (d->client && !d->failed && !SSL_is_init_finished(d->ssl) && SSL_in_before(d->ssl)) return advance(d);   // ClientHello
     if (!SSL_is_init_finished(d->ssl)) DTLSv1_handle_timeout(d->ssl);
     return d->failed ? -1 : (d->verified ? 1 : 0);
 }
@@ -237,7 +242,8 @@ void cw_dtls_close(cw_dtls *d) {
     ERR_clear_error();
 }
 
-int cw_dtls_srtp_keys(cw_dtls *d, uint8_t server_key[32], uint8_t client_key[32], int *key_salt_length) {
+int cw_dtls_srtp_keys(cw_dtls *d, uint8_t local_key[32], uint8_t remote_key[32], int *key_salt_length) {
+    uint8_t *server_key = d && d->client ? remote_key : local_key, *client_key = d && d->client ? local_key : remote_key;
     if (!d || !d->verified) return 0;
     SRTP_PROTECTION_PROFILE *p = SSL_get_selected_srtp_profile(d->ssl);
     if (!p) return 0;

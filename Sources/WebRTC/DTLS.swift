@@ -15,11 +15,16 @@ public final class DTLSIdentity: @unchecked Sendable {
     public let fingerprint: String
 
     /// `profiles`: the SRTP profiles offered in the handshake, in our order of preference.
-    public init(profiles: [SRTPProfile] = [.aeadAes128Gcm, .aes128CmSha1_80]) throws(WebRTCError) {
+    public convenience init(profiles: [SRTPProfile] = [.aeadAes128Gcm, .aes128CmSha1_80]) throws(WebRTCError) {
+        try self.init(profiles: profiles, client: false)
+    }
+
+    /// `client`: a DTLS client context (for tests that play the browser's part).
+    init(profiles: [SRTPProfile], client: Bool) throws(WebRTCError) {
         guard !profiles.isEmpty else { throw WebRTCError("no SRTP profile to offer") }
         var fp = [CChar](repeating: 0, count: 128), error = [CChar](repeating: 0, count: 256)
         let list = profiles.map { $0 == .aeadAes128Gcm ? "SRTP_AEAD_AES_128_GCM" : "SRTP_AES128_CM_SHA1_80" }.joined(separator: ":")
-        guard let p = cw_identity_create(list, &fp, &error, error.count) else {
+        guard let p = cw_identity_create(list, client ? 1 : 0, &fp, &error, error.count) else {
             throw WebRTCError(String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
         }
         pointer = p
@@ -73,13 +78,13 @@ final class DTLSAssociation {
 
     /// The negotiated profile and the SRTP sessions for our sending side and the peer's.
     func srtpSessions() throws(WebRTCError) -> (SRTPProfile, outbound: SRTPSession, inbound: SRTPSession) {
-        var server = [UInt8](repeating: 0, count: 32), client = [UInt8](repeating: 0, count: 32)
+        var local = [UInt8](repeating: 0, count: 32), remote = [UInt8](repeating: 0, count: 32)
         var length: Int32 = 0
-        let id = cw_dtls_srtp_keys(pointer, &server, &client, &length)
-        defer { for i in 0..<32 { server[i] = 0; client[i] = 0 } }
+        let id = cw_dtls_srtp_keys(pointer, &local, &remote, &length)
+        defer { for i in 0..<32 { local[i] = 0; remote[i] = 0 } }
         guard let profile = SRTPProfile(rawValue: id) else { throw WebRTCError("no SRTP keys from the DTLS handshake (profile \(id))") }
-        let out = try SRTPSession(profile: profile, key: Array(server[0..<Int(length)]), outbound: true)
-        let inb = try SRTPSession(profile: profile, key: Array(client[0..<Int(length)]), outbound: false)
+        let out = try SRTPSession(profile: profile, key: Array(local[0..<Int(length)]), outbound: true)
+        let inb = try SRTPSession(profile: profile, key: Array(remote[0..<Int(length)]), outbound: false)
         return (profile, out, inb)
     }
 }

@@ -13,7 +13,8 @@ typedef struct cw_srtp cw_srtp;           // one libsrtp session (outbound or in
 // SRTP_AEAD_AES_128_GCM and SRTP_AES128_CM_SHA1_80. Writes the certificate's SHA-256 fingerprint as
 // "AB:CD:…" (95 characters + NUL) to `fingerprint`. NULL on failure, with `error` filled.
 // `profiles` is OpenSSL's use_srtp list (NULL: "SRTP_AEAD_AES_128_GCM:SRTP_AES128_CM_SHA1_80").
-cw_identity *cw_identity_create(const char *profiles, char fingerprint[128], char *error, size_t error_size);
+// `client` != 0 makes a DTLS client context instead (tests play the browser with it).
+cw_identity *cw_identity_create(const char *profiles, int client, char fingerprint[128], char *error, size_t error_size);
 void cw_identity_free(cw_identity *identity);
 
 // One association. `peer_fingerprint` (sha-256, "AB:CD:…", from the offer) must match the client's
@@ -34,9 +35,9 @@ const char *cw_dtls_error(cw_dtls *dtls);
 void cw_dtls_close(cw_dtls *dtls);
 
 // After the handshake: the negotiated SRTP protection profile (1 = AES128_CM_SHA1_80, 7 = AEAD_AES_128_GCM) and
-// the exported keying material (RFC 5764 §4.2): local (server) and remote (client) master key||salt.
+// the exported keying material (RFC 5764 §4.2): our (local) and the peer's (remote) master key||salt.
 // Returns the profile, 0 on failure. Key buffers need 32 bytes.
-int cw_dtls_srtp_keys(cw_dtls *dtls, uint8_t server_key[32], uint8_t client_key[32], int *key_salt_length);
+int cw_dtls_srtp_keys(cw_dtls *dtls, uint8_t local_key[32], uint8_t remote_key[32], int *key_salt_length);
 
 // libsrtp: a session protecting (outbound != 0) or unprotecting one direction, for every SSRC.
 // `key` is master key||salt for `profile` (1 or 7). NULL on failure.

@@ -1,0 +1,202 @@
+import Foundation
+import Testing
+import Synchronization
+@testable import WebRTC
+import RTP
+import H264
+
+/// The test plays the browser in-process: ICE (a STUN Binding request with our credentials), a DTLS client
+/// (OpenSSL, through the same shim) and SRTP, against a real `WebRTCPeer` on loopback.
+final class FakeBrowser {
+    let socket: Int32
+    let port: UInt16
+    var remote = sockaddr_in()
+    init() throws {
+        let s = Glibc.socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        var a = sockaddr_in(); a.sin_family = sa_family_t(AF_INET); a.sin_addr.s_addr = inet_addr("127.0.0.1")
+        _ = withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(s, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(s, $0, &len) } }
+        var tv = timeval(tv_sec: 0, tv_usec: 200_000)
+        setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        socket = s
+        port = UInt16(bigEndian: a.sin_port)
+    }
+    deinit { close(socket) }
+    func target(_ port: Int) { remote.sin_family = sa_family_t(AF_INET); remote.sin_addr.s_addr = inet_addr("127.0.0.1"); remote.sin_port = UInt16(port).bigEndian }
+    func send(_ bytes: [UInt8]) {
+        var r = remote
+        _ = bytes.withUnsafeBytes { b in withUnsafePointer(to: &r) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            sendto(socket, b.baseAddress, b.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } } }
+    }
+    /// The next datagram (nil after 200 ms).
+    func receive() -> [UInt8]? {
+        var b = [UInt8](repeating: 0, count: 4096)
+        let n = b.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, 0) }
+        return n > 0 ? Array(b[0..<n]) : nil
+    }
+
+    /// A Binding request as a controlling ICE agent sends it (USE-CANDIDATE, ICE-CONTROLLING), authenticated.
+    static func bindingRequest(username: String, password: String) -> [UInt8] {
+        var m: [UInt8] = [0x00, 0x01, 0, 0, 0x21, 0x12, 0xA4, 0x42] + (0..<12).map { _ in UInt8.random(in: 0...255) }
+        func attr(_ t: UInt16, _ v: [UInt8]) {
+            m += [UInt8(t >> 8), UInt8(t & 0xff), UInt8(v.count >> 8), UInt8(v.count & 0xff)] + v
+            while m.count % 4 != 0 { m.append(0) }
+        }
+        func setLength(_ n: Int) { m[2] = UInt8(n >> 8); m[3] = UInt8(n & 0xff) }
+        attr(0x0006, Array(username.utf8))
+        attr(0x0025, [])
+        attr(0x802A, [1, 2, 3, 4, 5, 6, 7, 8])
+        setLength(m.count - 20 + 24)
+        attr(0x0008, STUN.hmacSHA1(key: Array(password.utf8), m))
+        setLength(m.count - 20 + 8)
+        let crc = STUN.crc32(m) ^ 0x5354_554e
+        attr(0x8028, [UInt8(crc >> 24), UInt8((crc >> 16) & 0xff), UInt8((crc >> 8) & 0xff), UInt8(crc & 0xff)])
+        return m
+    }
+}
+
+final class Box<T: Sendable>: Sendable { let value: Mutex<T>; init(_ v: T) { value = Mutex(v) } }
+
+/// An IDR access unit of `size` bytes after SPS and PPS (enough for FU-A fragments).
+func keyFrame(size: Int) -> EncodedFrame {
+    var f = EncodedFrame()
+    let sps: [UInt8] = [0x67, 0x42, 0xe0, 0x1f, 0x8c, 0x8d, 0x40], pps: [UInt8] = [0x68, 0xce, 0x3c, 0x80]
+    let idr: [UInt8] = [0x65] + (0..<(size - 1)).map { UInt8($0 & 0xff) }
+    for nal in [sps, pps, idr] {
+        f.data += [0, 0, 0, 1]
+        f.nalUnits.append(NALUnit(type: NALUnitType(header: nal[0]), offset: f.data.count, length: nal.count))
+        f.data += nal
+    }
+    f.isKeyFrame = true
+    return f
+}
+
+@Suite(.timeLimit(.minutes(1))) struct PeerTests {
+    @Test func stunDtlsSrtpMediaNackPliAndClose() throws {
+        let serverIdentity = try DTLSIdentity()
+        let clientIdentity = try DTLSIdentity(profiles: [.aeadAes128Gcm, .aes128CmSha1_80], client: true)
+        let text = NegotiationTests.chromiumOffer.replacingOccurrences(
+            of: "5A:BA:85:3B:19:7E:27:E2:E0:A7:07:46:61:EA:75:0C:68:6E:FE:CC:EF:9C:7C:F8:2E:0E:F1:15:8B:11:73:80", with: clientIdentity.fingerprint)
+        let offer = try WebRTCOffer(text)
+        let peer = try WebRTCPeer(offer: offer, identity: serverIdentity, configuration: .init(bindHost: "127.0.0.1", candidateHosts: ["127.0.0.1"]))
+        let connected = Box(false), keyRequests = Box(0), closed = Box<String?>(nil)
+        peer.onConnected = { connected.value.withLock { $0 = true } }
+        peer.sender.onKeyFrameRequest = { keyRequests.value.withLock { $0 += 1 } }
+        peer.onClosed = { reason in closed.value.withLock { $0 = reason } }
+        peer.start()
+        let answer = try SDP.parse(peer.answer)
+        let video = try #require(answer.media.first)
+        let ufrag = try #require(video.values("ice-ufrag").first), pwd = try #require(video.values("ice-pwd").first)
+        #expect(video.port == peer.localPort && video.values("setup") == ["passive"])
+
+        let browser = try FakeBrowser()
+        browser.target(peer.localPort)
+        // ICE: an unauthenticated check is ignored, an authenticated one answered with our address.
+        browser.send(FakeBrowser.bindingRequest(username: "\(ufrag):kaYF", password: "wrong-password-wrong-pw"))
+        #expect(browser.receive() == nil)
+        browser.send(FakeBrowser.bindingRequest(username: "\(ufrag):kaYF", password: pwd))
+        let response = try #require(browser.receive())
+        #expect(Array(response[0..<2]) == [0x01, 0x01])
+        let xport = (UInt16(response[26]) << 8 | UInt16(response[27])) ^ 0x2112
+        #expect(Array(response[20..<22]) == [0x00, 0x20] && xport == browser.port, "XOR-MAPPED-ADDRESS names our port")
+
+        // DTLS: we are the client; the peer checks our certificate against the offer's fingerprint.
+        let dtls = try DTLSAssociation(identity: clientIdentity, peerFingerprint: serverIdentity.fingerprint)
+        var state = dtls.tick()
+        dtls.drain { browser.send(Array($0)) }
+        let deadline = Date().addingTimeInterval(10)
+        while state != .connected && Date() < deadline {
+            if let d = browser.receive() { state = d.withUnsafeBytes { dtls.feed($0) } } else { state = dtls.tick() }
+            dtls.drain { browser.send(Array($0)) }
+            if case .failed(let e) = state { Issue.record("DTLS: \(e)"); return }
+        }
+        #expect(state == .connected)
+        let (profile, toPeer, fromPeer) = try dtls.srtpSessions()
+        #expect(profile == .aeadAes128Gcm)
+        while !connected.value.withLock({ $0 }) && Date() < deadline { usleep(5_000) }
+        #expect(peer.isConnected)
+
+        // Media: a key frame of 3000 bytes → STAP-A (SPS+PPS) and FU-A fragments, SRTP-protected.
+        let frame = keyFrame(size: 3000)
+        peer.send(frame, captureNs: 1_000_000_000)
+        var packets: [[UInt8]] = []
+        while let d = browser.receive() {
+            guard d[0] >= 128 && d[0] <= 191, !(192...223).contains(d[1]) else { continue }   // RTP only (SR may come too)
+            var p = d + [UInt8](repeating: 0, count: 64)
+            let n = p.withUnsafeMutableBytes { fromPeer.unprotect($0, length: d.count, rtcp: false) }
+            packets.append(Array(p[0..<(n ?? 0)]))
+            if packets.count == 4 { break }
+        }
+        #expect(packets.count == 4 && packets.allSatisfy { !$0.isEmpty }, "\(packets.map(\.count))")
+        #expect(packets.allSatisfy { $0[1] & 0x7f == offer.payloadType })
+        #expect(packets.last.map { $0[1] & 0x80 != 0 } == true, "marker on the last packet")
+        #expect(packets.first.map { $0[12] & 0x1f } == 24, "STAP-A first")
+        let ssrc = packets[0][8..<12].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+        #expect(ssrc == peer.sender.ssrc)
+
+        // NACK for the second packet → an RTX retransmission (payload type 109, its own SSRC, OSN first).
+        let lostSeq = UInt16(packets[1][2]) << 8 | UInt16(packets[1][3])
+        func sendRTCP(_ plain: [UInt8]) {
+            var p = plain + [UInt8](repeating: 0, count: SRTPSession.overhead)
+            let n = p.withUnsafeMutableBytes { toPeer.protect($0, length: plain.count, rtcp: true) }
+            browser.send(Array(p[0..<(n ?? 0)]))
+        }
+        sendRTCP(RTCPWriter.nack(sender: 1, media: ssrc, lost: [lostSeq]))
+        var rtx: [UInt8]?
+        while rtx == nil, let d = browser.receive() {
+            guard !(192...223).contains(d[1]) else { continue }
+            var p = d + [UInt8](repeating: 0, count: 64)
+            if let n = p.withUnsafeMutableBytes({ fromPeer.unprotect($0, length: d.count, rtcp: false) }) { rtx = Array(p[0..<n]) }
+        }
+        let st = peer.statistics
+        let r = try #require(rtx, "nacks \(st.rtp.nacksReceived) rtx \(st.rtp.retransmissions) rtcpErrors \(st.rtp.rtcpErrors) srtcpErrors \(st.srtcpErrors)")
+        #expect(r[1] & 0x7f == 109 && UInt16(r[12]) << 8 | UInt16(r[13]) == lostSeq)
+        #expect(Array(r[14...]) == Array(packets[1][12...]), "the original payload after the OSN")
+        // PLI → the key-frame callback (rate-limited by the sender).
+        sendRTCP(RTCPWriter.pli(sender: 1, media: ssrc))
+        while keyRequests.value.withLock({ $0 }) == 0 && Date() < deadline { usleep(5_000) }
+        #expect(keyRequests.value.withLock { $0 } == 1)
+        #expect(peer.statistics.rtp.nacksReceived == 1 && peer.statistics.rtp.retransmissions == 1)
+
+        // Close: the browser gets an SRTCP BYE and a DTLS close_notify; the socket is gone.
+        peer.close(reason: "test")
+        var sawBye = false, sawClose = false
+        while let d = browser.receive() {
+            if (20...63).contains(d[0]) { if d.withUnsafeBytes({ dtls.feed($0) }) == .closed { sawClose = true } }
+            else if (192...223).contains(d[1]) {
+                var p = d + [UInt8](repeating: 0, count: 64)
+                if let n = p.withUnsafeMutableBytes({ fromPeer.unprotect($0, length: d.count, rtcp: true) }),
+                   let rtcp = try? p.withUnsafeBytes({ try RTCPPacket.parseCompound(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }),
+                   rtcp.contains(where: { if case .other(203, _) = $0 { return true }; return false }) { sawBye = true }
+            }
+        }
+        #expect(sawBye && sawClose, "BYE \(sawBye), close_notify \(sawClose)")
+        #expect(closed.value.withLock { $0 } == "test")
+        #expect(!peer.isConnected)
+    }
+
+    @Test func aCertificateThatIsNotTheOfferedOneIsRefused() throws {
+        let serverIdentity = try DTLSIdentity()
+        let clientIdentity = try DTLSIdentity(profiles: [.aes128CmSha1_80], client: true)
+        let offer = try WebRTCOffer(NegotiationTests.chromiumOffer)   // names another certificate
+        let peer = try WebRTCPeer(offer: offer, identity: serverIdentity, configuration: .init(bindHost: "127.0.0.1", candidateHosts: ["127.0.0.1"]))
+        let closed = Box<String?>(nil)
+        peer.onClosed = { reason in closed.value.withLock { $0 = reason } }
+        peer.start()
+        let answer = try SDP.parse(peer.answer).media[0]
+        let browser = try FakeBrowser()
+        browser.target(peer.localPort)
+        browser.send(FakeBrowser.bindingRequest(username: "\(answer.values("ice-ufrag")[0]):kaYF", password: answer.values("ice-pwd")[0]))
+        _ = browser.receive()
+        let dtls = try DTLSAssociation(identity: clientIdentity, peerFingerprint: serverIdentity.fingerprint)
+        _ = dtls.tick(); dtls.drain { browser.send(Array($0)) }
+        let deadline = Date().addingTimeInterval(10)
+        while closed.value.withLock({ $0 }) == nil && Date() < deadline {
+            if let d = browser.receive() { _ = d.withUnsafeBytes { dtls.feed($0) } }
+            dtls.drain { browser.send(Array($0)) }
+        }
+        let reason = closed.value.withLock { $0 } ?? ""
+        #expect(reason.contains("does not match the fingerprint in its offer"), "\(reason)")
+    }
+}
