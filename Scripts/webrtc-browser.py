@@ -32,6 +32,7 @@ def main():
     ap.add_argument("--timeout", type=float, default=60)
     ap.add_argument("--hold", default=None)
     ap.add_argument("--log", default=None)
+    ap.add_argument("--navigate-away", action="store_true", help="leave by navigating away (pagehide) instead of calling DELETE")
     ap.add_argument("--expect-close", action="store_true", help="with --hold: wait for the DTLS transport to leave 'connected'")
     a = ap.parse_args()
     base = a.url if a.url.endswith("/") else a.url + "/"
@@ -125,7 +126,10 @@ def main():
                 while time.time() < end and out["afterHold"]["dtlsState"] == "connected":
                     time.sleep(0.05)
                     out["afterHold"] = stats()
-        d.execute_async_script("const done = arguments[arguments.length - 1]; window.camcapStop().then(() => done(true), e => done(String(e)));")
+        if a.navigate_away:
+            d.get("about:blank")   # like closing the tab: the page's pagehide handler sends DELETE (keepalive)
+        else:
+            d.execute_async_script("const done = arguments[arguments.length - 1]; window.camcapStop().then(() => done(true), e => done(String(e)));")
         out["ok"] = True
     except Exception as e:
         out["error"] = str(e)

@@ -103,12 +103,18 @@ let chromiumAvailable = FileManager.default.isExecutableFile(atPath: "/usr/bin/c
     @Test(.enabled(if: chromiumAvailable)) func rotatedCameraArrivesUpright() throws {
         // Also the other SRTP profile: AES_CM_128_HMAC_SHA1_80 only.
         let server = try ServeProcess(["-d", "fixture:iphone", "-s", "640x480", "--listen", "127.0.0.1:0", "--srtp", "cm"], name: "serve-rotated")
-        let b = try chromium(server.url, frames: 30)
+        // The page leaves like a closed tab (navigation: pagehide sends DELETE).
+        let b = try chromium(server.url, frames: 30, extra: ["--navigate-away"])
         let last = b["last"] as? [String: Any]
         #expect(b["ok"] as? Bool == true, "\(b)")
         #expect(last?["srtpCipher"] as? String == "SRTP_AES128_CM_HMAC_SHA1_80", "\(String(describing: last?["srtpCipher"]))")
+        var stats = try server.stats()
+        let end = Date().addingTimeInterval(10)
+        while int(stats, "left") < 1 && Date() < end { usleep(50_000); stats = try server.stats() }
+        #expect(int(stats, "left") == 1, "the closed page's viewer is freed: \(stats)")
         #expect(int(last, "frameWidth") == 480 && int(last, "frameHeight") == 640, "portrait: \(String(describing: last))")
         #expect(server.stop() == 0)
+        #expect(server.out.contains("last: the viewer sent DELETE"), "\(server.out)")
     }
 
     @Test(.enabled(if: chromiumAvailable)) func lossIsRepairedWithNackAndPli() throws {
