@@ -176,6 +176,36 @@ func keyFrame(size: Int) -> EncodedFrame {
         #expect(!peer.isConnected)
     }
 
+    /// Allocations per frame on the send path, measured when an LD_PRELOAD malloc counter exporting `mc_count`
+    /// is loaded (see Scripts/malloc-count.c; skipped otherwise):
+    ///   LD_PRELOAD=/tmp/libmc.so .build/debug/swift-video-capturePackageTests.xctest --testing-library swift-testing --filter mallocs
+    @Test(.enabled(if: mallocCounter != nil)) func mallocsPerFrameOnTheSendPath() throws {
+        let serverIdentity = try DTLSIdentity()
+        let clientIdentity = try DTLSIdentity(profiles: [.aeadAes128Gcm], client: true)
+        let text = NegotiationTests.chromiumOffer.replacingOccurrences(
+            of: "5A:BA:85:3B:19:7E:27:E2:E0:A7:07:46:61:EA:75:0C:68:6E:FE:CC:EF:9C:7C:F8:2E:0E:F1:15:8B:11:73:80", with: clientIdentity.fingerprint)
+        let peer = try WebRTCPeer(offer: try WebRTCOffer(text), identity: serverIdentity, configuration: .init(bindHost: "127.0.0.1", candidateHosts: ["127.0.0.1"]))
+        peer.start()
+        let video = try SDP.parse(peer.answer).media[0]
+        let browser = try FakeBrowser()
+        browser.target(peer.localPort)
+        browser.send(FakeBrowser.bindingRequest(username: "\(video.values("ice-ufrag")[0]):kaYF", password: video.values("ice-pwd")[0]))
+        _ = browser.receive()
+        let dtls = try DTLSAssociation(identity: clientIdentity, peerFingerprint: serverIdentity.fingerprint)
+        var state = dtls.tick()
+        dtls.drain { browser.send(Array($0)) }
+        let deadline = Date().addingTimeInterval(10)
+        while state != .connected && Date() < deadline {
+            if let d = browser.receive() { state = d.withUnsafeBytes { dtls.feed($0) } } else { state = dtls.tick() }
+            dtls.drain { browser.send(Array($0)) }
+        }
+        while !peer.isConnected && Date() < deadline { usleep(5_000) }
+        let (_, _, fromPeer) = try dtls.srtpSessions()
+        let m = peerSendMallocs(peer: peer, browser: browser, count: mallocCounter!, srtp: fromPeer)
+        print("MEASURE mallocs per 6-packet frame through the peer: \(m.0); a bare srtp_protect of 6 packets: \(m.1)")
+        peer.close()
+    }
+
     @Test func aCertificateThatIsNotTheOfferedOneIsRefused() throws {
         let serverIdentity = try DTLSIdentity()
         let clientIdentity = try DTLSIdentity(profiles: [.aes128CmSha1_80], client: true)
@@ -200,3 +230,46 @@ func keyFrame(size: Int) -> EncodedFrame {
         #expect(reason.contains("does not match the fingerprint in its offer"), "\(reason)")
     }
 }
+
+/// Mallocs per frame of `peer.send` (a 6-packet P frame), and how many of them a bare srtp_protect of the same
+/// packets costs (libsrtp + OpenSSL).
+func peerSendMallocs(peer: WebRTCPeer, browser: FakeBrowser, count: () -> Int, srtp: SRTPSession) -> (Double, Double) {
+    var f = EncodedFrame()
+    for _ in 0..<6 { f.data += [0, 0, 0, 1]; f.nalUnits.append(NALUnit(type: .slice, offset: f.data.count, length: 1000)); f.data += [0x41] + [UInt8](repeating: 7, count: 999) }
+    var t: Int64 = 2_000_000_000
+    peer.send(keyFrame(size: 3000), captureNs: t); t += 33_333_333   // a viewer's first frame is a key frame
+    for _ in 0..<20 { peer.send(f, captureNs: t); t += 33_333_333; while browser.receive() != nil {} }
+    let before = count()
+    for _ in 0..<100 { peer.send(f, captureNs: t); t += 33_333_333 }
+    let total = Double(count() - before) / 100
+    while browser.receive() != nil {}
+    let out = try! SRTPSession(profile: .aeadAes128Gcm, key: [UInt8](repeating: 1, count: 28), outbound: true)
+    var pkt = [UInt8](repeating: 0, count: 1400); pkt[0] = 0x80; pkt[11] = 9
+    let b2 = count()
+    for i in 0..<600 { pkt[2] = UInt8(i >> 8); pkt[3] = UInt8(i & 0xff); _ = pkt.withUnsafeMutableBytes { out.protect($0, length: 1012, rtcp: false) } }
+    let bare = Double(count() - b2) / 100
+    let b3 = count()
+    for i in 0..<600 { pkt[2] = UInt8(i >> 8); pkt[3] = UInt8(i & 0xff); _ = pkt.withUnsafeBytes { peer.sendRTP(UnsafeRawBufferPointer(rebasing: $0[0..<1012])) } }
+    print("MEASURE peer.sendRTP per 6 packets: \(Double(count() - b3) / 100)")
+    final class Null: RTPTransport, @unchecked Sendable {
+        func sendRTP(_ packet: UnsafeRawBufferPointer) -> Int32 { 0 }
+        func sendRTCP(_ packet: UnsafeRawBufferPointer) -> Int32 { 0 }
+    }
+    let sender = try! RTPSender(configuration: .init(host: "x", port: 1), transport: Null())
+    for _ in 0..<20 { try? sender.send(f, captureNs: t); t += 1000 }
+    let b4 = count()
+    for _ in 0..<100 { try? sender.send(f, captureNs: t); t += 1000 }
+    print("MEASURE RTPSender.send (null transport) per frame: \(Double(count() - b4) / 100)")
+    var pz = H264Packetizer()
+    let b5 = count()
+    for _ in 0..<100 { pz.packetize(f.data, nalUnits: f.nalUnits, timestamp: 1) { _ in } }
+    print("MEASURE packetizer per frame: \(Double(count() - b5) / 100)")
+    return (total, bare)
+}
+
+/// `mc_count` from an LD_PRELOAD malloc counter, if one is loaded.
+let mallocCounter: (@Sendable () -> Int)? = {
+    guard let sym = dlsym(dlopen(nil, RTLD_NOW), "mc_count") else { return nil }
+    let f = unsafeBitCast(sym, to: (@convention(c) () -> Int).self)
+    return { f() }
+}()
