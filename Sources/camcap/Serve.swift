@@ -91,7 +91,8 @@ struct Serve: AsyncParsableCommand {
         }
         // The HTTP server is up before the camera starts: a busy port fails at once, with nothing captured.
         let server = try await HTTPServer.start(host: address.host, port: address.port, hub: hub)
-        let shown = address.host.contains(":") ? "[\(address.host)]" : address.host
+        let host = address.isWildcard ? (hosts.first ?? "127.0.0.1") : address.host   // a wildcard is no URL
+        let shown = host.contains(":") ? "[\(host)]" : host
         // The URL is printed once the camera runs (a busy camera fails before anyone is invited).
         let announce = AnnounceStage(line: "serving http://\(shown):\(server.port)/  (WHEP: http://\(shown):\(server.port)/whep)")
         do {
