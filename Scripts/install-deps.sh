@@ -9,7 +9,7 @@
 set -euo pipefail
 want=(libv4l-dev libyuv-dev libopenh264-dev libjpeg-dev libturbojpeg0-dev pkg-config libssl-dev libsrtp2-dev)
 case "${1:-build}" in
-  test) want+=(ffmpeg v4l-utils qemu-system-x86 busybox-static kmod cpio gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-libav chromium chromium-driver python3-selenium curl) ;;
+  test) want+=(ffmpeg v4l-utils qemu-system-x86 busybox-static kmod cpio gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-libav chromium chromium-driver python3-selenium python3-venv curl) ;;
   bench) want+=(gcc gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad valgrind ffmpeg) ;;
 esac
 missing=()
@@ -28,7 +28,7 @@ if [ "${1:-build}" = test ]; then
   venv="${AIORTC_VENV:-$HOME/.cache/swift-video-capture/aiortc}"
   if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import aiortc" 2>/dev/null; then
     echo "installing aiortc into $venv" >&2
-    python3 -m venv "$venv"
+    /usr/bin/python3 -m venv "$venv"   # Debian's Python (python3-venv), whatever else is on PATH
     "$venv/bin/pip" install -q aiortc==1.16.0
   fi
 fi
