@@ -112,7 +112,7 @@ public final class WebRTCPeer: RTPTransport, @unchecked Sendable {
     /// Starts the peer's thread (after the callbacks are set).
     public func start() {
         let t = Thread { [self] in
-            threadID = pthread_self()
+            io.withLock { threadID = pthread_self() }
             run()
             finished.signal()
         }
@@ -126,12 +126,12 @@ public final class WebRTCPeer: RTPTransport, @unchecked Sendable {
     /// Ends the peer: RTCP BYE and DTLS close_notify when connected, then the socket is closed. Waits for the
     /// peer's thread (unless called on it). Idempotent.
     public func close(reason: String = "closed by the server") {
-        let (cleaned, running) = io.withLock { () -> (Bool, Bool) in
+        let (cleaned, running, thread) = io.withLock { () -> (Bool, Bool, pthread_t?) in
             if !stop { stop = true; closeReason = reason }
-            return (!open, started)
+            return (!open, started, threadID)
         }
         guard running else { if !cleaned { cleanUp() }; return }   // never started
-        if let t = threadID, pthread_equal(t, pthread_self()) != 0 { return }   // on the peer's thread: it ends next
+        if let t = thread, pthread_equal(t, pthread_self()) != 0 { return }   // on the peer's thread: it ends next
         finished.wait(); finished.signal()
     }
 
