@@ -113,7 +113,9 @@ public final class RTPSender: @unchecked Sendable {
     private var random: UInt64
     private let shared: Mutex<Shared>
     private let stopRequested = Atomic<Bool>(false)
-    private var thread: Thread?
+    /// Whether the feedback thread runs (not the Thread object: it keeps its closure, and so this sender,
+    /// after it ends — a cycle that leaked every sender).
+    private let hasThread: Bool
     private let finished = DispatchSemaphore(value: 0)
 
     /// The local port receivers send RTCP to.
@@ -168,9 +170,9 @@ public final class RTPSender: @unchecked Sendable {
         let slot = c.maxPayload + H264Packetizer.headerSize + 2
         shared = Mutex(Shared(history: History(slots: (0..<size).map { _ in [UInt8](repeating: 0, count: slot) },
                                                lengths: [Int](repeating: 0, count: size), sequences: [UInt16](repeating: 0, count: size))))
+        hasThread = true
         let t = Thread { [self] in feedbackLoop(); finished.signal() }
         t.name = "rtp-feedback"
-        thread = t
         t.start()
     }
 
@@ -181,7 +183,7 @@ public final class RTPSender: @unchecked Sendable {
         configuration = c
         guard (0.0...1.0).contains(c.dropRate) else { throw RTPError("drop rate \(c.dropRate) is not 0...1") }
         self.transport = transport
-        rtpSocket = -1; rtcpSocket = -1
+        rtpSocket = -1; rtcpSocket = -1; hasThread = false
         rtpAddress = sockaddr_storage(); rtcpAddress = sockaddr_storage(); addressLength = 0
         localRTCPPort = 0
         rtpTimestampOffset = .random(in: 0...UInt32.max)
@@ -209,7 +211,7 @@ public final class RTPSender: @unchecked Sendable {
     /// Stops the feedback thread and closes the sockets (idempotent).
     public func close() {
         guard !stopRequested.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        if thread != nil { finished.wait() }
+        if hasThread { finished.wait() }
         sendSenderReport(bye: true)   // a last report and a BYE: receivers end the stream cleanly
         if rtpSocket >= 0 { Glibc.close(rtpSocket) }
         if rtcpSocket >= 0 && rtcpSocket != rtpSocket { Glibc.close(rtcpSocket) }

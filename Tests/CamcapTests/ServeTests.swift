@@ -28,14 +28,20 @@ final class ServeProcess {
         }
     }
 
-    var err: String { (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "" }
-    var out: String { (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "" }
+    var err: String { ServeProcess.read(errPath) }
+    var out: String { ServeProcess.read(outPath) }
+    /// A file another process is still writing (String(contentsOfFile:) leaks under ASan on a growing file).
+    static func read(_ path: String) -> String {
+        guard let h = FileHandle(forReadingAtPath: path) else { return "" }
+        defer { try? h.close() }
+        return String(decoding: (try? h.readToEnd()) ?? Data(), as: UTF8.self)
+    }
     var pid: Int32 { process.processIdentifier }
 
     /// Open file descriptors of the server (/proc/PID/fd).
     var fdCount: Int { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? -1 }
     var rssKiB: Int {
-        let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+        let status = ServeProcess.read("/proc/\(pid)/status")
         return status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") }.flatMap { Int($0.split(separator: " ")[1]) } ?? -1
     }
 
@@ -148,7 +154,7 @@ let chromiumAvailable = peersRequired || (FileManager.default.isExecutableFile(a
         try a.run()
         defer { if a.isRunning { kill(a.processIdentifier, SIGKILL) } }
         let end = Date().addingTimeInterval(60)
-        while Date() < end, !((try? String(contentsOfFile: aOut, encoding: .utf8)) ?? "").contains("\n") { usleep(50_000) }
+        while Date() < end, !ServeProcess.read(aOut).contains("\n") { usleep(50_000) }
         let fdsAlone = server.fdCount, rssAlone = server.rssKiB
         let b = try chromium(server.url, frames: 150)
         #expect(b["ok"] as? Bool == true, "\(b)")
@@ -162,7 +168,7 @@ let chromiumAvailable = peersRequired || (FileManager.default.isExecutableFile(a
         #expect(server.out.contains("2 in all, 2 left"), "\(server.out)")
         FileManager.default.createFile(atPath: hold, contents: Data())
         a.waitUntilExit()
-        let lines = ((try? String(contentsOfFile: aOut, encoding: .utf8)) ?? "").split(separator: "\n")
+        let lines = ServeProcess.read(aOut).split(separator: "\n")
         let first = try lines.first.flatMap { try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
         let final = try lines.last.flatMap { try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
         let before = int(first?["last"] as? [String: Any], "framesDecoded"), after = int(final?["afterHold"] as? [String: Any], "framesDecoded")
