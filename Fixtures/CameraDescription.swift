@@ -12,9 +12,13 @@ public struct CameraDescription: Sendable, Hashable {
     /// Rotation carried on every frame (a sensor mounted sideways, as on phones).
     public var rotation: VideoRotation
     public var formats: [CaptureFormat]
+    /// The controls the camera declares (from JSON, or the pasted `v4l2-ctl --list-ctrls-menus` text), with
+    /// their initial values; control-class headings included.
+    public var controls: [CameraControl]
 
-    public init(name: String, position: CaptureDevice.Position = .external, rotation: VideoRotation = .rotation0, formats: [CaptureFormat]) {
-        self.name = name; self.position = position; self.rotation = rotation; self.formats = formats
+    public init(name: String, position: CaptureDevice.Position = .external, rotation: VideoRotation = .rotation0, formats: [CaptureFormat],
+                controls: [CameraControl] = []) {
+        self.name = name; self.position = position; self.rotation = rotation; self.formats = formats; self.controls = controls
     }
 
     /// The two fixture syntaxes.
@@ -106,6 +110,7 @@ extension CameraDescription {
         var currentSize: FrameSizeRange?
         var discreteIntervals: [Fraction] = []
         var rangeIntervals: FrameIntervals?
+        var controlParser = ControlListingParser()
 
         func flushSize() {
             guard let (pf, desc) = currentFormat, let size = currentSize else { return }
@@ -133,6 +138,7 @@ extension CameraDescription {
             let err = { (msg: String) in FixtureParseError(file: file, line: lineNo, msg) }
 
             if line.hasPrefix("Card type"), let v = line.valueAfterColon, name.isEmpty { name = String(v.prefix(256)); continue }
+            if try controlParser.consume(line, err) { continue }
             if line.hasPrefix("Size:") {
                 guard currentFormat != nil else { throw err("a size line before any format: expected a format line such as \"[0]: 'YUYV' (YUYV 4:2:2)\" first") }
                 flushSize()
@@ -179,7 +185,9 @@ extension CameraDescription {
             throw FixtureParseError(file: file, line: lineNo, "no formats found: expected the output of `v4l2-ctl --list-formats-ext` or a JSON camera description")
         }
         if name.isEmpty { name = fileStem(file) }
-        return CameraDescription(name: name, formats: formats)
+        let controls = controlParser.controls
+        let (position, rotation) = sensorMetadata(controls)
+        return CameraDescription(name: name, position: position ?? .external, rotation: rotation ?? .rotation0, formats: formats, controls: controls)
     }
 
     private static func parseFourCCAndDescription(_ text: String, _ err: (String) -> FixtureParseError) throws(FixtureParseError) -> (PixelFormat, String)? {
@@ -393,13 +401,15 @@ extension CameraDescription {
         }
 
         let name = String(try string(root["name"], "\"name\"", in: root).prefix(256))
-        var position = CaptureDevice.Position.external
+        let controls = try parseJSONControls(root["controls"], file: file)
+        let declared = sensorMetadata(controls)
+        var position = declared.0 ?? CaptureDevice.Position.external
         if let p = root["position"] {
             let s = try string(p, "\"position\"", in: root)
             guard let v = CaptureDevice.Position(rawValue: s) else { throw err(p, "\"position\" must be front, back or external, found \(excerpt(s))") }
             position = v
         }
-        var rotation = VideoRotation.rotation0
+        var rotation = declared.1 ?? VideoRotation.rotation0
         if let r = root["rotation"] {
             guard case .number(let v, _) = r, let rot = VideoRotation.allCases.first(where: { Double($0.rawValue) == v }) else {
                 throw err(r, "\"rotation\" must be 0, 90, 180 or 270, found \(r.kind)")
@@ -455,7 +465,7 @@ extension CameraDescription {
                 formats.append(CaptureFormat(pixelFormat: pf, size: range, intervals: intervals, formatDescription: desc))
             }
         }
-        return CameraDescription(name: name, position: position, rotation: rotation, formats: formats)
+        return CameraDescription(name: name, position: position, rotation: rotation, formats: formats, controls: controls)
     }
 }
 

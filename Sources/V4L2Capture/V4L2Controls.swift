@@ -189,18 +189,3 @@ extension V4L2Node {
     }
 }
 
-extension CaptureDevice.Position {
-    /// `V4L2_CID_CAMERA_ORIENTATION`: 0 front, 1 back, 2 external.
-    init?(v4l2Orientation v: Int64) {
-        switch v { case 0: self = .front; case 1: self = .back; case 2: self = .external; default: return nil }
-    }
-}
-
-extension VideoRotation {
-    /// `V4L2_CID_CAMERA_SENSOR_ROTATION` is the correction counter-clockwise; a frame's rotation is clockwise
-    /// (WebRTC's), so 90 there is 270 here. Values that are not a multiple of 90 are nil.
-    public init?(sensorRotationCounterClockwise v: Int64) {
-        guard v >= 0, v < 360, v % 90 == 0 else { return nil }
-        self.init(rawValue: Int((360 - v) % 360))
-    }
-}
