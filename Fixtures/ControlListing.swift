@@ -114,7 +114,7 @@ struct ControlListingParser {
             case "value":
                 sawValue = true
                 if kind == .string { c.value = .string(text) }
-                else if kind == .area { c.value = nil }
+                else if kind == .area { c.value = .string(text) }   // shown as listed (WIDTHxHEIGHT), never set
                 else { c.value = .integer(kind == .bitmask ? Int64(UInt32(truncatingIfNeeded: try number(text))) : try number(text)) }
             case "flags":
                 var f = CameraControl.Flags()

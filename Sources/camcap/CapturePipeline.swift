@@ -30,6 +30,10 @@ struct CaptureOptions: ParsableArguments {
     @Option(help: "Fixture cameras only: sensor noise amplitude added to luma (0 = the clean test pattern).")
     var noise: Int = 0
     @Option(help: .hidden) var fixtureDisconnectAfter: Int?
+    @Option(name: .customLong("control"), help: ArgumentHelp("Set a camera control before the first frame (repeatable, in order; see `camcap controls`).", valueName: "name=value"))
+    var controls: [String] = []
+    @Option(help: ArgumentHelp("Anti-flicker filter set on start: 50, 60, auto (where the camera has it) or off.", valueName: "50|60|auto|off"))
+    var powerLine: String?
     @Flag(name: .shortAndLong, help: "No progress line and no start line.")
     var quiet = false
 
@@ -40,6 +44,8 @@ struct CaptureOptions: ParsableArguments {
         guard (0...64).contains(noise) else { throw ValidationError("--noise must be 0...64, got \(noise)") }
         if frames != nil && duration != nil { throw ValidationError("give either --frames or --duration, not both") }
         if let n = fixtureDisconnectAfter, n < 0 { throw ValidationError("--fixture-disconnect-after must be >= 0") }
+        for c in controls where CameraControlSetting(parsing: c) == nil { throw ValidationError("--control expects NAME=VALUE, got \"\(c.prefix(80))\"") }
+        if let p = powerLine, PowerLineFrequency(argument: p) == nil { throw ValidationError("--power-line must be 50, 60, auto or off, got \"\(p.prefix(80))\"") }
     }
 
     /// The stop condition on timestamps, in nanoseconds (nil when stopping on a frame count).
@@ -90,7 +96,9 @@ final class CapturePipeline {
         self.options = options
         // As-fast-as-consumed fixture frames are not dropped: the capturer waits for the consumer.
         let capturer = makeCapturer(pacing: options.fast ? .asFastAsConsumed : .realTime, discardsLate: !options.fast,
-                                    noise: options.noise, disconnectAfter: options.fixtureDisconnectAfter)
+                                    noise: options.noise, disconnectAfter: options.fixtureDisconnectAfter,
+                                    powerLine: options.powerLine.flatMap(PowerLineFrequency.init(argument:)),
+                                    controls: options.controls.compactMap(CameraControlSetting.init(parsing:)))
         self.capturer = capturer
         device = try options.device.map { spec throws(CaptureError) in try capturer.device(spec) } ?? defaultDevice(capturer)
         selection = try capturer.selectFormat(for: device, targetSize: options.size, fpsLimit: options.fpsLimit)
