@@ -13,7 +13,7 @@ struct PictureSettings: Equatable, Sendable {
     /// A solid picture (Y, U, V packed as 0xYYUUVV) instead of the test pattern.
     var solid: UInt32?
 
-    var isIdentity: Bool { self == PictureSettings() }
+    var isIdentity: Bool { !adjustsLuma && !hflip && !vflip && solid == nil }
     var adjustsLuma: Bool { lumaOffset != 0 || contrastNum != contrastDen }
 
     /// Limited-range BT.601 colours of vivid's solid test patterns.
@@ -27,9 +27,12 @@ struct PictureSettings: Equatable, Sendable {
             guard let v = c.integerValue else { continue }
             switch c.id {
             case .brightness:
-                lumaOffset = Int((v - c.defaultValue) * 255 / Swift.max(1, c.maximum - c.minimum))
+                // In Double: a fixture may declare any Int64 range, and no arithmetic here may trap.
+                let span = Swift.max(1, Double(c.maximum) - Double(c.minimum))
+                lumaOffset = Int(Swift.max(-255, Swift.min(255, (Double(v) - Double(c.defaultValue)) * 255 / span)))
             case .contrast where c.defaultValue > c.minimum:
-                contrastNum = Int(Swift.max(0, v - c.minimum)); contrastDen = Int(c.defaultValue - c.minimum)
+                let gain = (Double(v) - Double(c.minimum)) / (Double(c.defaultValue) - Double(c.minimum))
+                contrastNum = Int(Swift.max(0, Swift.min(8, gain)) * 256); contrastDen = 256
             case .horizontalFlip: hflip = v != 0
             case .verticalFlip: vflip = v != 0
             default:

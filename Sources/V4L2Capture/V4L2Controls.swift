@@ -68,8 +68,10 @@ extension V4L2Node {
     private func menuItems(_ q: v4l2_query_ext_ctrl) -> [CameraControl.MenuItem] {
         guard q.minimum >= 0, q.maximum >= q.minimum, q.maximum <= Int64(UInt32.max) else { return [] }
         var items: [CameraControl.MenuItem] = []
+        // At most 4096 indices are asked, whatever range the driver claims (it may skip most of them).
         var i = q.minimum
-        while i <= q.maximum && items.count < V4L2Node.maxMenuItems {
+        let last = min(q.maximum, q.minimum + 4095)
+        while i <= last && items.count < V4L2Node.maxMenuItems {
             var m = v4l2_querymenu()
             m.id = q.id; m.index = UInt32(i)
             if io.errnoOf(fd, .queryMenu, &m) == nil {   // EINVAL: the driver skips this index
