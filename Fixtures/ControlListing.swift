@@ -1,4 +1,4 @@
-public import VideoCapture
+import VideoCapture
 
 // The text of `v4l2-ctl --list-ctrls-menus` (`-L`, also `-l` without menus) inside a fixture listing:
 //

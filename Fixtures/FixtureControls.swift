@@ -1,4 +1,4 @@
-public import VideoCapture
+import VideoCapture
 import VideoProcessing
 import Synchronization
 

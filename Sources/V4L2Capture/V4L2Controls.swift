@@ -1,5 +1,5 @@
 import CV4L2
-public import VideoCapture
+import VideoCapture
 #if canImport(Glibc)
 import Glibc
 #endif
