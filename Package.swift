@@ -60,7 +60,7 @@ let package = Package(
         .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(name: "VideoCaptureTests", dependencies: ["VideoCapture", "FixtureCameras", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "VideoProcessingTests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "TestSupport"]),
-        .testTarget(name: "H264Tests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "H264", "TestSupport"]),
+        .testTarget(name: "H264Tests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture", "H264", "TestSupport"]),
         .testTarget(name: "V4L2CaptureTests", dependencies: ["VideoCapture", "V4L2Capture", "CV4L2"]),
         .testTarget(name: "CamcapTests", dependencies: ["camcap", "TestSupport"]),
         .testTarget(name: "RTPTests", dependencies: ["RTP", "H264", "VideoCapture", "FixtureCameras", "TestSupport"]),

@@ -18,6 +18,7 @@ let package = Package(
                 .product(name: "VideoProcessing", package: "swift-video-capture"),
                 .product(name: "H264", package: "swift-video-capture"),
                 .product(name: "FixtureCameras", package: "swift-video-capture"),
+                .product(name: "RTP", package: "swift-video-capture"),
             ],
             path: "Benchmarks/Pipeline",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]

@@ -27,7 +27,7 @@ let package = Package(
                           dependencies: ["CFuzzer", .product(name: "H264", package: "swift-video-capture")]),
         .executableTarget(name: "FuzzSPS",
                           dependencies: ["CFuzzer", .product(name: "H264", package: "swift-video-capture")]),
-        // .executableTarget(name: "FuzzRTCP", dependencies: ["CFuzzer", .product(name: "RTP", package: "swift-video-capture")]),
-        // .executableTarget(name: "FuzzSDP",  dependencies: ["CFuzzer", .product(name: "RTP", package: "swift-video-capture")]),
+        .executableTarget(name: "FuzzRTCP", dependencies: ["CFuzzer", .product(name: "RTP", package: "swift-video-capture")]),
+        .executableTarget(name: "FuzzSDP", dependencies: ["CFuzzer", .product(name: "RTP", package: "swift-video-capture")]),
     ]
 )

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, runs the unit/integration tests (swift test),
 # then the real-kernel test (vivid under qemu), then a short fuzz pass over every parser (Scripts/fuzz.sh,
-# FUZZ_SECONDS per target, default 60). SKIP_VM=1 skips the VM part, SKIP_FUZZ=1 the fuzz pass.
+# FUZZ_SECONDS per target, default 30, two targets at a time). SKIP_VM=1 skips the VM part, SKIP_FUZZ=1 the fuzz pass.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 Scripts/install-deps.sh test
@@ -18,7 +18,7 @@ if [ "${SKIP_VM:-0}" != "1" ]; then
   vm_checks=$(( $(grep -oE "^RESULT: [0-9]+ passed" .build/vm/console.log | grep -oE "[0-9]+" || echo 0) + $(grep -oE "^RESULT-HOST: [0-9]+ passed" .build/vm/console.log | grep -oE "[0-9]+" || echo 0) ))
 fi
 if [ "${SKIP_FUZZ:-0}" != "1" ]; then
-  Scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
+  FUZZ_JOBS=${FUZZ_JOBS:-2} Scripts/fuzz.sh "${FUZZ_SECONDS:-30}"
 fi
 echo "swift test: ${swift_tests} tests passed; vivid VM: ${vm_checks} checks passed"
 echo "tests: $((swift_tests + vm_checks)) passed, 0 failed"

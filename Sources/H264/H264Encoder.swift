@@ -1,5 +1,7 @@
 public import VideoCapture
+import VideoProcessing
 import COpenH264
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -23,6 +25,62 @@ public struct EncodedFrame: Sendable {
     public init() {}
     public var size: Int { data.count }
     public var containsParameterSets: Bool { nalUnits.contains { $0.type == .sps } && nalUnits.contains { $0.type == .pps } }
+}
+
+/// The encoder's control plane, for congestion control and RTCP feedback: `Sendable`, callable from any thread
+/// or task while the encode thread is busy. Requests are taken at the start of the next `encode` (they never
+/// wait for an encode to finish); several requests between two frames merge (the last rate wins).
+public final class EncoderControl: Sendable {
+    struct Pending: Sendable {
+        var keyFrame = false
+        var rates: (bitrate: Int, fps: Double?)?
+        var maxSize: FrameSize??
+    }
+    private let pending = Mutex(Pending())
+    private let applied = Mutex(EncoderStatistics())
+    public init() {}
+
+    /// The next encoded frame will be an IDR preceded by SPS and PPS.
+    public func requestKeyFrame() { pending.withLock { $0.keyFrame = true } }
+
+    /// New target bitrate (bits/s, 10 kbps...100 Mbps) and frame rate (1...240), from the next frame. The cap
+    /// (`maxBitrate`) rises with the target when needed. Out-of-range values are refused here, at once.
+    public func setRates(bitrate: Int, fps: Double) throws(EncoderError) {
+        guard (10_000...100_000_000).contains(bitrate) else { throw EncoderError("bitrate \(bitrate / 1000) kbps is out of range: 10...100000 kbps") }
+        guard fps.isFinite, fps >= 1, fps <= 240 else { throw EncoderError("frame rate \(fps) is out of range: 1...240 fps") }
+        pending.withLock { $0.rates = (bitrate, fps) }
+    }
+
+    /// New target bitrate (bits/s, 10 kbps...100 Mbps) at the current frame rate, from the next frame.
+    public func setBitrate(_ bitrate: Int) throws(EncoderError) {
+        guard (10_000...100_000_000).contains(bitrate) else { throw EncoderError("bitrate \(bitrate / 1000) kbps is out of range: 10...100000 kbps") }
+        pending.withLock { $0.rates = (bitrate, nil) }
+    }
+
+    /// Encode at most this size (aspect kept, even): larger input is scaled down before encoding and the
+    /// encoder reconfigures (new SPS/PPS, an IDR). nil: encode the input's size.
+    public func setMaxSize(_ size: FrameSize?) { pending.withLock { $0.maxSize = .some(size) } }
+
+    /// Counters and timings as of the last encoded frame.
+    public var statistics: EncoderStatistics { applied.withLock { $0 } }
+
+    func take() -> Pending { pending.withLock { p in let r = p; p = Pending(); return r } }
+    func publish(_ update: (inout EncoderStatistics) -> Void) { applied.withLock { update(&$0) } }
+}
+
+/// What an encoder did: frames, key frames, reconfigurations, encode time, bitrate against its target.
+public struct EncoderStatistics: Sendable {
+    public var frames = 0
+    public var keyFrames = 0
+    public var skipped = 0
+    /// Times the encoder was set up again for a new input size (each gives new SPS/PPS and an IDR).
+    public var reconfigurations = 0
+    public var size = FrameSize(width: 0, height: 0)
+    public var targetBitrate = 0
+    /// Bits per second over the last second of timestamps.
+    public var bitrate = 0.0
+    public var encodeP50Ms = 0.0
+    public var encodeP95Ms = 0.0
 }
 
 /// An H.264 encoder over OpenH264, configured the way an RTC stack uses it: real-time camera usage,
@@ -98,19 +156,39 @@ public final class H264Encoder {
     private var info = SFrameBSInfo()
     private var picture = SSourcePicture()
     private var forceKeyFrame = false
+    /// Requests from other threads (key frames, rates, max size), taken before each frame.
+    public let control: EncoderControl
+    /// Counters as of the last frame (also readable from other threads through `control.statistics`).
+    public var statistics: EncoderStatistics { stats }
+    private var maxSize: FrameSize?
+    private var scaler: FrameConverter?
+    private var stats = EncoderStatistics()
+    private var times = DurationHistogram()
+    private var window = BitrateWindow()
 
     public static var openH264Version: String {
         let v = WelsGetCodecVersion()
         return "OpenH264 \(v.uMajor).\(v.uMinor).\(v.uRevision)"
     }
 
-    public init(settings: Settings) throws(EncoderError) {
+    /// An encoder for `settings`; `control` may be made first (to hand to another thread before the encoder
+    /// exists).
+    public init(settings: Settings, control: EncoderControl = EncoderControl()) throws(EncoderError) {
         try settings.validate()
         self.settings = settings
+        self.control = control
+        try configure(settings)
+        stats.size = FrameSize(width: settings.width, height: settings.height)
+        stats.targetBitrate = settings.targetBitrate
+    }
+
+    /// Creates (or re-creates, for a new size) the OpenH264 encoder for `settings`.
+    private func configure(_ settings: Settings) throws(EncoderError) {
+        close()
         var enc: UnsafeMutablePointer<ISVCEncoder?>?
         guard WelsCreateSVCEncoder(&enc) == 0, let enc else { throw EncoderError("OpenH264 could not create an encoder") }
         encoder = enc
-        var traceLevel = Int32(WELS_LOG_ERROR)   // OpenH264 traces to stderr; libraries don't print
+        var traceLevel = Int32(WELS_LOG_QUIET)   // OpenH264 traces to stderr; libraries don't print (errors come back as codes)
         _ = ch264_set_option(enc, ENCODER_OPTION_TRACE_LEVEL, &traceLevel)
         var p = SEncParamExt()
         _ = ch264_default_params(enc, &p)
@@ -171,8 +249,12 @@ public final class H264Encoder {
         encoder = nil
     }
 
-    /// Changes the target bitrate (bits/s) and frame rate while running, as congestion control asks.
+    /// Changes the target bitrate (bits/s) and frame rate, from the next frame (as `control.setRates`).
     public func setRates(bitrate: Int, fps: Double) throws(EncoderError) {
+        try control.setRates(bitrate: bitrate, fps: fps)
+    }
+
+    private func applyRates(bitrate: Int, fps: Double) throws(EncoderError) {
         var s = settings
         s.targetBitrate = bitrate; s.maxFrameRate = fps
         if let m = s.maxBitrate, m < bitrate { s.maxBitrate = bitrate }
@@ -180,28 +262,63 @@ public final class H264Encoder {
         guard let encoder else { throw EncoderError("encoder is closed") }
         var br = SBitrateInfo(iLayer: SPATIAL_LAYER_ALL, iBitrate: Int32(bitrate))
         var maxBr = SBitrateInfo(iLayer: SPATIAL_LAYER_ALL, iBitrate: Int32(s.effectiveMaxBitrate))
+        // The overall cap and the layer's cap are separate in OpenH264; a target above the layer's cap is refused.
+        var layerMaxBr = SBitrateInfo(iLayer: SPATIAL_LAYER_0, iBitrate: Int32(s.effectiveMaxBitrate))
         var rate = Float(fps)
         // The cap first when raising, the target first when lowering, so target ≤ cap throughout.
         if bitrate > settings.targetBitrate {
             _ = ch264_set_option(encoder, ENCODER_OPTION_MAX_BITRATE, &maxBr)
+            _ = ch264_set_option(encoder, ENCODER_OPTION_MAX_BITRATE, &layerMaxBr)
             _ = ch264_set_option(encoder, ENCODER_OPTION_BITRATE, &br)
         } else {
             _ = ch264_set_option(encoder, ENCODER_OPTION_BITRATE, &br)
+            _ = ch264_set_option(encoder, ENCODER_OPTION_MAX_BITRATE, &layerMaxBr)
             _ = ch264_set_option(encoder, ENCODER_OPTION_MAX_BITRATE, &maxBr)
         }
         _ = ch264_set_option(encoder, ENCODER_OPTION_FRAME_RATE, &rate)
         settings = s
     }
 
-    /// The next encoded frame will be an IDR preceded by SPS and PPS.
-    public func requestKeyFrame() { forceKeyFrame = true }
+    /// The next encoded frame will be an IDR preceded by SPS and PPS (as `control.requestKeyFrame()`).
+    public func requestKeyFrame() { control.requestKeyFrame() }
+
+    /// Applies what other threads asked for, then makes the encoder match `frame`'s size: a frame of a new
+    /// size (a source that adapted its output) reconfigures the encoder, which starts with an IDR.
+    private func prepare(_ input: I420Buffer) throws(EncoderError) -> I420Buffer {
+        let p = control.take()
+        if p.keyFrame { forceKeyFrame = true }
+        if let r = p.rates { try applyRates(bitrate: r.bitrate, fps: r.fps ?? settings.maxFrameRate) }
+        if let m = p.maxSize { maxSize = m }
+        var frame = input
+        if let m = maxSize, frame.width > m.width || frame.height > m.height {
+            let fit = Adaptation.fit(FrameSize(width: frame.width, height: frame.height), maxSize: m, maxPixelCount: nil)
+            let scaler = self.scaler ?? FrameConverter()
+            self.scaler = scaler
+            do { frame = try scaler.convert(frame.buffer, options: FrameConverter.Options(crop: fit.crop, scale: fit.size)) }
+            catch { throw EncoderError("scaling \(frame.width)x\(frame.height) to at most \(m) failed: \(error)") }
+        }
+        if frame.width != settings.width || frame.height != settings.height {
+            var s = settings
+            s.width = frame.width; s.height = frame.height
+            do throws(EncoderError) { try s.validate() } catch {
+                throw EncoderError("frame \(frame.width)x\(frame.height) cannot be encoded: \(error)")
+            }
+            try configure(s)
+            settings = s
+            forceKeyFrame = true
+            stats.reconfigurations += 1
+            stats.size = FrameSize(width: s.width, height: s.height)
+        }
+        return frame
+    }
 
     /// Encodes one I420 picture into `out`, reusing its storage (no allocation in steady state).
     public func encode(_ frame: I420Buffer, timestampNs: Int64, into out: inout EncodedFrame) throws(EncoderError) {
+        guard encoder != nil else { throw EncoderError("encoder is closed") }
+        let t0 = monotonicNanoseconds()
+        let frame = try prepare(frame)
         guard let encoder else { throw EncoderError("encoder is closed") }
-        guard frame.width == settings.width, frame.height == settings.height else {
-            throw EncoderError("frame \(frame.width)x\(frame.height) does not match the encoder's \(settings.width)x\(settings.height)")
-        }
+        defer { finishStatistics(out, startNs: t0) }
         if forceKeyFrame { _ = ch264_force_intra(encoder, true); forceKeyFrame = false }
         picture.iColorFormat = Int32(videoFormatI420.rawValue)
         picture.iPicWidth = Int32(frame.width); picture.iPicHeight = Int32(frame.height)
@@ -240,10 +357,45 @@ public final class H264Encoder {
         }
     }
 
+    private func finishStatistics(_ out: EncodedFrame, startNs: Int64) {
+        times.add(monotonicNanoseconds() - startNs)
+        stats.frames += 1
+        if out.isSkipped { stats.skipped += 1 }
+        if out.isKeyFrame { stats.keyFrames += 1 }
+        window.add(out.timestampNs, bytes: out.size)
+        stats.bitrate = window.bitsPerSecond
+        stats.targetBitrate = settings.targetBitrate
+        if stats.frames % 16 == 1 {   // percentiles walk the histogram: refreshed every 16 frames
+            stats.encodeP50Ms = times.percentileMs(0.5); stats.encodeP95Ms = times.percentileMs(0.95)
+        }
+        let snapshot = stats
+        control.publish { $0 = snapshot }
+    }
+
     /// Convenience: encodes into a new `EncodedFrame`.
     public func encode(_ frame: I420Buffer, timestampNs: Int64) throws(EncoderError) -> EncodedFrame {
         var out = EncodedFrame()
         try encode(frame, timestampNs: timestampNs, into: &out)
         return out
+    }
+}
+
+/// Bits per second over the last second of timestamps (a fixed ring: no allocation per frame).
+struct BitrateWindow {
+    private var times = [Int64](repeating: 0, count: 256)
+    private var sizes = [Int](repeating: 0, count: 256)
+    private var head = 0, count = 0, bytes = 0
+    mutating func add(_ ts: Int64, bytes n: Int) {
+        if count == times.count { bytes -= sizes[head]; head = (head + 1) % times.count; count -= 1 }
+        let i = (head + count) % times.count
+        times[i] = ts; sizes[i] = n; count += 1; bytes += n
+        while count > 1 && ts - times[head] >= 1_000_000_000 { bytes -= sizes[head]; head = (head + 1) % times.count; count -= 1 }
+    }
+    /// The bytes of all frames in the window over their span plus one frame interval.
+    var bitsPerSecond: Double {
+        guard count > 1 else { return 0 }
+        let span = Double(times[(head + count - 1) % times.count] - times[head])
+        let perFrame = span / Double(count - 1)
+        return Double(bytes) * 8 * 1e9 / (span + perFrame)
     }
 }

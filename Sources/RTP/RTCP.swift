@@ -122,6 +122,27 @@ public enum RTCPWriter {
         return p
     }
 
+    /// A PLI (RFC 4585 §6.3.1) from `sender` about `media`: what a receiver sends to ask for a key frame.
+    public static func pli(sender: UInt32, media: UInt32) -> [UInt8] {
+        [0x81, 206, 0, 2] + be32(sender) + be32(media)
+    }
+
+    /// A generic NACK (RFC 4585 §6.2.1) for the lost sequence numbers (packed into PID+BLP pairs).
+    public static func nack(sender: UInt32, media: UInt32, lost: [UInt16]) -> [UInt8] {
+        var fci: [UInt8] = []
+        var i = 0
+        let sorted = Array(Set(lost)).sorted()
+        while i < sorted.count {
+            let pid = sorted[i]; var blp: UInt16 = 0; i += 1
+            while i < sorted.count, sorted[i] &- pid <= 16, sorted[i] != pid { blp |= 1 << (sorted[i] &- pid &- 1); i += 1 }
+            fci += [UInt8(pid >> 8), UInt8(pid & 0xff), UInt8(blp >> 8), UInt8(blp & 0xff)]
+        }
+        let words = 2 + fci.count / 4
+        return [0x81, 205, UInt8(words >> 8), UInt8(words & 0xff)] + be32(sender) + be32(media) + fci
+    }
+
+    private static func be32(_ v: UInt32) -> [UInt8] { [UInt8(v >> 24), UInt8((v >> 16) & 0xff), UInt8((v >> 8) & 0xff), UInt8(v & 0xff)] }
+
     /// A BYE for `ssrc` (appended to a report: the receiver learns the stream has ended).
     public static func bye(ssrc: UInt32) -> [UInt8] {
         [0x81, 203, 0, 1, UInt8(ssrc >> 24), UInt8((ssrc >> 16) & 0xff), UInt8((ssrc >> 8) & 0xff), UInt8(ssrc & 0xff)]

@@ -78,7 +78,8 @@ public enum SDP {
         var session: [(String, String)] = []
         var media: [SDPDescription.Media] = []
         var sawVersion = false
-        for (i, raw) in text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" }).enumerated() {
+        for (i, raw) in text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\r\n" || $0 == "\n" }).enumerated() {
+            // "\r\n" is one Character in Swift (a grapheme cluster): split on it as well as on a bare "\n".
             let line = raw.hasSuffix("\r") ? raw.dropLast() : raw[...]
             if line.isEmpty { continue }
             guard line.count >= 2, line[line.index(after: line.startIndex)] == "=" else {
@@ -91,7 +92,7 @@ public enum SDP {
                 sawVersion = true
             case "m":
                 let f = value.split(separator: " ")
-                guard f.count >= 4, let port = Int(f[1].split(separator: "/")[0]), (0...65535).contains(port) else {
+                guard f.count >= 4, let port = Int(f[1].prefix { $0 != "/" }), (0...65535).contains(port) else {
                     throw SDPParseError(line: i + 1, message: "media line \"\(value.prefix(60))\" is not 'kind port proto formats'")
                 }
                 let pts = f[3...].compactMap { UInt8($0) }.filter { $0 < 128 }

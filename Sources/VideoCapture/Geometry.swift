@@ -131,7 +131,7 @@ public struct Fraction: Hashable, Sendable, Comparable, CustomStringConvertible 
     /// `30`, `12.5`, `29.97`: the shortest decimal that round-trips to three decimals (JSON friendly).
     public var description: String {
         if denominator == 1 { return String(numerator) }
-        var s = String(format3(doubleValue))
+        var s = String(threeDecimals(doubleValue))
         guard s.contains(".") else { return s }
         while s.hasSuffix("0") { s.removeLast() }
         if s.hasSuffix(".") { s.removeLast() }
@@ -141,7 +141,7 @@ public struct Fraction: Hashable, Sendable, Comparable, CustomStringConvertible 
 
 /// `v` with exactly three decimals (`0.033`, `30.000`), as v4l2-ctl prints intervals and rates. Values
 /// beyond ±9e15 (never a real rate or interval) print in exponent form rather than trap.
-package func format3(_ v: Double) -> String {
+package func threeDecimals(_ v: Double) -> String {
     let r = (v * 1000).rounded()
     guard r.isFinite, Swift.abs(r) < 9e18, let scaled = Int64(exactly: r) else { return "\(v)" }
     let whole = scaled / 1000, frac = Swift.abs(scaled % 1000)

@@ -12,6 +12,7 @@ public struct VideoFrameStream: AsyncSequence, Sendable {
     public typealias Element = VideoFrame
     public typealias Failure = CaptureError
     let handle: FrameSubscription.Handle
+    package init(handle: FrameSubscription.Handle) { self.handle = handle }
 
     public func makeAsyncIterator() -> Iterator { Iterator(handle: handle) }
 
@@ -31,12 +32,12 @@ public struct VideoFrameStream: AsyncSequence, Sendable {
 }
 
 /// One consumer's bounded queue of frames between the delivery thread and an async iterator.
-final class FrameSubscription: Sendable {
+package final class FrameSubscription: Sendable {
     /// Owned by the consumer's sequence: when the last copy goes, the subscription is removed from the capturer.
-    final class Handle: Sendable {
+    package final class Handle: Sendable {
         let subscription: FrameSubscription
         let onRelease: @Sendable () -> Void
-        init(_ s: FrameSubscription, onRelease: @escaping @Sendable () -> Void) { subscription = s; self.onRelease = onRelease }
+        package init(_ s: FrameSubscription, onRelease: @escaping @Sendable () -> Void) { subscription = s; self.onRelease = onRelease }
         deinit { subscription.finish(nil); onRelease() }
     }
 
@@ -48,19 +49,19 @@ final class FrameSubscription: Sendable {
         var end: End?
         var waiter: UnsafeContinuation<Result<VideoFrame?, CaptureError>, Never>?
     }
-    let id: UInt64
+    package let id: UInt64
     /// Ring capacity; with `growable` the ring doubles instead of dropping (offline processing, no drops).
     private let growable: Bool
     private let state: Mutex<State>
 
-    init(id: UInt64, capacity: Int, growable: Bool) {
+    package init(id: UInt64, capacity: Int, growable: Bool) {
         self.id = id
         self.growable = growable
         state = Mutex(State(ring: Array(repeating: nil, count: max(1, capacity))))
     }
 
     /// Queues a frame; returns how many older frames it pushed out (0 or 1). Ignored after the end.
-    func yield(_ frame: VideoFrame) -> Int {
+    package func yield(_ frame: VideoFrame) -> Int {
         var resume: UnsafeContinuation<Result<VideoFrame?, CaptureError>, Never>?
         let dropped = state.withLock { s -> Int in
             guard s.end == nil else { return 0 }
@@ -85,7 +86,7 @@ final class FrameSubscription: Sendable {
     }
 
     /// Ends the stream: after the queued frames, the iterator returns nil (`error == nil`) or throws.
-    func finish(_ error: CaptureError?) {
+    package func finish(_ error: CaptureError?) {
         let waiter = state.withLock { s -> UnsafeContinuation<Result<VideoFrame?, CaptureError>, Never>? in
             guard s.end == nil else { return nil }
             s.end = error.map { .failed($0) } ?? .stopped

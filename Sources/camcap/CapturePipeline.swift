@@ -88,6 +88,9 @@ final class CapturePipeline {
     private(set) var applied = AppliedFormat(pixelFormat: .i420, size: FrameSize(width: 0, height: 0), stride: 0, fps: Fraction(30))
     /// The conversion of each frame (one per captured frame, shared by every stage).
     var conversion: (VideoFrame, AppliedFormat) -> FrameConverter.Options = { _, _ in .init() }
+    /// Live output adaptation replayed from a schedule (`--adapt`), and what to do at each step (the bitrate).
+    var adaptation: ScheduledAdaptation?
+    var onAdaptationStep: (AdaptSchedule.Step) -> Void = { _ in }
     /// Extra text for the format line of the summary (", encoded at 640x360").
     var formatNote = ""
 
@@ -130,7 +133,8 @@ final class CapturePipeline {
         let converter = FrameConverter()
         var outcome = Outcome()
         var progress = Progress(quiet: options.quiet)
-        var latency = LatencyHistogram()
+        var latency = DurationHistogram()
+        var conversionTime = DurationHistogram()
         var firstTs: Int64?, lastTs: Int64 = 0
         var captureError: CaptureError?
         var stageError: Error?
@@ -140,9 +144,18 @@ final class CapturePipeline {
                 let first = firstTs ?? frame.timestampNs
                 firstTs = first
                 if let d = options.durationNs, frame.timestampNs - first >= d { break }
+                var convert = conversion(frame, applied)
+                if adaptation != nil {
+                    let elapsed = frame.timestampNs - first
+                    if let step = adaptation!.step(atElapsed: elapsed) { onAdaptationStep(step) }
+                    guard let a = adaptation!.adapt(size: frame.buffer.size, timestampNs: frame.timestampNs, elapsedNs: elapsed) else { continue }
+                    if !a.isIdentity { convert.crop = a.crop; convert.scale = a.size }
+                }
                 let picture: I420Buffer
                 do {
-                    picture = try converter.convert(frame.buffer, options: conversion(frame, applied))
+                    let t0 = monotonicNow()
+                    picture = try converter.convert(frame.buffer, options: convert)
+                    conversionTime.add(monotonicNow() - t0)
                 } catch where error.code == .decodeFailed || error.code == .shortBuffer {
                     outcome.undecodable += 1   // one bad frame while streaming: counted, capture goes on
                     continue
@@ -160,9 +173,9 @@ final class CapturePipeline {
                 lastTs = frame.timestampNs
                 if !options.fast { latency.add(monotonicNow() - frame.timestampNs) }
                 let elapsed = Double(lastTs - first) / 1e9
-                if elapsed >= 0.2 {
-                    let extra = stages.compactMap(\.progress).joined(separator: "  ")
-                    progress.update("\(fmt(elapsed)) s  \(outcome.processed) frames  \(fmt(Double(outcome.processed - 1) / elapsed)) fps  \(extra)  drops \(capturer.statistics.totalDropped)")
+                if elapsed >= 0.2 && !options.quiet {
+                    // Formatted only when the line is due (the autoclosure): nothing allocated per frame.
+                    progress.update("\(fmt(elapsed)) s  \(outcome.processed) frames  \(fmt(Double(outcome.processed - 1) / elapsed)) fps  \(stages.compactMap(\.progress).joined(separator: "  "))  drops \(capturer.statistics.totalDropped)")
                 }
                 if let n = options.frames, outcome.processed >= n { break }
             }
@@ -190,8 +203,15 @@ final class CapturePipeline {
             ("frames", frameLine),
             ("achieved fps", "\(fmt(elapsed > 0 ? Double(outcome.processed - 1) / elapsed : 0, 2)) on frame timestamps, \(fmt(wallSeconds > 0 ? Double(outcome.processed) / wallSeconds : 0, 1)) frames/s throughput"),
         ]
+        if conversionTime.count > 0 {
+            lines.append(("convert time", "p50 \(fmt(conversionTime.percentileMs(0.5), 2)) ms, p95 \(fmt(conversionTime.percentileMs(0.95), 2)) ms"))
+        }
         if latency.count > 0 {
             lines.append(("latency", "capture to output p50 \(fmt(latency.percentileMs(0.5), 2)) ms, p95 \(fmt(latency.percentileMs(0.95), 2)) ms, p99 \(fmt(latency.percentileMs(0.99), 2)) ms"))
+        }
+        if let a = adaptation {
+            lines.append(("adaptation", "\(a.schedule); \(a.thinned) frames thinned for frame rate; sizes \(a.sizes.map(\.description).joined(separator: " → "))"))
+            lines.append(("frames/second", a.perSecond.map(String.init).joined(separator: " ")))
         }
         for s in stages { lines += s.summary }
         let width = (lines.map(\.0.count).max() ?? 0) + 2
@@ -200,23 +220,6 @@ final class CapturePipeline {
         if let e = captureError { throw CLIError("capture failed after \(outcome.processed) frames: \(e) — what was written is complete and playable") }
         if let e = stageError ?? endError { throw CLIError("stopped after \(outcome.processed) frames: \(e) — what was written before is playable") }
         if outcome.processed == 0 { throw CLIError("no frame was captured from \(device.path)") }
-    }
-}
-
-/// Capture-to-output latency in 50 µs buckets up to 500 ms (fixed memory: nothing allocated per frame).
-struct LatencyHistogram {
-    private var buckets = [Int](repeating: 0, count: 10_001)
-    private(set) var count = 0
-    mutating func add(_ ns: Int64) {
-        let i = ns <= 0 ? 0 : Int(min(ns / 50_000, Int64(buckets.count - 1)))
-        buckets[i] += 1; count += 1
-    }
-    func percentileMs(_ p: Double) -> Double {
-        guard count > 0 else { return 0 }
-        let rank = max(1, Int((Double(count) * p).rounded(.up)))
-        var seen = 0
-        for (i, n) in buckets.enumerated() { seen += n; if seen >= rank { return Double(i) * 0.05 + 0.025 } }
-        return Double(buckets.count) * 0.05
     }
 }
 

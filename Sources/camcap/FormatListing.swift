@@ -26,8 +26,8 @@ enum FormatListing {
         return out
     }
 
-    static func secs(_ f: Fraction) -> String { format3(f.doubleValue) }
-    static func fps(_ f: Fraction) -> String { format3(f.doubleValue) }
+    static func secs(_ f: Fraction) -> String { threeDecimals(f.doubleValue) }
+    static func fps(_ f: Fraction) -> String { threeDecimals(f.doubleValue) }
 
     static func json(_ formats: [CaptureFormat]) -> String {
         let items: [String] = formats.map { f in

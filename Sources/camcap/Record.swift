@@ -28,12 +28,16 @@ struct Record: AsyncParsableCommand {
     @Flag(help: "Let rate control skip frames (off: every captured frame is encoded).") var frameSkipping = false
     @Option(help: "Also write the I420 fed to the encoder as Y4M.") var preview: String?
     @Option(help: "Write a JPEG snapshot every N frames next to the output.") var snapshotEvery: Int?
+    @Option(help: ArgumentHelp("Replay what congestion control would ask, on frame timestamps: TIME:WxH@FPS[/KBPS],…",
+                               discussion: "e.g. 0s:1280x720@30,3s:640x360@15/600,6s:1280x720@30/1500. Frames above the rate are dropped on their timestamps (even cadence), larger frames are scaled down (aspect kept), and the encoder follows (new SPS/PPS and an IDR at each size change) without restarting the camera.",
+                               valueName: "schedule")) var adapt: String?
 
     func validate() throws {
         try capture.validateCommon()
         try CLIRange.capture(capture)
         if keyint != nil && keyintSeconds != nil { throw ValidationError("give either --keyint or --keyint-seconds, not both") }
         try CLIRange.count(snapshotEvery, "--snapshot-every")
+        if let adapt { _ = try AdaptSchedule(parsing: adapt) }
         // The encoder's limits (OpenH264's), checked before the output or the camera is touched.
         try CLIRange.encoder(bitrateKbps: bitrate, maxBitrateKbps: maxBitrate, keyint: keyint, keyintSeconds: keyintSeconds,
                              threads: threads, maxNalSize: maxNalSize, fpsLimit: capture.fpsLimit)
@@ -54,9 +58,19 @@ struct Record: AsyncParsableCommand {
         settings.threads = threads
         settings.sliceMode = maxNalSize.map { .maxNALSize($0) } ?? .single
         settings.frameSkipping = frameSkipping
+        try EncodeStage.check(settings, keyIntervalSeconds: keyint == nil ? (keyintSeconds ?? 2) : nil, for: pipeline.selection)
         var stages: [any PictureStage] = []
-        stages.append(EncodeStage(settings: settings, keyIntervalSeconds: keyint == nil ? (keyintSeconds ?? 2) : nil,
-                                  outputs: [try AnnexBFileOutput(path: output)]))
+        let encode = EncodeStage(settings: settings, keyIntervalSeconds: keyint == nil ? (keyintSeconds ?? 2) : nil,
+                                 outputs: [try AnnexBFileOutput(path: output)])
+        stages.append(encode)
+        if let adapt {
+            pipeline.adaptation = ScheduledAdaptation(try AdaptSchedule(parsing: adapt))
+            // Each step sets the encoder's rates: its bitrate (or --bitrate) at its frame rate (at most the camera's).
+            let baseKbps = bitrate
+            pipeline.onAdaptationStep = { [unowned pipeline] step in
+                try? encode.control.setRates(bitrate: (step.kbps ?? baseKbps) * 1000, fps: max(1, min(step.maxFps, pipeline.applied.fps.fps)))
+            }
+        }
         if let preview { stages.append(try Y4MStage(path: preview)) }
         if let n = snapshotEvery {
             let stem = (output as NSString).deletingPathExtension

@@ -19,32 +19,29 @@ extension EncodedOutput {
     var progress: String? { nil }
 }
 
-/// Asks the encode stage for a key frame or a new bitrate from any thread (an RTCP feedback thread): the
-/// requests are taken on the pipeline's thread before the next encode.
-final class EncoderRequests: Sendable {
-    private let keyFrame = Atomic<Bool>(false)
-    private let bitrate = Atomic<Int>(0)
-    func requestKeyFrame() { keyFrame.store(true, ordering: .releasing) }
-    func requestBitrate(_ bps: Int) { bitrate.store(bps, ordering: .releasing) }
-    func take() -> (keyFrame: Bool, bitrate: Int?) {
-        let k = keyFrame.exchange(false, ordering: .acquiringAndReleasing)
-        let b = bitrate.exchange(0, ordering: .acquiringAndReleasing)
-        return (k, b > 0 ? b : nil)
-    }
-}
-
 /// Encodes every picture with OpenH264 (one encoder, shared by every output).
 final class EncodeStage: PictureStage {
     private(set) var settings: H264Encoder.Settings
     private let outputs: [any EncodedOutput]
-    let requests = EncoderRequests()
+    /// Key frames and bitrates from other threads (RTCP feedback, the adaptation schedule): the encoder takes
+    /// them before its next frame.
+    let control = EncoderControl()
     private let targetKbps: Int
     private var encoder: H264Encoder?
     private var out = EncodedFrame()
-    private var encodeTime = LatencyHistogram()
+    private var encodeTime = DurationHistogram()
     private var encoded = 0, skipped = 0, keyFrames = 0, bytes = 0
     private var firstTs: Int64?, lastTs: Int64 = 0
     private var fps = 30.0
+    private var lastSize: FrameSize?
+    private var sizeChanges: [String] = []
+
+    /// A new target bitrate (REMB, a schedule): clamped to 10 kbps...the configured cap.
+    func requestBitrate(_ bps: Int) { EncodeStage.request(bps, on: control, cap: settings.effectiveMaxBitrate) }
+    static func request(_ bps: Int, on control: EncoderControl, cap: Int) {
+        try? control.setBitrate(min(max(bps, 10_000), cap))
+    }
+    var bitrateCap: Int { settings.effectiveMaxBitrate }
     /// Seconds between key frames, resolved against the applied frame rate in `begin`.
     private let keyIntervalSeconds: Double?
 
@@ -70,22 +67,25 @@ final class EncodeStage: PictureStage {
         return s
     }
 
+    /// Checks the settings against what negotiation chose, before any output is claimed or the camera starts
+    /// (a 8x8 or 300 fps camera mode fails here with a message, not after the start).
+    static func check(_ base: H264Encoder.Settings, keyIntervalSeconds: Double?, for selection: FormatSelection) throws {
+        let planned = AppliedFormat(pixelFormat: selection.pixelFormat, size: selection.size, stride: 0, fps: selection.fps)
+        do { try settings(base, keyIntervalSeconds: keyIntervalSeconds, for: planned).validate() } catch {
+            throw CLIError("the camera's \(selection.pixelFormat) \(selection.size) @ \(selection.fps) fps cannot be encoded: \(error)")
+        }
+    }
+
     func begin(_ pipeline: CapturePipeline) throws {
         settings = EncodeStage.settings(settings, keyIntervalSeconds: keyIntervalSeconds, for: pipeline.applied)
         fps = settings.maxFrameRate
-        encoder = try H264Encoder(settings: settings)
+        encoder = try H264Encoder(settings: settings, control: control)
         let size = EncodeStage.encodedSize(pipeline.applied)
         if size != pipeline.applied.size { pipeline.formatNote = ", encoded at \(size)" }
     }
 
     func consume(_ picture: I420Buffer, frame: VideoFrame) throws {
         guard let encoder else { return }
-        let (wantKey, bitrate) = requests.take()
-        if wantKey { encoder.requestKeyFrame() }
-        if let bitrate {
-            let clamped = min(max(bitrate, 10_000), settings.effectiveMaxBitrate)
-            try? encoder.setRates(bitrate: clamped, fps: fps)
-        }
         let t0 = monotonicNow()
         try encoder.encode(picture, timestampNs: frame.timestampNs, into: &out)
         encodeTime.add(monotonicNow() - t0)
@@ -95,6 +95,10 @@ final class EncodeStage: PictureStage {
         encoded += 1
         bytes += out.size
         if out.isKeyFrame { keyFrames += 1 }
+        if encoder.statistics.size != lastSize {
+            if lastSize != nil { sizeChanges.append("\(encoder.statistics.size) at frame \(encoded)\(out.isKeyFrame ? " (IDR)" : "")") }
+            lastSize = encoder.statistics.size
+        }
         for o in outputs { try o.write(out, captureNs: frame.timestampNs) }
     }
 
@@ -110,6 +114,8 @@ final class EncodeStage: PictureStage {
 
     func discard() { for o in outputs { o.discard() }; encoder?.close() }
 
+    private var settingsKbps: Int { (encoder?.settings.targetBitrate ?? settings.targetBitrate) / 1000 }
+
     private var kbps: Double {
         guard let firstTs else { return 0 }
         let seconds = Double(lastTs - firstTs) / 1e9 + 1 / fps
@@ -120,8 +126,9 @@ final class EncodeStage: PictureStage {
     var progress: String? { (["\(fmt(kbps, 0)) kbps"] + outputs.compactMap(\.progress)).joined(separator: "  ") }
     var summary: [(String, String)] {
         [("key frames", "\(keyFrames) (interval \(settings.effectiveKeyFrameInterval) frames)"),
-         ("bitrate", "\(fmt(kbps, 0)) kbps average (target \(targetKbps) kbps)"),
+         ("bitrate", "\(fmt(kbps, 0)) kbps average (target \(targetKbps) kbps\(targetKbps != settingsKbps ? ", last \(settingsKbps) kbps" : ""))"),
          ("encode time", "p50 \(fmt(encodeTime.percentileMs(0.5), 2)) ms, p95 \(fmt(encodeTime.percentileMs(0.95), 2)) ms")]
+            + (sizeChanges.isEmpty ? [] : [("reconfigured", sizeChanges.joined(separator: ", "))])
             + outputs.flatMap(\.summary)
     }
 }

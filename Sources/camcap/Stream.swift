@@ -61,6 +61,7 @@ struct Stream: AsyncParsableCommand {
         // Slices within the payload budget: no FU-A needed for most NAL units (as WebRTC's encoders do).
         settings.sliceMode = .maxNALSize(max(420, mtu))
         let keySeconds = keyintSeconds ?? 2
+        try EncodeStage.check(settings, keyIntervalSeconds: keySeconds, for: pipeline.selection)
         if sdpOnly {
             // The SDP needs the encoder's SPS/PPS: the same settings always give the same ones.
             let applied = AppliedFormat(pixelFormat: pipeline.selection.pixelFormat, size: pipeline.selection.size, stride: 0, fps: pipeline.selection.fps)
@@ -126,9 +127,10 @@ final class RTPOutput: EncodedOutput {
     }
 
     func connect(_ encode: EncodeStage) {
-        let requests = encode.requests
-        sender.onKeyFrameRequest = { requests.requestKeyFrame() }
-        sender.onBitrateEstimate = { bps in requests.requestBitrate(Int(clamping: bps)) }
+        let control = encode.control
+        sender.onKeyFrameRequest = { control.requestKeyFrame() }
+        let cap = encode.bitrateCap
+        sender.onBitrateEstimate = { bps in EncodeStage.request(Int(clamping: bps), on: control, cap: cap) }
     }
 
     static func sdp(for settings: H264Encoder.Settings, target: StreamTarget, ssrc: UInt32, rtxPayloadType: UInt8?) throws -> String {

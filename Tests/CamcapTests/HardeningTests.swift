@@ -154,4 +154,18 @@ private func write(_ name: String, _ text: String) -> String {
         let p = try sh("ffprobe", ["-v", "error", "-count_frames", "-show_entries", "stream=width,height,nb_read_frames", "-of", "csv=p=0", target])
         #expect(p.out.trimmingCharacters(in: .whitespacesAndNewlines) == "320,180,6")
     }
+
+    /// A mode the encoder cannot take is refused after negotiation, before the camera starts or any output is
+    /// touched (an existing file keeps its bytes).
+    @Test func aCameraModeTheEncoderCannotTakeFailsBeforeTheStart() throws {
+        let fixture = work + "/tiny.txt", out = work + "/tiny-keep.h264"
+        try "ioctl: VIDIOC_ENUM_FMT\n\tType: Video Capture\n\n\t[0]: 'YUYV' (YUYV 4:2:2)\n\t\tSize: Discrete 8x8\n\t\t\tInterval: Discrete 0.033s (30.000 fps)\n"
+            .write(toFile: fixture, atomically: true, encoding: .utf8)
+        try "keep".write(toFile: out, atomically: true, encoding: .utf8)
+        for command in [["record", "-o", out], ["stream", "--to", "127.0.0.1:9", "--output", out]] {
+            let r = try sh(camcap, [command[0], "-d", fixture] + command.dropFirst())
+            #expect(r.code == 1 && r.err.contains("YUYV 8x8 @ 30 fps cannot be encoded") && r.err.contains("width 16...4096"), "\(command[0]): \(r.err)")
+            #expect(try String(contentsOfFile: out, encoding: .utf8) == "keep")
+        }
+    }
 }

@@ -17,6 +17,7 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
     private(set) var openFDs: Set<Int32> = []
     private(set) var mapped: [Int: UnsafeMutableRawPointer] = [:]
     private var buffers: [UnsafeMutableRawPointer] = []
+    deinit { buffers.forEach { $0.deallocate() } }   // a test that never freed them (LeakSanitizer stays quiet)
     private var queue: [Int] = []
     private var fmt = (width: 640, height: 480, pf: PixelFormat.yuyv.rawValue)
     private var fps = (num: UInt32(1), den: UInt32(30))
@@ -229,6 +230,7 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
                 buffers.forEach { $0.deallocate() }; buffers = []; queue = []
             } else {
                 let size = (fmt.width * 2 + extraStride) * fmt.height
+                buffers.forEach { $0.deallocate() }   // a second REQBUFS replaces them, as the kernel does
                 buffers = (0..<Int(r.pointee.count)).map { _ in UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 64) }
             }
         case CV4L2_VIDIOC_QUERYBUF:

@@ -3,6 +3,7 @@ import VideoCapture
 import VideoProcessing
 import FixtureCameras
 import H264
+import RTP
 
 /// A camera frame of `format` holding the fixture pattern.
 func cameraFrame(_ format: PixelFormat, _ size: FrameSize) -> VideoFrameBuffer {
@@ -46,6 +47,42 @@ let benchmarks: @Sendable () -> Void = {
             benchmark.startMeasurement()
             for _ in benchmark.scaledIterations { blackHole(try converter.convert(input, options: opts)) }
         } setup: { cameraFrame(.nv12, size) }
+    }
+
+    // The RTC source's adaptation path, as the capturer's delivery thread drives it: MJPEG 720p → one I420
+    // conversion → scaled to what the sinks want (the frame-rate gate, the wants and the delivery included).
+    for (label, wants) in [("→ 640x360 (one sink)", [VideoSinkWants(maxSize: FrameSize(width: 640, height: 360))]),
+                           ("→ 1280x720 + 640x360 (two sinks)", [VideoSinkWants(), VideoSinkWants(maxSize: FrameSize(width: 640, height: 360))])] {
+        Benchmark("VideoSource MJPG 720p \(label)", configuration: .init(thresholds: zeroMallocs)) { benchmark, input in
+            let capturer = CameraVideoCapturer(providers: [])
+            let source = VideoSource(capturer: capturer)
+            for w in wants { source.addSink(wants: w) { blackHole($0) } }
+            var ts: Int64 = 0
+            func next() { ts += 33_333_333; source.capturer(capturer, didCapture: VideoFrame(buffer: input, rotation: .rotation0, timestampNs: ts, sequence: 0)) }
+            for _ in 0..<5 { next() }
+            benchmark.startMeasurement()
+            for _ in benchmark.scaledIterations { next() }
+            benchmark.stopMeasurement()
+            precondition(source.statistics.conversions == source.statistics.inputFrames)
+        } setup: { cameraFrame(.mjpeg, FrameSize(width: 1280, height: 720)) }
+    }
+
+    // RTP packetization of real encoded access units (720p at 2 Mbps: P frames and every 60th an IDR with SPS/PPS
+    // in a STAP-A and FU-A fragments), next to the encode that made them.
+    Benchmark("RTP packetize 720p access units (1200-byte payloads)", configuration: .init(thresholds: zeroMallocs)) { benchmark, units in
+        var packetizer = H264Packetizer(maxPayload: 1200)
+        var i = 0, packets = 0
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            let u = units[i % units.count]; i += 1
+            packets += packetizer.packetize(u.data, nalUnits: u.nalUnits, timestamp: UInt32(truncatingIfNeeded: i * 3000)) { blackHole($0.count) }
+        }
+        benchmark.stopMeasurement()
+        blackHole(packets)
+    } setup: { () -> [EncodedFrame] in
+        let rig = try EncodeRig(size: FrameSize(width: 1280, height: 720), threads: 1)
+        rig.encoder.requestKeyFrame()
+        return try (0..<60).map { _ in try rig.encodeNext(); return rig.out }
     }
 
     // Encoding: one warmed-up encoder per benchmark; each sample encodes the next frame (steady state,
@@ -93,7 +130,7 @@ final class CaptureRig: @unchecked Sendable {
     // @unchecked: used by one benchmark at a time, from its own closure.
     nonisolated(unsafe) static var current: CaptureRig?
     let capturer: CameraVideoCapturer
-    var frames: AsyncStream<VideoFrame>.Iterator
+    var frames: VideoFrameStream.Iterator
     let converter = FrameConverter()
     let encoder: H264Encoder?
     let writer: AnnexBWriter?
@@ -121,7 +158,7 @@ final class CaptureRig: @unchecked Sendable {
     }
 
     func next() async throws {
-        guard let frame = await frames.next() else { throw CaptureError(.streamFailed, "the fixture stream ended") }
+        guard let frame = try await frames.next() else { throw CaptureError(.streamFailed, "the fixture stream ended") }
         guard let encoder, let writer else { blackHole(frame.sequence); return }
         let picture = try converter.convert(frame.buffer)
         try encoder.encode(picture, timestampNs: frame.timestampNs, into: &out)

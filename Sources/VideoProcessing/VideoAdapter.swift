@@ -1,0 +1,129 @@
+public import VideoCapture
+
+/// What a consumer of frames wants (WebRTC's `VideoSinkWants`): at most this many pixels, at most this frame
+/// rate, and sizes that are multiples of an alignment (an encoder's macroblocks, a GPU texture's rows).
+/// `nil` means "no limit".
+public struct VideoSinkWants: Sendable, Hashable, CustomStringConvertible {
+    public var maxPixelCount: Int?
+    public var maxFrameRate: Double?
+    /// Width and height are multiples of this (at least 2: I420's chroma is subsampled).
+    public var resolutionAlignment: Int
+
+    public init(maxPixelCount: Int? = nil, maxFrameRate: Double? = nil, resolutionAlignment: Int = 2) {
+        self.maxPixelCount = maxPixelCount; self.maxFrameRate = maxFrameRate; self.resolutionAlignment = resolutionAlignment
+    }
+
+    /// Wants no more than `size` (in pixels) at no more than `fps`.
+    public init(maxSize: FrameSize, maxFrameRate: Double? = nil, resolutionAlignment: Int = 2) {
+        self.init(maxPixelCount: maxSize.width.multipliedReportingOverflow(by: maxSize.height).partialValue,
+                  maxFrameRate: maxFrameRate, resolutionAlignment: resolutionAlignment)
+    }
+
+    public var description: String {
+        "max \(maxPixelCount.map(String.init) ?? "any") pixels @ \(maxFrameRate.map { "\($0)" } ?? "any") fps, align \(resolutionAlignment)"
+    }
+
+    /// Alignment clamped to 2...64 and made even.
+    var alignment: Int { max(2, min(64, resolutionAlignment)) & ~1 }
+}
+
+/// Keeps frames at an even cadence for a target frame rate, deciding on capture timestamps alone
+/// (30→15 keeps every other frame, 30→20 two of three), never on the wall clock. The idea is WebRTC's
+/// frame-rate controller: an expected time for the next kept frame that advances by one output interval.
+public struct FrameRateGate: Sendable, Equatable {
+    private var next: Int64?
+    private var intervalNs: Int64 = 0
+
+    public init() {}
+
+    /// True when the frame at `timestampNs` is kept for `maxFps` (nil, non-finite or ≤ 0: no limit).
+    public mutating func keep(timestampNs: Int64, maxFps: Double?) -> Bool {
+        guard let fps = maxFps, fps.isFinite, fps > 0, fps < 1e6 else { next = nil; return true }
+        let interval = Int64(1e9 / fps)
+        if interval != intervalNs { intervalNs = interval; next = nil }
+        if let n = next {
+            let until = n &- timestampNs
+            // Within two intervals of the expectation: steady state. Farther: a jump (a pause, a new stream).
+            if until.magnitude < 2 * UInt64(interval) {
+                if until > 0 { return false }
+                next = n &+ interval
+                return true
+            }
+        }
+        // The first frame, or after a jump: keep it, and expect the next half an interval early so that
+        // timestamp jitter keeps frames rather than dropping them.
+        next = timestampNs &+ interval / 2
+        return true
+    }
+
+    public mutating func reset() { next = nil }
+}
+
+/// Where an input frame goes: the part of it that is kept (centre crop to the output's aspect) and the size
+/// it is scaled to.
+public struct Adaptation: Sendable, Hashable {
+    /// Crop of the input (nil: the whole frame).
+    public var crop: CropRect?
+    /// The output size (even, a multiple of the alignment asked for).
+    public var size: FrameSize
+    /// True when the output equals the input: no crop, no scale.
+    public var isIdentity: Bool
+
+    /// The output size for `input` under a size cap and a pixel cap, keeping the aspect ratio (the input is
+    /// cropped by at most one alignment step to keep it exact), never larger than the input. Total: any
+    /// values give a valid, non-empty size.
+    public static func fit(_ input: FrameSize, maxSize: FrameSize?, maxPixelCount: Int?, alignment: Int = 2) -> Adaptation {
+        let w = max(2, min(input.width, 16384)), h = max(2, min(input.height, 16384))
+        let a = max(2, min(64, alignment)) & ~1
+        var scale = 1.0
+        if let m = maxSize, m.width > 0, m.height > 0 {
+            scale = min(scale, Double(m.width) / Double(w), Double(m.height) / Double(h))
+        }
+        if let p = maxPixelCount, p > 0 { scale = min(scale, (Double(p) / (Double(w) * Double(h))).squareRoot()) }
+        let ow = max(a, Int(Double(w) * scale) / a * a), oh = max(a, Int(Double(h) * scale) / a * a)
+        let out = FrameSize(width: min(ow, w & ~1), height: min(oh, h & ~1))
+        if out.width == input.width && out.height == input.height {
+            return Adaptation(crop: nil, size: out, isIdentity: true)
+        }
+        // Crop the input to the output's aspect (centre), so the picture is not stretched by the alignment.
+        var cw = w, ch = h
+        if w * out.height > h * out.width { cw = min(w, (h * out.width + out.height / 2) / out.height) }
+        else if w * out.height < h * out.width { ch = min(h, (w * out.height + out.width / 2) / out.width) }
+        cw = max(2, cw & ~1); ch = max(2, ch & ~1)
+        let crop = (cw == input.width && ch == input.height) ? nil : CropRect(x: ((w - cw) / 2) & ~1, y: ((h - ch) / 2) & ~1, width: cw, height: ch)
+        return Adaptation(crop: crop, size: out, isIdentity: false)
+    }
+}
+
+/// Adapts a stream of frames to a requested output format, as congestion control asks a capture source
+/// (WebRTC's `VideoAdapter` and `OnOutputFormatRequest`, the seed's `adaptOutputFormatToWidth:height:fps:`):
+/// frames above the requested rate are dropped on their timestamps, and frames larger than the requested
+/// size are scaled (and centre-cropped to keep the aspect ratio) to even, aligned sizes an encoder accepts.
+/// A value type without locks: one owner (a pipeline thread, or `VideoSource` behind its lock).
+public struct VideoAdapter: Sendable {
+    public struct Request: Sendable, Hashable, CustomStringConvertible {
+        public var maxSize: FrameSize?
+        public var maxFps: Double?
+        public init(maxSize: FrameSize? = nil, maxFps: Double? = nil) { self.maxSize = maxSize; self.maxFps = maxFps }
+        public var description: String { "\(maxSize.map { "\($0)" } ?? "any size") @ \(maxFps.map { "\($0)" } ?? "any") fps" }
+    }
+
+    public private(set) var request = Request()
+    public var alignment: Int
+    private var gate = FrameRateGate()
+
+    public init(alignment: Int = 2) { self.alignment = alignment }
+
+    /// A new output format, effective from the next frame. The frame-rate cadence restarts at the next frame.
+    public mutating func requestOutputFormat(maxSize: FrameSize?, maxFps: Double?) {
+        let r = Request(maxSize: maxSize, maxFps: maxFps)
+        if r.maxFps != request.maxFps { gate.reset() }
+        request = r
+    }
+
+    /// What to do with a frame of `size` captured at `timestampNs`: nil drops it (frame-rate adaptation).
+    public mutating func adapt(size: FrameSize, timestampNs: Int64) -> Adaptation? {
+        guard gate.keep(timestampNs: timestampNs, maxFps: request.maxFps) else { return nil }
+        return Adaptation.fit(size, maxSize: request.maxSize, maxPixelCount: nil, alignment: alignment)
+    }
+}

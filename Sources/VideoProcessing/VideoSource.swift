@@ -1,0 +1,310 @@
+public import VideoCapture
+import Synchronization
+
+/// A capture source for an RTC stack: it sits over a `CameraVideoCapturer`, converts each captured frame to
+/// I420 **once** (crop to aspect, scale, rotate as asked) into pooled buffers, and hands the I420 frames to
+/// any number of sinks and async sequences, each with its own `VideoSinkWants`.
+///
+/// - The source serves the most demanding want (the most pixels, the highest frame rate); a sink that wants
+///   less gets a scaled copy (from the shared I420, not another decode) or fewer frames, on timestamps.
+/// - `requestOutputFormat(maxSize:maxFps:)` (congestion control) caps every sink, from any thread, with no
+///   camera restart. A request above what the camera delivers is not served by upscaling: the output stays at
+///   the camera's size and `statistics.limitedByCamera` says so (restart the capturer with a larger format
+///   to go higher).
+/// - Sink callbacks run on the capturer's delivery thread, one frame at a time; a slow sink delays the others
+///   (and the capturer then drops late frames, counted). Async sequences buffer the newest frames instead.
+///
+/// The source registers itself as a delegate of the capturer; `detach()` (or releasing the capturer) ends it.
+public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
+    /// Why the source did not pass a frame on.
+    public enum DropReason: String, Sendable, CaseIterable, CustomStringConvertible {
+        /// Thinned for a lower requested frame rate (source-wide: no sink wanted it).
+        case adaptation
+        /// Dropped by the capturer before it reached the source (late, busy, driver drops).
+        case late
+        /// A sequence's consumer was behind: its oldest buffered frame was replaced.
+        case starvation
+        /// The frame could not be converted (a corrupt JPEG, a short buffer); capture goes on.
+        case undecodable
+        public var description: String { rawValue }
+    }
+
+    public struct Statistics: Sendable {
+        /// Frames that reached the source from the capturer.
+        public var inputFrames = 0
+        /// Frames passed to at least one sink.
+        public var outputFrames = 0
+        /// Conversions of captured frames to I420 (at most one per input frame).
+        public var conversions = 0
+        /// Extra scales for sinks that want less than the shared output.
+        public var sinkScales = 0
+        public var dropped: [DropReason: Int] = [:]
+        /// The size of the shared output at the last frame.
+        public var outputSize: FrameSize?
+        /// The input size at the last frame.
+        public var inputSize: FrameSize?
+        /// True when the last request asked for more than the camera delivers.
+        public var limitedByCamera = false
+        /// Input and output frame rate over the last second of timestamps.
+        public var inputFps = 0.0
+        public var outputFps = 0.0
+        /// Conversion (and scale) time per frame, milliseconds.
+        public var conversionP50Ms = 0.0
+        public var conversionP95Ms = 0.0
+        public var totalDropped: Int { dropped.values.reduce(0, +) }
+    }
+
+    /// A registered sink: change what it wants, or remove it. Releasing the token does not remove the sink.
+    public final class Sink: Sendable {
+        let id: UInt64
+        weak let source: VideoSource?
+        init(id: UInt64, source: VideoSource) { self.id = id; self.source = source }
+        public func update(wants: VideoSinkWants) { source?.update(id, wants: wants) }
+        public func remove() { source?.removeSink(id) }
+    }
+
+    private enum Target: Sendable {
+        case callback(@Sendable (VideoFrame) -> Void)
+        case stream(FrameSubscription)
+    }
+
+    private struct SinkEntry: Sendable {
+        var id: UInt64
+        var wants: VideoSinkWants
+        var target: Target
+    }
+
+    private struct Control: Sendable {
+        var sinks: [SinkEntry] = []
+        var request = VideoAdapter.Request()
+        var nextID: UInt64 = 0
+        var stats = Statistics()
+    }
+
+    /// State of the delivery thread's work (one frame at a time).
+    private struct Work {
+        var converter = FrameConverter()
+        var sourceGate = FrameRateGate()
+        var gates: [UInt64: FrameRateGate] = [:]
+        var scalers: [UInt64: FrameConverter] = [:]
+        var times = DurationHistogram()
+        var inputWindow = RateWindow(), outputWindow = RateWindow()
+        var deliveries: [(Target, VideoFrame)] = []
+        var takers: [Int] = []
+        var lastRequest = VideoAdapter.Request()
+    }
+
+    private let control = Mutex(Control())
+    private let work: Mutex<Work>
+    private let applyRotation: Bool
+    private weak let capturer: CameraVideoCapturer?
+
+    /// A source over `capturer`. With `applyRotation`, each frame's rotation is applied to the pixels
+    /// (outputs have rotation 0); else it is carried as metadata for the consumer to apply.
+    public init(capturer: CameraVideoCapturer, applyRotation: Bool = false) {
+        self.capturer = capturer
+        self.applyRotation = applyRotation
+        var w = Work()
+        w.deliveries.reserveCapacity(8); w.takers.reserveCapacity(8)
+        work = Mutex(w)
+        capturer.addDelegate(self)
+    }
+
+    /// Stops receiving frames from the capturer and ends every sequence.
+    public func detach() {
+        capturer?.removeDelegate(self)
+        endStreams(nil)
+    }
+
+    // MARK: Sinks
+
+    /// Adds a sink called with each frame it wants, on the capturer's delivery thread.
+    @discardableResult
+    public func addSink(wants: VideoSinkWants = .init(), _ onFrame: @escaping @Sendable (VideoFrame) -> Void) -> Sink {
+        let id = control.withLock { c -> UInt64 in
+            c.nextID += 1
+            c.sinks.append(SinkEntry(id: c.nextID, wants: wants, target: .callback(onFrame)))
+            return c.nextID
+        }
+        return Sink(id: id, source: self)
+    }
+
+    /// The frames a consumer wants, as an async sequence that ends when capture stops (throwing the capture
+    /// error, as the capturer's own `frames()`) or when the source is detached. It buffers the newest
+    /// `bufferingNewest` frames; older ones are dropped as `.starvation`.
+    public func frames(wants: VideoSinkWants = .init(), bufferingNewest: Int = 2) -> VideoFrameStream {
+        let (id, sub) = control.withLock { c -> (UInt64, FrameSubscription) in
+            c.nextID += 1
+            let sub = FrameSubscription(id: c.nextID, capacity: max(1, min(bufferingNewest, 64)), growable: false)
+            c.sinks.append(SinkEntry(id: c.nextID, wants: wants, target: .stream(sub)))
+            return (c.nextID, sub)
+        }
+        return VideoFrameStream(handle: FrameSubscription.Handle(sub) { [weak self] in self?.removeSink(id) })
+    }
+
+    func update(_ id: UInt64, wants: VideoSinkWants) {
+        control.withLock { c in if let i = c.sinks.firstIndex(where: { $0.id == id }) { c.sinks[i].wants = wants } }
+    }
+
+    func removeSink(_ id: UInt64) {
+        let removed = control.withLock { c -> SinkEntry? in
+            guard let i = c.sinks.firstIndex(where: { $0.id == id }) else { return nil }
+            return c.sinks.remove(at: i)
+        }
+        if case .stream(let sub)? = removed?.target { sub.finish(nil) }
+    }
+
+    // MARK: Output requests
+
+    /// Caps the output at `maxSize` (aspect kept, even sizes) and `maxFps` (frames thinned on timestamps),
+    /// from the next frame; nil lifts a cap. Any thread, any time; the camera is not restarted.
+    public func requestOutputFormat(maxSize: FrameSize?, maxFps: Double?) {
+        control.withLock { $0.request = VideoAdapter.Request(maxSize: maxSize, maxFps: maxFps) }
+    }
+
+    public var outputRequest: VideoAdapter.Request { control.withLock { $0.request } }
+
+    public var statistics: Statistics {
+        var s = control.withLock { $0.stats }
+        work.withLock { w in
+            s.conversionP50Ms = w.times.percentileMs(0.5); s.conversionP95Ms = w.times.percentileMs(0.95)
+            s.inputFps = w.inputWindow.fps; s.outputFps = w.outputWindow.fps
+        }
+        return s
+    }
+
+    // MARK: CameraVideoCapturerDelegate
+
+    public func capturer(_ capturer: CameraVideoCapturer, didCapture frame: VideoFrame) {
+        let (sinks, request) = control.withLock { c in (c.sinks, c.request) }
+        var counts = (converted: false, scales: 0, output: false, dropReason: DropReason?.none)
+        var outSize: FrameSize?, inSize = frame.buffer.size, limited = false
+        let deliveries = work.withLock { w -> [(Target, VideoFrame)] in
+            w.deliveries.removeAll(keepingCapacity: true)
+            w.inputWindow.add(frame.timestampNs)
+            if request.maxFps != w.lastRequest.maxFps { w.sourceGate.reset() }
+            w.lastRequest = request
+            // The source's rate: the fastest sink's, under the request's cap.
+            var sourceFps: Double? = 0
+            for s in sinks {
+                guard let f = s.wants.maxFrameRate, f.isFinite, f > 0 else { sourceFps = nil; break }
+                sourceFps = max(sourceFps ?? 0, f)
+            }
+            if sourceFps == 0 { sourceFps = nil }
+            if let r = request.maxFps, r.isFinite, r > 0 { sourceFps = min(sourceFps ?? r, r) }
+            guard !sinks.isEmpty, w.sourceGate.keep(timestampNs: frame.timestampNs, maxFps: sourceFps) else {
+                counts.dropReason = .adaptation; return []
+            }
+            // Which sinks take this frame (each sink's own cadence under the source's).
+            w.takers.removeAll(keepingCapacity: true)
+            for (i, s) in sinks.enumerated() {
+                let fps = min(s.wants.maxFrameRate ?? .infinity, request.maxFps ?? .infinity)
+                if w.gates[s.id, default: FrameRateGate()].keep(timestampNs: frame.timestampNs, maxFps: fps.isFinite ? fps : nil) { w.takers.append(i) }
+            }
+            let takers = w.takers
+            guard !takers.isEmpty else { counts.dropReason = .adaptation; return [] }
+            // The shared output: the most pixels any taker wants, under the request.
+            var maxPixels: Int? = 0, alignment = 2
+            for i in takers {
+                let wnt = sinks[i].wants
+                alignment = max(alignment, wnt.alignment)
+                if let p = wnt.maxPixelCount, p > 0 { maxPixels = maxPixels.map { max($0, p) } } else { maxPixels = nil }
+            }
+            let rotation: VideoRotation = applyRotation ? frame.rotation : .rotation0
+            if rotation.swapsDimensions { inSize = FrameSize(width: inSize.height, height: inSize.width) }
+            if let m = request.maxSize, m.width > inSize.width || m.height > inSize.height { limited = true }
+            let shared = Adaptation.fit(inSize, maxSize: request.maxSize, maxPixelCount: maxPixels, alignment: alignment)
+            let t0 = monotonicNanoseconds()
+            let picture: I420Buffer
+            do {
+                // Crop applies to the unrotated input: map it back when rotating by 90/270.
+                var crop = shared.crop
+                if let c = crop, rotation.swapsDimensions { crop = CropRect(x: c.y, y: c.x, width: c.height, height: c.width) }
+                picture = try w.converter.convert(frame.buffer, options: FrameConverter.Options(
+                    crop: crop, rotation: rotation, scale: shared.isIdentity ? nil : shared.size))
+            } catch {
+                counts.dropReason = .undecodable; return []
+            }
+            counts.converted = true
+            outSize = FrameSize(width: picture.width, height: picture.height)
+            let outRotation: VideoRotation = applyRotation ? .rotation0 : frame.rotation
+            let sharedFrame = VideoFrame(buffer: picture.buffer, rotation: outRotation, timestampNs: frame.timestampNs, sequence: frame.sequence)
+            for i in takers {
+                let s = sinks[i]
+                var out = sharedFrame
+                if let p = s.wants.maxPixelCount, p > 0, p < picture.width * picture.height || s.wants.alignment > alignment {
+                    let mine = Adaptation.fit(outSize!, maxSize: nil, maxPixelCount: p, alignment: s.wants.alignment)
+                    if !mine.isIdentity {
+                        let scaler = w.scalers[s.id] ?? FrameConverter()
+                        w.scalers[s.id] = scaler
+                        if let scaled = try? scaler.convert(picture.buffer, options: FrameConverter.Options(crop: mine.crop, scale: mine.size)) {
+                            out = VideoFrame(buffer: scaled.buffer, rotation: outRotation, timestampNs: frame.timestampNs, sequence: frame.sequence)
+                            counts.scales += 1
+                        }
+                    }
+                }
+                w.deliveries.append((s.target, out))
+            }
+            w.times.add(monotonicNanoseconds() - t0)
+            w.outputWindow.add(frame.timestampNs)
+            counts.output = true
+            // Forget per-sink state of sinks that are gone.
+            if w.gates.count > sinks.count + 4 { w.gates = w.gates.filter { id in sinks.contains { $0.id == id.key } } }
+            if w.scalers.count > sinks.count + 4 { w.scalers = w.scalers.filter { id in sinks.contains { $0.id == id.key } } }
+            return w.deliveries
+        }
+        var starved = 0
+        for (target, f) in deliveries {
+            switch target {
+            case .callback(let call): call(f)
+            case .stream(let sub): starved += sub.yield(f)
+            }
+        }
+        work.withLock { $0.deliveries.removeAll(keepingCapacity: true) }
+        control.withLock { c in
+            c.stats.inputFrames += 1
+            c.stats.inputSize = inSize
+            c.stats.limitedByCamera = limited
+            if counts.converted { c.stats.conversions += 1 }
+            c.stats.sinkScales += counts.scales
+            if counts.output { c.stats.outputFrames += 1; c.stats.outputSize = outSize }
+            if let r = counts.dropReason { c.stats.dropped[r, default: 0] += 1 }
+            if starved > 0 { c.stats.dropped[.starvation, default: 0] += starved }
+        }
+    }
+
+    public func capturer(_ capturer: CameraVideoCapturer, didDropFrames count: Int, reason: FrameDropReason) {
+        guard reason != .noConsumer else { return }
+        control.withLock { $0.stats.dropped[.late, default: 0] += count }
+    }
+
+    public func capturer(_ capturer: CameraVideoCapturer, didStopWithError error: CaptureError?) {
+        endStreams(error)
+    }
+
+    /// Ends the sequences (they are made per run, like the capturer's); callback sinks stay.
+    private func endStreams(_ error: CaptureError?) {
+        let subs = control.withLock { c -> [FrameSubscription] in
+            let subs = c.sinks.compactMap { s -> FrameSubscription? in if case .stream(let sub) = s.target { return sub } else { return nil } }
+            c.sinks.removeAll { if case .stream = $0.target { return true } else { return false } }
+            return subs
+        }
+        for s in subs { s.finish(error) }
+    }
+}
+
+/// Frames per second over the last second of timestamps (a ring of 256 timestamps: no allocation per frame).
+struct RateWindow {
+    private var times = [Int64](repeating: 0, count: 256)
+    private var head = 0, count = 0
+    mutating func add(_ ts: Int64) {
+        times[(head + count) % times.count] = ts
+        if count < times.count { count += 1 } else { head = (head + 1) % times.count }
+        while count > 1 && ts - times[head] > 1_000_000_000 { head = (head + 1) % times.count; count -= 1 }
+    }
+    var fps: Double {
+        guard count > 1 else { return 0 }
+        let span = times[(head + count - 1) % times.count] - times[head]
+        return span > 0 ? Double(count - 1) * 1e9 / Double(span) : 0
+    }
+}

@@ -1,0 +1,87 @@
+import ArgumentParser
+import VideoCapture
+import VideoProcessing
+
+/// `--adapt 0s:1280x720@30,3s:640x360@15/600,6s:1280x720@30`: what congestion control would ask of the source,
+/// replayed on frame timestamps. Each step: TIME (seconds from the first frame, `s` optional), the maximum
+/// output size and frame rate, and optionally a bitrate in kbps after `/`.
+struct AdaptSchedule: ExpressibleByArgument, CustomStringConvertible {
+    struct Step: Equatable {
+        var atNs: Int64
+        var maxSize: FrameSize
+        var maxFps: Double
+        var kbps: Int?
+    }
+    var steps: [Step]
+
+    init?(argument: String) { try? self.init(parsing: argument) }
+
+    init(parsing text: String) throws {
+        guard text.utf8.count <= 4096 else { throw ValidationError("--adapt: the schedule is longer than 4096 characters") }
+        var steps: [Step] = []
+        for (n, raw) in text.split(separator: ",").enumerated() {
+            let item = raw.trimmingCharacters(in: .whitespaces)
+            let bad = { (why: String) in ValidationError("--adapt step \(n + 1) \"\(item.prefix(60))\": \(why); expected TIME:WxH@FPS[/KBPS], e.g. 3s:640x360@15/600") }
+            guard let colon = item.firstIndex(of: ":"), let at = item.firstIndex(of: "@") , colon < at else { throw bad("missing ':' or '@'") }
+            var time = item[..<colon]
+            if time.hasSuffix("s") { time = time.dropLast() }
+            guard let seconds = Double(time), seconds.isFinite, (0...86_400).contains(seconds) else { throw bad("time must be 0...86400 seconds") }
+            guard let size = FrameSize(parsing: item[item.index(after: colon)..<at]) else { throw bad("size must be WxH") }
+            if let problem = CaptureLimits.problem(with: size) { throw bad(problem) }
+            guard size.width >= 16, size.height >= 16 else { throw bad("size must be at least 16x16") }
+            let rest = item[item.index(after: at)...].split(separator: "/", omittingEmptySubsequences: false)
+            guard rest.count <= 2, let fps = Double(rest[0]), fps.isFinite, fps >= 1, fps <= 240 else { throw bad("frame rate must be 1...240") }
+            var kbps: Int?
+            if rest.count == 2 {
+                guard let k = Int(rest[1]), (10...100_000).contains(k) else { throw bad("bitrate must be 10...100000 kbps") }
+                kbps = k
+            }
+            let ns = Int64((seconds * 1e9).rounded())
+            if let last = steps.last, ns <= last.atNs { throw bad("times must increase (previous step at \(Double(last.atNs) / 1e9) s)") }
+            steps.append(Step(atNs: ns, maxSize: size, maxFps: fps, kbps: kbps))
+        }
+        guard !steps.isEmpty else { throw ValidationError("--adapt: the schedule is empty") }
+        self.steps = steps
+    }
+
+    var description: String {
+        steps.map { "\(fmt(Double($0.atNs) / 1e9, 1))s:\($0.maxSize)@\(fmt($0.maxFps, 0))" + ($0.kbps.map { "/\($0)" } ?? "") }.joined(separator: ",")
+    }
+}
+
+/// Applies a schedule to a `VideoAdapter` as frames arrive, and counts frames per second of timestamps.
+struct ScheduledAdaptation {
+    let schedule: AdaptSchedule
+    var adapter = VideoAdapter()
+    private var next = 0
+    private(set) var thinned = 0
+    private(set) var perSecond: [Int] = []
+    private(set) var sizes: [FrameSize] = []
+
+    init(_ schedule: AdaptSchedule) {
+        self.schedule = schedule
+        perSecond.reserveCapacity(64)
+    }
+
+    /// The step that starts at this frame, if any (the caller applies its bitrate).
+    mutating func step(atElapsed ns: Int64) -> AdaptSchedule.Step? {
+        guard next < schedule.steps.count, ns >= schedule.steps[next].atNs else { return nil }
+        var step = schedule.steps[next]
+        while next + 1 < schedule.steps.count && ns >= schedule.steps[next + 1].atNs { next += 1; step = schedule.steps[next] }
+        next += 1
+        adapter.requestOutputFormat(maxSize: step.maxSize, maxFps: step.maxFps)
+        return step
+    }
+
+    /// What to do with a frame (nil: thinned for the frame rate).
+    mutating func adapt(size: FrameSize, timestampNs: Int64, elapsedNs: Int64) -> Adaptation? {
+        guard let a = adapter.adapt(size: size, timestampNs: timestampNs) else { thinned += 1; return nil }
+        let second = Int(elapsedNs / 1_000_000_000)
+        if second >= 0 && second < 86_400 {
+            while perSecond.count <= second { perSecond.append(0) }
+            perSecond[second] += 1
+        }
+        if sizes.last != a.size { sizes.append(a.size) }
+        return a
+    }
+}

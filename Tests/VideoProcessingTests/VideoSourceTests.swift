@@ -1,0 +1,157 @@
+import Foundation
+import Testing
+import Synchronization
+import VideoCapture
+import VideoProcessing
+import FixtureCameras
+
+@Suite struct FrameRateGateTests {
+    func kept(_ fps: Double, from source: Double = 30, frames: Int = 300, jitterNs: Int64 = 0) -> [Int] {
+        var gate = FrameRateGate()
+        var kept: [Int] = []
+        for i in 0..<frames {
+            let jitter = jitterNs == 0 ? 0 : Int64(i * 7919 % 3 - 1) * jitterNs   // -j, 0, +j
+            if gate.keep(timestampNs: 1_000_000_000 + Int64(Double(i) * 1e9 / source) + jitter, maxFps: fps) { kept.append(i) }
+        }
+        return kept
+    }
+
+    @Test func thirtyToFifteenKeepsEveryOtherFrame() {
+        let k = kept(15)
+        #expect(abs(k.count - 150) <= 1, "\(k.count)")
+        // Even cadence after the start: consecutive kept frames are 2 apart.
+        let gaps = zip(k.dropFirst(3), k.dropFirst(2)).map { $0 - $1 }
+        #expect(gaps.allSatisfy { $0 == 2 }, "\(gaps)")
+    }
+
+    @Test func thirtyToTwentyKeepsTwoOfThree() {
+        let k = kept(20)
+        #expect(abs(k.count - 200) <= 1, "\(k.count)")
+        for start in stride(from: 3, to: 297, by: 3) { #expect(k.filter { (start..<start + 3).contains($0) }.count == 2) }
+    }
+
+    @Test func timestampJitterDoesNotChangeTheRate() {
+        #expect(abs(kept(15, jitterNs: 4_000_000).count - 150) <= 1)
+        #expect(abs(kept(10, jitterNs: 4_000_000).count - 100) <= 1)
+        #expect(kept(60).count == 300 && kept(.infinity).count == 300 && kept(-1).count == 300 && kept(.nan).count == 300)
+    }
+
+    @Test func aPauseRestartsTheCadence() {
+        var gate = FrameRateGate()
+        let first = gate.keep(timestampNs: 0, maxFps: 15)
+        let afterPause = gate.keep(timestampNs: 10_000_000_000, maxFps: 15)   // 10 s later: kept, not a burst of catch-up
+        let next = gate.keep(timestampNs: 10_000_000_000 + 33_333_333, maxFps: 15)
+        let then = gate.keep(timestampNs: 10_000_000_000 + 66_666_666, maxFps: 15)
+        #expect(first && afterPause && (next != then))
+    }
+}
+
+@Suite struct AdaptationTests {
+    @Test func fitsKeepingAspectEvenAndAligned() {
+        let hd = FrameSize(width: 1280, height: 720)
+        let a = Adaptation.fit(hd, maxSize: FrameSize(width: 640, height: 360), maxPixelCount: nil)
+        #expect(a.size == FrameSize(width: 640, height: 360) && a.crop == nil && !a.isIdentity)
+        // 16-aligned: 640x352, the input cropped to that aspect (centre), not stretched.
+        let b = Adaptation.fit(hd, maxSize: FrameSize(width: 640, height: 360), maxPixelCount: nil, alignment: 16)
+        #expect(b.size == FrameSize(width: 640, height: 352))
+        let c = try! #require(b.crop)
+        #expect(abs(Double(c.width) / Double(c.height) - 640.0 / 352.0) < 0.01 && c.x + c.width <= 1280 && c.y + c.height <= 720)
+        #expect(Adaptation.fit(hd, maxSize: nil, maxPixelCount: 320 * 180, alignment: 2).size == FrameSize(width: 320, height: 180))
+        #expect(Adaptation.fit(hd, maxSize: FrameSize(width: 4000, height: 4000), maxPixelCount: nil).isIdentity)   // never upscales
+    }
+
+    @Test func anyValuesGiveAValidSize() {
+        for max in [FrameSize(width: 0, height: 0), FrameSize(width: -5, height: 3), FrameSize(width: 1, height: 1), FrameSize(width: Int.max, height: Int.max)] {
+            for pixels in [nil, 0, -1, 1, Int.max] as [Int?] {
+                for align in [-3, 0, 1, 2, 3, 16, 1000] {
+                    let a = Adaptation.fit(FrameSize(width: 1280, height: 720), maxSize: max, maxPixelCount: pixels, alignment: align)
+                    #expect(a.size.width >= 2 && a.size.height >= 2 && a.size.width <= 1280 && a.size.height <= 720 && a.size.width % 2 == 0 && a.size.height % 2 == 0)
+                }
+            }
+        }
+    }
+}
+
+/// A thread-safe list of what a sink received.
+final class Received: Sendable {
+    private let frames = Mutex<[(FrameSize, Int64)]>([])
+    func add(_ f: VideoFrame) { frames.withLock { $0.append((f.buffer.size, f.timestampNs)) } }
+    var all: [(FrameSize, Int64)] { frames.withLock { $0 } }
+    var count: Int { frames.withLock { $0.count } }
+}
+
+func waitUntil(_ timeout: Double = 20, _ condition: () -> Bool) async -> Bool {
+    let end = Date().addingTimeInterval(timeout)
+    while Date() < end { if condition() { return true }; try? await Task.sleep(nanoseconds: 5_000_000) }
+    return condition()
+}
+
+@Suite(.serialized) struct VideoSourceTests {
+    func capturer(disconnectAfter: Int? = nil) -> CameraVideoCapturer {
+        CameraVideoCapturer(providers: [FixtureCameraProvider(options: .init(disconnectAfterFrames: disconnectAfter))])
+    }
+
+    @Test func twoSinksWithDifferentWantsShareOneConversionPerFrame() async throws {
+        let cap = capturer()
+        let source = VideoSource(capturer: cap)
+        let preview = Received(), encoder = Received()
+        source.addSink { preview.add($0) }                                                            // full size, every frame
+        source.addSink(wants: VideoSinkWants(maxSize: FrameSize(width: 640, height: 360), maxFrameRate: 15)) { encoder.add($0) }
+        let dev = try cap.device("fixture:uvc-webcam")
+        _ = try await cap.startCapture(device: dev, targetSize: FrameSize(width: 1280, height: 720), fpsLimit: 30)   // MJPG 720p30
+        #expect(await waitUntil { encoder.count >= 30 })
+        try await cap.stopCapture()
+        let s = source.statistics
+        let p = preview.all, e = encoder.all
+        #expect(p.allSatisfy { $0.0 == FrameSize(width: 1280, height: 720) })
+        #expect(e.allSatisfy { $0.0 == FrameSize(width: 640, height: 360) })
+        // One conversion (MJPEG decode) per captured frame that anyone wanted; the encoder's frames are scaled
+        // from that shared I420, not decoded again.
+        #expect(s.conversions == p.count, "conversions \(s.conversions), preview frames \(p.count)")
+        #expect(s.conversions <= s.inputFrames && s.sinkScales == e.count)
+        // The encoder sink gets every other frame, on timestamps: 15 of 30 fps.
+        let span = Double(e.last!.1 - e.first!.1) / 1e9
+        #expect(abs(Double(e.count - 1) / span - 15) < 1.5, "\(e.count) frames over \(span) s")
+        #expect(abs(Double(p.count) / 2 - Double(e.count)) <= 2, "preview \(p.count), encoder \(e.count)")
+        source.detach()
+    }
+
+    @Test func aLiveRequestScalesAndThinsWithoutRestartingTheCamera() async throws {
+        let cap = capturer()
+        let source = VideoSource(capturer: cap)
+        let got = Received()
+        source.addSink { got.add($0) }
+        let dev = try cap.device("fixture:uvc-webcam")
+        _ = try await cap.startCapture(device: dev, targetSize: FrameSize(width: 1280, height: 720), fpsLimit: 30)
+        #expect(await waitUntil { got.count >= 15 })
+        let before = got.count
+        source.requestOutputFormat(maxSize: FrameSize(width: 320, height: 240), maxFps: 10)   // 4:3 cap on 16:9: 320x180
+        #expect(await waitUntil { got.count >= before + 20 })
+        let stats = cap.statistics
+        try await cap.stopCapture()
+        let after = got.all.dropFirst(before + 1)
+        #expect(after.allSatisfy { $0.0 == FrameSize(width: 320, height: 180) }, "\(Set(after.map { $0.0.description }))")
+        let span = Double(after.last!.1 - after.first!.1) / 1e9
+        #expect(abs(Double(after.count - 1) / span - 10) < 1.2)
+        #expect(source.statistics.dropped[.adaptation, default: 0] > 0 && source.statistics.outputSize == FrameSize(width: 320, height: 180))
+        #expect(stats.delivered >= got.count)   // one start: the camera was not restarted
+        #expect(!source.statistics.limitedByCamera)
+        source.requestOutputFormat(maxSize: FrameSize(width: 3840, height: 2160), maxFps: nil)
+        #expect(source.outputRequest.maxSize == FrameSize(width: 3840, height: 2160))
+    }
+
+    @Test func theSequenceEndsWithTheCaptureError() async throws {
+        let cap = capturer(disconnectAfter: 10)
+        let source = VideoSource(capturer: cap)
+        let frames = source.frames(wants: VideoSinkWants(maxSize: FrameSize(width: 320, height: 180)), bufferingNewest: 64)
+        _ = try await cap.startCapture(device: try cap.device("fixture:vivid"), targetSize: FrameSize(width: 640, height: 360))
+        var n = 0
+        do {
+            for try await f in frames { n += 1; #expect(f.buffer.size == FrameSize(width: 320, height: 180) && f.buffer.pixelFormat == .i420) }
+            Issue.record("ended without the error after \(n) frames")
+        } catch {
+            #expect(error.code == .disconnected, "\(error)")
+        }
+        #expect(n >= 5 && n <= 10)
+    }
+}
