@@ -264,10 +264,13 @@ public struct CameraControl: Sendable, Hashable, CustomStringConvertible {
     public func rounded(_ v: Int64) -> Int64 {
         guard kind == .integer || kind == .integer64, step > 1, v >= minimum, v <= maximum else { return v }
         let span = UInt64(bitPattern: v &- minimum)
-        var r = span / step * step
-        if span % step >= (step + 1) / 2 { r &+= step }
-        let out = minimum &+ Int64(bitPattern: r)
-        return out > maximum || out < minimum ? maximum : out
+        let down = span / step * step
+        // Half up, unless that passes the maximum (then down, as the kernel keeps the value in range).
+        if span % step >= step - step / 2, down <= UInt64.max - step {
+            let up = minimum &+ Int64(bitPattern: down + step)
+            if up >= minimum && up <= maximum { return up }
+        }
+        return minimum &+ Int64(bitPattern: down)
     }
 
     /// Parses a value as given on a command line: a number (decimal or 0x hex), `true`/`false`, a menu entry's

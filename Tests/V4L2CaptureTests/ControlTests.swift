@@ -85,6 +85,20 @@ import VideoCapture
         r = code("brightness", "10")
         #expect(r.0 == .controlOutOfRange, "\(r.1)")
         try await c.stopCapture()
+        // EACCES from the driver on a control not flagged read-only: the camera's mode refuses it (uvcvideo does
+        // this for manual controls under automatic modes).
+        k.fail(CV4L2_VIDIOC_S_EXT_CTRLS, with: EACCES)
+        r = code("brightness", "10")
+        #expect(r.0 == .controlInactive && r.1.contains("current mode"), "\(r.1)")
+        #expect(k.openCount == 0, "every set closes what it opens")
+    }
+
+    @Test func aDriverThatNeverEndsItsListOrMenusIsCut() throws {
+        let k = FakeKernel(), dev = fakeDev()
+        // A menu claiming 4 billion entries, all but two skipped: the walk asks at most 4096 indices.
+        k.editControl(0x0098_f904) { $0.min = 0; $0.max = Int64(UInt32.max) }
+        let all = try capturer(k, dev).controls(for: try capturer(k, dev).device(dev + "/video0"))
+        #expect(all.find("menu")?.menu.map(\.index) == [1, 3, 4])
     }
 
     @Test func controlsAreSetWhileStreaming() async throws {

@@ -123,6 +123,20 @@ import Testing
         }
     }
 
+    @Test func picturesSettingsNeverTrapOnExtremeRanges() throws {
+        let extremes = [CameraControl(id: .brightness, label: "Brightness", kind: .integer64, minimum: .min, maximum: .max, defaultValue: .min, value: .integer(.max)),
+                        CameraControl(id: .contrast, label: "Contrast", kind: .integer64, minimum: .min, maximum: .max, defaultValue: .max, value: .integer(.min))]
+        let s = PictureSettings(extremes)
+        #expect(s.lumaOffset == 255 && s.contrastNum == 0)
+        #expect(PictureSettings([CameraControl(id: .contrast, label: "Contrast", kind: .integer, minimum: 0, maximum: 255, defaultValue: 128, value: .integer(128))]).isIdentity)
+        let c = extremes[0]
+        #expect(c.rounded(.min) == .min && c.rounded(.max) == .max)
+        let stepped = CameraControl(id: .zoomAbsolute, label: "Zoom", kind: .integer, minimum: .min, maximum: .max, step: UInt64.max, value: .integer(0))
+        #expect(stepped.rounded(0) == .max, "the nearer step")
+        #expect(CameraControl(id: .zoomAbsolute, label: "Z", kind: .integer, minimum: 0, maximum: 10, step: 4).rounded(9) == 8, "half up would pass the maximum: down")
+        #expect(throws: CaptureError.self) { try stepped.validate(.string("x"), device: "d") }
+    }
+
     func vivid(_ configuration: CameraVideoCapturer.Configuration = .init(alwaysDiscardsLateFrames: false)) throws -> (CameraVideoCapturer, CaptureDevice) {
         let c = CameraVideoCapturer(providers: [FixtureCameraProvider(options: .init(pacing: .asFastAsConsumed))], configuration: configuration)
         return (c, try c.device("fixture:vivid"))
