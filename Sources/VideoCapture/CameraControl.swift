@@ -277,7 +277,7 @@ public struct CameraControl: Sendable, Hashable, CustomStringConvertible {
     /// name (case-insensitive), or for string controls the text itself.
     public func parseValue(_ text: String, device: String) throws(CaptureError) -> Value {
         if kind == .string { return .string(text) }
-        let t = text.trimmingCharacters()
+        let t = text.trimmingBlanks()
         if let v = Int64(t) { return .integer(v) }
         if t.hasPrefix("0x") || t.hasPrefix("0X"), let v = UInt64(t.dropFirst(2), radix: 16), let s = Int64(exactly: v) { return .integer(s) }
         if kind == .boolean {
@@ -299,7 +299,7 @@ public struct CameraControlSetting: Sendable, Hashable, CustomStringConvertible 
     /// `name=value`.
     public init?(parsing text: String) {
         guard let eq = text.firstIndex(of: "=") else { return nil }
-        let name = String(text[..<eq]).trimmingCharacters(), value = String(text[text.index(after: eq)...])
+        let name = String(text[..<eq]).trimmingBlanks(), value = String(text[text.index(after: eq)...])
         guard !name.isEmpty else { return nil }
         self.control = name; self.value = value
     }
@@ -309,7 +309,7 @@ public struct CameraControlSetting: Sendable, Hashable, CustomStringConvertible 
 extension Array where Element == CameraControl {
     /// The control a name, well-known alias (`exposure_absolute`), or id (`0x00980900`, decimal) names.
     public func find(_ spec: String) -> CameraControl? {
-        let s = spec.trimmingCharacters()
+        let s = spec.trimmingBlanks()
         if let c = first(where: { $0.name == s && $0.kind != .ctrlClass }) { return c }
         var id: UInt32?
         if s.hasPrefix("0x") || s.hasPrefix("0X") { id = UInt32(s.dropFirst(2), radix: 16) } else { id = UInt32(s) }
@@ -328,7 +328,7 @@ extension Array where Element == CameraControl {
 
 extension String {
     func leftPadded(to n: Int, with c: Character = "0") -> String { count >= n ? self : String(repeating: c, count: n - count) + self }
-    func trimmingCharacters() -> String {
+    func trimmingBlanks() -> String {
         var s = Substring(self)
         while let f = s.first, f == " " || f == "\t" { s = s.dropFirst() }
         while let l = s.last, l == " " || l == "\t" { s = s.dropLast() }
