@@ -19,7 +19,7 @@ import VideoCapture
         let c = capturer(k, dev)
         let all = try c.controls(for: try c.device(dev + "/video0"))
         #expect(all.map(\.name) == ["user_controls", "brightness", "gain_automatic", "gain", "horizontal_flip", "power_line_frequency",
-                                    "sharpness", "button", "integer_64_bits", "menu", "integer_menu",
+                                    "sharpness", "button", "integer_64_bits", "menu", "string", "integer_menu",
                                     "camera_controls", "camera_orientation", "camera_sensor_rotation"])
         let b = try #require(all.find("brightness"))
         #expect(b.id == .brightness && b.kind == .integer && b.minimum == 0 && b.maximum == 255 && b.defaultValue == 128 && b.value == .integer(128))
@@ -49,9 +49,12 @@ import VideoCapture
         #expect(try c.setControl("horizontal_flip", to: "true", on: d).value == .integer(1))
         #expect(try c.setControl("integer_64_bits", to: "-5000000000", on: d).value == .integer(-5_000_000_000))
         #expect(try c.setControl("button", to: "1", on: d).value == .integer(1), "a button reports what was written")
+        #expect(try c.control("string", of: d).value == .string("ab"))
+        #expect(try c.setControl("string", to: "xyz", on: d).value == .string("xyz"), "strings go through the pointer and are read back")
+        #expect(throws: CaptureError.self) { try c.setControl("string", to: "toolong", on: d) }
         let applied = try c.setControls([CameraControlSetting("gain_automatic", "0"), CameraControlSetting("gain", "42")], on: d)
         #expect(applied.map(\.value) == [.integer(0), .integer(42)], "in order: automatic off, then the manual value is accepted")
-        #expect(k.callLog.filter { $0.hasPrefix("S_EXT_CTRLS") }.count == 8)
+        #expect(k.callLog.filter { $0.hasPrefix("S_EXT_CTRLS") }.count == 9)
     }
 
     @Test func refusedSetsAreTypedErrorsNamingTheControlAndValue() async throws {

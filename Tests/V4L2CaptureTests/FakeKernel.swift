@@ -32,6 +32,7 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
         var min: Int64 = 0, max: Int64 = 0, step: UInt64 = 1, def: Int64 = 0, flags: UInt32 = 0
         var value: Int64 = 0
         var menu: [Int64: String] = [:]
+        var text = ""
     }
     /// The fake's controls, sorted by id (tests may change values and add or remove controls).
     var controls: [Control] = FakeKernel.defaultControls
@@ -48,6 +49,7 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
         Control(id: 0x0098_f904, type: 3, name: "Menu", min: 1, max: 4, def: 3, value: 3, menu: [1: "Menu Item 1", 3: "Menu Item 3", 4: "Menu Item 4"]),
         Control(id: 0x0098_f907, type: 9, name: "Integer Menu", min: 1, max: 3, def: 2, value: 2, menu: [1: "2", 2: "5", 3: "13"]),
         Control(id: 0x0098_f903, type: 5, name: "Integer 64 Bits", min: .min, max: .max, def: 0, value: 1 << 40),
+        Control(id: 0x0098_f905, type: 7, name: "String", min: 2, max: 4, step: 1, flags: 0x100, text: "ab"),
         Control(id: 0x009a_0001, type: 6, name: "Camera Controls", flags: 0x44),
         Control(id: 0x009a_0922, type: 3, name: "Camera Orientation", min: 0, max: 2, flags: 0x04, value: 2,
                 menu: [0: "Front", 1: "Back", 2: "External"]),
@@ -91,6 +93,21 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
             guard list.pointee.count == 1, let ctrl = list.pointee.controls else { return EINVAL }
             guard let i = controls.firstIndex(where: { $0.id == ctrl.pointee.id }), controls[i].type != 6 else { return EINVAL }
             let c = controls[i], flags = dynamicFlags(c)
+            if c.type == 7 {   // strings: through the pointer, `size` bytes with the terminator
+                guard let p = ctrl.pointee.string else { return EFAULT }
+                if request == CV4L2_VIDIOC_G_EXT_CTRLS {
+                    let bytes = Array(c.text.utf8)
+                    guard Int(ctrl.pointee.size) > bytes.count else { ctrl.pointee.size = UInt32(bytes.count + 1); return ENOSPC }
+                    for (i, b) in bytes.enumerated() { p[i] = CChar(bitPattern: b) }
+                    p[bytes.count] = 0
+                    return 0
+                }
+                let s = String(cString: p)
+                guard s.utf8.count >= c.min, s.utf8.count <= c.max else { return ERANGE }
+                controls[i].text = s
+                log("S_EXT_CTRLS \(CameraControl.key(from: c.name))='\(s)'")
+                return 0
+            }
             if request == CV4L2_VIDIOC_G_EXT_CTRLS {
                 if flags & 0x40 != 0 { return EACCES }
                 if c.type == 5 { ctrl.pointee.value64 = c.value } else { ctrl.pointee.value = Int32(truncatingIfNeeded: c.value) }
