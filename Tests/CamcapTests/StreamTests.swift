@@ -74,7 +74,8 @@ let basePort = 20_000 + Int(getpid() % 2000) * 10
     /// GStreamer's rtpbin: decodes the stream (into an unbuffered I420 file) and sends receiver reports (and
     /// NACK/PLI when asked) to our RTCP port.
     func gstreamer(port: Int, rtcpPort: Int, out: String) throws -> Process {
-        try startReceiver("gst-launch-1.0", ["rtpbin", "name=rb", "do-retransmission=true", "rtp-profile=avpf",
+        // latency=1000: a loaded CI box delays retransmissions; the jitter buffer waits for them.
+        try startReceiver("gst-launch-1.0", ["rtpbin", "name=rb", "do-retransmission=true", "rtp-profile=avpf", "latency=1000",
             "udpsrc", "port=\(port)", "caps=application/x-rtp,media=video,clock-rate=90000,encoding-name=H264,payload=96,rtcp-fb-nack-pli=(boolean)true,rtcp-fb-nack=(boolean)true",
             "!", "rb.recv_rtp_sink_0", "rb.", "!", "rtph264depay", "request-keyframe=true", "wait-for-keyframe=true", "!", "h264parse", "!", "avdec_h264",
             "!", "videoconvert", "!", "video/x-raw,format=I420", "!", "filesink", "location=\(out)", "buffer-mode=unbuffered",
@@ -109,18 +110,19 @@ let basePort = 20_000 + Int(getpid() % 2000) * 10
         let r = try sh(camcap, ["stream", "-d", "fixture:vivid", "-s", "640x360", "--noise", "8", "--bitrate", "2000", "--to", "127.0.0.1:\(port)",
                                 "--rtcp-port", "\(rtcpPort)", "--frames", "300", "--drop-rate", "0.01", "-q"])
         #expect(r.code == 0, "\(r.err)")
-        let decoded = waitForFrames(out, frameBytes: 345_600, frames: 300)
+        let sent = summaryValue(r.out, "encoded") ?? 300   // a loaded box may drop late frames before the encoder
+        let decoded = waitForFrames(out, frameBytes: 345_600, frames: sent)
         stopReceiver(gst)   // the file is unbuffered: every decoded frame is in it
         let feedback = try #require(r.out.split(separator: "\n").first { $0.hasPrefix("feedback:") })
         let nacks = Int(feedback.split(separator: " ").dropFirst().first ?? "") ?? 0
         let retransmitted = feedback.range(of: "NACKs (").map { Int(feedback[$0.upperBound...].prefix { $0.isNumber }) ?? 0 } ?? 0
         let requests = feedback.range(of: "), ").map { Int(feedback[$0.upperBound...].prefix { $0.isNumber }) ?? 0 } ?? 0
-        print("loss 1%: decoded \(decoded) of 300; \(feedback)")
+        print("loss 1%: decoded \(decoded) of \(sent) sent; \(feedback)")
         #expect(nacks > 0 && retransmitted > 0, "\(feedback)")
-        #expect(decoded >= 255, "decoding goes on: \(decoded) of 300 (\(feedback))")
-        // 85%: GStreamer's jitter buffer gives up on some repairs (measured 274-286 of 300 at 1-3% loss); without
+        // 85%: GStreamer's jitter buffer gives up on some repairs (measured 267-286 of 300 at 1-3% loss); without
         // NACK and PLI a lost packet in the first key frame alone would cost the whole 300-frame GOP.
+        #expect(decoded * 100 >= sent * 85, "decoding goes on: \(decoded) of \(sent) (\(feedback))")
         // A frame that could not be repaired made the receiver ask for a key frame.
-        if decoded < 300 { #expect(requests > 0, "\(decoded) of 300 decoded but no PLI: \(feedback)") }
+        if decoded < sent { #expect(requests > 0, "\(decoded) of \(sent) decoded but no PLI: \(feedback)") }
     }
 }
