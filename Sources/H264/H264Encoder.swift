@@ -185,6 +185,18 @@ public final class H264Encoder {
         _ = ch264_set_option(enc, ENCODER_OPTION_TRACE_LEVEL, &traceLevel)
         var p = SEncParamExt()
         _ = ch264_default_params(enc, &p)
+        H264Encoder.apply(settings, to: &p)
+        let rc = ch264_init_ext(enc, &p)
+        guard rc == 0 else {
+            WelsDestroySVCEncoder(enc); encoder = nil
+            throw H264Error("OpenH264 rejected the settings \(settings.width)x\(settings.height) @ \(settings.maxFrameRate) fps, \(settings.targetBitrate / 1000) kbps (code \(rc))")
+        }
+        var format = Int32(videoFormatI420.rawValue)
+        _ = ch264_set_option(enc, ENCODER_OPTION_DATAFORMAT, &format)
+    }
+
+    /// The RTC configuration of OpenH264 for `settings`, over its defaults (pure: no encoder involved).
+    static func apply(_ settings: Settings, to p: inout SEncParamExt) {
         p.iUsageType = CAMERA_VIDEO_REAL_TIME
         p.iPicWidth = Int32(settings.width); p.iPicHeight = Int32(settings.height)
         p.iTargetBitrate = Int32(settings.targetBitrate); p.iMaxBitrate = Int32(settings.effectiveMaxBitrate)
@@ -222,13 +234,6 @@ public final class H264Encoder {
             p.sSpatialLayers.0.sSliceArgument.uiSliceMode = SM_FIXEDSLCNUM_SLICE
             p.sSpatialLayers.0.sSliceArgument.uiSliceNum = UInt32(n)
         }
-        let rc = ch264_init_ext(enc, &p)
-        guard rc == 0 else {
-            WelsDestroySVCEncoder(enc); encoder = nil
-            throw H264Error("OpenH264 rejected the settings \(settings.width)x\(settings.height) @ \(settings.maxFrameRate) fps, \(settings.targetBitrate / 1000) kbps (code \(rc))")
-        }
-        var format = Int32(videoFormatI420.rawValue)
-        _ = ch264_set_option(enc, ENCODER_OPTION_DATAFORMAT, &format)
     }
 
     deinit { close() }
