@@ -90,6 +90,8 @@ final class CapturePipeline {
     var conversion: (VideoFrame, AppliedFormat) -> FrameConverter.Options = { _, _ in .init() }
     /// Live output adaptation replayed from a schedule (`--adapt`), and what to do at each step (the bitrate).
     var adaptation: ScheduledAdaptation?
+    /// Requests from other threads (REMB); with the first one, the pipeline starts adapting.
+    let outputRequests = OutputRequests()
     var onAdaptationStep: (AdaptSchedule.Step) -> Void = { _ in }
     /// Extra text for the format line of the summary (", encoded at 640x360").
     var formatNote = ""
@@ -145,6 +147,10 @@ final class CapturePipeline {
                 firstTs = first
                 if let d = options.durationNs, frame.timestampNs - first >= d { break }
                 var convert = conversion(frame, applied)
+                if let r = outputRequests.take() {
+                    if adaptation == nil { adaptation = ScheduledAdaptation() }
+                    adaptation!.request(r)
+                }
                 if adaptation != nil {
                     let elapsed = frame.timestampNs - first
                     if let step = adaptation!.step(atElapsed: elapsed) { onAdaptationStep(step) }
@@ -210,7 +216,7 @@ final class CapturePipeline {
             lines.append(("latency", "capture to output p50 \(fmt(latency.percentileMs(0.5), 2)) ms, p95 \(fmt(latency.percentileMs(0.95), 2)) ms, p99 \(fmt(latency.percentileMs(0.99), 2)) ms"))
         }
         if let a = adaptation {
-            lines.append(("adaptation", "\(a.schedule); \(a.thinned) frames thinned for frame rate; sizes \(a.sizes.map(\.description).joined(separator: " → "))"))
+            lines.append(("adaptation", "\(a.schedule.steps.isEmpty ? "on bitrate estimates" : "\(a.schedule)"); \(a.thinned) frames thinned for frame rate; sizes \(a.sizes.map(\.description).joined(separator: " → "))"))
             lines.append(("frames/second", a.perSecond.map(String.init).joined(separator: " ")))
         }
         for s in stages { lines += s.summary }
