@@ -410,6 +410,87 @@ enum BuiltinCameras {
         }
       ]
     }
+  ],
+  "controls": [
+    {
+      "name": "Brightness",
+      "type": "int",
+      "min": -64,
+      "max": 64,
+      "step": 1,
+      "default": 0,
+      "flags": [
+        "slider"
+      ]
+    },
+    {
+      "name": "Contrast",
+      "type": "int",
+      "min": 0,
+      "max": 100,
+      "step": 1,
+      "default": 50,
+      "flags": [
+        "slider"
+      ]
+    },
+    {
+      "name": "Horizontal Flip",
+      "type": "bool",
+      "default": 0
+    },
+    {
+      "name": "Vertical Flip",
+      "type": "bool",
+      "default": 0
+    },
+    {
+      "name": "Power Line Frequency",
+      "type": "menu",
+      "min": 0,
+      "max": 3,
+      "default": 3,
+      "menu": [
+        "Disabled",
+        "50 Hz",
+        "60 Hz",
+        "Auto"
+      ]
+    },
+    {
+      "name": "Zoom, Absolute",
+      "type": "int",
+      "min": 100,
+      "max": 1000,
+      "step": 1,
+      "default": 100
+    },
+    {
+      "name": "Camera Orientation",
+      "type": "menu",
+      "min": 0,
+      "max": 2,
+      "default": 0,
+      "flags": [
+        "read-only"
+      ],
+      "menu": [
+        "Front",
+        "Back",
+        "External"
+      ]
+    },
+    {
+      "name": "Camera Sensor Rotation",
+      "type": "int",
+      "min": 0,
+      "max": 270,
+      "step": 90,
+      "default": 90,
+      "flags": [
+        "read-only"
+      ]
+    }
   ]
 }
 """####),
@@ -757,6 +838,87 @@ enum BuiltinCameras {
         }
       ]
     }
+  ],
+  "controls": [
+    {
+      "name": "Brightness",
+      "type": "int",
+      "min": -64,
+      "max": 64,
+      "step": 1,
+      "default": 0,
+      "flags": [
+        "slider"
+      ]
+    },
+    {
+      "name": "Contrast",
+      "type": "int",
+      "min": 0,
+      "max": 100,
+      "step": 1,
+      "default": 50,
+      "flags": [
+        "slider"
+      ]
+    },
+    {
+      "name": "Horizontal Flip",
+      "type": "bool",
+      "default": 0
+    },
+    {
+      "name": "Vertical Flip",
+      "type": "bool",
+      "default": 0
+    },
+    {
+      "name": "Power Line Frequency",
+      "type": "menu",
+      "min": 0,
+      "max": 3,
+      "default": 3,
+      "menu": [
+        "Disabled",
+        "50 Hz",
+        "60 Hz",
+        "Auto"
+      ]
+    },
+    {
+      "name": "Zoom, Absolute",
+      "type": "int",
+      "min": 100,
+      "max": 1000,
+      "step": 1,
+      "default": 100
+    },
+    {
+      "name": "Camera Orientation",
+      "type": "menu",
+      "min": 0,
+      "max": 2,
+      "default": 1,
+      "flags": [
+        "read-only"
+      ],
+      "menu": [
+        "Front",
+        "Back",
+        "External"
+      ]
+    },
+    {
+      "name": "Camera Sensor Rotation",
+      "type": "int",
+      "min": 0,
+      "max": 270,
+      "step": 90,
+      "default": 270,
+      "flags": [
+        "read-only"
+      ]
+    }
   ]
 }
 """####),
@@ -898,6 +1060,34 @@ ioctl: VIDIOC_ENUM_FMT
 		Size: Discrete 1920x1080
 			Interval: Discrete 0.033s (30.000 fps)
 			Interval: Discrete 0.067s (15.000 fps)
+
+User Controls
+
+                     brightness 0x00980900 (int)    : min=0 max=255 step=1 default=128 value=128
+                       contrast 0x00980901 (int)    : min=0 max=255 step=1 default=128 value=128
+                     saturation 0x00980902 (int)    : min=0 max=255 step=1 default=128 value=128
+        white_balance_automatic 0x0098090c (bool)   : default=1 value=1
+                           gain 0x00980913 (int)    : min=0 max=255 step=1 default=0 value=0
+           power_line_frequency 0x00980918 (menu)   : min=0 max=2 default=2 value=2 (60 Hz)
+				0: Disabled
+				1: 50 Hz
+				2: 60 Hz
+      white_balance_temperature 0x0098091a (int)    : min=2000 max=6500 step=1 default=4000 value=4000 flags=inactive
+                      sharpness 0x0098091b (int)    : min=0 max=255 step=1 default=128 value=128
+         backlight_compensation 0x0098091c (int)    : min=0 max=1 step=1 default=0 value=0
+
+Camera Controls
+
+                  auto_exposure 0x009a0901 (menu)   : min=0 max=3 default=3 value=3 (Aperture Priority Mode)
+				1: Manual Mode
+				3: Aperture Priority Mode
+         exposure_time_absolute 0x009a0902 (int)    : min=3 max=2047 step=1 default=250 value=250 flags=inactive
+     exposure_dynamic_framerate 0x009a0903 (bool)   : default=0 value=1
+                   pan_absolute 0x009a0908 (int)    : min=-36000 max=36000 step=3600 default=0 value=0
+                  tilt_absolute 0x009a0909 (int)    : min=-36000 max=36000 step=3600 default=0 value=0
+                 focus_absolute 0x009a090a (int)    : min=0 max=250 step=5 default=0 value=0 flags=inactive
+     focus_automatic_continuous 0x009a090c (bool)   : default=1 value=1
+                  zoom_absolute 0x009a090d (int)    : min=100 max=500 step=1 default=100 value=100
 """####),
         (name: "vivid", file: "vivid.txt", text: ####"""
 ===INFO

@@ -12,9 +12,13 @@ public struct CameraDescription: Sendable, Hashable {
     /// Rotation carried on every frame (a sensor mounted sideways, as on phones).
     public var rotation: VideoRotation
     public var formats: [CaptureFormat]
+    /// The controls the camera declares (from JSON, or the pasted `v4l2-ctl --list-ctrls-menus` text), with
+    /// their initial values; control-class headings included.
+    public var controls: [CameraControl]
 
-    public init(name: String, position: CaptureDevice.Position = .external, rotation: VideoRotation = .rotation0, formats: [CaptureFormat]) {
-        self.name = name; self.position = position; self.rotation = rotation; self.formats = formats
+    public init(name: String, position: CaptureDevice.Position = .external, rotation: VideoRotation = .rotation0, formats: [CaptureFormat],
+                controls: [CameraControl] = []) {
+        self.name = name; self.position = position; self.rotation = rotation; self.formats = formats; self.controls = controls
     }
 
     /// The two fixture syntaxes.
@@ -106,6 +110,7 @@ extension CameraDescription {
         var currentSize: FrameSizeRange?
         var discreteIntervals: [Fraction] = []
         var rangeIntervals: FrameIntervals?
+        var controlParser = ControlListingParser()
 
         func flushSize() {
             guard let (pf, desc) = currentFormat, let size = currentSize else { return }
@@ -133,6 +138,7 @@ extension CameraDescription {
             let err = { (msg: String) in FixtureParseError(file: file, line: lineNo, msg) }
 
             if line.hasPrefix("Card type"), let v = line.valueAfterColon, name.isEmpty { name = String(v.prefix(256)); continue }
+            if try controlParser.consume(line, err) { continue }
             if line.hasPrefix("Size:") {
                 guard currentFormat != nil else { throw err("a size line before any format: expected a format line such as \"[0]: 'YUYV' (YUYV 4:2:2)\" first") }
                 flushSize()
@@ -179,7 +185,9 @@ extension CameraDescription {
             throw FixtureParseError(file: file, line: lineNo, "no formats found: expected the output of `v4l2-ctl --list-formats-ext` or a JSON camera description")
         }
         if name.isEmpty { name = fileStem(file) }
-        return CameraDescription(name: name, formats: formats)
+        let controls = controlParser.controls
+        let (position, rotation) = sensorMetadata(controls)
+        return CameraDescription(name: name, position: position ?? .external, rotation: rotation ?? .rotation0, formats: formats, controls: controls)
     }
 
     private static func parseFourCCAndDescription(_ text: String, _ err: (String) -> FixtureParseError) throws(FixtureParseError) -> (PixelFormat, String)? {
@@ -335,71 +343,81 @@ extension CameraDescription {
     /// `{"width", "height", "fps"?: [rates] | "fpsRange"?: {"min","max"} | "intervalRange"?: {"min","max","step"}}`
     /// or `{"stepwise": {"min": "WxH", "max": "WxH", "step": "WxH"}, ...}` or `{"continuous": {"min", "max"}, ...}`.
     static func parseJSON(_ text: Substring, file: String) throws(FixtureParseError) -> CameraDescription {
-        let root = try JSONReader.parse(text, file: file)
-        func err(_ node: JSONNode, _ msg: String) -> FixtureParseError { FixtureParseError(file: file, line: node.line, msg) }
+        try JSONFixtureParser(file: file).camera(try JSONReader.parse(text, file: file))
+    }
+}
+
+/// Reads a camera from a parsed JSON fixture: each part in its own method, every error naming the file and line.
+struct JSONFixtureParser {
+    let file: String
+
+    func err(_ node: JSONNode, _ msg: String) -> FixtureParseError { FixtureParseError(file: file, line: node.line, msg) }
+
+    func string(_ n: JSONNode?, _ what: String, in parent: JSONNode) throws(FixtureParseError) -> String {
+        guard let n else { throw err(parent, "missing \(what)") }
+        guard case .string(let s, _) = n else { throw err(n, "\(what) must be a string, found \(n.kind)") }
+        return s
+    }
+    /// A whole number 1...maxDimension (compared as a Double first: no trapping conversion).
+    func dimension(_ n: JSONNode?, _ what: String, in parent: JSONNode) throws(FixtureParseError) -> Int {
+        guard let n else { throw err(parent, "missing \(what)") }
+        guard case .number(let v, _) = n, v.isFinite, v == v.rounded() else { throw err(n, "\(what) must be a whole number, found \(n.kind)") }
+        guard v > 0 else { throw err(n, "\(what) must be positive, found \(n.kind.dropFirst("the number ".count))") }
+        guard v <= Double(CaptureLimits.maxDimension) else {
+            throw err(n, "\(what) is too large: at most \(CaptureLimits.maxDimension), found \(n.kind.dropFirst("the number ".count))")
+        }
+        return Int(v)
+    }
+    func size(_ n: JSONNode?, _ what: String, in parent: JSONNode) throws(FixtureParseError) -> FrameSize {
+        let s = try string(n, what, in: parent)
+        guard let parsed = FrameSize(parsing: s) else { throw err(n ?? parent, "\(what) must be a positive size \"WxH\", found \(excerpt(s))") }
+        guard parsed.width <= CaptureLimits.maxDimension, parsed.height <= CaptureLimits.maxDimension else {
+            throw err(n ?? parent, "\(what) \(parsed) is too large: width and height are at most \(CaptureLimits.maxDimension)")
+        }
+        return parsed
+    }
+    /// A positive rate (or interval) as a number or "N/D", within `CaptureLimits` (as a rate, or as an
+    /// interval when `interval` is set).
+    func rate(_ n: JSONNode, interval: Bool = false) throws(FixtureParseError) -> Fraction {
+        let value: Fraction
+        switch n {
+        case .number(let v, _):
+            guard v > 0 else { throw err(n, "expected a positive \(interval ? "interval" : "frame rate"), found \(n.kind)") }
+            guard let f = Fraction(approximating: v), f.isPositive else {
+                throw err(n, "\(interval ? "interval" : "frame rate") \(n.kind.dropFirst("the number ".count)) is out of range")
+            }
+            value = f
+        case .string(let s, _):
+            let p = s.split(separator: "/", omittingEmptySubsequences: false)
+            let terms = p.map { Int64($0) }
+            guard p.count == 1 || p.count == 2, let a = terms[0], a > 0, p.count == 1 || (terms[1] ?? 0) > 0,
+                  let f = Fraction(exactly: a, p.count == 2 ? terms[1]! : 1) else {
+                throw err(n, "expected a positive fraction \"N/D\", found \(excerpt(s))")
+            }
+            value = f
+        default: throw err(n, "expected a positive \(interval ? "interval" : "frame rate"), found \(n.kind)")
+        }
+        if let problem = CaptureLimits.problem(withRate: interval ? value.reciprocal : value) {
+            throw err(n, interval ? "interval \(value) s: \(problem)" : problem)
+        }
+        return value
+    }
+    func checked(_ range: FrameSizeRange, _ node: JSONNode) throws(FixtureParseError) -> FrameSizeRange {
+        try CameraDescription.checkedRange(range) { err(node, $0) }
+    }
+
+    func camera(_ root: JSONNode) throws(FixtureParseError) -> CameraDescription {
         guard case .object = root else { throw err(root, "expected a JSON object describing a camera, found \(root.kind)") }
-
-        func string(_ n: JSONNode?, _ what: String, in parent: JSONNode) throws(FixtureParseError) -> String {
-            guard let n else { throw err(parent, "missing \(what)") }
-            guard case .string(let s, _) = n else { throw err(n, "\(what) must be a string, found \(n.kind)") }
-            return s
-        }
-        /// A whole number 1...maxDimension (compared as a Double first: no trapping conversion).
-        func dimension(_ n: JSONNode?, _ what: String, in parent: JSONNode) throws(FixtureParseError) -> Int {
-            guard let n else { throw err(parent, "missing \(what)") }
-            guard case .number(let v, _) = n, v.isFinite, v == v.rounded() else { throw err(n, "\(what) must be a whole number, found \(n.kind)") }
-            guard v > 0 else { throw err(n, "\(what) must be positive, found \(n.kind.dropFirst("the number ".count))") }
-            guard v <= Double(CaptureLimits.maxDimension) else {
-                throw err(n, "\(what) is too large: at most \(CaptureLimits.maxDimension), found \(n.kind.dropFirst("the number ".count))")
-            }
-            return Int(v)
-        }
-        func size(_ n: JSONNode?, _ what: String, in parent: JSONNode) throws(FixtureParseError) -> FrameSize {
-            let s = try string(n, what, in: parent)
-            guard let parsed = FrameSize(parsing: s) else { throw err(n ?? parent, "\(what) must be a positive size \"WxH\", found \(excerpt(s))") }
-            guard parsed.width <= CaptureLimits.maxDimension, parsed.height <= CaptureLimits.maxDimension else {
-                throw err(n ?? parent, "\(what) \(parsed) is too large: width and height are at most \(CaptureLimits.maxDimension)")
-            }
-            return parsed
-        }
-        /// A positive rate (or interval) as a number or "N/D", within `CaptureLimits` (as a rate, or as an
-        /// interval when `interval` is set).
-        func rate(_ n: JSONNode, interval: Bool = false) throws(FixtureParseError) -> Fraction {
-            let value: Fraction
-            switch n {
-            case .number(let v, _):
-                guard v > 0 else { throw err(n, "expected a positive \(interval ? "interval" : "frame rate"), found \(n.kind)") }
-                guard let f = Fraction(approximating: v), f.isPositive else {
-                    throw err(n, "\(interval ? "interval" : "frame rate") \(n.kind.dropFirst("the number ".count)) is out of range")
-                }
-                value = f
-            case .string(let s, _):
-                let p = s.split(separator: "/", omittingEmptySubsequences: false)
-                let terms = p.map { Int64($0) }
-                guard p.count == 1 || p.count == 2, let a = terms[0], a > 0, p.count == 1 || (terms[1] ?? 0) > 0,
-                      let f = Fraction(exactly: a, p.count == 2 ? terms[1]! : 1) else {
-                    throw err(n, "expected a positive fraction \"N/D\", found \(excerpt(s))")
-                }
-                value = f
-            default: throw err(n, "expected a positive \(interval ? "interval" : "frame rate"), found \(n.kind)")
-            }
-            if let problem = CaptureLimits.problem(withRate: interval ? value.reciprocal : value) {
-                throw err(n, interval ? "interval \(value) s: \(problem)" : problem)
-            }
-            return value
-        }
-        func checked(_ range: FrameSizeRange, _ node: JSONNode) throws(FixtureParseError) -> FrameSizeRange {
-            try checkedRange(range) { err(node, $0) }
-        }
-
         let name = String(try string(root["name"], "\"name\"", in: root).prefix(256))
-        var position = CaptureDevice.Position.external
+        let controls = try CameraDescription.parseJSONControls(root["controls"], file: file)
+        let declared = CameraDescription.sensorMetadata(controls)
+        var position = declared.0 ?? CaptureDevice.Position.external
         if let p = root["position"] {
             let s = try string(p, "\"position\"", in: root)
             guard let v = CaptureDevice.Position(rawValue: s) else { throw err(p, "\"position\" must be front, back or external, found \(excerpt(s))") }
             position = v
         }
-        var rotation = VideoRotation.rotation0
+        var rotation = declared.1 ?? VideoRotation.rotation0
         if let r = root["rotation"] {
             guard case .number(let v, _) = r, let rot = VideoRotation.allCases.first(where: { Double($0.rawValue) == v }) else {
                 throw err(r, "\"rotation\" must be 0, 90, 180 or 270, found \(r.kind)")
@@ -421,41 +439,48 @@ extension CameraDescription {
             guard case .array(let sizes, _) = sizesNode, !sizes.isEmpty else { throw err(sizesNode, "\"sizes\" must be a non-empty array") }
             for s in sizes {
                 guard case .object = s else { throw err(s, "each size must be an object, found \(s.kind)") }
-                let range: FrameSizeRange
-                if let sw = s["stepwise"] {
-                    let lo = try size(sw["min"], "\"min\"", in: sw), hi = try size(sw["max"], "\"max\"", in: sw)
-                    let st = try size(sw["step"], "\"step\"", in: sw)
-                    range = try checked(.stepwise(min: lo, max: hi, step: st), sw)
-                } else if let c = s["continuous"] {
-                    let lo = try size(c["min"], "\"min\"", in: c), hi = try size(c["max"], "\"max\"", in: c)
-                    range = try checked(.continuous(min: lo, max: hi), c)
-                } else {
-                    range = try checked(.discrete(FrameSize(width: try dimension(s["width"], "\"width\"", in: s),
-                                                            height: try dimension(s["height"], "\"height\"", in: s))), s)
-                }
-                var intervals: FrameIntervals?
-                if let list = s["fps"] {
-                    guard case .array(let items, _) = list, !items.isEmpty, items.count <= 1024 else {
-                        throw err(list, "\"fps\" must be a non-empty array of at most 1024 rates")
-                    }
-                    var ivs: [Fraction] = []
-                    for item in items { ivs.append(try rate(item).reciprocal) }
-                    intervals = .discrete(ivs)
-                } else if let r = s["fpsRange"] {
-                    guard let lo = r["min"], let hi = r["max"] else { throw err(r, "\"fpsRange\" needs \"min\" and \"max\"") }
-                    let a = try rate(lo), b = try rate(hi)
-                    guard a <= b else { throw err(r, "\"fpsRange\" min \(a) is above max \(b)") }
-                    intervals = .continuous(min: b.reciprocal, max: a.reciprocal)
-                } else if let r = s["intervalRange"] {
-                    guard let lo = r["min"], let hi = r["max"], let st = r["step"] else { throw err(r, "\"intervalRange\" needs \"min\", \"max\" and \"step\" (seconds, e.g. \"1/30\")") }
-                    let a = try rate(lo, interval: true), b = try rate(hi, interval: true), c = try rate(st, interval: true)
-                    guard a <= b else { throw err(r, "\"intervalRange\" min \(a) is above max \(b)") }
-                    intervals = .stepwise(min: a, max: b, step: c)
-                }
-                formats.append(CaptureFormat(pixelFormat: pf, size: range, intervals: intervals, formatDescription: desc))
+                formats.append(CaptureFormat(pixelFormat: pf, size: try sizeRange(s), intervals: try intervals(s), formatDescription: desc))
             }
         }
-        return CameraDescription(name: name, position: position, rotation: rotation, formats: formats)
+        return CameraDescription(name: name, position: position, rotation: rotation, formats: formats, controls: controls)
+    }
+
+    /// One entry of "sizes": discrete width/height, "stepwise" or "continuous".
+    func sizeRange(_ s: JSONNode) throws(FixtureParseError) -> FrameSizeRange {
+        if let sw = s["stepwise"] {
+            let lo = try size(sw["min"], "\"min\"", in: sw), hi = try size(sw["max"], "\"max\"", in: sw)
+            let st = try size(sw["step"], "\"step\"", in: sw)
+            return try checked(.stepwise(min: lo, max: hi, step: st), sw)
+        } else if let c = s["continuous"] {
+            let lo = try size(c["min"], "\"min\"", in: c), hi = try size(c["max"], "\"max\"", in: c)
+            return try checked(.continuous(min: lo, max: hi), c)
+        } else {
+            return try checked(.discrete(FrameSize(width: try dimension(s["width"], "\"width\"", in: s),
+                                                    height: try dimension(s["height"], "\"height\"", in: s))), s)
+        }
+    }
+
+    /// The frame rates of one size: "fps" (discrete), "fpsRange" (continuous) or "intervalRange" (stepwise).
+    func intervals(_ s: JSONNode) throws(FixtureParseError) -> FrameIntervals? {
+        if let list = s["fps"] {
+            guard case .array(let items, _) = list, !items.isEmpty, items.count <= 1024 else {
+                throw err(list, "\"fps\" must be a non-empty array of at most 1024 rates")
+            }
+            var ivs: [Fraction] = []
+            for item in items { ivs.append(try rate(item).reciprocal) }
+            return .discrete(ivs)
+        } else if let r = s["fpsRange"] {
+            guard let lo = r["min"], let hi = r["max"] else { throw err(r, "\"fpsRange\" needs \"min\" and \"max\"") }
+            let a = try rate(lo), b = try rate(hi)
+            guard a <= b else { throw err(r, "\"fpsRange\" min \(a) is above max \(b)") }
+            return .continuous(min: b.reciprocal, max: a.reciprocal)
+        } else if let r = s["intervalRange"] {
+            guard let lo = r["min"], let hi = r["max"], let st = r["step"] else { throw err(r, "\"intervalRange\" needs \"min\", \"max\" and \"step\" (seconds, e.g. \"1/30\")") }
+            let a = try rate(lo, interval: true), b = try rate(hi, interval: true), c = try rate(st, interval: true)
+            guard a <= b else { throw err(r, "\"intervalRange\" min \(a) is above max \(b)") }
+            return .stepwise(min: a, max: b, step: c)
+        }
+        return nil
     }
 }
 

@@ -33,6 +33,8 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
     }
 
     public let options: Options
+    /// The live controls of each fixture camera opened through this provider, by path.
+    private let live = Mutex<[String: FixtureControls]>([:])
     private var builtins: [(name: String, description: CameraDescription)] { FixtureCameraProvider.parsedBuiltins }
 
     public init(options: Options = .init()) {
@@ -105,6 +107,26 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
         try description(of: device).formats
     }
 
+    /// The device's live controls: its declared ones, with the values set through this provider.
+    func liveControls(_ device: CaptureDevice) throws(CaptureError) -> FixtureControls {
+        if let known = live.withLock({ $0[device.path] }) { return known }
+        let declared = try description(of: device).controls
+        return live.withLock { m in
+            if let known = m[device.path] { return known }
+            let c = FixtureControls(declared)
+            m[device.path] = c
+            return c
+        }
+    }
+
+    public func controls(of device: CaptureDevice) throws(CaptureError) -> [CameraControl] {
+        try liveControls(device).list()
+    }
+
+    public func setControl(_ id: CameraControlID, to value: CameraControl.Value, on device: CaptureDevice) throws(CaptureError) -> CameraControl {
+        try liveControls(device).set(id, to: value, device: device.path)
+    }
+
     public func openStream(device: CaptureDevice, request: StreamRequest, sink: FrameSink) throws(CaptureError) -> any CaptureStream {
         let desc = try description(of: device)
         guard let entry = desc.formats.first(where: { $0.pixelFormat == request.pixelFormat && $0.size.contains(request.size) }) else {
@@ -117,7 +139,7 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
         let fps = entry.intervals?.bestRate(limit: request.fps) ?? request.fps
         let stride = request.pixelFormat.minimumStride(width: request.size.width) ?? 0
         let applied = AppliedFormat(pixelFormat: request.pixelFormat, size: request.size, stride: stride, fps: fps)
-        return FixtureStream(applied: applied, rotation: desc.rotation, options: options, sink: sink)
+        return FixtureStream(applied: applied, rotation: desc.rotation, options: options, controls: try liveControls(device), sink: sink)
     }
 }
 
@@ -134,11 +156,12 @@ final class FixtureStream: CaptureStream, @unchecked Sendable {
     private let rotation: VideoRotation
     private let options: FixtureCameraProvider.Options
     private let sink: FrameSink
+    private let controls: FixtureControls?
     private let stopRequested = Atomic<Bool>(false)
     private var thread: CaptureThread?
 
-    init(applied: AppliedFormat, rotation: VideoRotation, options: FixtureCameraProvider.Options, sink: FrameSink) {
-        self.applied = applied; self.rotation = rotation; self.options = options; self.sink = sink
+    init(applied: AppliedFormat, rotation: VideoRotation, options: FixtureCameraProvider.Options, controls: FixtureControls? = nil, sink: FrameSink) {
+        self.applied = applied; self.rotation = rotation; self.options = options; self.sink = sink; self.controls = controls
         thread = CaptureThread(name: "fixture-camera") { [self] in run() }
     }
 
@@ -186,6 +209,7 @@ final class FixtureStream: CaptureStream, @unchecked Sendable {
                 }
                 sink.copied()
             }
+            if let controls { renderer.settings = controls.picture }   // set while streaming: the next frame shows it
             renderer.advance(to: UInt64(index))
             let buffer: VideoFrameBuffer
             do {

@@ -172,9 +172,15 @@ final class PatternRenderer {
     private var lastDigits: [Int] = [-1, -1, -1, -1, -1, -1]
     private(set) var dirty: [TestPattern.Rect] = []
     private(set) var everythingChanged = true
+    /// The picture controls to apply (brightness, contrast, flips, a solid test pattern); set before `advance`.
+    var settings = PictureSettings()
+    private var lastSettings = PictureSettings()
+    private let adjuster: PictureAdjuster
+    private var adjusted: I420Buffer?
 
     init(width: Int, height: Int, noise: Int) {
         self.width = width; self.height = height
+        adjuster = PictureAdjuster(width: width, height: height)
         layout = TestPattern.Layout(width: width, height: height)
         background = I420Buffer(width: width, height: height)
         TestPattern.drawBars(into: background)
@@ -191,7 +197,7 @@ final class PatternRenderer {
     }
 
     /// The picture to send: the clean one, or its noisy copy.
-    var output: I420Buffer { noisy ?? picture }
+    var output: I420Buffer { adjusted ?? noisy ?? picture }
 
     /// Draws frame `index` (any index; frames may be skipped).
     func advance(to index: UInt64) {
@@ -239,6 +245,15 @@ final class PatternRenderer {
         } else {
             everythingChanged = false
         }
+        // Picture controls: applied to a copy, so the incremental drawing above stays valid.
+        if settings.isIdentity {
+            adjusted = nil
+            if lastSettings != settings { everythingChanged = true }
+        } else {
+            adjusted = adjuster.apply(settings, to: noisy ?? picture)
+            everythingChanged = true
+        }
+        lastSettings = settings
     }
 
     /// Marks the next frame as changed everywhere (a consumer that lost track).

@@ -17,7 +17,11 @@ public final class AnnexBWriter {
 
     /// Opens and locks `path` at once without truncating it (see `OutputFile`), so an unwritable or busy path
     /// fails before capture starts and an existing file is untouched until the first frames are flushed.
-    public convenience init(path: String) throws(ProcessingError) { self.init(file: try OutputFile(path: path)) }
+    public convenience init(path: String) throws(H264Error) {
+        let file: OutputFile
+        do { file = try OutputFile(path: path) } catch { throw H264Error(writing: error) }
+        self.init(file: file)
+    }
     /// Writes into a file opened (and locked) earlier.
     public init(file: OutputFile) {
         self.file = file
@@ -32,7 +36,7 @@ public final class AnnexBWriter {
         return framesFlushed + pendingFrameEnds.prefix { $0 <= onDisk }.count
     }
 
-    public func write(_ frame: EncodedFrame) throws(ProcessingError) {
+    public func write(_ frame: EncodedFrame) throws(H264Error) {
         guard !frame.isSkipped, !frame.nalUnits.isEmpty else { return }
         let hasIDR = frame.nalUnits.contains { $0.type == .idr }
         var sawSPS = false, sawPPS = false
@@ -43,7 +47,7 @@ public final class AnnexBWriter {
             case .pps: pps = Array(bytes); sawPPS = true
             case .idr where !(sawSPS && sawPPS):
                 guard let sps, let pps else {
-                    throw ProcessingError(.invalidArgument, "IDR frame without SPS/PPS and none seen before: the stream would not be decodable (\(file.path))")
+                    throw H264Error(.writeFailed, "IDR frame without SPS/PPS and none seen before: the stream would not be decodable (\(file.path))")
                 }
                 try unit(sps[...]); try unit(pps[...])
                 sawSPS = true; sawPPS = true
@@ -67,16 +71,15 @@ public final class AnnexBWriter {
         if k > 0 { pendingFrameEnds.removeFirst(k); framesFlushed += k }
     }
 
-    private func unit(_ bytes: ArraySlice<UInt8>) throws(ProcessingError) {
-        try file.write(Self.startCode)
-        try file.write(bytes)
+    private func unit(_ bytes: ArraySlice<UInt8>) throws(H264Error) {
+        do { try file.write(Self.startCode); try file.write(bytes) } catch { throw H264Error(writing: error) }
         offset += Int64(Self.startCode.count + bytes.count)
     }
 
     /// Flushes to the kernel (called periodically, so an interrupted recording keeps what it wrote).
-    public func flush() throws(ProcessingError) { defer { settle() }; try file.flush() }
+    public func flush() throws(H264Error) { defer { settle() }; do { try file.flush() } catch { throw H264Error(writing: error) } }
     /// Flushes, syncs and closes; afterwards `bytesWritten` and `framesOnDisk` are final.
-    public func close() throws(ProcessingError) { defer { settle() }; try file.close() }
+    public func close() throws(H264Error) { defer { settle() }; do { try file.close() } catch { throw H264Error(writing: error) } }
     /// Gives the file up (see `OutputFile.discard()`): for a start that failed before anything was written.
     public func discard() { file.discard() }
 }

@@ -29,37 +29,30 @@ public struct NALUnit: Sendable, Equatable {
     public init(type: NALUnitType, offset: Int, length: Int) { self.type = type; self.offset = offset; self.length = length }
 }
 
-public struct BitstreamError: Error, Sendable, Equatable, CustomStringConvertible {
-    public var message: String
-    public var offset: Int
-    public init(_ message: String, offset: Int) { self.message = message; self.offset = offset }
-    public var description: String { "\(message) (at byte \(offset))" }
-}
-
 /// Annex-B (start-code delimited) and AVCC (length-prefixed) H.264 framing.
 public enum AnnexB {
     /// Splits an Annex-B stream at its 3- and 4-byte start codes. The stream must begin with a start code;
     /// zero-length units (two start codes in a row) are an error.
-    public static func split(_ bytes: UnsafeRawBufferPointer) throws(BitstreamError) -> [NALUnit] {
+    public static func split(_ bytes: UnsafeRawBufferPointer) throws(H264Error) -> [NALUnit] {
         var units: [NALUnit] = []
         try split(bytes, into: &units)
         return units
     }
 
-    public static func split(_ data: [UInt8]) throws(BitstreamError) -> [NALUnit] {
-        let r: Result<[NALUnit], BitstreamError> = data.withUnsafeBytes { b in
-            do throws(BitstreamError) { return .success(try split(b)) } catch { return .failure(error) }
+    public static func split(_ data: [UInt8]) throws(H264Error) -> [NALUnit] {
+        let r: Result<[NALUnit], H264Error> = data.withUnsafeBytes { b in
+            do throws(H264Error) { return .success(try split(b)) } catch { return .failure(error) }
         }
         return try r.get()
     }
 
     /// As `split`, reusing `units`' storage (no allocation in steady state).
-    public static func split(_ bytes: UnsafeRawBufferPointer, into units: inout [NALUnit]) throws(BitstreamError) {
+    public static func split(_ bytes: UnsafeRawBufferPointer, into units: inout [NALUnit]) throws(H264Error) {
         units.removeAll(keepingCapacity: true)
         let n = bytes.count
         guard n > 0 else { return }
         guard let first = nextStartCode(bytes, from: 0), first.position == 0 || bytes[0..<first.position].allSatisfy({ $0 == 0 }) else {
-            throw BitstreamError("Annex-B stream does not begin with a start code", offset: 0)
+            throw H264Error("Annex-B stream does not begin with a start code", offset: 0)
         }
         var start = first.position + first.length
         while true {
@@ -67,13 +60,13 @@ public enum AnnexB {
             var end = next?.position ?? n
             // Trailing zero bytes before a start code belong to neither unit (trailing_zero_8bits).
             while end > start && bytes[end - 1] == 0 && next != nil { end -= 1 }
-            guard end > start else { throw BitstreamError("zero-length NAL unit", offset: start) }
+            guard end > start else { throw H264Error("zero-length NAL unit", offset: start) }
             let header = bytes[start]
-            guard header & 0x80 == 0 else { throw BitstreamError("forbidden_zero_bit set in NAL header 0x\(String(header, radix: 16))", offset: start) }
+            guard header & 0x80 == 0 else { throw H264Error("forbidden_zero_bit set in NAL header 0x\(String(header, radix: 16))", offset: start) }
             units.append(NALUnit(type: NALUnitType(header: header), offset: start, length: end - start))
             guard let next else { break }
             start = next.position + next.length
-            if start >= n { throw BitstreamError("start code at the end of the stream with no NAL unit after it", offset: next.position) }
+            if start >= n { throw H264Error("start code at the end of the stream with no NAL unit after it", offset: next.position) }
         }
     }
 
@@ -93,13 +86,13 @@ public enum AnnexB {
     }
 
     /// Annex-B → AVCC: each unit prefixed by its length in `lengthSize` bytes (4 by default) big-endian.
-    public static func toAVCC(_ annexB: [UInt8], lengthSize: Int = 4) throws(BitstreamError) -> [UInt8] {
-        guard [1, 2, 4].contains(lengthSize) else { throw BitstreamError("AVCC length size must be 1, 2 or 4, got \(lengthSize)", offset: 0) }
+    public static func toAVCC(_ annexB: [UInt8], lengthSize: Int = 4) throws(H264Error) -> [UInt8] {
+        guard [1, 2, 4].contains(lengthSize) else { throw H264Error("AVCC length size must be 1, 2 or 4, got \(lengthSize)", offset: 0) }
         let units = try split(annexB)
         var out = [UInt8](); out.reserveCapacity(annexB.count)
         for u in units {
             guard lengthSize == 4 || u.length < 1 << (8 * lengthSize) else {
-                throw BitstreamError("NAL unit of \(u.length) bytes does not fit a \(lengthSize)-byte length", offset: u.offset)
+                throw H264Error("NAL unit of \(u.length) bytes does not fit a \(lengthSize)-byte length", offset: u.offset)
             }
             for k in (0..<lengthSize).reversed() { out.append(UInt8(truncatingIfNeeded: u.length >> (8 * k))) }
             out.append(contentsOf: annexB[u.offset..<(u.offset + u.length)])
@@ -108,17 +101,17 @@ public enum AnnexB {
     }
 
     /// AVCC → Annex-B with 4-byte start codes. Lengths past the end, zero lengths and truncated prefixes are errors.
-    public static func fromAVCC(_ avcc: [UInt8], lengthSize: Int = 4) throws(BitstreamError) -> [UInt8] {
-        guard [1, 2, 4].contains(lengthSize) else { throw BitstreamError("AVCC length size must be 1, 2 or 4, got \(lengthSize)", offset: 0) }
+    public static func fromAVCC(_ avcc: [UInt8], lengthSize: Int = 4) throws(H264Error) -> [UInt8] {
+        guard [1, 2, 4].contains(lengthSize) else { throw H264Error("AVCC length size must be 1, 2 or 4, got \(lengthSize)", offset: 0) }
         var out = [UInt8](); out.reserveCapacity(avcc.count + 16)
         var i = 0
         while i < avcc.count {
-            guard i + lengthSize <= avcc.count else { throw BitstreamError("truncated \(lengthSize)-byte length prefix", offset: i) }
+            guard i + lengthSize <= avcc.count else { throw H264Error("truncated \(lengthSize)-byte length prefix", offset: i) }
             var len = 0
             for k in 0..<lengthSize { len = len << 8 | Int(avcc[i + k]) }
             i += lengthSize
-            guard len > 0 else { throw BitstreamError("zero-length NAL unit", offset: i - lengthSize) }
-            guard len <= avcc.count - i else { throw BitstreamError("NAL length \(len) runs past the end (\(avcc.count - i) bytes left)", offset: i - lengthSize) }
+            guard len > 0 else { throw H264Error("zero-length NAL unit", offset: i - lengthSize) }
+            guard len <= avcc.count - i else { throw H264Error("NAL length \(len) runs past the end (\(avcc.count - i) bytes left)", offset: i - lengthSize) }
             out += [0, 0, 0, 1]
             out.append(contentsOf: avcc[i..<(i + len)])
             i += len
@@ -145,8 +138,8 @@ public struct SequenceParameterSet: Sendable, Equatable {
     }
 
     /// Parses an SPS NAL unit (header byte included).
-    public init(nal: ArraySlice<UInt8>) throws(BitstreamError) {
-        guard let first = nal.first, NALUnitType(header: first) == .sps else { throw BitstreamError("not an SPS NAL unit", offset: 0) }
+    public init(nal: ArraySlice<UInt8>) throws(H264Error) {
+        guard let first = nal.first, NALUnitType(header: first) == .sps else { throw H264Error("not an SPS NAL unit", offset: 0) }
         // Remove emulation-prevention bytes (00 00 03 → 00 00).
         var rbsp: [UInt8] = []; rbsp.reserveCapacity(nal.count)
         var zeros = 0
@@ -177,7 +170,7 @@ public struct SequenceParameterSet: Sendable, Equatable {
         if pocType == 0 { _ = try r.ue() } else if pocType == 1 {
             _ = try r.bits(1); _ = try r.se(); _ = try r.se()
             let n = try r.ue()
-            guard n < 256 else { throw BitstreamError("SPS: implausible num_ref_frames_in_pic_order_cnt_cycle \(n)", offset: 0) }
+            guard n < 256 else { throw H264Error("SPS: implausible num_ref_frames_in_pic_order_cnt_cycle \(n)", offset: 0) }
             for _ in 0..<n { _ = try r.se() }
         }
         _ = try r.ue(); _ = try r.bits(1)
@@ -192,7 +185,7 @@ public struct SequenceParameterSet: Sendable, Equatable {
             let cy = (chromaFormat == 1 ? 2 : 1) * (2 - frameMbsOnly)
             w -= cx * (l + rr); h -= cy * (t + b)
         }
-        guard w > 0, h > 0, w <= 16384, h <= 16384 else { throw BitstreamError("SPS gives an implausible size \(w)x\(h)", offset: 0) }
+        guard w > 0, h > 0, w <= 16384, h <= 16384 else { throw H264Error("SPS gives an implausible size \(w)x\(h)", offset: 0) }
         width = w; height = h
     }
 }
@@ -201,24 +194,24 @@ struct BitReader {
     let data: [UInt8]
     var bit = 0
     init(_ d: [UInt8]) { data = d }
-    mutating func bits(_ n: Int) throws(BitstreamError) -> Int {
+    mutating func bits(_ n: Int) throws(H264Error) -> Int {
         var v = 0
         for _ in 0..<n {
-            guard bit / 8 < data.count else { throw BitstreamError("SPS truncated", offset: bit / 8) }
+            guard bit / 8 < data.count else { throw H264Error("SPS truncated", offset: bit / 8) }
             v = v << 1 | Int(data[bit / 8] >> (7 - UInt8(bit % 8)) & 1)
             bit += 1
         }
         return v
     }
-    mutating func ue() throws(BitstreamError) -> Int {
+    mutating func ue() throws(H264Error) -> Int {
         var zeros = 0
         while try bits(1) == 0 {
             zeros += 1
-            guard zeros < 32 else { throw BitstreamError("SPS: invalid Exp-Golomb code", offset: bit / 8) }
+            guard zeros < 32 else { throw H264Error("SPS: invalid Exp-Golomb code", offset: bit / 8) }
         }
         return (1 << zeros) - 1 + (try bits(zeros))
     }
-    mutating func se() throws(BitstreamError) -> Int {
+    mutating func se() throws(H264Error) -> Int {
         let k = try ue()
         return k % 2 == 1 ? (k + 1) / 2 : -(k / 2)
     }

@@ -6,13 +6,6 @@ import Synchronization
 import Glibc
 #endif
 
-/// Encoder errors: invalid settings (with the valid range), or OpenH264 refusing a call.
-public struct EncoderError: Error, Sendable, Equatable, CustomStringConvertible {
-    public var message: String
-    public init(_ message: String) { self.message = message }
-    public var description: String { message }
-}
-
 /// One encoded picture: Annex-B bytes (4-byte start codes), its NAL units, and what kind of frame it is.
 public struct EncodedFrame: Sendable {
     public var data: [UInt8] = []
@@ -45,15 +38,15 @@ public final class EncoderControl: Sendable {
 
     /// New target bitrate (bits/s, 10 kbps...100 Mbps) and frame rate (1...240), from the next frame. The cap
     /// (`maxBitrate`) rises with the target when needed. Out-of-range values are refused here, at once.
-    public func setRates(bitrate: Int, fps: Double) throws(EncoderError) {
-        guard (10_000...100_000_000).contains(bitrate) else { throw EncoderError("bitrate \(bitrate / 1000) kbps is out of range: 10...100000 kbps") }
-        guard fps.isFinite, fps >= 1, fps <= 240 else { throw EncoderError("frame rate \(fps) is out of range: 1...240 fps") }
+    public func setRates(bitrate: Int, fps: Double) throws(H264Error) {
+        guard (10_000...100_000_000).contains(bitrate) else { throw H264Error(.invalidSettings, "bitrate \(bitrate / 1000) kbps is out of range: 10...100000 kbps") }
+        guard fps.isFinite, fps >= 1, fps <= 240 else { throw H264Error(.invalidSettings, "frame rate \(fps) is out of range: 1...240 fps") }
         pending.withLock { $0.rates = (bitrate, fps) }
     }
 
     /// New target bitrate (bits/s, 10 kbps...100 Mbps) at the current frame rate, from the next frame.
-    public func setBitrate(_ bitrate: Int) throws(EncoderError) {
-        guard (10_000...100_000_000).contains(bitrate) else { throw EncoderError("bitrate \(bitrate / 1000) kbps is out of range: 10...100000 kbps") }
+    public func setBitrate(_ bitrate: Int) throws(H264Error) {
+        guard (10_000...100_000_000).contains(bitrate) else { throw H264Error(.invalidSettings, "bitrate \(bitrate / 1000) kbps is out of range: 10...100000 kbps") }
         pending.withLock { $0.rates = (bitrate, nil) }
     }
 
@@ -125,28 +118,28 @@ public final class H264Encoder {
         /// 10...100000 kbps; max bitrate up to 200000 kbps and not below the target; key-frame interval
         /// 1...100000 frames; 1...4 threads; slices of 420...65535 bytes or 1...32 per frame). Callers check
         /// settings with it before opening a camera; `init(settings:)` calls it too.
-        public func validate() throws(EncoderError) {
+        public func validate() throws(H264Error) {
             guard width >= 16, height >= 16, width <= 4096, height <= 2304 else {
-                throw EncoderError("size \(width)x\(height) is out of range: width 16...4096, height 16...2304")
+                throw H264Error(.invalidSettings, "size \(width)x\(height) is out of range: width 16...4096, height 16...2304")
             }
-            guard width % 2 == 0, height % 2 == 0 else { throw EncoderError("size \(width)x\(height) must have even width and height (4:2:0)") }
-            guard maxFrameRate >= 1, maxFrameRate <= 240 else { throw EncoderError("frame rate \(maxFrameRate) is out of range: 1...240 fps") }
+            guard width % 2 == 0, height % 2 == 0 else { throw H264Error(.invalidSettings, "size \(width)x\(height) must have even width and height (4:2:0)") }
+            guard maxFrameRate >= 1, maxFrameRate <= 240 else { throw H264Error(.invalidSettings, "frame rate \(maxFrameRate) is out of range: 1...240 fps") }
             guard targetBitrate >= 10_000, targetBitrate <= 100_000_000 else {
-                throw EncoderError("bitrate \(targetBitrate / 1000) kbps is out of range: 10...100000 kbps")
+                throw H264Error(.invalidSettings, "bitrate \(targetBitrate / 1000) kbps is out of range: 10...100000 kbps")
             }
             guard effectiveMaxBitrate >= targetBitrate, effectiveMaxBitrate <= 200_000_000 else {
-                throw EncoderError("max bitrate \(effectiveMaxBitrate / 1000) kbps must be at least the target (\(targetBitrate / 1000) kbps) and at most 200000 kbps")
+                throw H264Error(.invalidSettings, "max bitrate \(effectiveMaxBitrate / 1000) kbps must be at least the target (\(targetBitrate / 1000) kbps) and at most 200000 kbps")
             }
             guard effectiveKeyFrameInterval >= 1, effectiveKeyFrameInterval <= 100_000 else {
-                throw EncoderError("key-frame interval \(effectiveKeyFrameInterval) is out of range: 1...100000 frames")
+                throw H264Error(.invalidSettings, "key-frame interval \(effectiveKeyFrameInterval) is out of range: 1...100000 frames")
             }
-            guard (1...4).contains(threads) else { throw EncoderError("thread count \(threads) is out of range: 1...4") }
+            guard (1...4).contains(threads) else { throw H264Error(.invalidSettings, "thread count \(threads) is out of range: 1...4") }
             switch sliceMode {
             case .single: break
             // OpenH264 2.3.1 refuses size-limited slices below 420 bytes for any frame of more than a few
             // macroblocks (measured: 320x240 up to 4096x2304 all need ≥ 420), after the camera would have started.
-            case .maxNALSize(let n): guard (420...65535).contains(n) else { throw EncoderError("max NAL size \(n) is out of range: 420...65535 bytes") }
-            case .fixedCount(let n): guard (1...32).contains(n) else { throw EncoderError("slice count \(n) is out of range: 1...32") }
+            case .maxNALSize(let n): guard (420...65535).contains(n) else { throw H264Error(.invalidSettings, "max NAL size \(n) is out of range: 420...65535 bytes") }
+            case .fixedCount(let n): guard (1...32).contains(n) else { throw H264Error(.invalidSettings, "slice count \(n) is out of range: 1...32") }
             }
         }
     }
@@ -173,7 +166,7 @@ public final class H264Encoder {
 
     /// An encoder for `settings`; `control` may be made first (to hand to another thread before the encoder
     /// exists).
-    public init(settings: Settings, control: EncoderControl = EncoderControl()) throws(EncoderError) {
+    public init(settings: Settings, control: EncoderControl = EncoderControl()) throws(H264Error) {
         try settings.validate()
         self.settings = settings
         self.control = control
@@ -183,15 +176,27 @@ public final class H264Encoder {
     }
 
     /// Creates (or re-creates, for a new size) the OpenH264 encoder for `settings`.
-    private func configure(_ settings: Settings) throws(EncoderError) {
+    private func configure(_ settings: Settings) throws(H264Error) {
         close()
         var enc: UnsafeMutablePointer<ISVCEncoder?>?
-        guard WelsCreateSVCEncoder(&enc) == 0, let enc else { throw EncoderError("OpenH264 could not create an encoder") }
+        guard WelsCreateSVCEncoder(&enc) == 0, let enc else { throw H264Error("OpenH264 could not create an encoder") }
         encoder = enc
         var traceLevel = Int32(WELS_LOG_QUIET)   // OpenH264 traces to stderr; libraries don't print (errors come back as codes)
         _ = ch264_set_option(enc, ENCODER_OPTION_TRACE_LEVEL, &traceLevel)
         var p = SEncParamExt()
         _ = ch264_default_params(enc, &p)
+        H264Encoder.apply(settings, to: &p)
+        let rc = ch264_init_ext(enc, &p)
+        guard rc == 0 else {
+            WelsDestroySVCEncoder(enc); encoder = nil
+            throw H264Error("OpenH264 rejected the settings \(settings.width)x\(settings.height) @ \(settings.maxFrameRate) fps, \(settings.targetBitrate / 1000) kbps (code \(rc))")
+        }
+        var format = Int32(videoFormatI420.rawValue)
+        _ = ch264_set_option(enc, ENCODER_OPTION_DATAFORMAT, &format)
+    }
+
+    /// The RTC configuration of OpenH264 for `settings`, over its defaults (pure: no encoder involved).
+    static func apply(_ settings: Settings, to p: inout SEncParamExt) {
         p.iUsageType = CAMERA_VIDEO_REAL_TIME
         p.iPicWidth = Int32(settings.width); p.iPicHeight = Int32(settings.height)
         p.iTargetBitrate = Int32(settings.targetBitrate); p.iMaxBitrate = Int32(settings.effectiveMaxBitrate)
@@ -229,13 +234,6 @@ public final class H264Encoder {
             p.sSpatialLayers.0.sSliceArgument.uiSliceMode = SM_FIXEDSLCNUM_SLICE
             p.sSpatialLayers.0.sSliceArgument.uiSliceNum = UInt32(n)
         }
-        let rc = ch264_init_ext(enc, &p)
-        guard rc == 0 else {
-            WelsDestroySVCEncoder(enc); encoder = nil
-            throw EncoderError("OpenH264 rejected the settings \(settings.width)x\(settings.height) @ \(settings.maxFrameRate) fps, \(settings.targetBitrate / 1000) kbps (code \(rc))")
-        }
-        var format = Int32(videoFormatI420.rawValue)
-        _ = ch264_set_option(enc, ENCODER_OPTION_DATAFORMAT, &format)
     }
 
     deinit { close() }
@@ -250,16 +248,16 @@ public final class H264Encoder {
     }
 
     /// Changes the target bitrate (bits/s) and frame rate, from the next frame (as `control.setRates`).
-    public func setRates(bitrate: Int, fps: Double) throws(EncoderError) {
+    public func setRates(bitrate: Int, fps: Double) throws(H264Error) {
         try control.setRates(bitrate: bitrate, fps: fps)
     }
 
-    private func applyRates(bitrate: Int, fps: Double) throws(EncoderError) {
+    private func applyRates(bitrate: Int, fps: Double) throws(H264Error) {
         var s = settings
         s.targetBitrate = bitrate; s.maxFrameRate = fps
         if let m = s.maxBitrate, m < bitrate { s.maxBitrate = bitrate }
         try s.validate()
-        guard let encoder else { throw EncoderError("encoder is closed") }
+        guard let encoder else { throw H264Error("encoder is closed") }
         var br = SBitrateInfo(iLayer: SPATIAL_LAYER_ALL, iBitrate: Int32(bitrate))
         var maxBr = SBitrateInfo(iLayer: SPATIAL_LAYER_ALL, iBitrate: Int32(s.effectiveMaxBitrate))
         // The overall cap and the layer's cap are separate in OpenH264; a target above the layer's cap is refused.
@@ -284,7 +282,7 @@ public final class H264Encoder {
 
     /// Applies what other threads asked for, then makes the encoder match `frame`'s size: a frame of a new
     /// size (a source that adapted its output) reconfigures the encoder, which starts with an IDR.
-    private func prepare(_ input: I420Buffer) throws(EncoderError) -> I420Buffer {
+    private func prepare(_ input: I420Buffer) throws(H264Error) -> I420Buffer {
         let p = control.take()
         if p.keyFrame { forceKeyFrame = true }
         if let r = p.rates { try applyRates(bitrate: r.bitrate, fps: r.fps ?? settings.maxFrameRate) }
@@ -295,13 +293,13 @@ public final class H264Encoder {
             let scaler = self.scaler ?? FrameConverter()
             self.scaler = scaler
             do { frame = try scaler.convert(frame.buffer, options: FrameConverter.Options(crop: fit.crop, scale: fit.size)) }
-            catch { throw EncoderError("scaling \(frame.width)x\(frame.height) to at most \(m) failed: \(error)") }
+            catch { throw H264Error("scaling \(frame.width)x\(frame.height) to at most \(m) failed: \(error)") }
         }
         if frame.width != settings.width || frame.height != settings.height {
             var s = settings
             s.width = frame.width; s.height = frame.height
-            do throws(EncoderError) { try s.validate() } catch {
-                throw EncoderError("frame \(frame.width)x\(frame.height) cannot be encoded: \(error)")
+            do throws(H264Error) { try s.validate() } catch {
+                throw H264Error(.invalidSettings, "frame \(frame.width)x\(frame.height) cannot be encoded: \(error)")
             }
             try configure(s)
             settings = s
@@ -313,11 +311,11 @@ public final class H264Encoder {
     }
 
     /// Encodes one I420 picture into `out`, reusing its storage (no allocation in steady state).
-    public func encode(_ frame: I420Buffer, timestampNs: Int64, into out: inout EncodedFrame) throws(EncoderError) {
-        guard encoder != nil else { throw EncoderError("encoder is closed") }
+    public func encode(_ frame: I420Buffer, timestampNs: Int64, into out: inout EncodedFrame) throws(H264Error) {
+        guard encoder != nil else { throw H264Error("encoder is closed") }
         let t0 = monotonicNanoseconds()
         let frame = try prepare(frame)
-        guard let encoder else { throw EncoderError("encoder is closed") }
+        guard let encoder else { throw H264Error("encoder is closed") }
         defer { finishStatistics(out, startNs: t0) }
         if forceKeyFrame { _ = ch264_force_intra(encoder, true); forceKeyFrame = false }
         picture.iColorFormat = Int32(videoFormatI420.rawValue)
@@ -327,7 +325,7 @@ public final class H264Encoder {
         picture.pData.0 = UnsafeMutablePointer(mutating: frame.dataY); picture.pData.1 = UnsafeMutablePointer(mutating: frame.dataU); picture.pData.2 = UnsafeMutablePointer(mutating: frame.dataV)
         picture.uiTimeStamp = timestampNs / 1_000_000
         let rc = ch264_encode(encoder, &picture, &info)
-        guard rc == 0 else { throw EncoderError("OpenH264 EncodeFrame failed (code \(rc))") }
+        guard rc == 0 else { throw H264Error("OpenH264 EncodeFrame failed (code \(rc))") }
         out.data.removeAll(keepingCapacity: true)
         out.nalUnits.removeAll(keepingCapacity: true)
         out.timestampNs = timestampNs
@@ -373,7 +371,7 @@ public final class H264Encoder {
     }
 
     /// Convenience: encodes into a new `EncodedFrame`.
-    public func encode(_ frame: I420Buffer, timestampNs: Int64) throws(EncoderError) -> EncodedFrame {
+    public func encode(_ frame: I420Buffer, timestampNs: Int64) throws(H264Error) -> EncodedFrame {
         var out = EncodedFrame()
         try encode(frame, timestampNs: timestampNs, into: &out)
         return out

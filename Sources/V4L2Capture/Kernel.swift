@@ -42,6 +42,10 @@ struct IOCTL: Sendable, CustomStringConvertible {
     static let dequeueBuffer = IOCTL(request: CV4L2_VIDIOC_DQBUF, name: "VIDIOC_DQBUF")
     static let streamOn = IOCTL(request: CV4L2_VIDIOC_STREAMON, name: "VIDIOC_STREAMON")
     static let streamOff = IOCTL(request: CV4L2_VIDIOC_STREAMOFF, name: "VIDIOC_STREAMOFF")
+    static let queryExtControl = IOCTL(request: CV4L2_VIDIOC_QUERY_EXT_CTRL, name: "VIDIOC_QUERY_EXT_CTRL")
+    static let queryMenu = IOCTL(request: CV4L2_VIDIOC_QUERYMENU, name: "VIDIOC_QUERYMENU")
+    static let getExtControls = IOCTL(request: CV4L2_VIDIOC_G_EXT_CTRLS, name: "VIDIOC_G_EXT_CTRLS")
+    static let setExtControls = IOCTL(request: CV4L2_VIDIOC_S_EXT_CTRLS, name: "VIDIOC_S_EXT_CTRLS")
 }
 
 /// The system calls the V4L2 backend makes on a device, behind one protocol so tests can play the kernel

@@ -121,9 +121,17 @@ public final class V4L2DeviceProvider: CaptureDeviceProvider {
     public let kernel: any V4L2Kernel
     public let devDirectory: String
     public let configuration: V4L2Stream.Configuration
+    /// Position and rotation for cameras that report none (or report them wrong), keyed by node path
+    /// (`/dev/video0`), unique id (`/dev/v4l/by-id/…`) or name (the card, `HD Pro Webcam C920`).
+    public let overrides: [String: SensorOverride]
 
-    public init(kernel: any V4L2Kernel = SystemV4L2Kernel(), devDirectory: String = "/dev", configuration: V4L2Stream.Configuration = .init()) {
-        self.kernel = kernel; self.devDirectory = devDirectory; self.configuration = configuration
+    public init(kernel: any V4L2Kernel = SystemV4L2Kernel(), devDirectory: String = "/dev", configuration: V4L2Stream.Configuration = .init(),
+                overrides: [String: SensorOverride] = [:]) {
+        self.kernel = kernel; self.devDirectory = devDirectory; self.configuration = configuration; self.overrides = overrides
+    }
+
+    func override(path: String, uniqueID: String, name: String) -> SensorOverride? {
+        overrides[path] ?? overrides[uniqueID] ?? overrides[name]
     }
 
     /// `/dev/videoN` paths in numeric order.
@@ -146,7 +154,11 @@ public final class V4L2DeviceProvider: CaptureDeviceProvider {
         guard caps.isVideoCapture else {
             throw CaptureError(.notACaptureDevice, "\(path) (\(caps.card), \(caps.driver)) is not a video capture device", device: path)
         }
-        return CaptureDevice(uniqueID: stableID(for: path, busInfo: caps.busInfo), name: caps.card, position: .external,
+        // V4L2_CID_CAMERA_ORIENTATION (front/back/external) where the driver has it; else external.
+        let id = stableID(for: path, busInfo: caps.busInfo)
+        let position = override(path: path, uniqueID: id, name: caps.card)?.position
+            ?? node.property(.cameraOrientation).flatMap(CaptureDevice.Position.init(v4l2Orientation:)) ?? .external
+        return CaptureDevice(uniqueID: id, name: caps.card, position: position,
                              path: path, driver: caps.driver, busInfo: caps.busInfo)
     }
 
@@ -177,6 +189,19 @@ public final class V4L2DeviceProvider: CaptureDeviceProvider {
     }
 
     public func openStream(device: CaptureDevice, request: StreamRequest, sink: FrameSink) throws(CaptureError) -> any CaptureStream {
-        try V4L2Stream(path: device.path, request: request, kernel: kernel, configuration: configuration, sink: sink)
+        try V4L2Stream(path: device.path, request: request, kernel: kernel, configuration: configuration,
+                       rotationOverride: override(path: device.path, uniqueID: device.uniqueID, name: device.name)?.rotation, sink: sink)
+    }
+
+    public func controls(of device: CaptureDevice) throws(CaptureError) -> [CameraControl] {
+        let node = try V4L2Node(path: device.path, kernel: kernel)
+        defer { node.close() }
+        return try node.controls()
+    }
+
+    public func setControl(_ id: CameraControlID, to value: CameraControl.Value, on device: CaptureDevice) throws(CaptureError) -> CameraControl {
+        let node = try V4L2Node(path: device.path, kernel: kernel)
+        defer { node.close() }
+        return try node.setControl(id, to: value)
     }
 }

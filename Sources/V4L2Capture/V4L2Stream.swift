@@ -36,6 +36,9 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
 
     public let applied: AppliedFormat
     public let path: String
+    /// Carried on every frame: the override, else the driver's `V4L2_CID_CAMERA_SENSOR_ROTATION` (turned
+    /// clockwise), else none.
+    public let rotation: VideoRotation
     private let node: V4L2Node
     private let io: V4L2IO
     private let configuration: Configuration
@@ -51,7 +54,8 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
     private var lastSequence: UInt32?
     private var released = false
 
-    init(path: String, request: StreamRequest, kernel: any V4L2Kernel, configuration: Configuration, sink: FrameSink) throws(CaptureError) {
+    init(path: String, request: StreamRequest, kernel: any V4L2Kernel, configuration: Configuration,
+         rotationOverride: VideoRotation? = nil, sink: FrameSink) throws(CaptureError) {
         self.path = path
         self.configuration = configuration
         self.sink = sink
@@ -65,6 +69,7 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
         let (applied, sizeImage) = try V4L2Stream.applyFormat(node, request)
         self.applied = applied
         self.sizeImage = sizeImage
+        self.rotation = rotationOverride ?? node.property(.cameraSensorRotation).flatMap(VideoRotation.init(sensorRotationCounterClockwise:)) ?? .rotation0
         ring = try V4L2Stream.mapBuffers(node, count: configuration.bufferCount, counter: counter)
         for i in ring.indices { var b = V4L2Stream.bufferDescriptor(i); try io.ioctl(node.fd, .queueBuffer, &b, "\(i)") }
         var on = Int32(CV4L2_BUF_TYPE_VIDEO_CAPTURE)
@@ -246,7 +251,7 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
         }
         let buffer = VideoFrameBuffer(pixelFormat: applied.pixelFormat, width: applied.size.width, height: applied.size.height,
                                       stride: applied.stride, bytesUsed: used, storage: storage)
-        sink.frame(VideoFrame(buffer: buffer, timestampNs: ts, sequence: UInt64(b.sequence)))
+        sink.frame(VideoFrame(buffer: buffer, rotation: rotation, timestampNs: ts, sequence: UInt64(b.sequence)))
     }
 
     /// A copy buffer no consumer holds, or nil.

@@ -55,8 +55,17 @@ public final class CameraVideoCapturer: Sendable {
         /// When false, the producer waits for consumers instead of dropping (for offline processing of
         /// fixture cameras; never use it with a real camera, the driver would drop instead).
         public var alwaysDiscardsLateFrames: Bool = true
-        public init(maxPendingFrames: Int = 1, alwaysDiscardsLateFrames: Bool = true) {
+        /// Anti-flicker set on every start and switch before the first frame, as Chromium does (nil: leave the
+        /// camera as it is). `.auto` is used where the camera offers it, else the camera is left unchanged. A
+        /// camera without the control, or one that refuses it, still starts (logged at debug level).
+        public var powerLineFrequency: PowerLineFrequency?
+        /// Controls set on every start and switch, in order, before the first frame (after the power-line
+        /// default). A control the camera lacks, or a bad value, fails the start with the typed error.
+        public var startControls: [CameraControlSetting]
+        public init(maxPendingFrames: Int = 1, alwaysDiscardsLateFrames: Bool = true,
+                    powerLineFrequency: PowerLineFrequency? = nil, startControls: [CameraControlSetting] = []) {
             self.maxPendingFrames = max(1, maxPendingFrames); self.alwaysDiscardsLateFrames = alwaysDiscardsLateFrames
+            self.powerLineFrequency = powerLineFrequency; self.startControls = startControls
         }
     }
 
@@ -254,6 +263,82 @@ public final class CameraVideoCapturer: Sendable {
         }
     }
 
+    // MARK: Controls
+
+    /// The device's controls with their current values (control-class headings included, `kind == .ctrlClass`).
+    /// Works whether or not the device is streaming.
+    public func controls(for device: CaptureDevice) throws(CaptureError) -> [CameraControl] {
+        try provider(for: device).controls(of: device)
+    }
+
+    /// One control, named as `v4l2-ctl` names it (`brightness`), by a well-known alias or by id (`0x00980900`).
+    public func control(_ spec: String, of device: CaptureDevice) throws(CaptureError) -> CameraControl {
+        let all = try controls(for: device)
+        guard let c = all.find(spec) else { throw all.unknown(spec, device: device.path) }
+        return c
+    }
+
+    public func control(_ id: CameraControlID, of device: CaptureDevice) throws(CaptureError) -> CameraControl {
+        try control(id.description, of: device)
+    }
+
+    /// Sets a control from text (a number, a menu entry's name, `true`/`false`); returns the control read back,
+    /// whose value is what the device applied. Typed errors: `.unknownControl`, `.controlOutOfRange`,
+    /// `.controlReadOnly`, `.controlInactive`, `.controlBusy`.
+    @discardableResult
+    public func setControl(_ spec: String, to text: String, on device: CaptureDevice) throws(CaptureError) -> CameraControl {
+        let p = try provider(for: device)
+        let all = try p.controls(of: device)
+        guard let c = all.find(spec) else { throw all.unknown(spec, device: device.path) }
+        return try p.setControl(c.id, to: try c.parseValue(text, device: device.path), on: device)
+    }
+
+    @discardableResult
+    public func setControl(_ id: CameraControlID, to value: Int64, on device: CaptureDevice) throws(CaptureError) -> CameraControl {
+        try provider(for: device).setControl(id, to: .integer(value), on: device)
+    }
+
+    /// Sets controls in order (so `auto_exposure=1` can come before `exposure_time_absolute=…`); stops at the
+    /// first failure. Returns each control as read back.
+    @discardableResult
+    public func setControls(_ settings: [CameraControlSetting], on device: CaptureDevice) throws(CaptureError) -> [CameraControl] {
+        var out: [CameraControl] = []
+        for s in settings { out.append(try setControl(s.control, to: s.value, on: device)) }
+        return out
+    }
+
+    /// Sets the anti-flicker filter; `.auto` needs a camera that offers it (else `.controlOutOfRange`).
+    @discardableResult
+    public func setPowerLineFrequency(_ f: PowerLineFrequency, on device: CaptureDevice) throws(CaptureError) -> CameraControl {
+        try setControl(.powerLineFrequency, to: f.rawValue, on: device)
+    }
+
+    /// The configured start controls: the power-line default (best effort), then `startControls` (strict).
+    private func applyStartControls(_ device: CaptureDevice, provider p: any CaptureDeviceProvider) throws(CaptureError) {
+        guard configuration.powerLineFrequency != nil || !configuration.startControls.isEmpty else { return }
+        if let plf = configuration.powerLineFrequency {
+            do throws(CaptureError) {
+                let all = try p.controls(of: device)
+                if let c = all.first(where: { $0.id == .powerLineFrequency }),
+                   plf != .auto || c.menu.contains(where: { $0.index == PowerLineFrequency.auto.rawValue }) {
+                    let applied = try p.setControl(.powerLineFrequency, to: .integer(plf.rawValue), on: device)
+                    logger.debug("power-line frequency set", metadata: ["device": "\(device.path)", "value": "\(applied.currentMenuItem?.name ?? "\(plf)")"])
+                } else {
+                    logger.debug("power-line frequency left as it is", metadata: ["device": "\(device.path)", "wanted": "\(plf)"])
+                }
+            } catch {
+                logger.debug("power-line frequency not set", metadata: ["device": "\(device.path)", "error": "\(error)"])
+            }
+        }
+        if !configuration.startControls.isEmpty {
+            let all = try p.controls(of: device)
+            for s in configuration.startControls {
+                guard let c = all.find(s.control) else { throw all.unknown(s.control, device: device.path) }
+                _ = try p.setControl(c.id, to: try c.parseValue(s.value, device: device.path), on: device)
+            }
+        }
+    }
+
     // MARK: Consumers
 
     /// Adds a delegate, held strongly until `removeDelegate` (adding the same object twice adds it once).
@@ -297,8 +382,11 @@ public final class CameraVideoCapturer: Sendable {
             dropped: { [weak self] reason, count in self?.recordDrop(reason, count: count, generation: gen) },
             failed: { [weak self] error in self?.streamFailed(error, generation: gen) },
             copied: { [weak self] in self?.state.withLock { s in if s.generation == gen { s.stats.copied += 1 } } })
-        let result: Result<any CaptureStream, CaptureError> = await offThread {
-            do throws(CaptureError) { return .success(try provider.openStream(device: device, request: request, sink: sink)) }
+        let result: Result<any CaptureStream, CaptureError> = await offThread { [self] in
+            do throws(CaptureError) {
+                try applyStartControls(device, provider: provider)
+                return .success(try provider.openStream(device: device, request: request, sink: sink))
+            }
             catch { return .failure(error) }
         }
         return try result.get()

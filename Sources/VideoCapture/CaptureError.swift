@@ -24,6 +24,15 @@ public struct CaptureError: Error, Sendable, Equatable, CustomStringConvertible 
         public static let timeout = Code(rawValue: "no frames")
         public static let invalidFixture = Code(rawValue: "invalid fixture")
         public static let invalidArgument = Code(rawValue: "invalid argument")
+        /// The camera has no control of that name or id.
+        public static let unknownControl = Code(rawValue: "unknown control")
+        /// A control value outside its range, not a menu entry, or of the wrong kind.
+        public static let controlOutOfRange = Code(rawValue: "control value out of range")
+        public static let controlReadOnly = Code(rawValue: "read-only control")
+        /// The control is inactive: another control (its automatic mode) overrides it.
+        public static let controlInactive = Code(rawValue: "inactive control")
+        /// The driver refuses to change the control now (`EBUSY`: grabbed while streaming, or held by another user).
+        public static let controlBusy = Code(rawValue: "control busy")
         /// A bug in this package (a bad descriptor or pointer reached the kernel), never a device condition.
         public static let internalError = Code(rawValue: "internal error")
     }

@@ -8,6 +8,19 @@ public protocol CaptureDeviceProvider: Sendable {
     func formats(of device: CaptureDevice) throws(CaptureError) -> [CaptureFormat]
     /// Opens and starts streaming; returns once the first buffers are queued and the format is applied.
     func openStream(device: CaptureDevice, request: StreamRequest, sink: FrameSink) throws(CaptureError) -> any CaptureStream
+    /// The device's controls with their current values, in the driver's order (control-class entries included,
+    /// as section headings). Works while the device streams and while it does not.
+    func controls(of device: CaptureDevice) throws(CaptureError) -> [CameraControl]
+    /// Sets one control after checking it (`CameraControl.validate`) and returns it read back: the value the
+    /// device really applied (drivers clamp and round). Works while streaming and not.
+    func setControl(_ id: CameraControlID, to value: CameraControl.Value, on device: CaptureDevice) throws(CaptureError) -> CameraControl
+}
+
+public extension CaptureDeviceProvider {
+    func controls(of device: CaptureDevice) throws(CaptureError) -> [CameraControl] { [] }
+    func setControl(_ id: CameraControlID, to value: CameraControl.Value, on device: CaptureDevice) throws(CaptureError) -> CameraControl {
+        throw CaptureError(.unknownControl, "\(device.path) has no controls", device: device.path)
+    }
 }
 
 /// What to ask the device for.

@@ -127,3 +127,38 @@ public struct VideoAdapter: Sendable {
         return Adaptation.fit(size, maxSize: request.maxSize, maxPixelCount: nil, alignment: alignment)
     }
 }
+
+/// What resolution and frame rate a bitrate estimate (REMB, transport-cc) can carry, as WebRTC's "balanced"
+/// degradation does: a table of steps, down at once when the estimate falls below a step, up only when it is
+/// 20% above the next step's threshold (no flapping around one value).
+public struct BitrateAdaptation: Sendable {
+    public struct Step: Sendable, Equatable {
+        public var minBitrate: Int
+        public var maxSize: FrameSize?
+        public var maxFps: Double?
+    }
+    /// From the best to the lowest: nil size means the camera's own.
+    public static let steps: [Step] = [
+        Step(minBitrate: 1_500_000, maxSize: nil, maxFps: nil),
+        Step(minBitrate: 800_000, maxSize: FrameSize(width: 960, height: 540), maxFps: nil),
+        Step(minBitrate: 400_000, maxSize: FrameSize(width: 640, height: 360), maxFps: nil),
+        Step(minBitrate: 200_000, maxSize: FrameSize(width: 480, height: 270), maxFps: nil),
+        Step(minBitrate: 100_000, maxSize: FrameSize(width: 320, height: 180), maxFps: 20),
+        Step(minBitrate: 0, maxSize: FrameSize(width: 320, height: 180), maxFps: 10),
+    ]
+    public private(set) var current = 0
+    public init() {}
+
+    /// The step for a new estimate (bits/s); nil when it stays the same.
+    public mutating func update(bitrate: Int) -> Step? {
+        var target = BitrateAdaptation.steps.firstIndex { bitrate >= $0.minBitrate } ?? BitrateAdaptation.steps.count - 1
+        if target < current {
+            // Up one step at a time, and only with headroom.
+            let next = current - 1
+            target = bitrate >= BitrateAdaptation.steps[next].minBitrate + BitrateAdaptation.steps[next].minBitrate / 5 ? next : current
+        }
+        guard target != current else { return nil }
+        current = target
+        return BitrateAdaptation.steps[target]
+    }
+}

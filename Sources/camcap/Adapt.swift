@@ -1,4 +1,5 @@
 import ArgumentParser
+import Synchronization
 import VideoCapture
 import VideoProcessing
 
@@ -44,12 +45,15 @@ struct AdaptSchedule: ExpressibleByArgument, CustomStringConvertible {
         self.steps = steps
     }
 
+    init(steps: [Step]) { self.steps = steps }
+
     var description: String {
         steps.map { "\(fmt(Double($0.atNs) / 1e9, 1))s:\($0.maxSize)@\(fmt($0.maxFps, 0))" + ($0.kbps.map { "/\($0)" } ?? "") }.joined(separator: ",")
     }
 }
 
-/// Applies a schedule to a `VideoAdapter` as frames arrive, and counts frames per second of timestamps.
+/// Live output adaptation in the pipeline: a schedule (`record --adapt`) and/or requests from other threads
+/// (`stream`: REMB), applied to a `VideoAdapter` as frames arrive; counts frames per second of timestamps.
 struct ScheduledAdaptation {
     let schedule: AdaptSchedule
     var adapter = VideoAdapter()
@@ -58,9 +62,14 @@ struct ScheduledAdaptation {
     private(set) var perSecond: [Int] = []
     private(set) var sizes: [FrameSize] = []
 
-    init(_ schedule: AdaptSchedule) {
+    init(_ schedule: AdaptSchedule = AdaptSchedule(steps: [])) {
         self.schedule = schedule
         perSecond.reserveCapacity(64)
+    }
+
+    /// A request from elsewhere (a bitrate estimate), effective from this frame.
+    mutating func request(_ r: VideoAdapter.Request) {
+        adapter.requestOutputFormat(maxSize: r.maxSize, maxFps: r.maxFps)
     }
 
     /// The step that starts at this frame, if any (the caller applies its bitrate).
@@ -84,4 +93,11 @@ struct ScheduledAdaptation {
         if sizes.last != a.size { sizes.append(a.size) }
         return a
     }
+}
+
+/// Output-format requests from another thread (RTCP feedback), taken by the pipeline before its next frame.
+final class OutputRequests: Sendable {
+    private let pending = Mutex<VideoAdapter.Request?>(nil)
+    func request(_ r: VideoAdapter.Request) { pending.withLock { $0 = r } }
+    func take() -> VideoAdapter.Request? { pending.withLock { r in defer { r = nil }; return r } }
 }

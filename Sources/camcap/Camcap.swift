@@ -20,7 +20,7 @@ struct Camcap: AsyncParsableCommand {
             then the cheapest conversion to I420.
             """,
         version: versionText,
-        subcommands: [Devices.self, Formats.self, Select.self, Preview.self, Record.self, Stream.self, Serve.self])
+        subcommands: [Devices.self, Formats.self, Controls.self, Select.self, Preview.self, Record.self, Stream.self, Serve.self])
 }
 
 let versionText: String = {
@@ -28,11 +28,13 @@ let versionText: String = {
 }()
 
 /// The providers every command uses: real cameras first, then the fixture cameras.
-func makeCapturer(pacing: FixtureCameraProvider.Pacing = .realTime, discardsLate: Bool = true, noise: Int = 0, disconnectAfter: Int? = nil) -> CameraVideoCapturer {
+func makeCapturer(pacing: FixtureCameraProvider.Pacing = .realTime, discardsLate: Bool = true, noise: Int = 0, disconnectAfter: Int? = nil,
+                  powerLine: PowerLineFrequency? = nil, controls: [CameraControlSetting] = []) -> CameraVideoCapturer {
     var logger = Logger(label: "camcap")
     logger.logLevel = ProcessInfo.processInfo.environment["CAMCAP_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
     return CameraVideoCapturer(providers: [V4L2DeviceProvider(), FixtureCameraProvider(options: .init(pacing: pacing, disconnectAfterFrames: disconnectAfter, noise: noise))],
-                               configuration: .init(maxPendingFrames: 2, alwaysDiscardsLateFrames: discardsLate), logger: logger)
+                               configuration: .init(maxPendingFrames: 2, alwaysDiscardsLateFrames: discardsLate,
+                                                    powerLineFrequency: powerLine, startControls: controls), logger: logger)
 }
 
 /// The default camera: the first real camera, else the built-in fixture webcam.

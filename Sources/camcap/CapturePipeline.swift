@@ -30,6 +30,10 @@ struct CaptureOptions: ParsableArguments {
     @Option(help: "Fixture cameras only: sensor noise amplitude added to luma (0 = the clean test pattern).")
     var noise: Int = 0
     @Option(help: .hidden) var fixtureDisconnectAfter: Int?
+    @Option(name: .customLong("control"), help: ArgumentHelp("Set a camera control before the first frame (repeatable, in order; see `camcap controls`).", valueName: "name=value"))
+    var controls: [String] = []
+    @Option(help: ArgumentHelp("Anti-flicker filter set on start: 50, 60, auto (where the camera has it) or off.", valueName: "50|60|auto|off"))
+    var powerLine: String?
     @Flag(name: .shortAndLong, help: "No progress line and no start line.")
     var quiet = false
 
@@ -40,6 +44,8 @@ struct CaptureOptions: ParsableArguments {
         guard (0...64).contains(noise) else { throw ValidationError("--noise must be 0...64, got \(noise)") }
         if frames != nil && duration != nil { throw ValidationError("give either --frames or --duration, not both") }
         if let n = fixtureDisconnectAfter, n < 0 { throw ValidationError("--fixture-disconnect-after must be >= 0") }
+        for c in controls where CameraControlSetting(parsing: c) == nil { throw ValidationError("--control expects NAME=VALUE, got \"\(c.prefix(80))\"") }
+        if let p = powerLine, PowerLineFrequency(argument: p) == nil { throw ValidationError("--power-line must be 50, 60, auto or off, got \"\(p.prefix(80))\"") }
     }
 
     /// The stop condition on timestamps, in nanoseconds (nil when stopping on a frame count).
@@ -84,6 +90,8 @@ final class CapturePipeline {
     var conversion: (VideoFrame, AppliedFormat) -> FrameConverter.Options = { _, _ in .init() }
     /// Live output adaptation replayed from a schedule (`--adapt`), and what to do at each step (the bitrate).
     var adaptation: ScheduledAdaptation?
+    /// Requests from other threads (REMB); with the first one, the pipeline starts adapting.
+    let outputRequests = OutputRequests()
     var onAdaptationStep: (AdaptSchedule.Step) -> Void = { _ in }
     /// Extra text for the format line of the summary (", encoded at 640x360").
     var formatNote = ""
@@ -93,7 +101,9 @@ final class CapturePipeline {
         self.options = options
         // As-fast-as-consumed fixture frames are not dropped: the capturer waits for the consumer.
         let capturer = makeCapturer(pacing: options.fast ? .asFastAsConsumed : .realTime, discardsLate: !options.fast,
-                                    noise: options.noise, disconnectAfter: options.fixtureDisconnectAfter)
+                                    noise: options.noise, disconnectAfter: options.fixtureDisconnectAfter,
+                                    powerLine: options.powerLine.flatMap(PowerLineFrequency.init(argument:)),
+                                    controls: options.controls.compactMap(CameraControlSetting.init(parsing:)))
         self.capturer = capturer
         device = try options.device.map { spec throws(CaptureError) in try capturer.device(spec) } ?? defaultDevice(capturer)
         selection = try capturer.selectFormat(for: device, targetSize: options.size, fpsLimit: options.fpsLimit)
@@ -137,6 +147,10 @@ final class CapturePipeline {
                 firstTs = first
                 if let d = options.durationNs, frame.timestampNs - first >= d { break }
                 var convert = conversion(frame, applied)
+                if let r = outputRequests.take() {
+                    if adaptation == nil { adaptation = ScheduledAdaptation() }
+                    adaptation!.request(r)
+                }
                 if adaptation != nil {
                     let elapsed = frame.timestampNs - first
                     if let step = adaptation!.step(atElapsed: elapsed) { onAdaptationStep(step) }
@@ -202,7 +216,7 @@ final class CapturePipeline {
             lines.append(("latency", "capture to output p50 \(fmt(latency.percentileMs(0.5), 2)) ms, p95 \(fmt(latency.percentileMs(0.95), 2)) ms, p99 \(fmt(latency.percentileMs(0.99), 2)) ms"))
         }
         if let a = adaptation {
-            lines.append(("adaptation", "\(a.schedule); \(a.thinned) frames thinned for frame rate; sizes \(a.sizes.map(\.description).joined(separator: " → "))"))
+            lines.append(("adaptation", "\(a.schedule.steps.isEmpty ? "on bitrate estimates" : "\(a.schedule)"); \(a.thinned) frames thinned for frame rate; sizes \(a.sizes.map(\.description).joined(separator: " → "))"))
             lines.append(("frames/second", a.perSecond.map(String.init).joined(separator: " ")))
         }
         for s in stages { lines += s.summary }

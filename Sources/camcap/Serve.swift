@@ -33,6 +33,8 @@ struct Serve: AsyncParsableCommand {
     var candidate: [String] = []
     @Option(help: "SRTP profiles to offer: gcm (AEAD_AES_128_GCM), cm (AES_CM_128_HMAC_SHA1_80) or both (GCM preferred).")
     var srtp = "both"
+    @Flag(help: "Let the lowest viewer's REMB also lower the size and frame rate (WebRTC's balanced steps, as `stream` does). Off by default: without probing, a receiver's estimate follows what it gets, so easy content would be shrunk.")
+    var adaptToBandwidth = false
     @Option(help: .hidden) var consentTimeout: Double = 30   // tests: seconds without a STUN check before a viewer is dropped
     @Option(help: .hidden) var dumpInput: String?   // tests: the encoder's input as Y4M, capture times in PATH.timestamps
 
@@ -80,7 +82,7 @@ struct Serve: AsyncParsableCommand {
         peer.consentTimeoutNs = Int64(consentTimeout * 1e9)
         let hub = ViewerHub(identity: identity, configuration: peer, maxBitrate: settings.effectiveMaxBitrate)
         let encode = EncodeStage(settings: settings, keyIntervalSeconds: keyintSeconds ?? 2, outputs: [hub])
-        hub.connect(encode)
+        hub.connect(encode, adapting: adaptToBandwidth ? pipeline.outputRequests : nil)
         // The camera's rotation is applied to the pixels (browsers get an upright picture, as WebRTC's
         // rotation_applied), and the size made even for 4:2:0.
         pipeline.conversion = { frame, applied in
@@ -175,13 +177,15 @@ final class ViewerHub: EncodedOutput, @unchecked Sendable {
     private let configuration: WebRTCPeer.Configuration
     private let maxBitrate: Int
     private var control: EncoderControl?
+    private var outputRequests: OutputRequests?
+    private let adaptation = Mutex(BitrateAdaptation())
     static let keyFrameIntervalNs: Int64 = 300_000_000
     static let maxViewers = 16
 
     init(identity: DTLSIdentity, configuration: WebRTCPeer.Configuration, maxBitrate: Int) {
         self.identity = identity; self.configuration = configuration; self.maxBitrate = maxBitrate
     }
-    func connect(_ encode: EncodeStage) { control = encode.control }
+    func connect(_ encode: EncodeStage, adapting requests: OutputRequests?) { control = encode.control; outputRequests = requests }
 
     enum AddError: Error { case badOffer(String), full, stopped, failed(String) }
 
@@ -240,7 +244,12 @@ final class ViewerHub: EncodedOutput, @unchecked Sendable {
     }
     private func recomputeBitrate() {
         let lowest = state.withLock { s in s.viewers.values.compactMap(\.remb).min() }
-        if let lowest, let control { EncodeStage.request(Int(clamping: min(lowest, UInt64(maxBitrate))), on: control, cap: maxBitrate) }
+        guard let lowest, let control else { return }
+        let bitrate = Int(clamping: min(lowest, UInt64(maxBitrate)))
+        EncodeStage.request(bitrate, on: control, cap: maxBitrate)
+        if let outputRequests, let step = adaptation.withLock({ $0.update(bitrate: bitrate) }) {
+            outputRequests.request(VideoAdapter.Request(maxSize: step.maxSize, maxFps: step.maxFps))
+        }
     }
 
     var viewerCount: Int { state.withLock { $0.viewers.count } }

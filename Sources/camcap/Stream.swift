@@ -4,6 +4,7 @@ import VideoCapture
 import VideoProcessing
 import H264
 import RTP
+import Synchronization
 
 struct Stream: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -32,6 +33,8 @@ struct Stream: AsyncParsableCommand {
     @Option(help: "Drop this fraction of outgoing RTP packets (0...1; a loss test for NACK and PLI).") var dropRate: Double = 0
     @Option(help: "Send retransmissions as RTX (RFC 4588) with this payload type.") var rtx: Int?
     @Option(help: "Also write the stream to this Annex-B file.") var output: String?
+    @Flag(inversion: .prefixedNo, help: "Lower the resolution and frame rate when the receiver's bandwidth estimate (REMB) falls, raise them when it recovers (WebRTC's balanced degradation); the encoder follows without a camera restart.")
+    var adaptToBandwidth = true
     @Option(help: "Local port our RTCP socket listens on for receiver reports and feedback (default: any free port).") var rtcpPort: Int = 0
 
     func validate() throws {
@@ -80,7 +83,7 @@ struct Stream: AsyncParsableCommand {
         var outputs: [any EncodedOutput] = [rtpOutput]
         if let output { outputs.append(try AnnexBFileOutput(path: output)) }
         let encode = EncodeStage(settings: settings, keyIntervalSeconds: keySeconds, outputs: outputs)
-        rtpOutput.connect(encode)
+        rtpOutput.connect(encode, adapting: adaptToBandwidth ? pipeline.outputRequests : nil)
         pipeline.conversion = { _, applied in
             let size = EncodeStage.encodedSize(applied)
             return FrameConverter.Options(scale: size != applied.size ? size : nil)
@@ -126,11 +129,20 @@ final class RTPOutput: EncodedOutput {
         self.sdpPath = sdpPath; self.target = target
     }
 
-    func connect(_ encode: EncodeStage) {
+    /// PLI/FIR → a key frame; REMB → the encoder's bitrate and, with `adapting`, the output size and rate
+    /// (WebRTC's balanced degradation: `BitrateAdaptation`'s steps).
+    func connect(_ encode: EncodeStage, adapting requests: OutputRequests?) {
         let control = encode.control
         sender.onKeyFrameRequest = { control.requestKeyFrame() }
         let cap = encode.bitrateCap
-        sender.onBitrateEstimate = { bps in EncodeStage.request(Int(clamping: bps), on: control, cap: cap) }
+        let policy = Mutex(BitrateAdaptation())
+        sender.onBitrateEstimate = { bps in
+            let bitrate = Int(clamping: bps)
+            EncodeStage.request(bitrate, on: control, cap: cap)
+            if let requests, let step = policy.withLock({ $0.update(bitrate: bitrate) }) {
+                requests.request(VideoAdapter.Request(maxSize: step.maxSize, maxFps: step.maxFps))
+            }
+        }
     }
 
     static func sdp(for settings: H264Encoder.Settings, target: StreamTarget, ssrc: UInt32, rtxPayloadType: UInt8?) throws -> String {

@@ -282,6 +282,85 @@ do {
 } catch { check("released capturer", false, "\(error)") }
 await cleanAfter("released capturer", path: cam1)
 
+// 8. Controls: the list equals v4l2-ctl's, sets while streaming change the picture, refusals are typed.
+/// Mean luma of a YUYV frame and the luma left and right on one row (bars: white left, black right).
+final class LumaMeter: CameraVideoCapturerDelegate, @unchecked Sendable {
+    // @unchecked: guarded by `lock`.
+    let lock = NSLock()
+    var samples: [(mean: Double, left: Int, right: Int)] = []
+    func capturer(_ c: CameraVideoCapturer, didCapture f: VideoFrame) {
+        let b = f.buffer
+        guard b.pixelFormat == .yuyv else { return }
+        let p = b.bytes
+        var sum = 0
+        for y in 0..<b.height { for x in 0..<b.width { sum += Int(p[y * b.stride + 2 * x]) } }
+        let row = b.height * 3 / 4
+        let s = (Double(sum) / Double(b.width * b.height), Int(p[row * b.stride + 2 * 4]), Int(p[row * b.stride + 2 * (b.width - 5)]))
+        lock.withLock { samples.append(s) }
+    }
+    var count: Int { lock.withLock { samples.count } }
+    /// The samples after the first `from`, once at least `n` more have come.
+    func wait(from: Int, _ n: Int) -> [(mean: Double, left: Int, right: Int)] {
+        let end = Date().addingTimeInterval(10)
+        while Date() < end && count < from + n { usleep(20_000) }
+        return lock.withLock { Array(samples.dropFirst(from)) }
+    }
+}
+do {
+    let device = try capturer.device(cam1)
+    let (rc, listing) = v4l2ctl(["-d", cam1, "--list-formats-ext", "--list-ctrls-menus"])
+    let theirs = try CameraDescription.parse(listing, file: "v4l2-ctl \(cam1)").controls.filter { $0.kind != .ctrlClass }
+    let ours = try capturer.controls(for: device).filter { $0.kind != .ctrlClass }
+    func key(_ c: CameraControl) -> String {
+        "\(c.name) \(c.id) \(c.kind.rawValue) \(c.minimum)...\(c.maximum) " + c.menu.map { "\($0.index):\($0.name)" }.joined(separator: ",")
+    }
+    let differ = zip(ours, theirs).filter { key($0) != key($1) }.map { "ours \(key($0)) / v4l2-ctl \(key($1))" }
+    note("controls: \(ours.count) (v4l2-ctl \(theirs.count)), \(ours.filter { $0.kind.isMenu }.count) menus, \(ours.filter { !$0.dimensions.isEmpty }.count) arrays")
+    check("controls equal v4l2-ctl --list-ctrls-menus (name, id, type, range, menu items)",
+          rc == 0 && ours.count == theirs.count && ours.count > 50 && differ.isEmpty, "ours \(ours.count), theirs \(theirs.count): \(differ.prefix(3))")
+    check("vivid reports no orientation: position external, rotation 0", device.position == .external
+          && !ours.contains { $0.id == .cameraOrientation || $0.id == .cameraSensorRotation }, "\(device.position)")
+
+    // Refusals, each with its typed error.
+    func code(_ name: String, _ value: String) -> CaptureError? {
+        do { try capturer.setControl(name, to: value, on: device); return nil } catch { return error }
+    }
+    for (name, value, expected) in [("brightness", "300", CaptureError.Code.controlOutOfRange), ("read_only_integer_32_bits", "1", .controlReadOnly),
+                                    ("gain", "10", .controlInactive), ("menu", "2", .controlOutOfRange)] {
+        let e = code(name, value)
+        note("\(name)=\(value): \(e.map { "\($0)" } ?? "accepted")")
+        check("\(name)=\(value) is refused with \(expected)", e?.code == expected, "\(String(describing: e))")
+    }
+    // What the driver applied is what a set returns (vivid's integer_32_bits takes anything; the 64-bit one too).
+    let big = try capturer.setControl("integer_64_bits", to: "-5000000000", on: device)
+    check("a set returns the value read back", big.value == .integer(-5_000_000_000), "\(big)")
+
+    // While streaming: brightness, then horizontal flip.
+    let meter = LumaMeter()
+    capturer.addDelegate(meter)
+    _ = try await start(cam1, .yuyv, FrameSize(width: 320, height: 180), 30)
+    let before = meter.wait(from: 0, 10).suffix(5)
+    let applied = try capturer.setControl("brightness", to: "200", on: device)
+    var after = meter.wait(from: meter.count + 5, 5)   // a few frames were already in flight
+    let base = before.map(\.mean).reduce(0, +) / Double(max(1, before.count))
+    let raised = after.map(\.mean).reduce(0, +) / Double(max(1, after.count))
+    note("brightness 128 → \(applied.integerValue ?? -1) while streaming: mean luma \(String(format: "%.1f", base)) → \(String(format: "%.1f", raised))")
+    check("brightness=200 while streaming raises the mean luma", applied.value == .integer(200) && raised - base > 20 && capturer.isRunning,
+          "\(base) → \(raised)")
+    _ = try capturer.setControl("brightness", to: "128", on: device)
+    let plain = meter.wait(from: meter.count + 5, 3).last
+    _ = try capturer.setControl("horizontal_flip", to: "1", on: device)
+    after = meter.wait(from: meter.count + 5, 3)
+    let flipped = after.last
+    note("horizontal_flip: left/right luma \(plain.map { "\($0.left)/\($0.right)" } ?? "?") → \(flipped.map { "\($0.left)/\($0.right)" } ?? "?")")
+    check("horizontal_flip=1 mirrors the picture (bars swap sides)", plain.map { $0.left > $0.right + 100 } == true && flipped.map { $0.right > $0.left + 100 } == true,
+          "\(String(describing: plain)) → \(String(describing: flipped))")
+    _ = try capturer.setControl("horizontal_flip", to: "0", on: device)
+    await stopQuietly()
+    capturer.removeDelegate(meter)
+} catch { check("controls", false, "\(error)"); await stopQuietly() }
+await cleanAfter("controls", path: cam1)
+
 // 7. camcap record on a camera unplugged mid-recording: non-zero exit, the file kept (the host decodes it).
 do {
     let out = "/tmp/unplugged.h264"

@@ -126,3 +126,49 @@ let basePort = 20_000 + Int(getpid() % 2000) * 10
         if decoded < sent { #expect(requests > 0, "\(decoded) of \(sent) decoded but no PLI: \(feedback)") }
     }
 }
+
+/// Sends `packet` to 127.0.0.1:`port` over UDP.
+func sendUDP(_ packet: [UInt8], to port: Int) {
+    let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+    defer { close(fd) }
+    var addr = sockaddr_in()
+    addr.sin_family = sa_family_t(AF_INET); addr.sin_port = in_port_t(UInt16(port).bigEndian)
+    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+    _ = packet.withUnsafeBytes { p in withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+        sendto(fd, p.baseAddress, p.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+    } } }
+}
+
+/// A REMB (draft-alvestrand-rmcat-remb) for `bps` about any SSRC.
+func remb(_ bps: Int) -> [UInt8] {
+    var exp = 0, mantissa = bps
+    while mantissa >= 1 << 18 { mantissa >>= 1; exp += 1 }
+    return [0x8f, 206, 0, 5, 0, 0, 0, 1, 0, 0, 0, 0, 0x52, 0x45, 0x4d, 0x42, 1,
+            UInt8(exp << 2 | mantissa >> 16), UInt8((mantissa >> 8) & 0xff), UInt8(mantissa & 0xff), 0, 0, 0, 1]
+}
+
+extension StreamTests {
+    /// A receiver's bandwidth estimate falls: the bitrate follows and the resolution steps down live (the
+    /// encoder reconfigures; ffprobe sees the sizes change in the copy of the stream), without a camera restart.
+    @Test func aFallingREMBLowersBitrateAndResolution() throws {
+        let rtcpPort = basePort + 9, copy = work + "/remb.h264"
+        try? FileManager.default.removeItem(atPath: copy)
+        let sender = Thread {
+            // Once frames are flowing (the copy is flushed after a second of capture), the estimate drops.
+            let end = Date().addingTimeInterval(30)
+            while Date() < end, ((try? FileManager.default.attributesOfItem(atPath: copy)[.size]) as? Int ?? 0) == 0 { usleep(20_000) }
+            for _ in 0..<20 { sendUDP(remb(300_000), to: rtcpPort); usleep(100_000) }
+        }
+        sender.start()
+        let r = try sh(camcap, ["stream", "-d", "fixture:uvc-webcam", "-s", "1280x720", "--to", "127.0.0.1:\(basePort + 7)", "--rtcp-port", "\(rtcpPort)",
+                                "--frames", "150", "--output", copy, "-q"])
+        #expect(r.code == 0, "\(r.err)")
+        #expect(r.out.contains("REMB 300 kbps"), "\(r.out)")
+        #expect(r.out.contains("reconfigured:") && r.out.contains("480x270"), "\(r.out)")
+        let probe = try sh("ffprobe", ["-v", "error", "-f", "h264", "-show_entries", "frame=width,height", "-of", "csv=p=0", copy])
+        let sizes = probe.out.split(separator: "\n").map(String.init)
+        #expect(sizes.count == 150 && sizes.first == "1280,720" && sizes.last == "480,270", "\(Set(sizes))")
+        let off = try sh(camcap, ["stream", "--help"])
+        #expect(off.out.contains("--no-adapt-to-bandwidth"))
+    }
+}

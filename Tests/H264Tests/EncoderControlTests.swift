@@ -149,3 +149,17 @@ func readmeRTCSourceExample() async throws -> (VideoSource.Statistics, EncoderSt
         #expect(shown == code, "README block and the compiled example differ")
     }
 }
+
+/// One error type for the codec, with a code a caller can switch on.
+@Test func theCodecHasOneErrorTypeWithCodes() throws {
+    var s = H264Encoder.Settings(width: 640, height: 480)
+    s.threads = 9
+    do { _ = try H264Encoder(settings: s); Issue.record("accepted 9 threads") }
+    catch { #expect(error.code == .invalidSettings && error.offset == nil && error.message.contains("1...4")) }
+    do { _ = try AnnexB.split([0, 0, 1]); Issue.record("accepted a bare start code") }
+    catch { #expect(error.code == .malformedBitstream && error.offset != nil && error.description.contains("at byte")) }
+    let writer = try AnnexBWriter(path: "/dev/full")
+    let frame = try H264Encoder(settings: .init(width: 64, height: 64)).encode(I420Buffer(width: 64, height: 64), timestampNs: 0)
+    do { try writer.write(frame); try writer.close(); Issue.record("/dev/full took the stream") }
+    catch { #expect(error.code == .writeFailed, "\(error)") }
+}

@@ -25,6 +25,116 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
     private var seq: UInt32 = 0
     private var nextFD: Int32 = 10
 
+    /// A control of the fake driver. Flags that depend on state (gain inactive while gain_automatic is on,
+    /// horizontal_flip grabbed while streaming) are computed on each query, as a driver does.
+    struct Control {
+        var id: UInt32, type: UInt32, name: String
+        var min: Int64 = 0, max: Int64 = 0, step: UInt64 = 1, def: Int64 = 0, flags: UInt32 = 0
+        var value: Int64 = 0
+        var menu: [Int64: String] = [:]
+        var text = ""
+    }
+    /// The fake's controls, sorted by id (tests may change values and add or remove controls).
+    var controls: [Control] = FakeKernel.defaultControls
+    static let defaultControls: [Control] = [
+        Control(id: 0x0098_0001, type: 6, name: "User Controls", flags: 0x44),
+        Control(id: 0x0098_0900, type: 1, name: "Brightness", min: 0, max: 255, step: 1, def: 128, flags: 0x20, value: 128),
+        Control(id: 0x0098_0912, type: 2, name: "Gain, Automatic", min: 0, max: 1, def: 1, flags: 0x08, value: 1),
+        Control(id: 0x0098_0913, type: 1, name: "Gain", min: 0, max: 255, step: 1, def: 100, value: 100),
+        Control(id: 0x0098_0914, type: 2, name: "Horizontal Flip", min: 0, max: 1),
+        Control(id: 0x0098_0918, type: 3, name: "Power Line Frequency", min: 0, max: 2, def: 2, value: 2,
+                menu: [0: "Disabled", 1: "50 Hz", 2: "60 Hz"]),
+        Control(id: 0x0098_091b, type: 1, name: "Sharpness", min: 0, max: 100, step: 10, def: 50, value: 50),
+        Control(id: 0x0098_f900, type: 4, name: "Button", flags: 0x240),
+        Control(id: 0x0098_f904, type: 3, name: "Menu", min: 1, max: 4, def: 3, value: 3, menu: [1: "Menu Item 1", 3: "Menu Item 3", 4: "Menu Item 4"]),
+        Control(id: 0x0098_f907, type: 9, name: "Integer Menu", min: 1, max: 3, def: 2, value: 2, menu: [1: "2", 2: "5", 3: "13"]),
+        Control(id: 0x0098_f903, type: 5, name: "Integer 64 Bits", min: .min, max: .max, def: 0, value: 1 << 40),
+        Control(id: 0x0098_f905, type: 7, name: "String", min: 2, max: 4, step: 1, flags: 0x100, text: "ab"),
+        Control(id: 0x009a_0001, type: 6, name: "Camera Controls", flags: 0x44),
+        Control(id: 0x009a_0922, type: 3, name: "Camera Orientation", min: 0, max: 2, flags: 0x04, value: 2,
+                menu: [0: "Front", 1: "Back", 2: "External"]),
+        Control(id: 0x009a_0923, type: 1, name: "Camera Sensor Rotation", min: 0, max: 270, step: 90, flags: 0x04, value: 0),
+    ].sorted { $0.id < $1.id }
+    func setControlValue(_ id: UInt32, _ v: Int64) { lock.withLock { if let i = controls.firstIndex(where: { $0.id == id }) { controls[i].value = v } } }
+    func controlValue(_ id: UInt32) -> Int64? { lock.withLock { controls.first { $0.id == id }?.value } }
+    func editControl(_ id: UInt32, _ body: (inout Control) -> Void) {
+        lock.withLock { if let i = controls.firstIndex(where: { $0.id == id }) { body(&controls[i]) } }
+    }
+    func removeControl(_ id: UInt32) { lock.withLock { controls.removeAll { $0.id == id } } }
+
+    private func dynamicFlags(_ c: Control) -> UInt32 {
+        var f = c.flags
+        if c.id == 0x0098_0913, controls.first(where: { $0.id == 0x0098_0912 })?.value == 1 { f |= 0x10 | 0x80 }
+        if c.id == 0x0098_0914, streaming { f |= 0x02 }
+        return f
+    }
+
+    private func controlIoctl(_ request: UInt, _ arg: UnsafeMutableRawPointer) -> Int32? {
+        switch request {
+        case CV4L2_VIDIOC_QUERY_EXT_CTRL:
+            let q = arg.assumingMemoryBound(to: v4l2_query_ext_ctrl.self)
+            let asked = q.pointee.id
+            let next = asked & (CV4L2_CTRL_FLAG_NEXT_CTRL | CV4L2_CTRL_FLAG_NEXT_COMPOUND) != 0
+            let base = asked & ~(CV4L2_CTRL_FLAG_NEXT_CTRL | CV4L2_CTRL_FLAG_NEXT_COMPOUND)
+            guard let c = next ? controls.first(where: { $0.id > base }) : controls.first(where: { $0.id == asked }) else { return EINVAL }
+            q.pointee = v4l2_query_ext_ctrl()
+            q.pointee.id = c.id; q.pointee.type = c.type
+            setCString(&q.pointee.name, c.name)
+            q.pointee.minimum = c.min; q.pointee.maximum = c.max; q.pointee.step = c.step; q.pointee.default_value = c.def
+            q.pointee.flags = dynamicFlags(c); q.pointee.elems = 1; q.pointee.elem_size = c.type == 5 ? 8 : 4
+            return 0
+        case CV4L2_VIDIOC_QUERYMENU:
+            let m = arg.assumingMemoryBound(to: v4l2_querymenu.self)
+            guard let c = controls.first(where: { $0.id == m.pointee.id }), let item = c.menu[Int64(m.pointee.index)] else { return EINVAL }
+            if c.type == 9 { m.pointee.value = Int64(item)! } else { setCString(&m.pointee.name, item) }
+            return 0
+        case CV4L2_VIDIOC_G_EXT_CTRLS, CV4L2_VIDIOC_S_EXT_CTRLS:
+            let list = arg.assumingMemoryBound(to: v4l2_ext_controls.self)
+            guard list.pointee.count == 1, let ctrl = list.pointee.controls else { return EINVAL }
+            guard let i = controls.firstIndex(where: { $0.id == ctrl.pointee.id }), controls[i].type != 6 else { return EINVAL }
+            let c = controls[i], flags = dynamicFlags(c)
+            if c.type == 7 {   // strings: through the pointer, `size` bytes with the terminator
+                guard let p = ctrl.pointee.string else { return EFAULT }
+                if request == CV4L2_VIDIOC_G_EXT_CTRLS {
+                    let bytes = Array(c.text.utf8)
+                    guard Int(ctrl.pointee.size) > bytes.count else { ctrl.pointee.size = UInt32(bytes.count + 1); return ENOSPC }
+                    for (i, b) in bytes.enumerated() { p[i] = CChar(bitPattern: b) }
+                    p[bytes.count] = 0
+                    return 0
+                }
+                let s = String(cString: p)
+                guard s.utf8.count >= c.min, s.utf8.count <= c.max else { return ERANGE }
+                controls[i].text = s
+                log("S_EXT_CTRLS \(CameraControl.key(from: c.name))='\(s)'")
+                return 0
+            }
+            if request == CV4L2_VIDIOC_G_EXT_CTRLS {
+                if flags & 0x40 != 0 { return EACCES }
+                if c.type == 5 { ctrl.pointee.value64 = c.value } else { ctrl.pointee.value = Int32(truncatingIfNeeded: c.value) }
+                return 0
+            }
+            if flags & 0x04 != 0 { return EACCES }
+            if flags & 0x02 != 0 { return EBUSY }
+            var v = c.type == 5 ? ctrl.pointee.value64 : Int64(ctrl.pointee.value)
+            switch c.type {
+            case 3, 9:
+                guard v >= c.min, v <= c.max else { return ERANGE }
+                guard c.menu[v] != nil else { return EINVAL }
+            case 2: v = v != 0 ? 1 : 0
+            case 4: v = 0
+            case 1, 5:   // the V4L2 core clamps and rounds to the step
+                v = Swift.max(c.min, Swift.min(c.max, v))
+                if c.step > 1 { v = c.min + (v - c.min + Int64(c.step) / 2) / Int64(c.step) * Int64(c.step) }
+            default: break
+            }
+            controls[i].value = v
+            if c.type == 5 { ctrl.pointee.value64 = v } else { ctrl.pointee.value = Int32(truncatingIfNeeded: v) }
+            log("S_EXT_CTRLS \(CameraControl.key(from: c.name))=\(v)")
+            return 0
+        default: return nil
+        }
+    }
+
     var stride: Int { lock.withLock { fmt.width * 2 + extraStride } }
     var sizeImage: Int { lock.withLock { (fmt.width * 2 + extraStride) * fmt.height } }
     func log(_ s: String) { calls.append(s); lock.broadcast() }
@@ -78,6 +188,7 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
     func ioctl(_ fd: Int32, _ request: UInt, _ arg: UnsafeMutableRawPointer) -> Int32 {
         lock.lock(); defer { lock.unlock() }
         if let e = failOn.removeValue(forKey: request) { log("fail \(request)"); return e }
+        if let r = controlIoctl(request, arg) { return r }
         switch request {
         case CV4L2_VIDIOC_QUERYCAP:
             let cap = arg.assumingMemoryBound(to: v4l2_capability.self)

@@ -50,7 +50,7 @@ struct LifecycleTests {
             try await capturer.startCapture(device: a, targetSize: size)
             async let switched: AppliedFormat? = try? capturer.switchDevice(to: b, targetSize: size)
             async let stopped: Void? = try? capturer.stopCapture()
-            let (_, stop) = await (switched, stopped)
+            let (_, stop): (AppliedFormat?, Void?) = await (switched, stopped)
             // The stop started after the capture did, so it succeeds, and whatever the interleaving it wins:
             // nothing is running and no stream is left open.
             #expect(stop != nil)

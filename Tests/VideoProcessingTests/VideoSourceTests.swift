@@ -155,3 +155,17 @@ func waitUntil(_ timeout: Double = 20, _ condition: () -> Bool) async -> Bool {
         #expect(n >= 5 && n <= 10)
     }
 }
+
+@Suite struct BitrateAdaptationTests {
+    @Test func downAtOnceUpOneStepWithHeadroom() {
+        var b = BitrateAdaptation()
+        #expect(b.update(bitrate: 2_000_000) == nil)                                        // already at the top
+        #expect(b.update(bitrate: 300_000)?.maxSize == FrameSize(width: 480, height: 270))   // down two steps at once
+        #expect(b.update(bitrate: 420_000) == nil)                                          // above 400k but not by 20%
+        #expect(b.update(bitrate: 500_000)?.maxSize == FrameSize(width: 640, height: 360))   // up one step
+        #expect(b.update(bitrate: 5_000_000)?.maxSize == FrameSize(width: 960, height: 540))  // still one step at a time
+        #expect(b.update(bitrate: 5_000_000)?.maxSize == nil && b.current == 0)
+        #expect(b.update(bitrate: 50_000)?.maxFps == 10)
+        #expect(b.update(bitrate: -5) == nil && b.update(bitrate: .max)?.maxFps == 20)
+    }
+}
