@@ -40,6 +40,13 @@ final class ServeProcess {
 
     /// Open file descriptors of the server (/proc/PID/fd).
     var fdCount: Int { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? -1 }
+    /// The descriptor count once it has come back to `n` (an HTTP connection the client just closed may still be
+    /// open on our side for a moment), or what it is after 5 s.
+    func fdCount(settlingAt n: Int) -> Int {
+        let end = Date().addingTimeInterval(5)
+        while fdCount != n && Date() < end { usleep(50_000) }
+        return fdCount
+    }
     var rssKiB: Int {
         let status = ServeProcess.read("/proc/\(pid)/status")
         return status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") }.flatMap { Int($0.split(separator: " ")[1]) } ?? -1
@@ -161,7 +168,7 @@ let chromiumAvailable = peersRequired || (FileManager.default.isExecutableFile(a
         #expect(int(b, "framesDecoded") >= 140, "viewer B: \(b)")
         let stats = try server.stats()
         #expect((stats["viewers"] as? [Any])?.count == 1 && int(stats, "left") == 1, "\(stats)")
-        let fdsAfter = server.fdCount, rssAfter = server.rssKiB
+        let fdsAfter = server.fdCount(settlingAt: fdsAlone), rssAfter = server.rssKiB
         #expect(fdsAfter == fdsAlone, "descriptors with A alone \(fdsAlone), after B left \(fdsAfter)")
         // Ctrl-C with viewer A still watching: the server ends cleanly and tells A (RTCP BYE, DTLS close_notify).
         #expect(server.stop() == 0, "\(server.err)")
@@ -268,7 +275,7 @@ extension AiortcTests {
         for _ in 0..<5 { try viewer() }
         let stats = try server.stats()
         #expect(int(stats, "total") == 6 && int(stats, "left") == 6, "\(stats)")
-        #expect(server.fdCount == fds, "descriptors \(fds) → \(server.fdCount)")
+        #expect(server.fdCount(settlingAt: fds) == fds, "descriptors \(fds) → \(server.fdCount)")
         // (Under a sanitizer its allocator's RSS says nothing about ours: Scripts/sanitize.sh sets these.)
         let sanitized = ["TSAN_OPTIONS", "ASAN_OPTIONS"].contains { ProcessInfo.processInfo.environment[$0] != nil }
         #expect(sanitized || server.rssKiB - rss < 1024, "RSS \(rss) → \(server.rssKiB) KiB after 5 more viewers")
@@ -288,7 +295,7 @@ extension AiortcTests {
         let end = Date().addingTimeInterval(15)
         while int(stats, "left") < 1 && Date() < end { usleep(100_000); stats = try server.stats() }
         #expect(int(stats, "left") == 1 && (stats["viewers"] as? [Any])?.isEmpty == true, "\(stats)")
-        #expect(server.fdCount == fds, "descriptors \(fds) → \(server.fdCount)")
+        #expect(server.fdCount(settlingAt: fds) == fds, "descriptors \(fds) → \(server.fdCount)")
         #expect(server.stop() == 0)
         #expect(server.out.contains("consent expired"), "\(server.out)")
     }
