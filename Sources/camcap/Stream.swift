@@ -33,8 +33,8 @@ struct Stream: AsyncParsableCommand {
     @Option(help: "Drop this fraction of outgoing RTP packets (0...1; a loss test for NACK and PLI).") var dropRate: Double = 0
     @Option(help: "Send retransmissions as RTX (RFC 4588) with this payload type.") var rtx: Int?
     @Option(help: "Also write the stream to this Annex-B file.") var output: String?
-    @Flag(inversion: .prefixedNo, help: "Lower the resolution and frame rate when the receiver's bandwidth estimate (REMB) falls, raise them when it recovers (WebRTC's balanced degradation); the encoder follows without a camera restart.")
-    var adaptToBandwidth = true
+    @Flag(help: "Let the receiver's bandwidth estimate (REMB) also lower the resolution and frame rate, and raise them when it recovers (WebRTC's balanced steps); the encoder follows without a camera restart. Off by default, as in `serve`: without probing, a receiver's estimate follows what it gets, so easy content would be shrunk.")
+    var adaptToBandwidth = false
     @Option(help: "Local port our RTCP socket listens on for receiver reports and feedback (default: any free port).") var rtcpPort: Int = 0
 
     func validate() throws {

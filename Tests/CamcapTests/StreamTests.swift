@@ -161,14 +161,24 @@ extension StreamTests {
         }
         sender.start()
         let r = try sh(camcap, ["stream", "-d", "fixture:uvc-webcam", "-s", "1280x720", "--to", "127.0.0.1:\(basePort + 7)", "--rtcp-port", "\(rtcpPort)",
-                                "--frames", "150", "--output", copy, "-q"])
+                                "--frames", "150", "--output", copy, "--adapt-to-bandwidth", "-q"])
         #expect(r.code == 0, "\(r.err)")
         #expect(r.out.contains("REMB 300 kbps"), "\(r.out)")
         #expect(r.out.contains("reconfigured:") && r.out.contains("480x270"), "\(r.out)")
         let probe = try sh("ffprobe", ["-v", "error", "-f", "h264", "-show_entries", "frame=width,height", "-of", "csv=p=0", copy])
         let sizes = probe.out.split(separator: "\n").map(String.init)
         #expect(sizes.count == 150 && sizes.first == "1280,720" && sizes.last == "480,270", "\(Set(sizes))")
-        let off = try sh(camcap, ["stream", "--help"])
-        #expect(off.out.contains("--no-adapt-to-bandwidth"))
+        // Without --adapt-to-bandwidth the same estimate sets the bitrate only: the size stays.
+        let keep = work + "/remb-keep.h264"
+        try? FileManager.default.removeItem(atPath: keep)
+        let again = Thread {
+            let end = Date().addingTimeInterval(30)
+            while Date() < end, ((try? FileManager.default.attributesOfItem(atPath: keep)[.size]) as? Int ?? 0) == 0 { usleep(20_000) }
+            for _ in 0..<20 { sendUDP(remb(300_000), to: basePort + 5); usleep(100_000) }
+        }
+        again.start()
+        let k = try sh(camcap, ["stream", "-d", "fixture:uvc-webcam", "-s", "1280x720", "--to", "127.0.0.1:\(basePort + 7)", "--rtcp-port", "\(basePort + 5)",
+                                "--frames", "90", "--output", keep, "-q"])
+        #expect(k.code == 0 && k.out.contains("REMB 300 kbps") && !k.out.contains("reconfigured:"), "\(k.out)")
     }
 }
