@@ -160,20 +160,32 @@ public final class RTPSender: @unchecked Sendable {
             Int(UInt16(bigEndian: family == AF_INET ? raw.load(as: sockaddr_in.self).sin_port : raw.load(as: sockaddr_in6.self).sin6_port))
         }
         rtpSocket = s1; rtcpSocket = s2; transport = nil
-        rtpTimestampOffset = .random(in: 0...UInt32.max)
-        clock = RTPClock(offset: rtpTimestampOffset)
-        packetizer = H264Packetizer(maxPayload: c.maxPayload, state: RTPStreamState(payloadType: c.payloadType))
-        ssrc = packetizer.state.ssrc
-        rtxSSRC = UInt32.random(in: 1...UInt32.max)
-        random = c.dropSeed | 1
-        let size = max(16, min(8192, c.historySize))
-        let slot = c.maxPayload + H264Packetizer.headerSize + 2
-        shared = Mutex(Shared(history: History(slots: (0..<size).map { _ in [UInt8](repeating: 0, count: slot) },
-                                               lengths: [Int](repeating: 0, count: size), sequences: [UInt16](repeating: 0, count: size))))
+        let stream = StreamSetup(c)
+        rtpTimestampOffset = stream.timestampOffset; clock = stream.clock; packetizer = stream.packetizer
+        ssrc = stream.packetizer.state.ssrc; rtxSSRC = stream.rtxSSRC; random = c.dropSeed | 1
+        shared = Mutex(Shared(history: stream.history))
         hasThread = true
         let t = Thread { [self] in feedbackLoop(); finished.signal() }
         t.name = "rtp-feedback"
         t.start()
+    }
+
+    /// What both initialisers set up the same way: random timestamp offset and SSRCs, the packetizer, and the
+    /// retransmission history (allocated once).
+    private struct StreamSetup {
+        let timestampOffset = UInt32.random(in: 0...UInt32.max)
+        let clock: RTPClock
+        let packetizer: H264Packetizer
+        let rtxSSRC = UInt32.random(in: 1...UInt32.max)
+        let history: History
+        init(_ c: Configuration) {
+            clock = RTPClock(offset: timestampOffset)
+            packetizer = H264Packetizer(maxPayload: c.maxPayload, state: RTPStreamState(payloadType: c.payloadType))
+            let size = max(16, min(8192, c.historySize))
+            let slot = c.maxPayload + H264Packetizer.headerSize + 2
+            history = History(slots: (0..<size).map { _ in [UInt8](repeating: 0, count: slot) },
+                              lengths: [Int](repeating: 0, count: size), sequences: [UInt16](repeating: 0, count: size))
+        }
     }
 
     /// A sender over `transport` (no sockets, no thread of its own): the owner hands received RTCP to
@@ -186,16 +198,10 @@ public final class RTPSender: @unchecked Sendable {
         rtpSocket = -1; rtcpSocket = -1; hasThread = false
         rtpAddress = sockaddr_storage(); rtcpAddress = sockaddr_storage(); addressLength = 0
         localRTCPPort = 0
-        rtpTimestampOffset = .random(in: 0...UInt32.max)
-        clock = RTPClock(offset: rtpTimestampOffset)
-        packetizer = H264Packetizer(maxPayload: c.maxPayload, state: RTPStreamState(payloadType: c.payloadType))
-        ssrc = packetizer.state.ssrc
-        rtxSSRC = UInt32.random(in: 1...UInt32.max)
-        random = c.dropSeed | 1
-        let size = max(16, min(8192, c.historySize))
-        let slot = c.maxPayload + H264Packetizer.headerSize + 2
-        shared = Mutex(Shared(history: History(slots: (0..<size).map { _ in [UInt8](repeating: 0, count: slot) },
-                                               lengths: [Int](repeating: 0, count: size), sequences: [UInt16](repeating: 0, count: size))))
+        let stream = StreamSetup(c)
+        rtpTimestampOffset = stream.timestampOffset; clock = stream.clock; packetizer = stream.packetizer
+        ssrc = stream.packetizer.state.ssrc; rtxSSRC = stream.rtxSSRC; random = c.dropSeed | 1
+        shared = Mutex(Shared(history: stream.history))
     }
 
     private var lastSRNs: Int64?

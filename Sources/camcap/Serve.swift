@@ -121,16 +121,7 @@ struct ListenAddress {
     var host: String, port: Int
     var isWildcard: Bool { host == "0.0.0.0" || host == "::" }
     init?(_ s: String) {
-        let hostPart: Substring, portPart: Substring
-        if s.hasPrefix("["), let close = s.firstIndex(of: "]"), s[s.index(after: close)...].hasPrefix(":") {
-            hostPart = s[s.index(after: s.startIndex)..<close]; portPart = s[s.index(close, offsetBy: 2)...]
-        } else if let colon = s.lastIndex(of: ":"), s.firstIndex(of: ":") == colon {
-            hostPart = s[..<colon]; portPart = s[s.index(after: colon)...]
-        } else { return nil }
-        guard portPart.count <= 5, let p = Int(portPart), (0...65535).contains(p), !hostPart.isEmpty, hostPart.count <= 64 else { return nil }
-        var a4 = in_addr(), a6 = in6_addr()
-        let h = String(hostPart)
-        guard inet_pton(AF_INET, h, &a4) == 1 || inet_pton(AF_INET6, h, &a6) == 1 else { return nil }
+        guard let (h, p) = parseHostPort(s, ports: 0...65535) else { return nil }
         host = h; port = p
     }
 }
