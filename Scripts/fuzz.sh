@@ -32,6 +32,7 @@ run_one() {
     -artifact_prefix="$scratch/crashes/$t/" "$scratch/corpus/$t" "Fuzz/corpus/$t" > "$scratch/logs/$t.log" 2>&1
 }
 
+mkdir -p "$scratch"; touch "$scratch/run-started"   # crash files older than this are from earlier runs
 status=0
 pids=()
 for t in "${targets[@]}"; do
@@ -44,7 +45,7 @@ for p in "${pids[@]}"; do wait "${p%%:*}" || true; done
 for t in "${targets[@]}"; do
   log="$scratch/logs/$t.log"
   runs=$(grep -oE "stat::number_of_executed_units: *[0-9]+" "$log" | grep -oE "[0-9]+$" || echo "?")
-  crashes=$(find "$scratch/crashes/$t" -type f | wc -l)
+  crashes=$(find "$scratch/crashes/$t" -type f -newer "$scratch/run-started" | wc -l)   # this run's only
   if grep -qE "ERROR: (libFuzzer|AddressSanitizer|LeakSanitizer)|SUMMARY: |Fatal error|deadly signal" "$log" || [ "$crashes" -gt 0 ]; then
     status=1
     echo "fuzz: $t FAILED after $runs runs ($secs s); inputs in $scratch/crashes/$t/, log $log"
