@@ -9,7 +9,7 @@ import CLibYUV
 ///
 /// - `init(path:)` checks and claims the path **without changing it**: it opens the path the user gave
 ///   (following symbolic links, so a link or a device node is written through, never replaced; no temporary
-///   file is renamed over it), creating the file only if it does not exist, and takes an exclusive advisory
+///   file is renamed over it), creating the file only if it does not exist, and, for a regular file, takes an exclusive advisory
 ///   lock (`flock(LOCK_EX | LOCK_NB)`): a second writer of the same file, in this process or another, fails at
 ///   once with an error naming the file. A directory, an unwritable path or a FIFO nobody reads fail here too.
 /// - Nothing in an existing file is touched until the writer **commits**: the first time bytes are handed to
@@ -57,7 +57,9 @@ public final class OutputFile {
         var st = stat()
         guard fstat(fd, &st) == 0 else { let e = errno; Glibc.close(fd); throw failure(String(cString: strerror(e))) }
         if st.st_mode & S_IFMT == S_IFDIR { Glibc.close(fd); throw failure("it is a directory") }
-        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+        // Only files are locked: a device or a pipe (/dev/null, /dev/full, a FIFO) is shared by nature, and one
+        // process writing it would otherwise refuse every other (measured: parallel tests writing /dev/full).
+        if st.st_mode & S_IFMT == S_IFREG && flock(fd, LOCK_EX | LOCK_NB) != 0 {
             let e = errno
             if !existed { unlink(path) }
             Glibc.close(fd)
