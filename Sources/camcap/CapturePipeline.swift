@@ -140,7 +140,7 @@ final class CapturePipeline {
         var firstTs: Int64?, lastTs: Int64 = 0
         var captureError: CaptureError?
         var stageError: Error?
-        let wallStart = monotonicNow()
+        let wallStart = monotonicNanoseconds()
         do {
             frameLoop: for try await frame in frames {
                 let first = firstTs ?? frame.timestampNs
@@ -159,9 +159,9 @@ final class CapturePipeline {
                 }
                 let picture: I420Buffer
                 do {
-                    let t0 = monotonicNow()
+                    let t0 = monotonicNanoseconds()
                     picture = try converter.convert(frame.buffer, options: convert)
-                    conversionTime.add(monotonicNow() - t0)
+                    conversionTime.add(monotonicNanoseconds() - t0)
                 } catch where error.code == .decodeFailed || error.code == .shortBuffer {
                     outcome.undecodable += 1   // one bad frame while streaming: counted, capture goes on
                     continue
@@ -177,7 +177,7 @@ final class CapturePipeline {
                 }
                 outcome.processed += 1
                 lastTs = frame.timestampNs
-                if !options.fast { latency.add(monotonicNow() - frame.timestampNs) }
+                if !options.fast { latency.add(monotonicNanoseconds() - frame.timestampNs) }
                 let elapsed = Double(lastTs - first) / 1e9
                 if elapsed >= 0.2 && !options.quiet {
                     // Formatted only when the line is due (the autoclosure): nothing allocated per frame.
@@ -189,7 +189,7 @@ final class CapturePipeline {
             captureError = error
         }
         progress.finish()
-        let wallSeconds = Double(monotonicNow() - wallStart) / 1e9
+        let wallSeconds = Double(monotonicNanoseconds() - wallStart) / 1e9
         // Counters as of the end of the run (frames produced while stopping are not part of it).
         let stats = capturer.statistics
         if capturer.isRunning { try? await capturer.stopCapture() }
@@ -227,11 +227,6 @@ final class CapturePipeline {
         if let e = stageError ?? endError { throw CLIError("stopped after \(outcome.processed) frames: \(e) — what was written before is playable") }
         if outcome.processed == 0 { throw CLIError("no frame was captured from \(device.path)") }
     }
-}
-
-func monotonicNow() -> Int64 {
-    var t = timespec(); clock_gettime(CLOCK_MONOTONIC, &t)
-    return Int64(t.tv_sec) * 1_000_000_000 + Int64(t.tv_nsec)
 }
 
 /// Stops on SIGINT/SIGTERM: the first signal asks the pipeline to finish cleanly, a second one exits at once

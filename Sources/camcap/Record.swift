@@ -50,10 +50,7 @@ struct Record: AsyncParsableCommand {
     private func record() async throws {
         // Everything is checked before the camera starts: device, negotiation, encoder settings, outputs.
         let pipeline = try CapturePipeline(capture)
-        var settings = H264Encoder.Settings(width: pipeline.selection.size.width & ~1, height: pipeline.selection.size.height & ~1)
-        settings.maxFrameRate = pipeline.selection.fps.fps
-        settings.targetBitrate = bitrate * 1000
-        settings.maxBitrate = maxBitrate.map { $0 * 1000 }
+        var settings = EncodeStage.baseSettings(for: pipeline.selection, bitrateKbps: bitrate, maxBitrateKbps: maxBitrate)
         settings.keyFrameInterval = keyint
         settings.threads = threads
         settings.sliceMode = maxNalSize.map { .maxNALSize($0) } ?? .single
@@ -77,10 +74,7 @@ struct Record: AsyncParsableCommand {
             stages.append(try SnapshotStage(every: n) { "\(stem)-snapshot-\(String(format: "%06d", $0)).jpg" })
         }
         // The encoder gets the applied size made even (4:2:0); the one conversion scales when needed.
-        pipeline.conversion = { _, applied in
-            let size = EncodeStage.encodedSize(applied)
-            return FrameConverter.Options(scale: size != applied.size ? size : nil)
-        }
+        pipeline.conversion = EncodeStage.evenSizeConversion
         try await pipeline.run("recording", stages: stages)
     }
 }

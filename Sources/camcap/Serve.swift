@@ -65,10 +65,7 @@ struct Serve: AsyncParsableCommand {
         var options = capture
         if options.frames == nil && options.duration == nil { options.duration = 31 * 24 * 3600 }   // until Ctrl-C
         let pipeline = try CapturePipeline(options)
-        var settings = H264Encoder.Settings(width: pipeline.selection.size.width & ~1, height: pipeline.selection.size.height & ~1)
-        settings.maxFrameRate = pipeline.selection.fps.fps
-        settings.targetBitrate = bitrate * 1000
-        settings.maxBitrate = maxBitrate.map { $0 * 1000 }
+        var settings = EncodeStage.baseSettings(for: pipeline.selection, bitrateKbps: bitrate, maxBitrateKbps: maxBitrate)
         settings.sliceMode = .maxNALSize(max(420, mtu))
         try EncodeStage.check(settings, keyIntervalSeconds: keyintSeconds ?? 2, for: pipeline.selection)
 
@@ -252,7 +249,7 @@ final class ViewerHub: EncodedOutput, @unchecked Sendable {
         return peers.contains { $0.isConnected }
     }
     func write(_ frame: EncodedFrame, captureNs: Int64) throws {
-        let now = monotonicNow()
+        let now = monotonicNanoseconds()
         if keyFramePending.load(ordering: .acquiring) {
             let due = state.withLock { s -> Bool in
                 guard now - s.lastKeyFrameNs >= ViewerHub.keyFrameIntervalNs else { return false }

@@ -33,8 +33,9 @@ final class EncodeStage: PictureStage {
     private let targetKbps: Int
     private var encoder: H264Encoder?
     private var out = EncodedFrame()
-    private var encodeTime = DurationHistogram()
-    private var encoded = 0, skipped = 0, keyFrames = 0, bytes = 0
+    /// Bytes of every encoded frame, for the average bitrate (frames, key frames and timings are the
+    /// encoder's own statistics).
+    private var bytes = 0
     /// Pictures not encoded because no output wanted frames.
     private var idle = 0
     private var resumeWithKeyFrame = false
@@ -43,8 +44,7 @@ final class EncodeStage: PictureStage {
     private var lastSize: FrameSize?
     private var sizeChanges: [String] = []
 
-    /// A new target bitrate (REMB, a schedule): clamped to 10 kbps...the configured cap.
-    func requestBitrate(_ bps: Int) { EncodeStage.request(bps, on: control, cap: settings.effectiveMaxBitrate) }
+    /// A new target bitrate (a receiver's REMB): clamped to 10 kbps...the configured cap.
     static func request(_ bps: Int, on control: EncoderControl, cap: Int) {
         try? control.setBitrate(min(max(bps, 10_000), cap))
     }
@@ -57,6 +57,22 @@ final class EncodeStage: PictureStage {
         self.keyIntervalSeconds = keyIntervalSeconds
         self.targetKbps = settings.targetBitrate / 1000
         self.outputs = outputs
+    }
+
+    /// The settings every encoding command starts from: the negotiated size made even, its frame rate, the
+    /// bitrate options (kbps).
+    static func baseSettings(for selection: FormatSelection, bitrateKbps: Int, maxBitrateKbps: Int?) -> H264Encoder.Settings {
+        var s = H264Encoder.Settings(width: selection.size.width & ~1, height: selection.size.height & ~1)
+        s.maxFrameRate = selection.fps.fps
+        s.targetBitrate = bitrateKbps * 1000
+        s.maxBitrate = maxBitrateKbps.map { $0 * 1000 }
+        return s
+    }
+
+    /// The pipeline's conversion for an encoder: the applied size made even (4:2:0), scaled only when odd.
+    static func evenSizeConversion(_ frame: VideoFrame, _ applied: AppliedFormat) -> FrameConverter.Options {
+        let size = encodedSize(applied)
+        return FrameConverter.Options(scale: size != applied.size ? size : nil)
     }
 
     /// The size the encoder gets: the applied size made even (4:2:0).
@@ -77,8 +93,7 @@ final class EncodeStage: PictureStage {
     /// Checks the settings against what negotiation chose, before any output is claimed or the camera starts
     /// (a 8x8 or 300 fps camera mode fails here with a message, not after the start).
     static func check(_ base: H264Encoder.Settings, keyIntervalSeconds: Double?, for selection: FormatSelection) throws {
-        let planned = AppliedFormat(pixelFormat: selection.pixelFormat, size: selection.size, stride: 0, fps: selection.fps)
-        do { try settings(base, keyIntervalSeconds: keyIntervalSeconds, for: planned).validate() } catch {
+        do { try settings(base, keyIntervalSeconds: keyIntervalSeconds, for: selection.planned).validate() } catch {
             throw CLIError("the camera's \(selection.pixelFormat) \(selection.size) @ \(selection.fps) fps cannot be encoded: \(error)")
         }
     }
@@ -95,15 +110,11 @@ final class EncodeStage: PictureStage {
         guard let encoder else { return }
         guard outputs.contains(where: { $0.wantsFrames }) else { idle += 1; resumeWithKeyFrame = true; return }
         if resumeWithKeyFrame { resumeWithKeyFrame = false; control.requestKeyFrame() }
-        let t0 = monotonicNow()
         try encoder.encode(picture, timestampNs: frame.timestampNs, into: &out)
-        encodeTime.add(monotonicNow() - t0)
         if firstTs == nil { firstTs = frame.timestampNs }
         lastTs = frame.timestampNs
-        if out.isSkipped { skipped += 1; return }
-        encoded += 1
+        if out.isSkipped { return }
         bytes += out.size
-        if out.isKeyFrame { keyFrames += 1 }
         if encoder.statistics.size != lastSize {
             if lastSize != nil { sizeChanges.append("\(encoder.statistics.size) at frame \(encoded)\(out.isKeyFrame ? " (IDR)" : "")") }
             lastSize = encoder.statistics.size
@@ -123,6 +134,10 @@ final class EncodeStage: PictureStage {
 
     func discard() { for o in outputs { o.discard() }; encoder?.close() }
 
+    private var stats: EncoderStatistics { encoder?.statistics ?? EncoderStatistics() }
+    /// Frames that gave bytes (not skipped by rate control).
+    private var encoded: Int { stats.frames - stats.skipped }
+
     private var settingsKbps: Int { (encoder?.settings.targetBitrate ?? settings.targetBitrate) / 1000 }
 
     private var kbps: Double {
@@ -131,12 +146,13 @@ final class EncodeStage: PictureStage {
         return Double(bytes) * 8 / seconds / 1000
     }
 
-    var framesSummary: String? { "encoded \(encoded), skipped \(skipped)" + (idle > 0 ? ", not encoded (nobody watching) \(idle)" : "") }
+    var framesSummary: String? { "encoded \(encoded), skipped \(stats.skipped)" + (idle > 0 ? ", not encoded (nobody watching) \(idle)" : "") }
     var progress: String? { (["\(fmt(kbps, 0)) kbps"] + outputs.compactMap(\.progress)).joined(separator: "  ") }
     var summary: [(String, String)] {
-        [("key frames", "\(keyFrames) (interval \(settings.effectiveKeyFrameInterval) frames)"),
+        let stats = self.stats
+        return [("key frames", "\(stats.keyFrames) (interval \(settings.effectiveKeyFrameInterval) frames)"),
          ("bitrate", "\(fmt(kbps, 0)) kbps average (target \(targetKbps) kbps\(targetKbps != settingsKbps ? ", last \(settingsKbps) kbps" : ""))"),
-         ("encode time", "p50 \(fmt(encodeTime.percentileMs(0.5), 2)) ms, p95 \(fmt(encodeTime.percentileMs(0.95), 2)) ms")]
+         ("encode time", "p50 \(fmt(stats.encodeP50Ms, 2)) ms, p95 \(fmt(stats.encodeP95Ms, 2)) ms")]
             + (sizeChanges.isEmpty ? [] : [("reconfigured", sizeChanges.joined(separator: ", "))])
             + outputs.flatMap(\.summary)
     }
@@ -229,4 +245,9 @@ final class CountStage: PictureStage {
     func end() throws {}
     var framesSummary: String? { "written \(count)" }
     var summary: [(String, String)] { [("output size", size.map { "\($0)" } ?? "-")] }
+}
+
+extension FormatSelection {
+    /// What the camera is asked for, as the applied format it should give (checks before the start use it).
+    var planned: AppliedFormat { AppliedFormat(pixelFormat: pixelFormat, size: size, stride: 0, fps: fps) }
 }

@@ -57,18 +57,14 @@ struct Stream: AsyncParsableCommand {
     private func stream() async throws {
         let target = StreamTarget(to)!
         let pipeline = try CapturePipeline(capture)
-        var settings = H264Encoder.Settings(width: pipeline.selection.size.width & ~1, height: pipeline.selection.size.height & ~1)
-        settings.maxFrameRate = pipeline.selection.fps.fps
-        settings.targetBitrate = bitrate * 1000
-        settings.maxBitrate = maxBitrate.map { $0 * 1000 }
+        var settings = EncodeStage.baseSettings(for: pipeline.selection, bitrateKbps: bitrate, maxBitrateKbps: maxBitrate)
         // Slices within the payload budget: no FU-A needed for most NAL units (as WebRTC's encoders do).
         settings.sliceMode = .maxNALSize(max(420, mtu))
         let keySeconds = keyintSeconds ?? 2
         try EncodeStage.check(settings, keyIntervalSeconds: keySeconds, for: pipeline.selection)
         if sdpOnly {
             // The SDP needs the encoder's SPS/PPS: the same settings always give the same ones.
-            let applied = AppliedFormat(pixelFormat: pipeline.selection.pixelFormat, size: pipeline.selection.size, stride: 0, fps: pipeline.selection.fps)
-            let text = try RTPOutput.sdp(for: EncodeStage.settings(settings, keyIntervalSeconds: keySeconds, for: applied), target: target,
+            let text = try RTPOutput.sdp(for: EncodeStage.settings(settings, keyIntervalSeconds: keySeconds, for: pipeline.selection.planned), target: target,
                                          ssrc: 0, rtxPayloadType: rtx.map(UInt8.init))
             try write(text, to: sdp!)
             print("wrote \(sdp!) for \(target.host):\(target.port) (\(pipeline.selection.size) H.264)")
@@ -84,10 +80,7 @@ struct Stream: AsyncParsableCommand {
         if let output { outputs.append(try AnnexBFileOutput(path: output)) }
         let encode = EncodeStage(settings: settings, keyIntervalSeconds: keySeconds, outputs: outputs)
         rtpOutput.connect(encode, adapting: adaptToBandwidth ? pipeline.outputRequests : nil)
-        pipeline.conversion = { _, applied in
-            let size = EncodeStage.encodedSize(applied)
-            return FrameConverter.Options(scale: size != applied.size ? size : nil)
-        }
+        pipeline.conversion = EncodeStage.evenSizeConversion
         try await pipeline.run("streaming", stages: [encode])
     }
 }
