@@ -48,10 +48,10 @@ let package = Package(
         .target(name: "H264",
                 dependencies: ["VideoCapture", "VideoProcessing", "COpenH264"],
                 swiftSettings: upcoming),
-        .target(name: "RTP", dependencies: ["H264"], swiftSettings: upcoming),
+        .target(name: "RTP", dependencies: ["VideoCapture", "H264"], swiftSettings: upcoming),
         // OpenSSL (DTLS 1.2 + use_srtp, ECDSA certificate, HMAC) and libsrtp2 behind a thin C shim.
         .target(name: "CWebRTC", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto"), .linkedLibrary("srtp2")]),
-        .target(name: "WebRTC", dependencies: ["RTP", "H264", "CWebRTC"], swiftSettings: upcoming),
+        .target(name: "WebRTC", dependencies: ["VideoCapture", "RTP", "H264", "CWebRTC"], swiftSettings: upcoming),
         .executableTarget(name: "camcap",
                 dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture", "H264", "RTP", "WebRTC",
                                .product(name: "NIOCore", package: "swift-nio"),

@@ -74,6 +74,7 @@ public struct EncoderStatistics: Sendable {
     public var bitrate = 0.0
     public var encodeP50Ms = 0.0
     public var encodeP95Ms = 0.0
+    public init() {}
 }
 
 /// An H.264 encoder over OpenH264, configured the way an RTC stack uses it: real-time camera usage,
@@ -151,13 +152,18 @@ public final class H264Encoder {
     private var forceKeyFrame = false
     /// Requests from other threads (key frames, rates, max size), taken before each frame.
     public let control: EncoderControl
-    /// Counters as of the last frame (also readable from other threads through `control.statistics`).
-    public var statistics: EncoderStatistics { stats }
+    /// Counters as of the last frame, with the encode-time percentiles over every frame so far (other threads
+    /// read `control.statistics`, whose percentiles are refreshed every 16 frames).
+    public var statistics: EncoderStatistics {
+        var s = stats
+        s.encodeP50Ms = times.percentileMs(0.5); s.encodeP95Ms = times.percentileMs(0.95)
+        return s
+    }
     private var maxSize: FrameSize?
     private var scaler: FrameConverter?
     private var stats = EncoderStatistics()
     private var times = DurationHistogram()
-    private var window = BitrateWindow()
+    private var window = TimestampWindow()
 
     public static var openH264Version: String {
         let v = WelsGetCodecVersion()
@@ -316,7 +322,6 @@ public final class H264Encoder {
         let t0 = monotonicNanoseconds()
         let frame = try prepare(frame)
         guard let encoder else { throw H264Error("encoder is closed") }
-        defer { finishStatistics(out, startNs: t0) }
         if forceKeyFrame { _ = ch264_force_intra(encoder, true); forceKeyFrame = false }
         picture.iColorFormat = Int32(videoFormatI420.rawValue)
         picture.iPicWidth = Int32(frame.width); picture.iPicHeight = Int32(frame.height)
@@ -326,6 +331,7 @@ public final class H264Encoder {
         picture.uiTimeStamp = timestampNs / 1_000_000
         let rc = ch264_encode(encoder, &picture, &info)
         guard rc == 0 else { throw H264Error("OpenH264 EncodeFrame failed (code \(rc))") }
+        defer { finishStatistics(out, startNs: t0) }   // counted once encoded (skipped or not), never on failure
         out.data.removeAll(keepingCapacity: true)
         out.nalUnits.removeAll(keepingCapacity: true)
         out.timestampNs = timestampNs
@@ -375,25 +381,5 @@ public final class H264Encoder {
         var out = EncodedFrame()
         try encode(frame, timestampNs: timestampNs, into: &out)
         return out
-    }
-}
-
-/// Bits per second over the last second of timestamps (a fixed ring: no allocation per frame).
-struct BitrateWindow {
-    private var times = [Int64](repeating: 0, count: 256)
-    private var sizes = [Int](repeating: 0, count: 256)
-    private var head = 0, count = 0, bytes = 0
-    mutating func add(_ ts: Int64, bytes n: Int) {
-        if count == times.count { bytes -= sizes[head]; head = (head + 1) % times.count; count -= 1 }
-        let i = (head + count) % times.count
-        times[i] = ts; sizes[i] = n; count += 1; bytes += n
-        while count > 1 && ts - times[head] >= 1_000_000_000 { bytes -= sizes[head]; head = (head + 1) % times.count; count -= 1 }
-    }
-    /// The bytes of all frames in the window over their span plus one frame interval.
-    var bitsPerSecond: Double {
-        guard count > 1 else { return 0 }
-        let span = Double(times[(head + count - 1) % times.count] - times[head])
-        let perFrame = span / Double(count - 1)
-        return Double(bytes) * 8 * 1e9 / (span + perFrame)
     }
 }

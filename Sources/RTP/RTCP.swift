@@ -145,6 +145,6 @@ public enum RTCPWriter {
 
     /// A BYE for `ssrc` (appended to a report: the receiver learns the stream has ended).
     public static func bye(ssrc: UInt32) -> [UInt8] {
-        [0x81, 203, 0, 1, UInt8(ssrc >> 24), UInt8((ssrc >> 16) & 0xff), UInt8((ssrc >> 8) & 0xff), UInt8(ssrc & 0xff)]
+        [0x81, 203, 0, 1] + be32(ssrc)
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import VideoCapture
 public import H264
 import Synchronization
 #if canImport(Glibc)
@@ -208,7 +209,7 @@ public final class RTPSender: @unchecked Sendable {
     /// Sends a sender report when a second has passed since the last one (the first right after the first
     /// frame). For senders over a transport; call from one thread.
     public func sendSenderReportIfDue() {
-        let now = RTPSender.monotonicNs()
+        let now = monotonicNanoseconds()
         if lastSRNs.map({ now - $0 >= 1_000_000_000 }) ?? true, sendSenderReport() { lastSRNs = now }
     }
 
@@ -280,14 +281,9 @@ public final class RTPSender: @unchecked Sendable {
         return seconds << 32 | fraction
     }
 
-    private static func monotonicNs() -> Int64 {
-        var t = timespec(); clock_gettime(CLOCK_MONOTONIC, &t)
-        return Int64(t.tv_sec) * 1_000_000_000 + Int64(t.tv_nsec)
-    }
-
     @discardableResult
     private func sendSenderReport(bye: Bool = false) -> Bool {
-        let ntp = RTPSender.ntpNow(), now = RTPSender.monotonicNs()
+        let ntp = RTPSender.ntpNow(), now = monotonicNanoseconds()
         let (rtp, packets, octets, ready) = shared.withLock { s -> (UInt32, UInt32, UInt32, Bool) in
             guard let last = s.lastCaptureNs else { return (0, 0, 0, false) }
             // The RTP time that corresponds to "now" on the sampling clock, extrapolated from the last frame.
@@ -310,7 +306,7 @@ public final class RTPSender: @unchecked Sendable {
         // give an RTT), the next ones every second.
         var lastSR: Int64? = nil
         while !stopRequested.load(ordering: .acquiring) {
-            let now = RTPSender.monotonicNs()
+            let now = monotonicNanoseconds()
             if lastSR.map({ now - $0 >= 1_000_000_000 }) ?? true, sendSenderReport() { lastSR = now }
             var fds = [pollfd(fd: rtcpSocket, events: Int16(POLLIN), revents: 0)]
             let r = poll(&fds, 1, 100)
@@ -344,7 +340,7 @@ public final class RTPSender: @unchecked Sendable {
                 }
             case .pli(_, let media), .fir(_, let media, _):
                 guard media == ssrc || media == 0 else { continue }
-                let now = RTPSender.monotonicNs()
+                let now = monotonicNanoseconds()
                 let callback = shared.withLock { s -> (@Sendable () -> Void)? in
                     s.stats.keyFrameRequests += 1
                     guard now - s.lastKeyFrameRequestNs >= configuration.keyFrameRequestIntervalNs else { return nil }

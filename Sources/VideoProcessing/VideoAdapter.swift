@@ -114,11 +114,9 @@ public struct VideoAdapter: Sendable {
 
     public init(alignment: Int = 2) { self.alignment = alignment }
 
-    /// A new output format, effective from the next frame. The frame-rate cadence restarts at the next frame.
+    /// A new output format, effective from the next frame (a new rate restarts the cadence: `FrameRateGate`).
     public mutating func requestOutputFormat(maxSize: FrameSize?, maxFps: Double?) {
-        let r = Request(maxSize: maxSize, maxFps: maxFps)
-        if r.maxFps != request.maxFps { gate.reset() }
-        request = r
+        request = Request(maxSize: maxSize, maxFps: maxFps)
     }
 
     /// What to do with a frame of `size` captured at `timestampNs`: nil drops it (frame-rate adaptation).

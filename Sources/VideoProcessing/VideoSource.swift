@@ -88,10 +88,9 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
         var gates: [UInt64: FrameRateGate] = [:]
         var scalers: [UInt64: FrameConverter] = [:]
         var times = DurationHistogram()
-        var inputWindow = RateWindow(), outputWindow = RateWindow()
+        var inputWindow = TimestampWindow(), outputWindow = TimestampWindow()
         var deliveries: [(Target, VideoFrame)] = []
         var takers: [Int] = []
-        var lastRequest = VideoAdapter.Request()
     }
 
     private let control = Mutex(Control())
@@ -182,8 +181,6 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
         let deliveries = work.withLock { w -> [(Target, VideoFrame)] in
             w.deliveries.removeAll(keepingCapacity: true)
             w.inputWindow.add(frame.timestampNs)
-            if request.maxFps != w.lastRequest.maxFps { w.sourceGate.reset() }
-            w.lastRequest = request
             // The source's rate: the fastest sink's, under the request's cap.
             var sourceFps: Double? = 0
             for s in sinks {
@@ -293,18 +290,32 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
     }
 }
 
-/// Frames per second over the last second of timestamps (a ring of 256 timestamps: no allocation per frame).
-struct RateWindow {
+/// Frames per second and bits per second over the last second of timestamps (fixed rings of 256 entries:
+/// no allocation per frame). Used by the source (input/output fps) and the encoder (bitrate).
+package struct TimestampWindow: Sendable {
     private var times = [Int64](repeating: 0, count: 256)
-    private var head = 0, count = 0
-    mutating func add(_ ts: Int64) {
-        times[(head + count) % times.count] = ts
-        if count < times.count { count += 1 } else { head = (head + 1) % times.count }
-        while count > 1 && ts - times[head] > 1_000_000_000 { head = (head + 1) % times.count; count -= 1 }
+    private var sizes = [Int](repeating: 0, count: 256)
+    private var head = 0, count = 0, bytes = 0
+    package init() {}
+
+    package mutating func add(_ ts: Int64, bytes n: Int = 0) {
+        if count == times.count { bytes -= sizes[head]; head = (head + 1) % times.count; count -= 1 }
+        let i = (head + count) % times.count
+        times[i] = ts; sizes[i] = n; count += 1; bytes += n
+        while count > 1 && ts - times[head] >= 1_000_000_000 { bytes -= sizes[head]; head = (head + 1) % times.count; count -= 1 }
     }
-    var fps: Double {
+
+    private var span: Int64 { times[(head + count - 1) % times.count] - times[head] }
+
+    package var fps: Double {
+        guard count > 1, span > 0 else { return 0 }
+        return Double(count - 1) * 1e9 / Double(span)
+    }
+
+    /// The bytes of all frames in the window over their span plus one frame interval.
+    package var bitsPerSecond: Double {
         guard count > 1 else { return 0 }
-        let span = times[(head + count - 1) % times.count] - times[head]
-        return span > 0 ? Double(count - 1) * 1e9 / Double(span) : 0
+        let perFrame = Double(span) / Double(count - 1)
+        return Double(bytes) * 8 * 1e9 / (Double(span) + perFrame)
     }
 }

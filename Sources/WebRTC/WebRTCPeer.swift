@@ -1,4 +1,5 @@
 import Foundation
+import VideoCapture
 public import RTP
 public import H264
 #if canImport(Glibc)
@@ -98,7 +99,7 @@ public final class WebRTCPeer: RTPTransport, @unchecked Sendable {
         rc.keyFrameRequestIntervalNs = c.keyFrameRequestIntervalNs
         rc.cname = "camcap"
         rc.rtxPayloadType = c.useRTX ? offer.rtxPayloadType : nil
-        createdNs = WebRTCPeer.monotonicNs()
+        createdNs = monotonicNanoseconds()
         lastConsentNs = createdNs
         let placeholder = PendingTransport()
         do throws(RTPError) { sender = try RTPSender(configuration: rc, transport: placeholder) }
@@ -211,7 +212,7 @@ public final class WebRTCPeer: RTPTransport, @unchecked Sendable {
                     buffer.withUnsafeMutableBytes { handle(UnsafeMutableRawBufferPointer(rebasing: $0[0..<n]), from: from, fromLength) }
                 }
             }
-            let now = WebRTCPeer.monotonicNs()
+            let now = monotonicNanoseconds()
             if now - lastTick >= 50_000_000 {
                 lastTick = now
                 if inbound == nil {
@@ -270,7 +271,7 @@ public final class WebRTCPeer: RTPTransport, @unchecked Sendable {
                 let (address, port) = WebRTCPeer.addressBytes(from)
                 let response = STUN.successResponse(to: request, address: address, port: port, localPassword: localPassword)
                 response.withUnsafeBytes { sendTo($0, from, fromLength) }
-                lastConsentNs = WebRTCPeer.monotonicNs()
+                lastConsentNs = monotonicNanoseconds()
                 if !isValidated(from, fromLength) && validated.count < 16 { validated.append(from) }
                 io.withLock {
                     stunRequests += 1
@@ -310,11 +311,6 @@ public final class WebRTCPeer: RTPTransport, @unchecked Sendable {
     }
 
     // MARK: Sockets
-
-    static func monotonicNs() -> Int64 {
-        var t = timespec(); clock_gettime(CLOCK_MONOTONIC, &t)
-        return Int64(t.tv_sec) * 1_000_000_000 + Int64(t.tv_nsec)
-    }
 
     static func bind(_ host: String) throws(WebRTCError) -> (Int32, Int) {
         var storage = sockaddr_storage()
