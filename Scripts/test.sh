@@ -7,11 +7,17 @@ cd "$(dirname "$0")/.."
 Scripts/install-deps.sh test
 export WEBRTC_PEERS_REQUIRED=1   # Chromium and aiortc are installed now: the WebRTC tests must not skip
 swift build --build-tests
-swift test --skip-build 2>&1 | tee .build/test.log
+# On a failure the issues are printed again at the end, where a CI log's tail shows them.
+show_failures() {
+  echo "=== failures in $1 ==="
+  grep -E "✘|recorded an issue|Expectation failed|Caught error|Time limit" "$1" | grep -v "^✘ Test run" | head -60
+}
+if ! swift test --skip-build 2>&1 | tee .build/test.log; then show_failures .build/test.log; exit 1; fi
 swift_tests=$(grep -oE "Test run with [0-9]+ tests?" .build/test.log | tail -1 | grep -oE "[0-9]+" || echo 0)
 # The soak test measures the whole process (RSS, descriptors), so it runs alone; a short pass here,
 # Scripts/soak.sh runs it long.
-SOAK=1 swift test --skip-build --filter SoakTests 2>&1 | tee .build/soak.log | grep -E "soak:|✘|Test run"
+if ! SOAK=1 swift test --skip-build --filter SoakTests > .build/soak.log 2>&1; then show_failures .build/soak.log; exit 1; fi
+grep -E "soak:|Test run" .build/soak.log
 swift_tests=$((swift_tests + 1))
 vm_checks=0
 if [ "${SKIP_VM:-0}" != "1" ]; then

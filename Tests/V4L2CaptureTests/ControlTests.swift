@@ -10,7 +10,7 @@ import VideoCapture
     /// The fake delivers its script at once: the capturer waits for consumers instead of dropping late frames.
     func capturer(_ k: FakeKernel, _ dev: String, configuration: CameraVideoCapturer.Configuration = .init(alwaysDiscardsLateFrames: false),
                   overrides: [String: SensorOverride] = [:]) -> CameraVideoCapturer {
-        CameraVideoCapturer(providers: [V4L2DeviceProvider(kernel: k, devDirectory: dev, configuration: .init(pollTimeoutMs: 20), overrides: overrides)],
+        CameraVideoCapturer(providers: [V4L2DeviceProvider(kernel: k, devDirectory: dev, configuration: fakeStreamConfig, overrides: overrides)],
                             configuration: configuration)
     }
 

@@ -40,7 +40,10 @@ final class Sink: @unchecked Sendable {
     }
 }
 
-func startStream(_ k: FakeKernel, _ s: Sink, config: V4L2Stream.Configuration = .init(pollTimeoutMs: 20)) throws -> V4L2Stream {
+/// The fake's script is finite: a no-frame timeout that cannot fire on a loaded machine (only the stall test sets one).
+let fakeStreamConfig = V4L2Stream.Configuration(pollTimeoutMs: 20, noFrameTimeoutNs: 600_000_000_000)
+
+func startStream(_ k: FakeKernel, _ s: Sink, config: V4L2Stream.Configuration = fakeStreamConfig) throws -> V4L2Stream {
     let dev = fakeDev()
     let provider = V4L2DeviceProvider(kernel: k, devDirectory: dev, configuration: config)
     let device = try #require(try provider.device(for: dev + "/video0"))
@@ -207,7 +210,7 @@ func startStream(_ k: FakeKernel, _ s: Sink, config: V4L2Stream.Configuration = 
         let k = FakeKernel()
         k.push((0..<12).map { _ in goodFrame() })
         let s = Sink(hold: true)   // keeps every frame it gets
-        let stream = try startStream(k, s, config: .init(bufferCount: 4, copyBuffers: 2, pollTimeoutMs: 20))
+        let stream = try startStream(k, s, config: .init(bufferCount: 4, copyBuffers: 2, pollTimeoutMs: 20, noFrameTimeoutNs: 600_000_000_000))
         // 3 frames borrow driver buffers (one stays with the driver), 2 are copies, the other 7 are dropped
         // with their reason: memory stays bounded and the driver never starves.
         #expect(s.wait { $0.seen.count + $0.drops[.buffersHeld, default: 0] == 12 })
@@ -223,7 +226,7 @@ func startStream(_ k: FakeKernel, _ s: Sink, config: V4L2Stream.Configuration = 
         let k = FakeKernel()
         k.push((0..<5).map { _ in goodFrame() })
         let dev = fakeDev()
-        var capturer: CameraVideoCapturer? = CameraVideoCapturer(providers: [V4L2DeviceProvider(kernel: k, devDirectory: dev, configuration: .init(pollTimeoutMs: 20))])
+        var capturer: CameraVideoCapturer? = CameraVideoCapturer(providers: [V4L2DeviceProvider(kernel: k, devDirectory: dev, configuration: fakeStreamConfig)])
         let device = try capturer!.device(dev + "/video0")
         let stream = capturer!.frames()
         try await capturer!.startCapture(device: device, targetSize: FrameSize(width: 640, height: 480))
