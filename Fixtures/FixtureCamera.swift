@@ -179,7 +179,7 @@ final class FixtureStream: CaptureStream, @unchecked Sendable {
         let writer = FormatWriter()
         let capacity = tiled?.capacity ?? FormatWriter.capacity(for: format, width: w, height: h)
         // `bufferCount` driver-like buffers, then `copyBuffers` private ones used only when all those are held.
-        var storages = (0..<(options.bufferCount + options.copyBuffers)).map { _ in FrameStorage(capacity: capacity) }
+        var storages = (0..<(options.bufferCount + options.copyBuffers)).map { _ in FrameStorage(pooledCapacity: capacity) }
         // Touch every page now, like a driver's buffers: the first frames cost no page faults.
         for s in storages { memset(s.mutableBaseAddress, 0, s.capacity) }
         // Frame period in nanoseconds, exact as a fraction: 1e9 * den / num.

@@ -76,7 +76,7 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
         try io.ioctl(node.fd, .streamOn, &on)
         slots = ring
         queued = Array(repeating: true, count: ring.count)
-        copies = (0..<configuration.copyBuffers).map { _ in FrameStorage(capacity: sizeImage) }
+        copies = (0..<configuration.copyBuffers).map { _ in FrameStorage(pooledCapacity: sizeImage) }
         started = true
         ring = []
         thread = CaptureThread(name: "v4l2-capture") { [self] in run() }

@@ -22,8 +22,10 @@ public final class I420BufferPool {
         for i in storages.indices where isKnownUniquelyReferenced(&storages[i]) {
             return I420Buffer(width: width, height: height, storage: storages[i])
         }
-        let s = FrameStorage(capacity: I420Buffer.byteCount(width: width, height: height))
-        if storages.count < maxBuffers { storages.append(s) }
+        let bytes = I420Buffer.byteCount(width: width, height: height)
+        guard storages.count < maxBuffers else { return I420Buffer(width: width, height: height) }   // unpooled: the allocator's
+        let s = FrameStorage(pooledCapacity: bytes)
+        storages.append(s)
         return I420Buffer(width: width, height: height, storage: s)
     }
 }

@@ -183,7 +183,7 @@ func startStream(_ k: FakeKernel, _ s: Sink, config: V4L2Stream.Configuration = 
     @Test func qbufFailureMidStreamStopsCapture() throws {
         let k = FakeKernel()
         k.push([goodFrame(), goodFrame(), goodFrame()])
-        let s = Sink()
+        let s = Sink(hold: true)   // the buffers come back (QBUF) only when the test lets go of them
         let stream = try startStream(k, s)
         #expect(s.wait { $0.seen.count >= 1 })
         k.fail(CV4L2_VIDIOC_QBUF, with: EINVAL)
