@@ -5,7 +5,9 @@
 
 Contenders (same frames, same OpenH264 settings: camera usage, bitrate RC, 1 thread, one slice, IDR every
 60 frames, CAVLC, 2 Mbps at 720p / 4 Mbps at 1080p):
-  library    compare-loop run: replay camera -> frames() -> FrameConverter -> H264Encoder -> AnnexBWriter
+  library    compare-loop run: replay camera -> frames() -> FrameConverter -> EncoderThread (H264Encoder -> AnnexBWriter):
+             the conversion of frame N+1 overlaps the encoding of frame N (two cores)
+  library-1t compare-loop run-inline: the same loop on one thread (convert, encode, write in turn)
   c          loop.c: libyuv (YUY2ToI420 / MJPGToI420) + OpenH264, written for this comparison
   gstreamer  rawvideoparse ! videoconvert ! openh264enc (YUYV); matroskademux ! jpegdec ! videoconvert ! openh264enc (MJPEG)
 
@@ -59,6 +61,7 @@ def commands(lib, cloop, fmt, label, path, out):
     gst = ["gst-launch-1.0", "-q"] + src + ["!", "videoconvert", "!", "video/x-raw,format=I420", "!"] + enc + ["!", "filesink", f"location={out}"]
     return {
         "library": [lib, "run", fmt, f"{w}x{h}", path, str(rate), out],
+        "library-1t": [lib, "run-inline", fmt, f"{w}x{h}", path, str(rate), out],
         "c": [cloop, fmt, str(w), str(h), path, str(rate), out],
         "gstreamer": gst,
     }
@@ -101,7 +104,7 @@ def main():
     os.makedirs(a.work, exist_ok=True)
     lib, cloop = build(a.work)
     out = os.path.join(a.work, "out.h264")
-    names = ["library", "c", "gstreamer"]
+    names = ["library", "library-1t", "c", "gstreamer"]
     print(f"{'input':<12}{'contender':<11}{'ms/frame':>9}{'IQR':>16}{'fps':>8}{'CPU ms/frame':>14}   library ×")
     for label in a.sizes.split(","):
         for fmt in a.formats.split(","):
@@ -111,7 +114,7 @@ def main():
             per = {n: [] for n in names}
             cpu = {n: [] for n in names}
             for rep in range(1 if a.callgrind else a.reps):
-                order = names[rep % 3:] + names[:rep % 3]
+                order = names[rep % len(names):] + names[:rep % len(names)]
                 for n in order:
                     cf = commands(lib, cloop, fmt, label, full, out)[n]
                     ch = commands(lib, cloop, fmt, label, head, out)[n]

@@ -25,7 +25,7 @@ struct CaptureOptions: ParsableArguments {
     var frames: Int?
     @Option(help: "Stop after this many seconds of capture, on frame timestamps (default 5 when --frames is not given).")
     var duration: Double?
-    @Flag(help: "Fixture cameras only: produce frames as fast as they are consumed, timestamps exactly 1/fps apart (no drops).")
+    @Flag(help: "Fixture cameras only: produce frames as fast as they are consumed, timestamps exactly 1/fps apart (no drops). `record` then encodes on a thread of its own while the next frame converts.")
     var fast = false
     @Option(help: "Fixture cameras only: sensor noise amplitude added to luma (0 = the clean test pattern).")
     var noise: Int = 0

@@ -59,6 +59,9 @@ struct Record: AsyncParsableCommand {
         var stages: [any PictureStage] = []
         let encode = EncodeStage(settings: settings, keyIntervalSeconds: keyint == nil ? (keyintSeconds ?? 2) : nil,
                                  outputs: [try AnnexBFileOutput(path: output)])
+        // As fast as frames come (a fixture with --fast): encode on a thread of its own, so the next frame converts
+        // meanwhile. Real time: on the pipeline's task, for the shortest capture-to-bytes latency.
+        encode.usesEncoderThread = pipeline.options.fast
         stages.append(encode)
         if let adapt {
             pipeline.adaptation = ScheduledAdaptation(try AdaptSchedule(parsing: adapt))

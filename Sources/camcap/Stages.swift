@@ -13,6 +13,8 @@ protocol EncodedOutput: AnyObject {
     /// the encode stage does not encode, and the first frame after such a pause is a key frame.
     var wantsFrames: Bool { get }
     func write(_ frame: EncodedFrame, captureNs: Int64) throws
+    /// True when `write` may run on the encoder's own thread (see `EncodeStage.usesEncoderThread`).
+    var acceptsWritesFromEncoderThread: Bool { get }
     func end() throws
     func discard()
     var progress: String? { get }
@@ -20,10 +22,15 @@ protocol EncodedOutput: AnyObject {
 }
 extension EncodedOutput {
     var progress: String? { nil }
+    var acceptsWritesFromEncoderThread: Bool { false }
     var wantsFrames: Bool { true }
 }
 
 /// Encodes every picture with OpenH264 (one encoder, shared by every output).
+///
+/// With `usesEncoderThread` (camcap's `--fast`, when every output takes writes from another thread) the
+/// encoder runs on an `EncoderThread`: the pipeline converts frame N+1 while frame N encodes, on the second
+/// core. Real-time capture keeps the encoder on the pipeline's task (no hand-off in the latency).
 final class EncodeStage: PictureStage {
     private(set) var settings: H264Encoder.Settings
     private let outputs: [any EncodedOutput]
@@ -32,17 +39,24 @@ final class EncodeStage: PictureStage {
     let control = EncoderControl()
     private let targetKbps: Int
     private var encoder: H264Encoder?
+    private var thread: EncoderThread?
+    /// Ask for the encoder thread (granted when every output accepts writes from it).
+    var usesEncoderThread = false
     private var out = EncodedFrame()
-    /// Bytes of every encoded frame, for the average bitrate (frames, key frames and timings are the
-    /// encoder's own statistics).
-    private var bytes = 0
     /// Pictures not encoded because no output wanted frames.
     private var idle = 0
     private var resumeWithKeyFrame = false
-    private var firstTs: Int64?, lastTs: Int64 = 0
     private var fps = 30.0
-    private var lastSize: FrameSize?
-    private var sizeChanges: [String] = []
+    /// What the encoded frames amounted to; written where the encoder runs, read by the progress line.
+    private let tally = Mutex(Tally())
+    private struct Tally {
+        /// Bytes of every encoded frame, for the average bitrate (frames, key frames and timings are the
+        /// encoder's own statistics).
+        var bytes = 0
+        var firstTs: Int64?, lastTs: Int64 = 0
+        var lastSize: FrameSize?
+        var sizeChanges: [String] = []
+    }
 
     /// A new target bitrate (a receiver's REMB): clamped to 10 kbps...the configured cap.
     static func request(_ bps: Int, on control: EncoderControl, cap: Int) {
@@ -101,7 +115,11 @@ final class EncodeStage: PictureStage {
     func begin(_ pipeline: CapturePipeline) throws {
         settings = EncodeStage.settings(settings, keyIntervalSeconds: keyIntervalSeconds, for: pipeline.applied)
         fps = settings.maxFrameRate
-        encoder = try H264Encoder(settings: settings, control: control)
+        let encoder = try H264Encoder(settings: settings, control: control)
+        self.encoder = encoder
+        if usesEncoderThread && outputs.allSatisfy(\.acceptsWritesFromEncoderThread) {
+            thread = EncoderThread(encoder: encoder) { [self] frame, ts in try self.deliver(frame, size: encoder.statistics.size, captureNs: ts) }
+        }
         let size = EncodeStage.encodedSize(pipeline.applied)
         if size != pipeline.applied.size { pipeline.formatNote = ", encoded at \(size)" }
     }
@@ -110,21 +128,33 @@ final class EncodeStage: PictureStage {
         guard let encoder else { return }
         guard outputs.contains(where: { $0.wantsFrames }) else { idle += 1; resumeWithKeyFrame = true; return }
         if resumeWithKeyFrame { resumeWithKeyFrame = false; control.requestKeyFrame() }
-        try encoder.encode(picture, timestampNs: frame.timestampNs, into: &out)
-        if firstTs == nil { firstTs = frame.timestampNs }
-        lastTs = frame.timestampNs
-        if out.isSkipped { return }
-        bytes += out.size
-        if encoder.statistics.size != lastSize {
-            if lastSize != nil { sizeChanges.append("\(encoder.statistics.size) at frame \(encoded)\(out.isKeyFrame ? " (IDR)" : "")") }
-            lastSize = encoder.statistics.size
+        tally.withLock { t in
+            if t.firstTs == nil { t.firstTs = frame.timestampNs }
+            t.lastTs = frame.timestampNs
         }
-        for o in outputs { try o.write(out, captureNs: frame.timestampNs) }
+        if let thread { try thread.submit(picture, timestampNs: frame.timestampNs); return }
+        try encoder.encode(picture, timestampNs: frame.timestampNs, into: &out)
+        if out.isSkipped { return }
+        try deliver(out, size: encoder.statistics.size, captureNs: frame.timestampNs)
+    }
+
+    /// An encoded frame to every output (on the thread that encoded it).
+    private func deliver(_ out: EncodedFrame, size: FrameSize, captureNs: Int64) throws {
+        tally.withLock { t in
+            t.bytes += out.size
+            if size != t.lastSize {
+                if t.lastSize != nil { t.sizeChanges.append("\(size) at frame \(encoded)\(out.isKeyFrame ? " (IDR)" : "")") }
+                t.lastSize = size
+            }
+        }
+        for o in outputs { try o.write(out, captureNs: captureNs) }
     }
 
     func end() throws {
         defer { encoder?.close() }
         var first: Error?
+        do { try thread?.finish() } catch { first = error }
+        thread = nil   // ended: the statistics are read from the encoder again (exact percentiles)
         for o in outputs {
             if encoded == 0 { o.discard(); continue }   // nothing encoded: an existing file keeps its contents
             do { try o.end() } catch { first = first ?? error }
@@ -132,18 +162,25 @@ final class EncodeStage: PictureStage {
         if let first { throw first }
     }
 
-    func discard() { for o in outputs { o.discard() }; encoder?.close() }
+    func discard() {
+        try? thread?.finish()
+        thread = nil
+        for o in outputs { o.discard() }
+        encoder?.close()
+    }
 
-    private var stats: EncoderStatistics { encoder?.statistics ?? EncoderStatistics() }
+    /// The encoder's counters: its own while it runs here, through its control while it runs on its thread.
+    private var stats: EncoderStatistics { thread != nil ? control.statistics : (encoder?.statistics ?? EncoderStatistics()) }
     /// Frames that gave bytes (not skipped by rate control).
     private var encoded: Int { stats.frames - stats.skipped }
 
     private var settingsKbps: Int { (encoder?.settings.targetBitrate ?? settings.targetBitrate) / 1000 }
 
     private var kbps: Double {
-        guard let firstTs else { return 0 }
-        let seconds = Double(lastTs - firstTs) / 1e9 + 1 / fps
-        return Double(bytes) * 8 / seconds / 1000
+        let t = tally.withLock { $0 }
+        guard let firstTs = t.firstTs else { return 0 }
+        let seconds = Double(t.lastTs - firstTs) / 1e9 + 1 / fps
+        return Double(t.bytes) * 8 / seconds / 1000
     }
 
     var framesSummary: String? { "encoded \(encoded), skipped \(stats.skipped)" + (idle > 0 ? ", not encoded (nobody watching) \(idle)" : "") }
@@ -153,7 +190,7 @@ final class EncodeStage: PictureStage {
         return [("key frames", "\(stats.keyFrames) (interval \(settings.effectiveKeyFrameInterval) frames)"),
          ("bitrate", "\(fmt(kbps, 0)) kbps average (target \(targetKbps) kbps\(targetKbps != settingsKbps ? ", last \(settingsKbps) kbps" : ""))"),
          ("encode time", "p50 \(fmt(stats.encodeP50Ms, 2)) ms, p95 \(fmt(stats.encodeP95Ms, 2)) ms")]
-            + (sizeChanges.isEmpty ? [] : [("reconfigured", sizeChanges.joined(separator: ", "))])
+            + (tally.withLock { $0.sizeChanges }.isEmpty ? [] : [("reconfigured", tally.withLock { $0.sizeChanges }.joined(separator: ", "))])
             + outputs.flatMap(\.summary)
     }
 }
@@ -162,6 +199,8 @@ final class EncodeStage: PictureStage {
 /// interrupted recording keeps all but the last second.
 final class AnnexBFileOutput: EncodedOutput {
     private let writer: AnnexBWriter
+    /// Written by one thread at a time (the encoder's, once `end` has joined it, or the pipeline's).
+    var acceptsWritesFromEncoderThread: Bool { true }
     private var lastFlushNs: Int64?
     init(path: String) throws { writer = try AnnexBWriter(path: path) }
     func write(_ frame: EncodedFrame, captureNs: Int64) throws {

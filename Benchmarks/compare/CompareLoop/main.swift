@@ -1,6 +1,7 @@
 // The library side of the comparison benchmark (compare.py beside this folder):
 //   compare-loop generate YUYV|MJPG WxH FRAMES OUT [NOISE]   writes the raw frames every contender reads
-//   compare-loop run YUYV|MJPG WxH FILE BITRATE [OUT]         camera → frames() → FrameConverter → H264Encoder → AnnexBWriter
+//   compare-loop run YUYV|MJPG WxH FILE BITRATE [OUT]         camera → frames() → FrameConverter → EncoderThread (H264Encoder → AnnexBWriter)
+//   compare-loop run-inline …                                 the same with the encoder on the consumer's task (one thread)
 // `run` replays the file's frames zero-copy (a mapped file, one FrameStorage per frame) through a capture
 // provider, so the loop is the one an application writes; it prints the frame count and the loop's seconds.
 import Foundation
@@ -23,7 +24,7 @@ func parseFormat(_ s: String) -> PixelFormat {
 }
 
 /// Frames in a file: YUYV back to back, or MJPEG with a `.idx` of little-endian UInt32 lengths.
-struct FrameFile: @unchecked Sendable {   // @unchecked: a read-only mapping, never unmapped
+struct FrameFile: @unchecked Sendable {   // @unchecked: a read-only mapping (PROT_READ: a writable private one would copy every page when populated), never unmapped
     let base: UnsafeMutableRawPointer
     let spans: [(offset: Int, count: Int)]
     init(path: String, format: PixelFormat, size: FrameSize) {
@@ -32,7 +33,7 @@ struct FrameFile: @unchecked Sendable {   // @unchecked: a read-only mapping, ne
         var st = stat()
         fstat(fd, &st)
         let length = Int(st.st_size)
-        guard length > 0, let m = mmap(nil, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_POPULATE, fd, 0), m != MAP_FAILED else { die("cannot map \(path)") }
+        guard length > 0, let m = mmap(nil, length, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0), m != MAP_FAILED else { die("cannot map \(path)") }
         close(fd)
         base = m
         if format == .yuyv {
@@ -82,7 +83,7 @@ final class ReplayStream: CaptureStream, @unchecked Sendable {
                 let k = i % storages.count
                 // Wait until the frame `inFlight` back is released (a driver's short queue).
                 let back = (i - inFlight + storages.count * 4) % storages.count
-                if i >= inFlight && !isKnownUniquelyReferenced(&storages[back]) { sched_yield(); continue }
+                if i >= inFlight && !isKnownUniquelyReferenced(&storages[back]) { usleep(50); continue }   // a poll, not a spin: the second core stays free
                 let buf = VideoFrameBuffer(pixelFormat: applied.pixelFormat, width: applied.size.width, height: applied.size.height,
                                            stride: applied.stride, bytesUsed: spans[k].count, storage: storages[k])
                 sink.frame(VideoFrame(buffer: buf, rotation: .rotation0, timestampNs: Int64(i) * 33_333_333 + 1, sequence: UInt64(i)))
@@ -124,7 +125,7 @@ case "generate":
         let idx = try OutputFile(path: args[5] + ".idx")
         try idx.write(lengths); try idx.close()
     }
-case "run":
+case "run", "run-inline":
     guard let bitrate = Int(args[5]), (10_000...100_000_000).contains(bitrate) else { die("run FORMAT WxH FILE BITRATE [OUT]") }
     let file = FrameFile(path: args[4], format: format, size: size)
     let total = file.spans.count
@@ -141,12 +142,24 @@ case "run":
     _ = try await capturer.startCapture(device: device, format: try capturer.supportedFormats(for: device)[0], size: size, fps: Fraction(30))
     let t0 = DispatchTime.now().uptimeNanoseconds
     var n = 0
-    for await frame in stream {
-        let picture = try converter.convert(frame.buffer)
-        try encoder.encode(picture, timestampNs: frame.timestampNs, into: &out)
-        if !out.isSkipped { try writer.write(out) }
-        n += 1
-        if n == total { break }
+    if args[1] == "run-inline" {
+        // One thread: convert and encode each frame in turn on the consumer's task.
+        for try await frame in stream {
+            let picture = try converter.convert(frame.buffer)
+            try encoder.encode(picture, timestampNs: frame.timestampNs, into: &out)
+            if !out.isSkipped { try writer.write(out) }
+            n += 1
+            if n == total { break }
+        }
+    } else {
+        // Two stages: the consumer converts frame N+1 while the encoder thread encodes and writes frame N.
+        let thread = EncoderThread(encoder: encoder) { frame, _ in try writer.write(frame) }
+        for try await frame in stream {
+            try thread.submit(try converter.convert(frame.buffer), timestampNs: frame.timestampNs)
+            n += 1
+            if n == total { break }
+        }
+        try thread.finish()
     }
     let seconds = Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9
     try await capturer.stopCapture()

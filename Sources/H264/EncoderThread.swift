@@ -1,0 +1,104 @@
+public import VideoCapture
+import Foundation
+
+/// An `H264Encoder` on a thread of its own, for throughput: the caller converts picture N+1 while picture N
+/// encodes, so a two-core machine does the conversion (an MJPEG decode, a YUYV repack) and the encoding at
+/// the same time. One picture waits at most: `submit` returns as soon as the thread has room, and blocks only
+/// while one picture is encoding **and** another is already waiting. Encoded frames go to `output` on the
+/// encoder thread, in order.
+///
+/// Use it where throughput matters (offline processing, a fast fixture camera, 1080p MJPEG on a small box).
+/// For real-time capture of small sizes the plain `H264Encoder` on the consumer's thread has the shorter
+/// latency (no hand-off); the thread buys nothing when conversion is a few percent of the encode.
+///
+/// Memory: the pictures stay referenced until encoded, so a converter's pool needs three buffers (the one being
+/// converted, the waiting one, the encoding one); `FrameConverter`'s pools hold four. No allocation per frame.
+public final class EncoderThread: Sendable {
+    public typealias Output = (_ frame: EncodedFrame, _ timestampNs: Int64) throws -> Void
+    private let core: Core
+
+    /// Starts the thread. The encoder is used only by it from now on (its `control` stays usable from any thread:
+    /// key-frame requests and rates are taken before the next picture).
+    public init(encoder: H264Encoder, name: String = "h264-encoder", output: @escaping Output) {
+        core = Core(encoder: encoder, output: output)
+        let t = Thread { [core] in core.run() }   // the thread holds the core, not this object: releasing it ends the thread
+        t.name = name
+        t.qualityOfService = .userInteractive
+        t.start()
+    }
+
+    /// Key frames and rates from any thread, and the encoder's statistics.
+    public var control: EncoderControl { core.control }
+
+    /// Hands a picture to the encoder thread. Waits only while another picture is already waiting. Throws the
+    /// first error the thread met (an encode failure, or an error thrown by `output`): from then on nothing more
+    /// is encoded.
+    public func submit(_ picture: I420Buffer, timestampNs: Int64) throws { try core.submit(picture, timestampNs) }
+
+    /// Waits until every submitted picture is encoded and written, then ends the thread. Throws the first error
+    /// the thread met. Safe to call more than once.
+    public func finish() throws { try core.finish() }
+
+    /// Released without `finish`: the pictures already submitted are still encoded, then the thread ends.
+    deinit { core.end() }
+
+    private final class Core: @unchecked Sendable {
+        // @unchecked: every var is guarded by `condition`; `encoder` and `frame` are used by the encoder thread only.
+        private let condition = NSCondition()
+        private var waiting: (picture: I420Buffer, timestampNs: Int64)?
+        private var ending = false
+        private var ended = false
+        private var failure: Error?
+        private let encoder: H264Encoder
+        private let output: Output
+        private var frame = EncodedFrame()
+        let control: EncoderControl
+
+        init(encoder: H264Encoder, output: @escaping Output) {
+            self.encoder = encoder; self.output = output; control = encoder.control
+        }
+
+        func submit(_ picture: I420Buffer, _ timestampNs: Int64) throws {
+            condition.lock(); defer { condition.unlock() }
+            while waiting != nil && failure == nil && !ended { condition.wait() }
+            if let failure { throw failure }
+            guard !ended, !ending else { throw H264Error("the encoder thread has finished") }
+            waiting = (picture, timestampNs)
+            condition.broadcast()
+        }
+
+        func finish() throws {
+            condition.lock()
+            ending = true
+            condition.broadcast()
+            while !ended { condition.wait() }
+            let failure = self.failure
+            condition.unlock()
+            if let failure { throw failure }
+        }
+
+        func end() { condition.lock(); ending = true; condition.broadcast(); condition.unlock() }
+
+        func run() {
+            while true {
+                condition.lock()
+                while waiting == nil && !ending { condition.wait() }
+                guard let job = waiting else {
+                    ended = true; condition.broadcast(); condition.unlock()
+                    return
+                }
+                waiting = nil
+                condition.broadcast()   // room for the next picture while this one encodes
+                let failed = failure != nil
+                condition.unlock()
+                guard !failed else { continue }
+                do {
+                    try encoder.encode(job.picture, timestampNs: job.timestampNs, into: &frame)
+                    if !frame.isSkipped { try output(frame, job.timestampNs) }
+                } catch {
+                    condition.withLock { if failure == nil { failure = error } }
+                }
+            }
+        }
+    }
+}
