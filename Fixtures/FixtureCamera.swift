@@ -193,7 +193,6 @@ final class FixtureStream: CaptureStream, @unchecked Sendable {
                 return
             }
             let due = start + Self.offset(index, periodNum, periodDen)
-            if options.pacing == .realTime { sleepUntil(due) }
             guard !stopRequested.load(ordering: .acquiring) else { break }
             // A free buffer, as a driver's queue: one the consumers no longer hold. The frame lifetime contract
             // is the V4L2 one: with every buffer held, a private copy buffer; with those held too, a drop.
@@ -203,6 +202,7 @@ final class FixtureStream: CaptureStream, @unchecked Sendable {
                 if options.pacing == .asFastAsConsumed { usleep(500); continue }
                 for i in options.bufferCount..<storages.count where isKnownUniquelyReferenced(&storages[i]) { slot = i; break }
                 if slot < 0 {
+                    sleepUntil(due)   // the frame this would have been is lost at its time
                     index += 1
                     sink.dropped(.buffersHeld, 1)
                     continue
@@ -226,7 +226,11 @@ final class FixtureStream: CaptureStream, @unchecked Sendable {
                 return
             }
             // The capture time is when the frame was due (as a sensor stamps its exposure), in both pacings:
-            // exact 1/fps steps, also when this thread runs late on a loaded machine.
+            // exact 1/fps steps, also when this thread runs late on a loaded machine. In real time the picture is
+            // made ahead and handed over at that time, as a camera's finished frame arrives: the consumer's
+            // capture-to-output latency is then its own work, not the simulator's rendering.
+            if options.pacing == .realTime { sleepUntil(due) }
+            guard !stopRequested.load(ordering: .acquiring) else { break }
             let ts = due
             sink.frame(VideoFrame(buffer: buffer, rotation: rotation, timestampNs: ts, sequence: UInt64(index)))
             index += 1
