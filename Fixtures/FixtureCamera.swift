@@ -185,6 +185,10 @@ final class FixtureStream: CaptureStream, @unchecked Sendable {
         // Frame period in nanoseconds, exact as a fraction: 1e9 * den / num.
         let periodNum = Int128(1_000_000_000) * Int128(applied.fps.denominator), periodDen = Int128(applied.fps.numerator)
         let start = monotonicNanoseconds()
+        let periodNs = Int64(periodNum / periodDen)
+        // Real time: each picture is rendered just before it is due (by about its recent rendering time), so the
+        // simulator's work does not compete with the consumer's for the CPU while it handles the previous frame.
+        var renderNs: Int64 = 0
         var index: Int64 = 0
         while !stopRequested.load(ordering: .acquiring) {
             if let n = options.disconnectAfterFrames, index >= n {
@@ -193,6 +197,7 @@ final class FixtureStream: CaptureStream, @unchecked Sendable {
                 return
             }
             let due = start + Self.offset(index, periodNum, periodDen)
+            if options.pacing == .realTime { sleepUntil(due - min(periodNs / 2, renderNs * 3 / 2 + 1_000_000)) }
             guard !stopRequested.load(ordering: .acquiring) else { break }
             // A free buffer, as a driver's queue: one the consumers no longer hold. The frame lifetime contract
             // is the V4L2 one: with every buffer held, a private copy buffer; with those held too, a drop.
@@ -210,6 +215,7 @@ final class FixtureStream: CaptureStream, @unchecked Sendable {
                 sink.copied()
             }
             if let controls { renderer.settings = controls.picture }   // set while streaming: the next frame shows it
+            let renderStart = monotonicNanoseconds()
             renderer.advance(to: UInt64(index))
             let buffer: VideoFrameBuffer
             do {
@@ -229,6 +235,7 @@ final class FixtureStream: CaptureStream, @unchecked Sendable {
             // exact 1/fps steps, also when this thread runs late on a loaded machine. In real time the picture is
             // made ahead and handed over at that time, as a camera's finished frame arrives: the consumer's
             // capture-to-output latency is then its own work, not the simulator's rendering.
+            renderNs = max(monotonicNanoseconds() - renderStart, renderNs * 15 / 16)   // the longest recent one, decaying
             if options.pacing == .realTime { sleepUntil(due) }
             guard !stopRequested.load(ordering: .acquiring) else { break }
             let ts = due

@@ -136,6 +136,7 @@ final class CapturePipeline {
         var outcome = Outcome()
         var progress = Progress(quiet: options.quiet)
         var latency = DurationHistogram()
+        var workTime = DurationHistogram()   // conversion + stages, per frame: latency minus this is waiting
         var conversionTime = DurationHistogram()
         var firstTs: Int64?, lastTs: Int64 = 0
         var captureError: CaptureError?
@@ -158,8 +159,9 @@ final class CapturePipeline {
                     if !a.isIdentity { convert.crop = a.crop; convert.scale = a.size }
                 }
                 let picture: I420Buffer
+                let workStart = monotonicNanoseconds()
                 do {
-                    let t0 = monotonicNanoseconds()
+                    let t0 = workStart
                     picture = try converter.convert(frame.buffer, options: convert)
                     conversionTime.add(monotonicNanoseconds() - t0)
                 } catch where error.code == .decodeFailed || error.code == .shortBuffer {
@@ -177,7 +179,11 @@ final class CapturePipeline {
                 }
                 outcome.processed += 1
                 lastTs = frame.timestampNs
-                if !options.fast { latency.add(monotonicNanoseconds() - frame.timestampNs) }
+                if !options.fast {
+                    let now = monotonicNanoseconds()
+                    latency.add(now - frame.timestampNs)
+                    workTime.add(now - workStart)
+                }
                 let elapsed = Double(lastTs - first) / 1e9
                 if elapsed >= 0.2 && !options.quiet {
                     // Formatted only when the line is due (the autoclosure): nothing allocated per frame.
@@ -214,6 +220,7 @@ final class CapturePipeline {
         }
         if latency.count > 0 {
             lines.append(("latency", "capture to output p50 \(fmt(latency.percentileMs(0.5), 2)) ms, p95 \(fmt(latency.percentileMs(0.95), 2)) ms, p99 \(fmt(latency.percentileMs(0.99), 2)) ms"))
+            lines.append(("work time", "convert + stages p50 \(fmt(workTime.percentileMs(0.5), 2)) ms, p95 \(fmt(workTime.percentileMs(0.95), 2)) ms, p99 \(fmt(workTime.percentileMs(0.99), 2)) ms"))
         }
         if let a = adaptation {
             lines.append(("adaptation", "\(a.schedule.steps.isEmpty ? "on bitrate estimates" : "\(a.schedule)"); \(a.thinned) frames thinned for frame rate; sizes \(a.sizes.map(\.description).joined(separator: " → "))"))

@@ -109,6 +109,17 @@ func probeFrames(_ path: String) throws -> (Int, String) {
         #expect(frames == encoded)
         #expect(size == "640x360")
         #expect(r.out.contains("YU12 640x360 @ 30 fps"))
+        // Latency and the work inside it: the work is part of the latency, percentile by percentile.
+        func percentiles(_ key: String) throws -> [Double] {
+            let line = try #require(r.out.split(separator: "\n").first { $0.hasPrefix(key + ":") }, "\(key) line in \(r.out)")
+            return line.split(separator: " ").indices.compactMap { i in
+                let w = line.split(separator: " ")
+                return w[i].hasPrefix("p") && i + 1 < w.count ? Double(w[i + 1]) : nil
+            }
+        }
+        let latency = try percentiles("latency"), work = try percentiles("work time")
+        #expect(latency.count == 3 && work.count == 3, "\(r.out)")
+        #expect(zip(work, latency).allSatisfy { $0 > 0 && $0 <= $1 + 0.05 }, "work \(work) within latency \(latency)")
     }
 
     @Test func sigintLeavesADecodableFile() throws {
