@@ -174,7 +174,10 @@ final class FixtureStream: CaptureStream, @unchecked Sendable {
         let w = applied.size.width, h = applied.size.height
         let format = applied.pixelFormat
         // The picture changes only where it moves; MJPEG re-encodes only the tiles that changed.
-        let renderer = PatternRenderer(width: w, height: h, noise: options.noise)
+        // MJPEG keeps encoded tiles per noise field: its noise cycles through a few fields (raw formats get fresh
+        // noise every frame, which costs them only two SIMD passes).
+        let renderer = PatternRenderer(width: w, height: h, noise: options.noise,
+                                       noisePhases: format.isCompressed ? TiledMJPEGWriter.phases : nil)
         let tiled = format.isCompressed ? TiledMJPEGWriter(width: w, height: h) : nil
         let writer = FormatWriter()
         let capacity = tiled?.capacity ?? FormatWriter.capacity(for: format, width: w, height: h)

@@ -143,15 +143,20 @@ final class NoiseTable {
     }
     deinit { plus.deallocate(); minus.deallocate() }
 
+    /// Where frame (or phase) `index` starts in the tables: a multiple of 4 bytes, spread by a hash.
+    static func offset(_ index: UInt64, span: Int) -> Int {
+        var mix = index &* 0x9E37_79B9_7F4A_7C15
+        mix ^= mix >> 29
+        return Int(mix % UInt64(span / 4)) * 4
+    }
+
     /// dst's luma = src's luma + this frame's noise (src may be dst). The planes' strides must match
     /// and be multiples of 4 (I420Buffer's are).
     func apply(frame index: UInt64, to dst: I420Buffer, from src: I420Buffer) {
         let stride = dst.strideY, h = dst.height
         precondition(stride == src.strideY && stride % 4 == 0 && stride * h <= planeBytes, "noise table does not fit the picture")
         // A multiple of 4 bytes, so the four "ARGB" channels each see fresh noise.
-        var mix = index &* 0x9E37_79B9_7F4A_7C15
-        mix ^= mix >> 29
-        let offset = Int(mix % UInt64(span / 4)) * 4
+        let offset = NoiseTable.offset(index, span: span)
         PlaneOps.addSaturating(src.dataY, stride, plus + offset, stride, dst.mutableDataY, stride, width: stride, height: h)
         PlaneOps.subtractSaturating(dst.mutableDataY, stride, minus + offset, stride, dst.mutableDataY, stride, width: stride, height: h)
     }
@@ -163,6 +168,14 @@ final class NoiseTable {
 final class PatternRenderer {
     let width: Int, height: Int
     let noise: NoiseTable?
+    /// With `noisePhases`, the noise cycles through that many fields (frame N gets field N mod phases), so an
+    /// encoder that caches per field (the MJPEG tiles) re-encodes only what moved; else every frame has its own.
+    let noisePhases: Int?
+    /// The noise field of the last frame (nil without noise or without phases).
+    private(set) var noisePhase: Int?
+    /// True when the clean picture changed everywhere in the last `advance` (first frame, picture controls),
+    /// as opposed to `everythingChanged`, which noise sets on every frame.
+    private(set) var cleanEverythingChanged = true
     private let layout: TestPattern.Layout
     private let background: I420Buffer
     /// The clean picture of the last frame.
@@ -178,8 +191,9 @@ final class PatternRenderer {
     private let adjuster: PictureAdjuster
     private var adjusted: I420Buffer?
 
-    init(width: Int, height: Int, noise: Int) {
+    init(width: Int, height: Int, noise: Int, noisePhases: Int? = nil) {
         self.width = width; self.height = height
+        self.noisePhases = noisePhases.map { max(1, $0) }
         adjuster = PictureAdjuster(width: width, height: height)
         layout = TestPattern.Layout(width: width, height: height)
         background = I420Buffer(width: width, height: height, storage: FrameStorage(pooledCapacity: I420Buffer.byteCount(width: width, height: height)))
@@ -240,22 +254,31 @@ final class PatternRenderer {
             let cs = picture.strideU
             PlaneOps.copy(picture.dataU, cs, noisy.mutableDataU, cs, width: cs, height: picture.chromaHeight)
             PlaneOps.copy(picture.dataV, cs, noisy.mutableDataV, cs, width: cs, height: picture.chromaHeight)
-            noise.apply(frame: index, to: noisy, from: picture)
+            if let phases = noisePhases {
+                let phase = Int(index % UInt64(phases))
+                noisePhase = phase
+                noise.apply(frame: UInt64(phase), to: noisy, from: picture)
+            } else {
+                noise.apply(frame: index, to: noisy, from: picture)
+            }
             everythingChanged = true
         } else {
             everythingChanged = false
         }
+        cleanEverythingChanged = firstFrame
         // Picture controls: applied to a copy, so the incremental drawing above stays valid.
         if settings.isIdentity {
             adjusted = nil
-            if lastSettings != settings { everythingChanged = true }
+            if lastSettings != settings { everythingChanged = true; cleanEverythingChanged = true }
         } else {
             adjusted = adjuster.apply(settings, to: noisy ?? picture)
-            everythingChanged = true
+            everythingChanged = true; cleanEverythingChanged = true
         }
         lastSettings = settings
+        firstFrame = false
     }
+    private var firstFrame = true
 
     /// Marks the next frame as changed everywhere (a consumer that lost track).
-    func invalidate() { everythingChanged = true }
+    func invalidate() { everythingChanged = true; firstFrame = true }
 }

@@ -9,16 +9,25 @@ import VideoProcessing
 /// renderer's dirty rectangles touch (one libjpeg call per MCU row, over the span of its dirty tiles,
 /// split at that strip's own restart markers) and splices all tiles into the frame with the RSTn markers
 /// renumbered. The frame counter and the square change every frame; the bars are encoded once.
+///
+/// With noise the renderer cycles through `phases` noise fields; the writer keeps one set of tiles per field
+/// (mapped memory: only the bytes the tiles use become resident), so a noisy frame re-encodes only the tiles
+/// whose clean content changed since that field was last encoded, not the whole picture.
 final class TiledMJPEGWriter {
+    /// Noise fields a fixture's MJPEG cycles through (the renderer's `noisePhases`).
+    static let phases = 4
     let width: Int, height: Int
     let restartMCUs: Int
     private let tileWidth: Int, tilesPerRow: Int, strips: Int, tileCount: Int
     private let slot: Int
     private let encoder = JPEGStripEncoder(quality: 85)
     private var header: [UInt8] = []
-    private let tiles: UnsafeMutablePointer<UInt8>
-    private var lengths: [Int]
-    private var dirtyTiles: [Bool]
+    /// Per field: every tile's bytes (`slot` apart) and length, and the content version they encode.
+    private let stores: [FrameStorage]
+    private var lengths: [[Int]]
+    private var encodedVersion: [[Int]]
+    /// Each tile's content version: raised whenever its clean picture changes.
+    private var version: [Int]
     private let strip: UnsafeMutablePointer<UInt8>
     private let stripCapacity: Int
     private var primed = false
@@ -33,13 +42,15 @@ final class TiledMJPEGWriter {
         strips = (height + 15) / 16
         tileCount = tilesPerRow * strips
         slot = restartMCUs * 384 * 3 + 256   // a tile's raw 4:2:0 bytes three times over: more than any encoding
-        tiles = .allocate(capacity: tileCount * slot)
-        lengths = Array(repeating: 0, count: tileCount)
-        dirtyTiles = Array(repeating: true, count: tileCount)
+        let storeBytes = tileCount * slot
+        stores = (0..<TiledMJPEGWriter.phases).map { _ in FrameStorage(pooledCapacity: storeBytes) }
+        lengths = Array(repeating: Array(repeating: 0, count: tileCount), count: TiledMJPEGWriter.phases)
+        encodedVersion = Array(repeating: Array(repeating: -1, count: tileCount), count: TiledMJPEGWriter.phases)
+        version = Array(repeating: 0, count: tileCount)
         stripCapacity = JPEGStripEncoder.stripCapacity(width: width)
         strip = .allocate(capacity: stripCapacity)
     }
-    deinit { tiles.deallocate(); strip.deallocate() }
+    deinit { strip.deallocate() }
 
     /// The worst-case frame size.
     var capacity: Int { 1024 + tileCount * (slot + 2) }
@@ -47,14 +58,17 @@ final class TiledMJPEGWriter {
     /// Encodes the renderer's current picture into `out`; returns the JPEG's length.
     func write(_ renderer: PatternRenderer, into out: UnsafeMutablePointer<UInt8>, capacity: Int) throws(ProcessingError) -> Int {
         let picture = renderer.output
-        if !primed || renderer.everythingChanged {
-            for i in dirtyTiles.indices { dirtyTiles[i] = true }
+        // Which field's tiles this frame uses; without noise, a changed picture is a changed picture.
+        let phase = renderer.noisePhase.map { min(max($0, 0), Self.phases - 1) } ?? 0
+        if !primed || renderer.cleanEverythingChanged || (renderer.noisePhase == nil && renderer.everythingChanged) {
+            for i in version.indices { version[i] += 1 }
         } else {
             for r in renderer.dirty { markDirty(r) }
         }
+        let tiles = stores[phase].mutableBaseAddress.assumingMemoryBound(to: UInt8.self)
         for s in 0..<strips {
             var first = -1, last = -1
-            for t in 0..<tilesPerRow where dirtyTiles[s * tilesPerRow + t] {
+            for t in 0..<tilesPerRow where encodedVersion[phase][s * tilesPerRow + t] != version[s * tilesPerRow + t] {
                 if first < 0 { first = t }
                 last = t
             }
@@ -65,8 +79,8 @@ final class TiledMJPEGWriter {
             let n = try encoder.encodeStrip(picture, x: x, row: s * 16, width: w, rows: rows, restartMCUs: restartMCUs,
                                             into: strip, capacity: stripCapacity)
             if header.isEmpty { header = try frameHeader(strip, n) }
-            try split(strip, n, into: s * tilesPerRow + first, count: last - first + 1)
-            for t in first...last { dirtyTiles[s * tilesPerRow + t] = false }
+            try split(strip, n, into: s * tilesPerRow + first, count: last - first + 1, tiles: tiles, phase: phase)
+            for t in first...last { encodedVersion[phase][s * tilesPerRow + t] = version[s * tilesPerRow + t] }
         }
         primed = true
         // Header, tiles with RSTn between them, EOI.
@@ -74,7 +88,7 @@ final class TiledMJPEGWriter {
         guard used + 2 <= capacity else { throw ProcessingError(.shortBuffer, "MJPEG frame does not fit \(capacity) bytes") }
         header.withUnsafeBufferPointer { out.update(from: $0.baseAddress!, count: $0.count) }
         for t in 0..<tileCount {
-            let n = lengths[t]
+            let n = lengths[phase][t]
             guard used + n + 4 <= capacity else { throw ProcessingError(.shortBuffer, "MJPEG frame does not fit \(capacity) bytes") }
             (out + used).update(from: tiles + t * slot, count: n)
             used += n
@@ -89,7 +103,7 @@ final class TiledMJPEGWriter {
         let s0 = max(0, r.y / 16), s1 = min(strips - 1, (r.y + r.h - 1) / 16)
         let t0 = max(0, r.x / tileWidth), t1 = min(tilesPerRow - 1, (r.x + r.w - 1) / tileWidth)
         guard s0 <= s1, t0 <= t1 else { return }
-        for s in s0...s1 { for t in t0...t1 { dirtyTiles[s * tilesPerRow + t] = true } }
+        for s in s0...s1 { for t in t0...t1 { version[s * tilesPerRow + t] += 1 } }
     }
 
     /// The first strip's headers up to and including SOS, with the frame's height in SOF0.
@@ -123,7 +137,8 @@ final class TiledMJPEGWriter {
     }
 
     /// Stores a strip's restart intervals as tiles `first ..< first + count`.
-    private func split(_ p: UnsafeMutablePointer<UInt8>, _ n: Int, into first: Int, count: Int) throws(ProcessingError) {
+    private func split(_ p: UnsafeMutablePointer<UInt8>, _ n: Int, into first: Int, count: Int,
+                       tiles: UnsafeMutablePointer<UInt8>, phase: Int) throws(ProcessingError) {
         guard let start = scanStart(p, n) else { throw ProcessingError(.ioFailed, "libjpeg wrote a strip without a scan") }
         var segStart = start, k = 0, i = start
         while i + 1 < n {
@@ -134,7 +149,7 @@ final class TiledMJPEGWriter {
                 guard isRST || m == 0xD9 else { throw ProcessingError(.ioFailed, "unexpected JPEG marker \(m) in a strip") }
                 guard k < count, i - segStart <= slot else { throw ProcessingError(.ioFailed, "JPEG strip has more restart intervals than tiles") }
                 (tiles + (first + k) * slot).update(from: p + segStart, count: i - segStart)
-                lengths[first + k] = i - segStart
+                lengths[phase][first + k] = i - segStart
                 k += 1
                 if m == 0xD9 { break }
                 i += 2; segStart = i

@@ -1,7 +1,7 @@
 import Testing
 import VideoCapture
 import VideoProcessing
-import FixtureCameras
+@testable import FixtureCameras
 
 /// Frames from a fixture camera: the first `count`, as fast as consumed (none dropped).
 func fixtureFrames(_ spec: String, _ code: String, _ size: FrameSize, count: Int, noise: Int = 0) async throws -> [VideoFrame] {
@@ -76,5 +76,27 @@ func incrementalFixtureFramesMatchTheReference(_ spec: String, _ code: String, _
         #expect(q > 28 && q < 60, "frame \(f.sequence): PSNR \(q) against the clean pattern")
         for s in seen { #expect(psnr(got, s) < 60, "two frames carry the same noise") }
         seen.append(got)
+    }
+}
+
+@Test func noisyMJPEGFramesReuseTilesPerNoiseFieldAndStayExact() async throws {
+    // The writer keeps encoded tiles per noise field and re-encodes only what moved: every frame must still be the
+    // JPEG of its own picture (its pattern plus its field's noise), never a stale tile from an earlier frame.
+    let (w, h) = (640, 480)
+    let frames = try await fixtureFrames("fixture:uvc-webcam", "MJPG", FrameSize(width: w, height: h), count: 24, noise: 6)
+    #expect(frames.count == 24)
+    let converter = FrameConverter(), fresh = FrameConverter(), writer = FormatWriter()
+    let storage = FrameStorage(capacity: FormatWriter.capacity(for: .mjpeg, width: w, height: h))
+    var previous: I420Buffer?
+    for f in frames {
+        let reference = pattern(w, h, frame: f.sequence)
+        NoiseTable(amplitude: 6, planeBytes: reference.strideY * h).apply(frame: f.sequence % UInt64(TiledMJPEGWriter.phases), to: reference, from: reference)
+        let got = I420Buffer(try converter.convert(f.buffer).buffer.copy())!
+        // The same picture JPEG-encoded from scratch at the fixture's quality decodes to nearly the same pixels
+        // (a stale square or digit would cost tens of dB).
+        let whole = try fresh.convert(try writer.write(reference, as: .mjpeg, into: storage))
+        #expect(psnr(got, whole) >= 40, "frame \(f.sequence): \(psnr(got, whole)) dB against a fresh encode of its picture")
+        if let previous { #expect(psnr(got, previous) < 50, "frame \(f.sequence) repeats the previous picture") }
+        previous = got
     }
 }
