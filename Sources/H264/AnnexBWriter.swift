@@ -36,6 +36,12 @@ public final class AnnexBWriter {
         return framesFlushed + pendingFrameEnds.prefix { $0 <= onDisk }.count
     }
 
+    private static func keep(_ bytes: ArraySlice<UInt8>, in stored: inout [UInt8]?) {
+        if stored == nil { stored = [] }
+        stored!.removeAll(keepingCapacity: true)
+        stored!.append(contentsOf: bytes)
+    }
+
     public func write(_ frame: EncodedFrame) throws(H264Error) {
         guard !frame.isSkipped, !frame.nalUnits.isEmpty else { return }
         let hasIDR = frame.nalUnits.contains { $0.type == .idr }
@@ -43,8 +49,9 @@ public final class AnnexBWriter {
         for u in frame.nalUnits {
             let bytes = frame.data[u.offset..<(u.offset + u.length)]
             switch u.type {
-            case .sps: sps = Array(bytes); sawSPS = true
-            case .pps: pps = Array(bytes); sawPPS = true
+            // Kept in place (their storage reused): a key frame every few seconds allocates nothing.
+            case .sps: Self.keep(bytes, in: &sps); sawSPS = true
+            case .pps: Self.keep(bytes, in: &pps); sawPPS = true
             case .idr where !(sawSPS && sawPPS):
                 guard let sps, let pps else {
                     throw H264Error(.writeFailed, "IDR frame without SPS/PPS and none seen before: the stream would not be decodable (\(file.path))")

@@ -83,7 +83,7 @@ final class ReplayStream: CaptureStream, @unchecked Sendable {
                 let k = i % storages.count
                 // Wait until the frame `inFlight` back is released (a driver's short queue).
                 let back = (i - inFlight + storages.count * 4) % storages.count
-                if i >= inFlight && !isKnownUniquelyReferenced(&storages[back]) { usleep(50); continue }   // a poll, not a spin: the second core stays free
+                if i >= inFlight && !isKnownUniquelyReferenced(&storages[back]) { usleep(500); continue }   // a poll (as a driver queue refills), not a spin: the second core stays free
                 let buf = VideoFrameBuffer(pixelFormat: applied.pixelFormat, width: applied.size.width, height: applied.size.height,
                                            stride: applied.stride, bytesUsed: spans[k].count, storage: storages[k])
                 sink.frame(VideoFrame(buffer: buf, rotation: .rotation0, timestampNs: Int64(i) * 33_333_333 + 1, sequence: UInt64(i)))
