@@ -171,6 +171,8 @@ final class FixtureStream: CaptureStream, @unchecked Sendable {
     }
 
     private func run() {
+        // Wake at the frame's time, not up to 50 µs later (the default timer slack): a camera's frame arrives on time.
+        setTimerSlack(1)
         let w = applied.size.width, h = applied.size.height
         let format = applied.pixelFormat
         // The picture changes only where it moves; MJPEG re-encodes only the tiles that changed.
@@ -252,4 +254,12 @@ final class FixtureStream: CaptureStream, @unchecked Sendable {
 private func sleepUntil(_ ns: Int64) {
     var ts = timespec(tv_sec: Int(ns / 1_000_000_000), tv_nsec: Int(ns % 1_000_000_000))
     while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nil) == EINTR {}
+}
+
+/// prctl(PR_SET_TIMERSLACK, ns) for the calling thread. prctl is variadic (Swift cannot call it directly); its
+/// integer arguments pass in registers as for a fixed-argument function, so it is called through that type.
+private func setTimerSlack(_ ns: UInt) {
+    typealias Prctl = @convention(c) (Int32, UInt, UInt, UInt, UInt) -> Int32
+    guard let sym = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "prctl") else { return }   // RTLD_DEFAULT
+    _ = unsafeBitCast(sym, to: Prctl.self)(29, ns, 0, 0, 0)   // PR_SET_TIMERSLACK
 }
