@@ -130,7 +130,10 @@ let chromiumAvailable = peersRequired || (FileManager.default.isExecutableFile(a
         #expect(int(stats, "left") == 1, "the closed page's viewer is freed: \(stats)")
         #expect(int(last, "frameWidth") == 480 && int(last, "frameHeight") == 640, "portrait: \(String(describing: last))")
         #expect(server.stop() == 0)
-        #expect(server.out.contains("last: the viewer sent DELETE"), "\(server.out)")
+        // A leaving page sends DELETE (pagehide) and closes its peer connection (DTLS close_notify): whichever
+        // reaches the server first ends the viewer (under load the close_notify can win; both free it).
+        #expect(server.out.contains("last: the viewer sent DELETE") || server.out.contains("last: the viewer closed the connection (DTLS close_notify)"),
+                "\(server.out)")
     }
 
     @Test(.enabled(if: chromiumAvailable)) func lossIsRepairedWithNackAndPli() throws {
