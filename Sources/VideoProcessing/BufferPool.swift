@@ -22,9 +22,9 @@ public final class I420BufferPool {
         for i in storages.indices where isKnownUniquelyReferenced(&storages[i]) {
             return I420Buffer(width: width, height: height, storage: storages[i])
         }
-        let bytes = I420Buffer.byteCount(width: width, height: height)
-        guard storages.count < maxBuffers else { return I420Buffer(width: width, height: height) }   // unpooled: the allocator's
-        let s = FrameStorage(pooledCapacity: bytes)
+        // Unpooled (every pooled buffer is held): from the allocator. Pooled: mapped, as long-lived buffers are.
+        guard storages.count < maxBuffers else { return I420Buffer(width: width, height: height) }
+        let s = FrameStorage(pooledCapacity: I420Buffer.byteCount(width: width, height: height))
         storages.append(s)
         return I420Buffer(width: width, height: height, storage: s)
     }
