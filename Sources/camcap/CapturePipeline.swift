@@ -25,7 +25,7 @@ struct CaptureOptions: ParsableArguments {
     var frames: Int?
     @Option(help: "Stop after this many seconds of capture, on frame timestamps (default 5 when --frames is not given).")
     var duration: Double?
-    @Flag(help: "Fixture cameras only: produce frames as fast as they are consumed, timestamps exactly 1/fps apart (no drops). `record` then encodes on a thread of its own while the next frame converts.")
+    @Flag(help: "Fixture cameras only (refused for a real camera): produce frames as fast as they are consumed, timestamps exactly 1/fps apart (no drops). `record` then encodes on a thread of its own while the next frame converts.")
     var fast = false
     @Option(help: "Fixture cameras only: sensor noise amplitude added to luma (0 = the clean test pattern).")
     var noise: Int = 0
@@ -106,6 +106,9 @@ final class CapturePipeline {
                                     controls: options.controls.compactMap(CameraControlSetting.init(parsing:)))
         self.capturer = capturer
         device = try options.device.map { spec throws(CaptureError) in try capturer.device(spec) } ?? defaultDevice(capturer)
+        if options.fast && device.driver != "fixture" {
+            throw CLIError("--fast is for fixture cameras (frames as fast as they are consumed); \(device.path) is a real camera, which delivers at its own rate")
+        }
         selection = try capturer.selectFormat(for: device, targetSize: options.size, fpsLimit: options.fpsLimit)
     }
 

@@ -361,6 +361,22 @@ do {
 } catch { check("controls", false, "\(error)"); await stopQuietly() }
 await cleanAfter("controls", path: cam1)
 
+// 6b. `--fast` is refused for a real camera, before anything is opened or written.
+do {
+    let out = "/tmp/fast-refused.h264"
+    guard let (pid, fd) = spawn("/check/camcap", ["record", "-d", cam1, "--fast", "--frames", "5", "-o", out], capture: true) else {
+        throw CaptureError(.streamFailed, "cannot start camcap")
+    }
+    var text = "", buf = [UInt8](repeating: 0, count: 4096)
+    while true { let n = read(fd, &buf, buf.count); if n <= 0 { break }; text += String(decoding: buf[0..<n], as: UTF8.self) }
+    close(fd)
+    var status: Int32 = 0
+    waitpid(pid, &status, 0)
+    let code = (status >> 8) & 0xff
+    check("record --fast on a real camera is refused with the reason, no file written",
+          code != 0 && text.contains("--fast is for fixture cameras") && !FileManager.default.fileExists(atPath: out), "exit \(code): \(text)")
+} catch { check("record --fast refused", false, "\(error)") }
+
 // 7. camcap record on a camera unplugged mid-recording: non-zero exit, the file kept (the host decodes it).
 do {
     let out = "/tmp/unplugged.h264"
