@@ -278,7 +278,4 @@ final class PatternRenderer {
         firstFrame = false
     }
     private var firstFrame = true
-
-    /// Marks the next frame as changed everywhere (a consumer that lost track).
-    func invalidate() { everythingChanged = true; firstFrame = true }
 }

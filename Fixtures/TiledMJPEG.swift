@@ -58,9 +58,10 @@ final class TiledMJPEGWriter {
     /// Encodes the renderer's current picture into `out`; returns the JPEG's length.
     func write(_ renderer: PatternRenderer, into out: UnsafeMutablePointer<UInt8>, capacity: Int) throws(ProcessingError) -> Int {
         let picture = renderer.output
-        // Which field's tiles this frame uses; without noise, a changed picture is a changed picture.
+        // Which field's tiles this frame uses (0 without noise). Noise without fields is fresh every frame: no tile
+        // can be reused then.
         let phase = renderer.noisePhase.map { min(max($0, 0), Self.phases - 1) } ?? 0
-        if !primed || renderer.cleanEverythingChanged || (renderer.noisePhase == nil && renderer.everythingChanged) {
+        if !primed || renderer.cleanEverythingChanged || (renderer.noise != nil && renderer.noisePhase == nil) {
             for i in version.indices { version[i] += 1 }
         } else {
             for r in renderer.dirty { markDirty(r) }

@@ -113,13 +113,17 @@ extension V4L2Node {
         }
     }
 
-    private func getExt(_ ctrl: inout v4l2_ext_control) -> Errno? {
+    private func getExt(_ ctrl: inout v4l2_ext_control) -> Errno? { ext(.getExtControls, &ctrl) }
+    private func setExt(_ ctrl: inout v4l2_ext_control) -> Errno? { ext(.setExtControls, &ctrl) }
+
+    /// One control's current value through VIDIOC_G/S_EXT_CTRLS (a list of one).
+    private func ext(_ op: IOCTL, _ ctrl: inout v4l2_ext_control) -> Errno? {
         withUnsafeMutablePointer(to: &ctrl) { p in
             var list = v4l2_ext_controls()
             list.which = CV4L2_CTRL_WHICH_CUR_VAL
             list.count = 1
             list.controls = p
-            return io.errnoOf(fd, .getExtControls, &list)
+            return io.errnoOf(fd, op, &list)
         }
     }
 
@@ -152,16 +156,6 @@ extension V4L2Node {
         var read = (try self.control(id)) ?? c
         if read.value == nil { read.value = value }   // write-only controls and buttons: what was written
         return read
-    }
-
-    private func setExt(_ ctrl: inout v4l2_ext_control) -> Errno? {
-        withUnsafeMutablePointer(to: &ctrl) { p in
-            var list = v4l2_ext_controls()
-            list.which = CV4L2_CTRL_WHICH_CUR_VAL
-            list.count = 1
-            list.controls = p
-            return io.errnoOf(fd, .setExtControls, &list)
-        }
     }
 
     /// The errno of a refused set as a typed error naming the control and the value.

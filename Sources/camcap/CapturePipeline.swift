@@ -164,9 +164,8 @@ final class CapturePipeline {
                 let picture: I420Buffer
                 let workStart = monotonicNanoseconds()
                 do {
-                    let t0 = workStart
                     picture = try converter.convert(frame.buffer, options: convert)
-                    conversionTime.add(monotonicNanoseconds() - t0)
+                    conversionTime.add(monotonicNanoseconds() - workStart)
                 } catch where error.code == .decodeFailed || error.code == .shortBuffer {
                     outcome.undecodable += 1   // one bad frame while streaming: counted, capture goes on
                     continue

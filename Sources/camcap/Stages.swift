@@ -118,7 +118,7 @@ final class EncodeStage: PictureStage {
         let encoder = try H264Encoder(settings: settings, control: control)
         self.encoder = encoder
         if usesEncoderThread && outputs.allSatisfy(\.acceptsWritesFromEncoderThread) {
-            thread = EncoderThread(encoder: encoder) { [self] frame, ts in try self.deliver(frame, size: encoder.statistics.size, captureNs: ts) }
+            thread = EncoderThread(encoder: encoder) { [self] frame, ts in try self.deliver(frame, size: encoder.size, captureNs: ts) }
         }
         let size = EncodeStage.encodedSize(pipeline.applied)
         if size != pipeline.applied.size { pipeline.formatNote = ", encoded at \(size)" }
@@ -135,7 +135,7 @@ final class EncodeStage: PictureStage {
         if let thread { try thread.submit(picture, timestampNs: frame.timestampNs); return }
         try encoder.encode(picture, timestampNs: frame.timestampNs, into: &out)
         if out.isSkipped { return }
-        try deliver(out, size: encoder.statistics.size, captureNs: frame.timestampNs)
+        try deliver(out, size: encoder.size, captureNs: frame.timestampNs)
     }
 
     /// An encoded frame to every output (on the thread that encoded it).
@@ -289,4 +289,9 @@ final class CountStage: PictureStage {
 extension FormatSelection {
     /// What the camera is asked for, as the applied format it should give (checks before the start use it).
     var planned: AppliedFormat { AppliedFormat(pixelFormat: pixelFormat, size: size, stride: 0, fps: fps) }
+}
+
+extension H264Encoder {
+    /// The size being encoded (its settings'), without building the statistics (whose percentiles walk a histogram).
+    var size: FrameSize { FrameSize(width: settings.width, height: settings.height) }
 }

@@ -30,6 +30,18 @@ final class FakeBrowser {
             sendto(socket, b.baseAddress, b.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } } }
     }
     /// The next datagram (nil after 200 ms).
+    /// Runs the DTLS handshake as the client until it is connected or failed (or the deadline passes).
+    func handshake(_ dtls: DTLSAssociation, until deadline: Date) -> DTLSAssociation.State {
+        var state = dtls.tick()
+        dtls.drain { send(Array($0)) }
+        while state != .connected && Date() < deadline {
+            if let d = receive() { state = d.withUnsafeBytes { dtls.feed($0) } } else { state = dtls.tick() }
+            dtls.drain { send(Array($0)) }
+            if case .failed = state { break }
+        }
+        return state
+    }
+
     func receive() -> [UInt8]? {
         var b = [UInt8](repeating: 0, count: 4096)
         let n = b.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, 0) }
@@ -103,14 +115,9 @@ func keyFrame(size: Int) -> EncodedFrame {
 
         // DTLS: we are the client; the peer checks our certificate against the offer's fingerprint.
         let dtls = try DTLSAssociation(identity: clientIdentity, peerFingerprint: serverIdentity.fingerprint)
-        var state = dtls.tick()
-        dtls.drain { browser.send(Array($0)) }
         let deadline = Date().addingTimeInterval(10)
-        while state != .connected && Date() < deadline {
-            if let d = browser.receive() { state = d.withUnsafeBytes { dtls.feed($0) } } else { state = dtls.tick() }
-            dtls.drain { browser.send(Array($0)) }
-            if case .failed(let e) = state { Issue.record("DTLS: \(e)"); return }
-        }
+        let state = browser.handshake(dtls, until: deadline)
+        if case .failed(let e) = state { Issue.record("DTLS: \(e)"); return }
         #expect(state == .connected)
         let (profile, toPeer, fromPeer) = try dtls.srtpSessions()
         #expect(profile == .aeadAes128Gcm)
@@ -192,13 +199,8 @@ func keyFrame(size: Int) -> EncodedFrame {
         browser.send(FakeBrowser.bindingRequest(username: "\(video.values("ice-ufrag")[0]):kaYF", password: video.values("ice-pwd")[0]))
         _ = browser.receive()
         let dtls = try DTLSAssociation(identity: clientIdentity, peerFingerprint: serverIdentity.fingerprint)
-        var state = dtls.tick()
-        dtls.drain { browser.send(Array($0)) }
         let deadline = Date().addingTimeInterval(10)
-        while state != .connected && Date() < deadline {
-            if let d = browser.receive() { state = d.withUnsafeBytes { dtls.feed($0) } } else { state = dtls.tick() }
-            dtls.drain { browser.send(Array($0)) }
-        }
+        _ = browser.handshake(dtls, until: deadline)
         while !peer.isConnected && Date() < deadline { usleep(5_000) }
         let (_, _, fromPeer) = try dtls.srtpSessions()
         let m = peerSendMallocs(peer: peer, browser: browser, count: mallocCounter!, srtp: fromPeer)
