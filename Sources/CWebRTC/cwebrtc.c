@@ -6,7 +6,11 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
+#include <openssl/pem.h>
+#include <openssl/objects.h>
 #include <srtp2/srtp.h>
+#include <arpa/inet.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +33,8 @@ struct cw_dtls {
     int mtu;
     int verified;
     int failed;
+    int mismatch;            // the peer's certificate did not match `expected` (refused in the handshake)
+    long dropped;            // records dropped after the handshake (malformed, too short, wrong epoch, undecryptable)
     char error[256];
     // Outgoing datagrams, one per BIO write (a memory BIO would run DTLS records of a flight together).
     uint8_t queue[CW_QUEUE][CW_DATAGRAM];
@@ -56,9 +62,27 @@ static void openssl_error(char *error, size_t size, const char *what) {
     ERR_clear_error();
 }
 
-static int accept_any(int ok, X509_STORE_CTX *store) {
-    (void)ok; (void)store;
-    return 1;   // self-signed by design: the certificate is checked against the SDP fingerprint after the handshake
+static int dtls_index = -1;
+static pthread_once_t index_once = PTHREAD_ONCE_INIT;
+static void index_init(void) { dtls_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL); }
+
+// Self-signed by design: the peer's certificate is good when its SHA-256 fingerprint is the one its SDP named.
+// Checked here, during the handshake, so that a mismatch ends it at once with a bad_certificate alert.
+static int verify_fingerprint(int ok, X509_STORE_CTX *store) {
+    (void)ok;
+    if (X509_STORE_CTX_get_error_depth(store) != 0) return 1;   // the chain's other certificates do not matter
+    SSL *ssl = X509_STORE_CTX_get_ex_data(store, SSL_get_ex_data_X509_STORE_CTX_idx());
+    cw_dtls *d = ssl && dtls_index >= 0 ? SSL_get_ex_data(ssl, dtls_index) : NULL;
+    X509 *cert = X509_STORE_CTX_get_current_cert(store);
+    if (!d || !cert) return 0;
+    char got[128] = "";
+    fingerprint_of(cert, got);
+    if (strcasecmp(got, d->expected) == 0) return 1;
+    d->mismatch = 1;
+    snprintf(d->error, sizeof d->error, "the peer's DTLS certificate (sha-256 %.100s) does not match the fingerprint in its offer (%.100s)",
+             got, d->expected);
+    X509_STORE_CTX_set_error(store, X509_V_ERR_CERT_REJECTED);   // → a bad_certificate alert
+    return 0;
 }
 
 cw_identity *cw_identity_create(const char *profiles, int client, char fingerprint[128], char *error, size_t error_size) {
@@ -87,7 +111,7 @@ cw_identity *cw_identity_create(const char *profiles, int client, char fingerpri
         SSL_CTX_free(ctx); X509_free(cert); EVP_PKEY_free(key);
         return NULL;
     }
-    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, accept_any);
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, verify_fingerprint);
     SSL_CTX_set_read_ahead(ctx, 1);
     fingerprint_of(cert, fingerprint);
     X509_free(cert);
@@ -143,7 +167,8 @@ static void dgram_init(void) {
 
 cw_dtls *cw_dtls_create(cw_identity *identity, const char *peer_fingerprint, int mtu) {
     pthread_once(&dgram_once, dgram_init);
-    if (!identity || !dgram_method) return NULL;
+    pthread_once(&index_once, index_init);
+    if (!identity || !dgram_method || dtls_index < 0) return NULL;
     cw_dtls *d = calloc(1, sizeof *d);
     if (!d) return NULL;
     d->mtu = mtu > 200 && mtu < CW_DATAGRAM ? mtu : 1200;
@@ -155,6 +180,7 @@ cw_dtls *cw_dtls_create(cw_identity *identity, const char *peer_fingerprint, int
     BIO_set_mem_eof_return(d->rbio, -1);
     BIO_set_data(wbio, d);
     SSL_set_bio(d->ssl, d->rbio, wbio);
+    SSL_set_ex_data(d->ssl, dtls_index, d);
     d->client = identity->client;
     if (d->client) SSL_set_connect_state(d->ssl); else SSL_set_accept_state(d->ssl);
     SSL_set_options(d->ssl, SSL_OP_NO_QUERY_MTU);
@@ -176,7 +202,8 @@ static int fail(cw_dtls *d, int ret, const char *what) {
     if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) { ERR_clear_error(); return 0; }
     if (e == SSL_ERROR_ZERO_RETURN) return -2;
     d->failed = 1;
-    openssl_error(d->error, sizeof d->error, what);
+    if (d->mismatch) ERR_clear_error();   // the verify callback wrote the reason
+    else openssl_error(d->error, sizeof d->error, what);
     return -1;
 }
 
@@ -203,21 +230,57 @@ static int advance(cw_dtls *d) {
         }
         d->verified = 1;
     }
-    // Application data is not used on this association; reading processes alerts (close_notify).
+    // Application data is not used on this association; reading processes alerts (close_notify). After the
+    // handshake nothing read is fatal (RFC 6347 §4.1.2.7): a record OpenSSL refuses is dropped and counted.
     unsigned char sink[2048];
     for (;;) {
         int r = SSL_read(d->ssl, sink, sizeof sink);
         if (r > 0) continue;
-        int f = fail(d, r, "DTLS read failed");
-        return f == 0 ? 1 : f;
+        int e = SSL_get_error(d->ssl, r);
+        if (e == SSL_ERROR_ZERO_RETURN) return -2;
+        if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) d->dropped++;
+        ERR_clear_error();
+        return 1;
     }
+}
+
+// The smallest protected record the negotiated cipher can produce (explicit nonce or IV, tag or MAC): OpenSSL
+// treats a shorter one as a fatal decode error, so such records are dropped before it sees them.
+static size_t min_protected(SSL *ssl) {
+    const SSL_CIPHER *c = SSL_get_current_cipher(ssl);
+    if (!c) return 0;
+    if (SSL_CIPHER_is_aead(c)) return SSL_CIPHER_get_cipher_nid(c) == NID_chacha20_poly1305 ? 16 : 24;
+    const EVP_MD *md = EVP_get_digestbynid(SSL_CIPHER_get_digest_nid(c));
+    return 16 + (size_t)(md ? EVP_MD_get_size(md) : 20) + 1;
 }
 
 int cw_dtls_feed(cw_dtls *d, const uint8_t *data, size_t length) {
     if (!d || length > 65536) return -1;
-    BIO_write(d->rbio, data, (int)length);
+    // Records (RFC 6347 §4.1: type, version, epoch, sequence, length; 13 bytes, then the fragment). A datagram
+    // whose records do not add up is dropped whole; after the handshake, so is each record that is not of the
+    // current epoch or too short to be protected, so a forged record can never end a working association.
+    int done = SSL_is_init_finished(d->ssl) && d->verified;
+    size_t least = done ? min_protected(d->ssl) : 0;
+    uint8_t kept[CW_DATAGRAM * 2];
+    size_t out = 0, at = 0;
+    while (at < length) {
+        if (length - at < 13) { d->dropped++; return done ? 1 : advance(d); }
+        size_t n = ((size_t)data[at + 11] << 8) | data[at + 12];
+        if (n > length - at - 13) { d->dropped++; return done ? 1 : advance(d); }
+        int epoch = (data[at + 3] << 8) | data[at + 4];
+        int version_ok = data[at + 1] == 0xfe && (data[at + 2] == 0xfd || data[at + 2] == 0xff);
+        int keep = !done || (version_ok && epoch == 1 && n >= least && data[at] >= 20 && data[at] <= 23);
+        if (keep && out + 13 + n <= sizeof kept) { memcpy(kept + out, data + at, 13 + n); out += 13 + n; }
+        else if (!keep) d->dropped++;
+        else if (!done) { BIO_write(d->rbio, data, (int)length); return advance(d); }   // a large handshake datagram: as is
+        at += 13 + n;
+    }
+    if (out == 0) return done ? 1 : advance(d);
+    BIO_write(d->rbio, kept, (int)out);
     return advance(d);
 }
+
+long cw_dtls_dropped(cw_dtls *d) { return d ? d->dropped : 0; }
 
 int cw_dtls_tick(cw_dtls *d) {
     if (!d) return -1;
@@ -325,3 +388,72 @@ int cw_hmac_sha1(const uint8_t *key, size_t key_length, const uint8_t *data, siz
 }
 
 int cw_random(uint8_t *out, size_t length) { return RAND_bytes(out, (int)length) == 1; }
+
+static int inet_pton_any(const char *s, unsigned char buf[16]) {
+    return inet_pton(AF_INET, s, buf) == 1 || inet_pton(AF_INET6, s, buf) == 1;
+}
+
+static int b64(const unsigned char *in, int n, char *out, size_t cap) {
+    if ((size_t)(4 * ((n + 2) / 3) + 1) > cap) return 0;
+    return EVP_EncodeBlock((unsigned char *)out, in, n) > 0;
+}
+
+int cw_tls_self_signed(const char *const *names, int count, int days, char *cert_pem, size_t cert_cap, char *key_pem, size_t key_cap,
+                       char spki_sha256_b64[64], char fingerprint[128], char *error, size_t error_size) {
+    EVP_PKEY *key = EVP_EC_gen("P-256");
+    if (!key) { openssl_error(error, error_size, "cannot generate an ECDSA P-256 key"); return 0; }
+    X509 *cert = X509_new();
+    X509_NAME *name = X509_NAME_new();
+    unsigned char serial[16];
+    RAND_bytes(serial, sizeof serial);
+    serial[0] &= 0x7f;
+    BIGNUM *bn = BN_bin2bn(serial, sizeof serial, NULL);
+    int ok = cert && name && bn && X509_set_version(cert, 2) && BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(cert))
+        && X509_gmtime_adj(X509_getm_notBefore(cert), -3600) && X509_gmtime_adj(X509_getm_notAfter(cert), (long)days * 86400)
+        && X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)"camcap serve", -1, -1, 0)
+        && X509_set_subject_name(cert, name) && X509_set_issuer_name(cert, name) && X509_set_pubkey(cert, key);
+    // subjectAltName: every name the server answers to (IP addresses as IP, the rest as DNS).
+    char san[2048] = "";
+    size_t used = 0;
+    for (int i = 0; ok && i < count && names[i]; i++) {
+        unsigned char buf[16];
+        int ip = inet_pton_any(names[i], buf);
+        int w = snprintf(san + used, sizeof san - used, "%s%s:%s", used ? "," : "", ip ? "IP" : "DNS", names[i]);
+        if (w < 0 || (size_t)w >= sizeof san - used) { ok = 0; break; }
+        used += (size_t)w;
+    }
+    if (ok && used > 0) {
+        X509V3_CTX v3;
+        X509V3_set_ctx_nodb(&v3);
+        X509V3_set_ctx(&v3, cert, cert, NULL, NULL, 0);
+        X509_EXTENSION *ext = X509V3_EXT_conf_nid(NULL, &v3, NID_subject_alt_name, san);
+        ok = ext && X509_add_ext(cert, ext, -1);
+        X509_EXTENSION_free(ext);
+    }
+    ok = ok && X509_sign(cert, key, EVP_sha256());
+    BN_free(bn);
+    X509_NAME_free(name);
+    if (ok) {
+        fingerprint_of(cert, fingerprint);
+        unsigned char *der = NULL;
+        int n = i2d_PUBKEY(key, &der);
+        unsigned char md[32];
+        unsigned int mdn = 0;
+        ok = n > 0 && EVP_Digest(der, (size_t)n, md, &mdn, EVP_sha256(), NULL) && b64(md, (int)mdn, spki_sha256_b64, 64);
+        OPENSSL_free(der);
+    }
+    if (ok) {
+        BIO *c = BIO_new(BIO_s_mem()), *k = BIO_new(BIO_s_mem());
+        ok = c && k && PEM_write_bio_X509(c, cert) && PEM_write_bio_PrivateKey(k, key, NULL, NULL, 0, NULL, NULL);
+        char *p = NULL;
+        long cn = ok ? BIO_get_mem_data(c, &p) : 0;
+        if (ok && cn > 0 && (size_t)cn < cert_cap) { memcpy(cert_pem, p, (size_t)cn); cert_pem[cn] = 0; } else ok = 0;
+        long kn = ok ? BIO_get_mem_data(k, &p) : 0;
+        if (ok && kn > 0 && (size_t)kn < key_cap) { memcpy(key_pem, p, (size_t)kn); key_pem[kn] = 0; OPENSSL_cleanse(p, (size_t)kn); } else ok = 0;
+        BIO_free(c); BIO_free(k);
+    }
+    if (!ok) openssl_error(error, error_size, "cannot create the self-signed TLS certificate");
+    X509_free(cert);
+    EVP_PKEY_free(key);
+    return ok;
+}

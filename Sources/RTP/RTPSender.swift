@@ -46,10 +46,21 @@ public final class RTPSender: @unchecked Sendable {
         public var dropSeed: UInt64 = 1
         public var keyFrameRequestIntervalNs: Int64 = 300_000_000
         public var cname = "swift-video-capture"
+        /// Besides the destination host, the addresses whose RTCP is obeyed (a receiver that reports from
+        /// another address of its own). Feedback from any other address is dropped and counted
+        /// (`Statistics.rtcpFromStrangers`). Only for a sender that owns its sockets.
+        public var feedbackFrom: [String] = []
+        /// Retransmissions may use at most this share of the media bitrate (over a sliding second), so that
+        /// whatever the NACK rate the sender sends at most (1 + share) × its media bitrate.
+        public var retransmissionShare = 0.5
+        /// A receiver's bandwidth estimate (REMB) is raised to this many bit/s before it is handed on: one REMB
+        /// of 0 must not silence the stream.
+        public var minimumBitrateEstimate: UInt64 = 50_000
         public init(host: String, port: Int) { self.host = host; self.port = port }
     }
 
     public struct Statistics: Sendable, Equatable {
+        /// Media packets and bytes (first transmissions; retransmissions are counted apart).
         public var packetsSent = 0
         public var bytesSent = 0
         public var framesSent = 0
@@ -66,6 +77,14 @@ public final class RTPSender: @unchecked Sendable {
         public var jitterMs: Double?
         public var rembBitrate: UInt64?
         public var rtcpErrors = 0
+        /// RTCP datagrams from addresses other than the receiver's (dropped unread).
+        public var rtcpFromStrangers = 0
+        /// Bytes sent as retransmissions.
+        public var retransmittedBytes = 0
+        /// NACKed packets not resent: no longer in the history, or already resent within the last RTT.
+        public var nacksIgnored = 0
+        /// NACKed packets not resent because retransmissions had used their share of the bitrate.
+        public var retransmissionsOverBudget = 0
         /// Capture time (monotonic ns) of the first frame sent: RTP time `rtpTimestampOffset` (receivers map
         /// RTP timestamps back to capture times with it).
         public var firstCaptureNs: Int64?
@@ -83,11 +102,35 @@ public final class RTPSender: @unchecked Sendable {
         get { shared.withLock { $0.onREMB } } set { shared.withLock { $0.onREMB = newValue } }
     }
 
+    /// The last packets sent, indexed by sequence number (slot = sequence & mask: consecutive numbers never
+    /// collide), with when each was last (re)sent.
     private struct History {
         var slots: [[UInt8]]
         var lengths: [Int]
         var sequences: [UInt16]
-        var next = 0
+        var sentNs: [Int64]
+        var mask: Int
+    }
+    /// Bytes per 100 ms over the last second, for media and for retransmissions (the retransmission budget).
+    struct RateWindow {
+        private var media = [Int](repeating: 0, count: 10), resent = [Int](repeating: 0, count: 10)
+        private var slot: Int64 = 0
+        private mutating func advance(_ now: Int64) {
+            let s = now / 100_000_000
+            if s - slot >= 10 { for i in 0..<10 { media[i] = 0; resent[i] = 0 } }
+            else { var k = slot; while k < s { k += 1; media[Int(k % 10)] = 0; resent[Int(k % 10)] = 0 } }
+            slot = max(slot, s)
+        }
+        mutating func addMedia(_ bytes: Int, at now: Int64) { advance(now); media[Int(slot % 10)] += bytes }
+        /// Whether `bytes` more of retransmission stay within `share` of the media sent in the last second
+        /// (plus two packets, so a low-rate stream can still repair a loss); counts them if so.
+        mutating func spend(_ bytes: Int, share: Double, allowance: Int, at now: Int64) -> Bool {
+            advance(now)
+            let budget = Int(Double(media.reduce(0, +)) * share) + allowance
+            guard resent.reduce(0, +) + bytes <= budget else { return false }
+            resent[Int(slot % 10)] += bytes
+            return true
+        }
     }
     private struct Shared {
         var stats = Statistics()
@@ -97,6 +140,7 @@ public final class RTPSender: @unchecked Sendable {
         var lastSRNTPMiddle: UInt32 = 0
         var lastKeyFrameRequestNs: Int64 = .min / 2
         var rtxSequence: UInt16 = .random(in: 0...UInt16.max)
+        var rates = RateWindow()
         var onKeyFrame: (@Sendable () -> Void)?
         var onREMB: (@Sendable (UInt64) -> Void)?
     }
@@ -107,6 +151,8 @@ public final class RTPSender: @unchecked Sendable {
     private let rtpAddress: sockaddr_storage
     private let rtcpAddress: sockaddr_storage
     private let addressLength: socklen_t
+    /// The addresses (bytes, no port) whose RTCP is read: the destination's and `feedbackFrom`.
+    private let trustedFeedback: [[UInt8]]
     private var packetizer: H264Packetizer
     private var clock: RTPClock
     /// The RTP timestamp of the first frame.
@@ -133,12 +179,19 @@ public final class RTPSender: @unchecked Sendable {
         }
         rtpAddress = a.0; rtcpAddress = r.0; addressLength = a.1
         let family = Int32(a.0.ss_family)
+        var trusted = [RTPSender.hostBytes(a.0)]
+        for h in c.feedbackFrom {
+            guard let f = RTPSender.address(h, 0) else { throw RTPError("cannot take feedback from \"\(h.prefix(64))\": give an IPv4 or IPv6 address") }
+            trusted.append(RTPSender.hostBytes(f.0))
+        }
+        trustedFeedback = trusted
         let s1 = socket(family, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard s1 >= 0 else { throw RTPError("cannot create a UDP socket", errno: errno) }
         let s2 = c.rtcpMux ? s1 : socket(family, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard s2 >= 0 else { let e = errno; Glibc.close(s1); throw RTPError("cannot create a UDP socket", errno: e) }
-        // Bind our RTCP socket (receivers answer to its address).
-        var local = sockaddr_storage()
+        // Bind our RTCP socket (receivers answer to its address) on the interface that reaches the destination,
+        // not on every interface: a stream to 127.0.0.1 listens on loopback only.
+        var local = RTPSender.localAddress(toward: a.0, length: addressLength) ?? sockaddr_storage()
         var localLength = addressLength
         if family == AF_INET {
             withUnsafeMutableBytes(of: &local) { raw in
@@ -151,6 +204,8 @@ public final class RTPSender: @unchecked Sendable {
                 sin.pointee.sin6_family = sa_family_t(AF_INET6); sin.pointee.sin6_port = in_port_t(UInt16(c.localRTCPPort).bigEndian)
             }
         }
+        var small: Int32 = 64 * 1024   // feedback is small: a storm queues little, so it stops when the storm does
+        _ = setsockopt(s2, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
         let bound = withUnsafePointer(to: &local) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(s2, $0, localLength) } }
         guard bound == 0 else {
             let e = errno; Glibc.close(s1); if s2 != s1 { Glibc.close(s2) }
@@ -182,10 +237,12 @@ public final class RTPSender: @unchecked Sendable {
         init(_ c: Configuration) {
             clock = RTPClock(offset: timestampOffset)
             packetizer = H264Packetizer(maxPayload: c.maxPayload, state: RTPStreamState(payloadType: c.payloadType))
-            let size = max(16, min(8192, c.historySize))
+            var size = 16
+            while size < min(8192, c.historySize) { size *= 2 }   // a power of two: slot = sequence & mask
             let slot = c.maxPayload + H264Packetizer.headerSize + 2
             history = History(slots: (0..<size).map { _ in [UInt8](repeating: 0, count: slot) },
-                              lengths: [Int](repeating: 0, count: size), sequences: [UInt16](repeating: 0, count: size))
+                              lengths: [Int](repeating: 0, count: size), sequences: [UInt16](repeating: 0, count: size),
+                              sentNs: [Int64](repeating: 0, count: size), mask: size - 1)
         }
     }
 
@@ -196,6 +253,7 @@ public final class RTPSender: @unchecked Sendable {
         configuration = c
         guard (0.0...1.0).contains(c.dropRate) else { throw RTPError("drop rate \(c.dropRate) is not 0...1") }
         self.transport = transport
+        trustedFeedback = []   // the owner authenticates what it hands to handleRTCP
         rtpSocket = -1; rtcpSocket = -1; hasThread = false
         rtpAddress = sockaddr_storage(); rtcpAddress = sockaddr_storage(); addressLength = 0
         localRTCPPort = 0
@@ -236,13 +294,14 @@ public final class RTPSender: @unchecked Sendable {
     public func send(_ frame: EncodedFrame, captureNs: Int64) throws(RTPError) {
         let ts = clock.timestamp(forCaptureNs: captureNs)
         var failure: Int32 = 0
+        let now = monotonicNanoseconds()
         packetizer.packetize(frame.data, nalUnits: frame.nalUnits, timestamp: ts) { packet in
             let seq = UInt16(packet[2]) << 8 | UInt16(packet[3])
             shared.withLock { s in
-                let i = s.history.next
+                let i = Int(seq) & s.history.mask
                 s.history.slots[i].withUnsafeMutableBytes { $0.baseAddress!.copyMemory(from: packet.baseAddress!, byteCount: packet.count) }
-                s.history.lengths[i] = packet.count; s.history.sequences[i] = seq
-                s.history.next = (i + 1) % s.history.slots.count
+                s.history.lengths[i] = packet.count; s.history.sequences[i] = seq; s.history.sentNs[i] = now
+                s.rates.addMedia(packet.count, at: now)
             }
             if configuration.dropRate > 0 && nextRandom() < configuration.dropRate {
                 shared.withLock { $0.stats.packetsDroppedBySimulation += 1 }
@@ -311,9 +370,20 @@ public final class RTPSender: @unchecked Sendable {
             var fds = [pollfd(fd: rtcpSocket, events: Int16(POLLIN), revents: 0)]
             let r = poll(&fds, 1, 100)
             if r <= 0 { continue }
-            let n = buffer.withUnsafeMutableBytes { recv(rtcpSocket, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
-            guard n > 0 else { continue }
-            buffer.withUnsafeBytes { raw in handleRTCP(UnsafeRawBufferPointer(rebasing: raw[0..<n])) }
+            // Everything queued, each datagram checked against the receiver's address before it is parsed.
+            while true {
+                var from = sockaddr_storage()
+                var fromLength = socklen_t(MemoryLayout<sockaddr_storage>.size)
+                let n = buffer.withUnsafeMutableBytes { b in
+                    withUnsafeMutablePointer(to: &from) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        recvfrom(rtcpSocket, b.baseAddress, b.count, Int32(MSG_DONTWAIT), $0, &fromLength)
+                    } }
+                }
+                guard n > 0 else { break }
+                let source = RTPSender.hostBytes(from)
+                guard trustedFeedback.contains(source) else { shared.withLock { $0.stats.rtcpFromStrangers += 1 }; continue }
+                buffer.withUnsafeBytes { raw in handleRTCP(UnsafeRawBufferPointer(rebasing: raw[0..<n])) }
+            }
         }
     }
 
@@ -352,8 +422,10 @@ public final class RTPSender: @unchecked Sendable {
             case .nack(_, let media, let lost):
                 guard media == ssrc else { continue }
                 shared.withLock { $0.stats.nacksReceived += 1 }
-                for seq in lost { retransmit(seq) }
-            case .remb(_, let bitrate, _):
+                let now = monotonicNanoseconds()
+                for seq in lost where !retransmit(seq, now: now) { break }   // over budget: the rest of this NACK too
+            case .remb(_, let reported, _):
+                let bitrate = max(reported, configuration.minimumBitrateEstimate)
                 let callback = shared.withLock { s -> (@Sendable (UInt64) -> Void)? in s.stats.rembBitrate = bitrate; return s.onREMB }
                 callback?(bitrate)
             case .other:
@@ -362,10 +434,23 @@ public final class RTPSender: @unchecked Sendable {
         }
     }
 
-    private func retransmit(_ seq: UInt16) {
+    /// Resends one NACKed packet if it is still in the history, was not resent within the last RTT, and the
+    /// retransmission budget allows it. Returns false when the budget is spent (the caller stops there).
+    private func retransmit(_ seq: UInt16, now: Int64) -> Bool {
         var packet = [UInt8](); packet.reserveCapacity(configuration.maxPayload + 16)
-        let found = shared.withLock { s -> Bool in
-            guard let i = s.history.sequences.indices.first(where: { s.history.sequences[$0] == seq && s.history.lengths[$0] > 0 }) else { return false }
+        let (found, withinBudget) = shared.withLock { s -> (Bool, Bool) in
+            let i = Int(seq) & s.history.mask
+            // Stale (overwritten or never sent) or resent less than an RTT ago (the receiver's NACK crossed it):
+            // libwebrtc's rules. The RTT is the measured one, 5...500 ms, 100 ms before a measurement.
+            let rttNs = Int64(min(500, max(5, s.stats.rttMs ?? 100)) * 1_000_000)
+            guard s.history.sequences[i] == seq, s.history.lengths[i] > 0, now - s.history.sentNs[i] >= rttNs else {
+                s.stats.nacksIgnored += 1; return (false, true)
+            }
+            let length = s.history.lengths[i] + (configuration.rtxPayloadType != nil ? 2 : 0)
+            guard s.rates.spend(length, share: configuration.retransmissionShare, allowance: 2 * (configuration.maxPayload + 14), at: now) else {
+                s.stats.retransmissionsOverBudget += 1; return (false, false)
+            }
+            s.history.sentNs[i] = now
             let original = s.history.slots[i][0..<s.history.lengths[i]]
             if let rtxPT = configuration.rtxPayloadType {
                 // RFC 4588: own SSRC, payload type and sequence; the payload starts with the original sequence number.
@@ -379,9 +464,40 @@ public final class RTPSender: @unchecked Sendable {
                 packet.append(contentsOf: original)
             }
             s.stats.retransmissions += 1
-            return true
+            s.stats.retransmittedBytes += packet.count
+            return (true, true)
         }
         if found { packet.withUnsafeBytes { _ = transport?.sendRTP($0) ?? transmit(rtpSocket, $0, to: rtpAddress) } }
+        return withinBudget
+    }
+
+    /// The address bytes of a socket address, without the port (an IPv4-mapped IPv6 address as IPv4).
+    static func hostBytes(_ a: sockaddr_storage) -> [UInt8] {
+        var a = a
+        let family = Int32(a.ss_family)
+        return withUnsafeBytes(of: &a) { raw in
+            if family == AF_INET6 {
+                let b = withUnsafeBytes(of: raw.load(as: sockaddr_in6.self).sin6_addr) { Array($0) }
+                if b[0..<10].allSatisfy({ $0 == 0 }) && b[10] == 0xff && b[11] == 0xff { return Array(b[12..<16]) }
+                return b
+            }
+            return withUnsafeBytes(of: raw.load(as: sockaddr_in.self).sin_addr) { Array($0) }
+        }
+    }
+
+    /// The local address the kernel would send from toward `destination` (a routing lookup by connecting a
+    /// UDP socket; nothing is sent). Port 0.
+    private static func localAddress(toward destination: sockaddr_storage, length: socklen_t) -> sockaddr_storage? {
+        var d = destination
+        let fd = socket(Int32(d.ss_family), Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        defer { Glibc.close(fd) }
+        let c = withUnsafePointer(to: &d) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, length) } }
+        guard c == 0 else { return nil }
+        var local = sockaddr_storage()
+        var n = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let g = withUnsafeMutablePointer(to: &local) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &n) } }
+        return g == 0 ? local : nil
     }
 
     private static func address(_ host: String, _ port: Int) -> (sockaddr_storage, socklen_t)? {

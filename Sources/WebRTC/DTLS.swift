@@ -1,8 +1,21 @@
 internal import CWebRTC
+#if canImport(Glibc)
+import Glibc
+#endif
 
+/// An error of the WebRTC layer: what went wrong in words, and a code to act on (an HTTP status, a retry).
 public struct WebRTCError: Error, Sendable, Equatable, CustomStringConvertible {
+    public enum Code: Sendable, Equatable {
+        /// The offer is not one this server can answer (syntax, ICE credentials, fingerprint, transport, setup, mid).
+        case invalidOffer
+        /// The offer is well formed but has no codec this server sends (H.264 packetization-mode 1, Constrained Baseline).
+        case unsupportedCodec
+        /// Sockets, DTLS, SRTP or certificates failed on our side.
+        case local
+    }
     public var message: String
-    public init(_ message: String) { self.message = message }
+    public var code: Code
+    public init(_ message: String, code: Code = .local) { self.message = message; self.code = code }
     public var description: String { message }
 }
 
@@ -65,6 +78,8 @@ final class DTLSAssociation {
         state(cw_dtls_feed(pointer, datagram.baseAddress?.assumingMemoryBound(to: UInt8.self), datagram.count))
     }
     func tick() -> State { state(cw_dtls_tick(pointer)) }
+    /// Records dropped so far (malformed; after the handshake also of another epoch, too short, or refused).
+    var droppedRecords: Int { Int(cw_dtls_dropped(pointer)) }
     func close() { cw_dtls_close(pointer) }
 
     /// Hands each datagram DTLS wants sent to `send`.
@@ -128,4 +143,33 @@ func randomBytes(_ n: Int) -> [UInt8] {
 func iceToken(_ length: Int) -> String {
     let chars = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
     return String(decoding: randomBytes(length).map { chars[Int($0) % chars.count] }, as: UTF8.self)
+}
+
+/// A self-signed TLS certificate for HTTPS (ECDSA P-256, made with OpenSSL), for names the server answers to.
+public struct SelfSignedCertificate: Sendable {
+    public var certificatePEM: String
+    public var privateKeyPEM: String
+    /// SHA-256 of the certificate, "AB:CD:…".
+    public var fingerprint: String
+    /// Base64 SHA-256 of the public key (SubjectPublicKeyInfo): what Chromium's `--ignore-certificate-errors-spki-list` and HPKP-style pins take.
+    public var publicKeySHA256: String
+
+    /// `names`: IP addresses and DNS names for subjectAltName (at most 32, each up to 253 characters).
+    public init(names: [String], days: Int = 30) throws(WebRTCError) {
+        guard names.count <= 32, names.allSatisfy({ (1...253).contains($0.utf8.count) && !$0.contains(",") }) else {
+            throw WebRTCError("a certificate takes at most 32 names of 1...253 characters without commas")
+        }
+        guard (1...825).contains(days) else { throw WebRTCError("certificate validity \(days) days is not 1...825") }
+        var cert = [CChar](repeating: 0, count: 8192), key = [CChar](repeating: 0, count: 4096)
+        var spki = [CChar](repeating: 0, count: 64), fp = [CChar](repeating: 0, count: 128), error = [CChar](repeating: 0, count: 256)
+        let cNames = names.map { strdup($0) }
+        defer { cNames.forEach { free($0) } }
+        let ok = cNames.map { UnsafePointer($0) }.withUnsafeBufferPointer { list in
+            cw_tls_self_signed(list.baseAddress, Int32(list.count), Int32(days), &cert, cert.count, &key, key.count, &spki, &fp, &error, error.count)
+        }
+        func text(_ b: [CChar]) -> String { String(decoding: b.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) }
+        defer { for i in key.indices { key[i] = 0 } }
+        guard ok == 1 else { throw WebRTCError(text(error)) }
+        certificatePEM = text(cert); privateKeyPEM = text(key); fingerprint = text(fp); publicKeySHA256 = text(spki)
+    }
 }

@@ -31,29 +31,56 @@ public struct WebRTCOffer: Sendable {
         }
     }
 
+    /// RFC 4566 token characters, 1...max of them.
+    static func isToken(_ mid: String, max: Int) -> Bool {
+        let allowed = Set("!#$%&'*+-.^_`{|}~".utf8)
+        return (1...max).contains(mid.utf8.count) && mid.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x41...0x5a).contains($0) || (0x61...0x7a).contains($0) || allowed.contains($0) }
+    }
+
     public init(_ sdp: String) throws(WebRTCError) {
-        guard sdp.utf8.count <= 64 * 1024 else { throw WebRTCError("the offer is \(sdp.utf8.count) bytes; at most 64 KiB are accepted") }
+        guard sdp.utf8.count <= 64 * 1024 else { throw WebRTCError("the offer is \(sdp.utf8.count) bytes; at most 64 KiB are accepted", code: .invalidOffer) }
         let d: SDPDescription
-        do throws(SDPParseError) { d = try SDP.parse(sdp) } catch { throw WebRTCError("the offer is not a valid SDP: \(error)") }
+        do throws(SDPParseError) { d = try SDP.parse(sdp) } catch { throw WebRTCError("the offer is not a valid SDP: \(error)", code: .invalidOffer) }
         description = d
         guard let vi = d.media.firstIndex(where: { $0.kind == "video" && $0.port != 0 }) else {
-            throw WebRTCError("the offer has no video section (m=video): add a video transceiver (recvonly)")
+            throw WebRTCError("the offer has no video section (m=video): add a video transceiver (recvonly)", code: .invalidOffer)
         }
         videoIndex = vi
         let m = d.media[vi]
         func attr(_ name: String) -> String? { m.values(name).first ?? d.sessionAttributes.first { $0.0 == name }?.1 }
         guard let ufrag = attr("ice-ufrag"), let pwd = attr("ice-pwd"), (4...256).contains(ufrag.count), (22...256).contains(pwd.count) else {
-            throw WebRTCError("the offer has no usable ICE credentials (a=ice-ufrag of 4...256 and a=ice-pwd of 22...256 characters)")
+            throw WebRTCError("the offer has no usable ICE credentials (a=ice-ufrag of 4...256 and a=ice-pwd of 22...256 characters)", code: .invalidOffer)
         }
         iceUfrag = ufrag; icePassword = pwd
         let fps = (m.values("fingerprint") + d.sessionAttributes.filter { $0.0 == "fingerprint" }.map(\.1))
         guard let fp = fps.first(where: { $0.lowercased().hasPrefix("sha-256 ") }) else {
-            throw WebRTCError("the offer has no a=fingerprint:sha-256 (DTLS-SRTP needs it)")
+            throw WebRTCError("the offer has no a=fingerprint:sha-256 (DTLS-SRTP needs it)", code: .invalidOffer)
         }
         fingerprint = String(fp.dropFirst(8)).trimmingSpaces.uppercased()
-        guard fingerprint.count == 95 else { throw WebRTCError("a=fingerprint:sha-256 \"\(fingerprint.prefix(100))\" is not 32 hex bytes") }
+        let hexBytes = fingerprint.split(separator: ":", omittingEmptySubsequences: false)
+        guard fingerprint.count == 95, hexBytes.count == 32, hexBytes.allSatisfy({ $0.count == 2 && $0.allSatisfy(\.isHexDigit) }) else {
+            throw WebRTCError("a=fingerprint:sha-256 \"\(fingerprint.prefix(100).filter { $0.isASCII && !$0.isNewline })\" is not 32 hex bytes separated by colons", code: .invalidOffer)
+        }
+        // What could never connect is refused now, not after a slot was held for it.
+        guard m.proto.uppercased().hasPrefix("UDP/TLS/RTP/SAVP") else {
+            throw WebRTCError("the offer's video section uses \"\(m.proto.prefix(40).filter { $0.isASCII && !$0.isNewline })\": this server sends DTLS-SRTP only (UDP/TLS/RTP/SAVPF)", code: .invalidOffer)
+        }
+        let setup = (m.values("setup").first ?? d.sessionAttributes.first { $0.0 == "setup" }?.1 ?? "actpass").trimmingSpaces.lowercased()
+        guard setup == "actpass" || setup == "active" else {
+            throw WebRTCError("the offer has a=setup:\(setup.prefix(20).filter { $0.isASCII && !$0.isNewline }): this server is the DTLS server (setup:passive), so the offer must be actpass or active", code: .invalidOffer)
+        }
+        // Every mid is echoed into the answer: RFC 5888 token characters, at most 16 (RFC 8843's RTP MID limit).
+        for section in d.media {
+            // Rejected sections are echoed too (m=KIND 0 PROTO …): their kind and transport must be plain tokens.
+            guard WebRTCOffer.isToken(section.kind, max: 32), WebRTCOffer.isToken(String(section.proto.map { $0 == "/" ? "." : $0 }), max: 64) else {
+                throw WebRTCError("an m= line of the offer has a kind or transport that is not a plain token", code: .invalidOffer)
+            }
+            for mid in section.values("mid") where !WebRTCOffer.isToken(mid, max: 16) {
+                throw WebRTCError("an a=mid of \(mid.utf8.count) bytes is not 1...16 token characters (RFC 5888, RFC 8843)", code: .invalidOffer)
+            }
+        }
         if m.values("sendonly").count > 0 || m.values("inactive").count > 0 {
-            throw WebRTCError("the offer's video section is \(m.values("sendonly").isEmpty ? "inactive" : "sendonly"): it must receive (recvonly or sendrecv)")
+            throw WebRTCError("the offer's video section is \(m.values("sendonly").isEmpty ? "inactive" : "sendonly"): it must receive (recvonly or sendrecv)", code: .invalidOffer)
         }
         mid = m.values("mid").first
         // H.264 payload types with their fmtp parameters.
@@ -79,10 +106,10 @@ public struct WebRTCOffer: Sendable {
         let usable = h264.filter { $0.mode == 1 && $0.rank != nil }.sorted { $0.rank! < $1.rank! }
         guard let best = usable.first else {
             if h264.isEmpty {
-                throw WebRTCError("the offer has no H.264 (it offers \(codecs.isEmpty ? "no codec" : Array(Set(codecs)).sorted().joined(separator: ", "))): this server sends H.264 only")
+                throw WebRTCError("the offer has no H.264 (it offers \(codecs.isEmpty ? "no codec" : Array(Set(codecs)).sorted().joined(separator: ", "))): this server sends H.264 only", code: .unsupportedCodec)
             }
             throw WebRTCError("the offer's H.264 is not usable: it needs packetization-mode=1 with a Constrained Baseline compatible profile-level-id (42e0xx, 4200xx, 4d4xxx, 640cxx); offered "
-                              + h264.map { "\($0.pt): \($0.plid) mode \($0.mode)" }.joined(separator: ", "))
+                              + h264.map { "\($0.pt): \($0.plid) mode \($0.mode)" }.joined(separator: ", "), code: .unsupportedCodec)
         }
         payloadType = best.pt
         profileLevelID = best.plid.lowercased()

@@ -25,8 +25,8 @@ public final class WebRTCPeer: RTPTransport, @unchecked Sendable {
         public var keyFrameRequestIntervalNs: Int64 = 300_000_000
         /// No authenticated STUN check for this long: the viewer is gone (RFC 7675 uses 30 s).
         public var consentTimeoutNs: Int64 = 30_000_000_000
-        /// No completed DTLS handshake this long after the answer: given up.
-        public var connectTimeoutNs: Int64 = 20_000_000_000
+        /// No completed ICE check and DTLS handshake this long after the answer: given up, and its slot freed.
+        public var connectTimeoutNs: Int64 = 8_000_000_000
         /// Retransmit as RTX (RFC 4588) when the offer has an RTX payload type for the chosen H.264 one.
         public var useRTX = true
         public init(bindHost: String, candidateHosts: [String]) { self.bindHost = bindHost; self.candidateHosts = candidateHosts }
@@ -39,6 +39,8 @@ public final class WebRTCPeer: RTPTransport, @unchecked Sendable {
         public var stunRequests: Int
         public var stunIgnored: Int
         public var srtcpErrors: Int
+        /// DTLS records dropped (malformed, or after the handshake of another epoch, too short or refused).
+        public var dtlsRecordsDropped: Int
         public var framesSkippedBeforeKeyFrame: Int
         public var remote: String?
     }
@@ -70,7 +72,7 @@ public final class WebRTCPeer: RTPTransport, @unchecked Sendable {
     private var inbound: SRTPSession?
     private var profile: SRTPProfile?
     private var validated: [sockaddr_storage] = []
-    private var stunRequests = 0, stunIgnored = 0, srtcpErrors = 0
+    private var stunRequests = 0, stunIgnored = 0, srtcpErrors = 0, dtlsDropped = 0
     private var stateText = "checking"
     private var lastConsentNs: Int64
     private let createdNs: Int64
@@ -141,7 +143,7 @@ public final class WebRTCPeer: RTPTransport, @unchecked Sendable {
     public var statistics: Statistics {
         io.withLock {
             Statistics(rtp: sender.statistics, state: stateText, srtpProfile: profile?.name, stunRequests: stunRequests, stunIgnored: stunIgnored,
-                       srtcpErrors: srtcpErrors, framesSkippedBeforeKeyFrame: skipped, remote: remoteLength > 0 ? WebRTCPeer.text(remote) : nil)
+                       srtcpErrors: srtcpErrors, dtlsRecordsDropped: dtlsDropped, framesSkippedBeforeKeyFrame: skipped, remote: remoteLength > 0 ? WebRTCPeer.text(remote) : nil)
         }
     }
 
@@ -286,6 +288,8 @@ public final class WebRTCPeer: RTPTransport, @unchecked Sendable {
         case 20...63:
             guard isValidated(from, fromLength) else { return }
             let state = dtls.feed(UnsafeRawBufferPointer(p))
+            let dropped = dtls.droppedRecords
+            io.withLock { dtlsDropped = dropped }
             flushDTLS()
             switch state {
             case .handshaking: break

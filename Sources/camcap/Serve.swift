@@ -6,6 +6,7 @@ import VideoProcessing
 import H264
 import RTP
 import WebRTC
+import NIOSSL
 
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -19,6 +20,13 @@ struct Serve: AsyncParsableCommand {
               camcap serve -d fixture:vivid --listen 127.0.0.1:8080
               → open http://127.0.0.1:8080/
             Runs until Ctrl-C (or --duration/--frames); viewers are told (RTCP BYE, DTLS close_notify).
+
+            Who can watch: whoever has the token. A random one is made at start and printed in the URL to open \
+            (after #, so it never reaches a server log); the page sends it as Authorization: Bearer (RFC 9725). \
+            Set your own with CAMCAP_TOKEN or --token-file (--token works too, but other users see it in ps); \
+            --no-auth turns it off. Only the server's own names are accepted in Host (DNS rebinding), and other \
+            origins get no access unless named with --allow-origin. HTTPS: --tls-cert/--tls-key, or \
+            --tls-self-signed (its fingerprint is printed). Limits: see the --max-* options.
             """)
 
     @OptionGroup var capture: CaptureOptions
@@ -35,6 +43,27 @@ struct Serve: AsyncParsableCommand {
     var srtp = "both"
     @Flag(help: "Let the lowest viewer's REMB also lower the size and frame rate (WebRTC's balanced steps, as `stream` does). Off by default: without probing, a receiver's estimate follows what it gets, so easy content would be shrunk.")
     var adaptToBandwidth = false
+    @Option(help: "Read the bearer token from this file (default: $CAMCAP_TOKEN, else a random one, printed).") var tokenFile: String?
+    @Option(help: "The bearer token (visible to other users in ps; prefer --token-file or $CAMCAP_TOKEN).") var token: String?
+    @Flag(help: "No token: anyone who can reach the port (or make a browser page that reaches it, from an allowed origin) can watch.")
+    var noAuth = false
+    @Option(help: "An origin (scheme://host[:port]) whose pages may use the server cross-origin (CORS). Repeatable; none by default.")
+    var allowOrigin: [String] = []
+    @Option(help: "A host name the server also answers to in the Host header (e.g. its DNS name). Its addresses and localhost always are.")
+    var allowHost: [String] = []
+    @Option(help: "HTTPS: the certificate chain (PEM).") var tlsCert: String?
+    @Option(help: "HTTPS: the private key (PEM).") var tlsKey: String?
+    @Flag(help: "HTTPS with a self-signed certificate made at start for the server's names; its fingerprints are printed.")
+    var tlsSelfSigned = false
+    @Option(help: "Seconds a connection has to send a complete request (from opening, or from the previous response).")
+    var requestTimeout: Double = 10
+    @Option(help: "Open HTTP connections at most (also kept below the descriptor limit).") var maxConnections = 256
+    @Option(help: "Open HTTP connections per client address at most.") var maxConnectionsPerAddress = 32
+    @Option(help: "Connected viewers at most.") var maxViewers = 16
+    @Option(help: "Viewers still connecting (ICE and DTLS not done) at most.") var maxPending = 8
+    @Option(help: "Viewers (connected or connecting) per client address at most.") var maxViewersPerAddress = 8
+    @Option(help: "Viewers still connecting per client address at most.") var maxPendingPerAddress = 2
+    @Option(help: "Seconds a viewer has to finish ICE and DTLS after its offer; then its slot is freed.") var connectTimeout: Double = 8
     @Option(help: .hidden) var consentTimeout: Double = 30   // tests: seconds without a STUN check before a viewer is dropped
     @Option(help: .hidden) var dumpInput: String?   // tests: the encoder's input as Y4M, capture times in PATH.timestamps
 
@@ -54,14 +83,51 @@ struct Serve: AsyncParsableCommand {
         }
         try CLIRange.encoder(bitrateKbps: bitrate, maxBitrateKbps: maxBitrate, keyint: nil, keyintSeconds: keyintSeconds,
                              threads: 1, maxNalSize: nil, fpsLimit: capture.fpsLimit)
+        if noAuth && (token != nil || tokenFile != nil) { throw ValidationError("--no-auth cannot go with --token or --token-file") }
+        if token != nil && tokenFile != nil { throw ValidationError("give the token once: --token or --token-file") }
+        if let token, !ServeSecurity.isValidToken(token) { throw ValidationError(ServeSecurity.tokenRule) }
+        for o in allowOrigin where ServeSecurity.origin(o) == nil {
+            throw ValidationError("--allow-origin must be scheme://host[:port] (http or https, no path), got \"\(o.prefix(80))\"")
+        }
+        for h in allowHost where !ServeSecurity.isHostName(h) {
+            throw ValidationError("--allow-host must be a host name or address (letters, digits, '-', '.', ':'), got \"\(h.prefix(80))\"")
+        }
+        if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("HTTPS needs both --tls-cert and --tls-key") }
+        if tlsSelfSigned && tlsCert != nil { throw ValidationError("--tls-self-signed cannot go with --tls-cert/--tls-key") }
+        for (name, v, range) in [("--request-timeout", requestTimeout, 0.5...3600.0), ("--connect-timeout", connectTimeout, 1.0...120.0)] {
+            guard v.isFinite, range.contains(v) else { throw ValidationError("\(name) must be \(range.lowerBound)...\(range.upperBound) seconds, got \(v)") }
+        }
+        for (name, v, range) in [("--max-connections", maxConnections, 1...65536), ("--max-connections-per-address", maxConnectionsPerAddress, 1...65536),
+                                 ("--max-viewers", maxViewers, 1...256), ("--max-pending", maxPending, 1...256),
+                                 ("--max-viewers-per-address", maxViewersPerAddress, 1...256), ("--max-pending-per-address", maxPendingPerAddress, 1...256)] {
+            guard range.contains(v) else { throw ValidationError("\(name) must be \(range.lowerBound)...\(range.upperBound), got \(v)") }
+        }
     }
 
     func run() async throws {
         do { try await serve() } catch { fail(error) }
     }
 
+    /// The token: --token, --token-file, $CAMCAP_TOKEN, else a random one; nil with --no-auth.
+    private func resolveToken() throws -> (String?, String) {
+        if noAuth { return (nil, "none (--no-auth)") }
+        if let token { return (token, "--token") }
+        if let tokenFile {
+            let text = try ServeSecurity.readSmallFile(tokenFile, what: "token file", limit: 4096).trimmingCharacters(in: .whitespacesAndNewlines)
+            guard ServeSecurity.isValidToken(text) else { throw CLIError("\(tokenFile): \(ServeSecurity.tokenRule)") }
+            return (text, tokenFile)
+        }
+        if let env = ProcessInfo.processInfo.environment["CAMCAP_TOKEN"] {
+            guard ServeSecurity.isValidToken(env) else { throw CLIError("CAMCAP_TOKEN: \(ServeSecurity.tokenRule)") }
+            return (env, "$CAMCAP_TOKEN")
+        }
+        return (ServeSecurity.randomToken(), "random")
+    }
+
     private func serve() async throws {
         let address = ListenAddress(listen)!
+        // Everything read from files (token, certificate) is read before the camera starts: a bad path fails at once.
+        let (token, tokenSource) = try resolveToken()
         var options = capture
         if options.frames == nil && options.duration == nil { options.duration = 31 * 24 * 3600 }   // until Ctrl-C
         let pipeline = try CapturePipeline(options)
@@ -77,7 +143,25 @@ struct Serve: AsyncParsableCommand {
         peer.maxPayload = mtu
         peer.dropRate = dropRate
         peer.consentTimeoutNs = Int64(consentTimeout * 1e9)
-        let hub = ViewerHub(identity: identity, configuration: peer, maxBitrate: settings.effectiveMaxBitrate)
+        peer.connectTimeoutNs = Int64(connectTimeout * 1e9)
+        let limits = ViewerHub.Limits(maxViewers: maxViewers, maxPending: maxPending, maxPerAddress: maxViewersPerAddress,
+                                      maxPendingPerAddress: maxPendingPerAddress)
+        let hub = ViewerHub(identity: identity, configuration: peer, maxBitrate: settings.effectiveMaxBitrate, limits: limits)
+        var names = Set(([address.host] + hosts + allowHost).map { $0.lowercased() })
+        if address.isWildcard { names.formUnion(interfaceAddresses() + ["127.0.0.1", "::1"]) }
+        if address.isWildcard || ServeSecurity.isLoopback(address.host) { names.insert("localhost") }
+        names.remove("0.0.0.0"); names.remove("::")
+        var policy = ServerPolicy(token: token, allowedOrigins: Set(allowOrigin.compactMap(ServeSecurity.origin)), hostNames: names)
+        policy.requestTimeoutNs = Int64(requestTimeout * 1e9)
+        policy.maxConnections = min(maxConnections, ServeSecurity.connectionsWithinDescriptorLimit(viewers: maxViewers + maxPending))
+        policy.maxConnectionsPerAddress = maxConnectionsPerAddress
+        var tls: (NIOSSLContext, String)?
+        if let tlsCert, let tlsKey {
+            tls = try ServeSecurity.tlsContext(certificate: tlsCert, key: tlsKey)
+        } else if tlsSelfSigned {
+            tls = try ServeSecurity.selfSignedContext(names: names.sorted())
+        }
+        policy.tls = tls != nil
         let encode = EncodeStage(settings: settings, keyIntervalSeconds: keyintSeconds ?? 2, outputs: [hub])
         hub.connect(encode, adapting: adaptToBandwidth ? pipeline.outputRequests : nil)
         // The camera's rotation is applied to the pixels (browsers get an upright picture, as WebRTC's
@@ -89,11 +173,18 @@ struct Serve: AsyncParsableCommand {
             return FrameConverter.Options(rotation: frame.rotation, scale: even != shown ? even : nil)
         }
         // The HTTP server is up before the camera starts: a busy port fails at once, with nothing captured.
-        let server = try await HTTPServer.start(host: address.host, port: address.port, hub: hub)
+        let server = try await HTTPServer.start(host: address.host, port: address.port, hub: hub, policy: policy, tls: tls?.0)
         let host = address.isWildcard ? (hosts.first ?? "127.0.0.1") : address.host   // a wildcard is no URL
         let shown = host.contains(":") ? "[\(host)]" : host
-        // The URL is printed once the camera runs (a busy camera fails before anyone is invited).
-        let announce = AnnounceStage(line: "serving http://\(shown):\(server.port)/  (WHEP: http://\(shown):\(server.port)/whep)")
+        let base = "\(tls == nil ? "http" : "https")://\(shown):\(server.port)/"
+        // The URL is printed once the camera runs (a busy camera fails before anyone is invited). The token rides
+        // in the fragment: the page reads it, the browser never sends it in a request line or a Referer.
+        var lines = ["serving \(base)\(token.map { "#token=\($0)" } ?? "")  (WHEP: \(base)whep" + (token != nil ? ", Authorization: Bearer TOKEN; token: \(tokenSource))" : ", no authentication)")]
+        if let tls { lines.append(tls.1) }
+        if policy.maxConnections < maxConnections {
+            lines.append("note: at most \(policy.maxConnections) HTTP connections (the descriptor limit, ulimit -n, leaves room for no more)")
+        }
+        let announce = AnnounceStage(line: lines.joined(separator: "\n"))
         do {
             let dump: [any PictureStage] = try dumpInput.map { [try InputDumpStage(path: $0)] } ?? []
             try await pipeline.run("serving", stages: [announce] + dump + [encode])
@@ -147,7 +238,15 @@ func interfaceAddresses() -> [String] {
 /// merged and rate-limited; the bitrate follows the lowest REMB among the viewers.
 final class ViewerHub: EncodedOutput, @unchecked Sendable {
     // @unchecked: `state` is a Mutex; `control` is set once before the camera starts.
-    struct Viewer { var peer: WebRTCPeer; var remb: UInt64?; var framesSent = 0 }
+    struct Viewer { var peer: WebRTCPeer; var remb: UInt64?; var address: String; var number: Int }
+    /// How many viewers, and how many of them may still be connecting (ICE and DTLS not done), overall and per
+    /// client address: a slot held by an offer that never connects is freed at the peer's connect timeout.
+    struct Limits: Sendable {
+        var maxViewers = 16
+        var maxPending = 8
+        var maxPerAddress = 8
+        var maxPendingPerAddress = 2
+    }
     private struct State {
         var viewers: [String: Viewer] = [:]
         var order: [String] = []
@@ -168,21 +267,33 @@ final class ViewerHub: EncodedOutput, @unchecked Sendable {
     private var outputRequests: OutputRequests?
     private let adaptation = Mutex(BitrateAdaptation())
     static let keyFrameIntervalNs: Int64 = 300_000_000
-    static let maxViewers = 16
+    let limits: Limits
 
-    init(identity: DTLSIdentity, configuration: WebRTCPeer.Configuration, maxBitrate: Int) {
-        self.identity = identity; self.configuration = configuration; self.maxBitrate = maxBitrate
+    init(identity: DTLSIdentity, configuration: WebRTCPeer.Configuration, maxBitrate: Int, limits: Limits = Limits()) {
+        self.identity = identity; self.configuration = configuration; self.maxBitrate = maxBitrate; self.limits = limits
     }
     func connect(_ encode: EncodeStage, adapting requests: OutputRequests?) { control = encode.control; outputRequests = requests }
 
-    enum AddError: Error { case badOffer(String), full, stopped, failed(String) }
+    enum AddError: Error { case badOffer(WebRTCError), full, tooManyPending, tooManyFromAddress(Int), stopped, failed(String) }
 
-    /// Answers a WHEP offer: a new peer with its own UDP port. Returns its id and the SDP answer.
-    func add(offer text: String) throws(AddError) -> (id: String, answer: String) {
+    /// Whether one more viewer from `address` fits the limits.
+    private func admission(_ s: State, from address: String) -> AddError? {
+        if s.closed { return .stopped }
+        let pending = s.viewers.values.filter { !$0.peer.isConnected }
+        let mine = s.viewers.values.filter { $0.address == address }
+        if mine.count >= limits.maxPerAddress { return .tooManyFromAddress(mine.count) }
+        if mine.filter({ !$0.peer.isConnected }).count >= limits.maxPendingPerAddress { return .tooManyFromAddress(mine.count) }
+        if pending.count >= limits.maxPending { return .tooManyPending }
+        if s.viewers.count - pending.count >= limits.maxViewers { return .full }
+        return nil
+    }
+
+    /// Answers a WHEP offer from `address`: a new peer with its own UDP port. Returns its resource id
+    /// (unguessable: whoever holds it owns the viewer) and the SDP answer.
+    func add(offer text: String, from address: String) throws(AddError) -> (id: String, answer: String) {
         let offer: WebRTCOffer
-        do throws(WebRTCError) { offer = try WebRTCOffer(text) } catch { throw .badOffer(error.message) }
-        let full = state.withLock { s -> AddError? in s.closed ? .stopped : (s.viewers.count >= ViewerHub.maxViewers ? .full : nil) }
-        if let full { throw full }
+        do throws(WebRTCError) { offer = try WebRTCOffer(text) } catch { throw .badOffer(error) }
+        if let refused = state.withLock({ admission($0, from: address) }) { throw refused }
         let peer: WebRTCPeer
         do throws(WebRTCError) { peer = try WebRTCPeer(offer: offer, identity: identity, configuration: configuration) } catch { throw .failed(error.message) }
         let id = peer.id
@@ -190,13 +301,14 @@ final class ViewerHub: EncodedOutput, @unchecked Sendable {
         peer.sender.onKeyFrameRequest = { [weak self] in self?.requestKeyFrame() }
         peer.sender.onBitrateEstimate = { [weak self] bps in self?.remb(id, bps) }
         peer.onClosed = { [weak self] reason in self?.ended(id, reason) }
-        let accepted = state.withLock { s -> Bool in
-            guard !s.closed else { return false }
-            s.viewers[id] = Viewer(peer: peer); s.order.append(id); s.total += 1
+        let refused = state.withLock { s -> AddError? in
+            if let refused = admission(s, from: address) { return refused }   // another POST took the slot meanwhile
+            s.total += 1
+            s.viewers[id] = Viewer(peer: peer, address: address, number: s.total); s.order.append(id)
             s.peers.append(peer)
-            return true
+            return nil
         }
-        guard accepted else { peer.close(); throw .stopped }
+        if let refused { peer.close(); throw refused }
         peer.start()
         return (id, peer.answer)
     }
@@ -273,26 +385,33 @@ final class ViewerHub: EncodedOutput, @unchecked Sendable {
         return [("viewers", "\(s.0) in all, \(s.1) left" + (s.2.last.map { "; last: \($0.1)" } ?? ""))]
     }
 
-    /// GET /stats: one JSON object per viewer.
-    func statsJSON() -> String {
-        let peers = state.withLock { s in s.order.compactMap { s.viewers[$0].map { ($0.peer, $0.remb) } } }
-        let items: [Any] = peers.map { (p, remb) -> [(String, Any)] in
-            let st = p.statistics
-            return [("id", p.id), ("state", st.state), ("srtp", st.srtpProfile ?? ""), ("remote", st.remote ?? ""),
-                    ("payloadType", Int(p.offer.payloadType)), ("profileLevelId", p.offer.profileLevelID),
+    /// GET /stats: one JSON object per viewer, the refusal counters and the open connections. `detailed` (the
+    /// token's holder) adds each viewer's resource and remote address.
+    func statsJSON(detailed: Bool, refused: RefusalCounters, connections: Int) -> String {
+        let peers = state.withLock { s in s.order.compactMap { id in s.viewers[id].map { (id, $0) } } }
+        let items: [Any] = peers.map { (id, v) -> [(String, Any)] in
+            let p = v.peer, st = p.statistics
+            var item: [(String, Any)] = [("viewer", v.number), ("state", st.state), ("srtp", st.srtpProfile ?? "")]
+            if detailed { item += [("resource", "/whep/\(id)"), ("remote", st.remote ?? ""), ("client", v.address)] }
+            item += [("payloadType", Int(p.offer.payloadType)), ("profileLevelId", p.offer.profileLevelID),
                     ("framesSent", st.rtp.framesSent), ("packetsSent", st.rtp.packetsSent), ("bytesSent", st.rtp.bytesSent),
                     ("packetsDropped", st.rtp.packetsDroppedBySimulation), ("nacks", st.rtp.nacksReceived),
-                    ("retransmissions", st.rtp.retransmissions), ("keyFrameRequests", st.rtp.keyFrameRequests),
+                    ("retransmissions", st.rtp.retransmissions), ("retransmittedBytes", st.rtp.retransmittedBytes),
+                    ("nacksIgnored", st.rtp.nacksIgnored), ("retransmissionsOverBudget", st.rtp.retransmissionsOverBudget),
+                    ("keyFrameRequests", st.rtp.keyFrameRequests), ("keyFrameRequestsHonoured", st.rtp.keyFrameRequestsHonoured),
                     ("receiverReports", st.rtp.receiverReports), ("rttMs", st.rtp.rttMs ?? -1), ("fractionLost", st.rtp.fractionLost ?? -1),
-                    ("rembBps", remb.map { Int(clamping: $0) } ?? -1), ("stunRequests", st.stunRequests), ("srtcpErrors", st.srtcpErrors),
+                    ("rembBps", v.remb.map { Int(clamping: $0) } ?? -1), ("stunRequests", st.stunRequests), ("srtcpErrors", st.srtcpErrors),
+                    ("dtlsRecordsDropped", st.dtlsRecordsDropped), ("rtcpErrors", st.rtp.rtcpErrors),
                     ("keyFramesSkippedBeforeStart", st.framesSkippedBeforeKeyFrame),
                     // RTP time ↔ capture time of this viewer's stream, and CLOCK_REALTIME − CLOCK_MONOTONIC now
                     // (latency measurements map a frame's RTP timestamp back to its capture time).
                     ("rtpTimestampOffset", Int(p.sender.rtpTimestampOffset)), ("firstCaptureNs", st.rtp.firstCaptureNs.map { Int($0) } ?? -1),
                     ("realtimeMinusMonotonicNs", Int(realtimeMinusMonotonicNs()))]
+            return item
         }
         let s = state.withLock { ($0.total, $0.left) }
-        return "{\"viewers\": [" + items.map(jsonValue).joined(separator: ", ") + "], \"total\": \(s.0), \"left\": \(s.1)}"
+        return "{\"viewers\": [" + items.map(jsonValue).joined(separator: ", ") + "], \"total\": \(s.0), \"left\": \(s.1), "
+            + "\"connections\": \(connections), \"refused\": \(jsonValue(refused.json))}"
     }
 }
 

@@ -31,6 +31,9 @@ int cw_dtls_tick(cw_dtls *dtls);
 // Datagrams to send, one at a time: copies the next into `out` and returns its length, 0 when none.
 int cw_dtls_next_datagram(cw_dtls *dtls, uint8_t *out, size_t capacity);
 const char *cw_dtls_error(cw_dtls *dtls);
+// Records dropped since creation: malformed datagrams, and after the handshake records of another epoch, too
+// short to be protected, or refused by OpenSSL (RFC 6347 §4.1.2.7: discarded, never fatal).
+long cw_dtls_dropped(cw_dtls *dtls);
 // Sends close_notify (collect it with cw_dtls_next_datagram).
 void cw_dtls_close(cw_dtls *dtls);
 
@@ -50,6 +53,13 @@ int cw_srtp_protect_rtcp(cw_srtp *srtp, uint8_t *packet, int *length, int capaci
 int cw_srtp_unprotect_rtp(cw_srtp *srtp, uint8_t *packet, int *length);
 int cw_srtp_unprotect_rtcp(cw_srtp *srtp, uint8_t *packet, int *length);
 int cw_srtp_overhead(void);
+
+// A self-signed ECDSA P-256 TLS certificate valid `days` days for `names` (subjectAltName: IP addresses and DNS
+// names), as PEM (certificate and PKCS#8 key, NUL-terminated), with its SHA-256 fingerprint ("AB:CD:…") and the
+// base64 SHA-256 of its SubjectPublicKeyInfo (what Chromium's --ignore-certificate-errors-spki-list takes).
+// 1 on success; 0 with `error` filled.
+int cw_tls_self_signed(const char *const *names, int count, int days, char *cert_pem, size_t cert_cap, char *key_pem, size_t key_cap,
+                       char spki_sha256_b64[64], char fingerprint[128], char *error, size_t error_size);
 
 // HMAC-SHA1 (OpenSSL) for STUN MESSAGE-INTEGRITY. Writes 20 bytes.
 int cw_hmac_sha1(const uint8_t *key, size_t key_length, const uint8_t *data, size_t length, uint8_t out[20]);

@@ -1,0 +1,95 @@
+import Foundation
+import NIOSSL
+import WebRTC
+
+/// The pieces of `serve`'s safety that come from the command line: the token, origins, host names, the
+/// descriptor budget and the TLS context.
+enum ServeSecurity {
+    static let tokenRule = "a token must be 16...256 characters of A-Z a-z 0-9 - . _ ~ + / (RFC 6750's b64token)"
+
+    static func isValidToken(_ t: String) -> Bool {
+        let allowed = Set("-._~+/".utf8)
+        return (16...256).contains(t.utf8.count)
+            && t.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x41...0x5a).contains($0) || (0x61...0x7a).contains($0) || allowed.contains($0) }
+    }
+
+    /// 32 characters from 192 random bits (the system's CSPRNG: getrandom on Linux), URL-safe.
+    static func randomToken() -> String {
+        let chars = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+        var g = SystemRandomNumberGenerator()
+        return String(decoding: (0..<32).map { _ in chars[Int(g.next() % 64)] }, as: UTF8.self)
+    }
+
+    /// "scheme://host[:port]" (http or https, no path), lower-cased as browsers send it; nil if it is not one.
+    static func origin(_ s: String) -> String? {
+        let lower = s.lowercased()
+        guard lower.count <= 300, let r = lower.range(of: "://") else { return nil }
+        let scheme = lower[..<r.lowerBound], rest = lower[r.upperBound...]
+        guard scheme == "http" || scheme == "https", !rest.isEmpty, !rest.contains("/"), !rest.contains("@") else { return nil }
+        let host = ServerPolicy.hostPart(String(rest))
+        guard isHostName(host) else { return nil }
+        return lower
+    }
+
+    static func isHostName(_ h: String) -> Bool {
+        (1...253).contains(h.utf8.count) && h.utf8.allSatisfy { $0 == 0x2d || $0 == 0x2e || $0 == 0x3a || (0x30...0x39).contains($0) || (0x41...0x5a).contains($0) || (0x61...0x7a).contains($0) }
+    }
+
+    static func isLoopback(_ host: String) -> Bool { host.hasPrefix("127.") || host == "::1" }
+
+    /// HTTP connections that fit under the descriptor limit (RLIMIT_NOFILE) beside the camera, the viewers'
+    /// sockets and the process's own: accepting past the limit would make accept fail (EMFILE) and the server stall.
+    static func connectionsWithinDescriptorLimit(viewers: Int) -> Int {
+        var limit = rlimit()
+        guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 256 }
+        let soft = Int(clamping: min(limit.rlim_cur, 1 << 20))
+        return max(8, soft - 64 - viewers)
+    }
+
+    /// A regular file of at most `limit` bytes, as text; errors name the file and what is wrong.
+    static func readSmallFile(_ path: String, what: String, limit: Int) throws -> String {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw CLIError("cannot read the \(what) \(path): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG else { throw CLIError("the \(what) \(path) is not a regular file") }
+        guard st.st_size <= limit else { throw CLIError("the \(what) \(path) is \(st.st_size) bytes; at most \(limit) are read") }
+        var bytes = [UInt8](repeating: 0, count: limit + 1)
+        var n = 0
+        while n <= limit {
+            let r = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + n, limit + 1 - n) }
+            if r < 0 && errno == EINTR { continue }
+            guard r >= 0 else { throw CLIError("cannot read the \(what) \(path): \(String(cString: strerror(errno)))") }
+            if r == 0 { break }
+            n += r
+        }
+        guard n <= limit else { throw CLIError("the \(what) \(path) grew past \(limit) bytes while it was read") }
+        return String(decoding: bytes[0..<n], as: UTF8.self)
+    }
+
+    /// TLS from PEM files (the chain, then the key).
+    static func tlsContext(certificate: String, key: String) throws -> (NIOSSLContext, String) {
+        let certText = try readSmallFile(certificate, what: "TLS certificate", limit: 256 * 1024)
+        let keyText = try readSmallFile(key, what: "TLS key", limit: 64 * 1024)
+        let chain: [NIOSSLCertificate], privateKey: NIOSSLPrivateKey
+        do { chain = try NIOSSLCertificate.fromPEMBytes(Array(certText.utf8)) } catch { throw CLIError("\(certificate): not a PEM certificate (\(error))") }
+        guard !chain.isEmpty else { throw CLIError("\(certificate): no certificate in it") }
+        do { privateKey = try NIOSSLPrivateKey(bytes: Array(keyText.utf8), format: .pem) } catch { throw CLIError("\(key): not a PEM private key (\(error))") }
+        let config = TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(privateKey))
+        do { return (try NIOSSLContext(configuration: config), "https: certificate \(certificate)") }
+        catch { throw CLIError("the TLS certificate \(certificate) and key \(key) do not make a TLS context (do they belong together?): \(error)") }
+    }
+
+    /// TLS with a certificate made now for `names`; the line to print gives its fingerprints.
+    static func selfSignedContext(names: [String]) throws -> (NIOSSLContext, String) {
+        let made: SelfSignedCertificate
+        do { made = try SelfSignedCertificate(names: names) } catch { throw CLIError("cannot make a self-signed certificate: \(error)") }
+        do {
+            let config = TLSConfiguration.makeServerConfiguration(
+                certificateChain: try NIOSSLCertificate.fromPEMBytes(Array(made.certificatePEM.utf8)).map { .certificate($0) },
+                privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(made.privateKeyPEM.utf8), format: .pem)))
+            return (try NIOSSLContext(configuration: config),
+                    "https: self-signed certificate for \(names.joined(separator: ", ")); sha-256 \(made.fingerprint); public key sha-256 (base64) \(made.publicKeySHA256)")
+        } catch { throw CLIError("cannot use the self-signed certificate: \(error)") }
+    }
+}
