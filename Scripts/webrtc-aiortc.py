@@ -3,6 +3,8 @@
 
     webrtc-aiortc.py URL --frames N --out DECODED.y4m
 
+URL is the one `camcap serve` prints; a "#token=…" fragment is sent as Authorization: Bearer.
+
 POSTs a recvonly video offer to URL/whep, decodes N frames after the first, writes them as Y4M with their RTP
 timestamps and local receive times (CLOCK_MONOTONIC ns, the clock camcap stamps captures with) in
 DECODED.y4m.frames, DELETEs the resource and prints one JSON line: frames decoded, size, and the server's
@@ -13,16 +15,25 @@ import argparse, asyncio, json, os, re, sys, time, urllib.request
 from aiortc import RTCPeerConnection, RTCSessionDescription
 
 
+TOKEN = None
+
+
 def http(method, url, body=None, ctype=None):
     req = urllib.request.Request(url, data=body, method=method)
     if ctype:
         req.add_header("Content-Type", ctype)
+    if TOKEN:
+        req.add_header("Authorization", "Bearer " + TOKEN)
     with urllib.request.urlopen(req, timeout=10) as r:
         return r.status, dict(r.headers), r.read()
 
 
 async def run(a):
-    base = a.url if a.url.endswith("/") else a.url + "/"
+    global TOKEN
+    url, _, fragment = a.url.partition("#")
+    if fragment.startswith("token="):
+        TOKEN = fragment[len("token="):]
+    base = url if url.endswith("/") else url + "/"
     pc = RTCPeerConnection()
     pc.addTransceiver("video", direction="recvonly")
     got = asyncio.get_running_loop().create_future()
@@ -61,10 +72,9 @@ async def run(a):
         print(json.dumps({"ok": True, "abandoned": resource, "framesDecoded": len(frames)}), flush=True)
         os._exit(0)
     viewer = None
-    with urllib.request.urlopen(base + "stats", timeout=5) as r:
-        for v in json.load(r)["viewers"]:
-            if resource and v["id"] == resource.rsplit("/", 1)[-1]:
-                viewer = v
+    for v in json.loads(http("GET", base + "stats")[2])["viewers"]:
+        if resource and v.get("resource") == resource:
+            viewer = v
     if resource:
         await asyncio.to_thread(http, "DELETE", base + resource.lstrip("/"))
     await pc.close()

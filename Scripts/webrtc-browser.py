@@ -8,19 +8,32 @@ this page), then for the browser to settle, and prints one JSON line: the getSta
 the end of the window, the server's figures for this viewer, and the frames sent in the window. With --hold FILE
 it keeps the page open until FILE exists (two-viewer tests), then leaves with DELETE.
 """
-import argparse, json, os, sys, time, urllib.request
+import argparse, json, os, ssl, sys, time, urllib.request
+
+# The test's own server may use a self-signed certificate (Chromium trusts it by its public key, below).
+INSECURE = ssl.create_default_context()
+INSECURE.check_hostname = False
+INSECURE.verify_mode = ssl.CERT_NONE
 
 from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 
 
+TOKEN = None
+
+
+def server_stats(base):
+    req = urllib.request.Request(base + "stats")
+    if TOKEN:
+        req.add_header("Authorization", "Bearer " + TOKEN)
+    with urllib.request.urlopen(req, timeout=5, context=INSECURE) as r:
+        return json.load(r)
+
+
 def server_viewer(base, resource):
-    with urllib.request.urlopen(base + "stats", timeout=5) as r:
-        stats = json.load(r)
-    vid = resource.rsplit("/", 1)[-1] if resource else None
-    for v in stats["viewers"]:
-        if v["id"] == vid:
+    for v in server_stats(base)["viewers"]:
+        if resource and v.get("resource") == resource:
             return v
     return None
 
@@ -34,8 +47,13 @@ def main():
     ap.add_argument("--log", default=None)
     ap.add_argument("--navigate-away", action="store_true", help="leave by navigating away (pagehide) instead of calling DELETE")
     ap.add_argument("--expect-close", action="store_true", help="with --hold: wait for the DTLS transport to leave 'connected'")
+    ap.add_argument("--spki", default=None, help="trust the server's self-signed certificate with this public-key hash (base64 SHA-256)")
     a = ap.parse_args()
-    base = a.url if a.url.endswith("/") else a.url + "/"
+    global TOKEN
+    url, _, fragment = a.url.partition("#")
+    if fragment.startswith("token="):
+        TOKEN = fragment[len("token="):]
+    base = url if url.endswith("/") else url + "/"
 
     o = Options()
     for arg in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--mute-audio",
@@ -43,13 +61,15 @@ def main():
                 "--no-first-run", "--disable-background-timer-throttling", "--disable-renderer-backgrounding",
                 "--disable-backgrounding-occluded-windows", "--window-size=640,480"]:
         o.add_argument(arg)
+    if a.spki:
+        o.add_argument("--ignore-certificate-errors-spki-list=" + a.spki)
     o.binary_location = "/usr/bin/chromium"
     service = Service("/usr/bin/chromedriver", log_output=a.log) if a.log else Service("/usr/bin/chromedriver")
     d = webdriver.Chrome(service=service, options=o)
     out = {"ok": False}
     try:
         d.set_script_timeout(10)
-        d.get(base)
+        d.get(a.url)
         deadline = time.time() + a.timeout
 
         def stats():

@@ -143,6 +143,18 @@ public enum RTCPWriter {
 
     private static func be32(_ v: UInt32) -> [UInt8] { [UInt8(v >> 24), UInt8((v >> 16) & 0xff), UInt8((v >> 8) & 0xff), UInt8(v & 0xff)] }
 
+    /// A REMB (draft-alvestrand-rmcat-remb): a receiver's estimate of `bitrate` bit/s for the streams `ssrcs`.
+    public static func remb(sender: UInt32, bitrate: UInt64, ssrcs: [UInt32]) -> [UInt8] {
+        var exponent: UInt64 = 0
+        while bitrate >> exponent > 0x3ffff && exponent < 63 { exponent += 1 }
+        let mantissa = UInt32(truncatingIfNeeded: min(bitrate >> exponent, 0x3ffff))
+        let list = ssrcs.prefix(255)
+        let words = 4 + list.count
+        return [0x8f, 206, UInt8(words >> 8), UInt8(words & 0xff)] + be32(sender) + be32(0) + Array("REMB".utf8)
+            + [UInt8(list.count), UInt8(exponent << 2) | UInt8((mantissa >> 16) & 0x3), UInt8((mantissa >> 8) & 0xff), UInt8(mantissa & 0xff)]
+            + list.flatMap(be32)
+    }
+
     /// A BYE for `ssrc` (appended to a report: the receiver learns the stream has ended).
     public static func bye(ssrc: UInt32) -> [UInt8] {
         [0x81, 203, 0, 1] + be32(ssrc)

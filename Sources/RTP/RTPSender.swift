@@ -103,12 +103,12 @@ public final class RTPSender: @unchecked Sendable {
     }
 
     /// The last packets sent, indexed by sequence number (slot = sequence & mask: consecutive numbers never
-    /// collide), with when each was last (re)sent.
+    /// collide), with when each was last resent (`.min`: never).
     private struct History {
         var slots: [[UInt8]]
         var lengths: [Int]
         var sequences: [UInt16]
-        var sentNs: [Int64]
+        var resentNs: [Int64]
         var mask: Int
     }
     /// Bytes per 100 ms over the last second, for media and for retransmissions (the retransmission budget).
@@ -242,7 +242,7 @@ public final class RTPSender: @unchecked Sendable {
             let slot = c.maxPayload + H264Packetizer.headerSize + 2
             history = History(slots: (0..<size).map { _ in [UInt8](repeating: 0, count: slot) },
                               lengths: [Int](repeating: 0, count: size), sequences: [UInt16](repeating: 0, count: size),
-                              sentNs: [Int64](repeating: 0, count: size), mask: size - 1)
+                              resentNs: [Int64](repeating: .min, count: size), mask: size - 1)
         }
     }
 
@@ -284,6 +284,9 @@ public final class RTPSender: @unchecked Sendable {
 
     public var statistics: Statistics { shared.withLock { $0.stats } }
 
+    /// The sequence number the next media packet gets (for tests; read from the sending thread).
+    var nextSequenceNumber: UInt16 { packetizer.state.sequence }
+
     /// SPS and PPS of a key frame, for the SDP's fmtp.
     public static func parameterSets(of frame: EncodedFrame) -> (sps: [UInt8], pps: [UInt8])? {
         guard let s = frame.nalUnits.first(where: { $0.type == .sps }), let p = frame.nalUnits.first(where: { $0.type == .pps }) else { return nil }
@@ -300,7 +303,7 @@ public final class RTPSender: @unchecked Sendable {
             shared.withLock { s in
                 let i = Int(seq) & s.history.mask
                 s.history.slots[i].withUnsafeMutableBytes { $0.baseAddress!.copyMemory(from: packet.baseAddress!, byteCount: packet.count) }
-                s.history.lengths[i] = packet.count; s.history.sequences[i] = seq; s.history.sentNs[i] = now
+                s.history.lengths[i] = packet.count; s.history.sequences[i] = seq; s.history.resentNs[i] = .min
                 s.rates.addMedia(packet.count, at: now)
             }
             if configuration.dropRate > 0 && nextRandom() < configuration.dropRate {
@@ -440,17 +443,18 @@ public final class RTPSender: @unchecked Sendable {
         var packet = [UInt8](); packet.reserveCapacity(configuration.maxPayload + 16)
         let (found, withinBudget) = shared.withLock { s -> (Bool, Bool) in
             let i = Int(seq) & s.history.mask
-            // Stale (overwritten or never sent) or resent less than an RTT ago (the receiver's NACK crossed it):
-            // libwebrtc's rules. The RTT is the measured one, 5...500 ms, 100 ms before a measurement.
+            // Stale (overwritten or never sent) or already resent less than an RTT ago (this NACK crossed the
+            // retransmission): libwebrtc's rules. The RTT is the measured one, 5...500 ms, 100 ms before a measurement.
             let rttNs = Int64(min(500, max(5, s.stats.rttMs ?? 100)) * 1_000_000)
-            guard s.history.sequences[i] == seq, s.history.lengths[i] > 0, now - s.history.sentNs[i] >= rttNs else {
+            let resent = s.history.resentNs[i]
+            guard s.history.sequences[i] == seq, s.history.lengths[i] > 0, resent == .min || now - resent >= rttNs else {
                 s.stats.nacksIgnored += 1; return (false, true)
             }
             let length = s.history.lengths[i] + (configuration.rtxPayloadType != nil ? 2 : 0)
             guard s.rates.spend(length, share: configuration.retransmissionShare, allowance: 2 * (configuration.maxPayload + 14), at: now) else {
                 s.stats.retransmissionsOverBudget += 1; return (false, false)
             }
-            s.history.sentNs[i] = now
+            s.history.resentNs[i] = now
             let original = s.history.slots[i][0..<s.history.lengths[i]]
             if let rtxPT = configuration.rtxPayloadType {
                 // RFC 4588: own SSRC, payload type and sequence; the payload starts with the original sequence number.

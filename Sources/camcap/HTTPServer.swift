@@ -4,6 +4,7 @@ import NIOPosix
 import NIOHTTP1
 import NIOSSL
 import Synchronization
+import VideoCapture
 
 /// Who may use the server and how much of it: the bearer token (RFC 9725 §4.1; nil with --no-auth), the
 /// origins allowed cross-origin access, the names the server answers to (Host, against DNS rebinding), and limits.
@@ -42,38 +43,60 @@ struct ServerPolicy: Sendable {
 
 /// What the server refused, by reason (GET /stats shows them; each abuse test reads its own).
 struct RefusalCounters: Sendable {
-    var unauthorized = 0, foreignOrigin = 0, foreignHost = 0, connectionLimit = 0, perAddressConnectionLimit = 0
+    var unauthorized = 0, foreignOrigin = 0, foreignHost = 0, connectionLimit = 0, perAddressConnectionLimit = 0, evicted = 0
     var timeouts = 0, viewerLimit = 0, pendingLimit = 0, perAddressViewerLimit = 0, badOffer = 0
     var json: [(String, Any)] {
         [("unauthorized", unauthorized), ("foreignOrigin", foreignOrigin), ("foreignHost", foreignHost), ("connectionLimit", connectionLimit),
-         ("perAddressConnectionLimit", perAddressConnectionLimit), ("timeouts", timeouts), ("viewerLimit", viewerLimit),
+         ("perAddressConnectionLimit", perAddressConnectionLimit), ("evicted", evicted), ("timeouts", timeouts), ("viewerLimit", viewerLimit),
          ("pendingLimit", pendingLimit), ("perAddressViewerLimit", perAddressViewerLimit), ("badOffer", badOffer)]
     }
 }
 
-/// Open connections, overall and per client address, and the refusal counters.
+/// Open connections, overall and per client address, and the refusal counters. When every connection is
+/// taken, a new one evicts the one that has waited longest without a request in progress (an idle or slowloris
+/// connection), so that connections held open by others cannot lock real clients out.
 final class ConnectionTracker: Sendable {
-    private struct State { var open = 0; var perAddress: [String: Int] = [:]; var refused = RefusalCounters() }
+    private struct State {
+        var open = 0
+        var perAddress: [String: Int] = [:]
+        /// Connections with no request in progress, and since when (monotonic ns).
+        var waiting: [ObjectIdentifier: (channel: any Channel, sinceNs: Int64)] = [:]
+        var refused = RefusalCounters()
+    }
     private let state = Mutex(State())
     let policy: ServerPolicy
     init(policy: ServerPolicy) { self.policy = policy }
 
     enum Admission { case admitted, tooMany, tooManyFromAddress }
-    func admit(_ address: String) -> Admission {
-        state.withLock { s in
-            if s.open >= policy.maxConnections { s.refused.connectionLimit += 1; return .tooMany }
-            if s.perAddress[address, default: 0] >= policy.maxConnectionsPerAddress { s.refused.perAddressConnectionLimit += 1; return .tooManyFromAddress }
+    func admit(_ channel: any Channel, from address: String) -> Admission {
+        let (admission, evict) = state.withLock { s -> (Admission, (any Channel)?) in
+            if s.perAddress[address, default: 0] >= policy.maxConnectionsPerAddress { s.refused.perAddressConnectionLimit += 1; return (.tooManyFromAddress, nil) }
+            var victim: (any Channel)?
+            if s.open >= policy.maxConnections {
+                guard let oldest = s.waiting.min(by: { $0.value.sinceNs < $1.value.sinceNs }) else { s.refused.connectionLimit += 1; return (.tooMany, nil) }
+                s.waiting.removeValue(forKey: oldest.key)
+                s.refused.evicted += 1
+                victim = oldest.value.channel
+            }
             s.open += 1; s.perAddress[address, default: 0] += 1
-            return .admitted
+            s.waiting[ObjectIdentifier(channel)] = (channel, monotonicNanoseconds())
+            return (.admitted, victim)
         }
+        evict?.close(promise: nil)
+        return admission
     }
-    func release(_ address: String) {
+    func release(_ channel: any Channel, from address: String) {
         state.withLock { s in
             s.open -= 1
             let n = s.perAddress[address, default: 1] - 1
             s.perAddress[address] = n > 0 ? n : nil
+            s.waiting.removeValue(forKey: ObjectIdentifier(channel))
         }
     }
+    /// A request has begun on `channel` (it is not evicted until it is answered).
+    func busy(_ channel: any Channel) { _ = state.withLock { $0.waiting.removeValue(forKey: ObjectIdentifier(channel)) } }
+    /// `channel` waits for its next request.
+    func waiting(_ channel: any Channel) { state.withLock { $0.waiting[ObjectIdentifier(channel)] = (channel, monotonicNanoseconds()) } }
     func count(_ update: (inout RefusalCounters) -> Void) { state.withLock { update(&$0.refused) } }
     var refused: RefusalCounters { state.withLock { $0.refused } }
     var openConnections: Int { state.withLock { $0.open } }
@@ -104,13 +127,13 @@ final class HTTPServer: Sendable {
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let address = channel.remoteAddress?.ipAddress ?? "?"
-                    let admission = tracker.admit(address)
+                    let admission = tracker.admit(channel, from: address)
                     guard case .admitted = admission else {
                         // Over a limit: a plain-HTTP client is told why; then the connection is closed.
                         try channel.pipeline.syncOperations.addHandler(RefuseHandler(tls: tls != nil, tooMany: admission == .tooMany))
                         return
                     }
-                    channel.closeFuture.whenComplete { _ in tracker.release(address) }
+                    channel.closeFuture.whenComplete { _ in tracker.release(channel, from: address) }
                     if let tls { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls)) }
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
                     try channel.pipeline.syncOperations.addHandler(WHEPHandler(hub: hub, tracker: tracker, address: address))
@@ -185,6 +208,7 @@ private final class WHEPHandler: ChannelInboundHandler {
         switch unwrapInboundIn(data) {
         case .head(let h):
             head = h; body.removeAll(keepingCapacity: true); tooLarge = false
+            tracker.busy(context.channel)
             // RFC 9110 §10.1.1: a client waiting for 100 Continue gets it (or the final answer, when that is a refusal).
             if h.headers.first(name: "Expect")?.lowercased() == "100-continue" {
                 if let refusal = refusal(h) {
@@ -312,7 +336,7 @@ private final class WHEPHandler: ChannelInboundHandler {
         buffer.writeBytes(bytes)
         context.write(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
         let done = context.writeAndFlush(wrapOutboundOut(.end(nil)))
-        if keepAlive { arm(context) } else { done.whenComplete { [context] _ in context.close(promise: nil) } }
+        if keepAlive { arm(context); tracker.waiting(context.channel) } else { done.whenComplete { [context] _ in context.close(promise: nil) } }
     }
 }
 

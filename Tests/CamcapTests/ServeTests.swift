@@ -7,7 +7,10 @@ import TestSupport
 final class ServeProcess {
     let process = Process()
     let errPath: String, outPath: String
+    /// The server's base URL ("http://127.0.0.1:PORT/"), the URL it printed to open (with "#token=…"), and the token.
     private(set) var url = ""
+    private(set) var pageURL = ""
+    private(set) var token: String?
 
     init(_ args: [String], name: String) throws {
         errPath = work + "/\(name).err"; outPath = work + "/\(name).out"
@@ -20,8 +23,11 @@ final class ServeProcess {
         try process.run()
         let end = Date().addingTimeInterval(30)
         while Date() < end && process.isRunning {
-            if let line = err.split(separator: "\n").first(where: { $0.hasPrefix("serving http://") }) {
-                url = String(line.split(separator: " ")[1])
+            if let line = err.split(separator: "\n").first(where: { $0.hasPrefix("serving http://") || $0.hasPrefix("serving https://") }) {
+                pageURL = String(line.split(separator: " ")[1])
+                let parts = pageURL.split(separator: "#", maxSplits: 1)
+                url = String(parts[0])
+                token = parts.count == 2 && parts[1].hasPrefix("token=") ? String(parts[1].dropFirst(6)) : nil
                 if err.contains("serving fixture") { return }   // the camera is running too
             }
             usleep(20_000)
@@ -62,8 +68,14 @@ final class ServeProcess {
         return process.terminationStatus
     }
 
+    /// curl with the server's token (and -k for its self-signed certificate).
+    func curl(_ args: [String]) throws -> ToolResult {
+        let auth = token.map { ["-H", "Authorization: Bearer \($0)"] } ?? []
+        return try runTool("curl", ["-sS", "-k", "--max-time", "10"] + auth + args)
+    }
+
     func stats() throws -> [String: Any] {
-        let r = try runTool("curl", ["-sS", "--max-time", "5", url + "stats"])
+        let r = try curl([url + "stats"])
         return (try JSONSerialization.jsonObject(with: Data(r.out.utf8))) as? [String: Any] ?? [:]
     }
 }
@@ -94,7 +106,7 @@ let chromiumAvailable = peersRequired || (FileManager.default.isExecutableFile(a
         // 720p30 from the MJPEG webcam fixture (decoded, converted, encoded): the glass-to-glass case.
         let server = try ServeProcess(["-d", "fixture:uvc-webcam", "-s", "1280x720", "--noise", "4", "--listen", "127.0.0.1:0"], name: "serve-chromium")
         #expect(!server.url.isEmpty, "\(server.err)")
-        let b = try chromium(server.url)
+        let b = try chromium(server.pageURL)
         #expect(b["ok"] as? Bool == true, "\(b)")
         let last = b["last"] as? [String: Any], sent = int(b, "framesSent"), decoded = int(b, "framesDecoded")
         #expect(sent >= 300 && decoded >= 280, "decoded \(decoded) of \(sent)")
@@ -120,7 +132,7 @@ let chromiumAvailable = peersRequired || (FileManager.default.isExecutableFile(a
         // Also the other SRTP profile: AES_CM_128_HMAC_SHA1_80 only.
         let server = try ServeProcess(["-d", "fixture:iphone", "-s", "640x480", "--listen", "127.0.0.1:0", "--srtp", "cm"], name: "serve-rotated")
         // The page leaves like a closed tab (navigation: pagehide sends DELETE).
-        let b = try chromium(server.url, frames: 30, extra: ["--navigate-away"])
+        let b = try chromium(server.pageURL, frames: 30, extra: ["--navigate-away"])
         let last = b["last"] as? [String: Any]
         #expect(b["ok"] as? Bool == true, "\(b)")
         #expect(last?["srtpCipher"] as? String == "SRTP_AES128_CM_HMAC_SHA1_80", "\(String(describing: last?["srtpCipher"]))")
@@ -138,7 +150,7 @@ let chromiumAvailable = peersRequired || (FileManager.default.isExecutableFile(a
 
     @Test(.enabled(if: chromiumAvailable)) func lossIsRepairedWithNackAndPli() throws {
         let server = try ServeProcess(["-d", "fixture:vivid", "-s", "640x360", "--listen", "127.0.0.1:0", "--drop-rate", "0.02"], name: "serve-loss")
-        let b = try chromium(server.url)
+        let b = try chromium(server.pageURL)
         #expect(b["ok"] as? Bool == true, "\(b)")
         let last = b["last"] as? [String: Any], srv = b["lastServer"] as? [String: Any]
         let sent = int(b, "framesSent"), decoded = int(b, "framesDecoded")
@@ -157,7 +169,7 @@ let chromiumAvailable = peersRequired || (FileManager.default.isExecutableFile(a
         // Viewer A stays until `hold` exists; viewer B comes, watches 150 frames and leaves.
         let a = Process()
         a.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        a.arguments = [browserScript, server.url, "--frames", "60", "--hold", hold, "--expect-close"]
+        a.arguments = [browserScript, server.pageURL, "--frames", "60", "--hold", hold, "--expect-close"]
         let aOut = work + "/viewer-a.out"
         _ = FileManager.default.createFile(atPath: aOut, contents: nil)
         a.standardOutput = FileHandle(forWritingAtPath: aOut); a.standardError = FileHandle(forWritingAtPath: work + "/viewer-a.err")
@@ -166,7 +178,7 @@ let chromiumAvailable = peersRequired || (FileManager.default.isExecutableFile(a
         let end = Date().addingTimeInterval(60)
         while Date() < end, !ServeProcess.read(aOut).contains("\n") { usleep(50_000) }
         let fdsAlone = server.fdCount, rssAlone = server.rssKiB
-        let b = try chromium(server.url, frames: 150)
+        let b = try chromium(server.pageURL, frames: 150)
         #expect(b["ok"] as? Bool == true, "\(b)")
         #expect(int(b, "framesDecoded") >= 140, "viewer B: \(b)")
         let stats = try server.stats()
@@ -197,16 +209,16 @@ let chromiumAvailable = peersRequired || (FileManager.default.isExecutableFile(a
                    "c=IN IP4 0.0.0.0", "a=ice-ufrag:abcd", "a=ice-pwd:abcdefghijklmnopqrstuvwx",
                    "a=fingerprint:sha-256 " + Array(repeating: "AB", count: 32).joined(separator: ":"), "a=setup:actpass", "a=mid:0",
                    "a=recvonly", "a=rtcp-mux", "a=rtpmap:96 VP8/90000", "a=rtpmap:97 rtx/90000", "a=fmtp:97 apt=96"].joined(separator: "\r\n") + "\r\n"
-        let r = try runTool("curl", ["-sS", "-o", "-", "-w", "\n%{http_code}", "-X", "POST", "-H", "Content-Type: application/sdp", "--data-binary", vp8, server.url + "whep"])
+        let r = try server.curl(["-o", "-", "-w", "\n%{http_code}", "-X", "POST", "-H", "Content-Type: application/sdp", "--data-binary", vp8, server.url + "whep"])
         #expect(r.out.hasSuffix("406") && r.out.contains("no H.264") && r.out.contains("VP8"), "\(r.out)")
         let mode0 = vp8.replacingOccurrences(of: "VP8/90000", with: "H264/90000") + "a=fmtp:96 packetization-mode=0;profile-level-id=42e01f\r\n"
-        let r0 = try runTool("curl", ["-sS", "-w", "\n%{http_code}", "-X", "POST", "-H", "Content-Type: application/sdp", "--data-binary", mode0, server.url + "whep"])
+        let r0 = try server.curl(["-w", "\n%{http_code}", "-X", "POST", "-H", "Content-Type: application/sdp", "--data-binary", mode0, server.url + "whep"])
         #expect(r0.out.hasSuffix("406") && r0.out.contains("packetization-mode=1"), "\(r0.out)")
-        let garbage = try runTool("curl", ["-sS", "-w", "\n%{http_code}", "-X", "POST", "-H", "Content-Type: application/sdp", "--data-binary", "hello", server.url + "whep"])
+        let garbage = try server.curl(["-w", "\n%{http_code}", "-X", "POST", "-H", "Content-Type: application/sdp", "--data-binary", "hello", server.url + "whep"])
         #expect(garbage.out.hasSuffix("400") && garbage.out.contains("not a valid SDP"), "\(garbage.out)")
-        let del = try runTool("curl", ["-sS", "-w", "\n%{http_code}", "-X", "DELETE", server.url + "whep/nonexistent"])
+        let del = try server.curl(["-w", "\n%{http_code}", "-X", "DELETE", server.url + "whep/nonexistent"])
         #expect(del.out.hasSuffix("404"), "\(del.out)")
-        let page = try runTool("curl", ["-sS", server.url])
+        let page = try server.curl([server.url])
         #expect(page.out.contains("RTCPeerConnection") && page.out.contains("/whep"))
         // Nobody watched: the encoder rested the whole time.
         #expect(server.stop() == 0)
@@ -243,7 +255,7 @@ func aiortc() throws -> String {
     @Test(.enabled(if: aiortcPython != nil || peersRequired)) func aiortcDecodesAndMatchesTheInput() throws {
         let input = work + "/aiortc-input.y4m", decoded = work + "/aiortc-decoded.y4m"
         let server = try ServeProcess(["-d", "fixture:vivid", "-s", "640x360", "--listen", "127.0.0.1:0", "--noise", "4", "--dump-input", input], name: "serve-aiortc")
-        let r = try runTool(try aiortc(), [repo + "/Scripts/webrtc-aiortc.py", server.url, "--frames", "300", "--out", decoded])
+        let r = try runTool(try aiortc(), [repo + "/Scripts/webrtc-aiortc.py", server.pageURL, "--frames", "300", "--out", decoded])
         #expect(server.stop() == 0, "\(server.err)")
         let line = r.out.split(separator: "\n").last.map(String.init) ?? ""
         let j = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "\(r.out) \(r.err.suffix(1500))")
@@ -270,7 +282,7 @@ extension AiortcTests {
         let server = try ServeProcess(["-d", "fixture:vivid", "-s", "320x240", "--listen", "127.0.0.1:0"], name: "serve-churn")
         defer { _ = server.stop() }
         func viewer() throws {
-            let r = try runTool(try aiortc(), [repo + "/Scripts/webrtc-aiortc.py", server.url, "--frames", "20", "--out", work + "/churn.y4m"])
+            let r = try runTool(try aiortc(), [repo + "/Scripts/webrtc-aiortc.py", server.pageURL, "--frames", "20", "--out", work + "/churn.y4m"])
             #expect(r.out.contains("\"ok\": true"), "\(r.out) \(r.err.suffix(500))")
         }
         try viewer()
@@ -292,7 +304,7 @@ extension AiortcTests {
         let server = try ServeProcess(["-d", "fixture:vivid", "-s", "320x240", "--listen", "127.0.0.1:0", "--consent-timeout", "3"], name: "serve-vanish")
         defer { _ = server.stop() }
         let fds = server.fdCount
-        let r = try runTool(try aiortc(), [repo + "/Scripts/webrtc-aiortc.py", server.url, "--frames", "20", "--out", work + "/vanish.y4m", "--abandon"])
+        let r = try runTool(try aiortc(), [repo + "/Scripts/webrtc-aiortc.py", server.pageURL, "--frames", "20", "--out", work + "/vanish.y4m", "--abandon"])
         #expect(r.out.contains("\"abandoned\""), "\(r.out) \(r.err.suffix(500))")
         var stats = try server.stats()
         let end = Date().addingTimeInterval(15)
@@ -309,7 +321,7 @@ extension AiortcTests {
     /// refused and the viewer freed.
     @Test(.enabled(if: aiortcPython != nil || peersRequired)) func wrongDTLSFingerprintIsRefused() throws {
         let server = try ServeProcess(["-d", "fixture:vivid", "-s", "320x240", "--listen", "127.0.0.1:0"], name: "serve-fingerprint")
-        let r = try runTool(try aiortc(), [repo + "/Scripts/webrtc-aiortc.py", server.url, "--frames", "5", "--out", work + "/fp.y4m",
+        let r = try runTool(try aiortc(), [repo + "/Scripts/webrtc-aiortc.py", server.pageURL, "--frames", "5", "--out", work + "/fp.y4m",
                                             "--tamper-fingerprint", "--timeout", "5"])
         #expect(r.out.contains("\"ok\": false"), "aiortc must not get frames: \(r.out)")
         var stats = try server.stats()

@@ -1,0 +1,189 @@
+import Foundation
+import Testing
+import Synchronization
+@testable import RTP
+import H264
+
+/// A UDP socket on a loopback address of the test's choosing (127.0.0.2 plays a stranger: every 127/8 address
+/// is local on Linux).
+final class UDPPeer: Sendable {
+    let socket: Int32
+    let port: UInt16
+    init(host: String = "127.0.0.1", port: UInt16 = 0) throws {
+        let fd = Glibc.socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        var a = sockaddr_in(); a.sin_family = sa_family_t(AF_INET); a.sin_addr.s_addr = inet_addr(host); a.sin_port = port.bigEndian
+        let r = withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        guard r == 0 else { let e = errno; close(fd); throw RTPError("cannot bind \(host):\(port)", errno: e) }
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
+        var size: Int32 = 8 << 20
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        var tv = timeval(tv_sec: 0, tv_usec: 100_000)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        socket = fd
+        self.port = UInt16(bigEndian: a.sin_port)
+    }
+    deinit { close(socket) }
+    func send(_ bytes: [UInt8], to port: Int, host: String = "127.0.0.1") {
+        var a = sockaddr_in(); a.sin_family = sa_family_t(AF_INET); a.sin_addr.s_addr = inet_addr(host); a.sin_port = UInt16(port).bigEndian
+        _ = bytes.withUnsafeBytes { b in withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            sendto(socket, b.baseAddress, b.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } } }
+    }
+    /// Reads everything that arrives until `done()` holds and nothing came for 100 ms; returns the RTP bytes and
+    /// packets (RTCP, such as sender reports, is not counted).
+    func drain(until done: () -> Bool) -> (bytes: Int, packets: Int) {
+        var b = [UInt8](repeating: 0, count: 2048)
+        var bytes = 0, packets = 0
+        while true {
+            let n = b.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, 0) }
+            if n > 0 { if !(192...223).contains(b[1]) { bytes += n; packets += 1 } } else if done() { return (bytes, packets) }
+        }
+    }
+}
+
+/// A P frame of `packets` slices of 1000 bytes (one RTP packet each).
+func pFrame(packets: Int) -> EncodedFrame {
+    var f = EncodedFrame()
+    for _ in 0..<packets {
+        f.data += [0, 0, 0, 1]
+        f.nalUnits.append(NALUnit(type: .slice, offset: f.data.count, length: 1000))
+        f.data += [0x41] + [UInt8](repeating: 7, count: 999)
+    }
+    return f
+}
+
+/// Waits (on the sender's own counters, an event) until `condition` holds, at most 10 s.
+func waitFor(_ condition: () -> Bool) -> Bool {
+    let end = Date().addingTimeInterval(10)
+    while !condition() { if Date() > end { return false }; usleep(2_000) }
+    return true
+}
+
+@Suite(.serialized, .timeLimit(.minutes(2))) struct FeedbackSafetyTests {
+    /// RTCP from an address that is not the receiver's changes nothing: no retransmission, no key frame, no
+    /// bitrate; it is counted. The receiver's own REMB of 0 is raised to the floor.
+    @Test func feedbackFromAStrangerIsDroppedAndCounted() throws {
+        let receiver = try UDPPeer()
+        var c = RTPSender.Configuration(host: "127.0.0.1", port: Int(receiver.port))
+        c.rtcpPort = Int(receiver.port)   // the receiver's reports come from its one socket
+        let sender = try RTPSender(configuration: c)
+        defer { sender.close() }
+        let keyFrames = Atomic<Int>(0), estimates = Mutex<[UInt64]>([])
+        sender.onKeyFrameRequest = { keyFrames.add(1, ordering: .relaxed) }
+        sender.onBitrateEstimate = { bps in estimates.withLock { $0.append(bps) } }
+        var t: Int64 = 1_000_000_000
+        for _ in 0..<10 { try sender.send(pFrame(packets: 4), captureNs: t); t += 33_333_333 }
+        let sent = receiver.drain { sender.statistics.packetsSent == 40 }
+        #expect(sent.packets >= 40)
+
+        let stranger = try UDPPeer(host: "127.0.0.2")
+        let allSequences = (0..<UInt16(40)).map { sender.nextSequenceNumber &- 40 &+ $0 }   // every packet sent
+        var datagrams = 0
+        for i in 0..<300 {
+            let packet: [UInt8]
+            switch i % 3 {
+            case 0: packet = RTCPWriter.pli(sender: 7, media: sender.ssrc)
+            case 1: packet = RTCPWriter.nack(sender: 7, media: sender.ssrc, lost: allSequences)
+            default: packet = RTCPWriter.remb(sender: 7, bitrate: 0, ssrcs: [sender.ssrc])
+            }
+            stranger.send(packet, to: sender.localRTCPPort); datagrams += 1
+        }
+        #expect(waitFor { sender.statistics.rtcpFromStrangers == datagrams }, "\(sender.statistics)")
+        let extra = receiver.drain { true }
+        let s = sender.statistics
+        #expect(extra.bytes == 0 && s.retransmissions == 0 && s.retransmittedBytes == 0)
+        #expect(s.keyFrameRequests == 0 && keyFrames.load(ordering: .relaxed) == 0 && s.nacksReceived == 0)
+        #expect(s.rembBitrate == nil && estimates.withLock { $0.isEmpty })
+        print("FIGURE stranger RTCP to stream: \(datagrams) datagrams (PLI, NACK of 40 packets, REMB 0) → \(extra.bytes) extra bytes, \(s.keyFrameRequests) key-frame requests, REMB ignored; \(s.rtcpFromStrangers) counted as strangers'")
+
+        // The receiver itself: a REMB of 0 is raised to the floor, never 0.
+        receiver.send(RTCPWriter.remb(sender: 9, bitrate: 0, ssrcs: [sender.ssrc]), to: sender.localRTCPPort)
+        #expect(waitFor { sender.statistics.rembBitrate != nil })
+        #expect(sender.statistics.rembBitrate == c.minimumBitrateEstimate && estimates.withLock { $0 } == [c.minimumBitrateEstimate])
+    }
+
+    /// A NACK storm from the real receiver (every packet of the history, thousands of times a second) while
+    /// the stream runs: each packet is resent at most once per RTT and retransmissions stay within their share,
+    /// so what reaches the receiver stays under 1.5 × the media.
+    @Test func aNackStormKeepsTheSendRateUnderOneAndAHalfTimesTheMedia() throws {
+        let receiver = try UDPPeer()
+        var c = RTPSender.Configuration(host: "127.0.0.1", port: Int(receiver.port))
+        c.rtcpPort = Int(receiver.port)
+        let sender = try RTPSender(configuration: c)
+        defer { sender.close() }
+        let stop = Atomic<Bool>(false), storms = Atomic<Int>(0)
+        let storm = Thread { [sender] in
+            // Its own socket at the receiver's address (the sender checks the address, not the port).
+            let s = try! UDPPeer()
+            var first: UInt16 = 0
+            while !stop.load(ordering: .relaxed) {
+                let lost = (0..<UInt16(200)).map { first &+ $0 }
+                s.send(RTCPWriter.nack(sender: 9, media: sender.ssrc, lost: lost), to: sender.localRTCPPort)
+                first &+= 7
+                storms.add(1, ordering: .relaxed)
+                if storms.load(ordering: .relaxed) % 20 == 0 { usleep(1_000) }
+            }
+        }
+        storm.start()
+        let received = Atomic<Int>(0), receiving = Atomic<Bool>(true)
+        let reader = Thread { [receiver] in
+            var b = [UInt8](repeating: 0, count: 2048)
+            while receiving.load(ordering: .relaxed) {
+                let n = b.withUnsafeMutableBytes { recv(receiver.socket, $0.baseAddress, $0.count, 0) }
+                if n > 0 && !(192...223).contains(b[1]) { received.add(n, ordering: .relaxed) }
+            }
+        }
+        reader.start()
+        // 3 s of a 30 fps stream of 6-packet frames (about 1.5 Mbit/s).
+        var t: Int64 = 1_000_000_000
+        let start = Date()
+        for i in 0..<90 {
+            try sender.send(pFrame(packets: 6), captureNs: t); t += 33_333_333
+            let due = start.addingTimeInterval(Double(i + 1) / 30)
+            let wait = due.timeIntervalSinceNow
+            if wait > 0 { usleep(UInt32(wait * 1e6)) }
+        }
+        stop.store(true, ordering: .relaxed)
+        while !storm.isFinished { usleep(1_000) }
+        let s = sender.statistics
+        _ = waitFor { sender.statistics.nacksReceived == s.nacksReceived }
+        receiving.store(false, ordering: .relaxed)
+        while !reader.isFinished { usleep(1_000) }
+        let total = received.load(ordering: .relaxed), media = s.bytesSent
+        let ratio = Double(total) / Double(media)
+        print("FIGURE NACK storm from the receiver: \(storms.load(ordering: .relaxed)) NACKs of 200 packets in \(fmt(Date().timeIntervalSince(start))) s; media \(media) bytes, received \(total) bytes (× \(fmt(ratio))); \(s.retransmissions) resent, \(s.nacksIgnored) ignored (stale or within an RTT), \(s.retransmissionsOverBudget) over budget")
+        #expect(s.nacksReceived > 100, "the storm reached the sender: \(s)")
+        #expect(s.retransmissions > 0, "a NACK is still answered within the budget")
+        #expect(ratio <= 1.5, "sent × \(ratio) the media")
+        #expect(Double(s.retransmittedBytes) <= 0.5 * Double(media) + Double(4 * (c.maxPayload + 14)))
+    }
+
+    /// A packet already resent is not resent again within an RTT; a NACK for a packet no longer in the
+    /// history is ignored.
+    @Test func duplicateAndStaleNacksAreIgnored() throws {
+        final class Null: RTPTransport, @unchecked Sendable {
+            let sent = Atomic<Int>(0)
+            func sendRTP(_ packet: UnsafeRawBufferPointer) -> Int32 { sent.add(1, ordering: .relaxed); return 0 }
+            func sendRTCP(_ packet: UnsafeRawBufferPointer) -> Int32 { 0 }
+        }
+        let transport = Null()
+        var c = RTPSender.Configuration(host: "peer", port: 1)
+        c.historySize = 64
+        let sender = try RTPSender(configuration: c, transport: transport)
+        var t: Int64 = 1_000_000_000
+        for _ in 0..<40 { try sender.send(pFrame(packets: 6), captureNs: t); t += 33_333_333 }
+        // The newest packets' sequence numbers: the sender's state gives the next one.
+        let next = sender.nextSequenceNumber
+        let recent = next &- 3, old = next &- 200
+        let nack = RTCPWriter.nack(sender: 1, media: sender.ssrc, lost: [recent])
+        let before = transport.sent.load(ordering: .relaxed)
+        nack.withUnsafeBytes { sender.handleRTCP($0) }
+        nack.withUnsafeBytes { sender.handleRTCP($0) }   // the same NACK again, at once
+        RTCPWriter.nack(sender: 1, media: sender.ssrc, lost: [old]).withUnsafeBytes { sender.handleRTCP($0) }
+        let s = sender.statistics
+        #expect(transport.sent.load(ordering: .relaxed) - before == 1 && s.retransmissions == 1, "\(s)")
+        #expect(s.nacksIgnored == 2, "\(s)")
+    }
+}
+
+func fmt(_ v: Double) -> String { String(format: "%.2f", v) }
