@@ -51,8 +51,9 @@ public final class RTPSender: @unchecked Sendable {
         /// (`Statistics.rtcpFromStrangers`). Only for a sender that owns its sockets.
         public var feedbackFrom: [String] = []
         /// Retransmissions may use at most this share of the media bitrate (over a sliding second), so that
-        /// whatever the NACK rate the sender sends at most (1 + share) × its media bitrate.
-        public var retransmissionShare = 0.5
+        /// whatever the NACK rate the sender sends at most (1 + share) × its media bitrate. 0.45 keeps the total
+        /// under 1.5 × with what the transport adds to each packet (RTX's 2 bytes, SRTP's tag).
+        public var retransmissionShare = 0.45
         /// A receiver's bandwidth estimate (REMB) is raised to this many bit/s before it is handed on: one REMB
         /// of 0 must not silence the stream.
         public var minimumBitrateEstimate: UInt64 = 50_000
@@ -122,11 +123,11 @@ public final class RTPSender: @unchecked Sendable {
             slot = max(slot, s)
         }
         mutating func addMedia(_ bytes: Int, at now: Int64) { advance(now); media[Int(slot % 10)] += bytes }
-        /// Whether `bytes` more of retransmission stay within `share` of the media sent in the last second
-        /// (plus two packets, so a low-rate stream can still repair a loss); counts them if so.
+        /// Whether `bytes` more of retransmission stay within `share` of the media sent in the last second (at
+        /// least `allowance`, so a low-rate stream can still repair a loss); counts them if so.
         mutating func spend(_ bytes: Int, share: Double, allowance: Int, at now: Int64) -> Bool {
             advance(now)
-            let budget = Int(Double(media.reduce(0, +)) * share) + allowance
+            let budget = max(Int(Double(media.reduce(0, +)) * share), allowance)
             guard resent.reduce(0, +) + bytes <= budget else { return false }
             resent[Int(slot % 10)] += bytes
             return true
@@ -284,8 +285,8 @@ public final class RTPSender: @unchecked Sendable {
 
     public var statistics: Statistics { shared.withLock { $0.stats } }
 
-    /// The sequence number the next media packet gets (for tests; read from the sending thread).
-    var nextSequenceNumber: UInt16 { packetizer.state.sequence }
+    /// The sequence number the next media packet gets (read it on the sending thread, or when it is idle).
+    public var nextSequenceNumber: UInt16 { packetizer.state.sequence }
 
     /// SPS and PPS of a key frame, for the SDP's fmtp.
     public static func parameterSets(of frame: EncodedFrame) -> (sps: [UInt8], pps: [UInt8])? {

@@ -87,8 +87,9 @@ func waitFor(_ condition: () -> Bool) -> Bool {
             default: packet = RTCPWriter.remb(sender: 7, bitrate: 0, ssrcs: [sender.ssrc])
             }
             stranger.send(packet, to: sender.localRTCPPort); datagrams += 1
+            // In batches, each waited for: the feedback socket's buffer is small by design (a storm queues little).
+            if datagrams % 20 == 0 { #expect(waitFor { sender.statistics.rtcpFromStrangers == datagrams }, "\(sender.statistics)") }
         }
-        #expect(waitFor { sender.statistics.rtcpFromStrangers == datagrams }, "\(sender.statistics)")
         let extra = receiver.drain { true }
         let s = sender.statistics
         #expect(extra.bytes == 0 && s.retransmissions == 0 && s.retransmittedBytes == 0)
@@ -155,7 +156,7 @@ func waitFor(_ condition: () -> Bool) -> Bool {
         #expect(s.nacksReceived > 100, "the storm reached the sender: \(s)")
         #expect(s.retransmissions > 0, "a NACK is still answered within the budget")
         #expect(ratio <= 1.5, "sent × \(ratio) the media")
-        #expect(Double(s.retransmittedBytes) <= 0.5 * Double(media) + Double(4 * (c.maxPayload + 14)))
+        #expect(Double(s.retransmittedBytes) <= c.retransmissionShare * Double(media) + Double(4 * (c.maxPayload + 14)))
     }
 
     /// A packet already resent is not resent again within an RTT; a NACK for a packet no longer in the

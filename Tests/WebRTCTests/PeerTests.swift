@@ -47,6 +47,14 @@ final class FakeBrowser {
         let n = b.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, 0) }
         return n > 0 ? Array(b[0..<n]) : nil
     }
+    /// The next datagram within `timeoutMs` (poll), or nil.
+    func receive(timeoutMs: Int32) -> [UInt8]? {
+        var p = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+        guard poll(&p, 1, timeoutMs) > 0 else { return nil }
+        var b = [UInt8](repeating: 0, count: 4096)
+        let n = b.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+        return n > 0 ? Array(b[0..<n]) : nil
+    }
 
     /// A Binding request as a controlling ICE agent sends it (USE-CANDIDATE, ICE-CONTROLLING), authenticated.
     static func bindingRequest(username: String, password: String) -> [UInt8] {
@@ -275,3 +283,166 @@ let mallocCounter: (@Sendable () -> Int)? = {
     let f = unsafeBitCast(sym, to: (@convention(c) () -> Int).self)
     return { f() }
 }()
+
+/// A peer connected to a FakeBrowser over real sockets: ICE check, DTLS handshake, SRTP sessions.
+struct ConnectedPeer {
+    let peer: WebRTCPeer
+    let browser: FakeBrowser
+    let dtls: DTLSAssociation
+    let toPeer: SRTPSession, fromPeer: SRTPSession
+    let closed: Box<String?>
+
+    init() throws {
+        let serverIdentity = try DTLSIdentity()
+        let clientIdentity = try DTLSIdentity(profiles: [.aeadAes128Gcm], client: true)
+        let text = NegotiationTests.chromiumOffer.replacingOccurrences(
+            of: "5A:BA:85:3B:19:7E:27:E2:E0:A7:07:46:61:EA:75:0C:68:6E:FE:CC:EF:9C:7C:F8:2E:0E:F1:15:8B:11:73:80", with: clientIdentity.fingerprint)
+        peer = try WebRTCPeer(offer: try WebRTCOffer(text), identity: serverIdentity, configuration: .init(bindHost: "127.0.0.1", candidateHosts: ["127.0.0.1"]))
+        let closed = Box<String?>(nil)
+        peer.onClosed = { reason in closed.value.withLock { $0 = reason } }
+        self.closed = closed
+        peer.start()
+        let video = try SDP.parse(peer.answer).media[0]
+        browser = try FakeBrowser()
+        browser.target(peer.localPort)
+        browser.send(FakeBrowser.bindingRequest(username: "\(video.values("ice-ufrag")[0]):kaYF", password: video.values("ice-pwd")[0]))
+        _ = browser.receive()
+        dtls = try DTLSAssociation(identity: clientIdentity, peerFingerprint: serverIdentity.fingerprint)
+        let deadline = Date().addingTimeInterval(10)
+        _ = browser.handshake(dtls, until: deadline)
+        while !peer.isConnected && Date() < deadline { usleep(2_000) }
+        (_, toPeer, fromPeer) = try dtls.srtpSessions()
+    }
+
+    /// Sends a key frame and returns how many RTP packets of it the browser could decrypt.
+    func mediaArrives() -> Int {
+        peer.send(keyFrame(size: 3000), captureNs: monotonicTestNs())
+        var packets = 0
+        while let d = browser.receive() {
+            guard d[0] >= 128 && d[0] <= 191, !(192...223).contains(d[1]) else { continue }
+            var p = d + [UInt8](repeating: 0, count: 64)
+            if p.withUnsafeMutableBytes({ fromPeer.unprotect($0, length: d.count, rtcp: false) }) != nil { packets += 1 }
+            if packets == 4 { break }
+        }
+        return packets
+    }
+
+    func sendRTCP(_ plain: [UInt8]) {
+        var p = plain + [UInt8](repeating: 0, count: SRTPSession.overhead)
+        let n = p.withUnsafeMutableBytes { toPeer.protect($0, length: plain.count, rtcp: true) }
+        browser.send(Array(p[0..<(n ?? 0)]))
+    }
+}
+
+func monotonicTestNs() -> Int64 { var t = timespec(); clock_gettime(CLOCK_MONOTONIC, &t); return Int64(t.tv_sec) * 1_000_000_000 + Int64(t.tv_nsec) }
+
+@Suite(.serialized, .timeLimit(.minutes(1))) struct PeerAbuseTests {
+    /// RFC 6347 §4.1.2.7: after the handshake, records that fail to parse or decrypt are dropped, never fatal.
+    /// Each of these, sent from the viewer's own address, leaves it playing; its close_notify still works.
+    @Test func malformedDTLSRecordsLeaveTheViewerPlaying() throws {
+        let c = try ConnectedPeer()
+        #expect(c.peer.isConnected && c.mediaArrives() == 4)
+        func record(type: UInt8 = 23, version: [UInt8] = [0xfe, 0xfd], epoch: UInt16 = 1, body: [UInt8]) -> [UInt8] {
+            [type] + version + [UInt8(epoch >> 8), UInt8(epoch & 0xff), 0, 0, 0, 0, 0, 99, UInt8(body.count >> 8), UInt8(body.count & 0xff)] + body
+        }
+        let attacks: [(String, [UInt8])] = [
+            ("29-byte epoch-1 record (shorter than the cipher's overhead)", record(body: [UInt8](repeating: 0xab, count: 16))),
+            ("epoch-1 record of garbage (fails to decrypt)", record(body: (0..<64).map { UInt8($0 * 7 & 0xff) })),
+            ("epoch-1 alert of garbage", record(type: 21, body: [UInt8](repeating: 1, count: 40))),
+            ("epoch-0 handshake record after the handshake", record(type: 22, epoch: 0, body: [1, 0, 0, 12] + [UInt8](repeating: 0, count: 20))),
+            ("epoch-2 record", record(epoch: 2, body: [UInt8](repeating: 3, count: 48))),
+            ("unknown version", record(version: [0x03, 0x03], body: [UInt8](repeating: 4, count: 48))),
+            ("length past the datagram", Array(record(body: [UInt8](repeating: 5, count: 48)).prefix(30))),
+            ("a 5-byte header fragment", [23, 0xfe, 0xfd, 0, 1]),
+            ("unknown content type", record(type: 60, body: [UInt8](repeating: 6, count: 48))),
+        ]
+        for (name, bytes) in attacks {
+            let dropped = c.peer.statistics.dtlsRecordsDropped
+            c.browser.send(bytes)
+            let arrived = c.mediaArrives()
+            let st = c.peer.statistics
+            #expect(c.peer.isConnected && arrived == 4 && c.closed.value.withLock({ $0 }) == nil, "after \(name): connected \(c.peer.isConnected), \(arrived) packets, \(String(describing: c.closed.value.withLock { $0 }))")
+            #expect(st.dtlsRecordsDropped >= dropped, "\(name)")
+        }
+        print("FIGURE \(attacks.count) kinds of malformed DTLS records to a connected viewer: it kept playing; \(c.peer.statistics.dtlsRecordsDropped) records dropped")
+        // DTLS itself still works: the browser's close_notify ends the viewer.
+        c.dtls.close(); c.dtls.drain { c.browser.send(Array($0)) }
+        let end = Date().addingTimeInterval(5)
+        while c.closed.value.withLock({ $0 }) == nil && Date() < end { usleep(2_000) }
+        #expect(c.closed.value.withLock { $0 }?.contains("close_notify") == true, "\(String(describing: c.closed.value.withLock { $0 }))")
+    }
+
+    /// A viewer's own NACK storm: what it receives stays under 1.5 × the media.
+    @Test func aViewersNackStormIsBudgeted() throws {
+        let c = try ConnectedPeer()
+        #expect(c.mediaArrives() == 4)
+        var t = monotonicTestNs()
+        var media = 0, resent = 0, nacks = 0
+        let mediaType = c.peer.offer.payloadType
+        // Both measured where they arrive (SRTP overhead on each): the payload type tells media from RTX.
+        func count(_ d: [UInt8]) {
+            guard d[0] >= 128 && d[0] <= 191, !(192...223).contains(d[1]) else { return }
+            if d[1] & 0x7f == mediaType { media += d.count } else { resent += d.count }
+        }
+        let frame = pFrame6()
+        let start = Date()
+        for i in 0..<60 {
+            c.peer.send(frame, captureNs: t); t += 33_333_333
+            // NACK everything sent so far, 20 times per frame.
+            for _ in 0..<20 {
+                c.sendRTCP(RTCPWriter.nack(sender: 1, media: c.peer.sender.ssrc, lost: (0..<UInt16(120)).map { c.peer.sender.nextSequenceNumber &- 120 &+ $0 }))
+                nacks += 1
+            }
+            while let d = c.browser.receive(timeoutMs: 1) { count(d) }
+            let due = start.addingTimeInterval(Double(i + 1) / 30).timeIntervalSinceNow
+            if due > 0 { usleep(UInt32(due * 1e6)) }
+        }
+        while let d = c.browser.receive(timeoutMs: 100) { count(d) }
+        let s = c.peer.sender.statistics
+        let ratio = Double(media + resent) / Double(media)
+        print("FIGURE a viewer's NACK storm (\(nacks) NACKs of 120 packets in 2 s): it received \(media) bytes of media and \(resent) of retransmissions (total × \(String(format: "%.2f", ratio)) the media); \(s.retransmissions) resent, \(s.nacksIgnored) ignored, \(s.retransmissionsOverBudget) over budget")
+        #expect(s.nacksReceived > 500 && s.retransmissions > 0, "\(s)")
+        #expect(ratio <= 1.5, "× \(ratio)")
+        c.peer.close()
+    }
+
+    /// The DTLS certificate is not the offer's: the handshake ends at once with a bad_certificate alert, and
+    /// the viewer is freed.
+    @Test func fingerprintMismatchGetsAnAlertAndFreesTheViewer() throws {
+        let serverIdentity = try DTLSIdentity()
+        let clientIdentity = try DTLSIdentity(profiles: [.aes128CmSha1_80], client: true)
+        let peer = try WebRTCPeer(offer: try WebRTCOffer(NegotiationTests.chromiumOffer), identity: serverIdentity,
+                                  configuration: .init(bindHost: "127.0.0.1", candidateHosts: ["127.0.0.1"]))
+        let closed = Box<String?>(nil)
+        peer.onClosed = { reason in closed.value.withLock { $0 = reason } }
+        peer.start()
+        let answer = try SDP.parse(peer.answer).media[0]
+        let browser = try FakeBrowser()
+        browser.target(peer.localPort)
+        browser.send(FakeBrowser.bindingRequest(username: "\(answer.values("ice-ufrag")[0]):kaYF", password: answer.values("ice-pwd")[0]))
+        _ = browser.receive()
+        let dtls = try DTLSAssociation(identity: clientIdentity, peerFingerprint: serverIdentity.fingerprint)
+        _ = dtls.tick(); dtls.drain { browser.send(Array($0)) }
+        var alert: [UInt8]?
+        var clientState = DTLSAssociation.State.handshaking
+        let deadline = Date().addingTimeInterval(10)
+        while alert == nil && Date() < deadline {
+            guard let d = browser.receive() else { _ = dtls.tick(); dtls.drain { browser.send(Array($0)) }; continue }
+            if d.first == 21 { alert = d }   // an alert record (epoch 0: in the clear)
+            clientState = d.withUnsafeBytes { dtls.feed($0) }
+            dtls.drain { browser.send(Array($0)) }
+        }
+        let a = try #require(alert, "no alert from the server")
+        #expect(a.count >= 15 && a[13] == 2 && a[14] == 42, "a fatal bad_certificate (42) alert: \(Array(a.prefix(16)))")
+        if case .failed = clientState {} else { Issue.record("the client's handshake ends with the alert: \(clientState)") }
+        let end = Date().addingTimeInterval(5)
+        while closed.value.withLock({ $0 }) == nil && Date() < end { usleep(2_000) }
+        #expect(closed.value.withLock { $0 }?.contains("does not match the fingerprint") == true)
+    }
+}
+
+func pFrame6() -> EncodedFrame {
+    var f = EncodedFrame()
+    for _ in 0..<6 { f.data += [0, 0, 0, 1]; f.nalUnits.append(NALUnit(type: .slice, offset: f.data.count, length: 1000)); f.data += [0x41] + [UInt8](repeating: 7, count: 999) }
+    return f
+}
