@@ -220,7 +220,7 @@ public final class WebRTCPeer: RTPTransport, @unchecked Sendable {
                 if inbound == nil {
                     if case .failed(let e) = dtls.tick() { finish("DTLS failed: \(e)"); break }
                     flushDTLS()
-                    if now - createdNs > configuration.connectTimeoutNs { finish("no DTLS connection within \(configuration.connectTimeoutNs / 1_000_000_000) s"); break }
+                    if now - createdNs > configuration.connectTimeoutNs { finish("no ICE/DTLS connection within \(configuration.connectTimeoutNs / 1_000_000_000) s"); break }
                 } else {
                     sender.sendSenderReportIfDue()
                 }

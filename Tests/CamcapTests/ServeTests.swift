@@ -12,12 +12,13 @@ final class ServeProcess {
     private(set) var pageURL = ""
     private(set) var token: String?
 
-    init(_ args: [String], name: String) throws {
+    /// `launcher`: a command that runs camcap (e.g. prlimit with a descriptor limit).
+    init(_ args: [String], name: String, launcher: [String] = []) throws {
         errPath = work + "/\(name).err"; outPath = work + "/\(name).out"
         _ = FileManager.default.createFile(atPath: errPath, contents: nil)
         _ = FileManager.default.createFile(atPath: outPath, contents: nil)
-        process.executableURL = URL(fileURLWithPath: camcap)
-        process.arguments = ["serve"] + args
+        process.executableURL = URL(fileURLWithPath: launcher.first ?? camcap)
+        process.arguments = launcher.dropFirst() + (launcher.isEmpty ? [] : [camcap]) + ["serve"] + args
         process.standardError = FileHandle(forWritingAtPath: errPath)
         process.standardOutput = FileHandle(forWritingAtPath: outPath)
         try process.run()

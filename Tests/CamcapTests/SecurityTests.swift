@@ -1,0 +1,200 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// `camcap serve` attacked as a web page, a stranger on the network and a greedy client would: each test prints
+/// its figure ("FIGURE …").
+@Suite(.serialized, .timeLimit(.minutes(4))) struct SecurityTests {
+    /// A page of another origin (another loopback port) can neither read /stats, nor end the viewer, nor get a
+    /// viewer of its own, nor read a pixel; the page opened with the printed URL plays on.
+    @Test(.enabled(if: chromiumAvailable)) func aPageOfAnotherOriginGetsNothing() throws {
+        let server = try ServeProcess(["-d", "fixture:vivid", "-s", "320x240", "--listen", "127.0.0.1:0"], name: "serve-origin")
+        defer { _ = server.stop() }
+        #expect(server.token?.count == 32, "a random token in the printed URL: \(server.pageURL)")
+        let hold = work + "/hold-origin-\(getpid())"
+        try? FileManager.default.removeItem(atPath: hold)
+        let viewer = Process()
+        viewer.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        viewer.arguments = [browserScript, server.pageURL, "--frames", "30", "--hold", hold]
+        let out = work + "/viewer-origin.out"
+        _ = FileManager.default.createFile(atPath: out, contents: nil)
+        viewer.standardOutput = FileHandle(forWritingAtPath: out); viewer.standardError = FileHandle(forWritingAtPath: work + "/viewer-origin.err")
+        try viewer.run()
+        defer { if viewer.isRunning { kill(viewer.processIdentifier, SIGKILL) } }
+        let end = Date().addingTimeInterval(60)
+        while Date() < end, !ServeProcess.read(out).contains("\n") { usleep(50_000) }
+        let first = try #require(try JSONSerialization.jsonObject(with: Data(ServeProcess.read(out).split(separator: "\n")[0].utf8)) as? [String: Any])
+        #expect(int(first, "framesDecoded") > 0, "the printed URL plays: \(first)")
+        let resource = try #require(first["resource"] as? String)
+
+        let r = try runTool("/usr/bin/python3", [repo + "/Scripts/webrtc-attack.py", server.url, "--resource", resource])
+        let attack = try #require(try JSONSerialization.jsonObject(with: Data((r.out.split(separator: "\n").last ?? "").utf8)) as? [String: Any], "\(r.out) \(r.err.suffix(800))")
+        let result = try #require(attack["result"] as? [String: Any], "\(attack)")
+        print("FIGURE a page of another origin: \(result)")
+        #expect((result["stats"] as? String)?.hasPrefix("error") == true, "reading /stats: \(String(describing: result["stats"]))")
+        #expect((result["delete"] as? String)?.hasPrefix("error") == true, "\(String(describing: result["delete"]))")
+        #expect((result["whep"] as? String)?.contains("ANSWERED") == false, "\(String(describing: result["whep"]))")
+        #expect(result["pixel"] as? String == "no video", "\(String(describing: result["pixel"]))")
+
+        // Server side: still one viewer (ours), none made for the page, and the foreign origin's requests counted.
+        let stats = try server.stats()
+        let refused = stats["refused"] as? [String: Any]
+        #expect((stats["viewers"] as? [Any])?.count == 1 && int(stats, "total") == 1, "\(stats)")
+        #expect(int(refused, "foreignOrigin") >= 3, "\(String(describing: refused))")
+        FileManager.default.createFile(atPath: hold, contents: Data())
+        viewer.waitUntilExit()
+        let lines = ServeProcess.read(out).split(separator: "\n")
+        let final = try lines.last.flatMap { try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        let before = int(first["last"] as? [String: Any], "framesDecoded"), after = int(final?["afterHold"] as? [String: Any], "framesDecoded")
+        #expect(after > before + 10, "our viewer played on through the attack: \(before) → \(after)")
+        print("FIGURE the printed URL's viewer decoded \(before) → \(after) frames across the attack; refused \(String(describing: refused))")
+    }
+
+    /// DNS rebinding: a name that resolves to the server but is not one of its names is refused, token or not.
+    @Test func aForeignHostIsRefused() throws {
+        let server = try ServeProcess(["-d", "fixture:vivid", "-s", "320x240", "--listen", "127.0.0.1:0"], name: "serve-host")
+        defer { _ = server.stop() }
+        let port = try #require(URL(string: server.url)?.port)
+        let rebound = try server.curl(["-w", "\n%{http_code}", "--resolve", "attacker.example:\(port):127.0.0.1", "http://attacker.example:\(port)/stats"])
+        #expect(rebound.out.hasSuffix("403") && rebound.out.contains("is not one of this server's names"), "\(rebound.out)")
+        let page = try server.curl(["-w", "\n%{http_code}", "--resolve", "attacker.example:\(port):127.0.0.1", "http://attacker.example:\(port)/"])
+        #expect(page.out.hasSuffix("403"), "even the page: \(page.out.suffix(100))")
+        let local = try server.curl(["-w", "\n%{http_code}", "http://localhost:\(port)/stats"])
+        #expect(local.out.hasSuffix("200"), "localhost is one of a loopback server's names: \(local.out.suffix(200))")
+        let noToken = try runTool("curl", ["-sS", "-i", server.url + "stats"])
+        #expect(noToken.out.hasPrefix("HTTP/1.1 401") && noToken.out.contains("WWW-Authenticate: Bearer"), "\(noToken.out)")
+        let wrong = try runTool("curl", ["-sS", "-i", "-H", "Authorization: Bearer " + String(repeating: "x", count: 32), server.url + "stats"])
+        #expect(wrong.out.hasPrefix("HTTP/1.1 401") && wrong.out.contains("invalid_token"), "\(wrong.out)")
+        let refused = try server.stats()["refused"] as? [String: Any]
+        #expect(int(refused, "foreignHost") == 2 && int(refused, "unauthorized") == 2, "\(String(describing: refused))")
+    }
+
+    /// Offers that could never connect get a 400 naming the reason, nothing echoed; Expect: 100-continue is answered.
+    @Test func offersThatCanNeverConnectAreRefusedAndExpectContinueIsAnswered() throws {
+        let server = try ServeProcess(["-d", "fixture:vivid", "-s", "320x240", "--listen", "127.0.0.1:0"], name: "serve-offers")
+        defer { _ = server.stop() }
+        let good = validOffer()
+        let cases: [(String, String, String)] = [
+            ("setup:passive", good.replacingOccurrences(of: "a=setup:actpass", with: "a=setup:passive"), "actpass or active"),
+            ("plain RTP/AVP", good.replacingOccurrences(of: "UDP/TLS/RTP/SAVPF", with: "RTP/AVP"), "DTLS-SRTP only"),
+            ("non-hex fingerprint", good.replacingOccurrences(of: "a=fingerprint:sha-256 AB:", with: "a=fingerprint:sha-256 ZZ:"), "32 hex bytes"),
+            ("NUL in a=mid", good.replacingOccurrences(of: "a=mid:0", with: "a=mid:a\u{0}b"), "token characters"),
+            ("10 KB a=mid", good.replacingOccurrences(of: "a=mid:0", with: "a=mid:" + String(repeating: "m", count: 10_000)), "1...16"),
+        ]
+        for (name, offer, reason) in cases {
+            let path = work + "/offer-\(getpid()).sdp"
+            try offer.write(toFile: path, atomically: true, encoding: .utf8)
+            let r = try server.curl(["-w", "\n%{http_code}", "-X", "POST", "-H", "Content-Type: application/sdp", "--data-binary", "@" + path, server.url + "whep"])
+            #expect(r.out.hasSuffix("400") && r.out.contains(reason), "\(name): \(r.out.prefix(300))")
+            #expect(!r.out.contains("mmmmmmmmmm") && !r.out.contains("\u{0}"), "\(name): nothing echoed")
+        }
+        let stats = try server.stats()
+        #expect(int(stats, "total") == 0 && int(stats["refused"] as? [String: Any], "badOffer") == cases.count, "no slot was taken: \(stats)")
+        // Expect: 100-continue gets its interim answer before the body; a refusal comes at once instead.
+        let bodyPath = work + "/offer-cont-\(getpid()).sdp"
+        try good.write(toFile: bodyPath, atomically: true, encoding: .utf8)
+        let cont = try server.curl(["-v", "-o", "/dev/null", "-H", "Expect: 100-continue", "-H", "Content-Type: application/sdp", "--data-binary", "@" + bodyPath, server.url + "whep"])
+        #expect(cont.err.contains("HTTP/1.1 100 Continue") && cont.err.contains("HTTP/1.1 201"), "\(cont.err.suffix(800))")
+        let refused = try runTool("curl", ["-sS", "-v", "-o", "/dev/null", "-H", "Expect: 100-continue", "-H", "Content-Type: application/sdp", "--data-binary", "@" + bodyPath, server.url + "whep"])
+        #expect(!refused.err.contains("100 Continue") && refused.err.contains("HTTP/1.1 401"), "\(refused.err.suffix(800))")
+    }
+
+    /// One client address cannot take every viewer slot, and a viewer that never connects is freed within 10 s.
+    @Test func oneAddressCannotHoldTheSlotsAndUnconnectedViewersAreFreed() throws {
+        let server = try ServeProcess(["-d", "fixture:vivid", "-s", "320x240", "--listen", "127.0.0.1:0"], name: "serve-slots")
+        defer { _ = server.stop() }
+        let path = work + "/offer-slots-\(getpid()).sdp"
+        try validOffer().write(toFile: path, atomically: true, encoding: .utf8)
+        func post(from address: String) throws -> String {
+            let r = try server.curl(["-w", "\n%{http_code}", "--interface", address, "-X", "POST", "-H", "Content-Type: application/sdp", "--data-binary", "@" + path, server.url + "whep"])
+            return String(r.out.split(separator: "\n").last ?? "")
+        }
+        let start = Date()
+        var codes: [String] = []
+        for _ in 0..<6 { codes.append(try post(from: "127.0.0.1")) }
+        #expect(codes == ["201", "201", "429", "429", "429", "429"], "one address: \(codes)")
+        let other = try post(from: "127.0.0.2")
+        #expect(other == "201", "another address still gets a slot: \(other)")
+        var stats = try server.stats()
+        #expect((stats["viewers"] as? [Any])?.count == 3, "\(stats)")
+        // None of them connects (no ICE, no DTLS): all freed at the connect timeout (8 s).
+        while (stats["viewers"] as? [Any])?.isEmpty == false && Date().timeIntervalSince(start) < 20 { usleep(100_000); stats = try server.stats() }
+        let freed = Date().timeIntervalSince(start)
+        #expect((stats["viewers"] as? [Any])?.isEmpty == true && freed <= 10.5, "freed after \(freed) s: \(stats)")
+        print("FIGURE one address: \(codes.joined(separator: " ")); another address: \(other); 3 viewers that never connected freed \(String(format: "%.1f", freed)) s after their offers")
+        #expect(server.stop() == 0)
+        #expect(server.out.contains("no ICE/DTLS connection within 8 s"), "\(server.out)")
+    }
+
+    /// 300 idle and slowloris connections (from 10 addresses) with the descriptor limit at 256: the server
+    /// answers /stats within 1 s throughout, and closes them all within the request timeout.
+    @Test func idleAndSlowConnectionsAreClosedAndTheServerKeepsAnswering() throws {
+        let server = try ServeProcess(["-d", "fixture:vivid", "-s", "320x240", "--listen", "127.0.0.1:0", "--request-timeout", "3"],
+                                      name: "serve-slowloris", launcher: ["/usr/bin/prlimit", "--nofile=256"])
+        defer { _ = server.stop() }
+        #expect(server.err.contains("note: at most"), "the descriptor limit shows: \(server.err)")
+        let port = try #require(URL(string: server.url)?.port)
+        let opened = Date()
+        var sockets: [Int32] = []
+        for i in 0..<300 {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var local = sockaddr_in(); local.sin_family = sa_family_t(AF_INET); local.sin_addr.s_addr = inet_addr("127.0.0.\(10 + i % 10)")
+            _ = withUnsafePointer(to: &local) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+            var a = sockaddr_in(); a.sin_family = sa_family_t(AF_INET); a.sin_addr.s_addr = inet_addr("127.0.0.1"); a.sin_port = UInt16(port).bigEndian
+            let c = withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+            #expect(c == 0)
+            if i % 2 == 1 { _ = "GET /stats HTTP/1.1\r\nHost: 127.0.0.1\r\n".withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) } }   // never finished
+            sockets.append(fd)
+        }
+        defer { sockets.forEach { close($0) } }
+        var worst = 0.0, answered = 0, maxFds = 0
+        var closed = Set<Int32>()
+        var closedAt: Double?
+        while closedAt == nil && Date().timeIntervalSince(opened) < 15 {
+            // The slow half trickles a header line now and then.
+            for (i, fd) in sockets.enumerated() where i % 2 == 1 && !closed.contains(fd) { _ = "X-a: b\r\n".withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) } }
+            let r = try server.curl(["-o", "/dev/null", "-w", "%{http_code} %{time_total}", server.url + "stats"])
+            let parts = r.out.split(separator: " ")
+            if parts.first == "200" { answered += 1; worst = max(worst, Double(parts.last ?? "") ?? 99) } else { worst = 99 }
+            maxFds = max(maxFds, server.fdCount)
+            for fd in sockets where !closed.contains(fd) {
+                var b = [UInt8](repeating: 0, count: 512)
+                let n = b.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+                if n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) { closed.insert(fd) }
+                else if n > 0 {   // a 503/429 answer, then the close
+                    let m = b.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+                    if m == 0 { closed.insert(fd) }
+                }
+            }
+            if closed.count == sockets.count { closedAt = Date().timeIntervalSince(opened) }
+            usleep(200_000)
+        }
+        let refused = try server.stats()["refused"] as? [String: Any]
+        print("FIGURE 300 idle/slowloris connections, descriptor limit 256: /stats answered \(answered) times, slowest \(String(format: "%.3f", worst)) s; all closed after \(closedAt.map { String(format: "%.1f", $0) } ?? "-") s (request timeout 3 s); server descriptors at most \(maxFds); refused \(String(describing: refused))")
+        #expect(answered >= 5 && worst <= 1.0, "slowest /stats \(worst) s")
+        #expect(closedAt.map { $0 <= 6 } == true, "closed \(closed.count) of 300, last at \(String(describing: closedAt))")
+        #expect(maxFds < 256)
+    }
+
+    /// HTTPS with a certificate made at start: Chromium, trusting its printed public-key hash, plays the page.
+    @Test(.enabled(if: chromiumAvailable)) func httpsWithASelfSignedCertificate() throws {
+        let server = try ServeProcess(["-d", "fixture:vivid", "-s", "320x240", "--listen", "127.0.0.1:0", "--tls-self-signed"], name: "serve-https")
+        defer { _ = server.stop() }
+        #expect(server.pageURL.hasPrefix("https://"), "\(server.err)")
+        let line = try #require(server.err.split(separator: "\n").first { $0.contains("public key sha-256 (base64)") }, "\(server.err)")
+        let spki = String(line.split(separator: " ").last ?? "")
+        let plain = try runTool("curl", ["-sS", server.url + "stats"])
+        #expect(plain.code != 0, "curl without the certificate refuses it")
+        let b = try chromium(server.pageURL, frames: 30, extra: ["--spki", spki])
+        #expect(b["ok"] as? Bool == true && int(b, "framesDecoded") >= 25, "\(b)")
+        print("FIGURE HTTPS (self-signed, trusted by its public key \(spki)): Chromium decoded \(int(b, "framesDecoded")) of \(int(b, "framesSent"))")
+    }
+}
+
+/// A well-formed recvonly H.264 offer (nothing will ever answer its ICE checks).
+func validOffer() -> String {
+    ["v=0", "o=- 1 2 IN IP4 127.0.0.1", "s=-", "t=0 0", "a=group:BUNDLE 0", "m=video 9 UDP/TLS/RTP/SAVPF 96",
+     "c=IN IP4 0.0.0.0", "a=ice-ufrag:abcd", "a=ice-pwd:abcdefghijklmnopqrstuvwx",
+     "a=fingerprint:sha-256 " + Array(repeating: "AB", count: 32).joined(separator: ":"), "a=setup:actpass", "a=mid:0",
+     "a=recvonly", "a=rtcp-mux", "a=rtpmap:96 H264/90000", "a=fmtp:96 packetization-mode=1;profile-level-id=42e01f"].joined(separator: "\r\n") + "\r\n"
+}
