@@ -36,6 +36,8 @@ struct Stream: AsyncParsableCommand {
     @Flag(help: "Let the receiver's bandwidth estimate (REMB) also lower the resolution and frame rate, and raise them when it recovers (WebRTC's balanced steps); the encoder follows without a camera restart. Off by default, as in `serve`: without probing, a receiver's estimate follows what it gets, so easy content would be shrunk.")
     var adaptToBandwidth = false
     @Option(help: "Local port our RTCP socket listens on for receiver reports and feedback (default: any free port).") var rtcpPort: Int = 0
+    @Option(help: "Also obey RTCP from this address (repeatable). By default only the --to host's feedback is read; anyone else's is dropped and counted.")
+    var rtcpFrom: [String] = []
 
     func validate() throws {
         try capture.validateCommon()
@@ -46,6 +48,10 @@ struct Stream: AsyncParsableCommand {
         if let rtx { guard (96...127).contains(rtx) && rtx != 96 else { throw ValidationError("--rtx must be a dynamic payload type 97...127, got \(rtx)") } }
         guard (0...65535).contains(rtcpPort) else { throw ValidationError("--rtcp-port must be 0...65535, got \(rtcpPort)") }
         if sdpOnly && sdp == nil { throw ValidationError("--sdp-only needs --sdp PATH") }
+        for a in rtcpFrom {
+            var a4 = in_addr(), a6 = in6_addr()
+            guard inet_pton(AF_INET, a, &a4) == 1 || inet_pton(AF_INET6, a, &a6) == 1 else { throw ValidationError("--rtcp-from must be an IP address, got \"\(a.prefix(64))\"") }
+        }
         try CLIRange.encoder(bitrateKbps: bitrate, maxBitrateKbps: maxBitrate, keyint: nil, keyintSeconds: keyintSeconds,
                              threads: 1, maxNalSize: nil, fpsLimit: capture.fpsLimit)
     }
@@ -56,6 +62,11 @@ struct Stream: AsyncParsableCommand {
 
     private func stream() async throws {
         let target = StreamTarget(to)!
+        // The SDP file is opened (and locked) before the camera starts: a bad path fails at once, naming it.
+        var sdpFile: OutputFile?
+        if let sdp, !sdpOnly {
+            do { sdpFile = try OutputFile(path: sdp) } catch { throw CLIError("--sdp: \(error)") }
+        }
         let pipeline = try CapturePipeline(capture)
         var settings = EncodeStage.baseSettings(for: pipeline.selection, bitrateKbps: bitrate, maxBitrateKbps: maxBitrate)
         // Slices within the payload budget: no FU-A needed for most NAL units (as WebRTC's encoders do).
@@ -67,7 +78,7 @@ struct Stream: AsyncParsableCommand {
             let text = try RTPOutput.sdp(for: EncodeStage.settings(settings, keyIntervalSeconds: keySeconds, for: pipeline.selection.planned), target: target,
                                          ssrc: 0, rtxPayloadType: rtx.map(UInt8.init))
             try write(text, to: sdp!)
-            print("wrote \(sdp!) for \(target.host):\(target.port) (\(pipeline.selection.size) H.264)")
+            print("wrote \(sdp!) for \(target) (\(pipeline.selection.size) H.264)")
             return
         }
         var config = RTPSender.Configuration(host: target.host, port: target.port)
@@ -75,7 +86,8 @@ struct Stream: AsyncParsableCommand {
         config.dropRate = dropRate
         config.rtxPayloadType = rtx.map(UInt8.init)
         config.localRTCPPort = rtcpPort
-        let rtpOutput = try RTPOutput(configuration: config, sdpPath: sdp, target: target, keyIntervalSeconds: keySeconds)
+        config.feedbackFrom = rtcpFrom
+        let rtpOutput = try RTPOutput(configuration: config, sdpFile: sdpFile, target: target, keyIntervalSeconds: keySeconds)
         var outputs: [any EncodedOutput] = [rtpOutput]
         if let output { outputs.append(try AnnexBFileOutput(path: output)) }
         let encode = EncodeStage(settings: settings, keyIntervalSeconds: keySeconds, outputs: outputs)
@@ -101,8 +113,10 @@ func parseHostPort(_ s: String, ports: ClosedRange<Int>) -> (host: String, port:
 }
 
 /// Where `stream` sends: HOST:PORT with a port 1...65534 (RTCP goes to PORT+1).
-struct StreamTarget {
+struct StreamTarget: CustomStringConvertible {
     var host: String, port: Int
+    /// "HOST:PORT", an IPv6 host in brackets.
+    var description: String { (host.contains(":") ? "[\(host)]" : host) + ":\(port)" }
     init?(_ s: String) {
         guard let (h, p) = parseHostPort(s, ports: 1...65534) else { return nil }
         host = h; port = p
@@ -119,13 +133,12 @@ func write(_ text: String, to path: String) throws {
 /// gives the real SPS/PPS.
 final class RTPOutput: EncodedOutput {
     let sender: RTPSender
-    private let sdpPath: String?
+    private var sdpFile: OutputFile?
     private let target: StreamTarget
-    private var sdpWritten = false
 
-    init(configuration: RTPSender.Configuration, sdpPath: String?, target: StreamTarget, keyIntervalSeconds: Double) throws {
-        do { sender = try RTPSender(configuration: configuration) } catch { throw CLIError("cannot stream to \(target.host):\(target.port): \(error)") }
-        self.sdpPath = sdpPath; self.target = target
+    init(configuration: RTPSender.Configuration, sdpFile: OutputFile?, target: StreamTarget, keyIntervalSeconds: Double) throws {
+        do { sender = try RTPSender(configuration: configuration) } catch { throw CLIError("cannot stream to \(target): \(error)") }
+        self.sdpFile = sdpFile; self.target = target
     }
 
     /// PLI/FIR → a key frame; REMB → the encoder's bitrate and, with `adapting`, the output size and rate
@@ -154,17 +167,17 @@ final class RTPOutput: EncodedOutput {
     }
 
     func write(_ frame: EncodedFrame, captureNs: Int64) throws {
-        if !sdpWritten, let sdpPath, frame.isKeyFrame, let ps = RTPSender.parameterSets(of: frame) {
-            sdpWritten = true
+        if let file = sdpFile, frame.isKeyFrame, let ps = RTPSender.parameterSets(of: frame) {
+            sdpFile = nil
             let text = SDP.offer(host: target.host, port: target.port, sps: ps.sps, pps: ps.pps,
                                  rtxPayloadType: sender.configuration.rtxPayloadType, ssrc: sender.ssrc,
                                  rtxSSRC: sender.configuration.rtxPayloadType == nil ? nil : sender.rtxSSRC)
-            try camcap.write(text, to: sdpPath)
+            do { try file.write(Array(text.utf8)); try file.close() } catch { file.discard(); throw error }
         }
         do { try sender.send(frame, captureNs: captureNs) } catch { throw CLIError("\(error)") }
     }
-    func end() throws { sender.close() }
-    func discard() { sender.close() }
+    func end() throws { sender.close(); sdpFile?.discard() }
+    func discard() { sender.close(); sdpFile?.discard() }
 
     var progress: String? {
         let s = sender.statistics
@@ -174,9 +187,9 @@ final class RTPOutput: EncodedOutput {
     }
     var summary: [(String, String)] {
         let s = sender.statistics
-        return [("rtp", "\(s.packetsSent) packets, \(s.bytesSent) bytes to \(target.host):\(target.port) (SSRC \(sender.ssrc), RTCP from port \(sender.localRTCPPort))"
+        return [("rtp", "\(s.packetsSent) packets, \(s.bytesSent) bytes to \(target) (SSRC \(sender.ssrc), RTCP from port \(sender.localRTCPPort))"
                      + (s.packetsDroppedBySimulation > 0 ? ", \(s.packetsDroppedBySimulation) dropped by --drop-rate" : "")),
                 ("rtcp", "\(s.senderReports) sender reports, \(s.receiverReports) receiver reports, rtt \(s.rttMs.map { fmt($0, 1) + " ms" } ?? "-"), loss \(s.fractionLost.map { fmt($0 * 100, 1) + "%" } ?? "-"), jitter \(s.jitterMs.map { fmt($0, 1) + " ms" } ?? "-")"),
-                ("feedback", "\(s.nacksReceived) NACKs (\(s.retransmissions) retransmitted), \(s.keyFrameRequests) key-frame requests (\(s.keyFrameRequestsHonoured) honoured), REMB \(s.rembBitrate.map { "\($0 / 1000) kbps" } ?? "-"), \(s.rtcpErrors) malformed RTCP")]
+                ("feedback", "\(s.nacksReceived) NACKs (\(s.retransmissions) retransmitted, \(s.retransmittedBytes) bytes; \(s.nacksIgnored) ignored, \(s.retransmissionsOverBudget) over budget), \(s.keyFrameRequests) key-frame requests (\(s.keyFrameRequestsHonoured) honoured), REMB \(s.rembBitrate.map { "\($0 / 1000) kbps" } ?? "-"), \(s.rtcpErrors) malformed RTCP, \(s.rtcpFromStrangers) RTCP datagrams from other addresses dropped")]
     }
 }

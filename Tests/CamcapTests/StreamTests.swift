@@ -182,3 +182,14 @@ extension StreamTests {
         #expect(k.code == 0 && k.out.contains("REMB 300 kbps") && !k.out.contains("reconfigured:"), "\(k.out)")
     }
 }
+
+extension StreamTests {
+    /// A bad --sdp path fails before the camera starts, naming the file; an IPv6 target is printed in brackets.
+    @Test func aBadSDPPathFailsAtOnceAndIPv6IsBracketed() throws {
+        let r = try sh(camcap, ["stream", "-d", "fixture:vivid", "-s", "320x240", "--to", "127.0.0.1:\(basePort + 11)", "--sdp", "/nonexistent-dir/x.sdp", "--frames", "30"])
+        #expect(r.code == 1 && r.err.contains("--sdp: cannot write /nonexistent-dir/x.sdp: No such file or directory"), "\(r.err)")
+        #expect(!r.err.contains("streaming fixture") && !r.out.contains("frames"), "the camera must not start: \(r.out) \(r.err)")
+        let v6 = try sh(camcap, ["stream", "-d", "fixture:vivid", "-s", "320x240", "--to", "[::1]:\(basePort + 11)", "--frames", "10", "-q"])
+        #expect(v6.code == 0 && v6.out.contains("to [::1]:\(basePort + 11)"), "\(v6.out) \(v6.err)")
+    }
+}
