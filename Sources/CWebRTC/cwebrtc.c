@@ -85,22 +85,30 @@ static int verify_fingerprint(int ok, X509_STORE_CTX *store) {
     return 0;
 }
 
-cw_identity *cw_identity_create(const char *profiles, int client, char fingerprint[128], char *error, size_t error_size) {
-    EVP_PKEY *key = EVP_EC_gen("P-256");
-    if (!key) { openssl_error(error, error_size, "cannot generate an ECDSA P-256 key"); return NULL; }
+// A self-signed X.509 v3 certificate for `key` (not yet signed): a random 128-bit serial, valid from a day ago
+// for `days` days, subject and issuer CN=`cn`. NULL on failure.
+static X509 *unsigned_certificate(EVP_PKEY *key, const char *cn, long days) {
     X509 *cert = X509_new();
     X509_NAME *name = X509_NAME_new();
-    unsigned char serial[8];
+    unsigned char serial[16];
     RAND_bytes(serial, sizeof serial);
     serial[0] &= 0x7f;
     BIGNUM *bn = BN_bin2bn(serial, sizeof serial, NULL);
     int ok = cert && name && bn && X509_set_version(cert, 2) && BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(cert))
-        && X509_gmtime_adj(X509_getm_notBefore(cert), -86400) && X509_gmtime_adj(X509_getm_notAfter(cert), 30L * 86400)
-        && X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)"camcap", -1, -1, 0)
-        && X509_set_subject_name(cert, name) && X509_set_issuer_name(cert, name) && X509_set_pubkey(cert, key)
-        && X509_sign(cert, key, EVP_sha256());
+        && X509_gmtime_adj(X509_getm_notBefore(cert), -86400) && X509_gmtime_adj(X509_getm_notAfter(cert), days * 86400)
+        && X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)cn, -1, -1, 0)
+        && X509_set_subject_name(cert, name) && X509_set_issuer_name(cert, name) && X509_set_pubkey(cert, key);
     BN_free(bn);
     X509_NAME_free(name);
+    if (!ok) { X509_free(cert); return NULL; }
+    return cert;
+}
+
+cw_identity *cw_identity_create(const char *profiles, int client, char fingerprint[128], char *error, size_t error_size) {
+    EVP_PKEY *key = EVP_EC_gen("P-256");
+    if (!key) { openssl_error(error, error_size, "cannot generate an ECDSA P-256 key"); return NULL; }
+    X509 *cert = unsigned_certificate(key, "camcap", 30);
+    int ok = cert && X509_sign(cert, key, EVP_sha256());
     if (!ok) { openssl_error(error, error_size, "cannot create the self-signed certificate"); X509_free(cert); EVP_PKEY_free(key); return NULL; }
     SSL_CTX *ctx = SSL_CTX_new(client ? DTLS_client_method() : DTLS_server_method());
     ok = ctx && SSL_CTX_set_min_proto_version(ctx, DTLS1_2_VERSION) && SSL_CTX_use_certificate(ctx, cert)
@@ -402,16 +410,8 @@ int cw_tls_self_signed(const char *const *names, int count, int days, char *cert
                        char spki_sha256_b64[64], char fingerprint[128], char *error, size_t error_size) {
     EVP_PKEY *key = EVP_EC_gen("P-256");
     if (!key) { openssl_error(error, error_size, "cannot generate an ECDSA P-256 key"); return 0; }
-    X509 *cert = X509_new();
-    X509_NAME *name = X509_NAME_new();
-    unsigned char serial[16];
-    RAND_bytes(serial, sizeof serial);
-    serial[0] &= 0x7f;
-    BIGNUM *bn = BN_bin2bn(serial, sizeof serial, NULL);
-    int ok = cert && name && bn && X509_set_version(cert, 2) && BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(cert))
-        && X509_gmtime_adj(X509_getm_notBefore(cert), -3600) && X509_gmtime_adj(X509_getm_notAfter(cert), (long)days * 86400)
-        && X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)"camcap serve", -1, -1, 0)
-        && X509_set_subject_name(cert, name) && X509_set_issuer_name(cert, name) && X509_set_pubkey(cert, key);
+    X509 *cert = unsigned_certificate(key, "camcap serve", days);
+    int ok = cert != NULL;
     // subjectAltName: every name the server answers to (IP addresses as IP, the rest as DNS).
     char san[2048] = "";
     size_t used = 0;
@@ -431,8 +431,6 @@ int cw_tls_self_signed(const char *const *names, int count, int days, char *cert
         X509_EXTENSION_free(ext);
     }
     ok = ok && X509_sign(cert, key, EVP_sha256());
-    BN_free(bn);
-    X509_NAME_free(name);
     if (ok) {
         fingerprint_of(cert, fingerprint);
         unsigned char *der = NULL;
