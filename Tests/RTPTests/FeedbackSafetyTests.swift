@@ -113,14 +113,17 @@ func waitFor(_ condition: () -> Bool) -> Bool {
         let sender = try RTPSender(configuration: c)
         defer { sender.close() }
         let stop = Atomic<Bool>(false), storms = Atomic<Int>(0)
+        // The newest sequence number the receiver has seen: the storm NACKs the 200 packets up to it, as a real
+        // receiver (or a replay of its feedback) would.
+        let newest = Atomic<Int>(-1)
         let storm = Thread { [sender] in
             // Its own socket at the receiver's address (the sender checks the address, not the port).
             let s = try! UDPPeer()
-            var first: UInt16 = 0
             while !stop.load(ordering: .relaxed) {
-                let lost = (0..<UInt16(200)).map { first &+ $0 }
+                let top = newest.load(ordering: .relaxed)
+                if top < 0 { usleep(1_000); continue }
+                let lost = (0..<UInt16(200)).map { UInt16(top) &- 199 &+ $0 }
                 s.send(RTCPWriter.nack(sender: 9, media: sender.ssrc, lost: lost), to: sender.localRTCPPort)
-                first &+= 7
                 storms.add(1, ordering: .relaxed)
                 if storms.load(ordering: .relaxed) % 20 == 0 { usleep(1_000) }
             }
@@ -131,7 +134,10 @@ func waitFor(_ condition: () -> Bool) -> Bool {
             var b = [UInt8](repeating: 0, count: 2048)
             while receiving.load(ordering: .relaxed) {
                 let n = b.withUnsafeMutableBytes { recv(receiver.socket, $0.baseAddress, $0.count, 0) }
-                if n > 0 && !(192...223).contains(b[1]) { received.add(n, ordering: .relaxed) }
+                if n > 0 && !(192...223).contains(b[1]) {
+                    received.add(n, ordering: .relaxed)
+                    newest.store(Int(b[2]) << 8 | Int(b[3]), ordering: .relaxed)   // (a resend moves it back a little: harmless)
+                }
             }
         }
         reader.start()
