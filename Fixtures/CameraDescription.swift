@@ -53,47 +53,19 @@ public struct CameraDescription: Sendable, Hashable {
 /// symbolic links), at most `CameraDescription.maximumFileSize` bytes.
 package func readFixtureFile(_ path: String) throws(FixtureParseError) -> String {
     func fail(_ what: String) -> FixtureParseError { FixtureParseError(file: path, line: 0, what) }
-    func kind(_ mode: mode_t) -> String {
-        switch mode & S_IFMT {
-        case S_IFDIR: "a directory"
-        case S_IFIFO: "a FIFO (named pipe)"
-        case S_IFCHR: "a character device"
-        case S_IFBLK: "a block device"
-        case S_IFSOCK: "a socket"
-        default: "not a regular file"
-        }
-    }
-    // O_NONBLOCK: opening a FIFO does not wait for a writer; the type is then checked on the open descriptor,
-    // so nothing can be swapped in between the check and the read.
-    let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
-    guard fd >= 0 else { throw fail("cannot read the file (\(String(cString: strerror(errno))))") }
-    defer { close(fd) }
-    var st = stat()
-    guard fstat(fd, &st) == 0 else { throw fail("cannot read the file (\(String(cString: strerror(errno))))") }
-    guard st.st_mode & S_IFMT == S_IFREG else {
-        throw fail("\(kind(st.st_mode)), not a fixture file: expected a regular file with a JSON camera description or a v4l2-ctl listing")
-    }
     let limit = CameraDescription.maximumFileSize
-    guard st.st_size <= limit else {
-        throw fail("the file is \(st.st_size) bytes; fixture files are limited to \(limit) bytes (4 MiB)")
-    }
-    var data = [UInt8](repeating: 0, count: Int(st.st_size) + 1)
-    var used = 0
-    while true {
-        if used == data.count {
-            guard data.count <= limit else { throw fail("the file grew past \(limit) bytes while being read; fixture files are limited to 4 MiB") }
-            data.append(contentsOf: [UInt8](repeating: 0, count: Swift.min(65536, limit + 1 - data.count + 1)))
+    do throws(BoundedReadFailure) {
+        return String(decoding: try readBoundedFile(path, limit: limit), as: UTF8.self)
+    } catch {
+        switch error {
+        case .cannotOpen(let e): throw fail("cannot read the file (\(String(cString: strerror(e))))")
+        case .notRegular(let kind):
+            throw fail("\(kind), not a fixture file: expected a regular file with a JSON camera description or a v4l2-ctl listing")
+        case .tooLarge(let size): throw fail("the file is \(size) bytes; fixture files are limited to \(limit) bytes (4 MiB)")
+        case .grew: throw fail("the file grew past \(limit) bytes while being read; fixture files are limited to 4 MiB")
+        case .readFailed(let e): throw fail("reading the file failed (\(String(cString: strerror(e))))")
         }
-        let n = data.withUnsafeMutableBytes { read(fd, $0.baseAddress! + used, $0.count - used) }
-        if n < 0 {
-            if errno == EINTR { continue }
-            throw fail("reading the file failed (\(String(cString: strerror(errno))))")
-        }
-        if n == 0 { break }
-        used += n
-        guard used <= limit else { throw fail("the file grew past \(limit) bytes while being read; fixture files are limited to 4 MiB") }
     }
-    return String(decoding: data[0..<used], as: UTF8.self)
 }
 
 // MARK: - v4l2-ctl --list-formats-ext

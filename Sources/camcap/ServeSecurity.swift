@@ -1,6 +1,7 @@
 import Foundation
 import NIOSSL
 import WebRTC
+import VideoCapture
 
 /// The pieces of `serve`'s safety that come from the command line: the token, origins, host names, the
 /// descriptor budget and the TLS context.
@@ -48,23 +49,16 @@ enum ServeSecurity {
 
     /// A regular file of at most `limit` bytes, as text; errors name the file and what is wrong.
     static func readSmallFile(_ path: String, what: String, limit: Int) throws -> String {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw CLIError("cannot read the \(what) \(path): \(String(cString: strerror(errno)))") }
-        defer { close(fd) }
-        var st = stat()
-        guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG else { throw CLIError("the \(what) \(path) is not a regular file") }
-        guard st.st_size <= limit else { throw CLIError("the \(what) \(path) is \(st.st_size) bytes; at most \(limit) are read") }
-        var bytes = [UInt8](repeating: 0, count: limit + 1)
-        var n = 0
-        while n <= limit {
-            let r = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + n, limit + 1 - n) }
-            if r < 0 && errno == EINTR { continue }
-            guard r >= 0 else { throw CLIError("cannot read the \(what) \(path): \(String(cString: strerror(errno)))") }
-            if r == 0 { break }
-            n += r
+        do throws(BoundedReadFailure) {
+            return String(decoding: try readBoundedFile(path, limit: limit), as: UTF8.self)
+        } catch {
+            switch error {
+            case .cannotOpen(let e), .readFailed(let e): throw CLIError("cannot read the \(what) \(path): \(String(cString: strerror(e)))")
+            case .notRegular(let kind): throw CLIError("the \(what) \(path) is \(kind), not a regular file")
+            case .tooLarge(let size): throw CLIError("the \(what) \(path) is \(size) bytes; at most \(limit) are read")
+            case .grew: throw CLIError("the \(what) \(path) grew past \(limit) bytes while it was read")
+            }
         }
-        guard n <= limit else { throw CLIError("the \(what) \(path) grew past \(limit) bytes while it was read") }
-        return String(decoding: bytes[0..<n], as: UTF8.self)
     }
 
     /// TLS from PEM files (the chain, then the key).

@@ -200,6 +200,21 @@ import TestSupport
     }
 }
 
+extension SecurityTests {
+    /// A token file that is a FIFO, missing or not a valid token fails at once with its name: never a hang.
+    @Test func badTokenFilesAreClearErrors() throws {
+        let fifo = work + "/token-fifo-\(getpid())", short = work + "/token-short-\(getpid())"
+        try? FileManager.default.removeItem(atPath: fifo)
+        #expect(mkfifo(fifo, 0o600) == 0)
+        try "abc\n".write(toFile: short, atomically: true, encoding: .utf8)
+        for (path, message) in [(fifo, "is a FIFO (named pipe), not a regular file"), (work + "/no-such-token", "No such file or directory"),
+                                (short, "a token must be 16...256 characters")] {
+            let r = try sh(camcap, ["serve", "-d", "fixture:vivid", "--listen", "127.0.0.1:0", "--token-file", path])
+            #expect(r.code == 1 && r.err.contains(path) && r.err.contains(message) && !r.err.contains("serving"), "\(r.err)")
+        }
+    }
+}
+
 /// A well-formed recvonly H.264 offer (nothing will ever answer its ICE checks).
 func validOffer() -> String {
     ["v=0", "o=- 1 2 IN IP4 127.0.0.1", "s=-", "t=0 0", "a=group:BUNDLE 0", "m=video 9 UDP/TLS/RTP/SAVPF 96",
