@@ -3,7 +3,7 @@ import VideoCapture
 public import H264
 import Synchronization
 #if canImport(Glibc)
-import Glibc
+package import Glibc   // socketAddressParts takes a sockaddr_storage (WebRTC shares it)
 #endif
 
 /// Where an `RTPSender` puts its packets when it does not own UDP sockets (a WebRTC transport that protects them
@@ -180,10 +180,10 @@ public final class RTPSender: @unchecked Sendable {
         }
         rtpAddress = a.0; rtcpAddress = r.0; addressLength = a.1
         let family = Int32(a.0.ss_family)
-        var trusted = [RTPSender.hostBytes(a.0)]
+        var trusted = [socketAddressParts(a.0).host]
         for h in c.feedbackFrom {
             guard let f = RTPSender.address(h, 0) else { throw RTPError("cannot take feedback from \"\(h.prefix(64))\": give an IPv4 or IPv6 address") }
-            trusted.append(RTPSender.hostBytes(f.0))
+            trusted.append(socketAddressParts(f.0).host)
         }
         trustedFeedback = trusted
         let s1 = socket(family, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
@@ -384,7 +384,7 @@ public final class RTPSender: @unchecked Sendable {
                     } }
                 }
                 guard n > 0 else { break }
-                let source = RTPSender.hostBytes(from)
+                let source = socketAddressParts(from).host
                 guard trustedFeedback.contains(source) else { shared.withLock { $0.stats.rtcpFromStrangers += 1 }; continue }
                 buffer.withUnsafeBytes { raw in handleRTCP(UnsafeRawBufferPointer(rebasing: raw[0..<n])) }
             }
@@ -476,20 +476,6 @@ public final class RTPSender: @unchecked Sendable {
         return withinBudget
     }
 
-    /// The address bytes of a socket address, without the port (an IPv4-mapped IPv6 address as IPv4).
-    static func hostBytes(_ a: sockaddr_storage) -> [UInt8] {
-        var a = a
-        let family = Int32(a.ss_family)
-        return withUnsafeBytes(of: &a) { raw in
-            if family == AF_INET6 {
-                let b = withUnsafeBytes(of: raw.load(as: sockaddr_in6.self).sin6_addr) { Array($0) }
-                if b[0..<10].allSatisfy({ $0 == 0 }) && b[10] == 0xff && b[11] == 0xff { return Array(b[12..<16]) }
-                return b
-            }
-            return withUnsafeBytes(of: raw.load(as: sockaddr_in.self).sin_addr) { Array($0) }
-        }
-    }
-
     /// The local address the kernel would send from toward `destination` (a routing lookup by connecting a
     /// UDP socket; nothing is sent). Port 0.
     private static func localAddress(toward destination: sockaddr_storage, length: socklen_t) -> sockaddr_storage? {
@@ -524,5 +510,24 @@ public final class RTPSender: @unchecked Sendable {
             return (storage, socklen_t(MemoryLayout<sockaddr_in6>.size))
         }
         return nil
+    }
+}
+
+/// The address bytes and port of a socket address. An IPv4 peer on a dual-stack socket (::ffff:a.b.c.d) is an
+/// IPv4 address to STUN, to feedback checks and to people.
+package func socketAddressParts(_ a: sockaddr_storage) -> (host: [UInt8], port: UInt16) {
+    var a = a
+    let family = Int32(a.ss_family)
+    return withUnsafeBytes(of: &a) { raw in
+        if family == AF_INET6 {
+            let s = raw.load(as: sockaddr_in6.self)
+            let bytes = withUnsafeBytes(of: s.sin6_addr) { Array($0) }
+            if bytes[0..<10].allSatisfy({ $0 == 0 }) && bytes[10] == 0xff && bytes[11] == 0xff {
+                return (Array(bytes[12..<16]), UInt16(bigEndian: s.sin6_port))
+            }
+            return (bytes, UInt16(bigEndian: s.sin6_port))
+        }
+        let s = raw.load(as: sockaddr_in.self)
+        return (withUnsafeBytes(of: s.sin_addr) { Array($0) }, UInt16(bigEndian: s.sin_port))
     }
 }

@@ -38,10 +38,10 @@ public final class DTLSIdentity: @unchecked Sendable {
         var fp = [CChar](repeating: 0, count: 128), error = [CChar](repeating: 0, count: 256)
         let list = profiles.map { $0 == .aeadAes128Gcm ? "SRTP_AEAD_AES_128_GCM" : "SRTP_AES128_CM_SHA1_80" }.joined(separator: ":")
         guard let p = cw_identity_create(list, client ? 1 : 0, &fp, &error, error.count) else {
-            throw WebRTCError(String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+            throw WebRTCError(cString(error))
         }
         pointer = p
-        fingerprint = String(decoding: fp.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        fingerprint = cString(fp)
     }
     deinit { cw_identity_free(pointer) }
 }
@@ -133,6 +133,11 @@ final class SRTPSession {
     }
 }
 
+/// The text a C function wrote into `buffer`, up to its NUL (invalid UTF-8 becomes U+FFFD).
+func cString(_ buffer: [CChar]) -> String {
+    String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}
+
 func randomBytes(_ n: Int) -> [UInt8] {
     var b = [UInt8](repeating: 0, count: n)
     if cw_random(&b, n) != 1 { for i in 0..<n { b[i] = .random(in: 0...255) } }
@@ -167,9 +172,8 @@ public struct SelfSignedCertificate: Sendable {
         let ok = cNames.map { UnsafePointer($0) }.withUnsafeBufferPointer { list in
             cw_tls_self_signed(list.baseAddress, Int32(list.count), Int32(days), &cert, cert.count, &key, key.count, &spki, &fp, &error, error.count)
         }
-        func text(_ b: [CChar]) -> String { String(decoding: b.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) }
         defer { for i in key.indices { key[i] = 0 } }
-        guard ok == 1 else { throw WebRTCError(text(error)) }
-        certificatePEM = text(cert); privateKeyPEM = text(key); fingerprint = text(fp); publicKeySHA256 = text(spki)
+        guard ok == 1 else { throw WebRTCError(cString(error)) }
+        certificatePEM = cString(cert); privateKeyPEM = cString(key); fingerprint = cString(fp); publicKeySHA256 = cString(spki)
     }
 }

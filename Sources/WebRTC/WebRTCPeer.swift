@@ -270,7 +270,7 @@ public final class WebRTCPeer: RTPTransport, @unchecked Sendable {
             case .ignored:
                 io.withLock { stunIgnored += 1 }
             case .request(let request):
-                let (address, port) = WebRTCPeer.addressBytes(from)
+                let (address, port) = socketAddressParts(from)
                 let response = STUN.successResponse(to: request, address: address, port: port, localPassword: localPassword)
                 response.withUnsafeBytes { sendTo($0, from, fromLength) }
                 lastConsentNs = monotonicNanoseconds()
@@ -346,38 +346,20 @@ public final class WebRTCPeer: RTPTransport, @unchecked Sendable {
             throw WebRTCError("cannot bind a UDP socket on \(host): \(String(cString: strerror(e)))")
         }
         _ = withUnsafeMutablePointer(to: &storage) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-        return (fd, Int(addressBytes(storage).1))
-    }
-
-    static func addressBytes(_ a: sockaddr_storage) -> ([UInt8], UInt16) {
-        var a = a
-        let family = Int32(a.ss_family)
-        return withUnsafeBytes(of: &a) { raw in
-            if family == AF_INET6 {
-                let s = raw.load(as: sockaddr_in6.self)
-                let bytes = withUnsafeBytes(of: s.sin6_addr) { Array($0) }
-                // An IPv4 peer on a dual-stack socket (::ffff:a.b.c.d) is an IPv4 address to STUN and to people.
-                if bytes[0..<10].allSatisfy({ $0 == 0 }) && bytes[10] == 0xff && bytes[11] == 0xff {
-                    return (Array(bytes[12..<16]), UInt16(bigEndian: s.sin6_port))
-                }
-                return (bytes, UInt16(bigEndian: s.sin6_port))
-            }
-            let s = raw.load(as: sockaddr_in.self)
-            return (withUnsafeBytes(of: s.sin_addr) { Array($0) }, UInt16(bigEndian: s.sin_port))
-        }
+        return (fd, Int(socketAddressParts(storage).port))
     }
 
     static func same(_ a: sockaddr_storage, _ b: sockaddr_storage) -> Bool {
-        a.ss_family == b.ss_family && addressBytes(a) == addressBytes(b)
+        a.ss_family == b.ss_family && socketAddressParts(a) == socketAddressParts(b)
     }
 
     static func text(_ a: sockaddr_storage) -> String {
-        let (bytes, port) = addressBytes(a)
+        let (bytes, port) = socketAddressParts(a)
         if bytes.count == 4 { return bytes.map(String.init).joined(separator: ".") + ":\(port)" }
         var buf = [CChar](repeating: 0, count: 64)
         var copy = bytes
         inet_ntop(AF_INET6, &copy, &buf, 64)
-        return "[" + String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) + "]:\(port)"
+        return "[" + cString(buf) + "]:\(port)"
     }
 }
 

@@ -138,7 +138,8 @@ struct Serve: AsyncParsableCommand {
         let identity: DTLSIdentity
         let profiles: [SRTPProfile] = srtp == "gcm" ? [.aeadAes128Gcm] : srtp == "cm" ? [.aes128CmSha1_80] : [.aeadAes128Gcm, .aes128CmSha1_80]
         do { identity = try DTLSIdentity(profiles: profiles) } catch { throw CLIError("cannot create the DTLS certificate: \(error)") }
-        let hosts = candidate.isEmpty ? (address.isWildcard ? interfaceAddresses() : [address.host]) : candidate
+        let interfaces = address.isWildcard ? interfaceAddresses() : []
+        let hosts = candidate.isEmpty ? (address.isWildcard ? interfaces : [address.host]) : candidate
         var peer = WebRTCPeer.Configuration(bindHost: address.host, candidateHosts: hosts)
         peer.maxPayload = mtu
         peer.dropRate = dropRate
@@ -148,7 +149,7 @@ struct Serve: AsyncParsableCommand {
                                       maxPendingPerAddress: maxPendingPerAddress)
         let hub = ViewerHub(identity: identity, configuration: peer, maxBitrate: settings.effectiveMaxBitrate, limits: limits)
         var names = Set(([address.host] + hosts + allowHost).map { $0.lowercased() })
-        if address.isWildcard { names.formUnion(interfaceAddresses() + ["127.0.0.1", "::1"]) }
+        if address.isWildcard { names.formUnion(interfaces + ["127.0.0.1", "::1"]) }
         if address.isWildcard || ServeSecurity.isLoopback(address.host) { names.insert("localhost") }
         names.remove("0.0.0.0"); names.remove("::")
         var policy = ServerPolicy(token: token, allowedOrigins: Set(allowOrigin.compactMap(ServeSecurity.origin)), hostNames: names)

@@ -123,8 +123,10 @@ struct StreamTarget: CustomStringConvertible {
     }
 }
 
-func write(_ text: String, to path: String) throws {
-    let f = try OutputFile(path: path)
+func write(_ text: String, to path: String) throws { try write(text, into: try OutputFile(path: path)) }
+
+/// Writes `text` and closes the file; on a failure the file is discarded (an existing one is kept as it was).
+func write(_ text: String, into f: OutputFile) throws {
     do { try f.write(Array(text.utf8)); try f.close() } catch { f.discard(); throw error }
 }
 
@@ -172,7 +174,7 @@ final class RTPOutput: EncodedOutput {
             let text = SDP.offer(host: target.host, port: target.port, sps: ps.sps, pps: ps.pps,
                                  rtxPayloadType: sender.configuration.rtxPayloadType, ssrc: sender.ssrc,
                                  rtxSSRC: sender.configuration.rtxPayloadType == nil ? nil : sender.rtxSSRC)
-            do { try file.write(Array(text.utf8)); try file.close() } catch { file.discard(); throw error }
+            try camcap.write(text, into: file)
         }
         do { try sender.send(frame, captureNs: captureNs) } catch { throw CLIError("\(error)") }
     }

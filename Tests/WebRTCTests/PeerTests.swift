@@ -22,6 +22,14 @@ final class FakeBrowser {
         socket = s
         port = UInt16(bigEndian: a.sin_port)
     }
+    /// A browser that has passed the peer's ICE check (an authenticated Binding request, answered).
+    convenience init(checkedInTo peer: WebRTCPeer) throws {
+        try self.init()
+        let video = try SDP.parse(peer.answer).media[0]
+        target(peer.localPort)
+        send(FakeBrowser.bindingRequest(username: "\(video.values("ice-ufrag")[0]):kaYF", password: video.values("ice-pwd")[0]))
+        _ = receive()
+    }
     deinit { close(socket) }
     func target(_ port: Int) { remote.sin_family = sa_family_t(AF_INET); remote.sin_addr.s_addr = inet_addr("127.0.0.1"); remote.sin_port = UInt16(port).bigEndian }
     func send(_ bytes: [UInt8]) {
@@ -195,25 +203,10 @@ func keyFrame(size: Int) -> EncodedFrame {
     /// is loaded (see Scripts/malloc-count.c; skipped otherwise):
     ///   LD_PRELOAD=/tmp/libmc.so .build/debug/swift-video-capturePackageTests.xctest --testing-library swift-testing --filter mallocs
     @Test(.enabled(if: mallocCounter != nil)) func mallocsPerFrameOnTheSendPath() throws {
-        let serverIdentity = try DTLSIdentity()
-        let clientIdentity = try DTLSIdentity(profiles: [.aeadAes128Gcm], client: true)
-        let text = NegotiationTests.chromiumOffer.replacingOccurrences(
-            of: "5A:BA:85:3B:19:7E:27:E2:E0:A7:07:46:61:EA:75:0C:68:6E:FE:CC:EF:9C:7C:F8:2E:0E:F1:15:8B:11:73:80", with: clientIdentity.fingerprint)
-        let peer = try WebRTCPeer(offer: try WebRTCOffer(text), identity: serverIdentity, configuration: .init(bindHost: "127.0.0.1", candidateHosts: ["127.0.0.1"]))
-        peer.start()
-        let video = try SDP.parse(peer.answer).media[0]
-        let browser = try FakeBrowser()
-        browser.target(peer.localPort)
-        browser.send(FakeBrowser.bindingRequest(username: "\(video.values("ice-ufrag")[0]):kaYF", password: video.values("ice-pwd")[0]))
-        _ = browser.receive()
-        let dtls = try DTLSAssociation(identity: clientIdentity, peerFingerprint: serverIdentity.fingerprint)
-        let deadline = Date().addingTimeInterval(10)
-        _ = browser.handshake(dtls, until: deadline)
-        while !peer.isConnected && Date() < deadline { usleep(5_000) }
-        let (_, _, fromPeer) = try dtls.srtpSessions()
-        let m = peerSendMallocs(peer: peer, browser: browser, count: mallocCounter!, srtp: fromPeer)
+        let c = try ConnectedPeer()
+        let m = peerSendMallocs(peer: c.peer, browser: c.browser, count: mallocCounter!, srtp: c.fromPeer)
         print("MEASURE mallocs per 6-packet frame through the peer: \(m.0); a bare srtp_protect of 6 packets: \(m.1)")
-        peer.close()
+        c.peer.close()
     }
 }
 
@@ -277,11 +270,7 @@ struct ConnectedPeer {
         peer.onClosed = { reason in closed.value.withLock { $0 = reason } }
         self.closed = closed
         peer.start()
-        let video = try SDP.parse(peer.answer).media[0]
-        browser = try FakeBrowser()
-        browser.target(peer.localPort)
-        browser.send(FakeBrowser.bindingRequest(username: "\(video.values("ice-ufrag")[0]):kaYF", password: video.values("ice-pwd")[0]))
-        _ = browser.receive()
+        browser = try FakeBrowser(checkedInTo: peer)
         dtls = try DTLSAssociation(identity: clientIdentity, peerFingerprint: serverIdentity.fingerprint)
         let deadline = Date().addingTimeInterval(10)
         _ = browser.handshake(dtls, until: deadline)
@@ -391,11 +380,7 @@ func monotonicTestNs() -> Int64 { var t = timespec(); clock_gettime(CLOCK_MONOTO
         let closed = Box<String?>(nil)
         peer.onClosed = { reason in closed.value.withLock { $0 = reason } }
         peer.start()
-        let answer = try SDP.parse(peer.answer).media[0]
-        let browser = try FakeBrowser()
-        browser.target(peer.localPort)
-        browser.send(FakeBrowser.bindingRequest(username: "\(answer.values("ice-ufrag")[0]):kaYF", password: answer.values("ice-pwd")[0]))
-        _ = browser.receive()
+        let browser = try FakeBrowser(checkedInTo: peer)
         let dtls = try DTLSAssociation(identity: clientIdentity, peerFingerprint: serverIdentity.fingerprint)
         _ = dtls.tick(); dtls.drain { browser.send(Array($0)) }
         var alert: [UInt8]?
