@@ -11,18 +11,8 @@ import TestSupport
         let server = try ServeProcess(["-d", "fixture:vivid", "-s", "320x240", "--listen", "127.0.0.1:0"], name: "serve-origin")
         defer { _ = server.stop() }
         #expect(server.token?.count == 32, "a random token in the printed URL: \(server.pageURL)")
-        let hold = work + "/hold-origin-\(getpid())"
-        try? FileManager.default.removeItem(atPath: hold)
-        let viewer = Process()
-        viewer.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        viewer.arguments = [browserScript, server.pageURL, "--frames", "30", "--hold", hold]
-        let out = work + "/viewer-origin.out"
-        _ = FileManager.default.createFile(atPath: out, contents: nil)
-        viewer.standardOutput = FileHandle(forWritingAtPath: out); viewer.standardError = FileHandle(forWritingAtPath: work + "/viewer-origin.err")
-        try viewer.run()
+        let (viewer, hold, out) = try heldViewer(server.pageURL, frames: 30, name: "viewer-origin")
         defer { if viewer.isRunning { kill(viewer.processIdentifier, SIGKILL) } }
-        let end = Date().addingTimeInterval(60)
-        while Date() < end, !ServeProcess.read(out).contains("\n") { usleep(50_000) }
         let first = try #require(try JSONSerialization.jsonObject(with: Data(ServeProcess.read(out).split(separator: "\n")[0].utf8)) as? [String: Any])
         #expect(int(first, "framesDecoded") > 0, "the printed URL plays: \(first)")
         let resource = try #require(first["resource"] as? String)

@@ -83,6 +83,22 @@ final class ServeProcess {
 
 let browserScript = repo + "/Scripts/webrtc-browser.py"
 
+/// A Chromium viewer in the background that watches `frames` frames, prints its first report, and stays until
+/// the file `hold` exists (then prints its last one). Returns once the first report is out (or after 60 s).
+func heldViewer(_ pageURL: String, frames: Int, name: String, extra: [String] = []) throws -> (Process, hold: String, out: String) {
+    let hold = work + "/hold-\(name)-\(getpid())", out = work + "/\(name).out"
+    try? FileManager.default.removeItem(atPath: hold)
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+    p.arguments = [browserScript, pageURL, "--frames", String(frames), "--hold", hold] + extra
+    _ = FileManager.default.createFile(atPath: out, contents: nil)
+    p.standardOutput = FileHandle(forWritingAtPath: out); p.standardError = FileHandle(forWritingAtPath: work + "/\(name).err")
+    try p.run()
+    let end = Date().addingTimeInterval(60)
+    while Date() < end, !ServeProcess.read(out).contains("\n") { usleep(50_000) }
+    return (p, hold, out)
+}
+
 /// Runs the headless Chromium client and returns its JSON report.
 func chromium(_ url: String, frames: Int = 300, extra: [String] = []) throws -> [String: Any] {
     let r = try runTool("/usr/bin/python3", [browserScript, url, "--frames", String(frames), "--timeout", "60"] + extra)
@@ -165,19 +181,9 @@ let chromiumAvailable = peersRequired || (FileManager.default.isExecutableFile(a
 
     @Test(.enabled(if: chromiumAvailable)) func twoViewersThenOneLeaves() throws {
         let server = try ServeProcess(["-d", "fixture:vivid", "-s", "640x360", "--listen", "127.0.0.1:0"], name: "serve-two")
-        let hold = work + "/hold-\(getpid())"
-        try? FileManager.default.removeItem(atPath: hold)
         // Viewer A stays until `hold` exists; viewer B comes, watches 150 frames and leaves.
-        let a = Process()
-        a.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        a.arguments = [browserScript, server.pageURL, "--frames", "60", "--hold", hold, "--expect-close"]
-        let aOut = work + "/viewer-a.out"
-        _ = FileManager.default.createFile(atPath: aOut, contents: nil)
-        a.standardOutput = FileHandle(forWritingAtPath: aOut); a.standardError = FileHandle(forWritingAtPath: work + "/viewer-a.err")
-        try a.run()
+        let (a, hold, aOut) = try heldViewer(server.pageURL, frames: 60, name: "viewer-a", extra: ["--expect-close"])
         defer { if a.isRunning { kill(a.processIdentifier, SIGKILL) } }
-        let end = Date().addingTimeInterval(60)
-        while Date() < end, !ServeProcess.read(aOut).contains("\n") { usleep(50_000) }
         let fdsAlone = server.fdCount, rssAlone = server.rssKiB
         let b = try chromium(server.pageURL, frames: 150)
         #expect(b["ok"] as? Bool == true, "\(b)")
