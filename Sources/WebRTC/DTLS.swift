@@ -177,3 +177,42 @@ public struct SelfSignedCertificate: Sendable {
         certificatePEM = cString(cert); privateKeyPEM = cString(key); fingerprint = cString(fp); publicKeySHA256 = cString(spki)
     }
 }
+
+/// Hands datagrams from the network to DTLS as a viewer's thread does: to an association still in its
+/// handshake and to one whose handshake is done (completed in memory with a client of our own), re-made when
+/// one ends. For fuzzing the record checks that run before OpenSSL sees a datagram.
+@_spi(Fuzzing) public final class DTLSDatagramHarness {
+    private let serverIdentity: DTLSIdentity, clientIdentity: DTLSIdentity
+    private var fresh: DTLSAssociation
+    private var established: DTLSAssociation
+    /// Whether the established association is still connected (a forged datagram must never end it).
+    public private(set) var isConnected = true
+
+    public init() throws(WebRTCError) {
+        serverIdentity = try DTLSIdentity()
+        clientIdentity = try DTLSIdentity(profiles: [.aeadAes128Gcm], client: true)
+        fresh = try DTLSAssociation(identity: serverIdentity, peerFingerprint: clientIdentity.fingerprint)
+        established = try DTLSDatagramHarness.handshake(serverIdentity, clientIdentity)
+    }
+
+    private static func handshake(_ server: DTLSIdentity, _ client: DTLSIdentity) throws(WebRTCError) -> DTLSAssociation {
+        let s = try DTLSAssociation(identity: server, peerFingerprint: client.fingerprint)
+        let c = try DTLSAssociation(identity: client, peerFingerprint: server.fingerprint)
+        var serverState = DTLSAssociation.State.handshaking, clientState = c.tick()
+        for _ in 0..<50 where serverState != .connected || clientState != .connected {
+            c.drain { serverState = s.feed($0) }
+            s.drain { clientState = c.feed($0) }
+        }
+        guard serverState == .connected else { throw WebRTCError("the in-memory DTLS handshake did not complete: \(serverState)") }
+        return s
+    }
+
+    public func feed(_ datagram: UnsafeRawBufferPointer) {
+        if case .failed = fresh.feed(datagram) { fresh = try! DTLSAssociation(identity: serverIdentity, peerFingerprint: clientIdentity.fingerprint) }
+        fresh.drain { _ in }
+        let state = established.feed(datagram)
+        established.drain { _ in }
+        isConnected = state == .connected
+        if !isConnected, let again = try? DTLSDatagramHarness.handshake(serverIdentity, clientIdentity) { established = again }
+    }
+}

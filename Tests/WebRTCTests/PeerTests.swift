@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import Synchronization
-@testable import WebRTC
+@_spi(Fuzzing) @testable import WebRTC
 import RTP
 import H264
 
@@ -398,6 +398,21 @@ func monotonicTestNs() -> Int64 { var t = timespec(); clock_gettime(CLOCK_MONOTO
         let end = Date().addingTimeInterval(5)
         while closed.value.withLock({ $0 }) == nil && Date() < end { usleep(2_000) }
         #expect(closed.value.withLock { $0 }?.contains("does not match the fingerprint") == true)
+    }
+}
+
+extension PeerAbuseTests {
+    /// The fuzz target's harness really holds a connected association (else fuzzing it would prove nothing),
+    /// and the forged records of the test above leave it connected there too.
+    @Test func theDTLSFuzzHarnessHoldsAConnectedAssociation() throws {
+        let h = try DTLSDatagramHarness()
+        #expect(h.isConnected)
+        let short: [UInt8] = [23, 0xfe, 0xfd, 0, 1, 0, 0, 0, 0, 0, 99, 0, 16] + [UInt8](repeating: 0xab, count: 16)
+        let garbage: [UInt8] = [23, 0xfe, 0xfd, 0, 1, 0, 0, 0, 0, 0, 99, 0, 64] + (0..<64).map { UInt8($0 * 7 & 0xff) }
+        for d in [short, garbage, [22, 0xfe, 0xfd, 0, 0], Array(garbage.prefix(30))] {
+            d.withUnsafeBytes { h.feed($0) }
+            #expect(h.isConnected, "\(d.prefix(16))")
+        }
     }
 }
 

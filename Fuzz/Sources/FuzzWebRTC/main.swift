@@ -1,8 +1,11 @@
-// libFuzzer target: what a WebRTC peer reads from the network before anything is authenticated: a WHEP offer
-// (SDP text starting "v=", parsed and answered) or a STUN message (parsed and, if it authenticates, answered).
+// libFuzzer target: what a WebRTC peer reads from the network: a WHEP offer (SDP text starting "v=", parsed and
+// answered), a STUN message (parsed and, if it authenticates, answered), or a DTLS datagram (first byte 20...63:
+// fed to an association in its handshake and to a connected one, which must stay connected).
 import CFuzzer
 import Glibc
-import WebRTC
+@_spi(Fuzzing) import WebRTC
+
+nonisolated(unsafe) let dtls = try! DTLSDatagramHarness()   // libFuzzer calls in from one thread
 
 func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     guard let data else { return 0 }
@@ -13,6 +16,10 @@ func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
             _ = offer.answer(iceUfrag: "abcd", icePassword: "pppppppppppppppppppppppp", fingerprint: "AA:BB", hosts: ["127.0.0.1"],
                              port: 9, ssrc: 1, rtxSSRC: 2)
         }
+    } else if size > 0 && (20...63).contains(data[0]) {
+        dtls.feed(bytes)
+        // A forged record ended a working association: the bug this target looks for.
+        if !dtls.isConnected { fatalError("a datagram ended a connected DTLS association") }
     } else if case .request(let r) = STUN.parseRequest(bytes, localUfrag: "evtj", localPassword: "VOkJxbRl1RmTxUk/WvJxBt") {
         _ = STUN.successResponse(to: r, address: [127, 0, 0, 1], port: 9, localPassword: "VOkJxbRl1RmTxUk/WvJxBt")
     }
