@@ -121,26 +121,26 @@ public final class H264Encoder {
         /// settings with it before opening a camera; `init(settings:)` calls it too.
         public func validate() throws(H264Error) {
             guard width >= 16, height >= 16, width <= 4096, height <= 2304 else {
-                throw H264Error(.invalidSettings, "size \(width)x\(height) is out of range: width 16...4096, height 16...2304")
+                throw H264Error(.invalidSettings, "size \(width)x\(height) is out of range: width 16...4096, height 16...2304", setting: "size")
             }
-            guard width % 2 == 0, height % 2 == 0 else { throw H264Error(.invalidSettings, "size \(width)x\(height) must have even width and height (4:2:0)") }
-            guard maxFrameRate >= 1, maxFrameRate <= 240 else { throw H264Error(.invalidSettings, "frame rate \(maxFrameRate) is out of range: 1...240 fps") }
+            guard width % 2 == 0, height % 2 == 0 else { throw H264Error(.invalidSettings, "size \(width)x\(height) must have even width and height (4:2:0)", setting: "size") }
+            guard maxFrameRate >= 1, maxFrameRate <= 240 else { throw H264Error(.invalidSettings, "frame rate \(maxFrameRate) is out of range: 1...240 fps", setting: "maxFrameRate") }
             guard targetBitrate >= 10_000, targetBitrate <= 100_000_000 else {
-                throw H264Error(.invalidSettings, "bitrate \(targetBitrate / 1000) kbps is out of range: 10...100000 kbps")
+                throw H264Error(.invalidSettings, "bitrate \(targetBitrate / 1000) kbps is out of range: 10...100000 kbps", setting: "targetBitrate")
             }
             guard effectiveMaxBitrate >= targetBitrate, effectiveMaxBitrate <= 200_000_000 else {
-                throw H264Error(.invalidSettings, "max bitrate \(effectiveMaxBitrate / 1000) kbps must be at least the target (\(targetBitrate / 1000) kbps) and at most 200000 kbps")
+                throw H264Error(.invalidSettings, "max bitrate \(effectiveMaxBitrate / 1000) kbps must be at least the target (\(targetBitrate / 1000) kbps) and at most 200000 kbps", setting: "maxBitrate")
             }
             guard effectiveKeyFrameInterval >= 1, effectiveKeyFrameInterval <= 100_000 else {
-                throw H264Error(.invalidSettings, "key-frame interval \(effectiveKeyFrameInterval) is out of range: 1...100000 frames")
+                throw H264Error(.invalidSettings, "key-frame interval \(effectiveKeyFrameInterval) is out of range: 1...100000 frames", setting: "keyFrameInterval")
             }
-            guard (1...4).contains(threads) else { throw H264Error(.invalidSettings, "thread count \(threads) is out of range: 1...4") }
+            guard (1...4).contains(threads) else { throw H264Error(.invalidSettings, "thread count \(threads) is out of range: 1...4", setting: "threads") }
             switch sliceMode {
             case .single: break
             // OpenH264 2.3.1 refuses size-limited slices below 420 bytes for any frame of more than a few
             // macroblocks (measured: 320x240 up to 4096x2304 all need ≥ 420), after the camera would have started.
-            case .maxNALSize(let n): guard (420...65535).contains(n) else { throw H264Error(.invalidSettings, "max NAL size \(n) is out of range: 420...65535 bytes") }
-            case .fixedCount(let n): guard (1...32).contains(n) else { throw H264Error(.invalidSettings, "slice count \(n) is out of range: 1...32") }
+            case .maxNALSize(let n): guard (420...65535).contains(n) else { throw H264Error(.invalidSettings, "max NAL size \(n) is out of range: 420...65535 bytes", setting: "sliceMode") }
+            case .fixedCount(let n): guard (1...32).contains(n) else { throw H264Error(.invalidSettings, "slice count \(n) is out of range: 1...32", setting: "sliceMode") }
             }
         }
     }

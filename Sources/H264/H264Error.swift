@@ -20,8 +20,13 @@ public struct H264Error: Error, Sendable, Equatable, CustomStringConvertible {
     public var message: String
     /// Byte offset in the bitstream, for `.malformedBitstream`.
     public var offset: Int?
+    /// The setting refused, for `.invalidSettings` (`\H264Encoder.Settings` member name: "sliceMode",
+    /// "keyFrameInterval", …), so that a caller can name its own option without reading the message.
+    public var setting: String?
 
-    public init(_ code: Code, _ message: String, offset: Int? = nil) { self.code = code; self.message = message; self.offset = offset }
+    public init(_ code: Code, _ message: String, offset: Int? = nil, setting: String? = nil) {
+        self.code = code; self.message = message; self.offset = offset; self.setting = setting
+    }
     /// An encoder error (`EncoderError("…")`).
     public init(_ message: String) { self.init(.encoderFailed, message) }
     /// A bitstream error at `offset` (`BitstreamError("…", offset:)`).

@@ -14,10 +14,23 @@ public protocol RTPTransport: AnyObject, Sendable {
     func sendRTCP(_ packet: UnsafeRawBufferPointer) -> Int32
 }
 
+/// An RTP session that cannot start or send: its code says which kind, the message what and where.
 public struct RTPError: Error, Sendable, Equatable, CustomStringConvertible {
+    public struct Code: Hashable, Sendable, RawRepresentable, CustomStringConvertible {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+        /// A port, address or rate out of range (nothing was opened).
+        public static let invalidConfiguration = Code(rawValue: "invalid configuration")
+        /// A socket could not be made or bound (errno says why).
+        public static let socketFailed = Code(rawValue: "socket failed")
+        /// Sending failed (errno says why).
+        public static let sendFailed = Code(rawValue: "send failed")
+    }
+    public var code: Code
     public var message: String
     public var errno: Int32?
-    public init(_ message: String, errno: Int32? = nil) { self.message = message; self.errno = errno }
+    public init(_ code: Code, _ message: String, errno: Int32? = nil) { self.code = code; self.message = message; self.errno = errno }
     public var description: String { message + (errno.map { " (errno \($0): \(String(cString: strerror($0))))" } ?? "") }
 }
 
@@ -171,25 +184,25 @@ public final class RTPSender: @unchecked Sendable {
 
     public init(configuration c: Configuration) throws(RTPError) {
         configuration = c
-        guard (1...65535).contains(c.port) else { throw RTPError("RTP port \(c.port) is not 1...65535") }
+        guard (1...65535).contains(c.port) else { throw RTPError(.invalidConfiguration, "RTP port \(c.port) is not 1...65535") }
         let rtcpPort = c.rtcpMux ? c.port : (c.rtcpPort ?? c.port + 1)
-        guard (1...65535).contains(rtcpPort) else { throw RTPError("RTCP port \(rtcpPort) is not 1...65535") }
-        guard (0.0...1.0).contains(c.dropRate) else { throw RTPError("drop rate \(c.dropRate) is not 0...1") }
+        guard (1...65535).contains(rtcpPort) else { throw RTPError(.invalidConfiguration, "RTCP port \(rtcpPort) is not 1...65535") }
+        guard (0.0...1.0).contains(c.dropRate) else { throw RTPError(.invalidConfiguration, "drop rate \(c.dropRate) is not 0...1") }
         guard let a = RTPSender.address(c.host, c.port), let r = RTPSender.address(c.host, rtcpPort) else {
-            throw RTPError("cannot resolve \(c.host): give an IPv4 or IPv6 address")
+            throw RTPError(.invalidConfiguration, "cannot resolve \(c.host): give an IPv4 or IPv6 address")
         }
         rtpAddress = a.0; rtcpAddress = r.0; addressLength = a.1
         let family = Int32(a.0.ss_family)
         var trusted = [socketAddressParts(a.0).host]
         for h in c.feedbackFrom {
-            guard let f = RTPSender.address(h, 0) else { throw RTPError("cannot take feedback from \"\(h.prefix(64))\": give an IPv4 or IPv6 address") }
+            guard let f = RTPSender.address(h, 0) else { throw RTPError(.invalidConfiguration, "cannot take feedback from \"\(h.prefix(64))\": give an IPv4 or IPv6 address") }
             trusted.append(socketAddressParts(f.0).host)
         }
         trustedFeedback = trusted
         let s1 = socket(family, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard s1 >= 0 else { throw RTPError("cannot create a UDP socket", errno: errno) }
+        guard s1 >= 0 else { throw RTPError(.socketFailed, "cannot create a UDP socket", errno: errno) }
         let s2 = c.rtcpMux ? s1 : socket(family, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard s2 >= 0 else { let e = errno; Glibc.close(s1); throw RTPError("cannot create a UDP socket", errno: e) }
+        guard s2 >= 0 else { let e = errno; Glibc.close(s1); throw RTPError(.socketFailed, "cannot create a UDP socket", errno: e) }
         // Bind our RTCP socket (receivers answer to its address) on the interface that reaches the destination,
         // not on every interface: a stream to 127.0.0.1 listens on loopback only.
         var local = RTPSender.localAddress(toward: a.0, length: addressLength) ?? sockaddr_storage()
@@ -210,7 +223,7 @@ public final class RTPSender: @unchecked Sendable {
         let bound = withUnsafePointer(to: &local) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(s2, $0, localLength) } }
         guard bound == 0 else {
             let e = errno; Glibc.close(s1); if s2 != s1 { Glibc.close(s2) }
-            throw RTPError("cannot listen for RTCP on port \(c.localRTCPPort)\(e == EADDRINUSE ? ": the port is in use" : "")", errno: e)
+            throw RTPError(.socketFailed, "cannot listen for RTCP on port \(c.localRTCPPort)\(e == EADDRINUSE ? ": the port is in use" : "")", errno: e)
         }
         _ = withUnsafeMutablePointer(to: &local) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(s2, $0, &localLength) } }
         localRTCPPort = withUnsafeBytes(of: &local) { raw in
@@ -252,7 +265,7 @@ public final class RTPSender: @unchecked Sendable {
     /// only name the peer in messages.
     public init(configuration c: Configuration, transport: any RTPTransport) throws(RTPError) {
         configuration = c
-        guard (0.0...1.0).contains(c.dropRate) else { throw RTPError("drop rate \(c.dropRate) is not 0...1") }
+        guard (0.0...1.0).contains(c.dropRate) else { throw RTPError(.invalidConfiguration, "drop rate \(c.dropRate) is not 0...1") }
         self.transport = transport
         trustedFeedback = []   // the owner authenticates what it hands to handleRTCP
         rtpSocket = -1; rtcpSocket = -1; hasThread = false
@@ -319,7 +332,7 @@ public final class RTPSender: @unchecked Sendable {
             s.stats.framesSent += 1; s.lastRTP = ts; s.lastCaptureNs = captureNs
             if s.stats.firstCaptureNs == nil { s.stats.firstCaptureNs = captureNs }
         }
-        if failure != 0 { throw RTPError("sending RTP to \(configuration.host):\(configuration.port) failed", errno: failure) }
+        if failure != 0 { throw RTPError(.sendFailed, "sending RTP to \(configuration.host):\(configuration.port) failed", errno: failure) }
     }
 
     private func nextRandom() -> Double {

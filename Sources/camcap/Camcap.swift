@@ -2,10 +2,8 @@ import ArgumentParser
 import Foundation
 import VideoCapture
 import VideoProcessing
-import FixtureCameras
 import V4L2Capture
 import H264
-import Logging
 
 @main
 struct Camcap: AsyncParsableCommand {
@@ -27,22 +25,6 @@ let versionText: String = {
     "camcap 0.1.0\n\(libyuvCPUFlags)\n\(H264Encoder.openH264Version)"
 }()
 
-/// The providers every command uses: real cameras first, then the fixture cameras.
-func makeCapturer(pacing: FixtureCameraProvider.Pacing = .realTime, discardsLate: Bool = true, noise: Int = 0, disconnectAfter: Int? = nil,
-                  powerLine: PowerLineFrequency? = nil, controls: [CameraControlSetting] = []) -> CameraVideoCapturer {
-    var logger = Logger(label: "camcap")
-    logger.logLevel = ProcessInfo.processInfo.environment["CAMCAP_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
-    return CameraVideoCapturer(providers: [V4L2DeviceProvider(), FixtureCameraProvider(options: .init(pacing: pacing, disconnectAfterFrames: disconnectAfter, noise: noise))],
-                               configuration: .init(maxPendingFrames: 2, alwaysDiscardsLateFrames: discardsLate,
-                                                    powerLineFrequency: powerLine, startControls: controls), logger: logger)
-}
-
-/// The default camera: the first real camera, else the built-in fixture webcam.
-func defaultDevice(_ capturer: CameraVideoCapturer) throws(CaptureError) -> CaptureDevice {
-    if let real = V4L2DeviceProvider().devices().first { return real }
-    return try capturer.device("fixture:uvc-webcam")
-}
-
 struct CLIError: Error, CustomStringConvertible {
     var description: String
     init(_ d: String) { description = d }
@@ -51,43 +33,6 @@ struct CLIError: Error, CustomStringConvertible {
 extension FrameSize: ExpressibleByArgument {
     public init?(argument: String) { self.init(parsing: argument) }
     public var defaultValueDescription: String { description }
-}
-
-/// Prints a JSON object with keys in the given order.
-func jsonObject(_ pairs: [(String, Any)]) -> String {
-    "{" + pairs.map { "\"\($0.0)\": \(jsonValue($0.1))" }.joined(separator: ", ") + "}"
-}
-func jsonValue(_ v: Any) -> String {
-    switch v {
-    case let s as String: return jsonString(s)
-    case let f as Fraction: return f.description
-    case let i as Int: return String(i)
-    case let d as Double: return d.isFinite ? String(d) : "null"   // JSON has no inf/nan
-    case let b as Bool: return b ? "true" : "false"
-    case let o as [(String, Any)]: return jsonObject(o)
-    case let a as [Any]: return "[" + a.map(jsonValue).joined(separator: ", ") + "]"
-    default: return "null"
-    }
-}
-
-/// A JSON string literal: quotes, backslashes and every control character escaped (RFC 8259), so names and
-/// descriptions from fixture files or drivers can never break the output.
-func jsonString(_ s: String) -> String {
-    var out = "\""
-    for scalar in s.unicodeScalars {
-        switch scalar {
-        case "\"": out += "\\\""
-        case "\\": out += "\\\\"
-        case "\n": out += "\\n"
-        case "\r": out += "\\r"
-        case "\t": out += "\\t"
-        case _ where scalar.value < 0x20 || scalar.value == 0x7f || (0x80..<0xa0).contains(scalar.value) || scalar == "\u{2028}" || scalar == "\u{2029}":
-            let hex = String(scalar.value, radix: 16)
-            out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-        default: out.unicodeScalars.append(scalar)
-        }
-    }
-    return out + "\""
 }
 
 func fail(_ error: any Error) -> Never {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import VideoCapture
+import CapturePipeline
 
 struct Controls: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -28,7 +29,7 @@ struct Controls: AsyncParsableCommand {
     func run() async throws {
         let capturer = makeCapturer()
         do {
-            let d = try device.map { spec throws(CaptureError) in try capturer.device(spec) } ?? defaultDevice(capturer)
+            let d = try device.map { spec throws(CaptureError) in try capturer.device(spec) } ?? CaptureSession.defaultDevice(capturer)
             if settings.isEmpty && gets.isEmpty {
                 let all = try capturer.controls(for: d)
                 print(json ? ControlListing.json(all) : ControlListing.text(all), terminator: "")

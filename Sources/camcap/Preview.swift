@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import VideoCapture
 import VideoProcessing
+import CapturePipeline
 
 struct Preview: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -36,7 +37,7 @@ struct Preview: AsyncParsableCommand {
     }
 
     private func preview() async throws {
-        let pipeline = try CapturePipeline(capture)
+        let pipeline = try CaptureSession(capture.configuration)
         var stages: [any PictureStage] = [CountStage()]
         if let y4m { stages.append(try Y4MStage(path: y4m)) }
         if let snapshot {
@@ -52,6 +53,6 @@ struct Preview: AsyncParsableCommand {
             if applyRotation { o.rotation = VideoRotation(degrees: rotate + frame.rotation.degrees)! }
             return o
         }
-        try await pipeline.run("preview", stages: stages)
+        try await pipeline.runCommand("preview", quiet: capture.quiet, stages: stages)
     }
 }

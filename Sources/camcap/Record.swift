@@ -3,6 +3,7 @@ import Foundation
 import VideoCapture
 import VideoProcessing
 import H264
+import CapturePipeline
 
 struct Record: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -37,7 +38,7 @@ struct Record: AsyncParsableCommand {
         try CLIRange.capture(capture)
         if keyint != nil && keyintSeconds != nil { throw ValidationError("give either --keyint or --keyint-seconds, not both") }
         try CLIRange.count(snapshotEvery, "--snapshot-every")
-        if let adapt { _ = try AdaptSchedule(parsing: adapt) }
+        if let adapt { do { _ = try AdaptSchedule(parsing: adapt) } catch { throw ValidationError(error.message) } }
         // The encoder's limits (OpenH264's), checked before the output or the camera is touched.
         try CLIRange.encoder(bitrateKbps: bitrate, maxBitrateKbps: maxBitrate, keyint: keyint, keyintSeconds: keyintSeconds,
                              threads: threads, maxNalSize: maxNalSize, fpsLimit: capture.fpsLimit)
@@ -49,7 +50,7 @@ struct Record: AsyncParsableCommand {
 
     private func record() async throws {
         // Everything is checked before the camera starts: device, negotiation, encoder settings, outputs.
-        let pipeline = try CapturePipeline(capture)
+        let pipeline = try CaptureSession(capture.configuration)
         var settings = EncodeStage.baseSettings(for: pipeline.selection, bitrateKbps: bitrate, maxBitrateKbps: maxBitrate)
         settings.keyFrameInterval = keyint
         settings.threads = threads
@@ -61,7 +62,7 @@ struct Record: AsyncParsableCommand {
                                  outputs: [try AnnexBFileOutput(path: output)])
         // As fast as frames come (a fixture with --fast): encode on a thread of its own, so the next frame converts
         // meanwhile. Real time: on the pipeline's task, for the shortest capture-to-bytes latency.
-        encode.usesEncoderThread = pipeline.options.fast
+        encode.usesEncoderThread = capture.fast
         stages.append(encode)
         if let adapt {
             pipeline.adaptation = ScheduledAdaptation(try AdaptSchedule(parsing: adapt))
@@ -78,6 +79,6 @@ struct Record: AsyncParsableCommand {
         }
         // The encoder gets the applied size made even (4:2:0); the one conversion scales when needed.
         pipeline.conversion = EncodeStage.evenSizeConversion
-        try await pipeline.run("recording", stages: stages)
+        try await pipeline.runCommand("recording", quiet: capture.quiet, stages: stages)
     }
 }

@@ -7,6 +7,8 @@ import H264
 import RTP
 import WebRTC
 import NIOSSL
+import CapturePipeline
+import WHEPServer
 
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -128,9 +130,9 @@ struct Serve: AsyncParsableCommand {
         let address = ListenAddress(listen)!
         // Everything read from files (token, certificate) is read before the camera starts: a bad path fails at once.
         let (token, tokenSource) = try resolveToken()
-        var options = capture
-        if options.frames == nil && options.duration == nil { options.duration = 31 * 24 * 3600 }   // until Ctrl-C
-        let pipeline = try CapturePipeline(options)
+        var configuration = capture.configuration
+        if capture.frames == nil && capture.duration == nil { configuration.durationNs = nil }   // until Ctrl-C
+        let pipeline = try CaptureSession(configuration)
         var settings = EncodeStage.baseSettings(for: pipeline.selection, bitrateKbps: bitrate, maxBitrateKbps: maxBitrate)
         settings.sliceMode = .maxNALSize(max(420, mtu))
         try EncodeStage.check(settings, keyIntervalSeconds: keyintSeconds ?? 2, for: pipeline.selection)
@@ -147,7 +149,7 @@ struct Serve: AsyncParsableCommand {
         peer.connectTimeoutNs = Int64(connectTimeout * 1e9)
         let limits = ViewerHub.Limits(maxViewers: maxViewers, maxPending: maxPending, maxPerAddress: maxViewersPerAddress,
                                       maxPendingPerAddress: maxPendingPerAddress)
-        let hub = ViewerHub(identity: identity, configuration: peer, maxBitrate: settings.effectiveMaxBitrate, limits: limits)
+        let hub = ViewerHub(identity: identity, configuration: peer, limits: limits)
         var names = Set(([address.host] + hosts + allowHost).map { $0.lowercased() })
         if address.isWildcard { names.formUnion(interfaces + ["127.0.0.1", "::1"]) }
         if address.isWildcard || ServeSecurity.isLoopback(address.host) { names.insert("localhost") }
@@ -174,7 +176,7 @@ struct Serve: AsyncParsableCommand {
             return FrameConverter.Options(rotation: frame.rotation, scale: even != shown ? even : nil)
         }
         // The HTTP server is up before the camera starts: a busy port fails at once, with nothing captured.
-        let server = try await HTTPServer.start(host: address.host, port: address.port, hub: hub, policy: policy, tls: tls?.0)
+        let server = try await HTTPServer.start(host: address.host, port: address.port, endpoint: WHEPEndpoint(hub: hub, policy: policy), tls: tls?.0)
         let host = address.isWildcard ? (hosts.first ?? "127.0.0.1") : address.host   // a wildcard is no URL
         let shown = host.contains(":") ? "[\(host)]" : host
         let base = "\(tls == nil ? "http" : "https")://\(shown):\(server.port)/"
@@ -188,7 +190,7 @@ struct Serve: AsyncParsableCommand {
         let announce = AnnounceStage(line: lines.joined(separator: "\n"))
         do {
             let dump: [any PictureStage] = try dumpInput.map { [try InputDumpStage(path: $0)] } ?? []
-            try await pipeline.run("serving", stages: [announce] + dump + [encode])
+            try await pipeline.runCommand("serving", quiet: capture.quiet, stages: [announce] + dump + [encode])
         } catch {
             hub.closeAll(reason: "the server stopped")
             await server.stop()
@@ -199,248 +201,11 @@ struct Serve: AsyncParsableCommand {
     }
 }
 
-func realtimeMinusMonotonicNs() -> Int64 {
-    var r = timespec(), m = timespec()
-    clock_gettime(CLOCK_REALTIME, &r); clock_gettime(CLOCK_MONOTONIC, &m)
-    return (Int64(r.tv_sec) - Int64(m.tv_sec)) * 1_000_000_000 + (Int64(r.tv_nsec) - Int64(m.tv_nsec))
-}
-
-/// HOST:PORT for --listen (IPv6 in brackets); port 0 lets the system pick.
-struct ListenAddress {
-    var host: String, port: Int
-    var isWildcard: Bool { host == "0.0.0.0" || host == "::" }
-    init?(_ s: String) {
-        guard let (h, p) = parseHostPort(s, ports: 0...65535) else { return nil }
-        host = h; port = p
-    }
-}
-
-/// IPv4 addresses of the interfaces that are up (loopback last), for candidates when listening on 0.0.0.0.
-func interfaceAddresses() -> [String] {
-    var list: UnsafeMutablePointer<ifaddrs>?
-    guard getifaddrs(&list) == 0, let first = list else { return ["127.0.0.1"] }
-    defer { freeifaddrs(list) }
-    var out: [String] = [], loop: [String] = []
-    var p: UnsafeMutablePointer<ifaddrs>? = first
-    while let i = p {
-        defer { p = i.pointee.ifa_next }
-        guard let a = i.pointee.ifa_addr, Int32(a.pointee.sa_family) == AF_INET, i.pointee.ifa_flags & UInt32(IFF_UP) != 0 else { continue }
-        var buf = [CChar](repeating: 0, count: 64)
-        var sin = UnsafeRawPointer(a).load(as: sockaddr_in.self)
-        inet_ntop(AF_INET, &sin.sin_addr, &buf, 64)
-        let s = String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        if i.pointee.ifa_flags & UInt32(IFF_LOOPBACK) != 0 { loop.append(s) } else { out.append(s) }
-    }
-    return out + loop
-}
-
-/// The viewers: an encoded output that hands every access unit to each connected peer, and the WHEP actions
-/// (add on POST, remove on DELETE or when a peer ends by itself). Key-frame requests from all viewers are
-/// merged and rate-limited; the bitrate follows the lowest REMB among the viewers.
-final class ViewerHub: EncodedOutput, @unchecked Sendable {
-    // @unchecked: `state` is a Mutex; `control` is set once before the camera starts.
-    struct Viewer { var peer: WebRTCPeer; var remb: UInt64?; var address: String; var number: Int }
-    /// How many viewers, and how many of them may still be connecting (ICE and DTLS not done), overall and per
-    /// client address: a slot held by an offer that never connects is freed at the peer's connect timeout.
-    struct Limits: Sendable {
-        var maxViewers = 16
-        var maxPending = 8
-        var maxPerAddress = 8
-        var maxPendingPerAddress = 2
-    }
-    private struct State {
-        var viewers: [String: Viewer] = [:]
-        var order: [String] = []
-        var total = 0, left = 0
-        var closed = false
-        var lastKeyFrameNs: Int64 = .min / 2
-        var lastEnded: [(String, String)] = []
-        /// The connected-or-connecting peers in arrival order, rebuilt on add/remove (the encoder's thread only
-        /// retains it: nothing allocated per frame).
-        var peers: [WebRTCPeer] = []
-    }
-    private let state = Mutex(State())
-    private let keyFramePending = Atomic<Bool>(false)
-    private let identity: DTLSIdentity
-    private let configuration: WebRTCPeer.Configuration
-    private let maxBitrate: Int
-    private var control: EncoderControl?
-    private var outputRequests: OutputRequests?
-    private let adaptation = Mutex(BitrateAdaptation())
-    static let keyFrameIntervalNs: Int64 = 300_000_000
-    let limits: Limits
-
-    init(identity: DTLSIdentity, configuration: WebRTCPeer.Configuration, maxBitrate: Int, limits: Limits = Limits()) {
-        self.identity = identity; self.configuration = configuration; self.maxBitrate = maxBitrate; self.limits = limits
-    }
-    func connect(_ encode: EncodeStage, adapting requests: OutputRequests?) { control = encode.control; outputRequests = requests }
-
-    enum AddError: Error { case badOffer(WebRTCError), full, tooManyPending, tooManyFromAddress(Int), stopped, failed(String) }
-
-    /// Whether one more viewer from `address` fits the limits.
-    private func admission(_ s: State, from address: String) -> AddError? {
-        if s.closed { return .stopped }
-        let pending = s.viewers.values.filter { !$0.peer.isConnected }
-        let mine = s.viewers.values.filter { $0.address == address }
-        if mine.count >= limits.maxPerAddress { return .tooManyFromAddress(mine.count) }
-        if mine.filter({ !$0.peer.isConnected }).count >= limits.maxPendingPerAddress { return .tooManyFromAddress(mine.count) }
-        if pending.count >= limits.maxPending { return .tooManyPending }
-        if s.viewers.count - pending.count >= limits.maxViewers { return .full }
-        return nil
-    }
-
-    /// Answers a WHEP offer from `address`: a new peer with its own UDP port. Returns its resource id
-    /// (unguessable: whoever holds it owns the viewer) and the SDP answer.
-    func add(offer text: String, from address: String) throws(AddError) -> (id: String, answer: String) {
-        let offer: WebRTCOffer
-        do throws(WebRTCError) { offer = try WebRTCOffer(text) } catch { throw .badOffer(error) }
-        if let refused = state.withLock({ admission($0, from: address) }) { throw refused }
-        let peer: WebRTCPeer
-        do throws(WebRTCError) { peer = try WebRTCPeer(offer: offer, identity: identity, configuration: configuration) } catch { throw .failed(error.message) }
-        let id = peer.id
-        peer.onConnected = { [weak self] in self?.requestKeyFrame() }
-        peer.sender.onKeyFrameRequest = { [weak self] in self?.requestKeyFrame() }
-        peer.sender.onBitrateEstimate = { [weak self] bps in self?.remb(id, bps) }
-        peer.onClosed = { [weak self] reason in self?.ended(id, reason) }
-        let refused = state.withLock { s -> AddError? in
-            if let refused = admission(s, from: address) { return refused }   // another POST took the slot meanwhile
-            s.total += 1
-            s.viewers[id] = Viewer(peer: peer, address: address, number: s.total); s.order.append(id)
-            s.peers.append(peer)
-            return nil
-        }
-        if let refused { peer.close(); throw refused }
-        peer.start()
-        return (id, peer.answer)
-    }
-
-    /// DELETE: ends the viewer (its socket and thread are gone when this returns). False for an unknown id.
-    func remove(_ id: String) -> Bool {
-        guard let peer = state.withLock({ $0.viewers[id]?.peer }) else { return false }
-        peer.close(reason: "the viewer sent DELETE")
-        ended(id, "the viewer sent DELETE")
-        return true
-    }
-
-    private func ended(_ id: String, _ reason: String) {
-        state.withLock { s in
-            guard s.viewers.removeValue(forKey: id) != nil else { return }
-            s.order.removeAll { $0 == id }; s.left += 1
-            s.peers.removeAll { $0.id == id }
-            s.lastEnded.append((id, reason)); if s.lastEnded.count > 8 { s.lastEnded.removeFirst() }
-        }
-        recomputeBitrate()
-    }
-
-    func closeAll(reason: String) {
-        let peers = state.withLock { s -> [WebRTCPeer] in s.closed = true; return s.order.compactMap { s.viewers[$0]?.peer } }
-        for p in peers { p.close(reason: reason) }
-    }
-
-    private func requestKeyFrame() { keyFramePending.store(true, ordering: .releasing) }
-
-    private func remb(_ id: String, _ bps: UInt64) {
-        state.withLock { $0.viewers[id]?.remb = bps }
-        recomputeBitrate()
-    }
-    private func recomputeBitrate() {
-        let lowest = state.withLock { s in s.viewers.values.compactMap(\.remb).min() }
-        guard let lowest, let control else { return }
-        let bitrate = Int(clamping: min(lowest, UInt64(maxBitrate)))
-        EncodeStage.request(bitrate, on: control, cap: maxBitrate)
-        if let outputRequests, let step = adaptation.withLock({ $0.update(bitrate: bitrate) }) {
-            outputRequests.request(VideoAdapter.Request(maxSize: step.maxSize, maxFps: step.maxFps))
-        }
-    }
-
-    var viewerCount: Int { state.withLock { $0.viewers.count } }
-
-    // EncodedOutput (the encoder's thread)
-    /// Nobody connected: the encoder rests (a viewer's connection asks for a key frame anyway).
-    var wantsFrames: Bool {
-        let peers = state.withLock { $0.peers }
-        return peers.contains { $0.isConnected }
-    }
-    func write(_ frame: EncodedFrame, captureNs: Int64) throws {
-        let now = monotonicNanoseconds()
-        if keyFramePending.load(ordering: .acquiring) {
-            let due = state.withLock { s -> Bool in
-                guard now - s.lastKeyFrameNs >= ViewerHub.keyFrameIntervalNs else { return false }
-                s.lastKeyFrameNs = now; return true
-            }
-            if due { keyFramePending.store(false, ordering: .releasing); control?.requestKeyFrame() }
-        }
-        if frame.isKeyFrame { state.withLock { $0.lastKeyFrameNs = max($0.lastKeyFrameNs, now) } }
-        let peers = state.withLock { $0.peers }
-        for p in peers { p.send(frame, captureNs: captureNs) }
-    }
-    func end() throws { closeAll(reason: "the server stopped") }
-    func discard() { closeAll(reason: "the server stopped") }
-
-    var progress: String? {
-        let s = state.withLock { ($0.viewers.count, $0.total) }
-        return "viewers \(s.0) (\(s.1) in all)"
-    }
-    var summary: [(String, String)] {
-        let s = state.withLock { ($0.total, $0.left, $0.lastEnded) }
-        return [("viewers", "\(s.0) in all, \(s.1) left" + (s.2.last.map { "; last: \($0.1)" } ?? ""))]
-    }
-
-    /// GET /stats: one JSON object per viewer, the refusal counters and the open connections. `detailed` (the
-    /// token's holder) adds each viewer's resource and remote address.
-    func statsJSON(detailed: Bool, refused: RefusalCounters, connections: Int) -> String {
-        let peers = state.withLock { s in s.order.compactMap { id in s.viewers[id].map { (id, $0) } } }
-        let items: [Any] = peers.map { (id, v) -> [(String, Any)] in
-            let p = v.peer, st = p.statistics
-            var item: [(String, Any)] = [("viewer", v.number), ("state", st.state), ("srtp", st.srtpProfile ?? "")]
-            if detailed { item += [("resource", "/whep/\(id)"), ("remote", st.remote ?? ""), ("client", v.address)] }
-            item += [("payloadType", Int(p.offer.payloadType)), ("profileLevelId", p.offer.profileLevelID),
-                    ("framesSent", st.rtp.framesSent), ("packetsSent", st.rtp.packetsSent), ("bytesSent", st.rtp.bytesSent),
-                    ("packetsDropped", st.rtp.packetsDroppedBySimulation), ("nacks", st.rtp.nacksReceived),
-                    ("retransmissions", st.rtp.retransmissions), ("retransmittedBytes", st.rtp.retransmittedBytes),
-                    ("nacksIgnored", st.rtp.nacksIgnored), ("retransmissionsOverBudget", st.rtp.retransmissionsOverBudget),
-                    ("keyFrameRequests", st.rtp.keyFrameRequests), ("keyFrameRequestsHonoured", st.rtp.keyFrameRequestsHonoured),
-                    ("receiverReports", st.rtp.receiverReports), ("rttMs", st.rtp.rttMs ?? -1), ("fractionLost", st.rtp.fractionLost ?? -1),
-                    ("rembBps", v.remb.map { Int(clamping: $0) } ?? -1), ("stunRequests", st.stunRequests), ("srtcpErrors", st.srtcpErrors),
-                    ("dtlsRecordsDropped", st.dtlsRecordsDropped), ("rtcpErrors", st.rtp.rtcpErrors),
-                    ("keyFramesSkippedBeforeStart", st.framesSkippedBeforeKeyFrame),
-                    // RTP time ↔ capture time of this viewer's stream, and CLOCK_REALTIME − CLOCK_MONOTONIC now
-                    // (latency measurements map a frame's RTP timestamp back to its capture time).
-                    ("rtpTimestampOffset", Int(p.sender.rtpTimestampOffset)), ("firstCaptureNs", st.rtp.firstCaptureNs.map { Int($0) } ?? -1),
-                    ("realtimeMinusMonotonicNs", Int(realtimeMinusMonotonicNs()))]
-            return item
-        }
-        let s = state.withLock { ($0.total, $0.left) }
-        return "{\"viewers\": [" + items.map(jsonValue).joined(separator: ", ") + "], \"total\": \(s.0), \"left\": \(s.1), "
-            + "\"connections\": \(connections), \"refused\": \(jsonValue(refused.json))}"
-    }
-}
-
-/// The pictures the encoder gets, as Y4M, and their capture times (monotonic ns, one per line in PATH.timestamps):
-/// the reference a receiver's decoded frames are compared with (PSNR, latency). For tests.
-final class InputDumpStage: PictureStage {
-    private let y4m: Y4MStage
-    private let path: String
-    private var times: [Int64] = []
-    init(path: String) throws { self.path = path; y4m = try Y4MStage(path: path); times.reserveCapacity(100_000) }
-    func begin(_ pipeline: CapturePipeline) throws { try y4m.begin(pipeline) }
-    func consume(_ picture: I420Buffer, frame: VideoFrame) throws {
-        guard times.count < 100_000 else { return }
-        try y4m.consume(picture, frame: frame); times.append(frame.timestampNs)
-    }
-    func end() throws {
-        try y4m.end()
-        try camcap.write(times.map(String.init).joined(separator: "\n") + "\n", to: path + ".timestamps")
-    }
-    func discard() { y4m.discard() }
-    var summary: [(String, String)] { y4m.summary }
-}
-
 /// Prints a line on stderr once the camera has started.
 final class AnnounceStage: PictureStage {
     let line: String
     init(line: String) { self.line = line }
-    func begin(_ pipeline: CapturePipeline) throws { FileHandle.standardError.write(Data((line + "\n").utf8)) }
+    func begin(_ session: CaptureSession) throws { FileHandle.standardError.write(Data((line + "\n").utf8)) }
     func consume(_ picture: I420Buffer, frame: VideoFrame) throws {}
     func end() throws {}
     var summary: [(String, String)] { [] }

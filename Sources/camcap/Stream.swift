@@ -4,6 +4,7 @@ import VideoCapture
 import VideoProcessing
 import H264
 import RTP
+import CapturePipeline
 import Synchronization
 
 struct Stream: AsyncParsableCommand {
@@ -67,7 +68,7 @@ struct Stream: AsyncParsableCommand {
         if let sdp, !sdpOnly {
             do { sdpFile = try OutputFile(path: sdp) } catch { throw CLIError("--sdp: \(error)") }
         }
-        let pipeline = try CapturePipeline(capture)
+        let pipeline = try CaptureSession(capture.configuration)
         var settings = EncodeStage.baseSettings(for: pipeline.selection, bitrateKbps: bitrate, maxBitrateKbps: maxBitrate)
         // Slices within the payload budget: no FU-A needed for most NAL units (as WebRTC's encoders do).
         settings.sliceMode = .maxNALSize(max(420, mtu))
@@ -87,111 +88,13 @@ struct Stream: AsyncParsableCommand {
         config.rtxPayloadType = rtx.map(UInt8.init)
         config.localRTCPPort = rtcpPort
         config.feedbackFrom = rtcpFrom
-        let rtpOutput = try RTPOutput(configuration: config, sdpFile: sdpFile, target: target, keyIntervalSeconds: keySeconds)
+        let rtpOutput = try RTPOutput(configuration: config, sdpFile: sdpFile, target: target)
         var outputs: [any EncodedOutput] = [rtpOutput]
         if let output { outputs.append(try AnnexBFileOutput(path: output)) }
         let encode = EncodeStage(settings: settings, keyIntervalSeconds: keySeconds, outputs: outputs)
         rtpOutput.connect(encode, adapting: adaptToBandwidth ? pipeline.outputRequests : nil)
         pipeline.conversion = EncodeStage.evenSizeConversion
-        try await pipeline.run("streaming", stages: [encode])
+        try await pipeline.runCommand("streaming", quiet: capture.quiet, stages: [encode])
     }
 }
 
-/// HOST:PORT (an IPv6 host in brackets: [::1]:5004) with a numeric IPv4/IPv6 host and a port in `ports`.
-func parseHostPort(_ s: String, ports: ClosedRange<Int>) -> (host: String, port: Int)? {
-    let hostPart: Substring, portPart: Substring
-    if s.hasPrefix("["), let close = s.firstIndex(of: "]"), s[s.index(after: close)...].hasPrefix(":") {
-        hostPart = s[s.index(after: s.startIndex)..<close]; portPart = s[s.index(close, offsetBy: 2)...]
-    } else if let colon = s.lastIndex(of: ":"), s.firstIndex(of: ":") == colon {
-        hostPart = s[..<colon]; portPart = s[s.index(after: colon)...]
-    } else { return nil }
-    guard portPart.count <= 5, let p = Int(portPart), ports.contains(p), !hostPart.isEmpty, hostPart.count <= 64 else { return nil }
-    var a4 = in_addr(), a6 = in6_addr()
-    let h = String(hostPart)
-    guard inet_pton(AF_INET, h, &a4) == 1 || inet_pton(AF_INET6, h, &a6) == 1 else { return nil }
-    return (h, p)
-}
-
-/// Where `stream` sends: HOST:PORT with a port 1...65534 (RTCP goes to PORT+1).
-struct StreamTarget: CustomStringConvertible {
-    var host: String, port: Int
-    /// "HOST:PORT", an IPv6 host in brackets.
-    var description: String { (host.contains(":") ? "[\(host)]" : host) + ":\(port)" }
-    init?(_ s: String) {
-        guard let (h, p) = parseHostPort(s, ports: 1...65534) else { return nil }
-        host = h; port = p
-    }
-}
-
-func write(_ text: String, to path: String) throws { try write(text, into: try OutputFile(path: path)) }
-
-/// Writes `text` and closes the file; on a failure the file is discarded (an existing one is kept as it was).
-func write(_ text: String, into f: OutputFile) throws {
-    do { try f.write(Array(text.utf8)); try f.close() } catch { f.discard(); throw error }
-}
-
-/// Sends the encoded frames as RTP and acts on the receivers' feedback: PLI/FIR → a key frame, REMB → the
-/// bitrate (both taken by the encode stage before its next frame). Writes the SDP once the first key frame
-/// gives the real SPS/PPS.
-final class RTPOutput: EncodedOutput {
-    let sender: RTPSender
-    private var sdpFile: OutputFile?
-    private let target: StreamTarget
-
-    init(configuration: RTPSender.Configuration, sdpFile: OutputFile?, target: StreamTarget, keyIntervalSeconds: Double) throws {
-        do { sender = try RTPSender(configuration: configuration) } catch { throw CLIError("cannot stream to \(target): \(error)") }
-        self.sdpFile = sdpFile; self.target = target
-    }
-
-    /// PLI/FIR → a key frame; REMB → the encoder's bitrate and, with `adapting`, the output size and rate
-    /// (WebRTC's balanced degradation: `BitrateAdaptation`'s steps).
-    func connect(_ encode: EncodeStage, adapting requests: OutputRequests?) {
-        let control = encode.control
-        sender.onKeyFrameRequest = { control.requestKeyFrame() }
-        let cap = encode.bitrateCap
-        let policy = Mutex(BitrateAdaptation())
-        sender.onBitrateEstimate = { bps in
-            let bitrate = Int(clamping: bps)
-            EncodeStage.request(bitrate, on: control, cap: cap)
-            if let requests, let step = policy.withLock({ $0.update(bitrate: bitrate) }) {
-                requests.request(VideoAdapter.Request(maxSize: step.maxSize, maxFps: step.maxFps))
-            }
-        }
-    }
-
-    static func sdp(for settings: H264Encoder.Settings, target: StreamTarget, ssrc: UInt32, rtxPayloadType: UInt8?) throws -> String {
-        let encoder = try H264Encoder(settings: settings)
-        defer { encoder.close() }
-        let black = I420Buffer(width: settings.width, height: settings.height)
-        let first = try encoder.encode(black, timestampNs: 0)
-        guard let ps = RTPSender.parameterSets(of: first) else { throw CLIError("the encoder gave no SPS/PPS") }
-        return SDP.offer(host: target.host, port: target.port, sps: ps.sps, pps: ps.pps, rtxPayloadType: rtxPayloadType, ssrc: ssrc)
-    }
-
-    func write(_ frame: EncodedFrame, captureNs: Int64) throws {
-        if let file = sdpFile, frame.isKeyFrame, let ps = RTPSender.parameterSets(of: frame) {
-            sdpFile = nil
-            let text = SDP.offer(host: target.host, port: target.port, sps: ps.sps, pps: ps.pps,
-                                 rtxPayloadType: sender.configuration.rtxPayloadType, ssrc: sender.ssrc,
-                                 rtxSSRC: sender.configuration.rtxPayloadType == nil ? nil : sender.rtxSSRC)
-            try camcap.write(text, into: file)
-        }
-        do { try sender.send(frame, captureNs: captureNs) } catch { throw CLIError("\(error)") }
-    }
-    func end() throws { sender.close(); sdpFile?.discard() }
-    func discard() { sender.close(); sdpFile?.discard() }
-
-    var progress: String? {
-        let s = sender.statistics
-        return "\(s.packetsSent) pkts" + (s.rttMs.map { "  rtt \(fmt($0, 1)) ms" } ?? "")
-            + (s.fractionLost.map { "  loss \(fmt($0 * 100, 1))%" } ?? "")
-            + (s.keyFrameRequests > 0 ? "  key requests \(s.keyFrameRequests)" : "") + (s.retransmissions > 0 ? "  rtx \(s.retransmissions)" : "")
-    }
-    var summary: [(String, String)] {
-        let s = sender.statistics
-        return [("rtp", "\(s.packetsSent) packets, \(s.bytesSent) bytes to \(target) (SSRC \(sender.ssrc), RTCP from port \(sender.localRTCPPort))"
-                     + (s.packetsDroppedBySimulation > 0 ? ", \(s.packetsDroppedBySimulation) dropped by --drop-rate" : "")),
-                ("rtcp", "\(s.senderReports) sender reports, \(s.receiverReports) receiver reports, rtt \(s.rttMs.map { fmt($0, 1) + " ms" } ?? "-"), loss \(s.fractionLost.map { fmt($0 * 100, 1) + "%" } ?? "-"), jitter \(s.jitterMs.map { fmt($0, 1) + " ms" } ?? "-")"),
-                ("feedback", "\(s.nacksReceived) NACKs (\(s.retransmissions) retransmitted, \(s.retransmittedBytes) bytes; \(s.nacksIgnored) ignored, \(s.retransmissionsOverBudget) over budget), \(s.keyFrameRequests) key-frame requests (\(s.keyFrameRequestsHonoured) honoured), REMB \(s.rembBitrate.map { "\($0 / 1000) kbps" } ?? "-"), \(s.rtcpErrors) malformed RTCP, \(s.rtcpFromStrangers) RTCP datagrams from other addresses dropped")]
-    }
-}

@@ -56,7 +56,7 @@ enum CLIRange {
         s.threads = threads
         if let n = maxNalSize { s.sliceMode = .maxNALSize(n) }
         do { try s.validate() } catch {
-            let option = maxNalSize != nil && error.message.contains("NAL") ? "--max-nal-size" : keyint != nil || keyintSeconds != nil ? "--keyint/--keyint-seconds" : "encoder settings"
+            let option = error.setting == "sliceMode" ? "--max-nal-size" : error.setting == "keyFrameInterval" ? "--keyint/--keyint-seconds" : "encoder settings"
             throw ValidationError("\(option): \(error.message)")
         }
     }

@@ -13,7 +13,7 @@ final class UDPPeer: Sendable {
         let fd = Glibc.socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
         var a = sockaddr_in(); a.sin_family = sa_family_t(AF_INET); a.sin_addr.s_addr = inet_addr(host); a.sin_port = port.bigEndian
         let r = withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        guard r == 0 else { let e = errno; close(fd); throw RTPError("cannot bind \(host):\(port)", errno: e) }
+        guard r == 0 else { let e = errno; close(fd); throw RTPError(.socketFailed, "cannot bind \(host):\(port)", errno: e) }
         var len = socklen_t(MemoryLayout<sockaddr_in>.size)
         _ = withUnsafeMutablePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
         var size: Int32 = 8 << 20

@@ -1,14 +1,14 @@
 import Foundation
-import VideoCapture
-import VideoProcessing
-import H264
+public import VideoCapture
+public import VideoProcessing
+public import H264
 import Synchronization
 
 // The stages commands are made of. Each checks its outputs in init (before the camera starts).
 
 /// Where encoded frames go after the encode stage: an Annex-B file, an RTP sender… Claimed in init (before the
 /// camera starts); `write` gets every encoded access unit with its capture time.
-protocol EncodedOutput: AnyObject {
+public protocol EncodedOutput: AnyObject {
     /// False while the output has nobody to send to (a server without viewers): when no output wants frames
     /// the encode stage does not encode, and the first frame after such a pause is a key frame.
     var wantsFrames: Bool { get }
@@ -21,9 +21,9 @@ protocol EncodedOutput: AnyObject {
     var summary: [(String, String)] { get }
 }
 extension EncodedOutput {
-    var progress: String? { nil }
-    var acceptsWritesFromEncoderThread: Bool { false }
-    var wantsFrames: Bool { true }
+    public var progress: String? { nil }
+    public var acceptsWritesFromEncoderThread: Bool { false }
+    public var wantsFrames: Bool { true }
 }
 
 /// Encodes every picture with OpenH264 (one encoder, shared by every output).
@@ -31,17 +31,17 @@ extension EncodedOutput {
 /// With `usesEncoderThread` (camcap's `--fast`, when every output takes writes from another thread) the
 /// encoder runs on an `EncoderThread`: the pipeline converts frame N+1 while frame N encodes, on the second
 /// core. Real-time capture keeps the encoder on the pipeline's task (no hand-off in the latency).
-final class EncodeStage: PictureStage {
-    private(set) var settings: H264Encoder.Settings
+public final class EncodeStage: PictureStage {
+    public private(set) var settings: H264Encoder.Settings
     private let outputs: [any EncodedOutput]
     /// Key frames and bitrates from other threads (RTCP feedback, the adaptation schedule): the encoder takes
     /// them before its next frame.
-    let control = EncoderControl()
+    public let control = EncoderControl()
     private let targetKbps: Int
     private var encoder: H264Encoder?
     private var thread: EncoderThread?
     /// Ask for the encoder thread (granted when every output accepts writes from it).
-    var usesEncoderThread = false
+    public var usesEncoderThread = false
     private var out = EncodedFrame()
     /// Pictures not encoded because no output wanted frames.
     private var idle = 0
@@ -59,14 +59,14 @@ final class EncodeStage: PictureStage {
     }
 
     /// A new target bitrate (a receiver's REMB): clamped to 10 kbps...the configured cap.
-    static func request(_ bps: Int, on control: EncoderControl, cap: Int) {
+    public static func request(_ bps: Int, on control: EncoderControl, cap: Int) {
         try? control.setBitrate(min(max(bps, 10_000), cap))
     }
-    var bitrateCap: Int { settings.effectiveMaxBitrate }
+    public var bitrateCap: Int { settings.effectiveMaxBitrate }
     /// Seconds between key frames, resolved against the applied frame rate in `begin`.
     private let keyIntervalSeconds: Double?
 
-    init(settings: H264Encoder.Settings, keyIntervalSeconds: Double?, outputs: [any EncodedOutput]) {
+    public init(settings: H264Encoder.Settings, keyIntervalSeconds: Double?, outputs: [any EncodedOutput]) {
         self.settings = settings
         self.keyIntervalSeconds = keyIntervalSeconds
         self.targetKbps = settings.targetBitrate / 1000
@@ -75,7 +75,7 @@ final class EncodeStage: PictureStage {
 
     /// The settings every encoding command starts from: the negotiated size made even, its frame rate, the
     /// bitrate options (kbps).
-    static func baseSettings(for selection: FormatSelection, bitrateKbps: Int, maxBitrateKbps: Int?) -> H264Encoder.Settings {
+    public static func baseSettings(for selection: FormatSelection, bitrateKbps: Int, maxBitrateKbps: Int?) -> H264Encoder.Settings {
         var s = H264Encoder.Settings(width: selection.size.width & ~1, height: selection.size.height & ~1)
         s.maxFrameRate = selection.fps.fps
         s.targetBitrate = bitrateKbps * 1000
@@ -84,18 +84,18 @@ final class EncodeStage: PictureStage {
     }
 
     /// The pipeline's conversion for an encoder: the applied size made even (4:2:0), scaled only when odd.
-    static func evenSizeConversion(_ frame: VideoFrame, _ applied: AppliedFormat) -> FrameConverter.Options {
+    public static func evenSizeConversion(_ frame: VideoFrame, _ applied: AppliedFormat) -> FrameConverter.Options {
         let size = encodedSize(applied)
         return FrameConverter.Options(scale: size != applied.size ? size : nil)
     }
 
     /// The size the encoder gets: the applied size made even (4:2:0).
-    static func encodedSize(_ applied: AppliedFormat) -> FrameSize {
+    public static func encodedSize(_ applied: AppliedFormat) -> FrameSize {
         FrameSize(width: applied.size.width & ~1, height: applied.size.height & ~1)
     }
 
     /// The settings for what the camera applied.
-    static func settings(_ base: H264Encoder.Settings, keyIntervalSeconds: Double?, for applied: AppliedFormat) -> H264Encoder.Settings {
+    public static func settings(_ base: H264Encoder.Settings, keyIntervalSeconds: Double?, for applied: AppliedFormat) -> H264Encoder.Settings {
         var s = base
         let size = encodedSize(applied)
         s.width = size.width; s.height = size.height
@@ -106,25 +106,25 @@ final class EncodeStage: PictureStage {
 
     /// Checks the settings against what negotiation chose, before any output is claimed or the camera starts
     /// (a 8x8 or 300 fps camera mode fails here with a message, not after the start).
-    static func check(_ base: H264Encoder.Settings, keyIntervalSeconds: Double?, for selection: FormatSelection) throws {
+    public static func check(_ base: H264Encoder.Settings, keyIntervalSeconds: Double?, for selection: FormatSelection) throws {
         do { try settings(base, keyIntervalSeconds: keyIntervalSeconds, for: selection.planned).validate() } catch {
-            throw CLIError("the camera's \(selection.pixelFormat) \(selection.size) @ \(selection.fps) fps cannot be encoded: \(error)")
+            throw PipelineError(.invalidConfiguration, "the camera's \(selection.pixelFormat) \(selection.size) @ \(selection.fps) fps cannot be encoded: \(error)")
         }
     }
 
-    func begin(_ pipeline: CapturePipeline) throws {
-        settings = EncodeStage.settings(settings, keyIntervalSeconds: keyIntervalSeconds, for: pipeline.applied)
+    public func begin(_ session: CaptureSession) throws {
+        settings = EncodeStage.settings(settings, keyIntervalSeconds: keyIntervalSeconds, for: session.applied)
         fps = settings.maxFrameRate
         let encoder = try H264Encoder(settings: settings, control: control)
         self.encoder = encoder
         if usesEncoderThread && outputs.allSatisfy(\.acceptsWritesFromEncoderThread) {
             thread = EncoderThread(encoder: encoder) { [self] frame, ts in try self.deliver(frame, size: encoder.size, captureNs: ts) }
         }
-        let size = EncodeStage.encodedSize(pipeline.applied)
-        if size != pipeline.applied.size { pipeline.formatNote = ", encoded at \(size)" }
+        let size = EncodeStage.encodedSize(session.applied)
+        if size != session.applied.size { session.formatNote = ", encoded at \(size)" }
     }
 
-    func consume(_ picture: I420Buffer, frame: VideoFrame) throws {
+    public func consume(_ picture: I420Buffer, frame: VideoFrame) throws {
         guard let encoder else { return }
         guard outputs.contains(where: { $0.wantsFrames }) else { idle += 1; resumeWithKeyFrame = true; return }
         if resumeWithKeyFrame { resumeWithKeyFrame = false; control.requestKeyFrame() }
@@ -150,7 +150,7 @@ final class EncodeStage: PictureStage {
         for o in outputs { try o.write(out, captureNs: captureNs) }
     }
 
-    func end() throws {
+    public func end() throws {
         defer { encoder?.close() }
         var first: Error?
         do { try thread?.finish() } catch { first = error }
@@ -162,7 +162,7 @@ final class EncodeStage: PictureStage {
         if let first { throw first }
     }
 
-    func discard() {
+    public func discard() {
         try? thread?.finish()
         thread = nil
         for o in outputs { o.discard() }
@@ -183,9 +183,9 @@ final class EncodeStage: PictureStage {
         return Double(t.bytes) * 8 / seconds / 1000
     }
 
-    var framesSummary: String? { "encoded \(encoded), skipped \(stats.skipped)" + (idle > 0 ? ", not encoded (nobody watching) \(idle)" : "") }
-    var progress: String? { (["\(fmt(kbps, 0)) kbps"] + outputs.compactMap(\.progress)).joined(separator: "  ") }
-    var summary: [(String, String)] {
+    public var framesSummary: String? { "encoded \(encoded), skipped \(stats.skipped)" + (idle > 0 ? ", not encoded (nobody watching) \(idle)" : "") }
+    public var progress: String? { (["\(fmt(kbps, 0)) kbps"] + outputs.compactMap(\.progress)).joined(separator: "  ") }
+    public var summary: [(String, String)] {
         let stats = self.stats
         return [("key frames", "\(stats.keyFrames) (interval \(settings.effectiveKeyFrameInterval) frames)"),
          ("bitrate", "\(fmt(kbps, 0)) kbps average (target \(targetKbps) kbps\(targetKbps != settingsKbps ? ", last \(settingsKbps) kbps" : ""))"),
@@ -197,65 +197,65 @@ final class EncodeStage: PictureStage {
 
 /// An Annex-B `.h264` file (SPS+PPS before every IDR), flushed about once a second of capture so that an
 /// interrupted recording keeps all but the last second.
-final class AnnexBFileOutput: EncodedOutput {
+public final class AnnexBFileOutput: EncodedOutput {
     private let writer: AnnexBWriter
     /// Written by one thread at a time (the encoder's, once `end` has joined it, or the pipeline's).
-    var acceptsWritesFromEncoderThread: Bool { true }
+    public var acceptsWritesFromEncoderThread: Bool { true }
     private var lastFlushNs: Int64?
-    init(path: String) throws { writer = try AnnexBWriter(path: path) }
-    func write(_ frame: EncodedFrame, captureNs: Int64) throws {
+    public init(path: String) throws { writer = try AnnexBWriter(path: path) }
+    public func write(_ frame: EncodedFrame, captureNs: Int64) throws {
         try writer.write(frame)
         guard let last = lastFlushNs else { lastFlushNs = captureNs; return }
         if captureNs - last >= 1_000_000_000 { try writer.flush(); lastFlushNs = captureNs }
     }
-    func end() throws { try writer.close() }
-    func discard() { writer.discard() }
-    var summary: [(String, String)] { [("output", "\(writer.path) (\(writer.bytesWritten) bytes, \(writer.framesOnDisk) frames on disk)")] }
+    public func end() throws { try writer.close() }
+    public func discard() { writer.discard() }
+    public var summary: [(String, String)] { [("output", "\(writer.path) (\(writer.bytesWritten) bytes, \(writer.framesOnDisk) frames on disk)")] }
 }
 
 /// Writes every picture to a Y4M file (claimed before the camera starts; the header takes the first picture's size).
-final class Y4MStage: PictureStage {
-    let path: String
+public final class Y4MStage: PictureStage {
+    public let path: String
     private let file: OutputFile
     private var writer: Y4MWriter?
     private var fps = Fraction(30)
-    init(path: String) throws {
+    public init(path: String) throws {
         self.path = path
         file = try OutputFile(path: path)   // opened and locked, not truncated until the first frames are flushed
     }
-    func begin(_ pipeline: CapturePipeline) throws { fps = pipeline.applied.fps }
-    func consume(_ picture: I420Buffer, frame: VideoFrame) throws {
+    public func begin(_ session: CaptureSession) throws { fps = session.applied.fps }
+    public func consume(_ picture: I420Buffer, frame: VideoFrame) throws {
         if writer == nil { writer = try Y4MWriter(file: file, width: picture.width, height: picture.height, fps: fps) }
         try writer!.write(picture)
     }
-    func end() throws {
+    public func end() throws {
         guard let writer else { file.discard(); return }
         try writer.close()
     }
-    func discard() { file.discard() }
-    var summary: [(String, String)] { [("y4m", "\(path) (\(writer?.framesWritten ?? 0) frames)")] }
+    public func discard() { file.discard() }
+    public var summary: [(String, String)] { [("y4m", "\(path) (\(writer?.framesWritten ?? 0) frames)")] }
 }
 
 /// Still pictures (PNG or JPEG by extension): every N pictures, numbered, or the last picture at the end.
-final class SnapshotStage: PictureStage {
+public final class SnapshotStage: PictureStage {
     private let every: Int?
     private let path: (Int) -> String
     private var count = 0
     private var written = 0
     private var last: I420Buffer?
     private var lastPath: String?
-    private(set) var lastSize: FrameSize?
+    public private(set) var lastSize: FrameSize?
 
     /// The one snapshot file (with `every == nil`), claimed before the camera starts.
     private let single: OutputFile?
 
     /// `path(n)` names the snapshot of picture n (1-based); with `every == nil`, `path(0)` is the one file.
-    init(every: Int?, path: @escaping (Int) -> String) throws {
+    public init(every: Int?, path: @escaping (Int) -> String) throws {
         self.every = every; self.path = path
         _ = try SnapshotWriter.kind(forPath: path(0))
         single = every == nil ? try OutputFile(path: path(0)) : nil
     }
-    func consume(_ picture: I420Buffer, frame: VideoFrame) throws {
+    public func consume(_ picture: I420Buffer, frame: VideoFrame) throws {
         count += 1
         lastSize = FrameSize(width: picture.width, height: picture.height)
         if let n = every {
@@ -264,34 +264,35 @@ final class SnapshotStage: PictureStage {
             last = picture
         }
     }
-    func end() throws {
+    public func end() throws {
         defer { last = nil }
         guard let single else { return }
         guard let last else { single.discard(); return }
         try SnapshotWriter.write(last, to: single); written += 1; lastPath = single.path
     }
-    func discard() { single?.discard() }
-    var summary: [(String, String)] { [("snapshots", written == 0 ? "none" : "\(written)\(lastPath.map { ", last \($0)" } ?? "")")] }
+    public func discard() { single?.discard() }
+    public var summary: [(String, String)] { [("snapshots", written == 0 ? "none" : "\(written)\(lastPath.map { ", last \($0)" } ?? "")")] }
 }
 
 /// Counts the pictures the stages after conversion got (`preview`'s "written N").
-final class CountStage: PictureStage {
-    private(set) var count = 0
+public final class CountStage: PictureStage {
+    public init() {}
+    public private(set) var count = 0
     private var size: FrameSize?
-    func consume(_ picture: I420Buffer, frame: VideoFrame) throws {
+    public func consume(_ picture: I420Buffer, frame: VideoFrame) throws {
         count += 1; size = FrameSize(width: picture.width, height: picture.height)
     }
-    func end() throws {}
-    var framesSummary: String? { "written \(count)" }
-    var summary: [(String, String)] { [("output size", size.map { "\($0)" } ?? "-")] }
+    public func end() throws {}
+    public var framesSummary: String? { "written \(count)" }
+    public var summary: [(String, String)] { [("output size", size.map { "\($0)" } ?? "-")] }
 }
 
 extension FormatSelection {
     /// What the camera is asked for, as the applied format it should give (checks before the start use it).
-    var planned: AppliedFormat { AppliedFormat(pixelFormat: pixelFormat, size: size, stride: 0, fps: fps) }
+    public var planned: AppliedFormat { AppliedFormat(pixelFormat: pixelFormat, size: size, stride: 0, fps: fps) }
 }
 
 extension H264Encoder {
     /// The size being encoded (its settings'), without building the statistics (whose percentiles walk a histogram).
-    var size: FrameSize { FrameSize(width: settings.width, height: settings.height) }
+    package var size: FrameSize { FrameSize(width: settings.width, height: settings.height) }
 }

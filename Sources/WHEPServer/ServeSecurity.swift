@@ -1,28 +1,28 @@
 import Foundation
-import NIOSSL
+public import NIOSSL
 import WebRTC
 import VideoCapture
 
-/// The pieces of `serve`'s safety that come from the command line: the token, origins, host names, the
+/// The pieces of a server's safety that come from its configuration: the token, origins, host names, the
 /// descriptor budget and the TLS context.
-enum ServeSecurity {
-    static let tokenRule = "a token must be 16...256 characters of A-Z a-z 0-9 - . _ ~ + / (RFC 6750's b64token)"
+public enum ServeSecurity {
+    public static let tokenRule = "a token must be 16...256 characters of A-Z a-z 0-9 - . _ ~ + / (RFC 6750's b64token)"
 
-    static func isValidToken(_ t: String) -> Bool {
+    public static func isValidToken(_ t: String) -> Bool {
         let allowed = Set("-._~+/".utf8)
         return (16...256).contains(t.utf8.count)
             && t.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x41...0x5a).contains($0) || (0x61...0x7a).contains($0) || allowed.contains($0) }
     }
 
     /// 32 characters from 192 random bits (the system's CSPRNG: getrandom on Linux), URL-safe.
-    static func randomToken() -> String {
+    public static func randomToken() -> String {
         let chars = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
         var g = SystemRandomNumberGenerator()
         return String(decoding: (0..<32).map { _ in chars[Int(g.next() % 64)] }, as: UTF8.self)
     }
 
     /// "scheme://host[:port]" (http or https, no path), lower-cased as browsers send it; nil if it is not one.
-    static func origin(_ s: String) -> String? {
+    public static func origin(_ s: String) -> String? {
         let lower = s.lowercased()
         guard lower.count <= 300, let r = lower.range(of: "://") else { return nil }
         let scheme = lower[..<r.lowerBound], rest = lower[r.upperBound...]
@@ -32,15 +32,15 @@ enum ServeSecurity {
         return lower
     }
 
-    static func isHostName(_ h: String) -> Bool {
+    public static func isHostName(_ h: String) -> Bool {
         (1...253).contains(h.utf8.count) && h.utf8.allSatisfy { $0 == 0x2d || $0 == 0x2e || $0 == 0x3a || (0x30...0x39).contains($0) || (0x41...0x5a).contains($0) || (0x61...0x7a).contains($0) }
     }
 
-    static func isLoopback(_ host: String) -> Bool { host.hasPrefix("127.") || host == "::1" }
+    public static func isLoopback(_ host: String) -> Bool { host.hasPrefix("127.") || host == "::1" }
 
     /// HTTP connections that fit under the descriptor limit (RLIMIT_NOFILE) beside the camera, the viewers'
     /// sockets and the process's own: accepting past the limit would make accept fail (EMFILE) and the server stall.
-    static func connectionsWithinDescriptorLimit(viewers: Int) -> Int {
+    public static func connectionsWithinDescriptorLimit(viewers: Int) -> Int {
         var limit = rlimit()
         guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 256 }
         let soft = Int(clamping: min(limit.rlim_cur, 1 << 20))
@@ -48,42 +48,42 @@ enum ServeSecurity {
     }
 
     /// A regular file of at most `limit` bytes, as text; errors name the file and what is wrong.
-    static func readSmallFile(_ path: String, what: String, limit: Int) throws -> String {
+    public static func readSmallFile(_ path: String, what: String, limit: Int) throws(ServerError) -> String {
         do throws(BoundedReadFailure) {
             return String(decoding: try readBoundedFile(path, limit: limit), as: UTF8.self)
         } catch {
             switch error {
-            case .cannotOpen(let e), .readFailed(let e): throw CLIError("cannot read the \(what) \(path): \(String(cString: strerror(e)))")
-            case .notRegular(let kind): throw CLIError("the \(what) \(path) is \(kind), not a regular file")
-            case .tooLarge(let size): throw CLIError("the \(what) \(path) is \(size) bytes; at most \(limit) are read")
-            case .grew: throw CLIError("the \(what) \(path) grew past \(limit) bytes while it was read")
+            case .cannotOpen(let e), .readFailed(let e): throw ServerError(.badFile, "cannot read the \(what) \(path): \(String(cString: strerror(e)))")
+            case .notRegular(let kind): throw ServerError(.badFile, "the \(what) \(path) is \(kind), not a regular file")
+            case .tooLarge(let size): throw ServerError(.badFile, "the \(what) \(path) is \(size) bytes; at most \(limit) are read")
+            case .grew: throw ServerError(.badFile, "the \(what) \(path) grew past \(limit) bytes while it was read")
             }
         }
     }
 
     /// TLS from PEM files (the chain, then the key).
-    static func tlsContext(certificate: String, key: String) throws -> (NIOSSLContext, String) {
+    public static func tlsContext(certificate: String, key: String) throws -> (NIOSSLContext, String) {
         let certText = try readSmallFile(certificate, what: "TLS certificate", limit: 256 * 1024)
         let keyText = try readSmallFile(key, what: "TLS key", limit: 64 * 1024)
         let chain: [NIOSSLCertificate], privateKey: NIOSSLPrivateKey
-        do { chain = try NIOSSLCertificate.fromPEMBytes(Array(certText.utf8)) } catch { throw CLIError("\(certificate): not a PEM certificate (\(error))") }
-        guard !chain.isEmpty else { throw CLIError("\(certificate): no certificate in it") }
-        do { privateKey = try NIOSSLPrivateKey(bytes: Array(keyText.utf8), format: .pem) } catch { throw CLIError("\(key): not a PEM private key (\(error))") }
+        do { chain = try NIOSSLCertificate.fromPEMBytes(Array(certText.utf8)) } catch { throw ServerError(.badFile, "\(certificate): not a PEM certificate (\(error))") }
+        guard !chain.isEmpty else { throw ServerError(.badFile, "\(certificate): no certificate in it") }
+        do { privateKey = try NIOSSLPrivateKey(bytes: Array(keyText.utf8), format: .pem) } catch { throw ServerError(.badFile, "\(key): not a PEM private key (\(error))") }
         let config = TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(privateKey))
         do { return (try NIOSSLContext(configuration: config), "https: certificate \(certificate)") }
-        catch { throw CLIError("the TLS certificate \(certificate) and key \(key) do not make a TLS context (do they belong together?): \(error)") }
+        catch { throw ServerError(.tls, "the TLS certificate \(certificate) and key \(key) do not make a TLS context (do they belong together?): \(error)") }
     }
 
     /// TLS with a certificate made now for `names`; the line to print gives its fingerprints.
-    static func selfSignedContext(names: [String]) throws -> (NIOSSLContext, String) {
+    public static func selfSignedContext(names: [String]) throws -> (NIOSSLContext, String) {
         let made: SelfSignedCertificate
-        do { made = try SelfSignedCertificate(names: names) } catch { throw CLIError("cannot make a self-signed certificate: \(error)") }
+        do { made = try SelfSignedCertificate(names: names) } catch { throw ServerError(.tls, "cannot make a self-signed certificate: \(error)") }
         do {
             let config = TLSConfiguration.makeServerConfiguration(
                 certificateChain: try NIOSSLCertificate.fromPEMBytes(Array(made.certificatePEM.utf8)).map { .certificate($0) },
                 privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(made.privateKeyPEM.utf8), format: .pem)))
             return (try NIOSSLContext(configuration: config),
                     "https: self-signed certificate for \(names.joined(separator: ", ")); sha-256 \(made.fingerprint); public key sha-256 (base64) \(made.publicKeySHA256)")
-        } catch { throw CLIError("cannot use the self-signed certificate: \(error)") }
+        } catch { throw ServerError(.tls, "cannot use the self-signed certificate: \(error)") }
     }
 }

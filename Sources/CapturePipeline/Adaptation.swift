@@ -1,28 +1,29 @@
-import ArgumentParser
 import Synchronization
-import VideoCapture
-import VideoProcessing
+import H264
+import Foundation
+public import VideoCapture
+public import VideoProcessing
 
 /// `--adapt 0s:1280x720@30,3s:640x360@15/600,6s:1280x720@30`: what congestion control would ask of the source,
 /// replayed on frame timestamps. Each step: TIME (seconds from the first frame, `s` optional), the maximum
 /// output size and frame rate, and optionally a bitrate in kbps after `/`.
-struct AdaptSchedule: ExpressibleByArgument, CustomStringConvertible {
-    struct Step: Equatable {
-        var atNs: Int64
-        var maxSize: FrameSize
-        var maxFps: Double
-        var kbps: Int?
+public struct AdaptSchedule: Sendable, CustomStringConvertible {
+    public struct Step: Equatable, Sendable {
+        public var atNs: Int64
+        public var maxSize: FrameSize
+        public var maxFps: Double
+        public var kbps: Int?
+        public init(atNs: Int64, maxSize: FrameSize, maxFps: Double, kbps: Int? = nil) { self.atNs = atNs; self.maxSize = maxSize; self.maxFps = maxFps; self.kbps = kbps }
     }
-    var steps: [Step]
+    public var steps: [Step]
 
-    init?(argument: String) { try? self.init(parsing: argument) }
-
-    init(parsing text: String) throws {
-        guard text.utf8.count <= 4096 else { throw ValidationError("--adapt: the schedule is longer than 4096 characters") }
+    /// Parses `TIME:WxH@FPS[/KBPS],…`; the error names the step and what is wrong with it.
+    public init(parsing text: String) throws(PipelineError) {
+        guard text.utf8.count <= 4096 else { throw PipelineError(.invalidConfiguration, "--adapt: the schedule is longer than 4096 characters") }
         var steps: [Step] = []
         for (n, raw) in text.split(separator: ",").enumerated() {
             let item = raw.trimmingCharacters(in: .whitespaces)
-            let bad = { (why: String) in ValidationError("--adapt step \(n + 1) \"\(item.prefix(60))\": \(why); expected TIME:WxH@FPS[/KBPS], e.g. 3s:640x360@15/600") }
+            let bad = { (why: String) in PipelineError(.invalidConfiguration, "--adapt step \(n + 1) \"\(item.prefix(60))\": \(why); expected TIME:WxH@FPS[/KBPS], e.g. 3s:640x360@15/600") }
             guard let colon = item.firstIndex(of: ":"), let at = item.firstIndex(of: "@") , colon < at else { throw bad("missing ':' or '@'") }
             var time = item[..<colon]
             if time.hasSuffix("s") { time = time.dropLast() }
@@ -41,39 +42,39 @@ struct AdaptSchedule: ExpressibleByArgument, CustomStringConvertible {
             if let last = steps.last, ns <= last.atNs { throw bad("times must increase (previous step at \(Double(last.atNs) / 1e9) s)") }
             steps.append(Step(atNs: ns, maxSize: size, maxFps: fps, kbps: kbps))
         }
-        guard !steps.isEmpty else { throw ValidationError("--adapt: the schedule is empty") }
+        guard !steps.isEmpty else { throw PipelineError(.invalidConfiguration, "--adapt: the schedule is empty") }
         self.steps = steps
     }
 
-    init(steps: [Step]) { self.steps = steps }
+    public init(steps: [Step]) { self.steps = steps }
 
-    var description: String {
+    public var description: String {
         steps.map { "\(fmt(Double($0.atNs) / 1e9, 1))s:\($0.maxSize)@\(fmt($0.maxFps, 0))" + ($0.kbps.map { "/\($0)" } ?? "") }.joined(separator: ",")
     }
 }
 
 /// Live output adaptation in the pipeline: a schedule (`record --adapt`) and/or requests from other threads
 /// (`stream`: REMB), applied to a `VideoAdapter` as frames arrive; counts frames per second of timestamps.
-struct ScheduledAdaptation {
-    let schedule: AdaptSchedule
-    var adapter = VideoAdapter()
+public struct ScheduledAdaptation {
+    public let schedule: AdaptSchedule
+    public var adapter = VideoAdapter()
     private var next = 0
-    private(set) var thinned = 0
-    private(set) var perSecond: [Int] = []
-    private(set) var sizes: [FrameSize] = []
+    public private(set) var thinned = 0
+    public private(set) var perSecond: [Int] = []
+    public private(set) var sizes: [FrameSize] = []
 
-    init(_ schedule: AdaptSchedule = AdaptSchedule(steps: [])) {
+    public init(_ schedule: AdaptSchedule = AdaptSchedule(steps: [])) {
         self.schedule = schedule
         perSecond.reserveCapacity(64)
     }
 
     /// A request from elsewhere (a bitrate estimate), effective from this frame.
-    mutating func request(_ r: VideoAdapter.Request) {
+    public mutating func request(_ r: VideoAdapter.Request) {
         adapter.requestOutputFormat(maxSize: r.maxSize, maxFps: r.maxFps)
     }
 
     /// The step that starts at this frame, if any (the caller applies its bitrate).
-    mutating func step(atElapsed ns: Int64) -> AdaptSchedule.Step? {
+    public mutating func step(atElapsed ns: Int64) -> AdaptSchedule.Step? {
         guard next < schedule.steps.count, ns >= schedule.steps[next].atNs else { return nil }
         var step = schedule.steps[next]
         while next + 1 < schedule.steps.count && ns >= schedule.steps[next + 1].atNs { next += 1; step = schedule.steps[next] }
@@ -83,7 +84,7 @@ struct ScheduledAdaptation {
     }
 
     /// What to do with a frame (nil: thinned for the frame rate).
-    mutating func adapt(size: FrameSize, timestampNs: Int64, elapsedNs: Int64) -> Adaptation? {
+    public mutating func adapt(size: FrameSize, timestampNs: Int64, elapsedNs: Int64) -> Adaptation? {
         guard let a = adapter.adapt(size: size, timestampNs: timestampNs) else { thinned += 1; return nil }
         let second = Int(elapsedNs / 1_000_000_000)
         if second >= 0 && second < 86_400 {
@@ -96,8 +97,31 @@ struct ScheduledAdaptation {
 }
 
 /// Output-format requests from another thread (RTCP feedback), taken by the pipeline before its next frame.
-final class OutputRequests: Sendable {
+public final class OutputRequests: Sendable {
     private let pending = Mutex<VideoAdapter.Request?>(nil)
-    func request(_ r: VideoAdapter.Request) { pending.withLock { $0 = r } }
-    func take() -> VideoAdapter.Request? { pending.withLock { r in defer { r = nil }; return r } }
+    public init() {}
+    public func request(_ r: VideoAdapter.Request) { pending.withLock { $0 = r } }
+    public func take() -> VideoAdapter.Request? { pending.withLock { r in defer { r = nil }; return r } }
+}
+
+/// A receiver's bandwidth estimate (REMB) → the encoder's bitrate (clamped to 10 kbps...the encoder's cap)
+/// and, with `adapting`, the output size and frame rate (WebRTC's balanced steps, `BitrateAdaptation`). The
+/// one wiring of estimates for `stream` and `serve`; any thread.
+public final class BandwidthFollower: Sendable {
+    private let control: EncoderControl
+    private let cap: Int
+    private let requests: OutputRequests?
+    private let policy = Mutex(BitrateAdaptation())
+
+    public init(_ encode: EncodeStage, adapting requests: OutputRequests?) {
+        control = encode.control; cap = encode.bitrateCap; self.requests = requests
+    }
+
+    public func update(bitsPerSecond bps: UInt64) {
+        let bitrate = Int(clamping: min(bps, UInt64(cap)))
+        EncodeStage.request(bitrate, on: control, cap: cap)
+        if let requests, let step = policy.withLock({ $0.update(bitrate: bitrate) }) {
+            requests.request(VideoAdapter.Request(maxSize: step.maxSize, maxFps: step.maxFps))
+        }
+    }
 }

@@ -1,0 +1,311 @@
+public import VideoCapture
+public import VideoProcessing
+public import Logging
+import FixtureCameras
+import V4L2Capture
+import Foundation
+import Synchronization
+
+// The one capture loop every capturing command runs on (record, preview, stream, serve), and that an app runs
+// without the CLI:
+//
+//   camera ─▶ CameraVideoCapturer ─▶ frames() ─▶ one conversion to I420 ─▶ stage ─▶ stage ─▶ …
+//
+// The session owns the capturer, the device, the negotiated selection and the applied format, the stop
+// conditions (on frame timestamps, not the wall clock), the bad-frame policy, the statistics and the summary.
+// It never prints: the start, the progress and the summary reach the caller through closures and the report.
+
+/// A step of the pipeline: it gets every I420 picture (from the pipeline's one conversion per frame) and the
+/// frame it came from. A stage checks and opens its outputs in its initialiser, before the camera starts.
+public protocol PictureStage: AnyObject {
+    /// After the camera started, before the first picture.
+    func begin(_ session: CaptureSession) throws
+    /// One picture. A thrown error stops the pipeline (a write failure); bad captured frames never get here.
+    func consume(_ picture: I420Buffer, frame: VideoFrame) throws
+    /// Closes outputs; called once at the end, also after an error.
+    func end() throws
+    /// Gives up the outputs when the run fails before it starts (existing files keep their contents, new ones go).
+    func discard()
+    /// The stage's part of the summary's `frames:` line ("encoded 150, skipped 0"), if any.
+    var framesSummary: String? { get }
+    /// Live figures for the progress line ("1480 kbps").
+    var progress: String? { get }
+    /// Summary lines (label, value).
+    var summary: [(String, String)] { get }
+}
+
+extension PictureStage {
+    public func begin(_ session: CaptureSession) throws {}
+    public func discard() {}
+    public var framesSummary: String? { nil }
+    public var progress: String? { nil }
+}
+
+/// One capture session from negotiation to summary: `init` does everything that can fail before the camera
+/// starts (device, negotiation), `run(stages:)` captures until a stop condition and returns the report.
+public final class CaptureSession {
+    /// What to capture, and when to stop.
+    public struct Configuration: Sendable {
+        /// /dev/videoN, fixture:NAME or a fixture file; nil: the first camera, else the built-in fixture webcam.
+        public var device: String?
+        /// The target size; negotiation picks the closest the device offers.
+        public var size = FrameSize(width: 1280, height: 720)
+        /// The frame-rate limit for negotiation.
+        public var fpsLimit = FormatSelector.defaultFpsLimit
+        /// Stop after this many processed frames.
+        public var frames: Int?
+        /// Stop after this much capture, on frame timestamps (nanoseconds). With neither limit, the session
+        /// runs until `stop()` or the end of the capture.
+        public var durationNs: Int64?
+        /// Fixture cameras only: frames as fast as they are consumed, timestamps exactly 1/fps apart, no drops.
+        public var fast = false
+        /// Fixture cameras only: sensor noise added to luma (0...64).
+        public var noise = 0
+        /// Fixture cameras only: the camera disappears after this many frames (a test of the unplug path).
+        public var fixtureDisconnectAfter: Int?
+        /// Camera controls set before the first frame, in order.
+        public var controls: [CameraControlSetting] = []
+        /// The anti-flicker filter set on start, where the camera has it.
+        public var powerLine: PowerLineFrequency?
+        /// Where the capturer logs (nothing by default).
+        public var logger = Logger(label: "swift-video-capture.capture", factory: { _ in SwiftLogNoOpLogHandler() })
+        public init() {}
+    }
+
+    public let configuration: Configuration
+    public let capturer: CameraVideoCapturer
+    public let device: CaptureDevice
+    public let selection: FormatSelection
+    /// What the device applied (set once the camera has started).
+    public private(set) var applied = AppliedFormat(pixelFormat: .i420, size: FrameSize(width: 0, height: 0), stride: 0, fps: Fraction(30))
+    /// The conversion of each frame (one per captured frame, shared by every stage).
+    public var conversion: (VideoFrame, AppliedFormat) -> FrameConverter.Options = { _, _ in .init() }
+    /// Live output adaptation replayed from a schedule, and what to do at each step (the bitrate).
+    public var adaptation: ScheduledAdaptation?
+    /// Requests from other threads (REMB); with the first one, the session starts adapting.
+    public let outputRequests = OutputRequests()
+    public var onAdaptationStep: (AdaptSchedule.Step) -> Void = { _ in }
+    /// Extra text for the format line of the summary (", encoded at 640x360").
+    public var formatNote = ""
+    /// Called once the camera runs and every stage has begun (the CLI prints its start line here).
+    public var onStarted: (CaptureSession) -> Void = { _ in }
+    /// A progress line, at most once per `progressIntervalNs` of wall time (formatted only when due).
+    public var onProgress: ((String) -> Void)?
+    public var progressIntervalNs: Int64 = 2_000_000_000
+    private let stopFlag = StopFlag()
+
+    /// Resolves the device and negotiates: everything that can fail before the camera starts. Pass a capturer
+    /// to use your own providers; by default the session makes one with the V4L2 and fixture providers.
+    public init(_ configuration: Configuration, capturer: CameraVideoCapturer? = nil) throws {
+        self.configuration = configuration
+        let capturer = capturer ?? CaptureSession.capturer(for: configuration)
+        self.capturer = capturer
+        device = try configuration.device.map { spec throws(CaptureError) in try capturer.device(spec) } ?? CaptureSession.defaultDevice(capturer)
+        if configuration.fast && device.driver != "fixture" {
+            throw PipelineError(.invalidConfiguration, "--fast is for fixture cameras (frames as fast as they are consumed); \(device.path) is a real camera, which delivers at its own rate")
+        }
+        selection = try capturer.selectFormat(for: device, targetSize: configuration.size, fpsLimit: configuration.fpsLimit)
+    }
+
+    /// A capturer with the providers every command uses (real cameras first, then the fixture cameras), set
+    /// up for `configuration` (pacing, noise, controls, power line, logger).
+    public static func capturer(for configuration: Configuration) -> CameraVideoCapturer {
+        let fixtures = FixtureCameraProvider(options: .init(pacing: configuration.fast ? .asFastAsConsumed : .realTime,
+                                                            disconnectAfterFrames: configuration.fixtureDisconnectAfter, noise: configuration.noise))
+        // As-fast-as-consumed fixture frames are not dropped: the capturer waits for the consumer.
+        return CameraVideoCapturer(providers: [V4L2DeviceProvider(), fixtures],
+                                   configuration: .init(maxPendingFrames: 2, alwaysDiscardsLateFrames: !configuration.fast,
+                                                        powerLineFrequency: configuration.powerLine, startControls: configuration.controls),
+                                   logger: configuration.logger)
+    }
+
+    /// The default camera: the first real camera, else the built-in fixture webcam.
+    public static func defaultDevice(_ capturer: CameraVideoCapturer) throws(CaptureError) -> CaptureDevice {
+        if let real = V4L2DeviceProvider().devices().first { return real }
+        return try capturer.device("fixture:uvc-webcam")
+    }
+
+    /// Ends the run as if a stop condition was met (any thread): the stages end and the report is returned.
+    public func stop() { stopAction() }
+
+    /// `stop()` as a closure that may be kept and called from anywhere (a signal handler).
+    public var stopAction: @Sendable () -> Void {
+        { [stopFlag, capturer] in
+            stopFlag.value.store(true, ordering: .releasing)
+            Task { try? await capturer.stopCapture() }
+        }
+    }
+
+    /// What a run gave: the summary, and why it failed (after the summary), if it did.
+    public struct Report {
+        /// Pictures every stage got.
+        public var processed = 0
+        /// Captured frames that could not be converted (a corrupt JPEG): counted, capture went on.
+        public var undecodable = 0
+        /// Summary lines (label, value), in order.
+        public var summary: [(String, String)] = []
+        /// The capture or a stage failed; what was written before is complete and playable.
+        public var failure: PipelineError?
+        /// The summary as aligned "label: value" lines.
+        public var summaryText: String {
+            let width = (summary.map(\.0.count).max() ?? 0) + 2
+            return summary.map { ($0.0 + ":").padding(toLength: width, withPad: " ", startingAt: 0) + $0.1 }.joined(separator: "\n")
+        }
+    }
+
+    /// Starts the camera, feeds every picture through the stages, stops, closes them and reports. Throws
+    /// (with nothing written) when the camera or a stage fails to start; a failure after the start is the
+    /// report's `failure`, after its summary.
+    public func run(stages: [any PictureStage]) async throws -> Report {
+        let frames = capturer.frames(bufferingNewest: 2)   // subscribed before the start: the first frame is ours
+        do {
+            applied = try await capturer.startCapture(device: device, format: selection.format, size: selection.size, fps: selection.fps)
+            for s in stages { try s.begin(self) }
+        } catch {
+            if capturer.isRunning { try? await capturer.stopCapture() }
+            for s in stages { s.discard() }   // nothing was written: existing files untouched, new ones removed
+            throw error
+        }
+        configuration.logger.debug("capture started", metadata: ["device": "\(device.path)", "format": "\(selection.pixelFormat) \(applied.size) @ \(applied.fps)"])
+        onStarted(self)
+
+        let converter = FrameConverter()
+        var report = Report()
+        var latency = DurationHistogram()
+        var workTime = DurationHistogram()   // conversion + stages, per frame: latency minus this is waiting
+        var conversionTime = DurationHistogram()
+        var firstTs: Int64?, lastTs: Int64 = 0
+        var captureError: CaptureError?
+        var stageError: Error?
+        let wallStart = monotonicNanoseconds()
+        var nextProgress = wallStart
+        do {
+            frameLoop: for try await frame in frames {
+                if stopFlag.value.load(ordering: .acquiring) { break }
+                let first = firstTs ?? frame.timestampNs
+                firstTs = first
+                if let d = configuration.durationNs, frame.timestampNs - first >= d { break }
+                var convert = conversion(frame, applied)
+                if let r = outputRequests.take() {
+                    if adaptation == nil { adaptation = ScheduledAdaptation() }
+                    adaptation!.request(r)
+                }
+                if adaptation != nil {
+                    let elapsed = frame.timestampNs - first
+                    if let step = adaptation!.step(atElapsed: elapsed) { onAdaptationStep(step) }
+                    guard let a = adaptation!.adapt(size: frame.buffer.size, timestampNs: frame.timestampNs, elapsedNs: elapsed) else { continue }
+                    if !a.isIdentity { convert.crop = a.crop; convert.scale = a.size }
+                }
+                let picture: I420Buffer
+                let workStart = monotonicNanoseconds()
+                do {
+                    picture = try converter.convert(frame.buffer, options: convert)
+                    conversionTime.add(monotonicNanoseconds() - workStart)
+                } catch where error.code == .decodeFailed || error.code == .shortBuffer {
+                    report.undecodable += 1   // one bad frame while streaming: counted, capture goes on
+                    continue
+                } catch {
+                    stageError = error
+                    break
+                }
+                do {
+                    for s in stages { try s.consume(picture, frame: frame) }
+                } catch {
+                    stageError = error
+                    break frameLoop
+                }
+                report.processed += 1
+                lastTs = frame.timestampNs
+                let now = monotonicNanoseconds()
+                if !configuration.fast {
+                    latency.add(now - frame.timestampNs)
+                    workTime.add(now - workStart)
+                }
+                let elapsed = Double(lastTs - first) / 1e9
+                if let onProgress, elapsed >= 0.2, now >= nextProgress {
+                    // Formatted only when the line is due: nothing allocated per frame.
+                    nextProgress = now + progressIntervalNs
+                    onProgress("\(fmt(elapsed)) s  \(report.processed) frames  \(fmt(Double(report.processed - 1) / elapsed)) fps  \(stages.compactMap(\.progress).joined(separator: "  "))  drops \(capturer.statistics.totalDropped)")
+                }
+                if let n = configuration.frames, report.processed >= n { break }
+            }
+        } catch {
+            captureError = error
+        }
+        let wallSeconds = Double(monotonicNanoseconds() - wallStart) / 1e9
+        // Counters as of the end of the run (frames produced while stopping are not part of it).
+        let stats = capturer.statistics
+        if capturer.isRunning { try? await capturer.stopCapture() }
+        configuration.logger.debug("capture stopped", metadata: ["device": "\(device.path)", "frames": "\(report.processed)"])
+        var endError: Error?
+        for s in stages { do { try s.end() } catch { endError = endError ?? error } }
+
+        let elapsed = firstTs.map { Double(lastTs - $0) / 1e9 } ?? 0
+        let dropped = stats.totalDropped - stats.dropped[.noConsumer, default: 0]
+        let drops = stats.dropped.filter { $0.key != .noConsumer && $0.value > 0 }.sorted { $0.key.rawValue < $1.key.rawValue }
+            .map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+        var frameLine = "captured \(report.processed + report.undecodable + dropped), dropped \(dropped)\(drops.isEmpty ? "" : " (\(drops))")"
+        for s in stages { if let f = s.framesSummary { frameLine += ", " + f } }
+        if report.undecodable > 0 { frameLine += ", undecodable \(report.undecodable)" }
+        var lines: [(String, String)] = [
+            ("device", "\(device.path) (\(device.name))"),
+            ("format", "\(selection.pixelFormat) \(applied.size) @ \(applied.fps) fps (stride \(applied.stride))\(formatNote)"),
+            ("frames", frameLine),
+            ("achieved fps", "\(fmt(elapsed > 0 ? Double(report.processed - 1) / elapsed : 0, 2)) on frame timestamps, \(fmt(wallSeconds > 0 ? Double(report.processed) / wallSeconds : 0, 1)) frames/s throughput"),
+        ]
+        if conversionTime.count > 0 {
+            lines.append(("convert time", "p50 \(fmt(conversionTime.percentileMs(0.5), 2)) ms, p95 \(fmt(conversionTime.percentileMs(0.95), 2)) ms"))
+        }
+        if latency.count > 0 {
+            lines.append(("latency", "capture to output p50 \(fmt(latency.percentileMs(0.5), 2)) ms, p95 \(fmt(latency.percentileMs(0.95), 2)) ms, p99 \(fmt(latency.percentileMs(0.99), 2)) ms"))
+            lines.append(("work time", "convert + stages p50 \(fmt(workTime.percentileMs(0.5), 2)) ms, p95 \(fmt(workTime.percentileMs(0.95), 2)) ms, p99 \(fmt(workTime.percentileMs(0.99), 2)) ms"))
+        }
+        if let a = adaptation {
+            lines.append(("adaptation", "\(a.schedule.steps.isEmpty ? "on bitrate estimates" : "\(a.schedule)"); \(a.thinned) frames thinned for frame rate; sizes \(a.sizes.map(\.description).joined(separator: " → "))"))
+            lines.append(("frames/second", a.perSecond.map(String.init).joined(separator: " ")))
+        }
+        for s in stages { lines += s.summary }
+        report.summary = lines
+
+        if let e = captureError {
+            report.failure = PipelineError(.captureFailed, "capture failed after \(report.processed) frames: \(e) — what was written is complete and playable")
+        } else if let e = stageError ?? endError {
+            report.failure = PipelineError(.outputFailed, "stopped after \(report.processed) frames: \(e) — what was written before is playable")
+        } else if report.processed == 0 {
+            report.failure = PipelineError(.noFrames, "no frame was captured from \(device.path)")
+        }
+        if let f = report.failure { configuration.logger.debug("capture session failed", metadata: ["error": "\(f)"]) }
+        return report
+    }
+}
+
+final class StopFlag: Sendable { let value = Atomic<Bool>(false) }
+
+/// Why a session could not run, or ended early.
+public struct PipelineError: Error, Sendable, Equatable, CustomStringConvertible {
+    public struct Code: Hashable, Sendable, RawRepresentable, CustomStringConvertible {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+        /// Settings that cannot work with this camera (checked before it starts).
+        public static let invalidConfiguration = Code(rawValue: "invalid configuration")
+        /// The camera stopped with an error during the run.
+        public static let captureFailed = Code(rawValue: "capture failed")
+        /// An output could not be opened or written (a file, a socket).
+        public static let outputFailed = Code(rawValue: "output failed")
+        /// The run ended before the first frame.
+        public static let noFrames = Code(rawValue: "no frames")
+    }
+    public var code: Code
+    public var message: String
+    public init(_ code: Code, _ message: String) { self.code = code; self.message = message }
+    public var description: String { message }
+}
+
+extension Fraction {
+    /// The rate as a Double.
+    package var fps: Double { doubleValue }
+}
+
+/// A number with `digits` decimals, for summaries and progress lines.
+package func fmt(_ v: Double, _ digits: Int = 1) -> String { String(format: "%.\(digits)f", v) }

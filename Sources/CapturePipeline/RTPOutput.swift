@@ -1,0 +1,121 @@
+import Foundation
+public import VideoCapture
+public import VideoProcessing
+public import H264
+public import RTP
+import Synchronization
+
+/// HOST:PORT (an IPv6 host in brackets: [::1]:5004) with a numeric IPv4/IPv6 host and a port in `ports`.
+public func parseHostPort(_ s: String, ports: ClosedRange<Int>) -> (host: String, port: Int)? {
+    let hostPart: Substring, portPart: Substring
+    if s.hasPrefix("["), let close = s.firstIndex(of: "]"), s[s.index(after: close)...].hasPrefix(":") {
+        hostPart = s[s.index(after: s.startIndex)..<close]; portPart = s[s.index(close, offsetBy: 2)...]
+    } else if let colon = s.lastIndex(of: ":"), s.firstIndex(of: ":") == colon {
+        hostPart = s[..<colon]; portPart = s[s.index(after: colon)...]
+    } else { return nil }
+    guard portPart.count <= 5, let p = Int(portPart), ports.contains(p), !hostPart.isEmpty, hostPart.count <= 64 else { return nil }
+    var a4 = in_addr(), a6 = in6_addr()
+    let h = String(hostPart)
+    guard inet_pton(AF_INET, h, &a4) == 1 || inet_pton(AF_INET6, h, &a6) == 1 else { return nil }
+    return (h, p)
+}
+
+/// Where `stream` sends: HOST:PORT with a port 1...65534 (RTCP goes to PORT+1).
+public struct StreamTarget: Sendable, CustomStringConvertible {
+    public var host: String, port: Int
+    /// "HOST:PORT", an IPv6 host in brackets.
+    public var description: String { (host.contains(":") ? "[\(host)]" : host) + ":\(port)" }
+    public init?(_ s: String) {
+        guard let (h, p) = parseHostPort(s, ports: 1...65534) else { return nil }
+        host = h; port = p
+    }
+}
+
+/// Writes `text` to a new file at `path` (an existing file is replaced only once the new one is complete).
+public func write(_ text: String, to path: String) throws { try write(text, into: try OutputFile(path: path)) }
+
+/// Writes `text` and closes the file; on a failure the file is discarded (an existing one is kept as it was).
+public func write(_ text: String, into f: OutputFile) throws {
+    do { try f.write(Array(text.utf8)); try f.close() } catch { f.discard(); throw error }
+}
+
+/// Sends the encoded frames as RTP and acts on the receivers' feedback: PLI/FIR → a key frame, REMB → the
+/// bitrate (both taken by the encode stage before its next frame). Writes the SDP once the first key frame
+/// gives the real SPS/PPS.
+public final class RTPOutput: EncodedOutput {
+    public let sender: RTPSender
+    private var sdpFile: OutputFile?
+    private let target: StreamTarget
+
+    public init(configuration: RTPSender.Configuration, sdpFile: OutputFile?, target: StreamTarget) throws(PipelineError) {
+        do { sender = try RTPSender(configuration: configuration) } catch { throw PipelineError(.outputFailed, "cannot stream to \(target): \(error)") }
+        self.sdpFile = sdpFile; self.target = target
+    }
+
+    /// PLI/FIR → a key frame; REMB → the encoder's bitrate and, with `adapting`, the output size and rate
+    /// (`BandwidthFollower`).
+    public func connect(_ encode: EncodeStage, adapting requests: OutputRequests?) {
+        let control = encode.control
+        sender.onKeyFrameRequest = { control.requestKeyFrame() }
+        let follower = BandwidthFollower(encode, adapting: requests)
+        sender.onBitrateEstimate = { bps in follower.update(bitsPerSecond: bps) }
+    }
+
+    /// The SDP a receiver opens for this stream (the same settings always give the same SPS/PPS).
+    public static func sdp(for settings: H264Encoder.Settings, target: StreamTarget, ssrc: UInt32, rtxPayloadType: UInt8?) throws -> String {
+        let encoder = try H264Encoder(settings: settings)
+        defer { encoder.close() }
+        let black = I420Buffer(width: settings.width, height: settings.height)
+        let first = try encoder.encode(black, timestampNs: 0)
+        guard let ps = RTPSender.parameterSets(of: first) else { throw PipelineError(.outputFailed, "the encoder gave no SPS/PPS") }
+        return SDP.offer(host: target.host, port: target.port, sps: ps.sps, pps: ps.pps, rtxPayloadType: rtxPayloadType, ssrc: ssrc)
+    }
+
+    public func write(_ frame: EncodedFrame, captureNs: Int64) throws {
+        if let file = sdpFile, frame.isKeyFrame, let ps = RTPSender.parameterSets(of: frame) {
+            sdpFile = nil
+            let text = SDP.offer(host: target.host, port: target.port, sps: ps.sps, pps: ps.pps,
+                                 rtxPayloadType: sender.configuration.rtxPayloadType, ssrc: sender.ssrc,
+                                 rtxSSRC: sender.configuration.rtxPayloadType == nil ? nil : sender.rtxSSRC)
+            try CapturePipeline.write(text, into: file)
+        }
+        try sender.send(frame, captureNs: captureNs)
+    }
+    public func end() throws { sender.close(); sdpFile?.discard() }
+    public func discard() { sender.close(); sdpFile?.discard() }
+
+    public var progress: String? {
+        let s = sender.statistics
+        return "\(s.packetsSent) pkts" + (s.rttMs.map { "  rtt \(fmt($0, 1)) ms" } ?? "")
+            + (s.fractionLost.map { "  loss \(fmt($0 * 100, 1))%" } ?? "")
+            + (s.keyFrameRequests > 0 ? "  key requests \(s.keyFrameRequests)" : "") + (s.retransmissions > 0 ? "  rtx \(s.retransmissions)" : "")
+    }
+    public var summary: [(String, String)] {
+        let s = sender.statistics
+        return [("rtp", "\(s.packetsSent) packets, \(s.bytesSent) bytes to \(target) (SSRC \(sender.ssrc), RTCP from port \(sender.localRTCPPort))"
+                     + (s.packetsDroppedBySimulation > 0 ? ", \(s.packetsDroppedBySimulation) dropped by --drop-rate" : "")),
+                ("rtcp", "\(s.senderReports) sender reports, \(s.receiverReports) receiver reports, rtt \(s.rttMs.map { fmt($0, 1) + " ms" } ?? "-"), loss \(s.fractionLost.map { fmt($0 * 100, 1) + "%" } ?? "-"), jitter \(s.jitterMs.map { fmt($0, 1) + " ms" } ?? "-")"),
+                ("feedback", "\(s.nacksReceived) NACKs (\(s.retransmissions) retransmitted, \(s.retransmittedBytes) bytes; \(s.nacksIgnored) ignored, \(s.retransmissionsOverBudget) over budget), \(s.keyFrameRequests) key-frame requests (\(s.keyFrameRequestsHonoured) honoured), REMB \(s.rembBitrate.map { "\($0 / 1000) kbps" } ?? "-"), \(s.rtcpErrors) malformed RTCP, \(s.rtcpFromStrangers) RTCP datagrams from other addresses dropped")]
+    }
+}
+
+/// The pictures the encoder gets, as Y4M, and their capture times (monotonic ns, one per line in PATH.timestamps):
+/// the reference a receiver's decoded frames are compared with (PSNR, latency). For tests.
+public final class InputDumpStage: PictureStage {
+    private let y4m: Y4MStage
+    private let path: String
+    private var times: [Int64] = []
+    public init(path: String) throws { self.path = path; y4m = try Y4MStage(path: path); times.reserveCapacity(100_000) }
+    public func begin(_ session: CaptureSession) throws { try y4m.begin(session) }
+    public func consume(_ picture: I420Buffer, frame: VideoFrame) throws {
+        guard times.count < 100_000 else { return }
+        try y4m.consume(picture, frame: frame); times.append(frame.timestampNs)
+    }
+    public func end() throws {
+        try y4m.end()
+        try CapturePipeline.write(times.map(String.init).joined(separator: "\n") + "\n", to: path + ".timestamps")
+    }
+    public func discard() { y4m.discard() }
+    public var summary: [(String, String)] { y4m.summary }
+}
+

@@ -1,0 +1,189 @@
+import Foundation
+import Synchronization
+import VideoCapture
+public import H264
+public import WebRTC
+import RTP
+public import CapturePipeline
+
+/// The viewers: an encoded output that hands every access unit to each connected peer, and the WHEP actions
+/// (add on POST, remove on DELETE or when a peer ends by itself). Key-frame requests from all viewers are
+/// merged and rate-limited; the bitrate follows the lowest REMB among the viewers.
+public final class ViewerHub: EncodedOutput, @unchecked Sendable {
+    // @unchecked: `state` is a Mutex; `control` is set once before the camera starts.
+    struct Viewer { var peer: WebRTCPeer; var remb: UInt64?; var address: String; var number: Int }
+    /// How many viewers, and how many of them may still be connecting (ICE and DTLS not done), overall and per
+    /// client address: a slot held by an offer that never connects is freed at the peer's connect timeout.
+    public struct Limits: Sendable {
+        public var maxViewers = 16
+        public var maxPending = 8
+        public var maxPerAddress = 8
+        public var maxPendingPerAddress = 2
+        public init(maxViewers: Int = 16, maxPending: Int = 8, maxPerAddress: Int = 8, maxPendingPerAddress: Int = 2) {
+            self.maxViewers = maxViewers; self.maxPending = maxPending; self.maxPerAddress = maxPerAddress; self.maxPendingPerAddress = maxPendingPerAddress
+        }
+    }
+    private struct State {
+        var viewers: [String: Viewer] = [:]
+        var order: [String] = []
+        var total = 0, left = 0
+        var closed = false
+        var lastKeyFrameNs: Int64 = .min / 2
+        var lastEnded: [(String, String)] = []
+        /// The connected-or-connecting peers in arrival order, rebuilt on add/remove (the encoder's thread only
+        /// retains it: nothing allocated per frame).
+        var peers: [WebRTCPeer] = []
+    }
+    private let state = Mutex(State())
+    private let keyFramePending = Atomic<Bool>(false)
+    private let identity: DTLSIdentity
+    private let configuration: WebRTCPeer.Configuration
+    private var control: EncoderControl?
+    private var follower: BandwidthFollower?
+    public static let keyFrameIntervalNs: Int64 = 300_000_000
+    public let limits: Limits
+
+    public init(identity: DTLSIdentity, configuration: WebRTCPeer.Configuration, limits: Limits = Limits()) {
+        self.identity = identity; self.configuration = configuration; self.limits = limits
+    }
+    /// Key-frame requests and bandwidth estimates go to `encode`; with `adapting`, estimates also set the size
+    /// and frame rate.
+    public func connect(_ encode: EncodeStage, adapting requests: OutputRequests?) { control = encode.control; follower = BandwidthFollower(encode, adapting: requests) }
+
+    public enum AddError: Error { case badOffer(WebRTCError), full, tooManyPending, tooManyFromAddress(Int), stopped, failed(String) }
+
+    /// Whether one more viewer from `address` fits the limits.
+    private func admission(_ s: State, from address: String) -> AddError? {
+        if s.closed { return .stopped }
+        let pending = s.viewers.values.filter { !$0.peer.isConnected }
+        let mine = s.viewers.values.filter { $0.address == address }
+        if mine.count >= limits.maxPerAddress { return .tooManyFromAddress(mine.count) }
+        if mine.filter({ !$0.peer.isConnected }).count >= limits.maxPendingPerAddress { return .tooManyFromAddress(mine.count) }
+        if pending.count >= limits.maxPending { return .tooManyPending }
+        if s.viewers.count - pending.count >= limits.maxViewers { return .full }
+        return nil
+    }
+
+    /// Answers a WHEP offer from `address`: a new peer with its own UDP port. Returns its resource id
+    /// (unguessable: whoever holds it owns the viewer) and the SDP answer.
+    public func add(offer text: String, from address: String) throws(AddError) -> (id: String, answer: String) {
+        let offer: WebRTCOffer
+        do throws(WebRTCError) { offer = try WebRTCOffer(text) } catch { throw .badOffer(error) }
+        if let refused = state.withLock({ admission($0, from: address) }) { throw refused }
+        let peer: WebRTCPeer
+        do throws(WebRTCError) { peer = try WebRTCPeer(offer: offer, identity: identity, configuration: configuration) } catch { throw .failed(error.message) }
+        let id = peer.id
+        peer.onConnected = { [weak self] in self?.requestKeyFrame() }
+        peer.sender.onKeyFrameRequest = { [weak self] in self?.requestKeyFrame() }
+        peer.sender.onBitrateEstimate = { [weak self] bps in self?.remb(id, bps) }
+        peer.onClosed = { [weak self] reason in self?.ended(id, reason) }
+        let refused = state.withLock { s -> AddError? in
+            if let refused = admission(s, from: address) { return refused }   // another POST took the slot meanwhile
+            s.total += 1
+            s.viewers[id] = Viewer(peer: peer, address: address, number: s.total); s.order.append(id)
+            s.peers.append(peer)
+            return nil
+        }
+        if let refused { peer.close(); throw refused }
+        peer.start()
+        return (id, peer.answer)
+    }
+
+    /// DELETE: ends the viewer (its socket and thread are gone when this returns). False for an unknown id.
+    public func remove(_ id: String) -> Bool {
+        guard let peer = state.withLock({ $0.viewers[id]?.peer }) else { return false }
+        peer.close(reason: "the viewer sent DELETE")
+        ended(id, "the viewer sent DELETE")
+        return true
+    }
+
+    private func ended(_ id: String, _ reason: String) {
+        state.withLock { s in
+            guard s.viewers.removeValue(forKey: id) != nil else { return }
+            s.order.removeAll { $0 == id }; s.left += 1
+            s.peers.removeAll { $0.id == id }
+            s.lastEnded.append((id, reason)); if s.lastEnded.count > 8 { s.lastEnded.removeFirst() }
+        }
+        recomputeBitrate()
+    }
+
+    public func closeAll(reason: String) {
+        let peers = state.withLock { s -> [WebRTCPeer] in s.closed = true; return s.order.compactMap { s.viewers[$0]?.peer } }
+        for p in peers { p.close(reason: reason) }
+    }
+
+    private func requestKeyFrame() { keyFramePending.store(true, ordering: .releasing) }
+
+    private func remb(_ id: String, _ bps: UInt64) {
+        state.withLock { $0.viewers[id]?.remb = bps }
+        recomputeBitrate()
+    }
+    private func recomputeBitrate() {
+        let lowest = state.withLock { s in s.viewers.values.compactMap(\.remb).min() }
+        guard let lowest else { return }
+        follower?.update(bitsPerSecond: lowest)
+    }
+
+    public var viewerCount: Int { state.withLock { $0.viewers.count } }
+
+    // EncodedOutput (the encoder's thread)
+    /// Nobody connected: the encoder rests (a viewer's connection asks for a key frame anyway).
+    public var wantsFrames: Bool {
+        let peers = state.withLock { $0.peers }
+        return peers.contains { $0.isConnected }
+    }
+    public func write(_ frame: EncodedFrame, captureNs: Int64) throws {
+        let now = monotonicNanoseconds()
+        if keyFramePending.load(ordering: .acquiring) {
+            let due = state.withLock { s -> Bool in
+                guard now - s.lastKeyFrameNs >= ViewerHub.keyFrameIntervalNs else { return false }
+                s.lastKeyFrameNs = now; return true
+            }
+            if due { keyFramePending.store(false, ordering: .releasing); control?.requestKeyFrame() }
+        }
+        if frame.isKeyFrame { state.withLock { $0.lastKeyFrameNs = max($0.lastKeyFrameNs, now) } }
+        let peers = state.withLock { $0.peers }
+        for p in peers { p.send(frame, captureNs: captureNs) }
+    }
+    public func end() throws { closeAll(reason: "the server stopped") }
+    public func discard() { closeAll(reason: "the server stopped") }
+
+    public var progress: String? {
+        let s = state.withLock { ($0.viewers.count, $0.total) }
+        return "viewers \(s.0) (\(s.1) in all)"
+    }
+    public var summary: [(String, String)] {
+        let s = state.withLock { ($0.total, $0.left, $0.lastEnded) }
+        return [("viewers", "\(s.0) in all, \(s.1) left" + (s.2.last.map { "; last: \($0.1)" } ?? ""))]
+    }
+
+    /// GET /stats: one JSON object per viewer, the refusal counters and the open connections. `detailed` (the
+    /// token's holder) adds each viewer's resource and remote address.
+    public func statsJSON(detailed: Bool, refused: RefusalCounters, connections: Int) -> String {
+        let peers = state.withLock { s in s.order.compactMap { id in s.viewers[id].map { (id, $0) } } }
+        let items: [Any] = peers.map { (id, v) -> [(String, Any)] in
+            let p = v.peer, st = p.statistics
+            var item: [(String, Any)] = [("viewer", v.number), ("state", st.state), ("srtp", st.srtpProfile ?? "")]
+            if detailed { item += [("resource", "/whep/\(id)"), ("remote", st.remote ?? ""), ("client", v.address)] }
+            item += [("payloadType", Int(p.offer.payloadType)), ("profileLevelId", p.offer.profileLevelID),
+                    ("framesSent", st.rtp.framesSent), ("packetsSent", st.rtp.packetsSent), ("bytesSent", st.rtp.bytesSent),
+                    ("packetsDropped", st.rtp.packetsDroppedBySimulation), ("nacks", st.rtp.nacksReceived),
+                    ("retransmissions", st.rtp.retransmissions), ("retransmittedBytes", st.rtp.retransmittedBytes),
+                    ("nacksIgnored", st.rtp.nacksIgnored), ("retransmissionsOverBudget", st.rtp.retransmissionsOverBudget),
+                    ("keyFrameRequests", st.rtp.keyFrameRequests), ("keyFrameRequestsHonoured", st.rtp.keyFrameRequestsHonoured),
+                    ("receiverReports", st.rtp.receiverReports), ("rttMs", st.rtp.rttMs ?? -1), ("fractionLost", st.rtp.fractionLost ?? -1),
+                    ("rembBps", v.remb.map { Int(clamping: $0) } ?? -1), ("stunRequests", st.stunRequests), ("srtcpErrors", st.srtcpErrors),
+                    ("dtlsRecordsDropped", st.dtlsRecordsDropped), ("rtcpErrors", st.rtp.rtcpErrors),
+                    ("keyFramesSkippedBeforeStart", st.framesSkippedBeforeKeyFrame),
+                    // RTP time ↔ capture time of this viewer's stream, and CLOCK_REALTIME − CLOCK_MONOTONIC now
+                    // (latency measurements map a frame's RTP timestamp back to its capture time).
+                    ("rtpTimestampOffset", Int(p.sender.rtpTimestampOffset)), ("firstCaptureNs", st.rtp.firstCaptureNs.map { Int($0) } ?? -1),
+                    ("realtimeMinusMonotonicNs", Int(realtimeMinusMonotonicNs()))]
+            return item
+        }
+        let s = state.withLock { ($0.total, $0.left) }
+        return "{\"viewers\": [" + items.map(jsonValue).joined(separator: ", ") + "], \"total\": \(s.0), \"left\": \(s.1), "
+            + "\"connections\": \(connections), \"refused\": \(jsonValue(refused.json))}"
+    }
+}
+

@@ -1,0 +1,218 @@
+import Foundation
+import Synchronization
+import VideoCapture
+public import WebRTC
+
+/// Who may use the server and how much of it: the bearer token (RFC 9725 §4.1; nil: no authentication), the
+/// origins allowed cross-origin access, the names the server answers to (Host, against DNS rebinding), and limits.
+public struct ServerPolicy: Sendable {
+    public var token: String?
+    public var allowedOrigins: Set<String> = []
+    /// Lower-case host names and addresses a request's Host may name (without the port).
+    public var hostNames: Set<String> = []
+    /// The page is served over HTTPS (its own origin is https://HOST).
+    public var tls = false
+    /// A complete request (head and body) within this long of the connection opening or of the previous
+    /// response, else the connection is closed (slowloris; idle keep-alive connections).
+    public var requestTimeoutNs: Int64 = 10_000_000_000
+    public var maxConnections = 256
+    public var maxConnectionsPerAddress = 32
+
+    public init(token: String?, allowedOrigins: Set<String> = [], hostNames: Set<String> = []) {
+        self.token = token; self.allowedOrigins = allowedOrigins; self.hostNames = hostNames
+    }
+
+    /// Constant-time comparison of `Authorization: Bearer …` with the token.
+    public func authorizes(_ header: String?) -> Bool {
+        guard let token else { return true }
+        guard let header, header.count <= 1024 else { return false }
+        let parts = header.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return false }
+        let given = Array(parts[1].trimmingCharacters(in: .whitespaces).utf8), wanted = Array(token.utf8)
+        var diff = given.count ^ wanted.count
+        for i in 0..<wanted.count { diff |= Int(wanted[i] ^ (i < given.count ? given[i] : 0)) }
+        return diff == 0
+    }
+
+    /// The host part of a Host header ("[::1]:8080" → "::1", "Example.com:80" → "example.com").
+    public static func hostPart(_ host: String) -> String {
+        var h = Substring(host.lowercased())
+        if h.hasPrefix("["), let close = h.firstIndex(of: "]") { return String(h[h.index(after: h.startIndex)..<close]) }
+        if let colon = h.lastIndex(of: ":"), h.firstIndex(of: ":") == colon { h = h[..<colon] }
+        return String(h)
+    }
+}
+
+/// What the server refused, by reason (GET /stats shows them; each abuse test reads its own).
+public struct RefusalCounters: Sendable {
+    public var unauthorized = 0, foreignOrigin = 0, foreignHost = 0, connectionLimit = 0, perAddressConnectionLimit = 0, evicted = 0
+    public var timeouts = 0, viewerLimit = 0, pendingLimit = 0, perAddressViewerLimit = 0, badOffer = 0
+    var json: [(String, Any)] {
+        [("unauthorized", unauthorized), ("foreignOrigin", foreignOrigin), ("foreignHost", foreignHost), ("connectionLimit", connectionLimit),
+         ("perAddressConnectionLimit", perAddressConnectionLimit), ("evicted", evicted), ("timeouts", timeouts), ("viewerLimit", viewerLimit),
+         ("pendingLimit", pendingLimit), ("perAddressViewerLimit", perAddressViewerLimit), ("badOffer", badOffer)]
+    }
+}
+
+/// An HTTP request as the endpoint sees it, from whatever server received it.
+public struct WHEPRequest: Sendable {
+    public var method: String
+    /// The request target; a query is ignored.
+    public var uri: String
+    public var headers: [(name: String, value: String)]
+    public var body: [UInt8]
+    /// The client's IP address (limits per address).
+    public var client: String
+
+    public init(method: String, uri: String, headers: [(name: String, value: String)], body: [UInt8] = [], client: String) {
+        self.method = method; self.uri = uri; self.headers = headers; self.body = body; self.client = client
+    }
+
+    /// The first header of that name (case-insensitive).
+    public func header(_ name: String) -> String? {
+        headers.first { $0.name.lowercased() == name.lowercased() }?.value
+    }
+    /// The path without the query.
+    public var path: String { uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? uri }
+}
+
+/// The endpoint's answer; the host adds Content-Length and connection handling.
+public struct WHEPResponse: Sendable {
+    public var status: Int
+    public var headers: [(name: String, value: String)]
+    public var body: String
+    public init(status: Int, headers: [(name: String, value: String)], body: String) { self.status = status; self.headers = headers; self.body = body }
+}
+
+/// The WHEP server without an HTTP server (RFC 9725): the policy checks (Host, Origin, token) and the routes,
+/// request in, response out. Any HTTP server can call it; `HTTPServer` is the SwiftNIO host `camcap serve` uses.
+///   GET /            the player page (public: it holds no secret; it reads the token from the URL's fragment)
+///   POST /whep       SDP offer → 201 Created, Location: /whep/ID (unguessable), the SDP answer
+///   DELETE /whep/ID  ends that viewer (200; 404 for an unknown one)
+///   GET /stats       the viewers and the refusal counters, as JSON
+public final class WHEPEndpoint: Sendable {
+    public let hub: ViewerHub
+    public let policy: ServerPolicy
+    /// The largest offer taken (64 KiB).
+    public static let maxBody = 64 * 1024
+    private let refusals = Mutex(RefusalCounters())
+    private let connections = Mutex<@Sendable () -> Int>({ 0 })
+
+    public init(hub: ViewerHub, policy: ServerPolicy) { self.hub = hub; self.policy = policy }
+
+    /// Counts a refusal (the host counts its own: connection limits, timeouts).
+    public func count(_ update: (inout RefusalCounters) -> Void) { refusals.withLock { update(&$0) } }
+    public var refused: RefusalCounters { refusals.withLock { $0 } }
+    /// Where /stats reads the open connections from (the host's count).
+    public func countConnections(with source: @escaping @Sendable () -> Int) { connections.withLock { $0 = source } }
+
+    /// The whole request: refused (Host, Origin, token), or routed.
+    public func handle(_ request: WHEPRequest) -> WHEPResponse {
+        decorated(refusal(request) ?? route(request), for: request)
+    }
+
+    /// The refusal for a request from its head alone, if any (a client waiting for 100 Continue gets it at once).
+    public func check(_ request: WHEPRequest) -> WHEPResponse? {
+        refusal(request).map { decorated($0, for: request) }
+    }
+
+    /// A body over `maxBody`.
+    public func tooLarge(_ request: WHEPRequest) -> WHEPResponse {
+        decorated(WHEPResponse(status: 413, headers: [("Content-Type", "text/plain")], body: "the offer is larger than 64 KiB\n"), for: request)
+    }
+
+    private static let plain: [(name: String, value: String)] = [("Content-Type", "text/plain; charset=utf-8")]
+
+    /// The origin a request comes from, when it is not the server's own (nil for same-origin and non-browser requests).
+    private func foreignOrigin(_ request: WHEPRequest) -> String? {
+        guard let origin = request.header("Origin") else { return nil }
+        let own = (policy.tls ? "https://" : "http://") + (request.header("Host") ?? "")
+        return origin.lowercased() == own.lowercased() ? nil : origin
+    }
+
+    private static func printable(_ s: String, _ n: Int) -> String { String(s.prefix(n).filter { $0.isASCII && !$0.isNewline }) }
+
+    /// Host, origin and token checks, in that order; nil when the request may be routed.
+    private func refusal(_ request: WHEPRequest) -> WHEPResponse? {
+        let path = request.path
+        // DNS rebinding: a name that resolves to us but is not ours is refused whatever the path.
+        let host = request.header("Host").map(ServerPolicy.hostPart) ?? ""
+        guard policy.hostNames.contains(host) else {
+            count { $0.foreignHost += 1 }
+            return WHEPResponse(status: 403, headers: Self.plain, body: "Host \"\(Self.printable(host, 80))\" is not one of this server's names; start it with --allow-host NAME to add one\n")
+        }
+        if let origin = foreignOrigin(request), !policy.allowedOrigins.contains(origin.lowercased()) {
+            count { $0.foreignOrigin += 1 }
+            return WHEPResponse(status: 403, headers: Self.plain, body: "requests from the origin \"\(Self.printable(origin, 80))\" are not allowed; start the server with --allow-origin ORIGIN to allow one\n")
+        }
+        let open = request.method == "OPTIONS" || (request.method == "GET" && (path == "/" || path == "/index.html"))
+        if !open && !policy.authorizes(request.header("Authorization")) {
+            count { $0.unauthorized += 1 }
+            let given = request.header("Authorization") != nil
+            return WHEPResponse(status: 401, headers: Self.plain + [("WWW-Authenticate", given ? "Bearer realm=\"camcap\", error=\"invalid_token\"" : "Bearer realm=\"camcap\"")],
+                                body: given ? "the bearer token is not this server's\n" : "this server needs Authorization: Bearer TOKEN (the token is in the URL camcap serve printed)\n")
+        }
+        return nil
+    }
+
+    private func route(_ request: WHEPRequest) -> WHEPResponse {
+        let path = request.path, plain = Self.plain
+        switch (request.method, path) {
+        case ("GET", "/"), ("GET", "/index.html"):
+            return WHEPResponse(status: 200, headers: [("Content-Type", "text/html; charset=utf-8"), ("Cache-Control", "no-store"),
+                          ("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; frame-ancestors 'none'"),
+                          ("Referrer-Policy", "no-referrer")], body: playerPage)
+        case ("GET", "/stats"):
+            // Addresses and resources only to the token's holder (with no token, to no one).
+            let open = connections.withLock { $0 }()
+            return WHEPResponse(status: 200, headers: [("Content-Type", "application/json"), ("Cache-Control", "no-store")],
+                                body: hub.statsJSON(detailed: policy.token != nil, refused: refused, connections: open) + "\n")
+        case ("OPTIONS", _):
+            return WHEPResponse(status: 204, headers: [("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS"), ("Access-Control-Allow-Headers", "Authorization, Content-Type"),
+                                 ("Access-Control-Max-Age", "600")], body: "")
+        case ("POST", "/whep"):
+            let type = request.header("Content-Type")?.lowercased() ?? ""
+            guard type.hasPrefix("application/sdp") else {
+                return WHEPResponse(status: 415, headers: plain, body: "POST /whep takes an SDP offer with Content-Type: application/sdp (got \"\(Self.printable(type, 60))\")\n")
+            }
+            do throws(ViewerHub.AddError) {
+                let (id, answer) = try hub.add(offer: String(decoding: request.body, as: UTF8.self), from: request.client)
+                return WHEPResponse(status: 201, headers: [("Content-Type", "application/sdp"), ("Location", "/whep/\(id)")], body: answer)
+            } catch {
+                switch error {
+                case .badOffer(let e):
+                    count { $0.badOffer += 1 }
+                    return WHEPResponse(status: e.code == .unsupportedCodec ? 406 : 400, headers: plain, body: e.message + "\n")
+                case .full:
+                    count { $0.viewerLimit += 1 }
+                    return WHEPResponse(status: 503, headers: plain + [("Retry-After", "10")], body: "already \(hub.limits.maxViewers) viewers; try again when one leaves\n")
+                case .tooManyPending:
+                    count { $0.pendingLimit += 1 }
+                    return WHEPResponse(status: 503, headers: plain + [("Retry-After", "5")], body: "\(hub.limits.maxPending) viewers are still connecting; try again in a few seconds\n")
+                case .tooManyFromAddress(let n):
+                    count { $0.perAddressViewerLimit += 1 }
+                    return WHEPResponse(status: 429, headers: plain + [("Retry-After", "5")], body: "your address already has \(n) viewers (or viewers still connecting); end one first\n")
+                case .stopped: return WHEPResponse(status: 503, headers: plain, body: "the server is stopping\n")
+                case .failed(let m): return WHEPResponse(status: 500, headers: plain, body: m + "\n")
+                }
+            }
+        case ("DELETE", _) where path.hasPrefix("/whep/"):
+            let id = String(path.dropFirst("/whep/".count))
+            return hub.remove(id) ? WHEPResponse(status: 200, headers: plain, body: "") : WHEPResponse(status: 404, headers: plain, body: "no such viewer\n")
+        case (_, "/whep"), (_, "/stats"), (_, "/"):
+            return WHEPResponse(status: 405, headers: plain, body: "\(Self.printable(request.method, 20)) is not allowed on \(path)\n")
+        default:
+            return WHEPResponse(status: 404, headers: plain, body: "no such page: \(Self.printable(path, 100))\n")
+        }
+    }
+
+    /// CORS for origins named in the policy (same-origin requests need none), and nosniff.
+    private func decorated(_ response: WHEPResponse, for request: WHEPRequest) -> WHEPResponse {
+        var r = response
+        if let origin = foreignOrigin(request), policy.allowedOrigins.contains(origin.lowercased()) {
+            r.headers += [("Access-Control-Allow-Origin", origin), ("Access-Control-Expose-Headers", "Location"), ("Vary", "Origin")]
+        }
+        r.headers.append(("X-Content-Type-Options", "nosniff"))
+        return r
+    }
+}

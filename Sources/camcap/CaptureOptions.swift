@@ -1,0 +1,125 @@
+import ArgumentParser
+import Foundation
+import Logging
+import Synchronization
+import VideoCapture
+import VideoProcessing
+import CapturePipeline
+
+/// Options shared by every capturing command.
+struct CaptureOptions: ParsableArguments {
+    @Option(name: .shortAndLong, help: "Device: /dev/videoN, fixture:NAME or a fixture file (default: the first camera, else fixture:uvc-webcam).")
+    var device: String?
+    @Option(name: .shortAndLong, help: "Target capture size; negotiation picks the closest the device offers.")
+    var size: FrameSize = FrameSize(width: 1280, height: 720)
+    @Option(help: "Frame-rate limit for negotiation.")
+    var fpsLimit: Int = FormatSelector.defaultFpsLimit
+    @Option(help: "Stop after this many frames.")
+    var frames: Int?
+    @Option(help: "Stop after this many seconds of capture, on frame timestamps (default 5 when --frames is not given).")
+    var duration: Double?
+    @Flag(help: "Fixture cameras only (refused for a real camera): produce frames as fast as they are consumed, timestamps exactly 1/fps apart (no drops). `record` then encodes on a thread of its own while the next frame converts.")
+    var fast = false
+    @Option(help: "Fixture cameras only: sensor noise amplitude added to luma (0 = the clean test pattern).")
+    var noise: Int = 0
+    @Option(help: .hidden) var fixtureDisconnectAfter: Int?
+    @Option(name: .customLong("control"), help: ArgumentHelp("Set a camera control before the first frame (repeatable, in order; see `camcap controls`).", valueName: "name=value"))
+    var controls: [String] = []
+    @Option(help: ArgumentHelp("Anti-flicker filter set on start: 50, 60, auto (where the camera has it) or off.", valueName: "50|60|auto|off"))
+    var powerLine: String?
+    @Flag(name: .shortAndLong, help: "No progress line and no start line.")
+    var quiet = false
+
+    func validateCommon() throws {
+        guard fpsLimit > 0, fpsLimit <= 1000 else { throw ValidationError("--fps-limit must be between 1 and 1000, got \(fpsLimit)") }
+        if let frames, frames <= 0 { throw ValidationError("--frames must be positive, got \(frames)") }
+        if let duration, !(duration > 0 && duration <= 86_400 * 366) { throw ValidationError("--duration must be between 0 and one year of seconds, got \(duration)") }
+        guard (0...64).contains(noise) else { throw ValidationError("--noise must be 0...64, got \(noise)") }
+        if frames != nil && duration != nil { throw ValidationError("give either --frames or --duration, not both") }
+        if let n = fixtureDisconnectAfter, n < 0 { throw ValidationError("--fixture-disconnect-after must be >= 0") }
+        for c in controls where CameraControlSetting(parsing: c) == nil { throw ValidationError("--control expects NAME=VALUE, got \"\(c.prefix(80))\"") }
+        if let p = powerLine, PowerLineFrequency(argument: p) == nil { throw ValidationError("--power-line must be 50, 60, auto or off, got \"\(p.prefix(80))\"") }
+    }
+
+    /// The session's configuration: the stop condition on timestamps (5 s unless --frames), the fixture
+    /// options, and the CLI's logger.
+    var configuration: CaptureSession.Configuration {
+        var c = CaptureSession.Configuration()
+        c.device = device
+        c.size = size
+        c.fpsLimit = fpsLimit
+        c.frames = frames
+        c.durationNs = frames == nil ? Int64((duration ?? 5) * 1e9) : nil
+        c.fast = fast
+        c.noise = noise
+        c.fixtureDisconnectAfter = fixtureDisconnectAfter
+        c.controls = controls.compactMap(CameraControlSetting.init(parsing:))
+        c.powerLine = powerLine.flatMap(PowerLineFrequency.init(argument:))
+        c.logger = cliLogger
+        return c
+    }
+}
+
+/// The CLI's logger: silent unless CAMCAP_LOG names a level (trace, debug, info, …).
+let cliLogger: Logger = {
+    var logger = Logger(label: "camcap")
+    logger.logLevel = ProcessInfo.processInfo.environment["CAMCAP_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
+    return logger
+}()
+
+/// A capturer with the CLI's providers and logger (for the commands that only list or select).
+func makeCapturer() -> CameraVideoCapturer {
+    var c = CaptureSession.Configuration()
+    c.logger = cliLogger
+    return CaptureSession.capturer(for: c)
+}
+
+extension CaptureSession {
+    /// Runs the session as a command does: Ctrl-C stops it cleanly (a second one exits), the start line and
+    /// the progress go to stderr (unless --quiet), the summary to stdout; a failure is thrown after the summary.
+    func runCommand(_ verb: String, quiet: Bool, stages: [any PictureStage]) async throws {
+        let stopSignal = StopSignal(onStop: stopAction)
+        defer { withExtendedLifetime(stopSignal) {} }
+        let tty = isatty(2) != 0
+        if !quiet {
+            onStarted = { s in
+                FileHandle.standardError.write(Data("\(verb) \(s.device.path) (\(s.device.name)): \(s.selection.pixelFormat) \(s.applied.size) @ \(s.applied.fps) fps\n".utf8))
+            }
+            progressIntervalNs = tty ? 250_000_000 : 2_000_000_000
+            onProgress = { line in FileHandle.standardError.write(Data(((tty ? "\r\u{1B}[K" : "") + line + (tty ? "" : "\n")).utf8)) }
+        }
+        let report = try await run(stages: stages)
+        if !quiet && tty { FileHandle.standardError.write(Data("\n".utf8)) }
+        print(report.summaryText)
+        if let failure = report.failure { throw failure }
+    }
+}
+
+/// Stops on SIGINT/SIGTERM: the first signal asks the session to finish cleanly, a second one exits at once
+/// (130). Installed before the camera starts. Two signals that arrive together (dispatch coalesces them into
+/// one event) count as two.
+final class StopSignal: @unchecked Sendable {
+    // @unchecked: `sources` is written once in init and only kept alive afterwards; `count` is a Mutex.
+    private var sources: [DispatchSourceSignal] = []
+    private let count = SignalCount()
+    init(onStop: @escaping @Sendable () -> Void) {
+        for sig in [SIGINT, SIGTERM] {
+            signal(sig, SIG_IGN)
+            let src = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            src.setEventHandler { [count, src] in   // the cycle src → handler → src ends at cancel (deinit)
+                let received = Int(src.data)
+                let n = count.value.withLock { c -> Int in c += max(1, received); return c }
+                if n > 1 { exit(130) }
+                onStop()
+            }
+            src.resume()
+            sources.append(src)
+        }
+    }
+    deinit {
+        for s in sources { s.cancel() }
+        signal(SIGINT, SIG_DFL); signal(SIGTERM, SIG_DFL)
+    }
+}
+
+final class SignalCount: Sendable { let value = Mutex(0) }
