@@ -26,6 +26,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.70.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.27.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.4.1"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.0.0"),
     ],
     targets: [
         // System libraries: thin shims, never part of the public API.
@@ -58,7 +60,8 @@ let package = Package(
         // The capture session, its stages and outputs (files, RTP): what every command runs, without the CLI.
         .target(name: "CapturePipeline",
                 dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture", "H264", "RTP",
-                               .product(name: "Logging", package: "swift-log")],
+                               .product(name: "Logging", package: "swift-log"),
+                               .product(name: "Metrics", package: "swift-metrics")],
                 swiftSettings: upcoming),
         // WHEP (RFC 9725) to many browsers from one encode: the viewers, a framework-neutral endpoint (request in,
         // response out), its SwiftNIO HTTP/1.1 host and the player page.
@@ -68,11 +71,14 @@ let package = Package(
                                .product(name: "NIOPosix", package: "swift-nio"),
                                .product(name: "NIOHTTP1", package: "swift-nio"),
                                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                               .product(name: "Logging", package: "swift-log")],
+                               .product(name: "Logging", package: "swift-log"),
+                               .product(name: "Metrics", package: "swift-metrics")],
                 swiftSettings: upcoming),
         .executableTarget(name: "camcap",
                 dependencies: ["CapturePipeline", "WHEPServer", "VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture", "H264", "RTP", "WebRTC",
                                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                               .product(name: "Metrics", package: "swift-metrics"),
+                               .product(name: "Prometheus", package: "swift-prometheus"),
                                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                .product(name: "Logging", package: "swift-log")]),
 

@@ -9,7 +9,7 @@
 set -euo pipefail
 want=(libv4l-dev libyuv-dev libopenh264-dev libjpeg-dev libturbojpeg0-dev pkg-config libssl-dev libsrtp2-dev)
 case "${1:-build}" in
-  test) want+=(ffmpeg v4l-utils qemu-system-x86 busybox-static kmod cpio gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-libav chromium chromium-driver python3-selenium python3-venv curl) ;;
+  test) want+=(ffmpeg v4l-utils qemu-system-x86 busybox-static kmod cpio gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-libav chromium chromium-driver python3-selenium python3-venv curl prometheus) ;;
   bench) want+=(gcc gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad valgrind ffmpeg) ;;
 esac
 missing=()

@@ -4,6 +4,7 @@ public import Logging
 import FixtureCameras
 import V4L2Capture
 import Foundation
+import Metrics
 import Synchronization
 
 // The one capture loop every capturing command runs on (record, preview, stream, serve), and that an app runs
@@ -170,6 +171,7 @@ public final class CaptureSession {
         onStarted(self)
 
         let converter = FrameConverter()
+        var metrics = SessionMetrics()
         var report = Report()
         var latency = DurationHistogram()
         var workTime = DurationHistogram()   // conversion + stages, per frame: latency minus this is waiting
@@ -200,9 +202,12 @@ public final class CaptureSession {
                 let workStart = monotonicNanoseconds()
                 do {
                     picture = try converter.convert(frame.buffer, options: convert)
-                    conversionTime.add(monotonicNanoseconds() - workStart)
+                    let spent = monotonicNanoseconds() - workStart
+                    conversionTime.add(spent)
+                    metrics.conversion.recordNanoseconds(spent)
                 } catch where error.code == .decodeFailed || error.code == .shortBuffer {
                     report.undecodable += 1   // one bad frame while streaming: counted, capture goes on
+                    metrics.undecodable.increment()
                     continue
                 } catch {
                     stageError = error
@@ -215,6 +220,8 @@ public final class CaptureSession {
                     break frameLoop
                 }
                 report.processed += 1
+                metrics.frames.increment()
+                if report.processed % 16 == 0 { metrics.dropped(capturer.statistics) }
                 lastTs = frame.timestampNs
                 let now = monotonicNanoseconds()
                 if !configuration.fast {
@@ -235,6 +242,7 @@ public final class CaptureSession {
         let wallSeconds = Double(monotonicNanoseconds() - wallStart) / 1e9
         // Counters as of the end of the run (frames produced while stopping are not part of it).
         let stats = capturer.statistics
+        metrics.dropped(stats)
         if capturer.isRunning { try? await capturer.stopCapture() }
         configuration.logger.debug("capture stopped", metadata: ["device": "\(device.path)", "frames": "\(report.processed)"])
         var endError: Error?
@@ -276,6 +284,36 @@ public final class CaptureSession {
         }
         if let f = report.failure { configuration.logger.debug("capture session failed", metadata: ["error": "\(f)"]) }
         return report
+    }
+}
+
+/// The help text of every metric the pipeline reports (a Prometheus exposition gives it as `# HELP`).
+public let pipelineMetricsHelp: [String: String] = [
+    "capture_frames_total": "Frames captured and passed to the stages.",
+    "capture_frames_dropped_total": "Frames the capturer dropped (late, consumer busy, driver drops).",
+    "capture_frames_undecodable_total": "Captured frames that could not be converted (a corrupt JPEG, a short buffer).",
+    "capture_conversion_seconds": "Time to convert one captured frame to I420.",
+    "encoder_frames_total": "Frames the H.264 encoder produced.",
+    "encoder_key_frames_total": "Key frames (IDR) the encoder produced.",
+    "encoder_bytes_total": "Bytes of encoded H.264.",
+    "encoder_encode_seconds": "Time to encode one frame.",
+    "encoder_target_bitrate_bps": "The encoder's target bitrate, bits per second.",
+]
+
+/// What a session reports through swift-metrics (nothing unless the app bootstraps a backend; `camcap serve`
+/// bootstraps Prometheus and serves it at /metrics):
+///   capture_frames_total, capture_frames_dropped_total (by the capturer: late, busy, driver),
+///   capture_frames_undecodable_total, capture_conversion_seconds (a timer: one conversion per frame).
+struct SessionMetrics {
+    let frames = Counter(label: "capture_frames_total")
+    let droppedFrames = Counter(label: "capture_frames_dropped_total")
+    let undecodable = Counter(label: "capture_frames_undecodable_total")
+    let conversion = Metrics.Timer(label: "capture_conversion_seconds")
+    private var reported = 0
+    /// The capturer's drops since the last call (not those before anybody consumed frames).
+    mutating func dropped(_ stats: CaptureStatistics) {
+        let now = stats.totalDropped - stats.dropped[.noConsumer, default: 0]
+        if now > reported { droppedFrames.increment(by: now - reported); reported = now }
     }
 }
 

@@ -4,6 +4,7 @@ public import VideoProcessing
 public import H264
 public import RTP
 import Synchronization
+public import Logging
 
 /// HOST:PORT (an IPv6 host in brackets: [::1]:5004) with a numeric IPv4/IPv6 host and a port in `ports`.
 public func parseHostPort(_ s: String, ports: ClosedRange<Int>) -> (host: String, port: Int)? {
@@ -47,9 +48,14 @@ public final class RTPOutput: EncodedOutput {
     private var sdpFile: OutputFile?
     private let target: StreamTarget
 
-    public init(configuration: RTPSender.Configuration, sdpFile: OutputFile?, target: StreamTarget) throws(PipelineError) {
+    private let logger: Logger
+
+    /// `logger` gets the stream's start and stop (debug), nothing per packet.
+    public init(configuration: RTPSender.Configuration, sdpFile: OutputFile?, target: StreamTarget,
+                logger: Logger = Logger(label: "swift-video-capture.rtp", factory: { _ in SwiftLogNoOpLogHandler() })) throws(PipelineError) {
         do { sender = try RTPSender(configuration: configuration) } catch { throw PipelineError(.outputFailed, "cannot stream to \(target): \(error)") }
-        self.sdpFile = sdpFile; self.target = target
+        self.sdpFile = sdpFile; self.target = target; self.logger = logger
+        logger.debug("stream started", metadata: ["to": "\(target)", "ssrc": "\(sender.ssrc)"])
     }
 
     /// PLI/FIR → a key frame; REMB → the encoder's bitrate and, with `adapting`, the output size and rate
@@ -81,7 +87,10 @@ public final class RTPOutput: EncodedOutput {
         }
         try sender.send(frame, captureNs: captureNs)
     }
-    public func end() throws { sender.close(); sdpFile?.discard() }
+    public func end() throws {
+        sender.close(); sdpFile?.discard()
+        logger.debug("stream stopped", metadata: ["to": "\(target)", "packets": "\(sender.statistics.packetsSent)"])
+    }
     public func discard() { sender.close(); sdpFile?.discard() }
 
     public var progress: String? {

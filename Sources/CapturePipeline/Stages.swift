@@ -3,6 +3,7 @@ public import VideoCapture
 public import VideoProcessing
 public import H264
 import Synchronization
+import Metrics
 
 // The stages commands are made of. Each checks its outputs in init (before the camera starts).
 
@@ -49,6 +50,9 @@ public final class EncodeStage: PictureStage {
     private var fps = 30.0
     /// What the encoded frames amounted to; written where the encoder runs, read by the progress line.
     private let tally = Mutex(Tally())
+    /// encoder_frames_total, encoder_key_frames_total, encoder_bytes_total, encoder_encode_seconds,
+    /// encoder_target_bitrate_bps (swift-metrics; see `SessionMetrics`).
+    private let metrics = EncoderMetrics()
     private struct Tally {
         /// Bytes of every encoded frame, for the average bitrate (frames, key frames and timings are the
         /// encoder's own statistics).
@@ -60,7 +64,9 @@ public final class EncodeStage: PictureStage {
 
     /// A new target bitrate (a receiver's REMB): clamped to 10 kbps...the configured cap.
     public static func request(_ bps: Int, on control: EncoderControl, cap: Int) {
-        try? control.setBitrate(min(max(bps, 10_000), cap))
+        let bitrate = min(max(bps, 10_000), cap)
+        try? control.setBitrate(bitrate)
+        EncoderMetrics.targetBitrate().record(bitrate)
     }
     public var bitrateCap: Int { settings.effectiveMaxBitrate }
     /// Seconds between key frames, resolved against the applied frame rate in `begin`.
@@ -114,6 +120,7 @@ public final class EncodeStage: PictureStage {
 
     public func begin(_ session: CaptureSession) throws {
         settings = EncodeStage.settings(settings, keyIntervalSeconds: keyIntervalSeconds, for: session.applied)
+        metrics.targetBitrate.record(settings.targetBitrate)
         fps = settings.maxFrameRate
         let encoder = try H264Encoder(settings: settings, control: control)
         self.encoder = encoder
@@ -133,13 +140,18 @@ public final class EncodeStage: PictureStage {
             t.lastTs = frame.timestampNs
         }
         if let thread { try thread.submit(picture, timestampNs: frame.timestampNs); return }
+        let start = monotonicNanoseconds()
         try encoder.encode(picture, timestampNs: frame.timestampNs, into: &out)
+        metrics.encode.recordNanoseconds(monotonicNanoseconds() - start)
         if out.isSkipped { return }
         try deliver(out, size: encoder.size, captureNs: frame.timestampNs)
     }
 
     /// An encoded frame to every output (on the thread that encoded it).
     private func deliver(_ out: EncodedFrame, size: FrameSize, captureNs: Int64) throws {
+        metrics.frames.increment()
+        metrics.bytes.increment(by: out.size)
+        if out.isKeyFrame { metrics.keyFrames.increment() }
         tally.withLock { t in
             t.bytes += out.size
             if size != t.lastSize {
@@ -295,4 +307,14 @@ extension FormatSelection {
 extension H264Encoder {
     /// The size being encoded (its settings'), without building the statistics (whose percentiles walk a histogram).
     package var size: FrameSize { FrameSize(width: settings.width, height: settings.height) }
+}
+
+/// The encode stage's swift-metrics.
+struct EncoderMetrics: Sendable {
+    let frames = Counter(label: "encoder_frames_total")
+    let keyFrames = Counter(label: "encoder_key_frames_total")
+    let bytes = Counter(label: "encoder_bytes_total")
+    let encode = Metrics.Timer(label: "encoder_encode_seconds")
+    let targetBitrate = EncoderMetrics.targetBitrate()
+    static func targetBitrate() -> Gauge { Gauge(label: "encoder_target_bitrate_bps") }
 }

@@ -1,5 +1,7 @@
 import Foundation
 import Synchronization
+import Metrics
+public import Logging
 import VideoCapture
 public import H264
 public import WebRTC
@@ -11,7 +13,7 @@ public import CapturePipeline
 /// merged and rate-limited; the bitrate follows the lowest REMB among the viewers.
 public final class ViewerHub: EncodedOutput, @unchecked Sendable {
     // @unchecked: `state` is a Mutex; `control` is set once before the camera starts.
-    struct Viewer { var peer: WebRTCPeer; var remb: UInt64?; var address: String; var number: Int }
+    struct Viewer { var peer: WebRTCPeer; var remb: UInt64?; var address: String; var number: Int; var metrics: ViewerMetrics }
     /// How many viewers, and how many of them may still be connecting (ICE and DTLS not done), overall and per
     /// client address: a slot held by an offer that never connects is freed at the peer's connect timeout.
     public struct Limits: Sendable {
@@ -43,8 +45,17 @@ public final class ViewerHub: EncodedOutput, @unchecked Sendable {
     public static let keyFrameIntervalNs: Int64 = 300_000_000
     public let limits: Limits
 
-    public init(identity: DTLSIdentity, configuration: WebRTCPeer.Configuration, limits: Limits = Limits()) {
-        self.identity = identity; self.configuration = configuration; self.limits = limits
+    private let logger: Logger
+    /// whep_viewers (connected or connecting), whep_viewers_joined_total, whep_viewers_left_total; per viewer
+    /// (label `viewer`, its number) at each `refreshMetrics()`.
+    private let viewersGauge = Gauge(label: "whep_viewers")
+    private let joined = Counter(label: "whep_viewers_joined_total")
+    private let leftCounter = Counter(label: "whep_viewers_left_total")
+
+    /// `logger` gets a viewer's arrival and departure (debug) and nothing per frame.
+    public init(identity: DTLSIdentity, configuration: WebRTCPeer.Configuration, limits: Limits = Limits(),
+                logger: Logger = Logger(label: "swift-video-capture.whep", factory: { _ in SwiftLogNoOpLogHandler() })) {
+        self.identity = identity; self.configuration = configuration; self.limits = limits; self.logger = logger
     }
     /// Key-frame requests and bandwidth estimates go to `encode`; with `adapting`, estimates also set the size
     /// and frame rate.
@@ -80,12 +91,15 @@ public final class ViewerHub: EncodedOutput, @unchecked Sendable {
         let refused = state.withLock { s -> AddError? in
             if let refused = admission(s, from: address) { return refused }   // another POST took the slot meanwhile
             s.total += 1
-            s.viewers[id] = Viewer(peer: peer, address: address, number: s.total); s.order.append(id)
+            s.viewers[id] = Viewer(peer: peer, address: address, number: s.total, metrics: ViewerMetrics(number: s.total)); s.order.append(id)
             s.peers.append(peer)
             return nil
         }
         if let refused { peer.close(); throw refused }
         peer.start()
+        joined.increment()
+        viewersGauge.record(viewerCount)
+        logger.debug("viewer joined", metadata: ["viewer": "\(state.withLock { $0.viewers[id]?.number ?? 0 })", "client": "\(address)"])
         return (id, peer.answer)
     }
 
@@ -98,12 +112,18 @@ public final class ViewerHub: EncodedOutput, @unchecked Sendable {
     }
 
     private func ended(_ id: String, _ reason: String) {
-        state.withLock { s in
-            guard s.viewers.removeValue(forKey: id) != nil else { return }
+        let gone = state.withLock { s -> Viewer? in
+            guard let v = s.viewers.removeValue(forKey: id) else { return nil }
             s.order.removeAll { $0 == id }; s.left += 1
             s.peers.removeAll { $0.id == id }
             s.lastEnded.append((id, reason)); if s.lastEnded.count > 8 { s.lastEnded.removeFirst() }
+            return v
         }
+        guard let gone else { return }
+        gone.metrics.destroy()
+        leftCounter.increment()
+        viewersGauge.record(viewerCount)
+        logger.debug("viewer left", metadata: ["viewer": "\(gone.number)", "reason": "\(reason)"])
         recomputeBitrate()
     }
 
@@ -125,6 +145,14 @@ public final class ViewerHub: EncodedOutput, @unchecked Sendable {
     }
 
     public var viewerCount: Int { state.withLock { $0.viewers.count } }
+
+    /// Sets each viewer's metrics from its statistics (a scrape calls this first): whep_viewer_rtt_seconds,
+    /// whep_viewer_fraction_lost, whep_viewer_remb_bps, and the counters whep_viewer_bytes_sent_total,
+    /// whep_viewer_nacks_total, whep_viewer_retransmitted_bytes_total, whep_viewer_key_frame_requests_total.
+    public func refreshMetrics() {
+        let viewers = state.withLock { s in s.order.compactMap { s.viewers[$0] } }
+        for v in viewers { v.metrics.update(v.peer.statistics.rtp, remb: v.remb) }
+    }
 
     // EncodedOutput (the encoder's thread)
     /// Nobody connected: the encoder rests (a viewer's connection asks for a key frame anyway).
@@ -187,3 +215,38 @@ public final class ViewerHub: EncodedOutput, @unchecked Sendable {
     }
 }
 
+
+/// One viewer's metrics (label `viewer`: its number), removed when it leaves.
+final class ViewerMetrics: Sendable {
+    private let rtt, lost, remb: Gauge
+    private let bytes, nacks, retransmitted, keyRequests: Counter
+    private let last = Mutex((bytes: 0, nacks: 0, retransmitted: 0, keyRequests: 0))
+
+    init(number: Int) {
+        let d = [("viewer", String(number))]
+        rtt = Gauge(label: "whep_viewer_rtt_seconds", dimensions: d)
+        lost = Gauge(label: "whep_viewer_fraction_lost", dimensions: d)
+        remb = Gauge(label: "whep_viewer_remb_bps", dimensions: d)
+        bytes = Counter(label: "whep_viewer_bytes_sent_total", dimensions: d)
+        nacks = Counter(label: "whep_viewer_nacks_total", dimensions: d)
+        retransmitted = Counter(label: "whep_viewer_retransmitted_bytes_total", dimensions: d)
+        keyRequests = Counter(label: "whep_viewer_key_frame_requests_total", dimensions: d)
+    }
+
+    func update(_ s: RTPSender.Statistics, remb estimate: UInt64?) {
+        if let r = s.rttMs { rtt.record(r / 1000) }
+        if let f = s.fractionLost { lost.record(f) }
+        if let e = estimate { remb.record(Double(e)) }
+        let now = (bytes: s.bytesSent, nacks: s.nacksReceived, retransmitted: s.retransmittedBytes, keyRequests: s.keyFrameRequests)
+        let before = last.withLock { l in defer { l = now }; return l }
+        if now.bytes > before.bytes { bytes.increment(by: now.bytes - before.bytes) }
+        if now.nacks > before.nacks { nacks.increment(by: now.nacks - before.nacks) }
+        if now.retransmitted > before.retransmitted { retransmitted.increment(by: now.retransmitted - before.retransmitted) }
+        if now.keyRequests > before.keyRequests { keyRequests.increment(by: now.keyRequests - before.keyRequests) }
+    }
+
+    func destroy() {
+        for g in [rtt, lost, remb] { g.destroy() }
+        for c in [bytes, nacks, retransmitted, keyRequests] { c.destroy() }
+    }
+}

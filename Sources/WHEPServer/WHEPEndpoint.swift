@@ -1,5 +1,7 @@
 import Foundation
 import Synchronization
+import Metrics
+import CapturePipeline
 import VideoCapture
 public import WebRTC
 
@@ -90,15 +92,61 @@ public struct WHEPResponse: Sendable {
 ///   POST /whep       SDP offer → 201 Created, Location: /whep/ID (unguessable), the SDP answer
 ///   DELETE /whep/ID  ends that viewer (200; 404 for an unknown one)
 ///   GET /stats       the viewers and the refusal counters, as JSON
+///   GET /metrics     Prometheus text (when the app gives `metrics`): the capture, the encoder, the viewers
 public final class WHEPEndpoint: Sendable {
     public let hub: ViewerHub
     public let policy: ServerPolicy
+    private let metrics: (@Sendable () -> String)?
+    private let reportedRefusals = Mutex(RefusalCounters())
     /// The largest offer taken (64 KiB).
     public static let maxBody = 64 * 1024
     private let refusals = Mutex(RefusalCounters())
     private let connections = Mutex<@Sendable () -> Int>({ 0 })
 
-    public init(hub: ViewerHub, policy: ServerPolicy) { self.hub = hub; self.policy = policy }
+    /// `metrics` renders the app's metrics registry (swift-metrics' backend) for GET /metrics, after the
+    /// endpoint has brought the viewers' and its refusals' metrics up to date; nil: no /metrics.
+    public init(hub: ViewerHub, policy: ServerPolicy, metrics: (@Sendable () -> String)? = nil) {
+        self.hub = hub; self.policy = policy; self.metrics = metrics
+    }
+
+    /// The help text of the server's metrics (and the pipeline's), given as `# HELP` before each family.
+    public static let metricsHelp: [String: String] = pipelineMetricsHelp.merging([
+        "whep_viewers": "Viewers connected or connecting.",
+        "whep_viewers_joined_total": "Viewers whose offer was answered.",
+        "whep_viewers_left_total": "Viewers that ended (DELETE, consent expired, failed to connect, server stop).",
+        "whep_viewer_rtt_seconds": "Round-trip time to the viewer, from its RTCP receiver reports.",
+        "whep_viewer_fraction_lost": "Fraction of packets the viewer reported lost (last receiver report).",
+        "whep_viewer_remb_bps": "The viewer's receiver-estimated maximum bitrate (REMB).",
+        "whep_viewer_bytes_sent_total": "RTP bytes sent to the viewer.",
+        "whep_viewer_nacks_total": "NACK messages from the viewer.",
+        "whep_viewer_retransmitted_bytes_total": "Bytes retransmitted to the viewer after NACKs.",
+        "whep_viewer_key_frame_requests_total": "Key-frame requests (PLI/FIR) from the viewer.",
+        "whep_refused_total": "Requests and connections refused, by reason.",
+    ]) { a, _ in a }
+
+    /// Prometheus text with a `# HELP` line before each `# TYPE` line whose metric has help text.
+    static func withHelp(_ text: String) -> String {
+        var out = ""
+        out.reserveCapacity(text.utf8.count + 2048)
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.hasPrefix("# TYPE "), let name = line.dropFirst(7).split(separator: " ").first, let help = metricsHelp[String(name)] {
+                out += "# HELP \(name) \(help)\n"
+            }
+            out += line
+            out += "\n"
+        }
+        if out.hasSuffix("\n\n") { out.removeLast() }
+        return out
+    }
+
+    /// whep_refused_total{reason}: the refusal counters' growth since the last scrape.
+    private func refreshRefusalMetrics() {
+        let now = refused
+        let before = reportedRefusals.withLock { r in defer { r = now }; return r }
+        for ((name, value), (_, old)) in zip(now.json, before.json) {
+            if let v = value as? Int, let o = old as? Int, v > o { Counter(label: "whep_refused_total", dimensions: [("reason", name)]).increment(by: v - o) }
+        }
+    }
 
     /// Counts a refusal (the host counts its own: connection limits, timeouts).
     public func count(_ update: (inout RefusalCounters) -> Void) { refusals.withLock { update(&$0) } }
@@ -167,6 +215,12 @@ public final class WHEPEndpoint: Sendable {
             let open = connections.withLock { $0 }()
             return WHEPResponse(status: 200, headers: [("Content-Type", "application/json"), ("Cache-Control", "no-store")],
                                 body: hub.statsJSON(detailed: policy.token != nil, refused: refused, connections: open) + "\n")
+        case ("GET", "/metrics"):
+            guard let metrics else { return WHEPResponse(status: 404, headers: plain, body: "this server keeps no metrics\n") }
+            hub.refreshMetrics()
+            refreshRefusalMetrics()
+            return WHEPResponse(status: 200, headers: [("Content-Type", "text/plain; version=0.0.4; charset=utf-8"), ("Cache-Control", "no-store")],
+                                body: WHEPEndpoint.withHelp(metrics()))
         case ("OPTIONS", _):
             return WHEPResponse(status: 204, headers: [("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS"), ("Access-Control-Allow-Headers", "Authorization, Content-Type"),
                                  ("Access-Control-Max-Age", "600")], body: "")
@@ -199,7 +253,7 @@ public final class WHEPEndpoint: Sendable {
         case ("DELETE", _) where path.hasPrefix("/whep/"):
             let id = String(path.dropFirst("/whep/".count))
             return hub.remove(id) ? WHEPResponse(status: 200, headers: plain, body: "") : WHEPResponse(status: 404, headers: plain, body: "no such viewer\n")
-        case (_, "/whep"), (_, "/stats"), (_, "/"):
+        case (_, "/whep"), (_, "/stats"), (_, "/metrics"), (_, "/"):
             return WHEPResponse(status: 405, headers: plain, body: "\(Self.printable(request.method, 20)) is not allowed on \(path)\n")
         default:
             return WHEPResponse(status: 404, headers: plain, body: "no such page: \(Self.printable(path, 100))\n")

@@ -9,6 +9,8 @@ import WebRTC
 import NIOSSL
 import CapturePipeline
 import WHEPServer
+import Metrics
+import Prometheus
 
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -16,7 +18,8 @@ struct Serve: AsyncParsableCommand {
         discussion: """
             One capture and one H.264 encoder are shared by every viewer. GET / is a page that plays the stream \
             (with resolution, fps, bitrate and RTT); POST /whep takes an SDP offer (RFC 9725) and answers 201 with \
-            the SDP answer and a Location to DELETE; GET /stats lists the viewers. Transport: ICE-lite, DTLS 1.2 \
+            the SDP answer and a Location to DELETE; GET /stats lists the viewers; GET /metrics is Prometheus text \
+            (frames, drops, conversion and encode time, bytes, key frames, viewers, per-viewer RTT, loss, NACKs). Transport: ICE-lite, DTLS 1.2 \
             (OpenSSL) with SRTP (libsrtp2), BUNDLE and rtcp-mux. PLI/FIR give a key frame (rate-limited across \
             viewers), NACK a retransmission, REMB the bitrate (the lowest viewer's estimate).
               camcap serve -d fixture:vivid --listen 127.0.0.1:8080
@@ -130,6 +133,11 @@ struct Serve: AsyncParsableCommand {
         let address = ListenAddress(listen)!
         // Everything read from files (token, certificate) is read before the camera starts: a bad path fails at once.
         let (token, tokenSource) = try resolveToken()
+        // Metrics (GET /metrics, Prometheus text): the library's swift-metrics go to this registry.
+        let registry = PrometheusCollectorRegistry()
+        var factory = PrometheusMetricsFactory(registry: registry)
+        factory.defaultDurationHistogramBuckets = [250, 500, 1000, 2000, 4000, 8000, 16_000, 33_000, 66_000, 133_000].map { Duration.microseconds($0) }
+        MetricsSystem.bootstrap(factory)
         var configuration = capture.configuration
         if capture.frames == nil && capture.duration == nil { configuration.durationNs = nil }   // until Ctrl-C
         let pipeline = try CaptureSession(configuration)
@@ -149,7 +157,7 @@ struct Serve: AsyncParsableCommand {
         peer.connectTimeoutNs = Int64(connectTimeout * 1e9)
         let limits = ViewerHub.Limits(maxViewers: maxViewers, maxPending: maxPending, maxPerAddress: maxViewersPerAddress,
                                       maxPendingPerAddress: maxPendingPerAddress)
-        let hub = ViewerHub(identity: identity, configuration: peer, limits: limits)
+        let hub = ViewerHub(identity: identity, configuration: peer, limits: limits, logger: cliLogger)
         var names = Set(([address.host] + hosts + allowHost).map { $0.lowercased() })
         if address.isWildcard { names.formUnion(interfaces + ["127.0.0.1", "::1"]) }
         if address.isWildcard || ServeSecurity.isLoopback(address.host) { names.insert("localhost") }
@@ -176,7 +184,8 @@ struct Serve: AsyncParsableCommand {
             return FrameConverter.Options(rotation: frame.rotation, scale: even != shown ? even : nil)
         }
         // The HTTP server is up before the camera starts: a busy port fails at once, with nothing captured.
-        let server = try await HTTPServer.start(host: address.host, port: address.port, endpoint: WHEPEndpoint(hub: hub, policy: policy), tls: tls?.0)
+        let endpoint = WHEPEndpoint(hub: hub, policy: policy, metrics: { registry.emitToString() })
+        let server = try await HTTPServer.start(host: address.host, port: address.port, endpoint: endpoint, tls: tls?.0)
         let host = address.isWildcard ? (hosts.first ?? "127.0.0.1") : address.host   // a wildcard is no URL
         let shown = host.contains(":") ? "[\(host)]" : host
         let base = "\(tls == nil ? "http" : "https")://\(shown):\(server.port)/"

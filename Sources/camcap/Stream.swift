@@ -88,7 +88,7 @@ struct Stream: AsyncParsableCommand {
         config.rtxPayloadType = rtx.map(UInt8.init)
         config.localRTCPPort = rtcpPort
         config.feedbackFrom = rtcpFrom
-        let rtpOutput = try RTPOutput(configuration: config, sdpFile: sdpFile, target: target)
+        let rtpOutput = try RTPOutput(configuration: config, sdpFile: sdpFile, target: target, logger: cliLogger)
         var outputs: [any EncodedOutput] = [rtpOutput]
         if let output { outputs.append(try AnnexBFileOutput(path: output)) }
         let encode = EncodeStage(settings: settings, keyIntervalSeconds: keySeconds, outputs: outputs)

@@ -13,7 +13,7 @@ final class ServeProcess {
     private(set) var token: String?
 
     /// `launcher`: a command that runs camcap (e.g. prlimit with a descriptor limit).
-    init(_ args: [String], name: String, launcher: [String] = []) throws {
+    init(_ args: [String], name: String, launcher: [String] = [], environment: [String: String] = [:]) throws {
         errPath = work + "/\(name).err"; outPath = work + "/\(name).out"
         _ = FileManager.default.createFile(atPath: errPath, contents: nil)
         _ = FileManager.default.createFile(atPath: outPath, contents: nil)
@@ -21,6 +21,7 @@ final class ServeProcess {
         process.arguments = launcher.dropFirst() + (launcher.isEmpty ? [] : [camcap]) + ["serve"] + args
         process.standardError = FileHandle(forWritingAtPath: errPath)
         process.standardOutput = FileHandle(forWritingAtPath: outPath)
+        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
         try process.run()
         let end = Date().addingTimeInterval(30)
         while Date() < end && process.isRunning {

@@ -1,0 +1,101 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// The operations side of `serve`: GET /metrics (Prometheus text, checked by Prometheus's own `promtool`) and
+/// the library's logging (swift-log), seen through camcap's CAMCAP_LOG.
+@Suite(.serialized, .timeLimit(.minutes(4))) struct OperationsTests {
+    static let promtool = ["/usr/bin/promtool", "/usr/local/bin/promtool"].first { FileManager.default.isExecutableFile(atPath: $0) }
+
+    /// The samples of a Prometheus text, by series ("name" or "name{labels}").
+    func samples(_ text: String) -> [String: Double] {
+        var out: [String: Double] = [:]
+        for line in text.split(separator: "\n") where !line.hasPrefix("#") {
+            guard let space = line.lastIndex(of: " "), let v = Double(line[line.index(after: space)...]) else { continue }
+            out[String(line[..<space])] = v
+        }
+        return out
+    }
+
+    func scrape(_ server: ServeProcess) throws -> (text: String, samples: [String: Double]) {
+        let r = try server.curl(["-D", "-", server.url + "metrics"])
+        #expect(r.out.contains("200 OK") && r.out.lowercased().contains("content-type: text/plain; version=0.0.4"), "\(r.out.prefix(300))")
+        let body = r.out.components(separatedBy: "\r\n\r\n").dropFirst().joined(separator: "\r\n\r\n")
+        return (body, samples(body))
+    }
+
+    /// `promtool check metrics`: the text parses as Prometheus's exposition format and passes its lint (help
+    /// text, counter names, units).
+    func promtoolAccepts(_ text: String) throws {
+        guard let promtool = Self.promtool else { Issue.record("promtool is not installed (Debian's prometheus package)"); return }
+        let path = work + "/metrics-\(getpid()).txt"
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        let r = try runTool("/bin/sh", ["-c", "\(promtool) check metrics < \(path)"])
+        #expect(r.code == 0 && r.out.isEmpty && r.err.isEmpty, "promtool: exit \(r.code) \(r.out) \(r.err)")
+    }
+
+    /// Polls the metrics until `ready` holds for them (an event: a counter reached), at most 30 s.
+    func scrape(_ server: ServeProcess, until ready: ([String: Double]) -> Bool) throws -> (text: String, samples: [String: Double]) {
+        var last = try scrape(server)
+        let end = Date().addingTimeInterval(30)
+        while !ready(last.samples) && Date() < end { usleep(200_000); last = try scrape(server) }
+        return last
+    }
+
+    @Test(.enabled(if: chromiumAvailable)) func metricsArePrometheusTextAndFollowFramesAndViewers() throws {
+        let server = try ServeProcess(["-d", "fixture:vivid", "-s", "640x360", "--listen", "127.0.0.1:0"], name: "serve-metrics",
+                                      environment: ["CAMCAP_LOG": "debug"])
+        defer { _ = server.stop() }
+        #expect(!server.url.isEmpty, "\(server.err)")
+        // Nobody watching: frames are captured and converted, nothing is encoded.
+        let idle = try scrape(server) { ($0["capture_frames_total"] ?? 0) >= 30 }
+        try promtoolAccepts(idle.text)
+        #expect(idle.samples["whep_viewers"] == 0 && idle.samples["encoder_frames_total"] == 0, "\(idle.samples)")
+        #expect((idle.samples["capture_conversion_seconds_count"] ?? 0) >= 30)
+        // Without the token: 401, counted.
+        let anonymous = try runTool("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", server.url + "metrics"])
+        #expect(anonymous.out == "401")
+        let refused = try scrape(server).samples["whep_refused_total{reason=\"unauthorized\"}"]
+        #expect(refused == (idle.samples["whep_refused_total{reason=\"unauthorized\"}"] ?? 0) + 1, "the refusal is counted: \(String(describing: refused))")
+
+        // A viewer: the encoder runs, the viewer's series appear and move.
+        let (viewer, hold, _) = try heldViewer(server.pageURL, frames: 60, name: "viewer-metrics")
+        defer { if viewer.isRunning { kill(viewer.processIdentifier, SIGKILL) } }
+        let watched = try scrape(server) { ($0["whep_viewer_bytes_sent_total{viewer=\"1\"}"] ?? 0) > 0 && $0["whep_viewer_rtt_seconds{viewer=\"1\"}"] != nil }
+        try promtoolAccepts(watched.text)
+        let w = watched.samples
+        #expect(w["whep_viewers"] == 1 && w["whep_viewers_joined_total"] == 1, "\(w)")
+        #expect((w["encoder_frames_total"] ?? 0) >= 60 && (w["encoder_key_frames_total"] ?? 0) >= 1, "\(w)")
+        #expect((w["encoder_bytes_total"] ?? 0) > 10_000 && (w["capture_frames_total"] ?? 0) > (idle.samples["capture_frames_total"] ?? 0))
+        let rtt = w["whep_viewer_rtt_seconds{viewer=\"1\"}"] ?? -1
+        #expect(rtt >= 0 && rtt < 0.1, "rtt on loopback \(rtt) s")
+
+        // The viewer leaves: its series go, the counters keep it.
+        FileManager.default.createFile(atPath: hold, contents: Data())
+        viewer.waitUntilExit()
+        let after = try scrape(server) { $0["whep_viewers_left_total"] == 1 }
+        try promtoolAccepts(after.text)
+        #expect(after.samples["whep_viewers"] == 0 && after.samples["whep_viewers_left_total"] == 1, "\(after.samples)")
+        #expect(!after.text.contains("viewer=\"1\""), "the departed viewer's series are removed")
+        print("FIGURE /metrics: \(after.text.split(separator: "\n").filter { !$0.hasPrefix("#") }.count) samples; idle \(Int(idle.samples["capture_frames_total"] ?? 0)) frames captured, 0 encoded; with a viewer rtt \(String(format: "%.2f", rtt * 1000)) ms, \(Int(w["whep_viewer_bytes_sent_total{viewer=\"1\"}"] ?? 0)) bytes sent")
+
+        #expect(server.stop() == 0, "\(server.err)")
+        // The library's logging, switched on by the app (camcap: CAMCAP_LOG=debug): a viewer's arrival and departure.
+        #expect(server.err.contains("viewer joined") && server.err.contains("viewer left"), "\(server.err.suffix(2000))")
+        #expect(server.err.contains("capture started") && server.err.contains("capture stopped"))
+    }
+
+    @Test func loggingIsSilentUnlessTheAppAsks() throws {
+        let port = 46_000 + Int(getpid() % 1000)
+        let args = ["stream", "-d", "fixture:vivid", "-s", "320x240", "--frames", "30", "--fast", "--to", "127.0.0.1:\(port)"]
+        let quiet = try runTool(camcap, args)
+        #expect(quiet.code == 0, "\(quiet.err)")
+        for text in ["capture started", "stream started", "stream stopped", "capture stopped"] { #expect(!quiet.err.contains(text), "\(quiet.err)") }
+        let logged = try runTool(camcap, args, environment: ProcessInfo.processInfo.environment.merging(["CAMCAP_LOG": "debug"]) { $1 })
+        #expect(logged.code == 0, "\(logged.err)")
+        let lines = logged.err.split(separator: "\n")
+        for text in ["capture started", "stream started", "stream stopped", "capture stopped"] {
+            #expect(lines.contains { $0.contains("debug") && $0.contains(text) }, "\(text): \(logged.err.suffix(1500))")
+        }
+    }
+}
