@@ -82,6 +82,13 @@ let package = Package(
                                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                .product(name: "Logging", package: "swift-log")]),
 
+        // Examples (built with the package, run by the tests): an app that embeds the WHEP server with a route of its
+        // own, and one that consumes VideoSource frames in its own code.
+        .executableTarget(name: "embedded-whep-example", dependencies: ["CapturePipeline", "WHEPServer", "VideoCapture", "WebRTC"],
+                          path: "Examples/EmbeddedWHEP"),
+        .executableTarget(name: "frame-consumer-example", dependencies: ["CapturePipeline", "VideoCapture", "VideoProcessing"],
+                          path: "Examples/FrameConsumer"),
+
         // Runs inside the qemu VM against the kernel's vivid driver (Scripts/vivid-vm-test.sh).
         .executableTarget(name: "vivid-check",
                 dependencies: ["VideoCapture", "V4L2Capture", "VideoProcessing", "FixtureCameras"],
@@ -92,7 +99,7 @@ let package = Package(
         .testTarget(name: "VideoProcessingTests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "TestSupport"]),
         .testTarget(name: "H264Tests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture", "H264", "TestSupport"]),
         .testTarget(name: "V4L2CaptureTests", dependencies: ["VideoCapture", "V4L2Capture", "CV4L2"]),
-        .testTarget(name: "CamcapTests", dependencies: ["camcap", "TestSupport"]),
+        .testTarget(name: "CamcapTests", dependencies: ["camcap", "embedded-whep-example", "frame-consumer-example", "WHEPServer", "WebRTC", "TestSupport"]),
         .testTarget(name: "RTPTests", dependencies: ["RTP", "H264", "VideoCapture", "FixtureCameras", "TestSupport"]),
         .testTarget(name: "WebRTCTests", dependencies: ["WebRTC", "RTP", "H264", "CWebRTC", "TestSupport"]),
     ]

@@ -70,7 +70,10 @@ public final class HTTPServer: Sendable {
     }
 
     /// Listens on `host:port` (a busy port or a foreign address fails here, naming it) and serves `endpoint`.
-    public static func start(host: String, port: Int, endpoint: WHEPEndpoint, tls: NIOSSLContext?) async throws(ServerError) -> HTTPServer {
+    /// `routes` are the app's own: asked first for every request that passed the endpoint's Host, Origin and
+    /// token checks; nil passes the request on to the endpoint.
+    public static func start(host: String, port: Int, endpoint: WHEPEndpoint, tls: NIOSSLContext?,
+                             routes: (@Sendable (WHEPRequest) -> WHEPResponse?)? = nil) async throws(ServerError) -> HTTPServer {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let tracker = ConnectionTracker(endpoint: endpoint)
         endpoint.countConnections { tracker.openConnections }
@@ -89,7 +92,7 @@ public final class HTTPServer: Sendable {
                     channel.closeFuture.whenComplete { _ in tracker.release(channel, from: address) }
                     if let tls { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls)) }
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                    try channel.pipeline.syncOperations.addHandler(WHEPHandler(endpoint: endpoint, tracker: tracker, address: address))
+                    try channel.pipeline.syncOperations.addHandler(WHEPHandler(endpoint: endpoint, routes: routes, tracker: tracker, address: address))
                 }
             }
         do {
@@ -136,6 +139,7 @@ private final class WHEPHandler: ChannelInboundHandler {
     typealias OutboundOut = HTTPServerResponsePart
 
     private let endpoint: WHEPEndpoint
+    private let routes: (@Sendable (WHEPRequest) -> WHEPResponse?)?
     private let tracker: ConnectionTracker
     private let address: String
     private var policy: ServerPolicy { tracker.policy }
@@ -144,7 +148,9 @@ private final class WHEPHandler: ChannelInboundHandler {
     private var tooLarge = false
     private var deadline: Scheduled<Void>?
 
-    init(endpoint: WHEPEndpoint, tracker: ConnectionTracker, address: String) { self.endpoint = endpoint; self.tracker = tracker; self.address = address }
+    init(endpoint: WHEPEndpoint, routes: (@Sendable (WHEPRequest) -> WHEPResponse?)?, tracker: ConnectionTracker, address: String) {
+        self.endpoint = endpoint; self.routes = routes; self.tracker = tracker; self.address = address
+    }
 
     /// A complete request within the request timeout, from now.
     private func arm(_ context: ChannelHandlerContext) {
@@ -185,7 +191,8 @@ private final class WHEPHandler: ChannelInboundHandler {
             self.head = nil
             deadline?.cancel(); deadline = nil
             let r = request(head, body: body)
-            respond(context, head, tooLarge ? endpoint.tooLarge(r) : endpoint.handle(r), close: tooLarge)
+            let response = tooLarge ? endpoint.tooLarge(r) : endpoint.handle(r, routes: routes)
+            respond(context, head, response, close: tooLarge)
         }
     }
 

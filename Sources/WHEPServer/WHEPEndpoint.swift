@@ -154,9 +154,10 @@ public final class WHEPEndpoint: Sendable {
     /// Where /stats reads the open connections from (the host's count).
     public func countConnections(with source: @escaping @Sendable () -> Int) { connections.withLock { $0 = source } }
 
-    /// The whole request: refused (Host, Origin, token), or routed.
-    public func handle(_ request: WHEPRequest) -> WHEPResponse {
-        decorated(refusal(request) ?? route(request), for: request)
+    /// The whole request: refused (Host, Origin, token), or routed: first to the app's `routes` (nil passes
+    /// it on), then to the endpoint's own.
+    public func handle(_ request: WHEPRequest, routes: ((WHEPRequest) -> WHEPResponse?)? = nil) -> WHEPResponse {
+        decorated(refusal(request) ?? routes?(request) ?? route(request), for: request)
     }
 
     /// The refusal for a request from its head alone, if any (a client waiting for 100 Continue gets it at once).

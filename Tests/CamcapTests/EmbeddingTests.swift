@@ -1,0 +1,70 @@
+import Foundation
+import Testing
+import TestSupport
+import WebRTC
+import WHEPServer
+
+/// The library without the CLI: the examples an app starts from, and the WHEP endpoint driven directly (the
+/// framework-neutral core any HTTP server can call).
+@Suite(.serialized, .timeLimit(.minutes(3))) struct EmbeddingTests {
+    static func example(_ name: String) -> String { URL(fileURLWithPath: camcap).deletingLastPathComponent().appendingPathComponent(name).path }
+
+    @Test(.enabled(if: chromiumAvailable)) func theEmbeddedServerServesChromiumAndItsOwnRoute() throws {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: Self.example("embedded-whep-example"))
+        p.arguments = ["fixture:vivid", "120"]
+        let out = work + "/embedded.out", err = work + "/embedded.err"
+        _ = FileManager.default.createFile(atPath: out, contents: nil); _ = FileManager.default.createFile(atPath: err, contents: nil)
+        p.standardOutput = FileHandle(forWritingAtPath: out); p.standardError = FileHandle(forWritingAtPath: err)
+        try p.run()
+        defer { if p.isRunning { kill(p.processIdentifier, SIGKILL) } }
+        var url = ""
+        let end = Date().addingTimeInterval(30)
+        while url.isEmpty && p.isRunning && Date() < end {   // the printed line is the event
+            url = ServeProcess.read(out).split(separator: "\n").first { $0.hasPrefix("open ") }.map { String($0.dropFirst(5)) } ?? ""
+            usleep(20_000)
+        }
+        try #require(!url.isEmpty, "\(ServeProcess.read(err))")
+        let base = String(url.split(separator: "#")[0]), token = String(url.split(separator: "=").last ?? "")
+        #expect(try runTool("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", base + "health"]).out == "401")
+        let health = try runTool("curl", ["-sS", "--max-time", "10", "-H", "Authorization: Bearer \(token)", base + "health"])
+        #expect(health.out == "{\"viewers\": 0}\n", "\(health.out) \(health.err)")
+        let b = try chromium(url, frames: 90)
+        #expect(b["ok"] as? Bool == true, "\(b)")
+        let last = b["last"] as? [String: Any]
+        #expect(int(b, "framesDecoded") >= 80 && int(last, "frameWidth") == 640 && int(last, "frameHeight") == 360, "\(b)")
+        kill(p.processIdentifier, SIGINT)
+        p.waitUntilExit()
+        #expect(p.terminationStatus == 0, "\(ServeProcess.read(err))")
+        #expect(ServeProcess.read(out).contains("viewers:"), "the example printed its summary: \(ServeProcess.read(out))")
+    }
+
+    @Test func theFrameConsumerGetsTheFramesItAskedFor() throws {
+        let r = try runTool(Self.example("frame-consumer-example"), ["fixture:vivid", "6"])
+        #expect(r.code == 0, "\(r.err)")
+        let frames = r.out.split(separator: "\n").filter { $0.hasPrefix("frame ") }
+        #expect(frames.count == 6 && frames.allSatisfy { $0.contains(": 320x180 at ") }, "\(r.out)")
+    }
+
+    /// The endpoint with no HTTP server at all: requests in, responses out, with the policy applied.
+    @Test func theEndpointIsDrivenWithoutAnHTTPServer() throws {
+        let hub = ViewerHub(identity: try DTLSIdentity(), configuration: WebRTCPeer.Configuration(bindHost: "127.0.0.1", candidateHosts: ["127.0.0.1"]))
+        let endpoint = WHEPEndpoint(hub: hub, policy: ServerPolicy(token: "0123456789abcdef0123", hostNames: ["127.0.0.1"]))
+        func req(_ method: String, _ uri: String, _ headers: [(String, String)] = [], body: String = "") -> WHEPResponse {
+            endpoint.handle(WHEPRequest(method: method, uri: uri, headers: [("Host", "127.0.0.1:8080")] + headers.map { (name: $0.0, value: $0.1) },
+                                        body: Array(body.utf8), client: "127.0.0.1"),
+                            routes: { $0.path == "/mine" ? WHEPResponse(status: 200, headers: [], body: "mine") : nil })
+        }
+        let auth = [("Authorization", "Bearer 0123456789abcdef0123")]
+        #expect(req("GET", "/").status == 200)
+        #expect(req("GET", "/stats").status == 401)
+        #expect(req("GET", "/mine").status == 401, "the app's routes are behind the same token")
+        #expect(req("GET", "/mine", auth).body == "mine")
+        #expect(req("GET", "/metrics", auth).status == 404, "no registry given")
+        let offer = req("POST", "/whep", auth + [("Content-Type", "application/sdp")], body: "v=0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\n")
+        #expect(offer.status == 400 || offer.status == 406, "\(offer.status) \(offer.body)")
+        let foreign = endpoint.handle(WHEPRequest(method: "GET", uri: "/", headers: [("Host", "evil.example")], client: "127.0.0.1"))
+        #expect(foreign.status == 403)
+        #expect(endpoint.refused.unauthorized == 2 && endpoint.refused.foreignHost == 1 && endpoint.refused.badOffer == 1, "\(endpoint.refused)")
+    }
+}
