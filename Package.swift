@@ -44,7 +44,6 @@ let package = Package(
                 swiftSettings: upcoming),
         .target(name: "FixtureCameras",
                 dependencies: ["VideoCapture", "VideoProcessing"],
-                path: "Fixtures",
                 exclude: ["README.md", "cameras"],   // compiled in: BuiltinCameras.swift
                 swiftSettings: upcoming),
         .target(name: "V4L2Capture",

@@ -126,7 +126,7 @@ func badFixture(_ c: BadFixture) throws {
 
 // MARK: - Built-ins are compiled in
 
-@Test("the compiled-in fixtures equal Fixtures/cameras/ (else run Scripts/embed-fixtures.sh) and all parse")
+@Test("the compiled-in fixtures equal Sources/FixtureCameras/cameras/ (else run Scripts/embed-fixtures.sh) and all parse")
 func builtinsAreEmbeddedAndParse() throws {
     let files = try FileManager.default.contentsOfDirectory(atPath: fixturesDir).filter { $0.hasSuffix(".json") || $0.hasSuffix(".txt") }.sorted()
     #expect(BuiltinCameras.files.map(\.file) == files, "run Scripts/embed-fixtures.sh")

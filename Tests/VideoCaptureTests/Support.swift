@@ -3,10 +3,10 @@ import Testing
 @testable import VideoCapture
 import FixtureCameras
 
-/// The repository's Fixtures/cameras folder.
+/// The repository's Sources/FixtureCameras/cameras folder.
 let fixturesDir: String = {
     URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("Fixtures/cameras").path
+        .appendingPathComponent("Sources/FixtureCameras/cameras").path
 }()
 
 func fixture(_ name: String) throws -> CameraDescription {

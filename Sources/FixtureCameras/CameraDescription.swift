@@ -310,7 +310,7 @@ package func excerpt(_ text: some StringProtocol, quote: Character = "\"", limit
 // MARK: - JSON
 
 extension CameraDescription {
-    /// The JSON schema (documented in `Fixtures/README.md`):
+    /// The JSON schema (documented in `Sources/FixtureCameras/README.md`):
     /// `{"name", "position"?, "rotation"?, "formats": [{"pixelFormat", "sizes": [size...]}]}` where a size is
     /// `{"width", "height", "fps"?: [rates] | "fpsRange"?: {"min","max"} | "intervalRange"?: {"min","max","step"}}`
     /// or `{"stepwise": {"min": "WxH", "max": "WxH", "step": "WxH"}, ...}` or `{"continuous": {"min", "max"}, ...}`.
@@ -456,7 +456,7 @@ struct JSONFixtureParser {
     }
 }
 
-/// The file name without folder and extension (`Fixtures/cameras/vivid.txt` → `vivid`).
+/// The file name without folder and extension (`Sources/FixtureCameras/cameras/vivid.txt` → `vivid`).
 package func fileStem(_ path: String) -> String {
     let last = path.split(separator: "/").last.map(String.init) ?? path
     if let dot = last.lastIndex(of: "."), dot != last.startIndex { return String(last[..<dot]) }
