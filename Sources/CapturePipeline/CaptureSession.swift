@@ -249,7 +249,7 @@ public final class CaptureSession {
         for s in stages { do { try s.end() } catch { endError = endError ?? error } }
 
         let elapsed = firstTs.map { Double(lastTs - $0) / 1e9 } ?? 0
-        let dropped = stats.totalDropped - stats.dropped[.noConsumer, default: 0]
+        let dropped = stats.droppedWhileConsumed
         let drops = stats.dropped.filter { $0.key != .noConsumer && $0.value > 0 }.sorted { $0.key.rawValue < $1.key.rawValue }
             .map { "\($0.key) \($0.value)" }.joined(separator: ", ")
         var frameLine = "captured \(report.processed + report.undecodable + dropped), dropped \(dropped)\(drops.isEmpty ? "" : " (\(drops))")"
@@ -312,9 +312,14 @@ struct SessionMetrics {
     private var reported = 0
     /// The capturer's drops since the last call (not those before anybody consumed frames).
     mutating func dropped(_ stats: CaptureStatistics) {
-        let now = stats.totalDropped - stats.dropped[.noConsumer, default: 0]
+        let now = stats.droppedWhileConsumed
         if now > reported { droppedFrames.increment(by: now - reported); reported = now }
     }
+}
+
+extension CaptureStatistics {
+    /// Frames dropped by the capturer, not counting those produced before anybody consumed frames.
+    var droppedWhileConsumed: Int { totalDropped - dropped[.noConsumer, default: 0] }
 }
 
 final class StopFlag: Sendable { let value = Atomic<Bool>(false) }

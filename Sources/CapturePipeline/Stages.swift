@@ -140,9 +140,7 @@ public final class EncodeStage: PictureStage {
             t.lastTs = frame.timestampNs
         }
         if let thread { try thread.submit(picture, timestampNs: frame.timestampNs); return }
-        let start = monotonicNanoseconds()
         try encoder.encode(picture, timestampNs: frame.timestampNs, into: &out)
-        metrics.encode.recordNanoseconds(monotonicNanoseconds() - start)
         if out.isSkipped { return }
         try deliver(out, size: encoder.size, captureNs: frame.timestampNs)
     }
@@ -150,6 +148,7 @@ public final class EncodeStage: PictureStage {
     /// An encoded frame to every output (on the thread that encoded it).
     private func deliver(_ out: EncodedFrame, size: FrameSize, captureNs: Int64) throws {
         metrics.frames.increment()
+        metrics.encode.recordNanoseconds(out.encodeNs)   // the encoder's own measurement, on either thread
         metrics.bytes.increment(by: out.size)
         if out.isKeyFrame { metrics.keyFrames.increment() }
         tally.withLock { t in

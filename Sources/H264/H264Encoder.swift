@@ -15,6 +15,8 @@ public struct EncodedFrame: Sendable {
     public var isSkipped = false
     /// The capture timestamp of the input frame, carried through.
     public var timestampNs: Int64 = 0
+    /// How long `encode` took for this frame, in nanoseconds (what the encoder's statistics are made of).
+    public var encodeNs: Int64 = 0
     public init() {}
     public var size: Int { data.count }
     public var containsParameterSets: Bool { nalUnits.contains { $0.type == .sps } && nalUnits.contains { $0.type == .pps } }
@@ -331,7 +333,7 @@ public final class H264Encoder {
         picture.uiTimeStamp = timestampNs / 1_000_000
         let rc = ch264_encode(encoder, &picture, &info)
         guard rc == 0 else { throw H264Error("OpenH264 EncodeFrame failed (code \(rc))") }
-        defer { finishStatistics(out, startNs: t0) }   // counted once encoded (skipped or not), never on failure
+        defer { finishStatistics(&out, startNs: t0) }   // counted once encoded (skipped or not), never on failure
         out.data.removeAll(keepingCapacity: true)
         out.nalUnits.removeAll(keepingCapacity: true)
         out.timestampNs = timestampNs
@@ -361,8 +363,9 @@ public final class H264Encoder {
         }
     }
 
-    private func finishStatistics(_ out: EncodedFrame, startNs: Int64) {
-        times.add(monotonicNanoseconds() - startNs)
+    private func finishStatistics(_ out: inout EncodedFrame, startNs: Int64) {
+        out.encodeNs = monotonicNanoseconds() - startNs
+        times.add(out.encodeNs)
         stats.frames += 1
         if out.isSkipped { stats.skipped += 1 }
         if out.isKeyFrame { stats.keyFrames += 1 }

@@ -17,10 +17,10 @@ final class ConnectionTracker: Sendable {
         var waiting: [ObjectIdentifier: (channel: any Channel, sinceNs: Int64)] = [:]
     }
     private let state = Mutex(State())
-    let policy: ServerPolicy
-    /// Where refusals are counted (the endpoint's counters, shown by /stats).
+    /// Where refusals are counted (the endpoint's counters, shown by /stats), and whose limits apply.
     let endpoint: WHEPEndpoint
-    init(endpoint: WHEPEndpoint) { self.endpoint = endpoint; policy = endpoint.policy }
+    var policy: ServerPolicy { endpoint.policy }
+    init(endpoint: WHEPEndpoint) { self.endpoint = endpoint }
 
     enum Admission { case admitted, tooMany, tooManyFromAddress }
     func admit(_ channel: any Channel, from address: String) -> Admission {

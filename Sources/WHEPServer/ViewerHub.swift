@@ -88,18 +88,22 @@ public final class ViewerHub: EncodedOutput, @unchecked Sendable {
         peer.sender.onKeyFrameRequest = { [weak self] in self?.requestKeyFrame() }
         peer.sender.onBitrateEstimate = { [weak self] bps in self?.remb(id, bps) }
         peer.onClosed = { [weak self] reason in self?.ended(id, reason) }
-        let refused = state.withLock { s -> AddError? in
-            if let refused = admission(s, from: address) { return refused }   // another POST took the slot meanwhile
+        let admitted = state.withLock { s -> Result<Int, AddError> in
+            if let refused = admission(s, from: address) { return .failure(refused) }   // another POST took the slot meanwhile
             s.total += 1
             s.viewers[id] = Viewer(peer: peer, address: address, number: s.total, metrics: ViewerMetrics(number: s.total)); s.order.append(id)
             s.peers.append(peer)
-            return nil
+            return .success(s.total)
         }
-        if let refused { peer.close(); throw refused }
+        let number: Int
+        switch admitted {
+        case .success(let n): number = n
+        case .failure(let refused): peer.close(); throw refused
+        }
         peer.start()
         joined.increment()
         viewersGauge.record(viewerCount)
-        logger.debug("viewer joined", metadata: ["viewer": "\(state.withLock { $0.viewers[id]?.number ?? 0 })", "client": "\(address)"])
+        logger.debug("viewer joined", metadata: ["viewer": "\(number)", "client": "\(address)"])
         return (id, peer.answer)
     }
 

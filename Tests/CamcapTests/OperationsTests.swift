@@ -66,6 +66,8 @@ import TestSupport
         let w = watched.samples
         #expect(w["whep_viewers"] == 1 && w["whep_viewers_joined_total"] == 1, "\(w)")
         #expect((w["encoder_frames_total"] ?? 0) >= 60 && (w["encoder_key_frames_total"] ?? 0) >= 1, "\(w)")
+        // One encode time per encoded frame (a scrape may fall between the two updates of one frame).
+        #expect(abs((w["encoder_encode_seconds_count"] ?? -9) - (w["encoder_frames_total"] ?? 0)) <= 1, "\(w)")
         #expect((w["encoder_bytes_total"] ?? 0) > 10_000 && (w["capture_frames_total"] ?? 0) > (idle.samples["capture_frames_total"] ?? 0))
         let rtt = w["whep_viewer_rtt_seconds{viewer=\"1\"}"] ?? -1
         #expect(rtt >= 0 && rtt < 0.1, "rtt on loopback \(rtt) s")
