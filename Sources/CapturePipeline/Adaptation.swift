@@ -53,55 +53,71 @@ public struct AdaptSchedule: Sendable, CustomStringConvertible {
     }
 }
 
-/// Live output adaptation in the pipeline: a schedule (`record --adapt`) and/or requests from other threads
-/// (`stream`: REMB), applied to a `VideoAdapter` as frames arrive; counts frames per second of timestamps.
-public struct ScheduledAdaptation {
-    public let schedule: AdaptSchedule
-    public var adapter = VideoAdapter()
-    private var next = 0
-    public private(set) var thinned = 0
-    public private(set) var perSecond: [Int] = []
-    public private(set) var sizes: [FrameSize] = []
+/// `record --adapt` on the source: each step's output request is made on the capturer's delivery thread just
+/// before the first frame at or after its time (elapsed from the first frame's timestamp), so it applies to
+/// that frame; `onStep` sets the rest (the encoder's rates).
+final class ScheduleReplay: Sendable {
+    private struct State { var next = 0; var first: Int64? }
+    let schedule: AdaptSchedule
+    private let onStep: @Sendable (AdaptSchedule.Step) -> Void
+    private let state = Mutex(State())
+    private let source = Mutex<VideoSource?>(nil)
 
-    public init(_ schedule: AdaptSchedule = AdaptSchedule(steps: [])) {
-        self.schedule = schedule
-        perSecond.reserveCapacity(64)
+    init(_ schedule: AdaptSchedule, onStep: @escaping @Sendable (AdaptSchedule.Step) -> Void) {
+        self.schedule = schedule; self.onStep = onStep
     }
 
-    /// A request from elsewhere (a bitrate estimate), effective from this frame.
-    public mutating func request(_ r: VideoAdapter.Request) {
-        adapter.requestOutputFormat(maxSize: r.maxSize, maxFps: r.maxFps)
-    }
+    /// The source the requests go to (it holds this replay through its options: kept until the run ends).
+    func attach(_ source: VideoSource) { self.source.withLock { $0 = source } }
 
-    /// The step that starts at this frame, if any (the caller applies its bitrate).
-    public mutating func step(atElapsed ns: Int64) -> AdaptSchedule.Step? {
-        guard next < schedule.steps.count, ns >= schedule.steps[next].atNs else { return nil }
-        var step = schedule.steps[next]
-        while next + 1 < schedule.steps.count && ns >= schedule.steps[next + 1].atNs { next += 1; step = schedule.steps[next] }
-        next += 1
-        adapter.requestOutputFormat(maxSize: step.maxSize, maxFps: step.maxFps)
-        return step
-    }
+    /// The timestamp the schedule counts from (the first frame's).
+    var firstTimestamp: Int64? { state.withLock { $0.first } }
 
-    /// What to do with a frame (nil: thinned for the frame rate).
-    public mutating func adapt(size: FrameSize, timestampNs: Int64, elapsedNs: Int64) -> Adaptation? {
-        guard let a = adapter.adapt(size: size, timestampNs: timestampNs) else { thinned += 1; return nil }
-        let second = Int(elapsedNs / 1_000_000_000)
-        if second >= 0 && second < 86_400 {
-            while perSecond.count <= second { perSecond.append(0) }
-            perSecond[second] += 1
+    func willAdapt(_ frame: VideoFrame) {
+        let due = state.withLock { s -> AdaptSchedule.Step? in
+            let first = s.first ?? frame.timestampNs
+            s.first = first
+            let elapsed = frame.timestampNs - first
+            guard s.next < schedule.steps.count, elapsed >= schedule.steps[s.next].atNs else { return nil }
+            while s.next + 1 < schedule.steps.count && elapsed >= schedule.steps[s.next + 1].atNs { s.next += 1 }
+            defer { s.next += 1 }
+            return schedule.steps[s.next]
         }
-        if sizes.last != a.size { sizes.append(a.size) }
-        return a
+        guard let step = due else { return }
+        source.withLock { $0 }?.requestOutputFormat(maxSize: step.maxSize, maxFps: step.maxFps)
+        onStep(step)
     }
+
+    /// Ends the reference cycle (source → options → replay → source) at the end of the run.
+    func detach() { source.withLock { $0 = nil } }
 }
 
-/// Output-format requests from another thread (RTCP feedback), taken by the pipeline before its next frame.
+/// Output-format requests from another thread (RTCP feedback), passed to the running session's source (or kept
+/// for it until it starts).
 public final class OutputRequests: Sendable {
-    private let pending = Mutex<VideoAdapter.Request?>(nil)
+    private struct State { var pending: VideoAdapter.Request?; var source: VideoSource?; var used = false }
+    private let state = Mutex(State())
     public init() {}
-    public func request(_ r: VideoAdapter.Request) { pending.withLock { $0 = r } }
-    public func take() -> VideoAdapter.Request? { pending.withLock { r in defer { r = nil }; return r } }
+
+    /// Caps the output (size, frame rate) from the next frame.
+    public func request(_ r: VideoAdapter.Request) {
+        let source = state.withLock { s -> VideoSource? in
+            s.used = true
+            if s.source == nil { s.pending = r }
+            return s.source
+        }
+        source?.requestOutputFormat(maxSize: r.maxSize, maxFps: r.maxFps)
+    }
+
+    /// True once any request was made (the summary then reports the adaptation).
+    public var used: Bool { state.withLock { $0.used } }
+
+    func attach(_ source: VideoSource) {
+        let pending = state.withLock { s -> VideoAdapter.Request? in s.source = source; defer { s.pending = nil }; return s.pending }
+        if let r = pending { source.requestOutputFormat(maxSize: r.maxSize, maxFps: r.maxFps) }
+    }
+
+    func detach() { state.withLock { $0.source = nil } }
 }
 
 /// A receiver's bandwidth estimate (REMB) → the encoder's bitrate (clamped to 10 kbps...the encoder's cap)

@@ -10,13 +10,13 @@ import Synchronization
 // The one capture loop every capturing command runs on (record, preview, stream, serve), and that an app runs
 // without the CLI:
 //
-//   camera ─▶ CameraVideoCapturer ─▶ frames() ─▶ one conversion to I420 ─▶ stage ─▶ stage ─▶ …
+//   camera ─▶ CameraVideoCapturer ─▶ VideoSource (one conversion to I420, adaptation) ─▶ frames() ─▶ stage ─▶ stage ─▶ …
 //
 // The session owns the capturer, the device, the negotiated selection and the applied format, the stop
 // conditions (on frame timestamps, not the wall clock), the bad-frame policy, the statistics and the summary.
 // It never prints: the start, the progress and the summary reach the caller through closures and the report.
 
-/// A step of the pipeline: it gets every I420 picture (from the pipeline's one conversion per frame) and the
+/// A step of the pipeline: it gets every I420 picture (from the `VideoSource`'s one conversion per frame) and the
 /// frame it came from. A stage checks and opens its outputs in its initialiser, before the camera starts.
 public protocol PictureStage: AnyObject {
     /// After the camera started, before the first picture.
@@ -79,13 +79,18 @@ public final class CaptureSession {
     public let selection: FormatSelection
     /// What the device applied (set once the camera has started).
     public private(set) var applied = AppliedFormat(pixelFormat: .i420, size: FrameSize(width: 0, height: 0), stride: 0, fps: Fraction(30))
-    /// The conversion of each frame (one per captured frame, shared by every stage).
-    public var conversion: (VideoFrame, AppliedFormat) -> FrameConverter.Options = { _, _ in .init() }
-    /// Live output adaptation replayed from a schedule, and what to do at each step (the bitrate).
-    public var adaptation: ScheduledAdaptation?
-    /// Requests from other threads (REMB); with the first one, the session starts adapting.
+    /// How the source shapes each frame (rotation applied, mirror, a fixed size); by default the camera's
+    /// picture at its size made even. Every stage gets the source's one conversion per frame.
+    public var sourceOptions = VideoSource.Options()
+    /// The source of this run's pictures (set when `run` starts): sinks of an app's own may be added to it.
+    public private(set) var source: VideoSource?
+    /// Output requests replayed from a schedule on frame timestamps (`record --adapt`); the step callback sets
+    /// the rest (the bitrate). Called on the capturer's delivery thread.
+    public var adaptSchedule: AdaptSchedule?
+    public var onAdaptationStep: @Sendable (AdaptSchedule.Step) -> Void = { _ in }
+    /// Requests from other threads (REMB), passed to the source; with the first one, the summary reports
+    /// the adaptation.
     public let outputRequests = OutputRequests()
-    public var onAdaptationStep: (AdaptSchedule.Step) -> Void = { _ in }
     /// Extra text for the format line of the summary (", encoded at 640x360").
     public var formatNote = ""
     /// Called once the camera runs and every stage has begun (the CLI prints its start line here).
@@ -158,11 +163,28 @@ public final class CaptureSession {
     /// (with nothing written) when the camera or a stage fails to start; a failure after the start is the
     /// report's `failure`, after its summary.
     public func run(stages: [any PictureStage]) async throws -> Report {
-        let frames = capturer.frames(bufferingNewest: 2)   // subscribed before the start: the first frame is ours
+        // One conversion per frame, on the capturer's delivery thread, by the source; its conversion times
+        // reach this task by frame sequence (the work time of each frame: conversion + stages).
+        let conversions = ConversionTimes()
+        var options = sourceOptions
+        let replay = adaptSchedule.map { ScheduleReplay($0, onStep: onAdaptationStep) }
+        let userWillAdapt = options.willAdapt, userDidConvert = options.didConvert
+        options.didConvert = { seq, ns in conversions.record(seq, ns); userDidConvert?(seq, ns) }
+        if let replay { options.willAdapt = { frame in replay.willAdapt(frame); userWillAdapt?(frame) } }
+        let source = VideoSource(capturer: capturer, options: options)
+        replay?.attach(source)
+        self.source = source
+        defer { source.detach(); replay?.detach(); self.source = nil }
+        outputRequests.attach(source)
+        defer { outputRequests.detach() }
+        // Subscribed before the start: the first frame is ours. As fast as consumed (a fast fixture), the source
+        // waits for this loop instead of dropping.
+        let frames = source.frames(bufferingNewest: 2, waitsForConsumer: configuration.fast)
         do {
             applied = try await capturer.startCapture(device: device, format: selection.format, size: selection.size, fps: selection.fps)
             for s in stages { try s.begin(self) }
         } catch {
+            source.detach()
             if capturer.isRunning { try? await capturer.stopCapture() }
             for s in stages { s.discard() }   // nothing was written: existing files untouched, new ones removed
             throw error
@@ -170,12 +192,12 @@ public final class CaptureSession {
         configuration.logger.debug("capture started", metadata: ["device": "\(device.path)", "format": "\(selection.pixelFormat) \(applied.size) @ \(applied.fps)"])
         onStarted(self)
 
-        let converter = FrameConverter()
         var metrics = SessionMetrics()
         var report = Report()
         var latency = DurationHistogram()
         var workTime = DurationHistogram()   // conversion + stages, per frame: latency minus this is waiting
         var conversionTime = DurationHistogram()
+        var adapted = AdaptationTally()
         var firstTs: Int64?, lastTs: Int64 = 0
         var captureError: CaptureError?
         var stageError: Error?
@@ -184,34 +206,15 @@ public final class CaptureSession {
         do {
             frameLoop: for try await frame in frames {
                 if stopFlag.value.load(ordering: .acquiring) { break }
-                let first = firstTs ?? frame.timestampNs
-                firstTs = first
+                let first = replay?.firstTimestamp ?? firstTs ?? frame.timestampNs
+                firstTs = firstTs ?? first
                 if let d = configuration.durationNs, frame.timestampNs - first >= d { break }
-                var convert = conversion(frame, applied)
-                if let r = outputRequests.take() {
-                    if adaptation == nil { adaptation = ScheduledAdaptation() }
-                    adaptation!.request(r)
-                }
-                if adaptation != nil {
-                    let elapsed = frame.timestampNs - first
-                    if let step = adaptation!.step(atElapsed: elapsed) { onAdaptationStep(step) }
-                    guard let a = adaptation!.adapt(size: frame.buffer.size, timestampNs: frame.timestampNs, elapsedNs: elapsed) else { continue }
-                    if !a.isIdentity { convert.crop = a.crop; convert.scale = a.size }
-                }
-                let picture: I420Buffer
-                let workStart = monotonicNanoseconds()
-                do {
-                    picture = try converter.convert(frame.buffer, options: convert)
-                    let spent = monotonicNanoseconds() - workStart
-                    conversionTime.add(spent)
-                    metrics.conversion.recordNanoseconds(spent)
-                } catch where error.code == .decodeFailed || error.code == .shortBuffer {
-                    report.undecodable += 1   // one bad frame while streaming: counted, capture goes on
-                    metrics.undecodable.increment()
-                    continue
-                } catch {
-                    stageError = error
-                    break
+                guard let picture = I420Buffer(frame.buffer) else { continue }   // the source's output is I420
+                let stageStart = monotonicNanoseconds()
+                let converted = conversions.take(frame.sequence)
+                if let converted {
+                    conversionTime.add(converted)
+                    metrics.conversion.recordNanoseconds(converted)
                 }
                 do {
                     for s in stages { try s.consume(picture, frame: frame) }
@@ -221,12 +224,13 @@ public final class CaptureSession {
                 }
                 report.processed += 1
                 metrics.frames.increment()
-                if report.processed % 16 == 0 { metrics.dropped(capturer.statistics) }
+                if replay != nil || outputRequests.used { adapted.add(picture, elapsedNs: frame.timestampNs - first) }
+                if report.processed % 16 == 0 { metrics.update(capturer.statistics, source.statistics) }
                 lastTs = frame.timestampNs
                 let now = monotonicNanoseconds()
                 if !configuration.fast {
                     latency.add(now - frame.timestampNs)
-                    workTime.add(now - workStart)
+                    workTime.add(now - stageStart + (converted ?? 0))
                 }
                 let elapsed = Double(lastTs - first) / 1e9
                 if let onProgress, elapsed >= 0.2, now >= nextProgress {
@@ -240,19 +244,26 @@ public final class CaptureSession {
             captureError = error
         }
         let wallSeconds = Double(monotonicNanoseconds() - wallStart) / 1e9
-        // Counters as of the end of the run (frames produced while stopping are not part of it).
+        // Counters as of the end of the run (frames produced while stopping are not part of it). The source is
+        // detached first: a delivery thread waiting for this loop (as fast as consumed) returns.
         let stats = capturer.statistics
-        metrics.dropped(stats)
+        let sourceStats = source.statistics
+        source.detach()
+        metrics.update(stats, sourceStats)
         if capturer.isRunning { try? await capturer.stopCapture() }
         configuration.logger.debug("capture stopped", metadata: ["device": "\(device.path)", "frames": "\(report.processed)"])
         var endError: Error?
         for s in stages { do { try s.end() } catch { endError = endError ?? error } }
 
+        report.undecodable = sourceStats.dropped[.undecodable, default: 0]
         let elapsed = firstTs.map { Double(lastTs - $0) / 1e9 } ?? 0
-        let dropped = stats.droppedWhileConsumed
-        let drops = stats.dropped.filter { $0.key != .noConsumer && $0.value > 0 }.sorted { $0.key.rawValue < $1.key.rawValue }
-            .map { "\($0.key) \($0.value)" }.joined(separator: ", ")
-        var frameLine = "captured \(report.processed + report.undecodable + dropped), dropped \(dropped)\(drops.isEmpty ? "" : " (\(drops))")"
+        let starved = sourceStats.dropped[.starvation, default: 0]
+        let dropped = stats.droppedWhileConsumed + starved
+        var drops = stats.dropped.filter { $0.key != .noConsumer && $0.value > 0 }.map { ("\($0.key)", $0.value) }
+        if starved > 0 { drops.append(("pipeline busy", starved)) }
+        let dropText = drops.sorted { $0.0 < $1.0 }.map { "\($0.0) \($0.1)" }.joined(separator: ", ")
+        let thinned = sourceStats.dropped[.adaptation, default: 0]
+        var frameLine = "captured \(report.processed + report.undecodable + dropped + thinned), dropped \(dropped)\(dropText.isEmpty ? "" : " (\(dropText))")"
         for s in stages { if let f = s.framesSummary { frameLine += ", " + f } }
         if report.undecodable > 0 { frameLine += ", undecodable \(report.undecodable)" }
         var lines: [(String, String)] = [
@@ -268,9 +279,9 @@ public final class CaptureSession {
             lines.append(("latency", "capture to output p50 \(fmt(latency.percentileMs(0.5), 2)) ms, p95 \(fmt(latency.percentileMs(0.95), 2)) ms, p99 \(fmt(latency.percentileMs(0.99), 2)) ms"))
             lines.append(("work time", "convert + stages p50 \(fmt(workTime.percentileMs(0.5), 2)) ms, p95 \(fmt(workTime.percentileMs(0.95), 2)) ms, p99 \(fmt(workTime.percentileMs(0.99), 2)) ms"))
         }
-        if let a = adaptation {
-            lines.append(("adaptation", "\(a.schedule.steps.isEmpty ? "on bitrate estimates" : "\(a.schedule)"); \(a.thinned) frames thinned for frame rate; sizes \(a.sizes.map(\.description).joined(separator: " → "))"))
-            lines.append(("frames/second", a.perSecond.map(String.init).joined(separator: " ")))
+        if adapted.active {
+            lines.append(("adaptation", "\(adaptSchedule.map { "\($0)" } ?? "on bitrate estimates"); \(thinned) frames thinned for frame rate; sizes \(adapted.sizes.map(\.description).joined(separator: " → "))"))
+            lines.append(("frames/second", adapted.perSecond.map(String.init).joined(separator: " ")))
         }
         for s in stages { lines += s.summary }
         report.summary = lines
@@ -284,6 +295,35 @@ public final class CaptureSession {
         }
         if let f = report.failure { configuration.logger.debug("capture session failed", metadata: ["error": "\(f)"]) }
         return report
+    }
+}
+
+/// Conversion times by frame sequence, from the source's delivery thread to the session's task (a ring: the
+/// source is at most a few frames ahead).
+final class ConversionTimes: Sendable {
+    private let slots = Mutex<[(sequence: UInt64, ns: Int64)]>(Array(repeating: (UInt64.max, 0), count: 16))
+    func record(_ sequence: UInt64, _ ns: Int64) { slots.withLock { $0[Int(sequence % 16)] = (sequence, ns) } }
+    func take(_ sequence: UInt64) -> Int64? {
+        slots.withLock { s in s[Int(sequence % 16)].sequence == sequence ? s[Int(sequence % 16)].ns : nil }
+    }
+}
+
+/// The sizes and frames per second of timestamps the stages got while the output adapted (the summary's
+/// `adaptation` and `frames/second` lines).
+struct AdaptationTally {
+    private(set) var active = false
+    private(set) var perSecond: [Int] = []
+    private(set) var sizes: [FrameSize] = []
+    init() { perSecond.reserveCapacity(64) }
+    mutating func add(_ picture: I420Buffer, elapsedNs: Int64) {
+        active = true
+        let second = elapsedNs / 1_000_000_000
+        if second >= 0 && second < 86_400 {
+            while perSecond.count <= Int(second) { perSecond.append(0) }
+            perSecond[Int(second)] += 1
+        }
+        let size = FrameSize(width: picture.width, height: picture.height)
+        if sizes.last != size { sizes.append(size) }
     }
 }
 
@@ -309,11 +349,14 @@ struct SessionMetrics {
     let droppedFrames = Counter(label: "capture_frames_dropped_total")
     let undecodable = Counter(label: "capture_frames_undecodable_total")
     let conversion = Metrics.Timer(label: "capture_conversion_seconds")
-    private var reported = 0
-    /// The capturer's drops since the last call (not those before anybody consumed frames).
-    mutating func dropped(_ stats: CaptureStatistics) {
-        let now = stats.droppedWhileConsumed
-        if now > reported { droppedFrames.increment(by: now - reported); reported = now }
+    private var reportedDrops = 0, reportedUndecodable = 0
+    /// The drops (the capturer's, not those before anybody consumed frames, and the source's while this
+    /// session was behind) and undecodable frames since the last call.
+    mutating func update(_ stats: CaptureStatistics, _ source: VideoSource.Statistics) {
+        let drops = stats.droppedWhileConsumed + source.dropped[.starvation, default: 0]
+        if drops > reportedDrops { droppedFrames.increment(by: drops - reportedDrops); reportedDrops = drops }
+        let bad = source.dropped[.undecodable, default: 0]
+        if bad > reportedUndecodable { undecodable.increment(by: bad - reportedUndecodable); reportedUndecodable = bad }
     }
 }
 

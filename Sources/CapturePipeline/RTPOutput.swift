@@ -77,7 +77,7 @@ public final class RTPOutput: EncodedOutput {
         return SDP.offer(host: target.host, port: target.port, sps: ps.sps, pps: ps.pps, rtxPayloadType: rtxPayloadType, ssrc: ssrc)
     }
 
-    public func write(_ frame: EncodedFrame, captureNs: Int64) throws {
+    public func write(_ frame: EncodedFrame) throws {
         if let file = sdpFile, frame.isKeyFrame, let ps = RTPSender.parameterSets(of: frame) {
             sdpFile = nil
             let text = SDP.offer(host: target.host, port: target.port, sps: ps.sps, pps: ps.pps,
@@ -85,7 +85,7 @@ public final class RTPOutput: EncodedOutput {
                                  rtxSSRC: sender.configuration.rtxPayloadType == nil ? nil : sender.rtxSSRC)
             try CapturePipeline.write(text, into: file)
         }
-        try sender.send(frame, captureNs: captureNs)
+        try sender.send(frame, captureNs: frame.timestampNs)
     }
     public func end() throws {
         sender.close(); sdpFile?.discard()

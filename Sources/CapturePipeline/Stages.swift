@@ -8,12 +8,12 @@ import Metrics
 // The stages commands are made of. Each checks its outputs in init (before the camera starts).
 
 /// Where encoded frames go after the encode stage: an Annex-B file, an RTP sender… Claimed in init (before the
-/// camera starts); `write` gets every encoded access unit with its capture time.
+/// camera starts); `write` gets every encoded access unit (its `timestampNs` is the capture time).
 public protocol EncodedOutput: AnyObject {
     /// False while the output has nobody to send to (a server without viewers): when no output wants frames
     /// the encode stage does not encode, and the first frame after such a pause is a key frame.
     var wantsFrames: Bool { get }
-    func write(_ frame: EncodedFrame, captureNs: Int64) throws
+    func write(_ frame: EncodedFrame) throws
     /// True when `write` may run on the encoder's own thread (see `EncodeStage.usesEncoderThread`).
     var acceptsWritesFromEncoderThread: Bool { get }
     func end() throws
@@ -89,12 +89,6 @@ public final class EncodeStage: PictureStage {
         return s
     }
 
-    /// The pipeline's conversion for an encoder: the applied size made even (4:2:0), scaled only when odd.
-    public static func evenSizeConversion(_ frame: VideoFrame, _ applied: AppliedFormat) -> FrameConverter.Options {
-        let size = encodedSize(applied)
-        return FrameConverter.Options(scale: size != applied.size ? size : nil)
-    }
-
     /// The size the encoder gets: the applied size made even (4:2:0).
     public static func encodedSize(_ applied: AppliedFormat) -> FrameSize {
         FrameSize(width: applied.size.width & ~1, height: applied.size.height & ~1)
@@ -122,18 +116,30 @@ public final class EncodeStage: PictureStage {
         settings = EncodeStage.settings(settings, keyIntervalSeconds: keyIntervalSeconds, for: session.applied)
         metrics.targetBitrate.record(settings.targetBitrate)
         fps = settings.maxFrameRate
-        let encoder = try H264Encoder(settings: settings, control: control)
+        self.session = session
+    }
+    private weak var session: CaptureSession?
+
+    /// The encoder is made for the first picture's size (the source decided it: rotation applied, made even,
+    /// adapted), so it is never rebuilt at frame 1; later sizes (adaptation) reconfigure it.
+    private func start(_ picture: I420Buffer) throws -> H264Encoder {
+        var s = settings
+        s.width = picture.width; s.height = picture.height
+        let encoder = try H264Encoder(settings: s, control: control)
+        settings = s
         self.encoder = encoder
         if usesEncoderThread && outputs.allSatisfy(\.acceptsWritesFromEncoderThread) {
-            thread = EncoderThread(encoder: encoder) { [self] frame, ts in try self.deliver(frame, size: encoder.size, captureNs: ts) }
+            thread = EncoderThread(encoder: encoder) { [self] frame in try self.deliver(frame, size: encoder.size) }
         }
-        let size = EncodeStage.encodedSize(session.applied)
-        if size != session.applied.size { session.formatNote = ", encoded at \(size)" }
+        if let session, FrameSize(width: s.width, height: s.height) != session.applied.size {
+            session.formatNote = ", encoded at \(s.width)x\(s.height)"
+        }
+        return encoder
     }
 
     public func consume(_ picture: I420Buffer, frame: VideoFrame) throws {
-        guard let encoder else { return }
         guard outputs.contains(where: { $0.wantsFrames }) else { idle += 1; resumeWithKeyFrame = true; return }
+        let encoder = try self.encoder ?? start(picture)
         if resumeWithKeyFrame { resumeWithKeyFrame = false; control.requestKeyFrame() }
         tally.withLock { t in
             if t.firstTs == nil { t.firstTs = frame.timestampNs }
@@ -142,11 +148,11 @@ public final class EncodeStage: PictureStage {
         if let thread { try thread.submit(picture, timestampNs: frame.timestampNs); return }
         try encoder.encode(picture, timestampNs: frame.timestampNs, into: &out)
         if out.isSkipped { return }
-        try deliver(out, size: encoder.size, captureNs: frame.timestampNs)
+        try deliver(out, size: encoder.size)
     }
 
     /// An encoded frame to every output (on the thread that encoded it).
-    private func deliver(_ out: EncodedFrame, size: FrameSize, captureNs: Int64) throws {
+    private func deliver(_ out: EncodedFrame, size: FrameSize) throws {
         metrics.frames.increment()
         metrics.encode.recordNanoseconds(out.encodeNs)   // the encoder's own measurement, on either thread
         metrics.bytes.increment(by: out.size)
@@ -158,7 +164,7 @@ public final class EncodeStage: PictureStage {
                 t.lastSize = size
             }
         }
-        for o in outputs { try o.write(out, captureNs: captureNs) }
+        for o in outputs { try o.write(out) }
     }
 
     public func end() throws {
@@ -214,10 +220,10 @@ public final class AnnexBFileOutput: EncodedOutput {
     public var acceptsWritesFromEncoderThread: Bool { true }
     private var lastFlushNs: Int64?
     public init(path: String) throws { writer = try AnnexBWriter(path: path) }
-    public func write(_ frame: EncodedFrame, captureNs: Int64) throws {
+    public func write(_ frame: EncodedFrame) throws {
         try writer.write(frame)
-        guard let last = lastFlushNs else { lastFlushNs = captureNs; return }
-        if captureNs - last >= 1_000_000_000 { try writer.flush(); lastFlushNs = captureNs }
+        guard let last = lastFlushNs else { lastFlushNs = frame.timestampNs; return }
+        if frame.timestampNs - last >= 1_000_000_000 { try writer.flush(); lastFlushNs = frame.timestampNs }
     }
     public func end() throws { try writer.close() }
     public func discard() { writer.discard() }

@@ -14,7 +14,7 @@ import Foundation
 /// Memory: the pictures stay referenced until encoded, so a converter's pool needs three buffers (the one being
 /// converted, the waiting one, the encoding one); `FrameConverter`'s pools hold four. No allocation per frame.
 public final class EncoderThread: Sendable {
-    public typealias Output = (_ frame: EncodedFrame, _ timestampNs: Int64) throws -> Void
+    public typealias Output = (_ frame: EncodedFrame) throws -> Void
     private let core: Core
 
     /// Starts the thread. The encoder is used only by it from now on (its `control` stays usable from any thread:
@@ -94,7 +94,7 @@ public final class EncoderThread: Sendable {
                 guard !failed else { continue }
                 do {
                     try encoder.encode(job.picture, timestampNs: job.timestampNs, into: &frame)
-                    if !frame.isSkipped { try output(frame, job.timestampNs) }
+                    if !frame.isSkipped { try output(frame) }
                 } catch {
                     condition.withLock { if failure == nil { failure = error } }
                 }

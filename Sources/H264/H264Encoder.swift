@@ -29,7 +29,6 @@ public final class EncoderControl: Sendable {
     struct Pending: Sendable {
         var keyFrame = false
         var rates: (bitrate: Int, fps: Double?)?
-        var maxSize: FrameSize??
     }
     private let pending = Mutex(Pending())
     private let applied = Mutex(EncoderStatistics())
@@ -51,10 +50,6 @@ public final class EncoderControl: Sendable {
         guard (10_000...100_000_000).contains(bitrate) else { throw H264Error(.invalidSettings, "bitrate \(bitrate / 1000) kbps is out of range: 10...100000 kbps") }
         pending.withLock { $0.rates = (bitrate, nil) }
     }
-
-    /// Encode at most this size (aspect kept, even): larger input is scaled down before encoding and the
-    /// encoder reconfigures (new SPS/PPS, an IDR). nil: encode the input's size.
-    public func setMaxSize(_ size: FrameSize?) { pending.withLock { $0.maxSize = .some(size) } }
 
     /// Counters and timings as of the last encoded frame.
     public var statistics: EncoderStatistics { applied.withLock { $0 } }
@@ -161,8 +156,6 @@ public final class H264Encoder {
         s.encodeP50Ms = times.percentileMs(0.5); s.encodeP95Ms = times.percentileMs(0.95)
         return s
     }
-    private var maxSize: FrameSize?
-    private var scaler: FrameConverter?
     private var stats = EncoderStatistics()
     private var times = DurationHistogram()
     private var window = TimestampWindow()
@@ -294,15 +287,7 @@ public final class H264Encoder {
         let p = control.take()
         if p.keyFrame { forceKeyFrame = true }
         if let r = p.rates { try applyRates(bitrate: r.bitrate, fps: r.fps ?? settings.maxFrameRate) }
-        if let m = p.maxSize { maxSize = m }
-        var frame = input
-        if let m = maxSize, frame.width > m.width || frame.height > m.height {
-            let fit = Adaptation.fit(FrameSize(width: frame.width, height: frame.height), maxSize: m, maxPixelCount: nil)
-            let scaler = self.scaler ?? FrameConverter()
-            self.scaler = scaler
-            do { frame = try scaler.convert(frame.buffer, options: FrameConverter.Options(crop: fit.crop, scale: fit.size)) }
-            catch { throw H264Error("scaling \(frame.width)x\(frame.height) to at most \(m) failed: \(error)") }
-        }
+        let frame = input
         if frame.width != settings.width || frame.height != settings.height {
             var s = settings
             s.width = frame.width; s.height = frame.height

@@ -1,4 +1,5 @@
 import Synchronization
+import Dispatch
 
 /// The capturer's frames as an `AsyncSequence` that ends by **throwing** the `CaptureError` when capture fails
 /// (an unplugged camera, an I/O error) and returns nil after `stopCapture()`.
@@ -48,27 +49,57 @@ package final class FrameSubscription: Sendable {
         var count = 0
         var end: End?
         var waiter: UnsafeContinuation<Result<VideoFrame?, CaptureError>, Never>?
+        /// A producer waits for room (`.waitsForRoom`).
+        var producerWaiting = false
     }
-    package let id: UInt64
-    /// Ring capacity; with `growable` the ring doubles instead of dropping (offline processing, no drops).
-    private let growable: Bool
-    private let state: Mutex<State>
 
-    package init(id: UInt64, capacity: Int, growable: Bool) {
+    /// What `yield` does when the ring is full.
+    package enum WhenFull: Sendable {
+        /// The oldest frame makes room (real time: the newest frames matter).
+        case dropOldest
+        /// The ring doubles (offline processing that must lose nothing, with a producer that paces itself).
+        case grow
+        /// The producer waits until the consumer takes a frame (back-pressure: frames as fast as consumed,
+        /// none lost, a bounded queue).
+        case waitForRoom
+    }
+
+    package let id: UInt64
+    private let whenFull: WhenFull
+    private let state: Mutex<State>
+    /// Signalled when a waiting producer may find room (a frame taken, the stream ended).
+    private let room = DispatchSemaphore(value: 0)
+
+    package init(id: UInt64, capacity: Int, whenFull: WhenFull) {
         self.id = id
-        self.growable = growable
+        self.whenFull = whenFull
         state = Mutex(State(ring: Array(repeating: nil, count: max(1, capacity))))
     }
 
-    /// Queues a frame; returns how many older frames it pushed out (0 or 1). Ignored after the end.
+    package convenience init(id: UInt64, capacity: Int, growable: Bool) {
+        self.init(id: id, capacity: capacity, whenFull: growable ? .grow : .dropOldest)
+    }
+
+    /// Queues a frame; returns how many older frames it pushed out (0 or 1). Ignored after the end. With
+    /// `.waitForRoom` it blocks the calling thread while the ring is full (until a frame is taken or the end).
     package func yield(_ frame: VideoFrame) -> Int {
+        while true {
+            var full = false
+            let dropped = push(frame, full: &full)
+            if !full { return dropped }
+            room.wait()
+        }
+    }
+
+    private func push(_ frame: VideoFrame, full: inout Bool) -> Int {
         var resume: UnsafeContinuation<Result<VideoFrame?, CaptureError>, Never>?
-        let dropped = state.withLock { s -> Int in
+        let dropped = state.withLock { [whenFull] s -> Int in
             guard s.end == nil else { return 0 }
             if let w = s.waiter { s.waiter = nil; resume = w; return 0 }
             var dropped = 0
             if s.count == s.ring.count {
-                if growable {
+                if whenFull == .waitForRoom { s.producerWaiting = true; full = true; return 0 }
+                if whenFull == .grow {
                     // Unroll into a ring twice the size (rare: only while the consumer is behind).
                     var bigger = [VideoFrame?](repeating: nil, count: s.ring.count * 2)
                     for i in 0..<s.count { bigger[i] = s.ring[(s.head + i) % s.ring.count] }
@@ -92,6 +123,7 @@ package final class FrameSubscription: Sendable {
             s.end = error.map { .failed($0) } ?? .stopped
             let w = s.waiter; s.waiter = nil; return w
         }
+        room.signal()   // a producer waiting for room returns (the frame is ignored after the end)
         waiter?.resume(returning: error.map { .failure($0) } ?? .success(nil))
     }
 
@@ -99,6 +131,7 @@ package final class FrameSubscription: Sendable {
         if s.count > 0 {
             let f = s.ring[s.head]; s.ring[s.head] = nil
             s.head = (s.head + 1) % s.ring.count; s.count -= 1
+            if s.producerWaiting { s.producerWaiting = false; room.signal() }
             return .success(f)
         }
         switch s.end {

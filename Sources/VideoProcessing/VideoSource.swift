@@ -93,20 +93,60 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
         var takers: [Int] = []
     }
 
+    /// How the source shapes every frame before the sinks' wants and the output request apply.
+    public struct Options: Sendable {
+        /// Apply each frame's own rotation to the pixels (outputs have rotation 0, as WebRTC's
+        /// `rotation_applied`); else it is carried as metadata for the consumer to apply.
+        public var applyRotation = false
+        /// A rotation of the source's own, applied to the pixels after the frame's (a preview turned by hand).
+        public var rotation: VideoRotation = .rotation0
+        /// Mirror the picture horizontally (a front camera's preview).
+        public var mirror = false
+        /// The output size before any request or want (exactly this size, stretched if its aspect differs);
+        /// nil: the camera's size, made even (I420's chroma is subsampled).
+        public var size: FrameSize?
+        /// Called on the delivery thread with each frame before it is adapted: a `requestOutputFormat` made
+        /// here applies to this frame (a schedule replayed on capture timestamps).
+        public var willAdapt: (@Sendable (VideoFrame) -> Void)?
+        /// Called on the delivery thread after each conversion with the frame's sequence number and the
+        /// conversion's time in nanoseconds (metrics, per-frame work time).
+        public var didConvert: (@Sendable (_ sequence: UInt64, _ nanoseconds: Int64) -> Void)?
+        public init(applyRotation: Bool = false, rotation: VideoRotation = .rotation0, mirror: Bool = false, size: FrameSize? = nil) {
+            self.applyRotation = applyRotation; self.rotation = rotation; self.mirror = mirror; self.size = size
+        }
+    }
+
     private let control = Mutex(Control())
     private let work: Mutex<Work>
-    private let applyRotation: Bool
+    public let options: Options
     private weak let capturer: CameraVideoCapturer?
 
     /// A source over `capturer`. With `applyRotation`, each frame's rotation is applied to the pixels
     /// (outputs have rotation 0); else it is carried as metadata for the consumer to apply.
-    public init(capturer: CameraVideoCapturer, applyRotation: Bool = false) {
+    public convenience init(capturer: CameraVideoCapturer, applyRotation: Bool = false) {
+        self.init(capturer: capturer, options: Options(applyRotation: applyRotation))
+    }
+
+    /// A source over `capturer` that shapes every frame as `options` say.
+    public init(capturer: CameraVideoCapturer, options: Options) {
         self.capturer = capturer
-        self.applyRotation = applyRotation
+        self.options = options
         var w = Work()
         w.deliveries.reserveCapacity(8); w.takers.reserveCapacity(8)
         work = Mutex(w)
         capturer.addDelegate(self)
+    }
+
+    /// The size of the output for a camera frame of `input` (rotated by `rotation`) with no request and no
+    /// sink wanting less: what an encoder fed by this source gets, known before the first frame.
+    public func plannedOutputSize(input: FrameSize, rotation: VideoRotation = .rotation0) -> FrameSize {
+        let shown = VideoSource.rotation(for: rotation, options).swapsDimensions ? FrameSize(width: input.height, height: input.width) : input
+        return Adaptation.fit(options.size ?? shown, maxSize: nil, maxPixelCount: nil).size
+    }
+
+    /// The rotation applied to the pixels of a frame that carries `frame`.
+    private static func rotation(for frame: VideoRotation, _ options: Options) -> VideoRotation {
+        options.applyRotation ? VideoRotation(degrees: frame.degrees + options.rotation.degrees) ?? .rotation0 : options.rotation
     }
 
     /// Stops receiving frames from the capturer and ends every sequence.
@@ -130,11 +170,14 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
 
     /// The frames a consumer wants, as an async sequence that ends when capture stops (throwing the capture
     /// error, as the capturer's own `frames()`) or when the source is detached. It buffers the newest
-    /// `bufferingNewest` frames; older ones are dropped as `.starvation`.
-    public func frames(wants: VideoSinkWants = .init(), bufferingNewest: Int = 2) -> VideoFrameStream {
+    /// `bufferingNewest` frames; older ones are dropped as `.starvation`. With `waitsForConsumer`, nothing is
+    /// dropped: while the buffer is full the capturer's delivery thread waits for the consumer (frames as fast
+    /// as they are consumed, from a fixture camera that paces itself on its buffers; a real camera's capturer
+    /// then drops late frames itself, counted in its statistics).
+    public func frames(wants: VideoSinkWants = .init(), bufferingNewest: Int = 2, waitsForConsumer: Bool = false) -> VideoFrameStream {
         let (id, sub) = control.withLock { c -> (UInt64, FrameSubscription) in
             c.nextID += 1
-            let sub = FrameSubscription(id: c.nextID, capacity: max(1, min(bufferingNewest, 64)), growable: false)
+            let sub = FrameSubscription(id: c.nextID, capacity: max(1, min(bufferingNewest, 64)), whenFull: waitsForConsumer ? .waitForRoom : .dropOldest)
             c.sinks.append(SinkEntry(id: c.nextID, wants: wants, target: .stream(sub)))
             return (c.nextID, sub)
         }
@@ -175,9 +218,11 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
     // MARK: CameraVideoCapturerDelegate
 
     public func capturer(_ capturer: CameraVideoCapturer, didCapture frame: VideoFrame) {
+        options.willAdapt?(frame)
         let (sinks, request) = control.withLock { c in (c.sinks, c.request) }
         var counts = (converted: false, scales: 0, output: false, dropReason: DropReason?.none)
         var outSize: FrameSize?, inSize = frame.buffer.size, limited = false
+        var failure: ProcessingError?
         let deliveries = work.withLock { w -> [(Target, VideoFrame)] in
             w.deliveries.removeAll(keepingCapacity: true)
             w.inputWindow.add(frame.timestampNs)
@@ -207,24 +252,31 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
                 alignment = max(alignment, wnt.alignment)
                 if let p = wnt.maxPixelCount, p > 0 { maxPixels = maxPixels.map { max($0, p) } } else { maxPixels = nil }
             }
-            let rotation: VideoRotation = applyRotation ? frame.rotation : .rotation0
+            let rotation = VideoSource.rotation(for: frame.rotation, options)
             if rotation.swapsDimensions { inSize = FrameSize(width: inSize.height, height: inSize.width) }
-            if let m = request.maxSize, m.width > inSize.width || m.height > inSize.height { limited = true }
-            let shared = Adaptation.fit(inSize, maxSize: request.maxSize, maxPixelCount: maxPixels, alignment: alignment)
+            // The source's own size (exact, stretched) replaces the camera's before requests and wants apply.
+            let base = options.size ?? inSize
+            if let m = request.maxSize, m.width > base.width || m.height > base.height { limited = true }
+            let shared = Adaptation.fit(base, maxSize: request.maxSize, maxPixelCount: maxPixels, alignment: alignment)
             let t0 = monotonicNanoseconds()
             let picture: I420Buffer
-            do {
-                // Crop applies to the unrotated input: map it back when rotating by 90/270.
-                var crop = shared.crop
+            do throws(ProcessingError) {
+                // Crop applies to the unrotated input: map it back when rotating by 90/270. A fixed size is a
+                // stretch of the whole picture (its fit's crop would be of the fixed size, not of the input).
+                var crop = options.size == nil ? shared.crop : nil
                 if let c = crop, rotation.swapsDimensions { crop = CropRect(x: c.y, y: c.x, width: c.height, height: c.width) }
+                let scale = shared.isIdentity && options.size == nil ? nil : shared.size
                 picture = try w.converter.convert(frame.buffer, options: FrameConverter.Options(
-                    crop: crop, rotation: rotation, scale: shared.isIdentity ? nil : shared.size))
+                    crop: crop, rotation: rotation, mirror: options.mirror, scale: scale))
             } catch {
+                // One bad frame (a corrupt JPEG, a short buffer) is dropped; anything else will fail every frame.
+                if error.code != .decodeFailed && error.code != .shortBuffer { failure = error }
                 counts.dropReason = .undecodable; return []
             }
             counts.converted = true
+            options.didConvert?(frame.sequence, monotonicNanoseconds() - t0)
             outSize = FrameSize(width: picture.width, height: picture.height)
-            let outRotation: VideoRotation = applyRotation ? .rotation0 : frame.rotation
+            let outRotation: VideoRotation = options.applyRotation ? .rotation0 : frame.rotation
             let sharedFrame = VideoFrame(buffer: picture.buffer, rotation: outRotation, timestampNs: frame.timestampNs, sequence: frame.sequence)
             for i in takers {
                 let s = sinks[i]
@@ -267,6 +319,10 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
             if counts.output { c.stats.outputFrames += 1; c.stats.outputSize = outSize }
             if let r = counts.dropReason { c.stats.dropped[r, default: 0] += 1 }
             if starved > 0 { c.stats.dropped[.starvation, default: 0] += starved }
+        }
+        if let failure {
+            // Frames of this format cannot be converted at all: the sequences end with the reason.
+            endStreams(CaptureError(.unsupportedFormat, "frames cannot be converted to I420: \(failure)"))
         }
     }
 

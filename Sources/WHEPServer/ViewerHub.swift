@@ -164,7 +164,7 @@ public final class ViewerHub: EncodedOutput, @unchecked Sendable {
         let peers = state.withLock { $0.peers }
         return peers.contains { $0.isConnected }
     }
-    public func write(_ frame: EncodedFrame, captureNs: Int64) throws {
+    public func write(_ frame: EncodedFrame) throws {
         let now = monotonicNanoseconds()
         if keyFramePending.load(ordering: .acquiring) {
             let due = state.withLock { s -> Bool in
@@ -175,7 +175,7 @@ public final class ViewerHub: EncodedOutput, @unchecked Sendable {
         }
         if frame.isKeyFrame { state.withLock { $0.lastKeyFrameNs = max($0.lastKeyFrameNs, now) } }
         let peers = state.withLock { $0.peers }
-        for p in peers { p.send(frame, captureNs: captureNs) }
+        for p in peers { p.send(frame, captureNs: frame.timestampNs) }
     }
     public func end() throws { closeAll(reason: "the server stopped") }
     public func discard() { closeAll(reason: "the server stopped") }

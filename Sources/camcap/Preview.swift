@@ -46,13 +46,8 @@ struct Preview: AsyncParsableCommand {
                 n == 0 ? snapshot : "\(stem)-\(String(format: "%06d", n)).\(ext)"
             })
         }
-        let base = FrameConverter.Options(rotation: VideoRotation(rawValue: rotate)!, mirror: mirror, scale: scale)
-        let applyRotation = applyRotation, rotate = rotate
-        pipeline.conversion = { frame, _ in
-            var o = base
-            if applyRotation { o.rotation = VideoRotation(degrees: rotate + frame.rotation.degrees)! }
-            return o
-        }
+        // The source turns, mirrors and scales every frame once; with --apply-rotation the camera's own rotation first.
+        pipeline.sourceOptions = VideoSource.Options(applyRotation: applyRotation, rotation: VideoRotation(rawValue: rotate)!, mirror: mirror, size: scale)
         try await pipeline.runCommand("preview", quiet: capture.quiet, stages: stages)
     }
 }

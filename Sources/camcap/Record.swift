@@ -65,11 +65,11 @@ struct Record: AsyncParsableCommand {
         encode.usesEncoderThread = capture.fast
         stages.append(encode)
         if let adapt {
-            pipeline.adaptation = ScheduledAdaptation(try AdaptSchedule(parsing: adapt))
+            pipeline.adaptSchedule = try AdaptSchedule(parsing: adapt)
             // Each step sets the encoder's rates: its bitrate (or --bitrate) at its frame rate (at most the camera's).
-            let baseKbps = bitrate
-            pipeline.onAdaptationStep = { [unowned pipeline] step in
-                try? encode.control.setRates(bitrate: (step.kbps ?? baseKbps) * 1000, fps: max(1, min(step.maxFps, pipeline.applied.fps.fps)))
+            let baseKbps = bitrate, control = encode.control, cameraFps = pipeline.selection.fps.fps
+            pipeline.onAdaptationStep = { step in
+                try? control.setRates(bitrate: (step.kbps ?? baseKbps) * 1000, fps: max(1, min(step.maxFps, cameraFps)))
             }
         }
         if let preview { stages.append(try Y4MStage(path: preview)) }
@@ -77,8 +77,6 @@ struct Record: AsyncParsableCommand {
             let stem = (output as NSString).deletingPathExtension
             stages.append(try SnapshotStage(every: n) { "\(stem)-snapshot-\(String(format: "%06d", $0)).jpg" })
         }
-        // The encoder gets the applied size made even (4:2:0); the one conversion scales when needed.
-        pipeline.conversion = EncodeStage.evenSizeConversion
         try await pipeline.runCommand("recording", quiet: capture.quiet, stages: stages)
     }
 }

@@ -176,13 +176,8 @@ struct Serve: AsyncParsableCommand {
         let encode = EncodeStage(settings: settings, keyIntervalSeconds: keyintSeconds ?? 2, outputs: [hub])
         hub.connect(encode, adapting: adaptToBandwidth ? pipeline.outputRequests : nil)
         // The camera's rotation is applied to the pixels (browsers get an upright picture, as WebRTC's
-        // rotation_applied), and the size made even for 4:2:0.
-        pipeline.conversion = { frame, applied in
-            let quarter = frame.rotation == .rotation90 || frame.rotation == .rotation270
-            let shown = quarter ? FrameSize(width: applied.size.height, height: applied.size.width) : applied.size
-            let even = FrameSize(width: shown.width & ~1, height: shown.height & ~1)
-            return FrameConverter.Options(rotation: frame.rotation, scale: even != shown ? even : nil)
-        }
+        // rotation_applied); the source makes the size even for 4:2:0.
+        pipeline.sourceOptions = VideoSource.Options(applyRotation: true)
         // The HTTP server is up before the camera starts: a busy port fails at once, with nothing captured.
         let endpoint = WHEPEndpoint(hub: hub, policy: policy, metrics: { registry.emitToString() })
         let server = try await HTTPServer.start(host: address.host, port: address.port, endpoint: endpoint, tls: tls?.0)

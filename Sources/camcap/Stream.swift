@@ -93,7 +93,6 @@ struct Stream: AsyncParsableCommand {
         if let output { outputs.append(try AnnexBFileOutput(path: output)) }
         let encode = EncodeStage(settings: settings, keyIntervalSeconds: keySeconds, outputs: outputs)
         rtpOutput.connect(encode, adapting: adaptToBandwidth ? pipeline.outputRequests : nil)
-        pipeline.conversion = EncodeStage.evenSizeConversion
         try await pipeline.runCommand("streaming", quiet: capture.quiet, stages: [encode])
     }
 }

@@ -27,9 +27,9 @@ import H264
         let got = Mutex<[([UInt8], Int64)]>([])
         let callerThread = Mutex<Bool>(false)
         let me = pthread_self()
-        let thread = EncoderThread(encoder: try H264Encoder(settings: settings())) { frame, ts in
+        let thread = EncoderThread(encoder: try H264Encoder(settings: settings())) { frame in
             if pthread_equal(pthread_self(), me) != 0 { callerThread.withLock { $0 = true } }
-            got.withLock { $0.append((frame.data, ts)) }
+            got.withLock { $0.append((frame.data, frame.timestampNs)) }
         }
         for i in 0..<50 { try thread.submit(source[i], timestampNs: Int64(i) * 33_333_333) }
         try thread.finish()
@@ -44,7 +44,7 @@ import H264
     @Test func anOutputErrorStopsTheEncodingAndIsThrownToTheCaller() throws {
         struct DiskFull: Error {}
         let written = Mutex(0)
-        let thread = EncoderThread(encoder: try H264Encoder(settings: settings())) { _, _ in
+        let thread = EncoderThread(encoder: try H264Encoder(settings: settings())) { _ in
             let n = written.withLock { $0 += 1; return $0 }
             if n == 5 { throw DiskFull() }
         }
@@ -58,7 +58,7 @@ import H264
     }
 
     @Test func anEncodeErrorIsThrown() throws {
-        let thread = EncoderThread(encoder: try H264Encoder(settings: settings())) { _, _ in }
+        let thread = EncoderThread(encoder: try H264Encoder(settings: settings())) { _ in }
         try thread.submit(source[0], timestampNs: 0)
         // An odd size cannot be encoded: the thread's encode fails, and the caller hears of it.
         let odd = I420Buffer(width: 33, height: 17)
@@ -73,7 +73,7 @@ import H264
         final class Flag: @unchecked Sendable { let onDeinit: @Sendable () -> Void; init(_ f: @escaping @Sendable () -> Void) { onDeinit = f }; deinit { onDeinit() } }
         do {
             let flag = Flag { done.withLock { $0 = true } }
-            let thread = EncoderThread(encoder: try H264Encoder(settings: settings())) { _, _ in
+            let thread = EncoderThread(encoder: try H264Encoder(settings: settings())) { _ in
                 withExtendedLifetime(flag) { written.withLock { $0 += 1 } }
             }
             for i in 0..<3 { try thread.submit(source[i], timestampNs: Int64(i) * 33_333_333) }

@@ -86,6 +86,29 @@ func waitUntil(_ timeout: Double = 20, _ condition: () -> Bool) async -> Bool {
     return condition()
 }
 
+/// Converts every frame it gets with fixed options and keeps the I420 bytes by sequence (the reference).
+final class ReferenceConverter: CameraVideoCapturerDelegate, Sendable {
+    private let options: FrameConverter.Options
+    private let converter = Mutex(FrameConverter())
+    let pictures = Mutex<[UInt64: [UInt8]]>([:])
+    init(options: FrameConverter.Options) { self.options = options }
+    func capturer(_ capturer: CameraVideoCapturer, didCapture frame: VideoFrame) {
+        guard let picture = converter.withLock({ try? $0.convert(frame.buffer, options: options) }) else { return }
+        let bytes = i420Bytes(picture)
+        pictures.withLock { $0[frame.sequence] = bytes }
+    }
+}
+
+/// The planes of an I420 picture, packed (no stride padding).
+func i420Bytes(_ b: I420Buffer) -> [UInt8] {
+    var out: [UInt8] = []
+    let cw = (b.width + 1) / 2, ch = (b.height + 1) / 2
+    for (plane, stride, w, h) in [(b.dataY, b.strideY, b.width, b.height), (b.dataU, b.strideU, cw, ch), (b.dataV, b.strideV, cw, ch)] {
+        for r in 0..<h { out.append(contentsOf: UnsafeBufferPointer(start: plane + r * stride, count: w)) }
+    }
+    return out
+}
+
 @Suite(.serialized) struct VideoSourceTests {
     func capturer(disconnectAfter: Int? = nil) -> CameraVideoCapturer {
         CameraVideoCapturer(providers: [FixtureCameraProvider(options: .init(disconnectAfterFrames: disconnectAfter))])
@@ -138,6 +161,63 @@ func waitUntil(_ timeout: Double = 20, _ condition: () -> Bool) async -> Bool {
         #expect(!source.statistics.limitedByCamera)
         source.requestOutputFormat(maxSize: FrameSize(width: 3840, height: 2160), maxFps: nil)
         #expect(source.outputRequest.maxSize == FrameSize(width: 3840, height: 2160))
+    }
+
+    /// The source's own shaping (turned by hand, mirrored, at a fixed size, as `camcap preview` asks) is one
+    /// conversion, pixel for pixel the converter's with the same options; the planned size is the frames' size.
+    @Test func sourceOptionsShapeEveryFrameInTheOneConversion() async throws {
+        let cap = CameraVideoCapturer(providers: [FixtureCameraProvider(options: .init(pacing: .asFastAsConsumed))],
+                                      configuration: .init(alwaysDiscardsLateFrames: false))
+        let options = VideoSource.Options(rotation: .rotation90, mirror: true, size: FrameSize(width: 200, height: 300))
+        let source = VideoSource(capturer: cap, options: options)
+        // A delegate after the source converts each input frame itself, with the same options.
+        let reference = ReferenceConverter(options: FrameConverter.Options(rotation: .rotation90, mirror: true, scale: FrameSize(width: 200, height: 300)))
+        cap.addDelegate(reference)
+        let frames = source.frames(bufferingNewest: 4, waitsForConsumer: true)
+        _ = try await cap.startCapture(device: try cap.device("fixture:vivid"), targetSize: FrameSize(width: 640, height: 360))
+        var got: [(UInt64, [UInt8], FrameSize)] = []
+        for try await f in frames {
+            got.append((f.sequence, i420Bytes(I420Buffer(f.buffer)!), f.buffer.size))
+            if got.count == 10 { break }
+        }
+        source.detach()
+        try await cap.stopCapture()
+        #expect(source.plannedOutputSize(input: FrameSize(width: 640, height: 360)) == FrameSize(width: 200, height: 300))
+        #expect(got.count == 10 && got.allSatisfy { $0.2 == FrameSize(width: 200, height: 300) })
+        let want = reference.pictures.withLock { $0 }
+        #expect(got.allSatisfy { want[$0.0] == $0.1 }, "the source's pictures differ from the converter's")
+        // Without a fixed size: the camera's size turned (by the frame's rotation and the source's), made even.
+        let turned = VideoSource(capturer: cap, options: .init(applyRotation: true))
+        #expect(turned.plannedOutputSize(input: FrameSize(width: 641, height: 361), rotation: .rotation90) == FrameSize(width: 360, height: 640))
+        #expect(turned.plannedOutputSize(input: FrameSize(width: 641, height: 361)) == FrameSize(width: 640, height: 360))
+        turned.detach()
+    }
+
+    /// As fast as consumed: a source stream that waits for its consumer loses no frame, however slow the
+    /// consumer; the same consumer on a stream that drops (real time) loses frames, counted as starvation.
+    @Test func aStreamThatWaitsForItsConsumerLosesNothing() async throws {
+        for waits in [true, false] {
+            let cap = CameraVideoCapturer(providers: [FixtureCameraProvider(options: .init(pacing: .asFastAsConsumed))],
+                                          configuration: .init(alwaysDiscardsLateFrames: false))
+            let source = VideoSource(capturer: cap)
+            let frames = source.frames(bufferingNewest: 2, waitsForConsumer: waits)
+            _ = try await cap.startCapture(device: try cap.device("fixture:vivid"), targetSize: FrameSize(width: 320, height: 240))
+            var sequences: [UInt64] = []
+            for try await f in frames {
+                sequences.append(f.sequence)
+                try await Task.sleep(nanoseconds: 3_000_000)   // a consumer slower than the fixture camera
+                if sequences.count == 40 { break }
+            }
+            source.detach()   // a delivery thread waiting for room returns
+            try await cap.stopCapture()
+            let starved = source.statistics.dropped[.starvation, default: 0]
+            if waits {
+                #expect(sequences == Array(sequences[0]..<sequences[0] + 40), "\(sequences)")
+                #expect(starved == 0)
+            } else {
+                #expect(starved > 0 && sequences.last! - sequences[0] > 39, "dropped \(starved), \(sequences)")
+            }
+        }
     }
 
     @Test func theSequenceEndsWithTheCaptureError() async throws {

@@ -153,7 +153,7 @@ case "run", "run-inline":
         }
     } else {
         // Two stages: the consumer converts frame N+1 while the encoder thread encodes and writes frame N.
-        let thread = EncoderThread(encoder: encoder) { frame, _ in try writer.write(frame) }
+        let thread = EncoderThread(encoder: encoder) { frame in try writer.write(frame) }
         for try await frame in stream {
             try thread.submit(try converter.convert(frame.buffer), timestampNs: frame.timestampNs)
             n += 1
