@@ -222,6 +222,8 @@ public struct ServerError: Error, Sendable, Equatable, CustomStringConvertible {
         public static let cannotListen = Code(rawValue: "cannot listen")
         /// A token, certificate or key file that cannot be read or is not what it should be.
         public static let badFile = Code(rawValue: "bad file")
+        /// A bearer token that is not valid RFC 6750 syntax (too short, a character outside b64token).
+        public static let badToken = Code(rawValue: "bad token")
         /// The TLS context could not be made.
         public static let tls = Code(rawValue: "tls")
     }

@@ -47,6 +47,38 @@ public enum ServeSecurity {
         return max(8, soft - 64 - viewers)
     }
 
+    /// The bearer token a server uses, and where it came from (for the start line): none with `noAuth`, else
+    /// the one given, the first line of `file` (a regular file of at most 4 KiB), `CAMCAP_TOKEN` from
+    /// `environment`, or a random one. A token that breaks RFC 6750's syntax is an error naming its source.
+    public static func token(noAuth: Bool, given: String?, file: String?, environment: [String: String]) throws(ServerError) -> (token: String?, source: String) {
+        if noAuth { return (nil, "none (--no-auth)") }
+        if let given {
+            guard isValidToken(given) else { throw ServerError(.badToken, "--token: \(tokenRule)") }
+            return (given, "--token")
+        }
+        if let file {
+            let text = try readSmallFile(file, what: "token file", limit: 4096).trimmingCharacters(in: .whitespacesAndNewlines)
+            guard isValidToken(text) else { throw ServerError(.badToken, "\(file): \(tokenRule)") }
+            return (text, file)
+        }
+        if let env = environment["CAMCAP_TOKEN"] {
+            guard isValidToken(env) else { throw ServerError(.badToken, "CAMCAP_TOKEN: \(tokenRule)") }
+            return (env, "$CAMCAP_TOKEN")
+        }
+        return (randomToken(), "random")
+    }
+
+    /// The names a server listening on `host` answers to in `Host` (lowercased): its listen and candidate
+    /// addresses, every interface address and loopback for a wildcard listener, `localhost` for loopback and
+    /// wildcard listeners, and the extra names given. Anything else is DNS rebinding or a mistake.
+    public static func hostNames(listening host: String, isWildcard: Bool, candidates: [String], interfaces: [String], extra: [String]) -> Set<String> {
+        var names = Set(([host] + candidates + extra).map { $0.lowercased() })
+        if isWildcard { names.formUnion(interfaces + ["127.0.0.1", "::1"]) }
+        if isWildcard || isLoopback(host) { names.insert("localhost") }
+        names.remove("0.0.0.0"); names.remove("::")
+        return names
+    }
+
     /// A regular file of at most `limit` bytes, as text; errors name the file and what is wrong.
     public static func readSmallFile(_ path: String, what: String, limit: Int) throws(ServerError) -> String {
         do throws(BoundedReadFailure) {

@@ -113,26 +113,10 @@ struct Serve: AsyncParsableCommand {
         do { try await serve() } catch { fail(error) }
     }
 
-    /// The token: --token, --token-file, $CAMCAP_TOKEN, else a random one; nil with --no-auth.
-    private func resolveToken() throws -> (String?, String) {
-        if noAuth { return (nil, "none (--no-auth)") }
-        if let token { return (token, "--token") }
-        if let tokenFile {
-            let text = try ServeSecurity.readSmallFile(tokenFile, what: "token file", limit: 4096).trimmingCharacters(in: .whitespacesAndNewlines)
-            guard ServeSecurity.isValidToken(text) else { throw CLIError("\(tokenFile): \(ServeSecurity.tokenRule)") }
-            return (text, tokenFile)
-        }
-        if let env = ProcessInfo.processInfo.environment["CAMCAP_TOKEN"] {
-            guard ServeSecurity.isValidToken(env) else { throw CLIError("CAMCAP_TOKEN: \(ServeSecurity.tokenRule)") }
-            return (env, "$CAMCAP_TOKEN")
-        }
-        return (ServeSecurity.randomToken(), "random")
-    }
-
     private func serve() async throws {
         let address = ListenAddress(listen)!
         // Everything read from files (token, certificate) is read before the camera starts: a bad path fails at once.
-        let (token, tokenSource) = try resolveToken()
+        let (token, tokenSource) = try ServeSecurity.token(noAuth: noAuth, given: token, file: tokenFile, environment: ProcessInfo.processInfo.environment)
         // Metrics (GET /metrics, Prometheus text): the library's swift-metrics go to this registry.
         let registry = PrometheusCollectorRegistry()
         var factory = PrometheusMetricsFactory(registry: registry)
@@ -158,10 +142,7 @@ struct Serve: AsyncParsableCommand {
         let limits = ViewerHub.Limits(maxViewers: maxViewers, maxPending: maxPending, maxPerAddress: maxViewersPerAddress,
                                       maxPendingPerAddress: maxPendingPerAddress)
         let hub = ViewerHub(identity: identity, configuration: peer, limits: limits, logger: cliLogger)
-        var names = Set(([address.host] + hosts + allowHost).map { $0.lowercased() })
-        if address.isWildcard { names.formUnion(interfaces + ["127.0.0.1", "::1"]) }
-        if address.isWildcard || ServeSecurity.isLoopback(address.host) { names.insert("localhost") }
-        names.remove("0.0.0.0"); names.remove("::")
+        let names = ServeSecurity.hostNames(listening: address.host, isWildcard: address.isWildcard, candidates: hosts, interfaces: interfaces, extra: allowHost)
         var policy = ServerPolicy(token: token, allowedOrigins: Set(allowOrigin.compactMap(ServeSecurity.origin)), hostNames: names)
         policy.requestTimeoutNs = Int64(requestTimeout * 1e9)
         policy.maxConnections = min(maxConnections, ServeSecurity.connectionsWithinDescriptorLimit(viewers: maxViewers + maxPending))
