@@ -4,6 +4,7 @@ import Foundation
 public import VideoCapture
 import VideoProcessing
 import Synchronization
+import SystemIO
 
 /// Provides the built-in fixture cameras (`fixture:NAME`, from `Sources/FixtureCameras/cameras/`) and any fixture file
 /// a user names by path.
@@ -158,11 +159,11 @@ final class FixtureStream: CaptureStream, @unchecked Sendable {
     private let sink: FrameSink
     private let controls: FixtureControls?
     private let stopRequested = Atomic<Bool>(false)
-    private var thread: CaptureThread?
+    private var thread: WorkerThread?
 
     init(applied: AppliedFormat, rotation: VideoRotation, options: FixtureCameraProvider.Options, controls: FixtureControls? = nil, sink: FrameSink) {
         self.applied = applied; self.rotation = rotation; self.options = options; self.sink = sink; self.controls = controls
-        thread = CaptureThread(name: "fixture-camera") { [self] in run() }
+        thread = WorkerThread(name: "fixture-camera") { [self] _ in run() }
     }
 
     func stop() {
@@ -209,7 +210,7 @@ final class FixtureStream: CaptureStream, @unchecked Sendable {
             var slot = -1
             for i in 0..<options.bufferCount where isKnownUniquelyReferenced(&storages[i]) { slot = i; break }
             if slot < 0 {
-                if options.pacing == .asFastAsConsumed { usleep(500); continue }
+                if options.pacing == .asFastAsConsumed { Sleep.for(nanoseconds: 500_000); continue }
                 for i in options.bufferCount..<storages.count where isKnownUniquelyReferenced(&storages[i]) { slot = i; break }
                 if slot < 0 {
                     sleepUntil(due)   // the frame this would have been is lost at its time
@@ -251,10 +252,7 @@ final class FixtureStream: CaptureStream, @unchecked Sendable {
 }
 
 
-private func sleepUntil(_ ns: Int64) {
-    var ts = timespec(tv_sec: Int(ns / 1_000_000_000), tv_nsec: Int(ns % 1_000_000_000))
-    while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nil) == EINTR {}
-}
+private func sleepUntil(_ ns: Int64) { Sleep.until(monotonicNs: ns) }
 
 /// prctl(PR_SET_TIMERSLACK, ns) for the calling thread. prctl is variadic (Swift cannot call it directly); its
 /// integer arguments pass in registers as for a fixed-argument function, so it is called through that type.

@@ -105,7 +105,9 @@ final class DTLSAssociation {
 }
 
 /// A libsrtp session for one direction. Not thread-safe: callers lock.
-final class SRTPSession {
+// @unchecked: libsrtp's session is used by one thread at a time: the outbound one only inside
+// SRTPTransport's Mutex, the inbound one only by the peer's thread (it lives in its PeerLoop).
+final class SRTPSession: @unchecked Sendable {
     private let pointer: OpaquePointer
     static let overhead = Int(cw_srtp_overhead())
 
