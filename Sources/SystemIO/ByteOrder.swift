@@ -39,3 +39,8 @@ extension Array where Element == UInt8 {
         self[offset + 2] = UInt8((value >> 8) & 0xff); self[offset + 3] = UInt8(value & 0xff)
     }
 }
+
+/// The four bytes of `value`, big-endian.
+@inlinable package func bigEndianBytes(_ value: UInt32) -> [UInt8] {
+    [UInt8(value >> 24), UInt8((value >> 16) & 0xff), UInt8((value >> 8) & 0xff), UInt8(value & 0xff)]
+}

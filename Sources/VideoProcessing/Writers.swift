@@ -309,19 +309,18 @@ public enum SnapshotWriter {
             z += raw[i..<(i + n)]
             i += n
         } while i < raw.count
-        z += be32(adler32(raw))
+        z += bigEndianBytes(adler32(raw))
         var out: [UInt8] = [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]
         func chunk(_ type: String, _ body: [UInt8]) {
             let t = Array(type.utf8)
-            out += be32(UInt32(body.count)); out += t; out += body; out += be32(crc32(t + body))
+            out += bigEndianBytes(UInt32(body.count)); out += t; out += body; out += bigEndianBytes(crc32(t + body))
         }
-        chunk("IHDR", be32(UInt32(w)) + be32(UInt32(h)) + [8, 2, 0, 0, 0])
+        chunk("IHDR", bigEndianBytes(UInt32(w)) + bigEndianBytes(UInt32(h)) + [8, 2, 0, 0, 0])
         chunk("IDAT", z)
         chunk("IEND", [])
         return out
     }
 
-    private static func be32(_ v: UInt32) -> [UInt8] { [UInt8(v >> 24), UInt8(v >> 16 & 0xff), UInt8(v >> 8 & 0xff), UInt8(v & 0xff)] }
     private static func adler32(_ d: [UInt8]) -> UInt32 {
         var a: UInt32 = 1, b: UInt32 = 0
         for x in d { a = (a + UInt32(x)) % 65521; b = (b + a) % 65521 }

@@ -70,7 +70,8 @@ public final class WebRTCPeer: Sendable {
     public let sender: RTPSender
 
     private let configuration: Configuration
-    private let transport: SRTPTransport
+    /// Internal for tests (a measure of its sending path).
+    let transport: SRTPTransport
     /// What the peer's thread reports and `close` asks.
     private struct Status {
         var stop = false
