@@ -145,30 +145,29 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
 }
 
 /// One streaming fixture camera: a thread that renders and paces frames.
-final class FixtureStream: CaptureStream, @unchecked Sendable {
+final class FixtureStream: CaptureStream, Sendable {
     /// index × num / den in 128 bits (a rate like 4294967295/143165576 would overflow 64), saturated.
     static func offset(_ index: Int64, _ num: Int128, _ den: Int128) -> Int64 {
         Int64(exactly: Int128(index) * num / Swift.max(den, 1)) ?? .max / 2
     }
 
-    // @unchecked: `applied`, `rotation`, `options`, `sink` are immutable and `thread` is set once in init; the
-    // renderer objects are touched only by the stream's own thread.
+    // Everything is immutable or guarded; the renderer objects are locals of the stream's own thread.
     let applied: AppliedFormat
     private let rotation: VideoRotation
     private let options: FixtureCameraProvider.Options
     private let sink: FrameSink
     private let controls: FixtureControls?
     private let stopRequested = Atomic<Bool>(false)
-    private var thread: WorkerThread?
+    private let thread = Mutex<WorkerThread?>(nil)
 
     init(applied: AppliedFormat, rotation: VideoRotation, options: FixtureCameraProvider.Options, controls: FixtureControls? = nil, sink: FrameSink) {
         self.applied = applied; self.rotation = rotation; self.options = options; self.sink = sink; self.controls = controls
-        thread = WorkerThread(name: "fixture-camera") { [self] _ in run() }
+        thread.withLock { $0 = WorkerThread(name: "fixture-camera") { [self] _ in run() } }
     }
 
     func stop() {
         stopRequested.store(true, ordering: .releasing)
-        thread?.join()
+        thread.withLock { $0 }?.join()
     }
 
     private func run() {

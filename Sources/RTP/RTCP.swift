@@ -147,7 +147,7 @@ public enum RTCPWriter {
         let words = 4 + list.count
         return [0x8f, 206, UInt8(words >> 8), UInt8(words & 0xff)] + bigEndianBytes(sender) + bigEndianBytes(0) + Array("REMB".utf8)
             + [UInt8(list.count), UInt8(exponent << 2) | UInt8((mantissa >> 16) & 0x3), UInt8((mantissa >> 8) & 0xff), UInt8(mantissa & 0xff)]
-            + list.flatMap(be32)
+            + list.flatMap(bigEndianBytes)
     }
 
     /// A BYE for `ssrc` (appended to a report: the receiver learns the stream has ended).
