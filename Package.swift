@@ -36,26 +36,29 @@ let package = Package(
         .systemLibrary(name: "COpenH264", pkgConfig: "openh264", providers: [.apt(["libopenh264-dev"])]),
         .systemLibrary(name: "CTurboJPEG", pkgConfig: "libturbojpeg", providers: [.apt(["libturbojpeg0-dev"])]),
 
+        // The one I/O layer: sockets, files, memory maps, sleeping and threads (EINTR and errno handled in one
+        // place), and the byte-order helpers. Below every module; V4L2 device calls stay in V4L2Capture/Kernel.swift.
+        .target(name: "SystemIO", swiftSettings: upcoming),
         .target(name: "VideoCapture",
-                dependencies: [.product(name: "Logging", package: "swift-log")],
+                dependencies: ["SystemIO", .product(name: "Logging", package: "swift-log")],
                 swiftSettings: upcoming),
         .target(name: "VideoProcessing",
-                dependencies: ["VideoCapture", "CLibYUV", "CTurboJPEG"],
+                dependencies: ["VideoCapture", "SystemIO", "CLibYUV", "CTurboJPEG"],
                 swiftSettings: upcoming),
         .target(name: "FixtureCameras",
-                dependencies: ["VideoCapture", "VideoProcessing"],
+                dependencies: ["VideoCapture", "VideoProcessing", "SystemIO"],
                 exclude: ["README.md", "cameras"],   // compiled in: BuiltinCameras.swift
                 swiftSettings: upcoming),
         .target(name: "V4L2Capture",
-                dependencies: ["VideoCapture", "CV4L2"],
+                dependencies: ["VideoCapture", "SystemIO", "CV4L2"],
                 swiftSettings: upcoming),
         .target(name: "H264",
-                dependencies: ["VideoCapture", "VideoProcessing", "COpenH264"],
+                dependencies: ["VideoCapture", "VideoProcessing", "SystemIO", "COpenH264"],
                 swiftSettings: upcoming),
-        .target(name: "RTP", dependencies: ["VideoCapture", "H264"], swiftSettings: upcoming),
+        .target(name: "RTP", dependencies: ["VideoCapture", "H264", "SystemIO"], swiftSettings: upcoming),
         // OpenSSL (DTLS 1.2 + use_srtp, ECDSA certificate, HMAC) and libsrtp2 behind a thin C shim.
         .target(name: "CWebRTC", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto"), .linkedLibrary("srtp2")]),
-        .target(name: "WebRTC", dependencies: ["VideoCapture", "RTP", "H264", "CWebRTC"], swiftSettings: upcoming),
+        .target(name: "WebRTC", dependencies: ["VideoCapture", "RTP", "H264", "SystemIO", "CWebRTC"], swiftSettings: upcoming),
         // The capture session, its stages and outputs (files, RTP): what every command runs, without the CLI.
         .target(name: "CapturePipeline",
                 dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture", "H264", "RTP",
@@ -65,7 +68,7 @@ let package = Package(
         // WHEP (RFC 9725) to many browsers from one encode: the viewers, a framework-neutral endpoint (request in,
         // response out), its SwiftNIO HTTP/1.1 host and the player page.
         .target(name: "WHEPServer",
-                dependencies: ["CapturePipeline", "VideoCapture", "H264", "RTP", "WebRTC",
+                dependencies: ["CapturePipeline", "VideoCapture", "H264", "RTP", "WebRTC", "SystemIO",
                                .product(name: "NIOCore", package: "swift-nio"),
                                .product(name: "NIOPosix", package: "swift-nio"),
                                .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -99,7 +102,8 @@ let package = Package(
         .testTarget(name: "H264Tests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture", "H264", "TestSupport"]),
         .testTarget(name: "V4L2CaptureTests", dependencies: ["VideoCapture", "V4L2Capture", "CV4L2"]),
         .testTarget(name: "CamcapTests", dependencies: ["camcap", "embedded-whep-example", "frame-consumer-example", "WHEPServer", "WebRTC", "TestSupport"]),
-        .testTarget(name: "RTPTests", dependencies: ["RTP", "H264", "VideoCapture", "FixtureCameras", "TestSupport"]),
+        .testTarget(name: "SystemIOTests", dependencies: ["SystemIO"]),
+        .testTarget(name: "RTPTests", dependencies: ["RTP", "H264", "SystemIO", "VideoCapture", "FixtureCameras", "TestSupport"]),
         .testTarget(name: "WebRTCTests", dependencies: ["WebRTC", "RTP", "H264", "CWebRTC", "TestSupport"]),
     ]
 )

@@ -62,9 +62,8 @@ public final class RTPOutput: EncodedOutput {
     /// (`BandwidthFollower`).
     public func connect(_ encode: EncodeStage, adapting requests: OutputRequests?) {
         let control = encode.control
-        sender.onKeyFrameRequest = { control.requestKeyFrame() }
         let follower = BandwidthFollower(encode, adapting: requests)
-        sender.onBitrateEstimate = { bps in follower.update(bitsPerSecond: bps) }
+        sender.setFeedbackHandlers(keyFrameRequest: { control.requestKeyFrame() }, bitrateEstimate: { bps in follower.update(bitsPerSecond: bps) })
     }
 
     /// The SDP a receiver opens for this stream (the same settings always give the same SPS/PPS).

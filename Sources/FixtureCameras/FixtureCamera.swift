@@ -4,6 +4,7 @@ import Foundation
 public import VideoCapture
 import VideoProcessing
 import Synchronization
+import SystemIO
 
 /// Provides the built-in fixture cameras (`fixture:NAME`, from `Sources/FixtureCameras/cameras/`) and any fixture file
 /// a user names by path.
@@ -144,30 +145,29 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
 }
 
 /// One streaming fixture camera: a thread that renders and paces frames.
-final class FixtureStream: CaptureStream, @unchecked Sendable {
+final class FixtureStream: CaptureStream, Sendable {
     /// index × num / den in 128 bits (a rate like 4294967295/143165576 would overflow 64), saturated.
     static func offset(_ index: Int64, _ num: Int128, _ den: Int128) -> Int64 {
         Int64(exactly: Int128(index) * num / Swift.max(den, 1)) ?? .max / 2
     }
 
-    // @unchecked: `applied`, `rotation`, `options`, `sink` are immutable and `thread` is set once in init; the
-    // renderer objects are touched only by the stream's own thread.
+    // Everything is immutable or guarded; the renderer objects are locals of the stream's own thread.
     let applied: AppliedFormat
     private let rotation: VideoRotation
     private let options: FixtureCameraProvider.Options
     private let sink: FrameSink
     private let controls: FixtureControls?
     private let stopRequested = Atomic<Bool>(false)
-    private var thread: CaptureThread?
+    private let thread = Mutex<WorkerThread?>(nil)
 
     init(applied: AppliedFormat, rotation: VideoRotation, options: FixtureCameraProvider.Options, controls: FixtureControls? = nil, sink: FrameSink) {
         self.applied = applied; self.rotation = rotation; self.options = options; self.sink = sink; self.controls = controls
-        thread = CaptureThread(name: "fixture-camera") { [self] in run() }
+        thread.withLock { $0 = WorkerThread(name: "fixture-camera") { [self] _ in run() } }
     }
 
     func stop() {
         stopRequested.store(true, ordering: .releasing)
-        thread?.join()
+        thread.withLock { $0 }?.join()
     }
 
     private func run() {
@@ -209,7 +209,7 @@ final class FixtureStream: CaptureStream, @unchecked Sendable {
             var slot = -1
             for i in 0..<options.bufferCount where isKnownUniquelyReferenced(&storages[i]) { slot = i; break }
             if slot < 0 {
-                if options.pacing == .asFastAsConsumed { usleep(500); continue }
+                if options.pacing == .asFastAsConsumed { Sleep.for(nanoseconds: 500_000); continue }
                 for i in options.bufferCount..<storages.count where isKnownUniquelyReferenced(&storages[i]) { slot = i; break }
                 if slot < 0 {
                     sleepUntil(due)   // the frame this would have been is lost at its time
@@ -251,10 +251,7 @@ final class FixtureStream: CaptureStream, @unchecked Sendable {
 }
 
 
-private func sleepUntil(_ ns: Int64) {
-    var ts = timespec(tv_sec: Int(ns / 1_000_000_000), tv_nsec: Int(ns % 1_000_000_000))
-    while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nil) == EINTR {}
-}
+private func sleepUntil(_ ns: Int64) { Sleep.until(monotonicNs: ns) }
 
 /// prctl(PR_SET_TIMERSLACK, ns) for the calling thread. prctl is variadic (Swift cannot call it directly); its
 /// integer arguments pass in registers as for a fixed-argument function, so it is called through that type.

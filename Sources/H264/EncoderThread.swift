@@ -1,5 +1,6 @@
 public import VideoCapture
 import Foundation
+import SystemIO
 
 /// An `H264Encoder` on a thread of its own, for throughput: the caller converts picture N+1 while picture N
 /// encodes, so a two-core machine does the conversion (an MJPEG decode, a YUYV repack) and the encoding at
@@ -21,10 +22,8 @@ public final class EncoderThread: Sendable {
     /// key-frame requests and rates are taken before the next picture).
     public init(encoder: H264Encoder, name: String = "h264-encoder", output: @escaping Output) {
         core = Core(encoder: encoder, output: output)
-        let t = Thread { [core] in core.run() }   // the thread holds the core, not this object: releasing it ends the thread
-        t.name = name
-        t.qualityOfService = .userInteractive
-        t.start()
+        // The thread holds the core, not this object: releasing it ends the thread (which is then detached).
+        _ = WorkerThread(name: name) { [core] _ in core.run() }
     }
 
     /// Key frames and rates from any thread, and the encoder's statistics.

@@ -1,3 +1,5 @@
+import SystemIO
+
 /// A parsed RTP header (RFC 3550 §5.1) and where the payload sits in the packet.
 public struct RTPHeader: Sendable, Equatable {
     public var marker: Bool
@@ -28,9 +30,9 @@ public struct RTPHeader: Sendable, Equatable {
         }
         marker = p[1] & 0x80 != 0
         payloadType = p[1] & 0x7f
-        sequence = UInt16(p[2]) << 8 | UInt16(p[3])
-        timestamp = UInt32(p[4]) << 24 | UInt32(p[5]) << 16 | UInt32(p[6]) << 8 | UInt32(p[7])
-        ssrc = UInt32(p[8]) << 24 | UInt32(p[9]) << 16 | UInt32(p[10]) << 8 | UInt32(p[11])
+        sequence = p.bigEndianUInt16(at: 2)
+        timestamp = p.bigEndianUInt32(at: 4)
+        ssrc = p.bigEndianUInt32(at: 8)
         payloadOffset = off; payloadLength = end - off
     }
 }

@@ -1,3 +1,5 @@
+import SystemIO
+
 /// RTCP (RFC 3550, RFC 4585, RFC 5104, draft-alvestrand-rmcat-remb): what a sender builds and what it parses.
 public enum RTCPPacket: Sendable, Equatable {
     /// A report block of an SR or RR about one source.
@@ -48,17 +50,13 @@ extension RTCPPacket {
         return out
     }
 
-    private static func u32(_ b: UnsafeRawBufferPointer, _ i: Int) -> UInt32 {
-        UInt32(b[i]) << 24 | UInt32(b[i + 1]) << 16 | UInt32(b[i + 2]) << 8 | UInt32(b[i + 3])
-    }
-
     private static func blocks(_ b: UnsafeRawBufferPointer, from: Int, count: Int, at o: Int) throws(RTCPParseError) -> [ReportBlock] {
         guard from + 24 * count <= b.count else { throw RTCPParseError(message: "\(count) report blocks do not fit", offset: o) }
         return (0..<count).map { k in
             let i = from + 24 * k
-            let lostRaw = Int32(bitPattern: (u32(b, i + 4) & 0x00ff_ffff) << 8) >> 8   // 24-bit signed
-            return ReportBlock(ssrc: u32(b, i), fractionLost: b[i + 4], cumulativeLost: lostRaw, highestSequence: u32(b, i + 8),
-                               jitter: u32(b, i + 12), lastSR: u32(b, i + 16), delaySinceLastSR: u32(b, i + 20))
+            let lostRaw = Int32(bitPattern: (b.bigEndianUInt32(at: i + 4) & 0x00ff_ffff) << 8) >> 8   // 24-bit signed
+            return ReportBlock(ssrc: b.bigEndianUInt32(at: i), fractionLost: b[i + 4], cumulativeLost: lostRaw, highestSequence: b.bigEndianUInt32(at: i + 8),
+                               jitter: b.bigEndianUInt32(at: i + 12), lastSR: b.bigEndianUInt32(at: i + 16), delaySinceLastSR: b.bigEndianUInt32(at: i + 20))
         }
     }
 
@@ -66,20 +64,20 @@ extension RTCPPacket {
         switch type {
         case 200:   // SR
             guard b.count >= 24 else { throw RTCPParseError(message: "sender report of \(b.count) bytes", offset: o) }
-            let ntp = UInt64(u32(b, 4)) << 32 | UInt64(u32(b, 8))
-            return .senderReport(ssrc: u32(b, 0), ntp: ntp, rtpTimestamp: u32(b, 12), packets: u32(b, 16), octets: u32(b, 20),
+            let ntp = UInt64(b.bigEndianUInt32(at: 4)) << 32 | UInt64(b.bigEndianUInt32(at: 8))
+            return .senderReport(ssrc: b.bigEndianUInt32(at: 0), ntp: ntp, rtpTimestamp: b.bigEndianUInt32(at: 12), packets: b.bigEndianUInt32(at: 16), octets: b.bigEndianUInt32(at: 20),
                                  reports: try blocks(b, from: 24, count: count, at: o))
         case 201:   // RR
             guard b.count >= 4 else { throw RTCPParseError(message: "receiver report of \(b.count) bytes", offset: o) }
-            return .receiverReport(ssrc: u32(b, 0), reports: try blocks(b, from: 4, count: count, at: o))
+            return .receiverReport(ssrc: b.bigEndianUInt32(at: 0), reports: try blocks(b, from: 4, count: count, at: o))
         case 205, 206:   // transport / payload-specific feedback
             guard b.count >= 8 else { throw RTCPParseError(message: "feedback message of \(b.count) bytes", offset: o) }
-            let sender = u32(b, 0), media = u32(b, 4)
+            let sender = b.bigEndianUInt32(at: 0), media = b.bigEndianUInt32(at: 4)
             if type == 205 && count == 1 {   // generic NACK: (PID, BLP)*
                 var lost: [UInt16] = []
                 var i = 8
                 while i + 4 <= b.count {
-                    let pid = UInt16(b[i]) << 8 | UInt16(b[i + 1]), blp = UInt16(b[i + 2]) << 8 | UInt16(b[i + 3])
+                    let pid = b.bigEndianUInt16(at: i), blp = b.bigEndianUInt16(at: i + 2)
                     lost.append(pid)
                     for bit in 0..<16 where blp & (1 << bit) != 0 { lost.append(pid &+ UInt16(bit + 1)) }
                     i += 4
@@ -89,14 +87,14 @@ extension RTCPPacket {
             if type == 206 && count == 1 { return .pli(sender: sender, media: media) }
             if type == 206 && count == 4 {
                 guard b.count >= 16 else { throw RTCPParseError(message: "FIR without an entry", offset: o) }
-                return .fir(sender: sender, media: u32(b, 8), sequence: b[12])
+                return .fir(sender: sender, media: b.bigEndianUInt32(at: 8), sequence: b[12])
             }
             if type == 206 && count == 15 && b.count >= 16 && b[8] == 0x52 && b[9] == 0x45 && b[10] == 0x4d && b[11] == 0x42 {   // "REMB"
                 let n = Int(b[12]), exp = Int(b[13] >> 2)
                 let mantissa = UInt64(b[13] & 0x03) << 16 | UInt64(b[14]) << 8 | UInt64(b[15])
                 guard 16 + 4 * n <= b.count else { throw RTCPParseError(message: "REMB lists \(n) SSRCs that do not fit", offset: o) }
                 let bitrate = exp > 45 ? UInt64.max : mantissa << UInt64(exp)
-                return .remb(sender: sender, bitrate: bitrate, ssrcs: (0..<n).map { u32(b, 16 + 4 * $0) })
+                return .remb(sender: sender, bitrate: bitrate, ssrcs: (0..<n).map { b.bigEndianUInt32(at: 16 + 4 * $0) })
             }
             return .other(type: type, format: UInt8(count))
         default:
@@ -110,21 +108,20 @@ public enum RTCPWriter {
     /// A sender report (no report blocks) followed by an SDES CNAME: the compound packet RFC 3550 asks for.
     public static func senderReport(ssrc: UInt32, ntp: UInt64, rtpTimestamp: UInt32, packets: UInt32, octets: UInt32, cname: String) -> [UInt8] {
         var p: [UInt8] = [0x80, 200, 0, 6]
-        func put32(_ v: UInt32) { p += [UInt8(v >> 24), UInt8((v >> 16) & 0xff), UInt8((v >> 8) & 0xff), UInt8(v & 0xff)] }
-        put32(ssrc); put32(UInt32(ntp >> 32)); put32(UInt32(ntp & 0xffff_ffff)); put32(rtpTimestamp); put32(packets); put32(octets)
+        p.appendBigEndian(ssrc); p.appendBigEndian(UInt32(ntp >> 32)); p.appendBigEndian(UInt32(ntp & 0xffff_ffff)); p.appendBigEndian(rtpTimestamp); p.appendBigEndian(packets); p.appendBigEndian(octets)
         let name = Array(cname.utf8.prefix(255))
         var item: [UInt8] = [1, UInt8(name.count)] + name + [0]
         while item.count % 4 != 0 { item.append(0) }   // items end on a 32-bit boundary
         let words = (8 + item.count) / 4 - 1   // header + SSRC + items, in 32-bit words, minus one
         p += [0x81, 202, UInt8(words >> 8), UInt8(words & 0xff)]
-        put32(ssrc)
+        p.appendBigEndian(ssrc)
         p += item
         return p
     }
 
     /// A PLI (RFC 4585 §6.3.1) from `sender` about `media`: what a receiver sends to ask for a key frame.
     public static func pli(sender: UInt32, media: UInt32) -> [UInt8] {
-        [0x81, 206, 0, 2] + be32(sender) + be32(media)
+        [0x81, 206, 0, 2] + bigEndianBytes(sender) + bigEndianBytes(media)
     }
 
     /// A generic NACK (RFC 4585 §6.2.1) for the lost sequence numbers (packed into PID+BLP pairs).
@@ -138,10 +135,8 @@ public enum RTCPWriter {
             fci += [UInt8(pid >> 8), UInt8(pid & 0xff), UInt8(blp >> 8), UInt8(blp & 0xff)]
         }
         let words = 2 + fci.count / 4
-        return [0x81, 205, UInt8(words >> 8), UInt8(words & 0xff)] + be32(sender) + be32(media) + fci
+        return [0x81, 205, UInt8(words >> 8), UInt8(words & 0xff)] + bigEndianBytes(sender) + bigEndianBytes(media) + fci
     }
-
-    private static func be32(_ v: UInt32) -> [UInt8] { [UInt8(v >> 24), UInt8((v >> 16) & 0xff), UInt8((v >> 8) & 0xff), UInt8(v & 0xff)] }
 
     /// A REMB (draft-alvestrand-rmcat-remb): a receiver's estimate of `bitrate` bit/s for the streams `ssrcs`.
     public static func remb(sender: UInt32, bitrate: UInt64, ssrcs: [UInt32]) -> [UInt8] {
@@ -150,13 +145,13 @@ public enum RTCPWriter {
         let mantissa = UInt32(truncatingIfNeeded: min(bitrate >> exponent, 0x3ffff))
         let list = ssrcs.prefix(255)
         let words = 4 + list.count
-        return [0x8f, 206, UInt8(words >> 8), UInt8(words & 0xff)] + be32(sender) + be32(0) + Array("REMB".utf8)
+        return [0x8f, 206, UInt8(words >> 8), UInt8(words & 0xff)] + bigEndianBytes(sender) + bigEndianBytes(0) + Array("REMB".utf8)
             + [UInt8(list.count), UInt8(exponent << 2) | UInt8((mantissa >> 16) & 0x3), UInt8((mantissa >> 8) & 0xff), UInt8(mantissa & 0xff)]
-            + list.flatMap(be32)
+            + list.flatMap(bigEndianBytes)
     }
 
     /// A BYE for `ssrc` (appended to a report: the receiver learns the stream has ended).
     public static func bye(ssrc: UInt32) -> [UInt8] {
-        [0x81, 203, 0, 1] + be32(ssrc)
+        [0x81, 203, 0, 1] + bigEndianBytes(ssrc)
     }
 }

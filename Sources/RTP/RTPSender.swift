@@ -2,8 +2,9 @@ import Foundation
 import VideoCapture
 public import H264
 import Synchronization
+import SystemIO
 #if canImport(Glibc)
-package import Glibc   // socketAddressParts takes a sockaddr_storage (WebRTC shares it)
+import Glibc
 #endif
 
 /// Where an `RTPSender` puts its packets when it does not own UDP sockets (a WebRTC transport that protects them
@@ -35,12 +36,17 @@ public struct RTPError: Error, Sendable, Equatable, CustomStringConvertible {
 }
 
 /// Sends one H.264 stream as RTP over UDP and runs its RTCP: sender reports about once a second, receiver
-/// reports (loss, jitter, RTT), PLI/FIR (→ `onKeyFrameRequest`, at most one per `keyFrameRequestInterval`),
+/// reports (loss, jitter, RTT), PLI/FIR (→ the key-frame handler, at most one per `keyFrameRequestInterval`),
 /// generic NACK (→ retransmission from a bounded history, as RTX per RFC 4588 when `rtxPayloadType` is set) and
-/// REMB (→ `onBitrateEstimate`). Feedback is read on a dedicated thread; `send` is for one producer thread.
+/// REMB (→ the bitrate handler; see `setFeedbackHandlers`). Feedback is read on a dedicated thread; `send` is for one producer thread.
+///
+/// Made of parts that each do one thing: an `RTPSession` (SSRCs, clock, counts, sender-report figures), a
+/// `RetransmissionHistory` (packets by sequence number, with a budget), an `RTCPResponder` (what each RTCP
+/// packet asks for), and a transport (`UDPTransport`'s own sockets, or the owner's `RTPTransport`).
 public final class RTPSender: @unchecked Sendable {
-    // @unchecked: sockets and configuration are immutable after init; `shared` is a Mutex; the packetizer,
-    // clock and history are touched only by the sending thread (history also under `shared` for NACK).
+    // @unchecked: everything is immutable after init or inside `shared` (a Mutex), except `packetizer` and
+    // `lastSRNs`, which only the one sending thread touches (as `send` and `sendSenderReportIfDue` require),
+    // and `feedbackThread`, set once in init and only read after it.
     public struct Configuration: Sendable {
         public var host: String
         public var port: Int
@@ -107,177 +113,78 @@ public final class RTPSender: @unchecked Sendable {
     public let configuration: Configuration
     public let ssrc: UInt32
     public let rtxSSRC: UInt32
-    /// Called (on the feedback thread) for PLI/FIR, rate-limited.
-    public var onKeyFrameRequest: (@Sendable () -> Void)? {
-        get { shared.withLock { $0.onKeyFrame } } set { shared.withLock { $0.onKeyFrame = newValue } }
-    }
-    /// Called (on the feedback thread) with a receiver's REMB estimate in bit/s.
-    public var onBitrateEstimate: (@Sendable (UInt64) -> Void)? {
-        get { shared.withLock { $0.onREMB } } set { shared.withLock { $0.onREMB = newValue } }
-    }
+    /// The RTP timestamp of the first frame.
+    public let rtpTimestampOffset: UInt32
+    /// The local port receivers send RTCP to (0 over an owner's transport).
+    public let localRTCPPort: Int
 
-    /// The last packets sent, indexed by sequence number (slot = sequence & mask: consecutive numbers never
-    /// collide), with when each was last resent (`.min`: never).
-    private struct History {
-        var slots: [[UInt8]]
-        var lengths: [Int]
-        var sequences: [UInt16]
-        var resentNs: [Int64]
-        var mask: Int
-    }
-    /// Bytes per 100 ms over the last second, for media and for retransmissions (the retransmission budget).
-    struct RateWindow {
-        private var media = [Int](repeating: 0, count: 10), resent = [Int](repeating: 0, count: 10)
-        private var slot: Int64 = 0
-        private mutating func advance(_ now: Int64) {
-            let s = now / 100_000_000
-            if s - slot >= 10 { for i in 0..<10 { media[i] = 0; resent[i] = 0 } }
-            else { var k = slot; while k < s { k += 1; media[Int(k % 10)] = 0; resent[Int(k % 10)] = 0 } }
-            slot = max(slot, s)
-        }
-        mutating func addMedia(_ bytes: Int, at now: Int64) { advance(now); media[Int(slot % 10)] += bytes }
-        /// Whether `bytes` more of retransmission stay within `share` of the media sent in the last second (at
-        /// least `allowance`, so a low-rate stream can still repair a loss); counts them if so.
-        mutating func spend(_ bytes: Int, share: Double, allowance: Int, at now: Int64) -> Bool {
-            advance(now)
-            let budget = max(Int(Double(media.reduce(0, +)) * share), allowance)
-            guard resent.reduce(0, +) + bytes <= budget else { return false }
-            resent[Int(slot % 10)] += bytes
-            return true
-        }
-    }
+    /// What the sending thread and the feedback side share.
     private struct Shared {
+        var session: RTPSession
+        var history: RetransmissionHistory
+        var responder: RTCPResponder
+        var loss: LossSimulator
         var stats = Statistics()
-        var history: History
-        var lastRTP: UInt32 = 0
-        var lastCaptureNs: Int64?
-        var lastSRNTPMiddle: UInt32 = 0
-        var lastKeyFrameRequestNs: Int64 = .min / 2
-        var rtxSequence: UInt16 = .random(in: 0...UInt16.max)
-        var rates = RateWindow()
         var onKeyFrame: (@Sendable () -> Void)?
         var onREMB: (@Sendable (UInt64) -> Void)?
     }
-
-    private let transport: (any RTPTransport)?
-    private let rtpSocket: Int32
-    private let rtcpSocket: Int32
-    private let rtpAddress: sockaddr_storage
-    private let rtcpAddress: sockaddr_storage
-    private let addressLength: socklen_t
-    /// The addresses (bytes, no port) whose RTCP is read: the destination's and `feedbackFrom`.
-    private let trustedFeedback: [[UInt8]]
-    private var packetizer: H264Packetizer
-    private var clock: RTPClock
-    /// The RTP timestamp of the first frame.
-    public let rtpTimestampOffset: UInt32
-    private var random: UInt64
     private let shared: Mutex<Shared>
-    private let stopRequested = Atomic<Bool>(false)
-    /// Whether the feedback thread runs (not the Thread object: it keeps its closure, and so this sender,
-    /// after it ends — a cycle that leaked every sender).
-    private let hasThread: Bool
-    private let finished = DispatchSemaphore(value: 0)
+    private let transport: any RTPTransport
+    /// The sockets when this sender owns them (then it runs the feedback thread too).
+    private let udp: UDPTransport?
+    private var feedbackThread: WorkerThread?
+    private let closed = Atomic<Bool>(false)
+    /// Sending thread only.
+    private var packetizer: H264Packetizer
+    private var lastSRNs: Int64?
 
-    /// The local port receivers send RTCP to.
-    public let localRTCPPort: Int
-
+    /// A sender with UDP sockets of its own and a feedback thread ("rtp-feedback") that reads receivers' RTCP
+    /// and sends sender reports. Call `close()` when done (the thread holds the sender until then).
     public init(configuration c: Configuration) throws(RTPError) {
+        let udp = try UDPTransport(c)
+        self.udp = udp
+        transport = udp
+        localRTCPPort = udp.localRTCPPort
         configuration = c
-        guard (1...65535).contains(c.port) else { throw RTPError(.invalidConfiguration, "RTP port \(c.port) is not 1...65535") }
-        let rtcpPort = c.rtcpMux ? c.port : (c.rtcpPort ?? c.port + 1)
-        guard (1...65535).contains(rtcpPort) else { throw RTPError(.invalidConfiguration, "RTCP port \(rtcpPort) is not 1...65535") }
-        guard (0.0...1.0).contains(c.dropRate) else { throw RTPError(.invalidConfiguration, "drop rate \(c.dropRate) is not 0...1") }
-        guard let a = RTPSender.address(c.host, c.port), let r = RTPSender.address(c.host, rtcpPort) else {
-            throw RTPError(.invalidConfiguration, "cannot resolve \(c.host): give an IPv4 or IPv6 address")
-        }
-        rtpAddress = a.0; rtcpAddress = r.0; addressLength = a.1
-        let family = Int32(a.0.ss_family)
-        var trusted = [socketAddressParts(a.0).host]
-        for h in c.feedbackFrom {
-            guard let f = RTPSender.address(h, 0) else { throw RTPError(.invalidConfiguration, "cannot take feedback from \"\(h.prefix(64))\": give an IPv4 or IPv6 address") }
-            trusted.append(socketAddressParts(f.0).host)
-        }
-        trustedFeedback = trusted
-        let s1 = socket(family, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard s1 >= 0 else { throw RTPError(.socketFailed, "cannot create a UDP socket", errno: errno) }
-        let s2 = c.rtcpMux ? s1 : socket(family, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard s2 >= 0 else { let e = errno; Glibc.close(s1); throw RTPError(.socketFailed, "cannot create a UDP socket", errno: e) }
-        // Bind our RTCP socket (receivers answer to its address) on the interface that reaches the destination,
-        // not on every interface: a stream to 127.0.0.1 listens on loopback only.
-        var local = RTPSender.localAddress(toward: a.0, length: addressLength) ?? sockaddr_storage()
-        var localLength = addressLength
-        if family == AF_INET {
-            withUnsafeMutableBytes(of: &local) { raw in
-                let sin = raw.baseAddress!.assumingMemoryBound(to: sockaddr_in.self)
-                sin.pointee.sin_family = sa_family_t(AF_INET); sin.pointee.sin_port = in_port_t(UInt16(c.localRTCPPort).bigEndian)
-            }
-        } else {
-            withUnsafeMutableBytes(of: &local) { raw in
-                let sin = raw.baseAddress!.assumingMemoryBound(to: sockaddr_in6.self)
-                sin.pointee.sin6_family = sa_family_t(AF_INET6); sin.pointee.sin6_port = in_port_t(UInt16(c.localRTCPPort).bigEndian)
-            }
-        }
-        var small: Int32 = 64 * 1024   // feedback is small: a storm queues little, so it stops when the storm does
-        _ = setsockopt(s2, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
-        let bound = withUnsafePointer(to: &local) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(s2, $0, localLength) } }
-        guard bound == 0 else {
-            let e = errno; Glibc.close(s1); if s2 != s1 { Glibc.close(s2) }
-            throw RTPError(.socketFailed, "cannot listen for RTCP on port \(c.localRTCPPort)\(e == EADDRINUSE ? ": the port is in use" : "")", errno: e)
-        }
-        _ = withUnsafeMutablePointer(to: &local) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(s2, $0, &localLength) } }
-        localRTCPPort = withUnsafeBytes(of: &local) { raw in
-            Int(UInt16(bigEndian: family == AF_INET ? raw.load(as: sockaddr_in.self).sin_port : raw.load(as: sockaddr_in6.self).sin6_port))
-        }
-        rtpSocket = s1; rtcpSocket = s2; transport = nil
-        let stream = StreamSetup(c)
-        rtpTimestampOffset = stream.timestampOffset; clock = stream.clock; packetizer = stream.packetizer
-        ssrc = stream.packetizer.state.ssrc; rtxSSRC = stream.rtxSSRC; random = c.dropSeed | 1
-        shared = Mutex(Shared(history: stream.history))
-        hasThread = true
-        let t = Thread { [self] in feedbackLoop(); finished.signal() }
-        t.name = "rtp-feedback"
-        t.start()
-    }
-
-    /// What both initialisers set up the same way: random timestamp offset and SSRCs, the packetizer, and the
-    /// retransmission history (allocated once).
-    private struct StreamSetup {
-        let timestampOffset = UInt32.random(in: 0...UInt32.max)
-        let clock: RTPClock
-        let packetizer: H264Packetizer
-        let rtxSSRC = UInt32.random(in: 1...UInt32.max)
-        let history: History
-        init(_ c: Configuration) {
-            clock = RTPClock(offset: timestampOffset)
-            packetizer = H264Packetizer(maxPayload: c.maxPayload, state: RTPStreamState(payloadType: c.payloadType))
-            var size = 16
-            while size < min(8192, c.historySize) { size *= 2 }   // a power of two: slot = sequence & mask
-            let slot = c.maxPayload + H264Packetizer.headerSize + 2
-            history = History(slots: (0..<size).map { _ in [UInt8](repeating: 0, count: slot) },
-                              lengths: [Int](repeating: 0, count: size), sequences: [UInt16](repeating: 0, count: size),
-                              resentNs: [Int64](repeating: .min, count: size), mask: size - 1)
-        }
+        let (state, packetizer) = RTPSender.setUp(c)
+        shared = Mutex(state); self.packetizer = packetizer
+        (ssrc, rtxSSRC, rtpTimestampOffset) = shared.withLock { ($0.session.ssrc, $0.session.rtxSSRC, $0.session.timestampOffset) }
+        feedbackThread = WorkerThread(name: "rtp-feedback") { [self] stop in feedbackLoop(udp, stop) }
     }
 
     /// A sender over `transport` (no sockets, no thread of its own): the owner hands received RTCP to
     /// `handleRTCP` and calls `sendSenderReportIfDue` about every 100 ms. `host`/`port` of the configuration
     /// only name the peer in messages.
     public init(configuration c: Configuration, transport: any RTPTransport) throws(RTPError) {
-        configuration = c
         guard (0.0...1.0).contains(c.dropRate) else { throw RTPError(.invalidConfiguration, "drop rate \(c.dropRate) is not 0...1") }
+        configuration = c
         self.transport = transport
-        trustedFeedback = []   // the owner authenticates what it hands to handleRTCP
-        rtpSocket = -1; rtcpSocket = -1; hasThread = false
-        rtpAddress = sockaddr_storage(); rtcpAddress = sockaddr_storage(); addressLength = 0
+        udp = nil
         localRTCPPort = 0
-        let stream = StreamSetup(c)
-        rtpTimestampOffset = stream.timestampOffset; clock = stream.clock; packetizer = stream.packetizer
-        ssrc = stream.packetizer.state.ssrc; rtxSSRC = stream.rtxSSRC; random = c.dropSeed | 1
-        shared = Mutex(Shared(history: stream.history))
+        let (state, packetizer) = RTPSender.setUp(c)
+        shared = Mutex(state); self.packetizer = packetizer
+        (ssrc, rtxSSRC, rtpTimestampOffset) = shared.withLock { ($0.session.ssrc, $0.session.rtxSSRC, $0.session.timestampOffset) }
     }
 
-    private var lastSRNs: Int64?
+    /// What both initialisers set up the same way: random timestamp offset and SSRCs, the packetizer, and the
+    /// retransmission history (allocated once).
+    private static func setUp(_ c: Configuration) -> (Shared, H264Packetizer) {
+        let session = RTPSession()
+        let packetizer = H264Packetizer(maxPayload: c.maxPayload, state: RTPStreamState(payloadType: c.payloadType, ssrc: session.ssrc))
+        let history = RetransmissionHistory(packets: c.historySize, packetCapacity: c.maxPayload + H264Packetizer.headerSize + 2,
+                                            share: c.retransmissionShare, allowance: 2 * (c.maxPayload + 14))
+        let responder = RTCPResponder(ssrc: session.ssrc, keyFrameRequestIntervalNs: c.keyFrameRequestIntervalNs,
+                                      minimumBitrateEstimate: c.minimumBitrateEstimate)
+        return (Shared(session: session, history: history, responder: responder, loss: LossSimulator(rate: c.dropRate, seed: c.dropSeed)), packetizer)
+    }
+
+    /// Sets what is called for feedback, replacing earlier handlers: `keyFrameRequest` for PLI/FIR (rate
+    /// limited), `bitrateEstimate` with a receiver's REMB estimate in bit/s. Both are called on the feedback
+    /// thread (the owner's, over a transport). Set them before the first frame.
+    public func setFeedbackHandlers(keyFrameRequest: (@Sendable () -> Void)?, bitrateEstimate: (@Sendable (UInt64) -> Void)? = nil) {
+        shared.withLock { $0.onKeyFrame = keyFrameRequest; $0.onREMB = bitrateEstimate }
+    }
+
     /// Sends a sender report when a second has passed since the last one (the first right after the first
     /// frame). For senders over a transport; call from one thread.
     public func sendSenderReportIfDue() {
@@ -289,14 +196,20 @@ public final class RTPSender: @unchecked Sendable {
 
     /// Stops the feedback thread and closes the sockets (idempotent).
     public func close() {
-        guard !stopRequested.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        if hasThread { finished.wait() }
+        guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        feedbackThread?.stop()
         sendSenderReport(bye: true)   // a last report and a BYE: receivers end the stream cleanly
-        if rtpSocket >= 0 { Glibc.close(rtpSocket) }
-        if rtcpSocket >= 0 && rtcpSocket != rtpSocket { Glibc.close(rtcpSocket) }
+        udp?.close()
     }
 
-    public var statistics: Statistics { shared.withLock { $0.stats } }
+    public var statistics: Statistics {
+        shared.withLock { s in
+            var stats = s.stats
+            stats.packetsSent = s.session.packetsSent; stats.bytesSent = s.session.bytesSent; stats.framesSent = s.session.framesSent
+            stats.firstCaptureNs = s.session.firstCaptureNs
+            return stats
+        }
+    }
 
     /// The sequence number the next media packet gets (read it on the sending thread, or when it is idle).
     public var nextSequenceNumber: UInt16 { packetizer.state.sequence }
@@ -309,98 +222,58 @@ public final class RTPSender: @unchecked Sendable {
 
     /// Packetizes and sends one encoded access unit captured at `captureNs` (monotonic ns).
     public func send(_ frame: EncodedFrame, captureNs: Int64) throws(RTPError) {
-        let ts = clock.timestamp(forCaptureNs: captureNs)
+        let ts = shared.withLock { $0.session.timestamp(forCaptureNs: captureNs) }
         var failure: Int32 = 0
         let now = monotonicNanoseconds()
         packetizer.packetize(frame.data, nalUnits: frame.nalUnits, timestamp: ts) { packet in
-            let seq = UInt16(packet[2]) << 8 | UInt16(packet[3])
-            shared.withLock { s in
-                let i = Int(seq) & s.history.mask
-                s.history.slots[i].withUnsafeMutableBytes { $0.baseAddress!.copyMemory(from: packet.baseAddress!, byteCount: packet.count) }
-                s.history.lengths[i] = packet.count; s.history.sequences[i] = seq; s.history.resentNs[i] = .min
-                s.rates.addMedia(packet.count, at: now)
+            let dropped = shared.withLock { s -> Bool in
+                s.history.record(packet, at: now)
+                guard s.loss.drops() else { return false }
+                s.stats.packetsDroppedBySimulation += 1
+                return true
             }
-            if configuration.dropRate > 0 && nextRandom() < configuration.dropRate {
-                shared.withLock { $0.stats.packetsDroppedBySimulation += 1 }
-                return
-            }
-            let e = transport?.sendRTP(packet) ?? transmit(rtpSocket, packet, to: rtpAddress)
+            if dropped { return }
+            let e = transport.sendRTP(packet)
             if e != 0 && e != ECONNREFUSED { failure = e }
-            shared.withLock { $0.stats.packetsSent += 1; $0.stats.bytesSent += packet.count }
+            shared.withLock { $0.session.packetSent(bytes: packet.count) }
         }
-        shared.withLock { s in
-            s.stats.framesSent += 1; s.lastRTP = ts; s.lastCaptureNs = captureNs
-            if s.stats.firstCaptureNs == nil { s.stats.firstCaptureNs = captureNs }
-        }
+        shared.withLock { $0.session.frameSent(rtp: ts, captureNs: captureNs) }
         if failure != 0 { throw RTPError(.sendFailed, "sending RTP to \(configuration.host):\(configuration.port) failed", errno: failure) }
-    }
-
-    private func nextRandom() -> Double {
-        random ^= random << 13; random ^= random >> 7; random ^= random << 17
-        return Double(random >> 11) / Double(1 << 53)
-    }
-
-    private func transmit(_ socket: Int32, _ bytes: UnsafeRawBufferPointer, to address: sockaddr_storage) -> Int32 {
-        var a = address
-        let n = withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            sendto(socket, bytes.baseAddress, bytes.count, Int32(MSG_DONTWAIT), $0, addressLength)
-        } }
-        return n < 0 ? errno : 0
     }
 
     // MARK: RTCP
 
     private static func ntpNow() -> UInt64 {
         var t = timespec(); clock_gettime(CLOCK_REALTIME, &t)
-        let seconds = UInt64(t.tv_sec) &+ 2_208_988_800
-        let fraction = (UInt64(t.tv_nsec) << 32) / 1_000_000_000
-        return seconds << 32 | fraction
+        return RTPSession.ntp(seconds: t.tv_sec, nanoseconds: t.tv_nsec)
     }
 
     @discardableResult
     private func sendSenderReport(bye: Bool = false) -> Bool {
         let ntp = RTPSender.ntpNow(), now = monotonicNanoseconds()
-        let (rtp, packets, octets, ready) = shared.withLock { s -> (UInt32, UInt32, UInt32, Bool) in
-            guard let last = s.lastCaptureNs else { return (0, 0, 0, false) }
-            // The RTP time that corresponds to "now" on the sampling clock, extrapolated from the last frame.
-            let delta = now - last
-            let rtp = s.lastRTP &+ UInt32(truncatingIfNeeded: delta / 1_000_000_000 * 90_000 + delta % 1_000_000_000 * 90_000 / 1_000_000_000)
-            s.lastSRNTPMiddle = UInt32((ntp >> 16) & 0xffff_ffff)
+        let figures = shared.withLock { s -> (rtp: UInt32, packets: UInt32, octets: UInt32)? in
+            guard let f = s.session.senderReport(ntp: ntp, nowNs: now) else { return nil }
             s.stats.senderReports += 1
-            return (rtp, UInt32(truncatingIfNeeded: s.stats.packetsSent), UInt32(truncatingIfNeeded: s.stats.bytesSent), true)
+            return f
         }
-        guard ready else { return false }
-        var sr = RTCPWriter.senderReport(ssrc: ssrc, ntp: ntp, rtpTimestamp: rtp, packets: packets, octets: octets, cname: configuration.cname)
+        guard let figures else { return false }
+        var sr = RTCPWriter.senderReport(ssrc: ssrc, ntp: ntp, rtpTimestamp: figures.rtp, packets: figures.packets, octets: figures.octets, cname: configuration.cname)
         if bye { sr += RTCPWriter.bye(ssrc: ssrc) }
-        sr.withUnsafeBytes { _ = transport?.sendRTCP($0) ?? transmit(rtcpSocket, $0, to: rtcpAddress) }
+        sr.withUnsafeBytes { _ = transport.sendRTCP($0) }
         return true
     }
 
-    private func feedbackLoop() {
-        var buffer = [UInt8](repeating: 0, count: 2048)
+    private func feedbackLoop(_ udp: UDPTransport, _ stop: StopFlag) {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 8)
+        defer { buffer.deallocate() }
         // The first SR goes out as soon as a frame was sent (a receiver's first report can then carry LSR and
         // give an RTT), the next ones every second.
         var lastSR: Int64? = nil
-        while !stopRequested.load(ordering: .acquiring) {
+        while !stop.isSet {
             let now = monotonicNanoseconds()
             if lastSR.map({ now - $0 >= 1_000_000_000 }) ?? true, sendSenderReport() { lastSR = now }
-            var fds = [pollfd(fd: rtcpSocket, events: Int16(POLLIN), revents: 0)]
-            let r = poll(&fds, 1, 100)
-            if r <= 0 { continue }
-            // Everything queued, each datagram checked against the receiver's address before it is parsed.
-            while true {
-                var from = sockaddr_storage()
-                var fromLength = socklen_t(MemoryLayout<sockaddr_storage>.size)
-                let n = buffer.withUnsafeMutableBytes { b in
-                    withUnsafeMutablePointer(to: &from) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                        recvfrom(rtcpSocket, b.baseAddress, b.count, Int32(MSG_DONTWAIT), $0, &fromLength)
-                    } }
-                }
-                guard n > 0 else { break }
-                let source = socketAddressParts(from).host
-                guard trustedFeedback.contains(source) else { shared.withLock { $0.stats.rtcpFromStrangers += 1 }; continue }
-                buffer.withUnsafeBytes { raw in handleRTCP(UnsafeRawBufferPointer(rebasing: raw[0..<n])) }
-            }
+            udp.receiveFeedback(into: buffer, timeoutMs: 100, handle: { handleRTCP($0) },
+                                stranger: { shared.withLock { $0.stats.rtcpFromStrangers += 1 } })
         }
     }
 
@@ -412,135 +285,51 @@ public final class RTPSender: @unchecked Sendable {
         do throws(RTCPParseError) { packets = try RTCPPacket.parseCompound(bytes) }
         catch { shared.withLock { $0.stats.rtcpErrors += 1 }; return }
         for p in packets {
-            switch p {
-            case .receiverReport(_, let reports), .senderReport(_, _, _, _, _, let reports):
-                guard let block = reports.first(where: { $0.ssrc == ssrc }) else { continue }
-                let ntpMiddle = UInt32((RTPSender.ntpNow() >> 16) & 0xffff_ffff)
-                shared.withLock { s in
-                    s.stats.receiverReports += 1
-                    s.stats.fractionLost = Double(block.fractionLost) / 256
-                    s.stats.jitterMs = Double(block.jitter) / 90
-                    if block.lastSR != 0 {
-                        let rtt = Int64(ntpMiddle &- block.lastSR &- block.delaySinceLastSR)
-                        if rtt >= 0 && rtt < 65536 * 10 { s.stats.rttMs = Double(rtt) * 1000 / 65536 }
-                    }
-                }
-            case .pli(_, let media), .fir(_, let media, _):
-                guard media == ssrc || media == 0 else { continue }
-                let now = monotonicNanoseconds()
-                let callback = shared.withLock { s -> (@Sendable () -> Void)? in
-                    s.stats.keyFrameRequests += 1
-                    guard now - s.lastKeyFrameRequestNs >= configuration.keyFrameRequestIntervalNs else { return nil }
-                    s.lastKeyFrameRequestNs = now
-                    s.stats.keyFrameRequestsHonoured += 1
-                    return s.onKeyFrame
-                }
-                callback?()
-            case .nack(_, let media, let lost):
-                guard media == ssrc else { continue }
-                shared.withLock { $0.stats.nacksReceived += 1 }
-                let now = monotonicNanoseconds()
+            let now = monotonicNanoseconds()
+            let ntpMiddle = RTPSession.ntpMiddle(RTPSender.ntpNow())
+            let (action, onKeyFrame, onREMB) = shared.withLock { s in
+                (s.responder.respond(to: p, now: now, ntpMiddle: ntpMiddle, stats: &s.stats), s.onKeyFrame, s.onREMB)
+            }
+            switch action {
+            case .none: continue
+            case .keyFrame: onKeyFrame?()
+            case .bitrate(let bps): onREMB?(bps)
+            case .retransmit(let lost):
                 for seq in lost where !retransmit(seq, now: now) { break }   // over budget: the rest of this NACK too
-            case .remb(_, let reported, _):
-                let bitrate = max(reported, configuration.minimumBitrateEstimate)
-                let callback = shared.withLock { s -> (@Sendable (UInt64) -> Void)? in s.stats.rembBitrate = bitrate; return s.onREMB }
-                callback?(bitrate)
-            case .other:
-                continue
             }
         }
     }
 
-    /// Resends one NACKed packet if it is still in the history, was not resent within the last RTT, and the
-    /// retransmission budget allows it. Returns false when the budget is spent (the caller stops there).
+    /// Resends one NACKed packet if the history allows it (see `RetransmissionHistory.claim`), as RTX (RFC
+    /// 4588) when configured. Returns false when the budget is spent (the caller stops there).
     private func retransmit(_ seq: UInt16, now: Int64) -> Bool {
         var packet = [UInt8](); packet.reserveCapacity(configuration.maxPayload + 16)
+        let rtxPT = configuration.rtxPayloadType
         let (found, withinBudget) = shared.withLock { s -> (Bool, Bool) in
-            let i = Int(seq) & s.history.mask
-            // Stale (overwritten or never sent) or already resent less than an RTT ago (this NACK crossed the
-            // retransmission): libwebrtc's rules. The RTT is the measured one, 5...500 ms, 100 ms before a measurement.
+            // The RTT is the measured one, 5...500 ms, 100 ms before a measurement.
             let rttNs = Int64(min(500, max(5, s.stats.rttMs ?? 100)) * 1_000_000)
-            let resent = s.history.resentNs[i]
-            guard s.history.sequences[i] == seq, s.history.lengths[i] > 0, resent == .min || now - resent >= rttNs else {
-                s.stats.nacksIgnored += 1; return (false, true)
+            switch s.history.claim(seq, extraBytes: rtxPT != nil ? 2 : 0, rttNs: rttNs, at: now) {
+            case .ignored: s.stats.nacksIgnored += 1; return (false, true)
+            case .overBudget: s.stats.retransmissionsOverBudget += 1; return (false, false)
+            case .resend(let slot):
+                let original = s.history.packet(at: slot)
+                if let rtxPT {
+                    // RFC 4588: own SSRC, payload type and sequence; the payload starts with the original sequence number.
+                    packet.append(contentsOf: original.prefix(12))
+                    packet[1] = (packet[1] & 0x80) | (rtxPT & 0x7f)
+                    packet.storeBigEndian(s.session.nextRTXSequence(), at: 2)
+                    packet.storeBigEndian(rtxSSRC, at: 8)
+                    packet.appendBigEndian(seq)
+                    packet.append(contentsOf: original.dropFirst(12))
+                } else {
+                    packet.append(contentsOf: original)
+                }
+                s.stats.retransmissions += 1
+                s.stats.retransmittedBytes += packet.count
+                return (true, true)
             }
-            let length = s.history.lengths[i] + (configuration.rtxPayloadType != nil ? 2 : 0)
-            guard s.rates.spend(length, share: configuration.retransmissionShare, allowance: 2 * (configuration.maxPayload + 14), at: now) else {
-                s.stats.retransmissionsOverBudget += 1; return (false, false)
-            }
-            s.history.resentNs[i] = now
-            let original = s.history.slots[i][0..<s.history.lengths[i]]
-            if let rtxPT = configuration.rtxPayloadType {
-                // RFC 4588: own SSRC, payload type and sequence; the payload starts with the original sequence number.
-                packet.append(contentsOf: original.prefix(12))
-                packet[1] = (packet[1] & 0x80) | (rtxPT & 0x7f)
-                packet[2] = UInt8(s.rtxSequence >> 8); packet[3] = UInt8(s.rtxSequence & 0xff); s.rtxSequence &+= 1
-                packet[8] = UInt8(rtxSSRC >> 24); packet[9] = UInt8((rtxSSRC >> 16) & 0xff); packet[10] = UInt8((rtxSSRC >> 8) & 0xff); packet[11] = UInt8(rtxSSRC & 0xff)
-                packet += [UInt8(seq >> 8), UInt8(seq & 0xff)]
-                packet.append(contentsOf: original.dropFirst(12))
-            } else {
-                packet.append(contentsOf: original)
-            }
-            s.stats.retransmissions += 1
-            s.stats.retransmittedBytes += packet.count
-            return (true, true)
         }
-        if found { packet.withUnsafeBytes { _ = transport?.sendRTP($0) ?? transmit(rtpSocket, $0, to: rtpAddress) } }
+        if found { packet.withUnsafeBytes { _ = transport.sendRTP($0) } }
         return withinBudget
-    }
-
-    /// The local address the kernel would send from toward `destination` (a routing lookup by connecting a
-    /// UDP socket; nothing is sent). Port 0.
-    private static func localAddress(toward destination: sockaddr_storage, length: socklen_t) -> sockaddr_storage? {
-        var d = destination
-        let fd = socket(Int32(d.ss_family), Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { return nil }
-        defer { Glibc.close(fd) }
-        let c = withUnsafePointer(to: &d) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, length) } }
-        guard c == 0 else { return nil }
-        var local = sockaddr_storage()
-        var n = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        let g = withUnsafeMutablePointer(to: &local) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &n) } }
-        return g == 0 ? local : nil
-    }
-
-    private static func address(_ host: String, _ port: Int) -> (sockaddr_storage, socklen_t)? {
-        var storage = sockaddr_storage()
-        var a4 = in_addr()
-        if inet_pton(AF_INET, host, &a4) == 1 {
-            withUnsafeMutableBytes(of: &storage) { raw in
-                let sin = raw.baseAddress!.assumingMemoryBound(to: sockaddr_in.self)
-                sin.pointee.sin_family = sa_family_t(AF_INET); sin.pointee.sin_port = in_port_t(UInt16(port).bigEndian); sin.pointee.sin_addr = a4
-            }
-            return (storage, socklen_t(MemoryLayout<sockaddr_in>.size))
-        }
-        var a6 = in6_addr()
-        if inet_pton(AF_INET6, host, &a6) == 1 {
-            withUnsafeMutableBytes(of: &storage) { raw in
-                let sin = raw.baseAddress!.assumingMemoryBound(to: sockaddr_in6.self)
-                sin.pointee.sin6_family = sa_family_t(AF_INET6); sin.pointee.sin6_port = in_port_t(UInt16(port).bigEndian); sin.pointee.sin6_addr = a6
-            }
-            return (storage, socklen_t(MemoryLayout<sockaddr_in6>.size))
-        }
-        return nil
-    }
-}
-
-/// The address bytes and port of a socket address. An IPv4 peer on a dual-stack socket (::ffff:a.b.c.d) is an
-/// IPv4 address to STUN, to feedback checks and to people.
-package func socketAddressParts(_ a: sockaddr_storage) -> (host: [UInt8], port: UInt16) {
-    var a = a
-    let family = Int32(a.ss_family)
-    return withUnsafeBytes(of: &a) { raw in
-        if family == AF_INET6 {
-            let s = raw.load(as: sockaddr_in6.self)
-            let bytes = withUnsafeBytes(of: s.sin6_addr) { Array($0) }
-            if bytes[0..<10].allSatisfy({ $0 == 0 }) && bytes[10] == 0xff && bytes[11] == 0xff {
-                return (Array(bytes[12..<16]), UInt16(bigEndian: s.sin6_port))
-            }
-            return (bytes, UInt16(bigEndian: s.sin6_port))
-        }
-        let s = raw.load(as: sockaddr_in.self)
-        return (withUnsafeBytes(of: s.sin_addr) { Array($0) }, UInt16(bigEndian: s.sin_port))
     }
 }

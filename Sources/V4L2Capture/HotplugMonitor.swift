@@ -2,6 +2,7 @@ import CV4L2
 public import VideoCapture
 import Foundation
 import Synchronization
+import SystemIO
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -20,7 +21,7 @@ public final class HotplugMonitor: Sendable {
     public let events: AsyncStream<DeviceEvent>
     private let fd: Int32
     private let wakePipe: (read: Int32, write: Int32)
-    private let done = DispatchSemaphore(value: 0)
+    private let thread: WorkerThread
     private let stopped = Mutex(false)
 
     /// `isCamera` decides whether a new node is reported (default: it answers VIDIOC_QUERYCAP as a streaming
@@ -48,13 +49,9 @@ public final class HotplugMonitor: Sendable {
         let check = isCamera ?? { path in (try? V4L2DeviceProvider().describe(path)) != nil }
         // The cameras already there: their removal is reported, their presence is not an event.
         let present = Set(V4L2DeviceProvider(devDirectory: directory).nodePaths().filter(check))
-        let doneSem = done
-        let t = Thread {
+        thread = WorkerThread(name: "v4l2-hotplug") { _ in
             HotplugMonitor.loop(fd: fd, wake: pipe.read, directory: directory, known: present, isCamera: check, continuation: continuation)
-            doneSem.signal()
         }
-        t.name = "v4l2-hotplug"
-        t.start()
     }
 
     deinit { stop() }
@@ -103,7 +100,7 @@ public final class HotplugMonitor: Sendable {
         let first = stopped.withLock { s -> Bool in defer { s = true }; return !s }
         guard first else { return }
         _ = Syscall.write(wakePipe.write, 1)
-        done.wait()
+        thread.join()
         Syscall.close(fd); Syscall.close(wakePipe.read); Syscall.close(wakePipe.write)
     }
 }

@@ -2,6 +2,7 @@ import CV4L2
 public import VideoCapture
 import Foundation
 import Synchronization
+import SystemIO
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -49,7 +50,7 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
     private var copies: [FrameStorage] = []
     private let mappedCount = MapCounter()
     private let stopRequested = Atomic<Bool>(false)
-    private var thread: CaptureThread?
+    private var thread: WorkerThread?
     private var lastTimestamp: Int64 = .min
     private var lastSequence: UInt32?
     private var released = false
@@ -79,7 +80,7 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
         copies = (0..<configuration.copyBuffers).map { _ in FrameStorage(pooledCapacity: sizeImage) }
         started = true
         ring = []
-        thread = CaptureThread(name: "v4l2-capture") { [self] in run() }
+        thread = WorkerThread(name: "v4l2-capture") { [self] _ in run() }
     }
 
     /// A `v4l2_buffer` naming mmap buffer `index` of the capture queue (the one way this file builds one).

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import SystemIO
 
 /// Why `readBoundedFile` refused or failed (callers word it for their own files).
 package enum BoundedReadFailure: Error, Sendable {
@@ -20,11 +21,11 @@ package enum BoundedReadFailure: Error, Sendable {
 /// directory is refused at once, never a blocked or endless read: the file is opened without waiting
 /// (O_NONBLOCK) and its type checked on the open descriptor, so nothing can be swapped in between.
 package func readBoundedFile(_ path: String, limit: Int) throws(BoundedReadFailure) -> [UInt8] {
-    let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
-    guard fd >= 0 else { throw .cannotOpen(errno) }
-    defer { close(fd) }
-    var st = stat()
-    guard fstat(fd, &st) == 0 else { throw .cannotOpen(errno) }
+    let fd: FileDescriptor
+    do throws(SystemError) { fd = try FileDescriptor.open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC) } catch { throw .cannotOpen(error.errno) }
+    defer { try? fd.close() }
+    let st: stat
+    do throws(SystemError) { st = try fd.status() } catch { throw .cannotOpen(error.errno) }
     guard st.st_mode & S_IFMT == S_IFREG else {
         switch st.st_mode & S_IFMT {
         case S_IFDIR: throw .notRegular("a directory")
@@ -43,10 +44,13 @@ package func readBoundedFile(_ path: String, limit: Int) throws(BoundedReadFailu
             guard data.count <= limit else { throw .grew }
             data.append(contentsOf: [UInt8](repeating: 0, count: Swift.min(65536, limit + 1 - data.count + 1)))
         }
-        let n = data.withUnsafeMutableBytes { read(fd, $0.baseAddress! + used, $0.count - used) }
-        if n < 0 {
-            if errno == EINTR { continue }
-            throw .readFailed(errno)
+        let r: Result<Int, SystemError> = data.withUnsafeMutableBytes { b in
+            Result { () throws(SystemError) in try fd.read(into: UnsafeMutableRawBufferPointer(rebasing: b[used...])) }
+        }
+        let n: Int
+        switch r {
+        case .success(let count): n = count
+        case .failure(let e): throw .readFailed(e.errno)
         }
         if n == 0 { break }
         used += n

@@ -1,4 +1,5 @@
 import Foundation
+import SystemIO
 
 /// The capturer's delivery thread: a short queue of events consumed in order on one dedicated thread.
 /// At most `capacity` frames wait; a new frame beyond that evicts the oldest waiting frame (newest wins),
@@ -28,7 +29,8 @@ final class DeliveryQueue: @unchecked Sendable {
     /// Starts the delivery thread. The thread holds the queue only while it runs (the queue does not keep the
     /// thread): after `shutdown()` it ends and both are freed, with no retain cycle.
     func start(_ handler: @escaping @Sendable (Event) -> Void) {
-        let t = Thread { [self] in
+        // Not kept: the thread ends after `shutdown()` and is detached when this object lets it go.
+        _ = WorkerThread(name: "video-capture.delivery") { [self] _ in
             while true {
                 condition.lock()
                 while events.isEmpty && !shuttingDown { condition.wait() }
@@ -42,9 +44,6 @@ final class DeliveryQueue: @unchecked Sendable {
                 condition.lock(); busy = false; condition.broadcast(); condition.unlock()
             }
         }
-        t.name = "video-capture.delivery"
-        t.qualityOfService = .userInteractive
-        t.start()
     }
 
     /// Queues an event; for a frame, returns how many older frames it evicted.

@@ -1,4 +1,5 @@
 import Glibc
+import SystemIO
 
 /// Memory that holds one frame's pixels: either allocated by us (freed on deinit) or borrowed from a
 /// driver (an mmap'd V4L2 buffer) and handed back through `release` when the last frame referencing it goes.
@@ -37,7 +38,7 @@ public final class FrameStorage: @unchecked Sendable {
     public init(pooledCapacity capacity: Int) {
         self.capacity = capacity
         let length = FrameStorage.mappedLength(capacity)
-        if length > 0, let m = mmap(nil, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0), m != MAP_FAILED {
+        if let m = MemoryMap.anonymous(length: length) {
             self.mutableBaseAddress = m
             self.mapped = length
         } else {
@@ -62,7 +63,7 @@ public final class FrameStorage: @unchecked Sendable {
     private var mapped = 0
 
     deinit {
-        if let release { release() } else if mapped > 0 { munmap(mutableBaseAddress, mapped) } else { mutableBaseAddress.deallocate() }
+        if let release { release() } else if mapped > 0 { MemoryMap.unmap(mutableBaseAddress, length: mapped) } else { mutableBaseAddress.deallocate() }
     }
 }
 

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 public import VideoCapture
+import SystemIO
 import CLibYUV
 
 /// An output file written the way a recording needs it. The contract ("validate everything first, nothing
@@ -26,7 +27,8 @@ import CLibYUV
 ///   learn whether everything was written.
 public final class OutputFile {
     public let path: String
-    private var fd: Int32
+    /// nil once closed.
+    private var fd: FileDescriptor?
     private let buffer: UnsafeMutableRawPointer
     private let capacity: Int
     private var buffered = 0
@@ -45,30 +47,35 @@ public final class OutputFile {
         func failure(_ what: String) -> ProcessingError { ProcessingError(.ioFailed, "cannot write \(path): \(what)") }
         var existed = true
         // O_NONBLOCK: a FIFO without a reader fails (ENXIO) instead of blocking; cleared again below.
-        var fd = open(path, O_WRONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
-        if fd < 0 && errno == ENOENT {
+        var opened: Result<FileDescriptor, SystemError> = Result { () throws(SystemError) in
+            try FileDescriptor.open(path, O_WRONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
+        }
+        if case .failure(let e) = opened, e.errno == ENOENT {
             existed = false
-            fd = open(path, O_WRONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | O_CREAT | O_EXCL, 0o666)
+            opened = Result { () throws(SystemError) in
+                try FileDescriptor.open(path, O_WRONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | O_CREAT | O_EXCL, mode: 0o666)
+            }
         }
-        guard fd >= 0 else {
-            let e = errno
-            throw failure(e == ENXIO ? "it is a FIFO that no process is reading" : String(cString: strerror(e)))
+        let fd: FileDescriptor
+        switch opened {
+        case .success(let f): fd = f
+        case .failure(let e): throw failure(e.errno == ENXIO ? "it is a FIFO that no process is reading" : e.reason)
         }
-        var st = stat()
-        guard fstat(fd, &st) == 0 else { let e = errno; Glibc.close(fd); throw failure(String(cString: strerror(e))) }
-        if st.st_mode & S_IFMT == S_IFDIR { Glibc.close(fd); throw failure("it is a directory") }
+        let st: stat
+        do throws(SystemError) { st = try fd.status() } catch { try? fd.close(); throw failure(error.reason) }
+        if st.st_mode & S_IFMT == S_IFDIR { try? fd.close(); throw failure("it is a directory") }
         // Only files are locked: a device or a pipe (/dev/null, /dev/full, a FIFO) is shared by nature, and one
         // process writing it would otherwise refuse every other (measured: parallel tests writing /dev/full).
-        if st.st_mode & S_IFMT == S_IFREG && flock(fd, LOCK_EX | LOCK_NB) != 0 {
-            let e = errno
-            if !existed { unlink(path) }
-            Glibc.close(fd)
-            throw e == EWOULDBLOCK
-                ? ProcessingError(.ioFailed, "\(path) is being written by another writer (it holds the file's lock): refusing to write it at the same time")
-                : failure("cannot lock it (\(String(cString: strerror(e))))")
+        if st.st_mode & S_IFMT == S_IFREG {
+            do throws(SystemError) { try fd.lockExclusively() } catch {
+                if !existed { try? FileSystem.unlink(path) }
+                try? fd.close()
+                throw error.errno == EWOULDBLOCK
+                    ? ProcessingError(.ioFailed, "\(path) is being written by another writer (it holds the file's lock): refusing to write it at the same time")
+                    : failure("cannot lock it (\(error.reason))")
+            }
         }
-        let flags = fcntl(fd, F_GETFL)
-        if flags >= 0 { _ = fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) }
+        fd.setNonBlocking(false)
         self.fd = fd
         isRegularFile = st.st_mode & S_IFMT == S_IFREG
         createdHere = !existed
@@ -80,15 +87,17 @@ public final class OutputFile {
     /// push of bytes to the kernel; call it yourself to empty the file before there is anything to write.
     public func commit() throws(ProcessingError) {
         guard !isCommitted else { return }
-        guard fd >= 0 else { throw ProcessingError(.ioFailed, "\(path) is already closed") }
-        if isRegularFile && ftruncate(fd, 0) != 0 {
-            throw ProcessingError(.ioFailed, "cannot truncate \(path): \(String(cString: strerror(errno)))")
+        guard let fd else { throw ProcessingError(.ioFailed, "\(path) is already closed") }
+        if isRegularFile {
+            do throws(SystemError) { try fd.truncate(to: 0) } catch {
+                throw ProcessingError(.ioFailed, "cannot truncate \(path): \(error.reason)")
+            }
         }
         isCommitted = true
     }
 
     public func write(_ p: UnsafeRawPointer, count: Int) throws(ProcessingError) {
-        guard fd >= 0 else { throw ProcessingError(.ioFailed, "\(path) is already closed") }
+        guard fd != nil else { throw ProcessingError(.ioFailed, "\(path) is already closed") }
         guard count > 0 else { return }
         if buffered + count <= capacity {
             buffer.advanced(by: buffered).copyMemory(from: p, byteCount: count)
@@ -114,7 +123,7 @@ public final class OutputFile {
 
     /// Hands buffered bytes to the kernel (committing first), so they survive this process.
     public func flush() throws(ProcessingError) {
-        guard fd >= 0 else { return }
+        guard fd != nil else { return }
         guard buffered > 0 else { return }
         let n = buffered
         buffered = 0
@@ -123,12 +132,12 @@ public final class OutputFile {
 
     private func push(_ p: UnsafeRawPointer, _ count: Int) throws(ProcessingError) {
         try commit()
+        guard let fd else { return }
         var done = 0
         while done < count {
-            let n = Glibc.write(fd, p + done, count - done)
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw ProcessingError(.ioFailed, "writing \(path) failed after \(bytesWritten) bytes: \(String(cString: strerror(errno)))")
+            let n: Int
+            do throws(SystemError) { n = try fd.write(p + done, count: count - done) } catch {
+                throw ProcessingError(.ioFailed, "writing \(path) failed after \(bytesWritten) bytes: \(error.reason)")
             }
             if n == 0 { throw ProcessingError(.ioFailed, "writing \(path) failed after \(bytesWritten) bytes: the device took nothing") }
             done += n
@@ -138,41 +147,43 @@ public final class OutputFile {
 
     /// Flushes, syncs a regular file to the disk, unlocks and closes; reports any failure (idempotent).
     public func close() throws(ProcessingError) {
-        guard fd >= 0 else { return }
+        guard let fd else { return }
         var failure: ProcessingError?
         do { try flush() } catch { failure = error }
         if failure == nil && !isCommitted && createdHere {
             removeIfStillOurs()   // opened but never written (a start that failed): nothing is left behind
         }
-        if failure == nil && isRegularFile && fsync(fd) != 0 && errno != EINVAL && errno != EROFS {
-            failure = ProcessingError(.ioFailed, "writing \(path) failed: \(String(cString: strerror(errno)))")
+        if failure == nil && isRegularFile {
+            do throws(SystemError) { try fd.sync() } catch where error.errno != EINVAL && error.errno != EROFS {
+                failure = ProcessingError(.ioFailed, "writing \(path) failed: \(error.reason)")
+            } catch {}
         }
-        if Glibc.close(fd) != 0 && failure == nil && errno != EINTR {
-            failure = ProcessingError(.ioFailed, "closing \(path) failed: \(String(cString: strerror(errno)))")
-        }
-        fd = -1
+        do throws(SystemError) { try fd.close() } catch where failure == nil && error.errno != EINTR {
+            failure = ProcessingError(.ioFailed, "closing \(path) failed: \(error.reason)")
+        } catch {}
+        self.fd = nil
         if let failure { throw failure }
     }
 
     /// Gives up the file: buffered bytes are dropped; an uncommitted existing file keeps its contents, and a
     /// file this object created is removed (also after a failed write: no empty or partial file is left).
     public func discard() {
-        guard fd >= 0 else { return }
+        guard let fd else { return }
         buffered = 0
         if createdHere { removeIfStillOurs() }
-        Glibc.close(fd)
-        fd = -1
+        try? fd.close()
+        self.fd = nil
     }
 
     /// Unlinks `path` only if it still names the file this object opened (not something put there since).
     private func removeIfStillOurs() {
-        var mine = stat(), there = stat()
-        guard fstat(fd, &mine) == 0, stat(path, &there) == 0, mine.st_dev == there.st_dev, mine.st_ino == there.st_ino else { return }
-        unlink(path)
+        guard let mine = try? fd?.status(), let there = try? FileSystem.status(path),
+              mine.st_dev == there.st_dev, mine.st_ino == there.st_ino else { return }
+        try? FileSystem.unlink(path)
     }
 
     deinit {
-        if fd >= 0 {
+        if fd != nil {
             if isCommitted { try? close() } else { discard() }
         }
         buffer.deallocate()
@@ -298,19 +309,18 @@ public enum SnapshotWriter {
             z += raw[i..<(i + n)]
             i += n
         } while i < raw.count
-        z += be32(adler32(raw))
+        z += bigEndianBytes(adler32(raw))
         var out: [UInt8] = [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]
         func chunk(_ type: String, _ body: [UInt8]) {
             let t = Array(type.utf8)
-            out += be32(UInt32(body.count)); out += t; out += body; out += be32(crc32(t + body))
+            out += bigEndianBytes(UInt32(body.count)); out += t; out += body; out += bigEndianBytes(crc32(t + body))
         }
-        chunk("IHDR", be32(UInt32(w)) + be32(UInt32(h)) + [8, 2, 0, 0, 0])
+        chunk("IHDR", bigEndianBytes(UInt32(w)) + bigEndianBytes(UInt32(h)) + [8, 2, 0, 0, 0])
         chunk("IDAT", z)
         chunk("IEND", [])
         return out
     }
 
-    private static func be32(_ v: UInt32) -> [UInt8] { [UInt8(v >> 24), UInt8(v >> 16 & 0xff), UInt8(v >> 8 & 0xff), UInt8(v & 0xff)] }
     private static func adler32(_ d: [UInt8]) -> UInt32 {
         var a: UInt32 = 1, b: UInt32 = 0
         for x in d { a = (a + UInt32(x)) % 65521; b = (b + a) % 65521 }

@@ -1,5 +1,6 @@
 import Foundation
 import CapturePipeline
+import SystemIO
 
 /// CLOCK_REALTIME − CLOCK_MONOTONIC now, in nanoseconds.
 public func realtimeMinusMonotonicNs() -> Int64 {
@@ -20,20 +21,7 @@ public struct ListenAddress: Sendable {
 
 /// IPv4 addresses of the interfaces that are up (loopback last), for candidates when listening on 0.0.0.0.
 public func interfaceAddresses() -> [String] {
-    var list: UnsafeMutablePointer<ifaddrs>?
-    guard getifaddrs(&list) == 0, let first = list else { return ["127.0.0.1"] }
-    defer { freeifaddrs(list) }
-    var out: [String] = [], loop: [String] = []
-    var p: UnsafeMutablePointer<ifaddrs>? = first
-    while let i = p {
-        defer { p = i.pointee.ifa_next }
-        guard let a = i.pointee.ifa_addr, Int32(a.pointee.sa_family) == AF_INET, i.pointee.ifa_flags & UInt32(IFF_UP) != 0 else { continue }
-        var buf = [CChar](repeating: 0, count: 64)
-        var sin = UnsafeRawPointer(a).load(as: sockaddr_in.self)
-        inet_ntop(AF_INET, &sin.sin_addr, &buf, 64)
-        let s = String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        if i.pointee.ifa_flags & UInt32(IFF_LOOPBACK) != 0 { loop.append(s) } else { out.append(s) }
-    }
-    return out + loop
+    guard let list = networkInterfaceAddresses() else { return ["127.0.0.1"] }
+    let all = list.filter { $0.family == AF_INET && $0.isUp }
+    return all.filter { !$0.isLoopback }.map(\.address) + all.filter(\.isLoopback).map(\.address)
 }
-

@@ -84,10 +84,6 @@ public final class ViewerHub: EncodedOutput, @unchecked Sendable {
         let peer: WebRTCPeer
         do throws(WebRTCError) { peer = try WebRTCPeer(offer: offer, identity: identity, configuration: configuration) } catch { throw .failed(error.message) }
         let id = peer.id
-        peer.onConnected = { [weak self] in self?.requestKeyFrame() }
-        peer.sender.onKeyFrameRequest = { [weak self] in self?.requestKeyFrame() }
-        peer.sender.onBitrateEstimate = { [weak self] bps in self?.remb(id, bps) }
-        peer.onClosed = { [weak self] reason in self?.ended(id, reason) }
         let admitted = state.withLock { s -> Result<Int, AddError> in
             if let refused = admission(s, from: address) { return .failure(refused) }   // another POST took the slot meanwhile
             s.total += 1
@@ -100,7 +96,10 @@ public final class ViewerHub: EncodedOutput, @unchecked Sendable {
         case .success(let n): number = n
         case .failure(let refused): peer.close(); throw refused
         }
-        peer.start()
+        peer.start(WebRTCPeer.Handlers(connected: { [weak self] in self?.requestKeyFrame() },
+                                       keyFrameRequest: { [weak self] in self?.requestKeyFrame() },
+                                       bitrateEstimate: { [weak self] bps in self?.remb(id, bps) },
+                                       closed: { [weak self] reason in self?.ended(id, reason) }))
         joined.increment()
         viewersGauge.record(viewerCount)
         logger.debug("viewer joined", metadata: ["viewer": "\(number)", "client": "\(address)"])

@@ -82,12 +82,12 @@ final class DTLSAssociation {
     var droppedRecords: Int { Int(cw_dtls_dropped(pointer)) }
     func close() { cw_dtls_close(pointer) }
 
-    /// Hands each datagram DTLS wants sent to `send`.
-    func drain(_ send: (UnsafeRawBufferPointer) -> Void) {
+    /// Hands each datagram DTLS wants sent to `emit`.
+    func drain(_ emit: (UnsafeRawBufferPointer) -> Void) {
         while true {
             let n = buffer.withUnsafeMutableBytes { Int(cw_dtls_next_datagram(pointer, $0.baseAddress!.assumingMemoryBound(to: UInt8.self), $0.count)) }
             if n <= 0 { return }
-            buffer.withUnsafeBytes { send(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            buffer.withUnsafeBytes { emit(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
         }
     }
 
@@ -105,7 +105,9 @@ final class DTLSAssociation {
 }
 
 /// A libsrtp session for one direction. Not thread-safe: callers lock.
-final class SRTPSession {
+// @unchecked: libsrtp's session is used by one thread at a time: the outbound one only inside
+// SRTPTransport's Mutex, the inbound one only by the peer's thread (it lives in its PeerLoop).
+final class SRTPSession: @unchecked Sendable {
     private let pointer: OpaquePointer
     static let overhead = Int(cw_srtp_overhead())
 

@@ -1,3 +1,4 @@
+import SystemIO
 internal import CWebRTC
 
 /// The part of STUN (RFC 5389) an ICE-lite agent needs (RFC 8445 §2.5): it answers Binding requests that carry
@@ -25,20 +26,20 @@ public enum STUN {
 
     /// RFC 7983: the first byte of a STUN message is 0...3.
     public static func looksLikeSTUN(_ p: UnsafeRawBufferPointer) -> Bool {
-        p.count >= 20 && p[0] < 4 && be32(p, 4) == magicCookie
+        p.count >= 20 && p[0] < 4 && p.bigEndianUInt32(at: 4) == magicCookie
     }
 
     /// Parses and authenticates a Binding request against our `ufrag`/`pwd`. Every length is range-checked.
     public static func parseRequest(_ p: UnsafeRawBufferPointer, localUfrag: String, localPassword: String) -> Outcome {
         guard looksLikeSTUN(p) else { return .ignored("not STUN") }
-        let type = be16(p, 0), length = Int(be16(p, 2))
+        let type = p.bigEndianUInt16(at: 0), length = Int(p.bigEndianUInt16(at: 2))
         guard type == 0x0001 else { return .ignored("STUN message type 0x\(String(type, radix: 16)) is not a Binding request") }
         guard length % 4 == 0, 20 + length <= p.count else { return .ignored("STUN length \(length) does not fit \(p.count) bytes") }
         var username: String?, useCandidate = false, controlling = false, priority: UInt32?
         var integrityAt: Int?, fingerprintAt: Int?
         var o = 20
         while o + 4 <= 20 + length {
-            let t = be16(p, o), l = Int(be16(p, o + 2))
+            let t = p.bigEndianUInt16(at: o), l = Int(p.bigEndianUInt16(at: o + 2))
             let v = o + 4
             guard v + l <= 20 + length else { return .ignored("STUN attribute 0x\(String(t, radix: 16)) of \(l) bytes overruns the message") }
             if integrityAt != nil && t != 0x8028 { return .ignored("STUN attribute after MESSAGE-INTEGRITY") }
@@ -46,7 +47,7 @@ public enum STUN {
             case 0x0006: username = String(decoding: UnsafeRawBufferPointer(rebasing: p[v..<(v + l)]), as: UTF8.self)
             case 0x0025: useCandidate = true
             case 0x802A: controlling = true
-            case 0x0024: if l == 4 { priority = be32(p, v) }
+            case 0x0024: if l == 4 { priority = p.bigEndianUInt32(at: v) }
             case 0x0008: guard l == 20 else { return .ignored("MESSAGE-INTEGRITY of \(l) bytes") }; integrityAt = o
             case 0x8028: guard l == 4 else { return .ignored("FINGERPRINT of \(l) bytes") }; fingerprintAt = o
             default: break
@@ -55,7 +56,7 @@ public enum STUN {
         }
         if let f = fingerprintAt {
             let expected = crc32(UnsafeRawBufferPointer(rebasing: p[0..<f])) ^ 0x5354_554e
-            guard be32(p, f + 4) == expected else { return .ignored("STUN FINGERPRINT mismatch") }
+            guard p.bigEndianUInt32(at: f + 4) == expected else { return .ignored("STUN FINGERPRINT mismatch") }
         }
         guard let username, let integrityAt else { return .ignored("Binding request without USERNAME and MESSAGE-INTEGRITY") }
         guard username.hasPrefix(localUfrag + ":") else { return .ignored("Binding request for another ufrag") }
@@ -115,8 +116,4 @@ public enum STUN {
         return c ^ 0xFFFF_FFFF
     }
 
-    static func be16(_ p: UnsafeRawBufferPointer, _ i: Int) -> UInt16 { UInt16(p[i]) << 8 | UInt16(p[i + 1]) }
-    static func be32(_ p: UnsafeRawBufferPointer, _ i: Int) -> UInt32 {
-        UInt32(p[i]) << 24 | UInt32(p[i + 1]) << 16 | UInt32(p[i + 2]) << 8 | UInt32(p[i + 3])
-    }
 }

@@ -69,8 +69,8 @@ func waitFor(_ condition: () -> Bool) -> Bool {
         let sender = try RTPSender(configuration: c)
         defer { sender.close() }
         let keyFrames = Atomic<Int>(0), estimates = Mutex<[UInt64]>([])
-        sender.onKeyFrameRequest = { keyFrames.add(1, ordering: .relaxed) }
-        sender.onBitrateEstimate = { bps in estimates.withLock { $0.append(bps) } }
+        sender.setFeedbackHandlers(keyFrameRequest: { keyFrames.add(1, ordering: .relaxed) },
+                                   bitrateEstimate: { bps in estimates.withLock { $0.append(bps) } })
         var t: Int64 = 1_000_000_000
         for _ in 0..<10 { try sender.send(pFrame(packets: 4), captureNs: t); t += 33_333_333 }
         let sent = receiver.drain { sender.statistics.packetsSent == 40 }

@@ -55,7 +55,7 @@ func parse(_ bytes: [UInt8]) throws(RTCPParseError) -> [RTCPPacket] {
         let sender = try RTPSender(configuration: .init(host: "127.0.0.1", port: 9))
         defer { sender.close() }
         let requested = RequestCounter()
-        sender.onKeyFrameRequest = { requested.add() }
+        sender.setFeedbackHandlers(keyFrameRequest: { requested.add() })
         [UInt8]([0x81, 201, 0, 7, 1, 2]).withUnsafeBytes { sender.handleRTCP($0) }   // length past the end
         let pli = RTCPWriter.pli(sender: 1, media: sender.ssrc)
         pli.withUnsafeBytes { sender.handleRTCP($0) }

@@ -109,10 +109,9 @@ func keyFrame(size: Int) -> EncodedFrame {
         let offer = try WebRTCOffer(text)
         let peer = try WebRTCPeer(offer: offer, identity: serverIdentity, configuration: .init(bindHost: "127.0.0.1", candidateHosts: ["127.0.0.1"]))
         let connected = Box(false), keyRequests = Box(0), closed = Box<String?>(nil)
-        peer.onConnected = { connected.value.withLock { $0 = true } }
-        peer.sender.onKeyFrameRequest = { keyRequests.value.withLock { $0 += 1 } }
-        peer.onClosed = { reason in closed.value.withLock { $0 = reason } }
-        peer.start()
+        peer.start(WebRTCPeer.Handlers(connected: { connected.value.withLock { $0 = true } },
+                                       keyFrameRequest: { keyRequests.value.withLock { $0 += 1 } },
+                                       closed: { reason in closed.value.withLock { $0 = reason } }))
         let answer = try SDP.parse(peer.answer)
         let video = try #require(answer.media.first)
         let ufrag = try #require(video.values("ice-ufrag").first), pwd = try #require(video.values("ice-pwd").first)
@@ -227,8 +226,8 @@ func peerSendMallocs(peer: WebRTCPeer, browser: FakeBrowser, count: () -> Int, s
     for i in 0..<600 { pkt[2] = UInt8(i >> 8); pkt[3] = UInt8(i & 0xff); _ = pkt.withUnsafeMutableBytes { out.protect($0, length: 1012, rtcp: false) } }
     let bare = Double(count() - b2) / 100
     let b3 = count()
-    for i in 0..<600 { pkt[2] = UInt8(i >> 8); pkt[3] = UInt8(i & 0xff); _ = pkt.withUnsafeBytes { peer.sendRTP(UnsafeRawBufferPointer(rebasing: $0[0..<1012])) } }
-    print("MEASURE peer.sendRTP per 6 packets: \(Double(count() - b3) / 100)")
+    for i in 0..<600 { pkt[2] = UInt8(i >> 8); pkt[3] = UInt8(i & 0xff); _ = pkt.withUnsafeBytes { peer.transport.sendRTP(UnsafeRawBufferPointer(rebasing: $0[0..<1012])) } }
+    print("MEASURE peer.transport.sendRTP per 6 packets: \(Double(count() - b3) / 100)")
     final class Null: RTPTransport, @unchecked Sendable {
         func sendRTP(_ packet: UnsafeRawBufferPointer) -> Int32 { 0 }
         func sendRTCP(_ packet: UnsafeRawBufferPointer) -> Int32 { 0 }
@@ -267,9 +266,8 @@ struct ConnectedPeer {
             of: "5A:BA:85:3B:19:7E:27:E2:E0:A7:07:46:61:EA:75:0C:68:6E:FE:CC:EF:9C:7C:F8:2E:0E:F1:15:8B:11:73:80", with: clientIdentity.fingerprint)
         peer = try WebRTCPeer(offer: try WebRTCOffer(text), identity: serverIdentity, configuration: .init(bindHost: "127.0.0.1", candidateHosts: ["127.0.0.1"]))
         let closed = Box<String?>(nil)
-        peer.onClosed = { reason in closed.value.withLock { $0 = reason } }
         self.closed = closed
-        peer.start()
+        peer.start(WebRTCPeer.Handlers(closed: { reason in closed.value.withLock { $0 = reason } }))
         browser = try FakeBrowser(checkedInTo: peer)
         dtls = try DTLSAssociation(identity: clientIdentity, peerFingerprint: serverIdentity.fingerprint)
         let deadline = Date().addingTimeInterval(10)
@@ -378,8 +376,7 @@ func monotonicTestNs() -> Int64 { var t = timespec(); clock_gettime(CLOCK_MONOTO
         let peer = try WebRTCPeer(offer: try WebRTCOffer(NegotiationTests.chromiumOffer), identity: serverIdentity,
                                   configuration: .init(bindHost: "127.0.0.1", candidateHosts: ["127.0.0.1"]))
         let closed = Box<String?>(nil)
-        peer.onClosed = { reason in closed.value.withLock { $0 = reason } }
-        peer.start()
+        peer.start(WebRTCPeer.Handlers(closed: { reason in closed.value.withLock { $0 = reason } }))
         let browser = try FakeBrowser(checkedInTo: peer)
         let dtls = try DTLSAssociation(identity: clientIdentity, peerFingerprint: serverIdentity.fingerprint)
         _ = dtls.tick(); dtls.drain { browser.send(Array($0)) }

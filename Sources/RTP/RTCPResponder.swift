@@ -1,0 +1,67 @@
+package import SystemIO
+
+/// What a sender does about one RTCP packet from a receiver, decided under the sender's lock and done after it.
+package enum RTCPAction: Sendable, Equatable {
+    case none
+    /// PLI/FIR, not within the rate limit of the last one honoured: ask the encoder for a key frame.
+    case keyFrame
+    /// REMB, raised to the minimum: hand the estimate on.
+    case bitrate(UInt64)
+    /// Generic NACK: resend these packets from the history (stop at the first over budget).
+    case retransmit([UInt16])
+}
+
+/// The RTCP rules of a sender (no I/O): receiver reports → loss, jitter and RTT into the statistics;
+/// PLI/FIR → a key frame at most once per `keyFrameRequestIntervalNs`; NACK → retransmissions; REMB →
+/// a bitrate no lower than `minimumBitrateEstimate`. Feedback about other SSRCs is skipped.
+package struct RTCPResponder: Sendable {
+    package let ssrc: UInt32
+    package let keyFrameRequestIntervalNs: Int64
+    package let minimumBitrateEstimate: UInt64
+    private var lastKeyFrameRequestNs: Int64 = .min / 2
+
+    package init(ssrc: UInt32, keyFrameRequestIntervalNs: Int64, minimumBitrateEstimate: UInt64) {
+        self.ssrc = ssrc; self.keyFrameRequestIntervalNs = keyFrameRequestIntervalNs; self.minimumBitrateEstimate = minimumBitrateEstimate
+    }
+
+    /// Applies one packet, which arrived at monotonic `now` and NTP middle time `ntpMiddle`, to `stats`, and
+    /// says what remains to be done.
+    package mutating func respond(to packet: RTCPPacket, now: Int64, ntpMiddle: UInt32, stats: inout RTPSender.Statistics) -> RTCPAction {
+        switch packet {
+        case .receiverReport(_, let reports), .senderReport(_, _, _, _, _, let reports):
+            guard let block = reports.first(where: { $0.ssrc == ssrc }) else { return .none }
+            stats.receiverReports += 1
+            stats.fractionLost = Double(block.fractionLost) / 256
+            stats.jitterMs = Double(block.jitter) / 90
+            if let rtt = RTPSession.roundTripMs(ntpMiddle: ntpMiddle, lastSR: block.lastSR, delaySinceLastSR: block.delaySinceLastSR) {
+                stats.rttMs = rtt
+            }
+            return .none
+        case .pli(_, let media), .fir(_, let media, _):
+            guard media == ssrc || media == 0 else { return .none }
+            stats.keyFrameRequests += 1
+            guard now - lastKeyFrameRequestNs >= keyFrameRequestIntervalNs else { return .none }
+            lastKeyFrameRequestNs = now
+            stats.keyFrameRequestsHonoured += 1
+            return .keyFrame
+        case .nack(_, let media, let lost):
+            guard media == ssrc else { return .none }
+            stats.nacksReceived += 1
+            return .retransmit(lost)
+        case .remb(_, let reported, _):
+            let bitrate = max(reported, minimumBitrateEstimate)
+            stats.rembBitrate = bitrate
+            return .bitrate(bitrate)
+        case .other:
+            return .none
+        }
+    }
+}
+
+/// Whose RTCP a sender with its own sockets obeys: the destination's address and the configured others
+/// (any port). Everything else is a stranger's, dropped unread.
+package struct FeedbackFilter: Sendable {
+    private let trusted: [[UInt8]]
+    package init(_ addresses: [SocketAddress]) { trusted = addresses.map { $0.parts.host } }
+    package func accepts(_ source: SocketAddress) -> Bool { trusted.contains(source.parts.host) }
+}

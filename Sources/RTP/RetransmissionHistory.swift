@@ -1,0 +1,83 @@
+import SystemIO
+
+/// The last packets sent, for retransmission on NACK: indexed by sequence number (slot = sequence & mask, so
+/// consecutive numbers never collide; O(1) to store and to find), allocated once, with when each was last
+/// resent and a budget: retransmissions may use at most `share` of the media bytes sent in the last second.
+package struct RetransmissionHistory: Sendable {
+    private var slots: [[UInt8]]
+    private var lengths: [Int]
+    private var sequences: [UInt16]
+    private var resentNs: [Int64]
+    private let mask: Int
+    private var rates = RateWindow()
+    private let share: Double
+    private let allowance: Int
+
+    /// Room for at least `packets` (a power of two, 16...8192) of up to `packetCapacity` bytes each.
+    /// Retransmissions may use `share` of the media bitrate, at least `allowance` bytes a second.
+    package init(packets: Int, packetCapacity: Int, share: Double, allowance: Int) {
+        var size = 16
+        while size < min(8192, packets) { size *= 2 }
+        slots = (0..<size).map { _ in [UInt8](repeating: 0, count: packetCapacity) }
+        lengths = [Int](repeating: 0, count: size); sequences = [UInt16](repeating: 0, count: size)
+        resentNs = [Int64](repeating: .min, count: size); mask = size - 1
+        self.share = share; self.allowance = allowance
+    }
+
+    package var capacity: Int { mask + 1 }
+
+    /// Keeps a copy of media packet `packet` (its sequence number read from its header), sent at `now`.
+    package mutating func record(_ packet: UnsafeRawBufferPointer, at now: Int64) {
+        let seq = packet.bigEndianUInt16(at: 2)
+        let i = Int(seq) & mask
+        slots[i].withUnsafeMutableBytes { $0.baseAddress!.copyMemory(from: packet.baseAddress!, byteCount: packet.count) }
+        lengths[i] = packet.count; sequences[i] = seq; resentNs[i] = .min
+        rates.addMedia(packet.count, at: now)
+    }
+
+    package enum Decision: Equatable, Sendable {
+        /// Resend: the packet is in `packet(at:)`.
+        case resend(slot: Int)
+        /// Not in the history (overwritten or never sent), or resent less than an RTT ago.
+        case ignored
+        /// The retransmission budget is spent (the rest of the NACK is not served either).
+        case overBudget
+    }
+
+    /// Whether packet `seq` is resent now (libwebrtc's rules): it must still be in the history, must not have
+    /// been resent within `rttNs` (the NACK crossed the retransmission), and its `bytes` (with what the
+    /// transport adds) must fit the budget. A resend is counted and stamped.
+    package mutating func claim(_ seq: UInt16, extraBytes: Int, rttNs: Int64, at now: Int64) -> Decision {
+        let i = Int(seq) & mask
+        let resent = resentNs[i]
+        guard sequences[i] == seq, lengths[i] > 0, resent == .min || now - resent >= rttNs else { return .ignored }
+        guard rates.spend(lengths[i] + extraBytes, share: share, allowance: allowance, at: now) else { return .overBudget }
+        resentNs[i] = now
+        return .resend(slot: i)
+    }
+
+    /// The packet kept in `slot`.
+    package func packet(at slot: Int) -> ArraySlice<UInt8> { slots[slot][0..<lengths[slot]] }
+
+    /// Bytes per 100 ms over the last second, for media and for retransmissions (the budget).
+    struct RateWindow: Sendable {
+        private var media = [Int](repeating: 0, count: 10), resent = [Int](repeating: 0, count: 10)
+        private var slot: Int64 = 0
+        private mutating func advance(_ now: Int64) {
+            let s = now / 100_000_000
+            if s - slot >= 10 { for i in 0..<10 { media[i] = 0; resent[i] = 0 } }
+            else { var k = slot; while k < s { k += 1; media[Int(k % 10)] = 0; resent[Int(k % 10)] = 0 } }
+            slot = max(slot, s)
+        }
+        mutating func addMedia(_ bytes: Int, at now: Int64) { advance(now); media[Int(slot % 10)] += bytes }
+        /// Whether `bytes` more of retransmission stay within `share` of the media sent in the last second (at
+        /// least `allowance`, so a low-rate stream can still repair a loss); counts them if so.
+        mutating func spend(_ bytes: Int, share: Double, allowance: Int, at now: Int64) -> Bool {
+            advance(now)
+            let budget = max(Int(Double(media.reduce(0, +)) * share), allowance)
+            guard resent.reduce(0, +) + bytes <= budget else { return false }
+            resent[Int(slot % 10)] += bytes
+            return true
+        }
+    }
+}

@@ -1,0 +1,66 @@
+import SystemIO
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// RTP and RTCP over UDP sockets of their own (through SystemIO): media to `host:port`, RTCP to the RTCP port
+/// (or the same with rtcp-mux) from a socket bound on the interface that reaches the destination, where the
+/// receivers' feedback arrives and is filtered by source address.
+final class UDPTransport: RTPTransport {
+    private let rtpSocket: UDPSocket
+    private let rtcpSocket: UDPSocket
+    private let rtpAddress: SocketAddress
+    private let rtcpAddress: SocketAddress
+    private let filter: FeedbackFilter
+    /// The local port receivers send RTCP to.
+    let localRTCPPort: Int
+
+    init(_ c: RTPSender.Configuration) throws(RTPError) {
+        guard (1...65535).contains(c.port) else { throw RTPError(.invalidConfiguration, "RTP port \(c.port) is not 1...65535") }
+        let rtcpPort = c.rtcpMux ? c.port : (c.rtcpPort ?? c.port + 1)
+        guard (1...65535).contains(rtcpPort) else { throw RTPError(.invalidConfiguration, "RTCP port \(rtcpPort) is not 1...65535") }
+        guard (0.0...1.0).contains(c.dropRate) else { throw RTPError(.invalidConfiguration, "drop rate \(c.dropRate) is not 0...1") }
+        guard let a = SocketAddress(host: c.host, port: c.port), let r = SocketAddress(host: c.host, port: rtcpPort) else {
+            throw RTPError(.invalidConfiguration, "cannot resolve \(c.host): give an IPv4 or IPv6 address")
+        }
+        var trusted = [a]
+        for h in c.feedbackFrom {
+            guard let f = SocketAddress(host: h, port: 0) else { throw RTPError(.invalidConfiguration, "cannot take feedback from \"\(h.prefix(64))\": give an IPv4 or IPv6 address") }
+            trusted.append(f)
+        }
+        filter = FeedbackFilter(trusted)
+        rtpAddress = a; rtcpAddress = r
+        let s1: UDPSocket, s2: UDPSocket
+        do throws(SystemError) {
+            s1 = try UDPSocket(family: a.family)
+            s2 = c.rtcpMux ? s1 : try UDPSocket(family: a.family)
+        } catch { throw RTPError(.socketFailed, "cannot create a UDP socket", errno: error.errno) }
+        // Bind our RTCP socket (receivers answer to its address) on the interface that reaches the destination,
+        // not on every interface: a stream to 127.0.0.1 listens on loopback only.
+        var local = UDPSocket.localAddress(toward: a) ?? SocketAddress(host: a.family == AF_INET ? "0.0.0.0" : "::", port: 0)!
+        local.port = UInt16(c.localRTCPPort)
+        try? s2.setOption(level: SOL_SOCKET, SO_RCVBUF, 64 * 1024)   // feedback is small: a storm queues little, so it stops when the storm does
+        do throws(SystemError) { try s2.bind(local) } catch {
+            throw RTPError(.socketFailed, "cannot listen for RTCP on port \(c.localRTCPPort)\(error.errno == EADDRINUSE ? ": the port is in use" : "")", errno: error.errno)
+        }
+        localRTCPPort = Int((try? s2.localAddress())?.port ?? local.port)
+        rtpSocket = s1; rtcpSocket = s2
+    }
+
+    func sendRTP(_ packet: UnsafeRawBufferPointer) -> Int32 { rtpSocket.send(packet, to: rtpAddress) }
+    func sendRTCP(_ packet: UnsafeRawBufferPointer) -> Int32 { rtcpSocket.send(packet, to: rtcpAddress) }
+
+    /// Waits up to `timeoutMs` for feedback, then hands every queued datagram from a trusted address to
+    /// `handle` (each checked before it is parsed) and counts the others with `stranger`.
+    func receiveFeedback(into buffer: UnsafeMutableRawBufferPointer, timeoutMs: Int32,
+                         handle: (UnsafeRawBufferPointer) -> Void, stranger: () -> Void) {
+        guard rtcpSocket.waitUntilReadable(timeoutMs: timeoutMs) else { return }
+        var from = SocketAddress()
+        while let n = rtcpSocket.receive(into: buffer, from: &from), n > 0 {
+            guard filter.accepts(from) else { stranger(); continue }
+            handle(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+        }
+    }
+
+    func close() { rtpSocket.close(); rtcpSocket.close() }
+}
