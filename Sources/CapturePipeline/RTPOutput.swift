@@ -84,7 +84,7 @@ public final class RTPOutput: EncodedOutput {
                                  rtxSSRC: sender.configuration.rtxPayloadType == nil ? nil : sender.rtxSSRC)
             try CapturePipeline.write(text, into: file)
         }
-        try sender.send(frame, captureNs: frame.timestampNs)
+        try sender.send(frame)
     }
     public func end() throws {
         sender.close(); sdpFile?.discard()

@@ -18,6 +18,8 @@ public struct EncodedFrame: Sendable {
     /// How long `encode` took for this frame, in nanoseconds (what the encoder's statistics are made of).
     public var encodeNs: Int64 = 0
     public init() {}
+    /// This frame with another capture time (tests and replays that send one frame many times).
+    package func stamped(_ timestampNs: Int64) -> EncodedFrame { var f = self; f.timestampNs = timestampNs; return f }
     public var size: Int { data.count }
     public var containsParameterSets: Bool { nalUnits.contains { $0.type == .sps } && nalUnits.contains { $0.type == .pps } }
 }

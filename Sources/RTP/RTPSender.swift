@@ -220,8 +220,10 @@ public final class RTPSender: @unchecked Sendable {
         return (Array(frame.data[s.offset..<(s.offset + s.length)]), Array(frame.data[p.offset..<(p.offset + p.length)]))
     }
 
-    /// Packetizes and sends one encoded access unit captured at `captureNs` (monotonic ns).
-    public func send(_ frame: EncodedFrame, captureNs: Int64) throws(RTPError) {
+    /// Packetizes and sends one encoded access unit; its RTP time comes from its capture time (`timestampNs`,
+    /// monotonic ns).
+    public func send(_ frame: EncodedFrame) throws(RTPError) {
+        let captureNs = frame.timestampNs
         let ts = shared.withLock { $0.session.timestamp(forCaptureNs: captureNs) }
         var failure: Int32 = 0
         let now = monotonicNanoseconds()

@@ -174,7 +174,7 @@ public final class ViewerHub: EncodedOutput, @unchecked Sendable {
         }
         if frame.isKeyFrame { state.withLock { $0.lastKeyFrameNs = max($0.lastKeyFrameNs, now) } }
         let peers = state.withLock { $0.peers }
-        for p in peers { p.send(frame, captureNs: frame.timestampNs) }
+        for p in peers { p.send(frame) }
     }
     public func end() throws { closeAll(reason: "the server stopped") }
     public func discard() { closeAll(reason: "the server stopped") }

@@ -155,7 +155,7 @@ public final class WebRTCPeer: Sendable {
 
     /// Sends one encoded access unit (from the encoder's thread). Nothing goes out before the connection is up,
     /// and the first frame a viewer gets is a key frame.
-    public func send(_ frame: EncodedFrame, captureNs: Int64) {
+    public func send(_ frame: EncodedFrame) {
         guard transport.isConnected else { return }
         let ready = status.withLock { s -> Bool in
             if s.waitingForKeyFrame {
@@ -164,7 +164,7 @@ public final class WebRTCPeer: Sendable {
             }
             return true
         }
-        if ready { try? sender.send(frame, captureNs: captureNs) }
+        if ready { try? sender.send(frame) }
     }
 
     // MARK: The peer's thread

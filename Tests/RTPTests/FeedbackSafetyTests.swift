@@ -72,7 +72,7 @@ func waitFor(_ condition: () -> Bool) -> Bool {
         sender.setFeedbackHandlers(keyFrameRequest: { keyFrames.add(1, ordering: .relaxed) },
                                    bitrateEstimate: { bps in estimates.withLock { $0.append(bps) } })
         var t: Int64 = 1_000_000_000
-        for _ in 0..<10 { try sender.send(pFrame(packets: 4), captureNs: t); t += 33_333_333 }
+        for _ in 0..<10 { try sender.send(pFrame(packets: 4).stamped(t)); t += 33_333_333 }
         let sent = receiver.drain { sender.statistics.packetsSent == 40 }
         #expect(sent.packets >= 40)
 
@@ -145,7 +145,7 @@ func waitFor(_ condition: () -> Bool) -> Bool {
         var t: Int64 = 1_000_000_000
         let start = Date()
         for i in 0..<90 {
-            try sender.send(pFrame(packets: 6), captureNs: t); t += 33_333_333
+            try sender.send(pFrame(packets: 6).stamped(t)); t += 33_333_333
             let due = start.addingTimeInterval(Double(i + 1) / 30)
             let wait = due.timeIntervalSinceNow
             if wait > 0 { usleep(UInt32(wait * 1e6)) }
@@ -178,7 +178,7 @@ func waitFor(_ condition: () -> Bool) -> Bool {
         c.historySize = 64
         let sender = try RTPSender(configuration: c, transport: transport)
         var t: Int64 = 1_000_000_000
-        for _ in 0..<40 { try sender.send(pFrame(packets: 6), captureNs: t); t += 33_333_333 }
+        for _ in 0..<40 { try sender.send(pFrame(packets: 6).stamped(t)); t += 33_333_333 }
         // The newest packets' sequence numbers: the sender's state gives the next one.
         let next = sender.nextSequenceNumber
         let recent = next &- 3, old = next &- 200

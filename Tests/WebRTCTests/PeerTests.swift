@@ -141,7 +141,7 @@ func keyFrame(size: Int) -> EncodedFrame {
 
         // Media: a key frame of 3000 bytes → STAP-A (SPS+PPS) and FU-A fragments, SRTP-protected.
         let frame = keyFrame(size: 3000)
-        peer.send(frame, captureNs: 1_000_000_000)
+        peer.send(frame.stamped(1_000_000_000))
         var packets: [[UInt8]] = []
         while let d = browser.receive() {
             guard d[0] >= 128 && d[0] <= 191, !(192...223).contains(d[1]) else { continue }   // RTP only (SR may come too)
@@ -214,10 +214,10 @@ func keyFrame(size: Int) -> EncodedFrame {
 func peerSendMallocs(peer: WebRTCPeer, browser: FakeBrowser, count: () -> Int, srtp: SRTPSession) -> (Double, Double) {
     let f = pFrame6()
     var t: Int64 = 2_000_000_000
-    peer.send(keyFrame(size: 3000), captureNs: t); t += 33_333_333   // a viewer's first frame is a key frame
-    for _ in 0..<20 { peer.send(f, captureNs: t); t += 33_333_333; while browser.receive() != nil {} }
+    peer.send(keyFrame(size: 3000).stamped(t)); t += 33_333_333   // a viewer's first frame is a key frame
+    for _ in 0..<20 { peer.send(f.stamped(t)); t += 33_333_333; while browser.receive() != nil {} }
     let before = count()
-    for _ in 0..<100 { peer.send(f, captureNs: t); t += 33_333_333 }
+    for _ in 0..<100 { peer.send(f.stamped(t)); t += 33_333_333 }
     let total = Double(count() - before) / 100
     while browser.receive() != nil {}
     let out = try! SRTPSession(profile: .aeadAes128Gcm, key: [UInt8](repeating: 1, count: 28), outbound: true)
@@ -233,9 +233,9 @@ func peerSendMallocs(peer: WebRTCPeer, browser: FakeBrowser, count: () -> Int, s
         func sendRTCP(_ packet: UnsafeRawBufferPointer) -> Int32 { 0 }
     }
     let sender = try! RTPSender(configuration: .init(host: "x", port: 1), transport: Null())
-    for _ in 0..<20 { try? sender.send(f, captureNs: t); t += 1000 }
+    for _ in 0..<20 { try? sender.send(f.stamped(t)); t += 1000 }
     let b4 = count()
-    for _ in 0..<100 { try? sender.send(f, captureNs: t); t += 1000 }
+    for _ in 0..<100 { try? sender.send(f.stamped(t)); t += 1000 }
     print("MEASURE RTPSender.send (null transport) per frame: \(Double(count() - b4) / 100)")
     var pz = H264Packetizer()
     let b5 = count()
@@ -278,7 +278,7 @@ struct ConnectedPeer {
 
     /// Sends a key frame and returns how many RTP packets of it the browser could decrypt.
     func mediaArrives() -> Int {
-        peer.send(keyFrame(size: 3000), captureNs: monotonicTestNs())
+        peer.send(keyFrame(size: 3000).stamped(monotonicTestNs()))
         var packets = 0
         while let d = browser.receive() {
             guard d[0] >= 128 && d[0] <= 191, !(192...223).contains(d[1]) else { continue }
@@ -349,7 +349,7 @@ func monotonicTestNs() -> Int64 { var t = timespec(); clock_gettime(CLOCK_MONOTO
         let frame = pFrame6()
         let start = Date()
         for i in 0..<60 {
-            c.peer.send(frame, captureNs: t); t += 33_333_333
+            c.peer.send(frame.stamped(t)); t += 33_333_333
             // NACK everything sent so far, 20 times per frame.
             for _ in 0..<20 {
                 c.sendRTCP(RTCPWriter.nack(sender: 1, media: c.peer.sender.ssrc, lost: (0..<UInt16(120)).map { c.peer.sender.nextSequenceNumber &- 120 &+ $0 }))
