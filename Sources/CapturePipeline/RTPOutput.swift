@@ -49,6 +49,9 @@ public final class RTPOutput: EncodedOutput {
     private let target: StreamTarget
 
     private let logger: Logger
+    /// Written by one thread at a time (the encoder's, or the pipeline's): the sender's packetizer has one
+    /// sending thread, its feedback thread takes only RTCP, and the SDP file is written once, here.
+    public var acceptsWritesFromEncoderThread: Bool { true }
 
     /// `logger` gets the stream's start and stop (debug), nothing per packet.
     public init(configuration: RTPSender.Configuration, sdpFile: OutputFile?, target: StreamTarget,

@@ -43,6 +43,8 @@ public final class EncodeStage: PictureStage {
     private var thread: EncoderThread?
     /// Ask for the encoder thread (granted when every output accepts writes from it).
     public var usesEncoderThread = false
+    /// The encoder ran on its own thread (the summary says so).
+    public private(set) var ranOnThread = false
     private var out = EncodedFrame()
     /// Pictures not encoded because no output wanted frames.
     private var idle = 0
@@ -130,6 +132,7 @@ public final class EncodeStage: PictureStage {
         self.encoder = encoder
         if usesEncoderThread && outputs.allSatisfy(\.acceptsWritesFromEncoderThread) {
             thread = EncoderThread(encoder: encoder) { [self] frame in try self.deliver(frame, size: encoder.size) }
+            ranOnThread = true
         }
         if let session, FrameSize(width: s.width, height: s.height) != session.applied.size {
             session.formatNote = ", encoded at \(s.width)x\(s.height)"
@@ -206,7 +209,7 @@ public final class EncodeStage: PictureStage {
         let stats = self.stats
         return [("key frames", "\(stats.keyFrames) (interval \(settings.effectiveKeyFrameInterval) frames)"),
          ("bitrate", "\(fmt(kbps, 0)) kbps average (target \(targetKbps) kbps\(targetKbps != settingsKbps ? ", last \(settingsKbps) kbps" : ""))"),
-         ("encode time", "p50 \(fmt(stats.encodeP50Ms, 2)) ms, p95 \(fmt(stats.encodeP95Ms, 2)) ms")]
+         ("encode time", "p50 \(fmt(stats.encodeP50Ms, 2)) ms, p95 \(fmt(stats.encodeP95Ms, 2)) ms\(ranOnThread ? ", on the encoder's own thread" : "")")]
             + (tally.withLock { $0.sizeChanges }.isEmpty ? [] : [("reconfigured", tally.withLock { $0.sizeChanges }.joined(separator: ", "))])
             + outputs.flatMap(\.summary)
     }

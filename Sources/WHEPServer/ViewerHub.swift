@@ -11,8 +11,7 @@ public import CapturePipeline
 /// The viewers: an encoded output that hands every access unit to each connected peer, and the WHEP actions
 /// (add on POST, remove on DELETE or when a peer ends by itself). Key-frame requests from all viewers are
 /// merged and rate-limited; the bitrate follows the lowest REMB among the viewers.
-public final class ViewerHub: EncodedOutput, @unchecked Sendable {
-    // @unchecked: `state` is a Mutex; `control` is set once before the camera starts.
+public final class ViewerHub: EncodedOutput, Sendable {
     struct Viewer { var peer: WebRTCPeer; var remb: UInt64?; var address: String; var number: Int; var metrics: ViewerMetrics }
     /// How many viewers, and how many of them may still be connecting (ICE and DTLS not done), overall and per
     /// client address: a slot held by an offer that never connects is freed at the peer's connect timeout.
@@ -40,8 +39,8 @@ public final class ViewerHub: EncodedOutput, @unchecked Sendable {
     private let keyFramePending = Atomic<Bool>(false)
     private let identity: DTLSIdentity
     private let configuration: WebRTCPeer.Configuration
-    private var control: EncoderControl?
-    private var follower: BandwidthFollower?
+    /// The encoder the viewers' feedback goes to (set by `connect`, before the camera starts).
+    private let encoder = Mutex<(control: EncoderControl, follower: BandwidthFollower)?>(nil)
     public static let keyFrameIntervalNs: Int64 = 300_000_000
     public let limits: Limits
 
@@ -59,7 +58,10 @@ public final class ViewerHub: EncodedOutput, @unchecked Sendable {
     }
     /// Key-frame requests and bandwidth estimates go to `encode`; with `adapting`, estimates also set the size
     /// and frame rate.
-    public func connect(_ encode: EncodeStage, adapting requests: OutputRequests?) { control = encode.control; follower = BandwidthFollower(encode, adapting: requests) }
+    public func connect(_ encode: EncodeStage, adapting requests: OutputRequests?) {
+        let follower = BandwidthFollower(encode, adapting: requests)
+        encoder.withLock { $0 = (encode.control, follower) }
+    }
 
     public enum AddError: Error { case badOffer(WebRTCError), full, tooManyPending, tooManyFromAddress(Int), stopped, failed(String) }
 
@@ -144,7 +146,7 @@ public final class ViewerHub: EncodedOutput, @unchecked Sendable {
     private func recomputeBitrate() {
         let lowest = state.withLock { s in s.viewers.values.compactMap(\.remb).min() }
         guard let lowest else { return }
-        follower?.update(bitsPerSecond: lowest)
+        encoder.withLock { $0?.follower }?.update(bitsPerSecond: lowest)
     }
 
     public var viewerCount: Int { state.withLock { $0.viewers.count } }
@@ -170,7 +172,7 @@ public final class ViewerHub: EncodedOutput, @unchecked Sendable {
                 guard now - s.lastKeyFrameNs >= ViewerHub.keyFrameIntervalNs else { return false }
                 s.lastKeyFrameNs = now; return true
             }
-            if due { keyFramePending.store(false, ordering: .releasing); control?.requestKeyFrame() }
+            if due { keyFramePending.store(false, ordering: .releasing); encoder.withLock { $0?.control }?.requestKeyFrame() }
         }
         if frame.isKeyFrame { state.withLock { $0.lastKeyFrameNs = max($0.lastKeyFrameNs, now) } }
         let peers = state.withLock { $0.peers }

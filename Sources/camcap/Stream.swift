@@ -93,6 +93,8 @@ struct Stream: AsyncParsableCommand {
         if let output { outputs.append(try AnnexBFileOutput(path: output)) }
         let encode = EncodeStage(settings: settings, keyIntervalSeconds: keySeconds, outputs: outputs)
         rtpOutput.connect(encode, adapting: adaptToBandwidth ? pipeline.outputRequests : nil)
+        // As fast as frames come (a fixture with --fast), encode on a thread of its own, as record does.
+        encode.usesEncoderThread = capture.fast
         try await pipeline.runCommand("streaming", quiet: capture.quiet, stages: [encode])
     }
 }

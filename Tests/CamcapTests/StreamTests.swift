@@ -193,3 +193,19 @@ extension StreamTests {
         #expect(v6.code == 0 && v6.out.contains("to [::1]:\(basePort + 11)"), "\(v6.out) \(v6.err)")
     }
 }
+
+extension StreamTests {
+    /// With --fast (a fixture camera) stream encodes on the encoder's own thread, as record does, and every
+    /// frame reaches the stream's copy (ffprobe counts them).
+    @Test func aFastStreamEncodesOnItsOwnThread() throws {
+        let copy = work + "/fast-stream.h264"
+        try? FileManager.default.removeItem(atPath: copy)
+        let r = try sh(camcap, ["stream", "-d", "fixture:vivid", "-s", "640x360", "--fast", "--frames", "120", "--to", "127.0.0.1:\(basePort + 13)",
+                                "--output", copy, "-q"])
+        #expect(r.code == 0 && r.out.contains("on the encoder's own thread"), "\(r.out) \(r.err)")
+        let probe = try sh("ffprobe", ["-v", "error", "-f", "h264", "-count_frames", "-show_entries", "stream=nb_read_frames", "-of", "csv=p=0", copy])
+        #expect(probe.out.trimmingCharacters(in: .whitespacesAndNewlines) == "120", "\(probe.out) \(probe.err)")
+        let slow = try sh(camcap, ["stream", "-d", "fixture:vivid", "-s", "320x180", "--frames", "10", "--to", "127.0.0.1:\(basePort + 13)", "-q"])
+        #expect(slow.code == 0 && slow.out.contains("encode time") && !slow.out.contains("own thread"), "real time encodes in the pipeline: \(slow.out)")
+    }
+}
