@@ -32,15 +32,17 @@ let package = Package(
     targets: [
         // System libraries: thin shims, never part of the public API.
         .systemLibrary(name: "CV4L2", pkgConfig: "libv4l2", providers: [.apt(["libv4l-dev"])]),
-        .systemLibrary(name: "CLibYUV", providers: [.apt(["libyuv-dev", "libjpeg-dev"])]),
+        .systemLibrary(name: "CLibYUV", providers: [.apt(["libyuv-dev"])]),
         .systemLibrary(name: "COpenH264", pkgConfig: "openh264", providers: [.apt(["libopenh264-dev"])]),
         .systemLibrary(name: "CTurboJPEG", pkgConfig: "libturbojpeg", providers: [.apt(["libturbojpeg0-dev"])]),
+        // The MJPEG decoder and the fixture cameras' strip encoder over libjpeg(-turbo) (libjpeg-dev).
+        .target(name: "CJPEGCodec", linkerSettings: [.linkedLibrary("jpeg")]),
 
         .target(name: "VideoCapture",
                 dependencies: [.product(name: "Logging", package: "swift-log")],
                 swiftSettings: upcoming),
         .target(name: "VideoProcessing",
-                dependencies: ["VideoCapture", "CLibYUV", "CTurboJPEG"],
+                dependencies: ["VideoCapture", "CLibYUV", "CTurboJPEG", "CJPEGCodec"],
                 swiftSettings: upcoming),
         .target(name: "FixtureCameras",
                 dependencies: ["VideoCapture", "VideoProcessing"],
