@@ -44,10 +44,15 @@ let package = Package(
         .target(name: "VideoProcessing",
                 dependencies: ["VideoCapture", "CLibYUV", "CTurboJPEG", "CJPEGCodec"],
                 swiftSettings: upcoming),
+        // The built-in cameras (cameras/*.json|txt) are compiled in at build time by the EmbedFixtures plugin.
         .target(name: "FixtureCameras",
                 dependencies: ["VideoCapture", "VideoProcessing"],
-                exclude: ["README.md", "cameras"],   // compiled in: BuiltinCameras.swift
-                swiftSettings: upcoming),
+                exclude: ["README.md", "cameras"],
+                swiftSettings: upcoming,
+                plugins: ["EmbedFixtures"]),
+        // Writes FixtureCameras' BuiltinCameras.swift from its cameras/ folder (run by the plugin; not installed).
+        .executableTarget(name: "embed-fixtures"),
+        .plugin(name: "EmbedFixtures", capability: .buildTool(), dependencies: ["embed-fixtures"]),
         .target(name: "V4L2Capture",
                 dependencies: ["VideoCapture", "CV4L2"],
                 swiftSettings: upcoming),
@@ -96,8 +101,12 @@ let package = Package(
                 swiftSettings: [.swiftLanguageMode(.v5)]),   // a linear test script
 
         .target(name: "TestSupport", path: "Tests/TestSupport"),
-        .testTarget(name: "VideoCaptureTests", dependencies: ["VideoCapture", "FixtureCameras", .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "VideoProcessingTests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "TestSupport"]),
+        // Test pictures, ffmpeg as the reference and the shipped fixture files, for the tests of pictures and cameras.
+        .target(name: "MediaTestSupport", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "TestSupport"],
+                path: "Tests/MediaTestSupport"),
+        .testTarget(name: "VideoCaptureTests", dependencies: ["VideoCapture", "FixtureCameras", "MediaTestSupport", .product(name: "Logging", package: "swift-log")]),
+        .testTarget(name: "VideoProcessingTests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "MediaTestSupport"]),
+        .testTarget(name: "FixtureCamerasTests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "MediaTestSupport"]),
         .testTarget(name: "H264Tests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture", "H264", "TestSupport"]),
         .testTarget(name: "V4L2CaptureTests", dependencies: ["VideoCapture", "V4L2Capture", "CV4L2"]),
         .testTarget(name: "CamcapTests", dependencies: ["camcap", "embedded-whep-example", "frame-consumer-example", "WHEPServer", "WebRTC", "TestSupport"]),
