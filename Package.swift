@@ -28,6 +28,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.27.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.0.0"),
+        // Tests only: HummingbirdWHEPTests drives the WHEP endpoint from a Hummingbird application.
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
     ],
     targets: [
         // System libraries: thin shims, never part of the public API.
@@ -100,7 +102,7 @@ let package = Package(
                 dependencies: ["VideoCapture", "V4L2Capture", "VideoProcessing", "FixtureCameras"],
                 swiftSettings: [.swiftLanguageMode(.v5)]),   // a linear test script
 
-        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        .target(name: "TestSupport", path: "Tests/TestSupport", exclude: ["chromium-156-offer.sdp"]),
         // Test pictures, ffmpeg as the reference and the shipped fixture files, for the tests of pictures and cameras.
         .target(name: "MediaTestSupport", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "TestSupport"],
                 path: "Tests/MediaTestSupport"),
@@ -112,5 +114,9 @@ let package = Package(
         .testTarget(name: "CamcapTests", dependencies: ["camcap", "embedded-whep-example", "frame-consumer-example", "WHEPServer", "WebRTC", "TestSupport"]),
         .testTarget(name: "RTPTests", dependencies: ["RTP", "H264", "VideoCapture", "FixtureCameras", "TestSupport"]),
         .testTarget(name: "WebRTCTests", dependencies: ["WebRTC", "RTP", "H264", "CWebRTC", "TestSupport"]),
+        // The framework-neutral WHEP endpoint behind Hummingbird routes (Hummingbird is a test-only dependency).
+        .testTarget(name: "HummingbirdWHEPTests", dependencies: ["WHEPServer", "WebRTC", "TestSupport",
+                                                               .product(name: "Hummingbird", package: "hummingbird"),
+                                                               .product(name: "NIOCore", package: "swift-nio")]),
     ]
 )

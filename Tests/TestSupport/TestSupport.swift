@@ -110,3 +110,12 @@ public func waitUntil(timeout: Double = 10, every interval: Double = 0.01, _ con
     }
     return try condition()
 }
+
+// MARK: - WebRTC
+
+/// The SDP offer Chromium 156 sends for a recvonly H.264 WHEP viewer (Tests/TestSupport/chromium-156-offer.sdp).
+public let chromiumOffer: String = {
+    let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("chromium-156-offer.sdp").path
+    guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { fatalError("cannot read \(path)") }
+    return text
+}()

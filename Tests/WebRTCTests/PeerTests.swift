@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 import Synchronization
 @_spi(Fuzzing) @testable import WebRTC
 import RTP
@@ -104,7 +105,7 @@ func keyFrame(size: Int) -> EncodedFrame {
     @Test func stunDtlsSrtpMediaNackPliAndClose() throws {
         let serverIdentity = try DTLSIdentity()
         let clientIdentity = try DTLSIdentity(profiles: [.aeadAes128Gcm, .aes128CmSha1_80], client: true)
-        let text = NegotiationTests.chromiumOffer.replacingOccurrences(
+        let text = chromiumOffer.replacingOccurrences(
             of: "5A:BA:85:3B:19:7E:27:E2:E0:A7:07:46:61:EA:75:0C:68:6E:FE:CC:EF:9C:7C:F8:2E:0E:F1:15:8B:11:73:80", with: clientIdentity.fingerprint)
         let offer = try WebRTCOffer(text)
         let peer = try WebRTCPeer(offer: offer, identity: serverIdentity, configuration: .init(bindHost: "127.0.0.1", candidateHosts: ["127.0.0.1"]))
@@ -263,7 +264,7 @@ struct ConnectedPeer {
     init() throws {
         let serverIdentity = try DTLSIdentity()
         let clientIdentity = try DTLSIdentity(profiles: [.aeadAes128Gcm], client: true)
-        let text = NegotiationTests.chromiumOffer.replacingOccurrences(
+        let text = chromiumOffer.replacingOccurrences(
             of: "5A:BA:85:3B:19:7E:27:E2:E0:A7:07:46:61:EA:75:0C:68:6E:FE:CC:EF:9C:7C:F8:2E:0E:F1:15:8B:11:73:80", with: clientIdentity.fingerprint)
         peer = try WebRTCPeer(offer: try WebRTCOffer(text), identity: serverIdentity, configuration: .init(bindHost: "127.0.0.1", candidateHosts: ["127.0.0.1"]))
         let closed = Box<String?>(nil)
@@ -375,7 +376,7 @@ func monotonicTestNs() -> Int64 { var t = timespec(); clock_gettime(CLOCK_MONOTO
     @Test func fingerprintMismatchGetsAnAlertAndFreesTheViewer() throws {
         let serverIdentity = try DTLSIdentity()
         let clientIdentity = try DTLSIdentity(profiles: [.aes128CmSha1_80], client: true)
-        let peer = try WebRTCPeer(offer: try WebRTCOffer(NegotiationTests.chromiumOffer), identity: serverIdentity,
+        let peer = try WebRTCPeer(offer: try WebRTCOffer(chromiumOffer), identity: serverIdentity,
                                   configuration: .init(bindHost: "127.0.0.1", candidateHosts: ["127.0.0.1"]))
         let closed = Box<String?>(nil)
         peer.onClosed = { reason in closed.value.withLock { $0 = reason } }
