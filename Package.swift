@@ -110,7 +110,7 @@ let package = Package(
         .testTarget(name: "VideoProcessingTests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "MediaTestSupport"]),
         .testTarget(name: "FixtureCamerasTests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "MediaTestSupport"]),
         .testTarget(name: "H264Tests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture", "H264", "TestSupport"]),
-        .testTarget(name: "V4L2CaptureTests", dependencies: ["VideoCapture", "V4L2Capture", "CV4L2"]),
+        .testTarget(name: "V4L2CaptureTests", dependencies: ["VideoCapture", "V4L2Capture", "CV4L2", "TestSupport"]),
         .testTarget(name: "CamcapTests", dependencies: ["camcap", "embedded-whep-example", "frame-consumer-example", "WHEPServer", "WebRTC", "TestSupport"]),
         .testTarget(name: "RTPTests", dependencies: ["RTP", "H264", "VideoCapture", "FixtureCameras", "TestSupport"]),
         .testTarget(name: "WebRTCTests", dependencies: ["WebRTC", "RTP", "H264", "CWebRTC", "TestSupport"]),

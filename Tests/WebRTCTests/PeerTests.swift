@@ -138,7 +138,7 @@ func keyFrame(size: Int) -> EncodedFrame {
         #expect(state == .connected)
         let (profile, toPeer, fromPeer) = try dtls.srtpSessions()
         #expect(profile == .aeadAes128Gcm)
-        while !connected.value.withLock({ $0 }) && Date() < deadline { usleep(5_000) }
+        waitUntil(timeout: 10, every: 0.005) { connected.value.withLock { $0 } }
         #expect(peer.isConnected)
 
         // Media: a key frame of 3000 bytes → STAP-A (SPS+PPS) and FU-A fragments, SRTP-protected.
@@ -179,7 +179,7 @@ func keyFrame(size: Int) -> EncodedFrame {
         #expect(Array(r[14...]) == Array(packets[1][12...]), "the original payload after the OSN")
         // PLI → the key-frame callback (rate-limited by the sender).
         sendRTCP(RTCPWriter.pli(sender: 1, media: ssrc))
-        while keyRequests.value.withLock({ $0 }) == 0 && Date() < deadline { usleep(5_000) }
+        waitUntil(timeout: 10, every: 0.005) { keyRequests.value.withLock { $0 } != 0 }
         #expect(keyRequests.value.withLock { $0 } == 1)
         #expect(peer.statistics.rtp.nacksReceived == 1 && peer.statistics.rtp.retransmissions == 1)
 
@@ -275,7 +275,8 @@ struct ConnectedPeer {
         dtls = try DTLSAssociation(identity: clientIdentity, peerFingerprint: serverIdentity.fingerprint)
         let deadline = Date().addingTimeInterval(10)
         _ = browser.handshake(dtls, until: deadline)
-        while !peer.isConnected && Date() < deadline { usleep(2_000) }
+        let started = peer
+        waitUntil(timeout: max(0, deadline.timeIntervalSinceNow), every: 0.002) { started.isConnected }
         (_, toPeer, fromPeer) = try dtls.srtpSessions()
     }
 
@@ -333,7 +334,7 @@ func monotonicTestNs() -> Int64 { var t = timespec(); clock_gettime(CLOCK_MONOTO
         // DTLS itself still works: the browser's close_notify ends the viewer.
         c.dtls.close(); c.dtls.drain { c.browser.send(Array($0)) }
         let end = Date().addingTimeInterval(5)
-        while c.closed.value.withLock({ $0 }) == nil && Date() < end { usleep(2_000) }
+        waitUntil(timeout: 5, every: 0.002) { c.closed.value.withLock { $0 } != nil }
         #expect(c.closed.value.withLock { $0 }?.contains("close_notify") == true, "\(String(describing: c.closed.value.withLock { $0 }))")
     }
 
@@ -396,8 +397,7 @@ func monotonicTestNs() -> Int64 { var t = timespec(); clock_gettime(CLOCK_MONOTO
         let a = try #require(alert, "no alert from the server")
         #expect(a.count >= 15 && a[13] == 2 && a[14] == 42, "a fatal bad_certificate (42) alert: \(Array(a.prefix(16)))")
         if case .failed = clientState {} else { Issue.record("the client's handshake ends with the alert: \(clientState)") }
-        let end = Date().addingTimeInterval(5)
-        while closed.value.withLock({ $0 }) == nil && Date() < end { usleep(2_000) }
+        waitUntil(timeout: 5, every: 0.002) { closed.value.withLock { $0 } != nil }
         #expect(closed.value.withLock { $0 }?.contains("does not match the fingerprint") == true)
     }
 }
