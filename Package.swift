@@ -28,13 +28,17 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.27.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.0.0"),
+        // Tests only: HummingbirdWHEPTests drives the WHEP endpoint from a Hummingbird application.
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
     ],
     targets: [
         // System libraries: thin shims, never part of the public API.
         .systemLibrary(name: "CV4L2", pkgConfig: "libv4l2", providers: [.apt(["libv4l-dev"])]),
-        .systemLibrary(name: "CLibYUV", providers: [.apt(["libyuv-dev", "libjpeg-dev"])]),
+        .systemLibrary(name: "CLibYUV", providers: [.apt(["libyuv-dev"])]),
         .systemLibrary(name: "COpenH264", pkgConfig: "openh264", providers: [.apt(["libopenh264-dev"])]),
         .systemLibrary(name: "CTurboJPEG", pkgConfig: "libturbojpeg", providers: [.apt(["libturbojpeg0-dev"])]),
+        // The MJPEG decoder and the fixture cameras' strip encoder over libjpeg(-turbo) (libjpeg-dev).
+        .target(name: "CJPEGCodec", linkerSettings: [.linkedLibrary("jpeg")]),
 
         // The one I/O layer: sockets, files, memory maps, sleeping and threads (EINTR and errno handled in one
         // place), and the byte-order helpers. Below every module; V4L2 device calls stay in V4L2Capture/Kernel.swift.
@@ -43,12 +47,17 @@ let package = Package(
                 dependencies: ["SystemIO", .product(name: "Logging", package: "swift-log")],
                 swiftSettings: upcoming),
         .target(name: "VideoProcessing",
-                dependencies: ["VideoCapture", "SystemIO", "CLibYUV", "CTurboJPEG"],
+                dependencies: ["VideoCapture", "SystemIO", "CLibYUV", "CTurboJPEG", "CJPEGCodec"],
                 swiftSettings: upcoming),
+        // The built-in cameras (cameras/*.json|txt) are compiled in at build time by the EmbedFixtures plugin.
         .target(name: "FixtureCameras",
                 dependencies: ["VideoCapture", "VideoProcessing", "SystemIO"],
-                exclude: ["README.md", "cameras"],   // compiled in: BuiltinCameras.swift
-                swiftSettings: upcoming),
+                exclude: ["README.md", "cameras"],
+                swiftSettings: upcoming,
+                plugins: ["EmbedFixtures"]),
+        // Writes FixtureCameras' BuiltinCameras.swift from its cameras/ folder (run by the plugin; not installed).
+        .executableTarget(name: "embed-fixtures"),
+        .plugin(name: "EmbedFixtures", capability: .buildTool(), dependencies: ["embed-fixtures"]),
         .target(name: "V4L2Capture",
                 dependencies: ["VideoCapture", "SystemIO", "CV4L2"],
                 swiftSettings: upcoming),
@@ -96,14 +105,22 @@ let package = Package(
                 dependencies: ["VideoCapture", "V4L2Capture", "VideoProcessing", "FixtureCameras"],
                 swiftSettings: [.swiftLanguageMode(.v5)]),   // a linear test script
 
-        .target(name: "TestSupport", path: "Tests/TestSupport"),
-        .testTarget(name: "VideoCaptureTests", dependencies: ["VideoCapture", "FixtureCameras", .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "VideoProcessingTests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "TestSupport"]),
+        .target(name: "TestSupport", path: "Tests/TestSupport", exclude: ["chromium-156-offer.sdp"]),
+        // Test pictures, ffmpeg as the reference and the shipped fixture files, for the tests of pictures and cameras.
+        .target(name: "MediaTestSupport", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "TestSupport"],
+                path: "Tests/MediaTestSupport"),
+        .testTarget(name: "VideoCaptureTests", dependencies: ["VideoCapture", "FixtureCameras", "MediaTestSupport", .product(name: "Logging", package: "swift-log")]),
+        .testTarget(name: "VideoProcessingTests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "MediaTestSupport"]),
+        .testTarget(name: "FixtureCamerasTests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "MediaTestSupport"]),
         .testTarget(name: "H264Tests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture", "H264", "TestSupport"]),
-        .testTarget(name: "V4L2CaptureTests", dependencies: ["VideoCapture", "V4L2Capture", "CV4L2"]),
+        .testTarget(name: "V4L2CaptureTests", dependencies: ["VideoCapture", "V4L2Capture", "CV4L2", "TestSupport"]),
         .testTarget(name: "CamcapTests", dependencies: ["camcap", "embedded-whep-example", "frame-consumer-example", "WHEPServer", "WebRTC", "TestSupport"]),
         .testTarget(name: "SystemIOTests", dependencies: ["SystemIO"]),
         .testTarget(name: "RTPTests", dependencies: ["RTP", "H264", "SystemIO", "VideoCapture", "FixtureCameras", "TestSupport"]),
         .testTarget(name: "WebRTCTests", dependencies: ["WebRTC", "RTP", "H264", "CWebRTC", "TestSupport"]),
+        // The framework-neutral WHEP endpoint behind Hummingbird routes (Hummingbird is a test-only dependency).
+        .testTarget(name: "HummingbirdWHEPTests", dependencies: ["WHEPServer", "WebRTC", "TestSupport",
+                                                               .product(name: "Hummingbird", package: "hummingbird"),
+                                                               .product(name: "NIOCore", package: "swift-nio")]),
     ]
 )

@@ -1,6 +1,6 @@
 import Foundation
 public import VideoCapture
-public import VideoProcessing
+import VideoProcessing
 public import H264
 import Synchronization
 import Metrics

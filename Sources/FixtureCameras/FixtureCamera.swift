@@ -45,8 +45,8 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
     /// Names of the built-in fixtures (`fixture:NAME`), without parsing them.
     public var builtinNames: [String] { BuiltinCameras.files.map(\.name) }
 
-    /// The built-in fixtures, compiled into the binary (Sources/FixtureCameras/BuiltinCameras.swift, generated from
-    /// Sources/FixtureCameras/cameras/), parsed once per process on first use (a static let is lazy and thread-safe).
+    /// The built-in fixtures, compiled into the binary (generated at build time from Sources/FixtureCameras/cameras/
+    /// by the EmbedFixtures plugin), parsed once per process on first use (a static let is lazy and thread-safe).
     static let parsedBuiltins: [(name: String, description: CameraDescription)] = BuiltinCameras.files.compactMap { f in
         // A broken built-in is a packaging bug; it is skipped here and caught by the tests.
         (try? CameraDescription.parse(f.text, file: "fixture:" + f.name)).map { (f.name, $0) }

@@ -1,11 +1,11 @@
 package import VideoCapture
-import CLibYUV
+import CJPEGCodec
 
-/// A libjpeg(-turbo) decompressor kept across frames (Sources/CLibYUV/shim.h): its per-image memory comes
+/// A libjpeg(-turbo) decompressor kept across frames (Sources/CJPEGCodec): its per-image memory comes
 /// from an arena reset after every image, so MJPEG decoding allocates nothing once the first frame of a
 /// size has been decoded. The JPEG's size comes from the same decode (no second header parse).
 final class MJPEGDecoder {
-    private let handle: UnsafeMutablePointer<svc_jpeg_decoder>?
+    private let handle: OpaquePointer?
 
     init() { handle = svc_jpeg_decoder_create() }
     deinit { svc_jpeg_decoder_destroy(handle) }
@@ -39,7 +39,7 @@ final class MJPEGDecoder {
 /// calls (no allocation per strip in steady state). Fixture cameras splice the strips' restart intervals
 /// into whole MJPEG frames and re-encode only the tiles whose pixels changed.
 package final class JPEGStripEncoder {
-    private let handle: UnsafeMutablePointer<svc_jpeg_encoder>?
+    private let handle: OpaquePointer?
     package let quality: Int
 
     package init(quality: Int = 85) {

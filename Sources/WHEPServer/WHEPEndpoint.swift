@@ -3,7 +3,7 @@ import Synchronization
 import Metrics
 import CapturePipeline
 import VideoCapture
-public import WebRTC
+import WebRTC
 
 /// Who may use the server and how much of it: the bearer token (RFC 9725 §4.1; nil: no authentication), the
 /// origins allowed cross-origin access, the names the server answers to (Host, against DNS rebinding), and limits.
@@ -89,7 +89,7 @@ public struct WHEPResponse: Sendable {
 /// The WHEP server without an HTTP server (RFC 9725): the policy checks (Host, Origin, token) and the routes,
 /// request in, response out. Any HTTP server can call it; `HTTPServer` is the SwiftNIO host `camcap serve` uses.
 ///   GET /            the player page (public: it holds no secret; it reads the token from the URL's fragment)
-///   POST /whep       SDP offer → 201 Created, Location: /whep/ID (unguessable), the SDP answer
+///   POST /whep       SDP offer → 201 Created, Location: /whep/ID (unguessable), ETag of the ICE session, the SDP answer
 ///   DELETE /whep/ID  ends that viewer (200; 404 for an unknown one)
 ///   GET /stats       the viewers and the refusal counters, as JSON
 ///   GET /metrics     Prometheus text (when the app gives `metrics`): the capture, the encoder, the viewers
@@ -232,7 +232,9 @@ public final class WHEPEndpoint: Sendable {
             }
             do throws(ViewerHub.AddError) {
                 let (id, answer) = try hub.add(offer: String(decoding: request.body, as: UTF8.self), from: request.client)
-                return WHEPResponse(status: 201, headers: [("Content-Type", "application/sdp"), ("Location", "/whep/\(id)")], body: answer)
+                // The ETag names the viewer's one ICE session (RFC 9725 §4.3.1: it would change with an ICE restart).
+                return WHEPResponse(status: 201, headers: [("Content-Type", "application/sdp"), ("Location", "/whep/\(id)"), ("ETag", "\"\(id)\"")],
+                                    body: answer)
             } catch {
                 switch error {
                 case .badOffer(let e):
@@ -265,7 +267,7 @@ public final class WHEPEndpoint: Sendable {
     private func decorated(_ response: WHEPResponse, for request: WHEPRequest) -> WHEPResponse {
         var r = response
         if let origin = foreignOrigin(request), policy.allowedOrigins.contains(origin.lowercased()) {
-            r.headers += [("Access-Control-Allow-Origin", origin), ("Access-Control-Expose-Headers", "Location"), ("Vary", "Origin")]
+            r.headers += [("Access-Control-Allow-Origin", origin), ("Access-Control-Expose-Headers", "Location, ETag"), ("Vary", "Origin")]
         }
         r.headers.append(("X-Content-Type-Options", "nosniff"))
         return r

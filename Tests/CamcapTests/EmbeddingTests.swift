@@ -19,10 +19,9 @@ import WHEPServer
         try p.run()
         defer { if p.isRunning { kill(p.processIdentifier, SIGKILL) } }
         var url = ""
-        let end = Date().addingTimeInterval(30)
-        while url.isEmpty && p.isRunning && Date() < end {   // the printed line is the event
+        waitUntil(timeout: 30, every: 0.02) {   // the printed line is the event
             url = ServeProcess.read(out).split(separator: "\n").first { $0.hasPrefix("open ") }.map { String($0.dropFirst(5)) } ?? ""
-            usleep(20_000)
+            return !url.isEmpty || !p.isRunning
         }
         try #require(!url.isEmpty, "\(ServeProcess.read(err))")
         let base = String(url.split(separator: "#")[0]), token = String(url.split(separator: "=").last ?? "")

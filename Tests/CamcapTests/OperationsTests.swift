@@ -36,9 +36,8 @@ import TestSupport
 
     /// Polls the metrics until `ready` holds for them (an event: a counter reached), at most 30 s.
     func scrape(_ server: ServeProcess, until ready: ([String: Double]) -> Bool) throws -> (text: String, samples: [String: Double]) {
-        var last = try scrape(server)
-        let end = Date().addingTimeInterval(30)
-        while !ready(last.samples) && Date() < end { usleep(200_000); last = try scrape(server) }
+        var last: (text: String, samples: [String: Double]) = ("", [:])
+        try waitUntil(timeout: 30, every: 0.2) { last = try scrape(server); return ready(last.samples) }
         return last
     }
 

@@ -115,7 +115,11 @@ import TestSupport
         var stats = try server.stats()
         #expect((stats["viewers"] as? [Any])?.count == 3, "\(stats)")
         // None of them connects (no ICE, no DTLS): all freed at the connect timeout (8 s).
-        while (stats["viewers"] as? [Any])?.isEmpty == false && Date().timeIntervalSince(start) < 20 { usleep(100_000); stats = try server.stats() }
+        try waitUntil(timeout: 20 - Date().timeIntervalSince(start), every: 0.1) {
+            if (stats["viewers"] as? [Any])?.isEmpty != false { return true }
+            stats = try server.stats()
+            return (stats["viewers"] as? [Any])?.isEmpty != false
+        }
         let freed = Date().timeIntervalSince(start)
         #expect((stats["viewers"] as? [Any])?.isEmpty == true && freed <= 10.5, "freed after \(freed) s: \(stats)")
         print("FIGURE one address: \(codes.joined(separator: " ")); another address: \(other); 3 viewers that never connected freed \(String(format: "%.1f", freed)) s after their offers")

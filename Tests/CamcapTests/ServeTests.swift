@@ -67,8 +67,7 @@ final class ServeProcess {
     }
     /// `descriptorsBesidesHTTP` once it has come back to `n`, or what it is after 5 s.
     func descriptors(settlingAt n: Int) -> Int {
-        let end = Date().addingTimeInterval(5)
-        while descriptorsBesidesHTTP != n && Date() < end { usleep(50_000) }
+        waitUntil(timeout: 5, every: 0.05) { descriptorsBesidesHTTP == n }
         return descriptorsBesidesHTTP
     }
     var rssKiB: Int {
@@ -79,8 +78,7 @@ final class ServeProcess {
     /// SIGINT, then the exit status (SIGKILL after 20 s: a hang is a failure, reported as status 137).
     func stop() -> Int32 {
         if process.isRunning { kill(pid, SIGINT) }
-        let end = Date().addingTimeInterval(20)
-        while process.isRunning && Date() < end { usleep(20_000) }
+        waitUntil(timeout: 20, every: 0.02) { !process.isRunning }
         if process.isRunning { kill(pid, SIGKILL); process.waitUntilExit(); return 137 }
         process.waitUntilExit()
         return process.terminationStatus
@@ -111,8 +109,7 @@ func heldViewer(_ pageURL: String, frames: Int, name: String, extra: [String] = 
     _ = FileManager.default.createFile(atPath: out, contents: nil)
     p.standardOutput = FileHandle(forWritingAtPath: out); p.standardError = FileHandle(forWritingAtPath: work + "/\(name).err")
     try p.run()
-    let end = Date().addingTimeInterval(60)
-    while Date() < end, !ServeProcess.read(out).contains("\n") { usleep(50_000) }
+    waitUntil(timeout: 60, every: 0.05) { ServeProcess.read(out).contains("\n") }
     return (p, hold, out)
 }
 
@@ -170,9 +167,8 @@ let chromiumAvailable = peersRequired || (FileManager.default.isExecutableFile(a
         let last = b["last"] as? [String: Any]
         #expect(b["ok"] as? Bool == true, "\(b)")
         #expect(last?["srtpCipher"] as? String == "SRTP_AES128_CM_HMAC_SHA1_80", "\(String(describing: last?["srtpCipher"]))")
-        var stats = try server.stats()
-        let end = Date().addingTimeInterval(10)
-        while int(stats, "left") < 1 && Date() < end { usleep(50_000); stats = try server.stats() }
+        var stats: [String: Any] = [:]
+        try waitUntil(timeout: 10, every: 0.05) { stats = try server.stats(); return int(stats, "left") >= 1 }
         #expect(int(stats, "left") == 1, "the closed page's viewer is freed: \(stats)")
         #expect(int(last, "frameWidth") == 480 && int(last, "frameHeight") == 640, "portrait: \(String(describing: last))")
         #expect(server.stop() == 0)
@@ -330,9 +326,8 @@ extension AiortcTests {
         let fds = server.descriptorsBesidesHTTP
         let r = try runTool(try aiortc(), [repo + "/Scripts/webrtc-aiortc.py", server.pageURL, "--frames", "20", "--out", work + "/vanish.y4m", "--abandon"])
         #expect(r.out.contains("\"abandoned\""), "\(r.out) \(r.err.suffix(500))")
-        var stats = try server.stats()
-        let end = Date().addingTimeInterval(15)
-        while int(stats, "left") < 1 && Date() < end { usleep(100_000); stats = try server.stats() }
+        var stats: [String: Any] = [:]
+        try waitUntil(timeout: 15, every: 0.1) { stats = try server.stats(); return int(stats, "left") >= 1 }
         #expect(int(stats, "left") == 1 && (stats["viewers"] as? [Any])?.isEmpty == true, "\(stats)")
         #expect(server.descriptors(settlingAt: fds) == fds, "descriptors \(fds) → \(server.descriptorsBesidesHTTP)")
         #expect(server.stop() == 0)
@@ -348,9 +343,8 @@ extension AiortcTests {
         let r = try runTool(try aiortc(), [repo + "/Scripts/webrtc-aiortc.py", server.pageURL, "--frames", "5", "--out", work + "/fp.y4m",
                                             "--tamper-fingerprint", "--timeout", "5"])
         #expect(r.out.contains("\"ok\": false"), "aiortc must not get frames: \(r.out)")
-        var stats = try server.stats()
-        let end = Date().addingTimeInterval(10)
-        while int(stats, "left") < 1 && Date() < end { usleep(100_000); stats = try server.stats() }
+        var stats: [String: Any] = [:]
+        try waitUntil(timeout: 10, every: 0.1) { stats = try server.stats(); return int(stats, "left") >= 1 }
         #expect(int(stats, "left") == 1, "\(stats)")
         #expect(server.stop() == 0)
         #expect(server.out.contains("does not match the fingerprint in its offer"), "\(server.out)")

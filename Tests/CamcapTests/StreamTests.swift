@@ -5,16 +5,14 @@ import TestSupport
 /// True once something on this machine is bound to UDP `port` (the receiver is listening): polled, an event.
 func udpPortBound(_ port: Int, timeout: Double = 20) -> Bool {
     let hex = String(format: ":%04X ", port)
-    let end = Date().addingTimeInterval(timeout)
-    while Date() < end {
-        for table in ["/proc/net/udp", "/proc/net/udp6"] {
-            if let t = try? String(contentsOfFile: table, encoding: .utf8), t.split(separator: "\n").dropFirst().contains(where: {
+    return waitUntil(timeout: timeout, every: 0.02) {
+        ["/proc/net/udp", "/proc/net/udp6"].contains { table in
+            guard let t = try? String(contentsOfFile: table, encoding: .utf8) else { return false }
+            return t.split(separator: "\n").dropFirst().contains(where: {
                 $0.split(separator: " ").dropFirst().first.map { ($0 + " ").hasSuffix(hex) } ?? false
-            }) { return true }
+            })
         }
-        usleep(20_000)
     }
-    return false
 }
 
 /// Starts a receiver in the background.
@@ -155,8 +153,7 @@ extension StreamTests {
         try? FileManager.default.removeItem(atPath: copy)
         let sender = Thread {
             // Once frames are flowing (the copy is flushed after a second of capture), the estimate drops.
-            let end = Date().addingTimeInterval(30)
-            while Date() < end, ((try? FileManager.default.attributesOfItem(atPath: copy)[.size]) as? Int ?? 0) == 0 { usleep(20_000) }
+            waitUntil(timeout: 30, every: 0.02) { ((try? FileManager.default.attributesOfItem(atPath: copy)[.size]) as? Int ?? 0) > 0 }
             for _ in 0..<20 { sendUDP(remb(300_000), to: rtcpPort); usleep(100_000) }
         }
         sender.start()
@@ -172,8 +169,7 @@ extension StreamTests {
         let keep = work + "/remb-keep.h264"
         try? FileManager.default.removeItem(atPath: keep)
         let again = Thread {
-            let end = Date().addingTimeInterval(30)
-            while Date() < end, ((try? FileManager.default.attributesOfItem(atPath: keep)[.size]) as? Int ?? 0) == 0 { usleep(20_000) }
+            waitUntil(timeout: 30, every: 0.02) { ((try? FileManager.default.attributesOfItem(atPath: keep)[.size]) as? Int ?? 0) > 0 }
             for _ in 0..<20 { sendUDP(remb(300_000), to: basePort + 5); usleep(100_000) }
         }
         again.start()

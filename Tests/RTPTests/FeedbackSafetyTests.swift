@@ -53,11 +53,7 @@ func pFrame(packets: Int) -> EncodedFrame {
 }
 
 /// Waits (on the sender's own counters, an event) until `condition` holds, at most 10 s.
-func waitFor(_ condition: () -> Bool) -> Bool {
-    let end = Date().addingTimeInterval(10)
-    while !condition() { if Date() > end { return false }; usleep(2_000) }
-    return true
-}
+func waitFor(_ condition: () -> Bool) -> Bool { waitUntil(timeout: 10, every: 0.002, condition) }
 
 @Suite(.serialized, .timeLimit(.minutes(2))) struct FeedbackSafetyTests {
     /// RTCP from an address that is not the receiver's changes nothing: no retransmission, no key frame, no

@@ -73,3 +73,49 @@ public func run(_ tool: String, _ args: [String]) throws -> (Int32, String, Stri
     let r = try runTool(tool, args)
     return (r.code, r.out, r.err)
 }
+
+/// The repository's root folder (this file is Tests/TestSupport/TestSupport.swift).
+public let repositoryRoot: String = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent().path
+
+/// Writes `contents` to `name` in a scratch folder of this process and returns its path.
+public func tempFile(_ name: String, _ contents: String) -> String {
+    let path = scratchDirectory("test-files") + "/" + name
+    _ = FileManager.default.createFile(atPath: path, contents: Data(contents.utf8))
+    return path
+}
+
+// MARK: - Waiting for a condition
+
+/// Checks `condition` every `interval` seconds until it holds or `timeout` seconds have passed, then once more;
+/// returns whether it held. For conditions no event announces (another process's output, a socket table, a
+/// counter on another thread): the timeout bounds a failing test, a passing one returns as soon as it holds.
+@discardableResult
+public func waitUntil(timeout: Double = 10, every interval: Double = 0.01, _ condition: () throws -> Bool) rethrows -> Bool {
+    let end = Date().addingTimeInterval(timeout)
+    while Date() < end {
+        if try condition() { return true }
+        usleep(useconds_t(interval * 1_000_000))
+    }
+    return try condition()
+}
+
+/// `waitUntil` for async tests: sleeps with `Task.sleep`, so the waiting task does not hold a thread.
+@discardableResult
+public func waitUntil(timeout: Double = 10, every interval: Double = 0.01, _ condition: () throws -> Bool) async rethrows -> Bool {
+    let end = Date().addingTimeInterval(timeout)
+    while Date() < end {
+        if try condition() { return true }
+        try? await Task.sleep(nanoseconds: UInt64(interval * 1_000_000_000))
+    }
+    return try condition()
+}
+
+// MARK: - WebRTC
+
+/// The SDP offer Chromium 156 sends for a recvonly H.264 WHEP viewer (Tests/TestSupport/chromium-156-offer.sdp).
+public let chromiumOffer: String = {
+    let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("chromium-156-offer.sdp").path
+    guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { fatalError("cannot read \(path)") }
+    return text
+}()

@@ -1,6 +1,7 @@
 import CV4L2
 import Foundation
 import Testing
+import TestSupport
 import VideoCapture
 @testable import V4L2Capture
 
@@ -34,9 +35,7 @@ final class Sink: @unchecked Sendable {
                   copied: { self.lock.withLock { self.copied += 1 } })
     }
     func wait(_ timeout: Double = 5, _ cond: (Sink) -> Bool) -> Bool {
-        let end = Date().addingTimeInterval(timeout)
-        while Date() < end { if lock.withLock({ cond(self) }) { return true }; usleep(5000) }
-        return lock.withLock { cond(self) }
+        waitUntil(timeout: timeout, every: 0.005) { lock.withLock { cond(self) } }
     }
 }
 

@@ -2,26 +2,7 @@ import Foundation
 import Testing
 @testable import VideoCapture
 import FixtureCameras
-
-/// The repository's Sources/FixtureCameras/cameras folder.
-let fixturesDir: String = {
-    URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("Sources/FixtureCameras/cameras").path
-}()
-
-func fixture(_ name: String) throws -> CameraDescription {
-    let files = try FileManager.default.contentsOfDirectory(atPath: fixturesDir)
-    let file = try #require(files.first { $0.hasPrefix(name + ".") }, "no fixture \(name)")
-    return try CameraDescription.load(path: fixturesDir + "/" + file)
-}
-
-func tempFile(_ name: String, _ contents: String) -> String {
-    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("vc-tests-\(getpid())")
-    try? FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-    let path = dir.appendingPathComponent(name).path
-    _ = FileManager.default.createFile(atPath: path, contents: Data(contents.utf8))
-    return path
-}
+@_exported import MediaTestSupport
 
 /// Collects what a capturer delivers.
 final class Recorder: CameraVideoCapturerDelegate, @unchecked Sendable {
@@ -62,12 +43,7 @@ final class Recorder: CameraVideoCapturerDelegate, @unchecked Sendable {
 
     /// Waits (polling) until `condition` holds or `timeout` seconds pass.
     func wait(timeout: Double = 10, _ condition: (Recorder) -> Bool) async -> Bool {
-        let end = Date().addingTimeInterval(timeout)
-        while Date() < end {
-            if condition(self) { return true }
-            try? await Task.sleep(nanoseconds: 10_000_000)
-        }
-        return condition(self)
+        await waitUntil(timeout: timeout) { condition(self) }
     }
 }
 

@@ -1,48 +1,4 @@
-import Foundation
-import Testing
-import VideoCapture
 import VideoProcessing
-import FixtureCameras
-@_exported import TestSupport
+@_exported import MediaTestSupport
 
 let scratchDir = scratchDirectory("vp-tests")
-
-func writeFile(_ path: String, _ bytes: UnsafeRawBufferPointer) {
-    _ = FileManager.default.createFile(atPath: path, contents: Data(bytes))
-}
-
-/// Loads tightly packed yuv420p bytes into an I420 buffer.
-func i420(fromPacked data: [UInt8], width: Int, height: Int) -> I420Buffer {
-    let b = I420Buffer(width: width, height: height)
-    let cw = (width + 1) / 2, ch = (height + 1) / 2
-    guard data.count >= width * height + 2 * cw * ch else {
-        Issue.record("expected \(width * height + 2 * cw * ch) bytes of yuv420p, got \(data.count)")
-        return b
-    }
-    var i = 0
-    let w = b.writablePlanes!   // our own buffer: writable (a wrapped driver buffer would give nil)
-    for r in 0..<height { for x in 0..<width { w.y[r * b.strideY + x] = data[i]; i += 1 } }
-    for r in 0..<ch { for x in 0..<cw { w.u[r * b.strideU + x] = data[i]; i += 1 } }
-    for r in 0..<ch { for x in 0..<cw { w.v[r * b.strideV + x] = data[i]; i += 1 } }
-    return b
-}
-
-func readBytes(_ path: String) -> [UInt8] { [UInt8](FileManager.default.contents(atPath: path) ?? Data()) }
-
-/// ffmpeg decodes/converts `input` (given its ffmpeg input options) to yuv420p (or `outFmt`) raw bytes.
-func ffmpegToYUV420(_ inputArgs: [String], _ input: String, outFmt: String = "yuv420p", filter: String? = nil) throws -> [UInt8] {
-    let out = input + ".\(outFmt).\(filter?.hashValue ?? 0).yuv"
-    var args = ["-v", "error", "-y"] + inputArgs + ["-i", input]
-    if let filter { args += ["-vf", filter] }
-    args += ["-f", "rawvideo", "-pix_fmt", outFmt, out]
-    let (rc, _, err) = try run("ffmpeg", args)
-    #expect(rc == 0, "ffmpeg failed: \(err)")
-    return readBytes(out)
-}
-
-/// The test picture: the fixture pattern (bars, square, counter).
-func pattern(_ w: Int, _ h: Int, frame: UInt64 = 7) -> I420Buffer {
-    let b = I420Buffer(width: w, height: h)
-    TestPattern.render(frame: frame, into: b)
-    return b
-}

@@ -80,12 +80,6 @@ final class Received: Sendable {
     var count: Int { frames.withLock { $0.count } }
 }
 
-func waitUntil(_ timeout: Double = 20, _ condition: () -> Bool) async -> Bool {
-    let end = Date().addingTimeInterval(timeout)
-    while Date() < end { if condition() { return true }; try? await Task.sleep(nanoseconds: 5_000_000) }
-    return condition()
-}
-
 /// Converts every frame it gets with fixed options and keeps the I420 bytes by sequence (the reference).
 final class ReferenceConverter: CameraVideoCapturerDelegate, Sendable {
     private let options: FrameConverter.Options
@@ -122,7 +116,7 @@ func i420Bytes(_ b: I420Buffer) -> [UInt8] {
         source.addSink(wants: VideoSinkWants(maxSize: FrameSize(width: 640, height: 360), maxFrameRate: 15)) { encoder.add($0) }
         let dev = try cap.device("fixture:uvc-webcam")
         _ = try await cap.startCapture(device: dev, targetSize: FrameSize(width: 1280, height: 720), fpsLimit: 30)   // MJPG 720p30
-        #expect(await waitUntil { encoder.count >= 30 })
+        #expect(await waitUntil(timeout: 20) { encoder.count >= 30 })
         try await cap.stopCapture()
         let s = source.statistics
         let p = preview.all, e = encoder.all
@@ -146,10 +140,10 @@ func i420Bytes(_ b: I420Buffer) -> [UInt8] {
         source.addSink { got.add($0) }
         let dev = try cap.device("fixture:uvc-webcam")
         _ = try await cap.startCapture(device: dev, targetSize: FrameSize(width: 1280, height: 720), fpsLimit: 30)
-        #expect(await waitUntil { got.count >= 15 })
+        #expect(await waitUntil(timeout: 20) { got.count >= 15 })
         let before = got.count
         source.requestOutputFormat(maxSize: FrameSize(width: 320, height: 240), maxFps: 10)   // 4:3 cap on 16:9: 320x180
-        #expect(await waitUntil { got.count >= before + 20 })
+        #expect(await waitUntil(timeout: 20) { got.count >= before + 20 })
         let stats = cap.statistics
         try await cap.stopCapture()
         let after = got.all.dropFirst(before + 1)

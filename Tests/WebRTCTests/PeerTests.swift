@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 import Synchronization
 @_spi(Fuzzing) @testable import WebRTC
 import RTP
@@ -104,7 +105,7 @@ func keyFrame(size: Int) -> EncodedFrame {
     @Test func stunDtlsSrtpMediaNackPliAndClose() throws {
         let serverIdentity = try DTLSIdentity()
         let clientIdentity = try DTLSIdentity(profiles: [.aeadAes128Gcm, .aes128CmSha1_80], client: true)
-        let text = NegotiationTests.chromiumOffer.replacingOccurrences(
+        let text = chromiumOffer.replacingOccurrences(
             of: "5A:BA:85:3B:19:7E:27:E2:E0:A7:07:46:61:EA:75:0C:68:6E:FE:CC:EF:9C:7C:F8:2E:0E:F1:15:8B:11:73:80", with: clientIdentity.fingerprint)
         let offer = try WebRTCOffer(text)
         let peer = try WebRTCPeer(offer: offer, identity: serverIdentity, configuration: .init(bindHost: "127.0.0.1", candidateHosts: ["127.0.0.1"]))
@@ -136,7 +137,7 @@ func keyFrame(size: Int) -> EncodedFrame {
         #expect(state == .connected)
         let (profile, toPeer, fromPeer) = try dtls.srtpSessions()
         #expect(profile == .aeadAes128Gcm)
-        while !connected.value.withLock({ $0 }) && Date() < deadline { usleep(5_000) }
+        waitUntil(timeout: 10, every: 0.005) { connected.value.withLock { $0 } }
         #expect(peer.isConnected)
 
         // Media: a key frame of 3000 bytes → STAP-A (SPS+PPS) and FU-A fragments, SRTP-protected.
@@ -177,7 +178,7 @@ func keyFrame(size: Int) -> EncodedFrame {
         #expect(Array(r[14...]) == Array(packets[1][12...]), "the original payload after the OSN")
         // PLI → the key-frame callback (rate-limited by the sender).
         sendRTCP(RTCPWriter.pli(sender: 1, media: ssrc))
-        while keyRequests.value.withLock({ $0 }) == 0 && Date() < deadline { usleep(5_000) }
+        waitUntil(timeout: 10, every: 0.005) { keyRequests.value.withLock { $0 } != 0 }
         #expect(keyRequests.value.withLock { $0 } == 1)
         #expect(peer.statistics.rtp.nacksReceived == 1 && peer.statistics.rtp.retransmissions == 1)
 
@@ -262,7 +263,7 @@ struct ConnectedPeer {
     init() throws {
         let serverIdentity = try DTLSIdentity()
         let clientIdentity = try DTLSIdentity(profiles: [.aeadAes128Gcm], client: true)
-        let text = NegotiationTests.chromiumOffer.replacingOccurrences(
+        let text = chromiumOffer.replacingOccurrences(
             of: "5A:BA:85:3B:19:7E:27:E2:E0:A7:07:46:61:EA:75:0C:68:6E:FE:CC:EF:9C:7C:F8:2E:0E:F1:15:8B:11:73:80", with: clientIdentity.fingerprint)
         peer = try WebRTCPeer(offer: try WebRTCOffer(text), identity: serverIdentity, configuration: .init(bindHost: "127.0.0.1", candidateHosts: ["127.0.0.1"]))
         let closed = Box<String?>(nil)
@@ -272,7 +273,8 @@ struct ConnectedPeer {
         dtls = try DTLSAssociation(identity: clientIdentity, peerFingerprint: serverIdentity.fingerprint)
         let deadline = Date().addingTimeInterval(10)
         _ = browser.handshake(dtls, until: deadline)
-        while !peer.isConnected && Date() < deadline { usleep(2_000) }
+        let started = peer
+        waitUntil(timeout: max(0, deadline.timeIntervalSinceNow), every: 0.002) { started.isConnected }
         (_, toPeer, fromPeer) = try dtls.srtpSessions()
     }
 
@@ -329,8 +331,7 @@ func monotonicTestNs() -> Int64 { var t = timespec(); clock_gettime(CLOCK_MONOTO
         print("FIGURE \(attacks.count) kinds of malformed DTLS records to a connected viewer: it kept playing; \(c.peer.statistics.dtlsRecordsDropped) records dropped")
         // DTLS itself still works: the browser's close_notify ends the viewer.
         c.dtls.close(); c.dtls.drain { c.browser.send(Array($0)) }
-        let end = Date().addingTimeInterval(5)
-        while c.closed.value.withLock({ $0 }) == nil && Date() < end { usleep(2_000) }
+        waitUntil(timeout: 5, every: 0.002) { c.closed.value.withLock { $0 } != nil }
         #expect(c.closed.value.withLock { $0 }?.contains("close_notify") == true, "\(String(describing: c.closed.value.withLock { $0 }))")
     }
 
@@ -373,7 +374,7 @@ func monotonicTestNs() -> Int64 { var t = timespec(); clock_gettime(CLOCK_MONOTO
     @Test func fingerprintMismatchGetsAnAlertAndFreesTheViewer() throws {
         let serverIdentity = try DTLSIdentity()
         let clientIdentity = try DTLSIdentity(profiles: [.aes128CmSha1_80], client: true)
-        let peer = try WebRTCPeer(offer: try WebRTCOffer(NegotiationTests.chromiumOffer), identity: serverIdentity,
+        let peer = try WebRTCPeer(offer: try WebRTCOffer(chromiumOffer), identity: serverIdentity,
                                   configuration: .init(bindHost: "127.0.0.1", candidateHosts: ["127.0.0.1"]))
         let closed = Box<String?>(nil)
         peer.start(WebRTCPeer.Handlers(closed: { reason in closed.value.withLock { $0 = reason } }))
@@ -392,8 +393,7 @@ func monotonicTestNs() -> Int64 { var t = timespec(); clock_gettime(CLOCK_MONOTO
         let a = try #require(alert, "no alert from the server")
         #expect(a.count >= 15 && a[13] == 2 && a[14] == 42, "a fatal bad_certificate (42) alert: \(Array(a.prefix(16)))")
         if case .failed = clientState {} else { Issue.record("the client's handshake ends with the alert: \(clientState)") }
-        let end = Date().addingTimeInterval(5)
-        while closed.value.withLock({ $0 }) == nil && Date() < end { usleep(2_000) }
+        waitUntil(timeout: 5, every: 0.002) { closed.value.withLock { $0 } != nil }
         #expect(closed.value.withLock { $0 }?.contains("does not match the fingerprint") == true)
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 @testable import WebRTC
 import RTP
 
@@ -87,11 +88,8 @@ import RTP
 }
 
 @Suite struct NegotiationTests {
-    static let chromiumOffer = try! String(contentsOfFile: URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .appendingPathComponent("chromium-156-offer.sdp").path, encoding: .utf8)
-
     @Test func chromiumOfferPicksConstrainedBaselineModeOne() throws {
-        let o = try WebRTCOffer(Self.chromiumOffer)
+        let o = try WebRTCOffer(chromiumOffer)
         #expect(o.payloadType == 108 && o.profileLevelID == "42e01f" && o.rtxPayloadType == 109)
         #expect(o.iceUfrag == "kaYF" && o.icePassword == "Xzc2seJp3ohNAVb89pZhZ3eY" && o.mid == "0")
         #expect(o.fingerprint.hasPrefix("5A:BA:85:3B") && o.fingerprint.count == 95)
@@ -107,14 +105,14 @@ import RTP
     }
 
     @Test func offersWithoutUsableH264AreRefusedWithTheReason() {
-        let noH264 = Self.chromiumOffer.split(whereSeparator: { $0 == "\r\n" || $0 == "\n" }).filter { !$0.contains("H264") }.joined(separator: "\r\n")
+        let noH264 = chromiumOffer.split(whereSeparator: { $0 == "\r\n" || $0 == "\n" }).filter { !$0.contains("H264") }.joined(separator: "\r\n")
         #expect(throws: WebRTCError.self) { try WebRTCOffer(noH264) }
         do { _ = try WebRTCOffer(noH264) } catch { #expect(error.message.contains("no H.264") && error.message.contains("VP8") && error.message.contains("AV1"), "\(error)") }
-        let modeZero = Self.chromiumOffer.replacingOccurrences(of: "packetization-mode=1", with: "packetization-mode=0")
+        let modeZero = chromiumOffer.replacingOccurrences(of: "packetization-mode=1", with: "packetization-mode=0")
         do { _ = try WebRTCOffer(modeZero); Issue.record("accepted") } catch { #expect(error.message.contains("packetization-mode=1"), "\(error)") }
-        let sendonly = Self.chromiumOffer.replacingOccurrences(of: "a=recvonly", with: "a=sendonly")
+        let sendonly = chromiumOffer.replacingOccurrences(of: "a=recvonly", with: "a=sendonly")
         do { _ = try WebRTCOffer(sendonly); Issue.record("accepted") } catch { #expect(error.message.contains("sendonly")) }
-        let noFingerprint = Self.chromiumOffer.replacingOccurrences(of: "a=fingerprint:", with: "a=x-fingerprint:")
+        let noFingerprint = chromiumOffer.replacingOccurrences(of: "a=fingerprint:", with: "a=x-fingerprint:")
         do { _ = try WebRTCOffer(noFingerprint); Issue.record("accepted") } catch { #expect(error.message.contains("fingerprint")) }
         do { _ = try WebRTCOffer("v=0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\n"); Issue.record("accepted") } catch { #expect(error.message.contains("no video")) }
         do { _ = try WebRTCOffer(String(repeating: "a", count: 70_000)); Issue.record("accepted") } catch { #expect(error.message.contains("64 KiB")) }
@@ -122,7 +120,7 @@ import RTP
 
     /// An offer with audio and a data channel besides the video: only the video is answered (and bundled).
     @Test func otherSectionsAreRejectedWithPortZero() throws {
-        let lines = Self.chromiumOffer.split(whereSeparator: { $0 == "\r\n" || $0 == "\n" }).map(String.init)
+        let lines = chromiumOffer.split(whereSeparator: { $0 == "\r\n" || $0 == "\n" }).map(String.init)
         let video = Array(lines.drop { !$0.hasPrefix("m=video") })
         let session = Array(lines.prefix { !$0.hasPrefix("m=") }).map { $0 == "a=group:BUNDLE 0" ? "a=group:BUNDLE a 0 d" : $0 }
         let audio = ["m=audio 9 UDP/TLS/RTP/SAVPF 111", "c=IN IP4 0.0.0.0", "a=mid:a", "a=recvonly", "a=rtpmap:111 opus/48000/2"]
@@ -138,7 +136,7 @@ import RTP
 
     @Test func mutatedOffersNeverTrap() {
         var rng = SystemRandomNumberGenerator()
-        let bytes = Array(Self.chromiumOffer.utf8)
+        let bytes = Array(chromiumOffer.utf8)
         for _ in 0..<300 {
             var b = bytes
             for _ in 0..<8 { b[Int.random(in: 0..<b.count, using: &rng)] = UInt8.random(in: 0...127, using: &rng) }

@@ -73,18 +73,6 @@ ioctl: VIDIOC_ENUM_FMT
     #expect(try fixture("iphone").position == .back)
 }
 
-@Test func pixelFormatArithmetic() {
-    #expect(PixelFormat(fourcc: "YUYV") == .yuyv)
-    #expect(PixelFormat.mjpeg.fourcc == "MJPG")
-    #expect(PixelFormat(fourcc: "Y16 -BE")?.fourcc == "Y16-BE")
-    #expect(PixelFormat.i420.frameSize(width: 640, height: 480) == 640 * 480 * 3 / 2)
-    #expect(PixelFormat.nv12.frameSize(width: 641, height: 481) == 641 * 481 + 321 * 2 * 241)
-    #expect(PixelFormat.yuyv.frameSize(width: 640, height: 480, stride: 1536) == 1536 * 480)
-    #expect(PixelFormat.yuyv.frameSize(width: 640, height: 480, stride: 1000) == nil)   // stride below width × 2
-    #expect(PixelFormat.mjpeg.frameSize(width: 640, height: 480) == nil)
-    #expect(PixelFormat.abgr32.conversionCost == PixelFormat.rgb32.conversionCost)
-}
-
 // MARK: - Bad fixture files: the file, the line, what was expected.
 
 struct BadFixture: Sendable, CustomTestStringConvertible {
@@ -122,17 +110,4 @@ func badFixture(_ c: BadFixture) throws {
 @Test func unreadableFixtureNamesTheFile() {
     let error = #expect(throws: FixtureParseError.self) { try CameraDescription.load(path: "/nonexistent/cam.json") }
     #expect(error?.description.contains("/nonexistent/cam.json") == true)
-}
-
-// MARK: - Built-ins are compiled in
-
-@Test("the compiled-in fixtures equal Sources/FixtureCameras/cameras/ (else run Scripts/embed-fixtures.sh) and all parse")
-func builtinsAreEmbeddedAndParse() throws {
-    let files = try FileManager.default.contentsOfDirectory(atPath: fixturesDir).filter { $0.hasSuffix(".json") || $0.hasSuffix(".txt") }.sorted()
-    #expect(BuiltinCameras.files.map(\.file) == files, "run Scripts/embed-fixtures.sh")
-    for f in BuiltinCameras.files {
-        let disk = try String(contentsOfFile: fixturesDir + "/" + f.file, encoding: .utf8)
-        #expect(disk.hasSuffix("\n") ? String(disk.dropLast()) == f.text : disk == f.text, "\(f.file) differs from its embedded copy: run Scripts/embed-fixtures.sh")
-    }
-    #expect(FixtureCameraProvider.parsedBuiltins.map(\.name) == BuiltinCameras.files.map(\.name), "a built-in fixture does not parse")
 }
