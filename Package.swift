@@ -43,84 +43,109 @@ let package = Package(
         // The one I/O layer: sockets, files, memory maps, sleeping and threads (EINTR and errno handled in one
         // place), and the byte-order helpers. Below every module; V4L2 device calls stay in V4L2Capture/Kernel.swift.
         .target(name: "SystemIO", swiftSettings: upcoming),
-        .target(name: "VideoCapture",
-                dependencies: ["SystemIO", .product(name: "Logging", package: "swift-log")],
-                swiftSettings: upcoming),
-        .target(name: "VideoProcessing",
-                dependencies: ["VideoCapture", "SystemIO", "CLibYUV", "CTurboJPEG", "CJPEGCodec"],
-                swiftSettings: upcoming),
+        .target(
+            name: "VideoCapture",
+            dependencies: ["SystemIO", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: upcoming),
+        .target(
+            name: "VideoProcessing",
+            dependencies: ["VideoCapture", "SystemIO", "CLibYUV", "CTurboJPEG", "CJPEGCodec"],
+            swiftSettings: upcoming),
         // The built-in cameras (cameras/*.json|txt) are compiled in at build time by the EmbedFixtures plugin.
-        .target(name: "FixtureCameras",
-                dependencies: ["VideoCapture", "VideoProcessing", "SystemIO"],
-                exclude: ["README.md", "cameras"],
-                swiftSettings: upcoming,
-                plugins: ["EmbedFixtures"]),
+        .target(
+            name: "FixtureCameras",
+            dependencies: ["VideoCapture", "VideoProcessing", "SystemIO"],
+            exclude: ["README.md", "cameras"],
+            swiftSettings: upcoming,
+            plugins: ["EmbedFixtures"]),
         // Writes FixtureCameras' BuiltinCameras.swift from its cameras/ folder (run by the plugin; not installed).
         .executableTarget(name: "embed-fixtures"),
         .plugin(name: "EmbedFixtures", capability: .buildTool(), dependencies: ["embed-fixtures"]),
-        .target(name: "V4L2Capture",
-                dependencies: ["VideoCapture", "SystemIO", "CV4L2"],
-                swiftSettings: upcoming),
-        .target(name: "H264",
-                dependencies: ["VideoCapture", "VideoProcessing", "SystemIO", "COpenH264"],
-                swiftSettings: upcoming),
+        .target(
+            name: "V4L2Capture",
+            dependencies: ["VideoCapture", "SystemIO", "CV4L2"],
+            swiftSettings: upcoming),
+        .target(
+            name: "H264",
+            dependencies: ["VideoCapture", "VideoProcessing", "SystemIO", "COpenH264"],
+            swiftSettings: upcoming),
         .target(name: "RTP", dependencies: ["VideoCapture", "H264", "SystemIO"], swiftSettings: upcoming),
         // OpenSSL (DTLS 1.2 + use_srtp, ECDSA certificate, HMAC) and libsrtp2 behind a thin C shim.
         .target(name: "CWebRTC", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto"), .linkedLibrary("srtp2")]),
         .target(name: "WebRTC", dependencies: ["VideoCapture", "RTP", "H264", "SystemIO", "CWebRTC"], swiftSettings: upcoming),
         // The capture session, its stages and outputs (files, RTP): what every command runs, without the CLI.
-        .target(name: "CapturePipeline",
-                dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture", "H264", "RTP",
-                               .product(name: "Logging", package: "swift-log"),
-                               .product(name: "Metrics", package: "swift-metrics")],
-                swiftSettings: upcoming),
+        .target(
+            name: "CapturePipeline",
+            dependencies: [
+                "VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture", "H264", "RTP",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ],
+            swiftSettings: upcoming),
         // WHEP (RFC 9725) to many browsers from one encode: the viewers, a framework-neutral endpoint (request in,
         // response out), its SwiftNIO HTTP/1.1 host and the player page.
-        .target(name: "WHEPServer",
-                dependencies: ["CapturePipeline", "VideoCapture", "H264", "RTP", "WebRTC", "SystemIO",
-                               .product(name: "NIOCore", package: "swift-nio"),
-                               .product(name: "NIOPosix", package: "swift-nio"),
-                               .product(name: "NIOHTTP1", package: "swift-nio"),
-                               .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                               .product(name: "Logging", package: "swift-log"),
-                               .product(name: "Metrics", package: "swift-metrics")],
-                swiftSettings: upcoming),
-        .executableTarget(name: "camcap",
-                dependencies: ["CapturePipeline", "WHEPServer", "VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture", "H264", "RTP", "WebRTC",
-                               .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                               .product(name: "Metrics", package: "swift-metrics"),
-                               .product(name: "Prometheus", package: "swift-prometheus"),
-                               .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                               .product(name: "Logging", package: "swift-log")]),
+        .target(
+            name: "WHEPServer",
+            dependencies: [
+                "CapturePipeline", "VideoCapture", "H264", "RTP", "WebRTC", "SystemIO",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ],
+            swiftSettings: upcoming),
+        .executableTarget(
+            name: "camcap",
+            dependencies: [
+                "CapturePipeline", "WHEPServer", "VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture", "H264", "RTP", "WebRTC",
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
 
         // Examples (built with the package, run by the tests): an app that embeds the WHEP server with a route of its
         // own, and one that consumes VideoSource frames in its own code.
-        .executableTarget(name: "embedded-whep-example", dependencies: ["CapturePipeline", "WHEPServer", "VideoCapture", "WebRTC"],
-                          path: "Examples/EmbeddedWHEP"),
-        .executableTarget(name: "frame-consumer-example", dependencies: ["CapturePipeline", "VideoCapture", "VideoProcessing"],
-                          path: "Examples/FrameConsumer"),
+        .executableTarget(
+            name: "embedded-whep-example", dependencies: ["CapturePipeline", "WHEPServer", "VideoCapture", "WebRTC"],
+            path: "Examples/EmbeddedWHEP"),
+        .executableTarget(
+            name: "frame-consumer-example", dependencies: ["CapturePipeline", "VideoCapture", "VideoProcessing"],
+            path: "Examples/FrameConsumer"),
 
         // Runs inside the qemu VM against the kernel's vivid driver (Scripts/vivid-vm-test.sh).
-        .executableTarget(name: "vivid-check",
-                dependencies: ["VideoCapture", "V4L2Capture", "VideoProcessing", "FixtureCameras"],
-                swiftSettings: [.swiftLanguageMode(.v5)]),   // a linear test script
+        .executableTarget(
+            name: "vivid-check",
+            dependencies: ["VideoCapture", "V4L2Capture", "VideoProcessing", "FixtureCameras"],
+            swiftSettings: [.swiftLanguageMode(.v5)]), // a linear test script
 
         .target(name: "TestSupport", path: "Tests/TestSupport", exclude: ["chromium-156-offer.sdp"]),
         // Test pictures, ffmpeg as the reference and the shipped fixture files, for the tests of pictures and cameras.
-        .target(name: "MediaTestSupport", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "TestSupport"],
-                path: "Tests/MediaTestSupport"),
-        .testTarget(name: "VideoCaptureTests", dependencies: ["VideoCapture", "FixtureCameras", "MediaTestSupport", .product(name: "Logging", package: "swift-log")]),
+        .target(
+            name: "MediaTestSupport", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "TestSupport"],
+            path: "Tests/MediaTestSupport"),
+        .testTarget(
+            name: "VideoCaptureTests",
+            dependencies: ["VideoCapture", "FixtureCameras", "MediaTestSupport", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "VideoProcessingTests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "MediaTestSupport"]),
         .testTarget(name: "FixtureCamerasTests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "MediaTestSupport"]),
         .testTarget(name: "H264Tests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture", "H264", "TestSupport"]),
         .testTarget(name: "V4L2CaptureTests", dependencies: ["VideoCapture", "V4L2Capture", "CV4L2", "TestSupport"]),
-        .testTarget(name: "CamcapTests", dependencies: ["camcap", "embedded-whep-example", "frame-consumer-example", "WHEPServer", "WebRTC", "TestSupport"]),
+        .testTarget(
+            name: "CamcapTests", dependencies: ["camcap", "embedded-whep-example", "frame-consumer-example", "WHEPServer", "WebRTC", "TestSupport"]),
         .testTarget(name: "SystemIOTests", dependencies: ["SystemIO"]),
         .testTarget(name: "RTPTests", dependencies: ["RTP", "H264", "SystemIO", "VideoCapture", "FixtureCameras", "TestSupport"]),
         .testTarget(name: "WebRTCTests", dependencies: ["WebRTC", "RTP", "H264", "CWebRTC", "TestSupport"]),
         // The framework-neutral WHEP endpoint behind Hummingbird routes (Hummingbird is a test-only dependency).
-        .testTarget(name: "HummingbirdWHEPTests", dependencies: ["WHEPServer", "WebRTC", "TestSupport",
-                                                               .product(name: "Hummingbird", package: "hummingbird"),
-                                                               .product(name: "NIOCore", package: "swift-nio")]),
+        .testTarget(
+            name: "HummingbirdWHEPTests",
+            dependencies: [
+                "WHEPServer", "WebRTC", "TestSupport",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]),
     ]
 )

@@ -32,7 +32,7 @@ let package = Package(
                 .product(name: "H264", package: "swift-video-capture"),
                 .product(name: "FixtureCameras", package: "swift-video-capture"),
             ],
-            path: "compare/CompareLoop"   // outside Benchmarks/: not a benchmark target for the plugin
+            path: "compare/CompareLoop" // outside Benchmarks/: not a benchmark target for the plugin
         ),
     ]
 )

@@ -13,20 +13,28 @@ let package = Package(
     name: "swift-video-capture-fuzz",
     platforms: [.macOS(.v15)],
     dependencies: [
-        .package(name: "swift-video-capture", path: ".."),
+        .package(name: "swift-video-capture", path: "..")
     ],
     targets: [
         .target(name: "CFuzzer"),
-        .executableTarget(name: "FuzzListing",
-                          dependencies: ["CFuzzer", .product(name: "FixtureCameras", package: "swift-video-capture"),
-                                         .product(name: "VideoCapture", package: "swift-video-capture")]),
-        .executableTarget(name: "FuzzJSON",
-                          dependencies: ["CFuzzer", .product(name: "FixtureCameras", package: "swift-video-capture"),
-                                         .product(name: "VideoCapture", package: "swift-video-capture")]),
-        .executableTarget(name: "FuzzAnnexB",
-                          dependencies: ["CFuzzer", .product(name: "H264", package: "swift-video-capture")]),
-        .executableTarget(name: "FuzzSPS",
-                          dependencies: ["CFuzzer", .product(name: "H264", package: "swift-video-capture")]),
+        .executableTarget(
+            name: "FuzzListing",
+            dependencies: [
+                "CFuzzer", .product(name: "FixtureCameras", package: "swift-video-capture"),
+                .product(name: "VideoCapture", package: "swift-video-capture"),
+            ]),
+        .executableTarget(
+            name: "FuzzJSON",
+            dependencies: [
+                "CFuzzer", .product(name: "FixtureCameras", package: "swift-video-capture"),
+                .product(name: "VideoCapture", package: "swift-video-capture"),
+            ]),
+        .executableTarget(
+            name: "FuzzAnnexB",
+            dependencies: ["CFuzzer", .product(name: "H264", package: "swift-video-capture")]),
+        .executableTarget(
+            name: "FuzzSPS",
+            dependencies: ["CFuzzer", .product(name: "H264", package: "swift-video-capture")]),
         .executableTarget(name: "FuzzRTCP", dependencies: ["CFuzzer", .product(name: "RTP", package: "swift-video-capture")]),
         .executableTarget(name: "FuzzSDP", dependencies: ["CFuzzer", .product(name: "RTP", package: "swift-video-capture")]),
         .executableTarget(name: "FuzzWebRTC", dependencies: ["CFuzzer", .product(name: "WebRTC", package: "swift-video-capture")]),

@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 Scripts/install-deps.sh test
 Scripts/check-syscalls.sh   # no syscall outside Sources/SystemIO and V4L2Capture/Kernel.swift (#19)
+Scripts/format.sh --check   # swift-format with the checked-in .swift-format (Scripts/format.sh fixes)
 export WEBRTC_PEERS_REQUIRED=1   # Chromium and aiortc are installed now: the WebRTC tests must not skip
 swift build --build-tests
 # On a failure the issues are printed again at the end, where a CI log's tail shows them.

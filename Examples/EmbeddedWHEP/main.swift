@@ -21,13 +21,14 @@ import WHEPServer
         var configuration = CaptureSession.Configuration()
         configuration.device = args.first ?? "fixture:vivid"
         configuration.size = FrameSize(width: 640, height: 360)
-        configuration.durationNs = args.dropFirst().first.flatMap(Double.init).map { Int64($0 * 1e9) }   // nil: until stopped
+        configuration.durationNs = args.dropFirst().first.flatMap(Double.init).map { Int64($0 * 1e9) } // nil: until stopped
         let session = try CaptureSession(configuration)
 
         // One encode for every viewer; the hub is the encoder's output and the viewers' list.
         var settings = EncodeStage.baseSettings(for: session.selection, bitrateKbps: 1200, maxBitrateKbps: nil)
         settings.sliceMode = .maxNALSize(1200)
-        let hub = ViewerHub(identity: try DTLSIdentity(), configuration: WebRTCPeer.Configuration(bindHost: "127.0.0.1", candidateHosts: ["127.0.0.1"]))
+        let hub = ViewerHub(
+            identity: try DTLSIdentity(), configuration: WebRTCPeer.Configuration(bindHost: "127.0.0.1", candidateHosts: ["127.0.0.1"]))
         let encode = EncodeStage(settings: settings, keyIntervalSeconds: 2, outputs: [hub])
         hub.connect(encode, adapting: nil)
 
@@ -37,10 +38,10 @@ import WHEPServer
         let policy = ServerPolicy(token: token, hostNames: ["127.0.0.1", "localhost"])
         let endpoint = WHEPEndpoint(hub: hub, policy: policy)
         let server = try await HTTPServer.start(host: "127.0.0.1", port: 0, endpoint: endpoint, tls: nil) { request in
-            guard request.method == "GET", request.path == "/health" else { return nil }   // the rest: WHEP, the page
+            guard request.method == "GET", request.path == "/health" else { return nil } // the rest: WHEP, the page
             return WHEPResponse(status: 200, headers: [("Content-Type", "application/json")], body: "{\"viewers\": \(hub.viewerCount)}\n")
         }
-        FileHandle.standardOutput.write(Data("open http://127.0.0.1:\(server.port)/#token=\(token)\n".utf8))   // unbuffered: a test waits for it
+        FileHandle.standardOutput.write(Data("open http://127.0.0.1:\(server.port)/#token=\(token)\n".utf8)) // unbuffered: a test waits for it
 
         let stop = session.stopAction
         signal(SIGINT, SIG_IGN)

@@ -27,7 +27,9 @@ import VideoProcessing
                     for x in 0..<picture.width { sum += Int(line[x]) }
                 }
                 let mean = Double(sum) / Double(picture.width * picture.height)
-                print("frame \(seen + 1): \(picture.width)x\(picture.height) at \(Double(frame.timestampNs) / 1e9) s, mean luma \(String(format: "%.1f", mean))")
+                print(
+                    "frame \(seen + 1): \(picture.width)x\(picture.height) at \(Double(frame.timestampNs) / 1e9) s, mean luma \(String(format: "%.1f", mean))"
+                )
                 seen += 1
                 if seen == count { break }
             }

@@ -10,18 +10,24 @@ import PackagePlugin
     func createBuildCommands(context: PluginContext, target: Target) async throws -> [Command] {
         guard let target = target as? SourceModuleTarget else { return [] }
         // The target's folder, from one of its top-level sources (Target.directoryURL needs tools version 6.1).
-        guard let source = target.sourceFiles(withSuffix: ".swift").first(where: { $0.url.deletingLastPathComponent().lastPathComponent == target.name }) else {
+        guard
+            let source = target.sourceFiles(withSuffix: ".swift").first(where: { $0.url.deletingLastPathComponent().lastPathComponent == target.name }
+            )
+        else {
             throw PluginError("\(target.name) has no Swift source at the top of its folder")
         }
         let cameras = source.url.deletingLastPathComponent().appending(path: "cameras")
         let files = try FileManager.default.contentsOfDirectory(at: cameras, includingPropertiesForKeys: nil)
             .filter { ["json", "txt"].contains($0.pathExtension) }
         let output = context.pluginWorkDirectoryURL.appending(path: "BuiltinCameras.swift")
-        return [.buildCommand(displayName: "Embedding the fixture cameras of \(target.name)",
-                              executable: try context.tool(named: "embed-fixtures").url,
-                              arguments: [cameras.path, output.path],
-                              inputFiles: [cameras] + files,
-                              outputFiles: [output])]
+        return [
+            .buildCommand(
+                displayName: "Embedding the fixture cameras of \(target.name)",
+                executable: try context.tool(named: "embed-fixtures").url,
+                arguments: [cameras.path, output.path],
+                inputFiles: [cameras] + files,
+                outputFiles: [output])
+        ]
     }
 }
 

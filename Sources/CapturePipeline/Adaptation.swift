@@ -13,7 +13,12 @@ public struct AdaptSchedule: Sendable, CustomStringConvertible {
         public var maxSize: FrameSize
         public var maxFps: Double
         public var kbps: Int?
-        public init(atNs: Int64, maxSize: FrameSize, maxFps: Double, kbps: Int? = nil) { self.atNs = atNs; self.maxSize = maxSize; self.maxFps = maxFps; self.kbps = kbps }
+        public init(atNs: Int64, maxSize: FrameSize, maxFps: Double, kbps: Int? = nil) {
+            self.atNs = atNs
+            self.maxSize = maxSize
+            self.maxFps = maxFps
+            self.kbps = kbps
+        }
     }
     public var steps: [Step]
 
@@ -23,8 +28,12 @@ public struct AdaptSchedule: Sendable, CustomStringConvertible {
         var steps: [Step] = []
         for (n, raw) in text.split(separator: ",").enumerated() {
             let item = raw.trimmingCharacters(in: .whitespaces)
-            let bad = { (why: String) in PipelineError(.invalidConfiguration, "--adapt step \(n + 1) \"\(item.prefix(60))\": \(why); expected TIME:WxH@FPS[/KBPS], e.g. 3s:640x360@15/600") }
-            guard let colon = item.firstIndex(of: ":"), let at = item.firstIndex(of: "@") , colon < at else { throw bad("missing ':' or '@'") }
+            let bad = { (why: String) in
+                PipelineError(
+                    .invalidConfiguration,
+                    "--adapt step \(n + 1) \"\(item.prefix(60))\": \(why); expected TIME:WxH@FPS[/KBPS], e.g. 3s:640x360@15/600")
+            }
+            guard let colon = item.firstIndex(of: ":"), let at = item.firstIndex(of: "@"), colon < at else { throw bad("missing ':' or '@'") }
             var time = item[..<colon]
             if time.hasSuffix("s") { time = time.dropLast() }
             guard let seconds = Double(time), seconds.isFinite, (0...86_400).contains(seconds) else { throw bad("time must be 0...86400 seconds") }
@@ -57,14 +66,18 @@ public struct AdaptSchedule: Sendable, CustomStringConvertible {
 /// before the first frame at or after its time (elapsed from the first frame's timestamp), so it applies to
 /// that frame; `onStep` sets the rest (the encoder's rates).
 final class ScheduleReplay: Sendable {
-    private struct State { var next = 0; var first: Int64? }
+    private struct State {
+        var next = 0
+        var first: Int64?
+    }
     let schedule: AdaptSchedule
     private let onStep: @Sendable (AdaptSchedule.Step) -> Void
     private let state = Mutex(State())
     private let source = Mutex<VideoSource?>(nil)
 
     init(_ schedule: AdaptSchedule, onStep: @escaping @Sendable (AdaptSchedule.Step) -> Void) {
-        self.schedule = schedule; self.onStep = onStep
+        self.schedule = schedule
+        self.onStep = onStep
     }
 
     /// The source the requests go to (it holds this replay through its options: kept until the run ends).
@@ -95,7 +108,11 @@ final class ScheduleReplay: Sendable {
 /// Output-format requests from another thread (RTCP feedback), passed to the running session's source (or kept
 /// for it until it starts).
 public final class OutputRequests: Sendable {
-    private struct State { var pending: VideoAdapter.Request?; var source: VideoSource?; var used = false }
+    private struct State {
+        var pending: VideoAdapter.Request?
+        var source: VideoSource?
+        var used = false
+    }
     private let state = Mutex(State())
     public init() {}
 
@@ -113,7 +130,11 @@ public final class OutputRequests: Sendable {
     public var used: Bool { state.withLock { $0.used } }
 
     func attach(_ source: VideoSource) {
-        let pending = state.withLock { s -> VideoAdapter.Request? in s.source = source; defer { s.pending = nil }; return s.pending }
+        let pending = state.withLock { s -> VideoAdapter.Request? in
+            s.source = source
+            defer { s.pending = nil }
+            return s.pending
+        }
         if let r = pending { source.requestOutputFormat(maxSize: r.maxSize, maxFps: r.maxFps) }
     }
 
@@ -130,7 +151,9 @@ public final class BandwidthFollower: Sendable {
     private let policy = Mutex(BitrateAdaptation())
 
     public init(_ encode: EncodeStage, adapting requests: OutputRequests?) {
-        control = encode.control; cap = encode.bitrateCap; self.requests = requests
+        control = encode.control
+        cap = encode.bitrateCap
+        self.requests = requests
     }
 
     public func update(bitsPerSecond bps: UInt64) {

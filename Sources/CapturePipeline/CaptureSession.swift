@@ -108,7 +108,10 @@ public final class CaptureSession {
         self.capturer = capturer
         device = try configuration.device.map { spec throws(CaptureError) in try capturer.device(spec) } ?? CaptureSession.defaultDevice(capturer)
         if configuration.fast && device.driver != "fixture" {
-            throw PipelineError(.invalidConfiguration, "--fast is for fixture cameras (frames as fast as they are consumed); \(device.path) is a real camera, which delivers at its own rate")
+            throw PipelineError(
+                .invalidConfiguration,
+                "--fast is for fixture cameras (frames as fast as they are consumed); \(device.path) is a real camera, which delivers at its own rate"
+            )
         }
         selection = try capturer.selectFormat(for: device, targetSize: configuration.size, fpsLimit: configuration.fpsLimit)
     }
@@ -116,13 +119,17 @@ public final class CaptureSession {
     /// A capturer with the providers every command uses (real cameras first, then the fixture cameras), set
     /// up for `configuration` (pacing, noise, controls, power line, logger).
     public static func capturer(for configuration: Configuration) -> CameraVideoCapturer {
-        let fixtures = FixtureCameraProvider(options: .init(pacing: configuration.fast ? .asFastAsConsumed : .realTime,
-                                                            disconnectAfterFrames: configuration.fixtureDisconnectAfter, noise: configuration.noise))
+        let fixtures = FixtureCameraProvider(
+            options: .init(
+                pacing: configuration.fast ? .asFastAsConsumed : .realTime,
+                disconnectAfterFrames: configuration.fixtureDisconnectAfter, noise: configuration.noise))
         // As-fast-as-consumed fixture frames are not dropped: the capturer waits for the consumer.
-        return CameraVideoCapturer(providers: [V4L2DeviceProvider(), fixtures],
-                                   configuration: .init(maxPendingFrames: 2, alwaysDiscardsLateFrames: !configuration.fast,
-                                                        powerLineFrequency: configuration.powerLine, startControls: configuration.controls),
-                                   logger: configuration.logger)
+        return CameraVideoCapturer(
+            providers: [V4L2DeviceProvider(), fixtures],
+            configuration: .init(
+                maxPendingFrames: 2, alwaysDiscardsLateFrames: !configuration.fast,
+                powerLineFrequency: configuration.powerLine, startControls: configuration.controls),
+            logger: configuration.logger)
     }
 
     /// The default camera: the first real camera, else the built-in fixture webcam.
@@ -178,12 +185,24 @@ public final class CaptureSession {
         var options = sourceOptions
         let replay = adaptSchedule.map { ScheduleReplay($0, onStep: onAdaptationStep) }
         let userWillAdapt = options.willAdapt, userDidConvert = options.didConvert
-        options.didConvert = { seq, ns in conversions.record(seq, ns); userDidConvert?(seq, ns) }
-        if let replay { options.willAdapt = { frame in replay.willAdapt(frame); userWillAdapt?(frame) } }
+        options.didConvert = { seq, ns in
+            conversions.record(seq, ns)
+            userDidConvert?(seq, ns)
+        }
+        if let replay {
+            options.willAdapt = { frame in
+                replay.willAdapt(frame)
+                userWillAdapt?(frame)
+            }
+        }
         let source = VideoSource(capturer: capturer, options: options)
         replay?.attach(source)
         self.source = source
-        defer { source.detach(); replay?.detach(); self.source = nil }
+        defer {
+            source.detach()
+            replay?.detach()
+            self.source = nil
+        }
         outputRequests.attach(source)
         defer { outputRequests.detach() }
         // Subscribed before the start: the first frame is ours. As fast as consumed (a fast fixture), the source
@@ -195,16 +214,17 @@ public final class CaptureSession {
         } catch {
             source.detach()
             if capturer.isRunning { try? await capturer.stopCapture() }
-            for s in stages { s.discard() }   // nothing was written: existing files untouched, new ones removed
+            for s in stages { s.discard() } // nothing was written: existing files untouched, new ones removed
             throw error
         }
-        configuration.logger.debug("capture started", metadata: ["device": "\(device.path)", "format": "\(selection.pixelFormat) \(applied.size) @ \(applied.fps)"])
+        configuration.logger.debug(
+            "capture started", metadata: ["device": "\(device.path)", "format": "\(selection.pixelFormat) \(applied.size) @ \(applied.fps)"])
         onStarted(self)
 
         var metrics = SessionMetrics()
         var report = Report()
         var latency = DurationHistogram()
-        var workTime = DurationHistogram()   // conversion + stages, per frame: latency minus this is waiting
+        var workTime = DurationHistogram() // conversion + stages, per frame: latency minus this is waiting
         var conversionTime = DurationHistogram()
         var adapted = AdaptationTally()
         var firstTs: Int64?, lastTs: Int64 = 0
@@ -218,7 +238,7 @@ public final class CaptureSession {
                 let first = replay?.firstTimestamp ?? firstTs ?? frame.timestampNs
                 firstTs = firstTs ?? first
                 if let d = configuration.durationNs, frame.timestampNs - first >= d { break }
-                guard let picture = I420Buffer(frame.buffer) else { continue }   // the source's output is I420
+                guard let picture = I420Buffer(frame.buffer) else { continue } // the source's output is I420
                 let stageStart = monotonicNanoseconds()
                 let converted = conversions.take(frame.sequence)
                 if let converted {
@@ -245,7 +265,9 @@ public final class CaptureSession {
                 if let onProgress, elapsed >= 0.2, now >= nextProgress {
                     // Formatted only when the line is due: nothing allocated per frame.
                     nextProgress = now + progressIntervalNs
-                    onProgress("\(fmt(elapsed)) s  \(report.processed) frames  \(fmt(Double(report.processed - 1) / elapsed)) fps  \(stages.compactMap(\.progress).joined(separator: "  "))  drops \(capturer.statistics.totalDropped)")
+                    onProgress(
+                        "\(fmt(elapsed)) s  \(report.processed) frames  \(fmt(Double(report.processed - 1) / elapsed)) fps  \(stages.compactMap(\.progress).joined(separator: "  "))  drops \(capturer.statistics.totalDropped)"
+                    )
                 }
                 if let n = configuration.frames, report.processed >= n { break }
             }
@@ -272,31 +294,48 @@ public final class CaptureSession {
         if starved > 0 { drops.append(("pipeline busy", starved)) }
         let dropText = drops.sorted { $0.0 < $1.0 }.map { "\($0.0) \($0.1)" }.joined(separator: ", ")
         let thinned = sourceStats.dropped[.adaptation, default: 0]
-        var frameLine = "captured \(report.processed + report.undecodable + dropped + thinned), dropped \(dropped)\(dropText.isEmpty ? "" : " (\(dropText))")"
+        var frameLine =
+            "captured \(report.processed + report.undecodable + dropped + thinned), dropped \(dropped)\(dropText.isEmpty ? "" : " (\(dropText))")"
         for s in stages { if let f = s.framesSummary { frameLine += ", " + f } }
         if report.undecodable > 0 { frameLine += ", undecodable \(report.undecodable)" }
         var lines: [(String, String)] = [
             ("device", "\(device.path) (\(device.name))"),
             ("format", "\(selection.pixelFormat) \(applied.size) @ \(applied.fps) fps (stride \(applied.stride))\(formatNote)"),
             ("frames", frameLine),
-            ("achieved fps", "\(fmt(elapsed > 0 ? Double(report.processed - 1) / elapsed : 0, 2)) on frame timestamps, \(fmt(wallSeconds > 0 ? Double(report.processed) / wallSeconds : 0, 1)) frames/s throughput"),
+            (
+                "achieved fps",
+                "\(fmt(elapsed > 0 ? Double(report.processed - 1) / elapsed : 0, 2)) on frame timestamps, \(fmt(wallSeconds > 0 ? Double(report.processed) / wallSeconds : 0, 1)) frames/s throughput"
+            ),
         ]
         if conversionTime.count > 0 {
             lines.append(("convert time", "p50 \(fmt(conversionTime.percentileMs(0.5), 2)) ms, p95 \(fmt(conversionTime.percentileMs(0.95), 2)) ms"))
         }
         if latency.count > 0 {
-            lines.append(("latency", "capture to output p50 \(fmt(latency.percentileMs(0.5), 2)) ms, p95 \(fmt(latency.percentileMs(0.95), 2)) ms, p99 \(fmt(latency.percentileMs(0.99), 2)) ms"))
-            lines.append(("work time", "convert + stages p50 \(fmt(workTime.percentileMs(0.5), 2)) ms, p95 \(fmt(workTime.percentileMs(0.95), 2)) ms, p99 \(fmt(workTime.percentileMs(0.99), 2)) ms"))
+            lines.append(
+                (
+                    "latency",
+                    "capture to output p50 \(fmt(latency.percentileMs(0.5), 2)) ms, p95 \(fmt(latency.percentileMs(0.95), 2)) ms, p99 \(fmt(latency.percentileMs(0.99), 2)) ms"
+                ))
+            lines.append(
+                (
+                    "work time",
+                    "convert + stages p50 \(fmt(workTime.percentileMs(0.5), 2)) ms, p95 \(fmt(workTime.percentileMs(0.95), 2)) ms, p99 \(fmt(workTime.percentileMs(0.99), 2)) ms"
+                ))
         }
         if adapted.active {
-            lines.append(("adaptation", "\(adaptSchedule.map { "\($0)" } ?? "on bitrate estimates"); \(thinned) frames thinned for frame rate; sizes \(adapted.sizes.map(\.description).joined(separator: " → "))"))
+            lines.append(
+                (
+                    "adaptation",
+                    "\(adaptSchedule.map { "\($0)" } ?? "on bitrate estimates"); \(thinned) frames thinned for frame rate; sizes \(adapted.sizes.map(\.description).joined(separator: " → "))"
+                ))
             lines.append(("frames/second", adapted.perSecond.map(String.init).joined(separator: " ")))
         }
         for s in stages { lines += s.summary }
         report.summary = lines
 
         if let e = captureError {
-            report.failure = PipelineError(.captureFailed, "capture failed after \(report.processed) frames: \(e) — what was written is complete and playable")
+            report.failure = PipelineError(
+                .captureFailed, "capture failed after \(report.processed) frames: \(e) — what was written is complete and playable")
         } else if let e = stageError ?? endError {
             report.failure = PipelineError(.outputFailed, "stopped after \(report.processed) frames: \(e) — what was written before is playable")
         } else if report.processed == 0 {
@@ -363,9 +402,15 @@ struct SessionMetrics {
     /// session was behind) and undecodable frames since the last call.
     mutating func update(_ stats: CaptureStatistics, _ source: VideoSource.Statistics) {
         let drops = stats.droppedWhileConsumed + source.dropped[.starvation, default: 0]
-        if drops > reportedDrops { droppedFrames.increment(by: drops - reportedDrops); reportedDrops = drops }
+        if drops > reportedDrops {
+            droppedFrames.increment(by: drops - reportedDrops)
+            reportedDrops = drops
+        }
         let bad = source.dropped[.undecodable, default: 0]
-        if bad > reportedUndecodable { undecodable.increment(by: bad - reportedUndecodable); reportedUndecodable = bad }
+        if bad > reportedUndecodable {
+            undecodable.increment(by: bad - reportedUndecodable)
+            reportedUndecodable = bad
+        }
     }
 }
 
@@ -393,7 +438,10 @@ public struct PipelineError: Error, Sendable, Equatable, CustomStringConvertible
     }
     public var code: Code
     public var message: String
-    public init(_ code: Code, _ message: String) { self.code = code; self.message = message }
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
     public var description: String { message }
 }
 

@@ -10,10 +10,14 @@ public import Logging
 public func parseHostPort(_ s: String, ports: ClosedRange<Int>) -> (host: String, port: Int)? {
     let hostPart: Substring, portPart: Substring
     if s.hasPrefix("["), let close = s.firstIndex(of: "]"), s[s.index(after: close)...].hasPrefix(":") {
-        hostPart = s[s.index(after: s.startIndex)..<close]; portPart = s[s.index(close, offsetBy: 2)...]
+        hostPart = s[s.index(after: s.startIndex)..<close]
+        portPart = s[s.index(close, offsetBy: 2)...]
     } else if let colon = s.lastIndex(of: ":"), s.firstIndex(of: ":") == colon {
-        hostPart = s[..<colon]; portPart = s[s.index(after: colon)...]
-    } else { return nil }
+        hostPart = s[..<colon]
+        portPart = s[s.index(after: colon)...]
+    } else {
+        return nil
+    }
     guard portPart.count <= 5, let p = Int(portPart), ports.contains(p), !hostPart.isEmpty, hostPart.count <= 64 else { return nil }
     var a4 = in_addr(), a6 = in6_addr()
     let h = String(hostPart)
@@ -28,7 +32,8 @@ public struct StreamTarget: Sendable, CustomStringConvertible {
     public var description: String { (host.contains(":") ? "[\(host)]" : host) + ":\(port)" }
     public init?(_ s: String) {
         guard let (h, p) = parseHostPort(s, ports: 1...65534) else { return nil }
-        host = h; port = p
+        host = h
+        port = p
     }
 }
 
@@ -37,7 +42,13 @@ public func write(_ text: String, to path: String) throws { try write(text, into
 
 /// Writes `text` and closes the file; on a failure the file is discarded (an existing one is kept as it was).
 public func write(_ text: String, into f: OutputFile) throws {
-    do { try f.write(Array(text.utf8)); try f.close() } catch { f.discard(); throw error }
+    do {
+        try f.write(Array(text.utf8))
+        try f.close()
+    } catch {
+        f.discard()
+        throw error
+    }
 }
 
 /// Sends the encoded frames as RTP and acts on the receivers' feedback: PLI/FIR → a key frame, REMB → the
@@ -54,10 +65,16 @@ public final class RTPOutput: EncodedOutput {
     public var acceptsWritesFromEncoderThread: Bool { true }
 
     /// `logger` gets the stream's start and stop (debug), nothing per packet.
-    public init(configuration: RTPSender.Configuration, sdpFile: OutputFile?, target: StreamTarget,
-                logger: Logger = Logger(label: "swift-video-capture.rtp", factory: { _ in SwiftLogNoOpLogHandler() })) throws(PipelineError) {
-        do { sender = try RTPSender(configuration: configuration) } catch { throw PipelineError(.outputFailed, "cannot stream to \(target): \(error)") }
-        self.sdpFile = sdpFile; self.target = target; self.logger = logger
+    public init(
+        configuration: RTPSender.Configuration, sdpFile: OutputFile?, target: StreamTarget,
+        logger: Logger = Logger(label: "swift-video-capture.rtp", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) throws(PipelineError) {
+        do { sender = try RTPSender(configuration: configuration) } catch {
+            throw PipelineError(.outputFailed, "cannot stream to \(target): \(error)")
+        }
+        self.sdpFile = sdpFile
+        self.target = target
+        self.logger = logger
         logger.debug("stream started", metadata: ["to": "\(target)", "ssrc": "\(sender.ssrc)"])
     }
 
@@ -82,18 +99,23 @@ public final class RTPOutput: EncodedOutput {
     public func write(_ frame: EncodedFrame) throws {
         if let file = sdpFile, frame.isKeyFrame, let ps = RTPSender.parameterSets(of: frame) {
             sdpFile = nil
-            let text = SDP.offer(host: target.host, port: target.port, sps: ps.sps, pps: ps.pps,
-                                 rtxPayloadType: sender.configuration.rtxPayloadType, ssrc: sender.ssrc,
-                                 rtxSSRC: sender.configuration.rtxPayloadType == nil ? nil : sender.rtxSSRC)
+            let text = SDP.offer(
+                host: target.host, port: target.port, sps: ps.sps, pps: ps.pps,
+                rtxPayloadType: sender.configuration.rtxPayloadType, ssrc: sender.ssrc,
+                rtxSSRC: sender.configuration.rtxPayloadType == nil ? nil : sender.rtxSSRC)
             try CapturePipeline.write(text, into: file)
         }
         try sender.send(frame)
     }
     public func end() throws {
-        sender.close(); sdpFile?.discard()
+        sender.close()
+        sdpFile?.discard()
         logger.debug("stream stopped", metadata: ["to": "\(target)", "packets": "\(sender.statistics.packetsSent)"])
     }
-    public func discard() { sender.close(); sdpFile?.discard() }
+    public func discard() {
+        sender.close()
+        sdpFile?.discard()
+    }
 
     public var progress: String? {
         let s = sender.statistics
@@ -103,10 +125,21 @@ public final class RTPOutput: EncodedOutput {
     }
     public var summary: [(String, String)] {
         let s = sender.statistics
-        return [("rtp", "\(s.packetsSent) packets, \(s.bytesSent) bytes to \(target) (SSRC \(sender.ssrc), RTCP from port \(sender.localRTCPPort))"
-                     + (s.packetsDroppedBySimulation > 0 ? ", \(s.packetsDroppedBySimulation) dropped by --drop-rate" : "")),
-                ("rtcp", "\(s.senderReports) sender reports, \(s.receiverReports) receiver reports, rtt \(s.rttMs.map { fmt($0, 1) + " ms" } ?? "-"), loss \(s.fractionLost.map { fmt($0 * 100, 1) + "%" } ?? "-"), jitter \(s.jitterMs.map { fmt($0, 1) + " ms" } ?? "-")"),
-                ("feedback", "\(s.nacksReceived) NACKs (\(s.retransmissions) retransmitted, \(s.retransmittedBytes) bytes; \(s.nacksIgnored) ignored, \(s.retransmissionsOverBudget) over budget), \(s.keyFrameRequests) key-frame requests (\(s.keyFrameRequestsHonoured) honoured), REMB \(s.rembBitrate.map { "\($0 / 1000) kbps" } ?? "-"), \(s.rtcpErrors) malformed RTCP, \(s.rtcpFromStrangers) RTCP datagrams from other addresses dropped")]
+        return [
+            (
+                "rtp",
+                "\(s.packetsSent) packets, \(s.bytesSent) bytes to \(target) (SSRC \(sender.ssrc), RTCP from port \(sender.localRTCPPort))"
+                    + (s.packetsDroppedBySimulation > 0 ? ", \(s.packetsDroppedBySimulation) dropped by --drop-rate" : "")
+            ),
+            (
+                "rtcp",
+                "\(s.senderReports) sender reports, \(s.receiverReports) receiver reports, rtt \(s.rttMs.map { fmt($0, 1) + " ms" } ?? "-"), loss \(s.fractionLost.map { fmt($0 * 100, 1) + "%" } ?? "-"), jitter \(s.jitterMs.map { fmt($0, 1) + " ms" } ?? "-")"
+            ),
+            (
+                "feedback",
+                "\(s.nacksReceived) NACKs (\(s.retransmissions) retransmitted, \(s.retransmittedBytes) bytes; \(s.nacksIgnored) ignored, \(s.retransmissionsOverBudget) over budget), \(s.keyFrameRequests) key-frame requests (\(s.keyFrameRequestsHonoured) honoured), REMB \(s.rembBitrate.map { "\($0 / 1000) kbps" } ?? "-"), \(s.rtcpErrors) malformed RTCP, \(s.rtcpFromStrangers) RTCP datagrams from other addresses dropped"
+            ),
+        ]
     }
 }
 
@@ -116,11 +149,16 @@ public final class InputDumpStage: PictureStage {
     private let y4m: Y4MStage
     private let path: String
     private var times: [Int64] = []
-    public init(path: String) throws { self.path = path; y4m = try Y4MStage(path: path); times.reserveCapacity(100_000) }
+    public init(path: String) throws {
+        self.path = path
+        y4m = try Y4MStage(path: path)
+        times.reserveCapacity(100_000)
+    }
     public func begin(_ session: CaptureSession) throws { try y4m.begin(session) }
     public func consume(_ picture: I420Buffer, frame: VideoFrame) throws {
         guard times.count < 100_000 else { return }
-        try y4m.consume(picture, frame: frame); times.append(frame.timestampNs)
+        try y4m.consume(picture, frame: frame)
+        times.append(frame.timestampNs)
     }
     public func end() throws {
         try y4m.end()
@@ -129,4 +167,3 @@ public final class InputDumpStage: PictureStage {
     public func discard() { y4m.discard() }
     public var summary: [(String, String)] { y4m.summary }
 }
-

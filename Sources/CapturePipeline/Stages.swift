@@ -100,7 +100,8 @@ public final class EncodeStage: PictureStage {
     public static func settings(_ base: H264Encoder.Settings, keyIntervalSeconds: Double?, for applied: AppliedFormat) -> H264Encoder.Settings {
         var s = base
         let size = encodedSize(applied)
-        s.width = size.width; s.height = size.height
+        s.width = size.width
+        s.height = size.height
         s.maxFrameRate = applied.fps.fps
         if let k = keyIntervalSeconds { s.keyFrameInterval = max(1, Int(min(k * applied.fps.fps, 1e6).rounded())) }
         return s
@@ -110,7 +111,8 @@ public final class EncodeStage: PictureStage {
     /// (a 8x8 or 300 fps camera mode fails here with a message, not after the start).
     public static func check(_ base: H264Encoder.Settings, keyIntervalSeconds: Double?, for selection: FormatSelection) throws {
         do { try settings(base, keyIntervalSeconds: keyIntervalSeconds, for: selection.planned).validate() } catch {
-            throw PipelineError(.invalidConfiguration, "the camera's \(selection.pixelFormat) \(selection.size) @ \(selection.fps) fps cannot be encoded: \(error)")
+            throw PipelineError(
+                .invalidConfiguration, "the camera's \(selection.pixelFormat) \(selection.size) @ \(selection.fps) fps cannot be encoded: \(error)")
         }
     }
 
@@ -126,7 +128,8 @@ public final class EncodeStage: PictureStage {
     /// adapted), so it is never rebuilt at frame 1; later sizes (adaptation) reconfigure it.
     private func start(_ picture: I420Buffer) throws -> H264Encoder {
         var s = settings
-        s.width = picture.width; s.height = picture.height
+        s.width = picture.width
+        s.height = picture.height
         let encoder = try H264Encoder(settings: s, control: control)
         settings = s
         self.encoder = encoder
@@ -141,14 +144,24 @@ public final class EncodeStage: PictureStage {
     }
 
     public func consume(_ picture: I420Buffer, frame: VideoFrame) throws {
-        guard outputs.contains(where: { $0.wantsFrames }) else { idle += 1; resumeWithKeyFrame = true; return }
+        guard outputs.contains(where: { $0.wantsFrames }) else {
+            idle += 1
+            resumeWithKeyFrame = true
+            return
+        }
         let encoder = try self.encoder ?? start(picture)
-        if resumeWithKeyFrame { resumeWithKeyFrame = false; control.requestKeyFrame() }
+        if resumeWithKeyFrame {
+            resumeWithKeyFrame = false
+            control.requestKeyFrame()
+        }
         tally.withLock { t in
             if t.firstTs == nil { t.firstTs = frame.timestampNs }
             t.lastTs = frame.timestampNs
         }
-        if let thread { try thread.submit(picture, timestampNs: frame.timestampNs); return }
+        if let thread {
+            try thread.submit(picture, timestampNs: frame.timestampNs)
+            return
+        }
         try encoder.encode(picture, timestampNs: frame.timestampNs, into: &out)
         if out.isSkipped { return }
         try deliver(out, size: encoder.size)
@@ -157,7 +170,7 @@ public final class EncodeStage: PictureStage {
     /// An encoded frame to every output (on the thread that encoded it).
     private func deliver(_ out: EncodedFrame, size: FrameSize) throws {
         metrics.frames.increment()
-        metrics.encode.recordNanoseconds(out.encodeNs)   // the encoder's own measurement, on either thread
+        metrics.encode.recordNanoseconds(out.encodeNs) // the encoder's own measurement, on either thread
         metrics.bytes.increment(by: out.size)
         if out.isKeyFrame { metrics.keyFrames.increment() }
         tally.withLock { t in
@@ -174,9 +187,12 @@ public final class EncodeStage: PictureStage {
         defer { encoder?.close() }
         var first: Error?
         do { try thread?.finish() } catch { first = error }
-        thread = nil   // ended: the statistics are read from the encoder again (exact percentiles)
+        thread = nil // ended: the statistics are read from the encoder again (exact percentiles)
         for o in outputs {
-            if encoded == 0 { o.discard(); continue }   // nothing encoded: an existing file keeps its contents
+            if encoded == 0 {
+                o.discard()
+                continue
+            } // nothing encoded: an existing file keeps its contents
             do { try o.end() } catch { first = first ?? error }
         }
         if let first { throw first }
@@ -207,9 +223,14 @@ public final class EncodeStage: PictureStage {
     public var progress: String? { (["\(fmt(kbps, 0)) kbps"] + outputs.compactMap(\.progress)).joined(separator: "  ") }
     public var summary: [(String, String)] {
         let stats = self.stats
-        return [("key frames", "\(stats.keyFrames) (interval \(settings.effectiveKeyFrameInterval) frames)"),
-         ("bitrate", "\(fmt(kbps, 0)) kbps average (target \(targetKbps) kbps\(targetKbps != settingsKbps ? ", last \(settingsKbps) kbps" : ""))"),
-         ("encode time", "p50 \(fmt(stats.encodeP50Ms, 2)) ms, p95 \(fmt(stats.encodeP95Ms, 2)) ms\(ranOnThread ? ", on the encoder's own thread" : "")")]
+        return [
+            ("key frames", "\(stats.keyFrames) (interval \(settings.effectiveKeyFrameInterval) frames)"),
+            ("bitrate", "\(fmt(kbps, 0)) kbps average (target \(targetKbps) kbps\(targetKbps != settingsKbps ? ", last \(settingsKbps) kbps" : ""))"),
+            (
+                "encode time",
+                "p50 \(fmt(stats.encodeP50Ms, 2)) ms, p95 \(fmt(stats.encodeP95Ms, 2)) ms\(ranOnThread ? ", on the encoder's own thread" : "")"
+            ),
+        ]
             + (tally.withLock { $0.sizeChanges }.isEmpty ? [] : [("reconfigured", tally.withLock { $0.sizeChanges }.joined(separator: ", "))])
             + outputs.flatMap(\.summary)
     }
@@ -225,8 +246,14 @@ public final class AnnexBFileOutput: EncodedOutput {
     public init(path: String) throws { writer = try AnnexBWriter(path: path) }
     public func write(_ frame: EncodedFrame) throws {
         try writer.write(frame)
-        guard let last = lastFlushNs else { lastFlushNs = frame.timestampNs; return }
-        if frame.timestampNs - last >= 1_000_000_000 { try writer.flush(); lastFlushNs = frame.timestampNs }
+        guard let last = lastFlushNs else {
+            lastFlushNs = frame.timestampNs
+            return
+        }
+        if frame.timestampNs - last >= 1_000_000_000 {
+            try writer.flush()
+            lastFlushNs = frame.timestampNs
+        }
     }
     public func end() throws { try writer.close() }
     public func discard() { writer.discard() }
@@ -241,7 +268,7 @@ public final class Y4MStage: PictureStage {
     private var fps = Fraction(30)
     public init(path: String) throws {
         self.path = path
-        file = try OutputFile(path: path)   // opened and locked, not truncated until the first frames are flushed
+        file = try OutputFile(path: path) // opened and locked, not truncated until the first frames are flushed
     }
     public func begin(_ session: CaptureSession) throws { fps = session.applied.fps }
     public func consume(_ picture: I420Buffer, frame: VideoFrame) throws {
@@ -249,7 +276,10 @@ public final class Y4MStage: PictureStage {
         try writer!.write(picture)
     }
     public func end() throws {
-        guard let writer else { file.discard(); return }
+        guard let writer else {
+            file.discard()
+            return
+        }
         try writer.close()
     }
     public func discard() { file.discard() }
@@ -271,7 +301,8 @@ public final class SnapshotStage: PictureStage {
 
     /// `path(n)` names the snapshot of picture n (1-based); with `every == nil`, `path(0)` is the one file.
     public init(every: Int?, path: @escaping (Int) -> String) throws {
-        self.every = every; self.path = path
+        self.every = every
+        self.path = path
         _ = try SnapshotWriter.kind(forPath: path(0))
         single = every == nil ? try OutputFile(path: path(0)) : nil
     }
@@ -279,7 +310,12 @@ public final class SnapshotStage: PictureStage {
         count += 1
         lastSize = FrameSize(width: picture.width, height: picture.height)
         if let n = every {
-            if count % n == 0 { let p = path(count); try SnapshotWriter.write(picture, to: p); written += 1; lastPath = p }
+            if count % n == 0 {
+                let p = path(count)
+                try SnapshotWriter.write(picture, to: p)
+                written += 1
+                lastPath = p
+            }
         } else {
             last = picture
         }
@@ -287,8 +323,13 @@ public final class SnapshotStage: PictureStage {
     public func end() throws {
         defer { last = nil }
         guard let single else { return }
-        guard let last else { single.discard(); return }
-        try SnapshotWriter.write(last, to: single); written += 1; lastPath = single.path
+        guard let last else {
+            single.discard()
+            return
+        }
+        try SnapshotWriter.write(last, to: single)
+        written += 1
+        lastPath = single.path
     }
     public func discard() { single?.discard() }
     public var summary: [(String, String)] { [("snapshots", written == 0 ? "none" : "\(written)\(lastPath.map { ", last \($0)" } ?? "")")] }
@@ -300,7 +341,8 @@ public final class CountStage: PictureStage {
     public private(set) var count = 0
     private var size: FrameSize?
     public func consume(_ picture: I420Buffer, frame: VideoFrame) throws {
-        count += 1; size = FrameSize(width: picture.width, height: picture.height)
+        count += 1
+        size = FrameSize(width: picture.width, height: picture.height)
     }
     public func end() throws {}
     public var framesSummary: String? { "written \(count)" }

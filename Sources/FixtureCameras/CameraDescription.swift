@@ -2,7 +2,7 @@ import Foundation
 public import VideoCapture
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A camera described by its format list: what a fixture file holds, and what a V4L2 device reports.
@@ -16,9 +16,15 @@ public struct CameraDescription: Sendable, Hashable {
     /// their initial values; control-class headings included.
     public var controls: [CameraControl]
 
-    public init(name: String, position: CaptureDevice.Position = .external, rotation: VideoRotation = .rotation0, formats: [CaptureFormat],
-                controls: [CameraControl] = []) {
-        self.name = name; self.position = position; self.rotation = rotation; self.formats = formats; self.controls = controls
+    public init(
+        name: String, position: CaptureDevice.Position = .external, rotation: VideoRotation = .rotation0, formats: [CaptureFormat],
+        controls: [CameraControl] = []
+    ) {
+        self.name = name
+        self.position = position
+        self.rotation = rotation
+        self.formats = formats
+        self.controls = controls
     }
 
     /// The two fixture syntaxes.
@@ -33,7 +39,8 @@ public struct CameraDescription: Sendable, Hashable {
     /// Sizes and rates beyond `CaptureLimits` are errors naming the file, the line and the value.
     public static func parse(_ text: String, file: String, syntax: Syntax? = nil) throws(FixtureParseError) -> CameraDescription {
         guard text.utf8.count <= maximumFileSize else {
-            throw FixtureParseError(file: file, line: 0, "the text is \(text.utf8.count) bytes; fixtures are limited to \(maximumFileSize) bytes (4 MiB)")
+            throw FixtureParseError(
+                file: file, line: 0, "the text is \(text.utf8.count) bytes; fixtures are limited to \(maximumFileSize) bytes (4 MiB)")
         }
         var body = Substring(text)
         if body.unicodeScalars.first == "\u{FEFF}" { body = Substring(body.unicodeScalars.dropFirst()) }
@@ -88,7 +95,9 @@ extension CameraDescription {
             guard let (pf, desc) = currentFormat, let size = currentSize else { return }
             let intervals: FrameIntervals? = rangeIntervals ?? (discreteIntervals.isEmpty ? nil : .discrete(discreteIntervals))
             formats.append(CaptureFormat(pixelFormat: pf, size: size, intervals: intervals, formatDescription: desc))
-            currentSize = nil; discreteIntervals = []; rangeIntervals = nil
+            currentSize = nil
+            discreteIntervals = []
+            rangeIntervals = nil
         }
 
         var lineNo = 0
@@ -98,7 +107,9 @@ extension CameraDescription {
             // One line at a time, without materialising an array of lines (a file of newlines stays cheap).
             let end = rest.utf8.firstIndex { $0 == 0x0a || $0 == 0x0d } ?? rest.endIndex
             let rawLine = rest[..<end]
-            if end == rest.endIndex { more = false } else {
+            if end == rest.endIndex {
+                more = false
+            } else {
                 var next = rest.utf8.index(after: end)
                 if rest.utf8[end] == 0x0d, next < rest.endIndex, rest.utf8[next] == 0x0a { next = rest.utf8.index(after: next) }
                 rest = rest[next...]
@@ -109,10 +120,15 @@ extension CameraDescription {
             let line = rawLine.trimmingSpaces
             let err = { (msg: String) in FixtureParseError(file: file, line: lineNo, msg) }
 
-            if line.hasPrefix("Card type"), let v = line.valueAfterColon, name.isEmpty { name = String(v.prefix(256)); continue }
+            if line.hasPrefix("Card type"), let v = line.valueAfterColon, name.isEmpty {
+                name = String(v.prefix(256))
+                continue
+            }
             if try controlParser.consume(line, err) { continue }
             if line.hasPrefix("Size:") {
-                guard currentFormat != nil else { throw err("a size line before any format: expected a format line such as \"[0]: 'YUYV' (YUYV 4:2:2)\" first") }
+                guard currentFormat != nil else {
+                    throw err("a size line before any format: expected a format line such as \"[0]: 'YUYV' (YUYV 4:2:2)\" first")
+                }
                 flushSize()
                 currentSize = try parseSizeLine(String(line.dropFirst(5)).trimmingSpaces, err)
                 continue
@@ -154,7 +170,8 @@ extension CameraDescription {
         }
         flushSize()
         if formats.isEmpty {
-            throw FixtureParseError(file: file, line: lineNo, "no formats found: expected the output of `v4l2-ctl --list-formats-ext` or a JSON camera description")
+            throw FixtureParseError(
+                file: file, line: lineNo, "no formats found: expected the output of `v4l2-ctl --list-formats-ext` or a JSON camera description")
         }
         if name.isEmpty { name = fileStem(file) }
         let controls = controlParser.controls
@@ -162,7 +179,9 @@ extension CameraDescription {
         return CameraDescription(name: name, position: position ?? .external, rotation: rotation ?? .rotation0, formats: formats, controls: controls)
     }
 
-    private static func parseFourCCAndDescription(_ text: String, _ err: (String) -> FixtureParseError) throws(FixtureParseError) -> (PixelFormat, String)? {
+    private static func parseFourCCAndDescription(_ text: String, _ err: (String) -> FixtureParseError) throws(FixtureParseError) -> (
+        PixelFormat, String
+    )? {
         // ": 'YUYV' (YUYV 4:2:2, ...)" — the FourCC sits between the first pair of quotes.
         guard let q1 = text.firstIndex(of: "'") else { return nil }
         let afterQ1 = text.index(after: q1)
@@ -221,7 +240,8 @@ extension CameraDescription {
             let lo = try parseSize(words[1], err), hi = try parseSize(words[3], err)
             let st = stepText.split(separator: "/", omittingEmptySubsequences: false)
             guard st.count == 2, let sw = Int(st[0]), let sh = Int(st[1]), sw > 0, sh > 0,
-                  sw <= CaptureLimits.maxDimension, sh <= CaptureLimits.maxDimension else {
+                sw <= CaptureLimits.maxDimension, sh <= CaptureLimits.maxDimension
+            else {
                 throw err("expected a step W/H of 1...\(CaptureLimits.maxDimension) each, found \(excerpt(stepText))")
             }
             return try checkedRange(.stepwise(min: lo, max: hi, step: FrameSize(width: sw, height: sh)), err)
@@ -235,7 +255,9 @@ extension CameraDescription {
     }
 
     /// A frame rate from a decimal figure, within `CaptureLimits` (three decimals are kept: v4l2-ctl prints three).
-    static func rate(fromDecimal v: Double, _ what: @autoclosure () -> String, _ err: (String) -> FixtureParseError) throws(FixtureParseError) -> Fraction {
+    static func rate(fromDecimal v: Double, _ what: @autoclosure () -> String, _ err: (String) -> FixtureParseError) throws(FixtureParseError)
+        -> Fraction
+    {
         guard v.isFinite, v >= CaptureLimits.minRate, v <= CaptureLimits.maxRate, let f = Fraction(approximating: v), f.isPositive else {
             throw err("frame rate \(what()) is out of range: \(CaptureLimits.minRate)...\(Int(CaptureLimits.maxRate)) fps")
         }
@@ -254,7 +276,9 @@ extension CameraDescription {
             let parts = inner.split(separator: "-", omittingEmptySubsequences: false)
             var values: [Fraction] = []
             for p in parts {
-                guard let v = Double(p.trimmingSpaces), v > 0 else { throw err("frame rate must be positive, found \(excerpt("(" + inner + " fps)"))") }
+                guard let v = Double(p.trimmingSpaces), v > 0 else {
+                    throw err("frame rate must be positive, found \(excerpt("(" + inner + " fps)"))")
+                }
                 values.append(try rate(fromDecimal: v, excerpt(String(p)), err))
             }
             return values
@@ -293,7 +317,10 @@ package func excerpt(_ text: some StringProtocol, quote: Character = "\"", limit
     var out = ""
     var count = 0
     for scalar in text.unicodeScalars {
-        if count == limit { out += "…"; break }
+        if count == limit {
+            out += "…"
+            break
+        }
         switch scalar {
         case "\n": out += "\\n"
         case "\r": out += "\\r"
@@ -363,7 +390,8 @@ struct JSONFixtureParser {
             let p = s.split(separator: "/", omittingEmptySubsequences: false)
             let terms = p.map { Int64($0) }
             guard p.count == 1 || p.count == 2, let a = terms[0], a > 0, p.count == 1 || (terms[1] ?? 0) > 0,
-                  let f = Fraction(exactly: a, p.count == 2 ? terms[1]! : 1) else {
+                let f = Fraction(exactly: a, p.count == 2 ? terms[1]! : 1)
+            else {
                 throw err(n, "expected a positive fraction \"N/D\", found \(excerpt(s))")
             }
             value = f
@@ -386,7 +414,9 @@ struct JSONFixtureParser {
         var position = declared.0 ?? CaptureDevice.Position.external
         if let p = root["position"] {
             let s = try string(p, "\"position\"", in: root)
-            guard let v = CaptureDevice.Position(rawValue: s) else { throw err(p, "\"position\" must be front, back or external, found \(excerpt(s))") }
+            guard let v = CaptureDevice.Position(rawValue: s) else {
+                throw err(p, "\"position\" must be front, back or external, found \(excerpt(s))")
+            }
             position = v
         }
         var rotation = declared.1 ?? VideoRotation.rotation0
@@ -397,14 +427,17 @@ struct JSONFixtureParser {
             rotation = rot
         }
         guard let fmtsNode = root["formats"] else { throw err(root, "missing \"formats\" (an array of formats)") }
-        guard case .array(let fmts, _) = fmtsNode, !fmts.isEmpty else { throw err(fmtsNode, "\"formats\" must be a non-empty array, found \(fmtsNode.kind)") }
+        guard case .array(let fmts, _) = fmtsNode, !fmts.isEmpty else {
+            throw err(fmtsNode, "\"formats\" must be a non-empty array, found \(fmtsNode.kind)")
+        }
 
         var formats: [CaptureFormat] = []
         for f in fmts {
             guard case .object = f else { throw err(f, "each format must be an object, found \(f.kind)") }
             let code = try string(f["pixelFormat"], "\"pixelFormat\"", in: f)
             guard let pf = PixelFormat(fourcc: code), pf.isKnown else {
-                throw err(f["pixelFormat"]!, "unknown FourCC \(excerpt(code, quote: "'")): expected a V4L2 pixel format such as 'YUYV', 'NV12' or 'MJPG'")
+                throw err(
+                    f["pixelFormat"]!, "unknown FourCC \(excerpt(code, quote: "'")): expected a V4L2 pixel format such as 'YUYV', 'NV12' or 'MJPG'")
             }
             let desc = f["description"].flatMap { if case .string(let s, _) = $0 { String(s.prefix(256)) } else { nil } } ?? pf.name
             guard let sizesNode = f["sizes"] else { throw err(f, "missing \"sizes\" for format \(code)") }
@@ -427,8 +460,11 @@ struct JSONFixtureParser {
             let lo = try size(c["min"], "\"min\"", in: c), hi = try size(c["max"], "\"max\"", in: c)
             return try checked(.continuous(min: lo, max: hi), c)
         } else {
-            return try checked(.discrete(FrameSize(width: try dimension(s["width"], "\"width\"", in: s),
-                                                    height: try dimension(s["height"], "\"height\"", in: s))), s)
+            return try checked(
+                .discrete(
+                    FrameSize(
+                        width: try dimension(s["width"], "\"width\"", in: s),
+                        height: try dimension(s["height"], "\"height\"", in: s))), s)
         }
     }
 
@@ -447,7 +483,9 @@ struct JSONFixtureParser {
             guard a <= b else { throw err(r, "\"fpsRange\" min \(a) is above max \(b)") }
             return .continuous(min: b.reciprocal, max: a.reciprocal)
         } else if let r = s["intervalRange"] {
-            guard let lo = r["min"], let hi = r["max"], let st = r["step"] else { throw err(r, "\"intervalRange\" needs \"min\", \"max\" and \"step\" (seconds, e.g. \"1/30\")") }
+            guard let lo = r["min"], let hi = r["max"], let st = r["step"] else {
+                throw err(r, "\"intervalRange\" needs \"min\", \"max\" and \"step\" (seconds, e.g. \"1/30\")")
+            }
             let a = try rate(lo, interval: true), b = try rate(hi, interval: true), c = try rate(st, interval: true)
             guard a <= b else { throw err(r, "\"intervalRange\" min \(a) is above max \(b)") }
             return .stepwise(min: a, max: b, step: c)
@@ -466,7 +504,7 @@ package func fileStem(_ path: String) -> String {
 extension Substring {
     /// Without leading and trailing spaces, tabs and CRs (on UTF-8 indices: no per-character work).
     var trimmingSpaces: String {
-        let u = utf8   // Substring.UTF8View is bidirectional
+        let u = utf8 // Substring.UTF8View is bidirectional
         func space(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 || b == 0x0d }
         var start = u.startIndex, end = u.endIndex
         while start < end, space(u[start]) { u.formIndex(after: &start) }
@@ -499,6 +537,10 @@ public struct FixtureParseError: Error, Sendable, Equatable, CustomStringConvert
     public var file: String
     public var line: Int
     public var message: String
-    public init(file: String, line: Int, _ message: String) { self.file = file; self.line = line; self.message = message }
+    public init(file: String, line: Int, _ message: String) {
+        self.file = file
+        self.line = line
+        self.message = message
+    }
     public var description: String { "\(file):\(line): \(message)" }
 }

@@ -22,7 +22,9 @@ struct ControlListingParser {
         if inMenu, let item = try menuItem(line, err) {
             guard let last = controls.indices.last else { return false }
             guard item.index >= controls[last].minimum, item.index <= controls[last].maximum else {
-                throw err("menu entry \(item.index) of control \(controls[last].name) is outside its range \(controls[last].minimum)...\(controls[last].maximum)")
+                throw err(
+                    "menu entry \(item.index) of control \(controls[last].name) is outside its range \(controls[last].minimum)...\(controls[last].maximum)"
+                )
             }
             guard controls[last].menu.count < 1024 else { throw err("control \(controls[last].name) has more than 1024 menu entries") }
             controls[last].menu.append(item)
@@ -31,7 +33,8 @@ struct ControlListingParser {
         inMenu = false
         let words = line.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: true).map { $0.drop { $0 == " " } }
         guard words.count == 3, words[1].hasPrefix("0x"), words[1].count == 10, words[2].hasPrefix("("),
-              words[0].utf8.allSatisfy({ ($0 >= 0x61 && $0 <= 0x7a) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5f }) else {
+            words[0].utf8.allSatisfy({ ($0 >= 0x61 && $0 <= 0x7a) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5f })
+        else {
             // A heading such as "User Controls" names the class of the controls that follow.
             if line.hasSuffix(" Controls"), line.count <= 64 { heading = line }
             return false
@@ -64,9 +67,14 @@ struct ControlListingParser {
         return .init(index: index, name: String(name.prefix(64)))
     }
 
-    private func control(name: String, idText: String, rest: String, _ err: (String) -> FixtureParseError) throws(FixtureParseError) -> CameraControl {
-        guard let id = UInt32(idText, radix: 16), id != 0 else { throw err("control \(name): expected an id 0xHHHHHHHH, found \(excerpt("0x" + idText))") }
-        guard let close = rest.firstIndex(of: ")") else { throw err("control \(name): expected its type in parentheses, e.g. \"(int)\", found \(excerpt(rest))") }
+    private func control(name: String, idText: String, rest: String, _ err: (String) -> FixtureParseError) throws(FixtureParseError) -> CameraControl
+    {
+        guard let id = UInt32(idText, radix: 16), id != 0 else {
+            throw err("control \(name): expected an id 0xHHHHHHHH, found \(excerpt("0x" + idText))")
+        }
+        guard let close = rest.firstIndex(of: ")") else {
+            throw err("control \(name): expected its type in parentheses, e.g. \"(int)\", found \(excerpt(rest))")
+        }
         let typeText = String(rest[rest.index(after: rest.startIndex)..<close]).trimmingSpaces
         let kind = CameraControl.Kind(rawValue: typeText) ?? .other
         var body = rest[rest.index(after: close)...].drop { $0 == " " }
@@ -85,16 +93,23 @@ struct ControlListingParser {
             var value = body[body.index(after: eq)...]
             var text: String
             if key == "flags" {
-                text = String(value); body = body[body.endIndex...]
+                text = String(value)
+                body = body[body.endIndex...]
             } else if value.first == "'" {
                 let inner = value.dropFirst()
-                guard let end = inner.indices.last(where: { inner[$0] == "'" && (inner.index(after: $0) == inner.endIndex || inner[inner.index(after: $0)] == " ") }) else {
+                guard
+                    let end = inner.indices.last(where: {
+                        inner[$0] == "'" && (inner.index(after: $0) == inner.endIndex || inner[inner.index(after: $0)] == " ")
+                    })
+                else {
                     throw err("control \(name): unterminated quoted value \(excerpt(value))")
                 }
-                text = String(inner[..<end]); body = inner[inner.index(after: end)...]
+                text = String(inner[..<end])
+                body = inner[inner.index(after: end)...]
             } else {
                 let end = value.firstIndex(of: " ") ?? value.endIndex
-                text = String(value[..<end]); value = value[end...]
+                text = String(value[..<end])
+                value = value[end...]
                 let after = value.drop { $0 == " " }
                 if after.first == "(", let p = after.firstIndex(of: ")") { body = after[after.index(after: p)...] } else { body = value }
             }
@@ -113,16 +128,25 @@ struct ControlListingParser {
             case "default": c.defaultValue = try number(text)
             case "value":
                 sawValue = true
-                if kind == .string { c.value = .string(text) }
-                else if kind == .area { c.value = .string(text) }   // shown as listed (WIDTHxHEIGHT), never set
-                else { c.value = .integer(kind == .bitmask ? Int64(UInt32(truncatingIfNeeded: try number(text))) : try number(text)) }
+                if kind == .string {
+                    c.value = .string(text)
+                } else if kind == .area {
+                    c.value = .string(text)
+                } // shown as listed (WIDTHxHEIGHT), never set
+                else {
+                    c.value = .integer(kind == .bitmask ? Int64(UInt32(truncatingIfNeeded: try number(text))) : try number(text))
+                }
             case "flags":
                 var f = CameraControl.Flags()
                 for part in text.split(separator: ",") {
                     let p = part.trimmingSpaces
-                    if let known = CameraControl.Flags(name: p) { f.insert(known) }
-                    else if p.hasPrefix("0x"), let raw = UInt32(p.dropFirst(2), radix: 16) { f.insert(CameraControl.Flags(rawValue: raw)) }
-                    else { throw err("control \(name): unknown flag \(excerpt(p))") }
+                    if let known = CameraControl.Flags(name: p) {
+                        f.insert(known)
+                    } else if p.hasPrefix("0x"), let raw = UInt32(p.dropFirst(2), radix: 16) {
+                        f.insert(CameraControl.Flags(rawValue: raw))
+                    } else {
+                        throw err("control \(name): unknown flag \(excerpt(p))")
+                    }
                 }
                 c.flags = f
             case "dims":
@@ -140,7 +164,11 @@ struct ControlListingParser {
             }
         }
         if kind == .bitmask { c.minimum = 0 }
-        if kind == .boolean { c.minimum = 0; c.maximum = 1; c.step = 1 }
+        if kind == .boolean {
+            c.minimum = 0
+            c.maximum = 1
+            c.step = 1
+        }
         guard c.minimum <= c.maximum else { throw err("control \(name): min \(c.minimum) is above max \(c.maximum)") }
         if !c.dimensions.isEmpty { c.value = nil }
         if !sawValue && c.value == nil && kind.isScalar && kind != .button && !c.flags.contains(.writeOnly) && c.dimensions.isEmpty {
@@ -186,14 +214,17 @@ extension CameraDescription {
             let key = CameraControl.key(from: label)
             guard !key.isEmpty else { throw err(nameNode, "control name \(excerpt(label)) has no letters or digits") }
             guard let typeNode = item["type"], case .string(let typeText, _) = typeNode,
-                  let kind = CameraControl.Kind(rawValue: typeText), kind.isScalar || kind == .string else {
+                let kind = CameraControl.Kind(rawValue: typeText), kind.isScalar || kind == .string
+            else {
                 throw err(item["type"] ?? item, "control \(key): \"type\" must be one of int, bool, menu, intmenu, button, int64, bitmask, str")
             }
             var id: UInt32
             if let idNode = item["id"] {
                 switch idNode {
                 case .string(let s, _) where s.hasPrefix("0x"):
-                    guard let v = UInt32(s.dropFirst(2), radix: 16), v != 0 else { throw err(idNode, "control \(key): \"id\" must be 0xHHHHHHHH, found \(excerpt(s))") }
+                    guard let v = UInt32(s.dropFirst(2), radix: 16), v != 0 else {
+                        throw err(idNode, "control \(key): \"id\" must be 0xHHHHHHHH, found \(excerpt(s))")
+                    }
                     id = v
                 case .number:
                     let v = try whole(idNode, "control \(key): \"id\"")
@@ -204,9 +235,12 @@ extension CameraDescription {
             } else if let known = CameraControlID.wellKnown.first(where: { $0.name == key }) {
                 id = known.id.rawValue
             } else {
-                privateID += 1; id = privateID
+                privateID += 1
+                id = privateID
             }
-            guard !out.contains(where: { $0.id.rawValue == id }) else { throw err(item, "control \(key): id 0x\(String(id, radix: 16)) is declared twice") }
+            guard !out.contains(where: { $0.id.rawValue == id }) else {
+                throw err(item, "control \(key): id 0x\(String(id, radix: 16)) is declared twice")
+            }
             var c = CameraControl(id: CameraControlID(id), label: label, kind: kind)
             if kind == .boolean { c.maximum = 1 }
             if let n = item["min"] { c.minimum = try whole(n, "control \(key): \"min\"") }
@@ -229,22 +263,30 @@ extension CameraDescription {
             }
             if let m = item["menu"] {
                 guard kind.isMenu else { throw err(m, "control \(key): only menu and intmenu controls have a \"menu\"") }
-                guard case .array(let entries, _) = m, !entries.isEmpty, entries.count <= 1024 else { throw err(m, "control \(key): \"menu\" must be a non-empty array of at most 1024 entries") }
+                guard case .array(let entries, _) = m, !entries.isEmpty, entries.count <= 1024 else {
+                    throw err(m, "control \(key): \"menu\" must be a non-empty array of at most 1024 entries")
+                }
                 var next = c.minimum
                 for e in entries {
                     var index = next
                     var entry = e
                     if case .object = e {
-                        guard let i = e["index"], let n = e["name"] ?? e["value"] else { throw err(e, "control \(key): a menu entry object needs \"index\" and \"name\"") }
+                        guard let i = e["index"], let n = e["name"] ?? e["value"] else {
+                            throw err(e, "control \(key): a menu entry object needs \"index\" and \"name\"")
+                        }
                         index = try whole(i, "control \(key): menu \"index\"")
                         entry = n
                     }
-                    guard index >= c.minimum, index <= c.maximum else { throw err(e, "control \(key): menu entry \(index) is outside \(c.minimum)...\(c.maximum)") }
+                    guard index >= c.minimum, index <= c.maximum else {
+                        throw err(e, "control \(key): menu entry \(index) is outside \(c.minimum)...\(c.maximum)")
+                    }
                     if kind == .integerMenu {
                         let v = try whole(entry, "control \(key): an integer menu entry")
                         c.menu.append(.init(index: index, name: String(v), value: v))
                     } else {
-                        guard case .string(let s, _) = entry, !s.isEmpty else { throw err(entry, "control \(key): a menu entry must be a non-empty string, found \(entry.kind)") }
+                        guard case .string(let s, _) = entry, !s.isEmpty else {
+                            throw err(entry, "control \(key): a menu entry must be a non-empty string, found \(entry.kind)")
+                        }
                         c.menu.append(.init(index: index, name: String(s.prefix(64))))
                     }
                     next = index + 1

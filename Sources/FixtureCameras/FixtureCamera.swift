@@ -28,7 +28,9 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
         /// Sensor-like noise added to luma (amplitude, 0 = the clean pattern), so encoders have detail to spend bits on.
         public var noise: Int
         public init(pacing: Pacing = .realTime, disconnectAfterFrames: Int? = nil, bufferCount: Int = 4, noise: Int = 0) {
-            self.pacing = pacing; self.disconnectAfterFrames = disconnectAfterFrames; self.bufferCount = max(2, bufferCount)
+            self.pacing = pacing
+            self.disconnectAfterFrames = disconnectAfterFrames
+            self.bufferCount = max(2, bufferCount)
             self.noise = max(0, min(64, noise))
         }
     }
@@ -57,15 +59,17 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
     }
 
     private func device(name: String, path: String, description: CameraDescription) -> CaptureDevice {
-        CaptureDevice(uniqueID: path, name: description.name, position: description.position, path: path,
-                      driver: "fixture", busInfo: "fixture:\(name)")
+        CaptureDevice(
+            uniqueID: path, name: description.name, position: description.position, path: path,
+            driver: "fixture", busInfo: "fixture:\(name)")
     }
 
     public func device(for spec: String) throws(CaptureError) -> CaptureDevice? {
         if spec.hasPrefix("fixture:") {
             let name = String(spec.dropFirst("fixture:".count))
             guard let b = builtins.first(where: { $0.name == name }) else {
-                throw CaptureError(.unknownDevice, "unknown fixture camera \"\(name)\"; built-in fixtures: \(builtinNames.joined(separator: ", "))", device: spec)
+                throw CaptureError(
+                    .unknownDevice, "unknown fixture camera \"\(name)\"; built-in fixtures: \(builtinNames.joined(separator: ", "))", device: spec)
             }
             return device(name: name, path: spec, description: b.description)
         }
@@ -134,7 +138,8 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
             throw CaptureError(.unsupportedFormat, "\(device.path) does not offer \(request.pixelFormat) \(request.size)", device: device.path)
         }
         guard request.pixelFormat.isConvertibleToI420 else {
-            throw CaptureError(.unsupportedFormat, "fixture cameras cannot produce \(request.pixelFormat) (\(request.pixelFormat.name)) frames", device: device.path)
+            throw CaptureError(
+                .unsupportedFormat, "fixture cameras cannot produce \(request.pixelFormat) (\(request.pixelFormat.name)) frames", device: device.path)
         }
         // Like a driver, apply the nearest offered rate not above the request.
         let fps = entry.intervals?.bestRate(limit: request.fps) ?? request.fps
@@ -161,7 +166,11 @@ final class FixtureStream: CaptureStream, Sendable {
     private let thread = Mutex<WorkerThread?>(nil)
 
     init(applied: AppliedFormat, rotation: VideoRotation, options: FixtureCameraProvider.Options, controls: FixtureControls? = nil, sink: FrameSink) {
-        self.applied = applied; self.rotation = rotation; self.options = options; self.sink = sink; self.controls = controls
+        self.applied = applied
+        self.rotation = rotation
+        self.options = options
+        self.sink = sink
+        self.controls = controls
         thread.withLock { $0 = WorkerThread(name: "fixture-camera") { [self] _ in run() } }
     }
 
@@ -178,8 +187,9 @@ final class FixtureStream: CaptureStream, Sendable {
         // The picture changes only where it moves; MJPEG re-encodes only the tiles that changed.
         // MJPEG keeps encoded tiles per noise field: its noise cycles through a few fields (raw formats get fresh
         // noise every frame, which costs them only two SIMD passes).
-        let renderer = PatternRenderer(width: w, height: h, noise: options.noise,
-                                       noisePhases: format.isCompressed ? TiledMJPEGWriter.phases : nil)
+        let renderer = PatternRenderer(
+            width: w, height: h, noise: options.noise,
+            noisePhases: format.isCompressed ? TiledMJPEGWriter.phases : nil)
         let tiled = format.isCompressed ? TiledMJPEGWriter(width: w, height: h) : nil
         let writer = FormatWriter()
         let capacity = tiled?.capacity ?? FormatWriter.capacity(for: format, width: w, height: h)
@@ -207,19 +217,28 @@ final class FixtureStream: CaptureStream, Sendable {
             // A free buffer, as a driver's queue: one the consumers no longer hold. The frame lifetime contract
             // is the V4L2 one: with every buffer held, a private copy buffer; with those held too, a drop.
             var slot = -1
-            for i in 0..<options.bufferCount where isKnownUniquelyReferenced(&storages[i]) { slot = i; break }
+            for i in 0..<options.bufferCount where isKnownUniquelyReferenced(&storages[i]) {
+                slot = i
+                break
+            }
             if slot < 0 {
-                if options.pacing == .asFastAsConsumed { Sleep.for(nanoseconds: 500_000); continue }
-                for i in options.bufferCount..<storages.count where isKnownUniquelyReferenced(&storages[i]) { slot = i; break }
+                if options.pacing == .asFastAsConsumed {
+                    Sleep.for(nanoseconds: 500_000)
+                    continue
+                }
+                for i in options.bufferCount..<storages.count where isKnownUniquelyReferenced(&storages[i]) {
+                    slot = i
+                    break
+                }
                 if slot < 0 {
-                    sleepUntil(due)   // the frame this would have been is lost at its time
+                    sleepUntil(due) // the frame this would have been is lost at its time
                     index += 1
                     sink.dropped(.buffersHeld, 1)
                     continue
                 }
                 sink.copied()
             }
-            if let controls { renderer.settings = controls.picture }   // set while streaming: the next frame shows it
+            if let controls { renderer.settings = controls.picture } // set while streaming: the next frame shows it
             let renderStart = monotonicNanoseconds()
             renderer.advance(to: UInt64(index))
             let buffer: VideoFrameBuffer
@@ -240,7 +259,7 @@ final class FixtureStream: CaptureStream, Sendable {
             // exact 1/fps steps, also when this thread runs late on a loaded machine. In real time the picture is
             // made ahead and handed over at that time, as a camera's finished frame arrives: the consumer's
             // capture-to-output latency is then its own work, not the simulator's rendering.
-            renderNs = max(monotonicNanoseconds() - renderStart, renderNs * 15 / 16)   // the longest recent one, decaying
+            renderNs = max(monotonicNanoseconds() - renderStart, renderNs * 15 / 16) // the longest recent one, decaying
             if options.pacing == .realTime { sleepUntil(due) }
             guard !stopRequested.load(ordering: .acquiring) else { break }
             let ts = due
@@ -250,13 +269,12 @@ final class FixtureStream: CaptureStream, Sendable {
     }
 }
 
-
 private func sleepUntil(_ ns: Int64) { Sleep.until(monotonicNs: ns) }
 
 /// prctl(PR_SET_TIMERSLACK, ns) for the calling thread. prctl is variadic (Swift cannot call it directly); its
 /// integer arguments pass in registers as for a fixed-argument function, so it is called through that type.
 private func setTimerSlack(_ ns: UInt) {
     typealias Prctl = @convention(c) (Int32, UInt, UInt, UInt, UInt) -> Int32
-    guard let sym = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "prctl") else { return }   // RTLD_DEFAULT
-    _ = unsafeBitCast(sym, to: Prctl.self)(29, ns, 0, 0, 0)   // PR_SET_TIMERSLACK
+    guard let sym = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "prctl") else { return } // RTLD_DEFAULT
+    _ = unsafeBitCast(sym, to: Prctl.self)(29, ns, 0, 0, 0) // PR_SET_TIMERSLACK
 }

@@ -32,7 +32,8 @@ struct PictureSettings: Equatable, Sendable {
                 lumaOffset = Int(Swift.max(-255, Swift.min(255, (Double(v) - Double(c.defaultValue)) * 255 / span)))
             case .contrast where c.defaultValue > c.minimum:
                 let gain = (Double(v) - Double(c.minimum)) / (Double(c.defaultValue) - Double(c.minimum))
-                contrastNum = Int(Swift.max(0, Swift.min(8, gain)) * 256); contrastDen = 256
+                contrastNum = Int(Swift.max(0, Swift.min(8, gain)) * 256)
+                contrastDen = 256
             case .horizontalFlip: hflip = v != 0
             case .verticalFlip: vflip = v != 0
             default:
@@ -40,7 +41,8 @@ struct PictureSettings: Equatable, Sendable {
                     let words = item.name.lowercased().split { !$0.isLetter }
                     // One colour word and nothing that makes it a pattern ("Colorbar", "Checkers", "Squares").
                     if words.count <= 3, let s = PictureSettings.solids.first(where: { words.contains(Substring($0.word)) }),
-                       !words.contains(where: { $0.hasPrefix("color") || $0.hasPrefix("checker") || $0.hasPrefix("square") || $0 == "lines" }) {
+                        !words.contains(where: { $0.hasPrefix("color") || $0.hasPrefix("checker") || $0.hasPrefix("square") || $0 == "lines" })
+                    {
                         solid = s.yuv
                     }
                 }
@@ -52,7 +54,10 @@ struct PictureSettings: Equatable, Sendable {
 /// The live controls of one fixture camera: its declared controls with their current values, shared by
 /// the provider (get/set) and a running stream (which reads `picture` each frame: no allocation).
 final class FixtureControls: Sendable {
-    private struct State { var controls: [CameraControl]; var picture: PictureSettings }
+    private struct State {
+        var controls: [CameraControl]
+        var picture: PictureSettings
+    }
     private let state: Mutex<State>
 
     init(_ controls: [CameraControl]) {
@@ -72,7 +77,7 @@ final class FixtureControls: Sendable {
             var c = s.controls[i]
             try c.validate(value, device: device)
             if c.kind == .button || c.flags.contains(.writeOnly) {
-                c.value = value   // reported as written, never stored
+                c.value = value // reported as written, never stored
                 return c
             }
             if case .integer(let v) = value { s.controls[i].value = .integer(c.rounded(v)) } else { s.controls[i].value = value }
@@ -106,7 +111,10 @@ final class PictureAdjuster {
     private let table = UnsafeMutablePointer<UInt8>.allocate(capacity: 1024)
     private var tableFor: PictureSettings?
 
-    init(width: Int, height: Int) { self.width = width; self.height = height }
+    init(width: Int, height: Int) {
+        self.width = width
+        self.height = height
+    }
     deinit { table.deallocate() }
 
     /// The picture to send: `src` itself when the settings change nothing, else the adjusted copy.

@@ -48,7 +48,10 @@ package struct JSONReader {
         return v
     }
 
-    private init(bytes: [UInt8], file: String) { self.bytes = bytes; self.file = file }
+    private init(bytes: [UInt8], file: String) {
+        self.bytes = bytes
+        self.file = file
+    }
 
     private func fail(_ message: String) -> FixtureParseError { FixtureParseError(file: file, line: line, "invalid JSON: \(message)") }
     private func describeHere() -> String {
@@ -60,7 +63,9 @@ package struct JSONReader {
     private mutating func skipSpace() {
         while i < bytes.count {
             switch bytes[i] {
-            case 0x0a: line += 1; i += 1
+            case 0x0a:
+                line += 1
+                i += 1
             case 0x20, 0x09, 0x0d: i += 1
             default: return
             }
@@ -81,7 +86,10 @@ package struct JSONReader {
         case UInt8(ascii: "t"), UInt8(ascii: "f"), UInt8(ascii: "n"):
             for (word, node) in [("true", JSONNode.bool(true, line: here)), ("false", .bool(false, line: here)), ("null", .null(line: here))] {
                 let w = Array(word.utf8)
-                if bytes.count - i >= w.count, Array(bytes[i..<i + w.count]) == w { i += w.count; return node }
+                if bytes.count - i >= w.count, Array(bytes[i..<i + w.count]) == w {
+                    i += w.count
+                    return node
+                }
             }
             throw fail("unexpected \(describeHere())")
         default:
@@ -96,36 +104,59 @@ package struct JSONReader {
     }
 
     private mutating func object(line here: Int) throws(FixtureParseError) -> JSONNode {
-        i += 1; skipSpace()
+        i += 1
+        skipSpace()
         var members: [(key: String, value: JSONNode)] = []
-        if i < bytes.count, bytes[i] == UInt8(ascii: "}") { i += 1; return .object(members, line: here) }
+        if i < bytes.count, bytes[i] == UInt8(ascii: "}") {
+            i += 1
+            return .object(members, line: here)
+        }
         while true {
             skipSpace()
             guard i < bytes.count, bytes[i] == UInt8(ascii: "\"") else { throw fail("expected a quoted key, found \(describeHere())") }
             let key = try string()
             skipSpace()
-            guard i < bytes.count, bytes[i] == UInt8(ascii: ":") else { throw fail("expected ':' after key \(excerpt(key)), found \(describeHere())") }
-            i += 1; skipSpace()
+            guard i < bytes.count, bytes[i] == UInt8(ascii: ":") else {
+                throw fail("expected ':' after key \(excerpt(key)), found \(describeHere())")
+            }
+            i += 1
+            skipSpace()
             members.append((key, try value()))
             skipSpace()
             guard i < bytes.count else { throw fail("unterminated object (opened on line \(here))") }
-            if bytes[i] == UInt8(ascii: ",") { i += 1; continue }
-            if bytes[i] == UInt8(ascii: "}") { i += 1; return .object(members, line: here) }
+            if bytes[i] == UInt8(ascii: ",") {
+                i += 1
+                continue
+            }
+            if bytes[i] == UInt8(ascii: "}") {
+                i += 1
+                return .object(members, line: here)
+            }
             throw fail("expected ',' or '}', found \(describeHere())")
         }
     }
 
     private mutating func array(line here: Int) throws(FixtureParseError) -> JSONNode {
-        i += 1; skipSpace()
+        i += 1
+        skipSpace()
         var items: [JSONNode] = []
-        if i < bytes.count, bytes[i] == UInt8(ascii: "]") { i += 1; return .array(items, line: here) }
+        if i < bytes.count, bytes[i] == UInt8(ascii: "]") {
+            i += 1
+            return .array(items, line: here)
+        }
         while true {
             skipSpace()
             items.append(try value())
             skipSpace()
             guard i < bytes.count else { throw fail("unterminated array (opened on line \(here))") }
-            if bytes[i] == UInt8(ascii: ",") { i += 1; continue }
-            if bytes[i] == UInt8(ascii: "]") { i += 1; return .array(items, line: here) }
+            if bytes[i] == UInt8(ascii: ",") {
+                i += 1
+                continue
+            }
+            if bytes[i] == UInt8(ascii: "]") {
+                i += 1
+                return .array(items, line: here)
+            }
             throw fail("expected ',' or ']', found \(describeHere())")
         }
     }
@@ -149,7 +180,10 @@ package struct JSONReader {
         var out: [UInt8] = []
         while i < bytes.count {
             let c = bytes[i]
-            if c == UInt8(ascii: "\"") { i += 1; return String(decoding: out, as: UTF8.self) }
+            if c == UInt8(ascii: "\"") {
+                i += 1
+                return String(decoding: out, as: UTF8.self)
+            }
             if c == 0x0a { throw fail("newline inside a string") }
             if c == UInt8(ascii: "\\") {
                 i += 1
@@ -165,17 +199,20 @@ package struct JSONReader {
                     guard var v = hex4(at: i + 1) else { throw fail("bad \\u escape: expected four hex digits") }
                     i += 4
                     if (0xD800..<0xDC00).contains(v), i + 6 < bytes.count, bytes[i + 1] == UInt8(ascii: "\\"), bytes[i + 2] == UInt8(ascii: "u"),
-                       let low = hex4(at: i + 3), (0xDC00..<0xE000).contains(low) {
-                        v = 0x10000 + ((v - 0xD800) << 10) + (low - 0xDC00)   // a UTF-16 surrogate pair
+                        let low = hex4(at: i + 3), (0xDC00..<0xE000).contains(low)
+                    {
+                        v = 0x10000 + ((v - 0xD800) << 10) + (low - 0xDC00) // a UTF-16 surrogate pair
                         i += 6
                     }
                     guard let scalar = Unicode.Scalar(v) else { throw fail("bad \\u escape: U+\(String(v, radix: 16)) is not a character") }
                     out.append(contentsOf: Array(String(Character(scalar)).utf8))
                 default: throw fail("unknown escape \\\(Character(Unicode.Scalar(bytes[i]))) in a string")
                 }
-                i += 1; continue
+                i += 1
+                continue
             }
-            out.append(c); i += 1
+            out.append(c)
+            i += 1
         }
         throw fail("unterminated string")
     }

@@ -30,7 +30,8 @@ public enum TestPattern {
         let side: Int
         let counterBox: Rect?
         init(width w: Int, height h: Int) {
-            width = w; height = h
+            width = w
+            height = h
             scale = max(1, h / 60)
             side = max(2, h / 8) & ~1
             let digitW = 4 * scale, digitH = 5 * scale, gap = scale
@@ -69,7 +70,8 @@ public enum TestPattern {
         for x in 0..<dst.strideY { dst.mutableDataY[x] = bars[min(7, min(x, w - 1) * 8 / w)].y }
         for x in 0..<dst.strideU {
             let b = bars[min(7, (2 * min(x, cw - 1)) * 8 / w)]
-            dst.mutableDataU[x] = b.u; dst.mutableDataV[x] = b.v
+            dst.mutableDataU[x] = b.u
+            dst.mutableDataV[x] = b.v
         }
         for r in 1..<max(h, 1) { (dst.mutableDataY + r * dst.strideY).update(from: dst.mutableDataY, count: dst.strideY) }
         for r in 1..<max(chh, 1) {
@@ -130,18 +132,26 @@ final class NoiseTable {
     private let minus: UnsafeMutablePointer<UInt8>
 
     init(amplitude: Int, planeBytes: Int) {
-        self.amplitude = max(1, min(64, amplitude)); self.planeBytes = planeBytes
+        self.amplitude = max(1, min(64, amplitude))
+        self.planeBytes = planeBytes
         let n = planeBytes + span
-        plus = .allocate(capacity: n); minus = .allocate(capacity: n)
+        plus = .allocate(capacity: n)
+        minus = .allocate(capacity: n)
         var state: UInt64 = 0x9E37_79B9_7F4A_7C15
         let range = UInt64(2 * self.amplitude + 1)
         for i in 0..<n {
-            state ^= state << 13; state ^= state >> 7; state ^= state << 17
+            state ^= state << 13
+            state ^= state >> 7
+            state ^= state << 17
             let v = Int(state % range) - self.amplitude
-            plus[i] = UInt8(max(0, v)); minus[i] = UInt8(max(0, -v))
+            plus[i] = UInt8(max(0, v))
+            minus[i] = UInt8(max(0, -v))
         }
     }
-    deinit { plus.deallocate(); minus.deallocate() }
+    deinit {
+        plus.deallocate()
+        minus.deallocate()
+    }
 
     /// Where frame (or phase) `index` starts in the tables: a multiple of 4 bytes, spread by a hash.
     static func offset(_ index: UInt64, span: Int) -> Int {
@@ -192,19 +202,24 @@ final class PatternRenderer {
     private var adjusted: I420Buffer?
 
     init(width: Int, height: Int, noise: Int, noisePhases: Int? = nil) {
-        self.width = width; self.height = height
+        self.width = width
+        self.height = height
         self.noisePhases = noisePhases.map { max(1, $0) }
         adjuster = PictureAdjuster(width: width, height: height)
         layout = TestPattern.Layout(width: width, height: height)
-        background = I420Buffer(width: width, height: height, storage: FrameStorage(pooledCapacity: I420Buffer.byteCount(width: width, height: height)))
+        background = I420Buffer(
+            width: width, height: height, storage: FrameStorage(pooledCapacity: I420Buffer.byteCount(width: width, height: height)))
         TestPattern.drawBars(into: background)
         picture = I420Buffer(width: width, height: height, storage: FrameStorage(pooledCapacity: I420Buffer.byteCount(width: width, height: height)))
-        picture.buffer.storage.mutableBaseAddress.copyMemory(from: background.buffer.storage.baseAddress, byteCount: I420Buffer.byteCount(width: width, height: height))
+        picture.buffer.storage.mutableBaseAddress.copyMemory(
+            from: background.buffer.storage.baseAddress, byteCount: I420Buffer.byteCount(width: width, height: height))
         if noise > 0 {
             self.noise = NoiseTable(amplitude: noise, planeBytes: picture.strideY * height)
-            noisy = I420Buffer(width: width, height: height, storage: FrameStorage(pooledCapacity: I420Buffer.byteCount(width: width, height: height)))
+            noisy = I420Buffer(
+                width: width, height: height, storage: FrameStorage(pooledCapacity: I420Buffer.byteCount(width: width, height: height)))
         } else {
-            self.noise = nil; noisy = nil
+            self.noise = nil
+            noisy = nil
         }
         dirty.reserveCapacity(16)
         if let box = layout.counterBox { TestPattern.fill(picture, box, y: 16, u: 128, v: 128) }
@@ -269,10 +284,14 @@ final class PatternRenderer {
         // Picture controls: applied to a copy, so the incremental drawing above stays valid.
         if settings.isIdentity {
             adjusted = nil
-            if lastSettings != settings { everythingChanged = true; cleanEverythingChanged = true }
+            if lastSettings != settings {
+                everythingChanged = true
+                cleanEverythingChanged = true
+            }
         } else {
             adjusted = adjuster.apply(settings, to: noisy ?? picture)
-            everythingChanged = true; cleanEverythingChanged = true
+            everythingChanged = true
+            cleanEverythingChanged = true
         }
         lastSettings = settings
         firstFrame = false

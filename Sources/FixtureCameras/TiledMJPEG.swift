@@ -33,7 +33,8 @@ final class TiledMJPEGWriter {
     private var primed = false
 
     init(width: Int, height: Int) {
-        self.width = width; self.height = height
+        self.width = width
+        self.height = height
         let mcus = (width + 15) / 16
         // The longest tile (≤ 8 MCUs) that divides the row: restart intervals never straddle rows.
         restartMCUs = (1...min(8, mcus)).last { mcus % $0 == 0 } ?? 1
@@ -41,7 +42,7 @@ final class TiledMJPEGWriter {
         tilesPerRow = mcus / restartMCUs
         strips = (height + 15) / 16
         tileCount = tilesPerRow * strips
-        slot = restartMCUs * 384 * 3 + 256   // a tile's raw 4:2:0 bytes three times over: more than any encoding
+        slot = restartMCUs * 384 * 3 + 256 // a tile's raw 4:2:0 bytes three times over: more than any encoding
         let storeBytes = tileCount * slot
         stores = (0..<TiledMJPEGWriter.phases).map { _ in FrameStorage(pooledCapacity: storeBytes) }
         lengths = Array(repeating: Array(repeating: 0, count: tileCount), count: TiledMJPEGWriter.phases)
@@ -77,8 +78,9 @@ final class TiledMJPEGWriter {
             let x = first * tileWidth
             let w = min(width, (last + 1) * tileWidth) - x
             let rows = min(16, height - s * 16)
-            let n = try encoder.encodeStrip(picture, x: x, row: s * 16, width: w, rows: rows, restartMCUs: restartMCUs,
-                                            into: strip, capacity: stripCapacity)
+            let n = try encoder.encodeStrip(
+                picture, x: x, row: s * 16, width: w, rows: rows, restartMCUs: restartMCUs,
+                into: strip, capacity: stripCapacity)
             if header.isEmpty { header = try frameHeader(strip, n) }
             try split(strip, n, into: s * tilesPerRow + first, count: last - first + 1, tiles: tiles, phase: phase)
             for t in first...last { encodedVersion[phase][s * tilesPerRow + t] = version[s * tilesPerRow + t] }
@@ -93,9 +95,14 @@ final class TiledMJPEGWriter {
             guard used + n + 4 <= capacity else { throw ProcessingError(.shortBuffer, "MJPEG frame does not fit \(capacity) bytes") }
             (out + used).update(from: tiles + t * slot, count: n)
             used += n
-            if t < tileCount - 1 { out[used] = 0xFF; out[used + 1] = 0xD0 + UInt8(t & 7); used += 2 }
+            if t < tileCount - 1 {
+                out[used] = 0xFF
+                out[used + 1] = 0xD0 + UInt8(t & 7)
+                used += 2
+            }
         }
-        out[used] = 0xFF; out[used + 1] = 0xD9
+        out[used] = 0xFF
+        out[used + 1] = 0xD9
         return used + 2
     }
 
@@ -116,8 +123,10 @@ final class TiledMJPEGWriter {
             guard h[i] == 0xFF else { break }
             let len = Int(h[i + 2]) << 8 | Int(h[i + 3])
             if h[i + 1] == 0xC0 {
-                h[i + 5] = UInt8(height >> 8); h[i + 6] = UInt8(height & 0xFF)
-                h[i + 7] = UInt8(width >> 8); h[i + 8] = UInt8(width & 0xFF)
+                h[i + 5] = UInt8(height >> 8)
+                h[i + 6] = UInt8(height & 0xFF)
+                h[i + 7] = UInt8(width >> 8)
+                h[i + 8] = UInt8(width & 0xFF)
                 return h
             }
             i += 2 + len
@@ -138,8 +147,10 @@ final class TiledMJPEGWriter {
     }
 
     /// Stores a strip's restart intervals as tiles `first ..< first + count`.
-    private func split(_ p: UnsafeMutablePointer<UInt8>, _ n: Int, into first: Int, count: Int,
-                       tiles: UnsafeMutablePointer<UInt8>, phase: Int) throws(ProcessingError) {
+    private func split(
+        _ p: UnsafeMutablePointer<UInt8>, _ n: Int, into first: Int, count: Int,
+        tiles: UnsafeMutablePointer<UInt8>, phase: Int
+    ) throws(ProcessingError) {
         guard let start = scanStart(p, n) else { throw ProcessingError(.ioFailed, "libjpeg wrote a strip without a scan") }
         var segStart = start, k = 0, i = start
         while i + 1 < n {
@@ -153,7 +164,8 @@ final class TiledMJPEGWriter {
                 lengths[phase][first + k] = i - segStart
                 k += 1
                 if m == 0xD9 { break }
-                i += 2; segStart = i
+                i += 2
+                segStart = i
                 continue
             }
             i += 1

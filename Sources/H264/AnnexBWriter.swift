@@ -50,14 +50,20 @@ public final class AnnexBWriter {
             let bytes = frame.data[u.offset..<(u.offset + u.length)]
             switch u.type {
             // Kept in place (their storage reused): a key frame every few seconds allocates nothing.
-            case .sps: Self.keep(bytes, in: &sps); sawSPS = true
-            case .pps: Self.keep(bytes, in: &pps); sawPPS = true
+            case .sps:
+                Self.keep(bytes, in: &sps)
+                sawSPS = true
+            case .pps:
+                Self.keep(bytes, in: &pps)
+                sawPPS = true
             case .idr where !(sawSPS && sawPPS):
                 guard let sps, let pps else {
                     throw H264Error(.writeFailed, "IDR frame without SPS/PPS and none seen before: the stream would not be decodable (\(file.path))")
                 }
-                try unit(sps[...]); try unit(pps[...])
-                sawSPS = true; sawPPS = true
+                try unit(sps[...])
+                try unit(pps[...])
+                sawSPS = true
+                sawPPS = true
             default: break
             }
             try unit(bytes)
@@ -75,18 +81,30 @@ public final class AnnexBWriter {
         let onDisk = file.bytesWritten
         var k = 0
         while k < pendingFrameEnds.count && pendingFrameEnds[k] <= onDisk { k += 1 }
-        if k > 0 { pendingFrameEnds.removeFirst(k); framesFlushed += k }
+        if k > 0 {
+            pendingFrameEnds.removeFirst(k)
+            framesFlushed += k
+        }
     }
 
     private func unit(_ bytes: ArraySlice<UInt8>) throws(H264Error) {
-        do { try file.write(Self.startCode); try file.write(bytes) } catch { throw H264Error(writing: error) }
+        do {
+            try file.write(Self.startCode)
+            try file.write(bytes)
+        } catch { throw H264Error(writing: error) }
         offset += Int64(Self.startCode.count + bytes.count)
     }
 
     /// Flushes to the kernel (called periodically, so an interrupted recording keeps what it wrote).
-    public func flush() throws(H264Error) { defer { settle() }; do { try file.flush() } catch { throw H264Error(writing: error) } }
+    public func flush() throws(H264Error) {
+        defer { settle() }
+        do { try file.flush() } catch { throw H264Error(writing: error) }
+    }
     /// Flushes, syncs and closes; afterwards `bytesWritten` and `framesOnDisk` are final.
-    public func close() throws(H264Error) { defer { settle() }; do { try file.close() } catch { throw H264Error(writing: error) } }
+    public func close() throws(H264Error) {
+        defer { settle() }
+        do { try file.close() } catch { throw H264Error(writing: error) }
+    }
     /// Gives the file up (see `OutputFile.discard()`): for a start that failed before anything was written.
     public func discard() { file.discard() }
 }

@@ -26,7 +26,11 @@ public struct NALUnit: Sendable, Equatable {
     public var offset: Int
     /// Length of the NAL unit (header + payload), without start code.
     public var length: Int
-    public init(type: NALUnitType, offset: Int, length: Int) { self.type = type; self.offset = offset; self.length = length }
+    public init(type: NALUnitType, offset: Int, length: Int) {
+        self.type = type
+        self.offset = offset
+        self.length = length
+    }
 }
 
 /// Annex-B (start-code delimited) and AVCC (length-prefixed) H.264 framing.
@@ -75,7 +79,10 @@ public enum AnnexB {
         var i = from
         let n = b.count
         while i + 2 < n {
-            if b[i + 2] > 1 { i += 3; continue }
+            if b[i + 2] > 1 {
+                i += 3
+                continue
+            }
             if b[i] == 0 && b[i + 1] == 0 && b[i + 2] == 1 {
                 if i > from && b[i - 1] == 0 { return (i - 1, 4) }
                 return (i, 3)
@@ -89,7 +96,8 @@ public enum AnnexB {
     public static func toAVCC(_ annexB: [UInt8], lengthSize: Int = 4) throws(H264Error) -> [UInt8] {
         guard [1, 2, 4].contains(lengthSize) else { throw H264Error("AVCC length size must be 1, 2 or 4, got \(lengthSize)", offset: 0) }
         let units = try split(annexB)
-        var out = [UInt8](); out.reserveCapacity(annexB.count)
+        var out = [UInt8]()
+        out.reserveCapacity(annexB.count)
         for u in units {
             guard lengthSize == 4 || u.length < 1 << (8 * lengthSize) else {
                 throw H264Error("NAL unit of \(u.length) bytes does not fit a \(lengthSize)-byte length", offset: u.offset)
@@ -103,7 +111,8 @@ public enum AnnexB {
     /// AVCC → Annex-B with 4-byte start codes. Lengths past the end, zero lengths and truncated prefixes are errors.
     public static func fromAVCC(_ avcc: [UInt8], lengthSize: Int = 4) throws(H264Error) -> [UInt8] {
         guard [1, 2, 4].contains(lengthSize) else { throw H264Error("AVCC length size must be 1, 2 or 4, got \(lengthSize)", offset: 0) }
-        var out = [UInt8](); out.reserveCapacity(avcc.count + 16)
+        var out = [UInt8]()
+        out.reserveCapacity(avcc.count + 16)
         var i = 0
         while i < avcc.count {
             guard i + lengthSize <= avcc.count else { throw H264Error("truncated \(lengthSize)-byte length prefix", offset: i) }
@@ -111,7 +120,9 @@ public enum AnnexB {
             for k in 0..<lengthSize { len = len << 8 | Int(avcc[i + k]) }
             i += lengthSize
             guard len > 0 else { throw H264Error("zero-length NAL unit", offset: i - lengthSize) }
-            guard len <= avcc.count - i else { throw H264Error("NAL length \(len) runs past the end (\(avcc.count - i) bytes left)", offset: i - lengthSize) }
+            guard len <= avcc.count - i else {
+                throw H264Error("NAL length \(len) runs past the end (\(avcc.count - i) bytes left)", offset: i - lengthSize)
+            }
             out += [0, 0, 0, 1]
             out.append(contentsOf: avcc[i..<(i + len)])
             i += len
@@ -141,21 +152,30 @@ public struct SequenceParameterSet: Sendable, Equatable {
     public init(nal: ArraySlice<UInt8>) throws(H264Error) {
         guard let first = nal.first, NALUnitType(header: first) == .sps else { throw H264Error("not an SPS NAL unit", offset: 0) }
         // Remove emulation-prevention bytes (00 00 03 → 00 00).
-        var rbsp: [UInt8] = []; rbsp.reserveCapacity(nal.count)
+        var rbsp: [UInt8] = []
+        rbsp.reserveCapacity(nal.count)
         var zeros = 0
         for b in nal.dropFirst() {
-            if zeros >= 2 && b == 3 { zeros = 0; continue }
-            rbsp.append(b); zeros = b == 0 ? zeros + 1 : 0
+            if zeros >= 2 && b == 3 {
+                zeros = 0
+                continue
+            }
+            rbsp.append(b)
+            zeros = b == 0 ? zeros + 1 : 0
         }
         var r = BitReader(rbsp)
-        profileIdc = try r.bits(8); constraintFlags = try r.bits(8); levelIdc = try r.bits(8)
-        _ = try r.ue()   // seq_parameter_set_id
+        profileIdc = try r.bits(8)
+        constraintFlags = try r.bits(8)
+        levelIdc = try r.bits(8)
+        _ = try r.ue() // seq_parameter_set_id
         var chromaFormat = 1
         if [100, 110, 122, 244, 44, 83, 86, 118, 128, 138, 139, 134, 135].contains(profileIdc) {
             chromaFormat = try r.ue()
             if chromaFormat == 3 { _ = try r.bits(1) }
-            _ = try r.ue(); _ = try r.ue(); _ = try r.bits(1)
-            if try r.bits(1) == 1 {   // seq_scaling_matrix_present_flag
+            _ = try r.ue()
+            _ = try r.ue()
+            _ = try r.bits(1)
+            if try r.bits(1) == 1 { // seq_scaling_matrix_present_flag
                 for i in 0..<(chromaFormat != 3 ? 8 : 12) where try r.bits(1) == 1 {
                     var last = 8, next = 8
                     for _ in 0..<(i < 6 ? 16 : 64) where next != 0 {
@@ -165,28 +185,35 @@ public struct SequenceParameterSet: Sendable, Equatable {
                 }
             }
         }
-        _ = try r.ue()  // log2_max_frame_num_minus4
+        _ = try r.ue() // log2_max_frame_num_minus4
         let pocType = try r.ue()
-        if pocType == 0 { _ = try r.ue() } else if pocType == 1 {
-            _ = try r.bits(1); _ = try r.se(); _ = try r.se()
+        if pocType == 0 {
+            _ = try r.ue()
+        } else if pocType == 1 {
+            _ = try r.bits(1)
+            _ = try r.se()
+            _ = try r.se()
             let n = try r.ue()
             guard n < 256 else { throw H264Error("SPS: implausible num_ref_frames_in_pic_order_cnt_cycle \(n)", offset: 0) }
             for _ in 0..<n { _ = try r.se() }
         }
-        _ = try r.ue(); _ = try r.bits(1)
+        _ = try r.ue()
+        _ = try r.bits(1)
         let wMbs = try r.ue() + 1, hMapUnits = try r.ue() + 1
         let frameMbsOnly = try r.bits(1)
         if frameMbsOnly == 0 { _ = try r.bits(1) }
         _ = try r.bits(1)
         var w = wMbs * 16, h = (2 - frameMbsOnly) * hMapUnits * 16
-        if try r.bits(1) == 1 {  // frame_cropping_flag
+        if try r.bits(1) == 1 { // frame_cropping_flag
             let l = try r.ue(), rr = try r.ue(), t = try r.ue(), b = try r.ue()
             let cx = chromaFormat == 0 || chromaFormat == 3 ? 1 : 2
             let cy = (chromaFormat == 1 ? 2 : 1) * (2 - frameMbsOnly)
-            w -= cx * (l + rr); h -= cy * (t + b)
+            w -= cx * (l + rr)
+            h -= cy * (t + b)
         }
         guard w > 0, h > 0, w <= 16384, h <= 16384 else { throw H264Error("SPS gives an implausible size \(w)x\(h)", offset: 0) }
-        width = w; height = h
+        width = w
+        height = h
     }
 }
 

@@ -54,11 +54,14 @@ public final class EncoderThread: Sendable {
         let control: EncoderControl
 
         init(encoder: H264Encoder, output: @escaping Output) {
-            self.encoder = encoder; self.output = output; control = encoder.control
+            self.encoder = encoder
+            self.output = output
+            control = encoder.control
         }
 
         func submit(_ picture: I420Buffer, _ timestampNs: Int64) throws {
-            condition.lock(); defer { condition.unlock() }
+            condition.lock()
+            defer { condition.unlock() }
             while waiting != nil && failure == nil && !ended { condition.wait() }
             if let failure { throw failure }
             guard !ended, !ending else { throw H264Error("the encoder thread has finished") }
@@ -76,18 +79,25 @@ public final class EncoderThread: Sendable {
             if let failure { throw failure }
         }
 
-        func end() { condition.lock(); ending = true; condition.broadcast(); condition.unlock() }
+        func end() {
+            condition.lock()
+            ending = true
+            condition.broadcast()
+            condition.unlock()
+        }
 
         func run() {
             while true {
                 condition.lock()
                 while waiting == nil && !ending { condition.wait() }
                 guard let job = waiting else {
-                    ended = true; condition.broadcast(); condition.unlock()
+                    ended = true
+                    condition.broadcast()
+                    condition.unlock()
                     return
                 }
                 waiting = nil
-                condition.broadcast()   // room for the next picture while this one encodes
+                condition.broadcast() // room for the next picture while this one encodes
                 let failed = failure != nil
                 condition.unlock()
                 guard !failed else { continue }

@@ -3,7 +3,7 @@ import VideoProcessing
 import COpenH264
 import Synchronization
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// One encoded picture: Annex-B bytes (4-byte start codes), its NAL units, and what kind of frame it is.
@@ -19,7 +19,11 @@ public struct EncodedFrame: Sendable {
     public var encodeNs: Int64 = 0
     public init() {}
     /// This frame with another capture time (tests and replays that send one frame many times).
-    package func stamped(_ timestampNs: Int64) -> EncodedFrame { var f = self; f.timestampNs = timestampNs; return f }
+    package func stamped(_ timestampNs: Int64) -> EncodedFrame {
+        var f = self
+        f.timestampNs = timestampNs
+        return f
+    }
     public var size: Int { data.count }
     public var containsParameterSets: Bool { nalUnits.contains { $0.type == .sps } && nalUnits.contains { $0.type == .pps } }
 }
@@ -42,21 +46,31 @@ public final class EncoderControl: Sendable {
     /// New target bitrate (bits/s, 10 kbps...100 Mbps) and frame rate (1...240), from the next frame. The cap
     /// (`maxBitrate`) rises with the target when needed. Out-of-range values are refused here, at once.
     public func setRates(bitrate: Int, fps: Double) throws(H264Error) {
-        guard (10_000...100_000_000).contains(bitrate) else { throw H264Error(.invalidSettings, "bitrate \(bitrate / 1000) kbps is out of range: 10...100000 kbps") }
+        guard (10_000...100_000_000).contains(bitrate) else {
+            throw H264Error(.invalidSettings, "bitrate \(bitrate / 1000) kbps is out of range: 10...100000 kbps")
+        }
         guard fps.isFinite, fps >= 1, fps <= 240 else { throw H264Error(.invalidSettings, "frame rate \(fps) is out of range: 1...240 fps") }
         pending.withLock { $0.rates = (bitrate, fps) }
     }
 
     /// New target bitrate (bits/s, 10 kbps...100 Mbps) at the current frame rate, from the next frame.
     public func setBitrate(_ bitrate: Int) throws(H264Error) {
-        guard (10_000...100_000_000).contains(bitrate) else { throw H264Error(.invalidSettings, "bitrate \(bitrate / 1000) kbps is out of range: 10...100000 kbps") }
+        guard (10_000...100_000_000).contains(bitrate) else {
+            throw H264Error(.invalidSettings, "bitrate \(bitrate / 1000) kbps is out of range: 10...100000 kbps")
+        }
         pending.withLock { $0.rates = (bitrate, nil) }
     }
 
     /// Counters and timings as of the last encoded frame.
     public var statistics: EncoderStatistics { applied.withLock { $0 } }
 
-    func take() -> Pending { pending.withLock { p in let r = p; p = Pending(); return r } }
+    func take() -> Pending {
+        pending.withLock { p in
+            let r = p
+            p = Pending()
+            return r
+        }
+    }
     func publish(_ update: (inout EncoderStatistics) -> Void) { applied.withLock { update(&$0) } }
 }
 
@@ -101,7 +115,10 @@ public final class H264Encoder {
         /// Let rate control skip frames. Off by default: a recording keeps every frame.
         public var frameSkipping: Bool = false
 
-        public init(width: Int, height: Int) { self.width = width; self.height = height }
+        public init(width: Int, height: Int) {
+            self.width = width
+            self.height = height
+        }
 
         /// Never traps, whatever the fields hold (out-of-range values are then refused by `validate()`).
         public var effectiveKeyFrameInterval: Int {
@@ -111,7 +128,11 @@ public final class H264Encoder {
             return frames <= 1e9 ? Int(frames) : 1_000_000_000
         }
         public var effectiveMaxBitrate: Int {
-            maxBitrate ?? { let (sum, overflow) = targetBitrate.addingReportingOverflow(targetBitrate / 2); return overflow ? .max : sum }()
+            maxBitrate
+                ?? {
+                    let (sum, overflow) = targetBitrate.addingReportingOverflow(targetBitrate / 2)
+                    return overflow ? .max : sum
+                }()
         }
 
         /// Checks every field against what OpenH264 accepts (size 16...4096 x 16...2304, even; 1...240 fps;
@@ -122,24 +143,41 @@ public final class H264Encoder {
             guard width >= 16, height >= 16, width <= 4096, height <= 2304 else {
                 throw H264Error(.invalidSettings, "size \(width)x\(height) is out of range: width 16...4096, height 16...2304", setting: "size")
             }
-            guard width % 2 == 0, height % 2 == 0 else { throw H264Error(.invalidSettings, "size \(width)x\(height) must have even width and height (4:2:0)", setting: "size") }
-            guard maxFrameRate >= 1, maxFrameRate <= 240 else { throw H264Error(.invalidSettings, "frame rate \(maxFrameRate) is out of range: 1...240 fps", setting: "maxFrameRate") }
+            guard width % 2 == 0, height % 2 == 0 else {
+                throw H264Error(.invalidSettings, "size \(width)x\(height) must have even width and height (4:2:0)", setting: "size")
+            }
+            guard maxFrameRate >= 1, maxFrameRate <= 240 else {
+                throw H264Error(.invalidSettings, "frame rate \(maxFrameRate) is out of range: 1...240 fps", setting: "maxFrameRate")
+            }
             guard targetBitrate >= 10_000, targetBitrate <= 100_000_000 else {
                 throw H264Error(.invalidSettings, "bitrate \(targetBitrate / 1000) kbps is out of range: 10...100000 kbps", setting: "targetBitrate")
             }
             guard effectiveMaxBitrate >= targetBitrate, effectiveMaxBitrate <= 200_000_000 else {
-                throw H264Error(.invalidSettings, "max bitrate \(effectiveMaxBitrate / 1000) kbps must be at least the target (\(targetBitrate / 1000) kbps) and at most 200000 kbps", setting: "maxBitrate")
+                throw H264Error(
+                    .invalidSettings,
+                    "max bitrate \(effectiveMaxBitrate / 1000) kbps must be at least the target (\(targetBitrate / 1000) kbps) and at most 200000 kbps",
+                    setting: "maxBitrate")
             }
             guard effectiveKeyFrameInterval >= 1, effectiveKeyFrameInterval <= 100_000 else {
-                throw H264Error(.invalidSettings, "key-frame interval \(effectiveKeyFrameInterval) is out of range: 1...100000 frames", setting: "keyFrameInterval")
+                throw H264Error(
+                    .invalidSettings, "key-frame interval \(effectiveKeyFrameInterval) is out of range: 1...100000 frames",
+                    setting: "keyFrameInterval")
             }
-            guard (1...4).contains(threads) else { throw H264Error(.invalidSettings, "thread count \(threads) is out of range: 1...4", setting: "threads") }
+            guard (1...4).contains(threads) else {
+                throw H264Error(.invalidSettings, "thread count \(threads) is out of range: 1...4", setting: "threads")
+            }
             switch sliceMode {
             case .single: break
             // OpenH264 2.3.1 refuses size-limited slices below 420 bytes for any frame of more than a few
             // macroblocks (measured: 320x240 up to 4096x2304 all need ≥ 420), after the camera would have started.
-            case .maxNALSize(let n): guard (420...65535).contains(n) else { throw H264Error(.invalidSettings, "max NAL size \(n) is out of range: 420...65535 bytes", setting: "sliceMode") }
-            case .fixedCount(let n): guard (1...32).contains(n) else { throw H264Error(.invalidSettings, "slice count \(n) is out of range: 1...32", setting: "sliceMode") }
+            case .maxNALSize(let n):
+                guard (420...65535).contains(n) else {
+                    throw H264Error(.invalidSettings, "max NAL size \(n) is out of range: 420...65535 bytes", setting: "sliceMode")
+                }
+            case .fixedCount(let n):
+                guard (1...32).contains(n) else {
+                    throw H264Error(.invalidSettings, "slice count \(n) is out of range: 1...32", setting: "sliceMode")
+                }
             }
         }
     }
@@ -155,7 +193,8 @@ public final class H264Encoder {
     /// read `control.statistics`, whose percentiles are refreshed every 16 frames).
     public var statistics: EncoderStatistics {
         var s = stats
-        s.encodeP50Ms = times.percentileMs(0.5); s.encodeP95Ms = times.percentileMs(0.95)
+        s.encodeP50Ms = times.percentileMs(0.5)
+        s.encodeP95Ms = times.percentileMs(0.95)
         return s
     }
     private var stats = EncoderStatistics()
@@ -184,15 +223,18 @@ public final class H264Encoder {
         var enc: UnsafeMutablePointer<ISVCEncoder?>?
         guard WelsCreateSVCEncoder(&enc) == 0, let enc else { throw H264Error("OpenH264 could not create an encoder") }
         encoder = enc
-        var traceLevel = Int32(WELS_LOG_QUIET)   // OpenH264 traces to stderr; libraries don't print (errors come back as codes)
+        var traceLevel = Int32(WELS_LOG_QUIET) // OpenH264 traces to stderr; libraries don't print (errors come back as codes)
         _ = ch264_set_option(enc, ENCODER_OPTION_TRACE_LEVEL, &traceLevel)
         var p = SEncParamExt()
         _ = ch264_default_params(enc, &p)
         H264Encoder.apply(settings, to: &p)
         let rc = ch264_init_ext(enc, &p)
         guard rc == 0 else {
-            WelsDestroySVCEncoder(enc); encoder = nil
-            throw H264Error("OpenH264 rejected the settings \(settings.width)x\(settings.height) @ \(settings.maxFrameRate) fps, \(settings.targetBitrate / 1000) kbps (code \(rc))")
+            WelsDestroySVCEncoder(enc)
+            encoder = nil
+            throw H264Error(
+                "OpenH264 rejected the settings \(settings.width)x\(settings.height) @ \(settings.maxFrameRate) fps, \(settings.targetBitrate / 1000) kbps (code \(rc))"
+            )
         }
         var format = Int32(videoFormatI420.rawValue)
         _ = ch264_set_option(enc, ENCODER_OPTION_DATAFORMAT, &format)
@@ -201,8 +243,10 @@ public final class H264Encoder {
     /// The RTC configuration of OpenH264 for `settings`, over its defaults (pure: no encoder involved).
     static func apply(_ settings: Settings, to p: inout SEncParamExt) {
         p.iUsageType = CAMERA_VIDEO_REAL_TIME
-        p.iPicWidth = Int32(settings.width); p.iPicHeight = Int32(settings.height)
-        p.iTargetBitrate = Int32(settings.targetBitrate); p.iMaxBitrate = Int32(settings.effectiveMaxBitrate)
+        p.iPicWidth = Int32(settings.width)
+        p.iPicHeight = Int32(settings.height)
+        p.iTargetBitrate = Int32(settings.targetBitrate)
+        p.iMaxBitrate = Int32(settings.effectiveMaxBitrate)
         p.iRCMode = RC_BITRATE_MODE
         p.fMaxFrameRate = Float(settings.maxFrameRate)
         p.uiIntraPeriod = UInt32(settings.effectiveKeyFrameInterval)
@@ -257,7 +301,8 @@ public final class H264Encoder {
 
     private func applyRates(bitrate: Int, fps: Double) throws(H264Error) {
         var s = settings
-        s.targetBitrate = bitrate; s.maxFrameRate = fps
+        s.targetBitrate = bitrate
+        s.maxFrameRate = fps
         if let m = s.maxBitrate, m < bitrate { s.maxBitrate = bitrate }
         try s.validate()
         guard let encoder else { throw H264Error("encoder is closed") }
@@ -292,7 +337,8 @@ public final class H264Encoder {
         let frame = input
         if frame.width != settings.width || frame.height != settings.height {
             var s = settings
-            s.width = frame.width; s.height = frame.height
+            s.width = frame.width
+            s.height = frame.height
             do throws(H264Error) { try s.validate() } catch {
                 throw H264Error(.invalidSettings, "frame \(frame.width)x\(frame.height) cannot be encoded: \(error)")
             }
@@ -311,16 +357,24 @@ public final class H264Encoder {
         let t0 = monotonicNanoseconds()
         let frame = try prepare(frame)
         guard let encoder else { throw H264Error("encoder is closed") }
-        if forceKeyFrame { _ = ch264_force_intra(encoder, true); forceKeyFrame = false }
+        if forceKeyFrame {
+            _ = ch264_force_intra(encoder, true)
+            forceKeyFrame = false
+        }
         picture.iColorFormat = Int32(videoFormatI420.rawValue)
-        picture.iPicWidth = Int32(frame.width); picture.iPicHeight = Int32(frame.height)
-        picture.iStride.0 = Int32(frame.strideY); picture.iStride.1 = Int32(frame.strideU); picture.iStride.2 = Int32(frame.strideV)
+        picture.iPicWidth = Int32(frame.width)
+        picture.iPicHeight = Int32(frame.height)
+        picture.iStride.0 = Int32(frame.strideY)
+        picture.iStride.1 = Int32(frame.strideU)
+        picture.iStride.2 = Int32(frame.strideV)
         // OpenH264 declares the planes mutable but only reads them (the source may be read-only driver memory).
-        picture.pData.0 = UnsafeMutablePointer(mutating: frame.dataY); picture.pData.1 = UnsafeMutablePointer(mutating: frame.dataU); picture.pData.2 = UnsafeMutablePointer(mutating: frame.dataV)
+        picture.pData.0 = UnsafeMutablePointer(mutating: frame.dataY)
+        picture.pData.1 = UnsafeMutablePointer(mutating: frame.dataU)
+        picture.pData.2 = UnsafeMutablePointer(mutating: frame.dataV)
         picture.uiTimeStamp = timestampNs / 1_000_000
         let rc = ch264_encode(encoder, &picture, &info)
         guard rc == 0 else { throw H264Error("OpenH264 EncodeFrame failed (code \(rc))") }
-        defer { finishStatistics(&out, startNs: t0) }   // counted once encoded (skipped or not), never on failure
+        defer { finishStatistics(&out, startNs: t0) } // counted once encoded (skipped or not), never on failure
         out.data.removeAll(keepingCapacity: true)
         out.nalUnits.removeAll(keepingCapacity: true)
         out.timestampNs = timestampNs
@@ -359,8 +413,9 @@ public final class H264Encoder {
         window.add(out.timestampNs, bytes: out.size)
         stats.bitrate = window.bitsPerSecond
         stats.targetBitrate = settings.targetBitrate
-        if stats.frames % 16 == 1 {   // percentiles walk the histogram: refreshed every 16 frames
-            stats.encodeP50Ms = times.percentileMs(0.5); stats.encodeP95Ms = times.percentileMs(0.95)
+        if stats.frames % 16 == 1 { // percentiles walk the histogram: refreshed every 16 frames
+            stats.encodeP50Ms = times.percentileMs(0.5)
+            stats.encodeP95Ms = times.percentileMs(0.95)
         }
         let snapshot = stats
         control.publish { $0 = snapshot }

@@ -25,7 +25,10 @@ public struct H264Error: Error, Sendable, Equatable, CustomStringConvertible {
     public var setting: String?
 
     public init(_ code: Code, _ message: String, offset: Int? = nil, setting: String? = nil) {
-        self.code = code; self.message = message; self.offset = offset; self.setting = setting
+        self.code = code
+        self.message = message
+        self.offset = offset
+        self.setting = setting
     }
     /// An encoder error (`EncoderError("…")`).
     public init(_ message: String) { self.init(.encoderFailed, message) }

@@ -33,7 +33,8 @@ public struct RTPHeader: Sendable, Equatable {
         sequence = p.bigEndianUInt16(at: 2)
         timestamp = p.bigEndianUInt32(at: 4)
         ssrc = p.bigEndianUInt32(at: 8)
-        payloadOffset = off; payloadLength = end - off
+        payloadOffset = off
+        payloadLength = end - off
     }
 }
 
@@ -55,24 +56,46 @@ public struct H264Depacketizer: Sendable {
     /// Feeds one RTP packet; returns a completed access unit (Annex-B) and its RTP timestamp when the packet
     /// ends one (marker bit), else nil.
     public mutating func push(_ packet: UnsafeRawBufferPointer) -> (accessUnit: [UInt8], timestamp: UInt32)? {
-        guard let h = RTPHeader(packet) else { malformedPackets += 1; return nil }
+        guard let h = RTPHeader(packet) else {
+            malformedPackets += 1
+            return nil
+        }
         if let last = lastSequence, h.sequence != last &+ 1 {
             let gap = Int(h.sequence &- last &- 1)
-            if gap > 0 && gap < 0x8000 { lostPackets += gap; damaged = true; inFragment = false } else { return nil }   // late or duplicate: ignored
+            if gap > 0 && gap < 0x8000 {
+                lostPackets += gap
+                damaged = true
+                inFragment = false
+            } else {
+                return nil
+            } // late or duplicate: ignored
         }
         lastSequence = h.sequence
         if let ts = currentTimestamp, ts != h.timestamp {
             // A new access unit began before the previous one's marker: that one is incomplete.
             if !current.isEmpty { droppedAccessUnits += 1 }
-            current.removeAll(keepingCapacity: true); damaged = false; inFragment = false
+            current.removeAll(keepingCapacity: true)
+            damaged = false
+            inFragment = false
         }
         if damaged && currentTimestamp != h.timestamp { damaged = false }
         currentTimestamp = h.timestamp
         let payload = UnsafeRawBufferPointer(rebasing: packet[h.payloadOffset..<(h.payloadOffset + h.payloadLength)])
-        if !append(payload) { malformedPackets += 1; damaged = true }
+        if !append(payload) {
+            malformedPackets += 1
+            damaged = true
+        }
         guard h.marker else { return nil }
-        defer { current.removeAll(keepingCapacity: true); currentTimestamp = nil; damaged = false; inFragment = false }
-        if damaged || current.isEmpty { droppedAccessUnits += 1; return nil }
+        defer {
+            current.removeAll(keepingCapacity: true)
+            currentTimestamp = nil
+            damaged = false
+            inFragment = false
+        }
+        if damaged || current.isEmpty {
+            droppedAccessUnits += 1
+            return nil
+        }
         return (current, h.timestamp)
     }
 
@@ -82,27 +105,33 @@ public struct H264Depacketizer: Sendable {
         guard let first = p.first else { return false }
         switch first & 0x1f {
         case 1...23:
-            startCode(); current.append(contentsOf: p)
-        case 24:   // STAP-A: (16-bit size, NAL unit)*
+            startCode()
+            current.append(contentsOf: p)
+        case 24: // STAP-A: (16-bit size, NAL unit)*
             var o = 1
             while o < p.count {
                 guard o + 2 <= p.count else { return false }
-                let size = Int(p[o]) << 8 | Int(p[o + 1]); o += 2
+                let size = Int(p[o]) << 8 | Int(p[o + 1])
+                o += 2
                 guard size > 0, o + size <= p.count else { return false }
-                startCode(); current.append(contentsOf: UnsafeRawBufferPointer(rebasing: p[o..<(o + size)])); o += size
+                startCode()
+                current.append(contentsOf: UnsafeRawBufferPointer(rebasing: p[o..<(o + size)]))
+                o += size
             }
-        case 28:   // FU-A
+        case 28: // FU-A
             guard p.count >= 2 else { return false }
             let fu = p[1]
             if fu & 0x80 != 0 {
-                startCode(); current.append((first & 0xe0) | (fu & 0x1f)); inFragment = true
+                startCode()
+                current.append((first & 0xe0) | (fu & 0x1f))
+                inFragment = true
             } else if !inFragment {
-                return false   // a middle or end fragment without its start
+                return false // a middle or end fragment without its start
             }
             current.append(contentsOf: UnsafeRawBufferPointer(rebasing: p[2...]))
             if fu & 0x40 != 0 { inFragment = false }
         default:
-            return false   // STAP-B, MTAP, FU-B: not in packetization-mode 1
+            return false // STAP-B, MTAP, FU-B: not in packetization-mode 1
         }
         return true
     }

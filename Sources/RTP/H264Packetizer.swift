@@ -6,7 +6,9 @@ public struct RTPStreamState: Sendable {
     public var ssrc: UInt32
     public var sequence: UInt16
     public init(payloadType: UInt8 = 96, ssrc: UInt32 = .random(in: 1...UInt32.max), sequence: UInt16 = .random(in: 0...UInt16.max)) {
-        self.payloadType = payloadType; self.ssrc = ssrc; self.sequence = sequence
+        self.payloadType = payloadType
+        self.ssrc = ssrc
+        self.sequence = sequence
     }
 }
 
@@ -54,8 +56,10 @@ public struct H264Packetizer: Sendable {
     /// Packetizes one access unit (Annex-B bytes and their NAL units, as `EncodedFrame` holds them).
     /// `emit(packet, isLast)` gets each packet. Returns the number of packets.
     @discardableResult
-    public mutating func packetize(_ data: [UInt8], nalUnits: [NALUnit], timestamp: UInt32,
-                                   emit: (UnsafeRawBufferPointer) -> Void) -> Int {
+    public mutating func packetize(
+        _ data: [UInt8], nalUnits: [NALUnit], timestamp: UInt32,
+        emit: (UnsafeRawBufferPointer) -> Void
+    ) -> Int {
         pending.removeAll(keepingCapacity: true)
         for n in nalUnits where n.length > 0 && n.offset >= 0 && n.offset + n.length <= data.count {
             switch n.type {
@@ -69,17 +73,22 @@ public struct H264Packetizer: Sendable {
         while i < pending.count {
             // A run of NAL units that fit one STAP-A together (at least two), else one unit.
             var j = i, size = 1
-            while j < pending.count, pending[j].length <= maxPayload - 3, size + 2 + pending[j].length <= maxPayload { size += 2 + pending[j].length; j += 1 }
+            while j < pending.count, pending[j].length <= maxPayload - 3, size + 2 + pending[j].length <= maxPayload {
+                size += 2 + pending[j].length
+                j += 1
+            }
             if j - i >= 2 {
                 let last = j == pending.count
-                writeSTAPA(data, pending[i..<j], timestamp: timestamp, marker: last, emit: emit); count += 1
+                writeSTAPA(data, pending[i..<j], timestamp: timestamp, marker: last, emit: emit)
+                count += 1
                 i = j
                 continue
             }
             let n = pending[i]
             let last = i == pending.count - 1
             if n.length <= maxPayload {
-                writeSingle(data, n, timestamp: timestamp, marker: last, emit: emit); count += 1
+                writeSingle(data, n, timestamp: timestamp, marker: last, emit: emit)
+                count += 1
             } else {
                 count += writeFUA(data, n, timestamp: timestamp, marker: last, emit: emit)
             }
@@ -92,9 +101,16 @@ public struct H264Packetizer: Sendable {
     private static func header(_ p: UnsafeMutablePointer<UInt8>, _ state: inout RTPStreamState, timestamp: UInt32, marker: Bool) {
         p[0] = 0x80
         p[1] = (marker ? 0x80 : 0) | (state.payloadType & 0x7f)
-        p[2] = UInt8(state.sequence >> 8); p[3] = UInt8(state.sequence & 0xff)
-        p[4] = UInt8(timestamp >> 24); p[5] = UInt8((timestamp >> 16) & 0xff); p[6] = UInt8((timestamp >> 8) & 0xff); p[7] = UInt8(timestamp & 0xff)
-        p[8] = UInt8(state.ssrc >> 24); p[9] = UInt8((state.ssrc >> 16) & 0xff); p[10] = UInt8((state.ssrc >> 8) & 0xff); p[11] = UInt8(state.ssrc & 0xff)
+        p[2] = UInt8(state.sequence >> 8)
+        p[3] = UInt8(state.sequence & 0xff)
+        p[4] = UInt8(timestamp >> 24)
+        p[5] = UInt8((timestamp >> 16) & 0xff)
+        p[6] = UInt8((timestamp >> 8) & 0xff)
+        p[7] = UInt8(timestamp & 0xff)
+        p[8] = UInt8(state.ssrc >> 24)
+        p[9] = UInt8((state.ssrc >> 16) & 0xff)
+        p[10] = UInt8((state.ssrc >> 8) & 0xff)
+        p[11] = UInt8(state.ssrc & 0xff)
         state.sequence &+= 1
     }
 
@@ -108,19 +124,29 @@ public struct H264Packetizer: Sendable {
         state = st
     }
 
-    private mutating func writeSTAPA(_ data: [UInt8], _ units: ArraySlice<NALUnit>, timestamp: UInt32, marker: Bool, emit: (UnsafeRawBufferPointer) -> Void) {
+    private mutating func writeSTAPA(
+        _ data: [UInt8], _ units: ArraySlice<NALUnit>, timestamp: UInt32, marker: Bool, emit: (UnsafeRawBufferPointer) -> Void
+    ) {
         var st = state
         buffer.withUnsafeMutableBufferPointer { b in
             H264Packetizer.header(b.baseAddress!, &st, timestamp: timestamp, marker: marker)
             // STAP-A header: F = OR of the units' F bits, NRI = their maximum, type 24.
             var f: UInt8 = 0, nri: UInt8 = 0
-            data.withUnsafeBufferPointer { d in for u in units { f |= d[u.offset] & 0x80; nri = max(nri, d[u.offset] & 0x60) } }
+            data.withUnsafeBufferPointer { d in
+                for u in units {
+                    f |= d[u.offset] & 0x80
+                    nri = max(nri, d[u.offset] & 0x60)
+                }
+            }
             b[12] = f | nri | 24
             var o = 13
             data.withUnsafeBufferPointer { d in
                 for u in units {
-                    b[o] = UInt8(u.length >> 8); b[o + 1] = UInt8(u.length & 0xff); o += 2
-                    (b.baseAddress! + o).update(from: d.baseAddress! + u.offset, count: u.length); o += u.length
+                    b[o] = UInt8(u.length >> 8)
+                    b[o + 1] = UInt8(u.length & 0xff)
+                    o += 2
+                    (b.baseAddress! + o).update(from: d.baseAddress! + u.offset, count: u.length)
+                    o += u.length
                 }
             }
             emit(UnsafeRawBufferPointer(start: b.baseAddress, count: o))
@@ -135,16 +161,17 @@ public struct H264Packetizer: Sendable {
             data.withUnsafeBufferPointer { d in
                 let nalHeader = d[n.offset]
                 let chunk = maxPayload - 2
-                var pos = 1   // the NAL header byte is carried in the FU indicator/header, not as payload
+                var pos = 1 // the NAL header byte is carried in the FU indicator/header, not as payload
                 while pos < n.length {
                     let take = min(chunk, n.length - pos)
                     let end = pos + take == n.length
                     H264Packetizer.header(b.baseAddress!, &st, timestamp: timestamp, marker: marker && end)
-                    b[12] = (nalHeader & 0xe0) | 28                                   // FU indicator: F, NRI, type 28
-                    b[13] = (pos == 1 ? 0x80 : 0) | (end ? 0x40 : 0) | (nalHeader & 0x1f)   // FU header: S, E, type
+                    b[12] = (nalHeader & 0xe0) | 28 // FU indicator: F, NRI, type 28
+                    b[13] = (pos == 1 ? 0x80 : 0) | (end ? 0x40 : 0) | (nalHeader & 0x1f) // FU header: S, E, type
                     (b.baseAddress! + 14).update(from: d.baseAddress! + n.offset + pos, count: take)
                     emit(UnsafeRawBufferPointer(start: b.baseAddress, count: 14 + take))
-                    pos += take; packets += 1
+                    pos += take
+                    packets += 1
                 }
             }
         }

@@ -54,26 +54,29 @@ extension RTCPPacket {
         guard from + 24 * count <= b.count else { throw RTCPParseError(message: "\(count) report blocks do not fit", offset: o) }
         return (0..<count).map { k in
             let i = from + 24 * k
-            let lostRaw = Int32(bitPattern: (b.bigEndianUInt32(at: i + 4) & 0x00ff_ffff) << 8) >> 8   // 24-bit signed
-            return ReportBlock(ssrc: b.bigEndianUInt32(at: i), fractionLost: b[i + 4], cumulativeLost: lostRaw, highestSequence: b.bigEndianUInt32(at: i + 8),
-                               jitter: b.bigEndianUInt32(at: i + 12), lastSR: b.bigEndianUInt32(at: i + 16), delaySinceLastSR: b.bigEndianUInt32(at: i + 20))
+            let lostRaw = Int32(bitPattern: (b.bigEndianUInt32(at: i + 4) & 0x00ff_ffff) << 8) >> 8 // 24-bit signed
+            return ReportBlock(
+                ssrc: b.bigEndianUInt32(at: i), fractionLost: b[i + 4], cumulativeLost: lostRaw, highestSequence: b.bigEndianUInt32(at: i + 8),
+                jitter: b.bigEndianUInt32(at: i + 12), lastSR: b.bigEndianUInt32(at: i + 16), delaySinceLastSR: b.bigEndianUInt32(at: i + 20))
         }
     }
 
     private static func parseOne(type: UInt8, count: Int, _ b: UnsafeRawBufferPointer, at o: Int) throws(RTCPParseError) -> RTCPPacket {
         switch type {
-        case 200:   // SR
+        case 200: // SR
             guard b.count >= 24 else { throw RTCPParseError(message: "sender report of \(b.count) bytes", offset: o) }
             let ntp = UInt64(b.bigEndianUInt32(at: 4)) << 32 | UInt64(b.bigEndianUInt32(at: 8))
-            return .senderReport(ssrc: b.bigEndianUInt32(at: 0), ntp: ntp, rtpTimestamp: b.bigEndianUInt32(at: 12), packets: b.bigEndianUInt32(at: 16), octets: b.bigEndianUInt32(at: 20),
-                                 reports: try blocks(b, from: 24, count: count, at: o))
-        case 201:   // RR
+            return .senderReport(
+                ssrc: b.bigEndianUInt32(at: 0), ntp: ntp, rtpTimestamp: b.bigEndianUInt32(at: 12), packets: b.bigEndianUInt32(at: 16),
+                octets: b.bigEndianUInt32(at: 20),
+                reports: try blocks(b, from: 24, count: count, at: o))
+        case 201: // RR
             guard b.count >= 4 else { throw RTCPParseError(message: "receiver report of \(b.count) bytes", offset: o) }
             return .receiverReport(ssrc: b.bigEndianUInt32(at: 0), reports: try blocks(b, from: 4, count: count, at: o))
-        case 205, 206:   // transport / payload-specific feedback
+        case 205, 206: // transport / payload-specific feedback
             guard b.count >= 8 else { throw RTCPParseError(message: "feedback message of \(b.count) bytes", offset: o) }
             let sender = b.bigEndianUInt32(at: 0), media = b.bigEndianUInt32(at: 4)
-            if type == 205 && count == 1 {   // generic NACK: (PID, BLP)*
+            if type == 205 && count == 1 { // generic NACK: (PID, BLP)*
                 var lost: [UInt16] = []
                 var i = 8
                 while i + 4 <= b.count {
@@ -89,7 +92,7 @@ extension RTCPPacket {
                 guard b.count >= 16 else { throw RTCPParseError(message: "FIR without an entry", offset: o) }
                 return .fir(sender: sender, media: b.bigEndianUInt32(at: 8), sequence: b[12])
             }
-            if type == 206 && count == 15 && b.count >= 16 && b[8] == 0x52 && b[9] == 0x45 && b[10] == 0x4d && b[11] == 0x42 {   // "REMB"
+            if type == 206 && count == 15 && b.count >= 16 && b[8] == 0x52 && b[9] == 0x45 && b[10] == 0x4d && b[11] == 0x42 { // "REMB"
                 let n = Int(b[12]), exp = Int(b[13] >> 2)
                 let mantissa = UInt64(b[13] & 0x03) << 16 | UInt64(b[14]) << 8 | UInt64(b[15])
                 guard 16 + 4 * n <= b.count else { throw RTCPParseError(message: "REMB lists \(n) SSRCs that do not fit", offset: o) }
@@ -108,11 +111,16 @@ public enum RTCPWriter {
     /// A sender report (no report blocks) followed by an SDES CNAME: the compound packet RFC 3550 asks for.
     public static func senderReport(ssrc: UInt32, ntp: UInt64, rtpTimestamp: UInt32, packets: UInt32, octets: UInt32, cname: String) -> [UInt8] {
         var p: [UInt8] = [0x80, 200, 0, 6]
-        p.appendBigEndian(ssrc); p.appendBigEndian(UInt32(ntp >> 32)); p.appendBigEndian(UInt32(ntp & 0xffff_ffff)); p.appendBigEndian(rtpTimestamp); p.appendBigEndian(packets); p.appendBigEndian(octets)
+        p.appendBigEndian(ssrc)
+        p.appendBigEndian(UInt32(ntp >> 32))
+        p.appendBigEndian(UInt32(ntp & 0xffff_ffff))
+        p.appendBigEndian(rtpTimestamp)
+        p.appendBigEndian(packets)
+        p.appendBigEndian(octets)
         let name = Array(cname.utf8.prefix(255))
         var item: [UInt8] = [1, UInt8(name.count)] + name + [0]
-        while item.count % 4 != 0 { item.append(0) }   // items end on a 32-bit boundary
-        let words = (8 + item.count) / 4 - 1   // header + SSRC + items, in 32-bit words, minus one
+        while item.count % 4 != 0 { item.append(0) } // items end on a 32-bit boundary
+        let words = (8 + item.count) / 4 - 1 // header + SSRC + items, in 32-bit words, minus one
         p += [0x81, 202, UInt8(words >> 8), UInt8(words & 0xff)]
         p.appendBigEndian(ssrc)
         p += item
@@ -130,8 +138,13 @@ public enum RTCPWriter {
         var i = 0
         let sorted = Array(Set(lost)).sorted()
         while i < sorted.count {
-            let pid = sorted[i]; var blp: UInt16 = 0; i += 1
-            while i < sorted.count, sorted[i] &- pid <= 16, sorted[i] != pid { blp |= 1 << (sorted[i] &- pid &- 1); i += 1 }
+            let pid = sorted[i]
+            var blp: UInt16 = 0
+            i += 1
+            while i < sorted.count, sorted[i] &- pid <= 16, sorted[i] != pid {
+                blp |= 1 << (sorted[i] &- pid &- 1)
+                i += 1
+            }
             fci += [UInt8(pid >> 8), UInt8(pid & 0xff), UInt8(blp >> 8), UInt8(blp & 0xff)]
         }
         let words = 2 + fci.count / 4

@@ -21,7 +21,9 @@ package struct RTCPResponder: Sendable {
     private var lastKeyFrameRequestNs: Int64 = .min / 2
 
     package init(ssrc: UInt32, keyFrameRequestIntervalNs: Int64, minimumBitrateEstimate: UInt64) {
-        self.ssrc = ssrc; self.keyFrameRequestIntervalNs = keyFrameRequestIntervalNs; self.minimumBitrateEstimate = minimumBitrateEstimate
+        self.ssrc = ssrc
+        self.keyFrameRequestIntervalNs = keyFrameRequestIntervalNs
+        self.minimumBitrateEstimate = minimumBitrateEstimate
     }
 
     /// Applies one packet, which arrived at monotonic `now` and NTP middle time `ntpMiddle`, to `stats`, and

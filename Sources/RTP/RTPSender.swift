@@ -4,7 +4,7 @@ public import H264
 import Synchronization
 import SystemIO
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Where an `RTPSender` puts its packets when it does not own UDP sockets (a WebRTC transport that protects them
@@ -31,7 +31,11 @@ public struct RTPError: Error, Sendable, Equatable, CustomStringConvertible {
     public var code: Code
     public var message: String
     public var errno: Int32?
-    public init(_ code: Code, _ message: String, errno: Int32? = nil) { self.code = code; self.message = message; self.errno = errno }
+    public init(_ code: Code, _ message: String, errno: Int32? = nil) {
+        self.code = code
+        self.message = message
+        self.errno = errno
+    }
     public var description: String { message + (errno.map { " (errno \($0): \(String(cString: strerror($0))))" } ?? "") }
 }
 
@@ -76,7 +80,10 @@ public final class RTPSender: @unchecked Sendable {
         /// A receiver's bandwidth estimate (REMB) is raised to this many bit/s before it is handed on: one REMB
         /// of 0 must not silence the stream.
         public var minimumBitrateEstimate: UInt64 = 50_000
-        public init(host: String, port: Int) { self.host = host; self.port = port }
+        public init(host: String, port: Int) {
+            self.host = host
+            self.port = port
+        }
     }
 
     public struct Statistics: Sendable, Equatable {
@@ -147,7 +154,8 @@ public final class RTPSender: @unchecked Sendable {
         localRTCPPort = udp.localRTCPPort
         configuration = c
         let (state, packetizer) = RTPSender.setUp(c)
-        shared = Mutex(state); self.packetizer = packetizer
+        shared = Mutex(state)
+        self.packetizer = packetizer
         (ssrc, rtxSSRC, rtpTimestampOffset) = shared.withLock { ($0.session.ssrc, $0.session.rtxSSRC, $0.session.timestampOffset) }
         feedbackThread = WorkerThread(name: "rtp-feedback") { [self] stop in feedbackLoop(udp, stop) }
     }
@@ -162,7 +170,8 @@ public final class RTPSender: @unchecked Sendable {
         udp = nil
         localRTCPPort = 0
         let (state, packetizer) = RTPSender.setUp(c)
-        shared = Mutex(state); self.packetizer = packetizer
+        shared = Mutex(state)
+        self.packetizer = packetizer
         (ssrc, rtxSSRC, rtpTimestampOffset) = shared.withLock { ($0.session.ssrc, $0.session.rtxSSRC, $0.session.timestampOffset) }
     }
 
@@ -171,10 +180,12 @@ public final class RTPSender: @unchecked Sendable {
     private static func setUp(_ c: Configuration) -> (Shared, H264Packetizer) {
         let session = RTPSession()
         let packetizer = H264Packetizer(maxPayload: c.maxPayload, state: RTPStreamState(payloadType: c.payloadType, ssrc: session.ssrc))
-        let history = RetransmissionHistory(packets: c.historySize, packetCapacity: c.maxPayload + H264Packetizer.headerSize + 2,
-                                            share: c.retransmissionShare, allowance: 2 * (c.maxPayload + 14))
-        let responder = RTCPResponder(ssrc: session.ssrc, keyFrameRequestIntervalNs: c.keyFrameRequestIntervalNs,
-                                      minimumBitrateEstimate: c.minimumBitrateEstimate)
+        let history = RetransmissionHistory(
+            packets: c.historySize, packetCapacity: c.maxPayload + H264Packetizer.headerSize + 2,
+            share: c.retransmissionShare, allowance: 2 * (c.maxPayload + 14))
+        let responder = RTCPResponder(
+            ssrc: session.ssrc, keyFrameRequestIntervalNs: c.keyFrameRequestIntervalNs,
+            minimumBitrateEstimate: c.minimumBitrateEstimate)
         return (Shared(session: session, history: history, responder: responder, loss: LossSimulator(rate: c.dropRate, seed: c.dropSeed)), packetizer)
     }
 
@@ -182,7 +193,10 @@ public final class RTPSender: @unchecked Sendable {
     /// limited), `bitrateEstimate` with a receiver's REMB estimate in bit/s. Both are called on the feedback
     /// thread (the owner's, over a transport). Set them before the first frame.
     public func setFeedbackHandlers(keyFrameRequest: (@Sendable () -> Void)?, bitrateEstimate: (@Sendable (UInt64) -> Void)? = nil) {
-        shared.withLock { $0.onKeyFrame = keyFrameRequest; $0.onREMB = bitrateEstimate }
+        shared.withLock {
+            $0.onKeyFrame = keyFrameRequest
+            $0.onREMB = bitrateEstimate
+        }
     }
 
     /// Sends a sender report when a second has passed since the last one (the first right after the first
@@ -198,14 +212,16 @@ public final class RTPSender: @unchecked Sendable {
     public func close() {
         guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
         feedbackThread?.stop()
-        sendSenderReport(bye: true)   // a last report and a BYE: receivers end the stream cleanly
+        sendSenderReport(bye: true) // a last report and a BYE: receivers end the stream cleanly
         udp?.close()
     }
 
     public var statistics: Statistics {
         shared.withLock { s in
             var stats = s.stats
-            stats.packetsSent = s.session.packetsSent; stats.bytesSent = s.session.bytesSent; stats.framesSent = s.session.framesSent
+            stats.packetsSent = s.session.packetsSent
+            stats.bytesSent = s.session.bytesSent
+            stats.framesSent = s.session.framesSent
             stats.firstCaptureNs = s.session.firstCaptureNs
             return stats
         }
@@ -246,7 +262,8 @@ public final class RTPSender: @unchecked Sendable {
     // MARK: RTCP
 
     private static func ntpNow() -> UInt64 {
-        var t = timespec(); clock_gettime(CLOCK_REALTIME, &t)
+        var t = timespec()
+        clock_gettime(CLOCK_REALTIME, &t)
         return RTPSession.ntp(seconds: t.tv_sec, nanoseconds: t.tv_nsec)
     }
 
@@ -259,7 +276,8 @@ public final class RTPSender: @unchecked Sendable {
             return f
         }
         guard let figures else { return false }
-        var sr = RTCPWriter.senderReport(ssrc: ssrc, ntp: ntp, rtpTimestamp: figures.rtp, packets: figures.packets, octets: figures.octets, cname: configuration.cname)
+        var sr = RTCPWriter.senderReport(
+            ssrc: ssrc, ntp: ntp, rtpTimestamp: figures.rtp, packets: figures.packets, octets: figures.octets, cname: configuration.cname)
         if bye { sr += RTCPWriter.bye(ssrc: ssrc) }
         sr.withUnsafeBytes { _ = transport.sendRTCP($0) }
         return true
@@ -274,8 +292,9 @@ public final class RTPSender: @unchecked Sendable {
         while !stop.isSet {
             let now = monotonicNanoseconds()
             if lastSR.map({ now - $0 >= 1_000_000_000 }) ?? true, sendSenderReport() { lastSR = now }
-            udp.receiveFeedback(into: buffer, timeoutMs: 100, handle: { handleRTCP($0) },
-                                stranger: { shared.withLock { $0.stats.rtcpFromStrangers += 1 } })
+            udp.receiveFeedback(
+                into: buffer, timeoutMs: 100, handle: { handleRTCP($0) },
+                stranger: { shared.withLock { $0.stats.rtcpFromStrangers += 1 } })
         }
     }
 
@@ -284,8 +303,10 @@ public final class RTPSender: @unchecked Sendable {
         // With rtcp-mux, RTP and RTCP share a port: RTCP packet types are 192...223 (RFC 5761).
         guard bytes.count >= 2, (192...223).contains(bytes[1]) else { return }
         let packets: [RTCPPacket]
-        do throws(RTCPParseError) { packets = try RTCPPacket.parseCompound(bytes) }
-        catch { shared.withLock { $0.stats.rtcpErrors += 1 }; return }
+        do throws(RTCPParseError) { packets = try RTCPPacket.parseCompound(bytes) } catch {
+            shared.withLock { $0.stats.rtcpErrors += 1 }
+            return
+        }
         for p in packets {
             let now = monotonicNanoseconds()
             let ntpMiddle = RTPSession.ntpMiddle(RTPSender.ntpNow())
@@ -297,7 +318,7 @@ public final class RTPSender: @unchecked Sendable {
             case .keyFrame: onKeyFrame?()
             case .bitrate(let bps): onREMB?(bps)
             case .retransmit(let lost):
-                for seq in lost where !retransmit(seq, now: now) { break }   // over budget: the rest of this NACK too
+                for seq in lost where !retransmit(seq, now: now) { break } // over budget: the rest of this NACK too
             }
         }
     }
@@ -305,14 +326,19 @@ public final class RTPSender: @unchecked Sendable {
     /// Resends one NACKed packet if the history allows it (see `RetransmissionHistory.claim`), as RTX (RFC
     /// 4588) when configured. Returns false when the budget is spent (the caller stops there).
     private func retransmit(_ seq: UInt16, now: Int64) -> Bool {
-        var packet = [UInt8](); packet.reserveCapacity(configuration.maxPayload + 16)
+        var packet = [UInt8]()
+        packet.reserveCapacity(configuration.maxPayload + 16)
         let rtxPT = configuration.rtxPayloadType
         let (found, withinBudget) = shared.withLock { s -> (Bool, Bool) in
             // The RTT is the measured one, 5...500 ms, 100 ms before a measurement.
             let rttNs = Int64(min(500, max(5, s.stats.rttMs ?? 100)) * 1_000_000)
             switch s.history.claim(seq, extraBytes: rtxPT != nil ? 2 : 0, rttNs: rttNs, at: now) {
-            case .ignored: s.stats.nacksIgnored += 1; return (false, true)
-            case .overBudget: s.stats.retransmissionsOverBudget += 1; return (false, false)
+            case .ignored:
+                s.stats.nacksIgnored += 1
+                return (false, true)
+            case .overBudget:
+                s.stats.retransmissionsOverBudget += 1
+                return (false, false)
             case .resend(let slot):
                 let original = s.history.packet(at: slot)
                 if let rtxPT {

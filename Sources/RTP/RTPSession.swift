@@ -19,25 +19,38 @@ package struct RTPSession: Sendable {
     package private(set) var lastSRNTPMiddle: UInt32 = 0
     package private(set) var rtxSequence: UInt16
 
-    package init(ssrc: UInt32 = .random(in: 1...UInt32.max), rtxSSRC: UInt32 = .random(in: 1...UInt32.max),
-                 timestampOffset: UInt32 = .random(in: 0...UInt32.max), rtxSequence: UInt16 = .random(in: 0...UInt16.max)) {
-        self.ssrc = ssrc; self.rtxSSRC = rtxSSRC; clock = RTPClock(offset: timestampOffset); self.rtxSequence = rtxSequence
+    package init(
+        ssrc: UInt32 = .random(in: 1...UInt32.max), rtxSSRC: UInt32 = .random(in: 1...UInt32.max),
+        timestampOffset: UInt32 = .random(in: 0...UInt32.max), rtxSequence: UInt16 = .random(in: 0...UInt16.max)
+    ) {
+        self.ssrc = ssrc
+        self.rtxSSRC = rtxSSRC
+        clock = RTPClock(offset: timestampOffset)
+        self.rtxSequence = rtxSequence
     }
 
     /// The RTP time of a frame captured at `captureNs` (monotonic ns).
     package mutating func timestamp(forCaptureNs captureNs: Int64) -> UInt32 { clock.timestamp(forCaptureNs: captureNs) }
 
     /// Counts one media packet (first transmission) of `bytes`.
-    package mutating func packetSent(bytes: Int) { packetsSent += 1; bytesSent += bytes }
+    package mutating func packetSent(bytes: Int) {
+        packetsSent += 1
+        bytesSent += bytes
+    }
 
     /// Records a whole frame sent at RTP time `rtp`, captured at `captureNs`.
     package mutating func frameSent(rtp: UInt32, captureNs: Int64) {
-        framesSent += 1; lastRTP = rtp; lastCaptureNs = captureNs
+        framesSent += 1
+        lastRTP = rtp
+        lastCaptureNs = captureNs
         if firstCaptureNs == nil { firstCaptureNs = captureNs }
     }
 
     /// The next RTX sequence number (RFC 4588: the RTX stream numbers its packets on its own).
-    package mutating func nextRTXSequence() -> UInt16 { defer { rtxSequence &+= 1 }; return rtxSequence }
+    package mutating func nextRTXSequence() -> UInt16 {
+        defer { rtxSequence &+= 1 }
+        return rtxSequence
+    }
 
     /// A sender report's figures at wall-clock `ntp` and monotonic `nowNs`: the RTP time that corresponds to
     /// now on the sampling clock (extrapolated from the last frame), and the packet and octet counts (mod 2³²).
@@ -74,11 +87,16 @@ package struct RTPSession: Sendable {
 package struct LossSimulator: Sendable {
     package let rate: Double
     private var random: UInt64
-    package init(rate: Double, seed: UInt64) { self.rate = rate; random = seed | 1 }
+    package init(rate: Double, seed: UInt64) {
+        self.rate = rate
+        random = seed | 1
+    }
     /// Whether the next packet is dropped.
     package mutating func drops() -> Bool {
         guard rate > 0 else { return false }
-        random ^= random << 13; random ^= random >> 7; random ^= random << 17
+        random ^= random << 13
+        random ^= random >> 7
+        random ^= random << 17
         return Double(random >> 11) / Double(1 << 53) < rate
     }
 }

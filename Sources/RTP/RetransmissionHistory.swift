@@ -19,9 +19,12 @@ package struct RetransmissionHistory: Sendable {
         var size = 16
         while size < min(8192, packets) { size *= 2 }
         slots = (0..<size).map { _ in [UInt8](repeating: 0, count: packetCapacity) }
-        lengths = [Int](repeating: 0, count: size); sequences = [UInt16](repeating: 0, count: size)
-        resentNs = [Int64](repeating: .min, count: size); mask = size - 1
-        self.share = share; self.allowance = allowance
+        lengths = [Int](repeating: 0, count: size)
+        sequences = [UInt16](repeating: 0, count: size)
+        resentNs = [Int64](repeating: .min, count: size)
+        mask = size - 1
+        self.share = share
+        self.allowance = allowance
     }
 
     package var capacity: Int { mask + 1 }
@@ -31,7 +34,9 @@ package struct RetransmissionHistory: Sendable {
         let seq = packet.bigEndianUInt16(at: 2)
         let i = Int(seq) & mask
         slots[i].withUnsafeMutableBytes { $0.baseAddress!.copyMemory(from: packet.baseAddress!, byteCount: packet.count) }
-        lengths[i] = packet.count; sequences[i] = seq; resentNs[i] = .min
+        lengths[i] = packet.count
+        sequences[i] = seq
+        resentNs[i] = .min
         rates.addMedia(packet.count, at: now)
     }
 
@@ -65,11 +70,25 @@ package struct RetransmissionHistory: Sendable {
         private var slot: Int64 = 0
         private mutating func advance(_ now: Int64) {
             let s = now / 100_000_000
-            if s - slot >= 10 { for i in 0..<10 { media[i] = 0; resent[i] = 0 } }
-            else { var k = slot; while k < s { k += 1; media[Int(k % 10)] = 0; resent[Int(k % 10)] = 0 } }
+            if s - slot >= 10 {
+                for i in 0..<10 {
+                    media[i] = 0
+                    resent[i] = 0
+                }
+            } else {
+                var k = slot
+                while k < s {
+                    k += 1
+                    media[Int(k % 10)] = 0
+                    resent[Int(k % 10)] = 0
+                }
+            }
             slot = max(slot, s)
         }
-        mutating func addMedia(_ bytes: Int, at now: Int64) { advance(now); media[Int(slot % 10)] += bytes }
+        mutating func addMedia(_ bytes: Int, at now: Int64) {
+            advance(now)
+            media[Int(slot % 10)] += bytes
+        }
         /// Whether `bytes` more of retransmission stay within `share` of the media sent in the last second (at
         /// least `allowance`, so a low-rate stream can still repair a loss); counts them if so.
         mutating func spend(_ bytes: Int, share: Double, allowance: Int, at now: Int64) -> Bool {

@@ -35,15 +35,20 @@ public enum SDP {
     public static func profileLevelID(sps: ArraySlice<UInt8>) -> String? {
         guard sps.count >= 4, NALUnitType(header: sps[sps.startIndex]) == .sps else { return nil }
         let b = Array(sps.dropFirst().prefix(3))
-        return b.map { byte in let h = String(byte, radix: 16); return h.count == 1 ? "0" + h : h }.joined()
+        return b.map { byte in
+            let h = String(byte, radix: 16)
+            return h.count == 1 ? "0" + h : h
+        }.joined()
     }
 
     /// A plain-RTP offer for one H.264 stream (what `ffplay -protocol_whitelist file,udp,rtp stream.sdp` opens):
     /// `m=video`, rtpmap 96 H264/90000, fmtp from the real SPS/PPS (profile-level-id, packetization-mode=1,
     /// sprop-parameter-sets), rtcp-fb nack / nack pli / ccm fir / goog-remb, RTX when `rtxPayloadType` is set.
-    public static func offer(host: String, port: Int, sps: [UInt8], pps: [UInt8], payloadType: UInt8 = 96,
-                             rtxPayloadType: UInt8? = nil, ssrc: UInt32, rtxSSRC: UInt32? = nil, rtcpMux: Bool = false,
-                             sessionID: UInt64 = UInt64.random(in: 1...UInt64(Int64.max))) -> String {
+    public static func offer(
+        host: String, port: Int, sps: [UInt8], pps: [UInt8], payloadType: UInt8 = 96,
+        rtxPayloadType: UInt8? = nil, ssrc: UInt32, rtxSSRC: UInt32? = nil, rtcpMux: Bool = false,
+        sessionID: UInt64 = UInt64.random(in: 1...UInt64(Int64.max))
+    ) -> String {
         let plid = profileLevelID(sps: sps[...]) ?? "42e01f"
         let sprop = base64(sps) + "," + base64(pps)
         let ip4 = host.contains(":") ? "IP6" : "IP4"

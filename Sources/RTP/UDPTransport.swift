@@ -1,6 +1,6 @@
 import SystemIO
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// RTP and RTCP over UDP sockets of their own (through SystemIO): media to `host:port`, RTCP to the RTCP port
@@ -25,11 +25,14 @@ final class UDPTransport: RTPTransport {
         }
         var trusted = [a]
         for h in c.feedbackFrom {
-            guard let f = SocketAddress(host: h, port: 0) else { throw RTPError(.invalidConfiguration, "cannot take feedback from \"\(h.prefix(64))\": give an IPv4 or IPv6 address") }
+            guard let f = SocketAddress(host: h, port: 0) else {
+                throw RTPError(.invalidConfiguration, "cannot take feedback from \"\(h.prefix(64))\": give an IPv4 or IPv6 address")
+            }
             trusted.append(f)
         }
         filter = FeedbackFilter(trusted)
-        rtpAddress = a; rtcpAddress = r
+        rtpAddress = a
+        rtcpAddress = r
         let s1: UDPSocket, s2: UDPSocket
         do throws(SystemError) {
             s1 = try UDPSocket(family: a.family)
@@ -39,12 +42,15 @@ final class UDPTransport: RTPTransport {
         // not on every interface: a stream to 127.0.0.1 listens on loopback only.
         var local = UDPSocket.localAddress(toward: a) ?? SocketAddress(host: a.family == AF_INET ? "0.0.0.0" : "::", port: 0)!
         local.port = UInt16(c.localRTCPPort)
-        try? s2.setOption(level: SOL_SOCKET, SO_RCVBUF, 64 * 1024)   // feedback is small: a storm queues little, so it stops when the storm does
+        try? s2.setOption(level: SOL_SOCKET, SO_RCVBUF, 64 * 1024) // feedback is small: a storm queues little, so it stops when the storm does
         do throws(SystemError) { try s2.bind(local) } catch {
-            throw RTPError(.socketFailed, "cannot listen for RTCP on port \(c.localRTCPPort)\(error.errno == EADDRINUSE ? ": the port is in use" : "")", errno: error.errno)
+            throw RTPError(
+                .socketFailed, "cannot listen for RTCP on port \(c.localRTCPPort)\(error.errno == EADDRINUSE ? ": the port is in use" : "")",
+                errno: error.errno)
         }
         localRTCPPort = Int((try? s2.localAddress())?.port ?? local.port)
-        rtpSocket = s1; rtcpSocket = s2
+        rtpSocket = s1
+        rtcpSocket = s2
     }
 
     func sendRTP(_ packet: UnsafeRawBufferPointer) -> Int32 { rtpSocket.send(packet, to: rtpAddress) }
@@ -52,15 +58,23 @@ final class UDPTransport: RTPTransport {
 
     /// Waits up to `timeoutMs` for feedback, then hands every queued datagram from a trusted address to
     /// `handle` (each checked before it is parsed) and counts the others with `stranger`.
-    func receiveFeedback(into buffer: UnsafeMutableRawBufferPointer, timeoutMs: Int32,
-                         handle: (UnsafeRawBufferPointer) -> Void, stranger: () -> Void) {
+    func receiveFeedback(
+        into buffer: UnsafeMutableRawBufferPointer, timeoutMs: Int32,
+        handle: (UnsafeRawBufferPointer) -> Void, stranger: () -> Void
+    ) {
         guard rtcpSocket.waitUntilReadable(timeoutMs: timeoutMs) else { return }
         var from = SocketAddress()
         while let n = rtcpSocket.receive(into: buffer, from: &from), n > 0 {
-            guard filter.accepts(from) else { stranger(); continue }
+            guard filter.accepts(from) else {
+                stranger()
+                continue
+            }
             handle(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
         }
     }
 
-    func close() { rtpSocket.close(); rtcpSocket.close() }
+    func close() {
+        rtpSocket.close()
+        rtcpSocket.close()
+    }
 }

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-public import Glibc
+    public import Glibc
 #endif
 
 /// An open file descriptor and the file calls made on it. A value: closing it is the owner's job (once).

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-public import Glibc
+    public import Glibc
 #endif
 
 /// Anonymous private memory maps (page-aligned, zeroed, returned to the system when unmapped).

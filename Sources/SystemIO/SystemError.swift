@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-public import Glibc
+    public import Glibc
 #endif
 
 // The one place (with Sources/V4L2Capture/Kernel.swift for V4L2 device calls) where the package calls the
@@ -12,7 +12,10 @@ public struct SystemError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The call's name ("open", "sendto", …).
     public let operation: String
     public let errno: Int32
-    public init(_ operation: String, errno: Int32) { self.operation = operation; self.errno = errno }
+    public init(_ operation: String, errno: Int32) {
+        self.operation = operation
+        self.errno = errno
+    }
     /// strerror's text for errno ("No such file or directory").
     public var reason: String { SystemError.reason(errno) }
     /// "open failed: No such file or directory (errno 2)".

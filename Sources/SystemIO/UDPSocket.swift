@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-public import Glibc
+    public import Glibc
 #endif
 import Synchronization
 
@@ -9,7 +9,10 @@ public struct SocketAddress: Sendable {
     public var length: socklen_t
 
     /// An empty address (length 0), to be filled by `recvfrom`.
-    public init() { storage = sockaddr_storage(); length = 0 }
+    public init() {
+        storage = sockaddr_storage()
+        length = 0
+    }
 
     /// `host` as a numeric IPv4 or IPv6 address (no name lookup) with `port`; nil for anything else.
     public init?(host: String, port: Int) {
@@ -19,13 +22,17 @@ public struct SocketAddress: Sendable {
         if inet_pton(AF_INET, host, &a4) == 1 {
             withUnsafeMutableBytes(of: &storage) { raw in
                 let sin = raw.baseAddress!.assumingMemoryBound(to: sockaddr_in.self)
-                sin.pointee.sin_family = sa_family_t(AF_INET); sin.pointee.sin_port = in_port_t(UInt16(port).bigEndian); sin.pointee.sin_addr = a4
+                sin.pointee.sin_family = sa_family_t(AF_INET)
+                sin.pointee.sin_port = in_port_t(UInt16(port).bigEndian)
+                sin.pointee.sin_addr = a4
             }
             length = socklen_t(MemoryLayout<sockaddr_in>.size)
         } else if inet_pton(AF_INET6, host, &a6) == 1 {
             withUnsafeMutableBytes(of: &storage) { raw in
                 let sin = raw.baseAddress!.assumingMemoryBound(to: sockaddr_in6.self)
-                sin.pointee.sin6_family = sa_family_t(AF_INET6); sin.pointee.sin6_port = in_port_t(UInt16(port).bigEndian); sin.pointee.sin6_addr = a6
+                sin.pointee.sin6_family = sa_family_t(AF_INET6)
+                sin.pointee.sin6_port = in_port_t(UInt16(port).bigEndian)
+                sin.pointee.sin6_addr = a6
             }
             length = socklen_t(MemoryLayout<sockaddr_in6>.size)
         } else {
@@ -41,8 +48,11 @@ public struct SocketAddress: Sendable {
         set {
             let f = family
             withUnsafeMutableBytes(of: &storage) { raw in
-                if f == AF_INET6 { raw.baseAddress!.assumingMemoryBound(to: sockaddr_in6.self).pointee.sin6_port = in_port_t(newValue.bigEndian) }
-                else { raw.baseAddress!.assumingMemoryBound(to: sockaddr_in.self).pointee.sin_port = in_port_t(newValue.bigEndian) }
+                if f == AF_INET6 {
+                    raw.baseAddress!.assumingMemoryBound(to: sockaddr_in6.self).pointee.sin6_port = in_port_t(newValue.bigEndian)
+                } else {
+                    raw.baseAddress!.assumingMemoryBound(to: sockaddr_in.self).pointee.sin_port = in_port_t(newValue.bigEndian)
+                }
             }
         }
     }
@@ -141,7 +151,9 @@ public final class UDPSocket: Sendable {
         var a = SocketAddress()
         a.length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         _ = try SystemCall.retrying("getsockname") {
-            withUnsafeMutablePointer(to: &a.storage) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &a.length) } }
+            withUnsafeMutablePointer(to: &a.storage) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &a.length) }
+            }
         }
         return a
     }
@@ -150,9 +162,11 @@ public final class UDPSocket: Sendable {
     public func send(_ bytes: UnsafeRawBufferPointer, to address: SocketAddress) -> Int32 {
         var a = address
         return SystemCall.errno {
-            withUnsafePointer(to: &a.storage) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                sendto(descriptor, bytes.baseAddress, bytes.count, Int32(MSG_DONTWAIT), $0, a.length)
-            } }
+            withUnsafePointer(to: &a.storage) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    sendto(descriptor, bytes.baseAddress, bytes.count, Int32(MSG_DONTWAIT), $0, a.length)
+                }
+            }
         }
     }
 
@@ -160,11 +174,14 @@ public final class UDPSocket: Sendable {
     /// queued (or the socket failed; the next poll says so again).
     public func receive(into buffer: UnsafeMutableRawBufferPointer, from sender: inout SocketAddress) -> Int? {
         sender.length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        let n = (try? SystemCall.retrying("recvfrom") {
-            withUnsafeMutablePointer(to: &sender.storage) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                recvfrom(descriptor, buffer.baseAddress, buffer.count, Int32(MSG_DONTWAIT), $0, &sender.length)
-            } }
-        }) ?? -1
+        let n =
+            (try? SystemCall.retrying("recvfrom") {
+                withUnsafeMutablePointer(to: &sender.storage) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        recvfrom(descriptor, buffer.baseAddress, buffer.count, Int32(MSG_DONTWAIT), $0, &sender.length)
+                    }
+                }
+            }) ?? -1
         return n >= 0 ? n : nil
     }
 
@@ -219,9 +236,11 @@ public func networkInterfaceAddresses() -> [InterfaceAddress]? {
             continue
         }
         let flags = i.pointee.ifa_flags
-        out.append(InterfaceAddress(name: String(cString: i.pointee.ifa_name), family: family,
-                                    address: String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self),
-                                    isUp: flags & UInt32(IFF_UP) != 0, isLoopback: flags & UInt32(IFF_LOOPBACK) != 0))
+        out.append(
+            InterfaceAddress(
+                name: String(cString: i.pointee.ifa_name), family: family,
+                address: String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self),
+                isUp: flags & UInt32(IFF_UP) != 0, isLoopback: flags & UInt32(IFF_LOOPBACK) != 0))
     }
     return out
 }

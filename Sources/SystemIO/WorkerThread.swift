@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 public import Synchronization
 
@@ -37,11 +37,13 @@ public final class WorkerThread: Sendable {
         let start = ThreadStart(name: name, flag: stopFlag, body: body)
         let context = Unmanaged.passRetained(start).toOpaque()
         var thread = pthread_t()
-        let r = pthread_create(&thread, nil, { raw in
-            let start = Unmanaged<ThreadStart>.fromOpaque(raw!).takeRetainedValue()
-            start.run()
-            return nil
-        }, context)
+        let r = pthread_create(
+            &thread, nil,
+            { raw in
+                let start = Unmanaged<ThreadStart>.fromOpaque(raw!).takeRetainedValue()
+                start.run()
+                return nil
+            }, context)
         if r == 0 {
             handle.withLock { $0 = thread }
         } else {
@@ -67,10 +69,16 @@ public final class WorkerThread: Sendable {
     }
 
     /// `requestStop()` then `join()`.
-    public func stop() { requestStop(); join() }
+    public func stop() {
+        requestStop()
+        join()
+    }
 
     deinit {
-        let detach = released.withLock { done -> Bool in defer { done = true }; return !done }
+        let detach = released.withLock { done -> Bool in
+            defer { done = true }
+            return !done
+        }
         if detach, let thread = handle.withLock({ $0 }) { pthread_detach(thread) }
     }
 }
@@ -81,12 +89,17 @@ private final class ThreadStart: Sendable {
     let flag: StopFlag
     let body: @Sendable (StopFlag) -> Void
     init(name: String, flag: StopFlag, body: @escaping @Sendable (StopFlag) -> Void) {
-        self.name = name; self.flag = flag; self.body = body
+        self.name = name
+        self.flag = flag
+        self.body = body
     }
     func run() {
         // The kernel keeps 15 bytes of a thread's name (longer names are refused, so cut at a character).
         var short = ""
-        for c in name { guard short.utf8.count + String(c).utf8.count <= 15 else { break }; short.append(c) }
+        for c in name {
+            guard short.utf8.count + String(c).utf8.count <= 15 else { break }
+            short.append(c)
+        }
         setThreadName(short)
         body(flag)
     }
@@ -99,4 +112,4 @@ private func setThreadName(_ name: String) {
     guard let setName = threadNameSetter else { return }
     _ = unsafeBitCast(setName, to: SetName.self)(pthread_self(), name)
 }
-private nonisolated(unsafe) let threadNameSetter = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "pthread_setname_np")   // RTLD_DEFAULT
+private nonisolated(unsafe) let threadNameSetter = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "pthread_setname_np") // RTLD_DEFAULT

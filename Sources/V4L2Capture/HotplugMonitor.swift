@@ -4,7 +4,7 @@ import Foundation
 import Synchronization
 import SystemIO
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A camera appearing or going away (AVFoundation's `AVCaptureDeviceWasConnected/Disconnected`).
@@ -31,7 +31,8 @@ public final class HotplugMonitor: Sendable {
         let fd: Int32
         switch Syscall.inotifyInit() {
         case .success(let f): fd = f
-        case .failure(let e): throw CaptureError(.ioctlFailed, "cannot start watching for cameras (inotify_init1)", errno: e.rawValue, operation: "inotify_init1")
+        case .failure(let e):
+            throw CaptureError(.ioctlFailed, "cannot start watching for cameras (inotify_init1)", errno: e.rawValue, operation: "inotify_init1")
         }
         if case .failure(let e) = Syscall.inotifyAddWatch(fd, directory, UInt32(IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM | IN_ATTRIB)) {
             Syscall.close(fd)
@@ -40,7 +41,9 @@ public final class HotplugMonitor: Sendable {
         let pipe: (read: Int32, write: Int32)
         switch Syscall.pipe() {
         case .success(let p): pipe = p
-        case .failure(let e): Syscall.close(fd); throw CaptureError(.ioctlFailed, "cannot create the monitor's wake-up pipe", errno: e.rawValue, operation: "pipe2")
+        case .failure(let e):
+            Syscall.close(fd)
+            throw CaptureError(.ioctlFailed, "cannot create the monitor's wake-up pipe", errno: e.rawValue, operation: "pipe2")
         }
         self.fd = fd
         self.wakePipe = pipe
@@ -56,10 +59,12 @@ public final class HotplugMonitor: Sendable {
 
     deinit { stop() }
 
-    private static func loop(fd: Int32, wake: Int32, directory: String, known: Set<String>, isCamera: @Sendable (String) -> Bool,
-                             continuation: AsyncStream<DeviceEvent>.Continuation) {
+    private static func loop(
+        fd: Int32, wake: Int32, directory: String, known: Set<String>, isCamera: @Sendable (String) -> Bool,
+        continuation: AsyncStream<DeviceEvent>.Continuation
+    ) {
         var cameras = known
-        var pending = Set<String>()   // created but not (yet) a camera: udev may still be setting permissions
+        var pending = Set<String>() // created but not (yet) a camera: udev may still be setting permissions
         let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 8)
         defer { buf.deallocate() }
         let headerSize = MemoryLayout<inotify_event>.size
@@ -80,7 +85,8 @@ public final class HotplugMonitor: Sendable {
                 let path = directory + "/" + name
                 if ev.mask & UInt32(IN_CREATE | IN_MOVED_TO | IN_ATTRIB) != 0, !cameras.contains(path) {
                     if isCamera(path) {
-                        cameras.insert(path); pending.remove(path)
+                        cameras.insert(path)
+                        pending.remove(path)
                         continuation.yield(.connected(path: path))
                     } else {
                         pending.insert(path)
@@ -97,11 +103,16 @@ public final class HotplugMonitor: Sendable {
 
     /// Stops watching; the event stream finishes. Safe to call more than once, from any thread.
     public func stop() {
-        let first = stopped.withLock { s -> Bool in defer { s = true }; return !s }
+        let first = stopped.withLock { s -> Bool in
+            defer { s = true }
+            return !s
+        }
         guard first else { return }
         _ = Syscall.write(wakePipe.write, 1)
         thread.join()
-        Syscall.close(fd); Syscall.close(wakePipe.read); Syscall.close(wakePipe.write)
+        Syscall.close(fd)
+        Syscall.close(wakePipe.read)
+        Syscall.close(wakePipe.write)
     }
 }
 

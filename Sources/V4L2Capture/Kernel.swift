@@ -1,7 +1,7 @@
 import CV4L2
 import VideoCapture
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 // The one file where the V4L2 backend makes system calls (after swift-system's Syscalls.swift and NIO's
@@ -77,7 +77,7 @@ public struct SystemV4L2Kernel: V4L2Kernel {
         let wrapped = cv4l2_fd_open(fd, CV4L2_DISABLE_CONVERSION)
         return wrapped >= 0 ? (wrapped, 0) : (fd, 0)
     }
-    public func close(_ fd: Int32) { _ = cv4l2_close(fd) }   // never retried: Linux frees the fd even on EINTR
+    public func close(_ fd: Int32) { _ = cv4l2_close(fd) } // never retried: Linux frees the fd even on EINTR
     public func ioctl(_ fd: Int32, _ request: UInt, _ arg: UnsafeMutableRawPointer) -> Int32 {
         Syscall.retrying { cv4l2_ioctl(fd, request, arg) }.failure?.rawValue ?? 0
     }
@@ -165,17 +165,29 @@ struct V4L2IO: Sendable {
     func error(_ e: Errno, _ operation: String, phase: V4L2Phase = .setup) -> CaptureError {
         let raw = e.rawValue
         if e.isProgrammerError {
-            return CaptureError(.internalError, "internal error: \(operation) on \(path) was given a bad descriptor or pointer (a bug in swift-video-capture, please report it)", errno: raw, device: path, operation: operation)
+            return CaptureError(
+                .internalError,
+                "internal error: \(operation) on \(path) was given a bad descriptor or pointer (a bug in swift-video-capture, please report it)",
+                errno: raw, device: path, operation: operation)
         }
         switch raw {
-        case EBUSY: return CaptureError(.deviceBusy, "\(path) is busy: another process is using it (\(operation))", errno: raw, device: path, operation: operation)
-        case ENODEV, ENXIO: return CaptureError(.disconnected, "\(path) was disconnected (\(operation))", errno: raw, device: path, operation: operation)
+        case EBUSY:
+            return CaptureError(
+                .deviceBusy, "\(path) is busy: another process is using it (\(operation))", errno: raw, device: path, operation: operation)
+        case ENODEV, ENXIO:
+            return CaptureError(.disconnected, "\(path) was disconnected (\(operation))", errno: raw, device: path, operation: operation)
         case EIO where phase == .streaming, EPIPE where phase == .streaming:
-            return CaptureError(.disconnected, "\(path) disconnected or failed mid-stream (\(operation))", errno: raw, device: path, operation: operation)
-        case EACCES, EPERM: return CaptureError(.permissionDenied, "no permission to use \(path) (\(operation)); add the user to the 'video' group", errno: raw, device: path, operation: operation)
+            return CaptureError(
+                .disconnected, "\(path) disconnected or failed mid-stream (\(operation))", errno: raw, device: path, operation: operation)
+        case EACCES, EPERM:
+            return CaptureError(
+                .permissionDenied, "no permission to use \(path) (\(operation)); add the user to the 'video' group", errno: raw, device: path,
+                operation: operation)
         case ENOENT: return CaptureError(.unknownDevice, "\(path) does not exist", errno: raw, device: path, operation: operation)
         default:
-            return CaptureError(phase == .streaming ? .streamFailed : .ioctlFailed, "\(operation) failed on \(path)\(phase == .streaming ? "; capture stopped" : "")", errno: raw, device: path, operation: operation)
+            return CaptureError(
+                phase == .streaming ? .streamFailed : .ioctlFailed, "\(operation) failed on \(path)\(phase == .streaming ? "; capture stopped" : "")",
+                errno: raw, device: path, operation: operation)
         }
     }
 }

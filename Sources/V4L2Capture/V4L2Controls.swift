@@ -1,7 +1,7 @@
 import CV4L2
 import VideoCapture
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 // Controls through the extended-control ioctls (as v4l2-ctl and Chromium do): VIDIOC_QUERY_EXT_CTRL walks
@@ -24,10 +24,10 @@ extension V4L2Node {
             var q = v4l2_query_ext_ctrl()
             q.id = next
             if let e = io.errnoOf(fd, .queryExtControl, &q) {
-                if e.rawValue == EINVAL || e.rawValue == ENOTTY { break }   // the end (ENOTTY: no controls at all)
+                if e.rawValue == EINVAL || e.rawValue == ENOTTY { break } // the end (ENOTTY: no controls at all)
                 throw io.error(e, "VIDIOC_QUERY_EXT_CTRL after \(CameraControlID(last))")
             }
-            guard q.id > last else { break }   // a driver that does not advance would loop forever
+            guard q.id > last else { break } // a driver that does not advance would loop forever
             last = q.id
             next = q.id | CV4L2_CTRL_FLAG_NEXT_CTRL | CV4L2_CTRL_FLAG_NEXT_COMPOUND
             if q.flags & CameraControl.Flags.disabled.rawValue != 0 { continue }
@@ -58,8 +58,9 @@ extension V4L2Node {
                 for i in 0..<min(Int(q.nr_of_dims), d.count) { dims.append(Int(d[i])) }
             }
         }
-        var c = CameraControl(id: CameraControlID(q.id), label: cString(q.name), kind: kind, minimum: q.minimum, maximum: q.maximum,
-                              step: q.step, defaultValue: q.default_value, flags: flags, dimensions: dims)
+        var c = CameraControl(
+            id: CameraControlID(q.id), label: cString(q.name), kind: kind, minimum: q.minimum, maximum: q.maximum,
+            step: q.step, defaultValue: q.default_value, flags: flags, dimensions: dims)
         if kind.isMenu { c.menu = menuItems(q) }
         c.value = readValue(c, elems: q.elems)
         return c
@@ -73,8 +74,9 @@ extension V4L2Node {
         let last = min(q.maximum, q.minimum + 4095)
         while i <= last && items.count < V4L2Node.maxMenuItems {
             var m = v4l2_querymenu()
-            m.id = q.id; m.index = UInt32(i)
-            if io.errnoOf(fd, .queryMenu, &m) == nil {   // EINVAL: the driver skips this index
+            m.id = q.id
+            m.index = UInt32(i)
+            if io.errnoOf(fd, .queryMenu, &m) == nil { // EINVAL: the driver skips this index
                 if q.type == 9 {
                     let v = m.value
                     items.append(.init(index: i, name: String(v), value: v))
@@ -96,7 +98,9 @@ extension V4L2Node {
             var buf = [CChar](repeating: 0, count: size)
             let ok = buf.withUnsafeMutableBufferPointer { b -> Bool in
                 var ctrl = v4l2_ext_control()
-                ctrl.id = c.id.rawValue; ctrl.size = UInt32(size); ctrl.string = b.baseAddress
+                ctrl.id = c.id.rawValue
+                ctrl.size = UInt32(size)
+                ctrl.string = b.baseAddress
                 return getExt(&ctrl) == nil
             }
             guard ok else { return nil }
@@ -138,9 +142,11 @@ extension V4L2Node {
         var e: Errno?
         switch value {
         case .integer(let v):
-            if c.kind == .integer64 { ctrl.value64 = v }
-            else if c.kind == .bitmask { ctrl.value = Int32(bitPattern: UInt32(truncatingIfNeeded: v)) }
-            else {
+            if c.kind == .integer64 {
+                ctrl.value64 = v
+            } else if c.kind == .bitmask {
+                ctrl.value = Int32(bitPattern: UInt32(truncatingIfNeeded: v))
+            } else {
                 // validate() has checked the range for everything but buttons, whose value is ignored.
                 ctrl.value = Int32(clamping: v)
             }
@@ -148,13 +154,14 @@ extension V4L2Node {
         case .string(let s):
             var bytes = Array(s.utf8CString)
             e = bytes.withUnsafeMutableBufferPointer { b in
-                ctrl.size = UInt32(b.count); ctrl.string = b.baseAddress
+                ctrl.size = UInt32(b.count)
+                ctrl.string = b.baseAddress
                 return setExt(&ctrl)
             }
         }
         if let e { throw controlError(e, c, value) }
         var read = (try self.control(id)) ?? c
-        if read.value == nil { read.value = value }   // write-only controls and buttons: what was written
+        if read.value == nil { read.value = value } // write-only controls and buttons: what was written
         return read
     }
 
@@ -163,14 +170,21 @@ extension V4L2Node {
         let op = "VIDIOC_S_EXT_CTRLS \(c.name)=\(value)"
         switch e.rawValue {
         case ERANGE, EINVAL:
-            return CaptureError(.controlOutOfRange, "\(path) refused \(c.name)=\(value) (allowed: \(c.minimum)...\(c.maximum))", errno: e.rawValue, device: path, operation: op)
+            return CaptureError(
+                .controlOutOfRange, "\(path) refused \(c.name)=\(value) (allowed: \(c.minimum)...\(c.maximum))", errno: e.rawValue, device: path,
+                operation: op)
         case EACCES:
             if c.flags.contains(.readOnly) {
                 return CaptureError(.controlReadOnly, "control \(c.name) of \(path) is read-only", errno: e.rawValue, device: path, operation: op)
             }
-            return CaptureError(.controlInactive, "\(path) refused \(c.name)=\(value): the control cannot be set in the camera's current mode (is its automatic mode on?)", errno: e.rawValue, device: path, operation: op)
+            return CaptureError(
+                .controlInactive,
+                "\(path) refused \(c.name)=\(value): the control cannot be set in the camera's current mode (is its automatic mode on?)",
+                errno: e.rawValue, device: path, operation: op)
         case EBUSY:
-            return CaptureError(.controlBusy, "control \(c.name) of \(path) is busy (grabbed while streaming, or another program holds it); \(value) was not applied", errno: e.rawValue, device: path, operation: op)
+            return CaptureError(
+                .controlBusy, "control \(c.name) of \(path) is busy (grabbed while streaming, or another program holds it); \(value) was not applied",
+                errno: e.rawValue, device: path, operation: op)
         default:
             return io.error(e, op)
         }
@@ -184,4 +198,3 @@ extension V4L2Node {
         return Int64(ctrl.value)
     }
 }
-

@@ -1,7 +1,7 @@
 import CV4L2
 public import VideoCapture
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Foundation
 
@@ -40,7 +40,10 @@ final class V4L2Node {
     deinit { close() }
 
     func close() {
-        if fd >= 0 { io.kernel.close(fd); fd = -1 }
+        if fd >= 0 {
+            io.kernel.close(fd)
+            fd = -1
+        }
     }
 
     func capabilities() throws(CaptureError) -> V4L2Capabilities {
@@ -56,9 +59,10 @@ final class V4L2Node {
         var index: UInt32 = 0
         while true {
             var desc = v4l2_fmtdesc()
-            desc.index = index; desc.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE
+            desc.index = index
+            desc.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE
             if let e = io.errnoOf(fd, .enumFormat, &desc) {
-                if e.rawValue == EINVAL { break }   // the end of the list
+                if e.rawValue == EINVAL { break } // the end of the list
                 throw io.error(e, "VIDIOC_ENUM_FMT index \(index)")
             }
             index += 1
@@ -69,17 +73,22 @@ final class V4L2Node {
             var sizeIndex: UInt32 = 0
             while true {
                 var fs = v4l2_frmsizeenum()
-                fs.index = sizeIndex; fs.pixel_format = desc.pixelformat
-                if io.errnoOf(fd, .enumFrameSizes, &fs) != nil { break }   // EINVAL ends the list; drivers without the ioctl list no sizes
+                fs.index = sizeIndex
+                fs.pixel_format = desc.pixelformat
+                if io.errnoOf(fd, .enumFrameSizes, &fs) != nil { break } // EINVAL ends the list; drivers without the ioctl list no sizes
                 sizeIndex += 1
                 switch fs.type {
                 case V4L2_FRMSIZE_TYPE_DISCRETE.rawValue:
                     let size = FrameSize(width: Int(fs.discrete.width), height: Int(fs.discrete.height))
-                    out.append(CaptureFormat(pixelFormat: pf, size: .discrete(size), intervals: try intervals(desc.pixelformat, size), formatDescription: name))
+                    out.append(
+                        CaptureFormat(
+                            pixelFormat: pf, size: .discrete(size), intervals: try intervals(desc.pixelformat, size), formatDescription: name))
                 default:
                     let s = fs.stepwise
-                    let lo = FrameSize(width: Int(s.min_width), height: Int(s.min_height)), hi = FrameSize(width: Int(s.max_width), height: Int(s.max_height))
-                    let range: FrameSizeRange = fs.type == V4L2_FRMSIZE_TYPE_CONTINUOUS.rawValue
+                    let lo = FrameSize(width: Int(s.min_width), height: Int(s.min_height)),
+                        hi = FrameSize(width: Int(s.max_width), height: Int(s.max_height))
+                    let range: FrameSizeRange =
+                        fs.type == V4L2_FRMSIZE_TYPE_CONTINUOUS.rawValue
                         ? .continuous(min: lo, max: hi)
                         : .stepwise(min: lo, max: hi, step: FrameSize(width: Int(max(1, s.step_width)), height: Int(max(1, s.step_height))))
                     out.append(CaptureFormat(pixelFormat: pf, size: range, intervals: nil, formatDescription: name))
@@ -95,7 +104,10 @@ final class V4L2Node {
         var i: UInt32 = 0
         while true {
             var fi = v4l2_frmivalenum()
-            fi.index = i; fi.pixel_format = fourcc; fi.width = UInt32(size.width); fi.height = UInt32(size.height)
+            fi.index = i
+            fi.pixel_format = fourcc
+            fi.width = UInt32(size.width)
+            fi.height = UInt32(size.height)
             if io.errnoOf(fd, .enumFrameIntervals, &fi) != nil { break }
             i += 1
             if fi.type == V4L2_FRMIVAL_TYPE_DISCRETE.rawValue {
@@ -125,9 +137,14 @@ public final class V4L2DeviceProvider: CaptureDeviceProvider {
     /// (`/dev/video0`), unique id (`/dev/v4l/by-id/…`) or name (the card, `HD Pro Webcam C920`).
     public let overrides: [String: SensorOverride]
 
-    public init(kernel: any V4L2Kernel = SystemV4L2Kernel(), devDirectory: String = "/dev", configuration: V4L2Stream.Configuration = .init(),
-                overrides: [String: SensorOverride] = [:]) {
-        self.kernel = kernel; self.devDirectory = devDirectory; self.configuration = configuration; self.overrides = overrides
+    public init(
+        kernel: any V4L2Kernel = SystemV4L2Kernel(), devDirectory: String = "/dev", configuration: V4L2Stream.Configuration = .init(),
+        overrides: [String: SensorOverride] = [:]
+    ) {
+        self.kernel = kernel
+        self.devDirectory = devDirectory
+        self.configuration = configuration
+        self.overrides = overrides
     }
 
     func override(path: String, uniqueID: String, name: String) -> SensorOverride? {
@@ -156,10 +173,12 @@ public final class V4L2DeviceProvider: CaptureDeviceProvider {
         }
         // V4L2_CID_CAMERA_ORIENTATION (front/back/external) where the driver has it; else external.
         let id = stableID(for: path, busInfo: caps.busInfo)
-        let position = override(path: path, uniqueID: id, name: caps.card)?.position
+        let position =
+            override(path: path, uniqueID: id, name: caps.card)?.position
             ?? node.property(.cameraOrientation).flatMap(CaptureDevice.Position.init(v4l2Orientation:)) ?? .external
-        return CaptureDevice(uniqueID: id, name: caps.card, position: position,
-                             path: path, driver: caps.driver, busInfo: caps.busInfo)
+        return CaptureDevice(
+            uniqueID: id, name: caps.card, position: position,
+            path: path, driver: caps.driver, busInfo: caps.busInfo)
     }
 
     /// The `/dev/v4l/by-id` (else `by-path`) link that resolves to the node; else `v4l2:<bus info>`.
@@ -169,7 +188,8 @@ public final class V4L2DeviceProvider: CaptureDeviceProvider {
             for l in links.sorted() {
                 let full = dir + "/" + l
                 if let dest = try? FileManager.default.destinationOfSymbolicLink(atPath: full),
-                   URL(fileURLWithPath: dest, relativeTo: URL(fileURLWithPath: dir + "/")).standardizedFileURL.path == path {
+                    URL(fileURLWithPath: dest, relativeTo: URL(fileURLWithPath: dir + "/")).standardizedFileURL.path == path
+                {
                     return full
                 }
             }
@@ -189,8 +209,9 @@ public final class V4L2DeviceProvider: CaptureDeviceProvider {
     }
 
     public func openStream(device: CaptureDevice, request: StreamRequest, sink: FrameSink) throws(CaptureError) -> any CaptureStream {
-        try V4L2Stream(path: device.path, request: request, kernel: kernel, configuration: configuration,
-                       rotationOverride: override(path: device.path, uniqueID: device.uniqueID, name: device.name)?.rotation, sink: sink)
+        try V4L2Stream(
+            path: device.path, request: request, kernel: kernel, configuration: configuration,
+            rotationOverride: override(path: device.path, uniqueID: device.uniqueID, name: device.name)?.rotation, sink: sink)
     }
 
     public func controls(of device: CaptureDevice) throws(CaptureError) -> [CameraControl] {

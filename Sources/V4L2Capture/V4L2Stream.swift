@@ -4,7 +4,7 @@ import Foundation
 import Synchronization
 import SystemIO
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A streaming V4L2 camera: S_FMT/S_PARM, read back with G_FMT/G_PARM, mmap buffers, a dedicated thread
@@ -30,8 +30,10 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
         /// No frame for this long: restart the stream once, then fail with `.timeout`.
         public var noFrameTimeoutNs: Int64 = 3_000_000_000
         public init(bufferCount: Int = 4, copyBuffers: Int = 2, pollTimeoutMs: Int32 = 100, noFrameTimeoutNs: Int64 = 3_000_000_000) {
-            self.bufferCount = max(2, min(32, bufferCount)); self.copyBuffers = max(0, min(8, copyBuffers))
-            self.pollTimeoutMs = max(1, pollTimeoutMs); self.noFrameTimeoutNs = noFrameTimeoutNs
+            self.bufferCount = max(2, min(32, bufferCount))
+            self.copyBuffers = max(0, min(8, copyBuffers))
+            self.pollTimeoutMs = max(1, pollTimeoutMs)
+            self.noFrameTimeoutNs = noFrameTimeoutNs
         }
     }
 
@@ -55,8 +57,10 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
     private var lastSequence: UInt32?
     private var released = false
 
-    init(path: String, request: StreamRequest, kernel: any V4L2Kernel, configuration: Configuration,
-         rotationOverride: VideoRotation? = nil, sink: FrameSink) throws(CaptureError) {
+    init(
+        path: String, request: StreamRequest, kernel: any V4L2Kernel, configuration: Configuration,
+        rotationOverride: VideoRotation? = nil, sink: FrameSink
+    ) throws(CaptureError) {
         self.path = path
         self.configuration = configuration
         self.sink = sink
@@ -66,13 +70,17 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
         var ring: [FrameStorage] = []
         var started = false
         let counter = mappedCount
-        defer { if !started { V4L2Stream.teardown(node, buffers: &ring, counter: counter) } }   // nothing left open on a failed start
+        defer { if !started { V4L2Stream.teardown(node, buffers: &ring, counter: counter) } } // nothing left open on a failed start
         let (applied, sizeImage) = try V4L2Stream.applyFormat(node, request)
         self.applied = applied
         self.sizeImage = sizeImage
-        self.rotation = rotationOverride ?? node.property(.cameraSensorRotation).flatMap(VideoRotation.init(sensorRotationCounterClockwise:)) ?? .rotation0
+        self.rotation =
+            rotationOverride ?? node.property(.cameraSensorRotation).flatMap(VideoRotation.init(sensorRotationCounterClockwise:)) ?? .rotation0
         ring = try V4L2Stream.mapBuffers(node, count: configuration.bufferCount, counter: counter)
-        for i in ring.indices { var b = V4L2Stream.bufferDescriptor(i); try io.ioctl(node.fd, .queueBuffer, &b, "\(i)") }
+        for i in ring.indices {
+            var b = V4L2Stream.bufferDescriptor(i)
+            try io.ioctl(node.fd, .queueBuffer, &b, "\(i)")
+        }
         var on = Int32(CV4L2_BUF_TYPE_VIDEO_CAPTURE)
         try io.ioctl(node.fd, .streamOn, &on)
         slots = ring
@@ -85,7 +93,10 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
 
     /// A `v4l2_buffer` naming mmap buffer `index` of the capture queue (the one way this file builds one).
     static func bufferDescriptor(_ index: Int = 0) -> v4l2_buffer {
-        var b = v4l2_buffer(); b.index = UInt32(index); b.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE; b.memory = CV4L2_MEMORY_MMAP
+        var b = v4l2_buffer()
+        b.index = UInt32(index)
+        b.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE
+        b.memory = CV4L2_MEMORY_MMAP
         return b
     }
 
@@ -101,11 +112,13 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
         }
         var fmt = v4l2_format()
         fmt.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE
-        fmt.fmt.pix.width = w; fmt.fmt.pix.height = h
+        fmt.fmt.pix.width = w
+        fmt.fmt.pix.height = h
         fmt.fmt.pix.pixelformat = request.pixelFormat.rawValue
         fmt.fmt.pix.field = CV4L2_FIELD_ANY
         try io.ioctl(fd, .setFormat, &fmt, "\(request.pixelFormat) \(request.size)")
-        var got = v4l2_format(); got.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE
+        var got = v4l2_format()
+        got.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE
         try io.ioctl(fd, .getFormat, &got)
         let pf = PixelFormat(rawValue: got.fmt.pix.pixelformat)
         guard pf == request.pixelFormat else {
@@ -115,12 +128,14 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
         let stride = pf.isCompressed ? 0 : Int(got.fmt.pix.bytesperline)
         // Frame rate: S_PARM then G_PARM (the driver may round). V4L2 speaks in time per frame, the inverse of
         // fps: 30 fps is timeperframe 1/30, so numerator and denominator swap in both directions.
-        var parm = v4l2_streamparm(); parm.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE
+        var parm = v4l2_streamparm()
+        parm.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE
         parm.parm.capture.timeperframe.numerator = UInt32(clamping: request.fps.denominator)
         parm.parm.capture.timeperframe.denominator = UInt32(clamping: request.fps.numerator)
         var fps = request.fps
         if io.errnoOf(fd, .setParm, &parm) == nil {
-            var g = v4l2_streamparm(); g.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE
+            var g = v4l2_streamparm()
+            g.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE
             if io.errnoOf(fd, .getParm, &g) == nil {
                 let tpf = g.parm.capture.timeperframe
                 if tpf.numerator > 0 && tpf.denominator > 0 { fps = Fraction(Int64(tpf.denominator), Int64(tpf.numerator)) }
@@ -133,9 +148,13 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
     private static func mapBuffers(_ node: V4L2Node, count: Int, counter: MapCounter) throws(CaptureError) -> [FrameStorage] {
         let io = node.io, fd = node.fd, kernel = io.kernel
         var rb = v4l2_requestbuffers()
-        rb.count = UInt32(count); rb.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE; rb.memory = CV4L2_MEMORY_MMAP
+        rb.count = UInt32(count)
+        rb.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE
+        rb.memory = CV4L2_MEMORY_MMAP
         try io.ioctl(fd, .requestBuffers, &rb, "\(count)")
-        guard rb.count >= 2 else { throw CaptureError(.streamFailed, "\(node.path) granted only \(rb.count) buffer(s); at least 2 are needed", device: node.path) }
+        guard rb.count >= 2 else {
+            throw CaptureError(.streamFailed, "\(node.path) granted only \(rb.count) buffer(s); at least 2 are needed", device: node.path)
+        }
         var ring: [FrameStorage] = []
         for i in 0..<Int(rb.count) {
             var b = bufferDescriptor(i)
@@ -145,10 +164,11 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
             guard let p else { throw io.error(Errno(e), "mmap of buffer \(i)") }
             counter.value.add(1, ordering: .relaxed)
             let address = UInt(bitPattern: p)
-            ring.append(FrameStorage(borrowing: p, capacity: length) {
-                kernel.munmap(UnsafeMutableRawPointer(bitPattern: address)!, length: length)
-                counter.value.subtract(1, ordering: .relaxed)
-            })
+            ring.append(
+                FrameStorage(borrowing: p, capacity: length) {
+                    kernel.munmap(UnsafeMutableRawPointer(bitPattern: address)!, length: length)
+                    counter.value.subtract(1, ordering: .relaxed)
+                })
         }
         return ring
     }
@@ -162,7 +182,10 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
         _ = node.io.errnoOf(node.fd, .streamOff, &off)
         buffers.removeAll()
         if counter.value.load(ordering: .relaxed) == 0 {
-            var rb = v4l2_requestbuffers(); rb.count = 0; rb.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE; rb.memory = CV4L2_MEMORY_MMAP
+            var rb = v4l2_requestbuffers()
+            rb.count = 0
+            rb.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE
+            rb.memory = CV4L2_MEMORY_MMAP
             _ = node.io.errnoOf(node.fd, .requestBuffers, &rb)
         }
         node.close()
@@ -182,19 +205,30 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
         var lastFrameAt = monotonicNanoseconds()
         var restarted = false
         while !stopRequested.load(ordering: .acquiring) {
-            if let e = requeueFree() { fail(e); return }
+            if let e = requeueFree() {
+                fail(e)
+                return
+            }
             let r = io.kernel.poll(node.fd, timeoutMs: configuration.pollTimeoutMs)
             if r < 0 {
-                fail(io.error(Errno(-r), "poll", phase: .streaming)); return
+                fail(io.error(Errno(-r), "poll", phase: .streaming))
+                return
             }
             if r == 0 {
                 if monotonicNanoseconds() - lastFrameAt > configuration.noFrameTimeoutNs {
                     if restarted {
-                        fail(CaptureError(.timeout, "\(path) delivered no frame for \(configuration.noFrameTimeoutNs / 1_000_000) ms, even after restarting the stream", device: path))
+                        fail(
+                            CaptureError(
+                                .timeout,
+                                "\(path) delivered no frame for \(configuration.noFrameTimeoutNs / 1_000_000) ms, even after restarting the stream",
+                                device: path))
                         return
                     }
                     restarted = true
-                    if let e = restartStream() { fail(e); return }
+                    if let e = restartStream() {
+                        fail(e)
+                        return
+                    }
                     lastFrameAt = monotonicNanoseconds()
                 }
                 continue
@@ -202,7 +236,8 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
             var b = V4L2Stream.bufferDescriptor()
             if let e = io.errnoOf(node.fd, .dequeueBuffer, &b) {
                 if e.rawValue == EAGAIN { continue }
-                fail(io.error(e, "VIDIOC_DQBUF", phase: .streaming)); return
+                fail(io.error(e, "VIDIOC_DQBUF", phase: .streaming))
+                return
             }
             let index = Int(b.index)
             guard index < slots.count else { continue }
@@ -221,10 +256,16 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
             sink.dropped(.driverDropped, Int(b.sequence &- last &- 1))
         }
         lastSequence = b.sequence
-        if b.flags & CV4L2_BUF_FLAG_ERROR != 0 { sink.dropped(.corruptBuffer, 1); return }
+        if b.flags & CV4L2_BUF_FLAG_ERROR != 0 {
+            sink.dropped(.corruptBuffer, 1)
+            return
+        }
         let used = Int(b.bytesused)
         let needed = applied.pixelFormat.frameSize(width: applied.size.width, height: applied.size.height, stride: applied.stride) ?? 1
-        if used < needed || used > slots[index].capacity { sink.dropped(.shortBuffer, 1); return }
+        if used < needed || used > slots[index].capacity {
+            sink.dropped(.shortBuffer, 1)
+            return
+        }
 
         // Timestamp: the buffer's, when it is on the monotonic clock, after the previous one, not in the future
         // and less than 1 s old (older means a driver bug or a stale buffer: a frame is never that late in a
@@ -245,13 +286,17 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
         let stillQueued = queued.contains(true)
         let free = (0..<slots.count).contains { $0 != index && !queued[$0] && isKnownUniquelyReferenced(&slots[$0]) }
         if !stillQueued && !free {
-            guard let c = freeCopy(used) else { sink.dropped(.buffersHeld, 1); return }
+            guard let c = freeCopy(used) else {
+                sink.dropped(.buffersHeld, 1)
+                return
+            }
             storage = c
             storage.mutableBaseAddress.copyMemory(from: slots[index].baseAddress, byteCount: used)
             sink.copied()
         }
-        let buffer = VideoFrameBuffer(pixelFormat: applied.pixelFormat, width: applied.size.width, height: applied.size.height,
-                                      stride: applied.stride, bytesUsed: used, storage: storage)
+        let buffer = VideoFrameBuffer(
+            pixelFormat: applied.pixelFormat, width: applied.size.width, height: applied.size.height,
+            stride: applied.stride, bytesUsed: used, storage: storage)
         sink.frame(VideoFrame(buffer: buffer, rotation: rotation, timestampNs: ts, sequence: UInt64(b.sequence)))
     }
 
@@ -274,7 +319,7 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
     private func restartStream() -> CaptureError? {
         var t = Int32(CV4L2_BUF_TYPE_VIDEO_CAPTURE)
         _ = io.errnoOf(node.fd, .streamOff, &t)
-        for i in queued.indices { queued[i] = false }   // STREAMOFF returns every buffer to us
+        for i in queued.indices { queued[i] = false } // STREAMOFF returns every buffer to us
         if let e = requeueFree() { return e }
         return io.errnoOf(node.fd, .streamOn, &t).map { io.error($0, "VIDIOC_STREAMON (restart)", phase: .streaming) }
     }

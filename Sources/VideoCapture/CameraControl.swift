@@ -61,7 +61,12 @@ public struct CameraControlID: RawRepresentable, Hashable, Sendable, Comparable,
 public enum PowerLineFrequency: Int64, Sendable, CaseIterable, CustomStringConvertible {
     case disabled = 0, hz50 = 1, hz60 = 2, auto = 3
     public var description: String {
-        switch self { case .disabled: "disabled"; case .hz50: "50 Hz"; case .hz60: "60 Hz"; case .auto: "auto" }
+        switch self {
+        case .disabled: "disabled"
+        case .hz50: "50 Hz"
+        case .hz60: "60 Hz"
+        case .auto: "auto"
+        }
     }
     /// `50`, `60`, `auto`, `off` (as the CLI takes it).
     public init?(argument: String) {
@@ -85,16 +90,28 @@ public struct CameraControl: Sendable, Hashable, CustomStringConvertible {
         /// The V4L2 type (`V4L2_CTRL_TYPE_*`).
         public init(v4l2Type t: UInt32) {
             switch t {
-            case 1: self = .integer; case 2: self = .boolean; case 3: self = .menu; case 4: self = .button
-            case 5: self = .integer64; case 6: self = .ctrlClass; case 7: self = .string; case 8: self = .bitmask
-            case 9: self = .integerMenu; case 0x100: self = .u8; case 0x101: self = .u16; case 0x102: self = .u32
+            case 1: self = .integer
+            case 2: self = .boolean
+            case 3: self = .menu
+            case 4: self = .button
+            case 5: self = .integer64
+            case 6: self = .ctrlClass
+            case 7: self = .string
+            case 8: self = .bitmask
+            case 9: self = .integerMenu
+            case 0x100: self = .u8
+            case 0x101: self = .u16
+            case 0x102: self = .u32
             case 0x106: self = .area
             default: self = .other
             }
         }
         /// True for controls whose value is one number (what `get`/`set` handle).
         public var isScalar: Bool {
-            switch self { case .integer, .boolean, .menu, .button, .integer64, .bitmask, .integerMenu: true; default: false }
+            switch self {
+            case .integer, .boolean, .menu, .button, .integer64, .bitmask, .integerMenu: true
+            default: false
+            }
         }
         public var isMenu: Bool { self == .menu || self == .integerMenu }
     }
@@ -126,7 +143,10 @@ public struct CameraControl: Sendable, Hashable, CustomStringConvertible {
         public var names: [String] {
             var out: [String] = []
             var known: UInt32 = 0
-            for (f, n) in Flags.names { known |= f.rawValue; if contains(f) { out.append(n) } }
+            for (f, n) in Flags.names {
+                known |= f.rawValue
+                if contains(f) { out.append(n) }
+            }
             if rawValue & ~known != 0 { out.append("0x" + String(rawValue & ~known, radix: 16).leftPadded(to: 8)) }
             return out
         }
@@ -142,7 +162,11 @@ public struct CameraControl: Sendable, Hashable, CustomStringConvertible {
         public var name: String
         /// The value of an integer-menu item.
         public var value: Int64?
-        public init(index: Int64, name: String, value: Int64? = nil) { self.index = index; self.name = name; self.value = value }
+        public init(index: Int64, name: String, value: Int64? = nil) {
+            self.index = index
+            self.name = name
+            self.value = value
+        }
     }
 
     /// A control's value: a number for every scalar kind, text for strings.
@@ -151,7 +175,10 @@ public struct CameraControl: Sendable, Hashable, CustomStringConvertible {
         case string(String)
         public var integer: Int64? { if case .integer(let v) = self { v } else { nil } }
         public var description: String {
-            switch self { case .integer(let v): String(v); case .string(let s): "'\(s)'" }
+            switch self {
+            case .integer(let v): String(v)
+            case .string(let s): "'\(s)'"
+            }
         }
     }
 
@@ -173,11 +200,21 @@ public struct CameraControl: Sendable, Hashable, CustomStringConvertible {
     /// Array dimensions of compound controls (`dims=[8][16]`); empty for scalars.
     public var dimensions: [Int]
 
-    public init(id: CameraControlID, label: String, kind: Kind, minimum: Int64 = 0, maximum: Int64 = 0, step: UInt64 = 1,
-                defaultValue: Int64 = 0, flags: Flags = [], value: Value? = nil, menu: [MenuItem] = [], dimensions: [Int] = [],
-                name: String? = nil) {
-        self.id = id; self.label = label; self.kind = kind; self.minimum = minimum; self.maximum = maximum
-        self.step = step; self.defaultValue = defaultValue; self.flags = flags; self.value = value; self.menu = menu
+    public init(
+        id: CameraControlID, label: String, kind: Kind, minimum: Int64 = 0, maximum: Int64 = 0, step: UInt64 = 1,
+        defaultValue: Int64 = 0, flags: Flags = [], value: Value? = nil, menu: [MenuItem] = [], dimensions: [Int] = [],
+        name: String? = nil
+    ) {
+        self.id = id
+        self.label = label
+        self.kind = kind
+        self.minimum = minimum
+        self.maximum = maximum
+        self.step = step
+        self.defaultValue = defaultValue
+        self.flags = flags
+        self.value = value
+        self.menu = menu
         self.dimensions = dimensions
         self.name = name ?? CameraControl.key(from: label)
     }
@@ -193,7 +230,9 @@ public struct CameraControl: Sendable, Hashable, CustomStringConvertible {
                 if pending { out.append("_") }
                 pending = false
                 out.unicodeScalars.append(Unicode.Scalar(u >= 0x41 && u <= 0x5a ? u + 0x20 : u))
-            } else if !out.isEmpty { pending = true }
+            } else if !out.isEmpty {
+                pending = true
+            }
         }
         return out
     }
@@ -220,13 +259,17 @@ public struct CameraControl: Sendable, Hashable, CustomStringConvertible {
             throw fail(.unknownControl, "control \(name) of \(device) is disabled and cannot be set")
         }
         if flags.contains(.inactive) {
-            throw fail(.controlInactive, "control \(name) of \(device) is inactive (another control, usually its automatic mode, overrides it); turn that off first, then set \(name)=\(value)")
+            throw fail(
+                .controlInactive,
+                "control \(name) of \(device) is inactive (another control, usually its automatic mode, overrides it); turn that off first, then set \(name)=\(value)"
+            )
         }
         switch (kind, value) {
         case (.string, .string(let s)):
             let n = Int64(s.utf8.count)
             guard n >= minimum, n <= maximum else {
-                throw fail(.controlOutOfRange, "\(value) is out of range for control \(name) of \(device): its length must be \(minimum)...\(maximum)")
+                throw fail(
+                    .controlOutOfRange, "\(value) is out of range for control \(name) of \(device): its length must be \(minimum)...\(maximum)")
             }
             return
         case (.string, _):
@@ -240,20 +283,29 @@ public struct CameraControl: Sendable, Hashable, CustomStringConvertible {
             switch kind {
             case .button: return
             case .boolean:
-                guard v == 0 || v == 1 else { throw fail(.controlOutOfRange, "\(v) is out of range for control \(name) of \(device): expected 0 or 1") }
+                guard v == 0 || v == 1 else {
+                    throw fail(.controlOutOfRange, "\(v) is out of range for control \(name) of \(device): expected 0 or 1")
+                }
             case .bitmask:
                 let mask = UInt64(bitPattern: maximum) & 0xffff_ffff
                 guard v >= 0, UInt64(v) & ~mask == 0 else {
-                    throw fail(.controlOutOfRange, "\(v) is out of range for control \(name) of \(device): only bits of 0x\(String(mask, radix: 16)) may be set")
+                    throw fail(
+                        .controlOutOfRange,
+                        "\(v) is out of range for control \(name) of \(device): only bits of 0x\(String(mask, radix: 16)) may be set")
                 }
             case .menu, .integerMenu:
                 guard menu.isEmpty ? (v >= minimum && v <= maximum) : menu.contains(where: { $0.index == v }) else {
                     let items = menu.map { "\($0.index) (\($0.name))" }.joined(separator: ", ")
-                    throw fail(.controlOutOfRange, "\(v) is out of range for control \(name) of \(device): expected one of \(items.isEmpty ? "\(minimum)...\(maximum)" : items)")
+                    throw fail(
+                        .controlOutOfRange,
+                        "\(v) is out of range for control \(name) of \(device): expected one of \(items.isEmpty ? "\(minimum)...\(maximum)" : items)")
                 }
             default:
                 guard v >= minimum, v <= maximum else {
-                    throw fail(.controlOutOfRange, "\(v) is out of range for control \(name) of \(device): expected \(minimum)...\(maximum)\(step > 1 ? " in steps of \(step)" : "")")
+                    throw fail(
+                        .controlOutOfRange,
+                        "\(v) is out of range for control \(name) of \(device): expected \(minimum)...\(maximum)\(step > 1 ? " in steps of \(step)" : "")"
+                    )
                 }
             }
         }
@@ -281,12 +333,17 @@ public struct CameraControl: Sendable, Hashable, CustomStringConvertible {
         if let v = Int64(t) { return .integer(v) }
         if t.hasPrefix("0x") || t.hasPrefix("0X"), let v = UInt64(t.dropFirst(2), radix: 16), let s = Int64(exactly: v) { return .integer(s) }
         if kind == .boolean {
-            switch t.lowercased() { case "true", "on", "yes": return .integer(1); case "false", "off", "no": return .integer(0); default: break }
+            switch t.lowercased() {
+            case "true", "on", "yes": return .integer(1)
+            case "false", "off", "no": return .integer(0)
+            default: break
+            }
         }
         if kind.isMenu, let item = menu.first(where: { $0.name.lowercased() == t.lowercased() }) { return .integer(item.index) }
         let hint = kind.isMenu ? "a menu index or name (\(menu.map { "\($0.index): \($0.name)" }.joined(separator: ", ")))" : "a whole number"
-        throw CaptureError(.controlOutOfRange, "\"\(text.prefix(80))\" is not a valid value for control \(name) of \(device): expected \(hint)",
-                           device: device, operation: "set \(name)")
+        throw CaptureError(
+            .controlOutOfRange, "\"\(text.prefix(80))\" is not a valid value for control \(name) of \(device): expected \(hint)",
+            device: device, operation: "set \(name)")
     }
 }
 
@@ -294,14 +351,21 @@ public struct CameraControl: Sendable, Hashable, CustomStringConvertible {
 public struct CameraControlSetting: Sendable, Hashable, CustomStringConvertible {
     public var control: String
     public var value: String
-    public init(_ control: String, _ value: String) { self.control = control; self.value = value }
-    public init(_ id: CameraControlID, _ value: Int64) { self.control = id.description; self.value = String(value) }
+    public init(_ control: String, _ value: String) {
+        self.control = control
+        self.value = value
+    }
+    public init(_ id: CameraControlID, _ value: Int64) {
+        self.control = id.description
+        self.value = String(value)
+    }
     /// `name=value`.
     public init?(parsing text: String) {
         guard let eq = text.firstIndex(of: "=") else { return nil }
         let name = String(text[..<eq]).trimmingBlanks(), value = String(text[text.index(after: eq)...])
         guard !name.isEmpty else { return nil }
-        self.control = name; self.value = value
+        self.control = name
+        self.value = value
     }
     public var description: String { "\(control)=\(value)" }
 }
@@ -342,13 +406,21 @@ public struct SensorOverride: Sendable, Hashable {
     public var position: CaptureDevice.Position?
     /// Clockwise, as `VideoFrame.rotation`.
     public var rotation: VideoRotation?
-    public init(position: CaptureDevice.Position? = nil, rotation: VideoRotation? = nil) { self.position = position; self.rotation = rotation }
+    public init(position: CaptureDevice.Position? = nil, rotation: VideoRotation? = nil) {
+        self.position = position
+        self.rotation = rotation
+    }
 }
 
 extension CaptureDevice.Position {
     /// `V4L2_CID_CAMERA_ORIENTATION`: 0 front, 1 back, 2 external.
     public init?(v4l2Orientation v: Int64) {
-        switch v { case 0: self = .front; case 1: self = .back; case 2: self = .external; default: return nil }
+        switch v {
+        case 0: self = .front
+        case 1: self = .back
+        case 2: self = .external
+        default: return nil
+        }
     }
 }
 

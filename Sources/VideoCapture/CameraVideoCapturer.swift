@@ -62,10 +62,14 @@ public final class CameraVideoCapturer: Sendable {
         /// Controls set on every start and switch, in order, before the first frame (after the power-line
         /// default). A control the camera lacks, or a bad value, fails the start with the typed error.
         public var startControls: [CameraControlSetting]
-        public init(maxPendingFrames: Int = 1, alwaysDiscardsLateFrames: Bool = true,
-                    powerLineFrequency: PowerLineFrequency? = nil, startControls: [CameraControlSetting] = []) {
-            self.maxPendingFrames = max(1, maxPendingFrames); self.alwaysDiscardsLateFrames = alwaysDiscardsLateFrames
-            self.powerLineFrequency = powerLineFrequency; self.startControls = startControls
+        public init(
+            maxPendingFrames: Int = 1, alwaysDiscardsLateFrames: Bool = true,
+            powerLineFrequency: PowerLineFrequency? = nil, startControls: [CameraControlSetting] = []
+        ) {
+            self.maxPendingFrames = max(1, maxPendingFrames)
+            self.alwaysDiscardsLateFrames = alwaysDiscardsLateFrames
+            self.powerLineFrequency = powerLineFrequency
+            self.startControls = startControls
         }
     }
 
@@ -95,8 +99,10 @@ public final class CameraVideoCapturer: Sendable {
     private let delivery: DeliveryQueue
 
     /// `logger` defaults to a no-op logger: the library is silent unless the application passes one.
-    public init(providers: [any CaptureDeviceProvider], configuration: Configuration = .init(),
-                logger: Logger = Logger(label: "video-capture", factory: { _ in SwiftLogNoOpLogHandler() })) {
+    public init(
+        providers: [any CaptureDeviceProvider], configuration: Configuration = .init(),
+        logger: Logger = Logger(label: "video-capture", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) {
         self.providers = providers
         self.configuration = configuration
         self.logger = logger
@@ -107,8 +113,11 @@ public final class CameraVideoCapturer: Sendable {
     deinit {
         // Released without stopCapture(): stop and close the device, end the streams.
         let (running, streams) = state.withLock { s in
-            let r = s.running; s.running = nil; s.generation += 1
-            let st = s.streams; s.streams = []
+            let r = s.running
+            s.running = nil
+            s.generation += 1
+            let st = s.streams
+            s.streams = []
             return (r, st)
         }
         running?.stream.stop()
@@ -125,7 +134,10 @@ public final class CameraVideoCapturer: Sendable {
     public func device(_ spec: String) throws(CaptureError) -> CaptureDevice {
         for p in providers { if let d = try p.device(for: spec) { return stamped(d, by: p) } }
         if let d = devices().first(where: { $0.uniqueID == spec || $0.name == spec }) { return d }
-        throw CaptureError(.unknownDevice, "unknown device \"\(spec)\": expected a V4L2 node (/dev/video0), fixture:NAME or a fixture file; `camcap devices` lists what is here", device: spec)
+        throw CaptureError(
+            .unknownDevice,
+            "unknown device \"\(spec)\": expected a V4L2 node (/dev/video0), fixture:NAME or a fixture file; `camcap devices` lists what is here",
+            device: spec)
     }
 
     /// The camera at a position (front/back), else the first one, as WebRTC's `findDeviceForPosition`.
@@ -140,7 +152,9 @@ public final class CameraVideoCapturer: Sendable {
 
     /// A device carries the name of the provider that made it, so finding it needs no I/O.
     private func stamped(_ d: CaptureDevice, by p: any CaptureDeviceProvider) -> CaptureDevice {
-        var d = d; d.providerName = String(reflecting: type(of: p)); return d
+        var d = d
+        d.providerName = String(reflecting: type(of: p))
+        return d
     }
 
     func provider(for device: CaptureDevice) throws(CaptureError) -> any CaptureDeviceProvider {
@@ -151,11 +165,14 @@ public final class CameraVideoCapturer: Sendable {
     }
 
     /// Negotiation for a device (rules in `FormatSelector`).
-    public func selectFormat(for device: CaptureDevice, targetSize: FrameSize, fpsLimit: Int = FormatSelector.defaultFpsLimit) throws(CaptureError) -> FormatSelection {
+    public func selectFormat(for device: CaptureDevice, targetSize: FrameSize, fpsLimit: Int = FormatSelector.defaultFpsLimit) throws(CaptureError)
+        -> FormatSelection
+    {
         let formats = try supportedFormats(for: device)
         guard let sel = FormatSelector.select(from: formats, target: targetSize, fpsLimit: fpsLimit) else {
             let offered = Set(formats.map(\.pixelFormat.fourcc)).sorted().joined(separator: ", ")
-            throw CaptureError(.noConvertibleFormat, "\(device.path) offers no format we can convert to I420 (it offers: \(offered))", device: device.path)
+            throw CaptureError(
+                .noConvertibleFormat, "\(device.path) offers no format we can convert to I420 (it offers: \(offered))", device: device.path)
         }
         return sel
     }
@@ -169,10 +186,13 @@ public final class CameraVideoCapturer: Sendable {
 
     /// Starts capture with an explicit format entry, size and rate; returns what the device really applied.
     @discardableResult
-    public func startCapture(device: CaptureDevice, format: CaptureFormat, size: FrameSize? = nil, fps: Fraction) async throws(CaptureError) -> AppliedFormat {
+    public func startCapture(device: CaptureDevice, format: CaptureFormat, size: FrameSize? = nil, fps: Fraction) async throws(CaptureError)
+        -> AppliedFormat
+    {
         let size = size ?? format.size.closest(to: FrameSize(width: 640, height: 480))
         guard format.size.contains(size) else {
-            throw CaptureError(.unsupportedFormat, "\(device.path) does not offer \(format.pixelFormat) at \(size) (it offers \(format.size))", device: device.path)
+            throw CaptureError(
+                .unsupportedFormat, "\(device.path) does not offer \(format.pixelFormat) at \(size) (it offers \(format.size))", device: device.path)
         }
         let offered = try supportedFormats(for: device)
         guard offered.contains(where: { $0.pixelFormat == format.pixelFormat && $0.size.contains(size) }) else {
@@ -183,7 +203,9 @@ public final class CameraVideoCapturer: Sendable {
 
     /// Negotiates (closest size, highest fps up to the limit, cheapest conversion) and starts.
     @discardableResult
-    public func startCapture(device: CaptureDevice, targetSize: FrameSize, fpsLimit: Int = FormatSelector.defaultFpsLimit) async throws(CaptureError) -> AppliedFormat {
+    public func startCapture(device: CaptureDevice, targetSize: FrameSize, fpsLimit: Int = FormatSelector.defaultFpsLimit) async throws(CaptureError)
+        -> AppliedFormat
+    {
         // The selection comes from the device's own list: no second enumeration to validate it.
         let sel = try selectFormat(for: device, targetSize: targetSize, fpsLimit: fpsLimit)
         return try await begin(device: device, request: StreamRequest(pixelFormat: sel.pixelFormat, size: sel.size, fps: sel.fps))
@@ -193,14 +215,16 @@ public final class CameraVideoCapturer: Sendable {
     private func begin(device: CaptureDevice, request: StreamRequest) async throws(CaptureError) -> AppliedFormat {
         guard request.fps.isPositive else { throw CaptureError(.invalidArgument, "frame rate must be positive, got \(request.fps)") }
         let gen: UInt64 = try state.withLock { (s: inout State) throws(CaptureError) -> UInt64 in
-            if let r = s.running { throw CaptureError(.alreadyRunning, "capture is already running on \(r.device.path); stop it or switch devices", device: device.path) }
+            if let r = s.running {
+                throw CaptureError(.alreadyRunning, "capture is already running on \(r.device.path); stop it or switch devices", device: device.path)
+            }
             s.generation += 1
             return s.generation
         }
         do {
             let stream = try await open(device: device, request: request, generation: gen)
             return try state.withLock { (s: inout State) throws(CaptureError) -> AppliedFormat in
-                if s.failedGeneration == gen { return stream.applied }   // started, then failed at once
+                if s.failedGeneration == gen { return stream.applied } // started, then failed at once
                 guard s.generation == gen, s.running == nil else {
                     stream.stop()
                     throw CaptureError(.alreadyRunning, "capture was started concurrently", device: device.path)
@@ -218,7 +242,10 @@ public final class CameraVideoCapturer: Sendable {
     /// Stops capture; delegates get `didStopWithError(nil)` and frame streams finish.
     public func stopCapture() async throws(CaptureError) {
         let running = state.withLock { s -> Running? in
-            let r = s.running; s.running = nil; s.generation += 1; return r
+            let r = s.running
+            s.running = nil
+            s.generation += 1
+            return r
         }
         guard let running else { throw CaptureError(.notRunning, "capture is not running") }
         await offThread { running.stream.stop() }
@@ -230,7 +257,9 @@ public final class CameraVideoCapturer: Sendable {
     /// Switches to another camera while running, as WebRTC's front/back switch: consumers keep their
     /// subscription; the new device is negotiated with the same rules.
     @discardableResult
-    public func switchDevice(to device: CaptureDevice, targetSize: FrameSize, fpsLimit: Int = FormatSelector.defaultFpsLimit) async throws(CaptureError) -> AppliedFormat {
+    public func switchDevice(to device: CaptureDevice, targetSize: FrameSize, fpsLimit: Int = FormatSelector.defaultFpsLimit)
+        async throws(CaptureError) -> AppliedFormat
+    {
         let sel = try selectFormat(for: device, targetSize: targetSize, fpsLimit: fpsLimit)
         let (old, gen) = try state.withLock { (s: inout State) throws(CaptureError) -> (Running, UInt64) in
             guard let r = s.running else { throw CaptureError(.notRunning, "cannot switch devices: capture is not running") }
@@ -240,9 +269,10 @@ public final class CameraVideoCapturer: Sendable {
         // The old camera is released first: many cameras (and vivid) cannot stream twice at once.
         await offThread { old.stream.stop() }
         do throws(CaptureError) {
-            let stream = try await open(device: device, request: StreamRequest(pixelFormat: sel.pixelFormat, size: sel.size, fps: sel.fps), generation: gen)
+            let stream = try await open(
+                device: device, request: StreamRequest(pixelFormat: sel.pixelFormat, size: sel.size, fps: sel.fps), generation: gen)
             let current = state.withLock { s -> Bool in
-                guard s.generation == gen else { return false }   // a stop (or another switch) won the race
+                guard s.generation == gen else { return false } // a stop (or another switch) won the race
                 if s.failedGeneration != gen { s.running = Running(device: device, stream: stream, generation: gen) }
                 return true
             }
@@ -256,7 +286,9 @@ public final class CameraVideoCapturer: Sendable {
             // Only the switch that is still current ends capture (a racing stop already reported its own end).
             let mine = state.withLock { s -> Bool in
                 guard s.generation == gen else { return false }
-                s.running = nil; s.generation += 1; return true
+                s.running = nil
+                s.generation += 1
+                return true
             }
             if mine { delivery.enqueue(.stopped(error)) }
             throw error
@@ -320,9 +352,11 @@ public final class CameraVideoCapturer: Sendable {
             do throws(CaptureError) {
                 let all = try p.controls(of: device)
                 if let c = all.first(where: { $0.id == .powerLineFrequency }),
-                   plf != .auto || c.menu.contains(where: { $0.index == PowerLineFrequency.auto.rawValue }) {
+                    plf != .auto || c.menu.contains(where: { $0.index == PowerLineFrequency.auto.rawValue })
+                {
                     let applied = try p.setControl(.powerLineFrequency, to: .integer(plf.rawValue), on: device)
-                    logger.debug("power-line frequency set", metadata: ["device": "\(device.path)", "value": "\(applied.currentMenuItem?.name ?? "\(plf)")"])
+                    logger.debug(
+                        "power-line frequency set", metadata: ["device": "\(device.path)", "value": "\(applied.currentMenuItem?.name ?? "\(plf)")"])
                 } else {
                     logger.debug("power-line frequency left as it is", metadata: ["device": "\(device.path)", "wanted": "\(plf)"])
                 }
@@ -368,9 +402,10 @@ public final class CameraVideoCapturer: Sendable {
             return sub
         }
         let id = sub.id
-        return VideoFrameStream(handle: FrameSubscription.Handle(sub) { [weak self] in
-            self?.state.withLock { s in if s.streams.contains(where: { $0.id == id }) { s.streams = s.streams.filter { $0.id != id } } }
-        })
+        return VideoFrameStream(
+            handle: FrameSubscription.Handle(sub) { [weak self] in
+                self?.state.withLock { s in if s.streams.contains(where: { $0.id == id }) { s.streams = s.streams.filter { $0.id != id } } }
+            })
     }
 
     // MARK: Internals
@@ -386,8 +421,7 @@ public final class CameraVideoCapturer: Sendable {
             do throws(CaptureError) {
                 try applyStartControls(device, provider: provider)
                 return .success(try provider.openStream(device: device, request: request, sink: sink))
-            }
-            catch { return .failure(error) }
+            } catch { return .failure(error) }
         }
         return try result.get()
     }
@@ -403,7 +437,7 @@ public final class CameraVideoCapturer: Sendable {
             s.sequence += 1
             s.stats.captured += 1
             if s.delegates.isEmpty && s.streams.isEmpty {
-                s.stats.dropped[.noConsumer, default: 0] += 1   // nobody subscribed yet: counted, not silent
+                s.stats.dropped[.noConsumer, default: 0] += 1 // nobody subscribed yet: counted, not silent
                 return false
             }
             return true
@@ -428,7 +462,8 @@ public final class CameraVideoCapturer: Sendable {
             guard s.generation == gen else { return (nil, false) }
             let r = s.running
             if r == nil { s.failedGeneration = gen }
-            s.running = nil; s.generation += 1
+            s.running = nil
+            s.generation += 1
             return (r, true)
         }
         guard current else { return }
@@ -455,7 +490,9 @@ public final class CameraVideoCapturer: Sendable {
         case .stopped(let error):
             for d in delegates { d.capturer(self, didStopWithError: error) }
             let finished = state.withLock { s -> [FrameSubscription] in
-                let all = s.streams; s.streams = []; return all
+                let all = s.streams
+                s.streams = []
+                return all
             }
             for c in finished { c.finish(error) }
         }

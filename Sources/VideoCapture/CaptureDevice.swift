@@ -14,10 +14,16 @@ public struct CaptureDevice: Hashable, Sendable, CustomStringConvertible {
     /// The provider that made this device (set by the capturer), so opening it needs no lookup.
     public var providerName: String = ""
 
-    public init(uniqueID: String, name: String, position: Position = .external, path: String,
-                driver: String = "", busInfo: String = "") {
-        self.uniqueID = uniqueID; self.name = name; self.position = position; self.path = path
-        self.driver = driver; self.busInfo = busInfo
+    public init(
+        uniqueID: String, name: String, position: Position = .external, path: String,
+        driver: String = "", busInfo: String = ""
+    ) {
+        self.uniqueID = uniqueID
+        self.name = name
+        self.position = position
+        self.path = path
+        self.driver = driver
+        self.busInfo = busInfo
     }
     public var description: String { "\(name) (\(path))" }
 }
@@ -32,7 +38,9 @@ public struct CaptureFormat: Hashable, Sendable, CustomStringConvertible {
     public var formatDescription: String
 
     public init(pixelFormat: PixelFormat, size: FrameSizeRange, intervals: FrameIntervals?, formatDescription: String = "") {
-        self.pixelFormat = pixelFormat; self.size = size; self.intervals = intervals
+        self.pixelFormat = pixelFormat
+        self.size = size
+        self.intervals = intervals
         self.formatDescription = formatDescription.isEmpty ? pixelFormat.name : formatDescription
     }
     public var description: String { "\(pixelFormat) \(size)" }
@@ -46,7 +54,10 @@ public struct AppliedFormat: Hashable, Sendable, CustomStringConvertible {
     public var stride: Int
     public var fps: Fraction
     public init(pixelFormat: PixelFormat, size: FrameSize, stride: Int, fps: Fraction) {
-        self.pixelFormat = pixelFormat; self.size = size; self.stride = stride; self.fps = fps
+        self.pixelFormat = pixelFormat
+        self.size = size
+        self.stride = stride
+        self.fps = fps
     }
     public var description: String { "\(pixelFormat) \(size) @ \(fps) fps (stride \(stride))" }
 }

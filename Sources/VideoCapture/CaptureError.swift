@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Every failure of capture, with a code to switch on, the errno where the OS gave one, and a message that
@@ -46,16 +46,20 @@ public struct CaptureError: Error, Sendable, Equatable, CustomStringConvertible 
     public let operation: String?
 
     public init(_ code: Code, _ message: String, errno: Int32? = nil, device: String? = nil, operation: String? = nil) {
-        self.code = code; self.message = message; self.errno = errno; self.device = device; self.operation = operation
+        self.code = code
+        self.message = message
+        self.errno = errno
+        self.device = device
+        self.operation = operation
     }
 
     public var description: String {
         var s = message
         if let errno {
             #if canImport(Glibc)
-            s += " (errno \(errno): \(String(cString: strerror(errno))))"
+                s += " (errno \(errno): \(String(cString: strerror(errno))))"
             #else
-            s += " (errno \(errno))"
+                s += " (errno \(errno))"
             #endif
         }
         return s

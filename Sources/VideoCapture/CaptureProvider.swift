@@ -29,7 +29,9 @@ public struct StreamRequest: Sendable, Hashable {
     public var size: FrameSize
     public var fps: Fraction
     public init(pixelFormat: PixelFormat, size: FrameSize, fps: Fraction) {
-        self.pixelFormat = pixelFormat; self.size = size; self.fps = fps
+        self.pixelFormat = pixelFormat
+        self.size = size
+        self.fps = fps
     }
 }
 
@@ -58,11 +60,16 @@ public struct FrameSink: Sendable {
     public let failed: @Sendable (CaptureError) -> Void
     /// The next frame was copied out of driver memory because consumers held every other buffer.
     public let copied: @Sendable () -> Void
-    public init(frame: @escaping @Sendable (VideoFrame) -> Void,
-                dropped: @escaping @Sendable (FrameDropReason, Int) -> Void,
-                failed: @escaping @Sendable (CaptureError) -> Void,
-                copied: @escaping @Sendable () -> Void = {}) {
-        self.frame = frame; self.dropped = dropped; self.failed = failed; self.copied = copied
+    public init(
+        frame: @escaping @Sendable (VideoFrame) -> Void,
+        dropped: @escaping @Sendable (FrameDropReason, Int) -> Void,
+        failed: @escaping @Sendable (CaptureError) -> Void,
+        copied: @escaping @Sendable () -> Void = {}
+    ) {
+        self.frame = frame
+        self.dropped = dropped
+        self.failed = failed
+        self.copied = copied
     }
 }
 

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// CLOCK_MONOTONIC in nanoseconds: the clock every capture timestamp is on.

@@ -58,7 +58,10 @@ public final class DedicatedTaskExecutor: TaskExecutor, Sendable {
     public func shutdown() {
         queue.withLock { $0.stopping = true }
         wake.signal()
-        let worker = thread.withLock { t -> WorkerThread? in defer { t = nil }; return t }
+        let worker = thread.withLock { t -> WorkerThread? in
+            defer { t = nil }
+            return t
+        }
         worker?.join()
     }
 

@@ -34,14 +34,20 @@ final class DeliveryQueue: @unchecked Sendable {
             while true {
                 condition.lock()
                 while events.isEmpty && !shuttingDown { condition.wait() }
-                if events.isEmpty && shuttingDown { condition.unlock(); return }
+                if events.isEmpty && shuttingDown {
+                    condition.unlock()
+                    return
+                }
                 let e = events.removeFirst()
                 if case .frame = e { framesQueued -= 1 }
                 busy = true
                 condition.broadcast()
                 condition.unlock()
                 handler(e)
-                condition.lock(); busy = false; condition.broadcast(); condition.unlock()
+                condition.lock()
+                busy = false
+                condition.broadcast()
+                condition.unlock()
             }
         }
     }
@@ -49,13 +55,16 @@ final class DeliveryQueue: @unchecked Sendable {
     /// Queues an event; for a frame, returns how many older frames it evicted.
     @discardableResult
     func enqueue(_ event: Event) -> Int? {
-        condition.lock(); defer { condition.unlock() }
+        condition.lock()
+        defer { condition.unlock() }
         guard !shuttingDown else { return nil }
         var evicted = 0
         if case .frame = event {
             if discardsLate {
                 while framesQueued >= capacity, let i = events.firstIndex(where: { if case .frame = $0 { true } else { false } }) {
-                    events.remove(at: i); framesQueued -= 1; evicted += 1
+                    events.remove(at: i)
+                    framesQueued -= 1
+                    evicted += 1
                 }
             } else {
                 while framesQueued >= capacity && !shuttingDown { condition.wait() }
@@ -81,9 +90,10 @@ final class DeliveryQueue: @unchecked Sendable {
         condition.lock()
         shuttingDown = true
         let dropped = events
-        events.removeAll(); framesQueued = 0
+        events.removeAll()
+        framesQueued = 0
         condition.broadcast()
         condition.unlock()
-        _ = dropped   // released here, outside the lock (a frame's last release may unmap a driver buffer)
+        _ = dropped // released here, outside the lock (a frame's last release may unmap a driver buffer)
     }
 }

@@ -8,7 +8,8 @@ public struct DurationHistogram: Sendable {
     /// Adds one duration in nanoseconds (negative counts as 0, beyond 500 ms as 500 ms).
     public mutating func add(_ ns: Int64) {
         let i = ns <= 0 ? 0 : Int(min(ns / 50_000, Int64(buckets.count - 1)))
-        buckets[i] += 1; count += 1
+        buckets[i] += 1
+        count += 1
     }
 
     /// The `p`-th percentile (0...1) in milliseconds, at the middle of its bucket; 0 when empty.
@@ -16,7 +17,10 @@ public struct DurationHistogram: Sendable {
         guard count > 0 else { return 0 }
         let rank = max(1, min(count, Int((Double(count) * min(max(p, 0), 1)).rounded(.up))))
         var seen = 0
-        for (i, n) in buckets.enumerated() { seen += n; if seen >= rank { return Double(i) * 0.05 + 0.025 } }
+        for (i, n) in buckets.enumerated() {
+            seen += n
+            if seen >= rank { return Double(i) * 0.05 + 0.025 }
+        }
         return Double(buckets.count) * 0.05
     }
 
@@ -25,4 +29,3 @@ public struct DurationHistogram: Sendable {
         count = 0
     }
 }
-

@@ -32,7 +32,10 @@ public enum FormatSelector {
             let fps = format.intervals?.bestRate(limit: limit) ?? limit
             let within = fps <= limit
             let candidate = (FormatSelection(format: format, size: size, fps: fps), Int(distance.partialValue), within, cost)
-            guard let current = best else { best = candidate; continue }
+            guard let current = best else {
+                best = candidate
+                continue
+            }
             if isBetter(candidate, than: current) { best = candidate }
         }
         return best?.selection
@@ -41,13 +44,15 @@ public enum FormatSelector {
     /// |a − b| without overflow (the true difference of two Ints always fits in a UInt).
     private static func gap(_ a: Int, _ b: Int) -> UInt { a >= b ? UInt(bitPattern: a &- b) : UInt(bitPattern: b &- a) }
 
-    private static func isBetter(_ a: (selection: FormatSelection, distance: Int, within: Bool, cost: Int),
-                                 than b: (selection: FormatSelection, distance: Int, within: Bool, cost: Int)) -> Bool {
+    private static func isBetter(
+        _ a: (selection: FormatSelection, distance: Int, within: Bool, cost: Int),
+        than b: (selection: FormatSelection, distance: Int, within: Bool, cost: Int)
+    ) -> Bool {
         if a.distance != b.distance { return a.distance < b.distance }
         if a.within != b.within { return a.within }
         if a.selection.fps != b.selection.fps {
             return a.within ? a.selection.fps > b.selection.fps : a.selection.fps < b.selection.fps
         }
-        return a.cost < b.cost   // equal cost: the first listed stays
+        return a.cost < b.cost // equal cost: the first listed stays
     }
 }

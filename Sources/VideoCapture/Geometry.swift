@@ -2,7 +2,10 @@
 public struct FrameSize: Hashable, Sendable, Codable, CustomStringConvertible {
     public var width: Int
     public var height: Int
-    public init(width: Int, height: Int) { self.width = width; self.height = height }
+    public init(width: Int, height: Int) {
+        self.width = width
+        self.height = height
+    }
     public var description: String { "\(width)x\(height)" }
 
     /// Parses `1280x720` (also `1280X720`); nil unless both numbers are positive.
@@ -80,13 +83,18 @@ public struct Fraction: Hashable, Sendable, Comparable, CustomStringConvertible 
     init?(wide n: Int128, _ d: Int128) {
         guard d != 0 else { return nil }
         var n = n, d = d
-        if d < 0 { n = -n; d = -d }
+        if d < 0 {
+            n = -n
+            d = -d
+        }
         var a = n.magnitude, b = d.magnitude
         while b != 0 { (a, b) = (b, a % b) }
         let g = Int128(Swift.max(a, 1))
-        n /= g; d /= g
+        n /= g
+        d /= g
         guard let nn = Int64(exactly: n), let dd = Int64(exactly: d), nn != .min else { return nil }
-        numerator = nn; denominator = dd
+        numerator = nn
+        denominator = dd
     }
 
     /// The nearest fraction with a denominator of at most 1000 (`12.5` → 25/2, `29.97` → 2997/100); nil for
@@ -110,13 +118,15 @@ public struct Fraction: Hashable, Sendable, Comparable, CustomStringConvertible 
     }
     /// a + b, nil on overflow.
     public func adding(_ b: Fraction) -> Fraction? {
-        Fraction(wide: Int128(numerator) * Int128(b.denominator) + Int128(b.numerator) * Int128(denominator),
-                 Int128(denominator) * Int128(b.denominator))
+        Fraction(
+            wide: Int128(numerator) * Int128(b.denominator) + Int128(b.numerator) * Int128(denominator),
+            Int128(denominator) * Int128(b.denominator))
     }
     /// a − b, nil on overflow.
     public func subtracting(_ b: Fraction) -> Fraction? {
-        Fraction(wide: Int128(numerator) * Int128(b.denominator) - Int128(b.numerator) * Int128(denominator),
-                 Int128(denominator) * Int128(b.denominator))
+        Fraction(
+            wide: Int128(numerator) * Int128(b.denominator) - Int128(b.numerator) * Int128(denominator),
+            Int128(denominator) * Int128(b.denominator))
     }
     /// a × k, nil on overflow.
     public func multiplied(by k: Int64) -> Fraction? {
@@ -161,8 +171,9 @@ public enum FrameSizeRange: Hashable, Sendable, CustomStringConvertible {
         switch self {
         case .discrete(let s): return s
         case .continuous(let lo, let hi):
-            return FrameSize(width: Swift.min(Swift.max(target.width, lo.width), hi.width),
-                             height: Swift.min(Swift.max(target.height, lo.height), hi.height))
+            return FrameSize(
+                width: Swift.min(Swift.max(target.width, lo.width), hi.width),
+                height: Swift.min(Swift.max(target.height, lo.height), hi.height))
         case .stepwise(let lo, let hi, let step):
             func snap(_ v: Int, _ lo: Int, _ hi: Int, _ step: Int) -> Int {
                 guard lo <= hi else { return lo }
@@ -173,8 +184,9 @@ public enum FrameSizeRange: Hashable, Sendable, CustomStringConvertible {
                 guard hi - down >= step else { return down }
                 return step - (c - down) < c - down ? down + step : down
             }
-            return FrameSize(width: snap(target.width, lo.width, hi.width, step.width),
-                             height: snap(target.height, lo.height, hi.height, step.height))
+            return FrameSize(
+                width: snap(target.width, lo.width, hi.width, step.width),
+                height: snap(target.height, lo.height, hi.height, step.height))
         }
     }
 
@@ -230,16 +242,18 @@ public enum FrameIntervals: Hashable, Sendable {
             return Self.continuousRate(lo, hi, limit)
         case .stepwise(let lo, let hi, let step):
             guard lo.isPositive, lo <= hi else { return nil }
-            let target = limit.reciprocal   // the smallest interval within the limit
+            let target = limit.reciprocal // the smallest interval within the limit
             if lo >= target { return lo.reciprocal }
             // Checked arithmetic: a grid too fine to compute exactly is taken as a continuous range.
             guard step.isPositive, let span = hi.subtracting(lo), let steps = Fraction.wholeSteps(span, step),
-                  let lastOffset = step.multiplied(by: steps), let last = lo.adding(lastOffset) else {
+                let lastOffset = step.multiplied(by: steps), let last = lo.adding(lastOffset)
+            else {
                 return Self.continuousRate(lo, hi, limit)
             }
-            if last < target { return last.reciprocal }  // every rate above the limit: the lowest
+            if last < target { return last.reciprocal } // every rate above the limit: the lowest
             guard let gap = target.subtracting(lo), var k = Fraction.wholeSteps(gap, step),
-                  var candidate = step.multiplied(by: k).flatMap(lo.adding) else { return Self.continuousRate(lo, hi, limit) }
+                var candidate = step.multiplied(by: k).flatMap(lo.adding)
+            else { return Self.continuousRate(lo, hi, limit) }
             if candidate < target {
                 k += 1
                 guard let next = step.multiplied(by: k).flatMap(lo.adding) else { return Self.continuousRate(lo, hi, limit) }

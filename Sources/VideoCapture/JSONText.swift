@@ -10,7 +10,7 @@ package func jsonValue(_ v: Any) -> String {
     case let s as String: return jsonString(s)
     case let f as Fraction: return f.description
     case let i as Int: return String(i)
-    case let d as Double: return d.isFinite ? String(d) : "null"   // JSON has no inf/nan
+    case let d as Double: return d.isFinite ? String(d) : "null" // JSON has no inf/nan
     case let b as Bool: return b ? "true" : "false"
     case let o as [(String, Any)]: return jsonObject(o)
     case let a as [Any]: return "[" + a.map(jsonValue).joined(separator: ", ") + "]"
@@ -29,7 +29,8 @@ package func jsonString(_ s: String) -> String {
         case "\n": out += "\\n"
         case "\r": out += "\\r"
         case "\t": out += "\\t"
-        case _ where scalar.value < 0x20 || scalar.value == 0x7f || (0x80..<0xa0).contains(scalar.value) || scalar == "\u{2028}" || scalar == "\u{2029}":
+        case _
+        where scalar.value < 0x20 || scalar.value == 0x7f || (0x80..<0xa0).contains(scalar.value) || scalar == "\u{2028}" || scalar == "\u{2029}":
             let hex = String(scalar.value, radix: 16)
             out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
         default: out.unicodeScalars.append(scalar)
@@ -37,4 +38,3 @@ package func jsonString(_ s: String) -> String {
     }
     return out + "\""
 }
-

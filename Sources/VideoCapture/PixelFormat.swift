@@ -11,7 +11,10 @@ public struct PixelFormat: RawRepresentable, Hashable, Sendable, CustomStringCon
     public init?(fourcc: String) {
         var text = Substring(fourcc)
         var bigEndian = false
-        if text.hasSuffix("-BE") { bigEndian = true; text = text.dropLast(3) }
+        if text.hasSuffix("-BE") {
+            bigEndian = true
+            text = text.dropLast(3)
+        }
         var bytes = Array(text.utf8)
         // v4l2-ctl and users often drop the trailing spaces of codes like "Y16 ".
         guard !bytes.isEmpty, bytes.count <= 4, bytes.allSatisfy({ $0 >= 0x20 && $0 < 0x7f }) else { return nil }
@@ -51,20 +54,20 @@ public struct PixelFormat: RawRepresentable, Hashable, Sendable, CustomStringCon
     public static let nv24 = code("NV24")
     public static let nv42 = code("NV42")
     // 32-bit RGB, as V4L2 names them; the comment gives the byte order in memory.
-    public static let bgr32 = code("BGR4")   // B G R X (deprecated name)
-    public static let rgb32 = code("RGB4")   // X R G B (deprecated name)
-    public static let abgr32 = code("AR24")  // B G R A
-    public static let xbgr32 = code("XR24")  // B G R X
-    public static let argb32 = code("BA24")  // A R G B
-    public static let xrgb32 = code("BX24")  // X R G B
-    public static let rgba32 = code("AB24")  // R G B A
-    public static let rgbx32 = code("XB24")  // R G B X
-    public static let bgra32 = code("RA24")  // A B G R
-    public static let bgrx32 = code("RX24")  // X B G R
+    public static let bgr32 = code("BGR4") // B G R X (deprecated name)
+    public static let rgb32 = code("RGB4") // X R G B (deprecated name)
+    public static let abgr32 = code("AR24") // B G R A
+    public static let xbgr32 = code("XR24") // B G R X
+    public static let argb32 = code("BA24") // A R G B
+    public static let xrgb32 = code("BX24") // X R G B
+    public static let rgba32 = code("AB24") // R G B A
+    public static let rgbx32 = code("XB24") // R G B X
+    public static let bgra32 = code("RA24") // A B G R
+    public static let bgrx32 = code("RX24") // X B G R
     // 24-bit and 16-bit RGB
-    public static let rgb24 = code("RGB3")   // R G B
-    public static let bgr24 = code("BGR3")   // B G R
-    public static let rgb565 = code("RGBP")  // little-endian 5-6-5
+    public static let rgb24 = code("RGB3") // R G B
+    public static let bgr24 = code("BGR3") // B G R
+    public static let rgb565 = code("RGBP") // little-endian 5-6-5
     // Compressed and grey
     public static let mjpeg = code("MJPG")
     public static let jpeg = code("JPEG")
@@ -109,7 +112,9 @@ public struct PixelFormat: RawRepresentable, Hashable, Sendable, CustomStringCon
         .rgb24, .bgr24, .rgb565, .mjpeg, .jpeg, .grey,
     ]
 
-    private static let compressed: Set<PixelFormat> = [.mjpeg, .jpeg, .h264, .hevc, code("VP80"), code("VP90"), code("MPG2"), code("MPG4"), code("H263")]
+    private static let compressed: Set<PixelFormat> = [
+        .mjpeg, .jpeg, .h264, .hevc, code("VP80"), code("VP90"), code("MPG2"), code("MPG4"), code("H263"),
+    ]
 
     /// A human name (V4L2's description where we know it).
     public var name: String { Self.knownNames[self] ?? "unknown (\(fourcc))" }

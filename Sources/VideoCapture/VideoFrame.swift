@@ -49,7 +49,9 @@ public final class FrameStorage: @unchecked Sendable {
 
     /// Wraps memory someone else owns; `release` runs when the storage is destroyed.
     public init(borrowing base: UnsafeMutableRawPointer, capacity: Int, release: @escaping @Sendable () -> Void) {
-        self.mutableBaseAddress = base; self.capacity = capacity; self.release = release
+        self.mutableBaseAddress = base
+        self.capacity = capacity
+        self.release = release
     }
 
     /// Bytes mapped for a pooled storage of `capacity` (whole pages), or 0 where the allocator serves it.
@@ -63,7 +65,13 @@ public final class FrameStorage: @unchecked Sendable {
     private var mapped = 0
 
     deinit {
-        if let release { release() } else if mapped > 0 { MemoryMap.unmap(mutableBaseAddress, length: mapped) } else { mutableBaseAddress.deallocate() }
+        if let release {
+            release()
+        } else if mapped > 0 {
+            MemoryMap.unmap(mutableBaseAddress, length: mapped)
+        } else {
+            mutableBaseAddress.deallocate()
+        }
     }
 }
 
@@ -91,11 +99,18 @@ public struct VideoFrameBuffer: Sendable {
     /// Offset of the payload in the storage.
     public let offset: Int
 
-    public init(pixelFormat: PixelFormat, width: Int, height: Int, stride: Int, bytesUsed: Int,
-                storage: FrameStorage, offset: Int = 0) {
+    public init(
+        pixelFormat: PixelFormat, width: Int, height: Int, stride: Int, bytesUsed: Int,
+        storage: FrameStorage, offset: Int = 0
+    ) {
         precondition(offset >= 0 && offset + bytesUsed <= storage.capacity, "frame payload outside its storage")
-        self.pixelFormat = pixelFormat; self.width = width; self.height = height
-        self.stride = stride; self.bytesUsed = bytesUsed; self.storage = storage; self.offset = offset
+        self.pixelFormat = pixelFormat
+        self.width = width
+        self.height = height
+        self.stride = stride
+        self.bytesUsed = bytesUsed
+        self.storage = storage
+        self.offset = offset
     }
 
     public var size: FrameSize { FrameSize(width: width, height: height) }
@@ -151,8 +166,9 @@ public struct I420Buffer: Sendable {
     public init(width: Int, height: Int, storage: FrameStorage) {
         let bytes = I420Buffer.byteCount(width: width, height: height)
         precondition(storage.capacity >= bytes, "storage too small for \(width)x\(height) I420")
-        self.buffer = VideoFrameBuffer(pixelFormat: .i420, width: width, height: height,
-                                       stride: I420Buffer.stride(forWidth: width), bytesUsed: bytes, storage: storage)
+        self.buffer = VideoFrameBuffer(
+            pixelFormat: .i420, width: width, height: height,
+            stride: I420Buffer.stride(forWidth: width), bytesUsed: bytes, storage: storage)
     }
 
     public var width: Int { buffer.width }
@@ -184,11 +200,14 @@ public struct I420Buffer: Sendable {
 
     /// The picture as tightly packed planes (what ffmpeg's `-pix_fmt yuv420p` rawvideo holds).
     public func packedBytes() -> [UInt8] {
-        var out = [UInt8](); out.reserveCapacity(width * height + 2 * chromaWidth * chromaHeight)
+        var out = [UInt8]()
+        out.reserveCapacity(width * height + 2 * chromaWidth * chromaHeight)
         func rows(_ p: UnsafePointer<UInt8>, _ stride: Int, _ w: Int, _ h: Int) {
             for r in 0..<h { out.append(contentsOf: UnsafeBufferPointer(start: p + r * stride, count: w)) }
         }
-        rows(dataY, strideY, width, height); rows(dataU, strideU, chromaWidth, chromaHeight); rows(dataV, strideV, chromaWidth, chromaHeight)
+        rows(dataY, strideY, width, height)
+        rows(dataU, strideU, chromaWidth, chromaHeight)
+        rows(dataV, strideV, chromaWidth, chromaHeight)
         return out
     }
 }
@@ -201,7 +220,10 @@ public struct VideoFrame: Sendable {
     public var timestampNs: Int64
     public var sequence: UInt64
     public init(buffer: VideoFrameBuffer, rotation: VideoRotation = .rotation0, timestampNs: Int64, sequence: UInt64) {
-        self.buffer = buffer; self.rotation = rotation; self.timestampNs = timestampNs; self.sequence = sequence
+        self.buffer = buffer
+        self.rotation = rotation
+        self.timestampNs = timestampNs
+        self.sequence = sequence
     }
     public var width: Int { buffer.width }
     public var height: Int { buffer.height }

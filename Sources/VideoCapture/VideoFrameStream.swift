@@ -38,8 +38,14 @@ package final class FrameSubscription: Sendable {
     package final class Handle: Sendable {
         let subscription: FrameSubscription
         let onRelease: @Sendable () -> Void
-        package init(_ s: FrameSubscription, onRelease: @escaping @Sendable () -> Void) { subscription = s; self.onRelease = onRelease }
-        deinit { subscription.finish(nil); onRelease() }
+        package init(_ s: FrameSubscription, onRelease: @escaping @Sendable () -> Void) {
+            subscription = s
+            self.onRelease = onRelease
+        }
+        deinit {
+            subscription.finish(nil)
+            onRelease()
+        }
     }
 
     private enum End { case stopped, failed(CaptureError) }
@@ -95,17 +101,29 @@ package final class FrameSubscription: Sendable {
         var resume: UnsafeContinuation<Result<VideoFrame?, CaptureError>, Never>?
         let dropped = state.withLock { [whenFull] s -> Int in
             guard s.end == nil else { return 0 }
-            if let w = s.waiter { s.waiter = nil; resume = w; return 0 }
+            if let w = s.waiter {
+                s.waiter = nil
+                resume = w
+                return 0
+            }
             var dropped = 0
             if s.count == s.ring.count {
-                if whenFull == .waitForRoom { s.producerWaiting = true; full = true; return 0 }
+                if whenFull == .waitForRoom {
+                    s.producerWaiting = true
+                    full = true
+                    return 0
+                }
                 if whenFull == .grow {
                     // Unroll into a ring twice the size (rare: only while the consumer is behind).
                     var bigger = [VideoFrame?](repeating: nil, count: s.ring.count * 2)
                     for i in 0..<s.count { bigger[i] = s.ring[(s.head + i) % s.ring.count] }
-                    s.ring = bigger; s.head = 0
+                    s.ring = bigger
+                    s.head = 0
                 } else {
-                    s.ring[s.head] = nil; s.head = (s.head + 1) % s.ring.count; s.count -= 1; dropped = 1
+                    s.ring[s.head] = nil
+                    s.head = (s.head + 1) % s.ring.count
+                    s.count -= 1
+                    dropped = 1
                 }
             }
             s.ring[(s.head + s.count) % s.ring.count] = frame
@@ -121,23 +139,30 @@ package final class FrameSubscription: Sendable {
         let waiter = state.withLock { s -> UnsafeContinuation<Result<VideoFrame?, CaptureError>, Never>? in
             guard s.end == nil else { return nil }
             s.end = error.map { .failed($0) } ?? .stopped
-            let w = s.waiter; s.waiter = nil; return w
+            let w = s.waiter
+            s.waiter = nil
+            return w
         }
-        room.signal()   // a producer waiting for room returns (the frame is ignored after the end)
+        room.signal() // a producer waiting for room returns (the frame is ignored after the end)
         waiter?.resume(returning: error.map { .failure($0) } ?? .success(nil))
     }
 
     private func take(_ s: inout State) -> Result<VideoFrame?, CaptureError>? {
         if s.count > 0 {
-            let f = s.ring[s.head]; s.ring[s.head] = nil
-            s.head = (s.head + 1) % s.ring.count; s.count -= 1
-            if s.producerWaiting { s.producerWaiting = false; room.signal() }
+            let f = s.ring[s.head]
+            s.ring[s.head] = nil
+            s.head = (s.head + 1) % s.ring.count
+            s.count -= 1
+            if s.producerWaiting {
+                s.producerWaiting = false
+                room.signal()
+            }
             return .success(f)
         }
         switch s.end {
         case .stopped: return .success(nil)
         case .failed(let e):
-            s.end = .stopped   // thrown once; later calls return nil
+            s.end = .stopped // thrown once; later calls return nil
             return .failure(e)
         case nil: return nil
         }
@@ -157,7 +182,9 @@ package final class FrameSubscription: Sendable {
             }
         } onCancel: {
             let w = state.withLock { s -> UnsafeContinuation<Result<VideoFrame?, CaptureError>, Never>? in
-                let w = s.waiter; s.waiter = nil; return w
+                let w = s.waiter
+                s.waiter = nil
+                return w
             }
             w?.resume(returning: .success(nil))
         }

@@ -9,7 +9,9 @@ public final class I420BufferPool {
     private let maxBuffers: Int
 
     public init(width: Int, height: Int, maxBuffers: Int = 4) {
-        self.width = width; self.height = height; self.maxBuffers = max(1, maxBuffers)
+        self.width = width
+        self.height = height
+        self.maxBuffers = max(1, maxBuffers)
         storages.reserveCapacity(self.maxBuffers)
     }
 

@@ -22,7 +22,9 @@ public final class FormatWriter {
         let w = src.width, h = src.height
         let need = Self.capacity(for: format, width: w, height: h)
         guard need > 0 else { throw ProcessingError(.unsupportedFormat, "cannot write I420 as \(format)") }
-        guard storage.capacity >= need else { throw ProcessingError(.shortBuffer, "\(format) \(w)x\(h) needs \(need) bytes, storage has \(storage.capacity)") }
+        guard storage.capacity >= need else {
+            throw ProcessingError(.shortBuffer, "\(format) \(w)x\(h) needs \(need) bytes, storage has \(storage.capacity)")
+        }
         let stride = format.minimumStride(width: w) ?? 0
         let out = storage.mutableBaseAddress.assumingMemoryBound(to: UInt8.self)
         let sy = src.dataY, su = src.dataU, sv = src.dataV
@@ -55,17 +57,18 @@ public final class FormatWriter {
                 let ar = a + (r / 2) * Int(ssu), br = b + (r / 2) * Int(ssv)
                 for x in 0..<cw {
                     let sx = full ? x / 2 : x
-                    row[2 * x] = ar[sx]; row[2 * x + 1] = br[sx]
+                    row[2 * x] = ar[sx]
+                    row[2 * x + 1] = br[sx]
                 }
             }
         case .bgr32, .abgr32, .xbgr32: _ = I420ToARGB(sy, ssy, su, ssu, sv, ssv, out, S, W, H)
         case .rgba32, .rgbx32: _ = I420ToABGR(sy, ssy, su, ssu, sv, ssv, out, S, W, H)
         case .rgb32, .argb32, .xrgb32:
             _ = I420ToARGB(sy, ssy, su, ssu, sv, ssv, out, S, W, H)
-            _ = ARGBToBGRA(out, S, out, S, W, H)       // B G R A → A R G B in memory
+            _ = ARGBToBGRA(out, S, out, S, W, H) // B G R A → A R G B in memory
         case .bgra32, .bgrx32:
             _ = I420ToARGB(sy, ssy, su, ssu, sv, ssv, out, S, W, H)
-            _ = ARGBToRGBA(out, S, out, S, W, H)       // B G R A → A B G R in memory
+            _ = ARGBToRGBA(out, S, out, S, W, H) // B G R A → A B G R in memory
         case .rgb24: _ = I420ToRAW(sy, ssy, su, ssu, sv, ssv, out, S, W, H)
         case .bgr24: _ = I420ToRGB24(sy, ssy, su, ssu, sv, ssv, out, S, W, H)
         case .rgb565: _ = I420ToRGB565(sy, ssy, su, ssu, sv, ssv, out, S, W, H)
@@ -86,8 +89,9 @@ public final class FormatWriter {
         var strides: [Int32] = [Int32(src.strideY), Int32(src.strideU), Int32(src.strideV)]
         var dst: UnsafeMutablePointer<UInt8>? = out
         var size = UInt(capacity)
-        let rc = tjCompressFromYUVPlanes(handle, &planes, Int32(src.width), &strides, Int32(src.height), Int32(TJSAMP_420.rawValue),
-                                         &dst, &size, jpegQuality, Int32(TJFLAG_NOREALLOC))
+        let rc = tjCompressFromYUVPlanes(
+            handle, &planes, Int32(src.width), &strides, Int32(src.height), Int32(TJSAMP_420.rawValue),
+            &dst, &size, jpegQuality, Int32(TJFLAG_NOREALLOC))
         guard rc == 0 else {
             throw ProcessingError(.ioFailed, "libjpeg-turbo: \(String(cString: tjGetErrorStr2(handle)))")
         }

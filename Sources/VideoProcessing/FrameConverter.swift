@@ -18,7 +18,10 @@ public final class FrameConverter {
         /// Final size, after crop and rotation.
         public var scale: FrameSize?
         public init(crop: CropRect? = nil, rotation: VideoRotation = .rotation0, mirror: Bool = false, scale: FrameSize? = nil) {
-            self.crop = crop; self.rotation = rotation; self.mirror = mirror; self.scale = scale
+            self.crop = crop
+            self.rotation = rotation
+            self.mirror = mirror
+            self.scale = scale
         }
     }
 
@@ -61,16 +64,19 @@ public final class FrameConverter {
             if options.rotation != .rotation0 {
                 let (w, h) = options.rotation.swapsDimensions ? (crop.height, crop.width) : (crop.width, crop.height)
                 let rotated = pools.acquire(width: w, height: h)
-                _ = I420Rotate(current.dataY, Int32(current.strideY), current.dataU, Int32(current.strideU), current.dataV, Int32(current.strideV),
-                               rotated.mutableDataY, Int32(rotated.strideY), rotated.mutableDataU, Int32(rotated.strideU), rotated.mutableDataV, Int32(rotated.strideV),
-                               Int32(current.width), Int32(current.height), RotationMode(rawValue: UInt32(options.rotation.rawValue)))
+                _ = I420Rotate(
+                    current.dataY, Int32(current.strideY), current.dataU, Int32(current.strideU), current.dataV, Int32(current.strideV),
+                    rotated.mutableDataY, Int32(rotated.strideY), rotated.mutableDataU, Int32(rotated.strideU), rotated.mutableDataV,
+                    Int32(rotated.strideV),
+                    Int32(current.width), Int32(current.height), RotationMode(rawValue: UInt32(options.rotation.rawValue)))
                 current = rotated
             }
         }
         if options.mirror {
             let m = pools.acquire(width: current.width, height: current.height)
-            _ = I420Mirror(current.dataY, Int32(current.strideY), current.dataU, Int32(current.strideU), current.dataV, Int32(current.strideV),
-                           m.mutableDataY, Int32(m.strideY), m.mutableDataU, Int32(m.strideU), m.mutableDataV, Int32(m.strideV), Int32(m.width), Int32(m.height))
+            _ = I420Mirror(
+                current.dataY, Int32(current.strideY), current.dataU, Int32(current.strideU), current.dataV, Int32(current.strideV),
+                m.mutableDataY, Int32(m.strideY), m.mutableDataU, Int32(m.strideU), m.mutableDataV, Int32(m.strideV), Int32(m.width), Int32(m.height))
             current = m
         }
         if let target = options.scale, target != FrameSize(width: current.width, height: current.height) {
@@ -78,10 +84,11 @@ public final class FrameConverter {
                 throw ProcessingError(.invalidSize, "scale size \(target) must be positive and at most 16384x16384")
             }
             let s = pools.acquire(width: target.width, height: target.height)
-            _ = I420Scale(current.dataY, Int32(current.strideY), current.dataU, Int32(current.strideU), current.dataV, Int32(current.strideV),
-                          Int32(current.width), Int32(current.height),
-                          s.mutableDataY, Int32(s.strideY), s.mutableDataU, Int32(s.strideU), s.mutableDataV, Int32(s.strideV),
-                          Int32(target.width), Int32(target.height), kFilterBox)
+            _ = I420Scale(
+                current.dataY, Int32(current.strideY), current.dataU, Int32(current.strideU), current.dataV, Int32(current.strideV),
+                Int32(current.width), Int32(current.height),
+                s.mutableDataY, Int32(s.strideY), s.mutableDataU, Int32(s.strideU), s.mutableDataV, Int32(s.strideV),
+                Int32(target.width), Int32(target.height), kFilterBox)
             current = s
         }
         return current
@@ -94,19 +101,27 @@ public final class FrameConverter {
             throw ProcessingError(.invalidSize, "frame size \(src.width)x\(src.height) must be positive")
         }
         guard src.pixelFormat.isConvertibleToI420 else {
-            throw ProcessingError(.unsupportedFormat, "cannot convert \(src.pixelFormat) (\(src.pixelFormat.name)) to I420; convertible: \(PixelFormat.convertible.map(\.fourcc).joined(separator: " "))")
+            throw ProcessingError(
+                .unsupportedFormat,
+                "cannot convert \(src.pixelFormat) (\(src.pixelFormat.name)) to I420; convertible: \(PixelFormat.convertible.map(\.fourcc).joined(separator: " "))"
+            )
         }
         if src.pixelFormat.isCompressed {
-            guard src.bytesUsed >= 4 else { throw ProcessingError(.shortBuffer, "\(src.pixelFormat) frame of \(src.bytesUsed) bytes is too short to be a JPEG") }
+            guard src.bytesUsed >= 4 else {
+                throw ProcessingError(.shortBuffer, "\(src.pixelFormat) frame of \(src.bytesUsed) bytes is too short to be a JPEG")
+            }
             return
         }
         let minStride = src.pixelFormat.minimumStride(width: src.width)!
         guard src.stride >= minStride else {
-            throw ProcessingError(.invalidArgument, "\(src.pixelFormat) stride \(src.stride) is below the minimum \(minStride) for width \(src.width)")
+            throw ProcessingError(
+                .invalidArgument, "\(src.pixelFormat) stride \(src.stride) is below the minimum \(minStride) for width \(src.width)")
         }
         let need = src.requiredBytes!
         guard src.bytesUsed >= need else {
-            throw ProcessingError(.shortBuffer, "\(src.pixelFormat) \(src.width)x\(src.height) stride \(src.stride) needs \(need) bytes, the buffer has \(src.bytesUsed)")
+            throw ProcessingError(
+                .shortBuffer,
+                "\(src.pixelFormat) \(src.width)x\(src.height) stride \(src.stride) needs \(need) bytes, the buffer has \(src.bytesUsed)")
         }
     }
 
@@ -116,7 +131,8 @@ public final class FrameConverter {
             throw ProcessingError(.invalidArgument, "crop \(c) does not fit in the \(src.width)x\(src.height) frame")
         }
         // Chroma is subsampled: crop origins snap to even pixels.
-        c.x &= ~1; c.y &= ~1
+        c.x &= ~1
+        c.y &= ~1
         return c
     }
 
@@ -160,7 +176,8 @@ public final class FrameConverter {
                 let row = uvBase + (2 * r) * cs
                 let o1 = first + r * Int(dsu), o2 = second + r * Int(dsv)
                 for x in 0..<cw {
-                    o1[x] = row[4 * x]; o2[x] = row[4 * x + 1]
+                    o1[x] = row[4 * x]
+                    o2[x] = row[4 * x + 1]
                 }
             }
         case .yuyv, .yvyu:
@@ -173,13 +190,13 @@ public final class FrameConverter {
             let cs = p.strides.1
             let u = base + p.offsets.1 + c.y * cs + c.x / 2, v = base + p.offsets.2 + c.y * cs + c.x / 2
             rc = I422ToI420(y0, Int32(s0), u, Int32(cs), v, Int32(cs), dy, dsy, du, dsu, dv, dsv, w, h)
-        case .bgr32, .abgr32, .xbgr32:   // B G R A in memory = libyuv ARGB
+        case .bgr32, .abgr32, .xbgr32: // B G R A in memory = libyuv ARGB
             rc = ARGBToI420(y0, Int32(s0), dy, dsy, du, dsu, dv, dsv, w, h)
-        case .rgb32, .argb32, .xrgb32:   // A R G B in memory = libyuv BGRA
+        case .rgb32, .argb32, .xrgb32: // A R G B in memory = libyuv BGRA
             rc = BGRAToI420(y0, Int32(s0), dy, dsy, du, dsu, dv, dsv, w, h)
-        case .rgba32, .rgbx32:           // R G B A in memory = libyuv ABGR
+        case .rgba32, .rgbx32: // R G B A in memory = libyuv ABGR
             rc = ABGRToI420(y0, Int32(s0), dy, dsy, du, dsu, dv, dsv, w, h)
-        case .bgra32, .bgrx32:           // A B G R in memory = libyuv RGBA
+        case .bgra32, .bgrx32: // A B G R in memory = libyuv RGBA
             rc = RGBAToI420(y0, Int32(s0), dy, dsy, du, dsu, dv, dsv, w, h)
         case .rgb24, .bgr24, .rgb565:
             // libyuv's RAW/RGB24/RGB565ToI420 malloc a row buffer on every call; going through a two-row
@@ -203,14 +220,16 @@ public final class FrameConverter {
         let rc: Int32
         if src.pixelFormat == .nv12 {
             let uv = base + p.offsets.1 + (c.y / 2) * p.strides.1 + c.x
-            rc = NV12ToI420Rotate(y0, Int32(s0), uv, Int32(p.strides.1), d.mutableDataY, Int32(d.strideY), d.mutableDataU, Int32(d.strideU),
-                                  d.mutableDataV, Int32(d.strideV), Int32(c.width), Int32(c.height), mode)
+            rc = NV12ToI420Rotate(
+                y0, Int32(s0), uv, Int32(p.strides.1), d.mutableDataY, Int32(d.strideY), d.mutableDataU, Int32(d.strideU),
+                d.mutableDataV, Int32(d.strideV), Int32(c.width), Int32(c.height), mode)
         } else {
             let cs = p.strides.1
             let u = base + p.offsets.1 + (c.y / 2) * cs + c.x / 2, v = base + p.offsets.2 + (c.y / 2) * cs + c.x / 2
             let (su, sv) = src.pixelFormat == .i420 ? (u, v) : (v, u)
-            rc = I420Rotate(y0, Int32(s0), su, Int32(cs), sv, Int32(cs), d.mutableDataY, Int32(d.strideY), d.mutableDataU, Int32(d.strideU),
-                            d.mutableDataV, Int32(d.strideV), Int32(c.width), Int32(c.height), mode)
+            rc = I420Rotate(
+                y0, Int32(s0), su, Int32(cs), sv, Int32(cs), d.mutableDataY, Int32(d.strideY), d.mutableDataU, Int32(d.strideU),
+                d.mutableDataV, Int32(d.strideV), Int32(c.width), Int32(c.height), mode)
         }
         if rc != 0 { throw ProcessingError(.invalidArgument, "libyuv could not rotate \(src.pixelFormat) \(c.width)x\(c.height) by \(rotation)") }
     }
@@ -235,9 +254,10 @@ public final class FrameConverter {
             case .bgr24: _ = RGB24ToARGB(s, Int32(stride), scratch, argbStride, Int32(w), Int32(n))
             default: _ = RGB565ToARGB(s, Int32(stride), scratch, argbStride, Int32(w), Int32(n))
             }
-            let rc = ARGBToI420(scratch, argbStride, d.mutableDataY + row * d.strideY, Int32(d.strideY),
-                                d.mutableDataU + (row / 2) * d.strideU, Int32(d.strideU), d.mutableDataV + (row / 2) * d.strideV, Int32(d.strideV),
-                                Int32(w), Int32(n))
+            let rc = ARGBToI420(
+                scratch, argbStride, d.mutableDataY + row * d.strideY, Int32(d.strideY),
+                d.mutableDataU + (row / 2) * d.strideU, Int32(d.strideU), d.mutableDataV + (row / 2) * d.strideV, Int32(d.strideV),
+                Int32(w), Int32(n))
             if rc != 0 { return rc }
             row += 2
         }
@@ -257,7 +277,9 @@ public final class FrameConverter {
         let data = src.baseAddress.assumingMemoryBound(to: UInt8.self)
         let full = c == CropRect(x: 0, y: 0, width: src.width, height: src.height)
         let target: I420Buffer
-        if full { target = d } else {
+        if full {
+            target = d
+        } else {
             if jpegScratch?.width != src.width || jpegScratch?.height != src.height {
                 jpegScratch = I420BufferPool(width: src.width, height: src.height, maxBuffers: 1)
             }
@@ -265,15 +287,21 @@ public final class FrameConverter {
         }
         if try !jpegDecoder.decode(data, count: src.bytesUsed, format: src.pixelFormat, into: target) {
             let w = Int32(src.width), h = Int32(src.height)
-            let rc = MJPGToI420(data, src.bytesUsed, target.mutableDataY, Int32(target.strideY), target.mutableDataU, Int32(target.strideU),
-                                target.mutableDataV, Int32(target.strideV), w, h, w, h)
-            guard rc == 0 else { throw ProcessingError(.decodeFailed, "\(src.pixelFormat) frame of \(src.bytesUsed) bytes has a JPEG layout that does not decode to I420 (libyuv code \(rc))") }
+            let rc = MJPGToI420(
+                data, src.bytesUsed, target.mutableDataY, Int32(target.strideY), target.mutableDataU, Int32(target.strideU),
+                target.mutableDataV, Int32(target.strideV), w, h, w, h)
+            guard rc == 0 else {
+                throw ProcessingError(
+                    .decodeFailed,
+                    "\(src.pixelFormat) frame of \(src.bytesUsed) bytes has a JPEG layout that does not decode to I420 (libyuv code \(rc))")
+            }
         }
         if !full {
-            _ = I420Copy(target.mutableDataY + c.y * target.strideY + c.x, Int32(target.strideY),
-                         target.mutableDataU + (c.y / 2) * target.strideU + c.x / 2, Int32(target.strideU),
-                         target.mutableDataV + (c.y / 2) * target.strideV + c.x / 2, Int32(target.strideV),
-                         d.mutableDataY, Int32(d.strideY), d.mutableDataU, Int32(d.strideU), d.mutableDataV, Int32(d.strideV), Int32(c.width), Int32(c.height))
+            _ = I420Copy(
+                target.mutableDataY + c.y * target.strideY + c.x, Int32(target.strideY),
+                target.mutableDataU + (c.y / 2) * target.strideU + c.x / 2, Int32(target.strideU),
+                target.mutableDataV + (c.y / 2) * target.strideV + c.x / 2, Int32(target.strideV),
+                d.mutableDataY, Int32(d.strideY), d.mutableDataU, Int32(d.strideU), d.mutableDataV, Int32(d.strideV), Int32(c.width), Int32(c.height))
         }
     }
 }

@@ -18,8 +18,9 @@ final class MJPEGDecoder {
     func decode(_ data: UnsafePointer<UInt8>, count: Int, format: PixelFormat, into dst: I420Buffer) throws(ProcessingError) -> Bool {
         guard let handle else { throw ProcessingError(.decodeFailed, "libjpeg: cannot create a decompressor (out of memory)") }
         var jw: Int32 = 0, jh: Int32 = 0
-        let rc = svc_jpeg_decode_i420(handle, data, UInt(count), Int32(dst.width), Int32(dst.height), &jw, &jh,
-                                      dst.mutableDataY, Int32(dst.strideY), dst.mutableDataU, Int32(dst.strideU), dst.mutableDataV, Int32(dst.strideV))
+        let rc = svc_jpeg_decode_i420(
+            handle, data, UInt(count), Int32(dst.width), Int32(dst.height), &jw, &jh,
+            dst.mutableDataY, Int32(dst.strideY), dst.mutableDataU, Int32(dst.strideU), dst.mutableDataV, Int32(dst.strideV))
         switch Int(rc) {
         case Int(SVC_JPEG_OK): return true
         case Int(SVC_JPEG_UNSUPPORTED): return false
@@ -55,19 +56,24 @@ package final class JPEGStripEncoder {
 
     /// Encodes rows `row ..< row + rows` (rows ≤ 16), columns `x ..< x + width` of `src` (x even) into `out`;
     /// returns the JPEG's length.
-    package func encodeStrip(_ src: I420Buffer, x: Int, row: Int, width: Int, rows: Int, restartMCUs: Int,
-                             into out: UnsafeMutablePointer<UInt8>, capacity: Int) throws(ProcessingError) -> Int {
+    package func encodeStrip(
+        _ src: I420Buffer, x: Int, row: Int, width: Int, rows: Int, restartMCUs: Int,
+        into out: UnsafeMutablePointer<UInt8>, capacity: Int
+    ) throws(ProcessingError) -> Int {
         guard let handle else { throw ProcessingError(.ioFailed, "libjpeg: cannot create a compressor (out of memory)") }
         guard rows >= 1, rows <= 16, width >= 1, x >= 0, x % 2 == 0, row % 2 == 0, x + width <= src.width, row + rows <= src.height,
-              restartMCUs >= 1, restartMCUs <= 65535 else {
+            restartMCUs >= 1, restartMCUs <= 65535
+        else {
             throw ProcessingError(.invalidArgument, "JPEG strip \(width)x\(rows) at (\(x), \(row)) does not fit a \(src.width)x\(src.height) picture")
         }
-        let n = svc_jpeg_encode_strip(handle, src.dataY + row * src.strideY + x, Int32(src.strideY),
-                                      src.dataU + (row / 2) * src.strideU + x / 2, Int32(src.strideU),
-                                      src.dataV + (row / 2) * src.strideV + x / 2, Int32(src.strideV),
-                                      Int32(width), Int32(rows), Int32(restartMCUs), out, UInt(capacity))
+        let n = svc_jpeg_encode_strip(
+            handle, src.dataY + row * src.strideY + x, Int32(src.strideY),
+            src.dataU + (row / 2) * src.strideU + x / 2, Int32(src.strideU),
+            src.dataV + (row / 2) * src.strideV + x / 2, Int32(src.strideV),
+            Int32(width), Int32(rows), Int32(restartMCUs), out, UInt(capacity))
         guard n > 0 else {
-            throw ProcessingError(.ioFailed, "libjpeg could not encode a \(width)x\(rows) strip: \(String(cString: svc_jpeg_encoder_message(handle)))")
+            throw ProcessingError(
+                .ioFailed, "libjpeg could not encode a \(width)x\(rows) strip: \(String(cString: svc_jpeg_encoder_message(handle)))")
         }
         return Int(n)
     }

@@ -15,13 +15,21 @@ public struct ProcessingError: Error, Sendable, Equatable, CustomStringConvertib
     }
     public var code: Code
     public var message: String
-    public init(_ code: Code, _ message: String) { self.code = code; self.message = message }
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
     public var description: String { message }
 }
 
 /// A rectangle of a frame, in source pixels.
 public struct CropRect: Hashable, Sendable, CustomStringConvertible {
     public var x: Int, y: Int, width: Int, height: Int
-    public init(x: Int, y: Int, width: Int, height: Int) { self.x = x; self.y = y; self.width = width; self.height = height }
+    public init(x: Int, y: Int, width: Int, height: Int) {
+        self.x = x
+        self.y = y
+        self.width = width
+        self.height = height
+    }
     public var description: String { "\(width)x\(height)+\(x)+\(y)" }
 }

@@ -10,13 +10,16 @@ public struct VideoSinkWants: Sendable, Hashable, CustomStringConvertible {
     public var resolutionAlignment: Int
 
     public init(maxPixelCount: Int? = nil, maxFrameRate: Double? = nil, resolutionAlignment: Int = 2) {
-        self.maxPixelCount = maxPixelCount; self.maxFrameRate = maxFrameRate; self.resolutionAlignment = resolutionAlignment
+        self.maxPixelCount = maxPixelCount
+        self.maxFrameRate = maxFrameRate
+        self.resolutionAlignment = resolutionAlignment
     }
 
     /// Wants no more than `size` (in pixels) at no more than `fps`.
     public init(maxSize: FrameSize, maxFrameRate: Double? = nil, resolutionAlignment: Int = 2) {
-        self.init(maxPixelCount: maxSize.width.multipliedReportingOverflow(by: maxSize.height).partialValue,
-                  maxFrameRate: maxFrameRate, resolutionAlignment: resolutionAlignment)
+        self.init(
+            maxPixelCount: maxSize.width.multipliedReportingOverflow(by: maxSize.height).partialValue,
+            maxFrameRate: maxFrameRate, resolutionAlignment: resolutionAlignment)
     }
 
     public var description: String {
@@ -38,9 +41,15 @@ public struct FrameRateGate: Sendable, Equatable {
 
     /// True when the frame at `timestampNs` is kept for `maxFps` (nil, non-finite or ≤ 0: no limit).
     public mutating func keep(timestampNs: Int64, maxFps: Double?) -> Bool {
-        guard let fps = maxFps, fps.isFinite, fps > 0, fps < 1e6 else { next = nil; return true }
+        guard let fps = maxFps, fps.isFinite, fps > 0, fps < 1e6 else {
+            next = nil
+            return true
+        }
         let interval = Int64(1e9 / fps)
-        if interval != intervalNs { intervalNs = interval; next = nil }
+        if interval != intervalNs {
+            intervalNs = interval
+            next = nil
+        }
         if let n = next {
             let until = n &- timestampNs
             // Within two intervals of the expectation: steady state. Farther: a jump (a pause, a new stream).
@@ -87,9 +96,13 @@ public struct Adaptation: Sendable, Hashable {
         }
         // Crop the input to the output's aspect (centre), so the picture is not stretched by the alignment.
         var cw = w, ch = h
-        if w * out.height > h * out.width { cw = min(w, (h * out.width + out.height / 2) / out.height) }
-        else if w * out.height < h * out.width { ch = min(h, (w * out.height + out.width / 2) / out.width) }
-        cw = max(2, cw & ~1); ch = max(2, ch & ~1)
+        if w * out.height > h * out.width {
+            cw = min(w, (h * out.width + out.height / 2) / out.height)
+        } else if w * out.height < h * out.width {
+            ch = min(h, (w * out.height + out.width / 2) / out.width)
+        }
+        cw = max(2, cw & ~1)
+        ch = max(2, ch & ~1)
         let crop = (cw == input.width && ch == input.height) ? nil : CropRect(x: ((w - cw) / 2) & ~1, y: ((h - ch) / 2) & ~1, width: cw, height: ch)
         return Adaptation(crop: crop, size: out, isIdentity: false)
     }
@@ -104,7 +117,10 @@ public struct VideoAdapter: Sendable {
     public struct Request: Sendable, Hashable, CustomStringConvertible {
         public var maxSize: FrameSize?
         public var maxFps: Double?
-        public init(maxSize: FrameSize? = nil, maxFps: Double? = nil) { self.maxSize = maxSize; self.maxFps = maxFps }
+        public init(maxSize: FrameSize? = nil, maxFps: Double? = nil) {
+            self.maxSize = maxSize
+            self.maxFps = maxFps
+        }
         public var description: String { "\(maxSize.map { "\($0)" } ?? "any size") @ \(maxFps.map { "\($0)" } ?? "any") fps" }
     }
 

@@ -58,7 +58,10 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
     public final class Sink: Sendable {
         let id: UInt64
         weak let source: VideoSource?
-        init(id: UInt64, source: VideoSource) { self.id = id; self.source = source }
+        init(id: UInt64, source: VideoSource) {
+            self.id = id
+            self.source = source
+        }
         public func update(wants: VideoSinkWants) { source?.update(id, wants: wants) }
         public func remove() { source?.removeSink(id) }
     }
@@ -112,7 +115,10 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
         /// conversion's time in nanoseconds (metrics, per-frame work time).
         public var didConvert: (@Sendable (_ sequence: UInt64, _ nanoseconds: Int64) -> Void)?
         public init(applyRotation: Bool = false, rotation: VideoRotation = .rotation0, mirror: Bool = false, size: FrameSize? = nil) {
-            self.applyRotation = applyRotation; self.rotation = rotation; self.mirror = mirror; self.size = size
+            self.applyRotation = applyRotation
+            self.rotation = rotation
+            self.mirror = mirror
+            self.size = size
         }
     }
 
@@ -132,7 +138,8 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
         self.capturer = capturer
         self.options = options
         var w = Work()
-        w.deliveries.reserveCapacity(8); w.takers.reserveCapacity(8)
+        w.deliveries.reserveCapacity(8)
+        w.takers.reserveCapacity(8)
         work = Mutex(w)
         capturer.addDelegate(self)
     }
@@ -177,7 +184,8 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
     public func frames(wants: VideoSinkWants = .init(), bufferingNewest: Int = 2, waitsForConsumer: Bool = false) -> VideoFrameStream {
         let (id, sub) = control.withLock { c -> (UInt64, FrameSubscription) in
             c.nextID += 1
-            let sub = FrameSubscription(id: c.nextID, capacity: max(1, min(bufferingNewest, 64)), whenFull: waitsForConsumer ? .waitForRoom : .dropOldest)
+            let sub = FrameSubscription(
+                id: c.nextID, capacity: max(1, min(bufferingNewest, 64)), whenFull: waitsForConsumer ? .waitForRoom : .dropOldest)
             c.sinks.append(SinkEntry(id: c.nextID, wants: wants, target: .stream(sub)))
             return (c.nextID, sub)
         }
@@ -209,8 +217,10 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
     public var statistics: Statistics {
         var s = control.withLock { $0.stats }
         work.withLock { w in
-            s.conversionP50Ms = w.times.percentileMs(0.5); s.conversionP95Ms = w.times.percentileMs(0.95)
-            s.inputFps = w.inputWindow.fps; s.outputFps = w.outputWindow.fps
+            s.conversionP50Ms = w.times.percentileMs(0.5)
+            s.conversionP95Ms = w.times.percentileMs(0.95)
+            s.inputFps = w.inputWindow.fps
+            s.outputFps = w.outputWindow.fps
         }
         return s
     }
@@ -229,22 +239,31 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
             // The source's rate: the fastest sink's, under the request's cap.
             var sourceFps: Double? = 0
             for s in sinks {
-                guard let f = s.wants.maxFrameRate, f.isFinite, f > 0 else { sourceFps = nil; break }
+                guard let f = s.wants.maxFrameRate, f.isFinite, f > 0 else {
+                    sourceFps = nil
+                    break
+                }
                 sourceFps = max(sourceFps ?? 0, f)
             }
             if sourceFps == 0 { sourceFps = nil }
             if let r = request.maxFps, r.isFinite, r > 0 { sourceFps = min(sourceFps ?? r, r) }
             guard !sinks.isEmpty, w.sourceGate.keep(timestampNs: frame.timestampNs, maxFps: sourceFps) else {
-                counts.dropReason = .adaptation; return []
+                counts.dropReason = .adaptation
+                return []
             }
             // Which sinks take this frame (each sink's own cadence under the source's).
             w.takers.removeAll(keepingCapacity: true)
             for (i, s) in sinks.enumerated() {
                 let fps = min(s.wants.maxFrameRate ?? .infinity, request.maxFps ?? .infinity)
-                if w.gates[s.id, default: FrameRateGate()].keep(timestampNs: frame.timestampNs, maxFps: fps.isFinite ? fps : nil) { w.takers.append(i) }
+                if w.gates[s.id, default: FrameRateGate()].keep(timestampNs: frame.timestampNs, maxFps: fps.isFinite ? fps : nil) {
+                    w.takers.append(i)
+                }
             }
             let takers = w.takers
-            guard !takers.isEmpty else { counts.dropReason = .adaptation; return [] }
+            guard !takers.isEmpty else {
+                counts.dropReason = .adaptation
+                return []
+            }
             // The shared output: the most pixels any taker wants, under the request.
             var maxPixels: Int? = 0, alignment = 2
             for i in takers {
@@ -266,12 +285,15 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
                 var crop = options.size == nil ? shared.crop : nil
                 if let c = crop, rotation.swapsDimensions { crop = CropRect(x: c.y, y: c.x, width: c.height, height: c.width) }
                 let scale = shared.isIdentity && options.size == nil ? nil : shared.size
-                picture = try w.converter.convert(frame.buffer, options: FrameConverter.Options(
-                    crop: crop, rotation: rotation, mirror: options.mirror, scale: scale))
+                picture = try w.converter.convert(
+                    frame.buffer,
+                    options: FrameConverter.Options(
+                        crop: crop, rotation: rotation, mirror: options.mirror, scale: scale))
             } catch {
                 // One bad frame (a corrupt JPEG, a short buffer) is dropped; anything else will fail every frame.
                 if error.code != .decodeFailed && error.code != .shortBuffer { failure = error }
-                counts.dropReason = .undecodable; return []
+                counts.dropReason = .undecodable
+                return []
             }
             counts.converted = true
             options.didConvert?(frame.sequence, monotonicNanoseconds() - t0)
@@ -316,7 +338,10 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
             c.stats.limitedByCamera = limited
             if counts.converted { c.stats.conversions += 1 }
             c.stats.sinkScales += counts.scales
-            if counts.output { c.stats.outputFrames += 1; c.stats.outputSize = outSize }
+            if counts.output {
+                c.stats.outputFrames += 1
+                c.stats.outputSize = outSize
+            }
             if let r = counts.dropReason { c.stats.dropped[r, default: 0] += 1 }
             if starved > 0 { c.stats.dropped[.starvation, default: 0] += starved }
         }
@@ -355,10 +380,21 @@ package struct TimestampWindow: Sendable {
     package init() {}
 
     package mutating func add(_ ts: Int64, bytes n: Int = 0) {
-        if count == times.count { bytes -= sizes[head]; head = (head + 1) % times.count; count -= 1 }
+        if count == times.count {
+            bytes -= sizes[head]
+            head = (head + 1) % times.count
+            count -= 1
+        }
         let i = (head + count) % times.count
-        times[i] = ts; sizes[i] = n; count += 1; bytes += n
-        while count > 1 && ts - times[head] >= 1_000_000_000 { bytes -= sizes[head]; head = (head + 1) % times.count; count -= 1 }
+        times[i] = ts
+        sizes[i] = n
+        count += 1
+        bytes += n
+        while count > 1 && ts - times[head] >= 1_000_000_000 {
+            bytes -= sizes[head]
+            head = (head + 1) % times.count
+            count -= 1
+        }
     }
 
     private var span: Int64 { times[(head + count - 1) % times.count] - times[head] }

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 public import VideoCapture
 import SystemIO
@@ -62,8 +62,14 @@ public final class OutputFile {
         case .failure(let e): throw failure(e.errno == ENXIO ? "it is a FIFO that no process is reading" : e.reason)
         }
         let st: stat
-        do throws(SystemError) { st = try fd.status() } catch { try? fd.close(); throw failure(error.reason) }
-        if st.st_mode & S_IFMT == S_IFDIR { try? fd.close(); throw failure("it is a directory") }
+        do throws(SystemError) { st = try fd.status() } catch {
+            try? fd.close()
+            throw failure(error.reason)
+        }
+        if st.st_mode & S_IFMT == S_IFDIR {
+            try? fd.close()
+            throw failure("it is a directory")
+        }
         // Only files are locked: a device or a pipe (/dev/null, /dev/full, a FIFO) is shared by nature, and one
         // process writing it would otherwise refuse every other (measured: parallel tests writing /dev/full).
         if st.st_mode & S_IFMT == S_IFREG {
@@ -71,7 +77,8 @@ public final class OutputFile {
                 if !existed { try? FileSystem.unlink(path) }
                 try? fd.close()
                 throw error.errno == EWOULDBLOCK
-                    ? ProcessingError(.ioFailed, "\(path) is being written by another writer (it holds the file's lock): refusing to write it at the same time")
+                    ? ProcessingError(
+                        .ioFailed, "\(path) is being written by another writer (it holds the file's lock): refusing to write it at the same time")
                     : failure("cannot lock it (\(error.reason))")
             }
         }
@@ -105,7 +112,9 @@ public final class OutputFile {
             return
         }
         try flush()
-        if count >= capacity { try push(p, count) } else {
+        if count >= capacity {
+            try push(p, count)
+        } else {
             buffer.copyMemory(from: p, byteCount: count)
             buffered = count
         }
@@ -116,7 +125,10 @@ public final class OutputFile {
     public func write(_ bytes: ArraySlice<UInt8>) throws(ProcessingError) {
         guard !bytes.isEmpty else { return }
         let r: Result<Void, ProcessingError> = bytes.withUnsafeBytes { b in
-            do throws(ProcessingError) { try write(b.baseAddress!, count: b.count); return .success(()) } catch { return .failure(error) }
+            do throws(ProcessingError) {
+                try write(b.baseAddress!, count: b.count)
+                return .success(())
+            } catch { return .failure(error) }
         }
         try r.get()
     }
@@ -151,14 +163,14 @@ public final class OutputFile {
         var failure: ProcessingError?
         do { try flush() } catch { failure = error }
         if failure == nil && !isCommitted && createdHere {
-            removeIfStillOurs()   // opened but never written (a start that failed): nothing is left behind
+            removeIfStillOurs() // opened but never written (a start that failed): nothing is left behind
         }
         if failure == nil && isRegularFile {
-            do throws(SystemError) { try fd.sync() } catch where error.errno != EINVAL && error.errno != EROFS {
+            do throws(SystemError) { try fd.sync() } catch  where error.errno != EINVAL && error.errno != EROFS {
                 failure = ProcessingError(.ioFailed, "writing \(path) failed: \(error.reason)")
             } catch {}
         }
-        do throws(SystemError) { try fd.close() } catch where failure == nil && error.errno != EINTR {
+        do throws(SystemError) { try fd.close() } catch  where failure == nil && error.errno != EINTR {
             failure = ProcessingError(.ioFailed, "closing \(path) failed: \(error.reason)")
         } catch {}
         self.fd = nil
@@ -178,7 +190,8 @@ public final class OutputFile {
     /// Unlinks `path` only if it still names the file this object opened (not something put there since).
     private func removeIfStillOurs() {
         guard let mine = try? fd?.status(), let there = try? FileSystem.status(path),
-              mine.st_dev == there.st_dev, mine.st_ino == there.st_ino else { return }
+            mine.st_dev == there.st_dev, mine.st_ino == there.st_ino
+        else { return }
         try? FileSystem.unlink(path)
     }
 
@@ -206,9 +219,11 @@ public final class Y4MWriter {
     /// Writes into a file opened (and locked) earlier, e.g. before the camera started.
     public init(file: OutputFile, width: Int, height: Int, fps: Fraction, fullRange: Bool = false) throws(ProcessingError) {
         guard width > 0, height > 0 else { throw ProcessingError(.invalidSize, "Y4M size \(width)x\(height) must be positive") }
-        self.width = width; self.height = height
+        self.width = width
+        self.height = height
         self.file = file
-        let header = "YUV4MPEG2 W\(width) H\(height) F\(fps.numerator):\(fps.denominator) Ip A1:1 C420jpeg XCOLORRANGE=\(fullRange ? "FULL" : "LIMITED")\n"
+        let header =
+            "YUV4MPEG2 W\(width) H\(height) F\(fps.numerator):\(fps.denominator) Ip A1:1 C420jpeg XCOLORRANGE=\(fullRange ? "FULL" : "LIMITED")\n"
         try file.write(Array(header.utf8))
     }
 
@@ -217,7 +232,8 @@ public final class Y4MWriter {
     /// Appends one picture (its size must match the header).
     public func write(_ frame: I420Buffer) throws(ProcessingError) {
         guard frame.width == width, frame.height == height else {
-            throw ProcessingError(.invalidSize, "frame \(frame.width)x\(frame.height) does not match the Y4M stream's \(width)x\(height) (\(file.path))")
+            throw ProcessingError(
+                .invalidSize, "frame \(frame.width)x\(frame.height) does not match the Y4M stream's \(width)x\(height) (\(file.path))")
         }
         try file.write(Self.frameTag, count: 6)
         for r in 0..<height { try file.write(frame.dataY + r * frame.strideY, count: width) }
@@ -263,12 +279,21 @@ public enum SnapshotWriter {
     /// truncated only now. Picks PNG or JPEG by the file's path.
     public static func write(_ frame: I420Buffer, to file: OutputFile) throws(ProcessingError) {
         let data: [UInt8]
-        do { data = try encode(frame, kind: try kind(forPath: file.path)) } catch { file.discard(); throw error }
+        do { data = try encode(frame, kind: try kind(forPath: file.path)) } catch {
+            file.discard()
+            throw error
+        }
         try write(data, to: file)
     }
 
     private static func write(_ data: [UInt8], to f: OutputFile) throws(ProcessingError) {
-        do { try f.write(data); try f.close() } catch { f.discard(); throw error }
+        do {
+            try f.write(data)
+            try f.close()
+        } catch {
+            f.discard()
+            throw error
+        }
     }
 
     /// The picture as PNG or JPEG bytes.
@@ -281,7 +306,9 @@ public enum SnapshotWriter {
             let cap = FormatWriter.capacity(for: .mjpeg, width: frame.width, height: frame.height)
             var out = [UInt8](repeating: 0, count: cap)
             let r: Result<Int, ProcessingError> = out.withUnsafeMutableBufferPointer { b in
-                do throws(ProcessingError) { return .success(try writer.encodeJPEG(frame, into: b.baseAddress!, capacity: cap)) } catch { return .failure(error) }
+                do throws(ProcessingError) { return .success(try writer.encodeJPEG(frame, into: b.baseAddress!, capacity: cap)) } catch {
+                    return .failure(error)
+                }
             }
             let n = try r.get()
             data = Array(out[0..<n])
@@ -294,12 +321,17 @@ public enum SnapshotWriter {
         let w = frame.width, h = frame.height
         var rgb = [UInt8](repeating: 0, count: w * h * 3)
         rgb.withUnsafeMutableBufferPointer { b in
-            _ = I420ToRAW(frame.dataY, Int32(frame.strideY), frame.dataU, Int32(frame.strideU), frame.dataV, Int32(frame.strideV),
-                          b.baseAddress, Int32(w * 3), Int32(w), Int32(h))
+            _ = I420ToRAW(
+                frame.dataY, Int32(frame.strideY), frame.dataU, Int32(frame.strideU), frame.dataV, Int32(frame.strideV),
+                b.baseAddress, Int32(w * 3), Int32(w), Int32(h))
         }
         // Raw scanlines with filter byte 0, in stored (uncompressed) deflate blocks.
-        var raw = [UInt8](); raw.reserveCapacity((w * 3 + 1) * h)
-        for r in 0..<h { raw.append(0); raw.append(contentsOf: rgb[(r * w * 3)..<((r + 1) * w * 3)]) }
+        var raw = [UInt8]()
+        raw.reserveCapacity((w * 3 + 1) * h)
+        for r in 0..<h {
+            raw.append(0)
+            raw.append(contentsOf: rgb[(r * w * 3)..<((r + 1) * w * 3)])
+        }
         var z: [UInt8] = [0x78, 0x01]
         var i = 0
         repeat {
@@ -313,7 +345,10 @@ public enum SnapshotWriter {
         var out: [UInt8] = [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]
         func chunk(_ type: String, _ body: [UInt8]) {
             let t = Array(type.utf8)
-            out += bigEndianBytes(UInt32(body.count)); out += t; out += body; out += bigEndianBytes(crc32(t + body))
+            out += bigEndianBytes(UInt32(body.count))
+            out += t
+            out += body
+            out += bigEndianBytes(crc32(t + body))
         }
         chunk("IHDR", bigEndianBytes(UInt32(w)) + bigEndianBytes(UInt32(h)) + [8, 2, 0, 0, 0])
         chunk("IDAT", z)
@@ -323,7 +358,10 @@ public enum SnapshotWriter {
 
     private static func adler32(_ d: [UInt8]) -> UInt32 {
         var a: UInt32 = 1, b: UInt32 = 0
-        for x in d { a = (a + UInt32(x)) % 65521; b = (b + a) % 65521 }
+        for x in d {
+            a = (a + UInt32(x)) % 65521
+            b = (b + a) % 65521
+        }
         return b << 16 | a
     }
     private static let crcTable: [UInt32] = (0..<256).map { n -> UInt32 in
@@ -340,15 +378,18 @@ public enum SnapshotWriter {
 
 /// Picture quality between two I420 pictures of the same size (libyuv's PSNR over all planes, dB).
 public func psnr(_ a: I420Buffer, _ b: I420Buffer) -> Double {
-    I420Psnr(a.dataY, Int32(a.strideY), a.dataU, Int32(a.strideU), a.dataV, Int32(a.strideV),
-             b.dataY, Int32(b.strideY), b.dataU, Int32(b.strideU), b.dataV, Int32(b.strideV), Int32(a.width), Int32(a.height))
+    I420Psnr(
+        a.dataY, Int32(a.strideY), a.dataU, Int32(a.strideU), a.dataV, Int32(a.strideV),
+        b.dataY, Int32(b.strideY), b.dataU, Int32(b.strideU), b.dataV, Int32(b.strideV), Int32(a.width), Int32(a.height))
 }
 
 /// libyuv's CPU feature flags as text (for `camcap --version`).
 public var libyuvCPUFlags: String {
     let flags = InitCpuFlags()
-    let names: [(Int32, String)] = [(kCpuHasSSE2, "SSE2"), (kCpuHasSSSE3, "SSSE3"), (kCpuHasSSE41, "SSE4.1"), (kCpuHasSSE42, "SSE4.2"),
-                                    (kCpuHasAVX, "AVX"), (kCpuHasAVX2, "AVX2"), (kCpuHasAVX512BW, "AVX512BW"), (kCpuHasNEON, "NEON")]
+    let names: [(Int32, String)] = [
+        (kCpuHasSSE2, "SSE2"), (kCpuHasSSSE3, "SSSE3"), (kCpuHasSSE41, "SSE4.1"), (kCpuHasSSE42, "SSE4.2"),
+        (kCpuHasAVX, "AVX"), (kCpuHasAVX2, "AVX2"), (kCpuHasAVX512BW, "AVX512BW"), (kCpuHasNEON, "NEON"),
+    ]
     let on = names.filter { flags & $0.0 != 0 }.map(\.1)
     return "libyuv \(LIBYUV_VERSION) [\(on.isEmpty ? "C only" : on.joined(separator: " "))]"
 }

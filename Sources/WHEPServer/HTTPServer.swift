@@ -25,15 +25,22 @@ final class ConnectionTracker: Sendable {
     enum Admission { case admitted, tooMany, tooManyFromAddress }
     func admit(_ channel: any Channel, from address: String) -> Admission {
         let (admission, evict) = state.withLock { s -> (Admission, (any Channel)?) in
-            if s.perAddress[address, default: 0] >= policy.maxConnectionsPerAddress { endpoint.count { $0.perAddressConnectionLimit += 1 }; return (.tooManyFromAddress, nil) }
+            if s.perAddress[address, default: 0] >= policy.maxConnectionsPerAddress {
+                endpoint.count { $0.perAddressConnectionLimit += 1 }
+                return (.tooManyFromAddress, nil)
+            }
             var victim: (any Channel)?
             if s.open >= policy.maxConnections {
-                guard let oldest = s.waiting.min(by: { $0.value.sinceNs < $1.value.sinceNs }) else { endpoint.count { $0.connectionLimit += 1 }; return (.tooMany, nil) }
+                guard let oldest = s.waiting.min(by: { $0.value.sinceNs < $1.value.sinceNs }) else {
+                    endpoint.count { $0.connectionLimit += 1 }
+                    return (.tooMany, nil)
+                }
                 s.waiting.removeValue(forKey: oldest.key)
                 endpoint.count { $0.evicted += 1 }
                 victim = oldest.value.channel
             }
-            s.open += 1; s.perAddress[address, default: 0] += 1
+            s.open += 1
+            s.perAddress[address, default: 0] += 1
             s.waiting[ObjectIdentifier(channel)] = (channel, monotonicNanoseconds())
             return (.admitted, victim)
         }
@@ -66,14 +73,19 @@ public final class HTTPServer: Sendable {
     private let channel: any Channel
 
     private init(port: Int, tracker: ConnectionTracker, group: MultiThreadedEventLoopGroup, channel: any Channel) {
-        self.port = port; self.tracker = tracker; self.group = group; self.channel = channel
+        self.port = port
+        self.tracker = tracker
+        self.group = group
+        self.channel = channel
     }
 
     /// Listens on `host:port` (a busy port or a foreign address fails here, naming it) and serves `endpoint`.
     /// `routes` are the app's own: asked first for every request that passed the endpoint's Host, Origin and
     /// token checks; nil passes the request on to the endpoint.
-    public static func start(host: String, port: Int, endpoint: WHEPEndpoint, tls: NIOSSLContext?,
-                             routes: (@Sendable (WHEPRequest) -> WHEPResponse?)? = nil) async throws(ServerError) -> HTTPServer {
+    public static func start(
+        host: String, port: Int, endpoint: WHEPEndpoint, tls: NIOSSLContext?,
+        routes: (@Sendable (WHEPRequest) -> WHEPResponse?)? = nil
+    ) async throws(ServerError) -> HTTPServer {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let tracker = ConnectionTracker(endpoint: endpoint)
         endpoint.countConnections { tracker.openConnections }
@@ -92,7 +104,8 @@ public final class HTTPServer: Sendable {
                     channel.closeFuture.whenComplete { _ in tracker.release(channel, from: address) }
                     if let tls { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls)) }
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                    try channel.pipeline.syncOperations.addHandler(WHEPHandler(endpoint: endpoint, routes: routes, tracker: tracker, address: address))
+                    try channel.pipeline.syncOperations.addHandler(
+                        WHEPHandler(endpoint: endpoint, routes: routes, tracker: tracker, address: address))
                 }
             }
         do {
@@ -101,7 +114,10 @@ public final class HTTPServer: Sendable {
         } catch {
             try? await group.shutdownGracefully()
             if let e = error as? IOError, e.errnoCode == EADDRINUSE {
-                throw ServerError(.cannotListen, "cannot listen on \(host):\(port): the port is in use (another camcap serve?); pick another with --listen \(host):PORT, or port 0 for any free one")
+                throw ServerError(
+                    .cannotListen,
+                    "cannot listen on \(host):\(port): the port is in use (another camcap serve?); pick another with --listen \(host):PORT, or port 0 for any free one"
+                )
             }
             if let e = error as? IOError, e.errnoCode == EADDRNOTAVAIL {
                 throw ServerError(.cannotListen, "cannot listen on \(host):\(port): no interface has that address")
@@ -121,13 +137,21 @@ public final class HTTPServer: Sendable {
 private final class RefuseHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     let tls: Bool, tooMany: Bool
-    init(tls: Bool, tooMany: Bool) { self.tls = tls; self.tooMany = tooMany }
+    init(tls: Bool, tooMany: Bool) {
+        self.tls = tls
+        self.tooMany = tooMany
+    }
     func channelActive(context: ChannelHandlerContext) {
-        guard !tls else { context.close(promise: nil); return }
+        guard !tls else {
+            context.close(promise: nil)
+            return
+        }
         let text = tooMany ? "the server has too many connections; try again later\n" : "too many connections from your address\n"
         let head = tooMany ? "503 Service Unavailable" : "429 Too Many Requests"
         var b = context.channel.allocator.buffer(capacity: 200)
-        b.writeString("HTTP/1.1 \(head)\r\nContent-Type: text/plain\r\nContent-Length: \(text.utf8.count)\r\nRetry-After: 5\r\nConnection: close\r\n\r\n\(text)")
+        b.writeString(
+            "HTTP/1.1 \(head)\r\nContent-Type: text/plain\r\nContent-Length: \(text.utf8.count)\r\nRetry-After: 5\r\nConnection: close\r\n\r\n\(text)"
+        )
         context.writeAndFlush(NIOAny(b)).whenComplete { _ in context.close(promise: nil) }
     }
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
@@ -149,7 +173,10 @@ private final class WHEPHandler: ChannelInboundHandler {
     private var deadline: Scheduled<Void>?
 
     init(endpoint: WHEPEndpoint, routes: (@Sendable (WHEPRequest) -> WHEPResponse?)?, tracker: ConnectionTracker, address: String) {
-        self.endpoint = endpoint; self.routes = routes; self.tracker = tracker; self.address = address
+        self.endpoint = endpoint
+        self.routes = routes
+        self.tracker = tracker
+        self.address = address
     }
 
     /// A complete request within the request timeout, from now.
@@ -162,7 +189,10 @@ private final class WHEPHandler: ChannelInboundHandler {
         }
     }
     func handlerAdded(context: ChannelHandlerContext) { arm(context) }
-    func handlerRemoved(context: ChannelHandlerContext) { deadline?.cancel(); deadline = nil }
+    func handlerRemoved(context: ChannelHandlerContext) {
+        deadline?.cancel()
+        deadline = nil
+    }
 
     private func request(_ h: HTTPRequestHead, body: [UInt8] = []) -> WHEPRequest {
         WHEPRequest(method: h.method.rawValue, uri: h.uri, headers: h.headers.map { ($0.name, $0.value) }, body: body, client: address)
@@ -171,7 +201,9 @@ private final class WHEPHandler: ChannelInboundHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let h):
-            head = h; body.removeAll(keepingCapacity: true); tooLarge = false
+            head = h
+            body.removeAll(keepingCapacity: true)
+            tooLarge = false
             tracker.busy(context.channel)
             // RFC 9110 §10.1.1: a client waiting for 100 Continue gets it (or the final answer, when that is a refusal).
             if h.headers.first(name: "Expect")?.lowercased() == "100-continue" {
@@ -184,12 +216,16 @@ private final class WHEPHandler: ChannelInboundHandler {
             }
         case .body(var b):
             guard head != nil else { return }
-            if body.count + b.readableBytes > WHEPEndpoint.maxBody { tooLarge = true; return }
+            if body.count + b.readableBytes > WHEPEndpoint.maxBody {
+                tooLarge = true
+                return
+            }
             if let bytes = b.readBytes(length: b.readableBytes) { body += bytes }
         case .end:
             guard let head else { return }
             self.head = nil
-            deadline?.cancel(); deadline = nil
+            deadline?.cancel()
+            deadline = nil
             let r = request(head, body: body)
             let response = tooLarge ? endpoint.tooLarge(r) : endpoint.handle(r, routes: routes)
             respond(context, head, response, close: tooLarge)
@@ -208,7 +244,12 @@ private final class WHEPHandler: ChannelInboundHandler {
         buffer.writeBytes(bytes)
         context.write(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
         let done = context.writeAndFlush(wrapOutboundOut(.end(nil)))
-        if keepAlive { arm(context); tracker.waiting(context.channel) } else { done.whenComplete { [context] _ in context.close(promise: nil) } }
+        if keepAlive {
+            arm(context)
+            tracker.waiting(context.channel)
+        } else {
+            done.whenComplete { [context] _ in context.close(promise: nil) }
+        }
     }
 }
 
@@ -229,6 +270,9 @@ public struct ServerError: Error, Sendable, Equatable, CustomStringConvertible {
     }
     public var code: Code
     public var message: String
-    public init(_ code: Code, _ message: String) { self.code = code; self.message = message }
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
     public var description: String { message }
 }

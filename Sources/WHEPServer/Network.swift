@@ -5,7 +5,8 @@ import SystemIO
 /// CLOCK_REALTIME − CLOCK_MONOTONIC now, in nanoseconds.
 public func realtimeMinusMonotonicNs() -> Int64 {
     var r = timespec(), m = timespec()
-    clock_gettime(CLOCK_REALTIME, &r); clock_gettime(CLOCK_MONOTONIC, &m)
+    clock_gettime(CLOCK_REALTIME, &r)
+    clock_gettime(CLOCK_MONOTONIC, &m)
     return (Int64(r.tv_sec) - Int64(m.tv_sec)) * 1_000_000_000 + (Int64(r.tv_nsec) - Int64(m.tv_nsec))
 }
 
@@ -15,7 +16,8 @@ public struct ListenAddress: Sendable {
     public var isWildcard: Bool { host == "0.0.0.0" || host == "::" }
     public init?(_ s: String) {
         guard let (h, p) = parseHostPort(s, ports: 0...65535) else { return nil }
-        host = h; port = p
+        host = h
+        port = p
     }
 }
 

@@ -1,101 +1,101 @@
 /// The player: WHEP from the page itself (recvonly video transceiver, POST the offer, DELETE on leaving), and
 /// an overlay with getStats figures. `window.camcapStats()` returns them for tests.
 public let playerPage = """
-<!doctype html>
-<html><head><meta charset="utf-8"><title>camcap</title>
-<style>
-body { margin: 0; background: #111; color: #eee; font: 14px system-ui, sans-serif; overflow: hidden; }
-video { width: 100vw; height: 100vh; object-fit: contain; background: #000; }
-#overlay { position: fixed; top: 8px; left: 8px; background: rgba(0,0,0,.6); padding: 6px 10px; border-radius: 4px; white-space: pre; font-family: monospace; }
-</style></head>
-<body>
-<video id="video" autoplay muted playsinline></video>
-<div id="overlay">connecting…</div>
-<script>
-const overlay = document.getElementById('overlay');
-const video = document.getElementById('video');
-const pc = new RTCPeerConnection();
-let resource = null, last = null;
-// The token comes in the URL's fragment (#token=…), which the browser never sends to a server; it is kept for
-// this tab only, and sent as Authorization: Bearer (RFC 9725).
-const token = new URLSearchParams(location.hash.slice(1)).get('token') || sessionStorage.getItem('camcap-token');
-if (token) sessionStorage.setItem('camcap-token', token);
-const auth = token ? { 'Authorization': 'Bearer ' + token } : {};
-window.camcap = { pc, error: null, state: 'new' };
-pc.addTransceiver('video', { direction: 'recvonly' });
-pc.ontrack = (e) => { video.srcObject = e.streams[0] || new MediaStream([e.track]); };
-pc.onconnectionstatechange = () => { window.camcap.state = pc.connectionState; };
-async function start() {
-  try {
-    await pc.setLocalDescription(await pc.createOffer());
-    const r = await fetch('/whep', { method: 'POST', headers: { ...auth, 'Content-Type': 'application/sdp' }, body: pc.localDescription.sdp });
-    const text = await r.text();
-    if (r.status === 401) throw new Error('this server needs its token: open the URL that camcap serve printed (with #token=…)');
-    if (r.status !== 201) throw new Error('WHEP ' + r.status + ': ' + text);
-    resource = r.headers.get('Location');
-    window.camcap.resource = resource;
-    await pc.setRemoteDescription({ type: 'answer', sdp: text });
-  } catch (e) {
-    window.camcap.error = String(e);
-    overlay.textContent = String(e);
-  }
-}
-window.camcapStop = async () => {
-  if (resource) { await fetch(resource, { method: 'DELETE', headers: auth }); resource = null; }
-  pc.close();
-};
-window.addEventListener('pagehide', () => { if (resource) fetch(resource, { method: 'DELETE', headers: auth, keepalive: true }); });
-window.camcapStats = async () => {
-  const report = await pc.getStats();
-  let inbound = null, pair = null, transport = null;
-  report.forEach((s) => {
-    if (s.type === 'inbound-rtp' && s.kind === 'video') inbound = s;
-    if (s.type === 'transport') transport = s;
-  });
-  if (transport && transport.selectedCandidatePairId) pair = report.get(transport.selectedCandidatePairId);
-  const i = inbound || {};
-  return {
-    state: pc.connectionState, error: window.camcap.error,
-    framesDecoded: i.framesDecoded || 0, framesReceived: i.framesReceived || 0, framesDropped: i.framesDropped || 0,
-    keyFramesDecoded: i.keyFramesDecoded || 0,
-    frameWidth: i.frameWidth || 0, frameHeight: i.frameHeight || 0, framesPerSecond: i.framesPerSecond || 0,
-    freezeCount: i.freezeCount || 0, totalFreezesDuration: i.totalFreezesDuration || 0,
-    nackCount: i.nackCount || 0, pliCount: i.pliCount || 0, firCount: i.firCount || 0,
-    retransmittedPacketsReceived: i.retransmittedPacketsReceived || 0,
-    packetsReceived: i.packetsReceived || 0, packetsLost: i.packetsLost || 0, bytesReceived: i.bytesReceived || 0,
-    jitterBufferDelay: i.jitterBufferDelay || 0, jitterBufferEmittedCount: i.jitterBufferEmittedCount || 0,
-    totalDecodeTime: i.totalDecodeTime || 0, decoderImplementation: i.decoderImplementation || '',
-    rtt: pair ? (pair.currentRoundTripTime ?? null) : null,
-    videoWidth: video.videoWidth, videoHeight: video.videoHeight,
-    srtpCipher: transport ? transport.srtpCipher : null, dtlsState: transport ? transport.dtlsState : null,
-    now: Date.now(),
-  };
-};
-// Per-frame timing (requestVideoFrameCallback): RTP timestamp, when its last packet arrived and when it is
-// expected on screen, in wall-clock ms; camcap's /stats maps RTP timestamps back to capture times.
-const frameLog = [];
-function onFrame(now, m) {
-  if (frameLog.length < 100000) frameLog.push([m.rtpTimestamp ?? -1, m.receiveTime !== undefined ? performance.timeOrigin + m.receiveTime : -1,
-                                               performance.timeOrigin + m.expectedDisplayTime]);
-  video.requestVideoFrameCallback(onFrame);
-}
-if ('requestVideoFrameCallback' in HTMLVideoElement.prototype) video.requestVideoFrameCallback(onFrame);
-window.camcapFrames = () => frameLog.splice(0);
-setInterval(async () => {
-  if (window.camcap.error) return;
-  const s = await window.camcapStats();
-  if (s.dtlsState === 'closed' || s.state === 'failed') {
-    overlay.textContent = s.dtlsState === 'closed' ? 'the server ended the stream' : 'connection failed';
-    return;
-  }
-  let kbps = 0;
-  if (last) kbps = (s.bytesReceived - last.bytesReceived) * 8 / (s.now - last.now);
-  last = s;
-  overlay.textContent = `${s.frameWidth}x${s.frameHeight}  ${s.framesPerSecond} fps  ${kbps.toFixed(0)} kbps` +
-    `  rtt ${s.rtt === null ? '-' : (s.rtt * 1000).toFixed(1) + ' ms'}\\n${s.state}  decoded ${s.framesDecoded}` +
-    `  freezes ${s.freezeCount}  nack ${s.nackCount}  pli ${s.pliCount}`;
-}, 1000);
-start();
-</script>
-</body></html>
-"""
+    <!doctype html>
+    <html><head><meta charset="utf-8"><title>camcap</title>
+    <style>
+    body { margin: 0; background: #111; color: #eee; font: 14px system-ui, sans-serif; overflow: hidden; }
+    video { width: 100vw; height: 100vh; object-fit: contain; background: #000; }
+    #overlay { position: fixed; top: 8px; left: 8px; background: rgba(0,0,0,.6); padding: 6px 10px; border-radius: 4px; white-space: pre; font-family: monospace; }
+    </style></head>
+    <body>
+    <video id="video" autoplay muted playsinline></video>
+    <div id="overlay">connecting…</div>
+    <script>
+    const overlay = document.getElementById('overlay');
+    const video = document.getElementById('video');
+    const pc = new RTCPeerConnection();
+    let resource = null, last = null;
+    // The token comes in the URL's fragment (#token=…), which the browser never sends to a server; it is kept for
+    // this tab only, and sent as Authorization: Bearer (RFC 9725).
+    const token = new URLSearchParams(location.hash.slice(1)).get('token') || sessionStorage.getItem('camcap-token');
+    if (token) sessionStorage.setItem('camcap-token', token);
+    const auth = token ? { 'Authorization': 'Bearer ' + token } : {};
+    window.camcap = { pc, error: null, state: 'new' };
+    pc.addTransceiver('video', { direction: 'recvonly' });
+    pc.ontrack = (e) => { video.srcObject = e.streams[0] || new MediaStream([e.track]); };
+    pc.onconnectionstatechange = () => { window.camcap.state = pc.connectionState; };
+    async function start() {
+      try {
+        await pc.setLocalDescription(await pc.createOffer());
+        const r = await fetch('/whep', { method: 'POST', headers: { ...auth, 'Content-Type': 'application/sdp' }, body: pc.localDescription.sdp });
+        const text = await r.text();
+        if (r.status === 401) throw new Error('this server needs its token: open the URL that camcap serve printed (with #token=…)');
+        if (r.status !== 201) throw new Error('WHEP ' + r.status + ': ' + text);
+        resource = r.headers.get('Location');
+        window.camcap.resource = resource;
+        await pc.setRemoteDescription({ type: 'answer', sdp: text });
+      } catch (e) {
+        window.camcap.error = String(e);
+        overlay.textContent = String(e);
+      }
+    }
+    window.camcapStop = async () => {
+      if (resource) { await fetch(resource, { method: 'DELETE', headers: auth }); resource = null; }
+      pc.close();
+    };
+    window.addEventListener('pagehide', () => { if (resource) fetch(resource, { method: 'DELETE', headers: auth, keepalive: true }); });
+    window.camcapStats = async () => {
+      const report = await pc.getStats();
+      let inbound = null, pair = null, transport = null;
+      report.forEach((s) => {
+        if (s.type === 'inbound-rtp' && s.kind === 'video') inbound = s;
+        if (s.type === 'transport') transport = s;
+      });
+      if (transport && transport.selectedCandidatePairId) pair = report.get(transport.selectedCandidatePairId);
+      const i = inbound || {};
+      return {
+        state: pc.connectionState, error: window.camcap.error,
+        framesDecoded: i.framesDecoded || 0, framesReceived: i.framesReceived || 0, framesDropped: i.framesDropped || 0,
+        keyFramesDecoded: i.keyFramesDecoded || 0,
+        frameWidth: i.frameWidth || 0, frameHeight: i.frameHeight || 0, framesPerSecond: i.framesPerSecond || 0,
+        freezeCount: i.freezeCount || 0, totalFreezesDuration: i.totalFreezesDuration || 0,
+        nackCount: i.nackCount || 0, pliCount: i.pliCount || 0, firCount: i.firCount || 0,
+        retransmittedPacketsReceived: i.retransmittedPacketsReceived || 0,
+        packetsReceived: i.packetsReceived || 0, packetsLost: i.packetsLost || 0, bytesReceived: i.bytesReceived || 0,
+        jitterBufferDelay: i.jitterBufferDelay || 0, jitterBufferEmittedCount: i.jitterBufferEmittedCount || 0,
+        totalDecodeTime: i.totalDecodeTime || 0, decoderImplementation: i.decoderImplementation || '',
+        rtt: pair ? (pair.currentRoundTripTime ?? null) : null,
+        videoWidth: video.videoWidth, videoHeight: video.videoHeight,
+        srtpCipher: transport ? transport.srtpCipher : null, dtlsState: transport ? transport.dtlsState : null,
+        now: Date.now(),
+      };
+    };
+    // Per-frame timing (requestVideoFrameCallback): RTP timestamp, when its last packet arrived and when it is
+    // expected on screen, in wall-clock ms; camcap's /stats maps RTP timestamps back to capture times.
+    const frameLog = [];
+    function onFrame(now, m) {
+      if (frameLog.length < 100000) frameLog.push([m.rtpTimestamp ?? -1, m.receiveTime !== undefined ? performance.timeOrigin + m.receiveTime : -1,
+                                                   performance.timeOrigin + m.expectedDisplayTime]);
+      video.requestVideoFrameCallback(onFrame);
+    }
+    if ('requestVideoFrameCallback' in HTMLVideoElement.prototype) video.requestVideoFrameCallback(onFrame);
+    window.camcapFrames = () => frameLog.splice(0);
+    setInterval(async () => {
+      if (window.camcap.error) return;
+      const s = await window.camcapStats();
+      if (s.dtlsState === 'closed' || s.state === 'failed') {
+        overlay.textContent = s.dtlsState === 'closed' ? 'the server ended the stream' : 'connection failed';
+        return;
+      }
+      let kbps = 0;
+      if (last) kbps = (s.bytesReceived - last.bytesReceived) * 8 / (s.now - last.now);
+      last = s;
+      overlay.textContent = `${s.frameWidth}x${s.frameHeight}  ${s.framesPerSecond} fps  ${kbps.toFixed(0)} kbps` +
+        `  rtt ${s.rtt === null ? '-' : (s.rtt * 1000).toFixed(1) + ' ms'}\\n${s.state}  decoded ${s.framesDecoded}` +
+        `  freezes ${s.freezeCount}  nack ${s.nackCount}  pli ${s.pliCount}`;
+    }, 1000);
+    start();
+    </script>
+    </body></html>
+    """

@@ -33,7 +33,10 @@ public enum ServeSecurity {
     }
 
     public static func isHostName(_ h: String) -> Bool {
-        (1...253).contains(h.utf8.count) && h.utf8.allSatisfy { $0 == 0x2d || $0 == 0x2e || $0 == 0x3a || (0x30...0x39).contains($0) || (0x41...0x5a).contains($0) || (0x61...0x7a).contains($0) }
+        (1...253).contains(h.utf8.count)
+            && h.utf8.allSatisfy {
+                $0 == 0x2d || $0 == 0x2e || $0 == 0x3a || (0x30...0x39).contains($0) || (0x41...0x5a).contains($0) || (0x61...0x7a).contains($0)
+            }
     }
 
     public static func isLoopback(_ host: String) -> Bool { host.hasPrefix("127.") || host == "::1" }
@@ -50,7 +53,9 @@ public enum ServeSecurity {
     /// The bearer token a server uses, and where it came from (for the start line): none with `noAuth`, else
     /// the one given, the first line of `file` (a regular file of at most 4 KiB), `CAMCAP_TOKEN` from
     /// `environment`, or a random one. A token that breaks RFC 6750's syntax is an error naming its source.
-    public static func token(noAuth: Bool, given: String?, file: String?, environment: [String: String]) throws(ServerError) -> (token: String?, source: String) {
+    public static func token(noAuth: Bool, given: String?, file: String?, environment: [String: String]) throws(ServerError) -> (
+        token: String?, source: String
+    ) {
         if noAuth { return (nil, "none (--no-auth)") }
         if let given {
             guard isValidToken(given) else { throw ServerError(.badToken, "--token: \(tokenRule)") }
@@ -71,11 +76,13 @@ public enum ServeSecurity {
     /// The names a server listening on `host` answers to in `Host` (lowercased): its listen and candidate
     /// addresses, every interface address and loopback for a wildcard listener, `localhost` for loopback and
     /// wildcard listeners, and the extra names given. Anything else is DNS rebinding or a mistake.
-    public static func hostNames(listening host: String, isWildcard: Bool, candidates: [String], interfaces: [String], extra: [String]) -> Set<String> {
+    public static func hostNames(listening host: String, isWildcard: Bool, candidates: [String], interfaces: [String], extra: [String]) -> Set<String>
+    {
         var names = Set(([host] + candidates + extra).map { $0.lowercased() })
         if isWildcard { names.formUnion(interfaces + ["127.0.0.1", "::1"]) }
         if isWildcard || isLoopback(host) { names.insert("localhost") }
-        names.remove("0.0.0.0"); names.remove("::")
+        names.remove("0.0.0.0")
+        names.remove("::")
         return names
     }
 
@@ -85,7 +92,8 @@ public enum ServeSecurity {
             return String(decoding: try readBoundedFile(path, limit: limit), as: UTF8.self)
         } catch {
             switch error {
-            case .cannotOpen(let e), .readFailed(let e): throw ServerError(.badFile, "cannot read the \(what) \(path): \(String(cString: strerror(e)))")
+            case .cannotOpen(let e), .readFailed(let e):
+                throw ServerError(.badFile, "cannot read the \(what) \(path): \(String(cString: strerror(e)))")
             case .notRegular(let kind): throw ServerError(.badFile, "the \(what) \(path) is \(kind), not a regular file")
             case .tooLarge(let size): throw ServerError(.badFile, "the \(what) \(path) is \(size) bytes; at most \(limit) are read")
             case .grew: throw ServerError(.badFile, "the \(what) \(path) grew past \(limit) bytes while it was read")
@@ -98,12 +106,18 @@ public enum ServeSecurity {
         let certText = try readSmallFile(certificate, what: "TLS certificate", limit: 256 * 1024)
         let keyText = try readSmallFile(key, what: "TLS key", limit: 64 * 1024)
         let chain: [NIOSSLCertificate], privateKey: NIOSSLPrivateKey
-        do { chain = try NIOSSLCertificate.fromPEMBytes(Array(certText.utf8)) } catch { throw ServerError(.badFile, "\(certificate): not a PEM certificate (\(error))") }
+        do { chain = try NIOSSLCertificate.fromPEMBytes(Array(certText.utf8)) } catch {
+            throw ServerError(.badFile, "\(certificate): not a PEM certificate (\(error))")
+        }
         guard !chain.isEmpty else { throw ServerError(.badFile, "\(certificate): no certificate in it") }
-        do { privateKey = try NIOSSLPrivateKey(bytes: Array(keyText.utf8), format: .pem) } catch { throw ServerError(.badFile, "\(key): not a PEM private key (\(error))") }
+        do { privateKey = try NIOSSLPrivateKey(bytes: Array(keyText.utf8), format: .pem) } catch {
+            throw ServerError(.badFile, "\(key): not a PEM private key (\(error))")
+        }
         let config = TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(privateKey))
-        do { return (try NIOSSLContext(configuration: config), "https: certificate \(certificate)") }
-        catch { throw ServerError(.tls, "the TLS certificate \(certificate) and key \(key) do not make a TLS context (do they belong together?): \(error)") }
+        do { return (try NIOSSLContext(configuration: config), "https: certificate \(certificate)") } catch {
+            throw ServerError(
+                .tls, "the TLS certificate \(certificate) and key \(key) do not make a TLS context (do they belong together?): \(error)")
+        }
     }
 
     /// TLS with a certificate made now for `names`; the line to print gives its fingerprints.
@@ -114,8 +128,10 @@ public enum ServeSecurity {
             let config = TLSConfiguration.makeServerConfiguration(
                 certificateChain: try NIOSSLCertificate.fromPEMBytes(Array(made.certificatePEM.utf8)).map { .certificate($0) },
                 privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(made.privateKeyPEM.utf8), format: .pem)))
-            return (try NIOSSLContext(configuration: config),
-                    "https: self-signed certificate for \(names.joined(separator: ", ")); sha-256 \(made.fingerprint); public key sha-256 (base64) \(made.publicKeySHA256)")
+            return (
+                try NIOSSLContext(configuration: config),
+                "https: self-signed certificate for \(names.joined(separator: ", ")); sha-256 \(made.fingerprint); public key sha-256 (base64) \(made.publicKeySHA256)"
+            )
         } catch { throw ServerError(.tls, "cannot use the self-signed certificate: \(error)") }
     }
 }

@@ -12,7 +12,13 @@ public import CapturePipeline
 /// (add on POST, remove on DELETE or when a peer ends by itself). Key-frame requests from all viewers are
 /// merged and rate-limited; the bitrate follows the lowest REMB among the viewers.
 public final class ViewerHub: EncodedOutput, Sendable {
-    struct Viewer { var peer: WebRTCPeer; var remb: UInt64?; var address: String; var number: Int; var metrics: ViewerMetrics }
+    struct Viewer {
+        var peer: WebRTCPeer
+        var remb: UInt64?
+        var address: String
+        var number: Int
+        var metrics: ViewerMetrics
+    }
     /// How many viewers, and how many of them may still be connecting (ICE and DTLS not done), overall and per
     /// client address: a slot held by an offer that never connects is freed at the peer's connect timeout.
     public struct Limits: Sendable {
@@ -21,7 +27,10 @@ public final class ViewerHub: EncodedOutput, Sendable {
         public var maxPerAddress = 8
         public var maxPendingPerAddress = 2
         public init(maxViewers: Int = 16, maxPending: Int = 8, maxPerAddress: Int = 8, maxPendingPerAddress: Int = 2) {
-            self.maxViewers = maxViewers; self.maxPending = maxPending; self.maxPerAddress = maxPerAddress; self.maxPendingPerAddress = maxPendingPerAddress
+            self.maxViewers = maxViewers
+            self.maxPending = maxPending
+            self.maxPerAddress = maxPerAddress
+            self.maxPendingPerAddress = maxPendingPerAddress
         }
     }
     private struct State {
@@ -52,9 +61,14 @@ public final class ViewerHub: EncodedOutput, Sendable {
     private let leftCounter = Counter(label: "whep_viewers_left_total")
 
     /// `logger` gets a viewer's arrival and departure (debug) and nothing per frame.
-    public init(identity: DTLSIdentity, configuration: WebRTCPeer.Configuration, limits: Limits = Limits(),
-                logger: Logger = Logger(label: "swift-video-capture.whep", factory: { _ in SwiftLogNoOpLogHandler() })) {
-        self.identity = identity; self.configuration = configuration; self.limits = limits; self.logger = logger
+    public init(
+        identity: DTLSIdentity, configuration: WebRTCPeer.Configuration, limits: Limits = Limits(),
+        logger: Logger = Logger(label: "swift-video-capture.whep", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) {
+        self.identity = identity
+        self.configuration = configuration
+        self.limits = limits
+        self.logger = logger
     }
     /// Key-frame requests and bandwidth estimates go to `encode`; with `adapting`, estimates also set the size
     /// and frame rate.
@@ -84,24 +98,31 @@ public final class ViewerHub: EncodedOutput, Sendable {
         do throws(WebRTCError) { offer = try WebRTCOffer(text) } catch { throw .badOffer(error) }
         if let refused = state.withLock({ admission($0, from: address) }) { throw refused }
         let peer: WebRTCPeer
-        do throws(WebRTCError) { peer = try WebRTCPeer(offer: offer, identity: identity, configuration: configuration) } catch { throw .failed(error.message) }
+        do throws(WebRTCError) { peer = try WebRTCPeer(offer: offer, identity: identity, configuration: configuration) } catch {
+            throw .failed(error.message)
+        }
         let id = peer.id
         let admitted = state.withLock { s -> Result<Int, AddError> in
-            if let refused = admission(s, from: address) { return .failure(refused) }   // another POST took the slot meanwhile
+            if let refused = admission(s, from: address) { return .failure(refused) } // another POST took the slot meanwhile
             s.total += 1
-            s.viewers[id] = Viewer(peer: peer, address: address, number: s.total, metrics: ViewerMetrics(number: s.total)); s.order.append(id)
+            s.viewers[id] = Viewer(peer: peer, address: address, number: s.total, metrics: ViewerMetrics(number: s.total))
+            s.order.append(id)
             s.peers.append(peer)
             return .success(s.total)
         }
         let number: Int
         switch admitted {
         case .success(let n): number = n
-        case .failure(let refused): peer.close(); throw refused
+        case .failure(let refused):
+            peer.close()
+            throw refused
         }
-        peer.start(WebRTCPeer.Handlers(connected: { [weak self] in self?.requestKeyFrame() },
-                                       keyFrameRequest: { [weak self] in self?.requestKeyFrame() },
-                                       bitrateEstimate: { [weak self] bps in self?.remb(id, bps) },
-                                       closed: { [weak self] reason in self?.ended(id, reason) }))
+        peer.start(
+            WebRTCPeer.Handlers(
+                connected: { [weak self] in self?.requestKeyFrame() },
+                keyFrameRequest: { [weak self] in self?.requestKeyFrame() },
+                bitrateEstimate: { [weak self] bps in self?.remb(id, bps) },
+                closed: { [weak self] reason in self?.ended(id, reason) }))
         joined.increment()
         viewersGauge.record(viewerCount)
         logger.debug("viewer joined", metadata: ["viewer": "\(number)", "client": "\(address)"])
@@ -119,9 +140,11 @@ public final class ViewerHub: EncodedOutput, Sendable {
     private func ended(_ id: String, _ reason: String) {
         let gone = state.withLock { s -> Viewer? in
             guard let v = s.viewers.removeValue(forKey: id) else { return nil }
-            s.order.removeAll { $0 == id }; s.left += 1
+            s.order.removeAll { $0 == id }
+            s.left += 1
             s.peers.removeAll { $0.id == id }
-            s.lastEnded.append((id, reason)); if s.lastEnded.count > 8 { s.lastEnded.removeFirst() }
+            s.lastEnded.append((id, reason))
+            if s.lastEnded.count > 8 { s.lastEnded.removeFirst() }
             return v
         }
         guard let gone else { return }
@@ -133,7 +156,10 @@ public final class ViewerHub: EncodedOutput, Sendable {
     }
 
     public func closeAll(reason: String) {
-        let peers = state.withLock { s -> [WebRTCPeer] in s.closed = true; return s.order.compactMap { s.viewers[$0]?.peer } }
+        let peers = state.withLock { s -> [WebRTCPeer] in
+            s.closed = true
+            return s.order.compactMap { s.viewers[$0]?.peer }
+        }
         for p in peers { p.close(reason: reason) }
     }
 
@@ -170,9 +196,13 @@ public final class ViewerHub: EncodedOutput, Sendable {
         if keyFramePending.load(ordering: .acquiring) {
             let due = state.withLock { s -> Bool in
                 guard now - s.lastKeyFrameNs >= ViewerHub.keyFrameIntervalNs else { return false }
-                s.lastKeyFrameNs = now; return true
+                s.lastKeyFrameNs = now
+                return true
             }
-            if due { keyFramePending.store(false, ordering: .releasing); encoder.withLock { $0?.control }?.requestKeyFrame() }
+            if due {
+                keyFramePending.store(false, ordering: .releasing)
+                encoder.withLock { $0?.control }?.requestKeyFrame()
+            }
         }
         if frame.isKeyFrame { state.withLock { $0.lastKeyFrameNs = max($0.lastKeyFrameNs, now) } }
         let peers = state.withLock { $0.peers }
@@ -198,20 +228,22 @@ public final class ViewerHub: EncodedOutput, Sendable {
             let p = v.peer, st = p.statistics
             var item: [(String, Any)] = [("viewer", v.number), ("state", st.state), ("srtp", st.srtpProfile ?? "")]
             if detailed { item += [("resource", "/whep/\(id)"), ("remote", st.remote ?? ""), ("client", v.address)] }
-            item += [("payloadType", Int(p.offer.payloadType)), ("profileLevelId", p.offer.profileLevelID),
-                    ("framesSent", st.rtp.framesSent), ("packetsSent", st.rtp.packetsSent), ("bytesSent", st.rtp.bytesSent),
-                    ("packetsDropped", st.rtp.packetsDroppedBySimulation), ("nacks", st.rtp.nacksReceived),
-                    ("retransmissions", st.rtp.retransmissions), ("retransmittedBytes", st.rtp.retransmittedBytes),
-                    ("nacksIgnored", st.rtp.nacksIgnored), ("retransmissionsOverBudget", st.rtp.retransmissionsOverBudget),
-                    ("keyFrameRequests", st.rtp.keyFrameRequests), ("keyFrameRequestsHonoured", st.rtp.keyFrameRequestsHonoured),
-                    ("receiverReports", st.rtp.receiverReports), ("rttMs", st.rtp.rttMs ?? -1), ("fractionLost", st.rtp.fractionLost ?? -1),
-                    ("rembBps", v.remb.map { Int(clamping: $0) } ?? -1), ("stunRequests", st.stunRequests), ("srtcpErrors", st.srtcpErrors),
-                    ("dtlsRecordsDropped", st.dtlsRecordsDropped), ("rtcpErrors", st.rtp.rtcpErrors),
-                    ("keyFramesSkippedBeforeStart", st.framesSkippedBeforeKeyFrame),
-                    // RTP time ↔ capture time of this viewer's stream, and CLOCK_REALTIME − CLOCK_MONOTONIC now
-                    // (latency measurements map a frame's RTP timestamp back to its capture time).
-                    ("rtpTimestampOffset", Int(p.sender.rtpTimestampOffset)), ("firstCaptureNs", st.rtp.firstCaptureNs.map { Int($0) } ?? -1),
-                    ("realtimeMinusMonotonicNs", Int(realtimeMinusMonotonicNs()))]
+            item += [
+                ("payloadType", Int(p.offer.payloadType)), ("profileLevelId", p.offer.profileLevelID),
+                ("framesSent", st.rtp.framesSent), ("packetsSent", st.rtp.packetsSent), ("bytesSent", st.rtp.bytesSent),
+                ("packetsDropped", st.rtp.packetsDroppedBySimulation), ("nacks", st.rtp.nacksReceived),
+                ("retransmissions", st.rtp.retransmissions), ("retransmittedBytes", st.rtp.retransmittedBytes),
+                ("nacksIgnored", st.rtp.nacksIgnored), ("retransmissionsOverBudget", st.rtp.retransmissionsOverBudget),
+                ("keyFrameRequests", st.rtp.keyFrameRequests), ("keyFrameRequestsHonoured", st.rtp.keyFrameRequestsHonoured),
+                ("receiverReports", st.rtp.receiverReports), ("rttMs", st.rtp.rttMs ?? -1), ("fractionLost", st.rtp.fractionLost ?? -1),
+                ("rembBps", v.remb.map { Int(clamping: $0) } ?? -1), ("stunRequests", st.stunRequests), ("srtcpErrors", st.srtcpErrors),
+                ("dtlsRecordsDropped", st.dtlsRecordsDropped), ("rtcpErrors", st.rtp.rtcpErrors),
+                ("keyFramesSkippedBeforeStart", st.framesSkippedBeforeKeyFrame),
+                // RTP time ↔ capture time of this viewer's stream, and CLOCK_REALTIME − CLOCK_MONOTONIC now
+                // (latency measurements map a frame's RTP timestamp back to its capture time).
+                ("rtpTimestampOffset", Int(p.sender.rtpTimestampOffset)), ("firstCaptureNs", st.rtp.firstCaptureNs.map { Int($0) } ?? -1),
+                ("realtimeMinusMonotonicNs", Int(realtimeMinusMonotonicNs())),
+            ]
             return item
         }
         let s = state.withLock { ($0.total, $0.left) }
@@ -219,7 +251,6 @@ public final class ViewerHub: EncodedOutput, Sendable {
             + "\"connections\": \(connections), \"refused\": \(jsonValue(refused.json))}"
     }
 }
-
 
 /// One viewer's metrics (label `viewer`: its number), removed when it leaves.
 final class ViewerMetrics: Sendable {
@@ -243,7 +274,10 @@ final class ViewerMetrics: Sendable {
         if let f = s.fractionLost { lost.record(f) }
         if let e = estimate { remb.record(Double(e)) }
         let now = (bytes: s.bytesSent, nacks: s.nacksReceived, retransmitted: s.retransmittedBytes, keyRequests: s.keyFrameRequests)
-        let before = last.withLock { l in defer { l = now }; return l }
+        let before = last.withLock { l in
+            defer { l = now }
+            return l
+        }
         if now.bytes > before.bytes { bytes.increment(by: now.bytes - before.bytes) }
         if now.nacks > before.nacks { nacks.increment(by: now.nacks - before.nacks) }
         if now.retransmitted > before.retransmitted { retransmitted.increment(by: now.retransmitted - before.retransmitted) }

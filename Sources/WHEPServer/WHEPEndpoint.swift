@@ -21,7 +21,9 @@ public struct ServerPolicy: Sendable {
     public var maxConnectionsPerAddress = 32
 
     public init(token: String?, allowedOrigins: Set<String> = [], hostNames: Set<String> = []) {
-        self.token = token; self.allowedOrigins = allowedOrigins; self.hostNames = hostNames
+        self.token = token
+        self.allowedOrigins = allowedOrigins
+        self.hostNames = hostNames
     }
 
     /// Constant-time comparison of `Authorization: Bearer …` with the token.
@@ -50,9 +52,11 @@ public struct RefusalCounters: Sendable {
     public var unauthorized = 0, foreignOrigin = 0, foreignHost = 0, connectionLimit = 0, perAddressConnectionLimit = 0, evicted = 0
     public var timeouts = 0, viewerLimit = 0, pendingLimit = 0, perAddressViewerLimit = 0, badOffer = 0
     var json: [(String, Any)] {
-        [("unauthorized", unauthorized), ("foreignOrigin", foreignOrigin), ("foreignHost", foreignHost), ("connectionLimit", connectionLimit),
-         ("perAddressConnectionLimit", perAddressConnectionLimit), ("evicted", evicted), ("timeouts", timeouts), ("viewerLimit", viewerLimit),
-         ("pendingLimit", pendingLimit), ("perAddressViewerLimit", perAddressViewerLimit), ("badOffer", badOffer)]
+        [
+            ("unauthorized", unauthorized), ("foreignOrigin", foreignOrigin), ("foreignHost", foreignHost), ("connectionLimit", connectionLimit),
+            ("perAddressConnectionLimit", perAddressConnectionLimit), ("evicted", evicted), ("timeouts", timeouts), ("viewerLimit", viewerLimit),
+            ("pendingLimit", pendingLimit), ("perAddressViewerLimit", perAddressViewerLimit), ("badOffer", badOffer),
+        ]
     }
 }
 
@@ -67,7 +71,11 @@ public struct WHEPRequest: Sendable {
     public var client: String
 
     public init(method: String, uri: String, headers: [(name: String, value: String)], body: [UInt8] = [], client: String) {
-        self.method = method; self.uri = uri; self.headers = headers; self.body = body; self.client = client
+        self.method = method
+        self.uri = uri
+        self.headers = headers
+        self.body = body
+        self.client = client
     }
 
     /// The first header of that name (case-insensitive).
@@ -83,7 +91,11 @@ public struct WHEPResponse: Sendable {
     public var status: Int
     public var headers: [(name: String, value: String)]
     public var body: String
-    public init(status: Int, headers: [(name: String, value: String)], body: String) { self.status = status; self.headers = headers; self.body = body }
+    public init(status: Int, headers: [(name: String, value: String)], body: String) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
 }
 
 /// The WHEP server without an HTTP server (RFC 9725): the policy checks (Host, Origin, token) and the routes,
@@ -106,7 +118,9 @@ public final class WHEPEndpoint: Sendable {
     /// `metrics` renders the app's metrics registry (swift-metrics' backend) for GET /metrics, after the
     /// endpoint has brought the viewers' and its refusals' metrics up to date; nil: no /metrics.
     public init(hub: ViewerHub, policy: ServerPolicy, metrics: (@Sendable () -> String)? = nil) {
-        self.hub = hub; self.policy = policy; self.metrics = metrics
+        self.hub = hub
+        self.policy = policy
+        self.metrics = metrics
     }
 
     /// The help text of the server's metrics (and the pipeline's), given as `# HELP` before each family.
@@ -142,9 +156,14 @@ public final class WHEPEndpoint: Sendable {
     /// whep_refused_total{reason}: the refusal counters' growth since the last scrape.
     private func refreshRefusalMetrics() {
         let now = refused
-        let before = reportedRefusals.withLock { r in defer { r = now }; return r }
+        let before = reportedRefusals.withLock { r in
+            defer { r = now }
+            return r
+        }
         for ((name, value), (_, old)) in zip(now.json, before.json) {
-            if let v = value as? Int, let o = old as? Int, v > o { Counter(label: "whep_refused_total", dimensions: [("reason", name)]).increment(by: v - o) }
+            if let v = value as? Int, let o = old as? Int, v > o {
+                Counter(label: "whep_refused_total", dimensions: [("reason", name)]).increment(by: v - o)
+            }
         }
     }
 
@@ -188,18 +207,28 @@ public final class WHEPEndpoint: Sendable {
         let host = request.header("Host").map(ServerPolicy.hostPart) ?? ""
         guard policy.hostNames.contains(host) else {
             count { $0.foreignHost += 1 }
-            return WHEPResponse(status: 403, headers: Self.plain, body: "Host \"\(Self.printable(host, 80))\" is not one of this server's names; start it with --allow-host NAME to add one\n")
+            return WHEPResponse(
+                status: 403, headers: Self.plain,
+                body: "Host \"\(Self.printable(host, 80))\" is not one of this server's names; start it with --allow-host NAME to add one\n")
         }
         if let origin = foreignOrigin(request), !policy.allowedOrigins.contains(origin.lowercased()) {
             count { $0.foreignOrigin += 1 }
-            return WHEPResponse(status: 403, headers: Self.plain, body: "requests from the origin \"\(Self.printable(origin, 80))\" are not allowed; start the server with --allow-origin ORIGIN to allow one\n")
+            return WHEPResponse(
+                status: 403, headers: Self.plain,
+                body:
+                    "requests from the origin \"\(Self.printable(origin, 80))\" are not allowed; start the server with --allow-origin ORIGIN to allow one\n"
+            )
         }
         let open = request.method == "OPTIONS" || (request.method == "GET" && (path == "/" || path == "/index.html"))
         if !open && !policy.authorizes(request.header("Authorization")) {
             count { $0.unauthorized += 1 }
             let given = request.header("Authorization") != nil
-            return WHEPResponse(status: 401, headers: Self.plain + [("WWW-Authenticate", given ? "Bearer realm=\"camcap\", error=\"invalid_token\"" : "Bearer realm=\"camcap\"")],
-                                body: given ? "the bearer token is not this server's\n" : "this server needs Authorization: Bearer TOKEN (the token is in the URL camcap serve printed)\n")
+            return WHEPResponse(
+                status: 401,
+                headers: Self.plain + [("WWW-Authenticate", given ? "Bearer realm=\"camcap\", error=\"invalid_token\"" : "Bearer realm=\"camcap\"")],
+                body: given
+                    ? "the bearer token is not this server's\n"
+                    : "this server needs Authorization: Bearer TOKEN (the token is in the URL camcap serve printed)\n")
         }
         return nil
     }
@@ -208,33 +237,46 @@ public final class WHEPEndpoint: Sendable {
         let path = request.path, plain = Self.plain
         switch (request.method, path) {
         case ("GET", "/"), ("GET", "/index.html"):
-            return WHEPResponse(status: 200, headers: [("Content-Type", "text/html; charset=utf-8"), ("Cache-Control", "no-store"),
-                          ("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; frame-ancestors 'none'"),
-                          ("Referrer-Policy", "no-referrer")], body: playerPage)
+            return WHEPResponse(
+                status: 200,
+                headers: [
+                    ("Content-Type", "text/html; charset=utf-8"), ("Cache-Control", "no-store"),
+                    ("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; frame-ancestors 'none'"),
+                    ("Referrer-Policy", "no-referrer"),
+                ], body: playerPage)
         case ("GET", "/stats"):
             // Addresses and resources only to the token's holder (with no token, to no one).
             let open = connections.withLock { $0 }()
-            return WHEPResponse(status: 200, headers: [("Content-Type", "application/json"), ("Cache-Control", "no-store")],
-                                body: hub.statsJSON(detailed: policy.token != nil, refused: refused, connections: open) + "\n")
+            return WHEPResponse(
+                status: 200, headers: [("Content-Type", "application/json"), ("Cache-Control", "no-store")],
+                body: hub.statsJSON(detailed: policy.token != nil, refused: refused, connections: open) + "\n")
         case ("GET", "/metrics"):
             guard let metrics else { return WHEPResponse(status: 404, headers: plain, body: "this server keeps no metrics\n") }
             hub.refreshMetrics()
             refreshRefusalMetrics()
-            return WHEPResponse(status: 200, headers: [("Content-Type", "text/plain; version=0.0.4; charset=utf-8"), ("Cache-Control", "no-store")],
-                                body: WHEPEndpoint.withHelp(metrics()))
+            return WHEPResponse(
+                status: 200, headers: [("Content-Type", "text/plain; version=0.0.4; charset=utf-8"), ("Cache-Control", "no-store")],
+                body: WHEPEndpoint.withHelp(metrics()))
         case ("OPTIONS", _):
-            return WHEPResponse(status: 204, headers: [("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS"), ("Access-Control-Allow-Headers", "Authorization, Content-Type"),
-                                 ("Access-Control-Max-Age", "600")], body: "")
+            return WHEPResponse(
+                status: 204,
+                headers: [
+                    ("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS"), ("Access-Control-Allow-Headers", "Authorization, Content-Type"),
+                    ("Access-Control-Max-Age", "600"),
+                ], body: "")
         case ("POST", "/whep"):
             let type = request.header("Content-Type")?.lowercased() ?? ""
             guard type.hasPrefix("application/sdp") else {
-                return WHEPResponse(status: 415, headers: plain, body: "POST /whep takes an SDP offer with Content-Type: application/sdp (got \"\(Self.printable(type, 60))\")\n")
+                return WHEPResponse(
+                    status: 415, headers: plain,
+                    body: "POST /whep takes an SDP offer with Content-Type: application/sdp (got \"\(Self.printable(type, 60))\")\n")
             }
             do throws(ViewerHub.AddError) {
                 let (id, answer) = try hub.add(offer: String(decoding: request.body, as: UTF8.self), from: request.client)
                 // The ETag names the viewer's one ICE session (RFC 9725 §4.3.1: it would change with an ICE restart).
-                return WHEPResponse(status: 201, headers: [("Content-Type", "application/sdp"), ("Location", "/whep/\(id)"), ("ETag", "\"\(id)\"")],
-                                    body: answer)
+                return WHEPResponse(
+                    status: 201, headers: [("Content-Type", "application/sdp"), ("Location", "/whep/\(id)"), ("ETag", "\"\(id)\"")],
+                    body: answer)
             } catch {
                 switch error {
                 case .badOffer(let e):
@@ -242,20 +284,27 @@ public final class WHEPEndpoint: Sendable {
                     return WHEPResponse(status: e.code == .unsupportedCodec ? 406 : 400, headers: plain, body: e.message + "\n")
                 case .full:
                     count { $0.viewerLimit += 1 }
-                    return WHEPResponse(status: 503, headers: plain + [("Retry-After", "10")], body: "already \(hub.limits.maxViewers) viewers; try again when one leaves\n")
+                    return WHEPResponse(
+                        status: 503, headers: plain + [("Retry-After", "10")],
+                        body: "already \(hub.limits.maxViewers) viewers; try again when one leaves\n")
                 case .tooManyPending:
                     count { $0.pendingLimit += 1 }
-                    return WHEPResponse(status: 503, headers: plain + [("Retry-After", "5")], body: "\(hub.limits.maxPending) viewers are still connecting; try again in a few seconds\n")
+                    return WHEPResponse(
+                        status: 503, headers: plain + [("Retry-After", "5")],
+                        body: "\(hub.limits.maxPending) viewers are still connecting; try again in a few seconds\n")
                 case .tooManyFromAddress(let n):
                     count { $0.perAddressViewerLimit += 1 }
-                    return WHEPResponse(status: 429, headers: plain + [("Retry-After", "5")], body: "your address already has \(n) viewers (or viewers still connecting); end one first\n")
+                    return WHEPResponse(
+                        status: 429, headers: plain + [("Retry-After", "5")],
+                        body: "your address already has \(n) viewers (or viewers still connecting); end one first\n")
                 case .stopped: return WHEPResponse(status: 503, headers: plain, body: "the server is stopping\n")
                 case .failed(let m): return WHEPResponse(status: 500, headers: plain, body: m + "\n")
                 }
             }
         case ("DELETE", _) where path.hasPrefix("/whep/"):
             let id = String(path.dropFirst("/whep/".count))
-            return hub.remove(id) ? WHEPResponse(status: 200, headers: plain, body: "") : WHEPResponse(status: 404, headers: plain, body: "no such viewer\n")
+            return hub.remove(id)
+                ? WHEPResponse(status: 200, headers: plain, body: "") : WHEPResponse(status: 404, headers: plain, body: "no such viewer\n")
         case (_, "/whep"), (_, "/stats"), (_, "/metrics"), (_, "/"):
             return WHEPResponse(status: 405, headers: plain, body: "\(Self.printable(request.method, 20)) is not allowed on \(path)\n")
         default:

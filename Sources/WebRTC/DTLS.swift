@@ -1,6 +1,6 @@
 internal import CWebRTC
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// An error of the WebRTC layer: what went wrong in words, and a code to act on (an HTTP status, a retry).
@@ -15,7 +15,10 @@ public struct WebRTCError: Error, Sendable, Equatable, CustomStringConvertible {
     }
     public var message: String
     public var code: Code
-    public init(_ message: String, code: Code = .local) { self.message = message; self.code = code }
+    public init(_ message: String, code: Code = .local) {
+        self.message = message
+        self.code = code
+    }
     public var description: String { message }
 }
 
@@ -85,7 +88,9 @@ final class DTLSAssociation {
     /// Hands each datagram DTLS wants sent to `emit`.
     func drain(_ emit: (UnsafeRawBufferPointer) -> Void) {
         while true {
-            let n = buffer.withUnsafeMutableBytes { Int(cw_dtls_next_datagram(pointer, $0.baseAddress!.assumingMemoryBound(to: UInt8.self), $0.count)) }
+            let n = buffer.withUnsafeMutableBytes {
+                Int(cw_dtls_next_datagram(pointer, $0.baseAddress!.assumingMemoryBound(to: UInt8.self), $0.count))
+            }
             if n <= 0 { return }
             buffer.withUnsafeBytes { emit(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
         }
@@ -96,7 +101,12 @@ final class DTLSAssociation {
         var local = [UInt8](repeating: 0, count: 32), remote = [UInt8](repeating: 0, count: 32)
         var length: Int32 = 0
         let id = cw_dtls_srtp_keys(pointer, &local, &remote, &length)
-        defer { for i in 0..<32 { local[i] = 0; remote[i] = 0 } }
+        defer {
+            for i in 0..<32 {
+                local[i] = 0
+                remote[i] = 0
+            }
+        }
         guard let profile = SRTPProfile(rawValue: id) else { throw WebRTCError("no SRTP keys from the DTLS handshake (profile \(id))") }
         let out = try SRTPSession(profile: profile, key: Array(local[0..<Int(length)]), outbound: true)
         let inb = try SRTPSession(profile: profile, key: Array(remote[0..<Int(length)]), outbound: false)
@@ -176,7 +186,10 @@ public struct SelfSignedCertificate: Sendable {
         }
         defer { for i in key.indices { key[i] = 0 } }
         guard ok == 1 else { throw WebRTCError(cString(error)) }
-        certificatePEM = cString(cert); privateKeyPEM = cString(key); fingerprint = cString(fp); publicKeySHA256 = cString(spki)
+        certificatePEM = cString(cert)
+        privateKeyPEM = cString(key)
+        fingerprint = cString(fp)
+        publicKeySHA256 = cString(spki)
     }
 }
 

@@ -25,7 +25,7 @@ public struct WebRTCOffer: Sendable {
         let profile = v >> 16, constraints = (v >> 8) & 0xff
         switch profile {
         case 0x42: return constraints & 0x40 != 0 ? 0 : 1
-        case 0x4d: return 2   // a Main decoder decodes Constrained Baseline
+        case 0x4d: return 2 // a Main decoder decodes Constrained Baseline
         case 0x64: return constraints & 0x0c == 0x0c ? 3 : 4
         default: return nil
         }
@@ -34,11 +34,14 @@ public struct WebRTCOffer: Sendable {
     /// RFC 4566 token characters, 1...max of them.
     static func isToken(_ mid: String, max: Int) -> Bool {
         let allowed = Set("!#$%&'*+-.^_`{|}~".utf8)
-        return (1...max).contains(mid.utf8.count) && mid.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x41...0x5a).contains($0) || (0x61...0x7a).contains($0) || allowed.contains($0) }
+        return (1...max).contains(mid.utf8.count)
+            && mid.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x41...0x5a).contains($0) || (0x61...0x7a).contains($0) || allowed.contains($0) }
     }
 
     public init(_ sdp: String) throws(WebRTCError) {
-        guard sdp.utf8.count <= 64 * 1024 else { throw WebRTCError("the offer is \(sdp.utf8.count) bytes; at most 64 KiB are accepted", code: .invalidOffer) }
+        guard sdp.utf8.count <= 64 * 1024 else {
+            throw WebRTCError("the offer is \(sdp.utf8.count) bytes; at most 64 KiB are accepted", code: .invalidOffer)
+        }
         let d: SDPDescription
         do throws(SDPParseError) { d = try SDP.parse(sdp) } catch { throw WebRTCError("the offer is not a valid SDP: \(error)", code: .invalidOffer) }
         description = d
@@ -49,9 +52,11 @@ public struct WebRTCOffer: Sendable {
         let m = d.media[vi]
         func attr(_ name: String) -> String? { m.values(name).first ?? d.sessionAttributes.first { $0.0 == name }?.1 }
         guard let ufrag = attr("ice-ufrag"), let pwd = attr("ice-pwd"), (4...256).contains(ufrag.count), (22...256).contains(pwd.count) else {
-            throw WebRTCError("the offer has no usable ICE credentials (a=ice-ufrag of 4...256 and a=ice-pwd of 22...256 characters)", code: .invalidOffer)
+            throw WebRTCError(
+                "the offer has no usable ICE credentials (a=ice-ufrag of 4...256 and a=ice-pwd of 22...256 characters)", code: .invalidOffer)
         }
-        iceUfrag = ufrag; icePassword = pwd
+        iceUfrag = ufrag
+        icePassword = pwd
         let fps = (m.values("fingerprint") + d.sessionAttributes.filter { $0.0 == "fingerprint" }.map(\.1))
         guard let fp = fps.first(where: { $0.lowercased().hasPrefix("sha-256 ") }) else {
             throw WebRTCError("the offer has no a=fingerprint:sha-256 (DTLS-SRTP needs it)", code: .invalidOffer)
@@ -59,15 +64,21 @@ public struct WebRTCOffer: Sendable {
         fingerprint = String(fp.dropFirst(8)).trimmingSpaces.uppercased()
         let hexBytes = fingerprint.split(separator: ":", omittingEmptySubsequences: false)
         guard fingerprint.count == 95, hexBytes.count == 32, hexBytes.allSatisfy({ $0.count == 2 && $0.allSatisfy(\.isHexDigit) }) else {
-            throw WebRTCError("a=fingerprint:sha-256 \"\(fingerprint.prefix(100).filter { $0.isASCII && !$0.isNewline })\" is not 32 hex bytes separated by colons", code: .invalidOffer)
+            throw WebRTCError(
+                "a=fingerprint:sha-256 \"\(fingerprint.prefix(100).filter { $0.isASCII && !$0.isNewline })\" is not 32 hex bytes separated by colons",
+                code: .invalidOffer)
         }
         // What could never connect is refused now, not after a slot was held for it.
         guard m.proto.uppercased().hasPrefix("UDP/TLS/RTP/SAVP") else {
-            throw WebRTCError("the offer's video section uses \"\(m.proto.prefix(40).filter { $0.isASCII && !$0.isNewline })\": this server sends DTLS-SRTP only (UDP/TLS/RTP/SAVPF)", code: .invalidOffer)
+            throw WebRTCError(
+                "the offer's video section uses \"\(m.proto.prefix(40).filter { $0.isASCII && !$0.isNewline })\": this server sends DTLS-SRTP only (UDP/TLS/RTP/SAVPF)",
+                code: .invalidOffer)
         }
         let setup = (m.values("setup").first ?? d.sessionAttributes.first { $0.0 == "setup" }?.1 ?? "actpass").trimmingSpaces.lowercased()
         guard setup == "actpass" || setup == "active" else {
-            throw WebRTCError("the offer has a=setup:\(setup.prefix(20).filter { $0.isASCII && !$0.isNewline }): this server is the DTLS server (setup:passive), so the offer must be actpass or active", code: .invalidOffer)
+            throw WebRTCError(
+                "the offer has a=setup:\(setup.prefix(20).filter { $0.isASCII && !$0.isNewline }): this server is the DTLS server (setup:passive), so the offer must be actpass or active",
+                code: .invalidOffer)
         }
         // Every mid is echoed into the answer: RFC 5888 token characters, at most 16 (RFC 8843's RTP MID limit).
         for section in d.media {
@@ -80,7 +91,9 @@ public struct WebRTCOffer: Sendable {
             }
         }
         if m.values("sendonly").count > 0 || m.values("inactive").count > 0 {
-            throw WebRTCError("the offer's video section is \(m.values("sendonly").isEmpty ? "inactive" : "sendonly"): it must receive (recvonly or sendrecv)", code: .invalidOffer)
+            throw WebRTCError(
+                "the offer's video section is \(m.values("sendonly").isEmpty ? "inactive" : "sendonly"): it must receive (recvonly or sendrecv)",
+                code: .invalidOffer)
         }
         mid = m.values("mid").first
         // H.264 payload types with their fmtp parameters.
@@ -99,34 +112,41 @@ public struct WebRTCOffer: Sendable {
                     if p.count == 2 { params[String(p[0]).trimmingSpaces.lowercased()] = String(p[1]).trimmingSpaces }
                 }
             }
-            let plid = params["profile-level-id"] ?? "420010"   // RFC 6184 §8.1 default: Baseline, level 1.0
+            let plid = params["profile-level-id"] ?? "420010" // RFC 6184 §8.1 default: Baseline, level 1.0
             let mode = Int(params["packetization-mode"] ?? "0") ?? -1
             h264.append((pt, plid, mode, Self.compatibility(plid)))
         }
         let usable = h264.filter { $0.mode == 1 && $0.rank != nil }.sorted { $0.rank! < $1.rank! }
         guard let best = usable.first else {
             if h264.isEmpty {
-                throw WebRTCError("the offer has no H.264 (it offers \(codecs.isEmpty ? "no codec" : Array(Set(codecs)).sorted().joined(separator: ", "))): this server sends H.264 only", code: .unsupportedCodec)
+                throw WebRTCError(
+                    "the offer has no H.264 (it offers \(codecs.isEmpty ? "no codec" : Array(Set(codecs)).sorted().joined(separator: ", "))): this server sends H.264 only",
+                    code: .unsupportedCodec)
             }
-            throw WebRTCError("the offer's H.264 is not usable: it needs packetization-mode=1 with a Constrained Baseline compatible profile-level-id (42e0xx, 4200xx, 4d4xxx, 640cxx); offered "
-                              + h264.map { "\($0.pt): \($0.plid) mode \($0.mode)" }.joined(separator: ", "), code: .unsupportedCodec)
+            throw WebRTCError(
+                "the offer's H.264 is not usable: it needs packetization-mode=1 with a Constrained Baseline compatible profile-level-id (42e0xx, 4200xx, 4d4xxx, 640cxx); offered "
+                    + h264.map { "\($0.pt): \($0.plid) mode \($0.mode)" }.joined(separator: ", "), code: .unsupportedCodec)
         }
         payloadType = best.pt
         profileLevelID = best.plid.lowercased()
-        rtxPayloadType = m.values("fmtp").compactMap { fmtp -> UInt8? in
-            let f = fmtp.split(separator: " ", maxSplits: 1)
-            guard f.count == 2, let pt = UInt8(f[0]), pt < 128, m.payloadTypes.contains(pt), String(f[1]).trimmingSpaces == "apt=\(best.pt)",
-                  m.values("rtpmap").contains(where: { $0.lowercased().hasPrefix("\(pt) rtx/90000") }) else { return nil }
-            return pt
-        }.first
+        rtxPayloadType =
+            m.values("fmtp").compactMap { fmtp -> UInt8? in
+                let f = fmtp.split(separator: " ", maxSplits: 1)
+                guard f.count == 2, let pt = UInt8(f[0]), pt < 128, m.payloadTypes.contains(pt), String(f[1]).trimmingSpaces == "apt=\(best.pt)",
+                    m.values("rtpmap").contains(where: { $0.lowercased().hasPrefix("\(pt) rtx/90000") })
+                else { return nil }
+                return pt
+            }.first
     }
 
     /// The answer: ice-lite, our credentials and fingerprint, setup:passive (the peer is the DTLS client), one host
     /// candidate, BUNDLE on the video section with rtcp-mux, the chosen H.264 payload type with rtcp-fb nack, nack
     /// pli, ccm fir and goog-remb, and our SSRC. Other sections are rejected (port 0).
     /// With `rtxSSRC`, retransmissions are negotiated as RTX (the offer's RTX payload type, `a=ssrc-group:FID`).
-    public func answer(iceUfrag: String, icePassword: String, fingerprint: String, hosts: [String], port: Int, ssrc: UInt32, rtxSSRC: UInt32? = nil,
-                       cname: String = "swift-video-capture", sessionID: UInt64 = .random(in: 1...UInt64(Int64.max))) -> String {
+    public func answer(
+        iceUfrag: String, icePassword: String, fingerprint: String, hosts: [String], port: Int, ssrc: UInt32, rtxSSRC: UInt32? = nil,
+        cname: String = "swift-video-capture", sessionID: UInt64 = .random(in: 1...UInt64(Int64.max))
+    ) -> String {
         let host = hosts.first ?? "127.0.0.1"
         let ip = host.contains(":") ? "IP6" : "IP4"
         var l = ["v=0", "o=- \(sessionID) 2 IN \(ip) \(host)", "s=camcap", "t=0 0"]

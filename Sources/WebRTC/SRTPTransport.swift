@@ -2,7 +2,7 @@ import RTP
 import Synchronization
 import SystemIO
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A WebRTC peer's way out: its one UDP socket (BUNDLE, rtcp-mux), the remote address ICE selected, and the
@@ -43,7 +43,10 @@ final class SRTPTransport: RTPTransport {
     /// produced and dropped.
     func sendSelected(_ produce: ((UnsafeRawBufferPointer) -> Void) -> Void) {
         state.withLock { s in
-            guard let remote = s.remote else { produce { _ in }; return }
+            guard let remote = s.remote else {
+                produce { _ in }
+                return
+            }
             produce { _ = socket.send($0, to: remote) }
         }
     }
@@ -68,7 +71,10 @@ final class SRTPTransport: RTPTransport {
 
     /// Stops sending and closes the socket (idempotent).
     func shutDown() {
-        state.withLock { s in s.open = false; s.outbound = nil }
+        state.withLock { s in
+            s.open = false
+            s.outbound = nil
+        }
         socket.close()
     }
 }

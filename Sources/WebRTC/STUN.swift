@@ -48,8 +48,12 @@ public enum STUN {
             case 0x0025: useCandidate = true
             case 0x802A: controlling = true
             case 0x0024: if l == 4 { priority = p.bigEndianUInt32(at: v) }
-            case 0x0008: guard l == 20 else { return .ignored("MESSAGE-INTEGRITY of \(l) bytes") }; integrityAt = o
-            case 0x8028: guard l == 4 else { return .ignored("FINGERPRINT of \(l) bytes") }; fingerprintAt = o
+            case 0x0008:
+                guard l == 20 else { return .ignored("MESSAGE-INTEGRITY of \(l) bytes") }
+                integrityAt = o
+            case 0x8028:
+                guard l == 4 else { return .ignored("FINGERPRINT of \(l) bytes") }
+                fingerprintAt = o
             default: break
             }
             o = v + (l + 3) & ~3
@@ -64,11 +68,16 @@ public enum STUN {
         // everything before the attribute.
         var covered = [UInt8](UnsafeRawBufferPointer(rebasing: p[0..<integrityAt]))
         let adjusted = integrityAt - 20 + 24
-        covered[2] = UInt8(adjusted >> 8); covered[3] = UInt8(adjusted & 0xff)
+        covered[2] = UInt8(adjusted >> 8)
+        covered[3] = UInt8(adjusted & 0xff)
         let mac = hmacSHA1(key: Array(localPassword.utf8), covered)
-        guard mac.elementsEqual(p[(integrityAt + 4)..<(integrityAt + 24)]) else { return .ignored("STUN MESSAGE-INTEGRITY does not match our ice-pwd") }
-        return .request(BindingRequest(transactionID: Array(p[8..<20]), username: username, useCandidate: useCandidate,
-                                       iceControlling: controlling, priority: priority))
+        guard mac.elementsEqual(p[(integrityAt + 4)..<(integrityAt + 24)]) else {
+            return .ignored("STUN MESSAGE-INTEGRITY does not match our ice-pwd")
+        }
+        return .request(
+            BindingRequest(
+                transactionID: Array(p[8..<20]), username: username, useCandidate: useCandidate,
+                iceControlling: controlling, priority: priority))
     }
 
     /// A Binding success response to `request` from `address` (IPv4 4 bytes or IPv6 16 bytes) and `port`,
@@ -96,7 +105,10 @@ public enum STUN {
         while m.count % 4 != 0 { m.append(0) }
         setLength(&m, m.count - 20)
     }
-    private static func setLength(_ m: inout [UInt8], _ n: Int) { m[2] = UInt8(n >> 8); m[3] = UInt8(n & 0xff) }
+    private static func setLength(_ m: inout [UInt8], _ n: Int) {
+        m[2] = UInt8(n >> 8)
+        m[3] = UInt8(n & 0xff)
+    }
 
     static func hmacSHA1(key: [UInt8], _ data: [UInt8]) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: 20)

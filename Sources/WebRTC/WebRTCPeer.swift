@@ -5,7 +5,7 @@ public import H264
 import Synchronization
 import SystemIO
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// One WebRTC viewer: an ICE-lite agent, a DTLS server and SRTP on one UDP socket (BUNDLE, rtcp-mux), demuxed
@@ -32,7 +32,10 @@ public final class WebRTCPeer: Sendable {
         public var connectTimeoutNs: Int64 = 8_000_000_000
         /// Retransmit as RTX (RFC 4588) when the offer has an RTX payload type for the chosen H.264 one.
         public var useRTX = true
-        public init(bindHost: String, candidateHosts: [String]) { self.bindHost = bindHost; self.candidateHosts = candidateHosts }
+        public init(bindHost: String, candidateHosts: [String]) {
+            self.bindHost = bindHost
+            self.candidateHosts = candidateHosts
+        }
     }
 
     public struct Statistics: Sendable {
@@ -57,9 +60,14 @@ public final class WebRTCPeer: Sendable {
         public var keyFrameRequest: (@Sendable () -> Void)?
         public var bitrateEstimate: (@Sendable (UInt64) -> Void)?
         public var closed: (@Sendable (String) -> Void)?
-        public init(connected: (@Sendable () -> Void)? = nil, keyFrameRequest: (@Sendable () -> Void)? = nil,
-                    bitrateEstimate: (@Sendable (UInt64) -> Void)? = nil, closed: (@Sendable (String) -> Void)? = nil) {
-            self.connected = connected; self.keyFrameRequest = keyFrameRequest; self.bitrateEstimate = bitrateEstimate; self.closed = closed
+        public init(
+            connected: (@Sendable () -> Void)? = nil, keyFrameRequest: (@Sendable () -> Void)? = nil,
+            bitrateEstimate: (@Sendable (UInt64) -> Void)? = nil, closed: (@Sendable (String) -> Void)? = nil
+        ) {
+            self.connected = connected
+            self.keyFrameRequest = keyFrameRequest
+            self.bitrateEstimate = bitrateEstimate
+            self.closed = closed
         }
     }
 
@@ -102,25 +110,32 @@ public final class WebRTCPeer: Sendable {
         rc.maxPayload = c.maxPayload
         rc.payloadType = offer.payloadType
         rc.rtcpMux = true
-        rc.dropRate = c.dropRate; rc.dropSeed = c.dropSeed
+        rc.dropRate = c.dropRate
+        rc.dropSeed = c.dropSeed
         rc.keyFrameRequestIntervalNs = c.keyFrameRequestIntervalNs
         rc.cname = "camcap"
         rc.rtxPayloadType = c.useRTX ? offer.rtxPayloadType : nil
-        do throws(RTPError) { sender = try RTPSender(configuration: rc, transport: transport) }
-        catch { socket.close(); throw WebRTCError("cannot create the RTP sender: \(error)") }
-        answer = offer.answer(iceUfrag: localUfrag, icePassword: localPassword, fingerprint: identity.fingerprint,
-                              hosts: c.candidateHosts, port: localPort, ssrc: sender.ssrc,
-                              rtxSSRC: rc.rtxPayloadType != nil ? sender.rtxSSRC : nil)
+        do throws(RTPError) { sender = try RTPSender(configuration: rc, transport: transport) } catch {
+            socket.close()
+            throw WebRTCError("cannot create the RTP sender: \(error)")
+        }
+        answer = offer.answer(
+            iceUfrag: localUfrag, icePassword: localPassword, fingerprint: identity.fingerprint,
+            hosts: c.candidateHosts, port: localPort, ssrc: sender.ssrc,
+            rtxSSRC: rc.rtxPayloadType != nil ? sender.rtxSSRC : nil)
         pending = Mutex(LoopHandOver(loop: PeerLoop(dtls: dtls, localUfrag: localUfrag, localPassword: localPassword)))
     }
 
     /// Starts the peer's thread; `handlers` are called from then on. Call once (later calls do nothing).
     public func start(_ handlers: Handlers = Handlers()) {
-        let first = status.withLock { s -> Bool in defer { s.started = true }; return !s.started }
+        let first = status.withLock { s -> Bool in
+            defer { s.started = true }
+            return !s.started
+        }
         guard first else { return }
         sender.setFeedbackHandlers(keyFrameRequest: handlers.keyFrameRequest, bitrateEstimate: handlers.bitrateEstimate)
         let t = WorkerThread(name: "webrtc-peer") { [self] _ in
-            guard let handOver = pending.withLock({ $0.take() }) else { return }   // closed before it started
+            guard let handOver = pending.withLock({ $0.take() }) else { return } // closed before it started
             run(handOver.loop, handlers)
         }
         thread.withLock { $0 = t }
@@ -132,14 +147,17 @@ public final class WebRTCPeer: Sendable {
     /// peer's thread (unless called on it). Idempotent.
     public func close(reason: String = "closed by the server") {
         let running = status.withLock { s -> Bool in
-            if !s.stop { s.stop = true; s.closeReason = reason }
+            if !s.stop {
+                s.stop = true
+                s.closeReason = reason
+            }
             return s.started
         }
         guard running else {
-            if let handOver = pending.withLock({ $0.take() }) { cleanUp(handOver.loop, Handlers()) }   // never started
+            if let handOver = pending.withLock({ $0.take() }) { cleanUp(handOver.loop, Handlers()) } // never started
             return
         }
-        thread.withLock { $0 }?.join()   // returns at once on the peer's thread: it ends next
+        thread.withLock { $0 }?.join() // returns at once on the peer's thread: it ends next
     }
 
     public var isConnected: Bool { transport.isConnected }
@@ -148,8 +166,9 @@ public final class WebRTCPeer: Sendable {
         let rtp = sender.statistics
         let remote = transport.remoteText
         return status.withLock { s in
-            Statistics(rtp: rtp, state: s.stateText, srtpProfile: s.profile?.name, stunRequests: s.stunRequests, stunIgnored: s.stunIgnored,
-                       srtcpErrors: s.srtcpErrors, dtlsRecordsDropped: s.dtlsDropped, framesSkippedBeforeKeyFrame: s.skipped, remote: remote)
+            Statistics(
+                rtp: rtp, state: s.stateText, srtpProfile: s.profile?.name, stunRequests: s.stunRequests, stunIgnored: s.stunIgnored,
+                srtcpErrors: s.srtcpErrors, dtlsRecordsDropped: s.dtlsDropped, framesSkippedBeforeKeyFrame: s.skipped, remote: remote)
         }
     }
 
@@ -159,7 +178,10 @@ public final class WebRTCPeer: Sendable {
         guard transport.isConnected else { return }
         let ready = status.withLock { s -> Bool in
             if s.waitingForKeyFrame {
-                guard frame.isKeyFrame else { s.skipped += 1; return false }
+                guard frame.isKeyFrame else {
+                    s.skipped += 1
+                    return false
+                }
                 s.waitingForKeyFrame = false
             }
             return true
@@ -185,30 +207,47 @@ public final class WebRTCPeer: Sendable {
             if now - lastTick >= 50_000_000 {
                 lastTick = now
                 if loop.inbound == nil {
-                    if case .failed(let e) = loop.dtls.tick() { finish("DTLS failed: \(e)"); break }
+                    if case .failed(let e) = loop.dtls.tick() {
+                        finish("DTLS failed: \(e)")
+                        break
+                    }
                     flushDTLS(loop.dtls)
-                    if now - createdNs > configuration.connectTimeoutNs { finish("no ICE/DTLS connection within \(configuration.connectTimeoutNs / 1_000_000_000) s"); break }
+                    if now - createdNs > configuration.connectTimeoutNs {
+                        finish("no ICE/DTLS connection within \(configuration.connectTimeoutNs / 1_000_000_000) s")
+                        break
+                    }
                 } else {
                     sender.sendSenderReportIfDue()
                 }
-                if now - loop.lastConsentNs > configuration.consentTimeoutNs { finish("consent expired (no STUN check for \(configuration.consentTimeoutNs / 1_000_000_000) s)"); break }
+                if now - loop.lastConsentNs > configuration.consentTimeoutNs {
+                    finish("consent expired (no STUN check for \(configuration.consentTimeoutNs / 1_000_000_000) s)")
+                    break
+                }
             }
         }
         cleanUp(loop, handlers)
     }
 
     private func finish(_ reason: String) {
-        status.withLock { if !$0.stop { $0.stop = true; $0.closeReason = reason } }
+        status.withLock {
+            if !$0.stop {
+                $0.stop = true
+                $0.closeReason = reason
+            }
+        }
     }
 
     private func cleanUp(_ loop: PeerLoop, _ handlers: Handlers) {
         if transport.isConnected {
-            sender.close()       // a last sender report and a BYE
-            loop.dtls.close()    // close_notify
+            sender.close() // a last sender report and a BYE
+            loop.dtls.close() // close_notify
             flushDTLS(loop.dtls)
         }
         transport.shutDown()
-        let reason = status.withLock { s -> String in s.stateText = "closed"; return s.closeReason }
+        let reason = status.withLock { s -> String in
+            s.stateText = "closed"
+            return s.closeReason
+        }
         handlers.closed?(reason)
     }
 
@@ -250,7 +289,10 @@ public final class WebRTCPeer: Sendable {
                     let (profile, out, inb) = try loop.dtls.srtpSessions()
                     loop.inbound = inb
                     transport.connect(out)
-                    status.withLock { $0.profile = profile; $0.stateText = "connected" }
+                    status.withLock {
+                        $0.profile = profile
+                        $0.stateText = "connected"
+                    }
                     handlers.connected?()
                 } catch { finish("\(error)") }
             case .closed: finish("the viewer closed the connection (DTLS close_notify)")
@@ -258,8 +300,11 @@ public final class WebRTCPeer: Sendable {
             }
         case 128...191:
             guard let inbound = loop.inbound, p.count >= 8, loop.isValidated(from) else { return }
-            guard (192...223).contains(p[1]) else { return }   // RTP from the viewer: not expected (recvonly)
-            guard let n = inbound.unprotect(p, length: p.count, rtcp: true) else { status.withLock { $0.srtcpErrors += 1 }; return }
+            guard (192...223).contains(p[1]) else { return } // RTP from the viewer: not expected (recvonly)
+            guard let n = inbound.unprotect(p, length: p.count, rtcp: true) else {
+                status.withLock { $0.srtcpErrors += 1 }
+                return
+            }
             sender.handleRTCP(UnsafeRawBufferPointer(rebasing: p[0..<n]))
         default:
             return
@@ -273,8 +318,9 @@ public final class WebRTCPeer: Sendable {
             throw WebRTCError("cannot bind UDP to \"\(host.prefix(64))\": give an IPv4 or IPv6 address")
         }
         let socket: UDPSocket
-        do throws(SystemError) { socket = try UDPSocket(family: address.family) }
-        catch { throw WebRTCError("cannot create a UDP socket: \(error.reason)") }
+        do throws(SystemError) { socket = try UDPSocket(family: address.family) } catch {
+            throw WebRTCError("cannot create a UDP socket: \(error.reason)")
+        }
         try? socket.setOption(level: SOL_SOCKET, SO_SNDBUF, 1 << 20)
         do throws(SystemError) { try socket.bind(address) } catch {
             socket.close()
@@ -294,7 +340,9 @@ private final class PeerLoop {
     var lastConsentNs: Int64
 
     init(dtls: DTLSAssociation, localUfrag: String, localPassword: String) {
-        self.dtls = dtls; self.localUfrag = localUfrag; self.localPassword = localPassword
+        self.dtls = dtls
+        self.localUfrag = localUfrag
+        self.localPassword = localPassword
         lastConsentNs = monotonicNanoseconds()
     }
 

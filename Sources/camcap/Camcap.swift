@@ -49,17 +49,26 @@ struct Devices: AsyncParsableCommand {
         let capturer = makeCapturer()
         let devices = capturer.devices()
         if json {
-            print("[" + devices.map { d in
-                jsonObject([("path", d.path), ("uniqueID", d.uniqueID), ("name", d.name), ("position", d.position.rawValue),
-                            ("driver", d.driver), ("busInfo", d.busInfo)])
-            }.joined(separator: ",\n ") + "]")
+            print(
+                "["
+                    + devices.map { d in
+                        jsonObject([
+                            ("path", d.path), ("uniqueID", d.uniqueID), ("name", d.name), ("position", d.position.rawValue),
+                            ("driver", d.driver), ("busInfo", d.busInfo),
+                        ])
+                    }.joined(separator: ",\n ") + "]")
         } else {
             for d in devices {
-                print("\(d.path)\t\(d.name)\t[\(d.position.rawValue)\(d.driver.isEmpty ? "" : ", \(d.driver)")\(d.busInfo.isEmpty || d.busInfo.hasPrefix("fixture") ? "" : ", \(d.busInfo)")]")
+                print(
+                    "\(d.path)\t\(d.name)\t[\(d.position.rawValue)\(d.driver.isEmpty ? "" : ", \(d.driver)")\(d.busInfo.isEmpty || d.busInfo.hasPrefix("fixture") ? "" : ", \(d.busInfo)")]"
+                )
                 if d.uniqueID != d.path { print("\tid: \(d.uniqueID)") }
             }
         }
-        if watch { fflush(nil); await watchDevices(capturer) }
+        if watch {
+            fflush(nil)
+            await watchDevices(capturer)
+        }
     }
 }
 
@@ -82,7 +91,9 @@ struct Formats: AsyncParsableCommand {
 struct Select: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Show which format, size and frame rate negotiation picks for a target size.",
-        discussion: "Rules: closest size (|w-W| + |h-H|), then the highest fps up to the limit (else the lowest above it), then the cheapest conversion to I420.")
+        discussion:
+            "Rules: closest size (|w-W| + |h-H|), then the highest fps up to the limit (else the lowest above it), then the cheapest conversion to I420."
+    )
     @Option(name: .shortAndLong, help: "Device: /dev/videoN, fixture:NAME or a fixture file.") var device: String
     @Option(name: .shortAndLong, help: "Target size.") var size: FrameSize
     @Option(help: "Frame-rate limit.") var fpsLimit: Int = FormatSelector.defaultFpsLimit
@@ -99,7 +110,8 @@ struct Select: AsyncParsableCommand {
             let d = try capturer.device(device)
             let sel = try capturer.selectFormat(for: d, targetSize: size, fpsLimit: fpsLimit)
             if json {
-                print(jsonObject([("pixelFormat", sel.pixelFormat.fourcc), ("width", sel.size.width), ("height", sel.size.height), ("fps", sel.fps)]))
+                print(
+                    jsonObject([("pixelFormat", sel.pixelFormat.fourcc), ("width", sel.size.width), ("height", sel.size.height), ("fps", sel.fps)]))
             } else {
                 print("\(sel.pixelFormat) (\(sel.format.formatDescription)) \(sel.size) @ \(sel.fps) fps")
             }

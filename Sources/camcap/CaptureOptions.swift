@@ -18,12 +18,17 @@ struct CaptureOptions: ParsableArguments {
     var frames: Int?
     @Option(help: "Stop after this many seconds of capture, on frame timestamps (default 5 when --frames is not given).")
     var duration: Double?
-    @Flag(help: "Fixture cameras only (refused for a real camera): produce frames as fast as they are consumed, timestamps exactly 1/fps apart (no drops). `record` then encodes on a thread of its own while the next frame converts.")
+    @Flag(
+        help:
+            "Fixture cameras only (refused for a real camera): produce frames as fast as they are consumed, timestamps exactly 1/fps apart (no drops). `record` then encodes on a thread of its own while the next frame converts."
+    )
     var fast = false
     @Option(help: "Fixture cameras only: sensor noise amplitude added to luma (0 = the clean test pattern).")
     var noise: Int = 0
     @Option(help: .hidden) var fixtureDisconnectAfter: Int?
-    @Option(name: .customLong("control"), help: ArgumentHelp("Set a camera control before the first frame (repeatable, in order; see `camcap controls`).", valueName: "name=value"))
+    @Option(
+        name: .customLong("control"),
+        help: ArgumentHelp("Set a camera control before the first frame (repeatable, in order; see `camcap controls`).", valueName: "name=value"))
     var controls: [String] = []
     @Option(help: ArgumentHelp("Anti-flicker filter set on start: 50, 60, auto (where the camera has it) or off.", valueName: "50|60|auto|off"))
     var powerLine: String?
@@ -33,12 +38,18 @@ struct CaptureOptions: ParsableArguments {
     func validateCommon() throws {
         guard fpsLimit > 0, fpsLimit <= 1000 else { throw ValidationError("--fps-limit must be between 1 and 1000, got \(fpsLimit)") }
         if let frames, frames <= 0 { throw ValidationError("--frames must be positive, got \(frames)") }
-        if let duration, !(duration > 0 && duration <= 86_400 * 366) { throw ValidationError("--duration must be between 0 and one year of seconds, got \(duration)") }
+        if let duration, !(duration > 0 && duration <= 86_400 * 366) {
+            throw ValidationError("--duration must be between 0 and one year of seconds, got \(duration)")
+        }
         guard (0...64).contains(noise) else { throw ValidationError("--noise must be 0...64, got \(noise)") }
         if frames != nil && duration != nil { throw ValidationError("give either --frames or --duration, not both") }
         if let n = fixtureDisconnectAfter, n < 0 { throw ValidationError("--fixture-disconnect-after must be >= 0") }
-        for c in controls where CameraControlSetting(parsing: c) == nil { throw ValidationError("--control expects NAME=VALUE, got \"\(c.prefix(80))\"") }
-        if let p = powerLine, PowerLineFrequency(argument: p) == nil { throw ValidationError("--power-line must be 50, 60, auto or off, got \"\(p.prefix(80))\"") }
+        for c in controls where CameraControlSetting(parsing: c) == nil {
+            throw ValidationError("--control expects NAME=VALUE, got \"\(c.prefix(80))\"")
+        }
+        if let p = powerLine, PowerLineFrequency(argument: p) == nil {
+            throw ValidationError("--power-line must be 50, 60, auto or off, got \"\(p.prefix(80))\"")
+        }
     }
 
     /// The session's configuration: the stop condition on timestamps (5 s unless --frames), the fixture
@@ -83,7 +94,8 @@ extension CaptureSession {
         let tty = isatty(2) != 0
         if !quiet {
             onStarted = { s in
-                FileHandle.standardError.write(Data("\(verb) \(s.device.path) (\(s.device.name)): \(s.selection.pixelFormat) \(s.applied.size) @ \(s.applied.fps) fps\n".utf8))
+                FileHandle.standardError.write(
+                    Data("\(verb) \(s.device.path) (\(s.device.name)): \(s.selection.pixelFormat) \(s.applied.size) @ \(s.applied.fps) fps\n".utf8))
             }
             progressIntervalNs = tty ? 250_000_000 : 2_000_000_000
             onProgress = { line in FileHandle.standardError.write(Data(((tty ? "\r\u{1B}[K" : "") + line + (tty ? "" : "\n")).utf8)) }
@@ -106,9 +118,12 @@ final class StopSignal: @unchecked Sendable {
         for sig in [SIGINT, SIGTERM] {
             signal(sig, SIG_IGN)
             let src = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            src.setEventHandler { [count, src] in   // the cycle src → handler → src ends at cancel (deinit)
+            src.setEventHandler { [count, src] in // the cycle src → handler → src ends at cancel (deinit)
                 let received = Int(src.data)
-                let n = count.value.withLock { c -> Int in c += max(1, received); return c }
+                let n = count.value.withLock { c -> Int in
+                    c += max(1, received)
+                    return c
+                }
                 if n > 1 { exit(130) }
                 onStop()
             }
@@ -118,7 +133,8 @@ final class StopSignal: @unchecked Sendable {
     }
     deinit {
         for s in sources { s.cancel() }
-        signal(SIGINT, SIG_DFL); signal(SIGTERM, SIG_DFL)
+        signal(SIGINT, SIG_DFL)
+        signal(SIGTERM, SIG_DFL)
     }
 }
 

@@ -50,7 +50,10 @@ enum ControlListing {
     static func text(_ controls: [CameraControl]) -> String {
         var out = ""
         for c in controls {
-            if c.kind == .ctrlClass { out += "\n\(c.label)\n\n"; continue }
+            if c.kind == .ctrlClass {
+                out += "\n\(c.label)\n\n"
+                continue
+            }
             out += String(repeating: " ", count: max(0, 31 - c.name.count)) + c.name + " " + c.id.description + " "
             let type = "(\(c.kind.rawValue))"
             out += type + String(repeating: " ", count: max(0, 9 - type.count)) + ": "
@@ -66,7 +69,9 @@ enum ControlListing {
             case .menu, .integerMenu:
                 parts = ["min=\(c.minimum)", "max=\(c.maximum)", "default=\(c.defaultValue)"]
                 if let v = value?.integer {
-                    let item = c.currentMenuItem.map { m in c.kind == .integerMenu ? "\(m.value ?? 0) 0x\(String(UInt64(bitPattern: m.value ?? 0), radix: 16))" : m.name }
+                    let item = c.currentMenuItem.map { m in
+                        c.kind == .integerMenu ? "\(m.value ?? 0) 0x\(String(UInt64(bitPattern: m.value ?? 0), radix: 16))" : m.name
+                    }
                     parts.append("value=\(v)" + (item.map { " (\($0))" } ?? ""))
                 }
             case .button:
@@ -94,7 +99,9 @@ enum ControlListing {
         if c.kind == .integerMenu, let v = item.value { return "\(v) (0x\(String(UInt64(bitPattern: v), radix: 16)))" }
         return item.name
     }
-    static func hex(_ v: Int64) -> String { "0x" + String(String(UInt32(truncatingIfNeeded: v), radix: 16).reversed()).padding(toLength: 8, withPad: "0", startingAt: 0).reversed() }
+    static func hex(_ v: Int64) -> String {
+        "0x" + String(String(UInt32(truncatingIfNeeded: v), radix: 16).reversed()).padding(toLength: 8, withPad: "0", startingAt: 0).reversed()
+    }
 
     /// `140`, `1 (50 Hz)`, `'text'`, `(write-only)`.
     static func valueText(_ c: CameraControl) -> String {
@@ -105,20 +112,26 @@ enum ControlListing {
 
     static func json(_ controls: [CameraControl]) -> String {
         let items: [String] = controls.filter { $0.kind != .ctrlClass }.map { c in
-            var pairs: [(String, Any)] = [("name", c.name), ("id", c.id.description), ("type", c.kind.rawValue), ("label", c.label),
-                                          ("min", Int(c.minimum)), ("max", Int(c.maximum)), ("step", Int(clamping: c.step)),
-                                          ("default", Int(c.defaultValue)), ("flags", c.flags.names as [Any])]
+            var pairs: [(String, Any)] = [
+                ("name", c.name), ("id", c.id.description), ("type", c.kind.rawValue), ("label", c.label),
+                ("min", Int(c.minimum)), ("max", Int(c.maximum)), ("step", Int(clamping: c.step)),
+                ("default", Int(c.defaultValue)), ("flags", c.flags.names as [Any]),
+            ]
             switch c.value {
             case .integer(let v)?: pairs.append(("value", Int(v)))
             case .string(let s)?: pairs.append(("value", s))
             case nil: break
             }
             if !c.menu.isEmpty {
-                pairs.append(("menu", c.menu.map { m -> Any in
-                    var p: [(String, Any)] = [("index", Int(m.index)), ("name", m.name)]
-                    if let v = m.value { p.append(("value", Int(v))) }
-                    return p
-                }))
+                pairs.append(
+                    (
+                        "menu",
+                        c.menu.map { m -> Any in
+                            var p: [(String, Any)] = [("index", Int(m.index)), ("name", m.name)]
+                            if let v = m.value { p.append(("value", Int(v))) }
+                            return p
+                        }
+                    ))
             }
             if !c.dimensions.isEmpty { pairs.append(("dims", c.dimensions as [Any])) }
             return jsonObject(pairs)

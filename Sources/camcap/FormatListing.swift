@@ -8,7 +8,8 @@ enum FormatListing {
         var last: PixelFormat?
         for f in formats {
             if f.pixelFormat != last {
-                index += 1; last = f.pixelFormat
+                index += 1
+                last = f.pixelFormat
                 let compressed = f.pixelFormat.isCompressed ? ", compressed" : ""
                 out += "\t[\(index)]: '\(f.pixelFormat.fourcc)' (\(f.formatDescription)\(compressed))\n"
             }
@@ -17,7 +18,8 @@ enum FormatListing {
             case .discrete(let list)?:
                 for iv in list { out += "\t\t\tInterval: Discrete \(secs(iv))s (\(fps(iv.reciprocal)) fps)\n" }
             case .stepwise(let lo, let hi, let step)?:
-                out += "\t\t\tInterval: Stepwise \(secs(lo))s - \(secs(hi))s with step \(secs(step))s (\(fps(hi.reciprocal))-\(fps(lo.reciprocal)) fps)\n"
+                out +=
+                    "\t\t\tInterval: Stepwise \(secs(lo))s - \(secs(hi))s with step \(secs(step))s (\(fps(hi.reciprocal))-\(fps(lo.reciprocal)) fps)\n"
             case .continuous(let lo, let hi)?:
                 out += "\t\t\tInterval: Continuous \(secs(lo))s - \(secs(hi))s (\(fps(hi.reciprocal))-\(fps(lo.reciprocal)) fps)\n"
             case nil: break
@@ -31,8 +33,10 @@ enum FormatListing {
 
     static func json(_ formats: [CaptureFormat]) -> String {
         let items: [String] = formats.map { f in
-            var pairs: [(String, Any)] = [("pixelFormat", f.pixelFormat.fourcc), ("description", f.formatDescription),
-                                          ("convertible", f.pixelFormat.isConvertibleToI420)]
+            var pairs: [(String, Any)] = [
+                ("pixelFormat", f.pixelFormat.fourcc), ("description", f.formatDescription),
+                ("convertible", f.pixelFormat.isConvertibleToI420),
+            ]
             switch f.size {
             case .discrete(let s): pairs += [("size", "discrete"), ("width", s.width), ("height", s.height)]
             case .stepwise(let a, let b, let st):

@@ -42,12 +42,14 @@ struct Preview: AsyncParsableCommand {
         if let y4m { stages.append(try Y4MStage(path: y4m)) }
         if let snapshot {
             let stem = (snapshot as NSString).deletingPathExtension, ext = (snapshot as NSString).pathExtension
-            stages.append(try SnapshotStage(every: snapshotEvery) { n in
-                n == 0 ? snapshot : "\(stem)-\(String(format: "%06d", n)).\(ext)"
-            })
+            stages.append(
+                try SnapshotStage(every: snapshotEvery) { n in
+                    n == 0 ? snapshot : "\(stem)-\(String(format: "%06d", n)).\(ext)"
+                })
         }
         // The source turns, mirrors and scales every frame once; with --apply-rotation the camera's own rotation first.
-        pipeline.sourceOptions = VideoSource.Options(applyRotation: applyRotation, rotation: VideoRotation(rawValue: rotate)!, mirror: mirror, size: scale)
+        pipeline.sourceOptions = VideoSource.Options(
+            applyRotation: applyRotation, rotation: VideoRotation(rawValue: rotate)!, mirror: mirror, size: scale)
         try await pipeline.runCommand("preview", quiet: capture.quiet, stages: stages)
     }
 }

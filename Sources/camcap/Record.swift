@@ -29,9 +29,12 @@ struct Record: AsyncParsableCommand {
     @Flag(help: "Let rate control skip frames (off: every captured frame is encoded).") var frameSkipping = false
     @Option(help: "Also write the I420 fed to the encoder as Y4M.") var preview: String?
     @Option(help: "Write a JPEG snapshot every N frames next to the output.") var snapshotEvery: Int?
-    @Option(help: ArgumentHelp("Replay what congestion control would ask, on frame timestamps: TIME:WxH@FPS[/KBPS],…",
-                               discussion: "e.g. 0s:1280x720@30,3s:640x360@15/600,6s:1280x720@30/1500. Frames above the rate are dropped on their timestamps (even cadence), larger frames are scaled down (aspect kept), and the encoder follows (new SPS/PPS and an IDR at each size change) without restarting the camera.",
-                               valueName: "schedule")) var adapt: String?
+    @Option(
+        help: ArgumentHelp(
+            "Replay what congestion control would ask, on frame timestamps: TIME:WxH@FPS[/KBPS],…",
+            discussion:
+                "e.g. 0s:1280x720@30,3s:640x360@15/600,6s:1280x720@30/1500. Frames above the rate are dropped on their timestamps (even cadence), larger frames are scaled down (aspect kept), and the encoder follows (new SPS/PPS and an IDR at each size change) without restarting the camera.",
+            valueName: "schedule")) var adapt: String?
 
     func validate() throws {
         try capture.validateCommon()
@@ -40,8 +43,9 @@ struct Record: AsyncParsableCommand {
         try CLIRange.count(snapshotEvery, "--snapshot-every")
         if let adapt { do { _ = try AdaptSchedule(parsing: adapt) } catch { throw ValidationError(error.message) } }
         // The encoder's limits (OpenH264's), checked before the output or the camera is touched.
-        try CLIRange.encoder(bitrateKbps: bitrate, maxBitrateKbps: maxBitrate, keyint: keyint, keyintSeconds: keyintSeconds,
-                             threads: threads, maxNalSize: maxNalSize, fpsLimit: capture.fpsLimit)
+        try CLIRange.encoder(
+            bitrateKbps: bitrate, maxBitrateKbps: maxBitrate, keyint: keyint, keyintSeconds: keyintSeconds,
+            threads: threads, maxNalSize: maxNalSize, fpsLimit: capture.fpsLimit)
     }
 
     func run() async throws {
@@ -58,8 +62,9 @@ struct Record: AsyncParsableCommand {
         settings.frameSkipping = frameSkipping
         try EncodeStage.check(settings, keyIntervalSeconds: keyint == nil ? (keyintSeconds ?? 2) : nil, for: pipeline.selection)
         var stages: [any PictureStage] = []
-        let encode = EncodeStage(settings: settings, keyIntervalSeconds: keyint == nil ? (keyintSeconds ?? 2) : nil,
-                                 outputs: [try AnnexBFileOutput(path: output)])
+        let encode = EncodeStage(
+            settings: settings, keyIntervalSeconds: keyint == nil ? (keyintSeconds ?? 2) : nil,
+            outputs: [try AnnexBFileOutput(path: output)])
         // As fast as frames come (a fixture with --fast): encode on a thread of its own, so the next frame converts
         // meanwhile. Real time: on the pipeline's task, for the shortest capture-to-bytes latency.
         encode.usesEncoderThread = capture.fast

@@ -46,7 +46,10 @@ struct Serve: AsyncParsableCommand {
     var candidate: [String] = []
     @Option(help: "SRTP profiles to offer: gcm (AEAD_AES_128_GCM), cm (AES_CM_128_HMAC_SHA1_80) or both (GCM preferred).")
     var srtp = "both"
-    @Flag(help: "Let the lowest viewer's REMB also lower the size and frame rate (WebRTC's balanced steps, as `stream` does). Off by default: without probing, a receiver's estimate follows what it gets, so easy content would be shrunk.")
+    @Flag(
+        help:
+            "Let the lowest viewer's REMB also lower the size and frame rate (WebRTC's balanced steps, as `stream` does). Off by default: without probing, a receiver's estimate follows what it gets, so easy content would be shrunk."
+    )
     var adaptToBandwidth = false
     @Option(help: "Read the bearer token from this file (default: $CAMCAP_TOKEN, else a random one, printed).") var tokenFile: String?
     @Option(help: "The bearer token (visible to other users in ps; prefer --token-file or $CAMCAP_TOKEN).") var token: String?
@@ -69,8 +72,8 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Viewers (connected or connecting) per client address at most.") var maxViewersPerAddress = 8
     @Option(help: "Viewers still connecting per client address at most.") var maxPendingPerAddress = 2
     @Option(help: "Seconds a viewer has to finish ICE and DTLS after its offer; then its slot is freed.") var connectTimeout: Double = 8
-    @Option(help: .hidden) var consentTimeout: Double = 30   // tests: seconds without a STUN check before a viewer is dropped
-    @Option(help: .hidden) var dumpInput: String?   // tests: the encoder's input as Y4M, capture times in PATH.timestamps
+    @Option(help: .hidden) var consentTimeout: Double = 30 // tests: seconds without a STUN check before a viewer is dropped
+    @Option(help: .hidden) var dumpInput: String? // tests: the encoder's input as Y4M, capture times in PATH.timestamps
 
     func validate() throws {
         try capture.validateCommon()
@@ -79,15 +82,20 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("--listen must be HOST:PORT with an IPv4/IPv6 address and a port 0...65535, got \"\(listen.prefix(80))\"")
         }
         guard ["gcm", "cm", "both"].contains(srtp) else { throw ValidationError("--srtp must be gcm, cm or both, got \"\(srtp.prefix(20))\"") }
-        guard consentTimeout.isFinite, (1...3600).contains(consentTimeout) else { throw ValidationError("--consent-timeout must be 1...3600 s, got \(consentTimeout)") }
+        guard consentTimeout.isFinite, (1...3600).contains(consentTimeout) else {
+            throw ValidationError("--consent-timeout must be 1...3600 s, got \(consentTimeout)")
+        }
         guard (200...1400).contains(mtu) else { throw ValidationError("--mtu must be 200...1400 bytes, got \(mtu)") }
         guard dropRate.isFinite, (0...1).contains(dropRate) else { throw ValidationError("--drop-rate must be 0...1, got \(dropRate)") }
         for c in candidate {
             var a4 = in_addr(), a6 = in6_addr()
-            guard inet_pton(AF_INET, c, &a4) == 1 || inet_pton(AF_INET6, c, &a6) == 1 else { throw ValidationError("--candidate must be an IP address, got \"\(c.prefix(64))\"") }
+            guard inet_pton(AF_INET, c, &a4) == 1 || inet_pton(AF_INET6, c, &a6) == 1 else {
+                throw ValidationError("--candidate must be an IP address, got \"\(c.prefix(64))\"")
+            }
         }
-        try CLIRange.encoder(bitrateKbps: bitrate, maxBitrateKbps: maxBitrate, keyint: nil, keyintSeconds: keyintSeconds,
-                             threads: 1, maxNalSize: nil, fpsLimit: capture.fpsLimit)
+        try CLIRange.encoder(
+            bitrateKbps: bitrate, maxBitrateKbps: maxBitrate, keyint: nil, keyintSeconds: keyintSeconds,
+            threads: 1, maxNalSize: nil, fpsLimit: capture.fpsLimit)
         if noAuth && (token != nil || tokenFile != nil) { throw ValidationError("--no-auth cannot go with --token or --token-file") }
         if token != nil && tokenFile != nil { throw ValidationError("give the token once: --token or --token-file") }
         if let token, !ServeSecurity.isValidToken(token) { throw ValidationError(ServeSecurity.tokenRule) }
@@ -100,11 +108,15 @@ struct Serve: AsyncParsableCommand {
         if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("HTTPS needs both --tls-cert and --tls-key") }
         if tlsSelfSigned && tlsCert != nil { throw ValidationError("--tls-self-signed cannot go with --tls-cert/--tls-key") }
         for (name, v, range) in [("--request-timeout", requestTimeout, 0.5...3600.0), ("--connect-timeout", connectTimeout, 1.0...120.0)] {
-            guard v.isFinite, range.contains(v) else { throw ValidationError("\(name) must be \(range.lowerBound)...\(range.upperBound) seconds, got \(v)") }
+            guard v.isFinite, range.contains(v) else {
+                throw ValidationError("\(name) must be \(range.lowerBound)...\(range.upperBound) seconds, got \(v)")
+            }
         }
-        for (name, v, range) in [("--max-connections", maxConnections, 1...65536), ("--max-connections-per-address", maxConnectionsPerAddress, 1...65536),
-                                 ("--max-viewers", maxViewers, 1...256), ("--max-pending", maxPending, 1...256),
-                                 ("--max-viewers-per-address", maxViewersPerAddress, 1...256), ("--max-pending-per-address", maxPendingPerAddress, 1...256)] {
+        for (name, v, range) in [
+            ("--max-connections", maxConnections, 1...65536), ("--max-connections-per-address", maxConnectionsPerAddress, 1...65536),
+            ("--max-viewers", maxViewers, 1...256), ("--max-pending", maxPending, 1...256),
+            ("--max-viewers-per-address", maxViewersPerAddress, 1...256), ("--max-pending-per-address", maxPendingPerAddress, 1...256),
+        ] {
             guard range.contains(v) else { throw ValidationError("\(name) must be \(range.lowerBound)...\(range.upperBound), got \(v)") }
         }
     }
@@ -116,14 +128,17 @@ struct Serve: AsyncParsableCommand {
     private func serve() async throws {
         let address = ListenAddress(listen)!
         // Everything read from files (token, certificate) is read before the camera starts: a bad path fails at once.
-        let (token, tokenSource) = try ServeSecurity.token(noAuth: noAuth, given: token, file: tokenFile, environment: ProcessInfo.processInfo.environment)
+        let (token, tokenSource) = try ServeSecurity.token(
+            noAuth: noAuth, given: token, file: tokenFile, environment: ProcessInfo.processInfo.environment)
         // Metrics (GET /metrics, Prometheus text): the library's swift-metrics go to this registry.
         let registry = PrometheusCollectorRegistry()
         var factory = PrometheusMetricsFactory(registry: registry)
-        factory.defaultDurationHistogramBuckets = [250, 500, 1000, 2000, 4000, 8000, 16_000, 33_000, 66_000, 133_000].map { Duration.microseconds($0) }
+        factory.defaultDurationHistogramBuckets = [250, 500, 1000, 2000, 4000, 8000, 16_000, 33_000, 66_000, 133_000].map {
+            Duration.microseconds($0)
+        }
         MetricsSystem.bootstrap(factory)
         var configuration = capture.configuration
-        if capture.frames == nil && capture.duration == nil { configuration.durationNs = nil }   // until Ctrl-C
+        if capture.frames == nil && capture.duration == nil { configuration.durationNs = nil } // until Ctrl-C
         let pipeline = try CaptureSession(configuration)
         var settings = EncodeStage.baseSettings(for: pipeline.selection, bitrateKbps: bitrate, maxBitrateKbps: maxBitrate)
         settings.sliceMode = .maxNALSize(max(420, mtu))
@@ -139,10 +154,12 @@ struct Serve: AsyncParsableCommand {
         peer.dropRate = dropRate
         peer.consentTimeoutNs = Int64(consentTimeout * 1e9)
         peer.connectTimeoutNs = Int64(connectTimeout * 1e9)
-        let limits = ViewerHub.Limits(maxViewers: maxViewers, maxPending: maxPending, maxPerAddress: maxViewersPerAddress,
-                                      maxPendingPerAddress: maxPendingPerAddress)
+        let limits = ViewerHub.Limits(
+            maxViewers: maxViewers, maxPending: maxPending, maxPerAddress: maxViewersPerAddress,
+            maxPendingPerAddress: maxPendingPerAddress)
         let hub = ViewerHub(identity: identity, configuration: peer, limits: limits, logger: cliLogger)
-        let names = ServeSecurity.hostNames(listening: address.host, isWildcard: address.isWildcard, candidates: hosts, interfaces: interfaces, extra: allowHost)
+        let names = ServeSecurity.hostNames(
+            listening: address.host, isWildcard: address.isWildcard, candidates: hosts, interfaces: interfaces, extra: allowHost)
         var policy = ServerPolicy(token: token, allowedOrigins: Set(allowOrigin.compactMap(ServeSecurity.origin)), hostNames: names)
         policy.requestTimeoutNs = Int64(requestTimeout * 1e9)
         policy.maxConnections = min(maxConnections, ServeSecurity.connectionsWithinDescriptorLimit(viewers: maxViewers + maxPending))
@@ -162,12 +179,15 @@ struct Serve: AsyncParsableCommand {
         // The HTTP server is up before the camera starts: a busy port fails at once, with nothing captured.
         let endpoint = WHEPEndpoint(hub: hub, policy: policy, metrics: { registry.emitToString() })
         let server = try await HTTPServer.start(host: address.host, port: address.port, endpoint: endpoint, tls: tls?.0)
-        let host = address.isWildcard ? (hosts.first ?? "127.0.0.1") : address.host   // a wildcard is no URL
+        let host = address.isWildcard ? (hosts.first ?? "127.0.0.1") : address.host // a wildcard is no URL
         let shown = host.contains(":") ? "[\(host)]" : host
         let base = "\(tls == nil ? "http" : "https")://\(shown):\(server.port)/"
         // The URL is printed once the camera runs (a busy camera fails before anyone is invited). The token rides
         // in the fragment: the page reads it, the browser never sends it in a request line or a Referer.
-        var lines = ["serving \(base)\(token.map { "#token=\($0)" } ?? "")  (WHEP: \(base)whep" + (token != nil ? ", Authorization: Bearer TOKEN; token: \(tokenSource))" : ", no authentication)")]
+        var lines = [
+            "serving \(base)\(token.map { "#token=\($0)" } ?? "")  (WHEP: \(base)whep"
+                + (token != nil ? ", Authorization: Bearer TOKEN; token: \(tokenSource))" : ", no authentication)")
+        ]
         if let tls { lines.append(tls.1) }
         if policy.maxConnections < maxConnections {
             lines.append("note: at most \(policy.maxConnections) HTTP connections (the descriptor limit, ulimit -n, leaves room for no more)")

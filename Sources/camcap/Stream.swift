@@ -34,27 +34,39 @@ struct Stream: AsyncParsableCommand {
     @Option(help: "Drop this fraction of outgoing RTP packets (0...1; a loss test for NACK and PLI).") var dropRate: Double = 0
     @Option(help: "Send retransmissions as RTX (RFC 4588) with this payload type.") var rtx: Int?
     @Option(help: "Also write the stream to this Annex-B file.") var output: String?
-    @Flag(help: "Let the receiver's bandwidth estimate (REMB) also lower the resolution and frame rate, and raise them when it recovers (WebRTC's balanced steps); the encoder follows without a camera restart. Off by default, as in `serve`: without probing, a receiver's estimate follows what it gets, so easy content would be shrunk.")
+    @Flag(
+        help:
+            "Let the receiver's bandwidth estimate (REMB) also lower the resolution and frame rate, and raise them when it recovers (WebRTC's balanced steps); the encoder follows without a camera restart. Off by default, as in `serve`: without probing, a receiver's estimate follows what it gets, so easy content would be shrunk."
+    )
     var adaptToBandwidth = false
     @Option(help: "Local port our RTCP socket listens on for receiver reports and feedback (default: any free port).") var rtcpPort: Int = 0
-    @Option(help: "Also obey RTCP from this address (repeatable). By default only the --to host's feedback is read; anyone else's is dropped and counted.")
+    @Option(
+        help: "Also obey RTCP from this address (repeatable). By default only the --to host's feedback is read; anyone else's is dropped and counted."
+    )
     var rtcpFrom: [String] = []
 
     func validate() throws {
         try capture.validateCommon()
         try CLIRange.capture(capture)
-        guard let _ = StreamTarget(to) else { throw ValidationError("--to must be HOST:PORT with an IPv4/IPv6 address and a port 1...65534, got \"\(to.prefix(80))\"") }
+        guard let _ = StreamTarget(to) else {
+            throw ValidationError("--to must be HOST:PORT with an IPv4/IPv6 address and a port 1...65534, got \"\(to.prefix(80))\"")
+        }
         guard (100...65_000).contains(mtu) else { throw ValidationError("--mtu must be 100...65000 bytes, got \(mtu)") }
         guard dropRate.isFinite, (0...1).contains(dropRate) else { throw ValidationError("--drop-rate must be 0...1, got \(dropRate)") }
-        if let rtx { guard (96...127).contains(rtx) && rtx != 96 else { throw ValidationError("--rtx must be a dynamic payload type 97...127, got \(rtx)") } }
+        if let rtx {
+            guard (96...127).contains(rtx) && rtx != 96 else { throw ValidationError("--rtx must be a dynamic payload type 97...127, got \(rtx)") }
+        }
         guard (0...65535).contains(rtcpPort) else { throw ValidationError("--rtcp-port must be 0...65535, got \(rtcpPort)") }
         if sdpOnly && sdp == nil { throw ValidationError("--sdp-only needs --sdp PATH") }
         for a in rtcpFrom {
             var a4 = in_addr(), a6 = in6_addr()
-            guard inet_pton(AF_INET, a, &a4) == 1 || inet_pton(AF_INET6, a, &a6) == 1 else { throw ValidationError("--rtcp-from must be an IP address, got \"\(a.prefix(64))\"") }
+            guard inet_pton(AF_INET, a, &a4) == 1 || inet_pton(AF_INET6, a, &a6) == 1 else {
+                throw ValidationError("--rtcp-from must be an IP address, got \"\(a.prefix(64))\"")
+            }
         }
-        try CLIRange.encoder(bitrateKbps: bitrate, maxBitrateKbps: maxBitrate, keyint: nil, keyintSeconds: keyintSeconds,
-                             threads: 1, maxNalSize: nil, fpsLimit: capture.fpsLimit)
+        try CLIRange.encoder(
+            bitrateKbps: bitrate, maxBitrateKbps: maxBitrate, keyint: nil, keyintSeconds: keyintSeconds,
+            threads: 1, maxNalSize: nil, fpsLimit: capture.fpsLimit)
     }
 
     func run() async throws {
@@ -76,8 +88,9 @@ struct Stream: AsyncParsableCommand {
         try EncodeStage.check(settings, keyIntervalSeconds: keySeconds, for: pipeline.selection)
         if sdpOnly {
             // The SDP needs the encoder's SPS/PPS: the same settings always give the same ones.
-            let text = try RTPOutput.sdp(for: EncodeStage.settings(settings, keyIntervalSeconds: keySeconds, for: pipeline.selection.planned), target: target,
-                                         ssrc: 0, rtxPayloadType: rtx.map(UInt8.init))
+            let text = try RTPOutput.sdp(
+                for: EncodeStage.settings(settings, keyIntervalSeconds: keySeconds, for: pipeline.selection.planned), target: target,
+                ssrc: 0, rtxPayloadType: rtx.map(UInt8.init))
             try write(text, to: sdp!)
             print("wrote \(sdp!) for \(target) (\(pipeline.selection.size) H.264)")
             return
@@ -98,4 +111,3 @@ struct Stream: AsyncParsableCommand {
         try await pipeline.runCommand("streaming", quiet: capture.quiet, stages: [encode])
     }
 }
-

@@ -35,8 +35,10 @@ enum CLIRange {
     /// What `record` will ask of the encoder, checked before any camera or file is touched: the settings that
     /// do not depend on the negotiated size go through `H264Encoder.Settings.validate()` (OpenH264's limits)
     /// with a size the encoder accepts; the size itself is checked again once negotiation has picked it.
-    static func encoder(bitrateKbps: Int, maxBitrateKbps: Int?, keyint: Int?, keyintSeconds: Double?, threads: Int, maxNalSize: Int?,
-                        fpsLimit: Int) throws {
+    static func encoder(
+        bitrateKbps: Int, maxBitrateKbps: Int?, keyint: Int?, keyintSeconds: Double?, threads: Int, maxNalSize: Int?,
+        fpsLimit: Int
+    ) throws {
         guard (10...100_000).contains(bitrateKbps) else { throw ValidationError("--bitrate must be 10...100000 kbps, got \(bitrateKbps)") }
         if let m = maxBitrateKbps {
             guard (bitrateKbps...200_000).contains(m) else {
@@ -49,14 +51,16 @@ enum CLIRange {
         try seconds(keyintSeconds, "--keyint-seconds", max: 400)
         guard (1...4).contains(threads) else { throw ValidationError("--threads must be 1...4, got \(threads)") }
         var s = H264Encoder.Settings(width: 640, height: 480)
-        s.maxFrameRate = Double(Swift.min(fpsLimit, 240))   // the applied rate is checked once negotiated
+        s.maxFrameRate = Double(Swift.min(fpsLimit, 240)) // the applied rate is checked once negotiated
         s.targetBitrate = bitrateKbps * 1000
         s.maxBitrate = maxBitrateKbps.map { $0 * 1000 }
         s.keyFrameInterval = keyint ?? keyintSeconds.map { Swift.max(1, Int(($0 * s.maxFrameRate).rounded())) }
         s.threads = threads
         if let n = maxNalSize { s.sliceMode = .maxNALSize(n) }
         do { try s.validate() } catch {
-            let option = error.setting == "sliceMode" ? "--max-nal-size" : error.setting == "keyFrameInterval" ? "--keyint/--keyint-seconds" : "encoder settings"
+            let option =
+                error.setting == "sliceMode"
+                ? "--max-nal-size" : error.setting == "keyFrameInterval" ? "--keyint/--keyint-seconds" : "encoder settings"
             throw ValidationError("\(option): \(error.message)")
         }
     }

@@ -47,7 +47,7 @@ let names: [String]
 do {
     names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
         .filter { $0.hasSuffix(".json") || $0.hasSuffix(".txt") }
-        .sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }   // byte order, whatever the locale
+        .sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) } // byte order, whatever the locale
 } catch {
     fail("cannot list \(directory.path): \(error)")
 }

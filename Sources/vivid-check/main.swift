@@ -6,12 +6,21 @@ import V4L2Capture
 import VideoProcessing
 import FixtureCameras
 
-nonisolated(unsafe) var passed = 0, failed = 0   // also read by the watchdog thread, which then exits
+nonisolated(unsafe) var passed = 0, failed = 0 // also read by the watchdog thread, which then exits
 func check(_ name: String, _ ok: Bool, _ detail: @autoclosure () -> String = "") {
-    if ok { passed += 1; print("PASS \(name)") } else { failed += 1; print("FAIL \(name): \(detail())") }
+    if ok {
+        passed += 1
+        print("PASS \(name)")
+    } else {
+        failed += 1
+        print("FAIL \(name): \(detail())")
+    }
     fflush(stdout)
 }
-func note(_ s: String) { print("  \(s)"); fflush(stdout) }
+func note(_ s: String) {
+    print("  \(s)")
+    fflush(stdout)
+}
 
 /// Spawns a program (posix_spawn: Foundation's Process needs more of a system than the initramfs has).
 func spawn(_ path: String, _ args: [String], capture: Bool) -> (pid: pid_t, fd: Int32)? {
@@ -33,7 +42,10 @@ func spawn(_ path: String, _ args: [String], capture: Bool) -> (pid: pid_t, fd: 
     var pid: pid_t = 0
     let rc = posix_spawn(&pid, path, &actions, nil, argv, environ)
     if capture { close(fds[1]) }
-    guard rc == 0 else { if capture { close(fds[0]) }; return nil }
+    guard rc == 0 else {
+        if capture { close(fds[0]) }
+        return nil
+    }
     return (pid, fds[0])
 }
 
@@ -41,7 +53,11 @@ func spawn(_ path: String, _ args: [String], capture: Bool) -> (pid: pid_t, fd: 
 func v4l2ctl(_ args: [String]) -> (Int32, String) {
     guard let (pid, fd) = spawn("/usr/bin/v4l2-ctl", args, capture: true) else { return (-1, "spawn failed") }
     var out = [UInt8](), buf = [UInt8](repeating: 0, count: 65536)
-    while true { let n = read(fd, &buf, buf.count); if n <= 0 { break }; out += buf[0..<n] }
+    while true {
+        let n = read(fd, &buf, buf.count)
+        if n <= 0 { break }
+        out += buf[0..<n]
+    }
     close(fd)
     var status: Int32 = 0
     waitpid(pid, &status, 0)
@@ -62,7 +78,8 @@ func leftovers() -> (fds: Int, maps: Int) {
     let fds = ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []).filter {
         ((try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\($0)")) ?? "").hasPrefix("/dev/video")
     }.count
-    let maps = (try? String(contentsOfFile: "/proc/self/maps", encoding: .utf8))?.split(separator: "\n").filter { $0.contains("/dev/video") }.count ?? -1
+    let maps =
+        (try? String(contentsOfFile: "/proc/self/maps", encoding: .utf8))?.split(separator: "\n").filter { $0.contains("/dev/video") }.count ?? -1
     return (fds, maps)
 }
 
@@ -84,10 +101,20 @@ final class Collector: CameraVideoCapturerDelegate, @unchecked Sendable {
     func capturer(_ c: CameraVideoCapturer, didDropFrames n: Int, reason: FrameDropReason) { lock.withLock { drops[reason, default: 0] += n } }
     func capturer(_ c: CameraVideoCapturer, didStopWithError e: CaptureError?) { lock.withLock { stopError = .some(e) } }
     var count: Int { lock.withLock { frames.count } }
-    func reset() { lock.withLock { frames = []; drops = [:]; stopError = nil; convertErrors = 0 } }
+    func reset() {
+        lock.withLock {
+            frames = []
+            drops = [:]
+            stopError = nil
+            convertErrors = 0
+        }
+    }
     func wait(_ seconds: Double, _ cond: (Collector) -> Bool) -> Bool {
         let end = Date().addingTimeInterval(seconds)
-        while Date() < end { if lock.withLock({ cond(self) }) { return true }; usleep(20_000) }
+        while Date() < end {
+            if lock.withLock({ cond(self) }) { return true }
+            usleep(20_000)
+        }
         return lock.withLock { cond(self) }
     }
 }
@@ -131,9 +158,12 @@ for d in devices {
     do {
         let theirs = try CameraDescription.parse(listing, file: "v4l2-ctl \(d.path)").formats
         let ours = try capturer.supportedFormats(for: d)
-        let same = theirs.map { [$0.pixelFormat.fourcc, "\($0.size)", "\(String(describing: $0.intervals))"] } == ours.map { [$0.pixelFormat.fourcc, "\($0.size)", "\(String(describing: $0.intervals))"] }
-        check("\(d.path) formats equal v4l2-ctl --list-formats-ext", rc == 0 && same && ours.count > 100,
-              "ours \(ours.count) entries, v4l2-ctl \(theirs.count) (rc \(rc))")
+        let same =
+            theirs.map { [$0.pixelFormat.fourcc, "\($0.size)", "\(String(describing: $0.intervals))"] }
+            == ours.map { [$0.pixelFormat.fourcc, "\($0.size)", "\(String(describing: $0.intervals))"] }
+        check(
+            "\(d.path) formats equal v4l2-ctl --list-formats-ext", rc == 0 && same && ours.count > 100,
+            "ours \(ours.count) entries, v4l2-ctl \(theirs.count) (rc \(rc))")
     } catch { check("\(d.path) formats equal v4l2-ctl --list-formats-ext", false, "\(error)") }
 }
 let cam1 = devices.first?.path ?? "/dev/video0", cam2 = devices.dropFirst().first?.path ?? "/dev/video1"
@@ -141,8 +171,10 @@ let cam1 = devices.first?.path ?? "/dev/video0", cam2 = devices.dropFirst().firs
 // 2. Negotiation + capture at several points.
 let sel = try? capturer.selectFormat(for: capturer.device(cam1), targetSize: FrameSize(width: 1280, height: 720))
 check("negotiation on vivid picks YU12 1280x720 @ 12.5", sel.map { "\($0)" } == "YU12 1280x720 @ 12.5 fps", "\(String(describing: sel))")
-let points: [(PixelFormat, FrameSize, Int, Int)] = [(.yuyv, FrameSize(width: 640, height: 360), 30, 20), (.nv12, FrameSize(width: 1280, height: 720), 10, 8),
-                                                    (.rgb24, FrameSize(width: 320, height: 180), 25, 20), (.abgr32, FrameSize(width: 640, height: 480), 15, 10)]
+let points: [(PixelFormat, FrameSize, Int, Int)] = [
+    (.yuyv, FrameSize(width: 640, height: 360), 30, 20), (.nv12, FrameSize(width: 1280, height: 720), 10, 8),
+    (.rgb24, FrameSize(width: 320, height: 180), 25, 20), (.abgr32, FrameSize(width: 640, height: 480), 15, 10),
+]
 for (pf, size, fps, n) in points {
     collector.reset()
     let name = "capture \(pf) \(size) @ \(fps)"
@@ -154,14 +186,24 @@ for (pf, size, fps, n) in points {
         await stopQuietly()
         let f = collector.lock.withLock { collector.frames }
         let minStride = pf.minimumStride(width: size.width)!
-        let shapeOK = f.allSatisfy { $0.w == size.width && $0.h == size.height && $0.pf == pf && $0.stride >= minStride && $0.bytes >= pf.frameSize(width: size.width, height: size.height, stride: $0.stride)! }
+        let shapeOK = f.allSatisfy {
+            $0.w == size.width && $0.h == size.height && $0.pf == pf && $0.stride >= minStride
+                && $0.bytes >= pf.frameSize(width: size.width, height: size.height, stride: $0.stride)!
+        }
         let increasing = zip(f, f.dropFirst()).allSatisfy { $0.ts < $1.ts }
         let measured = f.count > 1 ? Double(f.count - 1) / (Double(f.last!.ts - f.first!.ts) / 1e9) : 0
-        note("\(name): applied \(applied), \(f.count) frames in \(String(format: "%.2f", secs)) s, measured \(String(format: "%.2f", measured)) fps, stride \(f.first?.stride ?? 0)")
-        check(name, got && applied.fps == Fraction(Int64(fps)) && shapeOK && increasing && collector.convertErrors == 0
-              && measured <= Double(fps) * 1.2 && measured >= Double(fps) * 0.5,
-              "frames \(f.count), shape \(shapeOK), increasing \(increasing), fps \(measured), convert errors \(collector.convertErrors)")
-    } catch { check(name, false, "\(error)"); await stopQuietly() }
+        note(
+            "\(name): applied \(applied), \(f.count) frames in \(String(format: "%.2f", secs)) s, measured \(String(format: "%.2f", measured)) fps, stride \(f.first?.stride ?? 0)"
+        )
+        check(
+            name,
+            got && applied.fps == Fraction(Int64(fps)) && shapeOK && increasing && collector.convertErrors == 0
+                && measured <= Double(fps) * 1.2 && measured >= Double(fps) * 0.5,
+            "frames \(f.count), shape \(shapeOK), increasing \(increasing), fps \(measured), convert errors \(collector.convertErrors)")
+    } catch {
+        check(name, false, "\(error)")
+        await stopQuietly()
+    }
 }
 
 // 3. Switching cameras while running keeps frames flowing to the same consumer.
@@ -174,9 +216,14 @@ do {
     let flowing = collector.wait(10) { $0.frames.count >= before + 10 }
     let f = collector.lock.withLock { collector.frames }
     await stopQuietly()
-    check("switch camera 1 → 2 while running", flowing && capturer.currentDevice == nil && f.last?.w == 320 && zip(f, f.dropFirst()).allSatisfy { $0.ts < $1.ts },
-          "before \(before), after \(f.count), applied \(applied)")
-} catch { check("switch camera 1 → 2 while running", false, "\(error)"); await stopQuietly() }
+    check(
+        "switch camera 1 → 2 while running",
+        flowing && capturer.currentDevice == nil && f.last?.w == 320 && zip(f, f.dropFirst()).allSatisfy { $0.ts < $1.ts },
+        "before \(before), after \(f.count), applied \(applied)")
+} catch {
+    check("switch camera 1 → 2 while running", false, "\(error)")
+    await stopQuietly()
+}
 
 // 4. Faults.
 // 4a. A buffer flagged as error: dropped and counted, capture goes on.
@@ -203,12 +250,16 @@ do {
     let drops = collector.lock.withLock { collector.drops[.driverDropped, default: 0] }
     let frames = collector.count
     note("percentage_of_dropped_buffers=50: \(frames) frames, \(drops) counted driver drops")
-    check("percentage_of_dropped_buffers=50: drops counted", drops > 0 && frames > 0 && Double(drops) / Double(drops + frames) > 0.25, "frames \(frames), drops \(drops)")
+    check(
+        "percentage_of_dropped_buffers=50: drops counted", drops > 0 && frames > 0 && Double(drops) / Double(drops + frames) > 0.25,
+        "frames \(frames), drops \(drops)")
 } catch { check("percentage_of_dropped_buffers=50", false, "\(error)") }
 await cleanAfter("percentage_of_dropped_buffers", path: cam1)
 
 // 4c-e. Setup failures: a clear error, nothing left open.
-for (control, what) in [("inject_vidioc_streamon_error", "STREAMON"), ("inject_vidioc_reqbufs_error", "REQBUFS"), ("inject_vidioc_qbuf_error", "QBUF")] {
+for (control, what) in [
+    ("inject_vidioc_streamon_error", "STREAMON"), ("inject_vidioc_reqbufs_error", "REQBUFS"), ("inject_vidioc_qbuf_error", "QBUF"),
+] {
     collector.reset()
     v4l2ctl(["-d", cam1, "-c", "\(control)=1"])
     do {
@@ -236,7 +287,9 @@ func injectAndExpectDisconnect(_ name: String, path: String, control: String) as
         let stopped = collector.wait(10) { $0.stopError != nil }
         let e = collector.lock.withLock { collector.stopError ?? nil }
         note("\(name): \(e.map { "\($0)" } ?? "no error")")
-        check("\(name): capture stops with a disconnected error", stopped && e?.code == .disconnected && !capturer.isRunning, "\(String(describing: e))")
+        check(
+            "\(name): capture stops with a disconnected error", stopped && e?.code == .disconnected && !capturer.isRunning, "\(String(describing: e))"
+        )
         let l = leftovers()
         check("\(name): freed at once", l.fds == 0 && l.maps == 0, "fds \(l.fds) maps \(l.maps)")
     } catch { check(name, false, "\(error)") }
@@ -260,7 +313,9 @@ do {
         note("busy: \(error)")
         check("busy device gives the busy error", error.code == .deviceBusy && error.message.contains(cam2), "\(error)")
     }
-    kill(other, SIGTERM); var st: Int32 = 0; waitpid(other, &st, 0)
+    kill(other, SIGTERM)
+    var st: Int32 = 0
+    waitpid(other, &st, 0)
 } catch { check("busy device gives the busy error", false, "\(error)") }
 let l = leftovers()
 check("busy: no fd or mapping left", l.fds == 0 && l.maps == 0, "fds \(l.fds) maps \(l.maps)")
@@ -275,10 +330,11 @@ do {
     let streaming = try await it.next() != nil
     let during = leftovers()
     scoped = nil
-    while try await it.next() != nil {}   // frames already buffered for us are ours until read: read them
+    while try await it.next() != nil {} // frames already buffered for us are ours until read: read them
     let l = leftovers()
-    check("released capturer: device stopped, unmapped and closed", streaming && during.fds == 1 && during.maps >= 2 && l.fds == 0 && l.maps == 0,
-          "while streaming fds \(during.fds) maps \(during.maps); after release fds \(l.fds) maps \(l.maps)")
+    check(
+        "released capturer: device stopped, unmapped and closed", streaming && during.fds == 1 && during.maps >= 2 && l.fds == 0 && l.maps == 0,
+        "while streaming fds \(during.fds) maps \(during.maps); after release fds \(l.fds) maps \(l.maps)")
 } catch { check("released capturer", false, "\(error)") }
 await cleanAfter("released capturer", path: cam1)
 
@@ -315,18 +371,28 @@ do {
         "\(c.name) \(c.id) \(c.kind.rawValue) \(c.minimum)...\(c.maximum) " + c.menu.map { "\($0.index):\($0.name)" }.joined(separator: ",")
     }
     let differ = zip(ours, theirs).filter { key($0) != key($1) }.map { "ours \(key($0)) / v4l2-ctl \(key($1))" }
-    note("controls: \(ours.count) (v4l2-ctl \(theirs.count)), \(ours.filter { $0.kind.isMenu }.count) menus, \(ours.filter { !$0.dimensions.isEmpty }.count) arrays")
-    check("controls equal v4l2-ctl --list-ctrls-menus (name, id, type, range, menu items)",
-          rc == 0 && ours.count == theirs.count && ours.count > 50 && differ.isEmpty, "ours \(ours.count), theirs \(theirs.count): \(differ.prefix(3))")
-    check("vivid reports no orientation: position external, rotation 0", device.position == .external
-          && !ours.contains { $0.id == .cameraOrientation || $0.id == .cameraSensorRotation }, "\(device.position)")
+    note(
+        "controls: \(ours.count) (v4l2-ctl \(theirs.count)), \(ours.filter { $0.kind.isMenu }.count) menus, \(ours.filter { !$0.dimensions.isEmpty }.count) arrays"
+    )
+    check(
+        "controls equal v4l2-ctl --list-ctrls-menus (name, id, type, range, menu items)",
+        rc == 0 && ours.count == theirs.count && ours.count > 50 && differ.isEmpty, "ours \(ours.count), theirs \(theirs.count): \(differ.prefix(3))")
+    check(
+        "vivid reports no orientation: position external, rotation 0",
+        device.position == .external
+            && !ours.contains { $0.id == .cameraOrientation || $0.id == .cameraSensorRotation }, "\(device.position)")
 
     // Refusals, each with its typed error.
     func code(_ name: String, _ value: String) -> CaptureError? {
-        do { try capturer.setControl(name, to: value, on: device); return nil } catch { return error }
+        do {
+            try capturer.setControl(name, to: value, on: device)
+            return nil
+        } catch { return error }
     }
-    for (name, value, expected) in [("brightness", "300", CaptureError.Code.controlOutOfRange), ("read_only_integer_32_bits", "1", .controlReadOnly),
-                                    ("gain", "10", .controlInactive), ("menu", "2", .controlOutOfRange)] {
+    for (name, value, expected) in [
+        ("brightness", "300", CaptureError.Code.controlOutOfRange), ("read_only_integer_32_bits", "1", .controlReadOnly),
+        ("gain", "10", .controlInactive), ("menu", "2", .controlOutOfRange),
+    ] {
         let e = code(name, value)
         note("\(name)=\(value): \(e.map { "\($0)" } ?? "accepted")")
         check("\(name)=\(value) is refused with \(expected)", e?.code == expected, "\(String(describing: e))")
@@ -341,24 +407,32 @@ do {
     _ = try await start(cam1, .yuyv, FrameSize(width: 320, height: 180), 30)
     let before = meter.wait(from: 0, 10).suffix(5)
     let applied = try capturer.setControl("brightness", to: "200", on: device)
-    var after = meter.wait(from: meter.count + 5, 5)   // a few frames were already in flight
+    var after = meter.wait(from: meter.count + 5, 5) // a few frames were already in flight
     let base = before.map(\.mean).reduce(0, +) / Double(max(1, before.count))
     let raised = after.map(\.mean).reduce(0, +) / Double(max(1, after.count))
-    note("brightness 128 → \(applied.integerValue ?? -1) while streaming: mean luma \(String(format: "%.1f", base)) → \(String(format: "%.1f", raised))")
-    check("brightness=200 while streaming raises the mean luma", applied.value == .integer(200) && raised - base > 20 && capturer.isRunning,
-          "\(base) → \(raised)")
+    note(
+        "brightness 128 → \(applied.integerValue ?? -1) while streaming: mean luma \(String(format: "%.1f", base)) → \(String(format: "%.1f", raised))"
+    )
+    check(
+        "brightness=200 while streaming raises the mean luma", applied.value == .integer(200) && raised - base > 20 && capturer.isRunning,
+        "\(base) → \(raised)")
     _ = try capturer.setControl("brightness", to: "128", on: device)
     let plain = meter.wait(from: meter.count + 5, 3).last
     _ = try capturer.setControl("horizontal_flip", to: "1", on: device)
     after = meter.wait(from: meter.count + 5, 3)
     let flipped = after.last
     note("horizontal_flip: left/right luma \(plain.map { "\($0.left)/\($0.right)" } ?? "?") → \(flipped.map { "\($0.left)/\($0.right)" } ?? "?")")
-    check("horizontal_flip=1 mirrors the picture (bars swap sides)", plain.map { $0.left > $0.right + 100 } == true && flipped.map { $0.right > $0.left + 100 } == true,
-          "\(String(describing: plain)) → \(String(describing: flipped))")
+    check(
+        "horizontal_flip=1 mirrors the picture (bars swap sides)",
+        plain.map { $0.left > $0.right + 100 } == true && flipped.map { $0.right > $0.left + 100 } == true,
+        "\(String(describing: plain)) → \(String(describing: flipped))")
     _ = try capturer.setControl("horizontal_flip", to: "0", on: device)
     await stopQuietly()
     capturer.removeDelegate(meter)
-} catch { check("controls", false, "\(error)"); await stopQuietly() }
+} catch {
+    check("controls", false, "\(error)")
+    await stopQuietly()
+}
 await cleanAfter("controls", path: cam1)
 
 // 6b. `--fast` is refused for a real camera, before anything is opened or written.
@@ -368,13 +442,18 @@ do {
         throw CaptureError(.streamFailed, "cannot start camcap")
     }
     var text = "", buf = [UInt8](repeating: 0, count: 4096)
-    while true { let n = read(fd, &buf, buf.count); if n <= 0 { break }; text += String(decoding: buf[0..<n], as: UTF8.self) }
+    while true {
+        let n = read(fd, &buf, buf.count)
+        if n <= 0 { break }
+        text += String(decoding: buf[0..<n], as: UTF8.self)
+    }
     close(fd)
     var status: Int32 = 0
     waitpid(pid, &status, 0)
     let code = (status >> 8) & 0xff
-    check("record --fast on a real camera is refused with the reason, no file written",
-          code != 0 && text.contains("--fast is for fixture cameras") && !FileManager.default.fileExists(atPath: out), "exit \(code): \(text)")
+    check(
+        "record --fast on a real camera is refused with the reason, no file written",
+        code != 0 && text.contains("--fast is for fixture cameras") && !FileManager.default.fileExists(atPath: out), "exit \(code): \(text)")
 } catch { check("record --fast refused", false, "\(error)") }
 
 // 7. camcap record on a camera unplugged mid-recording: non-zero exit, the file kept (the host decodes it).
@@ -390,19 +469,29 @@ do {
         if n <= 0 { break }
         text += String(decoding: buf[0..<n], as: UTF8.self)
         // The progress line says frames are being recorded: now pull the plug.
-        if !unplugged && text.contains(" frames ") { unplugged = true; v4l2ctl(["-d", cam1, "-c", "disconnect=1"]) }
+        if !unplugged && text.contains(" frames ") {
+            unplugged = true
+            v4l2ctl(["-d", cam1, "-c", "disconnect=1"])
+        }
     }
     close(fd)
     var status: Int32 = 0
     waitpid(pid, &status, 0)
     let code = (status >> 8) & 0xff
-    let encoded = text.split(separator: "\n").first { $0.hasPrefix("frames:") }.flatMap { line in
-        line.range(of: "encoded ").map { Int(line[$0.upperBound...].prefix { $0.isNumber }) ?? -1 } } ?? -1
+    let encoded =
+        text.split(separator: "\n").first { $0.hasPrefix("frames:") }.flatMap { line in
+            line.range(of: "encoded ").map { Int(line[$0.upperBound...].prefix { $0.isNumber }) ?? -1 }
+        } ?? -1
     note("camcap after unplug: exit \(code), encoded \(encoded); \(text.split(separator: "\n").last ?? "")")
-    check("unplug mid-recording: camcap exits non-zero with the capture error", unplugged && code == 1 && text.contains("disconnected") && encoded > 0, text)
+    check(
+        "unplug mid-recording: camcap exits non-zero with the capture error", unplugged && code == 1 && text.contains("disconnected") && encoded > 0,
+        text)
     if let data = FileManager.default.contents(atPath: out) {
         print("H264-ENCODED \(encoded)")
-        print("H264-BEGIN"); print(data.base64EncodedString(options: [.lineLength76Characters])); print("H264-END"); fflush(stdout)
+        print("H264-BEGIN")
+        print(data.base64EncodedString(options: [.lineLength76Characters]))
+        print("H264-END")
+        fflush(stdout)
     }
 } catch { check("unplug mid-recording", false, "\(error)") }
 await cleanAfter("camcap unplug", path: cam1)

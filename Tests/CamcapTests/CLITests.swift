@@ -28,7 +28,8 @@ func summaryValue(_ out: String, _ key: String) -> Int? {
 }
 
 func probeFrames(_ path: String) throws -> (Int, String) {
-    let r = try sh("ffprobe", ["-v", "error", "-f", "h264", "-count_frames", "-show_entries", "stream=nb_read_frames,width,height", "-of", "csv=p=0", path])
+    let r = try sh(
+        "ffprobe", ["-v", "error", "-f", "h264", "-count_frames", "-show_entries", "stream=nb_read_frames,width,height", "-of", "csv=p=0", path])
     #expect(r.code == 0, "\(r.err)")
     let f = r.out.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: ",")
     return (f.count == 3 ? Int(f[2]) ?? -1 : -1, f.count == 3 ? "\(f[0])x\(f[1])" : r.out)
@@ -44,20 +45,20 @@ func probeFrames(_ path: String) throws -> (Int, String) {
     @Test func selectAnswersForAPastedListing() throws {
         // A user pastes a camera listing from a bug report (old v4l2-ctl style, stepwise sizes).
         let listing = """
-        ioctl: VIDIOC_ENUM_FMT
-        \tIndex       : 0
-        \tType        : Video Capture
-        \tPixel Format: 'YUYV'
-        \tName        : YUYV 4:2:2
-        \t\tSize: Discrete 1280x720
-        \t\t\tInterval: Discrete 0.200s (5.000 fps)
-        \tIndex       : 1
-        \tType        : Video Capture
-        \tPixel Format: 'MJPG' (compressed)
-        \tName        : Motion-JPEG
-        \t\tSize: Stepwise 320x240 - 1920x1080 with step 16/8
-        \t\t\tInterval: Continuous 0.033s - 0.500s (2.000-30.000 fps)
-        """
+            ioctl: VIDIOC_ENUM_FMT
+            \tIndex       : 0
+            \tType        : Video Capture
+            \tPixel Format: 'YUYV'
+            \tName        : YUYV 4:2:2
+            \t\tSize: Discrete 1280x720
+            \t\t\tInterval: Discrete 0.200s (5.000 fps)
+            \tIndex       : 1
+            \tType        : Video Capture
+            \tPixel Format: 'MJPG' (compressed)
+            \tName        : Motion-JPEG
+            \t\tSize: Stepwise 320x240 - 1920x1080 with step 16/8
+            \t\t\tInterval: Continuous 0.033s - 0.500s (2.000-30.000 fps)
+            """
         let path = work + "/pasted.txt"
         _ = FileManager.default.createFile(atPath: path, contents: Data(listing.utf8))
         let r = try sh(camcap, ["select", "--device", path, "--size", "1000x700", "--json"])
@@ -82,7 +83,10 @@ func probeFrames(_ path: String) throws -> (Int, String) {
 
     @Test func badInputGivesClearErrors() throws {
         let bad = work + "/bad.json"
-        _ = FileManager.default.createFile(atPath: bad, contents: Data("{\n \"name\": \"cam\",\n \"formats\": [ {\"pixelFormat\": \"NV12\", \"sizes\": [{\"width\": 0, \"height\": 480}]} ]\n}".utf8))
+        _ = FileManager.default.createFile(
+            atPath: bad,
+            contents: Data(
+                "{\n \"name\": \"cam\",\n \"formats\": [ {\"pixelFormat\": \"NV12\", \"sizes\": [{\"width\": 0, \"height\": 480}]} ]\n}".utf8))
         let r = try sh(camcap, ["select", "-d", bad, "-s", "640x480"])
         #expect(r.code == 1)
         #expect(r.err.contains("\(bad):3: \"width\" must be positive"), "\(r.err)")
@@ -126,8 +130,9 @@ func probeFrames(_ path: String) throws -> (Int, String) {
         let out = work + "/interrupted.h264"
         // SIGINT once the progress line shows frames being recorded (an event, not a delay); the duration is
         // far longer than any loaded machine needs, so only the signal can end the run.
-        let r = try sh(camcap, ["record", "-d", "fixture:uvc-webcam", "--duration", "600", "-o", out],
-                       interruptWhen: { $0.contains(" frames ") })
+        let r = try sh(
+            camcap, ["record", "-d", "fixture:uvc-webcam", "--duration", "600", "-o", out],
+            interruptWhen: { $0.contains(" frames ") })
         #expect(r.code == 0, "\(r.err)")
         let encoded = try #require(summaryValue(r.out, "encoded"))
         #expect(encoded > 0 && encoded < 18_000)
@@ -152,8 +157,12 @@ func probeFrames(_ path: String) throws -> (Int, String) {
 
     @Test func previewWritesAY4MThatFFprobeReads() throws {
         let y4m = work + "/preview.y4m", snap = work + "/snap.png"
-        let r = try sh(camcap, ["preview", "-d", "fixture:iphone", "-s", "640x480", "--frames", "12", "--fast", "--apply-rotation",
-                                "--scale", "240x320", "--y4m", y4m, "--snapshot", snap, "-q"])
+        let r = try sh(
+            camcap,
+            [
+                "preview", "-d", "fixture:iphone", "-s", "640x480", "--frames", "12", "--fast", "--apply-rotation",
+                "--scale", "240x320", "--y4m", y4m, "--snapshot", snap, "-q",
+            ])
         #expect(r.code == 0, "\(r.err)")
         let p = try sh("ffprobe", ["-v", "error", "-count_frames", "-show_entries", "stream=width,height,nb_read_frames", "-of", "csv=p=0", y4m])
         #expect(p.out.trimmingCharacters(in: .whitespacesAndNewlines) == "240,320,12")
@@ -164,9 +173,19 @@ func probeFrames(_ path: String) throws -> (Int, String) {
 
     @Test func recordWithPreviewIsAtLeast35dB() throws {
         let out = work + "/q.h264", y4m = work + "/q.y4m"
-        let r = try sh(camcap, ["record", "-d", "fixture:uvc-webcam", "-s", "1280x720", "--bitrate", "1500", "--frames", "90", "--fast", "-o", out, "--preview", y4m, "-q"])
+        let r = try sh(
+            camcap,
+            [
+                "record", "-d", "fixture:uvc-webcam", "-s", "1280x720", "--bitrate", "1500", "--frames", "90", "--fast", "-o", out, "--preview", y4m,
+                "-q",
+            ])
         #expect(r.code == 0, "\(r.err)")
-        let q = try sh("ffmpeg", ["-v", "info", "-f", "h264", "-i", out, "-i", y4m, "-lavfi", "[0:v]setpts=N/(30*TB)[a];[1:v]setpts=N/(30*TB)[b];[a][b]psnr", "-f", "null", "-"])
+        let q = try sh(
+            "ffmpeg",
+            [
+                "-v", "info", "-f", "h264", "-i", out, "-i", y4m, "-lavfi", "[0:v]setpts=N/(30*TB)[a];[1:v]setpts=N/(30*TB)[b];[a][b]psnr", "-f",
+                "null", "-",
+            ])
         let line = try #require(q.err.split(separator: "\n").first { $0.contains("average:") })
         let avg = try #require(line.split(separator: " ").first { $0.hasPrefix("average:") }.flatMap { Double($0.dropFirst(8)) })
         #expect(avg >= 35, "PSNR \(avg)")
@@ -184,23 +203,33 @@ func probeFrames(_ path: String) throws -> (Int, String) {
         #expect(devices.out.contains("fixture:uvc-webcam") && devices.out.contains("fixture:vivid"))
         let select = try runTool(dir + "/camcap", ["select", "-d", "fixture:vivid", "-s", "640x360", "--json"], in: dir)
         #expect(select.out == "{\"pixelFormat\": \"YU12\", \"width\": 640, \"height\": 360, \"fps\": 30}\n", "\(select.err)")
-        let record = try runTool(dir + "/camcap", ["record", "-d", "fixture:uvc-webcam", "-s", "640x480", "--frames", "10", "--fast", "-o", dir + "/ten.h264", "-q"], in: dir)
+        let record = try runTool(
+            dir + "/camcap", ["record", "-d", "fixture:uvc-webcam", "-s", "640x480", "--frames", "10", "--fast", "-o", dir + "/ten.h264", "-q"],
+            in: dir)
         #expect(record.code == 0, "\(record.err)")
         #expect(try probeFrames(dir + "/ten.h264").0 == 10)
     }
 
     @Test func anUnplugMidRecordingExitsNonZeroAndKeepsAPlayableFile() throws {
         let out = work + "/unplugged.h264"
-        let r = try sh(camcap, ["record", "-d", "fixture:uvc-webcam", "-s", "640x480", "--fast", "--frames", "100",
-                                "--fixture-disconnect-after", "40", "-o", out, "-q"])
+        let r = try sh(
+            camcap,
+            [
+                "record", "-d", "fixture:uvc-webcam", "-s", "640x480", "--fast", "--frames", "100",
+                "--fixture-disconnect-after", "40", "-o", out, "-q",
+            ])
         #expect(r.code == 1)
         #expect(r.err.contains("capture failed after 40 frames") && r.err.contains("disconnected"), "\(r.err)")
         #expect(summaryValue(r.out, "encoded") == 40)
         let (frames, size) = try probeFrames(out)
         #expect(frames == 40 && size == "640x480", "the file plays up to the last frame")
         // preview behaves the same (one pipeline).
-        let p = try sh(camcap, ["preview", "-d", "fixture:vivid", "-s", "320x180", "--fast", "--frames", "100",
-                                "--fixture-disconnect-after", "7", "--y4m", work + "/unplugged.y4m", "-q"])
+        let p = try sh(
+            camcap,
+            [
+                "preview", "-d", "fixture:vivid", "-s", "320x180", "--fast", "--frames", "100",
+                "--fixture-disconnect-after", "7", "--y4m", work + "/unplugged.y4m", "-q",
+            ])
         #expect(p.code == 1 && p.err.contains("capture failed after 7 frames"), "\(p.err)")
     }
 

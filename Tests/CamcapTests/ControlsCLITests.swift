@@ -28,20 +28,25 @@ import TestSupport
     }
 
     @Test func setPrintsWhatWasAppliedAndGetReads() throws {
-        let r = try sh(camcap, ["controls", "-d", "fixture:uvc-webcam", "--set", "power_line_frequency=1", "--set", "brightness=140",
-                                "--set", "pan_absolute=5000", "--set", "auto_exposure=Manual Mode", "--set", "exposure_absolute=300",
-                                "--get", "exposure_time_absolute", "--get", "0x00980900"])
+        let r = try sh(
+            camcap,
+            [
+                "controls", "-d", "fixture:uvc-webcam", "--set", "power_line_frequency=1", "--set", "brightness=140",
+                "--set", "pan_absolute=5000", "--set", "auto_exposure=Manual Mode", "--set", "exposure_absolute=300",
+                "--get", "exposure_time_absolute", "--get", "0x00980900",
+            ])
         #expect(r.code == 0, "\(r.err)")
-        #expect(r.out == """
-            power_line_frequency: 1 (50 Hz)
-            brightness: 140
-            pan_absolute: 3600
-            auto_exposure: 1 (Manual Mode)
-            exposure_time_absolute: 300
-            exposure_time_absolute: 300
-            brightness: 140
+        #expect(
+            r.out == """
+                power_line_frequency: 1 (50 Hz)
+                brightness: 140
+                pan_absolute: 3600
+                auto_exposure: 1 (Manual Mode)
+                exposure_time_absolute: 300
+                exposure_time_absolute: 300
+                brightness: 140
 
-            """)
+                """)
     }
 
     @Test(arguments: [
@@ -86,13 +91,18 @@ import TestSupport
 
     @Test func startControlsShowFromTheFirstFrame() throws {
         let out = work + "/white.y4m"
-        let r = try sh(camcap, ["preview", "-d", "fixture:vivid", "-s", "320x180", "--frames", "3", "--fast", "-q", "--y4m", out,
-                                "--control", "test_pattern=100% White", "--power-line", "50"])
+        let r = try sh(
+            camcap,
+            [
+                "preview", "-d", "fixture:vivid", "-s", "320x180", "--frames", "3", "--fast", "-q", "--y4m", out,
+                "--control", "test_pattern=100% White", "--power-line", "50",
+            ])
         #expect(r.code == 0, "\(r.err)")
         let frames = try y4mLuma(out)
         #expect(frames.count == 3)
         #expect(frames.allSatisfy { $0.allSatisfy { abs(Int($0) - 235) <= 1 } }, "every pixel white from the first frame")
-        let bad = try sh(camcap, ["record", "-d", "fixture:vivid", "--frames", "3", "--fast", "-o", work + "/never.h264", "--control", "brightness=999"])
+        let bad = try sh(
+            camcap, ["record", "-d", "fixture:vivid", "--frames", "3", "--fast", "-o", work + "/never.h264", "--control", "brightness=999"])
         #expect(bad.code == 1 && bad.err.contains("999 is out of range for control brightness"), "\(bad.err)")
         #expect(!FileManager.default.fileExists(atPath: work + "/never.h264"), "nothing written when the start fails")
     }

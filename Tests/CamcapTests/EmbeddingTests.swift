@@ -14,12 +14,14 @@ import WHEPServer
         p.executableURL = URL(fileURLWithPath: Self.example("embedded-whep-example"))
         p.arguments = ["fixture:vivid", "120"]
         let out = work + "/embedded.out", err = work + "/embedded.err"
-        _ = FileManager.default.createFile(atPath: out, contents: nil); _ = FileManager.default.createFile(atPath: err, contents: nil)
-        p.standardOutput = FileHandle(forWritingAtPath: out); p.standardError = FileHandle(forWritingAtPath: err)
+        _ = FileManager.default.createFile(atPath: out, contents: nil)
+        _ = FileManager.default.createFile(atPath: err, contents: nil)
+        p.standardOutput = FileHandle(forWritingAtPath: out)
+        p.standardError = FileHandle(forWritingAtPath: err)
         try p.run()
         defer { if p.isRunning { kill(p.processIdentifier, SIGKILL) } }
         var url = ""
-        waitUntil(timeout: 30, every: 0.02) {   // the printed line is the event
+        waitUntil(timeout: 30, every: 0.02) { // the printed line is the event
             url = ServeProcess.read(out).split(separator: "\n").first { $0.hasPrefix("open ") }.map { String($0.dropFirst(5)) } ?? ""
             return !url.isEmpty || !p.isRunning
         }
@@ -47,12 +49,15 @@ import WHEPServer
 
     /// The endpoint with no HTTP server at all: requests in, responses out, with the policy applied.
     @Test func theEndpointIsDrivenWithoutAnHTTPServer() throws {
-        let hub = ViewerHub(identity: try DTLSIdentity(), configuration: WebRTCPeer.Configuration(bindHost: "127.0.0.1", candidateHosts: ["127.0.0.1"]))
+        let hub = ViewerHub(
+            identity: try DTLSIdentity(), configuration: WebRTCPeer.Configuration(bindHost: "127.0.0.1", candidateHosts: ["127.0.0.1"]))
         let endpoint = WHEPEndpoint(hub: hub, policy: ServerPolicy(token: "0123456789abcdef0123", hostNames: ["127.0.0.1"]))
         func req(_ method: String, _ uri: String, _ headers: [(String, String)] = [], body: String = "") -> WHEPResponse {
-            endpoint.handle(WHEPRequest(method: method, uri: uri, headers: [("Host", "127.0.0.1:8080")] + headers.map { (name: $0.0, value: $0.1) },
-                                        body: Array(body.utf8), client: "127.0.0.1"),
-                            routes: { $0.path == "/mine" ? WHEPResponse(status: 200, headers: [], body: "mine") : nil })
+            endpoint.handle(
+                WHEPRequest(
+                    method: method, uri: uri, headers: [("Host", "127.0.0.1:8080")] + headers.map { (name: $0.0, value: $0.1) },
+                    body: Array(body.utf8), client: "127.0.0.1"),
+                routes: { $0.path == "/mine" ? WHEPResponse(status: 200, headers: [], body: "mine") : nil })
         }
         let auth = [("Authorization", "Bearer 0123456789abcdef0123")]
         #expect(req("GET", "/").status == 200)

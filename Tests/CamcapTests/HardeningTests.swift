@@ -14,17 +14,36 @@ private func write(_ name: String, _ text: String) -> String {
 @Suite(.serialized) struct HardeningTests {
     @Test func hugeArgumentsAreRangeErrorsNotTraps() throws {
         let cases: [([String], String)] = [
-            (["select", "-d", "fixture:vivid", "-s", "9223372036854775807x9223372036854775807"],
-             "--size: size 9223372036854775807x9223372036854775807 is too large: width and height are at most 16384"),
+            (
+                ["select", "-d", "fixture:vivid", "-s", "9223372036854775807x9223372036854775807"],
+                "--size: size 9223372036854775807x9223372036854775807 is too large: width and height are at most 16384"
+            ),
             (["select", "-d", "fixture:vivid", "-s", "16384x16384"], "at most 67108864 pixels"),
-            (["record", "-d", "fixture:vivid", "--max-bitrate", "9999999999999999", "--frames", "5"],
-             "--max-bitrate must be 1500...200000 kbps (at least --bitrate), got 9999999999999999"),
-            (["record", "-d", "fixture:vivid", "--keyint-seconds", "inf", "--frames", "5"], "--keyint-seconds must be above 0 and at most 400 seconds, got inf"),
-            (["record", "-d", "fixture:vivid", "--keyint-seconds", "1e300", "--frames", "5"], "--keyint-seconds must be above 0 and at most 400 seconds, got 1e+300"),
+            (
+                ["record", "-d", "fixture:vivid", "--max-bitrate", "9999999999999999", "--frames", "5"],
+                "--max-bitrate must be 1500...200000 kbps (at least --bitrate), got 9999999999999999"
+            ),
+            (
+                ["record", "-d", "fixture:vivid", "--keyint-seconds", "inf", "--frames", "5"],
+                "--keyint-seconds must be above 0 and at most 400 seconds, got inf"
+            ),
+            (
+                ["record", "-d", "fixture:vivid", "--keyint-seconds", "1e300", "--frames", "5"],
+                "--keyint-seconds must be above 0 and at most 400 seconds, got 1e+300"
+            ),
             (["record", "-d", "fixture:vivid", "--keyint", "9223372036854775807", "--frames", "5"], "--keyint must be 1...100000"),
-            (["record", "-d", "fixture:vivid", "-s", "1280x720", "--max-nal-size", "200", "--frames", "5"], "--max-nal-size: max NAL size 200 is out of range: 420...65535 bytes"),
-            (["record", "-d", "fixture:vivid", "--max-nal-size", "100", "--frames", "5"], "--max-nal-size: max NAL size 100 is out of range: 420...65535 bytes"),
-            (["record", "-d", "fixture:vivid", "--max-nal-size", "9223372036854775807", "--frames", "5"], "max NAL size 9223372036854775807 is out of range"),
+            (
+                ["record", "-d", "fixture:vivid", "-s", "1280x720", "--max-nal-size", "200", "--frames", "5"],
+                "--max-nal-size: max NAL size 200 is out of range: 420...65535 bytes"
+            ),
+            (
+                ["record", "-d", "fixture:vivid", "--max-nal-size", "100", "--frames", "5"],
+                "--max-nal-size: max NAL size 100 is out of range: 420...65535 bytes"
+            ),
+            (
+                ["record", "-d", "fixture:vivid", "--max-nal-size", "9223372036854775807", "--frames", "5"],
+                "max NAL size 9223372036854775807 is out of range"
+            ),
             (["record", "-d", "fixture:vivid", "--duration", "inf"], "--duration"),
             (["record", "-d", "fixture:vivid", "--threads", "9223372036854775807", "--frames", "5"], "--threads must be 1...4"),
             (["preview", "-d", "fixture:vivid", "--scale", "100000x2", "--frames", "5"], "--scale: size 100000x2 is too large"),
@@ -73,7 +92,9 @@ private func write(_ name: String, _ text: String) -> String {
     }
 
     @Test func formatsJSONIsValidWithControlCharacters() throws {
-        let path = write("evil.json", """
+        let path = write(
+            "evil.json",
+            """
             {"name": "cam\\u0001\\u001b[31m", "formats": [{"pixelFormat": "YUYV", "description": "evil\\n\\u0007\\"q\\\\ \\u2028",
               "sizes": [{"width": 640, "height": 480, "fps": [30, "30000/1001"]}]}]}
             """)
@@ -86,17 +107,21 @@ private func write(_ name: String, _ text: String) -> String {
         let crlf = write("crlf.txt", "\t[0]: 'YUYV' (YUYV 4:2:2)\r\n\t\tSize: Discrete 640x480\r\n\t\t\tInterval: Discrete 0.033s (30.000 fps)\r\n")
         let c = try sh(camcap, ["select", "-d", crlf, "-s", "640x480", "--json"])
         #expect(c.out == "{\"pixelFormat\": \"YUYV\", \"width\": 640, \"height\": 480, \"fps\": 30}\n", "\(c.err)")
-        let bom = write("bom.json", "\u{FEFF}{\"name\": \"b\", \"formats\": [{\"pixelFormat\": \"NV12\", \"sizes\": [{\"width\": 320, \"height\": 240, \"fps\": [15]}]}]}")
+        let bom = write(
+            "bom.json",
+            "\u{FEFF}{\"name\": \"b\", \"formats\": [{\"pixelFormat\": \"NV12\", \"sizes\": [{\"width\": 320, \"height\": 240, \"fps\": [15]}]}]}")
         let b = try sh(camcap, ["select", "-d", bom, "-s", "640x480", "--json"])
         #expect(b.out == "{\"pixelFormat\": \"NV12\", \"width\": 320, \"height\": 240, \"fps\": 15}\n", "\(b.err)")
     }
 
     @Test func aFailedStartDestroysNothing() throws {
         let keep = write("keep.h264", "precious recording")
-        for args in [["record", "-d", "fixture:nope", "-o", keep, "--frames", "5"],
-                     ["record", "-d", "fixture:vivid", "-o", keep, "--bitrate", "0", "--frames", "5"],
-                     ["record", "-d", "fixture:vivid", "-o", keep, "--max-nal-size", "70000", "--frames", "5"],
-                     ["record", "-d", "fixture:vivid", "-o", keep, "--keyint-seconds", "inf"]] {
+        for args in [
+            ["record", "-d", "fixture:nope", "-o", keep, "--frames", "5"],
+            ["record", "-d", "fixture:vivid", "-o", keep, "--bitrate", "0", "--frames", "5"],
+            ["record", "-d", "fixture:vivid", "-o", keep, "--max-nal-size", "70000", "--frames", "5"],
+            ["record", "-d", "fixture:vivid", "-o", keep, "--keyint-seconds", "inf"],
+        ] {
             let r = try sh(camcap, args)
             #expect(r.code != 0, "\(args)")
             #expect(FileManager.default.contents(atPath: keep) == Data("precious recording".utf8), "\(args) destroyed the file: \(r.err)")
@@ -117,7 +142,8 @@ private func write(_ name: String, _ text: String) -> String {
         first.arguments = ["record", "-d", "fixture:vivid", "-s", "320x180", "--duration", "60", "-o", out]
         first.currentDirectoryURL = URL(fileURLWithPath: work)
         let err = Pipe(), stdout = Pipe()
-        first.standardError = err; first.standardOutput = stdout
+        first.standardError = err
+        first.standardOutput = stdout
         try first.run()
         var seen = ""
         while !seen.contains("recording fixture:vivid") {
@@ -128,7 +154,9 @@ private func write(_ name: String, _ text: String) -> String {
         #expect(seen.contains("recording fixture:vivid"), "\(seen)")
         let second = try sh(camcap, ["record", "-d", "fixture:vivid", "-s", "320x180", "--frames", "10", "-o", out])
         #expect(second.code == 1)
-        #expect(second.err.contains("\(out) is being written by another writer (it holds the file's lock): refusing to write it at the same time"), "\(second.err)")
+        #expect(
+            second.err.contains("\(out) is being written by another writer (it holds the file's lock): refusing to write it at the same time"),
+            "\(second.err)")
         #expect(!second.err.contains("recording fixture"), "the second camera must not start")
         first.interrupt()
         let summary = String(decoding: stdout.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
@@ -159,12 +187,14 @@ private func write(_ name: String, _ text: String) -> String {
     /// touched (an existing file keeps its bytes).
     @Test func aCameraModeTheEncoderCannotTakeFailsBeforeTheStart() throws {
         let fixture = work + "/tiny.txt", out = work + "/tiny-keep.h264"
-        try "ioctl: VIDIOC_ENUM_FMT\n\tType: Video Capture\n\n\t[0]: 'YUYV' (YUYV 4:2:2)\n\t\tSize: Discrete 8x8\n\t\t\tInterval: Discrete 0.033s (30.000 fps)\n"
+        try
+            "ioctl: VIDIOC_ENUM_FMT\n\tType: Video Capture\n\n\t[0]: 'YUYV' (YUYV 4:2:2)\n\t\tSize: Discrete 8x8\n\t\t\tInterval: Discrete 0.033s (30.000 fps)\n"
             .write(toFile: fixture, atomically: true, encoding: .utf8)
         try "keep".write(toFile: out, atomically: true, encoding: .utf8)
         for command in [["record", "-o", out], ["stream", "--to", "127.0.0.1:9", "--output", out]] {
             let r = try sh(camcap, [command[0], "-d", fixture] + command.dropFirst())
-            #expect(r.code == 1 && r.err.contains("YUYV 8x8 @ 30 fps cannot be encoded") && r.err.contains("width 16...4096"), "\(command[0]): \(r.err)")
+            #expect(
+                r.code == 1 && r.err.contains("YUYV 8x8 @ 30 fps cannot be encoded") && r.err.contains("width 16...4096"), "\(command[0]): \(r.err)")
             #expect(try String(contentsOfFile: out, encoding: .utf8) == "keep")
         }
     }

@@ -27,7 +27,10 @@ import TestSupport
     /// `promtool check metrics`: the text parses as Prometheus's exposition format and passes its lint (help
     /// text, counter names, units).
     func promtoolAccepts(_ text: String) throws {
-        guard let promtool = Self.promtool else { Issue.record("promtool is not installed (Debian's prometheus package)"); return }
+        guard let promtool = Self.promtool else {
+            Issue.record("promtool is not installed (Debian's prometheus package)")
+            return
+        }
         let path = work + "/metrics-\(getpid()).txt"
         try text.write(toFile: path, atomically: true, encoding: .utf8)
         let r = try runTool("/bin/sh", ["-c", "\(promtool) check metrics < \(path)"])
@@ -37,13 +40,17 @@ import TestSupport
     /// Polls the metrics until `ready` holds for them (an event: a counter reached), at most 30 s.
     func scrape(_ server: ServeProcess, until ready: ([String: Double]) -> Bool) throws -> (text: String, samples: [String: Double]) {
         var last: (text: String, samples: [String: Double]) = ("", [:])
-        try waitUntil(timeout: 30, every: 0.2) { last = try scrape(server); return ready(last.samples) }
+        try waitUntil(timeout: 30, every: 0.2) {
+            last = try scrape(server)
+            return ready(last.samples)
+        }
         return last
     }
 
     @Test(.enabled(if: chromiumAvailable)) func metricsArePrometheusTextAndFollowFramesAndViewers() throws {
-        let server = try ServeProcess(["-d", "fixture:vivid", "-s", "640x360", "--listen", "127.0.0.1:0"], name: "serve-metrics",
-                                      environment: ["CAMCAP_LOG": "debug"])
+        let server = try ServeProcess(
+            ["-d", "fixture:vivid", "-s", "640x360", "--listen", "127.0.0.1:0"], name: "serve-metrics",
+            environment: ["CAMCAP_LOG": "debug"])
         defer { _ = server.stop() }
         #expect(!server.url.isEmpty, "\(server.err)")
         // Nobody watching: frames are captured and converted, nothing is encoded.
@@ -55,12 +62,16 @@ import TestSupport
         let anonymous = try runTool("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", server.url + "metrics"])
         #expect(anonymous.out == "401")
         let refused = try scrape(server).samples["whep_refused_total{reason=\"unauthorized\"}"]
-        #expect(refused == (idle.samples["whep_refused_total{reason=\"unauthorized\"}"] ?? 0) + 1, "the refusal is counted: \(String(describing: refused))")
+        #expect(
+            refused == (idle.samples["whep_refused_total{reason=\"unauthorized\"}"] ?? 0) + 1,
+            "the refusal is counted: \(String(describing: refused))")
 
         // A viewer: the encoder runs, the viewer's series appear and move.
         let (viewer, hold, _) = try heldViewer(server.pageURL, frames: 60, name: "viewer-metrics")
         defer { if viewer.isRunning { kill(viewer.processIdentifier, SIGKILL) } }
-        let watched = try scrape(server) { ($0["whep_viewer_bytes_sent_total{viewer=\"1\"}"] ?? 0) > 0 && $0["whep_viewer_rtt_seconds{viewer=\"1\"}"] != nil }
+        let watched = try scrape(server) {
+            ($0["whep_viewer_bytes_sent_total{viewer=\"1\"}"] ?? 0) > 0 && $0["whep_viewer_rtt_seconds{viewer=\"1\"}"] != nil
+        }
         try promtoolAccepts(watched.text)
         let w = watched.samples
         #expect(w["whep_viewers"] == 1 && w["whep_viewers_joined_total"] == 1, "\(w)")
@@ -78,7 +89,9 @@ import TestSupport
         try promtoolAccepts(after.text)
         #expect(after.samples["whep_viewers"] == 0 && after.samples["whep_viewers_left_total"] == 1, "\(after.samples)")
         #expect(!after.text.contains("viewer=\"1\""), "the departed viewer's series are removed")
-        print("FIGURE /metrics: \(after.text.split(separator: "\n").filter { !$0.hasPrefix("#") }.count) samples; idle \(Int(idle.samples["capture_frames_total"] ?? 0)) frames captured, 0 encoded; with a viewer rtt \(String(format: "%.2f", rtt * 1000)) ms, \(Int(w["whep_viewer_bytes_sent_total{viewer=\"1\"}"] ?? 0)) bytes sent")
+        print(
+            "FIGURE /metrics: \(after.text.split(separator: "\n").filter { !$0.hasPrefix("#") }.count) samples; idle \(Int(idle.samples["capture_frames_total"] ?? 0)) frames captured, 0 encoded; with a viewer rtt \(String(format: "%.2f", rtt * 1000)) ms, \(Int(w["whep_viewer_bytes_sent_total{viewer=\"1\"}"] ?? 0)) bytes sent"
+        )
 
         #expect(server.stop() == 0, "\(server.err)")
         // The library's logging, switched on by the app (camcap: CAMCAP_LOG=debug): a viewer's arrival and departure.

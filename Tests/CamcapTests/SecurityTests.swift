@@ -13,12 +13,15 @@ import TestSupport
         #expect(server.token?.count == 32, "a random token in the printed URL: \(server.pageURL)")
         let (viewer, hold, out) = try heldViewer(server.pageURL, frames: 30, name: "viewer-origin")
         defer { if viewer.isRunning { kill(viewer.processIdentifier, SIGKILL) } }
-        let first = try #require(try JSONSerialization.jsonObject(with: Data(ServeProcess.read(out).split(separator: "\n")[0].utf8)) as? [String: Any])
+        let first = try #require(
+            try JSONSerialization.jsonObject(with: Data(ServeProcess.read(out).split(separator: "\n")[0].utf8)) as? [String: Any])
         #expect(int(first, "framesDecoded") > 0, "the printed URL plays: \(first)")
         let resource = try #require(first["resource"] as? String)
 
         let r = try runTool("/usr/bin/python3", [repo + "/Scripts/webrtc-attack.py", server.url, "--resource", resource])
-        let attack = try #require(try JSONSerialization.jsonObject(with: Data((r.out.split(separator: "\n").last ?? "").utf8)) as? [String: Any], "\(r.out) \(r.err.suffix(800))")
+        let attack = try #require(
+            try JSONSerialization.jsonObject(with: Data((r.out.split(separator: "\n").last ?? "").utf8)) as? [String: Any],
+            "\(r.out) \(r.err.suffix(800))")
         let result = try #require(attack["result"] as? [String: Any], "\(attack)")
         print("FIGURE a page of another origin: \(result)")
         #expect((result["stats"] as? String)?.hasPrefix("error") == true, "reading /stats: \(String(describing: result["stats"]))")
@@ -42,10 +45,13 @@ import TestSupport
 
     /// DNS rebinding: a name that resolves to the server but is not one of its names is refused, token or not.
     @Test func aForeignHostIsRefused() throws {
-        let server = try ServeProcess(["-d", "fixture:vivid", "-s", "320x240", "--listen", "127.0.0.1:0", "--allow-origin", "http://app.example:9999"], name: "serve-host")
+        let server = try ServeProcess(
+            ["-d", "fixture:vivid", "-s", "320x240", "--listen", "127.0.0.1:0", "--allow-origin", "http://app.example:9999"], name: "serve-host")
         defer { _ = server.stop() }
         let port = try #require(URL(string: server.url)?.port)
-        let rebound = try server.curl(["-w", "\n%{http_code}", "--resolve", "attacker.example:\(port):127.0.0.1", "http://attacker.example:\(port)/stats"])
+        let rebound = try server.curl([
+            "-w", "\n%{http_code}", "--resolve", "attacker.example:\(port):127.0.0.1", "http://attacker.example:\(port)/stats",
+        ])
         #expect(rebound.out.hasSuffix("403") && rebound.out.contains("is not one of this server's names"), "\(rebound.out)")
         let page = try server.curl(["-w", "\n%{http_code}", "--resolve", "attacker.example:\(port):127.0.0.1", "http://attacker.example:\(port)/"])
         #expect(page.out.hasSuffix("403"), "even the page: \(page.out.suffix(100))")
@@ -57,13 +63,21 @@ import TestSupport
         #expect(wrong.out.hasPrefix("HTTP/1.1 401") && wrong.out.contains("invalid_token"), "\(wrong.out)")
         // An origin named with --allow-origin gets CORS (its preflight too); any other origin gets 403.
         let allowed = try server.curl(["-i", "-H", "Origin: http://app.example:9999", server.url + "stats"])
-        #expect(allowed.out.hasPrefix("HTTP/1.1 200") && allowed.out.contains("Access-Control-Allow-Origin: http://app.example:9999"), "\(allowed.out.prefix(400))")
-        let preflight = try runTool("curl", ["-sS", "-i", "-X", "OPTIONS", "-H", "Origin: http://app.example:9999", "-H", "Access-Control-Request-Method: POST", server.url + "whep"])
-        #expect(preflight.out.hasPrefix("HTTP/1.1 204") && preflight.out.contains("Access-Control-Allow-Headers: Authorization, Content-Type"), "\(preflight.out.prefix(400))")
+        #expect(
+            allowed.out.hasPrefix("HTTP/1.1 200") && allowed.out.contains("Access-Control-Allow-Origin: http://app.example:9999"),
+            "\(allowed.out.prefix(400))")
+        let preflight = try runTool(
+            "curl",
+            ["-sS", "-i", "-X", "OPTIONS", "-H", "Origin: http://app.example:9999", "-H", "Access-Control-Request-Method: POST", server.url + "whep"])
+        #expect(
+            preflight.out.hasPrefix("HTTP/1.1 204") && preflight.out.contains("Access-Control-Allow-Headers: Authorization, Content-Type"),
+            "\(preflight.out.prefix(400))")
         let other = try server.curl(["-i", "-H", "Origin: http://evil.example", server.url + "stats"])
         #expect(other.out.hasPrefix("HTTP/1.1 403") && !other.out.contains("Access-Control-Allow-Origin"), "\(other.out.prefix(400))")
         let refused = try server.stats()["refused"] as? [String: Any]
-        #expect(int(refused, "foreignHost") == 2 && int(refused, "unauthorized") == 2 && int(refused, "foreignOrigin") == 1, "\(String(describing: refused))")
+        #expect(
+            int(refused, "foreignHost") == 2 && int(refused, "unauthorized") == 2 && int(refused, "foreignOrigin") == 1,
+            "\(String(describing: refused))")
     }
 
     /// Offers that could never connect get a 400 naming the reason, nothing echoed; Expect: 100-continue is answered.
@@ -81,7 +95,9 @@ import TestSupport
         for (name, offer, reason) in cases {
             let path = work + "/offer-\(getpid()).sdp"
             try offer.write(toFile: path, atomically: true, encoding: .utf8)
-            let r = try server.curl(["-w", "\n%{http_code}", "-X", "POST", "-H", "Content-Type: application/sdp", "--data-binary", "@" + path, server.url + "whep"])
+            let r = try server.curl([
+                "-w", "\n%{http_code}", "-X", "POST", "-H", "Content-Type: application/sdp", "--data-binary", "@" + path, server.url + "whep",
+            ])
             #expect(r.out.hasSuffix("400") && r.out.contains(reason), "\(name): \(r.out.prefix(300))")
             #expect(!r.out.contains("mmmmmmmmmm") && !r.out.contains("\u{0}"), "\(name): nothing echoed")
         }
@@ -90,9 +106,17 @@ import TestSupport
         // Expect: 100-continue gets its interim answer before the body; a refusal comes at once instead.
         let bodyPath = work + "/offer-cont-\(getpid()).sdp"
         try good.write(toFile: bodyPath, atomically: true, encoding: .utf8)
-        let cont = try server.curl(["-v", "-o", "/dev/null", "-H", "Expect: 100-continue", "-H", "Content-Type: application/sdp", "--data-binary", "@" + bodyPath, server.url + "whep"])
+        let cont = try server.curl([
+            "-v", "-o", "/dev/null", "-H", "Expect: 100-continue", "-H", "Content-Type: application/sdp", "--data-binary", "@" + bodyPath,
+            server.url + "whep",
+        ])
         #expect(cont.err.contains("HTTP/1.1 100 Continue") && cont.err.contains("HTTP/1.1 201"), "\(cont.err.suffix(800))")
-        let refused = try runTool("curl", ["-sS", "-v", "-o", "/dev/null", "-H", "Expect: 100-continue", "-H", "Content-Type: application/sdp", "--data-binary", "@" + bodyPath, server.url + "whep"])
+        let refused = try runTool(
+            "curl",
+            [
+                "-sS", "-v", "-o", "/dev/null", "-H", "Expect: 100-continue", "-H", "Content-Type: application/sdp", "--data-binary", "@" + bodyPath,
+                server.url + "whep",
+            ])
         #expect(!refused.err.contains("100 Continue") && refused.err.contains("HTTP/1.1 401"), "\(refused.err.suffix(800))")
     }
 
@@ -103,7 +127,10 @@ import TestSupport
         let path = work + "/offer-slots-\(getpid()).sdp"
         try validOffer().write(toFile: path, atomically: true, encoding: .utf8)
         func post(from address: String) throws -> String {
-            let r = try server.curl(["-w", "\n%{http_code}", "--interface", address, "-X", "POST", "-H", "Content-Type: application/sdp", "--data-binary", "@" + path, server.url + "whep"])
+            let r = try server.curl([
+                "-w", "\n%{http_code}", "--interface", address, "-X", "POST", "-H", "Content-Type: application/sdp", "--data-binary", "@" + path,
+                server.url + "whep",
+            ])
             return String(r.out.split(separator: "\n").last ?? "")
         }
         let start = Date()
@@ -122,7 +149,9 @@ import TestSupport
         }
         let freed = Date().timeIntervalSince(start)
         #expect((stats["viewers"] as? [Any])?.isEmpty == true && freed <= 10.5, "freed after \(freed) s: \(stats)")
-        print("FIGURE one address: \(codes.joined(separator: " ")); another address: \(other); 3 viewers that never connected freed \(String(format: "%.1f", freed)) s after their offers")
+        print(
+            "FIGURE one address: \(codes.joined(separator: " ")); another address: \(other); 3 viewers that never connected freed \(String(format: "%.1f", freed)) s after their offers"
+        )
         #expect(server.stop() == 0)
         #expect(server.out.contains("no ICE/DTLS connection within 8 s"), "\(server.out)")
     }
@@ -130,8 +159,9 @@ import TestSupport
     /// 300 idle and slowloris connections (from 10 addresses) with the descriptor limit at 256: the server
     /// answers /stats within 1 s throughout, and closes them all within the request timeout.
     @Test func idleAndSlowConnectionsAreClosedAndTheServerKeepsAnswering() throws {
-        let server = try ServeProcess(["-d", "fixture:vivid", "-s", "320x240", "--listen", "127.0.0.1:0", "--request-timeout", "3"],
-                                      name: "serve-slowloris", launcher: ["/usr/bin/prlimit", "--nofile=256"])
+        let server = try ServeProcess(
+            ["-d", "fixture:vivid", "-s", "320x240", "--listen", "127.0.0.1:0", "--request-timeout", "3"],
+            name: "serve-slowloris", launcher: ["/usr/bin/prlimit", "--nofile=256"])
         defer { _ = server.stop() }
         #expect(server.err.contains("note: at most"), "the descriptor limit shows: \(server.err)")
         let port = try #require(URL(string: server.url)?.port)
@@ -140,13 +170,24 @@ import TestSupport
         var openedAt: [Int32: Date] = [:], lifetime: [Int32: Double] = [:]
         for i in 0..<300 {
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var local = sockaddr_in(); local.sin_family = sa_family_t(AF_INET); local.sin_addr.s_addr = inet_addr("127.0.0.\(10 + i % 10)")
-            _ = withUnsafePointer(to: &local) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-            var a = sockaddr_in(); a.sin_family = sa_family_t(AF_INET); a.sin_addr.s_addr = inet_addr("127.0.0.1"); a.sin_port = UInt16(port).bigEndian
-            let c = withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            local.sin_addr.s_addr = inet_addr("127.0.0.\(10 + i % 10)")
+            _ = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            var a = sockaddr_in()
+            a.sin_family = sa_family_t(AF_INET)
+            a.sin_addr.s_addr = inet_addr("127.0.0.1")
+            a.sin_port = UInt16(port).bigEndian
+            let c = withUnsafePointer(to: &a) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
             #expect(c == 0)
-            if i % 2 == 1 { _ = "GET /stats HTTP/1.1\r\nHost: 127.0.0.1\r\n".withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) } }   // never finished
-            sockets.append(fd); openedAt[fd] = Date()
+            // Half of them start a request and never finish it.
+            if i % 2 == 1 { _ = "GET /stats HTTP/1.1\r\nHost: 127.0.0.1\r\n".withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) } }
+            sockets.append(fd)
+            openedAt[fd] = Date()
         }
         defer { sockets.forEach { close($0) } }
         var worst = 0.0, answered = 0, maxFds = 0
@@ -154,26 +195,38 @@ import TestSupport
         var closedAt: Double?
         while closedAt == nil && Date().timeIntervalSince(opened) < 15 {
             // The slow half trickles a header line now and then.
-            for (i, fd) in sockets.enumerated() where i % 2 == 1 && !closed.contains(fd) { _ = "X-a: b\r\n".withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) } }
+            for (i, fd) in sockets.enumerated() where i % 2 == 1 && !closed.contains(fd) {
+                _ = "X-a: b\r\n".withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+            }
             let r = try server.curl(["-o", "/dev/null", "-w", "%{http_code} %{time_total}", server.url + "stats"])
             let parts = r.out.split(separator: " ")
-            if parts.first == "200" { answered += 1; worst = max(worst, Double(parts.last ?? "") ?? 99) } else { worst = 99 }
+            if parts.first == "200" {
+                answered += 1
+                worst = max(worst, Double(parts.last ?? "") ?? 99)
+            } else {
+                worst = 99
+            }
             maxFds = max(maxFds, server.fdCount)
             for fd in sockets where !closed.contains(fd) {
                 var b = [UInt8](repeating: 0, count: 512)
                 let n = b.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
                 var ended = n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
-                if n > 0 {   // a 503/429 answer, then the close
+                if n > 0 { // a 503/429 answer, then the close
                     ended = b.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) } == 0
                 }
-                if ended { closed.insert(fd); lifetime[fd] = Date().timeIntervalSince(openedAt[fd]!) }
+                if ended {
+                    closed.insert(fd)
+                    lifetime[fd] = Date().timeIntervalSince(openedAt[fd]!)
+                }
             }
             if closed.count == sockets.count { closedAt = Date().timeIntervalSince(opened) }
             usleep(200_000)
         }
         let refused = try server.stats()["refused"] as? [String: Any]
         let longest = lifetime.values.max() ?? -1
-        print("FIGURE 300 idle/slowloris connections, descriptor limit 256: /stats answered \(answered) times, slowest \(String(format: "%.3f", worst)) s; all closed \(closedAt.map { String(format: "%.1f", $0) } ?? "-") s after the first opened, none lived longer than \(String(format: "%.1f", longest)) s (request timeout 3 s; seen every ~0.3 s); server descriptors at most \(maxFds); refused \(String(describing: refused))")
+        print(
+            "FIGURE 300 idle/slowloris connections, descriptor limit 256: /stats answered \(answered) times, slowest \(String(format: "%.3f", worst)) s; all closed \(closedAt.map { String(format: "%.1f", $0) } ?? "-") s after the first opened, none lived longer than \(String(format: "%.1f", longest)) s (request timeout 3 s; seen every ~0.3 s); server descriptors at most \(maxFds); refused \(String(describing: refused))"
+        )
         #expect(answered >= 5 && worst <= 1.0, "slowest /stats \(worst) s")
         #expect(closedAt != nil && longest <= 3 + 2, "closed \(closed.count) of 300; longest-lived \(longest) s")
         #expect(maxFds < 256)
@@ -201,8 +254,10 @@ extension SecurityTests {
         try? FileManager.default.removeItem(atPath: fifo)
         #expect(mkfifo(fifo, 0o600) == 0)
         try "abc\n".write(toFile: short, atomically: true, encoding: .utf8)
-        for (path, message) in [(fifo, "is a FIFO (named pipe), not a regular file"), (work + "/no-such-token", "No such file or directory"),
-                                (short, "a token must be 16...256 characters")] {
+        for (path, message) in [
+            (fifo, "is a FIFO (named pipe), not a regular file"), (work + "/no-such-token", "No such file or directory"),
+            (short, "a token must be 16...256 characters"),
+        ] {
             let r = try sh(camcap, ["serve", "-d", "fixture:vivid", "--listen", "127.0.0.1:0", "--token-file", path])
             #expect(r.code == 1 && r.err.contains(path) && r.err.contains(message) && !r.err.contains("serving"), "\(r.err)")
         }
@@ -211,8 +266,10 @@ extension SecurityTests {
 
 /// A well-formed recvonly H.264 offer (nothing will ever answer its ICE checks).
 func validOffer() -> String {
-    ["v=0", "o=- 1 2 IN IP4 127.0.0.1", "s=-", "t=0 0", "a=group:BUNDLE 0", "m=video 9 UDP/TLS/RTP/SAVPF 96",
-     "c=IN IP4 0.0.0.0", "a=ice-ufrag:abcd", "a=ice-pwd:abcdefghijklmnopqrstuvwx",
-     "a=fingerprint:sha-256 " + Array(repeating: "AB", count: 32).joined(separator: ":"), "a=setup:actpass", "a=mid:0",
-     "a=recvonly", "a=rtcp-mux", "a=rtpmap:96 H264/90000", "a=fmtp:96 packetization-mode=1;profile-level-id=42e01f"].joined(separator: "\r\n") + "\r\n"
+    [
+        "v=0", "o=- 1 2 IN IP4 127.0.0.1", "s=-", "t=0 0", "a=group:BUNDLE 0", "m=video 9 UDP/TLS/RTP/SAVPF 96",
+        "c=IN IP4 0.0.0.0", "a=ice-ufrag:abcd", "a=ice-pwd:abcdefghijklmnopqrstuvwx",
+        "a=fingerprint:sha-256 " + Array(repeating: "AB", count: 32).joined(separator: ":"), "a=setup:actpass", "a=mid:0",
+        "a=recvonly", "a=rtcp-mux", "a=rtpmap:96 H264/90000", "a=fmtp:96 packetization-mode=1;profile-level-id=42e01f",
+    ].joined(separator: "\r\n") + "\r\n"
 }

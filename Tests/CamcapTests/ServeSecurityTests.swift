@@ -17,17 +17,21 @@ import WHEPServer
         #expect(random.source == "random" && ServeSecurity.isValidToken(random.token ?? ""))
         #expect(random.token != (try ServeSecurity.token(noAuth: false, given: nil, file: nil, environment: [:]).token))
         for (given, env) in [("short", [String: String]()), (nil, ["CAMCAP_TOKEN": "has space in it 0123"])] {
-            do { _ = try ServeSecurity.token(noAuth: false, given: given, file: nil, environment: env); Issue.record("accepted \(given ?? env.description)") }
-            catch { #expect(error.code == .badToken && error.message.contains("16...256"), "\(error)") }
+            do {
+                _ = try ServeSecurity.token(noAuth: false, given: given, file: nil, environment: env)
+                Issue.record("accepted \(given ?? env.description)")
+            } catch { #expect(error.code == .badToken && error.message.contains("16...256"), "\(error)") }
         }
     }
 
     @Test func aServerAnswersToItsOwnNamesOnly() {
-        let loopback = ServeSecurity.hostNames(listening: "127.0.0.1", isWildcard: false, candidates: ["127.0.0.1"], interfaces: [], extra: ["Cam.Example"])
+        let loopback = ServeSecurity.hostNames(
+            listening: "127.0.0.1", isWildcard: false, candidates: ["127.0.0.1"], interfaces: [], extra: ["Cam.Example"])
         #expect(loopback == ["127.0.0.1", "localhost", "cam.example"])
-        let wildcard = ServeSecurity.hostNames(listening: "0.0.0.0", isWildcard: true, candidates: ["10.0.0.5"], interfaces: ["10.0.0.5", "192.168.1.2"], extra: [])
+        let wildcard = ServeSecurity.hostNames(
+            listening: "0.0.0.0", isWildcard: true, candidates: ["10.0.0.5"], interfaces: ["10.0.0.5", "192.168.1.2"], extra: [])
         #expect(wildcard == ["10.0.0.5", "192.168.1.2", "127.0.0.1", "::1", "localhost"])
         let lan = ServeSecurity.hostNames(listening: "192.168.1.2", isWildcard: false, candidates: ["192.168.1.2"], interfaces: [], extra: [])
-        #expect(lan == ["192.168.1.2"])   // not localhost: a LAN listener is not reached through loopback
+        #expect(lan == ["192.168.1.2"]) // not localhost: a LAN listener is not reached through loopback
     }
 }

@@ -14,7 +14,8 @@ final class ServeProcess {
 
     /// `launcher`: a command that runs camcap (e.g. prlimit with a descriptor limit).
     init(_ args: [String], name: String, launcher: [String] = [], environment: [String: String] = [:]) throws {
-        errPath = work + "/\(name).err"; outPath = work + "/\(name).out"
+        errPath = work + "/\(name).err"
+        outPath = work + "/\(name).out"
         _ = FileManager.default.createFile(atPath: errPath, contents: nil)
         _ = FileManager.default.createFile(atPath: outPath, contents: nil)
         process.executableURL = URL(fileURLWithPath: launcher.first ?? camcap)
@@ -30,7 +31,7 @@ final class ServeProcess {
                 let parts = pageURL.split(separator: "#", maxSplits: 1)
                 url = String(parts[0])
                 token = parts.count == 2 && parts[1].hasPrefix("token=") ? String(parts[1].dropFirst(6)) : nil
-                if err.contains("serving fixture") { return }   // the camera is running too
+                if err.contains("serving fixture") { return } // the camera is running too
             }
             usleep(20_000)
         }
@@ -57,11 +58,13 @@ final class ServeProcess {
         for table in ["tcp", "tcp6"] {
             for line in ServeProcess.read("/proc/\(pid)/net/\(table)").split(separator: "\n").dropFirst() {
                 let f = line.split(separator: " ")
-                if f.count > 9 && f[3] != "0A" { connections.insert(String(f[9])) }   // 0A: LISTEN
+                if f.count > 9 && f[3] != "0A" { connections.insert(String(f[9])) } // 0A: LISTEN
             }
         }
         return fds.filter { fd in
-            guard let link = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(fd)"), link.hasPrefix("socket:[") else { return true }
+            guard let link = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(fd)"), link.hasPrefix("socket:[") else {
+                return true
+            }
             return !connections.contains(String(link.dropFirst(8).dropLast()))
         }.count
     }
@@ -79,7 +82,11 @@ final class ServeProcess {
     func stop() -> Int32 {
         if process.isRunning { kill(pid, SIGINT) }
         waitUntil(timeout: 20, every: 0.02) { !process.isRunning }
-        if process.isRunning { kill(pid, SIGKILL); process.waitUntilExit(); return 137 }
+        if process.isRunning {
+            kill(pid, SIGKILL)
+            process.waitUntilExit()
+            return 137
+        }
         process.waitUntilExit()
         return process.terminationStatus
     }
@@ -107,7 +114,8 @@ func heldViewer(_ pageURL: String, frames: Int, name: String, extra: [String] = 
     p.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
     p.arguments = [browserScript, pageURL, "--frames", String(frames), "--hold", hold] + extra
     _ = FileManager.default.createFile(atPath: out, contents: nil)
-    p.standardOutput = FileHandle(forWritingAtPath: out); p.standardError = FileHandle(forWritingAtPath: work + "/\(name).err")
+    p.standardOutput = FileHandle(forWritingAtPath: out)
+    p.standardError = FileHandle(forWritingAtPath: work + "/\(name).err")
     try p.run()
     waitUntil(timeout: 60, every: 0.05) { ServeProcess.read(out).contains("\n") }
     return (p, hold, out)
@@ -129,13 +137,16 @@ func int(_ d: [String: Any]?, _ k: String) -> Int { (d?[k] as? NSNumber)?.intVal
 /// Scripts/test.sh sets WEBRTC_PEERS_REQUIRED=1 (it installs Chromium and aiortc first): then a missing peer is a
 /// failure, not a skip. A bare `swift test` skips what is not installed.
 let peersRequired = ProcessInfo.processInfo.environment["WEBRTC_PEERS_REQUIRED"] == "1"
-let chromiumAvailable = peersRequired || (FileManager.default.isExecutableFile(atPath: "/usr/bin/chromium")
-    && FileManager.default.isExecutableFile(atPath: "/usr/bin/chromedriver"))
+let chromiumAvailable =
+    peersRequired
+    || (FileManager.default.isExecutableFile(atPath: "/usr/bin/chromium")
+        && FileManager.default.isExecutableFile(atPath: "/usr/bin/chromedriver"))
 
 @Suite(.serialized, .timeLimit(.minutes(4))) struct ServeTests {
     @Test(.enabled(if: chromiumAvailable)) func chromiumDecodesTheStreamAtTheSentSize() throws {
         // 720p30 from the MJPEG webcam fixture (decoded, converted, encoded): the glass-to-glass case.
-        let server = try ServeProcess(["-d", "fixture:uvc-webcam", "-s", "1280x720", "--noise", "4", "--listen", "127.0.0.1:0"], name: "serve-chromium")
+        let server = try ServeProcess(
+            ["-d", "fixture:uvc-webcam", "-s", "1280x720", "--noise", "4", "--listen", "127.0.0.1:0"], name: "serve-chromium")
         #expect(!server.url.isEmpty, "\(server.err)")
         let b = try chromium(server.pageURL)
         #expect(b["ok"] as? Bool == true, "\(b)")
@@ -151,7 +162,8 @@ let chromiumAvailable = peersRequired || (FileManager.default.isExecutableFile(a
         #expect(int(last, "freezeCount") == 0, "\(String(describing: last))")
         #expect((last?["srtpCipher"] as? String)?.isEmpty == false)
         let server2 = b["lastServer"] as? [String: Any]
-        #expect(int(server2, "receiverReports") > 0 && (server2?["rttMs"] as? Double ?? -1) >= 0, "RTCP from the browser: \(String(describing: server2))")
+        #expect(
+            int(server2, "receiverReports") > 0 && (server2?["rttMs"] as? Double ?? -1) >= 0, "RTCP from the browser: \(String(describing: server2))")
         // The page sent DELETE: the viewer is gone.
         let stats = try server.stats()
         #expect(int(stats, "left") == 1 && (stats["viewers"] as? [Any])?.isEmpty == true, "\(stats)")
@@ -168,14 +180,18 @@ let chromiumAvailable = peersRequired || (FileManager.default.isExecutableFile(a
         #expect(b["ok"] as? Bool == true, "\(b)")
         #expect(last?["srtpCipher"] as? String == "SRTP_AES128_CM_HMAC_SHA1_80", "\(String(describing: last?["srtpCipher"]))")
         var stats: [String: Any] = [:]
-        try waitUntil(timeout: 10, every: 0.05) { stats = try server.stats(); return int(stats, "left") >= 1 }
+        try waitUntil(timeout: 10, every: 0.05) {
+            stats = try server.stats()
+            return int(stats, "left") >= 1
+        }
         #expect(int(stats, "left") == 1, "the closed page's viewer is freed: \(stats)")
         #expect(int(last, "frameWidth") == 480 && int(last, "frameHeight") == 640, "portrait: \(String(describing: last))")
         #expect(server.stop() == 0)
         // A leaving page sends DELETE (pagehide) and closes its peer connection (DTLS close_notify): whichever
         // reaches the server first ends the viewer (under load the close_notify can win; both free it).
-        #expect(server.out.contains("last: the viewer sent DELETE") || server.out.contains("last: the viewer closed the connection (DTLS close_notify)"),
-                "\(server.out)")
+        #expect(
+            server.out.contains("last: the viewer sent DELETE") || server.out.contains("last: the viewer closed the connection (DTLS close_notify)"),
+            "\(server.out)")
     }
 
     @Test(.enabled(if: chromiumAvailable)) func lossIsRepairedWithNackAndPli() throws {
@@ -185,10 +201,14 @@ let chromiumAvailable = peersRequired || (FileManager.default.isExecutableFile(a
         let last = b["last"] as? [String: Any], srv = b["lastServer"] as? [String: Any]
         let sent = int(b, "framesSent"), decoded = int(b, "framesDecoded")
         #expect(int(srv, "packetsDropped") > 0, "\(String(describing: srv))")
-        #expect(int(last, "nackCount") > 0 && int(srv, "nacks") > 0 && int(srv, "retransmissions") > 0, "browser \(String(describing: last)) server \(String(describing: srv))")
+        #expect(
+            int(last, "nackCount") > 0 && int(srv, "nacks") > 0 && int(srv, "retransmissions") > 0,
+            "browser \(String(describing: last)) server \(String(describing: srv))")
         #expect(int(last, "retransmittedPacketsReceived") > 0, "RTX reached the browser: \(String(describing: last))")
         #expect(decoded >= sent * 9 / 10, "decoding goes on: \(decoded) of \(sent)")
-        print("2% loss: decoded \(decoded) of \(sent); browser nack \(int(last, "nackCount")) retransmitted received \(int(last, "retransmittedPacketsReceived")) pli \(int(last, "pliCount")) freezes \(int(last, "freezeCount")); server dropped \(int(srv, "packetsDropped")) nacks \(int(srv, "nacks")) retransmitted \(int(srv, "retransmissions")) key-frame requests \(int(srv, "keyFrameRequests"))")
+        print(
+            "2% loss: decoded \(decoded) of \(sent); browser nack \(int(last, "nackCount")) retransmitted received \(int(last, "retransmittedPacketsReceived")) pli \(int(last, "pliCount")) freezes \(int(last, "freezeCount")); server dropped \(int(srv, "packetsDropped")) nacks \(int(srv, "nacks")) retransmitted \(int(srv, "retransmissions")) key-frame requests \(int(srv, "keyFrameRequests"))"
+        )
         #expect(server.stop() == 0)
     }
 
@@ -225,16 +245,25 @@ let chromiumAvailable = peersRequired || (FileManager.default.isExecutableFile(a
     @Test func offerWithoutH264IsRefusedAndBadRequestsAreClear() throws {
         let server = try ServeProcess(["-d", "fixture:vivid", "-s", "320x240", "--listen", "127.0.0.1:0"], name: "serve-errors")
         defer { _ = server.stop() }
-        let vp8 = ["v=0", "o=- 1 2 IN IP4 127.0.0.1", "s=-", "t=0 0", "a=group:BUNDLE 0", "m=video 9 UDP/TLS/RTP/SAVPF 96 97",
-                   "c=IN IP4 0.0.0.0", "a=ice-ufrag:abcd", "a=ice-pwd:abcdefghijklmnopqrstuvwx",
-                   "a=fingerprint:sha-256 " + Array(repeating: "AB", count: 32).joined(separator: ":"), "a=setup:actpass", "a=mid:0",
-                   "a=recvonly", "a=rtcp-mux", "a=rtpmap:96 VP8/90000", "a=rtpmap:97 rtx/90000", "a=fmtp:97 apt=96"].joined(separator: "\r\n") + "\r\n"
-        let r = try server.curl(["-o", "-", "-w", "\n%{http_code}", "-X", "POST", "-H", "Content-Type: application/sdp", "--data-binary", vp8, server.url + "whep"])
+        let vp8 =
+            [
+                "v=0", "o=- 1 2 IN IP4 127.0.0.1", "s=-", "t=0 0", "a=group:BUNDLE 0", "m=video 9 UDP/TLS/RTP/SAVPF 96 97",
+                "c=IN IP4 0.0.0.0", "a=ice-ufrag:abcd", "a=ice-pwd:abcdefghijklmnopqrstuvwx",
+                "a=fingerprint:sha-256 " + Array(repeating: "AB", count: 32).joined(separator: ":"), "a=setup:actpass", "a=mid:0",
+                "a=recvonly", "a=rtcp-mux", "a=rtpmap:96 VP8/90000", "a=rtpmap:97 rtx/90000", "a=fmtp:97 apt=96",
+            ].joined(separator: "\r\n") + "\r\n"
+        let r = try server.curl([
+            "-o", "-", "-w", "\n%{http_code}", "-X", "POST", "-H", "Content-Type: application/sdp", "--data-binary", vp8, server.url + "whep",
+        ])
         #expect(r.out.hasSuffix("406") && r.out.contains("no H.264") && r.out.contains("VP8"), "\(r.out)")
         let mode0 = vp8.replacingOccurrences(of: "VP8/90000", with: "H264/90000") + "a=fmtp:96 packetization-mode=0;profile-level-id=42e01f\r\n"
-        let r0 = try server.curl(["-w", "\n%{http_code}", "-X", "POST", "-H", "Content-Type: application/sdp", "--data-binary", mode0, server.url + "whep"])
+        let r0 = try server.curl([
+            "-w", "\n%{http_code}", "-X", "POST", "-H", "Content-Type: application/sdp", "--data-binary", mode0, server.url + "whep",
+        ])
         #expect(r0.out.hasSuffix("406") && r0.out.contains("packetization-mode=1"), "\(r0.out)")
-        let garbage = try server.curl(["-w", "\n%{http_code}", "-X", "POST", "-H", "Content-Type: application/sdp", "--data-binary", "hello", server.url + "whep"])
+        let garbage = try server.curl([
+            "-w", "\n%{http_code}", "-X", "POST", "-H", "Content-Type: application/sdp", "--data-binary", "hello", server.url + "whep",
+        ])
         #expect(garbage.out.hasSuffix("400") && garbage.out.contains("not a valid SDP"), "\(garbage.out)")
         let del = try server.curl(["-w", "\n%{http_code}", "-X", "DELETE", server.url + "whep/nonexistent"])
         #expect(del.out.hasSuffix("404"), "\(del.out)")
@@ -260,8 +289,10 @@ let chromiumAvailable = peersRequired || (FileManager.default.isExecutableFile(a
 
 /// aiortc, in the virtual environment Scripts/install-deps.sh makes (AIORTC_PYTHON overrides).
 let aiortcPython: String? = {
-    let candidates = [ProcessInfo.processInfo.environment["AIORTC_PYTHON"],
-                      NSHomeDirectory() + "/.cache/swift-video-capture/aiortc/bin/python"].compactMap { $0 }
+    let candidates = [
+        ProcessInfo.processInfo.environment["AIORTC_PYTHON"],
+        NSHomeDirectory() + "/.cache/swift-video-capture/aiortc/bin/python",
+    ].compactMap { $0 }
     return candidates.first { FileManager.default.isExecutableFile(atPath: $0) }
 }()
 
@@ -274,7 +305,8 @@ func aiortc() throws -> String {
     /// the capture-to-decoded latency on loopback.
     @Test(.enabled(if: aiortcPython != nil || peersRequired)) func aiortcDecodesAndMatchesTheInput() throws {
         let input = work + "/aiortc-input.y4m", decoded = work + "/aiortc-decoded.y4m"
-        let server = try ServeProcess(["-d", "fixture:vivid", "-s", "640x360", "--listen", "127.0.0.1:0", "--noise", "4", "--dump-input", input], name: "serve-aiortc")
+        let server = try ServeProcess(
+            ["-d", "fixture:vivid", "-s", "640x360", "--listen", "127.0.0.1:0", "--noise", "4", "--dump-input", input], name: "serve-aiortc")
         let r = try runTool(try aiortc(), [repo + "/Scripts/webrtc-aiortc.py", server.pageURL, "--frames", "300", "--out", decoded])
         #expect(server.stop() == 0, "\(server.err)")
         let line = r.out.split(separator: "\n").last.map(String.init) ?? ""
@@ -284,14 +316,17 @@ func aiortc() throws -> String {
         let sent = int(srv, "framesSent"), got = int(j, "framesDecoded")
         #expect(got >= 301 && got * 100 >= sent * 95, "aiortc decoded \(got) of \(sent)")
         #expect(int(j, "width") == 640 && int(j, "height") == 360)
-        let c = try runTool("/usr/bin/python3", [repo + "/Scripts/webrtc-compare.py", decoded, input, String(int(srv, "rtpTimestampOffset")), String(int(srv, "firstCaptureNs"))])
+        let c = try runTool(
+            "/usr/bin/python3",
+            [repo + "/Scripts/webrtc-compare.py", decoded, input, String(int(srv, "rtpTimestampOffset")), String(int(srv, "firstCaptureNs"))])
         let m = try #require(try JSONSerialization.jsonObject(with: Data(c.out.utf8)) as? [String: Any], "\(c.out) \(c.err)")
         #expect(int(m, "matched") >= 290, "\(m)")
         let psnr = (m["psnrAverage"] as? Double) ?? -1
         #expect(psnr >= 33, "PSNR \(psnr) dB: \(m)")
         print("aiortc: decoded \(got) of \(sent), \(m)")
         #expect(int(m, "latencyP95Ms") > 0)
-        try? FileManager.default.removeItem(atPath: input); try? FileManager.default.removeItem(atPath: decoded)
+        try? FileManager.default.removeItem(atPath: input)
+        try? FileManager.default.removeItem(atPath: decoded)
     }
 }
 
@@ -321,13 +356,18 @@ extension AiortcTests {
 extension AiortcTests {
     /// A viewer that vanishes (no DELETE, no close_notify) is dropped when its STUN consent checks stop.
     @Test(.enabled(if: aiortcPython != nil || peersRequired)) func vanishedViewerIsDroppedWhenConsentExpires() throws {
-        let server = try ServeProcess(["-d", "fixture:vivid", "-s", "320x240", "--listen", "127.0.0.1:0", "--consent-timeout", "3"], name: "serve-vanish")
+        let server = try ServeProcess(
+            ["-d", "fixture:vivid", "-s", "320x240", "--listen", "127.0.0.1:0", "--consent-timeout", "3"], name: "serve-vanish")
         defer { _ = server.stop() }
         let fds = server.descriptorsBesidesHTTP
-        let r = try runTool(try aiortc(), [repo + "/Scripts/webrtc-aiortc.py", server.pageURL, "--frames", "20", "--out", work + "/vanish.y4m", "--abandon"])
+        let r = try runTool(
+            try aiortc(), [repo + "/Scripts/webrtc-aiortc.py", server.pageURL, "--frames", "20", "--out", work + "/vanish.y4m", "--abandon"])
         #expect(r.out.contains("\"abandoned\""), "\(r.out) \(r.err.suffix(500))")
         var stats: [String: Any] = [:]
-        try waitUntil(timeout: 15, every: 0.1) { stats = try server.stats(); return int(stats, "left") >= 1 }
+        try waitUntil(timeout: 15, every: 0.1) {
+            stats = try server.stats()
+            return int(stats, "left") >= 1
+        }
         #expect(int(stats, "left") == 1 && (stats["viewers"] as? [Any])?.isEmpty == true, "\(stats)")
         #expect(server.descriptors(settlingAt: fds) == fds, "descriptors \(fds) → \(server.descriptorsBesidesHTTP)")
         #expect(server.stop() == 0)
@@ -340,11 +380,18 @@ extension AiortcTests {
     /// refused and the viewer freed.
     @Test(.enabled(if: aiortcPython != nil || peersRequired)) func wrongDTLSFingerprintIsRefused() throws {
         let server = try ServeProcess(["-d", "fixture:vivid", "-s", "320x240", "--listen", "127.0.0.1:0"], name: "serve-fingerprint")
-        let r = try runTool(try aiortc(), [repo + "/Scripts/webrtc-aiortc.py", server.pageURL, "--frames", "5", "--out", work + "/fp.y4m",
-                                            "--tamper-fingerprint", "--timeout", "5"])
+        let r = try runTool(
+            try aiortc(),
+            [
+                repo + "/Scripts/webrtc-aiortc.py", server.pageURL, "--frames", "5", "--out", work + "/fp.y4m",
+                "--tamper-fingerprint", "--timeout", "5",
+            ])
         #expect(r.out.contains("\"ok\": false"), "aiortc must not get frames: \(r.out)")
         var stats: [String: Any] = [:]
-        try waitUntil(timeout: 10, every: 0.1) { stats = try server.stats(); return int(stats, "left") >= 1 }
+        try waitUntil(timeout: 10, every: 0.1) {
+            stats = try server.stats()
+            return int(stats, "left") >= 1
+        }
         #expect(int(stats, "left") == 1, "\(stats)")
         #expect(server.stop() == 0)
         #expect(server.out.contains("does not match the fingerprint in its offer"), "\(server.out)")

@@ -22,7 +22,8 @@ func startReceiver(_ tool: String, _ args: [String], log: String) throws -> Proc
     p.arguments = [tool] + args
     _ = FileManager.default.createFile(atPath: log, contents: nil)
     let h = FileHandle(forWritingAtPath: log)
-    p.standardOutput = h; p.standardError = h
+    p.standardOutput = h
+    p.standardError = h
     try p.run()
     return p
 }
@@ -40,7 +41,10 @@ func waitForFrames(_ path: String, frameBytes: Int, frames: Int, idle: Double = 
     while true {
         let size = ((try? FileManager.default.attributesOfItem(atPath: path)[.size]) as? Int) ?? 0
         if size / frameBytes >= frames { return size / frameBytes }
-        if size != last { last = size; lastChange = Date() }
+        if size != last {
+            last = size
+            lastChange = Date()
+        }
         if Date().timeIntervalSince(lastChange) > idle { return size / frameBytes }
         usleep(50_000)
     }
@@ -58,27 +62,36 @@ let basePort = 20_000 + Int(getpid() % 2000) * 10
         #expect(text.contains("a=rtpmap:96 H264/90000") && text.contains("packetization-mode=1") && text.contains("profile-level-id=42"))
         #expect(text.contains("sprop-parameter-sets=") && text.contains("a=rtcp-fb:96 nack pli"))
         let md5 = work + "/received.framemd5"
-        let ffmpeg = try startReceiver("ffmpeg", ["-y", "-v", "error", "-protocol_whitelist", "file,udp,rtp", "-i", sdp, "-f", "framemd5", md5], log: work + "/ffmpeg.log")
+        let ffmpeg = try startReceiver(
+            "ffmpeg", ["-y", "-v", "error", "-protocol_whitelist", "file,udp,rtp", "-i", sdp, "-f", "framemd5", md5], log: work + "/ffmpeg.log")
         #expect(udpPortBound(port), "ffmpeg listens")
         let r = try sh(camcap, ["stream", "-d", "fixture:vivid", "-s", "640x360", "--to", "127.0.0.1:\(port)", "--frames", "300", "-q"])
         #expect(r.code == 0, "\(r.err)")
-        ffmpeg.waitUntilExit()   // the BYE at the end of the stream ends ffmpeg's input
+        ffmpeg.waitUntilExit() // the BYE at the end of the stream ends ffmpeg's input
         #expect(ffmpeg.terminationStatus == 0, "\((try? String(contentsOfFile: work + "/ffmpeg.log", encoding: .utf8)) ?? "")")
         let frames = try String(contentsOfFile: md5, encoding: .utf8).split(separator: "\n").filter { !$0.hasPrefix("#") }
         #expect(frames.count == 300, "ffmpeg decoded \(frames.count) of 300")
-        #expect(frames.allSatisfy { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.dropFirst(4).first == "345600" }, "640x360 I420")
+        #expect(
+            frames.allSatisfy { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.dropFirst(4).first == "345600" },
+            "640x360 I420")
     }
 
     /// GStreamer's rtpbin: decodes the stream (into an unbuffered I420 file) and sends receiver reports (and
     /// NACK/PLI when asked) to our RTCP port.
     func gstreamer(port: Int, rtcpPort: Int, out: String) throws -> Process {
         // latency=1000: a loaded CI box delays retransmissions; the jitter buffer waits for them.
-        try startReceiver("gst-launch-1.0", ["rtpbin", "name=rb", "do-retransmission=true", "rtp-profile=avpf", "latency=1000",
-            "udpsrc", "port=\(port)", "caps=application/x-rtp,media=video,clock-rate=90000,encoding-name=H264,payload=96,rtcp-fb-nack-pli=(boolean)true,rtcp-fb-nack=(boolean)true",
-            "!", "rb.recv_rtp_sink_0", "rb.", "!", "rtph264depay", "request-keyframe=true", "wait-for-keyframe=true", "!", "h264parse", "!", "avdec_h264",
-            "!", "videoconvert", "!", "video/x-raw,format=I420", "!", "filesink", "location=\(out)", "buffer-mode=unbuffered",
-            "udpsrc", "port=\(port + 1)", "!", "rb.recv_rtcp_sink_0",
-            "rb.send_rtcp_src_0", "!", "udpsink", "host=127.0.0.1", "port=\(rtcpPort)", "sync=false", "async=false"], log: out + ".log")
+        try startReceiver(
+            "gst-launch-1.0",
+            [
+                "rtpbin", "name=rb", "do-retransmission=true", "rtp-profile=avpf", "latency=1000",
+                "udpsrc", "port=\(port)",
+                "caps=application/x-rtp,media=video,clock-rate=90000,encoding-name=H264,payload=96,rtcp-fb-nack-pli=(boolean)true,rtcp-fb-nack=(boolean)true",
+                "!", "rb.recv_rtp_sink_0", "rb.", "!", "rtph264depay", "request-keyframe=true", "wait-for-keyframe=true", "!", "h264parse", "!",
+                "avdec_h264",
+                "!", "videoconvert", "!", "video/x-raw,format=I420", "!", "filesink", "location=\(out)", "buffer-mode=unbuffered",
+                "udpsrc", "port=\(port + 1)", "!", "rb.recv_rtcp_sink_0",
+                "rb.send_rtcp_src_0", "!", "udpsink", "host=127.0.0.1", "port=\(rtcpPort)", "sync=false", "async=false",
+            ], log: out + ".log")
     }
 
     func value(_ out: String, _ label: String, _ key: String) -> Int? {
@@ -91,10 +104,12 @@ let basePort = 20_000 + Int(getpid() % 2000) * 10
         let gst = try gstreamer(port: port, rtcpPort: rtcpPort, out: out)
         defer { stopReceiver(gst) }
         #expect(udpPortBound(port) && udpPortBound(port + 1), "GStreamer listens")
-        let r = try sh(camcap, ["stream", "-d", "fixture:vivid", "-s", "640x360", "--to", "127.0.0.1:\(port)", "--rtcp-port", "\(rtcpPort)", "--frames", "150", "-q"])
+        let r = try sh(
+            camcap,
+            ["stream", "-d", "fixture:vivid", "-s", "640x360", "--to", "127.0.0.1:\(port)", "--rtcp-port", "\(rtcpPort)", "--frames", "150", "-q"])
         #expect(r.code == 0, "\(r.err)")
         let decoded = waitForFrames(out, frameBytes: 345_600, frames: 150)
-        stopReceiver(gst)   // the file is unbuffered: every decoded frame is in it
+        stopReceiver(gst) // the file is unbuffered: every decoded frame is in it
         #expect(decoded >= 149, "GStreamer decoded \(decoded) of 150")
         let rtcp = try #require(r.out.split(separator: "\n").first { $0.hasPrefix("rtcp:") })
         #expect(!rtcp.contains(" 0 receiver reports") && rtcp.contains("rtt ") && !rtcp.contains("rtt -"), "\(rtcp)")
@@ -105,12 +120,16 @@ let basePort = 20_000 + Int(getpid() % 2000) * 10
         let gst = try gstreamer(port: port, rtcpPort: rtcpPort, out: out)
         defer { stopReceiver(gst) }
         #expect(udpPortBound(port) && udpPortBound(port + 1), "GStreamer listens")
-        let r = try sh(camcap, ["stream", "-d", "fixture:vivid", "-s", "640x360", "--noise", "8", "--bitrate", "2000", "--to", "127.0.0.1:\(port)",
-                                "--rtcp-port", "\(rtcpPort)", "--frames", "300", "--drop-rate", "0.01", "-q"])
+        let r = try sh(
+            camcap,
+            [
+                "stream", "-d", "fixture:vivid", "-s", "640x360", "--noise", "8", "--bitrate", "2000", "--to", "127.0.0.1:\(port)",
+                "--rtcp-port", "\(rtcpPort)", "--frames", "300", "--drop-rate", "0.01", "-q",
+            ])
         #expect(r.code == 0, "\(r.err)")
-        let sent = summaryValue(r.out, "encoded") ?? 300   // a loaded box may drop late frames before the encoder
+        let sent = summaryValue(r.out, "encoded") ?? 300 // a loaded box may drop late frames before the encoder
         let decoded = waitForFrames(out, frameBytes: 345_600, frames: sent)
-        stopReceiver(gst)   // the file is unbuffered: every decoded frame is in it
+        stopReceiver(gst) // the file is unbuffered: every decoded frame is in it
         let feedback = try #require(r.out.split(separator: "\n").first { $0.hasPrefix("feedback:") })
         let nacks = Int(feedback.split(separator: " ").dropFirst().first ?? "") ?? 0
         let retransmitted = feedback.range(of: "NACKs (").map { Int(feedback[$0.upperBound...].prefix { $0.isNumber }) ?? 0 } ?? 0
@@ -130,19 +149,29 @@ func sendUDP(_ packet: [UInt8], to port: Int) {
     let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
     defer { close(fd) }
     var addr = sockaddr_in()
-    addr.sin_family = sa_family_t(AF_INET); addr.sin_port = in_port_t(UInt16(port).bigEndian)
+    addr.sin_family = sa_family_t(AF_INET)
+    addr.sin_port = in_port_t(UInt16(port).bigEndian)
     addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-    _ = packet.withUnsafeBytes { p in withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-        sendto(fd, p.baseAddress, p.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-    } } }
+    _ = packet.withUnsafeBytes { p in
+        withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                sendto(fd, p.baseAddress, p.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+    }
 }
 
 /// A REMB (draft-alvestrand-rmcat-remb) for `bps` about any SSRC.
 func remb(_ bps: Int) -> [UInt8] {
     var exp = 0, mantissa = bps
-    while mantissa >= 1 << 18 { mantissa >>= 1; exp += 1 }
-    return [0x8f, 206, 0, 5, 0, 0, 0, 1, 0, 0, 0, 0, 0x52, 0x45, 0x4d, 0x42, 1,
-            UInt8(exp << 2 | mantissa >> 16), UInt8((mantissa >> 8) & 0xff), UInt8(mantissa & 0xff), 0, 0, 0, 1]
+    while mantissa >= 1 << 18 {
+        mantissa >>= 1
+        exp += 1
+    }
+    return [
+        0x8f, 206, 0, 5, 0, 0, 0, 1, 0, 0, 0, 0, 0x52, 0x45, 0x4d, 0x42, 1,
+        UInt8(exp << 2 | mantissa >> 16), UInt8((mantissa >> 8) & 0xff), UInt8(mantissa & 0xff), 0, 0, 0, 1,
+    ]
 }
 
 extension StreamTests {
@@ -154,11 +183,18 @@ extension StreamTests {
         let sender = Thread {
             // Once frames are flowing (the copy is flushed after a second of capture), the estimate drops.
             waitUntil(timeout: 30, every: 0.02) { ((try? FileManager.default.attributesOfItem(atPath: copy)[.size]) as? Int ?? 0) > 0 }
-            for _ in 0..<20 { sendUDP(remb(300_000), to: rtcpPort); usleep(100_000) }
+            for _ in 0..<20 {
+                sendUDP(remb(300_000), to: rtcpPort)
+                usleep(100_000)
+            }
         }
         sender.start()
-        let r = try sh(camcap, ["stream", "-d", "fixture:uvc-webcam", "-s", "1280x720", "--to", "127.0.0.1:\(basePort + 7)", "--rtcp-port", "\(rtcpPort)",
-                                "--frames", "150", "--output", copy, "--adapt-to-bandwidth", "-q"])
+        let r = try sh(
+            camcap,
+            [
+                "stream", "-d", "fixture:uvc-webcam", "-s", "1280x720", "--to", "127.0.0.1:\(basePort + 7)", "--rtcp-port", "\(rtcpPort)",
+                "--frames", "150", "--output", copy, "--adapt-to-bandwidth", "-q",
+            ])
         #expect(r.code == 0, "\(r.err)")
         #expect(r.out.contains("REMB 300 kbps"), "\(r.out)")
         #expect(r.out.contains("reconfigured:") && r.out.contains("480x270"), "\(r.out)")
@@ -170,11 +206,18 @@ extension StreamTests {
         try? FileManager.default.removeItem(atPath: keep)
         let again = Thread {
             waitUntil(timeout: 30, every: 0.02) { ((try? FileManager.default.attributesOfItem(atPath: keep)[.size]) as? Int ?? 0) > 0 }
-            for _ in 0..<20 { sendUDP(remb(300_000), to: basePort + 5); usleep(100_000) }
+            for _ in 0..<20 {
+                sendUDP(remb(300_000), to: basePort + 5)
+                usleep(100_000)
+            }
         }
         again.start()
-        let k = try sh(camcap, ["stream", "-d", "fixture:uvc-webcam", "-s", "1280x720", "--to", "127.0.0.1:\(basePort + 7)", "--rtcp-port", "\(basePort + 5)",
-                                "--frames", "90", "--output", keep, "-q"])
+        let k = try sh(
+            camcap,
+            [
+                "stream", "-d", "fixture:uvc-webcam", "-s", "1280x720", "--to", "127.0.0.1:\(basePort + 7)", "--rtcp-port", "\(basePort + 5)",
+                "--frames", "90", "--output", keep, "-q",
+            ])
         #expect(k.code == 0 && k.out.contains("REMB 300 kbps") && !k.out.contains("reconfigured:"), "\(k.out)")
     }
 }
@@ -182,7 +225,12 @@ extension StreamTests {
 extension StreamTests {
     /// A bad --sdp path fails before the camera starts, naming the file; an IPv6 target is printed in brackets.
     @Test func aBadSDPPathFailsAtOnceAndIPv6IsBracketed() throws {
-        let r = try sh(camcap, ["stream", "-d", "fixture:vivid", "-s", "320x240", "--to", "127.0.0.1:\(basePort + 11)", "--sdp", "/nonexistent-dir/x.sdp", "--frames", "30"])
+        let r = try sh(
+            camcap,
+            [
+                "stream", "-d", "fixture:vivid", "-s", "320x240", "--to", "127.0.0.1:\(basePort + 11)", "--sdp", "/nonexistent-dir/x.sdp", "--frames",
+                "30",
+            ])
         #expect(r.code == 1 && r.err.contains("--sdp: cannot write /nonexistent-dir/x.sdp: No such file or directory"), "\(r.err)")
         #expect(!r.err.contains("streaming fixture") && !r.out.contains("frames"), "the camera must not start: \(r.out) \(r.err)")
         let v6 = try sh(camcap, ["stream", "-d", "fixture:vivid", "-s", "320x240", "--to", "[::1]:\(basePort + 11)", "--frames", "10", "-q"])
@@ -196,12 +244,18 @@ extension StreamTests {
     @Test func aFastStreamEncodesOnItsOwnThread() throws {
         let copy = work + "/fast-stream.h264"
         try? FileManager.default.removeItem(atPath: copy)
-        let r = try sh(camcap, ["stream", "-d", "fixture:vivid", "-s", "640x360", "--fast", "--frames", "120", "--to", "127.0.0.1:\(basePort + 13)",
-                                "--output", copy, "-q"])
+        let r = try sh(
+            camcap,
+            [
+                "stream", "-d", "fixture:vivid", "-s", "640x360", "--fast", "--frames", "120", "--to", "127.0.0.1:\(basePort + 13)",
+                "--output", copy, "-q",
+            ])
         #expect(r.code == 0 && r.out.contains("on the encoder's own thread"), "\(r.out) \(r.err)")
-        let probe = try sh("ffprobe", ["-v", "error", "-f", "h264", "-count_frames", "-show_entries", "stream=nb_read_frames", "-of", "csv=p=0", copy])
+        let probe = try sh(
+            "ffprobe", ["-v", "error", "-f", "h264", "-count_frames", "-show_entries", "stream=nb_read_frames", "-of", "csv=p=0", copy])
         #expect(probe.out.trimmingCharacters(in: .whitespacesAndNewlines) == "120", "\(probe.out) \(probe.err)")
         let slow = try sh(camcap, ["stream", "-d", "fixture:vivid", "-s", "320x180", "--frames", "10", "--to", "127.0.0.1:\(basePort + 13)", "-q"])
-        #expect(slow.code == 0 && slow.out.contains("encode time") && !slow.out.contains("own thread"), "real time encodes in the pipeline: \(slow.out)")
+        #expect(
+            slow.code == 0 && slow.out.contains("encode time") && !slow.out.contains("own thread"), "real time encodes in the pipeline: \(slow.out)")
     }
 }

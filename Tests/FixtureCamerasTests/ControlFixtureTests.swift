@@ -65,7 +65,10 @@ import Testing
             """
         let d = try CameraDescription.parse(text, file: "phone.txt")
         #expect(d.name == "Phone Cam" && d.formats.count == 1)
-        #expect(d.controls.map(\.name) == ["user_controls", "brightness", "power_line_frequency", "camera_controls", "camera_orientation", "camera_sensor_rotation"])
+        #expect(
+            d.controls.map(\.name) == [
+                "user_controls", "brightness", "power_line_frequency", "camera_controls", "camera_orientation", "camera_sensor_rotation",
+            ])
         #expect(d.controls.find("brightness")?.value == .integer(10))
         #expect(d.controls.find("power_line_frequency")?.menu.map(\.name) == ["Disabled", "50 Hz", "60 Hz", "Auto"])
         #expect(d.position == .front && d.rotation == .rotation270, "90° counter-clockwise correction is 270° clockwise")
@@ -117,27 +120,43 @@ import Testing
             (#"{"name": "f", "type": "bool", "flags": ["sticky"]}"#, "unknown flag"),
             (#"{"type": "int"}"#, "needs a \"name\""),
         ] {
-            let text = "{\"name\": \"J\", \"formats\": [{\"pixelFormat\": \"YUYV\", \"sizes\": [{\"width\": 32, \"height\": 24}]}],\n\"controls\": [\n" + bad + "]}"
-            do { _ = try CameraDescription.parse(text, file: "j.json"); Issue.record("parsed \(bad)") }
-            catch { #expect(error.line == 3 && error.message.contains(message), "\(error)") }
+            let text =
+                "{\"name\": \"J\", \"formats\": [{\"pixelFormat\": \"YUYV\", \"sizes\": [{\"width\": 32, \"height\": 24}]}],\n\"controls\": [\n" + bad
+                + "]}"
+            do {
+                _ = try CameraDescription.parse(text, file: "j.json")
+                Issue.record("parsed \(bad)")
+            } catch { #expect(error.line == 3 && error.message.contains(message), "\(error)") }
         }
     }
 
     @Test func picturesSettingsNeverTrapOnExtremeRanges() throws {
-        let extremes = [CameraControl(id: .brightness, label: "Brightness", kind: .integer64, minimum: .min, maximum: .max, defaultValue: .min, value: .integer(.max)),
-                        CameraControl(id: .contrast, label: "Contrast", kind: .integer64, minimum: .min, maximum: .max, defaultValue: .max, value: .integer(.min))]
+        let extremes = [
+            CameraControl(
+                id: .brightness, label: "Brightness", kind: .integer64, minimum: .min, maximum: .max, defaultValue: .min, value: .integer(.max)),
+            CameraControl(
+                id: .contrast, label: "Contrast", kind: .integer64, minimum: .min, maximum: .max, defaultValue: .max, value: .integer(.min)),
+        ]
         let s = PictureSettings(extremes)
         #expect(s.lumaOffset == 255 && s.contrastNum == 0)
-        #expect(PictureSettings([CameraControl(id: .contrast, label: "Contrast", kind: .integer, minimum: 0, maximum: 255, defaultValue: 128, value: .integer(128))]).isIdentity)
+        #expect(
+            PictureSettings([
+                CameraControl(id: .contrast, label: "Contrast", kind: .integer, minimum: 0, maximum: 255, defaultValue: 128, value: .integer(128))
+            ]).isIdentity)
         let c = extremes[0]
         #expect(c.rounded(.min) == .min && c.rounded(.max) == .max)
-        let stepped = CameraControl(id: .zoomAbsolute, label: "Zoom", kind: .integer, minimum: .min, maximum: .max, step: UInt64.max, value: .integer(0))
+        let stepped = CameraControl(
+            id: .zoomAbsolute, label: "Zoom", kind: .integer, minimum: .min, maximum: .max, step: UInt64.max, value: .integer(0))
         #expect(stepped.rounded(0) == .max, "the nearer step")
-        #expect(CameraControl(id: .zoomAbsolute, label: "Z", kind: .integer, minimum: 0, maximum: 10, step: 4).rounded(9) == 8, "half up would pass the maximum: down")
+        #expect(
+            CameraControl(id: .zoomAbsolute, label: "Z", kind: .integer, minimum: 0, maximum: 10, step: 4).rounded(9) == 8,
+            "half up would pass the maximum: down")
         #expect(throws: CaptureError.self) { try stepped.validate(.string("x"), device: "d") }
     }
 
-    func vivid(_ configuration: CameraVideoCapturer.Configuration = .init(alwaysDiscardsLateFrames: false)) throws -> (CameraVideoCapturer, CaptureDevice) {
+    func vivid(_ configuration: CameraVideoCapturer.Configuration = .init(alwaysDiscardsLateFrames: false)) throws -> (
+        CameraVideoCapturer, CaptureDevice
+    ) {
         let c = CameraVideoCapturer(providers: [FixtureCameraProvider(options: .init(pacing: .asFastAsConsumed))], configuration: configuration)
         return (c, try c.device("fixture:vivid"))
     }
@@ -145,7 +164,10 @@ import Testing
     @Test func fixtureControlsHaveTheV4L2Semantics() throws {
         let (c, d) = try vivid()
         func code(_ n: String, _ v: String) -> (CaptureError.Code?, String) {
-            do { try c.setControl(n, to: v, on: d); return (nil, "") } catch { return (error.code, error.message) }
+            do {
+                try c.setControl(n, to: v, on: d)
+                return (nil, "")
+            } catch { return (error.code, error.message) }
         }
         #expect(code("brightness", "300").0 == .controlOutOfRange)
         #expect(code("menu", "2").0 == .controlOutOfRange, "a skipped menu index")
@@ -170,14 +192,18 @@ import Testing
     }
 
     func code2(_ c: CameraVideoCapturer, _ d: CaptureDevice, _ n: String, _ v: String) -> CaptureError.Code? {
-        do { try c.setControl(n, to: v, on: d); return nil } catch { return error.code }
+        do {
+            try c.setControl(n, to: v, on: d)
+            return nil
+        } catch { return error.code }
     }
 
     /// A YUYV frame's luma, copied out (holding frames would hold the camera's buffers).
     struct Luma {
         let width: Int, height: Int, y: [UInt8]
         init(_ f: VideoFrame) {
-            width = f.buffer.width; height = f.buffer.height
+            width = f.buffer.width
+            height = f.buffer.height
             let b = f.buffer, p = b.bytes
             var out = [UInt8](repeating: 0, count: width * height)
             for r in 0..<height { for x in 0..<width { out[r * width + x] = p[r * b.stride + 2 * x] } }
@@ -243,8 +269,9 @@ import Testing
     }
 
     @Test func fixturesReportPositionAndRotationFromTheirControls() async throws {
-        let c = CameraVideoCapturer(providers: [FixtureCameraProvider(options: .init(pacing: .asFastAsConsumed))],
-                                    configuration: .init(alwaysDiscardsLateFrames: false))
+        let c = CameraVideoCapturer(
+            providers: [FixtureCameraProvider(options: .init(pacing: .asFastAsConsumed))],
+            configuration: .init(alwaysDiscardsLateFrames: false))
         let back = try c.device("fixture:iphone"), front = try c.device("fixture:iphone-front"), webcam = try c.device("fixture:uvc-webcam")
         #expect(back.position == .back && front.position == .front && webcam.position == .external)
         #expect(try c.control(.cameraSensorRotation, of: back).value == .integer(270))
@@ -259,10 +286,13 @@ import Testing
     }
 
     @Test func thePowerLineDefaultIsAppliedOnStartWhereTheCameraHasIt() async throws {
-        for (plf, device, expected) in [(PowerLineFrequency.hz50, "fixture:uvc-webcam", Int64(1)), (.auto, "fixture:iphone", 3),
-                                        (.auto, "fixture:uvc-webcam", 2), (.hz60, "fixture:continuous", nil)] {
-            let c = CameraVideoCapturer(providers: [FixtureCameraProvider(options: .init(pacing: .asFastAsConsumed))],
-                                        configuration: .init(alwaysDiscardsLateFrames: false, powerLineFrequency: plf))
+        for (plf, device, expected) in [
+            (PowerLineFrequency.hz50, "fixture:uvc-webcam", Int64(1)), (.auto, "fixture:iphone", 3),
+            (.auto, "fixture:uvc-webcam", 2), (.hz60, "fixture:continuous", nil),
+        ] {
+            let c = CameraVideoCapturer(
+                providers: [FixtureCameraProvider(options: .init(pacing: .asFastAsConsumed))],
+                configuration: .init(alwaysDiscardsLateFrames: false, powerLineFrequency: plf))
             let d = try c.device(device)
             try await c.startCapture(device: d, targetSize: FrameSize(width: 320, height: 240))
             #expect(try c.controls(for: d).find("power_line_frequency")?.integerValue == expected, "\(plf) on \(device)")

@@ -5,8 +5,9 @@ import VideoProcessing
 
 /// Frames from a fixture camera: the first `count`, as fast as consumed (none dropped).
 func fixtureFrames(_ spec: String, _ code: String, _ size: FrameSize, count: Int, noise: Int = 0) async throws -> [VideoFrame] {
-    let capturer = CameraVideoCapturer(providers: [FixtureCameraProvider(options: .init(pacing: .asFastAsConsumed, bufferCount: count + 1, noise: noise))],
-                                       configuration: .init(maxPendingFrames: count + 1, alwaysDiscardsLateFrames: false))
+    let capturer = CameraVideoCapturer(
+        providers: [FixtureCameraProvider(options: .init(pacing: .asFastAsConsumed, bufferCount: count + 1, noise: noise))],
+        configuration: .init(maxPendingFrames: count + 1, alwaysDiscardsLateFrames: false))
     let device = try capturer.device(spec)
     let pf = PixelFormat(fourcc: code)!
     let format = try #require(try capturer.supportedFormats(for: device).first { $0.pixelFormat == pf && $0.size == .discrete(size) })
@@ -27,9 +28,12 @@ func referenceThrough(_ pf: PixelFormat, frame n: UInt64, _ size: FrameSize) thr
     return try FrameConverter().convert(try FormatWriter().write(pattern(size.width, size.height, frame: n), as: pf, into: storage))
 }
 
-@Test("fixture frames drawn incrementally are the reference pattern of their sequence number",
-      arguments: [("fixture:vivid", "YUYV", 640, 360), ("fixture:vivid", "NV12", 320, 180), ("fixture:uvc-webcam", "MJPG", 1280, 720),
-                  ("fixture:uvc-webcam", "MJPG", 640, 480)])
+@Test(
+    "fixture frames drawn incrementally are the reference pattern of their sequence number",
+    arguments: [
+        ("fixture:vivid", "YUYV", 640, 360), ("fixture:vivid", "NV12", 320, 180), ("fixture:uvc-webcam", "MJPG", 1280, 720),
+        ("fixture:uvc-webcam", "MJPG", 640, 480),
+    ])
 func incrementalFixtureFramesMatchTheReference(_ spec: String, _ code: String, _ w: Int, _ h: Int) async throws {
     let size = FrameSize(width: w, height: h)
     let frames = try await fixtureFrames(spec, code, size, count: 14)
@@ -90,7 +94,8 @@ func incrementalFixtureFramesMatchTheReference(_ spec: String, _ code: String, _
     var previous: I420Buffer?
     for f in frames {
         let reference = pattern(w, h, frame: f.sequence)
-        NoiseTable(amplitude: 6, planeBytes: reference.strideY * h).apply(frame: f.sequence % UInt64(TiledMJPEGWriter.phases), to: reference, from: reference)
+        NoiseTable(amplitude: 6, planeBytes: reference.strideY * h).apply(
+            frame: f.sequence % UInt64(TiledMJPEGWriter.phases), to: reference, from: reference)
         let got = I420Buffer(try converter.convert(f.buffer).buffer.copy())!
         // The same picture JPEG-encoded from scratch at the fixture's quality decodes to nearly the same pixels
         // (a stale square or digit would cost tens of dB).

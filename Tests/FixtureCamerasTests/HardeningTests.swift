@@ -17,31 +17,77 @@ private func camera(_ size: String, _ extra: String = "") -> String {
 
 let crashCases: [CrashCase] = [
     // Listing text (CameraDescription.parseListing → Fraction).
-    .init(name: "inf fps", text: listingHead + "\t\t\tInterval: Discrete 0.000s (inf fps)\n", line: 3, message: "frame rate \"inf\" is out of range: 0.001...1000000 fps"),
-    .init(name: "1e19 fps", text: listingHead + "\t\t\tInterval: Discrete 0.000s (1e19 fps)\n", line: 3, message: "frame rate \"1e19\" is out of range"),
-    .init(name: "0.0001 fps (zero denominator)", text: listingHead + "\t\t\tInterval: Discrete 10000.000s (0.0001 fps)\n", line: 3, message: "frame rate \"0.0001\" is out of range"),
-    .init(name: "no rate in parentheses", text: listingHead + "\t\t\tInterval: Discrete ( (fps)\n", line: 3, message: "expected the frame rate in parentheses"),
+    .init(
+        name: "inf fps", text: listingHead + "\t\t\tInterval: Discrete 0.000s (inf fps)\n", line: 3,
+        message: "frame rate \"inf\" is out of range: 0.001...1000000 fps"),
+    .init(
+        name: "1e19 fps", text: listingHead + "\t\t\tInterval: Discrete 0.000s (1e19 fps)\n", line: 3, message: "frame rate \"1e19\" is out of range"),
+    .init(
+        name: "0.0001 fps (zero denominator)", text: listingHead + "\t\t\tInterval: Discrete 10000.000s (0.0001 fps)\n", line: 3,
+        message: "frame rate \"0.0001\" is out of range"),
+    .init(
+        name: "no rate in parentheses", text: listingHead + "\t\t\tInterval: Discrete ( (fps)\n", line: 3,
+        message: "expected the frame rate in parentheses"),
     .init(name: "nan fps", text: listingHead + "\t\t\tInterval: Discrete 0.033s (nan fps)\n", line: 3, message: "must be positive"),
-    .init(name: "huge stepwise step", text: "\t[0]: 'NV12' (x)\n\t\tSize: Stepwise 2x2 - 1920x1080 with step 9223372036854775807/2\n", line: 2, message: "expected a step W/H of 1...16384"),
-    .init(name: "huge listing size", text: "\t[0]: 'MJPG' (Motion-JPEG)\n\t\tSize: Discrete 100000x100000\n", line: 2, message: "size 100000x100000 is too large: width and height are at most 16384"),
-    .init(name: "area beyond 64 Mpx", text: "\t[0]: 'MJPG' (Motion-JPEG)\n\t\tSize: Discrete 16384x16384\n", line: 2, message: "at most 67108864 pixels"),
-    .init(name: "Int overflow in a size", text: "\t[0]: 'YUYV' (x)\n\t\tSize: Discrete 99999999999999999999x2\n", line: 2, message: "expected a size WIDTHxHEIGHT"),
-    .init(name: "interval step out of range", text: listingHead.replacingOccurrences(of: "Discrete 640x480", with: "Discrete 64x48") + "\t\t\tInterval: Stepwise 0.033s - 1.000s with step 1e300s (1.000-30.000 fps)\n", line: 3, message: "interval step"),
+    .init(
+        name: "huge stepwise step", text: "\t[0]: 'NV12' (x)\n\t\tSize: Stepwise 2x2 - 1920x1080 with step 9223372036854775807/2\n", line: 2,
+        message: "expected a step W/H of 1...16384"),
+    .init(
+        name: "huge listing size", text: "\t[0]: 'MJPG' (Motion-JPEG)\n\t\tSize: Discrete 100000x100000\n", line: 2,
+        message: "size 100000x100000 is too large: width and height are at most 16384"),
+    .init(
+        name: "area beyond 64 Mpx", text: "\t[0]: 'MJPG' (Motion-JPEG)\n\t\tSize: Discrete 16384x16384\n", line: 2, message: "at most 67108864 pixels"
+    ),
+    .init(
+        name: "Int overflow in a size", text: "\t[0]: 'YUYV' (x)\n\t\tSize: Discrete 99999999999999999999x2\n", line: 2,
+        message: "expected a size WIDTHxHEIGHT"),
+    .init(
+        name: "interval step out of range",
+        text: listingHead.replacingOccurrences(of: "Discrete 640x480", with: "Discrete 64x48")
+            + "\t\t\tInterval: Stepwise 0.033s - 1.000s with step 1e300s (1.000-30.000 fps)\n", line: 3, message: "interval step"),
     // JSON (CameraDescription.parseJSON).
-    .init(name: "width 1e20", text: camera("{\"width\": 1e20, \"height\": 480}"), line: 3, message: "\"width\" is too large: at most 16384, found 1e+20"),
+    .init(
+        name: "width 1e20", text: camera("{\"width\": 1e20, \"height\": 480}"), line: 3, message: "\"width\" is too large: at most 16384, found 1e+20"
+    ),
     .init(name: "width -1e20", text: camera("{\"width\": -1e20, \"height\": 480}"), line: 3, message: "\"width\" must be positive, found -1e+20"),
-    .init(name: "rotation 1e20", text: camera("{\"width\": 640, \"height\": 480}", "\"rotation\": 1e20,\n"), line: 2, message: "\"rotation\" must be 0, 90, 180 or 270, found the number 1e+20"),
+    .init(
+        name: "rotation 1e20", text: camera("{\"width\": 640, \"height\": 480}", "\"rotation\": 1e20,\n"), line: 2,
+        message: "\"rotation\" must be 0, 90, 180 or 270, found the number 1e+20"),
     .init(name: "fps 1e300", text: camera("{\"width\": 640, \"height\": 480, \"fps\": [1e300]}"), line: 3, message: "frame rate"),
-    .init(name: "fps 1e400 (not a finite number)", text: camera("{\"width\": 640, \"height\": 480, \"fps\": [1e400]}"), line: 3, message: "the number \"1e400\" is out of range"),
-    .init(name: "interval 1/Int64.max", text: camera("{\"stepwise\": {\"min\": \"2x2\", \"max\": \"640x480\", \"step\": \"2x2\"},\n \"intervalRange\": {\"min\": \"1/9223372036854775807\", \"max\": \"1\", \"step\": \"1/9223372036854775807\"}}"), line: 4, message: "has a term above 4294967295"),
-    .init(name: "stepwise step Int64.max", text: camera("{\"stepwise\": {\"min\": \"2x2\", \"max\": \"640x480\", \"step\": \"9223372036854775807x2\"}}"), line: 3, message: "\"step\" 9223372036854775807x2 is too large"),
-    .init(name: "fps Int64.max/1", text: camera("{\"width\": 640, \"height\": 480, \"fps\": [\"9223372036854775807/1\"]}"), line: 3, message: "has a term above 4294967295"),
-    .init(name: "fps 2000000/1 (above the rate limit)", text: camera("{\"width\": 640, \"height\": 480, \"fps\": [\"2000000/1\"]}"), line: 3, message: "out of range: 0.001...1000000 fps"),
-    .init(name: "fps N/0", text: camera("{\"width\": 640, \"height\": 480, \"fps\": [\"30/0\"]}"), line: 3, message: "expected a positive fraction \"N/D\", found \"30/0\""),
-    .init(name: "MJPG 100000x100000", text: camera("{\"width\": 100000, \"height\": 100000, \"fps\": [30]}"), line: 3, message: "\"width\" is too large: at most 16384, found 100000"),
-    .init(name: "continuous beyond 64 Mpx", text: camera("{\"continuous\": {\"min\": \"2x2\", \"max\": \"16384x16384\"}}"), line: 3, message: "at most 67108864 pixels"),
-    .init(name: "nested 100,000 deep", text: "{\"name\": \"x\", \"formats\": " + String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000) + "}", line: 1, message: "nest deeper than 64 levels"),
-    .init(name: "nested objects 65 deep", text: String(repeating: "{\"a\":", count: 65) + "1" + String(repeating: "}", count: 65), line: 1, message: "nest deeper than 64 levels"),
+    .init(
+        name: "fps 1e400 (not a finite number)", text: camera("{\"width\": 640, \"height\": 480, \"fps\": [1e400]}"), line: 3,
+        message: "the number \"1e400\" is out of range"),
+    .init(
+        name: "interval 1/Int64.max",
+        text: camera(
+            "{\"stepwise\": {\"min\": \"2x2\", \"max\": \"640x480\", \"step\": \"2x2\"},\n \"intervalRange\": {\"min\": \"1/9223372036854775807\", \"max\": \"1\", \"step\": \"1/9223372036854775807\"}}"
+        ), line: 4, message: "has a term above 4294967295"),
+    .init(
+        name: "stepwise step Int64.max",
+        text: camera("{\"stepwise\": {\"min\": \"2x2\", \"max\": \"640x480\", \"step\": \"9223372036854775807x2\"}}"), line: 3,
+        message: "\"step\" 9223372036854775807x2 is too large"),
+    .init(
+        name: "fps Int64.max/1", text: camera("{\"width\": 640, \"height\": 480, \"fps\": [\"9223372036854775807/1\"]}"), line: 3,
+        message: "has a term above 4294967295"),
+    .init(
+        name: "fps 2000000/1 (above the rate limit)", text: camera("{\"width\": 640, \"height\": 480, \"fps\": [\"2000000/1\"]}"), line: 3,
+        message: "out of range: 0.001...1000000 fps"),
+    .init(
+        name: "fps N/0", text: camera("{\"width\": 640, \"height\": 480, \"fps\": [\"30/0\"]}"), line: 3,
+        message: "expected a positive fraction \"N/D\", found \"30/0\""),
+    .init(
+        name: "MJPG 100000x100000", text: camera("{\"width\": 100000, \"height\": 100000, \"fps\": [30]}"), line: 3,
+        message: "\"width\" is too large: at most 16384, found 100000"),
+    .init(
+        name: "continuous beyond 64 Mpx", text: camera("{\"continuous\": {\"min\": \"2x2\", \"max\": \"16384x16384\"}}"), line: 3,
+        message: "at most 67108864 pixels"),
+    .init(
+        name: "nested 100,000 deep",
+        text: "{\"name\": \"x\", \"formats\": " + String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000) + "}", line: 1,
+        message: "nest deeper than 64 levels"),
+    .init(
+        name: "nested objects 65 deep", text: String(repeating: "{\"a\":", count: 65) + "1" + String(repeating: "}", count: 65), line: 1,
+        message: "nest deeper than 64 levels"),
     .init(name: "bad escape", text: "{\"name\": \"a\\qb\"}", line: 1, message: "unknown escape \\q"),
 ]
 
@@ -86,7 +132,9 @@ func fuzzCorpusRegression(_ target: String) throws {
     #expect(crlf.formats == lf.formats && cr.formats == lf.formats)
     #expect(lf.formats.count == 3)
     // Line numbers count CRLF once.
-    let e = #expect(throws: FixtureParseError.self) { try CameraDescription.parse("\t[0]: 'YUYV' (x)\r\n\r\n\t\tSize: Discret 1x1\r\n", file: "c.txt") }
+    let e = #expect(throws: FixtureParseError.self) {
+        try CameraDescription.parse("\t[0]: 'YUYV' (x)\r\n\r\n\t\tSize: Discret 1x1\r\n", file: "c.txt")
+    }
     #expect(e?.line == 3)
 }
 

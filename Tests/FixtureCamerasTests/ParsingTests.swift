@@ -4,39 +4,39 @@ import Testing
 @testable import FixtureCameras
 
 let newStyle = """
-ioctl: VIDIOC_ENUM_FMT
-\tType: Video Capture
+    ioctl: VIDIOC_ENUM_FMT
+    \tType: Video Capture
 
-\t[0]: 'YUYV' (YUYV 4:2:2)
-\t\tSize: Discrete 640x480
-\t\t\tInterval: Discrete 0.033s (30.000 fps)
-\t\t\tInterval: Discrete 0.080s (12.500 fps)
-\t\tSize: Stepwise 32x32 - 1280x720 with step 8/4
-\t\t\tInterval: Continuous 0.033s - 1.000s (1.000-30.000 fps)
-\t[1]: 'MJPG' (Motion-JPEG, compressed)
-\t\tSize: Discrete 1280x720
-\t\t\tInterval: Stepwise 0.017s - 1.000s with step 0.017s (1.000-60.000 fps)
-"""
+    \t[0]: 'YUYV' (YUYV 4:2:2)
+    \t\tSize: Discrete 640x480
+    \t\t\tInterval: Discrete 0.033s (30.000 fps)
+    \t\t\tInterval: Discrete 0.080s (12.500 fps)
+    \t\tSize: Stepwise 32x32 - 1280x720 with step 8/4
+    \t\t\tInterval: Continuous 0.033s - 1.000s (1.000-30.000 fps)
+    \t[1]: 'MJPG' (Motion-JPEG, compressed)
+    \t\tSize: Discrete 1280x720
+    \t\t\tInterval: Stepwise 0.017s - 1.000s with step 0.017s (1.000-60.000 fps)
+    """
 
 let oldStyle = """
-ioctl: VIDIOC_ENUM_FMT
-\tIndex       : 0
-\tType        : Video Capture
-\tPixel Format: 'YUYV'
-\tName        : YUYV 4:2:2
-\t\tSize: Discrete 640x480
-\t\t\tInterval: Discrete 0.033s (30.000 fps)
-\t\t\tInterval: Discrete 0.080s (12.500 fps)
-\t\tSize: Stepwise 32x32 - 1280x720 with step 8/4
-\t\t\tInterval: Continuous 0.033s - 1.000s (1.000-30.000 fps)
+    ioctl: VIDIOC_ENUM_FMT
+    \tIndex       : 0
+    \tType        : Video Capture
+    \tPixel Format: 'YUYV'
+    \tName        : YUYV 4:2:2
+    \t\tSize: Discrete 640x480
+    \t\t\tInterval: Discrete 0.033s (30.000 fps)
+    \t\t\tInterval: Discrete 0.080s (12.500 fps)
+    \t\tSize: Stepwise 32x32 - 1280x720 with step 8/4
+    \t\t\tInterval: Continuous 0.033s - 1.000s (1.000-30.000 fps)
 
-\tIndex       : 1
-\tType        : Video Capture
-\tPixel Format: 'MJPG' (compressed)
-\tName        : Motion-JPEG
-\t\tSize: Discrete 1280x720
-\t\t\tInterval: Stepwise 0.017s - 1.000s with step 0.017s (1.000-60.000 fps)
-"""
+    \tIndex       : 1
+    \tType        : Video Capture
+    \tPixel Format: 'MJPG' (compressed)
+    \tName        : Motion-JPEG
+    \t\tSize: Discrete 1280x720
+    \t\t\tInterval: Stepwise 0.017s - 1.000s with step 0.017s (1.000-60.000 fps)
+    """
 
 @Test func bothListingStylesParseToTheSameFormats() throws {
     let a = try CameraDescription.parse(newStyle, file: "new.txt")
@@ -45,7 +45,9 @@ ioctl: VIDIOC_ENUM_FMT
     #expect(a.formats.map(\.size) == b.formats.map(\.size))
     #expect(a.formats.map(\.intervals) == b.formats.map(\.intervals))
     #expect(a.formats[0].intervals == .discrete([Fraction(1, 30), Fraction(2, 25)]))
-    #expect(a.formats[1].size == .stepwise(min: FrameSize(width: 32, height: 32), max: FrameSize(width: 1280, height: 720), step: FrameSize(width: 8, height: 4)))
+    #expect(
+        a.formats[1].size
+            == .stepwise(min: FrameSize(width: 32, height: 32), max: FrameSize(width: 1280, height: 720), step: FrameSize(width: 8, height: 4)))
     #expect(a.formats[1].intervals == .continuous(min: Fraction(1, 30), max: Fraction(1)))
     #expect(a.formats[2].intervals == .stepwise(min: Fraction(1, 60), max: Fraction(1), step: Fraction(1, 60)))
     #expect(a.formats[2].formatDescription == "Motion-JPEG")
@@ -81,20 +83,46 @@ struct BadFixture: Sendable, CustomTestStringConvertible {
 }
 
 let badFixtures: [BadFixture] = [
-    .init(name: "bad JSON", text: "{\n  \"name\": \"x\",\n  \"formats\": [\n    {\"pixelFormat\": \"YUYV\" \"sizes\": []}\n  ]\n}\n", line: 4, message: "expected ',' or '}'"),
+    .init(
+        name: "bad JSON", text: "{\n  \"name\": \"x\",\n  \"formats\": [\n    {\"pixelFormat\": \"YUYV\" \"sizes\": []}\n  ]\n}\n", line: 4,
+        message: "expected ',' or '}'"),
     .init(name: "unterminated JSON", text: "{\n  \"name\": \"x\",\n  \"formats\": [\n", line: 4, message: "invalid JSON"),
-    .init(name: "unknown FourCC in JSON", text: "{\n\"name\": \"x\",\n\"formats\": [\n{\"pixelFormat\": \"ZZZZ\",\n \"sizes\": [{\"width\": 640, \"height\": 480}]}]}", line: 4, message: "unknown FourCC 'ZZZZ'"),
-    .init(name: "negative width in JSON", text: "{\"name\": \"x\",\n\"formats\": [{\"pixelFormat\": \"NV12\", \"sizes\": [\n{\"width\": -640, \"height\": 480}]}]}", line: 3, message: "\"width\" must be positive"),
-    .init(name: "zero fps in JSON", text: "{\"name\": \"x\",\n\"formats\": [{\"pixelFormat\": \"NV12\", \"sizes\": [\n{\"width\": 640, \"height\": 480,\n \"fps\": [30, 0]}]}]}", line: 4, message: "expected a positive frame rate"),
+    .init(
+        name: "unknown FourCC in JSON",
+        text: "{\n\"name\": \"x\",\n\"formats\": [\n{\"pixelFormat\": \"ZZZZ\",\n \"sizes\": [{\"width\": 640, \"height\": 480}]}]}", line: 4,
+        message: "unknown FourCC 'ZZZZ'"),
+    .init(
+        name: "negative width in JSON",
+        text: "{\"name\": \"x\",\n\"formats\": [{\"pixelFormat\": \"NV12\", \"sizes\": [\n{\"width\": -640, \"height\": 480}]}]}", line: 3,
+        message: "\"width\" must be positive"),
+    .init(
+        name: "zero fps in JSON",
+        text: "{\"name\": \"x\",\n\"formats\": [{\"pixelFormat\": \"NV12\", \"sizes\": [\n{\"width\": 640, \"height\": 480,\n \"fps\": [30, 0]}]}]}",
+        line: 4, message: "expected a positive frame rate"),
     .init(name: "missing formats", text: "{\"name\": \"x\"}", line: 1, message: "missing \"formats\""),
-    .init(name: "size before format", text: "ioctl: VIDIOC_ENUM_FMT\n\tType: Video Capture\n\t\tSize: Discrete 640x480\n", line: 3, message: "a size line before any format"),
-    .init(name: "interval before size", text: "\t[0]: 'YUYV' (YUYV 4:2:2)\n\t\t\tInterval: Discrete 0.033s (30.000 fps)\n", line: 2, message: "an interval line before any size"),
-    .init(name: "unknown FourCC in listing", text: "\t[0]: 'YUYV' (YUYV 4:2:2)\n\t\tSize: Discrete 640x480\n\t[1]: 'QQQQ' (mystery)\n", line: 3, message: "unknown FourCC 'QQQQ'"),
+    .init(
+        name: "size before format", text: "ioctl: VIDIOC_ENUM_FMT\n\tType: Video Capture\n\t\tSize: Discrete 640x480\n", line: 3,
+        message: "a size line before any format"),
+    .init(
+        name: "interval before size", text: "\t[0]: 'YUYV' (YUYV 4:2:2)\n\t\t\tInterval: Discrete 0.033s (30.000 fps)\n", line: 2,
+        message: "an interval line before any size"),
+    .init(
+        name: "unknown FourCC in listing", text: "\t[0]: 'YUYV' (YUYV 4:2:2)\n\t\tSize: Discrete 640x480\n\t[1]: 'QQQQ' (mystery)\n", line: 3,
+        message: "unknown FourCC 'QQQQ'"),
     .init(name: "zero size in listing", text: "\t[0]: 'YUYV' (YUYV 4:2:2)\n\t\tSize: Discrete 0x480\n", line: 2, message: "must be positive"),
-    .init(name: "negative size in listing", text: "\t[0]: 'YUYV' (YUYV 4:2:2)\n\t\tSize: Discrete -640x480\n", line: 2, message: "size -640x480 must be positive"),
-    .init(name: "zero interval in listing", text: "\t[0]: 'YUYV' (YUYV 4:2:2)\n\t\tSize: Discrete 640x480\n\t\t\tInterval: Discrete 0.000s (0.000 fps)\n", line: 3, message: "frame rate must be positive"),
-    .init(name: "garbled size kind", text: "\t[0]: 'YUYV' (YUYV 4:2:2)\n\t\tSize: Discret 640x480\n", line: 2, message: "expected Discrete, Stepwise or Continuous"),
-    .init(name: "inverted stepwise range", text: "\t[0]: 'NV12' (x)\n\t\tSize: Stepwise 1920x1080 - 32x32 with step 2/2\n", line: 2, message: "minimum above its maximum"),
+    .init(
+        name: "negative size in listing", text: "\t[0]: 'YUYV' (YUYV 4:2:2)\n\t\tSize: Discrete -640x480\n", line: 2,
+        message: "size -640x480 must be positive"),
+    .init(
+        name: "zero interval in listing",
+        text: "\t[0]: 'YUYV' (YUYV 4:2:2)\n\t\tSize: Discrete 640x480\n\t\t\tInterval: Discrete 0.000s (0.000 fps)\n", line: 3,
+        message: "frame rate must be positive"),
+    .init(
+        name: "garbled size kind", text: "\t[0]: 'YUYV' (YUYV 4:2:2)\n\t\tSize: Discret 640x480\n", line: 2,
+        message: "expected Discrete, Stepwise or Continuous"),
+    .init(
+        name: "inverted stepwise range", text: "\t[0]: 'NV12' (x)\n\t\tSize: Stepwise 1920x1080 - 32x32 with step 2/2\n", line: 2,
+        message: "minimum above its maximum"),
     .init(name: "no formats", text: "Driver Info:\n\tCard type : nothing\n", line: 3, message: "no formats found"),
 ]
 

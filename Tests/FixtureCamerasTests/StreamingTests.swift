@@ -7,8 +7,9 @@ import FixtureCameras
 struct StreamingTests {
     @Test("fixture cameras stream real frames in the negotiated format", arguments: ["YUYV", "NV12", "MJPG", "RGB3", "AR24", "GREY", "NV24"])
     func fixtureFramesHaveTheRightShape(_ code: String) async throws {
-        let capturer = CameraVideoCapturer(providers: [FixtureCameraProvider(options: .init(pacing: .asFastAsConsumed))],
-                                           configuration: .init(maxPendingFrames: 2, alwaysDiscardsLateFrames: false))
+        let capturer = CameraVideoCapturer(
+            providers: [FixtureCameraProvider(options: .init(pacing: .asFastAsConsumed))],
+            configuration: .init(maxPendingFrames: 2, alwaysDiscardsLateFrames: false))
         let device = try capturer.device(code == "MJPG" ? "fixture:uvc-webcam" : "fixture:vivid")
         let pf = PixelFormat(fourcc: code)!
         let size = code == "MJPG" ? FrameSize(width: 640, height: 480) : FrameSize(width: 640, height: 360)
@@ -17,7 +18,10 @@ struct StreamingTests {
         let applied = try await capturer.startCapture(device: device, format: format, size: size, fps: Fraction(30))
         #expect(applied.pixelFormat == pf)
         var frame: VideoFrame?
-        for try await f in stream { frame = f; break }
+        for try await f in stream {
+            frame = f
+            break
+        }
         try await capturer.stopCapture()
         let buf = try #require(frame?.buffer)
         #expect(buf.pixelFormat == pf && buf.size == size)

@@ -12,20 +12,21 @@ import VideoProcessing
     // SPS, PPS, IDR with their 4-byte start codes, as the encoder hands them over.
     var frame = EncodedFrame()
     frame.data = [0, 0, 0, 1, 0x67, 1, 2, 3, 0, 0, 0, 1, 0x68, 4, 0, 0, 0, 1, 0x65, 5, 6, 7, 8]
-    frame.nalUnits = [NALUnit(type: .sps, offset: 4, length: 4), NALUnit(type: .pps, offset: 12, length: 2), NALUnit(type: .idr, offset: 18, length: 5)]
+    frame.nalUnits = [
+        NALUnit(type: .sps, offset: 4, length: 4), NALUnit(type: .pps, offset: 12, length: 2), NALUnit(type: .idr, offset: 18, length: 5),
+    ]
     frame.isKeyFrame = true
     for _ in 0..<3 { try w.write(frame) }
     #expect(w.framesWritten == 3 && w.framesOnDisk == 0, "still in the buffer")
     try w.flush()
     #expect(w.framesOnDisk == 3 && w.bytesWritten == Int64(3 * frame.data.count))
-    frame.data += Array(repeating: 0x11, count: 100_000)       // a big frame goes straight through
+    frame.data += Array(repeating: 0x11, count: 100_000) // a big frame goes straight through
     frame.nalUnits[frame.nalUnits.count - 1].length += 100_000
     try w.write(frame)
     #expect(w.framesOnDisk == 4)
     try w.close()
     #expect(FileManager.default.contents(atPath: p)?.count == Int(w.bytesWritten))
 }
-
 
 @Test func settingsWithExtremeValuesAreRefusedNotTrapped() {
     var s = H264Encoder.Settings(width: 640, height: 480)
@@ -58,7 +59,7 @@ func everyMaxNALSizeValidateAcceptsOpenH264Accepts(_ n: Int) throws {
         let enc = try H264Encoder(settings: s)
         let f = try enc.encode(I420Buffer(width: w, height: h), timestampNs: 0)
         #expect(f.isKeyFrame, "\(w)x\(h) max NAL \(n)")
-        if w > 16 { #expect(f.nalUnits.allSatisfy { $0.length <= n }, "\(w)x\(h) max NAL \(n)") }   // one macroblock cannot be split
+        if w > 16 { #expect(f.nalUnits.allSatisfy { $0.length <= n }, "\(w)x\(h) max NAL \(n)") } // one macroblock cannot be split
         enc.close()
     }
 }

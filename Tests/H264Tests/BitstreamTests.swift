@@ -20,15 +20,15 @@ import Testing
 }
 
 @Test func malformedInputIsAnError() {
-    #expect(throws: BitstreamError.self) { try AnnexB.split([0x67, 1, 2]) }                       // no start code
-    #expect(throws: BitstreamError.self) { try AnnexB.split([0, 0, 1, 0, 0, 1, 0x67]) }           // zero-length unit
-    #expect(throws: BitstreamError.self) { try AnnexB.split([0, 0, 1, 0x67, 0, 0, 1]) }           // start code at the end
-    #expect(throws: BitstreamError.self) { try AnnexB.split([0, 0, 1, 0xE7]) }                    // forbidden bit
-    #expect(throws: BitstreamError.self) { try AnnexB.fromAVCC([0, 0, 0, 9, 0x67, 1]) }           // length past the end
-    #expect(throws: BitstreamError.self) { try AnnexB.fromAVCC([0, 0, 0, 0]) }                    // zero length
-    #expect(throws: BitstreamError.self) { try AnnexB.fromAVCC([0, 0, 1]) }                       // truncated prefix
+    #expect(throws: BitstreamError.self) { try AnnexB.split([0x67, 1, 2]) } // no start code
+    #expect(throws: BitstreamError.self) { try AnnexB.split([0, 0, 1, 0, 0, 1, 0x67]) } // zero-length unit
+    #expect(throws: BitstreamError.self) { try AnnexB.split([0, 0, 1, 0x67, 0, 0, 1]) } // start code at the end
+    #expect(throws: BitstreamError.self) { try AnnexB.split([0, 0, 1, 0xE7]) } // forbidden bit
+    #expect(throws: BitstreamError.self) { try AnnexB.fromAVCC([0, 0, 0, 9, 0x67, 1]) } // length past the end
+    #expect(throws: BitstreamError.self) { try AnnexB.fromAVCC([0, 0, 0, 0]) } // zero length
+    #expect(throws: BitstreamError.self) { try AnnexB.fromAVCC([0, 0, 1]) } // truncated prefix
     #expect(throws: BitstreamError.self) { try AnnexB.toAVCC([0, 0, 1, 0x67], lengthSize: 3) }
-    #expect(throws: BitstreamError.self) { try SequenceParameterSet(nal: [0x67, 0x42][...]) }     // truncated SPS
+    #expect(throws: BitstreamError.self) { try SequenceParameterSet(nal: [0x67, 0x42][...]) } // truncated SPS
     #expect(throws: BitstreamError.self) { try SequenceParameterSet(nal: [0x68, 0x42, 0, 0][...]) } // not an SPS
 }
 
@@ -39,8 +39,22 @@ import Testing
         let n = Int.random(in: 0..<64, using: &rng)
         var bytes = (0..<n).map { _ in UInt8.random(in: 0...255, using: &rng) }
         // Bias towards start codes and small lengths so the interesting paths run.
-        if i % 2 == 0, n > 4 { bytes[0] = 0; bytes[1] = 0; bytes[2] = 1; if n > 8 { bytes[6] = 0; bytes[7] = 0; bytes[8] = 1 } }
-        if i % 3 == 0, n > 4 { bytes[0] = 0; bytes[1] = 0; bytes[2] = 0; bytes[3] = UInt8.random(in: 0...8, using: &rng) }
+        if i % 2 == 0, n > 4 {
+            bytes[0] = 0
+            bytes[1] = 0
+            bytes[2] = 1
+            if n > 8 {
+                bytes[6] = 0
+                bytes[7] = 0
+                bytes[8] = 1
+            }
+        }
+        if i % 3 == 0, n > 4 {
+            bytes[0] = 0
+            bytes[1] = 0
+            bytes[2] = 0
+            bytes[3] = UInt8.random(in: 0...8, using: &rng)
+        }
         if let units = try? AnnexB.split(bytes) {
             parsed += 1
             for u in units {
@@ -51,7 +65,10 @@ import Testing
         _ = try? AnnexB.fromAVCC(bytes)
         _ = try? AnnexB.fromAVCC(bytes, lengthSize: 1)
         _ = try? AnnexB.toAVCC(bytes)
-        if n > 1 { bytes[0] = 0x67; _ = try? SequenceParameterSet(nal: bytes[...]) }
+        if n > 1 {
+            bytes[0] = 0x67
+            _ = try? SequenceParameterSet(nal: bytes[...])
+        }
     }
     #expect(parsed > 100)
 }

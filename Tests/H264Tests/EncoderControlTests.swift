@@ -12,12 +12,12 @@ import H264
     /// first or second frame after it (a request that lands during an encode is taken at the next one).
     @Test func keyFrameRequestsFromAnotherTaskGiveAnIDRWithinOneFrame() async throws {
         var s = H264Encoder.Settings(width: 640, height: 360)
-        s.keyFrameInterval = 100_000   // no periodic IDRs: every later IDR was requested
+        s.keyFrameInterval = 100_000 // no periodic IDRs: every later IDR was requested
         let encoder = try H264Encoder(settings: s)
         let control = encoder.control
         let source = PatternSource(width: 640, height: 360, count: 8, noise: 6)
-        let done = Atomic<Int>(0)            // frames finished by the encode thread
-        let requestedAt = Mutex<[Int]>([])   // frames finished when each request was made
+        let done = Atomic<Int>(0) // frames finished by the encode thread
+        let requestedAt = Mutex<[Int]>([]) // frames finished when each request was made
         // The requester is a thread of its own (the network thread of an RTC stack), not a cooperative task that
         // a busy pool might not run until the loop ends.
         let finished = Atomic<Bool>(false)
@@ -25,7 +25,11 @@ import H264
             var last = -10
             while done.load(ordering: .acquiring) < 280 {
                 let n = done.load(ordering: .acquiring)
-                if n >= last + 25 { requestedAt.withLock { $0.append(n) }; control.requestKeyFrame(); last = n }
+                if n >= last + 25 {
+                    requestedAt.withLock { $0.append(n) }
+                    control.requestKeyFrame()
+                    last = n
+                }
                 usleep(100)
             }
             finished.store(true, ordering: .releasing)
@@ -53,7 +57,7 @@ import H264
         let encoder = try H264Encoder(settings: .init(width: 320, height: 180))
         let control = encoder.control
         try await Task.detached { try control.setRates(bitrate: 400_000, fps: 15) }.value
-        #expect(encoder.settings.targetBitrate == 1_500_000)   // not yet: taken at the next frame
+        #expect(encoder.settings.targetBitrate == 1_500_000) // not yet: taken at the next frame
         _ = try encoder.encode(I420Buffer(width: 320, height: 180), timestampNs: 0)
         #expect(encoder.settings.targetBitrate == 400_000 && encoder.settings.maxFrameRate == 15)
         #expect(control.statistics.targetBitrate == 400_000 && control.statistics.frames == 1)
@@ -76,7 +80,8 @@ import H264
             for i in 0..<10 {
                 let f = try encoder.encode(src[i], timestampNs: Int64(n * 10 + i) * 33_333_333)
                 if i == 0 { #expect(f.isKeyFrame && f.containsParameterSets, "size \(w)x\(h) starts with SPS/PPS + IDR") }
-                try writer.write(f); expected.append((w, h))
+                try writer.write(f)
+                expected.append((w, h))
             }
         }
         try writer.close()
@@ -96,21 +101,21 @@ import H264
 func readmeRTCSourceExample() async throws -> (VideoSource.Statistics, EncoderStatistics) {
     // README: rtc-source begin
     let capturer = CameraVideoCapturer(providers: [V4L2DeviceProvider(), FixtureCameraProvider()])
-    let camera = try capturer.device("fixture:uvc-webcam")      // or "/dev/video0"
-    let source = VideoSource(capturer: capturer)                // one I420 conversion per frame, shared by all sinks
-    source.addSink { frame in _ = frame }                       // a local preview: full size, every frame
+    let camera = try capturer.device("fixture:uvc-webcam") // or "/dev/video0"
+    let source = VideoSource(capturer: capturer) // one I420 conversion per frame, shared by all sinks
+    source.addSink { frame in _ = frame } // a local preview: full size, every frame
     let toEncoder = source.frames(wants: VideoSinkWants(maxSize: FrameSize(width: 1280, height: 720), maxFrameRate: 30))
     _ = try await capturer.startCapture(device: camera, targetSize: FrameSize(width: 1280, height: 720), fpsLimit: 30)
 
     let encoder = try H264Encoder(settings: .init(width: 1280, height: 720))
-    let control = encoder.control                               // Sendable: usable from any task or thread
+    let control = encoder.control // Sendable: usable from any task or thread
     var congestion: Task<Void, any Error>?
     var encoded = EncodedFrame()
-    for try await frame in toEncoder {                          // I420, adapted; the encoder follows size changes
+    for try await frame in toEncoder { // I420, adapted; the encoder follows size changes
         try encoder.encode(I420Buffer(frame.buffer)!, timestampNs: frame.timestampNs, into: &encoded)
         if encoder.statistics.frames == 30 {
-            congestion = Task.detached {                        // e.g. the network thread after a REMB and a PLI
-                source.requestOutputFormat(maxSize: FrameSize(width: 640, height: 360), maxFps: 15)  // no camera restart
+            congestion = Task.detached { // e.g. the network thread after a REMB and a PLI
+                source.requestOutputFormat(maxSize: FrameSize(width: 640, height: 360), maxFps: 15) // no camera restart
                 try control.setRates(bitrate: 500_000, fps: 15)
                 control.requestKeyFrame()
             }
@@ -130,13 +135,15 @@ func readmeRTCSourceExample() async throws -> (VideoSource.Statistics, EncoderSt
         #expect(source.outputSize == FrameSize(width: 640, height: 360))
         #expect(encoder.reconfigurations == 1 && encoder.size == FrameSize(width: 640, height: 360) && encoder.targetBitrate == 500_000)
         #expect(encoder.keyFrames >= 2 && encoder.frames >= 75)
-        #expect(source.dropped[.adaptation, default: 0] > 0)   // 30 → 15 fps for the encoder's stream
+        #expect(source.dropped[.adaptation, default: 0] > 0) // 30 → 15 fps for the encoder's stream
     }
 
     @Test func theREADMEShowsTheCompiledExample() throws {
         let here = URL(fileURLWithPath: #filePath)
         let test = try String(contentsOf: here, encoding: .utf8)
-        let readme = try String(contentsOf: here.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("README.md"), encoding: .utf8)
+        let readme = try String(
+            contentsOf: here.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("README.md"),
+            encoding: .utf8)
         func lines(_ s: Substring) -> [String] { s.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty } }
         let begin = try #require(test.range(of: "// README: rtc-source begin\n")), end = try #require(test.range(of: "    // README: rtc-source end"))
         let code = lines(test[begin.upperBound..<end.lowerBound])
@@ -152,11 +159,17 @@ func readmeRTCSourceExample() async throws -> (VideoSource.Statistics, EncoderSt
 @Test func theCodecHasOneErrorTypeWithCodes() throws {
     var s = H264Encoder.Settings(width: 640, height: 480)
     s.threads = 9
-    do { _ = try H264Encoder(settings: s); Issue.record("accepted 9 threads") }
-    catch { #expect(error.code == .invalidSettings && error.offset == nil && error.message.contains("1...4")) }
-    do { _ = try AnnexB.split([0, 0, 1]); Issue.record("accepted a bare start code") }
-    catch { #expect(error.code == .malformedBitstream && error.offset != nil && error.description.contains("at byte")) }
+    do {
+        _ = try H264Encoder(settings: s)
+        Issue.record("accepted 9 threads")
+    } catch { #expect(error.code == .invalidSettings && error.offset == nil && error.message.contains("1...4")) }
+    do {
+        _ = try AnnexB.split([0, 0, 1])
+        Issue.record("accepted a bare start code")
+    } catch { #expect(error.code == .malformedBitstream && error.offset != nil && error.description.contains("at byte")) }
     // (Not /dev/full: another suite's full-disk test holds its lock; a file in a missing folder fails as surely.)
-    do { _ = try AnnexBWriter(path: scratch + "/no-such-folder/out.h264"); Issue.record("wrote into a missing folder") }
-    catch { #expect(error.code == .writeFailed && error.message.contains("no-such-folder"), "\(error)") }
+    do {
+        _ = try AnnexBWriter(path: scratch + "/no-such-folder/out.h264")
+        Issue.record("wrote into a missing folder")
+    } catch { #expect(error.code == .writeFailed && error.message.contains("no-such-folder"), "\(error)") }
 }

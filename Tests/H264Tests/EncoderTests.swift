@@ -4,8 +4,10 @@ import VideoCapture
 import VideoProcessing
 @testable import H264
 
-func encodeFile(_ path: String, settings: H264Encoder.Settings, source: PatternSource, frames: Int, fps: Int = 30,
-                y4m: String? = nil, keyFrameAt: Set<Int> = [], ratesAt: [Int: (Int, Double)] = [:]) throws -> (encoded: [EncodedFrame], bytesPerFrame: [Int]) {
+func encodeFile(
+    _ path: String, settings: H264Encoder.Settings, source: PatternSource, frames: Int, fps: Int = 30,
+    y4m: String? = nil, keyFrameAt: Set<Int> = [], ratesAt: [Int: (Int, Double)] = [:]
+) throws -> (encoded: [EncodedFrame], bytesPerFrame: [Int]) {
     let enc = try H264Encoder(settings: settings)
     let writer = try AnnexBWriter(path: path)
     let preview = try y4m.map { try Y4MWriter(path: $0, width: settings.width, height: settings.height, fps: Fraction(Int64(fps))) }
@@ -20,7 +22,8 @@ func encodeFile(_ path: String, settings: H264Encoder.Settings, source: PatternS
         sizes.append(f.size)
         out.append(f)
     }
-    try writer.close(); try preview?.close()
+    try writer.close()
+    try preview?.close()
     return (out, sizes)
 }
 
@@ -72,7 +75,7 @@ func encodeFile(_ path: String, settings: H264Encoder.Settings, source: PatternS
     let w = try AnnexBWriter(path: path)
     for i in 0..<10 {
         var f = try enc.encode(src[i], timestampNs: Int64(i))
-        if i == 5 { f.nalUnits.removeAll { $0.type == .sps || $0.type == .pps } }   // an encoder that leaves them out
+        if i == 5 { f.nalUnits.removeAll { $0.type == .sps || $0.type == .pps } } // an encoder that leaves them out
         try w.write(f)
     }
     try w.close()
@@ -88,7 +91,12 @@ func encodeFile(_ path: String, settings: H264Encoder.Settings, source: PatternS
     s.targetBitrate = 1_500_000
     let path = scratch + "/q.h264", ref = scratch + "/q.y4m"
     _ = try encodeFile(path, settings: s, source: PatternSource(width: 1280, height: 720, count: 60), frames: 60, y4m: ref)
-    let (rc, _, err) = try run("ffmpeg", ["-v", "info", "-f", "h264", "-i", path, "-i", ref, "-lavfi", "[0:v]setpts=N/(30*TB)[a];[1:v]setpts=N/(30*TB)[b];[a][b]psnr", "-f", "null", "-"])
+    let (rc, _, err) = try run(
+        "ffmpeg",
+        [
+            "-v", "info", "-f", "h264", "-i", path, "-i", ref, "-lavfi", "[0:v]setpts=N/(30*TB)[a];[1:v]setpts=N/(30*TB)[b];[a][b]psnr", "-f", "null",
+            "-",
+        ])
     #expect(rc == 0)
     let line = try #require(err.split(separator: "\n").first { $0.contains("PSNR") && $0.contains("average:") })
     let avg = try #require(line.split(separator: " ").first { $0.hasPrefix("average:") }.flatMap { Double($0.dropFirst("average:".count)) })
@@ -109,8 +117,11 @@ func encodeFile(_ path: String, settings: H264Encoder.Settings, source: PatternS
 
 @Test func frameSkippingIsReportedNotEmpty() throws {
     var s = H264Encoder.Settings(width: 640, height: 480)
-    s.targetBitrate = 50_000; s.maxBitrate = 60_000; s.frameSkipping = true
-    let (frames, _) = try encodeFile(scratch + "/skip.h264", settings: s, source: PatternSource(width: 640, height: 480, count: 8, noise: 20), frames: 60)
+    s.targetBitrate = 50_000
+    s.maxBitrate = 60_000
+    s.frameSkipping = true
+    let (frames, _) = try encodeFile(
+        scratch + "/skip.h264", settings: s, source: PatternSource(width: 640, height: 480, count: 8, noise: 20), frames: 60)
     let skipped = frames.filter(\.isSkipped)
     #expect(!skipped.isEmpty, "a 50 kbps budget for noisy VGA must skip frames")
     #expect(skipped.allSatisfy { $0.data.isEmpty && $0.nalUnits.isEmpty })
@@ -120,7 +131,8 @@ func encodeFile(_ path: String, settings: H264Encoder.Settings, source: PatternS
 @Test func slicesRespectTheMaxNALSize() throws {
     var s = H264Encoder.Settings(width: 640, height: 480)
     s.sliceMode = .maxNALSize(1200)
-    let (frames, _) = try encodeFile(scratch + "/slices.h264", settings: s, source: PatternSource(width: 640, height: 480, count: 4, noise: 4), frames: 5)
+    let (frames, _) = try encodeFile(
+        scratch + "/slices.h264", settings: s, source: PatternSource(width: 640, height: 480, count: 4, noise: 4), frames: 5)
     let slices = frames.flatMap { $0.nalUnits.filter { $0.type == .idr || $0.type == .slice } }
     #expect(slices.count > 5)
     #expect(slices.allSatisfy { $0.length <= 1200 }, "largest \(slices.map(\.length).max() ?? 0)")
@@ -138,7 +150,10 @@ func encodeFile(_ path: String, settings: H264Encoder.Settings, source: PatternS
     func error(_ f: (inout H264Encoder.Settings) -> Void) -> String {
         var s = H264Encoder.Settings(width: 640, height: 480)
         f(&s)
-        do { _ = try H264Encoder(settings: s); return "accepted" } catch { return error.message }
+        do {
+            _ = try H264Encoder(settings: s)
+            return "accepted"
+        } catch { return error.message }
     }
     #expect(error { $0.width = 641 }.contains("even"))
     #expect(error { $0.width = 8 }.contains("16...4096"))

@@ -10,7 +10,8 @@ import H264
 
     func settings() -> H264Encoder.Settings {
         var s = H264Encoder.Settings(width: 320, height: 240)
-        s.targetBitrate = 300_000; s.keyFrameInterval = 20
+        s.targetBitrate = 300_000
+        s.keyFrameInterval = 20
         return s
     }
 
@@ -45,12 +46,18 @@ import H264
         struct DiskFull: Error {}
         let written = Mutex(0)
         let thread = EncoderThread(encoder: try H264Encoder(settings: settings())) { _ in
-            let n = written.withLock { $0 += 1; return $0 }
+            let n = written.withLock {
+                $0 += 1
+                return $0
+            }
             if n == 5 { throw DiskFull() }
         }
         var thrownAt: Int?
         for i in 0..<40 {
-            do { try thread.submit(source[i], timestampNs: Int64(i) * 33_333_333) } catch is DiskFull { thrownAt = i; break }
+            do { try thread.submit(source[i], timestampNs: Int64(i) * 33_333_333) } catch is DiskFull {
+                thrownAt = i
+                break
+            }
         }
         #expect(thrownAt != nil && thrownAt! >= 5, "a later submit throws the output's error (at \(String(describing: thrownAt)))")
         #expect(throws: DiskFull.self) { try thread.finish() }
@@ -70,7 +77,11 @@ import H264
     @Test func releasedWithoutFinishItStillEncodesWhatWasSubmittedAndEnds() async throws {
         let written = Mutex(0)
         let done = Mutex(false)
-        final class Flag: @unchecked Sendable { let onDeinit: @Sendable () -> Void; init(_ f: @escaping @Sendable () -> Void) { onDeinit = f }; deinit { onDeinit() } }
+        final class Flag: @unchecked Sendable {
+            let onDeinit: @Sendable () -> Void
+            init(_ f: @escaping @Sendable () -> Void) { onDeinit = f }
+            deinit { onDeinit() }
+        }
         do {
             let flag = Flag { done.withLock { $0 = true } }
             let thread = EncoderThread(encoder: try H264Encoder(settings: settings())) { _ in

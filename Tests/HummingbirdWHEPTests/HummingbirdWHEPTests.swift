@@ -34,7 +34,7 @@ final class HummingbirdWHEP: Sendable {
         let head = WHEPRequest(method: request.method.rawValue, uri: request.uri.description, headers: headers, client: context.client)
         let response: WHEPResponse
         if let refusal = endpoint.check(head) {
-            response = refusal   // refused from the head alone: the body is not read
+            response = refusal // refused from the head alone: the body is not read
         } else {
             var full = head
             do {
@@ -46,7 +46,7 @@ final class HummingbirdWHEP: Sendable {
         }
         answered.withLock { $0.append(response) }
         var fields = HTTPFields()
-        for (name, value) in response.headers {   // (HTTPFields.Element is swift-http-types' HTTPField)
+        for (name, value) in response.headers { // (HTTPFields.Element is swift-http-types' HTTPField)
             if let name = HTTPFields.Element.Name(name) { fields.append(HTTPFields.Element(name: name, value: value)) }
         }
         return Response(status: .init(code: response.status), headers: fields, body: .init(byteBuffer: ByteBuffer(string: response.body)))
@@ -89,12 +89,14 @@ struct Exchange {
 @Suite(.serialized, .timeLimit(.minutes(1))) struct HummingbirdWHEPTests {
     @Test func hummingbirdRoutesDriveTheWHEPEndpoint() async throws {
         let token = "0123456789abcdef0123"
-        let hub = ViewerHub(identity: try DTLSIdentity(), configuration: WebRTCPeer.Configuration(bindHost: "127.0.0.1", candidateHosts: ["127.0.0.1"]))
+        let hub = ViewerHub(
+            identity: try DTLSIdentity(), configuration: WebRTCPeer.Configuration(bindHost: "127.0.0.1", candidateHosts: ["127.0.0.1"]))
         defer { hub.closeAll(reason: "the test ended") }
         let whep = HummingbirdWHEP(endpoint: WHEPEndpoint(hub: hub, policy: ServerPolicy(token: token, hostNames: ["127.0.0.1"])))
         let port = Mutex<Int?>(nil)
-        let app = Application(router: whep.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-                              onServerRunning: { channel in port.withLock { $0 = channel.localAddress?.port } })
+        let app = Application(
+            router: whep.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { channel in port.withLock { $0 = channel.localAddress?.port } })
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await app.runService(gracefulShutdownSignals: []) }
             defer { group.cancelAll() }
@@ -110,12 +112,16 @@ struct Exchange {
 
             let offer = try await Exchange.curl(auth + sdp + ["--data-binary", chromiumOffer, base + "/whep"])
             #expect(offer.status == 201, "\(offer)")
-            #expect(offer.header("Content-Type") == "application/sdp" && offer.body.hasPrefix("v=0\r\n") && offer.body.contains("a=setup:passive"), "\(offer)")
+            #expect(
+                offer.header("Content-Type") == "application/sdp" && offer.body.hasPrefix("v=0\r\n") && offer.body.contains("a=setup:passive"),
+                "\(offer)")
             let location = try #require(offer.header("Location"), "\(offer)")
             #expect(location.hasPrefix("/whep/") && location.count >= "/whep/".count + 16, "an unguessable resource: \(location)")
             // Every header the endpoint gave went over the wire unchanged, the ETag of the ICE session among them.
             let given = try #require(whep.answered.withLock { $0.last { $0.status == 201 } })
-            for (name, value) in given.headers { #expect(offer.header(name) == value, "\(name) over Hummingbird: \(String(describing: offer.header(name)))") }
+            for (name, value) in given.headers {
+                #expect(offer.header(name) == value, "\(name) over Hummingbird: \(String(describing: offer.header(name)))")
+            }
             #expect(offer.header("ETag") == "\"\(location.dropFirst("/whep/".count))\"", "\(offer)")
 
             func viewers() async throws -> (viewers: Int, left: Int) {

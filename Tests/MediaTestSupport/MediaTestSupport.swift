@@ -20,10 +20,25 @@ public func i420(fromPacked data: [UInt8], width: Int, height: Int) -> I420Buffe
         return b
     }
     var i = 0
-    let w = b.writablePlanes!   // our own buffer: writable (a wrapped driver buffer would give nil)
-    for r in 0..<height { for x in 0..<width { w.y[r * b.strideY + x] = data[i]; i += 1 } }
-    for r in 0..<ch { for x in 0..<cw { w.u[r * b.strideU + x] = data[i]; i += 1 } }
-    for r in 0..<ch { for x in 0..<cw { w.v[r * b.strideV + x] = data[i]; i += 1 } }
+    let w = b.writablePlanes! // our own buffer: writable (a wrapped driver buffer would give nil)
+    for r in 0..<height {
+        for x in 0..<width {
+            w.y[r * b.strideY + x] = data[i]
+            i += 1
+        }
+    }
+    for r in 0..<ch {
+        for x in 0..<cw {
+            w.u[r * b.strideU + x] = data[i]
+            i += 1
+        }
+    }
+    for r in 0..<ch {
+        for x in 0..<cw {
+            w.v[r * b.strideV + x] = data[i]
+            i += 1
+        }
+    }
     return b
 }
 

@@ -11,9 +11,18 @@ final class UDPPeer: Sendable {
     let port: UInt16
     init(host: String = "127.0.0.1", port: UInt16 = 0) throws {
         let fd = Glibc.socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
-        var a = sockaddr_in(); a.sin_family = sa_family_t(AF_INET); a.sin_addr.s_addr = inet_addr(host); a.sin_port = port.bigEndian
-        let r = withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        guard r == 0 else { let e = errno; close(fd); throw RTPError(.socketFailed, "cannot bind \(host):\(port)", errno: e) }
+        var a = sockaddr_in()
+        a.sin_family = sa_family_t(AF_INET)
+        a.sin_addr.s_addr = inet_addr(host)
+        a.sin_port = port.bigEndian
+        let r = withUnsafePointer(to: &a) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard r == 0 else {
+            let e = errno
+            close(fd)
+            throw RTPError(.socketFailed, "cannot bind \(host):\(port)", errno: e)
+        }
         var len = socklen_t(MemoryLayout<sockaddr_in>.size)
         _ = withUnsafeMutablePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
         var size: Int32 = 8 << 20
@@ -25,9 +34,17 @@ final class UDPPeer: Sendable {
     }
     deinit { close(socket) }
     func send(_ bytes: [UInt8], to port: Int, host: String = "127.0.0.1") {
-        var a = sockaddr_in(); a.sin_family = sa_family_t(AF_INET); a.sin_addr.s_addr = inet_addr(host); a.sin_port = UInt16(port).bigEndian
-        _ = bytes.withUnsafeBytes { b in withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            sendto(socket, b.baseAddress, b.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } } }
+        var a = sockaddr_in()
+        a.sin_family = sa_family_t(AF_INET)
+        a.sin_addr.s_addr = inet_addr(host)
+        a.sin_port = UInt16(port).bigEndian
+        _ = bytes.withUnsafeBytes { b in
+            withUnsafePointer(to: &a) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    sendto(socket, b.baseAddress, b.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+        }
     }
     /// Reads everything that arrives until `done()` holds and nothing came for 100 ms; returns the RTP bytes and
     /// packets (RTCP, such as sender reports, is not counted).
@@ -36,7 +53,14 @@ final class UDPPeer: Sendable {
         var bytes = 0, packets = 0
         while true {
             let n = b.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, 0) }
-            if n > 0 { if !(192...223).contains(b[1]) { bytes += n; packets += 1 } } else if done() { return (bytes, packets) }
+            if n > 0 {
+                if !(192...223).contains(b[1]) {
+                    bytes += n
+                    packets += 1
+                }
+            } else if done() {
+                return (bytes, packets)
+            }
         }
     }
 }
@@ -61,19 +85,23 @@ func waitFor(_ condition: () -> Bool) -> Bool { waitUntil(timeout: 10, every: 0.
     @Test func feedbackFromAStrangerIsDroppedAndCounted() throws {
         let receiver = try UDPPeer()
         var c = RTPSender.Configuration(host: "127.0.0.1", port: Int(receiver.port))
-        c.rtcpPort = Int(receiver.port)   // the receiver's reports come from its one socket
+        c.rtcpPort = Int(receiver.port) // the receiver's reports come from its one socket
         let sender = try RTPSender(configuration: c)
         defer { sender.close() }
         let keyFrames = Atomic<Int>(0), estimates = Mutex<[UInt64]>([])
-        sender.setFeedbackHandlers(keyFrameRequest: { keyFrames.add(1, ordering: .relaxed) },
-                                   bitrateEstimate: { bps in estimates.withLock { $0.append(bps) } })
+        sender.setFeedbackHandlers(
+            keyFrameRequest: { keyFrames.add(1, ordering: .relaxed) },
+            bitrateEstimate: { bps in estimates.withLock { $0.append(bps) } })
         var t: Int64 = 1_000_000_000
-        for _ in 0..<10 { try sender.send(pFrame(packets: 4).stamped(t)); t += 33_333_333 }
+        for _ in 0..<10 {
+            try sender.send(pFrame(packets: 4).stamped(t))
+            t += 33_333_333
+        }
         let sent = receiver.drain { sender.statistics.packetsSent == 40 }
         #expect(sent.packets >= 40)
 
         let stranger = try UDPPeer(host: "127.0.0.2")
-        let allSequences = (0..<UInt16(40)).map { sender.nextSequenceNumber &- 40 &+ $0 }   // every packet sent
+        let allSequences = (0..<UInt16(40)).map { sender.nextSequenceNumber &- 40 &+ $0 } // every packet sent
         var datagrams = 0
         for i in 0..<300 {
             let packet: [UInt8]
@@ -82,7 +110,8 @@ func waitFor(_ condition: () -> Bool) -> Bool { waitUntil(timeout: 10, every: 0.
             case 1: packet = RTCPWriter.nack(sender: 7, media: sender.ssrc, lost: allSequences)
             default: packet = RTCPWriter.remb(sender: 7, bitrate: 0, ssrcs: [sender.ssrc])
             }
-            stranger.send(packet, to: sender.localRTCPPort); datagrams += 1
+            stranger.send(packet, to: sender.localRTCPPort)
+            datagrams += 1
             // In batches, each waited for: the feedback socket's buffer is small by design (a storm queues little).
             if datagrams % 20 == 0 { #expect(waitFor { sender.statistics.rtcpFromStrangers == datagrams }, "\(sender.statistics)") }
         }
@@ -91,7 +120,9 @@ func waitFor(_ condition: () -> Bool) -> Bool { waitUntil(timeout: 10, every: 0.
         #expect(extra.bytes == 0 && s.retransmissions == 0 && s.retransmittedBytes == 0)
         #expect(s.keyFrameRequests == 0 && keyFrames.load(ordering: .relaxed) == 0 && s.nacksReceived == 0)
         #expect(s.rembBitrate == nil && estimates.withLock { $0.isEmpty })
-        print("FIGURE stranger RTCP to stream: \(datagrams) datagrams (PLI, NACK of 40 packets, REMB 0) → \(extra.bytes) extra bytes, \(s.keyFrameRequests) key-frame requests, REMB ignored; \(s.rtcpFromStrangers) counted as strangers'")
+        print(
+            "FIGURE stranger RTCP to stream: \(datagrams) datagrams (PLI, NACK of 40 packets, REMB 0) → \(extra.bytes) extra bytes, \(s.keyFrameRequests) key-frame requests, REMB ignored; \(s.rtcpFromStrangers) counted as strangers'"
+        )
 
         // The receiver itself: a REMB of 0 is raised to the floor, never 0.
         receiver.send(RTCPWriter.remb(sender: 9, bitrate: 0, ssrcs: [sender.ssrc]), to: sender.localRTCPPort)
@@ -117,7 +148,10 @@ func waitFor(_ condition: () -> Bool) -> Bool { waitUntil(timeout: 10, every: 0.
             let s = try! UDPPeer()
             while !stop.load(ordering: .relaxed) {
                 let top = newest.load(ordering: .relaxed)
-                if top < 0 { usleep(1_000); continue }
+                if top < 0 {
+                    usleep(1_000)
+                    continue
+                }
                 let lost = (0..<UInt16(200)).map { UInt16(top) &- 199 &+ $0 }
                 s.send(RTCPWriter.nack(sender: 9, media: sender.ssrc, lost: lost), to: sender.localRTCPPort)
                 storms.add(1, ordering: .relaxed)
@@ -132,7 +166,7 @@ func waitFor(_ condition: () -> Bool) -> Bool { waitUntil(timeout: 10, every: 0.
                 let n = b.withUnsafeMutableBytes { recv(receiver.socket, $0.baseAddress, $0.count, 0) }
                 if n > 0 && !(192...223).contains(b[1]) {
                     received.add(n, ordering: .relaxed)
-                    newest.store(Int(b[2]) << 8 | Int(b[3]), ordering: .relaxed)   // (a resend moves it back a little: harmless)
+                    newest.store(Int(b[2]) << 8 | Int(b[3]), ordering: .relaxed) // (a resend moves it back a little: harmless)
                 }
             }
         }
@@ -141,7 +175,8 @@ func waitFor(_ condition: () -> Bool) -> Bool { waitUntil(timeout: 10, every: 0.
         var t: Int64 = 1_000_000_000
         let start = Date()
         for i in 0..<90 {
-            try sender.send(pFrame(packets: 6).stamped(t)); t += 33_333_333
+            try sender.send(pFrame(packets: 6).stamped(t))
+            t += 33_333_333
             let due = start.addingTimeInterval(Double(i + 1) / 30)
             let wait = due.timeIntervalSinceNow
             if wait > 0 { usleep(UInt32(wait * 1e6)) }
@@ -154,7 +189,9 @@ func waitFor(_ condition: () -> Bool) -> Bool { waitUntil(timeout: 10, every: 0.
         while !reader.isFinished { usleep(1_000) }
         let total = received.load(ordering: .relaxed), media = s.bytesSent
         let ratio = Double(total) / Double(media)
-        print("FIGURE NACK storm from the receiver: \(storms.load(ordering: .relaxed)) NACKs of 200 packets in \(fmt(Date().timeIntervalSince(start))) s; media \(media) bytes, received \(total) bytes (× \(fmt(ratio))); \(s.retransmissions) resent, \(s.nacksIgnored) ignored (stale or within an RTT), \(s.retransmissionsOverBudget) over budget")
+        print(
+            "FIGURE NACK storm from the receiver: \(storms.load(ordering: .relaxed)) NACKs of 200 packets in \(fmt(Date().timeIntervalSince(start))) s; media \(media) bytes, received \(total) bytes (× \(fmt(ratio))); \(s.retransmissions) resent, \(s.nacksIgnored) ignored (stale or within an RTT), \(s.retransmissionsOverBudget) over budget"
+        )
         #expect(s.nacksReceived > 100, "the storm reached the sender: \(s)")
         #expect(s.retransmissions > 0, "a NACK is still answered within the budget")
         #expect(ratio <= 1.5, "sent × \(ratio) the media")
@@ -166,7 +203,10 @@ func waitFor(_ condition: () -> Bool) -> Bool { waitUntil(timeout: 10, every: 0.
     @Test func duplicateAndStaleNacksAreIgnored() throws {
         final class Null: RTPTransport, @unchecked Sendable {
             let sent = Atomic<Int>(0)
-            func sendRTP(_ packet: UnsafeRawBufferPointer) -> Int32 { sent.add(1, ordering: .relaxed); return 0 }
+            func sendRTP(_ packet: UnsafeRawBufferPointer) -> Int32 {
+                sent.add(1, ordering: .relaxed)
+                return 0
+            }
             func sendRTCP(_ packet: UnsafeRawBufferPointer) -> Int32 { 0 }
         }
         let transport = Null()
@@ -174,14 +214,17 @@ func waitFor(_ condition: () -> Bool) -> Bool { waitUntil(timeout: 10, every: 0.
         c.historySize = 64
         let sender = try RTPSender(configuration: c, transport: transport)
         var t: Int64 = 1_000_000_000
-        for _ in 0..<40 { try sender.send(pFrame(packets: 6).stamped(t)); t += 33_333_333 }
+        for _ in 0..<40 {
+            try sender.send(pFrame(packets: 6).stamped(t))
+            t += 33_333_333
+        }
         // The newest packets' sequence numbers: the sender's state gives the next one.
         let next = sender.nextSequenceNumber
         let recent = next &- 3, old = next &- 200
         let nack = RTCPWriter.nack(sender: 1, media: sender.ssrc, lost: [recent])
         let before = transport.sent.load(ordering: .relaxed)
         nack.withUnsafeBytes { sender.handleRTCP($0) }
-        nack.withUnsafeBytes { sender.handleRTCP($0) }   // the same NACK again, at once
+        nack.withUnsafeBytes { sender.handleRTCP($0) } // the same NACK again, at once
         RTCPWriter.nack(sender: 1, media: sender.ssrc, lost: [old]).withUnsafeBytes { sender.handleRTCP($0) }
         let s = sender.statistics
         #expect(transport.sent.load(ordering: .relaxed) - before == 1 && s.retransmissions == 1, "\(s)")

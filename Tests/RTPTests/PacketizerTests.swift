@@ -11,7 +11,8 @@ let scratch = scratchDirectory("rtp-tests")
 /// Encoded frames of the fixture pattern (noisy, so frames are large enough to fragment).
 func encodedFrames(_ count: Int, width: Int = 640, height: Int = 480, bitrate: Int = 2_000_000, keyInterval: Int = 60) throws -> [EncodedFrame] {
     var settings = H264Encoder.Settings(width: width, height: height)
-    settings.targetBitrate = bitrate; settings.keyFrameInterval = keyInterval
+    settings.targetBitrate = bitrate
+    settings.keyFrameInterval = keyInterval
     let encoder = try H264Encoder(settings: settings)
     defer { encoder.close() }
     let picture = I420Buffer(width: width, height: height)
@@ -33,7 +34,11 @@ func accessUnit(_ units: [(NALUnitType, Int)]) -> EncodedFrame {
     return f
 }
 
-struct Packet { var header: RTPHeader; var bytes: [UInt8]; var payload: ArraySlice<UInt8> { bytes[header.payloadOffset..<(header.payloadOffset + header.payloadLength)] } }
+struct Packet {
+    var header: RTPHeader
+    var bytes: [UInt8]
+    var payload: ArraySlice<UInt8> { bytes[header.payloadOffset..<(header.payloadOffset + header.payloadLength)] }
+}
 
 func packetize(_ f: EncodedFrame, _ p: inout H264Packetizer, timestamp: UInt32 = 1000) -> [Packet] {
     var out: [Packet] = []
@@ -47,7 +52,8 @@ func packetize(_ f: EncodedFrame, _ p: inout H264Packetizer, timestamp: UInt32 =
 func expectedAnnexB(_ f: EncodedFrame) -> [UInt8] {
     var out: [UInt8] = []
     for n in f.nalUnits where ![.accessUnitDelimiter, .sei, .filler].contains(n.type) {
-        out += [0, 0, 0, 1]; out += f.data[n.offset..<(n.offset + n.length)]
+        out += [0, 0, 0, 1]
+        out += f.data[n.offset..<(n.offset + n.length)]
     }
     return out
 }
@@ -81,10 +87,10 @@ func expectedAnnexB(_ f: EncodedFrame) -> [UInt8] {
         var p = H264Packetizer(maxPayload: 1200, state: RTPStreamState(payloadType: 96, ssrc: 7, sequence: 65534))
         let packets = packetize(accessUnit([(.idr, 5000)]), &p)
         #expect(packets.map(\.header.sequence) == [65534, 65535, 0, 1, 2])
-        var clock = RTPClock(offset: UInt32.max - 2999)   // 3000 ticks before the wrap
+        var clock = RTPClock(offset: UInt32.max - 2999) // 3000 ticks before the wrap
         #expect(clock.timestamp(forCaptureNs: 5_000_000_000) == UInt32.max - 2999)
-        #expect(clock.timestamp(forCaptureNs: 5_000_000_000 + 33_333_333) == UInt32.max)   // 2999 ticks later
-        let wrapped: UInt32 = 3000   // 6000 ticks after UInt32.max - 2999
+        #expect(clock.timestamp(forCaptureNs: 5_000_000_000 + 33_333_333) == UInt32.max) // 2999 ticks later
+        let wrapped: UInt32 = 3000 // 6000 ticks after UInt32.max - 2999
         #expect(clock.timestamp(forCaptureNs: 5_000_000_000 + 66_666_667) == wrapped)
     }
 
@@ -123,12 +129,16 @@ func expectedAnnexB(_ f: EncodedFrame) -> [UInt8] {
                 if let au = d.push(raw) { done = au.accessUnit }
             }
             #expect(done == expectedAnnexB(f), "frame \(i)")
-            if let done { stream += done; restored += 1 }
+            if let done {
+                stream += done
+                restored += 1
+            }
         }
         #expect(restored == 60 && d.lostPackets == 0 && d.droppedAccessUnits == 0)
         let path = scratch + "/depacketized.h264"
         _ = FileManager.default.createFile(atPath: path, contents: Data(stream))
-        let (rc, out, err) = try run("ffprobe", ["-v", "error", "-f", "h264", "-count_frames", "-show_entries", "stream=nb_read_frames,width,height", "-of", "csv=p=0", path])
+        let (rc, out, err) = try run(
+            "ffprobe", ["-v", "error", "-f", "h264", "-count_frames", "-show_entries", "stream=nb_read_frames,width,height", "-of", "csv=p=0", path])
         #expect(rc == 0, "\(err)")
         #expect(out.trimmingCharacters(in: .whitespacesAndNewlines) == "640,480,60")
     }
@@ -140,7 +150,7 @@ func expectedAnnexB(_ f: EncodedFrame) -> [UInt8] {
         var delivered = 0
         for (i, f) in frames.enumerated() {
             let packets = packetize(f, &p, timestamp: UInt32(i * 3000))
-            for (k, pk) in packets.enumerated() where !(i == 1 && k == 1) {   // lose one packet of frame 1
+            for (k, pk) in packets.enumerated() where !(i == 1 && k == 1) { // lose one packet of frame 1
                 if pk.bytes.withUnsafeBytes({ d.push($0) }) != nil { delivered += 1 }
             }
         }

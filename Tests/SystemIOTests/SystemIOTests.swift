@@ -8,7 +8,10 @@ import Synchronization
         var calls = 0
         let r = try SystemCall.retrying("fake") { () -> Int32 in
             calls += 1
-            if calls < 3 { errno = EINTR; return -1 }
+            if calls < 3 {
+                errno = EINTR
+                return -1
+            }
             return 7
         }
         #expect(r == 7)
@@ -26,7 +29,12 @@ import Synchronization
     @Test func plainErrnoForHotPaths() {
         #expect(SystemCall.errno { () -> Int32 in 0 } == 0)
         var calls = 0
-        #expect(SystemCall.errno { () -> Int32 in calls += 1; errno = calls == 1 ? EINTR : EAGAIN; return -1 } == EAGAIN)
+        #expect(
+            SystemCall.errno { () -> Int32 in
+                calls += 1
+                errno = calls == 1 ? EINTR : EAGAIN
+                return -1
+            } == EAGAIN)
         #expect(calls == 2)
     }
 
@@ -52,7 +60,8 @@ import Synchronization
 @Suite struct ByteOrderTests {
     @Test func readsAndWritesBigEndian() {
         var a: [UInt8] = []
-        a.appendBigEndian(UInt16(0x0102)); a.appendBigEndian(UInt32(0x0304_0506))
+        a.appendBigEndian(UInt16(0x0102))
+        a.appendBigEndian(UInt32(0x0304_0506))
         #expect(a == [1, 2, 3, 4, 5, 6])
         #expect(a.bigEndianUInt16(at: 0) == 0x0102)
         a.storeBigEndian(UInt32(0xaabb_ccdd), at: 2)
@@ -66,7 +75,10 @@ import Synchronization
     @Test func runsUntilStoppedAndJoinsTwice() {
         let turns = Atomic<Int>(0)
         let t = WorkerThread(name: "a-very-long-thread-name") { flag in
-            while !flag.isSet { turns.add(1, ordering: .relaxed); Sleep.for(nanoseconds: 1_000_000) }
+            while !flag.isSet {
+                turns.add(1, ordering: .relaxed)
+                Sleep.for(nanoseconds: 1_000_000)
+            }
         }
         Sleep.for(nanoseconds: 20_000_000)
         t.stop()
@@ -83,7 +95,7 @@ import Synchronization
         let done = Atomic<Bool>(false)
         let t = WorkerThread(name: "self-join") { _ in
             while box.withLock({ $0 }) == nil { Sleep.for(nanoseconds: 1_000_000) }
-            box.withLock { $0 }?.join()   // must not deadlock
+            box.withLock { $0 }?.join() // must not deadlock
             done.store(true, ordering: .releasing)
         }
         box.withLock { $0 = t }
@@ -99,7 +111,8 @@ import Synchronization
         for host in ["127.0.0.1", "::1"] {
             let any = try #require(SocketAddress(host: host, port: 0))
             let a = try UDPSocket(family: any.family), b = try UDPSocket(family: any.family)
-            try a.bind(any); try b.bind(any)
+            try a.bind(any)
+            try b.bind(any)
             try b.setOption(level: SOL_SOCKET, SO_RCVBUF, 65536)
             let to = try b.localAddress()
             #expect(to.port != 0)
@@ -113,7 +126,8 @@ import Synchronization
             #expect(n == 10)
             #expect(from.isSame(as: try a.localAddress()))
             #expect(buffer.withUnsafeMutableBytes { b.receive(into: $0, from: &from) } == nil)
-            a.close(); a.close()
+            a.close()
+            a.close()
         }
         #expect(SocketAddress(host: "example.com", port: 1) == nil)
         #expect(SocketAddress(host: "10.0.0.1", port: 5004)?.text == "10.0.0.1:5004")

@@ -18,15 +18,18 @@ public struct ToolResult: Sendable {
 /// fills stderr while we wait on stdout cannot deadlock). With `interruptWhen`, SIGINT is sent once the text
 /// the child has written to stderr so far satisfies the condition: tests wait on an event, never a clock.
 @discardableResult
-public func runTool(_ tool: String, _ args: [String], in directory: String? = nil, environment: [String: String]? = nil,
-                    interruptWhen: (@Sendable (String) -> Bool)? = nil) throws -> ToolResult {
+public func runTool(
+    _ tool: String, _ args: [String], in directory: String? = nil, environment: [String: String]? = nil,
+    interruptWhen: (@Sendable (String) -> Bool)? = nil
+) throws -> ToolResult {
     let p = Process()
     p.executableURL = URL(fileURLWithPath: tool.hasPrefix("/") ? tool : "/usr/bin/env")
     p.arguments = tool.hasPrefix("/") ? args : [tool] + args
     if let directory { p.currentDirectoryURL = URL(fileURLWithPath: directory) }
     if let environment { p.environment = environment }
     let out = Pipe(), err = Pipe()
-    p.standardOutput = out; p.standardError = err
+    p.standardOutput = out
+    p.standardError = err
     let collected = Collected()
     let group = DispatchGroup()
     for (pipe, isErr) in [(out, false), (err, true)] {
@@ -34,7 +37,7 @@ public func runTool(_ tool: String, _ args: [String], in directory: String? = ni
         let handle = pipe.fileHandleForReading
         DispatchQueue.global().async {
             while true {
-                let chunk = handle.availableData   // blocks until data or EOF
+                let chunk = handle.availableData // blocks until data or EOF
                 if chunk.isEmpty { break }
                 let interrupt = collected.append(chunk, toErr: isErr, check: isErr ? interruptWhen : nil)
                 if interrupt { kill(p.processIdentifier, SIGINT) }

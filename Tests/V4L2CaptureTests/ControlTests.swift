@@ -8,19 +8,25 @@ import VideoCapture
 /// and the start-time defaults.
 @Suite(.serialized, .timeLimit(.minutes(1))) struct ControlTests {
     /// The fake delivers its script at once: the capturer waits for consumers instead of dropping late frames.
-    func capturer(_ k: FakeKernel, _ dev: String, configuration: CameraVideoCapturer.Configuration = .init(alwaysDiscardsLateFrames: false),
-                  overrides: [String: SensorOverride] = [:]) -> CameraVideoCapturer {
-        CameraVideoCapturer(providers: [V4L2DeviceProvider(kernel: k, devDirectory: dev, configuration: fakeStreamConfig, overrides: overrides)],
-                            configuration: configuration)
+    func capturer(
+        _ k: FakeKernel, _ dev: String, configuration: CameraVideoCapturer.Configuration = .init(alwaysDiscardsLateFrames: false),
+        overrides: [String: SensorOverride] = [:]
+    ) -> CameraVideoCapturer {
+        CameraVideoCapturer(
+            providers: [V4L2DeviceProvider(kernel: k, devDirectory: dev, configuration: fakeStreamConfig, overrides: overrides)],
+            configuration: configuration)
     }
 
     @Test func listsEveryControlWithTypeRangeFlagsMenusAndValue() throws {
         let k = FakeKernel(), dev = fakeDev()
         let c = capturer(k, dev)
         let all = try c.controls(for: try c.device(dev + "/video0"))
-        #expect(all.map(\.name) == ["user_controls", "brightness", "gain_automatic", "gain", "horizontal_flip", "power_line_frequency",
-                                    "sharpness", "button", "integer_64_bits", "menu", "string", "integer_menu",
-                                    "camera_controls", "camera_orientation", "camera_sensor_rotation"])
+        #expect(
+            all.map(\.name) == [
+                "user_controls", "brightness", "gain_automatic", "gain", "horizontal_flip", "power_line_frequency",
+                "sharpness", "button", "integer_64_bits", "menu", "string", "integer_menu",
+                "camera_controls", "camera_orientation", "camera_sensor_rotation",
+            ])
         let b = try #require(all.find("brightness"))
         #expect(b.id == .brightness && b.kind == .integer && b.minimum == 0 && b.maximum == 255 && b.defaultValue == 128 && b.value == .integer(128))
         #expect(b.flags == [.slider])
@@ -62,7 +68,10 @@ import VideoCapture
         let c = capturer(k, dev)
         let d = try c.device(dev + "/video0")
         func code(_ spec: String, _ v: String) -> (CaptureError.Code?, String) {
-            do { try c.setControl(spec, to: v, on: d); return (nil, "") } catch { return (error.code, error.message) }
+            do {
+                try c.setControl(spec, to: v, on: d)
+                return (nil, "")
+            } catch { return (error.code, error.message) }
         }
         var r = code("brightness", "300")
         #expect(r.0 == .controlOutOfRange && r.1.contains("300") && r.1.contains("brightness") && r.1.contains("0...255"), "\(r.1)")
@@ -99,7 +108,10 @@ import VideoCapture
     @Test func aDriverThatNeverEndsItsListOrMenusIsCut() throws {
         let k = FakeKernel(), dev = fakeDev()
         // A menu claiming 4 billion entries, all but two skipped: the walk asks at most 4096 indices.
-        k.editControl(0x0098_f904) { $0.min = 0; $0.max = Int64(UInt32.max) }
+        k.editControl(0x0098_f904) {
+            $0.min = 0
+            $0.max = Int64(UInt32.max)
+        }
         let all = try capturer(k, dev).controls(for: try capturer(k, dev).device(dev + "/video0"))
         #expect(all.find("menu")?.menu.map(\.index) == [1, 3, 4])
     }
@@ -168,7 +180,10 @@ import VideoCapture
     @Test func thePowerLineDefaultIsAppliedBeforeStreaming() async throws {
         let k = FakeKernel(), dev = fakeDev()
         k.push((0..<20).map { _ in goodFrame() })
-        let c = capturer(k, dev, configuration: .init(alwaysDiscardsLateFrames: false, powerLineFrequency: .hz50, startControls: [CameraControlSetting("brightness", "99")]))
+        let c = capturer(
+            k, dev,
+            configuration: .init(
+                alwaysDiscardsLateFrames: false, powerLineFrequency: .hz50, startControls: [CameraControlSetting("brightness", "99")]))
         try await c.startCapture(device: try c.device(dev + "/video0"), targetSize: FrameSize(width: 640, height: 480))
         let log = k.callLog
         let set = try #require(log.firstIndex(of: "S_EXT_CTRLS power_line_frequency=1"))
@@ -188,7 +203,10 @@ import VideoCapture
         #expect(!k.callLog.contains { $0.hasPrefix("S_EXT_CTRLS power_line_frequency") }, "no auto entry: left as it is")
         try await c.stopCapture()
         // A camera with an auto entry gets it.
-        k.editControl(CameraControlID.powerLineFrequency.rawValue) { $0.max = 3; $0.menu[3] = "Auto" }
+        k.editControl(CameraControlID.powerLineFrequency.rawValue) {
+            $0.max = 3
+            $0.menu[3] = "Auto"
+        }
         try await c.startCapture(device: d, targetSize: FrameSize(width: 640, height: 480))
         #expect(k.controlValue(CameraControlID.powerLineFrequency.rawValue) == 3)
         try await c.stopCapture()
@@ -202,9 +220,12 @@ import VideoCapture
     @Test func aBadStartControlFailsTheStartAndLeavesNothingOpen() async throws {
         let k = FakeKernel(), dev = fakeDev()
         let c = capturer(k, dev, configuration: .init(startControls: [CameraControlSetting("brightness", "999")]))
-        await #expect(throws: CaptureError.self) { try await c.startCapture(device: try c.device(dev + "/video0"), targetSize: FrameSize(width: 640, height: 480)) }
-        do { try await c.startCapture(device: try c.device(dev + "/video0"), targetSize: FrameSize(width: 640, height: 480)) }
-        catch { #expect(error.code == .controlOutOfRange && error.message.contains("999")) }
+        await #expect(throws: CaptureError.self) {
+            try await c.startCapture(device: try c.device(dev + "/video0"), targetSize: FrameSize(width: 640, height: 480))
+        }
+        do { try await c.startCapture(device: try c.device(dev + "/video0"), targetSize: FrameSize(width: 640, height: 480)) } catch {
+            #expect(error.code == .controlOutOfRange && error.message.contains("999"))
+        }
         #expect(!c.isRunning && k.openCount == 0 && !k.callLog.contains("STREAMON"))
     }
 

@@ -8,16 +8,16 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
     // @unchecked: every member is guarded by `lock`.
     enum Event { case frame(bytesUsed: Int?, flags: UInt32, timestampNs: Int64?, sequence: UInt32?), error(Int32), eintr }
 
-    private let lock = NSCondition()   // the lock, and the "something happened" signal poll() waits on
+    private let lock = NSCondition() // the lock, and the "something happened" signal poll() waits on
     private var script: [Event] = []
     var openErrno: Int32 = 0
-    private var failOn: [UInt: Int32] = [:]        // request → errno (once)
+    private var failOn: [UInt: Int32] = [:] // request → errno (once)
     var extraStride = 64
     private(set) var calls: [String] = []
     private(set) var openFDs: Set<Int32> = []
     private(set) var mapped: [Int: UnsafeMutableRawPointer] = [:]
     private var buffers: [UnsafeMutableRawPointer] = []
-    deinit { buffers.forEach { $0.deallocate() } }   // a test that never freed them (LeakSanitizer stays quiet)
+    deinit { buffers.forEach { $0.deallocate() } } // a test that never freed them (LeakSanitizer stays quiet)
     private var queue: [Int] = []
     private var fmt = (width: 640, height: 480, pf: PixelFormat.yuyv.rawValue)
     private var fps = (num: UInt32(1), den: UInt32(30))
@@ -42,20 +42,25 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
         Control(id: 0x0098_0912, type: 2, name: "Gain, Automatic", min: 0, max: 1, def: 1, flags: 0x08, value: 1),
         Control(id: 0x0098_0913, type: 1, name: "Gain", min: 0, max: 255, step: 1, def: 100, value: 100),
         Control(id: 0x0098_0914, type: 2, name: "Horizontal Flip", min: 0, max: 1),
-        Control(id: 0x0098_0918, type: 3, name: "Power Line Frequency", min: 0, max: 2, def: 2, value: 2,
-                menu: [0: "Disabled", 1: "50 Hz", 2: "60 Hz"]),
+        Control(
+            id: 0x0098_0918, type: 3, name: "Power Line Frequency", min: 0, max: 2, def: 2, value: 2,
+            menu: [0: "Disabled", 1: "50 Hz", 2: "60 Hz"]),
         Control(id: 0x0098_091b, type: 1, name: "Sharpness", min: 0, max: 100, step: 10, def: 50, value: 50),
         Control(id: 0x0098_f900, type: 4, name: "Button", flags: 0x240),
-        Control(id: 0x0098_f904, type: 3, name: "Menu", min: 1, max: 4, def: 3, value: 3, menu: [1: "Menu Item 1", 3: "Menu Item 3", 4: "Menu Item 4"]),
+        Control(
+            id: 0x0098_f904, type: 3, name: "Menu", min: 1, max: 4, def: 3, value: 3, menu: [1: "Menu Item 1", 3: "Menu Item 3", 4: "Menu Item 4"]),
         Control(id: 0x0098_f907, type: 9, name: "Integer Menu", min: 1, max: 3, def: 2, value: 2, menu: [1: "2", 2: "5", 3: "13"]),
         Control(id: 0x0098_f903, type: 5, name: "Integer 64 Bits", min: .min, max: .max, def: 0, value: 1 << 40),
         Control(id: 0x0098_f905, type: 7, name: "String", min: 2, max: 4, step: 1, flags: 0x100, text: "ab"),
         Control(id: 0x009a_0001, type: 6, name: "Camera Controls", flags: 0x44),
-        Control(id: 0x009a_0922, type: 3, name: "Camera Orientation", min: 0, max: 2, flags: 0x04, value: 2,
-                menu: [0: "Front", 1: "Back", 2: "External"]),
+        Control(
+            id: 0x009a_0922, type: 3, name: "Camera Orientation", min: 0, max: 2, flags: 0x04, value: 2,
+            menu: [0: "Front", 1: "Back", 2: "External"]),
         Control(id: 0x009a_0923, type: 1, name: "Camera Sensor Rotation", min: 0, max: 270, step: 90, flags: 0x04, value: 0),
     ].sorted { $0.id < $1.id }
-    func setControlValue(_ id: UInt32, _ v: Int64) { lock.withLock { if let i = controls.firstIndex(where: { $0.id == id }) { controls[i].value = v } } }
+    func setControlValue(_ id: UInt32, _ v: Int64) {
+        lock.withLock { if let i = controls.firstIndex(where: { $0.id == id }) { controls[i].value = v } }
+    }
     func controlValue(_ id: UInt32) -> Int64? { lock.withLock { controls.first { $0.id == id }?.value } }
     func editControl(_ id: UInt32, _ body: (inout Control) -> Void) {
         lock.withLock { if let i = controls.firstIndex(where: { $0.id == id }) { body(&controls[i]) } }
@@ -78,10 +83,16 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
             let base = asked & ~(CV4L2_CTRL_FLAG_NEXT_CTRL | CV4L2_CTRL_FLAG_NEXT_COMPOUND)
             guard let c = next ? controls.first(where: { $0.id > base }) : controls.first(where: { $0.id == asked }) else { return EINVAL }
             q.pointee = v4l2_query_ext_ctrl()
-            q.pointee.id = c.id; q.pointee.type = c.type
+            q.pointee.id = c.id
+            q.pointee.type = c.type
             setCString(&q.pointee.name, c.name)
-            q.pointee.minimum = c.min; q.pointee.maximum = c.max; q.pointee.step = c.step; q.pointee.default_value = c.def
-            q.pointee.flags = dynamicFlags(c); q.pointee.elems = 1; q.pointee.elem_size = c.type == 5 ? 8 : 4
+            q.pointee.minimum = c.min
+            q.pointee.maximum = c.max
+            q.pointee.step = c.step
+            q.pointee.default_value = c.def
+            q.pointee.flags = dynamicFlags(c)
+            q.pointee.elems = 1
+            q.pointee.elem_size = c.type == 5 ? 8 : 4
             return 0
         case CV4L2_VIDIOC_QUERYMENU:
             let m = arg.assumingMemoryBound(to: v4l2_querymenu.self)
@@ -93,11 +104,14 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
             guard list.pointee.count == 1, let ctrl = list.pointee.controls else { return EINVAL }
             guard let i = controls.firstIndex(where: { $0.id == ctrl.pointee.id }), controls[i].type != 6 else { return EINVAL }
             let c = controls[i], flags = dynamicFlags(c)
-            if c.type == 7 {   // strings: through the pointer, `size` bytes with the terminator
+            if c.type == 7 { // strings: through the pointer, `size` bytes with the terminator
                 guard let p = ctrl.pointee.string else { return EFAULT }
                 if request == CV4L2_VIDIOC_G_EXT_CTRLS {
                     let bytes = Array(c.text.utf8)
-                    guard Int(ctrl.pointee.size) > bytes.count else { ctrl.pointee.size = UInt32(bytes.count + 1); return ENOSPC }
+                    guard Int(ctrl.pointee.size) > bytes.count else {
+                        ctrl.pointee.size = UInt32(bytes.count + 1)
+                        return ENOSPC
+                    }
                     for (i, b) in bytes.enumerated() { p[i] = CChar(bitPattern: b) }
                     p[bytes.count] = 0
                     return 0
@@ -122,7 +136,7 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
                 guard c.menu[v] != nil else { return EINVAL }
             case 2: v = v != 0 ? 1 : 0
             case 4: v = 0
-            case 1, 5:   // the V4L2 core clamps and rounds to the step
+            case 1, 5: // the V4L2 core clamps and rounds to the step
                 v = Swift.max(c.min, Swift.min(c.max, v))
                 if c.step > 1 { v = c.min + (v - c.min + Int64(c.step) / 2) / Int64(c.step) * Int64(c.step) }
             default: break
@@ -137,15 +151,29 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
 
     var stride: Int { lock.withLock { fmt.width * 2 + extraStride } }
     var sizeImage: Int { lock.withLock { (fmt.width * 2 + extraStride) * fmt.height } }
-    func log(_ s: String) { calls.append(s); lock.broadcast() }
+    func log(_ s: String) {
+        calls.append(s)
+        lock.broadcast()
+    }
 
-    func push(_ events: [Event]) { lock.withLock { script += events; lock.broadcast() } }
+    func push(_ events: [Event]) {
+        lock.withLock {
+            script += events
+            lock.broadcast()
+        }
+    }
     /// Makes the next `request` fail with `errno` (once); safe while streaming.
-    func fail(_ request: UInt, with errno: Int32) { lock.withLock { failOn[request] = errno; lock.broadcast() } }
+    func fail(_ request: UInt, with errno: Int32) {
+        lock.withLock {
+            failOn[request] = errno
+            lock.broadcast()
+        }
+    }
     /// Waits until the stream has called ioctl `request` `count` times in all (an event, not a delay).
     func waitForCalls(_ name: String, count: Int = 1, timeout: Double = 10) -> Bool {
         let end = Date().addingTimeInterval(timeout)
-        lock.lock(); defer { lock.unlock() }
+        lock.lock()
+        defer { lock.unlock() }
         while calls.filter({ $0 == name }).count < count { if !lock.wait(until: end) { return false } }
         return true
     }
@@ -157,26 +185,41 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
     func open(_ path: String) -> (fd: Int32, errno: Int32) {
         lock.withLock {
             if openErrno != 0 { return (-1, openErrno) }
-            nextFD += 1; openFDs.insert(nextFD); log("open"); return (nextFD, 0)
+            nextFD += 1
+            openFDs.insert(nextFD)
+            log("open")
+            return (nextFD, 0)
         }
     }
-    func close(_ fd: Int32) { lock.withLock { openFDs.remove(fd); log("close") } }
+    func close(_ fd: Int32) {
+        lock.withLock {
+            openFDs.remove(fd)
+            log("close")
+        }
+    }
 
     func mmap(_ fd: Int32, length: Int, offset: Int64) -> (pointer: UnsafeMutableRawPointer?, errno: Int32) {
         lock.withLock {
             let i = Int(offset / 4096)
             guard i < buffers.count else { return (nil, EINVAL) }
-            mapped[i] = buffers[i]; return (buffers[i], 0)
+            mapped[i] = buffers[i]
+            return (buffers[i], 0)
         }
     }
     func munmap(_ pointer: UnsafeMutableRawPointer, length: Int) {
-        lock.withLock { if let k = mapped.first(where: { $0.value == pointer })?.key { mapped[k] = nil; log("munmap") } }
+        lock.withLock {
+            if let k = mapped.first(where: { $0.value == pointer })?.key {
+                mapped[k] = nil
+                log("munmap")
+            }
+        }
     }
 
     /// As the kernel's poll: returns at once when an event is ready, else waits for one (a push, a QBUF)
     /// up to the timeout.
     func poll(_ fd: Int32, timeoutMs: Int32) -> Int32 {
-        lock.lock(); defer { lock.unlock() }
+        lock.lock()
+        defer { lock.unlock() }
         let end = Date().addingTimeInterval(Double(timeoutMs) / 1000)
         while true {
             let ready = !script.isEmpty && (!queue.isEmpty || { if case .frame = script[0] { false } else { true } }())
@@ -186,8 +229,12 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
     }
 
     func ioctl(_ fd: Int32, _ request: UInt, _ arg: UnsafeMutableRawPointer) -> Int32 {
-        lock.lock(); defer { lock.unlock() }
-        if let e = failOn.removeValue(forKey: request) { log("fail \(request)"); return e }
+        lock.lock()
+        defer { lock.unlock() }
+        if let e = failOn.removeValue(forKey: request) {
+            log("fail \(request)")
+            return e
+        }
         if let r = controlIoctl(request, arg) { return r }
         switch request {
         case CV4L2_VIDIOC_QUERYCAP:
@@ -210,11 +257,13 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
                 let sizes = [(640, 480), (320, 240)]
                 guard Int(s.pointee.index) < sizes.count else { return EINVAL }
                 s.pointee.type = V4L2_FRMSIZE_TYPE_DISCRETE.rawValue
-                s.pointee.discrete.width = UInt32(sizes[Int(s.pointee.index)].0); s.pointee.discrete.height = UInt32(sizes[Int(s.pointee.index)].1)
+                s.pointee.discrete.width = UInt32(sizes[Int(s.pointee.index)].0)
+                s.pointee.discrete.height = UInt32(sizes[Int(s.pointee.index)].1)
             } else {
                 guard s.pointee.index == 0 else { return EINVAL }
                 s.pointee.type = V4L2_FRMSIZE_TYPE_STEPWISE.rawValue
-                s.pointee.stepwise = v4l2_frmsize_stepwise(min_width: 160, max_width: 1920, step_width: 8, min_height: 120, max_height: 1080, step_height: 8)
+                s.pointee.stepwise = v4l2_frmsize_stepwise(
+                    min_width: 160, max_width: 1920, step_width: 8, min_height: 120, max_height: 1080, step_height: 8)
             }
         case CV4L2_VIDIOC_ENUM_FRAMEINTERVALS:
             let f = arg.assumingMemoryBound(to: v4l2_frmivalenum.self)
@@ -227,7 +276,8 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
             log("S_FMT")
         case CV4L2_VIDIOC_G_FMT:
             let f = arg.assumingMemoryBound(to: v4l2_format.self)
-            f.pointee.fmt.pix.width = UInt32(fmt.width); f.pointee.fmt.pix.height = UInt32(fmt.height)
+            f.pointee.fmt.pix.width = UInt32(fmt.width)
+            f.pointee.fmt.pix.height = UInt32(fmt.height)
             f.pointee.fmt.pix.pixelformat = fmt.pf
             f.pointee.fmt.pix.bytesperline = UInt32(fmt.width * 2 + extraStride)
             f.pointee.fmt.pix.sizeimage = UInt32((fmt.width * 2 + extraStride) * fmt.height)
@@ -244,10 +294,12 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
             log("REQBUFS \(r.pointee.count)")
             if r.pointee.count == 0 {
                 if !mapped.isEmpty { return EBUSY }
-                buffers.forEach { $0.deallocate() }; buffers = []; queue = []
+                buffers.forEach { $0.deallocate() }
+                buffers = []
+                queue = []
             } else {
                 let size = (fmt.width * 2 + extraStride) * fmt.height
-                buffers.forEach { $0.deallocate() }   // a second REQBUFS replaces them, as the kernel does
+                buffers.forEach { $0.deallocate() } // a second REQBUFS replaces them, as the kernel does
                 buffers = (0..<Int(r.pointee.count)).map { _ in UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 64) }
             }
         case CV4L2_VIDIOC_QUERYBUF:
@@ -258,13 +310,22 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
             let b = arg.assumingMemoryBound(to: v4l2_buffer.self)
             queue.append(Int(b.pointee.index))
             log("QBUF")
-        case CV4L2_VIDIOC_STREAMON: streaming = true; log("STREAMON")
-        case CV4L2_VIDIOC_STREAMOFF: streaming = false; queue = []; log("STREAMOFF")
+        case CV4L2_VIDIOC_STREAMON:
+            streaming = true
+            log("STREAMON")
+        case CV4L2_VIDIOC_STREAMOFF:
+            streaming = false
+            queue = []
+            log("STREAMOFF")
         case CV4L2_VIDIOC_DQBUF:
             guard streaming, !script.isEmpty else { return EAGAIN }
             switch script[0] {
-            case .eintr: script.removeFirst(); return EINTR
-            case .error(let e): script.removeFirst(); return e
+            case .eintr:
+                script.removeFirst()
+                return EINTR
+            case .error(let e):
+                script.removeFirst()
+                return e
             case .frame(let used, let flags, let ts, let sequence):
                 guard !queue.isEmpty else { return EAGAIN }
                 script.removeFirst()
@@ -284,7 +345,9 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
 }
 
 let monotonicFlag = CV4L2_BUF_FLAG_TIMESTAMP_MONOTONIC
-func goodFrame(_ ts: Int64? = nil, seq: UInt32? = nil) -> FakeKernel.Event { .frame(bytesUsed: nil, flags: monotonicFlag, timestampNs: ts, sequence: seq) }
+func goodFrame(_ ts: Int64? = nil, seq: UInt32? = nil) -> FakeKernel.Event {
+    .frame(bytesUsed: nil, flags: monotonicFlag, timestampNs: ts, sequence: seq)
+}
 
 func setCString<T>(_ field: inout T, _ value: String) {
     withUnsafeMutableBytes(of: &field) { dst in

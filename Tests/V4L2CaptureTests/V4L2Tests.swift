@@ -26,13 +26,16 @@ final class Sink: @unchecked Sendable {
     var error: CaptureError?
     var copied = 0
     var sink: FrameSink {
-        FrameSink(frame: { f in self.lock.withLock {
-                      self.seen.append((f.buffer.stride, f.buffer.bytesUsed, f.timestampNs))
-                      if self.hold { self.frames.append(f) }
-                  } },
-                  dropped: { r, n in self.lock.withLock { self.drops[r, default: 0] += n } },
-                  failed: { e in self.lock.withLock { self.error = e } },
-                  copied: { self.lock.withLock { self.copied += 1 } })
+        FrameSink(
+            frame: { f in
+                self.lock.withLock {
+                    self.seen.append((f.buffer.stride, f.buffer.bytesUsed, f.timestampNs))
+                    if self.hold { self.frames.append(f) }
+                }
+            },
+            dropped: { r, n in self.lock.withLock { self.drops[r, default: 0] += n } },
+            failed: { e in self.lock.withLock { self.error = e } },
+            copied: { self.lock.withLock { self.copied += 1 } })
     }
     func wait(_ timeout: Double = 5, _ cond: (Sink) -> Bool) -> Bool {
         waitUntil(timeout: timeout, every: 0.005) { lock.withLock { cond(self) } }
@@ -46,7 +49,10 @@ func startStream(_ k: FakeKernel, _ s: Sink, config: V4L2Stream.Configuration = 
     let dev = fakeDev()
     let provider = V4L2DeviceProvider(kernel: k, devDirectory: dev, configuration: config)
     let device = try #require(try provider.device(for: dev + "/video0"))
-    return try #require(try provider.openStream(device: device, request: StreamRequest(pixelFormat: .yuyv, size: FrameSize(width: 640, height: 480), fps: Fraction(30)), sink: s.sink) as? V4L2Stream)
+    return try #require(
+        try provider.openStream(
+            device: device, request: StreamRequest(pixelFormat: .yuyv, size: FrameSize(width: 640, height: 480), fps: Fraction(30)), sink: s.sink)
+            as? V4L2Stream)
 }
 
 @Suite(.serialized, .timeLimit(.minutes(1))) struct V4L2Tests {
@@ -60,7 +66,10 @@ func startStream(_ k: FakeKernel, _ s: Sink, config: V4L2Stream.Configuration = 
         let formats = try provider.formats(of: devices[0])
         #expect(formats.map(\.pixelFormat) == [.yuyv, .yuyv, .mjpeg], "emulated RGB3 is not offered")
         #expect(formats[0].intervals == .discrete([Fraction(1, 30), Fraction(1, 15)]))
-        #expect(formats[2].size == .stepwise(min: FrameSize(width: 160, height: 120), max: FrameSize(width: 1920, height: 1080), step: FrameSize(width: 8, height: 8)))
+        #expect(
+            formats[2].size
+                == .stepwise(min: FrameSize(width: 160, height: 120), max: FrameSize(width: 1920, height: 1080), step: FrameSize(width: 8, height: 8))
+        )
         #expect(k.openCount == 0, "enumeration closes what it opens")
     }
 
@@ -82,8 +91,10 @@ func startStream(_ k: FakeKernel, _ s: Sink, config: V4L2Stream.Configuration = 
 
     @Test func shortAndCorruptBuffersAreDroppedAndCaptureGoesOn() throws {
         let k = FakeKernel()
-        k.push([goodFrame(), .frame(bytesUsed: 1000, flags: monotonicFlag, timestampNs: nil, sequence: nil),
-                .frame(bytesUsed: nil, flags: monotonicFlag | CV4L2_BUF_FLAG_ERROR, timestampNs: nil, sequence: nil), goodFrame(), goodFrame()])
+        k.push([
+            goodFrame(), .frame(bytesUsed: 1000, flags: monotonicFlag, timestampNs: nil, sequence: nil),
+            .frame(bytesUsed: nil, flags: monotonicFlag | CV4L2_BUF_FLAG_ERROR, timestampNs: nil, sequence: nil), goodFrame(), goodFrame(),
+        ])
         let s = Sink()
         let stream = try startStream(k, s)
         #expect(s.wait { $0.seen.count == 3 })
@@ -114,7 +125,7 @@ func startStream(_ k: FakeKernel, _ s: Sink, config: V4L2Stream.Configuration = 
         s.lock.withLock { s.frames.removeAll() }
         #expect(k.mappedCount == 0)
         #expect(k.openCount == 0)
-        stream.stop()   // idempotent after a failure
+        stream.stop() // idempotent after a failure
     }
 
     @Test func heldFramesStayValidAfterStopAndUnmapOnRelease() throws {
@@ -133,8 +144,10 @@ func startStream(_ k: FakeKernel, _ s: Sink, config: V4L2Stream.Configuration = 
     @Test func badTimestampsAreReplacedAndDeliveredStrictlyIncreasing() throws {
         let k = FakeKernel()
         let now = monotonicNanoseconds()
-        k.push([goodFrame(now - 30_000_000), goodFrame(now - 60_000_000), goodFrame(now - 60_000_000),
-                goodFrame(now + 10_000_000_000), .frame(bytesUsed: nil, flags: 0, timestampNs: 5, sequence: nil), goodFrame()])
+        k.push([
+            goodFrame(now - 30_000_000), goodFrame(now - 60_000_000), goodFrame(now - 60_000_000),
+            goodFrame(now + 10_000_000_000), .frame(bytesUsed: nil, flags: 0, timestampNs: 5, sequence: nil), goodFrame(),
+        ])
         let s = Sink()
         let stream = try startStream(k, s)
         #expect(s.wait { $0.seen.count == 6 })
@@ -159,20 +172,30 @@ func startStream(_ k: FakeKernel, _ s: Sink, config: V4L2Stream.Configuration = 
         let k = FakeKernel()
         k.fail(CV4L2_VIDIOC_S_FMT, with: EBUSY)
         let s = Sink()
-        do { _ = try startStream(k, s); Issue.record("started") } catch let e as CaptureError {
+        do {
+            _ = try startStream(k, s)
+            Issue.record("started")
+        } catch let e as CaptureError {
             #expect(e.code == .deviceBusy)
             #expect(e.message.contains("video0 is busy"))
         }
         #expect(k.openCount == 0 && k.mappedCount == 0)
-        let k2 = FakeKernel(); k2.openErrno = EACCES
-        do { _ = try startStream(k2, Sink()); Issue.record("started") } catch let e as CaptureError { #expect(e.code == .permissionDenied) }
+        let k2 = FakeKernel()
+        k2.openErrno = EACCES
+        do {
+            _ = try startStream(k2, Sink())
+            Issue.record("started")
+        } catch let e as CaptureError { #expect(e.code == .permissionDenied) }
     }
 
     @Test(arguments: [CV4L2_VIDIOC_STREAMON, CV4L2_VIDIOC_REQBUFS, CV4L2_VIDIOC_QBUF])
     func setupFailuresLeaveNothingOpen(_ request: UInt) throws {
         let k = FakeKernel()
         k.fail(request, with: EIO)
-        do { _ = try startStream(k, Sink()); Issue.record("started") } catch let e as CaptureError {
+        do {
+            _ = try startStream(k, Sink())
+            Issue.record("started")
+        } catch let e as CaptureError {
             #expect(e.errno == EIO)
             #expect(e.message.contains("failed on"))
         }
@@ -182,11 +205,11 @@ func startStream(_ k: FakeKernel, _ s: Sink, config: V4L2Stream.Configuration = 
     @Test func qbufFailureMidStreamStopsCapture() throws {
         let k = FakeKernel()
         k.push([goodFrame(), goodFrame(), goodFrame()])
-        let s = Sink(hold: true)   // the buffers come back (QBUF) only when the test lets go of them
+        let s = Sink(hold: true) // the buffers come back (QBUF) only when the test lets go of them
         let stream = try startStream(k, s)
         #expect(s.wait { $0.seen.count >= 1 })
         k.fail(CV4L2_VIDIOC_QBUF, with: EINVAL)
-        s.lock.withLock { s.frames.removeAll() }   // release buffers so they are re-queued
+        s.lock.withLock { s.frames.removeAll() } // release buffers so they are re-queued
         #expect(s.wait { $0.error != nil })
         #expect(s.error?.code == .streamFailed)
         s.lock.withLock { s.frames.removeAll() }
@@ -208,7 +231,7 @@ func startStream(_ k: FakeKernel, _ s: Sink, config: V4L2Stream.Configuration = 
     @Test func consumersHoldingBuffersGetBoundedCopiesThenCountedDrops() throws {
         let k = FakeKernel()
         k.push((0..<12).map { _ in goodFrame() })
-        let s = Sink(hold: true)   // keeps every frame it gets
+        let s = Sink(hold: true) // keeps every frame it gets
         let stream = try startStream(k, s, config: .init(bufferCount: 4, copyBuffers: 2, pollTimeoutMs: 20, noFrameTimeoutNs: 600_000_000_000))
         // 3 frames borrow driver buffers (one stays with the driver), 2 are copies, the other 7 are dropped
         // with their reason: memory stays bounded and the driver never starves.
@@ -225,19 +248,21 @@ func startStream(_ k: FakeKernel, _ s: Sink, config: V4L2Stream.Configuration = 
         let k = FakeKernel()
         k.push((0..<5).map { _ in goodFrame() })
         let dev = fakeDev()
-        var capturer: CameraVideoCapturer? = CameraVideoCapturer(providers: [V4L2DeviceProvider(kernel: k, devDirectory: dev, configuration: fakeStreamConfig)])
+        var capturer: CameraVideoCapturer? = CameraVideoCapturer(providers: [
+            V4L2DeviceProvider(kernel: k, devDirectory: dev, configuration: fakeStreamConfig)
+        ])
         let device = try capturer!.device(dev + "/video0")
         let stream = capturer!.frames()
         try await capturer!.startCapture(device: device, targetSize: FrameSize(width: 640, height: 480))
         var it = stream.makeAsyncIterator()
-        #expect(try await it.next() != nil)   // streaming
+        #expect(try await it.next() != nil) // streaming
         #expect(k.openCount == 1 && k.mappedCount == 4)
         let closes = k.callLog.filter { $0 == "close" }.count
-        capturer = nil   // released without stopCapture() (the last reference may be dropped on the delivery thread)
+        capturer = nil // released without stopCapture() (the last reference may be dropped on the delivery thread)
         #expect(k.waitForCalls("STREAMOFF"), "STREAMOFF")
         #expect(k.waitForCalls("close", count: closes + 1), "closed")
         var buffered = 0
-        while try await it.next() != nil { buffered += 1 }   // what was already queued for us, then the end
+        while try await it.next() != nil { buffered += 1 } // what was already queued for us, then the end
         #expect(buffered <= 2, "the stream ends with its capturer")
         // The last frame in flight on the delivery thread is released when its callback returns.
         #expect(k.waitForCalls("munmap", count: 4), "every buffer unmapped")
@@ -254,12 +279,15 @@ func startStream(_ k: FakeKernel, _ s: Sink, config: V4L2Stream.Configuration = 
         try FileManager.default.removeItem(atPath: dir + "/video8")
         try FileManager.default.removeItem(atPath: dir + "/video7")
         var events: [DeviceEvent] = []
-        for await e in monitor.events { events.append(e); if events.count == 2 { break } }
+        for await e in monitor.events {
+            events.append(e)
+            if events.count == 2 { break }
+        }
         monitor.stop()
-        monitor.stop()   // a second stop returns at once
+        monitor.stop() // a second stop returns at once
         #expect(events == [.connected(path: dir + "/video7"), .disconnected(path: dir + "/video7")])
         var rest: [DeviceEvent] = []
-        for await e in monitor.events { rest.append(e) }   // finished by stop()
+        for await e in monitor.events { rest.append(e) } // finished by stop()
         #expect(rest.isEmpty)
     }
 

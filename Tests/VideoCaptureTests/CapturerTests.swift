@@ -36,24 +36,44 @@ struct CapturerTests {
             Issue.record("second start succeeded")
         } catch { #expect(error.code == .alreadyRunning) }
         try await capturer.stopCapture()
-        do { _ = try capturer.device("fixture:nope"); Issue.record("unknown device accepted") }
-        catch { #expect(error.code == .unknownDevice); #expect(error.message.contains("uvc-webcam")) }
-        do { _ = try capturer.device("/tmp/definitely-not-here.json"); Issue.record("missing file accepted") }
-        catch { #expect(error.code == .unknownDevice) }
+        do {
+            _ = try capturer.device("fixture:nope")
+            Issue.record("unknown device accepted")
+        } catch {
+            #expect(error.code == .unknownDevice)
+            #expect(error.message.contains("uvc-webcam"))
+        }
+        do {
+            _ = try capturer.device("/tmp/definitely-not-here.json")
+            Issue.record("missing file accepted")
+        } catch { #expect(error.code == .unknownDevice) }
         // A format the device does not offer.
         let notOffered = CaptureFormat(pixelFormat: .nv12, size: .discrete(FrameSize(width: 640, height: 480)), intervals: nil)
-        do { try await capturer.startCapture(device: device, format: notOffered, size: FrameSize(width: 640, height: 480), fps: Fraction(30)); Issue.record("accepted") }
-        catch { #expect(error.code == .unsupportedFormat); #expect(error.message.contains("NV12")) }
+        do {
+            try await capturer.startCapture(device: device, format: notOffered, size: FrameSize(width: 640, height: 480), fps: Fraction(30))
+            Issue.record("accepted")
+        } catch {
+            #expect(error.code == .unsupportedFormat)
+            #expect(error.message.contains("NV12"))
+        }
         let wrongSize = CaptureFormat(pixelFormat: .yuyv, size: .discrete(FrameSize(width: 640, height: 480)), intervals: nil)
-        do { try await capturer.startCapture(device: device, format: wrongSize, size: FrameSize(width: 641, height: 480), fps: Fraction(30)); Issue.record("accepted") }
-        catch { #expect(error.code == .unsupportedFormat) }
+        do {
+            try await capturer.startCapture(device: device, format: wrongSize, size: FrameSize(width: 641, height: 480), fps: Fraction(30))
+            Issue.record("accepted")
+        } catch { #expect(error.code == .unsupportedFormat) }
         #expect(!capturer.isRunning)
     }
 
     @Test func invalidFixtureFileIsATypedError() {
-        let path = tempFile("broken.json", "{\"name\": \"x\", \"formats\": [{\"pixelFormat\": \"YUYV\", \"sizes\": [{\"width\": 0, \"height\": 1}]}]}")
-        do { _ = try makeCapturer().device(path); Issue.record("accepted") }
-        catch { #expect(error.code == .invalidFixture); #expect(error.message.contains(path + ":1")) }
+        let path = tempFile(
+            "broken.json", "{\"name\": \"x\", \"formats\": [{\"pixelFormat\": \"YUYV\", \"sizes\": [{\"width\": 0, \"height\": 1}]}]}")
+        do {
+            _ = try makeCapturer().device(path)
+            Issue.record("accepted")
+        } catch {
+            #expect(error.code == .invalidFixture)
+            #expect(error.message.contains(path + ":1"))
+        }
     }
 
     @Test func manyDelegatesAndTheAsyncSequenceSeeTheSameFrames() async throws {
@@ -82,13 +102,13 @@ struct CapturerTests {
         #expect(try await it.next() != nil)
         try await capturer.stopCapture()
         var n = 1
-        while try await it.next() != nil { n += 1 }   // the buffered frames, then nil (a clean stop: no error)
+        while try await it.next() != nil { n += 1 } // the buffered frames, then nil (a clean stop: no error)
         #expect(n >= 1 && n <= 5)
     }
 
     @Test func slowConsumersMakeTheNewestFramesWin() async throws {
-        let capturer = makeCapturer()   // real-time pacing, 1 pending frame
-        let slow = Recorder(gated: true)   // blocks in its first callback until opened
+        let capturer = makeCapturer() // real-time pacing, 1 pending frame
+        let slow = Recorder(gated: true) // blocks in its first callback until opened
         capturer.addDelegate(slow)
         try await capturer.startCapture(device: try capturer.device("fixture:vivid"), targetSize: FrameSize(width: 320, height: 180), fpsLimit: 60)
         // While the consumer is stuck on frame 0, the camera goes on: wait for 20 more frames to be captured.
@@ -121,8 +141,8 @@ struct CapturerTests {
         #expect(await rec.wait { $0.frames.contains { $0.width == 352 } && $0.frames.filter { $0.width == 352 }.count >= 5 })
         try await capturer.stopCapture()
         let frames = rec.frames
-        #expect(frames.first?.rotation == .rotation90)    // back camera
-        #expect(frames.last?.rotation == .rotation270)    // front camera
+        #expect(frames.first?.rotation == .rotation90) // back camera
+        #expect(frames.last?.rotation == .rotation270) // front camera
         #expect(zip(frames, frames.dropFirst()).allSatisfy { $0.timestampNs < $1.timestampNs })
         #expect(zip(frames, frames.dropFirst()).allSatisfy { $0.sequence < $1.sequence })
         #expect(capturer.currentDevice == nil)
@@ -133,7 +153,10 @@ struct CapturerTests {
         let stream = capturer.frames()
         try await capturer.startCapture(device: try capturer.device("fixture:uvc-webcam"), targetSize: FrameSize(width: 640, height: 480))
         var ts: [Int64] = []
-        for try await f in stream { ts.append(f.timestampNs); if ts.count == 90 { break } }
+        for try await f in stream {
+            ts.append(f.timestampNs)
+            if ts.count == 90 { break }
+        }
         try await capturer.stopCapture()
         for (i, t) in ts.enumerated() { #expect(t - ts[0] == Int64(i) * 1_000_000_000 / 30) }
     }
@@ -169,12 +192,15 @@ struct CapturerTests {
             for try await _ in stream { n += 1 }
             Issue.record("the sequence ended without the error")
         } catch {
-            #expect(error.code == .disconnected)   // the sequence ends by throwing what stopped capture
+            #expect(error.code == .disconnected) // the sequence ends by throwing what stopped capture
         }
         #expect(n <= 5)
         #expect(await rec.wait { !$0.stops.isEmpty })
         #expect(rec.stops.first??.code == .disconnected)
         #expect(!capturer.isRunning)
-        do { try await capturer.stopCapture(); Issue.record("stop after disconnect succeeded") } catch { #expect(error.code == .notRunning) }
+        do {
+            try await capturer.stopCapture()
+            Issue.record("stop after disconnect succeeded")
+        } catch { #expect(error.code == .notRunning) }
     }
 }

@@ -27,11 +27,12 @@ import Testing
 @Test func negotiationWithExtremeValuesDoesNotTrap() {
     // Built directly (not through the parser), as a driver or a caller might.
     let extreme = FrameIntervals.stepwise(min: Fraction(1, Int64.max), max: Fraction(Int64.max), step: Fraction(1, Int64.max - 1))
-    #expect(extreme.bestRate(limit: Fraction(30)) == Fraction(30))   // too fine to step exactly: taken as continuous
+    #expect(extreme.bestRate(limit: Fraction(30)) == Fraction(30)) // too fine to step exactly: taken as continuous
     #expect(FrameIntervals.continuous(min: Fraction(0), max: Fraction(1)).bestRate(limit: Fraction(30)) == nil)
     #expect(FrameIntervals.discrete([Fraction(0)]).rateBounds == nil)
-    let wide = FrameSizeRange.stepwise(min: FrameSize(width: 2, height: 2), max: FrameSize(width: Int.max, height: Int.max),
-                                       step: FrameSize(width: Int.max - 3, height: 2))
+    let wide = FrameSizeRange.stepwise(
+        min: FrameSize(width: 2, height: 2), max: FrameSize(width: Int.max, height: Int.max),
+        step: FrameSize(width: Int.max - 3, height: 2))
     #expect(wide.closest(to: FrameSize(width: Int.max, height: 7)) == FrameSize(width: Int.max - 1, height: 6))
     let formats = [CaptureFormat(pixelFormat: .yuyv, size: wide, intervals: extreme, formatDescription: "x")]
     let s = FormatSelector.select(from: formats, target: FrameSize(width: Int.max, height: Int.max), fpsLimit: 0)

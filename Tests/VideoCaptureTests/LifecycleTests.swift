@@ -14,9 +14,15 @@ final class CountingProvider: CaptureDeviceProvider {
         let applied: AppliedFormat
         private let provider: CountingProvider
         private let stopped = Mutex(false)
-        init(_ applied: AppliedFormat, _ provider: CountingProvider) { self.applied = applied; self.provider = provider }
+        init(_ applied: AppliedFormat, _ provider: CountingProvider) {
+            self.applied = applied
+            self.provider = provider
+        }
         func stop() {
-            let first = stopped.withLock { s -> Bool in defer { s = true }; return !s }
+            let first = stopped.withLock { s -> Bool in
+                defer { s = true }
+                return !s
+            }
             if first { provider.open.subtract(1, ordering: .relaxed) }
         }
     }
@@ -26,7 +32,8 @@ final class CountingProvider: CaptureDeviceProvider {
         [CaptureFormat(pixelFormat: .i420, size: .discrete(FrameSize(width: 64, height: 64)), intervals: .discrete([Fraction(1, 30)]))]
     }
     func openStream(device: CaptureDevice, request: StreamRequest, sink: FrameSink) throws(CaptureError) -> any CaptureStream {
-        open.add(1, ordering: .relaxed); opened.add(1, ordering: .relaxed)
+        open.add(1, ordering: .relaxed)
+        opened.add(1, ordering: .relaxed)
         return Stream(AppliedFormat(pixelFormat: request.pixelFormat, size: request.size, stride: 64, fps: request.fps), self)
     }
 }
@@ -68,20 +75,24 @@ struct LifecycleTests {
     }
 
     @Test func aDelegateNobodyElseHoldsStillReceivesFramesUntilRemoved() async throws {
-        let capturer = CameraVideoCapturer(providers: [FixtureCameraProvider(options: .init(pacing: .asFastAsConsumed))],
-                                           configuration: .init(maxPendingFrames: 2, alwaysDiscardsLateFrames: false))
+        let capturer = CameraVideoCapturer(
+            providers: [FixtureCameraProvider(options: .init(pacing: .asFastAsConsumed))],
+            configuration: .init(maxPendingFrames: 2, alwaysDiscardsLateFrames: false))
         let counter = Counter()
         weak var weakDelegate: CountingDelegate?
         do {
             let d = CountingDelegate(counter)
             weakDelegate = d
-            capturer.addDelegate(d)   // the only strong reference is the capturer's
+            capturer.addDelegate(d) // the only strong reference is the capturer's
         }
         #expect(weakDelegate != nil, "held by the capturer")
         let stream = capturer.frames()
         try await capturer.startCapture(device: try capturer.device("fixture:vivid"), targetSize: FrameSize(width: 320, height: 180))
         var n = 0
-        for try await _ in stream { n += 1; if n == 10 { break } }
+        for try await _ in stream {
+            n += 1
+            if n == 10 { break }
+        }
         try await capturer.stopCapture()
         #expect(counter.value.load(ordering: .relaxed) >= 10)
         capturer.removeDelegate(try #require(weakDelegate))
@@ -89,8 +100,9 @@ struct LifecycleTests {
     }
 
     @Test func aStreamMadeBeforeTheStartGetsTheFirstFrameAndLateOnesAreCounted() async throws {
-        let capturer = CameraVideoCapturer(providers: [FixtureCameraProvider(options: .init(pacing: .asFastAsConsumed))],
-                                           configuration: .init(maxPendingFrames: 2, alwaysDiscardsLateFrames: false))
+        let capturer = CameraVideoCapturer(
+            providers: [FixtureCameraProvider(options: .init(pacing: .asFastAsConsumed))],
+            configuration: .init(maxPendingFrames: 2, alwaysDiscardsLateFrames: false))
         let stream = capturer.frames()
         try await capturer.startCapture(device: try capturer.device("fixture:vivid"), targetSize: FrameSize(width: 320, height: 180))
         var it = stream.makeAsyncIterator()
@@ -114,7 +126,8 @@ struct LifecycleTests {
             let capturer = CameraVideoCapturer(providers: [FixtureCameraProvider()])
             weakCapturer = capturer
             it = capturer.frames().makeAsyncIterator()
-            try await capturer.startCapture(device: try capturer.device("fixture:vivid"), targetSize: FrameSize(width: 320, height: 180), fpsLimit: 60)
+            try await capturer.startCapture(
+                device: try capturer.device("fixture:vivid"), targetSize: FrameSize(width: 320, height: 180), fpsLimit: 60)
             #expect(try await it.next() != nil)
         }
         // No retain cycle (delivery thread, streams) keeps it alive, and its streams end.

@@ -13,40 +13,79 @@ let negotiationCases: [NegotiationCase] = [
     // Seed 003: WebRTC picks by closest size; 1920x720 is nearest to 1920x1080 (360) not 1280x720 (640).
     .init(fixture: "macbook-m1", target: "1920x720", limit: 30, fourcc: "NV12", width: 1920, height: 1080, fps: 30, why: "closest size"),
     .init(fixture: "macbook-m1", target: "1280x720", limit: 30, fourcc: "NV12", width: 1280, height: 720, fps: 30, why: "exact size"),
-    .init(fixture: "macbook-m1", target: "1500x1500", limit: 24, fourcc: "NV12", width: 1552, height: 1552, fps: 24, why: "square, continuous rate clamps to the limit"),
+    .init(
+        fixture: "macbook-m1", target: "1500x1500", limit: 24, fourcc: "NV12", width: 1552, height: 1552, fps: 24,
+        why: "square, continuous rate clamps to the limit"),
     .init(fixture: "iphone", target: "1280x720", limit: 30, fourcc: "NV12", width: 1280, height: 720, fps: 30, why: "NV12/NV21 tie: NV12 is cheaper"),
-    .init(fixture: "iphone", target: "640x480", limit: 15, fourcc: "NV12", width: 640, height: 480, fps: 15, why: "duplicate sizes, range 1-30 gives the limit"),
-    .init(fixture: "iphone", target: "4000x3000", limit: 30, fourcc: "NV12", width: 3088, height: 2320, fps: 30, why: "larger than anything: the biggest"),
-    .init(fixture: "iphone-front", target: "100x100", limit: 30, fourcc: "NV12", width: 192, height: 144, fps: 30, why: "smaller than anything: the smallest"),
+    .init(
+        fixture: "iphone", target: "640x480", limit: 15, fourcc: "NV12", width: 640, height: 480, fps: 15,
+        why: "duplicate sizes, range 1-30 gives the limit"),
+    .init(
+        fixture: "iphone", target: "4000x3000", limit: 30, fourcc: "NV12", width: 3088, height: 2320, fps: 30,
+        why: "larger than anything: the biggest"),
+    .init(
+        fixture: "iphone-front", target: "100x100", limit: 30, fourcc: "NV12", width: 192, height: 144, fps: 30,
+        why: "smaller than anything: the smallest"),
     // UVC: HD YUYV is 10 fps; MJPEG gives 30.
     .init(fixture: "uvc-webcam", target: "1280x720", limit: 30, fourcc: "MJPG", width: 1280, height: 720, fps: 30, why: "fps beats conversion cost"),
     .init(fixture: "uvc-webcam", target: "1920x1080", limit: 30, fourcc: "MJPG", width: 1920, height: 1080, fps: 30, why: "YUYV 1080p is 5 fps"),
-    .init(fixture: "uvc-webcam", target: "640x480", limit: 30, fourcc: "YUYV", width: 640, height: 480, fps: 30, why: "same fps: YUYV cheaper than MJPG"),
-    .init(fixture: "uvc-webcam", target: "1280x720", limit: 60, fourcc: "MJPG", width: 1280, height: 720, fps: 60, why: "limit 60 reaches MJPEG's 60"),
-    .init(fixture: "uvc-webcam", target: "1280x720", limit: 10, fourcc: "YUYV", width: 1280, height: 720, fps: 10, why: "MJPEG's rates all above 10: within-limit YUYV wins"),
-    .init(fixture: "uvc-webcam", target: "1920x1080", limit: 2, fourcc: "YUYV", width: 1920, height: 1080, fps: 5, why: "all rates above the limit: the lowest"),
+    .init(
+        fixture: "uvc-webcam", target: "640x480", limit: 30, fourcc: "YUYV", width: 640, height: 480, fps: 30, why: "same fps: YUYV cheaper than MJPG"
+    ),
+    .init(
+        fixture: "uvc-webcam", target: "1280x720", limit: 60, fourcc: "MJPG", width: 1280, height: 720, fps: 60, why: "limit 60 reaches MJPEG's 60"),
+    .init(
+        fixture: "uvc-webcam", target: "1280x720", limit: 10, fourcc: "YUYV", width: 1280, height: 720, fps: 10,
+        why: "MJPEG's rates all above 10: within-limit YUYV wins"),
+    .init(
+        fixture: "uvc-webcam", target: "1920x1080", limit: 2, fourcc: "YUYV", width: 1920, height: 1080, fps: 5,
+        why: "all rates above the limit: the lowest"),
     .init(fixture: "uvc-webcam", target: "800x600", limit: 30, fourcc: "MJPG", width: 800, height: 600, fps: 30, why: "YUYV 800x600 tops at 24"),
     // vivid: every format at every size; rates shrink with size.
-    .init(fixture: "vivid", target: "1280x720", limit: 30, fourcc: "YU12", width: 1280, height: 720, fps: 12.5, why: "12.5 fps max at 720p, YU12 cheapest"),
+    .init(
+        fixture: "vivid", target: "1280x720", limit: 30, fourcc: "YU12", width: 1280, height: 720, fps: 12.5,
+        why: "12.5 fps max at 720p, YU12 cheapest"),
     .init(fixture: "vivid", target: "640x480", limit: 30, fourcc: "YU12", width: 640, height: 480, fps: 25, why: "25 fps max at VGA"),
     .init(fixture: "vivid", target: "320x180", limit: 30, fourcc: "YU12", width: 320, height: 180, fps: 30, why: "60/50/40 above the limit"),
     .init(fixture: "vivid", target: "320x180", limit: 60, fourcc: "YU12", width: 320, height: 180, fps: 60, why: "limit 60"),
     .init(fixture: "vivid", target: "1920x1080", limit: 30, fourcc: "YU12", width: 1920, height: 1080, fps: 5, why: "5 fps at 1080p"),
     .init(fixture: "vivid", target: "700x400", limit: 30, fourcc: "YU12", width: 640, height: 360, fps: 30, why: "640x360 (100) beats 640x480 (140)"),
     // Stepwise (old v4l2-ctl style): snapping to the step grid; Bayer is skipped.
-    .init(fixture: "stepwise", target: "1000x700", limit: 30, fourcc: "YUYV", width: 1000, height: 700, fps: 30, why: "step 2 hits exactly; NV12 step 16/8 misses by 12"),
-    .init(fixture: "stepwise", target: "1920x1080", limit: 30, fourcc: "NV12", width: 1920, height: 1080, fps: 30, why: "on NV12's grid; stepwise interval 1/60 steps gives 30"),
-    .init(fixture: "stepwise", target: "2592x1944", limit: 30, fourcc: "NV12", width: 1920, height: 1088, fps: 30, why: "Bayer exact but not convertible: clamp NV12"),
-    .init(fixture: "stepwise", target: "100x100", limit: 30, fourcc: "NV12", width: 176, height: 144, fps: 30, why: "both clamp to the minimum: NV12 cheaper"),
-    .init(fixture: "stepwise", target: "1000x700", limit: 45, fourcc: "YUYV", width: 1000, height: 700, fps: 30, why: "continuous 5-30: highest within 45 is 30"),
-    .init(fixture: "stepwise", target: "1000x700", limit: 3, fourcc: "YUYV", width: 1000, height: 700, fps: 5, why: "continuous 5-30 all above 3: the lowest"),
-    .init(fixture: "stepwise", target: "1928x1084", limit: 30, fourcc: "NV12", width: 1920, height: 1080, fps: 30, why: "width clamps to 1920; 1084 is halfway between 1080 and 1088: the smaller"),
+    .init(
+        fixture: "stepwise", target: "1000x700", limit: 30, fourcc: "YUYV", width: 1000, height: 700, fps: 30,
+        why: "step 2 hits exactly; NV12 step 16/8 misses by 12"),
+    .init(
+        fixture: "stepwise", target: "1920x1080", limit: 30, fourcc: "NV12", width: 1920, height: 1080, fps: 30,
+        why: "on NV12's grid; stepwise interval 1/60 steps gives 30"),
+    .init(
+        fixture: "stepwise", target: "2592x1944", limit: 30, fourcc: "NV12", width: 1920, height: 1088, fps: 30,
+        why: "Bayer exact but not convertible: clamp NV12"),
+    .init(
+        fixture: "stepwise", target: "100x100", limit: 30, fourcc: "NV12", width: 176, height: 144, fps: 30,
+        why: "both clamp to the minimum: NV12 cheaper"),
+    .init(
+        fixture: "stepwise", target: "1000x700", limit: 45, fourcc: "YUYV", width: 1000, height: 700, fps: 30,
+        why: "continuous 5-30: highest within 45 is 30"),
+    .init(
+        fixture: "stepwise", target: "1000x700", limit: 3, fourcc: "YUYV", width: 1000, height: 700, fps: 5,
+        why: "continuous 5-30 all above 3: the lowest"),
+    .init(
+        fixture: "stepwise", target: "1928x1084", limit: 30, fourcc: "NV12", width: 1920, height: 1080, fps: 30,
+        why: "width clamps to 1920; 1084 is halfway between 1080 and 1088: the smaller"),
     // Continuous sizes (JSON): H264 and Bayer are skipped.
     .init(fixture: "continuous", target: "1000x700", limit: 30, fourcc: "NV12", width: 1000, height: 700, fps: 30, why: "continuous size: exact"),
-    .init(fixture: "continuous", target: "1000x700", limit: 45, fourcc: "NV12", width: 1000, height: 700, fps: 45, why: "continuous rate: exactly the limit"),
-    .init(fixture: "continuous", target: "1920x1080", limit: 30, fourcc: "NV12", width: 1920, height: 1080, fps: 30, why: "H264 exact but compressed: skipped"),
-    .init(fixture: "continuous", target: "10x10", limit: 30, fourcc: "YUYV", width: 32, height: 32, fps: 30, why: "YUYV's 32x32 minimum is closer than NV12's 64x64"),
-    .init(fixture: "continuous", target: "992x696", limit: 20, fourcc: "NV12", width: 992, height: 696, fps: 20, why: "tie in size: NV12 20 fps vs YUYV stepwise interval 1/20"),
+    .init(
+        fixture: "continuous", target: "1000x700", limit: 45, fourcc: "NV12", width: 1000, height: 700, fps: 45,
+        why: "continuous rate: exactly the limit"),
+    .init(
+        fixture: "continuous", target: "1920x1080", limit: 30, fourcc: "NV12", width: 1920, height: 1080, fps: 30,
+        why: "H264 exact but compressed: skipped"),
+    .init(
+        fixture: "continuous", target: "10x10", limit: 30, fourcc: "YUYV", width: 32, height: 32, fps: 30,
+        why: "YUYV's 32x32 minimum is closer than NV12's 64x64"),
+    .init(
+        fixture: "continuous", target: "992x696", limit: 20, fourcc: "NV12", width: 992, height: 696, fps: 20,
+        why: "tie in size: NV12 20 fps vs YUYV stepwise interval 1/20"),
 ]
 
 @Test("negotiation follows the rules", arguments: negotiationCases)
@@ -59,8 +98,10 @@ func negotiation(_ c: NegotiationCase) throws {
 }
 
 @Test func negotiationSkipsEverythingUnconvertible() {
-    let formats = [CaptureFormat(pixelFormat: .h264, size: .discrete(FrameSize(width: 640, height: 480)), intervals: nil),
-                   CaptureFormat(pixelFormat: PixelFormat(fourcc: "BA81")!, size: .discrete(FrameSize(width: 640, height: 480)), intervals: nil)]
+    let formats = [
+        CaptureFormat(pixelFormat: .h264, size: .discrete(FrameSize(width: 640, height: 480)), intervals: nil),
+        CaptureFormat(pixelFormat: PixelFormat(fourcc: "BA81")!, size: .discrete(FrameSize(width: 640, height: 480)), intervals: nil),
+    ]
     #expect(FormatSelector.select(from: formats, target: FrameSize(width: 640, height: 480)) == nil)
 }
 
@@ -75,13 +116,14 @@ func negotiation(_ c: NegotiationCase) throws {
     #expect(iv.bestRate(limit: Fraction(25)) == Fraction(20))
     #expect(iv.bestRate(limit: Fraction(30)) == Fraction(30))
     #expect(iv.bestRate(limit: Fraction(100)) == Fraction(60))
-    #expect(iv.bestRate(limit: Fraction(4)) == Fraction(5))   // all above: the lowest
+    #expect(iv.bestRate(limit: Fraction(4)) == Fraction(5)) // all above: the lowest
     #expect(FrameIntervals.continuous(min: Fraction(1, 30), max: Fraction(1, 5)).bestRate(limit: Fraction(24)) == Fraction(24))
 }
 
 @Test func stepwiseSizesSnapToTheGrid() {
-    let r = FrameSizeRange.stepwise(min: FrameSize(width: 16, height: 16), max: FrameSize(width: 100, height: 100), step: FrameSize(width: 8, height: 8))
-    #expect(r.closest(to: FrameSize(width: 37, height: 43)) == FrameSize(width: 40, height: 40))   // 37→40 (3 up), 43→40 (3 down)
-    #expect(r.closest(to: FrameSize(width: 500, height: 1)) == FrameSize(width: 96, height: 16))   // clamp, then the last grid point ≤ max
-    #expect(r.closest(to: FrameSize(width: 20, height: 28)) == FrameSize(width: 16, height: 24))   // halfway → the smaller
+    let r = FrameSizeRange.stepwise(
+        min: FrameSize(width: 16, height: 16), max: FrameSize(width: 100, height: 100), step: FrameSize(width: 8, height: 8))
+    #expect(r.closest(to: FrameSize(width: 37, height: 43)) == FrameSize(width: 40, height: 40)) // 37→40 (3 up), 43→40 (3 down)
+    #expect(r.closest(to: FrameSize(width: 500, height: 1)) == FrameSize(width: 96, height: 16)) // clamp, then the last grid point ≤ max
+    #expect(r.closest(to: FrameSize(width: 20, height: 28)) == FrameSize(width: 16, height: 24)) // halfway → the smaller
 }

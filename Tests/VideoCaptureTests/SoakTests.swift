@@ -6,7 +6,8 @@ import FixtureCameras
 /// Resident memory (KiB) and open descriptors of this process.
 func residentKiB() -> Int {
     guard let s = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
-          let line = s.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }) else { return -1 }
+        let line = s.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") })
+    else { return -1 }
     return Int(line.split(separator: " ").dropFirst().first ?? "") ?? -1
 }
 func openDescriptors() -> Int { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1 }
@@ -21,8 +22,9 @@ struct SoakTests {
     static let switches = Int(ProcessInfo.processInfo.environment["SOAK_SWITCHES"] ?? "") ?? 20
 
     @Test func startStopAndSwitchCyclesKeepMemoryAndDescriptorsFlat() async throws {
-        let capturer = CameraVideoCapturer(providers: [FixtureCameraProvider(options: .init(pacing: .asFastAsConsumed))],
-                                           configuration: .init(maxPendingFrames: 2, alwaysDiscardsLateFrames: false))
+        let capturer = CameraVideoCapturer(
+            providers: [FixtureCameraProvider(options: .init(pacing: .asFastAsConsumed))],
+            configuration: .init(maxPendingFrames: 2, alwaysDiscardsLateFrames: false))
         let a = try capturer.device("fixture:vivid"), b = try capturer.device("fixture:uvc-webcam")
         let size = FrameSize(width: 320, height: 180)
         func cycle() async throws {
@@ -53,7 +55,9 @@ struct SoakTests {
         let rss1 = residentKiB(), fds1 = openDescriptors()
         try await switches(SoakTests.switches)
         let rss2 = residentKiB(), fds2 = openDescriptors()
-        print("soak: after warm-up RSS \(rss0) KiB, fds \(fds0); \(SoakTests.startStops) start/stop cycles: RSS \(rss1) KiB, fds \(fds1); then \(SoakTests.switches) switches: RSS \(rss2) KiB, fds \(fds2)")
+        print(
+            "soak: after warm-up RSS \(rss0) KiB, fds \(fds0); \(SoakTests.startStops) start/stop cycles: RSS \(rss1) KiB, fds \(fds1); then \(SoakTests.switches) switches: RSS \(rss2) KiB, fds \(fds2)"
+        )
         #expect(fds1 == fds0 && fds2 == fds0, "descriptors \(fds0) -> \(fds1) -> \(fds2)")
         // Flat: allow allocator noise, not growth per cycle (one leaked 640x480 frame per switch is 600 KB).
         #expect(rss1 - rss0 < 4096 && rss2 - rss0 < 8192, "RSS \(rss0) -> \(rss1) -> \(rss2) KiB")

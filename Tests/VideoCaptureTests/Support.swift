@@ -16,17 +16,27 @@ final class Recorder: CameraVideoCapturerDelegate, @unchecked Sendable {
     private let gate: DispatchSemaphore?
     /// `gated`: the first frame callback blocks until `open()` (a consumer stuck on a frame).
     init(delayMs: UInt32 = 0, keepFrames: Bool = false, gated: Bool = false) {
-        delayNs = delayMs * 1000; self.keepFrames = keepFrames; gate = gated ? DispatchSemaphore(value: 0) : nil
+        delayNs = delayMs * 1000
+        self.keepFrames = keepFrames
+        gate = gated ? DispatchSemaphore(value: 0) : nil
     }
     func open() { gate?.signal() }
 
     func capturer(_ capturer: CameraVideoCapturer, didCapture frame: VideoFrame) {
-        if let gate, lock.withLock({ _frames.isEmpty }) { gate.wait(); gate.signal() }
+        if let gate, lock.withLock({ _frames.isEmpty }) {
+            gate.wait()
+            gate.signal()
+        }
         // Keep metadata only (a copy of the struct keeps the buffer; drop pixels unless asked).
         lock.withLock {
-            _frames.append(keepFrames ? frame : VideoFrame(buffer: VideoFrameBuffer(pixelFormat: frame.buffer.pixelFormat, width: frame.width,
-                height: frame.height, stride: frame.buffer.stride, bytesUsed: 0, storage: Recorder.empty),
-                rotation: frame.rotation, timestampNs: frame.timestampNs, sequence: frame.sequence))
+            _frames.append(
+                keepFrames
+                    ? frame
+                    : VideoFrame(
+                        buffer: VideoFrameBuffer(
+                            pixelFormat: frame.buffer.pixelFormat, width: frame.width,
+                            height: frame.height, stride: frame.buffer.stride, bytesUsed: 0, storage: Recorder.empty),
+                        rotation: frame.rotation, timestampNs: frame.timestampNs, sequence: frame.sequence))
         }
         if delayNs > 0 { usleep(delayNs) }
     }
@@ -48,6 +58,7 @@ final class Recorder: CameraVideoCapturerDelegate, @unchecked Sendable {
 }
 
 func makeCapturer(_ options: FixtureCameraProvider.Options = .init(), discardsLate: Bool = true, pending: Int = 1) -> CameraVideoCapturer {
-    CameraVideoCapturer(providers: [FixtureCameraProvider(options: options)],
-                        configuration: .init(maxPendingFrames: pending, alwaysDiscardsLateFrames: discardsLate))
+    CameraVideoCapturer(
+        providers: [FixtureCameraProvider(options: options)],
+        configuration: .init(maxPendingFrames: pending, alwaysDiscardsLateFrames: discardsLate))
 }

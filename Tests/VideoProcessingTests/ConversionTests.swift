@@ -63,7 +63,8 @@ func swapped(_ bytes: [UInt8], _ swap: FormatCase.Swap, w: Int, h: Int) -> [UInt
         for r in 0..<h {
             for x in 0..<cw {
                 let a = bytes[w * h + r * 2 * cw + 2 * x], c = bytes[w * h + r * 2 * cw + 2 * x + 1]
-                u.append(vFirst ? c : a); v.append(vFirst ? a : c)
+                u.append(vFirst ? c : a)
+                v.append(vFirst ? a : c)
             }
         }
         b = Array(bytes[0..<(w * h)]) + u + v
@@ -71,7 +72,8 @@ func swapped(_ bytes: [UInt8], _ swap: FormatCase.Swap, w: Int, h: Int) -> [UInt
     return b
 }
 
-@Test("every format converts to I420 like ffmpeg does", arguments: formatCases, [FrameSize(width: 320, height: 180), FrameSize(width: 162, height: 90)])
+@Test(
+    "every format converts to I420 like ffmpeg does", arguments: formatCases, [FrameSize(width: 320, height: 180), FrameSize(width: 162, height: 90)])
 func conversionMatchesFFmpeg(_ c: FormatCase, _ size: FrameSize) throws {
     let pf = PixelFormat(fourcc: c.fourcc)!
     let (w, h) = (size.width, size.height)
@@ -91,7 +93,10 @@ func conversionMatchesFFmpeg(_ c: FormatCase, _ size: FrameSize) throws {
         var same = true
         for r in 0..<h where luma.count == w * h { for x in 0..<w where ours.dataY[r * ours.strideY + x] != luma[r * w + x] { same = false } }
         #expect(same, "GREY luma differs from ffmpeg's")
-        #expect((0..<ours.chromaHeight).allSatisfy { r in (0..<ours.chromaWidth).allSatisfy { ours.dataU[r * ours.strideU + $0] == 128 && ours.dataV[r * ours.strideV + $0] == 128 } })
+        #expect(
+            (0..<ours.chromaHeight).allSatisfy { r in
+                (0..<ours.chromaWidth).allSatisfy { ours.dataU[r * ours.strideU + $0] == 128 && ours.dataV[r * ours.strideV + $0] == 128 }
+            })
         return
     }
     let ref = try ffmpegToYUV420(["-f", "rawvideo", "-pix_fmt", c.ffmpeg, "-s", "\(w)x\(h)"], raw)
@@ -140,7 +145,12 @@ func conversionMatchesFFmpeg(_ c: FormatCase, _ size: FrameSize) throws {
     var i = 2, removed = 0
     while i + 4 < bytes.count, bytes[i] == 0xFF, bytes[i + 1] != 0xDA {
         let len = Int(bytes[i + 2]) << 8 | Int(bytes[i + 3])
-        if bytes[i + 1] == 0xC4 { bytes.removeSubrange(i..<(i + 2 + len)); removed += 1 } else { i += 2 + len }
+        if bytes[i + 1] == 0xC4 {
+            bytes.removeSubrange(i..<(i + 2 + len))
+            removed += 1
+        } else {
+            i += 2 + len
+        }
     }
     #expect(removed > 0, "the encoder wrote DHT segments to strip")
     let s2 = FrameStorage(capacity: bytes.count)
@@ -160,12 +170,21 @@ struct GeometryCase: Sendable, CustomTestStringConvertible {
 let geometryCases: [GeometryCase] = [
     .init(name: "rotate 90", options: .init(rotation: .rotation90), filter: "transpose=clock", out: FrameSize(width: 180, height: 320), minPSNR: 99),
     .init(name: "rotate 180", options: .init(rotation: .rotation180), filter: "hflip,vflip", out: FrameSize(width: 320, height: 180), minPSNR: 99),
-    .init(name: "rotate 270", options: .init(rotation: .rotation270), filter: "transpose=cclock", out: FrameSize(width: 180, height: 320), minPSNR: 99),
+    .init(
+        name: "rotate 270", options: .init(rotation: .rotation270), filter: "transpose=cclock", out: FrameSize(width: 180, height: 320), minPSNR: 99),
     .init(name: "mirror", options: .init(mirror: true), filter: "hflip", out: FrameSize(width: 320, height: 180), minPSNR: 99),
-    .init(name: "crop", options: .init(crop: CropRect(x: 40, y: 20, width: 200, height: 120)), filter: "crop=200:120:40:20", out: FrameSize(width: 200, height: 120), minPSNR: 99),
-    .init(name: "crop + rotate 90", options: .init(crop: CropRect(x: 40, y: 20, width: 200, height: 120), rotation: .rotation90), filter: "crop=200:120:40:20,transpose=clock", out: FrameSize(width: 120, height: 200), minPSNR: 99),
-    .init(name: "scale down", options: .init(scale: FrameSize(width: 160, height: 90)), filter: "scale=160:90:flags=area", out: FrameSize(width: 160, height: 90), minPSNR: 30),
-    .init(name: "scale up", options: .init(scale: FrameSize(width: 640, height: 360)), filter: "scale=640:360:flags=bilinear", out: FrameSize(width: 640, height: 360), minPSNR: 30),
+    .init(
+        name: "crop", options: .init(crop: CropRect(x: 40, y: 20, width: 200, height: 120)), filter: "crop=200:120:40:20",
+        out: FrameSize(width: 200, height: 120), minPSNR: 99),
+    .init(
+        name: "crop + rotate 90", options: .init(crop: CropRect(x: 40, y: 20, width: 200, height: 120), rotation: .rotation90),
+        filter: "crop=200:120:40:20,transpose=clock", out: FrameSize(width: 120, height: 200), minPSNR: 99),
+    .init(
+        name: "scale down", options: .init(scale: FrameSize(width: 160, height: 90)), filter: "scale=160:90:flags=area",
+        out: FrameSize(width: 160, height: 90), minPSNR: 30),
+    .init(
+        name: "scale up", options: .init(scale: FrameSize(width: 640, height: 360)), filter: "scale=640:360:flags=bilinear",
+        out: FrameSize(width: 640, height: 360), minPSNR: 30),
 ]
 
 @Test("crop/rotate/mirror/scale match ffmpeg's filters", arguments: geometryCases, ["YU12", "NV12", "YUYV"])
@@ -182,7 +201,9 @@ func geometryMatchesFFmpeg(_ g: GeometryCase, _ code: String) throws {
     let packed = try FormatWriter().write(asI420, as: .i420, into: i420Storage)
     let raw = scratchDir + "/geom-\(code)-\(g.name.replacingOccurrences(of: " ", with: "_")).yuv"
     writeFile(raw, UnsafeRawBufferPointer(rebasing: packed.bytes[...]))
-    let ref = i420(fromPacked: try ffmpegToYUV420(["-f", "rawvideo", "-pix_fmt", "yuv420p", "-s", "320x180"], raw, filter: g.filter), width: g.out.width, height: g.out.height)
+    let ref = i420(
+        fromPacked: try ffmpegToYUV420(["-f", "rawvideo", "-pix_fmt", "yuv420p", "-s", "320x180"], raw, filter: g.filter), width: g.out.width,
+        height: g.out.height)
     let q = psnr(ours, ref)
     #expect(q >= g.minPSNR, "\(g.name) from \(code): PSNR \(q)")
 }
@@ -221,8 +242,10 @@ func geometryMatchesFFmpeg(_ g: GeometryCase, _ code: String) throws {
     let storage = FrameStorage(capacity: FormatWriter.capacity(for: .mjpeg, width: 320, height: 240))
     let jpeg = try FormatWriter().write(pattern(320, 240), as: .mjpeg, into: storage)
     let cut = VideoFrameBuffer(pixelFormat: .mjpeg, width: 320, height: 240, stride: 0, bytesUsed: jpeg.bytesUsed / 2, storage: storage)
-    do { let p = try FrameConverter().convert(cut); #expect(p.width == 320) }
-    catch { #expect(error.code == .decodeFailed) }
+    do {
+        let p = try FrameConverter().convert(cut)
+        #expect(p.width == 320)
+    } catch { #expect(error.code == .decodeFailed) }
 }
 
 @Test func zeroSizeAndUnsupportedFormatsAreErrors() throws {
@@ -234,7 +257,9 @@ func geometryMatchesFFmpeg(_ g: GeometryCase, _ code: String) throws {
     #expect(e?.code == .unsupportedFormat)
     #expect(e?.message.contains("BA81") == true)
     let badCrop = pattern(64, 64).buffer
-    #expect(throws: ProcessingError.self) { try FrameConverter().convert(badCrop, options: .init(crop: CropRect(x: 60, y: 0, width: 10, height: 10))) }
+    #expect(throws: ProcessingError.self) {
+        try FrameConverter().convert(badCrop, options: .init(crop: CropRect(x: 60, y: 0, width: 10, height: 10)))
+    }
 }
 
 @Test func unwritableOutputsFailWithThePath() {
@@ -270,7 +295,8 @@ func geometryMatchesFFmpeg(_ g: GeometryCase, _ code: String) throws {
     let w = try Y4MWriter(path: path, width: 162, height: 90, fps: Fraction(25))
     for i in 0..<7 { try w.write(pattern(162, 90, frame: UInt64(i))) }
     try w.close()
-    let (rc, out, _) = try run("ffprobe", ["-v", "error", "-count_frames", "-show_entries", "stream=width,height,nb_read_frames,r_frame_rate", "-of", "csv=p=0", path])
+    let (rc, out, _) = try run(
+        "ffprobe", ["-v", "error", "-count_frames", "-show_entries", "stream=width,height,nb_read_frames,r_frame_rate", "-of", "csv=p=0", path])
     #expect(rc == 0)
     #expect(out.trimmingCharacters(in: .whitespacesAndNewlines) == "162,90,25/1,7")
 }
@@ -284,22 +310,31 @@ func snapshotsDecodeToThePicture(_ ext: String) throws {
     #expect(rc == 0)
     #expect(out.trimmingCharacters(in: .whitespacesAndNewlines) == "\(ext == "png" ? "png" : "mjpeg"),96,64")
     // Decode with ffmpeg back to YUV and compare with the source picture.
-    let back = i420(fromPacked: try ffmpegToYUV420(["-f", ext == "png" ? "png_pipe" : "jpeg_pipe"], path, outFmt: ext == "png" ? "yuv420p" : "yuvj420p"), width: 96, height: 64)
+    let back = i420(
+        fromPacked: try ffmpegToYUV420(["-f", ext == "png" ? "png_pipe" : "jpeg_pipe"], path, outFmt: ext == "png" ? "yuv420p" : "yuvj420p"),
+        width: 96, height: 64)
     #expect(psnr(back, src) >= 28, "PSNR \(psnr(back, src))")
 }
 
 // MARK: - MJPEG layouts (the persistent decoder maps 4:2:0, 4:2:2, 4:4:4 and greyscale to I420)
 
-@Test("ffmpeg's JPEGs of every common sampling decode like ffmpeg decodes them",
-      arguments: [("yuvj420p", 320, 240), ("yuvj422p", 320, 240), ("yuvj444p", 320, 240), ("gray", 320, 240),
-                  ("yuvj420p", 318, 178), ("yuvj422p", 250, 142)])
+@Test(
+    "ffmpeg's JPEGs of every common sampling decode like ffmpeg decodes them",
+    arguments: [
+        ("yuvj420p", 320, 240), ("yuvj422p", 320, 240), ("yuvj444p", 320, 240), ("gray", 320, 240),
+        ("yuvj420p", 318, 178), ("yuvj422p", 250, 142),
+    ])
 func mjpegSamplingsDecode(_ pix: String, _ w: Int, _ h: Int) throws {
     let raw = scratchDir + "/src-\(w)x\(h).yuv"
     let src = pattern(w, h, frame: 42)
     src.packedBytes().withUnsafeBytes { writeFile(raw, $0) }
     let jpg = scratchDir + "/sampling-\(pix)-\(w)x\(h).jpg"
-    let (rc, _, err) = try run("ffmpeg", ["-v", "error", "-y", "-f", "rawvideo", "-pix_fmt", "yuv420p", "-s", "\(w)x\(h)", "-i", raw,
-                                          "-pix_fmt", pix, "-q:v", "2", "-frames:v", "1", jpg])
+    let (rc, _, err) = try run(
+        "ffmpeg",
+        [
+            "-v", "error", "-y", "-f", "rawvideo", "-pix_fmt", "yuv420p", "-s", "\(w)x\(h)", "-i", raw,
+            "-pix_fmt", pix, "-q:v", "2", "-frames:v", "1", jpg,
+        ])
     #expect(rc == 0, "ffmpeg: \(err)")
     let bytes = readBytes(jpg)
     let s = FrameStorage(capacity: bytes.count)
@@ -307,7 +342,7 @@ func mjpegSamplingsDecode(_ pix: String, _ w: Int, _ h: Int) throws {
     let frame = VideoFrameBuffer(pixelFormat: .mjpeg, width: w, height: h, stride: 0, bytesUsed: bytes.count, storage: s)
     let converter = FrameConverter()
     let ours = try converter.convert(frame)
-    let again = try converter.convert(frame)   // the same decoder, a second image: same picture
+    let again = try converter.convert(frame) // the same decoder, a second image: same picture
     #expect(psnr(ours, again) >= 99)
     let reference = i420(fromPacked: try ffmpegToYUV420(["-f", "jpeg_pipe"], jpg, outFmt: "yuvj420p"), width: w, height: h)
     let q = psnr(ours, reference)

@@ -10,7 +10,7 @@ import FixtureCameras
         var gate = FrameRateGate()
         var kept: [Int] = []
         for i in 0..<frames {
-            let jitter = jitterNs == 0 ? 0 : Int64(i * 7919 % 3 - 1) * jitterNs   // -j, 0, +j
+            let jitter = jitterNs == 0 ? 0 : Int64(i * 7919 % 3 - 1) * jitterNs // -j, 0, +j
             if gate.keep(timestampNs: 1_000_000_000 + Int64(Double(i) * 1e9 / source) + jitter, maxFps: fps) { kept.append(i) }
         }
         return kept
@@ -39,7 +39,7 @@ import FixtureCameras
     @Test func aPauseRestartsTheCadence() {
         var gate = FrameRateGate()
         let first = gate.keep(timestampNs: 0, maxFps: 15)
-        let afterPause = gate.keep(timestampNs: 10_000_000_000, maxFps: 15)   // 10 s later: kept, not a burst of catch-up
+        let afterPause = gate.keep(timestampNs: 10_000_000_000, maxFps: 15) // 10 s later: kept, not a burst of catch-up
         let next = gate.keep(timestampNs: 10_000_000_000 + 33_333_333, maxFps: 15)
         let then = gate.keep(timestampNs: 10_000_000_000 + 66_666_666, maxFps: 15)
         #expect(first && afterPause && (next != then))
@@ -57,15 +57,20 @@ import FixtureCameras
         let c = try! #require(b.crop)
         #expect(abs(Double(c.width) / Double(c.height) - 640.0 / 352.0) < 0.01 && c.x + c.width <= 1280 && c.y + c.height <= 720)
         #expect(Adaptation.fit(hd, maxSize: nil, maxPixelCount: 320 * 180, alignment: 2).size == FrameSize(width: 320, height: 180))
-        #expect(Adaptation.fit(hd, maxSize: FrameSize(width: 4000, height: 4000), maxPixelCount: nil).isIdentity)   // never upscales
+        #expect(Adaptation.fit(hd, maxSize: FrameSize(width: 4000, height: 4000), maxPixelCount: nil).isIdentity) // never upscales
     }
 
     @Test func anyValuesGiveAValidSize() {
-        for max in [FrameSize(width: 0, height: 0), FrameSize(width: -5, height: 3), FrameSize(width: 1, height: 1), FrameSize(width: Int.max, height: Int.max)] {
+        for max in [
+            FrameSize(width: 0, height: 0), FrameSize(width: -5, height: 3), FrameSize(width: 1, height: 1),
+            FrameSize(width: Int.max, height: Int.max),
+        ] {
             for pixels in [nil, 0, -1, 1, Int.max] as [Int?] {
                 for align in [-3, 0, 1, 2, 3, 16, 1000] {
                     let a = Adaptation.fit(FrameSize(width: 1280, height: 720), maxSize: max, maxPixelCount: pixels, alignment: align)
-                    #expect(a.size.width >= 2 && a.size.height >= 2 && a.size.width <= 1280 && a.size.height <= 720 && a.size.width % 2 == 0 && a.size.height % 2 == 0)
+                    #expect(
+                        a.size.width >= 2 && a.size.height >= 2 && a.size.width <= 1280 && a.size.height <= 720 && a.size.width % 2 == 0
+                            && a.size.height % 2 == 0)
                 }
             }
         }
@@ -112,10 +117,10 @@ func i420Bytes(_ b: I420Buffer) -> [UInt8] {
         let cap = capturer()
         let source = VideoSource(capturer: cap)
         let preview = Received(), encoder = Received()
-        source.addSink { preview.add($0) }                                                            // full size, every frame
+        source.addSink { preview.add($0) } // full size, every frame
         source.addSink(wants: VideoSinkWants(maxSize: FrameSize(width: 640, height: 360), maxFrameRate: 15)) { encoder.add($0) }
         let dev = try cap.device("fixture:uvc-webcam")
-        _ = try await cap.startCapture(device: dev, targetSize: FrameSize(width: 1280, height: 720), fpsLimit: 30)   // MJPG 720p30
+        _ = try await cap.startCapture(device: dev, targetSize: FrameSize(width: 1280, height: 720), fpsLimit: 30) // MJPG 720p30
         #expect(await waitUntil(timeout: 20) { encoder.count >= 30 })
         try await cap.stopCapture()
         let s = source.statistics
@@ -142,7 +147,7 @@ func i420Bytes(_ b: I420Buffer) -> [UInt8] {
         _ = try await cap.startCapture(device: dev, targetSize: FrameSize(width: 1280, height: 720), fpsLimit: 30)
         #expect(await waitUntil(timeout: 20) { got.count >= 15 })
         let before = got.count
-        source.requestOutputFormat(maxSize: FrameSize(width: 320, height: 240), maxFps: 10)   // 4:3 cap on 16:9: 320x180
+        source.requestOutputFormat(maxSize: FrameSize(width: 320, height: 240), maxFps: 10) // 4:3 cap on 16:9: 320x180
         #expect(await waitUntil(timeout: 20) { got.count >= before + 20 })
         let stats = cap.statistics
         try await cap.stopCapture()
@@ -151,7 +156,7 @@ func i420Bytes(_ b: I420Buffer) -> [UInt8] {
         let span = Double(after.last!.1 - after.first!.1) / 1e9
         #expect(abs(Double(after.count - 1) / span - 10) < 1.2)
         #expect(source.statistics.dropped[.adaptation, default: 0] > 0 && source.statistics.outputSize == FrameSize(width: 320, height: 180))
-        #expect(stats.delivered >= got.count)   // one start: the camera was not restarted
+        #expect(stats.delivered >= got.count) // one start: the camera was not restarted
         #expect(!source.statistics.limitedByCamera)
         source.requestOutputFormat(maxSize: FrameSize(width: 3840, height: 2160), maxFps: nil)
         #expect(source.outputRequest.maxSize == FrameSize(width: 3840, height: 2160))
@@ -160,12 +165,14 @@ func i420Bytes(_ b: I420Buffer) -> [UInt8] {
     /// The source's own shaping (turned by hand, mirrored, at a fixed size, as `camcap preview` asks) is one
     /// conversion, pixel for pixel the converter's with the same options; the planned size is the frames' size.
     @Test func sourceOptionsShapeEveryFrameInTheOneConversion() async throws {
-        let cap = CameraVideoCapturer(providers: [FixtureCameraProvider(options: .init(pacing: .asFastAsConsumed))],
-                                      configuration: .init(alwaysDiscardsLateFrames: false))
+        let cap = CameraVideoCapturer(
+            providers: [FixtureCameraProvider(options: .init(pacing: .asFastAsConsumed))],
+            configuration: .init(alwaysDiscardsLateFrames: false))
         let options = VideoSource.Options(rotation: .rotation90, mirror: true, size: FrameSize(width: 200, height: 300))
         let source = VideoSource(capturer: cap, options: options)
         // A delegate after the source converts each input frame itself, with the same options.
-        let reference = ReferenceConverter(options: FrameConverter.Options(rotation: .rotation90, mirror: true, scale: FrameSize(width: 200, height: 300)))
+        let reference = ReferenceConverter(
+            options: FrameConverter.Options(rotation: .rotation90, mirror: true, scale: FrameSize(width: 200, height: 300)))
         cap.addDelegate(reference)
         let frames = source.frames(bufferingNewest: 4, waitsForConsumer: true)
         _ = try await cap.startCapture(device: try cap.device("fixture:vivid"), targetSize: FrameSize(width: 640, height: 360))
@@ -191,18 +198,19 @@ func i420Bytes(_ b: I420Buffer) -> [UInt8] {
     /// consumer; the same consumer on a stream that drops (real time) loses frames, counted as starvation.
     @Test func aStreamThatWaitsForItsConsumerLosesNothing() async throws {
         for waits in [true, false] {
-            let cap = CameraVideoCapturer(providers: [FixtureCameraProvider(options: .init(pacing: .asFastAsConsumed))],
-                                          configuration: .init(alwaysDiscardsLateFrames: false))
+            let cap = CameraVideoCapturer(
+                providers: [FixtureCameraProvider(options: .init(pacing: .asFastAsConsumed))],
+                configuration: .init(alwaysDiscardsLateFrames: false))
             let source = VideoSource(capturer: cap)
             let frames = source.frames(bufferingNewest: 2, waitsForConsumer: waits)
             _ = try await cap.startCapture(device: try cap.device("fixture:vivid"), targetSize: FrameSize(width: 320, height: 240))
             var sequences: [UInt64] = []
             for try await f in frames {
                 sequences.append(f.sequence)
-                try await Task.sleep(nanoseconds: 3_000_000)   // a consumer slower than the fixture camera
+                try await Task.sleep(nanoseconds: 3_000_000) // a consumer slower than the fixture camera
                 if sequences.count == 40 { break }
             }
-            source.detach()   // a delivery thread waiting for room returns
+            source.detach() // a delivery thread waiting for room returns
             try await cap.stopCapture()
             let starved = source.statistics.dropped[.starvation, default: 0]
             if waits {
@@ -221,7 +229,10 @@ func i420Bytes(_ b: I420Buffer) -> [UInt8] {
         _ = try await cap.startCapture(device: try cap.device("fixture:vivid"), targetSize: FrameSize(width: 640, height: 360))
         var n = 0
         do {
-            for try await f in frames { n += 1; #expect(f.buffer.size == FrameSize(width: 320, height: 180) && f.buffer.pixelFormat == .i420) }
+            for try await f in frames {
+                n += 1
+                #expect(f.buffer.size == FrameSize(width: 320, height: 180) && f.buffer.pixelFormat == .i420)
+            }
             Issue.record("ended without the error after \(n) frames")
         } catch {
             #expect(error.code == .disconnected, "\(error)")
@@ -233,11 +244,11 @@ func i420Bytes(_ b: I420Buffer) -> [UInt8] {
 @Suite struct BitrateAdaptationTests {
     @Test func downAtOnceUpOneStepWithHeadroom() {
         var b = BitrateAdaptation()
-        #expect(b.update(bitrate: 2_000_000) == nil)                                        // already at the top
-        #expect(b.update(bitrate: 300_000)?.maxSize == FrameSize(width: 480, height: 270))   // down two steps at once
-        #expect(b.update(bitrate: 420_000) == nil)                                          // above 400k but not by 20%
-        #expect(b.update(bitrate: 500_000)?.maxSize == FrameSize(width: 640, height: 360))   // up one step
-        #expect(b.update(bitrate: 5_000_000)?.maxSize == FrameSize(width: 960, height: 540))  // still one step at a time
+        #expect(b.update(bitrate: 2_000_000) == nil) // already at the top
+        #expect(b.update(bitrate: 300_000)?.maxSize == FrameSize(width: 480, height: 270)) // down two steps at once
+        #expect(b.update(bitrate: 420_000) == nil) // above 400k but not by 20%
+        #expect(b.update(bitrate: 500_000)?.maxSize == FrameSize(width: 640, height: 360)) // up one step
+        #expect(b.update(bitrate: 5_000_000)?.maxSize == FrameSize(width: 960, height: 540)) // still one step at a time
         #expect(b.update(bitrate: 5_000_000)?.maxSize == nil && b.current == 0)
         #expect(b.update(bitrate: 50_000)?.maxFps == 10)
         #expect(b.update(bitrate: -5) == nil && b.update(bitrate: .max)?.maxFps == 20)

@@ -23,10 +23,10 @@ private func contents(_ p: String) -> String? { FileManager.default.contents(atP
         f.discard()
     }
     #expect(contents(p) == "precious")
-    do { _ = try OutputFile(path: p) }   // opened and dropped: a start that failed
+    do { _ = try OutputFile(path: p) } // opened and dropped: a start that failed
     #expect(contents(p) == "precious")
     let f = try OutputFile(path: p)
-    try f.close()                         // closed without writing: still untouched
+    try f.close() // closed without writing: still untouched
     #expect(contents(p) == "precious")
     let g = try OutputFile(path: p)
     try g.write(Array("new".utf8))
@@ -43,7 +43,8 @@ private func contents(_ p: String) -> String? { FileManager.default.contents(atP
     try f.close()
     #expect(!FileManager.default.fileExists(atPath: p))
     let g = try OutputFile(path: p)
-    try g.commit(); try g.close()
+    try g.commit()
+    try g.close()
     #expect(contents(p) == "", "commit() keeps an empty output on purpose")
 }
 
@@ -54,7 +55,7 @@ private func contents(_ p: String) -> String? { FileManager.default.contents(atP
     #expect(e?.message == "\(p) is being written by another writer (it holds the file's lock): refusing to write it at the same time")
     #expect(throws: ProcessingError.self) { _ = try Y4MWriter(path: p, width: 16, height: 16, fps: Fraction(30)) }
     try first.close()
-    let second = try OutputFile(path: p)   // free again once the first is closed
+    let second = try OutputFile(path: p) // free again once the first is closed
     second.discard()
 }
 
@@ -119,7 +120,7 @@ private func contents(_ p: String) -> String? { FileManager.default.contents(atP
 
 @Test func aSnapshotOpenedEarlyIsWrittenOnlyAtTheEnd() throws {
     let p = file("early.png", "old picture")
-    let f = try OutputFile(path: p)                       // before the camera starts: checked and locked
+    let f = try OutputFile(path: p) // before the camera starts: checked and locked
     #expect(throws: ProcessingError.self) { _ = try OutputFile(path: p) }
     #expect(contents(p) == "old picture")
     try SnapshotWriter.write(pattern(32, 16), to: f)

@@ -14,8 +14,12 @@ final class FakeBrowser {
     var remote = sockaddr_in()
     init() throws {
         let s = Glibc.socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
-        var a = sockaddr_in(); a.sin_family = sa_family_t(AF_INET); a.sin_addr.s_addr = inet_addr("127.0.0.1")
-        _ = withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(s, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        var a = sockaddr_in()
+        a.sin_family = sa_family_t(AF_INET)
+        a.sin_addr.s_addr = inet_addr("127.0.0.1")
+        _ = withUnsafePointer(to: &a) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(s, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
         var len = socklen_t(MemoryLayout<sockaddr_in>.size)
         _ = withUnsafeMutablePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(s, $0, &len) } }
         var tv = timeval(tv_sec: 0, tv_usec: 200_000)
@@ -32,11 +36,20 @@ final class FakeBrowser {
         _ = receive()
     }
     deinit { close(socket) }
-    func target(_ port: Int) { remote.sin_family = sa_family_t(AF_INET); remote.sin_addr.s_addr = inet_addr("127.0.0.1"); remote.sin_port = UInt16(port).bigEndian }
+    func target(_ port: Int) {
+        remote.sin_family = sa_family_t(AF_INET)
+        remote.sin_addr.s_addr = inet_addr("127.0.0.1")
+        remote.sin_port = UInt16(port).bigEndian
+    }
     func send(_ bytes: [UInt8]) {
         var r = remote
-        _ = bytes.withUnsafeBytes { b in withUnsafePointer(to: &r) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            sendto(socket, b.baseAddress, b.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } } }
+        _ = bytes.withUnsafeBytes { b in
+            withUnsafePointer(to: &r) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    sendto(socket, b.baseAddress, b.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+        }
     }
     /// The next datagram (nil after 200 ms).
     /// Runs the DTLS handshake as the client until it is connected or failed (or the deadline passes).
@@ -72,7 +85,10 @@ final class FakeBrowser {
             m += [UInt8(t >> 8), UInt8(t & 0xff), UInt8(v.count >> 8), UInt8(v.count & 0xff)] + v
             while m.count % 4 != 0 { m.append(0) }
         }
-        func setLength(_ n: Int) { m[2] = UInt8(n >> 8); m[3] = UInt8(n & 0xff) }
+        func setLength(_ n: Int) {
+            m[2] = UInt8(n >> 8)
+            m[3] = UInt8(n & 0xff)
+        }
         attr(0x0006, Array(username.utf8))
         attr(0x0025, [])
         attr(0x802A, [1, 2, 3, 4, 5, 6, 7, 8])
@@ -85,7 +101,10 @@ final class FakeBrowser {
     }
 }
 
-final class Box<T: Sendable>: Sendable { let value: Mutex<T>; init(_ v: T) { value = Mutex(v) } }
+final class Box<T: Sendable>: Sendable {
+    let value: Mutex<T>
+    init(_ v: T) { value = Mutex(v) }
+}
 
 /// An IDR access unit of `size` bytes after SPS and PPS (enough for FU-A fragments).
 func keyFrame(size: Int) -> EncodedFrame {
@@ -110,9 +129,11 @@ func keyFrame(size: Int) -> EncodedFrame {
         let offer = try WebRTCOffer(text)
         let peer = try WebRTCPeer(offer: offer, identity: serverIdentity, configuration: .init(bindHost: "127.0.0.1", candidateHosts: ["127.0.0.1"]))
         let connected = Box(false), keyRequests = Box(0), closed = Box<String?>(nil)
-        peer.start(WebRTCPeer.Handlers(connected: { connected.value.withLock { $0 = true } },
-                                       keyFrameRequest: { keyRequests.value.withLock { $0 += 1 } },
-                                       closed: { reason in closed.value.withLock { $0 = reason } }))
+        peer.start(
+            WebRTCPeer.Handlers(
+                connected: { connected.value.withLock { $0 = true } },
+                keyFrameRequest: { keyRequests.value.withLock { $0 += 1 } },
+                closed: { reason in closed.value.withLock { $0 = reason } }))
         let answer = try SDP.parse(peer.answer)
         let video = try #require(answer.media.first)
         let ufrag = try #require(video.values("ice-ufrag").first), pwd = try #require(video.values("ice-pwd").first)
@@ -133,7 +154,10 @@ func keyFrame(size: Int) -> EncodedFrame {
         let dtls = try DTLSAssociation(identity: clientIdentity, peerFingerprint: serverIdentity.fingerprint)
         let deadline = Date().addingTimeInterval(10)
         let state = browser.handshake(dtls, until: deadline)
-        if case .failed(let e) = state { Issue.record("DTLS: \(e)"); return }
+        if case .failed(let e) = state {
+            Issue.record("DTLS: \(e)")
+            return
+        }
         #expect(state == .connected)
         let (profile, toPeer, fromPeer) = try dtls.srtpSessions()
         #expect(profile == .aeadAes128Gcm)
@@ -145,7 +169,7 @@ func keyFrame(size: Int) -> EncodedFrame {
         peer.send(frame.stamped(1_000_000_000))
         var packets: [[UInt8]] = []
         while let d = browser.receive() {
-            guard d[0] >= 128 && d[0] <= 191, !(192...223).contains(d[1]) else { continue }   // RTP only (SR may come too)
+            guard d[0] >= 128 && d[0] <= 191, !(192...223).contains(d[1]) else { continue } // RTP only (SR may come too)
             var p = d + [UInt8](repeating: 0, count: 64)
             let n = p.withUnsafeMutableBytes { fromPeer.unprotect($0, length: d.count, rtcp: false) }
             packets.append(Array(p[0..<(n ?? 0)]))
@@ -173,7 +197,8 @@ func keyFrame(size: Int) -> EncodedFrame {
             if let n = p.withUnsafeMutableBytes({ fromPeer.unprotect($0, length: d.count, rtcp: false) }) { rtx = Array(p[0..<n]) }
         }
         let st = peer.statistics
-        let r = try #require(rtx, "nacks \(st.rtp.nacksReceived) rtx \(st.rtp.retransmissions) rtcpErrors \(st.rtp.rtcpErrors) srtcpErrors \(st.srtcpErrors)")
+        let r = try #require(
+            rtx, "nacks \(st.rtp.nacksReceived) rtx \(st.rtp.retransmissions) rtcpErrors \(st.rtp.rtcpErrors) srtcpErrors \(st.srtcpErrors)")
         #expect(r[1] & 0x7f == 109 && UInt16(r[12]) << 8 | UInt16(r[13]) == lostSeq)
         #expect(Array(r[14...]) == Array(packets[1][12...]), "the original payload after the OSN")
         // PLI → the key-frame callback (rate-limited by the sender).
@@ -186,12 +211,19 @@ func keyFrame(size: Int) -> EncodedFrame {
         peer.close(reason: "test")
         var sawBye = false, sawClose = false
         while let d = browser.receive() {
-            if (20...63).contains(d[0]) { if d.withUnsafeBytes({ dtls.feed($0) }) == .closed { sawClose = true } }
-            else if (192...223).contains(d[1]) {
+            if (20...63).contains(d[0]) {
+                if d.withUnsafeBytes({ dtls.feed($0) }) == .closed { sawClose = true }
+            } else if (192...223).contains(d[1]) {
                 var p = d + [UInt8](repeating: 0, count: 64)
                 if let n = p.withUnsafeMutableBytes({ fromPeer.unprotect($0, length: d.count, rtcp: true) }),
-                   let rtcp = try? p.withUnsafeBytes({ try RTCPPacket.parseCompound(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }),
-                   rtcp.contains(where: { if case .other(203, _) = $0 { return true }; return false }) { sawBye = true }
+                    let rtcp = try? p.withUnsafeBytes({ try RTCPPacket.parseCompound(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }),
+                    rtcp.contains(where: {
+                        if case .other(203, _) = $0 { return true }
+                        return false
+                    })
+                {
+                    sawBye = true
+                }
             }
         }
         #expect(sawBye && sawClose, "BYE \(sawBye), close_notify \(sawClose)")
@@ -215,28 +247,52 @@ func keyFrame(size: Int) -> EncodedFrame {
 func peerSendMallocs(peer: WebRTCPeer, browser: FakeBrowser, count: () -> Int, srtp: SRTPSession) -> (Double, Double) {
     let f = pFrame6()
     var t: Int64 = 2_000_000_000
-    peer.send(keyFrame(size: 3000).stamped(t)); t += 33_333_333   // a viewer's first frame is a key frame
-    for _ in 0..<20 { peer.send(f.stamped(t)); t += 33_333_333; while browser.receive() != nil {} }
+    peer.send(keyFrame(size: 3000).stamped(t))
+    t += 33_333_333 // a viewer's first frame is a key frame
+    for _ in 0..<20 {
+        peer.send(f.stamped(t))
+        t += 33_333_333
+        while browser.receive() != nil {}
+    }
     let before = count()
-    for _ in 0..<100 { peer.send(f.stamped(t)); t += 33_333_333 }
+    for _ in 0..<100 {
+        peer.send(f.stamped(t))
+        t += 33_333_333
+    }
     let total = Double(count() - before) / 100
     while browser.receive() != nil {}
     let out = try! SRTPSession(profile: .aeadAes128Gcm, key: [UInt8](repeating: 1, count: 28), outbound: true)
-    var pkt = [UInt8](repeating: 0, count: 1400); pkt[0] = 0x80; pkt[11] = 9
+    var pkt = [UInt8](repeating: 0, count: 1400)
+    pkt[0] = 0x80
+    pkt[11] = 9
     let b2 = count()
-    for i in 0..<600 { pkt[2] = UInt8(i >> 8); pkt[3] = UInt8(i & 0xff); _ = pkt.withUnsafeMutableBytes { out.protect($0, length: 1012, rtcp: false) } }
+    for i in 0..<600 {
+        pkt[2] = UInt8(i >> 8)
+        pkt[3] = UInt8(i & 0xff)
+        _ = pkt.withUnsafeMutableBytes { out.protect($0, length: 1012, rtcp: false) }
+    }
     let bare = Double(count() - b2) / 100
     let b3 = count()
-    for i in 0..<600 { pkt[2] = UInt8(i >> 8); pkt[3] = UInt8(i & 0xff); _ = pkt.withUnsafeBytes { peer.transport.sendRTP(UnsafeRawBufferPointer(rebasing: $0[0..<1012])) } }
+    for i in 0..<600 {
+        pkt[2] = UInt8(i >> 8)
+        pkt[3] = UInt8(i & 0xff)
+        _ = pkt.withUnsafeBytes { peer.transport.sendRTP(UnsafeRawBufferPointer(rebasing: $0[0..<1012])) }
+    }
     print("MEASURE peer.transport.sendRTP per 6 packets: \(Double(count() - b3) / 100)")
     final class Null: RTPTransport, @unchecked Sendable {
         func sendRTP(_ packet: UnsafeRawBufferPointer) -> Int32 { 0 }
         func sendRTCP(_ packet: UnsafeRawBufferPointer) -> Int32 { 0 }
     }
     let sender = try! RTPSender(configuration: .init(host: "x", port: 1), transport: Null())
-    for _ in 0..<20 { try? sender.send(f.stamped(t)); t += 1000 }
+    for _ in 0..<20 {
+        try? sender.send(f.stamped(t))
+        t += 1000
+    }
     let b4 = count()
-    for _ in 0..<100 { try? sender.send(f.stamped(t)); t += 1000 }
+    for _ in 0..<100 {
+        try? sender.send(f.stamped(t))
+        t += 1000
+    }
     print("MEASURE RTPSender.send (null transport) per frame: \(Double(count() - b4) / 100)")
     var pz = H264Packetizer()
     let b5 = count()
@@ -265,7 +321,8 @@ struct ConnectedPeer {
         let clientIdentity = try DTLSIdentity(profiles: [.aeadAes128Gcm], client: true)
         let text = chromiumOffer.replacingOccurrences(
             of: "5A:BA:85:3B:19:7E:27:E2:E0:A7:07:46:61:EA:75:0C:68:6E:FE:CC:EF:9C:7C:F8:2E:0E:F1:15:8B:11:73:80", with: clientIdentity.fingerprint)
-        peer = try WebRTCPeer(offer: try WebRTCOffer(text), identity: serverIdentity, configuration: .init(bindHost: "127.0.0.1", candidateHosts: ["127.0.0.1"]))
+        peer = try WebRTCPeer(
+            offer: try WebRTCOffer(text), identity: serverIdentity, configuration: .init(bindHost: "127.0.0.1", candidateHosts: ["127.0.0.1"]))
         let closed = Box<String?>(nil)
         self.closed = closed
         peer.start(WebRTCPeer.Handlers(closed: { reason in closed.value.withLock { $0 = reason } }))
@@ -298,7 +355,11 @@ struct ConnectedPeer {
     }
 }
 
-func monotonicTestNs() -> Int64 { var t = timespec(); clock_gettime(CLOCK_MONOTONIC, &t); return Int64(t.tv_sec) * 1_000_000_000 + Int64(t.tv_nsec) }
+func monotonicTestNs() -> Int64 {
+    var t = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &t)
+    return Int64(t.tv_sec) * 1_000_000_000 + Int64(t.tv_nsec)
+}
 
 @Suite(.serialized, .timeLimit(.minutes(1))) struct PeerAbuseTests {
     /// RFC 6347 §4.1.2.7: after the handshake, records that fail to parse or decrypt are dropped, never fatal.
@@ -325,12 +386,17 @@ func monotonicTestNs() -> Int64 { var t = timespec(); clock_gettime(CLOCK_MONOTO
             c.browser.send(bytes)
             let arrived = c.mediaArrives()
             let st = c.peer.statistics
-            #expect(c.peer.isConnected && arrived == 4 && c.closed.value.withLock({ $0 }) == nil, "after \(name): connected \(c.peer.isConnected), \(arrived) packets, \(String(describing: c.closed.value.withLock { $0 }))")
+            #expect(
+                c.peer.isConnected && arrived == 4 && c.closed.value.withLock({ $0 }) == nil,
+                "after \(name): connected \(c.peer.isConnected), \(arrived) packets, \(String(describing: c.closed.value.withLock { $0 }))")
             #expect(st.dtlsRecordsDropped >= dropped, "\(name)")
         }
-        print("FIGURE \(attacks.count) kinds of malformed DTLS records to a connected viewer: it kept playing; \(c.peer.statistics.dtlsRecordsDropped) records dropped")
+        print(
+            "FIGURE \(attacks.count) kinds of malformed DTLS records to a connected viewer: it kept playing; \(c.peer.statistics.dtlsRecordsDropped) records dropped"
+        )
         // DTLS itself still works: the browser's close_notify ends the viewer.
-        c.dtls.close(); c.dtls.drain { c.browser.send(Array($0)) }
+        c.dtls.close()
+        c.dtls.drain { c.browser.send(Array($0)) }
         waitUntil(timeout: 5, every: 0.002) { c.closed.value.withLock { $0 } != nil }
         #expect(c.closed.value.withLock { $0 }?.contains("close_notify") == true, "\(String(describing: c.closed.value.withLock { $0 }))")
     }
@@ -350,10 +416,13 @@ func monotonicTestNs() -> Int64 { var t = timespec(); clock_gettime(CLOCK_MONOTO
         let frame = pFrame6()
         let start = Date()
         for i in 0..<60 {
-            c.peer.send(frame.stamped(t)); t += 33_333_333
+            c.peer.send(frame.stamped(t))
+            t += 33_333_333
             // NACK everything sent so far, 20 times per frame.
             for _ in 0..<20 {
-                c.sendRTCP(RTCPWriter.nack(sender: 1, media: c.peer.sender.ssrc, lost: (0..<UInt16(120)).map { c.peer.sender.nextSequenceNumber &- 120 &+ $0 }))
+                c.sendRTCP(
+                    RTCPWriter.nack(
+                        sender: 1, media: c.peer.sender.ssrc, lost: (0..<UInt16(120)).map { c.peer.sender.nextSequenceNumber &- 120 &+ $0 }))
                 nacks += 1
             }
             while let d = c.browser.receive(timeoutMs: 1) { count(d) }
@@ -363,7 +432,9 @@ func monotonicTestNs() -> Int64 { var t = timespec(); clock_gettime(CLOCK_MONOTO
         while let d = c.browser.receive(timeoutMs: 100) { count(d) }
         let s = c.peer.sender.statistics
         let ratio = Double(media + resent) / Double(media)
-        print("FIGURE a viewer's NACK storm (\(nacks) NACKs of 120 packets in 2 s): it received \(media) bytes of media and \(resent) of retransmissions (total × \(String(format: "%.2f", ratio)) the media); \(s.retransmissions) resent, \(s.nacksIgnored) ignored, \(s.retransmissionsOverBudget) over budget")
+        print(
+            "FIGURE a viewer's NACK storm (\(nacks) NACKs of 120 packets in 2 s): it received \(media) bytes of media and \(resent) of retransmissions (total × \(String(format: "%.2f", ratio)) the media); \(s.retransmissions) resent, \(s.nacksIgnored) ignored, \(s.retransmissionsOverBudget) over budget"
+        )
         #expect(s.nacksReceived > 500 && s.retransmissions > 0, "\(s)")
         #expect(ratio <= 1.5, "× \(ratio)")
         c.peer.close()
@@ -374,19 +445,25 @@ func monotonicTestNs() -> Int64 { var t = timespec(); clock_gettime(CLOCK_MONOTO
     @Test func fingerprintMismatchGetsAnAlertAndFreesTheViewer() throws {
         let serverIdentity = try DTLSIdentity()
         let clientIdentity = try DTLSIdentity(profiles: [.aes128CmSha1_80], client: true)
-        let peer = try WebRTCPeer(offer: try WebRTCOffer(chromiumOffer), identity: serverIdentity,
-                                  configuration: .init(bindHost: "127.0.0.1", candidateHosts: ["127.0.0.1"]))
+        let peer = try WebRTCPeer(
+            offer: try WebRTCOffer(chromiumOffer), identity: serverIdentity,
+            configuration: .init(bindHost: "127.0.0.1", candidateHosts: ["127.0.0.1"]))
         let closed = Box<String?>(nil)
         peer.start(WebRTCPeer.Handlers(closed: { reason in closed.value.withLock { $0 = reason } }))
         let browser = try FakeBrowser(checkedInTo: peer)
         let dtls = try DTLSAssociation(identity: clientIdentity, peerFingerprint: serverIdentity.fingerprint)
-        _ = dtls.tick(); dtls.drain { browser.send(Array($0)) }
+        _ = dtls.tick()
+        dtls.drain { browser.send(Array($0)) }
         var alert: [UInt8]?
         var clientState = DTLSAssociation.State.handshaking
         let deadline = Date().addingTimeInterval(10)
         while alert == nil && Date() < deadline {
-            guard let d = browser.receive() else { _ = dtls.tick(); dtls.drain { browser.send(Array($0)) }; continue }
-            if d.first == 21 { alert = d }   // an alert record (epoch 0: in the clear)
+            guard let d = browser.receive() else {
+                _ = dtls.tick()
+                dtls.drain { browser.send(Array($0)) }
+                continue
+            }
+            if d.first == 21 { alert = d } // an alert record (epoch 0: in the clear)
             clientState = d.withUnsafeBytes { dtls.feed($0) }
             dtls.drain { browser.send(Array($0)) }
         }
@@ -415,6 +492,10 @@ extension PeerAbuseTests {
 
 func pFrame6() -> EncodedFrame {
     var f = EncodedFrame()
-    for _ in 0..<6 { f.data += [0, 0, 0, 1]; f.nalUnits.append(NALUnit(type: .slice, offset: f.data.count, length: 1000)); f.data += [0x41] + [UInt8](repeating: 7, count: 999) }
+    for _ in 0..<6 {
+        f.data += [0, 0, 0, 1]
+        f.nalUnits.append(NALUnit(type: .slice, offset: f.data.count, length: 1000))
+        f.data += [0x41] + [UInt8](repeating: 7, count: 999)
+    }
     return f
 }

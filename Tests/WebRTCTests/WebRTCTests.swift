@@ -17,13 +17,17 @@ import RTP
 
     @Test func rfc5769RequestAuthenticates() {
         let r = Self.sampleRequest.withUnsafeBytes { STUN.parseRequest($0, localUfrag: "evtj", localPassword: "VOkJxbRl1RmTxUk/WvJxBt") }
-        guard case .request(let req) = r else { Issue.record("\(r)"); return }
+        guard case .request(let req) = r else {
+            Issue.record("\(r)")
+            return
+        }
         #expect(req.username == "evtj:h6vY")
         #expect(req.priority == 0x6e0001ff)
         #expect(req.iceControlling == false && req.useCandidate == false)
         let wrong = Self.sampleRequest.withUnsafeBytes { STUN.parseRequest($0, localUfrag: "evtj", localPassword: "wrong-password-of-22-chars") }
         #expect(wrong == .ignored("STUN MESSAGE-INTEGRITY does not match our ice-pwd"))
-        var flipped = Self.sampleRequest; flipped[30] ^= 1
+        var flipped = Self.sampleRequest
+        flipped[30] ^= 1
         let bad = flipped.withUnsafeBytes { STUN.parseRequest($0, localUfrag: "evtj", localPassword: "VOkJxbRl1RmTxUk/WvJxBt") }
         #expect(bad == .ignored("STUN FINGERPRINT mismatch"))
     }
@@ -31,13 +35,21 @@ import RTP
     /// RFC 5769 §2.2: the sample IPv4 response's XOR-MAPPED-ADDRESS (192.0.2.1:32853) and its integrity/fingerprint
     /// structure; our response must carry the same attribute bytes for the same transaction and address.
     @Test func responseCarriesXorMappedAddressIntegrityAndFingerprint() {
-        guard case .request(let req) = Self.sampleRequest.withUnsafeBytes({ STUN.parseRequest($0, localUfrag: "evtj", localPassword: "VOkJxbRl1RmTxUk/WvJxBt") }) else { Issue.record("parse"); return }
+        guard
+            case .request(let req) = Self.sampleRequest.withUnsafeBytes({
+                STUN.parseRequest($0, localUfrag: "evtj", localPassword: "VOkJxbRl1RmTxUk/WvJxBt")
+            })
+        else {
+            Issue.record("parse")
+            return
+        }
         let m = STUN.successResponse(to: req, address: [192, 0, 2, 1], port: 32853, localPassword: "VOkJxbRl1RmTxUk/WvJxBt")
         #expect(Array(m[0..<2]) == [0x01, 0x01])
         #expect(Array(m[20..<32]) == [0x00, 0x20, 0x00, 0x08, 0x00, 0x01, 0xa1, 0x47, 0xe1, 0x12, 0xa6, 0x43])
         #expect(Int(m[2]) << 8 | Int(m[3]) == m.count - 20)
         // Integrity: HMAC over the message up to the attribute, with the length counting it.
-        var covered = Array(m[0..<32]); covered[3] = UInt8(32 - 20 + 24)
+        var covered = Array(m[0..<32])
+        covered[3] = UInt8(32 - 20 + 24)
         #expect(Array(m[36..<56]) == STUN.hmacSHA1(key: Array("VOkJxbRl1RmTxUk/WvJxBt".utf8), covered))
         let crc = STUN.crc32(m[0..<56]) ^ 0x5354_554e
         #expect(Array(m[56..<64]) == [0x80, 0x28, 0, 4, UInt8(crc >> 24), UInt8((crc >> 16) & 0xff), UInt8((crc >> 8) & 0xff), UInt8(crc & 0xff)])
@@ -72,8 +84,11 @@ import RTP
         packet.replaceSubrange(0..<plain.count, with: plain)
         #expect(packet.withUnsafeMutableBytes { out.protect($0, length: plain.count, rtcp: false) } != nil)
         // A tampered packet fails authentication.
-        packet.replaceSubrange(0..<plain.count, with: plain); plain.withUnsafeBytes { _ in }
-        var p2 = [UInt8](repeating: 0, count: 1300); p2.replaceSubrange(0..<plain.count, with: plain); p2[3] = 0x35
+        packet.replaceSubrange(0..<plain.count, with: plain)
+        plain.withUnsafeBytes { _ in }
+        var p2 = [UInt8](repeating: 0, count: 1300)
+        p2.replaceSubrange(0..<plain.count, with: plain)
+        p2[3] = 0x35
         let n2 = try #require(p2.withUnsafeMutableBytes { out.protect($0, length: plain.count, rtcp: false) })
         p2[40] ^= 1
         #expect(p2.withUnsafeMutableBytes { inb.unprotect($0, length: n2, rtcp: false) } == nil)
@@ -93,12 +108,15 @@ import RTP
         #expect(o.payloadType == 108 && o.profileLevelID == "42e01f" && o.rtxPayloadType == 109)
         #expect(o.iceUfrag == "kaYF" && o.icePassword == "Xzc2seJp3ohNAVb89pZhZ3eY" && o.mid == "0")
         #expect(o.fingerprint.hasPrefix("5A:BA:85:3B") && o.fingerprint.count == 95)
-        let a = o.answer(iceUfrag: "abcd", icePassword: String(repeating: "p", count: 24), fingerprint: "AA:BB", hosts: ["127.0.0.1"],
-                         port: 40000, ssrc: 1234, rtxSSRC: 5678)
-        for line in ["a=group:BUNDLE 0", "a=ice-lite", "m=video 40000 UDP/TLS/RTP/SAVPF 108 109", "a=setup:passive", "a=mid:0",
-                     "a=rtcp-mux", "a=sendonly", "a=rtpmap:108 H264/90000", "a=rtcp-fb:108 nack pli", "a=rtcp-fb:108 goog-remb",
-                     "a=fmtp:108 level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f", "a=fmtp:109 apt=108",
-                     "a=ssrc-group:FID 1234 5678", "a=candidate:1 1 udp 2130706431 127.0.0.1 40000 typ host", "a=fingerprint:sha-256 AA:BB"] {
+        let a = o.answer(
+            iceUfrag: "abcd", icePassword: String(repeating: "p", count: 24), fingerprint: "AA:BB", hosts: ["127.0.0.1"],
+            port: 40000, ssrc: 1234, rtxSSRC: 5678)
+        for line in [
+            "a=group:BUNDLE 0", "a=ice-lite", "m=video 40000 UDP/TLS/RTP/SAVPF 108 109", "a=setup:passive", "a=mid:0",
+            "a=rtcp-mux", "a=sendonly", "a=rtpmap:108 H264/90000", "a=rtcp-fb:108 nack pli", "a=rtcp-fb:108 goog-remb",
+            "a=fmtp:108 level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f", "a=fmtp:109 apt=108",
+            "a=ssrc-group:FID 1234 5678", "a=candidate:1 1 udp 2130706431 127.0.0.1 40000 typ host", "a=fingerprint:sha-256 AA:BB",
+        ] {
             #expect(a.contains(line + "\r\n"), "answer lacks \(line)")
         }
         #expect(try SDP.parse(a).media.count == 1)
@@ -107,15 +125,32 @@ import RTP
     @Test func offersWithoutUsableH264AreRefusedWithTheReason() {
         let noH264 = chromiumOffer.split(whereSeparator: { $0 == "\r\n" || $0 == "\n" }).filter { !$0.contains("H264") }.joined(separator: "\r\n")
         #expect(throws: WebRTCError.self) { try WebRTCOffer(noH264) }
-        do { _ = try WebRTCOffer(noH264) } catch { #expect(error.message.contains("no H.264") && error.message.contains("VP8") && error.message.contains("AV1"), "\(error)") }
+        do { _ = try WebRTCOffer(noH264) } catch {
+            #expect(error.message.contains("no H.264") && error.message.contains("VP8") && error.message.contains("AV1"), "\(error)")
+        }
         let modeZero = chromiumOffer.replacingOccurrences(of: "packetization-mode=1", with: "packetization-mode=0")
-        do { _ = try WebRTCOffer(modeZero); Issue.record("accepted") } catch { #expect(error.message.contains("packetization-mode=1"), "\(error)") }
+        do {
+            _ = try WebRTCOffer(modeZero)
+            Issue.record("accepted")
+        } catch { #expect(error.message.contains("packetization-mode=1"), "\(error)") }
         let sendonly = chromiumOffer.replacingOccurrences(of: "a=recvonly", with: "a=sendonly")
-        do { _ = try WebRTCOffer(sendonly); Issue.record("accepted") } catch { #expect(error.message.contains("sendonly")) }
+        do {
+            _ = try WebRTCOffer(sendonly)
+            Issue.record("accepted")
+        } catch { #expect(error.message.contains("sendonly")) }
         let noFingerprint = chromiumOffer.replacingOccurrences(of: "a=fingerprint:", with: "a=x-fingerprint:")
-        do { _ = try WebRTCOffer(noFingerprint); Issue.record("accepted") } catch { #expect(error.message.contains("fingerprint")) }
-        do { _ = try WebRTCOffer("v=0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\n"); Issue.record("accepted") } catch { #expect(error.message.contains("no video")) }
-        do { _ = try WebRTCOffer(String(repeating: "a", count: 70_000)); Issue.record("accepted") } catch { #expect(error.message.contains("64 KiB")) }
+        do {
+            _ = try WebRTCOffer(noFingerprint)
+            Issue.record("accepted")
+        } catch { #expect(error.message.contains("fingerprint")) }
+        do {
+            _ = try WebRTCOffer("v=0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\n")
+            Issue.record("accepted")
+        } catch { #expect(error.message.contains("no video")) }
+        do {
+            _ = try WebRTCOffer(String(repeating: "a", count: 70_000))
+            Issue.record("accepted")
+        } catch { #expect(error.message.contains("64 KiB")) }
     }
 
     /// An offer with audio and a data channel besides the video: only the video is answered (and bundled).
@@ -127,7 +162,8 @@ import RTP
         let data = ["m=application 9 UDP/DTLS/SCTP webrtc-datachannel", "c=IN IP4 0.0.0.0", "a=mid:d", "a=sctp-port:5000"]
         let o = try WebRTCOffer((session + audio + video + data).joined(separator: "\r\n") + "\r\n")
         #expect(o.videoIndex == 1 && o.mid == "0")
-        let a = try SDP.parse(o.answer(iceUfrag: "abcd", icePassword: String(repeating: "p", count: 24), fingerprint: "AA", hosts: ["127.0.0.1"], port: 5, ssrc: 9))
+        let a = try SDP.parse(
+            o.answer(iceUfrag: "abcd", icePassword: String(repeating: "p", count: 24), fingerprint: "AA", hosts: ["127.0.0.1"], port: 5, ssrc: 9))
         #expect(a.media.map(\.kind) == ["audio", "video", "application"])
         #expect(a.media.map(\.port) == [0, 5, 0])
         #expect(a.media[0].values("mid") == ["a"] && a.media[2].values("mid") == ["d"])

@@ -19,8 +19,9 @@ var zeroMallocs: [BenchmarkMetric: BenchmarkThresholds] { [.mallocCountTotal: .i
 
 let benchmarks: @Sendable () -> Void = {
     // Conversions: time per frame and mallocs per frame in steady state (the converter's pool is warm).
-    Benchmark.defaultConfiguration = .init(metrics: [.wallClock, .mallocCountTotal, .throughput],
-                                           timeUnits: .microseconds, warmupIterations: 5, maxDuration: .seconds(1), maxIterations: 300)
+    Benchmark.defaultConfiguration = .init(
+        metrics: [.wallClock, .mallocCountTotal, .throughput],
+        timeUnits: .microseconds, warmupIterations: 5, maxDuration: .seconds(1), maxIterations: 300)
     for format in PixelFormat.convertible where ![.jpeg, .rgb32, .xbgr32, .xrgb32, .rgbx32, .bgrx32].contains(format) {
         for (label, size) in sizes {
             // Zero mallocs per frame for every format, MJPEG included (a persistent libjpeg decoder whose
@@ -30,7 +31,9 @@ let benchmarks: @Sendable () -> Void = {
                 _ = try converter.convert(input)
                 benchmark.startMeasurement()
                 for _ in benchmark.scaledIterations { blackHole(try converter.convert(input)) }
-            } setup: { cameraFrame(format, size) }
+            } setup: {
+                cameraFrame(format, size)
+            }
         }
     }
     for (label, size) in sizes {
@@ -39,32 +42,43 @@ let benchmarks: @Sendable () -> Void = {
             _ = try converter.convert(input, options: .init(rotation: .rotation90))
             benchmark.startMeasurement()
             for _ in benchmark.scaledIterations { blackHole(try converter.convert(input, options: .init(rotation: .rotation90))) }
-        } setup: { cameraFrame(.yuyv, size) }
+        } setup: {
+            cameraFrame(.yuyv, size)
+        }
         Benchmark("convert NV12→I420 + scale to 640x360 \(label)") { benchmark, input in
             let converter = FrameConverter()
             let opts = FrameConverter.Options(scale: FrameSize(width: 640, height: 360))
             _ = try converter.convert(input, options: opts)
             benchmark.startMeasurement()
             for _ in benchmark.scaledIterations { blackHole(try converter.convert(input, options: opts)) }
-        } setup: { cameraFrame(.nv12, size) }
+        } setup: {
+            cameraFrame(.nv12, size)
+        }
     }
 
     // The RTC source's adaptation path, as the capturer's delivery thread drives it: MJPEG 720p → one I420
     // conversion → scaled to what the sinks want (the frame-rate gate, the wants and the delivery included).
-    for (label, wants) in [("→ 640x360 (one sink)", [VideoSinkWants(maxSize: FrameSize(width: 640, height: 360))]),
-                           ("→ 1280x720 + 640x360 (two sinks)", [VideoSinkWants(), VideoSinkWants(maxSize: FrameSize(width: 640, height: 360))])] {
+    for (label, wants) in [
+        ("→ 640x360 (one sink)", [VideoSinkWants(maxSize: FrameSize(width: 640, height: 360))]),
+        ("→ 1280x720 + 640x360 (two sinks)", [VideoSinkWants(), VideoSinkWants(maxSize: FrameSize(width: 640, height: 360))]),
+    ] {
         Benchmark("VideoSource MJPG 720p \(label)", configuration: .init(thresholds: zeroMallocs)) { benchmark, input in
             let capturer = CameraVideoCapturer(providers: [])
             let source = VideoSource(capturer: capturer)
             for w in wants { source.addSink(wants: w) { blackHole($0) } }
             var ts: Int64 = 0
-            func next() { ts += 33_333_333; source.capturer(capturer, didCapture: VideoFrame(buffer: input, rotation: .rotation0, timestampNs: ts, sequence: 0)) }
+            func next() {
+                ts += 33_333_333
+                source.capturer(capturer, didCapture: VideoFrame(buffer: input, rotation: .rotation0, timestampNs: ts, sequence: 0))
+            }
             for _ in 0..<5 { next() }
             benchmark.startMeasurement()
             for _ in benchmark.scaledIterations { next() }
             benchmark.stopMeasurement()
             precondition(source.statistics.conversions == source.statistics.inputFrames)
-        } setup: { cameraFrame(.mjpeg, FrameSize(width: 1280, height: 720)) }
+        } setup: {
+            cameraFrame(.mjpeg, FrameSize(width: 1280, height: 720))
+        }
     }
 
     // RTP packetization of real encoded access units (720p at 2 Mbps: P frames and every 60th an IDR with SPS/PPS
@@ -74,7 +88,8 @@ let benchmarks: @Sendable () -> Void = {
         var i = 0, packets = 0
         benchmark.startMeasurement()
         for _ in benchmark.scaledIterations {
-            let u = units[i % units.count]; i += 1
+            let u = units[i % units.count]
+            i += 1
             packets += packetizer.packetize(u.data, nalUnits: u.nalUnits, timestamp: UInt32(truncatingIfNeeded: i * 3000)) { blackHole($0.count) }
         }
         benchmark.stopMeasurement()
@@ -82,7 +97,10 @@ let benchmarks: @Sendable () -> Void = {
     } setup: { () -> [EncodedFrame] in
         let rig = try EncodeRig(size: FrameSize(width: 1280, height: 720), threads: 1)
         rig.encoder.requestKeyFrame()
-        return try (0..<60).map { _ in try rig.encodeNext(); return rig.out }
+        return try (0..<60).map { _ in
+            try rig.encodeNext()
+            return rig.out
+        }
     }
 
     // Encoding: one warmed-up encoder per benchmark; each sample encodes the next frame (steady state,
@@ -90,10 +108,13 @@ let benchmarks: @Sendable () -> Void = {
     let encodeSizes: [(String, FrameSize)] = [("640x480", FrameSize(width: 640, height: 480))] + sizes
     for (label, size) in encodeSizes {
         for threads in [1, 2] {
-            Benchmark("encode H.264 \(label) \(threads) thread\(threads > 1 ? "s" : "")",
-                      configuration: .init(metrics: [.wallClock, .throughput, .mallocCountTotal], timeUnits: .milliseconds,
-                                           warmupIterations: 10, maxDuration: .seconds(3), maxIterations: 150,
-                                           thresholds: zeroMallocs)) { benchmark, rig in
+            Benchmark(
+                "encode H.264 \(label) \(threads) thread\(threads > 1 ? "s" : "")",
+                configuration: .init(
+                    metrics: [.wallClock, .throughput, .mallocCountTotal], timeUnits: .milliseconds,
+                    warmupIterations: 10, maxDuration: .seconds(3), maxIterations: 150,
+                    thresholds: zeroMallocs)
+            ) { benchmark, rig in
                 benchmark.startMeasurement()
                 for _ in benchmark.scaledIterations { try rig.encodeNext() }
             } setup: {
@@ -107,12 +128,17 @@ let benchmarks: @Sendable () -> Void = {
     for (code, spec) in [("MJPG", "fixture:uvc-webcam"), ("YUYV", "fixture:uvc-webcam")] {
         for (label, size) in sizes {
             for encode in [false, true] {
-                let name = encode ? "capture→convert→encode→write \(code) \(label) ×100" : "capture (fixture synthesis + delivery) \(code) \(label) ×100"
+                let name =
+                    encode ? "capture→convert→encode→write \(code) \(label) ×100" : "capture (fixture synthesis + delivery) \(code) \(label) ×100"
                 // Per sample of 100 frames the whole path allocated 20–23 times (0.2 per frame; conversion, encoder
                 // and writer allocate nothing in their own benchmarks); the threshold holds it under 0.4 per frame.
-                Benchmark(name, configuration: .init(metrics: [.wallClock, .mallocCountTotal, .cpuTotal], timeUnits: .milliseconds,
-                                                     warmupIterations: 1, maxDuration: .seconds(4), maxIterations: 12,
-                                                     thresholds: encode ? [.mallocCountTotal: .init(absolute: [.p90: 40])] : [:])) { benchmark in
+                Benchmark(
+                    name,
+                    configuration: .init(
+                        metrics: [.wallClock, .mallocCountTotal, .cpuTotal], timeUnits: .milliseconds,
+                        warmupIterations: 1, maxDuration: .seconds(4), maxIterations: 12,
+                        thresholds: encode ? [.mallocCountTotal: .init(absolute: [.p90: 40])] : [:])
+                ) { benchmark in
                     guard let rig = CaptureRig.current else { return }
                     benchmark.startMeasurement()
                     for _ in 0..<100 { try await rig.next() }
@@ -140,8 +166,9 @@ final class CaptureRig: @unchecked Sendable {
     var out = EncodedFrame()
 
     init(spec: String, code: String, size: FrameSize, encode: Bool) async throws {
-        capturer = CameraVideoCapturer(providers: [FixtureCameraProvider(options: .init(pacing: .asFastAsConsumed))],
-                                       configuration: .init(maxPendingFrames: 2, alwaysDiscardsLateFrames: false))
+        capturer = CameraVideoCapturer(
+            providers: [FixtureCameraProvider(options: .init(pacing: .asFastAsConsumed))],
+            configuration: .init(maxPendingFrames: 2, alwaysDiscardsLateFrames: false))
         let device = try capturer.device(spec)
         let pf = PixelFormat(fourcc: code)!
         guard let format = try capturer.supportedFormats(for: device).first(where: { $0.pixelFormat == pf && $0.size == .discrete(size) }) else {
@@ -154,15 +181,19 @@ final class CaptureRig: @unchecked Sendable {
             encoder = try H264Encoder(settings: settings)
             writer = try AnnexBWriter(path: "/dev/null")
         } else {
-            encoder = nil; writer = nil
+            encoder = nil
+            writer = nil
         }
         _ = try await capturer.startCapture(device: device, format: format, size: size, fps: Fraction(30))
-        for _ in 0..<90 { try await next() }   // pools, arenas and the encoder's buffers sized
+        for _ in 0..<90 { try await next() } // pools, arenas and the encoder's buffers sized
     }
 
     func next() async throws {
         guard let frame = try await frames.next() else { throw CaptureError(.streamFailed, "the fixture stream ended") }
-        guard let encoder, let writer else { blackHole(frame.sequence); return }
+        guard let encoder, let writer else {
+            blackHole(frame.sequence)
+            return
+        }
         let picture = try converter.convert(frame.buffer)
         try encoder.encode(picture, timestampNs: frame.timestampNs, into: &out)
         if !out.isSkipped { try writer.write(out) }
@@ -187,7 +218,7 @@ final class EncodeRig {
             TestPattern.render(frame: UInt64(i), into: b, noise: 3)
             return b
         }
-        for _ in 0..<90 { try encodeNext() }   // past the first key frames; output storage sized
+        for _ in 0..<90 { try encodeNext() } // past the first key frames; output storage sized
     }
     func encodeNext() throws {
         try encoder.encode(frames[index % frames.count], timestampNs: Int64(index) * 33_333_333, into: &out)

@@ -11,7 +11,10 @@ import FixtureCameras
 import H264
 import Synchronization
 
-func die(_ s: String) -> Never { FileHandle.standardError.write(Data((s + "\n").utf8)); exit(2) }
+func die(_ s: String) -> Never {
+    FileHandle.standardError.write(Data((s + "\n").utf8))
+    exit(2)
+}
 
 func parseSize(_ s: String) -> FrameSize {
     let p = s.split(separator: "x").compactMap { Int($0) }
@@ -20,11 +23,16 @@ func parseSize(_ s: String) -> FrameSize {
 }
 
 func parseFormat(_ s: String) -> PixelFormat {
-    switch s { case "YUYV": return .yuyv; case "MJPG": return .mjpeg; default: die("format must be YUYV or MJPG, got \(s)") }
+    switch s {
+    case "YUYV": return .yuyv
+    case "MJPG": return .mjpeg
+    default: die("format must be YUYV or MJPG, got \(s)")
+    }
 }
 
 /// Frames in a file: YUYV back to back, or MJPEG with a `.idx` of little-endian UInt32 lengths.
-struct FrameFile: @unchecked Sendable {   // @unchecked: a read-only mapping (PROT_READ: a writable private one would copy every page when populated), never unmapped
+// @unchecked: a read-only mapping (PROT_READ: a writable private one would copy every page when populated), never unmapped
+struct FrameFile: @unchecked Sendable {
     let base: UnsafeMutableRawPointer
     let spans: [(offset: Int, count: Int)]
     init(path: String, format: PixelFormat, size: FrameSize) {
@@ -54,7 +62,11 @@ struct FrameFile: @unchecked Sendable {   // @unchecked: a read-only mapping (PR
 /// A camera that replays a file's frames as fast as they are consumed, at most `inFlight` ahead.
 final class ReplayProvider: CaptureDeviceProvider {
     let file: FrameFile, format: PixelFormat, size: FrameSize
-    init(file: FrameFile, format: PixelFormat, size: FrameSize) { self.file = file; self.format = format; self.size = size }
+    init(file: FrameFile, format: PixelFormat, size: FrameSize) {
+        self.file = file
+        self.format = format
+        self.size = size
+    }
     var device: CaptureDevice { CaptureDevice(uniqueID: "replay", name: "replay", path: "replay:", driver: "replay", busInfo: "replay") }
     func devices() -> [CaptureDevice] { [device] }
     func device(for spec: String) throws(CaptureError) -> CaptureDevice? { spec == "replay:" ? device : nil }
@@ -83,9 +95,13 @@ final class ReplayStream: CaptureStream, @unchecked Sendable {
                 let k = i % storages.count
                 // Wait until the frame `inFlight` back is released (a driver's short queue).
                 let back = (i - inFlight + storages.count * 4) % storages.count
-                if i >= inFlight && !isKnownUniquelyReferenced(&storages[back]) { usleep(500); continue }   // a poll (as a driver queue refills), not a spin: the second core stays free
-                let buf = VideoFrameBuffer(pixelFormat: applied.pixelFormat, width: applied.size.width, height: applied.size.height,
-                                           stride: applied.stride, bytesUsed: spans[k].count, storage: storages[k])
+                if i >= inFlight && !isKnownUniquelyReferenced(&storages[back]) {
+                    usleep(500)
+                    continue
+                } // a poll (as a driver queue refills), not a spin: the second core stays free
+                let buf = VideoFrameBuffer(
+                    pixelFormat: applied.pixelFormat, width: applied.size.width, height: applied.size.height,
+                    stride: applied.stride, bytesUsed: spans[k].count, storage: storages[k])
                 sink.frame(VideoFrame(buffer: buf, rotation: .rotation0, timestampNs: Int64(i) * 33_333_333 + 1, sequence: UInt64(i)))
                 i += 1
             }
@@ -123,14 +139,16 @@ case "generate":
     try out.close()
     if format == .mjpeg {
         let idx = try OutputFile(path: args[5] + ".idx")
-        try idx.write(lengths); try idx.close()
+        try idx.write(lengths)
+        try idx.close()
     }
 case "run", "run-inline":
     guard let bitrate = Int(args[5]), (10_000...100_000_000).contains(bitrate) else { die("run FORMAT WxH FILE BITRATE [OUT]") }
     let file = FrameFile(path: args[4], format: format, size: size)
     let total = file.spans.count
-    let capturer = CameraVideoCapturer(providers: [ReplayProvider(file: file, format: format, size: size)],
-                                       configuration: .init(maxPendingFrames: 2, alwaysDiscardsLateFrames: false))
+    let capturer = CameraVideoCapturer(
+        providers: [ReplayProvider(file: file, format: format, size: size)],
+        configuration: .init(maxPendingFrames: 2, alwaysDiscardsLateFrames: false))
     var settings = H264Encoder.Settings(width: size.width, height: size.height)
     settings.targetBitrate = bitrate
     let encoder = try H264Encoder(settings: settings)

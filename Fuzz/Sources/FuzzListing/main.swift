@@ -17,13 +17,19 @@ func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
 func exerciseNegotiation(_ camera: CameraDescription, seed: Int) {
     let target = FrameSize(width: 1 + seed % 16384, height: 1 + (seed / 16384) % 16384)
     _ = FormatSelector.select(from: camera.formats, target: target, fpsLimit: 1 + seed % 1000)
-    for f in camera.formats { _ = f.intervals?.rateBounds; _ = f.size.description }
+    for f in camera.formats {
+        _ = f.intervals?.rateBounds
+        _ = f.size.description
+    }
     // Declared controls: the checks and rounding a set goes through, with values from the input and the extremes.
     for c in camera.controls {
         for v in [Int64(seed), .min, .max, c.minimum, c.maximum, c.defaultValue] {
-            _ = try? c.validate(.integer(v), device: "fuzz"); _ = c.rounded(v)
+            _ = try? c.validate(.integer(v), device: "fuzz")
+            _ = c.rounded(v)
         }
-        _ = try? c.parseValue(String(seed), device: "fuzz"); _ = c.currentMenuItem; _ = c.flags.names
+        _ = try? c.parseValue(String(seed), device: "fuzz")
+        _ = c.currentMenuItem
+        _ = c.flags.names
     }
 }
 

@@ -7,7 +7,10 @@ func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     guard let data else { return 0 }
     let text = String(decoding: UnsafeBufferPointer(start: data, count: size), as: UTF8.self)
     if let d = try? SDP.parse(text) {
-        for m in d.media { _ = m.values("rtpmap"); _ = m.values("fmtp") }
+        for m in d.media {
+            _ = m.values("rtpmap")
+            _ = m.values("fmtp")
+        }
     }
     return 0
 }

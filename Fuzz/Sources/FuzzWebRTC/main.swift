@@ -5,7 +5,7 @@ import CFuzzer
 import Glibc
 @_spi(Fuzzing) import WebRTC
 
-nonisolated(unsafe) let dtls = try! DTLSDatagramHarness()   // libFuzzer calls in from one thread
+nonisolated(unsafe) let dtls = try! DTLSDatagramHarness() // libFuzzer calls in from one thread
 
 func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     guard let data else { return 0 }
@@ -13,8 +13,9 @@ func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     if size >= 2 && data[0] == UInt8(ascii: "v") && data[1] == UInt8(ascii: "=") {
         let text = String(decoding: bytes, as: UTF8.self)
         if let offer = try? WebRTCOffer(text) {
-            _ = offer.answer(iceUfrag: "abcd", icePassword: "pppppppppppppppppppppppp", fingerprint: "AA:BB", hosts: ["127.0.0.1"],
-                             port: 9, ssrc: 1, rtxSSRC: 2)
+            _ = offer.answer(
+                iceUfrag: "abcd", icePassword: "pppppppppppppppppppppppp", fingerprint: "AA:BB", hosts: ["127.0.0.1"],
+                port: 9, ssrc: 1, rtxSSRC: 2)
         }
     } else if size > 0 && (20...63).contains(data[0]) {
         dtls.feed(bytes)
