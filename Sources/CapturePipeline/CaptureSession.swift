@@ -422,27 +422,14 @@ extension CaptureStatistics {
 final class StopFlag: Sendable { let value = Atomic<Bool>(false) }
 
 /// Why a session could not run, or ended early.
-public struct PipelineError: Error, Sendable, Equatable, CustomStringConvertible {
-    public struct Code: Hashable, Sendable, RawRepresentable, CustomStringConvertible {
-        public let rawValue: String
-        public init(rawValue: String) { self.rawValue = rawValue }
-        public var description: String { rawValue }
-        /// Settings that cannot work with this camera (checked before it starts).
-        public static let invalidConfiguration = Code(rawValue: "invalid configuration")
-        /// The camera stopped with an error during the run.
-        public static let captureFailed = Code(rawValue: "capture failed")
-        /// An output could not be opened or written (a file, a socket).
-        public static let outputFailed = Code(rawValue: "output failed")
-        /// The run ended before the first frame.
-        public static let noFrames = Code(rawValue: "no frames")
-    }
+public struct PipelineError: CodedError {
+    public typealias Code = ErrorCode<PipelineError>
     public var code: Code
     public var message: String
     public init(_ code: Code, _ message: String) {
         self.code = code
         self.message = message
     }
-    public var description: String { message }
 }
 
 extension Fraction {
@@ -452,3 +439,14 @@ extension Fraction {
 
 /// A number with `digits` decimals, for summaries and progress lines.
 package func fmt(_ v: Double, _ digits: Int = 1) -> String { String(format: "%.\(digits)f", v) }
+
+extension ErrorCode where Domain == PipelineError {
+    /// Settings that cannot work with this camera (checked before it starts).
+    public static var invalidConfiguration: Self { Self(rawValue: "invalid configuration") }
+    /// The camera stopped with an error during the run.
+    public static var captureFailed: Self { Self(rawValue: "capture failed") }
+    /// An output could not be opened or written (a file, a socket).
+    public static var outputFailed: Self { Self(rawValue: "output failed") }
+    /// The run ended before the first frame.
+    public static var noFrames: Self { Self(rawValue: "no frames") }
+}

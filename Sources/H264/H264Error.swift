@@ -1,21 +1,10 @@
+public import VideoCapture
 import VideoProcessing
 
 /// The codec's one error type: settings the encoder refuses (with the valid range), OpenH264 failing a call, a
 /// malformed bitstream (with the byte offset), or an Annex-B file that cannot be written.
 public struct H264Error: Error, Sendable, Equatable, CustomStringConvertible {
-    public struct Code: Hashable, Sendable, RawRepresentable, CustomStringConvertible {
-        public let rawValue: String
-        public init(rawValue: String) { self.rawValue = rawValue }
-        public var description: String { rawValue }
-        /// Settings or a frame the encoder cannot take; the message gives the valid range.
-        public static let invalidSettings = Code(rawValue: "invalid settings")
-        /// OpenH264 refused a call (or the encoder was closed).
-        public static let encoderFailed = Code(rawValue: "encoder failed")
-        /// Annex-B/AVCC/SPS input that is not what it claims; `offset` says where.
-        public static let malformedBitstream = Code(rawValue: "malformed bitstream")
-        /// Writing the output failed (disk full, I/O error) or would give an undecodable stream.
-        public static let writeFailed = Code(rawValue: "write failed")
-    }
+    public typealias Code = ErrorCode<H264Error>
     public var code: Code
     public var message: String
     /// Byte offset in the bitstream, for `.malformedBitstream`.
@@ -44,3 +33,14 @@ public struct H264Error: Error, Sendable, Equatable, CustomStringConvertible {
 /// The names of the first landing: both are `H264Error` (check `code` to tell them apart).
 public typealias EncoderError = H264Error
 public typealias BitstreamError = H264Error
+
+extension ErrorCode where Domain == H264Error {
+    /// Settings or a frame the encoder cannot take; the message gives the valid range.
+    public static var invalidSettings: Self { Self(rawValue: "invalid settings") }
+    /// OpenH264 refused a call (or the encoder was closed).
+    public static var encoderFailed: Self { Self(rawValue: "encoder failed") }
+    /// Annex-B/AVCC/SPS input that is not what it claims; `offset` says where.
+    public static var malformedBitstream: Self { Self(rawValue: "malformed bitstream") }
+    /// Writing the output failed (disk full, I/O error) or would give an undecodable stream.
+    public static var writeFailed: Self { Self(rawValue: "write failed") }
+}

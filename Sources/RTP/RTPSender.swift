@@ -1,5 +1,5 @@
 import Foundation
-import VideoCapture
+public import VideoCapture
 public import H264
 import Synchronization
 import SystemIO
@@ -17,17 +17,7 @@ public protocol RTPTransport: AnyObject, Sendable {
 
 /// An RTP session that cannot start or send: its code says which kind, the message what and where.
 public struct RTPError: Error, Sendable, Equatable, CustomStringConvertible {
-    public struct Code: Hashable, Sendable, RawRepresentable, CustomStringConvertible {
-        public let rawValue: String
-        public init(rawValue: String) { self.rawValue = rawValue }
-        public var description: String { rawValue }
-        /// A port, address or rate out of range (nothing was opened).
-        public static let invalidConfiguration = Code(rawValue: "invalid configuration")
-        /// A socket could not be made or bound (errno says why).
-        public static let socketFailed = Code(rawValue: "socket failed")
-        /// Sending failed (errno says why).
-        public static let sendFailed = Code(rawValue: "send failed")
-    }
+    public typealias Code = ErrorCode<RTPError>
     public var code: Code
     public var message: String
     public var errno: Int32?
@@ -360,4 +350,13 @@ public final class RTPSender: @unchecked Sendable {
         if found { packet.withUnsafeBytes { _ = transport.sendRTP($0) } }
         return withinBudget
     }
+}
+
+extension ErrorCode where Domain == RTPError {
+    /// A port, address or rate out of range (nothing was opened).
+    public static var invalidConfiguration: Self { Self(rawValue: "invalid configuration") }
+    /// A socket could not be made or bound (errno says why).
+    public static var socketFailed: Self { Self(rawValue: "socket failed") }
+    /// Sending failed (errno says why).
+    public static var sendFailed: Self { Self(rawValue: "send failed") }
 }

@@ -1,25 +1,14 @@
-import VideoCapture
+public import VideoCapture
 
 /// A conversion, encoding or writing failure, with a code and a message naming the value at fault.
-public struct ProcessingError: Error, Sendable, Equatable, CustomStringConvertible {
-    public struct Code: Hashable, Sendable, RawRepresentable, CustomStringConvertible {
-        public let rawValue: String
-        public init(rawValue: String) { self.rawValue = rawValue }
-        public var description: String { rawValue }
-        public static let shortBuffer = Code(rawValue: "short buffer")
-        public static let invalidSize = Code(rawValue: "invalid size")
-        public static let unsupportedFormat = Code(rawValue: "unsupported format")
-        public static let decodeFailed = Code(rawValue: "decode failed")
-        public static let invalidArgument = Code(rawValue: "invalid argument")
-        public static let ioFailed = Code(rawValue: "I/O failed")
-    }
+public struct ProcessingError: CodedError {
+    public typealias Code = ErrorCode<ProcessingError>
     public var code: Code
     public var message: String
     public init(_ code: Code, _ message: String) {
         self.code = code
         self.message = message
     }
-    public var description: String { message }
 }
 
 /// A rectangle of a frame, in source pixels.
@@ -32,4 +21,13 @@ public struct CropRect: Hashable, Sendable, CustomStringConvertible {
         self.height = height
     }
     public var description: String { "\(width)x\(height)+\(x)+\(y)" }
+}
+
+extension ErrorCode where Domain == ProcessingError {
+    public static var shortBuffer: Self { Self(rawValue: "short buffer") }
+    public static var invalidSize: Self { Self(rawValue: "invalid size") }
+    public static var unsupportedFormat: Self { Self(rawValue: "unsupported format") }
+    public static var decodeFailed: Self { Self(rawValue: "decode failed") }
+    public static var invalidArgument: Self { Self(rawValue: "invalid argument") }
+    public static var ioFailed: Self { Self(rawValue: "I/O failed") }
 }

@@ -4,7 +4,7 @@ import NIOPosix
 import NIOHTTP1
 public import NIOSSL
 import Synchronization
-import VideoCapture
+public import VideoCapture
 
 /// Open connections, overall and per client address, and the refusal counters. When every connection is
 /// taken, a new one evicts the one that has waited longest without a request in progress (an idle or slowloris
@@ -254,25 +254,23 @@ private final class WHEPHandler: ChannelInboundHandler {
 }
 
 /// Why the server could not start, or a file it was given is unusable.
-public struct ServerError: Error, Sendable, Equatable, CustomStringConvertible {
-    public struct Code: Hashable, Sendable, RawRepresentable, CustomStringConvertible {
-        public let rawValue: String
-        public init(rawValue: String) { self.rawValue = rawValue }
-        public var description: String { rawValue }
-        /// The address cannot be listened on (in use, not ours).
-        public static let cannotListen = Code(rawValue: "cannot listen")
-        /// A token, certificate or key file that cannot be read or is not what it should be.
-        public static let badFile = Code(rawValue: "bad file")
-        /// A bearer token that is not valid RFC 6750 syntax (too short, a character outside b64token).
-        public static let badToken = Code(rawValue: "bad token")
-        /// The TLS context could not be made.
-        public static let tls = Code(rawValue: "tls")
-    }
+public struct ServerError: CodedError {
+    public typealias Code = ErrorCode<ServerError>
     public var code: Code
     public var message: String
     public init(_ code: Code, _ message: String) {
         self.code = code
         self.message = message
     }
-    public var description: String { message }
+}
+
+extension ErrorCode where Domain == ServerError {
+    /// The address cannot be listened on (in use, not ours).
+    public static var cannotListen: Self { Self(rawValue: "cannot listen") }
+    /// A token, certificate or key file that cannot be read or is not what it should be.
+    public static var badFile: Self { Self(rawValue: "bad file") }
+    /// A bearer token that is not valid RFC 6750 syntax (too short, a character outside b64token).
+    public static var badToken: Self { Self(rawValue: "bad token") }
+    /// The TLS context could not be made.
+    public static var tls: Self { Self(rawValue: "tls") }
 }
