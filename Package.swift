@@ -143,7 +143,7 @@ let package = Package(
         .testTarget(
             name: "HummingbirdWHEPTests",
             dependencies: [
-                "WHEPServer", "WebRTC", "TestSupport",
+                "WHEPServer", "WebRTC", "VideoCapture", "TestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ]),

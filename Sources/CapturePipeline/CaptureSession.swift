@@ -33,6 +33,9 @@ public protocol PictureStage: AnyObject {
     var progress: String? { get }
     /// Summary lines (label, value).
     var summary: [(String, String)] { get }
+    /// False while the stage has no use for pictures (an encoder whose outputs have nobody to send to); when
+    /// no stage wants pictures for `Configuration.idleReleaseNs`, the camera is released.
+    var wantsPictures: Bool { get }
 }
 
 extension PictureStage {
@@ -40,6 +43,7 @@ extension PictureStage {
     public func discard() {}
     public var framesSummary: String? { nil }
     public var progress: String? { nil }
+    public var wantsPictures: Bool { true }
 }
 
 /// One capture session from negotiation to summary: `init` does everything that can fail before the camera
@@ -68,6 +72,9 @@ public final class CaptureSession {
         public var controls: [CameraControlSetting] = []
         /// The anti-flicker filter set on start, where the camera has it.
         public var powerLine: PowerLineFrequency?
+        /// Release the camera when no stage has wanted pictures (`PictureStage.wantsPictures`: a server without
+        /// viewers) for this long, on frame timestamps, and start it again at `wake()`; nil keeps it running.
+        public var idleReleaseNs: Int64?
         /// Where the capturer logs (nothing by default).
         public var logger = Logger(label: "swift-video-capture.capture", factory: { _ in SwiftLogNoOpLogHandler() })
         public init() {}
@@ -99,6 +106,9 @@ public final class CaptureSession {
     public var onProgress: ((String) -> Void)?
     public var progressIntervalNs: Int64 = 2_000_000_000
     private let stopFlag = StopFlag()
+    private let wakeSignal = WakeSignal()
+    /// Events worth a line (the camera released or restarted), on the session's thread.
+    public var onEvent: ((String) -> Void)?
 
     /// Resolves the device and negotiates: everything that can fail before the camera starts. Pass a capturer
     /// to use your own providers; by default the session makes one with the V4L2 and fixture providers.
@@ -143,11 +153,19 @@ public final class CaptureSession {
 
     /// `stop()` as a closure that may be kept and called from anywhere (a signal handler).
     public var stopAction: @Sendable () -> Void {
-        { [stopFlag, capturer] in
+        { [stopFlag, capturer, wakeSignal] in
             stopFlag.value.store(true, ordering: .releasing)
+            wakeSignal.stop()
             Task { try? await capturer.stopCapture() }
         }
     }
+
+    /// Restarts a camera released for idleness (`Configuration.idleReleaseNs`): a viewer arrived. Any thread;
+    /// nothing happens while the camera runs.
+    public func wake() { wakeSignal.wake() }
+
+    /// `wake()` as a closure to hand to whoever learns of demand (`ViewerHub.whenViewersArrive`).
+    public var wakeAction: @Sendable () -> Void { { [wakeSignal] in wakeSignal.wake() } }
 
     /// What a run gave: the summary, and why it failed (after the summary), if it did.
     public struct Report {
@@ -207,7 +225,7 @@ public final class CaptureSession {
         defer { outputRequests.detach() }
         // Subscribed before the start: the first frame is ours. As fast as consumed (a fast fixture), the source
         // waits for this loop instead of dropping.
-        let frames = source.frames(bufferingNewest: 2, waitsForConsumer: configuration.fast)
+        var frames = source.frames(bufferingNewest: 2, waitsForConsumer: configuration.fast)
         do {
             applied = try await capturer.startCapture(device: device, format: selection.format, size: selection.size, fps: selection.fps)
             for s in stages { try s.begin(self) }
@@ -232,47 +250,75 @@ public final class CaptureSession {
         var stageError: Error?
         let wallStart = monotonicNanoseconds()
         var nextProgress = wallStart
-        do {
-            frameLoop: for try await frame in frames {
-                if stopFlag.value.load(ordering: .acquiring) { break }
-                let first = replay?.firstTimestamp ?? firstTs ?? frame.timestampNs
-                firstTs = firstTs ?? first
-                if let d = configuration.durationNs, frame.timestampNs - first >= d { break }
-                guard let picture = I420Buffer(frame.buffer) else { continue } // the source's output is I420
-                let stageStart = monotonicNanoseconds()
-                let converted = conversions.take(frame.sequence)
-                if let converted {
-                    conversionTime.add(converted)
-                    metrics.conversion.recordNanoseconds(converted)
+        var idle = IdleRelease(afterNs: configuration.idleReleaseNs)
+        runs: while true {
+            do {
+                frameLoop: for try await frame in frames {
+                    if stopFlag.value.load(ordering: .acquiring) { break }
+                    if idle.firstFrameAfterRestart(now: monotonicNanoseconds()) != nil {
+                        onEvent?("camera restarted for a viewer: first frame after \(fmt(idle.lastRestartMs, 1)) ms")
+                    }
+                    let first = replay?.firstTimestamp ?? firstTs ?? frame.timestampNs
+                    firstTs = firstTs ?? first
+                    if let d = configuration.durationNs, frame.timestampNs - first >= d { break }
+                    guard let picture = I420Buffer(frame.buffer) else { continue } // the source's output is I420
+                    let stageStart = monotonicNanoseconds()
+                    let converted = conversions.take(frame.sequence)
+                    if let converted {
+                        conversionTime.add(converted)
+                        metrics.conversion.recordNanoseconds(converted)
+                    }
+                    do {
+                        for s in stages { try s.consume(picture, frame: frame) }
+                    } catch {
+                        stageError = error
+                        break frameLoop
+                    }
+                    report.processed += 1
+                    metrics.frames.increment()
+                    if replay != nil || outputRequests.used { adapted.add(picture, elapsedNs: frame.timestampNs - first) }
+                    if report.processed % 16 == 0 { metrics.update(capturer.statistics, source.statistics) }
+                    lastTs = frame.timestampNs
+                    let now = monotonicNanoseconds()
+                    if !configuration.fast {
+                        latency.add(now - frame.timestampNs)
+                        workTime.add(now - stageStart + (converted ?? 0))
+                    }
+                    let elapsed = Double(lastTs - first) / 1e9
+                    if let onProgress, elapsed >= 0.2, now >= nextProgress {
+                        // Formatted only when the line is due: nothing allocated per frame.
+                        nextProgress = now + progressIntervalNs
+                        onProgress(
+                            "\(fmt(elapsed)) s  \(report.processed) frames  \(fmt(Double(report.processed - 1) / elapsed)) fps  \(stages.compactMap(\.progress).joined(separator: "  "))  drops \(capturer.statistics.totalDropped)"
+                        )
+                    }
+                    if let n = configuration.frames, report.processed >= n { break }
+                    // Nobody wants pictures (a server without viewers) for long enough: the camera is released.
+                    if idle.shouldRelease(wanted: stages.contains { $0.wantsPictures }, at: frame.timestampNs) { break }
                 }
-                do {
-                    for s in stages { try s.consume(picture, frame: frame) }
-                } catch {
-                    stageError = error
-                    break frameLoop
-                }
-                report.processed += 1
-                metrics.frames.increment()
-                if replay != nil || outputRequests.used { adapted.add(picture, elapsedNs: frame.timestampNs - first) }
-                if report.processed % 16 == 0 { metrics.update(capturer.statistics, source.statistics) }
-                lastTs = frame.timestampNs
-                let now = monotonicNanoseconds()
-                if !configuration.fast {
-                    latency.add(now - frame.timestampNs)
-                    workTime.add(now - stageStart + (converted ?? 0))
-                }
-                let elapsed = Double(lastTs - first) / 1e9
-                if let onProgress, elapsed >= 0.2, now >= nextProgress {
-                    // Formatted only when the line is due: nothing allocated per frame.
-                    nextProgress = now + progressIntervalNs
-                    onProgress(
-                        "\(fmt(elapsed)) s  \(report.processed) frames  \(fmt(Double(report.processed - 1) / elapsed)) fps  \(stages.compactMap(\.progress).joined(separator: "  "))  drops \(capturer.statistics.totalDropped)"
-                    )
-                }
-                if let n = configuration.frames, report.processed >= n { break }
+            } catch {
+                captureError = error
             }
-        } catch {
-            captureError = error
+            guard captureError == nil, stageError == nil, idle.releasing, !stopFlag.value.load(ordering: .acquiring) else { break runs }
+            // Released: the camera stops (its light goes off) until `wake()` (a viewer arrived) or `stop()`. A wake
+            // from before this point is stale (nobody was there for the whole idle time); one that comes while the
+            // camera stops is seen by the check after the stop, or by the wait.
+            wakeSignal.clear()
+            try? await capturer.stopCapture()
+            configuration.logger.debug("camera released", metadata: ["device": "\(device.path)", "idle": "\(fmt(Double(idle.afterNs) / 1e9)) s"])
+            onEvent?("camera released: no picture wanted for \(fmt(Double(idle.afterNs) / 1e9)) s")
+            if !stages.contains(where: { $0.wantsPictures }) {
+                guard await wakeSignal.wait() else { break runs }
+            }
+            frames = source.frames(bufferingNewest: 2, waitsForConsumer: configuration.fast)
+            idle.restarting(now: monotonicNanoseconds())
+            do {
+                applied = try await capturer.startCapture(device: device, format: selection.format, size: selection.size, fps: selection.fps)
+                configuration.logger.debug("camera restarted", metadata: ["device": "\(device.path)"])
+            } catch {
+                captureError = error
+                break runs
+            }
         }
         let wallSeconds = Double(monotonicNanoseconds() - wallStart) / 1e9
         // Counters as of the end of the run (frames produced while stopping are not part of it). The source is
@@ -320,6 +366,14 @@ public final class CaptureSession {
                 (
                     "work time",
                     "convert + stages p50 \(fmt(workTime.percentileMs(0.5), 2)) ms, p95 \(fmt(workTime.percentileMs(0.95), 2)) ms, p99 \(fmt(workTime.percentileMs(0.99), 2)) ms"
+                ))
+        }
+        if idle.releases > 0 {
+            lines.append(
+                (
+                    "camera",
+                    "released \(idle.releases) times when no picture was wanted for \(fmt(Double(idle.afterNs) / 1e9)) s; "
+                        + "first frame after a restart p50 \(fmt(idle.restartPercentileMs(0.5), 1)) ms, max \(fmt(idle.restartPercentileMs(1), 1)) ms"
                 ))
         }
         if adapted.active {
@@ -449,4 +503,107 @@ extension ErrorCode where Domain == PipelineError {
     public static var outputFailed: Self { Self(rawValue: "output failed") }
     /// The run ended before the first frame.
     public static var noFrames: Self { Self(rawValue: "no frames") }
+}
+
+/// When to release an unwatched camera, and how long a restart took to give its first frame.
+struct IdleRelease {
+    let afterNs: Int64
+    private let enabled: Bool
+    private var idleSince: Int64?
+    private(set) var releasing = false
+    private(set) var releases = 0
+    private var restartedAt: Int64?
+    private var restartNs: [Int64] = []
+
+    init(afterNs: Int64?) {
+        self.afterNs = afterNs ?? 0
+        enabled = afterNs != nil
+    }
+
+    /// True when the camera should be released at this frame.
+    mutating func shouldRelease(wanted: Bool, at ts: Int64) -> Bool {
+        guard enabled, !wanted else {
+            idleSince = nil
+            return false
+        }
+        let since = idleSince ?? ts
+        idleSince = since
+        guard ts - since >= afterNs else { return false }
+        releasing = true
+        releases += 1
+        return true
+    }
+
+    mutating func restarting(now: Int64) {
+        releasing = false
+        idleSince = nil
+        restartedAt = now
+    }
+
+    /// The delay from the wake-up to this frame, for the first frame after a restart.
+    mutating func firstFrameAfterRestart(now: Int64) -> Int64? {
+        guard let at = restartedAt else { return nil }
+        restartedAt = nil
+        restartNs.append(now - at)
+        return now - at
+    }
+
+    var lastRestartMs: Double { Double(restartNs.last ?? 0) / 1e6 }
+
+    func restartPercentileMs(_ p: Double) -> Double {
+        guard !restartNs.isEmpty else { return 0 }
+        let sorted = restartNs.sorted()
+        return Double(sorted[min(sorted.count - 1, Int(Double(sorted.count - 1) * p))]) / 1e6
+    }
+}
+
+/// Wakes a session waiting with a released camera: `wake()` from any thread (remembered if it comes before the
+/// wait), `stop()` ends the wait for good.
+final class WakeSignal: Sendable {
+    private struct State {
+        var waiter: CheckedContinuation<Bool, Never>?
+        var pending = false
+        var stopped = false
+    }
+    private let state = Mutex(State())
+
+    func wake() {
+        let waiter = state.withLock { s -> CheckedContinuation<Bool, Never>? in
+            guard let w = s.waiter else {
+                s.pending = true
+                return nil
+            }
+            s.waiter = nil
+            return w
+        }
+        waiter?.resume(returning: true)
+    }
+
+    /// Forgets a wake that nobody waited for.
+    func clear() { state.withLock { $0.pending = false } }
+
+    func stop() {
+        let waiter = state.withLock { s -> CheckedContinuation<Bool, Never>? in
+            s.stopped = true
+            defer { s.waiter = nil }
+            return s.waiter
+        }
+        waiter?.resume(returning: false)
+    }
+
+    /// True when woken, false when stopped.
+    func wait() async -> Bool {
+        await withCheckedContinuation { c in
+            let now = state.withLock { s -> Bool? in
+                if s.stopped { return false }
+                if s.pending {
+                    s.pending = false
+                    return true
+                }
+                s.waiter = c
+                return nil
+            }
+            if let now { c.resume(returning: now) }
+        }
+    }
 }

@@ -14,6 +14,9 @@ public protocol EncodedOutput: AnyObject {
     /// the encode stage does not encode, and the first frame after such a pause is a key frame.
     var wantsFrames: Bool { get }
     func write(_ frame: EncodedFrame) throws
+    /// True while someone is or will soon be there to send to (a viewer still connecting counts): while no
+    /// output has an audience for a while, the camera may be released (`CaptureSession.Configuration.idleReleaseNs`).
+    var hasAudience: Bool { get }
     /// True when `write` may run on the encoder's own thread (see `EncodeStage.usesEncoderThread`).
     var acceptsWritesFromEncoderThread: Bool { get }
     func end() throws
@@ -25,6 +28,7 @@ extension EncodedOutput {
     public var progress: String? { nil }
     public var acceptsWritesFromEncoderThread: Bool { false }
     public var wantsFrames: Bool { true }
+    public var hasAudience: Bool { wantsFrames }
 }
 
 /// Encodes every picture with OpenH264 (one encoder, shared by every output).
@@ -142,6 +146,9 @@ public final class EncodeStage: PictureStage {
         }
         return encoder
     }
+
+    /// The encoder's outputs have an audience (a server with viewers, connected or connecting).
+    public var wantsPictures: Bool { outputs.contains { $0.hasAudience } }
 
     public func consume(_ picture: I420Buffer, frame: VideoFrame) throws {
         guard outputs.contains(where: { $0.wantsFrames }) else {

@@ -50,6 +50,8 @@ public final class ViewerHub: EncodedOutput, Sendable {
     private let configuration: WebRTCPeer.Configuration
     /// The encoder the viewers' feedback goes to (set by `connect`, before the camera starts).
     private let encoder = Mutex<(control: EncoderControl, follower: BandwidthFollower)?>(nil)
+    /// Called when a viewer is admitted (a released camera starts again: `CaptureSession.wakeAction`).
+    private let arrival = Mutex<(@Sendable () -> Void)?>(nil)
     public static let keyFrameIntervalNs: Int64 = 300_000_000
     public let limits: Limits
 
@@ -124,6 +126,7 @@ public final class ViewerHub: EncodedOutput, Sendable {
                 bitrateEstimate: { [weak self] bps in self?.remb(id, bps) },
                 closed: { [weak self] reason in self?.ended(id, reason) }))
         joined.increment()
+        arrival.withLock { $0 }?()
         viewersGauge.record(viewerCount)
         logger.debug("viewer joined", metadata: ["viewer": "\(number)", "client": "\(address)"])
         return (id, peer.answer)
@@ -184,6 +187,14 @@ public final class ViewerHub: EncodedOutput, Sendable {
         let viewers = state.withLock { s in s.order.compactMap { s.viewers[$0] } }
         for v in viewers { v.metrics.update(v.peer.statistics.rtp, remb: v.remb) }
     }
+
+    /// Calls `action` whenever a viewer is admitted, after it counts as an audience (`hasAudience`): give it
+    /// `CaptureSession.wakeAction` so that a camera released while nobody watched starts again. Replaces an
+    /// earlier action.
+    public func whenViewersArrive(_ action: @escaping @Sendable () -> Void) { arrival.withLock { $0 = action } }
+
+    /// Viewers connected or still connecting: while there are none, a session may release the camera.
+    public var hasAudience: Bool { state.withLock { !$0.peers.isEmpty } }
 
     // EncodedOutput (the encoder's thread)
     /// Nobody connected: the encoder rests (a viewer's connection asks for a key frame anyway).

@@ -99,6 +99,7 @@ extension CaptureSession {
             }
             progressIntervalNs = tty ? 250_000_000 : 2_000_000_000
             onProgress = { line in FileHandle.standardError.write(Data(((tty ? "\r\u{1B}[K" : "") + line + (tty ? "" : "\n")).utf8)) }
+            onEvent = { line in FileHandle.standardError.write(Data(((tty ? "\r\u{1B}[K" : "") + line + "\n").utf8)) }
         }
         let report = try await run(stages: stages)
         if !quiet && tty { FileHandle.standardError.write(Data("\n".utf8)) }

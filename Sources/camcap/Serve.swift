@@ -72,6 +72,11 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Viewers (connected or connecting) per client address at most.") var maxViewersPerAddress = 8
     @Option(help: "Viewers still connecting per client address at most.") var maxPendingPerAddress = 2
     @Option(help: "Seconds a viewer has to finish ICE and DTLS after its offer; then its slot is freed.") var connectTimeout: Double = 8
+    @Option(
+        help: ArgumentHelp(
+            "Release the camera after this many seconds without viewers (its light goes off); the next viewer starts it again. 0 keeps it running.",
+            valueName: "seconds"))
+    var idleRelease: Double = 30
     @Option(help: .hidden) var consentTimeout: Double = 30 // tests: seconds without a STUN check before a viewer is dropped
     @Option(help: .hidden) var dumpInput: String? // tests: the encoder's input as Y4M, capture times in PATH.timestamps
 
@@ -107,6 +112,9 @@ struct Serve: AsyncParsableCommand {
         }
         if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("HTTPS needs both --tls-cert and --tls-key") }
         if tlsSelfSigned && tlsCert != nil { throw ValidationError("--tls-self-signed cannot go with --tls-cert/--tls-key") }
+        guard idleRelease.isFinite, idleRelease == 0 || (0.1...86_400).contains(idleRelease) else {
+            throw ValidationError("--idle-release must be 0 (never) or 0.1...86400 seconds, got \(idleRelease)")
+        }
         for (name, v, range) in [("--request-timeout", requestTimeout, 0.5...3600.0), ("--connect-timeout", connectTimeout, 1.0...120.0)] {
             guard v.isFinite, range.contains(v) else {
                 throw ValidationError("\(name) must be \(range.lowerBound)...\(range.upperBound) seconds, got \(v)")
@@ -139,6 +147,7 @@ struct Serve: AsyncParsableCommand {
         MetricsSystem.bootstrap(factory)
         var configuration = capture.configuration
         if capture.frames == nil && capture.duration == nil { configuration.durationNs = nil } // until Ctrl-C
+        configuration.idleReleaseNs = idleRelease > 0 ? Int64(idleRelease * 1e9) : nil
         let pipeline = try CaptureSession(configuration)
         var settings = EncodeStage.baseSettings(for: pipeline.selection, bitrateKbps: bitrate, maxBitrateKbps: maxBitrate)
         settings.sliceMode = .maxNALSize(max(420, mtu))
@@ -173,6 +182,7 @@ struct Serve: AsyncParsableCommand {
         policy.tls = tls != nil
         let encode = EncodeStage(settings: settings, keyIntervalSeconds: keyintSeconds ?? 2, outputs: [hub])
         hub.connect(encode, adapting: adaptToBandwidth ? pipeline.outputRequests : nil)
+        hub.whenViewersArrive(pipeline.wakeAction) // a camera released for want of viewers starts again
         // The camera's rotation is applied to the pixels (browsers get an upright picture, as WebRTC's
         // rotation_applied); the source makes the size even for 4:2:0.
         pipeline.sourceOptions = VideoSource.Options(applyRotation: true)
@@ -214,4 +224,5 @@ final class AnnounceStage: PictureStage {
     func consume(_ picture: I420Buffer, frame: VideoFrame) throws {}
     func end() throws {}
     var summary: [(String, String)] { [] }
+    var wantsPictures: Bool { false } // it only announces: the camera may rest without viewers
 }

@@ -112,4 +112,41 @@ import TestSupport
             #expect(lines.contains { $0.contains("debug") && $0.contains(text) }, "\(text): \(logged.err.suffix(1500))")
         }
     }
+
+    /// Nobody watching: after --idle-release the camera is released (its thread ends, no frame is captured, the
+    /// process rests), a viewer starts it again (the first frame's delay is printed), and when the viewer has
+    /// left it is released again.
+    @Test(.enabled(if: chromiumAvailable)) func anUnwatchedCameraIsReleasedAndAViewerStartsItAgain() throws {
+        let server = try ServeProcess(
+            ["-d", "fixture:uvc-webcam", "-s", "1280x720", "--listen", "127.0.0.1:0", "--idle-release", "1"], name: "serve-idle")
+        #expect(!server.url.isEmpty, "\(server.err)")
+        func threads() -> [String] {
+            let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(server.pid)/task")) ?? []
+            return tasks.map { ServeProcess.read("/proc/\(server.pid)/task/\($0)/comm").trimmingCharacters(in: .whitespacesAndNewlines) }
+        }
+        func cpuTicks() -> Int {
+            let f = ServeProcess.read("/proc/\(server.pid)/stat").split(separator: ")").last?.split(separator: " ") ?? []
+            return f.count > 13 ? (Int(f[11]) ?? 0) + (Int(f[12]) ?? 0) : -1 // utime + stime, after the command name
+        }
+        let runningTicks = cpuTicks(), runningAt = Date()
+        #expect(waitUntil(timeout: 30, every: 0.05) { server.err.contains("camera released") }, "\(server.err)")
+        let ranFor = Date().timeIntervalSince(runningAt), ranTicks = cpuTicks() - runningTicks
+        #expect(waitUntil(timeout: 10, every: 0.05) { !threads().contains("fixture-camera") }, "the camera's thread ended: \(threads())")
+        let released = try scrape(server).samples["capture_frames_total"] ?? -1
+        #expect(try scrape(server).samples["capture_frames_total"] == released, "no frame is captured while released")
+        // A viewer arrives: the camera starts again and the viewer plays from a key frame, then leaves.
+        let b = try chromium(server.pageURL, frames: 60)
+        #expect(b["ok"] as? Bool == true && int(b, "framesDecoded") >= 55, "\(b)")
+        let restart = server.err.split(separator: "\n").first { $0.contains("camera restarted for a viewer") }.map(String.init) ?? ""
+        #expect(restart.contains("first frame after"), "\(server.err)")
+        // The viewer left: the camera is released again.
+        #expect(
+            waitUntil(timeout: 30, every: 0.05) { server.err.components(separatedBy: "camera released").count - 1 >= 2 }, "\(server.err)")
+        #expect(server.stop() == 0, "\(server.err)")
+        #expect(server.out.contains("camera:") && server.out.contains("released 2 times"), "\(server.out)")
+        let hz = Double(sysconf(Int32(_SC_CLK_TCK)))
+        print(
+            "FIGURE idle release: 720p MJPEG fixture without viewers \(String(format: "%.0f", Double(ranTicks) / hz / ranFor * 1000)) ms CPU/s "
+                + "until the release (camera thread gone, capture_frames_total still); \(restart.trimmingCharacters(in: .whitespaces))")
+    }
 }

@@ -4,6 +4,7 @@ import Testing
 import Hummingbird
 import NIOCore
 import TestSupport
+import VideoCapture
 import WebRTC
 import WHEPServer
 
@@ -87,7 +88,15 @@ struct Exchange {
 }
 
 @Suite(.serialized, .timeLimit(.minutes(1))) struct HummingbirdWHEPTests {
+    /// The test and the server it starts run on a thread of their own: in the parallel suite, synchronous tests
+    /// beside it can hold every thread of the cooperative pool (two on a two-core box) for minutes.
     @Test func hummingbirdRoutesDriveTheWHEPEndpoint() async throws {
+        let executor = DedicatedTaskExecutor(name: "hummingbird-test")
+        defer { executor.shutdown() }
+        try await withTaskExecutorPreference(executor) { try await routesDriveTheEndpoint() }
+    }
+
+    func routesDriveTheEndpoint() async throws {
         let token = "0123456789abcdef0123"
         let hub = ViewerHub(
             identity: try DTLSIdentity(), configuration: WebRTCPeer.Configuration(bindHost: "127.0.0.1", candidateHosts: ["127.0.0.1"]))
