@@ -184,7 +184,7 @@ static void svc_jpeg_resample_band(const unsigned char *band, size_t bandStride,
 
 /* Declared, with what it does, in include/svc_jpeg.h. */
 int svc_jpeg_decode_i420(svc_jpeg_decoder *d, const unsigned char *data, unsigned long size,
-                         int expectedWidth, int expectedHeight, int *width, int *height,
+                         int expectedWidth, int expectedHeight, int scaleDenominator, int *width, int *height,
                          unsigned char *y, int strideY, unsigned char *u, int strideU,
                          unsigned char *v, int strideV) {
     struct jpeg_decompress_struct *c = &d->cinfo;
@@ -202,27 +202,41 @@ int svc_jpeg_decode_i420(svc_jpeg_decoder *d, const unsigned char *data, unsigne
     int mh = c->max_h_samp_factor, mv = c->max_v_samp_factor;
     jpeg_component_info *ci = c->comp_info;
     if (ci[0].h_samp_factor != mh || ci[0].v_samp_factor != mv || mv > 4 || mh > 4) { jpeg_abort_decompress(c); return SVC_JPEG_UNSUPPORTED; }
-    int fh = 1, fv = 1;   /* chroma component samples per I420 chroma sample, per direction */
-    if (!grey) {
-        if (ci[1].h_samp_factor != ci[2].h_samp_factor || ci[1].v_samp_factor != ci[2].v_samp_factor) { jpeg_abort_decompress(c); return SVC_JPEG_UNSUPPORTED; }
-        int hc = ci[1].h_samp_factor, vc = ci[1].v_samp_factor;
-        if (hc * 2 == mh) fh = 1; else if (hc == mh) fh = 2; else { jpeg_abort_decompress(c); return SVC_JPEG_UNSUPPORTED; }
-        if (vc * 2 == mv) fv = 1; else if (vc == mv) fv = 2; else { jpeg_abort_decompress(c); return SVC_JPEG_UNSUPPORTED; }
+    if (!grey && (ci[1].h_samp_factor != ci[2].h_samp_factor || ci[1].v_samp_factor != ci[2].v_samp_factor)) {
+        jpeg_abort_decompress(c); return SVC_JPEG_UNSUPPORTED;
     }
+    if (scaleDenominator != 1 && scaleDenominator != 2 && scaleDenominator != 4 && scaleDenominator != 8) {
+        jpeg_abort_decompress(c); return SVC_JPEG_UNSUPPORTED;
+    }
+    /* A reduced DCT: each 8x8 block is inverse-transformed straight to 8/denominator samples a side. */
+    c->scale_num = 1; c->scale_denom = (unsigned int)scaleDenominator;
     c->raw_data_out = TRUE;
     c->do_fancy_upsampling = FALSE;
     jpeg_start_decompress(c);
 
-    int W = *width, H = *height, cw = (W + 1) / 2, ch = (H + 1) / 2;
+    /* Samples a block gives, a side: 8 / scaleDenominator for luma. With a reduced DCT libjpeg may give the
+     * subsampled chroma blocks more (it scales chroma up in the IDCT rather than upsampling it later), so the
+     * chroma-to-I420 ratio comes from the components' scaled sizes, not from their sampling factors alone. */
+    int s = ci[0].DCT_scaled_size;
+    int sc = grey ? s : ci[1].DCT_scaled_size;
+    int fh = 1, fv = 1;   /* chroma component samples per I420 chroma sample, per direction */
+    if (!grey) {
+        if (ci[2].DCT_scaled_size != sc) { jpeg_abort_decompress(c); return SVC_JPEG_UNSUPPORTED; }
+        long hComp = 2L * ci[1].h_samp_factor * sc, hI420 = (long)mh * s;   /* per iMCU, times two */
+        long vComp = 2L * ci[1].v_samp_factor * sc, vI420 = (long)mv * s;
+        if (hComp == hI420) fh = 1; else if (hComp == 2 * hI420) fh = 2; else { jpeg_abort_decompress(c); return SVC_JPEG_UNSUPPORTED; }
+        if (vComp == vI420) fv = 1; else if (vComp == 2 * vI420) fv = 2; else { jpeg_abort_decompress(c); return SVC_JPEG_UNSUPPORTED; }
+    }
+    int W = (int)c->output_width, H = (int)c->output_height, cw = (W + 1) / 2, ch = (H + 1) / 2;
     /* Samples libjpeg writes per row of each component (whole blocks). */
     size_t written[3];
-    for (int k = 0; k < n; k++) written[k] = (size_t)ci[k].width_in_blocks * DCTSIZE;
+    for (int k = 0; k < n; k++) written[k] = (size_t)ci[k].width_in_blocks * (size_t)ci[k].DCT_scaled_size;
     int directY = written[0] <= (size_t)strideY;
     int directC = !grey && fh == 1 && fv == 1 && written[1] <= (size_t)strideU && written[2] <= (size_t)strideV;
     size_t trashBytes = (written[0] + 127) & ~(size_t)63;
     size_t bandStride = n > 1 ? ((written[1] + 127) & ~(size_t)63) : 0;
-    int bandRows = n > 1 ? ci[1].v_samp_factor * DCTSIZE : 0;
-    size_t lumaBandRows = directY ? 0 : (size_t)mv * DCTSIZE;
+    int bandRows = n > 1 ? ci[1].v_samp_factor * sc : 0;
+    size_t lumaBandRows = directY ? 0 : (size_t)mv * s;
     size_t need = trashBytes + (directC ? 0 : 2 * bandStride * bandRows) + lumaBandRows * trashBytes;
     if (need > d->scratchSize) {
         free(d->scratch);
@@ -235,7 +249,7 @@ int svc_jpeg_decode_i420(svc_jpeg_decoder *d, const unsigned char *data, unsigne
     unsigned char *lumaBand = trash + trashBytes + (directC ? 0 : 2 * bandStride * bandRows);
     unsigned char *planes[3] = { y, u, v };
     int strides[3] = { strideY, strideU, strideV };
-    int lumaRows = mv * DCTSIZE;
+    int lumaRows = mv * s;
     JSAMPARRAY arrays[3] = { d->rows[0], d->rows[1], d->rows[2] };
     int imcu = 0;
     while (c->output_scanline < c->output_height) {
@@ -257,8 +271,8 @@ int svc_jpeg_decode_i420(svc_jpeg_decoder *d, const unsigned char *data, unsigne
             }
         }
         if (!grey && !directC) {
-            int compWidth = (int)((W * (long)ci[1].h_samp_factor + mh - 1) / mh);
-            int compHeight = (int)((H * (long)ci[1].v_samp_factor + mv - 1) / mv);
+            int compWidth = (int)((W * (long)ci[1].h_samp_factor * sc + (long)mh * s - 1) / ((long)mh * s));
+            int compHeight = (int)((H * (long)ci[1].v_samp_factor * sc + (long)mv * s - 1) / ((long)mv * s));
             int rowsHere = compHeight - imcu * bandRows < bandRows ? compHeight - imcu * bandRows : bandRows;
             for (int k = 1; k < 3; k++)
                 svc_jpeg_resample_band(bands[k - 1], bandStride, rowsHere, compWidth, fh, fv, planes[k], strides[k],

@@ -47,6 +47,7 @@ public final class FrameConverter {
     public func convert(_ src: VideoFrameBuffer, options: Options = .init()) throws(ProcessingError) -> I420Buffer {
         try validate(src)
         let crop = try cropRect(for: src, options.crop)
+        if let reduced = try decodeJPEGReduced(src, crop: crop, options: options) { return reduced }
         var current: I420Buffer
         let isWholeI420 = src.pixelFormat == .i420 && crop == CropRect(x: 0, y: 0, width: src.width, height: src.height)
         if options.rotation != .rotation0 && (src.pixelFormat == .i420 || src.pixelFormat == .yv12 || src.pixelFormat == .nv12) {
@@ -61,24 +62,9 @@ public final class FrameConverter {
                 current = pools.acquire(width: crop.width, height: crop.height)
                 try convertPlain(src, crop: crop, into: current)
             }
-            if options.rotation != .rotation0 {
-                let (w, h) = options.rotation.swapsDimensions ? (crop.height, crop.width) : (crop.width, crop.height)
-                let rotated = pools.acquire(width: w, height: h)
-                _ = I420Rotate(
-                    current.dataY, Int32(current.strideY), current.dataU, Int32(current.strideU), current.dataV, Int32(current.strideV),
-                    rotated.mutableDataY, Int32(rotated.strideY), rotated.mutableDataU, Int32(rotated.strideU), rotated.mutableDataV,
-                    Int32(rotated.strideV),
-                    Int32(current.width), Int32(current.height), RotationMode(rawValue: UInt32(options.rotation.rawValue)))
-                current = rotated
-            }
+            current = rotated(current, options.rotation)
         }
-        if options.mirror {
-            let m = pools.acquire(width: current.width, height: current.height)
-            _ = I420Mirror(
-                current.dataY, Int32(current.strideY), current.dataU, Int32(current.strideU), current.dataV, Int32(current.strideV),
-                m.mutableDataY, Int32(m.strideY), m.mutableDataU, Int32(m.strideU), m.mutableDataV, Int32(m.strideV), Int32(m.width), Int32(m.height))
-            current = m
-        }
+        if options.mirror { current = mirrored(current) }
         if let target = options.scale, target != FrameSize(width: current.width, height: current.height) {
             guard target.width > 0, target.height > 0, target.width <= 16384, target.height <= 16384 else {
                 throw ProcessingError(.invalidSize, "scale size \(target) must be positive and at most 16384x16384")
@@ -268,6 +254,72 @@ public final class FrameConverter {
 
     // MARK: - JPEG
 
+    /// MJPEG to a size at most half the camera's a side (adaptation, a smaller tier): the JPEG is decoded at
+    /// 1/2, 1/4 or 1/8 scale by a reduced inverse DCT (the largest reduction that still gives at least the asked
+    /// size), and only what is left is scaled, instead of decoding every pixel and scaling it down. Crop,
+    /// rotation and mirror apply after. Nil when it does not apply (not a JPEG, no scale, less than half).
+    private func decodeJPEGReduced(_ src: VideoFrameBuffer, crop: CropRect, options: Options) throws(ProcessingError) -> I420Buffer? {
+        guard src.pixelFormat == .mjpeg || src.pixelFormat == .jpeg, let target = options.scale, target.width > 0, target.height > 0,
+            target.width <= 16384, target.height <= 16384
+        else { return nil }
+        // The asked size before rotation, against the crop it comes from.
+        let (tw, th) = options.rotation.swapsDimensions ? (target.height, target.width) : (target.width, target.height)
+        var denominator = 8
+        // The largest reduction that keeps at least the asked size and puts the crop's origin on an even sample of
+        // the reduced picture (else the crop would move by a reduced row or column).
+        while denominator > 1
+            && (crop.width / denominator < tw || crop.height / denominator < th || crop.x % (2 * denominator) != 0
+                || crop.y % (2 * denominator) != 0)
+        {
+            denominator /= 2
+        }
+        guard denominator > 1 else { return nil }
+        let decoded = pools.acquire(width: (src.width + denominator - 1) / denominator, height: (src.height + denominator - 1) / denominator)
+        let data = src.baseAddress.assumingMemoryBound(to: UInt8.self)
+        guard
+            try jpegDecoder.decode(
+                data, count: src.bytesUsed, format: src.pixelFormat, size: FrameSize(width: src.width, height: src.height),
+                scaleDenominator: denominator, into: decoded)
+        else { return nil } // a layout the decoder does not map: the full-size path (libyuv) takes it
+        // The crop in the reduced picture (even origin, inside it), then one scale to the asked size.
+        let cx = crop.x / denominator, cy = crop.y / denominator
+        let cw = max(2, min(decoded.width - cx, crop.width / denominator)), ch = max(2, min(decoded.height - cy, crop.height / denominator))
+        var current = decoded
+        if cw != tw || ch != th || cx != 0 || cy != 0 {
+            let s = pools.acquire(width: tw, height: th)
+            _ = I420Scale(
+                decoded.dataY + cy * decoded.strideY + cx, Int32(decoded.strideY),
+                decoded.dataU + (cy / 2) * decoded.strideU + cx / 2, Int32(decoded.strideU),
+                decoded.dataV + (cy / 2) * decoded.strideV + cx / 2, Int32(decoded.strideV), Int32(cw), Int32(ch),
+                s.mutableDataY, Int32(s.strideY), s.mutableDataU, Int32(s.strideU), s.mutableDataV, Int32(s.strideV),
+                Int32(tw), Int32(th), kFilterBox)
+            current = s
+        }
+        current = rotated(current, options.rotation)
+        return options.mirror ? mirrored(current) : current
+    }
+
+    /// The picture turned by `rotation` into a pooled buffer (itself for `.rotation0`).
+    private func rotated(_ b: I420Buffer, _ rotation: VideoRotation) -> I420Buffer {
+        guard rotation != .rotation0 else { return b }
+        let (w, h) = rotation.swapsDimensions ? (b.height, b.width) : (b.width, b.height)
+        let r = pools.acquire(width: w, height: h)
+        _ = I420Rotate(
+            b.dataY, Int32(b.strideY), b.dataU, Int32(b.strideU), b.dataV, Int32(b.strideV),
+            r.mutableDataY, Int32(r.strideY), r.mutableDataU, Int32(r.strideU), r.mutableDataV, Int32(r.strideV),
+            Int32(b.width), Int32(b.height), RotationMode(rawValue: UInt32(rotation.rawValue)))
+        return r
+    }
+
+    /// The picture mirrored left to right into a pooled buffer.
+    private func mirrored(_ b: I420Buffer) -> I420Buffer {
+        let m = pools.acquire(width: b.width, height: b.height)
+        _ = I420Mirror(
+            b.dataY, Int32(b.strideY), b.dataU, Int32(b.strideU), b.dataV, Int32(b.strideV),
+            m.mutableDataY, Int32(m.strideY), m.mutableDataU, Int32(m.strideU), m.mutableDataV, Int32(m.strideV), Int32(m.width), Int32(m.height))
+        return m
+    }
+
     private var jpegScratch: I420BufferPool?
     private lazy var jpegDecoder = MJPEGDecoder()
 
@@ -285,7 +337,9 @@ public final class FrameConverter {
             }
             target = jpegScratch!.acquire()
         }
-        if try !jpegDecoder.decode(data, count: src.bytesUsed, format: src.pixelFormat, into: target) {
+        if try !jpegDecoder.decode(
+            data, count: src.bytesUsed, format: src.pixelFormat, size: FrameSize(width: src.width, height: src.height), into: target)
+        {
             let w = Int32(src.width), h = Int32(src.height)
             let rc = MJPGToI420(
                 data, src.bytesUsed, target.mutableDataY, Int32(target.strideY), target.mutableDataU, Int32(target.strideU),

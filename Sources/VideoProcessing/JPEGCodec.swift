@@ -13,19 +13,23 @@ final class MJPEGDecoder {
     /// Times the arena grew (once per new size; steady state adds none).
     var arenaGrowths: Int { handle.map { Int(svc_jpeg_decoder_growths($0)) } ?? 0 }
 
-    /// Decodes `count` bytes of JPEG at `data` into `dst` (which has the stream's size). Returns false when
-    /// the JPEG's colour space or sampling is one this decoder does not map (the caller may fall back).
-    func decode(_ data: UnsafePointer<UInt8>, count: Int, format: PixelFormat, into dst: I420Buffer) throws(ProcessingError) -> Bool {
+    /// Decodes `count` bytes of JPEG at `data` (a picture of `size`) into `dst`, which has that size divided by
+    /// `scaleDenominator` (1, 2, 4 or 8; rounded up): a reduced inverse DCT decodes and downscales in one pass.
+    /// Returns false when the JPEG's colour space or sampling is one this decoder does not map (the caller may
+    /// fall back).
+    func decode(
+        _ data: UnsafePointer<UInt8>, count: Int, format: PixelFormat, size: FrameSize, scaleDenominator: Int = 1, into dst: I420Buffer
+    ) throws(ProcessingError) -> Bool {
         guard let handle else { throw ProcessingError(.decodeFailed, "libjpeg: cannot create a decompressor (out of memory)") }
         var jw: Int32 = 0, jh: Int32 = 0
         let rc = svc_jpeg_decode_i420(
-            handle, data, UInt(count), Int32(dst.width), Int32(dst.height), &jw, &jh,
+            handle, data, UInt(count), Int32(size.width), Int32(size.height), Int32(scaleDenominator), &jw, &jh,
             dst.mutableDataY, Int32(dst.strideY), dst.mutableDataU, Int32(dst.strideU), dst.mutableDataV, Int32(dst.strideV))
         switch Int(rc) {
         case Int(SVC_JPEG_OK): return true
         case Int(SVC_JPEG_UNSUPPORTED): return false
         case Int(SVC_JPEG_SIZE_MISMATCH):
-            throw ProcessingError(.decodeFailed, "JPEG is \(jw)x\(jh), the stream says \(dst.width)x\(dst.height)")
+            throw ProcessingError(.decodeFailed, "JPEG is \(jw)x\(jh), the stream says \(size.width)x\(size.height)")
         case Int(SVC_JPEG_NO_MEMORY):
             throw ProcessingError(.decodeFailed, "\(format) frame of \(count) bytes: out of memory for the decoder's scratch rows")
         default:

@@ -136,6 +136,35 @@ func conversionMatchesFFmpeg(_ c: FormatCase, _ size: FrameSize) throws {
     #expect(psnr(ours, reference) >= 45)
 }
 
+/// MJPEG to a half, a quarter or an eighth of its size a side (or in between, or cropped to another aspect, or
+/// turned): the reduced inverse DCT decodes and downscales in one pass, and the picture matches both ffmpeg's full
+/// decode scaled with an area filter and our own full decode scaled afterwards.
+@Test(arguments: [(640, 360, false), (320, 180, false), (160, 90, false), (480, 270, false), (360, 640, true)])
+func mjpegDecodesReducedForSmallerOutputs(_ tw: Int, _ th: Int, _ turned: Bool) throws {
+    let (w, h) = (1280, 720)
+    let storage = FrameStorage(capacity: FormatWriter.capacity(for: .mjpeg, width: w, height: h))
+    let jpeg = try FormatWriter().write(pattern(w, h), as: .mjpeg, into: storage)
+    let path = scratchDir + "/reduced-\(tw)x\(th).jpg"
+    writeFile(path, UnsafeRawBufferPointer(rebasing: jpeg.bytes[...]))
+    let options = FrameConverter.Options(rotation: turned ? .rotation90 : .rotation0, scale: FrameSize(width: tw, height: th))
+    let ours = try FrameConverter().convert(jpeg, options: options)
+    #expect(ours.width == tw && ours.height == th)
+    let full = try FrameConverter().convert(jpeg)
+    let viaFull = try FrameConverter().convert(full.buffer, options: options)
+    #expect(psnr(ours, viaFull) >= 33, "\(tw)x\(th): \(psnr(ours, viaFull)) dB against the full decode scaled")
+    let filter = (turned ? "transpose=clock," : "") + "scale=\(tw):\(th):flags=area"
+    let reference = i420(fromPacked: try ffmpegToYUV420([], path, outFmt: "yuvj420p", filter: filter), width: tw, height: th)
+    #expect(psnr(ours, reference) >= 33, "\(tw)x\(th): \(psnr(ours, reference)) dB against ffmpeg")
+    // A 4:3 JPEG cropped to 16:9 on the way (centre band), to a quarter of the band's size a side.
+    let (w2, h2) = (640, 480)
+    let storage2 = FrameStorage(capacity: FormatWriter.capacity(for: .mjpeg, width: w2, height: h2))
+    let jpeg2 = try FormatWriter().write(pattern(w2, h2), as: .mjpeg, into: storage2)
+    let cropped = FrameConverter.Options(crop: CropRect(x: 0, y: 60, width: 640, height: 360), scale: FrameSize(width: 160, height: 90))
+    let a = try FrameConverter().convert(jpeg2, options: cropped)
+    let b = try FrameConverter().convert(try FrameConverter().convert(jpeg2).buffer, options: cropped)
+    #expect(a.width == 160 && a.height == 90 && psnr(a, b) >= 30, "cropped: \(psnr(a, b)) dB")
+}
+
 @Test func mjpegWithoutHuffmanTablesDecodes() throws {
     // Webcams' MJPEG often omits DHT (the standard tables are implied). Strip it and decode.
     let (w, h) = (320, 240)

@@ -93,19 +93,9 @@ final class ReferenceConverter: CameraVideoCapturerDelegate, Sendable {
     init(options: FrameConverter.Options) { self.options = options }
     func capturer(_ capturer: CameraVideoCapturer, didCapture frame: VideoFrame) {
         guard let picture = converter.withLock({ try? $0.convert(frame.buffer, options: options) }) else { return }
-        let bytes = i420Bytes(picture)
+        let bytes = picture.packedBytes()
         pictures.withLock { $0[frame.sequence] = bytes }
     }
-}
-
-/// The planes of an I420 picture, packed (no stride padding).
-func i420Bytes(_ b: I420Buffer) -> [UInt8] {
-    var out: [UInt8] = []
-    let cw = (b.width + 1) / 2, ch = (b.height + 1) / 2
-    for (plane, stride, w, h) in [(b.dataY, b.strideY, b.width, b.height), (b.dataU, b.strideU, cw, ch), (b.dataV, b.strideV, cw, ch)] {
-        for r in 0..<h { out.append(contentsOf: UnsafeBufferPointer(start: plane + r * stride, count: w)) }
-    }
-    return out
 }
 
 @Suite(.serialized) struct VideoSourceTests {
@@ -178,7 +168,7 @@ func i420Bytes(_ b: I420Buffer) -> [UInt8] {
         _ = try await cap.startCapture(device: try cap.device("fixture:vivid"), targetSize: FrameSize(width: 640, height: 360))
         var got: [(UInt64, [UInt8], FrameSize)] = []
         for try await f in frames {
-            got.append((f.sequence, i420Bytes(I420Buffer(f.buffer)!), f.buffer.size))
+            got.append((f.sequence, I420Buffer(f.buffer)!.packedBytes(), f.buffer.size))
             if got.count == 10 { break }
         }
         source.detach()

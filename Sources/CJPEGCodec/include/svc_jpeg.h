@@ -30,12 +30,14 @@ const char *svc_jpeg_decoder_message(const svc_jpeg_decoder *d);
 unsigned long svc_jpeg_decoder_growths(const svc_jpeg_decoder *d);
 
 /*
- * Decodes one JPEG into I420 planes of expectedWidth x expectedHeight (4:2:0 straight into the planes;
- * 4:2:2, 4:4:0, 4:4:4 through a band buffer, chroma averaged; greyscale with neutral chroma).
+ * Decodes one JPEG of expectedWidth x expectedHeight into I420 planes (4:2:0 straight into the planes;
+ * 4:2:2, 4:4:0, 4:4:4 through a band buffer, chroma averaged; greyscale with neutral chroma). With a
+ * scaleDenominator of 2, 4 or 8 the inverse DCT itself gives a picture that much smaller a side (the planes are
+ * then ceil(width / denominator) x ceil(height / denominator)): decoding and downscaling in one pass.
  * The image's size is returned in *width and *height whenever the header was read. Returns an SVC_JPEG_ code.
  */
 int svc_jpeg_decode_i420(svc_jpeg_decoder *d, const unsigned char *data, unsigned long size,
-                         int expectedWidth, int expectedHeight, int *width, int *height,
+                         int expectedWidth, int expectedHeight, int scaleDenominator, int *width, int *height,
                          unsigned char *y, int strideY, unsigned char *u, int strideU,
                          unsigned char *v, int strideV);
 
