@@ -1,8 +1,8 @@
-import VideoCapture
-
-/// Prints format lists in `v4l2-ctl --list-formats-ext` style (so the two can be diffed) or as JSON.
-enum FormatListing {
-    static func text(_ formats: [CaptureFormat]) -> String {
+/// A device's formats as text in `v4l2-ctl --list-formats-ext` style (so the two can be diffed, and a fixture
+/// camera can be made from it: the listing parser reads it back) or as JSON (`camcap formats`).
+public enum FormatListing {
+    /// The listing, one format per `[N]` block with its sizes and frame intervals.
+    public static func text(_ formats: [CaptureFormat]) -> String {
         var out = "ioctl: VIDIOC_ENUM_FMT\n\tType: Video Capture\n\n"
         var index = -1
         var last: PixelFormat?
@@ -31,7 +31,8 @@ enum FormatListing {
     static func secs(_ f: Fraction) -> String { threeDecimals(f.doubleValue) }
     static func fps(_ f: Fraction) -> String { threeDecimals(f.doubleValue) }
 
-    static func json(_ formats: [CaptureFormat]) -> String {
+    /// A JSON array: one object per (format, size) with its frame rates.
+    public static func json(_ formats: [CaptureFormat]) -> String {
         let items: [String] = formats.map { f in
             var pairs: [(String, Any)] = [
                 ("pixelFormat", f.pixelFormat.fourcc), ("description", f.formatDescription),
