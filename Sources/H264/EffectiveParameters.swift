@@ -80,8 +80,8 @@ extension H264Encoder {
         public var fields: [(key: String, value: String)] {
             func name(_ v: Int, _ names: [Int: String]) -> String { names[v] ?? "\(v)" }
             func onOff(_ b: Bool) -> String { b ? "on" : "off" }
-            // A whole frame rate prints without a fraction (30, not 30.0), as C's %g does.
-            let fps = maxFrameRate == maxFrameRate.rounded() && abs(maxFrameRate) < 1e9 ? "\(Int(maxFrameRate))" : "\(maxFrameRate)"
+            // A whole frame rate prints without a fraction (30, not 30.0), any other as a Float (29.97), as C's %g does.
+            let fps = maxFrameRate == maxFrameRate.rounded() && abs(maxFrameRate) < 1e9 ? "\(Int(maxFrameRate))" : "\(Float(maxFrameRate))"
             return [
                 ("usage", name(usage, [0: "camera", 1: "screen", 2: "camera-offline", 3: "screen-offline"])),
                 ("size", "\(width)x\(height)"),
