@@ -218,7 +218,8 @@ def main():
         names = [n for n in names if not n.startswith("library")]
     os.makedirs(a.work, exist_ok=True)
     lib, cloop, preload = build(a.work)
-    outFull = {n: os.path.join(a.work, f"out-{n}.h264") for n in names + ["library-1t", "library-2t"]}
+    everyone = [n for s in SERIES.values() for n in s]
+    outFull = {n: os.path.join(a.work, f"out-{n}.h264") for n in everyone}
     outHead = {n: os.path.join(a.work, f"out-{n}-head.h264") for n in outFull}
     summary = []
     for label in a.sizes.split(","):
@@ -253,7 +254,7 @@ def main():
                     if n not in names:
                         continue
                     q = statistics.quantiles(per[n], n=4) if len(per[n]) >= 2 else [per[n][0]] * 3
-                    ref = base if base in names else n
+                    ref = base if base in names else SERIES[s][1]  # without the library (--callgrind): against C
                     ratio = "" if n == ref else f"{med[n] / med[ref]:.3f}"
                     same = "identical" if sha[n] == sha[ref] else f"{(size[n] - size[ref]) / size[ref] * 100:+.2f}%"
                     same = "" if n == ref else same
