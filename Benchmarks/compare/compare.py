@@ -1,39 +1,82 @@
 #!/usr/bin/env python3
-"""Comparison benchmark: the library loop against a raw C loop and GStreamer, on the same frames.
+"""Comparison benchmark: the library loop against a raw C loop and GStreamer, on the same frames, with the same
+OpenH264 settings and the same threading.
 
-  python3 Benchmarks/compare/compare.py [--reps 5] [--sizes 720p,1080p] [--formats YUYV,MJPG] [--callgrind]
+  python3 Benchmarks/compare/compare.py [--reps 9] [--sizes 720p,1080p] [--formats YUYV,MJPG] [--series 1t,2t]
+                                        [--check-only] [--callgrind]
 
-Contenders (same frames, same OpenH264 settings: camera usage, bitrate RC, 1 thread, one slice, IDR every
-60 frames, CAVLC, 2 Mbps at 720p / 4 Mbps at 1080p):
-  library    compare-loop run: replay camera -> frames() -> FrameConverter -> EncoderThread (H264Encoder -> AnnexBWriter):
-             the conversion of frame N+1 overlaps the encoding of frame N (two cores)
-  library-1t compare-loop run-inline: the same loop on one thread (convert, encode, write in turn)
-  c          loop.c: libyuv (YUY2ToI420 / MJPGToI420) + OpenH264, written for this comparison
-  gstreamer  rawvideoparse ! videoconvert ! openh264enc (YUYV); matroskademux ! jpegdec ! videoconvert ! openh264enc (MJPEG)
+Settings (SETTINGS below), the same for every contender and set explicitly: camera usage, 2 Mbps at 720p / 4 Mbps
+at 1080p with a 1.5x cap, bitrate rate control, complexity low, one OpenH264 thread, one slice, IDR every 60
+frames, CAVLC, no frame skipping, no denoising, background detection on, adaptive quantisation asked for (OpenH264
+2.3.1 turns it off for everyone), scene-change detection on, no long-term reference, one spatial and one temporal
+layer, deblocking on, constrained baseline, 30 fps. The library takes complexity, bitrate, cap, intra period,
+threads and frame skipping through H264Encoder.Settings and sets the rest in H264Encoder.apply; the C loop sets all
+of them; GStreamer gets every one that openh264enc has a property for (the rest are fixed in its source). Before
+timing anything, the script runs every contender once and reads back what OpenH264 holds after InitializeExt
+(GetOption ENCODER_OPTION_SVC_ENCODE_PARAM_EXT): compare-loop and loop.c print it themselves, GStreamer prints it
+through gstparams.c (LD_PRELOAD). It prints each contender's line, and refuses to report if the lines differ from
+each other or from SETTINGS.
 
-Frames are generated once (the fixture pattern with noise 3). Each repetition runs every contender in a
-rotated order, twice: over all frames and over the first 10; the difference of the two wall times divided
-by the difference in frames is the time per frame (process start-up and set-up cancel out). Medians over
-the repetitions, and ratios (throughput library / other). --callgrind counts instructions instead (valgrind,
-same difference method), which a noisy machine does not disturb.
+Two series, the same threading within each:
+  1t  one thread converts and encodes each frame in turn
+      library-1t  compare-loop run-inline: replay camera -> frames() -> FrameConverter -> H264Encoder -> AnnexBWriter
+                  on the consumer's task
+      c-1t        loop.c stages=1: libyuv (YUY2ToI420 / MJPGToI420) + OpenH264
+      gst-1t      filesrc ! rawvideoparse|matroskademux ! jpegdec ! videoconvert ! openh264enc ! filesink
+                  (one streaming thread)
+  2t  the conversion of frame N+1 overlaps the encoding of frame N, one picture handed over
+      library-2t  compare-loop run: ... FrameConverter -> EncoderThread (H264Encoder -> AnnexBWriter)
+      c-2t        loop.c stages=2: a convert thread and an encode thread, one picture handed over
+      gst-2t      the same pipeline with `queue max-size-buffers=1` between videoconvert and openh264enc
+
+Frames are generated once (the fixture pattern with noise 3, fresh noise every frame). Each repetition runs every
+contender in a rotated order, twice: over all frames and over the first 10; the difference of the two wall times
+divided by the difference in frames is the time per frame (process start-up and set-up cancel out). Medians over
+the repetitions; `library x` = the other's ms/frame over the library's in the same series (above 1: the library is
+faster). The bytes of each contender's H.264 (all frames) are printed too: equal settings give equal sizes (the
+library and C are byte-identical at YUYV). --callgrind counts instructions instead (valgrind, same difference
+method; C and GStreamer only: valgrind 3.19 cannot run the Swift binary).
 """
-import argparse, os, resource, shutil, statistics, subprocess, sys, time
+import argparse, hashlib, os, shutil, statistics, subprocess, sys, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH = os.path.dirname(HERE)
 SIZES = {"720p": (1280, 720, 2_000_000), "1080p": (1920, 1080, 4_000_000)}
 HEAD = 10
+SERIES = {"1t": ["library-1t", "c-1t", "gst-1t"], "2t": ["library-2t", "c-2t", "gst-2t"]}
+
+
+def settings(label):
+    """The encoder settings every contender gets, as OpenH264 should report them back (params.h's keys)."""
+    w, h, rate = SIZES[label]
+    return {
+        "usage": "camera", "size": f"{w}x{h}", "max-fps": "30", "bitrate": str(rate), "max-bitrate": str(rate * 3 // 2),
+        "layer-bitrate": str(rate), "layer-max-bitrate": str(rate * 3 // 2), "rc": "bitrate", "complexity": "low",
+        "threads": "1", "slice-mode": "single", "intra-period": "60", "entropy": "cavlc", "frame-skip": "off",
+        "denoise": "off", "background-detection": "on", "adaptive-quant": "on", "scene-change": "on", "ltr": "off",
+        "spatial-layers": "1", "temporal-layers": "1", "deblocking": "on", "profile": "baseline",
+    }
+
+
+# What OpenH264 2.3.1 reports whatever it is asked: ParamValidation turns adaptive quantisation off ("algorithms
+# need to be refactored"). The read-back must show these values for everyone.
+FORCED_BY_OPENH264 = {"adaptive-quant": "off"}
+
 
 def sh(cmd, **kw):
     return subprocess.run(cmd, check=True, **kw)
+
 
 def build(work):
     sh(["swift", "build", "-c", "release", "--product", "compare-loop"], cwd=BENCH, stdout=subprocess.DEVNULL)
     binpath = subprocess.run(["swift", "build", "-c", "release", "--show-bin-path"], cwd=BENCH, check=True,
                              capture_output=True, text=True).stdout.strip()
     cc = shutil.which("cc") or shutil.which("gcc")
-    sh([cc, "-O2", "-o", os.path.join(work, "loop"), os.path.join(HERE, "loop.c"), "-lyuv", "-ljpeg", "-lopenh264"])
-    return os.path.join(binpath, "compare-loop"), os.path.join(work, "loop")
+    loop, preload = os.path.join(work, "loop"), os.path.join(work, "gstparams.so")
+    sh([cc, "-O2", "-o", loop, os.path.join(HERE, "loop.c"), "-lyuv", "-ljpeg", "-lopenh264", "-lpthread", "-lm"])
+    sh([cc, "-O2", "-shared", "-fPIC", "-o", preload, os.path.join(HERE, "gstparams.c"), "-ldl", "-lm"])
+    return os.path.join(binpath, "compare-loop"), loop, preload
+
 
 def generate(lib, work, fmt, label, frames):
     w, h, _ = SIZES[label]
@@ -48,23 +91,81 @@ def generate(lib, work, fmt, label, frames):
             sh(["ffmpeg", "-v", "error", "-y", "-f", "mjpeg", "-framerate", "30", "-i", path, "-c", "copy", "-f", "matroska", path + ".mkv"])
     return full, head
 
+
 def commands(lib, cloop, fmt, label, path, out):
+    """Each contender's command line for one input file, writing its H.264 to out[name]."""
     w, h, rate = SIZES[label]
-    enc = ["openh264enc", "usage-type=camera", f"bitrate={rate}", f"max-bitrate={rate * 3 // 2}", "rate-control=bitrate",
-           "gop-size=60", "enable-frame-skip=false", "enable-denoise=false", "background-detection=true",
-           "adaptive-quantization=true", "multi-thread=1", "slice-mode=n-slices", "num-slices=1", "complexity=medium"]
+    s = settings(label)
+    # The settings the library's H264Encoder.Settings and loop.c take on the command line (loop.c sets the rest
+    # explicitly to the same values, the library in H264Encoder.apply); the read-back checks all of them.
+    args = [f"complexity={s['complexity']}", f"max-bitrate={s['max-bitrate']}", f"intra-period={s['intra-period']}",
+            f"threads={s['threads']}", f"frame-skip={s['frame-skip']}"]
+    on = {"on": "true", "off": "false"}
+    enc = ["openh264enc", f"usage-type={s['usage']}", f"bitrate={s['bitrate']}", f"max-bitrate={s['max-bitrate']}",
+           f"rate-control={s['rc']}", f"complexity={s['complexity']}", f"multi-thread={s['threads']}", "slice-mode=n-slices",
+           "num-slices=1", f"gop-size={s['intra-period']}", f"enable-frame-skip={on[s['frame-skip']]}",
+           f"enable-denoise={on[s['denoise']]}", f"background-detection={on[s['background-detection']]}",
+           f"adaptive-quantization={on[s['adaptive-quant']]}", f"scene-change-detection={on[s['scene-change']]}",
+           f"deblocking={s['deblocking']}", "!", "video/x-h264,profile=constrained-baseline"]
     if fmt == "YUYV":
         src = ["filesrc", f"location={path}", f"blocksize={w * h * 2}", "!", "rawvideoparse", "format=yuy2",
                f"width={w}", f"height={h}", "framerate=30/1"]
     else:
         src = ["filesrc", f"location={path}.mkv", "!", "matroskademux", "!", "jpegdec"]
-    gst = ["gst-launch-1.0", "-q"] + src + ["!", "videoconvert", "!", "video/x-raw,format=I420", "!"] + enc + ["!", "filesink", f"location={out}"]
+    convert = ["!", "videoconvert", "n-threads=1", "!", "video/x-raw,format=I420", "!"]
+    queue = ["queue", "max-size-buffers=1", "max-size-bytes=0", "max-size-time=0", "!"]
+    gst = lambda name, q: ["gst-launch-1.0", "-q"] + src + convert + q + enc + ["!", "filesink", f"location={out[name]}"]
     return {
-        "library": [lib, "run", fmt, f"{w}x{h}", path, str(rate), out],
-        "library-1t": [lib, "run-inline", fmt, f"{w}x{h}", path, str(rate), out],
-        "c": [cloop, fmt, str(w), str(h), path, str(rate), out],
-        "gstreamer": gst,
+        "library-1t": [lib, "run-inline", fmt, f"{w}x{h}", path, str(rate), out["library-1t"]] + args,
+        "library-2t": [lib, "run", fmt, f"{w}x{h}", path, str(rate), out["library-2t"]] + args,
+        "c-1t": [cloop, fmt, str(w), str(h), path, str(rate), out["c-1t"], "stages=1"] + args,
+        "c-2t": [cloop, fmt, str(w), str(h), path, str(rate), out["c-2t"], "stages=2"] + args,
+        "gst-1t": gst("gst-1t", []),
+        "gst-2t": gst("gst-2t", queue),
     }
+
+
+def effective(cmd, preload):
+    """The contender's parameters as OpenH264 reports them (its one `effective:` line on stderr), as a dict."""
+    env = dict(os.environ)
+    if cmd[0] == "gst-launch-1.0":
+        env["LD_PRELOAD"] = preload
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        sys.exit(f"failed: {' '.join(cmd)}\n{p.stderr}")
+    lines = [l for l in p.stderr.splitlines() if l.startswith("effective: ")]
+    if len(lines) != 1:
+        sys.exit(f"expected one 'effective:' line from {cmd[0]}, got {len(lines)}:\n{p.stderr}")
+    line = lines[0][len("effective: "):]
+    return line, dict(kv.split("=", 1) for kv in line.split())
+
+
+def check(names, cmds, label, preload):
+    """Prints every contender's effective parameters; exits if they differ from each other or from SETTINGS."""
+    want = dict(settings(label), **FORCED_BY_OPENH264)
+    got = {n: effective(cmds[n], preload) for n in names}
+    for n in names:
+        print(f"  {n:<11} {got[n][0]}")
+    gst = next((cmds[n] for n in names if n.startswith("gst")), None)
+    if gst:
+        # The element's properties as set on the command line (the read-back above is what OpenH264 made of them).
+        props = gst[gst.index("openh264enc") + 1:]
+        print(f"  {'openh264enc':<11} {' '.join(props[:props.index('!')])}")
+    first = got[names[0]][1]
+    problems = []
+    for n in names:
+        d = got[n][1]
+        for k in sorted(set(first) | set(d)):
+            if d.get(k) != first.get(k):
+                problems.append(f"{n}: {k}={d.get(k)} but {names[0]} has {k}={first.get(k)}")
+        for k, v in want.items():
+            if d.get(k) != v:
+                problems.append(f"{n}: {k}={d.get(k)}, asked for {k}={v}")
+    if problems:
+        print("\n".join(problems))
+        sys.exit("refusing to report: the contenders' encoder settings differ")
+    print("  the same for every contender (only adaptive-quant differs from what was asked: OpenH264 turns it off)")
+
 
 def timed(cmd):
     """Wall seconds and CPU seconds (user + sys) of one run."""
@@ -75,6 +176,7 @@ def timed(cmd):
     if status != 0:
         sys.exit(f"failed: {' '.join(cmd)}")
     return wall, ru.ru_utime + ru.ru_stime
+
 
 def callgrind(cmd, work):
     out = os.path.join(work, "callgrind.out")
@@ -91,49 +193,86 @@ def callgrind(cmd, work):
             os.remove(path)
     return total
 
+
+def digest(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--reps", type=int, default=9)
     ap.add_argument("--sizes", default="720p,1080p")
     ap.add_argument("--formats", default="YUYV,MJPG")
+    ap.add_argument("--series", default="1t,2t")
     ap.add_argument("--frames", type=int, default=0, help="frames per run (default 150 at 720p, 90 at 1080p; 30 with --callgrind)")
-    ap.add_argument("--callgrind", action="store_true", help="count instructions with valgrind instead of timing")
+    ap.add_argument("--check-only", action="store_true", help="print and check the effective settings, time nothing")
+    ap.add_argument("--callgrind", action="store_true", help="count instructions with valgrind instead of timing (C and GStreamer)")
     ap.add_argument("--work", default="/tmp/svc-compare")
     a = ap.parse_args()
     if not 1 <= a.reps <= 100: sys.exit("--reps must be 1...100")
+    series = a.series.split(",")
+    if any(s not in SERIES for s in series): sys.exit("--series takes 1t and/or 2t")
+    names = [n for s in series for n in SERIES[s]]
+    if a.callgrind:
+        names = [n for n in names if not n.startswith("library")]
     os.makedirs(a.work, exist_ok=True)
-    lib, cloop = build(a.work)
-    out = os.path.join(a.work, "out.h264")
-    names = ["library", "library-1t", "c", "gstreamer"]
-    print(f"{'input':<12}{'contender':<11}{'ms/frame':>9}{'IQR':>16}{'fps':>8}{'CPU ms/frame':>14}   library ×")
+    lib, cloop, preload = build(a.work)
+    everyone = [n for s in SERIES.values() for n in s]
+    outFull = {n: os.path.join(a.work, f"out-{n}.h264") for n in everyone}
+    outHead = {n: os.path.join(a.work, f"out-{n}-head.h264") for n in outFull}
+    summary = []
     for label in a.sizes.split(","):
         for fmt in a.formats.split(","):
             frames = a.frames or (30 if a.callgrind else (150 if label == "720p" else 90))
             if frames <= HEAD: sys.exit(f"--frames must exceed {HEAD}")
             full, head = generate(lib, a.work, fmt, label, frames)
+            cf, ch = commands(lib, cloop, fmt, label, full, outFull), commands(lib, cloop, fmt, label, head, outHead)
+            print(f"\n{label} {fmt}: effective OpenH264 parameters, read back after InitializeExt")
+            check(names, ch, label, preload)
+            if a.check_only:
+                continue
             per = {n: [] for n in names}
             cpu = {n: [] for n in names}
             for rep in range(1 if a.callgrind else a.reps):
                 order = names[rep % len(names):] + names[:rep % len(names)]
                 for n in order:
-                    cf = commands(lib, cloop, fmt, label, full, out)[n]
-                    ch = commands(lib, cloop, fmt, label, head, out)[n]
                     if a.callgrind:
-                        per[n].append((callgrind(cf, a.work) - callgrind(ch, a.work)) / (frames - HEAD))
+                        per[n].append((callgrind(cf[n], a.work) - callgrind(ch[n], a.work)) / (frames - HEAD))
                     else:
-                        wf, cpf = timed(cf); wh, cph = timed(ch)
+                        wf, cpf = timed(cf[n]); wh, cph = timed(ch[n])
                         per[n].append((wf - wh) / (frames - HEAD) * 1000)
                         cpu[n].append((cpf - cph) / (frames - HEAD) * 1000)
             med = {n: statistics.median(per[n]) for n in names}
-            for n in names:
-                q = statistics.quantiles(per[n], n=4) if len(per[n]) >= 2 else [per[n][0]] * 3
-                ratio = "" if n == "library" else f"{med[n] / med['library']:.3f}"
-                if a.callgrind:
-                    print(f"{label + ' ' + fmt:<12}{n:<11}{med[n] / 1e6:>8.2f}M Ir/frame{'':>6}{'':>8}{'':>14}   {ratio}")
-                else:
-                    print(f"{label + ' ' + fmt:<12}{n:<11}{med[n]:>9.3f}{f'{q[0]:.3f}–{q[2]:.3f}':>16}{1000 / med[n]:>8.1f}"
-                          f"{statistics.median(cpu[n]):>14.3f}   {ratio}")
+            size = {n: os.path.getsize(outFull[n]) for n in names}
+            sha = {n: digest(outFull[n]) for n in names}
+            print(f"{'input':<12}{'contender':<12}{'ms/frame':>9}{'IQR':>16}{'fps':>8}{'CPU ms/frame':>14}{'H.264 bytes':>13}"
+                  f"{'vs library':>12}   library ×")
+            for s in series:
+                base = f"library-{s}"
+                for n in SERIES[s]:
+                    if n not in names:
+                        continue
+                    q = statistics.quantiles(per[n], n=4) if len(per[n]) >= 2 else [per[n][0]] * 3
+                    ref = base if base in names else SERIES[s][1]  # without the library (--callgrind): against C
+                    ratio = "" if n == ref else f"{med[n] / med[ref]:.3f}"
+                    same = "identical" if sha[n] == sha[ref] else f"{(size[n] - size[ref]) / size[ref] * 100:+.2f}%"
+                    same = "" if n == ref else same
+                    if a.callgrind:
+                        print(f"{label + ' ' + fmt:<12}{n:<12}{med[n] / 1e6:>8.2f}M Ir/frame{'':>22}{size[n]:>13}{same:>12}   {ratio}")
+                    else:
+                        print(f"{label + ' ' + fmt:<12}{n:<12}{med[n]:>9.3f}{f'{q[0]:.3f}–{q[2]:.3f}':>16}{1000 / med[n]:>8.1f}"
+                              f"{statistics.median(cpu[n]):>14.3f}{size[n]:>13}{same:>12}   {ratio}")
+            summary.append((f"{label} {fmt}", med))
             sys.stdout.flush()
+    if summary and not a.callgrind:
+        print("\nSummary (median ms/frame; library × = other / library, above 1 the library is faster)")
+        for s in series:
+            lib_, c_, g_ = SERIES[s]
+            print(f"{s}: {'input':<12}{lib_:>11}{c_:>9}{g_:>9}{'× C':>8}{'× GStreamer':>13}")
+            for name, med in summary:
+                print(f"  - {name:<12}{med[lib_]:>11.2f}{med[c_]:>9.2f}{med[g_]:>9.2f}{med[c_] / med[lib_]:>8.2f}{med[g_] / med[lib_]:>13.2f}")
+
 
 if __name__ == "__main__":
     main()

@@ -93,6 +93,13 @@ public struct EncoderStatistics: Sendable {
 /// An H.264 encoder over OpenH264, configured the way an RTC stack uses it: real-time camera usage,
 /// bitrate rate control with a cap, constrained baseline, a key-frame interval, slices sized for RTP.
 public final class H264Encoder {
+    /// OpenH264's complexity mode (`iComplexityMode`): more effort per frame for a little more quality.
+    public enum Complexity: Int, Sendable, Equatable, CaseIterable {
+        case low = 0
+        case medium = 1
+        case high = 2
+    }
+
     public enum SliceMode: Sendable, Equatable {
         case single
         /// Slices no larger than this many bytes (an RTP payload budget, e.g. 1200).
@@ -114,6 +121,8 @@ public final class H264Encoder {
         public var sliceMode: SliceMode = .single
         /// Let rate control skip frames. Off by default: a recording keeps every frame.
         public var frameSkipping: Bool = false
+        /// How much effort OpenH264 spends per frame. Low is OpenH264's own default and the fastest.
+        public var complexity: Complexity = .low
 
         public init(width: Int, height: Int) {
             self.width = width
@@ -251,6 +260,7 @@ public final class H264Encoder {
         p.fMaxFrameRate = Float(settings.maxFrameRate)
         p.uiIntraPeriod = UInt32(settings.effectiveKeyFrameInterval)
         p.bEnableFrameSkip = settings.frameSkipping
+        p.iComplexityMode = ECOMPLEXITY_MODE(UInt32(settings.complexity.rawValue))
         p.iEntropyCodingModeFlag = 0
         p.eSpsPpsIdStrategy = CONSTANT_ID
         p.bPrefixNalAddingCtrl = false
@@ -281,6 +291,17 @@ public final class H264Encoder {
             p.sSpatialLayers.0.sSliceArgument.uiSliceMode = SM_FIXEDSLCNUM_SLICE
             p.sSpatialLayers.0.sSliceArgument.uiSliceNum = UInt32(n)
         }
+    }
+
+    /// The parameters OpenH264 holds for this encoder, read back from it (`GetOption` with
+    /// `ENCODER_OPTION_SVC_ENCODE_PARAM_EXT`): what it encodes with after checking and adjusting `settings`
+    /// over its defaults. For benchmarks and diagnostics; the encoder must be open.
+    public func effectiveParameters() throws(H264Error) -> EffectiveParameters {
+        guard let encoder else { throw H264Error("encoder is closed") }
+        var p = SEncParamExt()
+        let rc = ch264_get_option(encoder, ENCODER_OPTION_SVC_ENCODE_PARAM_EXT, &p)
+        guard rc == 0 else { throw H264Error("OpenH264 could not report its parameters (code \(rc))") }
+        return EffectiveParameters(p)
     }
 
     deinit { close() }

@@ -1,9 +1,13 @@
 // The library side of the comparison benchmark (compare.py beside this folder):
 //   compare-loop generate YUYV|MJPG WxH FRAMES OUT [NOISE]   writes the raw frames every contender reads
-//   compare-loop run YUYV|MJPG WxH FILE BITRATE [OUT]         camera → frames() → FrameConverter → EncoderThread (H264Encoder → AnnexBWriter)
+//   compare-loop run YUYV|MJPG WxH FILE BITRATE [OUT [KEY=VALUE ...]]
+//                                                             camera → frames() → FrameConverter → EncoderThread (H264Encoder → AnnexBWriter)
 //   compare-loop run-inline …                                 the same with the encoder on the consumer's task (one thread)
 // `run` replays the file's frames zero-copy (a mapped file, one FrameStorage per frame) through a capture
 // provider, so the loop is the one an application writes; it prints the frame count and the loop's seconds.
+// The encoder settings compare.py passes (complexity=low|medium|high, max-bitrate=N, intra-period=N, threads=N,
+// frame-skip=on|off) go into H264Encoder.Settings; the parameters OpenH264 then holds are read back and printed on
+// stderr as "effective: ..." (the line loop.c prints for the C contender).
 import Foundation
 import VideoCapture
 import VideoProcessing
@@ -143,7 +147,7 @@ case "generate":
         try idx.close()
     }
 case "run", "run-inline":
-    guard let bitrate = Int(args[5]), (10_000...100_000_000).contains(bitrate) else { die("run FORMAT WxH FILE BITRATE [OUT]") }
+    guard let bitrate = Int(args[5]), (10_000...100_000_000).contains(bitrate) else { die("run FORMAT WxH FILE BITRATE [OUT [KEY=VALUE ...]]") }
     let file = FrameFile(path: args[4], format: format, size: size)
     let total = file.spans.count
     let capturer = CameraVideoCapturer(
@@ -151,7 +155,22 @@ case "run", "run-inline":
         configuration: .init(maxPendingFrames: 2, alwaysDiscardsLateFrames: false))
     var settings = H264Encoder.Settings(width: size.width, height: size.height)
     settings.targetBitrate = bitrate
+    for option in args.dropFirst(7) {
+        let kv = option.split(separator: "=", maxSplits: 1).map(String.init)
+        guard kv.count == 2 else { die("expected KEY=VALUE, got \(option)") }
+        switch (kv[0], kv[1]) {
+        case ("complexity", "low"): settings.complexity = .low
+        case ("complexity", "medium"): settings.complexity = .medium
+        case ("complexity", "high"): settings.complexity = .high
+        case ("max-bitrate", let v): settings.maxBitrate = Int(v) ?? -1
+        case ("intra-period", let v): settings.keyFrameInterval = Int(v) ?? -1
+        case ("threads", let v): settings.threads = Int(v) ?? -1
+        case ("frame-skip", let v): settings.frameSkipping = v == "on"
+        default: die("unknown setting \(option)")
+        }
+    }
     let encoder = try H264Encoder(settings: settings)
+    FileHandle.standardError.write(Data("effective: \(try encoder.effectiveParameters())\n".utf8))
     let writer = try AnnexBWriter(path: args.count > 6 ? args[6] : "/dev/null")
     let converter = FrameConverter()
     var out = EncodedFrame()
