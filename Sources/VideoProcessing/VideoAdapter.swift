@@ -59,9 +59,10 @@ public struct FrameRateGate: Sendable, Equatable {
                 return true
             }
         }
-        // The first frame, or after a jump: keep it, and expect the next half an interval early so that
-        // timestamp jitter keeps frames rather than dropping them.
-        next = timestampNs &+ interval / 2
+        // The first frame, or after a jump or a new rate: keep it, and expect the next a quarter of an interval
+        // early, so that timestamp jitter keeps frames rather than dropping them, while a camera frame two-thirds
+        // of an interval on (30 → 10 fps) is not taken as the next one (that gave a 67 ms gap at every new rate).
+        next = timestampNs &+ interval - interval / 4
         return true
     }
 

@@ -61,6 +61,8 @@ import H264
         _ = try encoder.encode(I420Buffer(width: 320, height: 180), timestampNs: 0)
         #expect(encoder.settings.targetBitrate == 400_000 && encoder.settings.maxFrameRate == 15)
         #expect(control.statistics.targetBitrate == 400_000 && control.statistics.frames == 1)
+        let tiny = #expect(throws: EncoderError.self) { try control.setBitrate(5) }
+        #expect(tiny?.message.hasPrefix("bitrate 5 bit/s is out of range") == true, "\(String(describing: tiny))")
         #expect(throws: EncoderError.self) { try control.setRates(bitrate: 5, fps: 30) }
         #expect(throws: EncoderError.self) { try control.setRates(bitrate: 500_000, fps: .infinity) }
         #expect(throws: EncoderError.self) { try control.setBitrate(Int.max) }

@@ -36,6 +36,20 @@ import FixtureCameras
         #expect(kept(60).count == 300 && kept(.infinity).count == 300 && kept(-1).count == 300 && kept(.nan).count == 300)
     }
 
+    /// A new rate settles at once: 30 → 10 fps keeps every third frame from the first, 100 ms apart (it used to
+    /// keep two frames 67 ms apart first, 21 frames in 2 s).
+    @Test func aNewRateKeepsAnEvenCadenceFromItsFirstFrame() {
+        var gate = FrameRateGate()
+        var kept: [Int64] = []
+        for i in 0..<60 {
+            let ts = Int64(Double(i) * 1e9 / 30)
+            if gate.keep(timestampNs: ts, maxFps: i < 30 ? nil : 10) { kept.append(ts) }
+        }
+        let after = kept.filter { $0 >= Int64(1e9) }
+        let gaps = zip(after.dropFirst(), after).map { Double($0 - $1) / 1e6 }
+        #expect(after.count == 10 && gaps.allSatisfy { abs($0 - 100) < 1 }, "\(gaps)")
+    }
+
     @Test func aPauseRestartsTheCadence() {
         var gate = FrameRateGate()
         let first = gate.keep(timestampNs: 0, maxFps: 15)
