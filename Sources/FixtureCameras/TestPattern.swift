@@ -208,15 +208,15 @@ final class PatternRenderer {
         adjuster = PictureAdjuster(width: width, height: height)
         layout = TestPattern.Layout(width: width, height: height)
         background = I420Buffer(
-            width: width, height: height, storage: FrameStorage(pooledCapacity: I420Buffer.byteCount(width: width, height: height)))
+            width: width, height: height, fitting: FrameStorage(pooledCapacity: I420Buffer.byteCount(width: width, height: height)))
         TestPattern.drawBars(into: background)
-        picture = I420Buffer(width: width, height: height, storage: FrameStorage(pooledCapacity: I420Buffer.byteCount(width: width, height: height)))
+        picture = I420Buffer(width: width, height: height, fitting: FrameStorage(pooledCapacity: I420Buffer.byteCount(width: width, height: height)))
         picture.buffer.storage.mutableBaseAddress.copyMemory(
             from: background.buffer.storage.baseAddress, byteCount: I420Buffer.byteCount(width: width, height: height))
         if noise > 0 {
             self.noise = NoiseTable(amplitude: noise, planeBytes: picture.strideY * height)
             noisy = I420Buffer(
-                width: width, height: height, storage: FrameStorage(pooledCapacity: I420Buffer.byteCount(width: width, height: height)))
+                width: width, height: height, fitting: FrameStorage(pooledCapacity: I420Buffer.byteCount(width: width, height: height)))
         } else {
             self.noise = nil
             noisy = nil

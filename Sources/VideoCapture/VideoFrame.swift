@@ -148,7 +148,7 @@ public struct I420Buffer: Sendable {
     /// A new buffer with luma rows padded to 32 bytes.
     public init(width: Int, height: Int) {
         precondition(width > 0 && height > 0, "I420Buffer needs a positive size")
-        self.init(width: width, height: height, storage: FrameStorage(capacity: I420Buffer.byteCount(width: width, height: height)))
+        self.init(width: width, height: height, fitting: FrameStorage(capacity: I420Buffer.byteCount(width: width, height: height)))
     }
 
     /// Wraps an existing YU12 buffer (its stride must be even).
@@ -162,10 +162,23 @@ public struct I420Buffer: Sendable {
         PixelFormat.i420.frameSize(width: width, height: height, stride: stride(forWidth: width))!
     }
 
-    /// Wraps pooled storage (capacity must fit `byteCount(width:height:)`).
-    public init(width: Int, height: Int, storage: FrameStorage) {
+    /// Wraps storage of at least `byteCount(width:height:)` bytes; smaller storage, or a size that is not
+    /// positive or above 16384 a side, is an error naming both (never a trap).
+    public init(width: Int, height: Int, storage: FrameStorage) throws(CaptureError) {
+        guard (1...16384).contains(width), (1...16384).contains(height) else {
+            throw CaptureError(.invalidArgument, "an I420 picture of \(width)x\(height): width and height must be 1...16384")
+        }
         let bytes = I420Buffer.byteCount(width: width, height: height)
-        precondition(storage.capacity >= bytes, "storage too small for \(width)x\(height) I420")
+        guard storage.capacity >= bytes else {
+            throw CaptureError(
+                .invalidArgument, "storage of \(storage.capacity) bytes is too small for a \(width)x\(height) I420 picture (\(bytes) bytes)")
+        }
+        self.init(width: width, height: height, fitting: storage)
+    }
+
+    /// Wraps storage the caller made for this size (a pool's own buffers).
+    package init(width: Int, height: Int, fitting storage: FrameStorage) {
+        let bytes = I420Buffer.byteCount(width: width, height: height)
         self.buffer = VideoFrameBuffer(
             pixelFormat: .i420, width: width, height: height,
             stride: I420Buffer.stride(forWidth: width), bytesUsed: bytes, storage: storage)

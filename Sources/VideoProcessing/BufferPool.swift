@@ -22,13 +22,13 @@ public final class I420BufferPool {
     /// a new, unpooled buffer is returned (correct, just not free).
     public func acquire() -> I420Buffer {
         for i in storages.indices where isKnownUniquelyReferenced(&storages[i]) {
-            return I420Buffer(width: width, height: height, storage: storages[i])
+            return I420Buffer(width: width, height: height, fitting: storages[i])
         }
         // Unpooled (every pooled buffer is held): from the allocator. Pooled: mapped, as long-lived buffers are.
         guard storages.count < maxBuffers else { return I420Buffer(width: width, height: height) }
         let s = FrameStorage(pooledCapacity: I420Buffer.byteCount(width: width, height: height))
         storages.append(s)
-        return I420Buffer(width: width, height: height, storage: s)
+        return I420Buffer(width: width, height: height, fitting: s)
     }
 }
 

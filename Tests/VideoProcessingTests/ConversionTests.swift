@@ -277,6 +277,15 @@ func geometryMatchesFFmpeg(_ g: GeometryCase, _ code: String) throws {
     } catch { #expect(error.code == .decodeFailed) }
 }
 
+/// Wrapping storage as an I420 picture checks it: short storage or a bad size is an error naming both, not a trap.
+@Test func wrappingShortStorageIsAnError() throws {
+    let short = #expect(throws: CaptureError.self) { try I420Buffer(width: 64, height: 64, storage: FrameStorage(capacity: 100)) }
+    #expect(short?.code == .invalidArgument && short?.message.contains("100 bytes is too small for a 64x64") == true, "\(String(describing: short))")
+    #expect(throws: CaptureError.self) { try I420Buffer(width: 0, height: 64, storage: FrameStorage(capacity: 100_000)) }
+    let fits = try I420Buffer(width: 64, height: 64, storage: FrameStorage(capacity: I420Buffer.byteCount(width: 64, height: 64)))
+    #expect(fits.width == 64 && fits.chromaHeight == 32)
+}
+
 @Test func zeroSizeAndUnsupportedFormatsAreErrors() throws {
     let s = FrameStorage(capacity: 64)
     let zero = VideoFrameBuffer(pixelFormat: .i420, width: 0, height: 10, stride: 0, bytesUsed: 0, storage: s)
