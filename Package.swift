@@ -77,7 +77,7 @@ let package = Package(
         .target(
             name: "CapturePipeline",
             dependencies: [
-                "VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture", "H264", "RTP",
+                "VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture", "H264", "RTP", "SystemIO",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ],

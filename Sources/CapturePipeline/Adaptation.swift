@@ -111,15 +111,16 @@ public final class OutputRequests: Sendable {
     private struct State {
         var pending: VideoAdapter.Request?
         var source: VideoSource?
-        var used = false
     }
     private let state = Mutex(State())
+    /// Read by the session at every frame: an atomic, not the lock.
+    private let requested = Atomic<Bool>(false)
     public init() {}
 
     /// Caps the output (size, frame rate) from the next frame.
     public func request(_ r: VideoAdapter.Request) {
+        requested.store(true, ordering: .releasing)
         let source = state.withLock { s -> VideoSource? in
-            s.used = true
             if s.source == nil { s.pending = r }
             return s.source
         }
@@ -127,7 +128,7 @@ public final class OutputRequests: Sendable {
     }
 
     /// True once any request was made (the summary then reports the adaptation).
-    public var used: Bool { state.withLock { $0.used } }
+    public var used: Bool { requested.load(ordering: .acquiring) }
 
     func attach(_ source: VideoSource) {
         let pending = state.withLock { s -> VideoAdapter.Request? in

@@ -6,6 +6,7 @@ import V4L2Capture
 import Foundation
 import Metrics
 import Synchronization
+import SystemIO
 
 // The one capture loop every capturing command runs on (record, preview, stream, serve), and that an app runs
 // without the CLI:
@@ -154,7 +155,7 @@ public final class CaptureSession {
     /// `stop()` as a closure that may be kept and called from anywhere (a signal handler).
     public var stopAction: @Sendable () -> Void {
         { [stopFlag, capturer, wakeSignal] in
-            stopFlag.value.store(true, ordering: .releasing)
+            stopFlag.set()
             wakeSignal.stop()
             Task { try? await capturer.stopCapture() }
         }
@@ -196,6 +197,11 @@ public final class CaptureSession {
         return try await withTaskExecutorPreference(executor) { try await runFrames(stages: stages) }
     }
 
+    /// Starts the negotiated format (at the start, and again after an idle release) and keeps what was applied.
+    private func startCamera() async throws(CaptureError) {
+        applied = try await capturer.startCapture(device: device, format: selection.format, size: selection.size, fps: selection.fps)
+    }
+
     private func runFrames(stages: [any PictureStage]) async throws -> Report {
         // One conversion per frame, on the capturer's delivery thread, by the source; its conversion times
         // reach this task by frame sequence (the work time of each frame: conversion + stages).
@@ -225,9 +231,10 @@ public final class CaptureSession {
         defer { outputRequests.detach() }
         // Subscribed before the start: the first frame is ours. As fast as consumed (a fast fixture), the source
         // waits for this loop instead of dropping.
-        var frames = source.frames(bufferingNewest: 2, waitsForConsumer: configuration.fast)
+        let subscribe = { [configuration] in source.frames(bufferingNewest: 2, waitsForConsumer: configuration.fast) }
+        var frames = subscribe()
         do {
-            applied = try await capturer.startCapture(device: device, format: selection.format, size: selection.size, fps: selection.fps)
+            try await startCamera()
             for s in stages { try s.begin(self) }
         } catch {
             source.detach()
@@ -254,11 +261,11 @@ public final class CaptureSession {
         runs: while true {
             do {
                 frameLoop: for try await frame in frames {
-                    if stopFlag.value.load(ordering: .acquiring) { break }
-                    if idle.firstFrameAfterRestart(now: monotonicNanoseconds()) != nil {
+                    if stopFlag.isSet { break }
+                    if idle.awaitingFirstFrame, idle.firstFrameAfterRestart(now: monotonicNanoseconds()) != nil {
                         onEvent?("camera restarted for a viewer: first frame after \(fmt(idle.lastRestartMs, 1)) ms")
                     }
-                    let first = replay?.firstTimestamp ?? firstTs ?? frame.timestampNs
+                    let first = firstTs ?? replay?.firstTimestamp ?? frame.timestampNs
                     firstTs = firstTs ?? first
                     if let d = configuration.durationNs, frame.timestampNs - first >= d { break }
                     guard let picture = I420Buffer(frame.buffer) else { continue } // the source's output is I420
@@ -294,12 +301,12 @@ public final class CaptureSession {
                     }
                     if let n = configuration.frames, report.processed >= n { break }
                     // Nobody wants pictures (a server without viewers) for long enough: the camera is released.
-                    if idle.shouldRelease(wanted: stages.contains { $0.wantsPictures }, at: frame.timestampNs) { break }
+                    if idle.enabled && idle.shouldRelease(wanted: stages.contains { $0.wantsPictures }, at: frame.timestampNs) { break }
                 }
             } catch {
                 captureError = error
             }
-            guard captureError == nil, stageError == nil, idle.releasing, !stopFlag.value.load(ordering: .acquiring) else { break runs }
+            guard captureError == nil, stageError == nil, idle.releasing, !stopFlag.isSet else { break runs }
             // Released: the camera stops (its light goes off) until `wake()` (a viewer arrived) or `stop()`. A wake
             // from before this point is stale (nobody was there for the whole idle time); one that comes while the
             // camera stops is seen by the check after the stop, or by the wait.
@@ -310,10 +317,10 @@ public final class CaptureSession {
             if !stages.contains(where: { $0.wantsPictures }) {
                 guard await wakeSignal.wait() else { break runs }
             }
-            frames = source.frames(bufferingNewest: 2, waitsForConsumer: configuration.fast)
+            frames = subscribe()
             idle.restarting(now: monotonicNanoseconds())
             do {
-                applied = try await capturer.startCapture(device: device, format: selection.format, size: selection.size, fps: selection.fps)
+                try await startCamera()
                 configuration.logger.debug("camera restarted", metadata: ["device": "\(device.path)"])
             } catch {
                 captureError = error
@@ -473,8 +480,6 @@ extension CaptureStatistics {
     var droppedWhileConsumed: Int { totalDropped - dropped[.noConsumer, default: 0] }
 }
 
-final class StopFlag: Sendable { let value = Atomic<Bool>(false) }
-
 /// Why a session could not run, or ended early.
 public struct PipelineError: CodedError {
     public typealias Code = ErrorCode<PipelineError>
@@ -508,7 +513,7 @@ extension ErrorCode where Domain == PipelineError {
 /// When to release an unwatched camera, and how long a restart took to give its first frame.
 struct IdleRelease {
     let afterNs: Int64
-    private let enabled: Bool
+    let enabled: Bool
     private var idleSince: Int64?
     private(set) var releasing = false
     private(set) var releases = 0
@@ -520,9 +525,9 @@ struct IdleRelease {
         enabled = afterNs != nil
     }
 
-    /// True when the camera should be released at this frame.
+    /// True when the camera should be released at this frame (asked only when `enabled`).
     mutating func shouldRelease(wanted: Bool, at ts: Int64) -> Bool {
-        guard enabled, !wanted else {
+        guard !wanted else {
             idleSince = nil
             return false
         }
@@ -539,6 +544,9 @@ struct IdleRelease {
         idleSince = nil
         restartedAt = now
     }
+
+    /// True between a restart and its first frame.
+    var awaitingFirstFrame: Bool { restartedAt != nil }
 
     /// The delay from the wake-up to this frame, for the first frame after a restart.
     mutating func firstFrameAfterRestart(now: Int64) -> Int64? {

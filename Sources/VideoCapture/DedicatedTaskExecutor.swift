@@ -19,9 +19,7 @@ import SystemIO
 /// more than `capacity` jobs ever wait at once). The thread runs one job at a time, in order.
 public final class DedicatedTaskExecutor: TaskExecutor, Sendable {
     private struct Queue {
-        var ring: [UnownedJob?]
-        var head = 0
-        var count = 0
+        var ring: Ring<UnownedJob>
         var stopping = false
     }
 
@@ -31,7 +29,7 @@ public final class DedicatedTaskExecutor: TaskExecutor, Sendable {
 
     /// Starts the thread (named `name`; the kernel keeps 15 bytes). Call `shutdown()` when the work is done.
     public init(name: String, capacity: Int = 64) {
-        queue = Mutex(Queue(ring: Array(repeating: nil, count: max(4, min(capacity, 4096)))))
+        queue = Mutex(Queue(ring: Ring(capacity: max(4, min(capacity, 4096)))))
         // The thread holds the executor until `shutdown()` ends its loop.
         let worker = WorkerThread(name: name) { [self] _ in self.runJobs() }
         thread.withLock { $0 = worker }
@@ -39,17 +37,7 @@ public final class DedicatedTaskExecutor: TaskExecutor, Sendable {
 
     public func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
-        queue.withLock { q in
-            if q.count == q.ring.count {
-                // Rare: more jobs waiting than the ring holds. Unroll into a ring twice the size.
-                var bigger = [UnownedJob?](repeating: nil, count: q.ring.count * 2)
-                for i in 0..<q.count { bigger[i] = q.ring[(q.head + i) % q.ring.count] }
-                q.ring = bigger
-                q.head = 0
-            }
-            q.ring[(q.head + q.count) % q.ring.count] = job
-            q.count += 1
-        }
+        queue.withLock { $0.ring.append(job) } // more jobs than the ring holds double it (rare)
         wake.signal()
     }
 
@@ -71,18 +59,9 @@ public final class DedicatedTaskExecutor: TaskExecutor, Sendable {
             while let job = next() {
                 job.runSynchronously(on: asUnownedTaskExecutor())
             }
-            if queue.withLock({ $0.stopping && $0.count == 0 }) { return }
+            if queue.withLock({ $0.stopping && $0.ring.count == 0 }) { return }
         }
     }
 
-    private func next() -> UnownedJob? {
-        queue.withLock { q in
-            guard q.count > 0 else { return nil }
-            let job = q.ring[q.head]
-            q.ring[q.head] = nil
-            q.head = (q.head + 1) % q.ring.count
-            q.count -= 1
-            return job
-        }
-    }
+    private func next() -> UnownedJob? { queue.withLock { $0.ring.popFirst() } }
 }

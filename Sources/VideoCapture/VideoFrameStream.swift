@@ -50,9 +50,7 @@ package final class FrameSubscription: Sendable {
 
     private enum End { case stopped, failed(CaptureError) }
     private struct State {
-        var ring: [VideoFrame?]
-        var head = 0
-        var count = 0
+        var ring: Ring<VideoFrame>
         var end: End?
         var waiter: UnsafeContinuation<Result<VideoFrame?, CaptureError>, Never>?
         /// A producer waits for room (`.waitsForRoom`).
@@ -79,7 +77,7 @@ package final class FrameSubscription: Sendable {
     package init(id: UInt64, capacity: Int, whenFull: WhenFull) {
         self.id = id
         self.whenFull = whenFull
-        state = Mutex(State(ring: Array(repeating: nil, count: max(1, capacity))))
+        state = Mutex(State(ring: Ring(capacity: capacity)))
     }
 
     package convenience init(id: UInt64, capacity: Int, growable: Bool) {
@@ -107,27 +105,19 @@ package final class FrameSubscription: Sendable {
                 return 0
             }
             var dropped = 0
-            if s.count == s.ring.count {
-                if whenFull == .waitForRoom {
+            if s.ring.isFull {
+                switch whenFull {
+                case .waitForRoom:
                     s.producerWaiting = true
                     full = true
                     return 0
-                }
-                if whenFull == .grow {
-                    // Unroll into a ring twice the size (rare: only while the consumer is behind).
-                    var bigger = [VideoFrame?](repeating: nil, count: s.ring.count * 2)
-                    for i in 0..<s.count { bigger[i] = s.ring[(s.head + i) % s.ring.count] }
-                    s.ring = bigger
-                    s.head = 0
-                } else {
-                    s.ring[s.head] = nil
-                    s.head = (s.head + 1) % s.ring.count
-                    s.count -= 1
+                case .grow: break // the ring doubles (rare: only while the consumer is behind)
+                case .dropOldest:
+                    _ = s.ring.popFirst()
                     dropped = 1
                 }
             }
-            s.ring[(s.head + s.count) % s.ring.count] = frame
-            s.count += 1
+            s.ring.append(frame)
             return dropped
         }
         resume?.resume(returning: .success(frame))
@@ -148,11 +138,7 @@ package final class FrameSubscription: Sendable {
     }
 
     private func take(_ s: inout State) -> Result<VideoFrame?, CaptureError>? {
-        if s.count > 0 {
-            let f = s.ring[s.head]
-            s.ring[s.head] = nil
-            s.head = (s.head + 1) % s.ring.count
-            s.count -= 1
+        if let f = s.ring.popFirst() {
             if s.producerWaiting {
                 s.producerWaiting = false
                 room.signal()
