@@ -38,5 +38,11 @@ let package = Package(
         .executableTarget(name: "FuzzRTCP", dependencies: ["CFuzzer", .product(name: "RTP", package: "swift-video-capture")]),
         .executableTarget(name: "FuzzSDP", dependencies: ["CFuzzer", .product(name: "RTP", package: "swift-video-capture")]),
         .executableTarget(name: "FuzzWebRTC", dependencies: ["CFuzzer", .product(name: "WebRTC", package: "swift-video-capture")]),
+        .executableTarget(
+            name: "FuzzMJPEG",
+            dependencies: [
+                "CFuzzer", .product(name: "VideoCapture", package: "swift-video-capture"),
+                .product(name: "VideoProcessing", package: "swift-video-capture"),
+            ]),
     ]
 )
