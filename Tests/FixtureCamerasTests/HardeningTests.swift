@@ -93,7 +93,8 @@ let crashCases: [CrashCase] = [
 
 @Test("issue-11 crash inputs are errors with file, line and value", arguments: crashCases)
 func crashInputIsAClearError(_ c: CrashCase) throws {
-    let path = tempFile("crash-\(c.name.filter { $0.isLetter || $0.isNumber }).txt", c.text)
+    // One file per case: the cases run in parallel, and "width 1e20" and "width -1e20" must not share a name.
+    let path = tempFile("crash-\(c.name.filter { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "." }).txt", c.text)
     let error = #expect(throws: FixtureParseError.self) { try CameraDescription.load(path: path) }
     #expect(error?.file == path)
     #expect(error?.line == c.line, "\(error?.description ?? "")")
