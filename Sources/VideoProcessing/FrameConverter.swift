@@ -285,7 +285,9 @@ public final class FrameConverter {
         let cx = crop.x / denominator, cy = crop.y / denominator
         let cw = max(2, min(decoded.width - cx, crop.width / denominator)), ch = max(2, min(decoded.height - cy, crop.height / denominator))
         var current = decoded
-        if cw != tw || ch != th || cx != 0 || cy != 0 {
+        // The reduced picture is used as it is only when it is exactly the asked size (rounding up may add a row or
+        // a column beyond the crop: 250x142 at 1/8 decodes to 32x18 for an asked 31x17).
+        if decoded.width != tw || decoded.height != th || cx != 0 || cy != 0 {
             let s = pools.acquire(width: tw, height: th)
             _ = I420Scale(
                 decoded.dataY + cy * decoded.strideY + cx, Int32(decoded.strideY),

@@ -163,6 +163,11 @@ func mjpegDecodesReducedForSmallerOutputs(_ tw: Int, _ th: Int, _ turned: Bool) 
     let a = try FrameConverter().convert(jpeg2, options: cropped)
     let b = try FrameConverter().convert(try FrameConverter().convert(jpeg2).buffer, options: cropped)
     #expect(a.width == 160 && a.height == 90 && psnr(a, b) >= 30, "cropped: \(psnr(a, b)) dB")
+    // A size that does not divide: 250x142 at 1/8 decodes to 32x18, the asked 31x17 is cut from it (FuzzMJPEG).
+    let storage3 = FrameStorage(capacity: FormatWriter.capacity(for: .mjpeg, width: 250, height: 142))
+    let jpeg3 = try FormatWriter().write(pattern(250, 142), as: .mjpeg, into: storage3)
+    let small = try FrameConverter().convert(jpeg3, options: .init(scale: FrameSize(width: 31, height: 17)))
+    #expect(small.width == 31 && small.height == 17, "\(small.width)x\(small.height)")
 }
 
 @Test func mjpegWithoutHuffmanTablesDecodes() throws {
