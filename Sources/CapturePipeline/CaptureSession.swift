@@ -353,7 +353,11 @@ public final class CaptureSession {
         if report.undecodable > 0 { frameLine += ", undecodable \(report.undecodable)" }
         var lines: [(String, String)] = [
             ("device", "\(device.path) (\(device.name))"),
-            ("format", "\(selection.pixelFormat) \(applied.size) @ \(applied.fps) fps (stride \(applied.stride))\(formatNote)"),
+            (
+                "format",
+                "\(selection.pixelFormat) \(applied.size) @ \(applied.fps) fps (stride \(applied.stride))\(formatNote)"
+                    + (applied.colorSpace.isSpecified ? ", colour \(applied.colorSpace)" : "")
+            ),
             ("frames", frameLine),
             (
                 "achieved fps",

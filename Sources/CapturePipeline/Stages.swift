@@ -130,10 +130,11 @@ public final class EncodeStage: PictureStage {
 
     /// The encoder is made for the first picture's size (the source decided it: rotation applied, made even,
     /// adapted), so it is never rebuilt at frame 1; later sizes (adaptation) reconfigure it.
-    private func start(_ picture: I420Buffer) throws -> H264Encoder {
+    private func start(_ picture: I420Buffer, colorSpace: VideoColorSpace) throws -> H264Encoder {
         var s = settings
         s.width = picture.width
         s.height = picture.height
+        s.colorSpace = colorSpace
         let encoder = try H264Encoder(settings: s, control: control)
         settings = s
         self.encoder = encoder
@@ -156,10 +157,14 @@ public final class EncodeStage: PictureStage {
             resumeWithKeyFrame = true
             return
         }
-        let encoder = try self.encoder ?? start(picture)
-        if resumeWithKeyFrame {
+        let encoder = try self.encoder ?? start(picture, colorSpace: frame.colorSpace)
+        if resumeWithKeyFrame || frame.isDiscontinuity { // back from idle, or a camera started or switched
             resumeWithKeyFrame = false
             control.requestKeyFrame()
+        }
+        if frame.colorSpace != settings.colorSpace { // another camera: its colours from this frame's SPS on
+            settings.colorSpace = frame.colorSpace
+            control.setColorSpace(frame.colorSpace)
         }
         tally.withLock { t in
             if t.firstTs == nil { t.firstTs = frame.timestampNs }

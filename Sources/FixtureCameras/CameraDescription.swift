@@ -15,16 +15,28 @@ public struct CameraDescription: Sendable, Hashable {
     /// The controls the camera declares (from JSON, or the pasted `v4l2-ctl --list-ctrls-menus` text), with
     /// their initial values; control-class headings included.
     public var controls: [CameraControl]
+    /// The colour description of the camera's uncompressed formats (nil: V4L2's default for a webcam, sRGB
+    /// with the BT.601 matrix at limited range, as uvcvideo and vivid report). MJPEG frames are always JPEG's
+    /// full-range BT.601, whatever this says.
+    public var colorSpace: VideoColorSpace?
 
     public init(
         name: String, position: CaptureDevice.Position = .external, rotation: VideoRotation = .rotation0, formats: [CaptureFormat],
-        controls: [CameraControl] = []
+        controls: [CameraControl] = [], colorSpace: VideoColorSpace? = nil
     ) {
         self.name = name
         self.position = position
         self.rotation = rotation
         self.formats = formats
         self.controls = controls
+        self.colorSpace = colorSpace
+    }
+
+    /// The colour description frames of `pixelFormat` carry: JPEG's for MJPEG/JPEG, else `colorSpace` or
+    /// V4L2's sRGB default for the format (limited-range BT.601 Y'CbCr; full-range RGB).
+    public func colorSpace(for pixelFormat: PixelFormat) -> VideoColorSpace {
+        if pixelFormat == .mjpeg || pixelFormat == .jpeg { return .jpeg }
+        return colorSpace ?? VideoColorSpace(v4l2Colorspace: 8, transfer: 0, encoding: 0, quantization: 0, pixelFormat: pixelFormat)
     }
 
     /// The two fixture syntaxes.
@@ -426,6 +438,7 @@ struct JSONFixtureParser {
             }
             rotation = rot
         }
+        let colorSpace = try root["colorSpace"].map { n throws(FixtureParseError) in try self.colorSpace(n) }
         guard let fmtsNode = root["formats"] else { throw err(root, "missing \"formats\" (an array of formats)") }
         guard case .array(let fmts, _) = fmtsNode, !fmts.isEmpty else {
             throw err(fmtsNode, "\"formats\" must be a non-empty array, found \(fmtsNode.kind)")
@@ -447,7 +460,33 @@ struct JSONFixtureParser {
                 formats.append(CaptureFormat(pixelFormat: pf, size: try sizeRange(s), intervals: try intervals(s), formatDescription: desc))
             }
         }
-        return CameraDescription(name: name, position: position, rotation: rotation, formats: formats, controls: controls)
+        return CameraDescription(name: name, position: position, rotation: rotation, formats: formats, controls: controls, colorSpace: colorSpace)
+    }
+
+    /// `"colorSpace"`: a preset name (`webcam`, `jpeg`, `bt709`, `bt601`) or an object with `primaries`,
+    /// `transfer`, `matrix` (ffprobe's names: `bt709`, `smpte170m`, `bt470bg`, `bt2020`, `iec61966-2-1`, …) and
+    /// `range` (`limited` or `full`).
+    func colorSpace(_ n: JSONNode) throws(FixtureParseError) -> VideoColorSpace {
+        let presets: [String: VideoColorSpace] = ["webcam": .webcam, "jpeg": .jpeg, "bt709": .bt709, "bt601": .bt601]
+        if case .string(let s, _) = n {
+            guard let c = presets[s] else {
+                throw err(n, "\"colorSpace\" must be one of \(presets.keys.sorted().joined(separator: ", ")) or an object, found \(excerpt(s))")
+            }
+            return c
+        }
+        guard case .object = n else { throw err(n, "\"colorSpace\" must be a preset name or an object, found \(n.kind)") }
+        func part<T>(_ key: String, _ all: [T], _ name: (T) -> String) throws(FixtureParseError) -> T {
+            let s = try string(n[key], "\"colorSpace\" \"\(key)\"", in: n)
+            guard let v = all.first(where: { name($0) == s }) else {
+                throw err(n[key]!, "\"colorSpace\" \"\(key)\" must be one of \(all.map(name).joined(separator: ", ")), found \(excerpt(s))")
+            }
+            return v
+        }
+        return VideoColorSpace(
+            primaries: try part("primaries", VideoColorSpace.Primaries.allCases) { "\($0)" },
+            transfer: try part("transfer", VideoColorSpace.Transfer.allCases) { $0 == .srgb ? "iec61966-2-1" : "\($0)" },
+            matrix: try part("matrix", VideoColorSpace.Matrix.allCases) { "\($0)" },
+            range: try part("range", [VideoColorSpace.Range.limited, .full]) { $0 == .full ? "full" : "limited" })
     }
 
     /// One entry of "sizes": discrete width/height, "stepwise" or "continuous".

@@ -144,7 +144,8 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
         // Like a driver, apply the nearest offered rate not above the request.
         let fps = entry.intervals?.bestRate(limit: request.fps) ?? request.fps
         let stride = request.pixelFormat.minimumStride(width: request.size.width) ?? 0
-        let applied = AppliedFormat(pixelFormat: request.pixelFormat, size: request.size, stride: stride, fps: fps)
+        let applied = AppliedFormat(
+            pixelFormat: request.pixelFormat, size: request.size, stride: stride, fps: fps, colorSpace: desc.colorSpace(for: request.pixelFormat))
         return FixtureStream(applied: applied, rotation: desc.rotation, options: options, controls: try liveControls(device), sink: sink)
     }
 }
@@ -263,7 +264,7 @@ final class FixtureStream: CaptureStream, Sendable {
             if options.pacing == .realTime { sleepUntil(due) }
             guard !stopRequested.load(ordering: .acquiring) else { break }
             let ts = due
-            sink.frame(VideoFrame(buffer: buffer, rotation: rotation, timestampNs: ts, sequence: UInt64(index)))
+            sink.frame(VideoFrame(buffer: buffer, rotation: rotation, timestampNs: ts, sequence: UInt64(index), colorSpace: applied.colorSpace))
             index += 1
         }
     }

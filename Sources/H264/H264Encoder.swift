@@ -35,6 +35,7 @@ public final class EncoderControl: Sendable {
     struct Pending: Sendable {
         var keyFrame = false
         var rates: (bitrate: Int, fps: Double?)?
+        var colorSpace: VideoColorSpace?
     }
     private let pending = Mutex(Pending())
     private let applied = Mutex(EncoderStatistics())
@@ -60,6 +61,10 @@ public final class EncoderControl: Sendable {
         }
         pending.withLock { $0.rates = (bitrate, nil) }
     }
+
+    /// The colour description to write into the SPS from the next frame (a change gives new SPS/PPS and an
+    /// IDR; the same description as now changes nothing). Frames from ``VideoSource`` carry theirs.
+    public func setColorSpace(_ colorSpace: VideoColorSpace) { pending.withLock { $0.colorSpace = colorSpace } }
 
     /// Counters and timings as of the last encoded frame.
     public var statistics: EncoderStatistics { applied.withLock { $0 } }
@@ -123,6 +128,9 @@ public final class H264Encoder {
         public var frameSkipping: Bool = false
         /// How much effort OpenH264 spends per frame. Low is OpenH264's own default and the fastest.
         public var complexity: Complexity = .low
+        /// The colour description written into the SPS (VUI `video_full_range_flag`, primaries, transfer and
+        /// matrix), so decoders show the colours the camera meant; `.unspecified` writes none.
+        public var colorSpace: VideoColorSpace = .unspecified
 
         public init(width: Int, height: Int) {
             self.width = width
@@ -282,6 +290,18 @@ public final class H264Encoder {
         p.sSpatialLayers.0.iSpatialBitrate = Int32(settings.targetBitrate)
         p.sSpatialLayers.0.iMaxSpatialBitrate = Int32(settings.effectiveMaxBitrate)
         p.sSpatialLayers.0.uiProfileIdc = PRO_BASELINE
+        let color = settings.colorSpace
+        if color.isSpecified {
+            // VUI video_signal_type: video_format 5 (unspecified), the range, and the three code points.
+            p.sSpatialLayers.0.bVideoSignalTypePresent = true
+            p.sSpatialLayers.0.uiVideoFormat = 5
+            p.sSpatialLayers.0.bFullRange = color.range == .full
+            let described = color.primaries != .unspecified || color.transfer != .unspecified || color.matrix != .unspecified
+            p.sSpatialLayers.0.bColorDescriptionPresent = described
+            p.sSpatialLayers.0.uiColorPrimaries = color.primaries.rawValue
+            p.sSpatialLayers.0.uiTransferCharacteristics = color.transfer.rawValue
+            p.sSpatialLayers.0.uiColorMatrix = color.matrix.rawValue
+        }
         switch slices {
         case .single:
             p.sSpatialLayers.0.sSliceArgument.uiSliceMode = SM_SINGLE_SLICE
@@ -358,8 +378,10 @@ public final class H264Encoder {
         if p.keyFrame { forceKeyFrame = true }
         if let r = p.rates { try applyRates(bitrate: r.bitrate, fps: r.fps ?? settings.maxFrameRate) }
         let frame = input
-        if frame.width != settings.width || frame.height != settings.height {
+        let newColor = p.colorSpace.map { $0 != settings.colorSpace } ?? false
+        if frame.width != settings.width || frame.height != settings.height || newColor {
             var s = settings
+            if let c = p.colorSpace { s.colorSpace = c }
             s.width = frame.width
             s.height = frame.height
             do throws(H264Error) { try s.validate() } catch {
@@ -368,7 +390,7 @@ public final class H264Encoder {
             try configure(s)
             settings = s
             forceKeyFrame = true
-            stats.reconfigurations += 1
+            if stats.frames > 0 { stats.reconfigurations += 1 } // not the first frame's own description
             stats.size = FrameSize(width: s.width, height: s.height)
         }
         return frame
@@ -442,6 +464,19 @@ public final class H264Encoder {
         }
         let snapshot = stats
         control.publish { $0 = snapshot }
+    }
+
+    /// Encodes an I420 frame (what ``VideoSource`` delivers) into `out` with its capture time, writing its
+    /// colour description into the SPS (a change of description starts a new IDR), and starting with an IDR
+    /// when the frame follows a camera start or switch (``VideoFrame/isDiscontinuity``). A frame in another
+    /// pixel format is an error: convert it first.
+    public func encode(_ frame: VideoFrame, into out: inout EncodedFrame) throws(H264Error) {
+        guard let picture = I420Buffer(frame.buffer) else {
+            throw H264Error(.invalidSettings, "a \(frame.buffer.pixelFormat) frame cannot be encoded: the encoder takes I420 (convert it first)")
+        }
+        if frame.colorSpace != settings.colorSpace { control.setColorSpace(frame.colorSpace) }
+        if frame.isDiscontinuity { control.requestKeyFrame() }
+        try encode(picture, timestampNs: frame.timestampNs, into: &out)
     }
 
     /// Convenience: encodes into a new `EncodedFrame`.

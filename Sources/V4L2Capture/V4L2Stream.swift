@@ -141,7 +141,10 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
                 if tpf.numerator > 0 && tpf.denominator > 0 { fps = Fraction(Int64(tpf.denominator), Int64(tpf.numerator)) }
             }
         }
-        return (AppliedFormat(pixelFormat: pf, size: size, stride: stride, fps: fps), Int(got.fmt.pix.sizeimage))
+        let color = VideoColorSpace(
+            v4l2Colorspace: got.fmt.pix.colorspace, transfer: got.fmt.pix.xfer_func, encoding: got.fmt.pix.ycbcr_enc,
+            quantization: got.fmt.pix.quantization, pixelFormat: pf)
+        return (AppliedFormat(pixelFormat: pf, size: size, stride: stride, fps: fps, colorSpace: color), Int(got.fmt.pix.sizeimage))
     }
 
     /// REQBUFS, then QUERYBUF + mmap each buffer; each mapping is unmapped when its last frame goes.
@@ -297,7 +300,8 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
         let buffer = VideoFrameBuffer(
             pixelFormat: applied.pixelFormat, width: applied.size.width, height: applied.size.height,
             stride: applied.stride, bytesUsed: used, storage: storage)
-        sink.frame(VideoFrame(buffer: buffer, rotation: rotation, timestampNs: ts, sequence: UInt64(b.sequence)))
+        sink.frame(
+            VideoFrame(buffer: buffer, rotation: rotation, timestampNs: ts, sequence: UInt64(b.sequence), colorSpace: applied.colorSpace))
     }
 
     /// A copy buffer no consumer holds, or nil.

@@ -88,6 +88,8 @@ public final class CameraVideoCapturer: Sendable {
         var streams: [FrameSubscription] = []
         var nextStreamID: UInt64 = 0
         var lastTimestamp: Int64 = .min
+        /// The generation whose first frame was marked `isDiscontinuity`.
+        var markedGeneration: UInt64?
         var sequence: UInt64 = 0
         var stats = CaptureStatistics()
     }
@@ -439,6 +441,10 @@ public final class CameraVideoCapturer: Sendable {
             if s.delegates.isEmpty && s.streams.isEmpty {
                 s.stats.dropped[.noConsumer, default: 0] += 1 // nobody subscribed yet: counted, not silent
                 return false
+            }
+            if s.markedGeneration != gen { // the first frame of this start or switch that a consumer gets
+                s.markedGeneration = gen
+                frame.isDiscontinuity = true
             }
             return true
         }

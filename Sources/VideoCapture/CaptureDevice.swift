@@ -53,11 +53,15 @@ public struct AppliedFormat: Hashable, Sendable, CustomStringConvertible {
     /// Bytes per line of the first plane (may exceed width × bytes per pixel).
     public var stride: Int
     public var fps: Fraction
-    public init(pixelFormat: PixelFormat, size: FrameSize, stride: Int, fps: Fraction) {
+    /// The colour description the driver gives for this format (V4L2 `colorspace`, `xfer_func`, `ycbcr_enc`,
+    /// `quantization`), or the fixture's; every frame of the stream carries it.
+    public var colorSpace: VideoColorSpace
+    public init(pixelFormat: PixelFormat, size: FrameSize, stride: Int, fps: Fraction, colorSpace: VideoColorSpace = .unspecified) {
         self.pixelFormat = pixelFormat
         self.size = size
         self.stride = stride
         self.fps = fps
+        self.colorSpace = colorSpace
     }
     public var description: String { "\(pixelFormat) \(size) @ \(fps) fps (stride \(stride))" }
 }

@@ -55,6 +55,7 @@ final class DeliveryQueue: @unchecked Sendable {
     /// Queues an event; for a frame, returns how many older frames it evicted.
     @discardableResult
     func enqueue(_ event: Event) -> Int? {
+        var event = event
         condition.lock()
         defer { condition.unlock() }
         guard !shuttingDown else { return nil }
@@ -62,7 +63,11 @@ final class DeliveryQueue: @unchecked Sendable {
         if case .frame = event {
             if discardsLate {
                 while framesQueued >= capacity, let i = events.firstIndex(where: { if case .frame = $0 { true } else { false } }) {
-                    events.remove(at: i)
+                    // A dropped first frame of a start or switch passes its mark on to the newest frame.
+                    if case .frame(let old) = events.remove(at: i), old.isDiscontinuity, case .frame(var new) = event {
+                        new.isDiscontinuity = true
+                        event = .frame(new)
+                    }
                     framesQueued -= 1
                     evicted += 1
                 }

@@ -104,6 +104,12 @@ public struct PixelFormat: RawRepresentable, Hashable, Sendable, CustomStringCon
 
     public var isConvertibleToI420: Bool { conversionCost != nil }
     public var isCompressed: Bool { Self.compressed.contains(self) }
+    /// True for the uncompressed Y'CbCr layouts (planar, semi-planar and packed 4:2:0, 4:2:2, 4:4:4), whose
+    /// samples a conversion to I420 moves without changing.
+    public var isYCbCr: Bool { Self.yCbCr.contains(self) }
+    private static let yCbCr: Set<PixelFormat> = [
+        .i420, .nv12, .yv12, .nv21, .yuyv, .uyvy, .yvyu, .vyuy, .yuv422p, .nv16, .nv61, .nv24, .nv42,
+    ]
 
     /// Every format we can convert, in conversion-cost order.
     public static let convertible: [PixelFormat] = [

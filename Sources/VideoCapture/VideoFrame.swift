@@ -232,11 +232,22 @@ public struct VideoFrame: Sendable {
     public var rotation: VideoRotation
     public var timestampNs: Int64
     public var sequence: UInt64
-    public init(buffer: VideoFrameBuffer, rotation: VideoRotation = .rotation0, timestampNs: Int64, sequence: UInt64) {
+    /// How the samples map to colours (primaries, transfer, matrix, range): the driver's or the fixture's
+    /// description of the stream, kept or set by conversions, written by the encoder into the SPS.
+    public var colorSpace: VideoColorSpace
+    /// The first frame after a capture start or a camera switch: the picture does not follow from the frames
+    /// before it, so an encoder starts an IDR here (`H264Encoder.encode(_:into:)` does). A conversion keeps the
+    /// mark; a frame that a rate gate drops passes it on to the next one delivered.
+    public var isDiscontinuity = false
+    public init(
+        buffer: VideoFrameBuffer, rotation: VideoRotation = .rotation0, timestampNs: Int64, sequence: UInt64,
+        colorSpace: VideoColorSpace = .unspecified
+    ) {
         self.buffer = buffer
         self.rotation = rotation
         self.timestampNs = timestampNs
         self.sequence = sequence
+        self.colorSpace = colorSpace
     }
     public var width: Int { buffer.width }
     public var height: Int { buffer.height }

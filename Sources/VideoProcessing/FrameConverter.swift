@@ -40,7 +40,9 @@ public final class FrameConverter {
         }
         let out = try convert(frame.buffer, options: opts)
         let rot: VideoRotation = applyRotation ? .rotation0 : frame.rotation
-        return VideoFrame(buffer: out.buffer, rotation: rot, timestampNs: frame.timestampNs, sequence: frame.sequence)
+        return VideoFrame(
+            buffer: out.buffer, rotation: rot, timestampNs: frame.timestampNs, sequence: frame.sequence,
+            colorSpace: frame.colorSpace.convertedToI420(from: frame.buffer.pixelFormat))
     }
 
     /// Converts one buffer to I420.

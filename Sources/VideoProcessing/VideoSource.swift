@@ -89,6 +89,8 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
         var converter = FrameConverter()
         var sourceGate = FrameRateGate()
         var gates: [UInt64: FrameRateGate] = [:]
+        /// Sinks owed a discontinuity mark (the marked frame did not reach them yet).
+        var marked: Set<UInt64> = []
         var scalers: [UInt64: FrameConverter] = [:]
         var times = DurationHistogram()
         var inputWindow = TimestampWindow(), outputWindow = TimestampWindow()
@@ -236,6 +238,8 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
         let deliveries = work.withLock { w -> [(Target, VideoFrame)] in
             w.deliveries.removeAll(keepingCapacity: true)
             w.inputWindow.add(frame.timestampNs)
+            // A camera start or switch: every sink's next delivered frame carries the mark.
+            if frame.isDiscontinuity { for s in sinks { w.marked.insert(s.id) } }
             // The source's rate: the fastest sink's, under the request's cap.
             var sourceFps: Double? = 0
             for s in sinks {
@@ -299,7 +303,9 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
             options.didConvert?(frame.sequence, monotonicNanoseconds() - t0)
             outSize = FrameSize(width: picture.width, height: picture.height)
             let outRotation: VideoRotation = options.applyRotation ? .rotation0 : frame.rotation
-            let sharedFrame = VideoFrame(buffer: picture.buffer, rotation: outRotation, timestampNs: frame.timestampNs, sequence: frame.sequence)
+            let color = frame.colorSpace.convertedToI420(from: frame.buffer.pixelFormat)
+            let sharedFrame = VideoFrame(
+                buffer: picture.buffer, rotation: outRotation, timestampNs: frame.timestampNs, sequence: frame.sequence, colorSpace: color)
             for i in takers {
                 let s = sinks[i]
                 var out = sharedFrame
@@ -309,11 +315,14 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
                         let scaler = w.scalers[s.id] ?? FrameConverter()
                         w.scalers[s.id] = scaler
                         if let scaled = try? scaler.convert(picture.buffer, options: FrameConverter.Options(crop: mine.crop, scale: mine.size)) {
-                            out = VideoFrame(buffer: scaled.buffer, rotation: outRotation, timestampNs: frame.timestampNs, sequence: frame.sequence)
+                            out = VideoFrame(
+                                buffer: scaled.buffer, rotation: outRotation, timestampNs: frame.timestampNs, sequence: frame.sequence,
+                                colorSpace: color)
                             counts.scales += 1
                         }
                     }
                 }
+                out.isDiscontinuity = w.marked.remove(s.id) != nil
                 w.deliveries.append((s.target, out))
             }
             w.times.add(monotonicNanoseconds() - t0)

@@ -126,6 +126,34 @@ func probeFrames(_ path: String) throws -> (Int, String) {
         #expect(zip(work, latency).allSatisfy { $0 > 0 && $0 <= $1 + 0.05 }, "work \(work) within latency \(latency)")
     }
 
+    @Test func recordingsCarryTheCamerasColourDescription() throws {
+        let hd = tempFile(
+            "hd-camera.json",
+            """
+            {"name": "hd", "colorSpace": "bt709", "formats": [{"pixelFormat": "YUYV", "sizes": [{"width": 320, "height": 240, "fps": [30]}]}]}
+            """)
+        // device, size, what the summary says, ffprobe's range/matrix/transfer/primaries
+        let cases = [
+            ("fixture:uvc-webcam", "1280x720", "MJPG 1280x720", "colour bt709/iec61966-2-1/smpte170m/full", "pc,smpte170m,iec61966-2-1,bt709"), // JPEG: full range
+            ("fixture:vivid", "640x360", "YU12 640x360", "colour bt709/iec61966-2-1/smpte170m/limited", "tv,smpte170m,iec61966-2-1,bt709"), // V4L2's sRGB
+            (hd, "320x240", "YUYV 320x240", "colour bt709/bt709/bt709/limited", "tv,bt709,bt709,bt709"),
+        ]
+        for (device, size, format, summary, probed) in cases {
+            let out = work + "/colour.h264"
+            let r = try sh(camcap, ["record", "-d", device, "-s", size, "--frames", "5", "--fast", "-o", out])
+            #expect(r.out.contains(format), "\(device): \(r.out)")
+            #expect(r.code == 0, "\(r.err)")
+            #expect(r.out.contains(summary), "\(device): \(r.out)")
+            let p = try sh(
+                "ffprobe",
+                [
+                    "-v", "error", "-f", "h264", "-show_entries", "stream=color_range,color_space,color_primaries,color_transfer", "-of", "csv=p=0",
+                    out,
+                ])
+            #expect(p.out.trimmingCharacters(in: .whitespacesAndNewlines) == probed, "\(device): ffprobe said \(p.out) \(p.err)")
+        }
+    }
+
     @Test func sigintLeavesADecodableFile() throws {
         let out = work + "/interrupted.h264"
         // SIGINT once the progress line shows frames being recorded (an event, not a delay); the duration is

@@ -124,7 +124,35 @@ let badFixtures: [BadFixture] = [
         name: "inverted stepwise range", text: "\t[0]: 'NV12' (x)\n\t\tSize: Stepwise 1920x1080 - 32x32 with step 2/2\n", line: 2,
         message: "minimum above its maximum"),
     .init(name: "no formats", text: "Driver Info:\n\tCard type : nothing\n", line: 3, message: "no formats found"),
+    .init(
+        name: "unknown colour preset", text: "{\"name\": \"x\",\n\"colorSpace\": \"hdr\",\n\"formats\": []}", line: 2,
+        message: "\"colorSpace\" must be one of bt601, bt709, jpeg, webcam or an object, found \"hdr\""),
+    .init(
+        name: "unknown colour range",
+        text:
+            "{\"name\": \"x\", \"colorSpace\": {\"primaries\": \"bt709\", \"transfer\": \"bt709\",\n\"matrix\": \"bt709\", \"range\": \"tv\"},\n\"formats\": []}",
+        line: 2, message: "\"colorSpace\" \"range\" must be one of limited, full, found \"tv\""),
 ]
+
+@Test func fixtureColourDescriptionReachesFrames() throws {
+    let json = """
+        {"name": "hd", "colorSpace": {"primaries": "bt709", "transfer": "bt709", "matrix": "bt709", "range": "full"},
+         "formats": [{"pixelFormat": "NV12", "sizes": [{"width": 320, "height": 240}]},
+                     {"pixelFormat": "MJPG", "sizes": [{"width": 320, "height": 240}]}]}
+        """
+    let d = try CameraDescription.parse(json, file: "hd.json")
+    #expect(d.colorSpace(for: .nv12) == VideoColorSpace(primaries: .bt709, transfer: .bt709, matrix: .bt709, range: .full))
+    #expect(d.colorSpace(for: .mjpeg) == .jpeg, "MJPEG is JPEG's full-range BT.601 whatever the camera says")
+    // Without a description: V4L2's sRGB default (what vivid and uvcvideo report).
+    let plain = try CameraDescription.parse(
+        "{\"name\": \"p\", \"formats\": [{\"pixelFormat\": \"YUYV\", \"sizes\": [{\"width\": 64, \"height\": 48}]}]}", file: "p.json")
+    #expect(plain.colorSpace(for: .yuyv) == .webcam)
+    #expect(
+        try CameraDescription.parse(
+            "{\"name\": \"q\", \"colorSpace\": \"bt601\", \"formats\": [{\"pixelFormat\": \"YUYV\", \"sizes\": [{\"width\": 64, \"height\": 48}]}]}",
+            file: "q.json"
+        ).colorSpace == .bt601)
+}
 
 @Test("malformed fixtures are rejected with file and line", arguments: badFixtures)
 func badFixture(_ c: BadFixture) throws {

@@ -281,6 +281,9 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
             f.pointee.fmt.pix.pixelformat = fmt.pf
             f.pointee.fmt.pix.bytesperline = UInt32(fmt.width * 2 + extraStride)
             f.pointee.fmt.pix.sizeimage = UInt32((fmt.width * 2 + extraStride) * fmt.height)
+            // An HD camera: Rec. 709, the encoding and transfer left to the colour space's defaults, full range.
+            f.pointee.fmt.pix.colorspace = 3 // V4L2_COLORSPACE_REC709
+            f.pointee.fmt.pix.quantization = 1 // V4L2_QUANTIZATION_FULL_RANGE
         case CV4L2_VIDIOC_S_PARM:
             let p = arg.assumingMemoryBound(to: v4l2_streamparm.self)
             // The driver rounds to what it has: 15 or 30.

@@ -78,7 +78,11 @@ func startStream(_ k: FakeKernel, _ s: Sink, config: V4L2Stream.Configuration = 
         k.push((0..<10).map { _ in goodFrame() })
         let s = Sink()
         let stream = try startStream(k, s)
-        #expect(stream.applied == AppliedFormat(pixelFormat: .yuyv, size: FrameSize(width: 640, height: 480), stride: 1344, fps: Fraction(30)))
+        #expect(
+            stream.applied
+                == AppliedFormat(
+                    pixelFormat: .yuyv, size: FrameSize(width: 640, height: 480), stride: 1344, fps: Fraction(30),
+                    colorSpace: VideoColorSpace(primaries: .bt709, transfer: .bt709, matrix: .bt709, range: .full)))
         #expect(s.wait { $0.seen.count == 10 })
         let f = s.lock.withLock { s.seen }
         stream.stop()

@@ -11,8 +11,12 @@ struct CapturerTests {
         capturer.addDelegate(rec)
         let device = try capturer.device("fixture:vivid")
         let applied = try await capturer.startCapture(device: device, targetSize: FrameSize(width: 320, height: 180), fpsLimit: 60)
-        #expect(applied == AppliedFormat(pixelFormat: .i420, size: FrameSize(width: 320, height: 180), stride: 320, fps: Fraction(60)))
+        #expect(
+            applied
+                == AppliedFormat(
+                    pixelFormat: .i420, size: FrameSize(width: 320, height: 180), stride: 320, fps: Fraction(60), colorSpace: .webcam))
         #expect(await rec.wait { $0.frames.count >= 10 })
+        #expect(rec.frames.allSatisfy { $0.colorSpace == .webcam }, "every frame carries the stream's colour description")
         try await capturer.stopCapture()
         #expect(rec.stops.count == 1 && rec.stops[0] == nil)
         // stopCapture returns after the delivery queue drained: every delivered frame has been seen, no more come.
@@ -145,6 +149,10 @@ struct CapturerTests {
         #expect(frames.last?.rotation == .rotation270) // front camera
         #expect(zip(frames, frames.dropFirst()).allSatisfy { $0.timestampNs < $1.timestampNs })
         #expect(zip(frames, frames.dropFirst()).allSatisfy { $0.sequence < $1.sequence })
+        // The first frame of the start and the first of the switch, and only those, are discontinuities.
+        let marks = frames.indices.filter { frames[$0].isDiscontinuity }
+        let firstFront = frames.firstIndex { $0.width == 352 }
+        #expect(marks == [0, firstFront].compactMap { $0 }, "\(marks) vs first front frame \(String(describing: firstFront))")
         #expect(capturer.currentDevice == nil)
     }
 

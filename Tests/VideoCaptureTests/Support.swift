@@ -28,16 +28,13 @@ final class Recorder: CameraVideoCapturerDelegate, @unchecked Sendable {
             gate.signal()
         }
         // Keep metadata only (a copy of the struct keeps the buffer; drop pixels unless asked).
-        lock.withLock {
-            _frames.append(
-                keepFrames
-                    ? frame
-                    : VideoFrame(
-                        buffer: VideoFrameBuffer(
-                            pixelFormat: frame.buffer.pixelFormat, width: frame.width,
-                            height: frame.height, stride: frame.buffer.stride, bytesUsed: 0, storage: Recorder.empty),
-                        rotation: frame.rotation, timestampNs: frame.timestampNs, sequence: frame.sequence))
+        var kept = frame
+        if !keepFrames {
+            kept.buffer = VideoFrameBuffer(
+                pixelFormat: frame.buffer.pixelFormat, width: frame.width, height: frame.height, stride: frame.buffer.stride, bytesUsed: 0,
+                storage: Recorder.empty)
         }
+        lock.withLock { _frames.append(kept) }
         if delayNs > 0 { usleep(delayNs) }
     }
     func capturer(_ capturer: CameraVideoCapturer, didDropFrames count: Int, reason: FrameDropReason) {
