@@ -132,10 +132,11 @@ func probeFrames(_ path: String) throws -> (Int, String) {
             """
             {"name": "hd", "colorSpace": "bt709", "formats": [{"pixelFormat": "YUYV", "sizes": [{"width": 320, "height": 240, "fps": [30]}]}]}
             """)
-        // device, size, what the summary says, ffprobe's range/matrix/transfer/primaries
+        // device, size, what the summary says, ffprobe's range/matrix/transfer/primaries: MJPEG is JPEG's full range,
+        // vivid's YU12 V4L2's sRGB default, the JSON camera its own description.
         let cases = [
-            ("fixture:uvc-webcam", "1280x720", "MJPG 1280x720", "colour bt709/iec61966-2-1/smpte170m/full", "pc,smpte170m,iec61966-2-1,bt709"), // JPEG: full range
-            ("fixture:vivid", "640x360", "YU12 640x360", "colour bt709/iec61966-2-1/smpte170m/limited", "tv,smpte170m,iec61966-2-1,bt709"), // V4L2's sRGB
+            ("fixture:uvc-webcam", "1280x720", "MJPG 1280x720", "colour bt709/iec61966-2-1/smpte170m/full", "pc,smpte170m,iec61966-2-1,bt709"),
+            ("fixture:vivid", "640x360", "YU12 640x360", "colour bt709/iec61966-2-1/smpte170m/limited", "tv,smpte170m,iec61966-2-1,bt709"),
             (hd, "320x240", "YUYV 320x240", "colour bt709/bt709/bt709/limited", "tv,bt709,bt709,bt709"),
         ]
         for (device, size, format, summary, probed) in cases {
