@@ -89,7 +89,8 @@ extension V4L2Node {
         return items
     }
 
-    /// The current value of a scalar or string control; nil for what cannot be read.
+    /// The current value of a scalar, string or area control; nil for what cannot be read (buttons, write-only
+    /// controls, arrays).
     func readValue(_ c: CameraControl, elems: UInt32 = 1) -> CameraControl.Value? {
         if c.flags.contains(.writeOnly) || c.kind == .button || c.kind == .ctrlClass { return nil }
         if c.kind == .string {
@@ -105,6 +106,18 @@ extension V4L2Node {
             }
             guard ok else { return nil }
             return .string(String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+        }
+        if c.kind == .area, elems <= 1 {
+            // struct v4l2_area { __u32 width, height; }: shown as v4l2-ctl prints it, WIDTHxHEIGHT.
+            var area: (UInt32, UInt32) = (0, 0)
+            let ok = withUnsafeMutableBytes(of: &area) { b -> Bool in
+                var ctrl = v4l2_ext_control()
+                ctrl.id = c.id.rawValue
+                ctrl.size = UInt32(b.count)
+                ctrl.ptr = b.baseAddress
+                return getExt(&ctrl) == nil
+            }
+            return ok ? .string("\(area.0)x\(area.1)") : nil
         }
         guard c.kind.isScalar, elems <= 1, !c.flags.contains(.hasPayload) else { return nil }
         var ctrl = v4l2_ext_control()

@@ -4,7 +4,14 @@ public import VideoCapture
 /// rate, and sizes that are multiples of an alignment (an encoder's macroblocks, a GPU texture's rows).
 /// `nil` means "no limit".
 public struct VideoSinkWants: Sendable, Hashable, CustomStringConvertible {
+    /// A pixel budget: frames above it are scaled down (aspect kept) to at most this many pixels, whatever
+    /// their orientation.
     public var maxPixelCount: Int?
+    /// A bounding box: frames are scaled down (aspect kept, centre-cropped to aligned sizes) until both
+    /// sides fit, in the orientation the sink receives them (`width` against `width`): a portrait 720x1280
+    /// frame does not fit a 1280x720 box and arrives as 404x720. Give `maxPixelCount` for a limit that
+    /// either orientation meets.
+    public var maxSize: FrameSize?
     public var maxFrameRate: Double?
     /// Width and height are multiples of this (at least 2: I420's chroma is subsampled).
     public var resolutionAlignment: Int
@@ -15,16 +22,19 @@ public struct VideoSinkWants: Sendable, Hashable, CustomStringConvertible {
         self.resolutionAlignment = resolutionAlignment
     }
 
-    /// Wants no more than `size` (in pixels) at no more than `fps`.
+    /// Wants frames that fit inside `maxSize` (a bounding box, see ``maxSize``) at no more than `maxFrameRate`.
     public init(maxSize: FrameSize, maxFrameRate: Double? = nil, resolutionAlignment: Int = 2) {
-        self.init(
-            maxPixelCount: maxSize.width.multipliedReportingOverflow(by: maxSize.height).partialValue,
-            maxFrameRate: maxFrameRate, resolutionAlignment: resolutionAlignment)
+        self.init(maxPixelCount: nil, maxFrameRate: maxFrameRate, resolutionAlignment: resolutionAlignment)
+        self.maxSize = maxSize
     }
 
     public var description: String {
-        "max \(maxPixelCount.map(String.init) ?? "any") pixels @ \(maxFrameRate.map { "\($0)" } ?? "any") fps, align \(resolutionAlignment)"
+        let size = maxSize.map { "within \($0)" } ?? "max \(maxPixelCount.map(String.init) ?? "any") pixels"
+        return "\(size) @ \(maxFrameRate.map { "\($0)" } ?? "any") fps, align \(resolutionAlignment)"
     }
+
+    /// The box, when it has a positive size.
+    var box: FrameSize? { maxSize.flatMap { $0.width > 0 && $0.height > 0 ? $0 : nil } }
 
     /// Alignment clamped to 2...64 and made even.
     var alignment: Int { max(2, min(64, resolutionAlignment)) & ~1 }

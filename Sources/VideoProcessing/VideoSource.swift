@@ -269,18 +269,27 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
                 return []
             }
             // The shared output: the most pixels any taker wants, under the request.
-            var maxPixels: Int? = 0, alignment = 2
+            // A sink with a box but no budget limits the pixels by its box; a sink with neither takes everything.
+            var maxPixels: Int? = 0, alignment = 2, box: FrameSize? = FrameSize(width: 0, height: 0)
             for i in takers {
                 let wnt = sinks[i].wants
                 alignment = max(alignment, wnt.alignment)
-                if let p = wnt.maxPixelCount, p > 0 { maxPixels = maxPixels.map { max($0, p) } } else { maxPixels = nil }
+                let b = wnt.box
+                if let b { box = box.map { FrameSize(width: max($0.width, b.width), height: max($0.height, b.height)) } } else { box = nil }
+                let budget =
+                    wnt.maxPixelCount.flatMap { $0 > 0 ? $0 : nil } ?? b.map { $0.width.multipliedReportingOverflow(by: $0.height).partialValue }
+                if let p = budget { maxPixels = maxPixels.map { max($0, p) } } else { maxPixels = nil }
             }
             let rotation = VideoSource.rotation(for: frame.rotation, options)
             if rotation.swapsDimensions { inSize = FrameSize(width: inSize.height, height: inSize.width) }
             // The source's own size (exact, stretched) replaces the camera's before requests and wants apply.
             let base = options.size ?? inSize
             if let m = request.maxSize, m.width > base.width || m.height > base.height { limited = true }
-            let shared = Adaptation.fit(base, maxSize: request.maxSize, maxPixelCount: maxPixels, alignment: alignment)
+            var bound = request.maxSize
+            if let b = box, b.width > 0 {
+                bound = bound.map { FrameSize(width: min($0.width, b.width), height: min($0.height, b.height)) } ?? b
+            }
+            let shared = Adaptation.fit(base, maxSize: bound, maxPixelCount: maxPixels, alignment: alignment)
             let t0 = monotonicNanoseconds()
             let picture: I420Buffer
             do throws(ProcessingError) {
@@ -309,8 +318,11 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
             for i in takers {
                 let s = sinks[i]
                 var out = sharedFrame
-                if let p = s.wants.maxPixelCount, p > 0, p < picture.width * picture.height || s.wants.alignment > alignment {
-                    let mine = Adaptation.fit(outSize!, maxSize: nil, maxPixelCount: p, alignment: s.wants.alignment)
+                let p = s.wants.maxPixelCount.flatMap { $0 > 0 ? $0 : nil }, b = s.wants.box
+                let over =
+                    p.map { $0 < picture.width * picture.height } == true || b.map { $0.width < picture.width || $0.height < picture.height } == true
+                if over || ((p != nil || b != nil) && s.wants.alignment > alignment) {
+                    let mine = Adaptation.fit(outSize!, maxSize: b, maxPixelCount: p, alignment: s.wants.alignment)
                     if !mine.isIdentity {
                         let scaler = w.scalers[s.id] ?? FrameConverter()
                         w.scalers[s.id] = scaler

@@ -367,15 +367,22 @@ do {
     let (rc, listing) = v4l2ctl(["-d", cam1, "--list-formats-ext", "--list-ctrls-menus"])
     let theirs = try CameraDescription.parse(listing, file: "v4l2-ctl \(cam1)").controls.filter { $0.kind != .ctrlClass }
     let ours = try capturer.controls(for: device).filter { $0.kind != .ctrlClass }
+    // The value too: v4l2-ctl prints value=0 for buttons and write-only controls, which have none to read.
+    func value(_ c: CameraControl) -> String {
+        c.kind == .button || c.flags.contains(.writeOnly) ? "-" : c.value.map { "\($0)" } ?? "none"
+    }
     func key(_ c: CameraControl) -> String {
-        "\(c.name) \(c.id) \(c.kind.rawValue) \(c.minimum)...\(c.maximum) " + c.menu.map { "\($0.index):\($0.name)" }.joined(separator: ",")
+        "\(c.name) \(c.id) \(c.kind.rawValue) \(c.minimum)...\(c.maximum) value \(value(c)) "
+            + c.menu.map { "\($0.index):\($0.name)" }.joined(separator: ",")
     }
     let differ = zip(ours, theirs).filter { key($0) != key($1) }.map { "ours \(key($0)) / v4l2-ctl \(key($1))" }
     note(
         "controls: \(ours.count) (v4l2-ctl \(theirs.count)), \(ours.filter { $0.kind.isMenu }.count) menus, \(ours.filter { !$0.dimensions.isEmpty }.count) arrays"
     )
+    let area = ours.first { $0.kind == .area }
+    note("area control: \(area.map { "\($0.name) = \(value($0))" } ?? "none"); \(ours.filter { $0.value != nil }.count) values compared")
     check(
-        "controls equal v4l2-ctl --list-ctrls-menus (name, id, type, range, menu items)",
+        "controls equal v4l2-ctl --list-ctrls-menus (name, id, type, range, value, menu items)",
         rc == 0 && ours.count == theirs.count && ours.count > 50 && differ.isEmpty, "ours \(ours.count), theirs \(theirs.count): \(differ.prefix(3))")
     check(
         "vivid reports no orientation: position external, rotation 0",
@@ -431,6 +438,53 @@ do {
     capturer.removeDelegate(meter)
 } catch {
     check("controls", false, "\(error)")
+    await stopQuietly()
+}
+
+// 9. Colour: what the driver reports for the format reaches the applied format and every frame, and follows
+// vivid's colorspace and quantization controls (the driver's own G_FMT, as v4l2-ctl --get-fmt-video shows it).
+final class ColourCollector: CameraVideoCapturerDelegate, @unchecked Sendable {
+    // @unchecked: guarded by `lock`.
+    let lock = NSLock()
+    var seen: [VideoColorSpace] = []
+    func capturer(_ c: CameraVideoCapturer, didCapture f: VideoFrame) { lock.withLock { seen.append(f.colorSpace) } }
+    func wait(_ n: Int) -> [VideoColorSpace] {
+        let end = Date().addingTimeInterval(10)
+        while Date() < end && lock.withLock({ seen.count }) < n { usleep(20_000) }
+        return lock.withLock { seen }
+    }
+}
+do {
+    let device = try capturer.device(cam1)
+    // control settings (colorspace menu index, quantization menu index), v4l2-ctl's words, what we expect
+    let cases: [(Int64, Int64, [String], VideoColorSpace)] = [
+        (2, 0, ["sRGB", "Limited Range"], .webcam),
+        (1, 0, ["Rec. 709", "Limited Range"], .bt709),
+        (1, 1, ["Rec. 709", "Full Range"], VideoColorSpace(primaries: .bt709, transfer: .bt709, matrix: .bt709, range: .full)),
+        (0, 0, ["SMPTE 170M", "Limited Range"], .bt601),
+    ]
+    for (cs, q, words, expected) in cases {
+        _ = try capturer.setControl("colorspace", to: "\(cs)", on: device)
+        _ = try capturer.setControl("quantization", to: "\(q)", on: device)
+        let colours = ColourCollector()
+        capturer.addDelegate(colours)
+        let applied = try await start(cam1, .yuyv, FrameSize(width: 320, height: 180), 30)
+        let seen = colours.wait(3)
+        let (_, fmt) = v4l2ctl(["-d", cam1, "--get-fmt-video"])
+        await stopQuietly()
+        capturer.removeDelegate(colours)
+        note(
+            "colorspace=\(cs) quantization=\(q): \(applied.colorSpace); v4l2-ctl: \(fmt.split(separator: "\n").filter { $0.contains("Colorspace") || $0.contains("Quantization") }.map { $0.trimmingCharacters(in: .whitespaces) })"
+        )
+        check(
+            "colour \(words.joined(separator: ", ")): applied format and every frame say \(expected)",
+            applied.colorSpace == expected && seen.count >= 3 && seen.allSatisfy { $0 == expected } && words.allSatisfy { fmt.contains($0) },
+            "applied \(applied.colorSpace), frames \(Set(seen.map(\.description))), v4l2-ctl \(fmt)")
+    }
+    _ = try capturer.setControl("colorspace", to: "2", on: device)
+    _ = try capturer.setControl("quantization", to: "0", on: device)
+} catch {
+    check("colour", false, "\(error)")
     await stopQuietly()
 }
 await cleanAfter("controls", path: cam1)

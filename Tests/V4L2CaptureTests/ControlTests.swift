@@ -24,7 +24,7 @@ import VideoCapture
         #expect(
             all.map(\.name) == [
                 "user_controls", "brightness", "gain_automatic", "gain", "horizontal_flip", "power_line_frequency",
-                "sharpness", "button", "integer_64_bits", "menu", "string", "integer_menu",
+                "sharpness", "button", "integer_64_bits", "menu", "string", "integer_menu", "area",
                 "camera_controls", "camera_orientation", "camera_sensor_rotation",
             ])
         let b = try #require(all.find("brightness"))
@@ -56,6 +56,7 @@ import VideoCapture
         #expect(try c.setControl("integer_64_bits", to: "-5000000000", on: d).value == .integer(-5_000_000_000))
         #expect(try c.setControl("button", to: "1", on: d).value == .integer(1), "a button reports what was written")
         #expect(try c.control("string", of: d).value == .string("ab"))
+        #expect(try c.control("area", of: d).value == .string("1000x2000"), "an area's payload is read and shown as v4l2-ctl shows it")
         #expect(try c.setControl("string", to: "xyz", on: d).value == .string("xyz"), "strings go through the pointer and are read back")
         #expect(throws: CaptureError.self) { try c.setControl("string", to: "toolong", on: d) }
         let applied = try c.setControls([CameraControlSetting("gain_automatic", "0"), CameraControlSetting("gain", "42")], on: d)

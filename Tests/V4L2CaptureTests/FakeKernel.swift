@@ -52,6 +52,8 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
         Control(id: 0x0098_f907, type: 9, name: "Integer Menu", min: 1, max: 3, def: 2, value: 2, menu: [1: "2", 2: "5", 3: "13"]),
         Control(id: 0x0098_f903, type: 5, name: "Integer 64 Bits", min: .min, max: .max, def: 0, value: 1 << 40),
         Control(id: 0x0098_f905, type: 7, name: "String", min: 2, max: 4, step: 1, flags: 0x100, text: "ab"),
+        // An area (struct v4l2_area, a payload control): width in the high 32 bits of `value`, height in the low.
+        Control(id: 0x0098_f90b, type: 0x106, name: "Area", flags: 0x100, value: 1000 << 32 | 2000),
         Control(id: 0x009a_0001, type: 6, name: "Camera Controls", flags: 0x44),
         Control(
             id: 0x009a_0922, type: 3, name: "Camera Orientation", min: 0, max: 2, flags: 0x04, value: 2,
@@ -120,6 +122,14 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
                 guard s.utf8.count >= c.min, s.utf8.count <= c.max else { return ERANGE }
                 controls[i].text = s
                 log("S_EXT_CTRLS \(CameraControl.key(from: c.name))='\(s)'")
+                return 0
+            }
+            if c.type == 0x106 { // an area: 8 bytes through the pointer
+                guard let p = ctrl.pointee.ptr else { return EFAULT }
+                guard ctrl.pointee.size == 8 else { return EINVAL }
+                guard request == CV4L2_VIDIOC_G_EXT_CTRLS else { return EACCES }
+                p.storeBytes(of: UInt32(truncatingIfNeeded: c.value >> 32), as: UInt32.self)
+                p.storeBytes(of: UInt32(truncatingIfNeeded: c.value), toByteOffset: 4, as: UInt32.self)
                 return 0
             }
             if request == CV4L2_VIDIOC_G_EXT_CTRLS {

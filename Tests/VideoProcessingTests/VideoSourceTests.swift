@@ -142,6 +142,26 @@ final class ReferenceConverter: CameraVideoCapturerDelegate, Sendable {
         source.detach()
     }
 
+    /// `maxSize` is a bounding box in the orientation the sink receives; `maxPixelCount` a budget either way round.
+    @Test func aBoxBoundsBothSidesAndABudgetOnlyThePixels() async throws {
+        let cap = capturer()
+        let source = VideoSource(capturer: cap, options: .init(rotation: .rotation90)) // portrait frames
+        let whole = Received(), boxed = Received(), budgeted = Received()
+        source.addSink { whole.add($0) }
+        source.addSink(wants: VideoSinkWants(maxSize: FrameSize(width: 1280, height: 720))) { boxed.add($0) }
+        source.addSink(wants: VideoSinkWants(maxPixelCount: 1280 * 720)) { budgeted.add($0) }
+        _ = try await cap.startCapture(device: try cap.device("fixture:vivid"), targetSize: FrameSize(width: 1280, height: 720))
+        #expect(await waitUntil(timeout: 20) { boxed.count >= 5 && budgeted.count >= 5 && whole.count >= 5 })
+        try await cap.stopCapture()
+        source.detach()
+        let portrait = FrameSize(width: 720, height: 1280)
+        #expect(whole.all.allSatisfy { $0.0 == portrait })
+        #expect(budgeted.all.allSatisfy { $0.0 == portrait }, "720x1280 is within a 1280x720 pixel budget")
+        // 720x1280 into a 1280x720 box: the height limits, 720 * 720 / 1280 = 405, made even.
+        #expect(boxed.all.allSatisfy { $0.0 == FrameSize(width: 404, height: 720) }, "\(Set(boxed.all.map { $0.0.description }))")
+        #expect(VideoSinkWants(maxSize: FrameSize(width: 1280, height: 720)).description == "within 1280x720 @ any fps, align 2")
+    }
+
     @Test func aLiveRequestScalesAndThinsWithoutRestartingTheCamera() async throws {
         let cap = capturer()
         let source = VideoSource(capturer: cap)
