@@ -400,7 +400,10 @@ public final class H264Encoder {
     public func encode(_ frame: I420Buffer, timestampNs: Int64, into out: inout EncodedFrame) throws(H264Error) {
         guard encoder != nil else { throw H264Error("encoder is closed") }
         let t0 = monotonicNanoseconds()
-        let frame = try prepare(frame)
+        var frame = try prepare(frame)
+        // OpenH264 reads both chroma planes with one stride: wrapped planes whose U and V strides differ are
+        // copied once into a buffer of our own (made once per size); equal strides are read in place.
+        if frame.strideU != frame.strideV { frame = sameChromaStrides(frame) }
         guard let encoder else { throw H264Error("encoder is closed") }
         if forceKeyFrame {
             _ = ch264_force_intra(encoder, true)
@@ -447,6 +450,22 @@ public final class H264Encoder {
                 }
             }
         }
+    }
+
+    private var chromaScratch: I420Buffer?
+    private func sameChromaStrides(_ f: I420Buffer) -> I420Buffer {
+        if chromaScratch.map({ $0.width != f.width || $0.height != f.height }) ?? true {
+            chromaScratch = I420Buffer(width: f.width, height: f.height)
+        }
+        let d = chromaScratch!
+        guard let planes = d.writablePlanes else { return f }
+        func copy(_ src: UnsafePointer<UInt8>, _ ss: Int, _ dst: UnsafeMutablePointer<UInt8>, _ ds: Int, _ w: Int, _ h: Int) {
+            for r in 0..<h { (dst + r * ds).update(from: src + r * ss, count: w) }
+        }
+        copy(f.dataY, f.strideY, planes.y, d.strideY, f.width, f.height)
+        copy(f.dataU, f.strideU, planes.u, d.strideU, f.chromaWidth, f.chromaHeight)
+        copy(f.dataV, f.strideV, planes.v, d.strideV, f.chromaWidth, f.chromaHeight)
+        return d
     }
 
     private func finishStatistics(_ out: inout EncodedFrame, startNs: Int64) {

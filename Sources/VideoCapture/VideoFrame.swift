@@ -99,6 +99,10 @@ public struct VideoFrameBuffer: Sendable {
     /// Offset of the payload in the storage.
     public let offset: Int
 
+    /// Planes placed by their owner (`I420Buffer(wrapping:)`): offsets from the first plane, each with its own
+    /// stride; nil for the V4L2 single-planar layout derived from `stride`.
+    package let explicitPlanes: PlaneLayout?
+
     public init(
         pixelFormat: PixelFormat, width: Int, height: Int, stride: Int, bytesUsed: Int,
         storage: FrameStorage, offset: Int = 0
@@ -111,17 +115,34 @@ public struct VideoFrameBuffer: Sendable {
         self.bytesUsed = bytesUsed
         self.storage = storage
         self.offset = offset
+        self.explicitPlanes = nil
+    }
+
+    /// An I420 buffer whose planes sit where their owner put them (checked by `I420Buffer(wrapping:)`).
+    package init(i420Width width: Int, height: Int, planes: PlaneLayout, storage: FrameStorage) {
+        self.pixelFormat = .i420
+        self.width = width
+        self.height = height
+        self.stride = planes.strides.0
+        self.bytesUsed = storage.capacity
+        self.storage = storage
+        self.offset = 0
+        self.explicitPlanes = planes
     }
 
     public var size: FrameSize { FrameSize(width: width, height: height) }
     public var baseAddress: UnsafeRawPointer { UnsafeRawPointer(storage.baseAddress + offset) }
     public var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: baseAddress, count: bytesUsed) }
 
-    /// The bytes the format needs at this size and stride (nil for compressed formats).
-    public var requiredBytes: Int? { pixelFormat.frameSize(width: width, height: height, stride: stride) }
+    /// The bytes the format needs at this size and stride (nil for compressed formats; for wrapped planes, the
+    /// first plane's bytes: each plane's extent was checked when it was wrapped).
+    public var requiredBytes: Int? {
+        explicitPlanes != nil ? bytesUsed : pixelFormat.frameSize(width: width, height: height, stride: stride)
+    }
 
     /// Plane offsets and strides under the V4L2 single-planar rules.
     public var planes: PlaneLayout {
+        if let explicitPlanes { return explicitPlanes }
         let s = stride, h = height, ch = (h + 1) / 2, cs = (s + 1) / 2
         switch pixelFormat {
         case .i420, .yv12: return PlaneLayout(count: 3, offsets: (0, s * h, s * h + cs * ch), strides: (s, cs, cs))
@@ -151,10 +172,42 @@ public struct I420Buffer: Sendable {
         self.init(width: width, height: height, fitting: FrameStorage(capacity: I420Buffer.byteCount(width: width, height: height)))
     }
 
-    /// Wraps an existing YU12 buffer (its stride must be even).
+    /// Wraps an existing YU12 buffer (its stride must be even), or planes wrapped by `init(wrapping:)`.
     public init?(_ buffer: VideoFrameBuffer) {
-        guard buffer.pixelFormat == .i420, buffer.stride % 2 == 0, let need = buffer.requiredBytes, buffer.bytesUsed >= need else { return nil }
+        guard buffer.pixelFormat == .i420 else { return nil }
+        if buffer.explicitPlanes != nil {
+            self.buffer = buffer
+            return
+        }
+        guard buffer.stride % 2 == 0, let need = buffer.requiredBytes, buffer.bytesUsed >= need else { return nil }
         self.buffer = buffer
+    }
+
+    /// Another library's I420 picture, wrapped without a copy: three planes anywhere in memory, each with its
+    /// own stride (WebRTC's `I420Buffer::Wrap`, a decoder's output, an `AVFrame`). `release` runs when the last
+    /// frame that holds the planes is gone; until then the memory must stay valid and unchanged. Read-only:
+    /// `writablePlanes` is nil. The encoder and the converter read the planes in place.
+    ///
+    /// Throws for a size outside 1...16384, a luma stride below the width or a chroma stride below half of it
+    /// (rounded up), or a stride above 1 MiB; the error names the value.
+    public init(
+        wrapping planes: (y: UnsafePointer<UInt8>, u: UnsafePointer<UInt8>, v: UnsafePointer<UInt8>),
+        strides: (y: Int, u: Int, v: Int), width: Int, height: Int, release: @escaping @Sendable () -> Void
+    ) throws(CaptureError) {
+        guard (1...16384).contains(width), (1...16384).contains(height) else {
+            throw CaptureError(.invalidArgument, "an I420 picture of \(width)x\(height): width and height must be 1...16384")
+        }
+        let cw = (width + 1) / 2
+        for (name, stride, least) in [("luma", strides.y, width), ("U", strides.u, cw), ("V", strides.v, cw)] {
+            guard stride >= least, stride <= 1 << 20 else {
+                throw CaptureError(.invalidArgument, "\(name) stride \(stride) for a \(width)x\(height) I420 picture must be \(least)...\(1 << 20)")
+            }
+        }
+        let y = Int(bitPattern: planes.y)
+        let layout = PlaneLayout(
+            count: 3, offsets: (0, Int(bitPattern: planes.u) &- y, Int(bitPattern: planes.v) &- y), strides: (strides.y, strides.u, strides.v))
+        let storage = FrameStorage(borrowing: UnsafeMutableRawPointer(mutating: planes.y), capacity: strides.y * height, release: release)
+        self.buffer = VideoFrameBuffer(i420Width: width, height: height, planes: layout, storage: storage)
     }
 
     public static func stride(forWidth w: Int) -> Int { (w + 31) & ~31 }
@@ -189,8 +242,8 @@ public struct I420Buffer: Sendable {
     public var chromaWidth: Int { (width + 1) / 2 }
     public var chromaHeight: Int { (height + 1) / 2 }
     public var strideY: Int { buffer.stride }
-    public var strideU: Int { buffer.stride / 2 }
-    public var strideV: Int { buffer.stride / 2 }
+    public var strideU: Int { buffer.explicitPlanes?.strides.1 ?? buffer.stride / 2 }
+    public var strideV: Int { buffer.explicitPlanes?.strides.2 ?? buffer.stride / 2 }
     /// The planes, read-only (a pass-through I420 frame may be driver memory).
     public var dataY: UnsafePointer<UInt8> { UnsafePointer(planePointer(0)) }
     public var dataU: UnsafePointer<UInt8> { UnsafePointer(planePointer(1)) }

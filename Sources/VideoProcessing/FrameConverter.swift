@@ -139,10 +139,11 @@ public final class FrameConverter {
         var rc: Int32 = 0
         switch src.pixelFormat {
         case .i420, .yv12:
-            let cs = p.strides.1
-            let u = base + p.offsets.1 + (c.y / 2) * cs + c.x / 2, v = base + p.offsets.2 + (c.y / 2) * cs + c.x / 2
+            let cs = p.strides.1, cs2 = p.strides.2 // equal but for wrapped planes
+            let u = base + p.offsets.1 + (c.y / 2) * cs + c.x / 2, v = base + p.offsets.2 + (c.y / 2) * cs2 + c.x / 2
             let (su, sv) = src.pixelFormat == .i420 ? (u, v) : (v, u)
-            rc = I420Copy(y0, Int32(s0), su, Int32(cs), sv, Int32(cs), dy, dsy, du, dsu, dv, dsv, w, h)
+            let (ssu, ssv) = src.pixelFormat == .i420 ? (cs, cs2) : (cs2, cs)
+            rc = I420Copy(y0, Int32(s0), su, Int32(ssu), sv, Int32(ssv), dy, dsy, du, dsu, dv, dsv, w, h)
         case .nv12, .nv21, .nv16, .nv61:
             // 4:2:2 semi-planar: every other chroma row, by doubling the chroma stride.
             let rowStep = (src.pixelFormat == .nv16 || src.pixelFormat == .nv61) ? 2 : 1
@@ -212,11 +213,12 @@ public final class FrameConverter {
                 y0, Int32(s0), uv, Int32(p.strides.1), d.mutableDataY, Int32(d.strideY), d.mutableDataU, Int32(d.strideU),
                 d.mutableDataV, Int32(d.strideV), Int32(c.width), Int32(c.height), mode)
         } else {
-            let cs = p.strides.1
-            let u = base + p.offsets.1 + (c.y / 2) * cs + c.x / 2, v = base + p.offsets.2 + (c.y / 2) * cs + c.x / 2
+            let cs = p.strides.1, cs2 = p.strides.2 // equal but for wrapped planes
+            let u = base + p.offsets.1 + (c.y / 2) * cs + c.x / 2, v = base + p.offsets.2 + (c.y / 2) * cs2 + c.x / 2
             let (su, sv) = src.pixelFormat == .i420 ? (u, v) : (v, u)
+            let (ssu, ssv) = src.pixelFormat == .i420 ? (cs, cs2) : (cs2, cs)
             rc = I420Rotate(
-                y0, Int32(s0), su, Int32(cs), sv, Int32(cs), d.mutableDataY, Int32(d.strideY), d.mutableDataU, Int32(d.strideU),
+                y0, Int32(s0), su, Int32(ssu), sv, Int32(ssv), d.mutableDataY, Int32(d.strideY), d.mutableDataU, Int32(d.strideU),
                 d.mutableDataV, Int32(d.strideV), Int32(c.width), Int32(c.height), mode)
         }
         if rc != 0 { throw ProcessingError(.invalidArgument, "libyuv could not rotate \(src.pixelFormat) \(c.width)x\(c.height) by \(rotation)") }
