@@ -284,7 +284,9 @@ public final class Y4MStage: PictureStage {
     }
     public func begin(_ session: CaptureSession) throws { fps = session.applied.fps }
     public func consume(_ picture: I420Buffer, frame: VideoFrame) throws {
-        if writer == nil { writer = try Y4MWriter(file: file, width: picture.width, height: picture.height, fps: fps) }
+        if writer == nil {  // the header's range is the frames' (MJPEG decodes to full range)
+            writer = try Y4MWriter(file: file, width: picture.width, height: picture.height, fps: fps, fullRange: frame.colorSpace.range == .full)
+        }
         try writer!.write(picture)
     }
     public func end() throws {

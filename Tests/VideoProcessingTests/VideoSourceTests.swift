@@ -138,7 +138,10 @@ final class ReferenceConverter: CameraVideoCapturerDelegate, Sendable {
         // The encoder sink gets every other frame, on timestamps: 15 of 30 fps.
         let span = Double(e.last!.1 - e.first!.1) / 1e9
         #expect(abs(Double(e.count - 1) / span - 15) < 1.5, "\(e.count) frames over \(span) s")
-        #expect(abs(Double(p.count) / 2 - Double(e.count)) <= 2, "preview \(p.count), encoder \(e.count)")
+        // Half, within the frames at the stop's edge and those the capturer dropped on a loaded machine (a dropped
+        // frame the 15 fps gate would have kept moves the gate to the next one).
+        let late = cap.statistics.dropped.values.reduce(0, +)
+        #expect(abs(Double(p.count) / 2 - Double(e.count)) <= 2 + Double(late), "preview \(p.count), encoder \(e.count), dropped \(late)")
         source.detach()
     }
 
