@@ -139,6 +139,14 @@ let package = Package(
         .testTarget(name: "SystemIOTests", dependencies: ["SystemIO"]),
         .testTarget(name: "RTPTests", dependencies: ["RTP", "H264", "SystemIO", "VideoCapture", "FixtureCameras", "TestSupport"]),
         .testTarget(name: "WebRTCTests", dependencies: ["WebRTC", "RTP", "H264", "CWebRTC", "TestSupport"]),
+        // The README's Swift blocks (and its Package.swift lines) and misuse that must not compile, compiled with
+        // swiftc against the modules this build made.
+        .testTarget(
+            name: "UsageTests",
+            dependencies: [
+                "VideoCapture", "V4L2Capture", "FixtureCameras", "VideoProcessing", "H264", "RTP", "WebRTC", "CapturePipeline",
+                "WHEPServer", "TestSupport",
+            ]),
         // The framework-neutral WHEP endpoint behind Hummingbird routes (Hummingbird is a test-only dependency).
         .testTarget(
             name: "HummingbirdWHEPTests",

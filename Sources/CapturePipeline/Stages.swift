@@ -43,8 +43,12 @@ public final class EncodeStage: PictureStage {
     /// them before its next frame.
     public let control = EncoderControl()
     private let targetKbps: Int
-    private var encoder: H264Encoder?
-    private var thread: EncoderThread?
+    /// The encoder, here or handed to its own thread (made for the first picture).
+    private var engine: Engine?
+    private enum Engine {
+        case inline(H264Encoder)
+        case thread(EncoderThread)
+    }
     /// Ask for the encoder thread (granted when every output accepts writes from it).
     public var usesEncoderThread = false
     /// The encoder ran on its own thread (the summary says so).
@@ -54,11 +58,8 @@ public final class EncodeStage: PictureStage {
     private var idle = 0
     private var resumeWithKeyFrame = false
     private var fps = 30.0
-    /// What the encoded frames amounted to; written where the encoder runs, read by the progress line.
-    private let tally = Mutex(Tally())
-    /// encoder_frames_total, encoder_key_frames_total, encoder_bytes_total, encoder_encode_seconds,
-    /// encoder_target_bitrate_bps (swift-metrics; see `SessionMetrics`).
-    private let metrics = EncoderMetrics()
+    /// Where encoded frames go, on the thread that encoded them.
+    private let delivery: Delivery
     private struct Tally {
         /// Bytes of every encoded frame, for the average bitrate (frames, key frames and timings are the
         /// encoder's own statistics).
@@ -83,6 +84,7 @@ public final class EncodeStage: PictureStage {
         self.keyIntervalSeconds = keyIntervalSeconds
         self.targetKbps = settings.targetBitrate / 1000
         self.outputs = outputs
+        delivery = Delivery(outputs: outputs, control: control)
     }
 
     /// The settings every encoding command starts from: the negotiated size made even, its frame rate, the
@@ -122,7 +124,7 @@ public final class EncodeStage: PictureStage {
 
     public func begin(_ session: CaptureSession) throws {
         settings = EncodeStage.settings(settings, keyIntervalSeconds: keyIntervalSeconds, for: session.applied)
-        metrics.targetBitrate.record(settings.targetBitrate)
+        delivery.metrics.targetBitrate.record(settings.targetBitrate)
         fps = settings.maxFrameRate
         self.session = session
     }
@@ -130,22 +132,23 @@ public final class EncodeStage: PictureStage {
 
     /// The encoder is made for the first picture's size (the source decided it: rotation applied, made even,
     /// adapted), so it is never rebuilt at frame 1; later sizes (adaptation) reconfigure it.
-    private func start(_ picture: I420Buffer, colorSpace: VideoColorSpace) throws -> H264Encoder {
+    private func start(_ picture: I420Buffer, colorSpace: VideoColorSpace) throws {
         var s = settings
         s.width = picture.width
         s.height = picture.height
         s.colorSpace = colorSpace
         let encoder = try H264Encoder(settings: s, control: control)
         settings = s
-        self.encoder = encoder
-        if usesEncoderThread && outputs.allSatisfy(\.acceptsWritesFromEncoderThread) {
-            thread = EncoderThread(encoder: encoder) { [self] frame in try self.deliver(frame, size: encoder.size) }
-            ranOnThread = true
-        }
         if let session, FrameSize(width: s.width, height: s.height) != session.applied.size {
             session.formatNote = ", encoded at \(s.width)x\(s.height)"
         }
-        return encoder
+        if usesEncoderThread && outputs.allSatisfy(\.acceptsWritesFromEncoderThread) {
+            // Handed over: from here only the thread touches the encoder (the compiler checks it).
+            engine = .thread(EncoderThread(encoder: encoder) { [delivery] frame in try delivery.deliver(frame) })
+            ranOnThread = true
+        } else {
+            engine = .inline(encoder)
+        }
     }
 
     /// The encoder's outputs have an audience (a server with viewers, connected or connecting).
@@ -157,7 +160,7 @@ public final class EncodeStage: PictureStage {
             resumeWithKeyFrame = true
             return
         }
-        let encoder = try self.encoder ?? start(picture, colorSpace: frame.colorSpace)
+        if engine == nil { try start(picture, colorSpace: frame.colorSpace) }
         if resumeWithKeyFrame || frame.isDiscontinuity { // back from idle, or a camera started or switched
             resumeWithKeyFrame = false
             control.requestKeyFrame()
@@ -166,40 +169,63 @@ public final class EncodeStage: PictureStage {
             settings.colorSpace = frame.colorSpace
             control.setColorSpace(frame.colorSpace)
         }
-        tally.withLock { t in
+        delivery.tally.withLock { t in
             if t.firstTs == nil { t.firstTs = frame.timestampNs }
             t.lastTs = frame.timestampNs
         }
-        if let thread {
+        switch engine {
+        case nil: break
+        case .thread(let thread):
             try thread.submit(picture, timestampNs: frame.timestampNs)
-            return
+        case .inline(let encoder):
+            try encoder.encode(picture, timestampNs: frame.timestampNs, into: &out)
+            if out.isSkipped { return }
+            try delivery.deliver(out)
         }
-        try encoder.encode(picture, timestampNs: frame.timestampNs, into: &out)
-        if out.isSkipped { return }
-        try deliver(out, size: encoder.size)
     }
 
-    /// An encoded frame to every output (on the thread that encoded it).
-    private func deliver(_ out: EncodedFrame, size: FrameSize) throws {
-        metrics.frames.increment()
-        metrics.encode.recordNanoseconds(out.encodeNs) // the encoder's own measurement, on either thread
-        metrics.bytes.increment(by: out.size)
-        if out.isKeyFrame { metrics.keyFrames.increment() }
-        tally.withLock { t in
-            t.bytes += out.size
-            if size != t.lastSize {
-                if t.lastSize != nil { t.sizeChanges.append("\(size) at frame \(encoded)\(out.isKeyFrame ? " (IDR)" : "")") }
-                t.lastSize = size
-            }
+    /// An encoded frame to every output, with the metrics and the tally, on the thread that encoded it.
+    private final class Delivery: @unchecked Sendable {
+        // @unchecked: `outputs` are not Sendable. They are written by one thread at a time: the pipeline's, or,
+        // only when every output `acceptsWritesFromEncoderThread`, the encoder thread until `EncoderThread.finish()`
+        // has joined it. Everything else here is Sendable.
+        let outputs: [any EncodedOutput]
+        let control: EncoderControl
+        /// What the encoded frames amounted to; written where the encoder runs, read by the progress line.
+        let tally = Mutex(Tally())
+        /// encoder_frames_total, encoder_key_frames_total, encoder_bytes_total, encoder_encode_seconds,
+        /// encoder_target_bitrate_bps (swift-metrics; see `SessionMetrics`).
+        let metrics = EncoderMetrics()
+
+        init(outputs: [any EncodedOutput], control: EncoderControl) {
+            self.outputs = outputs
+            self.control = control
         }
-        for o in outputs { try o.write(out) }
+
+        func deliver(_ out: EncodedFrame) throws {
+            metrics.frames.increment()
+            metrics.encode.recordNanoseconds(out.encodeNs) // the encoder's own measurement, on either thread
+            metrics.bytes.increment(by: out.size)
+            if out.isKeyFrame { metrics.keyFrames.increment() }
+            let stats = control.statistics // published by the encoder before it returned this frame
+            let size = stats.size, encoded = stats.frames - stats.skipped
+            tally.withLock { t in
+                t.bytes += out.size
+                if size != t.lastSize {
+                    if t.lastSize != nil { t.sizeChanges.append("\(size) at frame \(encoded)\(out.isKeyFrame ? " (IDR)" : "")") }
+                    t.lastSize = size
+                }
+            }
+            for o in outputs { try o.write(out) }
+        }
     }
 
     public func end() throws {
-        defer { encoder?.close() }
+        defer { if case .inline(let encoder) = engine { encoder.close() } } // a thread closes its encoder itself
         var first: Error?
-        do { try thread?.finish() } catch { first = error }
-        thread = nil // ended: the statistics are read from the encoder again (exact percentiles)
+        if case .thread(let thread) = engine {
+            do { try thread.finish() } catch { first = error } // from now on its control has the final statistics
+        }
         for o in outputs {
             if encoded == 0 {
                 o.discard()
@@ -211,21 +237,33 @@ public final class EncodeStage: PictureStage {
     }
 
     public func discard() {
-        try? thread?.finish()
-        thread = nil
+        if case .thread(let thread) = engine { try? thread.finish() }
         for o in outputs { o.discard() }
-        encoder?.close()
+        if case .inline(let encoder) = engine { encoder.close() }
     }
 
-    /// The encoder's counters: its own while it runs here, through its control while it runs on its thread.
-    private var stats: EncoderStatistics { thread != nil ? control.statistics : (encoder?.statistics ?? EncoderStatistics()) }
+    /// The encoder's counters: its own while it runs here, through its control while it runs on its thread (the
+    /// exact percentiles once the thread has finished).
+    private var stats: EncoderStatistics {
+        switch engine {
+        case .inline(let encoder): encoder.statistics
+        case .thread: control.statistics
+        case nil: EncoderStatistics()
+        }
+    }
     /// Frames that gave bytes (not skipped by rate control).
     private var encoded: Int { stats.frames - stats.skipped }
 
-    private var settingsKbps: Int { (encoder?.settings.targetBitrate ?? settings.targetBitrate) / 1000 }
+    private var settingsKbps: Int {
+        switch engine {
+        case .inline(let encoder): encoder.settings.targetBitrate / 1000
+        case .thread: (control.statistics.frames > 0 ? control.statistics.targetBitrate : settings.targetBitrate) / 1000
+        case nil: settings.targetBitrate / 1000
+        }
+    }
 
     private var kbps: Double {
-        let t = tally.withLock { $0 }
+        let t = delivery.tally.withLock { $0 }
         guard let firstTs = t.firstTs else { return 0 }
         let seconds = Double(t.lastTs - firstTs) / 1e9 + 1 / fps
         return Double(t.bytes) * 8 / seconds / 1000
@@ -243,7 +281,8 @@ public final class EncodeStage: PictureStage {
                 "p50 \(fmt(stats.encodeP50Ms, 2)) ms, p95 \(fmt(stats.encodeP95Ms, 2)) ms\(ranOnThread ? ", on the encoder's own thread" : "")"
             ),
         ]
-            + (tally.withLock { $0.sizeChanges }.isEmpty ? [] : [("reconfigured", tally.withLock { $0.sizeChanges }.joined(separator: ", "))])
+            + (delivery.tally.withLock { $0.sizeChanges }.isEmpty
+                ? [] : [("reconfigured", delivery.tally.withLock { $0.sizeChanges }.joined(separator: ", "))])
             + outputs.flatMap(\.summary)
     }
 }

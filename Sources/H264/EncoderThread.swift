@@ -14,13 +14,20 @@ import SystemIO
 ///
 /// Memory: the pictures stay referenced until encoded, so a converter's pool needs three buffers (the one being
 /// converted, the waiting one, the encoding one); `FrameConverter`'s pools hold four. No allocation per frame.
+///
+/// The compiler holds both sides to this: the encoder is handed over (`sending`: the caller cannot use it
+/// afterwards), and `output` is `@Sendable` (it runs on the encoder thread, so it cannot capture main-actor
+/// state or a non-Sendable object the caller still uses).
 public final class EncoderThread: Sendable {
-    public typealias Output = (_ frame: EncodedFrame) throws -> Void
+    /// Called on the encoder thread with each encoded frame, in order (skipped frames are not passed on).
+    public typealias Output = @Sendable (_ frame: EncodedFrame) throws -> Void
     private let core: Core
 
-    /// Starts the thread. The encoder is used only by it from now on (its `control` stays usable from any thread:
-    /// key-frame requests and rates are taken before the next picture).
-    public init(encoder: H264Encoder, name: String = "h264-encoder", output: @escaping Output) {
+    /// Starts the thread and hands it `encoder`: from now on only the thread uses it (`sending`: using it after
+    /// this call does not compile), and closes it when it ends. Its `control` stays usable from any thread
+    /// (key-frame requests and rates are taken before the next picture); after `finish()` its statistics are
+    /// the encoder's final ones, percentiles over every frame included.
+    public init(encoder: sending H264Encoder, name: String = "h264-encoder", output: @escaping Output) {
         core = Core(encoder: encoder, output: output)
         // The thread holds the core, not this object: releasing it ends the thread (which is then detached).
         _ = WorkerThread(name: name) { [core] _ in core.run() }
@@ -53,7 +60,7 @@ public final class EncoderThread: Sendable {
         private var frame = EncodedFrame()
         let control: EncoderControl
 
-        init(encoder: H264Encoder, output: @escaping Output) {
+        init(encoder: sending H264Encoder, output: @escaping Output) {
             self.encoder = encoder
             self.output = output
             control = encoder.control
@@ -91,6 +98,10 @@ public final class EncoderThread: Sendable {
                 condition.lock()
                 while waiting == nil && !ending { condition.wait() }
                 guard let job = waiting else {
+                    // The final counters (exact percentiles) for `control.statistics`, then the encoder is freed.
+                    let final = encoder.statistics
+                    control.publish { $0 = final }
+                    encoder.close()
                     ended = true
                     condition.broadcast()
                     condition.unlock()

@@ -42,6 +42,23 @@ import H264
         #expect(thread.control.statistics.frames == 50 && thread.control.statistics.keyFrames == 3)
     }
 
+    @Test func afterFinishTheControlHasTheEncodersFinalStatistics() throws {
+        // The encoder was handed over (`sending`): its counters come back through the control, final once the
+        // thread has ended, even when nothing was encoded (before, they stayed zero until a frame was published).
+        let idle = EncoderThread(encoder: try H264Encoder(settings: settings())) { _ in }
+        try idle.finish()
+        #expect(idle.control.statistics.size == FrameSize(width: 320, height: 240) && idle.control.statistics.targetBitrate == 300_000)
+        #expect(idle.control.statistics.frames == 0)
+
+        let busy = EncoderThread(encoder: try H264Encoder(settings: settings())) { _ in }
+        for i in 0..<18 { try busy.submit(source[i], timestampNs: Int64(i) * 33_333_333) }
+        try busy.finish()
+        let s = busy.control.statistics
+        #expect(s.frames == 18 && s.keyFrames == 1 && s.encodeP50Ms > 0 && s.encodeP95Ms >= s.encodeP50Ms)
+        // The thread has closed the encoder: nothing more is taken.
+        #expect(throws: H264Error.self) { try busy.submit(source[0], timestampNs: 18 * 33_333_333) }
+    }
+
     @Test func anOutputErrorStopsTheEncodingAndIsThrownToTheCaller() throws {
         struct DiskFull: Error {}
         let written = Mutex(0)

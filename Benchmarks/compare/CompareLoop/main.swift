@@ -15,6 +15,14 @@ import FixtureCameras
 import H264
 import Synchronization
 
+/// An `AnnexBWriter` that a `@Sendable` closure (the encoder thread's output) can write to.
+final class LockedWriter: Sendable {
+    private let writer: Mutex<AnnexBWriter>
+    init(_ writer: sending AnnexBWriter) { self.writer = Mutex(writer) }
+    func write(_ frame: EncodedFrame) throws { try writer.withLock { try $0.write(frame) } }
+    func close() throws { try writer.withLock { try $0.close() } }
+}
+
 func die(_ s: String) -> Never {
     FileHandle.standardError.write(Data((s + "\n").utf8))
     exit(2)
@@ -171,7 +179,8 @@ case "run", "run-inline":
     }
     let encoder = try H264Encoder(settings: settings)
     FileHandle.standardError.write(Data("effective: \(try encoder.effectiveParameters())\n".utf8))
-    let writer = try AnnexBWriter(path: args.count > 6 ? args[6] : "/dev/null")
+    // The encoder thread's output is @Sendable: the writer goes behind a lock (uncontended: one writer at a time).
+    let writer = LockedWriter(try AnnexBWriter(path: args.count > 6 ? args[6] : "/dev/null"))
     let converter = FrameConverter()
     var out = EncodedFrame()
     let device = try capturer.device("replay:")

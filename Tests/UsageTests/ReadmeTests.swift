@@ -1,0 +1,82 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// One ```swift block of the README, with the line its code starts on.
+struct ReadmeBlock: CustomTestStringConvertible, Sendable {
+    var line: Int
+    var code: String
+    var testDescription: String { "README.md:\(line)" }
+    var isManifest: Bool { code.contains("import PackageDescription") }
+
+    static let all: [ReadmeBlock] = {
+        let readme = (try? String(contentsOfFile: repositoryRoot + "/README.md", encoding: .utf8)) ?? ""
+        var blocks: [ReadmeBlock] = []
+        var current: (line: Int, lines: [Substring])?
+        for (i, line) in readme.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            if var c = current {
+                if line.trimmingCharacters(in: .whitespaces) == "```" {
+                    blocks.append(ReadmeBlock(line: c.line, code: c.lines.joined(separator: "\n") + "\n"))
+                    current = nil
+                } else {
+                    c.lines.append(line)
+                    current = c
+                }
+            } else if line.trimmingCharacters(in: .whitespaces) == "```swift" {
+                current = (i + 2, [])
+            }
+        }
+        return blocks
+    }()
+    static var code: [ReadmeBlock] { all.filter { !$0.isManifest } }
+    static var manifests: [ReadmeBlock] { all.filter(\.isManifest) }
+}
+
+/// This package's name and library products, read from its Package.swift.
+enum ThisPackage {
+    static let manifest = (try? String(contentsOfFile: repositoryRoot + "/Package.swift", encoding: .utf8)) ?? ""
+    static var name: String? { manifest.firstMatch(of: /let package = Package\(\s*name: "([^"]+)"/).map { String($0.1) } }
+    static var libraries: Set<String> { Set(manifest.matches(of: /\.library\(name: "([^"]+)"/).map { String($0.1) }) }
+}
+
+/// Every Swift block in the README is a complete file that compiles against the built modules (imports included, no
+/// undefined names, no pseudo-code), and its Package.swift lines are a manifest SwiftPM accepts that names this
+/// package and its real products.
+@Suite(.timeLimit(.minutes(2))) struct ReadmeTests {
+    @Test func theREADMEHasSwiftBlocksAndAManifest() {
+        #expect(ReadmeBlock.code.count >= 5, "\(ReadmeBlock.all.map(\.line))")
+        #expect(ReadmeBlock.manifests.count == 1)
+    }
+
+    @Test(arguments: ReadmeBlock.code) func theBlockCompiles(_ block: ReadmeBlock) throws {
+        let r = try Compiler.check(block.code, named: "readme-\(block.line)")
+        // Diagnostics on README lines: the block starts at `block.line`.
+        let shown = r.diagnostics.filter { $0.kind != "note" }.map { "README.md:\(block.line + $0.line - 1): \($0.kind): \($0.message)" }
+        #expect(r.exitCode == 0 && shown.isEmpty, "\(shown.joined(separator: "\n"))\n\(r.exitCode != 0 && shown.isEmpty ? r.output : "")")
+    }
+
+    @Test func thePackageManifestCompilesAndNamesThisPackageAndItsProducts() throws {
+        let block = try #require(ReadmeBlock.manifests.first)
+        let tools = try #require(block.code.firstMatch(of: /^\/\/ swift-tools-version:\s*([0-9.]+)/), "the manifest starts with its tools version")
+        let r = try Compiler.checkManifest(block.code, named: "readme-manifest", toolsVersion: String(tools.1))
+        #expect(r.exitCode == 0 && r.errors.isEmpty, "\(r.output)")
+
+        // The dependency: its identity (the URL's or path's last component, as SwiftPM derives it) is this package's name.
+        let name = try #require(ThisPackage.name)
+        #expect(name == "swift-video-capture")
+        let dependencies = block.code.matches(of: /\.package\((?:url|path): "([^"]+)"/).map { String($0.1) }
+        #expect(!dependencies.isEmpty)
+        for d in dependencies {
+            var identity = String(d.split(separator: "/").last ?? "")
+            if identity.hasSuffix(".git") { identity.removeLast(4) }
+            #expect(identity == name, "\(d) is the package \(identity), not \(name)")
+        }
+        // The products: real library products of this package.
+        let products = block.code.matches(of: /\.product\(name: "([^"]+)", package: "([^"]+)"\)/).map { (String($0.1), String($0.2)) }
+        #expect(!products.isEmpty)
+        for (product, package) in products {
+            #expect(package == name, ".product(name: \"\(product)\", package: \"\(package)\")")
+            #expect(ThisPackage.libraries.contains(product), "\(product) is not a library product of \(name): \(ThisPackage.libraries.sorted())")
+        }
+    }
+}
