@@ -7,10 +7,13 @@ public import VideoCapture
 
 /// A camera described by its format list: what a fixture file holds, and what a V4L2 device reports.
 public struct CameraDescription: Sendable, Hashable {
+    /// The camera's name, as devices list it (the JSON `name`, V4L2's card name; else the file's name).
     public var name: String
+    /// Where the camera faces (`external` unless the fixture says otherwise).
     public var position: CaptureDevice.Position
     /// Rotation carried on every frame (a sensor mounted sideways, as on phones).
     public var rotation: VideoRotation
+    /// Every format entry, in the order of the file (negotiation ties go to the first listed).
     public var formats: [CaptureFormat]
     /// The controls the camera declares (from JSON, or the pasted `v4l2-ctl --list-ctrls-menus` text), with
     /// their initial values; control-class headings included.
@@ -20,6 +23,7 @@ public struct CameraDescription: Sendable, Hashable {
     /// full-range BT.601, whatever this says.
     public var colorSpace: VideoColorSpace?
 
+    /// A description in code, without a file.
     public init(
         name: String, position: CaptureDevice.Position = .external, rotation: VideoRotation = .rotation0, formats: [CaptureFormat],
         controls: [CameraControl] = [], colorSpace: VideoColorSpace? = nil
@@ -40,7 +44,12 @@ public struct CameraDescription: Sendable, Hashable {
     }
 
     /// The two fixture syntaxes.
-    public enum Syntax: Sendable { case json, listing }
+    public enum Syntax: Sendable {
+        /// JSON: a name, a position, a rotation, formats with their sizes and rates, and controls.
+        case json
+        /// The text `v4l2-ctl --list-formats-ext` prints (optionally followed by `--list-ctrls-menus`).
+        case listing
+    }
 
     /// Fixture files are at most this many bytes (a listing is kilobytes; vivid's 83 formats are 40 KB).
     public static let maximumFileSize = 4 << 20
@@ -573,13 +582,18 @@ extension StringProtocol {
 
 /// A malformed fixture file: which file, which line, what was expected and what was found.
 public struct FixtureParseError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The file (or `fixture:NAME`) the text came from.
     public var file: String
+    /// The 1-based line of the problem; 0 when it concerns the whole file (too large, unreadable).
     public var line: Int
+    /// What was expected and what was found.
     public var message: String
+    /// An error at a line of a file.
     public init(file: String, line: Int, _ message: String) {
         self.file = file
         self.line = line
         self.message = message
     }
+    /// `file:line: message`, as compilers print errors.
     public var description: String { "\(file):\(line): \(message)" }
 }

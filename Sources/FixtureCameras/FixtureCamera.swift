@@ -9,6 +9,7 @@ import SystemIO
 /// Provides the built-in fixture cameras (`fixture:NAME`, from `Sources/FixtureCameras/cameras/`) and any fixture file
 /// a user names by path.
 public final class FixtureCameraProvider: CaptureDeviceProvider {
+    /// When a fixture camera sends its frames.
     public enum Pacing: Sendable, Equatable {
         /// Frames at the negotiated rate on the monotonic clock (the default, like a real camera).
         case realTime
@@ -17,7 +18,9 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
         case asFastAsConsumed
     }
 
+    /// How the fixture cameras of a provider stream.
     public struct Options: Sendable {
+        /// When frames are sent: in real time, or as fast as they are consumed.
         public var pacing: Pacing
         /// Simulates an unplug: the stream fails with `.disconnected` after this many frames.
         public var disconnectAfterFrames: Int?
@@ -27,6 +30,7 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
         public var copyBuffers: Int = 2
         /// Sensor-like noise added to luma (amplitude, 0 = the clean pattern), so encoders have detail to spend bits on.
         public var noise: Int
+        /// Options with `bufferCount` at least 2 and `noise` clamped to 0...64.
         public init(pacing: Pacing = .realTime, disconnectAfterFrames: Int? = nil, bufferCount: Int = 4, noise: Int = 0) {
             self.pacing = pacing
             self.disconnectAfterFrames = disconnectAfterFrames
@@ -35,11 +39,13 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
         }
     }
 
+    /// How this provider's cameras stream.
     public let options: Options
     /// The live controls of each fixture camera opened through this provider, by path.
     private let live = Mutex<[String: FixtureControls]>([:])
     private var builtins: [(name: String, description: CameraDescription)] { FixtureCameraProvider.parsedBuiltins }
 
+    /// A provider of the built-in fixtures and of fixture files named by path.
     public init(options: Options = .init()) {
         self.options = options
     }
@@ -80,6 +86,8 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
         return device(name: fileStem(spec), path: spec, description: d)
     }
 
+    /// The parsed description behind a fixture device (built-in or file). Throws `.unknownDevice` for an unknown
+    /// built-in name, `.invalidFixture` (with the file and line) for a malformed file.
     public func description(of device: CaptureDevice) throws(CaptureError) -> CameraDescription {
         if device.path.hasPrefix("fixture:") {
             let name = String(device.path.dropFirst("fixture:".count))
@@ -108,6 +116,8 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
     /// Fixture files named by path, read and parsed once per process (an error is remembered too).
     static let parsedFiles = Mutex<[String: Result<CameraDescription, FixtureParseError>]>([:])
 
+    /// The formats the fixture lists, in its order (unconvertible ones such as H264 or Bayer included, as a real
+    /// camera lists them).
     public func formats(of device: CaptureDevice) throws(CaptureError) -> [CaptureFormat] {
         try description(of: device).formats
     }

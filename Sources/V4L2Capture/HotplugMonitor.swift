@@ -9,7 +9,9 @@ import SystemIO
 
 /// A camera appearing or going away (AVFoundation's `AVCaptureDeviceWasConnected/Disconnected`).
 public enum DeviceEvent: Sendable, Equatable {
+    /// A camera node appeared (`/dev/video2`) and answers as a video capture device.
     case connected(path: String)
+    /// A camera node reported earlier went away.
     case disconnected(path: String)
 }
 
@@ -17,7 +19,9 @@ public enum DeviceEvent: Sendable, Equatable {
 /// ones that are cameras: a node that does not capture video (UVC's metadata node, a codec) is not reported,
 /// nor is its removal. `stop()` may be called any number of times; releasing the monitor stops it.
 public final class HotplugMonitor: Sendable {
+    /// The directory watched (`/dev`).
     public let directory: String
+    /// The events, in the order they happened; finishes when the monitor stops. Iterate it from one task.
     public let events: AsyncStream<DeviceEvent>
     private let fd: Int32
     private let wakePipe: (read: Int32, write: Int32)

@@ -51,7 +51,7 @@ struct IOCTL: Sendable, CustomStringConvertible {
 /// The system calls the V4L2 backend makes on a device, behind one protocol so tests can play the kernel
 /// (after NIO's syscall abstraction layer and Chromium's `FakeV4L2Impl`). Calls return 0 or an errno; the
 /// callers (`V4L2IO`) retry EINTR.
-public protocol V4L2Kernel: Sendable {
+package protocol V4L2Kernel: Sendable {
     func open(_ path: String) -> (fd: Int32, errno: Int32)
     func close(_ fd: Int32)
     func ioctl(_ fd: Int32, _ request: UInt, _ arg: UnsafeMutableRawPointer) -> Int32
@@ -62,9 +62,9 @@ public protocol V4L2Kernel: Sendable {
 }
 
 /// The real kernel, through libv4l2 with its format conversion disabled (native formats only).
-public struct SystemV4L2Kernel: V4L2Kernel {
-    public init() {}
-    public func open(_ path: String) -> (fd: Int32, errno: Int32) {
+package struct SystemV4L2Kernel: V4L2Kernel {
+    package init() {}
+    package func open(_ path: String) -> (fd: Int32, errno: Int32) {
         let fd: Int32
         switch Syscall.open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC) {
         case .success(let f): fd = f
@@ -77,17 +77,17 @@ public struct SystemV4L2Kernel: V4L2Kernel {
         let wrapped = cv4l2_fd_open(fd, CV4L2_DISABLE_CONVERSION)
         return wrapped >= 0 ? (wrapped, 0) : (fd, 0)
     }
-    public func close(_ fd: Int32) { _ = cv4l2_close(fd) } // never retried: Linux frees the fd even on EINTR
-    public func ioctl(_ fd: Int32, _ request: UInt, _ arg: UnsafeMutableRawPointer) -> Int32 {
+    package func close(_ fd: Int32) { _ = cv4l2_close(fd) } // never retried: Linux frees the fd even on EINTR
+    package func ioctl(_ fd: Int32, _ request: UInt, _ arg: UnsafeMutableRawPointer) -> Int32 {
         Syscall.retrying { cv4l2_ioctl(fd, request, arg) }.failure?.rawValue ?? 0
     }
-    public func mmap(_ fd: Int32, length: Int, offset: Int64) -> (pointer: UnsafeMutableRawPointer?, errno: Int32) {
+    package func mmap(_ fd: Int32, length: Int, offset: Int64) -> (pointer: UnsafeMutableRawPointer?, errno: Int32) {
         let p = cv4l2_mmap(nil, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, offset)
         if p == MAP_FAILED || p == nil { return (nil, cv4l2_errno()) }
         return (p, 0)
     }
-    public func munmap(_ pointer: UnsafeMutableRawPointer, length: Int) { _ = cv4l2_munmap(pointer, length) }
-    public func poll(_ fd: Int32, timeoutMs: Int32) -> Int32 {
+    package func munmap(_ pointer: UnsafeMutableRawPointer, length: Int) { _ = cv4l2_munmap(pointer, length) }
+    package func poll(_ fd: Int32, timeoutMs: Int32) -> Int32 {
         var fds = [pollfd(fd: fd, events: Int16(POLLIN | POLLPRI), revents: 0)]
         switch Syscall.poll(&fds, timeoutMs: timeoutMs) {
         case .failure(let e): return -e.rawValue

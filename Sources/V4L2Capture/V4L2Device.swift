@@ -129,16 +129,32 @@ final class V4L2Node {
 }
 
 /// Real cameras: every `/dev/video*` node that captures video (metadata and mem2mem nodes skipped).
+///
+/// Devices are opened through libv4l2 with its format emulation off, so only the camera's native formats are
+/// listed and negotiated. Every call opens the node for as long as it needs it; the provider itself holds no
+/// descriptor and may be shared between capturers and threads.
 public final class V4L2DeviceProvider: CaptureDeviceProvider {
-    public let kernel: any V4L2Kernel
+    /// The system calls it makes (the real kernel; tests substitute their own).
+    package let kernel: any V4L2Kernel
+    /// The directory scanned for `videoN` nodes (`/dev`).
     public let devDirectory: String
+    /// The buffer and timeout settings of every stream it opens.
     public let configuration: V4L2Stream.Configuration
     /// Position and rotation for cameras that report none (or report them wrong), keyed by node path
     /// (`/dev/video0`), unique id (`/dev/v4l/by-id/…`) or name (the card, `HD Pro Webcam C920`).
     public let overrides: [String: SensorOverride]
 
-    public init(
-        kernel: any V4L2Kernel = SystemV4L2Kernel(), devDirectory: String = "/dev", configuration: V4L2Stream.Configuration = .init(),
+    /// A provider for the cameras under `devDirectory`, streaming with `configuration`, with `overrides` for
+    /// cameras that misreport their position or rotation.
+    public convenience init(
+        devDirectory: String = "/dev", configuration: V4L2Stream.Configuration = .init(), overrides: [String: SensorOverride] = [:]
+    ) {
+        self.init(kernel: SystemV4L2Kernel(), devDirectory: devDirectory, configuration: configuration, overrides: overrides)
+    }
+
+    /// A provider whose system calls go to `kernel` (tests play the driver with it).
+    package init(
+        kernel: any V4L2Kernel, devDirectory: String = "/dev", configuration: V4L2Stream.Configuration = .init(),
         overrides: [String: SensorOverride] = [:]
     ) {
         self.kernel = kernel
@@ -202,6 +218,8 @@ public final class V4L2DeviceProvider: CaptureDeviceProvider {
         return try describe(spec)
     }
 
+    /// The node's native formats (`VIDIOC_ENUM_FMT`, `ENUM_FRAMESIZES`, `ENUM_FRAMEINTERVALS`; libv4l2's emulated
+    /// formats are not listed). Throws `.permissionDenied`, `.deviceBusy`, `.notACaptureDevice` or `.ioctlFailed`.
     public func formats(of device: CaptureDevice) throws(CaptureError) -> [CaptureFormat] {
         let node = try V4L2Node(path: device.path, kernel: kernel)
         defer { node.close() }

@@ -22,13 +22,18 @@ import SystemIO
 public final class V4L2Stream: CaptureStream, @unchecked Sendable {
     // @unchecked: after init, the mutable members below are touched only by the capture thread, except
     // `stopRequested` (atomic) and `thread` (set once in init; its join is a Mutex).
+    /// Buffers and timeouts of a stream; out-of-range values are clamped by the initializer.
     public struct Configuration: Sendable {
+        /// Buffers requested from the driver (2...32; the driver may grant more). Few buffers keep latency low.
         public var bufferCount: Int = 4
         /// Private buffers for frames copied out of driver memory when consumers hold the others.
         public var copyBuffers: Int = 2
+        /// How long the capture thread waits for a frame before it checks for a stop and returns released buffers, in
+        /// milliseconds (at least 1).
         public var pollTimeoutMs: Int32 = 100
         /// No frame for this long: restart the stream once, then fail with `.timeout`.
         public var noFrameTimeoutNs: Int64 = 3_000_000_000
+        /// Settings with `bufferCount` clamped to 2...32, `copyBuffers` to 0...8 and `pollTimeoutMs` to at least 1.
         public init(bufferCount: Int = 4, copyBuffers: Int = 2, pollTimeoutMs: Int32 = 100, noFrameTimeoutNs: Int64 = 3_000_000_000) {
             self.bufferCount = max(2, min(32, bufferCount))
             self.copyBuffers = max(0, min(8, copyBuffers))
@@ -37,7 +42,9 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
         }
     }
 
+    /// The format, size, stride and rate the driver set (read back with `VIDIOC_G_FMT` and `VIDIOC_G_PARM`).
     public let applied: AppliedFormat
+    /// The device node (`/dev/video0`).
     public let path: String
     /// Carried on every frame: the override, else the driver's `V4L2_CID_CAMERA_SENSOR_ROTATION` (turned
     /// clockwise), else none.
@@ -197,6 +204,8 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
     /// Buffers currently mapped (also those held by consumers after stop).
     public var mappedBuffers: Int { mappedCount.value.load(ordering: .relaxed) }
 
+    /// Stops streaming (`STREAMOFF`), ends the capture thread and closes the device; returns when that is done.
+    /// Buffers still held by frames stay mapped until their last frame goes. Idempotent, from any thread.
     public func stop() {
         stopRequested.store(true, ordering: .releasing)
         thread?.join()

@@ -5,13 +5,17 @@ import Synchronization
 /// Receives frames and events from a `CameraVideoCapturer`, on the capturer's delivery thread.
 /// A delegate that takes long makes the capturer drop late frames (counted, see `Configuration`).
 public protocol CameraVideoCapturerDelegate: AnyObject, Sendable {
+    /// A new frame, in capture order. Return quickly: while this runs, newer frames wait (and the oldest are dropped).
+    /// The frame's buffer may be the driver's memory; see ``VideoFrame`` for how long it may be held.
     func capturer(_ capturer: CameraVideoCapturer, didCapture frame: VideoFrame)
+    /// `count` frames were lost, and why (late consumers, driver gaps, corrupt or short buffers). Optional.
     func capturer(_ capturer: CameraVideoCapturer, didDropFrames count: Int, reason: FrameDropReason)
     /// Capture ended: `error` is nil after `stopCapture()`, else why it stopped (disconnect, I/O error…).
     func capturer(_ capturer: CameraVideoCapturer, didStopWithError error: CaptureError?)
 }
 
 public extension CameraVideoCapturerDelegate {
+    /// Does nothing.
     func capturer(_ capturer: CameraVideoCapturer, didDropFrames count: Int, reason: FrameDropReason) {}
     func capturer(_ capturer: CameraVideoCapturer, didStopWithError error: CaptureError?) {}
 }
@@ -20,11 +24,14 @@ public extension CameraVideoCapturerDelegate {
 public struct CaptureStatistics: Sendable, Equatable {
     /// Frames the camera produced (delivered + dropped after capture).
     public var captured = 0
+    /// Frames handed to the consumers.
     public var delivered = 0
+    /// Frames lost, by reason.
     public var dropped: [FrameDropReason: Int] = [:]
     /// Frames copied out of driver memory because consumers held every other buffer (see the frame lifetime
     /// contract in `VideoFrame`); bounded by the stream's copy pool.
     public var copied = 0
+    /// Frames lost, all reasons together.
     public var totalDropped: Int { dropped.values.reduce(0, +) }
 }
 
@@ -49,6 +56,7 @@ public struct CaptureStatistics: Sendable, Equatable {
 /// never deliver into the next one, and a stop that races a start or a switch wins: the late stream is
 /// stopped at once instead of being recorded as running.
 public final class CameraVideoCapturer: Sendable {
+    /// How a capturer delivers frames and prepares each camera it starts.
     public struct Configuration: Sendable {
         /// Frames that may wait for busy consumers before the oldest is dropped (newest wins).
         public var maxPendingFrames: Int = 1
@@ -62,6 +70,8 @@ public final class CameraVideoCapturer: Sendable {
         /// Controls set on every start and switch, in order, before the first frame (after the power-line
         /// default). A control the camera lacks, or a bad value, fails the start with the typed error.
         public var startControls: [CameraControlSetting]
+        /// The defaults are what a real-time consumer wants: one pending frame, late frames dropped, controls left as
+        /// they are. `maxPendingFrames` below 1 counts as 1.
         public init(
             maxPendingFrames: Int = 1, alwaysDiscardsLateFrames: Bool = true,
             powerLineFrequency: PowerLineFrequency? = nil, startControls: [CameraControlSetting] = []
@@ -94,7 +104,9 @@ public final class CameraVideoCapturer: Sendable {
         var stats = CaptureStatistics()
     }
 
+    /// Where cameras come from, asked in this order (``device(_:)`` takes the first provider that knows a spec).
     public let providers: [any CaptureDeviceProvider]
+    /// The delivery and start settings this capturer was made with.
     public let configuration: Configuration
     private let logger: Logger
     private let state = Mutex(State())
@@ -148,6 +160,8 @@ public final class CameraVideoCapturer: Sendable {
         return all.first { $0.position == position } ?? all.first
     }
 
+    /// Every format the device offers natively (its provider's list). Throws when the device cannot be opened or
+    /// queried (`.unknownDevice`, `.permissionDenied`, `.notACaptureDevice`…).
     public func supportedFormats(for device: CaptureDevice) throws(CaptureError) -> [CaptureFormat] {
         try provider(for: device).formats(of: device)
     }
@@ -181,8 +195,11 @@ public final class CameraVideoCapturer: Sendable {
 
     // MARK: Lifecycle
 
+    /// Whether a camera is streaming (set once a start returns, cleared by a stop or a failure).
     public var isRunning: Bool { state.withLock { $0.running != nil } }
+    /// The camera streaming now, if any.
     public var currentDevice: CaptureDevice? { state.withLock { $0.running?.device } }
+    /// The counters so far (a snapshot; safe from any thread).
     public var statistics: CaptureStatistics { state.withLock { $0.stats } }
     var loggerForTesting: Logger { logger }
 
@@ -312,6 +329,7 @@ public final class CameraVideoCapturer: Sendable {
         return c
     }
 
+    /// One control by id, with its current value; `.unknownControl` when the camera lacks it.
     public func control(_ id: CameraControlID, of device: CaptureDevice) throws(CaptureError) -> CameraControl {
         try control(id.description, of: device)
     }
@@ -327,6 +345,8 @@ public final class CameraVideoCapturer: Sendable {
         return try p.setControl(c.id, to: try c.parseValue(text, device: device.path), on: device)
     }
 
+    /// Sets a control by id to a number; returns the control read back (the value the device applied). Same errors
+    /// as setting it by name.
     @discardableResult
     public func setControl(_ id: CameraControlID, to value: Int64, on device: CaptureDevice) throws(CaptureError) -> CameraControl {
         try provider(for: device).setControl(id, to: .integer(value), on: device)
@@ -385,6 +405,7 @@ public final class CameraVideoCapturer: Sendable {
         }
     }
 
+    /// Removes a delegate (matched by identity): after the delivery under way, it gets no more callbacks.
     public func removeDelegate(_ delegate: any CameraVideoCapturerDelegate) {
         state.withLock { s in s.delegates.removeAll { $0 === delegate } }
     }

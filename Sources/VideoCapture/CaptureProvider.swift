@@ -5,6 +5,8 @@ public protocol CaptureDeviceProvider: Sendable {
     /// The device a user-given spec names (`/dev/video0`, `fixture:vivid`, a fixture file), or nil when the
     /// spec is not this provider's kind. Throws when it is this provider's kind but wrong.
     func device(for spec: String) throws(CaptureError) -> CaptureDevice?
+    /// Every format the device offers natively, in the driver's order; throws when the device cannot be opened or
+    /// queried.
     func formats(of device: CaptureDevice) throws(CaptureError) -> [CaptureFormat]
     /// Opens and starts streaming; returns once the first buffers are queued and the format is applied.
     func openStream(device: CaptureDevice, request: StreamRequest, sink: FrameSink) throws(CaptureError) -> any CaptureStream
@@ -25,9 +27,13 @@ public extension CaptureDeviceProvider {
 
 /// What to ask the device for.
 public struct StreamRequest: Sendable, Hashable {
+    /// The pixel format to set.
     public var pixelFormat: PixelFormat
+    /// The exact size to set (one the format entry offers).
     public var size: FrameSize
+    /// The frame rate to ask for, in frames per second (the driver may apply another: see ``CaptureStream/applied``).
     public var fps: Fraction
+    /// A request for one format, size and rate.
     public init(pixelFormat: PixelFormat, size: FrameSize, fps: Fraction) {
         self.pixelFormat = pixelFormat
         self.size = size
@@ -54,12 +60,16 @@ public enum FrameDropReason: String, Sendable, CaseIterable, CustomStringConvert
 
 /// Where a stream sends what it produces. Called on the stream's own thread.
 public struct FrameSink: Sendable {
+    /// Called with each frame, in capture order.
     public let frame: @Sendable (VideoFrame) -> Void
+    /// Called with the reason and the number of frames lost before they became frames (driver gaps, corrupt or
+    /// short buffers, held buffers).
     public let dropped: @Sendable (FrameDropReason, Int) -> Void
     /// A fatal error: the stream has already released its resources when this is called.
     public let failed: @Sendable (CaptureError) -> Void
     /// The next frame was copied out of driver memory because consumers held every other buffer.
     public let copied: @Sendable () -> Void
+    /// A sink from its callbacks; `copied` defaults to doing nothing.
     public init(
         frame: @escaping @Sendable (VideoFrame) -> Void,
         dropped: @escaping @Sendable (FrameDropReason, Int) -> Void,
@@ -76,6 +86,8 @@ public struct FrameSink: Sendable {
 /// A running stream. `stop()` is idempotent, may be called from any thread (also after a failure), and
 /// returns once the stream's thread has ended and every resource is released.
 public protocol CaptureStream: AnyObject, Sendable {
+    /// What the device really applied, read back after the start.
     var applied: AppliedFormat { get }
+    /// Stops streaming and releases the device; see the protocol's rules (idempotent, any thread, returns when done).
     func stop()
 }

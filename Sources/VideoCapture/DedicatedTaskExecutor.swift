@@ -35,6 +35,7 @@ public final class DedicatedTaskExecutor: TaskExecutor, Sendable {
         thread.withLock { $0 = worker }
     }
 
+    /// Queues a job for the executor's thread (the Swift runtime calls this; jobs run one at a time, in order).
     public func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
         queue.withLock { $0.ring.append(job) } // more jobs than the ring holds double it (rare)

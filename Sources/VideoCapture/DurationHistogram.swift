@@ -2,7 +2,9 @@
 /// Fixed memory (allocated once in `init`): adding a value never allocates.
 public struct DurationHistogram: Sendable {
     private var buckets = [Int](repeating: 0, count: 10_001)
+    /// How many durations were added since the start or the last ``reset()``.
     public private(set) var count = 0
+    /// An empty histogram (its buckets are allocated here, once).
     public init() {}
 
     /// Adds one duration in nanoseconds (negative counts as 0, beyond 500 ms as 500 ms).
@@ -24,6 +26,7 @@ public struct DurationHistogram: Sendable {
         return Double(buckets.count) * 0.05
     }
 
+    /// Empties the histogram without freeing its buckets.
     public mutating func reset() {
         for i in buckets.indices { buckets[i] = 0 }
         count = 0

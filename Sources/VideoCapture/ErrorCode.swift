@@ -9,7 +9,9 @@ public struct ErrorCode<Domain>: Hashable, Sendable, RawRepresentable, CustomStr
 
 /// An error with a code and a message that is its whole description (the package's plain error types).
 public protocol CodedError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What went wrong, to switch on.
     var code: ErrorCode<Self> { get }
+    /// The whole description, for people.
     var message: String { get }
 }
 

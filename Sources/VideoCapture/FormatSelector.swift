@@ -1,13 +1,17 @@
 /// The outcome of negotiation: which format entry, the exact size and the frame rate to ask for.
 public struct FormatSelection: Hashable, Sendable, CustomStringConvertible {
+    /// The format entry chosen, as the device listed it.
     public var format: CaptureFormat
+    /// The exact size to ask for: the entry's size, or the target snapped into its range.
     public var size: FrameSize
+    /// The frame rate to ask for, in frames per second.
     public var fps: Fraction
+    /// The chosen entry's pixel format.
     public var pixelFormat: PixelFormat { format.pixelFormat }
     public var description: String { "\(pixelFormat) \(size) @ \(fps) fps" }
 }
 
-/// Format negotiation, the contract `camcap select` implements (`../shared/GUIDE.md`):
+/// Format negotiation, the rules ``CameraVideoCapturer/startCapture(device:targetSize:fpsLimit:)`` and `camcap select` apply:
 /// 1. candidates: every (format, size) whose pixel format converts to I420; a stepwise/continuous range
 ///    contributes the target clamped and snapped into it;
 /// 2. keep the smallest |w−W| + |h−H|;
@@ -15,8 +19,11 @@ public struct FormatSelection: Hashable, Sendable, CustomStringConvertible {
 ///    the limit beat rates above it; highest within, lowest above;
 /// 4. ties: the cheapest conversion (`PixelFormat.conversionCost`), then the first listed.
 public enum FormatSelector {
+    /// The frame-rate limit when none is given: 30 fps, as WebRTC's `kFramerateLimit`.
     public static let defaultFpsLimit = 30
 
+    /// Applies the rules to a device's formats; nil when none of them converts to I420. Never traps: a limit below
+    /// 1 fps counts as 1, and a target beyond 32 bits a side is clamped.
     public static func select(from formats: [CaptureFormat], target: FrameSize, fpsLimit: Int = defaultFpsLimit) -> FormatSelection? {
         // Out-of-range arguments are clamped, never trap: a limit below 1 fps is 1, and a target beyond any
         // size V4L2 can describe (32 bits) is that size.

@@ -1,7 +1,10 @@
 /// Width × height in pixels.
 public struct FrameSize: Hashable, Sendable, Codable, CustomStringConvertible {
+    /// In pixels.
     public var width: Int
+    /// In pixels.
     public var height: Int
+    /// A size; nothing is checked here (``CaptureLimits/problem(with:)`` checks outside input).
     public init(width: Int, height: Int) {
         self.width = width
         self.height = height
@@ -27,6 +30,7 @@ public enum CaptureLimits {
     public static let maxPixels = 1 << 26
     /// Frame rates 0.001...1,000,000 fps (intervals 1 µs...1000 s).
     public static let minRate = 0.001
+    /// The highest frame rate accepted, in frames per second.
     public static let maxRate = 1_000_000.0
     /// Numerators and denominators of rates and intervals: as in `struct v4l2_fract`, at most 2³²−1.
     public static let maxFractionTerm = Int64(UInt32.max)
@@ -62,7 +66,9 @@ public enum CaptureLimits {
 /// result does not fit in 64 bits, never trap. Build fractions from outside input with `init?(exactly:_:)`,
 /// which returns nil for a zero denominator instead of trapping.
 public struct Fraction: Hashable, Sendable, Comparable, CustomStringConvertible {
+    /// The numerator, in lowest terms.
     public let numerator: Int64
+    /// The denominator, in lowest terms; always positive.
     public let denominator: Int64
 
     /// `numerator/denominator` reduced; nil when the denominator is zero (or a term is `Int64.min`).
@@ -105,12 +111,14 @@ public struct Fraction: Hashable, Sendable, Comparable, CustomStringConvertible 
         self.init(exactly: n, 1000)
     }
 
+    /// The value as a `Double` (for display and statistics, not for comparisons).
     public var doubleValue: Double { Double(numerator) / Double(denominator) }
     /// 1/x. Traps for zero, which no parser lets through (intervals and rates are checked to be positive).
     public var reciprocal: Fraction {
         guard let r = Fraction(exactly: denominator, numerator) else { preconditionFailure("reciprocal of zero") }
         return r
     }
+    /// Whether the value is above zero.
     public var isPositive: Bool { numerator > 0 }
 
     public static func < (a: Fraction, b: Fraction) -> Bool {
@@ -161,8 +169,11 @@ package func threeDecimals(_ v: Double) -> String {
 
 /// The sizes one format entry offers (V4L2 `VIDIOC_ENUM_FRAMESIZES`).
 public enum FrameSizeRange: Hashable, Sendable, CustomStringConvertible {
+    /// One size.
     case discrete(FrameSize)
+    /// Every size from `min` to `max` whose width and height are `min` plus a multiple of `step`.
     case stepwise(min: FrameSize, max: FrameSize, step: FrameSize)
+    /// Every size from `min` to `max`.
     case continuous(min: FrameSize, max: FrameSize)
 
     /// The size this range offers for a target: the target clamped into the range, snapped to the step grid
@@ -190,6 +201,7 @@ public enum FrameSizeRange: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// Whether the range offers exactly this size (on a stepwise range: on its grid).
     public func contains(_ s: FrameSize) -> Bool {
         switch self {
         case .discrete(let d): return d == s
@@ -212,8 +224,11 @@ public enum FrameSizeRange: Hashable, Sendable, CustomStringConvertible {
 
 /// The frame intervals offered for one size (V4L2 `VIDIOC_ENUM_FRAMEINTERVALS`); intervals in seconds.
 public enum FrameIntervals: Hashable, Sendable {
+    /// These intervals (a 30 fps rate is the interval 1/30).
     case discrete([Fraction])
+    /// Every interval from `min` to `max` that is `min` plus a multiple of `step`.
     case stepwise(min: Fraction, max: Fraction, step: Fraction)
+    /// Every interval from `min` to `max`.
     case continuous(min: Fraction, max: Fraction)
 
     /// Every rate offered, for display: discrete rates, or the (min, max) of a range.
@@ -275,9 +290,20 @@ public enum FrameIntervals: Hashable, Sendable {
 
 /// The orientation of a frame's pixels relative to upright, as WebRTC's `RTCVideoRotation`.
 public enum VideoRotation: Int, Sendable, CaseIterable, Codable, CustomStringConvertible {
-    case rotation0 = 0, rotation90 = 90, rotation180 = 180, rotation270 = 270
+    /// Upright as captured.
+    case rotation0 = 0
+    /// To be turned 90° clockwise to be upright.
+    case rotation90 = 90
+    /// Upside down.
+    case rotation180 = 180
+    /// To be turned 270° clockwise (90° counter-clockwise) to be upright.
+    case rotation270 = 270
+    /// The rotation for any multiple of 90 degrees, negative or beyond 360 too (`-90` is `.rotation270`);
+    /// nil for other angles.
     public init?(degrees: Int) { self.init(rawValue: ((degrees % 360) + 360) % 360) }
+    /// Clockwise degrees: 0, 90, 180 or 270.
     public var degrees: Int { rawValue }
+    /// True for 90 and 270: the upright picture's width is the frame's height.
     public var swapsDimensions: Bool { self == .rotation90 || self == .rotation270 }
     public var description: String { "\(rawValue)°" }
 }

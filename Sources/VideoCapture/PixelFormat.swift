@@ -3,7 +3,9 @@
 /// An open set, like swift-system's `Errno`: any FourCC can be represented; the ones this package knows
 /// have a static member, a name, frame-size arithmetic and a place in the conversion-cost order.
 public struct PixelFormat: RawRepresentable, Hashable, Sendable, CustomStringConvertible, Comparable {
+    /// The FourCC as V4L2 stores it: the four characters little-endian, bit 31 for big-endian variants.
     public var rawValue: UInt32
+    /// A format from its raw V4L2 value; any value is accepted (unknown codes print as their FourCC).
     public init(rawValue: UInt32) { self.rawValue = rawValue }
 
     /// `PixelFormat(fourcc: "YUYV")`; a `-BE` suffix (as v4l2-ctl prints it) sets the big-endian bit.
@@ -40,42 +42,73 @@ public struct PixelFormat: RawRepresentable, Hashable, Sendable, CustomStringCon
     }
 
     // 4:2:0 and 4:2:2 / 4:4:4 YUV
+    /// `YU12`: planar 4:2:0, Y then U then V (I420, what the converters and the encoder work in).
     public static let i420 = code("YU12")
+    /// `NV12`: 4:2:0, a Y plane then one plane of interleaved U and V.
     public static let nv12 = code("NV12")
+    /// `YV12`: planar 4:2:0 like I420, with V before U.
     public static let yv12 = code("YV12")
+    /// `NV21`: 4:2:0, a Y plane then interleaved V and U.
     public static let nv21 = code("NV21")
+    /// `YUYV`: packed 4:2:2, Y0 U Y1 V per pixel pair (the common uncompressed webcam format).
     public static let yuyv = code("YUYV")
+    /// `UYVY`: packed 4:2:2, U Y0 V Y1 per pixel pair.
     public static let uyvy = code("UYVY")
+    /// `YVYU`: packed 4:2:2, Y0 V Y1 U per pixel pair.
     public static let yvyu = code("YVYU")
+    /// `VYUY`: packed 4:2:2, V Y0 U Y1 per pixel pair.
     public static let vyuy = code("VYUY")
+    /// `422P`: planar 4:2:2, chroma planes at half width and full height.
     public static let yuv422p = code("422P")
+    /// `NV16`: 4:2:2, a Y plane then interleaved U and V at half width, full height.
     public static let nv16 = code("NV16")
+    /// `NV61`: 4:2:2, a Y plane then interleaved V and U at half width, full height.
     public static let nv61 = code("NV61")
+    /// `NV24`: 4:4:4, a Y plane then interleaved U and V at full resolution.
     public static let nv24 = code("NV24")
+    /// `NV42`: 4:4:4, a Y plane then interleaved V and U at full resolution.
     public static let nv42 = code("NV42")
     // 32-bit RGB, as V4L2 names them; the comment gives the byte order in memory.
-    public static let bgr32 = code("BGR4") // B G R X (deprecated name)
-    public static let rgb32 = code("RGB4") // X R G B (deprecated name)
-    public static let abgr32 = code("AR24") // B G R A
-    public static let xbgr32 = code("XR24") // B G R X
-    public static let argb32 = code("BA24") // A R G B
-    public static let xrgb32 = code("BX24") // X R G B
-    public static let rgba32 = code("AB24") // R G B A
-    public static let rgbx32 = code("XB24") // R G B X
-    public static let bgra32 = code("RA24") // A B G R
-    public static let bgrx32 = code("RX24") // X B G R
+    /// `BGR4`: 32-bit RGB, bytes in memory B G R X (V4L2 deprecates the name: the alpha byte is undefined).
+    public static let bgr32 = code("BGR4")
+    /// `RGB4`: 32-bit RGB, bytes in memory X R G B (V4L2 deprecates the name: the alpha byte is undefined).
+    public static let rgb32 = code("RGB4")
+    /// `AR24`: 32-bit RGB, bytes in memory B G R A.
+    public static let abgr32 = code("AR24")
+    /// `XR24`: 32-bit RGB, bytes in memory B G R X.
+    public static let xbgr32 = code("XR24")
+    /// `BA24`: 32-bit RGB, bytes in memory A R G B.
+    public static let argb32 = code("BA24")
+    /// `BX24`: 32-bit RGB, bytes in memory X R G B.
+    public static let xrgb32 = code("BX24")
+    /// `AB24`: 32-bit RGB, bytes in memory R G B A.
+    public static let rgba32 = code("AB24")
+    /// `XB24`: 32-bit RGB, bytes in memory R G B X.
+    public static let rgbx32 = code("XB24")
+    /// `RA24`: 32-bit RGB, bytes in memory A B G R.
+    public static let bgra32 = code("RA24")
+    /// `RX24`: 32-bit RGB, bytes in memory X B G R.
+    public static let bgrx32 = code("RX24")
     // 24-bit and 16-bit RGB
-    public static let rgb24 = code("RGB3") // R G B
-    public static let bgr24 = code("BGR3") // B G R
-    public static let rgb565 = code("RGBP") // little-endian 5-6-5
+    /// `RGB3`: 24-bit RGB, bytes in memory R G B.
+    public static let rgb24 = code("RGB3")
+    /// `BGR3`: 24-bit RGB, bytes in memory B G R.
+    public static let bgr24 = code("BGR3")
+    /// `RGBP`: 16-bit RGB 5-6-5, little-endian.
+    public static let rgb565 = code("RGBP")
     // Compressed and grey
+    /// `MJPG`: Motion-JPEG, one JPEG per frame (how most webcams deliver HD at full frame rate).
     public static let mjpeg = code("MJPG")
+    /// `JPEG`: JFIF JPEG frames (a few drivers use it for the same thing as `MJPG`).
     public static let jpeg = code("JPEG")
+    /// `GREY`: 8-bit luma only (converted with neutral chroma).
     public static let grey = code("GREY")
+    /// `H264`: H.264 elementary stream from the camera; listed, never negotiated (not convertible).
     public static let h264 = code("H264")
+    /// `HEVC`: H.265 elementary stream; listed, never negotiated (not convertible).
     public static let hevc = code("HEVC")
 
-    /// Conversion-cost order of the negotiation rules (`../shared/GUIDE.md`, rule 4): lower is cheaper.
+    /// The place in the conversion-cost order that breaks negotiation ties (``FormatSelector``, rule 4): lower is cheaper.
     /// `nil` means we cannot convert the format to I420, so it is never a candidate.
     public var conversionCost: Int? {
         switch self {
@@ -102,7 +135,10 @@ public struct PixelFormat: RawRepresentable, Hashable, Sendable, CustomStringCon
         }
     }
 
+    /// Whether the converters can turn this format into I420, so negotiation may pick it.
     public var isConvertibleToI420: Bool { conversionCost != nil }
+    /// Whether frames of this format are a compressed bitstream (MJPEG, JPEG, H.264, HEVC, VP8/9, MPEG): no stride,
+    /// and `bytesUsed` varies per frame.
     public var isCompressed: Bool { Self.compressed.contains(self) }
     /// True for the uncompressed Y'CbCr layouts (planar, semi-planar and packed 4:2:0, 4:2:2, 4:4:4), whose
     /// samples a conversion to I420 moves without changing.
@@ -124,6 +160,7 @@ public struct PixelFormat: RawRepresentable, Hashable, Sendable, CustomStringCon
 
     /// A human name (V4L2's description where we know it).
     public var name: String { Self.knownNames[self] ?? "unknown (\(fourcc))" }
+    /// Whether ``name`` is a real description rather than the "unknown" placeholder.
     public var isKnown: Bool { Self.knownNames[self] != nil }
 
     /// Bytes per pixel of the first plane for packed/planar uncompressed formats (the `bytesperline` unit).

@@ -13,6 +13,7 @@ public final class FrameStorage: @unchecked Sendable {
     // @unchecked: the pointer is written only by the producer before the storage is shared (or after the
     // pool has proven it holds the only reference); consumers only read. That is the frame contract.
     package let mutableBaseAddress: UnsafeMutableRawPointer
+    /// The usable size in bytes.
     public let capacity: Int
     private let release: (@Sendable () -> Void)?
     /// True for memory borrowed from a driver (an mmap'd V4L2 buffer): read-only for everyone.
@@ -77,8 +78,11 @@ public final class FrameStorage: @unchecked Sendable {
 
 /// Where the planes of a frame sit in its storage.
 public struct PlaneLayout: Sendable, Equatable {
+    /// How many planes the format has: 1 (packed), 2 (a luma plane and an interleaved chroma plane) or 3.
     public var count: Int
+    /// Byte offset of each plane from the payload's start (0 for planes the format lacks).
     public var offsets: (Int, Int, Int)
+    /// Bytes per line of each plane (0 for planes the format lacks).
     public var strides: (Int, Int, Int)
     public static func == (a: PlaneLayout, b: PlaneLayout) -> Bool {
         a.count == b.count && a.offsets == b.offsets && a.strides == b.strides
@@ -88,13 +92,17 @@ public struct PlaneLayout: Sendable, Equatable {
 /// A frame's pixels: format, size, first-plane stride and the bytes (V4L2 single-planar layout: for
 /// planar formats the chroma planes follow the luma plane and their stride is derived from `stride`).
 public struct VideoFrameBuffer: Sendable {
+    /// How the bytes encode the pixels.
     public let pixelFormat: PixelFormat
+    /// In pixels.
     public let width: Int
+    /// In pixels.
     public let height: Int
     /// Bytes per line of the first plane; 0 for compressed formats.
     public let stride: Int
     /// Bytes of payload (for MJPEG: the JPEG's length).
     public let bytesUsed: Int
+    /// The memory holding the payload; a frame keeps it alive (for driver memory: keeps the buffer from the driver).
     public let storage: FrameStorage
     /// Offset of the payload in the storage.
     public let offset: Int
@@ -103,6 +111,8 @@ public struct VideoFrameBuffer: Sendable {
     /// stride; nil for the V4L2 single-planar layout derived from `stride`.
     package let explicitPlanes: PlaneLayout?
 
+    /// A buffer over `storage`. The payload (`offset`, `bytesUsed`) must lie within the storage (a precondition);
+    /// the size and stride are not checked against the format (``requiredBytes`` tells what it needs).
     public init(
         pixelFormat: PixelFormat, width: Int, height: Int, stride: Int, bytesUsed: Int,
         storage: FrameStorage, offset: Int = 0
@@ -130,8 +140,11 @@ public struct VideoFrameBuffer: Sendable {
         self.explicitPlanes = planes
     }
 
+    /// Width and height.
     public var size: FrameSize { FrameSize(width: width, height: height) }
+    /// The payload's first byte, read-only; valid while this buffer (or a copy of it) exists.
     public var baseAddress: UnsafeRawPointer { UnsafeRawPointer(storage.baseAddress + offset) }
+    /// The payload, read-only; valid while this buffer (or a copy of it) exists.
     public var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: baseAddress, count: bytesUsed) }
 
     /// The bytes the format needs at this size and stride (nil for compressed formats; for wrapped planes, the
@@ -164,6 +177,7 @@ public struct VideoFrameBuffer: Sendable {
 /// An owned I420 (YU12) picture: three planes, chroma at half resolution (rounded up).
 /// Its luma stride is even, so it follows the same layout rules as a V4L2 `YU12` buffer.
 public struct I420Buffer: Sendable {
+    /// The picture as a frame buffer (format `.i420`), for APIs that take any buffer.
     public let buffer: VideoFrameBuffer
 
     /// A new buffer with luma rows padded to 32 bytes.
@@ -210,7 +224,9 @@ public struct I420Buffer: Sendable {
         self.buffer = VideoFrameBuffer(i420Width: width, height: height, planes: layout, storage: storage)
     }
 
+    /// The luma stride a new buffer of this width gets: the width rounded up to 32 bytes.
     public static func stride(forWidth w: Int) -> Int { (w + 31) & ~31 }
+    /// Bytes a new buffer of this size needs (three planes, the luma stride from ``stride(forWidth:)``).
     public static func byteCount(width: Int, height: Int) -> Int {
         PixelFormat.i420.frameSize(width: width, height: height, stride: stride(forWidth: width))!
     }
@@ -237,16 +253,25 @@ public struct I420Buffer: Sendable {
             stride: I420Buffer.stride(forWidth: width), bytesUsed: bytes, storage: storage)
     }
 
+    /// In pixels.
     public var width: Int { buffer.width }
+    /// In pixels.
     public var height: Int { buffer.height }
+    /// Width of the U and V planes: half the width, rounded up.
     public var chromaWidth: Int { (width + 1) / 2 }
+    /// Height of the U and V planes: half the height, rounded up.
     public var chromaHeight: Int { (height + 1) / 2 }
+    /// Bytes per line of the Y plane.
     public var strideY: Int { buffer.stride }
+    /// Bytes per line of the U plane (half the luma stride; the owner's for wrapped planes).
     public var strideU: Int { buffer.explicitPlanes?.strides.1 ?? buffer.stride / 2 }
+    /// Bytes per line of the V plane (half the luma stride; the owner's for wrapped planes).
     public var strideV: Int { buffer.explicitPlanes?.strides.2 ?? buffer.stride / 2 }
     /// The planes, read-only (a pass-through I420 frame may be driver memory).
     public var dataY: UnsafePointer<UInt8> { UnsafePointer(planePointer(0)) }
+    /// The U plane, read-only.
     public var dataU: UnsafePointer<UInt8> { UnsafePointer(planePointer(1)) }
+    /// The V plane, read-only.
     public var dataV: UnsafePointer<UInt8> { UnsafePointer(planePointer(2)) }
     /// The planes for writing, for this package's producers (pools, converters, fixture cameras).
     package var mutableDataY: UnsafeMutablePointer<UInt8> { planePointer(0) }
@@ -280,10 +305,24 @@ public struct I420Buffer: Sendable {
 
 /// One captured picture, as WebRTC's `RTCVideoFrame`: pixels, the rotation needed to show it upright,
 /// a capture timestamp in monotonic nanoseconds (strictly increasing per capturer) and a sequence number.
+///
+/// **Frame lifetime.** A frame from a camera borrows the driver's buffer (read-only, no copy); the buffer goes
+/// back to the driver once no frame references it. Holding frames is allowed, but each one held is a buffer the
+/// driver cannot fill: when it would be left with none, the next frame is copied into one of the stream's few
+/// private buffers (``CaptureStatistics/copied``), and when those are held too it is dropped as
+/// ``FrameDropReason/buffersHeld``. Frames held after a stop stay valid. To keep one for long, copy it
+/// (`frame.buffer.copy()`) or convert it.
 public struct VideoFrame: Sendable {
+    /// The pixels, in the format the camera delivered (often borrowed driver memory: see "Frame lifetime").
     public var buffer: VideoFrameBuffer
+    /// Clockwise rotation that shows the picture upright (from the camera's sensor rotation or an override);
+    /// the pixels themselves are not rotated.
     public var rotation: VideoRotation
+    /// Capture time in nanoseconds of the monotonic clock (`CLOCK_MONOTONIC`); strictly increasing per capturer,
+    /// across device switches too.
     public var timestampNs: Int64
+    /// The frame's number from the capturer, starting at 0 and counting every captured frame (a gap means frames
+    /// were dropped).
     public var sequence: UInt64
     /// How the samples map to colours (primaries, transfer, matrix, range): the driver's or the fixture's
     /// description of the stream, kept or set by conversions, written by the encoder into the SPS.
@@ -292,6 +331,7 @@ public struct VideoFrame: Sendable {
     /// before it, so an encoder starts an IDR here (`H264Encoder.encode(_:into:)` does). A conversion keeps the
     /// mark; a frame that a rate gate drops passes it on to the next one delivered.
     public var isDiscontinuity = false
+    /// A frame from its parts (the capturer renumbers `sequence` and keeps timestamps increasing).
     public init(
         buffer: VideoFrameBuffer, rotation: VideoRotation = .rotation0, timestampNs: Int64, sequence: UInt64,
         colorSpace: VideoColorSpace = .unspecified
@@ -302,6 +342,8 @@ public struct VideoFrame: Sendable {
         self.sequence = sequence
         self.colorSpace = colorSpace
     }
+    /// The buffer's width in pixels (before rotation).
     public var width: Int { buffer.width }
+    /// The buffer's height in pixels (before rotation).
     public var height: Int { buffer.height }
 }

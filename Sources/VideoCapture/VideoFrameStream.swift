@@ -17,7 +17,9 @@ public struct VideoFrameStream: AsyncSequence, Sendable {
 
     public func makeAsyncIterator() -> Iterator { Iterator(handle: handle) }
 
+    /// Takes frames from the stream's buffer; use one iterator per stream, from one task at a time.
     public struct Iterator: AsyncIteratorProtocol {
+        /// The frames.
         public typealias Element = VideoFrame
         public typealias Failure = CaptureError
         let handle: FrameSubscription.Handle
