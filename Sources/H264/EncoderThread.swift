@@ -15,6 +15,9 @@ import SystemIO
 /// Memory: the pictures stay referenced until encoded, so a converter's pool needs three buffers (the one being
 /// converted, the waiting one, the encoding one); `FrameConverter`'s pools hold four. No allocation per frame.
 public final class EncoderThread: Sendable {
+    /// Receives each encoded frame (skipped frames are not passed), in order, on the encoder thread. The frame's
+    /// storage is reused for the next one: copy what must outlive the call. An error thrown here stops the
+    /// encoding and is rethrown by the next `submit(_:timestampNs:)` or by `finish()`.
     public typealias Output = (_ frame: EncodedFrame) throws -> Void
     private let core: Core
 
