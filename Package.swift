@@ -28,6 +28,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.27.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.0.0"),
+        // Documentation only: `swift package generate-documentation` (Scripts/docs.sh) builds the DocC catalogues.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.4.0"),
         // Tests only: HummingbirdWHEPTests drives the WHEP endpoint from a Hummingbird application.
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
     ],

@@ -1,77 +1,77 @@
 #if canImport(Glibc)
-    public import Glibc
+    package import Glibc
 #endif
 
 /// An open file descriptor and the file calls made on it. A value: closing it is the owner's job (once).
-public struct FileDescriptor: Sendable, Hashable {
-    public let rawValue: Int32
-    public init(rawValue: Int32) { self.rawValue = rawValue }
+package struct FileDescriptor: Sendable, Hashable {
+    package let rawValue: Int32
+    package init(rawValue: Int32) { self.rawValue = rawValue }
 
     /// open(2); O_CLOEXEC is the caller's to add.
-    public static func open(_ path: String, _ flags: Int32, mode: mode_t = 0) throws(SystemError) -> FileDescriptor {
+    package static func open(_ path: String, _ flags: Int32, mode: mode_t = 0) throws(SystemError) -> FileDescriptor {
         FileDescriptor(rawValue: try SystemCall.retrying("open") { Glibc.open(path, flags, mode) })
     }
 
     /// One read(2) into `buffer`: the byte count (0 at the end of the file).
-    public func read(into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int {
+    package func read(into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int {
         try SystemCall.retrying("read") { Glibc.read(rawValue, buffer.baseAddress, buffer.count) }
     }
 
     /// One write(2): the bytes the kernel took (maybe fewer than `count`).
-    public func write(_ bytes: UnsafeRawPointer, count: Int) throws(SystemError) -> Int {
+    package func write(_ bytes: UnsafeRawPointer, count: Int) throws(SystemError) -> Int {
         try SystemCall.retrying("write") { Glibc.write(rawValue, bytes, count) }
     }
 
     /// fstat(2).
-    public func status() throws(SystemError) -> stat {
+    package func status() throws(SystemError) -> stat {
         var st = stat()
         _ = try SystemCall.retrying("fstat") { fstat(rawValue, &st) }
         return st
     }
 
     /// flock(2) exclusively, without waiting (EWOULDBLOCK: another holder).
-    public func lockExclusively() throws(SystemError) {
+    package func lockExclusively() throws(SystemError) {
         _ = try SystemCall.retrying("flock") { flock(rawValue, LOCK_EX | LOCK_NB) }
     }
 
     /// Sets or clears O_NONBLOCK (best effort, as fcntl's failure here only means it stays as it was).
-    public func setNonBlocking(_ on: Bool) {
+    package func setNonBlocking(_ on: Bool) {
         guard let flags = try? SystemCall.retrying("fcntl", { fcntl(rawValue, F_GETFL) }) else { return }
         _ = try? SystemCall.retrying("fcntl") { fcntl(rawValue, F_SETFL, on ? flags | O_NONBLOCK : flags & ~O_NONBLOCK) }
     }
 
     /// ftruncate(2).
-    public func truncate(to length: Int) throws(SystemError) {
+    package func truncate(to length: Int) throws(SystemError) {
         _ = try SystemCall.retrying("ftruncate") { ftruncate(rawValue, off_t(length)) }
     }
 
     /// fsync(2).
-    public func sync() throws(SystemError) {
+    package func sync() throws(SystemError) {
         _ = try SystemCall.retrying("fsync") { fsync(rawValue) }
     }
 
     /// close(2), never retried: Linux frees the descriptor even when it reports EINTR.
-    public func close() throws(SystemError) {
+    package func close() throws(SystemError) {
         if Glibc.close(rawValue) != 0 { throw SystemError("close", errno: Glibc.errno) }
     }
 }
 
 /// Calls on paths.
-public enum FileSystem {
+package enum FileSystem {
     /// stat(2) (links followed).
-    public static func status(_ path: String) throws(SystemError) -> stat {
+    package static func status(_ path: String) throws(SystemError) -> stat {
         var st = stat()
         _ = try SystemCall.retrying("stat") { stat(path, &st) }
         return st
     }
 
     /// unlink(2).
-    public static func unlink(_ path: String) throws(SystemError) {
+    package static func unlink(_ path: String) throws(SystemError) {
         _ = try SystemCall.retrying("unlink") { Glibc.unlink(path) }
     }
 
     /// rename(2): atomically replaces `to`.
-    public static func rename(_ from: String, to: String) throws(SystemError) {
+    package static func rename(_ from: String, to: String) throws(SystemError) {
         _ = try SystemCall.retrying("rename") { Glibc.rename(from, to) }
     }
 }

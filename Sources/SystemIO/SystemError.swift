@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-    public import Glibc
+    package import Glibc
 #endif
 
 // The one place (with Sources/V4L2Capture/Kernel.swift for V4L2 device calls) where the package calls the
@@ -8,28 +8,28 @@
 // Scripts/check-syscalls.sh fails CI when a call appears anywhere else.
 
 /// A system call that failed: which one and errno.
-public struct SystemError: Error, Sendable, Equatable, CustomStringConvertible {
+package struct SystemError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The call's name ("open", "sendto", …).
-    public let operation: String
-    public let errno: Int32
-    public init(_ operation: String, errno: Int32) {
+    package let operation: String
+    package let errno: Int32
+    package init(_ operation: String, errno: Int32) {
         self.operation = operation
         self.errno = errno
     }
     /// strerror's text for errno ("No such file or directory").
-    public var reason: String { SystemError.reason(errno) }
+    package var reason: String { SystemError.reason(errno) }
     /// "open failed: No such file or directory (errno 2)".
-    public var description: String { "\(operation) failed: \(reason) (errno \(errno))" }
+    package var description: String { "\(operation) failed: \(reason) (errno \(errno))" }
     /// strerror's text for any errno value.
-    public static func reason(_ errno: Int32) -> String { String(cString: strerror(errno)) }
+    package static func reason(_ errno: Int32) -> String { String(cString: strerror(errno)) }
 }
 
 /// How every call in this module is made.
-public enum SystemCall {
+package enum SystemCall {
     /// Calls `body` (a system call returning -1 with errno on failure) until it does not fail with EINTR.
     /// Returns what it returned, or throws its errno, read at once after the failure.
     @inlinable
-    public static func retrying<T: FixedWidthInteger>(_ operation: String, _ body: () -> T) throws(SystemError) -> T {
+    package static func retrying<T: FixedWidthInteger>(_ operation: String, _ body: () -> T) throws(SystemError) -> T {
         while true {
             let r = body()
             if r != -1 { return r }
@@ -40,7 +40,7 @@ public enum SystemCall {
 
     /// As `retrying`, for callers that keep a plain errno (0: success): hot paths such as a packet send.
     @inlinable
-    public static func errno<T: FixedWidthInteger>(_ body: () -> T) -> Int32 {
+    package static func errno<T: FixedWidthInteger>(_ body: () -> T) -> Int32 {
         while true {
             if body() != -1 { return 0 }
             let e = Glibc.errno

@@ -1,21 +1,21 @@
 #if canImport(Glibc)
-    public import Glibc
+    package import Glibc
 #endif
 import Synchronization
 
 /// An IPv4 or IPv6 socket address (address and port), as the kernel takes it.
-public struct SocketAddress: Sendable {
-    public var storage: sockaddr_storage
-    public var length: socklen_t
+package struct SocketAddress: Sendable {
+    package var storage: sockaddr_storage
+    package var length: socklen_t
 
     /// An empty address (length 0), to be filled by `recvfrom`.
-    public init() {
+    package init() {
         storage = sockaddr_storage()
         length = 0
     }
 
     /// `host` as a numeric IPv4 or IPv6 address (no name lookup) with `port`; nil for anything else.
-    public init?(host: String, port: Int) {
+    package init?(host: String, port: Int) {
         guard (0...65535).contains(port) else { return nil }
         storage = sockaddr_storage()
         var a4 = in_addr(), a6 = in6_addr()
@@ -40,10 +40,10 @@ public struct SocketAddress: Sendable {
         }
     }
 
-    public var family: Int32 { Int32(storage.ss_family) }
+    package var family: Int32 { Int32(storage.ss_family) }
 
     /// The port (host byte order); setting it keeps the address.
-    public var port: UInt16 {
+    package var port: UInt16 {
         get { parts.port }
         set {
             let f = family
@@ -59,7 +59,7 @@ public struct SocketAddress: Sendable {
 
     /// The address bytes and port. An IPv4 peer on a dual-stack socket (::ffff:a.b.c.d) is an IPv4 address to
     /// STUN, to feedback checks and to people.
-    public var parts: (host: [UInt8], port: UInt16) {
+    package var parts: (host: [UInt8], port: UInt16) {
         var a = storage
         let family = self.family
         return withUnsafeBytes(of: &a) { raw in
@@ -77,12 +77,12 @@ public struct SocketAddress: Sendable {
     }
 
     /// Same family, address and port.
-    public func isSame(as other: SocketAddress) -> Bool {
+    package func isSame(as other: SocketAddress) -> Bool {
         storage.ss_family == other.storage.ss_family && parts == other.parts
     }
 
     /// "a.b.c.d:port" or "[v6]:port".
-    public var text: String {
+    package var text: String {
         let (bytes, port) = parts
         if bytes.count == 4 { return bytes.map(String.init).joined(separator: ".") + ":\(port)" }
         return "[" + SocketAddress.text(ipv6: bytes) + "]:\(port)"
@@ -100,24 +100,24 @@ public struct SocketAddress: Sendable {
 /// A non-blocking UDP socket (IPv4 or IPv6), closed once by `close()` or when released. Sends and receives
 /// never wait; `waitUntilReadable` does, with a timeout. Safe to use from several threads (the kernel
 /// serialises datagrams); closing while another thread uses it is the owner's to prevent.
-public final class UDPSocket: Sendable {
-    public let descriptor: Int32
+package final class UDPSocket: Sendable {
+    package let descriptor: Int32
     private let closed = Atomic<Bool>(false)
 
     /// A UDP socket of `family` (AF_INET or AF_INET6), close-on-exec.
-    public init(family: Int32) throws(SystemError) {
+    package init(family: Int32) throws(SystemError) {
         descriptor = try SystemCall.retrying("socket") { Glibc.socket(family, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0) }
     }
 
     deinit { close() }
 
     /// Closes the socket (idempotent; never retried: Linux frees the descriptor even on EINTR).
-    public func close() {
+    package func close() {
         guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
         _ = Glibc.close(descriptor)
     }
 
-    public func bind(_ address: SocketAddress) throws(SystemError) {
+    package func bind(_ address: SocketAddress) throws(SystemError) {
         var a = address
         _ = try SystemCall.retrying("bind") {
             withUnsafePointer(to: &a.storage) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(descriptor, $0, a.length) } }
@@ -125,7 +125,7 @@ public final class UDPSocket: Sendable {
     }
 
     /// connect(2): fixes the destination (and so the local address the kernel routes from).
-    public func connect(_ address: SocketAddress) throws(SystemError) {
+    package func connect(_ address: SocketAddress) throws(SystemError) {
         var a = address
         _ = try SystemCall.retrying("connect") {
             withUnsafePointer(to: &a.storage) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(descriptor, $0, a.length) } }
@@ -133,13 +133,13 @@ public final class UDPSocket: Sendable {
     }
 
     /// setsockopt(2) with an Int32 value (SO_RCVBUF, SO_SNDBUF, …).
-    public func setOption(level: Int32, _ name: Int32, _ value: Int32) throws(SystemError) {
+    package func setOption(level: Int32, _ name: Int32, _ value: Int32) throws(SystemError) {
         var v = value
         _ = try SystemCall.retrying("setsockopt") { setsockopt(descriptor, level, name, &v, socklen_t(MemoryLayout<Int32>.size)) }
     }
 
     /// getsockopt(2) of an Int32 value.
-    public func option(level: Int32, _ name: Int32) throws(SystemError) -> Int32 {
+    package func option(level: Int32, _ name: Int32) throws(SystemError) -> Int32 {
         var v: Int32 = 0
         var n = socklen_t(MemoryLayout<Int32>.size)
         _ = try SystemCall.retrying("getsockopt") { getsockopt(descriptor, level, name, &v, &n) }
@@ -147,7 +147,7 @@ public final class UDPSocket: Sendable {
     }
 
     /// The address the socket is bound to (getsockname).
-    public func localAddress() throws(SystemError) -> SocketAddress {
+    package func localAddress() throws(SystemError) -> SocketAddress {
         var a = SocketAddress()
         a.length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         _ = try SystemCall.retrying("getsockname") {
@@ -159,7 +159,7 @@ public final class UDPSocket: Sendable {
     }
 
     /// Sends one datagram without waiting. Returns 0 or errno (EAGAIN: the send buffer is full).
-    public func send(_ bytes: UnsafeRawBufferPointer, to address: SocketAddress) -> Int32 {
+    package func send(_ bytes: UnsafeRawBufferPointer, to address: SocketAddress) -> Int32 {
         var a = address
         return SystemCall.errno {
             withUnsafePointer(to: &a.storage) {
@@ -172,7 +172,7 @@ public final class UDPSocket: Sendable {
 
     /// Receives one queued datagram into `buffer` without waiting: its length and sender, or nil when none is
     /// queued (or the socket failed; the next poll says so again).
-    public func receive(into buffer: UnsafeMutableRawBufferPointer, from sender: inout SocketAddress) -> Int? {
+    package func receive(into buffer: UnsafeMutableRawBufferPointer, from sender: inout SocketAddress) -> Int? {
         sender.length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let n =
             (try? SystemCall.retrying("recvfrom") {
@@ -187,14 +187,14 @@ public final class UDPSocket: Sendable {
 
     /// Waits up to `timeoutMs` for a datagram (poll). True when one is queued (or the socket has an error to
     /// report); false on timeout. A signal ends the wait early (false), as a timeout would.
-    public func waitUntilReadable(timeoutMs: Int32) -> Bool {
+    package func waitUntilReadable(timeoutMs: Int32) -> Bool {
         var fds = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
         return poll(&fds, 1, timeoutMs) > 0
     }
 
     /// The local address the kernel would send from toward `destination` (a routing lookup by connecting a
     /// UDP socket; nothing is sent), port 0; nil when there is no route.
-    public static func localAddress(toward destination: SocketAddress) -> SocketAddress? {
+    package static func localAddress(toward destination: SocketAddress) -> SocketAddress? {
         guard let probe = try? UDPSocket(family: destination.family) else { return nil }
         defer { probe.close() }
         guard (try? probe.connect(destination)) != nil, var local = try? probe.localAddress() else { return nil }
@@ -204,18 +204,18 @@ public final class UDPSocket: Sendable {
 }
 
 /// One address of a network interface.
-public struct InterfaceAddress: Sendable, Equatable {
-    public var name: String
+package struct InterfaceAddress: Sendable, Equatable {
+    package var name: String
     /// AF_INET or AF_INET6.
-    public var family: Int32
+    package var family: Int32
     /// Numeric text ("192.168.1.2", "fe80::1").
-    public var address: String
-    public var isUp: Bool
-    public var isLoopback: Bool
+    package var address: String
+    package var isUp: Bool
+    package var isLoopback: Bool
 }
 
 /// The IPv4 and IPv6 addresses of the system's interfaces (getifaddrs); nil when they cannot be listed.
-public func networkInterfaceAddresses() -> [InterfaceAddress]? {
+package func networkInterfaceAddresses() -> [InterfaceAddress]? {
     var list: UnsafeMutablePointer<ifaddrs>?
     guard getifaddrs(&list) == 0, let first = list else { return nil }
     defer { freeifaddrs(list) }

@@ -1,16 +1,16 @@
 #if canImport(Glibc)
     import Glibc
 #endif
-public import Synchronization
+import Synchronization
 
 /// A stop request shared by a `WorkerThread` and the loop it runs.
-public final class StopFlag: Sendable {
+package final class StopFlag: Sendable {
     private let value = Atomic<Bool>(false)
-    public init() {}
-    public var isSet: Bool { value.load(ordering: .acquiring) }
+    package init() {}
+    package var isSet: Bool { value.load(ordering: .acquiring) }
     /// Sets the flag; true for the first caller only.
     @discardableResult
-    public func set() -> Bool { !value.exchange(true, ordering: .acquiringAndReleasing) }
+    package func set() -> Bool { !value.exchange(true, ordering: .acquiringAndReleasing) }
 }
 
 /// The package's one thread lifecycle: a named thread that runs a body (usually a loop that checks its
@@ -21,9 +21,9 @@ public final class StopFlag: Sendable {
 /// returns). `join()` waits for the body to return, any number of times and from any thread; called on the
 /// thread itself (an owner stopping on its own error path) it returns at once instead of deadlocking. A thread
 /// released without a join is detached (its resources are freed when it ends).
-public final class WorkerThread: Sendable {
+package final class WorkerThread: Sendable {
     /// Set by `requestStop()`; the body's loop reads it.
-    public let stopFlag: StopFlag
+    package let stopFlag: StopFlag
     private let handle = Mutex<pthread_t?>(nil)
     /// True once the thread was joined or detached (pthread allows only one of either); held while joining so
     /// that other joiners wait for the same end.
@@ -32,7 +32,7 @@ public final class WorkerThread: Sendable {
     /// Starts a thread named `name` (the kernel keeps 15 bytes of it) running `body(stopFlag)`.
     /// If the system refuses a thread (EAGAIN: out of threads), the body runs at once on a fallback thread
     /// made the same way, and failing that on the calling thread: it is never skipped.
-    public init(name: String, stopFlag: StopFlag = StopFlag(), body: @escaping @Sendable (StopFlag) -> Void) {
+    package init(name: String, stopFlag: StopFlag = StopFlag(), body: @escaping @Sendable (StopFlag) -> Void) {
         self.stopFlag = stopFlag
         let start = ThreadStart(name: name, flag: stopFlag, body: body)
         let context = Unmanaged.passRetained(start).toOpaque()
@@ -54,11 +54,11 @@ public final class WorkerThread: Sendable {
     }
 
     /// Asks the body to stop (it sees `stopFlag.isSet`); does not wait.
-    public func requestStop() { stopFlag.set() }
+    package func requestStop() { stopFlag.set() }
 
     /// Waits until the body has returned. Returns at once on the thread itself (which may call it before
     /// `init` has stored the handle: no handle yet means the caller is the new thread).
-    public func join() {
+    package func join() {
         guard let thread = handle.withLock({ $0 }) else { return }
         if pthread_equal(thread, pthread_self()) != 0 { return }
         released.withLock { done in
@@ -69,7 +69,7 @@ public final class WorkerThread: Sendable {
     }
 
     /// `requestStop()` then `join()`.
-    public func stop() {
+    package func stop() {
         requestStop()
         join()
     }
