@@ -517,6 +517,7 @@ extension Fraction {
 /// A number with `digits` decimals, for summaries and progress lines.
 package func fmt(_ v: Double, _ digits: Int = 1) -> String { String(format: "%.\(digits)f", v) }
 
+/// The codes of `PipelineError`.
 extension ErrorCode where Domain == PipelineError {
     /// Settings that cannot work with this camera (checked before it starts).
     public static var invalidConfiguration: Self { Self(rawValue: "invalid configuration") }

@@ -398,6 +398,7 @@ package final class CountStage: PictureStage {
     package var summary: [(String, String)] { [("output size", size.map { "\($0)" } ?? "-")] }
 }
 
+/// What the pipeline reads from a negotiated format.
 extension FormatSelection {
     /// What the camera is asked for, as the applied format it should give (checks before the start use it).
     public var planned: AppliedFormat { AppliedFormat(pixelFormat: pixelFormat, size: size, stride: 0, fps: fps) }

@@ -41,6 +41,7 @@ public typealias EncoderError = H264Error
 /// The name for a malformed-bitstream error (code `malformedBitstream`).
 public typealias BitstreamError = H264Error
 
+/// The codes of `H264Error`.
 extension ErrorCode where Domain == H264Error {
     /// Settings or a frame the encoder cannot take; the message gives the valid range.
     public static var invalidSettings: Self { Self(rawValue: "invalid settings") }

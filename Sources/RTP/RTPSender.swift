@@ -391,6 +391,7 @@ public final class RTPSender: @unchecked Sendable {
     }
 }
 
+/// The codes of `RTPError`.
 extension ErrorCode where Domain == RTPError {
     /// A port, address or rate out of range (nothing was opened).
     public static var invalidConfiguration: Self { Self(rawValue: "invalid configuration") }

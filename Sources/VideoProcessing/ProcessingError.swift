@@ -31,6 +31,7 @@ public struct CropRect: Hashable, Sendable, CustomStringConvertible {
     public var description: String { "\(width)x\(height)+\(x)+\(y)" }
 }
 
+/// The codes of `ProcessingError`.
 extension ErrorCode where Domain == ProcessingError {
     /// A buffer or storage holds fewer bytes than its format and size need.
     public static var shortBuffer: Self { Self(rawValue: "short buffer") }

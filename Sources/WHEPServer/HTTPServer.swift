@@ -268,6 +268,7 @@ public struct ServerError: CodedError {
     }
 }
 
+/// The codes of `ServerError`.
 extension ErrorCode where Domain == ServerError {
     /// The address cannot be listened on (in use, not ours).
     public static var cannotListen: Self { Self(rawValue: "cannot listen") }
