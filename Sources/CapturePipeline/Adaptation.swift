@@ -8,11 +8,17 @@ public import VideoProcessing
 /// replayed on frame timestamps. Each step: TIME (seconds from the first frame, `s` optional), the maximum
 /// output size and frame rate, and optionally a bitrate in kbps after `/`.
 public struct AdaptSchedule: Sendable, CustomStringConvertible {
+    /// One request of the schedule: caps from `atNs` on, and a new bitrate if `kbps` is set.
     public struct Step: Equatable, Sendable {
+        /// When the step applies: nanoseconds after the first frame's timestamp.
         public var atNs: Int64
+        /// The largest output size from then on (aspect ratio kept).
         public var maxSize: FrameSize
+        /// The highest output frame rate from then on.
         public var maxFps: Double
+        /// The encoder's new target bitrate in kbit/s, or nil to leave it.
         public var kbps: Int?
+        /// A step; unlike `AdaptSchedule.init(parsing:)` nothing is checked.
         public init(atNs: Int64, maxSize: FrameSize, maxFps: Double, kbps: Int? = nil) {
             self.atNs = atNs
             self.maxSize = maxSize
@@ -20,6 +26,7 @@ public struct AdaptSchedule: Sendable, CustomStringConvertible {
             self.kbps = kbps
         }
     }
+    /// The steps, in order of time.
     public var steps: [Step]
 
     /// Parses `TIME:WxH@FPS[/KBPS],…`; the error names the step and what is wrong with it.
@@ -55,8 +62,10 @@ public struct AdaptSchedule: Sendable, CustomStringConvertible {
         self.steps = steps
     }
 
+    /// A schedule of `steps`, which must be in increasing order of `atNs` (not checked).
     public init(steps: [Step]) { self.steps = steps }
 
+    /// The schedule in the syntax `init(parsing:)` reads, e.g. `0.0s:1280x720@30,3.0s:640x360@15/600`.
     public var description: String {
         steps.map { "\(fmt(Double($0.atNs) / 1e9, 1))s:\($0.maxSize)@\(fmt($0.maxFps, 0))" + ($0.kbps.map { "/\($0)" } ?? "") }.joined(separator: ",")
     }
@@ -115,6 +124,7 @@ public final class OutputRequests: Sendable {
     private let state = Mutex(State())
     /// Read by the session at every frame: an atomic, not the lock.
     private let requested = Atomic<Bool>(false)
+    /// Requests with nothing pending; a session attaches its source when it runs.
     public init() {}
 
     /// Caps the output (size, frame rate) from the next frame.
@@ -151,12 +161,16 @@ public final class BandwidthFollower: Sendable {
     private let requests: OutputRequests?
     private let policy = Mutex(BitrateAdaptation())
 
+    /// Follows estimates for `encode`'s encoder, capped at its `bitrateCap`; with `requests` (a session's
+    /// `outputRequests`), also steps the output size and frame rate down and up.
     public init(_ encode: EncodeStage, adapting requests: OutputRequests?) {
         control = encode.control
         cap = encode.bitrateCap
         self.requests = requests
     }
 
+    /// Applies a new estimate in bits per second: the encoder's bitrate from the next frame, and with
+    /// `adapting`, an output request when the estimate crosses a step. Any thread.
     public func update(bitsPerSecond bps: UInt64) {
         let bitrate = Int(clamping: min(bps, UInt64(cap)))
         EncodeStage.request(bitrate, on: control, cap: cap)

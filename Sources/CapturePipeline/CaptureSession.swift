@@ -40,10 +40,15 @@ public protocol PictureStage: AnyObject {
 }
 
 extension PictureStage {
+    /// Does nothing.
     public func begin(_ session: CaptureSession) throws {}
+    /// Does nothing.
     public func discard() {}
+    /// Nothing: the stage adds nothing to the `frames:` line.
     public var framesSummary: String? { nil }
+    /// Nothing: the stage adds nothing to the progress line.
     public var progress: String? { nil }
+    /// Always true: the stage keeps the camera running.
     public var wantsPictures: Bool { true }
 }
 
@@ -78,12 +83,18 @@ public final class CaptureSession {
         public var idleReleaseNs: Int64?
         /// Where the capturer logs (nothing by default).
         public var logger = Logger(label: "swift-video-capture.capture", factory: { _ in SwiftLogNoOpLogHandler() })
+        /// The defaults: the first camera (or the built-in fixture webcam) at 1280x720, up to 30 fps, until `stop()`.
         public init() {}
     }
 
+    /// What the session was made with.
     public let configuration: Configuration
+    /// The capturer the session runs (its own, or the one given to `init(_:capturer:)`); its statistics and
+    /// controls may be used while the session runs.
     public let capturer: CameraVideoCapturer
+    /// The camera chosen.
     public let device: CaptureDevice
+    /// What negotiation picked for the device (the format asked for; `applied` is what the driver set).
     public let selection: FormatSelection
     /// What the device applied (set once the camera has started).
     public private(set) var applied = AppliedFormat(pixelFormat: .i420, size: FrameSize(width: 0, height: 0), stride: 0, fps: Fraction(30))
@@ -95,6 +106,8 @@ public final class CaptureSession {
     /// Output requests replayed from a schedule on frame timestamps (`record --adapt`); the step callback sets
     /// the rest (the bitrate). Called on the capturer's delivery thread.
     public var adaptSchedule: AdaptSchedule?
+    /// Called with each step of `adaptSchedule` as it applies, on the capturer's delivery thread (set the
+    /// encoder's bitrate here).
     public var onAdaptationStep: @Sendable (AdaptSchedule.Step) -> Void = { _ in }
     /// Requests from other threads (REMB), passed to the source; with the first one, the summary reports
     /// the adaptation.
@@ -105,6 +118,7 @@ public final class CaptureSession {
     public var onStarted: (CaptureSession) -> Void = { _ in }
     /// A progress line, at most once per `progressIntervalNs` of wall time (formatted only when due).
     public var onProgress: ((String) -> Void)?
+    /// How often `onProgress` is called, in nanoseconds of wall time (2 s by default).
     public var progressIntervalNs: Int64 = 2_000_000_000
     private let stopFlag = StopFlag()
     private let wakeSignal = WakeSignal()
@@ -486,9 +500,13 @@ extension CaptureStatistics {
 
 /// Why a session could not run, or ended early.
 public struct PipelineError: CodedError {
+    /// The codes: `invalidConfiguration`, `captureFailed`, `outputFailed`, `noFrames`.
     public typealias Code = ErrorCode<PipelineError>
+    /// What kind of failure this is, to switch on.
     public var code: Code
+    /// A sentence for people, naming the setting, the camera or the file at fault.
     public var message: String
+    /// An error with `code` and a human-readable `message`.
     public init(_ code: Code, _ message: String) {
         self.code = code
         self.message = message
@@ -503,6 +521,7 @@ extension Fraction {
 /// A number with `digits` decimals, for summaries and progress lines.
 package func fmt(_ v: Double, _ digits: Int = 1) -> String { String(format: "%.\(digits)f", v) }
 
+/// The codes of `PipelineError`.
 extension ErrorCode where Domain == PipelineError {
     /// Settings that cannot work with this camera (checked before it starts).
     public static var invalidConfiguration: Self { Self(rawValue: "invalid configuration") }

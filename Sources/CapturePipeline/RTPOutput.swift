@@ -7,7 +7,7 @@ import Synchronization
 public import Logging
 
 /// HOST:PORT (an IPv6 host in brackets: [::1]:5004) with a numeric IPv4/IPv6 host and a port in `ports`.
-public func parseHostPort(_ s: String, ports: ClosedRange<Int>) -> (host: String, port: Int)? {
+package func parseHostPort(_ s: String, ports: ClosedRange<Int>) -> (host: String, port: Int)? {
     let hostPart: Substring, portPart: Substring
     if s.hasPrefix("["), let close = s.firstIndex(of: "]"), s[s.index(after: close)...].hasPrefix(":") {
         hostPart = s[s.index(after: s.startIndex)..<close]
@@ -27,9 +27,12 @@ public func parseHostPort(_ s: String, ports: ClosedRange<Int>) -> (host: String
 
 /// Where `stream` sends: HOST:PORT with a port 1...65534 (RTCP goes to PORT+1).
 public struct StreamTarget: Sendable, CustomStringConvertible {
+    /// The receiver's numeric IPv4 or IPv6 address, and its RTP port (1–65534).
     public var host: String, port: Int
     /// "HOST:PORT", an IPv6 host in brackets.
     public var description: String { (host.contains(":") ? "[\(host)]" : host) + ":\(port)" }
+    /// Reads `HOST:PORT` (`[::1]:5004` for IPv6); nil unless the host is a numeric address and the port is
+    /// 1…65534.
     public init?(_ s: String) {
         guard let (h, p) = parseHostPort(s, ports: 1...65534) else { return nil }
         host = h
@@ -38,10 +41,10 @@ public struct StreamTarget: Sendable, CustomStringConvertible {
 }
 
 /// Writes `text` to a new file at `path` (an existing file is replaced only once the new one is complete).
-public func write(_ text: String, to path: String) throws { try write(text, into: try OutputFile(path: path)) }
+package func write(_ text: String, to path: String) throws { try write(text, into: try OutputFile(path: path)) }
 
 /// Writes `text` and closes the file; on a failure the file is discarded (an existing one is kept as it was).
-public func write(_ text: String, into f: OutputFile) throws {
+package func write(_ text: String, into f: OutputFile) throws {
     do {
         try f.write(Array(text.utf8))
         try f.close()
@@ -55,6 +58,7 @@ public func write(_ text: String, into f: OutputFile) throws {
 /// bitrate (both taken by the encode stage before its next frame). Writes the SDP once the first key frame
 /// gives the real SPS/PPS.
 public final class RTPOutput: EncodedOutput {
+    /// The sender the frames go through: its statistics, SSRC and RTCP port.
     public let sender: RTPSender
     private var sdpFile: OutputFile?
     private let target: StreamTarget
@@ -96,6 +100,8 @@ public final class RTPOutput: EncodedOutput {
         return SDP.offer(host: target.host, port: target.port, sps: ps.sps, pps: ps.pps, rtxPayloadType: rtxPayloadType, ssrc: ssrc)
     }
 
+    /// Sends one access unit (and writes the SDP file at the first key frame). Throws the sender's `RTPError`
+    /// or the SDP file's write error.
     public func write(_ frame: EncodedFrame) throws {
         if let file = sdpFile, frame.isKeyFrame, let ps = RTPSender.parameterSets(of: frame) {
             sdpFile = nil
@@ -107,22 +113,26 @@ public final class RTPOutput: EncodedOutput {
         }
         try sender.send(frame)
     }
+    /// Closes the sender (a last sender report and a BYE); an SDP file never written is discarded.
     public func end() throws {
         sender.close()
         sdpFile?.discard()
         logger.debug("stream stopped", metadata: ["to": "\(target)", "packets": "\(sender.statistics.packetsSent)"])
     }
+    /// Closes the sender and discards the SDP file (a run that failed before its start).
     public func discard() {
         sender.close()
         sdpFile?.discard()
     }
 
+    /// Packets sent, and round-trip time, loss, key-frame requests and retransmissions once there are any.
     public var progress: String? {
         let s = sender.statistics
         return "\(s.packetsSent) pkts" + (s.rttMs.map { "  rtt \(fmt($0, 1)) ms" } ?? "")
             + (s.fractionLost.map { "  loss \(fmt($0 * 100, 1))%" } ?? "")
             + (s.keyFrameRequests > 0 ? "  key requests \(s.keyFrameRequests)" : "") + (s.retransmissions > 0 ? "  rtx \(s.retransmissions)" : "")
     }
+    /// The `rtp`, `rtcp` and `feedback` lines: what was sent, what receivers reported, what their feedback asked.
     public var summary: [(String, String)] {
         let s = sender.statistics
         return [
@@ -145,25 +155,25 @@ public final class RTPOutput: EncodedOutput {
 
 /// The pictures the encoder gets, as Y4M, and their capture times (monotonic ns, one per line in PATH.timestamps):
 /// the reference a receiver's decoded frames are compared with (PSNR, latency). For tests.
-public final class InputDumpStage: PictureStage {
+package final class InputDumpStage: PictureStage {
     private let y4m: Y4MStage
     private let path: String
     private var times: [Int64] = []
-    public init(path: String) throws {
+    package init(path: String) throws {
         self.path = path
         y4m = try Y4MStage(path: path)
         times.reserveCapacity(100_000)
     }
-    public func begin(_ session: CaptureSession) throws { try y4m.begin(session) }
-    public func consume(_ picture: I420Buffer, frame: VideoFrame) throws {
+    package func begin(_ session: CaptureSession) throws { try y4m.begin(session) }
+    package func consume(_ picture: I420Buffer, frame: VideoFrame) throws {
         guard times.count < 100_000 else { return }
         try y4m.consume(picture, frame: frame)
         times.append(frame.timestampNs)
     }
-    public func end() throws {
+    package func end() throws {
         try y4m.end()
         try CapturePipeline.write(times.map(String.init).joined(separator: "\n") + "\n", to: path + ".timestamps")
     }
-    public func discard() { y4m.discard() }
-    public var summary: [(String, String)] { y4m.summary }
+    package func discard() { y4m.discard() }
+    package var summary: [(String, String)] { y4m.summary }
 }

@@ -13,21 +13,30 @@ public protocol EncodedOutput: AnyObject {
     /// False while the output has nobody to send to (a server without viewers): when no output wants frames
     /// the encode stage does not encode, and the first frame after such a pause is a key frame.
     var wantsFrames: Bool { get }
+    /// Takes one encoded access unit; a thrown error stops the pipeline.
     func write(_ frame: EncodedFrame) throws
     /// True while someone is or will soon be there to send to (a viewer still connecting counts): while no
     /// output has an audience for a while, the camera may be released (`CaptureSession.Configuration.idleReleaseNs`).
     var hasAudience: Bool { get }
     /// True when `write` may run on the encoder's own thread (see `EncodeStage.usesEncoderThread`).
     var acceptsWritesFromEncoderThread: Bool { get }
+    /// Closes the output at the end of a run that encoded frames; reports what could not be written.
     func end() throws
+    /// Gives the output up: the run failed before its start, or encoded nothing (no empty file is left).
     func discard()
+    /// Live figures for the progress line, if any.
     var progress: String? { get }
+    /// Summary lines (label, value).
     var summary: [(String, String)] { get }
 }
 extension EncodedOutput {
+    /// Nothing: the output adds nothing to the progress line.
     public var progress: String? { nil }
+    /// False: writes stay on the pipeline's task unless the output says otherwise.
     public var acceptsWritesFromEncoderThread: Bool { false }
+    /// Always true: the output takes every frame.
     public var wantsFrames: Bool { true }
+    /// The same as `wantsFrames`.
     public var hasAudience: Bool { wantsFrames }
 }
 
@@ -37,6 +46,8 @@ extension EncodedOutput {
 /// encoder runs on an `EncoderThread`: the pipeline converts frame N+1 while frame N encodes, on the second
 /// core. Real-time capture keeps the encoder on the pipeline's task (no hand-off in the latency).
 public final class EncodeStage: PictureStage {
+    /// The encoder settings: those given, then (at `begin`) the applied frame rate and key interval, then
+    /// (at the first picture) its size.
     public private(set) var settings: H264Encoder.Settings
     private let outputs: [any EncodedOutput]
     /// Key frames and bitrates from other threads (RTCP feedback, the adaptation schedule): the encoder takes
@@ -75,10 +86,14 @@ public final class EncodeStage: PictureStage {
         try? control.setBitrate(bitrate)
         EncoderMetrics.targetBitrate().record(bitrate)
     }
+    /// The highest bitrate requests may set, bits per second: the settings' `effectiveMaxBitrate`.
     public var bitrateCap: Int { settings.effectiveMaxBitrate }
     /// Seconds between key frames, resolved against the applied frame rate in `begin`.
     private let keyIntervalSeconds: Double?
 
+    /// A stage that encodes with `settings` (the size is taken from the first picture) and writes to `outputs`.
+    /// `keyIntervalSeconds` sets the key-frame interval in seconds of the applied frame rate; nil keeps the
+    /// settings' own. Nothing is opened here: outputs are claimed when they are made.
     public init(settings: H264Encoder.Settings, keyIntervalSeconds: Double?, outputs: [any EncodedOutput]) {
         self.settings = settings
         self.keyIntervalSeconds = keyIntervalSeconds
@@ -122,6 +137,7 @@ public final class EncodeStage: PictureStage {
         }
     }
 
+    /// Takes the applied frame rate and the key interval into the settings.
     public func begin(_ session: CaptureSession) throws {
         settings = EncodeStage.settings(settings, keyIntervalSeconds: keyIntervalSeconds, for: session.applied)
         delivery.metrics.targetBitrate.record(settings.targetBitrate)
@@ -154,6 +170,8 @@ public final class EncodeStage: PictureStage {
     /// The encoder's outputs have an audience (a server with viewers, connected or connecting).
     public var wantsPictures: Bool { outputs.contains { $0.hasAudience } }
 
+    /// Encodes a picture and writes it to every output (or hands it to the encoder thread). Without an output
+    /// that wants frames nothing is encoded, and the next frame encoded is a key frame.
     public func consume(_ picture: I420Buffer, frame: VideoFrame) throws {
         guard outputs.contains(where: { $0.wantsFrames }) else {
             idle += 1
@@ -220,6 +238,8 @@ public final class EncodeStage: PictureStage {
         }
     }
 
+    /// Finishes the encoder thread, then ends every output (or discards them when nothing was encoded). Throws
+    /// the first error met.
     public func end() throws {
         defer { if case .inline(let encoder) = engine { encoder.close() } } // a thread closes its encoder itself
         var first: Error?
@@ -236,6 +256,7 @@ public final class EncodeStage: PictureStage {
         if let first { throw first }
     }
 
+    /// Stops the encoder and discards every output.
     public func discard() {
         if case .thread(let thread) = engine { try? thread.finish() }
         for o in outputs { o.discard() }
@@ -269,8 +290,11 @@ public final class EncodeStage: PictureStage {
         return Double(t.bytes) * 8 / seconds / 1000
     }
 
+    /// "encoded N, skipped N", and the pictures not encoded for want of viewers.
     public var framesSummary: String? { "encoded \(encoded), skipped \(stats.skipped)" + (idle > 0 ? ", not encoded (nobody watching) \(idle)" : "") }
+    /// The average bitrate so far, then each output's progress.
     public var progress: String? { (["\(fmt(kbps, 0)) kbps"] + outputs.compactMap(\.progress)).joined(separator: "  ") }
+    /// Key frames, average bitrate against the target, encode time, reconfigurations, and each output's lines.
     public var summary: [(String, String)] {
         let stats = self.stats
         return [
@@ -294,7 +318,10 @@ public final class AnnexBFileOutput: EncodedOutput {
     /// Written by one thread at a time (the encoder's, once `end` has joined it, or the pipeline's).
     public var acceptsWritesFromEncoderThread: Bool { true }
     private var lastFlushNs: Int64?
+    /// Claims `path` at once (see `AnnexBWriter.init(path:)`): an unwritable or busy path throws before the camera
+    /// starts.
     public init(path: String) throws { writer = try AnnexBWriter(path: path) }
+    /// Appends the frame; flushes about once a second of capture time.
     public func write(_ frame: EncodedFrame) throws {
         try writer.write(frame)
         guard let last = lastFlushNs else {
@@ -306,28 +333,36 @@ public final class AnnexBFileOutput: EncodedOutput {
             lastFlushNs = frame.timestampNs
         }
     }
+    /// Flushes, syncs and closes the file.
     public func end() throws { try writer.close() }
+    /// Gives the file up; an existing file keeps its contents.
     public func discard() { writer.discard() }
+    /// The `output` line: path, bytes and frames on disk.
     public var summary: [(String, String)] { [("output", "\(writer.path) (\(writer.bytesWritten) bytes, \(writer.framesOnDisk) frames on disk)")] }
 }
 
 /// Writes every picture to a Y4M file (claimed before the camera starts; the header takes the first picture's size).
 public final class Y4MStage: PictureStage {
+    /// The Y4M file's path.
     public let path: String
     private let file: OutputFile
     private var writer: Y4MWriter?
     private var fps = Fraction(30)
+    /// Claims `path` at once (see `OutputFile`); nothing is truncated before the first frames are flushed.
     public init(path: String) throws {
         self.path = path
         file = try OutputFile(path: path) // opened and locked, not truncated until the first frames are flushed
     }
+    /// Takes the applied frame rate for the Y4M header.
     public func begin(_ session: CaptureSession) throws { fps = session.applied.fps }
+    /// Appends a picture; the first one's size goes into the header, and a later one of another size throws.
     public func consume(_ picture: I420Buffer, frame: VideoFrame) throws {
         if writer == nil {  // the header's range is the frames' (MJPEG decodes to full range)
             writer = try Y4MWriter(file: file, width: picture.width, height: picture.height, fps: fps, fullRange: frame.colorSpace.range == .full)
         }
         try writer!.write(picture)
     }
+    /// Closes the file, or discards it when no picture came.
     public func end() throws {
         guard let writer else {
             file.discard()
@@ -335,7 +370,9 @@ public final class Y4MStage: PictureStage {
         }
         try writer.close()
     }
+    /// Gives the file up; an existing file keeps its contents.
     public func discard() { file.discard() }
+    /// The `y4m` line: path and pictures written.
     public var summary: [(String, String)] { [("y4m", "\(path) (\(writer?.framesWritten ?? 0) frames)")] }
 }
 
@@ -347,6 +384,7 @@ public final class SnapshotStage: PictureStage {
     private var written = 0
     private var last: I420Buffer?
     private var lastPath: String?
+    /// The size of the last picture seen.
     public private(set) var lastSize: FrameSize?
 
     /// The one snapshot file (with `every == nil`), claimed before the camera starts.
@@ -359,6 +397,7 @@ public final class SnapshotStage: PictureStage {
         _ = try SnapshotWriter.kind(forPath: path(0))
         single = every == nil ? try OutputFile(path: path(0)) : nil
     }
+    /// Writes every `every`-th picture, or keeps the picture for the end.
     public func consume(_ picture: I420Buffer, frame: VideoFrame) throws {
         count += 1
         lastSize = FrameSize(width: picture.width, height: picture.height)
@@ -373,6 +412,7 @@ public final class SnapshotStage: PictureStage {
             last = picture
         }
     }
+    /// Writes the last picture to the single file (discarded if no picture came).
     public func end() throws {
         defer { last = nil }
         guard let single else { return }
@@ -384,24 +424,27 @@ public final class SnapshotStage: PictureStage {
         written += 1
         lastPath = single.path
     }
+    /// Gives up the single file; an existing one keeps its contents.
     public func discard() { single?.discard() }
+    /// The `snapshots` line: how many were written, and the last one's path.
     public var summary: [(String, String)] { [("snapshots", written == 0 ? "none" : "\(written)\(lastPath.map { ", last \($0)" } ?? "")")] }
 }
 
 /// Counts the pictures the stages after conversion got (`preview`'s "written N").
-public final class CountStage: PictureStage {
-    public init() {}
-    public private(set) var count = 0
+package final class CountStage: PictureStage {
+    package init() {}
+    package private(set) var count = 0
     private var size: FrameSize?
-    public func consume(_ picture: I420Buffer, frame: VideoFrame) throws {
+    package func consume(_ picture: I420Buffer, frame: VideoFrame) throws {
         count += 1
         size = FrameSize(width: picture.width, height: picture.height)
     }
-    public func end() throws {}
-    public var framesSummary: String? { "written \(count)" }
-    public var summary: [(String, String)] { [("output size", size.map { "\($0)" } ?? "-")] }
+    package func end() throws {}
+    package var framesSummary: String? { "written \(count)" }
+    package var summary: [(String, String)] { [("output size", size.map { "\($0)" } ?? "-")] }
 }
 
+/// What the pipeline reads from a negotiated format.
 extension FormatSelection {
     /// What the camera is asked for, as the applied format it should give (checks before the start use it).
     public var planned: AppliedFormat { AppliedFormat(pixelFormat: pixelFormat, size: size, stride: 0, fps: fps) }

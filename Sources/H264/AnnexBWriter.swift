@@ -8,6 +8,7 @@ public final class AnnexBWriter {
     private var pps: [UInt8]?
     /// Frames handed to `write` (some may still be buffered: see `framesOnDisk`).
     public private(set) var framesWritten = 0
+    /// Frames handed to `write(_:)` that contained an IDR.
     public private(set) var keyFramesWritten = 0
     private static let startCode: [UInt8] = [0, 0, 0, 1]
     /// End offsets of frames still (partly) in the buffer, oldest first; capacity reserved once.
@@ -27,6 +28,7 @@ public final class AnnexBWriter {
         self.file = file
         pendingFrameEnds.reserveCapacity(1024)
     }
+    /// The path of the file written.
     public var path: String { file.path }
     /// Bytes the kernel accepted (not counting what is still buffered).
     public var bytesWritten: Int64 { file.bytesWritten }
@@ -42,6 +44,9 @@ public final class AnnexBWriter {
         stored!.append(contentsOf: bytes)
     }
 
+    /// Appends one encoded frame's NAL units with 4-byte start codes, putting the last SPS and PPS seen before
+    /// an IDR that lacks them. Skipped and empty frames are ignored. Throws `writeFailed` when the file cannot
+    /// be written, or for an IDR before any SPS/PPS has been seen (the stream would not decode).
     public func write(_ frame: EncodedFrame) throws(H264Error) {
         guard !frame.isSkipped, !frame.nalUnits.isEmpty else { return }
         let hasIDR = frame.nalUnits.contains { $0.type == .idr }

@@ -1,11 +1,18 @@
 /// H.264 NAL unit types (ITU-T H.264 table 7-1; the ones seed 000 lists).
 public enum NALUnitType: UInt8, Sendable, CustomStringConvertible {
+    /// Types 0–8: unspecified, a slice of a non-IDR picture, data partitions A–C, a slice of an IDR picture,
+    /// supplemental enhancement information, sequence and picture parameter sets.
     case unspecified = 0, slice = 1, sliceDataA = 2, sliceDataB = 3, sliceDataC = 4, idr = 5, sei = 6, sps = 7, pps = 8
+    /// Types 9–13: access unit delimiter, end of sequence, end of stream, filler data, SPS extension.
     case accessUnitDelimiter = 9, endOfSequence = 10, endOfStream = 11, filler = 12, spsExtension = 13
+    /// Types 14, 15, 19 and 20: SVC/MVC prefix, subset SPS, an auxiliary slice, a slice extension.
     case prefix = 14, subsetSPS = 15, auxiliarySlice = 19, sliceExtension = 20
+    /// Any type not listed above (reserved or unspecified values); not a value H.264 defines.
     case reserved = 255
 
+    /// The type in a NAL header byte (its low five bits); `.reserved` for a value without a case.
     public init(header: UInt8) { self = NALUnitType(rawValue: header & 0x1f) ?? .reserved }
+    /// A short name for logs: `SPS`, `PPS`, `IDR slice`, `non-IDR slice`, `SEI`, `AUD`, else `NAL type N`.
     public var description: String {
         switch self {
         case .slice: "non-IDR slice"
@@ -21,11 +28,13 @@ public enum NALUnitType: UInt8, Sendable, CustomStringConvertible {
 
 /// One NAL unit inside a byte buffer: where its payload (header byte first, no start code) sits.
 public struct NALUnit: Sendable, Equatable {
+    /// The unit's type, from its header byte.
     public var type: NALUnitType
     /// Offset of the NAL header byte in the buffer.
     public var offset: Int
     /// Length of the NAL unit (header + payload), without start code.
     public var length: Int
+    /// A unit of `type` whose header byte is at `offset` and that is `length` bytes long (header included).
     public init(type: NALUnitType, offset: Int, length: Int) {
         self.type = type
         self.offset = offset
@@ -43,6 +52,8 @@ public enum AnnexB {
         return units
     }
 
+    /// Splits an Annex-B stream held in an array (see `split(_:)` for a raw buffer); offsets are indexes into
+    /// `data`. Throws `malformedBitstream` with the offset at fault.
     public static func split(_ data: [UInt8]) throws(H264Error) -> [NALUnit] {
         let r: Result<[NALUnit], H264Error> = data.withUnsafeBytes { b in
             do throws(H264Error) { return .success(try split(b)) } catch { return .failure(error) }
@@ -133,12 +144,19 @@ public enum AnnexB {
 
 /// The fields of a sequence parameter set that tell what a stream is.
 public struct SequenceParameterSet: Sendable, Equatable {
+    /// `profile_idc`: 66 Baseline, 77 Main, 100 High…
     public var profileIdc: Int
+    /// The byte of `constraint_set0_flag`…`constraint_set5_flag` and reserved bits, most significant first
+    /// (0x40 is `constraint_set1_flag`, which makes Baseline "Constrained Baseline").
     public var constraintFlags: Int
+    /// `level_idc`: the level times ten (31 is level 3.1).
     public var levelIdc: Int
+    /// The decoded picture width in pixels, after the frame cropping.
     public var width: Int
+    /// The decoded picture height in pixels, after the frame cropping.
     public var height: Int
 
+    /// The profile's name: "Constrained Baseline", "Baseline", "Main", "High", or "profile N" for others.
     public var profileName: String {
         switch profileIdc {
         case 66: constraintFlags & 0x40 != 0 ? "Constrained Baseline" : "Baseline"

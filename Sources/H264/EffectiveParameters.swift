@@ -8,38 +8,59 @@ extension H264Encoder {
     public struct EffectiveParameters: Sendable, Equatable, CustomStringConvertible {
         /// `iUsageType`: 0 camera (real time), 1 screen content, 2 camera (not real time), 3 screen (not real time).
         public var usage: Int
+        /// `iPicWidth`: the picture width in pixels.
         public var width: Int
+        /// `iPicHeight`: the picture height in pixels.
         public var height: Int
+        /// `fMaxFrameRate`: frames per second.
         public var maxFrameRate: Double
+        /// `iTargetBitrate`: bits per second.
         public var targetBitrate: Int
+        /// `iMaxBitrate`: the rate-control cap, bits per second.
         public var maxBitrate: Int
         /// The first spatial layer's target and cap (OpenH264 keeps them apart from the overall ones).
         public var layerBitrate: Int
+        /// The first spatial layer's cap (`iMaxSpatialBitrate`), bits per second.
         public var layerMaxBitrate: Int
         /// `iRCMode`: -1 off, 0 quality, 1 bitrate, 2 buffer, 3 timestamp, 4 bitrate with post-skip.
         public var rateControl: Int
         /// `iComplexityMode`: 0 low, 1 medium, 2 high.
         public var complexity: Int
+        /// `iMultipleThreadIdc`: encoding threads (0: OpenH264 picks).
         public var threads: Int
         /// `uiSliceMode`: 0 single, 1 fixed count, 2 raster, 3 size-limited.
         public var sliceMode: Int
+        /// `uiSliceNum`: slices per picture in fixed-count mode.
         public var sliceCount: Int
+        /// `uiMaxNalSize`: the largest NAL unit in bytes in size-limited mode (0: no limit).
         public var maxNALSize: Int
+        /// `uiIntraPeriod`: frames between IDRs (0: only the first).
         public var intraPeriod: Int
+        /// `iNumRefFrame`: reference frames kept.
         public var referenceFrames: Int
         /// 0 CAVLC, 1 CABAC.
         public var entropyCoding: Int
+        /// `bEnableFrameSkip`: rate control may skip frames.
         public var frameSkip: Bool
+        /// `bEnableDenoise`: the pre-processing denoiser.
         public var denoise: Bool
+        /// `bEnableBackgroundDetection`: cheaper coding of static background.
         public var backgroundDetection: Bool
+        /// `bEnableAdaptiveQuant`: per-macroblock quantiser adaptation.
         public var adaptiveQuantization: Bool
+        /// `bEnableSceneChangeDetect`: an IDR at a scene change.
         public var sceneChangeDetection: Bool
+        /// `bEnableLongTermReference`: long-term reference frames.
         public var longTermReference: Bool
+        /// `iSpatialLayerNum`: spatial (SVC) layers.
         public var spatialLayers: Int
+        /// `iTemporalLayerNum`: temporal layers.
         public var temporalLayers: Int
         /// `iLoopFilterDisableIdc`: 0 on, 1 off, 2 on except across slice boundaries.
         public var deblocking: Int
+        /// `iMinQp`: the lowest quantiser rate control may use.
         public var minQP: Int
+        /// `iMaxQp`: the highest quantiser rate control may use.
         public var maxQP: Int
         /// `uiProfileIdc` of the first spatial layer (66: baseline).
         public var profile: Int
@@ -113,6 +134,7 @@ extension H264Encoder {
             ]
         }
 
+        /// All fields as `key=value` pairs separated by spaces, in the order of `fields`.
         public var description: String { fields.map { "\($0.key)=\($0.value)" }.joined(separator: " ") }
     }
 }

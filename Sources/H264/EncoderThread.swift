@@ -19,7 +19,9 @@ import SystemIO
 /// afterwards), and `output` is `@Sendable` (it runs on the encoder thread, so it cannot capture main-actor
 /// state or a non-Sendable object the caller still uses).
 public final class EncoderThread: Sendable {
-    /// Called on the encoder thread with each encoded frame, in order (skipped frames are not passed on).
+    /// Receives each encoded frame (skipped frames are not passed), in order, on the encoder thread. The frame's
+    /// storage is reused for the next one: copy what must outlive the call. An error thrown here stops the
+    /// encoding and is rethrown by the next `submit(_:timestampNs:)` or by `finish()`.
     public typealias Output = @Sendable (_ frame: EncodedFrame) throws -> Void
     private let core: Core
 

@@ -8,8 +8,11 @@ import Synchronization
 
 /// One encoded picture: Annex-B bytes (4-byte start codes), its NAL units, and what kind of frame it is.
 public struct EncodedFrame: Sendable {
+    /// The access unit in Annex-B form: every NAL unit preceded by a 4-byte start code.
     public var data: [UInt8] = []
+    /// The NAL units in `data`, in order; each `offset` points at a header byte in `data`, past its start code.
     public var nalUnits: [NALUnit] = []
+    /// True for an IDR frame (decodable on its own; the encoder puts SPS and PPS before it).
     public var isKeyFrame = false
     /// The encoder skipped the frame (rate control); `data` is empty.
     public var isSkipped = false
@@ -17,6 +20,7 @@ public struct EncodedFrame: Sendable {
     public var timestampNs: Int64 = 0
     /// How long `encode` took for this frame, in nanoseconds (what the encoder's statistics are made of).
     public var encodeNs: Int64 = 0
+    /// An empty frame, to be filled by `H264Encoder.encode(_:timestampNs:into:)`.
     public init() {}
     /// This frame with another capture time (tests and replays that send one frame many times).
     package func stamped(_ timestampNs: Int64) -> EncodedFrame {
@@ -24,7 +28,9 @@ public struct EncodedFrame: Sendable {
         f.timestampNs = timestampNs
         return f
     }
+    /// The size of `data` in bytes.
     public var size: Int { data.count }
+    /// True when the frame carries both an SPS and a PPS.
     public var containsParameterSets: Bool { nalUnits.contains { $0.type == .sps } && nalUnits.contains { $0.type == .pps } }
 }
 
@@ -39,6 +45,8 @@ public final class EncoderControl: Sendable {
     }
     private let pending = Mutex(Pending())
     private let applied = Mutex(EncoderStatistics())
+    /// A control plane with nothing pending, to hand to `H264Encoder.init(settings:control:)` (or to another
+    /// thread) before the encoder exists.
     public init() {}
 
     /// The next encoded frame will be an IDR preceded by SPS and PPS.
@@ -81,17 +89,25 @@ public final class EncoderControl: Sendable {
 
 /// What an encoder did: frames, key frames, reconfigurations, encode time, bitrate against its target.
 public struct EncoderStatistics: Sendable {
+    /// Frames encoded, skipped ones included.
     public var frames = 0
+    /// IDR frames among them.
     public var keyFrames = 0
+    /// Frames rate control skipped (only with `H264Encoder.Settings.frameSkipping`).
     public var skipped = 0
     /// Times the encoder was set up again for a new input size (each gives new SPS/PPS and an IDR).
     public var reconfigurations = 0
+    /// The size the encoder is set up for now.
     public var size = FrameSize(width: 0, height: 0)
+    /// The target bitrate in force, bits per second.
     public var targetBitrate = 0
     /// Bits per second over the last second of timestamps.
     public var bitrate = 0.0
+    /// Median encode time per frame, milliseconds.
     public var encodeP50Ms = 0.0
+    /// 95th percentile of the encode time per frame, milliseconds.
     public var encodeP95Ms = 0.0
+    /// All counters zero.
     public init() {}
 }
 
@@ -100,21 +116,33 @@ public struct EncoderStatistics: Sendable {
 public final class H264Encoder {
     /// OpenH264's complexity mode (`iComplexityMode`): more effort per frame for a little more quality.
     public enum Complexity: Int, Sendable, Equatable, CaseIterable {
+        /// OpenH264's default and the fastest.
         case low = 0
+        /// Between `low` and `high` in effort per frame.
         case medium = 1
+        /// The most effort per frame.
         case high = 2
     }
 
+    /// How a picture is cut into slices (NAL units). For RTP, `maxNALSize` keeps each slice within one packet
+    /// (single NAL unit packets instead of fragments).
     public enum SliceMode: Sendable, Equatable {
+        /// One slice per picture (FU-A fragments carry it over RTP).
         case single
         /// Slices no larger than this many bytes (an RTP payload budget, e.g. 1200).
         case maxNALSize(Int)
+        /// This many slices per picture (1…32), of about equal size.
         case fixedCount(Int)
     }
 
+    /// What an encoder is set up with; `validate()` lists the accepted ranges. The size follows the input: a
+    /// frame of another size reconfigures the encoder.
     public struct Settings: Sendable, Equatable {
+        /// Picture width in pixels (16…4096, even).
         public var width: Int
+        /// Picture height in pixels (16…2304, even).
         public var height: Int
+        /// The input frame rate rate control plans for, frames per second (1…240).
         public var maxFrameRate: Double = 30
         /// Target bitrate, bits per second.
         public var targetBitrate: Int = 1_500_000
@@ -122,7 +150,9 @@ public final class H264Encoder {
         public var maxBitrate: Int?
         /// Frames between IDRs (nil: about 2 seconds at `maxFrameRate`).
         public var keyFrameInterval: Int?
+        /// Encoding threads, 1…4 (OpenH264's `iMultipleThreadIdc`).
         public var threads: Int = 1
+        /// How pictures are cut into slices (see `SliceMode`).
         public var sliceMode: SliceMode = .single
         /// Let rate control skip frames. Off by default: a recording keeps every frame.
         public var frameSkipping: Bool = false
@@ -132,6 +162,7 @@ public final class H264Encoder {
         /// matrix), so decoders show the colours the camera meant; `.unspecified` writes none.
         public var colorSpace: VideoColorSpace = .unspecified
 
+        /// Settings for `width` x `height` with the defaults: 30 fps, 1.5 Mbit/s, single slice, one thread.
         public init(width: Int, height: Int) {
             self.width = width
             self.height = height
@@ -144,6 +175,7 @@ public final class H264Encoder {
             guard frames >= 1 else { return 1 }
             return frames <= 1e9 ? Int(frames) : 1_000_000_000
         }
+        /// `maxBitrate`, or 1.5 × `targetBitrate` when it is nil (saturating, never trapping).
         public var effectiveMaxBitrate: Int {
             maxBitrate
                 ?? {
@@ -201,6 +233,7 @@ public final class H264Encoder {
         }
     }
 
+    /// The settings in force: those given, with the size of the last frame encoded.
     public private(set) var settings: Settings
     private var encoder: UnsafeMutablePointer<ISVCEncoder?>?
     private var info = SFrameBSInfo()
@@ -220,6 +253,7 @@ public final class H264Encoder {
     private var times = DurationHistogram()
     private var window = TimestampWindow()
 
+    /// The version of the OpenH264 library linked, e.g. `OpenH264 2.3.1`.
     public static var openH264Version: String {
         let v = WelsGetCodecVersion()
         return "OpenH264 \(v.uMajor).\(v.uMinor).\(v.uRevision)"

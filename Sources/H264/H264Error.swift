@@ -4,8 +4,11 @@ import VideoProcessing
 /// The codec's one error type: settings the encoder refuses (with the valid range), OpenH264 failing a call, a
 /// malformed bitstream (with the byte offset), or an Annex-B file that cannot be written.
 public struct H264Error: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The codes: `invalidSettings`, `encoderFailed`, `malformedBitstream`, `writeFailed`.
     public typealias Code = ErrorCode<H264Error>
+    /// What kind of failure this is, to switch on.
     public var code: Code
+    /// A sentence for people, with the value at fault and the valid range.
     public var message: String
     /// Byte offset in the bitstream, for `.malformedBitstream`.
     public var offset: Int?
@@ -13,6 +16,7 @@ public struct H264Error: Error, Sendable, Equatable, CustomStringConvertible {
     /// "keyFrameInterval", …), so that a caller can name its own option without reading the message.
     public var setting: String?
 
+    /// An error with every field given.
     public init(_ code: Code, _ message: String, offset: Int? = nil, setting: String? = nil) {
         self.code = code
         self.message = message
@@ -24,16 +28,20 @@ public struct H264Error: Error, Sendable, Equatable, CustomStringConvertible {
     /// A bitstream error at `offset` (`BitstreamError("…", offset:)`).
     public init(_ message: String, offset: Int) { self.init(.malformedBitstream, message, offset: offset) }
 
+    /// The message, followed by ` (at byte N)` when there is an offset.
     public var description: String { offset.map { "\(message) (at byte \($0))" } ?? message }
 
     /// A write failure of the file underneath.
     init(writing error: ProcessingError) { self.init(.writeFailed, error.message) }
 }
 
-/// The names of the first landing: both are `H264Error` (check `code` to tell them apart).
+/// The name for an encoder error (code `encoderFailed` or `invalidSettings`): an `H264Error`, kept from the
+/// first release. Check `code` to tell the kinds apart.
 public typealias EncoderError = H264Error
+/// The name for a malformed-bitstream error (code `malformedBitstream`).
 public typealias BitstreamError = H264Error
 
+/// The codes of `H264Error`.
 extension ErrorCode where Domain == H264Error {
     /// Settings or a frame the encoder cannot take; the message gives the valid range.
     public static var invalidSettings: Self { Self(rawValue: "invalid settings") }

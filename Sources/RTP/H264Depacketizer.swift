@@ -2,12 +2,19 @@ import SystemIO
 
 /// A parsed RTP header (RFC 3550 §5.1) and where the payload sits in the packet.
 public struct RTPHeader: Sendable, Equatable {
+    /// The marker bit: for H.264, set on the last packet of an access unit.
     public var marker: Bool
+    /// The payload type, 0–127.
     public var payloadType: UInt8
+    /// The sequence number (wraps at 2¹⁶).
     public var sequence: UInt16
+    /// The RTP timestamp (90 kHz for video).
     public var timestamp: UInt32
+    /// The synchronisation source: which stream the packet belongs to.
     public var ssrc: UInt32
+    /// Where the payload starts in the packet: after the fixed header, the CSRCs and any header extension.
     public var payloadOffset: Int
+    /// The payload's length in bytes, padding excluded.
     public var payloadLength: Int
 
     /// Parses the fixed header, CSRCs, an extension and padding; nil for anything malformed (never traps).
@@ -42,8 +49,11 @@ public struct RTPHeader: Sendable, Equatable {
 /// Annex-B access units (4-byte start codes). A gap in sequence numbers loses the access unit it falls in: it
 /// is dropped whole and counted (`lostPackets`, `droppedAccessUnits`), the next one starts clean.
 public struct H264Depacketizer: Sendable {
+    /// Packets missing from the sequence numbers seen.
     public private(set) var lostPackets = 0
+    /// Access units discarded because a packet of theirs was missing or malformed.
     public private(set) var droppedAccessUnits = 0
+    /// Packets that were not valid RTP or H.264 payloads (ignored).
     public private(set) var malformedPackets = 0
     private var current: [UInt8] = []
     private var currentTimestamp: UInt32?
@@ -51,6 +61,7 @@ public struct H264Depacketizer: Sendable {
     private var lastSequence: UInt16?
     private var inFragment = false
 
+    /// A depacketizer waiting for its first packet; any sequence number may start the stream.
     public init() { current.reserveCapacity(1 << 16) }
 
     /// Feeds one RTP packet; returns a completed access unit (Annex-B) and its RTP timestamp when the packet

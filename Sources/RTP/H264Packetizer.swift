@@ -2,9 +2,14 @@ public import H264
 
 /// RFC 3550 fixed header fields of an outgoing stream: payload type, SSRC and the running sequence number.
 public struct RTPStreamState: Sendable {
+    /// The payload type, 0–127 (96 is the usual dynamic one for H.264).
     public var payloadType: UInt8
+    /// The stream's synchronisation source.
     public var ssrc: UInt32
+    /// The sequence number of the next packet; it wraps at 2¹⁶.
     public var sequence: UInt16
+    /// A stream state with a random SSRC and starting sequence number unless given (RFC 3550 asks for random
+    /// ones).
     public init(payloadType: UInt8 = 96, ssrc: UInt32 = .random(in: 1...UInt32.max), sequence: UInt16 = .random(in: 0...UInt16.max)) {
         self.payloadType = payloadType
         self.ssrc = ssrc
@@ -15,10 +20,15 @@ public struct RTPStreamState: Sendable {
 /// Capture time (monotonic ns) → 90 kHz RTP time: from the first frame's capture time, in integer arithmetic
 /// (no accumulated rounding, no drift), correct across dropped frames and frame-rate changes; wraps at 2³².
 public struct RTPClock: Sendable {
+    /// The RTP timestamp of the first frame (random by default, as RFC 3550 asks).
     public let offset: UInt32
+    /// The capture time of the first frame, monotonic nanoseconds; nil until the first call.
     public private(set) var originNs: Int64?
+    /// A clock whose first frame gets the RTP time `offset`.
     public init(offset: UInt32 = .random(in: 0...UInt32.max)) { self.offset = offset }
 
+    /// The 90 kHz RTP time of a frame captured at `ns` (monotonic nanoseconds). The first call fixes the origin;
+    /// earlier capture times go backwards from `offset`, wrapping.
     public mutating func timestamp(forCaptureNs ns: Int64) -> UInt32 {
         let origin = originNs ?? ns
         originNs = origin
@@ -40,12 +50,16 @@ public struct RTPClock: Sendable {
 public struct H264Packetizer: Sendable {
     /// Bytes of RTP payload per packet (the RTP header comes on top): 1200 leaves room for SRTP and extensions.
     public let maxPayload: Int
+    /// Payload type, SSRC and the next sequence number; advanced by each packet built.
     public var state: RTPStreamState
     private var buffer: [UInt8]
     private var pending: [NALUnit] = []
 
+    /// The size of the RTP header this packetizer writes: the fixed header, no CSRC, no extension.
     public static let headerSize = 12
 
+    /// A packetizer for packets of at most `maxPayload` payload bytes (clamped to 16…65000), with its buffer
+    /// allocated once.
     public init(maxPayload: Int = 1200, state: RTPStreamState = RTPStreamState()) {
         self.maxPayload = max(16, min(65_000, maxPayload))
         self.state = state

@@ -4,30 +4,47 @@ import SystemIO
 public enum RTCPPacket: Sendable, Equatable {
     /// A report block of an SR or RR about one source.
     public struct ReportBlock: Sendable, Equatable {
+        /// The source the block reports on.
         public var ssrc: UInt32
         /// Fraction of packets lost since the last report, in 1/256.
         public var fractionLost: UInt8
+        /// Packets lost since the start (24-bit signed on the wire; negative when duplicates outnumber losses).
         public var cumulativeLost: Int32
+        /// The extended highest sequence number received: wrap count in the upper 16 bits.
         public var highestSequence: UInt32
         /// Interarrival jitter in RTP timestamp units.
         public var jitter: UInt32
         /// Middle 32 bits of the NTP time of the last SR received, and the delay since (1/65536 s).
         public var lastSR: UInt32
+        /// The delay since that SR was received, in 1/65536 s (0 if none was).
         public var delaySinceLastSR: UInt32
     }
+    /// SR (PT 200): the sender's NTP time and the RTP time of the same instant, its packet and byte counts,
+    /// and report blocks about the streams it receives.
     case senderReport(ssrc: UInt32, ntp: UInt64, rtpTimestamp: UInt32, packets: UInt32, octets: UInt32, reports: [ReportBlock])
+    /// RR (PT 201): a receiver's report blocks (loss, jitter, the last SR seen).
     case receiverReport(ssrc: UInt32, reports: [ReportBlock])
+    /// Picture Loss Indication (PT 206, FMT 1): `sender` asks the source `media` for a key frame.
     case pli(sender: UInt32, media: UInt32)
+    /// Full Intra Request (PT 206, FMT 4): a key-frame request with its command sequence number (a repeat has
+    /// the same number).
     case fir(sender: UInt32, media: UInt32, sequence: UInt8)
+    /// Generic NACK (PT 205, FMT 1): the sequence numbers of the packets `sender` is missing from `media`.
     case nack(sender: UInt32, media: UInt32, lost: [UInt16])
+    /// REMB (PT 206, FMT 15): a receiver's estimate of the bitrate it can take, bits per second, for the streams
+    /// in `ssrcs`.
     case remb(sender: UInt32, bitrate: UInt64, ssrcs: [UInt32])
     /// Any other packet type, kept by type (SDES, BYE, APP, transport-cc…).
     case other(type: UInt8, format: UInt8)
 }
 
+/// Why an RTCP packet could not be parsed, with the byte offset at fault.
 public struct RTCPParseError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What was wrong, e.g. "sender report of 12 bytes".
     public var message: String
+    /// Byte offset in the compound packet of the RTCP packet at fault.
     public var offset: Int
+    /// The message and the offset in one sentence.
     public var description: String { "malformed RTCP: \(message) (at byte \(offset))" }
 }
 

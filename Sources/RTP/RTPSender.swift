@@ -11,21 +11,30 @@ import SystemIO
 /// with SRTP and sends them on its ICE-selected path). Called from the sending thread and the owner's feedback
 /// thread: implementations lock. Returns 0 or an errno.
 public protocol RTPTransport: AnyObject, Sendable {
+    /// Sends one RTP packet (it may be protected first); returns 0 on success or an errno. The bytes are valid
+    /// only during the call.
     func sendRTP(_ packet: UnsafeRawBufferPointer) -> Int32
+    /// Sends one compound RTCP packet; returns 0 on success or an errno. The bytes are valid only during the call.
     func sendRTCP(_ packet: UnsafeRawBufferPointer) -> Int32
 }
 
 /// An RTP session that cannot start or send: its code says which kind, the message what and where.
 public struct RTPError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The codes: `invalidConfiguration`, `socketFailed`, `sendFailed`.
     public typealias Code = ErrorCode<RTPError>
+    /// What kind of failure this is, to switch on.
     public var code: Code
+    /// A sentence for people, naming the address, port or value at fault.
     public var message: String
+    /// The system's error number when a socket call failed.
     public var errno: Int32?
+    /// An error with `code`, a human-readable `message` and the failing call's `errno` if any.
     public init(_ code: Code, _ message: String, errno: Int32? = nil) {
         self.code = code
         self.message = message
         self.errno = errno
     }
+    /// The message, followed by the errno and its text when there is one.
     public var description: String { message + (errno.map { " (errno \($0): \(String(cString: strerror($0))))" } ?? "") }
 }
 
@@ -41,23 +50,34 @@ public final class RTPSender: @unchecked Sendable {
     // @unchecked: everything is immutable after init or inside `shared` (a Mutex), except `packetizer` and
     // `lastSRNs`, which only the one sending thread touches (as `send` and `sendSenderReportIfDue` require),
     // and `feedbackThread`, set once in init and only read after it.
+    /// Where and how to send; only `host` and `port` have no default.
     public struct Configuration: Sendable {
+        /// The receiver's IPv4 or IPv6 address, as a literal (names are not resolved).
         public var host: String
+        /// The receiver's RTP port, 1–65535.
         public var port: Int
         /// Where RTCP goes (default port + 1); with `rtcpMux` RTP and RTCP share `port`.
         public var rtcpPort: Int?
+        /// Send RTCP on the RTP port (RFC 5761), as WebRTC does.
         public var rtcpMux = false
         /// Local port for our RTCP socket (receivers send their reports there); 0 picks one.
         public var localRTCPPort = 0
+        /// RTP payload bytes per packet (see `H264Packetizer.maxPayload`).
         public var maxPayload = 1200
+        /// The H.264 payload type announced in the SDP.
         public var payloadType: UInt8 = 96
+        /// The RTX payload type (RFC 4588) for retransmissions on a stream of their own; nil resends on the media
+        /// stream as it was.
         public var rtxPayloadType: UInt8?
         /// Packets kept for retransmission (about 1 s of 2 Mbit/s video).
         public var historySize = 512
         /// Drop outgoing packets with this probability (loss simulation for tests; seeded, reproducible).
         public var dropRate = 0.0
+        /// The seed of the loss simulation's random numbers (the same seed drops the same packets).
         public var dropSeed: UInt64 = 1
+        /// PLI/FIR requests closer together than this (nanoseconds; 300 ms by default) are counted but not passed on.
         public var keyFrameRequestIntervalNs: Int64 = 300_000_000
+        /// The CNAME sent in the SDES of each sender report.
         public var cname = "swift-video-capture"
         /// Besides the destination host, the addresses whose RTCP is obeyed (a receiver that reports from
         /// another address of its own). Feedback from any other address is dropped and counted
@@ -70,29 +90,44 @@ public final class RTPSender: @unchecked Sendable {
         /// A receiver's bandwidth estimate (REMB) is raised to this many bit/s before it is handed on: one REMB
         /// of 0 must not silence the stream.
         public var minimumBitrateEstimate: UInt64 = 50_000
+        /// A configuration for `host`:`port` with the defaults above.
         public init(host: String, port: Int) {
             self.host = host
             self.port = port
         }
     }
 
+    /// Counters since the sender was made, read with `RTPSender.statistics` (a snapshot, from any thread).
     public struct Statistics: Sendable, Equatable {
         /// Media packets and bytes (first transmissions; retransmissions are counted apart).
         public var packetsSent = 0
+        /// Bytes of those packets, RTP headers included.
         public var bytesSent = 0
+        /// Access units sent.
         public var framesSent = 0
+        /// Packets the loss simulation (`Configuration.dropRate`) did not send.
         public var packetsDroppedBySimulation = 0
+        /// Packets resent for NACKs.
         public var retransmissions = 0
+        /// Generic NACK messages about this stream received.
         public var nacksReceived = 0
+        /// PLI and FIR messages about this stream received.
         public var keyFrameRequests = 0
+        /// Requests passed to the key-frame handler (the others came within `keyFrameRequestIntervalNs`).
         public var keyFrameRequestsHonoured = 0
+        /// Report blocks about our stream received (in RRs or SRs).
         public var receiverReports = 0
+        /// Sender reports sent.
         public var senderReports = 0
         /// Round-trip time from the last receiver report that answered a sender report.
         public var rttMs: Double?
+        /// The loss the last receiver report gave, 0…1.
         public var fractionLost: Double?
+        /// The interarrival jitter the last receiver report gave, milliseconds.
         public var jitterMs: Double?
+        /// The last REMB estimate received, bits per second (after raising it to `minimumBitrateEstimate`).
         public var rembBitrate: UInt64?
+        /// RTCP datagrams that could not be parsed.
         public var rtcpErrors = 0
         /// RTCP datagrams from addresses other than the receiver's (dropped unread).
         public var rtcpFromStrangers = 0
@@ -107,8 +142,11 @@ public final class RTPSender: @unchecked Sendable {
         public var firstCaptureNs: Int64?
     }
 
+    /// The configuration the sender was made with.
     public let configuration: Configuration
+    /// The media stream's SSRC (random).
     public let ssrc: UInt32
+    /// The retransmission stream's SSRC (random; used when `rtxPayloadType` is set).
     public let rtxSSRC: UInt32
     /// The RTP timestamp of the first frame.
     public let rtpTimestampOffset: UInt32
@@ -206,6 +244,7 @@ public final class RTPSender: @unchecked Sendable {
         udp?.close()
     }
 
+    /// A snapshot of the counters; safe from any thread.
     public var statistics: Statistics {
         shared.withLock { s in
             var stats = s.stats
@@ -352,6 +391,7 @@ public final class RTPSender: @unchecked Sendable {
     }
 }
 
+/// The codes of `RTPError`.
 extension ErrorCode where Domain == RTPError {
     /// A port, address or rate out of range (nothing was opened).
     public static var invalidConfiguration: Self { Self(rawValue: "invalid configuration") }

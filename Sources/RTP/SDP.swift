@@ -2,13 +2,19 @@ import H264
 
 /// The SDP a receiver opens for our stream (RFC 4566, RFC 6184 §8), and a minimal reader for an answer.
 public struct SDPDescription: Sendable, Equatable {
+    /// One `m=` section.
     public struct Media: Sendable, Equatable {
+        /// The media type: `video`, `audio`, `application`.
         public var kind: String
+        /// The port of the `m=` line (0 for a rejected section).
         public var port: Int
+        /// The transport protocol, e.g. `RTP/AVP` or `UDP/TLS/RTP/SAVPF`.
         public var proto: String
+        /// The payload types of the `m=` line, in order of preference.
         public var payloadTypes: [UInt8]
         /// `a=` lines of this media section, in order, as (name, value) — value is "" for flags.
         public var attributes: [(String, String)]
+        /// Equal when every field and every attribute, in order, is.
         public static func == (a: Media, b: Media) -> Bool {
             a.kind == b.kind && a.port == b.port && a.proto == b.proto && a.payloadTypes == b.payloadTypes
                 && a.attributes.map { "\($0.0):\($0.1)" } == b.attributes.map { "\($0.0):\($0.1)" }
@@ -16,19 +22,28 @@ public struct SDPDescription: Sendable, Equatable {
         /// Values of every `a=name:` line.
         public func values(_ name: String) -> [String] { attributes.filter { $0.0 == name }.map(\.1) }
     }
+    /// `a=` lines before the first `m=` line, as (name, value); value is "" for flags.
     public var sessionAttributes: [(String, String)]
+    /// The media sections, in order.
     public var media: [Media]
+    /// Equal when the session attributes and every media section are.
     public static func == (a: SDPDescription, b: SDPDescription) -> Bool {
         a.media == b.media && a.sessionAttributes.map { "\($0.0):\($0.1)" } == b.sessionAttributes.map { "\($0.0):\($0.1)" }
     }
 }
 
+/// Why a session description could not be read, with the line at fault.
 public struct SDPParseError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The line at fault, from 1.
     public var line: Int
+    /// What was wrong with it.
     public var message: String
+    /// The line number and the message in one sentence.
     public var description: String { "SDP line \(line): \(message)" }
 }
 
+/// Session descriptions for plain RTP: the offer a player opens for our stream, and the parts of an SDP the
+/// package reads.
 public enum SDP {
     /// `profile-level-id` from an SPS NAL unit: profile_idc, constraint flags, level_idc as 6 hex digits
     /// (Constrained Baseline level 3.1 is `42e01f`).

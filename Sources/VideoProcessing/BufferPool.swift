@@ -3,11 +3,15 @@ public import VideoCapture
 /// A small pool of I420 buffers of one size. A buffer is reused once the pool holds the only reference to
 /// its storage, so a steady pipeline that lets go of each frame allocates nothing.
 public final class I420BufferPool {
+    /// Width of every buffer the pool hands out, in pixels.
     public let width: Int
+    /// Height of every buffer the pool hands out, in pixels.
     public let height: Int
     private var storages: [FrameStorage] = []
     private let maxBuffers: Int
 
+    /// A pool of `width` x `height` I420 buffers that keeps at most `maxBuffers` (at least 1) for reuse.
+    /// Nothing is allocated until the first `acquire()`.
     public init(width: Int, height: Int, maxBuffers: Int = 4) {
         self.width = width
         self.height = height

@@ -6,8 +6,10 @@ import CTurboJPEG
 /// format a device negotiated, and what encoders (NV12) and snapshots (RGB) need. JPEG via libjpeg-turbo.
 public final class FormatWriter {
     private var jpegHandle: tjhandle?
+    /// JPEG quality, 1–100, for MJPEG/JPEG output (libjpeg-turbo's scale; 85 by default).
     public var jpegQuality: Int32 = 85
 
+    /// A writer; the JPEG compressor is created on the first JPEG written. Not thread-safe: one per thread.
     public init() {}
     deinit { if let jpegHandle { tjDestroy(jpegHandle) } }
 

@@ -10,13 +10,19 @@ import CLibYUV
 ///
 /// Not thread-safe: use one converter per pipeline thread.
 public final class FrameConverter {
+    /// What to do to the picture on the way to I420, applied in this order: crop, rotate, mirror, scale.
     public struct Options: Sendable, Hashable {
+        /// The part of the source to keep, in source pixels (before rotation); nil keeps the whole frame.
+        /// Offsets are rounded down to even values for the subsampled chroma; a rectangle outside the frame throws
+        /// `ProcessingError` with code `invalidArgument`.
         public var crop: CropRect?
         /// Rotation to apply to the pixels (WebRTC's `rotation_applied`); `.rotation0` leaves it as metadata.
         public var rotation: VideoRotation
+        /// Mirror left to right after rotating (a front camera's preview).
         public var mirror: Bool
         /// Final size, after crop and rotation.
         public var scale: FrameSize?
+        /// Options with every step off by default: no crop, no rotation, no mirror, the size the other steps give.
         public init(crop: CropRect? = nil, rotation: VideoRotation = .rotation0, mirror: Bool = false, scale: FrameSize? = nil) {
             self.crop = crop
             self.rotation = rotation
@@ -26,6 +32,7 @@ public final class FrameConverter {
     }
 
     private let pools = PoolSet()
+    /// A converter with empty pools; buffers are allocated on first use per output size.
     public init() {}
 
     /// Buffers allocated so far by this converter's pools (stays flat in steady state).

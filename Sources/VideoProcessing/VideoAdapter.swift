@@ -1,7 +1,7 @@
 public import VideoCapture
 
-/// What a consumer of frames wants (WebRTC's `VideoSinkWants`): at most this many pixels, at most this frame
-/// rate, and sizes that are multiples of an alignment (an encoder's macroblocks, a GPU texture's rows).
+/// What a consumer of frames wants (WebRTC's `VideoSinkWants`): at most this many pixels or a box to fit in, at
+/// most this frame rate, and sizes that are multiples of an alignment (an encoder's macroblocks, a GPU texture's rows).
 /// `nil` means "no limit".
 public struct VideoSinkWants: Sendable, Hashable, CustomStringConvertible {
     /// A pixel budget: frames above it are scaled down (aspect kept) to at most this many pixels, whatever
@@ -12,10 +12,12 @@ public struct VideoSinkWants: Sendable, Hashable, CustomStringConvertible {
     /// frame does not fit a 1280x720 box and arrives as 404x720. Give `maxPixelCount` for a limit that
     /// either orientation meets.
     public var maxSize: FrameSize?
+    /// At most this many frames per second, thinned on capture timestamps; nil (or ≤ 0) for no limit.
     public var maxFrameRate: Double?
     /// Width and height are multiples of this (at least 2: I420's chroma is subsampled).
     public var resolutionAlignment: Int
 
+    /// Wants of a consumer; the defaults take every frame at the source's size.
     public init(maxPixelCount: Int? = nil, maxFrameRate: Double? = nil, resolutionAlignment: Int = 2) {
         self.maxPixelCount = maxPixelCount
         self.maxFrameRate = maxFrameRate
@@ -28,6 +30,7 @@ public struct VideoSinkWants: Sendable, Hashable, CustomStringConvertible {
         self.maxSize = maxSize
     }
 
+    /// The wants in one line, e.g. `max 921600 pixels @ 15.0 fps, align 16` or `within 640x360 @ any fps, align 2`.
     public var description: String {
         let size = maxSize.map { "within \($0)" } ?? "max \(maxPixelCount.map(String.init) ?? "any") pixels"
         return "\(size) @ \(maxFrameRate.map { "\($0)" } ?? "any") fps, align \(resolutionAlignment)"
@@ -47,6 +50,7 @@ public struct FrameRateGate: Sendable, Equatable {
     private var next: Int64?
     private var intervalNs: Int64 = 0
 
+    /// A gate that keeps the next frame it sees.
     public init() {}
 
     /// True when the frame at `timestampNs` is kept for `maxFps` (nil, non-finite or ≤ 0: no limit).
@@ -76,6 +80,7 @@ public struct FrameRateGate: Sendable, Equatable {
         return true
     }
 
+    /// Forgets the cadence: the next frame is kept and starts a new one (after a pause or a camera switch).
     public mutating func reset() { next = nil }
 }
 
@@ -125,20 +130,28 @@ public struct Adaptation: Sendable, Hashable {
 /// size are scaled (and centre-cropped to keep the aspect ratio) to even, aligned sizes an encoder accepts.
 /// A value type without locks: one owner (a pipeline thread, or `VideoSource` behind its lock).
 public struct VideoAdapter: Sendable {
+    /// A requested output format: caps on size and frame rate, nil meaning no cap.
     public struct Request: Sendable, Hashable, CustomStringConvertible {
+        /// The output fits in this size (aspect ratio kept, never upscaled); nil for the input's size.
         public var maxSize: FrameSize?
+        /// At most this many frames per second; nil for every frame.
         public var maxFps: Double?
+        /// A request with the given caps; the default caps nothing.
         public init(maxSize: FrameSize? = nil, maxFps: Double? = nil) {
             self.maxSize = maxSize
             self.maxFps = maxFps
         }
+        /// The request in one line, e.g. `640x360 @ 15.0 fps` or `any size @ any fps`.
         public var description: String { "\(maxSize.map { "\($0)" } ?? "any size") @ \(maxFps.map { "\($0)" } ?? "any") fps" }
     }
 
+    /// The request in force (set by `requestOutputFormat(maxSize:maxFps:)`).
     public private(set) var request = Request()
+    /// Output widths and heights are multiples of this (clamped to 2…64 and made even).
     public var alignment: Int
     private var gate = FrameRateGate()
 
+    /// An adapter that passes every frame unchanged until a request is made.
     public init(alignment: Int = 2) { self.alignment = alignment }
 
     /// A new output format, effective from the next frame (a new rate restarts the cadence: `FrameRateGate`).
@@ -157,9 +170,13 @@ public struct VideoAdapter: Sendable {
 /// degradation does: a table of steps, down at once when the estimate falls below a step, up only when it is
 /// 20% above the next step's threshold (no flapping around one value).
 public struct BitrateAdaptation: Sendable {
+    /// One rung of the degradation ladder: the caps that apply from `minBitrate` up.
     public struct Step: Sendable, Equatable {
+        /// The lowest estimate, in bits per second, that this step serves.
         public var minBitrate: Int
+        /// The largest output size at this step; nil for the camera's own.
         public var maxSize: FrameSize?
+        /// The highest frame rate at this step; nil for the camera's own.
         public var maxFps: Double?
     }
     /// From the best to the lowest: nil size means the camera's own.
@@ -171,7 +188,9 @@ public struct BitrateAdaptation: Sendable {
         Step(minBitrate: 100_000, maxSize: FrameSize(width: 320, height: 180), maxFps: 20),
         Step(minBitrate: 0, maxSize: FrameSize(width: 320, height: 180), maxFps: 10),
     ]
+    /// The index in `steps` of the step in force (0 is the best).
     public private(set) var current = 0
+    /// Starts at the best step (index 0), as if the estimate were high.
     public init() {}
 
     /// The step for a new estimate (bits/s); nil when it stays the same.

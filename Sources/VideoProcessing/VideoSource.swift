@@ -26,9 +26,11 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
         case starvation
         /// The frame could not be converted (a corrupt JPEG, a short buffer); capture goes on.
         case undecodable
+        /// The reason's name, as used in statistics output (`adaptation`, `late`…).
         public var description: String { rawValue }
     }
 
+    /// Counters since the source was made, read with `VideoSource.statistics` (a snapshot, from any thread).
     public struct Statistics: Sendable {
         /// Frames that reached the source from the capturer.
         public var inputFrames = 0
@@ -38,6 +40,7 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
         public var conversions = 0
         /// Extra scales for sinks that want less than the shared output.
         public var sinkScales = 0
+        /// Frames not passed on, by reason.
         public var dropped: [DropReason: Int] = [:]
         /// The size of the shared output at the last frame.
         public var outputSize: FrameSize?
@@ -47,10 +50,13 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
         public var limitedByCamera = false
         /// Input and output frame rate over the last second of timestamps.
         public var inputFps = 0.0
+        /// Output frame rate over the last second of timestamps.
         public var outputFps = 0.0
         /// Conversion (and scale) time per frame, milliseconds.
         public var conversionP50Ms = 0.0
+        /// 95th percentile of the conversion (and scale) time per frame, milliseconds.
         public var conversionP95Ms = 0.0
+        /// All dropped frames, whatever the reason.
         public var totalDropped: Int { dropped.values.reduce(0, +) }
     }
 
@@ -62,7 +68,10 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
             self.id = id
             self.source = source
         }
+        /// Replaces the sink's wants; the next frame delivered follows them. Safe from any thread.
         public func update(wants: VideoSinkWants) { source?.update(id, wants: wants) }
+        /// Removes the sink: it gets no frame after the one being delivered, if any. Safe from any thread; removing
+        /// twice does nothing.
         public func remove() { source?.removeSink(id) }
     }
 
@@ -116,6 +125,7 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
         /// Called on the delivery thread after each conversion with the frame's sequence number and the
         /// conversion's time in nanoseconds (metrics, per-frame work time).
         public var didConvert: (@Sendable (_ sequence: UInt64, _ nanoseconds: Int64) -> Void)?
+        /// Options with no callbacks; the defaults leave the picture as the camera delivers it (sizes made even).
         public init(applyRotation: Bool = false, rotation: VideoRotation = .rotation0, mirror: Bool = false, size: FrameSize? = nil) {
             self.applyRotation = applyRotation
             self.rotation = rotation
@@ -126,6 +136,7 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
 
     private let control = Mutex(Control())
     private let work: Mutex<Work>
+    /// How this source shapes frames (fixed at creation).
     public let options: Options
     private weak let capturer: CameraVideoCapturer?
 
@@ -214,8 +225,10 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
         control.withLock { $0.request = VideoAdapter.Request(maxSize: maxSize, maxFps: maxFps) }
     }
 
+    /// The request in force from the last `requestOutputFormat(maxSize:maxFps:)` (no caps if none was made).
     public var outputRequest: VideoAdapter.Request { control.withLock { $0.request } }
 
+    /// A snapshot of the counters and the current rates; safe from any thread.
     public var statistics: Statistics {
         var s = control.withLock { $0.stats }
         work.withLock { w in
@@ -229,6 +242,8 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
 
     // MARK: CameraVideoCapturerDelegate
 
+    /// Converts a captured frame once and delivers it to the sinks that want it. Called by the capturer on its
+    /// delivery thread; an app does not call it.
     public func capturer(_ capturer: CameraVideoCapturer, didCapture frame: VideoFrame) {
         options.willAdapt?(frame)
         let (sinks, request) = control.withLock { c in (c.sinks, c.request) }
@@ -372,11 +387,15 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
         }
     }
 
+    /// Counts frames the capturer dropped as `DropReason.late` (except drops for want of a consumer). Called by
+    /// the capturer.
     public func capturer(_ capturer: CameraVideoCapturer, didDropFrames count: Int, reason: FrameDropReason) {
         guard reason != .noConsumer else { return }
         control.withLock { $0.stats.dropped[.late, default: 0] += count }
     }
 
+    /// Ends the source's async sequences, throwing `error` if capture failed; callback sinks stay registered for
+    /// the next start. Called by the capturer.
     public func capturer(_ capturer: CameraVideoCapturer, didStopWithError error: CaptureError?) {
         endStreams(error)
     }

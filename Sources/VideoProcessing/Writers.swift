@@ -26,6 +26,7 @@ import CLibYUV
 /// - Dropping a committed file without `close()` flushes what it can and ignores errors: call `close()` to
 ///   learn whether everything was written.
 public final class OutputFile {
+    /// The path as given to `init(path:bufferSize:)`.
     public let path: String
     /// nil once closed.
     private var fd: FileDescriptor?
@@ -34,6 +35,7 @@ public final class OutputFile {
     private var buffered = 0
     private let isRegularFile: Bool
     private let createdHere: Bool
+    /// True once the file is this writer's: an existing file has been truncated (see `commit()`).
     public private(set) var isCommitted = false
     /// Bytes the kernel has accepted (what survives this process being killed).
     public private(set) var bytesWritten: Int64 = 0
@@ -103,6 +105,8 @@ public final class OutputFile {
         isCommitted = true
     }
 
+    /// Appends `count` bytes from `p`, buffered; a write larger than the buffer goes straight to the kernel.
+    /// Throws `ioFailed` (with the path) if the file is closed or the kernel refuses the bytes.
     public func write(_ p: UnsafeRawPointer, count: Int) throws(ProcessingError) {
         guard fd != nil else { throw ProcessingError(.ioFailed, "\(path) is already closed") }
         guard count > 0 else { return }
@@ -120,8 +124,10 @@ public final class OutputFile {
         }
     }
 
+    /// Appends `bytes` (see `write(_:count:)`).
     public func write(_ bytes: [UInt8]) throws(ProcessingError) { try write(bytes[...]) }
 
+    /// Appends `bytes` (see `write(_:count:)`).
     public func write(_ bytes: ArraySlice<UInt8>) throws(ProcessingError) {
         guard !bytes.isEmpty else { return }
         let r: Result<Void, ProcessingError> = bytes.withUnsafeBytes { b in
@@ -205,8 +211,11 @@ public final class OutputFile {
 
 /// A YUV4MPEG2 writer (plays in ffplay/mpv, reads in ffmpeg): 4:2:0, frame rate and colour range in the header.
 public final class Y4MWriter {
+    /// Picture width in pixels, as written in the stream header.
     public let width: Int
+    /// Picture height in pixels, as written in the stream header.
     public let height: Int
+    /// Pictures appended so far.
     public private(set) var framesWritten = 0
     private let file: OutputFile
 
@@ -227,6 +236,7 @@ public final class Y4MWriter {
         try file.write(Array(header.utf8))
     }
 
+    /// The path of the file written.
     public var path: String { file.path }
 
     /// Appends one picture (its size must match the header).
@@ -251,7 +261,9 @@ public final class Y4MWriter {
 
     /// Bytes the kernel accepted so far.
     public var bytesWritten: Int64 { file.bytesWritten }
+    /// Hands buffered frames to the kernel (see `OutputFile.flush()`).
     public func flush() throws(ProcessingError) { try file.flush() }
+    /// Flushes, syncs and closes the file, reporting any write error (see `OutputFile.close()`).
     public func close() throws(ProcessingError) { try file.close() }
     /// Gives the file up (see `OutputFile.discard()`).
     public func discard() { file.discard() }
@@ -259,8 +271,16 @@ public final class Y4MWriter {
 
 /// Still pictures of frames: PNG (RGB, stored deflate) or JPEG (4:2:0, libjpeg-turbo), picked by extension.
 public enum SnapshotWriter {
-    public enum Kind: String, Sendable { case png, jpeg }
+    /// The picture formats a snapshot can be written in.
+    public enum Kind: String, Sendable {
+        /// PNG: RGB (BT.601 from the I420), lossless, in stored (uncompressed) deflate blocks.
+        case png
+        /// JPEG: baseline 4:2:0 from libjpeg-turbo, quality 85.
+        case jpeg
+    }
 
+    /// The format for a file name: `.png` for `*.png`, `.jpeg` for `*.jpg` and `*.jpeg` (any case). Throws
+    /// `invalidArgument` for any other extension.
     public static func kind(forPath path: String) throws(ProcessingError) -> Kind {
         let lower = path.lowercased()
         if lower.hasSuffix(".png") { return .png }

@@ -255,15 +255,20 @@ private final class WHEPHandler: ChannelInboundHandler {
 
 /// Why the server could not start, or a file it was given is unusable.
 public struct ServerError: CodedError {
+    /// The codes: `cannotListen`, `badFile`, `badToken`, `tls`.
     public typealias Code = ErrorCode<ServerError>
+    /// What kind of failure this is, to switch on.
     public var code: Code
+    /// A sentence for people, naming the address, file or option at fault.
     public var message: String
+    /// An error with `code` and a human-readable `message`.
     public init(_ code: Code, _ message: String) {
         self.code = code
         self.message = message
     }
 }
 
+/// The codes of `ServerError`.
 extension ErrorCode where Domain == ServerError {
     /// The address cannot be listened on (in use, not ours).
     public static var cannotListen: Self { Self(rawValue: "cannot listen") }

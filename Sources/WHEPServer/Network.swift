@@ -3,7 +3,7 @@ import CapturePipeline
 import SystemIO
 
 /// CLOCK_REALTIME − CLOCK_MONOTONIC now, in nanoseconds.
-public func realtimeMinusMonotonicNs() -> Int64 {
+package func realtimeMinusMonotonicNs() -> Int64 {
     var r = timespec(), m = timespec()
     clock_gettime(CLOCK_REALTIME, &r)
     clock_gettime(CLOCK_MONOTONIC, &m)
@@ -11,10 +11,10 @@ public func realtimeMinusMonotonicNs() -> Int64 {
 }
 
 /// HOST:PORT for --listen (IPv6 in brackets); port 0 lets the system pick.
-public struct ListenAddress: Sendable {
-    public var host: String, port: Int
-    public var isWildcard: Bool { host == "0.0.0.0" || host == "::" }
-    public init?(_ s: String) {
+package struct ListenAddress: Sendable {
+    package var host: String, port: Int
+    package var isWildcard: Bool { host == "0.0.0.0" || host == "::" }
+    package init?(_ s: String) {
         guard let (h, p) = parseHostPort(s, ports: 0...65535) else { return nil }
         host = h
         port = p

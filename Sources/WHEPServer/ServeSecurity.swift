@@ -6,8 +6,10 @@ import VideoCapture
 /// The pieces of a server's safety that come from its configuration: the token, origins, host names, the
 /// descriptor budget and the TLS context.
 public enum ServeSecurity {
+    /// What a valid token looks like, in one sentence for error messages.
     public static let tokenRule = "a token must be 16...256 characters of A-Z a-z 0-9 - . _ ~ + / (RFC 6750's b64token)"
 
+    /// True for a bearer token of 16–256 characters of RFC 6750's b64token alphabet (A–Z a–z 0–9 `-._~+/`).
     public static func isValidToken(_ t: String) -> Bool {
         let allowed = Set("-._~+/".utf8)
         return (16...256).contains(t.utf8.count)
@@ -32,6 +34,8 @@ public enum ServeSecurity {
         return lower
     }
 
+    /// True for a plausible host name or address for `ServerPolicy.hostNames`: 1–253 characters of letters,
+    /// digits, `-`, `.` and `:` (no port, no brackets).
     public static func isHostName(_ h: String) -> Bool {
         (1...253).contains(h.utf8.count)
             && h.utf8.allSatisfy {
@@ -39,6 +43,7 @@ public enum ServeSecurity {
             }
     }
 
+    /// True for a loopback address: `127.x.x.x` or `::1` (not the name `localhost`).
     public static func isLoopback(_ host: String) -> Bool { host.hasPrefix("127.") || host == "::1" }
 
     /// HTTP connections that fit under the descriptor limit (RLIMIT_NOFILE) beside the camera, the viewers'

@@ -22,10 +22,15 @@ public final class ViewerHub: EncodedOutput, Sendable {
     /// How many viewers, and how many of them may still be connecting (ICE and DTLS not done), overall and per
     /// client address: a slot held by an offer that never connects is freed at the peer's connect timeout.
     public struct Limits: Sendable {
+        /// Viewers connected at once; an offer beyond it gets 503.
         public var maxViewers = 16
+        /// Viewers still connecting at once, over all addresses; an offer beyond it gets 503.
         public var maxPending = 8
+        /// Viewers, connected or connecting, from one client address; beyond it 429.
         public var maxPerAddress = 8
+        /// Viewers still connecting from one client address; beyond it 429.
         public var maxPendingPerAddress = 2
+        /// Limits with the defaults: 16 viewers, 8 connecting, 8 per address of which 2 connecting.
         public init(maxViewers: Int = 16, maxPending: Int = 8, maxPerAddress: Int = 8, maxPendingPerAddress: Int = 2) {
             self.maxViewers = maxViewers
             self.maxPending = maxPending
@@ -52,7 +57,10 @@ public final class ViewerHub: EncodedOutput, Sendable {
     private let encoder = Mutex<(control: EncoderControl, follower: BandwidthFollower)?>(nil)
     /// Called when a viewer is admitted (a released camera starts again: `CaptureSession.wakeAction`).
     private let arrival = Mutex<(@Sendable () -> Void)?>(nil)
+    /// The shortest time between two key frames requested for viewers (300 ms, in nanoseconds): requests from
+    /// several viewers within it are merged.
     public static let keyFrameIntervalNs: Int64 = 300_000_000
+    /// The limits the hub admits viewers under.
     public let limits: Limits
 
     private let logger: Logger
@@ -79,7 +87,21 @@ public final class ViewerHub: EncodedOutput, Sendable {
         encoder.withLock { $0 = (encode.control, follower) }
     }
 
-    public enum AddError: Error { case badOffer(WebRTCError), full, tooManyPending, tooManyFromAddress(Int), stopped, failed(String) }
+    /// Why an offer got no viewer; `WHEPEndpoint` turns each into an HTTP status.
+    public enum AddError: Error {
+        /// The offer cannot be answered (HTTP 400, or 406 for no usable H.264).
+        case badOffer(WebRTCError)
+        /// `Limits.maxViewers` viewers are connected (HTTP 503).
+        case full
+        /// `Limits.maxPending` viewers are still connecting (HTTP 503).
+        case tooManyPending
+        /// The client's address has this many viewers, past `maxPerAddress` or `maxPendingPerAddress` (HTTP 429).
+        case tooManyFromAddress(Int)
+        /// `closeAll(reason:)` was called: the hub admits nobody (HTTP 503).
+        case stopped
+        /// The peer could not be made on our side (sockets, DTLS), with the reason (HTTP 500).
+        case failed(String)
+    }
 
     /// Whether one more viewer from `address` fits the limits.
     private func admission(_ s: State, from address: String) -> AddError? {
@@ -158,6 +180,8 @@ public final class ViewerHub: EncodedOutput, Sendable {
         recomputeBitrate()
     }
 
+    /// Ends every viewer with `reason` and admits no more (later offers get `AddError.stopped`). Waits for each
+    /// peer's thread; call it when the app stops serving.
     public func closeAll(reason: String) {
         let peers = state.withLock { s -> [WebRTCPeer] in
             s.closed = true
@@ -178,6 +202,7 @@ public final class ViewerHub: EncodedOutput, Sendable {
         encoder.withLock { $0?.follower }?.update(bitsPerSecond: lowest)
     }
 
+    /// Viewers connected or still connecting.
     public var viewerCount: Int { state.withLock { $0.viewers.count } }
 
     /// Sets each viewer's metrics from its statistics (a scrape calls this first): whep_viewer_rtt_seconds,
@@ -202,6 +227,8 @@ public final class ViewerHub: EncodedOutput, Sendable {
         let peers = state.withLock { $0.peers }
         return peers.contains { $0.isConnected }
     }
+    /// Sends one access unit to every connected viewer (from the encoder's thread), first asking the encoder for
+    /// a key frame if a viewer wanted one and the last was long enough ago. Never throws.
     public func write(_ frame: EncodedFrame) throws {
         let now = monotonicNanoseconds()
         if keyFramePending.load(ordering: .acquiring) {
@@ -219,13 +246,17 @@ public final class ViewerHub: EncodedOutput, Sendable {
         let peers = state.withLock { $0.peers }
         for p in peers { p.send(frame) }
     }
+    /// Ends every viewer (the run is over).
     public func end() throws { closeAll(reason: "the server stopped") }
+    /// Ends every viewer (the run failed before it started).
     public func discard() { closeAll(reason: "the server stopped") }
 
+    /// Viewers now and in all, for the progress line.
     public var progress: String? {
         let s = state.withLock { ($0.viewers.count, $0.total) }
         return "viewers \(s.0) (\(s.1) in all)"
     }
+    /// The `viewers` line: how many came, how many left, and why the last one ended.
     public var summary: [(String, String)] {
         let s = state.withLock { ($0.total, $0.left, $0.lastEnded) }
         return [("viewers", "\(s.0) in all, \(s.1) left" + (s.2.last.map { "; last: \($0.1)" } ?? ""))]

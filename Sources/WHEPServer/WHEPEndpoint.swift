@@ -8,7 +8,11 @@ import WebRTC
 /// Who may use the server and how much of it: the bearer token (RFC 9725 §4.1; nil: no authentication), the
 /// origins allowed cross-origin access, the names the server answers to (Host, against DNS rebinding), and limits.
 public struct ServerPolicy: Sendable {
+    /// The bearer token every request needs except the player page (GET /) and CORS preflights (OPTIONS), the
+    /// app's own routes included; nil for none (anyone who reaches the server may watch).
     public var token: String?
+    /// Origins (`https://app.example`, lower-case, no path) whose pages may call the endpoint cross-origin;
+    /// requests from any other foreign origin get 403.
     public var allowedOrigins: Set<String> = []
     /// Lower-case host names and addresses a request's Host may name (without the port).
     public var hostNames: Set<String> = []
@@ -17,9 +21,12 @@ public struct ServerPolicy: Sendable {
     /// A complete request (head and body) within this long of the connection opening or of the previous
     /// response, else the connection is closed (slowloris; idle keep-alive connections).
     public var requestTimeoutNs: Int64 = 10_000_000_000
+    /// HTTP connections open at once; past it the longest-idle one is evicted, or the new one gets 503.
     public var maxConnections = 256
+    /// HTTP connections open at once from one client address; past it 429.
     public var maxConnectionsPerAddress = 32
 
+    /// A policy with the default limits. Give `hostNames`: with none, every request's Host is refused.
     public init(token: String?, allowedOrigins: Set<String> = [], hostNames: Set<String> = []) {
         self.token = token
         self.allowedOrigins = allowedOrigins
@@ -49,7 +56,11 @@ public struct ServerPolicy: Sendable {
 
 /// What the server refused, by reason (GET /stats shows them; each abuse test reads its own).
 public struct RefusalCounters: Sendable {
+    /// Refusals before a request is routed: a missing or wrong token (401), a foreign Origin (403), a foreign
+    /// Host (403), the connection limits (503, 429), and idle connections evicted to make room.
     public var unauthorized = 0, foreignOrigin = 0, foreignHost = 0, connectionLimit = 0, perAddressConnectionLimit = 0, evicted = 0
+    /// Refusals of requests and offers: request timeouts, the hub's viewer limits (503, 429), and offers that
+    /// could not be answered (400, 406).
     public var timeouts = 0, viewerLimit = 0, pendingLimit = 0, perAddressViewerLimit = 0, badOffer = 0
     var json: [(String, Any)] {
         [
@@ -62,14 +73,18 @@ public struct RefusalCounters: Sendable {
 
 /// An HTTP request as the endpoint sees it, from whatever server received it.
 public struct WHEPRequest: Sendable {
+    /// The HTTP method, upper-case (`GET`, `POST`, `DELETE`, `OPTIONS`).
     public var method: String
     /// The request target; a query is ignored.
     public var uri: String
+    /// The request's headers, in order (`header(_:)` looks one up).
     public var headers: [(name: String, value: String)]
+    /// The request body (an SDP offer for POST /whep).
     public var body: [UInt8]
     /// The client's IP address (limits per address).
     public var client: String
 
+    /// A request as a host received it.
     public init(method: String, uri: String, headers: [(name: String, value: String)], body: [UInt8] = [], client: String) {
         self.method = method
         self.uri = uri
@@ -88,9 +103,13 @@ public struct WHEPRequest: Sendable {
 
 /// The endpoint's answer; the host adds Content-Length and connection handling.
 public struct WHEPResponse: Sendable {
+    /// The HTTP status code.
     public var status: Int
+    /// Headers to send, in order.
     public var headers: [(name: String, value: String)]
+    /// The body (text: an SDP answer, the page, JSON, or a message).
     public var body: String
+    /// A response; the host adds Content-Length.
     public init(status: Int, headers: [(name: String, value: String)], body: String) {
         self.status = status
         self.headers = headers
@@ -106,7 +125,9 @@ public struct WHEPResponse: Sendable {
 ///   GET /stats       the viewers and the refusal counters, as JSON
 ///   GET /metrics     Prometheus text (when the app gives `metrics`): the capture, the encoder, the viewers
 public final class WHEPEndpoint: Sendable {
+    /// The viewers POST adds to and DELETE removes from.
     public let hub: ViewerHub
+    /// The token, origins, host names and limits every request is checked against.
     public let policy: ServerPolicy
     private let metrics: (@Sendable () -> String)?
     private let reportedRefusals = Mutex(RefusalCounters())
@@ -169,6 +190,7 @@ public final class WHEPEndpoint: Sendable {
 
     /// Counts a refusal (the host counts its own: connection limits, timeouts).
     public func count(_ update: (inout RefusalCounters) -> Void) { refusals.withLock { update(&$0) } }
+    /// The refusal counters so far (a snapshot; safe from any thread).
     public var refused: RefusalCounters { refusals.withLock { $0 } }
     /// Where /stats reads the open connections from (the host's count).
     public func countConnections(with source: @escaping @Sendable () -> Int) { connections.withLock { $0 = source } }

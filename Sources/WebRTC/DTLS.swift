@@ -5,6 +5,8 @@ internal import CWebRTC
 
 /// An error of the WebRTC layer: what went wrong in words, and a code to act on (an HTTP status, a retry).
 public struct WebRTCError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What a caller does about the error: an invalid offer is the client's fault (HTTP 400), an unsupported codec
+    /// is a mismatch (HTTP 406 in WHEP), a local failure is the server's (HTTP 500).
     public enum Code: Sendable, Equatable {
         /// The offer is not one this server can answer (syntax, ICE credentials, fingerprint, transport, setup, mid).
         case invalidOffer
@@ -13,12 +15,16 @@ public struct WebRTCError: Error, Sendable, Equatable, CustomStringConvertible {
         /// Sockets, DTLS, SRTP or certificates failed on our side.
         case local
     }
+    /// A sentence for people, saying what was wrong and, for an offer, what to change.
     public var message: String
+    /// What kind of failure this is, to switch on.
     public var code: Code
+    /// An error with a human-readable `message`; a local failure unless `code` says otherwise.
     public init(_ message: String, code: Code = .local) {
         self.message = message
         self.code = code
     }
+    /// The message.
     public var description: String { message }
 }
 
@@ -51,8 +57,12 @@ public final class DTLSIdentity: @unchecked Sendable {
 
 /// SRTP protection profiles (RFC 5764, RFC 7714) we negotiate.
 public enum SRTPProfile: Int32, Sendable {
+    /// `SRTP_AES128_CM_HMAC_SHA1_80` (RFC 5764): AES counter mode with an 80-bit HMAC-SHA1 tag; every browser
+    /// offers it.
     case aes128CmSha1_80 = 1
+    /// `SRTP_AEAD_AES_128_GCM` (RFC 7714): AES-GCM, authenticated encryption with a 16-byte tag; preferred.
     case aeadAes128Gcm = 7
+    /// The profile's name as RFC 5764 and RFC 7714 spell it, e.g. `AEAD_AES_128_GCM`.
     public var name: String { self == .aes128CmSha1_80 ? "AES_CM_128_HMAC_SHA1_80" : "AEAD_AES_128_GCM" }
 }
 
@@ -164,7 +174,9 @@ func iceToken(_ length: Int) -> String {
 
 /// A self-signed TLS certificate for HTTPS (ECDSA P-256, made with OpenSSL), for names the server answers to.
 public struct SelfSignedCertificate: Sendable {
+    /// The certificate in PEM form (`-----BEGIN CERTIFICATE-----`).
     public var certificatePEM: String
+    /// The private key in PEM form (PKCS #8). A secret: keep it out of logs and files others can read.
     public var privateKeyPEM: String
     /// SHA-256 of the certificate, "AB:CD:…".
     public var fingerprint: String

@@ -3,18 +3,24 @@ public import RTP
 /// What we take from a browser's (or any WHEP client's) SDP offer: its ICE credentials and DTLS fingerprint,
 /// the video section we answer, and the H.264 payload type we send with. Errors say what the offer lacked.
 public struct WebRTCOffer: Sendable {
+    /// The offer's `a=ice-ufrag` (4–256 characters): the username fragment its STUN checks carry.
     public var iceUfrag: String
+    /// The offer's `a=ice-pwd` (22–256 characters).
     public var icePassword: String
     /// sha-256 fingerprint of the peer's DTLS certificate, "AB:CD:…".
     public var fingerprint: String
     /// Index of the m= section we send video in, and its mid.
     public var videoIndex: Int
+    /// The video section's `a=mid`, if it has one (echoed in the answer and its BUNDLE group).
     public var mid: String?
+    /// The offer's H.264 payload type we send with: packetization-mode 1, the profile closest to Constrained
+    /// Baseline.
     public var payloadType: UInt8
     /// The offer's profile-level-id for that payload type (echoed in the answer).
     public var profileLevelID: String
     /// The offer's RTX payload type for `payloadType` (RFC 4588, `apt=`), if it has one.
     public var rtxPayloadType: UInt8?
+    /// The whole offer as parsed.
     public var description: SDPDescription
 
     /// profile-level-id values Constrained Baseline streams decode under, best first: Constrained Baseline,
@@ -38,6 +44,10 @@ public struct WebRTCOffer: Sendable {
             && mid.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x41...0x5a).contains($0) || (0x61...0x7a).contains($0) || allowed.contains($0) }
     }
 
+    /// Reads an offer (at most 64 KiB of SDP). Throws `WebRTCError` with code `invalidOffer` for anything that
+    /// could never connect (no video section, no ICE credentials or sha-256 fingerprint, not DTLS-SRTP, a setup
+    /// other than actpass or active, a video section that does not receive, a bad mid) and `unsupportedCodec`
+    /// when no H.264 payload type fits.
     public init(_ sdp: String) throws(WebRTCError) {
         guard sdp.utf8.count <= 64 * 1024 else {
             throw WebRTCError("the offer is \(sdp.utf8.count) bytes; at most 64 KiB are accepted", code: .invalidOffer)

@@ -5,17 +5,24 @@ internal import CWebRTC
 /// its short-term credentials (USERNAME "ourUfrag:theirUfrag", MESSAGE-INTEGRITY keyed with our ice-pwd) with a
 /// success response holding XOR-MAPPED-ADDRESS, MESSAGE-INTEGRITY and FINGERPRINT. It never sends requests.
 public enum STUN {
+    /// The fixed value in every STUN header (RFC 5389 §6).
     public static let magicCookie: UInt32 = 0x2112_A442
 
     /// A Binding request as received (only what ICE-lite looks at).
     public struct BindingRequest: Sendable, Equatable {
+        /// The 12-byte transaction ID, echoed in the response.
         public var transactionID: [UInt8]
+        /// The USERNAME attribute: "ourUfrag:theirUfrag".
         public var username: String
+        /// USE-CANDIDATE: the controlling agent nominates this pair.
         public var useCandidate: Bool
+        /// ICE-CONTROLLING was present (a browser talking to an ICE-lite agent always controls).
         public var iceControlling: Bool
+        /// The PRIORITY attribute, if present.
         public var priority: UInt32?
     }
 
+    /// What `parseRequest(_:localUfrag:localPassword:)` made of a datagram.
     public enum Outcome: Sendable, Equatable {
         /// A valid, authenticated Binding request.
         case request(BindingRequest)

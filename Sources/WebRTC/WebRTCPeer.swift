@@ -18,13 +18,20 @@ import SystemIO
 /// through), the `RTPSender`, and the peer's thread (`PeerLoop`: ICE-lite checks, DTLS, inbound SRTCP), which
 /// alone owns the state it works on.
 public final class WebRTCPeer: Sendable {
+    /// Where the peer listens and how it sends; only the addresses have no default.
     public struct Configuration: Sendable {
         /// The address the UDP socket binds to (0.0.0.0 / :: for all) and the candidates the answer lists.
         public var bindHost: String
+        /// The addresses put in the answer as host candidates: where the browser sends its checks (and so the media
+        /// path). Each is a literal IPv4 or IPv6 address of this machine.
         public var candidateHosts: [String]
+        /// RTP payload bytes per packet (SRTP and the UDP/IP headers come on top).
         public var maxPayload = 1200
+        /// Drop outgoing packets with this probability, 0…1 (loss simulation for tests).
         public var dropRate = 0.0
+        /// The seed of the loss simulation (the same seed drops the same packets).
         public var dropSeed: UInt64 = 1
+        /// PLI/FIR requests closer together than this (nanoseconds) are not passed to `Handlers.keyFrameRequest`.
         public var keyFrameRequestIntervalNs: Int64 = 300_000_000
         /// No authenticated STUN check for this long: the viewer is gone (RFC 7675 uses 30 s).
         public var consentTimeoutNs: Int64 = 30_000_000_000
@@ -32,22 +39,32 @@ public final class WebRTCPeer: Sendable {
         public var connectTimeoutNs: Int64 = 8_000_000_000
         /// Retransmit as RTX (RFC 4588) when the offer has an RTX payload type for the chosen H.264 one.
         public var useRTX = true
+        /// A configuration with the defaults: 30 s consent timeout, 8 s to connect, RTX when offered.
         public init(bindHost: String, candidateHosts: [String]) {
             self.bindHost = bindHost
             self.candidateHosts = candidateHosts
         }
     }
 
+    /// A snapshot of one viewer's connection, read with `WebRTCPeer.statistics`.
     public struct Statistics: Sendable {
+        /// The RTP sender's counters (packets, retransmissions, receiver reports, REMB).
         public var rtp: RTPSender.Statistics
+        /// Where the connection is: `checking` (ICE), `dtls` (handshake), `connected`, or `closed`.
         public var state: String
+        /// The negotiated SRTP profile's name, once the handshake is done.
         public var srtpProfile: String?
+        /// Authenticated STUN Binding requests answered.
         public var stunRequests: Int
+        /// STUN messages not answered (not for us, unauthenticated, malformed).
         public var stunIgnored: Int
+        /// Inbound SRTCP packets that failed authentication or replay checks (dropped).
         public var srtcpErrors: Int
         /// DTLS records dropped (malformed, or after the handshake of another epoch, too short or refused).
         public var dtlsRecordsDropped: Int
+        /// Frames not sent because the viewer had not had a key frame yet.
         public var framesSkippedBeforeKeyFrame: Int
+        /// The viewer's selected address and port (`1.2.3.4:5678`, `[::1]:5678`), once an ICE check chose it.
         public var remote: String?
     }
 
@@ -56,10 +73,15 @@ public final class WebRTCPeer: Sendable {
     /// limited); `bitrateEstimate` with its REMB in bit/s; `closed` once, with the reason, when the peer has
     /// ended and freed its socket.
     public struct Handlers: Sendable {
+        /// DTLS and SRTP are up: ask the encoder for a key frame.
         public var connected: (@Sendable () -> Void)?
+        /// The viewer sent a PLI or FIR (rate limited by `keyFrameRequestIntervalNs`).
         public var keyFrameRequest: (@Sendable () -> Void)?
+        /// The viewer's REMB estimate, bits per second.
         public var bitrateEstimate: (@Sendable (UInt64) -> Void)?
+        /// The peer has ended, with the reason in words; called once.
         public var closed: (@Sendable (String) -> Void)?
+        /// Handlers, each optional.
         public init(
             connected: (@Sendable () -> Void)? = nil, keyFrameRequest: (@Sendable () -> Void)? = nil,
             bitrateEstimate: (@Sendable (UInt64) -> Void)? = nil, closed: (@Sendable (String) -> Void)? = nil
@@ -71,10 +93,16 @@ public final class WebRTCPeer: Sendable {
         }
     }
 
+    /// A random identifier of 16 URL-safe characters (a WHEP resource's name).
     public let id: String
+    /// The SDP answer for the offer, to return to the viewer.
     public let answer: String
+    /// The viewer's offer, as parsed.
     public let offer: WebRTCOffer
+    /// The UDP port the peer's socket is bound to (in the answer's candidates).
     public let localPort: Int
+    /// The RTP sender whose packets this peer protects and sends; read its statistics or parameters here, but
+    /// send through `send(_:)`.
     public let sender: RTPSender
 
     private let configuration: Configuration
@@ -96,6 +124,8 @@ public final class WebRTCPeer: Sendable {
     private let pending: Mutex<LoopHandOver?>
     private let thread = Mutex<WorkerThread?>(nil)
 
+    /// Binds a UDP socket and builds the answer for `offer`; nothing runs until `start(_:)`. Throws `WebRTCError`
+    /// (code `local`) when the socket or the DTLS association cannot be made.
     public init(offer: WebRTCOffer, identity: DTLSIdentity, configuration c: Configuration) throws(WebRTCError) {
         self.offer = offer
         configuration = c
@@ -160,8 +190,10 @@ public final class WebRTCPeer: Sendable {
         thread.withLock { $0 }?.join() // returns at once on the peer's thread: it ends next
     }
 
+    /// True while DTLS is up and SRTP keys are set (media can flow).
     public var isConnected: Bool { transport.isConnected }
 
+    /// A snapshot of the connection's counters; safe from any thread.
     public var statistics: Statistics {
         let rtp = sender.statistics
         let remote = transport.remoteText
