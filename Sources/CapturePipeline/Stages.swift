@@ -357,7 +357,7 @@ public final class Y4MStage: PictureStage {
     public func begin(_ session: CaptureSession) throws { fps = session.applied.fps }
     /// Appends a picture; the first one's size goes into the header, and a later one of another size throws.
     public func consume(_ picture: I420Buffer, frame: VideoFrame) throws {
-        if writer == nil {  // the header's range is the frames' (MJPEG decodes to full range)
+        if writer == nil { // the header's range is the frames' (MJPEG decodes to full range)
             writer = try Y4MWriter(file: file, width: picture.width, height: picture.height, fps: fps, fullRange: frame.colorSpace.range == .full)
         }
         try writer!.write(picture)

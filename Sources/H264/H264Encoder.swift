@@ -71,7 +71,7 @@ public final class EncoderControl: Sendable {
     }
 
     /// The colour description to write into the SPS from the next frame (a change gives new SPS/PPS and an
-    /// IDR; the same description as now changes nothing). Frames from ``VideoSource`` carry theirs.
+    /// IDR; the same description as now changes nothing). Frames from `VideoSource` carry theirs.
     public func setColorSpace(_ colorSpace: VideoColorSpace) { pending.withLock { $0.colorSpace = colorSpace } }
 
     /// Counters and timings as of the last encoded frame.
@@ -519,9 +519,9 @@ public final class H264Encoder {
         control.publish { $0 = snapshot }
     }
 
-    /// Encodes an I420 frame (what ``VideoSource`` delivers) into `out` with its capture time, writing its
+    /// Encodes an I420 frame (what `VideoSource` delivers) into `out` with its capture time, writing its
     /// colour description into the SPS (a change of description starts a new IDR), and starting with an IDR
-    /// when the frame follows a camera start or switch (``VideoFrame/isDiscontinuity``). A frame in another
+    /// when the frame follows a camera start or switch (`VideoFrame.isDiscontinuity`). A frame in another
     /// pixel format is an error: convert it first.
     public func encode(_ frame: VideoFrame, into out: inout EncodedFrame) throws(H264Error) {
         guard let picture = I420Buffer(frame.buffer) else {

@@ -73,15 +73,11 @@ public struct AppliedFormat: Hashable, Sendable, CustomStringConvertible {
     public var stride: Int
     /// The frame rate the device set, in frames per second (on V4L2 read back with `VIDIOC_G_PARM`).
     public var fps: Fraction
-<<<<<<< HEAD
     /// The colour description the driver gives for this format (V4L2 `colorspace`, `xfer_func`, `ycbcr_enc`,
     /// `quantization`), or the fixture's; every frame of the stream carries it.
     public var colorSpace: VideoColorSpace
-    public init(pixelFormat: PixelFormat, size: FrameSize, stride: Int, fps: Fraction, colorSpace: VideoColorSpace = .unspecified) {
-=======
     /// A format as a stream reports it after a start.
-    public init(pixelFormat: PixelFormat, size: FrameSize, stride: Int, fps: Fraction) {
->>>>>>> docs-a
+    public init(pixelFormat: PixelFormat, size: FrameSize, stride: Int, fps: Fraction, colorSpace: VideoColorSpace = .unspecified) {
         self.pixelFormat = pixelFormat
         self.size = size
         self.stride = stride

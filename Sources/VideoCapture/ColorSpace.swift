@@ -11,12 +11,15 @@ public struct VideoColorSpace: Hashable, Sendable, CustomStringConvertible {
     public enum Primaries: UInt8, Sendable, CaseIterable {
         /// ITU-R BT.709, also sRGB's primaries.
         case bt709 = 1
+        /// Not known.
         case unspecified = 2
         /// ITU-R BT.470 system B/G (PAL).
         case bt470bg = 5
         /// SMPTE 170M (NTSC, BT.601 525).
         case smpte170m = 6
+        /// SMPTE 240M (early HDTV).
         case smpte240m = 7
+        /// ITU-R BT.2020 (UHD, wide gamut).
         case bt2020 = 9
         /// DCI-P3 (SMPTE 431-2).
         case smpte431 = 11
@@ -24,10 +27,15 @@ public struct VideoColorSpace: Hashable, Sendable, CustomStringConvertible {
 
     /// The opto-electronic transfer function (gamma).
     public enum Transfer: UInt8, Sendable, CaseIterable {
+        /// ITU-R BT.709 (HD video).
         case bt709 = 1
+        /// Not known.
         case unspecified = 2
+        /// SMPTE 170M (SD video; the same curve as BT.709).
         case smpte170m = 6
+        /// SMPTE 240M.
         case smpte240m = 7
+        /// No transfer function: linear light (V4L2's `NONE`).
         case linear = 8
         /// IEC 61966-2-1: sRGB (and JPEG).
         case srgb = 13
@@ -37,28 +45,41 @@ public struct VideoColorSpace: Hashable, Sendable, CustomStringConvertible {
 
     /// The matrix from R'G'B' to Y'CbCr.
     public enum Matrix: UInt8, Sendable, CaseIterable {
+        /// R'G'B' samples, no Y'CbCr matrix (RGB formats).
         case rgb = 0
+        /// ITU-R BT.709.
         case bt709 = 1
+        /// Not known.
         case unspecified = 2
         /// BT.601 (625 lines); the same matrix as `smpte170m`.
         case bt470bg = 5
         /// BT.601 (525 lines): what JPEG and most webcams use.
         case smpte170m = 6
+        /// SMPTE 240M.
         case smpte240m = 7
+        /// ITU-R BT.2020, non-constant luminance.
         case bt2020NonConstant = 9
+        /// ITU-R BT.2020, constant luminance.
         case bt2020Constant = 10
     }
 
     /// Whether luma spans 16...235 (limited, "TV", H.264 `video_full_range_flag` 0) or 0...255 (full, "PC").
     public enum Range: Sendable, Hashable {
+        /// Luma 16...235, chroma 16...240.
         case limited
+        /// Every code value 0...255 (JPEG).
         case full
+        /// Not known (an encoder then writes limited range).
         case unspecified
     }
 
+    /// The colour primaries.
     public var primaries: Primaries
+    /// The transfer function.
     public var transfer: Transfer
+    /// The Y'CbCr matrix.
     public var matrix: Matrix
+    /// The sample range.
     public var range: Range
 
     /// A description with every part given.

@@ -141,7 +141,9 @@ final class ReferenceConverter: CameraVideoCapturerDelegate, Sendable {
         // Half, within the frames at the stop's edge and those the capturer dropped on a loaded machine (a dropped
         // frame the 15 fps gate would have kept moves the gate to the next one).
         let late = cap.statistics.dropped.values.reduce(0, +)
-        #expect(abs(Double(p.count) / 2 - Double(e.count)) <= 2 + Double(late), "preview \(p.count), encoder \(e.count), dropped \(late)")
+        let off: Double = abs(Double(p.count) / 2 - Double(e.count))
+        let allowed: Double = 2 + Double(late)
+        #expect(off <= allowed, "preview \(p.count), encoder \(e.count), dropped \(late)")
         source.detach()
     }
 
