@@ -493,12 +493,9 @@ public final class H264Encoder {
         }
         let d = chromaScratch!
         guard let planes = d.writablePlanes else { return f }
-        func copy(_ src: UnsafePointer<UInt8>, _ ss: Int, _ dst: UnsafeMutablePointer<UInt8>, _ ds: Int, _ w: Int, _ h: Int) {
-            for r in 0..<h { (dst + r * ds).update(from: src + r * ss, count: w) }
-        }
-        copy(f.dataY, f.strideY, planes.y, d.strideY, f.width, f.height)
-        copy(f.dataU, f.strideU, planes.u, d.strideU, f.chromaWidth, f.chromaHeight)
-        copy(f.dataV, f.strideV, planes.v, d.strideV, f.chromaWidth, f.chromaHeight)
+        PlaneOps.copy(f.dataY, f.strideY, planes.y, d.strideY, width: f.width, height: f.height)
+        PlaneOps.copy(f.dataU, f.strideU, planes.u, d.strideU, width: f.chromaWidth, height: f.chromaHeight)
+        PlaneOps.copy(f.dataV, f.strideV, planes.v, d.strideV, width: f.chromaWidth, height: f.chromaHeight)
         return d
     }
 

@@ -197,6 +197,13 @@ public struct I420Buffer: Sendable {
         self.buffer = buffer
     }
 
+    /// A size outside 1...16384 a side is an error naming it.
+    private static func checkSize(width: Int, height: Int) throws(CaptureError) {
+        guard (1...16384).contains(width), (1...16384).contains(height) else {
+            throw CaptureError(.invalidArgument, "an I420 picture of \(width)x\(height): width and height must be 1...16384")
+        }
+    }
+
     /// Another library's I420 picture, wrapped without a copy: three planes anywhere in memory, each with its
     /// own stride (WebRTC's `I420Buffer::Wrap`, a decoder's output, an `AVFrame`). `release` runs when the last
     /// frame that holds the planes is gone; until then the memory must stay valid and unchanged. Read-only:
@@ -208,9 +215,7 @@ public struct I420Buffer: Sendable {
         wrapping planes: (y: UnsafePointer<UInt8>, u: UnsafePointer<UInt8>, v: UnsafePointer<UInt8>),
         strides: (y: Int, u: Int, v: Int), width: Int, height: Int, release: @escaping @Sendable () -> Void
     ) throws(CaptureError) {
-        guard (1...16384).contains(width), (1...16384).contains(height) else {
-            throw CaptureError(.invalidArgument, "an I420 picture of \(width)x\(height): width and height must be 1...16384")
-        }
+        try I420Buffer.checkSize(width: width, height: height)
         let cw = (width + 1) / 2
         for (name, stride, least) in [("luma", strides.y, width), ("U", strides.u, cw), ("V", strides.v, cw)] {
             guard stride >= least, stride <= 1 << 20 else {
@@ -234,9 +239,7 @@ public struct I420Buffer: Sendable {
     /// Wraps storage of at least `byteCount(width:height:)` bytes; smaller storage, or a size that is not
     /// positive or above 16384 a side, is an error naming both (never a trap).
     public init(width: Int, height: Int, storage: FrameStorage) throws(CaptureError) {
-        guard (1...16384).contains(width), (1...16384).contains(height) else {
-            throw CaptureError(.invalidArgument, "an I420 picture of \(width)x\(height): width and height must be 1...16384")
-        }
+        try I420Buffer.checkSize(width: width, height: height)
         let bytes = I420Buffer.byteCount(width: width, height: height)
         guard storage.capacity >= bytes else {
             throw CaptureError(
