@@ -43,7 +43,20 @@ actor CountingActor {
     /// Strictly increasing, as the capturer promises.
     func increasing<T: Comparable>(_ values: [T]) -> Bool { zip(values, values.dropFirst()).allSatisfy { $0 < $1 } }
 
+    /// Each test runs on a thread of its own (the actor's jobs follow the task's executor preference): in the
+    /// parallel suite, synchronous tests beside it can hold every thread of the cooperative pool (two on a
+    /// two-core box) for minutes; CI saw the actor stop at frame 30 for the 60 s limit. As HummingbirdWHEPTests.
+    func onOwnThread(_ name: String, _ body: () async throws -> Void) async throws {
+        let executor = DedicatedTaskExecutor(name: name)
+        defer { executor.shutdown() }
+        try await withTaskExecutorPreference(executor) { try await body() }
+    }
+
     @Test func anActorAndAMainActorClassEachCountEveryFrame() async throws {
+        try await onOwnThread("isolated-consumers") { try await actorAndMainActorCountEveryFrame() }
+    }
+
+    func actorAndMainActorCountEveryFrame() async throws {
         // As fast as consumed and nothing discarded: both consumers see every frame, from the first.
         let capturer = CameraVideoCapturer(
             providers: [FixtureCameraProvider(options: .init(pacing: .asFastAsConsumed))],
@@ -66,6 +79,10 @@ actor CountingActor {
     }
 
     @Test func aRealTimeCameraFeedsAnActorUntilItStops() async throws {
+        try await onOwnThread("real-time-consumer") { try await realTimeCameraFeedsAnActor() }
+    }
+
+    func realTimeCameraFeedsAnActor() async throws {
         // Real-time pacing (30 fps): the actor's loop ends when capture stops, having counted what arrived.
         let capturer = CameraVideoCapturer(providers: [FixtureCameraProvider()])
         let counter = CountingActor()
