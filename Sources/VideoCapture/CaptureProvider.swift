@@ -62,8 +62,8 @@ public enum FrameDropReason: String, Sendable, CaseIterable, CustomStringConvert
 public struct FrameSink: Sendable {
     /// Called with each frame, in capture order.
     public let frame: @Sendable (VideoFrame) -> Void
-    /// Called with the reason and the number of frames lost before they became frames (driver gaps, corrupt or
-    /// short buffers, held buffers).
+    /// Called with a reason and a count when the stream loses frames (driver gaps, corrupt or short buffers,
+    /// every buffer held by consumers).
     public let dropped: @Sendable (FrameDropReason, Int) -> Void
     /// A fatal error: the stream has already released its resources when this is called.
     public let failed: @Sendable (CaptureError) -> Void

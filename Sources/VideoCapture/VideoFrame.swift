@@ -318,14 +318,14 @@ public struct I420Buffer: Sendable {
 public struct VideoFrame: Sendable {
     /// The pixels, in the format the camera delivered (often borrowed driver memory: see "Frame lifetime").
     public var buffer: VideoFrameBuffer
-    /// Clockwise rotation that shows the picture upright (from the camera's sensor rotation or an override);
-    /// the pixels themselves are not rotated.
+    /// Clockwise rotation that shows the picture upright (from the driver's sensor rotation, a fixture's
+    /// `rotation` or a ``SensorOverride``); the pixels themselves are not rotated.
     public var rotation: VideoRotation
     /// Capture time in nanoseconds of the monotonic clock (`CLOCK_MONOTONIC`); strictly increasing per capturer,
     /// across device switches too.
     public var timestampNs: Int64
-    /// The frame's number from the capturer, starting at 0 and counting every captured frame (a gap means frames
-    /// were dropped).
+    /// The frame's number from the capturer: 0 for the first frame it received, then one more per frame, across
+    /// starts and switches (a gap means frames were dropped after capture).
     public var sequence: UInt64
     /// How the samples map to colours (primaries, transfer, matrix, range): the driver's or the fixture's
     /// description of the stream, kept or set by conversions, written by the encoder into the SPS.
