@@ -47,6 +47,7 @@ def main():
     ap.add_argument("--log", default=None)
     ap.add_argument("--navigate-away", action="store_true", help="leave by navigating away (pagehide) instead of calling DELETE")
     ap.add_argument("--expect-close", action="store_true", help="with --hold: wait for the DTLS transport to leave 'connected'")
+    ap.add_argument("--picture", action="store_true", help="also report the shown picture: its size and the mean luma of its top, bottom, left and right fifths")
     ap.add_argument("--spki", default=None, help="trust the server's self-signed certificate with this public-key hash (base64 SHA-256)")
     a = ap.parse_args()
     global TOKEN
@@ -131,6 +132,21 @@ def main():
                 return round(xs[min(len(xs) - 1, max(0, int(p * len(xs) + 0.5) - 1))], 1) if xs else None
             out["latency"] = {"frames": len(shown), "receiveP50Ms": pct(recv, 0.5), "receiveP95Ms": pct(recv, 0.95),
                               "displayP50Ms": pct(shown, 0.5), "displayP95Ms": pct(shown, 0.95)}
+        if a.picture:
+            # What a person sees: the video element drawn into a canvas (Chromium applies the frame's rotation,
+            # from the video-orientation extension, when it paints).
+            out["picture"] = d.execute_script("""
+                const v = document.querySelector('video');
+                const w = v.videoWidth, h = v.videoHeight;
+                const c = document.createElement('canvas'); c.width = w; c.height = h;
+                const g = c.getContext('2d'); g.drawImage(v, 0, 0, w, h);
+                const px = g.getImageData(0, 0, w, h).data;
+                const mean = (x0, y0, x1, y1) => { let s = 0, n = 0;
+                  for (let y = y0; y < y1; y++) for (let x = x0; x < x1; x++) {
+                    const i = 4 * (y * w + x); s += 0.299 * px[i] + 0.587 * px[i + 1] + 0.114 * px[i + 2]; n++; }
+                  return Math.round(s / Math.max(1, n)); };
+                return {videoWidth: w, videoHeight: h, top: mean(0, 0, w, h / 5 | 0), bottom: mean(0, h - (h / 5 | 0), w, h),
+                        left: mean(0, 0, w / 5 | 0, h), right: mean(w - (w / 5 | 0), 0, w, h)};""")
         out["lastServer"] = server_viewer(base, resource)
         out["framesSent"] = sent_end - first_server["framesSent"]
         out["framesDecoded"] = last["framesDecoded"] - first["framesDecoded"]

@@ -119,6 +119,7 @@ final class ScheduleReplay: Sendable {
 public final class OutputRequests: Sendable {
     private struct State {
         var pending: VideoAdapter.Request?
+        var rotationApplied: Bool?
         var source: VideoSource?
     }
     private let state = Mutex(State())
@@ -137,16 +138,29 @@ public final class OutputRequests: Sendable {
         source?.requestOutputFormat(maxSize: r.maxSize, maxFps: r.maxFps)
     }
 
+    /// Applies each frame's rotation to the pixels (true) or leaves it as metadata (false), from the next frame
+    /// (`VideoSource.setAppliesRotation(_:)`); kept for a source attached later. A server calls it when its
+    /// receivers change: false while every one of them takes the rotation as metadata (the video-orientation RTP
+    /// extension), true as soon as one does not.
+    public func requestRotationApplied(_ applied: Bool) {
+        let source = state.withLock { s -> VideoSource? in
+            s.rotationApplied = applied
+            return s.source
+        }
+        source?.setAppliesRotation(applied)
+    }
+
     /// True once any request was made (the summary then reports the adaptation).
     public var used: Bool { requested.load(ordering: .acquiring) }
 
     func attach(_ source: VideoSource) {
-        let pending = state.withLock { s -> VideoAdapter.Request? in
+        let (pending, rotation) = state.withLock { s -> (VideoAdapter.Request?, Bool?) in
             s.source = source
             defer { s.pending = nil }
-            return s.pending
+            return (s.pending, s.rotationApplied)
         }
         if let r = pending { source.requestOutputFormat(maxSize: r.maxSize, maxFps: r.maxFps) }
+        if let rotation { source.setAppliesRotation(rotation) }
     }
 
     func detach() { state.withLock { $0.source = nil } }

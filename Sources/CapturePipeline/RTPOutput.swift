@@ -91,13 +91,17 @@ public final class RTPOutput: EncodedOutput {
     }
 
     /// The SDP a receiver opens for this stream (the same settings always give the same SPS/PPS).
-    public static func sdp(for settings: H264Encoder.Settings, target: StreamTarget, ssrc: UInt32, rtxPayloadType: UInt8?) throws -> String {
+    public static func sdp(
+        for settings: H264Encoder.Settings, target: StreamTarget, ssrc: UInt32, rtxPayloadType: UInt8?, videoOrientationExtensionID: UInt8? = nil
+    ) throws -> String {
         let encoder = try H264Encoder(settings: settings)
         defer { encoder.close() }
         let black = I420Buffer(width: settings.width, height: settings.height)
         let first = try encoder.encode(black, timestampNs: 0)
         guard let ps = RTPSender.parameterSets(of: first) else { throw PipelineError(.outputFailed, "the encoder gave no SPS/PPS") }
-        return SDP.offer(host: target.host, port: target.port, sps: ps.sps, pps: ps.pps, rtxPayloadType: rtxPayloadType, ssrc: ssrc)
+        return SDP.offer(
+            host: target.host, port: target.port, sps: ps.sps, pps: ps.pps, rtxPayloadType: rtxPayloadType, ssrc: ssrc,
+            videoOrientationExtensionID: videoOrientationExtensionID)
     }
 
     /// Sends one access unit (and writes the SDP file at the first key frame). Throws the sender's `RTPError`
@@ -108,7 +112,8 @@ public final class RTPOutput: EncodedOutput {
             let text = SDP.offer(
                 host: target.host, port: target.port, sps: ps.sps, pps: ps.pps,
                 rtxPayloadType: sender.configuration.rtxPayloadType, ssrc: sender.ssrc,
-                rtxSSRC: sender.configuration.rtxPayloadType == nil ? nil : sender.rtxSSRC)
+                rtxSSRC: sender.configuration.rtxPayloadType == nil ? nil : sender.rtxSSRC,
+                videoOrientationExtensionID: sender.configuration.videoOrientationExtensionID)
             try CapturePipeline.write(text, into: file)
         }
         try sender.send(frame)

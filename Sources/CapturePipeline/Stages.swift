@@ -194,9 +194,10 @@ public final class EncodeStage: PictureStage {
         switch engine {
         case nil: break
         case .thread(let thread):
-            try thread.submit(picture, timestampNs: frame.timestampNs)
+            try thread.submit(picture, timestampNs: frame.timestampNs, rotation: frame.rotation)
         case .inline(let encoder):
             try encoder.encode(picture, timestampNs: frame.timestampNs, into: &out)
+            out.rotation = frame.rotation
             if out.isSkipped { return }
             try delivery.deliver(out)
         }

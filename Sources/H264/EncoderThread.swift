@@ -40,8 +40,10 @@ public final class EncoderThread: Sendable {
 
     /// Hands a picture to the encoder thread. Waits only while another picture is already waiting. Throws the
     /// first error the thread met (an encode failure, or an error thrown by `output`): from then on nothing more
-    /// is encoded.
-    public func submit(_ picture: I420Buffer, timestampNs: Int64) throws { try core.submit(picture, timestampNs) }
+    /// is encoded. `rotation` (the frame's, for a receiver to apply) is carried into its `EncodedFrame`.
+    public func submit(_ picture: I420Buffer, timestampNs: Int64, rotation: VideoRotation = .rotation0) throws {
+        try core.submit(picture, timestampNs, rotation)
+    }
 
     /// Waits until every submitted picture is encoded and written, then ends the thread. Throws the first error
     /// the thread met. Safe to call more than once.
@@ -53,7 +55,7 @@ public final class EncoderThread: Sendable {
     private final class Core: @unchecked Sendable {
         // @unchecked: every var is guarded by `condition`; `encoder` and `frame` are used by the encoder thread only.
         private let condition = NSCondition()
-        private var waiting: (picture: I420Buffer, timestampNs: Int64)?
+        private var waiting: (picture: I420Buffer, timestampNs: Int64, rotation: VideoRotation)?
         private var ending = false
         private var ended = false
         private var failure: Error?
@@ -68,13 +70,13 @@ public final class EncoderThread: Sendable {
             control = encoder.control
         }
 
-        func submit(_ picture: I420Buffer, _ timestampNs: Int64) throws {
+        func submit(_ picture: I420Buffer, _ timestampNs: Int64, _ rotation: VideoRotation) throws {
             condition.lock()
             defer { condition.unlock() }
             while waiting != nil && failure == nil && !ended { condition.wait() }
             if let failure { throw failure }
             guard !ended, !ending else { throw H264Error("the encoder thread has finished") }
-            waiting = (picture, timestampNs)
+            waiting = (picture, timestampNs, rotation)
             condition.broadcast()
         }
 
@@ -116,6 +118,7 @@ public final class EncoderThread: Sendable {
                 guard !failed else { continue }
                 do {
                     try encoder.encode(job.picture, timestampNs: job.timestampNs, into: &frame)
+                    frame.rotation = job.rotation
                     if !frame.isSkipped { try output(frame) }
                 } catch {
                     condition.withLock { if failure == nil { failure = error } }

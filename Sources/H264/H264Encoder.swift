@@ -20,6 +20,10 @@ public struct EncodedFrame: Sendable {
     public var timestampNs: Int64 = 0
     /// How long `encode` took for this frame, in nanoseconds (what the encoder's statistics are made of).
     public var encodeNs: Int64 = 0
+    /// The clockwise rotation a receiver applies to show the picture upright (the input `VideoFrame`'s
+    /// rotation; 0 when the pixels are already upright). RTP carries it in the video-orientation header
+    /// extension when the receiver negotiated it.
+    public var rotation: VideoRotation = .rotation0
     /// An empty frame, to be filled by `H264Encoder.encode(_:timestampNs:into:)`.
     public init() {}
     /// This frame with another capture time (tests and replays that send one frame many times).
@@ -460,6 +464,7 @@ public final class H264Encoder {
         out.data.removeAll(keepingCapacity: true)
         out.nalUnits.removeAll(keepingCapacity: true)
         out.timestampNs = timestampNs
+        out.rotation = .rotation0 // a bare picture is upright; encode(VideoFrame) sets the frame's rotation
         out.isSkipped = info.eFrameType == videoFrameTypeSkip
         out.isKeyFrame = info.eFrameType == videoFrameTypeIDR
         guard !out.isSkipped else { return }
@@ -516,7 +521,7 @@ public final class H264Encoder {
         control.publish { $0 = snapshot }
     }
 
-    /// Encodes an I420 frame (what `VideoSource` delivers) into `out` with its capture time, writing its
+    /// Encodes an I420 frame (what `VideoSource` delivers) into `out` with its capture time and rotation, writing its
     /// colour description into the SPS (a change of description starts a new IDR), and starting with an IDR
     /// when the frame follows a camera start or switch (`VideoFrame.isDiscontinuity`). A frame in another
     /// pixel format is an error: convert it first.
@@ -527,6 +532,7 @@ public final class H264Encoder {
         if frame.colorSpace != settings.colorSpace { control.setColorSpace(frame.colorSpace) }
         if frame.isDiscontinuity { control.requestKeyFrame() }
         try encode(picture, timestampNs: frame.timestampNs, into: &out)
+        out.rotation = frame.rotation
     }
 
     /// Convenience: encodes into a new `EncodedFrame`.

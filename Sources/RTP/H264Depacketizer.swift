@@ -43,6 +43,29 @@ public struct RTPHeader: Sendable, Equatable {
         payloadOffset = off
         payloadLength = end - off
     }
+
+    /// The data of the RFC 8285 one-byte header extension element `id` in `packet`, if it carries one (nil for no
+    /// extension, another profile than 0xBEDE, or a malformed block; never traps).
+    public static func oneByteExtension(id: UInt8, in p: UnsafeRawBufferPointer) -> [UInt8]? {
+        guard p.count >= 12, p[0] & 0x10 != 0 else { return nil }
+        let start = 12 + 4 * Int(p[0] & 0x0f)
+        guard start + 4 <= p.count, p[start] == 0xBE, p[start + 1] == 0xDE else { return nil }
+        let end = start + 4 + 4 * (Int(p[start + 2]) << 8 | Int(p[start + 3]))
+        guard end <= p.count else { return nil }
+        var i = start + 4
+        while i < end {
+            let b = p[i]
+            if b == 0 { // padding
+                i += 1
+                continue
+            }
+            let elementID = b >> 4, length = Int(b & 0x0f) + 1
+            guard elementID != 15, i + 1 + length <= end else { return nil } // 15: stop parsing (RFC 8285 §4.2)
+            if elementID == id { return Array(p[(i + 1)..<(i + 1 + length)]) }
+            i += 1 + length
+        }
+        return nil
+    }
 }
 
 /// The inverse of `H264Packetizer` (RFC 6184 mode 1): single NAL unit packets, STAP-A and FU-A back into

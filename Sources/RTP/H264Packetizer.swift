@@ -54,26 +54,33 @@ public struct H264Packetizer: Sendable {
     public var state: RTPStreamState
     private var buffer: [UInt8]
     private var pending: [NALUnit] = []
+    private var markerExtension: RTPHeaderExtensionElement?
 
     /// The size of the RTP header this packetizer writes: the fixed header, no CSRC, no extension.
     public static let headerSize = 12
+    /// The most a header extension adds to a packet (RFC 8285 one-byte form: 4 bytes of header, one element of
+    /// at most 1 + 8 bytes, padded to 32 bits): room kept in every buffer that holds a packet.
+    public static let maxExtensionSize = 16
 
     /// A packetizer for packets of at most `maxPayload` payload bytes (clamped to 16…65000), with its buffer
     /// allocated once.
     public init(maxPayload: Int = 1200, state: RTPStreamState = RTPStreamState()) {
         self.maxPayload = max(16, min(65_000, maxPayload))
         self.state = state
-        buffer = [UInt8](repeating: 0, count: self.maxPayload + H264Packetizer.headerSize)
+        buffer = [UInt8](repeating: 0, count: self.maxPayload + H264Packetizer.headerSize + H264Packetizer.maxExtensionSize)
         pending.reserveCapacity(16)
     }
 
     /// Packetizes one access unit (Annex-B bytes and their NAL units, as `EncodedFrame` holds them).
-    /// `emit(packet, isLast)` gets each packet. Returns the number of packets.
+    /// `emit(packet)` gets each packet. `markerExtension`, if any, is carried by the last packet (the one with the
+    /// marker bit) as an RFC 8285 one-byte header extension: where the video-orientation extension goes (3GPP TS
+    /// 26.114). Returns the number of packets.
     @discardableResult
     public mutating func packetize(
-        _ data: [UInt8], nalUnits: [NALUnit], timestamp: UInt32,
+        _ data: [UInt8], nalUnits: [NALUnit], timestamp: UInt32, markerExtension: RTPHeaderExtensionElement? = nil,
         emit: (UnsafeRawBufferPointer) -> Void
     ) -> Int {
+        self.markerExtension = markerExtension
         pending.removeAll(keepingCapacity: true)
         for n in nalUnits where n.length > 0 && n.offset >= 0 && n.offset + n.length <= data.count {
             switch n.type {
@@ -112,8 +119,13 @@ public struct H264Packetizer: Sendable {
     }
 
     /// Writes the 12-byte RTP header and advances the sequence number.
-    private static func header(_ p: UnsafeMutablePointer<UInt8>, _ state: inout RTPStreamState, timestamp: UInt32, marker: Bool) {
-        p[0] = 0x80
+    /// Writes the RTP header (with `markerExtension` on the marker packet) and returns its length.
+    private static func header(
+        _ p: UnsafeMutablePointer<UInt8>, _ state: inout RTPStreamState, timestamp: UInt32, marker: Bool,
+        _ markerExtension: RTPHeaderExtensionElement?
+    ) -> Int {
+        let ext = marker ? markerExtension : nil
+        p[0] = ext != nil ? 0x90 : 0x80
         p[1] = (marker ? 0x80 : 0) | (state.payloadType & 0x7f)
         p[2] = UInt8(state.sequence >> 8)
         p[3] = UInt8(state.sequence & 0xff)
@@ -126,14 +138,17 @@ public struct H264Packetizer: Sendable {
         p[10] = UInt8((state.ssrc >> 8) & 0xff)
         p[11] = UInt8(state.ssrc & 0xff)
         state.sequence &+= 1
+        guard let ext else { return 12 }
+        return 12 + ext.write(to: p + 12)
     }
 
     private mutating func writeSingle(_ data: [UInt8], _ n: NALUnit, timestamp: UInt32, marker: Bool, emit: (UnsafeRawBufferPointer) -> Void) {
         var st = state
+        let ext = markerExtension
         buffer.withUnsafeMutableBufferPointer { b in
-            H264Packetizer.header(b.baseAddress!, &st, timestamp: timestamp, marker: marker)
-            data.withUnsafeBufferPointer { d in (b.baseAddress! + 12).update(from: d.baseAddress! + n.offset, count: n.length) }
-            emit(UnsafeRawBufferPointer(start: b.baseAddress, count: 12 + n.length))
+            let h = H264Packetizer.header(b.baseAddress!, &st, timestamp: timestamp, marker: marker, ext)
+            data.withUnsafeBufferPointer { d in (b.baseAddress! + h).update(from: d.baseAddress! + n.offset, count: n.length) }
+            emit(UnsafeRawBufferPointer(start: b.baseAddress, count: h + n.length))
         }
         state = st
     }
@@ -142,8 +157,9 @@ public struct H264Packetizer: Sendable {
         _ data: [UInt8], _ units: ArraySlice<NALUnit>, timestamp: UInt32, marker: Bool, emit: (UnsafeRawBufferPointer) -> Void
     ) {
         var st = state
+        let ext = markerExtension
         buffer.withUnsafeMutableBufferPointer { b in
-            H264Packetizer.header(b.baseAddress!, &st, timestamp: timestamp, marker: marker)
+            let h = H264Packetizer.header(b.baseAddress!, &st, timestamp: timestamp, marker: marker, ext)
             // STAP-A header: F = OR of the units' F bits, NRI = their maximum, type 24.
             var f: UInt8 = 0, nri: UInt8 = 0
             data.withUnsafeBufferPointer { d in
@@ -152,8 +168,8 @@ public struct H264Packetizer: Sendable {
                     nri = max(nri, d[u.offset] & 0x60)
                 }
             }
-            b[12] = f | nri | 24
-            var o = 13
+            b[h] = f | nri | 24
+            var o = h + 1
             data.withUnsafeBufferPointer { d in
                 for u in units {
                     b[o] = UInt8(u.length >> 8)
@@ -171,6 +187,7 @@ public struct H264Packetizer: Sendable {
     private mutating func writeFUA(_ data: [UInt8], _ n: NALUnit, timestamp: UInt32, marker: Bool, emit: (UnsafeRawBufferPointer) -> Void) -> Int {
         var st = state
         var packets = 0
+        let ext = markerExtension
         buffer.withUnsafeMutableBufferPointer { b in
             data.withUnsafeBufferPointer { d in
                 let nalHeader = d[n.offset]
@@ -179,11 +196,11 @@ public struct H264Packetizer: Sendable {
                 while pos < n.length {
                     let take = min(chunk, n.length - pos)
                     let end = pos + take == n.length
-                    H264Packetizer.header(b.baseAddress!, &st, timestamp: timestamp, marker: marker && end)
-                    b[12] = (nalHeader & 0xe0) | 28 // FU indicator: F, NRI, type 28
-                    b[13] = (pos == 1 ? 0x80 : 0) | (end ? 0x40 : 0) | (nalHeader & 0x1f) // FU header: S, E, type
-                    (b.baseAddress! + 14).update(from: d.baseAddress! + n.offset + pos, count: take)
-                    emit(UnsafeRawBufferPointer(start: b.baseAddress, count: 14 + take))
+                    let h = H264Packetizer.header(b.baseAddress!, &st, timestamp: timestamp, marker: marker && end, ext)
+                    b[h] = (nalHeader & 0xe0) | 28 // FU indicator: F, NRI, type 28
+                    b[h + 1] = (pos == 1 ? 0x80 : 0) | (end ? 0x40 : 0) | (nalHeader & 0x1f) // FU header: S, E, type
+                    (b.baseAddress! + h + 2).update(from: d.baseAddress! + n.offset + pos, count: take)
+                    emit(UnsafeRawBufferPointer(start: b.baseAddress, count: h + 2 + take))
                     pos += take
                     packets += 1
                 }
@@ -191,5 +208,51 @@ public struct H264Packetizer: Sendable {
         }
         state = st
         return packets
+    }
+}
+
+/// One element of an RFC 8285 one-byte RTP header extension: an id negotiated in the SDP (`a=extmap:ID URI`,
+/// 1…14) and 1…8 bytes of data, kept inline (no allocation per packet).
+public struct RTPHeaderExtensionElement: Sendable, Hashable {
+    /// The negotiated id, 1…14.
+    public let id: UInt8
+    /// The data bytes, big-endian in the low `length` bytes.
+    public let value: UInt64
+    /// How many data bytes, 1…8.
+    public let length: Int
+
+    /// An element of `length` bytes (the low bytes of `value`, most significant first); nil for an id outside
+    /// 1…14 or a length outside 1…8.
+    public init?(id: UInt8, value: UInt64, length: Int) {
+        guard (1...14).contains(id), (1...8).contains(length) else { return nil }
+        self.id = id
+        self.value = value
+        self.length = length
+    }
+
+    /// The video-orientation element (3GPP TS 26.114 §7.4.5, "CVO"; what WebRTC calls
+    /// `urn:3gpp:video-orientation`): one byte, `0 0 0 0 C F R1 R0`, with R1R0 the clockwise rotation the receiver
+    /// applies (0, 90, 180, 270 degrees as 0…3), camera C = 0 (front/unknown), flip F = 0.
+    public static func videoOrientation(id: UInt8, rotationDegrees: Int) -> RTPHeaderExtensionElement? {
+        let quarter = ((rotationDegrees % 360 + 360) % 360) / 90
+        return RTPHeaderExtensionElement(id: id, value: UInt64(quarter & 3), length: 1)
+    }
+
+    /// The rotation in degrees that a video-orientation byte asks for (its R1R0 bits).
+    public static func rotationDegrees(videoOrientation byte: UInt8) -> Int { Int(byte & 3) * 90 }
+
+    /// Writes the extension block (profile 0xBEDE, its length in words, the element, zero padding) at `p`;
+    /// returns its size (a multiple of 4, at most `H264Packetizer.maxExtensionSize`).
+    func write(to p: UnsafeMutablePointer<UInt8>) -> Int {
+        let elementBytes = 1 + length
+        let words = (elementBytes + 3) / 4
+        p[0] = 0xBE
+        p[1] = 0xDE
+        p[2] = 0
+        p[3] = UInt8(words)
+        p[4] = id << 4 | UInt8(length - 1)
+        for i in 0..<length { p[5 + i] = UInt8(truncatingIfNeeded: value >> (8 * UInt64(length - 1 - i))) }
+        for i in (5 + length)..<(4 + 4 * words) { p[i] = 0 }
+        return 4 + 4 * words
     }
 }

@@ -69,6 +69,10 @@ public final class RTPSender: @unchecked Sendable {
         /// The RTX payload type (RFC 4588) for retransmissions on a stream of their own; nil resends on the media
         /// stream as it was.
         public var rtxPayloadType: UInt8?
+        /// The id negotiated for the video-orientation header extension (`a=extmap:ID urn:3gpp:video-orientation`,
+        /// 1…14): the last packet of every frame then carries the frame's `EncodedFrame.rotation` for the receiver
+        /// to apply. nil sends no extension (the pixels must then be upright).
+        public var videoOrientationExtensionID: UInt8?
         /// Packets kept for retransmission (about 1 s of 2 Mbit/s video).
         public var historySize = 512
         /// Drop outgoing packets with this probability (loss simulation for tests; seeded, reproducible).
@@ -176,6 +180,7 @@ public final class RTPSender: @unchecked Sendable {
     /// A sender with UDP sockets of its own and a feedback thread ("rtp-feedback") that reads receivers' RTCP
     /// and sends sender reports. Call `close()` when done (the thread holds the sender until then).
     public init(configuration c: Configuration) throws(RTPError) {
+        try RTPSender.checkExtensions(c)
         let udp = try UDPTransport(c)
         self.udp = udp
         transport = udp
@@ -193,6 +198,7 @@ public final class RTPSender: @unchecked Sendable {
     /// only name the peer in messages.
     public init(configuration c: Configuration, transport: any RTPTransport) throws(RTPError) {
         guard (0.0...1.0).contains(c.dropRate) else { throw RTPError(.invalidConfiguration, "drop rate \(c.dropRate) is not 0...1") }
+        try RTPSender.checkExtensions(c)
         configuration = c
         self.transport = transport
         udp = nil
@@ -203,13 +209,20 @@ public final class RTPSender: @unchecked Sendable {
         (ssrc, rtxSSRC, rtpTimestampOffset) = shared.withLock { ($0.session.ssrc, $0.session.rtxSSRC, $0.session.timestampOffset) }
     }
 
+    /// Header extension ids must fit the one-byte form (RFC 8285: 1…14).
+    private static func checkExtensions(_ c: Configuration) throws(RTPError) {
+        if let id = c.videoOrientationExtensionID, !(1...14).contains(id) {
+            throw RTPError(.invalidConfiguration, "video-orientation extension id \(id) is not 1...14 (RFC 8285 one-byte form)")
+        }
+    }
+
     /// What both initialisers set up the same way: random timestamp offset and SSRCs, the packetizer, and the
     /// retransmission history (allocated once).
     private static func setUp(_ c: Configuration) -> (Shared, H264Packetizer) {
         let session = RTPSession()
         let packetizer = H264Packetizer(maxPayload: c.maxPayload, state: RTPStreamState(payloadType: c.payloadType, ssrc: session.ssrc))
         let history = RetransmissionHistory(
-            packets: c.historySize, packetCapacity: c.maxPayload + H264Packetizer.headerSize + 2,
+            packets: c.historySize, packetCapacity: c.maxPayload + H264Packetizer.headerSize + H264Packetizer.maxExtensionSize + 2,
             share: c.retransmissionShare, allowance: 2 * (c.maxPayload + 14))
         let responder = RTCPResponder(
             ssrc: session.ssrc, keyFrameRequestIntervalNs: c.keyFrameRequestIntervalNs,
@@ -272,7 +285,10 @@ public final class RTPSender: @unchecked Sendable {
         let ts = shared.withLock { $0.session.timestamp(forCaptureNs: captureNs) }
         var failure: Int32 = 0
         let now = monotonicNanoseconds()
-        packetizer.packetize(frame.data, nalUnits: frame.nalUnits, timestamp: ts) { packet in
+        let orientation = configuration.videoOrientationExtensionID.flatMap {
+            RTPHeaderExtensionElement.videoOrientation(id: $0, rotationDegrees: frame.rotation.degrees)
+        }
+        packetizer.packetize(frame.data, nalUnits: frame.nalUnits, timestamp: ts, markerExtension: orientation) { packet in
             let dropped = shared.withLock { s -> Bool in
                 s.history.record(packet, at: now)
                 guard s.loss.drops() else { return false }
@@ -356,7 +372,7 @@ public final class RTPSender: @unchecked Sendable {
     /// 4588) when configured. Returns false when the budget is spent (the caller stops there).
     private func retransmit(_ seq: UInt16, now: Int64) -> Bool {
         var packet = [UInt8]()
-        packet.reserveCapacity(configuration.maxPayload + 16)
+        packet.reserveCapacity(configuration.maxPayload + H264Packetizer.headerSize + H264Packetizer.maxExtensionSize + 2)
         let rtxPT = configuration.rtxPayloadType
         let (found, withinBudget) = shared.withLock { s -> (Bool, Bool) in
             // The RTT is the measured one, 5...500 ms, 100 ms before a measurement.
@@ -371,13 +387,15 @@ public final class RTPSender: @unchecked Sendable {
             case .resend(let slot):
                 let original = s.history.packet(at: slot)
                 if let rtxPT {
-                    // RFC 4588: own SSRC, payload type and sequence; the payload starts with the original sequence number.
-                    packet.append(contentsOf: original.prefix(12))
+                    // RFC 4588: own SSRC, payload type and sequence; the payload (after the header and any header
+                    // extension) starts with the original sequence number.
+                    let headerLength = original.withUnsafeBytes { RTPHeader($0)?.payloadOffset } ?? 12
+                    packet.append(contentsOf: original.prefix(headerLength))
                     packet[1] = (packet[1] & 0x80) | (rtxPT & 0x7f)
                     packet.storeBigEndian(s.session.nextRTXSequence(), at: 2)
                     packet.storeBigEndian(rtxSSRC, at: 8)
                     packet.appendBigEndian(seq)
-                    packet.append(contentsOf: original.dropFirst(12))
+                    packet.append(contentsOf: original.dropFirst(headerLength))
                 } else {
                     packet.append(contentsOf: original)
                 }

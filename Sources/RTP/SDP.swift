@@ -58,11 +58,13 @@ public enum SDP {
 
     /// A plain-RTP offer for one H.264 stream (what `ffplay -protocol_whitelist file,udp,rtp stream.sdp` opens):
     /// `m=video`, rtpmap 96 H264/90000, fmtp from the real SPS/PPS (profile-level-id, packetization-mode=1,
-    /// sprop-parameter-sets), rtcp-fb nack / nack pli / ccm fir / goog-remb, RTX when `rtxPayloadType` is set.
+    /// sprop-parameter-sets), rtcp-fb nack / nack pli / ccm fir / goog-remb, RTX when `rtxPayloadType` is set, and
+    /// the video-orientation header extension (`a=extmap:ID urn:3gpp:video-orientation`) when
+    /// `videoOrientationExtensionID` is set.
     public static func offer(
         host: String, port: Int, sps: [UInt8], pps: [UInt8], payloadType: UInt8 = 96,
         rtxPayloadType: UInt8? = nil, ssrc: UInt32, rtxSSRC: UInt32? = nil, rtcpMux: Bool = false,
-        sessionID: UInt64 = UInt64.random(in: 1...UInt64(Int64.max))
+        videoOrientationExtensionID: UInt8? = nil, sessionID: UInt64 = UInt64.random(in: 1...UInt64(Int64.max))
     ) -> String {
         let plid = profileLevelID(sps: sps[...]) ?? "42e01f"
         let sprop = base64(sps) + "," + base64(pps)
@@ -84,6 +86,7 @@ public enum SDP {
         if let rtx = rtxPayloadType {
             l += ["a=rtpmap:\(rtx) rtx/90000", "a=fmtp:\(rtx) apt=\(payloadType)"]
         }
+        if let id = videoOrientationExtensionID { l.append("a=extmap:\(id) urn:3gpp:video-orientation") }
         l.append(rtcpMux ? "a=rtcp-mux" : "a=rtcp:\(port + 1)")
         if let rtxSSRC { l.append("a=ssrc-group:FID \(ssrc) \(rtxSSRC)") }
         l.append("a=ssrc:\(ssrc) cname:swift-video-capture")

@@ -136,8 +136,10 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
 
     private let control = Mutex(Control())
     private let work: Mutex<Work>
-    /// How this source shapes frames (fixed at creation).
+    /// How this source shapes frames, as given at creation (`appliesRotation` can change later).
     public let options: Options
+    /// Whether each frame's own rotation is applied to the pixels now (`Options.applyRotation` at first).
+    private let rotationApplied: Atomic<Bool>
     private weak let capturer: CameraVideoCapturer?
 
     /// A source over `capturer`. With `applyRotation`, each frame's rotation is applied to the pixels
@@ -150,6 +152,7 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
     public init(capturer: CameraVideoCapturer, options: Options) {
         self.capturer = capturer
         self.options = options
+        rotationApplied = Atomic(options.applyRotation)
         var w = Work()
         w.deliveries.reserveCapacity(8)
         w.takers.reserveCapacity(8)
@@ -160,14 +163,26 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
     /// The size of the output for a camera frame of `input` (rotated by `rotation`) with no request and no
     /// sink wanting less: what an encoder fed by this source gets, known before the first frame.
     public func plannedOutputSize(input: FrameSize, rotation: VideoRotation = .rotation0) -> FrameSize {
-        let shown = VideoSource.rotation(for: rotation, options).swapsDimensions ? FrameSize(width: input.height, height: input.width) : input
+        let shown =
+            VideoSource.rotation(for: rotation, options, applied: appliesRotation).swapsDimensions
+            ? FrameSize(width: input.height, height: input.width) : input
         return Adaptation.fit(options.size ?? shown, maxSize: nil, maxPixelCount: nil).size
     }
 
     /// The rotation applied to the pixels of a frame that carries `frame`.
-    private static func rotation(for frame: VideoRotation, _ options: Options) -> VideoRotation {
-        options.applyRotation ? VideoRotation(degrees: frame.degrees + options.rotation.degrees) ?? .rotation0 : options.rotation
+    private static func rotation(for frame: VideoRotation, _ options: Options, applied: Bool) -> VideoRotation {
+        applied ? VideoRotation(degrees: frame.degrees + options.rotation.degrees) ?? .rotation0 : options.rotation
     }
+
+    /// Whether each frame's own rotation is applied to the pixels (outputs then have rotation 0) or carried as
+    /// metadata; `Options.applyRotation` until `setAppliesRotation(_:)` changes it.
+    public var appliesRotation: Bool { rotationApplied.load(ordering: .acquiring) }
+
+    /// Applies each frame's rotation to the pixels, or stops doing so, from the next frame (any thread; the
+    /// camera is not restarted). A WebRTC sender turns it off while every receiver takes the rotation as metadata
+    /// (the video-orientation RTP extension, WebRTC's `rotation_applied` = false): no rotation pass, and the
+    /// receiver turns the picture. A 90° or 270° change swaps the output's width and height.
+    public func setAppliesRotation(_ applies: Bool) { rotationApplied.store(applies, ordering: .releasing) }
 
     /// Stops receiving frames from the capturer and ends every sequence.
     public func detach() {
@@ -295,7 +310,8 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
                     wnt.maxPixelCount.flatMap { $0 > 0 ? $0 : nil } ?? b.map { $0.width.multipliedReportingOverflow(by: $0.height).partialValue }
                 if let p = budget { maxPixels = maxPixels.map { max($0, p) } } else { maxPixels = nil }
             }
-            let rotation = VideoSource.rotation(for: frame.rotation, options)
+            let applied = rotationApplied.load(ordering: .acquiring)
+            let rotation = VideoSource.rotation(for: frame.rotation, options, applied: applied)
             if rotation.swapsDimensions { inSize = FrameSize(width: inSize.height, height: inSize.width) }
             // The source's own size (exact, stretched) replaces the camera's before requests and wants apply.
             let base = options.size ?? inSize
@@ -326,7 +342,7 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
             counts.converted = true
             options.didConvert?(frame.sequence, monotonicNanoseconds() - t0)
             outSize = FrameSize(width: picture.width, height: picture.height)
-            let outRotation: VideoRotation = options.applyRotation ? .rotation0 : frame.rotation
+            let outRotation: VideoRotation = applied ? .rotation0 : frame.rotation
             let color = frame.colorSpace.convertedToI420(from: frame.buffer.pixelFormat)
             let sharedFrame = VideoFrame(
                 buffer: picture.buffer, rotation: outRotation, timestampNs: frame.timestampNs, sequence: frame.sequence, colorSpace: color)

@@ -57,6 +57,8 @@ public final class ViewerHub: EncodedOutput, Sendable {
     private let encoder = Mutex<(control: EncoderControl, follower: BandwidthFollower)?>(nil)
     /// Called when a viewer is admitted (a released camera starts again: `CaptureSession.wakeAction`).
     private let arrival = Mutex<(@Sendable () -> Void)?>(nil)
+    /// Where the rotation decision goes (`steerRotation(_:)`), and the last one made.
+    private let rotation = Mutex<(requests: OutputRequests, applied: Bool?)?>(nil)
     /// The shortest time between two key frames requested for viewers (300 ms, in nanoseconds): requests from
     /// several viewers within it are merged.
     public static let keyFrameIntervalNs: Int64 = 300_000_000
@@ -85,6 +87,29 @@ public final class ViewerHub: EncodedOutput, Sendable {
     public func connect(_ encode: EncodeStage, adapting requests: OutputRequests?) {
         let follower = BandwidthFollower(encode, adapting: requests)
         encoder.withLock { $0 = (encode.control, follower) }
+    }
+
+    /// Lets the viewers decide whether the camera's rotation is applied to the pixels: not while every viewer
+    /// (connected or connecting) negotiated the video-orientation extension (`WebRTCPeer.receivesRotation`: the
+    /// browser turns the picture, and the rotation pass is saved), applied as soon as one did not. The encode is
+    /// shared, so one viewer without the extension gets everyone upright pixels (with rotation 0 in the
+    /// extension); when it leaves, the pictures go unrotated again. A 90° change of decision changes the
+    /// encoded size, which starts with a key frame. Call before the camera starts.
+    public func steerRotation(_ requests: OutputRequests) {
+        rotation.withLock { $0 = (requests, nil) }
+        decideRotation()
+    }
+
+    private func decideRotation() {
+        let peers = state.withLock { $0.peers }
+        guard !peers.isEmpty else { return } // nobody to send to: keep the last decision
+        let applied = !peers.allSatisfy(\.receivesRotation)
+        let requests = rotation.withLock { r -> OutputRequests? in
+            guard let current = r, current.applied != applied else { return nil }
+            r = (current.requests, applied)
+            return current.requests
+        }
+        requests?.requestRotationApplied(applied)
     }
 
     /// Why an offer got no viewer; `WHEPEndpoint` turns each into an HTTP status.
@@ -148,6 +173,7 @@ public final class ViewerHub: EncodedOutput, Sendable {
                 bitrateEstimate: { [weak self] bps in self?.remb(id, bps) },
                 closed: { [weak self] reason in self?.ended(id, reason) }))
         joined.increment()
+        decideRotation() // before the peer connects: its first key frame already has the pixels it needs
         arrival.withLock { $0 }?()
         viewersGauge.record(viewerCount)
         logger.debug("viewer joined", metadata: ["viewer": "\(number)", "client": "\(address)"])
@@ -174,6 +200,7 @@ public final class ViewerHub: EncodedOutput, Sendable {
         }
         guard let gone else { return }
         gone.metrics.destroy()
+        decideRotation()
         leftCounter.increment()
         viewersGauge.record(viewerCount)
         logger.debug("viewer left", metadata: ["viewer": "\(gone.number)", "reason": "\(reason)"])
@@ -272,6 +299,7 @@ public final class ViewerHub: EncodedOutput, Sendable {
             if detailed { item += [("resource", "/whep/\(id)"), ("remote", st.remote ?? ""), ("client", v.address)] }
             item += [
                 ("payloadType", Int(p.offer.payloadType)), ("profileLevelId", p.offer.profileLevelID),
+                ("videoOrientation", p.receivesRotation),
                 ("framesSent", st.rtp.framesSent), ("packetsSent", st.rtp.packetsSent), ("bytesSent", st.rtp.bytesSent),
                 ("packetsDropped", st.rtp.packetsDroppedBySimulation), ("nacks", st.rtp.nacksReceived),
                 ("retransmissions", st.rtp.retransmissions), ("retransmittedBytes", st.rtp.retransmittedBytes),

@@ -20,6 +20,12 @@ public struct WebRTCOffer: Sendable {
     public var profileLevelID: String
     /// The offer's RTX payload type for `payloadType` (RFC 4588, `apt=`), if it has one.
     public var rtxPayloadType: UInt8?
+    /// The id the offer gives the video-orientation header extension (`a=extmap:ID urn:3gpp:video-orientation`,
+    /// 3GPP TS 26.114), if it offers it with an id of the one-byte form (1…14): the receiver then turns the
+    /// picture itself, and a rotated camera can be sent unrotated.
+    public var videoOrientationExtensionID: UInt8?
+    /// The URI of the video-orientation header extension.
+    public static let videoOrientationURI = "urn:3gpp:video-orientation"
     /// The whole offer as parsed.
     public var description: SDPDescription
 
@@ -147,15 +153,27 @@ public struct WebRTCOffer: Sendable {
                 else { return nil }
                 return pt
             }.first
+        // a=extmap:ID[/direction] URI [attributes] (RFC 8285 §5); a direction that does not receive is ignored.
+        videoOrientationExtensionID =
+            m.values("extmap").compactMap { value -> UInt8? in
+                let f = value.split(separator: " ")
+                guard f.count >= 2, String(f[1]) == WebRTCOffer.videoOrientationURI else { return nil }
+                let idAndDirection = f[0].split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
+                guard let first = idAndDirection.first, let id = UInt8(first), (1...14).contains(id) else { return nil }
+                if idAndDirection.count == 2, !["recvonly", "sendrecv"].contains(idAndDirection[1].lowercased()) { return nil }
+                return id
+            }.first
     }
 
     /// The answer: ice-lite, our credentials and fingerprint, setup:passive (the peer is the DTLS client), one host
     /// candidate, BUNDLE on the video section with rtcp-mux, the chosen H.264 payload type with rtcp-fb nack, nack
     /// pli, ccm fir and goog-remb, and our SSRC. Other sections are rejected (port 0).
     /// With `rtxSSRC`, retransmissions are negotiated as RTX (the offer's RTX payload type, `a=ssrc-group:FID`).
+    /// With `videoOrientation` and an offer that has the extension, the answer accepts it (`a=extmap` with the
+    /// offer's id).
     public func answer(
         iceUfrag: String, icePassword: String, fingerprint: String, hosts: [String], port: Int, ssrc: UInt32, rtxSSRC: UInt32? = nil,
-        cname: String = "swift-video-capture", sessionID: UInt64 = .random(in: 1...UInt64(Int64.max))
+        videoOrientation: Bool = false, cname: String = "swift-video-capture", sessionID: UInt64 = .random(in: 1...UInt64(Int64.max))
     ) -> String {
         let host = hosts.first ?? "127.0.0.1"
         let ip = host.contains(":") ? "IP6" : "IP4"
@@ -195,6 +213,7 @@ public struct WebRTCOffer: Sendable {
             if let rtx, let rtxSSRC {
                 l += ["a=rtpmap:\(rtx) rtx/90000", "a=fmtp:\(rtx) apt=\(pt)", "a=ssrc-group:FID \(ssrc) \(rtxSSRC)"]
             }
+            if videoOrientation, let id = videoOrientationExtensionID { l.append("a=extmap:\(id) \(WebRTCOffer.videoOrientationURI)") }
             l += ["a=msid:camcap video", "a=ssrc:\(ssrc) cname:\(cname)", "a=ssrc:\(ssrc) msid:camcap video"]
             if let rtx = rtxSSRC, self.rtxPayloadType != nil { l += ["a=ssrc:\(rtx) cname:\(cname)", "a=ssrc:\(rtx) msid:camcap video"] }
             for (k, h) in hosts.enumerated() {

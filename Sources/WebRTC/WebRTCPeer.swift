@@ -39,6 +39,10 @@ public final class WebRTCPeer: Sendable {
         public var connectTimeoutNs: Int64 = 8_000_000_000
         /// Retransmit as RTX (RFC 4588) when the offer has an RTX payload type for the chosen H.264 one.
         public var useRTX = true
+        /// Accept the video-orientation header extension when the offer has it: each frame's rotation then
+        /// travels with it (`EncodedFrame.rotation`) and the receiver turns the picture. False answers without it
+        /// (send upright pixels to such a peer).
+        public var useVideoOrientation = true
         /// A configuration with the defaults: 30 s consent timeout, 8 s to connect, RTX when offered.
         public init(bindHost: String, candidateHosts: [String]) {
             self.bindHost = bindHost
@@ -97,6 +101,9 @@ public final class WebRTCPeer: Sendable {
     public let id: String
     /// The SDP answer for the offer, to return to the viewer.
     public let answer: String
+    /// True when the video-orientation extension was negotiated: the viewer turns each picture as its frame's
+    /// rotation says, so rotated pictures may be sent as they were captured. False: send upright pixels.
+    public let receivesRotation: Bool
     /// The viewer's offer, as parsed.
     public let offer: WebRTCOffer
     /// The UDP port the peer's socket is bound to (in the answer's candidates).
@@ -145,6 +152,8 @@ public final class WebRTCPeer: Sendable {
         rc.keyFrameRequestIntervalNs = c.keyFrameRequestIntervalNs
         rc.cname = "camcap"
         rc.rtxPayloadType = c.useRTX ? offer.rtxPayloadType : nil
+        rc.videoOrientationExtensionID = c.useVideoOrientation ? offer.videoOrientationExtensionID : nil
+        receivesRotation = rc.videoOrientationExtensionID != nil
         do throws(RTPError) { sender = try RTPSender(configuration: rc, transport: transport) } catch {
             socket.close()
             throw WebRTCError("cannot create the RTP sender: \(error)")
@@ -152,7 +161,7 @@ public final class WebRTCPeer: Sendable {
         answer = offer.answer(
             iceUfrag: localUfrag, icePassword: localPassword, fingerprint: identity.fingerprint,
             hosts: c.candidateHosts, port: localPort, ssrc: sender.ssrc,
-            rtxSSRC: rc.rtxPayloadType != nil ? sender.rtxSSRC : nil)
+            rtxSSRC: rc.rtxPayloadType != nil ? sender.rtxSSRC : nil, videoOrientation: receivesRotation)
         pending = Mutex(LoopHandOver(loop: PeerLoop(dtls: dtls, localUfrag: localUfrag, localPassword: localPassword)))
     }
 

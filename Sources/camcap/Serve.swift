@@ -21,7 +21,10 @@ struct Serve: AsyncParsableCommand {
             the SDP answer and a Location to DELETE; GET /stats lists the viewers; GET /metrics is Prometheus text \
             (frames, drops, conversion and encode time, bytes, key frames, viewers, per-viewer RTT, loss, NACKs). Transport: ICE-lite, DTLS 1.2 \
             (OpenSSL) with SRTP (libsrtp2), BUNDLE and rtcp-mux. PLI/FIR give a key frame (rate-limited across \
-            viewers), NACK a retransmission, REMB the bitrate (the lowest viewer's estimate).
+            viewers), NACK a retransmission, REMB the bitrate (the lowest viewer's estimate). A rotated camera (a \
+            phone's portrait) is sent as captured, with its rotation in the video-orientation RTP extension \
+            (urn:3gpp:video-orientation), to viewers that negotiate it (Chromium, Firefox, Safari): they turn the \
+            picture. While any viewer lacks it, the pixels are rotated for all (--rotate-pixels: always).
               camcap serve -d fixture:vivid --listen 127.0.0.1:8080
               → open http://127.0.0.1:8080/
             Runs until Ctrl-C (or --duration/--frames); viewers are told (RTCP BYE, DTLS close_notify).
@@ -53,6 +56,11 @@ struct Serve: AsyncParsableCommand {
     var adaptToBandwidth = false
     @Option(help: "Read the bearer token from this file (default: $CAMCAP_TOKEN, else a random one, printed).") var tokenFile: String?
     @Option(help: "The bearer token (visible to other users in ps; prefer --token-file or $CAMCAP_TOKEN).") var token: String?
+    @Flag(
+        help:
+            "Rotate the pixels of a rotated camera for every viewer, instead of sending the rotation in the video-orientation RTP extension to viewers that negotiate it."
+    )
+    var rotatePixels = false
     @Flag(help: "No token: anyone who can reach the port (or make a browser page that reaches it, from an allowed origin) can watch.")
     var noAuth = false
     @Option(help: "An origin (scheme://host[:port]) whose pages may use the server cross-origin (CORS). Repeatable; none by default.")
@@ -163,6 +171,7 @@ struct Serve: AsyncParsableCommand {
         peer.dropRate = dropRate
         peer.consentTimeoutNs = Int64(consentTimeout * 1e9)
         peer.connectTimeoutNs = Int64(connectTimeout * 1e9)
+        peer.useVideoOrientation = !rotatePixels
         let limits = ViewerHub.Limits(
             maxViewers: maxViewers, maxPending: maxPending, maxPerAddress: maxViewersPerAddress,
             maxPendingPerAddress: maxPendingPerAddress)
@@ -183,9 +192,11 @@ struct Serve: AsyncParsableCommand {
         let encode = EncodeStage(settings: settings, keyIntervalSeconds: keyintSeconds ?? 2, outputs: [hub])
         hub.connect(encode, adapting: adaptToBandwidth ? pipeline.outputRequests : nil)
         hub.whenViewersArrive(pipeline.wakeAction) // a camera released for want of viewers starts again
-        // The camera's rotation is applied to the pixels (browsers get an upright picture, as WebRTC's
-        // rotation_applied); the source makes the size even for 4:2:0.
+        // The camera's rotation is applied to the pixels (WebRTC's rotation_applied) unless every viewer takes it
+        // as metadata (the video-orientation extension): the hub decides as viewers come and go. The source makes
+        // the size even for 4:2:0.
         pipeline.sourceOptions = VideoSource.Options(applyRotation: true)
+        if !rotatePixels { hub.steerRotation(pipeline.outputRequests) }
         // The HTTP server is up before the camera starts: a busy port fails at once, with nothing captured.
         let endpoint = WHEPEndpoint(hub: hub, policy: policy, metrics: { registry.emitToString() })
         let server = try await HTTPServer.start(host: address.host, port: address.port, endpoint: endpoint, tls: tls?.0)

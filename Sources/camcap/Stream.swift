@@ -21,7 +21,13 @@ struct Stream: AsyncParsableCommand {
               gst-launch-1.0 udpsrc port=5004 caps="application/x-rtp,media=video,clock-rate=90000,encoding-name=H264,payload=96" \\
                 ! rtph264depay ! h264parse ! avdec_h264 ! autovideosink
             Start the receiver first (or use --sdp-only to write the SDP and exit, then start both).
+            A rotated camera is sent as captured, its rotation in the video-orientation RTP extension (declared in \
+            the SDP: a=extmap:1 urn:3gpp:video-orientation) on the last packet of each frame; ffplay and GStreamer \
+            ignore it and show the sensor's picture.
             """)
+
+    /// The id of the video-orientation extension in the SDP (a=extmap:1 urn:3gpp:video-orientation).
+    static let videoOrientationID: UInt8 = 1
 
     @OptionGroup var capture: CaptureOptions
     @Option(help: "Where to send RTP: HOST:PORT (RTCP goes to PORT+1).") var to: String
@@ -90,7 +96,7 @@ struct Stream: AsyncParsableCommand {
             // The SDP needs the encoder's SPS/PPS: the same settings always give the same ones.
             let text = try RTPOutput.sdp(
                 for: EncodeStage.settings(settings, keyIntervalSeconds: keySeconds, for: pipeline.selection.planned), target: target,
-                ssrc: 0, rtxPayloadType: rtx.map(UInt8.init))
+                ssrc: 0, rtxPayloadType: rtx.map(UInt8.init), videoOrientationExtensionID: Stream.videoOrientationID)
             try write(text, to: sdp!)
             print("wrote \(sdp!) for \(target) (\(pipeline.selection.size) H.264)")
             return
@@ -100,6 +106,9 @@ struct Stream: AsyncParsableCommand {
         config.dropRate = dropRate
         config.rtxPayloadType = rtx.map(UInt8.init)
         config.localRTCPPort = rtcpPort
+        // The camera's rotation stays metadata (no rotation pass): the last packet of each frame carries it in the
+        // video-orientation extension, which the SDP declares. Receivers that ignore it show the sensor's picture.
+        config.videoOrientationExtensionID = Stream.videoOrientationID
         config.feedbackFrom = rtcpFrom
         let rtpOutput = try RTPOutput(configuration: config, sdpFile: sdpFile, target: target, logger: cliLogger)
         var outputs: [any EncodedOutput] = [rtpOutput]

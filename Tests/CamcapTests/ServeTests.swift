@@ -171,12 +171,15 @@ let chromiumAvailable =
         #expect(server.out.contains("1 in all, 1 left"), "\(server.out)")
     }
 
+    /// A camera turned 90° (the iPhone fixture: landscape sensor, portrait picture) reaches Chromium as captured,
+    /// its rotation in the video-orientation extension (no rotation pass): getStats' frame is 640x480, the video
+    /// element 480x640, and the picture upright (the bars' white end at the top, as when the pixels are rotated).
     @Test(.enabled(if: chromiumAvailable)) func rotatedCameraArrivesUpright() throws {
         // Also the other SRTP profile: AES_CM_128_HMAC_SHA1_80 only.
         let server = try ServeProcess(["-d", "fixture:iphone", "-s", "640x480", "--listen", "127.0.0.1:0", "--srtp", "cm"], name: "serve-rotated")
         // The page leaves like a closed tab (navigation: pagehide sends DELETE).
-        let b = try chromium(server.pageURL, frames: 30, extra: ["--navigate-away"])
-        let last = b["last"] as? [String: Any]
+        let b = try chromium(server.pageURL, frames: 30, extra: ["--navigate-away", "--picture"])
+        let last = b["last"] as? [String: Any], picture = b["picture"] as? [String: Any]
         #expect(b["ok"] as? Bool == true, "\(b)")
         #expect(last?["srtpCipher"] as? String == "SRTP_AES128_CM_HMAC_SHA1_80", "\(String(describing: last?["srtpCipher"]))")
         var stats: [String: Any] = [:]
@@ -185,13 +188,64 @@ let chromiumAvailable =
             return int(stats, "left") >= 1
         }
         #expect(int(stats, "left") == 1, "the closed page's viewer is freed: \(stats)")
-        #expect(int(last, "frameWidth") == 480 && int(last, "frameHeight") == 640, "portrait: \(String(describing: last))")
+        #expect((b["lastServer"] as? [String: Any])?["videoOrientation"] as? Bool == true, "negotiated")
+        #expect(int(last, "frameWidth") == 640 && int(last, "frameHeight") == 480, "sent as captured: \(String(describing: last))")
+        #expect(int(picture, "videoWidth") == 480 && int(picture, "videoHeight") == 640, "shown portrait: \(String(describing: picture))")
+        #expect(int(picture, "top") > int(picture, "bottom") + 80, "upright: white bars at the top \(String(describing: picture))")
+        print("rotated camera, video-orientation: sent \(int(last, "frameWidth"))x\(int(last, "frameHeight")), shown \(String(describing: picture))")
         #expect(server.stop() == 0)
         // A leaving page sends DELETE (pagehide) and closes its peer connection (DTLS close_notify): whichever
         // reaches the server first ends the viewer (under load the close_notify can win; both free it).
         #expect(
             server.out.contains("last: the viewer sent DELETE") || server.out.contains("last: the viewer closed the connection (DTLS close_notify)"),
             "\(server.out)")
+    }
+
+    /// One encode serves everyone: while a viewer without the video-orientation extension (aiortc) watches too,
+    /// the pixels are rotated for all (aiortc decodes portrait frames, Chromium still shows an upright picture);
+    /// when it leaves, the frames go out as captured again. With --rotate-pixels the extension is not negotiated.
+    @Test(.enabled(if: chromiumAvailable && (aiortcPython != nil || peersRequired))) func aViewerWithoutTheExtensionGetsEveryoneRotatedPixels()
+        throws
+    {
+        let server = try ServeProcess(["-d", "fixture:iphone", "-s", "640x480", "--listen", "127.0.0.1:0"], name: "serve-rotated-mixed")
+        defer { _ = server.stop() }
+        let (browser, hold, out) = try heldViewer(server.pageURL, frames: 30, name: "rotated-chromium", extra: ["--picture"])
+        defer { browser.terminate() }
+        let first = try #require(
+            try? JSONSerialization.jsonObject(with: Data(ServeProcess.read(out).split(separator: "\n")[0].utf8)) as? [String: Any])
+        #expect(int(first["last"] as? [String: Any], "frameWidth") == 640, "alone: sent as captured \(first)")
+        let r = try runTool(
+            try aiortc(), [repo + "/Scripts/webrtc-aiortc.py", server.pageURL, "--frames", "30", "--out", work + "/rotated-aiortc.y4m"])
+        let line = r.out.split(separator: "\n").last.map(String.init) ?? ""
+        let a = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "\(r.out) \(r.err.suffix(1500))")
+        #expect(a["ok"] as? Bool == true && int(a, "width") == 480 && int(a, "height") == 640, "aiortc gets upright pixels: \(a)")
+        #expect((a["server"] as? [String: Any])?["videoOrientation"] as? Bool == false)
+        // aiortc has left: 30 more frames to Chromium, then its last figures.
+        let resource = first["resource"] as? String
+        func sent() throws -> Int {
+            ((try server.stats()["viewers"] as? [[String: Any]]) ?? []).first { $0["resource"] as? String == resource }.map { int($0, "framesSent") }
+                ?? -1
+        }
+        let mark = try sent()
+        try waitUntil(timeout: 30, every: 0.05) { try sent() >= mark + 30 }
+        FileManager.default.createFile(atPath: hold, contents: nil)
+        browser.waitUntilExit()
+        let lines = ServeProcess.read(out).split(separator: "\n")
+        let end = try #require(lines.count >= 2 ? try? JSONSerialization.jsonObject(with: Data(lines[1].utf8)) as? [String: Any] : nil, "\(lines)")
+        let after = end["afterHold"] as? [String: Any]
+        #expect(int(after, "frameWidth") == 640 && int(after, "frameHeight") == 480, "back to as captured: \(String(describing: after))")
+        #expect(int(after, "videoWidth") == 480 && int(after, "videoHeight") == 640)
+        #expect(int(after, "freezeCount") == 0, "the switches are key frames, not freezes: \(String(describing: after))")
+        print(
+            "mixed viewers: Chromium alone 640x480 + extension, with aiortc \(int(a, "width"))x\(int(a, "height")) pixels, after it left \(int(after, "frameWidth"))x\(int(after, "frameHeight"))"
+        )
+        // --rotate-pixels: Chromium's offer has the extension, the answer does not.
+        let forced = try ServeProcess(
+            ["-d", "fixture:iphone", "-s", "640x480", "--listen", "127.0.0.1:0", "--rotate-pixels"], name: "serve-rotate-pixels")
+        defer { _ = forced.stop() }
+        let post = try forced.curl(["-X", "POST", "-H", "Content-Type: application/sdp", "--data-binary", chromiumOffer, forced.url + "whep"])
+        #expect(post.out.contains("m=video") && !post.out.contains("extmap"), "\(post.out.prefix(300)) \(post.err)")
+        #expect(forced.stop() == 0)
     }
 
     @Test(.enabled(if: chromiumAvailable)) func lossIsRepairedWithNackAndPli() throws {

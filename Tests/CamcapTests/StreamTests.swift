@@ -61,6 +61,8 @@ let basePort = 20_000 + Int(getpid() % 2000) * 10
         let text = try String(contentsOfFile: sdp, encoding: .utf8)
         #expect(text.contains("a=rtpmap:96 H264/90000") && text.contains("packetization-mode=1") && text.contains("profile-level-id=42"))
         #expect(text.contains("sprop-parameter-sets=") && text.contains("a=rtcp-fb:96 nack pli"))
+        // Every frame's last packet carries the video-orientation extension (here 0°): ffmpeg must not mind.
+        #expect(text.contains("a=extmap:1 urn:3gpp:video-orientation\r\n"))
         let md5 = work + "/received.framemd5"
         let ffmpeg = try startReceiver(
             "ffmpeg", ["-y", "-v", "error", "-protocol_whitelist", "file,udp,rtp", "-i", sdp, "-f", "framemd5", md5], log: work + "/ffmpeg.log")
@@ -141,6 +143,56 @@ let basePort = 20_000 + Int(getpid() % 2000) * 10
         #expect(decoded * 100 >= sent * 85, "decoding goes on: \(decoded) of \(sent) (\(feedback))")
         // A frame that could not be repaired made the receiver ask for a key frame.
         if decoded < sent { #expect(requests > 0, "\(decoded) of \(sent) decoded but no PLI: \(feedback)") }
+    }
+}
+
+extension StreamTests {
+    /// A camera turned 90° is streamed as captured (no rotation pass), with its rotation on the last packet of
+    /// every frame (video-orientation, R1R0 = 1) and on no other packet.
+    @Test func aRotatedCameraSendsItsRotationInTheVideoOrientationExtension() throws {
+        let port = basePort + 6
+        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        defer { close(fd) }
+        var size: Int32 = 8 << 20
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        var timeout = timeval(tv_sec: 5, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = in_port_t(UInt16(port).bigEndian)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        try #require(bound == 0, "bind 127.0.0.1:\(port): errno \(errno)")
+        let r = try sh(
+            camcap, ["stream", "-d", "fixture:iphone", "-s", "640x480", "--to", "127.0.0.1:\(port)", "--frames", "30", "--bitrate", "300", "-q"])
+        #expect(r.code == 0, "\(r.err)")
+        var buffer = [UInt8](repeating: 0, count: 2048)
+        var markers: [[UInt8]?] = [], others = 0, withExtension = 0
+        while markers.count < 30 {
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            guard n > 0 else { break }
+            let packet = Array(buffer[0..<n])
+            guard packet.count >= 12, packet[1] & 0x7f == 96 else { continue } // RTP (not the BYE)
+            let cvo = packet.withUnsafeBytes { RTPHeaderFields.orientation($0) }
+            if packet[1] & 0x80 != 0 {
+                markers.append(cvo)
+            } else {
+                others += 1
+                if cvo != nil { withExtension += 1 }
+            }
+        }
+        #expect(markers.count == 30 && markers.allSatisfy { $0 == [1] }, "\(markers)")
+        #expect(others > 0 && withExtension == 0, "\(withExtension) of \(others) other packets carry it")
+    }
+}
+
+/// The video-orientation byte (extension id 1, as `stream`'s SDP declares it) of a raw RTP packet, read by hand.
+enum RTPHeaderFields {
+    static func orientation(_ p: UnsafeRawBufferPointer) -> [UInt8]? {
+        guard p.count >= 20, p[0] & 0x10 != 0, p[12] == 0xBE, p[13] == 0xDE, p[16] >> 4 == 1 else { return nil }
+        return Array(p[17..<(18 + Int(p[16] & 0x0f))])
     }
 }
 

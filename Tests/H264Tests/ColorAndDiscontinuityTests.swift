@@ -52,9 +52,12 @@ private func frameColours(_ path: String) throws -> [(key: Bool, range: String, 
     let path = scratch + "/uncoloured.h264"
     let writer = try AnnexBWriter(path: path)
     var out = EncodedFrame()
-    try enc.encode(VideoFrame(buffer: source[0].buffer, timestampNs: 0, sequence: 0), into: &out)
+    try enc.encode(VideoFrame(buffer: source[0].buffer, rotation: .rotation270, timestampNs: 0, sequence: 0), into: &out)
+    #expect(out.rotation == .rotation270, "the frame's rotation is carried for the receiver")
     try writer.write(out)
     try writer.close()
+    try enc.encode(source[0], timestampNs: 1, into: &out)
+    #expect(out.rotation == .rotation0, "a bare picture is upright")
     let frames = try frameColours(path)
     #expect(frames.count == 1 && frames[0].range == "unknown" && frames[0].matrix == "unknown", "\(frames)")
     let yuyv = VideoFrameBuffer(

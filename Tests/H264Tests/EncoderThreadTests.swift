@@ -25,15 +25,19 @@ import H264
             if !out.isSkipped { expected.append((out.data, out.timestampNs)) }
         }
         // The same pictures through the thread: every frame, byte for byte, in submission order.
-        let got = Mutex<[([UInt8], Int64)]>([])
+        let got = Mutex<[([UInt8], Int64)]>([]), rotations = Mutex<[Int]>([])
         let callerThread = Mutex<Bool>(false)
         let me = pthread_self()
         let thread = EncoderThread(encoder: try H264Encoder(settings: settings())) { frame in
             if pthread_equal(pthread_self(), me) != 0 { callerThread.withLock { $0 = true } }
             got.withLock { $0.append((frame.data, frame.timestampNs)) }
+            rotations.withLock { $0.append(frame.rotation.degrees) }
         }
-        for i in 0..<50 { try thread.submit(source[i], timestampNs: Int64(i) * 33_333_333) }
+        // Each frame's rotation (for the receiver to apply) is carried to its encoded frame.
+        let turns: [VideoRotation] = [.rotation0, .rotation90, .rotation180, .rotation270]
+        for i in 0..<50 { try thread.submit(source[i], timestampNs: Int64(i) * 33_333_333, rotation: turns[i % 4]) }
         try thread.finish()
+        #expect(rotations.withLock { $0 } == (0..<50).map { turns[$0 % 4].degrees })
         let frames = got.withLock { $0 }
         #expect(frames.count == expected.count && expected.count == 50)
         #expect(frames.map(\.1) == expected.map(\.1), "capture times in order")

@@ -83,6 +83,56 @@ func expectedAnnexB(_ f: EncodedFrame) -> [UInt8] {
         #expect(zip(seqs, seqs.dropFirst()).allSatisfy { $1 == $0 &+ 1 })
     }
 
+    @Test func theMarkerPacketAloneCarriesTheVideoOrientationExtensionAndThePayloadIsIntact() throws {
+        var p = H264Packetizer(maxPayload: 1200)
+        let frame = accessUnit([(.sps, 12), (.pps, 4), (.idr, 5000)])
+        for degrees in [0, 90, 180, 270] {
+            let cvo = try #require(RTPHeaderExtensionElement.videoOrientation(id: 3, rotationDegrees: degrees))
+            var packets: [Packet] = []
+            p.packetize(frame.data, nalUnits: frame.nalUnits, timestamp: 9, markerExtension: cvo) { raw in
+                packets.append(Packet(header: RTPHeader(raw)!, bytes: Array(raw)))
+            }
+            let values = packets.map { $0.bytes.withUnsafeBytes { RTPHeader.oneByteExtension(id: 3, in: $0) } }
+            #expect(values.dropLast().allSatisfy { $0 == nil } && values.last == [UInt8(degrees / 90)], "\(degrees): \(values)")
+            #expect(RTPHeaderExtensionElement.rotationDegrees(videoOrientation: values.last!![0]) == degrees)
+            let last = try #require(packets.last)
+            // X bit, profile 0xBEDE, one word: id 3, length 1 (L = 0), the byte, two bytes of padding.
+            #expect(last.bytes[0] == 0x90 && Array(last.bytes[12..<20]) == [0xBE, 0xDE, 0, 1, 0x30, UInt8(degrees / 90), 0, 0])
+            #expect(last.header.payloadOffset == 20 && last.header.marker && packets.dropLast().allSatisfy { $0.bytes[0] == 0x80 })
+            #expect(packets.allSatisfy { $0.header.payloadLength <= 1200 }, "the payload budget is unchanged")
+            var d = H264Depacketizer()
+            var au: [UInt8]?
+            for pk in packets { if let a = pk.bytes.withUnsafeBytes({ d.push($0) }) { au = a.accessUnit } }
+            #expect(au == expectedAnnexB(frame))
+        }
+        // Elements of every length 1...8 round-trip; out-of-range ids and lengths are refused.
+        for length in 1...8 {
+            let e = try #require(RTPHeaderExtensionElement(id: 14, value: 0x0102_0304_0506_0708, length: length))
+            var bytes: [UInt8] = []
+            p.packetize(accessUnit([(.slice, 40)]).data, nalUnits: accessUnit([(.slice, 40)]).nalUnits, timestamp: 1, markerExtension: e) {
+                bytes = Array($0)
+            }
+            #expect(bytes.withUnsafeBytes { RTPHeader.oneByteExtension(id: 14, in: $0) } == Array([1, 2, 3, 4, 5, 6, 7, 8].suffix(length)))
+            #expect(bytes.count <= 12 + H264Packetizer.maxExtensionSize + 1 + 40)
+        }
+        #expect(RTPHeaderExtensionElement(id: 0, value: 0, length: 1) == nil && RTPHeaderExtensionElement(id: 15, value: 0, length: 1) == nil)
+        #expect(RTPHeaderExtensionElement(id: 1, value: 0, length: 0) == nil && RTPHeaderExtensionElement(id: 1, value: 0, length: 9) == nil)
+        // Reading never traps on a malformed block: every truncation and byte flip of a packet with an extension.
+        var packet: [UInt8] = []
+        p.packetize(
+            accessUnit([(.slice, 30)]).data, nalUnits: accessUnit([(.slice, 30)]).nalUnits, timestamp: 1,
+            markerExtension: RTPHeaderExtensionElement.videoOrientation(id: 5, rotationDegrees: 270)
+        ) { packet = Array($0) }
+        for n in 0...24 { _ = Array(packet.prefix(n)).withUnsafeBytes { RTPHeader.oneByteExtension(id: 5, in: $0) } }
+        for i in 0..<24 {
+            for v: UInt8 in [0, 0x0f, 0xf0, 0xff] {
+                var m = packet
+                m[i] = v
+                _ = m.withUnsafeBytes { RTPHeader.oneByteExtension(id: 5, in: $0) }
+            }
+        }
+    }
+
     @Test func sequenceNumbersWrapAt65536AndTimestampsAt2To32() {
         var p = H264Packetizer(maxPayload: 1200, state: RTPStreamState(payloadType: 96, ssrc: 7, sequence: 65534))
         let packets = packetize(accessUnit([(.idr, 5000)]), &p)

@@ -223,6 +223,40 @@ final class ReferenceConverter: CameraVideoCapturerDelegate, Sendable {
         turned.detach()
     }
 
+    /// The rotation can go from pixels to metadata and back while the camera runs (what `serve` does as viewers
+    /// with and without the video-orientation extension come and go): the frames' size and rotation follow from
+    /// the next frame, with no camera restart, and the planned size follows too.
+    @Test func rotationSwitchesBetweenPixelsAndMetadataLive() async throws {
+        let cap = CameraVideoCapturer(
+            providers: [FixtureCameraProvider(options: .init(pacing: .asFastAsConsumed))],
+            configuration: .init(alwaysDiscardsLateFrames: false))
+        let source = VideoSource(capturer: cap, options: .init(applyRotation: true))
+        let frames = source.frames(bufferingNewest: 1, waitsForConsumer: true)
+        _ = try await cap.startCapture(device: try cap.device("fixture:iphone"), targetSize: FrameSize(width: 640, height: 480))
+        var got: [(FrameSize, Int)] = []
+        for try await f in frames {
+            got.append((f.buffer.size, f.rotation.degrees))
+            // Switched while frame 10 and then 20 are in hand: frame 11 is the first to follow (at most one more
+            // frame is already converted, waiting in the one-frame buffer).
+            if got.count == 10 { source.setAppliesRotation(false) }
+            if got.count == 20 { source.setAppliesRotation(true) }
+            if got.count == 30 { break }
+        }
+        source.detach()
+        let stats = cap.statistics
+        try await cap.stopCapture()
+        let portrait = (FrameSize(width: 480, height: 640), 0), sensor = (FrameSize(width: 640, height: 480), 90)
+        func kind(_ f: (FrameSize, Int)) -> String { f == portrait ? "P" : f == sensor ? "S" : "?\(f)" }
+        let pattern = got.map(kind).joined()
+        // P×10, then S from frame 11 or 12, then P again from frame 21 or 22.
+        #expect(pattern.hasPrefix(String(repeating: "P", count: 10)) && pattern.hasSuffix(String(repeating: "P", count: 8)), "\(pattern)")
+        #expect(pattern.filter { $0 == "S" }.count >= 8 && pattern.filter { $0 == "S" }.count <= 10 && !pattern.contains("?"), "\(pattern)")
+        #expect(pattern.contains(String(repeating: "S", count: 8)) && stats.delivered >= 30, "one start, no restart")
+        #expect(source.appliesRotation)
+        source.setAppliesRotation(false)
+        #expect(source.plannedOutputSize(input: FrameSize(width: 640, height: 480), rotation: .rotation90) == FrameSize(width: 640, height: 480))
+    }
+
     /// As fast as consumed: a source stream that waits for its consumer loses no frame, however slow the
     /// consumer; the same consumer on a stream that drops (real time) loses frames, counted as starvation.
     @Test func aStreamThatWaitsForItsConsumerLosesNothing() async throws {

@@ -138,6 +138,8 @@ func keyFrame(size: Int) -> EncodedFrame {
         let video = try #require(answer.media.first)
         let ufrag = try #require(video.values("ice-ufrag").first), pwd = try #require(video.values("ice-pwd").first)
         #expect(video.port == peer.localPort && video.values("setup") == ["passive"])
+        // Chromium offers the video-orientation extension as id 3: accepted with that id.
+        #expect(video.values("extmap") == ["3 urn:3gpp:video-orientation"] && peer.receivesRotation)
 
         let browser = try FakeBrowser()
         browser.target(peer.localPort)
@@ -164,8 +166,10 @@ func keyFrame(size: Int) -> EncodedFrame {
         waitUntil(timeout: 10, every: 0.005) { connected.value.withLock { $0 } }
         #expect(peer.isConnected)
 
-        // Media: a key frame of 3000 bytes → STAP-A (SPS+PPS) and FU-A fragments, SRTP-protected.
-        let frame = keyFrame(size: 3000)
+        // Media: a key frame of 3000 bytes → STAP-A (SPS+PPS) and FU-A fragments, SRTP-protected; a camera turned
+        // 90° clockwise: the last packet carries the rotation (video-orientation, R1R0 = 1).
+        var frame = keyFrame(size: 3000)
+        frame.rotation = .rotation90
         peer.send(frame.stamped(1_000_000_000))
         var packets: [[UInt8]] = []
         while let d = browser.receive() {
@@ -179,11 +183,15 @@ func keyFrame(size: Int) -> EncodedFrame {
         #expect(packets.allSatisfy { $0[1] & 0x7f == offer.payloadType })
         #expect(packets.last.map { $0[1] & 0x80 != 0 } == true, "marker on the last packet")
         #expect(packets.first.map { $0[12] & 0x1f } == 24, "STAP-A first")
+        let orientation = packets.map { p in p.withUnsafeBytes { RTPHeader.oneByteExtension(id: 3, in: $0) } }
+        #expect(orientation.dropLast().allSatisfy { $0 == nil } && orientation.last == [1], "\(orientation)")
         let ssrc = packets[0][8..<12].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
         #expect(ssrc == peer.sender.ssrc)
 
-        // NACK for the second packet → an RTX retransmission (payload type 109, its own SSRC, OSN first).
-        let lostSeq = UInt16(packets[1][2]) << 8 | UInt16(packets[1][3])
+        // NACK for the last packet → an RTX retransmission (payload type 109, its own SSRC, the header extension
+        // kept, the OSN first in the payload after it).
+        let lost = packets[3]
+        let lostSeq = UInt16(lost[2]) << 8 | UInt16(lost[3])
         func sendRTCP(_ plain: [UInt8]) {
             var p = plain + [UInt8](repeating: 0, count: SRTPSession.overhead)
             let n = p.withUnsafeMutableBytes { toPeer.protect($0, length: plain.count, rtcp: true) }
@@ -199,8 +207,11 @@ func keyFrame(size: Int) -> EncodedFrame {
         let st = peer.statistics
         let r = try #require(
             rtx, "nacks \(st.rtp.nacksReceived) rtx \(st.rtp.retransmissions) rtcpErrors \(st.rtp.rtcpErrors) srtcpErrors \(st.srtcpErrors)")
-        #expect(r[1] & 0x7f == 109 && UInt16(r[12]) << 8 | UInt16(r[13]) == lostSeq)
-        #expect(Array(r[14...]) == Array(packets[1][12...]), "the original payload after the OSN")
+        let h = try #require(r.withUnsafeBytes { RTPHeader($0) }), original = try #require(lost.withUnsafeBytes { RTPHeader($0) })
+        #expect(original.payloadOffset == 20 && h.payloadOffset == 20, "12 + 8 bytes of extension")
+        #expect(r[1] & 0x7f == 109 && UInt16(r[20]) << 8 | UInt16(r[21]) == lostSeq)
+        #expect(r.withUnsafeBytes { RTPHeader.oneByteExtension(id: 3, in: $0) } == [1])
+        #expect(Array(r[22...]) == Array(lost[20...]), "the original payload after the OSN")
         // PLI → the key-frame callback (rate-limited by the sender).
         sendRTCP(RTCPWriter.pli(sender: 1, media: ssrc))
         waitUntil(timeout: 10, every: 0.005) { keyRequests.value.withLock { $0 } != 0 }

@@ -122,6 +122,36 @@ import RTP
         #expect(try SDP.parse(a).media.count == 1)
     }
 
+    @Test func theVideoOrientationExtensionIsAcceptedOnlyWhenOfferedWithAOneByteIdThatReceives() throws {
+        let id = { (line: String) throws -> UInt8? in
+            try WebRTCOffer(chromiumOffer.replacingOccurrences(of: "a=extmap:3 urn:3gpp:video-orientation", with: line)).videoOrientationExtensionID
+        }
+        #expect(try WebRTCOffer(chromiumOffer).videoOrientationExtensionID == 3)
+        #expect(try id("a=extmap:14/recvonly urn:3gpp:video-orientation") == 14)
+        #expect(try id("a=extmap:7/sendrecv urn:3gpp:video-orientation") == 7)
+        // Not offered, a direction that does not receive, ids of the two-byte form or none: no extension.
+        for line in [
+            "a=extmap:12 urn:example:other", "a=extmap:3/sendonly urn:3gpp:video-orientation", "a=extmap:3/inactive urn:3gpp:video-orientation",
+            "a=extmap:15 urn:3gpp:video-orientation", "a=extmap:0 urn:3gpp:video-orientation", "a=extmap:300 urn:3gpp:video-orientation",
+            "a=extmap:/ urn:3gpp:video-orientation", "a=extmap:/recvonly urn:3gpp:video-orientation", "a=extmap:urn:3gpp:video-orientation",
+        ] {
+            #expect(try id(line) == nil, "\(line)")
+        }
+        let o = try WebRTCOffer(chromiumOffer)
+        func answer(_ orientation: Bool) -> String {
+            o.answer(
+                iceUfrag: "abcd", icePassword: String(repeating: "p", count: 24), fingerprint: "AA:BB", hosts: ["127.0.0.1"], port: 40000,
+                ssrc: 1, videoOrientation: orientation)
+        }
+        #expect(answer(true).contains("a=extmap:3 urn:3gpp:video-orientation\r\n") && !answer(false).contains("extmap"))
+        // A peer told not to use it answers without it, and says so.
+        var c = WebRTCPeer.Configuration(bindHost: "127.0.0.1", candidateHosts: ["127.0.0.1"])
+        c.useVideoOrientation = false
+        let peer = try WebRTCPeer(offer: o, identity: try DTLSIdentity(), configuration: c)
+        defer { peer.close() }
+        #expect(!peer.receivesRotation && !peer.answer.contains("extmap"))
+    }
+
     @Test func offersWithoutUsableH264AreRefusedWithTheReason() {
         let noH264 = chromiumOffer.split(whereSeparator: { $0 == "\r\n" || $0 == "\n" }).filter { !$0.contains("H264") }.joined(separator: "\r\n")
         #expect(throws: WebRTCError.self) { try WebRTCOffer(noH264) }
