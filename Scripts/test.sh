@@ -9,7 +9,7 @@ Scripts/check-syscalls.sh   # no syscall outside Sources/SystemIO and V4L2Captur
 Scripts/format.sh --check   # swift-format with the checked-in .swift-format (Scripts/format.sh fixes)
 export WEBRTC_PEERS_REQUIRED=1   # Chromium and aiortc are installed now: the WebRTC tests must not skip
 swift build --build-tests
-Scripts/doc-coverage.py     # no public declaration without a doc comment (#23); DocC with warnings as errors: Scripts/docs.sh (on demand)
+Scripts/docs.sh             # DocC for every library module, warnings as errors, then doc-coverage.py: no public declaration without a doc comment (#23)
 # On a failure the issues are printed again at the end, where a CI log's tail shows them.
 show_failures() {
   echo "=== failures in $1 ==="

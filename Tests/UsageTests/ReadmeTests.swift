@@ -2,21 +2,45 @@ import Foundation
 import Testing
 import TestSupport
 
-/// One ```swift block of the README, with the line its code starts on.
+/// One ```swift block of the README (or of a DocC article), with the line its code starts on.
 struct ReadmeBlock: CustomTestStringConvertible, Sendable {
+    var file = "README.md"
     var line: Int
     var code: String
-    var testDescription: String { "README.md:\(line)" }
+    /// For an article block that imports none of our modules: the blocks before it in the same article (a reader
+    /// follows an article from block to block).
+    var prelude = ""
+    var testDescription: String { "\(file):\(line)" }
     var isManifest: Bool { code.contains("import PackageDescription") }
 
-    static let all: [ReadmeBlock] = {
-        let readme = (try? String(contentsOfFile: repositoryRoot + "/README.md", encoding: .utf8)) ?? ""
+    static let all: [ReadmeBlock] = blocks(of: "README.md")
+
+    /// The ```swift blocks of the DocC articles and landing pages (Sources/<Module>/<Module>.docc/*.md).
+    static let articles: [ReadmeBlock] = {
+        let sources = repositoryRoot + "/Sources"
+        let files = ((try? FileManager.default.subpathsOfDirectory(atPath: sources)) ?? [])
+            .filter { $0.hasSuffix(".md") && $0.contains(".docc/") }.sorted()
+        // Package.swift lines are checked with the README's manifest; the rest compiles.
+        return files.flatMap { file in
+            var chain = ""
+            return blocks(of: "Sources/" + file).filter { !$0.code.contains(".package(url:") }.map { block in
+                var b = block
+                let importsOurs = ThisPackage.libraries.contains { block.code.contains("import \($0)\n") }
+                if !importsOurs { b.prelude = chain }
+                chain += block.code
+                return b
+            }
+        }
+    }()
+
+    static func blocks(of file: String) -> [ReadmeBlock] {
+        let readme = (try? String(contentsOfFile: repositoryRoot + "/" + file, encoding: .utf8)) ?? ""
         var blocks: [ReadmeBlock] = []
         var current: (line: Int, lines: [Substring])?
         for (i, line) in readme.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             if var c = current {
                 if line.trimmingCharacters(in: .whitespaces) == "```" {
-                    blocks.append(ReadmeBlock(line: c.line, code: c.lines.joined(separator: "\n") + "\n"))
+                    blocks.append(ReadmeBlock(file: file, line: c.line, code: c.lines.joined(separator: "\n") + "\n"))
                     current = nil
                 } else {
                     c.lines.append(line)
@@ -27,7 +51,7 @@ struct ReadmeBlock: CustomTestStringConvertible, Sendable {
             }
         }
         return blocks
-    }()
+    }
     static var code: [ReadmeBlock] { all.filter { !$0.isManifest } }
     static var manifests: [ReadmeBlock] { all.filter(\.isManifest) }
 }
@@ -52,6 +76,23 @@ enum ThisPackage {
         let r = try Compiler.check(block.code, named: "readme-\(block.line)")
         // Diagnostics on README lines: the block starts at `block.line`.
         let shown = r.diagnostics.filter { $0.kind != "note" }.map { "README.md:\(block.line + $0.line - 1): \($0.kind): \($0.message)" }
+        #expect(r.exitCode == 0 && shown.isEmpty, "\(shown.joined(separator: "\n"))\n\(r.exitCode != 0 && shown.isEmpty ? r.output : "")")
+    }
+
+    /// The DocC articles' examples are whole files too: what a reader pastes compiles.
+    @Test func everyModuleHasACatalogueWithSwiftExamples() {
+        let modules = Set(ReadmeBlock.articles.map { String($0.file.split(separator: "/")[1]) })
+        #expect(ThisPackage.libraries.isSubset(of: modules), "no Swift example in the catalogue of \(ThisPackage.libraries.subtracting(modules))")
+    }
+
+    @Test(arguments: ReadmeBlock.articles) func theArticleBlockCompiles(_ block: ReadmeBlock) throws {
+        let r = try Compiler.check(block.prelude + block.code, named: "docc-\(block.file.split(separator: "/").last!.dropLast(3))-\(block.line)")
+        let before = block.prelude.split(separator: "\n", omittingEmptySubsequences: false).count - 1
+        let shown = r.diagnostics.filter { $0.kind != "note" }.map {
+            $0.line > before
+                ? "\(block.file):\(block.line + $0.line - before - 1): \($0.kind): \($0.message)"
+                : "\(block.file), an earlier block (line \($0.line) of the chain): \($0.kind): \($0.message)"
+        }
         #expect(r.exitCode == 0 && shown.isEmpty, "\(shown.joined(separator: "\n"))\n\(r.exitCode != 0 && shown.isEmpty ? r.output : "")")
     }
 
