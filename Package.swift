@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "WebRTC", targets: ["WebRTC"]),
         .library(name: "CapturePipeline", targets: ["CapturePipeline"]),
         .library(name: "WHEPServer", targets: ["WHEPServer"]),
+        .library(name: "WHIPClient", targets: ["WHIPClient"]),
         .executable(name: "camcap", targets: ["camcap"]),
     ],
     dependencies: [
@@ -98,10 +99,16 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
             ],
             swiftSettings: upcoming),
+        // WHIP (RFC 9725) publishing: the HTTP exchange and an encoded output that publishes the encode to a
+        // media server (Janus, any WHIP server), reconnecting with backoff.
+        .target(
+            name: "WHIPClient",
+            dependencies: ["CapturePipeline", "VideoCapture", "H264", "RTP", "WebRTC", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: upcoming),
         .executableTarget(
             name: "camcap",
             dependencies: [
-                "CapturePipeline", "WHEPServer", "VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture", "H264", "RTP", "WebRTC",
+                "CapturePipeline", "WHEPServer", "WHIPClient", "VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture", "H264", "RTP", "WebRTC",
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

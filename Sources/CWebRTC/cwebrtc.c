@@ -110,7 +110,7 @@ cw_identity *cw_identity_create(const char *profiles, int client, char fingerpri
     X509 *cert = unsigned_certificate(key, "camcap", 30);
     int ok = cert && X509_sign(cert, key, EVP_sha256());
     if (!ok) { openssl_error(error, error_size, "cannot create the self-signed certificate"); X509_free(cert); EVP_PKEY_free(key); return NULL; }
-    SSL_CTX *ctx = SSL_CTX_new(client ? DTLS_client_method() : DTLS_server_method());
+    SSL_CTX *ctx = SSL_CTX_new(client == 2 ? DTLS_method() : client ? DTLS_client_method() : DTLS_server_method());
     ok = ctx && SSL_CTX_set_min_proto_version(ctx, DTLS1_2_VERSION) && SSL_CTX_use_certificate(ctx, cert)
         && SSL_CTX_use_PrivateKey(ctx, key) && SSL_CTX_check_private_key(ctx)
         && SSL_CTX_set_tlsext_use_srtp(ctx, profiles ? profiles : "SRTP_AEAD_AES_128_GCM:SRTP_AES128_CM_SHA1_80") == 0;   // 0 is success here
@@ -127,7 +127,7 @@ cw_identity *cw_identity_create(const char *profiles, int client, char fingerpri
     cw_identity *identity = calloc(1, sizeof *identity);
     if (!identity) { SSL_CTX_free(ctx); snprintf(error, error_size, "out of memory"); return NULL; }
     identity->ctx = ctx;
-    identity->client = client != 0;
+    identity->client = client == 1;
     return identity;
 }
 
@@ -173,7 +173,7 @@ static void dgram_init(void) {
     BIO_meth_set_destroy(dgram_method, dgram_destroy);
 }
 
-cw_dtls *cw_dtls_create(cw_identity *identity, const char *peer_fingerprint, int mtu) {
+cw_dtls *cw_dtls_create(cw_identity *identity, const char *peer_fingerprint, int mtu, int role) {
     pthread_once(&dgram_once, dgram_init);
     pthread_once(&index_once, index_init);
     if (!identity || !dgram_method || dtls_index < 0) return NULL;
@@ -189,7 +189,7 @@ cw_dtls *cw_dtls_create(cw_identity *identity, const char *peer_fingerprint, int
     BIO_set_data(wbio, d);
     SSL_set_bio(d->ssl, d->rbio, wbio);
     SSL_set_ex_data(d->ssl, dtls_index, d);
-    d->client = identity->client;
+    d->client = role < 0 ? identity->client : role == 1;
     if (d->client) SSL_set_connect_state(d->ssl); else SSL_set_accept_state(d->ssl);
     SSL_set_options(d->ssl, SSL_OP_NO_QUERY_MTU);
     SSL_set_mtu(d->ssl, d->mtu - 28);

@@ -73,6 +73,10 @@ public final class RTPSender: @unchecked Sendable {
         /// 1…14): the last packet of every frame then carries the frame's `EncodedFrame.rotation` for the receiver
         /// to apply. nil sends no extension (the pixels must then be upright).
         public var videoOrientationExtensionID: UInt8?
+        /// The media SSRC, when it must be known before the sender exists (an offer that lists it); nil: random.
+        public var ssrc: UInt32?
+        /// The RTX SSRC, likewise; nil: random.
+        public var rtxSSRC: UInt32?
         /// Packets kept for retransmission (about 1 s of 2 Mbit/s video).
         public var historySize = 512
         /// Drop outgoing packets with this probability (loss simulation for tests; seeded, reproducible).
@@ -219,7 +223,7 @@ public final class RTPSender: @unchecked Sendable {
     /// What both initialisers set up the same way: random timestamp offset and SSRCs, the packetizer, and the
     /// retransmission history (allocated once).
     private static func setUp(_ c: Configuration) -> (Shared, H264Packetizer) {
-        let session = RTPSession()
+        let session = RTPSession(ssrc: c.ssrc ?? .random(in: 1...UInt32.max), rtxSSRC: c.rtxSSRC ?? .random(in: 1...UInt32.max))
         let packetizer = H264Packetizer(maxPayload: c.maxPayload, state: RTPStreamState(payloadType: c.payloadType, ssrc: session.ssrc))
         let history = RetransmissionHistory(
             packets: c.historySize, packetCapacity: c.maxPayload + H264Packetizer.headerSize + H264Packetizer.maxExtensionSize + 2,

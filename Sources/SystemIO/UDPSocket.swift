@@ -81,6 +81,12 @@ package struct SocketAddress: Sendable {
         storage.ss_family == other.storage.ss_family && parts == other.parts
     }
 
+    /// "a.b.c.d" or the IPv6 text, without the port.
+    package var hostText: String {
+        let bytes = parts.host
+        return bytes.count == 4 ? bytes.map(String.init).joined(separator: ".") : SocketAddress.text(ipv6: bytes)
+    }
+
     /// "a.b.c.d:port" or "[v6]:port".
     package var text: String {
         let (bytes, port) = parts

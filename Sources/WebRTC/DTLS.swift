@@ -42,11 +42,21 @@ public final class DTLSIdentity: @unchecked Sendable {
     }
 
     /// `client`: a DTLS client context (for tests that play the browser's part).
-    init(profiles: [SRTPProfile], client: Bool) throws(WebRTCError) {
+    convenience init(profiles: [SRTPProfile], client: Bool) throws(WebRTCError) {
+        try self.init(profiles: profiles, role: client ? 1 : 0)
+    }
+
+    /// An identity for either DTLS role, decided per association: an offerer (a WHIP publisher) puts the
+    /// fingerprint in its offer before the answer's `a=setup` says which side it plays.
+    public static func eitherRole(profiles: [SRTPProfile] = [.aeadAes128Gcm, .aes128CmSha1_80]) throws(WebRTCError) -> DTLSIdentity {
+        try DTLSIdentity(profiles: profiles, role: 2)
+    }
+
+    private init(profiles: [SRTPProfile], role: Int32) throws(WebRTCError) {
         guard !profiles.isEmpty else { throw WebRTCError("no SRTP profile to offer") }
         var fp = [CChar](repeating: 0, count: 128), error = [CChar](repeating: 0, count: 256)
         let list = profiles.map { $0 == .aeadAes128Gcm ? "SRTP_AEAD_AES_128_GCM" : "SRTP_AES128_CM_SHA1_80" }.joined(separator: ":")
-        guard let p = cw_identity_create(list, client ? 1 : 0, &fp, &error, error.count) else {
+        guard let p = cw_identity_create(list, role, &fp, &error, error.count) else {
             throw WebRTCError(cString(error))
         }
         pointer = p
@@ -72,8 +82,11 @@ final class DTLSAssociation {
     private let pointer: OpaquePointer
     private var buffer = [UInt8](repeating: 0, count: 2048)
 
-    init(identity: DTLSIdentity, peerFingerprint: String, mtu: Int = 1200) throws(WebRTCError) {
-        guard let p = cw_dtls_create(identity.pointer, peerFingerprint, Int32(mtu)) else { throw WebRTCError("cannot create a DTLS association") }
+    /// `client`: the role, for an identity made for either (nil: the identity's own).
+    init(identity: DTLSIdentity, peerFingerprint: String, mtu: Int = 1200, client: Bool? = nil) throws(WebRTCError) {
+        guard let p = cw_dtls_create(identity.pointer, peerFingerprint, Int32(mtu), client.map { $0 ? 1 : 0 } ?? -1) else {
+            throw WebRTCError("cannot create a DTLS association")
+        }
         pointer = p
     }
     deinit { cw_dtls_free(pointer) }

@@ -1,9 +1,10 @@
 import SystemIO
 internal import CWebRTC
 
-/// The part of STUN (RFC 5389) an ICE-lite agent needs (RFC 8445 §2.5): it answers Binding requests that carry
-/// its short-term credentials (USERNAME "ourUfrag:theirUfrag", MESSAGE-INTEGRITY keyed with our ice-pwd) with a
-/// success response holding XOR-MAPPED-ADDRESS, MESSAGE-INTEGRITY and FINGERPRINT. It never sends requests.
+/// The part of STUN (RFC 5389) ICE needs here: an ICE-lite agent (RFC 8445 §2.5, `serve`) answers Binding
+/// requests that carry its short-term credentials (USERNAME "ourUfrag:theirUfrag", MESSAGE-INTEGRITY keyed with
+/// our ice-pwd) with a success response holding XOR-MAPPED-ADDRESS, MESSAGE-INTEGRITY and FINGERPRINT; a
+/// controlling agent (a WHIP publisher) also sends checks (`bindingRequest`) and reads their responses.
 public enum STUN {
     /// The fixed value in every STUN header (RFC 5389 §6).
     public static let magicCookie: UInt32 = 0x2112_A442
@@ -105,6 +106,81 @@ public enum STUN {
         let crc = crc32(m) ^ 0x5354_554e
         append(&m, 0x8028, [UInt8(crc >> 24), UInt8((crc >> 16) & 0xff), UInt8((crc >> 8) & 0xff), UInt8(crc & 0xff)])
         return m
+    }
+
+    // MARK: The controlling side (a WHIP publisher's checks)
+
+    /// A Binding request of a controlling ICE agent (RFC 8445 §7.1.1) to a peer with credentials
+    /// `remoteUfrag`/`remotePassword`: USERNAME "remoteUfrag:localUfrag", PRIORITY, ICE-CONTROLLING with our
+    /// tie-breaker, USE-CANDIDATE when `nominate` (aggressive nomination), MESSAGE-INTEGRITY keyed with the
+    /// remote ice-pwd, FINGERPRINT.
+    public static func bindingRequest(
+        transactionID: [UInt8], localUfrag: String, remoteUfrag: String, remotePassword: String, priority: UInt32, tieBreaker: UInt64,
+        nominate: Bool
+    ) -> [UInt8] {
+        var m: [UInt8] = [0x00, 0x01, 0, 0, 0x21, 0x12, 0xA4, 0x42] + transactionID.prefix(12)
+        while m.count < 20 { m.append(0) }
+        append(&m, 0x0006, Array("\(remoteUfrag):\(localUfrag)".utf8))
+        append(&m, 0x0024, [UInt8(priority >> 24), UInt8((priority >> 16) & 0xff), UInt8((priority >> 8) & 0xff), UInt8(priority & 0xff)])
+        append(&m, 0x802A, (0..<8).map { UInt8(truncatingIfNeeded: tieBreaker >> (56 - 8 * UInt64($0))) })
+        if nominate { append(&m, 0x0025, []) }
+        setLength(&m, m.count - 20 + 24)
+        append(&m, 0x0008, hmacSHA1(key: Array(remotePassword.utf8), m))
+        setLength(&m, m.count - 20 + 8)
+        let crc = crc32(m) ^ 0x5354_554e
+        append(&m, 0x8028, [UInt8(crc >> 24), UInt8((crc >> 16) & 0xff), UInt8((crc >> 8) & 0xff), UInt8(crc & 0xff)])
+        return m
+    }
+
+    /// What a response to one of our Binding requests said.
+    public enum Response: Sendable, Equatable {
+        /// A success response to the transaction, authenticated with the remote ice-pwd.
+        case success(transactionID: [UInt8])
+        /// An error response (RFC 8445 §7.2.5.1: 487 is a role conflict), with its code.
+        case error(transactionID: [UInt8], code: Int)
+        /// Not a response to us, or not authentic: the reason.
+        case ignored(String)
+    }
+
+    /// Parses a Binding response and checks its MESSAGE-INTEGRITY (keyed with `remotePassword`) and
+    /// FINGERPRINT. Every length is range-checked.
+    public static func parseResponse(_ p: UnsafeRawBufferPointer, remotePassword: String) -> Response {
+        guard looksLikeSTUN(p) else { return .ignored("not STUN") }
+        let type = p.bigEndianUInt16(at: 0), length = Int(p.bigEndianUInt16(at: 2))
+        guard type == 0x0101 || type == 0x0111 else { return .ignored("STUN message type 0x\(String(type, radix: 16)) is not a Binding response") }
+        guard length % 4 == 0, 20 + length <= p.count else { return .ignored("STUN length \(length) does not fit \(p.count) bytes") }
+        var integrityAt: Int?, fingerprintAt: Int?, code = 0
+        var o = 20
+        while o + 4 <= 20 + length {
+            let t = p.bigEndianUInt16(at: o), l = Int(p.bigEndianUInt16(at: o + 2))
+            let v = o + 4
+            guard v + l <= 20 + length else { return .ignored("STUN attribute 0x\(String(t, radix: 16)) of \(l) bytes overruns the message") }
+            switch t {
+            case 0x0009: if l >= 4 { code = Int(p[v + 2] & 0x07) * 100 + Int(p[v + 3] % 100) }
+            case 0x0008:
+                guard l == 20, integrityAt == nil else { return .ignored("MESSAGE-INTEGRITY of \(l) bytes") }
+                integrityAt = o
+            case 0x8028:
+                guard l == 4 else { return .ignored("FINGERPRINT of \(l) bytes") }
+                fingerprintAt = o
+            default: break
+            }
+            o = v + (l + 3) & ~3
+        }
+        if let f = fingerprintAt {
+            let expected = crc32(UnsafeRawBufferPointer(rebasing: p[0..<f])) ^ 0x5354_554e
+            guard p.bigEndianUInt32(at: f + 4) == expected else { return .ignored("STUN FINGERPRINT mismatch") }
+        }
+        guard let integrityAt else { return .ignored("Binding response without MESSAGE-INTEGRITY") }
+        var covered = [UInt8](UnsafeRawBufferPointer(rebasing: p[0..<integrityAt]))
+        let adjusted = integrityAt - 20 + 24
+        covered[2] = UInt8(adjusted >> 8)
+        covered[3] = UInt8(adjusted & 0xff)
+        guard hmacSHA1(key: Array(remotePassword.utf8), covered).elementsEqual(p[(integrityAt + 4)..<(integrityAt + 24)]) else {
+            return .ignored("STUN MESSAGE-INTEGRITY does not match the remote ice-pwd")
+        }
+        let id = Array(p[8..<20])
+        return type == 0x0101 ? .success(transactionID: id) : .error(transactionID: id, code: code)
     }
 
     private static func append(_ m: inout [UInt8], _ type: UInt16, _ value: [UInt8]) {

@@ -13,13 +13,16 @@ typedef struct cw_srtp cw_srtp;           // one libsrtp session (outbound or in
 // SRTP_AEAD_AES_128_GCM and SRTP_AES128_CM_SHA1_80. Writes the certificate's SHA-256 fingerprint as
 // "AB:CD:…" (95 characters + NUL) to `fingerprint`. NULL on failure, with `error` filled.
 // `profiles` is OpenSSL's use_srtp list (NULL: "SRTP_AEAD_AES_128_GCM:SRTP_AES128_CM_SHA1_80").
-// `client` != 0 makes a DTLS client context instead (tests play the browser with it).
+// `client` 1 makes a DTLS client context instead (tests play the browser with it); 2 a context for either role
+// (a WHIP publisher learns its role from the answer, after its offer carried the fingerprint).
 cw_identity *cw_identity_create(const char *profiles, int client, char fingerprint[128], char *error, size_t error_size);
 void cw_identity_free(cw_identity *identity);
 
 // One association. `peer_fingerprint` (sha-256, "AB:CD:…", from the offer) must match the client's
 // certificate, else the handshake fails.
-cw_dtls *cw_dtls_create(cw_identity *identity, const char *peer_fingerprint, int mtu);
+// `role`: -1 the identity's (server, or client for a client identity), 0 server, 1 client (an identity made for
+// either role).
+cw_dtls *cw_dtls_create(cw_identity *identity, const char *peer_fingerprint, int mtu, int role);
 void cw_dtls_free(cw_dtls *dtls);
 
 // Feeds one received datagram and advances the handshake (or reads application data, which is discarded).

@@ -1,0 +1,509 @@
+import Foundation
+import VideoCapture
+public import H264
+public import RTP
+import Synchronization
+import SystemIO
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A server's candidate from an answer's `a=candidate` line (UDP, component 1, a literal address).
+public struct ICECandidate: Sendable, Equatable, CustomStringConvertible {
+    /// The candidate's IPv4 or IPv6 address.
+    public var host: String
+    /// Its UDP port, 1…65535.
+    public var port: Int
+    /// Its ICE priority (higher is tried first).
+    public var priority: UInt32
+    /// `host`, `srflx`, `prflx` or `relay`.
+    public var type: String
+    /// "host:port (type)", IPv6 in brackets.
+    public var description: String { (host.contains(":") ? "[\(host)]" : host) + ":\(port) (\(type))" }
+}
+
+/// What a WHIP server's (or any answerer's) SDP answer to our sendonly offer says: its ICE credentials,
+/// candidates and DTLS fingerprint, which DTLS side we play, and what it accepted of our offer. Errors say what
+/// the answer lacked.
+public struct WebRTCAnswer: Sendable {
+    /// The answer's `a=ice-ufrag`.
+    public var iceUfrag: String
+    /// The answer's `a=ice-pwd`.
+    public var icePassword: String
+    /// sha-256 fingerprint of the server's DTLS certificate, "AB:CD:…".
+    public var fingerprint: String
+    /// The server's UDP candidates of component 1, highest priority first (mDNS names and TCP are skipped).
+    public var candidates: [ICECandidate]
+    /// True when the answer says `a=setup:passive` (we are the DTLS client, as WHIP servers usually answer);
+    /// false for `a=setup:active` (the server connects to us).
+    public var weAreDTLSClient: Bool
+    /// The server is an ICE-lite agent (`a=ice-lite`).
+    public var iceLite: Bool
+    /// Our RTX payload type, if the answer kept it.
+    public var rtxPayloadType: UInt8?
+    /// Our video-orientation extension id, if the answer accepted it.
+    public var videoOrientationExtensionID: UInt8?
+    /// The whole answer as parsed.
+    public var description: SDPDescription
+
+    /// Reads an answer to an offer of H.264 as `payloadType` (and RTX as `rtxPayloadType`). Throws
+    /// `WebRTCError` (code `invalidOffer`) when it has no accepted video section, ICE credentials, sha-256
+    /// fingerprint, usable candidate or H.264, or a setup we cannot play. At most 64 KiB.
+    public init(_ sdp: String, payloadType: UInt8, rtxPayloadType: UInt8?) throws(WebRTCError) {
+        guard sdp.utf8.count <= 64 * 1024 else {
+            throw WebRTCError("the answer is \(sdp.utf8.count) bytes; at most 64 KiB are accepted", code: .invalidOffer)
+        }
+        let d: SDPDescription
+        do throws(SDPParseError) { d = try SDP.parse(sdp) } catch { throw WebRTCError("the answer is not a valid SDP: \(error)", code: .invalidOffer) }
+        description = d
+        guard let m = d.media.first(where: { $0.kind == "video" }) else {
+            throw WebRTCError("the answer has no video section (m=video)", code: .invalidOffer)
+        }
+        guard m.port != 0 else { throw WebRTCError("the answer rejects the video (m=video 0): the server takes no H.264 from us", code: .invalidOffer) }
+        func attr(_ name: String) -> String? { m.values(name).first ?? d.sessionAttributes.first { $0.0 == name }?.1 }
+        guard let ufrag = attr("ice-ufrag"), let pwd = attr("ice-pwd"), (4...256).contains(ufrag.count), (22...256).contains(pwd.count) else {
+            throw WebRTCError("the answer has no usable ICE credentials (a=ice-ufrag of 4...256, a=ice-pwd of 22...256 characters)", code: .invalidOffer)
+        }
+        iceUfrag = ufrag
+        icePassword = pwd
+        iceLite = d.sessionAttributes.contains { $0.0 == "ice-lite" }
+        let fps = m.values("fingerprint") + d.sessionAttributes.filter { $0.0 == "fingerprint" }.map(\.1)
+        guard let fp = fps.first(where: { $0.lowercased().hasPrefix("sha-256 ") }) else {
+            throw WebRTCError("the answer has no a=fingerprint:sha-256", code: .invalidOffer)
+        }
+        fingerprint = String(fp.dropFirst(8)).trimmingSpaces.uppercased()
+        let hex = fingerprint.split(separator: ":", omittingEmptySubsequences: false)
+        guard fingerprint.count == 95, hex.count == 32, hex.allSatisfy({ $0.count == 2 && $0.allSatisfy(\.isHexDigit) }) else {
+            throw WebRTCError("the answer's sha-256 fingerprint is not 32 hex bytes separated by colons", code: .invalidOffer)
+        }
+        let setup = (attr("setup") ?? "active").trimmingSpaces.lowercased()
+        switch setup {
+        case "passive": weAreDTLSClient = true
+        case "active": weAreDTLSClient = false
+        default:
+            throw WebRTCError(
+                "the answer has a=setup:\(setup.prefix(20).filter { $0.isASCII && !$0.isNewline }): an answer must be active or passive",
+                code: .invalidOffer)
+        }
+        guard m.payloadTypes.contains(payloadType) else {
+            throw WebRTCError(
+                "the answer does not accept our H.264 (payload type \(payloadType)); it lists \(m.payloadTypes.map(String.init).joined(separator: " "))",
+                code: .unsupportedCodec)
+        }
+        self.rtxPayloadType = rtxPayloadType.flatMap { m.payloadTypes.contains($0) ? $0 : nil }
+        videoOrientationExtensionID = m.values("extmap").compactMap { value -> UInt8? in
+            let f = value.split(separator: " ")
+            guard f.count >= 2, String(f[1]) == WebRTCOffer.videoOrientationURI,
+                let first = f[0].split(separator: "/", omittingEmptySubsequences: false).first, let id = UInt8(first), (1...14).contains(id)
+            else { return nil }
+            return id
+        }.first
+        // a=candidate:foundation component transport priority address port typ type …
+        var found: [ICECandidate] = []
+        for c in m.values("candidate") + d.sessionAttributes.filter({ $0.0 == "candidate" }).map(\.1) {
+            let f = c.split(separator: " ")
+            guard f.count >= 8, f[1] == "1", f[2].lowercased() == "udp", let priority = UInt32(f[3]), let port = Int(f[5]), (1...65535).contains(port),
+                f[6] == "typ", SocketAddress(host: String(f[4]), port: port) != nil
+            else { continue }
+            if found.count < 16 { found.append(ICECandidate(host: String(f[4]), port: port, priority: priority, type: String(f[7]))) }
+        }
+        guard !found.isEmpty else {
+            throw WebRTCError(
+                "the answer has no UDP candidate with an IP address (a=candidate … udp … typ …); trickled candidates are not read",
+                code: .invalidOffer)
+        }
+        candidates = found.sorted { $0.priority > $1.priority }
+    }
+}
+
+/// The sending side of WebRTC for one connection we initiate (a WHIP publisher, RFC 9725): our sendonly H.264
+/// offer, then, given the answer, full ICE as the controlling agent (checks to every server candidate, the first
+/// that answers nominated; consent checks every 5 s, RFC 7675), DTLS as the client or the server as the answer
+/// says, and SRTP with RTCP feedback (PLI/FIR → `Handlers.keyFrameRequest`, NACK → retransmission, REMB →
+/// `Handlers.bitrateEstimate`). One UDP socket (BUNDLE, rtcp-mux); a thread of its own after `start`.
+public final class WebRTCPublisher: Sendable {
+    /// How the publisher binds, what it offers and how long it waits.
+    public struct Configuration: Sendable {
+        /// The address the UDP socket binds to (0.0.0.0 or :: for any).
+        public var bindHost = "0.0.0.0"
+        /// Our host candidates in the offer; empty: the address the system routes the server through (given to
+        /// `init`) or 127.0.0.1.
+        public var candidateHosts: [String] = []
+        /// RTP payload bytes per packet.
+        public var maxPayload = 1200
+        /// Our H.264 payload type.
+        public var payloadType: UInt8 = 96
+        /// Our RTX payload type (RFC 4588), nil for none.
+        public var rtxPayloadType: UInt8? = 97
+        /// The profile-level-id offered (Constrained Baseline 3.1 by default, what OpenH264 writes).
+        public var profileLevelID = "42e01f"
+        /// Offer the video-orientation extension with this id (nil: not offered; rotate the pixels then).
+        public var videoOrientationExtensionID: UInt8? = 3
+        /// No ICE and DTLS connection this long after `start`: the publisher ends (`Handlers.closed`).
+        public var connectTimeoutNs: Int64 = 10_000_000_000
+        /// No answer to our consent checks for this long: the server is gone (RFC 7675: 30 s).
+        public var consentTimeoutNs: Int64 = 30_000_000_000
+        /// Seconds between consent checks once connected (RFC 7675: 5 s, ± 20 %).
+        public var consentIntervalNs: Int64 = 5_000_000_000
+        /// PLI/FIR closer together than this are merged.
+        public var keyFrameRequestIntervalNs: Int64 = 300_000_000
+        /// The defaults.
+        public init() {}
+    }
+
+    /// A snapshot of the connection, read with `statistics`.
+    public struct Statistics: Sendable {
+        /// What the RTP sender counted (packets, NACKs, retransmissions, RTT, REMB…), once an answer was accepted.
+        public var rtp: RTPSender.Statistics?
+        /// "new", "checking", "dtls", "connected" or "closed".
+        public var state: String
+        /// The server address ICE selected, if any.
+        public var remote: String?
+        /// The negotiated SRTP profile's name, once connected.
+        public var srtpProfile: String?
+        /// Binding requests we sent, and success responses we got.
+        public var checksSent = 0, checksAnswered = 0
+        /// The server's own Binding requests we answered.
+        public var checksReceived = 0
+    }
+
+    /// Called from the publisher's thread.
+    public typealias Handlers = WebRTCPeer.Handlers
+
+    /// Our SDP offer (sendonly H.264), to POST to the WHIP endpoint.
+    public let offer: String
+    private let configuration: Configuration
+    private let identity: DTLSIdentity
+    private let localUfrag: String, localPassword: String
+    private let transport: SRTPTransport
+    private let ssrc: UInt32, rtxSSRC: UInt32
+    private struct Status {
+        var started = false, stop = false
+        var reason = "closed by the publisher"
+        var stateText = "new"
+        var profile: SRTPProfile?
+        var checksSent = 0, checksAnswered = 0, checksReceived = 0
+        var waitingForKeyFrame = true
+    }
+    private let status = Mutex(Status())
+    /// Set by `accept(answer:)`.
+    private let negotiated = Mutex<(answer: WebRTCAnswer, sender: RTPSender)?>(nil)
+    private let thread = Mutex<WorkerThread?>(nil)
+
+    /// Binds the socket and writes the offer. `server` (the WHIP endpoint's host, if an IP address) picks our
+    /// candidate address: the one the system routes toward it. Throws `WebRTCError` when the socket cannot be made.
+    public init(identity: DTLSIdentity, configuration c: Configuration = Configuration(), server: String? = nil) throws(WebRTCError) {
+        configuration = c
+        self.identity = identity
+        localUfrag = iceToken(8).replacingOccurrences(of: "/", with: "x").replacingOccurrences(of: "+", with: "y")
+        localPassword = iceToken(24)
+        let socket = try WebRTCPeer.bind(c.bindHost)
+        transport = SRTPTransport(socket: socket, maxPacket: c.maxPayload + 64)
+        let port = Int((try? socket.localAddress())?.port ?? 0)
+        ssrc = .random(in: 1...UInt32.max)
+        rtxSSRC = .random(in: 1...UInt32.max)
+        var hosts = c.candidateHosts
+        if hosts.isEmpty {
+            let routed = server.flatMap { SocketAddress(host: $0, port: 9) }.flatMap { UDPSocket.localAddress(toward: $0) }
+            hosts = [routed?.hostText ?? "127.0.0.1"]
+        }
+        offer = WebRTCPublisher.offer(
+            c, ufrag: localUfrag, password: localPassword, fingerprint: identity.fingerprint, hosts: hosts, port: port, ssrc: ssrc, rtxSSRC: rtxSSRC)
+    }
+
+    static func offer(
+        _ c: Configuration, ufrag: String, password: String, fingerprint: String, hosts: [String], port: Int, ssrc: UInt32, rtxSSRC: UInt32
+    ) -> String {
+        let host = hosts.first ?? "127.0.0.1"
+        let ip = host.contains(":") ? "IP6" : "IP4"
+        let pt = c.payloadType
+        var l = [
+            "v=0", "o=- \(UInt64.random(in: 1...UInt64(Int64.max))) 2 IN \(ip) \(host)", "s=camcap", "t=0 0", "a=group:BUNDLE 0",
+            "a=msid-semantic: WMS camcap",
+            "m=video \(port) UDP/TLS/RTP/SAVPF \(pt)\(c.rtxPayloadType.map { " \($0)" } ?? "")",
+            "c=IN \(ip) \(host)", "a=rtcp:\(port) IN \(ip) \(host)",
+            "a=ice-ufrag:\(ufrag)", "a=ice-pwd:\(password)", "a=fingerprint:sha-256 \(fingerprint)", "a=setup:actpass", "a=mid:0",
+        ]
+        if let id = c.videoOrientationExtensionID { l.append("a=extmap:\(id) \(WebRTCOffer.videoOrientationURI)") }
+        l += [
+            "a=sendonly", "a=msid:camcap video", "a=rtcp-mux", "a=rtpmap:\(pt) H264/90000", "a=rtcp-fb:\(pt) nack", "a=rtcp-fb:\(pt) nack pli",
+            "a=rtcp-fb:\(pt) ccm fir", "a=rtcp-fb:\(pt) goog-remb",
+            "a=fmtp:\(pt) level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=\(c.profileLevelID)",
+        ]
+        if let rtx = c.rtxPayloadType {
+            l += ["a=rtpmap:\(rtx) rtx/90000", "a=fmtp:\(rtx) apt=\(pt)", "a=ssrc-group:FID \(ssrc) \(rtxSSRC)"]
+        }
+        l += ["a=ssrc:\(ssrc) cname:camcap", "a=ssrc:\(ssrc) msid:camcap video"]
+        if c.rtxPayloadType != nil { l += ["a=ssrc:\(rtxSSRC) cname:camcap", "a=ssrc:\(rtxSSRC) msid:camcap video"] }
+        for (k, h) in hosts.enumerated() {
+            l.append("a=candidate:\(k + 1) 1 udp \(2_130_706_431 - UInt32(k)) \(h) \(port) typ host")
+        }
+        l.append("a=end-of-candidates")
+        return l.joined(separator: "\r\n") + "\r\n"
+    }
+
+    /// Takes the server's answer: its credentials, candidates and fingerprint, our DTLS role, what it kept of our
+    /// offer. Call once, before `start`. Throws `WebRTCError` for an answer that cannot connect.
+    public func accept(answer text: String) throws(WebRTCError) {
+        let answer = try WebRTCAnswer(text, payloadType: configuration.payloadType, rtxPayloadType: configuration.rtxPayloadType)
+        var rc = RTPSender.Configuration(host: "server", port: 9)
+        rc.maxPayload = configuration.maxPayload
+        rc.payloadType = configuration.payloadType
+        rc.rtcpMux = true
+        rc.keyFrameRequestIntervalNs = configuration.keyFrameRequestIntervalNs
+        rc.cname = "camcap"
+        rc.rtxPayloadType = answer.rtxPayloadType
+        rc.videoOrientationExtensionID = answer.videoOrientationExtensionID
+        rc.ssrc = ssrc
+        rc.rtxSSRC = rtxSSRC
+        let sender: RTPSender
+        do throws(RTPError) { sender = try RTPSender(configuration: rc, transport: transport) } catch {
+            throw WebRTCError("cannot create the RTP sender: \(error)")
+        }
+        negotiated.withLock { $0 = (answer, sender) }
+    }
+
+    /// The answer accepted, if any.
+    public var answer: WebRTCAnswer? { negotiated.withLock { $0?.answer } }
+
+    /// True when the server turns the picture itself (it accepted the video-orientation extension): rotated
+    /// pictures may be sent as captured.
+    public var receivesRotation: Bool { negotiated.withLock { $0?.answer.videoOrientationExtensionID != nil } }
+
+    /// Starts ICE, DTLS and then media on the publisher's thread; `handlers` are called from it. Throws when no
+    /// answer was accepted. Call once.
+    public func start(_ handlers: Handlers = Handlers()) throws(WebRTCError) {
+        guard let (answer, sender) = negotiated.withLock({ $0 }) else { throw WebRTCError("start: no answer was accepted") }
+        let first = status.withLock { s -> Bool in
+            defer { s.started = true }
+            return !s.started
+        }
+        guard first else { return }
+        let dtls = try DTLSAssociation(identity: identity, peerFingerprint: answer.fingerprint, client: answer.weAreDTLSClient)
+        sender.setFeedbackHandlers(keyFrameRequest: handlers.keyFrameRequest, bitrateEstimate: handlers.bitrateEstimate)
+        let loop = PublisherLoop(dtls: dtls, answer: answer, sender: sender)
+        let handOver = PublisherHandOver(loop: loop)
+        let t = WorkerThread(name: "webrtc-publisher") { [self] _ in run(handOver.loop, handlers) }
+        thread.withLock { $0 = t }
+    }
+
+    /// Ends the connection: RTCP BYE and DTLS close_notify when connected, then the socket closes. Waits for the
+    /// publisher's thread. Idempotent.
+    public func close(reason: String = "closed by the publisher") {
+        let running = status.withLock { s -> Bool in
+            if !s.stop {
+                s.stop = true
+                s.reason = reason
+            }
+            return s.started
+        }
+        if running { thread.withLock { $0 }?.join() } else { transport.shutDown() }
+    }
+
+    deinit { close() }
+
+    /// True while DTLS is up and SRTP keys are set.
+    public var isConnected: Bool { transport.isConnected }
+
+    /// A snapshot of the counters; any thread.
+    public var statistics: Statistics {
+        let rtp = negotiated.withLock { $0?.sender }?.statistics
+        let remote = transport.remoteText
+        return status.withLock { s in
+            Statistics(
+                rtp: rtp, state: s.stateText, remote: remote, srtpProfile: s.profile?.name, checksSent: s.checksSent,
+                checksAnswered: s.checksAnswered, checksReceived: s.checksReceived)
+        }
+    }
+
+    /// The sender (its SSRC and RTP clock), once an answer was accepted.
+    public var sender: RTPSender? { negotiated.withLock { $0?.sender } }
+
+    /// Sends one access unit (from the encoder's thread); nothing before the connection is up, and the first
+    /// frame sent is a key frame.
+    public func send(_ frame: EncodedFrame) {
+        guard transport.isConnected, let sender = negotiated.withLock({ $0?.sender }) else { return }
+        let ready = status.withLock { s -> Bool in
+            if s.waitingForKeyFrame {
+                guard frame.isKeyFrame else { return false }
+                s.waitingForKeyFrame = false
+            }
+            return true
+        }
+        if ready { try? sender.send(frame) }
+    }
+
+    // MARK: The publisher's thread
+
+    private func run(_ loop: PublisherLoop, _ handlers: Handlers) {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 8)
+        defer { buffer.deallocate() }
+        var from = SocketAddress()
+        let started = monotonicNanoseconds()
+        var lastTick: Int64 = 0
+        status.withLock { $0.stateText = "checking" }
+        while !status.withLock({ $0.stop }) {
+            if transport.socket.waitUntilReadable(timeoutMs: 20) {
+                while let n = transport.socket.receive(into: buffer, from: &from), n > 0 {
+                    handle(loop, UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n]), from: from, handlers)
+                }
+            }
+            let now = monotonicNanoseconds()
+            guard now - lastTick >= 50_000_000 else { continue }
+            lastTick = now
+            if loop.selected == nil {
+                if now - started > configuration.connectTimeoutNs {
+                    finish(
+                        "no ICE connection within \(configuration.connectTimeoutNs / 1_000_000_000) s: none of the server's candidates answered (\(loop.answer.candidates.map(\.description).joined(separator: ", ")))"
+                    )
+                    break
+                }
+                if now - loop.lastChecksNs >= 100_000_000 { // every candidate, every 100 ms, nominated (aggressive)
+                    loop.lastChecksNs = now
+                    for c in loop.answer.candidates { if let a = SocketAddress(host: c.host, port: c.port) { check(loop, a, now) } }
+                }
+                continue
+            }
+            if loop.inbound == nil {
+                if case .failed(let e) = loop.dtls.tick() {
+                    finish("DTLS failed: \(e)")
+                    break
+                }
+                transport.sendSelected(loop.dtls.drain)
+                if now - started > configuration.connectTimeoutNs {
+                    finish("no DTLS connection within \(configuration.connectTimeoutNs / 1_000_000_000) s")
+                    break
+                }
+            } else {
+                loop.sender.sendSenderReportIfDue()
+            }
+            if let selected = loop.selected, now - loop.lastChecksNs >= configuration.consentIntervalNs {
+                loop.lastChecksNs = now
+                check(loop, selected, now)
+            }
+            if now - loop.lastResponseNs > configuration.consentTimeoutNs {
+                finish("consent expired: the server answered no check for \(configuration.consentTimeoutNs / 1_000_000_000) s")
+                break
+            }
+        }
+        if transport.isConnected {
+            loop.sender.close() // a last sender report and a BYE
+            loop.dtls.close()
+            transport.sendSelected(loop.dtls.drain)
+        }
+        transport.shutDown()
+        let reason = status.withLock { s -> String in
+            s.stateText = "closed"
+            return s.reason
+        }
+        handlers.closed?(reason)
+    }
+
+    private func finish(_ reason: String) {
+        status.withLock { s in
+            if !s.stop {
+                s.stop = true
+                s.reason = reason
+            }
+        }
+    }
+
+    /// One Binding request to `address` (nominating), remembered by its transaction ID.
+    private func check(_ loop: PublisherLoop, _ address: SocketAddress, _ now: Int64) {
+        let id = randomBytes(12)
+        let request = STUN.bindingRequest(
+            transactionID: id, localUfrag: localUfrag, remoteUfrag: loop.answer.iceUfrag, remotePassword: loop.answer.icePassword,
+            priority: 1_853_817_087, tieBreaker: loop.tieBreaker, nominate: true)
+        loop.pending.append((id, address, now))
+        if loop.pending.count > 64 { loop.pending.removeFirst(loop.pending.count - 64) }
+        _ = request.withUnsafeBytes { transport.socket.send($0, to: address) }
+        status.withLock { $0.checksSent += 1 }
+    }
+
+    private func handle(_ loop: PublisherLoop, _ p: UnsafeMutableRawBufferPointer, from: SocketAddress, _ handlers: Handlers) {
+        switch p[0] {
+        case 0...3:
+            if p.count >= 2, p[0] == 0, p[1] == 1 { // the server's own check (full ICE): answered
+                guard case .request(let request) = STUN.parseRequest(UnsafeRawBufferPointer(p), localUfrag: localUfrag, localPassword: localPassword)
+                else { return }
+                let (address, port) = from.parts
+                let response = STUN.successResponse(to: request, address: address, port: port, localPassword: localPassword)
+                _ = response.withUnsafeBytes { transport.socket.send($0, to: from) }
+                if !loop.isValidated(from) && loop.validated.count < 16 { loop.validated.append(from) }
+                status.withLock { $0.checksReceived += 1 }
+                return
+            }
+            let id: [UInt8]
+            switch STUN.parseResponse(UnsafeRawBufferPointer(p), remotePassword: loop.answer.icePassword) {
+            case .success(let t): id = t
+            case .error, .ignored: return
+            }
+            guard let i = loop.pending.firstIndex(where: { $0.id == id && $0.address.isSame(as: from) }) else { return }
+            loop.pending.remove(at: i)
+            loop.lastResponseNs = monotonicNanoseconds()
+            status.withLock { $0.checksAnswered += 1 }
+            guard loop.selected == nil else { return }
+            // The first pair that answers is nominated (USE-CANDIDATE went with every check) and used.
+            loop.selected = from
+            if !loop.isValidated(from) { loop.validated.append(from) }
+            _ = transport.select(from, nominated: true)
+            status.withLock { $0.stateText = "dtls" }
+            _ = loop.dtls.tick() // the DTLS client's ClientHello
+            transport.sendSelected(loop.dtls.drain)
+        case 20...63:
+            guard loop.isValidated(from) else { return }
+            let state = loop.dtls.feed(UnsafeRawBufferPointer(p))
+            transport.sendSelected(loop.dtls.drain)
+            switch state {
+            case .handshaking: break
+            case .connected:
+                guard loop.inbound == nil else { return }
+                do throws(WebRTCError) {
+                    let (profile, out, inb) = try loop.dtls.srtpSessions()
+                    loop.inbound = inb
+                    transport.connect(out)
+                    status.withLock {
+                        $0.profile = profile
+                        $0.stateText = "connected"
+                    }
+                    handlers.connected?()
+                } catch { finish("\(error)") }
+            case .closed: finish("the server closed the connection (DTLS close_notify)")
+            case .failed(let e): finish("DTLS failed: \(e)")
+            }
+        case 128...191:
+            guard let inbound = loop.inbound, p.count >= 8, loop.isValidated(from), (192...223).contains(p[1]) else { return }
+            guard let n = inbound.unprotect(p, length: p.count, rtcp: true) else { return }
+            loop.sender.handleRTCP(UnsafeRawBufferPointer(rebasing: p[0..<n]))
+        default: return
+        }
+    }
+}
+
+/// The state only the publisher's thread touches.
+private final class PublisherLoop {
+    let dtls: DTLSAssociation
+    let answer: WebRTCAnswer
+    let sender: RTPSender
+    let tieBreaker = UInt64.random(in: 0...UInt64.max)
+    var inbound: SRTPSession?
+    var selected: SocketAddress?
+    var validated: [SocketAddress] = []
+    var pending: [(id: [UInt8], address: SocketAddress, sentNs: Int64)] = []
+    var lastChecksNs: Int64 = 0
+    var lastResponseNs = monotonicNanoseconds()
+
+    init(dtls: DTLSAssociation, answer: WebRTCAnswer, sender: RTPSender) {
+        self.dtls = dtls
+        self.answer = answer
+        self.sender = sender
+    }
+
+    func isValidated(_ a: SocketAddress) -> Bool { validated.contains { $0.isSame(as: a) } }
+}
+
+// @unchecked: the loop (OpenSSL's DTLS state, libsrtp's inbound session) is used by the publisher's thread only;
+// `start` makes it and hands it over without touching it again.
+private struct PublisherHandOver: @unchecked Sendable {
+    let loop: PublisherLoop
+}

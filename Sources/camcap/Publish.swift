@@ -1,0 +1,84 @@
+import ArgumentParser
+import Foundation
+import VideoCapture
+import VideoProcessing
+import H264
+import WebRTC
+import CapturePipeline
+import WHEPServer
+import WHIPClient
+
+struct Publish: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Publish the camera to a media server over WebRTC (WHIP, RFC 9725): Janus, or any WHIP server.",
+        discussion: """
+            One camcap per camera publishes once; the server fans out to every viewer (an SFU such as Janus \
+            behind simple-whip-server, or any WHIP endpoint). camcap POSTs a sendonly H.264 offer, runs ICE as the \
+            controlling agent against the server's candidates, DTLS (client or server, as the answer says) and \
+            SRTP, and acts on the server's RTCP: PLI/FIR give a key frame, NACK a retransmission, REMB the \
+            bitrate. When the connection ends by itself (the server went away), it publishes again with backoff \
+            (1, 2, 4 … 30 s). On exit (Ctrl-C, --duration, --frames) it DELETEs its resource.
+              camcap publish -d /dev/video0 --whip http://127.0.0.1:7080/whip/endpoint/camera --token SECRET
+            The token (if the server wants one) comes from --token-file, CAMCAP_WHIP_TOKEN or --token (visible in ps).
+            """)
+
+    @OptionGroup var capture: CaptureOptions
+    @Option(help: "The WHIP endpoint URL (http:// or https://).") var whip: String
+    @Option(help: "The bearer token (visible to other users in ps; prefer --token-file or $CAMCAP_WHIP_TOKEN).") var token: String?
+    @Option(help: "Read the bearer token from this file.") var tokenFile: String?
+    @Option(help: "Target bitrate in kbps.") var bitrate = 1500
+    @Option(help: "Maximum bitrate in kbps (REMB never goes above it; default 1.5 × target).") var maxBitrate: Int?
+    @Option(help: "Seconds between key frames (default 2).") var keyintSeconds: Double?
+    @Option(help: "RTP payload budget in bytes.") var mtu = 1200
+    @Option(help: "Seconds to wait for ICE and DTLS after the answer.") var connectTimeout: Double = 10
+    @Flag(help: "Rotate the pixels of a rotated camera even when the server accepts the video-orientation extension.")
+    var rotatePixels = false
+
+    func validate() throws {
+        try capture.validateCommon()
+        try CLIRange.capture(capture)
+        guard (200...1400).contains(mtu) else { throw ValidationError("--mtu must be 200...1400 bytes, got \(mtu)") }
+        guard connectTimeout.isFinite, (1...120).contains(connectTimeout) else {
+            throw ValidationError("--connect-timeout must be 1...120 seconds, got \(connectTimeout)")
+        }
+        if token != nil && tokenFile != nil { throw ValidationError("give the token once: --token or --token-file") }
+        do throws(WHIPError) { _ = try WHIPClient(endpoint: whip, token: nil) } catch { throw ValidationError("--whip: \(error)") }
+        try CLIRange.encoder(
+            bitrateKbps: bitrate, maxBitrateKbps: maxBitrate, keyint: nil, keyintSeconds: keyintSeconds,
+            threads: 1, maxNalSize: nil, fpsLimit: capture.fpsLimit)
+    }
+
+    func run() async throws {
+        do { try await publish() } catch { fail(error) }
+    }
+
+    private func publish() async throws {
+        var secret = token
+        if let tokenFile {
+            secret = try ServeSecurity.readSmallFile(tokenFile, what: "token file", limit: 4096).trimmingCharacters(in: .whitespacesAndNewlines)
+        } else if secret == nil {
+            secret = ProcessInfo.processInfo.environment["CAMCAP_WHIP_TOKEN"]
+        }
+        if let s = secret, s.isEmpty || s.utf8.count > 1024 || s.contains(where: { $0.isNewline || $0 == " " }) {
+            throw CLIError("the WHIP token must be 1...1024 characters without spaces or line breaks")
+        }
+        var configuration = capture.configuration
+        if capture.frames == nil && capture.duration == nil { configuration.durationNs = nil } // until Ctrl-C
+        let pipeline = try CaptureSession(configuration)
+        var settings = EncodeStage.baseSettings(for: pipeline.selection, bitrateKbps: bitrate, maxBitrateKbps: maxBitrate)
+        settings.sliceMode = .maxNALSize(max(420, mtu))
+        try EncodeStage.check(settings, keyIntervalSeconds: keyintSeconds ?? 2, for: pipeline.selection)
+        var whipConfiguration = WHIPOutput.Configuration()
+        whipConfiguration.publisher.maxPayload = mtu
+        whipConfiguration.publisher.connectTimeoutNs = Int64(connectTimeout * 1e9)
+        if rotatePixels { whipConfiguration.publisher.videoOrientationExtensionID = nil }
+        let output = try WHIPOutput(client: try WHIPClient(endpoint: whip, token: secret), configuration: whipConfiguration, logger: cliLogger)
+        let encode = EncodeStage(settings: settings, keyIntervalSeconds: keyintSeconds ?? 2, outputs: [output])
+        pipeline.sourceOptions = VideoSource.Options(applyRotation: true)
+        output.connect(encode, rotation: rotatePixels ? nil : pipeline.outputRequests)
+        // The offer and answer before the camera starts: a wrong URL, token or server fails at once.
+        try output.connect()
+        let announce = AnnounceStage(line: "publishing to \(output.resource?.absoluteString ?? whip)")
+        try await pipeline.runCommand("publishing", quiet: capture.quiet, stages: [announce, encode])
+    }
+}
