@@ -108,7 +108,8 @@ let package = Package(
         .executableTarget(
             name: "camcap",
             dependencies: [
-                "CapturePipeline", "WHEPServer", "WHIPClient", "VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture", "H264", "RTP", "WebRTC",
+                "CapturePipeline", "WHEPServer", "WHIPClient", "VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture", "H264", "RTP",
+                "WebRTC",
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

@@ -8,6 +8,7 @@ public import CapturePipeline
 public import WebRTC
 public import Logging
 import Synchronization
+import SystemIO
 import VideoCapture
 
 /// Why publishing failed, in words that name the server's answer or the local cause.
@@ -68,7 +69,9 @@ public struct WHIPClient: Sendable {
     /// DELETEs the session's resource (the server frees the publisher). Throws with the status for anything but 2xx.
     public func delete(_ resource: URL) throws(WHIPError) {
         let r = try send("DELETE", resource, body: nil, contentType: nil)
-        guard (200...299).contains(r.status) else { throw WHIPError("DELETE \(resource.path) answered \(r.status)\(reason(r.status))", status: r.status) }
+        guard (200...299).contains(r.status) else {
+            throw WHIPError("DELETE \(resource.path) answered \(r.status)\(reason(r.status))", status: r.status)
+        }
     }
 
     private func reason(_ status: Int) -> String {
@@ -137,6 +140,7 @@ public final class WHIPOutput: EncodedOutput, Sendable {
         var follower: BandwidthFollower?
         var control: EncoderControl?
         var rotation: OutputRequests?
+        var reconnector: WorkerThread?
     }
     private let state = Mutex(State())
     private let reconnecting = Atomic<Bool>(false)
@@ -214,26 +218,24 @@ public final class WHIPOutput: EncodedOutput, Sendable {
         guard current, !reconnecting.exchange(true, ordering: .acquiringAndReleasing) else { return }
         logger.warning("the WHIP connection ended; publishing again", metadata: ["reason": "\(reason)"])
         let old = state.withLock { $0.resource }
-        Thread.detachNewThread { [self] in
+        let thread = WorkerThread(name: "whip-reconnect") { [self] stop in
             if let old { try? client.delete(old) } // the server may still hold it
-            var wait = 1.0
-            while !state.withLock({ $0.ended }) {
+            var waitNs: Int64 = 1_000_000_000
+            while !stop.isSet && !state.withLock({ $0.ended }) {
                 do throws(WHIPError) {
                     try connect()
                     break
                 } catch {
                     state.withLock { $0.lastEnd = "\(error)" }
-                    logger.warning("publishing again failed", metadata: ["error": "\(error)", "retry in": "\(wait) s"])
+                    logger.warning("publishing again failed", metadata: ["error": "\(error)", "retry in": "\(waitNs / 1_000_000_000) s"])
                 }
-                var slept = 0.0
-                while slept < wait && !state.withLock({ $0.ended }) {
-                    Thread.sleep(forTimeInterval: 0.1)
-                    slept += 0.1
-                }
-                wait = min(configuration.maxBackoff, wait * 2)
+                let until = monotonicNanoseconds() + waitNs
+                while monotonicNanoseconds() < until && !stop.isSet { Sleep.for(nanoseconds: 100_000_000) }
+                waitNs = min(Int64(configuration.maxBackoff * 1e9), waitNs * 2)
             }
             reconnecting.store(false, ordering: .releasing)
         }
+        state.withLock { $0.reconnector = thread }
     }
 
     /// The current connection's publisher, if any.
@@ -256,10 +258,11 @@ public final class WHIPOutput: EncodedOutput, Sendable {
 
     /// Ends the connection (RTCP BYE, DTLS close_notify) and DELETEs the resource.
     public func end() throws {
-        let (publisher, resource) = state.withLock { s -> (WebRTCPublisher?, URL?) in
+        let (publisher, resource, reconnector) = state.withLock { s -> (WebRTCPublisher?, URL?, WorkerThread?) in
             s.ended = true
-            return (s.publisher, s.resource)
+            return (s.publisher, s.resource, s.reconnector)
         }
+        reconnector?.stop()
         publisher?.close(reason: "the publisher stopped")
         if let resource { try client.delete(resource) }
     }

@@ -54,15 +54,20 @@ public struct WebRTCAnswer: Sendable {
             throw WebRTCError("the answer is \(sdp.utf8.count) bytes; at most 64 KiB are accepted", code: .invalidOffer)
         }
         let d: SDPDescription
-        do throws(SDPParseError) { d = try SDP.parse(sdp) } catch { throw WebRTCError("the answer is not a valid SDP: \(error)", code: .invalidOffer) }
+        do throws(SDPParseError) { d = try SDP.parse(sdp) } catch {
+            throw WebRTCError("the answer is not a valid SDP: \(error)", code: .invalidOffer)
+        }
         description = d
         guard let m = d.media.first(where: { $0.kind == "video" }) else {
             throw WebRTCError("the answer has no video section (m=video)", code: .invalidOffer)
         }
-        guard m.port != 0 else { throw WebRTCError("the answer rejects the video (m=video 0): the server takes no H.264 from us", code: .invalidOffer) }
+        guard m.port != 0 else {
+            throw WebRTCError("the answer rejects the video (m=video 0): the server takes no H.264 from us", code: .invalidOffer)
+        }
         func attr(_ name: String) -> String? { m.values(name).first ?? d.sessionAttributes.first { $0.0 == name }?.1 }
         guard let ufrag = attr("ice-ufrag"), let pwd = attr("ice-pwd"), (4...256).contains(ufrag.count), (22...256).contains(pwd.count) else {
-            throw WebRTCError("the answer has no usable ICE credentials (a=ice-ufrag of 4...256, a=ice-pwd of 22...256 characters)", code: .invalidOffer)
+            throw WebRTCError(
+                "the answer has no usable ICE credentials (a=ice-ufrag of 4...256, a=ice-pwd of 22...256 characters)", code: .invalidOffer)
         }
         iceUfrag = ufrag
         icePassword = pwd
@@ -91,18 +96,20 @@ public struct WebRTCAnswer: Sendable {
                 code: .unsupportedCodec)
         }
         self.rtxPayloadType = rtxPayloadType.flatMap { m.payloadTypes.contains($0) ? $0 : nil }
-        videoOrientationExtensionID = m.values("extmap").compactMap { value -> UInt8? in
-            let f = value.split(separator: " ")
-            guard f.count >= 2, String(f[1]) == WebRTCOffer.videoOrientationURI,
-                let first = f[0].split(separator: "/", omittingEmptySubsequences: false).first, let id = UInt8(first), (1...14).contains(id)
-            else { return nil }
-            return id
-        }.first
+        videoOrientationExtensionID =
+            m.values("extmap").compactMap { value -> UInt8? in
+                let f = value.split(separator: " ")
+                guard f.count >= 2, String(f[1]) == WebRTCOffer.videoOrientationURI,
+                    let first = f[0].split(separator: "/", omittingEmptySubsequences: false).first, let id = UInt8(first), (1...14).contains(id)
+                else { return nil }
+                return id
+            }.first
         // a=candidate:foundation component transport priority address port typ type …
         var found: [ICECandidate] = []
         for c in m.values("candidate") + d.sessionAttributes.filter({ $0.0 == "candidate" }).map(\.1) {
             let f = c.split(separator: " ")
-            guard f.count >= 8, f[1] == "1", f[2].lowercased() == "udp", let priority = UInt32(f[3]), let port = Int(f[5]), (1...65535).contains(port),
+            guard f.count >= 8, f[1] == "1", f[2].lowercased() == "udp", let priority = UInt32(f[3]), let port = Int(f[5]),
+                (1...65535).contains(port),
                 f[6] == "typ", SocketAddress(host: String(f[4]), port: port) != nil
             else { continue }
             if found.count < 16 { found.append(ICECandidate(host: String(f[4]), port: port, priority: priority, type: String(f[7]))) }
