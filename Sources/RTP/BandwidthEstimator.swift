@@ -1,0 +1,274 @@
+/// A send-side bandwidth estimate for one receiver, in the spirit of Google congestion control
+/// (draft-ietf-rmcat-gcc): every sent packet is remembered by its transport-wide sequence number; transport
+/// feedback says when each arrived. A delay-based controller (a trendline of the one-way delay variation
+/// between groups of packets, an adaptive overuse threshold, AIMD: +8 %/s while the path is not loaded, down to
+/// 85 % of the delivered rate on overuse) and a loss-based one (down by half the loss above 10 %, +5 % below 2 %)
+/// each propose a rate; the estimate is the lower, within `Configuration`'s bounds.
+///
+/// No allocation per packet or feedback entry (fixed rings); not thread-safe: the owner serialises calls.
+public struct SendSideBandwidthEstimator: Sendable {
+    /// Bounds and the starting point.
+    public struct Configuration: Sendable {
+        /// The estimate never goes below this (bit/s).
+        public var minBitrate = 50_000
+        /// Nor above this (bit/s).
+        public var maxBitrate = 20_000_000
+        /// The estimate before any feedback (bit/s).
+        public var startBitrate = 1_000_000
+        /// Bounds and start as given.
+        public init(minBitrate: Int = 50_000, maxBitrate: Int = 20_000_000, startBitrate: Int = 1_000_000) {
+            self.minBitrate = minBitrate
+            self.maxBitrate = maxBitrate
+            self.startBitrate = startBitrate
+        }
+    }
+
+    /// What the delay trend says about the path.
+    public enum Usage: String, Sendable {
+        /// Queues are stable: the rate may grow.
+        case normal
+        /// Queues grow: the rate must drop.
+        case overusing
+        /// Queues drain: hold the rate until they are empty.
+        case underusing
+    }
+
+    /// The bounds.
+    public let configuration: Configuration
+    /// The current estimate, bit/s.
+    public private(set) var estimate: Int
+    /// The delay-based controller's rate, bit/s.
+    public private(set) var delayBasedRate: Int
+    /// The loss-based controller's rate, bit/s.
+    public private(set) var lossBasedRate: Int
+    /// What the last feedback's delay trend said.
+    public private(set) var usage = Usage.normal
+    /// The rate the receiver acknowledged over the last window, bit/s (nil before enough feedback).
+    public private(set) var acknowledgedRate: Int?
+    /// The loss fraction of the last loss window (0…1).
+    public private(set) var lossFraction = 0.0
+    /// Feedback messages taken, and packets they reported (received, lost).
+    public private(set) var feedbacks = 0, packetsReported = 0, packetsLost = 0
+
+    // Sent packets by transport-wide sequence number (unwrapped), in a ring.
+    private static let historySize = 8192
+    private var sentSequence: [Int64]
+    private var sentTimeUs: [Int64]
+    private var sentBytes: [Int32]
+    private var lastSent: Int64 = -1
+
+    // Delay-based: packet groups (5 ms of send time), the trendline, the threshold, AIMD.
+    private var group = (firstSendUs: Int64(0), lastSendUs: Int64(0), lastArrivalUs: Int64(0), open: false)
+    private var previousGroup: (lastSendUs: Int64, lastArrivalUs: Int64)?
+    private var firstArrivalUs: Int64?
+    private var accumulatedDelayMs = 0.0, smoothedDelayMs = 0.0
+    private var trend = Ring(capacity: 20)
+    private var deltaCount = 0
+    private var threshold = 12.5
+    private var lastThresholdUpdateUs: Int64?
+    private var overuseStartUs: Int64?, previousTrend = 0.0
+    private var lastRateUpdateUs: Int64?
+    private var lastDecreaseUs: Int64 = .min / 2
+
+    // Acknowledged rate and loss windows.
+    private var ackWindow = (startUs: Int64?.none, bytes: 0, lastUs: Int64(0))
+    private var lossWindow = (startUs: Int64?.none, lost: 0, total: 0)
+    private var lastLossUpdateUs: Int64 = .min / 2
+
+    /// An estimator at `configuration.startBitrate`.
+    public init(configuration: Configuration = Configuration()) {
+        self.configuration = configuration
+        let start = min(max(configuration.startBitrate, configuration.minBitrate), configuration.maxBitrate)
+        estimate = start
+        delayBasedRate = start
+        lossBasedRate = start
+        sentSequence = [Int64](repeating: -1, count: SendSideBandwidthEstimator.historySize)
+        sentTimeUs = [Int64](repeating: 0, count: SendSideBandwidthEstimator.historySize)
+        sentBytes = [Int32](repeating: 0, count: SendSideBandwidthEstimator.historySize)
+    }
+
+    /// Remembers a packet sent with transport-wide sequence number `sequence` at `timeUs` (the sender's
+    /// monotonic clock, µs), `bytes` on the wire.
+    public mutating func packetSent(sequence: UInt16, timeUs: Int64, bytes: Int) {
+        let s = unwrap(sequence)
+        lastSent = max(lastSent, s)
+        let i = Int(s & Int64(SendSideBandwidthEstimator.historySize - 1))
+        sentSequence[i] = s
+        sentTimeUs[i] = timeUs
+        sentBytes[i] = Int32(clamping: bytes)
+    }
+
+    /// The unwrapped sequence number nearest the last one sent.
+    private func unwrap(_ sequence: UInt16) -> Int64 {
+        guard lastSent >= 0 else { return Int64(sequence) }
+        let delta = Int64(Int16(bitPattern: sequence &- UInt16(truncatingIfNeeded: lastSent)))
+        return max(0, lastSent + delta)
+    }
+
+    /// Takes one transport feedback message received at `nowUs` and returns the new estimate (bit/s).
+    @discardableResult
+    public mutating func feedback(_ fb: TransportFeedback, nowUs: Int64) -> Int {
+        feedbacks += 1
+        var s = unwrap(fb.baseSequence)
+        for arrival in fb.arrivals {
+            defer { s += 1 }
+            let i = Int(s & Int64(SendSideBandwidthEstimator.historySize - 1))
+            guard sentSequence[i] == s else { continue } // not ours, or too old
+            packetsReported += 1
+            lossWindow.total += 1
+            guard let arrival else {
+                packetsLost += 1
+                lossWindow.lost += 1
+                continue
+            }
+            acknowledge(bytes: Int(sentBytes[i]), arrivalUs: arrival)
+            delaySample(sendUs: sentTimeUs[i], arrivalUs: arrival)
+        }
+        updateLoss(nowUs)
+        updateRate(nowUs)
+        return estimate
+    }
+
+    // MARK: Acknowledged rate
+
+    private mutating func acknowledge(bytes: Int, arrivalUs: Int64) {
+        let start = ackWindow.startUs ?? arrivalUs
+        ackWindow.startUs = start
+        ackWindow.bytes += bytes
+        ackWindow.lastUs = max(ackWindow.lastUs, arrivalUs)
+        let span = ackWindow.lastUs - start
+        guard span >= 250_000 else { return }
+        let rate = Int(Int64(ackWindow.bytes) * 8 * 1_000_000 / span)
+        acknowledgedRate = acknowledgedRate.map { ($0 + rate) / 2 } ?? rate
+        ackWindow = (arrivalUs, 0, arrivalUs)
+    }
+
+    // MARK: Delay
+
+    private mutating func delaySample(sendUs: Int64, arrivalUs: Int64) {
+        if firstArrivalUs == nil { firstArrivalUs = arrivalUs }
+        if !group.open {
+            group = (sendUs, sendUs, arrivalUs, true)
+            return
+        }
+        if sendUs - group.firstSendUs <= 5_000 { // the same burst
+            group.lastSendUs = max(group.lastSendUs, sendUs)
+            group.lastArrivalUs = max(group.lastArrivalUs, arrivalUs)
+            return
+        }
+        // A group is complete: compare it with the one before.
+        if let previous = previousGroup {
+            let sendDelta = Double(group.lastSendUs - previous.lastSendUs) / 1000
+            let arrivalDelta = Double(group.lastArrivalUs - previous.lastArrivalUs) / 1000
+            if sendDelta > 0 { trendline(arrivalDelta - sendDelta, arrivalMs: Double(group.lastArrivalUs - (firstArrivalUs ?? 0)) / 1000) }
+        }
+        previousGroup = (group.lastSendUs, group.lastArrivalUs)
+        group = (sendUs, sendUs, arrivalUs, true)
+    }
+
+    private mutating func trendline(_ variationMs: Double, arrivalMs: Double) {
+        deltaCount = min(deltaCount + 1, 1000)
+        accumulatedDelayMs += variationMs
+        smoothedDelayMs = 0.9 * smoothedDelayMs + 0.1 * accumulatedDelayMs
+        trend.append((arrivalMs, smoothedDelayMs))
+        guard trend.count >= 2 else { return }
+        // Least-squares slope of smoothed delay over arrival time.
+        var sx = 0.0, sy = 0.0
+        for i in 0..<trend.count {
+            sx += trend[i].0
+            sy += trend[i].1
+        }
+        let mx = sx / Double(trend.count), my = sy / Double(trend.count)
+        var num = 0.0, den = 0.0
+        for i in 0..<trend.count {
+            num += (trend[i].0 - mx) * (trend[i].1 - my)
+            den += (trend[i].0 - mx) * (trend[i].0 - mx)
+        }
+        let slope = den > 0 ? num / den : 0
+        detect(Double(min(deltaCount, 60)) * slope * 4, nowMs: arrivalMs)
+    }
+
+    private mutating func detect(_ modified: Double, nowMs: Double) {
+        let nowUs = Int64(nowMs * 1000)
+        if modified > threshold {
+            let start = overuseStartUs ?? nowUs
+            overuseStartUs = start
+            if nowUs - start >= 10_000 && modified >= previousTrend { usage = .overusing }
+        } else if modified < -threshold {
+            overuseStartUs = nil
+            usage = .underusing
+        } else {
+            overuseStartUs = nil
+            usage = .normal
+        }
+        previousTrend = modified
+        // The threshold follows the trend (faster up than down), 6…600.
+        let last = lastThresholdUpdateUs ?? nowUs
+        lastThresholdUpdateUs = nowUs
+        let magnitude = abs(modified)
+        guard magnitude - threshold <= 15 else { return } // a spike: not a new normal
+        let k = magnitude < threshold ? 0.039 : 0.0087
+        threshold += k * (magnitude - threshold) * Double(min(nowUs - last, 100_000)) / 1000
+        threshold = min(600, max(6, threshold))
+    }
+
+    // MARK: Rates
+
+    private mutating func updateRate(_ nowUs: Int64) {
+        let dt = Double(min(max(nowUs - (lastRateUpdateUs ?? nowUs), 0), 1_000_000)) / 1e6
+        lastRateUpdateUs = nowUs
+        switch usage {
+        case .overusing:
+            if nowUs - lastDecreaseUs >= 200_000 {
+                let base = acknowledgedRate ?? delayBasedRate
+                delayBasedRate = Int(0.85 * Double(base))
+                lastDecreaseUs = nowUs
+            }
+        case .underusing: break // hold while queues drain
+        case .normal:
+            var next = Int(Double(delayBasedRate) * pow108(dt))
+            // Not far beyond what the receiver gets: an application-limited sender would otherwise run away.
+            if let ack = acknowledgedRate { next = min(next, max(delayBasedRate, ack * 3 / 2 + 10_000)) }
+            delayBasedRate = next
+        }
+        delayBasedRate = clamp(delayBasedRate)
+        estimate = clamp(min(delayBasedRate, lossBasedRate))
+    }
+
+    private mutating func updateLoss(_ nowUs: Int64) {
+        let start = lossWindow.startUs ?? nowUs
+        lossWindow.startUs = start
+        guard nowUs - start >= 500_000, lossWindow.total >= 10 else { return }
+        lossFraction = Double(lossWindow.lost) / Double(lossWindow.total)
+        if lossFraction > 0.1 {
+            lossBasedRate = Int(Double(min(lossBasedRate, estimate)) * (1 - 0.5 * lossFraction))
+        } else if lossFraction < 0.02 {
+            // Grow from the current estimate, so it never sits far above the delay-based rate.
+            lossBasedRate = Int(Double(max(estimate, min(lossBasedRate, delayBasedRate))) * 1.05) + 1000
+        }
+        lossBasedRate = clamp(lossBasedRate)
+        lossWindow = (nowUs, 0, 0)
+    }
+
+    private func clamp(_ r: Int) -> Int { min(max(r, configuration.minBitrate), configuration.maxBitrate) }
+
+    /// 1.08 to the power of `seconds` (multiplicative increase of 8 % per second).
+    private func pow108(_ seconds: Double) -> Double {
+        // exp(seconds · ln 1.08), by a short series: seconds is 0…1.
+        let x = seconds * 0.076_961_041_136_128_32
+        return 1 + x + x * x / 2 + x * x * x / 6
+    }
+}
+
+/// A fixed ring of (x, y) pairs: the trendline's window.
+struct Ring: Sendable {
+    private var items: [(Double, Double)]
+    private var head = 0
+    private(set) var count = 0
+    init(capacity: Int) { items = Array(repeating: (0, 0), count: capacity) }
+    mutating func append(_ item: (Double, Double)) {
+        items[(head + count) % items.count] = item
+        if count < items.count { count += 1 } else { head = (head + 1) % items.count }
+    }
+    subscript(i: Int) -> (Double, Double) { items[(head + i) % items.count] }
+}

@@ -1,0 +1,150 @@
+import Foundation
+import Testing
+import RTP
+
+/// A bottleneck link, simulated: packets leave the sender in 5 ms bursts per frame (30 fps, the estimate's worth
+/// each), queue behind a token bucket of `capacity(t)` bit/s with 20 ms of propagation each way, are dropped
+/// when the queue holds more than 300 ms (and with probability `loss`), and the receiver sends transport
+/// feedback every 50 ms. Returns the estimate every 100 ms.
+func simulate(
+    seconds: Double, start: Int = 1_000_000, capacity: (Double) -> Double, loss: Double = 0, seed: UInt64 = 7,
+    estimator: inout SendSideBandwidthEstimator
+) -> [(t: Double, estimate: Int, usage: SendSideBandwidthEstimator.Usage)] {
+    var rng = SplitMix(seed: seed)
+    var seq: UInt16 = 0, reported: UInt16 = 0
+    var inFlight: [(seq: UInt16, arrivalUs: Int64?)] = [] // not yet reported, in order
+    var linkFreeUs: Int64 = 0
+    var pendingFeedback: [(atUs: Int64, fb: TransportFeedback)] = []
+    var out: [(Double, Int, SendSideBandwidthEstimator.Usage)] = []
+    let endUs = Int64(seconds * 1e6)
+    var nextFrameUs: Int64 = 0, nextFeedbackUs: Int64 = 50_000, nextSampleUs: Int64 = 0
+    var count: UInt8 = 0
+    var now: Int64 = 0
+    while now < endUs {
+        now = min(nextFrameUs, nextFeedbackUs, nextSampleUs, pendingFeedback.first?.atUs ?? .max)
+        if let f = pendingFeedback.first, f.atUs == now {
+            pendingFeedback.removeFirst()
+            estimator.feedback(f.fb, nowUs: now)
+            continue
+        }
+        if now == nextSampleUs {
+            out.append((Double(now) / 1e6, estimator.estimate, estimator.usage))
+            nextSampleUs += 100_000
+            continue
+        }
+        if now == nextFrameUs {
+            nextFrameUs += 33_333
+            let bytes = max(1200, estimator.estimate / 8 / 30)
+            let packets = (bytes + 1199) / 1200
+            for k in 0..<packets {
+                let sendUs = now + Int64(k) * 5_000 / Int64(packets)
+                estimator.packetSent(sequence: seq, timeUs: sendUs, bytes: 1200)
+                let c = capacity(Double(sendUs) / 1e6)
+                let serviceUs = Int64(1200.0 * 8 / c * 1e6)
+                let queueUs = max(0, linkFreeUs - (sendUs + 20_000))
+                var arrival: Int64? = nil
+                if queueUs <= 300_000 && rng.unit() >= loss {
+                    linkFreeUs = max(linkFreeUs, sendUs + 20_000) + serviceUs
+                    arrival = linkFreeUs
+                }
+                inFlight.append((seq, arrival))
+                seq &+= 1
+            }
+            continue
+        }
+        // Feedback at `now`: everything up to the last packet that has arrived by now.
+        nextFeedbackUs += 50_000
+        guard let last = inFlight.lastIndex(where: { ($0.arrivalUs ?? .max) <= now }) else { continue }
+        let covered = inFlight[...last]
+        inFlight.removeFirst(last + 1)
+        let fb = TransportFeedback(
+            senderSSRC: 1, mediaSSRC: 2, baseSequence: reported, feedbackCount: count, arrivals: covered.map { $0.arrivalUs })
+        count &+= 1
+        reported &+= UInt16(covered.count)
+        // Through the wire format, as a receiver would send it.
+        let bytes = fb.serialized()
+        let parsed = bytes.withUnsafeBytes { TransportFeedback($0) }!
+        pendingFeedback.append((now + 20_000, parsed))
+    }
+    return out
+}
+
+struct SplitMix {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func unit() -> Double {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return Double((z ^ (z >> 31)) >> 11) / Double(1 << 53)
+    }
+}
+
+@Suite struct BandwidthEstimatorTests {
+    @Test func feedbackRoundTripsThroughItsWireFormat() throws {
+        let arrivals: [Int64?] = [1_000_000, nil, 1_000_250, 1_063_750, 1_000_500, nil, nil, 2_500_000]
+        let fb = TransportFeedback(senderSSRC: 7, mediaSSRC: 9, baseSequence: 65_533, feedbackCount: 200, arrivals: arrivals)
+        let bytes = fb.serialized()
+        #expect(bytes.count % 4 == 0 && bytes[0] == 0x8f && bytes[1] == 205)
+        let parsed = try #require(bytes.withUnsafeBytes { TransportFeedback($0) })
+        // Times come back to 250 µs, relative to the 64 ms reference: the differences are what matter.
+        let back = parsed.arrivals.map { $0.map { $0 - parsed.arrivals[0]! } }
+        #expect(back == arrivals.map { $0.map { $0 - 1_000_000 } }, "\(back)")
+        #expect(parsed.baseSequence == 65_533 && parsed.feedbackCount == 200 && parsed.senderSSRC == 7 && parsed.mediaSSRC == 9)
+    }
+
+    @Test func runLengthAndOneBitChunksAreRead() throws {
+        // base 100, 20 packets: a run of 6 received (small), a 1-bit vector of 14 (alternating), deltas of 1 tick.
+        var m: [UInt8] = [0x8f, 205, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 100, 0, 20, 0, 0, 1, 0]
+        m += [0x20, 0x06] // run length chunk: symbol 1, run 6
+        m += [0xAA, 0xAA] // 1-bit vector: 1 0 1 0 1 0 1 0 1 0 1 0 1 0
+        m += [UInt8](repeating: 4, count: 6 + 7) // 13 received, each 1 ms after the previous
+        while m.count % 4 != 0 { m.append(0) }
+        m[3] = UInt8(m.count / 4 - 1)
+        let fb = try #require(m.withUnsafeBytes { TransportFeedback($0) })
+        #expect(fb.arrivals.count == 20 && fb.arrivals.compactMap { $0 }.count == 13)
+        #expect(fb.arrivals[0] == 64_000 + 1_000 && fb.arrivals[5] == 64_000 + 6_000 && fb.arrivals[7] == nil)
+        // Every truncation and byte flip: nil or a well-formed value, never a trap.
+        for n in 0..<m.count { _ = Array(m.prefix(n)).withUnsafeBytes { TransportFeedback($0) } }
+        for i in 0..<m.count {
+            for v: UInt8 in [0, 0x7f, 0x80, 0xff] {
+                var x = m
+                x[i] = v
+                _ = x.withUnsafeBytes { TransportFeedback($0) }
+            }
+        }
+    }
+
+    /// An open 5 Mbit/s path: the estimate climbs (about 8 % a second) and never sees overuse.
+    @Test func anOpenPathLetsTheEstimateGrow() {
+        var e = SendSideBandwidthEstimator()
+        let trace = simulate(seconds: 10, capacity: { _ in 5_000_000 }, estimator: &e)
+        #expect(trace.allSatisfy { $0.usage != .overusing }, "\(trace.filter { $0.usage == .overusing }.map(\.t))")
+        #expect(e.estimate > 1_700_000, "\(e.estimate)")
+        #expect(e.packetsLost == 0 && e.feedbacks > 150)
+    }
+
+    /// The link drops from 5 Mbit/s to 500 kbit/s: overuse is seen and the estimate goes under the new capacity
+    /// within 3 s, then stays near it without collapsing.
+    @Test func aCapacityDropIsFollowedWithinSeconds() {
+        var e = SendSideBandwidthEstimator(configuration: .init(startBitrate: 2_000_000))
+        let trace = simulate(seconds: 20, capacity: { $0 < 5 ? 5_000_000 : 500_000 }, estimator: &e)
+        let after = trace.filter { $0.t >= 5 }
+        let under = after.first { $0.estimate <= 550_000 }
+        #expect(under.map { $0.t - 5 } ?? 99 <= 3, "\(after.prefix(40).map { "\($0.t): \($0.estimate / 1000)" })")
+        #expect(after.contains { $0.usage == .overusing })
+        let late = trace.filter { $0.t >= 12 }.map(\.estimate)
+        #expect(late.allSatisfy { (200_000...650_000).contains($0) }, "\(late)")
+        print(
+            "capacity 5 → 0.5 Mbit/s: under 550 kbit/s after \(under.map { $0.t - 5 } ?? -1) s; from 12 s \(late.min()! / 1000)…\(late.max()! / 1000) kbit/s"
+        )
+    }
+
+    /// 20 % random loss on an open path: the loss-based rate takes the estimate down.
+    @Test func heavyLossLowersTheEstimate() {
+        var e = SendSideBandwidthEstimator()
+        let trace = simulate(seconds: 6, capacity: { _ in 50_000_000 }, loss: 0.2, estimator: &e)
+        #expect(e.lossFraction > 0.1 && e.estimate < 500_000, "\(e.estimate) loss \(e.lossFraction) \(trace.map(\.estimate))")
+    }
+}
