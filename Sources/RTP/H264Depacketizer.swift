@@ -47,6 +47,13 @@ public struct RTPHeader: Sendable, Equatable {
     /// The data of the RFC 8285 one-byte header extension element `id` in `packet`, if it carries one (nil for no
     /// extension, another profile than 0xBEDE, or a malformed block; never traps).
     public static func oneByteExtension(id: UInt8, in p: UnsafeRawBufferPointer) -> [UInt8]? {
+        guard let at = oneByteExtensionOffset(id: id, in: p) else { return nil }
+        return Array(p[at..<(at + Int(p[at - 1] & 0x0f) + 1)])
+    }
+
+    /// Where the data of one-byte extension element `id` starts in `packet` (its length is the low nibble of the
+    /// byte before), if it carries one; never traps.
+    public static func oneByteExtensionOffset(id: UInt8, in p: UnsafeRawBufferPointer) -> Int? {
         guard p.count >= 12, p[0] & 0x10 != 0 else { return nil }
         let start = 12 + 4 * Int(p[0] & 0x0f)
         guard start + 4 <= p.count, p[start] == 0xBE, p[start + 1] == 0xDE else { return nil }
@@ -61,7 +68,7 @@ public struct RTPHeader: Sendable, Equatable {
             }
             let elementID = b >> 4, length = Int(b & 0x0f) + 1
             guard elementID != 15, i + 1 + length <= end else { return nil } // 15: stop parsing (RFC 8285 §4.2)
-            if elementID == id { return Array(p[(i + 1)..<(i + 1 + length)]) }
+            if elementID == id { return i + 1 }
             i += 1 + length
         }
         return nil

@@ -54,13 +54,20 @@ public struct H264Packetizer: Sendable {
     public var state: RTPStreamState
     private var buffer: [UInt8]
     private var pending: [NALUnit] = []
-    private var markerExtension: RTPHeaderExtensionElement?
+    /// The header extensions of the access unit being packetized.
+    private struct Extensions {
+        var marker: RTPHeaderExtensionElement?
+        var transportID: UInt8?
+        var transportNext: UInt16 = 0
+    }
+    private var extensions = Extensions()
 
     /// The size of the RTP header this packetizer writes: the fixed header, no CSRC, no extension.
     public static let headerSize = 12
-    /// The most a header extension adds to a packet (RFC 8285 one-byte form: 4 bytes of header, one element of
-    /// at most 1 + 8 bytes, padded to 32 bits): room kept in every buffer that holds a packet.
-    public static let maxExtensionSize = 16
+    /// The most a header extension adds to a packet (RFC 8285 one-byte form: 4 bytes of header, the transport-wide
+    /// sequence number (1 + 2 bytes) and one element of at most 1 + 8 bytes, padded to 32 bits): room kept in
+    /// every buffer that holds a packet.
+    public static let maxExtensionSize = 20
 
     /// A packetizer for packets of at most `maxPayload` payload bytes (clamped to 16…65000), with its buffer
     /// allocated once.
@@ -74,13 +81,15 @@ public struct H264Packetizer: Sendable {
     /// Packetizes one access unit (Annex-B bytes and their NAL units, as `EncodedFrame` holds them).
     /// `emit(packet)` gets each packet. `markerExtension`, if any, is carried by the last packet (the one with the
     /// marker bit) as an RFC 8285 one-byte header extension: where the video-orientation extension goes (3GPP TS
-    /// 26.114). Returns the number of packets.
+    /// 26.114). With `transportSequence` (the negotiated id and the first number), every packet carries a
+    /// transport-wide sequence number (draft-holmer-rmcat-transport-wide-cc-extensions), the k-th packet
+    /// `first &+ k`. Returns the number of packets.
     @discardableResult
     public mutating func packetize(
         _ data: [UInt8], nalUnits: [NALUnit], timestamp: UInt32, markerExtension: RTPHeaderExtensionElement? = nil,
-        emit: (UnsafeRawBufferPointer) -> Void
+        transportSequence: (id: UInt8, first: UInt16)? = nil, emit: (UnsafeRawBufferPointer) -> Void
     ) -> Int {
-        self.markerExtension = markerExtension
+        extensions = Extensions(marker: markerExtension, transportID: transportSequence?.id, transportNext: transportSequence?.first ?? 0)
         pending.removeAll(keepingCapacity: true)
         for n in nalUnits where n.length > 0 && n.offset >= 0 && n.offset + n.length <= data.count {
             switch n.type {
@@ -119,13 +128,15 @@ public struct H264Packetizer: Sendable {
     }
 
     /// Writes the 12-byte RTP header and advances the sequence number.
-    /// Writes the RTP header (with `markerExtension` on the marker packet) and returns its length.
+    /// Writes the RTP header (with the transport-wide sequence number on every packet and `marker` on the marker
+    /// packet, as one-byte extension elements) and returns its length.
     private static func header(
-        _ p: UnsafeMutablePointer<UInt8>, _ state: inout RTPStreamState, timestamp: UInt32, marker: Bool,
-        _ markerExtension: RTPHeaderExtensionElement?
+        _ p: UnsafeMutablePointer<UInt8>, _ state: inout RTPStreamState, timestamp: UInt32, marker: Bool, _ ex: inout Extensions
     ) -> Int {
-        let ext = marker ? markerExtension : nil
-        p[0] = ext != nil ? 0x90 : 0x80
+        let markerElement = marker ? ex.marker : nil
+        let transport = ex.transportID.flatMap { RTPHeaderExtensionElement(id: $0, value: UInt64(ex.transportNext), length: 2) }
+        if transport != nil { ex.transportNext &+= 1 }
+        p[0] = markerElement != nil || transport != nil ? 0x90 : 0x80
         p[1] = (marker ? 0x80 : 0) | (state.payloadType & 0x7f)
         p[2] = UInt8(state.sequence >> 8)
         p[3] = UInt8(state.sequence & 0xff)
@@ -138,28 +149,29 @@ public struct H264Packetizer: Sendable {
         p[10] = UInt8((state.ssrc >> 8) & 0xff)
         p[11] = UInt8(state.ssrc & 0xff)
         state.sequence &+= 1
-        guard let ext else { return 12 }
-        return 12 + ext.write(to: p + 12)
+        guard markerElement != nil || transport != nil else { return 12 }
+        return 12 + RTPHeaderExtensionElement.writeBlock(transport, markerElement, to: p + 12)
     }
 
     private mutating func writeSingle(_ data: [UInt8], _ n: NALUnit, timestamp: UInt32, marker: Bool, emit: (UnsafeRawBufferPointer) -> Void) {
         var st = state
-        let ext = markerExtension
+        var ex = extensions
         buffer.withUnsafeMutableBufferPointer { b in
-            let h = H264Packetizer.header(b.baseAddress!, &st, timestamp: timestamp, marker: marker, ext)
+            let h = H264Packetizer.header(b.baseAddress!, &st, timestamp: timestamp, marker: marker, &ex)
             data.withUnsafeBufferPointer { d in (b.baseAddress! + h).update(from: d.baseAddress! + n.offset, count: n.length) }
             emit(UnsafeRawBufferPointer(start: b.baseAddress, count: h + n.length))
         }
         state = st
+        extensions = ex
     }
 
     private mutating func writeSTAPA(
         _ data: [UInt8], _ units: ArraySlice<NALUnit>, timestamp: UInt32, marker: Bool, emit: (UnsafeRawBufferPointer) -> Void
     ) {
         var st = state
-        let ext = markerExtension
+        var ex = extensions
         buffer.withUnsafeMutableBufferPointer { b in
-            let h = H264Packetizer.header(b.baseAddress!, &st, timestamp: timestamp, marker: marker, ext)
+            let h = H264Packetizer.header(b.baseAddress!, &st, timestamp: timestamp, marker: marker, &ex)
             // STAP-A header: F = OR of the units' F bits, NRI = their maximum, type 24.
             var f: UInt8 = 0, nri: UInt8 = 0
             data.withUnsafeBufferPointer { d in
@@ -182,12 +194,13 @@ public struct H264Packetizer: Sendable {
             emit(UnsafeRawBufferPointer(start: b.baseAddress, count: o))
         }
         state = st
+        extensions = ex
     }
 
     private mutating func writeFUA(_ data: [UInt8], _ n: NALUnit, timestamp: UInt32, marker: Bool, emit: (UnsafeRawBufferPointer) -> Void) -> Int {
         var st = state
         var packets = 0
-        let ext = markerExtension
+        var ex = extensions
         buffer.withUnsafeMutableBufferPointer { b in
             data.withUnsafeBufferPointer { d in
                 let nalHeader = d[n.offset]
@@ -196,7 +209,7 @@ public struct H264Packetizer: Sendable {
                 while pos < n.length {
                     let take = min(chunk, n.length - pos)
                     let end = pos + take == n.length
-                    let h = H264Packetizer.header(b.baseAddress!, &st, timestamp: timestamp, marker: marker && end, ext)
+                    let h = H264Packetizer.header(b.baseAddress!, &st, timestamp: timestamp, marker: marker && end, &ex)
                     b[h] = (nalHeader & 0xe0) | 28 // FU indicator: F, NRI, type 28
                     b[h + 1] = (pos == 1 ? 0x80 : 0) | (end ? 0x40 : 0) | (nalHeader & 0x1f) // FU header: S, E, type
                     (b.baseAddress! + h + 2).update(from: d.baseAddress! + n.offset + pos, count: take)
@@ -207,6 +220,7 @@ public struct H264Packetizer: Sendable {
             }
         }
         state = st
+        extensions = ex
         return packets
     }
 }
@@ -241,18 +255,28 @@ public struct RTPHeaderExtensionElement: Sendable, Hashable {
     /// The rotation in degrees that a video-orientation byte asks for (its R1R0 bits).
     public static func rotationDegrees(videoOrientation byte: UInt8) -> Int { Int(byte & 3) * 90 }
 
-    /// Writes the extension block (profile 0xBEDE, its length in words, the element, zero padding) at `p`;
-    /// returns its size (a multiple of 4, at most `H264Packetizer.maxExtensionSize`).
+    /// Writes the element (its header byte and data) at `p`; returns its size.
     func write(to p: UnsafeMutablePointer<UInt8>) -> Int {
-        let elementBytes = 1 + length
-        let words = (elementBytes + 3) / 4
+        p[0] = id << 4 | UInt8(length - 1)
+        for i in 0..<length { p[1 + i] = UInt8(truncatingIfNeeded: value >> (8 * UInt64(length - 1 - i))) }
+        return 1 + length
+    }
+
+    /// Writes an extension block (profile 0xBEDE, its length in words, the elements, zero padding) at `p`;
+    /// returns its size (a multiple of 4, at most `H264Packetizer.maxExtensionSize`).
+    static func writeBlock(_ a: RTPHeaderExtensionElement?, _ b: RTPHeaderExtensionElement?, to p: UnsafeMutablePointer<UInt8>) -> Int {
+        var o = 4
+        if let a { o += a.write(to: p + o) }
+        if let b { o += b.write(to: p + o) }
+        let words = (o - 4 + 3) / 4
         p[0] = 0xBE
         p[1] = 0xDE
         p[2] = 0
         p[3] = UInt8(words)
-        p[4] = id << 4 | UInt8(length - 1)
-        for i in 0..<length { p[5 + i] = UInt8(truncatingIfNeeded: value >> (8 * UInt64(length - 1 - i))) }
-        for i in (5 + length)..<(4 + 4 * words) { p[i] = 0 }
-        return 4 + 4 * words
+        while o < 4 + 4 * words {
+            p[o] = 0
+            o += 1
+        }
+        return o
     }
 }

@@ -34,6 +34,8 @@ public enum RTCPPacket: Sendable, Equatable {
     /// REMB (PT 206, FMT 15): a receiver's estimate of the bitrate it can take, bits per second, for the streams
     /// in `ssrcs`.
     case remb(sender: UInt32, bitrate: UInt64, ssrcs: [UInt32])
+    /// Transport-wide congestion control feedback (RTPFB, FMT 15): which packets arrived, and when.
+    case transportFeedback(TransportFeedback)
     /// Any other packet type, kept by type (SDES, BYE, APP, transport-cc…).
     case other(type: UInt8, format: UInt8)
 }
@@ -60,6 +62,14 @@ extension RTCPPacket {
             let count = Int(p[o] & 0x1f), type = p[o + 1]
             let length = ((Int(p[o + 2]) << 8 | Int(p[o + 3])) + 1) * 4
             guard o + length <= p.count else { throw RTCPParseError(message: "length \(length) past the end (\(p.count - o) left)", offset: o) }
+            if type == TransportFeedback.packetType && count == Int(TransportFeedback.format) {
+                guard let fb = TransportFeedback(UnsafeRawBufferPointer(rebasing: p[o..<(o + length)])) else {
+                    throw RTCPParseError(message: "malformed transport feedback", offset: o)
+                }
+                out.append(.transportFeedback(fb))
+                o += length
+                continue
+            }
             let body = UnsafeRawBufferPointer(rebasing: p[(o + 4)..<(o + length)])
             out.append(try parseOne(type: type, count: count, body, at: o))
             o += length

@@ -9,6 +9,7 @@ package enum RTCPAction: Sendable, Equatable {
     case bitrate(UInt64)
     /// Generic NACK: resend these packets from the history (stop at the first over budget).
     case retransmit([UInt16])
+    case transportFeedback(TransportFeedback)
 }
 
 /// The RTCP rules of a sender (no I/O): receiver reports → loss, jitter and RTT into the statistics;
@@ -54,6 +55,9 @@ package struct RTCPResponder: Sendable {
             let bitrate = max(reported, minimumBitrateEstimate)
             stats.rembBitrate = bitrate
             return .bitrate(bitrate)
+        case .transportFeedback(let fb):
+            stats.transportFeedbacks += 1
+            return .transportFeedback(fb)
         case .other:
             return .none
         }

@@ -77,6 +77,12 @@ public final class RTPSender: @unchecked Sendable {
         public var ssrc: UInt32?
         /// The RTX SSRC, likewise; nil: random.
         public var rtxSSRC: UInt32?
+        /// The id negotiated for the transport-wide sequence number extension (1…14): every packet (and
+        /// retransmission) carries one, the receiver's transport feedback drives a `SendSideBandwidthEstimator`,
+        /// and its estimate goes to the bitrate handler as REMB's does. nil: no send-side estimation.
+        public var transportWideCCExtensionID: UInt8?
+        /// The estimator's bounds and start (with `transportWideCCExtensionID`).
+        public var sendSideEstimation = SendSideBandwidthEstimator.Configuration()
         /// Packets kept for retransmission (about 1 s of 2 Mbit/s video).
         public var historySize = 512
         /// Drop outgoing packets with this probability (loss simulation for tests; seeded, reproducible).
@@ -135,6 +141,14 @@ public final class RTPSender: @unchecked Sendable {
         public var jitterMs: Double?
         /// The last REMB estimate received, bits per second (after raising it to `minimumBitrateEstimate`).
         public var rembBitrate: UInt64?
+        /// Transport-wide congestion control feedback messages received.
+        public var transportFeedbacks = 0
+        /// The send-side estimate from that feedback (`SendSideBandwidthEstimator`), bits per second.
+        public var sendSideEstimate: UInt64?
+        /// What the estimator's delay trend says: "normal", "overusing" or "underusing".
+        public var delayUsage: String?
+        /// The loss the estimator measured over its last window (0…1).
+        public var transportLoss: Double?
         /// RTCP datagrams that could not be parsed.
         public var rtcpErrors = 0
         /// RTCP datagrams from addresses other than the receiver's (dropped unread).
@@ -170,6 +184,10 @@ public final class RTPSender: @unchecked Sendable {
         var stats = Statistics()
         var onKeyFrame: (@Sendable () -> Void)?
         var onREMB: (@Sendable (UInt64) -> Void)?
+        /// The next transport-wide sequence number, and the estimator its feedback feeds.
+        var transportSequence: UInt16 = 0
+        var estimator: SendSideBandwidthEstimator
+        var lastEstimateReported: (bps: Int, atNs: Int64) = (0, .min / 2)
     }
     private let shared: Mutex<Shared>
     private let transport: any RTPTransport
@@ -215,8 +233,10 @@ public final class RTPSender: @unchecked Sendable {
 
     /// Header extension ids must fit the one-byte form (RFC 8285: 1…14).
     private static func checkExtensions(_ c: Configuration) throws(RTPError) {
-        if let id = c.videoOrientationExtensionID, !(1...14).contains(id) {
-            throw RTPError(.invalidConfiguration, "video-orientation extension id \(id) is not 1...14 (RFC 8285 one-byte form)")
+        for (name, id) in [("video-orientation", c.videoOrientationExtensionID), ("transport-wide-cc", c.transportWideCCExtensionID)] {
+            if let id, !(1...14).contains(id) {
+                throw RTPError(.invalidConfiguration, "\(name) extension id \(id) is not 1...14 (RFC 8285 one-byte form)")
+            }
         }
     }
 
@@ -231,7 +251,11 @@ public final class RTPSender: @unchecked Sendable {
         let responder = RTCPResponder(
             ssrc: session.ssrc, keyFrameRequestIntervalNs: c.keyFrameRequestIntervalNs,
             minimumBitrateEstimate: c.minimumBitrateEstimate)
-        return (Shared(session: session, history: history, responder: responder, loss: LossSimulator(rate: c.dropRate, seed: c.dropSeed)), packetizer)
+        return (
+            Shared(
+                session: session, history: history, responder: responder, loss: LossSimulator(rate: c.dropRate, seed: c.dropSeed),
+                estimator: SendSideBandwidthEstimator(configuration: c.sendSideEstimation)), packetizer
+        )
     }
 
     /// Sets what is called for feedback, replacing earlier handlers: `keyFrameRequest` for PLI/FIR (rate
@@ -292,9 +316,16 @@ public final class RTPSender: @unchecked Sendable {
         let orientation = configuration.videoOrientationExtensionID.flatMap {
             RTPHeaderExtensionElement.videoOrientation(id: $0, rotationDegrees: frame.rotation.degrees)
         }
-        packetizer.packetize(frame.data, nalUnits: frame.nalUnits, timestamp: ts, markerExtension: orientation) { packet in
+        let twcc = configuration.transportWideCCExtensionID
+        let firstTransport = twcc == nil ? 0 : shared.withLock { $0.transportSequence }
+        var k: UInt16 = 0
+        let count = packetizer.packetize(
+            frame.data, nalUnits: frame.nalUnits, timestamp: ts, markerExtension: orientation, transportSequence: twcc.map { ($0, firstTransport) }
+        ) { packet in
             let dropped = shared.withLock { s -> Bool in
                 s.history.record(packet, at: now)
+                if twcc != nil { s.estimator.packetSent(sequence: firstTransport &+ k, timeUs: now / 1000, bytes: packet.count) }
+                k &+= 1
                 guard s.loss.drops() else { return false }
                 s.stats.packetsDroppedBySimulation += 1
                 return true
@@ -304,7 +335,10 @@ public final class RTPSender: @unchecked Sendable {
             if e != 0 && e != ECONNREFUSED { failure = e }
             shared.withLock { $0.session.packetSent(bytes: packet.count) }
         }
-        shared.withLock { $0.session.frameSent(rtp: ts, captureNs: captureNs) }
+        shared.withLock { s in
+            s.session.frameSent(rtp: ts, captureNs: captureNs)
+            if twcc != nil { s.transportSequence = firstTransport &+ UInt16(truncatingIfNeeded: count) }
+        }
         if failure != 0 { throw RTPError(.sendFailed, "sending RTP to \(configuration.host):\(configuration.port) failed", errno: failure) }
     }
 
@@ -368,6 +402,19 @@ public final class RTPSender: @unchecked Sendable {
             case .bitrate(let bps): onREMB?(bps)
             case .retransmit(let lost):
                 for seq in lost where !retransmit(seq, now: now) { break } // over budget: the rest of this NACK too
+            case .transportFeedback(let fb):
+                // The estimate goes to the bitrate handler when it moved by 5 % or every 500 ms.
+                let report = shared.withLock { s -> UInt64? in
+                    let e = s.estimator.feedback(fb, nowUs: now / 1000)
+                    s.stats.sendSideEstimate = UInt64(e)
+                    s.stats.delayUsage = s.estimator.usage.rawValue
+                    s.stats.transportLoss = s.estimator.lossFraction
+                    let last = s.lastEstimateReported
+                    guard abs(e - last.bps) * 20 >= last.bps || now - last.atNs >= 500_000_000 else { return nil }
+                    s.lastEstimateReported = (e, now)
+                    return UInt64(e)
+                }
+                if let report { shared.withLock { $0.onREMB }?(report) }
             }
         }
     }
@@ -402,6 +449,16 @@ public final class RTPSender: @unchecked Sendable {
                     packet.append(contentsOf: original.dropFirst(headerLength))
                 } else {
                     packet.append(contentsOf: original)
+                }
+                // A retransmission is a packet of its own to congestion control: a new transport-wide number.
+                if let id = configuration.transportWideCCExtensionID,
+                    let at = packet.withUnsafeBytes({ RTPHeader.oneByteExtensionOffset(id: id, in: $0) }), at + 2 <= packet.count
+                {
+                    let n = s.transportSequence
+                    s.transportSequence &+= 1
+                    packet[at] = UInt8(n >> 8)
+                    packet[at + 1] = UInt8(n & 0xff)
+                    s.estimator.packetSent(sequence: n, timeUs: now / 1000, bytes: packet.count)
                 }
                 s.stats.retransmissions += 1
                 s.stats.retransmittedBytes += packet.count

@@ -26,6 +26,11 @@ public struct WebRTCOffer: Sendable {
     public var videoOrientationExtensionID: UInt8?
     /// The URI of the video-orientation header extension.
     public static let videoOrientationURI = "urn:3gpp:video-orientation"
+    /// The id the offer gives the transport-wide sequence number extension, if it offers it (one-byte form) and
+    /// asks for transport feedback (`a=rtcp-fb:PT transport-cc`) on the chosen payload type.
+    public var transportWideCCExtensionID: UInt8?
+    /// The URI of the transport-wide sequence number extension.
+    public static let transportWideCCURI = "http://www.ietf.org/id/draft-holmer-rmcat-transport-wide-cc-extensions-01"
     /// The whole offer as parsed.
     public var description: SDPDescription
 
@@ -153,16 +158,23 @@ public struct WebRTCOffer: Sendable {
                 else { return nil }
                 return pt
             }.first
-        // a=extmap:ID[/direction] URI [attributes] (RFC 8285 §5); a direction that does not receive is ignored.
-        videoOrientationExtensionID =
-            m.values("extmap").compactMap { value -> UInt8? in
-                let f = value.split(separator: " ")
-                guard f.count >= 2, String(f[1]) == WebRTCOffer.videoOrientationURI else { return nil }
-                let idAndDirection = f[0].split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
-                guard let first = idAndDirection.first, let id = UInt8(first), (1...14).contains(id) else { return nil }
-                if idAndDirection.count == 2, !["recvonly", "sendrecv"].contains(idAndDirection[1].lowercased()) { return nil }
-                return id
-            }.first
+        videoOrientationExtensionID = WebRTCOffer.extensionID(WebRTCOffer.videoOrientationURI, in: m)
+        let pt = best.pt
+        let feedback = m.values("rtcp-fb").contains { $0.lowercased() == "\(pt) transport-cc" || $0.lowercased() == "* transport-cc" }
+        transportWideCCExtensionID = feedback ? WebRTCOffer.extensionID(WebRTCOffer.transportWideCCURI, in: m) : nil
+    }
+
+    /// The id `m` gives the extension `uri` (a=extmap:ID[/direction] URI [attributes], RFC 8285 §5), if it is of the
+    /// one-byte form (1…14) and its direction receives.
+    static func extensionID(_ uri: String, in m: SDPDescription.Media) -> UInt8? {
+        m.values("extmap").compactMap { value -> UInt8? in
+            let f = value.split(separator: " ")
+            guard f.count >= 2, String(f[1]) == uri else { return nil }
+            let idAndDirection = f[0].split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
+            guard let first = idAndDirection.first, let id = UInt8(first), (1...14).contains(id) else { return nil }
+            if idAndDirection.count == 2, !["recvonly", "sendrecv"].contains(idAndDirection[1].lowercased()) { return nil }
+            return id
+        }.first
     }
 
     /// The answer: ice-lite, our credentials and fingerprint, setup:passive (the peer is the DTLS client), one host
@@ -170,10 +182,10 @@ public struct WebRTCOffer: Sendable {
     /// pli, ccm fir and goog-remb, and our SSRC. Other sections are rejected (port 0).
     /// With `rtxSSRC`, retransmissions are negotiated as RTX (the offer's RTX payload type, `a=ssrc-group:FID`).
     /// With `videoOrientation` and an offer that has the extension, the answer accepts it (`a=extmap` with the
-    /// offer's id).
+    /// offer's id); with `transportWideCC`, the transport-wide sequence number extension and transport feedback.
     public func answer(
         iceUfrag: String, icePassword: String, fingerprint: String, hosts: [String], port: Int, ssrc: UInt32, rtxSSRC: UInt32? = nil,
-        videoOrientation: Bool = false, cname: String = "swift-video-capture", sessionID: UInt64 = .random(in: 1...UInt64(Int64.max))
+        videoOrientation: Bool = false, transportWideCC: Bool = false, cname: String = "swift-video-capture", sessionID: UInt64 = .random(in: 1...UInt64(Int64.max))
     ) -> String {
         let host = hosts.first ?? "127.0.0.1"
         let ip = host.contains(":") ? "IP6" : "IP4"
@@ -214,6 +226,9 @@ public struct WebRTCOffer: Sendable {
                 l += ["a=rtpmap:\(rtx) rtx/90000", "a=fmtp:\(rtx) apt=\(pt)", "a=ssrc-group:FID \(ssrc) \(rtxSSRC)"]
             }
             if videoOrientation, let id = videoOrientationExtensionID { l.append("a=extmap:\(id) \(WebRTCOffer.videoOrientationURI)") }
+            if transportWideCC, let id = transportWideCCExtensionID {
+                l += ["a=extmap:\(id) \(WebRTCOffer.transportWideCCURI)", "a=rtcp-fb:\(pt) transport-cc"]
+            }
             l += ["a=msid:camcap video", "a=ssrc:\(ssrc) cname:\(cname)", "a=ssrc:\(ssrc) msid:camcap video"]
             if let rtx = rtxSSRC, self.rtxPayloadType != nil { l += ["a=ssrc:\(rtx) cname:\(cname)", "a=ssrc:\(rtx) msid:camcap video"] }
             for (k, h) in hosts.enumerated() {

@@ -43,6 +43,12 @@ public final class WebRTCPeer: Sendable {
         /// travels with it (`EncodedFrame.rotation`) and the receiver turns the picture. False answers without it
         /// (send upright pixels to such a peer).
         public var useVideoOrientation = true
+        /// Accept transport-wide congestion control when the offer has it: every packet carries a transport-wide
+        /// sequence number, the viewer's transport feedback drives a send-side estimate (`Handlers.bitrateEstimate`
+        /// gets it, as it gets REMB), and Chromium stops sending REMB. False: REMB only.
+        public var useTransportWideCC = false
+        /// The send-side estimator's bounds and start.
+        public var sendSideEstimation = SendSideBandwidthEstimator.Configuration()
         /// A configuration with the defaults: 30 s consent timeout, 8 s to connect, RTX when offered.
         public init(bindHost: String, candidateHosts: [String]) {
             self.bindHost = bindHost
@@ -104,6 +110,8 @@ public final class WebRTCPeer: Sendable {
     /// True when the video-orientation extension was negotiated: the viewer turns each picture as its frame's
     /// rotation says, so rotated pictures may be sent as they were captured. False: send upright pixels.
     public let receivesRotation: Bool
+    /// True when transport-wide congestion control was negotiated (the estimate is ours, from its feedback).
+    public let usesTransportWideCC: Bool
     /// The viewer's offer, as parsed.
     public let offer: WebRTCOffer
     /// The UDP port the peer's socket is bound to (in the answer's candidates).
@@ -154,6 +162,9 @@ public final class WebRTCPeer: Sendable {
         rc.rtxPayloadType = c.useRTX ? offer.rtxPayloadType : nil
         rc.videoOrientationExtensionID = c.useVideoOrientation ? offer.videoOrientationExtensionID : nil
         receivesRotation = rc.videoOrientationExtensionID != nil
+        rc.transportWideCCExtensionID = c.useTransportWideCC ? offer.transportWideCCExtensionID : nil
+        rc.sendSideEstimation = c.sendSideEstimation
+        usesTransportWideCC = rc.transportWideCCExtensionID != nil
         do throws(RTPError) { sender = try RTPSender(configuration: rc, transport: transport) } catch {
             socket.close()
             throw WebRTCError("cannot create the RTP sender: \(error)")
@@ -161,7 +172,8 @@ public final class WebRTCPeer: Sendable {
         answer = offer.answer(
             iceUfrag: localUfrag, icePassword: localPassword, fingerprint: identity.fingerprint,
             hosts: c.candidateHosts, port: localPort, ssrc: sender.ssrc,
-            rtxSSRC: rc.rtxPayloadType != nil ? sender.rtxSSRC : nil, videoOrientation: receivesRotation)
+            rtxSSRC: rc.rtxPayloadType != nil ? sender.rtxSSRC : nil, videoOrientation: receivesRotation,
+            transportWideCC: usesTransportWideCC)
         pending = Mutex(LoopHandOver(loop: PeerLoop(dtls: dtls, localUfrag: localUfrag, localPassword: localPassword)))
     }
 
