@@ -211,6 +211,7 @@ def main():
                 raise RuntimeError("the PeerConnection went %s after %.1f s" % (s["connectionState"], time.time() - t0))
         out["end"] = s
         out["publishedS"] = round(time.time() - t0, 2)
+        out["stopAt"] = round(time.time(), 3)   # epoch seconds: when the DELETE (or close) was sent
         out.update(js_async("window.pubStop(%s, %s)" % (json.dumps(a.token), "false" if a.no_delete else "true")))
         if not a.no_delete and out.get("deleteStatus") != 200:
             raise RuntimeError("DELETE %s answered %s" % (out["resource"], out.get("deleteStatus")))
