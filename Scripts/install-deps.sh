@@ -4,12 +4,17 @@
 #   tests:  ffmpeg (ffprobe/ffmpeg as the independent decoder), v4l-utils, GStreamer (rtpbin + avdec_h264: an RTP receiver we did not write)
 #           chromium chromium-driver python3-selenium (camcap serve's browser test), and aiortc (PyPI, a second
 #           WebRTC client) in a virtual environment at ~/.cache/swift-video-capture/aiortc
+#           janus libjs-janus-gateway libjs-webrtc-adapter gcc (Scripts/janus-env.sh: Janus as a WHIP/RTSP judge; gcc builds
+#           its loopback shim), gir1.2-gst-rtsp-server-1.0 python3-gi (Scripts/rtsp-test-server.py). simple-whip-server is
+#           not apt-installed (its node-* dependencies conflict with nodesource's nodejs): janus-env.sh whip-root unpacks
+#           it and its node-* closure into ~/.cache/swift-video-capture/whip/root, run with the system's node
 #   VM test: qemu-system-x86 busybox-static kmod cpio
 #   bench:  the comparison benchmark (Benchmarks/compare): gcc, GStreamer with openh264enc, valgrind, ffmpeg
 set -euo pipefail
 want=(libv4l-dev libyuv-dev libopenh264-dev libjpeg-dev libturbojpeg0-dev pkg-config libssl-dev libsrtp2-dev)
 case "${1:-build}" in
-  test) want+=(ffmpeg v4l-utils qemu-system-x86 busybox-static kmod cpio gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-libav chromium chromium-driver python3-selenium python3-venv curl prometheus) ;;
+  test) want+=(ffmpeg v4l-utils qemu-system-x86 busybox-static kmod cpio gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-libav chromium chromium-driver python3-selenium python3-venv curl prometheus
+          janus libjs-janus-gateway libjs-webrtc-adapter gcc gir1.2-gst-rtsp-server-1.0 python3-gi) ;;
   bench) want+=(gcc gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad valgrind ffmpeg) ;;
 esac
 missing=()
@@ -31,4 +36,6 @@ if [ "${1:-build}" = test ]; then
     /usr/bin/python3 -m venv "$venv"   # Debian's Python (python3-venv), whatever else is on PATH
     "$venv/bin/pip" install -q aiortc==1.16.0
   fi
+  # simple-whip-server for Scripts/janus-env.sh, unpacked privately (cached); a failure here only affects the Janus tests.
+  "$(dirname "${BASH_SOURCE[0]}")/janus-env.sh" whip-root >/dev/null || echo "install-deps.sh: simple-whip-server could not be prepared (Janus WHIP tests will fail)" >&2
 fi
