@@ -303,7 +303,8 @@ start() {
   # Janus, in its own session (setsid in a script without job control execs: $! is janus itself).
   : > "$dir/janus.log"
   local shim; shim="$(lo_shim)"
-  LD_PRELOAD="$shim" setsid /usr/bin/janus -F "$dir/conf" -C "$dir/conf/janus.jcfg" -o </dev/null >>"$dir/janus.log" 2>&1 &
+  ( close_inherited_fds
+    LD_PRELOAD="$shim" exec setsid /usr/bin/janus -F "$dir/conf" -C "$dir/conf/janus.jcfg" -o </dev/null >>"$dir/janus.log" 2>&1 ) &
   echo $! > "$dir/janus.pid"
   wait_http "http://127.0.0.1:$http_port/janus/info" "$dir/janus.pid" "$dir/janus.log" "janus"
   /usr/bin/python3 "$HERE/janus_api.py" "http://127.0.0.1:$http_port/janus" room-create "$ROOM" --h264-profile "$H264_PROFILE" \
@@ -335,7 +336,7 @@ net.Server.prototype.listen = function (...args) {
 };
 EOF
   : > "$dir/whip.log"
-  ( cd "$w" && NODE_PATH="$root/usr/share/nodejs:$root/usr/lib/x86_64-linux-gnu/nodejs" NODE_ENV=production \
+  ( close_inherited_fds; cd "$w" && NODE_PATH="$root/usr/share/nodejs:$root/usr/lib/x86_64-linux-gnu/nodejs" NODE_ENV=production \
       DEBUG="whip:*,janus:*,-janus:vdebug,-janus:debug" DEBUG_COLORS=0 \
       exec setsid "$node" -r "$w/loopback.js" src/server.js </dev/null >>"$dir/whip.log" 2>&1 ) &
   echo $! > "$dir/whip.pid"
@@ -364,16 +365,27 @@ EOF
   cat "$dir/env"
 }
 
+# Daemons keep none of the caller's descriptors beyond 0-2: a caller that waits for this script through a pipe or
+# a descriptor it watches (Foundation's Process does) would otherwise wait for the daemons instead.
+close_inherited_fds() {
+  local fd
+  for fd in /proc/$BASHPID/fd/*; do
+    fd=${fd##*/}
+    if [ "$fd" -gt 2 ] 2>/dev/null; then eval "exec $fd>&-" 2>/dev/null || true; fi
+  done
+}
+
 stop_pid() {   # PIDFILE NAME: TERM, wait up to the deadline, then KILL; the whole session it leads too
   local f=$1 name=$2 pid end
   [ -f "$f" ] || return 0
   pid=$(cat "$f")
   if kill -0 "$pid" 2>/dev/null; then
     kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-    end=$((SECONDS + 10))
+    # 3 s: a daemon started by a test runner inherits its blocked SIGTERM and never sees it.
+    end=$((SECONDS + 3))
     while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $end ]; do sleep 0.1; done
     if kill -0 "$pid" 2>/dev/null; then
-      echo "janus-env.sh: $name (pid $pid) ignored SIGTERM for 10 s: SIGKILL" >&2
+      echo "janus-env.sh: $name (pid $pid) ignored SIGTERM for 3 s: SIGKILL" >&2
       kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
       end=$((SECONDS + 5))
       while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $end ]; do sleep 0.1; done

@@ -158,6 +158,7 @@ def main():
     ap.add_argument("--expect-publisher-gone", action="store_true",
                     help="then wait (up to --timeout) until listparticipants shows no publisher in ROOM")
     ap.add_argument("--log", default=None, help="chromedriver log file")
+    ap.add_argument("--ready", default=None, help="write this file once the N frames are decoded (before waiting for the publisher to go)")
     a = ap.parse_args()
     for f in (JANUS_JS, ADAPTER_JS):
         if not os.path.exists(f):
@@ -226,6 +227,8 @@ def main():
                   "decoderImplementation", "pair"]:
             out[k] = s.get(k)
         out["decodedRatio"] = round(s["framesDecoded"] / s["framesReceived"], 4) if s.get("framesReceived") else None
+        if a.ready:
+            open(a.ready, "w").close()
         if a.expect_publisher_gone:
             if mode != "videoroom":
                 raise RuntimeError("--expect-publisher-gone is for --videoroom")

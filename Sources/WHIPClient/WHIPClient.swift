@@ -141,6 +141,7 @@ public final class WHIPOutput: EncodedOutput, Sendable {
         var control: EncoderControl?
         var rotation: OutputRequests?
         var reconnector: WorkerThread?
+        var deleted: String?
     }
     private let state = Mutex(State())
     private let reconnecting = Atomic<Bool>(false)
@@ -256,15 +257,25 @@ public final class WHIPOutput: EncodedOutput, Sendable {
     /// Sends one access unit to the server.
     public func write(_ frame: EncodedFrame) throws { state.withLock { $0.publisher }?.send(frame) }
 
-    /// Ends the connection (RTCP BYE, DTLS close_notify) and DELETEs the resource.
+    /// DELETEs the resource and ends the connection (RTCP BYE, DTLS close_notify). Never throws: how the DELETE
+    /// went is in the summary.
     public func end() throws {
         let (publisher, resource, reconnector) = state.withLock { s -> (WebRTCPublisher?, URL?, WorkerThread?) in
             s.ended = true
             return (s.publisher, s.resource, s.reconnector)
         }
         reconnector?.stop()
+        // DELETE first (RFC 9725 §4.3: the server tears the session down), then BYE and close_notify; a server that
+        // already dropped the session (404) or cannot be reached does not fail the run: the summary says so.
+        if let resource {
+            do throws(WHIPError) {
+                try client.delete(resource)
+                state.withLock { $0.deleted = "DELETE \(resource.path): done" }
+            } catch {
+                state.withLock { $0.deleted = error.status == 404 ? "DELETE \(resource.path): already gone (404)" : "\(error)" }
+            }
+        }
         publisher?.close(reason: "the publisher stopped")
-        if let resource { try client.delete(resource) }
     }
 
     /// The same as `end()`, errors ignored.
@@ -279,7 +290,7 @@ public final class WHIPOutput: EncodedOutput, Sendable {
 
     /// The resource, the connections made, and what the server asked for.
     public var summary: [(String, String)] {
-        let s = state.withLock { ($0.resource, $0.connections, $0.attempts, $0.lastEnd, $0.publisher?.statistics) }
+        let s = state.withLock { ($0.resource, $0.connections, $0.attempts, $0.lastEnd, $0.publisher?.statistics, $0.deleted) }
         var line = "\(s.1) connection\(s.1 == 1 ? "" : "s") (\(s.2) attempt\(s.2 == 1 ? "" : "s"))"
         if let r = s.0 { line += ", resource \(r.absoluteString)" }
         if let st = s.4?.rtp {
@@ -287,6 +298,7 @@ public final class WHIPOutput: EncodedOutput, Sendable {
             if let e = st.rembBitrate { line += ", REMB \(e / 1000) kbps" }
         }
         if let e = s.3 { line += "; last end: \(e)" }
+        if let d = s.5 { line += "; \(d)" }
         return [("whip", line)]
     }
 }

@@ -185,7 +185,8 @@ public struct WebRTCOffer: Sendable {
     /// offer's id); with `transportWideCC`, the transport-wide sequence number extension and transport feedback.
     public func answer(
         iceUfrag: String, icePassword: String, fingerprint: String, hosts: [String], port: Int, ssrc: UInt32, rtxSSRC: UInt32? = nil,
-        videoOrientation: Bool = false, transportWideCC: Bool = false, cname: String = "swift-video-capture", sessionID: UInt64 = .random(in: 1...UInt64(Int64.max))
+        videoOrientation: Bool = false, transportWideCC: Bool = false, cname: String = "swift-video-capture",
+        sessionID: UInt64 = .random(in: 1...UInt64(Int64.max))
     ) -> String {
         let host = hosts.first ?? "127.0.0.1"
         let ip = host.contains(":") ? "IP6" : "IP4"

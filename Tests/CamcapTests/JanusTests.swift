@@ -1,0 +1,150 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// Janus (Debian's `janus`, a general-purpose WebRTC SFU) with Debian's `simple-whip-server` in front of its
+/// VideoRoom, started on loopback by Scripts/janus-env.sh; viewers are headless Chromium pages using Janus's own
+/// janus.js (Scripts/janus-viewer.py). Scripts/test.sh installs them; a bare `swift test` skips what is missing.
+let janusAvailable =
+    peersRequired
+    || (FileManager.default.isExecutableFile(atPath: "/usr/bin/janus") && FileManager.default.isExecutableFile(atPath: "/usr/bin/chromium"))
+
+/// A private Janus + simple-whip-server, stopped when released.
+final class JanusEnvironment {
+    let dir: String
+    let env: [String: String]
+    init(name: String) throws {
+        dir = work + "/janus-\(name)-\(getpid())"
+        try? FileManager.default.removeItem(atPath: dir)
+        // Its daemons inherit the script's output: a file, not a pipe (a pipe would stay open while they run).
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let log = dir + ".log"
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/bin/bash")
+        p.arguments = [repo + "/Scripts/janus-env.sh", "start", dir]
+        p.standardOutput = FileHandle(forWritingAtPath: log)
+        p.standardError = FileHandle(forWritingAtPath: log)
+        try p.run()
+        p.waitUntilExit()
+        guard p.terminationStatus == 0 else {
+            throw CLIFailure("janus-env.sh start failed (\(p.terminationStatus)): \(ServeProcess.read(log).suffix(2000))")
+        }
+        var e: [String: String] = [:]
+        for line in ServeProcess.read(dir + "/env").split(separator: "\n") {
+            let kv = line.split(separator: "=", maxSplits: 1)
+            if kv.count == 2 { e[String(kv[0])] = String(kv[1]) }
+        }
+        env = e
+    }
+    deinit {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/bin/bash")
+        p.arguments = [repo + "/Scripts/janus-env.sh", "stop", dir]
+        p.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
+        p.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        try? p.run()
+        p.waitUntilExit()
+    }
+
+    /// Runs the janus.js viewer and returns its JSON report.
+    func viewer(_ args: [String]) throws -> [String: Any] {
+        let r = try runTool("/usr/bin/python3", [repo + "/Scripts/janus-viewer.py", "--janus", env["JANUS_HTTP"] ?? ""] + args)
+        let line = r.out.split(separator: "\n").last.map(String.init) ?? ""
+        guard let j = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else {
+            throw CLIFailure("janus-viewer.py (exit \(r.code)) printed no JSON: \(r.out.suffix(800)) \(r.err.suffix(1500))")
+        }
+        return j
+    }
+}
+
+struct CLIFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ d: String) { description = d }
+}
+
+/// `camcap ARGS` in the background, waited for until `ready` appears on stderr.
+final class CamcapProcess {
+    let process = Process()
+    let errPath: String, outPath: String
+    init(_ args: [String], name: String, ready: String) throws {
+        errPath = work + "/\(name).err"
+        outPath = work + "/\(name).out"
+        _ = FileManager.default.createFile(atPath: errPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: outPath, contents: nil)
+        process.executableURL = URL(fileURLWithPath: camcap)
+        process.arguments = args
+        process.standardError = FileHandle(forWritingAtPath: errPath)
+        process.standardOutput = FileHandle(forWritingAtPath: outPath)
+        try process.run()
+        _ = waitUntil(timeout: 30, every: 0.02) { !process.isRunning || err.contains(ready) }
+    }
+    var err: String { ServeProcess.read(errPath) }
+    /// The summary (stdout).
+    var out: String { ServeProcess.read(outPath) }
+    /// SIGINT (camcap ends cleanly, with its summary) and the exit status.
+    func stop() -> Int32 {
+        if process.isRunning { kill(process.processIdentifier, SIGINT) }
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+}
+
+@Suite(.serialized, .timeLimit(.minutes(3))) struct JanusTests {
+    /// `camcap publish` into Janus's VideoRoom through simple-whip-server: a Chromium subscriber (janus.js)
+    /// decodes the frames at the sent size; Janus's PLI for the new subscriber gives a key frame (key frames are
+    /// otherwise 400 s apart); stopping the publisher DELETEs its resource and Janus reports it gone.
+    @Test(.enabled(if: janusAvailable)) func publishIntoJanusThroughWHIP() throws {
+        let janus = try JanusEnvironment(name: "whip")
+        let whip = try #require(janus.env["WHIP_URL"]), room = try #require(janus.env["ROOM"])
+        let tokenFile = work + "/whip-token"
+        try (janus.env["WHIP_TOKEN"] ?? "").write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        let publisher = try CamcapProcess(
+            ["publish", "-d", "fixture:vivid", "-s", "640x360", "--whip", whip, "--token-file", tokenFile, "--keyint-seconds", "400"],
+            name: "publish-janus", ready: "publishing fixture:vivid")
+        var publisherStopped = false
+        defer { if !publisherStopped { _ = publisher.stop() } }
+        try #require(publisher.process.isRunning && publisher.err.contains("publishing to http://127.0.0.1:"), "\(publisher.err)")
+        // The viewer watches 300 frames, then waits for the publisher to leave (we stop it once it has them).
+        let viewer = Process()
+        viewer.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        viewer.arguments = [
+            repo + "/Scripts/janus-viewer.py", "--janus", janus.env["JANUS_HTTP"] ?? "", "--videoroom", room, "--frames", "300", "--timeout", "60",
+            "--expect-publisher-gone", "--ready", work + "/janus-viewer.ready",
+        ]
+        try? FileManager.default.removeItem(atPath: work + "/janus-viewer.ready")
+        let outPath = work + "/janus-viewer.out"
+        _ = FileManager.default.createFile(atPath: outPath, contents: nil)
+        viewer.standardOutput = FileHandle(forWritingAtPath: outPath)
+        viewer.standardError = FileHandle(forWritingAtPath: work + "/janus-viewer.err")
+        try viewer.run()
+        // Once the viewer has its frames (its ready file), the publisher stops.
+        _ = waitUntil(timeout: 90, every: 0.05) { FileManager.default.fileExists(atPath: work + "/janus-viewer.ready") || !viewer.isRunning }
+        let status = publisher.stop()
+        publisherStopped = true
+        viewer.waitUntilExit()
+        let line = ServeProcess.read(outPath).split(separator: "\n").last.map(String.init) ?? ""
+        let j = try #require(
+            try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+            "\(line) \(ServeProcess.read(work + "/janus-viewer.err").suffix(1500))")
+        #expect(status == 0, "\(publisher.err.suffix(1500))")
+        let decoded = int(j, "framesDecoded"), received = int(j, "framesReceived")
+        #expect(decoded >= 300 && decoded * 100 >= received * 95, "decoded \(decoded) of \(received): \(j)")
+        #expect(int(j, "frameWidth") == 640 && int(j, "frameHeight") == 360)
+        #expect(int(j, "freezeCount") == 0, "\(j)")
+        // Janus asked for a key frame for its subscriber; with key frames 400 s apart, every key frame after the
+        // first answered a request.
+        let summary = publisher.out
+        let whipLine = summary.split(separator: "\n").first { $0.hasPrefix("whip:") }.map(String.init) ?? ""
+        let keyFrames = summary.split(separator: "\n").first { $0.hasPrefix("key frames:") }.map(String.init) ?? ""
+        #expect(whipLine.contains("1 connection") && !whipLine.contains("PLI/FIR 0,") && whipLine.contains("DELETE /whip/resource/"), "\(summary)")
+        #expect(!keyFrames.hasPrefix("key frames:   1 "), "a key frame for the subscriber: \(keyFrames)")
+        #expect((j["publisherGoneAfterS"] as? Double ?? -1) >= 0, "Janus saw the publisher leave: \(j)")
+        print(
+            "janus: decoded \(decoded) of \(received) at 640x360, \(whipLine), \(keyFrames), publisher gone after \(j["publisherGoneAfterS"] ?? "-") s"
+        )
+        // A wrong token gets the server's refusal, named, before the camera starts.
+        let bad = try runTool(camcap, ["publish", "-d", "fixture:vivid", "--whip", whip, "--token", "wrong", "--frames", "5"])
+        #expect(bad.code != 0 && bad.err.contains("answered 403") && bad.err.contains("token"), "\(bad.err)")
+    }
+}
