@@ -296,8 +296,18 @@ start() {
   [ -x "$node" ] || die "no node binary (/usr/bin/node or /usr/bin/nodejs) for simple-whip-server"
 
   local http_port admin_port ws_port whip_port secret token
-  http_port=$(free_port); admin_port=$(free_port); ws_port=$(free_port); whip_port=$(free_port)
-  secret=$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n'); token=$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
+  if [ "${REUSE:-0}" = 1 ] && [ -f "$dir/env" ]; then
+    # restart: the same ports, secret and token as the last start (a server that comes back at the same URL).
+    http_port=$(sed -n 's|^JANUS_HTTP=http://127.0.0.1:\([0-9]*\)/janus$|\1|p' "$dir/env")
+    admin_port=$(sed -n 's|^JANUS_ADMIN=http://127.0.0.1:\([0-9]*\)/admin$|\1|p' "$dir/env")
+    ws_port=$(sed -n 's|^JANUS_WS=ws://127.0.0.1:\([0-9]*\)$|\1|p' "$dir/env")
+    whip_port=$(sed -n 's|^WHIP_BASE=http://127.0.0.1:\([0-9]*\)/whip$|\1|p' "$dir/env")
+    secret=$(sed -n 's|^JANUS_ADMIN_SECRET=||p' "$dir/env"); token=$(sed -n 's|^WHIP_TOKEN=||p' "$dir/env")
+    [ -n "$http_port" ] && [ -n "$admin_port" ] && [ -n "$ws_port" ] && [ -n "$whip_port" ] && [ -n "$token" ] || die "$dir/env does not hold the last start's ports and token"
+  else
+    http_port=$(free_port); admin_port=$(free_port); ws_port=$(free_port); whip_port=$(free_port)
+    secret=$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n'); token=$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
+  fi
   write_janus_config "$dir" "$http_port" "$admin_port" "$ws_port" "$secret"
 
   # Janus, in its own session (setsid in a script without job control execs: $! is janus itself).
@@ -419,7 +429,8 @@ rtsp_mountpoint() {   # DIR URL [USER PASS]
 case "${1:-}" in
   start) [ $# -eq 2 ] || die "usage: janus-env.sh start DIR"; start "$2" ;;
   stop) [ $# -eq 2 ] || die "usage: janus-env.sh stop DIR"; stop "$2" ;;
+  restart) [ $# -eq 2 ] || die "usage: janus-env.sh restart DIR"; REUSE=1 start "$2" ;;
   rtsp-mountpoint) [ $# -eq 3 ] || [ $# -eq 5 ] || die "usage: janus-env.sh rtsp-mountpoint DIR RTSP_URL [USER PASS]"; shift; rtsp_mountpoint "$@" ;;
   whip-root) whip_root ;;
-  *) die "usage: janus-env.sh start DIR | stop DIR | rtsp-mountpoint DIR RTSP_URL [USER PASS] | whip-root" ;;
+  *) die "usage: janus-env.sh start DIR | stop DIR | restart DIR (after stop: the same ports and token) | rtsp-mountpoint DIR RTSP_URL [USER PASS] | whip-root" ;;
 esac

@@ -281,8 +281,9 @@ public final class WHIPOutput: EncodedOutput, Sendable {
     /// The same as `end()`, errors ignored.
     public func discard() { try? end() }
 
-    /// "whip connected, rtt …" for the progress line.
+    /// "whip connected, rtt …" (or "whip reconnecting …") for the progress line.
     public var progress: String? {
+        if reconnecting.load(ordering: .acquiring) { return "whip reconnecting (\(state.withLock { $0.attempts }) attempts in all)" }
         guard let p = state.withLock({ $0.publisher }) else { return "whip: not connected" }
         let s = p.statistics
         return "whip \(s.state)" + (s.rtp?.rttMs.map { ", rtt \(Int($0)) ms" } ?? "")

@@ -31,6 +31,7 @@ struct Publish: AsyncParsableCommand {
     @Option(help: "Seconds between key frames (default 2).") var keyintSeconds: Double?
     @Option(help: "RTP payload budget in bytes.") var mtu = 1200
     @Option(help: "Seconds to wait for ICE and DTLS after the answer.") var connectTimeout: Double = 10
+    @Option(help: .hidden) var consentTimeout: Double = 30 // tests: seconds without an answered consent check before publishing again
     @Flag(help: "Rotate the pixels of a rotated camera even when the server accepts the video-orientation extension.")
     var rotatePixels = false
 
@@ -38,6 +39,9 @@ struct Publish: AsyncParsableCommand {
         try capture.validateCommon()
         try CLIRange.capture(capture)
         guard (200...1400).contains(mtu) else { throw ValidationError("--mtu must be 200...1400 bytes, got \(mtu)") }
+        guard consentTimeout.isFinite, (1...3600).contains(consentTimeout) else {
+            throw ValidationError("--consent-timeout must be 1...3600 s, got \(consentTimeout)")
+        }
         guard connectTimeout.isFinite, (1...120).contains(connectTimeout) else {
             throw ValidationError("--connect-timeout must be 1...120 seconds, got \(connectTimeout)")
         }
@@ -71,6 +75,8 @@ struct Publish: AsyncParsableCommand {
         var whipConfiguration = WHIPOutput.Configuration()
         whipConfiguration.publisher.maxPayload = mtu
         whipConfiguration.publisher.connectTimeoutNs = Int64(connectTimeout * 1e9)
+        whipConfiguration.publisher.consentTimeoutNs = Int64(consentTimeout * 1e9)
+        whipConfiguration.publisher.consentIntervalNs = min(5_000_000_000, Int64(consentTimeout * 1e9) / 4)
         if rotatePixels { whipConfiguration.publisher.videoOrientationExtensionID = nil }
         let output = try WHIPOutput(client: try WHIPClient(endpoint: whip, token: secret), configuration: whipConfiguration, logger: cliLogger)
         let encode = EncodeStage(settings: settings, keyIntervalSeconds: keyintSeconds ?? 2, outputs: [output])

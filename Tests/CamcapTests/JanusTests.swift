@@ -37,14 +37,20 @@ final class JanusEnvironment {
         }
         env = e
     }
-    deinit {
+    deinit { try? run("stop") }
+
+    /// janus-env.sh `verb` DIR (stop, restart).
+    func run(_ verb: String) throws {
+        let log = dir + ".\(verb).log"
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/bin/bash")
-        p.arguments = [repo + "/Scripts/janus-env.sh", "stop", dir]
-        p.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
-        p.standardError = FileHandle(forWritingAtPath: "/dev/null")
-        try? p.run()
+        p.arguments = [repo + "/Scripts/janus-env.sh", verb, dir]
+        p.standardOutput = FileHandle(forWritingAtPath: log)
+        p.standardError = FileHandle(forWritingAtPath: log)
+        try p.run()
         p.waitUntilExit()
+        guard p.terminationStatus == 0 else { throw CLIFailure("janus-env.sh \(verb) failed: \(ServeProcess.read(log).suffix(1500))") }
     }
 
     /// Runs the janus.js viewer and returns its JSON report.
@@ -146,5 +152,31 @@ final class CamcapProcess {
         // A wrong token gets the server's refusal, named, before the camera starts.
         let bad = try runTool(camcap, ["publish", "-d", "fixture:vivid", "--whip", whip, "--token", "wrong", "--frames", "5"])
         #expect(bad.code != 0 && bad.err.contains("answered 403") && bad.err.contains("token"), "\(bad.err)")
+    }
+
+    /// The server goes away (Janus and simple-whip-server stopped) and comes back at the same URL: the publisher
+    /// notices (no answer to its consent checks), publishes again with backoff until the server answers, and a
+    /// new subscriber decodes the camera again.
+    @Test(.enabled(if: janusAvailable)) func thePublisherComesBackWhenTheServerDoes() throws {
+        let janus = try JanusEnvironment(name: "restart")
+        let whip = try #require(janus.env["WHIP_URL"]), room = try #require(janus.env["ROOM"])
+        let tokenFile = work + "/whip-token-restart"
+        try (janus.env["WHIP_TOKEN"] ?? "").write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        let publisher = try CamcapProcess(
+            ["publish", "-d", "fixture:vivid", "-s", "320x240", "--whip", whip, "--token-file", tokenFile, "--consent-timeout", "2"],
+            name: "publish-restart", ready: "publishing fixture:vivid")
+        var stopped = false
+        defer { if !stopped { _ = publisher.stop() } }
+        try #require(publisher.process.isRunning, "\(publisher.err)")
+        try janus.run("stop")
+        #expect(waitUntil(timeout: 30, every: 0.05) { publisher.err.contains("whip reconnecting") }, "\(publisher.err.suffix(1500))")
+        try janus.run("restart")
+        let j = try janus.viewer(["--videoroom", room, "--frames", "60", "--timeout", "60"])
+        #expect(int(j, "framesDecoded") >= 60 && int(j, "frameWidth") == 320, "\(j)")
+        #expect(publisher.stop() == 0)
+        stopped = true
+        let whipLine = publisher.out.split(separator: "\n").first { $0.hasPrefix("whip:") }.map(String.init) ?? ""
+        #expect(whipLine.contains("2 connections") && whipLine.contains("attempts"), "\(publisher.out)")
+        print("server restart: \(whipLine)")
     }
 }
