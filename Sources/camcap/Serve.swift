@@ -56,6 +56,11 @@ struct Serve: AsyncParsableCommand {
     var adaptToBandwidth = false
     @Option(help: "Read the bearer token from this file (default: $CAMCAP_TOKEN, else a random one, printed).") var tokenFile: String?
     @Option(help: "The bearer token (visible to other users in ps; prefer --token-file or $CAMCAP_TOKEN).") var token: String?
+    @Option(
+        help:
+            "Congestion control: remb (the viewer's receive-side estimate) or transport-cc (transport-wide feedback, our send-side estimate, GCC-style, per viewer; Chromium then sends no REMB)."
+    )
+    var congestionControl = "remb"
     @Flag(
         help:
             "Rotate the pixels of a rotated camera for every viewer, instead of sending the rotation in the video-orientation RTP extension to viewers that negotiate it."
@@ -93,6 +98,9 @@ struct Serve: AsyncParsableCommand {
         try CLIRange.capture(capture)
         guard ListenAddress(listen) != nil else {
             throw ValidationError("--listen must be HOST:PORT with an IPv4/IPv6 address and a port 0...65535, got \"\(listen.prefix(80))\"")
+        }
+        guard ["remb", "transport-cc"].contains(congestionControl) else {
+            throw ValidationError("--congestion-control must be remb or transport-cc, got \"\(congestionControl.prefix(20))\"")
         }
         guard ["gcm", "cm", "both"].contains(srtp) else { throw ValidationError("--srtp must be gcm, cm or both, got \"\(srtp.prefix(20))\"") }
         guard consentTimeout.isFinite, (1...3600).contains(consentTimeout) else {
@@ -172,6 +180,9 @@ struct Serve: AsyncParsableCommand {
         peer.consentTimeoutNs = Int64(consentTimeout * 1e9)
         peer.connectTimeoutNs = Int64(connectTimeout * 1e9)
         peer.useVideoOrientation = !rotatePixels
+        peer.useTransportWideCC = congestionControl == "transport-cc"
+        peer.sendSideEstimation = SendSideBandwidthEstimator.Configuration(
+            minBitrate: 50_000, maxBitrate: (maxBitrate ?? bitrate * 3 / 2) * 1000, startBitrate: min(bitrate, 1000) * 1000)
         let limits = ViewerHub.Limits(
             maxViewers: maxViewers, maxPending: maxPending, maxPerAddress: maxViewersPerAddress,
             maxPendingPerAddress: maxPendingPerAddress)
