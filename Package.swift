@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "WebRTC", targets: ["WebRTC"]),
         .library(name: "CapturePipeline", targets: ["CapturePipeline"]),
         .library(name: "WHEPServer", targets: ["WHEPServer"]),
+        .library(name: "RTSPServer", targets: ["RTSPServer"]),
         .executable(name: "camcap", targets: ["camcap"]),
     ],
     dependencies: [
@@ -98,10 +99,22 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
             ],
             swiftSettings: upcoming),
+        // RTSP 1.0 (RFC 2326) to ffmpeg, VLC, GStreamer and go2rtc/MediaMTX from one encode: the request parser,
+        // the sessions (UDP or TCP interleaved), Digest authentication and the SwiftNIO host.
+        .target(
+            name: "RTSPServer",
+            dependencies: [
+                "CapturePipeline", "VideoCapture", "VideoProcessing", "H264", "RTP", "SystemIO",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: upcoming),
         .executableTarget(
             name: "camcap",
             dependencies: [
-                "CapturePipeline", "WHEPServer", "VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture", "H264", "RTP", "WebRTC",
+                "CapturePipeline", "WHEPServer", "RTSPServer", "VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture", "H264", "RTP",
+                "WebRTC",
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -139,6 +152,7 @@ let package = Package(
         .testTarget(
             name: "CamcapTests", dependencies: ["camcap", "embedded-whep-example", "frame-consumer-example", "WHEPServer", "WebRTC", "TestSupport"]),
         .testTarget(name: "SystemIOTests", dependencies: ["SystemIO"]),
+        .testTarget(name: "RTSPServerTests", dependencies: ["RTSPServer", "TestSupport"]),
         .testTarget(name: "RTPTests", dependencies: ["RTP", "H264", "SystemIO", "VideoCapture", "FixtureCameras", "TestSupport"]),
         .testTarget(name: "WebRTCTests", dependencies: ["WebRTC", "RTP", "H264", "CWebRTC", "TestSupport"]),
         // The README's Swift blocks (and its Package.swift lines) and misuse that must not compile, compiled with
