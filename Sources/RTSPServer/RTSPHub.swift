@@ -465,7 +465,7 @@ public final class RTSPHub: EncodedOutput, Sendable {
 
     /// The connection closed: its TCP sessions end; its UDP sessions stay until TEARDOWN or their timeout.
     func closed(_ connection: RTSPConnection) {
-        for s in connection.sessions where s.isTCP { end(s, reason: "the client closed the connection") }
+        for s in connection.sessions where s.isTCP { end(s, reason: "its connection closed") }
         connection.detach()
     }
 
