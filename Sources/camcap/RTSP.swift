@@ -63,6 +63,7 @@ struct RTSP: AsyncParsableCommand {
             valueName: "seconds"))
     var idleRelease: Double = 30
     @Option(help: .hidden) var nonceLifetime: Double = 300 // tests: seconds a Digest nonce is valid
+    @Option(help: .hidden) var slowClientTimeout: Double = 10 // tests: seconds of dropped frames before a TCP client is cut off
 
     func validate() throws {
         try capture.validateCommon()
@@ -91,6 +92,7 @@ struct RTSP: AsyncParsableCommand {
         for (name, v, range) in [
             ("--session-timeout", sessionTimeout, 1.0...3600), ("--request-timeout", requestTimeout, 0.5...3600),
             ("--idle-timeout", idleTimeout, 1.0...86_400), ("--nonce-lifetime", nonceLifetime, 1.0...86_400),
+            ("--slow-client-timeout", slowClientTimeout, 0.5...3600),
         ] {
             guard v.isFinite, range.contains(v) else {
                 throw ValidationError("\(name) must be \(range.lowerBound)...\(range.upperBound) seconds, got \(v)")
@@ -159,6 +161,7 @@ struct RTSP: AsyncParsableCommand {
         c.maxConnections = min(maxConnections, ServeSecurity.connectionsWithinDescriptorLimit(viewers: maxClients))
         c.maxConnectionsPerAddress = maxConnectionsPerAddress
         c.maxPayload = mtu
+        c.slowClientTimeoutNs = Int64(slowClientTimeout * 1e9)
         if let user, let password {
             c.authenticator = DigestAuthenticator(user: user, password: password, realm: realm, nonceLifetimeNs: Int64(nonceLifetime * 1e9))
         }

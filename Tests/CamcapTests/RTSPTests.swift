@@ -377,6 +377,30 @@ func gstreamerPull(_ url: String, transport: String, frames: Int, frameBytes: In
         #expect(server.out.contains("rtsp refused:") && server.out.contains("4 malformed") && server.out.contains("1 timeouts"), "\(server.out)")
     }
 
+    @Test func aTCPClientThatDoesNotReadLosesFramesAndIsCutOffWithoutHoldingUpTheOthers() throws {
+        let server = try RTSPProcess(
+            ["-d", "fixture:vivid", "-s", "640x360", "--noise", "8", "--bitrate", "3000", "--slow-client-timeout", "2"], name: "rtsp-slow")
+        defer { _ = server.stop() }
+        // A client with a 4 KiB receive buffer that plays over TCP and then reads nothing.
+        let stuck = try RawRTSP(port: server.port, receiveBuffer: 4096)
+        #expect(stuck.request("DESCRIBE", server.url, cseq: 1)?.status == 200)
+        let setup = stuck.request("SETUP", server.url + "/trackID=0", cseq: 2, ["Transport: RTP/AVP/TCP;unicast;interleaved=0-1"])
+        let session = String(setup?.header("Session")?.prefix { $0 != ";" } ?? "")
+        #expect(stuck.request("PLAY", server.url, cseq: 3, ["Session: \(session)"])?.status == 200)
+        // Meanwhile ffmpeg over UDP gets every frame: the encoder is never held up by the stuck connection.
+        let got = try ffmpegPull(server.url, transport: "udp", frames: 300, name: "rtsp-beside-slow")
+        print("beside a stuck TCP client: ffmpeg over udp \(got.count) of 300")
+        #expect(got.count >= 294, "\(got.log)")
+        let line = server.waitForLine(containing: "rtsp: client 1 ended", timeout: 90)
+        #expect(line?.contains("too slow: it did not read the stream for 2 s") == true, "\(server.err)")
+        #expect(stuck.closedByServer)
+        #expect(server.stop() == 0)
+        let stuckLine = server.clientLines.first { $0.hasPrefix("rtsp client 1:") } ?? ""
+        print(stuckLine)
+        #expect(stuckLine.contains("dropped (slow)"), "\(server.out)")
+        #expect(summaryValue(server.out, "captured") ?? 0 > 0 && server.out.contains("dropped 0"), "the capture dropped nothing: \(server.out)")
+    }
+
     @Test func connectionsOverTheLimitGet503() throws {
         let server = try RTSPProcess(["-d", "fixture:vivid", "-s", "320x180", "--max-connections-per-address", "2"], name: "rtsp-connlimit")
         defer { _ = server.stop() }
