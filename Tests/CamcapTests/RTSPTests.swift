@@ -106,8 +106,7 @@ final class RawRTSP {
                 guard pending.count >= 4 else { break }
                 let n = 4 + (Int(pending[2]) << 8 | Int(pending[3]))
                 guard pending.count >= n else { break }
-                pending.removeFirst(n)
-                interleavedFrames += 1
+                take(n)
             }
             if pending.first != 0x24, let end = findHeadEnd() {
                 let head = String(decoding: pending[..<end], as: UTF8.self)
@@ -129,13 +128,22 @@ final class RawRTSP {
         }
     }
     var interleavedFrames = 0
+    /// The first interleaved packet on each channel, and how many came on each.
+    var firstOnChannel: [UInt8: [UInt8]] = [:]
+    var countOnChannel: [UInt8: Int] = [:]
+    private func take(_ n: Int) {
+        let channel = pending[1]
+        if firstOnChannel[channel] == nil { firstOnChannel[channel] = Array(pending[4..<n]) }
+        countOnChannel[channel, default: 0] += 1
+        pending.removeFirst(n)
+        interleavedFrames += 1
+    }
 
     /// Reads until `n` interleaved frames have arrived (false if the connection closed or 30 s passed without data).
     func waitForInterleaved(_ n: Int) -> Bool {
         while interleavedFrames < n {
             while pending.first == 0x24, pending.count >= 4, pending.count >= 4 + (Int(pending[2]) << 8 | Int(pending[3])) {
-                pending.removeFirst(4 + (Int(pending[2]) << 8 | Int(pending[3])))
-                interleavedFrames += 1
+                take(4 + (Int(pending[2]) << 8 | Int(pending[3])))
             }
             if interleavedFrames >= n { break }
             guard fill() else { return false }
@@ -346,7 +354,17 @@ func gstreamerPull(_ url: String, transport: String, frames: Int, frameBytes: In
         let session = String(setup?.header("Session")?.prefix { $0 != ";" } ?? "")
         let play = a.request("PLAY", url, cseq: 12, ["Session: \(session)"])
         #expect(play?.status == 200 && play?.header("RTP-Info")?.contains(";seq=") == true && play?.header("RTP-Info")?.contains(";rtptime=") == true)
-        #expect(a.waitForInterleaved(10), "media arrives interleaved")
+        #expect(a.waitForInterleaved(40), "media arrives interleaved")
+        // The client's first packet is SPS+PPS in a STAP-A (a key frame follows), numbered and timed as RTP-Info said.
+        let first = a.firstOnChannel[0] ?? []
+        #expect(first.count > 16 && first[12] & 0x1f == 24 && first[15] & 0x1f == 7, "STAP-A with the SPS first: \(first.prefix(16))")
+        let info = play?.header("RTP-Info") ?? ""
+        if first.count >= 12 {
+            let seq = Int(first[2]) << 8 | Int(first[3])
+            let ts = first[4..<8].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+            #expect(info.contains(";seq=\(seq);") && info.hasSuffix(";rtptime=\(ts)"), "\(info) vs seq \(seq) ts \(ts)")
+        }
+        #expect(a.countOnChannel[1, default: 0] >= 1, "a sender report on the RTCP channel")
         a.send([0x24, 9, 0, 4, 1, 2, 3, 4, 0x24, 1, 0, 2, 0xff, 0xff])
         #expect(a.request("GET_PARAMETER", url, cseq: 13, ["Session: \(session)"])?.status == 200)
         // Garbage that is no request: 400 and the connection is closed (its TCP session ends with it).
@@ -399,6 +417,16 @@ func gstreamerPull(_ url: String, transport: String, frames: Int, frameBytes: In
         print(stuckLine)
         #expect(stuckLine.contains("dropped (slow)"), "\(server.out)")
         #expect(summaryValue(server.out, "captured") ?? 0 > 0 && server.out.contains("dropped 0"), "the capture dropped nothing: \(server.out)")
+    }
+
+    @Test func theCameraIsReleasedWithoutClientsAndRestartsForTheNextOne() throws {
+        let server = try RTSPProcess(["-d", "fixture:vivid", "-s", "320x180", "--idle-release", "0.5"], name: "rtsp-idle")
+        defer { _ = server.stop() }
+        #expect(server.waitForLine(containing: "camera released") != nil, "\(server.err)")
+        let got = try ffmpegPull(server.url, transport: "tcp", frames: 60, name: "rtsp-after-release")
+        #expect(got.count >= 59 && got.sizes == ["86400"], "\(got.log) \(got.sizes)")
+        #expect(server.waitForLine(containing: "camera restarted") != nil, "\(server.err)")
+        #expect(server.stop() == 0)
     }
 
     @Test func connectionsOverTheLimitGet503() throws {
