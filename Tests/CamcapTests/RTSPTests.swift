@@ -321,6 +321,48 @@ func gstreamerPull(_ url: String, transport: String, frames: Int, frameBytes: In
         #expect(server.clientLines.count == 2, "\(server.out)")
     }
 
+    /// A Digest answer to `challenge` (RFC 2617 without qop, as live555 and GStreamer send it), hashed by Python's hashlib.
+    func digest(_ challenge: String, user: String, password: String, method: String, uri: String) throws -> String {
+        func field(_ name: String) -> String {
+            guard let r = challenge.range(of: name + "=\"") else { return "" }
+            return String(challenge[r.upperBound...].prefix { $0 != "\"" })
+        }
+        let realm = field("realm"), nonce = field("nonce")
+        let py =
+            "import hashlib,sys; h=lambda s: hashlib.md5(s.encode()).hexdigest(); u,r,p,n,m,i=sys.argv[1:]; "
+            + "print(h(h(u+':'+r+':'+p)+':'+n+':'+h(m+':'+i)))"
+        let response = try sh("python3", ["-c", py, user, realm, password, nonce, method, uri]).out.trimmingCharacters(in: .whitespacesAndNewlines)
+        return "Digest username=\"\(user)\", realm=\"\(realm)\", nonce=\"\(nonce)\", uri=\"\(uri)\", response=\"\(response)\""
+    }
+
+    @Test func anExpiredNonceIsAnsweredStaleAndAFreshOneIsAccepted() throws {
+        let server = try RTSPProcess(
+            ["-d", "fixture:vivid", "-s", "320x180", "--user", "cam", "--nonce-lifetime", "1"], name: "rtsp-stale",
+            environment: ["CAMCAP_RTSP_PASSWORD": "pw"])
+        defer { _ = server.stop() }
+        let c = try RawRTSP(port: server.port)
+        let challenge = c.request("DESCRIBE", server.url, cseq: 1)?.header("WWW-Authenticate") ?? ""
+        let credentials = try digest(challenge, user: "cam", password: "pw", method: "DESCRIBE", uri: server.url)
+        #expect(c.request("DESCRIBE", server.url, cseq: 2, ["Authorization: \(credentials)"])?.status == 200)
+        // The same credentials until the nonce expires (an event the server reports: 401 with stale=true).
+        var cseq = 3
+        var stale: RawRTSP.Response?
+        waitUntil(timeout: 30, every: 0.1) {
+            cseq += 1
+            let r = c.request("DESCRIBE", server.url, cseq: cseq, ["Authorization: \(credentials)"])
+            if r?.status != 200 { stale = r }
+            return r?.status != 200
+        }
+        #expect(stale?.status == 401 && stale?.header("WWW-Authenticate")?.hasSuffix("stale=true") == true, "\(stale?.headers ?? [:])")
+        let fresh = try digest(stale?.header("WWW-Authenticate") ?? "", user: "cam", password: "pw", method: "DESCRIBE", uri: server.url)
+        #expect(c.request("DESCRIBE", server.url, cseq: cseq + 1, ["Authorization: \(fresh)"])?.status == 200)
+        // A wrong password is never called stale.
+        let wrong = try digest(challenge, user: "cam", password: "nope", method: "DESCRIBE", uri: server.url)
+        let refused = c.request("DESCRIBE", server.url, cseq: cseq + 2, ["Authorization: \(wrong)"])
+        #expect(refused?.status == 401 && refused?.header("WWW-Authenticate")?.contains("stale") == false)
+        #expect(server.stop() == 0)
+    }
+
     @Test func malformedRequestsGetTheRightStatusAndNeverHangTheServer() throws {
         let server = try RTSPProcess(
             ["-d", "fixture:vivid", "-s", "640x360", "--request-timeout", "1", "--max-clients", "1", "--max-connections-per-address", "6"],
@@ -365,8 +407,12 @@ func gstreamerPull(_ url: String, transport: String, frames: Int, frameBytes: In
             #expect(info.contains(";seq=\(seq);") && info.hasSuffix(";rtptime=\(ts)"), "\(info) vs seq \(seq) ts \(ts)")
         }
         #expect(a.countOnChannel[1, default: 0] >= 1, "a sender report on the RTCP channel")
+        #expect(a.request("PAUSE", url, cseq: 14, ["Session: \(session)"])?.status == 200)
+        let again = a.request("PLAY", url, cseq: 15, ["Session: \(session)"])
+        #expect(again?.status == 200 && again?.header("RTP-Info")?.contains(";seq=") == true)
         a.send([0x24, 9, 0, 4, 1, 2, 3, 4, 0x24, 1, 0, 2, 0xff, 0xff])
         #expect(a.request("GET_PARAMETER", url, cseq: 13, ["Session: \(session)"])?.status == 200)
+        #expect(a.request("SETUP", url + "/trackID=0", cseq: 16, ["Session: \(session)", "Transport: RTP/AVP/TCP;interleaved=2-3"])?.status == 459)
         // Garbage that is no request: 400 and the connection is closed (its TCP session ends with it).
         a.send([0x00, 0x01, 0x02, 0x20, 0x6a, 0x75, 0x6e, 0x6b, 0x20, 0x0d, 0x0a])
         var last: RawRTSP.Response?
