@@ -161,7 +161,7 @@ let package = Package(
             name: "UsageTests",
             dependencies: [
                 "VideoCapture", "V4L2Capture", "FixtureCameras", "VideoProcessing", "H264", "RTP", "WebRTC", "CapturePipeline",
-                "WHEPServer", "TestSupport",
+                "WHEPServer", "RTSPServer", "TestSupport",
             ]),
         // The framework-neutral WHEP endpoint behind Hummingbird routes (Hummingbird is a test-only dependency).
         .testTarget(
