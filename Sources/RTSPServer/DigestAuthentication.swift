@@ -80,7 +80,7 @@ public struct DigestAuthenticator: Sendable {
         let responseOK = constantTimeEqual(response.lowercased(), expected)
         guard userOK && realmOK && responseOK else { return .refused("wrong user name or password") }
         // A nonce from the future is not ours (the clock is monotonic); an old one is stale.
-        guard issuedNs <= nowNs else { return .refused("not our nonce") }
+        guard issuedNs >= 0, issuedNs <= nowNs else { return .refused("not our nonce") }
         return nowNs - issuedNs > nonceLifetimeNs ? .stale : .authorized
     }
 
