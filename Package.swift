@@ -152,7 +152,11 @@ let package = Package(
         .testTarget(
             name: "CamcapTests", dependencies: ["camcap", "embedded-whep-example", "frame-consumer-example", "WHEPServer", "WebRTC", "TestSupport"]),
         .testTarget(name: "SystemIOTests", dependencies: ["SystemIO"]),
-        .testTarget(name: "RTSPServerTests", dependencies: ["RTSPServer", "TestSupport"]),
+        .testTarget(
+            name: "RTSPServerTests",
+            dependencies: [
+                "RTSPServer", "H264", "VideoCapture", "VideoProcessing", "TestSupport", .product(name: "NIOEmbedded", package: "swift-nio"),
+            ]),
         .testTarget(name: "RTPTests", dependencies: ["RTP", "H264", "SystemIO", "VideoCapture", "FixtureCameras", "TestSupport"]),
         .testTarget(name: "WebRTCTests", dependencies: ["WebRTC", "RTP", "H264", "CWebRTC", "TestSupport"]),
         // The README's Swift blocks (and its Package.swift lines) and misuse that must not compile, compiled with
