@@ -155,7 +155,7 @@ let package = Package(
         .testTarget(
             name: "RTSPServerTests",
             dependencies: [
-                "RTSPServer", "H264", "VideoCapture", "VideoProcessing", "TestSupport", .product(name: "NIOEmbedded", package: "swift-nio"),
+                "RTSPServer", "H264", "RTP", "VideoCapture", "VideoProcessing", "TestSupport", .product(name: "NIOEmbedded", package: "swift-nio"),
             ]),
         .testTarget(name: "RTPTests", dependencies: ["RTP", "H264", "SystemIO", "VideoCapture", "FixtureCameras", "TestSupport"]),
         .testTarget(name: "WebRTCTests", dependencies: ["WebRTC", "RTP", "H264", "CWebRTC", "TestSupport"]),

@@ -2,6 +2,7 @@ import Foundation
 import NIOEmbedded
 import Testing
 import H264
+import RTP
 import VideoCapture
 @testable import RTSPServer
 
@@ -152,6 +153,82 @@ final class TestUDP {
         #expect(setUp(from: "127.0.0.2") == 200)
         #expect(setUp(from: "127.0.0.3") == 503, "overall")
         #expect(hub.refusals.perAddressSessionLimit == 1 && hub.refusals.sessionLimit == 1)
+    }
+}
+
+/// `mc_count` of an LD_PRELOADed malloc counter (Scripts/malloc-count.c), if one is loaded.
+let rtspMallocCounter: (@Sendable () -> Int)? = {
+    guard let sym = dlsym(dlopen(nil, RTLD_NOW), "mc_count") else { return nil }
+    let f = unsafeBitCast(sym, to: (@convention(c) () -> Int).self)
+    return { f() }
+}()
+
+extension RTSPHubTests {
+    /// Allocations per frame of the fan-out to UDP clients, measured when a malloc counter is loaded:
+    ///   gcc -O2 -shared -fPIC -o /tmp/libmc.so Scripts/malloc-count.c
+    ///   LD_PRELOAD=/tmp/libmc.so .build/debug/swift-video-capturePackageTests.xctest --testing-library swift-testing --filter mallocs
+    /// The hub adds nothing per frame and client to what each client's `RTPSender.send` allocates itself (measured:
+    /// the packetizer's, 1–2 per frame).
+    @Test(.enabled(if: rtspMallocCounter != nil)) func mallocsPerFrameOfTheFanOut() throws {
+        let count = rtspMallocCounter!
+        var c = RTSPHub.Configuration()
+        c.udpHost = "127.0.0.1"
+        let encoded = try frames(2)
+        let hub = try RTSPHub(configuration: c, parameterSets: RTPSenderParameterSets.of(encoded[0]))
+        defer { hub.closeAll(reason: "the test ended") }
+        var sockets: [TestUDP] = []
+        var connections: [RTSPConnection] = []
+        func addClient() {
+            let connection = RTSPConnection(client: "127.0.0.1", channel: EmbeddedChannel())
+            connections.append(connection)
+            let rtp = TestUDP()
+            sockets.append(rtp)
+            _ = hub.handle(request("DESCRIBE", url, cseq: 1), on: connection)
+            let setup = hub.handle(
+                request("SETUP", url + "/trackID=0", cseq: 2, [RTSPHeader("Transport", "RTP/AVP;unicast;client_port=\(rtp.port)-\(rtp.port + 1)")]),
+                on: connection)
+            let session = String(setup.headers.first { $0.name == "Session" }?.value.prefix { $0 != ";" } ?? "")
+            _ = hub.handle(request("PLAY", url, cseq: 3, [RTSPHeader("Session", session)]), on: connection)
+        }
+        var t: Int64 = 1_000_000_000
+        var delta = encoded[1]
+        /// (through the hub, through each client's sender directly), per frame.
+        func measure(clients: Int) throws -> (hub: Double, senders: Double) {
+            while sockets.count < clients { addClient() }
+            var key = encoded[0]
+            key.timestampNs = t
+            try hub.write(key)
+            for _ in 0..<30 {
+                t += 33_333_333
+                delta.timestampNs = t
+                try hub.write(delta)
+            }
+            for s in sockets { _ = s.drain() }
+            let before = count()
+            for _ in 0..<100 {
+                t += 33_333_333
+                delta.timestampNs = t
+                try hub.write(delta)
+            }
+            let throughHub = Double(count() - before) / 100
+            for s in sockets { _ = s.drain() }
+            let senders = connections.flatMap(\.sessions).map(\.sender)
+            let b = count()
+            for _ in 0..<100 {
+                t += 33_333_333
+                delta.timestampNs = t
+                for s in senders { try s.send(delta) }
+            }
+            let direct = Double(count() - b) / 100
+            for s in sockets { _ = s.drain() }
+            return (throughHub, direct)
+        }
+        let none = try measure(clients: 0), one = try measure(clients: 1), three = try measure(clients: 3)
+        print(
+            "MEASURE rtsp fan-out mallocs per frame (through the hub / the senders alone): no client \(none.hub), 1 UDP client \(one.hub) / \(one.senders), 3 UDP clients \(three.hub) / \(three.senders)"
+        )
+        #expect(none.hub < 0.1, "nobody playing: nothing allocated (0.01: the RTCP thread once in the window)")
+        #expect(one.hub <= one.senders + 0.1 && three.hub <= three.senders + 0.1, "the hub adds nothing per client")
     }
 }
 
