@@ -587,10 +587,15 @@ public final class RTSPHub: EncodedOutput, Sendable {
     /// Ends every session (the run failed before it started).
     public func discard() { closeAll(reason: "the server stopped") }
 
-    /// Sessions now and in all, for the progress line.
+    /// Sessions now and in all, for the progress line, and the highest RTT and loss the clients report.
     public var progress: String? {
         let s = state.withLock { ($0.sessions.count, $0.playing.count, $0.total) }
+        let all = sessions
+        let rtt = all.compactMap(\.rttMs).max(), loss = all.compactMap(\.fractionLost).max()
+        let dropped = all.reduce(0) { $0 + $1.framesDropped }
         return "rtsp clients \(s.1) playing, \(s.0) sessions (\(s.2) in all)"
+            + (rtt.map { "  rtt ≤\(String(format: "%.1f", $0)) ms" } ?? "") + (loss.map { "  loss ≤\(String(format: "%.1f", $0 * 100))%" } ?? "")
+            + (dropped > 0 ? "  \(dropped) frames dropped for slow clients" : "")
     }
     /// The `rtsp` line (sessions in all, ended, why the last one ended), one `rtsp client N` line per session
     /// (current, then the last ended ones) and the `rtsp refused` line.
