@@ -475,6 +475,32 @@ func gstreamerPull(_ url: String, transport: String, frames: Int, frameBytes: In
         #expect(server.stop() == 0)
     }
 
+    @Test func anIdleConnectionIsClosedButOneWithASessionStaysUntilTheSessionEnds() throws {
+        let server = try RTSPProcess(
+            ["-d", "fixture:vivid", "-s", "320x180", "--idle-timeout", "1", "--session-timeout", "4"], name: "rtsp-idle-conn")
+        defer { _ = server.stop() }
+        let idle = try RawRTSP(port: server.port)
+        #expect(idle.request("OPTIONS", "*", cseq: 1)?.status == 200)
+        let start = Date()
+        #expect(idle.closedByServer)
+        let idleClosed = Date().timeIntervalSince(start)
+        #expect(idleClosed >= 0.9 && idleClosed < 20, "closed \(idleClosed) s after its last request")
+        // A UDP session (set up, never played, no keep-alive) holds its connection past the idle timeout until the
+        // session's own timeout ends it; then the idle connection is closed too.
+        let held = try RawRTSP(port: server.port)
+        #expect(held.request("DESCRIBE", server.url, cseq: 1)?.status == 200)
+        let setUp = held.request("SETUP", server.url + "/trackID=0", cseq: 2, ["Transport: RTP/AVP;unicast;client_port=40000-40001"])
+        #expect(setUp?.status == 200)
+        let since = Date()
+        #expect(held.closedByServer)
+        let heldFor = Date().timeIntervalSince(since)
+        print("idle connection closed after \(String(format: "%.1f", idleClosed)) s; with a session after \(String(format: "%.1f", heldFor)) s")
+        #expect(heldFor >= 3.5, "the session kept its connection \(heldFor) s")
+        #expect(server.waitForLine(containing: "rtsp: client 1 ended: timed out") != nil, "\(server.err)")
+        #expect(server.stop() == 0)
+        #expect(server.out.contains(" 2 timeouts"), "\(server.out)")
+    }
+
     @Test func connectionsOverTheLimitGet503() throws {
         let server = try RTSPProcess(["-d", "fixture:vivid", "-s", "320x180", "--max-connections-per-address", "2"], name: "rtsp-connlimit")
         defer { _ = server.stop() }
