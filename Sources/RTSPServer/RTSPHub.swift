@@ -240,7 +240,8 @@ public final class RTSPHub: EncodedOutput, Sendable {
     /// Answers one request that arrived on `connection` (the listener's event-loop thread).
     func handle(_ r: RTSPRequest, on connection: RTSPConnection) -> RTSPResponse {
         let response = route(r, on: connection)
-        if response.status >= 400 && response.status != 401 { count { $0.invalid += 1 } }
+        // 401s and the session limits' 503s are counted by their own reasons.
+        if response.status >= 400 && response.status != 401 && response.status != 503 { count { $0.invalid += 1 } }
         return response
     }
 
