@@ -379,6 +379,9 @@ func gstreamerPull(_ url: String, transport: String, frames: Int, frameBytes: In
             "SETUP before DESCRIBE")
         #expect(a.request("PLAY", url, cseq: 5)?.status == 454, "PLAY without SETUP")
         #expect(a.request("PLAY", url, cseq: 6, ["Session: 0123456789ABCDEF"])?.status == 454, "PLAY with an unknown session")
+        // go2rtc asks for the ONVIF backchannel first; without one that is 551, and it asks again without.
+        let backchannel = a.request("DESCRIBE", url, cseq: 7, ["Require: www.onvif.org/ver20/backchannel"])
+        #expect(backchannel?.status == 551 && backchannel?.header("Unsupported") == "www.onvif.org/ver20/backchannel")
         let sdp = a.request("DESCRIBE", url, cseq: 7)
         #expect(sdp?.status == 200 && sdp?.header("Content-Type") == "application/sdp")
         #expect(sdp?.body.contains("a=control:trackID=0") == true && sdp?.body.contains("sprop-parameter-sets=") == true, "\(sdp?.body ?? "")")
