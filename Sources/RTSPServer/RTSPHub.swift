@@ -695,8 +695,9 @@ final class RTSPSessionHandle: Sendable {
     func setPlaying(_ on: Bool) -> (UInt16, UInt32) {
         let st = sender.statistics
         return state.withLock { s in
+            // A session that starts (or resumes) waits for a key frame; a PLAY while it plays changes nothing.
+            if on && !s.playing { s.waitingForKeyFrame = true }
             s.playing = on && !s.ended
-            if on { s.waitingForKeyFrame = true }
             var rtptime = sender.rtpTimestampOffset
             if let first = st.firstCaptureNs {
                 let elapsed = max(0, monotonicNanoseconds() - first) / 1000
