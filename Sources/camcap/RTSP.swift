@@ -57,6 +57,8 @@ struct RTSP: AsyncParsableCommand {
     @Option(help: "Sessions per client address.") var maxClientsPerAddress = 8
     @Option(help: "RTSP connections at once.") var maxConnections = 64
     @Option(help: "RTSP connections per client address.") var maxConnectionsPerAddress = 16
+    @Option(help: "Bytes one request may have (request line, headers and body); larger ones get 413 and the connection is closed.")
+    var maxRequestBytes = 16_384
     @Option(
         help: ArgumentHelp(
             "Release the camera after this many seconds without clients (its light goes off); the next client starts it again. 0 keeps it running.",
@@ -104,6 +106,7 @@ struct RTSP: AsyncParsableCommand {
         for (name, v, range) in [
             ("--max-clients", maxClients, 1...256), ("--max-clients-per-address", maxClientsPerAddress, 1...256),
             ("--max-connections", maxConnections, 1...4096), ("--max-connections-per-address", maxConnectionsPerAddress, 1...4096),
+            ("--max-request-bytes", maxRequestBytes, 1024...65536),
         ] {
             guard range.contains(v) else { throw ValidationError("\(name) must be \(range.lowerBound)...\(range.upperBound), got \(v)") }
         }
@@ -161,6 +164,8 @@ struct RTSP: AsyncParsableCommand {
         c.maxConnections = min(maxConnections, ServeSecurity.connectionsWithinDescriptorLimit(viewers: maxClients))
         c.maxConnectionsPerAddress = maxConnectionsPerAddress
         c.maxPayload = mtu
+        c.parserLimits.maxRequestBytes = maxRequestBytes
+        c.parserLimits.maxLineLength = min(c.parserLimits.maxLineLength, maxRequestBytes)
         c.slowClientTimeoutNs = Int64(slowClientTimeout * 1e9)
         if let user, let password {
             c.authenticator = DigestAuthenticator(user: user, password: password, realm: realm, nonceLifetimeNs: Int64(nonceLifetime * 1e9))

@@ -504,8 +504,21 @@ func gstreamerPull(_ url: String, transport: String, frames: Int, frameBytes: In
         #expect(server.out.contains(" 2 timeouts"), "\(server.out)")
     }
 
+    @Test func ffmpegDecodesOverIPv6() throws {
+        let server = try RTSPProcess(["-d", "fixture:vivid", "-s", "320x180", "--listen", "[::1]:0"], name: "rtsp-ipv6")
+        defer { _ = server.stop() }
+        #expect(server.url.hasPrefix("rtsp://[::1]:"), "\(server.err)")
+        for transport in ["udp", "tcp"] {
+            let got = try ffmpegPull(server.url, transport: transport, frames: 60, name: "rtsp-ipv6-\(transport)")
+            #expect(got.count >= 59 && got.sizes == ["86400"], "over IPv6 \(transport): \(got.log)")
+        }
+        #expect(server.stop() == 0)
+        #expect(server.clientLines.count == 2 && server.clientLines.allSatisfy { $0.contains("::1 ") }, "\(server.out)")
+    }
+
     @Test func connectionsOverTheLimitGet503() throws {
-        let server = try RTSPProcess(["-d", "fixture:vivid", "-s", "320x180", "--max-connections-per-address", "2"], name: "rtsp-connlimit")
+        let server = try RTSPProcess(
+            ["-d", "fixture:vivid", "-s", "320x180", "--max-connections-per-address", "2", "--max-request-bytes", "2048"], name: "rtsp-connlimit")
         defer { _ = server.stop() }
         let a = try RawRTSP(port: server.port), b = try RawRTSP(port: server.port)
         #expect(a.request("OPTIONS", "*", cseq: 1)?.status == 200 && b.request("OPTIONS", "*", cseq: 1)?.status == 200)
@@ -513,6 +526,11 @@ func gstreamerPull(_ url: String, transport: String, frames: Int, frameBytes: In
         let refused = c.response()
         #expect(refused?.status == 503 && refused?.body.contains("too many connections from your address") == true)
         #expect(c.closedByServer)
+        // --max-request-bytes 2048: a 3 KB request is 413, and its connection closed.
+        b.send("OPTIONS * RTSP/1.0\r\nCSeq: 2\r\n" + (0..<30).map { "X-\($0): \(String(repeating: "y", count: 90))\r\n" }.joined() + "\r\n")
+        let tooLarge = b.response()
+        #expect(tooLarge?.status == 413 && tooLarge?.body.contains("longer than 2048 bytes") == true, "\(tooLarge?.body ?? "-")")
+        #expect(b.closedByServer)
         #expect(server.stop() == 0)
     }
 
