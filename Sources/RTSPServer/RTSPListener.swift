@@ -209,6 +209,9 @@ private final class RTSPHandler: ChannelInboundHandler {
             return
         }
         context.flush()
+        // A client that sends requests but does not read the answers (or the media) stops being read until its
+        // connection can take writes again: what waits for it stays bounded by the write buffer's high mark.
+        if !context.channel.isWritable { try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false) }
         if sawRequest {
             armIdle(context)
             requestDeadline?.cancel()
@@ -231,6 +234,14 @@ private final class RTSPHandler: ChannelInboundHandler {
         var b = context.channel.allocator.buffer(capacity: bytes.count)
         b.writeBytes(bytes)
         context.write(wrapOutboundOut(b), promise: nil)
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable {
+            try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: true)
+            context.read()
+        }
+        context.fireChannelWritabilityChanged()
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) { context.close(promise: nil) }

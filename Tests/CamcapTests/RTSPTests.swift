@@ -504,6 +504,39 @@ func gstreamerPull(_ url: String, transport: String, frames: Int, frameBytes: In
         #expect(server.out.contains(" 2 timeouts"), "\(server.out)")
     }
 
+    @Test func aClientThatSendsRequestsButReadsNoAnswersIsNoLongerRead() throws {
+        let server = try RTSPProcess(["-d", "fixture:vivid", "-s", "320x180"], name: "rtsp-pipelined")
+        defer { _ = server.stop() }
+        func rssKiB() -> Int {
+            let status = ServeProcess.read("/proc/\(server.process.processIdentifier)/status")
+            return status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") }.flatMap { Int($0.split(separator: " ")[1]) } ?? -1
+        }
+        let rssBefore = rssKiB()
+        let flood = try RawRTSP(port: server.port, receiveBuffer: 4096)
+        // OPTIONS after OPTIONS, never reading: once the answers fill what the server lets wait for this connection
+        // (its 1 MiB write buffer), the server stops reading and our sends would block.
+        let chunk = Array((0..<100).map { "OPTIONS * RTSP/1.0\r\nCSeq: \($0)\r\n\r\n" }.joined().utf8)
+        var sent = 0, blockedFor = 0
+        while sent < 64 << 20 && blockedFor < 200 {
+            let n = chunk.withUnsafeBytes { Glibc.send(flood.fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL)) }
+            if n > 0 {
+                sent += n
+                blockedFor = 0
+            } else {
+                blockedFor += 1 // would block: wait a little for the server to read more, if it still does
+                usleep(10_000)
+            }
+        }
+        let grown = rssKiB() - rssBefore
+        print("requests sent before the server stopped reading: \(sent / 1024) KiB; the server grew by \(grown) KiB")
+        #expect(sent < 32 << 20, "the server kept reading \(sent >> 20) MiB of requests whose answers nobody read")
+        #expect(grown < 24 * 1024, "answers nobody reads pile up: the server grew by \(grown) KiB")
+        // Others are served meanwhile.
+        let other = try RawRTSP(port: server.port)
+        #expect(other.request("OPTIONS", "*", cseq: 1)?.status == 200)
+        #expect(server.stop() == 0)
+    }
+
     @Test func ffmpegDecodesOverIPv6() throws {
         let server = try RTSPProcess(["-d", "fixture:vivid", "-s", "320x180", "--listen", "[::1]:0"], name: "rtsp-ipv6")
         defer { _ = server.stop() }
