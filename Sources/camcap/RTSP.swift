@@ -16,11 +16,12 @@ struct RTSP: AsyncParsableCommand {
             Clients choose UDP (RTP to their client_port, RTCP both ways; the server's UDP pair is printed) or TCP \
             (RTP interleaved on the RTSP connection: through firewalls and NAT). Every client starts at a key frame \
             with SPS/PPS; receiver reports give its RTT and loss; PLI asks for a key frame.
-              camcap rtsp -d fixture:vivid                     → serving rtsp://127.0.0.1:8554/camera
+              camcap rtsp -d fixture:vivid    → serving rtsp://127.0.0.1:8554/camera
               ffplay -rtsp_transport tcp rtsp://127.0.0.1:8554/camera
-              vlc rtsp://127.0.0.1:8554/camera        (or: cvlc --rtsp-tcp rtsp://…)
-              gst-launch-1.0 rtspsrc location=rtsp://127.0.0.1:8554/camera protocols=tcp latency=200 \\
-                ! rtph264depay ! h264parse ! avdec_h264 ! videoconvert ! autovideosink
+              vlc rtsp://127.0.0.1:8554/camera         (a VLC built with live555)
+              gst-launch-1.0 rtspsrc location=rtsp://127.0.0.1:8554/camera \\
+                protocols=tcp latency=200 ! rtph264depay ! h264parse \\
+                ! avdec_h264 ! videoconvert ! autovideosink
               go2rtc.yaml:  streams: { camera: rtsp://127.0.0.1:8554/camera }
               MediaMTX:     paths: { camera: { source: rtsp://127.0.0.1:8554/camera } }
             Runs until Ctrl-C (or --duration/--frames); clients get an RTCP BYE.
