@@ -20,6 +20,7 @@ let package = Package(
         .library(name: "CapturePipeline", targets: ["CapturePipeline"]),
         .library(name: "WHEPServer", targets: ["WHEPServer"]),
         .library(name: "WHIPClient", targets: ["WHIPClient"]),
+        .library(name: "RTSPServer", targets: ["RTSPServer"]),
         .executable(name: "camcap", targets: ["camcap"]),
     ],
     dependencies: [
@@ -105,10 +106,21 @@ let package = Package(
             name: "WHIPClient",
             dependencies: ["CapturePipeline", "VideoCapture", "H264", "RTP", "WebRTC", .product(name: "Logging", package: "swift-log")],
             swiftSettings: upcoming),
+        // RTSP 1.0 (RFC 2326) to ffmpeg, VLC, GStreamer and go2rtc/MediaMTX from one encode: the request parser,
+        // the sessions (UDP or TCP interleaved), Digest authentication and the SwiftNIO host.
+        .target(
+            name: "RTSPServer",
+            dependencies: [
+                "CapturePipeline", "VideoCapture", "VideoProcessing", "H264", "RTP", "SystemIO",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: upcoming),
         .executableTarget(
             name: "camcap",
             dependencies: [
-                "CapturePipeline", "WHEPServer", "WHIPClient", "VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture", "H264", "RTP",
+                "CapturePipeline", "WHEPServer", "WHIPClient", "RTSPServer", "VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture", "H264", "RTP",
                 "WebRTC",
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -147,6 +159,11 @@ let package = Package(
         .testTarget(
             name: "CamcapTests", dependencies: ["camcap", "embedded-whep-example", "frame-consumer-example", "WHEPServer", "WebRTC", "TestSupport"]),
         .testTarget(name: "SystemIOTests", dependencies: ["SystemIO"]),
+        .testTarget(
+            name: "RTSPServerTests",
+            dependencies: [
+                "RTSPServer", "H264", "RTP", "VideoCapture", "VideoProcessing", "TestSupport", .product(name: "NIOEmbedded", package: "swift-nio"),
+            ]),
         .testTarget(name: "RTPTests", dependencies: ["RTP", "H264", "SystemIO", "VideoCapture", "FixtureCameras", "TestSupport"]),
         .testTarget(name: "WebRTCTests", dependencies: ["WebRTC", "RTP", "H264", "CWebRTC", "TestSupport"]),
         // The README's Swift blocks (and its Package.swift lines) and misuse that must not compile, compiled with
@@ -155,7 +172,7 @@ let package = Package(
             name: "UsageTests",
             dependencies: [
                 "VideoCapture", "V4L2Capture", "FixtureCameras", "VideoProcessing", "H264", "RTP", "WebRTC", "CapturePipeline",
-                "WHEPServer", "TestSupport",
+                "WHEPServer", "RTSPServer", "TestSupport",
             ]),
         // The framework-neutral WHEP endpoint behind Hummingbird routes (Hummingbird is a test-only dependency).
         .testTarget(

@@ -37,6 +37,7 @@ let package = Package(
             dependencies: ["CFuzzer", .product(name: "H264", package: "swift-video-capture")]),
         .executableTarget(name: "FuzzRTCP", dependencies: ["CFuzzer", .product(name: "RTP", package: "swift-video-capture")]),
         .executableTarget(name: "FuzzSDP", dependencies: ["CFuzzer", .product(name: "RTP", package: "swift-video-capture")]),
+        .executableTarget(name: "FuzzRTSP", dependencies: ["CFuzzer", .product(name: "RTSPServer", package: "swift-video-capture")]),
         .executableTarget(name: "FuzzWebRTC", dependencies: ["CFuzzer", .product(name: "WebRTC", package: "swift-video-capture")]),
         .executableTarget(
             name: "FuzzMJPEG",

@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-60}
-read -r -a targets <<< "${FUZZ_TARGETS:-FuzzListing FuzzJSON FuzzAnnexB FuzzSPS FuzzRTCP FuzzSDP FuzzWebRTC FuzzMJPEG}"
+read -r -a targets <<< "${FUZZ_TARGETS:-FuzzListing FuzzJSON FuzzAnnexB FuzzSPS FuzzRTCP FuzzSDP FuzzRTSP FuzzWebRTC FuzzMJPEG}"
 jobs=${FUZZ_JOBS:-1}
 scratch=.build-fuzz
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages swift-video-capture needs (as root), only those missing.
 #   build:  libv4l-dev libyuv-dev libopenh264-dev libjpeg-dev libturbojpeg0-dev pkg-config, libssl-dev libsrtp2-dev (WebRTC: DTLS, SRTP)
-#   tests:  ffmpeg (ffprobe/ffmpeg as the independent decoder), v4l-utils, GStreamer (rtpbin + avdec_h264: an RTP receiver we did not write)
+#   tests:  ffmpeg (ffprobe/ffmpeg as the independent decoder, and an RTSP client over UDP and TCP), v4l-utils, GStreamer (rtpbin,
+#           rtspsrc + avdec_h264: an RTP and RTSP receiver we did not write; VLC is no judge: Debian builds it without live555, no rtsp://)
 #           chromium chromium-driver python3-selenium (camcap serve's browser test), and aiortc (PyPI, a second
 #           WebRTC client) in a virtual environment at ~/.cache/swift-video-capture/aiortc
 #           janus libjs-janus-gateway libjs-webrtc-adapter gcc (Scripts/janus-env.sh: Janus as a WHIP/RTSP judge; gcc builds

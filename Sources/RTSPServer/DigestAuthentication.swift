@@ -1,0 +1,203 @@
+import Foundation
+import SystemIO
+import VideoCapture
+
+/// HTTP Digest authentication for RTSP (RFC 2617, RFC 7616) with MD5, the algorithm ffmpeg, VLC (live555),
+/// GStreamer and go2rtc all speak. Nonces are stateless: the issue time and a keyed MD5 of it with a secret
+/// made at start, so a nonce cannot be forged and expires after `nonceLifetimeNs` (then the client is told
+/// `stale=true` and retries with a new one, without asking its user again). Responses are compared in
+/// constant time. The challenge carries no `qop` (live555 ignores it); responses with `qop=auth` are
+/// accepted too.
+public struct DigestAuthenticator: Sendable {
+    /// The realm shown to users and mixed into the hash.
+    public let realm: String
+    /// How long a nonce is accepted after it was issued, in nanoseconds (5 minutes by default).
+    public var nonceLifetimeNs: Int64
+    private let user: String
+    /// MD5(user:realm:password), hex: the password itself is not kept.
+    private let ha1: String
+    private let secret: String
+
+    /// An authenticator for one user. `realm` names the camera (ASCII without quotes).
+    public init(user: String, password: String, realm: String = "camcap", nonceLifetimeNs: Int64 = 300_000_000_000) {
+        self.user = user
+        self.realm = realm.filter { $0 != "\"" && $0 != "\\" && $0.isASCII }
+        self.nonceLifetimeNs = nonceLifetimeNs
+        ha1 = MD5.hex(Array("\(user):\(self.realm):\(password)".utf8))
+        var g = SystemRandomNumberGenerator()
+        secret = (0..<4).map { _ in String(g.next(), radix: 16) }.joined()
+    }
+
+    /// The outcome of checking a request's `Authorization` header.
+    public enum Verdict: Sendable, Equatable {
+        /// Valid credentials with a current nonce.
+        case authorized
+        /// Valid credentials, but the nonce has expired: challenge again with `stale=true`.
+        case stale
+        /// No credentials, or wrong ones (the reason is for logs, never for the client).
+        case refused(String)
+    }
+
+    /// The `WWW-Authenticate` value for a 401: a fresh nonce, and `stale=true` when the client's was expired.
+    public func challenge(stale: Bool = false) -> String { challenge(stale: stale, nowNs: monotonicNanoseconds()) }
+
+    /// The challenge as if it were `nowNs` on the monotonic clock (tests).
+    package func challenge(stale: Bool, nowNs: Int64) -> String {
+        "Digest realm=\"\(realm)\", nonce=\"\(nonce(issuedNs: nowNs))\", algorithm=MD5" + (stale ? ", stale=true" : "")
+    }
+
+    func nonce(issuedNs: Int64) -> String {
+        let t = String(UInt64(bitPattern: issuedNs), radix: 16)
+        let issued = String(repeating: "0", count: max(0, 16 - t.count)) + t
+        return issued + MD5.hex(Array("\(secret):\(issued)".utf8))
+    }
+
+    /// Checks `header` (the request's `Authorization` value) for `method`.
+    public func verify(_ header: String?, method: String) -> Verdict { verify(header, method: method, nowNs: monotonicNanoseconds()) }
+
+    /// The verdict as if it were `nowNs` on the monotonic clock (tests).
+    package func verify(_ header: String?, method: String, nowNs: Int64) -> Verdict {
+        guard let header, header.utf8.count <= 2048 else { return .refused("no Authorization header") }
+        guard header.lowercased().hasPrefix("digest ") else { return .refused("not Digest authorization") }
+        guard let p = DigestAuthenticator.parameters(header.dropFirst(7)) else { return .refused("malformed Digest parameters") }
+        guard let username = p["username"], let realm = p["realm"], let nonce = p["nonce"], let uri = p["uri"], let response = p["response"]
+        else { return .refused("a Digest parameter is missing") }
+        if let a = p["algorithm"], a.uppercased() != "MD5" { return .refused("algorithm \(a.prefix(20)) is not MD5") }
+        // The nonce: 16 hex digits of its issue time, then the keyed hash of them.
+        guard nonce.utf8.count == 48, let issuedBits = UInt64(nonce.prefix(16), radix: 16) else { return .refused("not our nonce") }
+        let issuedNs = Int64(bitPattern: issuedBits)
+        guard constantTimeEqual(nonce, self.nonce(issuedNs: issuedNs)) else { return .refused("not our nonce") }
+        let ha2 = MD5.hex(Array("\(method):\(uri)".utf8))
+        let expected: String
+        if let qop = p["qop"] {
+            guard qop.lowercased() == "auth", let nc = p["nc"], let cnonce = p["cnonce"] else { return .refused("qop \(qop.prefix(20)) is not auth") }
+            expected = MD5.hex(Array("\(ha1):\(nonce):\(nc):\(cnonce):\(qop):\(ha2)".utf8))
+        } else {
+            expected = MD5.hex(Array("\(ha1):\(nonce):\(ha2)".utf8))
+        }
+        // Every comparison runs whatever the earlier ones gave: the time taken says nothing about which failed.
+        let userOK = constantTimeEqual(username, user), realmOK = constantTimeEqual(realm, self.realm)
+        let responseOK = constantTimeEqual(response.lowercased(), expected)
+        guard userOK && realmOK && responseOK else { return .refused("wrong user name or password") }
+        // A nonce from the future is not ours (the clock is monotonic); an old one is stale.
+        guard issuedNs >= 0, issuedNs <= nowNs else { return .refused("not our nonce") }
+        return nowNs - issuedNs > nonceLifetimeNs ? .stale : .authorized
+    }
+
+    /// `name="value", name=value, …` → a dictionary (names lower-cased); nil when malformed or repeated.
+    static func parameters(_ s: Substring) -> [String: String]? {
+        var out: [String: String] = [:]
+        var rest = s.utf8[...]
+        func skipSpaces() { while let c = rest.first, c == 0x20 || c == 0x09 || c == 0x2c { rest = rest.dropFirst() } }
+        skipSpaces()
+        while !rest.isEmpty {
+            guard out.count < 16, let eq = rest.firstIndex(of: 0x3d) else { return nil }
+            let name = String(decoding: rest[..<eq], as: UTF8.self).trimmingCharacters(in: .init(charactersIn: " \t")).lowercased()
+            guard !name.isEmpty, name.utf8.count <= 32 else { return nil }
+            rest = rest[rest.index(after: eq)...]
+            var value: String
+            if rest.first == 0x22 { // quoted string (a backslash escapes the next character)
+                rest = rest.dropFirst()
+                var bytes: [UInt8] = []
+                var closed = false
+                while let c = rest.first {
+                    rest = rest.dropFirst()
+                    if c == 0x5c, let next = rest.first {
+                        bytes.append(next)
+                        rest = rest.dropFirst()
+                    } else if c == 0x22 {
+                        closed = true
+                        break
+                    } else {
+                        bytes.append(c)
+                    }
+                }
+                guard closed else { return nil }
+                value = String(decoding: bytes, as: UTF8.self)
+            } else {
+                let end = rest.firstIndex(of: 0x2c) ?? rest.endIndex
+                value = String(decoding: rest[..<end], as: UTF8.self).trimmingCharacters(in: .init(charactersIn: " \t"))
+                rest = rest[end...]
+            }
+            guard out[name] == nil else { return nil }
+            out[name] = value
+            skipSpaces()
+        }
+        return out
+    }
+}
+
+/// Equal strings, compared in time that depends only on their lengths.
+func constantTimeEqual(_ a: String, _ b: String) -> Bool {
+    let x = Array(a.utf8), y = Array(b.utf8)
+    var diff = x.count ^ y.count
+    for i in 0..<max(x.count, y.count) { diff |= Int((i < x.count ? x[i] : 0) ^ (i < y.count ? y[i] : 0)) }
+    return diff == 0
+}
+
+/// MD5 (RFC 1321), for Digest authentication only (it is what RTSP clients speak; not for anything that needs
+/// a secure hash).
+enum MD5 {
+    private static let s: [UInt32] = [
+        7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20,
+        4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21,
+    ]
+    private static let k: [UInt32] = (0..<64).map { i in UInt32(truncatingIfNeeded: Int64(abs(sin(Double(i + 1))) * 4_294_967_296.0)) }
+
+    /// The 16-byte digest of `message`.
+    static func digest(_ message: [UInt8]) -> [UInt8] {
+        var m = message
+        let bitLength = UInt64(message.count) &* 8
+        m.append(0x80)
+        while m.count % 64 != 56 { m.append(0) }
+        for i in 0..<8 { m.append(UInt8(truncatingIfNeeded: bitLength >> (8 * UInt64(i)))) }
+        var a0: UInt32 = 0x6745_2301, b0: UInt32 = 0xefcd_ab89, c0: UInt32 = 0x98ba_dcfe, d0: UInt32 = 0x1032_5476
+        var w = [UInt32](repeating: 0, count: 16)
+        for chunk in stride(from: 0, to: m.count, by: 64) {
+            for i in 0..<16 {
+                let o = chunk + 4 * i
+                w[i] = UInt32(m[o]) | UInt32(m[o + 1]) << 8 | UInt32(m[o + 2]) << 16 | UInt32(m[o + 3]) << 24
+            }
+            var a = a0, b = b0, c = c0, d = d0
+            for i in 0..<64 {
+                var f: UInt32, g: Int
+                switch i {
+                case 0..<16:
+                    f = (b & c) | (~b & d)
+                    g = i
+                case 16..<32:
+                    f = (d & b) | (~d & c)
+                    g = (5 * i + 1) % 16
+                case 32..<48:
+                    f = b ^ c ^ d
+                    g = (3 * i + 5) % 16
+                default:
+                    f = c ^ (b | ~d)
+                    g = (7 * i) % 16
+                }
+                f = f &+ a &+ k[i] &+ w[g]
+                a = d
+                d = c
+                c = b
+                b = b &+ (f << s[i] | f >> (32 - s[i]))
+            }
+            a0 = a0 &+ a
+            b0 = b0 &+ b
+            c0 = c0 &+ c
+            d0 = d0 &+ d
+        }
+        return [a0, b0, c0, d0].flatMap { v in (0..<4).map { UInt8(truncatingIfNeeded: v >> (8 * UInt32($0))) } }
+    }
+
+    /// The digest as 32 lower-case hex digits.
+    static func hex(_ message: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(32)
+        for b in digest(message) {
+            out.append(digits[Int(b >> 4)])
+            out.append(digits[Int(b & 0xf)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}

@@ -1,0 +1,92 @@
+public import VideoCapture
+
+/// Why an RTSP server could not start.
+public struct RTSPError: CodedError {
+    /// The codes: `cannotListen`, `invalidConfiguration`.
+    public typealias Code = ErrorCode<RTSPError>
+    /// What kind of failure this is, to switch on.
+    public var code: Code
+    /// A sentence for people, naming the address, port or value at fault.
+    public var message: String
+    /// An error with `code` and a human-readable `message`.
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+}
+
+/// The codes of `RTSPError`.
+extension ErrorCode where Domain == RTSPError {
+    /// The TCP or UDP address cannot be bound (in use, not ours).
+    public static var cannotListen: Self { Self(rawValue: "cannot listen") }
+    /// A value of the configuration is out of range.
+    public static var invalidConfiguration: Self { Self(rawValue: "invalid configuration") }
+}
+
+/// What happened to a client's session, for the app to show (the library never prints).
+public struct RTSPEvent: Sendable {
+    /// The kinds of event.
+    public enum Kind: Sendable, Equatable {
+        /// SETUP made the session.
+        case setUp
+        /// PLAY started the stream.
+        case playing
+        /// The session ended; `reason` says why (TEARDOWN, timeout, connection closed, too slow, server stopped).
+        case ended
+    }
+    /// What happened.
+    public var kind: Kind
+    /// The session as it was then.
+    public var session: RTSPSessionStatistics
+    /// Why the session ended (for `.ended`).
+    public var reason: String?
+}
+
+/// One client session's figures (a snapshot).
+public struct RTSPSessionStatistics: Sendable {
+    /// The session's number, 1 for the first since the server started (its id is a secret and not shown).
+    public var number: Int
+    /// The client's IP address.
+    public var client: String
+    /// `udp` or `tcp` (interleaved).
+    public var transport: String
+    /// The client's ports (UDP) or the interleaved channels (TCP), e.g. `5000-5001`.
+    public var ports: String
+    /// `ready` (set up), `playing`, or `ended`.
+    public var state: String
+    /// Frames, packets and bytes sent to this client.
+    public var framesSent: Int, packetsSent: Int, bytesSent: Int
+    /// Frames not sent because the client's TCP connection was congested (slow client).
+    public var framesDropped: Int
+    /// Frames not sent while the client waited for its first key frame (or the next one after drops).
+    public var framesSkippedBeforeKeyFrame: Int
+    /// Receiver-report blocks about our stream, and what the last one said: RTT (ms), loss (0…1), jitter (ms).
+    public var receiverReports: Int, rttMs: Double?, fractionLost: Double?, jitterMs: Double?
+    /// Sender reports sent to this client.
+    public var senderReports: Int
+    /// PLI/FIR from this client.
+    public var keyFrameRequests: Int
+    /// NACKs from this client and the packets resent for them.
+    public var nacks: Int, retransmissions: Int
+    /// RTCP packets from this client that could not be parsed.
+    public var rtcpErrors: Int
+    /// Seconds since the client last showed it is there (a request naming the session, or RTCP).
+    public var idleSeconds: Double
+}
+
+/// Requests the server refused, by reason.
+public struct RTSPRefusals: Sendable, Equatable {
+    /// 401s: no or wrong credentials (stale nonces are not counted).
+    public var unauthorized = 0
+    /// Requests that could not be parsed (400, 413, 414, 505), and requests refused as invalid in their state
+    /// or with a bad Transport (454, 455, 459, 461, 404, 405, 501).
+    public var malformed = 0, invalid = 0
+    /// Connections closed for not completing a request in time, or idle without a session.
+    public var timeouts = 0
+    /// Connections refused over the overall or per-address limit.
+    public var connectionLimit = 0, perAddressConnectionLimit = 0
+    /// SETUPs refused over the session limits (503).
+    public var sessionLimit = 0, perAddressSessionLimit = 0
+    /// RTCP datagrams on the shared port from addresses that are no client's.
+    public var rtcpFromStrangers = 0
+}
