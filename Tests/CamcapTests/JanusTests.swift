@@ -179,4 +179,25 @@ final class CamcapProcess {
         #expect(whipLine.contains("2 connections") && whipLine.contains("attempts"), "\(publisher.out)")
         print("server restart: \(whipLine)")
     }
+
+    /// Janus's Streaming plugin pulls the camera's RTSP (an `rtsp` mountpoint, with Digest credentials), and a
+    /// Chromium viewer through Janus (janus.js) decodes the frames at the camera's size.
+    @Test(.enabled(if: janusAvailable)) func janusPullsTheCamerasRTSP() throws {
+        let janus = try JanusEnvironment(name: "rtsp")
+        let password = work + "/rtsp-password-janus"
+        try "s3cret".write(toFile: password, atomically: true, encoding: .utf8)
+        let server = try RTSPProcess(["-d", "fixture:vivid", "-s", "640x360", "--user", "janus", "--password-file", password], name: "rtsp-janus")
+        defer { _ = server.stop() }
+        try #require(server.url.hasPrefix("rtsp://127.0.0.1:"), "\(server.err)")
+        let log = janus.dir + ".mountpoint.log"
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
+        let r = try runTool("/bin/bash", [repo + "/Scripts/janus-env.sh", "rtsp-mountpoint", janus.dir, server.url, "janus", "s3cret"])
+        let mountpoint = try #require(Int(r.out.trimmingCharacters(in: .whitespacesAndNewlines)), "\(r.out) \(r.err.suffix(1500))")
+        let j = try janus.viewer(["--streaming", String(mountpoint), "--frames", "300", "--timeout", "60"])
+        let decoded = int(j, "framesDecoded"), received = int(j, "framesReceived")
+        #expect(decoded >= 300 && decoded * 100 >= received * 95, "decoded \(decoded) of \(received): \(j)")
+        #expect(int(j, "frameWidth") == 640 && int(j, "frameHeight") == 360, "\(j)")
+        #expect(server.stop() == 0, "\(server.err.suffix(1500))")
+        print("janus streaming ← rtsp: decoded \(decoded) of \(received) at 640x360, lost \(int(j, "packetsLost")), freezes \(int(j, "freezeCount"))")
+    }
 }
