@@ -248,6 +248,24 @@ let chromiumAvailable =
         #expect(forced.stop() == 0)
     }
 
+    /// With --congestion-control transport-cc, Chromium sends transport-wide feedback instead of REMB, and each
+    /// viewer's estimate is ours (SendSideBandwidthEstimator): on loopback the path is never overused.
+    @Test(.enabled(if: chromiumAvailable)) func chromiumSendsTransportFeedbackForTheSendSideEstimate() throws {
+        let server = try ServeProcess(
+            ["-d", "fixture:vivid", "-s", "640x360", "--listen", "127.0.0.1:0", "--congestion-control", "transport-cc"], name: "serve-twcc")
+        let b = try chromium(server.pageURL, frames: 150)
+        #expect(b["ok"] as? Bool == true, "\(b)")
+        let last = b["lastServer"] as? [String: Any]
+        let sent = int(b, "framesSent"), decoded = int(b, "framesDecoded")
+        #expect(sent >= 150 && decoded * 100 >= sent * 95, "decoded \(decoded) of \(sent)")
+        #expect(last?["transportCC"] as? Bool == true && int(last, "transportFeedbacks") >= 20, "\(String(describing: last))")
+        let estimate = int(last, "sendSideEstimateBps")
+        #expect((50_000...2_250_000).contains(estimate) && last?["delayUsage"] as? String != "overusing", "\(String(describing: last))")
+        #expect(int(b["last"] as? [String: Any], "freezeCount") == 0)
+        print("transport-cc: \(int(last, "transportFeedbacks")) feedback messages, estimate \(estimate / 1000) kbit/s, \(last?["delayUsage"] ?? "")")
+        #expect(server.stop() == 0)
+    }
+
     @Test(.enabled(if: chromiumAvailable)) func lossIsRepairedWithNackAndPli() throws {
         let server = try ServeProcess(["-d", "fixture:vivid", "-s", "640x360", "--listen", "127.0.0.1:0", "--drop-rate", "0.02"], name: "serve-loss")
         let b = try chromium(server.pageURL)
