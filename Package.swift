@@ -120,7 +120,8 @@ let package = Package(
         .executableTarget(
             name: "camcap",
             dependencies: [
-                "CapturePipeline", "WHEPServer", "WHIPClient", "RTSPServer", "VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture", "H264", "RTP",
+                "CapturePipeline", "WHEPServer", "WHIPClient", "RTSPServer", "VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture",
+                "H264", "RTP",
                 "WebRTC",
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Metrics", package: "swift-metrics"),

@@ -308,7 +308,8 @@ public final class ViewerHub: EncodedOutput, Sendable {
                 ("receiverReports", st.rtp.receiverReports), ("rttMs", st.rtp.rttMs ?? -1), ("fractionLost", st.rtp.fractionLost ?? -1),
                 ("rembBps", v.remb.map { Int(clamping: $0) } ?? -1), ("transportCC", p.usesTransportWideCC),
                 ("transportFeedbacks", st.rtp.transportFeedbacks), ("sendSideEstimateBps", st.rtp.sendSideEstimate.map { Int(clamping: $0) } ?? -1),
-                ("delayUsage", st.rtp.delayUsage ?? ""), ("transportLoss", st.rtp.transportLoss ?? -1), ("stunRequests", st.stunRequests), ("srtcpErrors", st.srtcpErrors),
+                ("delayUsage", st.rtp.delayUsage ?? ""), ("transportLoss", st.rtp.transportLoss ?? -1), ("stunRequests", st.stunRequests),
+                ("srtcpErrors", st.srtcpErrors),
                 ("dtlsRecordsDropped", st.dtlsRecordsDropped), ("rtcpErrors", st.rtp.rtcpErrors),
                 ("keyFramesSkippedBeforeStart", st.framesSkippedBeforeKeyFrame),
                 // RTP time ↔ capture time of this viewer's stream, and CLOCK_REALTIME − CLOCK_MONOTONIC now

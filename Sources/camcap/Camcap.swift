@@ -18,7 +18,9 @@ struct Camcap: AsyncParsableCommand {
             then the cheapest conversion to I420.
             """,
         version: versionText,
-        subcommands: [Devices.self, Formats.self, Controls.self, Select.self, Preview.self, Record.self, Stream.self, Serve.self, Publish.self, RTSP.self])
+        subcommands: [
+            Devices.self, Formats.self, Controls.self, Select.self, Preview.self, Record.self, Stream.self, Serve.self, Publish.self, RTSP.self,
+        ])
 }
 
 let versionText: String = {
