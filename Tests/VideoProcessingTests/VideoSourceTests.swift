@@ -243,7 +243,6 @@ final class ReferenceConverter: CameraVideoCapturerDelegate, Sendable {
             if got.count == 30 { break }
         }
         source.detach()
-        let stats = cap.statistics
         try await cap.stopCapture()
         let portrait = (FrameSize(width: 480, height: 640), 0), sensor = (FrameSize(width: 640, height: 480), 90)
         func kind(_ f: (FrameSize, Int)) -> String { f == portrait ? "P" : f == sensor ? "S" : "?\(f)" }
@@ -251,7 +250,7 @@ final class ReferenceConverter: CameraVideoCapturerDelegate, Sendable {
         // P×10, then S from frame 11 or 12, then P again from frame 21 or 22.
         #expect(pattern.hasPrefix(String(repeating: "P", count: 10)) && pattern.hasSuffix(String(repeating: "P", count: 8)), "\(pattern)")
         #expect(pattern.filter { $0 == "S" }.count >= 8 && pattern.filter { $0 == "S" }.count <= 10 && !pattern.contains("?"), "\(pattern)")
-        #expect(pattern.contains(String(repeating: "S", count: 8)) && stats.delivered >= 30, "one start, no restart")
+        #expect(pattern.contains(String(repeating: "S", count: 8)), "one run of metadata frames: \(pattern)")
         #expect(source.appliesRotation)
         source.setAppliesRotation(false)
         #expect(source.plannedOutputSize(input: FrameSize(width: 640, height: 480), rotation: .rotation90) == FrameSize(width: 640, height: 480))
