@@ -236,8 +236,8 @@ final class ReferenceConverter: CameraVideoCapturerDelegate, Sendable {
         var got: [(FrameSize, Int)] = []
         for try await f in frames {
             got.append((f.buffer.size, f.rotation.degrees))
-            // Switched while frame 10 and then 20 are in hand: frame 11 is the first to follow (at most one more
-            // frame is already converted, waiting in the one-frame buffer).
+            // Switched while frame 10 and then 20 are in hand: at most two frames were converted before (one in
+            // the one-frame buffer, one waiting for room), so the switch shows by frame 13 and 23 at the latest.
             if got.count == 10 { source.setAppliesRotation(false) }
             if got.count == 20 { source.setAppliesRotation(true) }
             if got.count == 30 { break }
@@ -247,9 +247,9 @@ final class ReferenceConverter: CameraVideoCapturerDelegate, Sendable {
         let portrait = (FrameSize(width: 480, height: 640), 0), sensor = (FrameSize(width: 640, height: 480), 90)
         func kind(_ f: (FrameSize, Int)) -> String { f == portrait ? "P" : f == sensor ? "S" : "?\(f)" }
         let pattern = got.map(kind).joined()
-        // P×10, then S from frame 11 or 12, then P again from frame 21 or 22.
+        // P×10, then S from frame 11…13, then P again from frame 21…23 (CI saw P×10 S×12 P×8).
         #expect(pattern.hasPrefix(String(repeating: "P", count: 10)) && pattern.hasSuffix(String(repeating: "P", count: 8)), "\(pattern)")
-        #expect(pattern.filter { $0 == "S" }.count >= 8 && pattern.filter { $0 == "S" }.count <= 10 && !pattern.contains("?"), "\(pattern)")
+        #expect((8...12).contains(pattern.filter { $0 == "S" }.count) && !pattern.contains("?"), "\(pattern)")
         #expect(pattern.contains(String(repeating: "S", count: 8)), "one run of metadata frames: \(pattern)")
         #expect(source.appliesRotation)
         source.setAppliesRotation(false)
