@@ -66,20 +66,10 @@ public enum STUN {
             }
             o = v + (l + 3) & ~3
         }
-        if let f = fingerprintAt {
-            let expected = crc32(UnsafeRawBufferPointer(rebasing: p[0..<f])) ^ 0x5354_554e
-            guard p.bigEndianUInt32(at: f + 4) == expected else { return .ignored("STUN FINGERPRINT mismatch") }
-        }
+        if let f = fingerprintAt, !fingerprintMatches(p, at: f) { return .ignored("STUN FINGERPRINT mismatch") }
         guard let username, let integrityAt else { return .ignored("Binding request without USERNAME and MESSAGE-INTEGRITY") }
         guard username.hasPrefix(localUfrag + ":") else { return .ignored("Binding request for another ufrag") }
-        // MESSAGE-INTEGRITY covers the header (its length counting up to and including this attribute) and
-        // everything before the attribute.
-        var covered = [UInt8](UnsafeRawBufferPointer(rebasing: p[0..<integrityAt]))
-        let adjusted = integrityAt - 20 + 24
-        covered[2] = UInt8(adjusted >> 8)
-        covered[3] = UInt8(adjusted & 0xff)
-        let mac = hmacSHA1(key: Array(localPassword.utf8), covered)
-        guard mac.elementsEqual(p[(integrityAt + 4)..<(integrityAt + 24)]) else {
+        guard integrityMatches(p, at: integrityAt, password: localPassword) else {
             return .ignored("STUN MESSAGE-INTEGRITY does not match our ice-pwd")
         }
         return .request(
@@ -98,13 +88,7 @@ public enum STUN {
         let mask: [UInt8] = [0x21, 0x12, 0xA4, 0x42] + request.transactionID
         for (i, b) in address.enumerated() { xaddr.append(b ^ mask[i]) }
         append(&m, 0x0020, xaddr)
-        // MESSAGE-INTEGRITY over the message with the length field counting it.
-        setLength(&m, m.count - 20 + 24)
-        let mac = hmacSHA1(key: Array(localPassword.utf8), m)
-        append(&m, 0x0008, mac)
-        setLength(&m, m.count - 20 + 8)
-        let crc = crc32(m) ^ 0x5354_554e
-        append(&m, 0x8028, [UInt8(crc >> 24), UInt8((crc >> 16) & 0xff), UInt8((crc >> 8) & 0xff), UInt8(crc & 0xff)])
+        sign(&m, password: localPassword)
         return m
     }
 
@@ -124,11 +108,7 @@ public enum STUN {
         append(&m, 0x0024, [UInt8(priority >> 24), UInt8((priority >> 16) & 0xff), UInt8((priority >> 8) & 0xff), UInt8(priority & 0xff)])
         append(&m, 0x802A, (0..<8).map { UInt8(truncatingIfNeeded: tieBreaker >> (56 - 8 * UInt64($0))) })
         if nominate { append(&m, 0x0025, []) }
-        setLength(&m, m.count - 20 + 24)
-        append(&m, 0x0008, hmacSHA1(key: Array(remotePassword.utf8), m))
-        setLength(&m, m.count - 20 + 8)
-        let crc = crc32(m) ^ 0x5354_554e
-        append(&m, 0x8028, [UInt8(crc >> 24), UInt8((crc >> 16) & 0xff), UInt8((crc >> 8) & 0xff), UInt8(crc & 0xff)])
+        sign(&m, password: remotePassword)
         return m
     }
 
@@ -167,20 +147,38 @@ public enum STUN {
             }
             o = v + (l + 3) & ~3
         }
-        if let f = fingerprintAt {
-            let expected = crc32(UnsafeRawBufferPointer(rebasing: p[0..<f])) ^ 0x5354_554e
-            guard p.bigEndianUInt32(at: f + 4) == expected else { return .ignored("STUN FINGERPRINT mismatch") }
-        }
+        if let f = fingerprintAt, !fingerprintMatches(p, at: f) { return .ignored("STUN FINGERPRINT mismatch") }
         guard let integrityAt else { return .ignored("Binding response without MESSAGE-INTEGRITY") }
-        var covered = [UInt8](UnsafeRawBufferPointer(rebasing: p[0..<integrityAt]))
-        let adjusted = integrityAt - 20 + 24
-        covered[2] = UInt8(adjusted >> 8)
-        covered[3] = UInt8(adjusted & 0xff)
-        guard hmacSHA1(key: Array(remotePassword.utf8), covered).elementsEqual(p[(integrityAt + 4)..<(integrityAt + 24)]) else {
+        guard integrityMatches(p, at: integrityAt, password: remotePassword) else {
             return .ignored("STUN MESSAGE-INTEGRITY does not match the remote ice-pwd")
         }
         let id = Array(p[8..<20])
         return type == 0x0101 ? .success(transactionID: id) : .error(transactionID: id, code: code)
+    }
+
+    /// Appends MESSAGE-INTEGRITY (HMAC-SHA1 keyed with `password`, over the message with its length counting the
+    /// attribute) and FINGERPRINT (CRC-32 ^ 0x5354554e): the end of every message we send.
+    private static func sign(_ m: inout [UInt8], password: String) {
+        setLength(&m, m.count - 20 + 24)
+        append(&m, 0x0008, hmacSHA1(key: Array(password.utf8), m))
+        setLength(&m, m.count - 20 + 8)
+        let crc = crc32(m) ^ 0x5354_554e
+        append(&m, 0x8028, [UInt8(crc >> 24), UInt8((crc >> 16) & 0xff), UInt8((crc >> 8) & 0xff), UInt8(crc & 0xff)])
+    }
+
+    /// The FINGERPRINT attribute at `f` matches the CRC-32 of everything before it.
+    private static func fingerprintMatches(_ p: UnsafeRawBufferPointer, at f: Int) -> Bool {
+        p.bigEndianUInt32(at: f + 4) == crc32(UnsafeRawBufferPointer(rebasing: p[0..<f])) ^ 0x5354_554e
+    }
+
+    /// The MESSAGE-INTEGRITY attribute at `at` is the HMAC-SHA1, keyed with `password`, of the header (its length
+    /// counting up to and including this attribute) and everything before the attribute.
+    private static func integrityMatches(_ p: UnsafeRawBufferPointer, at: Int, password: String) -> Bool {
+        var covered = [UInt8](UnsafeRawBufferPointer(rebasing: p[0..<at]))
+        let adjusted = at - 20 + 24
+        covered[2] = UInt8(adjusted >> 8)
+        covered[3] = UInt8(adjusted & 0xff)
+        return hmacSHA1(key: Array(password.utf8), covered).elementsEqual(p[(at + 4)..<(at + 24)])
     }
 
     private static func append(_ m: inout [UInt8], _ type: UInt16, _ value: [UInt8]) {
