@@ -96,14 +96,8 @@ public struct WebRTCAnswer: Sendable {
                 code: .unsupportedCodec)
         }
         self.rtxPayloadType = rtxPayloadType.flatMap { m.payloadTypes.contains($0) ? $0 : nil }
-        videoOrientationExtensionID =
-            m.values("extmap").compactMap { value -> UInt8? in
-                let f = value.split(separator: " ")
-                guard f.count >= 2, String(f[1]) == WebRTCOffer.videoOrientationURI,
-                    let first = f[0].split(separator: "/", omittingEmptySubsequences: false).first, let id = UInt8(first), (1...14).contains(id)
-                else { return nil }
-                return id
-            }.first
+        // The server receives our stream: an extmap it marks sendonly or inactive is not accepted.
+        videoOrientationExtensionID = WebRTCOffer.extensionID(WebRTCOffer.videoOrientationURI, in: m)
         // a=candidate:foundation component transport priority address port typ type …
         var found: [ICECandidate] = []
         for c in m.values("candidate") + d.sessionAttributes.filter({ $0.0 == "candidate" }).map(\.1) {
