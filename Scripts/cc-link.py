@@ -1,30 +1,50 @@
 #!/usr/bin/python3
-"""One Chromium viewer of `camcap serve` behind a real link whose rate steps down and back up (#21).
+"""Chromium viewers of `camcap serve`, each behind its own real link whose rate can step (#21).
 
-    Scripts/cc-link.py [--congestion-control remb|transport-cc] [--limit-kbit 500] [--limit-from 10] [--limit-until 22]
-                       [--seconds 35] [--camcap .build/debug/camcap]
+    Scripts/cc-link.py [--viewer NAME[=STEPS]]... [--seconds 35] [--congestion-control remb|transport-cc]
+                       [--serve-arg ARG]... [--json FILE] [--camcap .build/debug/camcap]
 
-Creates a network namespace with a veth pair (10.77.N.1 here, 10.77.N.2 inside), serves the 720p fixture webcam
-(noise 4) on 10.77.N.1, runs headless Chromium (Scripts/webrtc-browser.py) inside the namespace, and from the
-viewer's connection on limits what flows toward it with `tc qdisc … tbf` between --limit-from and --limit-until
-seconds. Prints, every second, the send rate measured from the server's /stats, the viewer's estimate (REMB or our
-send-side one), the delay trend and the loss, then the viewer's frames and freezes. Removes the namespace and the
-qdisc at the end, whatever happens. Needs root (ip netns, tc).
+Every viewer gets a network namespace with a veth pair (10.77.N.1 on this side, 10.77.N.2 inside) and runs
+headless Chromium (Scripts/webrtc-browser.py) there; `camcap serve` (the 720p fixture webcam, noise 4) listens on
+0.0.0.0 and answers each viewer on its own link. STEPS limit what flows toward a viewer with `tc qdisc … tbf`:
+"T:KBIT,T:KBIT,…", seconds after every viewer played its first frame, KBIT 0 for no limit (default: no limit at
+all). The default is the issue's step: one viewer 5000 → 500 → 5000 kbit/s at 10 s and 25 s.
+
+Prints, every second, one line per viewer: its link, the send rate from the server's /stats, the estimate (REMB or
+our send-side one), its tier, and what its browser shows (size, frames per second, freezes). At the end one JSON
+line (also written to --json): every viewer's rows and the browser's final figures. Removes the namespaces and
+qdiscs at the end, whatever happens. Needs root (ip netns, tc).
 """
-import argparse, json, os, re, subprocess, sys, time, urllib.request
+import argparse, json, os, re, subprocess, sys, tempfile, time, urllib.request
 
 ap = argparse.ArgumentParser()
+ap.add_argument("--viewer", action="append", default=[], help="NAME[=T:KBIT,…] (repeatable)")
 ap.add_argument("--congestion-control", default="transport-cc", choices=["remb", "transport-cc"])
-ap.add_argument("--limit-kbit", type=int, default=500)
-ap.add_argument("--limit-from", type=float, default=10)
-ap.add_argument("--limit-until", type=float, default=22)
 ap.add_argument("--seconds", type=float, default=35)
+ap.add_argument("--serve-arg", action="append", default=[], help="one more argument for camcap serve (repeatable)")
+ap.add_argument("--json", default=None, help="also write the final JSON here")
 ap.add_argument("--camcap", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".build", "debug", "camcap"))
 a = ap.parse_args()
+if not a.viewer:
+    a.viewer = ["A=0:5000,10:500,25:5000"]
 
-n = os.getpid() % 200 + 20
-ns, host_if, ns_if = "cc%d" % os.getpid(), "cc%dh" % os.getpid(), "cc%dn" % os.getpid()
-host_ip, ns_ip = "10.77.%d.1" % n, "10.77.%d.2" % n
+
+def parse_viewer(spec):
+    name, _, steps = spec.partition("=")
+    out = []
+    for step in filter(None, steps.split(",")):
+        t, _, kbit = step.partition(":")
+        out.append((float(t), int(kbit)))
+    return {"name": name, "steps": sorted(out)}
+
+
+viewers = [parse_viewer(v) for v in a.viewer]
+pid = os.getpid()
+for i, v in enumerate(viewers):
+    n = (pid + 7 * i) % 200 + 20
+    v.update(ns="cc%d_%d" % (pid, i), host_if="cc%dh%d" % (pid, i), ns_if="cc%dn%d" % (pid, i),
+             host_ip="10.77.%d.1" % n, ns_ip="10.77.%d.2" % n, limit=0, rows=[], proc=None,
+             series=tempfile.NamedTemporaryFile(prefix="cc-series-", delete=False).name)
 
 
 def sh(*args, check=True):
@@ -34,79 +54,141 @@ def sh(*args, check=True):
     return r
 
 
-server = viewer = None
+def set_limit(v, kbit):
+    if kbit == v["limit"]:
+        return
+    if v["limit"]:
+        sh("tc", "qdisc", "del", "dev", v["host_if"], "root")
+    if kbit:
+        sh("tc", "qdisc", "add", "dev", v["host_if"], "root", "tbf", "rate", "%dkbit" % kbit, "burst", "16kbit", "latency", "200ms")
+    v["limit"] = kbit
+
+
+def last_line(path):
+    try:
+        with open(path) as f:
+            lines = f.read().strip().split("\n")
+        return json.loads(lines[-1]) if lines and lines[-1] else {}
+    except (OSError, ValueError):
+        return {}
+
+
+server = None
+result = {"viewers": {}}
 try:
-    sh("ip", "netns", "add", ns)
-    sh("ip", "link", "add", host_if, "type", "veth", "peer", "name", ns_if)
-    sh("ip", "link", "set", ns_if, "netns", ns)
-    sh("ip", "addr", "add", host_ip + "/30", "dev", host_if)
-    sh("ip", "link", "set", host_if, "up")
-    sh("ip", "netns", "exec", ns, "ip", "addr", "add", ns_ip + "/30", "dev", ns_if)
-    sh("ip", "netns", "exec", ns, "ip", "link", "set", ns_if, "up")
-    sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
+    for v in viewers:
+        sh("ip", "netns", "add", v["ns"])
+        sh("ip", "link", "add", v["host_if"], "type", "veth", "peer", "name", v["ns_if"])
+        sh("ip", "link", "set", v["ns_if"], "netns", v["ns"])
+        sh("ip", "addr", "add", v["host_ip"] + "/30", "dev", v["host_if"])
+        sh("ip", "link", "set", v["host_if"], "up")
+        sh("ip", "netns", "exec", v["ns"], "ip", "addr", "add", v["ns_ip"] + "/30", "dev", v["ns_if"])
+        sh("ip", "netns", "exec", v["ns"], "ip", "link", "set", v["ns_if"], "up")
+        sh("ip", "netns", "exec", v["ns"], "ip", "link", "set", "lo", "up")
     server = subprocess.Popen(
-        [a.camcap, "serve", "-d", "fixture:uvc-webcam", "-s", "1280x720", "--noise", "4", "--listen", host_ip + ":0",
-         "--congestion-control", a.congestion_control, "--duration", str(a.seconds + 30)],
+        [a.camcap, "serve", "-d", "fixture:uvc-webcam", "-s", "1280x720", "--noise", "4", "--listen", "0.0.0.0:0",
+         "--congestion-control", a.congestion_control, "--duration", str(a.seconds + 60)]
+        + [c for v in viewers for c in ("--candidate", v["host_ip"])] + a.serve_arg,
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    url = None
-    while url is None:
+    port = token = None
+    tiers_line = ""
+    while port is None:
         line = server.stderr.readline()
         if not line:
             raise RuntimeError("camcap serve ended before printing its URL")
-        m = re.search(r"serving (http://\S+)", line)
-        url = m.group(1) if m else None
-    base, _, fragment = url.partition("#")
-    token = fragment[len("token="):]
-    frames = int(a.seconds * 30)
-    viewer = subprocess.Popen(["ip", "netns", "exec", ns, "/usr/bin/python3",
-                               os.path.join(os.path.dirname(os.path.abspath(__file__)), "webrtc-browser.py"), url,
-                               "--frames", str(frames), "--timeout", str(a.seconds + 30)],
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        m = re.search(r"serving https?://[^:/]+:(\d+)/#token=(\S+)", line)
+        if m:
+            port, token = m.group(1), m.group(2)
+    frames = int(a.seconds * 30) + 90
+    for v in viewers:
+        # Each viewer reaches the server through its own link's address.
+        url = "http://%s:%s/#token=%s" % (v["host_ip"], port, token)
+        v["proc"] = subprocess.Popen(
+            ["ip", "netns", "exec", v["ns"], "/usr/bin/python3", os.path.join(os.path.dirname(os.path.abspath(__file__)), "webrtc-browser.py"),
+             url, "--frames", str(frames), "--timeout", "60", "--series", v["series"]],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
 
-    def viewer_stats():
-        req = urllib.request.Request(base + "stats")
+    def server_viewers():
+        req = urllib.request.Request("http://%s:%s/stats" % (viewers[0]["host_ip"], port))
         req.add_header("Authorization", "Bearer " + token)
         with urllib.request.urlopen(req, timeout=5) as r:
-            return json.load(r)["viewers"]
+            return json.load(r)
 
-    t0 = last = None
-    phase = "open"
-    print("    t  link      send kbit/s  estimate  usage       loss", flush=True)
-    while viewer.poll() is None:
+    def by_remote(stats, v):
+        for s in stats["viewers"]:
+            if s.get("remote", "").startswith(v["ns_ip"] + ":") or s.get("client") == v["ns_ip"]:
+                return s
+        return None
+
+    # t = 0 once every viewer has decoded a frame (its series file has a line).
+    start_deadline = time.time() + 90
+    while not all(last_line(v["series"]).get("framesDecoded", 0) > 0 for v in viewers):
+        if time.time() > start_deadline or any(v["proc"].poll() is not None for v in viewers):
+            raise RuntimeError("the viewers did not all start playing")
+        time.sleep(0.2)
+    t0 = time.time()
+    last = {}
+    print("    t  viewer  link      send kbit/s  estimate  tier  shown        fps  freezes", flush=True)
+    while time.time() - t0 < a.seconds:
         time.sleep(1)
+        now = time.time()
+        t = now - t0
         try:
-            v = viewer_stats()
+            stats = server_viewers()
         except Exception:
             continue
-        if not v or v[0]["state"] != "connected":
-            continue
-        v, now = v[0], time.time()
-        t0 = t0 or now
-        t = now - t0
-        if phase == "open" and t >= a.limit_from:
-            sh("tc", "qdisc", "add", "dev", host_if, "root", "tbf", "rate", "%dkbit" % a.limit_kbit, "burst", "16kbit", "latency", "200ms")
-            phase = "%dk" % a.limit_kbit
-        elif phase != "open" and phase != "lifted" and t >= a.limit_until:
-            sh("tc", "qdisc", "del", "dev", host_if, "root")
-            phase = "lifted"
-        if last:
-            rate = (v["bytesSent"] - last[1]) * 8 / (now - last[0]) / 1000
-            estimate = v["sendSideEstimateBps"] if v.get("transportCC") else v.get("rembBps", -1)
-            print("%5.1f  %-8s  %11.0f  %8d  %-10s  %s" % (t, phase, rate, estimate // 1000, v.get("delayUsage") or "-",
-                                                          "%.2f" % v["transportLoss"] if v.get("transportLoss", -1) >= 0 else "-"), flush=True)
-        last = (now, v["bytesSent"])
-    d = json.loads(viewer.stdout.read().strip().split("\n")[-1])
-    last_stats = d.get("last") or {}
-    print("viewer: ok %s, decoded %s of %s sent, freezes %s (%.2f s)%s" % (
-        d.get("ok"), d.get("framesDecoded"), d.get("framesSent"), last_stats.get("freezeCount"),
-        last_stats.get("totalFreezesDuration") or 0, (", error: " + d["error"]) if d.get("error") else ""))
+        for v in viewers:
+            if v["steps"]:
+                set_limit(v, [k for at, k in v["steps"] if at <= t][-1] if any(at <= t for at, _ in v["steps"]) else 0)
+            s = by_remote(stats, v)
+            b = last_line(v["series"])
+            if s is None:
+                continue
+            rate = None
+            if v["name"] in last:
+                then, sent = last[v["name"]]
+                rate = (s["bytesSent"] - sent) * 8 / (now - then) / 1000
+            last[v["name"]] = (now, s["bytesSent"])
+            estimate = s["sendSideEstimateBps"] if s.get("transportCC") else s.get("rembBps", -1)
+            row = {"t": round(t, 1), "limit": v["limit"], "sendKbps": round(rate) if rate is not None else None,
+                   "estimateKbps": estimate // 1000 if estimate and estimate > 0 else None, "tier": s.get("tier"),
+                   "pendingTier": s.get("pendingTier"), "width": b.get("frameWidth"), "height": b.get("frameHeight"),
+                   "fps": b.get("framesPerSecond"), "freezes": b.get("freezeCount"), "freezeSeconds": b.get("totalFreezesDuration"),
+                   "decoded": b.get("framesDecoded"), "probes": s.get("probes"), "delayUsage": s.get("delayUsage")}
+            v["rows"].append(row)
+            print("%5.1f  %-6s  %-8s  %11s  %8s  %4s  %-11s  %3s  %s (%.2f s)" % (
+                t, v["name"], ("%dk" % v["limit"]) if v["limit"] else "open", "-" if rate is None else "%.0f" % rate,
+                row["estimateKbps"], row["tier"], "%sx%s" % (row["width"], row["height"]), row["fps"], row["freezes"],
+                row["freezeSeconds"] or 0), flush=True)
+    for v in viewers:
+        set_limit(v, 0)
+    for v in viewers:
+        v["proc"].terminate()
+        try:
+            out, _ = v["proc"].communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            v["proc"].kill()
+            out = ""
+        result["viewers"][v["name"]] = {"steps": v["steps"], "rows": v["rows"], "final": last_line(v["series"])}
 finally:
-    for p in (viewer, server):
-        if p and p.poll() is None:
-            p.terminate()
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-    subprocess.run(["ip", "link", "del", host_if], capture_output=True)
-    subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    for v in viewers:
+        if v.get("proc") and v["proc"].poll() is None:
+            v["proc"].kill()
+    if server and server.poll() is None:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+    for v in viewers:
+        subprocess.run(["ip", "link", "del", v["host_if"]], capture_output=True)
+        subprocess.run(["ip", "netns", "del", v["ns"]], capture_output=True)
+        try:
+            os.unlink(v["series"])
+        except OSError:
+            pass
+line = json.dumps(result)
+if a.json:
+    with open(a.json, "w") as f:
+        f.write(line + "\n")
+print(line, flush=True)

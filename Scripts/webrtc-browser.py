@@ -48,6 +48,7 @@ def main():
     ap.add_argument("--navigate-away", action="store_true", help="leave by navigating away (pagehide) instead of calling DELETE")
     ap.add_argument("--expect-close", action="store_true", help="with --hold: wait for the DTLS transport to leave 'connected'")
     ap.add_argument("--picture", action="store_true", help="also report the shown picture: its size and the mean luma of its top, bottom, left and right fifths")
+    ap.add_argument("--series", default=None, help="append the page's getStats figures to this file as one JSON line a second while frames are counted")
     ap.add_argument("--spki", default=None, help="trust the server's self-signed certificate with this public-key hash (base64 SHA-256)")
     a = ap.parse_args()
     global TOKEN
@@ -91,7 +92,12 @@ def main():
         out["firstServer"] = first_server
         # N more frames sent by the server to this viewer.
         target = first_server["framesSent"] + a.frames
+        next_series = time.time()
         while True:
+            if a.series and time.time() >= next_series:
+                next_series += 1
+                with open(a.series, "a") as f:
+                    f.write(json.dumps(stats()) + "\n")
             v = server_viewer(base, resource)
             if v is None:
                 raise RuntimeError("the server lost this viewer")

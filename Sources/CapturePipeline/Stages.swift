@@ -169,15 +169,19 @@ public final class EncodeStage: PictureStage {
 
     /// The encoder's outputs have an audience (a server with viewers, connected or connecting).
     public var wantsPictures: Bool { outputs.contains { $0.hasAudience } }
+    /// Some output wants encoded frames now (`EncodedOutput.wantsFrames`): `consume` encodes.
+    public var wantsFrames: Bool { outputs.contains { $0.wantsFrames } }
+    /// A picture this stage does not get (nobody wants its frames: a tier without viewers): counted as not
+    /// encoded, and the next picture encoded is a key frame.
+    public func rest() {
+        idle += 1
+        resumeWithKeyFrame = true
+    }
 
     /// Encodes a picture and writes it to every output (or hands it to the encoder thread). Without an output
     /// that wants frames nothing is encoded, and the next frame encoded is a key frame.
     public func consume(_ picture: I420Buffer, frame: VideoFrame) throws {
-        guard outputs.contains(where: { $0.wantsFrames }) else {
-            idle += 1
-            resumeWithKeyFrame = true
-            return
-        }
+        guard wantsFrames else { return rest() }
         if engine == nil { try start(picture, colorSpace: frame.colorSpace) }
         if resumeWithKeyFrame || frame.isDiscontinuity { // back from idle, or a camera started or switched
             resumeWithKeyFrame = false

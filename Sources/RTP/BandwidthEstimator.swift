@@ -5,6 +5,12 @@
 /// 85 % of the delivered rate on overuse) and a loss-based one (down by half the loss above 10 %, +5 % below 2 %)
 /// each propose a rate; the estimate is the lower, within `Configuration`'s bounds.
 ///
+/// Probing: a sender whose traffic is below what the path may carry learns nothing from it (the estimate
+/// follows what is acknowledged). `startProbe(nowUs:)` says when to send a probe cluster (packets tagged with its
+/// id in `packetSent`, about 100 ms of twice the estimate); when the feedback for it is in, the rate it arrived at
+/// (the lower of its send and receive rates) raises the estimate if it is higher. Probes stop at the maximum, wait
+/// 1 s after a success and 4 s after a failure, and never start while the path is overused or losing packets.
+///
 /// No allocation per packet or feedback entry (fixed rings); not thread-safe: the owner serialises calls.
 public struct SendSideBandwidthEstimator: Sendable {
     /// Bounds and the starting point.
@@ -49,13 +55,30 @@ public struct SendSideBandwidthEstimator: Sendable {
     public private(set) var lossFraction = 0.0
     /// Feedback messages taken, and packets they reported (received, lost).
     public private(set) var feedbacks = 0, packetsReported = 0, packetsLost = 0
+    /// Probe clusters sent, those whose result raised the estimate, and the last result (bit/s).
+    public private(set) var probes = 0, probesRaised = 0, lastProbeResult: Int?
 
     // Sent packets by transport-wide sequence number (unwrapped), in a ring.
     private static let historySize = 8192
     private var sentSequence: [Int64]
     private var sentTimeUs: [Int64]
     private var sentBytes: [Int32]
+    private var sentCluster: [UInt8]
     private var lastSent: Int64 = -1
+
+    // Probing: the cluster being sent or waited for, and when the next may start.
+    private struct Cluster {
+        var id: UInt8
+        var targetRate: Int
+        var startedUs: Int64
+        var sending = true
+        var packets = 0, reported = 0
+        var firstSendUs = Int64.max, lastSendUs = Int64.min, firstArrivalUs = Int64.max, lastArrivalUs = Int64.min
+        var bytes = 0, firstBytes = 0, lastBytes = 0
+    }
+    private var cluster: Cluster?
+    private var nextClusterID: UInt8 = 1
+    private var nextProbeUs: Int64 = .min
 
     // Delay-based: packet groups (5 ms of send time), the trendline, the threshold, AIMD.
     private var group = (firstSendUs: Int64(0), lastSendUs: Int64(0), lastArrivalUs: Int64(0), open: false)
@@ -85,18 +108,49 @@ public struct SendSideBandwidthEstimator: Sendable {
         sentSequence = [Int64](repeating: -1, count: SendSideBandwidthEstimator.historySize)
         sentTimeUs = [Int64](repeating: 0, count: SendSideBandwidthEstimator.historySize)
         sentBytes = [Int32](repeating: 0, count: SendSideBandwidthEstimator.historySize)
+        sentCluster = [UInt8](repeating: 0, count: SendSideBandwidthEstimator.historySize)
     }
 
     /// Remembers a packet sent with transport-wide sequence number `sequence` at `timeUs` (the sender's
     /// monotonic clock, µs), `bytes` on the wire.
-    public mutating func packetSent(sequence: UInt16, timeUs: Int64, bytes: Int) {
+    /// `probeCluster` (from `startProbe`) marks a packet of a probe cluster (0: none).
+    public mutating func packetSent(sequence: UInt16, timeUs: Int64, bytes: Int, probeCluster: UInt8 = 0) {
         let s = unwrap(sequence)
         lastSent = max(lastSent, s)
         let i = Int(s & Int64(SendSideBandwidthEstimator.historySize - 1))
         sentSequence[i] = s
         sentTimeUs[i] = timeUs
         sentBytes[i] = Int32(clamping: bytes)
+        sentCluster[i] = 0
+        if probeCluster != 0, var c = cluster, c.id == probeCluster, c.sending {
+            sentCluster[i] = probeCluster
+            c.packets += 1
+            c.firstSendUs = min(c.firstSendUs, timeUs)
+            if timeUs >= c.lastSendUs {
+                c.lastSendUs = timeUs
+                c.lastBytes = bytes
+            }
+            cluster = c
+        }
     }
+
+    /// A probe cluster to send now, if one is due: its id (for `packetSent`) and how many bytes to send in about
+    /// 100 ms (twice the estimate, at most the maximum; the media sent meanwhile counts). Nil when the estimate is
+    /// at the maximum, the path is overused or losing, or a probe ran recently.
+    public mutating func startProbe(nowUs: Int64) -> (cluster: UInt8, bytes: Int)? {
+        guard cluster == nil, nowUs >= nextProbeUs, feedbacks > 0, usage == .normal, lossFraction < 0.02,
+            estimate < configuration.maxBitrate * 95 / 100
+        else { return nil }
+        let target = min(estimate * 2, configuration.maxBitrate)
+        let id = nextClusterID
+        nextClusterID = nextClusterID == 255 ? 1 : nextClusterID + 1
+        cluster = Cluster(id: id, targetRate: target, startedUs: nowUs)
+        probes += 1
+        return (id, max(6 * 1200, target / 80)) // 100 ms of the target rate, at least 6 packets
+    }
+
+    /// The probe cluster's packets are all sent.
+    public mutating func endProbe() { cluster?.sending = false }
 
     /// The unwrapped sequence number nearest the last one sent.
     private func unwrap(_ sequence: UInt16) -> Int64 {
@@ -123,10 +177,48 @@ public struct SendSideBandwidthEstimator: Sendable {
             }
             acknowledge(bytes: Int(sentBytes[i]), arrivalUs: arrival)
             delaySample(sendUs: sentTimeUs[i], arrivalUs: arrival)
+            if sentCluster[i] != 0, var c = cluster, c.id == sentCluster[i] {
+                c.reported += 1
+                c.bytes += Int(sentBytes[i])
+                if arrival < c.firstArrivalUs {
+                    c.firstArrivalUs = arrival
+                    c.firstBytes = Int(sentBytes[i])
+                }
+                c.lastArrivalUs = max(c.lastArrivalUs, arrival)
+                cluster = c
+            }
         }
         updateLoss(nowUs)
         updateRate(nowUs)
+        finishProbe(nowUs)
         return estimate
+    }
+
+    /// Once the cluster is sent and reported (or a second has passed), its rate: bytes over the send span (less
+    /// the last packet) and over the arrival span (less the first), the lower of the two. A result above the
+    /// estimate raises both controllers to it.
+    private mutating func finishProbe(_ nowUs: Int64) {
+        guard let c = cluster, !c.sending else { return }
+        let complete = c.packets > 0 && c.reported * 10 >= c.packets * 9
+        guard complete || nowUs - c.startedUs >= 1_000_000 else { return }
+        cluster = nil
+        var result: Int?
+        if c.reported >= 4, c.lastArrivalUs > c.firstArrivalUs, c.lastSendUs >= c.firstSendUs {
+            let receive = Int64(c.bytes - c.firstBytes) * 8_000_000 / (c.lastArrivalUs - c.firstArrivalUs)
+            let sendSpan = max(c.lastSendUs - c.firstSendUs, 1000) // a burst: at least 1 ms
+            let send = Int64(c.bytes - c.lastBytes) * 8_000_000 / sendSpan
+            result = Int(clamping: min(receive, send, Int64(c.targetRate) * 3 / 2))
+        }
+        lastProbeResult = result
+        if let result, result > estimate, usage == .normal {
+            probesRaised += 1
+            delayBasedRate = clamp(result)
+            lossBasedRate = max(lossBasedRate, clamp(result))
+            estimate = clamp(min(delayBasedRate, lossBasedRate))
+            nextProbeUs = nowUs + 1_000_000
+        } else {
+            nextProbeUs = nowUs + 4_000_000
+        }
     }
 
     // MARK: Acknowledged rate

@@ -159,6 +159,9 @@ public final class RTPSender: @unchecked Sendable {
         public var nacksIgnored = 0
         /// NACKed packets not resent because retransmissions had used their share of the bitrate.
         public var retransmissionsOverBudget = 0
+        /// Probe clusters sent (send-side estimation with RTX), the RTX packets they added, and the clusters whose
+        /// result raised the estimate.
+        public var probes = 0, probePackets = 0, probesRaised = 0
         /// Capture time (monotonic ns) of the first frame sent: RTP time `rtpTimestampOffset` (receivers map
         /// RTP timestamps back to capture times with it).
         public var firstCaptureNs: Int64?
@@ -188,6 +191,9 @@ public final class RTPSender: @unchecked Sendable {
         var transportSequence: UInt16 = 0
         var estimator: SendSideBandwidthEstimator
         var lastEstimateReported: (bps: Int, atNs: Int64) = (0, .min / 2)
+        /// The probe cluster being sent: its id, the padding bytes still to send and the frames left to send them
+        /// after (a probe is spread over three frames, the frames' own packets counted in it).
+        var probe: (id: UInt8, bytes: Int, frames: Int)?
     }
     private let shared: Mutex<Shared>
     private let transport: any RTPTransport
@@ -317,14 +323,29 @@ public final class RTPSender: @unchecked Sendable {
             RTPHeaderExtensionElement.videoOrientation(id: $0, rotationDegrees: frame.rotation.degrees)
         }
         let twcc = configuration.transportWideCCExtensionID
-        let firstTransport = twcc == nil ? 0 : shared.withLock { $0.transportSequence }
+        // Probing (transport-cc with RTX): a cluster starts at a frame and covers it and the next two, with RTX
+        // copies of recent packets added after each.
+        let probing = twcc != nil && configuration.rtxPayloadType != nil
+        let (firstTransport, cluster) =
+            twcc == nil
+            ? (0, UInt8(0))
+            : shared.withLock { s -> (UInt16, UInt8) in
+                if probing, s.probe == nil, let p = s.estimator.startProbe(nowUs: now / 1000) {
+                    // The frames' own bytes (about the estimate) count: the copies make up the rest.
+                    s.probe = (p.cluster, max(2 * configuration.maxPayload, p.bytes - s.estimator.estimate / 80), 3)
+                    s.stats.probes += 1
+                }
+                return (s.transportSequence, s.probe?.id ?? 0)
+            }
         var k: UInt16 = 0
         let count = packetizer.packetize(
             frame.data, nalUnits: frame.nalUnits, timestamp: ts, markerExtension: orientation, transportSequence: twcc.map { ($0, firstTransport) }
         ) { packet in
             let dropped = shared.withLock { s -> Bool in
                 s.history.record(packet, at: now)
-                if twcc != nil { s.estimator.packetSent(sequence: firstTransport &+ k, timeUs: now / 1000, bytes: packet.count) }
+                if twcc != nil {
+                    s.estimator.packetSent(sequence: firstTransport &+ k, timeUs: now / 1000, bytes: packet.count, probeCluster: cluster)
+                }
                 k &+= 1
                 guard s.loss.drops() else { return false }
                 s.stats.packetsDroppedBySimulation += 1
@@ -339,7 +360,65 @@ public final class RTPSender: @unchecked Sendable {
             s.session.frameSent(rtp: ts, captureNs: captureNs)
             if twcc != nil { s.transportSequence = firstTransport &+ UInt16(truncatingIfNeeded: count) }
         }
+        if cluster != 0 { sendProbePackets(newest: packetizer.state.sequence &- 1, available: count, now: now) }
         if failure != 0 { throw RTPError(.sendFailed, "sending RTP to \(configuration.host):\(configuration.port) failed", errno: failure) }
+    }
+
+    /// This frame's share of the probe cluster: RTX copies of the newest packets (up to `available` of them, then
+    /// round again), tagged with the cluster; after the third frame the cluster is complete.
+    private func sendProbePackets(newest: UInt16, available: Int, now: Int64) {
+        guard let quota = shared.withLock({ s in s.probe.map { $0.bytes / max(1, $0.frames) } }) else { return }
+        var packet = [UInt8]()
+        packet.reserveCapacity(configuration.maxPayload + H264Packetizer.headerSize + H264Packetizer.maxExtensionSize + 2)
+        var sent = 0, k = 0
+        while sent < quota && k < 64 {
+            let made = shared.withLock { s -> Bool in
+                guard var p = s.probe else { return false }
+                let seq = newest &- UInt16(truncatingIfNeeded: k % max(1, available))
+                guard let original = s.history.recent(seq) else { return false }
+                packet.removeAll(keepingCapacity: true)
+                rtxCopy(of: original, sequence: seq, into: &packet, s: &s)
+                let n = s.transportSequence
+                s.transportSequence &+= 1
+                if let id = configuration.transportWideCCExtensionID,
+                    let at = packet.withUnsafeBytes({ RTPHeader.oneByteExtensionOffset(id: id, in: $0) }), at + 2 <= packet.count
+                {
+                    packet[at] = UInt8(n >> 8)
+                    packet[at + 1] = UInt8(n & 0xff)
+                }
+                s.estimator.packetSent(sequence: n, timeUs: now / 1000, bytes: packet.count, probeCluster: p.id)
+                p.bytes -= min(p.bytes, packet.count)
+                s.stats.probePackets += 1
+                s.probe = p
+                return true
+            }
+            guard made else { break }
+            packet.withUnsafeBytes { _ = transport.sendRTP($0) }
+            sent += packet.count
+            k += 1
+        }
+        shared.withLock { s in
+            guard var p = s.probe else { return }
+            p.frames -= 1
+            if p.frames <= 0 {
+                s.estimator.endProbe()
+                s.probe = nil
+            } else {
+                s.probe = p
+            }
+        }
+    }
+
+    /// An RTX packet (RFC 4588) carrying `original` (media packet `sequence`): the RTX SSRC, payload type and
+    /// sequence, the header extension kept, the original sequence number before the payload.
+    private func rtxCopy(of original: ArraySlice<UInt8>, sequence seq: UInt16, into packet: inout [UInt8], s: inout Shared) {
+        let headerLength = original.withUnsafeBytes { RTPHeader($0)?.payloadOffset } ?? 12
+        packet.append(contentsOf: original.prefix(headerLength))
+        packet[1] = (packet[1] & 0x80) | ((configuration.rtxPayloadType ?? 0) & 0x7f)
+        packet.storeBigEndian(s.session.nextRTXSequence(), at: 2)
+        packet.storeBigEndian(rtxSSRC, at: 8)
+        packet.appendBigEndian(seq)
+        packet.append(contentsOf: original.dropFirst(headerLength))
     }
 
     // MARK: RTCP
@@ -407,6 +486,7 @@ public final class RTPSender: @unchecked Sendable {
                 let report = shared.withLock { s -> UInt64? in
                     let e = s.estimator.feedback(fb, nowUs: now / 1000)
                     s.stats.sendSideEstimate = UInt64(e)
+                    s.stats.probesRaised = s.estimator.probesRaised
                     s.stats.delayUsage = s.estimator.usage.rawValue
                     s.stats.transportLoss = s.estimator.lossFraction
                     let last = s.lastEstimateReported
@@ -437,16 +517,8 @@ public final class RTPSender: @unchecked Sendable {
                 return (false, false)
             case .resend(let slot):
                 let original = s.history.packet(at: slot)
-                if let rtxPT {
-                    // RFC 4588: own SSRC, payload type and sequence; the payload (after the header and any header
-                    // extension) starts with the original sequence number.
-                    let headerLength = original.withUnsafeBytes { RTPHeader($0)?.payloadOffset } ?? 12
-                    packet.append(contentsOf: original.prefix(headerLength))
-                    packet[1] = (packet[1] & 0x80) | (rtxPT & 0x7f)
-                    packet.storeBigEndian(s.session.nextRTXSequence(), at: 2)
-                    packet.storeBigEndian(rtxSSRC, at: 8)
-                    packet.appendBigEndian(seq)
-                    packet.append(contentsOf: original.dropFirst(headerLength))
+                if rtxPT != nil {
+                    rtxCopy(of: original, sequence: seq, into: &packet, s: &s)
                 } else {
                     packet.append(contentsOf: original)
                 }

@@ -61,6 +61,13 @@ package struct RetransmissionHistory: Sendable {
         return .resend(slot: i)
     }
 
+    /// Media packet `seq` if it is still kept (a probe resends recent packets; no budget, no stamp).
+    package func recent(_ seq: UInt16) -> ArraySlice<UInt8>? {
+        let i = Int(seq) & mask
+        guard sequences[i] == seq, lengths[i] > 0 else { return nil }
+        return packet(at: i)
+    }
+
     /// The packet kept in `slot`.
     package func packet(at slot: Int) -> ArraySlice<UInt8> { slots[slot][0..<lengths[slot]] }
 

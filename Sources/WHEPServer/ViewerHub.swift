@@ -18,6 +18,27 @@ public final class ViewerHub: EncodedOutput, Sendable {
         var address: String
         var number: Int
         var metrics: ViewerMetrics
+        /// The encode tier the viewer gets (0: full size), and the one it moves to at that tier's next key frame.
+        var tier = 0
+        var pendingTier: Int?
+        /// When the viewer last changed tier, and since when its estimate has allowed the next larger one.
+        var tierSinceNs: Int64 = 0
+        var upSinceNs: Int64?
+        var tierMoves = 0
+    }
+    /// One tier's viewers: those it sends to and those that move to it at its next key frame (rebuilt when a
+    /// viewer comes, goes or moves: the encoder's thread only retains them).
+    private struct Route {
+        var peers: [WebRTCPeer] = []
+        var arriving: [WebRTCPeer] = []
+        var lastKeyFrameNs: Int64 = .min / 2
+        var keyFramePending = false
+    }
+    /// A tier's encoder: where its key-frame requests and bitrates go.
+    private struct TierEncoder {
+        var control: EncoderControl
+        var follower: BandwidthFollower
+        var tier: EncodeTier?
     }
     /// How many viewers, and how many of them may still be connecting (ICE and DTLS not done), overall and per
     /// client address: a slot held by an offer that never connects is freed at the peer's connect timeout.
@@ -43,18 +64,18 @@ public final class ViewerHub: EncodedOutput, Sendable {
         var order: [String] = []
         var total = 0, left = 0
         var closed = false
-        var lastKeyFrameNs: Int64 = .min / 2
+        var routes = [Route()]
+        var tiers: [EncodeTier] = []
         var lastEnded: [(String, String)] = []
         /// The connected-or-connecting peers in arrival order, rebuilt on add/remove (the encoder's thread only
         /// retains it: nothing allocated per frame).
         var peers: [WebRTCPeer] = []
     }
     private let state = Mutex(State())
-    private let keyFramePending = Atomic<Bool>(false)
     private let identity: DTLSIdentity
     private let configuration: WebRTCPeer.Configuration
-    /// The encoder the viewers' feedback goes to (set by `connect`, before the camera starts).
-    private let encoder = Mutex<(control: EncoderControl, follower: BandwidthFollower)?>(nil)
+    /// The encoders the viewers' feedback goes to, one per tier (set by `connect`, before the camera starts).
+    private let encoders = Mutex<[TierEncoder]>([])
     /// Called when a viewer is admitted (a released camera starts again: `CaptureSession.wakeAction`).
     private let arrival = Mutex<(@Sendable () -> Void)?>(nil)
     /// Where the rotation decision goes (`steerRotation(_:)`), and the last one made.
@@ -62,6 +83,13 @@ public final class ViewerHub: EncodedOutput, Sendable {
     /// The shortest time between two key frames requested for viewers (300 ms, in nanoseconds): requests from
     /// several viewers within it are merged.
     public static let keyFrameIntervalNs: Int64 = 300_000_000
+    /// A viewer moves up a tier when its estimate has been at least this much over the larger tier's minimum
+    /// bitrate (1.3: 30 % headroom) for `tierUpHoldNs`, and at least `tierDwellNs` after its last move.
+    public static let tierUpHeadroom = 1.3
+    /// How long the estimate must allow the larger tier before a viewer moves up (1 s, in nanoseconds).
+    public static let tierUpHoldNs: Int64 = 1_000_000_000
+    /// The shortest stay on a tier before a move up (2 s, in nanoseconds); moves down are not held back.
+    public static let tierDwellNs: Int64 = 2_000_000_000
     /// The limits the hub admits viewers under.
     public let limits: Limits
 
@@ -86,7 +114,65 @@ public final class ViewerHub: EncodedOutput, Sendable {
     /// and frame rate.
     public func connect(_ encode: EncodeStage, adapting requests: OutputRequests?) {
         let follower = BandwidthFollower(encode, adapting: requests)
-        encoder.withLock { $0 = (encode.control, follower) }
+        encoders.withLock { $0 = [TierEncoder(control: encode.control, follower: follower, tier: nil)] }
+        state.withLock {
+            $0.tiers = []
+            $0.routes = [Route()]
+        }
+    }
+
+    /// Encode tiers: each viewer gets the largest tier its own estimate carries (REMB or the send-side estimate),
+    /// instead of all following the lowest. Make the stage with `tierOutputs(_:)` and `tierToEncodeFirst`, then
+    /// connect it, before the camera starts.
+    ///
+    /// A viewer starts on the full tier. It moves down as soon as its estimate is under its tier's minimum
+    /// bitrate, and up one tier when the estimate has been `tierUpHeadroom` × the larger tier's minimum for
+    /// `tierUpHoldNs`, at least `tierDwellNs` after its last move. A move takes effect at the new tier's next
+    /// key frame (asked for at once), so the browser sees a resolution change, not a broken picture. Each tier's
+    /// bitrate follows the lowest estimate among its viewers, within the tier's maximum.
+    public func connect(_ tiered: TieredEncodeStage) {
+        encoders.withLock {
+            $0 = zip(tiered.tiers, tiered.stages).map { tier, stage in
+                TierEncoder(control: stage.control, follower: BandwidthFollower(stage, adapting: nil), tier: tier)
+            }
+        }
+        state.withLock {
+            $0.tiers = tiered.tiers
+            $0.routes = tiered.tiers.map { _ in Route() }
+        }
+    }
+
+    /// The outputs of `count` encode tiers (`TieredEncodeStage`'s `outputs`): tier i's frames go to its viewers.
+    /// The full tier's output ends the viewers at the end of the run and carries the progress and summary.
+    public func tierOutputs(_ count: Int) -> [[any EncodedOutput]] {
+        (0..<count).map { i in i == 0 ? [self] : [TierOutput(hub: self, tier: i)] }
+    }
+
+    /// A tier with viewers waiting for its key frame to move to it: encoded first (`TieredEncodeStage`'s
+    /// `firstTier`), so that they get the new tier's frame of a picture and not also the old tier's.
+    public var tierToEncodeFirst: Int? {
+        state.withLock { s in s.routes.indices.first { !s.routes[$0].arriving.isEmpty } }
+    }
+
+    /// Tier i's viewers want frames: one of them is connected.
+    func tierWantsFrames(_ tier: Int) -> Bool {
+        let (peers, arriving) = state.withLock { s in
+            s.routes.indices.contains(tier) ? (s.routes[tier].peers, s.routes[tier].arriving) : ([], [])
+        }
+        return peers.contains { $0.isConnected } || arriving.contains { $0.isConnected }
+    }
+
+    /// Rebuilds every tier's lists from the viewers (arrival order).
+    private static func route(_ s: inout State) {
+        for t in s.routes.indices {
+            s.routes[t].peers.removeAll(keepingCapacity: true)
+            s.routes[t].arriving.removeAll(keepingCapacity: true)
+        }
+        for id in s.order {
+            guard let v = s.viewers[id] else { continue }
+            if s.routes.indices.contains(v.tier) { s.routes[v.tier].peers.append(v.peer) }
+            if let p = v.pendingTier, s.routes.indices.contains(p) { s.routes[p].arriving.append(v.peer) }
+        }
     }
 
     /// Lets the viewers decide whether the camera's rotation is applied to the pixels: not while every viewer
@@ -157,6 +243,8 @@ public final class ViewerHub: EncodedOutput, Sendable {
             s.viewers[id] = Viewer(peer: peer, address: address, number: s.total, metrics: ViewerMetrics(number: s.total))
             s.order.append(id)
             s.peers.append(peer)
+            s.viewers[id]?.tierSinceNs = monotonicNanoseconds()
+            ViewerHub.route(&s)
             return .success(s.total)
         }
         let number: Int
@@ -168,8 +256,8 @@ public final class ViewerHub: EncodedOutput, Sendable {
         }
         peer.start(
             WebRTCPeer.Handlers(
-                connected: { [weak self] in self?.requestKeyFrame() },
-                keyFrameRequest: { [weak self] in self?.requestKeyFrame() },
+                connected: { [weak self] in self?.requestKeyFrame(id) },
+                keyFrameRequest: { [weak self] in self?.requestKeyFrame(id) },
                 bitrateEstimate: { [weak self] bps in self?.remb(id, bps) },
                 closed: { [weak self] reason in self?.ended(id, reason) }))
         joined.increment()
@@ -194,6 +282,7 @@ public final class ViewerHub: EncodedOutput, Sendable {
             s.order.removeAll { $0 == id }
             s.left += 1
             s.peers.removeAll { $0.id == id }
+            ViewerHub.route(&s)
             s.lastEnded.append((id, reason))
             if s.lastEnded.count > 8 { s.lastEnded.removeFirst() }
             return v
@@ -217,16 +306,70 @@ public final class ViewerHub: EncodedOutput, Sendable {
         for p in peers { p.close(reason: reason) }
     }
 
-    private func requestKeyFrame() { keyFramePending.store(true, ordering: .releasing) }
+    /// A viewer wants a key frame: its tier's encoder makes one at its next frame, unless one was made within
+    /// `keyFrameIntervalNs` (then after that).
+    private func requestKeyFrame(_ id: String) {
+        state.withLock { s in
+            guard let v = s.viewers[id], s.routes.indices.contains(v.tier) else { return }
+            s.routes[v.tier].keyFramePending = true
+        }
+    }
 
     private func remb(_ id: String, _ bps: UInt64) {
-        state.withLock { $0.viewers[id]?.remb = bps }
+        let now = monotonicNanoseconds()
+        state.withLock { s in
+            guard var v = s.viewers[id] else { return }
+            v.remb = bps
+            if ViewerHub.chooseTier(&v, tiers: s.tiers, now: now) {
+                if let p = v.pendingTier { s.routes[p].keyFramePending = true }
+                s.viewers[id] = v
+                ViewerHub.route(&s)
+            } else {
+                s.viewers[id] = v
+            }
+        }
         recomputeBitrate()
     }
+
+    /// Moves `v` down at once when its estimate is under its tier's minimum (to the largest tier the estimate
+    /// carries), or up one tier when the estimate allowed it for long enough. True when its pending tier changed.
+    private static func chooseTier(_ v: inout Viewer, tiers: [EncodeTier], now: Int64) -> Bool {
+        guard tiers.count > 1, let estimate = v.remb.map({ Int(clamping: $0) }) else { return false }
+        let current = v.pendingTier ?? v.tier
+        var target: Int?
+        if estimate < tiers[current].minBitrate, current + 1 < tiers.count {
+            var t = current + 1
+            while t + 1 < tiers.count && estimate < tiers[t].minBitrate { t += 1 }
+            target = t
+        } else if current > 0, Double(estimate) >= Double(tiers[current - 1].minBitrate) * tierUpHeadroom {
+            let since = v.upSinceNs ?? now
+            v.upSinceNs = since
+            if now - since >= tierUpHoldNs && now - v.tierSinceNs >= tierDwellNs { target = current - 1 }
+        } else {
+            v.upSinceNs = nil
+        }
+        guard let target else { return false }
+        v.upSinceNs = nil
+        v.pendingTier = target == v.tier ? nil : target
+        return true
+    }
+
+    /// Each tier's bitrate: the lowest estimate among the viewers on it or moving to it (the tier's encoder caps it).
     private func recomputeBitrate() {
-        let lowest = state.withLock { s in s.viewers.values.compactMap(\.remb).min() }
-        guard let lowest else { return }
-        encoder.withLock { $0?.follower }?.update(bitsPerSecond: lowest)
+        let lowest = state.withLock { s -> [UInt64?] in
+            let count = max(1, s.routes.count)
+            var lowest = [UInt64?](repeating: nil, count: count)
+            for v in s.viewers.values {
+                guard let e = v.remb else { continue }
+                let t = min(count - 1, v.pendingTier ?? v.tier)
+                lowest[t] = min(lowest[t] ?? .max, e)
+            }
+            return lowest
+        }
+        let encoders = self.encoders.withLock { $0 }
+        for (t, e) in lowest.enumerated() {
+            if let e, encoders.indices.contains(t) { encoders[t].follower.update(bitsPerSecond: e) }
+        }
     }
 
     /// Viewers connected or still connecting.
@@ -250,27 +393,41 @@ public final class ViewerHub: EncodedOutput, Sendable {
 
     // EncodedOutput (the encoder's thread)
     /// Nobody connected: the encoder rests (a viewer's connection asks for a key frame anyway).
-    public var wantsFrames: Bool {
-        let peers = state.withLock { $0.peers }
-        return peers.contains { $0.isConnected }
-    }
+    public var wantsFrames: Bool { tierWantsFrames(0) }
     /// Sends one access unit to every connected viewer (from the encoder's thread), first asking the encoder for
     /// a key frame if a viewer wanted one and the last was long enough ago. Never throws.
-    public func write(_ frame: EncodedFrame) throws {
+    public func write(_ frame: EncodedFrame) throws { write(frame, tier: 0) }
+
+    /// Tier `tier`'s access unit to the viewers on it; at a key frame, the viewers moving to the tier join it
+    /// first. Asks the tier's encoder for a key frame if a viewer wanted one and the last was long enough ago.
+    func write(_ frame: EncodedFrame, tier: Int) {
         let now = monotonicNanoseconds()
-        if keyFramePending.load(ordering: .acquiring) {
-            let due = state.withLock { s -> Bool in
-                guard now - s.lastKeyFrameNs >= ViewerHub.keyFrameIntervalNs else { return false }
-                s.lastKeyFrameNs = now
-                return true
+        let (peers, askKeyFrame) = state.withLock { s -> ([WebRTCPeer], Bool) in
+            guard s.routes.indices.contains(tier) else { return ([], false) }
+            var ask = false
+            if s.routes[tier].keyFramePending && now - s.routes[tier].lastKeyFrameNs >= ViewerHub.keyFrameIntervalNs {
+                s.routes[tier].keyFramePending = false
+                s.routes[tier].lastKeyFrameNs = now
+                ask = true
             }
-            if due {
-                keyFramePending.store(false, ordering: .releasing)
-                encoder.withLock { $0?.control }?.requestKeyFrame()
+            if frame.isKeyFrame {
+                s.routes[tier].lastKeyFrameNs = max(s.routes[tier].lastKeyFrameNs, now)
+                if !s.routes[tier].arriving.isEmpty {
+                    for id in s.order where s.viewers[id]?.pendingTier == tier {
+                        s.viewers[id]?.tier = tier
+                        s.viewers[id]?.pendingTier = nil
+                        s.viewers[id]?.tierSinceNs = now
+                        s.viewers[id]?.tierMoves += 1
+                    }
+                    ViewerHub.route(&s)
+                }
             }
+            return (s.routes[tier].peers, ask)
         }
-        if frame.isKeyFrame { state.withLock { $0.lastKeyFrameNs = max($0.lastKeyFrameNs, now) } }
-        let peers = state.withLock { $0.peers }
+        if askKeyFrame {
+            let control = encoders.withLock { $0.indices.contains(tier) ? $0[tier].control : nil }
+            control?.requestKeyFrame()
+        }
         for p in peers { p.send(frame) }
     }
     /// Ends every viewer (the run is over).
@@ -292,10 +449,14 @@ public final class ViewerHub: EncodedOutput, Sendable {
     /// GET /stats: one JSON object per viewer, the refusal counters and the open connections. `detailed` (the
     /// token's holder) adds each viewer's resource and remote address.
     public func statsJSON(detailed: Bool, refused: RefusalCounters, connections: Int) -> String {
-        let peers = state.withLock { s in s.order.compactMap { id in s.viewers[id].map { (id, $0) } } }
+        let (peers, tiers) = state.withLock { s in (s.order.compactMap { id in s.viewers[id].map { (id, $0) } }, s.tiers) }
         let items: [Any] = peers.map { (id, v) -> [(String, Any)] in
             let p = v.peer, st = p.statistics
             var item: [(String, Any)] = [("viewer", v.number), ("state", st.state), ("srtp", st.srtpProfile ?? "")]
+            item += [
+                ("tier", v.tier), ("tierSize", tiers.indices.contains(v.tier) ? "\(tiers[v.tier].size)" : ""), ("pendingTier", v.pendingTier ?? -1),
+                ("tierMoves", v.tierMoves),
+            ]
             if detailed { item += [("resource", "/whep/\(id)"), ("remote", st.remote ?? ""), ("client", v.address)] }
             item += [
                 ("payloadType", Int(p.offer.payloadType)), ("profileLevelId", p.offer.profileLevelID),
@@ -308,7 +469,8 @@ public final class ViewerHub: EncodedOutput, Sendable {
                 ("receiverReports", st.rtp.receiverReports), ("rttMs", st.rtp.rttMs ?? -1), ("fractionLost", st.rtp.fractionLost ?? -1),
                 ("rembBps", v.remb.map { Int(clamping: $0) } ?? -1), ("transportCC", p.usesTransportWideCC),
                 ("transportFeedbacks", st.rtp.transportFeedbacks), ("sendSideEstimateBps", st.rtp.sendSideEstimate.map { Int(clamping: $0) } ?? -1),
-                ("delayUsage", st.rtp.delayUsage ?? ""), ("transportLoss", st.rtp.transportLoss ?? -1), ("stunRequests", st.stunRequests),
+                ("delayUsage", st.rtp.delayUsage ?? ""), ("probes", st.rtp.probes), ("probePackets", st.rtp.probePackets),
+                ("probesRaised", st.rtp.probesRaised), ("transportLoss", st.rtp.transportLoss ?? -1), ("stunRequests", st.stunRequests),
                 ("srtcpErrors", st.srtcpErrors),
                 ("dtlsRecordsDropped", st.dtlsRecordsDropped), ("rtcpErrors", st.rtp.rtcpErrors),
                 ("keyFramesSkippedBeforeStart", st.framesSkippedBeforeKeyFrame),
@@ -320,7 +482,14 @@ public final class ViewerHub: EncodedOutput, Sendable {
             return item
         }
         let s = state.withLock { ($0.total, $0.left) }
-        return "{\"viewers\": [" + items.map(jsonValue).joined(separator: ", ") + "], \"total\": \(s.0), \"left\": \(s.1), "
+        let tierItems: [Any] = tiers.enumerated().map { (i, t) -> [(String, Any)] in
+            [
+                ("tier", i), ("size", "\(t.size)"), ("minBps", t.minBitrate), ("targetBps", t.targetBitrate), ("maxBps", t.maxBitrate),
+                ("viewers", peers.filter { $0.1.tier == i }.count),
+            ]
+        }
+        return "{\"viewers\": [" + items.map(jsonValue).joined(separator: ", ") + "], \"tiers\": [" + tierItems.map(jsonValue).joined(separator: ", ")
+            + "], \"total\": \(s.0), \"left\": \(s.1), "
             + "\"connections\": \(connections), \"refused\": \(jsonValue(refused.json))}"
     }
 }
@@ -361,4 +530,21 @@ final class ViewerMetrics: Sendable {
         for g in [rtt, lost, remb] { g.destroy() }
         for c in [bytes, nacks, retransmitted, keyRequests] { c.destroy() }
     }
+}
+
+/// Tier i's encoded frames to the hub's viewers on that tier (`ViewerHub.tierOutputs`). It ends nothing: the
+/// full tier's output (the hub) ends the viewers.
+final class TierOutput: EncodedOutput {
+    let hub: ViewerHub
+    let tier: Int
+    init(hub: ViewerHub, tier: Int) {
+        self.hub = hub
+        self.tier = tier
+    }
+    var wantsFrames: Bool { hub.tierWantsFrames(tier) }
+    var hasAudience: Bool { false } // the full tier's output speaks for the audience
+    func write(_ frame: EncodedFrame) throws { hub.write(frame, tier: tier) }
+    func end() throws {}
+    func discard() {}
+    var summary: [(String, String)] { [] }
 }

@@ -54,6 +54,11 @@ struct Serve: AsyncParsableCommand {
             "Let the lowest viewer's REMB also lower the size and frame rate (WebRTC's balanced steps, as `stream` does). Off by default: without probing, a receiver's estimate follows what it gets, so easy content would be shrunk."
     )
     var adaptToBandwidth = false
+    @Option(
+        help: ArgumentHelp(
+            "Encode tiers, as WebRTC simulcast: up to 3 encodes at full, half and quarter size (fewer for small pictures, as WebRTC's table), each viewer on the largest its own link carries. 1: one encode shared by all, following the lowest viewer's estimate.",
+            valueName: "count"))
+    var tiers = 3
     @Option(help: "Read the bearer token from this file (default: $CAMCAP_TOKEN, else a random one, printed).") var tokenFile: String?
     @Option(help: "The bearer token (visible to other users in ps; prefer --token-file or $CAMCAP_TOKEN).") var token: String?
     @Option(
@@ -99,6 +104,8 @@ struct Serve: AsyncParsableCommand {
         guard ListenAddress(listen) != nil else {
             throw ValidationError("--listen must be HOST:PORT with an IPv4/IPv6 address and a port 0...65535, got \"\(listen.prefix(80))\"")
         }
+        guard (1...3).contains(tiers) else { throw ValidationError("--tiers must be 1...3, got \(tiers)") }
+        if adaptToBandwidth && tiers > 1 { throw ValidationError("--adapt-to-bandwidth changes the one shared encode: use it with --tiers 1") }
         guard ["remb", "transport-cc"].contains(congestionControl) else {
             throw ValidationError("--congestion-control must be remb or transport-cc, got \"\(congestionControl.prefix(20))\"")
         }
@@ -200,8 +207,21 @@ struct Serve: AsyncParsableCommand {
             tls = try ServeSecurity.selfSignedContext(names: names.sorted())
         }
         policy.tls = tls != nil
-        let encode = EncodeStage(settings: settings, keyIntervalSeconds: keyintSeconds ?? 2, outputs: [hub])
-        hub.connect(encode, adapting: adaptToBandwidth ? pipeline.outputRequests : nil)
+        let plan = EncodeTier.plan(
+            for: FrameSize(width: settings.width, height: settings.height), maxCount: tiers, targetBitrate: settings.targetBitrate,
+            maxBitrate: settings.effectiveMaxBitrate)
+        let encode: any PictureStage
+        if plan.count > 1 {
+            let tiered = TieredEncodeStage(
+                tiers: plan, settings: settings, keyIntervalSeconds: keyintSeconds ?? 2, outputs: hub.tierOutputs(plan.count),
+                firstTier: { [hub] in hub.tierToEncodeFirst })
+            hub.connect(tiered)
+            encode = tiered
+        } else {
+            let single = EncodeStage(settings: settings, keyIntervalSeconds: keyintSeconds ?? 2, outputs: [hub])
+            hub.connect(single, adapting: adaptToBandwidth ? pipeline.outputRequests : nil)
+            encode = single
+        }
         hub.whenViewersArrive(pipeline.wakeAction) // a camera released for want of viewers starts again
         // The camera's rotation is applied to the pixels (WebRTC's rotation_applied) unless every viewer takes it
         // as metadata (the video-orientation extension): the hub decides as viewers come and go. The source makes
@@ -220,6 +240,7 @@ struct Serve: AsyncParsableCommand {
             "serving \(base)\(token.map { "#token=\($0)" } ?? "")  (WHEP: \(base)whep"
                 + (token != nil ? ", Authorization: Bearer TOKEN; token: \(tokenSource))" : ", no authentication)")
         ]
+        if plan.count > 1 { lines.append("tiers: " + plan.map(\.description).joined(separator: ", ")) }
         if let tls { lines.append(tls.1) }
         if policy.maxConnections < maxConnections {
             lines.append("note: at most \(policy.maxConnections) HTTP connections (the descriptor limit, ulimit -n, leaves room for no more)")
