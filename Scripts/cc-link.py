@@ -8,7 +8,7 @@ Every viewer gets a network namespace with a veth pair (10.77.N.1 on this side, 
 headless Chromium (Scripts/webrtc-browser.py) there; `camcap serve` (the 720p fixture webcam, noise 4) listens on
 0.0.0.0 and answers each viewer on its own link. STEPS limit what flows toward a viewer with `tc qdisc … tbf`:
 "T:KBIT,T:KBIT,…", seconds after every viewer played its first frame, KBIT 0 for no limit (default: no limit at
-all). The default is the issue's step: one viewer 5000 → 500 → 5000 kbit/s at 10 s and 25 s.
+all; a step at 0 s or before is in place before the viewer connects). The default is the issue's step: one viewer 5000 → 500 → 5000 kbit/s at 10 s and 25 s.
 
 Prints, every second, one line per viewer: its link, the send rate from the server's /stats, the estimate (REMB or
 our send-side one), its tier, and what its browser shows (size, frames per second, freezes). At the end one JSON
@@ -100,6 +100,10 @@ try:
         if m:
             port, token = m.group(1), m.group(2)
     frames = int(a.seconds * 30) + 90
+    for v in viewers:  # a limit at 0 s or before holds from the viewer's first packet
+        early = [k for at, k in v["steps"] if at <= 0]
+        if early:
+            set_limit(v, early[-1])
     for v in viewers:
         # Each viewer reaches the server through its own link's address.
         url = "http://%s:%s/#token=%s" % (v["host_ip"], port, token)
@@ -128,7 +132,7 @@ try:
         time.sleep(0.2)
     t0 = time.time()
     last = {}
-    print("    t  viewer  link      send kbit/s  estimate  tier  shown        fps  freezes", flush=True)
+    print("    t  viewer  link      send kbit/s  estimate  tier  shown        fps  gap ms  freezes", flush=True)
     while time.time() - t0 < a.seconds:
         time.sleep(1)
         now = time.time()
@@ -154,11 +158,12 @@ try:
                    "estimateKbps": estimate // 1000 if estimate and estimate > 0 else None, "tier": s.get("tier"),
                    "pendingTier": s.get("pendingTier"), "width": b.get("frameWidth"), "height": b.get("frameHeight"),
                    "fps": b.get("framesPerSecond"), "freezes": b.get("freezeCount"), "freezeSeconds": b.get("totalFreezesDuration"),
-                   "decoded": b.get("framesDecoded"), "probes": s.get("probes"), "delayUsage": s.get("delayUsage")}
+                   "decoded": b.get("framesDecoded"), "maxFrameGapMs": b.get("maxFrameGapMs"), "probes": s.get("probes"), "delayUsage": s.get("delayUsage")}
             v["rows"].append(row)
-            print("%5.1f  %-6s  %-8s  %11s  %8s  %4s  %-11s  %3s  %s (%.2f s)" % (
+            print("%5.1f  %-6s  %-8s  %11s  %8s  %4s  %-11s  %3s  %6s  %s (%.2f s)" % (
                 t, v["name"], ("%dk" % v["limit"]) if v["limit"] else "open", "-" if rate is None else "%.0f" % rate,
-                row["estimateKbps"], row["tier"], "%sx%s" % (row["width"], row["height"]), row["fps"], row["freezes"],
+                row["estimateKbps"], row["tier"], "%sx%s" % (row["width"], row["height"]), row["fps"],
+                "-" if row["maxFrameGapMs"] is None else "%.0f" % row["maxFrameGapMs"], row["freezes"],
                 row["freezeSeconds"] or 0), flush=True)
     for v in viewers:
         set_limit(v, 0)

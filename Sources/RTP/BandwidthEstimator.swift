@@ -8,8 +8,9 @@
 /// Probing: a sender whose traffic is below what the path may carry learns nothing from it (the estimate
 /// follows what is acknowledged). `startProbe(nowUs:)` says when to send a probe cluster (packets tagged with its
 /// id in `packetSent`, about 100 ms of twice the estimate); when the feedback for it is in, the rate it arrived at
-/// (the lower of its send and receive rates) raises the estimate if it is higher. Probes stop at the maximum, wait
-/// 1 s after a success and 4 s after a failure, and never start while the path is overused or losing packets.
+/// (the lower of its send and receive rates) raises the estimate to 90 % of it when it is at least 1.5 × the
+/// estimate. Probes stop at the maximum, wait 1 s after a success and 5 s otherwise, and never start while the path
+/// is overused or losing packets.
 ///
 /// No allocation per packet or feedback entry (fixed rings); not thread-safe: the owner serialises calls.
 public struct SendSideBandwidthEstimator: Sendable {
@@ -210,14 +211,17 @@ public struct SendSideBandwidthEstimator: Sendable {
             result = Int(clamping: min(receive, send, Int64(c.targetRate) * 3 / 2))
         }
         lastProbeResult = result
-        if let result, result > estimate, usage == .normal {
+        // Only a clear success counts (half again the estimate): a limited link's token bucket lets the first
+        // bytes of a probe through at line rate, which makes a small overestimate look like room.
+        if let result, result * 2 >= estimate * 3, usage == .normal {
             probesRaised += 1
-            delayBasedRate = clamp(result)
-            lossBasedRate = max(lossBasedRate, clamp(result))
+            let raised = clamp(result * 9 / 10)
+            delayBasedRate = max(delayBasedRate, raised)
+            lossBasedRate = max(lossBasedRate, raised)
             estimate = clamp(min(delayBasedRate, lossBasedRate))
             nextProbeUs = nowUs + 1_000_000
         } else {
-            nextProbeUs = nowUs + 4_000_000
+            nextProbeUs = nowUs + 5_000_000
         }
     }
 

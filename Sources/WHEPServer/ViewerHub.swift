@@ -86,6 +86,10 @@ public final class ViewerHub: EncodedOutput, Sendable {
     /// A viewer moves up a tier when its estimate has been at least this much over the larger tier's minimum
     /// bitrate (1.3: 30 % headroom) for `tierUpHoldNs`, and at least `tierDwellNs` after its last move.
     public static let tierUpHeadroom = 1.3
+    /// A viewer stays on a tier while its estimate is at least this much over the tier's minimum (1.15): an
+    /// estimate just over the minimum is usually still falling, and a link that carries only the minimum has no room
+    /// for a key frame.
+    public static let tierStayHeadroom = 1.15
     /// How long the estimate must allow the larger tier before a viewer moves up (1 s, in nanoseconds).
     public static let tierUpHoldNs: Int64 = 1_000_000_000
     /// The shortest stay on a tier before a move up (2 s, in nanoseconds); moves down are not held back.
@@ -125,8 +129,8 @@ public final class ViewerHub: EncodedOutput, Sendable {
     /// instead of all following the lowest. Make the stage with `tierOutputs(_:)` and `tierToEncodeFirst`, then
     /// connect it, before the camera starts.
     ///
-    /// A viewer starts on the full tier. It moves down as soon as its estimate is under its tier's minimum
-    /// bitrate, and up one tier when the estimate has been `tierUpHeadroom` × the larger tier's minimum for
+    /// A viewer starts on the full tier. It moves down as soon as its estimate is under `tierStayHeadroom` × its
+    /// tier's minimum bitrate, and up one tier when the estimate has been `tierUpHeadroom` × the larger tier's minimum for
     /// `tierUpHoldNs`, at least `tierDwellNs` after its last move. A move takes effect at the new tier's next
     /// key frame (asked for at once), so the browser sees a resolution change, not a broken picture. Each tier's
     /// bitrate follows the lowest estimate among its viewers, within the tier's maximum.
@@ -337,9 +341,10 @@ public final class ViewerHub: EncodedOutput, Sendable {
         guard tiers.count > 1, let estimate = v.remb.map({ Int(clamping: $0) }) else { return false }
         let current = v.pendingTier ?? v.tier
         var target: Int?
-        if estimate < tiers[current].minBitrate, current + 1 < tiers.count {
+        let stay = { (t: Int) in Double(estimate) >= Double(tiers[t].minBitrate) * tierStayHeadroom }
+        if !stay(current), current + 1 < tiers.count {
             var t = current + 1
-            while t + 1 < tiers.count && estimate < tiers[t].minBitrate { t += 1 }
+            while t + 1 < tiers.count && !stay(t) { t += 1 }
             target = t
         } else if current > 0, Double(estimate) >= Double(tiers[current - 1].minBitrate) * tierUpHeadroom {
             let since = v.upSinceNs ?? now

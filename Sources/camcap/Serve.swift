@@ -63,9 +63,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "The bearer token (visible to other users in ps; prefer --token-file or $CAMCAP_TOKEN).") var token: String?
     @Option(
         help:
-            "Congestion control: remb (the viewer's receive-side estimate) or transport-cc (transport-wide feedback, our send-side estimate, GCC-style, per viewer; Chromium then sends no REMB)."
+            "Congestion control: transport-cc (transport-wide feedback, our send-side estimate, GCC-style with probing, per viewer; Chromium then sends no REMB; viewers that do not offer it, such as aiortc, use their REMB) or remb (every viewer's own receive-side estimate)."
     )
-    var congestionControl = "remb"
+    var congestionControl = "transport-cc"
     @Flag(
         help:
             "Rotate the pixels of a rotated camera for every viewer, instead of sending the rotation in the video-orientation RTP extension to viewers that negotiate it."
