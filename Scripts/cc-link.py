@@ -132,7 +132,7 @@ try:
         time.sleep(0.2)
     t0 = time.time()
     last = {}
-    print("    t  viewer  link      send kbit/s  estimate  tier  shown        fps  gap ms  freezes", flush=True)
+    print("    t  viewer  link      send kbit/s  estimate  tier  shown        fps  freezes", flush=True)
     while time.time() - t0 < a.seconds:
         time.sleep(1)
         now = time.time()
@@ -158,12 +158,11 @@ try:
                    "estimateKbps": estimate // 1000 if estimate and estimate > 0 else None, "tier": s.get("tier"),
                    "pendingTier": s.get("pendingTier"), "width": b.get("frameWidth"), "height": b.get("frameHeight"),
                    "fps": b.get("framesPerSecond"), "freezes": b.get("freezeCount"), "freezeSeconds": b.get("totalFreezesDuration"),
-                   "decoded": b.get("framesDecoded"), "maxFrameGapMs": b.get("maxFrameGapMs"), "probes": s.get("probes"), "delayUsage": s.get("delayUsage")}
+                   "decoded": b.get("framesDecoded"), "probes": s.get("probes"), "delayUsage": s.get("delayUsage")}
             v["rows"].append(row)
-            print("%5.1f  %-6s  %-8s  %11s  %8s  %4s  %-11s  %3s  %6s  %s (%.2f s)" % (
+            print("%5.1f  %-6s  %-8s  %11s  %8s  %4s  %-11s  %3s  %s (%.2f s)" % (
                 t, v["name"], ("%dk" % v["limit"]) if v["limit"] else "open", "-" if rate is None else "%.0f" % rate,
-                row["estimateKbps"], row["tier"], "%sx%s" % (row["width"], row["height"]), row["fps"],
-                "-" if row["maxFrameGapMs"] is None else "%.0f" % row["maxFrameGapMs"], row["freezes"],
+                row["estimateKbps"], row["tier"], "%sx%s" % (row["width"], row["height"]), row["fps"], row["freezes"],
                 row["freezeSeconds"] or 0), flush=True)
     for v in viewers:
         set_limit(v, 0)

@@ -9,7 +9,7 @@
 /// follows what is acknowledged). `startProbe(nowUs:)` says when to send a probe cluster (packets tagged with its
 /// id in `packetSent`, about 100 ms of twice the estimate); when the feedback for it is in, the rate it arrived at
 /// (the lower of its send and receive rates) raises the estimate to 90 % of it when it is at least 1.5 × the
-/// estimate. Probes stop at the maximum, wait 1 s after a success and 5 s otherwise, and never start while the path
+/// estimate. Probes stop at the maximum, wait 1 s after a success and 3 s otherwise, and never start while the path
 /// is overused or losing packets.
 ///
 /// No allocation per packet or feedback entry (fixed rings); not thread-safe: the owner serialises calls.
@@ -221,7 +221,7 @@ public struct SendSideBandwidthEstimator: Sendable {
             estimate = clamp(min(delayBasedRate, lossBasedRate))
             nextProbeUs = nowUs + 1_000_000
         } else {
-            nextProbeUs = nowUs + 5_000_000
+            nextProbeUs = nowUs + 3_000_000
         }
     }
 

@@ -90,8 +90,8 @@ public final class ViewerHub: EncodedOutput, Sendable {
     /// estimate just over the minimum is usually still falling, and a link that carries only the minimum has no room
     /// for a key frame.
     public static let tierStayHeadroom = 1.15
-    /// How long the estimate must allow the larger tier before a viewer moves up (1 s, in nanoseconds).
-    public static let tierUpHoldNs: Int64 = 1_000_000_000
+    /// How long the estimate must allow the larger tier before a viewer moves up (0.5 s, in nanoseconds).
+    public static let tierUpHoldNs: Int64 = 500_000_000
     /// The shortest stay on a tier before a move up (2 s, in nanoseconds); moves down are not held back.
     public static let tierDwellNs: Int64 = 2_000_000_000
     /// The limits the hub admits viewers under.
