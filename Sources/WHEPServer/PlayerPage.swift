@@ -82,12 +82,29 @@ public let playerPage = """
       };
     };
     // Per-frame timing (requestVideoFrameCallback): RTP timestamp, when its last packet arrived, when it is
-    // expected on screen and when it was captured (from the abs-capture-time extension; -1 without it), in
-    // wall-clock ms. camcap's /stats also maps RTP timestamps back to capture times.
-    const frameLog = [], recent = [];
+    // expected on screen and when it was captured, in wall-clock ms (-1 when unknown). camcap's /stats also maps
+    // RTP timestamps back to capture times. The capture time comes from the abs-capture-time extension: Chromium
+    // gives it as the receiver's synchronization source's captureTimestamp (NTP ms, the sender's clock) for the
+    // latest frame handed to the track, so it is noted by RTP timestamp until that frame is shown.
+    // (requestVideoFrameCallback's own captureTime needs RTCP both ways for a remote track; used when present.)
+    const frameLog = [], recent = [], captureByRTP = new Map();
     const wall = (t) => t === undefined || t === null ? -1 : performance.timeOrigin + t;
+    const ntpEpochMs = 2208988800000;
+    function noteCaptureTimes() {
+      const r = pc.getReceivers()[0];
+      if (!r || !r.getSynchronizationSources) return;
+      for (const s of r.getSynchronizationSources()) {
+        if (s.captureTimestamp === undefined || s.rtpTimestamp === undefined) continue;
+        captureByRTP.set(s.rtpTimestamp, s.captureTimestamp - ntpEpochMs);
+        if (captureByRTP.size > 64) captureByRTP.delete(captureByRTP.keys().next().value);
+      }
+    }
+    // Between frames too: a frame handed to the track before the previous one was shown would hide its entry.
+    setInterval(noteCaptureTimes, 10);
     function onFrame(now, m) {
-      const f = [m.rtpTimestamp ?? -1, wall(m.receiveTime), wall(m.expectedDisplayTime), wall(m.captureTime)];
+      noteCaptureTimes();
+      const capture = m.captureTime !== undefined ? wall(m.captureTime) : (captureByRTP.get(m.rtpTimestamp) ?? -1);
+      const f = [m.rtpTimestamp ?? -1, wall(m.receiveTime), wall(m.expectedDisplayTime), capture];
       if (frameLog.length < 100000) frameLog.push(f);
       recent.push(f);
       if (recent.length > 60) recent.shift();
