@@ -311,7 +311,6 @@ public struct RTPHeaderExtensionElement: Sendable, Hashable {
     }
 }
 
-
 /// The bounds of a receiver's playout delay (the playout-delay RTP header extension): how long it holds a frame
 /// between receiving and showing it, from `minMs` to `maxMs`. Min 0 asks a WebRTC receiver to render as soon as
 /// a frame is decoded, its jitter buffer allowing; max 0 makes libwebrtc render at once, without smoothing.
