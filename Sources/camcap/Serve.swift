@@ -72,7 +72,7 @@ struct Serve: AsyncParsableCommand {
     var rotatePixels = false
     @Option(
         help: ArgumentHelp(
-            "Ask each viewer for a playout delay of MIN to MAX ms (the playout-delay RTP extension), or off (the viewer chooses). With min 0 and max at most 500, Chromium renders each frame as soon as it is decoded: capture → display p50 10–17 ms instead of 20–27 ms at 720p30 on loopback (0:0 is not faster: Chromium's zero-delay path). Measured in Benchmarks/RESULTS.md.",
+            "Ask each viewer for a playout delay of MIN to MAX ms (the playout-delay RTP extension), or off (the viewer chooses). With min 0 and max at most 500, Chromium renders each frame as soon as it is decoded: capture → display p50 7–18 ms instead of 18–37 ms at 720p30 on loopback (0:0 is not faster: Chromium's zero-delay path). Measured in Benchmarks/RESULTS.md.",
             valueName: "min:max|off"))
     var playoutDelay = "0:500"
     @Flag(help: "No token: anyone who can reach the port (or make a browser page that reaches it, from an allowed origin) can watch.")
