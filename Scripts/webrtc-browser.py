@@ -125,7 +125,7 @@ def main():
         if v and frames and v.get("firstCaptureNs", -1) > 0:
             offset, first_capture, wall = v["rtpTimestampOffset"], v["firstCaptureNs"], v["realtimeMinusMonotonicNs"]
             recv, shown = [], []
-            for rtp, received, display in frames:
+            for rtp, received, display, _ in frames:
                 if rtp < 0:
                     continue
                 capture_ms = (first_capture + wall + ((rtp - offset) % (1 << 32)) * 1_000_000_000 // 90_000) / 1e6
@@ -138,6 +138,16 @@ def main():
                 return round(xs[min(len(xs) - 1, max(0, int(p * len(xs) + 0.5) - 1))], 1) if xs else None
             out["latency"] = {"frames": len(shown), "receiveP50Ms": pct(recv, 0.5), "receiveP95Ms": pct(recv, 0.95),
                               "displayP50Ms": pct(shown, 0.5), "displayP95Ms": pct(shown, 0.95)}
+            # The same from the browser alone: requestVideoFrameCallback's captureTime, which Chromium takes from
+            # the abs-capture-time extension (the server's wall clock; one machine here, so one clock).
+            cap_recv = [r - c for _, r, _, c in frames if c > 0 and r > 0]
+            cap_shown = [dsp - c for _, _, dsp, c in frames if c > 0]
+            out["captureTime"] = {"frames": len(frames), "withCaptureTime": len(cap_shown),
+                                  "receiveP50Ms": pct(cap_recv, 0.5), "receiveP95Ms": pct(cap_recv, 0.95), "receiveP99Ms": pct(cap_recv, 0.99),
+                                  "displayP50Ms": pct(cap_shown, 0.5), "displayP95Ms": pct(cap_shown, 0.95), "displayP99Ms": pct(cap_shown, 0.99)}
+            out["overlayLatency"] = d.execute_script("return window.camcapLatency ? window.camcapLatency() : null")
+            out["synchronizationSources"] = d.execute_script(
+                "const r = window.camcap.pc.getReceivers()[0]; return r ? r.getSynchronizationSources() : null")
         if a.picture:
             # What a person sees: the video element drawn into a canvas (Chromium applies the frame's rotation,
             # from the video-orientation extension, when it paints).

@@ -57,6 +57,8 @@ public struct H264Packetizer: Sendable {
     /// The header extensions of the access unit being packetized.
     private struct Extensions {
         var marker: RTPHeaderExtensionElement?
+        /// Elements for the first packet of the access unit only (cleared once it is written).
+        var first: (RTPHeaderExtensionElement?, RTPHeaderExtensionElement?) = (nil, nil)
         var transportID: UInt8?
         var transportNext: UInt16 = 0
     }
@@ -65,9 +67,10 @@ public struct H264Packetizer: Sendable {
     /// The size of the RTP header this packetizer writes: the fixed header, no CSRC, no extension.
     public static let headerSize = 12
     /// The most a header extension adds to a packet (RFC 8285 one-byte form: 4 bytes of header, the transport-wide
-    /// sequence number (1 + 2 bytes) and one element of at most 1 + 8 bytes, padded to 32 bits): room kept in
-    /// every buffer that holds a packet.
-    public static let maxExtensionSize = 20
+    /// sequence number (1 + 2 bytes), the absolute capture time (1 + 8), the playout delay (1 + 3) and the
+    /// video orientation (1 + 1), padded to 32 bits): room kept in every buffer that holds a packet. With 1200
+    /// bytes of payload a packet is then at most 1236 bytes of RTP (1254 with SRTP's tag and RTX's 2 bytes).
+    public static let maxExtensionSize = 24
 
     /// A packetizer for packets of at most `maxPayload` payload bytes (clamped to 16…65000), with its buffer
     /// allocated once.
@@ -83,13 +86,18 @@ public struct H264Packetizer: Sendable {
     /// marker bit) as an RFC 8285 one-byte header extension: where the video-orientation extension goes (3GPP TS
     /// 26.114). With `transportSequence` (the negotiated id and the first number), every packet carries a
     /// transport-wide sequence number (draft-holmer-rmcat-transport-wide-cc-extensions), the k-th packet
-    /// `first &+ k`. Returns the number of packets.
+    /// `first &+ k`. `firstPacketExtensions` (at most 1 + 8 and 1 + 3 bytes: the absolute capture time and the
+    /// playout delay) go on the first packet only, as libwebrtc sends them. Returns the number of packets.
     @discardableResult
     public mutating func packetize(
         _ data: [UInt8], nalUnits: [NALUnit], timestamp: UInt32, markerExtension: RTPHeaderExtensionElement? = nil,
-        transportSequence: (id: UInt8, first: UInt16)? = nil, emit: (UnsafeRawBufferPointer) -> Void
+        transportSequence: (id: UInt8, first: UInt16)? = nil,
+        firstPacketExtensions: (RTPHeaderExtensionElement?, RTPHeaderExtensionElement?) = (nil, nil),
+        emit: (UnsafeRawBufferPointer) -> Void
     ) -> Int {
-        extensions = Extensions(marker: markerExtension, transportID: transportSequence?.id, transportNext: transportSequence?.first ?? 0)
+        extensions = Extensions(
+            marker: markerExtension, first: firstPacketExtensions, transportID: transportSequence?.id,
+            transportNext: transportSequence?.first ?? 0)
         pending.removeAll(keepingCapacity: true)
         for n in nalUnits where n.length > 0 && n.offset >= 0 && n.offset + n.length <= data.count {
             switch n.type {
@@ -127,16 +135,19 @@ public struct H264Packetizer: Sendable {
         return count
     }
 
-    /// Writes the 12-byte RTP header and advances the sequence number.
-    /// Writes the RTP header (with the transport-wide sequence number on every packet and `marker` on the marker
-    /// packet, as one-byte extension elements) and returns its length.
+    /// Writes the RTP header (with the transport-wide sequence number on every packet, the first-packet elements
+    /// on the first and `marker` on the marker packet, as one-byte extension elements), advances the sequence
+    /// number and returns the header's length.
     private static func header(
         _ p: UnsafeMutablePointer<UInt8>, _ state: inout RTPStreamState, timestamp: UInt32, marker: Bool, _ ex: inout Extensions
     ) -> Int {
         let markerElement = marker ? ex.marker : nil
         let transport = ex.transportID.flatMap { RTPHeaderExtensionElement(id: $0, value: UInt64(ex.transportNext), length: 2) }
         if transport != nil { ex.transportNext &+= 1 }
-        p[0] = markerElement != nil || transport != nil ? 0x90 : 0x80
+        let (first0, first1) = ex.first
+        ex.first = (nil, nil)
+        let any = markerElement != nil || transport != nil || first0 != nil || first1 != nil
+        p[0] = any ? 0x90 : 0x80
         p[1] = (marker ? 0x80 : 0) | (state.payloadType & 0x7f)
         p[2] = UInt8(state.sequence >> 8)
         p[3] = UInt8(state.sequence & 0xff)
@@ -149,8 +160,8 @@ public struct H264Packetizer: Sendable {
         p[10] = UInt8((state.ssrc >> 8) & 0xff)
         p[11] = UInt8(state.ssrc & 0xff)
         state.sequence &+= 1
-        guard markerElement != nil || transport != nil else { return 12 }
-        return 12 + RTPHeaderExtensionElement.writeBlock(transport, markerElement, to: p + 12)
+        guard any else { return 12 }
+        return 12 + RTPHeaderExtensionElement.writeBlock(transport, first0, first1, markerElement, to: p + 12)
     }
 
     private mutating func writeSingle(_ data: [UInt8], _ n: NALUnit, timestamp: UInt32, marker: Bool, emit: (UnsafeRawBufferPointer) -> Void) {
@@ -252,6 +263,19 @@ public struct RTPHeaderExtensionElement: Sendable, Hashable {
         return RTPHeaderExtensionElement(id: id, value: UInt64(quarter & 3), length: 1)
     }
 
+    /// The absolute capture time element (`http://www.webrtc.org/experiments/rtp-hdrext/abs-capture-time`, its
+    /// shortened 8-byte form): when the frame was captured, as a 64-bit NTP time (UQ32.32 seconds since 1900)
+    /// on the sender's wall clock. No estimated capture clock offset (the sender is the capturer).
+    public static func absoluteCaptureTime(id: UInt8, ntp: UInt64) -> RTPHeaderExtensionElement? {
+        RTPHeaderExtensionElement(id: id, value: ntp, length: 8)
+    }
+
+    /// The playout delay element (`http://www.webrtc.org/experiments/rtp-hdrext/playout-delay`): 3 bytes, the
+    /// minimum and maximum delay the receiver should hold frames for, 12 bits each in units of 10 ms.
+    public static func playoutDelay(id: UInt8, _ delay: PlayoutDelay) -> RTPHeaderExtensionElement? {
+        RTPHeaderExtensionElement(id: id, value: UInt64(delay.minMs / 10) << 12 | UInt64(delay.maxMs / 10), length: 3)
+    }
+
     /// The rotation in degrees that a video-orientation byte asks for (its R1R0 bits).
     public static func rotationDegrees(videoOrientation byte: UInt8) -> Int { Int(byte & 3) * 90 }
 
@@ -263,11 +287,17 @@ public struct RTPHeaderExtensionElement: Sendable, Hashable {
     }
 
     /// Writes an extension block (profile 0xBEDE, its length in words, the elements, zero padding) at `p`;
-    /// returns its size (a multiple of 4, at most `H264Packetizer.maxExtensionSize`).
-    static func writeBlock(_ a: RTPHeaderExtensionElement?, _ b: RTPHeaderExtensionElement?, to p: UnsafeMutablePointer<UInt8>) -> Int {
+    /// returns its size (a multiple of 4, at most `H264Packetizer.maxExtensionSize` for the elements the
+    /// packetizer passes).
+    static func writeBlock(
+        _ a: RTPHeaderExtensionElement?, _ b: RTPHeaderExtensionElement?, _ c: RTPHeaderExtensionElement? = nil,
+        _ d: RTPHeaderExtensionElement? = nil, to p: UnsafeMutablePointer<UInt8>
+    ) -> Int {
         var o = 4
         if let a { o += a.write(to: p + o) }
         if let b { o += b.write(to: p + o) }
+        if let c { o += c.write(to: p + o) }
+        if let d { o += d.write(to: p + o) }
         let words = (o - 4 + 3) / 4
         p[0] = 0xBE
         p[1] = 0xDE
@@ -279,4 +309,22 @@ public struct RTPHeaderExtensionElement: Sendable, Hashable {
         }
         return o
     }
+}
+
+/// The bounds of a receiver's playout delay (the playout-delay RTP header extension): how long it holds a frame
+/// between receiving and showing it, from `minMs` to `maxMs`. Min 0 asks a WebRTC receiver to render as soon as
+/// a frame is decoded, its jitter buffer allowing; max 0 makes libwebrtc render at once, without smoothing.
+public struct PlayoutDelay: Sendable, Hashable, CustomStringConvertible {
+    /// The least delay, milliseconds (a multiple of 10, 0…40950).
+    public let minMs: Int
+    /// The most delay, milliseconds (a multiple of 10, minMs…40950).
+    public let maxMs: Int
+    /// Bounds of `minMs`…`maxMs` milliseconds, rounded down to 10 ms; nil unless 0 ≤ min ≤ max ≤ 40950.
+    public init?(minMs: Int, maxMs: Int) {
+        guard 0 <= minMs, minMs <= maxMs, maxMs <= 40_950 else { return nil }
+        self.minMs = minMs / 10 * 10
+        self.maxMs = maxMs / 10 * 10
+    }
+    /// "MIN:MAX" in milliseconds.
+    public var description: String { "\(minMs):\(maxMs)" }
 }

@@ -73,6 +73,17 @@ public final class RTPSender: @unchecked Sendable {
         /// 1…14): the last packet of every frame then carries the frame's `EncodedFrame.rotation` for the receiver
         /// to apply. nil sends no extension (the pixels must then be upright).
         public var videoOrientationExtensionID: UInt8?
+        /// The id negotiated for the absolute capture time extension
+        /// (`http://www.webrtc.org/experiments/rtp-hdrext/abs-capture-time`, 1…14): the first packet of every frame
+        /// then carries its capture time (`EncodedFrame.timestampNs`) on the wall clock, as NTP, so the receiver
+        /// can tell how old what it shows is. nil sends none.
+        public var absoluteCaptureTimeExtensionID: UInt8?
+        /// The id negotiated for the playout delay extension (`http://www.webrtc.org/experiments/rtp-hdrext/playout-delay`,
+        /// 1…14); with `playoutDelay`, the first packet of every frame carries those bounds.
+        public var playoutDelayExtensionID: UInt8?
+        /// The playout delay the receiver is asked for (with `playoutDelayExtensionID`); nil sends none, and the
+        /// receiver chooses its own.
+        public var playoutDelay: PlayoutDelay?
         /// The media SSRC, when it must be known before the sender exists (an offer that lists it); nil: random.
         public var ssrc: UInt32?
         /// The RTX SSRC, likewise; nil: random.
@@ -239,7 +250,11 @@ public final class RTPSender: @unchecked Sendable {
 
     /// Header extension ids must fit the one-byte form (RFC 8285: 1…14).
     private static func checkExtensions(_ c: Configuration) throws(RTPError) {
-        for (name, id) in [("video-orientation", c.videoOrientationExtensionID), ("transport-wide-cc", c.transportWideCCExtensionID)] {
+        let ids = [
+            ("video-orientation", c.videoOrientationExtensionID), ("transport-wide-cc", c.transportWideCCExtensionID),
+            ("abs-capture-time", c.absoluteCaptureTimeExtensionID), ("playout-delay", c.playoutDelayExtensionID),
+        ]
+        for (name, id) in ids {
             if let id, !(1...14).contains(id) {
                 throw RTPError(.invalidConfiguration, "\(name) extension id \(id) is not 1...14 (RFC 8285 one-byte form)")
             }
@@ -322,6 +337,14 @@ public final class RTPSender: @unchecked Sendable {
         let orientation = configuration.videoOrientationExtensionID.flatMap {
             RTPHeaderExtensionElement.videoOrientation(id: $0, rotationDegrees: frame.rotation.degrees)
         }
+        // The capture time on the wall clock (NTP), and the playout delay the receiver is asked for, on each
+        // frame's first packet.
+        let captureTime = configuration.absoluteCaptureTimeExtensionID.flatMap {
+            RTPHeaderExtensionElement.absoluteCaptureTime(id: $0, ntp: RTPSender.ntp(monotonicNs: captureNs))
+        }
+        let playoutDelay = configuration.playoutDelay.flatMap { delay in
+            configuration.playoutDelayExtensionID.flatMap { RTPHeaderExtensionElement.playoutDelay(id: $0, delay) }
+        }
         let twcc = configuration.transportWideCCExtensionID
         // Probing (transport-cc with RTX): a cluster starts at a frame and covers it and the next two, with RTX
         // copies of recent packets added after each.
@@ -339,7 +362,8 @@ public final class RTPSender: @unchecked Sendable {
             }
         var k: UInt16 = 0
         let count = packetizer.packetize(
-            frame.data, nalUnits: frame.nalUnits, timestamp: ts, markerExtension: orientation, transportSequence: twcc.map { ($0, firstTransport) }
+            frame.data, nalUnits: frame.nalUnits, timestamp: ts, markerExtension: orientation, transportSequence: twcc.map { ($0, firstTransport) },
+            firstPacketExtensions: (captureTime, playoutDelay)
         ) { packet in
             let dropped = shared.withLock { s -> Bool in
                 s.history.record(packet, at: now)
@@ -423,15 +447,16 @@ public final class RTPSender: @unchecked Sendable {
 
     // MARK: RTCP
 
-    private static func ntpNow() -> UInt64 {
-        var t = timespec()
-        clock_gettime(CLOCK_REALTIME, &t)
-        return RTPSession.ntp(seconds: t.tv_sec, nanoseconds: t.tv_nsec)
+    /// The NTP time of monotonic instant `ns` on this machine's wall clock.
+    private static func ntp(monotonicNs ns: Int64) -> UInt64 {
+        RTPSession.ntp(monotonicNs: ns, realtimeMinusMonotonicNs: realtimeMinusMonotonicNs())
     }
+
+    private static func ntpNow() -> UInt64 { ntp(monotonicNs: monotonicNanoseconds()) }
 
     @discardableResult
     private func sendSenderReport(bye: Bool = false) -> Bool {
-        let ntp = RTPSender.ntpNow(), now = monotonicNanoseconds()
+        let now = monotonicNanoseconds(), ntp = RTPSender.ntp(monotonicNs: now)
         let figures = shared.withLock { s -> (rtp: UInt32, packets: UInt32, octets: UInt32)? in
             guard let f = s.session.senderReport(ntp: ntp, nowNs: now) else { return nil }
             s.stats.senderReports += 1

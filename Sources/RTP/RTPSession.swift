@@ -79,6 +79,15 @@ package struct RTPSession: Sendable {
         return s << 32 | fraction
     }
 
+    /// NTP time of the monotonic instant `ns` (CLOCK_MONOTONIC nanoseconds, as capture times are), given the
+    /// wall clock's lead over the monotonic one (`realtimeMinusMonotonicNs()`): the one mapping that sender
+    /// reports and the absolute capture time extension share.
+    package static func ntp(monotonicNs ns: Int64, realtimeMinusMonotonicNs offset: Int64) -> UInt64 {
+        let wall = ns &+ offset
+        let s = wall / 1_000_000_000, rest = wall % 1_000_000_000
+        return rest < 0 ? ntp(seconds: Int(s - 1), nanoseconds: Int(rest + 1_000_000_000)) : ntp(seconds: Int(s), nanoseconds: Int(rest))
+    }
+
     /// The middle 32 bits of an NTP time (the compact form RTCP's LSR and DLSR use).
     package static func ntpMiddle(_ ntp: UInt64) -> UInt32 { UInt32((ntp >> 16) & 0xffff_ffff) }
 }

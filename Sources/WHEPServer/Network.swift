@@ -2,14 +2,6 @@ import Foundation
 import CapturePipeline
 import SystemIO
 
-/// CLOCK_REALTIME − CLOCK_MONOTONIC now, in nanoseconds.
-package func realtimeMinusMonotonicNs() -> Int64 {
-    var r = timespec(), m = timespec()
-    clock_gettime(CLOCK_REALTIME, &r)
-    clock_gettime(CLOCK_MONOTONIC, &m)
-    return (Int64(r.tv_sec) - Int64(m.tv_sec)) * 1_000_000_000 + (Int64(r.tv_nsec) - Int64(m.tv_nsec))
-}
-
 /// HOST:PORT for --listen (IPv6 in brackets); port 0 lets the system pick.
 package struct ListenAddress: Sendable {
     package var host: String, port: Int

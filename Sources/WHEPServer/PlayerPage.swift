@@ -1,5 +1,6 @@
 /// The player: WHEP from the page itself (recvonly video transceiver, POST the offer, DELETE on leaving), and
-/// an overlay with getStats figures. `window.camcapStats()` returns them for tests.
+/// an overlay with getStats figures and the capture → display latency (from the abs-capture-time extension).
+/// `window.camcapStats()`, `window.camcapFrames()` and `window.camcapLatency()` return them for tests.
 public let playerPage = """
     <!doctype html>
     <html><head><meta charset="utf-8"><title>camcap</title>
@@ -22,7 +23,16 @@ public let playerPage = """
     if (token) sessionStorage.setItem('camcap-token', token);
     const auth = token ? { 'Authorization': 'Bearer ' + token } : {};
     window.camcap = { pc, error: null, state: 'new' };
-    pc.addTransceiver('video', { direction: 'recvonly' });
+    const transceiver = pc.addTransceiver('video', { direction: 'recvonly' });
+    // Chromium lists the absolute capture time extension only when asked: with it, each frame's capture time
+    // (the server's clock) comes with the frame, and requestVideoFrameCallback's captureTime carries it.
+    const absCaptureTime = 'http://www.webrtc.org/experiments/rtp-hdrext/abs-capture-time';
+    if (transceiver.setHeaderExtensionsToNegotiate) {
+      try {
+        transceiver.setHeaderExtensionsToNegotiate(transceiver.getHeaderExtensionsToNegotiate().map(
+          (x) => x.uri === absCaptureTime ? { uri: x.uri, direction: 'sendrecv' } : x));
+      } catch (e) { console.log('abs-capture-time: ' + e); }
+    }
     pc.ontrack = (e) => { video.srcObject = e.streams[0] || new MediaStream([e.track]); };
     pc.onconnectionstatechange = () => { window.camcap.state = pc.connectionState; };
     async function start() {
@@ -71,14 +81,43 @@ public let playerPage = """
         now: Date.now(),
       };
     };
-    // Per-frame timing (requestVideoFrameCallback): RTP timestamp, when its last packet arrived and when it is
-    // expected on screen, in wall-clock ms; camcap's /stats maps RTP timestamps back to capture times.
-    const frameLog = [];
+    // Per-frame timing (requestVideoFrameCallback): RTP timestamp, when its last packet arrived, when it is
+    // expected on screen and when it was captured, in wall-clock ms (-1 when unknown). camcap's /stats also maps
+    // RTP timestamps back to capture times. The capture time comes from the abs-capture-time extension: Chromium
+    // gives it as the receiver's synchronization source's captureTimestamp (NTP ms, the sender's clock) for the
+    // latest frame handed to the track, so it is noted by RTP timestamp until that frame is shown.
+    // (requestVideoFrameCallback's own captureTime needs RTCP both ways for a remote track; used when present.)
+    const frameLog = [], recent = [], captureByRTP = new Map();
+    const wall = (t) => t === undefined || t === null ? -1 : performance.timeOrigin + t;
+    const ntpEpochMs = 2208988800000;
+    function noteCaptureTimes() {
+      const r = pc.getReceivers()[0];
+      if (!r || !r.getSynchronizationSources) return;
+      for (const s of r.getSynchronizationSources()) {
+        if (s.captureTimestamp === undefined || s.rtpTimestamp === undefined) continue;
+        captureByRTP.set(s.rtpTimestamp, s.captureTimestamp - ntpEpochMs);
+        if (captureByRTP.size > 64) captureByRTP.delete(captureByRTP.keys().next().value);
+      }
+    }
+    // Between frames too: a frame handed to the track before the previous one was shown would hide its entry.
+    setInterval(noteCaptureTimes, 10);
     function onFrame(now, m) {
-      if (frameLog.length < 100000) frameLog.push([m.rtpTimestamp ?? -1, m.receiveTime !== undefined ? performance.timeOrigin + m.receiveTime : -1,
-                                                   performance.timeOrigin + m.expectedDisplayTime]);
+      noteCaptureTimes();
+      const capture = m.captureTime !== undefined ? wall(m.captureTime) : (captureByRTP.get(m.rtpTimestamp) ?? -1);
+      const f = [m.rtpTimestamp ?? -1, wall(m.receiveTime), wall(m.expectedDisplayTime), capture];
+      if (frameLog.length < 100000) frameLog.push(f);
+      recent.push(f);
+      if (recent.length > 60) recent.shift();
       video.requestVideoFrameCallback(onFrame);
     }
+    // The median of the last frames' capture → expected display and capture → received, ms (null without
+    // capture times).
+    window.camcapLatency = () => {
+      const med = (xs) => { if (!xs.length) return null; xs.sort((a, b) => a - b); return xs[xs.length >> 1]; };
+      const withCapture = recent.filter((f) => f[3] > 0);
+      return { frames: withCapture.length, displayMs: med(withCapture.map((f) => f[2] - f[3])),
+               receiveMs: med(withCapture.filter((f) => f[1] > 0).map((f) => f[1] - f[3])) };
+    };
     if ('requestVideoFrameCallback' in HTMLVideoElement.prototype) video.requestVideoFrameCallback(onFrame);
     window.camcapFrames = () => frameLog.splice(0);
     setInterval(async () => {
@@ -91,9 +130,11 @@ public let playerPage = """
       let kbps = 0;
       if (last) kbps = (s.bytesReceived - last.bytesReceived) * 8 / (s.now - last.now);
       last = s;
+      const lat = window.camcapLatency();
       overlay.textContent = `${s.frameWidth}x${s.frameHeight}  ${s.framesPerSecond} fps  ${kbps.toFixed(0)} kbps` +
         `  rtt ${s.rtt === null ? '-' : (s.rtt * 1000).toFixed(1) + ' ms'}\\n${s.state}  decoded ${s.framesDecoded}` +
-        `  freezes ${s.freezeCount}  nack ${s.nackCount}  pli ${s.pliCount}`;
+        `  freezes ${s.freezeCount}  nack ${s.nackCount}  pli ${s.pliCount}` +
+        (lat.displayMs === null ? '' : `\ncapture → display ${lat.displayMs.toFixed(0)} ms  → received ${lat.receiveMs === null ? '-' : lat.receiveMs.toFixed(0)} ms`);
     }, 1000);
     start();
     </script>

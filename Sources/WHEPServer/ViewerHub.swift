@@ -465,7 +465,8 @@ public final class ViewerHub: EncodedOutput, Sendable {
             if detailed { item += [("resource", "/whep/\(id)"), ("remote", st.remote ?? ""), ("client", v.address)] }
             item += [
                 ("payloadType", Int(p.offer.payloadType)), ("profileLevelId", p.offer.profileLevelID),
-                ("videoOrientation", p.receivesRotation),
+                ("videoOrientation", p.receivesRotation), ("captureTime", p.sendsCaptureTime),
+                ("playoutDelay", p.playoutDelay?.description ?? ""),
                 ("framesSent", st.rtp.framesSent), ("packetsSent", st.rtp.packetsSent), ("bytesSent", st.rtp.bytesSent),
                 ("packetsDropped", st.rtp.packetsDroppedBySimulation), ("nacks", st.rtp.nacksReceived),
                 ("retransmissions", st.rtp.retransmissions), ("retransmittedBytes", st.rtp.retransmittedBytes),

@@ -31,6 +31,17 @@ public struct WebRTCOffer: Sendable {
     public var transportWideCCExtensionID: UInt8?
     /// The URI of the transport-wide sequence number extension.
     public static let transportWideCCURI = "http://www.ietf.org/id/draft-holmer-rmcat-transport-wide-cc-extensions-01"
+    /// The id the offer gives the absolute capture time extension (one-byte form), if it offers it. Chromium
+    /// lists it only when the page asks (`RTCRtpTransceiver.setHeaderExtensionsToNegotiate`); with it,
+    /// `requestVideoFrameCallback`'s `captureTime` and the receiver's synchronization sources carry each frame's
+    /// capture time.
+    public var absoluteCaptureTimeExtensionID: UInt8?
+    /// The URI of the absolute capture time extension.
+    public static let absoluteCaptureTimeURI = "http://www.webrtc.org/experiments/rtp-hdrext/abs-capture-time"
+    /// The id the offer gives the playout delay extension (one-byte form), if it offers it (Chromium does).
+    public var playoutDelayExtensionID: UInt8?
+    /// The URI of the playout delay extension.
+    public static let playoutDelayURI = "http://www.webrtc.org/experiments/rtp-hdrext/playout-delay"
     /// The whole offer as parsed.
     public var description: SDPDescription
 
@@ -159,6 +170,8 @@ public struct WebRTCOffer: Sendable {
                 return pt
             }.first
         videoOrientationExtensionID = WebRTCOffer.extensionID(WebRTCOffer.videoOrientationURI, in: m)
+        absoluteCaptureTimeExtensionID = WebRTCOffer.extensionID(WebRTCOffer.absoluteCaptureTimeURI, in: m)
+        playoutDelayExtensionID = WebRTCOffer.extensionID(WebRTCOffer.playoutDelayURI, in: m)
         let pt = best.pt
         let feedback = m.values("rtcp-fb").contains { $0.lowercased() == "\(pt) transport-cc" || $0.lowercased() == "* transport-cc" }
         transportWideCCExtensionID = feedback ? WebRTCOffer.extensionID(WebRTCOffer.transportWideCCURI, in: m) : nil
@@ -182,10 +195,12 @@ public struct WebRTCOffer: Sendable {
     /// pli, ccm fir and goog-remb, and our SSRC. Other sections are rejected (port 0).
     /// With `rtxSSRC`, retransmissions are negotiated as RTX (the offer's RTX payload type, `a=ssrc-group:FID`).
     /// With `videoOrientation` and an offer that has the extension, the answer accepts it (`a=extmap` with the
-    /// offer's id); with `transportWideCC`, the transport-wide sequence number extension and transport feedback.
+    /// offer's id); with `transportWideCC`, the transport-wide sequence number extension and transport feedback;
+    /// with `absoluteCaptureTime` and `playoutDelay`, those extensions when offered.
     public func answer(
         iceUfrag: String, icePassword: String, fingerprint: String, hosts: [String], port: Int, ssrc: UInt32, rtxSSRC: UInt32? = nil,
-        videoOrientation: Bool = false, transportWideCC: Bool = false, cname: String = "swift-video-capture",
+        videoOrientation: Bool = false, transportWideCC: Bool = false, absoluteCaptureTime: Bool = false, playoutDelay: Bool = false,
+        cname: String = "swift-video-capture",
         sessionID: UInt64 = .random(in: 1...UInt64(Int64.max))
     ) -> String {
         let host = hosts.first ?? "127.0.0.1"
@@ -227,6 +242,8 @@ public struct WebRTCOffer: Sendable {
                 l += ["a=rtpmap:\(rtx) rtx/90000", "a=fmtp:\(rtx) apt=\(pt)", "a=ssrc-group:FID \(ssrc) \(rtxSSRC)"]
             }
             if videoOrientation, let id = videoOrientationExtensionID { l.append("a=extmap:\(id) \(WebRTCOffer.videoOrientationURI)") }
+            if absoluteCaptureTime, let id = absoluteCaptureTimeExtensionID { l.append("a=extmap:\(id) \(WebRTCOffer.absoluteCaptureTimeURI)") }
+            if playoutDelay, let id = playoutDelayExtensionID { l.append("a=extmap:\(id) \(WebRTCOffer.playoutDelayURI)") }
             if transportWideCC, let id = transportWideCCExtensionID {
                 l += ["a=extmap:\(id) \(WebRTCOffer.transportWideCCURI)", "a=rtcp-fb:\(pt) transport-cc"]
             }

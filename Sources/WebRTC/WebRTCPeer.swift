@@ -47,6 +47,13 @@ public final class WebRTCPeer: Sendable {
         /// sequence number, the viewer's transport feedback drives a send-side estimate (`Handlers.bitrateEstimate`
         /// gets it, as it gets REMB), and Chromium stops sending REMB. False: REMB only.
         public var useTransportWideCC = false
+        /// Accept the absolute capture time extension when the offer has it: the first packet of every frame
+        /// carries its capture time (wall clock, NTP), and the viewer can show how old the picture is.
+        public var useAbsoluteCaptureTime = true
+        /// Ask the viewer for this playout delay (the playout-delay extension, when the offer has it): min 0 lets
+        /// Chromium render a frame as soon as it is decoded instead of holding it in its jitter buffer. nil
+        /// (the default) answers without the extension, and the viewer chooses.
+        public var playoutDelay: PlayoutDelay?
         /// The send-side estimator's bounds and start.
         public var sendSideEstimation = SendSideBandwidthEstimator.Configuration()
         /// A configuration with the defaults: 30 s consent timeout, 8 s to connect, RTX when offered.
@@ -112,6 +119,10 @@ public final class WebRTCPeer: Sendable {
     public let receivesRotation: Bool
     /// True when transport-wide congestion control was negotiated (the estimate is ours, from its feedback).
     public let usesTransportWideCC: Bool
+    /// True when the absolute capture time extension was negotiated (each frame's capture time travels with it).
+    public let sendsCaptureTime: Bool
+    /// The playout delay the viewer is asked for, when the playout-delay extension was negotiated.
+    public let playoutDelay: PlayoutDelay?
     /// The viewer's offer, as parsed.
     public let offer: WebRTCOffer
     /// The UDP port the peer's socket is bound to (in the answer's candidates).
@@ -165,6 +176,11 @@ public final class WebRTCPeer: Sendable {
         rc.transportWideCCExtensionID = c.useTransportWideCC ? offer.transportWideCCExtensionID : nil
         rc.sendSideEstimation = c.sendSideEstimation
         usesTransportWideCC = rc.transportWideCCExtensionID != nil
+        rc.absoluteCaptureTimeExtensionID = c.useAbsoluteCaptureTime ? offer.absoluteCaptureTimeExtensionID : nil
+        sendsCaptureTime = rc.absoluteCaptureTimeExtensionID != nil
+        rc.playoutDelayExtensionID = c.playoutDelay != nil ? offer.playoutDelayExtensionID : nil
+        rc.playoutDelay = rc.playoutDelayExtensionID != nil ? c.playoutDelay : nil
+        playoutDelay = rc.playoutDelay
         do throws(RTPError) { sender = try RTPSender(configuration: rc, transport: transport) } catch {
             socket.close()
             throw WebRTCError("cannot create the RTP sender: \(error)")
@@ -173,7 +189,7 @@ public final class WebRTCPeer: Sendable {
             iceUfrag: localUfrag, icePassword: localPassword, fingerprint: identity.fingerprint,
             hosts: c.candidateHosts, port: localPort, ssrc: sender.ssrc,
             rtxSSRC: rc.rtxPayloadType != nil ? sender.rtxSSRC : nil, videoOrientation: receivesRotation,
-            transportWideCC: usesTransportWideCC)
+            transportWideCC: usesTransportWideCC, absoluteCaptureTime: sendsCaptureTime, playoutDelay: playoutDelay != nil)
         pending = Mutex(LoopHandOver(loop: PeerLoop(dtls: dtls, localUfrag: localUfrag, localPassword: localPassword)))
     }
 

@@ -25,6 +25,10 @@ struct Serve: AsyncParsableCommand {
             phone's portrait) is sent as captured, with its rotation in the video-orientation RTP extension \
             (urn:3gpp:video-orientation), to viewers that negotiate it (Chromium, Firefox, Safari): they turn the \
             picture. While any viewer lacks it, the pixels are rotated for all (--rotate-pixels: always).
+            Each frame's capture time travels in the abs-capture-time RTP extension to viewers that negotiate it \
+            (the page asks Chromium to): the page shows capture → display latency. Viewers are asked for a playout \
+            delay of 0 to 500 ms (the playout-delay extension; --playout-delay), which makes Chromium render each \
+            frame as soon as it is decoded.
               camcap serve -d fixture:vivid --listen 127.0.0.1:8080
               → open http://127.0.0.1:8080/
             Runs until Ctrl-C (or --duration/--frames); viewers are told (RTCP BYE, DTLS close_notify).
@@ -71,6 +75,11 @@ struct Serve: AsyncParsableCommand {
             "Rotate the pixels of a rotated camera for every viewer, instead of sending the rotation in the video-orientation RTP extension to viewers that negotiate it."
     )
     var rotatePixels = false
+    @Option(
+        help: ArgumentHelp(
+            "Ask each viewer for a playout delay of MIN to MAX ms (the playout-delay RTP extension), or off (the viewer chooses). With min 0 and max at most 500, Chromium renders each frame as soon as it is decoded: capture → display p50 7–18 ms instead of 18–37 ms at 720p30 on loopback (0:0 is not faster: Chromium's zero-delay path). Measured in Benchmarks/RESULTS.md.",
+            valueName: "min:max|off"))
+    var playoutDelay = "0:500"
     @Flag(help: "No token: anyone who can reach the port (or make a browser page that reaches it, from an allowed origin) can watch.")
     var noAuth = false
     @Option(help: "An origin (scheme://host[:port]) whose pages may use the server cross-origin (CORS). Repeatable; none by default.")
@@ -108,6 +117,9 @@ struct Serve: AsyncParsableCommand {
         if adaptToBandwidth && tiers > 1 { throw ValidationError("--adapt-to-bandwidth changes the one shared encode: use it with --tiers 1") }
         guard ["remb", "transport-cc"].contains(congestionControl) else {
             throw ValidationError("--congestion-control must be remb or transport-cc, got \"\(congestionControl.prefix(20))\"")
+        }
+        if playoutDelay != "off", Serve.playoutDelay(playoutDelay) == nil {
+            throw ValidationError("--playout-delay must be off or MIN:MAX in ms with 0 <= MIN <= MAX <= 40950, got \"\(playoutDelay.prefix(20))\"")
         }
         guard ["gcm", "cm", "both"].contains(srtp) else { throw ValidationError("--srtp must be gcm, cm or both, got \"\(srtp.prefix(20))\"") }
         guard consentTimeout.isFinite, (1...3600).contains(consentTimeout) else {
@@ -152,6 +164,13 @@ struct Serve: AsyncParsableCommand {
         }
     }
 
+    /// "MIN:MAX" (milliseconds) as a playout delay; nil when malformed or out of range.
+    static func playoutDelay(_ s: String) -> PlayoutDelay? {
+        let f = s.split(separator: ":", omittingEmptySubsequences: false)
+        guard f.count == 2, let lo = Int(f[0]), let hi = Int(f[1]) else { return nil }
+        return PlayoutDelay(minMs: lo, maxMs: hi)
+    }
+
     func run() async throws {
         do { try await serve() } catch { fail(error) }
     }
@@ -188,6 +207,7 @@ struct Serve: AsyncParsableCommand {
         peer.connectTimeoutNs = Int64(connectTimeout * 1e9)
         peer.useVideoOrientation = !rotatePixels
         peer.useTransportWideCC = congestionControl == "transport-cc"
+        peer.playoutDelay = Serve.playoutDelay(playoutDelay) // nil for "off"
         peer.sendSideEstimation = SendSideBandwidthEstimator.Configuration(
             minBitrate: 50_000, maxBitrate: (maxBitrate ?? bitrate * 3 / 2) * 1000, startBitrate: min(bitrate, 1000) * 1000)
         let limits = ViewerHub.Limits(

@@ -171,6 +171,40 @@ let chromiumAvailable =
         #expect(server.out.contains("1 in all, 1 left"), "\(server.out)")
     }
 
+    /// What a person sees: capture → display in Chromium at 720p30, per frame, from the capture times the
+    /// abs-capture-time extension carries (requestVideoFrameCallback's captureTime) against the frame's receive
+    /// and expected display times; with serve's default playout delay (0:500) and without one. The bounds only refuse garbage (no
+    /// capture times, negative or absurd figures): CI is a loaded 2-core machine; Benchmarks/RESULTS.md has
+    /// the figures.
+    @Test(.enabled(if: chromiumAvailable), arguments: [nil, "off"]) func captureToDisplayLatencyFromTheCaptureTimeExtension(playoutDelay: String?)
+        throws
+    {
+        let server = try ServeProcess(
+            ["-d", "fixture:uvc-webcam", "-s", "1280x720", "--listen", "127.0.0.1:0"] + (playoutDelay.map { ["--playout-delay", $0] } ?? []),
+            name: "serve-latency")
+        #expect(!server.url.isEmpty, "\(server.err)")
+        let b = try chromium(server.pageURL)
+        #expect(b["ok"] as? Bool == true, "\(b)")
+        let viewer = b["lastServer"] as? [String: Any]
+        #expect(viewer?["captureTime"] as? Bool == true, "the page negotiates abs-capture-time: \(String(describing: viewer))")
+        #expect((viewer?["playoutDelay"] as? String) == (playoutDelay == "off" ? "" : "0:500"), "\(String(describing: viewer))")
+        let c = b["captureTime"] as? [String: Any]
+        let frames = int(c, "frames"), stamped = int(c, "withCaptureTime")
+        func ms(_ k: String) -> Double { (c?[k] as? Double) ?? -1 }
+        print(
+            "chromium 720p30 capture → display (playout delay \(playoutDelay ?? "0:500, the default")): \(stamped) of \(frames) frames;"
+                + " display p50 \(ms("displayP50Ms")) p95 \(ms("displayP95Ms")) p99 \(ms("displayP99Ms")) ms;"
+                + " received p50 \(ms("receiveP50Ms")) p95 \(ms("receiveP95Ms")) p99 \(ms("receiveP99Ms")) ms")
+        #expect(frames >= 250 && stamped * 10 >= frames * 9, "capture times on \(stamped) of \(frames) frames")
+        #expect(ms("displayP50Ms") > 0 && ms("displayP50Ms") < 500, "\(String(describing: c))")
+        #expect(ms("receiveP50Ms") > 0 && ms("receiveP50Ms") <= ms("displayP50Ms"), "\(String(describing: c))")
+        #expect(ms("displayP95Ms") >= ms("displayP50Ms") && ms("displayP99Ms") < 2000, "\(String(describing: c))")
+        // The page's overlay figure is the same measure (the median of the last frames).
+        let overlay = b["overlayLatency"] as? [String: Any]
+        #expect(((overlay?["displayMs"] as? Double) ?? -1) > 0, "\(String(describing: overlay))")
+        #expect(server.stop() == 0, "\(server.err)")
+    }
+
     /// A camera turned 90° (the iPhone fixture: landscape sensor, portrait picture) reaches Chromium as captured,
     /// its rotation in the video-orientation extension (no rotation pass): getStats' frame is 640x480, the video
     /// element 480x640, and the picture upright (the bars' white end at the top, as when the pixels are rotated).

@@ -212,3 +212,38 @@ import RTP
         }
     }
 }
+
+/// The absolute capture time and playout delay extensions: taken from the offer (Chromium offers abs-capture-time
+/// only when the page asks), answered when the peer is configured to use them, and reported by the peer.
+@Suite struct CaptureTimeNegotiationTests {
+    static let withCaptureTime = chromiumOffer.replacingOccurrences(
+        of: "a=extmap:11 urn:ietf:params:rtp-hdrext:sdes:repaired-rtp-stream-id",
+        with: "a=extmap:11 urn:ietf:params:rtp-hdrext:sdes:repaired-rtp-stream-id\r\na=extmap:13 \(WebRTCOffer.absoluteCaptureTimeURI)")
+
+    @Test func bothExtensionsAreAnsweredWhenOfferedAndConfigured() throws {
+        let plain = try WebRTCOffer(chromiumOffer)
+        #expect(plain.absoluteCaptureTimeExtensionID == nil && plain.playoutDelayExtensionID == 5)
+        let o = try WebRTCOffer(CaptureTimeNegotiationTests.withCaptureTime)
+        #expect(o.absoluteCaptureTimeExtensionID == 13 && o.playoutDelayExtensionID == 5)
+        var c = WebRTCPeer.Configuration(bindHost: "127.0.0.1", candidateHosts: ["127.0.0.1"])
+        // Defaults: the capture time when offered, no playout delay.
+        let byDefault = try WebRTCPeer(offer: o, identity: try DTLSIdentity(), configuration: c)
+        defer { byDefault.close() }
+        #expect(byDefault.sendsCaptureTime && byDefault.playoutDelay == nil)
+        #expect(byDefault.answer.contains("a=extmap:13 \(WebRTCOffer.absoluteCaptureTimeURI)\r\n") && !byDefault.answer.contains("playout-delay"))
+        #expect(byDefault.sender.configuration.absoluteCaptureTimeExtensionID == 13 && byDefault.sender.configuration.playoutDelay == nil)
+        c.playoutDelay = PlayoutDelay(minMs: 0, maxMs: 100)
+        c.useAbsoluteCaptureTime = false
+        let delayed = try WebRTCPeer(offer: o, identity: try DTLSIdentity(), configuration: c)
+        defer { delayed.close() }
+        #expect(!delayed.sendsCaptureTime && delayed.playoutDelay == PlayoutDelay(minMs: 0, maxMs: 100))
+        #expect(delayed.answer.contains("a=extmap:5 \(WebRTCOffer.playoutDelayURI)\r\n") && !delayed.answer.contains("abs-capture-time"))
+        #expect(delayed.sender.configuration.playoutDelayExtensionID == 5)
+        // Not offered: not answered, whatever the configuration.
+        c.useAbsoluteCaptureTime = true
+        let without = chromiumOffer.replacingOccurrences(of: "a=extmap:5 \(WebRTCOffer.playoutDelayURI)\r\n", with: "")
+        let none = try WebRTCPeer(offer: try WebRTCOffer(without), identity: try DTLSIdentity(), configuration: c)
+        defer { none.close() }
+        #expect(!none.sendsCaptureTime && none.playoutDelay == nil && !none.answer.contains("abs-capture") && !none.answer.contains("playout"))
+    }
+}
