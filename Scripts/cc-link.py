@@ -158,6 +158,7 @@ try:
                    "estimateKbps": estimate // 1000 if estimate and estimate > 0 else None, "tier": s.get("tier"),
                    "pendingTier": s.get("pendingTier"), "width": b.get("frameWidth"), "height": b.get("frameHeight"),
                    "fps": b.get("framesPerSecond"), "freezes": b.get("freezeCount"), "freezeSeconds": b.get("totalFreezesDuration"),
+                   "longestFreeze": b.get("longestFreeze"),
                    "decoded": b.get("framesDecoded"), "probes": s.get("probes"), "delayUsage": s.get("delayUsage")}
             v["rows"].append(row)
             print("%5.1f  %-6s  %-8s  %11s  %8s  %4s  %-11s  %3s  %s (%.2f s)" % (

@@ -93,11 +93,20 @@ def main():
         # N more frames sent by the server to this viewer.
         target = first_server["framesSent"] + a.frames
         next_series = time.time()
+        # With --series the freeze figures are read every 100 ms: a freeze's own length is the growth of the summed
+        # freeze time when the count grew by one (getStats gives only the sum).
+        next_poll, prev, longest = time.time(), None, 0.0
         while True:
-            if a.series and time.time() >= next_series:
-                next_series += 1
-                with open(a.series, "a") as f:
-                    f.write(json.dumps(stats()) + "\n")
+            if a.series and time.time() >= next_poll:
+                next_poll = time.time() + 0.1
+                cur = stats()
+                if prev is not None and cur.get("freezeCount", 0) > prev.get("freezeCount", 0):
+                    longest = max(longest, cur.get("totalFreezesDuration", 0) - prev.get("totalFreezesDuration", 0))
+                prev = cur
+                if time.time() >= next_series:
+                    next_series += 1
+                    with open(a.series, "a") as f:
+                        f.write(json.dumps(dict(cur, longestFreeze=longest)) + "\n")
             v = server_viewer(base, resource)
             if v is None:
                 raise RuntimeError("the server lost this viewer")

@@ -112,6 +112,10 @@ public final class RTPSender: @unchecked Sendable {
         /// whatever the NACK rate the sender sends at most (1 + share) × its media bitrate. 0.45 keeps the total
         /// under 1.5 × with what the transport adds to each packet (RTX's 2 bytes, SRTP's tag).
         public var retransmissionShare = 0.45
+        /// Pace media packets at this multiple of the bandwidth estimate (the send-side one with transport-cc, else
+        /// the receiver's REMB; 2.5 as libwebrtc), from a pacer thread, instead of sending each frame as one burst;
+        /// nil sends at once. Until an estimate is known packets go out at once.
+        public var pacingFactor: Double?
         /// A receiver's bandwidth estimate (REMB) is raised to this many bit/s before it is handed on: one REMB
         /// of 0 must not silence the stream.
         public var minimumBitrateEstimate: UInt64 = 50_000
@@ -173,6 +177,8 @@ public final class RTPSender: @unchecked Sendable {
         /// Probe clusters sent (send-side estimation with RTX), the RTX packets they added, and the clusters whose
         /// result raised the estimate.
         public var probes = 0, probePackets = 0, probesRaised = 0
+        /// Packets still in the pacer's queue when a key frame came, not sent (the key frame replaces them).
+        public var packetsDroppedBeforeKeyFrame = 0
         /// Capture time (monotonic ns) of the first frame sent: RTP time `rtpTimestampOffset` (receivers map
         /// RTP timestamps back to capture times with it).
         public var firstCaptureNs: Int64?
@@ -214,6 +220,10 @@ public final class RTPSender: @unchecked Sendable {
     private let closed = Atomic<Bool>(false)
     /// Sending thread only.
     private var packetizer: H264Packetizer
+    /// With `pacingFactor`: the queue and its thread.
+    private var pacer: Pacer?
+    /// The pacer thread's copy of the packet it sends, and the sending thread's (a packet the full queue refused).
+    private var pacedPacket = [UInt8](), unqueuedPacket = [UInt8]()
     private var lastSRNs: Int64?
 
     /// A sender with UDP sockets of its own and a feedback thread ("rtp-feedback") that reads receivers' RTCP
@@ -230,11 +240,62 @@ public final class RTPSender: @unchecked Sendable {
         self.packetizer = packetizer
         (ssrc, rtxSSRC, rtpTimestampOffset) = shared.withLock { ($0.session.ssrc, $0.session.rtxSSRC, $0.session.timestampOffset) }
         feedbackThread = WorkerThread(name: "rtp-feedback") { [self] stop in feedbackLoop(udp, stop) }
+        startPacer()
+    }
+
+    /// With `pacingFactor`, the pacer (its rate from the start estimate with transport-cc; else from the first REMB).
+    private func startPacer() {
+        guard let factor = configuration.pacingFactor, factor > 0 else { return }
+        let capacity = shared.withLock { $0.history.capacity } / 2
+        pacedPacket.reserveCapacity(configuration.maxPayload + H264Packetizer.headerSize + H264Packetizer.maxExtensionSize + 2)
+        unqueuedPacket.reserveCapacity(pacedPacket.capacity)
+        let p = Pacer(capacity: capacity, maxPacket: configuration.maxPayload + 40) { [weak self] seq in self?.sendPaced(seq) }
+        if configuration.transportWideCCExtensionID != nil {
+            p.setRate(Int(Double(shared.withLock { $0.estimator.estimate }) * factor))
+        }
+        pacer = p
+    }
+
+    private func pace(_ estimate: UInt64) {
+        guard let pacer, let factor = configuration.pacingFactor else { return }
+        pacer.setRate(Int(clamping: UInt64(Double(min(estimate, 1 << 40)) * factor)))
+    }
+
+    /// Sends queued media packet `seq` (the pacer's thread).
+    private func sendPaced(_ seq: UInt16) { sendStored(seq, through: &pacedPacket) }
+
+    /// Sends media packet `seq` from the history through `buffer`, with the next transport-wide number written in
+    /// now: with pacing, numbers follow the order packets leave in, retransmissions and probes included (the
+    /// estimator's delay groups assume it).
+    private func sendStored(_ seq: UInt16, through buffer: inout [UInt8]) {
+        let now = monotonicNanoseconds()
+        let send = shared.withLock { s -> Bool in
+            guard let original = s.history.recent(seq) else { return false }
+            buffer.removeAll(keepingCapacity: true)
+            buffer.append(contentsOf: original)
+            if let id = configuration.transportWideCCExtensionID,
+                let at = buffer.withUnsafeBytes({ RTPHeader.oneByteExtensionOffset(id: id, in: $0) }), at + 2 <= buffer.count
+            {
+                let n = s.transportSequence
+                s.transportSequence &+= 1
+                buffer[at] = UInt8(n >> 8)
+                buffer[at + 1] = UInt8(n & 0xff)
+                s.estimator.packetSent(sequence: n, timeUs: now / 1000, bytes: buffer.count, probeCluster: s.probe?.id ?? 0)
+            }
+            guard !s.loss.drops() else {
+                s.stats.packetsDroppedBySimulation += 1
+                return false
+            }
+            return true
+        }
+        guard send else { return }
+        buffer.withUnsafeBytes { _ = transport.sendRTP($0) }
+        shared.withLock { $0.session.packetSent(bytes: buffer.count) }
     }
 
     /// A sender over `transport` (no sockets, no thread of its own): the owner hands received RTCP to
     /// `handleRTCP` and calls `sendSenderReportIfDue` about every 100 ms. `host`/`port` of the configuration
-    /// only name the peer in messages.
+    /// only name the peer in messages. With `pacingFactor`, a pacer thread sends the media packets.
     public init(configuration c: Configuration, transport: any RTPTransport) throws(RTPError) {
         guard (0.0...1.0).contains(c.dropRate) else { throw RTPError(.invalidConfiguration, "drop rate \(c.dropRate) is not 0...1") }
         try RTPSender.checkExtensions(c)
@@ -246,6 +307,7 @@ public final class RTPSender: @unchecked Sendable {
         shared = Mutex(state)
         self.packetizer = packetizer
         (ssrc, rtxSSRC, rtpTimestampOffset) = shared.withLock { ($0.session.ssrc, $0.session.rtxSSRC, $0.session.timestampOffset) }
+        startPacer()
     }
 
     /// Header extension ids must fit the one-byte form (RFC 8285: 1…14).
@@ -301,6 +363,7 @@ public final class RTPSender: @unchecked Sendable {
     /// Stops the feedback thread and closes the sockets (idempotent).
     public func close() {
         guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        pacer?.stop() // what is queued goes out first
         feedbackThread?.stop()
         sendSenderReport(bye: true) // a last report and a BYE: receivers end the stream cleanly
         udp?.close()
@@ -360,17 +423,28 @@ public final class RTPSender: @unchecked Sendable {
                 }
                 return (s.transportSequence, s.probe?.id ?? 0)
             }
+        // A key frame makes what is still queued of earlier frames useless (the receiver's NACKs for them end at
+        // a key frame too): it goes out now instead of after them.
+        if frame.isKeyFrame, let pacer, pacer.queued > 0 {
+            let n = pacer.dropQueued()
+            shared.withLock { $0.stats.packetsDroppedBeforeKeyFrame += n }
+        }
         var k: UInt16 = 0
         let count = packetizer.packetize(
             frame.data, nalUnits: frame.nalUnits, timestamp: ts, markerExtension: orientation, transportSequence: twcc.map { ($0, firstTransport) },
             firstPacketExtensions: (captureTime, playoutDelay)
         ) { packet in
+            shared.withLock { $0.history.record(packet, at: now) }
+            defer { k &+= 1 }
+            if let pacer {
+                let seq = packet.bigEndianUInt16(at: 2)
+                if !pacer.enqueue(seq, bytes: packet.count) { sendStored(seq, through: &unqueuedPacket) } // else the pacer sends it
+                return
+            }
             let dropped = shared.withLock { s -> Bool in
-                s.history.record(packet, at: now)
                 if twcc != nil {
                     s.estimator.packetSent(sequence: firstTransport &+ k, timeUs: now / 1000, bytes: packet.count, probeCluster: cluster)
                 }
-                k &+= 1
                 guard s.loss.drops() else { return false }
                 s.stats.packetsDroppedBySimulation += 1
                 return true
@@ -382,7 +456,7 @@ public final class RTPSender: @unchecked Sendable {
         }
         shared.withLock { s in
             s.session.frameSent(rtp: ts, captureNs: captureNs)
-            if twcc != nil { s.transportSequence = firstTransport &+ UInt16(truncatingIfNeeded: count) }
+            if twcc != nil && pacer == nil { s.transportSequence = firstTransport &+ UInt16(truncatingIfNeeded: count) }
         }
         if cluster != 0 { sendProbePackets(newest: packetizer.state.sequence &- 1, available: count, now: now) }
         if failure != 0 { throw RTPError(.sendFailed, "sending RTP to \(configuration.host):\(configuration.port) failed", errno: failure) }
@@ -418,6 +492,7 @@ public final class RTPSender: @unchecked Sendable {
             }
             guard made else { break }
             packet.withUnsafeBytes { _ = transport.sendRTP($0) }
+            pacer?.sent(packet.count)
             sent += packet.count
             k += 1
         }
@@ -503,7 +578,9 @@ public final class RTPSender: @unchecked Sendable {
             switch action {
             case .none: continue
             case .keyFrame: onKeyFrame?()
-            case .bitrate(let bps): onREMB?(bps)
+            case .bitrate(let bps):
+                if configuration.transportWideCCExtensionID == nil { pace(bps) }
+                onREMB?(bps)
             case .retransmit(let lost):
                 for seq in lost where !retransmit(seq, now: now) { break } // over budget: the rest of this NACK too
             case .transportFeedback(let fb):
@@ -519,6 +596,7 @@ public final class RTPSender: @unchecked Sendable {
                     s.lastEstimateReported = (e, now)
                     return UInt64(e)
                 }
+                pace(shared.withLock { UInt64($0.estimator.estimate) })
                 if let report { shared.withLock { $0.onREMB }?(report) }
             }
         }
@@ -562,7 +640,10 @@ public final class RTPSender: @unchecked Sendable {
                 return (true, true)
             }
         }
-        if found { packet.withUnsafeBytes { _ = transport.sendRTP($0) } }
+        if found {
+            packet.withUnsafeBytes { _ = transport.sendRTP($0) }
+            pacer?.sent(packet.count)
+        }
         return withinBudget
     }
 }

@@ -26,9 +26,10 @@ struct Serve: AsyncParsableCommand {
             (urn:3gpp:video-orientation), to viewers that negotiate it (Chromium, Firefox, Safari): they turn the \
             picture. While any viewer lacks it, the pixels are rotated for all (--rotate-pixels: always).
             Each frame's capture time travels in the abs-capture-time RTP extension to viewers that negotiate it \
-            (the page asks Chromium to): the page shows capture → display latency. Viewers are asked for a playout \
-            delay of 0 to 500 ms (the playout-delay extension; --playout-delay), which makes Chromium render each \
-            frame as soon as it is decoded.
+            (the page asks Chromium to): the page shows capture → display latency. --playout-delay 0:500 asks \
+            viewers to render each frame as soon as it is decoded (lower latency on a clean network; on a limited \
+            link it costs freezes, so it is off by default). Each viewer gets the encode tier its own link carries \
+            (--tiers; transport-cc estimates with probing, --congestion-control).
               camcap serve -d fixture:vivid --listen 127.0.0.1:8080
               → open http://127.0.0.1:8080/
             Runs until Ctrl-C (or --duration/--frames); viewers are told (RTCP BYE, DTLS close_notify).
@@ -77,9 +78,14 @@ struct Serve: AsyncParsableCommand {
     var rotatePixels = false
     @Option(
         help: ArgumentHelp(
-            "Ask each viewer for a playout delay of MIN to MAX ms (the playout-delay RTP extension), or off (the viewer chooses). With min 0 and max at most 500, Chromium renders each frame as soon as it is decoded: capture → display p50 7–18 ms instead of 18–37 ms at 720p30 on loopback (0:0 is not faster: Chromium's zero-delay path). Measured in Benchmarks/RESULTS.md.",
+            "Pace each viewer's packets at this multiple of its estimate (2.5 as libwebrtc) instead of sending each frame as one burst. Off by default: measured, it gave more freezes on limited links.",
+            valueName: "factor"))
+    var pacing: Double?
+    @Option(
+        help: ArgumentHelp(
+            "Ask each viewer for a playout delay of MIN to MAX ms (the playout-delay RTP extension), or off (the viewer chooses). With min 0 and max at most 500, Chromium renders each frame as soon as it is decoded: capture → display p50 7–18 ms instead of 18–37 ms at 720p30 on loopback (0:0 is not faster: Chromium's zero-delay path). Off by default: with no jitter buffer to absorb it, a viewer behind a 400 kbit/s link froze 4 times in a minute instead of none. Measured in Benchmarks/RESULTS.md.",
             valueName: "min:max|off"))
-    var playoutDelay = "0:500"
+    var playoutDelay = "off"
     @Flag(help: "No token: anyone who can reach the port (or make a browser page that reaches it, from an allowed origin) can watch.")
     var noAuth = false
     @Option(help: "An origin (scheme://host[:port]) whose pages may use the server cross-origin (CORS). Repeatable; none by default.")
@@ -112,6 +118,9 @@ struct Serve: AsyncParsableCommand {
         try CLIRange.capture(capture)
         guard ListenAddress(listen) != nil else {
             throw ValidationError("--listen must be HOST:PORT with an IPv4/IPv6 address and a port 0...65535, got \"\(listen.prefix(80))\"")
+        }
+        if let pacing, !(pacing.isFinite && (1...20).contains(pacing)) {
+            throw ValidationError("--pacing must be 1...20 (× the estimate), got \(pacing)")
         }
         guard (1...3).contains(tiers) else { throw ValidationError("--tiers must be 1...3, got \(tiers)") }
         if adaptToBandwidth && tiers > 1 { throw ValidationError("--adapt-to-bandwidth changes the one shared encode: use it with --tiers 1") }
@@ -207,6 +216,7 @@ struct Serve: AsyncParsableCommand {
         peer.connectTimeoutNs = Int64(connectTimeout * 1e9)
         peer.useVideoOrientation = !rotatePixels
         peer.useTransportWideCC = congestionControl == "transport-cc"
+        peer.pacingFactor = pacing
         peer.playoutDelay = Serve.playoutDelay(playoutDelay) // nil for "off"
         peer.sendSideEstimation = SendSideBandwidthEstimator.Configuration(
             minBitrate: 50_000, maxBitrate: (maxBitrate ?? bitrate * 3 / 2) * 1000, startBitrate: min(bitrate, 1000) * 1000)
