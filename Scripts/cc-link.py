@@ -132,6 +132,12 @@ try:
         time.sleep(0.2)
     t0 = time.time()
     last = {}
+
+    def server_cpu():  # the server's user + system time, seconds
+        with open("/proc/%d/stat" % server.pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    cpu0 = server_cpu()
     print("    t  viewer  link      send kbit/s  estimate  tier  shown        fps  freezes", flush=True)
     while time.time() - t0 < a.seconds:
         time.sleep(1)
@@ -165,6 +171,8 @@ try:
                 t, v["name"], ("%dk" % v["limit"]) if v["limit"] else "open", "-" if rate is None else "%.0f" % rate,
                 row["estimateKbps"], row["tier"], "%sx%s" % (row["width"], row["height"]), row["fps"], row["freezes"],
                 row["freezeSeconds"] or 0), flush=True)
+    result["serverCpuMsPerSecond"] = round((server_cpu() - cpu0) * 1000 / (time.time() - t0), 1)
+    print("server CPU: %.1f ms per second over %.0f s" % (result["serverCpuMsPerSecond"], time.time() - t0), flush=True)
     for v in viewers:
         set_limit(v, 0)
     for v in viewers:
