@@ -194,6 +194,13 @@ finally:
         except subprocess.TimeoutExpired:
             server.kill()
     for v in viewers:
+        # Whatever still runs in the namespace (a browser left by a killed viewer) goes with it.
+        pids = subprocess.run(["ip", "netns", "pids", v["ns"]], capture_output=True, text=True).stdout.split()
+        for p in pids:
+            try:
+                os.kill(int(p), 9)
+            except (OSError, ValueError):
+                pass
         subprocess.run(["ip", "link", "del", v["host_if"]], capture_output=True)
         subprocess.run(["ip", "netns", "del", v["ns"]], capture_output=True)
         try:

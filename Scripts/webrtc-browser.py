@@ -8,7 +8,10 @@ this page), then for the browser to settle, and prints one JSON line: the getSta
 the end of the window, the server's figures for this viewer, and the frames sent in the window. With --hold FILE
 it keeps the page open until FILE exists (two-viewer tests), then leaves with DELETE.
 """
-import argparse, json, os, ssl, sys, time, urllib.request
+import argparse, json, os, signal, ssl, sys, time, urllib.request
+
+# A SIGTERM (cc-link.py ending a viewer) unwinds like an error: the finally below quits Chromium and chromedriver.
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
 # The test's own server may use a self-signed certificate (Chromium trusts it by its public key, below).
 INSECURE = ssl.create_default_context()
