@@ -3,7 +3,8 @@
 OpenH264 settings and the same threading.
 
   python3 Benchmarks/compare/compare.py [--reps 9] [--sizes 720p,1080p] [--formats YUYV,MJPG] [--series 1t,2t]
-                                        [--check-only] [--callgrind] [--async]
+                                        [--check-only] [--callgrind] [--async] [--no-gst]
+  python3 Benchmarks/compare/compare.py --scaled [540p,270p] [--reps 9] [--callgrind]   (see scaled() below)
 
 Settings (SETTINGS below), the same for every contender and set explicitly: camera usage, 2 Mbps at 720p / 4 Mbps
 at 1080p with a 1.5x cap, bitrate rate control, complexity low, one OpenH264 thread, one slice, IDR every 60
@@ -205,6 +206,50 @@ def callgrind(cmd, work):
     return total
 
 
+SCALED = {"540p": (960, 540), "270p": (480, 270)}
+
+
+def scaled(a, lib):
+    """--scaled: 1080p MJPEG to a smaller I420 picture, decode and scale only (no encoder), one thread each.
+    library       compare-loop decode: FrameConverter with `scale`, the JPEG decoded at 1/2 or 1/4 by the reduced
+                  inverse DCT straight into the planes (at 540p and 270p nothing is left to scale)
+    library-full  compare-loop decode ... full: a full-size decode, then libyuv's I420Scale (box filter)
+    gst           filesrc ! matroskademux ! jpegdec idct-method=ifast ! videoscale n-threads=1
+                  ! video/x-raw,format=I420,width=W,height=H ! fakesink (jpegdec gives I420 for these JPEGs)
+    The same JPEGs (the 1080p MJPEG frames, noise 3), the fast integer IDCT everywhere, the same output size and
+    format; the same difference method as the main mode."""
+    frames = a.frames or (30 if a.callgrind else 150)
+    full, head = generate(lib, a.work, "MJPG", "1080p", frames)
+    names = ["library", "library-full", "gst"]
+    print(f"1080p MJPEG ({frames} frames) to a smaller I420 picture; " + ("M Ir/frame" if a.callgrind else "ms/frame"))
+    print(f"{'output':<10}{'contender':<14}{'per frame':>10}{'IQR':>16}{'gst × ':>8}")
+    for label in a.scaled.split(","):
+        w, h = SCALED[label]
+        def cmd(path):
+            return {
+                "library": [lib, "decode", "MJPG", "1920x1080", path, f"{w}x{h}"],
+                "library-full": [lib, "decode", "MJPG", "1920x1080", path, f"{w}x{h}", "full"],
+                "gst": ["gst-launch-1.0", "-q", "filesrc", f"location={path}.mkv", "!", "matroskademux", "!", "jpegdec",
+                        "idct-method=ifast", "!", "videoscale", "n-threads=1", "!",
+                        f"video/x-raw,format=I420,width={w},height={h}", "!", "fakesink", "sync=false"],
+            }
+        cf, ch = cmd(full), cmd(head)
+        per = {n: [] for n in names}
+        for rep in range(1 if a.callgrind else a.reps):
+            order = names[rep % len(names):] + names[:rep % len(names)]
+            for n in order:
+                if a.callgrind:
+                    per[n].append((callgrind(cf[n], a.work) - callgrind(ch[n], a.work)) / (frames - HEAD) / 1e6)
+                else:
+                    wf, _ = timed(cf[n]); wh, _ = timed(ch[n])
+                    per[n].append((wf - wh) / (frames - HEAD) * 1000)
+        med = {n: statistics.median(per[n]) for n in names}
+        for n in names:
+            q = statistics.quantiles(per[n], n=4) if len(per[n]) >= 2 else [per[n][0]] * 3
+            print(f"{label:<10}{n:<14}{med[n]:>10.3f}{f'{q[0]:.3f}–{q[2]:.3f}':>16}{med['gst'] / med[n]:>8.2f}")
+        sys.stdout.flush()
+
+
 def digest(path):
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()
@@ -222,6 +267,9 @@ def main():
     ap.add_argument("--async", dest="asyncs", action="store_true",
                     help="also run the library through the delivery thread and frames() (async-1t, async-2t)")
     ap.add_argument("--no-gst", action="store_true", help="leave GStreamer out")
+    ap.add_argument("--scaled", nargs="?", const="540p,270p", default=None,
+                    help="instead: 1080p MJPEG decoded to 540p and/or 270p, the library's reduced DCT against a full decode "
+                         "+ scale and GStreamer's jpegdec ! videoscale (see scaled())")
     ap.add_argument("--work", default="/tmp/svc-compare")
     a = ap.parse_args()
     if not 1 <= a.reps <= 100: sys.exit("--reps must be 1...100")
@@ -236,6 +284,8 @@ def main():
     names = [n for s in series for n in SERIES[s]]
     os.makedirs(a.work, exist_ok=True)
     lib, cloop, preload = build(a.work)
+    if a.scaled:
+        return scaled(a, lib)
     everyone = [n for s in SERIES.values() for n in s] + list(ASYNC.values()) + [f"gst-{s}" for s in SERIES]
     outFull = {n: os.path.join(a.work, f"out-{n}.h264") for n in everyone}
     outHead = {n: os.path.join(a.work, f"out-{n}-head.h264") for n in outFull}

@@ -7,6 +7,9 @@
 // the thread that captured it, and encodes it there too (run-inline) or hands the picture to the EncoderThread
 // (run), as loop.c's stages=1 and stages=2 do. `run-async` and `run-inline-async` are the same loops fed through
 // the capturer's delivery thread and `frames()` instead (an async consumer: two more thread hand-offs per frame).
+//   compare-loop decode MJPG WxH FILE OUTWxOUTH [full]       MJPEG to a smaller I420 picture, nothing else: FrameConverter
+//                                                             with `scale` (the reduced DCT), or with `full` a full-size
+//                                                             decode and then the scale (the way without it); compare.py --scaled
 // `run` replays the file's frames zero-copy (a mapped file, one FrameStorage per frame) through a capture
 // provider, so the loop is the one an application writes; it prints the frame count and the loop's seconds.
 // The encoder settings compare.py passes (complexity=low|medium|high, max-bitrate=N, intra-period=N, threads=N,
@@ -276,6 +279,28 @@ case "run", "run-inline", "run-async", "run-inline-async":
     try await capturer.stopCapture()
     try writer.close()
     print("frames \(n) seconds \(seconds)")
+case "decode":
+    // One thread, no camera, no encoder: the frames straight from the mapped file, as GStreamer's filesrc reads them.
+    guard args.count >= 6, format == .mjpeg else { die("decode MJPG WxH FILE OUTWxOUTH [full]") }
+    let file = FrameFile(path: args[4], format: format, size: size)
+    let target = parseSize(args[5])
+    let full = args.count > 6 && args[6] == "full"
+    let converter = FrameConverter(), scaler = FrameConverter()
+    var checksum = 0
+    let storages = file.spans.map { FrameStorage(borrowing: file.base + $0.offset, capacity: $0.count, release: {}) }
+    let t0 = DispatchTime.now().uptimeNanoseconds
+    for (span, storage) in zip(file.spans, storages) {
+        let buf = VideoFrameBuffer(pixelFormat: .mjpeg, width: size.width, height: size.height, stride: 0, bytesUsed: span.count, storage: storage)
+        let picture: I420Buffer
+        if full {
+            picture = try scaler.convert(try converter.convert(buf).buffer, options: .init(scale: target))
+        } else {
+            picture = try converter.convert(buf, options: .init(scale: target))
+        }
+        checksum &+= Int(picture.dataY[picture.strideY * (picture.height / 2) + picture.width / 2]) // the picture is used
+    }
+    let seconds = Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9
+    print("frames \(file.spans.count) seconds \(seconds) checksum \(checksum)")
 default:
     die("unknown command \(args[1])")
 }
