@@ -40,7 +40,8 @@ struct CapturerTests {
             let names = Mutex<[String]>([])
             func capturer(_ capturer: CameraVideoCapturer, didCapture frame: VideoFrame) {
                 // The calling thread's name, as the kernel keeps it (a test may read a file per frame).
-                let name = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8))?
+                let name =
+                    (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8))?
                     .trimmingCharacters(in: .whitespacesAndNewlines) ?? "?"
                 names.withLock { $0.append(name) }
             }
