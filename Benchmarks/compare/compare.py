@@ -3,7 +3,8 @@
 OpenH264 settings and the same threading.
 
   python3 Benchmarks/compare/compare.py [--reps 9] [--sizes 720p,1080p] [--formats YUYV,MJPG] [--series 1t,2t]
-                                        [--check-only] [--callgrind]
+                                        [--check-only] [--callgrind] [--async] [--no-gst]
+  python3 Benchmarks/compare/compare.py --scaled [540p,270p] [--reps 9] [--callgrind]   (see scaled() below)
 
 Settings (SETTINGS below), the same for every contender and set explicitly: camera usage, 2 Mbps at 720p / 4 Mbps
 at 1080p with a 1.5x cap, bitrate rate control, complexity low, one OpenH264 thread, one slice, IDR every 60
@@ -19,23 +20,27 @@ each other or from SETTINGS.
 
 Two series, the same threading within each:
   1t  one thread converts and encodes each frame in turn
-      library-1t  compare-loop run-inline: replay camera -> frames() -> FrameConverter -> H264Encoder -> AnnexBWriter
-                  on the consumer's task
+      library-1t  compare-loop run-inline: replay camera -> delegate on the camera's thread (delivery = .captureThread)
+                  -> FrameConverter -> H264Encoder -> AnnexBWriter
       c-1t        loop.c stages=1: libyuv (YUY2ToI420 / MJPGToI420) + OpenH264
       gst-1t      filesrc ! rawvideoparse|matroskademux ! jpegdec ! videoconvert ! openh264enc ! filesink
                   (one streaming thread)
   2t  the conversion of frame N+1 overlaps the encoding of frame N, one picture handed over
-      library-2t  compare-loop run: ... FrameConverter -> EncoderThread (H264Encoder -> AnnexBWriter)
+      library-2t  compare-loop run: ... FrameConverter on the camera's thread -> EncoderThread (H264Encoder -> AnnexBWriter)
       c-2t        loop.c stages=2: a convert thread and an encode thread, one picture handed over
       gst-2t      the same pipeline with `queue max-size-buffers=1` between videoconvert and openh264enc
+  --async adds the library fed through the capturer's delivery thread and frames() (an async consumer):
+      async-1t    compare-loop run-inline-async (the encoder on the consumer's task)
+      async-2t    compare-loop run-async (the consumer converts, EncoderThread encodes)
 
 Frames are generated once (the fixture pattern with noise 3, fresh noise every frame). Each repetition runs every
 contender in a rotated order, twice: over all frames and over the first 10; the difference of the two wall times
 divided by the difference in frames is the time per frame (process start-up and set-up cancel out). Medians over
 the repetitions; `library x` = the other's ms/frame over the library's in the same series (above 1: the library is
 faster). The bytes of each contender's H.264 (all frames) are printed too: equal settings give equal sizes (the
-library and C are byte-identical at YUYV). --callgrind counts instructions instead (valgrind, same difference
-method; C and GStreamer only: valgrind 3.19 cannot run the Swift binary).
+library and C are byte-identical). --callgrind counts instructions instead (valgrind, same difference method, user
+space only: the kernel's share, e.g. context switches, is not in it). valgrind 3.19 dies on libdispatch's
+sigsuspend (it edits the mask, which is read-only there): the Swift contender runs with sigsuspend-shim.c preloaded.
 """
 import argparse, hashlib, os, shutil, statistics, subprocess, sys, time
 
@@ -44,6 +49,7 @@ BENCH = os.path.dirname(HERE)
 SIZES = {"720p": (1280, 720, 2_000_000), "1080p": (1920, 1080, 4_000_000)}
 HEAD = 10
 SERIES = {"1t": ["library-1t", "c-1t", "gst-1t"], "2t": ["library-2t", "c-2t", "gst-2t"]}
+ASYNC = {"1t": "async-1t", "2t": "async-2t"}
 
 
 def settings(label):
@@ -75,6 +81,7 @@ def build(work):
     loop, preload = os.path.join(work, "loop"), os.path.join(work, "gstparams.so")
     sh([cc, "-O2", "-o", loop, os.path.join(HERE, "loop.c"), "-lyuv", "-ljpeg", "-lopenh264", "-lpthread", "-lm"])
     sh([cc, "-O2", "-shared", "-fPIC", "-o", preload, os.path.join(HERE, "gstparams.c"), "-ldl", "-lm"])
+    sh([cc, "-O2", "-shared", "-fPIC", "-o", os.path.join(work, "sigsuspend-shim.so"), os.path.join(HERE, "sigsuspend-shim.c")])
     return os.path.join(binpath, "compare-loop"), loop, preload
 
 
@@ -118,6 +125,8 @@ def commands(lib, cloop, fmt, label, path, out):
     return {
         "library-1t": [lib, "run-inline", fmt, f"{w}x{h}", path, str(rate), out["library-1t"]] + args,
         "library-2t": [lib, "run", fmt, f"{w}x{h}", path, str(rate), out["library-2t"]] + args,
+        "async-1t": [lib, "run-inline-async", fmt, f"{w}x{h}", path, str(rate), out["async-1t"]] + args,
+        "async-2t": [lib, "run-async", fmt, f"{w}x{h}", path, str(rate), out["async-2t"]] + args,
         "c-1t": [cloop, fmt, str(w), str(h), path, str(rate), out["c-1t"], "stages=1"] + args,
         "c-2t": [cloop, fmt, str(w), str(h), path, str(rate), out["c-2t"], "stages=2"] + args,
         "gst-1t": gst("gst-1t", []),
@@ -180,7 +189,10 @@ def timed(cmd):
 
 def callgrind(cmd, work):
     out = os.path.join(work, "callgrind.out")
-    sh(["valgrind", "--tool=callgrind", "--trace-children=yes", f"--callgrind-out-file={out}.%p"] + cmd,
+    pre = []
+    if cmd[0].endswith("compare-loop"):
+        pre = ["env", f"LD_PRELOAD={os.path.join(work, 'sigsuspend-shim.so')}"]
+    sh(["valgrind", "--tool=callgrind", "--trace-children=yes", f"--callgrind-out-file={out}.%p"] + pre + cmd,
        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     total = 0
     for f in os.listdir(work):
@@ -192,6 +204,50 @@ def callgrind(cmd, work):
                         total += int(line.split()[1]); break
             os.remove(path)
     return total
+
+
+SCALED = {"540p": (960, 540), "270p": (480, 270)}
+
+
+def scaled(a, lib):
+    """--scaled: 1080p MJPEG to a smaller I420 picture, decode and scale only (no encoder), one thread each.
+    library       compare-loop decode: FrameConverter with `scale`, the JPEG decoded at 1/2 or 1/4 by the reduced
+                  inverse DCT straight into the planes (at 540p and 270p nothing is left to scale)
+    library-full  compare-loop decode ... full: a full-size decode, then libyuv's I420Scale (box filter)
+    gst           filesrc ! matroskademux ! jpegdec idct-method=ifast ! videoscale n-threads=1
+                  ! video/x-raw,format=I420,width=W,height=H ! fakesink (jpegdec gives I420 for these JPEGs)
+    The same JPEGs (the 1080p MJPEG frames, noise 3), the fast integer IDCT everywhere, the same output size and
+    format; the same difference method as the main mode."""
+    frames = a.frames or (30 if a.callgrind else 150)
+    full, head = generate(lib, a.work, "MJPG", "1080p", frames)
+    names = ["library", "library-full", "gst"]
+    print(f"1080p MJPEG ({frames} frames) to a smaller I420 picture; " + ("M Ir/frame" if a.callgrind else "ms/frame"))
+    print(f"{'output':<10}{'contender':<14}{'per frame':>10}{'IQR':>16}{'gst × ':>8}")
+    for label in a.scaled.split(","):
+        w, h = SCALED[label]
+        def cmd(path):
+            return {
+                "library": [lib, "decode", "MJPG", "1920x1080", path, f"{w}x{h}"],
+                "library-full": [lib, "decode", "MJPG", "1920x1080", path, f"{w}x{h}", "full"],
+                "gst": ["gst-launch-1.0", "-q", "filesrc", f"location={path}.mkv", "!", "matroskademux", "!", "jpegdec",
+                        "idct-method=ifast", "!", "videoscale", "n-threads=1", "!",
+                        f"video/x-raw,format=I420,width={w},height={h}", "!", "fakesink", "sync=false"],
+            }
+        cf, ch = cmd(full), cmd(head)
+        per = {n: [] for n in names}
+        for rep in range(1 if a.callgrind else a.reps):
+            order = names[rep % len(names):] + names[:rep % len(names)]
+            for n in order:
+                if a.callgrind:
+                    per[n].append((callgrind(cf[n], a.work) - callgrind(ch[n], a.work)) / (frames - HEAD) / 1e6)
+                else:
+                    wf, _ = timed(cf[n]); wh, _ = timed(ch[n])
+                    per[n].append((wf - wh) / (frames - HEAD) * 1000)
+        med = {n: statistics.median(per[n]) for n in names}
+        for n in names:
+            q = statistics.quantiles(per[n], n=4) if len(per[n]) >= 2 else [per[n][0]] * 3
+            print(f"{label:<10}{n:<14}{med[n]:>10.3f}{f'{q[0]:.3f}–{q[2]:.3f}':>16}{med['gst'] / med[n]:>8.2f}")
+        sys.stdout.flush()
 
 
 def digest(path):
@@ -207,18 +263,30 @@ def main():
     ap.add_argument("--series", default="1t,2t")
     ap.add_argument("--frames", type=int, default=0, help="frames per run (default 150 at 720p, 90 at 1080p; 30 with --callgrind)")
     ap.add_argument("--check-only", action="store_true", help="print and check the effective settings, time nothing")
-    ap.add_argument("--callgrind", action="store_true", help="count instructions with valgrind instead of timing (C and GStreamer)")
+    ap.add_argument("--callgrind", action="store_true", help="count instructions with valgrind instead of timing")
+    ap.add_argument("--async", dest="asyncs", action="store_true",
+                    help="also run the library through the delivery thread and frames() (async-1t, async-2t)")
+    ap.add_argument("--no-gst", action="store_true", help="leave GStreamer out")
+    ap.add_argument("--scaled", nargs="?", const="540p,270p", default=None,
+                    help="instead: 1080p MJPEG decoded to 540p and/or 270p, the library's reduced DCT against a full decode "
+                         "+ scale and GStreamer's jpegdec ! videoscale (see scaled())")
     ap.add_argument("--work", default="/tmp/svc-compare")
     a = ap.parse_args()
     if not 1 <= a.reps <= 100: sys.exit("--reps must be 1...100")
     series = a.series.split(",")
     if any(s not in SERIES for s in series): sys.exit("--series takes 1t and/or 2t")
+    if a.asyncs:
+        for s in SERIES:
+            SERIES[s].append(ASYNC[s])
+    if a.no_gst:
+        for s in SERIES:
+            SERIES[s] = [n for n in SERIES[s] if not n.startswith("gst")]
     names = [n for s in series for n in SERIES[s]]
-    if a.callgrind:
-        names = [n for n in names if not n.startswith("library")]
     os.makedirs(a.work, exist_ok=True)
     lib, cloop, preload = build(a.work)
-    everyone = [n for s in SERIES.values() for n in s]
+    if a.scaled:
+        return scaled(a, lib)
+    everyone = [n for s in SERIES.values() for n in s] + list(ASYNC.values()) + [f"gst-{s}" for s in SERIES]
     outFull = {n: os.path.join(a.work, f"out-{n}.h264") for n in everyone}
     outHead = {n: os.path.join(a.work, f"out-{n}-head.h264") for n in outFull}
     summary = []
@@ -254,7 +322,7 @@ def main():
                     if n not in names:
                         continue
                     q = statistics.quantiles(per[n], n=4) if len(per[n]) >= 2 else [per[n][0]] * 3
-                    ref = base if base in names else SERIES[s][1]  # without the library (--callgrind): against C
+                    ref = base
                     ratio = "" if n == ref else f"{med[n] / med[ref]:.3f}"
                     same = "identical" if sha[n] == sha[ref] else f"{(size[n] - size[ref]) / size[ref] * 100:+.2f}%"
                     same = "" if n == ref else same
@@ -265,13 +333,16 @@ def main():
                               f"{statistics.median(cpu[n]):>14.3f}{size[n]:>13}{same:>12}   {ratio}")
             summary.append((f"{label} {fmt}", med))
             sys.stdout.flush()
-    if summary and not a.callgrind:
-        print("\nSummary (median ms/frame; library × = other / library, above 1 the library is faster)")
+    if summary:
+        unit = "M Ir/frame" if a.callgrind else "ms/frame"
+        scale = 1e6 if a.callgrind else 1
+        print(f"\nSummary (median {unit}; library × = other / library, above 1 the library is faster)")
         for s in series:
-            lib_, c_, g_ = SERIES[s]
-            print(f"{s}: {'input':<12}{lib_:>11}{c_:>9}{g_:>9}{'× C':>8}{'× GStreamer':>13}")
+            lib_, others = SERIES[s][0], SERIES[s][1:]
+            print(f"{s}: {'input':<12}{lib_:>11}" + "".join(f"{n:>10}" for n in others) + "".join(f"{'× ' + n:>12}" for n in others))
             for name, med in summary:
-                print(f"  - {name:<12}{med[lib_]:>11.2f}{med[c_]:>9.2f}{med[g_]:>9.2f}{med[c_] / med[lib_]:>8.2f}{med[g_] / med[lib_]:>13.2f}")
+                print(f"  - {name:<12}{med[lib_] / scale:>11.2f}" + "".join(f"{med[n] / scale:>10.2f}" for n in others)
+                      + "".join(f"{med[n] / med[lib_]:>12.3f}" for n in others))
 
 
 if __name__ == "__main__":

@@ -124,6 +124,8 @@ public final class CaptureSession {
     private let wakeSignal = WakeSignal()
     /// Events worth a line (the camera released or restarted), on the session's thread.
     public var onEvent: ((String) -> Void)?
+    /// Per-frame stage times (real time only: not with `Configuration.fast`), kept when set before `run`.
+    public var frameTrace: FrameTrace?
 
     /// Resolves the device and negotiates: everything that can fail before the camera starts. Pass a capturer
     /// to use your own providers; by default the session makes one with the V4L2 and fixture providers.
@@ -272,6 +274,8 @@ public final class CaptureSession {
         let wallStart = monotonicNanoseconds()
         var nextProgress = wallStart
         var idle = IdleRelease(afterNs: configuration.idleReleaseNs)
+        let trace = configuration.fast ? nil : frameTrace
+        let encodeStage = stages.lazy.compactMap { $0 as? EncodeStage }.first
         runs: while true {
             do {
                 frameLoop: for try await frame in frames {
@@ -284,6 +288,7 @@ public final class CaptureSession {
                     if let d = configuration.durationNs, frame.timestampNs - first >= d { break }
                     guard let picture = I420Buffer(frame.buffer) else { continue } // the source's output is I420
                     let stageStart = monotonicNanoseconds()
+                    let stageCPUStart = trace == nil ? 0 : threadCPUNanoseconds()
                     let converted = conversions.take(frame.sequence)
                     if let converted {
                         conversionTime.add(converted)
@@ -304,6 +309,21 @@ public final class CaptureSession {
                     if !configuration.fast {
                         latency.add(now - frame.timestampNs)
                         workTime.add(now - stageStart + (converted ?? 0))
+                        if let trace {
+                            var row = FrameTrace.Row()
+                            row.sequence = frame.sequence
+                            row.captureNs = frame.timestampNs
+                            row.convertNs = converted ?? 0
+                            row.waitNs = stageStart - frame.timestampNs - (converted ?? 0)
+                            row.stagesNs = now - stageStart
+                            row.stagesCPUNs = threadCPUNanoseconds() - stageCPUStart
+                            row.latencyNs = now - frame.timestampNs
+                            if let encodeStage {
+                                (row.frameType, row.bytes, row.encodeNs) = encodeStage.lastEncoded
+                                encodeStage.lastEncoded = ("-", 0, 0)
+                            }
+                            trace.record(row)
+                        }
                     }
                     let elapsed = Double(lastTs - first) / 1e9
                     if let onProgress, elapsed >= 0.2, now >= nextProgress {

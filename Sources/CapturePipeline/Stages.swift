@@ -60,6 +60,8 @@ public final class EncodeStage: PictureStage {
         case inline(H264Encoder)
         case thread(EncoderThread)
     }
+    /// The last frame the inline encoder made, for `FrameTrace` (not kept with the encoder thread).
+    var lastEncoded: (type: String, bytes: Int, encodeNs: Int64) = ("-", 0, 0)
     /// Ask for the encoder thread (granted when every output accepts writes from it).
     public var usesEncoderThread = false
     /// The encoder ran on its own thread (the summary says so).
@@ -202,6 +204,7 @@ public final class EncodeStage: PictureStage {
         case .inline(let encoder):
             try encoder.encode(picture, timestampNs: frame.timestampNs, into: &out)
             out.rotation = frame.rotation
+            lastEncoded = (out.isSkipped ? "skip" : out.isKeyFrame ? "I" : "P", out.isSkipped ? 0 : out.size, out.encodeNs)
             if out.isSkipped { return }
             try delivery.deliver(out)
         }

@@ -70,17 +70,37 @@ public final class CameraVideoCapturer: Sendable {
         /// Controls set on every start and switch, in order, before the first frame (after the power-line
         /// default). A control the camera lacks, or a bad value, fails the start with the typed error.
         public var startControls: [CameraControlSetting]
+        /// Where frames are delivered: on the capturer's delivery thread (the default) or synchronously on the
+        /// camera's own capture thread.
+        public var delivery: Delivery
         /// The defaults are what a real-time consumer wants: one pending frame, late frames dropped, controls left as
-        /// they are. `maxPendingFrames` below 1 counts as 1.
+        /// they are, frames on the delivery thread. `maxPendingFrames` below 1 counts as 1.
         public init(
             maxPendingFrames: Int = 1, alwaysDiscardsLateFrames: Bool = true,
-            powerLineFrequency: PowerLineFrequency? = nil, startControls: [CameraControlSetting] = []
+            powerLineFrequency: PowerLineFrequency? = nil, startControls: [CameraControlSetting] = [],
+            delivery: Delivery = .deliveryThread
         ) {
             self.maxPendingFrames = max(1, maxPendingFrames)
             self.alwaysDiscardsLateFrames = alwaysDiscardsLateFrames
             self.powerLineFrequency = powerLineFrequency
             self.startControls = startControls
+            self.delivery = delivery
         }
+    }
+
+    /// The thread that calls the delegates and feeds the frame streams.
+    public enum Delivery: Sendable, Equatable {
+        /// The capturer's own delivery thread: the camera's thread queues each frame (at most `maxPendingFrames`
+        /// wait, see `alwaysDiscardsLateFrames`) and goes back to the driver at once, whatever the consumers do.
+        case deliveryThread
+        /// The camera's capture thread itself, synchronously, as WebRTC's `RTCVideoCapturerDelegate` is called:
+        /// no hand-off and no thread switch per frame, so a delegate that converts and encodes runs the whole
+        /// pipeline on one thread, as a plain C loop does. While a delegate runs, the camera's thread does not
+        /// dequeue: the driver's own buffers absorb a slow frame (a camera drops what does not fit, counted as
+        /// `.driverDropped`), and `maxPendingFrames` does not apply. Drop and failure callbacks come on that
+        /// thread too; the stop callback after `stopCapture()` comes from the delivery thread, once the camera's
+        /// thread has ended. Frame streams (`frames(bufferingNewest:)`) still buffer as usual.
+        case captureThread
     }
 
     private struct Running {
@@ -470,6 +490,10 @@ public final class CameraVideoCapturer: Sendable {
             return true
         }
         guard ok else { return }
+        if configuration.delivery == .captureThread {
+            deliver(.frame(frame)) // on the camera's thread: no queue, no wake-up
+            return
+        }
         if let dropped = delivery.enqueue(.frame(frame)), dropped > 0 {
             recordDrop(.consumerBusy, count: dropped, generation: gen, force: true)
         }
@@ -481,7 +505,12 @@ public final class CameraVideoCapturer: Sendable {
             s.stats.dropped[reason, default: 0] += count
             return true
         }
-        if ok { delivery.enqueue(.dropped(reason, count)) }
+        guard ok else { return }
+        if configuration.delivery == .captureThread && !force {
+            deliver(.dropped(reason, count)) // reported by the camera's thread, delivered where its frames are
+        } else {
+            delivery.enqueue(.dropped(reason, count))
+        }
     }
 
     private func streamFailed(_ error: CaptureError, generation gen: UInt64) {
@@ -497,7 +526,11 @@ public final class CameraVideoCapturer: Sendable {
         logger.error("capture failed", metadata: ["error": "\(error)"])
         // The stream released its resources before reporting; stop() from another thread just joins it.
         if let running { DispatchQueue.global().async { running.stream.stop() } }
-        delivery.enqueue(.stopped(error))
+        if configuration.delivery == .captureThread {
+            deliver(.stopped(error)) // on the failing stream's thread, after its last frame
+        } else {
+            delivery.enqueue(.stopped(error))
+        }
     }
 
     private func deliver(_ event: DeliveryQueue.Event) {

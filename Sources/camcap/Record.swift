@@ -36,6 +36,11 @@ struct Record: AsyncParsableCommand {
                 "e.g. 0s:1280x720@30,3s:640x360@15/600,6s:1280x720@30/1500. Frames above the rate are dropped on their timestamps (even cadence), larger frames are scaled down (aspect kept), and the encoder follows (new SPS/PPS and an IDR at each size change) without restarting the camera.",
             valueName: "schedule")) var adapt: String?
 
+    @Option(
+        help: ArgumentHelp(
+            "Write per-frame stage times as CSV (real time only): conversion, wait, stages in wall and CPU time, encode, frame type, bytes.",
+            valueName: "file")) var frameTrace: String?
+
     func validate() throws {
         try capture.validateCommon()
         try CLIRange.capture(capture)
@@ -82,6 +87,16 @@ struct Record: AsyncParsableCommand {
             let stem = (output as NSString).deletingPathExtension
             stages.append(try SnapshotStage(every: n) { "\(stem)-snapshot-\(String(format: "%06d", $0)).jpg" })
         }
+        // Room for every frame of the run (30 fps for the duration, or the frame count), allocated before the start.
+        let trace = frameTrace.map { _ in
+            FrameTrace(capacity: capture.frames ?? Int((capture.duration ?? 5) * Double(min(capture.fpsLimit, 240))) + 64)
+        }
+        pipeline.frameTrace = trace
         try await pipeline.runCommand("recording", quiet: capture.quiet, stages: stages)
+        if let trace, let frameTrace {
+            let file = try OutputFile(path: frameTrace)
+            try file.write(Array(trace.csv().utf8))
+            try file.close()
+        }
     }
 }

@@ -126,6 +126,28 @@ func probeFrames(_ path: String) throws -> (Int, String) {
         #expect(zip(work, latency).allSatisfy { $0 > 0 && $0 <= $1 + 0.05 }, "work \(work) within latency \(latency)")
     }
 
+    @Test func frameTraceHasARowPerEncodedFrameWithItsStages() throws {
+        let out = work + "/traced.h264", trace = work + "/trace.csv"
+        let r = try sh(camcap, ["record", "-d", "fixture:uvc-webcam", "-s", "640x360", "--frames", "40", "-o", out, "-q", "--frame-trace", trace])
+        #expect(r.code == 0, "\(r.err)")
+        let encoded = try #require(summaryValue(r.out, "encoded"))
+        let lines = try String(contentsOfFile: trace, encoding: .utf8).split(separator: "\n")
+        let header = lines[0].split(separator: ",").map(String.init)
+        #expect(header.first == "sequence" && header.contains("offcpu_us") && header.contains("type") && header.last == "bytes")
+        let rows = lines.dropFirst().map { $0.split(separator: ",", omittingEmptySubsequences: false).map(String.init) }
+        #expect(rows.count == encoded, "one row per frame")
+        #expect(rows.allSatisfy { $0.count == header.count })
+        let col = { (name: String) in header.firstIndex(of: name)! }
+        #expect(rows.first?[col("type")] == "I", "the first frame is a key frame")
+        #expect(rows.allSatisfy { ["I", "P"].contains($0[col("type")]) && Int($0[col("bytes")])! > 0 })
+        // The stages hold the encode; the latency holds the conversion, the wait and the stages.
+        #expect(
+            rows.allSatisfy {
+                Double($0[col("encode_us")])! <= Double($0[col("stages_us")])! + 0.1
+                    && Double($0[col("latency_us")])! + 0.3 >= Double($0[col("convert_us")])! + Double($0[col("stages_us")])!
+            })
+    }
+
     @Test func recordingsCarryTheCamerasColourDescription() throws {
         let hd = tempFile(
             "hd-camera.json",

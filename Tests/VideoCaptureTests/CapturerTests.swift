@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 @testable import VideoCapture
 import FixtureCameras
@@ -27,6 +28,45 @@ struct CapturerTests {
         #expect(await rec.wait { $0.frames.count >= n + 5 })
         #expect(rec.frames.last?.width == 640)
         try await capturer.stopCapture()
+    }
+
+    @Test func captureThreadDeliveryCallsDelegatesOnTheCamerasThreadInOrder() async throws {
+        // `.captureThread`: the delegate runs on the camera's own thread (not the delivery thread), every frame in
+        // order, and a frame stream still gets them; the stop callback still comes once, after the last frame.
+        let capturer = CameraVideoCapturer(
+            providers: [FixtureCameraProvider(options: .init(pacing: .asFastAsConsumed))],
+            configuration: .init(maxPendingFrames: 1, alwaysDiscardsLateFrames: false, delivery: .captureThread))
+        final class ThreadNames: CameraVideoCapturerDelegate, @unchecked Sendable {
+            let names = Mutex<[String]>([])
+            func capturer(_ capturer: CameraVideoCapturer, didCapture frame: VideoFrame) {
+                // The calling thread's name, as the kernel keeps it (a test may read a file per frame).
+                let name =
+                    (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8))?
+                    .trimmingCharacters(in: .whitespacesAndNewlines) ?? "?"
+                names.withLock { $0.append(name) }
+            }
+        }
+        let threads = ThreadNames()
+        let rec = Recorder()
+        capturer.addDelegate(threads)
+        capturer.addDelegate(rec)
+        let stream = capturer.frames(bufferingNewest: 2)
+        // Consumed meanwhile: frames held in the stream's buffer would hold the camera's buffers.
+        let streamed = Task {
+            var n = 0
+            for try await _ in stream { n += 1 }
+            return n
+        }
+        let device = try capturer.device("fixture:vivid")
+        try await capturer.startCapture(device: device, targetSize: FrameSize(width: 320, height: 180))
+        #expect(await rec.wait { $0.frames.count >= 20 })
+        try await capturer.stopCapture()
+        let names = threads.names.withLock { $0 }
+        #expect(!names.isEmpty && Set(names) == ["fixture-camera"], "the camera's thread, never the delivery thread: \(Set(names))")
+        let seqs = rec.frames.map(\.sequence)
+        #expect(seqs == Array(seqs.indices).map(UInt64.init), "every frame, in order")
+        #expect(rec.stops.count == 1 && rec.stops[0] == nil)
+        #expect(try await streamed.value > 0)
     }
 
     @Test func lifecycleErrorsAreTyped() async throws {

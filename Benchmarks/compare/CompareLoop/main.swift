@@ -2,7 +2,14 @@
 //   compare-loop generate YUYV|MJPG WxH FRAMES OUT [NOISE]   writes the raw frames every contender reads
 //   compare-loop run YUYV|MJPG WxH FILE BITRATE [OUT [KEY=VALUE ...]]
 //                                                             camera → frames() → FrameConverter → EncoderThread (H264Encoder → AnnexBWriter)
-//   compare-loop run-inline …                                 the same with the encoder on the consumer's task (one thread)
+//   compare-loop run-inline …                                 the same on one thread: convert and encode in turn
+// Both deliver on the camera's thread (`Configuration.delivery = .captureThread`): a delegate converts each frame on
+// the thread that captured it, and encodes it there too (run-inline) or hands the picture to the EncoderThread
+// (run), as loop.c's stages=1 and stages=2 do. `run-async` and `run-inline-async` are the same loops fed through
+// the capturer's delivery thread and `frames()` instead (an async consumer: two more thread hand-offs per frame).
+//   compare-loop decode MJPG WxH FILE OUTWxOUTH [full]       MJPEG to a smaller I420 picture, nothing else: FrameConverter
+//                                                             with `scale` (the reduced DCT), or with `full` a full-size
+//                                                             decode and then the scale (the way without it); compare.py --scaled
 // `run` replays the file's frames zero-copy (a mapped file, one FrameStorage per frame) through a capture
 // provider, so the loop is the one an application writes; it prints the frame count and the loop's seconds.
 // The encoder settings compare.py passes (complexity=low|medium|high, max-bitrate=N, intra-period=N, threads=N,
@@ -21,6 +28,50 @@ final class LockedWriter: Sendable {
     init(_ writer: sending AnnexBWriter) { self.writer = Mutex(writer) }
     func write(_ frame: EncodedFrame) throws { try writer.withLock { try $0.write(frame) } }
     func close() throws { try writer.withLock { try $0.close() } }
+}
+
+/// The synchronous consumer: converts (and encodes, or hands to the encoder thread) each frame on the thread that
+/// captured it. Every frame is delivered on the replay thread, one at a time, so nothing here is shared.
+final class InlineLoop: CameraVideoCapturerDelegate, @unchecked Sendable {
+    // @unchecked: used only on the camera's thread (`.captureThread` delivery), then read after `done`.
+    let converter = FrameConverter()
+    let encoder: H264Encoder?
+    let thread: EncoderThread?
+    let writer: LockedWriter
+    let total: Int
+    var out = EncodedFrame()
+    var count = 0
+    var failure: Error?
+    let done = DispatchSemaphore(value: 0)
+    init(encoder: sending H264Encoder, twoStages: Bool, writer: LockedWriter, total: Int) {
+        self.writer = writer
+        self.total = total
+        if twoStages {
+            self.encoder = nil
+            thread = EncoderThread(encoder: encoder) { frame in try writer.write(frame) }
+        } else {
+            self.encoder = encoder
+            thread = nil
+        }
+    }
+    func capturer(_ capturer: CameraVideoCapturer, didCapture frame: VideoFrame) {
+        guard count < total, failure == nil else { return }
+        do {
+            let picture = try converter.convert(frame.buffer)
+            if let thread {
+                try thread.submit(picture, timestampNs: frame.timestampNs)
+            } else if let encoder {
+                try encoder.encode(picture, timestampNs: frame.timestampNs, into: &out)
+                if !out.isSkipped { try writer.write(out) }
+            }
+        } catch {
+            failure = error
+            done.signal()
+            return
+        }
+        count += 1
+        if count == total { done.signal() }
+    }
 }
 
 func die(_ s: String) -> Never {
@@ -103,7 +154,8 @@ final class ReplayStream: CaptureStream, @unchecked Sendable {
             var storages = spans.map { s in FrameStorage(borrowing: file.base + s.offset, capacity: s.count, release: {}) }
             var i = 0
             let inFlight = 3
-            while !stopRequested.load(ordering: .acquiring) {
+            // One pass over the file: every contender encodes each frame once.
+            while !stopRequested.load(ordering: .acquiring) && i < storages.count {
                 let k = i % storages.count
                 // Wait until the frame `inFlight` back is released (a driver's short queue).
                 let back = (i - inFlight + storages.count * 4) % storages.count
@@ -154,13 +206,14 @@ case "generate":
         try idx.write(lengths)
         try idx.close()
     }
-case "run", "run-inline":
+case "run", "run-inline", "run-async", "run-inline-async":
     guard let bitrate = Int(args[5]), (10_000...100_000_000).contains(bitrate) else { die("run FORMAT WxH FILE BITRATE [OUT [KEY=VALUE ...]]") }
     let file = FrameFile(path: args[4], format: format, size: size)
     let total = file.spans.count
+    let async = args[1].hasSuffix("-async")
     let capturer = CameraVideoCapturer(
         providers: [ReplayProvider(file: file, format: format, size: size)],
-        configuration: .init(maxPendingFrames: 2, alwaysDiscardsLateFrames: false))
+        configuration: .init(maxPendingFrames: 2, alwaysDiscardsLateFrames: false, delivery: async ? .deliveryThread : .captureThread))
     var settings = H264Encoder.Settings(width: size.width, height: size.height)
     settings.targetBitrate = bitrate
     for option in args.dropFirst(7) {
@@ -184,11 +237,23 @@ case "run", "run-inline":
     let converter = FrameConverter()
     var out = EncodedFrame()
     let device = try capturer.device("replay:")
-    let stream = capturer.frames(bufferingNewest: 2)
-    _ = try await capturer.startCapture(device: device, format: try capturer.supportedFormats(for: device)[0], size: size, fps: Fraction(30))
-    let t0 = DispatchTime.now().uptimeNanoseconds
+    let captureFormat = try capturer.supportedFormats(for: device)[0]
     var n = 0
-    if args[1] == "run-inline" {
+    var t0 = DispatchTime.now().uptimeNanoseconds
+    if !async {
+        // The delegate runs on the replay thread from the first frame, which may come before the start returns.
+        let loop = InlineLoop(encoder: encoder, twoStages: args[1] == "run", writer: writer, total: total)
+        capturer.addDelegate(loop)
+        t0 = DispatchTime.now().uptimeNanoseconds
+        _ = try await capturer.startCapture(device: device, format: captureFormat, size: size, fps: Fraction(30))
+        loop.done.wait()
+        if let failure = loop.failure { die("failed: \(failure)") }
+        try loop.thread?.finish()
+        n = loop.count
+    } else if args[1] == "run-inline-async" {
+        let stream = capturer.frames(bufferingNewest: 2)
+        _ = try await capturer.startCapture(device: device, format: captureFormat, size: size, fps: Fraction(30))
+        t0 = DispatchTime.now().uptimeNanoseconds
         // One thread: convert and encode each frame in turn on the consumer's task.
         for try await frame in stream {
             let picture = try converter.convert(frame.buffer)
@@ -199,6 +264,9 @@ case "run", "run-inline":
         }
     } else {
         // Two stages: the consumer converts frame N+1 while the encoder thread encodes and writes frame N.
+        let stream = capturer.frames(bufferingNewest: 2)
+        _ = try await capturer.startCapture(device: device, format: captureFormat, size: size, fps: Fraction(30))
+        t0 = DispatchTime.now().uptimeNanoseconds
         let thread = EncoderThread(encoder: encoder) { frame in try writer.write(frame) }
         for try await frame in stream {
             try thread.submit(try converter.convert(frame.buffer), timestampNs: frame.timestampNs)
@@ -211,6 +279,28 @@ case "run", "run-inline":
     try await capturer.stopCapture()
     try writer.close()
     print("frames \(n) seconds \(seconds)")
+case "decode":
+    // One thread, no camera, no encoder: the frames straight from the mapped file, as GStreamer's filesrc reads them.
+    guard args.count >= 6, format == .mjpeg else { die("decode MJPG WxH FILE OUTWxOUTH [full]") }
+    let file = FrameFile(path: args[4], format: format, size: size)
+    let target = parseSize(args[5])
+    let full = args.count > 6 && args[6] == "full"
+    let converter = FrameConverter(), scaler = FrameConverter()
+    var checksum = 0
+    let storages = file.spans.map { FrameStorage(borrowing: file.base + $0.offset, capacity: $0.count, release: {}) }
+    let t0 = DispatchTime.now().uptimeNanoseconds
+    for (span, storage) in zip(file.spans, storages) {
+        let buf = VideoFrameBuffer(pixelFormat: .mjpeg, width: size.width, height: size.height, stride: 0, bytesUsed: span.count, storage: storage)
+        let picture: I420Buffer
+        if full {
+            picture = try scaler.convert(try converter.convert(buf).buffer, options: .init(scale: target))
+        } else {
+            picture = try converter.convert(buf, options: .init(scale: target))
+        }
+        checksum &+= Int(picture.dataY[picture.strideY * (picture.height / 2) + picture.width / 2]) // the picture is used
+    }
+    let seconds = Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9
+    print("frames \(file.spans.count) seconds \(seconds) checksum \(checksum)")
 default:
     die("unknown command \(args[1])")
 }
