@@ -26,13 +26,13 @@ final class Pacer: @unchecked Sendable {
     private let maxPacket: Int
     private var thread: WorkerThread?
 
-    /// `send` takes a queued packet's sequence number and sends it (from the pacer's thread).
-    init(capacity: Int, maxPacket: Int, send: @escaping @Sendable (UInt16) -> Void) {
+    /// `deliver` takes a queued packet's sequence number and sends it (from the pacer's thread).
+    init(capacity: Int, maxPacket: Int, deliver: @escaping @Sendable (UInt16) -> Void) {
         self.capacity = capacity
         self.maxPacket = maxPacket
         ring = Array(repeating: (0, 0), count: capacity)
         thread = nil
-        thread = WorkerThread(name: "rtp-pacer") { [self] _ in run(send) }
+        thread = WorkerThread(name: "rtp-pacer") { [self] _ in run(deliver) }
     }
 
     /// The pacing rate in bit/s (0: unpaced, every packet at once).
@@ -104,7 +104,7 @@ final class Pacer: @unchecked Sendable {
         thread = nil
     }
 
-    private func run(_ send: (UInt16) -> Void) {
+    private func run(_ deliver: (UInt16) -> Void) {
         condition.lock()
         while true {
             if count == 0 {
@@ -126,7 +126,7 @@ final class Pacer: @unchecked Sendable {
             queuedBytes -= bytes
             budget -= Double(bytes)
             condition.unlock()
-            send(sequence)
+            deliver(sequence)
             condition.lock()
         }
         condition.unlock()
