@@ -2,7 +2,8 @@
 /// (draft-ietf-rmcat-gcc): every sent packet is remembered by its transport-wide sequence number; transport
 /// feedback says when each arrived. A delay-based controller (a trendline of the one-way delay variation
 /// between groups of packets, an adaptive overuse threshold, AIMD: +8 %/s while the path is not loaded, down to
-/// 85 % of the delivered rate on overuse) and a loss-based one (down by half the loss above 10 %, +5 % below 2 %)
+/// 85 % of the delivered rate on overuse) and a loss-based one (down by half the loss above 10 %, and to the rate
+/// the path delivered when more than a quarter is lost, over 250 ms windows; +5 % below 2 %)
 /// each propose a rate; the estimate is the lower, within `Configuration`'s bounds.
 ///
 /// Probing: a sender whose traffic is below what the path may carry learns nothing from it (the estimate
@@ -97,6 +98,8 @@ public struct SendSideBandwidthEstimator: Sendable {
     // Acknowledged rate and loss windows.
     private var ackWindow = (startUs: Int64?.none, bytes: 0, lastUs: Int64(0))
     private var lossWindow = (startUs: Int64?.none, lost: 0, total: 0)
+    /// What arrived in the loss window: bytes, first and last arrival (µs): under heavy loss, the rate the path delivered.
+    private var lossWindowArrivals = (bytes: 0, firstUs: Int64.max, lastUs: Int64.min)
     private var lastLossUpdateUs: Int64 = .min / 2
 
     /// An estimator at `configuration.startBitrate`.
@@ -177,6 +180,9 @@ public struct SendSideBandwidthEstimator: Sendable {
                 continue
             }
             acknowledge(bytes: Int(sentBytes[i]), arrivalUs: arrival)
+            lossWindowArrivals.bytes += Int(sentBytes[i])
+            lossWindowArrivals.firstUs = min(lossWindowArrivals.firstUs, arrival)
+            lossWindowArrivals.lastUs = max(lossWindowArrivals.lastUs, arrival)
             delaySample(sendUs: sentTimeUs[i], arrivalUs: arrival)
             if sentCluster[i] != 0, var c = cluster, c.id == sentCluster[i] {
                 c.reported += 1
@@ -334,16 +340,24 @@ public struct SendSideBandwidthEstimator: Sendable {
     private mutating func updateLoss(_ nowUs: Int64) {
         let start = lossWindow.startUs ?? nowUs
         lossWindow.startUs = start
-        guard nowUs - start >= 500_000, lossWindow.total >= 10 else { return }
+        guard nowUs - start >= 250_000, lossWindow.total >= 10 else { return }
         lossFraction = Double(lossWindow.lost) / Double(lossWindow.total)
         if lossFraction > 0.1 {
             lossBasedRate = Int(Double(min(lossBasedRate, estimate)) * (1 - 0.5 * lossFraction))
+            // Heavy loss on a path that suddenly carries less (a link stepping down): what it delivered in the
+            // window is the better bound, reached at once instead of after several halvings.
+            let a = lossWindowArrivals
+            if lossFraction > 0.25, a.lastUs - a.firstUs >= 100_000 {
+                let delivered = Int(Int64(a.bytes) * 8_000_000 / (a.lastUs - a.firstUs))
+                lossBasedRate = min(lossBasedRate, delivered)
+            }
         } else if lossFraction < 0.02 {
             // Grow from the current estimate, so it never sits far above the delay-based rate.
             lossBasedRate = Int(Double(max(estimate, min(lossBasedRate, delayBasedRate))) * 1.05) + 1000
         }
         lossBasedRate = clamp(lossBasedRate)
         lossWindow = (nowUs, 0, 0)
+        lossWindowArrivals = (0, .max, .min)
     }
 
     private func clamp(_ r: Int) -> Int { min(max(r, configuration.minBitrate), configuration.maxBitrate) }
