@@ -10,7 +10,7 @@
 /// follows what is acknowledged). `startProbe(nowUs:)` says when to send a probe cluster (packets tagged with its
 /// id in `packetSent`, about 100 ms of twice the estimate); when the feedback for it is in, the rate it arrived at
 /// (the lower of its send and receive rates) raises the estimate to 90 % of it when it is at least 1.5 × the
-/// estimate. Probes stop at the maximum, wait 1 s after a success and 3 s otherwise, and never start while the path
+/// estimate. Probes stop at the maximum, wait 0.5 s after a success and 2 s otherwise, and never start while the path
 /// is overused or losing packets.
 ///
 /// No allocation per packet or feedback entry (fixed rings); not thread-safe: the owner serialises calls.
@@ -142,7 +142,8 @@ public struct SendSideBandwidthEstimator: Sendable {
     /// 100 ms (twice the estimate, at most the maximum; the media sent meanwhile counts). Nil when the estimate is
     /// at the maximum, the path is overused or losing, or a probe ran recently.
     public mutating func startProbe(nowUs: Int64) -> (cluster: UInt8, bytes: Int)? {
-        guard cluster == nil, nowUs >= nextProbeUs, feedbacks > 0, usage == .normal, lossFraction < 0.02,
+        // Not while queues grow; while they drain (underusing) a probe is welcome: the path may just have widened.
+        guard cluster == nil, nowUs >= nextProbeUs, feedbacks > 0, usage != .overusing, lossFraction < 0.02,
             estimate < configuration.maxBitrate * 95 / 100
         else { return nil }
         let target = min(estimate * 2, configuration.maxBitrate)
@@ -219,15 +220,15 @@ public struct SendSideBandwidthEstimator: Sendable {
         lastProbeResult = result
         // Only a clear success counts (half again the estimate): a limited link's token bucket lets the first
         // bytes of a probe through at line rate, which makes a small overestimate look like room.
-        if let result, result * 2 >= estimate * 3, usage == .normal {
+        if let result, result * 2 >= estimate * 3, usage != .overusing {
             probesRaised += 1
             let raised = clamp(result * 9 / 10)
             delayBasedRate = max(delayBasedRate, raised)
             lossBasedRate = max(lossBasedRate, raised)
             estimate = clamp(min(delayBasedRate, lossBasedRate))
-            nextProbeUs = nowUs + 1_000_000
+            nextProbeUs = nowUs + 500_000
         } else {
-            nextProbeUs = nowUs + 3_000_000
+            nextProbeUs = nowUs + 2_000_000
         }
     }
 
