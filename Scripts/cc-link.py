@@ -138,7 +138,7 @@ try:
             fields = f.read().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     cpu0 = server_cpu()
-    print("    t  viewer  link      send kbit/s  estimate  tier  shown        fps  freezes", flush=True)
+    print("    t  viewer  link      send kbit/s  estimate  tier  shown        fps  playout  freezes", flush=True)
     while time.time() - t0 < a.seconds:
         time.sleep(1)
         now = time.time()
@@ -165,11 +165,15 @@ try:
                    "pendingTier": s.get("pendingTier"), "width": b.get("frameWidth"), "height": b.get("frameHeight"),
                    "fps": b.get("framesPerSecond"), "freezes": b.get("freezeCount"), "freezeSeconds": b.get("totalFreezesDuration"),
                    "longestFreeze": b.get("longestFreeze"),
-                   "decoded": b.get("framesDecoded"), "probes": s.get("probes"), "delayUsage": s.get("delayUsage")}
+                   "decoded": b.get("framesDecoded"), "probes": s.get("probes"), "delayUsage": s.get("delayUsage"),
+                   "playoutDelay": s.get("playoutDelaySent"), "nacks": s.get("nacks"), "retransmissions": s.get("retransmissions"),
+                   "nacksIgnored": s.get("nacksIgnored"), "overBudget": s.get("retransmissionsOverBudget"),
+                   "keyFrameRequests": s.get("keyFrameRequests"), "packetsDroppedBeforeKeyFrame": s.get("packetsDroppedBeforeKeyFrame"),
+                   "nacksBeforeKeyFrame": s.get("nacksBeforeKeyFrame")}
             v["rows"].append(row)
-            print("%5.1f  %-6s  %-8s  %11s  %8s  %4s  %-11s  %3s  %s (%.2f s)" % (
+            print("%5.1f  %-6s  %-8s  %11s  %8s  %4s  %-11s  %3s  %-7s  %s (%.2f s)" % (
                 t, v["name"], ("%dk" % v["limit"]) if v["limit"] else "open", "-" if rate is None else "%.0f" % rate,
-                row["estimateKbps"], row["tier"], "%sx%s" % (row["width"], row["height"]), row["fps"], row["freezes"],
+                row["estimateKbps"], row["tier"], "%sx%s" % (row["width"], row["height"]), row["fps"], row["playoutDelay"] or "-", row["freezes"],
                 row["freezeSeconds"] or 0), flush=True)
     result["serverCpuMsPerSecond"] = round((server_cpu() - cpu0) * 1000 / (time.time() - t0), 1)
     print("server CPU: %.1f ms per second over %.0f s" % (result["serverCpuMsPerSecond"], time.time() - t0), flush=True)

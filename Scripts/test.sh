@@ -20,8 +20,13 @@ show_failures() {
 # threads while the library's async tests (the capturer's) wait for one past their time limits.
 if ! swift test --skip-build --skip "^CamcapTests\." 2>&1 | tee .build/test.log; then show_failures .build/test.log; exit 1; fi
 swift_tests=$(grep -oE "Test run with [0-9]+ tests?" .build/test.log | tail -1 | grep -oE "[0-9]+" || echo 0)
-if ! swift test --skip-build --filter "^CamcapTests\." 2>&1 | tee .build/test-camcap.log; then show_failures .build/test-camcap.log; exit 1; fi
+if ! swift test --skip-build --filter "^CamcapTests\." --skip "^CamcapTests\.LinkTests" 2>&1 | tee .build/test-camcap.log; then show_failures .build/test-camcap.log; exit 1; fi
 swift_tests=$((swift_tests + $(grep -oE "Test run with [0-9]+ tests?" .build/test-camcap.log | tail -1 | grep -oE "[0-9]+" || echo 0)))
+# The real-link tests (#21: Chromium viewers behind tc tbf links) run alone: their figures (fps, freezes) are the
+# viewers' own, and Chromiums decoding beside the other suites' servers and browsers on 2 cores froze for want of
+# CPU (CI saw B freeze 6 times in its minute with the other suites running, 0-1 alone).
+if ! swift test --skip-build --filter "^CamcapTests\.LinkTests" 2>&1 | tee .build/test-links.log; then show_failures .build/test-links.log; exit 1; fi
+swift_tests=$((swift_tests + $(grep -oE "Test run with [0-9]+ tests?" .build/test-links.log | tail -1 | grep -oE "[0-9]+" || echo 0)))
 # The soak test measures the whole process (RSS, descriptors), so it runs alone; a short pass here,
 # Scripts/soak.sh runs it long.
 if ! SOAK=1 swift test --skip-build --filter SoakTests > .build/soak.log 2>&1; then show_failures .build/soak.log; exit 1; fi

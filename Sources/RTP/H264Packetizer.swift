@@ -327,4 +327,10 @@ public struct PlayoutDelay: Sendable, Hashable, CustomStringConvertible {
     }
     /// "MIN:MAX" in milliseconds.
     public var description: String { "\(minMs):\(maxMs)" }
+    /// 0:500: libwebrtc's low-latency rendering (min 0, max at most 500 ms): each frame is shown as soon as it is
+    /// decoded, with no jitter buffer to wait in.
+    public static let lowLatency = PlayoutDelay(minMs: 0, maxMs: 500)!
+    /// 0:10000: what a libwebrtc receiver uses when nobody asks (its own jitter buffer, up to 10 s): sent to take
+    /// back an earlier low-latency request (a receiver keeps the last bounds it was sent).
+    public static let receiverDefault = PlayoutDelay(minMs: 0, maxMs: 10_000)!
 }

@@ -84,6 +84,14 @@ public final class RTPSender: @unchecked Sendable {
         /// The playout delay the receiver is asked for (with `playoutDelayExtensionID`); nil sends none, and the
         /// receiver chooses its own.
         public var playoutDelay: PlayoutDelay?
+        /// With `playoutDelay`: the bounds sent instead while the link is congested: the send-side estimator saw
+        /// overuse or more than 2 % loss, or a NACK came, within `congestionHoldNs`, or the owner said the link is
+        /// limited (`setLinkLimited(_:)`: a viewer on a lower encode tier). A low-latency delay (min 0, max ≤ 500 ms:
+        /// Chromium renders each frame as soon as it is decoded) leaves no jitter buffer to absorb a late frame on a
+        /// tight link; `PlayoutDelay.receiverDefault` gives the receiver its own buffer back. nil: `playoutDelay` always.
+        public var congestedPlayoutDelay: PlayoutDelay?
+        /// How long after the last sign of congestion the link counts as congested (10 s, in nanoseconds).
+        public var congestionHoldNs: Int64 = 10_000_000_000
         /// The media SSRC, when it must be known before the sender exists (an offer that lists it); nil: random.
         public var ssrc: UInt32?
         /// The RTX SSRC, likewise; nil: random.
@@ -182,6 +190,14 @@ public final class RTPSender: @unchecked Sendable {
         /// Capture time (monotonic ns) of the first frame sent: RTP time `rtpTimestampOffset` (receivers map
         /// RTP timestamps back to capture times with it).
         public var firstCaptureNs: Int64?
+        /// The playout delay the last frame carried (nil: none), and how many times it changed between
+        /// `Configuration.playoutDelay` and `congestedPlayoutDelay`.
+        public var playoutDelaySent: PlayoutDelay?
+        public var playoutDelayChanges = 0
+        /// Signs of congestion seen (overuse or loss over 2 % in a transport feedback, or a NACK).
+        public var congestionSignals = 0
+        /// NACKed packets not resent because a key frame was sent after them (the receiver decodes from it).
+        public var nacksBeforeKeyFrame = 0
     }
 
     /// The configuration the sender was made with.
@@ -211,6 +227,9 @@ public final class RTPSender: @unchecked Sendable {
         /// The probe cluster being sent: its id, the padding bytes still to send and the frames left to send them
         /// after (a probe is spread over three frames, the frames' own packets counted in it).
         var probe: (id: UInt8, bytes: Int, frames: Int)?
+        /// The last sign of congestion (monotonic ns), and whether the owner says the link is limited.
+        var lastCongestionNs: Int64 = .min / 2
+        var linkLimited = false
     }
     private let shared: Mutex<Shared>
     private let transport: any RTPTransport
@@ -381,6 +400,24 @@ public final class RTPSender: @unchecked Sendable {
         }
     }
 
+    /// Says whether the link to the receiver is limited (a viewer moved to a lower encode tier because its estimate
+    /// does not carry the full one): while it is, frames carry `Configuration.congestedPlayoutDelay`.
+    public func setLinkLimited(_ limited: Bool) { shared.withLock { $0.linkLimited = limited } }
+
+    /// The playout delay the next frame carries at `now`: the configured one, or the congested one while the link
+    /// is limited or showed congestion within `congestionHoldNs`.
+    private func currentPlayoutDelay(now: Int64) -> PlayoutDelay? {
+        guard let asked = configuration.playoutDelay, configuration.playoutDelayExtensionID != nil else { return nil }
+        guard let relaxed = configuration.congestedPlayoutDelay else { return asked }
+        return shared.withLock { s in
+            let congested = s.linkLimited || now - s.lastCongestionNs < configuration.congestionHoldNs
+            let delay = congested ? relaxed : asked
+            if s.stats.playoutDelaySent != nil && s.stats.playoutDelaySent != delay { s.stats.playoutDelayChanges += 1 }
+            s.stats.playoutDelaySent = delay
+            return delay
+        }
+    }
+
     /// The sequence number the next media packet gets (read it on the sending thread, or when it is idle).
     public var nextSequenceNumber: UInt16 { packetizer.state.sequence }
 
@@ -405,7 +442,7 @@ public final class RTPSender: @unchecked Sendable {
         let captureTime = configuration.absoluteCaptureTimeExtensionID.flatMap {
             RTPHeaderExtensionElement.absoluteCaptureTime(id: $0, ntp: RTPSender.ntp(monotonicNs: captureNs))
         }
-        let playoutDelay = configuration.playoutDelay.flatMap { delay in
+        let playoutDelay = currentPlayoutDelay(now: now).flatMap { delay in
             configuration.playoutDelayExtensionID.flatMap { RTPHeaderExtensionElement.playoutDelay(id: $0, delay) }
         }
         let twcc = configuration.transportWideCCExtensionID
@@ -428,6 +465,10 @@ public final class RTPSender: @unchecked Sendable {
         if frame.isKeyFrame, let pacer, pacer.queued > 0 {
             let n = pacer.dropQueued()
             shared.withLock { $0.stats.packetsDroppedBeforeKeyFrame += n }
+        }
+        if frame.isKeyFrame {
+            let first = packetizer.state.sequence
+            shared.withLock { $0.history.keyFrameStarts(at: first) }
         }
         var k: UInt16 = 0
         let count = packetizer.packetize(
@@ -582,6 +623,10 @@ public final class RTPSender: @unchecked Sendable {
                 if configuration.transportWideCCExtensionID == nil { pace(bps) }
                 onREMB?(bps)
             case .retransmit(let lost):
+                shared.withLock { s in
+                    s.lastCongestionNs = now // the receiver lost packets
+                    s.stats.congestionSignals += 1
+                }
                 for seq in lost where !retransmit(seq, now: now) { break } // over budget: the rest of this NACK too
             case .transportFeedback(let fb):
                 // The estimate goes to the bitrate handler when it moved by 5 % or every 500 ms.
@@ -591,6 +636,10 @@ public final class RTPSender: @unchecked Sendable {
                     s.stats.probesRaised = s.estimator.probesRaised
                     s.stats.delayUsage = s.estimator.usage.rawValue
                     s.stats.transportLoss = s.estimator.lossFraction
+                    if s.estimator.usage == .overusing || s.estimator.lossFraction > 0.02 {
+                        s.lastCongestionNs = now
+                        s.stats.congestionSignals += 1
+                    }
                     let last = s.lastEstimateReported
                     guard abs(e - last.bps) * 20 >= last.bps || now - last.atNs >= 500_000_000 else { return nil }
                     s.lastEstimateReported = (e, now)
@@ -618,6 +667,9 @@ public final class RTPSender: @unchecked Sendable {
             case .overBudget:
                 s.stats.retransmissionsOverBudget += 1
                 return (false, false)
+            case .superseded:
+                s.stats.nacksBeforeKeyFrame += 1
+                return (false, true)
             case .resend(let slot):
                 let original = s.history.packet(at: slot)
                 if rtxPT != nil {

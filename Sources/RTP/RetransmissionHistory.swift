@@ -12,6 +12,8 @@ package struct RetransmissionHistory: Sendable {
     private var rates = RateWindow()
     private let share: Double
     private let allowance: Int
+    /// The first packet of the last key frame sent: packets before it are of no use to a receiver any more.
+    private var keyFrameStart: UInt16?
 
     /// Room for at least `packets` (a power of two, 16...8192) of up to `packetCapacity` bytes each.
     /// Retransmissions may use `share` of the media bitrate, at least `allowance` bytes a second.
@@ -40,6 +42,11 @@ package struct RetransmissionHistory: Sendable {
         rates.addMedia(packet.count, at: now)
     }
 
+    /// A key frame starts at packet `seq`: from now on NACKs for packets before it are not served (the receiver
+    /// decodes from the key frame; resending what it supersedes would only delay it on a loaded link, and on a
+    /// tier move the old tier's packets are of no use at all).
+    package mutating func keyFrameStarts(at seq: UInt16) { keyFrameStart = seq }
+
     package enum Decision: Equatable, Sendable {
         /// Resend: the packet is in `packet(at:)`.
         case resend(slot: Int)
@@ -47,6 +54,8 @@ package struct RetransmissionHistory: Sendable {
         case ignored
         /// The retransmission budget is spent (the rest of the NACK is not served either).
         case overBudget
+        /// Sent before the last key frame: superseded by it.
+        case superseded
     }
 
     /// Whether packet `seq` is resent now (libwebrtc's rules): it must still be in the history, must not have
@@ -56,6 +65,7 @@ package struct RetransmissionHistory: Sendable {
         let i = Int(seq) & mask
         let resent = resentNs[i]
         guard sequences[i] == seq, lengths[i] > 0, resent == .min || now - resent >= rttNs else { return .ignored }
+        if let k = keyFrameStart, Int16(bitPattern: seq &- k) < 0 { return .superseded }
         guard rates.spend(lengths[i] + extraBytes, share: share, allowance: allowance, at: now) else { return .overBudget }
         resentNs[i] = now
         return .resend(slot: i)

@@ -324,6 +324,10 @@ public final class ViewerHub: EncodedOutput, Sendable {
         state.withLock { s in
             guard var v = s.viewers[id] else { return }
             v.remb = bps
+            defer {
+                // A viewer on (or moving to) a lower tier is on a limited link: no low-latency playout for it.
+                v.peer.sender.setLinkLimited((v.pendingTier ?? v.tier) > 0)
+            }
             if ViewerHub.chooseTier(&v, tiers: s.tiers, now: now) {
                 if let p = v.pendingTier { s.routes[p].keyFramePending = true }
                 s.viewers[id] = v
@@ -466,11 +470,13 @@ public final class ViewerHub: EncodedOutput, Sendable {
             item += [
                 ("payloadType", Int(p.offer.payloadType)), ("profileLevelId", p.offer.profileLevelID),
                 ("videoOrientation", p.receivesRotation), ("captureTime", p.sendsCaptureTime),
-                ("playoutDelay", p.playoutDelay?.description ?? ""),
+                ("playoutDelay", p.playoutDelay?.description ?? ""), ("playoutDelaySent", st.rtp.playoutDelaySent?.description ?? ""),
+                ("playoutDelayChanges", st.rtp.playoutDelayChanges), ("congestionSignals", st.rtp.congestionSignals),
                 ("framesSent", st.rtp.framesSent), ("packetsSent", st.rtp.packetsSent), ("bytesSent", st.rtp.bytesSent),
                 ("packetsDropped", st.rtp.packetsDroppedBySimulation), ("nacks", st.rtp.nacksReceived),
                 ("retransmissions", st.rtp.retransmissions), ("retransmittedBytes", st.rtp.retransmittedBytes),
                 ("nacksIgnored", st.rtp.nacksIgnored), ("retransmissionsOverBudget", st.rtp.retransmissionsOverBudget),
+                ("nacksBeforeKeyFrame", st.rtp.nacksBeforeKeyFrame),
                 ("keyFrameRequests", st.rtp.keyFrameRequests), ("keyFrameRequestsHonoured", st.rtp.keyFrameRequestsHonoured),
                 ("receiverReports", st.rtp.receiverReports), ("rttMs", st.rtp.rttMs ?? -1), ("fractionLost", st.rtp.fractionLost ?? -1),
                 ("rembBps", v.remb.map { Int(clamping: $0) } ?? -1), ("transportCC", p.usesTransportWideCC),

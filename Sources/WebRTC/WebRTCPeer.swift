@@ -54,6 +54,10 @@ public final class WebRTCPeer: Sendable {
         /// Chromium render a frame as soon as it is decoded instead of holding it in its jitter buffer. nil
         /// (the default) answers without the extension, and the viewer chooses.
         public var playoutDelay: PlayoutDelay?
+        /// With `playoutDelay`: the bounds asked for instead while the viewer's link is congested (overuse, loss,
+        /// NACKs within the last 10 s) or limited (`RTPSender.setLinkLimited(_:)`: a lower encode tier); see
+        /// `RTPSender.Configuration.congestedPlayoutDelay`. nil: `playoutDelay` always.
+        public var congestedPlayoutDelay: PlayoutDelay?
         /// The send-side estimator's bounds and start.
         public var sendSideEstimation = SendSideBandwidthEstimator.Configuration()
         /// Pace each frame's packets at this multiple of the viewer's estimate (`RTPSender.Configuration.pacingFactor`;
@@ -185,6 +189,7 @@ public final class WebRTCPeer: Sendable {
         sendsCaptureTime = rc.absoluteCaptureTimeExtensionID != nil
         rc.playoutDelayExtensionID = c.playoutDelay != nil ? offer.playoutDelayExtensionID : nil
         rc.playoutDelay = rc.playoutDelayExtensionID != nil ? c.playoutDelay : nil
+        rc.congestedPlayoutDelay = c.congestedPlayoutDelay
         playoutDelay = rc.playoutDelay
         do throws(RTPError) { sender = try RTPSender(configuration: rc, transport: transport) } catch {
             socket.close()

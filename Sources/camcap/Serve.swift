@@ -83,9 +83,9 @@ struct Serve: AsyncParsableCommand {
     var pacing: Double?
     @Option(
         help: ArgumentHelp(
-            "Ask each viewer for a playout delay of MIN to MAX ms (the playout-delay RTP extension), or off (the viewer chooses). With min 0 and max at most 500, Chromium renders each frame as soon as it is decoded: capture → display p50 7–18 ms instead of 18–37 ms at 720p30 on loopback (0:0 is not faster: Chromium's zero-delay path). Off by default: with no jitter buffer to absorb it, a viewer behind a 400 kbit/s link froze 4 times in a minute instead of none. Measured in Benchmarks/RESULTS.md.",
-            valueName: "min:max|off"))
-    var playoutDelay = "off"
+            "Ask each viewer for a playout delay (the playout-delay RTP extension). auto (the default): 0:500 while the viewer's link is clear, so Chromium renders each frame as soon as it is decoded (capture → display p50 7–18 ms instead of 18–37 ms at 720p30 on loopback), and 0:10000 (the browser's own jitter buffer) while its link shows congestion (overuse, loss, NACKs in the last 10 s) or it is on a lower tier: with no jitter buffer, a viewer behind 400 kbit/s froze 4 times a minute instead of none. MIN:MAX asks for those bounds always; off answers without the extension (the viewer chooses). Measured in Benchmarks/RESULTS.md.",
+            valueName: "auto|min:max|off"))
+    var playoutDelay = "auto"
     @Flag(help: "No token: anyone who can reach the port (or make a browser page that reaches it, from an allowed origin) can watch.")
     var noAuth = false
     @Option(help: "An origin (scheme://host[:port]) whose pages may use the server cross-origin (CORS). Repeatable; none by default.")
@@ -127,8 +127,9 @@ struct Serve: AsyncParsableCommand {
         guard ["remb", "transport-cc"].contains(congestionControl) else {
             throw ValidationError("--congestion-control must be remb or transport-cc, got \"\(congestionControl.prefix(20))\"")
         }
-        if playoutDelay != "off", Serve.playoutDelay(playoutDelay) == nil {
-            throw ValidationError("--playout-delay must be off or MIN:MAX in ms with 0 <= MIN <= MAX <= 40950, got \"\(playoutDelay.prefix(20))\"")
+        if playoutDelay != "off" && playoutDelay != "auto", Serve.playoutDelay(playoutDelay) == nil {
+            throw ValidationError(
+                "--playout-delay must be auto, off or MIN:MAX in ms with 0 <= MIN <= MAX <= 40950, got \"\(playoutDelay.prefix(20))\"")
         }
         guard ["gcm", "cm", "both"].contains(srtp) else { throw ValidationError("--srtp must be gcm, cm or both, got \"\(srtp.prefix(20))\"") }
         guard consentTimeout.isFinite, (1...3600).contains(consentTimeout) else {
@@ -217,7 +218,13 @@ struct Serve: AsyncParsableCommand {
         peer.useVideoOrientation = !rotatePixels
         peer.useTransportWideCC = congestionControl == "transport-cc"
         peer.pacingFactor = pacing
-        peer.playoutDelay = Serve.playoutDelay(playoutDelay) // nil for "off"
+        if playoutDelay == "auto" {
+            // Low-latency rendering while the link is clear, the browser's own jitter buffer while it is not.
+            peer.playoutDelay = .lowLatency
+            peer.congestedPlayoutDelay = .receiverDefault
+        } else {
+            peer.playoutDelay = Serve.playoutDelay(playoutDelay) // nil for "off"
+        }
         peer.sendSideEstimation = SendSideBandwidthEstimator.Configuration(
             minBitrate: 50_000, maxBitrate: (maxBitrate ?? bitrate * 3 / 2) * 1000, startBitrate: min(bitrate, 1000) * 1000)
         let limits = ViewerHub.Limits(

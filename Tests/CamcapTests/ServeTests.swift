@@ -173,10 +173,11 @@ let chromiumAvailable =
 
     /// What a person sees: capture → display in Chromium at 720p30, per frame, from the capture times the
     /// abs-capture-time extension carries (requestVideoFrameCallback's captureTime) against the frame's receive
-    /// and expected display times; with serve's default playout delay (0:500) and without one. The bounds only refuse garbage (no
+    /// and expected display times; with serve's default playout delay (auto: 0:500 while the link is clear, as on
+    /// loopback) and without one (off). The bounds only refuse garbage (no
     /// capture times, negative or absurd figures): CI is a loaded 2-core machine; Benchmarks/RESULTS.md has
     /// the figures.
-    @Test(.enabled(if: chromiumAvailable), arguments: [nil, "0:500"]) func captureToDisplayLatencyFromTheCaptureTimeExtension(playoutDelay: String?)
+    @Test(.enabled(if: chromiumAvailable), arguments: [nil, "off"]) func captureToDisplayLatencyFromTheCaptureTimeExtension(playoutDelay: String?)
         throws
     {
         let server = try ServeProcess(
@@ -187,12 +188,15 @@ let chromiumAvailable =
         #expect(b["ok"] as? Bool == true, "\(b)")
         let viewer = b["lastServer"] as? [String: Any]
         #expect(viewer?["captureTime"] as? Bool == true, "the page negotiates abs-capture-time: \(String(describing: viewer))")
-        #expect((viewer?["playoutDelay"] as? String) == (playoutDelay ?? ""), "\(String(describing: viewer))")
+        #expect((viewer?["playoutDelay"] as? String) == (playoutDelay == nil ? "0:500" : ""), "\(String(describing: viewer))")
+        // auto: what the last frame asked for, and how often it switched (a loaded machine can show congestion).
+        let sent = (viewer?["playoutDelaySent"] as? String) ?? "", changes = int(viewer, "playoutDelayChanges")
+        if playoutDelay == nil { #expect(sent == "0:500" || sent == "0:10000", "\(String(describing: viewer))") } else { #expect(sent == "") }
         let c = b["captureTime"] as? [String: Any]
         let frames = int(c, "frames"), stamped = int(c, "withCaptureTime")
         func ms(_ k: String) -> Double { (c?[k] as? Double) ?? -1 }
         print(
-            "chromium 720p30 capture → display (playout delay \(playoutDelay ?? "off, the default")): \(stamped) of \(frames) frames;"
+            "chromium 720p30 capture → display (playout delay \(playoutDelay ?? "auto, the default: last sent \(sent), \(changes) switches")): \(stamped) of \(frames) frames;"
                 + " display p50 \(ms("displayP50Ms")) p95 \(ms("displayP95Ms")) p99 \(ms("displayP99Ms")) ms;"
                 + " received p50 \(ms("receiveP50Ms")) p95 \(ms("receiveP95Ms")) p99 \(ms("receiveP99Ms")) ms")
         #expect(frames >= 250 && stamped * 10 >= frames * 9, "capture times on \(stamped) of \(frames) frames")

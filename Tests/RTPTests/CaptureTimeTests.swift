@@ -103,3 +103,100 @@ import H264
         #expect(rtx[1] & 0x7f == 97 && element(13, rtx) == element(13, sent[3]) && element(5, rtx) == [0, 0, 0])
     }
 }
+
+/// Adaptive playout delay (#21): low-latency bounds while the link is clear, the receiver's own jitter buffer
+/// while it is congested (a NACK, overuse, loss) or limited (a lower tier), back once it is clear again.
+@Suite struct AdaptivePlayoutDelayTests {
+    final class Recorder: RTPTransport, @unchecked Sendable {
+        // @unchecked: `packets` is only touched under its Mutex.
+        let packets = Mutex<[[UInt8]]>([])
+        func sendRTP(_ packet: UnsafeRawBufferPointer) -> Int32 {
+            packets.withLock { $0.append(Array(packet)) }
+            return 0
+        }
+        func sendRTCP(_ packet: UnsafeRawBufferPointer) -> Int32 { 0 }
+    }
+
+    /// The playout-delay element of the first packet of the last frame sent (3 packets a frame).
+    static func lastDelay(_ t: Recorder) -> [UInt8]? {
+        t.packets.withLock { p in p.count >= 3 ? p[p.count - 3].withUnsafeBytes { RTPHeader.oneByteExtension(id: 5, in: $0) } : nil }
+    }
+
+    static func sender(holdNs: Int64) throws -> (RTPSender, Recorder) {
+        let t = Recorder()
+        var c = RTPSender.Configuration(host: "peer", port: 1)
+        c.playoutDelayExtensionID = 5
+        c.playoutDelay = .lowLatency
+        c.congestedPlayoutDelay = .receiverDefault
+        c.congestionHoldNs = holdNs
+        return (try RTPSender(configuration: c, transport: t), t)
+    }
+
+    @Test func clearLimitedAndCongestedLinks() throws {
+        let lowLatency: [UInt8] = [0x00, 0x00, 0x32]  // 0 and 50 × 10 ms
+        let relaxed: [UInt8] = [0x00, 0x03, 0xE8]  // 0 and 1000 × 10 ms
+        let (s, t) = try Self.sender(holdNs: 3_600_000_000_000)
+        var ts = monotonicNanoseconds()
+        func send() throws {
+            ts += 33_333_333
+            try s.send(pFrame(packets: 3).stamped(ts))
+        }
+        try send()
+        #expect(Self.lastDelay(t) == lowLatency, "a clear link: low latency")
+        s.setLinkLimited(true)
+        try send()
+        #expect(Self.lastDelay(t) == relaxed, "a limited link (lower tier): the receiver's buffer")
+        s.setLinkLimited(false)
+        try send()
+        #expect(Self.lastDelay(t) == lowLatency, "clear again")
+        let seq = try #require(t.packets.withLock { $0.last }.flatMap { p in p.withUnsafeBytes { RTPHeader($0) } }).sequence
+        RTCPWriter.nack(sender: 1, media: s.ssrc, lost: [seq]).withUnsafeBytes { s.handleRTCP($0) }
+        try send()
+        #expect(Self.lastDelay(t) == relaxed, "a NACK: congested for the hold time")
+        let st = s.statistics
+        #expect(st.playoutDelaySent == .receiverDefault && st.playoutDelayChanges == 3 && st.congestionSignals == 1, "\(st)")
+
+        // With a hold shorter than a frame, the next frame after the NACK is low latency again.
+        let (s2, t2) = try Self.sender(holdNs: 1)
+        try s2.send(pFrame(packets: 3).stamped(ts))
+        let seq2 = try #require(t2.packets.withLock { $0.last }.flatMap { p in p.withUnsafeBytes { RTPHeader($0) } }).sequence
+        RTCPWriter.nack(sender: 1, media: s2.ssrc, lost: [seq2]).withUnsafeBytes { s2.handleRTCP($0) }
+        try s2.send(pFrame(packets: 3).stamped(ts + 33_333_333))
+        #expect(Self.lastDelay(t2) == lowLatency && s2.statistics.congestionSignals == 1)
+    }
+
+    /// Without `congestedPlayoutDelay` the asked bounds go on every frame, congested or not (`--playout-delay MIN:MAX`).
+    @Test func fixedBoundsIgnoreCongestion() throws {
+        let t = Recorder()
+        var c = RTPSender.Configuration(host: "peer", port: 1)
+        c.playoutDelayExtensionID = 5
+        c.playoutDelay = PlayoutDelay(minMs: 0, maxMs: 100)
+        let s = try RTPSender(configuration: c, transport: t)
+        s.setLinkLimited(true)
+        try s.send(pFrame(packets: 3).stamped(monotonicNanoseconds()))
+        #expect(Self.lastDelay(t) == [0x00, 0x00, 0x0A])
+    }
+}
+
+/// A key frame supersedes what was sent before it (#21): NACKs for older packets are not served (on a tier move
+/// or a loaded link they would only delay the key frame); the key frame's own packets and later ones are.
+@Suite struct SupersededRetransmissionTests {
+    @Test func nacksForPacketsBeforeTheLastKeyFrameAreNotServed() throws {
+        let t = AdaptivePlayoutDelayTests.Recorder()
+        let s = try RTPSender(configuration: RTPSender.Configuration(host: "peer", port: 1), transport: t)
+        var ts = monotonicNanoseconds()
+        try s.send(pFrame(packets: 3).stamped(ts))
+        let before = try #require(t.packets.withLock { $0[1] }.withUnsafeBytes { RTPHeader($0) }).sequence
+        RTCPWriter.nack(sender: 1, media: s.ssrc, lost: [before]).withUnsafeBytes { s.handleRTCP($0) }
+        #expect(s.statistics.retransmissions == 1, "no key frame since: served")
+        var key = pFrame(packets: 3)
+        key.isKeyFrame = true
+        ts += 33_333_333
+        try s.send(key.stamped(ts))
+        let keyPacket = try #require(t.packets.withLock { $0[$0.count - 2] }.withUnsafeBytes { RTPHeader($0) }).sequence
+        RTCPWriter.nack(sender: 1, media: s.ssrc, lost: [before &+ 1, keyPacket]).withUnsafeBytes { s.handleRTCP($0) }
+        let st = s.statistics
+        #expect(st.retransmissions == 2 && st.nacksBeforeKeyFrame == 1, "\(st)")
+        #expect(t.packets.withLock { $0.last }.flatMap { p in p.withUnsafeBytes { RTPHeader($0) } }?.sequence == keyPacket)
+    }
+}
