@@ -185,6 +185,10 @@ public final class RTPSender: @unchecked Sendable {
         /// Probe clusters sent (send-side estimation with RTX), the RTX packets they added, and the clusters whose
         /// result raised the estimate.
         public var probes = 0, probePackets = 0, probesRaised = 0
+        /// Packet trains (a frame's packets, sent back to back) that arrived fast enough to raise the estimate.
+        public var trainsRaised = 0
+        /// The arrival rate of the last packet train of 3 packets or more (bit/s).
+        public var lastTrainRate: UInt64?
         /// Packets still in the pacer's queue when a key frame came, not sent (the key frame replaces them).
         public var packetsDroppedBeforeKeyFrame = 0
         /// Capture time (monotonic ns) of the first frame sent: RTP time `rtpTimestampOffset` (receivers map
@@ -634,6 +638,8 @@ public final class RTPSender: @unchecked Sendable {
                     let e = s.estimator.feedback(fb, nowUs: now / 1000)
                     s.stats.sendSideEstimate = UInt64(e)
                     s.stats.probesRaised = s.estimator.probesRaised
+                    s.stats.trainsRaised = s.estimator.trainsRaised
+                    s.stats.lastTrainRate = s.estimator.lastTrainRate.map { UInt64($0) }
                     s.stats.delayUsage = s.estimator.usage.rawValue
                     s.stats.transportLoss = s.estimator.lossFraction
                     if s.estimator.usage == .overusing || s.estimator.lossFraction > 0.02 {

@@ -152,3 +152,40 @@ struct SplitMix {
             "\(e.estimate) loss \(lost), last window \(e.lossFraction) \(trace.map(\.estimate))")
     }
 }
+
+/// Packet trains (#21): a frame's packets, sent at one instant, arrive at the bottleneck's rate. Far above the
+/// estimate (a lifted limit) they raise it (to 90 % of twice the estimate); at about the estimate (a full link,
+/// its token bucket's burst included) they do not.
+@Suite struct PacketTrainTests {
+    /// Sends `frames` frames of 5 × 1200-byte packets 100 ms apart, each train arriving over `trainUs`, and
+    /// returns the estimator after their feedback.
+    static func run(trainUs: Int64, frames: Int) -> SendSideBandwidthEstimator {
+        var e = SendSideBandwidthEstimator(configuration: .init(minBitrate: 50_000, maxBitrate: 20_000_000, startBitrate: 300_000))
+        var seq: UInt16 = 0
+        for f in 0..<frames {
+            let sendUs = Int64(f) * 100_000
+            var arrivals: [Int64?] = []
+            let base = seq
+            for k in 0..<5 {
+                e.packetSent(sequence: seq, timeUs: sendUs, bytes: 1200)
+                arrivals.append(sendUs + 20_000 + Int64(k) * trainUs / 4)
+                seq &+= 1
+            }
+            e.feedback(
+                TransportFeedback(senderSSRC: 1, mediaSSRC: 2, baseSequence: base, feedbackCount: UInt8(f), arrivals: arrivals),
+                nowUs: sendUs + 60_000)
+        }
+        return e
+    }
+
+    @Test func aFastTrainRaisesTheEstimateAndAFullLinksDoesNot() {
+        // 4800 bytes after the first in 1 ms: 38 Mbit/s, far above 300 kbit/s.
+        let open = Self.run(trainUs: 1_000, frames: 3)
+        #expect(open.trainsRaised >= 1 && open.estimate >= 500_000, "\(open.estimate) after \(open.trainsRaised) trains")
+        #expect((open.lastTrainRate ?? 0) > 30_000_000)
+        // The same trains over 80 ms: 480 kbit/s, 1.6 × the estimate: a full link, nothing raised.
+        let full = Self.run(trainUs: 80_000, frames: 3)
+        #expect(full.trainsRaised == 0 && full.estimate < 400_000, "\(full.estimate)")
+        #expect((full.lastTrainRate ?? 0) > 400_000 && (full.lastTrainRate ?? 0) < 600_000)
+    }
+}

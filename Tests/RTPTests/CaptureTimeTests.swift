@@ -133,8 +133,8 @@ import H264
     }
 
     @Test func clearLimitedAndCongestedLinks() throws {
-        let lowLatency: [UInt8] = [0x00, 0x00, 0x32]  // 0 and 50 × 10 ms
-        let relaxed: [UInt8] = [0x00, 0x03, 0xE8]  // 0 and 1000 × 10 ms
+        let lowLatency: [UInt8] = [0x00, 0x00, 0x32] // 0 and 50 × 10 ms
+        let relaxed: [UInt8] = [0x00, 0x03, 0xE8] // 0 and 1000 × 10 ms
         let (s, t) = try Self.sender(holdNs: 3_600_000_000_000)
         var ts = monotonicNanoseconds()
         func send() throws {

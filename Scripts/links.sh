@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The real-link tests of #21 with the issue's own bounds (LINKS_STRICT=1: B at most 2 freezes a minute behind
+# 400 kbit/s; the 5 → 0.5 → 5 Mbit/s step followed within 5 s each way with no freeze over 1 s), RUNS times
+# (default 3), each run's figures printed. Needs root (network namespaces, tc). Run on a quiet machine: CI runs
+# the same tests with bounds that do not depend on the load.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+swift build --build-tests
+for i in $(seq 1 "${RUNS:-3}"); do
+  echo "=== run $i"
+  LINKS_STRICT=1 swift test --skip-build --filter "^CamcapTests\.LinkTests" 2>&1 | grep -E "^(tiers|step):|✘|Test run"
+done
