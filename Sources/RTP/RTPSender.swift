@@ -194,9 +194,10 @@ public final class RTPSender: @unchecked Sendable {
         /// Capture time (monotonic ns) of the first frame sent: RTP time `rtpTimestampOffset` (receivers map
         /// RTP timestamps back to capture times with it).
         public var firstCaptureNs: Int64?
-        /// The playout delay the last frame carried (nil: none), and how many times it changed between
-        /// `Configuration.playoutDelay` and `congestedPlayoutDelay`.
+        /// The playout delay the last frame carried (nil: none).
         public var playoutDelaySent: PlayoutDelay?
+        /// How many times the playout delay sent changed between `Configuration.playoutDelay` and
+        /// `congestedPlayoutDelay`.
         public var playoutDelayChanges = 0
         /// Signs of congestion seen (overuse or loss over 2 % in a transport feedback, or a NACK).
         public var congestionSignals = 0
