@@ -1,6 +1,7 @@
 // A malloc counter for measurements: gcc -O2 -shared -fPIC -o /tmp/libmc.so Scripts/malloc-count.c, then run a
 // program with LD_PRELOAD=/tmp/libmc.so; SIGUSR1 prints the count on stderr, mc_count() returns it (PeerTests),
-// and with MALLOC_COUNT_AT_EXIT=1 the total is printed on stderr when the process exits (Scripts/malloc-per-frame.sh).
+// and with MALLOC_COUNT_AT_EXIT=1 the total is printed on stderr when the process exits (AllocationTests,
+// Scripts/malloc-per-frame.sh).
 #define _GNU_SOURCE
 #include <stdatomic.h>
 #include <stdio.h>
