@@ -18,7 +18,8 @@
 /// Packet trains: each frame's packets leave back to back (one send time); the rate at which a train of at least
 /// 3 packets and 3000 bytes arrives is the path's bottleneck rate. A train that arrives at 3 × the estimate or more
 /// shows a path much wider than the estimate (a link whose limit was lifted) and raises the estimate to 90 % of
-/// twice the estimate at most (at most every 500 ms): a free probe, costing nothing on a link that is full. A token
+/// twice the estimate (at most every 500 ms), and a probe follows within 0.5 s to find how much more there is:
+/// a free probe, costing nothing on a link that is full. A token
 /// bucket lets a train's first bytes through at line rate, which makes a full link's trains look up to about 2 ×
 /// its rate: hence 3 ×.
 ///
@@ -281,11 +282,14 @@ public struct SendSideBandwidthEstimator: Sendable {
         let rate = Int(clamping: Int64(train.bytes - train.firstBytes) * 8_000_000 / span)
         lastTrainRate = rate
         guard rate / 3 >= estimate, usage != .overusing, lossFraction < 0.02, nowUs - lastTrainRaiseUs >= 500_000 else { return }
+        // Twice the estimate at most: measured, raising as far as a probe would (2.7 ×) made the step from 0.5 back to
+        // 5 Mbit/s take 9.1 s instead of 2.1-5.1 (the larger tier's first frames overran the raise and it fell back).
         let raised = clamp(estimate * 2 * 9 / 10)
         guard raised > estimate else { return }
         lastTrainRaiseUs = nowUs
         trainsRaised += 1
         probeFailures = 0
+        nextProbeUs = min(nextProbeUs, nowUs + 500_000) // room shown: a probe soon finds how much
         delayBasedRate = max(delayBasedRate, raised)
         lossBasedRate = max(lossBasedRate, raised)
         estimate = clamp(min(delayBasedRate, lossBasedRate))

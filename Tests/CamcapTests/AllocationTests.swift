@@ -28,7 +28,10 @@ let releaseCamcap: String? = {
             env["MALLOC_COUNT_AT_EXIT"] = "1"
             let r = try runTool(
                 camcap,
-                ["record", "-d", "fixture:uvc-webcam", "-s", "1280x720", "--noise", "3", "--frames", "\(frames)", "-q", "-o", work + "/mallocs-\(frames).h264"],
+                [
+                    "record", "-d", "fixture:uvc-webcam", "-s", "1280x720", "--noise", "3", "--frames", "\(frames)", "-q", "-o",
+                    work + "/mallocs-\(frames).h264",
+                ],
                 environment: env)
             #expect(r.code == 0, "\(r.err.suffix(500))")
             let counts = r.err.split(separator: "\n").compactMap { $0.hasPrefix("MALLOCS ") ? Int($0.dropFirst(8)) : nil }
