@@ -65,16 +65,7 @@ import H264
     /// Through a sender: the first packet of each frame carries the capture time of that frame (its
     /// `timestampNs` on the wall clock) and the playout delay; an RTX retransmission of it carries them too.
     @Test func theSenderStampsEachFrameAndRetransmissionsKeepTheStamp() throws {
-        final class Recorder: RTPTransport, @unchecked Sendable {
-            // @unchecked: `packets` is only touched under its Mutex.
-            let packets = Mutex<[[UInt8]]>([])
-            func sendRTP(_ packet: UnsafeRawBufferPointer) -> Int32 {
-                packets.withLock { $0.append(Array(packet)) }
-                return 0
-            }
-            func sendRTCP(_ packet: UnsafeRawBufferPointer) -> Int32 { 0 }
-        }
-        let transport = Recorder()
+        let transport = RecordingTransport()
         var c = RTPSender.Configuration(host: "peer", port: 1)
         c.absoluteCaptureTimeExtensionID = 13
         c.playoutDelayExtensionID = 5
@@ -107,23 +98,13 @@ import H264
 /// Adaptive playout delay (#21): low-latency bounds while the link is clear, the receiver's own jitter buffer
 /// while it is congested (a NACK, overuse, loss) or limited (a lower tier), back once it is clear again.
 @Suite struct AdaptivePlayoutDelayTests {
-    final class Recorder: RTPTransport, @unchecked Sendable {
-        // @unchecked: `packets` is only touched under its Mutex.
-        let packets = Mutex<[[UInt8]]>([])
-        func sendRTP(_ packet: UnsafeRawBufferPointer) -> Int32 {
-            packets.withLock { $0.append(Array(packet)) }
-            return 0
-        }
-        func sendRTCP(_ packet: UnsafeRawBufferPointer) -> Int32 { 0 }
-    }
-
     /// The playout-delay element of the first packet of the last frame sent (3 packets a frame).
-    static func lastDelay(_ t: Recorder) -> [UInt8]? {
+    static func lastDelay(_ t: RecordingTransport) -> [UInt8]? {
         t.packets.withLock { p in p.count >= 3 ? p[p.count - 3].withUnsafeBytes { RTPHeader.oneByteExtension(id: 5, in: $0) } : nil }
     }
 
-    static func sender(holdNs: Int64) throws -> (RTPSender, Recorder) {
-        let t = Recorder()
+    static func sender(holdNs: Int64) throws -> (RTPSender, RecordingTransport) {
+        let t = RecordingTransport()
         var c = RTPSender.Configuration(host: "peer", port: 1)
         c.playoutDelayExtensionID = 5
         c.playoutDelay = .lowLatency
@@ -167,7 +148,7 @@ import H264
 
     /// Without `congestedPlayoutDelay` the asked bounds go on every frame, congested or not (`--playout-delay MIN:MAX`).
     @Test func fixedBoundsIgnoreCongestion() throws {
-        let t = Recorder()
+        let t = RecordingTransport()
         var c = RTPSender.Configuration(host: "peer", port: 1)
         c.playoutDelayExtensionID = 5
         c.playoutDelay = PlayoutDelay(minMs: 0, maxMs: 100)
@@ -182,7 +163,7 @@ import H264
 /// or a loaded link they would only delay the key frame); the key frame's own packets and later ones are.
 @Suite struct SupersededRetransmissionTests {
     @Test func nacksForPacketsBeforeTheLastKeyFrameAreNotServed() throws {
-        let t = AdaptivePlayoutDelayTests.Recorder()
+        let t = RecordingTransport()
         let s = try RTPSender(configuration: RTPSender.Configuration(host: "peer", port: 1), transport: t)
         var ts = monotonicNanoseconds()
         try s.send(pFrame(packets: 3).stamped(ts))
@@ -199,4 +180,15 @@ import H264
         #expect(st.retransmissions == 2 && st.nacksBeforeKeyFrame == 1, "\(st)")
         #expect(t.packets.withLock { $0.last }.flatMap { p in p.withUnsafeBytes { RTPHeader($0) } }?.sequence == keyPacket)
     }
+}
+
+/// A transport that keeps every RTP packet sent (RTCP is dropped).
+final class RecordingTransport: RTPTransport, @unchecked Sendable {
+    // @unchecked: `packets` is only touched under its Mutex.
+    let packets = Mutex<[[UInt8]]>([])
+    func sendRTP(_ packet: UnsafeRawBufferPointer) -> Int32 {
+        packets.withLock { $0.append(Array(packet)) }
+        return 0
+    }
+    func sendRTCP(_ packet: UnsafeRawBufferPointer) -> Int32 { 0 }
 }
