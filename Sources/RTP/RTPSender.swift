@@ -409,18 +409,19 @@ public final class RTPSender: @unchecked Sendable {
     /// does not carry the full one): while it is, frames carry `Configuration.congestedPlayoutDelay`.
     public func setLinkLimited(_ limited: Bool) { shared.withLock { $0.linkLimited = limited } }
 
-    /// The playout delay the next frame carries at `now`: the configured one, or the congested one while the link
-    /// is limited or showed congestion within `congestionHoldNs`.
-    private func currentPlayoutDelay(now: Int64) -> PlayoutDelay? {
-        guard let asked = configuration.playoutDelay, configuration.playoutDelayExtensionID != nil else { return nil }
-        guard let relaxed = configuration.congestedPlayoutDelay else { return asked }
-        return shared.withLock { s in
+    /// The playout-delay element the next frame carries at `now`: the configured bounds, or the congested ones while
+    /// the link is limited or showed congestion within `congestionHoldNs`; nil without the extension.
+    private func playoutDelayElement(now: Int64) -> RTPHeaderExtensionElement? {
+        guard let id = configuration.playoutDelayExtensionID, let asked = configuration.playoutDelay else { return nil }
+        guard let relaxed = configuration.congestedPlayoutDelay else { return RTPHeaderExtensionElement.playoutDelay(id: id, asked) }
+        let delay = shared.withLock { s in
             let congested = s.linkLimited || now - s.lastCongestionNs < configuration.congestionHoldNs
             let delay = congested ? relaxed : asked
             if s.stats.playoutDelaySent != nil && s.stats.playoutDelaySent != delay { s.stats.playoutDelayChanges += 1 }
             s.stats.playoutDelaySent = delay
             return delay
         }
+        return RTPHeaderExtensionElement.playoutDelay(id: id, delay)
     }
 
     /// The sequence number the next media packet gets (read it on the sending thread, or when it is idle).
@@ -447,9 +448,7 @@ public final class RTPSender: @unchecked Sendable {
         let captureTime = configuration.absoluteCaptureTimeExtensionID.flatMap {
             RTPHeaderExtensionElement.absoluteCaptureTime(id: $0, ntp: RTPSender.ntp(monotonicNs: captureNs))
         }
-        let playoutDelay = currentPlayoutDelay(now: now).flatMap { delay in
-            configuration.playoutDelayExtensionID.flatMap { RTPHeaderExtensionElement.playoutDelay(id: $0, delay) }
-        }
+        let playoutDelay = playoutDelayElement(now: now)
         let twcc = configuration.transportWideCCExtensionID
         // Probing (transport-cc with RTX): a cluster starts at a frame and covers it and the next two, with RTX
         // copies of recent packets added after each.
@@ -465,15 +464,15 @@ public final class RTPSender: @unchecked Sendable {
                 }
                 return (s.transportSequence, s.probe?.id ?? 0)
             }
-        // A key frame makes what is still queued of earlier frames useless (the receiver's NACKs for them end at
-        // a key frame too): it goes out now instead of after them.
-        if frame.isKeyFrame, let pacer, pacer.queued > 0 {
-            let n = pacer.dropQueued()
-            shared.withLock { $0.stats.packetsDroppedBeforeKeyFrame += n }
-        }
+        // A key frame makes earlier frames useless: what is still queued of them goes unsent (the key frame goes
+        // out now instead of after them), and NACKs for their packets are no longer served.
         if frame.isKeyFrame {
             let first = packetizer.state.sequence
-            shared.withLock { $0.history.keyFrameStarts(at: first) }
+            let dropped = pacer.map { $0.queued > 0 ? $0.dropQueued() : 0 } ?? 0
+            shared.withLock { s in
+                s.history.keyFrameStarts(at: first)
+                s.stats.packetsDroppedBeforeKeyFrame += dropped
+            }
         }
         var k: UInt16 = 0
         let count = packetizer.packetize(
