@@ -230,8 +230,8 @@ public final class RTPSender: @unchecked Sendable {
         var estimator: SendSideBandwidthEstimator
         var lastEstimateReported: (bps: Int, atNs: Int64) = (0, .min / 2)
         /// The probe cluster being sent: its id, the padding bytes still to send and the frames left to send them
-        /// after (a probe is spread over three frames, the frames' own packets counted in it).
-        var probe: (id: UInt8, bytes: Int, frames: Int)?
+        /// after (a probe is spread over three frames, the frames' own packets counted in it), the frames skipped.
+        var probe: (id: UInt8, bytes: Int, frames: Int, skipped: Int)?
         /// The last sign of congestion (monotonic ns), and whether the owner says the link is limited.
         var lastCongestionNs: Int64 = .min / 2
         var linkLimited = false
@@ -291,8 +291,8 @@ public final class RTPSender: @unchecked Sendable {
     /// Sends media packet `seq` from the history through `buffer`, with the next transport-wide number written in
     /// now: with pacing, numbers follow the order packets leave in, retransmissions and probes included (the
     /// estimator's delay groups assume it).
-    private func sendStored(_ seq: UInt16, through buffer: inout [UInt8]) {
-        let now = monotonicNanoseconds()
+    private func sendStored(_ seq: UInt16, through buffer: inout [UInt8], at time: Int64? = nil) {
+        let now = time ?? monotonicNanoseconds()
         let send = shared.withLock { s -> Bool in
             guard let original = s.history.recent(seq) else { return false }
             buffer.removeAll(keepingCapacity: true)
@@ -424,6 +424,11 @@ public final class RTPSender: @unchecked Sendable {
         return RTPHeaderExtensionElement.playoutDelay(id: id, delay)
     }
 
+    /// With pacing and transport-cc, the packets of a key frame sent at once, as a packet train (5: about 4.8 KB,
+    /// which a token bucket's burst does not pass whole, so that a full link's train arrives at about twice its
+    /// rate, not at line rate).
+    public static let keyFrameTrainPackets = 5
+
     /// The sequence number the next media packet gets (read it on the sending thread, or when it is idle).
     public var nextSequenceNumber: UInt16 { packetizer.state.sequence }
 
@@ -452,14 +457,19 @@ public final class RTPSender: @unchecked Sendable {
         let twcc = configuration.transportWideCCExtensionID
         // Probing (transport-cc with RTX): a cluster starts at a frame and covers it and the next two, with RTX
         // copies of recent packets added after each.
+        // Not at a key frame nor while the pacer still holds packets: a probe on top of a key frame's burst
+        // overfills a full link's queue (measured: probes every 2 s, in step with the 2 s key frames, made a viewer
+        // behind 400 kbit/s lose packets and freeze 4-6 times a minute).
         let probing = twcc != nil && configuration.rtxPayloadType != nil
+        let quiet = !frame.isKeyFrame && (pacer?.queued ?? 0) == 0
+        let mayStartProbe = probing && quiet
         let (firstTransport, cluster) =
             twcc == nil
             ? (0, UInt8(0))
             : shared.withLock { s -> (UInt16, UInt8) in
-                if probing, s.probe == nil, let p = s.estimator.startProbe(nowUs: now / 1000) {
+                if mayStartProbe, s.probe == nil, let p = s.estimator.startProbe(nowUs: now / 1000) {
                     // The frames' own bytes (about the estimate) count: the copies make up the rest.
-                    s.probe = (p.cluster, max(2 * configuration.maxPayload, p.bytes - s.estimator.estimate / 80), 3)
+                    s.probe = (p.cluster, max(2 * configuration.maxPayload, p.bytes - s.estimator.estimate / 80), 3, 0)
                     s.stats.probes += 1
                 }
                 return (s.transportSequence, s.probe?.id ?? 0)
@@ -474,6 +484,9 @@ public final class RTPSender: @unchecked Sendable {
                 s.stats.packetsDroppedBeforeKeyFrame += dropped
             }
         }
+        // A key frame's first packets leave back to back, one send time: a packet train whose arrival rate shows
+        // a link that widened (its frames are paced, and a low tier's frames are too small to be trains).
+        var train = frame.isKeyFrame && twcc != nil ? RTPSender.keyFrameTrainPackets : 0
         var k: UInt16 = 0
         let count = packetizer.packetize(
             frame.data, nalUnits: frame.nalUnits, timestamp: ts, markerExtension: orientation, transportSequence: twcc.map { ($0, firstTransport) },
@@ -483,7 +496,13 @@ public final class RTPSender: @unchecked Sendable {
             defer { k &+= 1 }
             if let pacer {
                 let seq = packet.bigEndianUInt16(at: 2)
-                if !pacer.enqueue(seq, bytes: packet.count) { sendStored(seq, through: &unqueuedPacket) } // else the pacer sends it
+                if train > 0 {
+                    train -= 1
+                    sendStored(seq, through: &unqueuedPacket, at: now)
+                    pacer.sent(packet.count)
+                } else if !pacer.enqueue(seq, bytes: packet.count) {
+                    sendStored(seq, through: &unqueuedPacket) // else the pacer sends it
+                }
                 return
             }
             let dropped = shared.withLock { s -> Bool in
@@ -500,16 +519,30 @@ public final class RTPSender: @unchecked Sendable {
             shared.withLock { $0.session.packetSent(bytes: packet.count) }
         }
         shared.withLock { s in
+            if frame.isKeyFrame { s.history.keyFrameEnds(count: count) }
             s.session.frameSent(rtp: ts, captureNs: captureNs)
             if twcc != nil && pacer == nil { s.transportSequence = firstTransport &+ UInt16(truncatingIfNeeded: count) }
         }
-        if cluster != 0 { sendProbePackets(newest: packetizer.state.sequence &- 1, available: count, now: now) }
+        if cluster != 0 { sendProbePackets(newest: packetizer.state.sequence &- 1, available: count, now: now, skip: !quiet) }
         if failure != 0 { throw RTPError(.sendFailed, "sending RTP to \(configuration.host):\(configuration.port) failed", errno: failure) }
     }
 
     /// This frame's share of the probe cluster: RTX copies of the newest packets (up to `available` of them, then
-    /// round again), tagged with the cluster; after the third frame the cluster is complete.
-    private func sendProbePackets(newest: UInt16, available: Int, now: Int64) {
+    /// round again), tagged with the cluster; after the third frame the cluster is complete. With `skip` (a key
+    /// frame, or packets still queued) the share waits for a later frame; after 10 frames the cluster ends as it is.
+    private func sendProbePackets(newest: UInt16, available: Int, now: Int64, skip: Bool) {
+        if skip {
+            shared.withLock { s in
+                guard var p = s.probe else { return }
+                p.skipped += 1
+                s.probe = p
+                if p.skipped >= 10 {
+                    s.estimator.endProbe()
+                    s.probe = nil
+                }
+            }
+            return
+        }
         guard let quota = shared.withLock({ s in s.probe.map { $0.bytes / max(1, $0.frames) } }) else { return }
         var packet = [UInt8]()
         packet.reserveCapacity(configuration.maxPayload + H264Packetizer.headerSize + H264Packetizer.maxExtensionSize + 2)

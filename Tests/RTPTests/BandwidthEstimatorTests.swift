@@ -189,3 +189,58 @@ struct SplitMix {
         #expect((full.lastTrainRate ?? 0) > 400_000 && (full.lastTrainRate ?? 0) < 600_000)
     }
 }
+
+/// Probing (#21): a probe the path carries is followed by a larger one at once (a lifted limit is climbed in round
+/// trips); a probe it does not carry waits 2 s, doubling with each failure in a row.
+@Suite struct ProbeScheduleTests {
+    /// One probe cluster from `startProbe`: its bytes in 1200-byte packets (7 at least) sent over 60 ms from
+    /// `atUs`, arriving `slowdown` times as far apart, and the feedback for them. Returns whether a probe was due.
+    static func probe(_ e: inout SendSideBandwidthEstimator, seq: inout UInt16, atUs: Int64, slowdown: Int64) -> Bool {
+        guard let p = e.startProbe(nowUs: atUs) else { return false }
+        let n = max(7, p.bytes / 1200 + 1)
+        let gap = Int64(60_000 / (n - 1))
+        let base = seq
+        var arrivals: [Int64?] = []
+        for k in 0..<n {
+            e.packetSent(sequence: seq, timeUs: atUs + Int64(k) * gap, bytes: 1200, probeCluster: p.cluster)
+            arrivals.append(atUs + 20_000 + Int64(k) * gap * slowdown)
+            seq &+= 1
+        }
+        e.endProbe()
+        e.feedback(
+            TransportFeedback(senderSSRC: 1, mediaSSRC: 2, baseSequence: base, feedbackCount: 0, arrivals: arrivals),
+            nowUs: atUs + 100_000 + 60_000 * slowdown)
+        return true
+    }
+
+    /// An estimator at 300 kbit/s that has had one feedback message (probes start after the first).
+    static func started() -> (SendSideBandwidthEstimator, UInt16) {
+        var e = SendSideBandwidthEstimator(configuration: .init(minBitrate: 50_000, maxBitrate: 20_000_000, startBitrate: 300_000))
+        e.packetSent(sequence: 0, timeUs: 0, bytes: 1200)
+        e.feedback(TransportFeedback(senderSSRC: 1, mediaSSRC: 2, baseSequence: 0, feedbackCount: 0, arrivals: [20_000]), nowUs: 50_000)
+        return (e, 1)
+    }
+
+    @Test func aCarriedProbeIsFollowedAtOnceAndAFailedOneWaits() {
+        // Carried: the probe's bytes over 60 ms both ways, above its 600 kbit/s target: raised to 90 % of it.
+        var (e, seq) = Self.started()
+        #expect(Self.probe(&e, seq: &seq, atUs: 100_000, slowdown: 1))
+        #expect(e.probesRaised == 1 && e.estimate >= 700_000, "\(e.estimate)")
+        let raised = e.estimate
+        #expect(Self.probe(&e, seq: &seq, atUs: 300_000, slowdown: 1), "no probe right after a success")
+        #expect(e.probesRaised == 2 && e.estimate > raised, "\(e.estimate)")
+
+        // Not carried: the packets arrive 4 times as far apart as they left: nothing raised, the next probe 2 s
+        // later, then 4 s.
+        var (f, fseq) = Self.started()
+        #expect(Self.probe(&f, seq: &fseq, atUs: 100_000, slowdown: 4))
+        #expect(f.probesRaised == 0 && f.estimate <= 300_000, "\(f.estimate)")
+        let failedAt: Int64 = 100_000 + 100_000 + 240_000
+        #expect(f.startProbe(nowUs: failedAt + 1_900_000) == nil)
+        #expect(Self.probe(&f, seq: &fseq, atUs: failedAt + 2_000_000, slowdown: 4))
+        let second = failedAt + 2_000_000 + 100_000 + 240_000
+        #expect(f.startProbe(nowUs: second + 3_900_000) == nil)
+        #expect(f.startProbe(nowUs: second + 4_000_000) != nil || f.usage != .normal, "usage \(f.usage)")
+        print("probes: carried → \(raised / 1000) then \(e.estimate / 1000) kbit/s; not carried → \(f.estimate / 1000) kbit/s, \(f.probes) probes")
+    }
+}

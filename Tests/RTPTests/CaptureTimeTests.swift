@@ -192,3 +192,24 @@ final class RecordingTransport: RTPTransport, @unchecked Sendable {
     }
     func sendRTCP(_ packet: UnsafeRawBufferPointer) -> Int32 { 0 }
 }
+
+/// With pacing and transport-cc (#21), a key frame's first packets leave at once, as a packet train (paced frames
+/// are no trains, and a low tier's frames are too small to be), and the rest follow from the pacer.
+@Suite struct PacedKeyFrameTrainTests {
+    @Test func aKeyFramesFirstPacketsLeaveAtOnceAndTheRestArePaced() throws {
+        let t = RecordingTransport()
+        var c = RTPSender.Configuration(host: "peer", port: 1)
+        c.transportWideCCExtensionID = 3
+        c.pacingFactor = 1
+        c.sendSideEstimation = .init(minBitrate: 50_000, maxBitrate: 1_000_000, startBitrate: 100_000)
+        let s = try RTPSender(configuration: c, transport: t)
+        defer { s.close() }
+        var key = pFrame(packets: 10)
+        key.isKeyFrame = true
+        try s.send(key.stamped(monotonicNanoseconds()))
+        // At 100 kbit/s a 1000-byte packet takes 80 ms: at once, only the train (and a packet of the pacer's budget).
+        let atOnce = t.packets.withLock { $0.count }
+        #expect(atOnce >= RTPSender.keyFrameTrainPackets && atOnce < 10, "\(atOnce) of 10 at once")
+        #expect(waitFor { t.packets.withLock { $0.count } == 10 }, "the rest through the pacer")
+    }
+}

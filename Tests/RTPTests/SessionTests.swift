@@ -91,6 +91,24 @@ import SystemIO
         #expect(h.claim(6, extraBytes: 0, rttNs: 0, at: 1_100_000_000) != .overBudget)
         #expect(h.claim(7, extraBytes: 0, rttNs: 0, at: 1_100_000_000) == .overBudget)
     }
+
+    /// The last key frame's packets are resent with the budget spent (every later frame needs them); packets before
+    /// it are superseded, packets after it keep to the budget.
+    @Test func theLastKeyFramesPacketsAreResentOverBudget() {
+        var h = RetransmissionHistory(packets: 32, packetCapacity: 1300, share: 0.1, allowance: 1000)
+        for seq in UInt16(0)..<10 { Self.packet(seq, size: 1000).withUnsafeBytes { h.record($0, at: 0) } }
+        h.keyFrameStarts(at: 10)
+        for seq in UInt16(10)..<16 { Self.packet(seq, size: 1000).withUnsafeBytes { h.record($0, at: 0) } }
+        h.keyFrameEnds(count: 6)
+        Self.packet(16, size: 1000).withUnsafeBytes { h.record($0, at: 0) }
+        // 17000 bytes of media: a budget of 1700, one packet.
+        #expect(h.claim(16, extraBytes: 0, rttNs: 0, at: 0) != .overBudget)
+        #expect(h.claim(16, extraBytes: 0, rttNs: 0, at: 0) == .overBudget) // spent (and resendable again: no RTT)
+        let keyFrame = (UInt16(10)..<16).map { h.claim($0, extraBytes: 0, rttNs: 0, at: 0) }
+        #expect(keyFrame.allSatisfy { if case .resend = $0 { true } else { false } }, "\(keyFrame)")
+        #expect(h.claim(3, extraBytes: 0, rttNs: 0, at: 0) == .superseded)
+        #expect(h.claim(16, extraBytes: 0, rttNs: 0, at: 0) == .overBudget)
+    }
 }
 
 @Suite struct RTCPResponderTests {
