@@ -189,6 +189,8 @@ public final class RTPSender: @unchecked Sendable {
         public var trainsRaised = 0
         /// The arrival rate of the last packet train of 3 packets or more (bit/s).
         public var lastTrainRate: UInt64?
+        /// How long the last reported packet queued on the path (µs; the send-side estimator's `queueDelayUs`).
+        public var queueDelayUs: Int64 = 0
         /// Packets still in the pacer's queue when a key frame came, not sent (the key frame replaces them).
         public var packetsDroppedBeforeKeyFrame = 0
         /// Capture time (monotonic ns) of the first frame sent: RTP time `rtpTimestampOffset` (receivers map
@@ -673,6 +675,7 @@ public final class RTPSender: @unchecked Sendable {
                     s.stats.probesRaised = s.estimator.probesRaised
                     s.stats.trainsRaised = s.estimator.trainsRaised
                     s.stats.lastTrainRate = s.estimator.lastTrainRate.map { UInt64($0) }
+                    s.stats.queueDelayUs = s.estimator.queueDelayUs
                     s.stats.delayUsage = s.estimator.usage.rawValue
                     s.stats.transportLoss = s.estimator.lossFraction
                     if s.estimator.usage == .overusing || s.estimator.lossFraction > 0.02 {

@@ -487,7 +487,7 @@ public final class ViewerHub: EncodedOutput, Sendable {
                 ("transportFeedbacks", st.rtp.transportFeedbacks), ("sendSideEstimateBps", st.rtp.sendSideEstimate.map { Int(clamping: $0) } ?? -1),
                 ("delayUsage", st.rtp.delayUsage ?? ""), ("probes", st.rtp.probes), ("probePackets", st.rtp.probePackets),
                 ("probesRaised", st.rtp.probesRaised), ("trainsRaised", st.rtp.trainsRaised),
-                ("lastTrainBps", st.rtp.lastTrainRate.map { Int(clamping: $0) } ?? -1), ("transportLoss", st.rtp.transportLoss ?? -1),
+                ("lastTrainBps", st.rtp.lastTrainRate.map { Int(clamping: $0) } ?? -1), ("queueDelayMs", Double(st.rtp.queueDelayUs) / 1000), ("transportLoss", st.rtp.transportLoss ?? -1),
                 ("stunRequests", st.stunRequests),
                 ("srtcpErrors", st.srtcpErrors),
                 ("dtlsRecordsDropped", st.dtlsRecordsDropped), ("rtcpErrors", st.rtp.rtcpErrors),

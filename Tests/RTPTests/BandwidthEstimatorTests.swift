@@ -213,6 +213,14 @@ struct SplitMix {
         return true
     }
 
+    /// One packet at `atUs` that arrives without queueing (20 ms, as the first did), and its feedback: the
+    /// path's queue has drained.
+    static func drained(_ e: inout SendSideBandwidthEstimator, seq: inout UInt16, atUs: Int64) {
+        e.packetSent(sequence: seq, timeUs: atUs, bytes: 400)
+        e.feedback(TransportFeedback(senderSSRC: 1, mediaSSRC: 2, baseSequence: seq, feedbackCount: 0, arrivals: [atUs + 20_000]), nowUs: atUs + 40_000)
+        seq &+= 1
+    }
+
     /// An estimator at 300 kbit/s that has had one feedback message (probes start after the first).
     static func started() -> (SendSideBandwidthEstimator, UInt16) {
         var e = SendSideBandwidthEstimator(configuration: .init(minBitrate: 50_000, maxBitrate: 20_000_000, startBitrate: 300_000))
@@ -236,11 +244,43 @@ struct SplitMix {
         #expect(Self.probe(&f, seq: &fseq, atUs: 100_000, slowdown: 4))
         #expect(f.probesRaised == 0 && f.estimate <= 300_000, "\(f.estimate)")
         let failedAt: Int64 = 100_000 + 100_000 + 240_000
+        #expect(f.queueDelayUs > 100_000, "the slow probe queued: \(f.queueDelayUs)")
+        Self.drained(&f, seq: &fseq, atUs: failedAt + 1_000_000)
+        #expect(f.queueDelayUs == 0)
         #expect(f.startProbe(nowUs: failedAt + 1_900_000) == nil)
         #expect(Self.probe(&f, seq: &fseq, atUs: failedAt + 2_000_000, slowdown: 4))
         let second = failedAt + 2_000_000 + 100_000 + 240_000
+        Self.drained(&f, seq: &fseq, atUs: second + 1_000_000)
         #expect(f.startProbe(nowUs: second + 3_900_000) == nil)
         #expect(f.startProbe(nowUs: second + 4_000_000) != nil || f.usage != .normal, "usage \(f.usage)")
         print("probes: carried → \(raised / 1000) then \(e.estimate / 1000) kbit/s; not carried → \(f.estimate / 1000) kbit/s, \(f.probes) probes")
+    }
+}
+
+/// The path's queue delay (#21, `/stats` queueDelayMs): a packet's one-way delay over the lowest one of the last
+/// 5-10 s.
+@Suite struct QueueDelayTests {
+    @Test func aStandingQueueIsMeasured() {
+        var (e, seq) = ProbeScheduleTests.started()
+        // Packets 10 ms apart for 3 s; from 1 s on each arrives 100 ms later than the first ones did (a queue
+        // that built and stands).
+        var fbCount: UInt8 = 1
+        for k in 0..<300 {
+            let sendUs = 100_000 + Int64(k) * 10_000
+            let queued: Int64 = sendUs >= 1_100_000 ? 100_000 : 0
+            e.packetSent(sequence: seq, timeUs: sendUs, bytes: 400)
+            e.feedback(
+                TransportFeedback(senderSSRC: 1, mediaSSRC: 2, baseSequence: seq, feedbackCount: fbCount, arrivals: [sendUs + 20_000 + queued]),
+                nowUs: sendUs + 40_000 + queued)
+            seq &+= 1
+            fbCount &+= 1
+            if k == 90 {
+                #expect(e.queueDelayUs == 0, "\(e.queueDelayUs)")
+            }
+        }
+        #expect(e.queueDelayUs == 100_000, "\(e.queueDelayUs)")
+        // The queue drains: the next packet arrives 20 ms after it left again.
+        ProbeScheduleTests.drained(&e, seq: &seq, atUs: 3_200_000)
+        #expect(e.queueDelayUs == 0, "\(e.queueDelayUs)")
     }
 }
