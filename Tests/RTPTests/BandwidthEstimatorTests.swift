@@ -217,7 +217,8 @@ struct SplitMix {
     /// path's queue has drained.
     static func drained(_ e: inout SendSideBandwidthEstimator, seq: inout UInt16, atUs: Int64) {
         e.packetSent(sequence: seq, timeUs: atUs, bytes: 400)
-        e.feedback(TransportFeedback(senderSSRC: 1, mediaSSRC: 2, baseSequence: seq, feedbackCount: 0, arrivals: [atUs + 20_000]), nowUs: atUs + 40_000)
+        e.feedback(
+            TransportFeedback(senderSSRC: 1, mediaSSRC: 2, baseSequence: seq, feedbackCount: 0, arrivals: [atUs + 20_000]), nowUs: atUs + 40_000)
         seq &+= 1
     }
 
