@@ -239,6 +239,10 @@ public final class RTPSender: @unchecked Sendable {
         var linkLimited = false
     }
     private let shared: Mutex<Shared>
+    /// Without a pacer, a frame's packets are numbered for transport-cc from the frame's first number on
+    /// (first + k, in the packetizer), so nothing else may take a number while they are sent: retransmissions (the
+    /// RTCP thread) wait for the frame. With a pacer every packet takes its number as it leaves.
+    private let frameNumbering = NSLock()
     private let transport: any RTPTransport
     /// The sockets when this sender owns them (then it runs the feedback thread too).
     private let udp: UDPTransport?
@@ -464,6 +468,9 @@ public final class RTPSender: @unchecked Sendable {
         // behind 400 kbit/s lose packets and freeze 4-6 times a minute).
         let probing = twcc != nil && configuration.rtxPayloadType != nil
         let quiet = !frame.isKeyFrame && (pacer?.queued ?? 0) == 0
+        let numbering = twcc != nil && pacer == nil
+        if numbering { frameNumbering.lock() }
+        defer { if numbering { frameNumbering.unlock() } }
         let mayStartProbe = probing && quiet
         let (firstTransport, cluster) =
             twcc == nil
@@ -696,6 +703,9 @@ public final class RTPSender: @unchecked Sendable {
     /// Resends one NACKed packet if the history allows it (see `RetransmissionHistory.claim`), as RTX (RFC
     /// 4588) when configured. Returns false when the budget is spent (the caller stops there).
     private func retransmit(_ seq: UInt16, now: Int64) -> Bool {
+        let numbering = configuration.transportWideCCExtensionID != nil && pacer == nil
+        if numbering { frameNumbering.lock() }
+        defer { if numbering { frameNumbering.unlock() } }
         var packet = [UInt8]()
         packet.reserveCapacity(configuration.maxPayload + H264Packetizer.headerSize + H264Packetizer.maxExtensionSize + 2)
         let rtxPT = configuration.rtxPayloadType

@@ -213,3 +213,40 @@ final class RecordingTransport: RTPTransport, @unchecked Sendable {
         #expect(waitFor { t.packets.withLock { $0.count } == 10 }, "the rest through the pacer")
     }
 }
+
+/// Without pacing, a frame's packets are numbered for transport-cc from its first number on; retransmissions for
+/// NACKs come from another thread (the RTCP one) and must not take a number in the middle of a frame (#21: a
+/// number sent twice makes the feedback for one of the packets look like the other's).
+@Suite struct TransportNumberTests {
+    @Test func retransmissionsFromAnotherThreadNeverReuseAFramesNumbers() throws {
+        let t = RecordingTransport()
+        var c = RTPSender.Configuration(host: "peer", port: 1)
+        c.transportWideCCExtensionID = 3
+        c.rtxPayloadType = 97
+        c.retransmissionShare = 1
+        let s = try RTPSender(configuration: c, transport: t)
+        defer { s.close() }
+        let sending = Atomic<Bool>(true)
+        let nacker = Thread {
+            var k: UInt16 = 0
+            while sending.load(ordering: .acquiring) {
+                // NACK a packet a little behind the newest one (each is resent once per RTT, so walk along).
+                let newest = s.nextSequenceNumber
+                RTCPWriter.nack(sender: 1, media: s.ssrc, lost: [newest &- 1 &- (k % 8)]).withUnsafeBytes { s.handleRTCP($0) }
+                k &+= 1
+            }
+        }
+        nacker.start()
+        let start = monotonicNanoseconds()
+        for i in 0..<400 { try s.send(pFrame(packets: 8).stamped(start + Int64(i) * 33_333_333)) }
+        sending.store(false, ordering: .releasing)
+        while !nacker.isFinished { usleep(1000) }
+        let numbers = t.packets.withLock { $0 }.compactMap { p in
+            p.withUnsafeBytes { RTPHeader.oneByteExtension(id: 3, in: $0) }.map { UInt16($0[0]) << 8 | UInt16($0[1]) }
+        }
+        let retransmissions = s.statistics.retransmissions
+        #expect(retransmissions > 0 && numbers.count == 400 * 8 + retransmissions, "\(numbers.count) numbered, \(retransmissions) resent")
+        // Numbers wrap at 65536; 3200 + resends stay far below it, so each must be unique.
+        #expect(Set(numbers).count == numbers.count, "\(numbers.count - Set(numbers).count) numbers sent twice, \(retransmissions) resent")
+    }
+}
