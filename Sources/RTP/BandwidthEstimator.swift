@@ -16,7 +16,7 @@
 /// meanwhile. They start only while the path is neither overused nor draining a queue and loses nothing (a probe
 /// on top of a queue overfills a full link and delays the frames behind it: measured, probes every 2 s, also while
 /// queues drained, froze a viewer behind 400 kbit/s 8 times in 45 s, none without probes; probes every 2 s only
-/// on a quiet path still made 2-6 freezes a minute, the doubling wait 0).
+/// on a quiet path still made 1-6 freezes a minute, the doubling wait 0-3).
 ///
 /// Packet trains: each frame's packets leave back to back (one send time); the rate at which a train of at least
 /// 3 packets and 3000 bytes arrives is the path's bottleneck rate. A train that arrives at 3 × the estimate or more
@@ -74,6 +74,8 @@ public struct SendSideBandwidthEstimator: Sendable {
     public private(set) var probes = 0, probesRaised = 0, lastProbeResult: Int?
     /// Packet trains that raised the estimate, and the last train's arrival rate (bit/s).
     public private(set) var trainsRaised = 0, lastTrainRate: Int?
+    /// Packet trains measured (3 packets and 3000 bytes or more, sent at one instant).
+    public private(set) var trainsMeasured = 0
     /// How long the last reported packet queued on the path: its one-way delay over the lowest of the last 5-10 s
     /// (µs; send and arrival clocks differ by a constant, which cancels). Shown, not acted on: measured, holding
     /// probes back while it was over 25 ms made the 5 → 0.5 → 5 Mbit/s step up take 3.1-6.1 s instead of 3.1-4.1.
@@ -268,8 +270,8 @@ public struct SendSideBandwidthEstimator: Sendable {
             nextProbeUs = nowUs
             probeFailures = 0
         } else {
-            // 2 s, doubling to 8 s: probes every 2 s on a full 400 kbit/s link froze its viewer 2-6 times a minute
-            // (the doubling wait: 0). A lifted limit shows sooner in the packet trains of key frames.
+            // 2 s, doubling to 8 s: probes every 2 s on a full 400 kbit/s link froze its viewer 1-6 times a minute
+            // (the doubling wait: 0-3).
             probeFailures = min(probeFailures + 1, 8)
             nextProbeUs =
                 estimate * 2 >= c.startEstimate * 3
@@ -317,6 +319,7 @@ public struct SendSideBandwidthEstimator: Sendable {
         let span = max(train.lastArrivalUs - train.firstArrivalUs, 250)
         let rate = Int(clamping: Int64(train.bytes - train.firstBytes) * 8_000_000 / span)
         lastTrainRate = rate
+        trainsMeasured += 1
         guard rate / 3 >= estimate, usage != .overusing, lossFraction < 0.02, nowUs - lastTrainRaiseUs >= 500_000 else { return }
         // Twice the estimate at most: measured, raising as far as a probe would (2.7 ×) made the step from 0.5 back to
         // 5 Mbit/s take 9.1 s instead of 2.1-5.1 (the larger tier's first frames overran the raise and it fell back).

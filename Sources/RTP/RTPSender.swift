@@ -187,6 +187,8 @@ public final class RTPSender: @unchecked Sendable {
         public var probes = 0, probePackets = 0, probesRaised = 0
         /// Packet trains (a frame's packets, sent back to back) that arrived fast enough to raise the estimate.
         public var trainsRaised = 0
+        /// Packet trains measured (the estimator's `trainsMeasured`).
+        public var trainsMeasured = 0
         /// The arrival rate of the last packet train of 3 packets or more (bit/s).
         public var lastTrainRate: UInt64?
         /// How long the last reported packet queued on the path (µs; the send-side estimator's `queueDelayUs`).
@@ -681,6 +683,7 @@ public final class RTPSender: @unchecked Sendable {
                     s.stats.sendSideEstimate = UInt64(e)
                     s.stats.probesRaised = s.estimator.probesRaised
                     s.stats.trainsRaised = s.estimator.trainsRaised
+                    s.stats.trainsMeasured = s.estimator.trainsMeasured
                     s.stats.lastTrainRate = s.estimator.lastTrainRate.map { UInt64($0) }
                     s.stats.queueDelayUs = s.estimator.queueDelayUs
                     s.stats.delayUsage = s.estimator.usage.rawValue

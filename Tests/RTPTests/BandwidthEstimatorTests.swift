@@ -183,6 +183,7 @@ struct SplitMix {
         let open = Self.run(trainUs: 1_000, frames: 3)
         #expect(open.trainsRaised >= 1 && open.estimate >= 500_000, "\(open.estimate) after \(open.trainsRaised) trains")
         #expect((open.lastTrainRate ?? 0) > 30_000_000)
+        #expect(open.trainsMeasured == 2, "the third frame's train ends only when another packet comes")
         // The same trains over 80 ms: 480 kbit/s, 1.6 × the estimate: a full link, nothing raised.
         let full = Self.run(trainUs: 80_000, frames: 3)
         #expect(full.trainsRaised == 0 && full.estimate < 400_000, "\(full.estimate)")
