@@ -118,8 +118,10 @@ public final class RTPOutput: EncodedOutput {
         }
         try sender.send(frame)
     }
-    /// Closes the sender (a last sender report and a BYE); an SDP file never written is discarded.
+    /// Serves the receiver's last NACKs (see `RTPSender.drainFeedback`), then closes the sender (a last sender
+    /// report and a BYE); an SDP file never written is discarded.
     public func end() throws {
+        sender.drainFeedback()
         sender.close()
         sdpFile?.discard()
         logger.debug("stream stopped", metadata: ["to": "\(target)", "packets": "\(sender.statistics.packetsSent)"])
@@ -152,7 +154,7 @@ public final class RTPOutput: EncodedOutput {
             ),
             (
                 "feedback",
-                "\(s.nacksReceived) NACKs (\(s.retransmissions) retransmitted, \(s.retransmittedBytes) bytes; \(s.nacksIgnored) ignored, \(s.retransmissionsOverBudget) over budget), \(s.keyFrameRequests) key-frame requests (\(s.keyFrameRequestsHonoured) honoured), REMB \(s.rembBitrate.map { "\($0 / 1000) kbps" } ?? "-"), \(s.rtcpErrors) malformed RTCP, \(s.rtcpFromStrangers) RTCP datagrams from other addresses dropped"
+                "\(s.nacksReceived) NACKs (\(s.retransmissions) retransmitted, \(s.retransmittedBytes) bytes; \(s.nacksIgnored) ignored, \(s.retransmissionsOverBudget) over budget, \(s.nacksBeforeKeyFrame) before a key frame), \(s.keyFrameRequests) key-frame requests (\(s.keyFrameRequestsHonoured) honoured), REMB \(s.rembBitrate.map { "\($0 / 1000) kbps" } ?? "-"), \(s.rtcpErrors) malformed RTCP, \(s.rtcpFromStrangers) RTCP datagrams from other addresses dropped"
             ),
         ]
     }

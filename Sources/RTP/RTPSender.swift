@@ -104,6 +104,14 @@ public final class RTPSender: @unchecked Sendable {
         public var sendSideEstimation = SendSideBandwidthEstimator.Configuration()
         /// Packets kept for retransmission (about 1 s of 2 Mbit/s video).
         public var historySize = 512
+        /// NACKs for packets sent before the last key frame go unserved (`Statistics.nacksBeforeKeyFrame`). Right
+        /// for a receiver that decodes from a complete key frame and drops the older incomplete frames (libwebrtc,
+        /// Chromium): resending them only delays the key frame on a loaded link. Wrong for one with an in-order
+        /// jitter buffer (GStreamer's rtpjitterbuffer, ffmpeg): it holds everything behind a missing packet until
+        /// its latency deadline, and a packet never resent costs frames (measured with GStreamer, 1 % loss, a key
+        /// frame every 17 frames: 229–266 of 300 decoded with the rule, see StreamTests). Off by default;
+        /// `WebRTCPeer` turns it on.
+        public var keyFrameSupersedesEarlierPackets = false
         /// Drop outgoing packets with this probability (loss simulation for tests; seeded, reproducible).
         public var dropRate = 0.0
         /// The seed of the loss simulation's random numbers (the same seed drops the same packets).
@@ -239,6 +247,8 @@ public final class RTPSender: @unchecked Sendable {
         /// The last sign of congestion (monotonic ns), and whether the owner says the link is limited.
         var lastCongestionNs: Int64 = .min / 2
         var linkLimited = false
+        /// When the last NACK came (monotonic ns).
+        var lastNACKNs: Int64?
     }
     private let shared: Mutex<Shared>
     /// Without a pacer, a frame's packets are numbered for transport-cc from the frame's first number on
@@ -392,6 +402,25 @@ public final class RTPSender: @unchecked Sendable {
 
     deinit { close() }
 
+    /// After the last frame, before `close()`: keeps serving NACKs until none has come for `quietNs` (and at most
+    /// `maxNs` in all), so that a receiver can still repair the last frames. Its NACK for a loss comes up to an
+    /// RTCP interval later (GStreamer's: about 0.3 s), and an unrepaired loss near the end costs every frame after
+    /// it (no key frame follows): measured with GStreamer at 1 % loss, 34 of 300 frames once. Returns at once when
+    /// no receiver has sent RTCP, or over an owner's transport (the owner reads its feedback).
+    public func drainFeedback(quietNs: Int64 = 500_000_000, maxNs: Int64 = 2_000_000_000) {
+        guard feedbackThread != nil, !closed.load(ordering: .acquiring) else { return }
+        let start = monotonicNanoseconds()
+        while true {
+            let (heard, lastNACK) = shared.withLock { s in
+                (s.stats.receiverReports > 0 || s.stats.nacksReceived > 0 || s.stats.keyFrameRequests > 0, s.lastNACKNs)
+            }
+            guard heard else { return }
+            let now = monotonicNanoseconds()
+            if now - max(start, lastNACK ?? start) >= quietNs || now - start >= maxNs { return }
+            usleep(10_000)
+        }
+    }
+
     /// Stops the feedback thread and closes the sockets (idempotent).
     public func close() {
         guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
@@ -491,7 +520,7 @@ public final class RTPSender: @unchecked Sendable {
             let first = packetizer.state.sequence
             let dropped = pacer.map { $0.queued > 0 ? $0.dropQueued() : 0 } ?? 0
             shared.withLock { s in
-                s.history.keyFrameStarts(at: first)
+                s.history.keyFrameStarts(at: first, supersedingEarlierPackets: configuration.keyFrameSupersedesEarlierPackets)
                 s.stats.packetsDroppedBeforeKeyFrame += dropped
             }
         }
@@ -720,6 +749,7 @@ public final class RTPSender: @unchecked Sendable {
                 s.stats.nacksBeforeKeyFrame += 1
                 return (false, true)
             case .resend(let slot):
+                s.lastNACKNs = now // a NACK this sender could serve (not one for a packet never sent)
                 let original = s.history.packet(at: slot)
                 if rtxPT != nil {
                     rtxCopy(of: original, sequence: seq, into: &packet, s: &s)

@@ -12,8 +12,10 @@ package struct RetransmissionHistory: Sendable {
     private var rates = RateWindow()
     private let share: Double
     private let allowance: Int
-    /// The first packet of the last key frame sent: packets before it are of no use to a receiver any more.
+    /// The first packet of the last key frame sent.
     private var keyFrameStart: UInt16?
+    /// Whether packets before `keyFrameStart` are of no use to the receiver any more (not resent).
+    private var supersedes = true
     /// How many packets that key frame has (0 until `keyFrameEnds`): they are resent outside the budget.
     private var keyFramePackets = 0
 
@@ -44,12 +46,14 @@ package struct RetransmissionHistory: Sendable {
         rates.addMedia(packet.count, at: now)
     }
 
-    /// A key frame starts at packet `seq`: from now on NACKs for packets before it are not served (the receiver
-    /// decodes from the key frame; resending what it supersedes would only delay it on a loaded link, and on a
+    /// A key frame starts at packet `seq` (its packets are resent over the budget, see `keyFrameEnds`). With
+    /// `supersedingEarlierPackets`, from now on NACKs for packets before it are not served (a receiver that
+    /// decodes from the key frame: resending what it supersedes would only delay it on a loaded link, and on a
     /// tier move the old tier's packets are of no use at all).
-    package mutating func keyFrameStarts(at seq: UInt16) {
+    package mutating func keyFrameStarts(at seq: UInt16, supersedingEarlierPackets: Bool = true) {
         keyFrameStart = seq
         keyFramePackets = 0
+        supersedes = supersedingEarlierPackets
     }
 
     /// The key frame that `keyFrameStarts` began has `count` packets. They are resent even when the budget is
@@ -76,7 +80,7 @@ package struct RetransmissionHistory: Sendable {
         let i = Int(seq) & mask
         let resent = resentNs[i]
         guard sequences[i] == seq, lengths[i] > 0, resent == .min || now - resent >= rttNs else { return .ignored }
-        if let k = keyFrameStart, Int16(bitPattern: seq &- k) < 0 { return .superseded }
+        if supersedes, let k = keyFrameStart, Int16(bitPattern: seq &- k) < 0 { return .superseded }
         let ofKeyFrame = keyFrameStart.map { Int(seq &- $0) < keyFramePackets } ?? false
         guard rates.spend(lengths[i] + extraBytes, share: share, allowance: allowance, at: now, always: ofKeyFrame) else { return .overBudget }
         resentNs[i] = now

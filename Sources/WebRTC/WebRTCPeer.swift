@@ -177,6 +177,7 @@ public final class WebRTCPeer: Sendable {
         rc.dropRate = c.dropRate
         rc.dropSeed = c.dropSeed
         rc.keyFrameRequestIntervalNs = c.keyFrameRequestIntervalNs
+        rc.keyFrameSupersedesEarlierPackets = true // browsers decode from a complete key frame
         rc.cname = "camcap"
         rc.rtxPayloadType = c.useRTX ? offer.rtxPayloadType : nil
         rc.videoOrientationExtensionID = c.useVideoOrientation ? offer.videoOrientationExtensionID : nil

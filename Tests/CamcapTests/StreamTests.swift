@@ -138,8 +138,10 @@ let basePort = 20_000 + Int(getpid() % 2000) * 10
         let requests = feedback.range(of: "), ").map { Int(feedback[$0.upperBound...].prefix { $0.isNumber }) ?? 0 } ?? 0
         print("loss 1%: decoded \(decoded) of \(sent) sent; \(feedback)")
         #expect(nacks > 0 && retransmitted > 0, "\(feedback)")
-        // 85%: GStreamer's jitter buffer gives up on some repairs (measured 267-286 of 300 at 1-3% loss); without
-        // NACK and PLI a lost packet in the first key frame alone would cost the whole 300-frame GOP.
+        // 85%: with the default seed a packet of the first key frame is lost before GStreamer has seen the stream
+        // (no NACK for it: 17 frames until the key frame its PLI asks for), 283 of 300 decoded. Without NACK and PLI
+        // that loss alone would cost the whole 300-frame GOP. NACKs after a key frame for packets before it must be
+        // served (GStreamer's jitter buffer waits for them): unserved, a loaded box decoded 229.
         #expect(decoded * 100 >= sent * 85, "decoding goes on: \(decoded) of \(sent) (\(feedback))")
         // A frame that could not be repaired made the receiver ask for a key frame.
         if decoded < sent { #expect(requests > 0, "\(decoded) of \(sent) decoded but no PLI: \(feedback)") }

@@ -3,6 +3,7 @@ import Testing
 import Synchronization
 @testable import RTP
 import H264
+import VideoCapture
 
 /// A UDP socket on a loopback address of the test's choosing (127.0.0.2 plays a stranger: every 127/8 address
 /// is local on Linux).
@@ -233,3 +234,50 @@ func waitFor(_ condition: () -> Bool) -> Bool { waitUntil(timeout: 10, every: 0.
 }
 
 func fmt(_ v: Double) -> String { String(format: "%.2f", v) }
+
+/// After the last frame the sender still serves NACKs while they come (a receiver asks for the last frames'
+/// losses up to an RTCP interval later), and stops a quiet time after the last one it could serve.
+@Suite(.serialized, .timeLimit(.minutes(1))) struct FeedbackDrainTests {
+    @Test func nacksAfterTheLastFrameAreServedUntilTheReceiverIsQuiet() throws {
+        let receiver = try UDPPeer()
+        var c = RTPSender.Configuration(host: "127.0.0.1", port: Int(receiver.port))
+        c.rtcpPort = Int(receiver.port)
+        let sender = try RTPSender(configuration: c)
+        defer { sender.close() }
+        try sender.send(pFrame(packets: 4).stamped(1_000_000_000))
+        _ = receiver.drain { sender.statistics.packetsSent == 4 }
+        let last = sender.nextSequenceNumber &- 1
+
+        // No receiver has sent RTCP: nothing to wait for (a quiet time of 20 s would fail the time limit).
+        sender.drainFeedback(quietNs: 20_000_000_000, maxNs: 30_000_000_000)
+
+        // The receiver is heard from (a NACK of the first packet), then NACKs the last packet while the sender
+        // drains: served, and the drain lasts until a quiet time after that NACK, not the whole maximum.
+        receiver.send(RTCPWriter.nack(sender: 9, media: sender.ssrc, lost: [last &- 3]), to: sender.localRTCPPort)
+        #expect(waitFor { sender.statistics.retransmissions == 1 })
+        _ = receiver.drain { true }
+        let finished = Atomic<Bool>(false), returnedNs = Atomic<Int64>(0)
+        let drain = Thread {
+            sender.drainFeedback(quietNs: 3_000_000_000, maxNs: 20_000_000_000)
+            returnedNs.store(monotonicNanoseconds(), ordering: .relaxed)
+            finished.store(true, ordering: .releasing)
+        }
+        drain.start()
+        let nackSentNs = monotonicNanoseconds()
+        receiver.send(RTCPWriter.nack(sender: 9, media: sender.ssrc, lost: [last]), to: sender.localRTCPPort)
+        var resent: UInt16?
+        var b = [UInt8](repeating: 0, count: 2048)
+        for _ in 0..<50 where resent == nil { // 100 ms receive timeout each: 5 s at most
+            let n = b.withUnsafeMutableBytes { recv(receiver.socket, $0.baseAddress, $0.count, 0) }
+            if n >= 12, !(192...223).contains(b[1]) { resent = UInt16(b[2]) << 8 | UInt16(b[3]) }
+        }
+        #expect(resent == last, "the NACKed packet is resent")
+        let stillDraining = !finished.load(ordering: .acquiring)
+        #expect(stillDraining, "still draining when the retransmission arrived")
+        #expect(waitUntil(timeout: 15, every: 0.01) { finished.load(ordering: .acquiring) }, "the drain ends")
+        let afterNACK = Double(returnedNs.load(ordering: .relaxed) - nackSentNs) / 1e9
+        print("FIGURE drain: NACK served while draining; drain ended \(String(format: "%.2f", afterNACK)) s after it (quiet 3 s, max 20 s)")
+        #expect(afterNACK >= 3.0 && afterNACK < 15, "quiet time counted from the NACK: \(afterNACK) s")
+        #expect(sender.statistics.retransmissions == 2)
+    }
+}
