@@ -417,7 +417,7 @@ public final class RTPSender: @unchecked Sendable {
             guard heard else { return }
             let now = monotonicNanoseconds()
             if now - max(start, lastNACK ?? start) >= quietNs || now - start >= maxNs { return }
-            usleep(10_000)
+            Sleep.for(nanoseconds: 10_000_000) // the feedback thread serves the NACKs meanwhile
         }
     }
 
