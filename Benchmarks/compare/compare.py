@@ -37,7 +37,8 @@ Frames are generated once (the fixture pattern with noise 3, fresh noise every f
 contender in a rotated order, twice: over all frames and over the first 10; the difference of the two wall times
 divided by the difference in frames is the time per frame (process start-up and set-up cancel out). Medians over
 the repetitions; `library x` = the other's ms/frame over the library's in the same series (above 1: the library is
-faster). The bytes of each contender's H.264 (all frames) are printed too: equal settings give equal sizes (the
+faster); `paired x` = the median of that ratio taken within each repetition (the two ran seconds apart, so a slow
+spell of a shared machine hits both: steadier than the ratio of medians). The bytes of each contender's H.264 (all frames) are printed too: equal settings give equal sizes (the
 library and C are byte-identical). --callgrind counts instructions instead (valgrind, same difference method, user
 space only: the kernel's share, e.g. context switches, is not in it). valgrind 3.19 dies on libdispatch's
 sigsuspend (it edits the mask, which is read-only there): the Swift contender runs with sigsuspend-shim.c preloaded.
@@ -290,6 +291,7 @@ def main():
     outFull = {n: os.path.join(a.work, f"out-{n}.h264") for n in everyone}
     outHead = {n: os.path.join(a.work, f"out-{n}-head.h264") for n in outFull}
     summary = []
+    pairedSummary = {}
     for label in a.sizes.split(","):
         for fmt in a.formats.split(","):
             frames = a.frames or (30 if a.callgrind else (150 if label == "720p" else 90))
@@ -315,7 +317,7 @@ def main():
             size = {n: os.path.getsize(outFull[n]) for n in names}
             sha = {n: digest(outFull[n]) for n in names}
             print(f"{'input':<12}{'contender':<12}{'ms/frame':>9}{'IQR':>16}{'fps':>8}{'CPU ms/frame':>14}{'H.264 bytes':>13}"
-                  f"{'vs library':>12}   library ×")
+                  f"{'vs library':>12}   library ×" + ("" if a.callgrind else "   paired × (IQR)"))
             for s in series:
                 base = f"library-{s}"
                 for n in SERIES[s]:
@@ -329,8 +331,15 @@ def main():
                     if a.callgrind:
                         print(f"{label + ' ' + fmt:<12}{n:<12}{med[n] / 1e6:>8.2f}M Ir/frame{'':>22}{size[n]:>13}{same:>12}   {ratio}")
                     else:
+                        # Paired: the ratio within each repetition (the two ran seconds apart, so a slow spell of a
+                        # shared machine hits both alike), then the median of those ratios.
+                        pairs = [o / l for o, l in zip(per[n], per[ref])]
+                        pq = statistics.quantiles(pairs, n=4) if len(pairs) >= 2 else [pairs[0]] * 3
+                        paired = "" if n == ref else f"   {statistics.median(pairs):.3f} ({pq[0]:.3f}–{pq[2]:.3f})"
                         print(f"{label + ' ' + fmt:<12}{n:<12}{med[n]:>9.3f}{f'{q[0]:.3f}–{q[2]:.3f}':>16}{1000 / med[n]:>8.1f}"
-                              f"{statistics.median(cpu[n]):>14.3f}{size[n]:>13}{same:>12}   {ratio}")
+                              f"{statistics.median(cpu[n]):>14.3f}{size[n]:>13}{same:>12}   {ratio:<5}{paired}")
+                        if n != ref:
+                            pairedSummary[(f"{label} {fmt}", n)] = statistics.median(pairs)
             summary.append((f"{label} {fmt}", med))
             sys.stdout.flush()
     if summary:
@@ -339,10 +348,13 @@ def main():
         print(f"\nSummary (median {unit}; library × = other / library, above 1 the library is faster)")
         for s in series:
             lib_, others = SERIES[s][0], SERIES[s][1:]
-            print(f"{s}: {'input':<12}{lib_:>11}" + "".join(f"{n:>10}" for n in others) + "".join(f"{'× ' + n:>12}" for n in others))
+            paired = not a.callgrind
+            print(f"{s}: {'input':<12}{lib_:>11}" + "".join(f"{n:>10}" for n in others) + "".join(f"{'× ' + n:>12}" for n in others)
+                  + ("".join(f"{'paired × ' + n:>18}" for n in others) if paired else ""))
             for name, med in summary:
                 print(f"  - {name:<12}{med[lib_] / scale:>11.2f}" + "".join(f"{med[n] / scale:>10.2f}" for n in others)
-                      + "".join(f"{med[n] / med[lib_]:>12.3f}" for n in others))
+                      + "".join(f"{med[n] / med[lib_]:>12.3f}" for n in others)
+                      + ("".join(f"{pairedSummary.get((name, n), float('nan')):>18.3f}" for n in others) if paired else ""))
 
 
 if __name__ == "__main__":

@@ -106,6 +106,8 @@ public struct SendSideBandwidthEstimator: Sendable {
     private var nextProbeUs: Int64 = .min
     /// Probes that failed in a row (the wait after a failure doubles with each).
     private var probeFailures = 0
+    /// Probes that lost packets (after each, the next waited the longest).
+    public private(set) var probesLost = 0
 
     // The lowest one-way delay (arrival - send) in the current and the previous 5 s window.
     private var oneWay = (currentMin: Int64.max, previousMin: Int64.max, windowStartUs: Int64.min / 2)
@@ -271,8 +273,11 @@ public struct SendSideBandwidthEstimator: Sendable {
             probeFailures = 0
         } else {
             // 2 s, doubling to 8 s: probes every 2 s on a full 400 kbit/s link froze its viewer 1-6 times a minute
-            // (the doubling wait: 0-3).
-            probeFailures = min(probeFailures + 1, 8)
+            // (the doubling wait: 0-3). A probe that lost packets overfilled the path's queue (the frames behind it
+            // lost theirs too: each such probe was a freeze): the longest wait at once.
+            let lost = c.packets > 0 && c.reported * 10 < c.packets * 9
+            if lost { probesLost += 1 }
+            probeFailures = lost ? 8 : min(probeFailures + 1, 8)
             nextProbeUs =
                 estimate * 2 >= c.startEstimate * 3
                 ? nowUs // a train raised it meanwhile: probe from there

@@ -193,6 +193,8 @@ public final class RTPSender: @unchecked Sendable {
         /// Probe clusters sent (send-side estimation with RTX), the RTX packets they added, and the clusters whose
         /// result raised the estimate.
         public var probes = 0, probePackets = 0, probesRaised = 0
+        /// Probes that lost packets (the estimator then waits its longest before the next).
+        public var probesLost = 0
         /// Packet trains (a frame's packets, sent back to back) that arrived fast enough to raise the estimate.
         public var trainsRaised = 0
         /// Packet trains measured (the estimator's `trainsMeasured`).
@@ -705,6 +707,7 @@ public final class RTPSender: @unchecked Sendable {
                     let e = s.estimator.feedback(fb, nowUs: now / 1000)
                     s.stats.sendSideEstimate = UInt64(e)
                     s.stats.probesRaised = s.estimator.probesRaised
+                    s.stats.probesLost = s.estimator.probesLost
                     s.stats.trainsRaised = s.estimator.trainsRaised
                     s.stats.trainsMeasured = s.estimator.trainsMeasured
                     s.stats.lastTrainRate = s.estimator.lastTrainRate.map { UInt64($0) }

@@ -486,7 +486,7 @@ public final class ViewerHub: EncodedOutput, Sendable {
                 ("rembBps", v.remb.map { Int(clamping: $0) } ?? -1), ("transportCC", p.usesTransportWideCC),
                 ("transportFeedbacks", st.rtp.transportFeedbacks), ("sendSideEstimateBps", st.rtp.sendSideEstimate.map { Int(clamping: $0) } ?? -1),
                 ("delayUsage", st.rtp.delayUsage ?? ""), ("probes", st.rtp.probes), ("probePackets", st.rtp.probePackets),
-                ("probesRaised", st.rtp.probesRaised), ("trainsRaised", st.rtp.trainsRaised),
+                ("probesRaised", st.rtp.probesRaised), ("probesLost", st.rtp.probesLost), ("trainsRaised", st.rtp.trainsRaised),
                 ("trains", st.rtp.trainsMeasured), ("lastTrainBps", st.rtp.lastTrainRate.map { Int(clamping: $0) } ?? -1),
                 ("queueDelayMs", Double(st.rtp.queueDelayUs) / 1000),
                 ("transportLoss", st.rtp.transportLoss ?? -1),

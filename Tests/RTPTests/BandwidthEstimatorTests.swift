@@ -196,7 +196,7 @@ struct SplitMix {
 @Suite struct ProbeScheduleTests {
     /// One probe cluster from `startProbe`: its bytes in 1200-byte packets (7 at least) sent over 60 ms from
     /// `atUs`, arriving `slowdown` times as far apart, and the feedback for them. Returns whether a probe was due.
-    static func probe(_ e: inout SendSideBandwidthEstimator, seq: inout UInt16, atUs: Int64, slowdown: Int64) -> Bool {
+    static func probe(_ e: inout SendSideBandwidthEstimator, seq: inout UInt16, atUs: Int64, slowdown: Int64, lose: Int = 0) -> Bool {
         guard let p = e.startProbe(nowUs: atUs) else { return false }
         let n = max(7, p.bytes / 1200 + 1)
         let gap = Int64(60_000 / (n - 1))
@@ -204,7 +204,7 @@ struct SplitMix {
         var arrivals: [Int64?] = []
         for k in 0..<n {
             e.packetSent(sequence: seq, timeUs: atUs + Int64(k) * gap, bytes: 1200, probeCluster: p.cluster)
-            arrivals.append(atUs + 20_000 + Int64(k) * gap * slowdown)
+            arrivals.append(k >= n - lose ? nil : atUs + 20_000 + Int64(k) * gap * slowdown)
             seq &+= 1
         }
         e.endProbe()
@@ -256,6 +256,27 @@ struct SplitMix {
         #expect(f.startProbe(nowUs: second + 3_900_000) == nil)
         #expect(f.startProbe(nowUs: second + 4_000_000) != nil || f.usage != .normal, "usage \(f.usage)")
         print("probes: carried → \(raised / 1000) then \(e.estimate / 1000) kbit/s; not carried → \(f.estimate / 1000) kbit/s, \(f.probes) probes")
+    }
+
+    /// A probe that lost packets overfilled the path's queue (on a full 400 kbit/s link the frames behind it lost
+    /// theirs: a freeze each time): the next one waits the longest, 8 s, not 2.
+    @Test func aProbeThatLostPacketsWaitsTheLongest() {
+        var (f, seq) = Self.started()
+        #expect(Self.probe(&f, seq: &seq, atUs: 100_000, slowdown: 4, lose: 2))
+        // Clean packets every 20 ms; the incomplete cluster is judged a second after it started (1.1 s).
+        var t: Int64 = 200_000
+        func until(_ end: Int64) {
+            while t < end {
+                Self.drained(&f, seq: &seq, atUs: t)
+                t += 20_000
+            }
+        }
+        until(1_100_000)
+        #expect(f.probesLost == 1 && f.probesRaised == 0, "lost \(f.probesLost)")
+        until(9_000_000)
+        #expect(f.startProbe(nowUs: 9_000_000) == nil, "a doubling wait would have allowed one at 3.1 s")
+        until(9_200_000)
+        #expect(f.startProbe(nowUs: 9_200_000) != nil, "8 s after the lossy probe; usage \(f.usage), loss \(f.lossFraction)")
     }
 }
 

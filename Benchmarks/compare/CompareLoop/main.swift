@@ -152,7 +152,7 @@ final class ReplayStream: CaptureStream, @unchecked Sendable {
         let t = Thread { [self] in
             // Built here, held only here: a storage is uniquely referenced again once the consumer lets go.
             var storages = spans.map { s in FrameStorage(borrowing: file.base + s.offset, capacity: s.count, release: {}) }
-            var i = 0
+            var i = 0, waits = 0
             let inFlight = 3
             // One pass over the file: every contender encodes each frame once.
             while !stopRequested.load(ordering: .acquiring) && i < storages.count {
@@ -160,6 +160,7 @@ final class ReplayStream: CaptureStream, @unchecked Sendable {
                 // Wait until the frame `inFlight` back is released (a driver's short queue).
                 let back = (i - inFlight + storages.count * 4) % storages.count
                 if i >= inFlight && !isKnownUniquelyReferenced(&storages[back]) {
+                    waits += 1
                     usleep(500)
                     continue
                 } // a poll (as a driver queue refills), not a spin: the second core stays free
@@ -168,6 +169,9 @@ final class ReplayStream: CaptureStream, @unchecked Sendable {
                     stride: applied.stride, bytesUsed: spans[k].count, storage: storages[k])
                 sink.frame(VideoFrame(buffer: buf, rotation: .rotation0, timestampNs: Int64(i) * 33_333_333 + 1, sequence: UInt64(i)))
                 i += 1
+            }
+            if ProcessInfo.processInfo.environment["REPLAY_WAITS"] != nil {
+                FileHandle.standardError.write(Data("replay: \(i) frames, \(waits) waits\n".utf8))
             }
             done.store(true, ordering: .releasing)
         }
