@@ -14,7 +14,8 @@
 // provider, so the loop is the one an application writes; it prints the frame count and the loop's seconds.
 // The encoder settings compare.py passes (complexity=low|medium|high, max-bitrate=N, intra-period=N, threads=N,
 // frame-skip=on|off) go into H264Encoder.Settings; the parameters OpenH264 then holds are read back and printed on
-// stderr as "effective: ..." (the line loop.c prints for the C contender).
+// stderr as "effective: ..." (the line loop.c prints for the C contender). With REPLAY_WAITS set, the replay camera
+// prints how often it had to wait for a frame to be released (a driver queue running dry; 0 in every mode measured).
 import Foundation
 import VideoCapture
 import VideoProcessing
