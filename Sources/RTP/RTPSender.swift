@@ -407,7 +407,7 @@ public final class RTPSender: @unchecked Sendable {
     /// After the last frame, before `close()`: keeps serving NACKs until none has come for `quietNs` (and at most
     /// `maxNs` in all), so that a receiver can still repair the last frames. Its NACK for a loss comes up to an
     /// RTCP interval later (GStreamer's: about 0.3 s), and an unrepaired loss near the end costs every frame after
-    /// it (no key frame follows): measured with GStreamer at 1 % loss, 34 of 300 frames once. Returns at once when
+    /// it (no key frame follows): measured with GStreamer at 1 % loss, 17 of 300 frames in 2 of 3 runs. Returns at once when
     /// no receiver has sent RTCP, or over an owner's transport (the owner reads its feedback).
     public func drainFeedback(quietNs: Int64 = 500_000_000, maxNs: Int64 = 2_000_000_000) {
         guard feedbackThread != nil, !closed.load(ordering: .acquiring) else { return }
