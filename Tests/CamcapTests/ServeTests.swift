@@ -334,7 +334,9 @@ let chromiumAvailable =
         let stats = try server.stats()
         #expect((stats["viewers"] as? [Any])?.count == 1 && int(stats, "left") == 1, "\(stats)")
         let fdsAfter = server.descriptors(settlingAt: fdsAlone), rssAfter = server.rssKiB
-        #expect(fdsAfter == fdsAlone, "descriptors with A alone \(fdsAlone), after B left \(fdsAfter)")
+        // At most as many as with A alone: right after A's start the count can still hold a descriptor of A's
+        // set-up that closes later (a CI run counted 15 with A alone, 14 after B left).
+        #expect(fdsAfter <= fdsAlone, "descriptors with A alone \(fdsAlone), after B left \(fdsAfter)")
         // Ctrl-C with viewer A still watching: the server ends cleanly and tells A (RTCP BYE, DTLS close_notify).
         #expect(server.stop() == 0, "\(server.err)")
         #expect(server.out.contains("2 in all, 2 left"), "\(server.out)")
