@@ -38,8 +38,8 @@ contender in a rotated order, twice: over all frames and over the first 10; the 
 divided by the difference in frames is the time per frame (process start-up and set-up cancel out). Medians over
 the repetitions; `library x` = the other's ms/frame over the library's in the same series (above 1: the library is
 faster); `paired x` = the median of that ratio taken within each repetition (the two ran seconds apart, so a slow
-spell of a shared machine hits both: steadier than the ratio of medians). The bytes of each contender's H.264 (all frames) are printed too: equal settings give equal sizes (the
-library and C are byte-identical). --callgrind counts instructions instead (valgrind, same difference method, user
+spell of a shared machine hits both: steadier than the ratio of medians). The bytes of each contender's H.264 (all
+frames) are printed too: equal settings give equal sizes (the library and C are byte-identical). --callgrind counts instructions instead (valgrind, same difference method, user
 space only: the kernel's share, e.g. context switches, is not in it). valgrind 3.19 dies on libdispatch's
 sigsuspend (it edits the mask, which is read-only there): the Swift contender runs with sigsuspend-shim.c preloaded.
 """

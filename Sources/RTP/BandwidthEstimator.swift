@@ -275,7 +275,7 @@ public struct SendSideBandwidthEstimator: Sendable {
             // 2 s, doubling to 8 s: probes every 2 s on a full 400 kbit/s link froze its viewer 1-6 times a minute
             // (the doubling wait: 0-3). A probe that lost packets overfilled the path's queue (the frames behind it
             // lost theirs too: each such probe was a freeze): the longest wait at once.
-            let lost = c.packets > 0 && c.reported * 10 < c.packets * 9
+            let lost = c.packets > 0 && !complete // judged after the second: under 90 % of it arrived
             if lost { probesLost += 1 }
             probeFailures = lost ? 8 : min(probeFailures + 1, 8)
             nextProbeUs =

@@ -15,13 +15,14 @@ package struct RetransmissionHistory: Sendable {
     /// The first packet of the last key frame sent.
     private var keyFrameStart: UInt16?
     /// Whether packets before `keyFrameStart` are of no use to the receiver any more (not resent).
-    private var supersedes = true
+    private let supersedes: Bool
     /// How many packets that key frame has (0 until `keyFrameEnds`): they are resent outside the budget.
     private var keyFramePackets = 0
 
     /// Room for at least `packets` (a power of two, 16...8192) of up to `packetCapacity` bytes each.
-    /// Retransmissions may use `share` of the media bitrate, at least `allowance` bytes a second.
-    package init(packets: Int, packetCapacity: Int, share: Double, allowance: Int) {
+    /// Retransmissions may use `share` of the media bitrate, at least `allowance` bytes a second. With
+    /// `keyFrameSupersedesEarlierPackets`, packets sent before the last key frame are not resent (`claim`).
+    package init(packets: Int, packetCapacity: Int, share: Double, allowance: Int, keyFrameSupersedesEarlierPackets: Bool = true) {
         var size = 16
         while size < min(8192, packets) { size *= 2 }
         slots = (0..<size).map { _ in [UInt8](repeating: 0, count: packetCapacity) }
@@ -31,6 +32,7 @@ package struct RetransmissionHistory: Sendable {
         mask = size - 1
         self.share = share
         self.allowance = allowance
+        supersedes = keyFrameSupersedesEarlierPackets
     }
 
     package var capacity: Int { mask + 1 }
@@ -46,14 +48,13 @@ package struct RetransmissionHistory: Sendable {
         rates.addMedia(packet.count, at: now)
     }
 
-    /// A key frame starts at packet `seq` (its packets are resent over the budget, see `keyFrameEnds`). With
-    /// `supersedingEarlierPackets`, from now on NACKs for packets before it are not served (a receiver that
-    /// decodes from the key frame: resending what it supersedes would only delay it on a loaded link, and on a
-    /// tier move the old tier's packets are of no use at all).
-    package mutating func keyFrameStarts(at seq: UInt16, supersedingEarlierPackets: Bool = true) {
+    /// A key frame starts at packet `seq` (its packets are resent over the budget, see `keyFrameEnds`). If the
+    /// history was made with `keyFrameSupersedesEarlierPackets`, from now on NACKs for packets before it are not
+    /// served (a receiver that decodes from the key frame: resending what it supersedes would only delay it on a
+    /// loaded link, and on a tier move the old tier's packets are of no use at all).
+    package mutating func keyFrameStarts(at seq: UInt16) {
         keyFrameStart = seq
         keyFramePackets = 0
-        supersedes = supersedingEarlierPackets
     }
 
     /// The key frame that `keyFrameStarts` began has `count` packets. They are resent even when the budget is
