@@ -213,13 +213,20 @@ do {
     _ = collector.wait(5) { $0.frames.count >= 5 }
     let before = collector.count
     let applied = try await capturer.switchDevice(to: capturer.device(cam2), targetSize: FrameSize(width: 320, height: 180))
-    let flowing = collector.wait(10) { $0.frames.count >= before + 10 }
+    // Camera 1 keeps delivering until the switch takes hold (selectFormat's ioctls can take a while on a loaded VM),
+    // so wait for frames of camera 2 itself, not just any ten more.
+    let flowing = collector.wait(10) { $0.frames.lazy.filter { $0.w == 320 }.count >= 10 }
     let f = collector.lock.withLock { collector.frames }
     await stopQuietly()
+    let cleared = capturer.currentDevice == nil
+    let lastIsNew = f.last?.w == 320
+    let increasing = zip(f, f.dropFirst()).allSatisfy { $0.ts < $1.ts }
+    let fromOld = f.lazy.filter { $0.w == 640 }.count
     check(
         "switch camera 1 → 2 while running",
-        flowing && capturer.currentDevice == nil && f.last?.w == 320 && zip(f, f.dropFirst()).allSatisfy { $0.ts < $1.ts },
-        "before \(before), after \(f.count), applied \(applied)")
+        flowing && cleared && lastIsNew && increasing,
+        "before \(before), after \(f.count) (\(fromOld) from camera 1), applied \(applied); camera 2 frames flowing \(flowing), "
+            + "device cleared on stop \(cleared), last frame 320 wide \(lastIsNew), timestamps increasing \(increasing)")
 } catch {
     check("switch camera 1 → 2 while running", false, "\(error)")
     await stopQuietly()
