@@ -3,13 +3,19 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #include "svc_jpeg.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <setjmp.h>
+#include <stddef.h>
+#include <math.h>
 #include <jpeglib.h>
 #include <jerror.h>
+#include <jpegint.h>    /* struct jpeg_inverse_dct: libjpeg's per-component IDCT table, see svc_jpeg_reduced */
 
 /*
  * libjpeg(-turbo) kept across frames, for MJPEG without per-frame heap allocations.
@@ -130,6 +136,14 @@ static void svc_jpeg_arena_install(j_common_ptr cinfo, svc_jpeg_arena *a) {
 
 /* ---- Decoder ---------------------------------------------------------------------------------- */
 
+/* Our reduced inverse DCT for one component (see svc_jpeg_reduced below). */
+typedef struct svc_jpeg_reduced {
+    int size;                   /* samples a side it gives per 8x8 block: 4 or 2 (0: libjpeg's own IDCT) */
+    int dc;                     /* the DC's multiplier, 2^K scaled (the 4x4's flat blocks) */
+    short first[4][8];          /* 4x4: the dequantising first-pass constants, see svc_jpeg_idct_4x4_any */
+    int m[4];                   /* 2x2: dequantising multipliers of coefficients (0,0) (0,1) (1,0) (1,1), 2^K2 scaled */
+} svc_jpeg_reduced;
+
 typedef struct svc_jpeg_decoder {
     svc_jpeg_arena arena;
     struct jpeg_decompress_struct cinfo;
@@ -137,6 +151,8 @@ typedef struct svc_jpeg_decoder {
     unsigned char *scratch;     /* rows past a plane's end, and bands for chroma resampling */
     size_t scratchSize;
     JSAMPROW rows[3][4 * DCTSIZE];
+    svc_jpeg_reduced reduced[3];
+    int simd;                   /* 2: AVX2 where the CPU has it; 1: SSE2 only (tests compare the two) */
 } svc_jpeg_decoder;
 
 svc_jpeg_decoder *svc_jpeg_decoder_create(void) {
@@ -146,6 +162,7 @@ svc_jpeg_decoder *svc_jpeg_decoder_create(void) {
     d->arena.err.error_exit = svc_jpeg_error_exit;
     d->arena.err.output_message = svc_jpeg_output_message;
     d->cinfo.client_data = &d->arena;
+    d->simd = 2;
     if (setjmp(d->arena.jump)) { free(d); return NULL; }
     jpeg_create_decompress(&d->cinfo);
     d->created = 1;
@@ -161,6 +178,7 @@ void svc_jpeg_decoder_destroy(svc_jpeg_decoder *d) {
 
 const char *svc_jpeg_decoder_message(const svc_jpeg_decoder *d) { return d->arena.message; }
 unsigned long svc_jpeg_decoder_growths(const svc_jpeg_decoder *d) { return d->arena.growths; }
+void svc_jpeg_decoder_set_simd(svc_jpeg_decoder *d, int level) { d->simd = level; }
 
 /* Averages fh x fv sample groups of a band of component rows into destination rows (fh, fv in {1, 2}). */
 static void svc_jpeg_resample_band(const unsigned char *band, size_t bandStride, int bandRows, int compWidth,
@@ -201,6 +219,253 @@ static void svc_jpeg_resample_band(const unsigned char *band, size_t bandStride,
             for (x = pairs; x < dstWidth; x++) o[x] = (unsigned char)((a[2 * x] + b[2 * x] + 1) >> 1);
         }
     }
+}
+
+/*
+ * Our own reduced inverse DCT, in place of libjpeg's for the sizes that matter (1/2 and 1/4 scale).
+ *
+ * libjpeg-turbo has SIMD only for the full 8x8 IDCT: its 4x4 and 2x2 are scalar, and for subsampled chroma it picks
+ * a bigger IDCT than I420 needs (chroma comes out at twice the I420 size and is averaged afterwards). After
+ * jpeg_start_decompress has chosen its methods, svc_jpeg_decode_i420 replaces the entries of libjpeg's IDCT table
+ * (jpegint.h's struct jpeg_inverse_dct, which libjpeg reads for every block) with these: a 4x4 in SSE2 and a
+ * scalar 2x2, for luma, and for 4:2:0 chroma, which then goes straight into the I420 planes at its final size.
+ *
+ * Each output sample is the average of the 8/N x 8/N full-size samples it covers, computed from the block's N x N
+ * lowest-frequency coefficients: averaging f samples of cos((2x+1)u pi/16) gives cos((2m+1)u pi/(2N)) times
+ * g(u) (the mean of cos(j u pi/16) over the f offsets j in -f+1, -f+3 ... f-1), so the N-point IDCT of the
+ * coefficients weighted by g(u) is the box average of the full decode, up to the dropped higher frequencies.
+ * The weights, the dequantisation and 1/2 C(u) of the 8-point IDCT are folded into per-component multipliers.
+ */
+static const double svc_jpeg_pi = 3.14159265358979323846;
+
+/* Weight of frequency k (0...N-1) for an N-sample output side: 1/2 C(k) g(k), times the butterfly's cos(pi/4)
+ * for k = N/2 (the 4-point even part and the 2-point odd part use it as their only multiplier). */
+static double svc_jpeg_reduced_weight(int n, int k) {
+    int f = DCTSIZE / n;
+    double g = 0;
+    for (int j = -f + 1; j <= f - 1; j += 2) g += cos(j * k * svc_jpeg_pi / 16);
+    g /= f;
+    double w = 0.5 * (k == 0 ? sqrt(0.5) : 1.0) * g;
+    if (k == n / 2) w *= cos(svc_jpeg_pi / 4);
+    return w;
+}
+
+#define SVC_IDCT_P 9     /* fraction bits of the first pass's constants */
+#define SVC_IDCT_K 13    /* fraction bits of the second pass's constants */
+#define SVC_IDCT_K2 8    /* fraction bits of the 2x2's multipliers */
+#define SVC_IDCT2_MAX 16000  /* their bound: 4 x 32768 x 16000 + the level shift stays below 2^31 */
+
+/* Sets up component `ci` for an N x N output (N = 4 or 2) from its quantisation table; 0 when the table does
+ * not fit the fixed-point ranges (16-bit tables with large steps), and libjpeg's IDCT stays. */
+static int svc_jpeg_reduced_setup(svc_jpeg_reduced *r, const JQUANT_TBL *q, int n) {
+    r->size = 0;
+    if (!q) return 0;
+    double w[4];
+    for (int k = 0; k < n; k++) w[k] = svc_jpeg_reduced_weight(n, k);
+    double m[4][4];
+    for (int v = 0; v < n; v++)
+        for (int u = 0; u < n; u++) m[v][u] = q->quantval[v * DCTSIZE + u] * w[v] * w[u];
+    if (n == 4) {
+#if defined(__SSE2__)
+        const double c1 = cos(svc_jpeg_pi / 8), c3 = cos(3 * svc_jpeg_pi / 8), one = 1 << SVC_IDCT_P;
+        short t[4][8];
+        for (int v = 0; v < 4; v++) {
+            double e0a = m[v][0], e0b = m[v][2], o0a = m[v][1] * c1, o0b = m[v][3] * c3, o1a = m[v][1] * c3, o1b = -m[v][3] * c1;
+            double vals[4][2] = { { e0a, e0b }, { e0a, -e0b }, { o0a, o0b }, { o1a, o1b } };
+            for (int i = 0; i < 4; i++)
+                for (int j = 0; j < 2; j++) {
+                    double x = vals[i][j] * one;
+                    if (x > 32767 || x < -32767) return 0;
+                    t[i][2 * v + j] = (short)lround(x);
+                }
+        }
+        memcpy(r->first, t, sizeof t);
+#else
+        return 0;
+#endif
+    } else if (n == 2) {
+        for (int i = 0; i < 4; i++) {
+            double x = m[i / 2][i % 2] * (1 << SVC_IDCT_K2);
+            if (x > SVC_IDCT2_MAX) return 0;
+            r->m[i] = (int)lround(x);
+        }
+    } else {
+        return 0;
+    }
+    r->dc = (int)lround(m[0][0] * (1 << SVC_IDCT_K));
+    r->size = n;
+    return 1;
+}
+
+static svc_jpeg_decoder *svc_jpeg_decoder_of(j_decompress_ptr cinfo) {
+    return (svc_jpeg_decoder *)(void *)((char *)cinfo - offsetof(svc_jpeg_decoder, cinfo));
+}
+
+static inline JSAMPLE svc_jpeg_clamp(long long x) { return (JSAMPLE)(x < 0 ? 0 : x > 255 ? 255 : x); }
+
+/* Chroma: when none of the 15 AC coefficients of the 4x4 corner is set (most chroma blocks of a camera picture),
+ * every sample is the DC's; writes them and returns 1. */
+static inline __attribute__((always_inline)) int svc_jpeg_flat_4x4(const svc_jpeg_reduced *r, JCOEFPTR coef, JSAMPARRAY out,
+                                                                   JDIMENSION col) {
+    unsigned long long q0, q1, q2, q3;
+    memcpy(&q0, coef, 8); memcpy(&q1, coef + 8, 8); memcpy(&q2, coef + 16, 8); memcpy(&q3, coef + 24, 8);
+    if (((q0 & ~0xFFFFull) | q1 | q2 | q3) != 0) return 0;
+    JSAMPLE v = svc_jpeg_clamp(((long long)coef[0] * r->dc + (128 << SVC_IDCT_K) + (1 << (SVC_IDCT_K - 1))) >> SVC_IDCT_K);
+    unsigned int four = 0x01010101u * v;
+    memcpy(out[0] + col, &four, 4); memcpy(out[1] + col, &four, 4);
+    memcpy(out[2] + col, &four, 4); memcpy(out[3] + col, &four, 4);
+    return 1;
+}
+
+#if defined(__SSE2__)
+/* 4x4 samples from the 4x4 lowest coefficients. First pass along each coefficient row (lanes: the row v),
+ * dequantising in the multiply-adds; second pass down the columns (lanes: the output column x), so the rows of
+ * the result come out in order with no transpose. */
+static inline __attribute__((always_inline)) void svc_jpeg_idct_4x4_any(j_decompress_ptr cinfo, jpeg_component_info *compptr,
+                                                                        JCOEFPTR coef, JSAMPARRAY out, JDIMENSION col, int component) {
+    const svc_jpeg_reduced *r = &svc_jpeg_decoder_of(cinfo)->reduced[component < 0 ? compptr->component_index : component];
+    if (component < 0 && svc_jpeg_flat_4x4(r, coef, out, col)) return;
+    /* Rows 0-1 and 2-3 of the coefficients' top-left 4x4, as (c0, c2, c1, c3) of each row. */
+    __m128i a = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)coef), _mm_loadl_epi64((const __m128i *)(coef + 8)));
+    __m128i b = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)(coef + 16)), _mm_loadl_epi64((const __m128i *)(coef + 24)));
+    a = _mm_shufflehi_epi16(_mm_shufflelo_epi16(a, _MM_SHUFFLE(3, 1, 2, 0)), _MM_SHUFFLE(3, 1, 2, 0));
+    b = _mm_shufflehi_epi16(_mm_shufflelo_epi16(b, _MM_SHUFFLE(3, 1, 2, 0)), _MM_SHUFFLE(3, 1, 2, 0));
+    /* even: (c0, c2) of rows 0...3; odd: (c1, c3) of rows 0...3 */
+    __m128i even = _mm_castps_si128(_mm_shuffle_ps(_mm_castsi128_ps(a), _mm_castsi128_ps(b), _MM_SHUFFLE(2, 0, 2, 0)));
+    __m128i odd = _mm_castps_si128(_mm_shuffle_ps(_mm_castsi128_ps(a), _mm_castsi128_ps(b), _MM_SHUFFLE(3, 1, 3, 1)));
+    __m128i e0 = _mm_madd_epi16(even, _mm_loadu_si128((const __m128i *)r->first[0]));
+    __m128i e1 = _mm_madd_epi16(even, _mm_loadu_si128((const __m128i *)r->first[1]));
+    __m128i o0 = _mm_madd_epi16(odd, _mm_loadu_si128((const __m128i *)r->first[2]));
+    __m128i o1 = _mm_madd_epi16(odd, _mm_loadu_si128((const __m128i *)r->first[3]));
+    /* h[x]: lanes v, scaled by 2^P; kept with 3 fraction bits in 16 bits. */
+    const __m128i round1 = _mm_set1_epi32(1 << (SVC_IDCT_P - 4));
+    __m128i h0 = _mm_srai_epi32(_mm_add_epi32(_mm_add_epi32(e0, o0), round1), SVC_IDCT_P - 3);
+    __m128i h1 = _mm_srai_epi32(_mm_add_epi32(_mm_add_epi32(e1, o1), round1), SVC_IDCT_P - 3);
+    __m128i h2 = _mm_srai_epi32(_mm_add_epi32(_mm_sub_epi32(e1, o1), round1), SVC_IDCT_P - 3);
+    __m128i h3 = _mm_srai_epi32(_mm_add_epi32(_mm_sub_epi32(e0, o0), round1), SVC_IDCT_P - 3);
+    a = _mm_packs_epi32(h0, h1);  /* h0[v0..3], h1[v0..3] */
+    b = _mm_packs_epi32(h2, h3);
+    a = _mm_shufflehi_epi16(_mm_shufflelo_epi16(a, _MM_SHUFFLE(3, 1, 2, 0)), _MM_SHUFFLE(3, 1, 2, 0));
+    b = _mm_shufflehi_epi16(_mm_shufflelo_epi16(b, _MM_SHUFFLE(3, 1, 2, 0)), _MM_SHUFFLE(3, 1, 2, 0));
+    even = _mm_castps_si128(_mm_shuffle_ps(_mm_castsi128_ps(a), _mm_castsi128_ps(b), _MM_SHUFFLE(2, 0, 2, 0)));
+    odd = _mm_castps_si128(_mm_shuffle_ps(_mm_castsi128_ps(a), _mm_castsi128_ps(b), _MM_SHUFFLE(3, 1, 3, 1)));
+    const short one = 1 << SVC_IDCT_K;
+    const short c1 = (short)(0.92387953251128674 * (1 << SVC_IDCT_K) + 0.5), c3 = (short)(0.38268343236508978 * (1 << SVC_IDCT_K) + 0.5);
+    e0 = _mm_madd_epi16(even, _mm_set_epi16(one, one, one, one, one, one, one, one));
+    e1 = _mm_madd_epi16(even, _mm_set_epi16((short)-one, one, (short)-one, one, (short)-one, one, (short)-one, one));
+    o0 = _mm_madd_epi16(odd, _mm_set_epi16(c3, c1, c3, c1, c3, c1, c3, c1));
+    o1 = _mm_madd_epi16(odd, _mm_set_epi16((short)-c1, c3, (short)-c1, c3, (short)-c1, c3, (short)-c1, c3));
+    /* Rows y = 0...3 (lanes x), scaled by 2^(3+K): level shift, round, descale, clamp. */
+    const __m128i bias = _mm_set1_epi32((128 << (3 + SVC_IDCT_K)) + (1 << (2 + SVC_IDCT_K)));
+    __m128i y0 = _mm_srai_epi32(_mm_add_epi32(_mm_add_epi32(e0, o0), bias), 3 + SVC_IDCT_K);
+    __m128i y1 = _mm_srai_epi32(_mm_add_epi32(_mm_add_epi32(e1, o1), bias), 3 + SVC_IDCT_K);
+    __m128i y2 = _mm_srai_epi32(_mm_add_epi32(_mm_sub_epi32(e1, o1), bias), 3 + SVC_IDCT_K);
+    __m128i y3 = _mm_srai_epi32(_mm_add_epi32(_mm_sub_epi32(e0, o0), bias), 3 + SVC_IDCT_K);
+    __m128i px = _mm_packus_epi16(_mm_packs_epi32(y0, y1), _mm_packs_epi32(y2, y3));
+    int row;
+    row = _mm_cvtsi128_si32(px); memcpy(out[0] + col, &row, 4);
+    row = _mm_cvtsi128_si32(_mm_srli_si128(px, 4)); memcpy(out[1] + col, &row, 4);
+    row = _mm_cvtsi128_si32(_mm_srli_si128(px, 8)); memcpy(out[2] + col, &row, 4);
+    row = _mm_cvtsi128_si32(_mm_srli_si128(px, 12)); memcpy(out[3] + col, &row, 4);
+}
+
+/* Luma: libjpeg's own layout. */
+static void svc_jpeg_idct_4x4(j_decompress_ptr cinfo, jpeg_component_info *compptr, JCOEFPTR coef, JSAMPARRAY out,
+                              JDIMENSION outCol) {
+    svc_jpeg_idct_4x4_any(cinfo, compptr, coef, out, outCol, 0);  /* luma is component 0 */
+}
+
+/* Chroma that libjpeg would give at twice the size: half its columns; most blocks are flat. */
+static void svc_jpeg_idct_4x4_half(j_decompress_ptr cinfo, jpeg_component_info *compptr, JCOEFPTR coef, JSAMPARRAY out,
+                                   JDIMENSION outCol) {
+    svc_jpeg_idct_4x4_any(cinfo, compptr, coef, out, outCol >> 1, -1);
+}
+
+#if defined(__x86_64__) && (defined(__clang__) || defined(__GNUC__))
+#define SVC_JPEG_AVX2 1
+/* The same 4x4 in AVX2 (chosen at run time): each pass's two halves (the even and odd outputs) in the two 128-bit
+ * lanes, so one multiply-add does what two do above; the arithmetic is the same, and so are the samples. */
+__attribute__((target("avx2"))) static inline void svc_jpeg_idct_4x4_avx2_any(j_decompress_ptr cinfo, jpeg_component_info *compptr,
+                                                                              JCOEFPTR coef, JSAMPARRAY out, JDIMENSION col,
+                                                                              int component) {
+    const svc_jpeg_reduced *r = &svc_jpeg_decoder_of(cinfo)->reduced[component < 0 ? compptr->component_index : component];
+    if (component < 0 && svc_jpeg_flat_4x4(r, coef, out, col)) return;
+    /* Rows 0-1 and 2-3, each row's first four as (c0, c2, c1, c3); then per lane (v0, v2, v1, v3)'s pairs, and
+     * the even pairs (c0, c2) of rows 0...3 in both lanes, the odd pairs (c1, c3) likewise. */
+    __m256i r01 = _mm256_shufflelo_epi16(_mm256_loadu_si256((const __m256i *)coef), _MM_SHUFFLE(3, 1, 2, 0));
+    __m256i r23 = _mm256_shufflelo_epi16(_mm256_loadu_si256((const __m256i *)(coef + 16)), _MM_SHUFFLE(3, 1, 2, 0));
+    __m256i u = _mm256_unpacklo_epi32(r01, r23);  /* lane 0: r0e r2e r0o r2o; lane 1: r1e r3e r1o r3o */
+    __m256i even = _mm256_permutevar8x32_epi32(u, _mm256_setr_epi32(0, 4, 1, 5, 0, 4, 1, 5));
+    __m256i odd = _mm256_permutevar8x32_epi32(u, _mm256_setr_epi32(2, 6, 3, 7, 2, 6, 3, 7));
+    __m256i pe = _mm256_madd_epi16(even, _mm256_loadu_si256((const __m256i *)r->first[0]));  /* e0 | e1 */
+    __m256i po = _mm256_madd_epi16(odd, _mm256_loadu_si256((const __m256i *)r->first[2]));   /* o0 | o1 */
+    pe = _mm256_add_epi32(pe, _mm256_set1_epi32(1 << (SVC_IDCT_P - 4)));
+    __m256i hs = _mm256_srai_epi32(_mm256_add_epi32(pe, po), SVC_IDCT_P - 3);  /* h0 | h1 */
+    __m256i hd = _mm256_srai_epi32(_mm256_sub_epi32(pe, po), SVC_IDCT_P - 3);  /* h3 | h2 */
+    __m256i p = _mm256_packs_epi32(hs, hd);  /* lane 0: h0[v0..3] h3[v0..3]; lane 1: h1, h2 */
+    p = _mm256_shufflehi_epi16(_mm256_shufflelo_epi16(p, _MM_SHUFFLE(3, 1, 2, 0)), _MM_SHUFFLE(3, 1, 2, 0));
+    /* dwords: x0e x0o x3e x3o | x1e x1o x2e x2o */
+    even = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 6, 2, 0, 4, 6, 2));
+    odd = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(1, 5, 7, 3, 1, 5, 7, 3));
+    const short one = 1 << SVC_IDCT_K;
+    const short c1 = (short)(0.92387953251128674 * (1 << SVC_IDCT_K) + 0.5), c3 = (short)(0.38268343236508978 * (1 << SVC_IDCT_K) + 0.5);
+    pe = _mm256_madd_epi16(even, _mm256_setr_epi16(one, one, one, one, one, one, one, one,
+                                                   one, (short)-one, one, (short)-one, one, (short)-one, one, (short)-one));
+    po = _mm256_madd_epi16(odd, _mm256_setr_epi16(c1, c3, c1, c3, c1, c3, c1, c3,
+                                                  c3, (short)-c1, c3, (short)-c1, c3, (short)-c1, c3, (short)-c1));
+    pe = _mm256_add_epi32(pe, _mm256_set1_epi32((128 << (3 + SVC_IDCT_K)) + (1 << (2 + SVC_IDCT_K))));
+    __m256i ys = _mm256_srai_epi32(_mm256_add_epi32(pe, po), 3 + SVC_IDCT_K);  /* y0 | y1 */
+    __m256i yd = _mm256_srai_epi32(_mm256_sub_epi32(pe, po), 3 + SVC_IDCT_K);  /* y3 | y2 */
+    __m256i q = _mm256_packs_epi32(ys, yd);  /* lane 0: y0 y3; lane 1: y1 y2 */
+    __m128i px = _mm_packus_epi16(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));  /* y0 y3 y1 y2 */
+    int row;
+    row = _mm_cvtsi128_si32(px); memcpy(out[0] + col, &row, 4);
+    row = _mm_extract_epi32(px, 1); memcpy(out[3] + col, &row, 4);
+    row = _mm_extract_epi32(px, 2); memcpy(out[1] + col, &row, 4);
+    row = _mm_extract_epi32(px, 3); memcpy(out[2] + col, &row, 4);
+}
+
+__attribute__((target("avx2"))) static void svc_jpeg_idct_4x4_avx2(j_decompress_ptr cinfo, jpeg_component_info *compptr,
+                                                                   JCOEFPTR coef, JSAMPARRAY out, JDIMENSION outCol) {
+    svc_jpeg_idct_4x4_avx2_any(cinfo, compptr, coef, out, outCol, 0);
+}
+
+__attribute__((target("avx2"))) static void svc_jpeg_idct_4x4_avx2_half(j_decompress_ptr cinfo, jpeg_component_info *compptr,
+                                                                        JCOEFPTR coef, JSAMPARRAY out, JDIMENSION outCol) {
+    svc_jpeg_idct_4x4_avx2_any(cinfo, compptr, coef, out, outCol >> 1, -1);
+}
+#endif
+#endif
+
+
+/* 2x2 samples from the 2x2 lowest coefficients: c00 +- c01 +- c10 +- c11, each dequantised and weighted. */
+static inline __attribute__((always_inline)) void svc_jpeg_idct_2x2_any(j_decompress_ptr cinfo, jpeg_component_info *compptr,
+                                                                        JCOEFPTR coef, JSAMPARRAY out, JDIMENSION col,
+                                                                        int flatTest) {
+    const svc_jpeg_reduced *r = &svc_jpeg_decoder_of(cinfo)->reduced[compptr->component_index];
+    /* 32-bit is enough: |coefficient| <= 32768 and |m| <= SVC_IDCT2_MAX keep the four terms' sum in range. */
+    int a = coef[0] * r->m[0] + (128 << SVC_IDCT_K2) + (1 << (SVC_IDCT_K2 - 1));
+    if (flatTest && (coef[1] | coef[DCTSIZE] | coef[DCTSIZE + 1]) == 0) {
+        JSAMPLE v = svc_jpeg_clamp(a >> SVC_IDCT_K2);
+        out[0][col] = out[0][col + 1] = out[1][col] = out[1][col + 1] = v;
+        return;
+    }
+    int b = coef[1] * r->m[1], c = coef[DCTSIZE] * r->m[2], d = coef[DCTSIZE + 1] * r->m[3];
+    int s0 = a + c, s1 = a - c, t0 = b + d, t1 = b - d;
+    out[0][col] = svc_jpeg_clamp((s0 + t0) >> SVC_IDCT_K2);
+    out[0][col + 1] = svc_jpeg_clamp((s0 - t0) >> SVC_IDCT_K2);
+    out[1][col] = svc_jpeg_clamp((s1 + t1) >> SVC_IDCT_K2);
+    out[1][col + 1] = svc_jpeg_clamp((s1 - t1) >> SVC_IDCT_K2);
+}
+
+static void svc_jpeg_idct_2x2(j_decompress_ptr cinfo, jpeg_component_info *compptr, JCOEFPTR coef, JSAMPARRAY out,
+                              JDIMENSION outCol) {
+    svc_jpeg_idct_2x2_any(cinfo, compptr, coef, out, outCol, 0);
+}
+
+static void svc_jpeg_idct_2x2_half(j_decompress_ptr cinfo, jpeg_component_info *compptr, JCOEFPTR coef, JSAMPARRAY out,
+                                   JDIMENSION outCol) {
+    svc_jpeg_idct_2x2_any(cinfo, compptr, coef, out, outCol >> 1, 1);
 }
 
 /* Declared, with what it does, in include/svc_jpeg.h. */
@@ -254,14 +519,40 @@ int svc_jpeg_decode_i420(svc_jpeg_decoder *d, const unsigned char *data, unsigne
         if (vComp == vI420) fv = 1; else if (vComp == 2 * vI420) fv = 2; else { jpeg_abort_decompress(c); return SVC_JPEG_UNSUPPORTED; }
     }
     int W = (int)c->output_width, H = (int)c->output_height, cw = (W + 1) / 2, ch = (H + 1) / 2;
+    /* Our reduced IDCTs where they apply (see svc_jpeg_reduced): luma at 1/2 and 1/4, and chroma that libjpeg would
+     * give at twice the I420 size a side (4:2:0, and 4:4:4) made at the I420 size instead, into the planes. */
+    int ownChroma = 0;
+    d->reduced[0].size = d->reduced[1].size = d->reduced[2].size = 0;
+    if (scaleDenominator == 2 || scaleDenominator == 4) {
+        /* By output size: libjpeg's layout (luma), and half libjpeg's columns (chroma it would scale up). */
+        inverse_DCT_method_ptr luma[5] = { 0 }, chroma[5] = { 0 };
+#if defined(__SSE2__)
+        luma[4] = svc_jpeg_idct_4x4; chroma[4] = svc_jpeg_idct_4x4_half;
+#if defined(SVC_JPEG_AVX2)
+        if (d->simd >= 2 && __builtin_cpu_supports("avx2")) { luma[4] = svc_jpeg_idct_4x4_avx2; chroma[4] = svc_jpeg_idct_4x4_avx2_half; }
+#endif
+#endif
+        luma[2] = svc_jpeg_idct_2x2; chroma[2] = svc_jpeg_idct_2x2_half;
+        if ((s == 4 || s == 2) && luma[s] && svc_jpeg_reduced_setup(&d->reduced[0], ci[0].quant_table, s))
+            c->idct->inverse_DCT[0] = luma[s];
+        int n2 = sc / 2;
+        if (!grey && fh == 2 && fv == 2 && (n2 == 4 || n2 == 2) && chroma[n2] && ci[1].h_samp_factor == 1 && ci[1].v_samp_factor == 1
+            && (size_t)ci[1].width_in_blocks * (size_t)n2 <= (size_t)strideU && (size_t)ci[2].width_in_blocks * (size_t)n2 <= (size_t)strideV
+            && svc_jpeg_reduced_setup(&d->reduced[1], ci[1].quant_table, n2)
+            && svc_jpeg_reduced_setup(&d->reduced[2], ci[2].quant_table, n2)) {
+            c->idct->inverse_DCT[1] = c->idct->inverse_DCT[2] = chroma[n2];
+            ownChroma = 1;
+        }
+    }
     /* Samples libjpeg writes per row of each component (whole blocks). */
     size_t written[3];
     for (int k = 0; k < n; k++) written[k] = (size_t)ci[k].width_in_blocks * (size_t)ci[k].DCT_scaled_size;
     int directY = written[0] <= (size_t)strideY;
-    int directC = !grey && fh == 1 && fv == 1 && written[1] <= (size_t)strideU && written[2] <= (size_t)strideV;
+    int directC = !grey && ((fh == 1 && fv == 1 && written[1] <= (size_t)strideU && written[2] <= (size_t)strideV) || ownChroma);
     size_t trashBytes = (written[0] + 127) & ~(size_t)63;
     size_t bandStride = n > 1 ? ((written[1] + 127) & ~(size_t)63) : 0;
     int bandRows = n > 1 ? ci[1].v_samp_factor * sc : 0;
+    int planeRows = ownChroma ? bandRows / 2 : bandRows;  /* I420 chroma rows an iMCU row gives, when direct */
     size_t lumaBandRows = directY ? 0 : (size_t)mv * s;
     size_t need = trashBytes + (directC ? 0 : 2 * bandStride * bandRows) + lumaBandRows * trashBytes;
     if (need > d->scratchSize) {
@@ -285,8 +576,9 @@ int svc_jpeg_decode_i420(svc_jpeg_decoder *d, const unsigned char *data, unsigne
         }
         for (int k = 1; k < n; k++) {
             for (int r = 0; r < bandRows; r++) {
-                int sr = imcu * bandRows + r;
-                d->rows[k][r] = directC ? (sr < ch ? planes[k] + (size_t)sr * strides[k] : trash) : bands[k - 1] + (size_t)r * bandStride;
+                int sr = imcu * planeRows + r;
+                d->rows[k][r] = directC ? (r < planeRows && sr < ch ? planes[k] + (size_t)sr * strides[k] : trash)
+                                        : bands[k - 1] + (size_t)r * bandStride;
             }
         }
         if (jpeg_read_raw_data(c, arrays, (JDIMENSION)lumaRows) == 0) break;

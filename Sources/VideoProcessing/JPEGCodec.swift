@@ -13,6 +13,10 @@ final class MJPEGDecoder {
     /// Times the arena grew (once per new size; steady state adds none).
     var arenaGrowths: Int { handle.map { Int(svc_jpeg_decoder_growths($0)) } ?? 0 }
 
+    /// Keeps the reduced inverse DCT to SSE2 (it uses AVX2 where the CPU has it): the pictures are the same byte
+    /// for byte, and the tests hold them to that.
+    func useSSE2Only() { handle.map { svc_jpeg_decoder_set_simd($0, 1) } }
+
     /// Decodes `count` bytes of JPEG at `data` (a picture of `size`) into `dst`, which has that size divided by
     /// `scaleDenominator` (1, 2, 4 or 8; rounded up): a reduced inverse DCT decodes and downscales in one pass.
     /// Returns false when the JPEG's colour space or sampling is one this decoder does not map (the caller may

@@ -151,10 +151,10 @@ func mjpegDecodesReducedForSmallerOutputs(_ tw: Int, _ th: Int, _ turned: Bool) 
     #expect(ours.width == tw && ours.height == th)
     let full = try FrameConverter().convert(jpeg)
     let viaFull = try FrameConverter().convert(full.buffer, options: options)
-    #expect(psnr(ours, viaFull) >= 33, "\(tw)x\(th): \(psnr(ours, viaFull)) dB against the full decode scaled")
+    #expect(psnr(ours, viaFull) >= 38, "\(tw)x\(th): \(psnr(ours, viaFull)) dB against the full decode scaled")
     let filter = (turned ? "transpose=clock," : "") + "scale=\(tw):\(th):flags=area"
     let reference = i420(fromPacked: try ffmpegToYUV420([], path, outFmt: "yuvj420p", filter: filter), width: tw, height: th)
-    #expect(psnr(ours, reference) >= 33, "\(tw)x\(th): \(psnr(ours, reference)) dB against ffmpeg")
+    #expect(psnr(ours, reference) >= 40, "\(tw)x\(th): \(psnr(ours, reference)) dB against ffmpeg")
     // A 4:3 JPEG cropped to 16:9 on the way (centre band), to a quarter of the band's size a side.
     let (w2, h2) = (640, 480)
     let storage2 = FrameStorage(capacity: FormatWriter.capacity(for: .mjpeg, width: w2, height: h2))
@@ -168,6 +168,28 @@ func mjpegDecodesReducedForSmallerOutputs(_ tw: Int, _ th: Int, _ turned: Bool) 
     let jpeg3 = try FormatWriter().write(pattern(250, 142), as: .mjpeg, into: storage3)
     let small = try FrameConverter().convert(jpeg3, options: .init(scale: FrameSize(width: 31, height: 17)))
     #expect(small.width == 31 && small.height == 17, "\(small.width)x\(small.height)")
+}
+
+/// The reduced inverse DCT's AVX2 and SSE2 kernels give the same picture byte for byte, at 1/2 and 1/4, for luma
+/// and for chroma (flat and textured blocks), and that picture is each block's average of the full decode to
+/// within what the dropped high frequencies carry.
+@Test func reducedIDCTKernelsAgree() throws {
+    let (w, h) = (1280, 720)
+    let storage = FrameStorage(capacity: FormatWriter.capacity(for: .mjpeg, width: w, height: h))
+    let jpeg = try FormatWriter().write(pattern(w, h), as: .mjpeg, into: storage)
+    for denominator in [2, 4] {
+        let size = FrameSize(width: w / denominator, height: h / denominator)
+        let wide = I420Buffer(width: size.width, height: size.height), narrow = I420Buffer(width: size.width, height: size.height)
+        let a = MJPEGDecoder(), b = MJPEGDecoder()
+        b.useSSE2Only()
+        let data = jpeg.baseAddress.assumingMemoryBound(to: UInt8.self), full = FrameSize(width: w, height: h)
+        let decodedA = try a.decode(data, count: jpeg.bytesUsed, format: .mjpeg, size: full, scaleDenominator: denominator, into: wide)
+        let decodedB = try b.decode(data, count: jpeg.bytesUsed, format: .mjpeg, size: full, scaleDenominator: denominator, into: narrow)
+        #expect(decodedA && decodedB)
+        #expect(psnr(wide, narrow) >= 99, "1/\(denominator): AVX2 and SSE2 differ (\(psnr(wide, narrow)) dB)")
+        let averaged = try FrameConverter().convert(try FrameConverter().convert(jpeg).buffer, options: .init(scale: size))
+        #expect(psnr(wide, averaged) >= 40, "1/\(denominator): \(psnr(wide, averaged)) dB against the full decode averaged")
+    }
 }
 
 @Test func mjpegWithoutHuffmanTablesDecodes() throws {
@@ -390,6 +412,25 @@ func mjpegSamplingsDecode(_ pix: String, _ w: Int, _ h: Int) throws {
     let reference = i420(fromPacked: try ffmpegToYUV420(["-f", "jpeg_pipe"], jpg, outFmt: "yuvj420p"), width: w, height: h)
     let q = psnr(ours, reference)
     #expect(q >= 38, "\(pix) \(w)x\(h): PSNR \(q) against ffmpeg's decode")
+    // Decoded at 1/2 and 1/4 by the reduced inverse DCT (ours for luma, and for chroma where libjpeg would give it
+    // at twice the I420 size: 4:2:0 and 4:4:4). The judge is the source picture downscaled by ffmpeg's lanczos:
+    // dropping each block's high frequencies is a sharper low-pass than averaging the full decode (libjpeg's own
+    // reduced IDCT, and the box filter after a full decode), and comes out at least as close to it (measured: 41.0-
+    // 41.8 against 40.5-41.5 dB at 1/2, 36.6-37.2 against 32.9-33.1 dB at 1/4, for 320x240).
+    for d in [2, 4] {
+        let size = FrameSize(width: (w / d) & ~1, height: (h / d) & ~1)
+        let reduced = try converter.convert(frame, options: .init(scale: size))
+        let boxed = try FrameConverter().convert(ours.buffer, options: .init(scale: size))
+        let lanczos = i420(
+            fromPacked: try ffmpegToYUV420(
+                ["-f", "rawvideo", "-pix_fmt", "yuv420p", "-s", "\(w)x\(h)"], raw, outFmt: "yuvj420p",
+                filter: "scale=\(size.width):\(size.height):flags=lanczos"), width: size.width, height: size.height)
+        let (qr, qb) = (psnr(reduced, lanczos), psnr(boxed, lanczos))
+        #expect(qr >= 28, "\(pix) \(w)x\(h) at 1/\(d): \(qr) dB against the source scaled by lanczos")
+        if w % (8 * d) == 0 && h % (8 * d) == 0 { // no rescale after the reduced decode
+            #expect(qr >= qb - 0.5, "\(pix) \(w)x\(h) at 1/\(d): \(qr) dB against lanczos, the full decode box-scaled \(qb)")
+        }
+    }
     // A frame whose JPEG is another size than the stream says is an error that names both sizes.
     let wrong = VideoFrameBuffer(pixelFormat: .mjpeg, width: w + 2, height: h, stride: 0, bytesUsed: bytes.count, storage: s)
     let e = #expect(throws: ProcessingError.self) { try converter.convert(wrong) }

@@ -28,6 +28,9 @@ void svc_jpeg_decoder_destroy(svc_jpeg_decoder *d);
 const char *svc_jpeg_decoder_message(const svc_jpeg_decoder *d);
 /* Times the arena grew (once per new size; steady state adds none). */
 unsigned long svc_jpeg_decoder_growths(const svc_jpeg_decoder *d);
+/* The widest SIMD the reduced inverse DCT may use: 2 (default) AVX2 where the CPU has it, 1 SSE2. The pictures
+ * are the same byte for byte; tests hold the two to that. */
+void svc_jpeg_decoder_set_simd(svc_jpeg_decoder *d, int level);
 
 /*
  * Decodes one JPEG of expectedWidth x expectedHeight into I420 planes (4:2:0 straight into the planes;
