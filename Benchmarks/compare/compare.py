@@ -223,7 +223,8 @@ def scaled(a, lib):
     full, head = generate(lib, a.work, "MJPG", "1080p", frames)
     names = ["library", "library-full", "gst"]
     print(f"1080p MJPEG ({frames} frames) to a smaller I420 picture; " + ("M Ir/frame" if a.callgrind else "ms/frame"))
-    print(f"{'output':<10}{'contender':<14}{'per frame':>10}{'IQR':>16}{'gst × ':>8}")
+    print(f"{'output':<10}{'contender':<14}{'per frame':>10}{'IQR':>16}{'gst × ':>8}"
+          + ("" if a.callgrind else "   paired gst × (IQR)"))
     for label in a.scaled.split(","):
         w, h = SCALED[label]
         def cmd(path):
@@ -247,7 +248,13 @@ def scaled(a, lib):
         med = {n: statistics.median(per[n]) for n in names}
         for n in names:
             q = statistics.quantiles(per[n], n=4) if len(per[n]) >= 2 else [per[n][0]] * 3
-            print(f"{label:<10}{n:<14}{med[n]:>10.3f}{f'{q[0]:.3f}–{q[2]:.3f}':>16}{med['gst'] / med[n]:>8.2f}")
+            paired = ""
+            if not a.callgrind and n != "gst" and len(per[n]) >= 2:
+                # gst's time over this contender's within each repetition (they ran seconds apart), then the median
+                pairs = [g / x for g, x in zip(per["gst"], per[n]) if x > 0]
+                pq = statistics.quantiles(pairs, n=4)
+                paired = f"   {statistics.median(pairs):.3f} ({pq[0]:.3f}–{pq[2]:.3f})"
+            print(f"{label:<10}{n:<14}{med[n]:>10.3f}{f'{q[0]:.3f}–{q[2]:.3f}':>16}{med['gst'] / med[n]:>8.2f}{paired}")
         sys.stdout.flush()
 
 
