@@ -36,7 +36,8 @@ void svc_jpeg_decoder_set_simd(svc_jpeg_decoder *d, int level);
  * Decodes one JPEG of expectedWidth x expectedHeight into I420 planes (4:2:0 straight into the planes;
  * 4:2:2, 4:4:0, 4:4:4 through a band buffer, chroma averaged; greyscale with neutral chroma). With a
  * scaleDenominator of 2, 4 or 8 the inverse DCT itself gives a picture that much smaller a side (the planes are
- * then ceil(width / denominator) x ceil(height / denominator)): decoding and downscaling in one pass.
+ * then ceil(width / denominator) x ceil(height / denominator)): decoding and downscaling in one pass. At 1/2 and
+ * 1/4 the inverse DCT is our own (svc_jpeg.c explains it), and 4:4:4 chroma also goes straight into the planes.
  * The image's size is returned in *width and *height whenever the header was read. Returns an SVC_JPEG_ code.
  */
 int svc_jpeg_decode_i420(svc_jpeg_decoder *d, const unsigned char *data, unsigned long size,
