@@ -38,7 +38,8 @@ contender in a rotated order, twice: over all frames and over the first 10; the 
 divided by the difference in frames is the time per frame (process start-up and set-up cancel out). Medians over
 the repetitions; `library x` = the other's ms/frame over the library's in the same series (above 1: the library is
 faster); `paired x` = the median of that ratio taken within each repetition (the two ran seconds apart, so a slow
-spell of a shared machine hits both: steadier than the ratio of medians). The bytes of each contender's H.264 (all
+spell of a shared machine hits both: steadier than the ratio of medians), with the IQR and, from 6 repetitions,
+a distribution-free 95% confidence interval of that median (order statistics). The bytes of each contender's H.264 (all
 frames) are printed too: equal settings give equal sizes (the library and C are byte-identical). --callgrind counts instructions instead (valgrind, same difference method, user
 space only: the kernel's share, e.g. context switches, is not in it). valgrind 3.19 dies on libdispatch's
 sigsuspend (it edits the mask, which is read-only there): the Swift contender runs with sigsuspend-shim.c preloaded.
@@ -258,6 +259,16 @@ def scaled(a, lib):
         sys.stdout.flush()
 
 
+def median_ci(xs):
+    """A distribution-free 95% confidence interval of the median (order statistics, binomial; n >= 6), or None."""
+    n = len(xs)
+    if n < 6:
+        return None
+    k = max(0, int((n - 1.96 * n ** 0.5) / 2))
+    v = sorted(xs)
+    return v[k], v[n - 1 - k]
+
+
 def digest(path):
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()
@@ -342,7 +353,9 @@ def main():
                         # shared machine hits both alike), then the median of those ratios.
                         pairs = [o / l for o, l in zip(per[n], per[ref])]
                         pq = statistics.quantiles(pairs, n=4) if len(pairs) >= 2 else [pairs[0]] * 3
-                        paired = "" if n == ref else f"   {statistics.median(pairs):.3f} ({pq[0]:.3f}–{pq[2]:.3f})"
+                        ci = median_ci(pairs)
+                        paired = "" if n == ref else (f"   {statistics.median(pairs):.3f} ({pq[0]:.3f}–{pq[2]:.3f})"
+                                                      + (f" CI95 {ci[0]:.3f}–{ci[1]:.3f}" if ci else ""))
                         print(f"{label + ' ' + fmt:<12}{n:<12}{med[n]:>9.3f}{f'{q[0]:.3f}–{q[2]:.3f}':>16}{1000 / med[n]:>8.1f}"
                               f"{statistics.median(cpu[n]):>14.3f}{size[n]:>13}{same:>12}   {ratio:<5}{paired}")
                         if n != ref:
