@@ -557,7 +557,11 @@ int svc_jpeg_decode_i420(svc_jpeg_decoder *d, const unsigned char *data, unsigne
     int bandRows = n > 1 ? ci[1].v_samp_factor * sc : 0;
     int planeRows = ownChroma ? bandRows / 2 : bandRows;  /* I420 chroma rows an iMCU row gives, when direct */
     size_t lumaBandRows = directY ? 0 : (size_t)mv * s;
-    size_t need = trashBytes + (directC ? 0 : 2 * bandStride * bandRows) + lumaBandRows * trashBytes;
+    /* A band of one component row when two make an I420 row (4:2:2 and 4:4:4 at 1/8): each iMCU row's is held in
+     * a two-row pair until the next one, so the two are averaged (not the second taken alone). */
+    int pairRows = !grey && !directC && bandRows == 1 && fv == 2;
+    size_t pairBytes = pairRows ? 2 * 2 * bandStride : 0;
+    size_t need = trashBytes + (directC ? 0 : 2 * bandStride * bandRows) + lumaBandRows * trashBytes + pairBytes;
     if (need > d->scratchSize) {
         free(d->scratch);
         d->scratch = (unsigned char *)aligned_alloc(64, (need + 63) & ~(size_t)63);
@@ -567,6 +571,8 @@ int svc_jpeg_decode_i420(svc_jpeg_decoder *d, const unsigned char *data, unsigne
     unsigned char *trash = d->scratch;
     unsigned char *bands[2] = { trash + trashBytes, trash + trashBytes + bandStride * bandRows };
     unsigned char *lumaBand = trash + trashBytes + (directC ? 0 : 2 * bandStride * bandRows);
+    unsigned char *pairs[2] = { NULL, NULL };
+    if (pairRows) { pairs[0] = lumaBand + lumaBandRows * trashBytes; pairs[1] = pairs[0] + 2 * bandStride; }
     unsigned char *planes[3] = { y, u, v };
     int strides[3] = { strideY, strideU, strideV };
     int lumaRows = mv * s;
@@ -595,9 +601,18 @@ int svc_jpeg_decode_i420(svc_jpeg_decoder *d, const unsigned char *data, unsigne
             int compWidth = (int)((W * (long)ci[1].h_samp_factor * sc + (long)mh * s - 1) / ((long)mh * s));
             int compHeight = (int)((H * (long)ci[1].v_samp_factor * sc + (long)mv * s - 1) / ((long)mv * s));
             int rowsHere = compHeight - imcu * bandRows < bandRows ? compHeight - imcu * bandRows : bandRows;
-            for (int k = 1; k < 3; k++)
-                svc_jpeg_resample_band(bands[k - 1], bandStride, rowsHere, compWidth, fh, fv, planes[k], strides[k],
-                                       imcu * bandRows / fv, ch, cw);
+            for (int k = 1; k < 3; k++) {
+                if (pairRows) {
+                    /* Even iMCU row: the first of the pair (written alone too, in case no second comes); odd: both. */
+                    unsigned char *pair = pairs[k - 1];
+                    memcpy(pair + (imcu & 1) * bandStride, bands[k - 1], (size_t)compWidth);
+                    svc_jpeg_resample_band(pair, bandStride, (imcu & 1) ? 2 : 1, compWidth, fh, fv,
+                                           planes[k], strides[k], imcu / 2, ch, cw);
+                } else {
+                    svc_jpeg_resample_band(bands[k - 1], bandStride, rowsHere, compWidth, fh, fv, planes[k], strides[k],
+                                           imcu * bandRows / fv, ch, cw);
+                }
+            }
         }
         imcu++;
     }

@@ -383,6 +383,62 @@ func snapshotsDecodeToThePicture(_ ext: String) throws {
 
 // MARK: - MJPEG layouts (the persistent decoder maps 4:2:0, 4:2:2, 4:4:4 and greyscale to I420)
 
+/// PSNR of the two chroma planes only (dB).
+func chromaPSNR(_ a: I420Buffer, _ b: I420Buffer) -> Double {
+    var sum = 0.0
+    for (pa, sa, pb, sb) in [(a.dataU, a.strideU, b.dataU, b.strideU), (a.dataV, a.strideV, b.dataV, b.strideV)] {
+        for y in 0..<a.chromaHeight {
+            for x in 0..<a.chromaWidth {
+                let d = Double(pa[y * sa + x]) - Double(pb[y * sb + x])
+                sum += d * d
+            }
+        }
+    }
+    let mse = sum / Double(2 * a.chromaWidth * a.chromaHeight)
+    return mse == 0 ? 99 : 10 * log10(255 * 255 / mse)
+}
+
+/// At 1/8, a 4:2:2 or 4:4:4 JPEG whose blocks are one row of 8x8 (a camera's 2x1 or 1x1 sampling, as libjpeg and
+/// GStreamer's jpegenc write them; ffmpeg writes 2x2/1x2) gives one chroma row per iMCU row where I420 wants one per
+/// two: both are averaged (they were once taken one of two). Horizontal chroma stripes 8 rows high show it: each
+/// I420 chroma row at 1/8 covers one stripe of each colour.
+@Test(arguments: [("y42b", "yuv422p"), ("y444", "yuv444p")])
+func mjpegChromaRowsPairAtAnEighth(_ gst: String, _ planar: String) throws {
+    let (w, h) = (256, 128)
+    let src = pattern(w, h)
+    for y in 0..<src.chromaHeight {
+        for x in 0..<src.chromaWidth {
+            src.mutableDataU[y * src.strideU + x] = (y / 4) % 2 == 0 ? 60 : 190 // 8 picture rows a stripe
+            src.mutableDataV[y * src.strideV + x] = (y / 4) % 2 == 0 ? 200 : 70
+        }
+    }
+    let raw = scratchDir + "/stripes.yuv", planarRaw = scratchDir + "/stripes-\(gst).raw", jpg = scratchDir + "/stripes-\(gst).jpg"
+    src.packedBytes().withUnsafeBytes { writeFile(raw, $0) }
+    let (rc1, _, err1) = try run(
+        "ffmpeg",
+        ["-v", "error", "-y", "-f", "rawvideo", "-pix_fmt", "yuv420p", "-s", "\(w)x\(h)", "-i", raw, "-f", "rawvideo", "-pix_fmt", planar, planarRaw])
+    #expect(rc1 == 0, "ffmpeg: \(err1)")
+    let (rc2, _, err2) = try run(
+        "gst-launch-1.0",
+        [
+            "-q", "filesrc", "location=\(planarRaw)", "!", "rawvideoparse", "width=\(w)", "height=\(h)", "format=\(gst)", "framerate=1/1", "!",
+            "jpegenc",
+            "!", "filesink", "location=\(jpg)",
+        ])
+    #expect(rc2 == 0, "gst-launch: \(err2)")
+    let bytes = readBytes(jpg)
+    // The JPEG's own sampling: luma 2x1 (4:2:2) or 1x1 (4:4:4), chroma 1x1, as the test means.
+    let sof = bytes.indices.dropLast().first { bytes[$0] == 0xFF && bytes[$0 + 1] == 0xC0 }
+    #expect(sof.map { bytes[$0 + 11] } == (gst == "y42b" ? 0x21 : 0x11) && sof.map { bytes[$0 + 14] } == 0x11)
+    let s = FrameStorage(capacity: bytes.count)
+    s.mutableBaseAddress.copyMemory(from: bytes, byteCount: bytes.count)
+    let frame = VideoFrameBuffer(pixelFormat: .mjpeg, width: w, height: h, stride: 0, bytesUsed: bytes.count, storage: s)
+    let size = FrameSize(width: w / 8, height: h / 8)
+    let reduced = try FrameConverter().convert(frame, options: .init(scale: size))
+    let boxed = try FrameConverter().convert(try FrameConverter().convert(frame).buffer, options: .init(scale: size))
+    #expect(chromaPSNR(reduced, boxed) >= 35, "\(gst) at 1/8: chroma \(chromaPSNR(reduced, boxed)) dB against the full decode box-scaled")
+}
+
 @Test(
     "ffmpeg's JPEGs of every common sampling decode like ffmpeg decodes them",
     arguments: [
