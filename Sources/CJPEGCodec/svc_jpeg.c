@@ -138,7 +138,6 @@ static void svc_jpeg_arena_install(j_common_ptr cinfo, svc_jpeg_arena *a) {
 
 /* Our reduced inverse DCT for one component (see svc_jpeg_reduced below). */
 typedef struct svc_jpeg_reduced {
-    int size;                   /* samples a side it gives per 8x8 block: 4 or 2 (0: libjpeg's own IDCT) */
     int dc;                     /* the DC's multiplier, 2^K scaled (the 4x4's flat blocks) */
     short first[4][8];          /* 4x4: the dequantising first-pass constants, see svc_jpeg_idct_4x4_any */
     int m[4];                   /* 2x2: dequantising multipliers of coefficients (0,0) (0,1) (1,0) (1,1), 2^K2 scaled */
@@ -256,11 +255,13 @@ static double svc_jpeg_reduced_weight(int n, int k) {
 #define SVC_IDCT_K 13    /* fraction bits of the second pass's constants */
 #define SVC_IDCT_K2 8    /* fraction bits of the 2x2's multipliers */
 #define SVC_IDCT2_MAX 16000  /* their bound: 4 x 32768 x 16000 + the level shift stays below 2^31 */
+/* The second pass's odd-part constants cos(pi/8) and cos(3pi/8), 2^K scaled. */
+#define SVC_IDCT_C1 ((short)(0.92387953251128674 * (1 << SVC_IDCT_K) + 0.5))
+#define SVC_IDCT_C3 ((short)(0.38268343236508978 * (1 << SVC_IDCT_K) + 0.5))
 
 /* Sets up component `ci` for an N x N output (N = 4 or 2) from its quantisation table; 0 when the table does
  * not fit the fixed-point ranges (16-bit tables with large steps), and libjpeg's IDCT stays. */
 static int svc_jpeg_reduced_setup(svc_jpeg_reduced *r, const JQUANT_TBL *q, int n) {
-    r->size = 0;
     if (!q) return 0;
     double w[4];
     for (int k = 0; k < n; k++) w[k] = svc_jpeg_reduced_weight(n, k);
@@ -295,7 +296,6 @@ static int svc_jpeg_reduced_setup(svc_jpeg_reduced *r, const JQUANT_TBL *q, int 
         return 0;
     }
     r->dc = (int)lround(m[0][0] * (1 << SVC_IDCT_K));
-    r->size = n;
     return 1;
 }
 
@@ -353,7 +353,7 @@ static inline __attribute__((always_inline)) void svc_jpeg_idct_4x4_any(j_decomp
     even = _mm_castps_si128(_mm_shuffle_ps(_mm_castsi128_ps(a), _mm_castsi128_ps(b), _MM_SHUFFLE(2, 0, 2, 0)));
     odd = _mm_castps_si128(_mm_shuffle_ps(_mm_castsi128_ps(a), _mm_castsi128_ps(b), _MM_SHUFFLE(3, 1, 3, 1)));
     const short one = 1 << SVC_IDCT_K;
-    const short c1 = (short)(0.92387953251128674 * (1 << SVC_IDCT_K) + 0.5), c3 = (short)(0.38268343236508978 * (1 << SVC_IDCT_K) + 0.5);
+    const short c1 = SVC_IDCT_C1, c3 = SVC_IDCT_C3;
     e0 = _mm_madd_epi16(even, _mm_set_epi16(one, one, one, one, one, one, one, one));
     e1 = _mm_madd_epi16(even, _mm_set_epi16((short)-one, one, (short)-one, one, (short)-one, one, (short)-one, one));
     o0 = _mm_madd_epi16(odd, _mm_set_epi16(c3, c1, c3, c1, c3, c1, c3, c1));
@@ -411,7 +411,7 @@ __attribute__((target("avx2"))) static inline void svc_jpeg_idct_4x4_avx2_any(j_
     even = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 6, 2, 0, 4, 6, 2));
     odd = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(1, 5, 7, 3, 1, 5, 7, 3));
     const short one = 1 << SVC_IDCT_K;
-    const short c1 = (short)(0.92387953251128674 * (1 << SVC_IDCT_K) + 0.5), c3 = (short)(0.38268343236508978 * (1 << SVC_IDCT_K) + 0.5);
+    const short c1 = SVC_IDCT_C1, c3 = SVC_IDCT_C3;
     pe = _mm256_madd_epi16(even, _mm256_setr_epi16(one, one, one, one, one, one, one, one,
                                                    one, (short)-one, one, (short)-one, one, (short)-one, one, (short)-one));
     po = _mm256_madd_epi16(odd, _mm256_setr_epi16(c1, c3, c1, c3, c1, c3, c1, c3,
@@ -525,7 +525,6 @@ int svc_jpeg_decode_i420(svc_jpeg_decoder *d, const unsigned char *data, unsigne
     /* Our reduced IDCTs where they apply (see svc_jpeg_reduced): luma at 1/2 and 1/4, and chroma that libjpeg would
      * give at twice the I420 size a side (4:2:0, and 4:4:4) made at the I420 size instead, into the planes. */
     int ownChroma = 0;
-    d->reduced[0].size = d->reduced[1].size = d->reduced[2].size = 0;
     if (scaleDenominator == 2 || scaleDenominator == 4) {
         /* By output size: libjpeg's layout (luma), and half libjpeg's columns (chroma it would scale up). */
         inverse_DCT_method_ptr luma[5] = { 0 }, chroma[5] = { 0 };
@@ -557,11 +556,12 @@ int svc_jpeg_decode_i420(svc_jpeg_decoder *d, const unsigned char *data, unsigne
     int bandRows = n > 1 ? ci[1].v_samp_factor * sc : 0;
     int planeRows = ownChroma ? bandRows / 2 : bandRows;  /* I420 chroma rows an iMCU row gives, when direct */
     size_t lumaBandRows = directY ? 0 : (size_t)mv * s;
-    /* A band of one component row when two make an I420 row (4:2:2 and 4:4:4 at 1/8): each iMCU row's is held in
-     * a two-row pair until the next one, so the two are averaged (not the second taken alone). */
+    /* One component row an iMCU row where two make an I420 row (4:2:2 and 4:4:4 at 1/8): the band holds two, the
+     * even iMCU row's decoded into the first and the odd one's into the second, and the pair is averaged (not the
+     * second taken alone). */
     int pairRows = !grey && !directC && bandRows == 1 && fv == 2;
-    size_t pairBytes = pairRows ? 2 * 2 * bandStride : 0;
-    size_t need = trashBytes + (directC ? 0 : 2 * bandStride * bandRows) + lumaBandRows * trashBytes + pairBytes;
+    int bandHeld = pairRows ? 2 : bandRows;  /* rows each chroma band holds */
+    size_t need = trashBytes + (directC ? 0 : 2 * bandStride * bandHeld) + lumaBandRows * trashBytes;
     if (need > d->scratchSize) {
         free(d->scratch);
         d->scratch = (unsigned char *)aligned_alloc(64, (need + 63) & ~(size_t)63);
@@ -569,10 +569,8 @@ int svc_jpeg_decode_i420(svc_jpeg_decoder *d, const unsigned char *data, unsigne
         if (!d->scratch) { jpeg_abort_decompress(c); return SVC_JPEG_NO_MEMORY; }
     }
     unsigned char *trash = d->scratch;
-    unsigned char *bands[2] = { trash + trashBytes, trash + trashBytes + bandStride * bandRows };
-    unsigned char *lumaBand = trash + trashBytes + (directC ? 0 : 2 * bandStride * bandRows);
-    unsigned char *pairs[2] = { NULL, NULL };
-    if (pairRows) { pairs[0] = lumaBand + lumaBandRows * trashBytes; pairs[1] = pairs[0] + 2 * bandStride; }
+    unsigned char *bands[2] = { trash + trashBytes, trash + trashBytes + bandStride * bandHeld };
+    unsigned char *lumaBand = trash + trashBytes + (directC ? 0 : 2 * bandStride * bandHeld);
     unsigned char *planes[3] = { y, u, v };
     int strides[3] = { strideY, strideU, strideV };
     int lumaRows = mv * s;
@@ -587,7 +585,7 @@ int svc_jpeg_decode_i420(svc_jpeg_decoder *d, const unsigned char *data, unsigne
             for (int r = 0; r < bandRows; r++) {
                 int sr = imcu * planeRows + r;
                 d->rows[k][r] = directC ? (r < planeRows && sr < ch ? planes[k] + (size_t)sr * strides[k] : trash)
-                                        : bands[k - 1] + (size_t)r * bandStride;
+                                        : bands[k - 1] + (size_t)(pairRows ? (imcu & 1) : r) * bandStride;
             }
         }
         if (jpeg_read_raw_data(c, arrays, (JDIMENSION)lumaRows) == 0) break;
@@ -601,18 +599,10 @@ int svc_jpeg_decode_i420(svc_jpeg_decoder *d, const unsigned char *data, unsigne
             int compWidth = (int)((W * (long)ci[1].h_samp_factor * sc + (long)mh * s - 1) / ((long)mh * s));
             int compHeight = (int)((H * (long)ci[1].v_samp_factor * sc + (long)mv * s - 1) / ((long)mv * s));
             int rowsHere = compHeight - imcu * bandRows < bandRows ? compHeight - imcu * bandRows : bandRows;
-            for (int k = 1; k < 3; k++) {
-                if (pairRows) {
-                    /* Even iMCU row: the first of the pair (written alone too, in case no second comes); odd: both. */
-                    unsigned char *pair = pairs[k - 1];
-                    memcpy(pair + (imcu & 1) * bandStride, bands[k - 1], (size_t)compWidth);
-                    svc_jpeg_resample_band(pair, bandStride, (imcu & 1) ? 2 : 1, compWidth, fh, fv,
-                                           planes[k], strides[k], imcu / 2, ch, cw);
-                } else {
-                    svc_jpeg_resample_band(bands[k - 1], bandStride, rowsHere, compWidth, fh, fv, planes[k], strides[k],
-                                           imcu * bandRows / fv, ch, cw);
-                }
-            }
+            /* A pair: the even iMCU row is written alone (in case no second comes), the odd one averaged with it. */
+            for (int k = 1; k < 3; k++)
+                svc_jpeg_resample_band(bands[k - 1], bandStride, pairRows ? 1 + (imcu & 1) : rowsHere, compWidth, fh, fv,
+                                       planes[k], strides[k], pairRows ? imcu / 2 : imcu * bandRows / fv, ch, cw);
         }
         imcu++;
     }
