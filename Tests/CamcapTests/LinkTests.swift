@@ -34,14 +34,14 @@ struct LinkRow {
     }
 }
 
-/// The issue's own bounds (B: at most 2 freezes a minute; the step: no freeze over 1 s, the send rate back within
-/// 5 s) are asserted when LINKS_STRICT=1 (`Scripts/links.sh` runs them so, repeatedly, and prints the figures). By
+/// The issue's own bounds (A at ≥ 28 fps in every second; B: at most 2 freezes a minute; the step: no freeze over
+/// 1 s, the send rate back within 5 s) are asserted when LINKS_STRICT=1 (`Scripts/links.sh` runs them so, repeatedly, and prints the figures). By
 /// default (CI) the run asserts what does not depend on the machine's load: each viewer's tier, A's picture and rate, B
 /// at ≥ 20 fps and back on the full tier within 15 s, the step followed both ways; freezes and times are printed.
 /// Measured on the 2-core CI box, a run's freezes and its step-up time swing with the load: B 1-5 freezes in a
 /// limited minute, the step up 2.1-5.1 s, its longest freeze 0.59-1.37 s before the further probing of 2026-11-26;
 /// since, on an otherwise idle machine, B 0-3 freezes, the step up 3.1-4.1 s, the freeze 0.52-0.85 s; since a probe
-/// that lost packets makes the next wait 8 s, 8 strict runs: B 0-2, the step up 2.1-4.1 s, the freeze 0.50-0.81 s
+/// that lost packets makes the next wait 8 s, 12 strict runs: B 0-2, the step up 2.1-4.1 s, the freeze 0.50-0.81 s
 /// (Benchmarks/RESULTS.md).
 let linksStrict = ProcessInfo.processInfo.environment["LINKS_STRICT"] == "1"
 
@@ -73,12 +73,14 @@ func linkRun(_ viewers: [String], seconds: Int, name: String) throws -> [String:
         let a = rows["A"] ?? [], b = rows["B"] ?? []
         #expect(a.count >= 60 && b.count >= 60, "rows: A \(a.count), B \(b.count)")
         guard a.count > 3, b.count > 3 else { return }
-        // A: 1280x720 throughout, at ≥ 28 fps (Chromium's per-second figure) in at least 90 % of the seconds, and at
-        // ≥ 80 % of the full tier's target (1500 kbit/s) in every second measured after the first.
+        // A: 1280x720 throughout, at ≥ 28 fps (Chromium's per-second figure) in every second (strict; by default in at
+        // least 90 % of them), and at ≥ 80 % of the full tier's target (1500 kbit/s) in every second measured after
+        // the first.
         let aSmall = a.filter { $0.width != 1280 || $0.height != 720 }
         #expect(aSmall.isEmpty, "A not at 1280x720: \(aSmall.map(\.text))")
         let aSlow = a.filter { $0.fps < 28 }
-        #expect(aSlow.count * 10 <= a.count, "A under 28 fps in \(aSlow.count) of \(a.count) s: \(aSlow.map(\.text))")
+        #expect(
+            linksStrict ? aSlow.isEmpty : aSlow.count * 10 <= a.count, "A under 28 fps in \(aSlow.count) of \(a.count) s: \(aSlow.map(\.text))")
         let aLow = a.dropFirst(2).filter { ($0.sendKbps ?? 0) < 1200 }
         #expect(aLow.isEmpty, "A under 80 % of 1500 kbit/s: \(aLow.map(\.text))")
         // B while limited (from 5 s, when it has found its tier): a smaller tier at ≥ 20 fps, at most 2 freezes per
