@@ -3,7 +3,7 @@
 OpenH264 settings and the same threading.
 
   python3 Benchmarks/compare/compare.py [--reps 9] [--sizes 720p,1080p] [--formats YUYV,MJPG] [--series 1t,2t]
-                                        [--check-only] [--callgrind] [--async] [--no-gst]
+                                        [--check-only] [--callgrind [--sim]] [--async] [--no-gst]
   python3 Benchmarks/compare/compare.py --scaled [540p,270p] [--reps 9] [--callgrind]   (see scaled() below)
 
 Settings (SETTINGS below), the same for every contender and set explicitly: camera usage, 2 Mbps at 720p / 4 Mbps
@@ -43,6 +43,10 @@ a distribution-free 95% confidence interval of that median (order statistics). T
 frames) are printed too: equal settings give equal sizes (the library and C are byte-identical). --callgrind counts instructions instead (valgrind, same difference method, user
 space only: the kernel's share, e.g. context switches, is not in it). valgrind 3.19 dies on libdispatch's
 sigsuspend (it edits the mask, which is read-only there): the Swift contender runs with sigsuspend-shim.c preloaded.
+--sim (with --callgrind) also simulates the caches and the branch predictor: data references, first- and last-level
+misses, mispredicted branches and an estimate of cycles from them per frame (simulated()), and for the 2t series
+each of the two busiest threads on its own (the pace of two overlapping stages is the busier one's). A model of a
+machine, deterministic: on a shared VM with no cycle counters it resolves what wall time cannot.
 """
 import argparse, hashlib, os, shutil, statistics, subprocess, sys, time
 
@@ -189,23 +193,84 @@ def timed(cmd):
     return wall, ru.ru_utime + ru.ru_stime
 
 
-def callgrind(cmd, work):
+def callgrind(cmd, work, sim=False):
+    """User-space instructions of one run (all threads and child processes); with `sim`, the events of callgrind's
+    cache and branch simulation (SIM_EVENTS) instead, as a dict for the whole run and one for each thread (by the
+    thread's number: threads are numbered in the order they start)."""
     out = os.path.join(work, "callgrind.out")
     pre = []
     if cmd[0].endswith("compare-loop"):
         pre = ["env", f"LD_PRELOAD={os.path.join(work, 'sigsuspend-shim.so')}"]
-    sh(["valgrind", "--tool=callgrind", "--trace-children=yes", f"--callgrind-out-file={out}.%p"] + pre + cmd,
+    opts = ["--cache-sim=yes", "--branch-sim=yes", "--separate-threads=yes"] + SIM_LL if sim else []
+    for f in os.listdir(work):  # left by an interrupted run: they would be counted as this one's
+        if f.startswith("callgrind.out."):
+            os.remove(os.path.join(work, f))
+    sh(["valgrind", "--tool=callgrind", "--trace-children=yes", f"--callgrind-out-file={out}.%p"] + opts + pre + cmd,
        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    total = 0
-    for f in os.listdir(work):
+    total = dict.fromkeys(SIM_EVENTS, 0)
+    threads = {}
+    for f in sorted(os.listdir(work)):
         if f.startswith("callgrind.out."):
             path = os.path.join(work, f)
+            thread = threads.setdefault(f.rsplit("-", 1)[-1] if "-" in f else "1", dict.fromkeys(SIM_EVENTS, 0))
             with open(path) as fh:
+                events = ["Ir"]
                 for line in fh:
+                    if line.startswith("events:"):
+                        events = line.split()[1:]
                     if line.startswith("summary:") or line.startswith("totals:"):
-                        total += int(line.split()[1]); break
+                        for e, v in zip(events, line.split()[1:]):
+                            total[e] = total.get(e, 0) + int(v)
+                            thread[e] = thread.get(e, 0) + int(v)
+                        break
             os.remove(path)
-    return total
+    return (total, threads) if sim else total["Ir"]
+
+
+def core_l2():
+    """valgrind's --LL option for this machine's per-core second-level cache (sysfs), or [] where sysfs has none.
+    valgrind itself would simulate the last level, here a 300 MB L3 shared with the machine's other tenants: a frame
+    fits in it, so only first touches would miss. A core's own L2 is what a frame does not fit in."""
+    base = "/sys/devices/system/cpu/cpu0/cache/index2/"
+    try:
+        read = lambda k: open(base + k).read().strip()
+        size = read("size")
+        size = int(size[:-1]) * 1024 if size.endswith("K") else int(size[:-1]) * 1048576 if size.endswith("M") else int(size)
+        return [f"--LL={size},{int(read('ways_of_associativity'))},{int(read('coherency_line_size'))}"]
+    except (OSError, ValueError):
+        return []
+
+
+SIM_LL = core_l2()
+SIM_EVENTS = ["Ir", "Dr", "Dw", "I1mr", "D1mr", "D1mw", "ILmr", "DLmr", "DLmw", "Bc", "Bcm", "Bi", "Bim"]
+
+
+def simulated(full, head, frames):
+    """`full` and `head`: callgrind(..., sim=True) of the two runs. Returns the per-frame figures of the whole run,
+    with "stages": those of its two busiest threads (by estimated cycles; the difference method thread by thread)."""
+    whole = per_frame(full[0], head[0], frames)
+    # The threads that do work (over 5 M instructions even in the short run), in the order they started, matched
+    # one to one between the two runs; short-lived helper threads (a few thousand instructions) come and go between
+    # runs and would shift the numbering.
+    busy = lambda run: [run[k] for k in sorted(run, key=int) if run[k]["Ir"] > 5_000_000]
+    f, h = busy(full[1]), busy(head[1])
+    threads = [per_frame(a, b, frames) for a, b in zip(f, h)] if len(f) == len(h) else []
+    whole["stages"] = sorted(threads, key=lambda d: -d["cycles"])[:2]
+    return whole
+
+
+def per_frame(full, head, frames):
+    """Per frame (the difference method) from callgrind's simulation: instructions, data references, first-level
+    and last-level misses, mispredicted branches, and an estimate of cycles from them: L1 hits + 5 x LL hits + 35 x
+    memory accesses (the weights of Itamar Turner-Trauring's "consistent benchmarking in CI" and of iai; a model of
+    a machine, not this one). Mispredicts are shown beside it, not weighted in."""
+    d = {e: (full.get(e, 0) - head.get(e, 0)) / (frames - HEAD) for e in SIM_EVENTS}
+    refs = d["Ir"] + d["Dr"] + d["Dw"]
+    l1m = d["I1mr"] + d["D1mr"] + d["D1mw"]
+    llm = d["ILmr"] + d["DLmr"] + d["DLmw"]
+    d["L1m"], d["LLm"], d["Bm"] = l1m, llm, d["Bcm"] + d["Bim"]
+    d["cycles"] = (refs - l1m) + 5 * (l1m - llm) + 35 * llm
+    return d
 
 
 SCALED = {"540p": (960, 540), "270p": (480, 270)}
@@ -283,6 +348,9 @@ def main():
     ap.add_argument("--frames", type=int, default=0, help="frames per run (default 150 at 720p, 90 at 1080p; 30 with --callgrind)")
     ap.add_argument("--check-only", action="store_true", help="print and check the effective settings, time nothing")
     ap.add_argument("--callgrind", action="store_true", help="count instructions with valgrind instead of timing")
+    ap.add_argument("--sim", action="store_true",
+                    help="with --callgrind: also simulate the caches and branch predictor and print misses, mispredicts "
+                         "and an estimate of cycles (see simulated())")
     ap.add_argument("--async", dest="asyncs", action="store_true",
                     help="also run the library through the delivery thread and frames() (async-1t, async-2t)")
     ap.add_argument("--no-gst", action="store_true", help="leave GStreamer out")
@@ -291,6 +359,7 @@ def main():
                          "+ scale and GStreamer's jpegdec ! videoscale (see scaled())")
     ap.add_argument("--work", default="/tmp/svc-compare")
     a = ap.parse_args()
+    a.callgrind = a.callgrind or a.sim
     if not 1 <= a.reps <= 100: sys.exit("--reps must be 1...100")
     series = a.series.split(",")
     if any(s not in SERIES for s in series): sys.exit("--series takes 1t and/or 2t")
@@ -322,10 +391,14 @@ def main():
                 continue
             per = {n: [] for n in names}
             cpu = {n: [] for n in names}
+            sims = {}
             for rep in range(1 if a.callgrind else a.reps):
                 order = names[rep % len(names):] + names[:rep % len(names)]
                 for n in order:
-                    if a.callgrind:
+                    if a.sim:
+                        sims[n] = simulated(callgrind(cf[n], a.work, True), callgrind(ch[n], a.work, True), frames)
+                        per[n].append(sims[n]["Ir"])
+                    elif a.callgrind:
                         per[n].append((callgrind(cf[n], a.work) - callgrind(ch[n], a.work)) / (frames - HEAD))
                     else:
                         wf, cpf = timed(cf[n]); wh, cph = timed(ch[n])
@@ -360,6 +433,30 @@ def main():
                               f"{statistics.median(cpu[n]):>14.3f}{size[n]:>13}{same:>12}   {ratio:<5}{paired}")
                         if n != ref:
                             pairedSummary[(f"{label} {fmt}", n)] = statistics.median(pairs)
+            if a.sim:
+                print(f"simulated: the first-level caches valgrind reads from the CPU, {' '.join(SIM_LL) or 'its own LL'} as the last level")
+                print(f"{'input':<12}{'contender':<12}{'M Ir':>8}{'M D refs':>10}{'k L1 miss':>11}{'k LL miss':>11}"
+                      f"{'k mispred.':>12}{'M est. cycles':>15}   library × (est. cycles, L1 miss, LL miss, mispred.)")
+                for s_ in series:
+                    ref = sims[f"library-{s_}"]
+                    for n in SERIES[s_]:
+                        if n not in sims:
+                            continue
+                        d = sims[n]
+                        ratio = "" if d is ref else "   " + ", ".join(
+                            f"{d[k] / ref[k]:.3f}" if ref[k] else "-" for k in ("cycles", "L1m", "LLm", "Bm"))
+                        print(f"{label + ' ' + fmt:<12}{n:<12}{d['Ir'] / 1e6:>8.2f}{(d['Dr'] + d['Dw']) / 1e6:>10.2f}"
+                              f"{d['L1m'] / 1e3:>11.1f}{d['LLm'] / 1e3:>11.1f}{d['Bm'] / 1e3:>12.1f}{d['cycles'] / 1e6:>15.2f}{ratio}")
+                        if s_ == "2t":
+                            # Two threads overlap: the busier stage sets the pace (callgrind runs threads one at a time,
+                            # so this is each thread's own work, not their overlap).
+                            st = d["stages"]
+                            if len(st) < 2 or len(ref["stages"]) < 2:
+                                print(f"{'':<12}{'  stages':<12}not matched: the runs' busy threads differ")
+                                continue
+                            print(f"{'':<12}{'  stages':<12}" + " / ".join(f"{t['cycles'] / 1e6:.2f}" for t in st)
+                                  + " M est. cycles (the two busiest threads)"
+                                  + ("" if d is ref else f"; busier stage, library × {st[0]['cycles'] / ref['stages'][0]['cycles']:.3f}"))
             summary.append((f"{label} {fmt}", med))
             sys.stdout.flush()
     if summary:
