@@ -41,7 +41,7 @@ struct LinkRow {
 /// Measured on the 2-core CI box, a run's freezes and its step-up time swing with the load: B 1-5 freezes in a
 /// limited minute, the step up 2.1-5.1 s, its longest freeze 0.59-1.37 s before the further probing of 2026-11-26;
 /// since, on an otherwise idle machine, B 0-3 freezes, the step up 3.1-4.1 s, the freeze 0.52-0.85 s; since a probe
-/// that lost packets makes the next wait 8 s, 12 strict runs: B 0-2, the step up 2.1-4.1 s, the freeze 0.50-0.81 s
+/// that lost packets makes the next wait 8 s, 15 strict runs: B 0-2, the step up 2.1-4.1 s, the freeze 0.40-0.81 s
 /// (Benchmarks/RESULTS.md).
 let linksStrict = ProcessInfo.processInfo.environment["LINKS_STRICT"] == "1"
 
