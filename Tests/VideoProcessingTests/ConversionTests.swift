@@ -412,7 +412,7 @@ func mjpegChromaRowsPairAtAnEighth(_ gst: String, _ planar: String) throws {
             src.mutableDataV[y * src.strideV + x] = (y / 4) % 2 == 0 ? 200 : 70
         }
     }
-    let raw = scratchDir + "/stripes.yuv", planarRaw = scratchDir + "/stripes-\(gst).raw", jpg = scratchDir + "/stripes-\(gst).jpg"
+    let raw = scratchDir + "/stripes-\(gst).yuv", planarRaw = scratchDir + "/stripes-\(gst).raw", jpg = scratchDir + "/stripes-\(gst).jpg"
     src.packedBytes().withUnsafeBytes { writeFile(raw, $0) }
     let (rc1, _, err1) = try run(
         "ffmpeg",
@@ -446,7 +446,9 @@ func mjpegChromaRowsPairAtAnEighth(_ gst: String, _ planar: String) throws {
         ("yuvj420p", 318, 178), ("yuvj422p", 250, 142),
     ])
 func mjpegSamplingsDecode(_ pix: String, _ w: Int, _ h: Int) throws {
-    let raw = scratchDir + "/src-\(w)x\(h).yuv"
+    // One source file per case: the cases run in parallel, and four share a size (one rewriting the file while
+    // another's ffmpeg read it gave that one an empty picture).
+    let raw = scratchDir + "/src-\(pix)-\(w)x\(h).yuv"
     let src = pattern(w, h, frame: 42)
     src.packedBytes().withUnsafeBytes { writeFile(raw, $0) }
     let jpg = scratchDir + "/sampling-\(pix)-\(w)x\(h).jpg"
