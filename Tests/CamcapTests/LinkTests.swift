@@ -35,9 +35,10 @@ struct LinkRow {
 }
 
 /// The issue's own bounds (A at ≥ 28 fps in every second; B: at most 2 freezes a minute; the step: no freeze over
-/// 1 s, the send rate back within 5 s) are asserted when LINKS_STRICT=1 (`Scripts/links.sh` runs them so, repeatedly, and prints the figures). By
-/// default (CI) the run asserts what does not depend on the machine's load: each viewer's tier, A's picture and rate, B
-/// at ≥ 20 fps and back on the full tier within 15 s, the step followed both ways; freezes and times are printed.
+/// 1 s, the send rate back within 5 s) are asserted when LINKS_STRICT=1 (`Scripts/links.sh` runs them so,
+/// repeatedly, and prints the figures). By default (CI) the run asserts what does not depend on the machine's load:
+/// each viewer's tier, A's picture and rate (≥ 28 fps in 90 % of the seconds), B at ≥ 20 fps and back on the full
+/// tier within 15 s, the step followed both ways; freezes and times are printed.
 /// Measured on the 2-core CI box, a run's freezes and its step-up time swing with the load: B 1-5 freezes in a
 /// limited minute, the step up 2.1-5.1 s, its longest freeze 0.59-1.37 s before the further probing of 2026-11-26;
 /// since, on an otherwise idle machine, B 0-3 freezes, the step up 3.1-4.1 s, the freeze 0.52-0.85 s; since a probe
