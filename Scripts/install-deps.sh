@@ -5,7 +5,7 @@
 #           rtspsrc + avdec_h264: an RTP and RTSP receiver we did not write; VLC is no judge: Debian builds it without live555, no rtsp://)
 #           chromium chromium-driver python3-selenium (camcap serve's browser test), and aiortc (PyPI, a second
 #           WebRTC client) in a virtual environment at ~/.cache/swift-video-capture/aiortc
-#           janus libjs-janus-gateway libjs-webrtc-adapter gcc (Scripts/janus-env.sh: Janus as a WHIP/RTSP judge; gcc builds
+#           mkvtoolnix mediainfo (judges of the MP4 recordings), janus libjs-janus-gateway libjs-webrtc-adapter gcc (Scripts/janus-env.sh: Janus as a WHIP/RTSP judge; gcc builds
 #           its loopback shim), gir1.2-gst-rtsp-server-1.0 python3-gi (Scripts/rtsp-test-server.py). simple-whip-server is
 #           not apt-installed (its node-* dependencies conflict with nodesource's nodejs): janus-env.sh whip-root unpacks
 #           it and its node-* closure into ~/.cache/swift-video-capture/whip/root, run with the system's node
@@ -15,7 +15,7 @@ set -euo pipefail
 want=(libv4l-dev libyuv-dev libopenh264-dev libjpeg-dev libturbojpeg0-dev pkg-config libssl-dev libsrtp2-dev)
 case "${1:-build}" in
   test) want+=(ffmpeg v4l-utils qemu-system-x86 busybox-static kmod cpio gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-libav chromium chromium-driver python3-selenium python3-venv curl prometheus
-          janus libjs-janus-gateway libjs-webrtc-adapter gcc gir1.2-gst-rtsp-server-1.0 python3-gi) ;;
+          janus libjs-janus-gateway libjs-webrtc-adapter gcc gir1.2-gst-rtsp-server-1.0 python3-gi mkvtoolnix mediainfo) ;;
   bench) want+=(gcc gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad valgrind ffmpeg) ;;
 esac
 missing=()

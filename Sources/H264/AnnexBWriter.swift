@@ -1,10 +1,20 @@
 public import VideoProcessing
+public import VideoCapture
 
 /// Writes an Annex-B `.h264` elementary stream that `ffplay -f h264` plays from any IDR: every IDR access
 /// unit is preceded by SPS and PPS (the last ones seen are inserted when an encoder leaves them out).
+///
+/// A raw stream has no timestamps: players take the rate from the SPS's VUI `timing_info`, or assume 25 fps.
+/// With `frameRate` set, every SPS written states that rate (see `SequenceParameterSet.withTiming`), so
+/// `ffplay capture.h264` plays a 30 fps capture at 30. A variable rate (a camera in low light, adaptation) is not
+/// representable here: record to MP4 (`FragmentedMP4Writer`) for exact times.
 public final class AnnexBWriter {
     private let file: OutputFile
+    /// The rate each SPS states (VUI timing); nil writes the SPS as the encoder made it.
+    public let frameRate: Fraction?
     private var sps: [UInt8]?
+    /// The last SPS as received, to rewrite only a new one (an SPS comes with every key frame).
+    private var receivedSPS: [UInt8] = []
     private var pps: [UInt8]?
     /// Frames handed to `write` (some may still be buffered: see `framesOnDisk`).
     public private(set) var framesWritten = 0
@@ -18,14 +28,15 @@ public final class AnnexBWriter {
 
     /// Opens and locks `path` at once without truncating it (see `OutputFile`), so an unwritable or busy path
     /// fails before capture starts and an existing file is untouched until the first frames are flushed.
-    public convenience init(path: String) throws(H264Error) {
+    public convenience init(path: String, frameRate: Fraction? = nil) throws(H264Error) {
         let file: OutputFile
         do { file = try OutputFile(path: path) } catch { throw H264Error(writing: error) }
-        self.init(file: file)
+        self.init(file: file, frameRate: frameRate)
     }
-    /// Writes into a file opened (and locked) earlier.
-    public init(file: OutputFile) {
+    /// Writes into a file opened (and locked) earlier; with `frameRate`, each SPS states that rate.
+    public init(file: OutputFile, frameRate: Fraction? = nil) {
         self.file = file
+        self.frameRate = frameRate.flatMap { $0.numerator > 0 ? $0 : nil }
         pendingFrameEnds.reserveCapacity(1024)
     }
     /// The path of the file written.
@@ -56,8 +67,18 @@ public final class AnnexBWriter {
             switch u.type {
             // Kept in place (their storage reused): a key frame every few seconds allocates nothing.
             case .sps:
-                Self.keep(bytes, in: &sps)
                 sawSPS = true
+                guard let frameRate else {
+                    Self.keep(bytes, in: &sps)
+                    break
+                }
+                if sps == nil || !receivedSPS.elementsEqual(bytes) { // a new SPS: rewritten once, then reused
+                    receivedSPS.removeAll(keepingCapacity: true)
+                    receivedSPS.append(contentsOf: bytes)
+                    sps = try SequenceParameterSet.withTiming(bytes, framesPerSecond: frameRate)
+                }
+                try unit(sps![...])
+                continue
             case .pps:
                 Self.keep(bytes, in: &pps)
                 sawPPS = true

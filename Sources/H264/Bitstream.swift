@@ -1,3 +1,5 @@
+public import VideoCapture
+
 /// H.264 NAL unit types (ITU-T H.264 table 7-1; the ones seed 000 lists).
 public enum NALUnitType: UInt8, Sendable, CustomStringConvertible {
     /// Types 0–8: unspecified, a slice of a non-IDR picture, data partitions A–C, a slice of an IDR picture,
@@ -155,6 +157,46 @@ public struct SequenceParameterSet: Sendable, Equatable {
     public var width: Int
     /// The decoded picture height in pixels, after the frame cropping.
     public var height: Int
+    /// `chroma_format_idc`: 1 is 4:2:0 (the only value outside the High profiles), 0 monochrome, 2 4:2:2, 3 4:4:4.
+    public var chromaFormat = 1
+    /// `bit_depth_luma_minus8 + 8`.
+    public var bitDepthLuma = 8
+    /// `bit_depth_chroma_minus8 + 8`.
+    public var bitDepthChroma = 8
+    /// The VUI's `video_signal_type` when present: the range flag and the colour code points (2, "unspecified",
+    /// when the SPS has no `colour_description`); nil when the SPS says nothing about colour.
+    public var videoSignal: VideoSignal?
+    /// The VUI's `timing_info` when present: `time_scale / (2 × num_units_in_tick)` frames a second.
+    public var timing: Timing?
+
+    /// The colour description an SPS carries (ISO/IEC 23091-2 code points, as written in an MP4 `colr` box).
+    public struct VideoSignal: Sendable, Equatable {
+        /// `video_full_range_flag`.
+        public var fullRange: Bool
+        /// `colour_primaries`.
+        public var primaries: Int
+        /// `transfer_characteristics`.
+        public var transfer: Int
+        /// `matrix_coefficients`.
+        public var matrix: Int
+    }
+    /// The VUI's timing: `num_units_in_tick`, `time_scale` and `fixed_frame_rate_flag`.
+    public struct Timing: Sendable, Equatable {
+        /// `num_units_in_tick`.
+        public var unitsInTick: UInt32
+        /// `time_scale`.
+        public var timeScale: UInt32
+        /// `fixed_frame_rate_flag`.
+        public var fixedFrameRate: Bool
+        /// The frame rate this timing states (`time_scale / (2 × num_units_in_tick)`).
+        public var framesPerSecond: Double { unitsInTick == 0 ? 0 : Double(timeScale) / (2 * Double(unitsInTick)) }
+    }
+    /// Bit positions in the RBSP (header byte excluded) for `withTiming`: where the VUI's timing section (or the
+    /// VUI flag, without a VUI) starts and ends.
+    private var timingSpan = TimingSpan(start: 0, end: 0, hasVUI: false)
+    private struct TimingSpan: Sendable, Equatable {
+        var start: Int, end: Int, hasVUI: Bool
+    }
 
     /// The profile's name: "Constrained Baseline", "Baseline", "Main", "High", or "profile N" for others.
     public var profileName: String {
@@ -169,19 +211,7 @@ public struct SequenceParameterSet: Sendable, Equatable {
     /// Parses an SPS NAL unit (header byte included).
     public init(nal: ArraySlice<UInt8>) throws(H264Error) {
         guard let first = nal.first, NALUnitType(header: first) == .sps else { throw H264Error("not an SPS NAL unit", offset: 0) }
-        // Remove emulation-prevention bytes (00 00 03 → 00 00).
-        var rbsp: [UInt8] = []
-        rbsp.reserveCapacity(nal.count)
-        var zeros = 0
-        for b in nal.dropFirst() {
-            if zeros >= 2 && b == 3 {
-                zeros = 0
-                continue
-            }
-            rbsp.append(b)
-            zeros = b == 0 ? zeros + 1 : 0
-        }
-        var r = BitReader(rbsp)
+        var r = BitReader(Self.rbsp(nal.dropFirst()))
         profileIdc = try r.bits(8)
         constraintFlags = try r.bits(8)
         levelIdc = try r.bits(8)
@@ -189,9 +219,14 @@ public struct SequenceParameterSet: Sendable, Equatable {
         var chromaFormat = 1
         if [100, 110, 122, 244, 44, 83, 86, 118, 128, 138, 139, 134, 135].contains(profileIdc) {
             chromaFormat = try r.ue()
+            guard chromaFormat <= 3 else { throw H264Error("SPS: invalid chroma_format_idc \(chromaFormat)", offset: 0) }
             if chromaFormat == 3 { _ = try r.bits(1) }
-            _ = try r.ue()
-            _ = try r.ue()
+            let lumaDepth = try r.ue() + 8, chromaDepth = try r.ue() + 8
+            guard lumaDepth <= 14, chromaDepth <= 14 else {
+                throw H264Error("SPS: invalid bit depth \(lumaDepth)/\(chromaDepth)", offset: 0)
+            }
+            bitDepthLuma = lumaDepth
+            bitDepthChroma = chromaDepth
             _ = try r.bits(1)
             if try r.bits(1) == 1 { // seq_scaling_matrix_present_flag
                 for i in 0..<(chromaFormat != 3 ? 8 : 12) where try r.bits(1) == 1 {
@@ -232,6 +267,114 @@ public struct SequenceParameterSet: Sendable, Equatable {
         guard w > 0, h > 0, w <= 16384, h <= 16384 else { throw H264Error("SPS gives an implausible size \(w)x\(h)", offset: 0) }
         width = w
         height = h
+        self.chromaFormat = chromaFormat
+        let vuiFlag = r.bit
+        guard r.bit < r.data.count * 8, try r.bits(1) == 1 else { // vui_parameters_present_flag (absent: truncated SPS)
+            timingSpan = TimingSpan(start: vuiFlag, end: min(vuiFlag + 1, r.data.count * 8), hasVUI: false)
+            return
+        }
+        if try r.bits(1) == 1, try r.bits(8) == 255 { _ = try r.bits(32) } // aspect_ratio_info (sar_width, sar_height)
+        if try r.bits(1) == 1 { _ = try r.bits(1) } // overscan
+        if try r.bits(1) == 1 { // video_signal_type
+            _ = try r.bits(3) // video_format
+            let full = try r.bits(1) == 1
+            var codes = (2, 2, 2)
+            if try r.bits(1) == 1 { codes = (try r.bits(8), try r.bits(8), try r.bits(8)) }
+            videoSignal = VideoSignal(fullRange: full, primaries: codes.0, transfer: codes.1, matrix: codes.2)
+        }
+        if try r.bits(1) == 1 { // chroma_loc_info
+            _ = try r.ue()
+            _ = try r.ue()
+        }
+        let timingStart = r.bit
+        if try r.bits(1) == 1 {
+            let units = UInt32(try r.bits(32)), scale = UInt32(try r.bits(32))
+            timing = Timing(unitsInTick: units, timeScale: scale, fixedFrameRate: try r.bits(1) == 1)
+        }
+        timingSpan = TimingSpan(start: timingStart, end: r.bit, hasVUI: true)
+    }
+
+    /// The RBSP of a NAL unit's payload: emulation-prevention bytes (00 00 03 → 00 00) removed.
+    static func rbsp(_ payload: ArraySlice<UInt8>) -> [UInt8] {
+        var rbsp: [UInt8] = []
+        rbsp.reserveCapacity(payload.count)
+        var zeros = 0
+        for b in payload {
+            if zeros >= 2 && b == 3 {
+                zeros = 0
+                continue
+            }
+            rbsp.append(b)
+            zeros = b == 0 ? zeros + 1 : 0
+        }
+        return rbsp
+    }
+
+    /// The SPS NAL unit `nal` (header byte included) with VUI `timing_info` stating `framesPerSecond`
+    /// (`num_units_in_tick` = its denominator, `time_scale` = twice its numerator, `fixed_frame_rate_flag` 0: a
+    /// camera's rate varies), so that a player of a raw `.h264` stream knows its rate (`ffprobe` shows it as
+    /// `r_frame_rate`). A VUI that exists keeps everything else; an SPS without one gets a VUI with timing only.
+    /// Throws `malformedBitstream` for an SPS that does not parse, `invalidSettings` for a rate whose terms do
+    /// not fit the fields (32 bits, the numerator doubled).
+    public static func withTiming(_ nal: ArraySlice<UInt8>, framesPerSecond: Fraction) throws(H264Error) -> [UInt8] {
+        let sps = try SequenceParameterSet(nal: nal)
+        guard framesPerSecond.numerator > 0, framesPerSecond.numerator <= Int64(UInt32.max / 2),
+            framesPerSecond.denominator <= Int64(UInt32.max)
+        else { throw H264Error(.invalidSettings, "frame rate \(framesPerSecond) cannot be written as H.264 VUI timing (terms up to 2147483647)") }
+        let source = rbsp(nal.dropFirst())
+        var reader = BitReader(source)
+        // The RBSP's stop bit: the last set bit.
+        guard let lastByte = source.lastIndex(where: { $0 != 0 }) else { throw H264Error("SPS has no stop bit", offset: 0) }
+        let stopBit = lastByte * 8 + 7 - source[lastByte].trailingZeroBitCount
+        let span = sps.timingSpan
+        guard span.end <= stopBit else { throw H264Error("SPS is truncated before its VUI timing", offset: 0) }
+        var w = BitWriter()
+        w.reserve(source.count + 12)
+        reader.bit = 0
+        w.copy(from: &reader, count: span.start)
+        if !span.hasVUI {
+            w.put(1, 1) // vui_parameters_present_flag
+            w.put(0, 4) // no aspect ratio, overscan, video signal or chroma location
+        }
+        w.put(1, 1)
+        w.put(Int(framesPerSecond.denominator), 32)
+        w.put(Int(framesPerSecond.numerator) * 2, 32)
+        w.put(0, 1) // fixed_frame_rate_flag
+        if !span.hasVUI { w.put(0, 5) } // no NAL/VCL HRD, no pic_struct, no bitstream restriction
+        reader.bit = span.end
+        w.copy(from: &reader, count: stopBit + 1 - reader.bit) // the rest, up to and with the stop bit
+        var out: [UInt8] = [nal[nal.startIndex]]
+        out.reserveCapacity(w.bytes.count + w.bytes.count / 64 + 4)
+        var zeros = 0
+        for b in w.bytes { // emulation prevention: no 00 00 0x (x ≤ 3) inside the payload
+            if zeros >= 2 && b <= 3 {
+                out.append(3)
+                zeros = 0
+            }
+            out.append(b)
+            zeros = b == 0 ? zeros + 1 : 0
+        }
+        return out
+    }
+}
+
+/// Writes bits most significant first, for rewriting parameter sets.
+struct BitWriter {
+    var bytes: [UInt8] = []
+    private var used = 8 // bits used in the last byte
+    mutating func reserve(_ n: Int) { bytes.reserveCapacity(n) }
+    mutating func put(_ value: Int, _ count: Int) {
+        for i in stride(from: count - 1, through: 0, by: -1) {
+            if used == 8 {
+                bytes.append(0)
+                used = 0
+            }
+            if (value >> i) & 1 == 1 { bytes[bytes.count - 1] |= 0x80 >> UInt8(used) }
+            used += 1
+        }
+    }
+    mutating func copy(from r: inout BitReader, count: Int) {
+        for _ in 0..<max(0, count) { put((try? r.bits(1)) ?? 0, 1) }
     }
 }
 

@@ -22,6 +22,16 @@ package struct FileDescriptor: Sendable, Hashable {
         try SystemCall.retrying("write") { Glibc.write(rawValue, bytes, count) }
     }
 
+    /// One pwrite(2) at `offset` (the file position is unchanged): the bytes the kernel took.
+    package func write(_ bytes: UnsafeRawPointer, count: Int, at offset: Int64) throws(SystemError) -> Int {
+        try SystemCall.retrying("pwrite") { Glibc.pwrite(rawValue, bytes, count, off_t(offset)) }
+    }
+
+    /// lseek(2) to `offset` from the start.
+    package func seek(to offset: Int64) throws(SystemError) {
+        _ = try SystemCall.retrying("lseek") { Glibc.lseek(rawValue, off_t(offset), SEEK_SET) }
+    }
+
     /// fstat(2).
     package func status() throws(SystemError) -> stat {
         var st = stat()

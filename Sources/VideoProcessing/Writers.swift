@@ -163,6 +163,50 @@ public final class OutputFile {
         }
     }
 
+    /// True for a regular file: `overwrite(at:_:)` and `truncate(to:)` work (not on a pipe or a device).
+    public var isRewritable: Bool { isRegularFile }
+
+    /// Cuts a regular file back to `length` bytes (at most `bytesWritten`), dropping anything still buffered: a
+    /// writer that failed in the middle of a unit (a full disk) keeps only its complete units. Does nothing on a
+    /// pipe or a device. Throws `ioFailed` with the path.
+    public func truncate(to length: Int64) throws(ProcessingError) {
+        guard let fd else { throw ProcessingError(.ioFailed, "\(path) is already closed") }
+        buffered = 0
+        guard isRegularFile, length >= 0, length < bytesWritten else { return }
+        do throws(SystemError) { try fd.truncate(to: Int(length)) } catch {
+            throw ProcessingError(.ioFailed, "cannot cut \(path) back to \(length) bytes: \(error.reason)")
+        }
+        do throws(SystemError) { try fd.seek(to: length) } catch {
+            throw ProcessingError(.ioFailed, "cannot cut \(path) back to \(length) bytes: \(error.reason)")
+        }
+        bytesWritten = length
+    }
+
+    /// Replaces bytes already handed to the kernel at `offset` (a header field known only at the end, such as a
+    /// duration), leaving the write position where it is. Only inside what `bytesWritten` counts, and only for a
+    /// regular file (a pipe or device cannot be rewritten: the call then does nothing). Throws `ioFailed` with
+    /// the path when the range lies outside what was written or the kernel refuses it.
+    public func overwrite(at offset: Int64, _ bytes: [UInt8]) throws(ProcessingError) {
+        guard let fd else { throw ProcessingError(.ioFailed, "\(path) is already closed") }
+        guard isRegularFile, !bytes.isEmpty else { return }
+        guard offset >= 0, offset <= bytesWritten - Int64(bytes.count) else {
+            throw ProcessingError(.ioFailed, "cannot rewrite \(bytes.count) bytes at \(offset) in \(path): only \(bytesWritten) bytes are written")
+        }
+        var done = 0
+        while done < bytes.count {
+            let result: Result<Int, SystemError> = bytes.withUnsafeBytes { b in
+                Result { () throws(SystemError) in try fd.write(b.baseAddress! + done, count: b.count - done, at: offset + Int64(done)) }
+            }
+            let n: Int
+            switch result {
+            case .success(let count): n = count
+            case .failure(let error): throw ProcessingError(.ioFailed, "rewriting \(path) at \(offset) failed: \(error.reason)")
+            }
+            if n == 0 { throw ProcessingError(.ioFailed, "rewriting \(path) at \(offset) failed: the device took nothing") }
+            done += n
+        }
+    }
+
     /// Flushes, syncs a regular file to the disk, unlocks and closes; reports any failure (idempotent).
     public func close() throws(ProcessingError) {
         guard let fd else { return }

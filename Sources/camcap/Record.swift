@@ -7,19 +7,36 @@ import CapturePipeline
 
 struct Record: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Record H.264 from a camera: negotiate, capture, convert to I420, encode with OpenH264, write Annex-B.",
+        abstract: "Record H.264 from a camera: negotiate, capture, convert to I420, encode with OpenH264, write MP4 or Annex-B.",
         discussion: """
             With no arguments: 5 seconds at 1280x720 (up to 30 fps) from the first camera, or from the built-in \
-            fixture webcam where there is none, to capture.h264. Play it with `ffplay -f h264 capture.h264`.
+            fixture webcam where there is none, to capture.mp4: fragmented MP4 with the frames' capture times, the \
+            camera's rotation and colour, which every player and browser opens (`ffplay capture.mp4`).
 
-            Every IDR is preceded by SPS and PPS. Ctrl-C stops cleanly and leaves a playable file.
+            The container follows the output's extension (.mp4/.m4v/.mov: fragmented MP4; anything else, e.g. \
+            .h264: raw Annex-B with SPS+PPS before every IDR and the negotiated rate in the SPS) or --container.
+            What a crash can lose: MP4, the fragment being gathered (at most one key-frame interval or \
+            --fragment-seconds); Annex-B, about the last second. Ctrl-C stops cleanly and finishes the file.
+
+            Segments: --segment-seconds N starts a new file at the first key frame after N s (one is asked of the \
+            encoder then), named by a strftime pattern (-o 'cam-%Y%m%d-%H%M%S.mp4'; without %, -NNN is added); \
+            --keep N deletes the oldest beyond N (a dashcam ring).
             Examples:
-              camcap record --device /dev/video0 --size 1920x1080 --bitrate 4000 --duration 10
+              camcap record --device /dev/video0 --size 1920x1080 --bitrate 4000 --duration 10 -o talk.mp4
               camcap record --device fixture:vivid --frames 300 --keyint-seconds 1 --preview check.y4m
+              camcap record --segment-seconds 60 --keep 10 -o 'cam-%Y%m%d-%H%M%S.mp4' --duration 86400
             """)
 
     @OptionGroup var capture: CaptureOptions
-    @Option(name: .shortAndLong, help: "Output file (Annex-B H.264).") var output = "capture.h264"
+    @Option(name: .shortAndLong, help: "Output file, or with --segment-seconds a strftime pattern.") var output = "capture.mp4"
+    @Option(help: ArgumentHelp("Container: mp4 or h264 (default: from the output's extension).", valueName: "mp4|h264"))
+    var container: String?
+    @Option(help: "Start a new file at the first key frame after this many seconds (0.5...86400).") var segmentSeconds: Double?
+    @Option(help: "With --segment-seconds: keep at most this many files, deleting the oldest.") var keep: Int?
+    @Flag(help: "Turn the pixels upright (a rotated camera); by default MP4 carries the rotation as display metadata.")
+    var applyRotation = false
+    @Option(help: "MP4: the longest fragment in seconds (a key frame also ends one; what a crash can lose).")
+    var fragmentSeconds: Double = 1
     @Option(help: "Target bitrate in kbps.") var bitrate = 1500
     @Option(help: "Maximum bitrate in kbps (default 1.5 × target).") var maxBitrate: Int?
     @Option(help: "Frames between key frames.") var keyint: Int?
@@ -47,10 +64,27 @@ struct Record: AsyncParsableCommand {
         if keyint != nil && keyintSeconds != nil { throw ValidationError("give either --keyint or --keyint-seconds, not both") }
         try CLIRange.count(snapshotEvery, "--snapshot-every")
         if let adapt { do { _ = try AdaptSchedule(parsing: adapt) } catch { throw ValidationError(error.message) } }
+        let recording = try recording(frameRate: nil)
+        do { try recording.validate() } catch { throw ValidationError(error.message) }
         // The encoder's limits (OpenH264's), checked before the output or the camera is touched.
         try CLIRange.encoder(
             bitrateKbps: bitrate, maxBitrateKbps: maxBitrate, keyint: keyint, keyintSeconds: keyintSeconds,
             threads: threads, maxNalSize: maxNalSize, fpsLimit: capture.fpsLimit)
+    }
+
+    /// The recording the options describe (validated by `validate()`).
+    func recording(frameRate: Fraction?) throws(ValidationError) -> RecordingOutput.Configuration {
+        var r = RecordingOutput.Configuration(path: output, frameRate: frameRate)
+        if let container {
+            guard let c = RecordingOutput.Container(rawValue: container.lowercased()) else {
+                throw ValidationError("--container must be mp4 or h264, got '\(container)'")
+            }
+            r.container = c
+        }
+        r.segmentSeconds = segmentSeconds
+        r.keep = keep
+        r.fragmentSeconds = fragmentSeconds
+        return r
     }
 
     func run() async throws {
@@ -60,6 +94,7 @@ struct Record: AsyncParsableCommand {
     private func record() async throws {
         // Everything is checked before the camera starts: device, negotiation, encoder settings, outputs.
         let pipeline = try CaptureSession(capture.configuration)
+        if applyRotation { pipeline.sourceOptions.applyRotation = true }
         var settings = EncodeStage.baseSettings(for: pipeline.selection, bitrateKbps: bitrate, maxBitrateKbps: maxBitrate)
         settings.keyFrameInterval = keyint
         settings.threads = threads
@@ -67,9 +102,10 @@ struct Record: AsyncParsableCommand {
         settings.frameSkipping = frameSkipping
         try EncodeStage.check(settings, keyIntervalSeconds: keyint == nil ? (keyintSeconds ?? 2) : nil, for: pipeline.selection)
         var stages: [any PictureStage] = []
+        let file = try RecordingOutput(recording(frameRate: pipeline.selection.fps))
         let encode = EncodeStage(
-            settings: settings, keyIntervalSeconds: keyint == nil ? (keyintSeconds ?? 2) : nil,
-            outputs: [try AnnexBFileOutput(path: output)])
+            settings: settings, keyIntervalSeconds: keyint == nil ? (keyintSeconds ?? 2) : nil, outputs: [file])
+        file.keyFrameNeeded = { [control = encode.control] in control.requestKeyFrame() }
         // As fast as frames come (a fixture with --fast): encode on a thread of its own, so the next frame converts
         // meanwhile. Real time: on the pipeline's task, for the shortest capture-to-bytes latency.
         encode.usesEncoderThread = capture.fast

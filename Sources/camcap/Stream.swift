@@ -39,7 +39,7 @@ struct Stream: AsyncParsableCommand {
     @Option(help: "Seconds between key frames (default 2).") var keyintSeconds: Double?
     @Option(help: "Drop this fraction of outgoing RTP packets (0...1; a loss test for NACK and PLI).") var dropRate: Double = 0
     @Option(help: "Send retransmissions as RTX (RFC 4588) with this payload type.") var rtx: Int?
-    @Option(help: "Also write the stream to this Annex-B file.") var output: String?
+    @Option(help: "Also record the stream to this file (fragmented MP4 for .mp4, else Annex-B H.264).") var output: String?
     @Flag(
         help:
             "Let the receiver's bandwidth estimate (REMB) also lower the resolution and frame rate, and raise them when it recovers (WebRTC's balanced steps); the encoder follows without a camera restart. Off by default, as in `serve`: without probing, a receiver's estimate follows what it gets, so easy content would be shrunk."
@@ -112,7 +112,7 @@ struct Stream: AsyncParsableCommand {
         config.feedbackFrom = rtcpFrom
         let rtpOutput = try RTPOutput(configuration: config, sdpFile: sdpFile, target: target, logger: cliLogger)
         var outputs: [any EncodedOutput] = [rtpOutput]
-        if let output { outputs.append(try AnnexBFileOutput(path: output)) }
+        if let output { outputs.append(try RecordingOutput(.init(path: output, frameRate: pipeline.selection.fps))) }
         let encode = EncodeStage(settings: settings, keyIntervalSeconds: keySeconds, outputs: outputs)
         rtpOutput.connect(encode, adapting: adaptToBandwidth ? pipeline.outputRequests : nil)
         // As fast as frames come (a fixture with --fast), encode on a thread of its own, as record does.

@@ -17,8 +17,8 @@ let repo = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingL
 let work = scratchDirectory("camcap-tests")
 
 @discardableResult
-func sh(_ tool: String, _ args: [String], interruptWhen: (@Sendable (String) -> Bool)? = nil) throws -> ToolResult {
-    try runTool(tool, args, in: work, interruptWhen: interruptWhen)
+func sh(_ tool: String, _ args: [String], interruptWhen: (@Sendable (String) -> Bool)? = nil, signal: Int32 = SIGINT) throws -> ToolResult {
+    try runTool(tool, args, in: work, interruptWhen: interruptWhen, signal: signal)
 }
 
 func summaryValue(_ out: String, _ key: String) -> Int? {

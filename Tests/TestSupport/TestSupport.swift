@@ -16,11 +16,12 @@ public struct ToolResult: Sendable {
 
 /// Runs `tool` (a path, or a name looked up on PATH) and waits. Both pipes are read at once (a child that
 /// fills stderr while we wait on stdout cannot deadlock). With `interruptWhen`, SIGINT is sent once the text
-/// the child has written to stderr so far satisfies the condition: tests wait on an event, never a clock.
+/// the child has written to stderr so far satisfies the condition: tests wait on an event, never a clock
+/// (`signal` sends another, e.g. SIGKILL for a crash).
 @discardableResult
 public func runTool(
     _ tool: String, _ args: [String], in directory: String? = nil, environment: [String: String]? = nil,
-    interruptWhen: (@Sendable (String) -> Bool)? = nil
+    interruptWhen: (@Sendable (String) -> Bool)? = nil, signal: Int32 = SIGINT
 ) throws -> ToolResult {
     let p = Process()
     p.executableURL = URL(fileURLWithPath: tool.hasPrefix("/") ? tool : "/usr/bin/env")
@@ -40,7 +41,7 @@ public func runTool(
                 let chunk = handle.availableData // blocks until data or EOF
                 if chunk.isEmpty { break }
                 let interrupt = collected.append(chunk, toErr: isErr, check: isErr ? interruptWhen : nil)
-                if interrupt { kill(p.processIdentifier, SIGINT) }
+                if interrupt { kill(p.processIdentifier, signal) }
             }
             group.leave()
         }
@@ -122,3 +123,23 @@ public let chromiumOffer: String = {
     guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { fatalError("cannot read \(path)") }
     return text
 }()
+
+/// The top-level boxes of an MP4 file as written by `FragmentedMP4Writer`: where the header (`ftyp` + `moov`)
+/// ends, and where each fragment (`moof` + `mdat`) ends with the frames counted up to it (its `trun`'s
+/// sample count, read at the fixed place the writer puts it). Boxes are walked by their sizes, as a demuxer does.
+public func mp4Layout(_ bytes: [UInt8]) -> (headerEnd: Int, fragments: [(end: Int, frames: Int)], types: [String]) {
+    func u32(_ i: Int) -> Int { Int(bytes[i]) << 24 | Int(bytes[i + 1]) << 16 | Int(bytes[i + 2]) << 8 | Int(bytes[i + 3]) }
+    var at = 0, frames = 0, headerEnd = 0
+    var fragments: [(end: Int, frames: Int)] = [], types: [String] = []
+    while at + 8 <= bytes.count {
+        let size = u32(at)
+        let type = String(decoding: bytes[(at + 4)..<(at + 8)], as: UTF8.self)
+        types.append(type)
+        if type == "moov" { headerEnd = at + size }
+        // trun's sample_count: moof(8) mfhd(16) traf(8) tfhd(16) tfdt(20), then trun's header (12).
+        if type == "moof", at + 84 <= bytes.count { frames += u32(at + 8 + 16 + 8 + 16 + 20 + 12) }
+        if type == "mdat" { fragments.append((at + size, frames)) }
+        at += max(size, 8)
+    }
+    return (headerEnd, fragments, types)
+}

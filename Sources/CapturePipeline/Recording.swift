@@ -1,0 +1,319 @@
+import Foundation
+public import H264
+public import VideoCapture
+import VideoProcessing
+import SystemIO
+import Synchronization
+
+/// A recording of encoded frames to files: one file or a ring of segments, as fragmented MP4 or raw Annex-B
+/// H.264. What `camcap record` and `stream --output` write; an app adds it to an `EncodeStage`'s outputs.
+///
+/// What a crash (SIGKILL, power loss after the kernel wrote back, a full disk) can lose:
+/// - **MP4**: at most the fragment being gathered, one key-frame interval or `fragmentSeconds` of capture
+///   (default 1 s), whichever is shorter. Every complete fragment is in the kernel's hands as soon as it ends, and
+///   the file plays up to it; only the `mfra` index and the duration fields written at a clean end are missing.
+/// - **Annex-B**: at most about one second of capture (it is flushed once a second of capture time, and whenever
+///   its 64 KiB buffer fills); a frame cut in the middle is skipped by decoders.
+/// - **Segments**: each closed segment is complete (synced to the disk when it closed); only the open one is at
+///   risk, as above.
+public final class RecordingOutput: EncodedOutput {
+    /// The file format.
+    public enum Container: String, Sendable, CaseIterable {
+        /// ISO BMFF fragmented MP4 (`FragmentedMP4Writer`): timestamps, rotation, colour; every player.
+        case mp4
+        /// A raw Annex-B H.264 elementary stream (`AnnexBWriter`), with the nominal rate in the SPS.
+        case h264
+
+        /// The container a file name asks for: `.mp4`, `.m4v` and `.mov` are MP4, anything else Annex-B.
+        public init(forPath path: String) {
+            switch (path as NSString).pathExtension.lowercased() {
+            case "mp4", "m4v", "mov": self = .mp4
+            default: self = .h264
+            }
+        }
+    }
+
+    /// What to write and how to cut it.
+    public struct Configuration: Sendable {
+        /// The output path. With segments it is a pattern: strftime's `%Y %m %d %H %M %S …` are replaced by the
+        /// local time at which the segment starts; a pattern without `%` gets `-NNN` (the segment's number) before
+        /// its extension.
+        public var path: String
+        /// The file format (default: from the path's extension).
+        public var container: Container
+        /// The camera's nominal frame rate: written into the SPS of an Annex-B file (VUI timing).
+        public var frameRate: Fraction?
+        /// Start a new file at the first key frame this long after the current one started (a key frame is asked
+        /// of the encoder when it is due); nil: one file.
+        public var segmentSeconds: Double?
+        /// Keep at most this many segment files, deleting the oldest this recording wrote; nil keeps all.
+        public var keep: Int?
+        /// The longest MP4 fragment (seconds of capture); a key frame also ends one.
+        public var fragmentSeconds: Double = 1
+
+        /// One file at `path`, its format from the extension.
+        public init(path: String, frameRate: Fraction? = nil) {
+            self.path = path
+            self.container = Container(forPath: path)
+            self.frameRate = frameRate
+        }
+
+        /// Refuses values that cannot work, naming them: `invalidArgument`.
+        public func validate() throws(PipelineError) {
+            if let s = segmentSeconds, !(s.isFinite && s >= 0.5 && s <= 86_400) {
+                throw PipelineError(.invalidConfiguration, "segment length \(s) s is out of range: 0.5...86400 s")
+            }
+            if let k = keep {
+                guard segmentSeconds != nil else { throw PipelineError(.invalidConfiguration, "keeping \(k) files needs segments (a segment length)") }
+                guard (1...100_000).contains(k) else { throw PipelineError(.invalidConfiguration, "keep \(k) is out of range: 1...100000 files") }
+            }
+            guard fragmentSeconds.isFinite, (0.1...60).contains(fragmentSeconds) else {
+                throw PipelineError(.invalidConfiguration, "fragment length \(fragmentSeconds) s is out of range: 0.1...60 s")
+            }
+            guard !path.isEmpty else { throw PipelineError(.invalidConfiguration, "the output path is empty") }
+        }
+    }
+
+    /// One file being written.
+    private enum Sink {
+        case mp4(FragmentedMP4Writer)
+        case annexB(AnnexBWriter)
+
+        var path: String {
+            switch self {
+            case .mp4(let w): w.path
+            case .annexB(let w): w.path
+            }
+        }
+        var framesWritten: Int {
+            switch self {
+            case .mp4(let w): w.framesWritten
+            case .annexB(let w): w.framesWritten
+            }
+        }
+        var bytesWritten: Int64 {
+            switch self {
+            case .mp4(let w): w.bytesWritten
+            case .annexB(let w): w.bytesWritten
+            }
+        }
+        var framesOnDisk: Int {
+            switch self {
+            case .mp4(let w): w.framesOnDisk
+            case .annexB(let w): w.framesOnDisk
+            }
+        }
+    }
+
+    /// A segment written and closed.
+    public struct Segment: Sendable, Equatable {
+        /// Its path.
+        public var path: String
+        /// Frames in it.
+        public var frames: Int
+        /// Index of its first frame in the recording (0 for the first frame written).
+        public var firstFrame: Int
+        /// Capture time of its first frame, in nanoseconds from the recording's first frame.
+        public var startNs: Int64
+        /// True when `keep` deleted it again.
+        public var deleted: Bool
+    }
+
+    /// The configuration given.
+    public let configuration: Configuration
+    private var sink: Sink
+    private var segmentStartNs: Int64?
+    private var recordingStartNs: Int64?
+    private var keyFrameAsked = false
+    private var lastFlushNs: Int64?
+    private var lastTimestampNs: Int64?
+    private var framesBefore = 0
+    private var namesUsed = Set<String>()
+    /// The progress figures, published by the writing thread for the progress line (another thread).
+    private let published = Mutex((segment: 1, fragments: 0))
+    /// Segments closed so far (with `segmentSeconds`), oldest first.
+    public private(set) var segments: [Segment] = []
+    /// Called (on the writing thread) when a segment is due and the next key frame should come now: wire it to
+    /// `EncoderControl.requestKeyFrame()`.
+    public var keyFrameNeeded: (@Sendable () -> Void)?
+    /// Written by one thread at a time (the encoder's, or the pipeline's).
+    public var acceptsWritesFromEncoderThread: Bool { true }
+
+    /// Checks the configuration and claims the first file at once (see `OutputFile`): an unwritable or busy
+    /// path throws before the camera starts.
+    public init(_ configuration: Configuration) throws {
+        try configuration.validate()
+        self.configuration = configuration
+        var names = Set<String>()
+        sink = try Self.open(configuration, number: 0, names: &names)
+        namesUsed = names
+    }
+
+    /// The path of the file being written now.
+    public var currentPath: String { sink.path }
+
+    private static func name(_ configuration: Configuration, number: Int, names namesUsed: inout Set<String>) -> String {
+        let pattern = configuration.path
+        guard configuration.segmentSeconds != nil else { return pattern }
+        var base: String
+        if pattern.contains("%") {
+            var t = time(nil)
+            var parts = tm()
+            localtime_r(&t, &parts)
+            var buffer = [CChar](repeating: 0, count: 4096)
+            let n = strftime(&buffer, buffer.count, pattern, &parts)
+            base = n > 0 ? String(decoding: buffer.prefix(n).map { UInt8(bitPattern: $0) }, as: UTF8.self) : pattern
+        } else {
+            let ns = pattern as NSString
+            let ext = ns.pathExtension
+            base = ns.deletingPathExtension + "-" + String(format: "%03d", number) + (ext.isEmpty ? "" : "." + ext)
+        }
+        // Two segments in the same second (a short segment length): the second gets a suffix, never the same name.
+        var candidate = base
+        var k = 1
+        while namesUsed.contains(candidate) {
+            let ns = base as NSString
+            let ext = ns.pathExtension
+            candidate = ns.deletingPathExtension + "-\(k)" + (ext.isEmpty ? "" : "." + ext)
+            k += 1
+        }
+        namesUsed.insert(candidate)
+        return candidate
+    }
+
+    private static func open(_ configuration: Configuration, number: Int, names: inout Set<String>) throws -> Sink {
+        let path = name(configuration, number: number, names: &names)
+        switch configuration.container {
+        case .mp4:
+            var options = FragmentedMP4Writer.Options()
+            options.fragmentDurationNs = Int64(configuration.fragmentSeconds * 1e9)
+            return .mp4(try FragmentedMP4Writer(path: path, options: options))
+        case .h264:
+            return .annexB(try AnnexBWriter(path: path, frameRate: configuration.frameRate))
+        }
+    }
+
+    /// Appends the frame to the current file; at a key frame past the segment length, closes it and starts the
+    /// next one (the key frame opens the new file).
+    public func write(_ frame: EncodedFrame) throws {
+        guard !frame.isSkipped, !frame.nalUnits.isEmpty else { return }
+        if recordingStartNs == nil { recordingStartNs = frame.timestampNs }
+        if let seconds = configuration.segmentSeconds, let start = segmentStartNs, sink.framesWritten > 0 {
+            // Due within a millisecond (a 30 fps clock reaches 2 s at 1999.99998 ms); the key frame is asked for
+            // one frame early, so that the frame that falls due is one.
+            let elapsed = Double(frame.timestampNs - start), length = seconds * 1e9 - 1e6
+            if elapsed >= length && frame.isKeyFrame {
+                try nextSegment(at: frame.timestampNs)
+            } else if elapsed + Double(frame.timestampNs - (lastTimestampNs ?? frame.timestampNs)) >= length && !keyFrameAsked {
+                keyFrameAsked = true
+                keyFrameNeeded?()
+            }
+        }
+        lastTimestampNs = frame.timestampNs
+        let before = sink.framesWritten
+        switch sink {
+        case .mp4(let w): try w.write(frame)
+        case .annexB(let w):
+            try w.write(frame)
+            // Flushed about once a second of capture time.
+            if let last = lastFlushNs, frame.timestampNs - last < 1_000_000_000 {
+            } else {
+                if lastFlushNs != nil { try w.flush() }
+                lastFlushNs = frame.timestampNs
+            }
+        }
+        if segmentStartNs == nil && sink.framesWritten > before { segmentStartNs = frame.timestampNs }
+        if case .mp4(let w) = sink {
+            let fragments = w.fragmentsWritten, segment = segments.count + 1
+            published.withLock { $0 = (segment, fragments) }
+        }
+    }
+
+    private func nextSegment(at timestampNs: Int64) throws {
+        let closing = sink
+        try close(closing, next: timestampNs)
+        segments.append(
+            Segment(
+                path: closing.path, frames: closing.framesWritten, firstFrame: framesBefore,
+                startNs: (segmentStartNs ?? 0) - (recordingStartNs ?? 0), deleted: false))
+        framesBefore += closing.framesWritten
+        sink = try Self.open(configuration, number: segments.count, names: &namesUsed)
+        segmentStartNs = nil
+        keyFrameAsked = false
+        lastFlushNs = nil
+        try prune(counting: 1)
+    }
+
+    /// Deletes the oldest segments so that at most `keep` files exist, `extra` of them still open.
+    private func prune(counting extra: Int) throws {
+        guard let keep = configuration.keep else { return }
+        var onDisk = segments.filter { !$0.deleted }.count + extra
+        for i in segments.indices where onDisk > keep && !segments[i].deleted {
+            do { try FileSystem.unlink(segments[i].path) } catch where error.errno == ENOENT {} catch {
+                throw PipelineError(.outputFailed, "cannot delete the old segment \(segments[i].path): \(error.reason)")
+            }
+            segments[i].deleted = true
+            onDisk -= 1
+        }
+    }
+
+    private func close(_ sink: Sink, next: Int64?) throws {
+        switch sink {
+        case .mp4(let w): try w.close(nextTimestampNs: next)
+        case .annexB(let w): try w.close()
+        }
+    }
+
+    /// Closes the current file (finishing an MP4 with its index and durations) and records it as a segment.
+    public func end() throws {
+        try close(sink, next: nil)
+        if configuration.segmentSeconds != nil {
+            segments.append(
+                Segment(
+                    path: sink.path, frames: sink.framesWritten, firstFrame: framesBefore,
+                    startNs: (segmentStartNs ?? 0) - (recordingStartNs ?? 0), deleted: false))
+            try prune(counting: 0)
+        }
+    }
+
+    /// Gives the current file up (nothing was encoded); closed segments stay.
+    public func discard() {
+        switch sink {
+        case .mp4(let w): w.discard()
+        case .annexB(let w): w.discard()
+        }
+    }
+
+    /// Fragments written to the current MP4 file, and the segment being written.
+    public var progress: String? {
+        var parts: [String] = []
+        let (segment, fragments) = published.withLock { $0 }
+        if configuration.segmentSeconds != nil { parts.append("segment \(segment)") }
+        if configuration.container == .mp4 { parts.append("\(fragments) fragments") }
+        return parts.isEmpty ? nil : parts.joined(separator: ", ")
+    }
+
+    /// The `output` line (one file) or the `segments` lines.
+    public var summary: [(String, String)] {
+        let kind = configuration.container == .mp4 ? "fragmented MP4" : "Annex-B H.264"
+        guard configuration.segmentSeconds != nil else {
+            var extra = ""
+            if case .mp4(let w) = sink {
+                extra = ", \(w.fragmentsWritten) fragments, \(fmt(Double(w.durationNs) / 1e9, 3)) s"
+                if w.framesDroppedBeforeKeyFrame > 0 { extra += ", \(w.framesDroppedBeforeKeyFrame) frames before the first key frame dropped" }
+            }
+            return [("output", "\(sink.path) (\(kind), \(sink.bytesWritten) bytes, \(sink.framesOnDisk) frames on disk\(extra))")]
+        }
+        let kept = segments.filter { !$0.deleted }
+        var lines = [
+            (
+                "segments",
+                "\(segments.count) written (\(kind)), \(kept.count) kept, \(segments.count - kept.count) deleted, \(segments.reduce(0) { $0 + $1.frames }) frames"
+            )
+        ]
+        for s in kept {
+            lines.append(("segment", "\(s.path): frames \(s.firstFrame)...\(s.firstFrame + s.frames - 1), from \(fmt(Double(s.startNs) / 1e9, 3)) s"))
+        }
+        return lines
+    }
+}
