@@ -236,8 +236,9 @@ public final class FragmentedMP4Writer {
     /// leaves the writer failed: what was written before stays playable, and nothing more is written.
     private func commit(_ head: inout [UInt8], then body: [UInt8]) throws(H264Error) {
         let rewrite = file.isRewritable
-        let type = Array(head[4..<8])
-        if rewrite { head.replaceSubrange(4..<8, with: Self.freeType) }
+        for i in 0..<4 { typeScratch[i] = head[4 + i] } // storage reused: nothing allocated per fragment
+        let type = typeScratch
+        if rewrite { for i in 0..<4 { head[4 + i] = Self.freeType[i] } }
         do {
             try file.write(head)
             try file.write(body)
@@ -250,6 +251,7 @@ public final class FragmentedMP4Writer {
         }
     }
     private static let freeType: [UInt8] = Array("free".utf8)
+    private var typeScratch: [UInt8] = [0, 0, 0, 0]
 
     /// ftyp + moov for the first key frame's parameter sets and rotation, written at once.
     private func begin(_ frame: EncodedFrame) throws(H264Error) {

@@ -296,6 +296,6 @@ func probeFrames(_ path: String) throws -> (Int, String) {
 
     @Test func helpTeaches() throws {
         let r = try sh(camcap, ["record", "--help"])
-        #expect(r.out.contains("ffplay -f h264 capture.h264") && r.out.contains("--keyint-seconds"))
+        #expect(r.out.contains("ffplay capture.mp4") && r.out.contains("--segment-seconds") && r.out.contains("--keyint-seconds"), "\(r.out)")
     }
 }
