@@ -57,12 +57,15 @@ extension PictureStage {
 public final class CaptureSession {
     /// What to capture, and when to stop.
     public struct Configuration: Sendable {
-        /// /dev/videoN, fixture:NAME or a fixture file; nil: the first camera, else the built-in fixture webcam.
+        /// /dev/videoN, fixture:NAME or a fixture file; nil: the first V4L2 camera (an error when there is none:
+        /// name `fixture:uvc-webcam` to run without one; the library never stands in a test pattern silently).
         public var device: String?
         /// The target size; negotiation picks the closest the device offers.
         public var size = FrameSize(width: 1280, height: 720)
-        /// The frame-rate limit for negotiation.
-        public var fpsLimit = FormatSelector.defaultFpsLimit
+        /// The frame-rate limit for negotiation (a fraction: `Fraction(30000, 1001)`, `Fraction(rate: "12.5")`).
+        public var fpsLimit: Fraction = 30
+        /// The pixel formats wanted, preferred in this order (empty: any, by conversion cost).
+        public var pixelFormats: [PixelFormat] = []
         /// Stop after this many processed frames.
         public var frames: Int?
         /// Stop after this much capture, on frame timestamps (nanoseconds). With neither limit, the session
@@ -140,7 +143,8 @@ public final class CaptureSession {
                 "--fast is for fixture cameras (frames as fast as they are consumed); \(device.path) is a real camera, which delivers at its own rate"
             )
         }
-        selection = try capturer.selectFormat(for: device, targetSize: configuration.size, fpsLimit: configuration.fpsLimit)
+        selection = try capturer.selectFormat(
+            for: device, targetSize: configuration.size, fpsLimit: configuration.fpsLimit, pixelFormats: configuration.pixelFormats)
     }
 
     /// A capturer with the providers every command uses (real cameras first, then the fixture cameras), set
@@ -159,10 +163,13 @@ public final class CaptureSession {
             logger: configuration.logger)
     }
 
-    /// The default camera: the first real camera, else the built-in fixture webcam.
+    /// The default camera: the first real (V4L2) camera. Throws `unknownDevice` when there is none: an app that
+    /// wants the built-in test pattern names it (`fixture:uvc-webcam`), as camcap does and says so.
     public static func defaultDevice(_ capturer: CameraVideoCapturer) throws(CaptureError) -> CaptureDevice {
         if let real = V4L2DeviceProvider().devices().first { return real }
-        return try capturer.device("fixture:uvc-webcam")
+        throw CaptureError(
+            .unknownDevice,
+            "no camera found (no V4L2 capture device under /dev); name one, or a fixture camera such as fixture:uvc-webcam to run without hardware")
     }
 
     /// Ends the run as if a stop condition was met (any thread): the stages end and the report is returned.

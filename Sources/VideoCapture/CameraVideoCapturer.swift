@@ -204,9 +204,31 @@ public final class CameraVideoCapturer: Sendable {
     public func selectFormat(for device: CaptureDevice, targetSize: FrameSize, fpsLimit: Int = FormatSelector.defaultFpsLimit) throws(CaptureError)
         -> FormatSelection
     {
+        guard fpsLimit > 0 else { throw CaptureError(.invalidArgument, "frame-rate limit must be above 0, got \(fpsLimit)", device: device.path) }
+        return try selectFormat(for: device, targetSize: targetSize, fpsLimit: Fraction(Int64(fpsLimit)))
+    }
+
+    /// Negotiation for a device with a fractional limit (`Fraction(rate: "29.97")`) and, when `pixelFormats` is
+    /// not empty, only those formats, preferred in their order (rules in `FormatSelector`). Throws
+    /// `invalidArgument` for a target that is not a picture (a side ≤ 0, or beyond `CaptureLimits`) or a limit
+    /// ≤ 0, naming the value; `unsupportedFormat` when the device offers none of the formats asked for, and
+    /// `noConvertibleFormat` when it offers nothing convertible, naming what it offers.
+    public func selectFormat(for device: CaptureDevice, targetSize: FrameSize, fpsLimit: Fraction, pixelFormats: [PixelFormat] = [])
+        throws(CaptureError) -> FormatSelection
+    {
+        if let problem = CaptureLimits.problem(with: targetSize) {
+            throw CaptureError(.invalidArgument, "target \(problem)", device: device.path)
+        }
+        guard fpsLimit.isPositive else { throw CaptureError(.invalidArgument, "frame-rate limit must be above 0, got \(fpsLimit)", device: device.path) }
         let formats = try supportedFormats(for: device)
-        guard let sel = FormatSelector.select(from: formats, target: targetSize, fpsLimit: fpsLimit) else {
+        guard let sel = FormatSelector.select(from: formats, target: targetSize, fpsLimit: fpsLimit, pixelFormats: pixelFormats) else {
             let offered = Set(formats.map(\.pixelFormat.fourcc)).sorted().joined(separator: ", ")
+            if !pixelFormats.isEmpty {
+                throw CaptureError(
+                    .unsupportedFormat,
+                    "\(device.path) offers none of the pixel formats asked for (\(pixelFormats.map(\.fourcc).joined(separator: ", "))); it offers: \(offered)",
+                    device: device.path)
+            }
             throw CaptureError(
                 .noConvertibleFormat, "\(device.path) offers no format we can convert to I420 (it offers: \(offered))", device: device.path)
         }
@@ -247,6 +269,16 @@ public final class CameraVideoCapturer: Sendable {
     {
         // The selection comes from the device's own list: no second enumeration to validate it.
         let sel = try selectFormat(for: device, targetSize: targetSize, fpsLimit: fpsLimit)
+        return try await begin(device: device, request: StreamRequest(pixelFormat: sel.pixelFormat, size: sel.size, fps: sel.fps))
+    }
+
+    /// Negotiates with a fractional limit and a pixel-format preference (see
+    /// `selectFormat(for:targetSize:fpsLimit:pixelFormats:)`) and starts.
+    @discardableResult
+    public func startCapture(device: CaptureDevice, targetSize: FrameSize, fpsLimit: Fraction, pixelFormats: [PixelFormat] = [])
+        async throws(CaptureError) -> AppliedFormat
+    {
+        let sel = try selectFormat(for: device, targetSize: targetSize, fpsLimit: fpsLimit, pixelFormats: pixelFormats)
         return try await begin(device: device, request: StreamRequest(pixelFormat: sel.pixelFormat, size: sel.size, fps: sel.fps))
     }
 

@@ -25,14 +25,28 @@ public enum FormatSelector {
     /// Applies the rules to a device's formats; nil when none of them converts to I420. Never traps: a limit below
     /// 1 fps counts as 1, and a target beyond 32 bits a side is clamped.
     public static func select(from formats: [CaptureFormat], target: FrameSize, fpsLimit: Int = defaultFpsLimit) -> FormatSelection? {
-        // Out-of-range arguments are clamped, never trap: a limit below 1 fps is 1, and a target beyond any
-        // size V4L2 can describe (32 bits) is that size.
-        let limit = Fraction(Int64(Swift.max(1, Swift.min(fpsLimit, Int(UInt32.max)))))
+        select(from: formats, target: target, fpsLimit: Fraction(Int64(Swift.max(1, Swift.min(fpsLimit, Int(UInt32.max))))))
+    }
+
+    /// The rules with a fractional limit (29.97 is `Fraction(30000, 1001)`: see `Fraction(rate:)`) and, when
+    /// `pixelFormats` is not empty, only those pixel formats as candidates, preferred in their order where the
+    /// rules tie (before the conversion cost). Nil when no candidate remains. A limit below 1/1000 fps counts as
+    /// that; the capturer's `selectFormat` refuses nonsense before it gets here.
+    public static func select(from formats: [CaptureFormat], target: FrameSize, fpsLimit: Fraction, pixelFormats: [PixelFormat] = []) -> FormatSelection? {
+        // Out-of-range arguments are clamped, never trap: a limit below 1/1000 fps is that, above 2^32 fps is
+        // 2^32, and a target beyond any size V4L2 can describe (32 bits) is that size.
+        let floor = Fraction(1, 1000), ceiling = Fraction(Int64(UInt32.max))
+        let limit = fpsLimit < floor ? floor : fpsLimit > ceiling ? ceiling : fpsLimit
         let bound = Int(UInt32.max)
         let target = FrameSize(width: Swift.min(Swift.max(target.width, 0), bound), height: Swift.min(Swift.max(target.height, 0), bound))
         var best: (selection: FormatSelection, distance: Int, within: Bool, cost: Int)?
         for format in formats {
-            guard let cost = format.pixelFormat.conversionCost else { continue }
+            guard var cost = format.pixelFormat.conversionCost else { continue }
+            if !pixelFormats.isEmpty {
+                // Only the formats asked for; their order ranks them before any conversion cost.
+                guard let rank = pixelFormats.firstIndex(of: format.pixelFormat) else { continue }
+                cost = rank * 1_000_000 + cost
+            }
             let size = format.size.closest(to: target)
             let distance = gap(size.width, target.width).addingReportingOverflow(gap(size.height, target.height))
             guard !distance.overflow, distance.partialValue <= UInt(Int.max) else { continue }

@@ -65,7 +65,7 @@ public enum CaptureLimits {
 /// Arithmetic is checked: `adding`, `subtracting`, `multiplied(by:)` and `wholeSteps` return nil when the
 /// result does not fit in 64 bits, never trap. Build fractions from outside input with `init?(exactly:_:)`,
 /// which returns nil for a zero denominator instead of trapping.
-public struct Fraction: Hashable, Sendable, Comparable, CustomStringConvertible {
+public struct Fraction: Hashable, Sendable, Comparable, CustomStringConvertible, ExpressibleByIntegerLiteral {
     /// The numerator, in lowest terms.
     public let numerator: Int64
     /// The denominator, in lowest terms; always positive.
@@ -110,6 +110,44 @@ public struct Fraction: Hashable, Sendable, Comparable, CustomStringConvertible 
         guard scaled.isFinite, Swift.abs(scaled) < 9e18, let n = Int64(exactly: scaled) else { return nil }
         self.init(exactly: n, 1000)
     }
+
+    /// A frame rate as a person writes it: `30`, `12.5`, `30000/1001`, or a rounded decimal of a 1000/1001 rate
+    /// (`29.97`, `59.94`, `23.976`, `119.88`), which means that rate exactly (30000/1001), as cameras list it. Nil
+    /// for anything else (text, a zero denominator, more than 9 decimals, values beyond 2^40); the sign is kept,
+    /// so a caller can refuse a rate ≤ 0 by name.
+    public init?(rate text: String) {
+        var t = Substring(text)
+        while t.first == " " { t.removeFirst() }
+        while t.last == " " { t.removeLast() }
+        if let slash = t.firstIndex(of: "/") {
+            guard let n = Int64(t[..<slash]), let d = Int64(t[t.index(after: slash)...]), Swift.abs(n) < 1 << 40, d > 0, d < 1 << 40 else { return nil }
+            self.init(exactly: n, d)
+            return
+        }
+        let parts = t.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
+        let negative = t.hasPrefix("-")
+        let whole = parts[0].hasPrefix("-") || parts[0].hasPrefix("+") ? parts[0].dropFirst() : parts[0]
+        guard !whole.isEmpty || parts.count == 2, whole.allSatisfy(\.isASCII), whole.allSatisfy(\.isNumber), whole.count <= 12 else { return nil }
+        let decimals = parts.count == 2 ? parts[1] : ""
+        guard decimals.count <= 9, decimals.allSatisfy({ $0.isASCII && $0.isNumber }), !(whole.isEmpty && decimals.isEmpty) else { return nil }
+        var scale: Int64 = 1
+        for _ in 0..<decimals.count { scale *= 10 }
+        guard let w = Int64(whole.isEmpty ? "0" : String(whole)), let f = Int64(decimals.isEmpty ? "0" : String(decimals)), w < 1 << 40 else { return nil }
+        let magnitude = w * scale + f
+        // 29.97 → 30000/1001: a decimal that is k·1000/1001 rounded to its own decimals means that rate.
+        if decimals.count >= 2, magnitude > 0 {
+            let k = (Int128(magnitude) * 1001 + Int128(scale) * 500) / (Int128(scale) * 1000) // nearest whole rate
+            let ntsc = k * 1000 * Int128(scale), rounded = (ntsc * 2 + 1001) / (2 * 1001)
+            if k > 0, rounded == Int128(magnitude), k * 1000 % 1001 != 0 {
+                self.init(wide: (negative ? -1 : 1) * k * 1000, 1001)
+                return
+            }
+        }
+        self.init(exactly: negative ? -magnitude : magnitude, scale)
+    }
+
+    /// A whole number written in code (`config.fpsLimit = 30`).
+    public init(integerLiteral value: Int64) { self.init(value, 1) }
 
     /// The value as a `Double` (for display and statistics, not for comparisons).
     public var doubleValue: Double { Double(numerator) / Double(denominator) }

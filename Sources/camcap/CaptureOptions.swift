@@ -5,6 +5,7 @@ import Synchronization
 import VideoCapture
 import VideoProcessing
 import CapturePipeline
+import V4L2Capture
 
 /// Options shared by every capturing command.
 struct CaptureOptions: ParsableArguments {
@@ -12,8 +13,16 @@ struct CaptureOptions: ParsableArguments {
     var device: String?
     @Option(name: .shortAndLong, help: "Target capture size; negotiation picks the closest the device offers.")
     var size: FrameSize = FrameSize(width: 1280, height: 720)
-    @Option(help: "Frame-rate limit for negotiation.")
-    var fpsLimit: Int = FormatSelector.defaultFpsLimit
+    @Option(
+        help: ArgumentHelp("Frame-rate limit for negotiation: 30, 12.5, 29.97 (= 30000/1001) or 30000/1001.", valueName: "fps"),
+        transform: RateLimit.parse)
+    var fpsLimit: RateLimit = RateLimit(Fraction(30))
+    @Option(
+        help: ArgumentHelp(
+            "Pixel formats wanted, preferred in this order (e.g. MJPG or YUYV,NV12; see `camcap formats`); default: any, the cheapest conversion.",
+            valueName: "FOURCC[,FOURCC…]"),
+        transform: PixelFormatList.parse)
+    var pixelFormat: PixelFormatList?
     @Option(help: "Stop after this many frames.")
     var frames: Int?
     @Option(help: "Stop after this many seconds of capture, on frame timestamps (default 5 when --frames is not given).")
@@ -36,7 +45,6 @@ struct CaptureOptions: ParsableArguments {
     var quiet = false
 
     func validateCommon() throws {
-        guard fpsLimit > 0, fpsLimit <= 1000 else { throw ValidationError("--fps-limit must be between 1 and 1000, got \(fpsLimit)") }
         if let frames, frames <= 0 { throw ValidationError("--frames must be positive, got \(frames)") }
         if let duration, !(duration > 0 && duration <= 86_400 * 366) {
             throw ValidationError("--duration must be between 0 and one year of seconds, got \(duration)")
@@ -56,9 +64,10 @@ struct CaptureOptions: ParsableArguments {
     /// options, and the CLI's logger.
     var configuration: CaptureSession.Configuration {
         var c = CaptureSession.Configuration()
-        c.device = device
+        c.device = device ?? defaultCameraSpec
         c.size = size
-        c.fpsLimit = fpsLimit
+        c.fpsLimit = fpsLimit.value
+        c.pixelFormats = pixelFormat?.formats ?? []
         c.frames = frames
         c.durationNs = frames == nil ? Int64((duration ?? 5) * 1e9) : nil
         c.fast = fast
@@ -68,6 +77,50 @@ struct CaptureOptions: ParsableArguments {
         c.powerLine = powerLine.flatMap(PowerLineFrequency.init(argument:))
         c.logger = cliLogger
         return c
+    }
+}
+
+/// The camera when none is named: the first V4L2 camera, else the built-in fixture webcam (the CLI's documented
+/// fallback; the library has none, and the start line says so: see `fallbackNote`).
+var defaultCameraSpec: String { V4L2DeviceProvider().devices().first?.path ?? "fixture:uvc-webcam" }
+
+/// What the start line adds when no camera was named and none was found.
+func fallbackNote(named device: String?, using path: String) -> String {
+    device == nil && path == "fixture:uvc-webcam" ? " (no camera found: the built-in fixture webcam)" : ""
+}
+
+/// `--fps-limit`: a whole, decimal or fractional rate, 0 < rate ≤ 1000 (`Fraction(rate:)`).
+struct RateLimit: Sendable, CustomStringConvertible {
+    let value: Fraction
+    init(_ value: Fraction) { self.value = value }
+    static func parse(_ text: String) throws -> RateLimit {
+        guard let f = Fraction(rate: text) else {
+            throw ValidationError("--fps-limit expects a rate such as 30, 12.5, 29.97 or 30000/1001, got \"\(text.prefix(40))\"")
+        }
+        guard f.isPositive, f <= Fraction(1000) else { throw ValidationError("--fps-limit must be above 0 and at most 1000, got \(text.prefix(40))") }
+        return RateLimit(f)
+    }
+    var description: String { value.description }
+    var doubleValue: Double { value.doubleValue }
+}
+
+/// `--pixel-format YUYV,MJPG`: FourCCs we convert to I420, in order of preference.
+struct PixelFormatList: Sendable {
+    let formats: [PixelFormat]
+    static func parse(_ text: String) throws -> PixelFormatList {
+        let parts = text.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+        guard parts.count <= 32 else { throw ValidationError("--pixel-format takes at most 32 FourCCs, got \(parts.count)") }
+        var out: [PixelFormat] = []
+        for p in parts {
+            guard let f = PixelFormat(fourcc: p) else {
+                throw ValidationError("--pixel-format: \"\(p.prefix(16))\" is not a FourCC (four characters, such as YUYV, MJPG, NV12)")
+            }
+            guard f.isConvertibleToI420 else {
+                throw ValidationError("--pixel-format: \(f.fourcc) (\(f.name)) cannot be converted to I420 (`camcap formats` lists the camera's)")
+            }
+            if !out.contains(f) { out.append(f) }
+        }
+        return PixelFormatList(formats: out)
     }
 }
 
@@ -88,14 +141,16 @@ func makeCapturer() -> CameraVideoCapturer {
 extension CaptureSession {
     /// Runs the session as a command does: Ctrl-C stops it cleanly (a second one exits), the start line and
     /// the progress go to stderr (unless --quiet), the summary to stdout; a failure is thrown after the summary.
-    func runCommand(_ verb: String, quiet: Bool, stages: [any PictureStage]) async throws {
+    func runCommand(_ verb: String, quiet: Bool, stages: [any PictureStage], namedDevice: String?) async throws {
         let stopSignal = StopSignal(onStop: stopAction)
         defer { withExtendedLifetime(stopSignal) {} }
         let tty = isatty(2) != 0
         if !quiet {
             onStarted = { s in
                 FileHandle.standardError.write(
-                    Data("\(verb) \(s.device.path) (\(s.device.name)): \(s.selection.pixelFormat) \(s.applied.size) @ \(s.applied.fps) fps\n".utf8))
+                    Data(
+                        "\(verb) \(s.device.path) (\(s.device.name))\(fallbackNote(named: namedDevice, using: s.device.path)): \(s.selection.pixelFormat) \(s.applied.size) @ \(s.applied.fps) fps\n"
+                            .utf8))
             }
             progressIntervalNs = tty ? 250_000_000 : 2_000_000_000
             onProgress = { line in FileHandle.standardError.write(Data(((tty ? "\r\u{1B}[K" : "") + line + (tty ? "" : "\n")).utf8)) }

@@ -29,7 +29,7 @@ struct Controls: AsyncParsableCommand {
     func run() async throws {
         let capturer = makeCapturer()
         do {
-            let d = try device.map { spec throws(CaptureError) in try capturer.device(spec) } ?? CaptureSession.defaultDevice(capturer)
+            let d = try capturer.device(device ?? defaultCameraSpec)
             if settings.isEmpty && gets.isEmpty {
                 let all = try capturer.controls(for: d)
                 print(json ? ControlListing.json(all) : ControlListing.text(all), terminator: "")

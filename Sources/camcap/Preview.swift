@@ -50,6 +50,6 @@ struct Preview: AsyncParsableCommand {
         // The source turns, mirrors and scales every frame once; with --apply-rotation the camera's own rotation first.
         pipeline.sourceOptions = VideoSource.Options(
             applyRotation: applyRotation, rotation: VideoRotation(rawValue: rotate)!, mirror: mirror, size: scale)
-        try await pipeline.runCommand("preview", quiet: capture.quiet, stages: stages)
+        try await pipeline.runCommand("preview", quiet: capture.quiet, stages: stages, namedDevice: capture.device)
     }
 }

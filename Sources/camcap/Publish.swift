@@ -49,7 +49,7 @@ struct Publish: AsyncParsableCommand {
         do throws(WHIPError) { _ = try WHIPClient(endpoint: whip, token: nil) } catch { throw ValidationError("--whip: \(error)") }
         try CLIRange.encoder(
             bitrateKbps: bitrate, maxBitrateKbps: maxBitrate, keyint: nil, keyintSeconds: keyintSeconds,
-            threads: 1, maxNalSize: nil, fpsLimit: capture.fpsLimit)
+            threads: 1, maxNalSize: nil, fpsLimit: capture.fpsLimit.doubleValue)
     }
 
     func run() async throws {
@@ -85,6 +85,6 @@ struct Publish: AsyncParsableCommand {
         // The offer and answer before the camera starts: a wrong URL, token or server fails at once.
         try output.connect()
         let announce = AnnounceStage(line: "publishing to \(output.resource?.absoluteString ?? whip)")
-        try await pipeline.runCommand("publishing", quiet: capture.quiet, stages: [announce, encode])
+        try await pipeline.runCommand("publishing", quiet: capture.quiet, stages: [announce, encode], namedDevice: capture.device)
     }
 }

@@ -81,7 +81,7 @@ struct RTSP: AsyncParsableCommand {
         guard (200...1400).contains(mtu) else { throw ValidationError("--mtu must be 200...1400 bytes, got \(mtu)") }
         try CLIRange.encoder(
             bitrateKbps: bitrate, maxBitrateKbps: maxBitrate, keyint: nil, keyintSeconds: keyintSeconds,
-            threads: 1, maxNalSize: nil, fpsLimit: capture.fpsLimit)
+            threads: 1, maxNalSize: nil, fpsLimit: capture.fpsLimit.doubleValue)
         if let user {
             guard (1...64).contains(user.utf8.count), user.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f && $0 != UInt8(ascii: ":") && $0 != 0x22 }) else {
                 throw ValidationError("--user must be 1...64 visible ASCII characters without ':' or '\"'")
@@ -207,7 +207,7 @@ struct RTSP: AsyncParsableCommand {
         }
         let announce = AnnounceStage(line: lines.joined(separator: "\n"))
         do {
-            try await pipeline.runCommand("serving", quiet: capture.quiet, stages: [announce, encode])
+            try await pipeline.runCommand("serving", quiet: capture.quiet, stages: [announce, encode], namedDevice: capture.device)
         } catch {
             hub.closeAll(reason: "the server stopped")
             await listener.stop()

@@ -69,7 +69,7 @@ struct Record: AsyncParsableCommand {
         // The encoder's limits (OpenH264's), checked before the output or the camera is touched.
         try CLIRange.encoder(
             bitrateKbps: bitrate, maxBitrateKbps: maxBitrate, keyint: keyint, keyintSeconds: keyintSeconds,
-            threads: threads, maxNalSize: maxNalSize, fpsLimit: capture.fpsLimit)
+            threads: threads, maxNalSize: maxNalSize, fpsLimit: capture.fpsLimit.doubleValue)
     }
 
     /// The recording the options describe (validated by `validate()`).
@@ -125,10 +125,10 @@ struct Record: AsyncParsableCommand {
         }
         // Room for every frame of the run (30 fps for the duration, or the frame count), allocated before the start.
         let trace = frameTrace.map { _ in
-            FrameTrace(capacity: capture.frames ?? Int((capture.duration ?? 5) * Double(min(capture.fpsLimit, 240))) + 64)
+            FrameTrace(capacity: capture.frames ?? Int((capture.duration ?? 5) * min(capture.fpsLimit.doubleValue, 240)) + 64)
         }
         pipeline.frameTrace = trace
-        try await pipeline.runCommand("recording", quiet: capture.quiet, stages: stages)
+        try await pipeline.runCommand("recording", quiet: capture.quiet, stages: stages, namedDevice: capture.device)
         if let trace, let frameTrace {
             let file = try OutputFile(path: frameTrace)
             try file.write(Array(trace.csv().utf8))

@@ -146,7 +146,7 @@ struct Serve: AsyncParsableCommand {
         }
         try CLIRange.encoder(
             bitrateKbps: bitrate, maxBitrateKbps: maxBitrate, keyint: nil, keyintSeconds: keyintSeconds,
-            threads: 1, maxNalSize: nil, fpsLimit: capture.fpsLimit)
+            threads: 1, maxNalSize: nil, fpsLimit: capture.fpsLimit.doubleValue)
         if noAuth && (token != nil || tokenFile != nil) { throw ValidationError("--no-auth cannot go with --token or --token-file") }
         if token != nil && tokenFile != nil { throw ValidationError("give the token once: --token or --token-file") }
         if let token, !ServeSecurity.isValidToken(token) { throw ValidationError(ServeSecurity.tokenRule) }
@@ -286,7 +286,7 @@ struct Serve: AsyncParsableCommand {
         let announce = AnnounceStage(line: lines.joined(separator: "\n"))
         do {
             let dump: [any PictureStage] = try dumpInput.map { [try InputDumpStage(path: $0)] } ?? []
-            try await pipeline.runCommand("serving", quiet: capture.quiet, stages: [announce] + dump + [encode])
+            try await pipeline.runCommand("serving", quiet: capture.quiet, stages: [announce] + dump + [encode], namedDevice: capture.device)
         } catch {
             hub.closeAll(reason: "the server stopped")
             await server.stop()

@@ -72,7 +72,7 @@ struct Stream: AsyncParsableCommand {
         }
         try CLIRange.encoder(
             bitrateKbps: bitrate, maxBitrateKbps: maxBitrate, keyint: nil, keyintSeconds: keyintSeconds,
-            threads: 1, maxNalSize: nil, fpsLimit: capture.fpsLimit)
+            threads: 1, maxNalSize: nil, fpsLimit: capture.fpsLimit.doubleValue)
     }
 
     func run() async throws {
@@ -117,6 +117,6 @@ struct Stream: AsyncParsableCommand {
         rtpOutput.connect(encode, adapting: adaptToBandwidth ? pipeline.outputRequests : nil)
         // As fast as frames come (a fixture with --fast), encode on a thread of its own, as record does.
         encode.usesEncoderThread = capture.fast
-        try await pipeline.runCommand("streaming", quiet: capture.quiet, stages: [encode])
+        try await pipeline.runCommand("streaming", quiet: capture.quiet, stages: [encode], namedDevice: capture.device)
     }
 }

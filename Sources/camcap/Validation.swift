@@ -27,7 +27,6 @@ enum CLIRange {
     /// The options `preview` and `record` share (`CaptureOptions`).
     static func capture(_ c: CaptureOptions) throws {
         try size(c.size, "--size")
-        guard (1...1000).contains(c.fpsLimit) else { throw ValidationError("--fps-limit must be 1...1000, got \(c.fpsLimit)") }
         try count(c.frames, "--frames")
         try seconds(c.duration, "--duration", max: 31 * 24 * 3600)
     }
@@ -37,7 +36,7 @@ enum CLIRange {
     /// with a size the encoder accepts; the size itself is checked again once negotiation has picked it.
     static func encoder(
         bitrateKbps: Int, maxBitrateKbps: Int?, keyint: Int?, keyintSeconds: Double?, threads: Int, maxNalSize: Int?,
-        fpsLimit: Int
+        fpsLimit: Double
     ) throws {
         guard (10...100_000).contains(bitrateKbps) else { throw ValidationError("--bitrate must be 10...100000 kbps, got \(bitrateKbps)") }
         if let m = maxBitrateKbps {
@@ -51,7 +50,7 @@ enum CLIRange {
         try seconds(keyintSeconds, "--keyint-seconds", max: 400)
         guard (1...4).contains(threads) else { throw ValidationError("--threads must be 1...4, got \(threads)") }
         var s = H264Encoder.Settings(width: 640, height: 480)
-        s.maxFrameRate = Double(Swift.min(fpsLimit, 240)) // the applied rate is checked once negotiated
+        s.maxFrameRate = Swift.max(1, Swift.min(fpsLimit, 240)) // the applied rate is checked once negotiated
         s.targetBitrate = bitrateKbps * 1000
         s.maxBitrate = maxBitrateKbps.map { $0 * 1000 }
         s.keyFrameInterval = keyint ?? keyintSeconds.map { Swift.max(1, Int(($0 * s.maxFrameRate).rounded())) }
