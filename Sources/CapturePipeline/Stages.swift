@@ -384,13 +384,16 @@ public final class Y4MStage: PictureStage {
     public var summary: [(String, String)] { [("y4m", "\(path) (\(writer?.framesWritten ?? 0) frames)")] }
 }
 
-/// Still pictures (PNG or JPEG by extension): every N pictures, numbered, or the last picture at the end.
+/// Still pictures (PNG or JPEG by extension): every N pictures, numbered, or the last picture at the end. Each is
+/// converted with its frame's colour description (`SnapshotWriter`): black is 0 and white 255 in the file whether
+/// the camera is full range (MJPEG) or limited.
 public final class SnapshotStage: PictureStage {
     private let every: Int?
     private let path: (Int) -> String
     private var count = 0
     private var written = 0
     private var last: I420Buffer?
+    private var lastColorSpace = VideoColorSpace.bt601
     private var lastPath: String?
     /// The size of the last picture seen.
     public private(set) var lastSize: FrameSize?
@@ -412,12 +415,13 @@ public final class SnapshotStage: PictureStage {
         if let n = every {
             if count % n == 0 {
                 let p = path(count)
-                try SnapshotWriter.write(picture, to: p)
+                try SnapshotWriter.write(picture, colorSpace: frame.colorSpace, to: p)
                 written += 1
                 lastPath = p
             }
         } else {
             last = picture
+            lastColorSpace = frame.colorSpace
         }
     }
     /// Writes the last picture to the single file (discarded if no picture came).
@@ -428,7 +432,7 @@ public final class SnapshotStage: PictureStage {
             single.discard()
             return
         }
-        try SnapshotWriter.write(last, to: single)
+        try SnapshotWriter.write(last, colorSpace: lastColorSpace, to: single)
         written += 1
         lastPath = single.path
     }

@@ -198,9 +198,13 @@ final class FixtureStream: CaptureStream, Sendable {
         // The picture changes only where it moves; MJPEG re-encodes only the tiles that changed.
         // MJPEG keeps encoded tiles per noise field: its noise cycles through a few fields (raw formats get fresh
         // noise every frame, which costs them only two SIMD passes).
+        // The pattern is drawn in the range the frames are labelled with: MJPEG's JPEGs are full range (JFIF), as is
+        // a Y'CbCr camera whose fixture says so. RGB and grey frames are written from a limited-range picture (libyuv's
+        // BT.601 matrix expands it to full-range RGB).
+        let fullRange = applied.colorSpace.range == .full && (format.isCompressed || format.isYCbCr)
         let renderer = PatternRenderer(
             width: w, height: h, noise: options.noise,
-            noisePhases: format.isCompressed ? TiledMJPEGWriter.phases : nil)
+            noisePhases: format.isCompressed ? TiledMJPEGWriter.phases : nil, fullRange: fullRange)
         let tiled = format.isCompressed ? TiledMJPEGWriter(width: w, height: h) : nil
         let writer = FormatWriter()
         let capacity = tiled?.capacity ?? FormatWriter.capacity(for: format, width: w, height: h)

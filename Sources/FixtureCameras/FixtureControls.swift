@@ -7,7 +7,7 @@ import Synchronization
 struct PictureSettings: Equatable, Sendable {
     /// Added to luma, after contrast.
     var lumaOffset = 0
-    /// Luma contrast around black (16) as a fraction.
+    /// Luma contrast around black (16, or 0 in a full-range picture) as a fraction.
     var contrastNum = 1, contrastDen = 1
     var hflip = false, vflip = false
     /// A solid picture (Y, U, V packed as 0xYYUUVV) instead of the test pattern.
@@ -16,7 +16,7 @@ struct PictureSettings: Equatable, Sendable {
     var isIdentity: Bool { !adjustsLuma && !hflip && !vflip && solid == nil }
     var adjustsLuma: Bool { lumaOffset != 0 || contrastNum != contrastDen }
 
-    /// Limited-range BT.601 colours of vivid's solid test patterns.
+    /// Limited-range BT.601 colours of vivid's solid test patterns (expanded when drawn in a full-range picture).
     static let solids: [(word: String, yuv: UInt32)] = [
         ("black", 0x10_80_80), ("white", 0xeb_80_80), ("red", 0x51_5a_f0), ("green", 0x91_36_22), ("blue", 0x29_f0_6e),
     ]
@@ -107,13 +107,16 @@ final class FixtureControls: Sendable {
 /// Applies `PictureSettings` to a rendered picture, into a buffer of its own (allocated once per stream).
 final class PictureAdjuster {
     let width: Int, height: Int
+    /// The picture is full range (MJPEG): black is 0 and solid colours are expanded to full range.
+    let fullRange: Bool
     private var adjusted: I420Buffer?
     private let table = UnsafeMutablePointer<UInt8>.allocate(capacity: 1024)
     private var tableFor: PictureSettings?
 
-    init(width: Int, height: Int) {
+    init(width: Int, height: Int, fullRange: Bool = false) {
         self.width = width
         self.height = height
+        self.fullRange = fullRange
     }
     deinit { table.deallocate() }
 
@@ -125,9 +128,11 @@ final class PictureAdjuster {
         let w = src.width, h = src.height, cw = src.chromaWidth, ch = src.chromaHeight
         if let yuv = s.solid {
             let total = dst.strideY * h
-            dst.mutableDataY.update(repeating: UInt8(yuv >> 16 & 0xff), count: total)
-            dst.mutableDataU.update(repeating: UInt8(yuv >> 8 & 0xff), count: dst.strideU * ch)
-            dst.mutableDataV.update(repeating: UInt8(yuv & 0xff), count: dst.strideV * ch)
+            var y = UInt8(yuv >> 16 & 0xff), u = UInt8(yuv >> 8 & 0xff), v = UInt8(yuv & 0xff)
+            if fullRange { (y, u, v) = (TestPattern.fullRangeLuma(y), TestPattern.fullRangeChroma(u), TestPattern.fullRangeChroma(v)) }
+            dst.mutableDataY.update(repeating: y, count: total)
+            dst.mutableDataU.update(repeating: u, count: dst.strideU * ch)
+            dst.mutableDataV.update(repeating: v, count: dst.strideV * ch)
         } else {
             func plane(_ sp: UnsafePointer<UInt8>, _ ss: Int, _ dp: UnsafeMutablePointer<UInt8>, _ ds: Int, _ pw: Int, _ ph: Int) {
                 switch (s.hflip, s.vflip) {
@@ -143,8 +148,9 @@ final class PictureAdjuster {
         }
         if s.adjustsLuma {
             if tableFor != s {
+                let black = fullRange ? 0 : 16
                 for y in 0..<256 {
-                    let v = 16 + (y - 16) * s.contrastNum / Swift.max(1, s.contrastDen) + s.lumaOffset
+                    let v = black + (y - black) * s.contrastNum / Swift.max(1, s.contrastDen) + s.lumaOffset
                     let b = UInt8(Swift.max(0, Swift.min(255, v)))
                     for k in 0..<4 { table[y * 4 + k] = b }
                 }

@@ -3,6 +3,12 @@ import VideoProcessing
 
 /// The fixture cameras' picture: 75% colour bars, a white square that moves one step per frame, and the
 /// frame number drawn in large digits (so a decoded frame tells which capture it was).
+///
+/// The pattern is drawn in the quantization range its frames are labelled with: limited range (black 16, white
+/// 235, chroma 16...240) for raw Y'CbCr and RGB frames, full range (black 0, white 255, chroma 0...255) for
+/// MJPEG, whose JPEGs are full range by definition (JFIF), and for a Y'CbCr camera whose fixture declares
+/// `"range": "full"`. The full-range colours are the limited ones expanded: Y' = (Y − 16) × 255 / 219,
+/// C = (C − 128) × 255 / 224 + 128, rounded.
 public enum TestPattern {
     /// BT.601 limited-range YUV of the 75% bars: white, yellow, cyan, green, magenta, red, blue, black.
     public static let bars: [(y: UInt8, u: UInt8, v: UInt8)] = [
@@ -10,15 +16,42 @@ public enum TestPattern {
         (84, 184, 198), (65, 100, 212), (35, 212, 114), (16, 128, 128),
     ]
 
+    /// The same bars in BT.601 full range (what the MJPEG fixture cameras' JPEGs carry): white 191, black 0.
+    public static let fullRangeBars: [(y: UInt8, u: UInt8, v: UInt8)] = bars.map {
+        (fullRangeLuma($0.y), fullRangeChroma($0.u), fullRangeChroma($0.v))
+    }
+
+    /// A limited-range luma value expanded to full range: (Y − 16) × 255 / 219, rounded and clamped to 0...255.
+    public static func fullRangeLuma(_ y: UInt8) -> UInt8 { FullRange.luma(y) }
+
+    /// A limited-range chroma value expanded to full range: (C − 128) × 255 / 224 + 128, rounded and clamped.
+    public static func fullRangeChroma(_ c: UInt8) -> UInt8 { FullRange.chroma(c) }
+
+    /// The colours the pattern is drawn with in one quantization range.
+    struct Palette {
+        let bars: [(y: UInt8, u: UInt8, v: UInt8)]
+        /// Luma of the counter's box.
+        let black: UInt8
+        /// Luma of the moving square and of the digits.
+        let white: UInt8
+        static let limited = Palette(bars: TestPattern.bars, black: 16, white: 235)
+        static let full = Palette(bars: TestPattern.fullRangeBars, black: 0, white: 255)
+        static func of(fullRange: Bool) -> Palette { fullRange ? .full : .limited }
+    }
+
     /// Draws frame `index` into `dst`; `noise` adds sensor-like luma noise of that amplitude, different
-    /// every frame (from a precomputed table, the same the fixture cameras use).
-    public static func render(frame index: UInt64, into dst: I420Buffer, noise: Int = 0) {
-        drawBars(into: dst)
+    /// every frame (from a precomputed table, the same the fixture cameras use). `range` `.full` draws the
+    /// full-range colours (what an MJPEG fixture camera encodes); anything else the limited-range ones.
+    public static func render(frame index: UInt64, into dst: I420Buffer, noise: Int = 0, range: VideoColorSpace.Range = .limited) {
+        let palette = Palette.of(fullRange: range == .full)
+        drawBars(into: dst, palette: palette)
         let layout = Layout(width: dst.width, height: dst.height)
-        if let sq = layout.square(frame: index) { fill(dst, sq, y: 235, u: 128, v: 128) }
+        if let sq = layout.square(frame: index) { fill(dst, sq, y: palette.white, u: 128, v: 128) }
         if let box = layout.counterBox {
-            fill(dst, box, y: 16, u: 128, v: 128)
-            for i in 0..<6 { drawDigit(layout.digit(of: index, at: i), cell: layout.digitCell(i), scale: layout.scale, into: dst) }
+            fill(dst, box, y: palette.black, u: 128, v: 128)
+            for i in 0..<6 {
+                drawDigit(layout.digit(of: index, at: i), cell: layout.digitCell(i), scale: layout.scale, luma: palette.white, into: dst)
+            }
         }
         if noise > 0 { NoiseTable(amplitude: noise, planeBytes: dst.strideY * dst.height).apply(frame: index, to: dst, from: dst) }
     }
@@ -64,9 +97,10 @@ public enum TestPattern {
     }
 
     /// Bars over the whole picture, padding columns included (JPEG encoders read whole blocks).
-    static func drawBars(into dst: I420Buffer) {
+    static func drawBars(into dst: I420Buffer, palette: Palette) {
         let w = dst.width, h = dst.height
         let cw = dst.chromaWidth, chh = dst.chromaHeight
+        let bars = palette.bars
         for x in 0..<dst.strideY { dst.mutableDataY[x] = bars[min(7, min(x, w - 1) * 8 / w)].y }
         for x in 0..<dst.strideU {
             let b = bars[min(7, (2 * min(x, cw - 1)) * 8 / w)]
@@ -80,13 +114,13 @@ public enum TestPattern {
         }
     }
 
-    static func drawDigit(_ digit: Int, cell: Rect, scale: Int, into dst: I420Buffer) {
+    static func drawDigit(_ digit: Int, cell: Rect, scale: Int, luma: UInt8, into dst: I420Buffer) {
         let glyph = font[digit]
         for gy in 0..<5 {
             for gx in 0..<3 where glyph[gy] & (4 >> gx) != 0 {
                 for py in 0..<scale {
                     let row = dst.mutableDataY + (cell.y + gy * scale + py) * dst.strideY + cell.x + gx * scale
-                    row.update(repeating: 235, count: scale)
+                    row.update(repeating: luma, count: scale)
                 }
             }
         }
@@ -187,6 +221,8 @@ final class PatternRenderer {
     /// as opposed to `everythingChanged`, which noise sets on every frame.
     private(set) var cleanEverythingChanged = true
     private let layout: TestPattern.Layout
+    /// The colours drawn: full range for frames labelled full range (MJPEG), else limited.
+    private let palette: TestPattern.Palette
     private let background: I420Buffer
     /// The clean picture of the last frame.
     let picture: I420Buffer
@@ -201,15 +237,18 @@ final class PatternRenderer {
     private let adjuster: PictureAdjuster
     private var adjusted: I420Buffer?
 
-    init(width: Int, height: Int, noise: Int, noisePhases: Int? = nil) {
+    /// `fullRange` draws the pattern in full range (black 0, white 255): for frames labelled full range, such as
+    /// MJPEG's JPEGs; else in limited range (black 16, white 235).
+    init(width: Int, height: Int, noise: Int, noisePhases: Int? = nil, fullRange: Bool = false) {
         self.width = width
         self.height = height
         self.noisePhases = noisePhases.map { max(1, $0) }
-        adjuster = PictureAdjuster(width: width, height: height)
+        palette = TestPattern.Palette.of(fullRange: fullRange)
+        adjuster = PictureAdjuster(width: width, height: height, fullRange: fullRange)
         layout = TestPattern.Layout(width: width, height: height)
         background = I420Buffer(
             width: width, height: height, fitting: FrameStorage(pooledCapacity: I420Buffer.byteCount(width: width, height: height)))
-        TestPattern.drawBars(into: background)
+        TestPattern.drawBars(into: background, palette: palette)
         picture = I420Buffer(width: width, height: height, fitting: FrameStorage(pooledCapacity: I420Buffer.byteCount(width: width, height: height)))
         picture.buffer.storage.mutableBaseAddress.copyMemory(
             from: background.buffer.storage.baseAddress, byteCount: I420Buffer.byteCount(width: width, height: height))
@@ -222,7 +261,7 @@ final class PatternRenderer {
             noisy = nil
         }
         dirty.reserveCapacity(16)
-        if let box = layout.counterBox { TestPattern.fill(picture, box, y: 16, u: 128, v: 128) }
+        if let box = layout.counterBox { TestPattern.fill(picture, box, y: palette.black, u: 128, v: 128) }
     }
 
     /// The picture to send: the clean one, or its noisy copy.
@@ -239,7 +278,7 @@ final class PatternRenderer {
                 dirty.append(old)
             }
             if let sq = square {
-                TestPattern.fill(picture, sq, y: 235, u: 128, v: 128)
+                TestPattern.fill(picture, sq, y: palette.white, u: 128, v: 128)
                 dirty.append(sq)
             }
             if let box = layout.counterBox {
@@ -249,7 +288,7 @@ final class PatternRenderer {
         }
         if let box = layout.counterBox {
             if touchesBox {
-                TestPattern.fill(picture, box, y: 16, u: 128, v: 128)
+                TestPattern.fill(picture, box, y: palette.black, u: 128, v: 128)
                 dirty.append(box)
             }
             for i in 0..<6 {
@@ -257,10 +296,10 @@ final class PatternRenderer {
                 guard d != lastDigits[i] || touchesBox else { continue }
                 let cell = layout.digitCell(i)
                 if !touchesBox {
-                    TestPattern.fill(picture, cell, y: 16, u: 128, v: 128)
+                    TestPattern.fill(picture, cell, y: palette.black, u: 128, v: 128)
                     dirty.append(cell)
                 }
-                TestPattern.drawDigit(d, cell: cell, scale: layout.scale, into: picture)
+                TestPattern.drawDigit(d, cell: cell, scale: layout.scale, luma: palette.white, into: picture)
                 lastDigits[i] = d
             }
         }

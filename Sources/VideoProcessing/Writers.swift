@@ -314,12 +314,21 @@ public final class Y4MWriter {
 }
 
 /// Still pictures of frames: PNG (RGB, stored deflate) or JPEG (4:2:0, libjpeg-turbo), picked by extension.
+///
+/// The picture's colour description (`colorSpace`, a frame's `VideoFrame.colorSpace`) decides the conversion, so
+/// black stays 0 and white 255 whatever the source: a PNG is RGB from the picture's own matrix and range (a
+/// full-range JPEG camera's Y' 0...255 and a limited-range camera's 16...235 both map to 0...255); a JPEG is JFIF,
+/// full-range BT.601 by definition: a full-range BT.601 picture is encoded as it is, a limited-range one has its
+/// samples expanded to full range first (Y' = (Y − 16) × 255 / 219, C = (C − 128) × 255 / 224 + 128), and one with
+/// another matrix (BT.709, BT.2020) goes through RGB. Without a description a picture is taken as limited-range
+/// BT.601 (`VideoColorSpace.bt601`).
 public enum SnapshotWriter {
     /// The picture formats a snapshot can be written in.
     public enum Kind: String, Sendable {
-        /// PNG: RGB (BT.601 from the I420), lossless, in stored (uncompressed) deflate blocks.
+        /// PNG: 8-bit RGB converted with the picture's matrix and range, lossless, in stored (uncompressed) deflate
+        /// blocks.
         case png
-        /// JPEG: baseline 4:2:0 from libjpeg-turbo, quality 85.
+        /// JPEG: baseline 4:2:0 full-range BT.601 (JFIF) from libjpeg-turbo, quality 85.
         case jpeg
     }
 
@@ -332,18 +341,18 @@ public enum SnapshotWriter {
         throw ProcessingError(.invalidArgument, "snapshot path \(path) must end in .png, .jpg or .jpeg")
     }
 
-    /// Writes `frame` to `path` (encoded in memory first; a failed write removes a file it created, so no
-    /// empty or partial snapshot is left behind).
-    public static func write(_ frame: I420Buffer, to path: String) throws(ProcessingError) {
-        let data = try encode(frame, kind: try kind(forPath: path))
+    /// Writes `frame`, described by `colorSpace`, to `path` (encoded in memory first; a failed write removes a file
+    /// it created, so no empty or partial snapshot is left behind).
+    public static func write(_ frame: I420Buffer, colorSpace: VideoColorSpace = .bt601, to path: String) throws(ProcessingError) {
+        let data = try encode(frame, colorSpace: colorSpace, kind: try kind(forPath: path))
         try write(data, to: try OutputFile(path: path))
     }
 
-    /// Writes `frame` into a file opened (and locked) earlier, e.g. before the camera started; the file is
-    /// truncated only now. Picks PNG or JPEG by the file's path.
-    public static func write(_ frame: I420Buffer, to file: OutputFile) throws(ProcessingError) {
+    /// Writes `frame`, described by `colorSpace`, into a file opened (and locked) earlier, e.g. before the camera
+    /// started; the file is truncated only now. Picks PNG or JPEG by the file's path.
+    public static func write(_ frame: I420Buffer, colorSpace: VideoColorSpace = .bt601, to file: OutputFile) throws(ProcessingError) {
         let data: [UInt8]
-        do { data = try encode(frame, kind: try kind(forPath: file.path)) } catch {
+        do { data = try encode(frame, colorSpace: colorSpace, kind: try kind(forPath: file.path)) } catch {
             file.discard()
             throw error
         }
@@ -360,34 +369,78 @@ public enum SnapshotWriter {
         }
     }
 
-    /// The picture as PNG or JPEG bytes.
-    public static func encode(_ frame: I420Buffer, kind: Kind) throws(ProcessingError) -> [UInt8] {
-        let data: [UInt8]
+    /// The picture, described by `colorSpace`, as PNG or JPEG bytes.
+    public static func encode(_ frame: I420Buffer, colorSpace: VideoColorSpace = .bt601, kind: Kind) throws(ProcessingError) -> [UInt8] {
         switch kind {
-        case .png: data = png(frame)
-        case .jpeg:
-            let writer = FormatWriter()
-            let cap = FormatWriter.capacity(for: .mjpeg, width: frame.width, height: frame.height)
-            var out = [UInt8](repeating: 0, count: cap)
-            let r: Result<Int, ProcessingError> = out.withUnsafeMutableBufferPointer { b in
-                do throws(ProcessingError) { return .success(try writer.encodeJPEG(frame, into: b.baseAddress!, capacity: cap)) } catch {
-                    return .failure(error)
-                }
-            }
-            let n = try r.get()
-            data = Array(out[0..<n])
+        case .png: return png(frame, colorSpace: colorSpace)
+        case .jpeg: return try jpeg(frame, colorSpace: colorSpace)
         }
-        return data
     }
 
-    /// I420 → RGB (BT.601) → PNG bytes.
-    public static func png(_ frame: I420Buffer) -> [UInt8] {
+    /// I420 → JPEG bytes (JFIF: full-range BT.601), converting a picture that is not full-range BT.601.
+    static func jpeg(_ frame: I420Buffer, colorSpace: VideoColorSpace) throws(ProcessingError) -> [UInt8] {
+        let writer = FormatWriter()
+        let cap = FormatWriter.capacity(for: .mjpeg, width: frame.width, height: frame.height)
+        var out = [UInt8](repeating: 0, count: cap)
+        let r: Result<Int, ProcessingError> = out.withUnsafeMutableBufferPointer { b in
+            do throws(ProcessingError) {
+                if RGBConstants.matrix(colorSpace) != 0 {
+                    // BT.709 / BT.2020: through RGB, which libjpeg-turbo converts to JFIF's BT.601.
+                    let w = frame.width, h = frame.height
+                    let rgb = UnsafeMutablePointer<UInt8>.allocate(capacity: w * h * 3)
+                    defer { rgb.deallocate() }
+                    _ = I420ToRGB24Matrix(
+                        frame.dataY, Int32(frame.strideY), frame.dataV, Int32(frame.strideV), frame.dataU, Int32(frame.strideU),
+                        rgb, Int32(w * 3), RGBConstants.yvu(colorSpace), Int32(w), Int32(h))
+                    return .success(try writer.encodeJPEG(rgb: rgb, width: w, height: h, pitch: w * 3, into: b.baseAddress!, capacity: cap))
+                }
+                let source = colorSpace.range == .full ? frame : expandedToFullRange(frame)
+                return .success(try writer.encodeJPEG(source, into: b.baseAddress!, capacity: cap))
+            } catch {
+                return .failure(error)
+            }
+        }
+        let n = try r.get()
+        return Array(out[0..<n])
+    }
+
+    /// A copy of a limited-range picture with its samples expanded to full range (one table look-up a sample):
+    /// Y' = (Y − 16) × 255 / 219, C = (C − 128) × 255 / 224 + 128, rounded and clamped.
+    static func expandedToFullRange(_ frame: I420Buffer) -> I420Buffer {
+        let dst = I420Buffer(width: frame.width, height: frame.height)
+        let cw = frame.chromaWidth, ch = frame.chromaHeight
+        PlaneOps.copy(frame.dataY, frame.strideY, dst.mutableDataY, dst.strideY, width: frame.width, height: frame.height)
+        PlaneOps.copy(frame.dataU, frame.strideU, dst.mutableDataU, dst.strideU, width: cw, height: ch)
+        PlaneOps.copy(frame.dataV, frame.strideV, dst.mutableDataV, dst.strideV, width: cw, height: ch)
+        // libyuv's ARGB colour table: 4 bytes a pixel, each channel through its own column of the table; the
+        // planes' strides are multiples of 4, so whole rows are looked up 4 samples at a time.
+        let luma = UnsafeMutablePointer<UInt8>.allocate(capacity: 1024), chroma = UnsafeMutablePointer<UInt8>.allocate(capacity: 1024)
+        defer {
+            luma.deallocate()
+            chroma.deallocate()
+        }
+        for v in 0..<256 {
+            let y = FullRange.luma(UInt8(v)), c = FullRange.chroma(UInt8(v))
+            for k in 0..<4 {
+                luma[v * 4 + k] = y
+                chroma[v * 4 + k] = c
+            }
+        }
+        PlaneOps.lookUp(dst.mutableDataY, dst.strideY, table: luma, width: dst.strideY, height: frame.height)
+        PlaneOps.lookUp(dst.mutableDataU, dst.strideU, table: chroma, width: dst.strideU, height: ch)
+        PlaneOps.lookUp(dst.mutableDataV, dst.strideV, table: chroma, width: dst.strideV, height: ch)
+        return dst
+    }
+
+    /// I420 → RGB (the picture's matrix and range; limited-range BT.601 by default) → PNG bytes.
+    public static func png(_ frame: I420Buffer, colorSpace: VideoColorSpace = .bt601) -> [UInt8] {
         let w = frame.width, h = frame.height
         var rgb = [UInt8](repeating: 0, count: w * h * 3)
         rgb.withUnsafeMutableBufferPointer { b in
-            _ = I420ToRAW(
-                frame.dataY, Int32(frame.strideY), frame.dataU, Int32(frame.strideU), frame.dataV, Int32(frame.strideV),
-                b.baseAddress, Int32(w * 3), Int32(w), Int32(h))
+            // R, G, B in memory: the planes exchanged with the mirrored constants (libyuv's I420ToRAW, any matrix).
+            _ = I420ToRGB24Matrix(
+                frame.dataY, Int32(frame.strideY), frame.dataV, Int32(frame.strideV), frame.dataU, Int32(frame.strideU),
+                b.baseAddress, Int32(w * 3), RGBConstants.yvu(colorSpace), Int32(w), Int32(h))
         }
         // Raw scanlines with filter byte 0, in stored (uncompressed) deflate blocks.
         var raw = [UInt8]()
@@ -437,6 +490,21 @@ public enum SnapshotWriter {
         var c: UInt32 = 0xffff_ffff
         for x in d { c = crcTable[Int((c ^ UInt32(x)) & 0xff)] ^ (c >> 8) }
         return c ^ 0xffff_ffff
+    }
+}
+
+/// One limited-range sample expanded to full range (the same for every matrix): what a JPEG snapshot of a limited-range
+/// picture holds, and how the fixture cameras draw their pattern for a full-range (MJPEG) stream.
+package enum FullRange {
+    /// Y' = (Y − 16) × 255 / 219, rounded and clamped to 0...255.
+    package static func luma(_ y: UInt8) -> UInt8 {
+        let d = (Int(y) - 16) * 255
+        return UInt8(clamping: d >= 0 ? (d + 109) / 219 : -((-d + 109) / 219))
+    }
+    /// C = (C − 128) × 255 / 224 + 128, rounded and clamped to 0...255.
+    package static func chroma(_ c: UInt8) -> UInt8 {
+        let d = (Int(c) - 128) * 255
+        return UInt8(clamping: 128 + (d >= 0 ? (d + 112) / 224 : -((-d + 112) / 224)))
     }
 }
 

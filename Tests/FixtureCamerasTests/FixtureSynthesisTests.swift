@@ -44,10 +44,10 @@ func incrementalFixtureFramesMatchTheReference(_ spec: String, _ code: String, _
         let got = try converter.convert(f.buffer)
         let pf = f.buffer.pixelFormat
         if pf == .mjpeg {
-            // Lossy: close to its own frame's pattern, and closer to it than to the neighbours' (the counter and
-            // the square tell which capture it was).
-            let own = psnr(got, pattern(w, h, frame: f.sequence))
-            let next = psnr(got, pattern(w, h, frame: f.sequence + 1))
+            // Lossy: close to its own frame's pattern (in full range, as JPEG is), and closer to it than to the
+            // neighbours' (the counter and the square tell which capture it was).
+            let own = psnr(got, pattern(w, h, frame: f.sequence, range: .full))
+            let next = psnr(got, pattern(w, h, frame: f.sequence + 1, range: .full))
             #expect(own >= 36, "frame \(f.sequence): PSNR \(own)")
             #expect(own > next + 1, "frame \(f.sequence) looks like frame \(f.sequence + 1) (\(own) vs \(next) dB)")
         } else {
@@ -93,7 +93,7 @@ func incrementalFixtureFramesMatchTheReference(_ spec: String, _ code: String, _
     let storage = FrameStorage(capacity: FormatWriter.capacity(for: .mjpeg, width: w, height: h))
     var previous: I420Buffer?
     for f in frames {
-        let reference = pattern(w, h, frame: f.sequence)
+        let reference = pattern(w, h, frame: f.sequence, range: .full)
         NoiseTable(amplitude: 6, planeBytes: reference.strideY * h).apply(
             frame: f.sequence % UInt64(TiledMJPEGWriter.phases), to: reference, from: reference)
         let got = I420Buffer(try converter.convert(f.buffer).buffer.copy())!

@@ -55,10 +55,11 @@ public func ffmpegToYUV420(_ inputArgs: [String], _ input: String, outFmt: Strin
     return readBytes(out)
 }
 
-/// The test picture: the fixture pattern (bars, square, counter).
-public func pattern(_ w: Int, _ h: Int, frame: UInt64 = 7) -> I420Buffer {
+/// The test picture: the fixture pattern (bars, square, counter), in limited range (what raw Y'CbCr fixture frames
+/// carry) or, with `range: .full`, in full range (what the MJPEG fixture cameras' JPEGs carry).
+public func pattern(_ w: Int, _ h: Int, frame: UInt64 = 7, range: VideoColorSpace.Range = .limited) -> I420Buffer {
     let b = I420Buffer(width: w, height: h)
-    TestPattern.render(frame: frame, into: b)
+    TestPattern.render(frame: frame, into: b, range: range)
     return b
 }
 
