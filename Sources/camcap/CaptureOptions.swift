@@ -112,7 +112,7 @@ struct PixelFormatList: Sendable {
         guard parts.count <= 32 else { throw ValidationError("--pixel-format takes at most 32 FourCCs, got \(parts.count)") }
         var out: [PixelFormat] = []
         for p in parts {
-            guard let f = PixelFormat(fourcc: p) else {
+            guard p.count == 4 || (p.count == 7 && p.hasSuffix("-BE")), let f = PixelFormat(fourcc: p) else {
                 throw ValidationError("--pixel-format: \"\(p.prefix(16))\" is not a FourCC (four characters, such as YUYV, MJPG, NV12)")
             }
             guard f.isConvertibleToI420 else {

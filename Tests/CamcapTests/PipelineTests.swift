@@ -31,3 +31,13 @@ import CapturePipeline
         #expect(report.summaryText.contains("encoded at \(camera.height & ~1)x\(camera.width & ~1)"), "\(report.summaryText)")
     }
 }
+
+/// The library never stands in a test pattern for a missing camera (#35): a session that names no camera on a
+/// machine without one fails, naming the way out.
+@Test(.enabled(if: !FileManager.default.fileExists(atPath: "/dev/video0"), "needs a machine without cameras"))
+func aSessionWithoutACameraFailsInsteadOfFakingOne() throws {
+    var config = CaptureSession.Configuration()
+    config.frames = 3
+    let e = #expect(throws: CaptureError.self) { _ = try CaptureSession(config) }
+    #expect(e?.code == .unknownDevice && e?.message.contains("no camera found") == true && e?.message.contains("fixture:uvc-webcam") == true)
+}
