@@ -64,7 +64,9 @@ public final class RecordingOutput: EncodedOutput {
                 throw PipelineError(.invalidConfiguration, "segment length \(s) s is out of range: 0.5...86400 s")
             }
             if let k = keep {
-                guard segmentSeconds != nil else { throw PipelineError(.invalidConfiguration, "keeping \(k) files needs segments (a segment length)") }
+                guard segmentSeconds != nil else {
+                    throw PipelineError(.invalidConfiguration, "keeping \(k) files needs segments (a segment length)")
+                }
                 guard (1...100_000).contains(k) else { throw PipelineError(.invalidConfiguration, "keep \(k) is out of range: 1...100000 files") }
             }
             guard fragmentSeconds.isFinite, (0.1...60).contains(fragmentSeconds) else {
@@ -249,7 +251,7 @@ public final class RecordingOutput: EncodedOutput {
         guard let keep = configuration.keep else { return }
         var onDisk = segments.filter { !$0.deleted }.count + extra
         for i in segments.indices where onDisk > keep && !segments[i].deleted {
-            do { try FileSystem.unlink(segments[i].path) } catch where error.errno == ENOENT {} catch {
+            do { try FileSystem.unlink(segments[i].path) } catch  where error.errno == ENOENT {} catch {
                 throw PipelineError(.outputFailed, "cannot delete the old segment \(segments[i].path): \(error.reason)")
             }
             segments[i].deleted = true

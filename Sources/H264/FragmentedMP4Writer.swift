@@ -85,10 +85,13 @@ public final class FragmentedMP4Writer {
     /// Writes into a file opened (and locked) earlier. Throws `invalidSettings` for options out of range.
     public init(file: OutputFile, options: Options = Options()) throws(H264Error) {
         guard (100_000_000...60_000_000_000).contains(options.fragmentDurationNs) else {
-            throw H264Error(.invalidSettings, "fragment duration \(options.fragmentDurationNs) ns is out of range: 0.1...60 s", setting: "fragmentDurationNs")
+            throw H264Error(
+                .invalidSettings, "fragment duration \(options.fragmentDurationNs) ns is out of range: 0.1...60 s", setting: "fragmentDurationNs")
         }
         guard (1_000_000...10_000_000_000).contains(options.lastFrameDurationNs) else {
-            throw H264Error(.invalidSettings, "last frame duration \(options.lastFrameDurationNs) ns is out of range: 1 ms...10 s", setting: "lastFrameDurationNs")
+            throw H264Error(
+                .invalidSettings, "last frame duration \(options.lastFrameDurationNs) ns is out of range: 1 ms...10 s", setting: "lastFrameDurationNs"
+            )
         }
         self.file = file
         self.options = options

@@ -219,7 +219,9 @@ public final class CameraVideoCapturer: Sendable {
         if let problem = CaptureLimits.problem(with: targetSize) {
             throw CaptureError(.invalidArgument, "target \(problem)", device: device.path)
         }
-        guard fpsLimit.isPositive else { throw CaptureError(.invalidArgument, "frame-rate limit must be above 0, got \(fpsLimit)", device: device.path) }
+        guard fpsLimit.isPositive else {
+            throw CaptureError(.invalidArgument, "frame-rate limit must be above 0, got \(fpsLimit)", device: device.path)
+        }
         let formats = try supportedFormats(for: device)
         guard let sel = FormatSelector.select(from: formats, target: targetSize, fpsLimit: fpsLimit, pixelFormats: pixelFormats) else {
             let offered = Set(formats.map(\.pixelFormat.fourcc)).sorted().joined(separator: ", ")

@@ -32,7 +32,9 @@ public enum FormatSelector {
     /// `pixelFormats` is not empty, only those pixel formats as candidates, preferred in their order where the
     /// rules tie (before the conversion cost). Nil when no candidate remains. A limit below 1/1000 fps counts as
     /// that; the capturer's `selectFormat` refuses nonsense before it gets here.
-    public static func select(from formats: [CaptureFormat], target: FrameSize, fpsLimit: Fraction, pixelFormats: [PixelFormat] = []) -> FormatSelection? {
+    public static func select(from formats: [CaptureFormat], target: FrameSize, fpsLimit: Fraction, pixelFormats: [PixelFormat] = [])
+        -> FormatSelection?
+    {
         // Out-of-range arguments are clamped, never trap: a limit below 1/1000 fps is that, above 2^32 fps is
         // 2^32, and a target beyond any size V4L2 can describe (32 bits) is that size.
         let floor = Fraction(1, 1000), ceiling = Fraction(Int64(UInt32.max))

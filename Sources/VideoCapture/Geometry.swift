@@ -120,7 +120,9 @@ public struct Fraction: Hashable, Sendable, Comparable, CustomStringConvertible,
         while t.first == " " { t.removeFirst() }
         while t.last == " " { t.removeLast() }
         if let slash = t.firstIndex(of: "/") {
-            guard let n = Int64(t[..<slash]), let d = Int64(t[t.index(after: slash)...]), Swift.abs(n) < 1 << 40, d > 0, d < 1 << 40 else { return nil }
+            guard let n = Int64(t[..<slash]), let d = Int64(t[t.index(after: slash)...]), Swift.abs(n) < 1 << 40, d > 0, d < 1 << 40 else {
+                return nil
+            }
             self.init(exactly: n, d)
             return
         }
@@ -132,7 +134,9 @@ public struct Fraction: Hashable, Sendable, Comparable, CustomStringConvertible,
         guard decimals.count <= 9, decimals.allSatisfy({ $0.isASCII && $0.isNumber }), !(whole.isEmpty && decimals.isEmpty) else { return nil }
         var scale: Int64 = 1
         for _ in 0..<decimals.count { scale *= 10 }
-        guard let w = Int64(whole.isEmpty ? "0" : String(whole)), let f = Int64(decimals.isEmpty ? "0" : String(decimals)), w < 1 << 40 else { return nil }
+        guard let w = Int64(whole.isEmpty ? "0" : String(whole)), let f = Int64(decimals.isEmpty ? "0" : String(decimals)), w < 1 << 40 else {
+            return nil
+        }
         let magnitude = w * scale + f
         // 29.97 → 30000/1001: a decimal that is k·1000/1001 rounded to its own decimals means that rate.
         if decimals.count >= 2, magnitude > 0 {

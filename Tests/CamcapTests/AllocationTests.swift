@@ -40,7 +40,9 @@ let releaseCamcap: String? = {
         }
         let short = try mallocs(60), long = try mallocs(180)
         let perFrame = Double(long - short) / 120
-        print("real-time record 720p30 MJPEG to .\(container): \(short) mallocs for 60 frames, \(long) for 180: \(String(format: "%.3f", perFrame)) per frame")
+        print(
+            "real-time record 720p30 MJPEG to .\(container): \(short) mallocs for 60 frames, \(long) for 180: \(String(format: "%.3f", perFrame)) per frame"
+        )
         #expect(perFrame < 0.25, "\(long - short) more mallocs for 120 more frames")
     }
 }

@@ -24,7 +24,8 @@ import TestSupport
         let b = try sh(camcap, ["select", "-d", "fixture:vivid", "-s", "640x360", "--fps-limit", "30000/1001", "--json"])
         let c = try sh(camcap, ["select", "-d", "fixture:vivid", "-s", "640x360", "--fps-limit", "29.97", "--json"])
         #expect(b.code == 0 && b.out == c.out && !b.out.contains("\"fps\": 30}"), "a 29.97 limit is below 30: \(b.out) \(c.out)")
-        let r = try sh(camcap, ["record", "-d", "fixture:vivid", "-s", "640x360", "--fps-limit", "12.5", "--fast", "--frames", "5", "-o", "v125.mp4"])
+        let r = try sh(
+            camcap, ["record", "-d", "fixture:vivid", "-s", "640x360", "--fps-limit", "12.5", "--fast", "--frames", "5", "-o", "v125.mp4"])
         #expect(r.code == 0 && r.out.contains("@ 12.5 fps"), "\(r.out)\(r.err)")
     }
 
@@ -51,7 +52,9 @@ import TestSupport
     @Test(.enabled(if: !FileManager.default.fileExists(atPath: "/dev/video0"), "a machine with a camera records from it"))
     func theFallbackCameraIsAnnounced() throws {
         let r = try sh(camcap, ["record", "--frames", "3", "-o", "fallback.mp4"])
-        #expect(r.code == 0 && r.err.contains("recording fixture:uvc-webcam (fixture:uvc-webcam) (no camera found: the built-in fixture webcam)"), "\(r.err)")
+        #expect(
+            r.code == 0 && r.err.contains("recording fixture:uvc-webcam (fixture:uvc-webcam) (no camera found: the built-in fixture webcam)"),
+            "\(r.err)")
     }
 }
 

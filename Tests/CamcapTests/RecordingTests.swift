@@ -22,7 +22,8 @@ private func frameSizes(_ path: String) throws -> [String] {
 }
 
 private func decodedCount(_ path: String) throws -> Int {
-    let r = try sh("ffprobe", ["-v", "error", "-count_frames", "-select_streams", "v:0", "-show_entries", "stream=nb_read_frames", "-of", "csv=p=0", path])
+    let r = try sh(
+        "ffprobe", ["-v", "error", "-count_frames", "-select_streams", "v:0", "-show_entries", "stream=nb_read_frames", "-of", "csv=p=0", path])
     return Int(r.out.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
 }
 
@@ -124,7 +125,9 @@ private func gstreamerFrames(_ path: String) throws -> Int {
             let p = try packets(dir + "/" + f)
             #expect(p.first?.key == true && p.first?.pts == 0, "\(f) starts with \(String(describing: p.first))")
             #expect(p.enumerated().allSatisfy { abs($0.element.pts - Double($0.offset) / 30) < 0.001 }, "\(f): \(p.map(\.pts))")
-            #expect(r.out.contains("\(dir)/\(f): frames \(next)...\(next + p.count - 1), from \(String(format: "%.3f", Double(next) / 30)) s"), "\(r.out)")
+            #expect(
+                r.out.contains("\(dir)/\(f): frames \(next)...\(next + p.count - 1), from \(String(format: "%.3f", Double(next) / 30)) s"), "\(r.out)"
+            )
             #expect(try decodedCount(dir + "/" + f) == p.count)
             next += p.count
         }
@@ -168,7 +171,8 @@ private func gstreamerFrames(_ path: String) throws -> Int {
         }
         defer { _ = try? sh("umount", [dir]) }
         let path = dir + "/full.mp4"
-        let r = try sh(camcap, ["record", "-d", "fixture:uvc-webcam", "-s", "640x480", "--noise", "8", "--fast", "--duration", "60", "-o", path, "-q"])
+        let r = try sh(
+            camcap, ["record", "-d", "fixture:uvc-webcam", "-s", "640x480", "--noise", "8", "--fast", "--duration", "60", "-o", path, "-q"])
         #expect(r.code != 0 && r.err.contains(path) && r.err.contains("No space left on device"), "exit \(r.code): \(r.err)")
         let bytes = [UInt8](FileManager.default.contents(atPath: path) ?? Data())
         let layout = mp4Layout(bytes)
@@ -217,7 +221,8 @@ private func gstreamerFrames(_ path: String) throws -> Int {
         let refs = work + "/browser-ref"
         try? FileManager.default.removeItem(atPath: refs)
         try FileManager.default.createDirectory(atPath: refs, withIntermediateDirectories: true)
-        let d = try sh("ffmpeg", ["-v", "error", "-i", path, "-vf", "select='between(n,40,50)'", "-vsync", "0", "-start_number", "40", refs + "/f%02d.png"])
+        let d = try sh(
+            "ffmpeg", ["-v", "error", "-i", path, "-vf", "select='between(n,40,50)'", "-vsync", "0", "-start_number", "40", refs + "/f%02d.png"])
         #expect(d.code == 0, "\(d.err)")
         var psnr: [Int: Double] = [:]
         for n in 40...50 {
@@ -229,7 +234,9 @@ private func gstreamerFrames(_ path: String) throws -> Int {
         }
         let best = psnr.max { $0.value < $1.value }
         #expect(best?.key == 45 && (best?.value ?? 0) > 30, "PSNR against frames 40...50: \(psnr.sorted { $0.key < $1.key })")
-        print("chromium: duration \(duration) s, \(times.count) frames timed, seek shows frame \(best?.key ?? -1) at \(String(format: "%.1f", best?.value ?? 0)) dB")
+        print(
+            "chromium: duration \(duration) s, \(times.count) frames timed, seek shows frame \(best?.key ?? -1) at \(String(format: "%.1f", best?.value ?? 0)) dB"
+        )
     }
 
     /// Options that cannot work are refused before the camera starts, naming the value.

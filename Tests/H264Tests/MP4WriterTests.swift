@@ -88,7 +88,10 @@ private func decodedFrames(_ path: String) throws -> (frames: Int, errors: Strin
     try? FileManager.default.removeItem(atPath: raw)
     let gst = try run(
         "gst-launch-1.0",
-        ["-q", "filesrc", "location=\(p)", "!", "qtdemux", "!", "h264parse", "!", "avdec_h264", "!", "video/x-raw,format=I420", "!", "filesink", "location=\(raw)"])
+        [
+            "-q", "filesrc", "location=\(p)", "!", "qtdemux", "!", "h264parse", "!", "avdec_h264", "!", "video/x-raw,format=I420", "!", "filesink",
+            "location=\(raw)",
+        ])
     #expect(gst.0 == 0, "\(gst.2)")
     let rawSize = (try? FileManager.default.attributesOfItem(atPath: raw)[.size] as? Int) ?? 0
     #expect(rawSize == 60 * 320 * 240 * 3 / 2, "GStreamer decoded \(rawSize / (320 * 240 * 3 / 2)) frames")
@@ -99,7 +102,8 @@ private func decodedFrames(_ path: String) throws -> (frames: Int, errors: Strin
     let info = try run("mediainfo", ["--Output=JSON", p])
     #expect(info.0 == 0)
     let json = info.1.replacingOccurrences(of: " ", with: "")
-    #expect(json.contains("\"FrameCount\":\"60\"") && json.contains("\"Rotation\":\"90.000\"") && json.contains("\"colour_range\":\"Full\""), "\(info.1)")
+    #expect(
+        json.contains("\"FrameCount\":\"60\"") && json.contains("\"Rotation\":\"90.000\"") && json.contains("\"colour_range\":\"Full\""), "\(info.1)")
 }
 
 /// A process killed at any moment leaves the file as it was at some byte: every prefix of a recording plays up
@@ -133,7 +137,9 @@ private func decodedFrames(_ path: String) throws -> (frames: Int, errors: Strin
         let expected = ends.last { $0.end <= cut }?.frames ?? 0
         let got = try decodedFrames(q)
         // No frame at all: ffprobe finds no stream to count (-1); a file cut in its header is not playable.
-        #expect(got.frames == expected || (expected == 0 && got.frames == -1), "cut at \(cut) of \(bytes.count) bytes: decoded \(got.frames), complete fragments hold \(expected)")
+        #expect(
+            got.frames == expected || (expected == 0 && got.frames == -1),
+            "cut at \(cut) of \(bytes.count) bytes: decoded \(got.frames), complete fragments hold \(expected)")
         lines.append("\(cut):\(got.frames)/\(expected)")
     }
     print("mp4 truncations (byte:decoded/in complete fragments): \(lines.joined(separator: " "))")
@@ -220,7 +226,8 @@ func annexBStatesItsFrameRate(_ rate: Fraction, _ expected: String) throws {
     }
     try w.close()
     let (rc, o, err) = try run(
-        "ffprobe", ["-v", "error", "-count_frames", "-show_entries", "stream=r_frame_rate,width,height,color_primaries,nb_read_frames", "-of", "csv=p=0", p])
+        "ffprobe",
+        ["-v", "error", "-count_frames", "-show_entries", "stream=r_frame_rate,width,height,color_primaries,nb_read_frames", "-of", "csv=p=0", p])
     #expect(rc == 0 && err.isEmpty, "\(err)")
     #expect(o.trimmingCharacters(in: .whitespacesAndNewlines) == "320,180,bt709,\(expected),25", "\(o)")
     // The SPS read back states the rate, and a rewrite of a rewritten SPS changes nothing more.

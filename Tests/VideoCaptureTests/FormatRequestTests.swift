@@ -38,7 +38,8 @@ func garbageRatesAreNil(_ text: String) {
     let yuyv = FormatSelector.select(from: formats, target: hd, fpsLimit: Fraction(30), pixelFormats: [.yuyv])
     #expect(yuyv?.pixelFormat == .yuyv && yuyv?.fps == Fraction(10))
     // Only NV12 asked for: the closest NV12 size, even though MJPEG has the target size.
-    #expect(FormatSelector.select(from: formats, target: hd, fpsLimit: Fraction(30), pixelFormats: [.nv12])?.size == FrameSize(width: 640, height: 480))
+    #expect(
+        FormatSelector.select(from: formats, target: hd, fpsLimit: Fraction(30), pixelFormats: [.nv12])?.size == FrameSize(width: 640, height: 480))
     // Two asked for where the rules tie: their order decides (YUYV and MJPEG both within 10 fps at 1280x720).
     #expect(FormatSelector.select(from: formats, target: hd, fpsLimit: Fraction(10), pixelFormats: [.mjpeg, .yuyv])?.pixelFormat == .mjpeg)
     #expect(FormatSelector.select(from: formats, target: hd, fpsLimit: Fraction(10), pixelFormats: [.yuyv, .mjpeg])?.pixelFormat == .yuyv)
@@ -62,7 +63,11 @@ func garbageRatesAreNil(_ text: String) {
     let none = #expect(throws: CaptureError.self) {
         _ = try capturer.selectFormat(for: camera, targetSize: FrameSize(width: 640, height: 480), fpsLimit: Fraction(30), pixelFormats: [.nv12])
     }
-    #expect(none?.code == .unsupportedFormat && none?.message.contains("offers none of the pixel formats asked for (NV12); it offers: MJPG, YUYV") == true)
-    let intLimit = #expect(throws: CaptureError.self) { _ = try capturer.selectFormat(for: camera, targetSize: FrameSize(width: 640, height: 480), fpsLimit: 0) }
+    #expect(
+        none?.code == .unsupportedFormat && none?.message.contains("offers none of the pixel formats asked for (NV12); it offers: MJPG, YUYV") == true
+    )
+    let intLimit = #expect(throws: CaptureError.self) {
+        _ = try capturer.selectFormat(for: camera, targetSize: FrameSize(width: 640, height: 480), fpsLimit: 0)
+    }
     #expect(intLimit?.code == .invalidArgument)
 }
