@@ -313,3 +313,22 @@ extension StreamTests {
             slow.code == 0 && slow.out.contains("encode time") && !slow.out.contains("own thread"), "real time encodes in the pipeline: \(slow.out)")
     }
 }
+
+extension StreamTests {
+    /// `stream --output x.mp4` records the stream's encode as fragmented MP4 (#36): every frame, with the capture
+    /// times (vivid's fixture at 640x360 runs 30 fps: k/30 s).
+    @Test func aStreamsCopyCanBeAnMP4() throws {
+        let copy = work + "/stream-copy.mp4"
+        try? FileManager.default.removeItem(atPath: copy)
+        let r = try sh(
+            camcap,
+            [
+                "stream", "-d", "fixture:vivid", "-s", "640x360", "--fast", "--frames", "60", "--to", "127.0.0.1:\(basePort + 13)",
+                "--output", copy, "-q",
+            ])
+        #expect(r.code == 0 && r.out.contains("fragmented MP4") && r.out.contains("60 frames on disk"), "\(r.out) \(r.err)")
+        let p = try sh("ffprobe", ["-v", "error", "-select_streams", "v:0", "-show_entries", "packet=pts_time", "-of", "csv=p=0", copy])
+        let times = p.out.split(separator: "\n").compactMap { Double($0.trimmingCharacters(in: .whitespaces)) }
+        #expect(times.count == 60 && times.enumerated().allSatisfy { abs($0.element - Double($0.offset) / 30) < 0.001 }, "\(times) \(p.err)")
+    }
+}

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# What the recording writers cost on the record path (#36), in instructions (callgrind counts them: stable on a
+# noisy VM), and what a long recording holds in memory.
+#
+#   Benchmarks/recording/cost.sh [FRAMES]      # default 300; needs valgrind and a release camcap
+#
+# 1. Instructions per frame: `camcap record --fast` from the fixture webcam at 1280x720 (MJPEG decode, encode,
+#    write), run under callgrind for FRAMES and FRAMES/3 frames; the difference over the extra frames is the
+#    record path's cost per frame (start-up cancels). The writer's share is the inclusive cost of
+#    RecordingOutput.write (FragmentedMP4Writer or AnnexBWriter inside it) per frame. Both containers, same
+#    settings, same threading (--fast: encoder on its own thread).
+# 2. Memory: peak RSS of a 1-minute and a 10-minute (capture time) MP4 recording (--fast, so it takes less
+#    wall time), from /usr/bin/time's maximum resident set size.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+frames=${1:-300}
+swift build -c release --product camcap >/dev/null
+camcap=$PWD/.build/release/camcap
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+ir_total() { # callgrind file → total Ir
+  callgrind_annotate "$1" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1; exit }'
+}
+ir_of() { # callgrind file, symbol regex → inclusive Ir of the first matching function (Swift names are mangled)
+  callgrind_annotate --inclusive=yes --threshold=100 "$1" 2>/dev/null | grep -E "$2" | head -1 | awk '{ gsub(",", "", $1); print $1 }'
+}
+for container in h264 mp4; do
+  for n in $((frames / 3)) "$frames"; do
+    valgrind --tool=callgrind --callgrind-out-file="$out/cg-$container-$n" "$camcap" record -d fixture:uvc-webcam -s 1280x720 --fast \
+      --frames "$n" -o "$out/rec-$n.$container" -q >/dev/null 2>&1
+  done
+  short=$(ir_total "$out/cg-$container-$((frames / 3))"); long=$(ir_total "$out/cg-$container-$frames")
+  writer=$(ir_of "$out/cg-$container-$frames" 'RecordingOutputC5write|RecordingOutput\.write')
+  per_frame=$(( (long - short) / (frames - frames / 3) ))
+  python3 - "$container" "$per_frame" "${writer:-0}" "$frames" <<'PY'
+import sys
+c, per_frame, writer, frames = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+w = writer / frames
+print(f"{c:5}: record path {per_frame/1e6:8.2f} M instructions/frame; writer (RecordingOutput.write, inclusive) {w/1e3:8.1f} k/frame = {100*w/per_frame:.3f} %")
+PY
+done
+for seconds in 60 600; do
+  /usr/bin/time -f "%M" -o "$out/rss-$seconds" "$camcap" record -d fixture:uvc-webcam -s 1280x720 --fast --noise 3 \
+    --duration "$seconds" -o "$out/long-$seconds.mp4" -q >/dev/null
+  echo "mp4 recording of ${seconds} s (capture time): peak RSS $(cat "$out/rss-$seconds") KiB, $(stat -c %s "$out/long-$seconds.mp4") bytes written"
+done
