@@ -58,7 +58,7 @@ let package = Package(
         // The built-in cameras (cameras/*.json|txt) are compiled in at build time by the EmbedFixtures plugin.
         .target(
             name: "FixtureCameras",
-            dependencies: ["VideoCapture", "VideoProcessing", "SystemIO"],
+            dependencies: ["VideoCapture", "VideoProcessing", "H264", "SystemIO"],
             exclude: ["README.md", "cameras"],
             swiftSettings: upcoming,
             plugins: ["EmbedFixtures"]),

@@ -293,7 +293,9 @@ public final class CaptureSession {
                     let first = firstTs ?? replay?.firstTimestamp ?? frame.timestampNs
                     firstTs = firstTs ?? first
                     if let d = configuration.durationNs, frame.timestampNs - first >= d { break }
-                    guard let picture = I420Buffer(frame.buffer) else { continue } // the source's output is I420
+                    // The source's output is I420, or a camera's own encoded access unit passed through.
+                    let picture = frame.isEncoded ? nil : I420Buffer(frame.buffer)
+                    guard picture != nil || frame.isEncoded else { continue }
                     let stageStart = monotonicNanoseconds()
                     let stageCPUStart = trace == nil ? 0 : threadCPUNanoseconds()
                     let converted = conversions.take(frame.sequence)
@@ -302,14 +304,18 @@ public final class CaptureSession {
                         metrics.conversion.recordNanoseconds(converted)
                     }
                     do {
-                        for s in stages { try s.consume(picture, frame: frame) }
+                        if let picture {
+                            for s in stages { try s.consume(picture, frame: frame) }
+                        } else {
+                            for s in stages { try (s as? EncodedFrameStage)?.consume(encoded: frame) }
+                        }
                     } catch {
                         stageError = error
                         break frameLoop
                     }
                     report.processed += 1
                     metrics.frames.increment()
-                    if replay != nil || outputRequests.used { adapted.add(picture, elapsedNs: frame.timestampNs - first) }
+                    if let picture, replay != nil || outputRequests.used { adapted.add(picture, elapsedNs: frame.timestampNs - first) }
                     if report.processed % 16 == 0 { metrics.update(capturer.statistics, source.statistics) }
                     lastTs = frame.timestampNs
                     let now = monotonicNanoseconds()

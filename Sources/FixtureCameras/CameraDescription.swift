@@ -39,7 +39,7 @@ public struct CameraDescription: Sendable, Hashable {
     /// The colour description frames of `pixelFormat` carry: JPEG's for MJPEG/JPEG, else `colorSpace` or
     /// V4L2's sRGB default for the format (limited-range BT.601 Y'CbCr; full-range RGB).
     public func colorSpace(for pixelFormat: PixelFormat) -> VideoColorSpace {
-        if pixelFormat == .mjpeg || pixelFormat == .jpeg { return .jpeg }
+        if pixelFormat == .mjpeg || pixelFormat == .jpeg || pixelFormat == .h264 { return .jpeg } // a webcam's encoder: the JPEG convention
         return colorSpace ?? VideoColorSpace(v4l2Colorspace: 8, transfer: 0, encoding: 0, quantization: 0, pixelFormat: pixelFormat)
     }
 

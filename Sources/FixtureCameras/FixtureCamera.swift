@@ -147,7 +147,7 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
         guard let entry = desc.formats.first(where: { $0.pixelFormat == request.pixelFormat && $0.size.contains(request.size) }) else {
             throw CaptureError(.unsupportedFormat, "\(device.path) does not offer \(request.pixelFormat) \(request.size)", device: device.path)
         }
-        guard request.pixelFormat.isConvertibleToI420 else {
+        guard request.pixelFormat.isConvertibleToI420 || request.pixelFormat == .h264 else {
             throw CaptureError(
                 .unsupportedFormat, "fixture cameras cannot produce \(request.pixelFormat) (\(request.pixelFormat.name)) frames", device: device.path)
         }
@@ -174,7 +174,15 @@ final class FixtureStream: CaptureStream, Sendable {
     private let sink: FrameSink
     private let controls: FixtureControls?
     private let stopRequested = Atomic<Bool>(false)
+    private let keyFrameRequested = Atomic<Bool>(false)
     private let thread = Mutex<WorkerThread?>(nil)
+
+    /// An H.264 fixture's next frame is an IDR; other formats have no key frames.
+    func requestKeyFrame() -> Bool {
+        guard applied.pixelFormat == .h264 else { return false }
+        keyFrameRequested.store(true, ordering: .releasing)
+        return true
+    }
 
     init(applied: AppliedFormat, rotation: VideoRotation, options: FixtureCameraProvider.Options, controls: FixtureControls? = nil, sink: FrameSink) {
         self.applied = applied
@@ -202,12 +210,23 @@ final class FixtureStream: CaptureStream, Sendable {
         // a Y'CbCr camera whose fixture says so. RGB and grey frames are written from a limited-range picture (libyuv's
         // BT.601 matrix expands it to full-range RGB).
         let fullRange = applied.colorSpace.range == .full && (format.isCompressed || format.isYCbCr)
+        // An H.264 camera encodes the pattern itself (a real OpenH264 stream), as a UVC H.264 camera does.
+        let h264: FixtureH264Writer?
+        if format == .h264 {
+            do { h264 = try FixtureH264Writer(width: w & ~1, height: h & ~1, fps: applied.fps, colorSpace: applied.colorSpace) } catch {
+                sink.failed(CaptureError(.streamFailed, "fixture camera could not start its H.264 encoder: \(error)"))
+                return
+            }
+        } else {
+            h264 = nil
+        }
+        let jpeg = format.isCompressed && h264 == nil
         let renderer = PatternRenderer(
-            width: w, height: h, noise: options.noise,
-            noisePhases: format.isCompressed ? TiledMJPEGWriter.phases : nil, fullRange: fullRange)
-        let tiled = format.isCompressed ? TiledMJPEGWriter(width: w, height: h) : nil
+            width: h264 == nil ? w : w & ~1, height: h264 == nil ? h : h & ~1, noise: options.noise,
+            noisePhases: jpeg ? TiledMJPEGWriter.phases : nil, fullRange: fullRange)
+        let tiled = jpeg ? TiledMJPEGWriter(width: w, height: h) : nil
         let writer = FormatWriter()
-        let capacity = tiled?.capacity ?? FormatWriter.capacity(for: format, width: w, height: h)
+        let capacity = h264?.capacity ?? tiled?.capacity ?? FormatWriter.capacity(for: format, width: w, height: h)
         // `bufferCount` driver-like buffers, then `copyBuffers` private ones used only when all those are held.
         var storages = (0..<(options.bufferCount + options.copyBuffers)).map { _ in FrameStorage(pooledCapacity: capacity) }
         // Touch every page now, like a driver's buffers: the first frames cost no page faults.
@@ -257,8 +276,15 @@ final class FixtureStream: CaptureStream, Sendable {
             let renderStart = monotonicNanoseconds()
             renderer.advance(to: UInt64(index))
             let buffer: VideoFrameBuffer
+            var isKeyFrame = false
             do {
-                if let tiled {
+                if let h264 {
+                    if keyFrameRequested.exchange(false, ordering: .acquiringAndReleasing) { h264.requestKeyFrame() }
+                    let s = storages[slot]
+                    let (used, key) = try h264.write(renderer.output, index: index, into: s)
+                    isKeyFrame = key
+                    buffer = VideoFrameBuffer(pixelFormat: format, width: w, height: h, stride: 0, bytesUsed: used, storage: s)
+                } else if let tiled {
                     let s = storages[slot]
                     let used = try tiled.write(renderer, into: s.mutableBaseAddress.assumingMemoryBound(to: UInt8.self), capacity: s.capacity)
                     buffer = VideoFrameBuffer(pixelFormat: format, width: w, height: h, stride: 0, bytesUsed: used, storage: s)
@@ -278,7 +304,9 @@ final class FixtureStream: CaptureStream, Sendable {
             if options.pacing == .realTime { sleepUntil(due) }
             guard !stopRequested.load(ordering: .acquiring) else { break }
             let ts = due
-            sink.frame(VideoFrame(buffer: buffer, rotation: rotation, timestampNs: ts, sequence: UInt64(index), colorSpace: applied.colorSpace))
+            var frame = VideoFrame(buffer: buffer, rotation: rotation, timestampNs: ts, sequence: UInt64(index), colorSpace: applied.colorSpace)
+            frame.isKeyFrame = isKeyFrame
+            sink.frame(frame)
             index += 1
         }
     }

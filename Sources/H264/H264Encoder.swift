@@ -81,6 +81,14 @@ public final class EncoderControl: Sendable {
     /// Counters and timings as of the last encoded frame.
     public var statistics: EncoderStatistics { applied.withLock { $0 } }
 
+    /// Takes (and clears) a pending key-frame request: for a stage that passes a camera's own stream through and
+    /// forwards the request to the camera instead of an encoder.
+    package func takeKeyFrameRequest() -> Bool {
+        pending.withLock { p in
+            defer { p.keyFrame = false }
+            return p.keyFrame
+        }
+    }
     func take() -> Pending {
         pending.withLock { p in
             let r = p

@@ -243,6 +243,14 @@ public final class CameraVideoCapturer: Sendable {
     public var isRunning: Bool { state.withLock { $0.running != nil } }
     /// The camera streaming now, if any.
     public var currentDevice: CaptureDevice? { state.withLock { $0.running?.device } }
+    /// Asks a camera that delivers H.264 for a key frame next (V4L2's `V4L2_CID_MPEG_VIDEO_FORCE_KEY_FRAME`, a
+    /// fixture's encoder): what a receiver's PLI or FIR becomes when the camera's own stream is passed through.
+    /// False when nothing is streaming or the camera cannot be asked. Any thread; rate-limit it yourself.
+    @discardableResult
+    public func requestKeyFrame() -> Bool {
+        guard let stream = state.withLock({ $0.running?.stream }) else { return false }
+        return stream.requestKeyFrame()
+    }
     /// The counters so far (a snapshot; safe from any thread).
     public var statistics: CaptureStatistics { state.withLock { $0.stats } }
     var loggerForTesting: Logger { logger }

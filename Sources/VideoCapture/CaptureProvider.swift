@@ -90,4 +90,12 @@ public protocol CaptureStream: AnyObject, Sendable {
     var applied: AppliedFormat { get }
     /// Stops streaming and releases the device; see the protocol's rules (idempotent, any thread, returns when done).
     func stop()
+    /// For a camera that encodes (H.264): asks its next frame to be a key frame (a V4L2 camera's
+    /// `V4L2_CID_MPEG_VIDEO_FORCE_KEY_FRAME`). Returns false when the camera has no way to (the default).
+    func requestKeyFrame() -> Bool
+}
+
+extension CaptureStream {
+    /// False: the stream cannot be asked for a key frame.
+    public func requestKeyFrame() -> Bool { false }
 }

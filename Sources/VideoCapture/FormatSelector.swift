@@ -43,7 +43,9 @@ public enum FormatSelector {
         let target = FrameSize(width: Swift.min(Swift.max(target.width, 0), bound), height: Swift.min(Swift.max(target.height, 0), bound))
         var best: (selection: FormatSelection, distance: Int, within: Bool, cost: Int)?
         for format in formats {
-            guard var cost = format.pixelFormat.conversionCost else { continue }
+            // H.264 from the camera is a candidate only when asked for (it is passed through, not converted).
+            let passThrough = format.pixelFormat == .h264 && pixelFormats.contains(.h264)
+            guard var cost = format.pixelFormat.conversionCost ?? (passThrough ? 0 : nil) else { continue }
             if !pixelFormats.isEmpty {
                 // Only the formats asked for; their order ranks them before any conversion cost.
                 guard let rank = pixelFormats.firstIndex(of: format.pixelFormat) else { continue }
@@ -60,6 +62,10 @@ public enum FormatSelector {
                 continue
             }
             if isBetter(candidate, than: current) { best = candidate }
+        }
+        // A camera that offers nothing convertible but H.264 (an encoder in front of a sensor): its own stream.
+        if best == nil && pixelFormats.isEmpty && formats.contains(where: { $0.pixelFormat == .h264 }) {
+            return select(from: formats, target: target, fpsLimit: fpsLimit, pixelFormats: [.h264])
         }
         return best?.selection
     }

@@ -103,7 +103,8 @@ public struct PixelFormat: RawRepresentable, Hashable, Sendable, CustomStringCon
     public static let jpeg = code("JPEG")
     /// `GREY`: 8-bit luma only (converted with neutral chroma).
     public static let grey = code("GREY")
-    /// `H264`: H.264 elementary stream from the camera; listed, never negotiated (not convertible).
+    /// `H264`: H.264 elementary stream from a camera that encodes itself: negotiated when asked for (a
+    /// pixel-format preference) or when the camera offers nothing convertible; its frames are passed through.
     public static let h264 = code("H264")
     /// `HEVC`: H.265 elementary stream; listed, never negotiated (not convertible).
     public static let hevc = code("HEVC")

@@ -334,6 +334,13 @@ public struct VideoFrame: Sendable {
     /// before it, so an encoder starts an IDR here (`H264Encoder.encode(_:into:)` does). A conversion keeps the
     /// mark; a frame that a rate gate drops passes it on to the next one delivered.
     public var isDiscontinuity = false
+    /// For an encoded frame (``isEncoded``): the access unit is a key frame (an IDR: decodable on its own), as the
+    /// camera flagged it or its NAL units say. False for raw pictures.
+    public var isKeyFrame = false
+    /// True when the buffer holds an encoded access unit (`PixelFormat.h264`: Annex-B NAL units from a camera
+    /// that encodes itself) instead of pixels: `buffer.bytes` is the access unit, `isKeyFrame` tells an IDR.
+    /// Such frames are passed through, not converted.
+    public var isEncoded: Bool { buffer.pixelFormat == .h264 }
     /// A frame from its parts (the capturer renumbers `sequence` and keeps timestamps increasing).
     public init(
         buffer: VideoFrameBuffer, rotation: VideoRotation = .rotation0, timestampNs: Int64, sequence: UInt64,

@@ -260,6 +260,7 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
     /// Converts a captured frame once and delivers it to the sinks that want it. Called by the capturer on its
     /// delivery thread; an app does not call it.
     public func capturer(_ capturer: CameraVideoCapturer, didCapture frame: VideoFrame) {
+        if frame.isEncoded { return passThrough(frame) }
         options.willAdapt?(frame)
         let (sinks, request) = control.withLock { c in (c.sinks, c.request) }
         var counts = (converted: false, scales: 0, output: false, dropReason: DropReason?.none)
@@ -400,6 +401,28 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
         if let failure {
             // Frames of this format cannot be converted at all: the sequences end with the reason.
             endStreams(CaptureError(.unsupportedFormat, "frames cannot be converted to I420: \(failure)"))
+        }
+    }
+
+    /// A camera's own encoded access unit (`VideoFrame.isEncoded`): nothing to convert, scale or thin (a dropped
+    /// frame would break the stream until the next key frame), so every sink gets it as it came.
+    private func passThrough(_ frame: VideoFrame) {
+        let sinks = control.withLock { $0.sinks }
+        var starved = 0
+        for s in sinks {
+            switch s.target {
+            case .callback(let call): call(frame)
+            case .stream(let sub): starved += sub.yield(frame)
+            }
+        }
+        control.withLock { c in
+            c.stats.inputFrames += 1
+            c.stats.inputSize = frame.buffer.size
+            if !sinks.isEmpty {
+                c.stats.outputFrames += 1
+                c.stats.outputSize = frame.buffer.size
+            }
+            if starved > 0 { c.stats.dropped[.starvation, default: 0] += starved }
         }
     }
 

@@ -19,7 +19,7 @@ struct CaptureOptions: ParsableArguments {
     var fpsLimit: RateLimit = RateLimit(Fraction(30))
     @Option(
         help: ArgumentHelp(
-            "Pixel formats wanted, preferred in this order (e.g. MJPG or YUYV,NV12; see `camcap formats`); default: any, the cheapest conversion.",
+            "Pixel formats wanted, preferred in this order (e.g. MJPG or YUYV,NV12; H264: a camera's own stream, passed through by record; see `camcap formats`); default: any, the cheapest conversion.",
             valueName: "FOURCC[,FOURCC…]"),
         transform: PixelFormatList.parse)
     var pixelFormat: PixelFormatList?
@@ -89,6 +89,15 @@ func fallbackNote(named device: String?, using path: String) -> String {
     device == nil && path == "fixture:uvc-webcam" ? " (no camera found: the built-in fixture webcam)" : ""
 }
 
+/// Commands other than `record` need pictures (or are not wired to pass a camera's H.264 through yet): a camera
+/// whose negotiated format is H.264 is refused by name, never run with nothing to send.
+func refuseEncodedCamera(_ pipeline: CaptureSession, _ command: String) throws {
+    guard pipeline.selection.pixelFormat == .h264 else { return }
+    throw ValidationError(
+        "\(command): \(pipeline.device.path) delivers H.264 (\(pipeline.selection)); only `record` passes a camera's own H.264 through so far: use record, or ask for a raw or MJPEG format with --pixel-format (see `camcap formats -d \(pipeline.device.path)`)"
+    )
+}
+
 /// `--fps-limit`: a whole, decimal or fractional rate, 0 < rate ≤ 1000 (`Fraction(rate:)`).
 struct RateLimit: Sendable, CustomStringConvertible {
     let value: Fraction
@@ -115,7 +124,7 @@ struct PixelFormatList: Sendable {
             guard p.count == 4 || (p.count == 7 && p.hasSuffix("-BE")), let f = PixelFormat(fourcc: p) else {
                 throw ValidationError("--pixel-format: \"\(p.prefix(16))\" is not a FourCC (four characters, such as YUYV, MJPG, NV12)")
             }
-            guard f.isConvertibleToI420 else {
+            guard f.isConvertibleToI420 || f == .h264 else {
                 throw ValidationError("--pixel-format: \(f.fourcc) (\(f.name)) cannot be converted to I420 (`camcap formats` lists the camera's)")
             }
             if !out.contains(f) { out.append(f) }

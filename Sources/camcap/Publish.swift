@@ -69,6 +69,7 @@ struct Publish: AsyncParsableCommand {
         var configuration = capture.configuration
         if capture.frames == nil && capture.duration == nil { configuration.durationNs = nil } // until Ctrl-C
         let pipeline = try CaptureSession(configuration)
+        try refuseEncodedCamera(pipeline, "publish")
         var settings = EncodeStage.baseSettings(for: pipeline.selection, bitrateKbps: bitrate, maxBitrateKbps: maxBitrate)
         settings.sliceMode = .maxNALSize(max(420, mtu))
         try EncodeStage.check(settings, keyIntervalSeconds: keyintSeconds ?? 2, for: pipeline.selection)

@@ -144,6 +144,7 @@ struct RTSP: AsyncParsableCommand {
         if capture.frames == nil && capture.duration == nil { configuration.durationNs = nil } // until Ctrl-C
         configuration.idleReleaseNs = idleRelease > 0 ? Int64(idleRelease * 1e9) : nil
         let pipeline = try CaptureSession(configuration)
+        try refuseEncodedCamera(pipeline, "rtsp")
         var settings = EncodeStage.baseSettings(for: pipeline.selection, bitrateKbps: bitrate, maxBitrateKbps: maxBitrate)
         settings.sliceMode = .maxNALSize(max(420, mtu))
         let keySeconds = keyintSeconds ?? 2

@@ -94,6 +94,7 @@ struct Record: AsyncParsableCommand {
     private func record() async throws {
         // Everything is checked before the camera starts: device, negotiation, encoder settings, outputs.
         let pipeline = try CaptureSession(capture.configuration)
+        if pipeline.selection.pixelFormat == .h264 { return try await passThrough(pipeline) }
         if applyRotation { pipeline.sourceOptions.applyRotation = true }
         var settings = EncodeStage.baseSettings(for: pipeline.selection, bitrateKbps: bitrate, maxBitrateKbps: maxBitrate)
         settings.keyFrameInterval = keyint
@@ -134,5 +135,22 @@ struct Record: AsyncParsableCommand {
             try file.write(Array(trace.csv().utf8))
             try file.close()
         }
+    }
+
+    /// A camera that delivers H.264 (asked for with --pixel-format H264, or one that offers nothing else): its
+    /// access units go to the file as they are, without an encoder. What needs pictures is refused by name.
+    private func passThrough(_ pipeline: CaptureSession) async throws {
+        for (given, option) in [
+            (adapt != nil, "--adapt"), (preview != nil, "--preview"), (snapshotEvery != nil, "--snapshot-every"),
+            (applyRotation, "--apply-rotation"), (frameTrace != nil, "--frame-trace"),
+        ] where given {
+            throw ValidationError(
+                "\(option) needs decoded pictures, and \(pipeline.device.path) delivers H.264 that is recorded as it comes (no decoder, no encoder): leave \(option) out, or ask for another format with --pixel-format"
+            )
+        }
+        let file = try RecordingOutput(recording(frameRate: pipeline.selection.fps))
+        let stage = PassthroughStage(outputs: [file])
+        file.keyFrameNeeded = { [control = stage.control] in control.requestKeyFrame() }
+        try await pipeline.runCommand("recording", quiet: capture.quiet, stages: [stage], namedDevice: capture.device)
     }
 }

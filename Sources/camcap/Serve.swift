@@ -202,6 +202,7 @@ struct Serve: AsyncParsableCommand {
         if capture.frames == nil && capture.duration == nil { configuration.durationNs = nil } // until Ctrl-C
         configuration.idleReleaseNs = idleRelease > 0 ? Int64(idleRelease * 1e9) : nil
         let pipeline = try CaptureSession(configuration)
+        try refuseEncodedCamera(pipeline, "serve")
         var settings = EncodeStage.baseSettings(for: pipeline.selection, bitrateKbps: bitrate, maxBitrateKbps: maxBitrate)
         settings.sliceMode = .maxNALSize(max(420, mtu))
         try EncodeStage.check(settings, keyIntervalSeconds: keyintSeconds ?? 2, for: pipeline.selection)

@@ -87,6 +87,7 @@ struct Stream: AsyncParsableCommand {
             do { sdpFile = try OutputFile(path: sdp) } catch { throw CLIError("--sdp: \(error)") }
         }
         let pipeline = try CaptureSession(capture.configuration)
+        try refuseEncodedCamera(pipeline, "stream")
         var settings = EncodeStage.baseSettings(for: pipeline.selection, bitrateKbps: bitrate, maxBitrateKbps: maxBitrate)
         // Slices within the payload budget: no FU-A needed for most NAL units (as WebRTC's encoders do).
         settings.sliceMode = .maxNALSize(max(420, mtu))

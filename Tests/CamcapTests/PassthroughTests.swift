@@ -1,0 +1,217 @@
+// Issue 35 (cameras that deliver H.264): a camera's own access units are recorded as they come, with no encoder;
+// what cannot work is refused by name; bad access units are dropped and counted, never a crash.
+import Foundation
+import Testing
+import TestSupport
+import VideoCapture
+import VideoProcessing
+import FixtureCameras
+import H264
+import CapturePipeline
+
+/// The access units a fixture H.264 camera delivers (padding stripped), captured in-process: what a recording
+/// of the same camera must contain, byte for byte.
+private func cameraAccessUnits(_ count: Int, size: FrameSize) async throws -> [[UInt8]] {
+    // As camcap's --fast: frames as fast as consumed, none discarded (a gap would change which units arrive).
+    let capturer = CameraVideoCapturer(
+        providers: [FixtureCameraProvider(options: .init(pacing: .asFastAsConsumed))],
+        configuration: .init(maxPendingFrames: 2, alwaysDiscardsLateFrames: false))
+    let frames = capturer.frames(bufferingNewest: 64)
+    try await capturer.startCapture(
+        device: try capturer.device("fixture:h264-webcam"), targetSize: size, fpsLimit: Fraction(30), pixelFormats: [.h264])
+    var units: [[UInt8]] = []
+    for try await frame in frames {
+        #expect(frame.isEncoded && frame.sequence == UInt64(units.count), "frame \(frame.sequence) after \(units.count)")
+        var bytes = [UInt8](frame.buffer.bytes)
+        while bytes.last == 0 { bytes.removeLast() }
+        units.append(bytes)
+        if units.count == count { break }
+    }
+    try await capturer.stopCapture()
+    return units
+}
+
+/// The collected frames of a stage, for in-process checks.
+private final class Collect: EncodedOutput {
+    var frames: [EncodedFrame] = []
+    func write(_ frame: EncodedFrame) throws { frames.append(frame) }
+    func end() throws {}
+    func discard() {}
+    var summary: [(String, String)] { [] }
+}
+
+@Suite(.serialized) struct PassthroughTests {
+    /// `record --pixel-format H264` writes the camera's access units unchanged (Annex-B: the file is exactly the
+    /// access units, with the camera's SPS/PPS put before the IDRs that came without them, and the SPS stating the
+    /// rate as every raw recording's does), through no encoder; ffprobe decodes every frame, in MP4 too.
+    @Test func aCamerasOwnH264IsRecordedBitForBit() async throws {
+        let expected = try await cameraAccessUnits(90, size: FrameSize(width: 640, height: 480))
+        let path = work + "/passthrough.h264"
+        let r = try sh(
+            camcap, ["record", "-d", "fixture:h264-webcam", "-s", "640x480", "--pixel-format", "H264", "--fast", "--frames", "90", "-o", path])
+        #expect(r.code == 0, "\(r.err)")
+        #expect(r.out.contains("passed through 90 (no encoder)") && r.out.contains("0 encoder instances"), "\(r.out)")
+        #expect(r.out.contains("SPS/PPS put before 2 IDRs that came without them"), "\(r.out)")
+        // The camera sent its parameter sets once: the expected file puts them before every later IDR.
+        let first = try AnnexB.split(expected[0])
+        let cameraSPS = first.first { $0.type == .sps }.map { expected[0][$0.offset..<($0.offset + $0.length)] } ?? []
+        let sps = try SequenceParameterSet.withTiming(cameraSPS, framesPerSecond: Fraction(30))
+        let pps = first.first { $0.type == .pps }.map { Array(expected[0][$0.offset..<($0.offset + $0.length)]) } ?? []
+        var file: [UInt8] = []
+        for au in expected {
+            let units = try AnnexB.split(au)
+            let idr = units.contains { $0.type == .idr }, hasSets = units.contains { $0.type == .sps }
+            if idr && !hasSets { file += [0, 0, 0, 1] + sps + [0, 0, 0, 1] + pps }
+            for u in units { file += [0, 0, 0, 1] + (u.type == .sps ? sps[...] : au[u.offset..<(u.offset + u.length)]) }
+        }
+        let written = [UInt8](FileManager.default.contents(atPath: path) ?? Data())
+        #expect(written.count == file.count && written == file, "recorded \(written.count) bytes, the camera's access units are \(file.count)")
+        let probe = try sh(
+            "ffprobe", ["-v", "error", "-count_frames", "-show_entries", "stream=nb_read_frames,width,height", "-of", "csv=p=0", path])
+        #expect(probe.out.trimmingCharacters(in: .whitespacesAndNewlines) == "640,480,90", "\(probe.out)\(probe.err)")
+        let mp4 = try sh(
+            camcap,
+            [
+                "record", "-d", "fixture:h264-webcam", "-s", "640x480", "--pixel-format", "H264", "--fast", "--frames", "90", "-o", "passthrough.mp4",
+                "-q",
+            ])
+        #expect(mp4.code == 0, "\(mp4.err)")
+        let p = try sh(
+            "ffprobe", ["-v", "error", "-select_streams", "v:0", "-show_entries", "packet=pts_time", "-of", "csv=p=0", work + "/passthrough.mp4"])
+        let times = p.out.split(separator: "\n").compactMap { Double($0) }
+        #expect(times.count == 90 && times.enumerated().allSatisfy { abs($0.element - Double($0.offset) / 30) < 0.001 }, "\(times)")
+    }
+
+    /// A camera that offers only H.264 is negotiated to it without asking; one that also offers MJPEG keeps the
+    /// encoder path unless H.264 is asked for.
+    @Test func h264IsChosenWhenAskedForOrWhenItIsAllThereIs() throws {
+        let only = tempFile(
+            "h264-only.json",
+            #"{"name": "encoder module", "formats": [{"pixelFormat": "H264", "sizes": [{"width": 1280, "height": 720, "fps": [30]}]}]}"#)
+        let a = try sh(camcap, ["select", "-d", only, "-s", "1280x720", "--json"])
+        #expect(a.out.hasPrefix("{\"pixelFormat\": \"H264\""), "\(a.out)\(a.err)")
+        let b = try sh(camcap, ["select", "-d", "fixture:h264-webcam", "-s", "1280x720", "--json"])
+        #expect(b.out.hasPrefix("{\"pixelFormat\": \"MJPG\""), "\(b.out)")
+        let c = try sh(camcap, ["record", "-d", only, "--fast", "--frames", "10", "-o", "only.mp4"])
+        #expect(c.code == 0 && c.out.contains("passed through 10 (no encoder)"), "\(c.out)\(c.err)")
+    }
+
+    /// What needs pictures is refused by name, before the camera starts; other commands say record is the one.
+    @Test func whatNeedsPicturesIsRefusedByName() throws {
+        let r = try sh(
+            camcap, ["record", "-d", "fixture:h264-webcam", "--pixel-format", "H264", "--frames", "5", "--adapt", "0s:640x360@15", "-o", "never.mp4"])
+        #expect(r.code != 0 && r.err.contains("--adapt needs decoded pictures"), "\(r.err)")
+        #expect(!FileManager.default.fileExists(atPath: work + "/never.mp4"))
+        let s = try sh(camcap, ["stream", "-d", "fixture:h264-webcam", "--pixel-format", "H264", "--frames", "5", "--to", "127.0.0.1:9"])
+        #expect(s.code != 0 && s.err.contains("only `record` passes a camera's own H.264 through so far"), "\(s.err)")
+    }
+
+    /// Garbage, truncated and zero-filled access units are dropped and counted (never a crash); the stream resumes
+    /// at the next key frame, and the camera is asked for one (rate-limited).
+    @Test func badAccessUnitsAreDroppedAndCounted() throws {
+        var s = H264Encoder.Settings(width: 64, height: 64)
+        s.keyFrameInterval = 5
+        let encoder = try H264Encoder(settings: s)
+        let stage = PassthroughStage(outputs: [])
+        let sink = Collect()
+        let stage2 = PassthroughStage(outputs: [sink])
+        let asked = AskCounter()
+        stage2.askCameraForKeyFrame = { asked.ask() }
+        _ = stage
+        var seq: UInt64 = 0
+        func frame(_ bytes: [UInt8], key: Bool = false) -> VideoFrame {
+            let storage = FrameStorage(capacity: max(1, bytes.count))
+            bytes.withUnsafeBytes { storage.writableBaseAddress!.copyMemory(from: $0.baseAddress!, byteCount: bytes.count) }
+            var f = VideoFrame(
+                buffer: VideoFrameBuffer(pixelFormat: .h264, width: 64, height: 64, stride: 0, bytesUsed: bytes.count, storage: storage),
+                timestampNs: Int64(seq) * 33_333_333, sequence: seq)
+            f.isKeyFrame = key
+            seq += 1
+            return f
+        }
+        var rng = SystemRandomNumberGenerator()
+        for i in 0..<15 {
+            let au = try encoder.encode(I420Buffer(width: 64, height: 64), timestampNs: Int64(i))
+            switch i {
+            case 2: try stage2.consume(encoded: frame((0..<200).map { _ in UInt8.random(in: 0...255, using: &rng) })) // garbage
+            case 3: try stage2.consume(encoded: frame(Array(au.data.prefix(3)))) // truncated inside a start code
+            case 4: try stage2.consume(encoded: frame([UInt8](repeating: 0, count: 64))) // nothing but padding
+            default: try stage2.consume(encoded: frame(au.data, key: au.isKeyFrame))
+            }
+        }
+        // Frames 0, 1 pass; 2-4 are bad; 5 is the next IDR (interval 5): it and 6-14 pass.
+        #expect(sink.frames.count == 12 && sink.frames[2].isKeyFrame, "\(sink.frames.count) passed")
+        #expect(
+            stage2.framesSummary?.contains("malformed 3") == true && stage2.framesSummary?.contains("dropped before") == false,
+            "\(stage2.framesSummary ?? "")")
+        #expect(asked.count >= 1)
+    }
+
+    /// A receiver's key-frame request (PLI through `control`) reaches the camera: the fixture's next access unit is
+    /// an IDR, beyond its own one a second.
+    @Test func keyFrameRequestsReachTheCamera() async throws {
+        var config = CaptureSession.Configuration()
+        config.device = "fixture:h264-webcam"
+        config.pixelFormats = [.h264]
+        config.size = FrameSize(width: 320, height: 240)
+        config.frames = 60
+        config.fast = true
+        let session = try CaptureSession(config)
+        let sink = Collect()
+        let stage = PassthroughStage(outputs: [sink])
+        let request = RequestAt(frame: 10, control: stage.control)
+        let stage2 = PassthroughStage(outputs: [request])
+        _ = stage2
+        let report = try await session.run(stages: [stage, RequestStage(stage: stage, at: 10)])
+        #expect(report.failure == nil && sink.frames.count == 60)
+        let keys = sink.frames.enumerated().filter { $0.element.isKeyFrame }.map(\.offset)
+        // The camera's own at 0; the request at frame 10 gives one within a few frames (its buffers are ahead),
+        // and the camera's interval (30) counts on from there.
+        let asked = keys.first { (11...16).contains($0) }
+        #expect(keys.first == 0 && asked != nil && keys.contains((asked ?? 0) + 30), "key frames at \(keys)")
+        _ = request
+    }
+}
+
+private final class AskCounter: @unchecked Sendable {
+    // @unchecked: used from the test's one thread.
+    var count = 0
+    func ask() -> Bool {
+        count += 1
+        return true
+    }
+}
+
+/// An output that asks for a key frame when it has seen `frame` frames.
+private final class RequestAt: EncodedOutput {
+    let frame: Int, control: EncoderControl
+    var seen = 0
+    init(frame: Int, control: EncoderControl) {
+        self.frame = frame
+        self.control = control
+    }
+    func write(_ f: EncodedFrame) throws {
+        seen += 1
+        if seen == frame { control.requestKeyFrame() }
+    }
+    func end() throws {}
+    func discard() {}
+    var summary: [(String, String)] { [] }
+}
+
+/// A stage after the passthrough that asks for a key frame (as a receiver's PLI would) once, at frame `at`.
+private final class RequestStage: EncodedFrameStage {
+    let stage: PassthroughStage, at: Int
+    var seen = 0
+    init(stage: PassthroughStage, at: Int) {
+        self.stage = stage
+        self.at = at
+    }
+    func consume(_ picture: I420Buffer, frame: VideoFrame) throws {}
+    func consume(encoded frame: VideoFrame) throws {
+        seen += 1
+        if seen == at { stage.control.requestKeyFrame() }
+    }
+    func end() throws {}
+    var summary: [(String, String)] { [] }
+}
