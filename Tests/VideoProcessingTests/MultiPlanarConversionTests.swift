@@ -139,3 +139,23 @@ func separatePlanesConvertToTheSameI420AsTheSingleBufferTwin(_ format: PixelForm
         }
     }
 }
+
+@Test(arguments: separatePlaneFormats)
+func aSeparatePlaneFormatWrittenInOneBufferConvertsLikeItsTwin(_ format: PixelFormat) throws {
+    let src = I420Buffer(width: 322, height: 182)
+    let picture = PlanarPicture(width: 322, height: 182, vertical420: true)
+    picture.y.withUnsafeBufferPointer { y in
+        for r in 0..<182 { (src.writablePlanes!.y + r * src.strideY).update(from: y.baseAddress! + r * 322, count: 322) }
+    }
+    for r in 0..<91 {
+        picture.u.withUnsafeBufferPointer { (src.writablePlanes!.u + r * src.strideU).update(from: $0.baseAddress! + r * 161, count: 161) }
+        picture.v.withUnsafeBufferPointer { (src.writablePlanes!.v + r * src.strideV).update(from: $0.baseAddress! + r * 161, count: 161) }
+    }
+    func written(_ f: PixelFormat) throws -> [UInt8] {
+        let storage = FrameStorage(capacity: FormatWriter.capacity(for: f, width: 322, height: 182))
+        let b = try FormatWriter().write(src, as: f, into: storage)
+        #expect(b.pixelFormat == f)
+        return try FrameConverter().convert(b).packedBytes()
+    }
+    #expect(try written(format) == written(format.singleBufferEquivalent))
+}
