@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # Real-kernel test: boots Debian's kernel under qemu (TCG, no KVM needed) with the vivid virtual camera
-# driver (two capture-only cameras), runs `vivid-check` inside and fails if any check fails.
+# driver (three capture-only cameras: two single-planar, one multi-planar), runs `vivid-check` inside and fails
+# if any check fails; on the host, ffprobe decodes what the VM recorded.
 #
 #   Scripts/vivid-vm-test.sh            build vivid-check, build the initramfs, boot, check
 #   VM_CACHE=/path                      where the kernel package is kept (default /var/cache/swift-video-capture)
-#   VM_TIMEOUT=300                      seconds before the VM is killed
+#   VM_TIMEOUT=540                      seconds before the VM is killed
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 CACHE=${VM_CACHE:-/var/cache/swift-video-capture}
 WORK=$ROOT/.build/vm
-TIMEOUT=${VM_TIMEOUT:-300}
+TIMEOUT=${VM_TIMEOUT:-540}
 mkdir -p "$CACHE" "$WORK"
 log() { echo "[vivid-vm] $*" >&2; }
 
@@ -64,7 +65,7 @@ cat > "$IRD/init" <<'INIT'
 mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev; mount -t tmpfs tmp /tmp
 for m in $(cat /modules/order); do
   case $m in
-    vivid.ko) insmod /modules/$m n_devs=2 node_types=0x1,0x1 || echo "INSMOD-FAILED $m" ;;
+    vivid.ko) insmod /modules/$m n_devs=3 node_types=0x1,0x1,0x1 multiplanar=1,1,2 || echo "INSMOD-FAILED $m" ;;
     *) insmod /modules/$m || echo "INSMOD-FAILED $m" ;;
   esac
 done
@@ -96,7 +97,25 @@ if [ -n "$reported" ] && [ "$decoded" = "$reported" ] && [ "$reported" -gt 0 ]; 
 else
   echo "FAIL host: the file camcap left after the unplug: ffprobe decoded '$decoded' of '$reported' frames"; host_failed=1
 fi
-echo "RESULT-HOST: $((1 - host_failed)) passed, $host_failed failed" | tee -a "$OUT"
+# The multi-planar camera's 30-frame recordings (a single-buffer format, NM12, YM12): each must decode with ffprobe
+# to 30 frames at the size negotiated in the VM.
+host_passed=$((1 - host_failed))
+mp_seen=0
+while read -r _ fourcc size frames; do
+  mp_seen=$((mp_seen + 1))
+  file=$WORK/mplane-$fourcc.h264
+  tr -d '\r' < "$OUT" | awk -v f="$fourcc" '$1=="MPLANE-H264-BEGIN" && $2==f {on=1; next} $1=="MPLANE-H264-END" {on=0} on' | base64 -d > "$file" 2>/dev/null || true
+  got=$(ffprobe -v error -f h264 -count_frames -select_streams v:0 -show_entries stream=width,height,nb_read_frames -of csv=p=0 "$file" 2>/dev/null | tr -d ' \n' || true)
+  if [ "$got" = "${size/x/,},$frames" ] && [ "$frames" = 30 ]; then
+    echo "PASS host: multi-planar $fourcc recording decodes: 30 frames at $size (ffprobe: $got)"; host_passed=$((host_passed + 1))
+  else
+    echo "FAIL host: multi-planar $fourcc recording: ffprobe says '$got', the VM recorded $frames frames at $size"; host_failed=$((host_failed + 1))
+  fi
+done < <(tr -d '\r' < "$OUT" | grep '^MPLANE-H264-BEGIN ')
+if [ "$mp_seen" != 3 ]; then
+  echo "FAIL host: $mp_seen multi-planar recordings in the console, 3 expected"; host_failed=$((host_failed + 1))
+fi
+echo "RESULT-HOST: $host_passed passed, $host_failed failed" | tee -a "$OUT"
 if ! grep -q "^RESULT: .* 0 failed" <(tr -d '\r' < "$OUT") || [ "$host_failed" != 0 ]; then
   log "vivid VM test FAILED (full console: $OUT)"
   tail -n 40 "$OUT" >&2

@@ -71,9 +71,14 @@ package struct SystemV4L2Kernel: V4L2Kernel {
         case .failure(let e): return (-1, e.rawValue)
         }
         // Only real V4L2 nodes go to libv4l2 (it prints complaints about anything else); it wraps them
-        // without emulating formats: we convert with libyuv.
+        // without emulating formats: we convert with libyuv. A multi-planar-only node is not wrapped: libv4l2's
+        // mplane plugin would present it as single-planar (one plane only, so NM12 or YM12 would be lost), and
+        // libv4l2 has nothing else to offer it; its calls below go straight to the kernel (libv4l2 passes through
+        // descriptors it did not wrap).
         var cap = v4l2_capability()
         guard Syscall.ioctl(fd, CV4L2_VIDIOC_QUERYCAP, &cap) == nil else { return (fd, 0) }
+        let caps = cap.capabilities & CV4L2_CAP_DEVICE_CAPS != 0 ? cap.device_caps : cap.capabilities
+        if caps & CV4L2_CAP_VIDEO_CAPTURE == 0 && caps & CV4L2_CAP_VIDEO_CAPTURE_MPLANE != 0 { return (fd, 0) }
         let wrapped = cv4l2_fd_open(fd, CV4L2_DISABLE_CONVERSION)
         return wrapped >= 0 ? (wrapped, 0) : (fd, 0)
     }

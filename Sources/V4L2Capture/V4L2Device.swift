@@ -11,7 +11,14 @@ struct V4L2Capabilities {
     var card: String
     var busInfo: String
     var deviceCaps: UInt32
-    var isVideoCapture: Bool { deviceCaps & CV4L2_CAP_VIDEO_CAPTURE != 0 && deviceCaps & CV4L2_CAP_STREAMING != 0 }
+    /// A single-planar capture node (`V4L2_CAP_VIDEO_CAPTURE`).
+    var isSinglePlanar: Bool { deviceCaps & CV4L2_CAP_VIDEO_CAPTURE != 0 }
+    /// A multi-planar capture node (`V4L2_CAP_VIDEO_CAPTURE_MPLANE`, as SoC camera drivers are) that is not also
+    /// single-planar: its formats, buffers and parameters use the multi-planar buffer type.
+    var isMultiPlanar: Bool { !isSinglePlanar && deviceCaps & CV4L2_CAP_VIDEO_CAPTURE_MPLANE != 0 }
+    var isVideoCapture: Bool { (isSinglePlanar || isMultiPlanar) && deviceCaps & CV4L2_CAP_STREAMING != 0 }
+    /// The buffer type of every format, parameter and buffer call on this node.
+    var bufferType: UInt32 { isMultiPlanar ? CV4L2_BUF_TYPE_VIDEO_CAPTURE_MPLANE : CV4L2_BUF_TYPE_VIDEO_CAPTURE }
 }
 
 func cString<T>(_ tuple: T) -> String {
@@ -53,14 +60,16 @@ final class V4L2Node {
         return V4L2Capabilities(driver: cString(cap.driver), card: cString(cap.card), busInfo: cString(cap.bus_info), deviceCaps: caps)
     }
 
-    /// ENUM_FMT / ENUM_FRAMESIZES / ENUM_FRAMEINTERVALS, native formats only (emulated ones skipped).
+    /// ENUM_FMT / ENUM_FRAMESIZES / ENUM_FRAMEINTERVALS, native formats only (emulated ones skipped); on a
+    /// multi-planar node with the multi-planar buffer type (its single-buffer and separate-plane formats alike).
     func formats() throws(CaptureError) -> [CaptureFormat] {
+        let type = try capabilities().bufferType
         var out: [CaptureFormat] = []
         var index: UInt32 = 0
         while true {
             var desc = v4l2_fmtdesc()
             desc.index = index
-            desc.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE
+            desc.type = type
             if let e = io.errnoOf(fd, .enumFormat, &desc) {
                 if e.rawValue == EINVAL { break } // the end of the list
                 throw io.error(e, "VIDIOC_ENUM_FMT index \(index)")
@@ -128,7 +137,8 @@ final class V4L2Node {
     }
 }
 
-/// Real cameras: every `/dev/video*` node that captures video (metadata and mem2mem nodes skipped).
+/// Real cameras: every `/dev/video*` node that captures video, single-planar or multi-planar (metadata and
+/// mem2mem nodes skipped).
 ///
 /// Devices are opened through libv4l2 with its format emulation off, so only the camera's native formats are
 /// listed and negotiated. Every call opens the node for as long as it needs it; the provider itself holds no

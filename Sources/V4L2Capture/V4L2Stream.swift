@@ -10,6 +10,13 @@ import SystemIO
 /// A streaming V4L2 camera: S_FMT/S_PARM, read back with G_FMT/G_PARM, mmap buffers, a dedicated thread
 /// that polls with a timeout and dequeues.
 ///
+/// Single-planar and multi-planar devices (`V4L2_CAP_VIDEO_CAPTURE_MPLANE`) stream alike: on a multi-planar one
+/// the format is `pix_mp` (one `bytesperline`/`sizeimage` per plane), each buffer carries an array of
+/// `v4l2_plane`s and each plane is mapped on its own. A single-buffer format (`YUYV`, `NV12`, `YU12`, …) has one
+/// plane and is delivered as on a single-planar device; a separate-plane format (`NM12`, `YM12`, …) is delivered
+/// as one frame whose planes point into the separate mappings (no copy). A plane shorter than its format needs,
+/// or longer than its buffer, makes the frame a short buffer (dropped and counted), as on single-planar devices.
+///
 /// **Frame lifetime contract** (the same for every backend, see `VideoFrame`). A delivered frame borrows the
 /// driver's mmap'd buffer, read-only: no pixel is copied. The buffer goes back to the driver once every
 /// `VideoFrame` referencing it is gone; the capture thread re-queues it on its next wake-up (at most
@@ -54,6 +61,12 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
     private let configuration: Configuration
     private let sink: FrameSink
     private let sizeImage: Int
+    /// How buffers are described to the driver (single-planar, or multi-planar with its plane array).
+    private let kind: BufferKind
+    /// Multi-planar: each plane's stride and the bytes its format needs (set once by `applyFormat`).
+    private let planeFormats: [PlaneFormat]
+    /// Multi-planar: each buffer's planes (address and mapped length), `kind.planeCount` per buffer.
+    private var planeMaps: [PlaneMap] = []
     private var slots: [FrameStorage] = []
     private var queued: [Bool] = []
     private var copies: [FrameStorage] = []
@@ -77,20 +90,40 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
         var ring: [FrameStorage] = []
         var started = false
         let counter = mappedCount
-        defer { if !started { V4L2Stream.teardown(node, buffers: &ring, counter: counter) } } // nothing left open on a failed start
-        let (applied, sizeImage) = try V4L2Stream.applyFormat(node, request)
+        let planeArray = UnsafeMutablePointer<v4l2_plane>.allocate(capacity: Int(CV4L2_VIDEO_MAX_PLANES))
+        planeArray.initialize(repeating: v4l2_plane(), count: Int(CV4L2_VIDEO_MAX_PLANES))
+        var type = CV4L2_BUF_TYPE_VIDEO_CAPTURE
+        defer {
+            if !started { // nothing left open on a failed start
+                V4L2Stream.teardown(node, type: type, buffers: &ring, counter: counter)
+                planeArray.deallocate()
+            }
+        }
+        let caps = try node.capabilities()
+        guard caps.isVideoCapture else {
+            throw CaptureError(.notACaptureDevice, "\(path) (\(caps.card)) is not a streaming video capture device", device: path)
+        }
+        type = caps.bufferType
+        let (applied, sizeImage, planeFormats) =
+            caps.isMultiPlanar ? try V4L2Stream.applyMultiPlanarFormat(node, request) : try V4L2Stream.applyFormat(node, request)
         self.applied = applied
         self.sizeImage = sizeImage
+        self.planeFormats = planeFormats
+        let kind = BufferKind(type: type, planeCount: planeFormats.count, planes: caps.isMultiPlanar ? planeArray : nil)
+        self.kind = kind
         self.rotation =
             rotationOverride ?? node.property(.cameraSensorRotation).flatMap(VideoRotation.init(sensorRotationCounterClockwise:)) ?? .rotation0
-        ring = try V4L2Stream.mapBuffers(node, count: configuration.bufferCount, counter: counter)
+        var maps: [PlaneMap] = []
+        ring = try V4L2Stream.mapBuffers(
+            node, kind: kind, planeFormats: planeFormats, count: configuration.bufferCount, counter: counter, maps: &maps)
         for i in ring.indices {
-            var b = V4L2Stream.bufferDescriptor(i)
+            var b = kind.descriptor(i)
             try io.ioctl(node.fd, .queueBuffer, &b, "\(i)")
         }
-        var on = Int32(CV4L2_BUF_TYPE_VIDEO_CAPTURE)
+        var on = Int32(type)
         try io.ioctl(node.fd, .streamOn, &on)
         slots = ring
+        planeMaps = maps
         queued = Array(repeating: true, count: ring.count)
         copies = (0..<configuration.copyBuffers).map { _ in FrameStorage(pooledCapacity: sizeImage) }
         started = true
@@ -98,22 +131,12 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
         thread = WorkerThread(name: "v4l2-capture") { [self] _ in run() }
     }
 
-    /// A `v4l2_buffer` naming mmap buffer `index` of the capture queue (the one way this file builds one).
-    static func bufferDescriptor(_ index: Int = 0) -> v4l2_buffer {
-        var b = v4l2_buffer()
-        b.index = UInt32(index)
-        b.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE
-        b.memory = CV4L2_MEMORY_MMAP
-        return b
-    }
+    /// The largest plane count a driver may report (`VIDEO_MAX_PLANES`).
+    static let maxPlanes = Int(CV4L2_VIDEO_MAX_PLANES)
 
     /// S_FMT/S_PARM, read back with G_FMT/G_PARM: what the driver really applied, and its buffer size.
-    private static func applyFormat(_ node: V4L2Node, _ request: StreamRequest) throws(CaptureError) -> (AppliedFormat, Int) {
+    private static func applyFormat(_ node: V4L2Node, _ request: StreamRequest) throws(CaptureError) -> (AppliedFormat, Int, [PlaneFormat]) {
         let io = node.io, fd = node.fd, path = node.path
-        let caps = try node.capabilities()
-        guard caps.isVideoCapture else {
-            throw CaptureError(.notACaptureDevice, "\(path) (\(caps.card)) is not a streaming video capture device", device: path)
-        }
         guard let w = UInt32(exactly: request.size.width), let h = UInt32(exactly: request.size.height) else {
             throw CaptureError(.invalidArgument, "size \(request.size) is out of range for V4L2", device: path)
         }
@@ -133,33 +156,113 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
         }
         let size = FrameSize(width: Int(got.fmt.pix.width), height: Int(got.fmt.pix.height))
         let stride = pf.isCompressed ? 0 : Int(got.fmt.pix.bytesperline)
-        // Frame rate: S_PARM then G_PARM (the driver may round). V4L2 speaks in time per frame, the inverse of
-        // fps: 30 fps is timeperframe 1/30, so numerator and denominator swap in both directions.
+        let fps = applyRate(node, request, type: CV4L2_BUF_TYPE_VIDEO_CAPTURE)
+        let color = VideoColorSpace(
+            v4l2Colorspace: got.fmt.pix.colorspace, transfer: got.fmt.pix.xfer_func, encoding: got.fmt.pix.ycbcr_enc,
+            quantization: got.fmt.pix.quantization, pixelFormat: pf)
+        return (AppliedFormat(pixelFormat: pf, size: size, stride: stride, fps: fps, colorSpace: color), Int(got.fmt.pix.sizeimage), [])
+    }
+
+    /// Frame rate: S_PARM then G_PARM (the driver may round). V4L2 speaks in time per frame, the inverse of
+    /// fps: 30 fps is timeperframe 1/30, so numerator and denominator swap in both directions.
+    private static func applyRate(_ node: V4L2Node, _ request: StreamRequest, type: UInt32) -> Fraction {
+        let io = node.io, fd = node.fd
         var parm = v4l2_streamparm()
-        parm.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE
+        parm.type = type
         parm.parm.capture.timeperframe.numerator = UInt32(clamping: request.fps.denominator)
         parm.parm.capture.timeperframe.denominator = UInt32(clamping: request.fps.numerator)
         var fps = request.fps
         if io.errnoOf(fd, .setParm, &parm) == nil {
             var g = v4l2_streamparm()
-            g.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE
+            g.type = type
             if io.errnoOf(fd, .getParm, &g) == nil {
                 let tpf = g.parm.capture.timeperframe
                 if tpf.numerator > 0 && tpf.denominator > 0 { fps = Fraction(Int64(tpf.denominator), Int64(tpf.numerator)) }
             }
         }
-        let color = VideoColorSpace(
-            v4l2Colorspace: got.fmt.pix.colorspace, transfer: got.fmt.pix.xfer_func, encoding: got.fmt.pix.ycbcr_enc,
-            quantization: got.fmt.pix.quantization, pixelFormat: pf)
-        return (AppliedFormat(pixelFormat: pf, size: size, stride: stride, fps: fps, colorSpace: color), Int(got.fmt.pix.sizeimage))
+        return fps
     }
 
-    /// REQBUFS, then QUERYBUF + mmap each buffer; each mapping is unmapped when its last frame goes.
-    private static func mapBuffers(_ node: V4L2Node, count: Int, counter: MapCounter) throws(CaptureError) -> [FrameStorage] {
+    /// The multi-planar S_FMT/G_FMT (`fmt.pix_mp`) and S_PARM/G_PARM: what the driver applied, the bytes of all
+    /// planes together (the size of a private copy), and each plane's stride and needed bytes. A reply that
+    /// cannot describe the format (no planes, more than `VIDEO_MAX_PLANES`, another plane count than the format
+    /// has, a plane's stride or size too small for its lines) is an error naming the device and the value.
+    private static func applyMultiPlanarFormat(
+        _ node: V4L2Node, _ request: StreamRequest
+    ) throws(CaptureError) -> (AppliedFormat, Int, [PlaneFormat]) {
+        let io = node.io, fd = node.fd, path = node.path
+        guard let w = UInt32(exactly: request.size.width), let h = UInt32(exactly: request.size.height) else {
+            throw CaptureError(.invalidArgument, "size \(request.size) is out of range for V4L2", device: path)
+        }
+        var fmt = v4l2_format()
+        fmt.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE_MPLANE
+        fmt.fmt.pix_mp.width = w
+        fmt.fmt.pix_mp.height = h
+        fmt.fmt.pix_mp.pixelformat = request.pixelFormat.rawValue
+        fmt.fmt.pix_mp.field = CV4L2_FIELD_ANY
+        fmt.fmt.pix_mp.num_planes = UInt8(request.pixelFormat.memoryPlaneCount)
+        try io.ioctl(fd, .setFormat, &fmt, "\(request.pixelFormat) \(request.size) (multi-planar)")
+        var got = v4l2_format()
+        got.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE_MPLANE
+        try io.ioctl(fd, .getFormat, &got, "(multi-planar)")
+        let mp = got.fmt.pix_mp
+        let pf = PixelFormat(rawValue: mp.pixelformat)
+        guard pf == request.pixelFormat else {
+            throw CaptureError(.unsupportedFormat, "\(path) applied \(pf) instead of the requested \(request.pixelFormat)", device: path)
+        }
+        let size = FrameSize(width: Int(mp.width), height: Int(mp.height))
+        let n = Int(mp.num_planes)
+        guard (1...maxPlanes).contains(n) else {
+            throw CaptureError(
+                .streamFailed, "\(path) reported num_planes \(n) for \(pf) \(size) in VIDIOC_G_FMT (1...\(maxPlanes) expected)", device: path)
+        }
+        guard n == pf.memoryPlaneCount else {
+            throw CaptureError(
+                .streamFailed, "\(path) reported num_planes \(n) for \(pf) \(size), a format of \(pf.memoryPlaneCount) plane(s)", device: path)
+        }
+        var planes: [PlaneFormat] = []
+        var total = 0
+        for p in 0..<n {
+            let pl = withUnsafeBytes(of: mp.plane_fmt) {
+                $0.loadUnaligned(fromByteOffset: p * MemoryLayout<v4l2_plane_pix_format>.stride, as: v4l2_plane_pix_format.self)
+            }
+            let stride = Int(pl.bytesperline), sizeImage = Int(pl.sizeimage)
+            var need = 1
+            if !pf.isCompressed {
+                guard let geometry = pf.memoryPlane(p, width: size.width, height: size.height), stride >= geometry.minimumStride else {
+                    throw CaptureError(
+                        .streamFailed,
+                        "\(path) reported bytesperline \(stride) for plane \(p) of \(pf) \(size), below the \(pf.memoryPlane(p, width: size.width, height: size.height)?.minimumStride ?? 0) its lines need",
+                        device: path)
+                }
+                need = n == 1 ? (pf.frameSize(width: size.width, height: size.height, stride: stride) ?? 1) : stride * geometry.rows
+            }
+            guard sizeImage >= need else {
+                throw CaptureError(
+                    .streamFailed,
+                    "\(path) reported sizeimage \(sizeImage) for plane \(p) of \(pf) \(size), smaller than the \(need) bytes of its \(stride)-byte lines",
+                    device: path)
+            }
+            planes.append(PlaneFormat(stride: stride, needed: need))
+            total += sizeImage
+        }
+        let fps = applyRate(node, request, type: CV4L2_BUF_TYPE_VIDEO_CAPTURE_MPLANE)
+        let color = VideoColorSpace(
+            v4l2Colorspace: mp.colorspace, transfer: UInt32(mp.xfer_func), encoding: UInt32(mp.ycbcr_enc),
+            quantization: UInt32(mp.quantization), pixelFormat: pf)
+        let stride = pf.isCompressed ? 0 : planes[0].stride
+        return (AppliedFormat(pixelFormat: pf, size: size, stride: stride, fps: fps, colorSpace: color), total, planes)
+    }
+
+    /// REQBUFS, then QUERYBUF + mmap each buffer (each plane of it on a multi-planar device); each buffer's
+    /// mappings are unmapped when its last frame goes.
+    private static func mapBuffers(
+        _ node: V4L2Node, kind: BufferKind, planeFormats: [PlaneFormat], count: Int, counter: MapCounter, maps: inout [PlaneMap]
+    ) throws(CaptureError) -> [FrameStorage] {
         let io = node.io, fd = node.fd, kernel = io.kernel
         var rb = v4l2_requestbuffers()
         rb.count = UInt32(count)
-        rb.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE
+        rb.type = kind.type
         rb.memory = CV4L2_MEMORY_MMAP
         try io.ioctl(fd, .requestBuffers, &rb, "\(count)")
         guard rb.count >= 2 else {
@@ -167,8 +270,12 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
         }
         var ring: [FrameStorage] = []
         for i in 0..<Int(rb.count) {
-            var b = bufferDescriptor(i)
+            var b = kind.descriptor(i)
             try io.ioctl(fd, .queryBuffer, &b, "\(i)")
+            if let planes = kind.planes {
+                ring.append(try mapPlanes(node, index: i, planes: planes, planeFormats: planeFormats, counter: counter, maps: &maps))
+                continue
+            }
             let length = Int(b.length)
             let (p, e) = kernel.mmap(fd, length: length, offset: Int64(b.m.offset))
             guard let p else { throw io.error(Errno(e), "mmap of buffer \(i)") }
@@ -183,18 +290,50 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
         return ring
     }
 
+    /// Maps every plane of multi-planar buffer `index` (QUERYBUF already filled `planes`): one storage for the
+    /// buffer, whose release unmaps all its planes. A plane shorter than its format needs is an error naming it.
+    private static func mapPlanes(
+        _ node: V4L2Node, index i: Int, planes: UnsafeMutablePointer<v4l2_plane>, planeFormats: [PlaneFormat], counter: MapCounter,
+        maps: inout [PlaneMap]
+    ) throws(CaptureError) -> FrameStorage {
+        let io = node.io, fd = node.fd, kernel = io.kernel
+        var mapped: [(address: UInt, length: Int)] = []
+        var done = false
+        defer { if !done { for m in mapped { kernel.munmap(UnsafeMutableRawPointer(bitPattern: m.address)!, length: m.length) } } }
+        for p in planeFormats.indices {
+            let length = Int(planes[p].length)
+            guard length >= planeFormats[p].needed else {
+                throw CaptureError(
+                    .streamFailed,
+                    "\(node.path) buffer \(i) plane \(p) is \(length) bytes (VIDIOC_QUERYBUF length), smaller than the \(planeFormats[p].needed) bytes the format claims",
+                    device: node.path)
+            }
+            let (ptr, e) = kernel.mmap(fd, length: length, offset: Int64(planes[p].m.mem_offset))
+            guard let ptr else { throw io.error(Errno(e), "mmap of buffer \(i) plane \(p)") }
+            mapped.append((UInt(bitPattern: ptr), length))
+        }
+        done = true
+        for m in mapped { maps.append(PlaneMap(address: m.address, length: m.length)) }
+        counter.value.add(1, ordering: .relaxed)
+        let all = mapped
+        return FrameStorage(borrowing: UnsafeMutableRawPointer(bitPattern: all[0].address)!, capacity: all[0].length) {
+            for m in all { kernel.munmap(UnsafeMutableRawPointer(bitPattern: m.address)!, length: m.length) }
+            counter.value.subtract(1, ordering: .relaxed)
+        }
+    }
+
     /// STREAMOFF, drop our references to the buffers (unmapping those no consumer holds), REQBUFS(0) once
     /// nothing is mapped any more, close. Closing with mappings still held is safe: the kernel frees them at
     /// munmap.
-    private static func teardown(_ node: V4L2Node, buffers: inout [FrameStorage], counter: MapCounter) {
+    private static func teardown(_ node: V4L2Node, type: UInt32, buffers: inout [FrameStorage], counter: MapCounter) {
         guard node.fd >= 0 else { return }
-        var off = Int32(CV4L2_BUF_TYPE_VIDEO_CAPTURE)
+        var off = Int32(type)
         _ = node.io.errnoOf(node.fd, .streamOff, &off)
         buffers.removeAll()
         if counter.value.load(ordering: .relaxed) == 0 {
             var rb = v4l2_requestbuffers()
             rb.count = 0
-            rb.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE
+            rb.type = type
             rb.memory = CV4L2_MEMORY_MMAP
             _ = node.io.errnoOf(node.fd, .requestBuffers, &rb)
         }
@@ -245,7 +384,7 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
                 }
                 continue
             }
-            var b = V4L2Stream.bufferDescriptor()
+            var b = kind.descriptor()
             if let e = io.errnoOf(node.fd, .dequeueBuffer, &b) {
                 if e.rawValue == EAGAIN { continue }
                 fail(io.error(e, "VIDIOC_DQBUF", phase: .streaming))
@@ -272,11 +411,21 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
             sink.dropped(.corruptBuffer, 1)
             return
         }
-        let used = Int(b.bytesused)
-        let needed = applied.pixelFormat.frameSize(width: applied.size.width, height: applied.size.height, stride: applied.stride) ?? 1
-        if used < needed || used > slots[index].capacity {
-            sink.dropped(.shortBuffer, 1)
-            return
+        // The payload: where it starts in the buffer and its bytes (one plane, or the first of several).
+        var start = 0, used = Int(b.bytesused)
+        var layout: PlaneLayout?
+        if let planes = kind.planes {
+            guard let payload = multiPlanarPayload(planes, index: index) else {
+                sink.dropped(.shortBuffer, 1)
+                return
+            }
+            (start, used, layout) = payload
+        } else {
+            let needed = applied.pixelFormat.frameSize(width: applied.size.width, height: applied.size.height, stride: applied.stride) ?? 1
+            if used < needed || used > slots[index].capacity {
+                sink.dropped(.shortBuffer, 1)
+                return
+            }
         }
 
         // Timestamp: the buffer's, when it is on the monotonic clock, after the previous one, not in the future
@@ -298,19 +447,76 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
         let stillQueued = queued.contains(true)
         let free = (0..<slots.count).contains { $0 != index && !queued[$0] && isKnownUniquelyReferenced(&slots[$0]) }
         if !stillQueued && !free {
-            guard let c = freeCopy(used) else {
+            let copySize = layout == nil ? used : planeFormats.dropFirst().reduce(used) { $0 + $1.needed }
+            guard let c = freeCopy(copySize) else {
                 sink.dropped(.buffersHeld, 1)
                 return
             }
             storage = c
-            storage.mutableBaseAddress.copyMemory(from: slots[index].baseAddress, byteCount: used)
+            if let l = layout {
+                layout = copyPlanes(l, from: slots[index].baseAddress + start, firstPlaneBytes: used, into: c)
+            } else {
+                storage.mutableBaseAddress.copyMemory(from: slots[index].baseAddress + start, byteCount: used)
+            }
+            start = 0
             sink.copied()
         }
-        let buffer = VideoFrameBuffer(
-            pixelFormat: applied.pixelFormat, width: applied.size.width, height: applied.size.height,
-            stride: applied.stride, bytesUsed: used, storage: storage)
+        let buffer =
+            if let layout {
+                VideoFrameBuffer(
+                    pixelFormat: applied.pixelFormat, width: applied.size.width, height: applied.size.height, planes: layout,
+                    firstPlaneBytes: used, storage: storage, offset: start)
+            } else {
+                VideoFrameBuffer(
+                    pixelFormat: applied.pixelFormat, width: applied.size.width, height: applied.size.height,
+                    stride: applied.stride, bytesUsed: used, storage: storage, offset: start)
+            }
         sink.frame(
             VideoFrame(buffer: buffer, rotation: rotation, timestampNs: ts, sequence: UInt64(b.sequence), colorSpace: applied.colorSpace))
+    }
+
+    /// A dequeued multi-planar buffer's payload: the first plane's start in its mapping and its bytes, and for a
+    /// separate-plane format where every plane's payload sits relative to the first. Nil (a short buffer) when a
+    /// plane's `data_offset`/`bytesused` do not fit its mapping or leave fewer bytes than the format needs.
+    private func multiPlanarPayload(_ planes: UnsafeMutablePointer<v4l2_plane>, index: Int) -> (Int, Int, PlaneLayout?)? {
+        let n = planeFormats.count
+        var offsets = (0, 0, 0), strides = (0, 0, 0)
+        var first = (start: 0, used: 0, address: 0)
+        for p in 0..<n {
+            let map = planeMaps[index * n + p]
+            let used = Int(planes[p].bytesused), dataOffset = Int(planes[p].data_offset)
+            guard dataOffset <= used, used <= map.length, used - dataOffset >= planeFormats[p].needed else { return nil }
+            let address = Int(bitPattern: map.address) &+ dataOffset
+            if p == 0 {
+                first = (dataOffset, used - dataOffset, address)
+            } else if p == 1 {
+                offsets.1 = address &- first.address
+                strides.1 = planeFormats[p].stride
+            } else if p == 2 {
+                offsets.2 = address &- first.address
+                strides.2 = planeFormats[p].stride
+            }
+        }
+        strides.0 = planeFormats[0].stride
+        return (first.start, first.used, n > 1 ? PlaneLayout(count: n, offsets: offsets, strides: strides) : nil)
+    }
+
+    /// Copies separate planes one after the other into a private buffer; the layout of the copy.
+    private func copyPlanes(_ l: PlaneLayout, from first: UnsafeRawPointer, firstPlaneBytes: Int, into c: FrameStorage) -> PlaneLayout {
+        let dst = c.mutableBaseAddress
+        dst.copyMemory(from: first, byteCount: firstPlaneBytes)
+        var at = firstPlaneBytes
+        var offsets = (0, 0, 0)
+        if l.count > 1 {
+            offsets.1 = at
+            dst.advanced(by: at).copyMemory(from: first.advanced(by: l.offsets.1), byteCount: planeFormats[1].needed)
+            at += planeFormats[1].needed
+        }
+        if l.count > 2 {
+            offsets.2 = at
+            dst.advanced(by: at).copyMemory(from: first.advanced(by: l.offsets.2), byteCount: planeFormats[2].needed)
+        }
+        return PlaneLayout(count: l.count, offsets: offsets, strides: l.strides)
     }
 
     /// A copy buffer no consumer holds, or nil.
@@ -322,7 +528,7 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
     /// Re-queues every buffer no consumer holds any more.
     private func requeueFree() -> CaptureError? {
         for i in slots.indices where !queued[i] && isKnownUniquelyReferenced(&slots[i]) {
-            var b = V4L2Stream.bufferDescriptor(i)
+            var b = kind.descriptor(i)
             if let e = io.errnoOf(node.fd, .queueBuffer, &b) { return io.error(e, "VIDIOC_QBUF of buffer \(i)", phase: .streaming) }
             queued[i] = true
         }
@@ -330,7 +536,7 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
     }
 
     private func restartStream() -> CaptureError? {
-        var t = Int32(CV4L2_BUF_TYPE_VIDEO_CAPTURE)
+        var t = Int32(kind.type)
         _ = io.errnoOf(node.fd, .streamOff, &t)
         for i in queued.indices { queued[i] = false } // STREAMOFF returns every buffer to us
         if let e = requeueFree() { return e }
@@ -343,13 +549,50 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
         copies.removeAll()
         var ring = slots
         slots.removeAll()
-        V4L2Stream.teardown(node, buffers: &ring, counter: mappedCount)
+        V4L2Stream.teardown(node, type: kind.type, buffers: &ring, counter: mappedCount)
+        kind.planes?.deallocate() // the capture thread, its only user, is ending
     }
 
     private func fail(_ error: CaptureError) {
         release()
         sink.failed(error)
     }
+}
+
+/// How the stream's buffers are described: the single-planar buffer type, or the multi-planar one with the
+/// stream's `v4l2_plane` array (`VIDEO_MAX_PLANES` entries, reused by every QUERYBUF/QBUF/DQBUF: no allocation
+/// per frame).
+struct BufferKind {
+    let type: UInt32
+    /// Planes per buffer on a multi-planar device (`num_planes`), 0 on a single-planar one.
+    let planeCount: Int
+    let planes: UnsafeMutablePointer<v4l2_plane>?
+
+    /// A `v4l2_buffer` naming mmap buffer `index` of the capture queue (the one way the stream builds one).
+    func descriptor(_ index: Int = 0) -> v4l2_buffer {
+        var b = v4l2_buffer()
+        b.index = UInt32(index)
+        b.type = type
+        b.memory = CV4L2_MEMORY_MMAP
+        if let planes {
+            planes.update(repeating: v4l2_plane(), count: V4L2Stream.maxPlanes)
+            b.m.planes = planes
+            b.length = UInt32(planeCount)
+        }
+        return b
+    }
+}
+
+/// One plane of a multi-planar format: its stride and the bytes its format needs.
+struct PlaneFormat {
+    let stride: Int
+    let needed: Int
+}
+
+/// One mapped plane of a multi-planar buffer.
+struct PlaneMap {
+    let address: UInt
+    let length: Int
 }
 
 /// Counts live mappings; shared with each buffer's release closure.

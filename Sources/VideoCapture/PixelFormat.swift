@@ -68,6 +68,21 @@ public struct PixelFormat: RawRepresentable, Hashable, Sendable, CustomStringCon
     public static let nv24 = code("NV24")
     /// `NV42`: 4:4:4, a Y plane then interleaved V and U at full resolution.
     public static let nv42 = code("NV42")
+    // The same layouts with each plane in its own memory buffer (multi-planar V4L2 devices only).
+    /// `YM12` (`V4L2_PIX_FMT_YUV420M`): I420 with Y, U and V in three separate buffers.
+    public static let yuv420m = code("YM12")
+    /// `YM21` (`V4L2_PIX_FMT_YVU420M`): YV12 with Y, V and U in three separate buffers.
+    public static let yvu420m = code("YM21")
+    /// `NM12` (`V4L2_PIX_FMT_NV12M`): NV12 with the Y plane and the UV plane in two separate buffers.
+    public static let nv12m = code("NM12")
+    /// `NM21` (`V4L2_PIX_FMT_NV21M`): NV21 with the Y plane and the VU plane in two separate buffers.
+    public static let nv21m = code("NM21")
+    /// `YM16` (`V4L2_PIX_FMT_YUV422M`): planar 4:2:2 (`422P`) with Y, U and V in three separate buffers.
+    public static let yuv422m = code("YM16")
+    /// `NM16` (`V4L2_PIX_FMT_NV16M`): NV16 with the Y plane and the UV plane in two separate buffers.
+    public static let nv16m = code("NM16")
+    /// `NM61` (`V4L2_PIX_FMT_NV61M`): NV61 with the Y plane and the VU plane in two separate buffers.
+    public static let nv61m = code("NM61")
     // 32-bit RGB, as V4L2 names them; the comment gives the byte order in memory.
     /// `BGR4`: 32-bit RGB, bytes in memory B G R X (V4L2 deprecates the name: the alpha byte is undefined).
     public static let bgr32 = code("BGR4")
@@ -113,25 +128,34 @@ public struct PixelFormat: RawRepresentable, Hashable, Sendable, CustomStringCon
     /// `nil` means we cannot convert the format to I420, so it is never a candidate.
     public var conversionCost: Int? {
         switch self {
+        // A separate-plane format converts at the cost of its single-buffer twin; it ranks right after it, so a
+        // device that offers both gets the single-buffer one.
         case .i420: 0
-        case .nv12: 1
-        case .yv12: 2
-        case .nv21: 3
-        case .yuyv: 4
-        case .uyvy: 5
-        case .yvyu: 6
-        case .vyuy: 7
-        case .yuv422p: 8
-        case .nv16: 9
-        case .nv61: 10
-        case .nv24: 11
-        case .nv42: 12
-        case .bgr32, .rgb32, .abgr32, .xbgr32, .argb32, .xrgb32, .rgba32, .rgbx32, .bgra32, .bgrx32: 13
-        case .rgb24, .bgr24: 14
-        case .rgb565: 15
-        case .mjpeg: 16
-        case .jpeg: 17
-        case .grey: 18
+        case .yuv420m: 1
+        case .nv12: 2
+        case .nv12m: 3
+        case .yv12: 4
+        case .yvu420m: 5
+        case .nv21: 6
+        case .nv21m: 7
+        case .yuyv: 8
+        case .uyvy: 9
+        case .yvyu: 10
+        case .vyuy: 11
+        case .yuv422p: 12
+        case .yuv422m: 13
+        case .nv16: 14
+        case .nv16m: 15
+        case .nv61: 16
+        case .nv61m: 17
+        case .nv24: 18
+        case .nv42: 19
+        case .bgr32, .rgb32, .abgr32, .xbgr32, .argb32, .xrgb32, .rgba32, .rgbx32, .bgra32, .bgrx32: 20
+        case .rgb24, .bgr24: 21
+        case .rgb565: 22
+        case .mjpeg: 23
+        case .jpeg: 24
+        case .grey: 25
         default: nil
         }
     }
@@ -146,11 +170,13 @@ public struct PixelFormat: RawRepresentable, Hashable, Sendable, CustomStringCon
     public var isYCbCr: Bool { Self.yCbCr.contains(self) }
     private static let yCbCr: Set<PixelFormat> = [
         .i420, .nv12, .yv12, .nv21, .yuyv, .uyvy, .yvyu, .vyuy, .yuv422p, .nv16, .nv61, .nv24, .nv42,
+        .yuv420m, .yvu420m, .nv12m, .nv21m, .yuv422m, .nv16m, .nv61m,
     ]
 
     /// Every format we can convert, in conversion-cost order.
     public static let convertible: [PixelFormat] = [
-        .i420, .nv12, .yv12, .nv21, .yuyv, .uyvy, .yvyu, .vyuy, .yuv422p, .nv16, .nv61, .nv24, .nv42,
+        .i420, .yuv420m, .nv12, .nv12m, .yv12, .yvu420m, .nv21, .nv21m, .yuyv, .uyvy, .yvyu, .vyuy, .yuv422p, .yuv422m,
+        .nv16, .nv16m, .nv61, .nv61m, .nv24, .nv42,
         .bgr32, .rgb32, .abgr32, .xbgr32, .argb32, .xrgb32, .rgba32, .rgbx32, .bgra32, .bgrx32,
         .rgb24, .bgr24, .rgb565, .mjpeg, .jpeg, .grey,
     ]
@@ -168,6 +194,7 @@ public struct PixelFormat: RawRepresentable, Hashable, Sendable, CustomStringCon
     public var bytesPerPixel: Int? {
         switch self {
         case .i420, .yv12, .nv12, .nv21, .yuv422p, .nv16, .nv61, .nv24, .nv42, .grey: 1
+        case .yuv420m, .yvu420m, .nv12m, .nv21m, .yuv422m, .nv16m, .nv61m: 1
         case .yuyv, .uyvy, .yvyu, .vyuy, .rgb565: 2
         case .rgb24, .bgr24: 3
         case .bgr32, .rgb32, .abgr32, .xbgr32, .argb32, .xrgb32, .rgba32, .rgbx32, .bgra32, .bgrx32: 4
@@ -186,19 +213,64 @@ public struct PixelFormat: RawRepresentable, Hashable, Sendable, CustomStringCon
     }
 
     /// Bytes one frame needs with the given first-plane stride (V4L2 single-planar layout: chroma planes
-    /// follow the luma plane, their stride derived from the luma stride). Nil for compressed formats.
+    /// follow the luma plane, their stride derived from the luma stride; for a separate-plane format such as
+    /// `NM12`, the bytes of all its planes together, as its single-buffer twin). Nil for compressed formats.
     public func frameSize(width: Int, height: Int, stride: Int? = nil) -> Int? {
         guard width > 0, height > 0, let minStride = minimumStride(width: width) else { return nil }
         let s = stride ?? minStride
         guard s >= minStride else { return nil }
         let ch = (height + 1) / 2
-        switch self {
+        switch singleBufferEquivalent {
         case .i420, .yv12: return s * height + 2 * ((s + 1) / 2) * ch
         case .nv12, .nv21: return s * height + ((s + 1) / 2) * 2 * ch
         case .yuv422p: return s * height + 2 * ((s + 1) / 2) * height
         case .nv16, .nv61: return s * height + ((s + 1) / 2) * 2 * height
         case .nv24, .nv42: return s * height + 2 * s * height
         default: return s * height
+        }
+    }
+}
+
+extension PixelFormat {
+    /// How many separate memory buffers a frame of this format occupies: 2 for `NM12`, `NM21`, `NM16`, `NM61`,
+    /// 3 for `YM12`, `YM21`, `YM16`, 1 for every other format (the planes of `NV12` or `YU12` follow each other in
+    /// one buffer). Multi-planar V4L2 devices report it as `num_planes`.
+    public var memoryPlaneCount: Int {
+        switch self {
+        case .nv12m, .nv21m, .nv16m, .nv61m: 2
+        case .yuv420m, .yvu420m, .yuv422m: 3
+        default: 1
+        }
+    }
+
+    /// The single-buffer format with the same samples in the same plane order (`NM12` → `NV12`, `YM12` → `YU12`,
+    /// `YM16` → `422P`); the format itself for every other one.
+    public var singleBufferEquivalent: PixelFormat {
+        switch self {
+        case .yuv420m: .i420
+        case .yvu420m: .yv12
+        case .nv12m: .nv12
+        case .nv21m: .nv21
+        case .yuv422m: .yuv422p
+        case .nv16m: .nv16
+        case .nv61m: .nv61
+        default: self
+        }
+    }
+
+    /// For memory plane `index` of a separate-plane format (see ``memoryPlaneCount``): the least bytes per line
+    /// and the number of lines at this size. Plane 0 of any other uncompressed format is the whole frame
+    /// (its minimum stride, `height` lines). Nil for a plane the format does not have or a compressed format.
+    package func memoryPlane(_ index: Int, width: Int, height: Int) -> (minimumStride: Int, rows: Int)? {
+        guard index >= 0, index < memoryPlaneCount, let s0 = minimumStride(width: width), height > 0 else { return nil }
+        if index == 0 { return (s0, height) }
+        let cw = (width + 1) / 2, ch = (height + 1) / 2
+        switch self {
+        case .nv12m, .nv21m: return (2 * cw, ch)
+        case .nv16m, .nv61m: return (2 * cw, height)
+        case .yuv420m, .yvu420m: return (cw, ch)
+        case .yuv422m: return (cw, height)
+        default: return nil
         }
     }
 }
@@ -211,7 +283,10 @@ extension PixelFormat {
             ("YU12", "Planar YUV 4:2:0"), ("YV12", "Planar YVU 4:2:0"), ("NV12", "Y/UV 4:2:0"), ("NV21", "Y/VU 4:2:0"),
             ("YUYV", "YUYV 4:2:2"), ("UYVY", "UYVY 4:2:2"), ("YVYU", "YVYU 4:2:2"), ("VYUY", "VYUY 4:2:2"),
             ("422P", "Planar YUV 4:2:2"), ("NV16", "Y/UV 4:2:2"), ("NV61", "Y/VU 4:2:2"), ("NV24", "Y/UV 4:4:4"),
-            ("NV42", "Y/VU 4:4:4"), ("YM12", "Planar YUV 4:2:0 (N-C)"), ("NM12", "Y/UV 4:2:0 (N-C)"), ("M420", "YUV 4:2:0 (M420)"),
+            ("NV42", "Y/VU 4:4:4"), ("YM12", "Planar YUV 4:2:0 (N-C)"), ("NM12", "Y/UV 4:2:0 (N-C)"),
+            ("YM21", "Planar YVU 4:2:0 (N-C)"), ("NM21", "Y/VU 4:2:0 (N-C)"), ("YM16", "Planar YUV 4:2:2 (N-C)"),
+            ("NM16", "Y/UV 4:2:2 (N-C)"), ("NM61", "Y/VU 4:2:2 (N-C)"), ("YM61", "Planar YVU 4:2:2 (N-C)"), ("YM24", "Planar YUV 4:4:4 (N-C)"),
+            ("YM42", "Planar YVU 4:4:4 (N-C)"), ("M420", "YUV 4:2:0 (M420)"),
             ("YUVO", "16-bit A/XYUV 1-5-5-5"), ("YUVP", "16-bit YUV 5-6-5"), ("Y444", "16-bit A/XYUV 4-4-4-4"),
             ("YUV4", "32-bit A/XYUV 8-8-8-8"), ("AYUV", "32-bit AYUV 8-8-8-8"), ("XYUV", "32-bit XYUV 8-8-8-8"),
             ("VUYA", "32-bit VUYA 8-8-8-8"), ("VUYX", "32-bit VUYX 8-8-8-8"), ("YUVA", "32-bit YUVA 8-8-8-8"),

@@ -84,6 +84,12 @@ public struct PlaneLayout: Sendable, Equatable {
     public var offsets: (Int, Int, Int)
     /// Bytes per line of each plane (0 for planes the format lacks).
     public var strides: (Int, Int, Int)
+    /// A layout of `count` planes (producers inside this package: wrapped and multi-planar buffers).
+    package init(count: Int, offsets: (Int, Int, Int), strides: (Int, Int, Int)) {
+        self.count = count
+        self.offsets = offsets
+        self.strides = strides
+    }
     public static func == (a: PlaneLayout, b: PlaneLayout) -> Bool {
         a.count == b.count && a.offsets == b.offsets && a.strides == b.strides
     }
@@ -91,6 +97,10 @@ public struct PlaneLayout: Sendable, Equatable {
 
 /// A frame's pixels: format, size, first-plane stride and the bytes (V4L2 single-planar layout: for
 /// planar formats the chroma planes follow the luma plane and their stride is derived from `stride`).
+///
+/// A frame from a multi-planar camera in a separate-plane format (`NM12`, `YM12`, …) has its planes in separate
+/// driver buffers: its ``planes`` then place each plane (offsets from the first plane's start, each plane's own
+/// stride), ``bytes`` and ``bytesUsed`` cover the first plane only, and the storage keeps every plane alive.
 public struct VideoFrameBuffer: Sendable {
     /// How the bytes encode the pixels.
     public let pixelFormat: PixelFormat
@@ -107,8 +117,8 @@ public struct VideoFrameBuffer: Sendable {
     /// Offset of the payload in the storage.
     public let offset: Int
 
-    /// Planes placed by their owner (`I420Buffer(wrapping:)`): offsets from the first plane, each with its own
-    /// stride; nil for the V4L2 single-planar layout derived from `stride`.
+    /// Planes placed by their owner (`I420Buffer(wrapping:)`, a multi-planar V4L2 buffer): offsets from the first
+    /// plane, each with its own stride; nil for the V4L2 single-planar layout derived from `stride`.
     package let explicitPlanes: PlaneLayout?
 
     /// A buffer over `storage`. The payload (`offset`, `bytesUsed`) must lie within the storage (a precondition);
@@ -130,13 +140,24 @@ public struct VideoFrameBuffer: Sendable {
 
     /// An I420 buffer whose planes sit where their owner put them (checked by `I420Buffer(wrapping:)`).
     package init(i420Width width: Int, height: Int, planes: PlaneLayout, storage: FrameStorage) {
-        self.pixelFormat = .i420
+        self.init(pixelFormat: .i420, width: width, height: height, planes: planes, firstPlaneBytes: storage.capacity, storage: storage)
+    }
+
+    /// A buffer whose planes sit where their producer put them, each with its own stride (a multi-planar V4L2
+    /// buffer: one memory buffer per plane, `NM12`, `YM12`, …). The first plane starts at `offset` in `storage`
+    /// and holds `firstPlaneBytes`; the other planes are at `planes.offsets` from it (anywhere in memory: the
+    /// storage's release keeps them all alive). The producer has checked every plane's extent.
+    package init(
+        pixelFormat: PixelFormat, width: Int, height: Int, planes: PlaneLayout, firstPlaneBytes: Int, storage: FrameStorage, offset: Int = 0
+    ) {
+        precondition(offset >= 0 && offset + firstPlaneBytes <= storage.capacity, "frame payload outside its storage")
+        self.pixelFormat = pixelFormat
         self.width = width
         self.height = height
         self.stride = planes.strides.0
-        self.bytesUsed = storage.capacity
+        self.bytesUsed = firstPlaneBytes
         self.storage = storage
-        self.offset = 0
+        self.offset = offset
         self.explicitPlanes = planes
     }
 
@@ -153,11 +174,12 @@ public struct VideoFrameBuffer: Sendable {
         explicitPlanes != nil ? bytesUsed : pixelFormat.frameSize(width: width, height: height, stride: stride)
     }
 
-    /// Plane offsets and strides under the V4L2 single-planar rules.
+    /// Plane offsets and strides: where their producer put them, else under the V4L2 single-planar rules (a
+    /// separate-plane format such as `NM12` laid out in one buffer follows its single-buffer twin, `NV12`).
     public var planes: PlaneLayout {
         if let explicitPlanes { return explicitPlanes }
         let s = stride, h = height, ch = (h + 1) / 2, cs = (s + 1) / 2
-        switch pixelFormat {
+        switch pixelFormat.singleBufferEquivalent {
         case .i420, .yv12: return PlaneLayout(count: 3, offsets: (0, s * h, s * h + cs * ch), strides: (s, cs, cs))
         case .yuv422p: return PlaneLayout(count: 3, offsets: (0, s * h, s * h + cs * h), strides: (s, cs, cs))
         case .nv12, .nv21, .nv16, .nv61: return PlaneLayout(count: 2, offsets: (0, s * h, 0), strides: (s, cs * 2, 0))
@@ -167,10 +189,40 @@ public struct VideoFrameBuffer: Sendable {
     }
 
     /// Copies the payload into new storage (for consumers that must keep a frame beyond the capture contract).
+    /// Planes placed in separate memory are copied one after the other into the one new storage.
     public func copy() -> VideoFrameBuffer {
+        if let p = explicitPlanes { return copyPlanes(p) }
         let s = FrameStorage(capacity: bytesUsed)
         s.mutableBaseAddress.copyMemory(from: baseAddress, byteCount: bytesUsed)
         return VideoFrameBuffer(pixelFormat: pixelFormat, width: width, height: height, stride: stride, bytesUsed: bytesUsed, storage: s)
+    }
+
+    /// A `YM12` buffer as I420 with its planes where they are (no copy): what the converter passes through.
+    package func asI420Planes() -> VideoFrameBuffer {
+        VideoFrameBuffer(
+            pixelFormat: .i420, width: width, height: height, planes: planes, firstPlaneBytes: bytesUsed, storage: storage, offset: offset)
+    }
+
+    /// Lines of plane `i` (chroma of 4:2:0 layouts has half the lines, rounded up).
+    private func planeRows(_ i: Int) -> Int {
+        guard i > 0 else { return height }
+        switch pixelFormat.singleBufferEquivalent {
+        case .i420, .yv12, .nv12, .nv21: return (height + 1) / 2
+        default: return height
+        }
+    }
+
+    private func copyPlanes(_ p: PlaneLayout) -> VideoFrameBuffer {
+        let strides = [p.strides.0, p.strides.1, p.strides.2], offsets = [p.offsets.0, p.offsets.1, p.offsets.2]
+        let sizes = (0..<3).map { $0 < p.count ? strides[$0] * planeRows($0) : 0 }
+        let first = max(bytesUsed, sizes[0])
+        let s = FrameStorage(capacity: first + sizes[1] + sizes[2])
+        let src = storage.baseAddress + offset
+        s.mutableBaseAddress.copyMemory(from: src, byteCount: bytesUsed)
+        s.mutableBaseAddress.advanced(by: first).copyMemory(from: src.advanced(by: offsets[1]), byteCount: sizes[1])
+        s.mutableBaseAddress.advanced(by: first + sizes[1]).copyMemory(from: src.advanced(by: offsets[2]), byteCount: sizes[2])
+        let layout = PlaneLayout(count: p.count, offsets: (0, p.count > 1 ? first : 0, p.count > 2 ? first + sizes[1] : 0), strides: p.strides)
+        return VideoFrameBuffer(pixelFormat: pixelFormat, width: width, height: height, planes: layout, firstPlaneBytes: bytesUsed, storage: s)
     }
 }
 

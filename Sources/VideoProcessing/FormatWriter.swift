@@ -42,10 +42,13 @@ public final class FormatWriter {
         let W = Int32(w), H = Int32(h), S = Int32(stride)
         let ch = (h + 1) / 2, cs = (stride + 1) / 2
         var used = need
-        switch format {
+        // A separate-plane format (NM12, YM12, …) is written in its single-buffer twin's layout, planes one after the
+        // other (its `planes` follow the twin's when nothing places them).
+        let layout = format.singleBufferEquivalent
+        switch layout {
         case .i420, .yv12:
             let u = out + stride * h, v = u + cs * ch
-            let (du, dv) = format == .i420 ? (u, v) : (v, u)
+            let (du, dv) = layout == .i420 ? (u, v) : (v, u)
             _ = I420Copy(sy, ssy, su, ssu, sv, ssv, out, S, du, Int32(cs), dv, Int32(cs), W, H)
         case .nv12: _ = I420ToNV12(sy, ssy, su, ssu, sv, ssv, out, S, out + stride * h, Int32(cs * 2), W, H)
         case .nv21: _ = I420ToNV21(sy, ssy, su, ssu, sv, ssv, out, S, out + stride * h, Int32(cs * 2), W, H)
@@ -58,8 +61,8 @@ public final class FormatWriter {
             _ = I420ToI422(sy, ssy, su, ssu, sv, ssv, out, S, u, Int32(cs), v, Int32(cs), W, H)
         case .nv16, .nv61, .nv24, .nv42:
             CopyPlane(sy, ssy, out, S, W, H)
-            let full = format == .nv24 || format == .nv42
-            let (a, b) = (format == .nv16 || format == .nv24) ? (su, sv) : (sv, su)
+            let full = layout == .nv24 || layout == .nv42
+            let (a, b) = (layout == .nv16 || layout == .nv24) ? (su, sv) : (sv, su)
             let uvStride = full ? stride * 2 : cs * 2
             let cw = full ? w : (w + 1) / 2
             for r in 0..<h {

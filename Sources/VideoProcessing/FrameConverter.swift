@@ -6,7 +6,10 @@ import CLibYUV
 ///
 /// Passes over the pixels: one for the common case (convert, or crop+convert); one more for each of
 /// rotate, mirror and scale when asked (libyuv rotates I420 and NV12 sources while converting).
-/// An unrotated I420 source with an even stride is passed through without a copy.
+/// An unrotated I420 source with an even stride is passed through without a copy, and so is a whole `YM12`
+/// frame (I420 with its planes in separate buffers). The other separate-plane formats of multi-planar cameras
+/// (`NM12`, `NM21`, `YM21`, `NM16`, `NM61`, `YM16`) are read from their separate planes in the same single pass
+/// as their single-buffer twins (`NV12ToI420` with the Y and UV planes from two buffers, `I420Copy`, `I422ToI420`).
 ///
 /// Not thread-safe: use one converter per pipeline thread.
 public final class FrameConverter {
@@ -58,14 +61,16 @@ public final class FrameConverter {
         let crop = try cropRect(for: src, options.crop)
         if let reduced = try decodeJPEGReduced(src, crop: crop, options: options) { return reduced }
         var current: I420Buffer
-        let isWholeI420 = src.pixelFormat == .i420 && crop == CropRect(x: 0, y: 0, width: src.width, height: src.height)
-        if options.rotation != .rotation0 && (src.pixelFormat == .i420 || src.pixelFormat == .yv12 || src.pixelFormat == .nv12) {
+        let layout = src.pixelFormat.singleBufferEquivalent
+        let whole = crop == CropRect(x: 0, y: 0, width: src.width, height: src.height)
+        let isWholeI420 = layout == .i420 && whole
+        if options.rotation != .rotation0 && (layout == .i420 || layout == .yv12 || layout == .nv12) {
             // libyuv rotates these while reading them: one pass.
             let (w, h) = options.rotation.swapsDimensions ? (crop.height, crop.width) : (crop.width, crop.height)
             current = pools.acquire(width: w, height: h)
             try rotateDirect(src, crop: crop, rotation: options.rotation, into: current)
         } else {
-            if isWholeI420, let passthrough = I420Buffer(src) {
+            if isWholeI420, let passthrough = I420Buffer(src.pixelFormat == .i420 ? src : src.asI420Planes()) {
                 current = passthrough
             } else {
                 current = pools.acquire(width: crop.width, height: crop.height)
@@ -112,6 +117,18 @@ public final class FrameConverter {
             throw ProcessingError(
                 .invalidArgument, "\(src.pixelFormat) stride \(src.stride) is below the minimum \(minStride) for width \(src.width)")
         }
+        if let p = src.explicitPlanes, src.pixelFormat.memoryPlaneCount > 1 {
+            // Separate planes: each one's own stride (their extents were checked by the producer).
+            let strides = [p.strides.0, p.strides.1, p.strides.2]
+            for i in 1..<src.pixelFormat.memoryPlaneCount {
+                let least = src.pixelFormat.memoryPlane(i, width: src.width, height: src.height)!.minimumStride
+                guard i < p.count, strides[i] >= least else {
+                    throw ProcessingError(
+                        .invalidArgument,
+                        "\(src.pixelFormat) plane \(i) stride \(i < p.count ? strides[i] : 0) is below the minimum \(least) for width \(src.width)")
+                }
+            }
+        }
         let need = src.requiredBytes!
         guard src.bytesUsed >= need else {
             throw ProcessingError(
@@ -144,20 +161,22 @@ public final class FrameConverter {
         // First-plane pointer at the crop origin.
         let y0 = base + p.offsets.0 + c.y * s0 + c.x * bpp
         var rc: Int32 = 0
-        switch src.pixelFormat {
+        // A separate-plane format (NM12, YM12, …) is its single-buffer twin with planes placed by `p`.
+        let layout = src.pixelFormat.singleBufferEquivalent
+        switch layout {
         case .i420, .yv12:
-            let cs = p.strides.1, cs2 = p.strides.2 // equal but for wrapped planes
+            let cs = p.strides.1, cs2 = p.strides.2 // equal but for wrapped or separate planes
             let u = base + p.offsets.1 + (c.y / 2) * cs + c.x / 2, v = base + p.offsets.2 + (c.y / 2) * cs2 + c.x / 2
-            let (su, sv) = src.pixelFormat == .i420 ? (u, v) : (v, u)
-            let (ssu, ssv) = src.pixelFormat == .i420 ? (cs, cs2) : (cs2, cs)
+            let (su, sv) = layout == .i420 ? (u, v) : (v, u)
+            let (ssu, ssv) = layout == .i420 ? (cs, cs2) : (cs2, cs)
             rc = I420Copy(y0, Int32(s0), su, Int32(ssu), sv, Int32(ssv), dy, dsy, du, dsu, dv, dsv, w, h)
         case .nv12, .nv21, .nv16, .nv61:
             // 4:2:2 semi-planar: every other chroma row, by doubling the chroma stride.
-            let rowStep = (src.pixelFormat == .nv16 || src.pixelFormat == .nv61) ? 2 : 1
+            let rowStep = (layout == .nv16 || layout == .nv61) ? 2 : 1
             let cs = p.strides.1
-            let uvRow = (src.pixelFormat == .nv16 || src.pixelFormat == .nv61) ? c.y : c.y / 2
+            let uvRow = (layout == .nv16 || layout == .nv61) ? c.y : c.y / 2
             let uv = base + p.offsets.1 + uvRow * cs + c.x
-            if src.pixelFormat == .nv12 || src.pixelFormat == .nv16 {
+            if layout == .nv12 || layout == .nv16 {
                 rc = NV12ToI420(y0, Int32(s0), uv, Int32(cs * rowStep), dy, dsy, du, dsu, dv, dsv, w, h)
             } else {
                 rc = NV21ToI420(y0, Int32(s0), uv, Int32(cs * rowStep), dy, dsy, du, dsu, dv, dsv, w, h)
@@ -183,9 +202,9 @@ public final class FrameConverter {
             let (a, b) = src.pixelFormat == .uyvy ? (du, dv) : (dv, du)
             rc = UYVYToI420(y0, Int32(s0), dy, dsy, a, dsu, b, dsv, w, h)
         case .yuv422p:
-            let cs = p.strides.1
-            let u = base + p.offsets.1 + c.y * cs + c.x / 2, v = base + p.offsets.2 + c.y * cs + c.x / 2
-            rc = I422ToI420(y0, Int32(s0), u, Int32(cs), v, Int32(cs), dy, dsy, du, dsu, dv, dsv, w, h)
+            let cs = p.strides.1, cs2 = p.strides.2
+            let u = base + p.offsets.1 + c.y * cs + c.x / 2, v = base + p.offsets.2 + c.y * cs2 + c.x / 2
+            rc = I422ToI420(y0, Int32(s0), u, Int32(cs), v, Int32(cs2), dy, dsy, du, dsu, dv, dsv, w, h)
         case .bgr32, .abgr32, .xbgr32: // B G R A in memory = libyuv ARGB
             rc = ARGBToI420(y0, Int32(s0), dy, dsy, du, dsu, dv, dsv, w, h)
         case .rgb32, .argb32, .xrgb32: // A R G B in memory = libyuv BGRA
@@ -211,19 +230,20 @@ public final class FrameConverter {
     private func rotateDirect(_ src: VideoFrameBuffer, crop c: CropRect, rotation: VideoRotation, into d: I420Buffer) throws(ProcessingError) {
         let base = src.baseAddress.assumingMemoryBound(to: UInt8.self)
         let p = src.planes, s0 = src.stride
-        let y0 = base + c.y * s0 + c.x
+        let y0 = base + p.offsets.0 + c.y * s0 + c.x
         let mode = RotationMode(rawValue: UInt32(rotation.rawValue))
+        let layout = src.pixelFormat.singleBufferEquivalent
         let rc: Int32
-        if src.pixelFormat == .nv12 {
+        if layout == .nv12 {
             let uv = base + p.offsets.1 + (c.y / 2) * p.strides.1 + c.x
             rc = NV12ToI420Rotate(
                 y0, Int32(s0), uv, Int32(p.strides.1), d.mutableDataY, Int32(d.strideY), d.mutableDataU, Int32(d.strideU),
                 d.mutableDataV, Int32(d.strideV), Int32(c.width), Int32(c.height), mode)
         } else {
-            let cs = p.strides.1, cs2 = p.strides.2 // equal but for wrapped planes
+            let cs = p.strides.1, cs2 = p.strides.2 // equal but for wrapped or separate planes
             let u = base + p.offsets.1 + (c.y / 2) * cs + c.x / 2, v = base + p.offsets.2 + (c.y / 2) * cs2 + c.x / 2
-            let (su, sv) = src.pixelFormat == .i420 ? (u, v) : (v, u)
-            let (ssu, ssv) = src.pixelFormat == .i420 ? (cs, cs2) : (cs2, cs)
+            let (su, sv) = layout == .i420 ? (u, v) : (v, u)
+            let (ssu, ssv) = layout == .i420 ? (cs, cs2) : (cs2, cs)
             rc = I420Rotate(
                 y0, Int32(s0), su, Int32(ssu), sv, Int32(ssv), d.mutableDataY, Int32(d.strideY), d.mutableDataU, Int32(d.strideU),
                 d.mutableDataV, Int32(d.strideV), Int32(c.width), Int32(c.height), mode)

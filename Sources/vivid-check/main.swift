@@ -5,6 +5,7 @@ import VideoCapture
 import V4L2Capture
 import VideoProcessing
 import FixtureCameras
+import H264
 
 nonisolated(unsafe) var passed = 0, failed = 0 // also read by the watchdog thread, which then exits
 func check(_ name: String, _ ok: Bool, _ detail: @autoclosure () -> String = "") {
@@ -66,8 +67,8 @@ func v4l2ctl(_ args: [String]) -> (Int32, String) {
 
 // A hang must not eat the VM's whole time budget: report and leave.
 Thread.detachNewThread {
-    sleep(240)
-    print("FAIL watchdog: checks did not finish in 240 s")
+    sleep(420)
+    print("FAIL watchdog: checks did not finish in 420 s")
     print("RESULT: \(passed) passed, \(failed + 1) failed")
     fflush(stdout)
     exit(1)
@@ -149,9 +150,14 @@ func cleanAfter(_ name: String, path: String) async {
     } catch { check("\(name): device usable again", false, "\(error)") }
 }
 
-// 1. Enumeration, and the format list equals v4l2-ctl's.
+// 1. Enumeration, and the format list equals v4l2-ctl's. vivid is loaded with three instances: two single-planar
+// cameras (cam1, cam2) and a multi-planar one (multiplanar=2, the kind SoC camera drivers expose).
 let devices = capturer.devices()
-check("enumeration finds two vivid cameras", devices.count == 2 && devices.allSatisfy { $0.driver == "vivid" }, "\(devices)")
+let multiPlanarPaths = Set(devices.map(\.path).filter { v4l2ctl(["-d", $0, "-D"]).1.contains("Video Capture Multiplanar") })
+check(
+    "enumeration finds three vivid cameras, the third multi-planar",
+    devices.count == 3 && devices.allSatisfy { $0.driver == "vivid" } && multiPlanarPaths == [devices[2].path],
+    "\(devices); multi-planar: \(multiPlanarPaths)")
 for d in devices {
     note("\(d.path): \(d.name) [\(d.driver), \(d.busInfo)] id \(d.uniqueID)")
     let (rc, listing) = v4l2ctl(["-d", d.path, "--list-formats-ext"])
@@ -167,6 +173,7 @@ for d in devices {
     } catch { check("\(d.path) formats equal v4l2-ctl --list-formats-ext", false, "\(error)") }
 }
 let cam1 = devices.first?.path ?? "/dev/video0", cam2 = devices.dropFirst().first?.path ?? "/dev/video1"
+let camMP = devices.dropFirst(2).first?.path ?? "/dev/video2"
 
 // 2. Negotiation + capture at several points.
 let sel = try? capturer.selectFormat(for: capturer.device(cam1), targetSize: FrameSize(width: 1280, height: 720))
@@ -204,6 +211,143 @@ for (pf, size, fps, n) in points {
         check(name, false, "\(error)")
         await stopQuietly()
     }
+}
+
+// 2b. The multi-planar camera: its formats (single-buffer ones through the multi-planar API, and separate-plane
+// ones), the same negotiation as a single-planar vivid, and 30-frame recordings for a single-buffer format and for
+// NM12 and YM12 (encoded here, printed for the host, where ffprobe decodes them).
+/// Converts and encodes every frame it gets (on the capturer's delivery thread) until it has `limit`.
+final class Recorder: CameraVideoCapturerDelegate, @unchecked Sendable {
+    // @unchecked: guarded by `lock`.
+    let lock = NSLock()
+    let limit: Int
+    var data: [UInt8] = []
+    var frames = 0
+    var shapes: Set<String> = []
+    var errors: [String] = []
+    var lumaBottomHalf: [UInt8]?
+    let converter = FrameConverter()
+    var encoder: H264Encoder?
+    init(limit: Int) { self.limit = limit }
+    func capturer(_ c: CameraVideoCapturer, didCapture f: VideoFrame) {
+        lock.withLock {
+            guard frames < limit else { return }
+            do {
+                let b = f.buffer
+                shapes.insert("\(b.pixelFormat) \(b.width)x\(b.height)" + (b.pixelFormat.memoryPlaneCount > 1 ? " in \(b.planes.count) planes" : ""))
+                let i420 = try converter.convert(f)
+                if encoder == nil {
+                    var settings = H264Encoder.Settings(width: f.width, height: f.height)
+                    settings.targetBitrate = 300_000
+                    encoder = try H264Encoder(settings: settings)
+                }
+                var out = EncodedFrame()
+                try encoder!.encode(i420, into: &out)
+                data += out.data
+                frames += 1
+                if frames == limit, let p = I420Buffer(i420.buffer) {
+                    // The bottom half of the luma (below vivid's text overlay), to compare layouts of one picture.
+                    lumaBottomHalf = Array(p.packedBytes()[(p.width * p.height / 2)..<(p.width * p.height)])
+                }
+            } catch { errors.append("\(error)") }
+        }
+    }
+    func wait(_ seconds: Double) -> Bool {
+        let end = Date().addingTimeInterval(seconds)
+        while Date() < end {
+            if lock.withLock({ frames >= limit }) { return true }
+            usleep(20_000)
+        }
+        return false
+    }
+}
+do {
+    let mp = try capturer.device(camMP)
+    let formats = try capturer.supportedFormats(for: mp)
+    let fourccs = Set(formats.map(\.pixelFormat))
+    let separate = PixelFormat.convertible.filter { $0.memoryPlaneCount > 1 && fourccs.contains($0) }
+    note("multi-planar \(camMP): \(formats.count) formats; separate-plane ones we convert: \(separate.map(\.fourcc).joined(separator: " "))")
+    check(
+        "multi-planar camera: formats enumerate, NM12 and YM12 among them, single-buffer ones too",
+        formats.count > 100 && fourccs.contains(.nv12m) && fourccs.contains(.yuv420m) && fourccs.contains(.i420) && fourccs.contains(.yuyv),
+        "\(fourccs.map(\.fourcc).sorted())")
+    if let (pid, fd) = spawn("/check/camcap", ["devices"], capture: true) {
+        var text = "", buf = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = read(fd, &buf, buf.count)
+            if n <= 0 { break }
+            text += String(decoding: buf[0..<n], as: UTF8.self)
+        }
+        close(fd)
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+        check("camcap devices lists the multi-planar camera", text.contains(camMP) && (status >> 8) & 0xff == 0, text)
+    }
+    for target in [FrameSize(width: 1280, height: 720), FrameSize(width: 640, height: 360)] {
+        let single = try capturer.selectFormat(for: capturer.device(cam1), targetSize: target)
+        let multi = try capturer.selectFormat(for: mp, targetSize: target)
+        check(
+            "multi-planar camera: select for \(target) picks what a single-planar vivid gets (\(single))",
+            "\(single)" == "\(multi)" && multi.pixelFormat.memoryPlaneCount == 1, "single-planar \(single), multi-planar \(multi)")
+    }
+    let negotiated = try capturer.selectFormat(for: mp, targetSize: FrameSize(width: 640, height: 360))
+    var bottoms: [PixelFormat: [UInt8]] = [:]
+    for pf in [negotiated.pixelFormat, .nv12m, .yuv420m] {
+        let name = "multi-planar \(pf) \(negotiated.size) @ \(negotiated.fps): 30 frames recorded"
+        let recorder = Recorder(limit: 30)
+        capturer.addDelegate(recorder)
+        do {
+            guard let format = formats.first(where: { $0.pixelFormat == pf && $0.size.contains(negotiated.size) }) else {
+                throw CaptureError(.unsupportedFormat, "\(camMP) has no \(pf) \(negotiated.size)")
+            }
+            let applied = try await capturer.startCapture(device: mp, format: format, size: negotiated.size, fps: negotiated.fps)
+            let got = recorder.wait(60)
+            await stopQuietly()
+            capturer.removeDelegate(recorder)
+            try? await Task.sleep(nanoseconds: 200_000_000)
+            let (frames, data, shapes, errors) = recorder.lock.withLock { (recorder.frames, recorder.data, recorder.shapes, recorder.errors) }
+            bottoms[pf] = recorder.lock.withLock { recorder.lumaBottomHalf }
+            let l = leftovers()
+            note("\(name): applied \(applied), frames \(shapes.sorted()), \(data.count) bytes of H.264")
+            check(
+                name,
+                got && frames == 30 && errors.isEmpty && applied.pixelFormat == pf && applied.size == negotiated.size
+                    && shapes == [
+                        "\(pf) \(negotiated.size.width)x\(negotiated.size.height)"
+                            + (pf.memoryPlaneCount > 1 ? " in \(pf.memoryPlaneCount) planes" : "")
+                    ]
+                    && l.fds == 0 && l.maps == 0,
+                "frames \(frames), shapes \(shapes), errors \(errors.prefix(2)), applied \(applied), leftovers \(l)")
+            print("MPLANE-H264-BEGIN \(pf) \(negotiated.size.width)x\(negotiated.size.height) \(frames)")
+            print(Data(data).base64EncodedString(options: [.lineLength76Characters]))
+            print("MPLANE-H264-END")
+            fflush(stdout)
+        } catch {
+            check(name, false, "\(error)")
+            await stopQuietly()
+            capturer.removeDelegate(recorder)
+        }
+    }
+    // Controls as on a single-planar camera: the same list, and a set is applied and read back.
+    let mpControls = try capturer.controls(for: mp).map(\.name), camControls = try capturer.controls(for: capturer.device(cam1)).map(\.name)
+    let set = try capturer.setControl("brightness", to: "200", on: mp)
+    _ = try capturer.setControl("brightness", to: "128", on: mp)
+    check(
+        "multi-planar camera: controls list as on a single-planar vivid, brightness=200 applied",
+        mpControls == camControls && mpControls.count > 50 && set.value == .integer(200), "\(mpControls.count) vs \(camControls.count), set \(set)")
+    // The same picture through three layouts: vivid draws one test pattern, so below its text overlay the luma
+    // converted from NM12 and YM12 is the single-buffer format's, byte for byte.
+    if let a = bottoms[negotiated.pixelFormat] {
+        let same = [PixelFormat.nv12m, .yuv420m].map { bottoms[$0] == a }
+        check(
+            "multi-planar camera: NM12 and YM12 convert to the picture \(negotiated.pixelFormat) gives (bottom-half luma, byte for byte)",
+            same == [true, true], "NM12 \(same[0]), YM12 \(same[1])")
+    } else {
+        check("multi-planar camera: NM12 and YM12 convert to the picture the single-buffer format gives", false, "no single-buffer recording")
+    }
+} catch {
+    check("multi-planar camera", false, "\(error)")
+    await stopQuietly()
 }
 
 // 3. Switching cameras while running keeps frames flowing to the same consumer.
@@ -561,8 +705,10 @@ do {
 } catch { check("unplug mid-recording", false, "\(error)") }
 await cleanAfter("camcap unplug", path: cam1)
 
-// 4g. Unplug (last: the node only comes back once every handle is closed).
+// 4g. Unplug (last: the node only comes back once every handle is closed), of a single-planar and of the
+// multi-planar camera.
 await injectAndExpectDisconnect("disconnect", path: cam2, control: "disconnect=1")
+await injectAndExpectDisconnect("disconnect (multi-planar)", path: camMP, control: "disconnect=1")
 
 print("RESULT: \(passed) passed, \(failed) failed")
 fflush(stdout)

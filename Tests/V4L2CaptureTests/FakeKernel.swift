@@ -25,6 +25,143 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
     private var seq: UInt32 = 0
     private var nextFD: Int32 = 10
 
+    // Multi-planar mode: a `V4L2_CAP_VIDEO_CAPTURE_MPLANE` device offering NM12 (two planes) and YUYV (one),
+    // answering only the multi-planar buffer type. The faults below make its replies malformed.
+    /// Play a multi-planar device (set before the first call).
+    var multiPlanar = false
+    /// G_FMT reports this many planes instead of the format's.
+    var reportedPlanes: Int?
+    /// QUERYBUF reports plane 1 (else 0) this many bytes shorter than its sizeimage.
+    var planeLengthShortfall = 0
+    /// DQBUF reports plane 1 (else 0) with bytesused this many bytes beyond its length.
+    var bytesUsedExcess = 0
+    /// data_offset of plane 0 in every dequeued buffer (the payload starts after it, as vivid's NV16M).
+    var dataOffset = 0
+    /// Planes of the current format, each (bytesperline, sizeimage).
+    private var mpPlanes: [(stride: Int, size: Int)] {
+        if fmt.pf == PixelFormat.nv12m.rawValue {
+            let s = fmt.width + extraStride
+            return [(s, s * fmt.height + dataOffset), (s, s * ((fmt.height + 1) / 2))]
+        }
+        let s = fmt.width * 2 + extraStride
+        return [(s, s * fmt.height + dataOffset)]
+    }
+    /// The byte every plane `p` of buffer `b` is filled with (so a test can tell the planes apart).
+    static func fill(buffer b: Int, plane p: Int) -> UInt8 { UInt8(0x10 * (p + 1) + b) }
+
+    private func multiPlanarIoctl(_ request: UInt, _ arg: UnsafeMutableRawPointer) -> Int32? {
+        switch request {
+        case CV4L2_VIDIOC_QUERYCAP:
+            let cap = arg.assumingMemoryBound(to: v4l2_capability.self)
+            cap.pointee = v4l2_capability()
+            setCString(&cap.pointee.card, "Fake SoC Cam")
+            setCString(&cap.pointee.driver, "fake-mp")
+            setCString(&cap.pointee.bus_info, "platform:fake-mp")
+            cap.pointee.capabilities = CV4L2_CAP_DEVICE_CAPS | CV4L2_CAP_VIDEO_CAPTURE_MPLANE | CV4L2_CAP_STREAMING
+            cap.pointee.device_caps = CV4L2_CAP_VIDEO_CAPTURE_MPLANE | CV4L2_CAP_STREAMING
+        case CV4L2_VIDIOC_ENUM_FMT:
+            let d = arg.assumingMemoryBound(to: v4l2_fmtdesc.self)
+            let table: [PixelFormat] = [.nv12m, .yuyv]
+            guard d.pointee.type == CV4L2_BUF_TYPE_VIDEO_CAPTURE_MPLANE, Int(d.pointee.index) < table.count else { return EINVAL }
+            d.pointee.pixelformat = table[Int(d.pointee.index)].rawValue
+            d.pointee.flags = 0
+        case CV4L2_VIDIOC_ENUM_FRAMESIZES:
+            let s = arg.assumingMemoryBound(to: v4l2_frmsizeenum.self)
+            guard s.pointee.index == 0 else { return EINVAL }
+            s.pointee.type = V4L2_FRMSIZE_TYPE_DISCRETE.rawValue
+            s.pointee.discrete.width = 640
+            s.pointee.discrete.height = 480
+        case CV4L2_VIDIOC_S_FMT, CV4L2_VIDIOC_G_FMT, CV4L2_VIDIOC_S_PARM, CV4L2_VIDIOC_G_PARM, CV4L2_VIDIOC_REQBUFS:
+            // The type sits first in v4l2_format, v4l2_streamparm and v4l2_requestbuffers (after count there).
+            let type =
+                request == CV4L2_VIDIOC_REQBUFS
+                ? arg.assumingMemoryBound(to: v4l2_requestbuffers.self).pointee.type : arg.load(as: UInt32.self)
+            guard type == CV4L2_BUF_TYPE_VIDEO_CAPTURE_MPLANE else { return EINVAL }
+            if request == CV4L2_VIDIOC_S_FMT {
+                let f = arg.assumingMemoryBound(to: v4l2_format.self)
+                fmt = (Int(f.pointee.fmt.pix_mp.width), Int(f.pointee.fmt.pix_mp.height), f.pointee.fmt.pix_mp.pixelformat)
+                log("S_FMT")
+            } else if request == CV4L2_VIDIOC_G_FMT {
+                let f = arg.assumingMemoryBound(to: v4l2_format.self)
+                f.pointee.fmt.pix_mp.width = UInt32(fmt.width)
+                f.pointee.fmt.pix_mp.height = UInt32(fmt.height)
+                f.pointee.fmt.pix_mp.pixelformat = fmt.pf
+                let planes = mpPlanes
+                f.pointee.fmt.pix_mp.num_planes = UInt8(reportedPlanes ?? planes.count)
+                withUnsafeMutableBytes(of: &f.pointee.fmt.pix_mp.plane_fmt) { raw in
+                    for (i, p) in planes.enumerated() {
+                        var pf = v4l2_plane_pix_format()
+                        pf.bytesperline = UInt32(p.stride)
+                        pf.sizeimage = UInt32(p.size)
+                        raw.storeBytes(of: pf, toByteOffset: i * MemoryLayout<v4l2_plane_pix_format>.stride, as: v4l2_plane_pix_format.self)
+                    }
+                }
+            } else if request == CV4L2_VIDIOC_S_PARM {
+                fps = (1, 30)
+            } else if request == CV4L2_VIDIOC_G_PARM {
+                arg.assumingMemoryBound(to: v4l2_streamparm.self).pointee.parm.capture.timeperframe = v4l2_fract(
+                    numerator: fps.num, denominator: fps.den)
+            } else {
+                let r = arg.assumingMemoryBound(to: v4l2_requestbuffers.self)
+                log("REQBUFS \(r.pointee.count)")
+                if r.pointee.count == 0 && !mapped.isEmpty { return EBUSY }
+                buffers.forEach { $0.deallocate() }
+                buffers = []
+                queue = []
+                let planes = mpPlanes
+                for b in 0..<Int(r.pointee.count) {
+                    for (p, plane) in planes.enumerated() {
+                        let m = UnsafeMutableRawPointer.allocate(byteCount: plane.size, alignment: 64)
+                        m.initializeMemory(as: UInt8.self, repeating: FakeKernel.fill(buffer: b, plane: p), count: plane.size)
+                        buffers.append(m)
+                    }
+                }
+            }
+        case CV4L2_VIDIOC_QUERYBUF, CV4L2_VIDIOC_QBUF, CV4L2_VIDIOC_DQBUF:
+            let b = arg.assumingMemoryBound(to: v4l2_buffer.self)
+            let planes = mpPlanes
+            // A multi-planar call carries its plane array, as long as the format's planes.
+            guard b.pointee.type == CV4L2_BUF_TYPE_VIDEO_CAPTURE_MPLANE, Int(b.pointee.length) == planes.count, let pa = b.pointee.m.planes
+            else { return EINVAL }
+            if request == CV4L2_VIDIOC_QUERYBUF {
+                for p in planes.indices {
+                    pa[p].length = UInt32(planes[p].size - (p == planes.count - 1 ? planeLengthShortfall : 0))
+                    pa[p].m.mem_offset = UInt32((Int(b.pointee.index) * planes.count + p) * 4096)
+                }
+            } else if request == CV4L2_VIDIOC_QBUF {
+                queue.append(Int(b.pointee.index))
+                log("QBUF")
+            } else {
+                guard streaming, !script.isEmpty else { return EAGAIN }
+                switch script[0] {
+                case .eintr:
+                    script.removeFirst()
+                    return EINTR
+                case .error(let e):
+                    script.removeFirst()
+                    return e
+                case .frame(let used, let flags, let ts, let sequence):
+                    guard !queue.isEmpty else { return EAGAIN }
+                    script.removeFirst()
+                    b.pointee.index = UInt32(queue.removeFirst())
+                    for p in planes.indices {
+                        pa[p].bytesused = UInt32(planes[p].size)
+                        pa[p].data_offset = p == 0 ? UInt32(dataOffset) : 0
+                    }
+                    if let used { pa[0].bytesused = UInt32(used) }
+                    pa[planes.count - 1].bytesused += UInt32(bytesUsedExcess)
+                    b.pointee.flags = flags
+                    seq = sequence ?? seq &+ 1
+                    b.pointee.sequence = seq
+                    let t = ts ?? monotonicNanoseconds()
+                    b.pointee.timestamp = timeval(tv_sec: Int(t / 1_000_000_000), tv_usec: Int(t % 1_000_000_000 / 1000))
+                }
+            }
+        default: return nil
+        }
+        return 0
+    }
+
     /// A control of the fake driver. Flags that depend on state (gain inactive while gain_automatic is on,
     /// horizontal_flip grabbed while streaming) are computed on each query, as a driver does.
     struct Control {
@@ -172,6 +309,8 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
             lock.broadcast()
         }
     }
+    /// Changes the fake's settings under its lock (safe while streaming).
+    func configure(_ body: (FakeKernel) -> Void) { lock.withLock { body(self) } }
     /// Makes the next `request` fail with `errno` (once); safe while streaming.
     func fail(_ request: UInt, with errno: Int32) {
         lock.withLock {
@@ -246,6 +385,7 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
             return e
         }
         if let r = controlIoctl(request, arg) { return r }
+        if multiPlanar, let r = multiPlanarIoctl(request, arg) { return r }
         switch request {
         case CV4L2_VIDIOC_QUERYCAP:
             let cap = arg.assumingMemoryBound(to: v4l2_capability.self)
