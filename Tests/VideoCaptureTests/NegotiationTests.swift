@@ -98,11 +98,11 @@ func negotiation(_ c: NegotiationCase) throws {
 }
 
 @Test func negotiationSkipsEverythingUnconvertible() {
-    let formats = [
-        CaptureFormat(pixelFormat: .h264, size: .discrete(FrameSize(width: 640, height: 480)), intervals: nil),
-        CaptureFormat(pixelFormat: PixelFormat(fourcc: "BA81")!, size: .discrete(FrameSize(width: 640, height: 480)), intervals: nil),
-    ]
-    #expect(FormatSelector.select(from: formats, target: FrameSize(width: 640, height: 480)) == nil)
+    let bayer = CaptureFormat(pixelFormat: PixelFormat(fourcc: "BA81")!, size: .discrete(FrameSize(width: 640, height: 480)), intervals: nil)
+    let h264 = CaptureFormat(pixelFormat: .h264, size: .discrete(FrameSize(width: 640, height: 480)), intervals: nil)
+    #expect(FormatSelector.select(from: [bayer], target: FrameSize(width: 640, height: 480)) == nil)
+    // Nothing convertible but the camera's own H.264 (#35): that is passed through.
+    #expect(FormatSelector.select(from: [h264, bayer], target: FrameSize(width: 640, height: 480))?.pixelFormat == .h264)
 }
 
 @Test func noRatesListedMeansTheLimit() {
