@@ -76,12 +76,6 @@ public final class PassthroughStage: EncodedFrameStage {
             waitingForKeyFrame = true
         }
         lastSequence = frame.sequence
-        guard outputs.contains(where: { $0.wantsFrames }) else {
-            tally.withLock { $0.notWanted += 1 }
-            waitingForKeyFrame = true // the next frame an output gets must be decodable on its own
-            return
-        }
-        if control.takeKeyFrameRequest() { askForKeyFrame(at: frame.timestampNs, force: false) }
         // The access unit's own bytes: a driver's zero padding after the last NAL unit is not part of it (a NAL
         // unit never ends in a zero byte: its stop bit is in the last byte).
         let bytes = frame.buffer.bytes
@@ -109,6 +103,13 @@ public final class PassthroughStage: EncodedFrameStage {
             default: break
             }
         }
+        // The parameter sets are learned from every frame, wanted or not: a camera may send them only once.
+        guard outputs.contains(where: { $0.wantsFrames }) else {
+            tally.withLock { $0.notWanted += 1 }
+            waitingForKeyFrame = true // the next frame an output gets must be decodable on its own
+            return
+        }
+        if control.takeKeyFrameRequest() { askForKeyFrame(at: frame.timestampNs, force: false) }
         if waitingForKeyFrame {
             guard hasIDR, !sps.isEmpty, !pps.isEmpty else {
                 tally.withLock { $0.droppedBeforeKeyFrame += 1 }

@@ -90,6 +90,13 @@ public final class RTPOutput: EncodedOutput {
         sender.setFeedbackHandlers(keyFrameRequest: { control.requestKeyFrame() }, bitrateEstimate: { bps in follower.update(bitsPerSecond: bps) })
     }
 
+    /// PLI/FIR → a key frame asked of a camera whose own H.264 is passed through. Its bitrate is the camera's:
+    /// REMB estimates are not followed.
+    public func connect(_ passthrough: PassthroughStage) {
+        let control = passthrough.control
+        sender.setFeedbackHandlers(keyFrameRequest: { control.requestKeyFrame() }, bitrateEstimate: { _ in })
+    }
+
     /// The SDP a receiver opens for this stream (the same settings always give the same SPS/PPS).
     public static func sdp(
         for settings: H264Encoder.Settings, target: StreamTarget, ssrc: UInt32, rtxPayloadType: UInt8?, videoOrientationExtensionID: UInt8? = nil

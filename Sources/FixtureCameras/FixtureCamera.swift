@@ -281,7 +281,7 @@ final class FixtureStream: CaptureStream, Sendable {
                 if let h264 {
                     if keyFrameRequested.exchange(false, ordering: .acquiringAndReleasing) { h264.requestKeyFrame() }
                     let s = storages[slot]
-                    let (used, key) = try h264.write(renderer.output, index: index, into: s)
+                    let (used, key) = try h264.write(renderer.output, timestampNs: Self.offset(index, periodNum, periodDen), into: s)
                     isKeyFrame = key
                     buffer = VideoFrameBuffer(pixelFormat: format, width: w, height: h, stride: 0, bytesUsed: used, storage: s)
                 } else if let tiled {

@@ -29,8 +29,10 @@ final class FixtureH264Writer {
     func requestKeyFrame() { encoder.control.requestKeyFrame() }
 
     /// Encodes `picture` into `storage`; returns the bytes used (padding included) and whether it is a key frame.
-    func write(_ picture: I420Buffer, index: Int64, into storage: FrameStorage) throws -> (used: Int, key: Bool) {
-        try encoder.encode(picture, timestampNs: index, into: &out)
+    /// (`timestampNs` is the frame's time from the stream's start: OpenH264's rate control spreads its budget
+    /// over real time; nanosecond steps make it overflow its buffers.)
+    func write(_ picture: I420Buffer, timestampNs: Int64, into storage: FrameStorage) throws -> (used: Int, key: Bool) {
+        try encoder.encode(picture, timestampNs: timestampNs, into: &out)
         let base = storage.mutableBaseAddress
         var used = 0
         let startCode: [UInt8] = [0, 0, 0, 1]

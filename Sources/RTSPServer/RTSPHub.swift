@@ -125,6 +125,8 @@ public final class RTSPHub: EncodedOutput, Sendable {
 
     /// Key-frame requests (a client starting to play, PLI/FIR) go to `encode`.
     public func connect(_ encode: EncodeStage) { encoder.withLock { $0 = encode.control } }
+    /// Clients' key-frame requests go to a camera whose own H.264 is passed through (`PassthroughStage`).
+    public func connect(_ passthrough: PassthroughStage) { encoder.withLock { $0 = passthrough.control } }
     /// Calls `action` when a client sets up a session: give it `CaptureSession.wakeAction` so that a camera
     /// released while nobody watched starts again.
     public func whenClientsArrive(_ action: @escaping @Sendable () -> Void) { arrival.withLock { $0 = action } }

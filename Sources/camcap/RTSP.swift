@@ -65,6 +65,8 @@ struct RTSP: AsyncParsableCommand {
             "Release the camera after this many seconds without clients (its light goes off); the next client starts it again. 0 keeps it running.",
             valueName: "seconds"))
     var idleRelease: Double = 30
+    @Option(help: "Also record what is served to this file (fragmented MP4 for .mp4, else Annex-B H.264); the camera then runs without clients too.")
+    var output: String?
     @Option(help: .hidden) var nonceLifetime: Double = 300 // tests: seconds a Digest nonce is valid
     @Option(help: .hidden) var slowClientTimeout: Double = 10 // tests: seconds of dropped frames before a TCP client is cut off
 
@@ -144,13 +146,15 @@ struct RTSP: AsyncParsableCommand {
         if capture.frames == nil && capture.duration == nil { configuration.durationNs = nil } // until Ctrl-C
         configuration.idleReleaseNs = idleRelease > 0 ? Int64(idleRelease * 1e9) : nil
         let pipeline = try CaptureSession(configuration)
-        try refuseEncodedCamera(pipeline, "rtsp")
+        let passThrough = pipeline.selection.pixelFormat == .h264
         var settings = EncodeStage.baseSettings(for: pipeline.selection, bitrateKbps: bitrate, maxBitrateKbps: maxBitrate)
         settings.sliceMode = .maxNALSize(max(420, mtu))
         let keySeconds = keyintSeconds ?? 2
         try EncodeStage.check(settings, keyIntervalSeconds: keySeconds, for: pipeline.selection)
         // The SDP needs SPS/PPS before the first frame (the encoder rests until a client plays): an encoder with
         // the same settings gives the same ones; the first real key frame replaces them if they differ.
+        // A camera that delivers H.264: the same stand-in until its first key frame (clients decode from the SPS/PPS
+        // put before every IDR); its own from then on.
         let parameterSets = try RTSPHub.parameterSets(
             for: EncodeStage.settings(settings, keyIntervalSeconds: keySeconds, for: pipeline.selection.planned))
 
@@ -185,8 +189,18 @@ struct RTSP: AsyncParsableCommand {
             }
             FileHandle.standardError.write(Data((line + "\n").utf8))
         }
-        let encode = EncodeStage(settings: settings, keyIntervalSeconds: keySeconds, outputs: [hub])
-        hub.connect(encode)
+        var outputs: [any EncodedOutput] = [hub]
+        if let output { outputs.append(try RecordingOutput(.init(path: output, frameRate: pipeline.selection.fps))) }
+        let stage: any PictureStage
+        if passThrough { // the camera's own access units to every client: no encoder
+            let passthrough = PassthroughStage(outputs: outputs)
+            hub.connect(passthrough)
+            stage = passthrough
+        } else {
+            let encode = EncodeStage(settings: settings, keyIntervalSeconds: keySeconds, outputs: outputs)
+            hub.connect(encode)
+            stage = encode
+        }
         hub.whenClientsArrive(pipeline.wakeAction) // a camera released for want of clients starts again
         // RTSP players have no rotation metadata: the camera's rotation is applied to the pixels.
         pipeline.sourceOptions = VideoSource.Options(applyRotation: true)
@@ -208,7 +222,7 @@ struct RTSP: AsyncParsableCommand {
         }
         let announce = AnnounceStage(line: lines.joined(separator: "\n"))
         do {
-            try await pipeline.runCommand("serving", quiet: capture.quiet, stages: [announce, encode], namedDevice: capture.device)
+            try await pipeline.runCommand("serving", quiet: capture.quiet, stages: [announce, stage], namedDevice: capture.device)
         } catch {
             hub.closeAll(reason: "the server stopped")
             await listener.stop()

@@ -87,7 +87,12 @@ struct Stream: AsyncParsableCommand {
             do { sdpFile = try OutputFile(path: sdp) } catch { throw CLIError("--sdp: \(error)") }
         }
         let pipeline = try CaptureSession(capture.configuration)
-        try refuseEncodedCamera(pipeline, "stream")
+        let passThrough = pipeline.selection.pixelFormat == .h264
+        if passThrough && (sdpOnly || adaptToBandwidth) {
+            throw ValidationError(
+                "\(sdpOnly ? "--sdp-only" : "--adapt-to-bandwidth") needs our encoder, and \(pipeline.device.path) delivers H.264 that is streamed as it comes: use --sdp (written from the camera's first key frame), or ask for another format with --pixel-format"
+            )
+        }
         var settings = EncodeStage.baseSettings(for: pipeline.selection, bitrateKbps: bitrate, maxBitrateKbps: maxBitrate)
         // Slices within the payload budget: no FU-A needed for most NAL units (as WebRTC's encoders do).
         settings.sliceMode = .maxNALSize(max(420, mtu))
@@ -114,6 +119,12 @@ struct Stream: AsyncParsableCommand {
         let rtpOutput = try RTPOutput(configuration: config, sdpFile: sdpFile, target: target, logger: cliLogger)
         var outputs: [any EncodedOutput] = [rtpOutput]
         if let output { outputs.append(try RecordingOutput(.init(path: output, frameRate: pipeline.selection.fps))) }
+        if passThrough { // the camera's own access units, packetized as they come: no encoder
+            let stage = PassthroughStage(outputs: outputs)
+            rtpOutput.connect(stage)
+            try await pipeline.runCommand("streaming", quiet: capture.quiet, stages: [stage], namedDevice: capture.device)
+            return
+        }
         let encode = EncodeStage(settings: settings, keyIntervalSeconds: keySeconds, outputs: outputs)
         rtpOutput.connect(encode, adapting: adaptToBandwidth ? pipeline.outputRequests : nil)
         // As fast as frames come (a fixture with --fast), encode on a thread of its own, as record does.

@@ -102,8 +102,80 @@ private final class Collect: EncodedOutput {
             camcap, ["record", "-d", "fixture:h264-webcam", "--pixel-format", "H264", "--frames", "5", "--adapt", "0s:640x360@15", "-o", "never.mp4"])
         #expect(r.code != 0 && r.err.contains("--adapt needs decoded pictures"), "\(r.err)")
         #expect(!FileManager.default.fileExists(atPath: work + "/never.mp4"))
-        let s = try sh(camcap, ["stream", "-d", "fixture:h264-webcam", "--pixel-format", "H264", "--frames", "5", "--to", "127.0.0.1:9"])
-        #expect(s.code != 0 && s.err.contains("only `record` passes a camera's own H.264 through so far"), "\(s.err)")
+        let s = try sh(camcap, ["preview", "-d", "fixture:h264-webcam", "--pixel-format", "H264", "--frames", "5"])
+        #expect(s.code != 0 && s.err.contains("only `record`, `stream` and `rtsp` pass a camera's own H.264 through so far"), "\(s.err)")
+        let o = try sh(
+            camcap,
+            ["stream", "-d", "fixture:h264-webcam", "--pixel-format", "H264", "--frames", "5", "--to", "127.0.0.1:9", "--sdp-only", "--sdp", "x.sdp"])
+        #expect(o.code != 0 && o.err.contains("--sdp-only needs our encoder"), "\(o.err)")
+    }
+
+    /// `stream` and `rtsp` send the camera's access units as they come: ffmpeg's copy of what it received over RTP
+    /// (the SDP written from the camera's first key frame) and over RTSP (TCP) holds the camera's own slice NAL
+    /// units, byte for byte, in order and without a gap, with 0 encoders on the sending side.
+    @Test func streamAndRTSPSendTheCamerasOwnAccessUnits() async throws {
+        let camera = try await cameraAccessUnits(450, size: FrameSize(width: 640, height: 480))
+        var slicesOfReference = try camera.flatMap { au in
+            try AnnexB.split(au).filter { $0.type == .idr || $0.type == .slice }.map { Array(au[$0.offset..<($0.offset + $0.length)]) }
+        }
+        func check(_ path: String, _ what: String) throws {
+            let slices = slicesOfReference
+            let got = [UInt8](FileManager.default.contents(atPath: path) ?? Data())
+            let units = try AnnexB.split(got).filter { $0.type == .idr || $0.type == .slice }.map { Array(got[$0.offset..<($0.offset + $0.length)]) }
+            let start = units.first.flatMap { first in slices.firstIndex(of: first) }
+            #expect(
+                units.count >= 60 && start != nil,
+                "\(what): \(units.count) slices received, first found in the camera's: \(start.map(String.init) ?? "no")")
+            if let start {
+                let same = zip(units, slices[start...]).prefix { $0 == $1 }.count
+                #expect(same == units.count, "\(what): the first \(same) of \(units.count) slices are the camera's, in order")
+                print("\(what): \(units.count) slices received, identical to the camera's from its frame \(start)")
+            }
+        }
+        // RTP: ffmpeg opens the SDP camcap writes at the camera's first key frame.
+        let port = basePort + 17, sdp = work + "/passthrough.sdp", copy = work + "/passthrough-rtp.h264"
+        for f in [sdp, copy] { try? FileManager.default.removeItem(atPath: f) }
+        let streamer = try startReceiver(
+            camcap,
+            [
+                "stream", "-d", "fixture:h264-webcam", "-s", "640x480", "--pixel-format", "H264", "--to", "127.0.0.1:\(port)", "--sdp", sdp,
+                "--frames", "450", "-q",
+            ],
+            log: work + "/passthrough-stream.log")
+        #expect(
+            await waitUntil(timeout: 30) {
+                FileManager.default.fileExists(atPath: sdp) && ((try? String(contentsOfFile: sdp, encoding: .utf8)) ?? "").contains("sprop")
+            })
+        let ffmpeg = try startReceiver(
+            "ffmpeg", ["-y", "-v", "error", "-protocol_whitelist", "file,udp,rtp", "-i", sdp, "-c", "copy", "-f", "h264", copy],
+            log: work + "/passthrough-ffmpeg.log")
+        streamer.waitUntilExit()
+        ffmpeg.waitUntilExit() // the BYE ends its input
+        let log = (try? String(contentsOfFile: work + "/passthrough-stream.log", encoding: .utf8)) ?? ""
+        #expect(streamer.terminationStatus == 0 && log.contains("0 encoder instances"), "\(log)")
+        try check(copy, "RTP")
+        // RTSP over TCP, judged against what the server passed through (its --output copy): a client joins
+        // mid-stream and gets a key frame asked of the camera for it.
+        let served = work + "/passthrough-served.h264"
+        try? FileManager.default.removeItem(atPath: served)
+        let server = try RTSPProcess(
+            ["-d", "fixture:h264-webcam", "-s", "640x480", "--pixel-format", "H264", "--output", served], name: "rtsp-passthrough")
+        defer { _ = server.stop() }
+        let rtspCopy = work + "/passthrough-rtsp.h264"
+        let pull = try sh(
+            "timeout",
+            [
+                "60", "ffmpeg", "-y", "-v", "error", "-rtsp_transport", "tcp", "-i", server.url, "-c", "copy", "-frames:v", "120", "-f", "h264",
+                rtspCopy,
+            ])
+        #expect(pull.code == 0, "\(pull.err)")
+        #expect(server.stop() == 0)
+        #expect(server.out.contains("0 encoder instances"), "\(server.out)")
+        let servedBytes = [UInt8](FileManager.default.contents(atPath: served) ?? Data())
+        slicesOfReference = try AnnexB.split(servedBytes).filter { $0.type == .idr || $0.type == .slice }.map {
+            Array(servedBytes[$0.offset..<($0.offset + $0.length)])
+        }
+        try check(rtspCopy, "RTSP")
     }
 
     /// Garbage, truncated and zero-filled access units are dropped and counted (never a crash); the stream resumes
@@ -111,6 +183,7 @@ private final class Collect: EncodedOutput {
     @Test func badAccessUnitsAreDroppedAndCounted() throws {
         var s = H264Encoder.Settings(width: 64, height: 64)
         s.keyFrameInterval = 5
+        s.targetBitrate = 100_000
         let encoder = try H264Encoder(settings: s)
         let stage = PassthroughStage(outputs: [])
         let sink = Collect()
@@ -131,7 +204,7 @@ private final class Collect: EncodedOutput {
         }
         var rng = SystemRandomNumberGenerator()
         for i in 0..<15 {
-            let au = try encoder.encode(I420Buffer(width: 64, height: 64), timestampNs: Int64(i))
+            let au = try encoder.encode(I420Buffer(width: 64, height: 64), timestampNs: Int64(i) * 33_333_333)
             switch i {
             case 2: try stage2.consume(encoded: frame((0..<200).map { _ in UInt8.random(in: 0...255, using: &rng) })) // garbage
             case 3: try stage2.consume(encoded: frame(Array(au.data.prefix(3)))) // truncated inside a start code
