@@ -48,6 +48,23 @@ w = writer / frames
 print(f"{c:5}: record path {per_frame/1e6:8.2f} M instructions/frame; writer (RecordingOutput.write, inclusive) {w/1e3:8.1f} k/frame = {100*w/per_frame:.3f} %")
 PY
 done
+# 3. A camera's own H.264 passed through (#35) against encoding the same frames: fixture:h264-webcam at 1280x720
+#    (its encoder runs in the process, as the camera's would in hardware), recorded once as H.264 passed through and
+#    once as MJPEG encoded by us; the inclusive cost per frame of PassthroughStage.consume(encoded:) (with the MP4
+#    writing it calls) against that of OpenH264's EncodeFrame (in the MJPEG run: our encoder; the fixture encodes
+#    only when it delivers H.264).
+for mode in H264 MJPG; do
+  valgrind --tool=callgrind --trace-children=yes --callgrind-out-file="$out/cg-pt-$mode.%p" env LD_PRELOAD="$out/sigsuspend-shim.so" \
+    "$camcap" record -d fixture:h264-webcam -s 1280x720 --pixel-format "$mode" --fast --frames "$frames" -o "$out/pt-$mode.mp4" -q >/dev/null 2>&1
+  mv "$(ls -S "$out"/cg-pt-$mode.* | awk 'NR == 1')" "$out/cg-pt-$mode"
+done
+pass=$(ir_of "$out/cg-pt-H264" 'PassthroughStageC7consume7encoded')
+encode=$(ir_of "$out/cg-pt-MJPG" 'CWelsH264SVCEncoder::EncodeFrame\(')
+python3 - "${pass:-0}" "${encode:-0}" "$frames" <<'PY'
+import sys
+p, e, n = (int(x) for x in sys.argv[1:])
+print(f"passthrough: {p/n/1e3:.1f} k instructions/frame (PassthroughStage.consume(encoded:), MP4 writing included); encoding the same 720p frames: {e/n/1e6:.2f} M/frame (OpenH264 EncodeFrame): {100*p/max(e,1):.3f} %")
+PY
 for seconds in 60 600; do
   /usr/bin/time -f "%M" -o "$out/rss-$seconds" "$camcap" record -d fixture:uvc-webcam -s 1280x720 --fast --noise 3 \
     --duration "$seconds" -o "$out/long-$seconds.mp4" -q >/dev/null

@@ -16,8 +16,11 @@ let releaseCamcap: String? = {
 }()
 
 @Suite(.serialized) struct AllocationTests {
-    /// Both containers (#36): the fragmented MP4 writer reuses its fragment's storage, so it adds nothing per frame.
-    @Test(.enabled(if: releaseCamcap != nil && FileManager.default.isExecutableFile(atPath: "/usr/bin/gcc")), arguments: ["h264", "mp4"])
+    /// Both containers (#36): the fragmented MP4 writer reuses its fragment's storage, so it adds nothing per frame;
+    /// and a camera's own H.264 passed through (#35; the fixture's encoder runs in the process, as in a camera).
+    @Test(
+        .enabled(if: releaseCamcap != nil && FileManager.default.isExecutableFile(atPath: "/usr/bin/gcc")),
+        arguments: ["h264", "mp4", "passthrough"])
     func theRealTimeRecordPathAllocatesNothingPerFrame(_ container: String) throws {
         let camcap = releaseCamcap!
         let lib = work + "/libmc.so"
@@ -30,9 +33,9 @@ let releaseCamcap: String? = {
             let r = try runTool(
                 camcap,
                 [
-                    "record", "-d", "fixture:uvc-webcam", "-s", "1280x720", "--noise", "3", "--frames", "\(frames)", "-q", "-o",
-                    work + "/mallocs-\(frames).\(container)",
-                ],
+                    "record", "-d", container == "passthrough" ? "fixture:h264-webcam" : "fixture:uvc-webcam", "-s", "1280x720", "--noise", "3",
+                    "--frames", "\(frames)", "-q", "-o", work + "/mallocs-\(frames).\(container == "passthrough" ? "mp4" : container)",
+                ] + (container == "passthrough" ? ["--pixel-format", "H264"] : []),
                 environment: env)
             #expect(r.code == 0, "\(r.err.suffix(500))")
             let counts = r.err.split(separator: "\n").compactMap { $0.hasPrefix("MALLOCS ") ? Int($0.dropFirst(8)) : nil }

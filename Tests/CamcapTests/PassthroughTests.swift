@@ -185,12 +185,10 @@ private final class Collect: EncodedOutput {
         s.keyFrameInterval = 5
         s.targetBitrate = 100_000
         let encoder = try H264Encoder(settings: s)
-        let stage = PassthroughStage(outputs: [])
         let sink = Collect()
         let stage2 = PassthroughStage(outputs: [sink])
         let asked = AskCounter()
         stage2.askCameraForKeyFrame = { asked.ask() }
-        _ = stage
         var seq: UInt64 = 0
         func frame(_ bytes: [UInt8], key: Bool = false) -> VideoFrame {
             let storage = FrameStorage(capacity: max(1, bytes.count))
@@ -232,9 +230,6 @@ private final class Collect: EncodedOutput {
         let session = try CaptureSession(config)
         let sink = Collect()
         let stage = PassthroughStage(outputs: [sink])
-        let request = RequestAt(frame: 10, control: stage.control)
-        let stage2 = PassthroughStage(outputs: [request])
-        _ = stage2
         let report = try await session.run(stages: [stage, RequestStage(stage: stage, at: 10)])
         #expect(report.failure == nil && sink.frames.count == 60)
         let keys = sink.frames.enumerated().filter { $0.element.isKeyFrame }.map(\.offset)
@@ -242,7 +237,6 @@ private final class Collect: EncodedOutput {
         // and the camera's interval (30) counts on from there.
         let asked = keys.first { (11...16).contains($0) }
         #expect(keys.first == 0 && asked != nil && keys.contains((asked ?? 0) + 30), "key frames at \(keys)")
-        _ = request
     }
 }
 
@@ -253,23 +247,6 @@ private final class AskCounter: @unchecked Sendable {
         count += 1
         return true
     }
-}
-
-/// An output that asks for a key frame when it has seen `frame` frames.
-private final class RequestAt: EncodedOutput {
-    let frame: Int, control: EncoderControl
-    var seen = 0
-    init(frame: Int, control: EncoderControl) {
-        self.frame = frame
-        self.control = control
-    }
-    func write(_ f: EncodedFrame) throws {
-        seen += 1
-        if seen == frame { control.requestKeyFrame() }
-    }
-    func end() throws {}
-    func discard() {}
-    var summary: [(String, String)] { [] }
 }
 
 /// A stage after the passthrough that asks for a key frame (as a receiver's PLI would) once, at frame `at`.
