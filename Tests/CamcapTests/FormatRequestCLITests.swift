@@ -29,6 +29,29 @@ import TestSupport
         #expect(r.code == 0 && r.out.contains("@ 12.5 fps"), "\(r.out)\(r.err)")
     }
 
+    /// A multi-planar fixture (an SoC camera offering NV12M and YUV420M, planes in separate buffers on a real one):
+    /// negotiation picks YM12 as it picks YU12, NM12 when asked, and both record and decode without a VM.
+    @Test func aMultiPlanarFixtureNegotiatesAndRecords() throws {
+        let a = try sh(camcap, ["select", "-d", "fixture:soc-mplane", "-s", "1280x720", "--json"])
+        #expect(a.out == "{\"pixelFormat\": \"YM12\", \"width\": 1280, \"height\": 720, \"fps\": 30}\n", "\(a.out)\(a.err)")
+        for format in ["NM12", "YM12"] {
+            let r = try sh(
+                camcap,
+                [
+                    "record", "-d", "fixture:soc-mplane", "-s", "1280x720", "--pixel-format", format, "--fast", "--frames", "30", "-o",
+                    "mplane-\(format).mp4",
+                ])
+            #expect(r.code == 0 && r.out.contains("format:       \(format) 1280x720 @ 30 fps"), "\(r.out)\(r.err)")
+            let p = try sh(
+                "ffprobe",
+                [
+                    "-v", "error", "-count_frames", "-show_entries", "stream=width,height,nb_read_frames", "-of", "csv=p=0",
+                    work + "/mplane-\(format).mp4",
+                ])
+            #expect(p.out.trimmingCharacters(in: .whitespacesAndNewlines) == "1280,720,30", "\(format): \(p.out)\(p.err)")
+        }
+    }
+
     /// Nonsense gets an error naming the option and the value, before any camera starts.
     @Test func nonsenseRequestsAreNamed() throws {
         for (args, message) in [
