@@ -75,6 +75,7 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
     private var thread: WorkerThread?
     private var lastTimestamp: Int64 = .min
     private var lastSequence: UInt32?
+    private var sawSecondFrame = false
     private var released = false
     /// An H.264 camera with `V4L2_CID_MPEG_VIDEO_FORCE_KEY_FRAME` (queried once at start).
     private let canForceKeyFrame: Bool
@@ -422,7 +423,11 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
     private func handle(_ b: v4l2_buffer, index: Int) {
         // Driver-side drops: gaps in the sequence numbers. A jump of a million or more is not a gap but a
         // driver that restarted its counter (or wrapped): not reported as drops.
-        if let last = lastSequence, b.sequence > last &+ 1, b.sequence &- last < 1 << 20 {
+        // Nor is a jump from a first frame numbered 0: v4l2loopback resets every buffer's sequence to 0 at VIDIOC_REQBUFS
+        // and may hand a reader one written before it started, then its running count (frames before the reader).
+        let firstFromZero = lastSequence == 0 && !sawSecondFrame
+        if lastSequence != nil { sawSecondFrame = true }
+        if let last = lastSequence, b.sequence > last &+ 1, b.sequence &- last < 1 << 20, !firstFromZero {
             sink.dropped(.driverDropped, Int(b.sequence &- last &- 1))
         }
         lastSequence = b.sequence
