@@ -211,3 +211,8 @@ extension V4L2Node {
         return Int64(ctrl.value)
     }
 }
+
+extension CameraControlID {
+    /// `V4L2_CID_MPEG_VIDEO_FORCE_KEY_FRAME`: a button that makes an encoding camera's next frame a key frame.
+    static let forceKeyFrame = CameraControlID(rawValue: CV4L2_CID_MPEG_VIDEO_FORCE_KEY_FRAME)
+}

@@ -75,7 +75,13 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
     private var thread: WorkerThread?
     private var lastTimestamp: Int64 = .min
     private var lastSequence: UInt32?
+    private var sawSecondFrame = false
     private var released = false
+    /// An H.264 camera with `V4L2_CID_MPEG_VIDEO_FORCE_KEY_FRAME` (queried once at start).
+    private let canForceKeyFrame: Bool
+    /// Set by `requestKeyFrame()` (any thread); the capture thread presses the button on its next wake-up, so the
+    /// descriptor is only ever used by the thread that closes it.
+    private let keyFrameRequested = Atomic<Bool>(false)
 
     init(
         path: String, request: StreamRequest, kernel: any V4L2Kernel, configuration: Configuration,
@@ -113,6 +119,7 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
         self.kind = kind
         self.rotation =
             rotationOverride ?? node.property(.cameraSensorRotation).flatMap(VideoRotation.init(sensorRotationCounterClockwise:)) ?? .rotation0
+        self.canForceKeyFrame = applied.pixelFormat == .h264 && ((try? node.control(.forceKeyFrame)) ?? nil) != nil
         var maps: [PlaneMap] = []
         ring = try V4L2Stream.mapBuffers(
             node, kind: kind, planeFormats: planeFormats, count: configuration.bufferCount, counter: counter, maps: &maps)
@@ -343,6 +350,15 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
     /// Buffers currently mapped (also those held by consumers after stop).
     public var mappedBuffers: Int { mappedCount.value.load(ordering: .relaxed) }
 
+    /// For an H.264 camera: asks for a key frame with `V4L2_CID_MPEG_VIDEO_FORCE_KEY_FRAME` (a button control),
+    /// pressed by the capture thread on its next wake-up (within a frame, at most `pollTimeoutMs`). False, and
+    /// nothing done, when the camera does not deliver H.264, has no such control, or the stream has stopped.
+    public func requestKeyFrame() -> Bool {
+        guard canForceKeyFrame, !stopRequested.load(ordering: .acquiring) else { return false }
+        keyFrameRequested.store(true, ordering: .releasing)
+        return true
+    }
+
     /// Stops streaming (`STREAMOFF`), ends the capture thread and closes the device; returns when that is done.
     /// Buffers still held by frames stay mapped until their last frame goes. Idempotent, from any thread.
     public func stop() {
@@ -359,6 +375,10 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
             if let e = requeueFree() {
                 fail(e)
                 return
+            }
+            if keyFrameRequested.exchange(false, ordering: .acquiringAndReleasing) {
+                // A refusal (EBUSY, EACCES) costs only the request: the camera's next scheduled IDR still comes.
+                _ = try? node.setControl(.forceKeyFrame, to: .integer(0))
             }
             let r = io.kernel.poll(node.fd, timeoutMs: configuration.pollTimeoutMs)
             if r < 0 {
@@ -403,7 +423,11 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
     private func handle(_ b: v4l2_buffer, index: Int) {
         // Driver-side drops: gaps in the sequence numbers. A jump of a million or more is not a gap but a
         // driver that restarted its counter (or wrapped): not reported as drops.
-        if let last = lastSequence, b.sequence > last &+ 1, b.sequence &- last < 1 << 20 {
+        // Nor is a jump from a first frame numbered 0: v4l2loopback resets every buffer's sequence to 0 at VIDIOC_REQBUFS
+        // and may hand a reader one written before it started, then its running count (frames before the reader).
+        let firstFromZero = lastSequence == 0 && !sawSecondFrame
+        if lastSequence != nil { sawSecondFrame = true }
+        if let last = lastSequence, b.sequence > last &+ 1, b.sequence &- last < 1 << 20, !firstFromZero {
             sink.dropped(.driverDropped, Int(b.sequence &- last &- 1))
         }
         lastSequence = b.sequence
@@ -471,8 +495,36 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
                     pixelFormat: applied.pixelFormat, width: applied.size.width, height: applied.size.height,
                     stride: applied.stride, bytesUsed: used, storage: storage, offset: start)
             }
-        sink.frame(
-            VideoFrame(buffer: buffer, rotation: rotation, timestampNs: ts, sequence: UInt64(b.sequence), colorSpace: applied.colorSpace))
+        var frame = VideoFrame(buffer: buffer, rotation: rotation, timestampNs: ts, sequence: UInt64(b.sequence), colorSpace: applied.colorSpace)
+        if applied.pixelFormat == .h264 {
+            // The driver's flag when it sets one (KEYFRAME, or PFRAME/BFRAME for the others); a driver that flags
+            // nothing (v4l2loopback, many UVC cameras): the access unit's own NAL types.
+            let typeFlags = b.flags & (CV4L2_BUF_FLAG_KEYFRAME | CV4L2_BUF_FLAG_PFRAME | CV4L2_BUF_FLAG_BFRAME)
+            frame.isKeyFrame =
+                typeFlags != 0
+                ? typeFlags & CV4L2_BUF_FLAG_KEYFRAME != 0
+                : V4L2Stream.containsIDR(UnsafeRawBufferPointer(start: storage.baseAddress + start, count: used))
+        }
+        sink.frame(frame)
+    }
+
+    /// True when the Annex-B access unit has an IDR slice (NAL type 5) before any other slice (type 1): it scans
+    /// start codes only up to the first slice, so the cost is the bytes of the parameter sets and SEI before it.
+    /// Bytes that are not Annex-B (garbage, a truncated unit) give false; the passthrough stage judges them.
+    static func containsIDR(_ au: UnsafeRawBufferPointer) -> Bool {
+        let n = au.count
+        var i = 0
+        while i + 3 < n {
+            if au[i] == 0 && au[i + 1] == 0 && au[i + 2] == 1 {
+                let type = au[i + 3] & 0x1f
+                if type == 5 { return true }
+                if type == 1 { return false }
+                i += 3
+            } else {
+                i += 1
+            }
+        }
+        return false
     }
 
     /// A dequeued multi-planar buffer's payload: the first plane's start in its mapping and its bytes, and for a

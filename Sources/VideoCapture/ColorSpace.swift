@@ -183,7 +183,9 @@ public struct VideoColorSpace: Hashable, Sendable, CustomStringConvertible {
             default: enc = 1
             }
         }
-        if !pixelFormat.isYCbCr && pixelFormat != .mjpeg && pixelFormat != .jpeg {
+        // A camera's own JPEG or H.264/HEVC is coded YCbCr: a matrix, never RGB.
+        let coded = pixelFormat == .mjpeg || pixelFormat == .jpeg || pixelFormat == .h264 || pixelFormat == .hevc
+        if !pixelFormat.isYCbCr && !coded {
             matrix = .rgb
         } else {
             switch enc {
@@ -203,7 +205,9 @@ public struct VideoColorSpace: Hashable, Sendable, CustomStringConvertible {
             if colorspace == 0 && pixelFormat.isYCbCr {
                 range = .unspecified
             } else {
-                range = !pixelFormat.isYCbCr || colorspace == jpeg ? .full : .limited
+                // H.264/HEVC are limited range unless their VUI says otherwise (video_full_range_flag 0).
+                let video = pixelFormat == .h264 || pixelFormat == .hevc
+                range = (!pixelFormat.isYCbCr && !video) || colorspace == jpeg ? .full : .limited
             }
         }
     }

@@ -7,6 +7,9 @@ import VideoProcessing
 import FixtureCameras
 import H264
 
+// A mode, not a check: the writer that makes v4l2loopback an H.264 camera (Feeder.swift).
+if CommandLine.arguments.count > 1 && CommandLine.arguments[1] == "feed" { feedLoopback(Array(CommandLine.arguments.dropFirst(2))) }
+
 nonisolated(unsafe) var passed = 0, failed = 0 // also read by the watchdog thread, which then exits
 func check(_ name: String, _ ok: Bool, _ detail: @autoclosure () -> String = "") {
     if ok {
@@ -65,6 +68,7 @@ func v4l2ctl(_ args: [String]) -> (Int32, String) {
     return ((status >> 8) & 0xff, String(decoding: out, as: UTF8.self))
 }
 
+let checksStarted = Date()
 // A hang must not eat the VM's whole time budget: report and leave.
 Thread.detachNewThread {
     sleep(420)
@@ -704,6 +708,154 @@ do {
     }
 } catch { check("unplug mid-recording", false, "\(error)") }
 await cleanAfter("camcap unplug", path: cam1)
+
+/// Runs camcap to its end: exit code and everything it printed.
+func camcap(_ args: [String]) -> (Int32, String) {
+    guard let (pid, fd) = spawn("/check/camcap", args, capture: true) else { return (-1, "cannot start camcap") }
+    var out = [UInt8](), buf = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let n = read(fd, &buf, buf.count)
+        if n <= 0 { break }
+        out += buf[0..<n]
+    }
+    close(fd)
+    var status: Int32 = 0
+    waitpid(pid, &status, 0)
+    return ((status >> 8) & 0xff, String(decoding: out, as: UTF8.self))
+}
+
+/// A file for the host to judge (ffprobe, the fed H.264): base64 between FILE-BEGIN NAME and FILE-END.
+func emitFile(_ name: String, _ path: String) {
+    guard let data = FileManager.default.contents(atPath: path) else {
+        note("\(path): no file to hand to the host")
+        return
+    }
+    print("FILE-BEGIN \(name) \(data.count)")
+    print(data.base64EncodedString(options: [.lineLength76Characters]))
+    print("FILE-END")
+    fflush(stdout)
+}
+
+/// An IDR slice (NAL type 5) among the Annex-B access unit's NAL units.
+func hasIDR(_ au: UnsafeRawBufferPointer) -> Bool {
+    var i = 0
+    while i + 3 < au.count {
+        if au[i] == 0 && au[i + 1] == 0 && au[i + 2] == 1 {
+            if au[i + 3] & 0x1f == 5 { return true }
+            i += 3
+        } else {
+            i += 1
+        }
+    }
+    return false
+}
+
+func line(_ text: String, _ prefix: String) -> String {
+    text.split(separator: "\n").first { $0.hasPrefix(prefix) }.map(String.init) ?? "(no \(prefix.trimmingCharacters(in: .whitespaces)) line)"
+}
+
+// 8. An H.264 camera: v4l2loopback (video_nr=9, exclusive_caps=1) fed by `vivid-check feed` with H.264 made on the host
+// (ffmpeg/libx264, 640x360, 30 fps, an IDR every 30 frames with SPS/PPS). With exclusive_caps it is a capture device
+// only while a writer feeds it. The host compares what camcap recorded with the fed access units, bit for bit.
+let loopNode = "/dev/video9"
+if FileManager.default.fileExists(atPath: loopNode) && FileManager.default.fileExists(atPath: "/check/fed.h264") {
+    note("H.264 loopback camera: starting the feeder after \(Int(Date().timeIntervalSince(checksStarted))) s")
+    let feeder = spawn("/check/vivid-check", ["feed", loopNode, "/check/fed.h264", "/check/fed.offsets", "30", "640x360"], capture: false)
+    var listed = false
+    for _ in 0..<100 where !listed {
+        listed = capturer.devices().contains { $0.path == loopNode }
+        if !listed { usleep(50_000) }
+    }
+    check("H.264 loopback camera: a capture device once fed", feeder != nil && listed, "feeder \(feeder.map { "\($0.pid)" } ?? "not started")")
+    let (dc, devicesText) = camcap(["devices"])
+    check("camcap devices lists the H.264 loopback camera", dc == 0 && devicesText.contains(loopNode), devicesText)
+    let (fc, formatsText) = camcap(["formats", "-d", loopNode])
+    check(
+        "camcap formats shows H264 640x360 on the loopback camera", fc == 0 && formatsText.contains("H264") && formatsText.contains("640x360"),
+        formatsText)
+    // The capturer itself: no raw format, so H.264 is negotiated; key frames from the NAL types (v4l2loopback
+    // flags none), and no force-key-frame control, so a request is refused.
+    final class AUCollector: CameraVideoCapturerDelegate, @unchecked Sendable {
+        // @unchecked: guarded by `lock`.
+        let lock = NSLock()
+        var units: [(key: Bool, idr: Bool, encoded: Bool, bytes: Int)] = []
+        func capturer(_ c: CameraVideoCapturer, didCapture f: VideoFrame) {
+            let idr = hasIDR(f.buffer.bytes)
+            lock.withLock { units.append((f.isKeyFrame, idr, f.isEncoded, f.buffer.bytesUsed)) }
+        }
+    }
+    do {
+        let dev = try capturer.device(loopNode)
+        let sel = try capturer.selectFormat(for: dev, targetSize: FrameSize(width: 1280, height: 720))
+        check("H.264 loopback camera: negotiation picks its only format, H264 640x360 @ 30", "\(sel)" == "H264 640x360 @ 30 fps", "\(sel)")
+        let aus = AUCollector()
+        capturer.addDelegate(aus)
+        let applied = try await start(loopNode, .h264, FrameSize(width: 640, height: 360), 30)
+        let enough = { aus.lock.withLock { aus.units.count >= 45 } }
+        let end = Date().addingTimeInterval(20)
+        while !enough() && Date() < end { usleep(20_000) }
+        let refused = !capturer.requestKeyFrame()
+        await stopQuietly()
+        capturer.removeDelegate(aus)
+        try? await Task.sleep(nanoseconds: 200_000_000)
+        let units = aus.lock.withLock { aus.units }
+        let l = leftovers()
+        note(
+            "loopback capture: applied \(applied), \(units.count) access units, \(units.filter(\.key).count) key frames, sizes \(units.prefix(4).map(\.bytes))"
+        )
+        check(
+            "H.264 loopback camera: access units delivered as encoded frames, key frames exactly the IDRs (no driver flag)",
+            units.count >= 45 && units.allSatisfy { $0.encoded && $0.key == $0.idr } && units.contains { $0.key } && l.fds == 0 && l.maps == 0,
+            "\(units.count) units, mismatches \(units.filter { $0.key != $0.idr }.count), leftovers \(l)")
+        check("H.264 loopback camera: a key-frame request is refused (no V4L2_CID_MPEG_VIDEO_FORCE_KEY_FRAME)", refused)
+    } catch {
+        check("H.264 loopback camera: capture", false, "\(error)")
+        await stopQuietly()
+    }
+    for ext in ["h264", "mp4"] {
+        let out = "/tmp/loop.\(ext)"
+        let (rc, text) = camcap(["record", "-d", loopNode, "--pixel-format", "H264", "--frames", "60", "-q", "-o", out])
+        let frames = line(text, "frames:")
+        // 60 captured; the passthrough writes from the first IDR on (the feeder's GOP is 30: up to 29 dropped before it).
+        func count(after label: String) -> Int? {
+            frames.range(of: label).flatMap { r in Int(frames[r.upperBound...].prefix { $0.isNumber }) }
+        }
+        let passed = count(after: "passed through ") ?? -1, before = count(after: "before a key frame ") ?? 0
+        note("loop.\(ext): exit \(rc) after \(Int(Date().timeIntervalSince(checksStarted))) s; \(frames); \(line(text, "encoder:"))")
+        check(
+            "camcap record --pixel-format H264 -o loop.\(ext): 60 frames, passed through from the first IDR, 0 encoders",
+            rc == 0 && passed >= 30 && passed + before <= 60
+                && text.contains("none: the camera's own H.264 passed through (0 encoder instances)"), text)
+        print("LOOP-PASSED loop.\(ext) \(passed)")
+        emitFile("loop.\(ext)", out)
+        try? FileManager.default.removeItem(atPath: out)
+    }
+    if let (pid, fd) = feeder {
+        kill(pid, SIGKILL) // not SIGTERM: a child spawned from a thread that blocks signals inherits the mask
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+        if fd >= 0 { close(fd) }
+    }
+} else {
+    check("H.264 loopback camera: \(loopNode) and the fed H.264 present", false, "v4l2loopback not loaded or /check/fed.h264 missing")
+}
+
+// 9. Recordings the host judges with ffprobe (#36, #35): vivid at 720p (12.5 fps; packet times are the capture
+// timestamps of --frame-trace),
+// and the multi-planar camera in separate-plane formats, decoded at 640x360.
+for (name, args) in [
+    ("vivid.mp4", ["-d", cam2, "-s", "1280x720", "--frames", "25", "--frame-trace", "/tmp/vivid.csv"]),
+    ("nm12.mp4", ["-d", camMP, "--pixel-format", "NM12", "-s", "640x360", "--frames", "30"]),
+    ("ym12.mp4", ["-d", camMP, "--pixel-format", "YM12", "-s", "640x360", "--frames", "30"]),
+] {
+    let out = "/tmp/\(name)"
+    let (rc, text) = camcap(["record"] + args + ["--bitrate", "400", "-q", "-o", out])
+    note("\(name): exit \(rc) after \(Int(Date().timeIntervalSince(checksStarted))) s; \(line(text, "format:")); \(line(text, "frames:"))")
+    check("camcap record \(args.joined(separator: " ")) -o \(name)", rc == 0 && FileManager.default.fileExists(atPath: out), text)
+    emitFile(name, out)
+    try? FileManager.default.removeItem(atPath: out)
+}
+emitFile("vivid.csv", "/tmp/vivid.csv") // the capture timestamps of vivid.mp4's frames (capture_ms)
 
 // 4g. Unplug (last: the node only comes back once every handle is closed), of a single-planar and of the
 // multi-planar camera.

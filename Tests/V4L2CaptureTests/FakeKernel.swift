@@ -37,6 +37,9 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
     var bytesUsedExcess = 0
     /// data_offset of plane 0 in every dequeued buffer (the payload starts after it, as vivid's NV16M).
     var dataOffset = 0
+    /// The bytes of the next frames (an H.264 camera's access units): each `.frame` event takes the first, copies it
+    /// into the buffer and, unless the event names its own `bytesUsed`, reports its length as `bytesused`.
+    var payloads: [[UInt8]] = []
     /// Planes of the current format, each (bytesperline, sizeimage).
     private var mpPlanes: [(stride: Int, size: Int)] {
         if fmt.pf == PixelFormat.nv12m.rawValue {
@@ -484,7 +487,13 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
                 script.removeFirst()
                 let b = arg.assumingMemoryBound(to: v4l2_buffer.self)
                 b.pointee.index = UInt32(queue.removeFirst())
-                b.pointee.bytesused = UInt32(used ?? (fmt.width * 2 + extraStride) * fmt.height)
+                var payloadCount: Int?
+                if !payloads.isEmpty {
+                    let p = payloads.removeFirst()
+                    p.withUnsafeBytes { buffers[Int(b.pointee.index)].copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+                    payloadCount = p.count
+                }
+                b.pointee.bytesused = UInt32(used ?? payloadCount ?? (fmt.width * 2 + extraStride) * fmt.height)
                 b.pointee.flags = flags
                 seq = sequence ?? seq &+ 1
                 b.pointee.sequence = seq
