@@ -61,7 +61,8 @@ import TestSupport
             (["--fps-limit", "1/0"], "got \"1/0\""),
             (["-s", "0x0"], "0x0"),
             (["--pixel-format", "YUV"], "\"YUV\" is not a FourCC"),
-            (["--pixel-format", "H264"], "H264 (H.264) cannot be converted to I420"),
+            (["--pixel-format", "BA81"], "BA81 (8-bit Bayer BGBG/GRGR) cannot be converted to I420"),
+            (["--pixel-format", "H264"], "offers none of the pixel formats asked for (H264); it offers: MJPG, YUYV"),
             (["--pixel-format", "NV12"], "offers none of the pixel formats asked for (NV12); it offers: MJPG, YUYV"),
         ] {
             let r = try sh(camcap, ["record", "-d", "fixture:uvc-webcam", "--frames", "3", "-o", "nonsense.mp4"] + args)
