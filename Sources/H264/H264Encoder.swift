@@ -109,6 +109,10 @@ public struct EncoderStatistics: Sendable {
     public var skipped = 0
     /// Times the encoder was set up again for a new input size (each gives new SPS/PPS and an IDR).
     public var reconfigurations = 0
+    /// Times OpenH264 gave up on a frame with `cmMallocMemeError` (3: it also reports an overflow of its
+    /// bitstream buffer this way, and then uninitialises itself) and the encoder was set up again to encode the
+    /// frame as an IDR (seen under heavy parallel load; a second failure is thrown).
+    public var recoveries = 0
     /// The size the encoder is set up for now.
     public var size = FrameSize(width: 0, height: 0)
     /// The target bitrate in force, bits per second.
@@ -466,7 +470,14 @@ public final class H264Encoder {
         picture.pData.1 = UnsafeMutablePointer(mutating: frame.dataU)
         picture.pData.2 = UnsafeMutablePointer(mutating: frame.dataV)
         picture.uiTimeStamp = timestampNs / 1_000_000
-        let rc = ch264_encode(encoder, &picture, &info)
+        var rc = ch264_encode(encoder, &picture, &info)
+        if rc == 3 { // cmMallocMemeError: OpenH264 has uninitialised this encoder; a new one encodes the frame as an IDR
+            try configure(settings)
+            guard let fresh = self.encoder else { throw H264Error("encoder is closed") }
+            _ = ch264_force_intra(fresh, true)
+            rc = ch264_encode(fresh, &picture, &info)
+            stats.recoveries += 1
+        }
         guard rc == 0 else { throw H264Error("OpenH264 EncodeFrame failed (code \(rc))") }
         defer { finishStatistics(&out, startNs: t0) } // counted once encoded (skipped or not), never on failure
         out.data.removeAll(keepingCapacity: true)
