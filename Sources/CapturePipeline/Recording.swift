@@ -217,10 +217,13 @@ public final class RecordingOutput: EncodedOutput {
         case .mp4(let w): try w.write(frame)
         case .annexB(let w):
             try w.write(frame)
-            // Flushed about once a second of capture time.
-            if let last = lastFlushNs, frame.timestampNs - last < 1_000_000_000 {
-            } else {
-                if lastFlushNs != nil { try w.flush() }
+            // Flushed about once a second of capture time (as AnnexBFileOutput does), counted from the first frame.
+            guard let last = lastFlushNs else {
+                lastFlushNs = frame.timestampNs
+                break
+            }
+            if frame.timestampNs - last >= 1_000_000_000 {
+                try w.flush()
                 lastFlushNs = frame.timestampNs
             }
         }
