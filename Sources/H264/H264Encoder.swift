@@ -109,9 +109,11 @@ public struct EncoderStatistics: Sendable {
     public var skipped = 0
     /// Times the encoder was set up again for a new input size (each gives new SPS/PPS and an IDR).
     public var reconfigurations = 0
-    /// Times OpenH264 gave up on a frame with `cmMallocMemeError` (3: it also reports an overflow of its
-    /// bitstream buffer this way, and then uninitialises itself) and the encoder was set up again to encode the
-    /// frame as an IDR (seen under heavy parallel load; a second failure is thrown).
+    /// Frames whose encoding overflowed OpenH264's bitstream buffer (it is the size of the raw picture: noise,
+    /// such as a camera's sensor at full gain in the dark or uninitialised memory, does not compress that far at
+    /// a fine quantiser). OpenH264 reports it as `cmMallocMemeError` and uninitialises itself; the encoder is
+    /// set up again with a coarser minimum QP (30, 40, then 51) and the frame encoded as an IDR. The floor is
+    /// lifted again after a second of frames.
     public var recoveries = 0
     /// The size the encoder is set up for now.
     public var size = FrameSize(width: 0, height: 0)
@@ -287,7 +289,7 @@ public final class H264Encoder {
     }
 
     /// Creates (or re-creates, for a new size) the OpenH264 encoder for `settings`.
-    private func configure(_ settings: Settings) throws(H264Error) {
+    private func configure(_ settings: Settings, minimumQP: Int = 0) throws(H264Error) {
         close()
         var enc: UnsafeMutablePointer<ISVCEncoder?>?
         guard WelsCreateSVCEncoder(&enc) == 0, let enc else { throw H264Error("OpenH264 could not create an encoder") }
@@ -297,6 +299,7 @@ public final class H264Encoder {
         var p = SEncParamExt()
         _ = ch264_default_params(enc, &p)
         H264Encoder.apply(settings, to: &p)
+        if minimumQP > 0 { p.iMinQp = Int32(minimumQP) }
         let rc = ch264_init_ext(enc, &p)
         guard rc == 0 else {
             WelsDestroySVCEncoder(enc)
@@ -307,6 +310,7 @@ public final class H264Encoder {
         }
         var format = Int32(videoFormatI420.rawValue)
         _ = ch264_set_option(enc, ENCODER_OPTION_DATAFORMAT, &format)
+        self.minimumQP = minimumQP
     }
 
     /// The RTC configuration of OpenH264 for `settings`, over its defaults (pure: no encoder involved).
@@ -471,12 +475,18 @@ public final class H264Encoder {
         picture.pData.2 = UnsafeMutablePointer(mutating: frame.dataV)
         picture.uiTimeStamp = timestampNs / 1_000_000
         var rc = ch264_encode(encoder, &picture, &info)
-        if rc == 3 { // cmMallocMemeError: OpenH264 has uninitialised this encoder; a new one encodes the frame as an IDR
-            try configure(settings)
-            guard let fresh = self.encoder else { throw H264Error("encoder is closed") }
-            _ = ch264_force_intra(fresh, true)
-            rc = ch264_encode(fresh, &picture, &info)
+        if rc == 3 { // the bitstream buffer overflowed (see `EncoderStatistics.recoveries`): coarser, as an IDR
             stats.recoveries += 1
+            for floor in [30, 40, 51] where floor > minimumQP && rc == 3 {
+                try configure(settings, minimumQP: floor)
+                guard let fresh = self.encoder else { throw H264Error("encoder is closed") }
+                _ = ch264_force_intra(fresh, true)
+                rc = ch264_encode(fresh, &picture, &info)
+            }
+            framesSinceFloor = 0
+        } else if minimumQP > 0, rc == 0 {
+            framesSinceFloor += 1
+            if Double(framesSinceFloor) >= settings.maxFrameRate { try liftMinimumQP() }
         }
         guard rc == 0 else { throw H264Error("OpenH264 EncodeFrame failed (code \(rc))") }
         defer { finishStatistics(&out, startNs: t0) } // counted once encoded (skipped or not), never on failure
@@ -508,6 +518,22 @@ public final class H264Encoder {
                 }
             }
         }
+    }
+
+    /// The minimum QP raised after a bitstream overflow (0: OpenH264's own), and frames encoded since.
+    private var minimumQP = 0
+    private var framesSinceFloor = 0
+
+    /// Puts OpenH264's own minimum QP back without setting the encoder up again (no new IDR).
+    private func liftMinimumQP() throws(H264Error) {
+        guard let encoder else { throw H264Error("encoder is closed") }
+        var p = SEncParamExt()
+        _ = ch264_get_option(encoder, ENCODER_OPTION_SVC_ENCODE_PARAM_EXT, &p)
+        var defaults = SEncParamExt()
+        _ = ch264_default_params(encoder, &defaults)
+        p.iMinQp = defaults.iMinQp
+        _ = ch264_set_option(encoder, ENCODER_OPTION_SVC_ENCODE_PARAM_EXT, &p)
+        minimumQP = 0
     }
 
     private var chromaScratch: I420Buffer?

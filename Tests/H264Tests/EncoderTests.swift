@@ -173,3 +173,41 @@ func encodeFile(
     enc?.close()
     #expect(throws: EncoderError.self) { try enc?.encode(I420Buffer(width: 320, height: 240), timestampNs: 0) }
 }
+
+/// Noise does not compress to the raw picture's size at a fine quantiser, and OpenH264's bitstream buffer is
+/// that size: it fails such a frame as a memory error and uninitialises itself. The encoder sets itself up
+/// again coarser and encodes the frame as an IDR; a second later the floor is lifted without another IDR.
+@Test func noiseThatOverflowsTheBitstreamBufferIsEncodedCoarser() throws {
+    var generator = SystemRandomNumberGenerator()
+    func noise(_ w: Int, _ h: Int) -> I420Buffer {
+        let b = I420Buffer(width: w, height: h)
+        let p = b.writablePlanes!
+        for i in 0..<(w * h) { p.y[i] = UInt8.random(in: 0...255, using: &generator) }
+        for i in 0..<(w * h / 4) {
+            p.u[i] = .random(in: 0...255, using: &generator)
+            p.v[i] = .random(in: 0...255, using: &generator)
+        }
+        return b
+    }
+    for (w, h) in [(64, 64), (320, 240)] {
+        var s = H264Encoder.Settings(width: w, height: h)
+        s.maxFrameRate = 10
+        s.keyFrameInterval = 1000
+        let enc = try H264Encoder(settings: s)
+        let path = scratch + "/noise-\(w).h264"
+        let writer = try AnnexBWriter(path: path)
+        let pattern = PatternSource(width: w, height: h, count: 4)
+        var keys: [Int] = []
+        for i in 0..<40 {
+            let f = try enc.encode(i < 3 ? noise(w, h) : pattern[i], timestampNs: Int64(i) * 100_000_000)
+            if f.isKeyFrame { keys.append(i) }
+            try writer.write(f)
+        }
+        try writer.close()
+        #expect(enc.statistics.recoveries >= 1, "\(w)x\(h): \(enc.statistics)")
+        // The noise frames are IDRs after recovery; lifting the floor (frame 13 on) adds none.
+        #expect(keys.allSatisfy { $0 < 3 }, "key frames at \(keys)")
+        let p = try probe(path)
+        #expect(p.frames == 40 && p.width == w && p.height == h, "\(p)")
+    }
+}
