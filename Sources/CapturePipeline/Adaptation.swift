@@ -183,6 +183,14 @@ public final class BandwidthFollower: Sendable {
         self.requests = requests
     }
 
+    /// Follows estimates for a camera's own H.264 passed through (`PassthroughStage`): its bitrate requests go to
+    /// the camera, capped at `maxBitrate` bits per second; the size and frame rate are the camera's.
+    public init(_ passthrough: PassthroughStage, maxBitrate: Int) {
+        control = passthrough.control
+        cap = max(maxBitrate, 10_000)
+        requests = nil
+    }
+
     /// Applies a new estimate in bits per second: the encoder's bitrate from the next frame, and with
     /// `adapting`, an output request when the estimate crosses a step. Any thread.
     public func update(bitsPerSecond bps: UInt64) {

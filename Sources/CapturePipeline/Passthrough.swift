@@ -18,7 +18,10 @@ public protocol EncodedFrameStage: PictureStage {
 ///   them once, at the start);
 /// - the access unit's own bytes are kept, NAL unit for NAL unit; a driver's zero padding after it is stripped;
 /// - receivers' key-frame requests (`control.requestKeyFrame()`, what `RTPOutput` and the hubs call on PLI/FIR)
-///   go to the camera the same way.
+///   go to the camera the same way;
+/// - receivers' bandwidth estimates (`control.setBitrate(_:)`, what `BandwidthFollower` calls) go to the camera's
+///   bitrate control (`CameraVideoCapturer.requestBitrate(_:)`: V4L2's `V4L2_CID_MPEG_VIDEO_BITRATE`), at most one
+///   per `bitrateRequestIntervalNs` and only when the rate changes by 5 % or more.
 /// An access unit that is not Annex-B (garbage, a truncated buffer) is dropped and counted as malformed; the
 /// stream resumes at the next key frame. No allocation per frame once the buffers have grown.
 public final class PassthroughStage: EncodedFrameStage {
@@ -30,6 +33,20 @@ public final class PassthroughStage: EncodedFrameStage {
     public var keyFrameRequestIntervalNs: Int64 = 300_000_000
     /// How a key frame is asked of the camera; by default the session's capturer (set at `begin`).
     public var askCameraForKeyFrame: (@Sendable () -> Bool)?
+    /// The shortest gap between two bitrate requests sent to the camera, in capture time (default 200 ms).
+    public var bitrateRequestIntervalNs: Int64 = 200_000_000
+    /// How a bitrate (bits/s) is asked of the camera; by default the session's capturer (set at `begin`).
+    public var askCameraForBitrate: (@Sendable (Int) -> Bool)?
+    /// The stream's `profile-level-id` (6 hex digits: profile_idc, constraint flags, level_idc) from the last
+    /// SPS seen, nil before the first: what a WebRTC answer must be able to decode.
+    public var profileLevelID: String? { profile.value.withLock { $0 } }
+    /// `profileLevelID`, readable from any thread (a server answering offers while the camera runs).
+    public var profileLevelIDSource: @Sendable () -> String? {
+        let box = profile
+        return { box.value.withLock { $0 } }
+    }
+    private final class ProfileBox: Sendable { let value = Mutex<String?>(nil) }
+    private let profile = ProfileBox()
 
     private var out = EncodedFrame()
     private var units: [NALUnit] = []
@@ -38,11 +55,14 @@ public final class PassthroughStage: EncodedFrameStage {
     private var waitingForKeyFrame = true
     private var lastSequence: UInt64?
     private var lastRequestNs: Int64?
+    private var pendingBitrate: Int?
+    private var lastBitrate: (bps: Int, ns: Int64)?
     private let tally = Mutex(Tally())
     private struct Tally {
         var passed = 0, keyFrames = 0, bytes = 0, droppedBeforeKeyFrame = 0, parameterSetsInserted = 0, malformed = 0
         var keyFramesAsked = 0, keyFramesAskedUnanswerable = 0, gaps = 0, notWanted = 0
         var firstTs: Int64?, lastTs: Int64 = 0
+        var bitratesAsked = 0, bitratesUnanswerable = 0, lastBitrateAsked = 0
     }
 
     /// Passes the camera's access units to `outputs` (claimed by their own initialisers, before the camera starts).
@@ -58,6 +78,10 @@ public final class PassthroughStage: EncodedFrameStage {
         if askCameraForKeyFrame == nil {
             let capturer = session.capturer
             askCameraForKeyFrame = { capturer.requestKeyFrame() }
+        }
+        if askCameraForBitrate == nil {
+            let capturer = session.capturer
+            askCameraForBitrate = { capturer.requestBitrate($0) }
         }
     }
 
@@ -97,6 +121,9 @@ public final class PassthroughStage: EncodedFrameStage {
             case .sps:
                 hasSPS = true
                 Self.keep(bytes, u, in: &sps)
+                if sps.count >= 4, !knowsProfile || (sps[1], sps[2], sps[3]) != profileBytes {
+                    noteProfile()
+                }
             case .pps:
                 hasPPS = true
                 Self.keep(bytes, u, in: &pps)
@@ -110,6 +137,8 @@ public final class PassthroughStage: EncodedFrameStage {
             return
         }
         if control.takeKeyFrameRequest() { askForKeyFrame(at: frame.timestampNs, force: false) }
+        if let bps = control.takeBitrateRequest() { pendingBitrate = bps }
+        if let bps = pendingBitrate { askForBitrate(bps, at: frame.timestampNs) }
         if waitingForKeyFrame {
             guard hasIDR, !sps.isEmpty, !pps.isEmpty else {
                 tally.withLock { $0.droppedBeforeKeyFrame += 1 }
@@ -155,6 +184,34 @@ public final class PassthroughStage: EncodedFrameStage {
         out.data.append(contentsOf: Self.startCode)
         out.nalUnits.append(NALUnit(type: type, offset: out.data.count, length: unit.count))
         out.data.append(contentsOf: unit)
+    }
+
+    private var profileBytes: (UInt8, UInt8, UInt8) = (0, 0, 0)
+    private var knowsProfile = false
+    /// Once per new profile (not per frame: the string is made only when the SPS's profile or level changes).
+    private func noteProfile() {
+        profileBytes = (sps[1], sps[2], sps[3])
+        knowsProfile = true
+        let hex = [sps[1], sps[2], sps[3]].map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+        profile.value.withLock { $0 = hex }
+    }
+
+    private func askForBitrate(_ bps: Int, at ts: Int64) {
+        if let last = lastBitrate {
+            if ts >= last.ns, ts - last.ns < bitrateRequestIntervalNs { return } // kept pending for a later frame
+            if abs(bps - last.bps) * 20 < last.bps {
+                pendingBitrate = nil
+                return
+            }
+        }
+        pendingBitrate = nil
+        lastBitrate = (bps, ts)
+        let answered = askCameraForBitrate?(bps) ?? false
+        tally.withLock { t in
+            t.bitratesAsked += 1
+            t.lastBitrateAsked = bps
+            if !answered { t.bitratesUnanswerable += 1 }
+        }
     }
 
     private func askForKeyFrame(at ts: Int64, force: Bool) {
@@ -216,6 +273,11 @@ public final class PassthroughStage: EncodedFrameStage {
             notes.append(
                 "\(t.keyFramesAsked) key frames asked of the camera"
                     + (t.keyFramesAskedUnanswerable > 0 ? " (\(t.keyFramesAskedUnanswerable) it could not take)" : ""))
+        }
+        if t.bitratesAsked > 0 {
+            notes.append(
+                "\(t.bitratesAsked) bitrates asked of the camera, the last \(t.lastBitrateAsked / 1000) kbps"
+                    + (t.bitratesUnanswerable > 0 ? " (\(t.bitratesUnanswerable) it could not take: no bitrate control)" : ""))
         }
         if t.gaps > 0 { notes.append("\(t.gaps) gaps (frames dropped before this stage): resumed at the next key frame") }
         if !notes.isEmpty { lines.append(("passthrough", notes.joined(separator: "; "))) }

@@ -175,12 +175,20 @@ final class FixtureStream: CaptureStream, Sendable {
     private let controls: FixtureControls?
     private let stopRequested = Atomic<Bool>(false)
     private let keyFrameRequested = Atomic<Bool>(false)
+    private let bitrateRequested = Atomic<Int>(0)
     private let thread = Mutex<WorkerThread?>(nil)
 
     /// An H.264 fixture's next frame is an IDR; other formats have no key frames.
     func requestKeyFrame() -> Bool {
         guard applied.pixelFormat == .h264 else { return false }
         keyFrameRequested.store(true, ordering: .releasing)
+        return true
+    }
+
+    /// An H.264 fixture's encoder targets `bitsPerSecond` (10 kbps…20 Mbps) from its next frame.
+    func requestBitrate(_ bitsPerSecond: Int) -> Bool {
+        guard applied.pixelFormat == .h264 else { return false }
+        bitrateRequested.store(min(max(bitsPerSecond, 10_000), 20_000_000), ordering: .releasing)
         return true
     }
 
@@ -280,6 +288,8 @@ final class FixtureStream: CaptureStream, Sendable {
             do {
                 if let h264 {
                     if keyFrameRequested.exchange(false, ordering: .acquiringAndReleasing) { h264.requestKeyFrame() }
+                    let bitrate = bitrateRequested.exchange(0, ordering: .acquiringAndReleasing)
+                    if bitrate > 0 { h264.requestBitrate(bitrate) }
                     let s = storages[slot]
                     let (used, key) = try h264.write(renderer.output, timestampNs: Self.offset(index, periodNum, periodDen), into: s)
                     isKeyFrame = key

@@ -28,6 +28,9 @@ final class FixtureH264Writer {
     /// Asks the next access unit to be an IDR (the camera's "force key frame" control).
     func requestKeyFrame() { encoder.control.requestKeyFrame() }
 
+    /// Sets the encoder's target bitrate (the camera's `V4L2_CID_MPEG_VIDEO_BITRATE`), bits per second.
+    func requestBitrate(_ bitsPerSecond: Int) { try? encoder.control.setBitrate(bitsPerSecond) }
+
     /// Encodes `picture` into `storage`; returns the bytes used (padding included) and whether it is a key frame.
     /// (`timestampNs` is the frame's time from the stream's start: OpenH264's rate control spreads its budget
     /// over real time; nanosecond steps make it overflow its buffers.)

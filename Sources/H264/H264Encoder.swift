@@ -89,6 +89,13 @@ public final class EncoderControl: Sendable {
             return p.keyFrame
         }
     }
+    /// Takes (and clears) a pending bitrate request (bits/s), for the same stage: forwarded to the camera.
+    package func takeBitrateRequest() -> Int? {
+        pending.withLock { p in
+            defer { p.rates = nil }
+            return p.rates?.bitrate
+        }
+    }
     func take() -> Pending {
         pending.withLock { p in
             let r = p

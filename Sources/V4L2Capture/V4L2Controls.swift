@@ -215,4 +215,6 @@ extension V4L2Node {
 extension CameraControlID {
     /// `V4L2_CID_MPEG_VIDEO_FORCE_KEY_FRAME`: a button that makes an encoding camera's next frame a key frame.
     static let forceKeyFrame = CameraControlID(rawValue: CV4L2_CID_MPEG_VIDEO_FORCE_KEY_FRAME)
+    /// `V4L2_CID_MPEG_VIDEO_BITRATE`: an encoding camera's target bitrate, bits per second.
+    static let videoBitrate = CameraControlID(rawValue: CV4L2_CID_MPEG_VIDEO_BITRATE)
 }

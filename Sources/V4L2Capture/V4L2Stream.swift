@@ -82,6 +82,10 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
     /// Set by `requestKeyFrame()` (any thread); the capture thread presses the button on its next wake-up, so the
     /// descriptor is only ever used by the thread that closes it.
     private let keyFrameRequested = Atomic<Bool>(false)
+    /// An H.264 camera's `V4L2_CID_MPEG_VIDEO_BITRATE` as queried at start (its range), and the value asked by
+    /// `requestBitrate(_:)` that the capture thread sets on its next wake-up (0: none pending).
+    private let bitrateControl: CameraControl?
+    private let bitrateRequested = Atomic<Int>(0)
 
     init(
         path: String, request: StreamRequest, kernel: any V4L2Kernel, configuration: Configuration,
@@ -120,6 +124,8 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
         self.rotation =
             rotationOverride ?? node.property(.cameraSensorRotation).flatMap(VideoRotation.init(sensorRotationCounterClockwise:)) ?? .rotation0
         self.canForceKeyFrame = applied.pixelFormat == .h264 && ((try? node.control(.forceKeyFrame)) ?? nil) != nil
+        self.bitrateControl =
+            applied.pixelFormat == .h264 ? ((try? node.control(.videoBitrate)) ?? nil).flatMap { $0.isReadOnly || $0.maximum <= 0 ? nil : $0 } : nil
         var maps: [PlaneMap] = []
         ring = try V4L2Stream.mapBuffers(
             node, kind: kind, planeFormats: planeFormats, count: configuration.bufferCount, counter: counter, maps: &maps)
@@ -359,6 +365,16 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
         return true
     }
 
+    /// For an H.264 camera: asks for a target bitrate with `V4L2_CID_MPEG_VIDEO_BITRATE`, clamped to the control's
+    /// range and set by the capture thread on its next wake-up (the last request wins). False, and nothing done,
+    /// when the camera has no such control or the stream has stopped.
+    public func requestBitrate(_ bitsPerSecond: Int) -> Bool {
+        guard let c = bitrateControl, !stopRequested.load(ordering: .acquiring) else { return false }
+        let v = Int(clamping: c.rounded(min(max(Int64(bitsPerSecond), max(c.minimum, 1)), c.maximum)))
+        bitrateRequested.store(max(v, 1), ordering: .releasing)
+        return true
+    }
+
     /// Stops streaming (`STREAMOFF`), ends the capture thread and closes the device; returns when that is done.
     /// Buffers still held by frames stay mapped until their last frame goes. Idempotent, from any thread.
     public func stop() {
@@ -380,6 +396,8 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
                 // A refusal (EBUSY, EACCES) costs only the request: the camera's next scheduled IDR still comes.
                 _ = try? node.setControl(.forceKeyFrame, to: .integer(0))
             }
+            let bitrate = bitrateRequested.exchange(0, ordering: .acquiringAndReleasing)
+            if bitrate > 0 { _ = try? node.setControl(.videoBitrate, to: .integer(Int64(bitrate))) }
             let r = io.kernel.poll(node.fd, timeoutMs: configuration.pollTimeoutMs)
             if r < 0 {
                 fail(io.error(Errno(-r), "poll", phase: .streaming))

@@ -251,6 +251,15 @@ public final class CameraVideoCapturer: Sendable {
         guard let stream = state.withLock({ $0.running?.stream }) else { return false }
         return stream.requestKeyFrame()
     }
+    /// Asks a camera that delivers H.264 for a target bitrate in bits per second (V4L2's
+    /// `V4L2_CID_MPEG_VIDEO_BITRATE`, clamped to the control's range; a fixture's encoder): what receivers'
+    /// bandwidth estimates become when the camera's own stream is passed through. False when nothing is streaming
+    /// or the camera has no such control. Any thread; the last request before the camera's next frame wins.
+    @discardableResult
+    public func requestBitrate(_ bitsPerSecond: Int) -> Bool {
+        guard let stream = state.withLock({ $0.running?.stream }) else { return false }
+        return stream.requestBitrate(bitsPerSecond)
+    }
     /// The counters so far (a snapshot; safe from any thread).
     public var statistics: CaptureStatistics { state.withLock { $0.stats } }
     var loggerForTesting: Logger { logger }

@@ -93,9 +93,14 @@ public protocol CaptureStream: AnyObject, Sendable {
     /// For a camera that encodes (H.264): asks its next frame to be a key frame (a V4L2 camera's
     /// `V4L2_CID_MPEG_VIDEO_FORCE_KEY_FRAME`). Returns false when the camera has no way to (the default).
     func requestKeyFrame() -> Bool
+    /// For a camera that encodes (H.264): asks for a target bitrate in bits per second (a V4L2 camera's
+    /// `V4L2_CID_MPEG_VIDEO_BITRATE`, clamped to its range). Returns false when the camera has no way to (the default).
+    func requestBitrate(_ bitsPerSecond: Int) -> Bool
 }
 
 extension CaptureStream {
     /// False: the stream cannot be asked for a key frame.
     public func requestKeyFrame() -> Bool { false }
+    /// False: the stream cannot be asked for a bitrate.
+    public func requestBitrate(_ bitsPerSecond: Int) -> Bool { false }
 }

@@ -76,6 +76,8 @@ public final class ViewerHub: EncodedOutput, Sendable {
     private let configuration: WebRTCPeer.Configuration
     /// The encoders the viewers' feedback goes to, one per tier (set by `connect`, before the camera starts).
     private let encoders = Mutex<[TierEncoder]>([])
+    /// With a camera's own H.264 passed through: the stream's profile-level-id (nil until its first SPS).
+    private let streamProfile = Mutex<(@Sendable () -> String?)?>(nil)
     /// Called when a viewer is admitted (a released camera starts again: `CaptureSession.wakeAction`).
     private let arrival = Mutex<(@Sendable () -> Void)?>(nil)
     /// Where the rotation decision goes (`steerRotation(_:)`), and the last one made.
@@ -123,6 +125,24 @@ public final class ViewerHub: EncodedOutput, Sendable {
             $0.tiers = []
             $0.routes = [Route()]
         }
+        streamProfile.withLock { $0 = nil }
+    }
+
+    /// A camera's own H.264 passed through to every viewer (`PassthroughStage` with this hub as its output): key-frame
+    /// requests go to the camera (`V4L2_CID_MPEG_VIDEO_FORCE_KEY_FRAME`), the lowest estimate among the viewers to
+    /// its bitrate control (`V4L2_CID_MPEG_VIDEO_BITRATE`, within `maxBitrate` bits/s) where it has them. An offer is
+    /// answered with a payload type whose profile decodes the camera's (`WebRTCOffer.init(_:stream:)`), refused
+    /// (406) when it has none, and asked to come back (503, `Retry-After: 1`) before the camera's first SPS. One
+    /// tier (the camera's size); the camera's rotation goes only as metadata (pixels are not rotated).
+    public func connect(_ passthrough: PassthroughStage, maxBitrate: Int) {
+        let follower = BandwidthFollower(passthrough, maxBitrate: maxBitrate)
+        encoders.withLock { $0 = [TierEncoder(control: passthrough.control, follower: follower, tier: nil)] }
+        state.withLock {
+            $0.tiers = []
+            $0.routes = [Route()]
+        }
+        let source = passthrough.profileLevelIDSource
+        streamProfile.withLock { $0 = source }
     }
 
     /// Encode tiers: each viewer gets the largest tier its own estimate carries (REMB or the send-side estimate),
@@ -144,6 +164,7 @@ public final class ViewerHub: EncodedOutput, Sendable {
             $0.tiers = tiered.tiers
             $0.routes = tiered.tiers.map { _ in Route() }
         }
+        streamProfile.withLock { $0 = nil }
     }
 
     /// The outputs of `count` encode tiers (`TieredEncodeStage`'s `outputs`): tier i's frames go to its viewers.
@@ -218,6 +239,9 @@ public final class ViewerHub: EncodedOutput, Sendable {
         case tooManyFromAddress(Int)
         /// `closeAll(reason:)` was called: the hub admits nobody (HTTP 503).
         case stopped
+        /// A camera's own H.264 is passed through and no SPS has come yet: its profile, which the answer must
+        /// match, is unknown (HTTP 503 with `Retry-After: 1`).
+        case waitingForStream
         /// The peer could not be made on our side (sockets, DTLS), with the reason (HTTP 500).
         case failed(String)
     }
@@ -238,7 +262,12 @@ public final class ViewerHub: EncodedOutput, Sendable {
     /// (unguessable: whoever holds it owns the viewer) and the SDP answer.
     public func add(offer text: String, from address: String) throws(AddError) -> (id: String, answer: String) {
         let offer: WebRTCOffer
-        do throws(WebRTCError) { offer = try WebRTCOffer(text) } catch { throw .badOffer(error) }
+        var stream: String?
+        if let profile = streamProfile.withLock({ $0 }) {
+            guard let p = profile() else { throw .waitingForStream }
+            stream = p
+        }
+        do throws(WebRTCError) { offer = try WebRTCOffer(text, stream: stream) } catch { throw .badOffer(error) }
         if let refused = state.withLock({ admission($0, from: address) }) { throw refused }
         let peer: WebRTCPeer
         do throws(WebRTCError) { peer = try WebRTCPeer(offer: offer, identity: identity, configuration: configuration) } catch {

@@ -320,6 +320,10 @@ public final class WHEPEndpoint: Sendable {
                         status: 429, headers: plain + [("Retry-After", "5")],
                         body: "your address already has \(n) viewers (or viewers still connecting); end one first\n")
                 case .stopped: return WHEPResponse(status: 503, headers: plain, body: "the server is stopping\n")
+                case .waitingForStream:
+                    return WHEPResponse(
+                        status: 503, headers: plain + [("Retry-After", "1")],
+                        body: "the camera's H.264 has not started yet (its profile decides the answer); try again in a second\n")
                 case .failed(let m): return WHEPResponse(status: 500, headers: plain, body: m + "\n")
                 }
             }

@@ -59,6 +59,28 @@ public struct WebRTCOffer: Sendable {
         }
     }
 
+    /// Whether a receiver offering `plid` decodes a stream of profile `stream` (both profile-level-ids), best
+    /// first (the same profile before a larger one that contains it); nil when it cannot. A Constrained Baseline
+    /// stream (the encoder's, or a camera's with constraint_set1) fits what `compatibility(_:)` lists; a
+    /// Baseline stream needs a Baseline receiver; Main fits Main and High; High fits High, Constrained High only
+    /// a stream that is Constrained High too. Levels are not compared (receivers decode above their level,
+    /// and `level-asymmetry-allowed` is in every answer).
+    static func compatibility(_ plid: String, stream: String) -> Int? {
+        guard let s = UInt32(stream.lowercased(), radix: 16), stream.count == 6 else { return nil }
+        let sProfile = s >> 16, sConstraints = (s >> 8) & 0xff
+        if sProfile == 0x42 && sConstraints & 0x40 != 0 { return compatibility(plid) }
+        let p = plid.lowercased()
+        guard p.count == 6, let v = UInt32(p, radix: 16) else { return nil }
+        let profile = v >> 16, constraints = (v >> 8) & 0xff
+        switch (sProfile, profile) {
+        case (0x42, 0x42): return constraints & 0x40 != 0 ? nil : 0 // a Constrained Baseline decoder lacks FMO/ASO
+        case (0x4d, 0x4d): return 0
+        case (0x4d, 0x64): return constraints & 0x0c == 0x0c ? nil : 1
+        case (0x64, 0x64): return constraints & 0x0c == 0x0c && sConstraints & 0x0c != 0x0c ? nil : 0
+        default: return nil
+        }
+    }
+
     /// RFC 4566 token characters, 1...max of them.
     static func isToken(_ mid: String, max: Int) -> Bool {
         let allowed = Set("!#$%&'*+-.^_`{|}~".utf8)
@@ -70,7 +92,11 @@ public struct WebRTCOffer: Sendable {
     /// could never connect (no video section, no ICE credentials or sha-256 fingerprint, not DTLS-SRTP, a setup
     /// other than actpass or active, a video section that does not receive, a bad mid) and `unsupportedCodec`
     /// when no H.264 payload type fits.
-    public init(_ sdp: String) throws(WebRTCError) {
+    ///
+    /// `stream` is the profile-level-id of what will be sent when it is not our encoder's Constrained
+    /// Baseline (a camera's own H.264 passed through): the payload type chosen is one whose profile decodes it,
+    /// and an offer without one is refused (`unsupportedCodec`) naming both.
+    public init(_ sdp: String, stream: String? = nil) throws(WebRTCError) {
         guard sdp.utf8.count <= 64 * 1024 else {
             throw WebRTCError("the offer is \(sdp.utf8.count) bytes; at most 64 KiB are accepted", code: .invalidOffer)
         }
@@ -146,7 +172,7 @@ public struct WebRTCOffer: Sendable {
             }
             let plid = params["profile-level-id"] ?? "420010" // RFC 6184 §8.1 default: Baseline, level 1.0
             let mode = Int(params["packetization-mode"] ?? "0") ?? -1
-            h264.append((pt, plid, mode, Self.compatibility(plid)))
+            h264.append((pt, plid, mode, stream.map { Self.compatibility(plid, stream: $0) } ?? Self.compatibility(plid)))
         }
         let usable = h264.filter { $0.mode == 1 && $0.rank != nil }.sorted { $0.rank! < $1.rank! }
         guard let best = usable.first else {
@@ -154,6 +180,11 @@ public struct WebRTCOffer: Sendable {
                 throw WebRTCError(
                     "the offer has no H.264 (it offers \(codecs.isEmpty ? "no codec" : Array(Set(codecs)).sorted().joined(separator: ", "))): this server sends H.264 only",
                     code: .unsupportedCodec)
+            }
+            if let stream {
+                throw WebRTCError(
+                    "the offer's H.264 cannot decode the stream sent (the camera's own H.264, profile-level-id \(stream), passed through): it needs packetization-mode=1 and a profile that decodes it; offered "
+                        + h264.map { "\($0.pt): \($0.plid) mode \($0.mode)" }.joined(separator: ", "), code: .unsupportedCodec)
             }
             throw WebRTCError(
                 "the offer's H.264 is not usable: it needs packetization-mode=1 with a Constrained Baseline compatible profile-level-id (42e0xx, 4200xx, 4d4xxx, 640cxx); offered "

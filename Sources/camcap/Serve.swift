@@ -202,7 +202,7 @@ struct Serve: AsyncParsableCommand {
         if capture.frames == nil && capture.duration == nil { configuration.durationNs = nil } // until Ctrl-C
         configuration.idleReleaseNs = idleRelease > 0 ? Int64(idleRelease * 1e9) : nil
         let pipeline = try CaptureSession(configuration)
-        try refuseEncodedCamera(pipeline, "serve")
+        let passthrough = pipeline.selection.pixelFormat == .h264 // the camera's own H.264 goes to the viewers as it is
         var settings = EncodeStage.baseSettings(for: pipeline.selection, bitrateKbps: bitrate, maxBitrateKbps: maxBitrate)
         settings.sliceMode = .maxNALSize(max(420, mtu))
         try EncodeStage.check(settings, keyIntervalSeconds: keyintSeconds ?? 2, for: pipeline.selection)
@@ -250,7 +250,11 @@ struct Serve: AsyncParsableCommand {
             for: FrameSize(width: settings.width, height: settings.height), maxCount: tiers, targetBitrate: settings.targetBitrate,
             maxBitrate: settings.effectiveMaxBitrate)
         let encode: any PictureStage
-        if plan.count > 1 {
+        if passthrough {
+            let stage = PassthroughStage(outputs: [hub])
+            hub.connect(stage, maxBitrate: settings.effectiveMaxBitrate)
+            encode = stage
+        } else if plan.count > 1 {
             let tiered = TieredEncodeStage(
                 tiers: plan, settings: settings, keyIntervalSeconds: keyintSeconds ?? 2, outputs: hub.tierOutputs(plan.count),
                 firstTier: { [hub] in hub.tierToEncodeFirst })
@@ -265,8 +269,8 @@ struct Serve: AsyncParsableCommand {
         // The camera's rotation is applied to the pixels (WebRTC's rotation_applied) unless every viewer takes it
         // as metadata (the video-orientation extension): the hub decides as viewers come and go. The source makes
         // the size even for 4:2:0.
-        pipeline.sourceOptions = VideoSource.Options(applyRotation: true)
-        if !rotatePixels { hub.steerRotation(pipeline.outputRequests) }
+        pipeline.sourceOptions = VideoSource.Options(applyRotation: !passthrough)
+        if !rotatePixels && !passthrough { hub.steerRotation(pipeline.outputRequests) }
         // The HTTP server is up before the camera starts: a busy port fails at once, with nothing captured.
         let endpoint = WHEPEndpoint(hub: hub, policy: policy, metrics: { registry.emitToString() })
         let server = try await HTTPServer.start(host: address.host, port: address.port, endpoint: endpoint, tls: tls?.0)
@@ -279,7 +283,11 @@ struct Serve: AsyncParsableCommand {
             "serving \(base)\(token.map { "#token=\($0)" } ?? "")  (WHEP: \(base)whep"
                 + (token != nil ? ", Authorization: Bearer TOKEN; token: \(tokenSource))" : ", no authentication)")
         ]
-        if plan.count > 1 { lines.append("tiers: " + plan.map(\.description).joined(separator: ", ")) }
+        if passthrough {
+            lines.append("passing the camera's own H.264 through (\(pipeline.selection)): one tier, no encoder")
+        } else if plan.count > 1 {
+            lines.append("tiers: " + plan.map(\.description).joined(separator: ", "))
+        }
         if let tls { lines.append(tls.1) }
         if policy.maxConnections < maxConnections {
             lines.append("note: at most \(policy.maxConnections) HTTP connections (the descriptor limit, ulimit -n, leaves room for no more)")

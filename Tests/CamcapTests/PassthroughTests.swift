@@ -103,7 +103,7 @@ private final class Collect: EncodedOutput {
         #expect(r.code != 0 && r.err.contains("--adapt needs decoded pictures"), "\(r.err)")
         #expect(!FileManager.default.fileExists(atPath: work + "/never.mp4"))
         let s = try sh(camcap, ["preview", "-d", "fixture:h264-webcam", "--pixel-format", "H264", "--frames", "5"])
-        #expect(s.code != 0 && s.err.contains("only `record`, `stream` and `rtsp` pass a camera's own H.264 through so far"), "\(s.err)")
+        #expect(s.code != 0 && s.err.contains("only `record`, `stream`, `rtsp` and `serve` pass a camera's own H.264 through so far"), "\(s.err)")
         let o = try sh(
             camcap,
             ["stream", "-d", "fixture:h264-webcam", "--pixel-format", "H264", "--frames", "5", "--to", "127.0.0.1:9", "--sdp-only", "--sdp", "x.sdp"])
@@ -176,6 +176,26 @@ private final class Collect: EncodedOutput {
             Array(servedBytes[$0.offset..<($0.offset + $0.length)])
         }
         try check(rtspCopy, "RTSP")
+    }
+
+    /// `serve` sends the camera's own H.264 to a browser: Chromium decodes it at the camera's size with 0 encoders
+    /// on our side; its key-frame requests and bandwidth estimates reach the camera (the fixture's encoder stands for
+    /// the camera's, with V4L2's force-key-frame and bitrate controls).
+    @Test(.enabled(if: chromiumAvailable)) func serveSendsTheCamerasOwnH264ToABrowser() throws {
+        let server = try ServeProcess(
+            ["-d", "fixture:h264-webcam", "-s", "640x480", "--pixel-format", "H264", "--listen", "127.0.0.1:0"], name: "serve-passthrough")
+        defer { _ = server.stop() }
+        #expect(server.err.contains("passing the camera's own H.264 through"), "\(server.err)")
+        let b = try chromium(server.pageURL, frames: 150)
+        #expect(b["ok"] as? Bool == true, "\(b)")
+        let last = b["last"] as? [String: Any], sent = int(b, "framesSent"), decoded = int(b, "framesDecoded")
+        #expect(sent >= 150 && decoded >= sent * 9 / 10, "decoded \(decoded) of \(sent)")
+        #expect(int(last, "frameWidth") == 640 && int(last, "frameHeight") == 480, "\(String(describing: last))")
+        #expect(server.stop() == 0)
+        let out = server.out + server.err
+        #expect(out.contains("0 encoder instances") && out.contains("key frames asked of the camera"), "\(out)")
+        #expect(out.contains("bitrates asked of the camera"), "the browser's estimates reach the camera: \(out)")
+        print("serve passthrough: Chromium decoded \(decoded) of \(sent) at 640x480, no encoder")
     }
 
     /// Garbage, truncated and zero-filled access units are dropped and counted (never a crash); the stream resumes

@@ -152,6 +152,30 @@ import RTP
         #expect(!peer.receivesRotation && !peer.answer.contains("extmap"))
     }
 
+    /// A camera's own H.264 passed through is answered with a payload type whose profile decodes it (Chromium 156
+    /// offers Baseline, Constrained Baseline, Main and High 4:4:4 Predictive); a High stream it cannot take is
+    /// refused naming the stream's profile, never sent to a decoder that would show garbage.
+    @Test func aPassedThroughStreamGetsAPayloadTypeThatDecodesIt() throws {
+        #expect(try WebRTCOffer(chromiumOffer).payloadType == 108) // our encoder: Constrained Baseline
+        #expect(try WebRTCOffer(chromiumOffer, stream: "42e01f").payloadType == 108)
+        #expect(try WebRTCOffer(chromiumOffer, stream: "42c028").payloadType == 108)
+        #expect(try WebRTCOffer(chromiumOffer, stream: "420028").payloadType == 102) // Baseline (FMO/ASO) needs a Baseline receiver
+        #expect(try WebRTCOffer(chromiumOffer, stream: "4d0028").payloadType == 116)
+        #expect(try WebRTCOffer(chromiumOffer, stream: "4d0028").profileLevelID == "4d001f")
+        do {
+            _ = try WebRTCOffer(chromiumOffer, stream: "640028")
+            Issue.record("a High stream was answered for an offer without High")
+        } catch {
+            #expect(error.code == .unsupportedCodec && error.message.contains("640028") && error.message.contains("116: 4d001f"), "\(error)")
+        }
+        let high = chromiumOffer.replacingOccurrences(of: "profile-level-id=4d001f", with: "profile-level-id=640c1f")
+        #expect(throws: WebRTCError.self) { try WebRTCOffer(high, stream: "640028") } // Constrained High cannot take High
+        let highFull = chromiumOffer.replacingOccurrences(of: "profile-level-id=4d001f", with: "profile-level-id=64001f")
+        #expect(try WebRTCOffer(highFull, stream: "640028").payloadType == 116)
+        #expect(try WebRTCOffer(highFull, stream: "4d0028").payloadType == 116) // a High decoder decodes Main
+        #expect(throws: WebRTCError.self) { try WebRTCOffer(chromiumOffer, stream: "zz") }
+    }
+
     @Test func offersWithoutUsableH264AreRefusedWithTheReason() {
         let noH264 = chromiumOffer.split(whereSeparator: { $0 == "\r\n" || $0 == "\n" }).filter { !$0.contains("H264") }.joined(separator: "\r\n")
         #expect(throws: WebRTCError.self) { try WebRTCOffer(noH264) }
