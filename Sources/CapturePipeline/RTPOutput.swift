@@ -90,11 +90,12 @@ public final class RTPOutput: EncodedOutput {
         sender.setFeedbackHandlers(keyFrameRequest: { control.requestKeyFrame() }, bitrateEstimate: { bps in follower.update(bitsPerSecond: bps) })
     }
 
-    /// PLI/FIR → a key frame asked of a camera whose own H.264 is passed through. Its bitrate is the camera's:
-    /// REMB estimates are not followed.
-    public func connect(_ passthrough: PassthroughStage) {
+    /// PLI/FIR → a key frame asked of a camera whose own H.264 is passed through; REMB → the camera's bitrate
+    /// control where it has one (`V4L2_CID_MPEG_VIDEO_BITRATE`), capped at `maxBitrate` bits/s.
+    public func connect(_ passthrough: PassthroughStage, maxBitrate: Int = 100_000_000) {
         let control = passthrough.control
-        sender.setFeedbackHandlers(keyFrameRequest: { control.requestKeyFrame() }, bitrateEstimate: { _ in })
+        let follower = BandwidthFollower(passthrough, maxBitrate: maxBitrate)
+        sender.setFeedbackHandlers(keyFrameRequest: { control.requestKeyFrame() }, bitrateEstimate: { bps in follower.update(bitsPerSecond: bps) })
     }
 
     /// The SDP a receiver opens for this stream (the same settings always give the same SPS/PPS).

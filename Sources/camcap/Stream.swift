@@ -121,7 +121,7 @@ struct Stream: AsyncParsableCommand {
         if let output { outputs.append(try RecordingOutput(.init(path: output, frameRate: pipeline.selection.fps))) }
         if passThrough { // the camera's own access units, packetized as they come: no encoder
             let stage = PassthroughStage(outputs: outputs)
-            rtpOutput.connect(stage)
+            rtpOutput.connect(stage, maxBitrate: settings.effectiveMaxBitrate)
             try await pipeline.runCommand("streaming", quiet: capture.quiet, stages: [stage], namedDevice: capture.device)
             return
         }

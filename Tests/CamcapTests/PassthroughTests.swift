@@ -258,6 +258,35 @@ private final class Collect: EncodedOutput {
         let asked = keys.first { (11...16).contains($0) }
         #expect(keys.first == 0 && asked != nil && keys.contains((asked ?? 0) + 30), "key frames at \(keys)")
     }
+
+    /// A receiver's bandwidth estimate (REMB through `BandwidthFollower`, as `stream` and `serve` wire it) reaches
+    /// the camera's bitrate control: the fixture's access units shrink after a low estimate and grow after a high
+    /// one; the same estimate repeated every frame is asked of the camera once.
+    @Test func bandwidthEstimatesReachTheCamerasBitrateControl() async throws {
+        var config = CaptureSession.Configuration()
+        config.device = "fixture:h264-webcam"
+        config.pixelFormats = [.h264]
+        config.size = FrameSize(width: 320, height: 240)
+        config.frames = 180
+        config.fast = true
+        config.noise = 6 // something to spend bits on
+        let session = try CaptureSession(config)
+        let sink = Collect()
+        let stage = PassthroughStage(outputs: [sink])
+        let follower = BandwidthFollower(stage, maxBitrate: 3_000_000)
+        let estimates = ActionStage { n in
+            if (30..<100).contains(n) { follower.update(bitsPerSecond: 80_000) }
+            if n >= 100 { follower.update(bitsPerSecond: 2_500_000) }
+        }
+        let report = try await session.run(stages: [stage, estimates])
+        #expect(report.failure == nil && sink.frames.count == 180)
+        func kbps(_ r: Range<Int>) -> Int { sink.frames[r].reduce(0) { $0 + $1.data.count } * 8 * 30 / r.count / 1000 }
+        let low = kbps(60..<100), high = kbps(140..<180)
+        #expect(low < 200 && high > low * 3, "camera's stream: \(low) kbps after an 80 kbit/s estimate, \(high) kbps after 2.5 Mbit/s")
+        let summary = stage.summary.map { "\($0.0) \($0.1)" }.joined(separator: "\n")
+        #expect(summary.contains("2 bitrates asked of the camera, the last 2500 kbps"), "\(summary)")
+        print("passthrough bitrate: \(low) kbps after an 80 kbit/s estimate, \(high) kbps after 2.5 Mbit/s")
+    }
 }
 
 private final class AskCounter: @unchecked Sendable {
@@ -267,6 +296,20 @@ private final class AskCounter: @unchecked Sendable {
         count += 1
         return true
     }
+}
+
+/// A stage after the passthrough that runs `action` with each access unit's number (from 0).
+private final class ActionStage: EncodedFrameStage {
+    let action: (Int) -> Void
+    var seen = 0
+    init(_ action: @escaping (Int) -> Void) { self.action = action }
+    func consume(_ picture: I420Buffer, frame: VideoFrame) throws {}
+    func consume(encoded frame: VideoFrame) throws {
+        action(seen)
+        seen += 1
+    }
+    func end() throws {}
+    var summary: [(String, String)] { [] }
 }
 
 /// A stage after the passthrough that asks for a key frame (as a receiver's PLI would) once, at frame `at`.

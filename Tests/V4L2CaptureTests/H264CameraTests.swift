@@ -115,6 +115,37 @@ import VideoCapture
         #expect(k.callLog.filter { $0.hasPrefix("S_EXT_CTRLS force_key_frame") }.count == 1)
     }
 
+    /// A bitrate request sets V4L2_CID_MPEG_VIDEO_BITRATE from the capture thread, clamped to the control's range
+    /// and rounded to its step; without the control (or on a stopped stream) it is refused.
+    @Test func aBitrateRequestSetsTheBitrateControlWithinItsRange() throws {
+        let k = FakeKernel()
+        k.configure {
+            $0.controls.append(
+                FakeKernel.Control(
+                    id: CV4L2_CID_MPEG_VIDEO_BITRATE, type: 1, name: "Video Bitrate", min: 100_000, max: 8_000_000, step: 1000, def: 2_000_000,
+                    value: 2_000_000))
+            $0.controls.sort { $0.id < $1.id }
+        }
+        k.push((0..<400).map { _ in goodFrame() })
+        let s = Sink()
+        let stream = try start(k, s)
+        #expect(stream.requestBitrate(50_000))
+        #expect(k.waitForCalls("S_EXT_CTRLS video_bitrate=100000"), "below the range: its minimum. \(k.callLog.suffix(5))")
+        #expect(stream.requestBitrate(1_234_567))
+        #expect(k.waitForCalls("S_EXT_CTRLS video_bitrate=1235000"), "rounded to the step: \(k.callLog.suffix(5))")
+        #expect(stream.requestBitrate(Int.max))
+        #expect(k.waitForCalls("S_EXT_CTRLS video_bitrate=8000000"), "above the range: its maximum. \(k.callLog.suffix(5))")
+        stream.stop()
+        #expect(!stream.requestBitrate(1_000_000), "a stopped stream cannot be asked")
+
+        let k2 = FakeKernel()
+        k2.push((0..<5).map { _ in goodFrame() })
+        let s2 = Sink()
+        let none = try start(k2, s2)
+        #expect(!none.requestBitrate(1_000_000), "no V4L2_CID_MPEG_VIDEO_BITRATE: false")
+        none.stop()
+    }
+
     @Test func withoutTheControlOrForRawFramesARequestIsRefused() throws {
         let k = FakeKernel()
         k.push((0..<5).map { _ in goodFrame() })
