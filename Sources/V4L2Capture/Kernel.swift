@@ -38,6 +38,7 @@ struct IOCTL: Sendable, CustomStringConvertible {
     static let getParm = IOCTL(request: CV4L2_VIDIOC_G_PARM, name: "VIDIOC_G_PARM")
     static let requestBuffers = IOCTL(request: CV4L2_VIDIOC_REQBUFS, name: "VIDIOC_REQBUFS")
     static let queryBuffer = IOCTL(request: CV4L2_VIDIOC_QUERYBUF, name: "VIDIOC_QUERYBUF")
+    static let exportBuffer = IOCTL(request: CV4L2_VIDIOC_EXPBUF, name: "VIDIOC_EXPBUF")
     static let queueBuffer = IOCTL(request: CV4L2_VIDIOC_QBUF, name: "VIDIOC_QBUF")
     static let dequeueBuffer = IOCTL(request: CV4L2_VIDIOC_DQBUF, name: "VIDIOC_DQBUF")
     static let streamOn = IOCTL(request: CV4L2_VIDIOC_STREAMON, name: "VIDIOC_STREAMON")

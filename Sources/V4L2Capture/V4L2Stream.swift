@@ -40,6 +40,10 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
         public var pollTimeoutMs: Int32 = 100
         /// No frame for this long: restart the stream once, then fail with `.timeout`.
         public var noFrameTimeoutNs: Int64 = 3_000_000_000
+        /// Export every capture buffer as DMA-BUF (`VIDIOC_EXPBUF`) at start and hand its descriptors on each frame
+        /// (`VideoFrameBuffer.dmaBuf`), for zero-copy consumers. Off by default; a driver that cannot export
+        /// makes the start fail with an error naming `VIDIOC_EXPBUF`.
+        public var exportDMABuf = false
         /// Settings with `bufferCount` clamped to 2...32, `copyBuffers` to 0...8 and `pollTimeoutMs` to at least 1.
         public init(bufferCount: Int = 4, copyBuffers: Int = 2, pollTimeoutMs: Int32 = 100, noFrameTimeoutNs: Int64 = 3_000_000_000) {
             self.bufferCount = max(2, min(32, bufferCount))
@@ -82,6 +86,8 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
     /// Set by `requestKeyFrame()` (any thread); the capture thread presses the button on its next wake-up, so the
     /// descriptor is only ever used by the thread that closes it.
     private let keyFrameRequested = Atomic<Bool>(false)
+    /// Each ring buffer's DMA-BUF export (`Configuration.exportDMABuf`), by buffer index; empty when not asked.
+    private var exported: [DMABuf?] = []
     /// An H.264 camera's `V4L2_CID_MPEG_VIDEO_BITRATE` as queried at start (its range), and the value asked by
     /// `requestBitrate(_:)` that the capture thread sets on its next wake-up (0: none pending).
     private let bitrateControl: CameraControl?
@@ -127,8 +133,10 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
         self.bitrateControl =
             applied.pixelFormat == .h264 ? ((try? node.control(.videoBitrate)) ?? nil).flatMap { $0.isReadOnly || $0.maximum <= 0 ? nil : $0 } : nil
         var maps: [PlaneMap] = []
+        var exports: [DMABuf?] = []
         ring = try V4L2Stream.mapBuffers(
-            node, kind: kind, planeFormats: planeFormats, count: configuration.bufferCount, counter: counter, maps: &maps)
+            node, kind: kind, planeFormats: planeFormats, count: configuration.bufferCount, counter: counter, maps: &maps,
+            export: configuration.exportDMABuf, exports: &exports)
         for i in ring.indices {
             var b = kind.descriptor(i)
             try io.ioctl(node.fd, .queueBuffer, &b, "\(i)")
@@ -136,6 +144,7 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
         var on = Int32(type)
         try io.ioctl(node.fd, .streamOn, &on)
         slots = ring
+        exported = exports
         planeMaps = maps
         queued = Array(repeating: true, count: ring.count)
         copies = (0..<configuration.copyBuffers).map { _ in FrameStorage(pooledCapacity: sizeImage) }
@@ -270,7 +279,8 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
     /// REQBUFS, then QUERYBUF + mmap each buffer (each plane of it on a multi-planar device); each buffer's
     /// mappings are unmapped when its last frame goes.
     private static func mapBuffers(
-        _ node: V4L2Node, kind: BufferKind, planeFormats: [PlaneFormat], count: Int, counter: MapCounter, maps: inout [PlaneMap]
+        _ node: V4L2Node, kind: BufferKind, planeFormats: [PlaneFormat], count: Int, counter: MapCounter, maps: inout [PlaneMap],
+        export: Bool, exports: inout [DMABuf?]
     ) throws(CaptureError) -> [FrameStorage] {
         let io = node.io, fd = node.fd, kernel = io.kernel
         var rb = v4l2_requestbuffers()
@@ -286,33 +296,70 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
             var b = kind.descriptor(i)
             try io.ioctl(fd, .queryBuffer, &b, "\(i)")
             if let planes = kind.planes {
-                ring.append(try mapPlanes(node, index: i, planes: planes, planeFormats: planeFormats, counter: counter, maps: &maps))
+                let lengths = planeFormats.indices.map { Int(planes[$0].length) }
+                let dma = export ? try exportBuffer(node, kind: kind, index: i, lengths: lengths) : nil
+                ring.append(
+                    try mapPlanes(node, index: i, planes: planes, planeFormats: planeFormats, counter: counter, maps: &maps, exported: dma))
+                exports.append(dma)
                 continue
             }
             let length = Int(b.length)
+            let dma = export ? try exportBuffer(node, kind: kind, index: i, lengths: [length]) : nil
             let (p, e) = kernel.mmap(fd, length: length, offset: Int64(b.m.offset))
-            guard let p else { throw io.error(Errno(e), "mmap of buffer \(i)") }
+            guard let p else {
+                for plane in dma?.planes ?? [] { kernel.close(plane.fd) }
+                throw io.error(Errno(e), "mmap of buffer \(i)")
+            }
             counter.value.add(1, ordering: .relaxed)
             let address = UInt(bitPattern: p)
             ring.append(
                 FrameStorage(borrowing: p, capacity: length) {
                     kernel.munmap(UnsafeMutableRawPointer(bitPattern: address)!, length: length)
+                    for plane in dma?.planes ?? [] { kernel.close(plane.fd) } // the export lives as long as the mapping
                     counter.value.subtract(1, ordering: .relaxed)
                 })
+            exports.append(dma)
         }
         return ring
+    }
+
+    /// Exports buffer `index`'s memory planes as DMA-BUF descriptors (`VIDIOC_EXPBUF`, read-only, close-on-exec).
+    /// On a failure, those exported so far are closed and the error names the buffer, the plane and the errno.
+    private static func exportBuffer(_ node: V4L2Node, kind: BufferKind, index i: Int, lengths: [Int]) throws(CaptureError) -> DMABuf {
+        var planes: [DMABuf.Plane] = []
+        for (p, length) in lengths.enumerated() {
+            var x = v4l2_exportbuffer()
+            x.type = kind.type
+            x.index = UInt32(i)
+            x.plane = UInt32(p)
+            x.flags = CV4L2_EXPBUF_FLAGS
+            if let e = node.io.errnoOf(node.fd, .exportBuffer, &x) {
+                for q in planes { node.io.kernel.close(q.fd) }
+                throw CaptureError(
+                    .streamFailed,
+                    "\(node.path): VIDIOC_EXPBUF of buffer \(i) plane \(p) failed (\(e)): the driver cannot export its buffers as DMA-BUF; start without exportDMABuf",
+                    device: node.path)
+            }
+            planes.append(DMABuf.Plane(fd: x.fd, length: length))
+        }
+        return DMABuf(planes: planes)
     }
 
     /// Maps every plane of multi-planar buffer `index` (QUERYBUF already filled `planes`): one storage for the
     /// buffer, whose release unmaps all its planes. A plane shorter than its format needs is an error naming it.
     private static func mapPlanes(
         _ node: V4L2Node, index i: Int, planes: UnsafeMutablePointer<v4l2_plane>, planeFormats: [PlaneFormat], counter: MapCounter,
-        maps: inout [PlaneMap]
+        maps: inout [PlaneMap], exported: DMABuf?
     ) throws(CaptureError) -> FrameStorage {
         let io = node.io, fd = node.fd, kernel = io.kernel
         var mapped: [(address: UInt, length: Int)] = []
         var done = false
-        defer { if !done { for m in mapped { kernel.munmap(UnsafeMutableRawPointer(bitPattern: m.address)!, length: m.length) } } }
+        defer {
+            if !done {
+                for m in mapped { kernel.munmap(UnsafeMutableRawPointer(bitPattern: m.address)!, length: m.length) }
+                for plane in exported?.planes ?? [] { kernel.close(plane.fd) }
+            }
+        }
         for p in planeFormats.indices {
             let length = Int(planes[p].length)
             guard length >= planeFormats[p].needed else {
@@ -331,6 +378,7 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
         let all = mapped
         return FrameStorage(borrowing: UnsafeMutableRawPointer(bitPattern: all[0].address)!, capacity: all[0].length) {
             for m in all { kernel.munmap(UnsafeMutableRawPointer(bitPattern: m.address)!, length: m.length) }
+            for plane in exported?.planes ?? [] { kernel.close(plane.fd) } // the export lives as long as the mapping
             counter.value.subtract(1, ordering: .relaxed)
         }
     }
@@ -503,7 +551,7 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
             start = 0
             sink.copied()
         }
-        let buffer =
+        var buffer =
             if let layout {
                 VideoFrameBuffer(
                     pixelFormat: applied.pixelFormat, width: applied.size.width, height: applied.size.height, planes: layout,
@@ -513,6 +561,7 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
                     pixelFormat: applied.pixelFormat, width: applied.size.width, height: applied.size.height,
                     stride: applied.stride, bytesUsed: used, storage: storage, offset: start)
             }
+        if !exported.isEmpty, storage === slots[index] { buffer.dmaBuf = exported[index] } // not on a private copy
         var frame = VideoFrame(buffer: buffer, rotation: rotation, timestampNs: ts, sequence: UInt64(b.sequence), colorSpace: applied.colorSpace)
         if applied.pixelFormat == .h264 {
             // The driver's flag when it sets one (KEYFRAME, or PFRAME/BFRAME for the others); a driver that flags

@@ -117,6 +117,12 @@ public struct VideoFrameBuffer: Sendable {
     /// Offset of the payload in the storage.
     public let offset: Int
 
+    /// The driver buffer holding this frame, exported as DMA-BUF file descriptors for a zero-copy consumer (a
+    /// hardware encoder, a GPU importer): set on frames from a V4L2 camera started with
+    /// `V4L2Stream.Configuration.exportDMABuf`, nil otherwise (and nil on a frame that was copied out of driver
+    /// memory because consumers held every buffer).
+    public package(set) var dmaBuf: DMABuf?
+
     /// Planes placed by their owner (`I420Buffer(wrapping:)`, a multi-planar V4L2 buffer): offsets from the first
     /// plane, each with its own stride; nil for the V4L2 single-planar layout derived from `stride`.
     package let explicitPlanes: PlaneLayout?
@@ -408,4 +414,31 @@ public struct VideoFrame: Sendable {
     public var width: Int { buffer.width }
     /// The buffer's height in pixels (before rotation).
     public var height: Int { buffer.height }
+}
+
+/// A V4L2 capture buffer exported with `VIDIOC_EXPBUF`: one read-only DMA-BUF file descriptor per memory plane
+/// (one for single-planar formats and single-buffer multi-planar ones such as `NV12`; two or three for `NM12`,
+/// `YM12`, …). The frame's payload lies in them exactly as in the frame's mapped bytes (the first plane's at
+/// ``VideoFrameBuffer/offset``).
+///
+/// The descriptors belong to the stream's buffer: they stay open while the frame (or any copy of its buffer)
+/// exists and are closed with the buffer's mapping. A consumer that keeps one longer `dup`s it. Mapping one
+/// (`mmap(…, PROT_READ, MAP_SHARED, fd, 0)`) gives the same bytes the frame shows.
+public struct DMABuf: Sendable, Equatable {
+    /// One memory plane: its descriptor and the buffer's length in bytes.
+    public struct Plane: Sendable, Equatable {
+        /// The DMA-BUF file descriptor (`O_CLOEXEC`, read-only).
+        public let fd: Int32
+        /// The length of the plane's buffer, bytes (what a mapping of the descriptor covers).
+        public let length: Int
+        /// A plane of `length` bytes behind `fd`.
+        public init(fd: Int32, length: Int) {
+            self.fd = fd
+            self.length = length
+        }
+    }
+    /// The memory planes, in the format's plane order.
+    public let planes: [Plane]
+    /// An exported buffer of `planes`.
+    public init(planes: [Plane]) { self.planes = planes }
 }

@@ -754,6 +754,58 @@ func line(_ text: String, _ prefix: String) -> String {
     text.split(separator: "\n").first { $0.hasPrefix(prefix) }.map(String.init) ?? "(no \(prefix.trimmingCharacters(in: .whitespaces)) line)"
 }
 
+// 7b. DMA-BUF export (VIDIOC_EXPBUF, opt-in): the descriptors a frame carries, mapped here, hold the frame's bytes;
+// single-planar YUYV and the multi-planar camera's NM12 (two memory planes). After stop every descriptor is closed.
+for (path, pf) in [(cam1, PixelFormat.yuyv), (camMP, PixelFormat.nv12m)] {
+    let name = "DMA-BUF export on \(path) \(pf.fourcc)"
+    final class Compare: @unchecked Sendable { // written by the capture thread, read after stop()
+        let lock = NSLock()
+        var compared = 0, mismatches: [String] = [], fds: [Int32] = []
+    }
+    let result = Compare()
+    var config = V4L2Stream.Configuration()
+    config.exportDMABuf = true
+    let provider = V4L2DeviceProvider(configuration: config)
+    let sink = FrameSink(
+        frame: { f in
+            let b = f.buffer
+            guard let dma = b.dmaBuf else { return }
+            result.lock.lock()
+            defer { result.lock.unlock() }
+            guard result.compared < 5 else { return }
+            result.fds = dma.planes.map(\.fd)
+            for (i, plane) in dma.planes.enumerated() {
+                guard let m = mmap(nil, plane.length, PROT_READ, MAP_SHARED, plane.fd, 0), m != MAP_FAILED else {
+                    result.mismatches.append("plane \(i): mmap of the DMA-BUF fd \(plane.fd) failed (errno \(errno))")
+                    continue
+                }
+                defer { munmap(m, plane.length) }
+                // Plane 0: the frame's payload at its offset; plane 1 (NM12's chroma): where the frame places it.
+                let (start, count) = i == 0 ? (b.offset, b.bytesUsed) : (0, b.planes.strides.1 * b.height / 2)
+                let frameBytes = i == 0 ? b.baseAddress : b.baseAddress + b.planes.offsets.1
+                if count > plane.length - start || memcmp(m + start, frameBytes, count) != 0 {
+                    result.mismatches.append("plane \(i): \(count) bytes differ from the frame's")
+                }
+            }
+            result.compared += 1
+        }, dropped: { _, _ in }, failed: { _ in }, copied: {})
+    do {
+        guard let device = try provider.device(for: path) else { throw CaptureError(.unknownDevice, "\(path) not found") }
+        let stream = try provider.openStream(
+            device: device, request: StreamRequest(pixelFormat: pf, size: FrameSize(width: 640, height: 360), fps: Fraction(30)), sink: sink)
+        let end = Date().addingTimeInterval(10)
+        while Date() < end && result.lock.withLock({ result.compared < 5 }) { usleep(10_000) }
+        stream.stop()
+        let (compared, mismatches, fds) = result.lock.withLock { (result.compared, result.mismatches, result.fds) }
+        check(
+            name + ": 5 frames, every plane's bytes equal the frame's", compared == 5 && mismatches.isEmpty,
+            "compared \(compared): \(mismatches.prefix(3))")
+        let stillOpen = fds.filter { fcntl($0, F_GETFD) != -1 }
+        check(name + ": descriptors closed after stop", !fds.isEmpty && stillOpen.isEmpty, "fds \(fds), open \(stillOpen)")
+        note("\(name): \(fds.count) plane(s) per buffer, fds \(fds)")
+    } catch { check(name, false, "\(error)") }
+}
+
 // 8. An H.264 camera: v4l2loopback (video_nr=9, exclusive_caps=1) fed by `vivid-check feed` with H.264 made on the host
 // (ffmpeg/libx264, 640x360, 30 fps, an IDR every 30 frames with SPS/PPS). With exclusive_caps it is a capture device
 // only while a writer feeds it. The host compares what camcap recorded with the fed access units, bit for bit.

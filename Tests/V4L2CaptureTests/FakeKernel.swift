@@ -27,6 +27,8 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
 
     // Multi-planar mode: a `V4L2_CAP_VIDEO_CAPTURE_MPLANE` device offering NM12 (two planes) and YUYV (one),
     // answering only the multi-planar buffer type. The faults below make its replies malformed.
+    /// Answer VIDIOC_EXPBUF (vb2 drivers do; false plays one that cannot export).
+    var exportsDMABuf = true
     /// Play a multi-planar device (set before the first call).
     var multiPlanar = false
     /// G_FMT reports this many planes instead of the format's.
@@ -388,6 +390,17 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
             return e
         }
         if let r = controlIoctl(request, arg) { return r }
+        if request == CV4L2_VIDIOC_EXPBUF { // a new descriptor per buffer plane, counted among the open ones
+            let x = arg.assumingMemoryBound(to: v4l2_exportbuffer.self)
+            guard exportsDMABuf else { return ENOTTY }
+            let planes = multiPlanar ? mpPlanes.count : 1
+            guard x.pointee.index < 64, Int(x.pointee.plane) < planes, x.pointee.flags & UInt32(O_CLOEXEC) != 0 else { return EINVAL }
+            nextFD += 1
+            openFDs.insert(nextFD)
+            x.pointee.fd = nextFD
+            log("EXPBUF \(x.pointee.index).\(x.pointee.plane)")
+            return 0
+        }
         if multiPlanar, let r = multiPlanarIoctl(request, arg) { return r }
         switch request {
         case CV4L2_VIDIOC_QUERYCAP:
