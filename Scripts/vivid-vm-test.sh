@@ -184,6 +184,20 @@ for ext in h264 mp4; do
   got=$(decoded $([ $ext = h264 ] && echo "-f h264") "$f")
   judge "loopback H.264 camera: loop.$ext decodes to $n frames at 640x360" $([ "$got" = "640,360,$n" ] && [ "${n:-0}" -ge 30 ] && echo 1 || echo 0) "ffprobe: $got"
 done
+# `stream` and `rtsp` from the H.264 camera (#35): the RTP packets the VM received (over UDP from `stream`, interleaved
+# over TCP from `rtsp`) are replayed to ffmpeg, opened from camcap's own SDP; what ffmpeg depacketizes must be
+# consecutive fed access units, slice NAL units bit for bit, and decode at 640x360.
+for kind in rtp rtsp; do
+  sdp=$WORK/out/loop-$kind.sdp pkts=$WORK/out/loop-$kind.pkts got264=$WORK/out/loop-$kind.h264
+  if [ ! -s "$sdp" ] || [ ! -s "$pkts" ]; then judge "loopback H.264 camera over $kind" 0 "no SDP or packets from the VM"; continue; fi
+  replayed=$(python3 Scripts/rtp-replay.py "$sdp" "$pkts" "$got264" 2>&1 | tail -1)
+  n=$(ffprobe -v error -f h264 -count_frames -select_streams v:0 -show_entries stream=nb_read_frames -of csv=p=0 "$got264" 2>/dev/null | tr -d ' \n')
+  cmp=$(python3 Scripts/h264-au.py compare "$WORK/fed.h264" "$got264" "${n:-0}" 2>&1) && ok=1 || ok=0
+  [ "${n:-0}" -ge 30 ] || ok=0
+  judge "loopback H.264 camera over $kind (ffmpeg from camcap's SDP): $n access units, fed ones bit for bit" $ok "$replayed; $cmp"
+  got=$(decoded -f h264 "$got264")
+  judge "loopback H.264 camera over $kind: decodes at 640x360" $([ "${got%,*}" = "640,360" ] && echo 1 || echo 0) "ffprobe: $got"
+done
 # vivid at 720p, 12.5 fps (#36): 25 frames whose MP4 packet times are the capture timestamps (camcap's --frame-trace
 # capture_ms) within 1 ms, and the duration the last packet's time plus one interval (within 1 ms). The nominal 0.08 s
 # spacing holds only on average here: under TCG vivid stamps each buffer when its thread runs (up to ~20 ms late) and

@@ -709,6 +709,128 @@ do {
 } catch { check("unplug mid-recording", false, "\(error)") }
 await cleanAfter("camcap unplug", path: cam1)
 
+/// A UDP socket bound to 127.0.0.1:`port`, non-blocking.
+func udpSocket(port: UInt16) -> Int32? {
+    let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+    guard fd >= 0 else { return nil }
+    var a = sockaddr_in()
+    a.sin_family = sa_family_t(AF_INET)
+    a.sin_port = port.bigEndian
+    a.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let ok = withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+    guard ok == 0 else {
+        close(fd)
+        return nil
+    }
+    return fd
+}
+
+/// A TCP connection to 127.0.0.1:`port`, or -1.
+func tcpConnect(port: UInt16) -> Int32 {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return -1 }
+    var a = sockaddr_in()
+    a.sin_family = sa_family_t(AF_INET)
+    a.sin_port = port.bigEndian
+    a.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let ok = withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+    if ok != 0 {
+        close(fd)
+        return -1
+    }
+    return fd
+}
+
+/// One RTSP response (head and, with Content-Length, body), read a byte at a time (a few hundred bytes).
+func readResponse(_ fd: Int32) -> String {
+    var bytes: [UInt8] = []
+    var c: UInt8 = 0
+    while read(fd, &c, 1) == 1 {
+        bytes.append(c)
+        if bytes.count >= 4 && bytes.suffix(4) == [13, 10, 13, 10] { break }
+        if bytes.count > 65536 { break }
+    }
+    let head = String(decoding: bytes, as: UTF8.self)
+    let length = head.split(whereSeparator: \.isNewline).first { $0.lowercased().hasPrefix("content-length:") }
+        .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
+    var body = [UInt8](repeating: 0, count: min(max(length, 0), 65536))
+    var got = 0
+    while got < body.count {
+        let n = body.withUnsafeMutableBytes { read(fd, $0.baseAddress! + got, $0.count - got) }
+        if n <= 0 { break }
+        got += n
+    }
+    return head + String(decoding: body.prefix(got), as: UTF8.self)
+}
+
+/// RTP packets as they arrive: datagrams on `udp` while `until` runs, or interleaved channel-0 frames on `tcp`
+/// (`$`, channel, 16-bit length) until `frames` marker bits; at most `limit` packets and `seconds`.
+func receivePackets(udp: Int32?, tcp: Int32?, until pid: pid_t?, limit: Int, seconds: Double, frames: Int = .max) -> [[UInt8]] {
+    var packets: [[UInt8]] = []
+    var buf = [UInt8](repeating: 0, count: 65536)
+    let end = Date().addingTimeInterval(seconds)
+    var markers = 0
+    var pending: [UInt8] = []
+    var exited = false
+    while Date() < end && packets.count < limit && markers < frames {
+        var p = pollfd(fd: udp ?? tcp ?? -1, events: Int16(POLLIN), revents: 0)
+        if poll(&p, 1, 100) > 0 {
+            let n = read(p.fd, &buf, buf.count)
+            if n <= 0 { break }
+            if udp != nil {
+                packets.append(Array(buf[0..<n]))
+            } else {
+                pending += buf[0..<n]
+                while pending.count >= 4 && pending[0] == 0x24 {
+                    let len = Int(pending[2]) << 8 | Int(pending[3])
+                    guard pending.count >= 4 + len else { break }
+                    if pending[1] == 0 {
+                        let rtp = Array(pending[4..<(4 + len)])
+                        if rtp.count > 1 && rtp[1] & 0x80 != 0 { markers += 1 }
+                        packets.append(rtp)
+                    }
+                    pending.removeFirst(4 + len)
+                }
+                if let first = pending.first, first != 0x24 { break } // an RTSP message in between: not expected here
+            }
+        } else if exited {
+            break // the sender ended and nothing more came for 100 ms
+        }
+        if let pid, !exited {
+            var status: Int32 = 0
+            exited = waitpid(pid, &status, WNOHANG) == pid
+            if exited { exitedStatus[pid] = status }
+        }
+    }
+    return packets
+}
+nonisolated(unsafe) var exitedStatus: [pid_t: Int32] = [:]
+
+/// Waits for `pid` (or takes the status `receivePackets` reaped), reads what it printed: exit code and text.
+func finish(_ pid: pid_t, _ fd: Int32) -> (Int32, String) {
+    var out = [UInt8](), buf = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let n = read(fd, &buf, buf.count)
+        if n <= 0 { break }
+        out += buf[0..<n]
+    }
+    close(fd)
+    var status: Int32 = exitedStatus[pid] ?? 0
+    if exitedStatus[pid] == nil { waitpid(pid, &status, 0) }
+    return ((status >> 8) & 0xff, String(decoding: out, as: UTF8.self))
+}
+
+/// Packets as a file: each a 16-bit big-endian length and its bytes.
+func writePackets(_ packets: [[UInt8]], to path: String) {
+    var data = Data()
+    for p in packets {
+        data.append(UInt8(p.count >> 8))
+        data.append(UInt8(p.count & 0xff))
+        data.append(contentsOf: p)
+    }
+    FileManager.default.createFile(atPath: path, contents: data)
+}
+
 /// Runs camcap to its end: exit code and everything it printed.
 func camcap(_ args: [String]) -> (Int32, String) {
     guard let (pid, fd) = spawn("/check/camcap", args, capture: true) else { return (-1, "cannot start camcap") }
@@ -881,6 +1003,67 @@ if FileManager.default.fileExists(atPath: loopNode) && FileManager.default.fileE
         print("LOOP-PASSED loop.\(ext) \(passed)")
         emitFile("loop.\(ext)", out)
         try? FileManager.default.removeItem(atPath: out)
+    }
+    // `stream` and `rtsp` from the H.264 camera: the RTP packets as they arrive here (nothing parsed), handed with the
+    // SDP to the host, which replays them to ffmpeg (opened from that SDP) and compares what it got with the fed units.
+    let rtpPort: UInt16 = 5004
+    if let udp = udpSocket(port: rtpPort), let (pid, out) = spawn(
+        "/check/camcap", ["stream", "-d", loopNode, "--pixel-format", "H264", "--to", "127.0.0.1:\(rtpPort)", "--sdp", "/tmp/loop-rtp.sdp", "--frames", "90"],
+        capture: true)
+    {
+        let packets = receivePackets(udp: udp, tcp: nil, until: pid, limit: 100_000, seconds: 40)
+        let (rc, text) = finish(pid, out)
+        close(udp)
+        note("loop stream: exit \(rc), \(packets.count) RTP packets; \(line(text, "encoder:"))")
+        check(
+            "camcap stream --pixel-format H264 from the loopback camera: 90 frames as RTP, 0 encoders",
+            rc == 0 && packets.count >= 30 && text.contains("0 encoder instances"), text)
+        writePackets(packets, to: "/tmp/loop-rtp.pkts")
+        emitFile("loop-rtp.sdp", "/tmp/loop-rtp.sdp")
+        emitFile("loop-rtp.pkts", "/tmp/loop-rtp.pkts")
+    } else {
+        check("camcap stream from the loopback camera", false, "cannot bind UDP \(rtpPort) or start camcap")
+    }
+    if let (pid, out) = spawn("/check/camcap", ["rtsp", "-d", loopNode, "--pixel-format", "H264", "--listen", "127.0.0.1:8554"], capture: true) {
+        var packets: [[UInt8]] = []
+        var sdp = ""
+        var fd: Int32 = -1
+        for _ in 0..<200 where fd < 0 { // until it listens (the camera starts first)
+            fd = tcpConnect(port: 8554)
+            if fd < 0 { usleep(50_000) }
+        }
+        if fd >= 0 {
+            let url = "rtsp://127.0.0.1:8554/camera"
+            var cseq = 0
+            func request(_ method: String, _ uri: String, _ headers: [String] = []) -> String {
+                cseq += 1
+                let text = ([ "\(method) \(uri) RTSP/1.0", "CSeq: \(cseq)" ] + headers).joined(separator: "\r\n") + "\r\n\r\n"
+                _ = text.utf8CString.withUnsafeBufferPointer { write(fd, $0.baseAddress, $0.count - 1) }
+                return readResponse(fd)
+            }
+            let described = request("DESCRIBE", url, ["Accept: application/sdp"])
+            sdp = described.components(separatedBy: "\r\n\r\n").dropFirst().joined(separator: "\r\n\r\n")
+            let control = sdp.split(whereSeparator: \.isNewline).first { $0.hasPrefix("a=control:") && !$0.hasSuffix("*") }
+                .map { String($0.dropFirst("a=control:".count)) } ?? "trackID=0"
+            let setup = request("SETUP", control.hasPrefix("rtsp:") ? control : url + "/" + control, ["Transport: RTP/AVP/TCP;unicast;interleaved=0-1"])
+            let session = setup.split(whereSeparator: \.isNewline).first { $0.lowercased().hasPrefix("session:") }
+                .map { $0.dropFirst("session:".count).split(separator: ";")[0].trimmingCharacters(in: .whitespaces) } ?? ""
+            _ = request("PLAY", url, ["Session: \(session)"])
+            packets = receivePackets(udp: nil, tcp: fd, until: nil, limit: 1500, seconds: 10, frames: 90)
+            close(fd)
+        }
+        kill(pid, SIGINT)
+        let (rc, text) = finish(pid, out)
+        note("loop rtsp: exit \(rc), \(packets.count) RTP packets over TCP; \(line(text, "encoder:"))")
+        check(
+            "camcap rtsp --pixel-format H264 from the loopback camera: RTP over TCP (interleaved), 0 encoders",
+            packets.count >= 30 && sdp.contains("H264") && text.contains("0 encoder instances"), "exit \(rc), sdp \(sdp.prefix(200)) \(text)")
+        try? sdp.write(toFile: "/tmp/loop-rtsp.sdp", atomically: false, encoding: .utf8)
+        writePackets(packets, to: "/tmp/loop-rtsp.pkts")
+        emitFile("loop-rtsp.sdp", "/tmp/loop-rtsp.sdp")
+        emitFile("loop-rtsp.pkts", "/tmp/loop-rtsp.pkts")
+    } else {
+        check("camcap rtsp from the loopback camera", false, "cannot start camcap")
     }
     if let (pid, fd) = feeder {
         kill(pid, SIGKILL) // not SIGTERM: a child spawned from a thread that blocks signals inherits the mask
