@@ -3,13 +3,18 @@
 # noisy VM), and what a long recording holds in memory.
 #
 #   Benchmarks/recording/cost.sh [FRAMES]      # default 300; needs valgrind and a release camcap
+#   SECTIONS="3 4" Benchmarks/recording/cost.sh  # only some of the parts below (default: all)
 #
 # 1. Instructions per frame: `camcap record --fast` from the fixture webcam at 1280x720 (MJPEG decode, encode,
 #    write), run under callgrind for FRAMES and FRAMES/3 frames; the difference over the extra frames is the
 #    record path's cost per frame (start-up cancels). The writer's share is the inclusive cost of
 #    RecordingOutput.write (FragmentedMP4Writer or AnnexBWriter inside it) per frame. Both containers, same
 #    settings, same threading (--fast: encoder on its own thread).
-# 2. Memory: peak RSS of a 1-minute and a 10-minute (capture time) MP4 recording (--fast, so it takes less
+# 3. A camera's own H.264 passed through against encoding the same frames (below).
+# 4. Multi-planar (#35): fixture:soc-mplane at 1280x720 in NM12 (planes in separate buffers) and NV12 (one buffer,
+#    through the same multi-planar API): the inclusive cost per frame of FrameConverter.convert, the one pass from
+#    the camera's planes to I420.
+# 5. Memory: peak RSS of a 1-minute and a 10-minute (capture time) MP4 recording (--fast, so it takes less
 #    wall time), from /usr/bin/time's maximum resident set size.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -30,7 +35,9 @@ ir_total() { # callgrind file → total Ir
 ir_of() { # callgrind file, symbol regex → inclusive Ir of the first matching function (Swift names are mangled)
   callgrind_annotate --inclusive=yes --threshold=100 "$1" 2>/dev/null | awk -v re="$2" '$0 ~ re && !done { gsub(",", "", $1); print $1; done = 1 }'
 }
-for container in h264 mp4; do
+sections=" ${SECTIONS:-1 2 3 4 5} "
+on() { [[ "$sections" == *" $1 "* ]]; }
+on 1 && for container in h264 mp4; do
   for n in $((frames / 3)) "$frames"; do
     valgrind --tool=callgrind --trace-children=yes --callgrind-out-file="$out/cg-$container-$n.%p" env LD_PRELOAD="$out/sigsuspend-shim.so" \
       "$camcap" record -d fixture:uvc-webcam -s 1280x720 --fast --frames "$n" -o "$out/rec-$n.$container" -q >/dev/null 2>&1
@@ -53,6 +60,7 @@ done
 #    once as MJPEG encoded by us; the inclusive cost per frame of PassthroughStage.consume(encoded:) (with the MP4
 #    writing it calls) against that of OpenH264's EncodeFrame (in the MJPEG run: our encoder; the fixture encodes
 #    only when it delivers H.264).
+if on 3; then
 for mode in H264 MJPG; do
   valgrind --tool=callgrind --trace-children=yes --callgrind-out-file="$out/cg-pt-$mode.%p" env LD_PRELOAD="$out/sigsuspend-shim.so" \
     "$camcap" record -d fixture:h264-webcam -s 1280x720 --pixel-format "$mode" --fast --frames "$frames" -o "$out/pt-$mode.mp4" -q >/dev/null 2>&1
@@ -65,7 +73,22 @@ import sys
 p, e, n = (int(x) for x in sys.argv[1:])
 print(f"passthrough: {p/n/1e3:.1f} k instructions/frame (PassthroughStage.consume(encoded:), MP4 writing included); encoding the same 720p frames: {e/n/1e6:.2f} M/frame (OpenH264 EncodeFrame): {100*p/max(e,1):.3f} %")
 PY
-for seconds in 60 600; do
+fi
+if on 4; then
+  for fourcc in NM12 NV12; do
+    valgrind --tool=callgrind --trace-children=yes --callgrind-out-file="$out/cg-mp-$fourcc.%p" env LD_PRELOAD="$out/sigsuspend-shim.so" \
+      "$camcap" record -d fixture:soc-mplane -s 1280x720 --pixel-format "$fourcc" --fast --frames "$frames" -o "$out/mp-$fourcc.mp4" -q >/dev/null 2>&1
+    mv "$(ls -S "$out"/cg-mp-$fourcc.* | awk 'NR == 1')" "$out/cg-mp-$fourcc"
+  done
+  nm12=$(ir_of "$out/cg-mp-NM12" 'FrameConverterC7convert_')
+  nv12=$(ir_of "$out/cg-mp-NV12" 'FrameConverterC7convert_')
+  python3 - "${nm12:-0}" "${nv12:-0}" "$frames" <<'PY'
+import sys
+a, b, n = (int(x) for x in sys.argv[1:])
+print(f"multi-planar 720p to I420 (FrameConverter.convert, inclusive): NM12 {a/n/1e3:.1f} k instructions/frame, NV12 {b/n/1e3:.1f} k/frame: NM12/NV12 = {a/max(b,1):.3f}")
+PY
+fi
+on 5 && for seconds in 60 600; do
   /usr/bin/time -f "%M" -o "$out/rss-$seconds" "$camcap" record -d fixture:uvc-webcam -s 1280x720 --fast --noise 3 \
     --duration "$seconds" -o "$out/long-$seconds.mp4" -q >/dev/null
   echo "mp4 recording of ${seconds} s (capture time): peak RSS $(cat "$out/rss-$seconds") KiB, $(stat -c %s "$out/long-$seconds.mp4") bytes written"
