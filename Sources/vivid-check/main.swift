@@ -56,16 +56,7 @@ func spawn(_ path: String, _ args: [String], capture: Bool) -> (pid: pid_t, fd: 
 @discardableResult
 func v4l2ctl(_ args: [String]) -> (Int32, String) {
     guard let (pid, fd) = spawn("/usr/bin/v4l2-ctl", args, capture: true) else { return (-1, "spawn failed") }
-    var out = [UInt8](), buf = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let n = read(fd, &buf, buf.count)
-        if n <= 0 { break }
-        out += buf[0..<n]
-    }
-    close(fd)
-    var status: Int32 = 0
-    waitpid(pid, &status, 0)
-    return ((status >> 8) & 0xff, String(decoding: out, as: UTF8.self))
+    return finish(pid, fd)
 }
 
 let checksStarted = Date()
@@ -779,13 +770,16 @@ func readResponse(_ fd: Int32) -> String {
 
 /// RTP packets as they arrive: datagrams on `udp` while `until` runs, or interleaved channel-0 frames on `tcp`
 /// (`$`, channel, 16-bit length) until `frames` marker bits; at most `limit` packets and `seconds`.
-func receivePackets(udp: Int32?, tcp: Int32?, until pid: pid_t?, limit: Int, seconds: Double, frames: Int = .max) -> [[UInt8]] {
+func receivePackets(
+    udp: Int32?, tcp: Int32?, until pid: pid_t?, limit: Int, seconds: Double, frames: Int = .max
+) -> (packets: [[UInt8]], reaped: Int32?) {
     var packets: [[UInt8]] = []
     var buf = [UInt8](repeating: 0, count: 65536)
     let end = Date().addingTimeInterval(seconds)
     var markers = 0
     var pending: [UInt8] = []
     var exited = false
+    var reaped: Int32?
     while Date() < end && packets.count < limit && markers < frames {
         var p = pollfd(fd: udp ?? tcp ?? -1, events: Int16(POLLIN), revents: 0)
         if poll(&p, 1, 100) > 0 {
@@ -813,15 +807,15 @@ func receivePackets(udp: Int32?, tcp: Int32?, until pid: pid_t?, limit: Int, sec
         if let pid, !exited {
             var status: Int32 = 0
             exited = waitpid(pid, &status, WNOHANG) == pid
-            if exited { exitedStatus[pid] = status }
+            if exited { reaped = status }
         }
     }
-    return packets
+    return (packets, reaped)
 }
-nonisolated(unsafe) var exitedStatus: [pid_t: Int32] = [:]
 
-/// Waits for `pid` (or takes the status `receivePackets` reaped), reads what it printed: exit code and text.
-func finish(_ pid: pid_t, _ fd: Int32) -> (Int32, String) {
+/// Reads what `pid` printed to `fd` until it closes, then waits for it (unless `reaped` is its status already):
+/// exit code and text.
+func finish(_ pid: pid_t, _ fd: Int32, reaped: Int32? = nil) -> (Int32, String) {
     var out = [UInt8](), buf = [UInt8](repeating: 0, count: 65536)
     while true {
         let n = read(fd, &buf, buf.count)
@@ -829,8 +823,8 @@ func finish(_ pid: pid_t, _ fd: Int32) -> (Int32, String) {
         out += buf[0..<n]
     }
     close(fd)
-    var status: Int32 = exitedStatus[pid] ?? 0
-    if exitedStatus[pid] == nil { waitpid(pid, &status, 0) }
+    var status: Int32 = reaped ?? 0
+    if reaped == nil { waitpid(pid, &status, 0) }
     return ((status >> 8) & 0xff, String(decoding: out, as: UTF8.self))
 }
 
@@ -848,16 +842,7 @@ func writePackets(_ packets: [[UInt8]], to path: String) {
 /// Runs camcap to its end: exit code and everything it printed.
 func camcap(_ args: [String]) -> (Int32, String) {
     guard let (pid, fd) = spawn("/check/camcap", args, capture: true) else { return (-1, "cannot start camcap") }
-    var out = [UInt8](), buf = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let n = read(fd, &buf, buf.count)
-        if n <= 0 { break }
-        out += buf[0..<n]
-    }
-    close(fd)
-    var status: Int32 = 0
-    waitpid(pid, &status, 0)
-    return ((status >> 8) & 0xff, String(decoding: out, as: UTF8.self))
+    return finish(pid, fd)
 }
 
 /// A file for the host to judge (ffprobe, the fed H.264): base64 between FILE-BEGIN NAME and FILE-END.
@@ -1027,8 +1012,8 @@ if FileManager.default.fileExists(atPath: loopNode) && FileManager.default.fileE
         "/check/camcap", ["stream", "-d", loopNode, "--pixel-format", "H264", "--to", "127.0.0.1:\(rtpPort)", "--sdp", "/tmp/loop-rtp.sdp", "--frames", "150"],
         capture: true)
     {
-        let packets = receivePackets(udp: udp, tcp: nil, until: pid, limit: 100_000, seconds: 40)
-        let (rc, text) = finish(pid, out)
+        let (packets, reaped) = receivePackets(udp: udp, tcp: nil, until: pid, limit: 100_000, seconds: 40)
+        let (rc, text) = finish(pid, out, reaped: reaped)
         close(udp)
         note("loop stream: exit \(rc), \(packets.count) RTP packets; \(line(text, "encoder:"))")
         check(
@@ -1065,7 +1050,7 @@ if FileManager.default.fileExists(atPath: loopNode) && FileManager.default.fileE
             let session = setup.split(whereSeparator: \.isNewline).first { $0.lowercased().hasPrefix("session:") }
                 .map { $0.dropFirst("session:".count).split(separator: ";")[0].trimmingCharacters(in: .whitespaces) } ?? ""
             _ = request("PLAY", url, ["Session: \(session)"])
-            packets = receivePackets(udp: nil, tcp: fd, until: nil, limit: 1500, seconds: 10, frames: 90)
+            packets = receivePackets(udp: nil, tcp: fd, until: nil, limit: 1500, seconds: 10, frames: 90).packets
             close(fd)
         }
         kill(pid, SIGINT)
