@@ -161,7 +161,7 @@ public final class RTPOutput: EncodedOutput {
             ),
             (
                 "feedback",
-                "\(s.nacksReceived) NACKs (\(s.retransmissions) retransmitted, \(s.retransmittedBytes) bytes; \(s.nacksIgnored) ignored, \(s.retransmissionsOverBudget) over budget, \(s.nacksBeforeKeyFrame) before a key frame), \(s.keyFrameRequests) key-frame requests (\(s.keyFrameRequestsHonoured) honoured), REMB \(s.rembBitrate.map { "\($0 / 1000) kbps" } ?? "-"), \(s.rtcpErrors) malformed RTCP, \(s.rtcpFromStrangers) RTCP datagrams from other addresses dropped"
+                "\(s.nacksReceived) NACKs (\(s.retransmissions) retransmitted, \(s.retransmittedBytes) bytes; \(s.nacksIgnored) ignored, \(s.retransmissionsOverBudget) over budget, \(s.nacksBeforeKeyFrame) before a key frame), \(s.keyFrameRequests) key-frame requests (\(s.keyFrameRequestsHonoured) honoured), REMB \(s.rembBitrate.map { "\($0 / 1000) kbps" } ?? "-"), \(s.rtcpErrors) malformed RTCP, \(s.rtcpFromStrangers) RTCP datagrams from elsewhere than the receiver's ports dropped"
             ),
         ]
     }
