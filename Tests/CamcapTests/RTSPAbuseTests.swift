@@ -25,11 +25,11 @@ import TestSupport
         let extra = try RawRTSP(port: server.port, from: "127.0.0.2")
         #expect(extra.response()?.status == 503)
         // The holders keep sending OPTIONS, once a second, in the background.
-        let stop = Atomic3()
+        let stop = Atomic3(), all = Holders(holders)
         let keeper = Thread {
             var cseq = 2
             while !stop.isSet {
-                for h in holders { h.send("OPTIONS * RTSP/1.0\r\nCSeq: \(cseq)\r\n\r\n") }
+                for h in all.list { h.send("OPTIONS * RTSP/1.0\r\nCSeq: \(cseq)\r\n\r\n") }
                 cseq += 1
                 usleep(1_000_000)
             }
@@ -220,6 +220,13 @@ import TestSupport
             "FIGURE rtsp --listen 0.0.0.0:0 without --user: refused (\(refused.err.split(separator: "\n").first ?? "")); with --no-auth it serves and says so"
         )
     }
+}
+
+/// Connections handed to another thread (each is used by one thread at a time).
+final class Holders: @unchecked Sendable {
+    // @unchecked: the keeper thread only sends on them while the test thread only reads their state.
+    let list: [RawRTSP]
+    init(_ list: [RawRTSP]) { self.list = list }
 }
 
 /// A flag set once, read from another thread.

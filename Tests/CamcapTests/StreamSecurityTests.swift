@@ -14,7 +14,7 @@ final class RTPCollector: @unchecked Sendable {
     private var thread: Thread?
 
     init() {
-        fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
         var a = sockaddr_in()
         a.sin_family = sa_family_t(AF_INET)
         a.sin_addr.s_addr = inet_addr("127.0.0.1")
@@ -23,11 +23,12 @@ final class RTPCollector: @unchecked Sendable {
         }
         var n = socklen_t(MemoryLayout<sockaddr_in>.size)
         _ = withUnsafeMutablePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &n) } }
-        port = Int(UInt16(bigEndian: a.sin_port))
         var tv = timeval(tv_sec: 0, tv_usec: 100_000)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         var size: Int32 = 4 << 20
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        self.fd = fd
+        port = Int(UInt16(bigEndian: a.sin_port))
         let t = Thread { [self] in loop() }
         thread = t
         t.start()

@@ -152,6 +152,7 @@ final class TestUDP {
         #expect(!tcp.isEmpty && !udp.isEmpty)
         let sameAddress = RTSPConnection(client: "127.0.0.1", channel: EmbeddedChannel())
         let stranger = RTSPConnection(client: "127.0.0.2", channel: EmbeddedChannel())
+        for c in [sameAddress, stranger] { _ = hub.handle(request("DESCRIBE", url, cseq: 1), on: c) } // SETUP may come next
         for (id, who) in [(tcp, sameAddress), (tcp, stranger), (udp, stranger)] {
             for (i, m) in ["PAUSE", "TEARDOWN", "PLAY", "GET_PARAMETER"].enumerated() {
                 #expect(hub.handle(request(m, url, cseq: 10 + i, [RTSPHeader("Session", id)]), on: who).status == 454, "\(m) from \(who.client)")
