@@ -3,20 +3,23 @@ import Testing
 import TestSupport
 
 /// A UDP receiver on 127.0.0.1 that collects RTP on a thread of its own: packets, bytes, the frames that
-/// carry an IDR slice, the SSRC.
+/// carry an IDR slice, the SSRC, the first SPS and PPS. `stop()` ends it and closes the socket.
 final class RTPCollector: @unchecked Sendable {
     // @unchecked: the counters are only touched under `lock`; `fd` is set once.
     let fd: Int32
     let port: Int
     private let lock = NSLock()
     private var packets = 0, bytes = 0, idrTimestamps = Set<UInt32>(), ssrcValue: UInt32?
+    private var spsValue: [UInt8]?, ppsValue: [UInt8]?
     private var stopped = false
     private var thread: Thread?
 
-    init() {
+    /// Listens on 127.0.0.1:`port` (a free port when 0).
+    init(port: Int = 0) {
         let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
         var a = sockaddr_in()
         a.sin_family = sa_family_t(AF_INET)
+        a.sin_port = in_port_t(UInt16(port).bigEndian)
         a.sin_addr.s_addr = inet_addr("127.0.0.1")
         _ = withUnsafePointer(to: &a) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
@@ -28,13 +31,11 @@ final class RTPCollector: @unchecked Sendable {
         var size: Int32 = 4 << 20
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
         self.fd = fd
-        port = Int(UInt16(bigEndian: a.sin_port))
+        self.port = Int(UInt16(bigEndian: a.sin_port))
         let t = Thread { [self] in loop() }
         thread = t
         t.start()
     }
-    deinit { close(fd) }
-
     private func loop() {
         var b = [UInt8](repeating: 0, count: 2048)
         while !lock.withLock({ stopped }) {
@@ -49,7 +50,21 @@ final class RTPCollector: @unchecked Sendable {
             let type = b[o] & 0x1f
             var idr = type == 5
             if type == 28, o + 1 < n { idr = b[o + 1] & 0x1f == 5 && b[o + 1] & 0x80 != 0 } // FU-A start of an IDR slice
+            // SPS and PPS travel alone or in a STAP-A (type 24: 16-bit sizes, each followed by its NAL unit).
+            var units: [[UInt8]] = []
+            if type == 7 || type == 8 { units.append(Array(b[o..<n])) }
+            if type == 24 {
+                var i = o + 1
+                while i + 2 <= n {
+                    let size = Int(b[i]) << 8 | Int(b[i + 1])
+                    guard size > 0, i + 2 + size <= n else { break }
+                    units.append(Array(b[(i + 2)..<(i + 2 + size)]))
+                    i += 2 + size
+                }
+            }
             lock.withLock {
+                for u in units where u[0] & 0x1f == 7 && spsValue == nil { spsValue = u }
+                for u in units where u[0] & 0x1f == 8 && ppsValue == nil { ppsValue = u }
                 packets += 1
                 bytes += n
                 ssrcValue = ssrc
@@ -61,9 +76,14 @@ final class RTPCollector: @unchecked Sendable {
     /// Packets, bytes, key frames (distinct RTP times with an IDR slice) and the SSRC so far.
     var figures: (packets: Int, bytes: Int, keyFrames: Int, ssrc: UInt32?) { lock.withLock { (packets, bytes, idrTimestamps.count, ssrcValue) } }
 
+    /// The first SPS and PPS the stream carried.
+    var parameterSets: (sps: [UInt8]?, pps: [UInt8]?) { lock.withLock { (spsValue, ppsValue) } }
+
     func stop() {
         lock.withLock { stopped = true }
         while thread?.isFinished == false { usleep(10_000) }
+        thread = nil // the thread's closure held self
+        close(fd)
     }
 }
 
@@ -135,10 +155,9 @@ final class RTPCollector: @unchecked Sendable {
     }
 
     /// `--sdp-only` writes the SDP of the stream that follows: the same SSRC (derived from --to, or --ssrc) and
-    /// the same SPS/PPS, colour description included, as the stream's copy carries.
+    /// the same SPS/PPS, colour description included, as the stream carries (the receiver reads them off the wire).
     @Test func theSDPWrittenBeforehandDescribesTheStream() throws {
-        let port = basePort + 19, sdp = work + "/before.sdp", copy = work + "/before.h264"
-        try? FileManager.default.removeItem(atPath: copy)
+        let port = basePort + 19, sdp = work + "/before.sdp"
         for ssrcArgs in [[String](), ["--ssrc", "3735928559"]] {
             let w = try sh(
                 camcap, ["stream", "-d", "fixture:vivid", "-s", "640x360", "--to", "127.0.0.1:\(port)", "--sdp", sdp, "--sdp-only"] + ssrcArgs)
@@ -146,28 +165,16 @@ final class RTPCollector: @unchecked Sendable {
             let text = try String(contentsOfFile: sdp, encoding: .utf8)
             let announced = text.components(separatedBy: "a=ssrc:").dropFirst().first.map { String($0.prefix { $0.isNumber }) } ?? ""
             let sprop =
-                text.components(separatedBy: "sprop-parameter-sets=").dropFirst().first.map { String($0.prefix { $0 != "\r" && $0 != ";" }) } ?? ""
+                text.components(separatedBy: "sprop-parameter-sets=").dropFirst().first.map { String($0.prefix { !$0.isNewline && $0 != ";" }) } ?? ""
+            let receiver = RTPCollector(port: port)
             let r = try sh(
-                camcap,
-                ["stream", "-d", "fixture:vivid", "-s", "640x360", "--to", "127.0.0.1:\(port)", "--frames", "30", "--output", copy, "-q"] + ssrcArgs)
+                camcap, ["stream", "-d", "fixture:vivid", "-s", "640x360", "--to", "127.0.0.1:\(port)", "--frames", "30", "-q"] + ssrcArgs)
             #expect(r.code == 0, "\(r.err)")
-            let used = r.out.components(separatedBy: "(SSRC ").dropFirst().first.map { String($0.prefix { $0.isNumber }) } ?? "?"
-            // The copy's first SPS and PPS (Annex B), as base64.
-            let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: copy)))
-            var units: [[UInt8]] = [], i = 0, start: Int?
-            while i + 3 <= bytes.count {
-                if bytes[i] == 0, bytes[i + 1] == 0, bytes[i + 2] == 1 {
-                    if let s = start { units.append(Array(bytes[s..<(i > 0 && bytes[i - 1] == 0 ? i - 1 : i)])) }
-                    start = i + 3
-                    i += 3
-                    if units.count >= 8 { break }
-                } else {
-                    i += 1
-                }
-            }
-            let sps = units.first { $0.first.map { $0 & 0x1f == 7 } ?? false } ?? [],
-                pps = units.first { $0.first.map { $0 & 0x1f == 8 } ?? false } ?? []
-            let streamed = Data(sps).base64EncodedString() + "," + Data(pps).base64EncodedString()
+            _ = waitUntil(timeout: 5, every: 0.01) { receiver.parameterSets.pps != nil }
+            receiver.stop()
+            let used = receiver.figures.ssrc.map(String.init) ?? "?"
+            let ps = receiver.parameterSets
+            let streamed = Data(ps.sps ?? []).base64EncodedString() + "," + Data(ps.pps ?? []).base64EncodedString()
             print(
                 "FIGURE --sdp-only \(ssrcArgs.joined(separator: " ")): a=ssrc:\(announced), the stream's SSRC \(used); sprop \(sprop) vs the stream's \(streamed)"
             )
