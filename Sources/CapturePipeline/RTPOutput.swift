@@ -97,7 +97,10 @@ public final class RTPOutput: EncodedOutput {
         sender.setFeedbackHandlers(keyFrameRequest: { control.requestKeyFrame() }, bitrateEstimate: { _ in })
     }
 
-    /// The SDP a receiver opens for this stream (the same settings always give the same SPS/PPS).
+    /// The SDP a receiver opens for a stream encoded with `settings` (the same settings always give the same
+    /// SPS/PPS). The SPS carries the colour description of `settings.colorSpace` only: a stream of camera
+    /// frames takes the camera's (`EncodeStage` sets it from the first frame), so set it to the camera's, or
+    /// take the SPS/PPS of an encoded camera frame instead (as `camcap stream --sdp-only` does).
     public static func sdp(
         for settings: H264Encoder.Settings, target: StreamTarget, ssrc: UInt32, rtxPayloadType: UInt8?, videoOrientationExtensionID: UInt8? = nil
     ) throws -> String {
