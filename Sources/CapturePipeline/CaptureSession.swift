@@ -37,6 +37,9 @@ public protocol PictureStage: AnyObject {
     /// False while the stage has no use for pictures (an encoder whose outputs have nobody to send to); when
     /// no stage wants pictures for `Configuration.idleReleaseNs`, the camera is released.
     var wantsPictures: Bool { get }
+    /// The path of a file the stage writes to that has not received a byte (a failed run then says that nothing
+    /// was written to it); nil when it has, or the stage writes no file.
+    var unwrittenFile: String? { get }
 }
 
 extension PictureStage {
@@ -50,6 +53,8 @@ extension PictureStage {
     public var progress: String? { nil }
     /// Always true: the stage keeps the camera running.
     public var wantsPictures: Bool { true }
+    /// nil: the stage writes no file.
+    public var unwrittenFile: String? { nil }
 }
 
 /// One capture session from negotiation to summary: `init` does everything that can fail before the camera
@@ -449,7 +454,9 @@ public final class CaptureSession {
             report.failure = PipelineError(
                 .captureFailed, "capture failed after \(report.processed) frames: \(e) — what was written is complete and playable")
         } else if let e = stageError ?? endError {
-            report.failure = PipelineError(.outputFailed, "stopped after \(report.processed) frames: \(e) — what was written before is playable")
+            let outcome =
+                stages.lazy.compactMap(\.unwrittenFile).first.map { "nothing was written to \($0)" } ?? "what was written before is playable"
+            report.failure = PipelineError(.outputFailed, "stopped after \(report.processed) frames: \(e) — \(outcome)")
         } else if report.processed == 0 {
             report.failure = PipelineError(.noFrames, "no frame was captured from \(device.path)")
         }

@@ -25,6 +25,8 @@ public protocol EncodedFrameStage: PictureStage {
 /// An access unit that is not Annex-B (garbage, a truncated buffer) is dropped and counted as malformed; the
 /// stream resumes at the next key frame. No allocation per frame once the buffers have grown.
 public final class PassthroughStage: EncodedFrameStage {
+    /// The first output's file that has not received a byte.
+    public var unwrittenFile: String? { outputs.lazy.compactMap(\.unwrittenFile).first }
     private let outputs: [any EncodedOutput]
     /// Key-frame requests from receivers (the same type an encoder takes them on): forwarded to the camera.
     public let control = EncoderControl()

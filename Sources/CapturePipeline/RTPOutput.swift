@@ -98,7 +98,10 @@ public final class RTPOutput: EncodedOutput {
         sender.setFeedbackHandlers(keyFrameRequest: { control.requestKeyFrame() }, bitrateEstimate: { bps in follower.update(bitsPerSecond: bps) })
     }
 
-    /// The SDP a receiver opens for this stream (the same settings always give the same SPS/PPS).
+    /// The SDP a receiver opens for a stream encoded with `settings` (the same settings always give the same
+    /// SPS/PPS). The SPS carries the colour description of `settings.colorSpace` only: a stream of camera
+    /// frames takes the camera's (`EncodeStage` sets it from the first frame), so set it to the camera's, or
+    /// take the SPS/PPS of an encoded camera frame instead (as `camcap stream --sdp-only` does).
     public static func sdp(
         for settings: H264Encoder.Settings, target: StreamTarget, ssrc: UInt32, rtxPayloadType: UInt8?, videoOrientationExtensionID: UInt8? = nil
     ) throws -> String {
@@ -162,7 +165,7 @@ public final class RTPOutput: EncodedOutput {
             ),
             (
                 "feedback",
-                "\(s.nacksReceived) NACKs (\(s.retransmissions) retransmitted, \(s.retransmittedBytes) bytes; \(s.nacksIgnored) ignored, \(s.retransmissionsOverBudget) over budget, \(s.nacksBeforeKeyFrame) before a key frame), \(s.keyFrameRequests) key-frame requests (\(s.keyFrameRequestsHonoured) honoured), REMB \(s.rembBitrate.map { "\($0 / 1000) kbps" } ?? "-"), \(s.rtcpErrors) malformed RTCP, \(s.rtcpFromStrangers) RTCP datagrams from other addresses dropped"
+                "\(s.nacksReceived) NACKs (\(s.retransmissions) retransmitted, \(s.retransmittedBytes) bytes; \(s.nacksIgnored) ignored, \(s.retransmissionsOverBudget) over budget, \(s.nacksBeforeKeyFrame) before a key frame), \(s.keyFrameRequests) key-frame requests (\(s.keyFrameRequestsHonoured) honoured), REMB \(s.rembBitrate.map { "\($0 / 1000) kbps" } ?? "-"), \(s.rtcpErrors) malformed RTCP, \(s.rtcpFromStrangers) RTCP datagrams from elsewhere than the receiver's ports dropped"
             ),
         ]
     }

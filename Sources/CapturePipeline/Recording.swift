@@ -299,6 +299,8 @@ public final class RecordingOutput: EncodedOutput {
     }
 
     /// The `output` line (one file) or the `segments` lines.
+    /// The file being written while no byte has reached it.
+    public var unwrittenFile: String? { segments.isEmpty && sink.bytesWritten == 0 ? sink.path : nil }
     public var summary: [(String, String)] {
         let kind = configuration.container == .mp4 ? "fragmented MP4" : "Annex-B H.264"
         guard configuration.segmentSeconds != nil else {

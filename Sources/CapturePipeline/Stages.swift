@@ -28,8 +28,13 @@ public protocol EncodedOutput: AnyObject {
     var progress: String? { get }
     /// Summary lines (label, value).
     var summary: [(String, String)] { get }
+    /// The path of a file this output writes to that has not received a byte (a failed run then says that
+    /// nothing was written, not that what was written is playable); nil when it has, or it writes no file.
+    var unwrittenFile: String? { get }
 }
 extension EncodedOutput {
+    /// nil: the output writes no file.
+    public var unwrittenFile: String? { nil }
     /// Nothing: the output adds nothing to the progress line.
     public var progress: String? { nil }
     /// False: writes stay on the pipeline's task unless the output says otherwise.
@@ -317,6 +322,8 @@ public final class EncodeStage: PictureStage {
                 ? [] : [("reconfigured", delivery.tally.withLock { $0.sizeChanges }.joined(separator: ", "))])
             + outputs.flatMap(\.summary)
     }
+    /// The first output's file that has not received a byte.
+    public var unwrittenFile: String? { outputs.lazy.compactMap(\.unwrittenFile).first }
 }
 
 /// An Annex-B `.h264` file (SPS+PPS before every IDR), flushed about once a second of capture so that an
@@ -347,6 +354,8 @@ public final class AnnexBFileOutput: EncodedOutput {
     public func discard() { writer.discard() }
     /// The `output` line: path, bytes and frames on disk.
     public var summary: [(String, String)] { [("output", "\(writer.path) (\(writer.bytesWritten) bytes, \(writer.framesOnDisk) frames on disk)")] }
+    /// The path while no byte has reached it.
+    public var unwrittenFile: String? { writer.bytesWritten == 0 ? writer.path : nil }
 }
 
 /// Writes every picture to a Y4M file (claimed before the camera starts; the header takes the first picture's size).

@@ -64,10 +64,20 @@ package struct RTCPResponder: Sendable {
     }
 }
 
-/// Whose RTCP a sender with its own sockets obeys: the destination's address and the configured others
-/// (any port). Everything else is a stranger's, dropped unread.
+/// Whose RTCP a sender with its own sockets obeys: the receiver's own sockets (the destination's address with
+/// its RTP or RTCP port: another program on the receiver's host is a stranger) and the addresses the owner
+/// named (any port). Everything else is a stranger's, dropped unread.
 package struct FeedbackFilter: Sendable {
-    private let trusted: [[UInt8]]
-    package init(_ addresses: [SocketAddress]) { trusted = addresses.map { $0.parts.host } }
-    package func accepts(_ source: SocketAddress) -> Bool { trusted.contains(source.parts.host) }
+    /// Sources trusted by address and port (the receiver's own sockets).
+    private let exact: [(host: [UInt8], port: UInt16)]
+    /// Sources trusted by address alone, whatever their port (addresses the owner named).
+    private let hosts: [[UInt8]]
+    package init(exact: [SocketAddress], anyPort: [SocketAddress] = []) {
+        self.exact = exact.map { $0.parts }
+        hosts = anyPort.map { $0.parts.host }
+    }
+    package func accepts(_ source: SocketAddress) -> Bool {
+        let p = source.parts
+        return exact.contains { $0.host == p.host && $0.port == p.port } || hosts.contains(p.host)
+    }
 }

@@ -120,8 +120,10 @@ public final class RTPSender: @unchecked Sendable {
         public var keyFrameRequestIntervalNs: Int64 = 300_000_000
         /// The CNAME sent in the SDES of each sender report.
         public var cname = "swift-video-capture"
-        /// Besides the destination host, the addresses whose RTCP is obeyed (a receiver that reports from
-        /// another address of its own). Feedback from any other address is dropped and counted
+        /// Besides the receiver's own sockets (the destination address from its RTP or RTCP port), where RTCP is
+        /// obeyed from: an address (any port: a receiver that reports from another address of its own), or
+        /// `ADDRESS:PORT` / `[V6]:PORT` (that port only: a receiver that reports from a socket of its own).
+        /// Feedback from anywhere else, another port of the receiver's host included, is dropped and counted
         /// (`Statistics.rtcpFromStrangers`). Only for a sender that owns its sockets.
         public var feedbackFrom: [String] = []
         /// Retransmissions may use at most this share of the media bitrate (over a sliding second), so that
@@ -229,6 +231,8 @@ public final class RTPSender: @unchecked Sendable {
     public let rtpTimestampOffset: UInt32
     /// The local port receivers send RTCP to (0 over an owner's transport).
     public let localRTCPPort: Int
+    /// The local addresses of the sender's own RTP and RTCP sockets ("host:port"), nil over an owner's transport.
+    package var localAddresses: (rtp: String, rtcp: String)? { udp?.localAddresses }
 
     /// What the sending thread and the feedback side share.
     private struct Shared {

@@ -3,9 +3,10 @@ import SystemIO
     import Glibc
 #endif
 
-/// RTP and RTCP over UDP sockets of their own (through SystemIO): media to `host:port`, RTCP to the RTCP port
-/// (or the same with rtcp-mux) from a socket bound on the interface that reaches the destination, where the
-/// receivers' feedback arrives and is filtered by source address.
+/// RTP and RTCP over UDP sockets of their own (through SystemIO), both bound on the interface that reaches the
+/// destination: media to `host:port`, RTCP to the RTCP port (or the same with rtcp-mux) from the socket where
+/// the receiver's feedback arrives, obeyed only from the receiver's own ports (and any port of the addresses
+/// named in `feedbackFrom`).
 final class UDPTransport: RTPTransport {
     private let rtpSocket: UDPSocket
     private let rtcpSocket: UDPSocket
@@ -23,14 +24,20 @@ final class UDPTransport: RTPTransport {
         guard let a = SocketAddress(host: c.host, port: c.port), let r = SocketAddress(host: c.host, port: rtcpPort) else {
             throw RTPError(.invalidConfiguration, "cannot resolve \(c.host): give an IPv4 or IPv6 address")
         }
-        var trusted = [a]
+        var trusted: [SocketAddress] = [], exact = [a, r]
         for h in c.feedbackFrom {
-            guard let f = SocketAddress(host: h, port: 0) else {
-                throw RTPError(.invalidConfiguration, "cannot take feedback from \"\(h.prefix(64))\": give an IPv4 or IPv6 address")
+            if let f = SocketAddress(host: h, port: 0) {
+                trusted.append(f)
+            } else if let (host, port) = UDPTransport.hostAndPort(h), let f = SocketAddress(host: host, port: port) {
+                exact.append(f)
+            } else {
+                throw RTPError(
+                    .invalidConfiguration, "cannot take feedback from \"\(h.prefix(64))\": give an IPv4 or IPv6 address, or ADDRESS:PORT")
             }
-            trusted.append(f)
         }
-        filter = FeedbackFilter(trusted)
+        // The receiver's RTCP comes from its RTCP port (or its one socket, the RTP port); another port of its
+        // host is another program's.
+        filter = FeedbackFilter(exact: exact, anyPort: trusted)
         rtpAddress = a
         rtcpAddress = r
         let s1: UDPSocket, s2: UDPSocket
@@ -48,9 +55,43 @@ final class UDPTransport: RTPTransport {
                 .socketFailed, "cannot listen for RTCP on port \(c.localRTCPPort)\(error.errno == EADDRINUSE ? ": the port is in use" : "")",
                 errno: error.errno)
         }
+        if !c.rtcpMux {
+            // The RTP socket on the same interface (any port): not on every interface, where anything sent to
+            // its port from anywhere would reach it.
+            var media = local
+            media.port = 0
+            do throws(SystemError) { try s1.bind(media) } catch {
+                throw RTPError(.socketFailed, "cannot bind the RTP socket to \(media.hostText)", errno: error.errno)
+            }
+        }
         localRTCPPort = Int((try? s2.localAddress())?.port ?? local.port)
         rtpSocket = s1
         rtcpSocket = s2
+    }
+
+    /// `HOST:PORT` or `[V6]:PORT` → its parts (the port 1…65535); nil otherwise.
+    static func hostAndPort(_ s: String) -> (String, Int)? {
+        let host: Substring, port: Substring
+        if s.hasPrefix("["), let close = s.firstIndex(of: "]"), s[close...].hasPrefix("]:") {
+            host = s[s.index(after: s.startIndex)..<close]
+            port = s[s.index(close, offsetBy: 2)...]
+        } else if let colon = s.firstIndex(of: ":"), s.lastIndex(of: ":") == colon {
+            host = s[..<colon]
+            port = s[s.index(after: colon)...]
+        } else {
+            return nil
+        }
+        guard let p = Int(port), (1...65535).contains(p), !host.isEmpty else { return nil }
+        return (String(host), p)
+    }
+
+    /// The local addresses of the RTP and RTCP sockets ("host:port"; tests).
+    var localAddresses: (rtp: String, rtcp: String) {
+        func text(_ s: UDPSocket) -> String {
+            guard let a = try? s.localAddress() else { return "?" }
+            return "\(a.hostText):\(a.port)"
+        }
+        return (text(rtpSocket), text(rtcpSocket))
     }
 
     func sendRTP(_ packet: UnsafeRawBufferPointer) -> Int32 { rtpSocket.send(packet, to: rtpAddress) }

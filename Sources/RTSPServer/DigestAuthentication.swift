@@ -1,13 +1,16 @@
 import Foundation
 import SystemIO
 import VideoCapture
+import Synchronization
 
 /// HTTP Digest authentication for RTSP (RFC 2617, RFC 7616) with MD5, the algorithm ffmpeg, VLC (live555),
-/// GStreamer and go2rtc all speak. Nonces are stateless: the issue time and a keyed MD5 of it with a secret
-/// made at start, so a nonce cannot be forged and expires after `nonceLifetimeNs` (then the client is told
-/// `stale=true` and retries with a new one, without asking its user again). Responses are compared in
-/// constant time. The challenge carries no `qop` (live555 ignores it); responses with `qop=auth` are
-/// accepted too.
+/// GStreamer and go2rtc all speak. A nonce is the issue time and an HMAC-MD5 of it and the client's address
+/// with a secret made at start: it cannot be forged, it is good only from the address it was given to (a
+/// captured exchange does not replay from elsewhere), and it expires after `nonceLifetimeNs` (then the client
+/// is told `stale=true` and retries with a new one, without asking its user again). The challenge offers
+/// `qop="auth"`: a client that uses it (ffmpeg) numbers its requests (`nc`), and a number not above the last
+/// one seen with that nonce is refused (a replay). Clients that answer without `qop` (live555, GStreamer) are
+/// accepted too. The answer's `uri` must be the request's. Responses are compared in constant time.
 public struct DigestAuthenticator: Sendable {
     /// The realm shown to users and mixed into the hash.
     public let realm: String
@@ -16,7 +19,8 @@ public struct DigestAuthenticator: Sendable {
     private let user: String
     /// MD5(user:realm:password), hex: the password itself is not kept.
     private let ha1: String
-    private let secret: String
+    private let secret: [UInt8]
+    private let counts: NonceCounts
 
     /// An authenticator for one user. `realm` names the camera (ASCII without quotes).
     public init(user: String, password: String, realm: String = "camcap", nonceLifetimeNs: Int64 = 300_000_000_000) {
@@ -25,7 +29,8 @@ public struct DigestAuthenticator: Sendable {
         self.nonceLifetimeNs = nonceLifetimeNs
         ha1 = MD5.hex(Array("\(user):\(self.realm):\(password)".utf8))
         var g = SystemRandomNumberGenerator()
-        secret = (0..<4).map { _ in String(g.next(), radix: 16) }.joined()
+        secret = (0..<32).map { _ in UInt8.random(in: 0...255, using: &g) }
+        counts = NonceCounts()
     }
 
     /// The outcome of checking a request's `Authorization` header.
@@ -34,43 +39,59 @@ public struct DigestAuthenticator: Sendable {
         case authorized
         /// Valid credentials, but the nonce has expired: challenge again with `stale=true`.
         case stale
-        /// No credentials, or wrong ones (the reason is for logs, never for the client).
+        /// No `Authorization` header: challenge (not a wrong answer).
+        case missing
+        /// Wrong credentials, a nonce that is not this client's, a replayed `nc` or a `uri` that is not the
+        /// request's (the reason is for logs, never for the client).
         case refused(String)
     }
 
-    /// The `WWW-Authenticate` value for a 401: a fresh nonce, and `stale=true` when the client's was expired.
-    public func challenge(stale: Bool = false) -> String { challenge(stale: stale, nowNs: monotonicNanoseconds()) }
+    /// The `WWW-Authenticate` value for a 401 to `client` (its IP address): a fresh nonce bound to it, and
+    /// `stale=true` when the client's was expired.
+    public func challenge(stale: Bool = false, client: String) -> String {
+        challenge(stale: stale, client: client, nowNs: monotonicNanoseconds())
+    }
 
     /// The challenge as if it were `nowNs` on the monotonic clock (tests).
-    package func challenge(stale: Bool, nowNs: Int64) -> String {
-        "Digest realm=\"\(realm)\", nonce=\"\(nonce(issuedNs: nowNs))\", algorithm=MD5" + (stale ? ", stale=true" : "")
+    package func challenge(stale: Bool, client: String, nowNs: Int64) -> String {
+        "Digest realm=\"\(realm)\", nonce=\"\(nonce(issuedNs: nowNs, client: client))\", algorithm=MD5, qop=\"auth\""
+            + (stale ? ", stale=true" : "")
     }
 
-    func nonce(issuedNs: Int64) -> String {
+    func nonce(issuedNs: Int64, client: String) -> String {
         let t = String(UInt64(bitPattern: issuedNs), radix: 16)
         let issued = String(repeating: "0", count: max(0, 16 - t.count)) + t
-        return issued + MD5.hex(Array("\(secret):\(issued)".utf8))
+        return issued + MD5.hmacHex(key: secret, Array("\(issued):\(client)".utf8))
     }
 
-    /// Checks `header` (the request's `Authorization` value) for `method`.
-    public func verify(_ header: String?, method: String) -> Verdict { verify(header, method: method, nowNs: monotonicNanoseconds()) }
+    /// Checks `header` (the request's `Authorization` value) for a `method` request to `uri` from `client`.
+    public func verify(_ header: String?, method: String, uri: String, client: String) -> Verdict {
+        verify(header, method: method, uri: uri, client: client, nowNs: monotonicNanoseconds())
+    }
 
     /// The verdict as if it were `nowNs` on the monotonic clock (tests).
-    package func verify(_ header: String?, method: String, nowNs: Int64) -> Verdict {
-        guard let header, header.utf8.count <= 2048 else { return .refused("no Authorization header") }
+    package func verify(_ header: String?, method: String, uri: String, client: String, nowNs: Int64) -> Verdict {
+        guard let header else { return .missing }
+        guard header.utf8.count <= 2048 else { return .refused("an Authorization header over 2048 bytes") }
         guard header.lowercased().hasPrefix("digest ") else { return .refused("not Digest authorization") }
         guard let p = DigestAuthenticator.parameters(header.dropFirst(7)) else { return .refused("malformed Digest parameters") }
-        guard let username = p["username"], let realm = p["realm"], let nonce = p["nonce"], let uri = p["uri"], let response = p["response"]
+        guard let username = p["username"], let realm = p["realm"], let nonce = p["nonce"], let answeredURI = p["uri"], let response = p["response"]
         else { return .refused("a Digest parameter is missing") }
         if let a = p["algorithm"], a.uppercased() != "MD5" { return .refused("algorithm \(a.prefix(20)) is not MD5") }
-        // The nonce: 16 hex digits of its issue time, then the keyed hash of them.
+        // The nonce: 16 hex digits of its issue time, then the keyed hash of them and the client's address.
         guard nonce.utf8.count == 48, let issuedBits = UInt64(nonce.prefix(16), radix: 16) else { return .refused("not our nonce") }
         let issuedNs = Int64(bitPattern: issuedBits)
-        guard constantTimeEqual(nonce, self.nonce(issuedNs: issuedNs)) else { return .refused("not our nonce") }
-        let ha2 = MD5.hex(Array("\(method):\(uri)".utf8))
+        guard constantTimeEqual(nonce, self.nonce(issuedNs: issuedNs, client: client)) else {
+            return .refused("not a nonce given to this address")
+        }
+        guard DigestAuthenticator.sameResource(answeredURI, uri) else { return .refused("the uri answered for is not the request's") }
+        let ha2 = MD5.hex(Array("\(method):\(answeredURI)".utf8))
         let expected: String
+        var count: UInt32?
         if let qop = p["qop"] {
             guard qop.lowercased() == "auth", let nc = p["nc"], let cnonce = p["cnonce"] else { return .refused("qop \(qop.prefix(20)) is not auth") }
+            guard nc.utf8.count == 8, let n = UInt32(nc, radix: 16), n > 0 else { return .refused("nc is not 8 hex digits") }
+            count = n
             expected = MD5.hex(Array("\(ha1):\(nonce):\(nc):\(cnonce):\(qop):\(ha2)".utf8))
         } else {
             expected = MD5.hex(Array("\(ha1):\(nonce):\(ha2)".utf8))
@@ -81,7 +102,24 @@ public struct DigestAuthenticator: Sendable {
         guard userOK && realmOK && responseOK else { return .refused("wrong user name or password") }
         // A nonce from the future is not ours (the clock is monotonic); an old one is stale.
         guard issuedNs >= 0, issuedNs <= nowNs else { return .refused("not our nonce") }
-        return nowNs - issuedNs > nonceLifetimeNs ? .stale : .authorized
+        if nowNs - issuedNs > nonceLifetimeNs { return .stale }
+        if let count {
+            switch counts.use(nonce: nonce, count: count, issuedNs: issuedNs, nowNs: nowNs, lifetimeNs: nonceLifetimeNs) {
+            case .fresh: break
+            case .replayed: return .refused("nc \(count) was used before with this nonce (a replay)")
+            case .forgotten: return .stale
+            }
+        }
+        return .authorized
+    }
+
+    /// Whether the `uri` of a Digest answer names the request's resource: the same text, or the same path
+    /// (a client may answer for the absolute URI or for its path).
+    static func sameResource(_ answered: String, _ requested: String) -> Bool {
+        if answered == requested { return true }
+        let a = RTSPRequest(method: "", uri: answered, headers: [], cseq: 0).path
+        let b = RTSPRequest(method: "", uri: requested, headers: [], cseq: 0).path
+        return a != nil && a == b
     }
 
     /// `name="value", name=value, …` → a dictionary (names lower-cased); nil when malformed or repeated.
@@ -189,15 +227,61 @@ enum MD5 {
         return [a0, b0, c0, d0].flatMap { v in (0..<4).map { UInt8(truncatingIfNeeded: v >> (8 * UInt32($0))) } }
     }
 
+    /// HMAC-MD5 (RFC 2104) of `message` with `key` (at most 64 bytes), as 32 lower-case hex digits.
+    static func hmacHex(key: [UInt8], _ message: [UInt8]) -> String {
+        var k = key.count > 64 ? digest(key) : key
+        k += [UInt8](repeating: 0, count: 64 - k.count)
+        let inner = digest(k.map { $0 ^ 0x36 } + message)
+        return hex(bytes: digest(k.map { $0 ^ 0x5c } + inner))
+    }
+
     /// The digest as 32 lower-case hex digits.
-    static func hex(_ message: [UInt8]) -> String {
+    static func hex(_ message: [UInt8]) -> String { hex(bytes: digest(message)) }
+
+    /// 16 bytes as 32 lower-case hex digits.
+    static func hex(bytes: [UInt8]) -> String {
         let digits = Array("0123456789abcdef".utf8)
         var out: [UInt8] = []
         out.reserveCapacity(32)
-        for b in digest(message) {
+        for b in bytes {
             out.append(digits[Int(b >> 4)])
             out.append(digits[Int(b & 0xf)])
         }
         return String(decoding: out, as: UTF8.self)
+    }
+}
+
+/// The highest `nc` used with each nonce (RFC 7616 3.4: a count not above it is a replay). Bounded: past
+/// `capacity` nonces the oldest-issued are forgotten, and a forgotten nonce issued before the newest one
+/// forgotten is answered stale (the client retries with a fresh nonce) rather than trusted again.
+final class NonceCounts: Sendable {
+    enum Use { case fresh, replayed, forgotten }
+    private struct State {
+        var highest: [String: (count: UInt32, issuedNs: Int64)] = [:]
+        var forgottenBeforeNs: Int64 = .min
+    }
+    private let state = Mutex(State())
+    let capacity: Int
+    init(capacity: Int = 4096) { self.capacity = capacity }
+
+    func use(nonce: String, count: UInt32, issuedNs: Int64, nowNs: Int64, lifetimeNs: Int64) -> Use {
+        state.withLock { s in
+            if let known = s.highest[nonce] {
+                guard count > known.count else { return .replayed }
+                s.highest[nonce] = (count, issuedNs)
+                return .fresh
+            }
+            if issuedNs <= s.forgottenBeforeNs { return .forgotten }
+            if s.highest.count >= capacity {
+                s.highest = s.highest.filter { nowNs - $0.value.issuedNs <= lifetimeNs } // expired ones first
+                while s.highest.count >= capacity, let oldest = s.highest.min(by: { $0.value.issuedNs < $1.value.issuedNs }) {
+                    s.highest[oldest.key] = nil
+                    s.forgottenBeforeNs = max(s.forgottenBeforeNs, oldest.value.issuedNs)
+                }
+                if issuedNs <= s.forgottenBeforeNs { return .forgotten }
+            }
+            s.highest[nonce] = (count, issuedNs)
+            return .fresh
+        }
     }
 }

@@ -76,7 +76,8 @@ public struct RTSPSessionStatistics: Sendable {
 
 /// Requests the server refused, by reason.
 public struct RTSPRefusals: Sendable, Equatable {
-    /// 401s: no or wrong credentials (stale nonces are not counted).
+    /// 401s: no or wrong credentials, a nonce given to another address, a replayed `nc`, a wrong `uri` (stale
+    /// nonces are not counted).
     public var unauthorized = 0
     /// Requests that could not be parsed (400, 413, 414, 505), and requests refused as invalid in their state
     /// or with a bad Transport (454, 455, 459, 461, 404, 405, 501).
@@ -89,4 +90,11 @@ public struct RTSPRefusals: Sendable, Equatable {
     public var sessionLimit = 0, perAddressSessionLimit = 0
     /// RTCP datagrams on the shared port from addresses that are no client's.
     public var rtcpFromStrangers = 0
+    /// Connections closed to make room for a newcomer when the server was full (idle longest, none playing).
+    public var evicted = 0
+    /// Digest answers refused unchecked (503) because their address, or all addresses together, had used up
+    /// the failure budget (`AuthenticationBudget`).
+    public var authenticationThrottled = 0
+    /// 401s held back after several wrong answers in a row from an address.
+    public var authenticationDelayed = 0
 }

@@ -18,7 +18,10 @@ import SystemIO
 /// gets nothing before one (with SPS/PPS). UDP sessions end at their timeout without a request or RTCP from the
 /// client; TCP sessions last as long as their connection (as in GStreamer's rtsp-server and MediaMTX), and a
 /// TCP client too slow to take the stream has frames dropped (counted) and is disconnected after
-/// `Configuration.slowClientTimeoutNs` of it.
+/// `Configuration.slowClientTimeoutNs` of it. A session not played within `Configuration.setupTimeoutNs` of
+/// its SETUP ends. A session belongs to where it was made: a TCP session to its connection, a UDP session to
+/// its client's address; a request naming it from anywhere else gets 454, as for a session that does not exist.
+/// With an authenticator, wrong answers are checked within `Configuration.authenticationBudget`.
 public final class RTSPHub: EncodedOutput, Sendable {
     /// The server's settings.
     public struct Configuration: Sendable {
@@ -31,6 +34,9 @@ public final class RTSPHub: EncodedOutput, Sendable {
         /// A UDP session without a request or RTCP from its client for this long ends (60 s, announced as
         /// `Session: ID;timeout=60`).
         public var sessionTimeoutNs: Int64 = 60_000_000_000
+        /// A session (UDP or TCP) that has not been played this long after its SETUP ends (6 s): SETUPs never
+        /// played cannot hold the sessions.
+        public var setupTimeoutNs: Int64 = 6_000_000_000
         /// Sessions at once (503 beyond it), and per client address.
         public var maxSessions = 16, maxSessionsPerAddress = 8
         /// RTSP connections at once (503 beyond it), and per client address.
@@ -49,6 +55,8 @@ public final class RTSPHub: EncodedOutput, Sendable {
         public var slowClientTimeoutNs: Int64 = 10_000_000_000
         /// Digest authentication; nil lets anyone who reaches the port watch.
         public var authenticator: DigestAuthenticator?
+        /// How many wrong Digest answers are checked, per address and in all, and how they are slowed down.
+        public var authenticationBudget = AuthenticationBudget()
         /// The defaults above.
         public init() {}
     }
@@ -86,6 +94,7 @@ public final class RTSPHub: EncodedOutput, Sendable {
     private let housekeeping = Mutex<WorkerThread?>(nil)
     private let logger: Logger
     private let sessionIDs = Mutex(SystemRandomNumberGenerator())
+    let throttle: AuthThrottle
 
     /// A hub whose UDP ports are bound now (a busy port fails here). `parameterSets` are the SPS and PPS the
     /// SDP announces until the encoder's first key frame gives its own (`parameterSets(for:)` makes them from
@@ -101,9 +110,13 @@ public final class RTSPHub: EncodedOutput, Sendable {
         }
         guard c.sessionTimeoutNs >= 1_000_000_000, c.maxSessions >= 1, c.maxSessionsPerAddress >= 1, c.maxConnections >= 1,
             c.maxConnectionsPerAddress >= 1, (100...65_000).contains(c.maxPayload), c.maxQueuedBytes >= 65_536,
-            c.requestTimeoutNs > 0, c.idleTimeoutNs > 0, c.slowClientTimeoutNs > 0
+            c.requestTimeoutNs > 0, c.idleTimeoutNs > 0, c.slowClientTimeoutNs > 0, c.setupTimeoutNs > 0,
+            c.authenticationBudget.perAddressBurst >= 1, c.authenticationBudget.globalBurst >= 1,
+            c.authenticationBudget.perAddressPerSecond > 0, c.authenticationBudget.globalPerSecond > 0,
+            c.authenticationBudget.failuresPerConnection >= 1, c.authenticationBudget.maxAddresses >= 1
         else { throw RTSPError(.invalidConfiguration, "a limit of the RTSP configuration is out of range") }
         self.configuration = c
+        throttle = AuthThrottle(c.authenticationBudget)
         ports = try UDPPorts(host: c.udpHost, port: c.udpPort)
         var s = State()
         s.parameterSets = parameterSets
@@ -158,18 +171,13 @@ public final class RTSPHub: EncodedOutput, Sendable {
 
     private func route(_ r: RTSPRequest, on connection: RTSPConnection) -> RTSPResponse {
         let session = r.header("Session").map { RTSPHub.sessionID($0) }
-        let known = session.flatMap { id in state.withLock { $0.sessions[id] } }
+        // A session is found only from where it was made: its own connection (TCP), or its client's address
+        // (UDP: a client may send its keep-alives and TEARDOWN on another connection). Elsewhere it is unknown.
+        let known = session.flatMap { id in state.withLock { $0.sessions[id] } }.flatMap { s in
+            s.isTCP ? (s.connection === connection ? s : nil) : (s.client == connection.client ? s : nil)
+        }
         if let auth = configuration.authenticator, r.method != "OPTIONS" {
-            switch auth.verify(r.header("Authorization"), method: r.method) {
-            case .authorized: break
-            case .stale where known.map({ $0.connection === connection }) ?? false: break // an authenticated connection's keep-alive
-            case .stale:
-                return .error(401, "the nonce has expired", headers: [RTSPHeader("WWW-Authenticate", auth.challenge(stale: true))])
-            case .refused(let why):
-                count { $0.unauthorized += 1 }
-                logger.debug("unauthorized", metadata: ["client": "\(connection.client)", "why": "\(why)"])
-                return .error(401, "authentication required", headers: [RTSPHeader("WWW-Authenticate", auth.challenge())])
-            }
+            if let refusal = authenticate(r, auth, known: known, on: connection) { return refusal }
         }
         if let require = r.header("Require") {
             return .error(551, "no option is supported", headers: [RTSPHeader("Unsupported", String(require.prefix(200)))])
@@ -199,7 +207,7 @@ public final class RTSPHub: EncodedOutput, Sendable {
                 status: 200, headers: [RTSPHeader("Content-Base", base), RTSPHeader("Content-Type", "application/sdp")], body: sdp)
         case "SETUP":
             guard ours(true) else { return .error(404, "no stream at \(String((path ?? r.uri).prefix(100))); SETUP \(configuration.path)/trackID=0") }
-            return setUp(r, on: connection, existing: session)
+            return setUp(r, on: connection, existing: session, known: known)
         case "PLAY":
             guard let known else { return .error(454, "PLAY needs the Session header that SETUP gave (SETUP first)") }
             guard ours(true) else { return .error(404, "no stream at \(String((path ?? r.uri).prefix(100)))") }
@@ -220,6 +228,47 @@ public final class RTSPHub: EncodedOutput, Sendable {
             return .error(405, "this server only plays its camera", headers: [RTSPHeader("Allow", RTSPHub.methods)])
         default:
             return .error(501, "\(r.method.prefix(32)) is not an RTSP method this server knows", headers: [RTSPHeader("Public", RTSPHub.methods)])
+        }
+    }
+
+    /// nil when `r` may go on; else the 401 (delayed after several wrong answers in a row, closing the
+    /// connection after a burst of them) or, over the failure budget, a 503 given without checking.
+    private func authenticate(_ r: RTSPRequest, _ auth: DigestAuthenticator, known: RTSPSessionHandle?, on connection: RTSPConnection)
+        -> RTSPResponse?
+    {
+        let client = connection.client
+        let header = r.header("Authorization")
+        if header != nil {
+            let (allowed, retry) = throttle.mayCheck(client)
+            if !allowed {
+                count { $0.authenticationThrottled += 1 }
+                logger.debug("authentication throttled", metadata: ["client": "\(client)"])
+                return .error(
+                    503, "too many wrong passwords; try again in \(retry) s", closes: true, headers: [RTSPHeader("Retry-After", "\(retry)")])
+            }
+        }
+        switch auth.verify(header, method: r.method, uri: r.uri, client: client) {
+        case .authorized:
+            throttle.succeeded(client)
+            connection.failuresInARow = 0
+            return nil
+        case .stale where known.map({ $0.connection === connection }) ?? false: return nil // an authenticated connection's keep-alive
+        case .stale:
+            return .error(401, "the nonce has expired", headers: [RTSPHeader("WWW-Authenticate", auth.challenge(stale: true, client: client))])
+        case .missing:
+            count { $0.unauthorized += 1 }
+            return .error(401, "authentication required", headers: [RTSPHeader("WWW-Authenticate", auth.challenge(client: client))])
+        case .refused(let why):
+            count { $0.unauthorized += 1 }
+            logger.debug("unauthorized", metadata: ["client": "\(client)", "why": "\(why)"])
+            let delay = throttle.failed(client)
+            connection.failuresInARow += 1
+            let closes = connection.failuresInARow >= configuration.authenticationBudget.failuresPerConnection
+            var response = RTSPResponse.error(
+                401, "authentication required", closes: closes, headers: [RTSPHeader("WWW-Authenticate", auth.challenge(client: client))])
+            response.delayNs = delay
+            if delay > 0 { count { $0.authenticationDelayed += 1 } }
+            return response
         }
     }
 
@@ -256,14 +305,11 @@ public final class RTSPHub: EncodedOutput, Sendable {
         return lines.joined(separator: "\r\n") + "\r\n"
     }
 
-    private func setUp(_ r: RTSPRequest, on connection: RTSPConnection, existing: String?) -> RTSPResponse {
+    private func setUp(_ r: RTSPRequest, on connection: RTSPConnection, existing: String?, known: RTSPSessionHandle?) -> RTSPResponse {
         guard connection.described.load(ordering: .relaxed) else {
             return .error(455, "SETUP before DESCRIBE: DESCRIBE \(configuration.path) first (its SDP names the track to set up)")
         }
-        if let existing {
-            let found = state.withLock { $0.sessions[existing] } != nil
-            return found ? .error(459, "this session has its one stream already") : .error(454, "no such session")
-        }
+        if existing != nil { return known != nil ? .error(459, "this session has its one stream already") : .error(454, "no such session") }
         guard let header = r.header("Transport") else { return .error(400, "SETUP needs a Transport header") }
         let transport: RTSPTransportRequest
         switch RTSPTransportRequest.parse(header) {
@@ -438,7 +484,9 @@ public final class RTSPHub: EncodedOutput, Sendable {
             let now = monotonicNanoseconds()
             for s in all {
                 if s.isPlaying { s.sender.sendSenderReportIfDue() }
-                if !s.isTCP, now - s.lastActivityNs > configuration.sessionTimeoutNs {
+                if !s.hasPlayed, now - s.createdNs > configuration.setupTimeoutNs {
+                    end(s, reason: "timed out: not played within \(Double(configuration.setupTimeoutNs / 100_000_000) / 10) s of its SETUP")
+                } else if !s.isTCP, now - s.lastActivityNs > configuration.sessionTimeoutNs {
                     end(s, reason: "timed out: no request or RTCP from the client for \(configuration.sessionTimeoutNs / 1_000_000_000) s")
                 }
                 if s.isTCP, let since = s.congestedSinceNs, now - since > configuration.slowClientTimeoutNs {
@@ -522,7 +570,8 @@ public final class RTSPHub: EncodedOutput, Sendable {
             (
                 "rtsp refused",
                 "\(r.unauthorized) unauthorized, \(r.malformed) malformed, \(r.invalid) invalid, \(r.timeouts) timeouts, "
-                    + "\(r.connectionLimit + r.perAddressConnectionLimit) over the connection limits, \(r.sessionLimit + r.perAddressSessionLimit) over the session limits"
+                    + "\(r.connectionLimit + r.perAddressConnectionLimit) over the connection limits, \(r.sessionLimit + r.perAddressSessionLimit) over the session limits, "
+                    + "\(r.evicted) idle connections closed for newcomers, \(r.authenticationDelayed) wrong passwords answered late, \(r.authenticationThrottled) refused unchecked over the failure budget"
             )
         ]
     }

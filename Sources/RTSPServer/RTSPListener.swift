@@ -5,7 +5,10 @@ import Synchronization
 import VideoCapture
 
 /// The TCP host of an `RTSPHub` on SwiftNIO: RTSP requests in, responses and interleaved media out, under the
-/// hub's connection limits (overall and per address: 503 and close), request timeout and idle timeout.
+/// hub's connection limits, request timeout and idle timeout. Over the per-address limit a connection gets 503
+/// and is closed; when the server is full, the connection idle longest (no request but OPTIONS that made
+/// progress) without a playing session is closed to make room, and only when every connection plays is the
+/// newcomer refused.
 public final class RTSPListener: Sendable {
     /// The port listened on (the one the system picked for port 0).
     public let port: Int
@@ -31,12 +34,12 @@ public final class RTSPListener: Sendable {
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let address = channel.remoteAddress?.ipAddress ?? "?"
-                    if let refusal = tracker.admit(address) {
+                    let connection = RTSPConnection(client: address, channel: channel)
+                    if let refusal = tracker.admit(connection) {
                         try channel.pipeline.syncOperations.addHandler(RefuseHandler(text: refusal))
                         return
                     }
-                    channel.closeFuture.whenComplete { _ in tracker.release(address) }
-                    let connection = RTSPConnection(client: address, channel: channel)
+                    channel.closeFuture.whenComplete { _ in tracker.release(connection) }
                     try channel.pipeline.syncOperations.addHandler(RTSPHandler(hub: hub, connection: connection))
                 }
             }
@@ -62,21 +65,43 @@ public final class RTSPListener: Sendable {
     }
 }
 
-/// Open connections overall and per address, against the hub's limits.
+/// Open connections overall and per address, against the hub's limits; when full, the one to close for a
+/// newcomer.
 final class ConnectionCounter: Sendable {
-    private let counts = Mutex((open: 0, perAddress: [String: Int]()))
+    private struct State {
+        var open: [ObjectIdentifier: RTSPConnection] = [:]
+        var perAddress: [String: Int] = [:]
+    }
+    private let counts = Mutex(State())
     let hub: RTSPHub
     init(hub: RTSPHub) { self.hub = hub }
 
-    /// nil when admitted (counted), else the refusal's text.
-    func admit(_ address: String) -> String? {
+    /// nil when admitted (counted), else the refusal's text. A full server makes room by closing the connection
+    /// idle longest that has no playing session.
+    func admit(_ connection: RTSPConnection) -> String? {
         let c = hub.configuration
+        let address = connection.client
+        var victim: RTSPConnection?
         let verdict = counts.withLock { s -> Int in
-            if s.open >= c.maxConnections { return 1 }
             if s.perAddress[address, default: 0] >= c.maxConnectionsPerAddress { return 2 }
-            s.open += 1
+            if s.open.count >= c.maxConnections {
+                guard
+                    let v = s.open.values.filter({ !$0.hasPlayingSession }).min(by: {
+                        $0.lastProgressNs.load(ordering: .relaxed) < $1.lastProgressNs.load(ordering: .relaxed)
+                    })
+                else { return 1 }
+                s.open[ObjectIdentifier(v)] = nil
+                let n = s.perAddress[v.client, default: 1] - 1
+                s.perAddress[v.client] = n > 0 ? n : nil
+                victim = v
+            }
+            s.open[ObjectIdentifier(connection)] = connection
             s.perAddress[address, default: 0] += 1
             return 0
+        }
+        if let victim {
+            hub.count { $0.evicted += 1 }
+            victim.channel.close(promise: nil)
         }
         switch verdict {
         case 1:
@@ -88,11 +113,11 @@ final class ConnectionCounter: Sendable {
         default: return nil
         }
     }
-    func release(_ address: String) {
+    func release(_ connection: RTSPConnection) {
         counts.withLock { s in
-            s.open -= 1
-            let n = s.perAddress[address, default: 1] - 1
-            s.perAddress[address] = n > 0 ? n : nil
+            guard s.open.removeValue(forKey: ObjectIdentifier(connection)) != nil else { return } // evicted: already released
+            let n = s.perAddress[connection.client, default: 1] - 1
+            s.perAddress[connection.client] = n > 0 ? n : nil
         }
     }
 }
@@ -114,7 +139,9 @@ private final class RefuseHandler: ChannelInboundHandler {
 
 /// One RTSP connection: bytes in, parsed into requests (answered by the hub) and interleaved frames (RTCP for
 /// the hub), responses out. A request must be complete within the request timeout of its first byte; a
-/// connection without a session and without requests is closed after the idle timeout.
+/// connection without a session is closed after the idle timeout without progress (OPTIONS, refused requests
+/// and keep-alives that name no session are not progress). A response the hub holds back (a 401 after several
+/// wrong passwords) is written after its delay, and nothing more is read or answered on the connection meanwhile.
 private final class RTSPHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
@@ -124,6 +151,8 @@ private final class RTSPHandler: ChannelInboundHandler {
     private var pending: [UInt8] = []
     private var requestDeadline: Scheduled<Void>?
     private var closing = false
+    /// A held-back response is waiting: requests that came after it wait too.
+    private var paused = false
 
     init(hub: RTSPHub, connection: RTSPConnection) {
         self.hub = hub
@@ -133,6 +162,7 @@ private final class RTSPHandler: ChannelInboundHandler {
 
     func handlerAdded(context: ChannelHandlerContext) { armIdle(context) }
     func handlerRemoved(context: ChannelHandlerContext) {
+        closing = true
         requestDeadline?.cancel()
         requestDeadline = nil
         connection.idleGeneration.add(1, ordering: .relaxed) // any idle timer left does nothing
@@ -147,7 +177,7 @@ private final class RTSPHandler: ChannelInboundHandler {
         RTSPHandler.scheduleIdle(hub, connection, generation)
     }
 
-    /// Closes the connection after the idle timeout unless a request came meanwhile (a newer generation) or it
+    /// Closes the connection after the idle timeout unless it made progress meanwhile (a newer generation) or it
     /// has sessions (then it waits again).
     private static func scheduleIdle(_ hub: RTSPHub, _ connection: RTSPConnection, _ generation: Int) {
         let channel = connection.channel
@@ -162,13 +192,30 @@ private final class RTSPHandler: ChannelInboundHandler {
         }
     }
 
+    /// Whether answering `request` with `response` was progress: a request other than OPTIONS that was not
+    /// refused, and a keep-alive only if it named a session.
+    private static func isProgress(_ request: RTSPRequest, _ response: RTSPResponse) -> Bool {
+        guard response.status < 400 else { return false }
+        switch request.method {
+        case "OPTIONS", "GET_PARAMETER", "SET_PARAMETER": return request.header("Session") != nil && request.method != "OPTIONS"
+        default: return true
+        }
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !closing else { return }
         var buffer = unwrapInboundIn(data)
         if let bytes = buffer.readBytes(length: buffer.readableBytes) { pending += bytes }
+        process(context)
+    }
+
+    /// Answers the complete requests waiting in `pending`, up to one whose answer is held back.
+    private func process(_ context: ChannelHandlerContext) {
+        guard !closing, !paused else { return }
         var consumedTotal = 0
         var failure: RTSPParseError?
-        var sawRequest = false
+        var progress = false
+        var held: (response: RTSPResponse, cseq: Int)?
         let limits = hub.configuration.parserLimits
         pending.withUnsafeBytes { all in
             while consumedTotal < all.count {
@@ -185,8 +232,12 @@ private final class RTSPHandler: ChannelInboundHandler {
                     consumedTotal += consumed
                 case .request(let request, let consumed):
                     consumedTotal += consumed
-                    sawRequest = true
                     let response = hub.handle(request, on: connection)
+                    if RTSPHandler.isProgress(request, response) { progress = true }
+                    if response.delayNs > 0 {
+                        held = (response, request.cseq)
+                        return
+                    }
                     respond(context, response.serialized(cseq: request.cseq))
                     if response.closesConnection {
                         failure = nil
@@ -209,14 +260,17 @@ private final class RTSPHandler: ChannelInboundHandler {
             return
         }
         context.flush()
+        if progress {
+            connection.lastProgressNs.store(monotonicNanoseconds(), ordering: .relaxed)
+            armIdle(context)
+        }
+        if let held {
+            hold(context, held.response, cseq: held.cseq)
+            return
+        }
         // A client that sends requests but does not read the answers (or the media) stops being read until its
         // connection can take writes again: what waits for it stays bounded by the write buffer's high mark.
         if !context.channel.isWritable { try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false) }
-        if sawRequest {
-            armIdle(context)
-            requestDeadline?.cancel()
-            requestDeadline = nil
-        }
         // A partial request must be completed within the request timeout of its first byte.
         if pending.isEmpty {
             requestDeadline?.cancel()
@@ -230,6 +284,33 @@ private final class RTSPHandler: ChannelInboundHandler {
         }
     }
 
+    /// Writes `response` after its delay, reading nothing meanwhile, then goes on with what waits.
+    private func hold(_ context: ChannelHandlerContext, _ response: RTSPResponse, cseq: Int) {
+        paused = true
+        requestDeadline?.cancel()
+        requestDeadline = nil
+        try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false)
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        context.eventLoop.scheduleTask(in: .nanoseconds(response.delayNs)) {
+            let (handler, context) = bound.value
+            handler.paused = false
+            guard !handler.closing else { return }
+            handler.respond(context, response.serialized(cseq: cseq))
+            if response.closesConnection {
+                handler.closing = true
+                context.flush()
+                context.close(promise: nil)
+                return
+            }
+            context.flush()
+            if context.channel.isWritable {
+                try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: true)
+                context.read()
+            }
+            handler.process(context)
+        }
+    }
+
     private func respond(_ context: ChannelHandlerContext, _ bytes: [UInt8]) {
         var b = context.channel.allocator.buffer(capacity: bytes.count)
         b.writeBytes(bytes)
@@ -237,7 +318,7 @@ private final class RTSPHandler: ChannelInboundHandler {
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if context.channel.isWritable {
+        if context.channel.isWritable && !paused {
             try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: true)
             context.read()
         }

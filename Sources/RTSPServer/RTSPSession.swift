@@ -36,6 +36,8 @@ final class RTSPSessionHandle: Sendable {
     let kind: Kind
     let sender: RTPSender
     let setupURI: String
+    /// When SETUP made it (monotonic ns): a session not played soon after ends.
+    let createdNs = monotonicNanoseconds()
     private let weakConnection: WeakConnection
     private let state: Mutex<State>
     var connection: RTSPConnection? { weakConnection.value }
@@ -56,6 +58,8 @@ final class RTSPSessionHandle: Sendable {
         return false
     }
     var isPlaying: Bool { state.withLock { $0.playing } }
+    /// Whether PLAY has started it at least once.
+    var hasPlayed: Bool { state.withLock { $0.played } }
     var lastActivityNs: Int64 { state.withLock { $0.lastActivityNs } }
     var congestedSinceNs: Int64? { state.withLock { $0.congestedSinceNs } }
     func touch() { state.withLock { $0.lastActivityNs = monotonicNanoseconds() } }
@@ -68,6 +72,7 @@ final class RTSPSessionHandle: Sendable {
             // A session that starts (or resumes) waits for a key frame; a PLAY while it plays changes nothing.
             if on && !s.playing { s.waitingForKeyFrame = true }
             s.playing = on && !s.ended
+            if s.playing { s.played = true }
             var rtptime = sender.rtpTimestampOffset
             if let first = st.firstCaptureNs {
                 let elapsed = max(0, monotonicNanoseconds() - first) / 1000
@@ -168,6 +173,15 @@ final class RTSPConnection: Sendable {
     let described = Atomic<Bool>(false)
     /// The idle timer's generation: a timer that fires after a newer one was armed does nothing.
     let idleGeneration = Atomic<Int>(0)
+    /// When the connection last made progress (monotonic ns): a request other than OPTIONS that was not
+    /// refused. The longest idle without a playing session is closed for a newcomer when the server is full.
+    let lastProgressNs = Atomic<Int64>(monotonicNanoseconds())
+    private let failures = Atomic<Int>(0)
+    /// Wrong Digest answers in a row on this connection.
+    var failuresInARow: Int {
+        get { failures.load(ordering: .relaxed) }
+        set { failures.store(newValue, ordering: .relaxed) }
+    }
     private let owned = Mutex<(sessions: [RTSPSessionHandle], channels: Set<UInt8>)>(([], []))
 
     init(client: String, channel: any Channel) {
@@ -177,6 +191,8 @@ final class RTSPConnection: Sendable {
 
     var sessions: [RTSPSessionHandle] { owned.withLock { $0.sessions } }
     var hasSessions: Bool { owned.withLock { !$0.sessions.isEmpty } }
+    /// Whether a session of this connection plays (such a connection is never closed for a newcomer).
+    var hasPlayingSession: Bool { owned.withLock { $0.sessions.contains { $0.isPlaying } } }
     func claim(channels: [UInt8]) -> Bool {
         owned.withLock { o in
             guard channels.allSatisfy({ !o.channels.contains($0) }) else { return false }

@@ -100,6 +100,9 @@ public struct RTSPResponse: Sendable, Equatable {
     public var body: String
     /// Close the connection once this response is written (after a request that could not be parsed).
     public var closesConnection: Bool
+    /// Hold the response back this long (nanoseconds) before it is written, reading nothing more from the
+    /// connection meanwhile: a 401 after several wrong passwords in a row.
+    public var delayNs: Int64 = 0
 
     /// A response with these parts.
     public init(status: Int, headers: [RTSPHeader] = [], body: String = "", closesConnection: Bool = false) {

@@ -28,14 +28,22 @@ struct RTSP: AsyncParsableCommand {
 
             Who can watch: anyone who reaches the port, unless --user is given: then Digest authentication (MD5, \
             what every RTSP client speaks) with the password from --password-file or $CAMCAP_RTSP_PASSWORD, e.g. \
-            ffplay rtsp://USER:PASSWORD@127.0.0.1:8554/camera. The default address is loopback; --listen \
-            0.0.0.0:8554 serves the network (give a --user then).
+            ffplay rtsp://USER:PASSWORD@127.0.0.1:8554/camera. The default address is loopback; an address off \
+            loopback (--listen 0.0.0.0:8554 serves the network) needs --user, or --no-auth to serve anyone who \
+            reaches it. Wrong passwords cost time: from the third in a row from an address each 401 is held back \
+            (250 ms more each, up to 2 s), three in a row close the connection, and past 5 (+1 a second) from an \
+            address or 40 (+20 a second) in all, answers are refused unchecked (503, Retry-After). A nonce is good \
+            only from the address it was given to, a replayed nc or a uri that is not the request's is refused.
 
             Limits: --max-clients sessions (per address --max-clients-per-address), --max-connections, a request \
             must be complete within --request-timeout, a connection without a session is closed after \
             --idle-timeout. A UDP client that sends no request (keep-alive) and no RTCP for --session-timeout \
             seconds is dropped (announced as Session: ID;timeout=N); a TCP client's session lasts as long as its \
-            connection, and a TCP client that does not read the stream is dropped after 10 s of dropped frames.
+            connection, and a TCP client that does not read the stream is dropped after 10 s of dropped frames. A \
+            session not played within --setup-timeout seconds of its SETUP ends. OPTIONS does not keep a \
+            connection open; when --max-connections are open, the one idle longest without a playing session is \
+            closed for a newcomer. A session is known only on its own connection (TCP) or from its client's \
+            address (UDP): elsewhere its id gets 454.
             """)
 
     @OptionGroup var capture: CaptureOptions
@@ -50,8 +58,11 @@ struct RTSP: AsyncParsableCommand {
     @Option(help: "Require Digest authentication as this user (the password from --password-file or $CAMCAP_RTSP_PASSWORD).")
     var user: String?
     @Option(help: "Read the password from the first line of this file.") var passwordFile: String?
+    @Flag(help: "No authentication on an address off loopback: anyone who can reach it can watch (without it, such an address needs --user).")
+    var noAuth = false
     @Option(help: "The authentication realm clients show.") var realm = "camcap"
     @Option(help: "Seconds a UDP session lives without a request or RTCP from its client.") var sessionTimeout: Double = 60
+    @Option(help: "Seconds a session has from its SETUP to PLAY before it ends.") var setupTimeout: Double = 6
     @Option(help: "Seconds a connection has to complete a request once it has begun.") var requestTimeout: Double = 10
     @Option(help: "Seconds a connection without a session may stay without a request.") var idleTimeout: Double = 60
     @Option(help: "Sessions (clients) at once.") var maxClients = 16
@@ -91,11 +102,17 @@ struct RTSP: AsyncParsableCommand {
         } else if passwordFile != nil {
             throw ValidationError("--password-file needs --user")
         }
+        if noAuth && user != nil { throw ValidationError("--no-auth cannot go with --user") }
+        if let address = ListenAddress(listen), !ServeSecurity.isLoopback(address.host), user == nil, !noAuth {
+            throw ValidationError(
+                "--listen \(listen) is off loopback: give --user (Digest authentication) or --no-auth (anyone who can reach it can watch)")
+        }
         guard realm.utf8.count <= 64, realm.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7f && $0 != 0x22 && $0 != 0x5c }) else {
             throw ValidationError("--realm must be at most 64 printable ASCII characters without quotes or backslashes")
         }
         for (name, v, range) in [
-            ("--session-timeout", sessionTimeout, 1.0...3600), ("--request-timeout", requestTimeout, 0.5...3600),
+            ("--session-timeout", sessionTimeout, 1.0...3600), ("--setup-timeout", setupTimeout, 0.5...3600),
+            ("--request-timeout", requestTimeout, 0.5...3600),
             ("--idle-timeout", idleTimeout, 1.0...86_400), ("--nonce-lifetime", nonceLifetime, 1.0...86_400),
             ("--slow-client-timeout", slowClientTimeout, 0.5...3600),
         ] {
@@ -163,6 +180,7 @@ struct RTSP: AsyncParsableCommand {
         c.udpHost = address.host
         c.udpPort = udpPort
         c.sessionTimeoutNs = Int64(sessionTimeout * 1e9)
+        c.setupTimeoutNs = Int64(setupTimeout * 1e9)
         c.requestTimeoutNs = Int64(requestTimeout * 1e9)
         c.idleTimeoutNs = Int64(idleTimeout * 1e9)
         c.maxSessions = maxClients
@@ -218,7 +236,7 @@ struct RTSP: AsyncParsableCommand {
                 + (user.map { "Digest authentication, user \($0))" } ?? "no authentication)")
         ]
         if user == nil && !ServeSecurity.isLoopback(address.host) {
-            lines.append("note: no --user: anyone who can reach \(listen) can watch")
+            lines.append("note: --no-auth: anyone who can reach \(listen) can watch")
         }
         let announce = AnnounceStage(line: lines.joined(separator: "\n"))
         do {

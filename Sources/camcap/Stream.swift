@@ -20,7 +20,11 @@ struct Stream: AsyncParsableCommand {
             or with GStreamer:
               gst-launch-1.0 udpsrc port=5004 caps="application/x-rtp,media=video,clock-rate=90000,encoding-name=H264,payload=96" \\
                 ! rtph264depay ! h264parse ! avdec_h264 ! autovideosink
-            Start the receiver first (or use --sdp-only to write the SDP and exit, then start both).
+            Start the receiver first (or use --sdp-only to write the SDP and exit, then start both: it encodes \
+            one frame of the camera, so its sprop-parameter-sets are the stream's, colour description included). \
+            The SSRC is --ssrc, or else derived from --to: the SDP written beforehand names the stream's SSRC.
+            RTCP is obeyed only from the receiver's own ports (the --to address from its RTP or RTCP port) and \
+            from the --rtcp-from addresses; the RTP and RTCP sockets are bound on the interface that reaches --to.
             A rotated camera is sent as captured, its rotation in the video-orientation RTP extension (declared in \
             the SDP: a=extmap:1 urn:3gpp:video-orientation) on the last packet of each frame; ffplay and GStreamer \
             ignore it and show the sensor's picture.
@@ -32,6 +36,8 @@ struct Stream: AsyncParsableCommand {
     @OptionGroup var capture: CaptureOptions
     @Option(help: "Where to send RTP: HOST:PORT (RTCP goes to PORT+1).") var to: String
     @Option(help: "Write the SDP describing the stream here.") var sdp: String?
+    @Option(help: "The stream's SSRC (1...4294967295; default: derived from --to, the same in every run to that address).")
+    var ssrc: UInt32?
     @Flag(help: "Write the SDP (--sdp) and exit without capturing.") var sdpOnly = false
     @Option(help: "RTP payload budget in bytes (packets are this plus 12 bytes of header).") var mtu = 1200
     @Option(help: "Target bitrate in kbps.") var bitrate = 1500
@@ -47,7 +53,8 @@ struct Stream: AsyncParsableCommand {
     var adaptToBandwidth = false
     @Option(help: "Local port our RTCP socket listens on for receiver reports and feedback (default: any free port).") var rtcpPort: Int = 0
     @Option(
-        help: "Also obey RTCP from this address (repeatable). By default only the --to host's feedback is read; anyone else's is dropped and counted."
+        help:
+            "Also obey RTCP from this ADDRESS (any port) or ADDRESS:PORT (repeatable). By default only feedback from the --to address's RTP or RTCP port is read; anyone else's (another port of that host too) is dropped and counted."
     )
     var rtcpFrom: [String] = []
 
@@ -64,10 +71,11 @@ struct Stream: AsyncParsableCommand {
         }
         guard (0...65535).contains(rtcpPort) else { throw ValidationError("--rtcp-port must be 0...65535, got \(rtcpPort)") }
         if sdpOnly && sdp == nil { throw ValidationError("--sdp-only needs --sdp PATH") }
+        if ssrc == 0 { throw ValidationError("--ssrc must be 1...4294967295") }
         for a in rtcpFrom {
             var a4 = in_addr(), a6 = in6_addr()
-            guard inet_pton(AF_INET, a, &a4) == 1 || inet_pton(AF_INET6, a, &a6) == 1 else {
-                throw ValidationError("--rtcp-from must be an IP address, got \"\(a.prefix(64))\"")
+            guard inet_pton(AF_INET, a, &a4) == 1 || inet_pton(AF_INET6, a, &a6) == 1 || StreamTarget(a) != nil else {
+                throw ValidationError("--rtcp-from must be an IP address or ADDRESS:PORT, got \"\(a.prefix(64))\"")
             }
         }
         try CLIRange.encoder(
@@ -79,14 +87,30 @@ struct Stream: AsyncParsableCommand {
         do { try await stream() } catch { fail(error) }
     }
 
+    /// The SSRC derived from the target (FNV-1a of its text): the same in every run to that address, so an
+    /// SDP written beforehand names it.
+    static func derivedSSRC(_ target: StreamTarget, salt: String = "") -> UInt32 {
+        var h: UInt32 = 0x811c_9dc5
+        for b in (salt + target.description).utf8 { h = (h ^ UInt32(b)) &* 0x0100_0193 }
+        return h == 0 ? 1 : h
+    }
+
     private func stream() async throws {
         let target = StreamTarget(to)!
+        let mediaSSRC = ssrc ?? Stream.derivedSSRC(target)
+        var rtxSSRC = Stream.derivedSSRC(target, salt: "rtx ")
+        if rtxSSRC == mediaSSRC { rtxSSRC &+= 1 }
         // The SDP file is opened (and locked) before the camera starts: a bad path fails at once, naming it.
         var sdpFile: OutputFile?
         if let sdp, !sdpOnly {
             do { sdpFile = try OutputFile(path: sdp) } catch { throw CLIError("--sdp: \(error)") }
         }
-        let pipeline = try CaptureSession(capture.configuration)
+        var configuration = capture.configuration
+        if sdpOnly { // one frame: its SPS/PPS (with the camera's colour description) are the stream's
+            configuration.frames = 1
+            configuration.durationNs = nil
+        }
+        let pipeline = try CaptureSession(configuration)
         let passThrough = pipeline.selection.pixelFormat == .h264
         if passThrough && (sdpOnly || adaptToBandwidth) {
             throw ValidationError(
@@ -99,12 +123,18 @@ struct Stream: AsyncParsableCommand {
         let keySeconds = keyintSeconds ?? 2
         try EncodeStage.check(settings, keyIntervalSeconds: keySeconds, for: pipeline.selection)
         if sdpOnly {
-            // The SDP needs the encoder's SPS/PPS: the same settings always give the same ones.
-            let text = try RTPOutput.sdp(
-                for: EncodeStage.settings(settings, keyIntervalSeconds: keySeconds, for: pipeline.selection.planned), target: target,
-                ssrc: 0, rtxPayloadType: rtx.map(UInt8.init), videoOrientationExtensionID: Stream.videoOrientationID)
+            // The SDP needs the SPS/PPS of the stream: one frame of the camera, encoded as the stream will be (the
+            // colour description in its VUI comes from the camera's format).
+            let catcher = ParameterSetCatcher()
+            let encode = EncodeStage(settings: settings, keyIntervalSeconds: keySeconds, outputs: [catcher])
+            let report = try await pipeline.run(stages: [encode])
+            if let failure = report.failure { throw failure }
+            guard let ps = catcher.parameterSets else { throw CLIError("the encoder gave no SPS/PPS") }
+            let text = SDP.offer(
+                host: target.host, port: target.port, sps: ps.sps, pps: ps.pps, rtxPayloadType: rtx.map(UInt8.init), ssrc: mediaSSRC,
+                rtxSSRC: rtx == nil ? nil : rtxSSRC, videoOrientationExtensionID: Stream.videoOrientationID)
             try write(text, to: sdp!)
-            print("wrote \(sdp!) for \(target) (\(pipeline.selection.size) H.264)")
+            print("wrote \(sdp!) for \(target) (\(pipeline.selection.size) H.264, SSRC \(mediaSSRC))")
             return
         }
         var config = RTPSender.Configuration(host: target.host, port: target.port)
@@ -116,6 +146,8 @@ struct Stream: AsyncParsableCommand {
         // video-orientation extension, which the SDP declares. Receivers that ignore it show the sensor's picture.
         config.videoOrientationExtensionID = Stream.videoOrientationID
         config.feedbackFrom = rtcpFrom
+        config.ssrc = mediaSSRC
+        config.rtxSSRC = rtxSSRC
         let rtpOutput = try RTPOutput(configuration: config, sdpFile: sdpFile, target: target, logger: cliLogger)
         var outputs: [any EncodedOutput] = [rtpOutput]
         if let output { outputs.append(try RecordingOutput(.init(path: output, frameRate: pipeline.selection.fps))) }
@@ -131,4 +163,15 @@ struct Stream: AsyncParsableCommand {
         encode.usesEncoderThread = capture.fast
         try await pipeline.runCommand("streaming", quiet: capture.quiet, stages: [encode], namedDevice: capture.device)
     }
+}
+
+/// Keeps the SPS and PPS of the first key frame (`stream --sdp-only`).
+final class ParameterSetCatcher: EncodedOutput {
+    private(set) var parameterSets: (sps: [UInt8], pps: [UInt8])?
+    func write(_ frame: EncodedFrame) throws {
+        if parameterSets == nil, frame.isKeyFrame { parameterSets = RTPSender.parameterSets(of: frame) }
+    }
+    func end() throws {}
+    func discard() {}
+    var summary: [(String, String)] { [] }
 }

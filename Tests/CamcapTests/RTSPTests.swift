@@ -66,11 +66,22 @@ final class RawRTSP {
     let fd: Int32
     private var pending: [UInt8] = []
 
-    init(port: Int, receiveBuffer: Int32? = nil) throws {
+    /// Connects to 127.0.0.1:`port`, from `from` (another loopback address: every 127/8 address is local on
+    /// Linux) when given.
+    init(port: Int, receiveBuffer: Int32? = nil, from: String? = nil) throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var timeout = timeval(tv_sec: 30, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         if var size = receiveBuffer { setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size)) }
+        if let from {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            local.sin_addr.s_addr = inet_addr(from)
+            let b = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard b == 0 else { throw CocoaError(.fileReadUnknown) }
+        }
         var a = sockaddr_in()
         a.sin_family = sa_family_t(AF_INET)
         a.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -81,6 +92,17 @@ final class RawRTSP {
         guard r == 0 else { throw CocoaError(.fileReadUnknown) }
     }
     deinit { close(fd) }
+
+    /// Whether the server has closed the connection (EOF or reset), without waiting.
+    var isClosed: Bool {
+        var b: UInt8 = 0
+        let n = recv(fd, &b, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+        if n == 0 { return true }
+        if n < 0 { return errno != EAGAIN && errno != EWOULDBLOCK }
+        // Data waits (a response): read it, then look again.
+        _ = response()
+        return isClosed
+    }
 
     func send(_ bytes: [UInt8]) { _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } }
     func send(_ text: String) { send(Array(text.utf8)) }

@@ -79,7 +79,8 @@ let basePort = 20_000 + Int(getpid() % 2000) * 10
     }
 
     /// GStreamer's rtpbin: decodes the stream (into an unbuffered I420 file) and sends receiver reports (and
-    /// NACK/PLI when asked) to our RTCP port.
+    /// NACK/PLI when asked) to our RTCP port, from port `rtcpPort + 1` (its udpsink's own socket: give the
+    /// stream `--rtcp-from 127.0.0.1:` that port, as only the receiver's RTP and RTCP ports are trusted).
     func gstreamer(port: Int, rtcpPort: Int, out: String) throws -> Process {
         // latency=1000: a loaded CI box delays retransmissions; the jitter buffer waits for them.
         try startReceiver(
@@ -92,7 +93,8 @@ let basePort = 20_000 + Int(getpid() % 2000) * 10
                 "avdec_h264",
                 "!", "videoconvert", "!", "video/x-raw,format=I420", "!", "filesink", "location=\(out)", "buffer-mode=unbuffered",
                 "udpsrc", "port=\(port + 1)", "!", "rb.recv_rtcp_sink_0",
-                "rb.send_rtcp_src_0", "!", "udpsink", "host=127.0.0.1", "port=\(rtcpPort)", "sync=false", "async=false",
+                "rb.send_rtcp_src_0", "!", "udpsink", "host=127.0.0.1", "port=\(rtcpPort)", "bind-port=\(rtcpPort + 1)", "sync=false",
+                "async=false",
             ], log: out + ".log")
     }
 
@@ -108,7 +110,10 @@ let basePort = 20_000 + Int(getpid() % 2000) * 10
         #expect(udpPortBound(port) && udpPortBound(port + 1), "GStreamer listens")
         let r = try sh(
             camcap,
-            ["stream", "-d", "fixture:vivid", "-s", "640x360", "--to", "127.0.0.1:\(port)", "--rtcp-port", "\(rtcpPort)", "--frames", "150", "-q"])
+            [
+                "stream", "-d", "fixture:vivid", "-s", "640x360", "--to", "127.0.0.1:\(port)", "--rtcp-port", "\(rtcpPort)", "--frames", "150",
+                "--rtcp-from", "127.0.0.1:\(rtcpPort + 1)", "-q",
+            ])
         #expect(r.code == 0, "\(r.err)")
         let decoded = waitForFrames(out, frameBytes: 345_600, frames: 150)
         stopReceiver(gst) // the file is unbuffered: every decoded frame is in it
@@ -126,7 +131,7 @@ let basePort = 20_000 + Int(getpid() % 2000) * 10
             camcap,
             [
                 "stream", "-d", "fixture:vivid", "-s", "640x360", "--noise", "8", "--bitrate", "2000", "--to", "127.0.0.1:\(port)",
-                "--rtcp-port", "\(rtcpPort)", "--frames", "300", "--drop-rate", "0.01", "-q",
+                "--rtcp-port", "\(rtcpPort)", "--frames", "300", "--drop-rate", "0.01", "--rtcp-from", "127.0.0.1:\(rtcpPort + 1)", "-q",
             ])
         #expect(r.code == 0, "\(r.err)")
         let sent = summaryValue(r.out, "encoded") ?? 300 // a loaded box may drop late frames before the encoder
@@ -198,10 +203,21 @@ enum RTPHeaderFields {
     }
 }
 
-/// Sends `packet` to 127.0.0.1:`port` over UDP.
-func sendUDP(_ packet: [UInt8], to port: Int) {
+/// Sends `packet` to 127.0.0.1:`port` over UDP, from port `from` of 127.0.0.1 (any free one when nil).
+func sendUDP(_ packet: [UInt8], to port: Int, from: Int? = nil) {
     let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
     defer { close(fd) }
+    if let from {
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var local = sockaddr_in()
+        local.sin_family = sa_family_t(AF_INET)
+        local.sin_port = in_port_t(UInt16(from).bigEndian)
+        local.sin_addr.s_addr = inet_addr("127.0.0.1")
+        _ = withUnsafePointer(to: &local) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+    }
     var addr = sockaddr_in()
     addr.sin_family = sa_family_t(AF_INET)
     addr.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -238,7 +254,7 @@ extension StreamTests {
             // Once frames are flowing (the copy is flushed after a second of capture), the estimate drops.
             waitUntil(timeout: 30, every: 0.02) { ((try? FileManager.default.attributesOfItem(atPath: copy)[.size]) as? Int ?? 0) > 0 }
             for _ in 0..<20 {
-                sendUDP(remb(300_000), to: rtcpPort)
+                sendUDP(remb(300_000), to: rtcpPort, from: basePort + 8) // from the receiver's RTCP port (--to's + 1)
                 usleep(100_000)
             }
         }
@@ -261,7 +277,7 @@ extension StreamTests {
         let again = Thread {
             waitUntil(timeout: 30, every: 0.02) { ((try? FileManager.default.attributesOfItem(atPath: keep)[.size]) as? Int ?? 0) > 0 }
             for _ in 0..<20 {
-                sendUDP(remb(300_000), to: basePort + 5)
+                sendUDP(remb(300_000), to: basePort + 5, from: basePort + 8)
                 usleep(100_000)
             }
         }

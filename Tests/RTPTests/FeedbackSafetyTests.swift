@@ -131,6 +131,42 @@ func waitFor(_ condition: () -> Bool) -> Bool { waitUntil(timeout: 10, every: 0.
         #expect(sender.statistics.rembBitrate == c.minimumBitrateEstimate && estimates.withLock { $0 } == [c.minimumBitrateEstimate])
     }
 
+    /// RTCP from another port of the receiver's own host (another program there) is a stranger's too: a PLI
+    /// flood asks for no key frame and a REMB of 0 sets no bitrate. The sockets are bound on loopback, the
+    /// interface that reaches the receiver, not on every interface.
+    @Test func feedbackFromAnotherPortOfTheReceiversHostIsDropped() throws {
+        let receiver = try UDPPeer()
+        var c = RTPSender.Configuration(host: "127.0.0.1", port: Int(receiver.port))
+        c.rtcpPort = Int(receiver.port) + 1
+        let sender = try RTPSender(configuration: c)
+        defer { sender.close() }
+        let bound = sender.localAddresses
+        #expect(bound?.rtp.hasPrefix("127.0.0.1:") == true && bound?.rtcp.hasPrefix("127.0.0.1:") == true, "\(String(describing: bound))")
+        let keyFrames = Atomic<Int>(0), estimates = Mutex<[UInt64]>([])
+        sender.setFeedbackHandlers(
+            keyFrameRequest: { keyFrames.add(1, ordering: .relaxed) },
+            bitrateEstimate: { bps in estimates.withLock { $0.append(bps) } })
+        try sender.send(pFrame(packets: 2).stamped(1_000_000_000))
+        let neighbour = try UDPPeer() // same address, another port
+        var datagrams = 0
+        for i in 0..<200 {
+            neighbour.send(
+                i % 2 == 0 ? RTCPWriter.pli(sender: 7, media: sender.ssrc) : RTCPWriter.remb(sender: 7, bitrate: 0, ssrcs: [sender.ssrc]),
+                to: sender.localRTCPPort)
+            datagrams += 1
+            if datagrams % 20 == 0 { #expect(waitFor { sender.statistics.rtcpFromStrangers == datagrams }, "\(sender.statistics)") }
+        }
+        let s = sender.statistics
+        #expect(s.keyFrameRequests == 0 && keyFrames.load(ordering: .relaxed) == 0 && s.rembBitrate == nil && estimates.withLock { $0.isEmpty })
+        print(
+            "FIGURE RTCP from another port of the receiver's host: \(datagrams) datagrams (PLI, REMB 0) → \(s.keyFrameRequests) key-frame requests, REMB \(s.rembBitrate.map { "\($0)" } ?? "ignored"); \(s.rtcpFromStrangers) counted as strangers'; sockets bound to \(bound?.rtp ?? "-") and \(bound?.rtcp ?? "-")"
+        )
+        // From the receiver's RTCP port it is obeyed.
+        let rtcp = try UDPPeer(port: UInt16(c.rtcpPort!))
+        rtcp.send(RTCPWriter.pli(sender: 9, media: sender.ssrc), to: sender.localRTCPPort)
+        #expect(waitFor { sender.statistics.keyFrameRequests == 1 })
+    }
+
     /// A NACK storm from the real receiver (every packet of the history, thousands of times a second) while
     /// the stream runs: each packet is resent at most once per RTT and retransmissions stay within their share,
     /// so what reaches the receiver stays under 1.5 × the media.
@@ -145,8 +181,8 @@ func waitFor(_ condition: () -> Bool) -> Bool { waitUntil(timeout: 10, every: 0.
         // receiver (or a replay of its feedback) would.
         let newest = Atomic<Int>(-1)
         let storm = Thread { [sender] in
-            // Its own socket at the receiver's address (the sender checks the address, not the port).
-            let s = try! UDPPeer()
+            // The receiver's own socket (the sender obeys only the receiver's address and ports).
+            let s = receiver
             while !stop.load(ordering: .relaxed) {
                 let top = newest.load(ordering: .relaxed)
                 if top < 0 {

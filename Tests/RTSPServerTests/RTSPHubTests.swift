@@ -4,6 +4,7 @@ import Testing
 import H264
 import RTP
 import VideoCapture
+import TestSupport
 @testable import RTSPServer
 
 /// A UDP socket on loopback for the test's client side: bound to a free port, receives with a timeout.
@@ -131,6 +132,67 @@ final class TestUDP {
             #expect(r.status == 401 && r.headers.contains { $0.name == "WWW-Authenticate" && $0.value.hasPrefix("Digest realm=") }, "\(m)")
         }
         #expect(hub.refusals.unauthorized == 5)
+    }
+
+    /// A session id is known only where the session was made: a TCP session on its connection, a UDP session
+    /// from its client's address. Elsewhere PAUSE and TEARDOWN get 454, as for a session that does not exist.
+    @Test func aSessionIsKnownOnlyOnItsConnectionOrFromItsAddress() throws {
+        var c = RTSPHub.Configuration()
+        c.udpHost = "127.0.0.1"
+        let hub = try RTSPHub(configuration: c, parameterSets: ([0x67, 0x42, 0xc0, 0x1f], [0x68, 0xce]))
+        defer { hub.closeAll(reason: "the test ended") }
+        func setUp(_ connection: RTSPConnection, _ transport: String) -> String {
+            _ = hub.handle(request("DESCRIBE", url, cseq: 1), on: connection)
+            let r = hub.handle(request("SETUP", url + "/trackID=0", cseq: 2, [RTSPHeader("Transport", transport)]), on: connection)
+            return r.headers.first { $0.name == "Session" }.map { RTSPHub.sessionID($0.value) } ?? ""
+        }
+        let owner = RTSPConnection(client: "127.0.0.1", channel: EmbeddedChannel())
+        let tcp = setUp(owner, "RTP/AVP/TCP;unicast;interleaved=0-1")
+        let udp = setUp(owner, "RTP/AVP;unicast;client_port=40000-40001")
+        #expect(!tcp.isEmpty && !udp.isEmpty)
+        let sameAddress = RTSPConnection(client: "127.0.0.1", channel: EmbeddedChannel())
+        let stranger = RTSPConnection(client: "127.0.0.2", channel: EmbeddedChannel())
+        for c in [sameAddress, stranger] { _ = hub.handle(request("DESCRIBE", url, cseq: 1), on: c) } // SETUP may come next
+        for (id, who) in [(tcp, sameAddress), (tcp, stranger), (udp, stranger)] {
+            for (i, m) in ["PAUSE", "TEARDOWN", "PLAY", "GET_PARAMETER"].enumerated() {
+                #expect(hub.handle(request(m, url, cseq: 10 + i, [RTSPHeader("Session", id)]), on: who).status == 454, "\(m) from \(who.client)")
+            }
+            #expect(
+                hub.handle(
+                    request(
+                        "SETUP", url + "/trackID=0", cseq: 20, [RTSPHeader("Session", id), RTSPHeader("Transport", "RTP/AVP/TCP;interleaved=2-3")]),
+                    on: who
+                )
+                .status == 454)
+        }
+        #expect(hub.sessions.count == 2, "both sessions are still there")
+        // The UDP session's own address may use it from another connection; the TCP one only on its own.
+        #expect(hub.handle(request("TEARDOWN", url, cseq: 30, [RTSPHeader("Session", udp)]), on: sameAddress).status == 200)
+        #expect(hub.handle(request("TEARDOWN", url, cseq: 31, [RTSPHeader("Session", tcp)]), on: owner).status == 200)
+        #expect(hub.sessions.isEmpty)
+    }
+
+    /// A session that is never played ends at the setup timeout, also after its connection closed.
+    @Test func aSessionNeverPlayedEndsAtTheSetupTimeout() throws {
+        var c = RTSPHub.Configuration()
+        c.udpHost = "127.0.0.1"
+        c.setupTimeoutNs = 1_000_000_000
+        let hub = try RTSPHub(configuration: c, parameterSets: ([0x67, 0x42, 0xc0, 0x1f], [0x68, 0xce]))
+        defer { hub.closeAll(reason: "the test ended") }
+        var connection: RTSPConnection? = RTSPConnection(client: "127.0.0.1", channel: EmbeddedChannel())
+        _ = hub.handle(request("DESCRIBE", url, cseq: 1), on: connection!)
+        let r = hub.handle(
+            request("SETUP", url + "/trackID=0", cseq: 2, [RTSPHeader("Transport", "RTP/AVP;unicast;client_port=40000-40001")]), on: connection!)
+        #expect(r.status == 200)
+        hub.closed(connection!)
+        connection = nil
+        let start = Date()
+        let ended = waitUntil(timeout: 10, every: 0.01) { hub.sessions.isEmpty }
+        #expect(
+            ended && hub.endedSessions.first?.reason.hasPrefix("timed out: not played within 1.0 s") == true, "\(hub.endedSessions.map(\.reason))")
+        print(
+            "FIGURE a UDP session never played (setup timeout 1 s) ended \(String(format: "%.2f", Date().timeIntervalSince(start))) s after its connection closed"
+        )
     }
 
     @Test func theSessionLimitsRefuseWith503AndTheUDPPortsAreAPair() throws {

@@ -236,39 +236,63 @@ struct SplitMix {
     @Test func rightCredentialsPassAndWrongOnesDoNot() {
         let auth = DigestAuthenticator(user: "admin", password: "s3cret", realm: "cam", nonceLifetimeNs: 60_000_000_000)
         let now: Int64 = 1_000_000_000_000
-        let challenge = auth.challenge(stale: false, nowNs: now)
+        let me = "127.0.0.1"
+        let challenge = auth.challenge(stale: false, client: me, nowNs: now)
         #expect(challenge.hasPrefix("Digest realm=\"cam\", nonce=\"") && challenge.contains("algorithm=MD5") && !challenge.contains("stale"))
+        #expect(challenge.contains("qop=\"auth\""))
         let uri = "rtsp://127.0.0.1:8554/camera"
+        func verify(_ h: String?, _ m: String = "DESCRIBE", uri u: String = uri, client: String = me, at t: Int64 = now)
+            -> DigestAuthenticator.Verdict
+        {
+            auth.verify(h, method: m, uri: u, client: client, nowNs: t)
+        }
         let good = answer(challenge, user: "admin", password: "s3cret", method: "DESCRIBE", uri: uri)
-        #expect(auth.verify(good, method: "DESCRIBE", nowNs: now + 1_000) == .authorized)
-        #expect(
-            auth.verify(answer(challenge, user: "admin", password: "s3cret", method: "DESCRIBE", uri: uri, qop: true), method: "DESCRIBE", nowNs: now)
-                == .authorized)
-        #expect(
-            auth.verify(answer(challenge, user: "admin", password: "wrong", method: "DESCRIBE", uri: uri), method: "DESCRIBE", nowNs: now)
-                != .authorized)
-        #expect(
-            auth.verify(answer(challenge, user: "root", password: "s3cret", method: "DESCRIBE", uri: uri), method: "DESCRIBE", nowNs: now)
-                != .authorized)
-        #expect(auth.verify(good, method: "SETUP", nowNs: now) != .authorized, "the method is part of the hash")
-        #expect(auth.verify(nil, method: "DESCRIBE", nowNs: now) == .refused("no Authorization header"))
-        #expect(auth.verify("Basic YWRtaW46czNjcmV0", method: "DESCRIBE", nowNs: now) != .authorized)
+        #expect(verify(good, at: now + 1_000) == .authorized)
+        #expect(verify(answer(challenge, user: "admin", password: "s3cret", method: "DESCRIBE", uri: uri, qop: true)) == .authorized)
+        #expect(verify(answer(challenge, user: "admin", password: "wrong", method: "DESCRIBE", uri: uri)) != .authorized)
+        #expect(verify(answer(challenge, user: "root", password: "s3cret", method: "DESCRIBE", uri: uri)) != .authorized)
+        #expect(verify(good, "SETUP") != .authorized, "the method is part of the hash")
+        #expect(verify(nil) == .missing)
+        #expect(verify("Basic YWRtaW46czNjcmV0") != .authorized)
         // A nonce from another server (another secret) is not ours, however well the response is computed.
         let other = DigestAuthenticator(user: "admin", password: "s3cret", realm: "cam")
-        let foreign = answer(other.challenge(stale: false, nowNs: now), user: "admin", password: "s3cret", method: "DESCRIBE", uri: uri)
-        #expect(auth.verify(foreign, method: "DESCRIBE", nowNs: now) == .refused("not our nonce"))
+        let foreign = answer(other.challenge(stale: false, client: me, nowNs: now), user: "admin", password: "s3cret", method: "DESCRIBE", uri: uri)
+        #expect(verify(foreign) == .refused("not a nonce given to this address"))
+    }
+
+    /// A captured answer does not work from another address, for another URI, or again with the same nc.
+    @Test func aNonceIsBoundToItsClientItsURIAndItsCount() {
+        let auth = DigestAuthenticator(user: "admin", password: "s3cret", realm: "cam", nonceLifetimeNs: 60_000_000_000)
+        let now: Int64 = 1_000_000_000_000
+        let uri = "rtsp://127.0.0.1:8554/camera"
+        let challenge = auth.challenge(stale: false, client: "127.0.0.1", nowNs: now)
+        let plain = answer(challenge, user: "admin", password: "s3cret", method: "DESCRIBE", uri: uri)
+        #expect(auth.verify(plain, method: "DESCRIBE", uri: uri, client: "127.0.0.1", nowNs: now) == .authorized)
+        #expect(auth.verify(plain, method: "DESCRIBE", uri: uri, client: "127.0.0.9", nowNs: now) == .refused("not a nonce given to this address"))
+        #expect(
+            auth.verify(plain, method: "DESCRIBE", uri: "rtsp://127.0.0.1:8554/other", client: "127.0.0.1", nowNs: now)
+                == .refused("the uri answered for is not the request's"))
+        // The path alone names the same resource.
+        let byPath = answer(challenge, user: "admin", password: "s3cret", method: "DESCRIBE", uri: "/camera")
+        #expect(auth.verify(byPath, method: "DESCRIBE", uri: uri, client: "127.0.0.1", nowNs: now) == .authorized)
+        let counted = answer(challenge, user: "admin", password: "s3cret", method: "DESCRIBE", uri: uri, qop: true)
+        #expect(auth.verify(counted, method: "DESCRIBE", uri: uri, client: "127.0.0.1", nowNs: now) == .authorized)
+        #expect(
+            auth.verify(counted, method: "DESCRIBE", uri: uri, client: "127.0.0.1", nowNs: now)
+                == .refused("nc 1 was used before with this nonce (a replay)"))
     }
 
     @Test func anExpiredNonceIsStaleAndTheNewChallengeSaysSo() {
         let auth = DigestAuthenticator(user: "u", password: "p", nonceLifetimeNs: 5_000_000_000)
         let now: Int64 = 50_000_000_000
-        let a = answer(auth.challenge(stale: false, nowNs: now), user: "u", password: "p", method: "PLAY", uri: "rtsp://h/camera/")
-        #expect(auth.verify(a, method: "PLAY", nowNs: now + 4_000_000_000) == .authorized)
-        #expect(auth.verify(a, method: "PLAY", nowNs: now + 6_000_000_000) == .stale)
-        #expect(auth.challenge(stale: true, nowNs: now).hasSuffix("stale=true"))
+        let c = "10.0.0.1", uri = "rtsp://h/camera/"
+        let a = answer(auth.challenge(stale: false, client: c, nowNs: now), user: "u", password: "p", method: "PLAY", uri: uri)
+        #expect(auth.verify(a, method: "PLAY", uri: uri, client: c, nowNs: now + 4_000_000_000) == .authorized)
+        #expect(auth.verify(a, method: "PLAY", uri: uri, client: c, nowNs: now + 6_000_000_000) == .stale)
+        #expect(auth.challenge(stale: true, client: c, nowNs: now).hasSuffix("stale=true"))
         // Wrong credentials with an old nonce are refused, not called stale (no retry is invited).
-        let wrong = answer(auth.challenge(stale: false, nowNs: now), user: "u", password: "x", method: "PLAY", uri: "rtsp://h/camera/")
-        #expect(auth.verify(wrong, method: "PLAY", nowNs: now + 6_000_000_000) != .stale)
+        let wrong = answer(auth.challenge(stale: false, client: c, nowNs: now), user: "u", password: "x", method: "PLAY", uri: uri)
+        #expect(auth.verify(wrong, method: "PLAY", uri: uri, client: c, nowNs: now + 6_000_000_000) != .stale)
     }
 
     @Test func malformedAuthorizationHeadersAreRefusedWithoutTrapping() {
@@ -278,8 +302,53 @@ struct SplitMix {
             "Digest nonce=\"zz\", username=u, realm=r, uri=x, response=y",
             "Digest " + String(repeating: "x=1, ", count: 100), "digest username=\"\\", String(repeating: "A", count: 5000),
         ] {
-            #expect(auth.verify(h, method: "DESCRIBE") != .authorized, "\(h.prefix(40))")
+            #expect(auth.verify(h, method: "DESCRIBE", uri: "x", client: "127.0.0.1") != .authorized, "\(h.prefix(40))")
         }
+    }
+
+    @Test func hmacMD5MatchesRFC2202() {
+        #expect(MD5.hmacHex(key: [UInt8](repeating: 0x0b, count: 16), bytes("Hi There")) == "9294727a3638bb1c13f48ef8158bfc9d")
+        #expect(MD5.hmacHex(key: bytes("Jefe"), bytes("what do ya want for nothing?")) == "750c783e6ab0b503eaa86e310a5db738")
+    }
+
+    /// The failure budgets: an address's wrong answers are checked at most its burst plus its rate; all
+    /// addresses' at most the global burst plus its rate; the later 401s of a run are delayed.
+    @Test func theFailureBudgetsLimitTheGuessesCheckedPerAddressAndInAll() {
+        var b = AuthenticationBudget()
+        b.perAddressBurst = 5
+        b.perAddressPerSecond = 1
+        b.globalBurst = 40
+        b.globalPerSecond = 20
+        let t0: Int64 = 1_000_000_000_000
+        let throttle = AuthThrottle(b, nowNs: t0)
+        var checked = 0, delays: [Int64] = []
+        // One address guessing as fast as it can for 10 s (every millisecond).
+        for ms in 0..<10_000 {
+            let now = t0 + Int64(ms) * 1_000_000
+            if throttle.mayCheck("10.0.0.1", nowNs: now).allowed {
+                checked += 1
+                delays.append(throttle.failed("10.0.0.1", nowNs: now))
+            }
+        }
+        #expect(checked <= 5 + 10 + 1, "\(checked) checked in 10 s")
+        #expect(delays.prefix(2).allSatisfy { $0 == 0 } && delays[2] == 250_000_000 && delays.last == 2_000_000_000, "\(delays)")
+        // 200 addresses at once, 5 s: at most 40 + 20 × 5 in all.
+        var all = 0
+        for ms in stride(from: 0, to: 5_000, by: 5) {
+            for a in 0..<200 {
+                let now = t0 + 20_000_000_000 + Int64(ms) * 1_000_000
+                if throttle.mayCheck("10.1.0.\(a)", nowNs: now).allowed {
+                    all += 1
+                    _ = throttle.failed("10.1.0.\(a)", nowNs: now)
+                }
+            }
+        }
+        #expect(all <= 40 + 20 * 5 + 2, "\(all) checked in 5 s from 200 addresses")
+        // A new address after the storm, once the global budget has a token again.
+        #expect(throttle.mayCheck("10.2.0.1", nowNs: t0 + 40_000_000_000).allowed)
+        print(
+            "FIGURE Digest budget (unit): one address guessing every ms for 10 s: \(checked) checked; 200 addresses for 5 s: \(all) checked (\(all / 5)/s)"
+        )
     }
 }
 
