@@ -118,7 +118,7 @@ private final class Collect: EncodedOutput {
         var slicesOfReference = try camera.flatMap { au in
             try AnnexB.split(au).filter { $0.type == .idr || $0.type == .slice }.map { Array(au[$0.offset..<($0.offset + $0.length)]) }
         }
-        func check(_ path: String, _ what: String) throws {
+        func check(_ path: String, _ what: String, lossy: Bool) throws {
             let slices = slicesOfReference
             let got = [UInt8](FileManager.default.contents(atPath: path) ?? Data())
             let units = try AnnexB.split(got).filter { $0.type == .idr || $0.type == .slice }.map { Array(got[$0.offset..<($0.offset + $0.length)]) }
@@ -127,9 +127,20 @@ private final class Collect: EncodedOutput {
                 units.count >= 60 && start != nil,
                 "\(what): \(units.count) slices received, first found in the camera's: \(start.map(String.init) ?? "no")")
             if let start {
-                let same = zip(units, slices[start...]).prefix { $0 == $1 }.count
-                #expect(same == units.count, "\(what): the first \(same) of \(units.count) slices are the camera's, in order")
-                print("\(what): \(units.count) slices received, identical to the camera's from its frame \(start)")
+                // Every slice received is one of the camera's, byte for byte and in order. Over UDP a receiver on a
+                // loaded machine may miss a packet (its slice is then absent, or cut and so not the camera's): at most
+                // 5 % of the span may be missing; over TCP nothing.
+                var next = start, matched = 0
+                for u in units {
+                    guard let i = slices[next...].firstIndex(of: u) else { continue } // a slice cut by a lost packet
+                    matched += 1
+                    next = i + 1
+                }
+                let span = next - start, missing = span - matched
+                #expect(
+                    matched >= units.count - (lossy ? units.count / 20 : 0) && missing <= (lossy ? span / 20 : 0),
+                    "\(what): \(matched) of \(units.count) slices are the camera's, in order; \(missing) of its \(span) missing")
+                print("\(what): \(units.count) slices received, \(matched) identical to the camera's from its frame \(start), \(missing) missing")
             }
         }
         // RTP: ffmpeg opens the SDP camcap writes at the camera's first key frame.
@@ -153,7 +164,7 @@ private final class Collect: EncodedOutput {
         ffmpeg.waitUntilExit() // the BYE ends its input
         let log = (try? String(contentsOfFile: work + "/passthrough-stream.log", encoding: .utf8)) ?? ""
         #expect(streamer.terminationStatus == 0 && log.contains("0 encoder instances"), "\(log)")
-        try check(copy, "RTP")
+        try check(copy, "RTP", lossy: true)
         // RTSP over TCP, judged against what the server passed through (its --output copy): a client joins
         // mid-stream and gets a key frame asked of the camera for it.
         let served = work + "/passthrough-served.h264"
@@ -175,7 +186,7 @@ private final class Collect: EncodedOutput {
         slicesOfReference = try AnnexB.split(servedBytes).filter { $0.type == .idr || $0.type == .slice }.map {
             Array(servedBytes[$0.offset..<($0.offset + $0.length)])
         }
-        try check(rtspCopy, "RTSP")
+        try check(rtspCopy, "RTSP", lossy: false)
     }
 
     /// `serve` sends the camera's own H.264 to a browser: Chromium decodes it at the camera's size with 0 encoders
