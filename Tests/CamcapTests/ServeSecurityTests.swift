@@ -24,6 +24,27 @@ import WHEPServer
         }
     }
 
+    /// ServerPolicy checks its token as the documentation says (16–256 b64token characters): a typed error
+    /// naming the length, or the character rule.
+    @Test func aPolicyRefusesATokenOutsideTheRule() throws {
+        var rows: [String] = []
+        for (token, says) in [
+            ("abc", "3 characters long"), (String(repeating: "a", count: 15), "15 characters long"),
+            (String(repeating: "a", count: 257), "257 characters long"), ("has space in it 0123", "a character outside"),
+        ] {
+            do {
+                _ = try ServerPolicy(token: token, hostNames: ["127.0.0.1"])
+                Issue.record("accepted \(token.prefix(20))")
+            } catch {
+                rows.append("\(token.utf8.count) characters: \(error.code.rawValue)")
+                #expect(error.code == .badToken && error.message.contains(says) && error.message.contains("16...256"), "\(error)")
+            }
+        }
+        #expect(try ServerPolicy(token: String(repeating: "a1", count: 8), hostNames: []).token?.count == 16)
+        #expect(try ServerPolicy(token: nil).token == nil)
+        print("FIGURE ServerPolicy tokens refused: " + rows.joined(separator: "; "))
+    }
+
     @Test func aServerAnswersToItsOwnNamesOnly() {
         let loopback = ServeSecurity.hostNames(
             listening: "127.0.0.1", isWildcard: false, candidates: ["127.0.0.1"], interfaces: [], extra: ["Cam.Example"])
