@@ -119,8 +119,10 @@ final class ConnectionTracker: Sendable {
 }
 
 /// The HTTP/1.1 host of a `WHEPEndpoint` on SwiftNIO (optionally TLS through NIOSSL), with the connection
-/// limits of its policy: connections overall and per address (the longest-waiting idle one evicted when all
-/// are taken), a complete request within the request timeout, offers of at most 64 KiB.
+/// limits of its policy: the policy's checks on each request's head (a refusal before any body is read),
+/// connections overall, per address and per network (the one evictable longest, i.e. without a request that
+/// carries the token, evicted when a limit is reached), request heads of at most `maxHeadBytes`, a complete
+/// request within the request timeout, offers of at most 64 KiB.
 public final class HTTPServer: Sendable {
     /// The port listened on (the one the system picked for port 0).
     public let port: Int
