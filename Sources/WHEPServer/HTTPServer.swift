@@ -32,24 +32,8 @@ final class ConnectionTracker: Sendable {
 
     enum Admission { case admitted, tooMany, tooManyFromAddress, tooManyFromNetwork }
 
-    /// The network an address counts in: its /24 (IPv4, IPv4-mapped IPv6 too) or its /64 (IPv6).
-    static func network(of address: String) -> String {
-        var v4 = in_addr()
-        let plain = address.hasPrefix("::ffff:") && address.contains(".") ? String(address.dropFirst(7)) : address
-        if inet_pton(AF_INET, plain, &v4) == 1 {
-            let b = withUnsafeBytes(of: v4.s_addr) { Array($0) }
-            return "\(b[0]).\(b[1]).\(b[2]).0/24"
-        }
-        var v6 = in6_addr()
-        if inet_pton(AF_INET6, address, &v6) == 1 {
-            let b = withUnsafeBytes(of: v6) { Array($0.prefix(8)) }
-            return stride(from: 0, to: 8, by: 2).map { String(UInt16(b[$0]) << 8 | UInt16(b[$0 + 1]), radix: 16) }.joined(separator: ":") + "::/64"
-        }
-        return address
-    }
-
     func admit(_ channel: any Channel, from address: String) -> Admission {
-        let network = Self.network(of: address)
+        let network = ServeSecurity.network(of: address)
         let (admission, evict) = state.withLock { s -> (Admission, (any Channel)?) in
             // The oldest evictable connection among those `where` picks.
             func oldest(_ where: (Member) -> Bool) -> ObjectIdentifier? {

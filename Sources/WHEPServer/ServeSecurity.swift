@@ -43,6 +43,23 @@ public enum ServeSecurity {
             }
     }
 
+    /// The network a client address counts in for `ServerPolicy.maxConnectionsPerNetwork`: its /24 for IPv4
+    /// (and IPv4-mapped IPv6), "a.b.c.0/24", its /64 for IPv6, "2001:db8:0:1::/64"; anything else as it is.
+    public static func network(of address: String) -> String {
+        var v4 = in_addr()
+        let plain = address.lowercased().hasPrefix("::ffff:") && address.contains(".") ? String(address.dropFirst(7)) : address
+        if inet_pton(AF_INET, plain, &v4) == 1 {
+            let b = withUnsafeBytes(of: v4.s_addr) { Array($0) }
+            return "\(b[0]).\(b[1]).\(b[2]).0/24"
+        }
+        var v6 = in6_addr()
+        if inet_pton(AF_INET6, address, &v6) == 1 {
+            let b = withUnsafeBytes(of: v6) { Array($0.prefix(8)) }
+            return stride(from: 0, to: 8, by: 2).map { String(UInt16(b[$0]) << 8 | UInt16(b[$0 + 1]), radix: 16) }.joined(separator: ":") + "::/64"
+        }
+        return address
+    }
+
     /// True for a loopback address: `127.x.x.x` or `::1` (not the name `localhost`).
     public static func isLoopback(_ host: String) -> Bool { host.hasPrefix("127.") || host == "::1" }
 

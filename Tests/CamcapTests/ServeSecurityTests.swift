@@ -45,6 +45,18 @@ import WHEPServer
         print("FIGURE ServerPolicy tokens refused: " + rows.joined(separator: "; "))
     }
 
+    /// Connections count per network as well as per address: an IPv4 /24, an IPv6 /64.
+    @Test func addressesCountInTheirNetwork() {
+        #expect(ServeSecurity.network(of: "127.0.0.11") == "127.0.0.0/24")
+        #expect(ServeSecurity.network(of: "192.168.1.200") == ServeSecurity.network(of: "192.168.1.3"))
+        #expect(ServeSecurity.network(of: "192.168.2.3") != ServeSecurity.network(of: "192.168.1.3"))
+        #expect(ServeSecurity.network(of: "::ffff:10.1.2.3") == "10.1.2.0/24")
+        #expect(ServeSecurity.network(of: "2001:db8:0:1::5") == "2001:db8:0:1::/64")
+        #expect(ServeSecurity.network(of: "2001:db8:0:1:ffff::9") == ServeSecurity.network(of: "2001:db8:0:1::5"))
+        #expect(ServeSecurity.network(of: "2001:db8:0:2::5") != ServeSecurity.network(of: "2001:db8:0:1::5"))
+        #expect(ServeSecurity.network(of: "?") == "?")
+    }
+
     @Test func aServerAnswersToItsOwnNamesOnly() {
         let loopback = ServeSecurity.hostNames(
             listening: "127.0.0.1", isWildcard: false, candidates: ["127.0.0.1"], interfaces: [], extra: ["Cam.Example"])
