@@ -35,7 +35,7 @@ import WHEPServer
         // Only the holder of the token may watch (the page reads it from the URL's fragment and sends it as a
         // bearer token); the app's own routes are behind it too.
         let token = ServeSecurity.randomToken()
-        let policy = ServerPolicy(token: token, hostNames: ["127.0.0.1", "localhost"])
+        let policy = try ServerPolicy(token: token, hostNames: ["127.0.0.1", "localhost"])
         let endpoint = WHEPEndpoint(hub: hub, policy: policy)
         let server = try await HTTPServer.start(host: "127.0.0.1", port: 0, endpoint: endpoint, tls: nil) { request in
             guard request.method == "GET", request.path == "/health" else { return nil } // the rest: WHEP, the page

@@ -14,8 +14,12 @@ package enum RTCPAction: Sendable, Equatable {
 
 /// The RTCP rules of a sender (no I/O): receiver reports → loss, jitter and RTT into the statistics;
 /// PLI/FIR → a key frame at most once per `keyFrameRequestIntervalNs`; NACK → retransmissions; REMB →
-/// a bitrate no lower than `minimumBitrateEstimate`. Feedback about other SSRCs is skipped.
+/// a bitrate no lower than `minimumBitrateEstimate` and no higher than `maximumBitrateEstimate`. Feedback about
+/// other SSRCs is skipped.
 package struct RTCPResponder: Sendable {
+    /// The largest REMB taken (10 Gbit/s): its 18-bit mantissa and 6-bit exponent can say up to 2^81 bit/s,
+    /// which would overflow whatever is computed from it.
+    package static let maximumBitrateEstimate: UInt64 = 10_000_000_000
     package let ssrc: UInt32
     package let keyFrameRequestIntervalNs: Int64
     package let minimumBitrateEstimate: UInt64
@@ -52,7 +56,7 @@ package struct RTCPResponder: Sendable {
             stats.nacksReceived += 1
             return .retransmit(lost)
         case .remb(_, let reported, _):
-            let bitrate = max(reported, minimumBitrateEstimate)
+            let bitrate = min(max(reported, minimumBitrateEstimate), RTCPResponder.maximumBitrateEstimate)
             stats.rembBitrate = bitrate
             return .bitrate(bitrate)
         case .transportFeedback(let fb):

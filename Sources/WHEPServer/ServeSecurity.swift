@@ -43,6 +43,23 @@ public enum ServeSecurity {
             }
     }
 
+    /// The network a client address counts in for `ServerPolicy.maxConnectionsPerNetwork`: its /24 for IPv4
+    /// (and IPv4-mapped IPv6), "a.b.c.0/24", its /64 for IPv6, "2001:db8:0:1::/64"; anything else as it is.
+    public static func network(of address: String) -> String {
+        var v4 = in_addr()
+        let plain = address.lowercased().hasPrefix("::ffff:") && address.contains(".") ? String(address.dropFirst(7)) : address
+        if inet_pton(AF_INET, plain, &v4) == 1 {
+            let b = withUnsafeBytes(of: v4.s_addr) { Array($0) }
+            return "\(b[0]).\(b[1]).\(b[2]).0/24"
+        }
+        var v6 = in6_addr()
+        if inet_pton(AF_INET6, address, &v6) == 1 {
+            let b = withUnsafeBytes(of: v6) { Array($0.prefix(8)) }
+            return stride(from: 0, to: 8, by: 2).map { String(UInt16(b[$0]) << 8 | UInt16(b[$0 + 1]), radix: 16) }.joined(separator: ":") + "::/64"
+        }
+        return address
+    }
+
     /// True for a loopback address: `127.x.x.x` or `::1` (not the name `localhost`).
     public static func isLoopback(_ host: String) -> Bool { host.hasPrefix("127.") || host == "::1" }
 
@@ -106,7 +123,22 @@ public enum ServeSecurity {
         }
     }
 
-    /// TLS from PEM files (the chain, then the key).
+    /// The TLS 1.2 cipher suites a server offers: ECDHE key exchange with AEAD ciphers only (AES-GCM,
+    /// ChaCha20-Poly1305); no CBC, no SHA-1 MACs, no static RSA. TLS 1.3's suites are all AEAD.
+    public static let tls12CipherSuites = [
+        "ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-RSA-AES128-GCM-SHA256", "ECDHE-ECDSA-AES256-GCM-SHA384", "ECDHE-RSA-AES256-GCM-SHA384",
+        "ECDHE-ECDSA-CHACHA20-POLY1305", "ECDHE-RSA-CHACHA20-POLY1305",
+    ].joined(separator: ":")
+
+    /// A server's TLS: `chain` and `key`, TLS 1.2 at least (1.0 and 1.1 are refused), AEAD suites only.
+    static func serverTLS(chain: [NIOSSLCertificate], key: NIOSSLPrivateKey) -> TLSConfiguration {
+        var config = TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key))
+        config.minimumTLSVersion = .tlsv12
+        config.cipherSuites = tls12CipherSuites
+        return config
+    }
+
+    /// TLS from PEM files (the chain, then the key): TLS 1.2 or 1.3, AEAD suites only.
     public static func tlsContext(certificate: String, key: String) throws -> (NIOSSLContext, String) {
         let certText = try readSmallFile(certificate, what: "TLS certificate", limit: 256 * 1024)
         let keyText = try readSmallFile(key, what: "TLS key", limit: 64 * 1024)
@@ -118,21 +150,22 @@ public enum ServeSecurity {
         do { privateKey = try NIOSSLPrivateKey(bytes: Array(keyText.utf8), format: .pem) } catch {
             throw ServerError(.badFile, "\(key): not a PEM private key (\(error))")
         }
-        let config = TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(privateKey))
+        let config = serverTLS(chain: chain, key: privateKey)
         do { return (try NIOSSLContext(configuration: config), "https: certificate \(certificate)") } catch {
             throw ServerError(
                 .tls, "the TLS certificate \(certificate) and key \(key) do not make a TLS context (do they belong together?): \(error)")
         }
     }
 
-    /// TLS with a certificate made now for `names`; the line to print gives its fingerprints.
+    /// TLS with a certificate made now for `names` (TLS 1.2 or 1.3, AEAD suites only); the line to print gives
+    /// its fingerprints.
     public static func selfSignedContext(names: [String]) throws -> (NIOSSLContext, String) {
         let made: SelfSignedCertificate
         do { made = try SelfSignedCertificate(names: names) } catch { throw ServerError(.tls, "cannot make a self-signed certificate: \(error)") }
         do {
-            let config = TLSConfiguration.makeServerConfiguration(
-                certificateChain: try NIOSSLCertificate.fromPEMBytes(Array(made.certificatePEM.utf8)).map { .certificate($0) },
-                privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(made.privateKeyPEM.utf8), format: .pem)))
+            let config = serverTLS(
+                chain: try NIOSSLCertificate.fromPEMBytes(Array(made.certificatePEM.utf8)),
+                key: try NIOSSLPrivateKey(bytes: Array(made.privateKeyPEM.utf8), format: .pem))
             return (
                 try NIOSSLContext(configuration: config),
                 "https: self-signed certificate for \(names.joined(separator: ", ")); sha-256 \(made.fingerprint); public key sha-256 (base64) \(made.publicKeySHA256)"

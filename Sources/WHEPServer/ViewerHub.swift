@@ -352,7 +352,11 @@ public final class ViewerHub: EncodedOutput, Sendable {
         }
     }
 
-    private func remb(_ id: String, _ bps: UInt64) {
+    /// The largest receiver estimate taken (10 Gbit/s): a REMB's 6-bit exponent can say up to 2^81 bit/s.
+    static let maxEstimateBps: UInt64 = 10_000_000_000
+
+    private func remb(_ id: String, _ reported: UInt64) {
+        let bps = min(reported, ViewerHub.maxEstimateBps)
         let now = monotonicNanoseconds()
         state.withLock { s in
             guard var v = s.viewers[id] else { return }

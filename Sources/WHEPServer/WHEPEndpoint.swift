@@ -9,8 +9,9 @@ import WebRTC
 /// origins allowed cross-origin access, the names the server answers to (Host, against DNS rebinding), and limits.
 public struct ServerPolicy: Sendable {
     /// The bearer token every request needs except the player page (GET /) and CORS preflights (OPTIONS), the
-    /// app's own routes included; nil for none (anyone who reaches the server may watch).
-    public var token: String?
+    /// app's own routes included; nil for none (anyone who reaches the server may watch). Set by `init`, which
+    /// checks it (16–256 characters of RFC 6750's b64token).
+    public private(set) var token: String?
     /// Origins (`https://app.example`, lower-case, no path) whose pages may call the endpoint cross-origin;
     /// requests from any other foreign origin get 403.
     public var allowedOrigins: Set<String> = []
@@ -21,13 +22,30 @@ public struct ServerPolicy: Sendable {
     /// A complete request (head and body) within this long of the connection opening or of the previous
     /// response, else the connection is closed (slowloris; idle keep-alive connections).
     public var requestTimeoutNs: Int64 = 10_000_000_000
-    /// HTTP connections open at once; past it the longest-idle one is evicted, or the new one gets 503.
+    /// HTTP connections open at once; past it the one evictable longest is evicted (no request in progress, or
+    /// one without the token), or the new one gets 503.
     public var maxConnections = 256
-    /// HTTP connections open at once from one client address; past it 429.
+    /// HTTP connections open at once from one client address; past it that address's connection evictable
+    /// longest is evicted, or the new one gets 429.
     public var maxConnectionsPerAddress = 32
+    /// HTTP connections open at once from one network (an IPv4 /24, an IPv6 /64), so that many addresses of one
+    /// host or subnet count together; past it that network's connection evictable longest is evicted, or 429.
+    public var maxConnectionsPerNetwork = 128
+    /// The largest request head (request line and headers) taken, in bytes; past it 431 and the connection is closed.
+    public var maxHeadBytes = 16 * 1024
 
-    /// A policy with the default limits. Give `hostNames`: with none, every request's Host is refused.
-    public init(token: String?, allowedOrigins: Set<String> = [], hostNames: Set<String> = []) {
+    /// A policy with the default limits. Give `hostNames`: with none, every request's Host is refused. A token
+    /// that is not 16–256 characters of RFC 6750's b64token (`ServeSecurity.tokenRule`) is a `ServerError` with
+    /// code `badToken` naming its length.
+    public init(token: String?, allowedOrigins: Set<String> = [], hostNames: Set<String> = []) throws(ServerError) {
+        if let token, !ServeSecurity.isValidToken(token) {
+            let n = token.utf8.count
+            throw ServerError(
+                .badToken,
+                (16...256).contains(n)
+                    ? "the token has a character outside A-Z a-z 0-9 - . _ ~ + /: \(ServeSecurity.tokenRule)"
+                    : "the token is \(n) characters long: \(ServeSecurity.tokenRule)")
+        }
         self.token = token
         self.allowedOrigins = allowedOrigins
         self.hostNames = hostNames
@@ -57,15 +75,21 @@ public struct ServerPolicy: Sendable {
 /// What the server refused, by reason (GET /stats shows them; each abuse test reads its own).
 public struct RefusalCounters: Sendable {
     /// Refusals before a request is routed: a missing or wrong token (401), a foreign Origin (403), a foreign
-    /// Host (403), the connection limits (503, 429), and idle connections evicted to make room.
-    public var unauthorized = 0, foreignOrigin = 0, foreignHost = 0, connectionLimit = 0, perAddressConnectionLimit = 0, evicted = 0
+    /// Host (403), the connection limits (503, 429: overall, per address, per network), and evictable connections
+    /// evicted to make room.
+    public var unauthorized = 0, foreignOrigin = 0, foreignHost = 0, connectionLimit = 0, perAddressConnectionLimit = 0,
+        perNetworkConnectionLimit = 0, evicted = 0
+    /// Request heads over the size limit (431), and plain HTTP sent to the HTTPS port (400).
+    public var headTooLarge = 0, plainHTTPOnTLS = 0
     /// Refusals of requests and offers: request timeouts, the hub's viewer limits (503, 429), and offers that
     /// could not be answered (400, 406).
     public var timeouts = 0, viewerLimit = 0, pendingLimit = 0, perAddressViewerLimit = 0, badOffer = 0
     var json: [(String, Any)] {
         [
             ("unauthorized", unauthorized), ("foreignOrigin", foreignOrigin), ("foreignHost", foreignHost), ("connectionLimit", connectionLimit),
-            ("perAddressConnectionLimit", perAddressConnectionLimit), ("evicted", evicted), ("timeouts", timeouts), ("viewerLimit", viewerLimit),
+            ("perAddressConnectionLimit", perAddressConnectionLimit), ("perNetworkConnectionLimit", perNetworkConnectionLimit),
+            ("headTooLarge", headTooLarge), ("plainHTTPOnTLS", plainHTTPOnTLS), ("evicted", evicted), ("timeouts", timeouts),
+            ("viewerLimit", viewerLimit),
             ("pendingLimit", pendingLimit), ("perAddressViewerLimit", perAddressViewerLimit), ("badOffer", badOffer),
         ]
     }
@@ -201,7 +225,8 @@ public final class WHEPEndpoint: Sendable {
         decorated(refusal(request) ?? routes?(request) ?? route(request), for: request)
     }
 
-    /// The refusal for a request from its head alone, if any (a client waiting for 100 Continue gets it at once).
+    /// The refusal for a request from its head alone (Host, Origin, token), if any: a host sends it before reading
+    /// the body.
     public func check(_ request: WHEPRequest) -> WHEPResponse? {
         refusal(request).map { decorated($0, for: request) }
     }

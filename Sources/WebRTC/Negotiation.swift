@@ -113,6 +113,16 @@ public struct WebRTCOffer: Sendable {
             throw WebRTCError(
                 "the offer has no usable ICE credentials (a=ice-ufrag of 4...256 and a=ice-pwd of 22...256 characters)", code: .invalidOffer)
         }
+        // RFC 8839 §5.4: ice-char is ALPHA / DIGIT / "+" / "/". The ufrag goes into STUN USERNAME ("a:b") and the answer.
+        func isIceChars(_ s: String) -> Bool {
+            s.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x41...0x5a).contains($0) || (0x61...0x7a).contains($0) || $0 == 0x2b || $0 == 0x2f }
+        }
+        guard isIceChars(ufrag) else {
+            throw WebRTCError("the offer's a=ice-ufrag is not 4...256 ice-chars (A-Z a-z 0-9 + /, RFC 8839)", code: .invalidOffer)
+        }
+        guard isIceChars(pwd) else {
+            throw WebRTCError("the offer's a=ice-pwd is not 22...256 ice-chars (A-Z a-z 0-9 + /, RFC 8839)", code: .invalidOffer)
+        }
         iceUfrag = ufrag
         icePassword = pwd
         let fps = (m.values("fingerprint") + d.sessionAttributes.filter { $0.0 == "fingerprint" }.map(\.1))

@@ -101,6 +101,7 @@ struct Serve: AsyncParsableCommand {
     var requestTimeout: Double = 10
     @Option(help: "Open HTTP connections at most (also kept below the descriptor limit).") var maxConnections = 256
     @Option(help: "Open HTTP connections per client address at most.") var maxConnectionsPerAddress = 32
+    @Option(help: "Open HTTP connections per client network (IPv4 /24, IPv6 /64) at most.") var maxConnectionsPerNetwork = 128
     @Option(help: "Connected viewers at most.") var maxViewers = 16
     @Option(help: "Viewers still connecting (ICE and DTLS not done) at most.") var maxPending = 8
     @Option(help: "Viewers (connected or connecting) per client address at most.") var maxViewersPerAddress = 8
@@ -168,6 +169,7 @@ struct Serve: AsyncParsableCommand {
         }
         for (name, v, range) in [
             ("--max-connections", maxConnections, 1...65536), ("--max-connections-per-address", maxConnectionsPerAddress, 1...65536),
+            ("--max-connections-per-network", maxConnectionsPerNetwork, 1...65536),
             ("--max-viewers", maxViewers, 1...256), ("--max-pending", maxPending, 1...256),
             ("--max-viewers-per-address", maxViewersPerAddress, 1...256), ("--max-pending-per-address", maxPendingPerAddress, 1...256),
         ] {
@@ -235,10 +237,11 @@ struct Serve: AsyncParsableCommand {
         let hub = ViewerHub(identity: identity, configuration: peer, limits: limits, logger: cliLogger)
         let names = ServeSecurity.hostNames(
             listening: address.host, isWildcard: address.isWildcard, candidates: hosts, interfaces: interfaces, extra: allowHost)
-        var policy = ServerPolicy(token: token, allowedOrigins: Set(allowOrigin.compactMap(ServeSecurity.origin)), hostNames: names)
+        var policy = try ServerPolicy(token: token, allowedOrigins: Set(allowOrigin.compactMap(ServeSecurity.origin)), hostNames: names)
         policy.requestTimeoutNs = Int64(requestTimeout * 1e9)
         policy.maxConnections = min(maxConnections, ServeSecurity.connectionsWithinDescriptorLimit(viewers: maxViewers + maxPending))
         policy.maxConnectionsPerAddress = maxConnectionsPerAddress
+        policy.maxConnectionsPerNetwork = maxConnectionsPerNetwork
         var tls: (NIOSSLContext, String)?
         if let tlsCert, let tlsKey {
             tls = try ServeSecurity.tlsContext(certificate: tlsCert, key: tlsKey)

@@ -51,7 +51,7 @@ import WHEPServer
     @Test func theEndpointIsDrivenWithoutAnHTTPServer() throws {
         let hub = ViewerHub(
             identity: try DTLSIdentity(), configuration: WebRTCPeer.Configuration(bindHost: "127.0.0.1", candidateHosts: ["127.0.0.1"]))
-        let endpoint = WHEPEndpoint(hub: hub, policy: ServerPolicy(token: "0123456789abcdef0123", hostNames: ["127.0.0.1"]))
+        let endpoint = WHEPEndpoint(hub: hub, policy: try ServerPolicy(token: "0123456789abcdef0123", hostNames: ["127.0.0.1"]))
         func req(_ method: String, _ uri: String, _ headers: [(String, String)] = [], body: String = "") -> WHEPResponse {
             endpoint.handle(
                 WHEPRequest(

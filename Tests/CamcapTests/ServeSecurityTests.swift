@@ -24,6 +24,39 @@ import WHEPServer
         }
     }
 
+    /// ServerPolicy checks its token as the documentation says (16–256 b64token characters): a typed error
+    /// naming the length, or the character rule.
+    @Test func aPolicyRefusesATokenOutsideTheRule() throws {
+        var rows: [String] = []
+        for (token, says) in [
+            ("abc", "3 characters long"), (String(repeating: "a", count: 15), "15 characters long"),
+            (String(repeating: "a", count: 257), "257 characters long"), ("has space in it 0123", "a character outside"),
+        ] {
+            do {
+                _ = try ServerPolicy(token: token, hostNames: ["127.0.0.1"])
+                Issue.record("accepted \(token.prefix(20))")
+            } catch {
+                rows.append("\(token.utf8.count) characters: \(error.code.rawValue)")
+                #expect(error.code == .badToken && error.message.contains(says) && error.message.contains("16...256"), "\(error)")
+            }
+        }
+        #expect(try ServerPolicy(token: String(repeating: "a1", count: 8), hostNames: []).token?.count == 16)
+        #expect(try ServerPolicy(token: nil).token == nil)
+        print("FIGURE ServerPolicy tokens refused: " + rows.joined(separator: "; "))
+    }
+
+    /// Connections count per network as well as per address: an IPv4 /24, an IPv6 /64.
+    @Test func addressesCountInTheirNetwork() {
+        #expect(ServeSecurity.network(of: "127.0.0.11") == "127.0.0.0/24")
+        #expect(ServeSecurity.network(of: "192.168.1.200") == ServeSecurity.network(of: "192.168.1.3"))
+        #expect(ServeSecurity.network(of: "192.168.2.3") != ServeSecurity.network(of: "192.168.1.3"))
+        #expect(ServeSecurity.network(of: "::ffff:10.1.2.3") == "10.1.2.0/24")
+        #expect(ServeSecurity.network(of: "2001:db8:0:1::5") == "2001:db8:0:1::/64")
+        #expect(ServeSecurity.network(of: "2001:db8:0:1:ffff::9") == ServeSecurity.network(of: "2001:db8:0:1::5"))
+        #expect(ServeSecurity.network(of: "2001:db8:0:2::5") != ServeSecurity.network(of: "2001:db8:0:1::5"))
+        #expect(ServeSecurity.network(of: "?") == "?")
+    }
+
     @Test func aServerAnswersToItsOwnNamesOnly() {
         let loopback = ServeSecurity.hostNames(
             listening: "127.0.0.1", isWildcard: false, candidates: ["127.0.0.1"], interfaces: [], extra: ["Cam.Example"])

@@ -101,7 +101,7 @@ struct Exchange {
         let hub = ViewerHub(
             identity: try DTLSIdentity(), configuration: WebRTCPeer.Configuration(bindHost: "127.0.0.1", candidateHosts: ["127.0.0.1"]))
         defer { hub.closeAll(reason: "the test ended") }
-        let whep = HummingbirdWHEP(endpoint: WHEPEndpoint(hub: hub, policy: ServerPolicy(token: token, hostNames: ["127.0.0.1"])))
+        let whep = HummingbirdWHEP(endpoint: WHEPEndpoint(hub: hub, policy: try ServerPolicy(token: token, hostNames: ["127.0.0.1"])))
         let port = Mutex<Int?>(nil)
         let app = Application(
             router: whep.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0)),

@@ -317,3 +317,25 @@ func fmt(_ v: Double) -> String { String(format: "%.2f", v) }
         #expect(sender.statistics.retransmissions == 2)
     }
 }
+
+extension FeedbackSafetyTests {
+    /// A REMB with the largest exponent says more bit/s than a UInt64 holds: the sender takes 10 Gbit/s at most
+    /// (what /stats shows as rembBps and the rate control is given).
+    @Test func aHugeREMBIsClampedWhereItEnters() throws {
+        // Mantissa 0x3ffff, exponent 63: 2^81 bit/s as written on the wire.
+        var packet = RTCPWriter.remb(sender: 9, bitrate: 1, ssrcs: [42])
+        packet[17] = 63 << 2 | 0x03
+        packet[18] = 0xff
+        packet[19] = 0xff
+        let parsed = try packet.withUnsafeBytes { p throws(RTCPParseError) in try RTCPPacket.parseCompound(p) }
+        var responder = RTCPResponder(ssrc: 42, keyFrameRequestIntervalNs: 0, minimumBitrateEstimate: 50_000)
+        var stats = RTPSender.Statistics()
+        let action = try #require(parsed.first.map { responder.respond(to: $0, now: 0, ntpMiddle: 0, stats: &stats) })
+        guard case .bitrate(let bps) = action else {
+            Issue.record("\(action)")
+            return
+        }
+        print("FIGURE REMB of mantissa 0x3ffff exponent 63 parsed as \(parsed) → taken as \(bps) bit/s")
+        #expect(bps == 10_000_000_000 && stats.rembBitrate == 10_000_000_000)
+    }
+}
