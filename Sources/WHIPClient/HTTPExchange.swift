@@ -160,6 +160,18 @@ enum HTTPExchange {
 
     static func describe(_ error: any Error) -> String {
         if let e = error as? HTTPExchangeError { return e.message }
+        if let e = error as? NIOConnectionError {
+            if let first = e.connectionErrors.first { return describe(first.error) }
+            if let dns = e.dnsAError ?? e.dnsAAAAError { return "cannot resolve \(e.host): \(dns)" }
+            return "cannot resolve \(e.host)"
+        }
+        if let e = error as? IOError { return e.description }
+        if let e = error as? ChannelError, case .connectTimeout = e { return "no connection within the timeout" }
+        if let e = error as? NIOSSLError {
+            let text = "\(e)"
+            return text.contains("CERTIFICATE_VERIFY_FAILED")
+                ? "the server's TLS certificate is not trusted (CERTIFICATE_VERIFY_FAILED)" : "TLS failed: \(text.prefix(300))"
+        }
         if let e = error as? HTTPParserError {
             return e == .headerOverflow ? "the answer's headers are larger than \(headerLimit) bytes" : "not a valid HTTP answer (\(e))"
         }
