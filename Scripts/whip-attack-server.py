@@ -9,6 +9,8 @@ Paths on A (POST):
   /huge-cl     the same with Content-Length: 1073741824
   /r302 /r307 /r308   that redirect to B (the token must not follow)
   /same307     307 to /answer on A (followed)
+  /same302     302 to /answer on A (refused: it would turn the POST into a GET)
+  /loop        307 to itself, forever (followed 3 times)
   /answer      201, an acceptable SDP answer whose only candidate is the garbage UDP socket, Location /resource/N
   /foreign     the same with a Location on B
   /unusable    201 + Location /resource/unusable and an HTML body
@@ -165,6 +167,10 @@ def make_handler(name, urls, udp_port):
                 self.send(int(path[2:]), [("Location", urls["B"] + "/whip")])
             elif path == "/same307":
                 self.send(307, [("Location", "/answer")])
+            elif path == "/same302":
+                self.send(302, [("Location", "/answer")])
+            elif path == "/loop":
+                self.send(307, [("Location", "/loop")])
             elif path in ("/answer", "/foreign"):
                 location = (urls["B"] if path == "/foreign" else "") + "/resource/%d" % n
                 sdp = answer_sdp(offer, udp_port).encode()

@@ -134,6 +134,21 @@ private func cpuTicks(_ pid: Int32) -> Int {
         )
     }
 
+    /// Redirects that are not followed on the endpoint's origin either: a 302 (it would turn the POST into a GET)
+    /// and a loop (3 followed, then refused).
+    @Test func sameOriginRedirectsAreBounded() throws {
+        let server = try WHIPAttackServer(name: "loop")
+        let found = try sh(
+            camcap, ["publish", "-d", "fixture:vivid", "-s", "320x240", "--whip", server.a + "/same302", "--token", "T", "--frames", "5"])
+        #expect(found.code == 1 && found.err.contains("redirected the offer with 302, which would turn the POST into a GET"), "\(found.err)")
+        let loop = try sh(camcap, ["publish", "-d", "fixture:vivid", "-s", "320x240", "--whip", server.a + "/loop", "--token", "T", "--frames", "5"])
+        #expect(loop.code == 1 && loop.err.contains("redirected the offer more than 3 times"), "\(loop.err)")
+        let posts = server.requests("A").filter { $0["method"] as? String == "POST" }.map { $0["path"] as? String ?? "" }
+        #expect(posts == ["/same302", "/loop", "/loop", "/loop", "/loop"], "\(posts)")
+        #expect(server.contacts("B") == 0)
+        print("FIGURE same-origin redirects: 302 refused after 1 POST; a 307 loop refused after \(posts.count - 1) POSTs (3 redirects followed)")
+    }
+
     /// (6) A server that accepts every offer and then answers ICE with garbage: the publisher backs off
     /// (1, 2, 4 … s), at most 6 attempts in the first 30 s, each failed session DELETEd.
     @Test func aServerThatAcceptsAndThenFailsGetsBackoff() throws {
