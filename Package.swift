@@ -104,7 +104,14 @@ let package = Package(
         // media server (Janus, any WHIP server), reconnecting with backoff.
         .target(
             name: "WHIPClient",
-            dependencies: ["CapturePipeline", "VideoCapture", "H264", "RTP", "WebRTC", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "CapturePipeline", "VideoCapture", "H264", "RTP", "WebRTC", "SystemIO",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: upcoming),
         // RTSP 1.0 (RFC 2326) to ffmpeg, VLC, GStreamer and go2rtc/MediaMTX from one encode: the request parser,
         // the sessions (UDP or TCP interleaved), Digest authentication and the SwiftNIO host.
@@ -158,7 +165,8 @@ let package = Package(
         .testTarget(name: "H264Tests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture", "H264", "TestSupport"]),
         .testTarget(name: "V4L2CaptureTests", dependencies: ["VideoCapture", "V4L2Capture", "CV4L2", "TestSupport"]),
         .testTarget(
-            name: "CamcapTests", dependencies: ["camcap", "embedded-whep-example", "frame-consumer-example", "WHEPServer", "WebRTC", "TestSupport"]),
+            name: "CamcapTests",
+            dependencies: ["camcap", "embedded-whep-example", "frame-consumer-example", "WHEPServer", "WHIPClient", "WebRTC", "TestSupport"]),
         .testTarget(name: "SystemIOTests", dependencies: ["SystemIO"]),
         .testTarget(
             name: "RTSPServerTests",

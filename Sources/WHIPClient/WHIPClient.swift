@@ -1,12 +1,11 @@
 public import Foundation
 import RTP
-#if canImport(FoundationNetworking)
-    import FoundationNetworking
-#endif
+import NIOHTTP1
 public import H264
 public import CapturePipeline
 public import WebRTC
 public import Logging
+import Dispatch
 import Synchronization
 import SystemIO
 import VideoCapture
@@ -28,51 +27,124 @@ public struct WHIPError: Error, Sendable, CustomStringConvertible {
 
 /// The HTTP side of WHIP (RFC 9725): POST an SDP offer to the endpoint, get `201 Created` with the answer and
 /// the session's resource URL (`Location`), DELETE the resource to end it. A bearer token, if given, goes in
-/// `Authorization` on both. Synchronous (each call waits for the server, at most `timeout` seconds).
+/// `Authorization` on both. Synchronous (each call waits for the server, at most `timeout` seconds, blocked
+/// on a condition: waiting costs no CPU).
+///
+/// The rules, like curl's and a browser's for credentials:
+/// - The answer is read as it arrives and bounded: at most `maxAnswerBytes` of body (16 KiB of headers); a
+///   larger one stops the reading, closes the connection and fails with the size.
+/// - The token goes to the endpoint's origin (scheme, host and port) only. A redirect of the offer is followed
+///   only when it is a 307 or 308 to the same origin (at most `maxRedirects`); one to another origin (an
+///   https → http downgrade is one) or a 301/302/303 (which would turn the POST into a GET) is refused.
+/// - The resource is DELETEd only when it is on the endpoint's origin; a `Location` elsewhere is not sent the
+///   token (`delete` says so). A 201 whose answer cannot be used is DELETEd before the error is thrown.
 public struct WHIPClient: Sendable {
     /// The WHIP endpoint (http or https).
     public var endpoint: URL
     /// The bearer token, if the server wants one.
     public var token: String?
-    /// Seconds a request may take.
+    /// Seconds a request may take (connecting, sending and reading the whole answer).
     public var timeout: Double = 10
+    /// The largest answer body read (the SDP answer); more fails the request.
+    public var maxAnswerBytes = 64 * 1024
+    /// How many same-origin 307/308 redirects of the offer are followed.
+    public var maxRedirects = 3
 
     /// A client for `endpoint`; throws for a URL that is not http(s) with a host.
     public init(endpoint: String, token: String?) throws(WHIPError) {
-        guard endpoint.utf8.count <= 2048, let url = URL(string: endpoint), ["http", "https"].contains(url.scheme?.lowercased() ?? ""),
-            url.host?.isEmpty == false
-        else {
+        guard endpoint.utf8.count <= 2048, let url = URL(string: endpoint), Origin(url) != nil else {
             throw WHIPError("the WHIP endpoint must be an http:// or https:// URL with a host, got \"\(endpoint.prefix(100))\"")
         }
         self.endpoint = url
         self.token = token
     }
 
-    /// POSTs `offer`; returns the resource URL (from `Location`, resolved against the endpoint) and the answer.
-    /// Throws with the status and the start of the body for anything but 201 with an SDP body and a Location.
-    public func publish(offer: String) throws(WHIPError) -> (resource: URL, answer: String) {
-        let r = try send("POST", endpoint, body: Data(offer.utf8), contentType: "application/sdp")
-        guard r.status == 201 else {
-            throw WHIPError(
-                "the WHIP server answered \(r.status)\(reason(r.status)) to the offer: \(String(decoding: r.body.prefix(300), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))",
-                status: r.status)
-        }
-        guard let location = r.headers["location"], let resource = URL(string: location, relativeTo: endpoint)?.absoluteURL else {
-            throw WHIPError("the WHIP server answered 201 without a Location header (RFC 9725 §4.2 requires one)", status: 201)
-        }
-        guard r.body.count <= 64 * 1024, let answer = String(data: r.body, encoding: .utf8), answer.hasPrefix("v=0") else {
-            throw WHIPError("the WHIP server's 201 carries no SDP answer (\(r.body.count) bytes)", status: 201)
-        }
-        return (resource, answer)
+    /// True when `url` has the endpoint's origin (scheme, host and port): the only URLs the token is sent to.
+    public func isOnEndpointOrigin(_ url: URL) -> Bool {
+        guard let a = Origin(endpoint), let b = Origin(url) else { return false }
+        return a == b
     }
 
-    /// DELETEs the session's resource (the server frees the publisher). Throws with the status for anything but 2xx.
+    /// The endpoint's origin, scheme://host[:port].
+    public var endpointOrigin: String { Origin(endpoint)?.description ?? endpoint.absoluteString }
+
+    /// POSTs `offer`; returns the resource URL (from `Location`, resolved against the endpoint) and the answer.
+    /// Throws with the status and the start of the body for anything but 201 with an SDP body and a Location;
+    /// a 201 whose body cannot be used has its resource DELETEd first (when it is on the endpoint's origin).
+    public func publish(offer: String) throws(WHIPError) -> (resource: URL, answer: String) {
+        var url = endpoint
+        var redirects = 0
+        var r: HTTPAnswer
+        while true {
+            r = try send(.POST, url, body: Array(offer.utf8), contentType: "application/sdp")
+            guard [301, 302, 303, 307, 308].contains(r.status) else { break }
+            guard let location = r.header("location"), let next = URL(string: location, relativeTo: url)?.absoluteURL else {
+                throw WHIPError("the WHIP server answered \(r.status) to the offer without a Location to go to", status: r.status)
+            }
+            guard isOnEndpointOrigin(next) else {
+                let downgrade = url.scheme?.lowercased() == "https" && next.scheme?.lowercased() == "http" ? " (a downgrade from https to http)" : ""
+                throw WHIPError(
+                    "the WHIP server redirected the offer (\(r.status)) to \(Self.short(next))\(downgrade), another origin than the endpoint's (\(endpointOrigin)): not followed, the token goes to the endpoint's origin only",
+                    status: r.status)
+            }
+            guard r.status == 307 || r.status == 308 else {
+                throw WHIPError(
+                    "the WHIP server redirected the offer with \(r.status), which would turn the POST into a GET: not followed (only 307 and 308 keep the offer)",
+                    status: r.status)
+            }
+            redirects += 1
+            guard redirects <= maxRedirects else {
+                throw WHIPError("the WHIP server redirected the offer more than \(maxRedirects) times: not followed further", status: r.status)
+            }
+            url = next
+        }
+        guard r.status == 201 else {
+            let why = r.overflow.map { " (\($0))" } ?? ""
+            throw WHIPError("the WHIP server answered \(r.status)\(reason(r.status)) to the offer\(why): \(r.bodyStart())", status: r.status)
+        }
+        guard let location = r.header("location"), let resource = URL(string: location, relativeTo: url)?.absoluteURL, Origin(resource) != nil
+        else {
+            throw WHIPError("the WHIP server answered 201 without a usable Location header (RFC 9725 §4.2 requires one)", status: 201)
+        }
+        var unusable: String?
+        if let overflow = r.overflow {
+            unusable = "the WHIP server's answer is too large: \(overflow)"
+        } else if r.body.count > maxAnswerBytes {
+            unusable = "the WHIP server's answer is too large: \(r.body.count) bytes, at most \(maxAnswerBytes)"
+        } else if !r.body.starts(with: Array("v=0".utf8)) || String(bytes: r.body, encoding: .utf8) == nil {
+            unusable = "the WHIP server's 201 carries no SDP answer (\(r.body.count) bytes)"
+        }
+        guard let problem = unusable else { return (resource, String(decoding: r.body, as: UTF8.self)) }
+        throw WHIPError(problem + "; " + release(resource), status: 201)
+    }
+
+    /// DELETEs `resource` after an answer that cannot be used and says how it went (for the error message).
+    /// Never throws.
+    func release(_ resource: URL) -> String {
+        do throws(WHIPError) {
+            try delete(resource)
+            return "its resource \(Self.short(resource)) was DELETEd"
+        } catch {
+            return "\(error)"
+        }
+    }
+
+    /// DELETEs the session's resource (the server frees the publisher). Throws with the status for anything but
+    /// 2xx, and without sending anything when the resource is on another origin than the endpoint (the token
+    /// is not sent there). Redirects are not followed.
     public func delete(_ resource: URL) throws(WHIPError) {
-        let r = try send("DELETE", resource, body: nil, contentType: nil)
+        guard isOnEndpointOrigin(resource) else {
+            throw WHIPError(
+                "the resource \(Self.short(resource)) is on another origin than the endpoint's (\(endpointOrigin)): not DELETEd (the token goes to the endpoint's origin only)"
+            )
+        }
+        let r = try send(.DELETE, resource, body: nil, contentType: nil)
         guard (200...299).contains(r.status) else {
             throw WHIPError("DELETE \(resource.path) answered \(r.status)\(reason(r.status))", status: r.status)
         }
     }
+
+    private static func short(_ url: URL) -> String { String(url.absoluteString.prefix(200)) }
 
     private func reason(_ status: Int) -> String {
         switch status {
@@ -84,47 +156,48 @@ public struct WHIPClient: Sendable {
         }
     }
 
-    private func send(_ method: String, _ url: URL, body: Data?, contentType: String?) throws(WHIPError) -> (
-        status: Int, headers: [String: String], body: Data
-    ) {
-        var request = URLRequest(url: url, timeoutInterval: timeout)
-        request.httpMethod = method
-        request.httpBody = body
-        if let contentType { request.setValue(contentType, forHTTPHeaderField: "Content-Type") }
-        if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
-        let result = Mutex<(Data?, URLResponse?, Error?)?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        let task = URLSession.shared.dataTask(with: request) { data, response, error in
-            result.withLock { $0 = (data, response, error) }
-            done.signal()
+    private func send(_ method: HTTPMethod, _ url: URL, body: [UInt8]?, contentType: String?) throws(WHIPError) -> HTTPAnswer {
+        var headers: [(String, String)] = []
+        if let contentType { headers.append(("Content-Type", contentType)) }
+        // Only ever to the endpoint's origin (the callers check too).
+        if let token, isOnEndpointOrigin(url) { headers.append(("Authorization", "Bearer \(token)")) }
+        do throws(HTTPExchangeError) {
+            return try HTTPExchange.send(method, url, headers: headers, body: body, limit: maxAnswerBytes, timeout: timeout)
+        } catch {
+            throw WHIPError("\(method.rawValue) \(Self.short(url)): \(error.message)")
         }
-        task.resume()
-        if done.wait(timeout: .now() + timeout + 1) == .timedOut {
-            task.cancel()
-            throw WHIPError("\(method) \(url.absoluteString.prefix(200)): no answer within \(Int(timeout)) s")
-        }
-        let (data, response, error) = result.withLock { $0 } ?? (nil, nil, nil)
-        if let error { throw WHIPError("\(method) \(url.absoluteString.prefix(200)) failed: \(error.localizedDescription)") }
-        guard let http = response as? HTTPURLResponse else { throw WHIPError("\(method) \(url.absoluteString.prefix(200)): not an HTTP answer") }
-        var headers: [String: String] = [:]
-        for (k, v) in http.allHeaderFields { if let k = k as? String, let v = v as? String { headers[k.lowercased()] = v } }
-        return (http.statusCode, headers, data ?? Data())
     }
 }
 
 /// Publishes the encode to a WHIP server (RFC 9725): an `EncodedOutput` that sends every access unit over
 /// WebRTC to the server, asks the encoder for a key frame on connection and on the server's PLI/FIR, follows
-/// its REMB with the bitrate, and, when the connection ends (the server went away, consent expired), publishes
-/// again with backoff (1, 2, 4 … 30 s). `end()` closes the connection and DELETEs the resource.
+/// its REMB with the bitrate, and, when the connection ends (the server went away, consent expired, ICE or
+/// DTLS never came up), publishes again with backoff: 1, 2, 4 … 30 s between attempts, growing with every
+/// attempt that fails (a POST refused, or accepted but whose ICE or DTLS fails) and starting again at 1 s only
+/// after a connection has carried media for `Configuration.stableAfter` seconds. `end()` closes the connection
+/// and DELETEs the resource.
 public final class WHIPOutput: EncodedOutput, Sendable {
     /// How the output publishes.
     public struct Configuration: Sendable {
         /// The publisher's ICE, DTLS and RTP settings.
         public var publisher = WebRTCPublisher.Configuration()
+        /// The wait before the first attempt to publish again (seconds); it doubles with every failed attempt.
+        public var firstBackoff: Double = 1
         /// The longest wait between two attempts to publish again (seconds).
         public var maxBackoff: Double = 30
+        /// Seconds a connection must stay connected (carrying media) before its end starts the backoff at
+        /// `firstBackoff` again; a shorter one counts as a failed attempt.
+        public var stableAfter: Double = 10
         /// The defaults.
         public init() {}
+
+        /// The wait (seconds) before the next attempt after `failures` failed attempts in a row:
+        /// `firstBackoff` × 2^(failures − 1), at most `maxBackoff`; 0 for none. With the defaults 1, 2, 4, 8,
+        /// 16, 30, 30 …
+        public func backoff(afterFailures failures: Int) -> Double {
+            guard failures > 0 else { return 0 }
+            return min(maxBackoff, firstBackoff * Double(1 << min(failures - 1, 30)))
+        }
     }
 
     private let client: WHIPClient
@@ -135,16 +208,27 @@ public final class WHIPOutput: EncodedOutput, Sendable {
         var publisher: WebRTCPublisher?
         var resource: URL?
         var connections = 0, attempts = 0
+        /// Failed attempts in a row (reset by a connection that lasted `stableAfter`).
+        var failures = 0
         var lastEnd: String?
         var ended = false
         var follower: BandwidthFollower?
         var control: EncoderControl?
         var rotation: OutputRequests?
         var reconnector: WorkerThread?
+        var reconnecting = false
+        /// The connection made by the reconnecting thread ended before the thread was done: go on.
+        var retryNeeded = false
         var deleted: String?
     }
     private let state = Mutex(State())
-    private let reconnecting = Atomic<Bool>(false)
+    /// Wakes the reconnecting thread's backoff wait when the output ends.
+    private let wake = DispatchSemaphore(value: 0)
+
+    /// When one connection came up (monotonic ns; 0: not yet).
+    private final class ConnectionClock: Sendable {
+        let connectedAt = Atomic<Int64>(0)
+    }
 
     /// An output for `client`'s endpoint; nothing is sent until `connect()`.
     public init(
@@ -180,61 +264,95 @@ public final class WHIPOutput: EncodedOutput, Sendable {
         }
         state.withLock { $0.attempts += 1 }
         let (resource, answer) = try client.publish(offer: publisher.offer)
+        let clock = ConnectionClock()
         do throws(WebRTCError) {
             try publisher.accept(answer: answer)
             let (control, follower, rotation) = state.withLock { ($0.control, $0.follower, $0.rotation) }
             rotation?.requestRotationApplied(!publisher.receivesRotation)
+            // The current connection before it starts: its end (however soon) is seen as the current one's.
+            let stale = state.withLock { s -> WebRTCPublisher? in
+                defer {
+                    s.publisher = publisher
+                    s.resource = resource
+                }
+                return s.publisher
+            }
+            stale?.close()
             try publisher.start(
                 WebRTCPublisher.Handlers(
                     connected: { [weak self] in
+                        clock.connectedAt.store(monotonicNanoseconds(), ordering: .releasing)
+                        self?.state.withLock { $0.connections += 1 }
                         control?.requestKeyFrame()
                         self?.logger.info("publishing", metadata: ["resource": "\(resource.absoluteString)"])
                     },
                     keyFrameRequest: { control?.requestKeyFrame() },
                     bitrateEstimate: { follower?.update(bitsPerSecond: $0) },
-                    closed: { [weak self] reason in self?.closed(publisher, reason) }))
+                    closed: { [weak self] reason in self?.closed(publisher, reason, clock) }))
         } catch {
-            publisher.close()
-            try? client.delete(resource)
-            throw WHIPError("the WHIP server's answer cannot be used: \(error)")
-        }
-        let stale = state.withLock { s -> WebRTCPublisher? in
-            defer {
-                s.publisher = publisher
-                s.resource = resource
-                s.connections += 1
+            state.withLock { s in
+                if s.publisher === publisher {
+                    s.publisher = nil
+                    s.resource = nil
+                }
             }
-            return s.publisher
+            publisher.close()
+            throw WHIPError("the WHIP server's answer cannot be used: \(error); \(client.release(resource))")
         }
-        stale?.close()
     }
 
     /// The connection ended by itself: publish again, with backoff, unless the output has ended.
-    private func closed(_ publisher: WebRTCPublisher, _ reason: String) {
-        let current = state.withLock { s -> Bool in
+    private func closed(_ publisher: WebRTCPublisher, _ reason: String, _ clock: ConnectionClock) {
+        let connectedAt = clock.connectedAt.load(ordering: .acquiring)
+        let stable = connectedAt > 0 && monotonicNanoseconds() - connectedAt >= Int64(configuration.stableAfter * 1e9)
+        let start = state.withLock { s -> Bool in
             guard s.publisher === publisher, !s.ended else { return false }
             s.lastEnd = reason
+            if stable { s.failures = 0 }
+            s.failures += 1
+            if s.reconnecting {
+                s.retryNeeded = true
+                return false
+            }
+            s.reconnecting = true
             return true
         }
-        guard current, !reconnecting.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        guard start else { return }
         logger.warning("the WHIP connection ended; publishing again", metadata: ["reason": "\(reason)"])
-        let old = state.withLock { $0.resource }
         let thread = WorkerThread(name: "whip-reconnect") { [self] stop in
-            if let old { try? client.delete(old) } // the server may still hold it
-            var waitNs: Int64 = 1_000_000_000
-            while !stop.isSet && !state.withLock({ $0.ended }) {
+            while !stop.isSet {
+                // The server may still hold the ended session's resource.
+                let (old, failures, ended) = state.withLock { s in
+                    defer { s.resource = nil }
+                    return (s.resource, s.failures, s.ended)
+                }
+                if ended { break }
+                if let old { try? client.delete(old) }
+                let wait = configuration.backoff(afterFailures: failures)
+                logger.info("publishing again", metadata: ["in": "\(wait) s", "failed attempts": "\(failures)"])
+                // Blocked on the semaphore: `end()` wakes it.
+                _ = wake.wait(timeout: .now() + wait)
+                if stop.isSet || state.withLock({ $0.ended }) { break }
                 do throws(WHIPError) {
                     try connect()
-                    break
+                    let again = state.withLock { s -> Bool in
+                        guard s.retryNeeded && !s.ended else { return false }
+                        s.retryNeeded = false
+                        return true
+                    }
+                    if !again { break }
                 } catch {
-                    state.withLock { $0.lastEnd = "\(error)" }
-                    logger.warning("publishing again failed", metadata: ["error": "\(error)", "retry in": "\(waitNs / 1_000_000_000) s"])
+                    state.withLock {
+                        $0.lastEnd = "\(error)"
+                        $0.failures += 1
+                    }
+                    logger.warning("publishing again failed", metadata: ["error": "\(error)"])
                 }
-                let until = monotonicNanoseconds() + waitNs
-                while monotonicNanoseconds() < until && !stop.isSet { Sleep.for(nanoseconds: 100_000_000) }
-                waitNs = min(Int64(configuration.maxBackoff * 1e9), waitNs * 2)
             }
-            reconnecting.store(false, ordering: .releasing)
+            state.withLock {
+                $0.reconnecting = false
+                $0.retryNeeded = false
+            }
         }
         state.withLock { $0.reconnector = thread }
     }
@@ -264,6 +382,7 @@ public final class WHIPOutput: EncodedOutput, Sendable {
             s.ended = true
             return (s.publisher, s.resource, s.reconnector)
         }
+        wake.signal()
         reconnector?.stop()
         // DELETE first (RFC 9725 §4.3: the server tears the session down), then BYE and close_notify; a server that
         // already dropped the session (404) or cannot be reached does not fail the run: the summary says so.
@@ -283,7 +402,8 @@ public final class WHIPOutput: EncodedOutput, Sendable {
 
     /// "whip connected, rtt …" (or "whip reconnecting …") for the progress line.
     public var progress: String? {
-        if reconnecting.load(ordering: .acquiring) { return "whip reconnecting (\(state.withLock { $0.attempts }) attempts in all)" }
+        let (reconnecting, attempts) = state.withLock { ($0.reconnecting, $0.attempts) }
+        if reconnecting { return "whip reconnecting (\(attempts) attempts in all)" }
         guard let p = state.withLock({ $0.publisher }) else { return "whip: not connected" }
         let s = p.statistics
         return "whip \(s.state)" + (s.rtp?.rttMs.map { ", rtt \(Int($0)) ms" } ?? "")

@@ -16,8 +16,11 @@ struct Publish: AsyncParsableCommand {
             behind simple-whip-server, or any WHIP endpoint). camcap POSTs a sendonly H.264 offer, runs ICE as the \
             controlling agent against the server's candidates, DTLS (client or server, as the answer says) and \
             SRTP, and acts on the server's RTCP: PLI/FIR give a key frame, NACK a retransmission, REMB the \
-            bitrate. When the connection ends by itself (the server went away), it publishes again with backoff \
-            (1, 2, 4 … 30 s). On exit (Ctrl-C, --duration, --frames) it DELETEs its resource.
+            bitrate. When the connection ends by itself (the server went away, ICE or DTLS failed), it publishes \
+            again with backoff (1, 2, 4 … 30 s, back to 1 s only after 10 s of media). On exit (Ctrl-C, --duration, \
+            --frames) it DELETEs its resource. The token goes to the endpoint's origin only: a redirect elsewhere \
+            (or from https to http) is refused, a resource on another origin is not DELETEd, and the server's \
+            answer is read up to 64 KiB.
               camcap publish -d /dev/video0 --whip http://127.0.0.1:7080/whip/endpoint/camera --token SECRET
             The token (if the server wants one) comes from --token-file, CAMCAP_WHIP_TOKEN or --token (visible in ps).
             """)
