@@ -88,8 +88,9 @@ a, b, n = (int(x) for x in sys.argv[1:])
 print(f"multi-planar 720p to I420 (FrameConverter.convert, inclusive): NM12 {a/n/1e3:.1f} k instructions/frame, NV12 {b/n/1e3:.1f} k/frame: NM12/NV12 = {a/max(b,1):.3f}")
 PY
 fi
-on 5 && for seconds in 60 600; do
+if on 5; then for seconds in 60 600; do
   /usr/bin/time -f "%M" -o "$out/rss-$seconds" "$camcap" record -d fixture:uvc-webcam -s 1280x720 --fast --noise 3 \
     --duration "$seconds" -o "$out/long-$seconds.mp4" -q >/dev/null
   echo "mp4 recording of ${seconds} s (capture time): peak RSS $(cat "$out/rss-$seconds") KiB, $(stat -c %s "$out/long-$seconds.mp4") bytes written"
 done
+fi
