@@ -98,6 +98,12 @@ func refuseEncodedCamera(_ pipeline: CaptureSession, _ command: String) throws {
     )
 }
 
+/// `--mtu`, the RTP payload budget of every command that sends RTP: 200...1400 bytes (1400 + 12 of RTP + 28 of
+/// UDP/IP fit a 1500-byte Ethernet MTU; below 200 a slice of the smallest picture no longer fits a few packets).
+func validateMTU(_ mtu: Int) throws {
+    guard (200...1400).contains(mtu) else { throw ValidationError("--mtu must be 200...1400 bytes, got \(mtu)") }
+}
+
 /// `--fps-limit`: a whole, decimal or fractional rate, 0 < rate ≤ 1000 (`Fraction(rate:)`).
 struct RateLimit: Sendable, CustomStringConvertible {
     let value: Fraction

@@ -41,7 +41,7 @@ struct Publish: AsyncParsableCommand {
     func validate() throws {
         try capture.validateCommon()
         try CLIRange.capture(capture)
-        guard (200...1400).contains(mtu) else { throw ValidationError("--mtu must be 200...1400 bytes, got \(mtu)") }
+        try validateMTU(mtu)
         guard consentTimeout.isFinite, (1...3600).contains(consentTimeout) else {
             throw ValidationError("--consent-timeout must be 1...3600 s, got \(consentTimeout)")
         }

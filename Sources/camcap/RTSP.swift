@@ -91,7 +91,7 @@ struct RTSP: AsyncParsableCommand {
             path.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f && $0 != UInt8(ascii: "?") && $0 != UInt8(ascii: "#") })
         else { throw ValidationError("--path must be /NAME (visible ASCII without spaces, '?' or '#', no trailing /), got \"\(path.prefix(80))\"") }
         guard udpPort == 0 || (1024...65534).contains(udpPort) else { throw ValidationError("--udp-port must be 0 or 1024...65534, got \(udpPort)") }
-        guard (200...1400).contains(mtu) else { throw ValidationError("--mtu must be 200...1400 bytes, got \(mtu)") }
+        try validateMTU(mtu)
         try CLIRange.encoder(
             bitrateKbps: bitrate, maxBitrateKbps: maxBitrate, keyint: nil, keyintSeconds: keyintSeconds,
             threads: 1, maxNalSize: nil, fpsLimit: capture.fpsLimit.doubleValue)

@@ -137,7 +137,7 @@ struct Serve: AsyncParsableCommand {
         guard consentTimeout.isFinite, (1...3600).contains(consentTimeout) else {
             throw ValidationError("--consent-timeout must be 1...3600 s, got \(consentTimeout)")
         }
-        guard (200...1400).contains(mtu) else { throw ValidationError("--mtu must be 200...1400 bytes, got \(mtu)") }
+        try validateMTU(mtu)
         guard dropRate.isFinite, (0...1).contains(dropRate) else { throw ValidationError("--drop-rate must be 0...1, got \(dropRate)") }
         for c in candidate {
             var a4 = in_addr(), a6 = in6_addr()

@@ -64,7 +64,7 @@ struct Stream: AsyncParsableCommand {
         guard let _ = StreamTarget(to) else {
             throw ValidationError("--to must be HOST:PORT with an IPv4/IPv6 address and a port 1...65534, got \"\(to.prefix(80))\"")
         }
-        guard (100...65_000).contains(mtu) else { throw ValidationError("--mtu must be 100...65000 bytes, got \(mtu)") }
+        try validateMTU(mtu)
         guard dropRate.isFinite, (0...1).contains(dropRate) else { throw ValidationError("--drop-rate must be 0...1, got \(dropRate)") }
         if let rtx {
             guard (96...127).contains(rtx) && rtx != 96 else { throw ValidationError("--rtx must be a dynamic payload type 97...127, got \(rtx)") }
