@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A hostile WHIP server for PublishSecurityTests: two HTTP servers on two loopback addresses (A, the endpoint's
-origin, and B, another origin that must never be contacted) and a UDP socket that answers every ICE check with
-garbage. It prints one JSON line with the URLs, then one JSON line per connection and request it sees
+origin, and B, another origin that must never be contacted) and a UDP socket that answers ICE checks properly
+and every DTLS record with garbage (an "accept, then fail DTLS" server). It prints one JSON line with the URLs, then one JSON line per connection and request it sees
 ({"t": seconds since start, "server": "A"|"B", "event": "connect"|"request", "method", "path", "auth"}).
 
 Paths on A (POST):
@@ -17,13 +17,17 @@ Paths on A (POST):
   /silent      reads the request and never answers
 DELETE /resource/... answers 200. B answers 404 to everything.
 """
+import hashlib
+import hmac
 import json
 import os
 import re
 import socket
+import struct
 import sys
 import threading
 import time
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 START = time.monotonic()
@@ -38,17 +42,45 @@ def log(**kw):
         sys.stdout.flush()
 
 
+ICE_PWD = "p" * 24  # the answer's a=ice-pwd: the key of our STUN answers' MESSAGE-INTEGRITY
+
+
+def stun_success(request, peer):
+    """A valid Binding success response (RFC 5389) to a Binding request: XOR-MAPPED-ADDRESS, MESSAGE-INTEGRITY keyed
+    with our ice-pwd, FINGERPRINT. ICE then succeeds, and what fails is DTLS."""
+    txid = request[8:20]
+    ip = socket.inet_aton(peer[0])
+    cookie = 0x2112A442
+    xport = peer[1] ^ (cookie >> 16)
+    xip = bytes(a ^ b for a, b in zip(ip, struct.pack(">I", cookie)))
+    attrs = struct.pack(">HHBBH", 0x0020, 8, 0, 1, xport) + xip
+
+    def header(length):
+        return struct.pack(">HHI", 0x0101, length, cookie) + txid
+
+    mi = hmac.new(ICE_PWD.encode(), header(len(attrs) + 24) + attrs, hashlib.sha1).digest()
+    attrs += struct.pack(">HH", 0x0008, 20) + mi
+    crc = (zlib.crc32(header(len(attrs) + 8) + attrs) ^ 0x5354554E) & 0xFFFFFFFF
+    attrs += struct.pack(">HHI", 0x8028, 4, crc)
+    return header(len(attrs)) + attrs
+
+
 def garbage_udp(sock):
-    n = 0
+    """ICE answered properly (so the publisher's checks succeed and it starts DTLS), then garbage for every DTLS
+    record: a handshake record of random bytes and random datagrams."""
+    dtls_seen = set()
     while True:
         try:
             data, peer = sock.recvfrom(2048)
         except OSError:
             return
-        n += 1
-        junk = os.urandom(48)
-        # Something that is neither a STUN answer nor a DTLS record we could use, and a fake DTLS handshake record.
-        sock.sendto(junk, peer)
+        if len(data) >= 20 and data[0:2] == b"\x00\x01" and data[4:8] == b"\x21\x12\xa4\x42":
+            sock.sendto(stun_success(data, peer), peer)
+            continue
+        if 20 <= data[0] <= 63 and peer not in dtls_seen:
+            dtls_seen.add(peer)
+            log(event="dtls", peer="%s:%d" % peer)  # ICE passed: the publisher began DTLS
+        sock.sendto(os.urandom(48), peer)
         sock.sendto(bytes([0x16, 0xFE, 0xFD]) + os.urandom(61), peer)
 
 
@@ -80,7 +112,7 @@ def answer_sdp(offer, udp_port):
         "a=recvonly",
         "a=rtcp-mux",
         "a=ice-ufrag:evil",
-        "a=ice-pwd:%s" % ("p" * 24),
+        "a=ice-pwd:%s" % ICE_PWD,
         "a=fingerprint:sha-256 %s" % fp,
         "a=setup:passive",
         "a=rtpmap:%s H264/90000" % pt,

@@ -149,7 +149,7 @@ private func cpuTicks(_ pid: Int32) -> Int {
         print("FIGURE same-origin redirects: 302 refused after 1 POST; a 307 loop refused after \(posts.count - 1) POSTs (3 redirects followed)")
     }
 
-    /// (6) A server that accepts every offer and then answers ICE with garbage: the publisher backs off
+    /// (6) A server that accepts every offer, answers ICE and then sends garbage for DTLS: the publisher backs off
     /// (1, 2, 4 … s), at most 6 attempts in the first 30 s, each failed session DELETEd.
     @Test func aServerThatAcceptsAndThenFailsGetsBackoff() throws {
         let server = try WHIPAttackServer(name: "backoff")
@@ -173,8 +173,10 @@ private func cpuTicks(_ pid: Int32) -> Int {
         let gaps = zip(inWindow.dropFirst(), inWindow).map { String(format: "%.1f", $0 - $1) }
         let deletes = server.requests("A").filter { $0["method"] as? String == "DELETE" }.count
         #expect(inWindow.count <= 6 && inWindow.count >= 3, "attempts at \(p.map { $0 - first })")
+        let dtls = server.events.filter { $0["event"] as? String == "dtls" }.count
+        #expect(dtls >= inWindow.count - 1, "ICE passed and DTLS began in \(dtls) of \(inWindow.count) attempts")
         print(
-            "FIGURE accept-then-garbage-ICE server: \(inWindow.count) attempts (POSTs) in the first 30 s, gaps \(gaps.joined(separator: ", ")) s; \(deletes) DELETEs; \(publisher.out.split(separator: "\n").first { $0.hasPrefix("whip:") } ?? "")"
+            "FIGURE accept-then-garbage-DTLS server (ICE answered, DTLS began \(dtls) times): \(inWindow.count) attempts (POSTs) in the first 30 s, gaps \(gaps.joined(separator: ", ")) s; \(deletes) DELETEs; \(publisher.out.split(separator: "\n").first { $0.hasPrefix("whip:") } ?? "")"
         )
     }
 
