@@ -42,6 +42,9 @@ public final class PassthroughStage: EncodedFrameStage {
     /// The stream's `profile-level-id` (6 hex digits: profile_idc, constraint flags, level_idc) from the last
     /// SPS seen, nil before the first: what a WebRTC answer must be able to decode.
     public var profileLevelID: String? { profile.value.withLock { $0 } }
+    /// Called (on the pipeline's thread) when the stream's profile-level-id becomes known from its first SPS, and
+    /// again if a later SPS changes it: a WHIP output makes its offer then. Set before the camera starts.
+    public var onStreamProfile: (@Sendable (String) -> Void)?
     /// `profileLevelID`, readable from any thread (a server answering offers while the camera runs).
     public var profileLevelIDSource: @Sendable () -> String? {
         let box = profile
@@ -196,6 +199,7 @@ public final class PassthroughStage: EncodedFrameStage {
         knowsProfile = true
         let hex = [sps[1], sps[2], sps[3]].map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
         profile.value.withLock { $0 = hex }
+        onStreamProfile?(hex)
     }
 
     private func askForBitrate(_ bps: Int, at ts: Int64) {

@@ -220,6 +220,10 @@ public final class WHIPOutput: EncodedOutput, Sendable {
         /// The connection made by the reconnecting thread ended before the thread was done: go on.
         var retryNeeded = false
         var deleted: String?
+        /// A camera's own H.264 passed through: its profile-level-id, which the offer must carry (nil until its
+        /// first SPS), and whether publishing has begun.
+        var streamProfile: (@Sendable () -> String?)?
+        var streamPublishing = false
     }
     private let state = Mutex(State())
     /// Wakes the reconnecting thread's backoff wait when the output ends.
@@ -252,11 +256,44 @@ public final class WHIPOutput: EncodedOutput, Sendable {
         }
     }
 
+    /// A camera's own H.264 passed through (`PassthroughStage` with this output): the server's PLI/FIR become key
+    /// frames asked of the camera, its REMB the camera's bitrate (within `maxBitrate` bits/s) where it has the
+    /// controls. The offer carries the camera's profile-level-id, so it is made once the stage has seen the
+    /// camera's first SPS: publishing starts then, on a thread of this output, and a failure backs off as a lost
+    /// connection does (a wrong URL or token is reported in the progress and summary, not before the camera
+    /// starts). Call before the camera starts, instead of `connect()`.
+    public func connect(_ passthrough: PassthroughStage, maxBitrate: Int) {
+        let follower = BandwidthFollower(passthrough, maxBitrate: maxBitrate)
+        let source = passthrough.profileLevelIDSource
+        state.withLock {
+            $0.follower = follower
+            $0.control = passthrough.control
+            $0.rotation = nil
+            $0.streamProfile = source
+        }
+        passthrough.onStreamProfile = { [weak self] _ in self?.streamStarted() }
+    }
+
+    /// The passed-through stream's first SPS is known: publish, in the background, with backoff.
+    private func streamStarted() {
+        let start = state.withLock { s -> Bool in
+            guard !s.ended, !s.streamPublishing, s.publisher == nil, !s.reconnecting else { return false }
+            s.streamPublishing = true
+            s.reconnecting = true
+            return true
+        }
+        if start { runReconnector() }
+    }
+
     /// Publishes once: POSTs the offer, takes the answer and starts ICE and DTLS (media follows once they are
     /// up). Throws `WHIPError` when the server refuses or cannot be reached; call it before the camera starts so
     /// a bad URL or token fails at once.
     public func connect() throws(WHIPError) {
-        let c = configuration.publisher
+        var c = configuration.publisher
+        if let source = state.withLock({ $0.streamProfile }) {
+            guard let profile = source() else { throw WHIPError("the camera's H.264 has not started: its profile is not known yet") }
+            c.profileLevelID = profile
+        }
         let host = client.endpoint.host
         let publisher: WebRTCPublisher
         do throws(WebRTCError) { publisher = try WebRTCPublisher(identity: identity, configuration: c, server: host) } catch {
@@ -319,6 +356,12 @@ public final class WHIPOutput: EncodedOutput, Sendable {
         }
         guard start else { return }
         logger.warning("the WHIP connection ended; publishing again", metadata: ["reason": "\(reason)"])
+        runReconnector()
+    }
+
+    /// The thread that publishes (again) with backoff until a connection is made or the output ends; the caller
+    /// has set `reconnecting`.
+    private func runReconnector() {
         let thread = WorkerThread(name: "whip-reconnect") { [self] stop in
             while !stop.isSet {
                 // The server may still hold the ended session's resource.

@@ -89,12 +89,12 @@ func fallbackNote(named device: String?, using path: String) -> String {
     device == nil && path == "fixture:uvc-webcam" ? " (no camera found: the built-in fixture webcam)" : ""
 }
 
-/// Commands other than `record`, `stream`, `rtsp` and `serve` need pictures (or are not wired to pass a camera's H.264 through yet): a camera
+/// `preview` needs pictures: a camera
 /// whose negotiated format is H.264 is refused by name, never run with nothing to send.
 func refuseEncodedCamera(_ pipeline: CaptureSession, _ command: String) throws {
     guard pipeline.selection.pixelFormat == .h264 else { return }
     throw ValidationError(
-        "\(command): \(pipeline.device.path) delivers H.264 (\(pipeline.selection)); only `record`, `stream`, `rtsp` and `serve` pass a camera's own H.264 through so far: use one of them, or ask for a raw or MJPEG format with --pixel-format (see `camcap formats -d \(pipeline.device.path)`)"
+        "\(command): \(pipeline.device.path) delivers H.264 (\(pipeline.selection)); only `record`, `stream`, `rtsp`, `serve` and `publish` pass a camera's own H.264 through: use one of them, or ask for a raw or MJPEG format with --pixel-format (see `camcap formats -d \(pipeline.device.path)`)"
     )
 }
 

@@ -72,7 +72,7 @@ struct Publish: AsyncParsableCommand {
         var configuration = capture.configuration
         if capture.frames == nil && capture.duration == nil { configuration.durationNs = nil } // until Ctrl-C
         let pipeline = try CaptureSession(configuration)
-        try refuseEncodedCamera(pipeline, "publish")
+        let passthrough = pipeline.selection.pixelFormat == .h264 // the camera's own H.264 goes to the server as it is
         var settings = EncodeStage.baseSettings(for: pipeline.selection, bitrateKbps: bitrate, maxBitrateKbps: maxBitrate)
         settings.sliceMode = .maxNALSize(max(420, mtu))
         try EncodeStage.check(settings, keyIntervalSeconds: keyintSeconds ?? 2, for: pipeline.selection)
@@ -83,6 +83,15 @@ struct Publish: AsyncParsableCommand {
         whipConfiguration.publisher.consentIntervalNs = min(5_000_000_000, Int64(consentTimeout * 1e9) / 4)
         if rotatePixels { whipConfiguration.publisher.videoOrientationExtensionID = nil }
         let output = try WHIPOutput(client: try WHIPClient(endpoint: whip, token: secret), configuration: whipConfiguration, logger: cliLogger)
+        if passthrough {
+            // The offer carries the camera's profile-level-id: it goes once the camera's first SPS is seen.
+            let stage = PassthroughStage(outputs: [output])
+            output.connect(stage, maxBitrate: settings.effectiveMaxBitrate)
+            let announce = AnnounceStage(
+                line: "publishing to \(whip): passing the camera's own H.264 through (\(pipeline.selection)); the offer goes with its first SPS")
+            try await pipeline.runCommand("publishing", quiet: capture.quiet, stages: [announce, stage], namedDevice: capture.device)
+            return
+        }
         let encode = EncodeStage(settings: settings, keyIntervalSeconds: keyintSeconds ?? 2, outputs: [output])
         pipeline.sourceOptions = VideoSource.Options(applyRotation: true)
         output.connect(encode, rotation: rotatePixels ? nil : pipeline.outputRequests)

@@ -182,6 +182,33 @@ final class CamcapProcess {
         print("server restart: \(whipLine)")
     }
 
+    /// A camera that delivers H.264 is published as it is (#35): the offer carries the camera's profile-level-id
+    /// (made once its first SPS is seen), 0 encoders on our side, and a Chromium subscriber through Janus decodes
+    /// the camera's frames at its size; Janus's PLI for the subscriber reaches the camera as a key-frame request.
+    @Test(.enabled(if: janusAvailable)) func aCamerasOwnH264IsPublishedAsItIs() throws {
+        let janus = try JanusEnvironment(name: "passthrough")
+        let whip = try #require(janus.env["WHIP_URL"]), room = try #require(janus.env["ROOM"])
+        let tokenFile = work + "/whip-token-passthrough"
+        try (janus.env["WHIP_TOKEN"] ?? "").write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        let publisher = try CamcapProcess(
+            ["publish", "-d", "fixture:h264-webcam", "-s", "640x480", "--pixel-format", "H264", "--whip", whip, "--token-file", tokenFile],
+            name: "publish-passthrough", ready: "publishing to")
+        var stopped = false
+        defer { if !stopped { _ = publisher.stop() } }
+        try #require(publisher.process.isRunning && publisher.err.contains("passing the camera's own H.264 through"), "\(publisher.err)")
+        let j = try janus.viewer(["--videoroom", room, "--frames", "90", "--timeout", "60"])
+        let decoded = int(j, "framesDecoded"), received = int(j, "framesReceived")
+        #expect(decoded >= 90 && decoded * 100 >= received * 95, "decoded \(decoded) of \(received): \(j)")
+        #expect(int(j, "frameWidth") == 640 && int(j, "frameHeight") == 480, "\(j)")
+        #expect(publisher.stop() == 0, "\(publisher.err.suffix(1500))")
+        stopped = true
+        let out = publisher.out
+        let whipLine = out.split(separator: "\n").first { $0.hasPrefix("whip:") }.map(String.init) ?? ""
+        #expect(out.contains("0 encoder instances") && whipLine.contains("1 connection"), "\(out)")
+        #expect(out.contains("key frames asked of the camera"), "Janus's PLI reaches the camera: \(out)")
+        print("publish passthrough: Janus subscriber decoded \(decoded) of \(received) at 640x480; \(whipLine)")
+    }
+
     /// Janus's Streaming plugin pulls the camera's RTSP (an `rtsp` mountpoint, with Digest credentials), and a
     /// Chromium viewer through Janus (janus.js) decodes the frames at the camera's size.
     @Test(.enabled(if: janusAvailable)) func janusPullsTheCamerasRTSP() throws {
