@@ -5,8 +5,9 @@ import PackagePlugin
 /// `embed-fixtures` turns every *.json and *.txt file in the package's `Fixtures/cameras/` folder (the one home of
 /// the fixture data, shared with the tests and the fuzzers; see Fixtures/README.md) into `BuiltinCameras.swift` in
 /// the plugin's work directory, so an installed binary needs no resource bundle and no generated file is checked
-/// in. The command reruns when a camera file changes, or when one is added or removed (the folder is an input too,
-/// and the generator lists the folder itself).
+/// in. The command reruns when a camera file changes (each is an input), or when one is added or removed (the folder
+/// is an input too, the generator lists the folder itself, and Fixtures/ is the folder of the FixtureFiles target,
+/// which SwiftPM watches: a file added or removed there re-plans the build, so this list is made again).
 @main struct EmbedFixtures: BuildToolPlugin {
     func createBuildCommands(context: PluginContext, target: Target) async throws -> [Command] {
         guard target is SourceModuleTarget else { return [] }

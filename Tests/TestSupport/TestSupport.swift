@@ -1,5 +1,6 @@
 // Helpers the test targets share: a scratch folder and running the real tools (ffmpeg, ffprobe, camcap).
 import Foundation
+import FixtureFiles
 
 /// A fresh folder under the temporary directory, one per process and name.
 public func scratchDirectory(_ name: String) -> String {
@@ -83,8 +84,8 @@ public let repositoryRoot: String = URL(fileURLWithPath: #filePath).deletingLast
     .deletingLastPathComponent().path
 
 /// The repository's Fixtures folder: the one home of the fixture data (cameras, listings, SDP, RTCP, the fuzzers'
-/// seeds and crash inputs; Fixtures/README.md), read from any working directory.
-public let fixturesRoot: String = repositoryRoot + "/Fixtures"
+/// seeds and crash inputs; Fixtures/README.md), read from any working directory (FixtureFiles, from #filePath).
+public let fixturesRoot: String = fixturesDirectory
 
 /// Writes `contents` to `name` in a scratch folder of this process and returns its path.
 public func tempFile(_ name: String, _ contents: String) -> String {
