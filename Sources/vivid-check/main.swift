@@ -722,7 +722,9 @@ func udpSocket(port: UInt16) -> Int32? {
     a.sin_family = sa_family_t(AF_INET)
     a.sin_port = port.bigEndian
     a.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let ok = withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+    let ok = withUnsafePointer(to: &a) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
     guard ok == 0 else {
         close(fd)
         return nil
@@ -738,7 +740,9 @@ func tcpConnect(port: UInt16) -> Int32 {
     a.sin_family = sa_family_t(AF_INET)
     a.sin_port = port.bigEndian
     a.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let ok = withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+    let ok = withUnsafePointer(to: &a) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
     if ok != 0 {
         close(fd)
         return -1
@@ -756,7 +760,8 @@ func readResponse(_ fd: Int32) -> String {
         if bytes.count > 65536 { break }
     }
     let head = String(decoding: bytes, as: UTF8.self)
-    let length = head.split(whereSeparator: \.isNewline).first { $0.lowercased().hasPrefix("content-length:") }
+    let length =
+        head.split(whereSeparator: \.isNewline).first { $0.lowercased().hasPrefix("content-length:") }
         .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
     var body = [UInt8](repeating: 0, count: min(max(length, 0), 65536))
     var got = 0
@@ -1008,9 +1013,11 @@ if FileManager.default.fileExists(atPath: loopNode) && FileManager.default.fileE
     // SDP to the host, which replays them to ffmpeg (opened from that SDP) and compares what it got with the fed units.
     let rtpPort: UInt16 = 5004
     if !loopbackUp() { note("could not bring lo up (errno \(errno)): stream and rtsp need 127.0.0.1") }
-    if let udp = udpSocket(port: rtpPort), let (pid, out) = spawn(
-        "/check/camcap", ["stream", "-d", loopNode, "--pixel-format", "H264", "--to", "127.0.0.1:\(rtpPort)", "--sdp", "/tmp/loop-rtp.sdp", "--frames", "150"],
-        capture: true)
+    if let udp = udpSocket(port: rtpPort),
+        let (pid, out) = spawn(
+            "/check/camcap",
+            ["stream", "-d", loopNode, "--pixel-format", "H264", "--to", "127.0.0.1:\(rtpPort)", "--sdp", "/tmp/loop-rtp.sdp", "--frames", "150"],
+            capture: true)
     {
         let (packets, reaped) = receivePackets(udp: udp, tcp: nil, until: pid, limit: 100_000, seconds: 40)
         let (rc, text) = finish(pid, out, reaped: reaped)
@@ -1038,16 +1045,19 @@ if FileManager.default.fileExists(atPath: loopNode) && FileManager.default.fileE
             var cseq = 0
             func request(_ method: String, _ uri: String, _ headers: [String] = []) -> String {
                 cseq += 1
-                let text = ([ "\(method) \(uri) RTSP/1.0", "CSeq: \(cseq)" ] + headers).joined(separator: "\r\n") + "\r\n\r\n"
+                let text = (["\(method) \(uri) RTSP/1.0", "CSeq: \(cseq)"] + headers).joined(separator: "\r\n") + "\r\n\r\n"
                 _ = text.utf8CString.withUnsafeBufferPointer { write(fd, $0.baseAddress, $0.count - 1) }
                 return readResponse(fd)
             }
             let described = request("DESCRIBE", url, ["Accept: application/sdp"])
             sdp = described.components(separatedBy: "\r\n\r\n").dropFirst().joined(separator: "\r\n\r\n")
-            let control = sdp.split(whereSeparator: \.isNewline).first { $0.hasPrefix("a=control:") && !$0.hasSuffix("*") }
+            let control =
+                sdp.split(whereSeparator: \.isNewline).first { $0.hasPrefix("a=control:") && !$0.hasSuffix("*") }
                 .map { String($0.dropFirst("a=control:".count)) } ?? "trackID=0"
-            let setup = request("SETUP", control.hasPrefix("rtsp:") ? control : url + "/" + control, ["Transport: RTP/AVP/TCP;unicast;interleaved=0-1"])
-            let session = setup.split(whereSeparator: \.isNewline).first { $0.lowercased().hasPrefix("session:") }
+            let setup = request(
+                "SETUP", control.hasPrefix("rtsp:") ? control : url + "/" + control, ["Transport: RTP/AVP/TCP;unicast;interleaved=0-1"])
+            let session =
+                setup.split(whereSeparator: \.isNewline).first { $0.lowercased().hasPrefix("session:") }
                 .map { $0.dropFirst("session:".count).split(separator: ";")[0].trimmingCharacters(in: .whitespaces) } ?? ""
             _ = request("PLAY", url, ["Session: \(session)"])
             packets = receivePackets(udp: nil, tcp: fd, until: nil, limit: 1500, seconds: 10, frames: 90).packets
