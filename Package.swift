@@ -55,14 +55,14 @@ let package = Package(
             name: "VideoProcessing",
             dependencies: ["VideoCapture", "SystemIO", "CLibYUV", "CTurboJPEG", "CJPEGCodec"],
             swiftSettings: upcoming),
-        // The built-in cameras (cameras/*.json|txt) are compiled in at build time by the EmbedFixtures plugin.
+        // The built-in cameras (Fixtures/cameras/*.json|txt) are compiled in at build time by the EmbedFixtures plugin.
         .target(
             name: "FixtureCameras",
             dependencies: ["VideoCapture", "VideoProcessing", "H264", "SystemIO"],
-            exclude: ["README.md", "cameras"],
+            exclude: ["README.md"],
             swiftSettings: upcoming,
             plugins: ["EmbedFixtures"]),
-        // Writes FixtureCameras' BuiltinCameras.swift from its cameras/ folder (run by the plugin; not installed).
+        // Writes FixtureCameras' BuiltinCameras.swift from Fixtures/cameras/ (run by the plugin; not installed).
         .executableTarget(name: "embed-fixtures"),
         .plugin(name: "EmbedFixtures", capability: .buildTool(), dependencies: ["embed-fixtures"]),
         .target(
@@ -152,7 +152,14 @@ let package = Package(
             dependencies: ["VideoCapture", "V4L2Capture", "VideoProcessing", "FixtureCameras", "H264", "CV4L2"], // CV4L2: the H.264 feeder
             swiftSettings: [.swiftLanguageMode(.v5)]), // a linear test script
 
-        .target(name: "TestSupport", path: "Tests/TestSupport", exclude: ["chromium-156-offer.sdp"]),
+        // Fixtures/: the one home of the fixture data (Fixtures/README.md). A target of its own (one Swift file that
+        // locates the folder for the tests) so that SwiftPM watches the folder: a camera file added or removed
+        // re-plans the build and reruns EmbedFixtures.
+        .target(
+            name: "FixtureFiles", path: "Fixtures",
+            exclude: ["README.md", "cameras", "v4l2", "json", "h264", "mjpeg", "rtcp", "rtsp", "sdp", "webrtc"],
+            sources: ["FixtureFiles.swift"]),
+        .target(name: "TestSupport", dependencies: ["FixtureFiles"], path: "Tests/TestSupport"),
         // Test pictures, ffmpeg as the reference and the shipped fixture files, for the tests of pictures and cameras.
         .target(
             name: "MediaTestSupport", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "TestSupport"],

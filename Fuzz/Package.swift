@@ -2,11 +2,12 @@
 // libFuzzer targets for every parser that reads outside input. Build and run them with Scripts/fuzz.sh
 // (swift build --package-path Fuzz --scratch-path .build-fuzz -Xswiftc -sanitize=fuzzer,address …).
 // One executable per parser: its main.swift hands its fuzz function to libFuzzer's driver (CFuzzer).
-// Seed corpora live in Fuzz/corpus/<target>/ (every crash ever found is kept there as a regression seed).
+// Seeds live in the top-level Fixtures/ (by format: Fixtures/json, Fixtures/sdp, …; every crash ever found is kept
+// there as a regression seed); Scripts/fuzz.sh maps each target to its folders (seeds_of).
 //
 // Adding a parser (e.g. RTCP or SDP from the RTP module when it lands): add an executable target below that
-// depends on CFuzzer and its product, a Sources/Fuzz<Name>/main.swift like the others, seeds in corpus/Fuzz<Name>/,
-// and the name to TARGETS in Scripts/fuzz.sh.
+// depends on CFuzzer and its product, a Sources/Fuzz<Name>/main.swift like the others, seeds in a folder of
+// Fixtures/ (Fixtures/README.md), and the name to the targets and to seeds_of in Scripts/fuzz.sh.
 import PackageDescription
 
 let package = Package(

@@ -4,11 +4,11 @@
 #   FUZZ_TARGETS="FuzzJSON FuzzSPS" Scripts/fuzz.sh 30      only some targets
 #   FUZZ_JOBS=2 Scripts/fuzz.sh 600                            targets run two at a time
 # Targets live in Fuzz/ (a sub-package: one executable per parser, each defining LLVMFuzzerTestOneInput),
-# built with -sanitize=fuzzer,address into .build-fuzz. Seeds: Fuzz/corpus/<target>/ (read only; every crash
-# ever found is kept there). New coverage goes to .build-fuzz/corpus/<target>/, crashes and hangs (> 10 s per
-# input) to .build-fuzz/crashes/<target>/, logs to .build-fuzz/logs/<target>.log. Exit status: 0 when no
-# target crashed, else 1 (the crashing inputs are listed; add each to Fuzz/corpus/<target>/ once fixed, and to
-# the regression tables in Tests/).
+# built with -sanitize=fuzzer,address into .build-fuzz. Seeds: the target's folders of Fixtures/ (seeds_of below;
+# read only; every crash ever found is kept there; Fixtures/README.md). New coverage goes to
+# .build-fuzz/corpus/<target>/, crashes and hangs (> 10 s per input) to .build-fuzz/crashes/<target>/, logs to
+# .build-fuzz/logs/<target>.log. Exit status: 0 when no target crashed, else 1 (the crashing inputs are listed;
+# add each, named crash-…, to the target's folder in Fixtures/ once fixed, and to the regression tables in Tests/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-60}
@@ -21,15 +21,32 @@ swift build --package-path Fuzz --scratch-path "$scratch" -c release \
 bin=$(swift build --package-path Fuzz --scratch-path "$scratch" -c release --show-bin-path)
 # (lld: gold fails with an internal error on the sanitizer-coverage sections of these binaries)
 
+# The seed folders of each target, all in Fixtures/ (the one home of the fixture data; the built-in cameras seed
+# the listing and JSON parsers).
+seeds_of() {
+  case $1 in
+    FuzzListing) echo Fixtures/cameras Fixtures/v4l2 ;;
+    FuzzJSON) echo Fixtures/cameras Fixtures/json ;;
+    FuzzAnnexB|FuzzSPS) echo Fixtures/h264 ;;
+    FuzzMJPEG) echo Fixtures/mjpeg ;;
+    FuzzRTCP) echo Fixtures/rtcp ;;
+    FuzzRTSP) echo Fixtures/rtsp ;;
+    FuzzSDP) echo Fixtures/sdp ;;
+    FuzzWebRTC) echo Fixtures/sdp Fixtures/webrtc ;;
+    *) echo "fuzz: no seed folders for $1 (add them to seeds_of in Scripts/fuzz.sh)" >&2; return 1 ;;
+  esac
+}
+
 run_one() {
-  local t=$1
+  local t=$1 seeds
+  read -r -a seeds <<< "$(seeds_of "$t")"
   mkdir -p "$scratch/corpus/$t" "$scratch/crashes/$t" "$scratch/logs"
   local max_len=16384
   case $t in FuzzAnnexB|FuzzSPS) max_len=8192 ;; esac
   # ASAN_OPTIONS: leaks are reported too; a slow input (> 10 s) counts as a hang.
   ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 nice -n 10 "$bin/$t" \
     -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len="$max_len" -print_final_stats=1 \
-    -artifact_prefix="$scratch/crashes/$t/" "$scratch/corpus/$t" "Fuzz/corpus/$t" > "$scratch/logs/$t.log" 2>&1
+    -artifact_prefix="$scratch/crashes/$t/" "$scratch/corpus/$t" "${seeds[@]}" > "$scratch/logs/$t.log" 2>&1
 }
 
 mkdir -p "$scratch"; touch "$scratch/run-started"   # crash files older than this are from earlier runs
@@ -37,6 +54,7 @@ status=0
 pids=()
 for t in "${targets[@]}"; do
   [ -x "$bin/$t" ] || { echo "fuzz: no target $t in $bin" >&2; exit 2; }
+  seeds_of "$t" > /dev/null || exit 2
   run_one "$t" & pids+=("$!:$t")
   while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
 done

@@ -2,23 +2,24 @@ import Foundation
 import PackagePlugin
 
 /// Compiles the built-in fixture cameras into the target that uses this plugin (FixtureCameras): at build time,
-/// `embed-fixtures` turns every *.json and *.txt file in the target's `cameras/` folder into `BuiltinCameras.swift`
-/// in the plugin's work directory, so an installed binary needs no resource bundle and no generated file is
-/// checked in. The command reruns when a camera file changes, or when one is added or removed (the folder is an
-/// input too, and the generator lists the folder itself).
+/// `embed-fixtures` turns every *.json and *.txt file in the package's `Fixtures/cameras/` folder (the one home of
+/// the fixture data, shared with the tests and the fuzzers; see Fixtures/README.md) into `BuiltinCameras.swift` in
+/// the plugin's work directory, so an installed binary needs no resource bundle and no generated file is checked
+/// in. The command reruns when a camera file changes (each is an input), or when one is added or removed (the folder
+/// is an input too, the generator lists the folder itself, and Fixtures/ is the folder of the FixtureFiles target,
+/// which SwiftPM watches: a file added or removed there re-plans the build, so this list is made again).
 @main struct EmbedFixtures: BuildToolPlugin {
     func createBuildCommands(context: PluginContext, target: Target) async throws -> [Command] {
-        guard let target = target as? SourceModuleTarget else { return [] }
-        // The target's folder, from one of its top-level sources (Target.directoryURL needs tools version 6.1).
-        guard
-            let source = target.sourceFiles(withSuffix: ".swift").first(where: { $0.url.deletingLastPathComponent().lastPathComponent == target.name }
-            )
-        else {
-            throw PluginError("\(target.name) has no Swift source at the top of its folder")
+        guard target is SourceModuleTarget else { return [] }
+        // The package of the target (also when this package is a dependency, e.g. of Fuzz/).
+        let cameras = context.package.directoryURL.appending(path: "Fixtures/cameras")
+        let files: [URL]
+        do {
+            files = try FileManager.default.contentsOfDirectory(at: cameras, includingPropertiesForKeys: nil)
+                .filter { ["json", "txt"].contains($0.pathExtension) }
+        } catch {
+            throw PluginError("\(target.name): cannot list the fixture cameras in \(cameras.path): \(error)")
         }
-        let cameras = source.url.deletingLastPathComponent().appending(path: "cameras")
-        let files = try FileManager.default.contentsOfDirectory(at: cameras, includingPropertiesForKeys: nil)
-            .filter { ["json", "txt"].contains($0.pathExtension) }
         let output = context.pluginWorkDirectoryURL.appending(path: "BuiltinCameras.swift")
         return [
             .buildCommand(

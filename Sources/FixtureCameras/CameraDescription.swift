@@ -542,7 +542,7 @@ struct JSONFixtureParser {
     }
 }
 
-/// The file name without folder and extension (`Sources/FixtureCameras/cameras/vivid.txt` → `vivid`).
+/// The file name without folder and extension (`Fixtures/cameras/vivid.txt` → `vivid`).
 package func fileStem(_ path: String) -> String {
     let last = path.split(separator: "/").last.map(String.init) ?? path
     if let dot = last.lastIndex(of: "."), dot != last.startIndex { return String(last[..<dot]) }

@@ -6,7 +6,7 @@ import VideoProcessing
 import Synchronization
 import SystemIO
 
-/// Provides the built-in fixture cameras (`fixture:NAME`, from `Sources/FixtureCameras/cameras/`) and any fixture file
+/// Provides the built-in fixture cameras (`fixture:NAME`, from `Fixtures/cameras/`) and any fixture file
 /// a user names by path.
 public final class FixtureCameraProvider: CaptureDeviceProvider {
     /// When a fixture camera sends its frames.
@@ -53,7 +53,7 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
     /// Names of the built-in fixtures (`fixture:NAME`), without parsing them.
     public var builtinNames: [String] { BuiltinCameras.files.map(\.name) }
 
-    /// The built-in fixtures, compiled into the binary (generated at build time from Sources/FixtureCameras/cameras/
+    /// The built-in fixtures, compiled into the binary (generated at build time from Fixtures/cameras/
     /// by the EmbedFixtures plugin), parsed once per process on first use (a static let is lazy and thread-safe).
     static let parsedBuiltins: [(name: String, description: CameraDescription)] = BuiltinCameras.files.compactMap { f in
         // A broken built-in is a packaging bug; it is skipped here and caught by the tests.

@@ -53,7 +53,7 @@ do {
 }
 
 var source = """
-    // Generated at build time by the EmbedFixtures plugin (Sources/embed-fixtures) from Sources/FixtureCameras/cameras/.
+    // Generated at build time by the EmbedFixtures plugin (Sources/embed-fixtures) from Fixtures/cameras/.
     enum BuiltinCameras {
         /// (name, file name, text) of each built-in fixture, sorted by file name; the text is the file's contents.
         static let files: [(name: String, file: String, text: String)] = [

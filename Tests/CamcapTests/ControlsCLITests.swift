@@ -9,7 +9,7 @@ import TestSupport
         #expect(r.code == 0, "\(r.err)")
         // The built-in fixture holds vivid's real `v4l2-ctl --list-ctrls-menus`; the listing reproduces it (the
         // v4l2-ctl of that dump printed the then-new dynamic-array flag as hex).
-        let text = try String(contentsOfFile: repo + "/Sources/FixtureCameras/cameras/vivid.txt", encoding: .utf8)
+        let text = try String(contentsOfFile: fixturesRoot + "/cameras/vivid.txt", encoding: .utf8)
         let section = try #require(text.components(separatedBy: "===CTRLS\n").last?.components(separatedBy: "===END").first)
         #expect(r.out == section.replacingOccurrences(of: "has-payload, 0x00000800", with: "has-payload, dynamic-array"))
         #expect(r.out.contains("           power_line_frequency") == false, "vivid has no power-line control")

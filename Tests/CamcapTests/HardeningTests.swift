@@ -57,9 +57,9 @@ private func write(_ name: String, _ text: String) -> String {
     }
 
     @Test func crashFixturesAreErrorsWithFileAndLine() throws {
-        // Every crash input of the issue (kept in the fuzz corpus) through `select` and `formats`.
-        for target in ["FuzzListing", "FuzzJSON"] {
-            let dir = repo + "/Fuzz/corpus/" + target
+        // Every crash input of the issue (kept in Fixtures/v4l2 and Fixtures/json) through `select` and `formats`.
+        for folder in ["v4l2", "json"] {
+            let dir = fixturesRoot + "/" + folder
             for f in try FileManager.default.contentsOfDirectory(atPath: dir).sorted() where f.hasPrefix("crash-") {
                 let path = dir + "/" + f
                 for cmd in [["select", "-d", path, "-s", "640x480"], ["formats", "-d", path]] {

@@ -2,8 +2,8 @@ import Foundation
 import Testing
 @testable import FixtureCameras
 
-/// The built-in cameras are generated at build time (the EmbedFixtures plugin) from Sources/FixtureCameras/cameras/.
-@Test("every file in cameras/ is a built-in camera whose text is the file's, and every built-in parses")
+/// The built-in cameras are generated at build time (the EmbedFixtures plugin) from Fixtures/cameras/.
+@Test("every file in Fixtures/cameras/ is a built-in camera whose text is the file's, and every built-in parses")
 func everyCameraFileIsABuiltinCamera() throws {
     let files = try FileManager.default.contentsOfDirectory(atPath: fixturesDir)
         .filter { $0.hasSuffix(".json") || $0.hasSuffix(".txt") }

@@ -102,16 +102,20 @@ func crashInputIsAClearError(_ c: CrashCase) throws {
     #expect((error?.description.count ?? 0) < 400, "error messages stay short")
 }
 
-/// Every seed and crash input of the fuzz corpora parses or fails cleanly (the fuzzers' regression set).
-@Test("every fuzz corpus input parses or is a FixtureParseError", arguments: ["FuzzListing", "FuzzJSON"])
-func fuzzCorpusRegression(_ target: String) throws {
-    let dir = repositoryRoot + "/Fuzz/corpus/" + target
-    let files = try FileManager.default.contentsOfDirectory(atPath: dir).sorted()
-    #expect(files.count >= 8)
-    for f in files {
-        let text = try readFixtureFile(dir + "/" + f)
+/// Every seed and crash input of the fuzzers parses or fails cleanly (their regression set): Fixtures/v4l2 and the
+/// built-in listings for FuzzListing, Fixtures/json and the built-in JSON cameras for FuzzJSON (Scripts/fuzz.sh).
+@Test("every fuzz seed and crash input parses or is a FixtureParseError", arguments: ["v4l2", "json"])
+func fuzzCorpusRegression(_ folder: String) throws {
+    let ext = folder == "json" ? ".json" : ".txt"
+    let paths =
+        try FileManager.default.contentsOfDirectory(atPath: fixturesRoot + "/" + folder).sorted().map { fixturesRoot + "/\(folder)/" + $0 }
+        + FileManager.default.contentsOfDirectory(atPath: fixturesDir).sorted().filter { $0.hasSuffix(ext) }.map { fixturesDir + "/" + $0 }
+    #expect(paths.count >= 12)
+    for path in paths {
+        let f = URL(fileURLWithPath: path).lastPathComponent
+        let text = try readFixtureFile(path)
         do {
-            let d = try CameraDescription.parse(text, file: f, syntax: target == "FuzzJSON" ? .json : .listing)
+            let d = try CameraDescription.parse(text, file: f, syntax: folder == "json" ? .json : .listing)
             for limit in [1, 30, 1000] { _ = FormatSelector.select(from: d.formats, target: FrameSize(width: 1280, height: 720), fpsLimit: limit) }
             #expect(!f.hasPrefix("crash-"), "\(f) was a crash input: it must be refused")
         } catch {

@@ -63,10 +63,10 @@ public func pattern(_ w: Int, _ h: Int, frame: UInt64 = 7, range: VideoColorSpac
     return b
 }
 
-/// The repository's Sources/FixtureCameras/cameras folder (the built-in cameras' files).
-public let fixturesDir = repositoryRoot + "/Sources/FixtureCameras/cameras"
+/// The repository's Fixtures/cameras folder (the built-in cameras' files).
+public let fixturesDir = fixturesRoot + "/cameras"
 
-/// The shipped fixture `name` (cameras/NAME.json or NAME.txt), parsed from its file.
+/// The shipped fixture `name` (Fixtures/cameras/NAME.json or NAME.txt), parsed from its file.
 public func fixture(_ name: String) throws -> CameraDescription {
     let files = try FileManager.default.contentsOfDirectory(atPath: fixturesDir)
     let file = try #require(files.first { $0.hasPrefix(name + ".") }, "no fixture \(name)")

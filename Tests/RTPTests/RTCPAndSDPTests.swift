@@ -1,10 +1,10 @@
 import Foundation
 import Testing
 import RTP
+import TestSupport
 
-/// The fuzz corpus's seeds and the crashes it found are regression inputs here too.
-let fuzzCorpus = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-    .appendingPathComponent("Fuzz/corpus")
+/// The fixtures (Fixtures/rtcp, Fixtures/sdp): the fuzzers' seeds and the crashes they found are regression inputs here too.
+let fixtures = URL(fileURLWithPath: fixturesRoot)
 
 func parse(_ bytes: [UInt8]) throws(RTCPParseError) -> [RTCPPacket] {
     let result = bytes.withUnsafeBytes { p in Result { () throws(RTCPParseError) -> [RTCPPacket] in try RTCPPacket.parseCompound(p) } }
@@ -12,7 +12,7 @@ func parse(_ bytes: [UInt8]) throws(RTCPParseError) -> [RTCPPacket] {
 }
 
 @Suite struct RTCPTests {
-    func seed(_ name: String) throws -> [UInt8] { [UInt8](try Data(contentsOf: fuzzCorpus.appendingPathComponent("FuzzRTCP/\(name).bin"))) }
+    func seed(_ name: String) throws -> [UInt8] { [UInt8](try Data(contentsOf: fixtures.appendingPathComponent("rtcp/\(name).bin"))) }
 
     @Test func compoundPacketsParseIntoTheirParts() throws {
         let sr = try parse(try seed("sr-sdes"))
@@ -89,12 +89,12 @@ final class RequestCounter: @unchecked Sendable {
 
 @Suite struct SDPTests {
     @Test func ourOfferAndAChromiumOfferParse() throws {
-        let offer = try String(contentsOf: fuzzCorpus.appendingPathComponent("FuzzSDP/offer.sdp"), encoding: .utf8)
+        let offer = try String(contentsOf: fixtures.appendingPathComponent("sdp/offer.sdp"), encoding: .utf8)
         let d = try SDP.parse(offer)
         let m = try #require(d.media.first)
         #expect(m.kind == "video" && m.payloadTypes == [96] && m.values("rtpmap") == ["96 H264/90000"])
         #expect(m.values("fmtp").first?.contains("packetization-mode=1") == true && m.values("rtcp-fb").contains("96 nack pli"))
-        let chromium = try SDP.parse(try String(contentsOf: fuzzCorpus.appendingPathComponent("FuzzSDP/chromium-offer.sdp"), encoding: .utf8))
+        let chromium = try SDP.parse(try String(contentsOf: fixtures.appendingPathComponent("sdp/chromium-offer.sdp"), encoding: .utf8))
         let v = try #require(chromium.media.first)
         #expect(v.payloadTypes == [96, 97, 102, 103] && v.values("rtpmap").contains("102 H264/90000"))
         #expect(v.values("fmtp").contains("102 level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f"))
@@ -114,9 +114,9 @@ final class RequestCounter: @unchecked Sendable {
         }
     }
 
-    /// Every input the fuzzer ever crashed on (kept in its corpus) now parses or fails cleanly.
+    /// Every input the fuzzer ever crashed on (kept in Fixtures/sdp) now parses or fails cleanly.
     @Test func fuzzCrashesAreFixed() throws {
-        let dir = fuzzCorpus.appendingPathComponent("FuzzSDP")
+        let dir = fixtures.appendingPathComponent("sdp")
         let crashes = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.hasPrefix("crash-") }
         #expect(!crashes.isEmpty)
         for c in crashes {

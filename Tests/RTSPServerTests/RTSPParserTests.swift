@@ -1,10 +1,10 @@
 import Foundation
 import Testing
 @testable import RTSPServer
+import TestSupport
 
-/// The fuzz corpus's seeds (and every crash it ever found) are regression inputs here too.
-let rtspCorpus = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-    .appendingPathComponent("Fuzz/corpus/FuzzRTSP")
+/// The RTSP fixtures, the fuzzer's seeds (and every crash it ever found), are regression inputs here too.
+let rtspCorpus = URL(fileURLWithPath: fixturesRoot).appendingPathComponent("rtsp")
 
 func bytes(_ s: String) -> [UInt8] { Array(s.utf8) }
 

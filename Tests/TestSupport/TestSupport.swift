@@ -1,5 +1,6 @@
 // Helpers the test targets share: a scratch folder and running the real tools (ffmpeg, ffprobe, camcap).
 import Foundation
+import FixtureFiles
 
 /// A fresh folder under the temporary directory, one per process and name.
 public func scratchDirectory(_ name: String) -> String {
@@ -82,6 +83,10 @@ public func run(_ tool: String, _ args: [String]) throws -> (Int32, String, Stri
 public let repositoryRoot: String = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
     .deletingLastPathComponent().path
 
+/// The repository's Fixtures folder: the one home of the fixture data (cameras, listings, SDP, RTCP, the fuzzers'
+/// seeds and crash inputs; Fixtures/README.md), read from any working directory (FixtureFiles, from #filePath).
+public let fixturesRoot: String = fixturesDirectory
+
 /// Writes `contents` to `name` in a scratch folder of this process and returns its path.
 public func tempFile(_ name: String, _ contents: String) -> String {
     let path = scratchDirectory("test-files") + "/" + name
@@ -117,9 +122,9 @@ public func waitUntil(timeout: Double = 10, every interval: Double = 0.01, _ con
 
 // MARK: - WebRTC
 
-/// The SDP offer Chromium 156 sends for a recvonly H.264 WHEP viewer (Tests/TestSupport/chromium-156-offer.sdp).
+/// The SDP offer Chromium 156 sends for a recvonly H.264 WHEP viewer (Fixtures/sdp/chromium-156-offer.sdp).
 public let chromiumOffer: String = {
-    let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("chromium-156-offer.sdp").path
+    let path = fixturesRoot + "/sdp/chromium-156-offer.sdp"
     guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { fatalError("cannot read \(path)") }
     return text
 }()
