@@ -8,6 +8,9 @@ final class RTPCollector: @unchecked Sendable {
     // @unchecked: the counters are only touched under `lock`; `fd` is set once.
     let fd: Int32
     let port: Int
+    /// The RTCP port (`port` + 1), held as a real receiver holds it: otherwise a socket of the test's attacker could
+    /// be given it as an ephemeral port by chance, and its RTCP would then come from the receiver's own port.
+    private let rtcpFD: Int32
     private let lock = NSLock()
     private var packets = 0, bytes = 0, idrTimestamps = Set<UInt32>(), ssrcValue: UInt32?
     private var spsValue: [UInt8]?, ppsValue: [UInt8]?
@@ -32,6 +35,11 @@ final class RTPCollector: @unchecked Sendable {
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
         self.fd = fd
         self.port = Int(UInt16(bigEndian: a.sin_port))
+        rtcpFD = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        a.sin_port = in_port_t(UInt16(self.port + 1).bigEndian)
+        _ = withUnsafePointer(to: &a) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(rtcpFD, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
         let t = Thread { [self] in loop() }
         thread = t
         t.start()
@@ -84,6 +92,7 @@ final class RTPCollector: @unchecked Sendable {
         while thread?.isFinished == false { usleep(10_000) }
         thread = nil // the thread's closure held self
         close(fd)
+        close(rtcpFD)
     }
 }
 
