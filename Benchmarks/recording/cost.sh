@@ -32,6 +32,15 @@ gcc -O2 -shared -fPIC -o "$out/sigsuspend-shim.so" Benchmarks/compare/sigsuspend
 ir_total() { # callgrind file → total Ir
   callgrind_annotate "$1" 2>/dev/null | awk '/PROGRAM TOTALS/ && !done { gsub(",", "", $1); print $1; done = 1 }'
 }
+record_under_callgrind() { # NAME ARGS… → $out/cg-NAME: callgrind's file of `camcap record ARGS -q` (camcap's own process)
+  local name=$1
+  shift
+  valgrind --tool=callgrind --trace-children=yes --callgrind-out-file="$out/cg-$name.%p" env LD_PRELOAD="$out/sigsuspend-shim.so" \
+    "$camcap" record "$@" -q >/dev/null 2>&1
+  # The camcap process's file is the largest (env's own is tiny).
+  mv "$(ls -S "$out"/cg-"$name".* | awk 'NR == 1')" "$out/cg-$name"
+  rm -f "$out"/cg-"$name".*
+}
 ir_of() { # callgrind file, symbol regex → inclusive Ir of the first matching function (Swift names are mangled)
   callgrind_annotate --inclusive=yes --threshold=100 "$1" 2>/dev/null | awk -v re="$2" '$0 ~ re && !done { gsub(",", "", $1); print $1; done = 1 }'
 }
@@ -39,11 +48,7 @@ sections=" ${SECTIONS:-1 2 3 4 5} "
 on() { [[ "$sections" == *" $1 "* ]]; }
 on 1 && for container in h264 mp4; do
   for n in $((frames / 3)) "$frames"; do
-    valgrind --tool=callgrind --trace-children=yes --callgrind-out-file="$out/cg-$container-$n.%p" env LD_PRELOAD="$out/sigsuspend-shim.so" \
-      "$camcap" record -d fixture:uvc-webcam -s 1280x720 --fast --frames "$n" -o "$out/rec-$n.$container" -q >/dev/null 2>&1
-    # The camcap process's file (the largest; env's own is tiny).
-    mv "$(ls -S "$out"/cg-$container-$n.* | awk 'NR == 1')" "$out/cg-$container-$n"
-    rm -f "$out"/cg-$container-$n.*
+    record_under_callgrind "$container-$n" -d fixture:uvc-webcam -s 1280x720 --fast --frames "$n" -o "$out/rec-$n.$container"
   done
   short=$(ir_total "$out/cg-$container-$((frames / 3))"); long=$(ir_total "$out/cg-$container-$frames")
   writer=$(ir_of "$out/cg-$container-$frames" 'RecordingOutputC5write|RecordingOutput\.write')
@@ -62,9 +67,7 @@ done
 #    only when it delivers H.264).
 if on 3; then
 for mode in H264 MJPG; do
-  valgrind --tool=callgrind --trace-children=yes --callgrind-out-file="$out/cg-pt-$mode.%p" env LD_PRELOAD="$out/sigsuspend-shim.so" \
-    "$camcap" record -d fixture:h264-webcam -s 1280x720 --pixel-format "$mode" --fast --frames "$frames" -o "$out/pt-$mode.mp4" -q >/dev/null 2>&1
-  mv "$(ls -S "$out"/cg-pt-$mode.* | awk 'NR == 1')" "$out/cg-pt-$mode"
+  record_under_callgrind "pt-$mode" -d fixture:h264-webcam -s 1280x720 --pixel-format "$mode" --fast --frames "$frames" -o "$out/pt-$mode.mp4"
 done
 pass=$(ir_of "$out/cg-pt-H264" 'PassthroughStageC7consume7encoded')
 encode=$(ir_of "$out/cg-pt-MJPG" 'CWelsH264SVCEncoder::EncodeFrame\(')
@@ -76,9 +79,7 @@ PY
 fi
 if on 4; then
   for fourcc in NM12 NV12; do
-    valgrind --tool=callgrind --trace-children=yes --callgrind-out-file="$out/cg-mp-$fourcc.%p" env LD_PRELOAD="$out/sigsuspend-shim.so" \
-      "$camcap" record -d fixture:soc-mplane -s 1280x720 --pixel-format "$fourcc" --fast --frames "$frames" -o "$out/mp-$fourcc.mp4" -q >/dev/null 2>&1
-    mv "$(ls -S "$out"/cg-mp-$fourcc.* | awk 'NR == 1')" "$out/cg-mp-$fourcc"
+    record_under_callgrind "mp-$fourcc" -d fixture:soc-mplane -s 1280x720 --pixel-format "$fourcc" --fast --frames "$frames" -o "$out/mp-$fourcc.mp4"
   done
   nm12=$(ir_of "$out/cg-mp-NM12" 'FrameConverterC7convert_')
   nv12=$(ir_of "$out/cg-mp-NV12" 'FrameConverterC7convert_')
