@@ -2,6 +2,7 @@ public import VideoCapture
 public import VideoProcessing
 public import H264
 import Synchronization
+import RTP
 
 /// A stage that takes a camera's own encoded access units (`VideoFrame.isEncoded`) instead of pictures.
 public protocol EncodedFrameStage: PictureStage {
@@ -197,7 +198,7 @@ public final class PassthroughStage: EncodedFrameStage {
     private func noteProfile() {
         profileBytes = (sps[1], sps[2], sps[3])
         knowsProfile = true
-        let hex = [sps[1], sps[2], sps[3]].map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+        guard let hex = SDP.profileLevelID(sps: sps[...]) else { return }
         profile.value.withLock { $0 = hex }
         onStreamProfile?(hex)
     }

@@ -48,9 +48,7 @@ public struct WebRTCOffer: Sendable {
     /// profile-level-id values Constrained Baseline streams decode under, best first: Constrained Baseline,
     /// Baseline, Main with constraint_set1, Constrained High (OpenH264 writes Constrained Baseline).
     static func compatibility(_ plid: String) -> Int? {
-        let p = plid.lowercased()
-        guard p.count == 6, let v = UInt32(p, radix: 16) else { return nil }
-        let profile = v >> 16, constraints = (v >> 8) & 0xff
+        guard let (profile, constraints) = profileAndConstraints(plid) else { return nil }
         switch profile {
         case 0x42: return constraints & 0x40 != 0 ? 0 : 1
         case 0x4d: return 2 // a Main decoder decodes Constrained Baseline
@@ -66,12 +64,9 @@ public struct WebRTCOffer: Sendable {
     /// a stream that is Constrained High too. Levels are not compared (receivers decode above their level,
     /// and `level-asymmetry-allowed` is in every answer).
     static func compatibility(_ plid: String, stream: String) -> Int? {
-        guard let s = UInt32(stream.lowercased(), radix: 16), stream.count == 6 else { return nil }
-        let sProfile = s >> 16, sConstraints = (s >> 8) & 0xff
+        guard let (sProfile, sConstraints) = profileAndConstraints(stream) else { return nil }
         if sProfile == 0x42 && sConstraints & 0x40 != 0 { return compatibility(plid) }
-        let p = plid.lowercased()
-        guard p.count == 6, let v = UInt32(p, radix: 16) else { return nil }
-        let profile = v >> 16, constraints = (v >> 8) & 0xff
+        guard let (profile, constraints) = profileAndConstraints(plid) else { return nil }
         switch (sProfile, profile) {
         case (0x42, 0x42): return constraints & 0x40 != 0 ? nil : 0 // a Constrained Baseline decoder lacks FMO/ASO
         case (0x4d, 0x4d): return 0
@@ -79,6 +74,12 @@ public struct WebRTCOffer: Sendable {
         case (0x64, 0x64): return constraints & 0x0c == 0x0c && sConstraints & 0x0c != 0x0c ? nil : 0
         default: return nil
         }
+    }
+
+    /// profile_idc and the constraint flags of a profile-level-id (6 hex digits), nil for anything else.
+    private static func profileAndConstraints(_ plid: String) -> (profile: UInt32, constraints: UInt32)? {
+        guard plid.utf8.count == 6, let v = UInt32(plid.lowercased(), radix: 16) else { return nil }
+        return (v >> 16, (v >> 8) & 0xff)
     }
 
     /// RFC 4566 token characters, 1...max of them.
