@@ -175,6 +175,13 @@ let package = Package(
             name: "CamcapTests",
             dependencies: ["camcap", "embedded-whep-example", "frame-consumer-example", "WHEPServer", "WHIPClient", "WebRTC", "TestSupport"]),
         .testTarget(name: "SystemIOTests", dependencies: ["SystemIO"]),
+        .testTarget(name: "WHIPClientTests", dependencies: ["WHIPClient", "VideoCapture"]),
+        .testTarget(
+            name: "CapturePipelineTests",
+            dependencies: [
+                "CapturePipeline", "VideoCapture", "VideoProcessing", "H264", "TestSupport",
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+            ]),
         .testTarget(
             name: "RTSPServerTests",
             dependencies: [

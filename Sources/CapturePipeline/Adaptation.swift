@@ -171,6 +171,8 @@ public final class OutputRequests: Sendable {
 /// one wiring of estimates for `stream` and `serve`; any thread.
 public final class BandwidthFollower: Sendable {
     private let control: EncoderControl
+    /// The encode stage's target-bitrate gauge; nil for a camera's own H.264.
+    private let recordTarget: (@Sendable (Int) -> Void)?
     private let cap: Int
     private let requests: OutputRequests?
     private let policy = Mutex(BitrateAdaptation())
@@ -179,6 +181,7 @@ public final class BandwidthFollower: Sendable {
     /// `outputRequests`), also steps the output size and frame rate down and up.
     public init(_ encode: EncodeStage, adapting requests: OutputRequests?) {
         control = encode.control
+        recordTarget = encode.recordTargetBitrate
         cap = encode.bitrateCap
         self.requests = requests
     }
@@ -187,6 +190,7 @@ public final class BandwidthFollower: Sendable {
     /// the camera, capped at `maxBitrate` bits per second; the size and frame rate are the camera's.
     public init(_ passthrough: PassthroughStage, maxBitrate: Int) {
         control = passthrough.control
+        recordTarget = nil
         cap = max(maxBitrate, 10_000)
         requests = nil
     }
@@ -196,6 +200,7 @@ public final class BandwidthFollower: Sendable {
     public func update(bitsPerSecond bps: UInt64) {
         let bitrate = Int(clamping: min(bps, UInt64(cap)))
         EncodeStage.request(bitrate, on: control, cap: cap)
+        recordTarget?(min(max(bitrate, 10_000), cap))
         if let requests, let step = policy.withLock({ $0.update(bitrate: bitrate) }) {
             requests.request(VideoAdapter.Request(maxSize: step.maxSize, maxFps: step.maxFps))
         }

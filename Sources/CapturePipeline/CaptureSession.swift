@@ -89,6 +89,10 @@ public final class CaptureSession {
         /// Release the camera when no stage has wanted pictures (`PictureStage.wantsPictures`: a server without
         /// viewers) for this long, on frame timestamps, and start it again at `wake()`; nil keeps it running.
         public var idleReleaseNs: Int64?
+        /// Dimensions added to every metric the session and its encode stages record, after `("camera", path)`
+        /// (the device's path or fixture name), so that two sessions in one process count apart: say
+        /// `[("session", "front-door")]` to tell apart two sessions of one camera.
+        public var metricsDimensions: [(String, String)] = []
         /// Where the capturer logs (nothing by default).
         public var logger = Logger(label: "swift-video-capture.capture", factory: { _ in SwiftLogNoOpLogHandler() })
         /// The defaults: the first camera (or the built-in fixture webcam) at 1280x720, up to 30 fps, until `stop()`.
@@ -102,6 +106,8 @@ public final class CaptureSession {
     public let capturer: CameraVideoCapturer
     /// The camera chosen.
     public let device: CaptureDevice
+    /// The dimensions of this session's metrics: `("camera", device.path)`, then the configuration's own.
+    public var metricsDimensions: [(String, String)] { [("camera", device.path)] + configuration.metricsDimensions }
     /// What negotiation picked for the device (the format asked for; `applied` is what the driver set).
     public let selection: FormatSelection
     /// What the device applied (set once the camera has started).
@@ -274,7 +280,7 @@ public final class CaptureSession {
             "capture started", metadata: ["device": "\(device.path)", "format": "\(selection.pixelFormat) \(applied.size) @ \(applied.fps)"])
         onStarted(self)
 
-        var metrics = SessionMetrics()
+        var metrics = SessionMetrics(dimensions: metricsDimensions)
         var report = Report()
         var latency = DurationHistogram()
         var workTime = DurationHistogram() // conversion + stages, per frame: latency minus this is waiting
@@ -512,10 +518,14 @@ public let pipelineMetricsHelp: [String: String] = [
 ///   capture_frames_total, capture_frames_dropped_total (by the capturer: late, busy, driver),
 ///   capture_frames_undecodable_total, capture_conversion_seconds (a timer: one conversion per frame).
 struct SessionMetrics {
-    let frames = Counter(label: "capture_frames_total")
-    let droppedFrames = Counter(label: "capture_frames_dropped_total")
-    let undecodable = Counter(label: "capture_frames_undecodable_total")
-    let conversion = Metrics.Timer(label: "capture_conversion_seconds")
+    let frames, droppedFrames, undecodable: Counter
+    let conversion: Metrics.Timer
+    init(dimensions d: [(String, String)]) {
+        frames = Counter(label: "capture_frames_total", dimensions: d)
+        droppedFrames = Counter(label: "capture_frames_dropped_total", dimensions: d)
+        undecodable = Counter(label: "capture_frames_undecodable_total", dimensions: d)
+        conversion = Metrics.Timer(label: "capture_conversion_seconds", dimensions: d)
+    }
     private var reportedDrops = 0, reportedUndecodable = 0
     /// The drops (the capturer's, not those before anybody consumed frames, and the source's while this
     /// session was behind) and undecodable frames since the last call.

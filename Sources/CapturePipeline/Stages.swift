@@ -91,7 +91,11 @@ public final class EncodeStage: PictureStage {
     public static func request(_ bps: Int, on control: EncoderControl, cap: Int) {
         let bitrate = min(max(bps, 10_000), cap)
         try? control.setBitrate(bitrate)
-        EncoderMetrics.targetBitrate().record(bitrate)
+    }
+
+    /// Records a new target in this stage's `encoder_target_bitrate_bps` gauge (with the session's dimensions).
+    package var recordTargetBitrate: @Sendable (Int) -> Void {
+        { [delivery] bitrate in delivery.metrics.withLock { $0 }.targetBitrate.record(bitrate) }
     }
     /// The highest bitrate requests may set, bits per second: the settings' `effectiveMaxBitrate`.
     public var bitrateCap: Int { settings.effectiveMaxBitrate }
@@ -147,7 +151,9 @@ public final class EncodeStage: PictureStage {
     /// Takes the applied frame rate and the key interval into the settings.
     public func begin(_ session: CaptureSession) throws {
         settings = EncodeStage.settings(settings, keyIntervalSeconds: keyIntervalSeconds, for: session.applied)
-        delivery.metrics.targetBitrate.record(settings.targetBitrate)
+        let metrics = EncoderMetrics(dimensions: session.metricsDimensions)
+        delivery.metrics.withLock { $0 = metrics }
+        metrics.targetBitrate.record(settings.targetBitrate)
         fps = settings.maxFrameRate
         self.session = session
     }
@@ -226,7 +232,8 @@ public final class EncodeStage: PictureStage {
         let tally = Mutex(Tally())
         /// encoder_frames_total, encoder_key_frames_total, encoder_bytes_total, encoder_encode_seconds,
         /// encoder_target_bitrate_bps (swift-metrics; see `SessionMetrics`).
-        let metrics = EncoderMetrics()
+        /// Set by `begin` with the session's dimensions (the camera); dimensionless before.
+        let metrics = Mutex(EncoderMetrics(dimensions: []))
 
         init(outputs: [any EncodedOutput], control: EncoderControl) {
             self.outputs = outputs
@@ -234,6 +241,7 @@ public final class EncodeStage: PictureStage {
         }
 
         func deliver(_ out: EncodedFrame) throws {
+            let metrics = self.metrics.withLock { $0 }
             metrics.frames.increment()
             metrics.encode.recordNanoseconds(out.encodeNs) // the encoder's own measurement, on either thread
             metrics.bytes.increment(by: out.size)
@@ -478,10 +486,15 @@ extension H264Encoder {
 
 /// The encode stage's swift-metrics.
 struct EncoderMetrics: Sendable {
-    let frames = Counter(label: "encoder_frames_total")
-    let keyFrames = Counter(label: "encoder_key_frames_total")
-    let bytes = Counter(label: "encoder_bytes_total")
-    let encode = Metrics.Timer(label: "encoder_encode_seconds")
-    let targetBitrate = EncoderMetrics.targetBitrate()
-    static func targetBitrate() -> Gauge { Gauge(label: "encoder_target_bitrate_bps") }
+    let frames, keyFrames, bytes: Counter
+    let encode: Metrics.Timer
+    let targetBitrate: Gauge
+    /// The session's dimensions (`CaptureSession.metricsDimensions`): two sessions in one process count apart.
+    init(dimensions d: [(String, String)]) {
+        frames = Counter(label: "encoder_frames_total", dimensions: d)
+        keyFrames = Counter(label: "encoder_key_frames_total", dimensions: d)
+        bytes = Counter(label: "encoder_bytes_total", dimensions: d)
+        encode = Metrics.Timer(label: "encoder_encode_seconds", dimensions: d)
+        targetBitrate = Gauge(label: "encoder_target_bitrate_bps", dimensions: d)
+    }
 }

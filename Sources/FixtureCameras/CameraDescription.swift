@@ -596,4 +596,15 @@ public struct FixtureParseError: Error, Sendable, Equatable, CustomStringConvert
     }
     /// `file:line: message`, as compilers print errors.
     public var description: String { "\(file):\(line): \(message)" }
+    /// The codes: `malformed` (a line at fault), `unreadable` (the whole file: missing, too large, not text).
+    public typealias Code = ErrorCode<FixtureParseError>
+    /// What kind of failure this is, to switch on: `unreadable` when it concerns the whole file (line 0).
+    public var code: Code { line == 0 ? .unreadable : .malformed }
+}
+
+extension ErrorCode where Domain == FixtureParseError {
+    /// A line of the description is wrong (`line` says which).
+    public static var malformed: Self { Self(rawValue: "malformed") }
+    /// The file as a whole cannot be taken: missing, unreadable, too large.
+    public static var unreadable: Self { Self(rawValue: "unreadable") }
 }

@@ -60,16 +60,20 @@ public final class EncoderControl: Sendable {
     /// (`maxBitrate`) rises with the target when needed. Out-of-range values are refused here, at once.
     public func setRates(bitrate: Int, fps: Double) throws(H264Error) {
         guard (10_000...100_000_000).contains(bitrate) else {
-            throw H264Error(.invalidSettings, "bitrate \(bitrate) bit/s is out of range: 10000...100000000 bit/s (10...100000 kbps)")
+            throw H264Error(
+                .invalidSettings, "bitrate \(bitrate) bit/s is out of range: 10000...100000000 bit/s (10...100000 kbps)", setting: "targetBitrate")
         }
-        guard fps.isFinite, fps >= 1, fps <= 240 else { throw H264Error(.invalidSettings, "frame rate \(fps) is out of range: 1...240 fps") }
+        guard fps.isFinite, fps >= 1, fps <= 240 else {
+            throw H264Error(.invalidSettings, "frame rate \(fps) is out of range: 1...240 fps", setting: "maxFrameRate")
+        }
         pending.withLock { $0.rates = (bitrate, fps) }
     }
 
     /// New target bitrate (bits/s, 10 kbps...100 Mbps) at the current frame rate, from the next frame.
     public func setBitrate(_ bitrate: Int) throws(H264Error) {
         guard (10_000...100_000_000).contains(bitrate) else {
-            throw H264Error(.invalidSettings, "bitrate \(bitrate) bit/s is out of range: 10000...100000000 bit/s (10...100000 kbps)")
+            throw H264Error(
+                .invalidSettings, "bitrate \(bitrate) bit/s is out of range: 10000...100000000 bit/s (10...100000 kbps)", setting: "targetBitrate")
         }
         pending.withLock { $0.rates = (bitrate, nil) }
     }

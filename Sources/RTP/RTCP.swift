@@ -1,3 +1,4 @@
+public import VideoCapture
 import SystemIO
 
 /// RTCP (RFC 3550, RFC 4585, RFC 5104, draft-alvestrand-rmcat-remb): what a sender builds and what it parses.
@@ -48,6 +49,15 @@ public struct RTCPParseError: Error, Sendable, Equatable, CustomStringConvertibl
     public var offset: Int
     /// The message and the offset in one sentence.
     public var description: String { "malformed RTCP: \(message) (at byte \(offset))" }
+    /// The codes: `malformed` (every RTCP parse error is one; the packet is dropped).
+    public typealias Code = ErrorCode<RTCPParseError>
+    /// What kind of failure this is: always `malformed`.
+    public var code: Code { .malformed }
+}
+
+extension ErrorCode where Domain == RTCPParseError {
+    /// A length, count or version that does not fit the packet.
+    public static var malformed: Self { Self(rawValue: "malformed") }
 }
 
 extension RTCPPacket {

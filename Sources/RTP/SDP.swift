@@ -1,3 +1,4 @@
+public import VideoCapture
 import H264
 
 /// The SDP a receiver opens for our stream (RFC 4566, RFC 6184 §8), and a minimal reader for an answer.
@@ -40,6 +41,15 @@ public struct SDPParseError: Error, Sendable, Equatable, CustomStringConvertible
     public var message: String
     /// The line number and the message in one sentence.
     public var description: String { "SDP line \(line): \(message)" }
+    /// The codes: `malformed` (every SDP parse error is one; the description is refused).
+    public typealias Code = ErrorCode<SDPParseError>
+    /// What kind of failure this is: always `malformed`.
+    public var code: Code { .malformed }
+}
+
+extension ErrorCode where Domain == SDPParseError {
+    /// A line that is not `x=value`, or a value out of range.
+    public static var malformed: Self { Self(rawValue: "malformed") }
 }
 
 /// Session descriptions for plain RTP: the offer a player opens for our stream, and the parts of an SDP the

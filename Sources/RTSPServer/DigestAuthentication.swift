@@ -23,7 +23,7 @@ public struct DigestAuthenticator: Sendable {
     private let counts: NonceCounts
 
     /// An authenticator for one user. `realm` names the camera (ASCII without quotes).
-    public init(user: String, password: String, realm: String = "camcap", nonceLifetimeNs: Int64 = 300_000_000_000) {
+    public init(user: String, password: String, realm: String = "RTSP camera", nonceLifetimeNs: Int64 = 300_000_000_000) {
         self.user = user
         self.realm = realm.filter { $0 != "\"" && $0 != "\\" && $0.isASCII }
         self.nonceLifetimeNs = nonceLifetimeNs

@@ -9,6 +9,10 @@ import Dispatch
 /// buffers the newest `bufferingNewest` frames in a fixed ring (no allocation per frame); a frame that pushes
 /// out an older one is counted in `CaptureStatistics.dropped[.consumerBusy]`. When every copy of the stream and
 /// its iterators is gone, the subscription ends by itself.
+///
+/// A stream has **one consumer**: two tasks awaiting its frames at once is a programming error that stops the
+/// process with a message (as `AsyncStream` does); each consumer makes its own stream with `frames()` and gets
+/// every frame.
 public struct VideoFrameStream: AsyncSequence, Sendable {
     public typealias Element = VideoFrame
     public typealias Failure = CaptureError
@@ -17,7 +21,9 @@ public struct VideoFrameStream: AsyncSequence, Sendable {
 
     public func makeAsyncIterator() -> Iterator { Iterator(handle: handle) }
 
-    /// Takes frames from the stream's buffer; use one iterator per stream, from one task at a time.
+    /// Takes frames from the stream's buffer; use one iterator per stream, from one task at a time. Awaiting
+    /// `next()` from a second task while another waits stops the process with a message naming the misuse (as
+    /// `AsyncStream` does) instead of leaving one of the tasks waiting forever.
     public struct Iterator: AsyncIteratorProtocol {
         /// The frames.
         public typealias Element = VideoFrame
@@ -163,6 +169,13 @@ package final class FrameSubscription: Sendable {
                 let ready = state.withLock { s -> Result<VideoFrame?, CaptureError>? in
                     if let r = take(&s) { return r }
                     if Task.isCancelled { return .success(nil) }
+                    if s.waiter != nil {
+                        // A second task would take the first one's place and leave it waiting forever: stop here
+                        // with the reason, as AsyncStream does, rather than hang both.
+                        fatalError(
+                            "VideoFrameStream: next() awaited from two tasks at once; a stream has one consumer. "
+                                + "Make one stream per consumer (capturer.frames()), or share the frames from one task.")
+                    }
                     s.waiter = c
                     return nil
                 }

@@ -40,7 +40,7 @@ public let playerPage = """
         await pc.setLocalDescription(await pc.createOffer());
         const r = await fetch('/whep', { method: 'POST', headers: { ...auth, 'Content-Type': 'application/sdp' }, body: pc.localDescription.sdp });
         const text = await r.text();
-        if (r.status === 401) throw new Error('this server needs its token: open the URL that camcap serve printed (with #token=…)');
+        if (r.status === 401) throw new Error('this server needs its token: open the page with its token in the URL (…/#token=…)');
         if (r.status !== 201) throw new Error('WHEP ' + r.status + ': ' + text);
         resource = r.headers.get('Location');
         window.camcap.resource = resource;

@@ -33,6 +33,16 @@ public struct ServerPolicy: Sendable {
     public var maxConnectionsPerNetwork = 128
     /// The largest request head (request line and headers) taken, in bytes; past it 431 and the connection is closed.
     public var maxHeadBytes = 16 * 1024
+    /// The realm of the 401's `WWW-Authenticate: Bearer realm="…"`, the app's name (printable ASCII; quotes,
+    /// backslashes and control characters are dropped, at most 64 characters kept).
+    public var realm: String {
+        get { realmValue }
+        set { realmValue = String(newValue.filter { $0.isASCII && $0 != "\"" && $0 != "\\" && ($0.asciiValue ?? 0) >= 0x20 }.prefix(64)) }
+    }
+    private var realmValue = "WHEP"
+    /// Where a user finds the token, added to the 401's text ("this server needs Authorization: Bearer TOKEN
+    /// (HINT)"); nil says nothing more. `camcap serve` says its printed URL holds it.
+    public var tokenHint: String?
 
     /// A policy with the default limits. Give `hostNames`: with none, every request's Host is refused. A token
     /// that is not 16–256 characters of RFC 6750's b64token (`ServeSecurity.tokenRule`) is a `ServerError` with
@@ -272,10 +282,12 @@ public final class WHEPEndpoint: Sendable {
             let given = request.header("Authorization") != nil
             return WHEPResponse(
                 status: 401,
-                headers: Self.plain + [("WWW-Authenticate", given ? "Bearer realm=\"camcap\", error=\"invalid_token\"" : "Bearer realm=\"camcap\"")],
+                headers: Self.plain + [
+                    ("WWW-Authenticate", "Bearer realm=\"\(policy.realm)\"" + (given ? ", error=\"invalid_token\"" : ""))
+                ],
                 body: given
                     ? "the bearer token is not this server's\n"
-                    : "this server needs Authorization: Bearer TOKEN (the token is in the URL camcap serve printed)\n")
+                    : "this server needs Authorization: Bearer TOKEN" + (policy.tokenHint.map { " (\($0))" } ?? "") + "\n")
         }
         return nil
     }

@@ -8,21 +8,40 @@ public import Logging
 import Dispatch
 import Synchronization
 import SystemIO
-import VideoCapture
+public import VideoCapture
 
 /// Why publishing failed, in words that name the server's answer or the local cause.
 public struct WHIPError: Error, Sendable, CustomStringConvertible {
+    /// The codes: `invalidConfiguration`, `refused`, `unreachable`, `badAnswer`, `notReady`.
+    public typealias Code = ErrorCode<WHIPError>
+    /// What kind of failure this is, to switch on (a `refused` 401/403 will not pass by retrying; `unreachable`
+    /// may).
+    public var code: Code
     /// What went wrong.
     public var message: String
     /// The HTTP status, when the server answered with an error.
     public var status: Int?
-    /// An error with its message and, if any, the HTTP status.
-    public init(_ message: String, status: Int? = nil) {
+    /// An error with its code, message and, if any, the HTTP status.
+    public init(_ code: Code, _ message: String, status: Int? = nil) {
+        self.code = code
         self.message = message
         self.status = status
     }
     /// The message.
     public var description: String { message }
+}
+
+extension ErrorCode where Domain == WHIPError {
+    /// The endpoint URL or a setting is wrong; nothing was sent.
+    public static var invalidConfiguration: Self { Self(rawValue: "invalid configuration") }
+    /// The server answered with an error status (`status` says which) or a redirect that is not followed.
+    public static var refused: Self { Self(rawValue: "refused") }
+    /// The server could not be reached, or did not answer in time.
+    public static var unreachable: Self { Self(rawValue: "unreachable") }
+    /// The server's 201 cannot be used (no Location, an answer that does not fit the offer).
+    public static var badAnswer: Self { Self(rawValue: "bad answer") }
+    /// The output cannot publish yet (a camera's H.264 whose profile is not known, the peer not made).
+    public static var notReady: Self { Self(rawValue: "not ready") }
 }
 
 /// The HTTP side of WHIP (RFC 9725): POST an SDP offer to the endpoint, get `201 Created` with the answer and
@@ -53,7 +72,8 @@ public struct WHIPClient: Sendable {
     /// A client for `endpoint`; throws for a URL that is not http(s) with a host.
     public init(endpoint: String, token: String?) throws(WHIPError) {
         guard endpoint.utf8.count <= 2048, let url = URL(string: endpoint), Origin(url) != nil else {
-            throw WHIPError("the WHIP endpoint must be an http:// or https:// URL with a host, got \"\(endpoint.prefix(100))\"")
+            throw WHIPError(
+                .invalidConfiguration, "the WHIP endpoint must be an http:// or https:// URL with a host, got \"\(endpoint.prefix(100))\"")
         }
         self.endpoint = url
         self.token = token
@@ -79,32 +99,36 @@ public struct WHIPClient: Sendable {
             r = try send(.POST, url, body: Array(offer.utf8), contentType: "application/sdp")
             guard [301, 302, 303, 307, 308].contains(r.status) else { break }
             guard let location = r.header("location"), let next = URL(string: location, relativeTo: url)?.absoluteURL else {
-                throw WHIPError("the WHIP server answered \(r.status) to the offer without a Location to go to", status: r.status)
+                throw WHIPError(.refused, "the WHIP server answered \(r.status) to the offer without a Location to go to", status: r.status)
             }
             guard isOnEndpointOrigin(next) else {
                 let downgrade = url.scheme?.lowercased() == "https" && next.scheme?.lowercased() == "http" ? " (a downgrade from https to http)" : ""
                 throw WHIPError(
+                    .refused,
                     "the WHIP server redirected the offer (\(r.status)) to \(Self.short(next))\(downgrade), another origin than the endpoint's (\(endpointOrigin)): not followed, the token goes to the endpoint's origin only",
                     status: r.status)
             }
             guard r.status == 307 || r.status == 308 else {
                 throw WHIPError(
+                    .refused,
                     "the WHIP server redirected the offer with \(r.status), which would turn the POST into a GET: not followed (only 307 and 308 keep the offer)",
                     status: r.status)
             }
             redirects += 1
             guard redirects <= maxRedirects else {
-                throw WHIPError("the WHIP server redirected the offer more than \(maxRedirects) times: not followed further", status: r.status)
+                throw WHIPError(
+                    .refused, "the WHIP server redirected the offer more than \(maxRedirects) times: not followed further", status: r.status)
             }
             url = next
         }
         guard r.status == 201 else {
             let why = r.overflow.map { " (\($0))" } ?? ""
-            throw WHIPError("the WHIP server answered \(r.status)\(reason(r.status)) to the offer\(why): \(r.bodyStart())", status: r.status)
+            throw WHIPError(
+                .refused, "the WHIP server answered \(r.status)\(reason(r.status)) to the offer\(why): \(r.bodyStart())", status: r.status)
         }
         guard let location = r.header("location"), let resource = URL(string: location, relativeTo: url)?.absoluteURL, Origin(resource) != nil
         else {
-            throw WHIPError("the WHIP server answered 201 without a usable Location header (RFC 9725 §4.2 requires one)", status: 201)
+            throw WHIPError(.badAnswer, "the WHIP server answered 201 without a usable Location header (RFC 9725 §4.2 requires one)", status: 201)
         }
         var unusable: String?
         if let overflow = r.overflow {
@@ -115,7 +139,7 @@ public struct WHIPClient: Sendable {
             unusable = "the WHIP server's 201 carries no SDP answer (\(r.body.count) bytes)"
         }
         guard let problem = unusable else { return (resource, String(decoding: r.body, as: UTF8.self)) }
-        throw WHIPError(problem + "; " + release(resource), status: 201)
+        throw WHIPError(.badAnswer, problem + "; " + release(resource), status: 201)
     }
 
     /// DELETEs `resource` after an answer that cannot be used and says how it went (for the error message).
@@ -135,12 +159,13 @@ public struct WHIPClient: Sendable {
     public func delete(_ resource: URL) throws(WHIPError) {
         guard isOnEndpointOrigin(resource) else {
             throw WHIPError(
+                .refused,
                 "the resource \(Self.short(resource)) is on another origin than the endpoint's (\(endpointOrigin)): not DELETEd (the token goes to the endpoint's origin only)"
             )
         }
         let r = try send(.DELETE, resource, body: nil, contentType: nil)
         guard (200...299).contains(r.status) else {
-            throw WHIPError("DELETE \(resource.path) answered \(r.status)\(reason(r.status))", status: r.status)
+            throw WHIPError(.refused, "DELETE \(resource.path) answered \(r.status)\(reason(r.status))", status: r.status)
         }
     }
 
@@ -164,7 +189,7 @@ public struct WHIPClient: Sendable {
         do throws(HTTPExchangeError) {
             return try HTTPExchange.send(method, url, headers: headers, body: body, limit: maxAnswerBytes, timeout: timeout)
         } catch {
-            throw WHIPError("\(method.rawValue) \(Self.short(url)): \(error.message)")
+            throw WHIPError(.unreachable, "\(method.rawValue) \(Self.short(url)): \(error.message)")
         }
     }
 }
@@ -291,13 +316,13 @@ public final class WHIPOutput: EncodedOutput, Sendable {
     public func connect() throws(WHIPError) {
         var c = configuration.publisher
         if let source = state.withLock({ $0.streamProfile }) {
-            guard let profile = source() else { throw WHIPError("the camera's H.264 has not started: its profile is not known yet") }
+            guard let profile = source() else { throw WHIPError(.notReady, "the camera's H.264 has not started: its profile is not known yet") }
             c.profileLevelID = profile
         }
         let host = client.endpoint.host
         let publisher: WebRTCPublisher
         do throws(WebRTCError) { publisher = try WebRTCPublisher(identity: identity, configuration: c, server: host) } catch {
-            throw WHIPError("cannot make the WebRTC publisher: \(error)")
+            throw WHIPError(.notReady, "cannot make the WebRTC publisher: \(error)")
         }
         state.withLock { $0.attempts += 1 }
         let (resource, answer) = try client.publish(offer: publisher.offer)
@@ -334,7 +359,7 @@ public final class WHIPOutput: EncodedOutput, Sendable {
                 }
             }
             publisher.close()
-            throw WHIPError("the WHIP server's answer cannot be used: \(error); \(client.release(resource))")
+            throw WHIPError(.badAnswer, "the WHIP server's answer cannot be used: \(error); \(client.release(resource))")
         }
     }
 

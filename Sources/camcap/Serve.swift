@@ -238,6 +238,8 @@ struct Serve: AsyncParsableCommand {
         let names = ServeSecurity.hostNames(
             listening: address.host, isWildcard: address.isWildcard, candidates: hosts, interfaces: interfaces, extra: allowHost)
         var policy = try ServerPolicy(token: token, allowedOrigins: Set(allowOrigin.compactMap(ServeSecurity.origin)), hostNames: names)
+        policy.realm = "camcap"
+        policy.tokenHint = "the token is in the URL camcap serve printed"
         policy.requestTimeoutNs = Int64(requestTimeout * 1e9)
         policy.maxConnections = min(maxConnections, ServeSecurity.connectionsWithinDescriptorLimit(viewers: maxViewers + maxPending))
         policy.maxConnectionsPerAddress = maxConnectionsPerAddress

@@ -61,7 +61,10 @@ import WHEPServer
         }
         let auth = [("Authorization", "Bearer 0123456789abcdef0123")]
         #expect(req("GET", "/").status == 200)
-        #expect(req("GET", "/stats").status == 401)
+        // An embedding app's 401 names neither camcap nor its URL (#38): the realm is the policy's, "WHEP" by default.
+        let refused = req("GET", "/stats")
+        let challenge = refused.headers.first { $0.name == "WWW-Authenticate" }?.value
+        #expect(refused.status == 401 && challenge == "Bearer realm=\"WHEP\"" && !refused.body.contains("camcap"), "\(refused)")
         #expect(req("GET", "/mine").status == 401, "the app's routes are behind the same token")
         #expect(req("GET", "/mine", auth).body == "mine")
         #expect(req("GET", "/metrics", auth).status == 404, "no registry given")
@@ -69,6 +72,13 @@ import WHEPServer
         #expect(offer.status == 400 || offer.status == 406, "\(offer.status) \(offer.body)")
         let foreign = endpoint.handle(WHEPRequest(method: "GET", uri: "/", headers: [("Host", "evil.example")], client: "127.0.0.1"))
         #expect(foreign.status == 403)
+        var named = try ServerPolicy(token: "0123456789abcdef0123", hostNames: ["127.0.0.1"])
+        named.realm = "Porch \"cam\"\n"
+        named.tokenHint = "see the app's settings"
+        let porch = WHEPEndpoint(hub: hub, policy: named).handle(
+            WHEPRequest(method: "GET", uri: "/stats", headers: [("Host", "127.0.0.1")], client: "127.0.0.1"))
+        #expect(porch.headers.contains { $0.name == "WWW-Authenticate" && $0.value == "Bearer realm=\"Porch cam\"" }, "\(porch)")
+        #expect(porch.body == "this server needs Authorization: Bearer TOKEN (see the app's settings)\n")
         #expect(endpoint.refused.unauthorized == 2 && endpoint.refused.foreignHost == 1 && endpoint.refused.badOffer == 1, "\(endpoint.refused)")
     }
 }

@@ -170,6 +170,10 @@ final class CamcapProcess {
         var stopped = false
         defer { if !stopped { _ = publisher.stop() } }
         try #require(publisher.process.isRunning, "\(publisher.err)")
+        // Connected (ICE and DTLS up, reported on the progress line) before the server goes: stopped earlier, the
+        // first connection never counts and the summary below says "1 connection" (CI saw that once).
+        try #require(
+            waitUntil(timeout: 30, every: 0.05) { publisher.err.contains("whip connected") }, "\(publisher.err.suffix(1500))")
         try janus.run("stop")
         #expect(waitUntil(timeout: 30, every: 0.05) { publisher.err.contains("whip reconnecting") }, "\(publisher.err.suffix(1500))")
         try janus.run("restart")

@@ -160,10 +160,12 @@ func badFixture(_ c: BadFixture) throws {
     let error = #expect(throws: FixtureParseError.self) { try CameraDescription.load(path: path) }
     #expect(error?.file == path)
     #expect(error?.line == c.line, "\(error?.description ?? "")")
+    #expect(error?.code == (c.line == 0 ? .unreadable : .malformed))
     #expect(error?.message.contains(c.message) == true, "\(error?.description ?? "")")
 }
 
 @Test func unreadableFixtureNamesTheFile() {
     let error = #expect(throws: FixtureParseError.self) { try CameraDescription.load(path: "/nonexistent/cam.json") }
     #expect(error?.description.contains("/nonexistent/cam.json") == true)
+    #expect(error?.code == .unreadable)
 }

@@ -63,8 +63,11 @@ import H264
         #expect(control.statistics.targetBitrate == 400_000 && control.statistics.frames == 1)
         let tiny = #expect(throws: EncoderError.self) { try control.setBitrate(5) }
         #expect(tiny?.message.hasPrefix("bitrate 5 bit/s is out of range") == true, "\(String(describing: tiny))")
-        #expect(throws: EncoderError.self) { try control.setRates(bitrate: 5, fps: 30) }
-        #expect(throws: EncoderError.self) { try control.setRates(bitrate: 500_000, fps: .infinity) }
+        // The refusals name the setting, as the same refusal at creation does (#38).
+        #expect(tiny?.setting == "targetBitrate")
+        let low = #expect(throws: EncoderError.self) { try control.setRates(bitrate: 5, fps: 30) }
+        let fast = #expect(throws: EncoderError.self) { try control.setRates(bitrate: 500_000, fps: .infinity) }
+        #expect(low?.setting == "targetBitrate" && fast?.setting == "maxFrameRate", "\(String(describing: low)) \(String(describing: fast))")
         #expect(throws: EncoderError.self) { try control.setBitrate(Int.max) }
     }
 

@@ -135,3 +135,42 @@ struct LifecycleTests {
         #expect(weakCapturer == nil)
     }
 }
+
+/// One stream iterated by two tasks at once (#38: it compiled, the type being `Sendable`, and then one task waited
+/// forever, also after `stopCapture()` and cancellation): the process stops with a message naming the misuse,
+/// as `AsyncStream` does, instead of hanging.
+@Test func oneStreamAwaitedByTwoTasksStopsWithAMessage() async throws {
+    let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+        let capturer = CameraVideoCapturer(providers: [FixtureCameraProvider(options: .init(pacing: .asFastAsConsumed))])
+        let stream = capturer.frames()
+        // Both tasks wait before the first frame: the second one's next() is the misuse.
+        let first = Task { for try await _ in stream {} }
+        let second = Task { for try await _ in stream {} }
+        try? await Task.sleep(for: .seconds(30)) // never reached: the second await stops the process
+        first.cancel()
+        second.cancel()
+    }
+    let err = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+    #expect(err.contains("VideoFrameStream: next() awaited from two tasks at once"), "\(err.suffix(500))")
+}
+
+/// Two consumers, each with its own stream, both get every frame (late frames kept: the rings grow).
+@Test func twoStreamsEachGetEveryFrame() async throws {
+    let capturer = CameraVideoCapturer(
+        providers: [FixtureCameraProvider(options: .init(pacing: .asFastAsConsumed))], configuration: .init(alwaysDiscardsLateFrames: false))
+    let a = capturer.frames(), b = capturer.frames()
+    try await capturer.startCapture(device: try capturer.device("fixture:vivid"), targetSize: FrameSize(width: 320, height: 180))
+    @Sendable func take(_ s: VideoFrameStream) async throws -> [UInt64] {
+        var seen: [UInt64] = []
+        for try await f in s {
+            seen.append(f.sequence)
+            if seen.count == 10 { break }
+        }
+        return seen
+    }
+    async let sa = take(a)
+    async let sb = take(b)
+    let (x, y) = try await (sa, sb)
+    try await capturer.stopCapture()
+    #expect(x == Array(0..<10) && y == Array(0..<10), "\(x) \(y)")
+}

@@ -1,0 +1,51 @@
+import Foundation
+import Metrics
+import MetricsTestKit
+import Testing
+import TestSupport
+import VideoCapture
+import CapturePipeline
+
+/// The process's metrics backend for these tests (swift-metrics is bootstrapped once per process; no other test
+/// target bootstraps it).
+let testMetrics: TestMetrics = {
+    let m = TestMetrics()
+    MetricsSystem.bootstrap(m)
+    return m
+}()
+
+@Suite struct MetricsTests {
+    /// Two sessions in one process (#38: they used to add into one `capture_frames_total`) count apart: every
+    /// metric carries the camera, and the app's own dimensions after it.
+    @Test func twoSessionsInOneProcessCountApart() async throws {
+        let metrics = testMetrics
+        /// One session, made and run in its own task; returns what it processed and its metrics' dimensions.
+        @Sendable func session(_ device: String, frames: Int, tag: String) async throws -> (processed: Int, dimensions: [(String, String)]) {
+            var config = CaptureSession.Configuration()
+            config.device = device
+            config.size = FrameSize(width: 320, height: 240)
+            config.frames = frames
+            config.fast = true
+            config.metricsDimensions = [("session", tag)]
+            let session = try CaptureSession(config)
+            let settings = EncodeStage.baseSettings(for: session.selection, bitrateKbps: 300, maxBitrateKbps: nil)
+            let out = try AnnexBFileOutput(path: work + "/metrics-\(tag).h264")
+            let report = try await session.run(stages: [EncodeStage(settings: settings, keyIntervalSeconds: 1, outputs: [out])])
+            return (report.processed, session.metricsDimensions)
+        }
+        async let ra = session("fixture:vivid", frames: 24, tag: "a")
+        async let rb = session("fixture:uvc-webcam", frames: 17, tag: "b")
+        let (a, b) = try await (ra, rb)
+        #expect(a.processed == 24 && b.processed == 17)
+        #expect(a.dimensions.map(\.0) == ["camera", "session"] && a.dimensions[0].1 == "fixture:vivid", "\(a.dimensions)")
+        for (d, n) in [(a.dimensions, 24), (b.dimensions, 17)] {
+            #expect(try metrics.expectCounter("capture_frames_total", d).totalValue == Int64(n), "\(d)")
+            #expect(try metrics.expectCounter("encoder_frames_total", d).totalValue == Int64(n), "\(d)")
+            #expect(try metrics.expectCounter("encoder_key_frames_total", d).totalValue >= 1, "\(d)")
+            #expect(try metrics.expectTimer("capture_conversion_seconds", d).values.count == n, "\(d)")
+            #expect(try metrics.expectGauge("encoder_target_bitrate_bps", d).lastValue == 300_000, "\(d)")
+        }
+        // Nothing was counted without the camera.
+        #expect(metrics.counters(label: "capture_frames_total").allSatisfy { c in c.dimensions.contains { $0.0 == "camera" } })
+    }
+}

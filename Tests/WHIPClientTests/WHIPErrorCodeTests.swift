@@ -1,0 +1,82 @@
+import Foundation
+import Glibc
+import Testing
+import VideoCapture
+import WHIPClient
+
+/// A one-shot HTTP server on 127.0.0.1: answers the first request with `response` and closes.
+private final class OneAnswerServer: @unchecked Sendable {
+    let port: UInt16
+    private let fd: Int32
+    private let thread: Thread
+
+    init(response: String) throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        self.fd = fd
+        var a = sockaddr_in()
+        a.sin_family = sa_family_t(AF_INET)
+        a.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &a) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(fd, 4) == 0 else {
+            close(fd)
+            throw POSIXError(.EADDRINUSE)
+        }
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
+        port = UInt16(bigEndian: a.sin_port)
+        let listener = fd
+        thread = Thread {
+            let c = accept(listener, nil, nil)
+            guard c >= 0 else { return }
+            var buf = [UInt8](repeating: 0, count: 65536)
+            var head = ""
+            while !head.contains("\r\n\r\n") {
+                let n = read(c, &buf, buf.count)
+                if n <= 0 { break }
+                head += String(decoding: buf[0..<n], as: UTF8.self)
+            }
+            _ = response.withCString { write(c, $0, strlen($0)) }
+            shutdown(c, Int32(SHUT_WR))
+            close(c)
+        }
+        thread.start()
+    }
+    deinit { close(fd) }
+}
+
+/// Every WHIP failure has a code to switch on (#38), besides its message and status.
+@Suite struct WHIPErrorCodeTests {
+    @Test func aBadEndpointIsAnInvalidConfiguration() {
+        let e = #expect(throws: WHIPError.self) { try WHIPClient(endpoint: "ftp://example.com/whip", token: nil) }
+        #expect(e?.code == .invalidConfiguration && e?.message.contains("http:// or https://") == true, "\(String(describing: e))")
+    }
+
+    @Test func aServerThatRefusesIsRefusedWithItsStatus() throws {
+        let server = try OneAnswerServer(response: "HTTP/1.1 403 Forbidden\r\nContent-Length: 9\r\nConnection: close\r\n\r\nno token\n")
+        let client = try WHIPClient(endpoint: "http://127.0.0.1:\(server.port)/whip", token: "x")
+        let e = #expect(throws: WHIPError.self) { try client.publish(offer: "v=0\r\n") }
+        #expect(e?.code == .refused && e?.status == 403 && e?.message.contains("403") == true, "\(String(describing: e))")
+    }
+
+    @Test func aServerWithoutLocationGivesABadAnswer() throws {
+        let server = try OneAnswerServer(
+            response: "HTTP/1.1 201 Created\r\nContent-Type: application/sdp\r\nContent-Length: 5\r\nConnection: close\r\n\r\nv=0\r\n")
+        let client = try WHIPClient(endpoint: "http://127.0.0.1:\(server.port)/whip", token: nil)
+        let e = #expect(throws: WHIPError.self) { try client.publish(offer: "v=0\r\n") }
+        #expect(e?.code == .badAnswer && e?.message.contains("Location") == true, "\(String(describing: e))")
+    }
+
+    @Test func nobodyListeningIsUnreachable() throws {
+        // A port just released: nothing listens there.
+        let port = try { () throws -> UInt16 in
+            let s = try OneAnswerServer(response: "")
+            return s.port
+        }()
+        var client = try WHIPClient(endpoint: "http://127.0.0.1:\(port)/whip", token: nil)
+        client.timeout = 5
+        let e = #expect(throws: WHIPError.self) { try client.publish(offer: "v=0\r\n") }
+        #expect(e?.code == .unreachable && e?.status == nil, "\(String(describing: e))")
+    }
+}
