@@ -98,7 +98,7 @@ import H264
     }
 }
 
-// MARK: - The README's RTC-source example, compiled and run (the test below checks the README holds this text).
+// MARK: - The RTC-source example of docs/library.md, compiled and run (the test below checks the guide holds this text).
 
 func readmeRTCSourceExample() async throws -> (VideoSource.Statistics, EncoderStatistics) {
     // README: rtc-source begin
@@ -140,11 +140,11 @@ func readmeRTCSourceExample() async throws -> (VideoSource.Statistics, EncoderSt
         #expect(source.dropped[.adaptation, default: 0] > 0) // 30 → 15 fps for the encoder's stream
     }
 
-    @Test func theREADMEShowsTheCompiledExample() throws {
+    @Test func theLibraryGuideShowsTheCompiledExample() throws {
         let here = URL(fileURLWithPath: #filePath)
         let test = try String(contentsOf: here, encoding: .utf8)
         let readme = try String(
-            contentsOf: here.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("README.md"),
+            contentsOf: here.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("docs/library.md"),
             encoding: .utf8)
         func lines(_ s: Substring) -> [String] { s.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty } }
         let begin = try #require(test.range(of: "// README: rtc-source begin\n")), end = try #require(test.range(of: "    // README: rtc-source end"))
@@ -153,7 +153,7 @@ func readmeRTCSourceExample() async throws -> (VideoSource.Statistics, EncoderSt
         let block = readme[start.upperBound...]
         let stop = try #require(block.range(of: "```"))
         let shown = lines(block[..<stop.lowerBound]).filter { !$0.hasPrefix("import ") }
-        #expect(shown == code, "README block and the compiled example differ")
+        #expect(shown == code, "docs/library.md's block and the compiled example differ")
     }
 }
 
