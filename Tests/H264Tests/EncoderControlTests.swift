@@ -144,7 +144,8 @@ func readmeRTCSourceExample() async throws -> (VideoSource.Statistics, EncoderSt
         let here = URL(fileURLWithPath: #filePath)
         let test = try String(contentsOf: here, encoding: .utf8)
         let readme = try String(
-            contentsOf: here.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("docs/library.md"),
+            contentsOf: here.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent(
+                "docs/library.md"),
             encoding: .utf8)
         func lines(_ s: Substring) -> [String] { s.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty } }
         let begin = try #require(test.range(of: "// README: rtc-source begin\n")), end = try #require(test.range(of: "    // README: rtc-source end"))

@@ -98,7 +98,8 @@ func linesAfter(marker: String, in text: String) -> [Substring] {
         let listed = rows.compactMap { $0.firstMatch(of: /^\|\s*`([^`]+)`/).map { String($0.1) } }
         #expect(listed.count == rows.count, "a row without a `Module` first: \(rows)")
         let products = Set(dump.products.map(\.name))
-        #expect(Set(listed) == products, "missing: \(products.subtracting(listed).sorted()), not products: \(Set(listed).subtracting(products).sorted())")
+        #expect(
+            Set(listed) == products, "missing: \(products.subtracting(listed).sorted()), not products: \(Set(listed).subtracting(products).sorted())")
         #expect(dump.products.contains { $0.isLibrary && $0.name == "WHIPClient" })
     }
 
