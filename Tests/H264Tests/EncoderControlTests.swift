@@ -101,7 +101,7 @@ import H264
 // MARK: - The RTC-source example of docs/library.md, compiled and run (the test below checks the guide holds this text).
 
 func readmeRTCSourceExample() async throws -> (VideoSource.Statistics, EncoderStatistics) {
-    // README: rtc-source begin
+    // docs/library.md: rtc-source begin
     let capturer = CameraVideoCapturer(providers: [V4L2DeviceProvider(), FixtureCameraProvider()])
     let camera = try capturer.device("fixture:uvc-webcam") // or "/dev/video0"
     let source = VideoSource(capturer: capturer) // one I420 conversion per frame, shared by all sinks
@@ -127,7 +127,7 @@ func readmeRTCSourceExample() async throws -> (VideoSource.Statistics, EncoderSt
     try await congestion?.value
     // source.statistics: input/output fps, drops by reason, output size, conversion p50/p95
     // encoder.statistics: frames, key frames, reconfigurations, bitrate against target, encode p50/p95
-    // README: rtc-source end
+    // docs/library.md: rtc-source end
     return (source.statistics, encoder.statistics)
 }
 
@@ -148,7 +148,8 @@ func readmeRTCSourceExample() async throws -> (VideoSource.Statistics, EncoderSt
                 "docs/library.md"),
             encoding: .utf8)
         func lines(_ s: Substring) -> [String] { s.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty } }
-        let begin = try #require(test.range(of: "// README: rtc-source begin\n")), end = try #require(test.range(of: "    // README: rtc-source end"))
+        let begin = try #require(test.range(of: "// docs/library.md: rtc-source begin\n"))
+        let end = try #require(test.range(of: "    // docs/library.md: rtc-source end"))
         let code = lines(test[begin.upperBound..<end.lowerBound])
         let start = try #require(readme.range(of: "<!-- rtc-source: compiled in Tests/H264Tests/EncoderControlTests.swift -->\n```swift\n"))
         let block = readme[start.upperBound...]
