@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Soak: a long --fast recording from a fixture camera (RSS and open descriptors sampled while it runs), then
-# start/stop and switch cycles through the API (SoakTests). Prints the figures the README's reliability
-# section quotes. Usage: Scripts/soak.sh [frames=20000] [start/stop cycles=500] [switches=200]
+# start/stop and switch cycles through the API (SoakTests). Prints the figures docs/MEASUREMENTS.md
+# (Cameras) quotes. Usage: Scripts/soak.sh [frames=20000] [start/stop cycles=500] [switches=200]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 frames=${1:-20000}; cycles=${2:-500}; switches=${3:-200}

@@ -226,7 +226,7 @@ static void svc_jpeg_resample_band(const unsigned char *band, size_t bandStride,
  * libjpeg-turbo's reduced IDCTs (SSE2 on x86-64) use the odd high frequencies too, so as to give the box average,
  * and for subsampled chroma it picks a bigger IDCT than I420 needs (chroma comes out at twice the I420 size and is
  * averaged afterwards). Measured on 1080p MJPEG to 540p: chroma at its I420 size saves 2.9 M instructions a
- * frame, this 4x4 for luma 4.9 M more (Benchmarks/RESULTS.md). After
+ * frame, this 4x4 for luma 4.9 M more (docs/JOURNAL.md). After
  * jpeg_start_decompress has chosen its methods, svc_jpeg_decode_i420 replaces the entries of libjpeg's IDCT table
  * (jpegint.h's struct jpeg_inverse_dct, which libjpeg reads for every block) with these: a 4x4 in SSE2 and a
  * scalar 2x2, for luma, and for 4:2:0 chroma, which then goes straight into the I420 planes at its final size.

@@ -62,7 +62,7 @@ public final class WebRTCPeer: Sendable {
         public var sendSideEstimation = SendSideBandwidthEstimator.Configuration()
         /// Pace each frame's packets at this multiple of the viewer's estimate (`RTPSender.Configuration.pacingFactor`;
         /// 2.5 as libwebrtc); nil (the default) sends each frame as one burst. Measured on token-bucket links, pacing
-        /// at 2.5 × our estimate gave more freezes than none (see the README), so it is opt-in.
+        /// at 2.5 × our estimate gave more freezes than none (see docs/serve.md), so it is opt-in.
         public var pacingFactor: Double?
         /// A configuration with the defaults: 30 s consent timeout, 8 s to connect, RTX when offered.
         public init(bindHost: String, candidateHosts: [String]) {

@@ -101,10 +101,10 @@ import H264
     }
 }
 
-// MARK: - The README's RTC-source example, compiled and run (the test below checks the README holds this text).
+// MARK: - The RTC-source example of docs/library.md, compiled and run (the test below checks the guide holds this text).
 
 func readmeRTCSourceExample() async throws -> (VideoSource.Statistics, EncoderStatistics) {
-    // README: rtc-source begin
+    // docs/library.md: rtc-source begin
     let capturer = CameraVideoCapturer(providers: [V4L2DeviceProvider(), FixtureCameraProvider()])
     let camera = try capturer.device("fixture:uvc-webcam") // or "/dev/video0"
     let source = VideoSource(capturer: capturer) // one I420 conversion per frame, shared by all sinks
@@ -130,7 +130,7 @@ func readmeRTCSourceExample() async throws -> (VideoSource.Statistics, EncoderSt
     try await congestion?.value
     // source.statistics: input/output fps, drops by reason, output size, conversion p50/p95
     // encoder.statistics: frames, key frames, reconfigurations, bitrate against target, encode p50/p95
-    // README: rtc-source end
+    // docs/library.md: rtc-source end
     return (source.statistics, encoder.statistics)
 }
 
@@ -143,20 +143,22 @@ func readmeRTCSourceExample() async throws -> (VideoSource.Statistics, EncoderSt
         #expect(source.dropped[.adaptation, default: 0] > 0) // 30 → 15 fps for the encoder's stream
     }
 
-    @Test func theREADMEShowsTheCompiledExample() throws {
+    @Test func theLibraryGuideShowsTheCompiledExample() throws {
         let here = URL(fileURLWithPath: #filePath)
         let test = try String(contentsOf: here, encoding: .utf8)
         let readme = try String(
-            contentsOf: here.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("README.md"),
+            contentsOf: here.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent(
+                "docs/library.md"),
             encoding: .utf8)
         func lines(_ s: Substring) -> [String] { s.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty } }
-        let begin = try #require(test.range(of: "// README: rtc-source begin\n")), end = try #require(test.range(of: "    // README: rtc-source end"))
+        let begin = try #require(test.range(of: "// docs/library.md: rtc-source begin\n"))
+        let end = try #require(test.range(of: "    // docs/library.md: rtc-source end"))
         let code = lines(test[begin.upperBound..<end.lowerBound])
         let start = try #require(readme.range(of: "<!-- rtc-source: compiled in Tests/H264Tests/EncoderControlTests.swift -->\n```swift\n"))
         let block = readme[start.upperBound...]
         let stop = try #require(block.range(of: "```"))
         let shown = lines(block[..<stop.lowerBound]).filter { !$0.hasPrefix("import ") }
-        #expect(shown == code, "README block and the compiled example differ")
+        #expect(shown == code, "docs/library.md's block and the compiled example differ")
     }
 }
 

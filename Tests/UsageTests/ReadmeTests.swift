@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import TestSupport
 
-/// One ```swift block of the README (or of a DocC article), with the line its code starts on.
+/// One ```swift block of the README, of a guide in docs/ or of a DocC article, with the line its code starts on.
 struct ReadmeBlock: CustomTestStringConvertible, Sendable {
     var file = "README.md"
     var line: Int
@@ -13,7 +13,15 @@ struct ReadmeBlock: CustomTestStringConvertible, Sendable {
     var testDescription: String { "\(file):\(line)" }
     var isManifest: Bool { code.contains("import PackageDescription") }
 
-    static let all: [ReadmeBlock] = blocks(of: "README.md")
+    /// The README's blocks, then the guides' (docs/*.md): a snippet moved from the README into a guide stays compiled.
+    static let all: [ReadmeBlock] = (["README.md"] + guides).flatMap { blocks(of: $0) }
+
+    /// The guides in docs/, by name.
+    static let guides: [String] = ((try? FileManager.default.contentsOfDirectory(atPath: repositoryRoot + "/docs")) ?? [])
+        .filter { $0.hasSuffix(".md") }.sorted().map { "docs/" + $0 }
+
+    /// A name for the compiled file, unique across the README, the guides and the articles.
+    var fileName: String { file.replacingOccurrences(of: "/", with: "-").replacingOccurrences(of: ".md", with: "") + "-\(line)" }
 
     /// The ```swift blocks of the DocC articles and landing pages (Sources/<Module>/<Module>.docc/*.md).
     static let articles: [ReadmeBlock] = {
@@ -63,19 +71,23 @@ enum ThisPackage {
     static var libraries: Set<String> { Set(manifest.matches(of: /\.library\(name: "([^"]+)"/).map { String($0.1) }) }
 }
 
-/// Every Swift block in the README is a complete file that compiles against the built modules (imports included, no
-/// undefined names, no pseudo-code), and its Package.swift lines are a manifest SwiftPM accepts that names this
-/// package and its real products.
+/// Every Swift block in the README and in the guides (docs/*.md) is a complete file that compiles against the built
+/// modules (imports included, no undefined names, no pseudo-code), and the README's Package.swift lines are a manifest
+/// SwiftPM accepts that names this package and its real products.
 @Suite(.timeLimit(.minutes(2))) struct ReadmeTests {
     @Test func theREADMEHasSwiftBlocksAndAManifest() {
-        #expect(ReadmeBlock.code.count >= 5, "\(ReadmeBlock.all.map(\.line))")
-        #expect(ReadmeBlock.manifests.count == 1)
+        let readme = ReadmeBlock.all.filter { $0.file == "README.md" }
+        #expect(readme.contains { !$0.isManifest }, "the README shows code, not only the manifest")
+        #expect(readme.filter(\.isManifest).count == 1)
+        // The guides keep the examples that moved out of the README; the manifest stays in the README alone.
+        let guides = ReadmeBlock.all.filter { $0.file.hasPrefix("docs/") }
+        #expect(guides.count >= 5 && !guides.contains(where: \.isManifest), "\(guides.map(\.testDescription))")
     }
 
     @Test(arguments: ReadmeBlock.code) func theBlockCompiles(_ block: ReadmeBlock) throws {
-        let r = try Compiler.check(block.code, named: "readme-\(block.line)")
-        // Diagnostics on README lines: the block starts at `block.line`.
-        let shown = r.diagnostics.filter { $0.kind != "note" }.map { "README.md:\(block.line + $0.line - 1): \($0.kind): \($0.message)" }
+        let r = try Compiler.check(block.code, named: block.fileName)
+        // Diagnostics on the file's own lines: the block starts at `block.line`.
+        let shown = r.diagnostics.filter { $0.kind != "note" }.map { "\(block.file):\(block.line + $0.line - 1): \($0.kind): \($0.message)" }
         #expect(r.exitCode == 0 && shown.isEmpty, "\(shown.joined(separator: "\n"))\n\(r.exitCode != 0 && shown.isEmpty ? r.output : "")")
     }
 
