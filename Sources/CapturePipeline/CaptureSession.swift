@@ -304,6 +304,14 @@ public final class CaptureSession {
                     let first = firstTs ?? replay?.firstTimestamp ?? frame.timestampNs
                     firstTs = firstTs ?? first
                     if let d = configuration.durationNs, frame.timestampNs - first >= d { break }
+                    // Pictures paused (nobody wanted one): the frame only keeps the clock. A stage that wants
+                    // pictures again (a viewer came) resumes them from the next frame.
+                    if frame.isUnconverted {
+                        let wanted = stages.contains { $0.wantsPictures }
+                        if wanted { source.setPicturesPaused(false) }
+                        if idle.enabled && idle.shouldRelease(wanted: wanted, at: frame.timestampNs) { break }
+                        continue
+                    }
                     // The source's output is I420, or a camera's own encoded access unit passed through.
                     let picture = frame.isEncoded ? nil : I420Buffer(frame.buffer)
                     guard picture != nil || frame.isEncoded else { continue }
@@ -359,7 +367,10 @@ public final class CaptureSession {
                     }
                     if let n = configuration.frames, report.processed >= n { break }
                     // Nobody wants pictures (a server without viewers) for long enough: the camera is released.
-                    if idle.enabled && idle.shouldRelease(wanted: stages.contains { $0.wantsPictures }, at: frame.timestampNs) { break }
+                    let wanted = stages.contains { $0.wantsPictures }
+                    // Nobody wants this picture's successors: the camera costs its dequeue only until somebody does.
+                    if !wanted { source.setPicturesPaused(true) }
+                    if idle.enabled && idle.shouldRelease(wanted: wanted, at: frame.timestampNs) { break }
                 }
             } catch {
                 captureError = error
@@ -376,6 +387,7 @@ public final class CaptureSession {
                 guard await wakeSignal.wait() else { break runs }
             }
             frames = subscribe()
+            source.setPicturesPaused(false)
             idle.restarting(now: monotonicNanoseconds())
             do {
                 try await startCamera()

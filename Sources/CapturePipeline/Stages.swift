@@ -95,7 +95,7 @@ public final class EncodeStage: PictureStage {
 
     /// Records a new target in this stage's `encoder_target_bitrate_bps` gauge (with the session's dimensions).
     package var recordTargetBitrate: @Sendable (Int) -> Void {
-        { [delivery] bitrate in delivery.metrics.withLock { $0 }.targetBitrate.record(bitrate) }
+        { [delivery] bitrate in delivery.metrics.withLock { $0 }?.targetBitrate.record(bitrate) }
     }
     /// The highest bitrate requests may set, bits per second: the settings' `effectiveMaxBitrate`.
     public var bitrateCap: Int { settings.effectiveMaxBitrate }
@@ -232,8 +232,9 @@ public final class EncodeStage: PictureStage {
         let tally = Mutex(Tally())
         /// encoder_frames_total, encoder_key_frames_total, encoder_bytes_total, encoder_encode_seconds,
         /// encoder_target_bitrate_bps (swift-metrics; see `SessionMetrics`).
-        /// Set by `begin` with the session's dimensions (the camera); dimensionless before.
-        let metrics = Mutex(EncoderMetrics(dimensions: []))
+        /// Made by `begin` with the session's dimensions (the camera). None before: a metric made without
+        /// dimensions and then with them is refused by a Prometheus registry (it traps).
+        let metrics = Mutex<EncoderMetrics?>(nil)
 
         init(outputs: [any EncodedOutput], control: EncoderControl) {
             self.outputs = outputs
@@ -241,11 +242,12 @@ public final class EncodeStage: PictureStage {
         }
 
         func deliver(_ out: EncodedFrame) throws {
-            let metrics = self.metrics.withLock { $0 }
-            metrics.frames.increment()
-            metrics.encode.recordNanoseconds(out.encodeNs) // the encoder's own measurement, on either thread
-            metrics.bytes.increment(by: out.size)
-            if out.isKeyFrame { metrics.keyFrames.increment() }
+            if let metrics = self.metrics.withLock({ $0 }) {
+                metrics.frames.increment()
+                metrics.encode.recordNanoseconds(out.encodeNs) // the encoder's own measurement, on either thread
+                metrics.bytes.increment(by: out.size)
+                if out.isKeyFrame { metrics.keyFrames.increment() }
+            }
             let stats = control.statistics // published by the encoder before it returned this frame
             let size = stats.size, encoded = stats.frames - stats.skipped
             tally.withLock { t in

@@ -392,6 +392,9 @@ public struct VideoFrame: Sendable {
     /// before it, so an encoder starts an IDR here (`H264Encoder.encode(_:into:)` does). A conversion keeps the
     /// mark; a frame that a rate gate drops passes it on to the next one delivered.
     public var isDiscontinuity = false
+    /// A frame a `VideoSource` passed on without converting it, because nobody wanted a picture (its owner paused
+    /// pictures): the buffer is the camera's as captured; only the timestamp counts.
+    package var isUnconverted = false
     /// For an encoded frame (``isEncoded``): the access unit is a key frame (an IDR: decodable on its own), as the
     /// camera flagged it or its NAL units say. False for raw pictures.
     public var isKeyFrame = false

@@ -140,6 +140,8 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
     public let options: Options
     /// Whether each frame's own rotation is applied to the pixels now (`Options.applyRotation` at first).
     private let rotationApplied: Atomic<Bool>
+    /// Nobody wants a picture: frames are passed to the streams unconverted (`VideoFrame.isUnconverted`).
+    private let picturesPaused = Atomic(false)
     private weak let capturer: CameraVideoCapturer?
 
     /// A source over `capturer`. With `applyRotation`, each frame's rotation is applied to the pixels
@@ -261,6 +263,7 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
     /// delivery thread; an app does not call it.
     public func capturer(_ capturer: CameraVideoCapturer, didCapture frame: VideoFrame) {
         if frame.isEncoded { return passThrough(frame) }
+        if picturesPaused.load(ordering: .acquiring) { return passUnconverted(frame) }
         options.willAdapt?(frame)
         let (sinks, request) = control.withLock { c in (c.sinks, c.request) }
         var counts = (converted: false, scales: 0, output: false, dropReason: DropReason?.none)
@@ -402,6 +405,20 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
             // Frames of this format cannot be converted at all: the sequences end with the reason.
             endStreams(CaptureError(.unsupportedFormat, "frames cannot be converted to I420: \(failure)"))
         }
+    }
+
+    /// Pauses (or resumes) pictures: while paused, a frame costs its dequeue only. No conversion, scaling or
+    /// rate gate runs; the async streams get the camera's frame marked `isUnconverted` (their owner keeps its
+    /// clock: a session times its idle release by them) and callback sinks get nothing. For a session whose
+    /// stages want no picture (a server without viewers).
+    package func setPicturesPaused(_ paused: Bool) { picturesPaused.store(paused, ordering: .releasing) }
+
+    private func passUnconverted(_ frame: VideoFrame) {
+        var f = frame
+        f.isUnconverted = true
+        let sinks = control.withLock { $0.sinks }
+        for s in sinks { if case .stream(let sub) = s.target { _ = sub.yield(f) } }
+        control.withLock { $0.stats.inputFrames += 1 }
     }
 
     /// A camera's own encoded access unit (`VideoFrame.isEncoded`): nothing to convert, scale or thin (a dropped

@@ -41,3 +41,67 @@ func aSessionWithoutACameraFailsInsteadOfFakingOne() throws {
     let e = #expect(throws: CaptureError.self) { _ = try CaptureSession(config) }
     #expect(e?.code == .unknownDevice && e?.message.contains("no camera found") == true && e?.message.contains("fixture:uvc-webcam") == true)
 }
+
+/// A stage that wants no picture until the capture has gone on unwatched for a while, then counts pictures.
+private final class LateViewerStage: PictureStage, @unchecked Sendable {
+    // @unchecked: touched by the session's loop only (one task), read by the test after the run.
+    var pictures = 0
+    var unwatchedFrames: () -> Int = { 0 }
+    let wantAfterUnwatched: Int
+    init(wantAfterUnwatched: Int) { self.wantAfterUnwatched = wantAfterUnwatched }
+    private var wanted = false
+    var wantsPictures: Bool {
+        if !wanted && unwatchedFrames() >= wantAfterUnwatched { wanted = true }
+        return wanted
+    }
+    /// Pictures taken since it wanted them (the first frame reaches every stage before the session knows).
+    func consume(_ picture: I420Buffer, frame: VideoFrame) throws { if wanted { pictures += 1 } }
+    func end() throws {}
+    var summary: [(String, String)] { [] }
+}
+
+/// Nobody wants a picture (#38: `serve` without viewers decoded MJPEG at 79–95 ms of CPU a second until the idle
+/// release): the camera's frames are dequeued and nothing more — no decode, no conversion — until a stage wants
+/// pictures again, and then they come from the next frame.
+@Test func framesNobodyWantsAreNotConverted() async throws {
+    var config = CaptureSession.Configuration()
+    config.device = "fixture:uvc-webcam" // MJPEG: every conversion is a decode
+    config.size = FrameSize(width: 640, height: 480)
+    config.fast = true
+    config.idleReleaseNs = 600_000_000_000 // released only after 10 minutes: never in this test
+    let session = try CaptureSession(config)
+    let stage = LateViewerStage(wantAfterUnwatched: 40)
+    let source = { session.source }
+    stage.unwatchedFrames = { source()?.statistics.inputFrames ?? 0 }
+    let stopper = StopAfterPictures(stage: stage, session: session, count: 10)
+    let report = try await session.run(stages: [stage, stopper])
+    let stats = try #require(stopper.statistics, "\(report.summaryText)")
+    // The first frame was converted (the stage said no only after it), then the frames up to the 40th went by
+    // unconverted; the conversions are those pictures and the couple the source made ahead of the loop (its ring).
+    #expect(stage.pictures >= 10, "\(report.summaryText)")
+    #expect(stats.inputFrames - stats.conversions >= 36 && stats.conversions <= 1 + stage.pictures + 3, "\(stats)")
+    print(
+        "FIGURE pictures paused: \(stats.inputFrames) frames dequeued, \(stats.conversions) converted, \(stage.pictures) pictures after a stage wanted them"
+    )
+}
+
+/// Stops the session once `stage` has had `count` pictures.
+private final class StopAfterPictures: PictureStage, @unchecked Sendable {
+    let stage: LateViewerStage, count: Int
+    weak var session: CaptureSession?
+    /// The source's statistics when it stopped the session.
+    var statistics: VideoSource.Statistics?
+    init(stage: LateViewerStage, session: CaptureSession, count: Int) {
+        self.stage = stage
+        self.session = session
+        self.count = count
+    }
+    var wantsPictures: Bool { false }
+    func consume(_ picture: I420Buffer, frame: VideoFrame) throws {
+        guard stage.pictures >= count, statistics == nil else { return }
+        statistics = session?.source?.statistics
+        session?.stop()
+    }
+    func end() throws {}
+    var summary: [(String, String)] { [] }
+}
