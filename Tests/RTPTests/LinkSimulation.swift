@@ -90,7 +90,7 @@ struct LinkSimulation {
     var encoderFill = 0.6
     private var rng = SplitMix(seed: 39)
     /// The frames a probe is spread over (`RTPSender.probeFrames`).
-    var probeFrames = 3
+    var probeFrames = RTPSender.probeFrames
     /// The estimate every 50 ms: (seconds, bit/s).
     private(set) var trace: [(t: Double, estimate: Int)] = []
     /// Simulated time, µs.
@@ -164,7 +164,7 @@ struct LinkSimulation {
         if key { nextKeyUs = nowUs + keyIntervalUs }
         let quiet = !key && queueHead == queue.count
         if quiet, probe == nil, let p = estimator.startProbe(nowUs: nowUs) {
-            probe = (p.cluster, max(2 * packetBytes, p.bytes - estimator.estimate / 8 * probeFrames / 30), probeFrames, 0)
+            probe = (p.cluster, p.bytes, probeFrames, 0)
             probes += 1
         }
         if key { // what is queued of earlier frames goes unsent
@@ -174,6 +174,7 @@ struct LinkSimulation {
         }
         var bytes = Int(Double(max(200, encoderBps / 8 / 30) * (key ? 4 : 1)) * encoderFill * (0.7 + 0.6 * rng.unit()))
         var train = key ? RTPSender.keyFrameTrainPackets : 0
+        let frameBytes = bytes
         while bytes > 0 {
             let size = min(bytes, packetBytes) + 40
             bytes -= size - 40
@@ -189,7 +190,8 @@ struct LinkSimulation {
         guard var p = probe else { return }
         if quiet {
             var sent = 0
-            let quota = p.bytes / max(1, p.frames)
+            let quota = p.bytes / max(1, p.frames) - frameBytes
+            p.bytes -= min(p.bytes, frameBytes)
             while sent < quota {
                 let size = packetBytes + 44
                 budget.charge(size)
