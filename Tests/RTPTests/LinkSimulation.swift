@@ -11,8 +11,9 @@ struct TokenBucketLink {
     let burstBytes: Int
     let queueLimitBytes: Int
     let propagationUs: Int64
-    /// Packets delivered and dropped (the queue was full).
+    /// Packets delivered and dropped (the queue was full), and when each drop happened (µs).
     private(set) var delivered = 0, dropped = 0
+    private(set) var dropTimesUs: [Int64] = []
     private var tokens: Double
     private var tokensAtUs: Int64 = 0
     private var lastDepartureUs: Int64 = 0
@@ -54,6 +55,7 @@ struct TokenBucketLink {
         }
         guard backlogBytes + bytes <= queueLimitBytes else {
             dropped += 1
+            dropTimesUs.append(atUs)
             return nil
         }
         let start = max(atUs, lastDepartureUs)
