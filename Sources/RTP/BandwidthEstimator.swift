@@ -15,7 +15,8 @@
 /// send rate saturated the path: it reads as 95 % of its arrival rate. A result of at least 90 % of the target
 /// raises the estimate to 90 % of it. Probes stop at the maximum; they start only while the path is neither
 /// overused nor draining a queue and loses nothing (a probe on top of a queue overfills a full link and delays the
-/// frames behind it); after a failure the next waits 2 s, twice as long after each failure in a row (8 s at most).
+/// frames behind it); after a failure the next waits 2 s, then 4 s while they keep failing, 8 s after one that
+/// lost packets.
 ///
 /// A token bucket (`tc tbf`, a cheap router, a cellular link) lets a refilled burst through at line rate: a probe
 /// no larger than the bucket arrives as fast as it left, whatever the link's rate. Hence 200 ms of probe (a 5 kB
@@ -117,6 +118,8 @@ public struct SendSideBandwidthEstimator: Sendable {
     private var nextProbeUs: Int64 = .min
     /// Probes that failed in a row (the wait after a failure doubles with each).
     private var probeFailures = 0
+    /// The last failed probe lost packets (the next waits 8 s).
+    private var lastProbeLost = false
     /// Probes that lost packets (after each, the next waited the longest).
     public private(set) var probesLost = 0
     /// Probes whose raise the delivered rate then capped (counted in `probesRaised` too, and as failures).
@@ -315,23 +318,28 @@ public struct SendSideBandwidthEstimator: Sendable {
             nextProbeUs = nowUs + 3_000_000
             probeFailures = 0
         } else {
-            // 2 s, doubling to 8 s: probes every 2 s on a full 400 kbit/s link froze its viewer 1-6 times a minute
-            // (the doubling wait: 0-3). A probe that lost packets overfilled the path's queue (the frames behind it
-            // lost theirs too: each such probe was a freeze): the longest wait at once.
+            // 2 s, then 4 s: probes every 2 s on a full 400 kbit/s link froze its viewer 1-6 times a minute (a
+            // doubling wait: 0-3; those probes' raises were not yet capped by the delivery after them, and 8 s made
+            // a lifted limit wait up to 8 s for its first probe). A probe that lost packets overfilled the path's
+            // queue (the frames behind it lost theirs too: each such probe was a freeze): 8 s.
             let lost = c.packets > 0 && !complete // judged after the second: under 90 % of it arrived
             if lost { probesLost += 1 }
             probeFailed(nowUs, longest: lost)
         }
     }
 
-    /// The wait after a failed probe: 2 s, doubling with each failure in a row to 8 s (at once with `longest`).
+    /// The wait after a failed probe: 2 s, then 4 s for each further failure in a row; 8 s after one that lost
+    /// packets (`longest`).
     private mutating func probeFailed(_ nowUs: Int64, longest: Bool) {
-        probeFailures = longest ? 8 : min(probeFailures + 1, 8)
+        probeFailures = min(probeFailures + 1, 8)
+        lastProbeLost = longest
         nextProbeUs = nowUs + probeWaitUs
         awaitingConfirmation = false
     }
 
-    private var probeWaitUs: Int64 { probeFailures == 0 ? 0 : min(8_000_000, 2_000_000 << (probeFailures - 1)) }
+    private var probeWaitUs: Int64 {
+        probeFailures == 0 ? 0 : lastProbeLost ? 8_000_000 : min(4_000_000, 2_000_000 << (probeFailures - 1))
+    }
 
     // MARK: Delivery
 

@@ -199,7 +199,7 @@ struct SplitMix {
 
 /// Probing (#21, #39): a probe the path carries is followed by a larger one once the rate acknowledged after it
 /// confirms the raise (a lifted limit is climbed in round trips; a token bucket's burst that passed the probe is
-/// found out and the raise capped); a probe it does not carry waits 2 s, doubling with each failure in a row.
+/// found out and the raise capped); a probe it does not carry waits 2 s, then 4 s with each failure in a row.
 @Suite struct ProbeScheduleTests {
     /// One probe cluster from `startProbe`: its bytes in 1200-byte packets (7 at least) sent over 60 ms from
     /// `atUs`, arriving `slowdown` times as far apart, and the feedback for them. Returns whether a probe was due.
