@@ -197,11 +197,16 @@ public final class RTPSender: @unchecked Sendable {
         public var probes = 0, probePackets = 0, probesRaised = 0
         /// Probes that lost packets (the estimator then waits its longest before the next).
         public var probesLost = 0
-        /// Packet trains (a frame's packets, sent back to back) that arrived fast enough to raise the estimate.
+        /// Probes whose raise the delivered rate after it then capped (a token bucket's burst passed them), and the
+        /// times the estimate was brought down to what the path delivered (the estimator's `probesCapped` and
+        /// `deliveryCaps`).
+        public var probesCapped = 0, deliveryCaps = 0
+        /// Packet trains (a key frame's first packets, sent back to back) that arrived fast enough to call a probe
+        /// (they raise nothing themselves).
         public var trainsRaised = 0
         /// Packet trains measured (the estimator's `trainsMeasured`).
         public var trainsMeasured = 0
-        /// The arrival rate of the last packet train of 3 packets or more (bit/s).
+        /// The arrival rate of the last packet train of 5 packets or more (bit/s).
         public var lastTrainRate: UInt64?
         /// How long the last reported packet queued on the path (µs; the send-side estimator's `queueDelayUs`).
         public var queueDelayUs: Int64 = 0
@@ -732,6 +737,8 @@ public final class RTPSender: @unchecked Sendable {
                     s.stats.sendSideEstimate = UInt64(e)
                     s.stats.probesRaised = s.estimator.probesRaised
                     s.stats.probesLost = s.estimator.probesLost
+                    s.stats.probesCapped = s.estimator.probesCapped
+                    s.stats.deliveryCaps = s.estimator.deliveryCaps
                     s.stats.trainsRaised = s.estimator.trainsRaised
                     s.stats.trainsMeasured = s.estimator.trainsMeasured
                     s.stats.lastTrainRate = s.estimator.lastTrainRate.map { UInt64($0) }
