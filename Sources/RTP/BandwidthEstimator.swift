@@ -8,23 +8,31 @@
 ///
 /// Probing: a sender whose traffic is below what the path may carry learns nothing from it (the estimate
 /// follows what is acknowledged). `startProbe(nowUs:)` says when to send a probe cluster (packets tagged with its
-/// id in `packetSent`, about 100 ms of twice the estimate); when the feedback for it is in, the rate it arrived at
-/// (the lower of its send and receive rates) raises the estimate to 90 % of it when it is at least 1.8 × the
-/// estimate the probe started from. Probes stop at the maximum; after a success the next starts at once (from the
-/// raised estimate: libwebrtc's further probing, a lifted limit climbed in round trips); after a failure the next
-/// waits 2 s, twice as long after each failure in a row (8 s at most), unless a packet train raised the estimate
-/// meanwhile. They start only while the path is neither overused nor draining a queue and loses nothing (a probe
-/// on top of a queue overfills a full link and delays the frames behind it: measured, probes every 2 s, also while
-/// queues drained, froze a viewer behind 400 kbit/s 8 times in 45 s, none without probes; probes every 2 s only
-/// on a quiet path still made 1-6 freezes a minute, the doubling wait 0-3).
+/// id in `packetSent`, about 200 ms of twice the estimate). A cluster is judged, as libwebrtc's probe estimator
+/// judges one, only when at least 5 of its packets and 80 % of them were reported; its rate is the lower of its send
+/// rate and the rate it arrived at over its whole duration (from the first packet's send to the last one's arrival,
+/// less the path's base delay, the last packet's bytes left out), and a cluster that arrived at under 90 % of its
+/// send rate saturated the path: it reads as 95 % of its arrival rate. A result of at least 90 % of the target
+/// raises the estimate to 90 % of it. Probes stop at the maximum; they start only while the path is neither
+/// overused nor draining a queue and loses nothing (a probe on top of a queue overfills a full link and delays the
+/// frames behind it); after a failure the next waits 2 s, then 4 s while they keep failing, 8 s after one that
+/// lost packets.
 ///
-/// Packet trains: each frame's packets leave back to back (one send time); the rate at which a train of at least
-/// 3 packets and 3000 bytes arrives is the path's bottleneck rate. A train that arrives at 3 × the estimate or more
-/// shows a path much wider than the estimate (a link whose limit was lifted) and raises the estimate to 90 % of
-/// twice the estimate (at most every 500 ms), and a probe follows within 0.5 s to find how much more there is:
-/// a free probe, costing nothing on a link that is full. A token
-/// bucket lets a train's first bytes through at line rate, which makes a full link's trains look up to about 2 ×
-/// its rate: hence 3 ×.
+/// A token bucket (`tc tbf`, a cheap router, a cellular link) lets a refilled burst through at line rate: a probe
+/// no larger than the bucket arrives as fast as it left, whatever the link's rate. Hence 200 ms of probe (a 5 kB
+/// bucket on a 400 kbit/s link passes only the first 100 ms of a probe at twice its rate), and hence the rule that
+/// a raise holds only if the rate acknowledged after it confirms it: every window of at least 300 ms of arrivals,
+/// the rate the path delivered is compared with the rate its packets were sent at (the lost ones included); when
+/// it delivered under 85 % of it and less than the estimate, the estimate goes down to 95 % of what it delivered
+/// (`deliveryCaps`), the bound that also takes over when a short queue drops. A probe's raise capped so within 2 s
+/// counts as a failed probe; the next probe (libwebrtc's further probing, a lifted limit climbed in round trips)
+/// waits for a window sent after the raise that confirms it, 3 s at most.
+///
+/// Packet trains: each key frame's first packets leave back to back (one send time); a train of at least 5 packets
+/// and 4000 bytes is measured by the rate its bytes after the first arrived at (over at least the feedback's 250 µs).
+/// A train never raises the estimate: a refilled bucket passes one at line rate (55-97 Mbit/s measured behind a
+/// 400 kbit/s `tbf`), so a train at 3 × the estimate or more only calls a probe (after 0.5 s, and not before half
+/// the wait the last failure set), which the rules above judge.
 ///
 /// No allocation per packet or feedback entry (fixed rings); not thread-safe: the owner serialises calls.
 public struct SendSideBandwidthEstimator: Sendable {
@@ -72,10 +80,14 @@ public struct SendSideBandwidthEstimator: Sendable {
     public private(set) var feedbacks = 0, packetsReported = 0, packetsLost = 0
     /// Probe clusters sent, those whose result raised the estimate, and the last result (bit/s).
     public private(set) var probes = 0, probesRaised = 0, lastProbeResult: Int?
-    /// Packet trains that raised the estimate, and the last train's arrival rate (bit/s).
+    /// Packet trains fast enough to call a probe (they raise nothing themselves), and the last train's arrival
+    /// rate (bit/s).
     public private(set) var trainsRaised = 0, lastTrainRate: Int?
-    /// Packet trains measured (3 packets and 3000 bytes or more, sent at one instant).
+    /// Packet trains measured (5 packets and 4000 bytes or more, sent at one instant).
     public private(set) var trainsMeasured = 0
+    /// Times the estimate was brought down to what the path delivered (it delivered under 85 % of what was sent
+    /// over 300 ms or more), and the last delivered rate measured (bit/s).
+    public private(set) var deliveryCaps = 0, deliveredRate: Int?
     /// How long the last reported packet queued on the path: its one-way delay over the lowest of the last 5-10 s
     /// (µs; send and arrival clocks differ by a constant, which cancels). Shown, not acted on: measured, holding
     /// probes back while it was over 25 ms made the 5 → 0.5 → 5 Mbit/s step up take 3.1-6.1 s instead of 3.1-4.1.
@@ -99,15 +111,31 @@ public struct SendSideBandwidthEstimator: Sendable {
         var sending = true
         var packets = 0, reported = 0
         var firstSendUs = Int64.max, lastSendUs = Int64.min, firstArrivalUs = Int64.max, lastArrivalUs = Int64.min
-        var bytes = 0, firstBytes = 0, lastBytes = 0
+        var bytes = 0, lastBytes = 0, lastArrivalBytes = 0
     }
     private var cluster: Cluster?
     private var nextClusterID: UInt8 = 1
     private var nextProbeUs: Int64 = .min
     /// Probes that failed in a row (the wait after a failure doubles with each).
     private var probeFailures = 0
+    /// The last failed probe lost packets (the next waits 8 s).
+    private var lastProbeLost = false
     /// Probes that lost packets (after each, the next waited the longest).
     public private(set) var probesLost = 0
+    /// Probes whose raise the delivered rate then capped (counted in `probesRaised` too, and as failures).
+    public private(set) var probesCapped = 0
+    /// When the last probe ended (judged), and when the last one raised the estimate (µs).
+    private var lastProbeEndUs: Int64 = .min / 2
+    private var lastProbeRaiseUs: Int64 = .min / 2
+    /// A probe's raise not yet confirmed by a delivery window sent after it.
+    private var awaitingConfirmation = false
+
+    // What the path delivered against what was sent, over windows of at least 300 ms.
+    private var delivery = DeliveryWindow()
+    private struct DeliveryWindow {
+        var sentBytes = 0, firstSendUs = Int64.max, lastSendUs = Int64.min
+        var arrivedBytes = 0, firstArrivalUs = Int64.max, lastArrivalUs = Int64.min
+    }
 
     // The lowest one-way delay (arrival - send) in the current and the previous 5 s window.
     private var oneWay = (currentMin: Int64.max, previousMin: Int64.max, windowStartUs: Int64.min / 2)
@@ -173,7 +201,7 @@ public struct SendSideBandwidthEstimator: Sendable {
     }
 
     /// A probe cluster to send now, if one is due: its id (for `packetSent`) and how many bytes to send in about
-    /// 100 ms (twice the estimate, at most the maximum; the media sent meanwhile counts). Nil when the estimate is
+    /// 200 ms (twice the estimate, at most the maximum; the media sent meanwhile counts). Nil when the estimate is
     /// at the maximum, the path is overused or losing, or a probe ran recently.
     public mutating func startProbe(nowUs: Int64) -> (cluster: UInt8, bytes: Int)? {
         // Not while queues grow, nor while they drain (underusing): a probe on top of a queue overfills a full link
@@ -187,7 +215,7 @@ public struct SendSideBandwidthEstimator: Sendable {
         nextClusterID = nextClusterID == 255 ? 1 : nextClusterID + 1
         cluster = Cluster(id: id, targetRate: target, startEstimate: estimate, startedUs: nowUs)
         probes += 1
-        return (id, max(6 * 1200, target / 80)) // 100 ms of the target rate, at least 6 packets
+        return (id, max(6 * 1200, target / 40)) // 200 ms of the target rate, at least 6 packets
     }
 
     /// The probe cluster's packets are all sent.
@@ -211,11 +239,17 @@ public struct SendSideBandwidthEstimator: Sendable {
             guard sentSequence[i] == s else { continue } // not ours, or too old
             packetsReported += 1
             lossWindow.total += 1
+            delivery.sentBytes += Int(sentBytes[i])
+            delivery.firstSendUs = min(delivery.firstSendUs, sentTimeUs[i])
+            delivery.lastSendUs = max(delivery.lastSendUs, sentTimeUs[i])
             guard let arrival else {
                 packetsLost += 1
                 lossWindow.lost += 1
                 continue
             }
+            delivery.arrivedBytes += Int(sentBytes[i])
+            delivery.firstArrivalUs = min(delivery.firstArrivalUs, arrival)
+            delivery.lastArrivalUs = max(delivery.lastArrivalUs, arrival)
             acknowledge(bytes: Int(sentBytes[i]), arrivalUs: arrival)
             trainSample(sendUs: sentTimeUs[i], arrivalUs: arrival, bytes: Int(sentBytes[i]), nowUs: nowUs)
             lossWindowArrivals.bytes += Int(sentBytes[i])
@@ -226,62 +260,113 @@ public struct SendSideBandwidthEstimator: Sendable {
             if sentCluster[i] != 0, var c = cluster, c.id == sentCluster[i] {
                 c.reported += 1
                 c.bytes += Int(sentBytes[i])
-                if arrival < c.firstArrivalUs {
-                    c.firstArrivalUs = arrival
-                    c.firstBytes = Int(sentBytes[i])
+                c.firstArrivalUs = min(c.firstArrivalUs, arrival)
+                if arrival >= c.lastArrivalUs {
+                    c.lastArrivalUs = arrival
+                    c.lastArrivalBytes = Int(sentBytes[i])
                 }
-                c.lastArrivalUs = max(c.lastArrivalUs, arrival)
                 cluster = c
             }
         }
         updateLoss(nowUs)
         updateRate(nowUs)
+        boundByDelivery(nowUs)
         finishProbe(nowUs)
         return estimate
     }
 
-    /// Once the cluster is sent and reported (or a second has passed), its rate: bytes over the send span (less
-    /// the last packet) and over the arrival span (less the first), the lower of the two. A result above the
-    /// estimate raises both controllers to it.
+    /// Once the cluster is sent and reported (or a second has passed), its rate: the lower of its send rate (bytes
+    /// less the last packet's over the send span) and its delivery rate (bytes less the last arrival's, from the
+    /// first send to the last arrival less the path's base delay); under 90 % of the send rate, 95 % of the delivery
+    /// rate. A result of 90 % of the target raises both controllers to 90 % of it.
     private mutating func finishProbe(_ nowUs: Int64) {
         guard let c = cluster, !c.sending else { return }
         let complete = c.packets > 0 && c.reported * 10 >= c.packets * 9
         guard complete || nowUs - c.startedUs >= 1_000_000 else { return }
         cluster = nil
+        lastProbeEndUs = nowUs
         var result: Int?
-        if c.reported >= 4, c.lastArrivalUs > c.firstArrivalUs, c.lastSendUs >= c.firstSendUs {
-            let receive = Int64(c.bytes - c.firstBytes) * 8_000_000 / (c.lastArrivalUs - c.firstArrivalUs)
+        // libwebrtc's minimums: 5 packets and 80 % of them reported.
+        if c.reported >= 5, c.reported * 5 >= c.packets * 4, c.lastArrivalUs > c.firstArrivalUs, c.lastSendUs >= c.firstSendUs {
             let sendSpan = max(c.lastSendUs - c.firstSendUs, 1000) // a burst: at least 1 ms
             let send = Int64(c.bytes - c.lastBytes) * 8_000_000 / sendSpan
-            result = Int(clamping: min(receive, send, Int64(c.targetRate) * 3 / 2))
+            // The whole duration: from the first send until the last packet was there, on the path's clock (the
+            // base one-way delay taken off); without a base yet, the arrival span.
+            let base = min(oneWay.currentMin, oneWay.previousMin)
+            var span = c.lastArrivalUs - c.firstArrivalUs
+            if base != .max { span = max(span, c.lastArrivalUs &- base &- c.firstSendUs) }
+            let receive = Int64(c.bytes - c.lastArrivalBytes) * 8_000_000 / max(span, 250)
+            var rate = min(receive, send)
+            if receive * 10 < send * 9 { rate = receive * 95 / 100 } // the path was full: what it delivered
+            result = Int(clamping: min(rate, Int64(c.targetRate) * 3 / 2))
         }
         lastProbeResult = result
-        // Only a clear success counts (1.8 × the estimate; 1.5 × let a viewer behind 400 kbit/s raise itself into
-        // overuse and freeze): a limited link's token bucket lets the first
-        // bytes of a probe through at line rate, which makes a small overestimate look like room.
-        // Judged against the estimate the probe started from (half its target): a packet train that raised the
-        // estimate meanwhile must not turn the probe that confirms it into a failure.
+        // Only a clear success counts (90 % of twice the estimate the probe started from; 1.5 × let a viewer behind
+        // 400 kbit/s raise itself into overuse and freeze). Judged against the start: a rise meanwhile must not turn
+        // the probe that confirms it into a failure.
         if let result, result * 10 >= c.targetRate * 9, usage != .overusing {
             probesRaised += 1
             let raised = clamp(result * 9 / 10)
             delayBasedRate = max(delayBasedRate, raised)
             lossBasedRate = max(lossBasedRate, raised)
             estimate = clamp(min(delayBasedRate, lossBasedRate))
-            // The path carried what was asked: ask for twice as much at the next frame (libwebrtc's further
-            // probing), so that a lifted limit is climbed in a few round trips instead of a step every 0.5 s.
-            nextProbeUs = nowUs
+            // The path carried what was asked: the next probe, twice as large, once the rate acknowledged after
+            // this raise confirms it (`boundByDelivery`; 3 s at most), so that a token bucket's burst that passed
+            // the probe whole is found out before it is built on.
+            lastProbeRaiseUs = nowUs
+            awaitingConfirmation = true
+            nextProbeUs = nowUs + 3_000_000
             probeFailures = 0
         } else {
-            // 2 s, doubling to 8 s: probes every 2 s on a full 400 kbit/s link froze its viewer 1-6 times a minute
-            // (the doubling wait: 0-3). A probe that lost packets overfilled the path's queue (the frames behind it
-            // lost theirs too: each such probe was a freeze): the longest wait at once.
+            // 2 s, then 4 s: probes every 2 s on a full 400 kbit/s link froze its viewer 1-6 times a minute (a
+            // doubling wait: 0-3; those probes' raises were not yet capped by the delivery after them, and 8 s made
+            // a lifted limit wait up to 8 s for its first probe). A probe that lost packets overfilled the path's
+            // queue (the frames behind it lost theirs too: each such probe was a freeze): 8 s.
             let lost = c.packets > 0 && !complete // judged after the second: under 90 % of it arrived
             if lost { probesLost += 1 }
-            probeFailures = lost ? 8 : min(probeFailures + 1, 8)
-            nextProbeUs =
-                estimate * 2 >= c.startEstimate * 3
-                ? nowUs // a train raised it meanwhile: probe from there
-                : nowUs + min(8_000_000, 2_000_000 << (probeFailures - 1))
+            probeFailed(nowUs, longest: lost)
+        }
+    }
+
+    /// The wait after a failed probe: 2 s, then 4 s for each further failure in a row; 8 s after one that lost
+    /// packets (`longest`).
+    private mutating func probeFailed(_ nowUs: Int64, longest: Bool) {
+        probeFailures = min(probeFailures + 1, 8)
+        lastProbeLost = longest
+        nextProbeUs = nowUs + probeWaitUs
+        awaitingConfirmation = false
+    }
+
+    private var probeWaitUs: Int64 {
+        probeFailures == 0 ? 0 : lastProbeLost ? 8_000_000 : min(4_000_000, 2_000_000 << (probeFailures - 1))
+    }
+
+    // MARK: Delivery
+
+    /// Every 300 ms or more of reported packets (by arrival and by send time): what the path delivered against
+    /// what was sent. Under 85 % of it, and under the estimate, the estimate drops to 95 % of what was delivered,
+    /// and a probe that raised it within 2 s failed after all; a window sent wholly after a probe's raise that
+    /// shows no such shortfall confirms it (the next probe may start).
+    private mutating func boundByDelivery(_ nowUs: Int64) {
+        let d = delivery
+        guard d.lastArrivalUs - d.firstArrivalUs >= 300_000, d.lastSendUs - d.firstSendUs >= 300_000 else { return }
+        delivery = DeliveryWindow()
+        let sent = Int64(d.sentBytes) * 8_000_000 / (d.lastSendUs - d.firstSendUs)
+        let delivered = Int(clamping: Int64(d.arrivedBytes) * 8_000_000 / (d.lastArrivalUs - d.firstArrivalUs))
+        deliveredRate = delivered
+        if Int64(delivered) * 100 < sent * 85, delivered < estimate {
+            deliveryCaps += 1
+            let bound = clamp(delivered * 95 / 100)
+            delayBasedRate = min(delayBasedRate, bound)
+            lossBasedRate = min(lossBasedRate, bound)
+            estimate = clamp(min(delayBasedRate, lossBasedRate))
+            if awaitingConfirmation || nowUs - lastProbeRaiseUs < 2_000_000 {
+                probesCapped += 1
+                probeFailed(nowUs, longest: false)
+            }
+        } else if awaitingConfirmation, d.firstSendUs >= lastProbeRaiseUs {
+            awaitingConfirmation = false
+            nextProbeUs = nowUs
         }
     }
 
@@ -317,26 +402,24 @@ public struct SendSideBandwidthEstimator: Sendable {
         train = (sendUs, arrivalUs, arrivalUs, bytes, bytes, 1, true)
     }
 
-    /// A complete train: its arrival rate (the bytes after the first over the arrival span, at least the
-    /// feedback's 250 µs resolution); far above the estimate, it raises the estimate.
+    /// A complete train of 5 packets and 4000 bytes or more: its arrival rate (the bytes after the first over the
+    /// arrival span, at least the feedback's 250 µs resolution). Far above the estimate it calls a probe (after
+    /// 0.5 s, and not before half the wait the last failed probe set): it raises nothing itself, since a token
+    /// bucket's refilled burst passes a train at line rate.
     private mutating func finishTrain(_ nowUs: Int64) {
-        guard train.packets >= 3, train.bytes >= 3000 else { return }
+        guard train.packets >= 5, train.bytes >= 4000 else { return }
         let span = max(train.lastArrivalUs - train.firstArrivalUs, 250)
         let rate = Int(clamping: Int64(train.bytes - train.firstBytes) * 8_000_000 / span)
         lastTrainRate = rate
         trainsMeasured += 1
-        guard rate / 3 >= estimate, usage != .overusing, lossFraction < 0.02, nowUs - lastTrainRaiseUs >= 500_000 else { return }
-        // Twice the estimate at most: measured, raising as far as a probe would (2.7 ×) made the step from 0.5 back to
-        // 5 Mbit/s take 9.1 s instead of 2.1-5.1 (the larger tier's first frames overran the raise and it fell back).
-        let raised = clamp(estimate * 2 * 9 / 10)
-        guard raised > estimate else { return }
+        guard rate / 3 >= estimate, usage != .overusing, lossFraction < 0.02, !awaitingConfirmation, cluster == nil,
+            nowUs - lastTrainRaiseUs >= 500_000, estimate < configuration.maxBitrate * 95 / 100
+        else { return }
+        let due = max(nowUs + 500_000, lastProbeEndUs + probeWaitUs / 2)
+        guard due < nextProbeUs else { return }
         lastTrainRaiseUs = nowUs
         trainsRaised += 1
-        probeFailures = 0
-        nextProbeUs = min(nextProbeUs, nowUs + 500_000) // room shown: a probe soon finds how much
-        delayBasedRate = max(delayBasedRate, raised)
-        lossBasedRate = max(lossBasedRate, raised)
-        estimate = clamp(min(delayBasedRate, lossBasedRate))
+        nextProbeUs = due
     }
 
     // MARK: Acknowledged rate

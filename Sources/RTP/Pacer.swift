@@ -11,25 +11,25 @@ import VideoCapture
 ///
 /// So that pacing never becomes a delay of its own, the rate is raised to drain what is queued within
 /// `maxQueueNs` (250 ms); and the queue holds at most `capacity` packets (beyond it a packet is sent at once).
+///
+/// The budget's arithmetic is `PacingBudget`, a value on an injected clock, which the congestion-control tests
+/// drive against a simulated link.
 final class Pacer: @unchecked Sendable {
     // @unchecked: every var below is guarded by `condition`.
     private let condition = NSCondition()
     private var ring: [(sequence: UInt16, bytes: Int)]
     private var head = 0, count = 0, queuedBytes = 0
-    private var rateBps = 0
-    private var budget = 0.0
-    private var lastRefillNs: Int64 = 0
+    private var budget: PacingBudget
     private var stopping = false
     /// The most a packet waits: the rate rises so that the queue drains within it.
-    static let maxQueueNs: Int64 = 250_000_000
+    static let maxQueueNs: Int64 = PacingBudget.maxQueueNs
     let capacity: Int
-    private let maxPacket: Int
     private var thread: WorkerThread?
 
     /// `deliver` takes a queued packet's sequence number and sends it (from the pacer's thread).
     init(capacity: Int, maxPacket: Int, deliver: @escaping @Sendable (UInt16) -> Void) {
         self.capacity = capacity
-        self.maxPacket = maxPacket
+        budget = PacingBudget(maxPacket: maxPacket)
         ring = Array(repeating: (0, 0), count: capacity)
         thread = nil
         thread = WorkerThread(name: "rtp-pacer") { [self] _ in run(deliver) }
@@ -38,7 +38,7 @@ final class Pacer: @unchecked Sendable {
     /// The pacing rate in bit/s (0: unpaced, every packet at once).
     func setRate(_ bps: Int) {
         condition.lock()
-        rateBps = max(0, bps)
+        budget.rateBps = max(0, bps)
         condition.unlock()
     }
 
@@ -46,7 +46,7 @@ final class Pacer: @unchecked Sendable {
     func enqueue(_ sequence: UInt16, bytes: Int) -> Bool {
         condition.lock()
         defer { condition.unlock() }
-        guard rateBps > 0, !stopping, count < capacity else {
+        guard budget.rateBps > 0, !stopping, count < capacity else {
             charge(bytes)
             return false
         }
@@ -83,15 +83,8 @@ final class Pacer: @unchecked Sendable {
     }
 
     private func charge(_ bytes: Int) {
-        refill(monotonicNanoseconds())
-        budget -= Double(bytes)
-    }
-
-    private func refill(_ now: Int64) {
-        let effective = max(rateBps, Int(min(Int64(queuedBytes) * 8 * 1_000_000_000 / Pacer.maxQueueNs, Int64(Int.max / 2))))
-        let elapsed = Double(min(max(now - lastRefillNs, 0), 100_000_000)) / 1e9
-        lastRefillNs = now
-        budget = min(budget + Double(effective) / 8 * elapsed, max(Double(effective) / 8 * 0.005, Double(maxPacket)))
+        budget.refill(atNs: monotonicNanoseconds(), queuedBytes: queuedBytes)
+        budget.charge(bytes)
     }
 
     /// Ends the thread; packets still queued are sent at once (a stopping stream loses nothing it had encoded).
@@ -112,23 +105,59 @@ final class Pacer: @unchecked Sendable {
                 condition.wait()
                 continue
             }
-            let now = monotonicNanoseconds()
-            refill(now)
-            if budget < 0 && !stopping && rateBps > 0 {
-                let effective = max(rateBps, Int(Int64(queuedBytes) * 8 * 1_000_000_000 / Pacer.maxQueueNs))
-                let waitNs = Int64(-budget * 8 / Double(max(effective, 1)) * 1e9) + 200_000
-                _ = condition.wait(until: Date(timeIntervalSinceNow: Double(min(waitNs, 50_000_000)) / 1e9))
+            budget.refill(atNs: monotonicNanoseconds(), queuedBytes: queuedBytes)
+            if let waitNs = budget.waitNs(queuedBytes: queuedBytes), !stopping {
+                _ = condition.wait(until: Date(timeIntervalSinceNow: Double(min(waitNs + 200_000, 50_000_000)) / 1e9))
                 continue
             }
             let (sequence, bytes) = ring[head]
             head = (head + 1) % capacity
             count -= 1
             queuedBytes -= bytes
-            budget -= Double(bytes)
+            budget.charge(bytes)
             condition.unlock()
             deliver(sequence)
             condition.lock()
         }
         condition.unlock()
+    }
+}
+
+/// The pacer's budget on an injected clock: it grows at the pacing rate (raised so that what is queued drains
+/// within `maxQueueNs`), holds at most 5 ms of it (or one packet), and a packet may take it below zero (the next
+/// waits until it is back). `Pacer` keeps one under its lock; tests drive one against a simulated link.
+package struct PacingBudget: Sendable {
+    /// The most a packet waits: the rate rises so that the queue drains within it (250 ms).
+    package static let maxQueueNs: Int64 = 250_000_000
+    /// The pacing rate, bit/s (0: unpaced).
+    package var rateBps = 0
+    /// Bytes that may leave now (negative: the time until the next may).
+    package private(set) var bytes = 0.0
+    private var lastRefillNs: Int64 = 0
+    private let maxPacket: Int
+
+    /// An empty budget; `maxPacket` bytes is the least it holds when full.
+    package init(maxPacket: Int) { self.maxPacket = maxPacket }
+
+    /// The rate in force with `queuedBytes` waiting.
+    package func effectiveRate(queuedBytes: Int) -> Int {
+        max(rateBps, Int(min(Int64(queuedBytes) * 8 * 1_000_000_000 / PacingBudget.maxQueueNs, Int64(Int.max / 2))))
+    }
+
+    /// Grows the budget for the time since the last refill (at most 100 ms counted).
+    package mutating func refill(atNs now: Int64, queuedBytes: Int) {
+        let effective = effectiveRate(queuedBytes: queuedBytes)
+        let elapsed = Double(min(max(now - lastRefillNs, 0), 100_000_000)) / 1e9
+        lastRefillNs = now
+        bytes = min(bytes + Double(effective) / 8 * elapsed, max(Double(effective) / 8 * 0.005, Double(maxPacket)))
+    }
+
+    /// `sent` bytes left (queued, or outside the queue).
+    package mutating func charge(_ sent: Int) { bytes -= Double(sent) }
+
+    /// How long until the next queued packet may leave (ns), nil when it may now (or pacing is off).
+    package func waitNs(queuedBytes: Int) -> Int64? {
+        guard bytes < 0, rateBps > 0 else { return nil }
+        return Int64(-bytes * 8 / Double(max(effectiveRate(queuedBytes: queuedBytes), 1)) * 1e9)
     }
 }

@@ -197,11 +197,16 @@ public final class RTPSender: @unchecked Sendable {
         public var probes = 0, probePackets = 0, probesRaised = 0
         /// Probes that lost packets (the estimator then waits its longest before the next).
         public var probesLost = 0
-        /// Packet trains (a frame's packets, sent back to back) that arrived fast enough to raise the estimate.
+        /// Probes whose raise the delivered rate after it then capped (a token bucket's burst passed them), and the
+        /// times the estimate was brought down to what the path delivered (the estimator's `probesCapped` and
+        /// `deliveryCaps`).
+        public var probesCapped = 0, deliveryCaps = 0
+        /// Packet trains (a key frame's first packets, sent back to back) that arrived fast enough to call a probe
+        /// (they raise nothing themselves).
         public var trainsRaised = 0
         /// Packet trains measured (the estimator's `trainsMeasured`).
         public var trainsMeasured = 0
-        /// The arrival rate of the last packet train of 3 packets or more (bit/s).
+        /// The arrival rate of the last packet train of 5 packets or more (bit/s).
         public var lastTrainRate: UInt64?
         /// How long the last reported packet queued on the path (µs; the send-side estimator's `queueDelayUs`).
         public var queueDelayUs: Int64 = 0
@@ -474,6 +479,10 @@ public final class RTPSender: @unchecked Sendable {
     /// rate, not at line rate).
     public static let keyFrameTrainPackets = 5
 
+    /// The frames a probe cluster is spread over (6: about 200 ms at 30 fps, the cluster's length: longer than a
+    /// 5 kB token bucket's burst lasts at twice a 400 kbit/s link's rate, so the bucket cannot pass it whole).
+    public static let probeFrames = 6
+
     /// The sequence number the next media packet gets (read it on the sending thread, or when it is idle).
     public var nextSequenceNumber: UInt16 { packetizer.state.sequence }
 
@@ -500,8 +509,8 @@ public final class RTPSender: @unchecked Sendable {
         }
         let playoutDelay = playoutDelayElement(now: now)
         let twcc = configuration.transportWideCCExtensionID
-        // Probing (transport-cc with RTX): a cluster starts at a frame and covers it and the next two, with RTX
-        // copies of recent packets added after each.
+        // Probing (transport-cc with RTX): a cluster starts at a frame and covers it and the next ones
+        // (`probeFrames`), with RTX copies of recent packets added after each.
         // Not at a key frame nor while the pacer still holds packets: a probe on top of a key frame's burst
         // overfills a full link's queue (measured with probes every 2 s, a viewer behind 400 kbit/s: 1-6 freezes a
         // minute without this rule over 5 runs, 1-4 with it over 6).
@@ -516,8 +525,9 @@ public final class RTPSender: @unchecked Sendable {
             ? (0, UInt8(0))
             : shared.withLock { s -> (UInt16, UInt8) in
                 if mayStartProbe, s.probe == nil, let p = s.estimator.startProbe(nowUs: now / 1000) {
-                    // The frames' own bytes (about the estimate) count: the copies make up the rest.
-                    s.probe = (p.cluster, max(2 * configuration.maxPayload, p.bytes - s.estimator.estimate / 80), 3, 0)
+                    // The frames' own bytes count: the copies make up the rest, frame by frame (an encoder that
+                    // undershoots its target gets more copies, so that the cluster reaches its rate).
+                    s.probe = (p.cluster, p.bytes, RTPSender.probeFrames, 0)
                     s.stats.probes += 1
                 }
                 return (s.transportSequence, s.probe?.id ?? 0)
@@ -536,11 +546,13 @@ public final class RTPSender: @unchecked Sendable {
         // a link that widened (its frames are paced, and a low tier's frames are too small to be trains).
         var train = frame.isKeyFrame && twcc != nil ? RTPSender.keyFrameTrainPackets : 0
         var k: UInt16 = 0
+        var frameBytes = 0
         let count = packetizer.packetize(
             frame.data, nalUnits: frame.nalUnits, timestamp: ts, markerExtension: orientation, transportSequence: twcc.map { ($0, firstTransport) },
             firstPacketExtensions: (captureTime, playoutDelay)
         ) { packet in
             shared.withLock { $0.history.record(packet, at: now) }
+            frameBytes += packet.count
             defer { k &+= 1 }
             if let pacer {
                 let seq = packet.bigEndianUInt16(at: 2)
@@ -571,15 +583,26 @@ public final class RTPSender: @unchecked Sendable {
             s.session.frameSent(rtp: ts, captureNs: captureNs)
             if twcc != nil && pacer == nil { s.transportSequence = firstTransport &+ UInt16(truncatingIfNeeded: count) }
         }
-        if cluster != 0 { sendProbePackets(newest: packetizer.state.sequence &- 1, available: count, now: now, skip: !quiet) }
+        if cluster != 0 {
+            sendProbePackets(newest: packetizer.state.sequence &- 1, available: count, frameBytes: frameBytes, now: now, skip: !quiet)
+        }
         if failure != 0 { throw RTPError(.sendFailed, "sending RTP to \(configuration.host):\(configuration.port) failed", errno: failure) }
     }
 
-    /// This frame's share of the probe cluster: RTX copies of the newest packets (up to `available` of them, then
-    /// round again), tagged with the cluster; after the third frame the cluster is complete. With `skip` (a key
-    /// frame, or packets still queued) the share waits for a later frame; after 10 frames the cluster ends as it is.
-    private func sendProbePackets(newest: UInt16, available: Int, now: Int64, skip: Bool) {
-        if !skip, let quota = shared.withLock({ s in s.probe.map { $0.bytes / max(1, $0.frames) } }) {
+    /// This frame's share of the probe cluster: its own `frameBytes` and RTX copies of the newest packets (up to
+    /// `available` of them, then round again) for the rest, tagged with the cluster; after `probeFrames` frames the
+    /// cluster is complete. With `skip` (a key frame, or packets still queued) the share waits for a later frame;
+    /// after 10 frames the cluster ends as it is.
+    private func sendProbePackets(newest: UInt16, available: Int, frameBytes: Int, now: Int64, skip: Bool) {
+        if !skip,
+            let quota = shared.withLock({ s -> Int? in
+                guard var p = s.probe else { return nil }
+                let share = p.bytes / max(1, p.frames)
+                p.bytes -= min(p.bytes, frameBytes)
+                s.probe = p
+                return share - frameBytes
+            }), quota > 0
+        {
             sendProbeShare(quota, newest: newest, available: available, now: now)
         }
         shared.withLock { s in
@@ -714,6 +737,8 @@ public final class RTPSender: @unchecked Sendable {
                     s.stats.sendSideEstimate = UInt64(e)
                     s.stats.probesRaised = s.estimator.probesRaised
                     s.stats.probesLost = s.estimator.probesLost
+                    s.stats.probesCapped = s.estimator.probesCapped
+                    s.stats.deliveryCaps = s.estimator.deliveryCaps
                     s.stats.trainsRaised = s.estimator.trainsRaised
                     s.stats.trainsMeasured = s.estimator.trainsMeasured
                     s.stats.lastTrainRate = s.estimator.lastTrainRate.map { UInt64($0) }

@@ -18,12 +18,22 @@ public final class ViewerHub: EncodedOutput, Sendable {
         var address: String
         var number: Int
         var metrics: ViewerMetrics
+        /// Its estimate and tier, for `TierPolicy`.
+        var seat = TierSeat()
         /// The encode tier the viewer gets (0: full size), and the one it moves to at that tier's next key frame.
-        var tier = 0
-        var pendingTier: Int?
-        /// When the viewer last changed tier, and since when its estimate has allowed the next larger one.
-        var tierSinceNs: Int64 = 0
-        var upSinceNs: Int64?
+        var tier: Int {
+            get { seat.tier }
+            set { seat.tier = newValue }
+        }
+        var pendingTier: Int? {
+            get { seat.pendingTier }
+            set { seat.pendingTier = newValue }
+        }
+        /// When the viewer last changed tier.
+        var tierSinceNs: Int64 {
+            get { seat.tierSinceNs }
+            set { seat.tierSinceNs = newValue }
+        }
         var tierMoves = 0
     }
     /// One tier's viewers: those it sends to and those that move to it at its next key frame (rebuilt when a
@@ -85,17 +95,18 @@ public final class ViewerHub: EncodedOutput, Sendable {
     /// The shortest time between two key frames requested for viewers (300 ms, in nanoseconds): requests from
     /// several viewers within it are merged.
     public static let keyFrameIntervalNs: Int64 = 300_000_000
-    /// A viewer moves up a tier when its estimate has been at least this much over the larger tier's minimum
-    /// bitrate (1.3: 30 % headroom) for `tierUpHoldNs`, and at least `tierDwellNs` after its last move.
-    public static let tierUpHeadroom = 1.3
+    /// A viewer moves up a tier onto nobody's tier when its estimate has been at least this much over the larger
+    /// tier's minimum bitrate (1.3: 30 % headroom) for `tierUpHoldNs`, and at least `tierDwellNs` after its last
+    /// move; onto a tier others watch, only when it covers the rate they carry (`TierPolicy`).
+    public static let tierUpHeadroom = TierPolicy.upHeadroom
     /// A viewer stays on a tier while its estimate is at least this much over the tier's minimum (1.15): an
     /// estimate just over the minimum is usually still falling, and a link that carries only the minimum has no room
     /// for a key frame.
-    public static let tierStayHeadroom = 1.15
+    public static let tierStayHeadroom = TierPolicy.stayHeadroom
     /// How long the estimate must allow the larger tier before a viewer moves up (0.5 s, in nanoseconds).
-    public static let tierUpHoldNs: Int64 = 500_000_000
+    public static let tierUpHoldNs: Int64 = TierPolicy.upHoldNs
     /// The shortest stay on a tier before a move up (2 s, in nanoseconds); moves down are not held back.
-    public static let tierDwellNs: Int64 = 2_000_000_000
+    public static let tierDwellNs: Int64 = TierPolicy.dwellNs
     /// The limits the hub admits viewers under.
     public let limits: Limits
 
@@ -149,11 +160,13 @@ public final class ViewerHub: EncodedOutput, Sendable {
     /// instead of all following the lowest. Make the stage with `tierOutputs(_:)` and `tierToEncodeFirst`, then
     /// connect it, before the camera starts.
     ///
-    /// A viewer starts on the full tier. It moves down as soon as its estimate is under `tierStayHeadroom` × its
-    /// tier's minimum bitrate, and up one tier when the estimate has been `tierUpHeadroom` × the larger tier's minimum for
-    /// `tierUpHoldNs`, at least `tierDwellNs` after its last move. A move takes effect at the new tier's next
-    /// key frame (asked for at once), so the browser sees a resolution change, not a broken picture. Each tier's
-    /// bitrate follows the lowest estimate among its viewers, within the tier's maximum.
+    /// A viewer starts on the full tier. Tier moves never lower anyone else (`TierPolicy`): a viewer moves down
+    /// as soon as its estimate is under `tierStayHeadroom` × its tier's minimum bitrate or under 90 % of what the
+    /// tier's other viewers carry, and up one tier when the estimate has covered the larger tier's current rate (the
+    /// rate its viewers carry; `tierUpHeadroom` × its minimum when nobody watches it) for `tierUpHoldNs`, at least
+    /// `tierDwellNs` after its last move. A move takes effect at the new tier's next key frame (asked for at once),
+    /// so the browser sees a resolution change, not a broken picture. Each tier's bitrate follows the lowest
+    /// estimate among its viewers, within the tier's maximum; every estimate that comes in re-judges every viewer.
     public func connect(_ tiered: TieredEncodeStage) {
         encoders.withLock {
             $0 = zip(tiered.tiers, tiered.stages).map { tier, stage in
@@ -359,62 +372,36 @@ public final class ViewerHub: EncodedOutput, Sendable {
         let bps = min(reported, ViewerHub.maxEstimateBps)
         let now = monotonicNanoseconds()
         state.withLock { s in
-            guard var v = s.viewers[id] else { return }
-            v.remb = bps
-            defer {
-                // A viewer on (or moving to) a lower tier is on a limited link: no low-latency playout for it.
-                v.peer.sender.setLinkLimited((v.pendingTier ?? v.tier) > 0)
+            guard s.viewers[id] != nil else { return }
+            s.viewers[id]?.remb = bps
+            s.viewers[id]?.seat.estimate = Int(clamping: bps)
+            // The viewer that reported first, then the others: a rise of one viewer's estimate can move another
+            // off the tier they share.
+            var changed = false
+            for other in [id] + s.order.filter({ $0 != id }) {
+                guard var v = s.viewers[other] else { continue }
+                let others = s.order.compactMap { $0 == other ? nil : s.viewers[$0]?.seat }
+                if TierPolicy.choose(&v.seat, others: others, tiers: s.tiers, now: now) {
+                    if let p = v.pendingTier { s.routes[p].keyFramePending = true }
+                    changed = true
+                }
+                s.viewers[other] = v
             }
-            if ViewerHub.chooseTier(&v, tiers: s.tiers, now: now) {
-                if let p = v.pendingTier { s.routes[p].keyFramePending = true }
-                s.viewers[id] = v
-                ViewerHub.route(&s)
-            } else {
-                s.viewers[id] = v
-            }
+            if changed { ViewerHub.route(&s) }
+            // A viewer on (or moving to) a lower tier is on a limited link: no low-latency playout for it.
+            for other in s.order { s.viewers[other].map { $0.peer.sender.setLinkLimited(($0.pendingTier ?? $0.tier) > 0) } }
         }
         recomputeBitrate()
     }
 
-    /// Moves `v` down at once when its estimate is under its tier's minimum (to the largest tier the estimate
-    /// carries), or up one tier when the estimate allowed it for long enough. True when its pending tier changed.
-    private static func chooseTier(_ v: inout Viewer, tiers: [EncodeTier], now: Int64) -> Bool {
-        guard tiers.count > 1, let estimate = v.remb.map({ Int(clamping: $0) }) else { return false }
-        let current = v.pendingTier ?? v.tier
-        var target: Int?
-        let stay = { (t: Int) in Double(estimate) >= Double(tiers[t].minBitrate) * tierStayHeadroom }
-        if !stay(current), current + 1 < tiers.count {
-            var t = current + 1
-            while t + 1 < tiers.count && !stay(t) { t += 1 }
-            target = t
-        } else if current > 0, Double(estimate) >= Double(tiers[current - 1].minBitrate) * tierUpHeadroom {
-            let since = v.upSinceNs ?? now
-            v.upSinceNs = since
-            if now - since >= tierUpHoldNs && now - v.tierSinceNs >= tierDwellNs { target = current - 1 }
-        } else {
-            v.upSinceNs = nil
-        }
-        guard let target else { return false }
-        v.upSinceNs = nil
-        v.pendingTier = target == v.tier ? nil : target
-        return true
-    }
-
     /// Each tier's bitrate: the lowest estimate among the viewers on it or moving to it (the tier's encoder caps it).
     private func recomputeBitrate() {
-        let lowest = state.withLock { s -> [UInt64?] in
-            let count = max(1, s.routes.count)
-            var lowest = [UInt64?](repeating: nil, count: count)
-            for v in s.viewers.values {
-                guard let e = v.remb else { continue }
-                let t = min(count - 1, v.pendingTier ?? v.tier)
-                lowest[t] = min(lowest[t] ?? .max, e)
-            }
-            return lowest
+        let lowest = state.withLock { s -> [Int?] in
+            TierPolicy.rates(count: s.routes.count, seats: s.order.compactMap { s.viewers[$0]?.seat })
         }
         let encoders = self.encoders.withLock { $0 }
         for (t, e) in lowest.enumerated() {
-            if let e, encoders.indices.contains(t) { encoders[t].follower.update(bitsPerSecond: e) }
+            if let e, encoders.indices.contains(t) { encoders[t].follower.update(bitsPerSecond: UInt64(e)) }
         }
     }
 
@@ -519,7 +506,8 @@ public final class ViewerHub: EncodedOutput, Sendable {
                 ("rembBps", v.remb.map { Int(clamping: $0) } ?? -1), ("transportCC", p.usesTransportWideCC),
                 ("transportFeedbacks", st.rtp.transportFeedbacks), ("sendSideEstimateBps", st.rtp.sendSideEstimate.map { Int(clamping: $0) } ?? -1),
                 ("delayUsage", st.rtp.delayUsage ?? ""), ("probes", st.rtp.probes), ("probePackets", st.rtp.probePackets),
-                ("probesRaised", st.rtp.probesRaised), ("probesLost", st.rtp.probesLost), ("trainsRaised", st.rtp.trainsRaised),
+                ("probesRaised", st.rtp.probesRaised), ("probesLost", st.rtp.probesLost),
+                ("probesCapped", st.rtp.probesCapped), ("deliveryCaps", st.rtp.deliveryCaps), ("trainsRaised", st.rtp.trainsRaised),
                 ("trains", st.rtp.trainsMeasured), ("lastTrainBps", st.rtp.lastTrainRate.map { Int(clamping: $0) } ?? -1),
                 ("queueDelayMs", Double(st.rtp.queueDelayUs) / 1000),
                 ("transportLoss", st.rtp.transportLoss ?? -1),

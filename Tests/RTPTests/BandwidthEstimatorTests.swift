@@ -153,17 +153,19 @@ struct SplitMix {
     }
 }
 
-/// Packet trains (#21): a frame's packets, sent at one instant, arrive at the bottleneck's rate. Far above the
-/// estimate (a lifted limit) they raise it (to 90 % of twice the estimate); at about the estimate (a full link,
-/// its token bucket's burst included) they do not.
+/// Packet trains (#21, #39): a key frame's first packets, sent at one instant, arrive at the bottleneck's rate, or
+/// at line rate through a refilled token bucket. So a train raises nothing: far above the estimate it only calls a
+/// probe sooner (after 0.5 s, and not before half the wait a failed probe set); at about the estimate (a full
+/// link) it calls nothing.
 @Suite struct PacketTrainTests {
-    /// Sends `frames` frames of 5 × 1200-byte packets 100 ms apart, each train arriving over `trainUs`, and
-    /// returns the estimator after their feedback.
-    static func run(trainUs: Int64, frames: Int) -> SendSideBandwidthEstimator {
-        var e = SendSideBandwidthEstimator(configuration: .init(minBitrate: 50_000, maxBitrate: 20_000_000, startBitrate: 300_000))
-        var seq: UInt16 = 0
+    /// After a failed probe (the next due 2 s later), `frames` frames of 5 × 1200-byte packets 100 ms apart, each
+    /// train arriving over `trainUs`, and their feedback. Returns the estimator and when the probe failed.
+    static func run(trainUs: Int64, frames: Int) -> (SendSideBandwidthEstimator, failedAt: Int64) {
+        var (e, seq) = ProbeScheduleTests.started()
+        _ = ProbeScheduleTests.probe(&e, seq: &seq, atUs: 100_000, slowdown: 4)
+        let failedAt: Int64 = 100_000 + 100_000 + 240_000
         for f in 0..<frames {
-            let sendUs = Int64(f) * 100_000
+            let sendUs = failedAt + 100_000 + Int64(f) * 100_000
             var arrivals: [Int64?] = []
             let base = seq
             for k in 0..<5 {
@@ -173,26 +175,31 @@ struct SplitMix {
             }
             e.feedback(
                 TransportFeedback(senderSSRC: 1, mediaSSRC: 2, baseSequence: base, feedbackCount: UInt8(f), arrivals: arrivals),
-                nowUs: sendUs + 60_000)
+                nowUs: sendUs + 60_000 + trainUs)
         }
-        return e
+        return (e, failedAt)
     }
 
-    @Test func aFastTrainRaisesTheEstimateAndAFullLinksDoesNot() {
-        // 4800 bytes after the first in 1 ms: 38 Mbit/s, far above 300 kbit/s.
-        let open = Self.run(trainUs: 1_000, frames: 3)
-        #expect(open.trainsRaised >= 1 && open.estimate >= 500_000, "\(open.estimate) after \(open.trainsRaised) trains")
+    @Test func aFastTrainCallsAProbeAndRaisesNothing() {
+        // 4800 bytes after the first in 1 ms: 38 Mbit/s, far above 300 kbit/s (a lifted limit, or a bucket's burst).
+        let (open, failedAt) = Self.run(trainUs: 1_000, frames: 3)
+        var o = open
+        #expect(open.trainsRaised == 1 && open.estimate < 400_000, "\(open.estimate) after \(open.trainsRaised) trains")
         #expect((open.lastTrainRate ?? 0) > 30_000_000)
         #expect(open.trainsMeasured == 2, "the third frame's train ends only when another packet comes")
-        // The same trains over 80 ms: 480 kbit/s, 1.6 × the estimate: a full link, nothing raised.
-        let full = Self.run(trainUs: 80_000, frames: 3)
+        // The probe it called: half the failed probe's 2 s wait after it, not the whole.
+        #expect(o.startProbe(nowUs: failedAt + 1_050_000) != nil, "usage \(open.usage)")
+        // The same trains over 80 ms: 480 kbit/s, 1.6 × the estimate: a full link, no probe called.
+        var (full, _) = Self.run(trainUs: 80_000, frames: 3)
         #expect(full.trainsRaised == 0 && full.estimate < 400_000, "\(full.estimate)")
         #expect((full.lastTrainRate ?? 0) > 400_000 && (full.lastTrainRate ?? 0) < 600_000)
+        #expect(full.startProbe(nowUs: failedAt + 1_050_000) == nil)
     }
 }
 
-/// Probing (#21): a probe the path carries is followed by a larger one at once (a lifted limit is climbed in round
-/// trips); a probe it does not carry waits 2 s, doubling with each failure in a row.
+/// Probing (#21, #39): a probe the path carries is followed by a larger one once the rate acknowledged after it
+/// confirms the raise (a lifted limit is climbed in round trips; a token bucket's burst that passed the probe is
+/// found out and the raise capped); a probe it does not carry waits 2 s, then 4 s with each failure in a row.
 @Suite struct ProbeScheduleTests {
     /// One probe cluster from `startProbe`: its bytes in 1200-byte packets (7 at least) sent over 60 ms from
     /// `atUs`, arriving `slowdown` times as far apart, and the feedback for them. Returns whether a probe was due.
@@ -231,20 +238,54 @@ struct SplitMix {
         return (e, 1)
     }
 
-    @Test func aCarriedProbeIsFollowedAtOnceAndAFailedOneWaits() {
+    /// Packets of 1200 bytes at `bps` from `fromUs` to `toUs`, arriving after 20 ms spaced at `deliveredBps` (a
+    /// standing queue when slower), with feedback every 50 ms.
+    static func steady(_ e: inout SendSideBandwidthEstimator, seq: inout UInt16, fromUs: Int64, toUs: Int64, bps: Int, deliveredBps: Int) {
+        let gap = Int64(1200 * 8 * 1_000_000 / bps), arrivalGap = Int64(1200 * 8 * 1_000_000 / deliveredBps)
+        var t = fromUs, k: Int64 = 0, base = seq
+        var arrivals: [Int64?] = []
+        while t < toUs {
+            e.packetSent(sequence: seq, timeUs: t, bytes: 1200)
+            arrivals.append(fromUs + 20_000 + k * arrivalGap)
+            seq &+= 1
+            k += 1
+            t += gap
+            if arrivals.count * Int(gap) >= 50_000 {
+                e.feedback(
+                    TransportFeedback(senderSSRC: 1, mediaSSRC: 2, baseSequence: base, feedbackCount: 0, arrivals: arrivals),
+                    nowUs: max(t, arrivals.last!! + 20_000))
+                base = seq
+                arrivals = []
+            }
+        }
+    }
+
+    @Test func aCarriedProbeIsFollowedOnceDeliveryConfirmsItAndAFailedOneWaits() {
         // Carried: the probe's bytes over 60 ms both ways, above its 600 kbit/s target: raised to 90 % of it.
         var (e, seq) = Self.started()
         #expect(Self.probe(&e, seq: &seq, atUs: 100_000, slowdown: 1))
         #expect(e.probesRaised == 1 && e.estimate >= 700_000, "\(e.estimate)")
         let raised = e.estimate
-        #expect(Self.probe(&e, seq: &seq, atUs: 300_000, slowdown: 1), "no probe right after a success")
+        #expect(e.startProbe(nowUs: 300_000) == nil, "the next waits for the rate acknowledged after the raise")
+        // The path delivers what is sent at the raised rate for 400 ms: confirmed, the next probe starts at once.
+        Self.steady(&e, seq: &seq, fromUs: 300_000, toUs: 800_000, bps: raised, deliveredBps: raised)
+        #expect(Self.probe(&e, seq: &seq, atUs: 900_000, slowdown: 1), "confirmed: usage \(e.usage), delivered \(e.deliveredRate ?? -1)")
         #expect(e.probesRaised == 2 && e.estimate > raised, "\(e.estimate)")
+
+        // Carried, but a token bucket's burst passed it: what follows at the raised rate arrives at 300 kbit/s.
+        // The estimate goes down to what was delivered, and the probe counts as failed (the next in 2 s).
+        var (c, cseq) = Self.started()
+        #expect(Self.probe(&c, seq: &cseq, atUs: 100_000, slowdown: 1))
+        let capped = c.estimate
+        Self.steady(&c, seq: &cseq, fromUs: 300_000, toUs: 800_000, bps: capped, deliveredBps: 300_000)
+        #expect(c.probesCapped == 1 && c.deliveryCaps >= 1 && c.estimate <= 300_000, "\(capped) → \(c.estimate)")
+        #expect(c.startProbe(nowUs: 1_500_000) == nil)
 
         // Not carried: the packets arrive 4 times as far apart as they left: nothing raised, the next probe 2 s
         // later, then 4 s.
         var (f, fseq) = Self.started()
         #expect(Self.probe(&f, seq: &fseq, atUs: 100_000, slowdown: 4))
-        #expect(f.probesRaised == 0 && f.estimate <= 300_000, "\(f.estimate)")
+        #expect(f.probesRaised == 0 && f.estimate <= 330_000, "\(f.estimate)")
         let failedAt: Int64 = 100_000 + 100_000 + 240_000
         #expect(f.queueDelayUs > 100_000, "the slow probe queued: \(f.queueDelayUs)")
         Self.drained(&f, seq: &fseq, atUs: failedAt + 1_000_000)
@@ -255,7 +296,9 @@ struct SplitMix {
         Self.drained(&f, seq: &fseq, atUs: second + 1_000_000)
         #expect(f.startProbe(nowUs: second + 3_900_000) == nil)
         #expect(f.startProbe(nowUs: second + 4_000_000) != nil || f.usage != .normal, "usage \(f.usage)")
-        print("probes: carried → \(raised / 1000) then \(e.estimate / 1000) kbit/s; not carried → \(f.estimate / 1000) kbit/s, \(f.probes) probes")
+        print(
+            "probes: carried → \(raised / 1000) then \(e.estimate / 1000) kbit/s; passed by a bucket → \(capped / 1000) then \(c.estimate / 1000) kbit/s; not carried → \(f.estimate / 1000) kbit/s, \(f.probes) probes"
+        )
     }
 
     /// A probe that lost packets overfilled the path's queue (on a full 400 kbit/s link the frames behind it lost
