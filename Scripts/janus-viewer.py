@@ -18,9 +18,8 @@ import argparse, json, os, sys, tempfile, time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import janus_api  # noqa: E402
 
-from selenium import webdriver  # noqa: E402
-from selenium.webdriver.chrome.options import Options  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import chromium  # noqa: E402  (the one Chromium set-up: Scripts/chromium.py)
 
 JANUS_JS = "/usr/share/javascript/janus-gateway/janus.js"
 ADAPTER_JS = "/usr/share/javascript/webrtc-adapter/adapter.js"
@@ -131,16 +130,7 @@ window.viewStop = function () {
 
 
 def chromium(log=None):
-    o = Options()
-    for arg in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--mute-audio",
-                "--autoplay-policy=no-user-gesture-required", "--allow-loopback-in-peer-connection",
-                "--allow-file-access-from-files", "--no-first-run", "--disable-background-timer-throttling",
-                "--disable-renderer-backgrounding", "--disable-backgrounding-occluded-windows", "--window-size=640,480"]:
-        o.add_argument(arg)
-    o.binary_location = "/usr/bin/chromium"
-    o.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    service = Service("/usr/bin/chromedriver", log_output=log) if log else Service("/usr/bin/chromedriver")
-    return webdriver.Chrome(service=service, options=o)
+    return chromium.start(log=log, browser_logs=True)
 
 
 def publishers(j, room):

@@ -16,9 +16,8 @@ import shutil
 import sys
 import tempfile
 
-from selenium import webdriver
-from selenium.webdriver.chrome.options import Options
-from selenium.webdriver.chrome.service import Service
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import chromium  # noqa: E402  (the one Chromium set-up: Scripts/chromium.py)
 
 SCRIPT = """
 const [name, frames, seek, done] = arguments;
@@ -78,13 +77,7 @@ def main():
         page = os.path.join(folder, "index.html")
         with open(page, "w") as f:
             f.write("<!doctype html><html><body></body></html>")
-        o = Options()
-        for arg in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--mute-audio",
-                    "--autoplay-policy=no-user-gesture-required", "--allow-file-access-from-files", "--no-first-run",
-                    "--disable-background-timer-throttling", "--disable-renderer-backgrounding", "--window-size=800,600"]:
-            o.add_argument(arg)
-        o.binary_location = "/usr/bin/chromium"
-        d = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=o)
+        d = chromium.start(window="800,600")
         try:
             d.set_script_timeout(a.timeout)
             d.get("file://" + page)

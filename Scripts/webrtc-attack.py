@@ -9,11 +9,10 @@ page tries to read GET /stats, to DELETE a viewer (the real resource path when g
 viewer of its own through WHEP (an offer from its own RTCPeerConnection) and to read a pixel of the video into
 a canvas. Prints one JSON line with what each attempt got.
 """
-import argparse, http.server, json, sys, threading
+import argparse, http.server, json, os, sys, threading
 
-from selenium import webdriver
-from selenium.webdriver.chrome.options import Options
-from selenium.webdriver.chrome.service import Service
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import chromium  # noqa: E402  (the one Chromium set-up: Scripts/chromium.py)
 
 PAGE = """<!doctype html><html><body><video id=v autoplay muted playsinline></video><script>
 const target = %(target)s, resource = %(resource)s;
@@ -73,12 +72,7 @@ def main():
     threading.Thread(target=server.serve_forever, daemon=True).start()
     origin = "http://127.0.0.1:%d/" % server.server_address[1]
 
-    o = Options()
-    for arg in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--mute-audio",
-                "--autoplay-policy=no-user-gesture-required", "--allow-loopback-in-peer-connection", "--no-first-run"]:
-        o.add_argument(arg)
-    o.binary_location = "/usr/bin/chromium"
-    d = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=o)
+    d = chromium.start()
     out = {"origin": origin}
     try:
         d.get(origin)

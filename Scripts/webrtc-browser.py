@@ -18,9 +18,8 @@ INSECURE = ssl.create_default_context()
 INSECURE.check_hostname = False
 INSECURE.verify_mode = ssl.CERT_NONE
 
-from selenium import webdriver
-from selenium.webdriver.chrome.options import Options
-from selenium.webdriver.chrome.service import Service
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import chromium  # noqa: E402  (the one Chromium set-up: Scripts/chromium.py)
 
 
 TOKEN = None
@@ -60,17 +59,7 @@ def main():
         TOKEN = fragment[len("token="):]
     base = url if url.endswith("/") else url + "/"
 
-    o = Options()
-    for arg in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--mute-audio",
-                "--autoplay-policy=no-user-gesture-required", "--allow-loopback-in-peer-connection",
-                "--no-first-run", "--disable-background-timer-throttling", "--disable-renderer-backgrounding",
-                "--disable-backgrounding-occluded-windows", "--window-size=640,480"]:
-        o.add_argument(arg)
-    if a.spki:
-        o.add_argument("--ignore-certificate-errors-spki-list=" + a.spki)
-    o.binary_location = "/usr/bin/chromium"
-    service = Service("/usr/bin/chromedriver", log_output=a.log) if a.log else Service("/usr/bin/chromedriver")
-    d = webdriver.Chrome(service=service, options=o)
+    d = chromium.start(extra=["--ignore-certificate-errors-spki-list=" + a.spki] if a.spki else [], log=a.log)
     out = {"ok": False}
     try:
         d.set_script_timeout(10)

@@ -16,9 +16,8 @@ went through.
 """
 import argparse, json, os, sys, tempfile, time
 
-from selenium import webdriver
-from selenium.webdriver.chrome.options import Options
-from selenium.webdriver.chrome.service import Service
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import chromium  # noqa: E402  (the one Chromium set-up: Scripts/chromium.py)
 
 PAGE = r"""<!doctype html><html><head><meta charset="utf-8"><title>WHIP publisher</title></head><body>
 <video id="v" autoplay muted playsinline width="320"></video>
@@ -131,16 +130,7 @@ window.pubStop = async function (token, doDelete) {
 
 
 def chromium(log=None, fps=30):
-    o = Options()
-    for arg in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--mute-audio",
-                "--use-fake-device-for-media-stream=fps=%d" % fps, "--use-fake-ui-for-media-stream",
-                "--autoplay-policy=no-user-gesture-required", "--allow-loopback-in-peer-connection",
-                "--no-first-run", "--disable-background-timer-throttling", "--disable-renderer-backgrounding",
-                "--disable-backgrounding-occluded-windows", "--window-size=640,480"]:
-        o.add_argument(arg)
-    o.binary_location = "/usr/bin/chromium"
-    service = Service("/usr/bin/chromedriver", log_output=log) if log else Service("/usr/bin/chromedriver")
-    return webdriver.Chrome(service=service, options=o)
+    return chromium.start(extra=["--use-fake-device-for-media-stream=fps=%d" % fps, "--use-fake-ui-for-media-stream"], log=log)
 
 
 def main():
