@@ -307,6 +307,7 @@ public final class CaptureSession {
                     // Pictures paused (nobody wanted one): the frame only keeps the clock. A stage that wants
                     // pictures again (a viewer came) resumes them from the next frame.
                     if frame.isUnconverted {
+                        metrics.frames.increment() // captured (dequeued), although nobody wanted its picture
                         let wanted = stages.contains { $0.wantsPictures }
                         if wanted { source.setPicturesPaused(false) }
                         if idle.enabled && idle.shouldRelease(wanted: wanted, at: frame.timestampNs) { break }
@@ -514,7 +515,7 @@ struct AdaptationTally {
 
 /// The help text of every metric the pipeline reports (a Prometheus exposition gives it as `# HELP`).
 public let pipelineMetricsHelp: [String: String] = [
-    "capture_frames_total": "Frames captured and passed to the stages.",
+    "capture_frames_total": "Frames captured: passed to the stages, or only dequeued while no stage wants pictures.",
     "capture_frames_dropped_total": "Frames the capturer dropped (late, consumer busy, driver drops).",
     "capture_frames_undecodable_total": "Captured frames that could not be converted (a corrupt JPEG, a short buffer).",
     "capture_conversion_seconds": "Time to convert one captured frame to I420.",

@@ -7,12 +7,15 @@ import TestSupport
 @Suite(.serialized, .timeLimit(.minutes(4))) struct OperationsTests {
     static let promtool = ["/usr/bin/promtool", "/usr/local/bin/promtool"].first { FileManager.default.isExecutableFile(atPath: $0) }
 
-    /// The samples of a Prometheus text, by series ("name" or "name{labels}").
+    /// The samples of a Prometheus text, by series ("name" or "name{labels}"); a labelled series also adds into
+    /// its bare name (`capture_frames_total` sums `capture_frames_total{camera="…"}`).
     func samples(_ text: String) -> [String: Double] {
         var out: [String: Double] = [:]
         for line in text.split(separator: "\n") where !line.hasPrefix("#") {
             guard let space = line.lastIndex(of: " "), let v = Double(line[line.index(after: space)...]) else { continue }
-            out[String(line[..<space])] = v
+            let series = String(line[..<space])
+            out[series] = v
+            if let brace = series.firstIndex(of: "{") { out[String(series[..<brace]), default: 0] += v }
         }
         return out
     }
@@ -53,11 +56,14 @@ import TestSupport
             environment: ["CAMCAP_LOG": "debug"])
         defer { _ = server.stop() }
         #expect(!server.url.isEmpty, "\(server.err)")
-        // Nobody watching: frames are captured and converted, nothing is encoded.
+        // Nobody watching: frames are captured (dequeued) and neither converted nor encoded (#38: the first frame
+        // only, before the session knew). Every capture and encoder series carries its camera.
         let idle = try scrape(server) { ($0["capture_frames_total"] ?? 0) >= 30 }
         try promtoolAccepts(idle.text)
         #expect(idle.samples["whep_viewers"] == 0 && idle.samples["encoder_frames_total"] == 0, "\(idle.samples)")
-        #expect((idle.samples["capture_conversion_seconds_count"] ?? 0) >= 30)
+        #expect((idle.samples["capture_conversion_seconds_count"] ?? 99) <= 2, "\(idle.samples)")
+        #expect(idle.samples["capture_frames_total{camera=\"fixture:vivid\"}"] != nil, "\(idle.text.prefix(1500))")
+        #expect(idle.samples["encoder_frames_total{camera=\"fixture:vivid\"}"] != nil, "\(idle.text.prefix(1500))")
         // Without the token: 401, counted.
         let anonymous = try runTool("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", server.url + "metrics"])
         #expect(anonymous.out == "401")
