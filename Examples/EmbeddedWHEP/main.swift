@@ -1,58 +1,63 @@
-// An app that embeds the WHEP server: its own capture session and encoder, the library's viewers and endpoint,
+// An app that embeds the WHEP server: its own capture session and encoders, the library's viewers and endpoint,
 // and a route of its own (GET /health). Open the printed URL in a browser.
 //
 //   swift run embedded-whep-example [DEVICE] [SECONDS]      (default fixture:vivid, until Ctrl-C)
+//
+// From its first import on, this file is the first code block of the WHEPServer article "Serving and streaming"
+// (Sources/WHEPServer/WHEPServer.docc/ServingAndStreaming.md): ReadmeTests checks that the two are the same, and
+// EmbeddingTests runs this example with Chromium as the viewer, so the article's code is what is built and watched.
 import CapturePipeline
 import Foundation
 import VideoCapture
+import VideoProcessing
 import WebRTC
 import WHEPServer
 
-@main struct EmbeddedWHEP {
-    static func main() async {
-        do { try await run() } catch {
-            FileHandle.standardError.write(Data("embedded-whep-example: \(error)\n".utf8))
-            exit(1)
-        }
-    }
+let arguments = CommandLine.arguments.dropFirst()
+var configuration = CaptureSession.Configuration()
+configuration.device = arguments.first ?? "fixture:vivid" // or "/dev/video0"
+configuration.size = FrameSize(width: 1280, height: 720)
+configuration.durationNs = arguments.dropFirst().first.flatMap(Double.init).map { Int64($0 * 1e9) } // nil: until stopped
+configuration.idleReleaseNs = 10_000_000_000 // release the camera after 10 s without viewers
+let session = try CaptureSession(configuration)
+session.sourceOptions = VideoSource.Options(applyRotation: true) // upright pixels until viewers say otherwise
 
-    static func run() async throws {
-        let args = CommandLine.arguments.dropFirst()
-        var configuration = CaptureSession.Configuration()
-        configuration.device = args.first ?? "fixture:vivid"
-        configuration.size = FrameSize(width: 640, height: 360)
-        configuration.durationNs = args.dropFirst().first.flatMap(Double.init).map { Int64($0 * 1e9) } // nil: until stopped
-        let session = try CaptureSession(configuration)
+// Each viewer's link is measured by the server (transport-wide feedback, with probes above the sent rate) and
+// each viewer gets the largest of three encodes (full, half and quarter size) that its link carries.
+var settings = EncodeStage.baseSettings(for: session.selection, bitrateKbps: 1500, maxBitrateKbps: nil)
+settings.sliceMode = .maxNALSize(1200) // slices that fit one RTP packet
+var peer = WebRTCPeer.Configuration(bindHost: "127.0.0.1", candidateHosts: ["127.0.0.1"])
+peer.useTransportWideCC = true // our own estimate per viewer, with probing
+let hub = ViewerHub(identity: try DTLSIdentity(), configuration: peer)
+let plan = EncodeTier.plan(
+    for: FrameSize(width: settings.width, height: settings.height), maxCount: 3,
+    targetBitrate: settings.targetBitrate, maxBitrate: settings.effectiveMaxBitrate)
+let encode = TieredEncodeStage(
+    tiers: plan, settings: settings, keyIntervalSeconds: 2, outputs: hub.tierOutputs(plan.count),
+    firstTier: { [hub] in hub.tierToEncodeFirst })
+hub.connect(encode) // key-frame requests, and each viewer's estimate → its tier and that tier's bitrate
+hub.whenViewersArrive(session.wakeAction) // a released camera starts again
+hub.steerRotation(session.outputRequests) // rotation as metadata while every viewer takes it
 
-        // One encode for every viewer; the hub is the encoder's output and the viewers' list.
-        var settings = EncodeStage.baseSettings(for: session.selection, bitrateKbps: 1200, maxBitrateKbps: nil)
-        settings.sliceMode = .maxNALSize(1200)
-        let hub = ViewerHub(
-            identity: try DTLSIdentity(), configuration: WebRTCPeer.Configuration(bindHost: "127.0.0.1", candidateHosts: ["127.0.0.1"]))
-        let encode = EncodeStage(settings: settings, keyIntervalSeconds: 2, outputs: [hub])
-        hub.connect(encode, adapting: nil)
-
-        // Only the holder of the token may watch (the page reads it from the URL's fragment and sends it as a
-        // bearer token); the app's own routes are behind it too.
-        let token = ServeSecurity.randomToken()
-        let policy = try ServerPolicy(token: token, hostNames: ["127.0.0.1", "localhost"])
-        let endpoint = WHEPEndpoint(hub: hub, policy: policy)
-        let server = try await HTTPServer.start(host: "127.0.0.1", port: 0, endpoint: endpoint, tls: nil) { request in
-            guard request.method == "GET", request.path == "/health" else { return nil } // the rest: WHEP, the page
-            return WHEPResponse(status: 200, headers: [("Content-Type", "application/json")], body: "{\"viewers\": \(hub.viewerCount)}\n")
-        }
-        FileHandle.standardOutput.write(Data("open http://127.0.0.1:\(server.port)/#token=\(token)\n".utf8)) // unbuffered: a test waits for it
-
-        let stop = session.stopAction
-        signal(SIGINT, SIG_IGN)
-        let sigint = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
-        sigint.setEventHandler { stop() }
-        sigint.resume()
-
-        let report = try await session.run(stages: [encode])
-        hub.closeAll(reason: "the app stopped")
-        await server.stop()
-        print(report.summaryText)
-        if let failure = report.failure { throw failure }
-    }
+// Only the holder of the token may watch (the page reads it from the URL's fragment and sends it as a bearer
+// token); the app's own routes are behind it too.
+let token = ServeSecurity.randomToken()
+let endpoint = WHEPEndpoint(hub: hub, policy: try ServerPolicy(token: token, hostNames: ["127.0.0.1", "localhost"]))
+let server = try await HTTPServer.start(host: "127.0.0.1", port: 0, endpoint: endpoint, tls: nil) { [hub] request in
+    guard request.method == "GET", request.path == "/health" else { return nil } // the rest: WHEP, the page, /stats
+    return WHEPResponse(status: 200, headers: [("Content-Type", "application/json")], body: "{\"viewers\": \(hub.viewerCount)}\n")
 }
+FileHandle.standardOutput.write(Data("open http://127.0.0.1:\(server.port)/#token=\(token)\n".utf8)) // unbuffered
+
+// Ctrl-C stops the session; the viewers are told, the server stops and the report is printed.
+let stop = session.stopAction
+signal(SIGINT, SIG_IGN)
+let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
+interrupt.setEventHandler { stop() }
+interrupt.resume()
+
+let report = try await session.run(stages: [encode])
+hub.closeAll(reason: "the app stopped")
+await server.stop()
+print(report.summaryText)
+if report.failure != nil { exit(1) }

@@ -108,6 +108,24 @@ enum ThisPackage {
         #expect(r.exitCode == 0 && shown.isEmpty, "\(shown.joined(separator: "\n"))\n\(r.exitCode != 0 && shown.isEmpty ? r.output : "")")
     }
 
+    /// The WHEP article's first block is `Examples/EmbeddedWHEP/main.swift` from its first import on: what the
+    /// article shows is what is built and what EmbeddingTests runs with Chromium as the viewer (#39).
+    @Test func theServingArticlesFirstBlockIsTheEmbeddingExample() throws {
+        let article = "Sources/WHEPServer/WHEPServer.docc/ServingAndStreaming.md"
+        let block = try #require(ReadmeBlock.blocks(of: article).first, "no Swift block in \(article)")
+        let example = try String(contentsOfFile: repositoryRoot + "/Examples/EmbeddedWHEP/main.swift", encoding: .utf8)
+        let lines = example.split(separator: "\n", omittingEmptySubsequences: false)
+        let start = try #require(lines.firstIndex { $0.hasPrefix("import ") }, "the example imports something")
+        let code = lines[start...].joined(separator: "\n")
+        let shown = block.code.split(separator: "\n", omittingEmptySubsequences: false)
+        let built = code.split(separator: "\n", omittingEmptySubsequences: false)
+        let first = zip(shown, built).enumerated().first { $0.element.0 != $0.element.1 }
+        #expect(
+            block.code == code,
+            first.map { "\(article):\(block.line + $0.offset) differs from the example: \"\($0.element.0)\" against \"\($0.element.1)\"" }
+                ?? "\(article):\(block.line): \(shown.count) lines against the example's \(built.count)")
+    }
+
     @Test func thePackageManifestCompilesAndNamesThisPackageAndItsProducts() throws {
         let block = try #require(ReadmeBlock.manifests.first)
         let tools = try #require(block.code.firstMatch(of: /^\/\/ swift-tools-version:\s*([0-9.]+)/), "the manifest starts with its tools version")
