@@ -41,6 +41,16 @@ def tool(*names):
     fail_setup(f"none of {', '.join(names)} is installed")
 
 
+def default_build_dir():
+    """.build/debug (a link SwiftPM makes at the end of a build), else the one .build/<triple>/debug."""
+    link = os.path.join(ROOT, ".build", "debug")
+    if os.path.isdir(link):
+        return link
+    found = sorted(d for d in (os.path.join(ROOT, ".build", t, "debug") for t in os.listdir(os.path.join(ROOT, ".build"))) if os.path.isdir(d)) \
+        if os.path.isdir(os.path.join(ROOT, ".build")) else []
+    return found[0] if len(found) == 1 else link
+
+
 def swift_targets(sources):
     """Targets under Sources/ with Swift files (the C shims have none)."""
     targets = []
@@ -54,7 +64,7 @@ def swift_targets(sources):
 def module_objects(build_dir, target):
     """The target's object files: those its output-file-map.json names (a source file removed since an earlier
     build leaves its object behind), else every .o in its folder."""
-    d = os.path.join(build_dir, target + ".build")
+    d = os.path.join(build_dir, re.sub(r"\W", "_", target) + ".build")  # SwiftPM's folder: a C identifier (vivid_check)
     if not os.path.isdir(d):
         return None
     objects = sorted(os.path.join(d, f) for f in os.listdir(d) if f.endswith(".o"))
@@ -128,7 +138,7 @@ class Allowlist:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--build-dir", default=os.path.join(ROOT, ".build", "debug"))
+    parser.add_argument("--build-dir", default=default_build_dir())
     parser.add_argument("--allowlist", default=os.path.join(ROOT, "Scripts", "syscall-allowlist.txt"))
     parser.add_argument("--sources", default=os.path.join(ROOT, "Sources"))
     args = parser.parse_args()
@@ -139,7 +149,7 @@ def main():
     for t in targets:
         found = module_objects(args.build_dir, t)
         if not found:
-            fail_setup(f"no object files for {t} in {args.build_dir}/{t}.build: run `swift build` first")
+            fail_setup(f"no object files for {t} in {args.build_dir}: run `swift build` first")
         for o in found:
             objects[o] = t
     scopes = set(targets) | {f"{t}/{os.path.basename(o)[:-2]}" for o, t in objects.items()} | {"*"}
@@ -180,7 +190,7 @@ def main():
         text = demangled.get(symbol)
         if text is None:
             return None
-        m = re.match(r"(?:.* for )?Glibc\.(\w+)", text)
+        m = re.match(r"(?:.* for )?Glibc\.(\w+)\(", text)  # a function (the overlay's constants are getters)
         if m:
             return m.group(1)
         for name, pattern in forbidden:

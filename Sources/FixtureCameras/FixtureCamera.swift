@@ -323,4 +323,3 @@ final class FixtureStream: CaptureStream, Sendable {
 }
 
 private func sleepUntil(_ ns: Int64) { Sleep.until(monotonicNs: ns) }
-

@@ -34,3 +34,17 @@ package enum ProcessExit {
     /// exit(3) with `status`: atexit handlers run and stdio is flushed.
     package static func now(_ status: Int32) -> Never { exit(status) }
 }
+
+/// The C library's buffered output streams (where `print` writes).
+package enum StandardStreams {
+    /// fflush(NULL): writes out what every output stream holds (a line `print` buffered before a long wait).
+    package static func flush() { fflush(nil) }
+}
+
+extension FileDescriptor {
+    /// Standard error (descriptor 2).
+    package static let standardError = FileDescriptor(rawValue: 2)
+
+    /// isatty(3): true when the descriptor is a terminal.
+    package var isTerminal: Bool { isatty(rawValue) != 0 }
+}

@@ -69,7 +69,7 @@ struct Devices: AsyncParsableCommand {
             }
         }
         if watch {
-            fflush(nil)
+            StandardStreams.flush()
             await watchDevices(capturer)
         }
     }

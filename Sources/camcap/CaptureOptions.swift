@@ -160,7 +160,7 @@ extension CaptureSession {
     func runCommand(_ verb: String, quiet: Bool, stages: [any PictureStage], namedDevice: String?) async throws {
         let stopSignal = StopSignal(onStop: stopAction)
         defer { withExtendedLifetime(stopSignal) {} }
-        let tty = isatty(2) != 0
+        let tty = FileDescriptor.standardError.isTerminal
         if !quiet {
             onStarted = { s in
                 FileHandle.standardError.write(
