@@ -209,14 +209,14 @@ def main():
             entry = allowlist.permits(target, obj, name)
             if entry:
                 used.add(entry)
-            else:
+            elif not any(v[:3] == (target, name, obj) for v in violations):  # once per name and object
                 violations.append((target, name, obj, symbol))
 
     status = 0
     for target, name, obj, symbol in violations:
         rel = os.path.relpath(obj, ROOT) if obj.startswith(ROOT) else obj
         raw = "" if symbol == name else f" (symbol {symbol})"
-        print(f"{target}: calls {name}{raw} in {rel}")
+        print(f"{target}: uses {name}{raw} in {rel}")
         status = 1
     for scope, entries in sorted(allowlist.allowed.items()):
         if scope == "*":

@@ -89,7 +89,7 @@ private let plants: [Plant] = [
         for plant in plants {
             let object = "\(build)/RTP.build/\(plant.file).swift.o"
             #expect(
-                lines.contains { $0.hasPrefix("RTP: calls \(plant.reported)") && $0.hasSuffix(" in \(object)") },
+                lines.contains { $0.hasPrefix("RTP: uses \(plant.reported) ") && $0.hasSuffix(" in \(object)") },
                 "\(plant.file): \(plant.reported) not reported:\n\(r.out)")
         }
         let unplanted = lines.filter { !$0.contains("/RTP.build/Planted") }
