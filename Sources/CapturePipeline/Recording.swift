@@ -159,9 +159,7 @@ public final class RecordingOutput: EncodedOutput {
         guard configuration.segmentSeconds != nil else { return pattern }
         var base: String
         if pattern.contains("%") {
-            var t = time(nil)
-            var parts = tm()
-            localtime_r(&t, &parts)
+            var parts = SystemClock.localTime()
             var buffer = [CChar](repeating: 0, count: 4096)
             let n = strftime(&buffer, buffer.count, pattern, &parts)
             base = n > 0 ? String(decoding: buffer.prefix(n).map { UInt8(bitPattern: $0) }, as: UTF8.self) : pattern

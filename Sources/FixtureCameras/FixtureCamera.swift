@@ -208,7 +208,7 @@ final class FixtureStream: CaptureStream, Sendable {
 
     private func run() {
         // Wake at the frame's time, not up to 50 µs later (the default timer slack): a camera's frame arrives on time.
-        setTimerSlack(1)
+        try? Sleep.setTimerSlack(nanoseconds: 1)
         let w = applied.size.width, h = applied.size.height
         let format = applied.pixelFormat
         // The picture changes only where it moves; MJPEG re-encodes only the tiles that changed.
@@ -323,11 +323,3 @@ final class FixtureStream: CaptureStream, Sendable {
 }
 
 private func sleepUntil(_ ns: Int64) { Sleep.until(monotonicNs: ns) }
-
-/// prctl(PR_SET_TIMERSLACK, ns) for the calling thread. prctl is variadic (Swift cannot call it directly); its
-/// integer arguments pass in registers as for a fixed-argument function, so it is called through that type.
-private func setTimerSlack(_ ns: UInt) {
-    typealias Prctl = @convention(c) (Int32, UInt, UInt, UInt, UInt) -> Int32
-    guard let sym = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "prctl") else { return } // RTLD_DEFAULT
-    _ = unsafeBitCast(sym, to: Prctl.self)(29, ns, 0, 0, 0) // PR_SET_TIMERSLACK
-}

@@ -16,7 +16,7 @@ package enum MemoryMap {
     }
 }
 
-/// Sleeping on the monotonic clock (CLOCK_MONOTONIC, the clock `monotonicNanoseconds` reads).
+/// Sleeping on the monotonic clock (CLOCK_MONOTONIC, the clock `SystemClock.monotonicNanoseconds` reads).
 package enum Sleep {
     /// Sleeps until the monotonic clock reads `ns` (at once if it has passed); a signal does not cut it short.
     package static func until(monotonicNs ns: Int64) {
@@ -27,10 +27,17 @@ package enum Sleep {
     /// Sleeps for `ns` nanoseconds.
     package static func `for`(nanoseconds ns: Int64) {
         guard ns > 0 else { return }
-        var ts = timespec(), now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        let end = Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec) + ns
-        ts = timespec(tv_sec: Int(end / 1_000_000_000), tv_nsec: Int(end % 1_000_000_000))
-        while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nil) == EINTR {}
+        until(monotonicNs: SystemClock.monotonicNanoseconds() + ns)
+    }
+
+    /// prctl(PR_SET_TIMERSLACK, ns) for the calling thread: how late the kernel may end its sleeps (default 50 µs).
+    /// prctl is variadic (Swift cannot call it directly); its integer arguments pass in registers as for a
+    /// fixed-argument function, so it is called through that type.
+    package static func setTimerSlack(nanoseconds ns: UInt) throws(SystemError) {
+        typealias Prctl = @convention(c) (Int32, UInt, UInt, UInt, UInt) -> Int32
+        guard let prctl = prctlSymbol else { throw SystemError("prctl", errno: ENOSYS) }
+        _ = try SystemCall.retrying("prctl") { unsafeBitCast(prctl, to: Prctl.self)(29, ns, 0, 0, 0) } // PR_SET_TIMERSLACK
     }
 }
+
+private nonisolated(unsafe) let prctlSymbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "prctl") // RTLD_DEFAULT

@@ -1,5 +1,6 @@
 import Foundation
 public import NIOSSL
+import SystemIO
 import WebRTC
 import VideoCapture
 
@@ -66,9 +67,8 @@ public enum ServeSecurity {
     /// HTTP connections that fit under the descriptor limit (RLIMIT_NOFILE) beside the camera, the viewers'
     /// sockets and the process's own: accepting past the limit would make accept fail (EMFILE) and the server stall.
     public static func connectionsWithinDescriptorLimit(viewers: Int) -> Int {
-        var limit = rlimit()
-        guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 256 }
-        let soft = Int(clamping: min(limit.rlim_cur, 1 << 20))
+        guard let limit = try? ResourceLimits.openFiles() else { return 256 }
+        let soft = Int(clamping: min(limit.soft, 1 << 20))
         return max(8, soft - 64 - viewers)
     }
 

@@ -4,6 +4,7 @@ import VideoCapture
 import VideoProcessing
 import V4L2Capture
 import H264
+import SystemIO
 
 @main
 struct Camcap: AsyncParsableCommand {
@@ -39,7 +40,7 @@ extension FrameSize: ExpressibleByArgument {
 
 func fail(_ error: any Error) -> Never {
     FileHandle.standardError.write(Data("camcap: error: \(error)\n".utf8))
-    exit(1)
+    ProcessExit.now(1)
 }
 
 struct Devices: AsyncParsableCommand {
@@ -68,7 +69,7 @@ struct Devices: AsyncParsableCommand {
             }
         }
         if watch {
-            fflush(nil)
+            StandardStreams.flush()
             await watchDevices(capturer)
         }
     }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import Synchronization
+import SystemIO
 import VideoCapture
 import VideoProcessing
 import CapturePipeline
@@ -159,7 +160,7 @@ extension CaptureSession {
     func runCommand(_ verb: String, quiet: Bool, stages: [any PictureStage], namedDevice: String?) async throws {
         let stopSignal = StopSignal(onStop: stopAction)
         defer { withExtendedLifetime(stopSignal) {} }
-        let tty = isatty(2) != 0
+        let tty = FileDescriptor.standardError.isTerminal
         if !quiet {
             onStarted = { s in
                 FileHandle.standardError.write(
@@ -187,7 +188,7 @@ final class StopSignal: @unchecked Sendable {
     private let count = SignalCount()
     init(onStop: @escaping @Sendable () -> Void) {
         for sig in [SIGINT, SIGTERM] {
-            signal(sig, SIG_IGN)
+            try? SignalDisposition.ignore(sig) // best effort: the dispatch source sees the signal either way
             let src = DispatchSource.makeSignalSource(signal: sig, queue: .global())
             src.setEventHandler { [count, src] in // the cycle src → handler → src ends at cancel (deinit)
                 let received = Int(src.data)
@@ -195,7 +196,7 @@ final class StopSignal: @unchecked Sendable {
                     c += max(1, received)
                     return c
                 }
-                if n > 1 { exit(130) }
+                if n > 1 { ProcessExit.now(130) }
                 onStop()
             }
             src.resume()
@@ -204,8 +205,8 @@ final class StopSignal: @unchecked Sendable {
     }
     deinit {
         for s in sources { s.cancel() }
-        signal(SIGINT, SIG_DFL)
-        signal(SIGTERM, SIG_DFL)
+        try? SignalDisposition.restoreDefault(SIGINT)
+        try? SignalDisposition.restoreDefault(SIGTERM)
     }
 }
 
