@@ -13,57 +13,62 @@ import VideoProcessing
 import WebRTC
 import WHEPServer
 
-// A failure before or during the run (no such camera, the port taken) is printed, and the exit status is 1.
-do {
-    let arguments = CommandLine.arguments.dropFirst()
-    var configuration = CaptureSession.Configuration()
-    configuration.device = arguments.first ?? "fixture:vivid" // or "/dev/video0"
-    configuration.size = FrameSize(width: 1280, height: 720)
-    configuration.durationNs = arguments.dropFirst().first.flatMap(Double.init).map { Int64($0 * 1e9) } // nil: until stopped
-    configuration.idleReleaseNs = 10_000_000_000 // release the camera after 10 s without viewers
-    let session = try CaptureSession(configuration)
-    session.sourceOptions = VideoSource.Options(applyRotation: true) // upright pixels until viewers say otherwise
-
-    // Each viewer's link is measured by the server (transport-wide feedback, with probes above the sent rate) and
-    // each viewer gets the largest of three encodes (full, half and quarter size) that its link carries.
-    var settings = EncodeStage.baseSettings(for: session.selection, bitrateKbps: 1500, maxBitrateKbps: nil)
-    settings.sliceMode = .maxNALSize(1200) // slices that fit one RTP packet
-    var peer = WebRTCPeer.Configuration(bindHost: "127.0.0.1", candidateHosts: ["127.0.0.1"])
-    peer.useTransportWideCC = true // our own estimate per viewer, with probing
-    let hub = ViewerHub(identity: try DTLSIdentity(), configuration: peer)
-    let plan = EncodeTier.plan(
-        for: FrameSize(width: settings.width, height: settings.height), maxCount: 3,
-        targetBitrate: settings.targetBitrate, maxBitrate: settings.effectiveMaxBitrate)
-    let encode = TieredEncodeStage(
-        tiers: plan, settings: settings, keyIntervalSeconds: 2, outputs: hub.tierOutputs(plan.count),
-        firstTier: { [hub] in hub.tierToEncodeFirst })
-    hub.connect(encode) // key-frame requests, and each viewer's estimate → its tier and that tier's bitrate
-    hub.whenViewersArrive(session.wakeAction) // a released camera starts again
-    hub.steerRotation(session.outputRequests) // rotation as metadata while every viewer takes it
-
-    // Only the holder of the token may watch (the page reads it from the URL's fragment and sends it as a bearer
-    // token); the app's own routes are behind it too.
-    let token = ServeSecurity.randomToken()
-    let endpoint = WHEPEndpoint(hub: hub, policy: try ServerPolicy(token: token, hostNames: ["127.0.0.1", "localhost"]))
-    let server = try await HTTPServer.start(host: "127.0.0.1", port: 0, endpoint: endpoint, tls: nil) { [hub] request in
-        guard request.method == "GET", request.path == "/health" else { return nil } // the rest: WHEP, the page, /stats
-        return WHEPResponse(status: 200, headers: [("Content-Type", "application/json")], body: "{\"viewers\": \(hub.viewerCount)}\n")
-    }
-    FileHandle.standardOutput.write(Data("open http://127.0.0.1:\(server.port)/#token=\(token)\n".utf8)) // unbuffered
-
-    // Ctrl-C stops the session; the viewers are told, the server stops and the report is printed.
-    let stop = session.stopAction
-    signal(SIGINT, SIG_IGN)
-    let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
-    interrupt.setEventHandler { stop() }
-    interrupt.resume()
-
-    let report = try await session.run(stages: [encode])
-    hub.closeAll(reason: "the app stopped")
-    await server.stop()
-    print(report.summaryText)
-    if report.failure != nil { exit(1) }
-} catch {
+/// A failure (no such camera, the port taken) is printed with the program's name, and the exit status is 1.
+func fail(_ error: any Error) -> Never {
     FileHandle.standardError.write(Data("embedded-whep-example: \(error)\n".utf8))
     exit(1)
 }
+
+let arguments = CommandLine.arguments.dropFirst()
+var configuration = CaptureSession.Configuration()
+configuration.device = arguments.first ?? "fixture:vivid" // or "/dev/video0"
+configuration.size = FrameSize(width: 1280, height: 720)
+configuration.durationNs = arguments.dropFirst().first.flatMap(Double.init).map { Int64($0 * 1e9) } // nil: until stopped
+configuration.idleReleaseNs = 10_000_000_000 // release the camera after 10 s without viewers
+let session: CaptureSession
+do { session = try CaptureSession(configuration) } catch { fail(error) }
+session.sourceOptions = VideoSource.Options(applyRotation: true) // upright pixels until viewers say otherwise
+
+// Each viewer's link is measured by the server (transport-wide feedback, with probes above the sent rate) and
+// each viewer gets the largest of three encodes (full, half and quarter size) that its link carries.
+var settings = EncodeStage.baseSettings(for: session.selection, bitrateKbps: 1500, maxBitrateKbps: nil)
+settings.sliceMode = .maxNALSize(1200) // slices that fit one RTP packet
+var peer = WebRTCPeer.Configuration(bindHost: "127.0.0.1", candidateHosts: ["127.0.0.1"])
+peer.useTransportWideCC = true // our own estimate per viewer, with probing
+let hub = ViewerHub(identity: try DTLSIdentity(), configuration: peer)
+let plan = EncodeTier.plan(
+    for: FrameSize(width: settings.width, height: settings.height), maxCount: 3,
+    targetBitrate: settings.targetBitrate, maxBitrate: settings.effectiveMaxBitrate)
+let encode = TieredEncodeStage(
+    tiers: plan, settings: settings, keyIntervalSeconds: 2, outputs: hub.tierOutputs(plan.count),
+    firstTier: { [hub] in hub.tierToEncodeFirst })
+hub.connect(encode) // key-frame requests, and each viewer's estimate → its tier and that tier's bitrate
+hub.whenViewersArrive(session.wakeAction) // a released camera starts again
+hub.steerRotation(session.outputRequests) // rotation as metadata while every viewer takes it
+
+// Only the holder of the token may watch (the page reads it from the URL's fragment and sends it as a bearer
+// token); the app's own routes are behind it too.
+let token = ServeSecurity.randomToken()
+let endpoint = WHEPEndpoint(hub: hub, policy: try ServerPolicy(token: token, hostNames: ["127.0.0.1", "localhost"]))
+let server: HTTPServer
+do {
+    server = try await HTTPServer.start(host: "127.0.0.1", port: 0, endpoint: endpoint, tls: nil) { [hub] request in
+        guard request.method == "GET", request.path == "/health" else { return nil } // the rest: WHEP, the page, /stats
+        return WHEPResponse(status: 200, headers: [("Content-Type", "application/json")], body: "{\"viewers\": \(hub.viewerCount)}\n")
+    }
+} catch { fail(error) }
+FileHandle.standardOutput.write(Data("open http://127.0.0.1:\(server.port)/#token=\(token)\n".utf8)) // unbuffered
+
+// Ctrl-C stops the session; the viewers are told, the server stops and the report is printed.
+let stop = session.stopAction
+signal(SIGINT, SIG_IGN)
+let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
+interrupt.setEventHandler { stop() }
+interrupt.resume()
+
+let report: CaptureSession.Report
+do { report = try await session.run(stages: [encode]) } catch { fail(error) }
+hub.closeAll(reason: "the app stopped")
+await server.stop()
+print(report.summaryText)
+if report.failure != nil { exit(1) }
