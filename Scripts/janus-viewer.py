@@ -129,7 +129,7 @@ window.viewStop = function () {
 """
 
 
-def chromium(log=None):
+def start_chromium(log=None):
     return chromium.start(log=log, browser_logs=True)
 
 
@@ -183,7 +183,7 @@ def main():
         page = os.path.join(tmp, "viewer.html")
         with open(page, "w") as f:
             f.write(PAGE % {"adapter": ADAPTER_JS, "janus": JANUS_JS})
-        d = chromium(a.log)
+        d = start_chromium(a.log)
         d.set_script_timeout(15)
         d.get("file://" + page)
 

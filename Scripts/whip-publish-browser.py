@@ -129,7 +129,7 @@ window.pubStop = async function (token, doDelete) {
 """
 
 
-def chromium(log=None, fps=30):
+def start_chromium(log=None, fps=30):
     return chromium.start(extra=["--use-fake-device-for-media-stream=fps=%d" % fps, "--use-fake-ui-for-media-stream"], log=log)
 
 
@@ -154,7 +154,7 @@ def main():
     with open(page, "w") as f:
         f.write(PAGE)
     out = {"ok": False, "url": a.url}
-    d = chromium(a.log, a.fps)
+    d = start_chromium(a.log, a.fps)
     try:
         d.set_script_timeout(a.timeout + 5)
         d.get("file://" + page)

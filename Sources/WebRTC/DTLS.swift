@@ -139,7 +139,7 @@ final class DTLSAssociation {
 
 /// A libsrtp session for one direction. Not thread-safe: callers lock.
 // @unchecked: libsrtp's session is used by one thread at a time: the outbound one only inside
-// SRTPTransport's Mutex, the inbound one only by the peer's thread (it lives in its PeerLoop).
+// SRTPTransport's Mutex, the inbound one only by the DTLSSRTPTransport's thread (it lives in its Link).
 final class SRTPSession: @unchecked Sendable {
     private let pointer: OpaquePointer
     static let overhead = Int(cw_srtp_overhead())

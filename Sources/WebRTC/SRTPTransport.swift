@@ -5,9 +5,10 @@ import SystemIO
     import Glibc
 #endif
 
-/// A WebRTC peer's way out: its one UDP socket (BUNDLE, rtcp-mux), the remote address ICE selected, and the
-/// outbound SRTP session that protects what the `RTPSender` sends. Sending is safe from any thread (the
-/// encoder's, the peer's); nothing goes out before a remote is selected, and RTP/RTCP not before SRTP keys.
+/// A WebRTC connection's way out, the sending half of a `DTLSSRTPTransport`: its one UDP socket (BUNDLE,
+/// rtcp-mux), the remote address ICE selected, and the outbound SRTP session that protects what the `RTPSender`
+/// sends. Sending is safe from any thread (the encoder's, the transport's); nothing goes out before a remote is
+/// selected, and RTP/RTCP not before SRTP keys.
 final class SRTPTransport: RTPTransport {
     let socket: UDPSocket
     private struct State {

@@ -39,34 +39,19 @@ public enum STUN {
 
     /// Parses and authenticates a Binding request against our `ufrag`/`pwd`. Every length is range-checked.
     public static func parseRequest(_ p: UnsafeRawBufferPointer, localUfrag: String, localPassword: String) -> Outcome {
-        guard looksLikeSTUN(p) else { return .ignored("not STUN") }
-        let type = p.bigEndianUInt16(at: 0), length = Int(p.bigEndianUInt16(at: 2))
-        guard type == 0x0001 else { return .ignored("STUN message type 0x\(String(type, radix: 16)) is not a Binding request") }
-        guard length % 4 == 0, 20 + length <= p.count else { return .ignored("STUN length \(length) does not fit \(p.count) bytes") }
+        guard let message = Message(p) else { return .ignored("not STUN") }
+        guard message.type == 0x0001 else { return .ignored("STUN message type 0x\(String(message.type, radix: 16)) is not a Binding request") }
         var username: String?, useCandidate = false, controlling = false, priority: UInt32?
-        var integrityAt: Int?, fingerprintAt: Int?
-        var o = 20
-        while o + 4 <= 20 + length {
-            let t = p.bigEndianUInt16(at: o), l = Int(p.bigEndianUInt16(at: o + 2))
-            let v = o + 4
-            guard v + l <= 20 + length else { return .ignored("STUN attribute 0x\(String(t, radix: 16)) of \(l) bytes overruns the message") }
-            if integrityAt != nil && t != 0x8028 { return .ignored("STUN attribute after MESSAGE-INTEGRITY") }
-            switch t {
-            case 0x0006: username = String(decoding: UnsafeRawBufferPointer(rebasing: p[v..<(v + l)]), as: UTF8.self)
+        let walked = message.walk { a in
+            switch a.type {
+            case 0x0006: username = String(decoding: UnsafeRawBufferPointer(rebasing: p[a.value]), as: UTF8.self)
             case 0x0025: useCandidate = true
             case 0x802A: controlling = true
-            case 0x0024: if l == 4 { priority = p.bigEndianUInt32(at: v) }
-            case 0x0008:
-                guard l == 20 else { return .ignored("MESSAGE-INTEGRITY of \(l) bytes") }
-                integrityAt = o
-            case 0x8028:
-                guard l == 4 else { return .ignored("FINGERPRINT of \(l) bytes") }
-                fingerprintAt = o
+            case 0x0024: if a.length == 4 { priority = p.bigEndianUInt32(at: a.value.lowerBound) }
             default: break
             }
-            o = v + (l + 3) & ~3
         }
-        if let f = fingerprintAt, !fingerprintMatches(p, at: f) { return .ignored("STUN FINGERPRINT mismatch") }
+        guard case .wellFormed(let integrityAt) = walked else { return .ignored(walked.reason) }
         guard let username, let integrityAt else { return .ignored("Binding request without USERNAME and MESSAGE-INTEGRITY") }
         guard username.hasPrefix(localUfrag + ":") else { return .ignored("Binding request for another ufrag") }
         guard integrityMatches(p, at: integrityAt, password: localPassword) else {
@@ -125,35 +110,102 @@ public enum STUN {
     /// Parses a Binding response and checks its MESSAGE-INTEGRITY (keyed with `remotePassword`) and
     /// FINGERPRINT. Every length is range-checked.
     public static func parseResponse(_ p: UnsafeRawBufferPointer, remotePassword: String) -> Response {
-        guard looksLikeSTUN(p) else { return .ignored("not STUN") }
-        let type = p.bigEndianUInt16(at: 0), length = Int(p.bigEndianUInt16(at: 2))
+        guard let message = Message(p) else { return .ignored("not STUN") }
+        let type = message.type
         guard type == 0x0101 || type == 0x0111 else { return .ignored("STUN message type 0x\(String(type, radix: 16)) is not a Binding response") }
-        guard length % 4 == 0, 20 + length <= p.count else { return .ignored("STUN length \(length) does not fit \(p.count) bytes") }
-        var integrityAt: Int?, fingerprintAt: Int?, code = 0
-        var o = 20
-        while o + 4 <= 20 + length {
-            let t = p.bigEndianUInt16(at: o), l = Int(p.bigEndianUInt16(at: o + 2))
-            let v = o + 4
-            guard v + l <= 20 + length else { return .ignored("STUN attribute 0x\(String(t, radix: 16)) of \(l) bytes overruns the message") }
-            switch t {
-            case 0x0009: if l >= 4 { code = Int(p[v + 2] & 0x07) * 100 + Int(p[v + 3] % 100) }
-            case 0x0008:
-                guard l == 20, integrityAt == nil else { return .ignored("MESSAGE-INTEGRITY of \(l) bytes") }
-                integrityAt = o
-            case 0x8028:
-                guard l == 4 else { return .ignored("FINGERPRINT of \(l) bytes") }
-                fingerprintAt = o
-            default: break
-            }
-            o = v + (l + 3) & ~3
+        var code = 0
+        let walked = message.walk { a in
+            let v = a.value.lowerBound
+            if a.type == 0x0009 && a.length >= 4 { code = Int(p[v + 2] & 0x07) * 100 + Int(p[v + 3] % 100) } // ERROR-CODE
         }
-        if let f = fingerprintAt, !fingerprintMatches(p, at: f) { return .ignored("STUN FINGERPRINT mismatch") }
+        guard case .wellFormed(let integrityAt) = walked else { return .ignored(walked.reason) }
         guard let integrityAt else { return .ignored("Binding response without MESSAGE-INTEGRITY") }
         guard integrityMatches(p, at: integrityAt, password: remotePassword) else {
             return .ignored("STUN MESSAGE-INTEGRITY does not match the remote ice-pwd")
         }
         let id = Array(p[8..<20])
         return type == 0x0101 ? .success(transactionID: id) : .error(transactionID: id, code: code)
+    }
+
+    // MARK: Reading a message
+
+    /// One attribute of a STUN message: its type, where its type-length-value header starts, and its value's
+    /// bytes (without the padding to 4 bytes that follows them).
+    struct Attribute: Equatable {
+        /// The attribute type (0x0006 USERNAME, 0x0008 MESSAGE-INTEGRITY, 0x8028 FINGERPRINT, …).
+        var type: UInt16
+        /// The offset of the attribute's header in the message.
+        var offset: Int
+        /// The offsets of its value.
+        var value: Range<Int>
+        /// The value's length in bytes, as the attribute says.
+        var length: Int { value.count }
+    }
+
+    /// What `Message.walk` found.
+    enum Walk: Equatable {
+        /// Every attribute was read and the FINGERPRINT, if any, matches: where MESSAGE-INTEGRITY is, if any (its
+        /// HMAC is checked by `integrityMatches`, against the password the caller knows).
+        case wellFormed(integrityAt: Int?)
+        /// Why the message is malformed: a length that does not fit, an attribute that overruns the message, an
+        /// attribute after MESSAGE-INTEGRITY, MESSAGE-INTEGRITY or FINGERPRINT of the wrong size, a FINGERPRINT
+        /// that does not match.
+        case malformed(String)
+
+        /// The reason when malformed, "" when well formed.
+        var reason: String {
+            if case .malformed(let r) = self { return r }
+            return ""
+        }
+    }
+
+    /// A datagram that looks like STUN (RFC 7983's first byte, the magic cookie), and the one walk over its
+    /// attributes that every parser here uses: the header's length must be a multiple of 4 and fit the datagram,
+    /// every attribute's value must end inside the message (values are padded to 4 bytes, RFC 5389 §15), nothing
+    /// but FINGERPRINT may follow MESSAGE-INTEGRITY (§15.4: it would not be covered by the integrity), and both
+    /// have their fixed sizes (20 and 4 bytes); a FINGERPRINT must match.
+    struct Message {
+        let bytes: UnsafeRawBufferPointer
+        /// The message type (0x0001 Binding request, 0x0101 success response, 0x0111 error response).
+        let type: UInt16
+        /// The message length from the header: the attributes' bytes after the 20-byte header.
+        let length: Int
+
+        /// nil when `p` is not STUN (too short, a first byte over 3, no magic cookie).
+        init?(_ p: UnsafeRawBufferPointer) {
+            guard STUN.looksLikeSTUN(p) else { return nil }
+            bytes = p
+            type = p.bigEndianUInt16(at: 0)
+            length = Int(p.bigEndianUInt16(at: 2))
+        }
+
+        /// Calls `visit` with each attribute in order, bounds-checked, and says whether the message is well formed
+        /// (and where its MESSAGE-INTEGRITY is) or why not. Attributes before a malformed one have been visited.
+        func walk(_ visit: (Attribute) -> Void) -> Walk {
+            let end = 20 + length
+            guard length % 4 == 0, end <= bytes.count else { return .malformed("STUN length \(length) does not fit \(bytes.count) bytes") }
+            var o = 20
+            var integrityAt: Int?, fingerprintAt: Int?
+            while o + 4 <= end {
+                let t = bytes.bigEndianUInt16(at: o), l = Int(bytes.bigEndianUInt16(at: o + 2))
+                let v = o + 4
+                guard v + l <= end else { return .malformed("STUN attribute 0x\(String(t, radix: 16)) of \(l) bytes overruns the message") }
+                if integrityAt != nil && t != 0x8028 { return .malformed("STUN attribute after MESSAGE-INTEGRITY") }
+                switch t {
+                case 0x0008:
+                    guard l == 20 else { return .malformed("MESSAGE-INTEGRITY of \(l) bytes") }
+                    integrityAt = o
+                case 0x8028:
+                    guard l == 4 else { return .malformed("FINGERPRINT of \(l) bytes") }
+                    fingerprintAt = o
+                default: break
+                }
+                visit(Attribute(type: t, offset: o, value: v..<(v + l)))
+                o = v + (l + 3) & ~3
+            }
+            if let f = fingerprintAt, !STUN.fingerprintMatches(bytes, at: f) { return .malformed("STUN FINGERPRINT mismatch") }
+            return .wellFormed(integrityAt: integrityAt)
+        }
     }
 
     /// Appends MESSAGE-INTEGRITY (HMAC-SHA1 keyed with `password`, over the message with its length counting the

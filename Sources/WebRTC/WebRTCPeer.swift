@@ -14,9 +14,9 @@ import SystemIO
 /// sender retransmits, PLI/FIR and REMB → the callbacks) and sends sender reports. The peer ends on `close()`,
 /// a DTLS close_notify, a failed handshake, or when consent checks stop for `consentTimeout` (a closed tab).
 ///
-/// Made of parts: an `SRTPTransport` (the socket, the selected remote, SRTP protection: what the sender sends
-/// through), the `RTPSender`, and the peer's thread (`PeerLoop`: ICE-lite checks, DTLS, inbound SRTCP), which
-/// alone owns the state it works on.
+/// Made of parts: a `DTLSSRTPTransport` (the socket and its thread: demux, DTLS, SRTP, inbound SRTCP into the
+/// sender, BYE and close_notify; shared with `WebRTCPublisher`), its ICE agent here an `ICELiteResponder`, and the
+/// `RTPSender` whose packets the transport protects.
 public final class WebRTCPeer: Sendable {
     /// Where the peer listens and how it sends; only the addresses have no default.
     public struct Configuration: Sendable {
@@ -141,22 +141,10 @@ public final class WebRTCPeer: Sendable {
 
     private let configuration: Configuration
     /// Internal for tests (a measure of its sending path).
-    let transport: SRTPTransport
-    /// What the peer's thread reports and `close` asks.
-    private struct Status {
-        var stop = false
-        var closeReason = "closed by the server"
-        var started = false
-        var waitingForKeyFrame = true
-        var skipped = 0
-        var stateText = "checking"
-        var profile: SRTPProfile?
-        var stunRequests = 0, stunIgnored = 0, srtcpErrors = 0, dtlsDropped = 0
-    }
-    private let status = Mutex(Status())
-    /// The loop's own state until the thread takes it (or `close` cleans up a peer never started).
-    private let pending: Mutex<LoopHandOver?>
-    private let thread = Mutex<WorkerThread?>(nil)
+    let transport: DTLSSRTPTransport
+    /// The DTLS association and the ICE-lite responder until the peer's thread takes them (dropped for a peer closed
+    /// before it started).
+    private let pending: Mutex<PendingLoop?>
 
     /// Binds a UDP socket and builds the answer for `offer`; nothing runs until `start(_:)`. Throws `WebRTCError`
     /// (code `local`) when the socket or the DTLS association cannot be made.
@@ -168,7 +156,7 @@ public final class WebRTCPeer: Sendable {
         let localPassword = iceToken(24)
         let dtls = try DTLSAssociation(identity: identity, peerFingerprint: offer.fingerprint)
         let socket = try WebRTCPeer.bind(c.bindHost)
-        transport = SRTPTransport(socket: socket, maxPacket: c.maxPayload + 64)
+        transport = DTLSSRTPTransport(socket: socket, maxPacket: c.maxPayload + 64, state: .checking, closeReason: "closed by the server")
         localPort = Int((try? socket.localAddress())?.port ?? 0)
         var rc = RTPSender.Configuration(host: "peer", port: localPort)
         rc.maxPayload = c.maxPayload
@@ -192,7 +180,7 @@ public final class WebRTCPeer: Sendable {
         rc.playoutDelay = rc.playoutDelayExtensionID != nil ? c.playoutDelay : nil
         rc.congestedPlayoutDelay = c.congestedPlayoutDelay
         playoutDelay = rc.playoutDelay
-        do throws(RTPError) { sender = try RTPSender(configuration: rc, transport: transport) } catch {
+        do throws(RTPError) { sender = try RTPSender(configuration: rc, transport: transport.srtp) } catch {
             socket.close()
             throw WebRTCError("cannot create the RTP sender: \(error)")
         }
@@ -201,22 +189,22 @@ public final class WebRTCPeer: Sendable {
             hosts: c.candidateHosts, port: localPort, ssrc: sender.ssrc,
             rtxSSRC: rc.rtxPayloadType != nil ? sender.rtxSSRC : nil, videoOrientation: receivesRotation,
             transportWideCC: usesTransportWideCC, absoluteCaptureTime: sendsCaptureTime, playoutDelay: playoutDelay != nil)
-        pending = Mutex(LoopHandOver(loop: PeerLoop(dtls: dtls, localUfrag: localUfrag, localPassword: localPassword)))
+        let ice = ICELiteResponder(localUfrag: localUfrag, localPassword: localPassword, consentTimeoutNs: c.consentTimeoutNs)
+        pending = Mutex(PendingLoop(dtls: dtls, ice: ice))
     }
 
     /// Starts the peer's thread; `handlers` are called from then on. Call once (later calls do nothing).
     public func start(_ handlers: Handlers = Handlers()) {
-        let first = status.withLock { s -> Bool in
-            defer { s.started = true }
-            return !s.started
-        }
-        guard first else { return }
+        guard transport.claimStart() else { return }
         sender.setFeedbackHandlers(keyFrameRequest: handlers.keyFrameRequest, bitrateEstimate: handlers.bitrateEstimate)
-        let t = WorkerThread(name: "webrtc-peer") { [self] _ in
-            guard let handOver = pending.withLock({ $0.take() }) else { return } // closed before it started
-            run(handOver.loop, handlers)
+        transport.start(name: "webrtc-peer") { [self] in
+            guard let loop = pending.withLock({ $0.take() }) else { return nil } // closed before it started
+            let timeout = configuration.connectTimeoutNs
+            return SessionHandOver(
+                session: .init(
+                    dtls: loop.dtls, ice: loop.ice, sender: sender, handlers: handlers, remoteName: "viewer", connectSinceNs: loop.ice.createdNs,
+                    connectTimeoutNs: timeout, connectTimeoutReason: "no ICE/DTLS connection within \(timeout / 1_000_000_000) s"))
         }
-        thread.withLock { $0 = t }
     }
 
     deinit { close() }
@@ -224,18 +212,7 @@ public final class WebRTCPeer: Sendable {
     /// Ends the peer: RTCP BYE and DTLS close_notify when connected, then the socket is closed. Waits for the
     /// peer's thread (unless called on it). Idempotent.
     public func close(reason: String = "closed by the server") {
-        let running = status.withLock { s -> Bool in
-            if !s.stop {
-                s.stop = true
-                s.closeReason = reason
-            }
-            return s.started
-        }
-        guard running else {
-            if let handOver = pending.withLock({ $0.take() }) { cleanUp(handOver.loop, Handlers()) } // never started
-            return
-        }
-        thread.withLock { $0 }?.join() // returns at once on the peer's thread: it ends next
+        if !transport.close(reason: reason) { pending.withLock { $0 = nil } } // never started: its DTLS state goes now
     }
 
     /// True while DTLS is up and SRTP keys are set (media can flow).
@@ -243,153 +220,16 @@ public final class WebRTCPeer: Sendable {
 
     /// A snapshot of the connection's counters; safe from any thread.
     public var statistics: Statistics {
-        let rtp = sender.statistics
-        let remote = transport.remoteText
-        return status.withLock { s in
-            Statistics(
-                rtp: rtp, state: s.stateText, srtpProfile: s.profile?.name, stunRequests: s.stunRequests, stunIgnored: s.stunIgnored,
-                srtcpErrors: s.srtcpErrors, dtlsRecordsDropped: s.dtlsDropped, framesSkippedBeforeKeyFrame: s.skipped, remote: remote)
-        }
+        let t = transport.snapshot
+        return Statistics(
+            rtp: sender.statistics, state: t.state.rawValue, srtpProfile: t.profile?.name, stunRequests: t.ice.requestsAnswered,
+            stunIgnored: t.ice.ignored, srtcpErrors: t.srtcpErrors, dtlsRecordsDropped: t.dtlsRecordsDropped,
+            framesSkippedBeforeKeyFrame: t.framesSkippedBeforeKeyFrame, remote: t.remote)
     }
 
     /// Sends one encoded access unit (from the encoder's thread). Nothing goes out before the connection is up,
     /// and the first frame a viewer gets is a key frame.
-    public func send(_ frame: EncodedFrame) {
-        guard transport.isConnected else { return }
-        let ready = status.withLock { s -> Bool in
-            if s.waitingForKeyFrame {
-                guard frame.isKeyFrame else {
-                    s.skipped += 1
-                    return false
-                }
-                s.waitingForKeyFrame = false
-            }
-            return true
-        }
-        if ready { try? sender.send(frame) }
-    }
-
-    // MARK: The peer's thread
-
-    private func run(_ loop: PeerLoop, _ handlers: Handlers) {
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 8)
-        defer { buffer.deallocate() }
-        var from = SocketAddress()
-        var lastTick: Int64 = 0
-        let createdNs = loop.lastConsentNs
-        while !status.withLock({ $0.stop }) {
-            if transport.socket.waitUntilReadable(timeoutMs: 20) {
-                while let n = transport.socket.receive(into: buffer, from: &from), n > 0 {
-                    handle(loop, UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n]), from: from, handlers)
-                }
-            }
-            let now = monotonicNanoseconds()
-            if now - lastTick >= 50_000_000 {
-                lastTick = now
-                if loop.inbound == nil {
-                    if case .failed(let e) = loop.dtls.tick() {
-                        finish("DTLS failed: \(e)")
-                        break
-                    }
-                    flushDTLS(loop.dtls)
-                    if now - createdNs > configuration.connectTimeoutNs {
-                        finish("no ICE/DTLS connection within \(configuration.connectTimeoutNs / 1_000_000_000) s")
-                        break
-                    }
-                } else {
-                    sender.sendSenderReportIfDue()
-                }
-                if now - loop.lastConsentNs > configuration.consentTimeoutNs {
-                    finish("consent expired (no STUN check for \(configuration.consentTimeoutNs / 1_000_000_000) s)")
-                    break
-                }
-            }
-        }
-        cleanUp(loop, handlers)
-    }
-
-    private func finish(_ reason: String) {
-        status.withLock {
-            if !$0.stop {
-                $0.stop = true
-                $0.closeReason = reason
-            }
-        }
-    }
-
-    private func cleanUp(_ loop: PeerLoop, _ handlers: Handlers) {
-        if transport.isConnected {
-            sender.close() // a last sender report and a BYE
-            loop.dtls.close() // close_notify
-            flushDTLS(loop.dtls)
-        }
-        transport.shutDown()
-        let reason = status.withLock { s -> String in
-            s.stateText = "closed"
-            return s.closeReason
-        }
-        handlers.closed?(reason)
-    }
-
-    private func flushDTLS(_ dtls: DTLSAssociation) {
-        transport.sendSelected(dtls.drain)
-    }
-
-    private func handle(_ loop: PeerLoop, _ p: UnsafeMutableRawBufferPointer, from: SocketAddress, _ handlers: Handlers) {
-        switch p[0] {
-        case 0...3:
-            switch STUN.parseRequest(UnsafeRawBufferPointer(p), localUfrag: loop.localUfrag, localPassword: loop.localPassword) {
-            case .ignored:
-                status.withLock { $0.stunIgnored += 1 }
-            case .request(let request):
-                let (address, port) = from.parts
-                let response = STUN.successResponse(to: request, address: address, port: port, localPassword: loop.localPassword)
-                _ = response.withUnsafeBytes { transport.socket.send($0, to: from) }
-                loop.lastConsentNs = monotonicNanoseconds()
-                if !loop.isValidated(from) && loop.validated.count < 16 { loop.validated.append(from) }
-                // ICE-lite: the controlling agent's nomination (USE-CANDIDATE) selects the pair; until then the
-                // first valid check's address is used.
-                let selected = transport.select(from, nominated: request.useCandidate)
-                status.withLock { s in
-                    s.stunRequests += 1
-                    if selected && s.stateText == "checking" { s.stateText = "dtls" }
-                }
-            }
-        case 20...63:
-            guard loop.isValidated(from) else { return }
-            let state = loop.dtls.feed(UnsafeRawBufferPointer(p))
-            let dropped = loop.dtls.droppedRecords
-            status.withLock { $0.dtlsDropped = dropped }
-            flushDTLS(loop.dtls)
-            switch state {
-            case .handshaking: break
-            case .connected:
-                guard loop.inbound == nil else { return }
-                do throws(WebRTCError) {
-                    let (profile, out, inb) = try loop.dtls.srtpSessions()
-                    loop.inbound = inb
-                    transport.connect(out)
-                    status.withLock {
-                        $0.profile = profile
-                        $0.stateText = "connected"
-                    }
-                    handlers.connected?()
-                } catch { finish("\(error)") }
-            case .closed: finish("the viewer closed the connection (DTLS close_notify)")
-            case .failed(let e): finish("DTLS failed: \(e)")
-            }
-        case 128...191:
-            guard let inbound = loop.inbound, p.count >= 8, loop.isValidated(from) else { return }
-            guard (192...223).contains(p[1]) else { return } // RTP from the viewer: not expected (recvonly)
-            guard let n = inbound.unprotect(p, length: p.count, rtcp: true) else {
-                status.withLock { $0.srtcpErrors += 1 }
-                return
-            }
-            sender.handleRTCP(UnsafeRawBufferPointer(rebasing: p[0..<n]))
-        default:
-            return
-        }
-    }
+    public func send(_ frame: EncodedFrame) { transport.send(frame, through: sender) }
 
     // MARK: Sockets
 
@@ -410,29 +250,53 @@ public final class WebRTCPeer: Sendable {
     }
 }
 
-/// The state only the peer's thread touches: ICE-lite (credentials, the addresses whose checks succeeded,
-/// the last consent), DTLS and the inbound SRTP session.
-private final class PeerLoop {
-    let dtls: DTLSAssociation
+/// ICE-lite (RFC 8445 §2.5), the viewer's side of ICE: answers the browser's authenticated checks, takes the
+/// address of the first (or the nominated) one as the selected pair, and ends the connection when the checks,
+/// which are also consent (RFC 7675), stop for `consentTimeoutNs`. Used by the peer's thread only.
+final class ICELiteResponder: ICEAgent {
     let localUfrag: String, localPassword: String
-    var inbound: SRTPSession?
-    var validated: [SocketAddress] = []
-    var lastConsentNs: Int64
+    let consentTimeoutNs: Int64
+    /// When the peer was made: ICE and DTLS must connect within the connect timeout from here.
+    let createdNs: Int64
+    private var lastConsentNs: Int64
 
-    init(dtls: DTLSAssociation, localUfrag: String, localPassword: String) {
-        self.dtls = dtls
+    init(localUfrag: String, localPassword: String, consentTimeoutNs: Int64) {
         self.localUfrag = localUfrag
         self.localPassword = localPassword
-        lastConsentNs = monotonicNanoseconds()
+        self.consentTimeoutNs = consentTimeoutNs
+        createdNs = monotonicNanoseconds()
+        lastConsentNs = createdNs
     }
 
-    func isValidated(_ a: SocketAddress) -> Bool { validated.contains { $0.isSame(as: a) } }
+    func receiveSTUN(_ p: UnsafeRawBufferPointer, from: SocketAddress, _ link: DTLSSRTPTransport.Link) {
+        switch STUN.parseRequest(p, localUfrag: localUfrag, localPassword: localPassword) {
+        case .ignored:
+            link.transport.recordICE { $0.ignored += 1 }
+        case .request(let request):
+            let (address, port) = from.parts
+            link.send(STUN.successResponse(to: request, address: address, port: port, localPassword: localPassword), to: from)
+            lastConsentNs = monotonicNanoseconds()
+            link.validate(from)
+            // ICE-lite: the controlling agent's nomination (USE-CANDIDATE) selects the pair; until then the
+            // first valid check's address is used.
+            let selected = link.select(from, nominated: request.useCandidate)
+            link.transport.recordICE(selected: selected) { $0.requestsAnswered += 1 }
+        }
+    }
+
+    func beforeDTLS(now: Int64, _ link: DTLSSRTPTransport.Link) -> ICEStep { .proceed }
+
+    func afterDTLS(now: Int64, _ link: DTLSSRTPTransport.Link) -> String? {
+        guard now - lastConsentNs > consentTimeoutNs else { return nil }
+        return "consent expired (no STUN check for \(consentTimeoutNs / 1_000_000_000) s)"
+    }
 }
 
-/// Carries the peer's loop state from `init` to the one thread that uses it.
-// @unchecked: PeerLoop (OpenSSL's DTLS state, libsrtp's inbound session) is not thread-safe, but only one thread
-// ever uses it: `init` makes it and puts it in the `pending` Mutex without touching it again, and it is taken
-// out exactly once, by the peer's thread or, for a peer never started, by `close`.
-private struct LoopHandOver: @unchecked Sendable {
-    let loop: PeerLoop
+/// Carries the DTLS association and the ICE agent made in `init` to the peer's thread.
+// @unchecked: neither (OpenSSL's DTLS state, the agent's) is thread-safe, but only one thread ever uses them: `init`
+// makes them and puts them in the `pending` Mutex without touching them again, and the peer's thread takes them
+// out once (or `close` drops them, for a peer never started).
+private struct PendingLoop: @unchecked Sendable {
+    let dtls: DTLSAssociation
+    let ice: ICELiteResponder
 }

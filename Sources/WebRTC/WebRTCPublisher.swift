@@ -122,6 +122,9 @@ public struct WebRTCAnswer: Sendable {
 /// that answers nominated; consent checks every 5 s, RFC 7675), DTLS as the client or the server as the answer
 /// says, and SRTP with RTCP feedback (PLI/FIR → `Handlers.keyFrameRequest`, NACK → retransmission, REMB →
 /// `Handlers.bitrateEstimate`). One UDP socket (BUNDLE, rtcp-mux); a thread of its own after `start`.
+///
+/// Made of the same `DTLSSRTPTransport` as `WebRTCPeer` (demux, DTLS, SRTP, SRTCP, BYE and close_notify), with
+/// a `ControllingICEAgent` as its ICE side.
 public final class WebRTCPublisher: Sendable {
     /// How the publisher binds, what it offers and how long it waits.
     public struct Configuration: Sendable {
@@ -176,20 +179,10 @@ public final class WebRTCPublisher: Sendable {
     private let configuration: Configuration
     private let identity: DTLSIdentity
     private let localUfrag: String, localPassword: String
-    private let transport: SRTPTransport
+    private let transport: DTLSSRTPTransport
     private let ssrc: UInt32, rtxSSRC: UInt32
-    private struct Status {
-        var started = false, stop = false
-        var reason = "closed by the publisher"
-        var stateText = "new"
-        var profile: SRTPProfile?
-        var checksSent = 0, checksAnswered = 0, checksReceived = 0
-        var waitingForKeyFrame = true
-    }
-    private let status = Mutex(Status())
     /// Set by `accept(answer:)`.
     private let negotiated = Mutex<(answer: WebRTCAnswer, sender: RTPSender)?>(nil)
-    private let thread = Mutex<WorkerThread?>(nil)
 
     /// Binds the socket and writes the offer. `server` (the WHIP endpoint's host, if an IP address) picks our
     /// candidate address: the one the system routes toward it. Throws `WebRTCError` when the socket cannot be made.
@@ -199,7 +192,7 @@ public final class WebRTCPublisher: Sendable {
         localUfrag = iceToken(8).replacingOccurrences(of: "/", with: "x").replacingOccurrences(of: "+", with: "y")
         localPassword = iceToken(24)
         let socket = try WebRTCPeer.bind(c.bindHost)
-        transport = SRTPTransport(socket: socket, maxPacket: c.maxPayload + 64)
+        transport = DTLSSRTPTransport(socket: socket, maxPacket: c.maxPayload + 64, state: .new, closeReason: "closed by the publisher")
         let port = Int((try? socket.localAddress())?.port ?? 0)
         ssrc = .random(in: 1...UInt32.max)
         rtxSSRC = .random(in: 1...UInt32.max)
@@ -258,7 +251,7 @@ public final class WebRTCPublisher: Sendable {
         rc.ssrc = ssrc
         rc.rtxSSRC = rtxSSRC
         let sender: RTPSender
-        do throws(RTPError) { sender = try RTPSender(configuration: rc, transport: transport) } catch {
+        do throws(RTPError) { sender = try RTPSender(configuration: rc, transport: transport.srtp) } catch {
             throw WebRTCError("cannot create the RTP sender: \(error)")
         }
         negotiated.withLock { $0 = (answer, sender) }
@@ -275,31 +268,21 @@ public final class WebRTCPublisher: Sendable {
     /// answer was accepted. Call once.
     public func start(_ handlers: Handlers = Handlers()) throws(WebRTCError) {
         guard let (answer, sender) = negotiated.withLock({ $0 }) else { throw WebRTCError("start: no answer was accepted") }
-        let first = status.withLock { s -> Bool in
-            defer { s.started = true }
-            return !s.started
-        }
-        guard first else { return }
+        guard transport.claimStart() else { return }
         let dtls = try DTLSAssociation(identity: identity, peerFingerprint: answer.fingerprint, client: answer.weAreDTLSClient)
         sender.setFeedbackHandlers(keyFrameRequest: handlers.keyFrameRequest, bitrateEstimate: handlers.bitrateEstimate)
-        let loop = PublisherLoop(dtls: dtls, answer: answer, sender: sender)
-        let handOver = PublisherHandOver(loop: loop)
-        let t = WorkerThread(name: "webrtc-publisher") { [self] _ in run(handOver.loop, handlers) }
-        thread.withLock { $0 = t }
+        let c = configuration
+        let ice = ControllingICEAgent(answer: answer, localUfrag: localUfrag, localPassword: localPassword, configuration: c)
+        let handOver = SessionHandOver(
+            session: .init(
+                dtls: dtls, ice: ice, sender: sender, handlers: handlers, remoteName: "server", connectSinceNs: ice.startedNs,
+                connectTimeoutNs: c.connectTimeoutNs, connectTimeoutReason: "no DTLS connection within \(c.connectTimeoutNs / 1_000_000_000) s"))
+        transport.start(name: "webrtc-publisher") { handOver }
     }
 
     /// Ends the connection: RTCP BYE and DTLS close_notify when connected, then the socket closes. Waits for the
     /// publisher's thread. Idempotent.
-    public func close(reason: String = "closed by the publisher") {
-        let running = status.withLock { s -> Bool in
-            if !s.stop {
-                s.stop = true
-                s.reason = reason
-            }
-            return s.started
-        }
-        if running { thread.withLock { $0 }?.join() } else { transport.shutDown() }
-    }
+    public func close(reason: String = "closed by the publisher") { transport.close(reason: reason) }
 
     deinit { close() }
 
@@ -309,12 +292,10 @@ public final class WebRTCPublisher: Sendable {
     /// A snapshot of the counters; any thread.
     public var statistics: Statistics {
         let rtp = negotiated.withLock { $0?.sender }?.statistics
-        let remote = transport.remoteText
-        return status.withLock { s in
-            Statistics(
-                rtp: rtp, state: s.stateText, remote: remote, srtpProfile: s.profile?.name, checksSent: s.checksSent,
-                checksAnswered: s.checksAnswered, checksReceived: s.checksReceived)
-        }
+        let t = transport.snapshot
+        return Statistics(
+            rtp: rtp, state: t.state.rawValue, remote: t.remote, srtpProfile: t.profile?.name, checksSent: t.ice.checksSent,
+            checksAnswered: t.ice.checksAnswered, checksReceived: t.ice.requestsAnswered)
     }
 
     /// The sender (its SSRC and RTP clock), once an answer was accepted.
@@ -323,188 +304,97 @@ public final class WebRTCPublisher: Sendable {
     /// Sends one access unit (from the encoder's thread); nothing before the connection is up, and the first
     /// frame sent is a key frame.
     public func send(_ frame: EncodedFrame) {
-        guard transport.isConnected, let sender = negotiated.withLock({ $0?.sender }) else { return }
-        let ready = status.withLock { s -> Bool in
-            if s.waitingForKeyFrame {
-                guard frame.isKeyFrame else { return false }
-                s.waitingForKeyFrame = false
-            }
-            return true
-        }
-        if ready { try? sender.send(frame) }
+        guard let sender = negotiated.withLock({ $0?.sender }) else { return }
+        transport.send(frame, through: sender)
+    }
+}
+
+/// Full ICE as the controlling agent (RFC 8445), the publisher's side: checks to every server candidate every
+/// 100 ms, each nominating (aggressive nomination), the first pair that answers selected (and the DTLS client's
+/// first flight sent to it); the server's own checks answered; then consent checks (RFC 7675) every
+/// `consentIntervalNs` on the selected pair, and the end when none is answered for `consentTimeoutNs`. Used by the
+/// publisher's thread only.
+final class ControllingICEAgent: ICEAgent {
+    let answer: WebRTCAnswer
+    let localUfrag: String, localPassword: String
+    let configuration: WebRTCPublisher.Configuration
+    let tieBreaker = UInt64.random(in: 0...UInt64.max)
+    /// When the publisher started: ICE and DTLS must connect within the connect timeout from here.
+    let startedNs = monotonicNanoseconds()
+    private var selected: SocketAddress?
+    private var pending: [(id: [UInt8], address: SocketAddress, sentNs: Int64)] = []
+    private var lastChecksNs: Int64 = 0
+    private var lastResponseNs = monotonicNanoseconds()
+
+    init(answer: WebRTCAnswer, localUfrag: String, localPassword: String, configuration: WebRTCPublisher.Configuration) {
+        self.answer = answer
+        self.localUfrag = localUfrag
+        self.localPassword = localPassword
+        self.configuration = configuration
     }
 
-    // MARK: The publisher's thread
-
-    private func run(_ loop: PublisherLoop, _ handlers: Handlers) {
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 8)
-        defer { buffer.deallocate() }
-        var from = SocketAddress()
-        let started = monotonicNanoseconds()
-        var lastTick: Int64 = 0
-        status.withLock { $0.stateText = "checking" }
-        while !status.withLock({ $0.stop }) {
-            if transport.socket.waitUntilReadable(timeoutMs: 20) {
-                while let n = transport.socket.receive(into: buffer, from: &from), n > 0 {
-                    handle(loop, UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n]), from: from, handlers)
-                }
-            }
-            let now = monotonicNanoseconds()
-            guard now - lastTick >= 50_000_000 else { continue }
-            lastTick = now
-            if loop.selected == nil {
-                if now - started > configuration.connectTimeoutNs {
-                    finish(
-                        "no ICE connection within \(configuration.connectTimeoutNs / 1_000_000_000) s: none of the server's candidates answered (\(loop.answer.candidates.map(\.description).joined(separator: ", ")))"
-                    )
-                    break
-                }
-                if now - loop.lastChecksNs >= 100_000_000 { // every candidate, every 100 ms, nominated (aggressive)
-                    loop.lastChecksNs = now
-                    for c in loop.answer.candidates { if let a = SocketAddress(host: c.host, port: c.port) { check(loop, a, now) } }
-                }
-                continue
-            }
-            if loop.inbound == nil {
-                if case .failed(let e) = loop.dtls.tick() {
-                    finish("DTLS failed: \(e)")
-                    break
-                }
-                transport.sendSelected(loop.dtls.drain)
-                if now - started > configuration.connectTimeoutNs {
-                    finish("no DTLS connection within \(configuration.connectTimeoutNs / 1_000_000_000) s")
-                    break
-                }
-            } else {
-                loop.sender.sendSenderReportIfDue()
-            }
-            if let selected = loop.selected, now - loop.lastChecksNs >= configuration.consentIntervalNs {
-                loop.lastChecksNs = now
-                check(loop, selected, now)
-            }
-            if now - loop.lastResponseNs > configuration.consentTimeoutNs {
-                finish("consent expired: the server answered no check for \(configuration.consentTimeoutNs / 1_000_000_000) s")
-                break
-            }
+    func beforeDTLS(now: Int64, _ link: DTLSSRTPTransport.Link) -> ICEStep {
+        guard selected == nil else { return .proceed }
+        if now - startedNs > configuration.connectTimeoutNs {
+            return .end(
+                "no ICE connection within \(configuration.connectTimeoutNs / 1_000_000_000) s: none of the server's candidates answered (\(answer.candidates.map(\.description).joined(separator: ", ")))"
+            )
         }
-        if transport.isConnected {
-            loop.sender.close() // a last sender report and a BYE
-            loop.dtls.close()
-            transport.sendSelected(loop.dtls.drain)
+        if now - lastChecksNs >= 100_000_000 { // every candidate, every 100 ms, nominated (aggressive)
+            lastChecksNs = now
+            for c in answer.candidates { if let a = SocketAddress(host: c.host, port: c.port) { check(a, now, link) } }
         }
-        transport.shutDown()
-        let reason = status.withLock { s -> String in
-            s.stateText = "closed"
-            return s.reason
-        }
-        handlers.closed?(reason)
+        return .wait
     }
 
-    private func finish(_ reason: String) {
-        status.withLock { s in
-            if !s.stop {
-                s.stop = true
-                s.reason = reason
-            }
+    func afterDTLS(now: Int64, _ link: DTLSSRTPTransport.Link) -> String? {
+        if let selected, now - lastChecksNs >= configuration.consentIntervalNs {
+            lastChecksNs = now
+            check(selected, now, link)
         }
+        guard now - lastResponseNs > configuration.consentTimeoutNs else { return nil }
+        return "consent expired: the server answered no check for \(configuration.consentTimeoutNs / 1_000_000_000) s"
     }
 
     /// One Binding request to `address` (nominating), remembered by its transaction ID.
-    private func check(_ loop: PublisherLoop, _ address: SocketAddress, _ now: Int64) {
+    private func check(_ address: SocketAddress, _ now: Int64, _ link: DTLSSRTPTransport.Link) {
         let id = randomBytes(12)
         let request = STUN.bindingRequest(
-            transactionID: id, localUfrag: localUfrag, remoteUfrag: loop.answer.iceUfrag, remotePassword: loop.answer.icePassword,
-            priority: 1_853_817_087, tieBreaker: loop.tieBreaker, nominate: true)
-        loop.pending.append((id, address, now))
-        if loop.pending.count > 64 { loop.pending.removeFirst(loop.pending.count - 64) }
-        _ = request.withUnsafeBytes { transport.socket.send($0, to: address) }
-        status.withLock { $0.checksSent += 1 }
+            transactionID: id, localUfrag: localUfrag, remoteUfrag: answer.iceUfrag, remotePassword: answer.icePassword,
+            priority: 1_853_817_087, tieBreaker: tieBreaker, nominate: true)
+        pending.append((id, address, now))
+        if pending.count > 64 { pending.removeFirst(pending.count - 64) }
+        link.send(request, to: address)
+        link.transport.recordICE { $0.checksSent += 1 }
     }
 
-    private func handle(_ loop: PublisherLoop, _ p: UnsafeMutableRawBufferPointer, from: SocketAddress, _ handlers: Handlers) {
-        switch p[0] {
-        case 0...3:
-            if p.count >= 2, p[0] == 0, p[1] == 1 { // the server's own check (full ICE): answered
-                guard case .request(let request) = STUN.parseRequest(UnsafeRawBufferPointer(p), localUfrag: localUfrag, localPassword: localPassword)
-                else { return }
-                let (address, port) = from.parts
-                let response = STUN.successResponse(to: request, address: address, port: port, localPassword: localPassword)
-                _ = response.withUnsafeBytes { transport.socket.send($0, to: from) }
-                if !loop.isValidated(from) && loop.validated.count < 16 { loop.validated.append(from) }
-                status.withLock { $0.checksReceived += 1 }
-                return
-            }
-            let id: [UInt8]
-            switch STUN.parseResponse(UnsafeRawBufferPointer(p), remotePassword: loop.answer.icePassword) {
-            case .success(let t): id = t
-            case .error, .ignored: return
-            }
-            guard let i = loop.pending.firstIndex(where: { $0.id == id && $0.address.isSame(as: from) }) else { return }
-            loop.pending.remove(at: i)
-            loop.lastResponseNs = monotonicNanoseconds()
-            status.withLock { $0.checksAnswered += 1 }
-            guard loop.selected == nil else { return }
-            // The first pair that answers is nominated (USE-CANDIDATE went with every check) and used.
-            loop.selected = from
-            if !loop.isValidated(from) { loop.validated.append(from) }
-            _ = transport.select(from, nominated: true)
-            status.withLock { $0.stateText = "dtls" }
-            _ = loop.dtls.tick() // the DTLS client's ClientHello
-            transport.sendSelected(loop.dtls.drain)
-        case 20...63:
-            guard loop.isValidated(from) else { return }
-            let state = loop.dtls.feed(UnsafeRawBufferPointer(p))
-            transport.sendSelected(loop.dtls.drain)
-            switch state {
-            case .handshaking: break
-            case .connected:
-                guard loop.inbound == nil else { return }
-                do throws(WebRTCError) {
-                    let (profile, out, inb) = try loop.dtls.srtpSessions()
-                    loop.inbound = inb
-                    transport.connect(out)
-                    status.withLock {
-                        $0.profile = profile
-                        $0.stateText = "connected"
-                    }
-                    handlers.connected?()
-                } catch { finish("\(error)") }
-            case .closed: finish("the server closed the connection (DTLS close_notify)")
-            case .failed(let e): finish("DTLS failed: \(e)")
-            }
-        case 128...191:
-            guard let inbound = loop.inbound, p.count >= 8, loop.isValidated(from), (192...223).contains(p[1]) else { return }
-            guard let n = inbound.unprotect(p, length: p.count, rtcp: true) else { return }
-            loop.sender.handleRTCP(UnsafeRawBufferPointer(rebasing: p[0..<n]))
-        default: return
+    func receiveSTUN(_ p: UnsafeRawBufferPointer, from: SocketAddress, _ link: DTLSSRTPTransport.Link) {
+        if p.count >= 2, p[0] == 0, p[1] == 1 { // the server's own check (full ICE): answered
+            guard case .request(let request) = STUN.parseRequest(p, localUfrag: localUfrag, localPassword: localPassword) else { return }
+            let (address, port) = from.parts
+            link.send(STUN.successResponse(to: request, address: address, port: port, localPassword: localPassword), to: from)
+            link.validate(from)
+            link.transport.recordICE { $0.requestsAnswered += 1 }
+            return
         }
+        let id: [UInt8]
+        switch STUN.parseResponse(p, remotePassword: answer.icePassword) {
+        case .success(let t): id = t
+        case .error, .ignored: return
+        }
+        guard let i = pending.firstIndex(where: { $0.id == id && $0.address.isSame(as: from) }) else { return }
+        pending.remove(at: i)
+        lastResponseNs = monotonicNanoseconds()
+        guard selected == nil else {
+            link.transport.recordICE { $0.checksAnswered += 1 }
+            return
+        }
+        // The first pair that answers is nominated (USE-CANDIDATE went with every check) and used.
+        selected = from
+        link.validate(from, always: true)
+        _ = link.select(from, nominated: true)
+        link.transport.recordICE(selected: true) { $0.checksAnswered += 1 }
+        _ = link.dtls.tick() // the DTLS client's ClientHello
+        link.flushDTLS()
     }
-}
-
-/// The state only the publisher's thread touches.
-private final class PublisherLoop {
-    let dtls: DTLSAssociation
-    let answer: WebRTCAnswer
-    let sender: RTPSender
-    let tieBreaker = UInt64.random(in: 0...UInt64.max)
-    var inbound: SRTPSession?
-    var selected: SocketAddress?
-    var validated: [SocketAddress] = []
-    var pending: [(id: [UInt8], address: SocketAddress, sentNs: Int64)] = []
-    var lastChecksNs: Int64 = 0
-    var lastResponseNs = monotonicNanoseconds()
-
-    init(dtls: DTLSAssociation, answer: WebRTCAnswer, sender: RTPSender) {
-        self.dtls = dtls
-        self.answer = answer
-        self.sender = sender
-    }
-
-    func isValidated(_ a: SocketAddress) -> Bool { validated.contains { $0.isSame(as: a) } }
-}
-
-// @unchecked: the loop (OpenSSL's DTLS state, libsrtp's inbound session) is used by the publisher's thread only;
-// `start` makes it and hands it over without touching it again.
-private struct PublisherHandOver: @unchecked Sendable {
-    let loop: PublisherLoop
 }

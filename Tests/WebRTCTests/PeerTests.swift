@@ -287,7 +287,7 @@ func peerSendMallocs(peer: WebRTCPeer, browser: FakeBrowser, count: () -> Int, s
     for i in 0..<600 {
         pkt[2] = UInt8(i >> 8)
         pkt[3] = UInt8(i & 0xff)
-        _ = pkt.withUnsafeBytes { peer.transport.sendRTP(UnsafeRawBufferPointer(rebasing: $0[0..<1012])) }
+        _ = pkt.withUnsafeBytes { peer.transport.srtp.sendRTP(UnsafeRawBufferPointer(rebasing: $0[0..<1012])) }
     }
     print("MEASURE peer.transport.sendRTP per 6 packets: \(Double(count() - b3) / 100)")
     final class Null: RTPTransport, @unchecked Sendable {

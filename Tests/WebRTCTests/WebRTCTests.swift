@@ -67,6 +67,152 @@ import RTP
     }
 }
 
+/// The one walk over a STUN message's attributes (`STUN.Message.walk`) that parseRequest and parseResponse share.
+@Suite struct STUNAttributeWalkTests {
+    /// The attributes `walk` visits in `m`, and why it found the message malformed (nil: well formed).
+    static func walk(_ m: [UInt8]) -> (attributes: [STUN.Attribute], stopped: String?) {
+        m.withUnsafeBytes { p in
+            guard let message = STUN.Message(p) else { return ([], "not STUN") }
+            var seen: [STUN.Attribute] = []
+            let walked = message.walk { seen.append($0) }
+            if case .malformed(let reason) = walked { return (seen, reason) }
+            return (seen, nil)
+        }
+    }
+
+    /// A message of `type` with the given attributes, each padded to 4 bytes, and the header's length counting them.
+    static func message(type: UInt16 = 0x0001, _ attributes: [(UInt16, [UInt8])]) -> [UInt8] {
+        var m: [UInt8] = [UInt8(type >> 8), UInt8(type & 0xff), 0, 0, 0x21, 0x12, 0xA4, 0x42] + [UInt8](repeating: 7, count: 12)
+        for (t, v) in attributes {
+            m += [UInt8(t >> 8), UInt8(t & 0xff), UInt8(v.count >> 8), UInt8(v.count & 0xff)] + v
+            while m.count % 4 != 0 { m.append(0) }
+        }
+        m[2] = UInt8((m.count - 20) >> 8)
+        m[3] = UInt8((m.count - 20) & 0xff)
+        return m
+    }
+
+    @Test func everyAttributeIsVisitedWithItsValueAndOddLengthsSkipTheirPadding() {
+        let (attributes, stopped) = Self.walk(STUNTests.sampleRequest)
+        #expect(stopped == nil)
+        #expect(attributes.map(\.type) == [0x8022, 0x0024, 0x8029, 0x0006, 0x0008, 0x8028])
+        #expect(attributes.map(\.offset) == [20, 40, 48, 60, 76, 100])
+        // USERNAME "evtj:h6vY" is 9 bytes: its 3 bytes of padding are not part of the value and are stepped over.
+        #expect(attributes[3].value == 64..<73)
+        #expect(attributes[3].length == 9)
+        #expect(attributes[5].value == 104..<108)
+
+        let odd = Self.message([(0x0006, Array("abcde".utf8)), (0x0025, []), (0x0024, [0, 0, 0, 1])])
+        let walked = Self.walk(odd)
+        #expect(walked.stopped == nil)
+        #expect(
+            walked.attributes == [
+                STUN.Attribute(type: 0x0006, offset: 20, value: 24..<29), STUN.Attribute(type: 0x0025, offset: 32, value: 36..<36),
+                STUN.Attribute(type: 0x0024, offset: 36, value: 40..<44),
+            ])
+    }
+
+    @Test func aTruncatedMessageIsRefusedBeforeAnyAttribute() {
+        let cut = Array(STUNTests.sampleRequest.prefix(100))
+        let walked = Self.walk(cut)
+        #expect(walked.attributes.isEmpty)
+        #expect(walked.stopped == "STUN length 88 does not fit 100 bytes")
+        #expect(Self.walk(Array(STUNTests.sampleRequest.prefix(19))).stopped == "not STUN")
+        let request = cut.withUnsafeBytes { STUN.parseRequest($0, localUfrag: "evtj", localPassword: "VOkJxbRl1RmTxUk/WvJxBt") }
+        #expect(request == .ignored("STUN length 88 does not fit 100 bytes"))
+        var response = Self.message(type: 0x0101, [(0x0020, [0, 1, 0, 0, 0, 0, 0, 0])])
+        response.removeLast(2)
+        #expect(response.withUnsafeBytes { STUN.parseResponse($0, remotePassword: "p") } == .ignored("STUN length 12 does not fit 30 bytes"))
+    }
+
+    @Test func aLengthThatCountsAnOddValueButNotItsPaddingIsRefused() {
+        // "abcde" counted without its 3 bytes of padding: 9, not a multiple of 4.
+        var m = Self.message([(0x0006, Array("abcde".utf8))])
+        m[3] = 9
+        #expect(Self.walk(m).stopped == "STUN length 9 does not fit 32 bytes")
+        #expect(Self.walk(Array(m.prefix(29))).stopped == "STUN length 9 does not fit 29 bytes")
+    }
+
+    @Test func anAttributeWhoseLengthRunsPastTheEndIsRefused() {
+        var m = STUNTests.sampleRequest
+        m[62...63] = [0x00, 0x30] // USERNAME of 48 bytes: past the message's 108
+        let walked = Self.walk(m)
+        #expect(walked.stopped == "STUN attribute 0x6 of 48 bytes overruns the message")
+        #expect(walked.attributes.map(\.type) == [0x8022, 0x0024, 0x8029]) // the ones before it were visited
+        #expect(
+            m.withUnsafeBytes { STUN.parseRequest($0, localUfrag: "evtj", localPassword: "VOkJxbRl1RmTxUk/WvJxBt") }
+                == .ignored("STUN attribute 0x6 of 48 bytes overruns the message"))
+        // The last attribute's value one byte past the end (inside the datagram, outside the message).
+        var last = STUNTests.sampleRequest + [0, 0, 0, 0]
+        last[103] = 5
+        #expect(Self.walk(last).stopped == "STUN attribute 0x8028 of 5 bytes overruns the message")
+        // The same in a response.
+        var response = Self.message(type: 0x0101, [(0x0009, [0, 0, 4, 87]), (0x0008, [UInt8](repeating: 0, count: 20))])
+        response[22...23] = [0xff, 0xfc]
+        #expect(
+            response.withUnsafeBytes { STUN.parseResponse($0, remotePassword: "p") }
+                == .ignored("STUN attribute 0x9 of 65532 bytes overruns the message"))
+    }
+
+    @Test func onlyFingerprintMayFollowMessageIntegrityInRequestsAndResponses() {
+        let password = "VOkJxbRl1RmTxUk/WvJxBt"
+        guard case .request(let req) = STUNTests.sampleRequest.withUnsafeBytes({ STUN.parseRequest($0, localUfrag: "evtj", localPassword: password) })
+        else {
+            Issue.record("the RFC 5769 request did not parse")
+            return
+        }
+        let response = STUN.successResponse(to: req, address: [192, 0, 2, 1], port: 32853, localPassword: password)
+        #expect(response.withUnsafeBytes { STUN.parseResponse($0, remotePassword: password) } == .success(transactionID: req.transactionID))
+        var renamed = response
+        renamed[56...57] = [0x80, 0x22] // FINGERPRINT's place taken by SOFTWARE
+        #expect(renamed.withUnsafeBytes { STUN.parseResponse($0, remotePassword: password) } == .ignored("STUN attribute after MESSAGE-INTEGRITY"))
+        var request = STUNTests.sampleRequest
+        request[100...101] = [0x80, 0x22]
+        #expect(
+            request.withUnsafeBytes { STUN.parseRequest($0, localUfrag: "evtj", localPassword: password) }
+                == .ignored("STUN attribute after MESSAGE-INTEGRITY"))
+        // A second MESSAGE-INTEGRITY is an attribute after the first.
+        let twice = Self.message(type: 0x0101, [(0x0008, [UInt8](repeating: 0, count: 20)), (0x0008, [UInt8](repeating: 0, count: 20))])
+        #expect(Self.walk(twice).stopped == "STUN attribute after MESSAGE-INTEGRITY")
+    }
+
+    @Test func theWalkFindsMessageIntegrityAndChecksFingerprintAndTheirSizes() {
+        STUNTests.sampleRequest.withUnsafeBytes { p in #expect(STUN.Message(p)?.walk { _ in } == .wellFormed(integrityAt: 76)) }
+        let none = Self.message([(0x0006, Array("abcde".utf8))])
+        none.withUnsafeBytes { p in #expect(STUN.Message(p)?.walk { _ in } == .wellFormed(integrityAt: nil)) }
+        var badFingerprint = STUNTests.sampleRequest
+        badFingerprint[107] ^= 1
+        #expect(Self.walk(badFingerprint).stopped == "STUN FINGERPRINT mismatch")
+        let shortIntegrity = Self.message([(0x0008, [UInt8](repeating: 0, count: 16))])
+        #expect(Self.walk(shortIntegrity).stopped == "MESSAGE-INTEGRITY of 16 bytes")
+        let longFingerprint = Self.message([(0x8028, [0, 0, 0, 0, 0])])
+        #expect(Self.walk(longFingerprint).stopped == "FINGERPRINT of 5 bytes")
+        #expect(
+            longFingerprint.withUnsafeBytes { STUN.parseResponse($0, remotePassword: "p") }
+                == .ignored("STUN message type 0x1 is not a Binding response"))
+        let response = Self.message(type: 0x0101, [(0x8028, [0, 0, 0, 0, 0])])
+        #expect(response.withUnsafeBytes { STUN.parseResponse($0, remotePassword: "p") } == .ignored("FINGERPRINT of 5 bytes"))
+    }
+
+    @Test func randomBytesNeverTrapAndEveryValueLiesInsideTheMessage() {
+        var rng = SystemRandomNumberGenerator()
+        for n in 0..<3000 {
+            var m = n % 2 == 0 ? STUNTests.sampleRequest : Self.message([(0x0006, Array("abcde".utf8)), (0x0025, [])])
+            for _ in 0..<(1 + n % 3) { m[Int.random(in: 0..<m.count, using: &rng)] = UInt8.random(in: 0...255, using: &rng) }
+            m[4...7] = [0x21, 0x12, 0xA4, 0x42]
+            m[0] &= 3
+            if n % 5 == 0 { m = Array(m.prefix(Int.random(in: 20...m.count, using: &rng))) }
+            let (attributes, stopped) = Self.walk(m)
+            let end = 20 + Int(m[2]) << 8 + Int(m[3])
+            for a in attributes {
+                #expect(a.offset >= 20 && a.value.lowerBound == a.offset + 4 && a.value.upperBound <= end && end <= m.count)
+            }
+            if stopped == nil { #expect(end <= m.count && end % 4 == 0) }
+            _ = m.withUnsafeBytes { STUN.parseResponse($0, remotePassword: "p") }
+        }
+    }
+}
+
 @Suite struct SRTPTests {
     @Test(arguments: [SRTPProfile.aes128CmSha1_80, .aeadAes128Gcm])
     func protectThenUnprotectRoundTrips(_ profile: SRTPProfile) throws {
