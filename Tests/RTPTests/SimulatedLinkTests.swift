@@ -5,17 +5,24 @@ import Testing
 /// Estimator, probe schedule and pacer against a simulated token bucket (`tc tbf`) on an injected clock (#39):
 /// the cases the real-link tests run with Chromium behind `tbf`, in a fraction of a second each, without root.
 @Suite struct SimulatedLinkTests {
-    /// 400 kbit/s, burst 5 kB, 200 ms of queue: the bucket's refilled burst passes at line rate, and the queue
-    /// drops at 15 kB. The estimate must not sit above twice the link for more than a second, and it settles near
-    /// the link's rate.
-    @Test func aSmallBucketAndAShortQueue() {
-        var sim = LinkSimulation(link: TokenBucketLink(rateBps: 400_000, burstBytes: 5_000, latencyMs: 200))
+    /// A minute behind `tbf rate 400kbit` with this bucket and queue: the run, its figures over the whole minute and
+    /// from 20 s (against twice the link), printed.
+    func runFor60Seconds(burstBytes: Int, latencyMs: Int) -> (LinkSimulation, TraceFigures, TraceFigures) {
+        var sim = LinkSimulation(link: TokenBucketLink(rateBps: 400_000, burstBytes: burstBytes, latencyMs: latencyMs))
         sim.run(until: 60_000_000)
         let all = TraceFigures(sim.trace, from: 0, to: 60, over: 800_000)
         let late = TraceFigures(sim.trace, from: 20, to: 60, over: 800_000)
         print(
-            "tbf 400kbit burst 5kB latency 200ms: \(all); from 20 s: \(late); probes \(sim.probes), raised \(sim.estimator.probesRaised), trains \(sim.estimator.trainsRaised), link drops \(sim.link.dropped) of \(sim.link.delivered + sim.link.dropped), \(sim.link.dropTimesUs.filter { $0 >= 20_000_000 }.count) from 20 s"
+            "tbf 400kbit burst \(burstBytes / 1000)kB latency \(latencyMs)ms: \(all); from 20 s: \(late); probes \(sim.probes), raised \(sim.estimator.probesRaised), trains \(sim.estimator.trainsRaised), link drops \(sim.link.dropped) of \(sim.link.delivered + sim.link.dropped), \(sim.link.dropTimesUs.filter { $0 >= 20_000_000 }.count) from 20 s"
         )
+        return (sim, all, late)
+    }
+
+    /// 400 kbit/s, burst 5 kB, 200 ms of queue: the bucket's refilled burst passes at line rate, and the queue
+    /// drops at 15 kB. The estimate must not sit above twice the link for more than a second, and it settles near
+    /// the link's rate.
+    @Test func aSmallBucketAndAShortQueue() {
+        let (sim, all, late) = runFor60Seconds(burstBytes: 5_000, latencyMs: 200)
         #expect(all.longestAbove <= 1.0, "\(all)")
         // Settled, the short queue overflows rarely: a probe now and then, not the estimate's overshoots.
         #expect(sim.link.dropTimesUs.filter { $0 >= 20_000_000 }.count <= 5, "\(sim.link.dropTimesUs.map { $0 / 100_000 })")
@@ -24,13 +31,7 @@ import Testing
 
     /// 400 kbit/s, burst 64 kB, 400 ms of queue: a bucket deep enough to pass a whole probe.
     @Test func aLargeBucketAndALongQueue() {
-        var sim = LinkSimulation(link: TokenBucketLink(rateBps: 400_000, burstBytes: 64_000, latencyMs: 400))
-        sim.run(until: 60_000_000)
-        let all = TraceFigures(sim.trace, from: 0, to: 60, over: 800_000)
-        let late = TraceFigures(sim.trace, from: 20, to: 60, over: 800_000)
-        print(
-            "tbf 400kbit burst 64kB latency 400ms: \(all); from 20 s: \(late); probes \(sim.probes), raised \(sim.estimator.probesRaised), trains \(sim.estimator.trainsRaised), link drops \(sim.link.dropped) of \(sim.link.delivered + sim.link.dropped), \(sim.link.dropTimesUs.filter { $0 >= 20_000_000 }.count) from 20 s"
-        )
+        let (_, all, late) = runFor60Seconds(burstBytes: 64_000, latencyMs: 400)
         #expect(all.longestAbove <= 2.0, "\(all)")
         #expect((250_000...560_000).contains(late.median), "\(late)")
     }
