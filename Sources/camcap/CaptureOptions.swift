@@ -180,34 +180,22 @@ extension CaptureSession {
 }
 
 /// Stops on SIGINT/SIGTERM: the first signal asks the session to finish cleanly, a second one exits at once
-/// (130). Installed before the camera starts. Two signals that arrive together (dispatch coalesces them into
-/// one event) count as two.
-final class StopSignal: @unchecked Sendable {
-    // @unchecked: `sources` is written once in init and only kept alive afterwards; `count` is a Mutex.
-    private var sources: [DispatchSourceSignal] = []
-    private let count = SignalCount()
+/// (130). Installed before the camera starts (SystemIO's SignalWatch: a handler, so no signal is lost to the
+/// moment it arrives in).
+final class StopSignal: Sendable {
+    private let watch: SignalWatch?
     init(onStop: @escaping @Sendable () -> Void) {
-        for sig in [SIGINT, SIGTERM] {
-            try? SignalDisposition.ignore(sig) // best effort: the dispatch source sees the signal either way
-            let src = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            src.setEventHandler { [count, src] in // the cycle src → handler → src ends at cancel (deinit)
-                let received = Int(src.data)
-                let n = count.value.withLock { c -> Int in
-                    c += max(1, received)
-                    return c
-                }
-                if n > 1 { ProcessExit.now(130) }
-                onStop()
+        let count = SignalCount()
+        watch = try? SignalWatch([SIGINT, SIGTERM]) { _ in
+            let n = count.value.withLock { c -> Int in
+                c += 1
+                return c
             }
-            src.resume()
-            sources.append(src)
+            if n > 1 { ProcessExit.now(130) }
+            onStop()
         }
     }
-    deinit {
-        for s in sources { s.cancel() }
-        try? SignalDisposition.restoreDefault(SIGINT)
-        try? SignalDisposition.restoreDefault(SIGTERM)
-    }
+    deinit { watch?.cancel() }
 }
 
 final class SignalCount: Sendable { let value = Mutex(0) }

@@ -1,4 +1,6 @@
+import Dispatch
 import Glibc
+import Synchronization
 import Testing
 @testable import SystemIO
 
@@ -28,6 +30,31 @@ import Testing
         sigaction(SIGUSR2, nil, &old)
         #expect(unsafeBitCast(old.__sigaction_handler.sa_handler, to: Int.self) == 0) // SIG_DFL
         #expect(throws: SystemError("sigaction", errno: EINVAL)) { try SignalDisposition.ignore(SIGKILL) }
+    }
+
+    /// SignalWatch: every signal sent while the watch is installed reaches the callback, also when the sending
+    /// thread blocks it (the watch thread unblocks it for itself), and cancel restores the default action.
+    @Test func signalWatchDeliversEverySignal() throws {
+        let seen = Mutex<[Int32]>([]), arrived = DispatchSemaphore(value: 0)
+        let watch = try SignalWatch([SIGUSR1]) { number in
+            seen.withLock { $0.append(number) }
+            arrived.signal()
+        }
+        var blocked = sigset_t()
+        sigemptyset(&blocked)
+        sigaddset(&blocked, SIGUSR1)
+        for i in 0..<20 {
+            if i == 10 { pthread_sigmask(SIG_BLOCK, &blocked, nil) } // this thread no longer takes it
+            kill(getpid(), SIGUSR1)
+            #expect(arrived.wait(timeout: .now() + 30) == .success, "signal \(i) never reached the callback")
+        }
+        pthread_sigmask(SIG_UNBLOCK, &blocked, nil)
+        #expect(seen.withLock { $0 } == Array(repeating: SIGUSR1, count: 20))
+        watch.cancel()
+        var old = sigaction()
+        sigaction(SIGUSR1, nil, &old)
+        #expect(unsafeBitCast(old.__sigaction_handler.sa_handler, to: Int.self) == 0) // SIG_DFL again
+        watch.cancel() // twice: no effect
     }
 
     @Test func timerSlackAndTerminals() throws {
