@@ -10,6 +10,7 @@ let package = Package(
     name: "swift-video-capture",
     platforms: [.macOS(.v15)],
     products: [
+        .library(name: "VideoCaptureCommons", targets: ["VideoCaptureCommons"]),
         .library(name: "VideoCapture", targets: ["VideoCapture"]),
         .library(name: "VideoProcessing", targets: ["VideoProcessing"]),
         .library(name: "FixtureCameras", targets: ["FixtureCameras"]),
@@ -47,9 +48,12 @@ let package = Package(
         // The one I/O layer: sockets, files, memory maps, sleeping and threads (EINTR and errno handled in one
         // place), and the byte-order helpers. Below every module; V4L2 device calls stay in V4L2Capture/Kernel.swift.
         .target(name: "SystemIO", swiftSettings: upcoming),
+        // What every module shares: error codes, the clocks, JSON text, bounded file reads (below VideoCapture, so
+        // that the transports and servers need not import the capture module for them).
+        .target(name: "VideoCaptureCommons", dependencies: ["SystemIO"], swiftSettings: upcoming),
         .target(
             name: "VideoCapture",
-            dependencies: ["SystemIO", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["VideoCaptureCommons", "SystemIO", .product(name: "Logging", package: "swift-log")],
             swiftSettings: upcoming),
         .target(
             name: "VideoProcessing",
@@ -73,10 +77,10 @@ let package = Package(
             name: "H264",
             dependencies: ["VideoCapture", "VideoProcessing", "SystemIO", "COpenH264"],
             swiftSettings: upcoming),
-        .target(name: "RTP", dependencies: ["VideoCapture", "H264", "SystemIO"], swiftSettings: upcoming),
+        .target(name: "RTP", dependencies: ["VideoCaptureCommons", "VideoCapture", "H264", "SystemIO"], swiftSettings: upcoming),
         // OpenSSL (DTLS 1.2 + use_srtp, ECDSA certificate, HMAC) and libsrtp2 behind a thin C shim.
         .target(name: "CWebRTC", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto"), .linkedLibrary("srtp2")]),
-        .target(name: "WebRTC", dependencies: ["VideoCapture", "RTP", "H264", "SystemIO", "CWebRTC"], swiftSettings: upcoming),
+        .target(name: "WebRTC", dependencies: ["VideoCaptureCommons", "RTP", "H264", "SystemIO", "CWebRTC"], swiftSettings: upcoming),
         // The capture session, its stages and outputs (files, RTP): what every command runs, without the CLI.
         .target(
             name: "CapturePipeline",
@@ -91,7 +95,7 @@ let package = Package(
         .target(
             name: "WHEPServer",
             dependencies: [
-                "CapturePipeline", "VideoCapture", "H264", "RTP", "WebRTC", "SystemIO",
+                "CapturePipeline", "VideoCaptureCommons", "H264", "RTP", "WebRTC", "SystemIO",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -105,7 +109,7 @@ let package = Package(
         .target(
             name: "WHIPClient",
             dependencies: [
-                "CapturePipeline", "VideoCapture", "H264", "RTP", "WebRTC", "SystemIO",
+                "CapturePipeline", "VideoCaptureCommons", "H264", "RTP", "WebRTC", "SystemIO",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -118,7 +122,7 @@ let package = Package(
         .target(
             name: "RTSPServer",
             dependencies: [
-                "CapturePipeline", "VideoCapture", "VideoProcessing", "H264", "RTP", "SystemIO",
+                "CapturePipeline", "VideoCaptureCommons", "VideoCapture", "VideoProcessing", "H264", "RTP", "SystemIO",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

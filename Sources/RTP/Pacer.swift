@@ -1,6 +1,6 @@
 import Foundation
 import SystemIO
-import VideoCapture
+import VideoCaptureCommons
 
 /// Spreads a stream's media packets over time at a pacing rate (libwebrtc's pacer: 2.5 × the bandwidth estimate)
 /// instead of sending each frame as one burst, which a shallow bottleneck queue (a token bucket, a home router)

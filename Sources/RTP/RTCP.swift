@@ -1,4 +1,4 @@
-public import VideoCapture
+public import VideoCaptureCommons
 import SystemIO
 
 /// RTCP (RFC 3550, RFC 4585, RFC 5104, draft-alvestrand-rmcat-remb): what a sender builds and what it parses.

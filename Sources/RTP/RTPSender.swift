@@ -1,5 +1,6 @@
 import Foundation
-public import VideoCapture
+public import VideoCaptureCommons
+import VideoCapture // VideoRotation: the frame's rotation for the video-orientation extension
 public import H264
 import Synchronization
 import SystemIO

@@ -1,4 +1,4 @@
-public import VideoCapture
+public import VideoCaptureCommons
 import H264
 
 /// The SDP a receiver opens for our stream (RFC 4566, RFC 6184 §8), and a minimal reader for an answer.

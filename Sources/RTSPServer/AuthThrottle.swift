@@ -1,5 +1,5 @@
 import Synchronization
-import VideoCapture
+import VideoCaptureCommons
 
 /// How many wrong Digest answers the server checks, per client address and in all, before it stops checking
 /// (OpenSSH's PerSourcePenalties and MaxStartups, as token buckets): each wrong answer takes a token, tokens come

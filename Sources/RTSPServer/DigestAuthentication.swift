@@ -1,6 +1,6 @@
 import Foundation
 import SystemIO
-import VideoCapture
+import VideoCaptureCommons
 import Synchronization
 
 /// HTTP Digest authentication for RTSP (RFC 2617, RFC 7616) with MD5, the algorithm ffmpeg, VLC (live555),

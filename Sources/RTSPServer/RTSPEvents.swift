@@ -1,4 +1,4 @@
-public import VideoCapture
+public import VideoCaptureCommons
 
 /// Why an RTSP server could not start.
 public struct RTSPError: CodedError {

@@ -1,7 +1,8 @@
 import Foundation
 import Synchronization
 public import Logging
-import VideoCapture
+import VideoCaptureCommons
+import VideoCapture // I420Buffer: the blank picture parameterSets(for:) encodes for the SDP
 public import H264
 import VideoProcessing
 import RTP

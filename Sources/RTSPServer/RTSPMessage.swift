@@ -1,4 +1,4 @@
-public import VideoCapture
+public import VideoCaptureCommons
 
 /// One RTSP 1.0 request (RFC 2326 §6) as the parser read it.
 public struct RTSPRequest: Sendable, Equatable {

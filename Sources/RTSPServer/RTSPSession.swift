@@ -1,6 +1,6 @@
 import Foundation
 import Synchronization
-import VideoCapture
+import VideoCaptureCommons
 import H264
 import RTP
 import NIOCore

@@ -349,3 +349,8 @@ public enum VideoRotation: Int, Sendable, CaseIterable, Codable, CustomStringCon
     public var swapsDimensions: Bool { self == .rotation90 || self == .rotation270 }
     public var description: String { "\(rawValue)°" }
 }
+
+extension Fraction: JSONNumber {
+    /// Its decimal form (`description`): a JSON number.
+    package var jsonNumber: String { description }
+}

@@ -4,7 +4,7 @@ import NIOPosix
 import NIOHTTP1
 public import NIOSSL
 import Synchronization
-public import VideoCapture
+public import VideoCaptureCommons
 
 /// Open connections, overall, per client address and per network (/24 for IPv4, /64 for IPv6), and the refusal
 /// counters. A connection is evictable while it has no request in progress, or only one that is not

@@ -2,7 +2,7 @@ import Foundation
 public import NIOSSL
 import SystemIO
 import WebRTC
-import VideoCapture
+import VideoCaptureCommons
 
 /// The pieces of a server's safety that come from its configuration: the token, origins, host names, the
 /// descriptor budget and the TLS context.

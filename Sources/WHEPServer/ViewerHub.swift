@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 import Metrics
 public import Logging
-import VideoCapture
+import VideoCaptureCommons
 public import H264
 public import WebRTC
 import RTP

@@ -8,7 +8,7 @@ public import Logging
 import Dispatch
 import Synchronization
 import SystemIO
-public import VideoCapture
+public import VideoCaptureCommons
 
 /// Why publishing failed, in words that name the server's answer or the local cause.
 public struct WHIPError: Error, Sendable, CustomStringConvertible {

@@ -2,7 +2,7 @@ import RTP
 import H264
 import Synchronization
 import SystemIO
-import VideoCapture
+import VideoCaptureCommons
 
 /// One WebRTC connection's transport, whichever side we play: one UDP socket (BUNDLE, rtcp-mux) demuxed by first
 /// byte (RFC 7983: 0–3 STUN, 20–63 DTLS, 128–191 RTP/RTCP), a DTLS association whose keying material makes the

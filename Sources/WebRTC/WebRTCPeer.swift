@@ -1,5 +1,5 @@
 import Foundation
-import VideoCapture
+import VideoCaptureCommons
 public import RTP
 public import H264
 import Synchronization

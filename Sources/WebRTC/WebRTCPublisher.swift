@@ -1,5 +1,5 @@
 import Foundation
-import VideoCapture
+import VideoCaptureCommons
 public import H264
 public import RTP
 import Synchronization

@@ -1,6 +1,13 @@
 // JSON text for the command-line tool and the servers' /stats (keys in the order given; no Foundation encoder,
 // so numbers print as they are and nothing is reordered).
 
+/// A value that prints as a JSON number of its own making (a frame rate as `30000/1001` is a string's job;
+/// `Fraction` prints its decimal form).
+package protocol JSONNumber {
+    /// The JSON text of the value.
+    var jsonNumber: String { get }
+}
+
 /// Prints a JSON object with keys in the given order.
 package func jsonObject(_ pairs: [(String, Any)]) -> String {
     "{" + pairs.map { "\"\($0.0)\": \(jsonValue($0.1))" }.joined(separator: ", ") + "}"
@@ -8,7 +15,7 @@ package func jsonObject(_ pairs: [(String, Any)]) -> String {
 package func jsonValue(_ v: Any) -> String {
     switch v {
     case let s as String: return jsonString(s)
-    case let f as Fraction: return f.description
+    case let n as JSONNumber: return n.jsonNumber
     case let i as Int: return String(i)
     case let d as Double: return d.isFinite ? String(d) : "null" // JSON has no inf/nan
     case let b as Bool: return b ? "true" : "false"
