@@ -57,7 +57,9 @@ let package = Package(
             swiftSettings: upcoming),
         .target(
             name: "VideoProcessing",
-            dependencies: ["VideoCapture", "SystemIO", "CLibYUV", "CTurboJPEG", "CJPEGCodec"],
+            dependencies: [
+                "VideoCapture", "SystemIO", "CLibYUV", "CTurboJPEG", "CJPEGCodec", .product(name: "Metrics", package: "swift-metrics"),
+            ],
             swiftSettings: upcoming),
         // The built-in cameras (Fixtures/cameras/*.json|txt) are compiled in at build time by the EmbedFixtures plugin.
         .target(
@@ -75,7 +77,7 @@ let package = Package(
             swiftSettings: upcoming),
         .target(
             name: "H264",
-            dependencies: ["VideoCapture", "VideoProcessing", "SystemIO", "COpenH264"],
+            dependencies: ["VideoCapture", "VideoProcessing", "SystemIO", "COpenH264", .product(name: "Metrics", package: "swift-metrics")],
             swiftSettings: upcoming),
         .target(name: "RTP", dependencies: ["VideoCaptureCommons", "VideoCapture", "H264", "SystemIO"], swiftSettings: upcoming),
         // OpenSSL (DTLS 1.2 + use_srtp, ECDSA certificate, HMAC) and libsrtp2 behind a thin C shim.

@@ -5,6 +5,7 @@ import FixtureCameras
 import V4L2Capture
 import Foundation
 import Metrics
+import H264
 import Synchronization
 import SystemIO
 
@@ -513,31 +514,19 @@ struct AdaptationTally {
     }
 }
 
-/// The help text of every metric the pipeline reports (a Prometheus exposition gives it as `# HELP`).
-public let pipelineMetricsHelp: [String: String] = [
-    "capture_frames_total": "Frames captured: passed to the stages, or only dequeued while no stage wants pictures.",
-    "capture_frames_dropped_total": "Frames the capturer dropped (late, consumer busy, driver drops).",
-    "capture_frames_undecodable_total": "Captured frames that could not be converted (a corrupt JPEG, a short buffer).",
-    "capture_conversion_seconds": "Time to convert one captured frame to I420.",
-    "encoder_frames_total": "Frames the H.264 encoder produced.",
-    "encoder_key_frames_total": "Key frames (IDR) the encoder produced.",
-    "encoder_bytes_total": "Bytes of encoded H.264.",
-    "encoder_encode_seconds": "Time to encode one frame.",
-    "encoder_target_bitrate_bps": "The encoder's target bitrate, bits per second.",
-]
+/// The help text of every metric the pipeline reports (a Prometheus exposition gives it as `# HELP`): capture's
+/// and the encoder's.
+public let pipelineMetricsHelp: [String: String] = CaptureMetrics.help.merging(EncoderMetrics.help) { a, _ in a }
 
-/// What a session reports through swift-metrics (nothing unless the app bootstraps a backend; `camcap serve`
-/// bootstraps Prometheus and serves it at /metrics):
-///   capture_frames_total, capture_frames_dropped_total (by the capturer: late, busy, driver),
-///   capture_frames_undecodable_total, capture_conversion_seconds (a timer: one conversion per frame).
+/// What a session reports through swift-metrics: `CaptureMetrics` with the session's dimensions, counted here
+/// (frames the stages took, or dequeued while no stage wanted pictures; drops of the capturer and of this
+/// session's own stream), not by its source.
 struct SessionMetrics {
     let frames, droppedFrames, undecodable: Counter
     let conversion: Metrics.Timer
     init(dimensions d: [(String, String)]) {
-        frames = Counter(label: "capture_frames_total", dimensions: d)
-        droppedFrames = Counter(label: "capture_frames_dropped_total", dimensions: d)
-        undecodable = Counter(label: "capture_frames_undecodable_total", dimensions: d)
-        conversion = Metrics.Timer(label: "capture_conversion_seconds", dimensions: d)
+        let m = CaptureMetrics(dimensions: d)
+        (frames, droppedFrames, undecodable, conversion) = (m.frames, m.droppedFrames, m.undecodable, m.conversion)
     }
     private var reportedDrops = 0, reportedUndecodable = 0
     /// The drops (the capturer's, not those before anybody consumed frames, and the source's while this

@@ -485,18 +485,3 @@ extension H264Encoder {
     /// The size being encoded (its settings'), without building the statistics (whose percentiles walk a histogram).
     package var size: FrameSize { FrameSize(width: settings.width, height: settings.height) }
 }
-
-/// The encode stage's swift-metrics.
-struct EncoderMetrics: Sendable {
-    let frames, keyFrames, bytes: Counter
-    let encode: Metrics.Timer
-    let targetBitrate: Gauge
-    /// The session's dimensions (`CaptureSession.metricsDimensions`): two sessions in one process count apart.
-    init(dimensions d: [(String, String)]) {
-        frames = Counter(label: "encoder_frames_total", dimensions: d)
-        keyFrames = Counter(label: "encoder_key_frames_total", dimensions: d)
-        bytes = Counter(label: "encoder_bytes_total", dimensions: d)
-        encode = Metrics.Timer(label: "encoder_encode_seconds", dimensions: d)
-        targetBitrate = Gauge(label: "encoder_target_bitrate_bps", dimensions: d)
-    }
-}

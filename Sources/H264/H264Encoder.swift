@@ -1,4 +1,5 @@
 public import VideoCapture
+import Metrics
 import VideoProcessing
 import COpenH264
 import Synchronization
@@ -281,6 +282,8 @@ public final class H264Encoder {
     private var stats = EncoderStatistics()
     private var times = DurationHistogram()
     private var window = TimestampWindow()
+    /// swift-metrics for each encoded frame, when made with `metricsDimensions`.
+    private let metrics: EncoderMetrics?
 
     /// The version of the OpenH264 library linked, e.g. `OpenH264 2.3.1`.
     public static var openH264Version: String {
@@ -289,11 +292,16 @@ public final class H264Encoder {
     }
 
     /// An encoder for `settings`; `control` may be made first (to hand to another thread before the encoder
-    /// exists).
-    public init(settings: Settings, control: EncoderControl = EncoderControl()) throws(H264Error) {
+    /// exists). With `metricsDimensions`, every encoded frame and the target bitrate are recorded through
+    /// swift-metrics (`EncoderMetrics`, with these dimensions); nil records nothing.
+    public init(settings: Settings, control: EncoderControl = EncoderControl(), metricsDimensions: [(String, String)]? = nil)
+        throws(H264Error)
+    {
         try settings.validate()
         self.settings = settings
         self.control = control
+        metrics = metricsDimensions.map(EncoderMetrics.init(dimensions:))
+        metrics?.targetBitrate.record(settings.targetBitrate)
         try configure(settings)
         stats.size = FrameSize(width: settings.width, height: settings.height)
         stats.targetBitrate = settings.targetBitrate
@@ -431,6 +439,7 @@ public final class H264Encoder {
         }
         _ = ch264_set_option(encoder, ENCODER_OPTION_FRAME_RATE, &rate)
         settings = s
+        metrics?.targetBitrate.record(bitrate)
     }
 
     /// The next encoded frame will be an IDR preceded by SPS and PPS (as `control.requestKeyFrame()`).
@@ -575,6 +584,7 @@ public final class H264Encoder {
         }
         let snapshot = stats
         control.publish { $0 = snapshot }
+        metrics?.record(out)
     }
 
     /// Encodes an I420 frame (what `VideoSource` delivers) into `out` with its capture time and rotation, writing its

@@ -1,4 +1,5 @@
 public import VideoCapture
+import Metrics
 import Synchronization
 
 /// A capture source for an RTC stack: it sits over a `CameraVideoCapturer`, converts each captured frame to
@@ -125,6 +126,9 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
         /// Called on the delivery thread after each conversion with the frame's sequence number and the
         /// conversion's time in nanoseconds (metrics, per-frame work time).
         public var didConvert: (@Sendable (_ sequence: UInt64, _ nanoseconds: Int64) -> Void)?
+        /// Record `CaptureMetrics` through swift-metrics with these dimensions (e.g. `[("camera", path)]`):
+        /// frames captured, drops, undecodable frames, conversion time. nil (the default) records nothing.
+        public var metricsDimensions: [(String, String)]?
         /// Options with no callbacks; the defaults leave the picture as the camera delivers it (sizes made even).
         public init(applyRotation: Bool = false, rotation: VideoRotation = .rotation0, mirror: Bool = false, size: FrameSize? = nil) {
             self.applyRotation = applyRotation
@@ -143,6 +147,8 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
     /// Nobody wants a picture: frames are passed to the streams unconverted (`VideoFrame.isUnconverted`).
     private let picturesPaused = Atomic(false)
     private weak let capturer: CameraVideoCapturer?
+    /// swift-metrics, when `options.metricsDimensions` asks for them.
+    private let metrics: CaptureMetrics?
 
     /// A source over `capturer`. With `applyRotation`, each frame's rotation is applied to the pixels
     /// (outputs have rotation 0); else it is carried as metadata for the consumer to apply.
@@ -154,6 +160,7 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
     public init(capturer: CameraVideoCapturer, options: Options) {
         self.capturer = capturer
         self.options = options
+        metrics = options.metricsDimensions.map(CaptureMetrics.init(dimensions:))
         rotationApplied = Atomic(options.applyRotation)
         var w = Work()
         w.deliveries.reserveCapacity(8)
@@ -262,6 +269,7 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
     /// Converts a captured frame once and delivers it to the sinks that want it. Called by the capturer on its
     /// delivery thread; an app does not call it.
     public func capturer(_ capturer: CameraVideoCapturer, didCapture frame: VideoFrame) {
+        metrics?.frames.increment()
         if frame.isEncoded { return passThrough(frame) }
         if picturesPaused.load(ordering: .acquiring) { return passUnconverted(frame) }
         options.willAdapt?(frame)
@@ -344,7 +352,9 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
                 return []
             }
             counts.converted = true
-            options.didConvert?(frame.sequence, monotonicNanoseconds() - t0)
+            let convertedNs = monotonicNanoseconds() - t0
+            options.didConvert?(frame.sequence, convertedNs)
+            metrics?.conversion.recordNanoseconds(convertedNs)
             outSize = FrameSize(width: picture.width, height: picture.height)
             let outRotation: VideoRotation = applied ? .rotation0 : frame.rotation
             let color = frame.colorSpace.convertedToI420(from: frame.buffer.pixelFormat)
@@ -401,6 +411,10 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
             if let r = counts.dropReason { c.stats.dropped[r, default: 0] += 1 }
             if starved > 0 { c.stats.dropped[.starvation, default: 0] += starved }
         }
+        if let metrics {
+            if counts.dropReason == .undecodable { metrics.undecodable.increment() }
+            if starved > 0 { metrics.droppedFrames.increment(by: starved) }
+        }
         if let failure {
             // Frames of this format cannot be converted at all: the sequences end with the reason.
             endStreams(CaptureError(.unsupportedFormat, "frames cannot be converted to I420: \(failure)"))
@@ -441,6 +455,7 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
             }
             if starved > 0 { c.stats.dropped[.starvation, default: 0] += starved }
         }
+        if starved > 0 { metrics?.droppedFrames.increment(by: starved) }
     }
 
     /// Counts frames the capturer dropped as `DropReason.late` (except drops for want of a consumer). Called by
@@ -448,6 +463,7 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
     public func capturer(_ capturer: CameraVideoCapturer, didDropFrames count: Int, reason: FrameDropReason) {
         guard reason != .noConsumer else { return }
         control.withLock { $0.stats.dropped[.late, default: 0] += count }
+        metrics?.droppedFrames.increment(by: count)
     }
 
     /// Ends the source's async sequences, throwing `error` if capture failed; callback sinks stay registered for

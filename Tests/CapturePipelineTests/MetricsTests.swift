@@ -5,6 +5,8 @@ import Testing
 import TestSupport
 import VideoCapture
 import CapturePipeline
+import VideoProcessing
+import H264
 
 /// The process's metrics backend for these tests (swift-metrics is bootstrapped once per process; no other test
 /// target bootstraps it).
@@ -47,5 +49,47 @@ let testMetrics: TestMetrics = {
         }
         // Nothing was counted without the camera.
         #expect(metrics.counters(label: "capture_frames_total").allSatisfy { c in c.dimensions.contains { $0.0 == "camera" } })
+    }
+
+    /// The capture → `VideoSource` → encoder path (the RTC article's, without a session; #38: it recorded
+    /// nothing) records what it is asked to: the source's frames, conversions and drops, the encoder's frames,
+    /// bytes, key frames and target bitrate, each with the app's dimensions.
+    @Test func theRTCPathRecordsWithItsDimensions() async throws {
+        let metrics = testMetrics
+        let d = [("camera", "fixture:vivid"), ("path", "rtc-article")]
+        let capturer = CaptureSession.capturer(for: CaptureSession.Configuration())
+        let camera = try capturer.device("fixture:vivid")
+        var options = VideoSource.Options()
+        options.metricsDimensions = d
+        let source = VideoSource(capturer: capturer, options: options)
+        let frames = source.frames(waitsForConsumer: true)
+        let applied = try await capturer.startCapture(device: camera, targetSize: FrameSize(width: 320, height: 240), fpsLimit: 30)
+        let encoder = try H264Encoder(
+            settings: .init(width: applied.size.width & ~1, height: applied.size.height & ~1), metricsDimensions: d)
+        let firstTarget = encoder.settings.targetBitrate
+        var encoded = EncodedFrame(), bytes = 0, keyFrames = 0, n = 0
+        for try await frame in frames {
+            guard let picture = I420Buffer(frame.buffer) else { continue }
+            try encoder.encode(picture, timestampNs: frame.timestampNs, into: &encoded)
+            n += 1
+            bytes += encoded.size
+            if encoded.isKeyFrame { keyFrames += 1 }
+            if n == 12 { try encoder.setRates(bitrate: 250_000, fps: 30) } // applied at frame 13
+            if n == 20 { break }
+        }
+        try await capturer.stopCapture()
+        source.detach() // no frame after this: the counters are final
+        let stats = source.statistics
+        #expect(try metrics.expectCounter("encoder_frames_total", d).totalValue == 20)
+        #expect(try metrics.expectCounter("encoder_bytes_total", d).totalValue == Int64(bytes) && bytes > 0)
+        #expect(try metrics.expectCounter("encoder_key_frames_total", d).totalValue == Int64(keyFrames) && keyFrames >= 1)
+        #expect(try metrics.expectTimer("encoder_encode_seconds", d).values.count == 20)
+        let target = try metrics.expectGauge("encoder_target_bitrate_bps", d)
+        #expect(target.values.first == Double(firstTarget) && target.lastValue == 250_000, "\(target.values)")
+        #expect(stats.inputFrames >= 20)
+        #expect(try metrics.expectCounter("capture_frames_total", d).totalValue == Int64(stats.inputFrames))
+        #expect(try metrics.expectTimer("capture_conversion_seconds", d).values.count == stats.conversions)
+        let drops = stats.dropped[.late, default: 0] + stats.dropped[.starvation, default: 0]
+        #expect(try metrics.expectCounter("capture_frames_dropped_total", d).totalValue == Int64(drops))
     }
 }
