@@ -68,6 +68,12 @@ package final class WorkerThread: Sendable {
         }
     }
 
+    /// True when called on this thread (a callback from its body that must not wait for the body).
+    package var isCurrent: Bool {
+        guard let thread = handle.withLock({ $0 }) else { return false }
+        return pthread_equal(thread, pthread_self()) != 0
+    }
+
     /// `requestStop()` then `join()`.
     package func stop() {
         requestStop()
