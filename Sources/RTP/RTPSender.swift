@@ -132,7 +132,7 @@ public final class RTPSender: @unchecked Sendable {
         /// under 1.5 × with what the transport adds to each packet (RTX's 2 bytes, SRTP's tag).
         public var retransmissionShare = 0.45
         /// Pace media packets at this multiple of the bandwidth estimate (the send-side one with transport-cc, else
-        /// the receiver's REMB; 2.5 as libwebrtc), from a pacer thread, instead of sending each frame as one burst;
+        /// the receiver's REMB; 2.5 as libwebrtc), from the pacing thread, instead of sending each frame as one burst;
         /// nil sends at once. Until an estimate is known packets go out at once.
         public var pacingFactor: Double?
         /// A receiver's bandwidth estimate (REMB) is raised to this many bit/s before it is handed on: one REMB
@@ -278,7 +278,7 @@ public final class RTPSender: @unchecked Sendable {
     private var packetizer: H264Packetizer
     /// With `pacingFactor`: the queue and its thread.
     private var pacer: Pacer?
-    /// The pacer thread's copy of the packet it sends, and the sending thread's (a packet the full queue refused).
+    /// The pacing thread's copy of the packet it sends, and the sending thread's (a packet the full queue refused).
     private var pacedPacket = [UInt8](), unqueuedPacket = [UInt8]()
     private var lastSRNs: Int64?
 
@@ -317,7 +317,7 @@ public final class RTPSender: @unchecked Sendable {
         pacer.setRate(Int(clamping: UInt64(Double(min(estimate, 1 << 40)) * factor)))
     }
 
-    /// Sends queued media packet `seq` (the pacer's thread).
+    /// Sends queued media packet `seq` (the pacing thread, `PacerLoop`).
     private func sendPaced(_ seq: UInt16) { sendStored(seq, through: &pacedPacket) }
 
     /// Sends media packet `seq` from the history through `buffer`, with the next transport-wide number written in
@@ -351,7 +351,7 @@ public final class RTPSender: @unchecked Sendable {
 
     /// A sender over `transport` (no sockets, no thread of its own): the owner hands received RTCP to
     /// `handleRTCP` and calls `sendSenderReportIfDue` about every 100 ms. `host`/`port` of the configuration
-    /// only name the peer in messages. With `pacingFactor`, a pacer thread sends the media packets.
+    /// only name the peer in messages. With `pacingFactor`, the process's pacing thread sends the media packets.
     public init(configuration c: Configuration, transport: any RTPTransport) throws(RTPError) {
         guard (0.0...1.0).contains(c.dropRate) else { throw RTPError(.invalidConfiguration, "drop rate \(c.dropRate) is not 0...1") }
         try RTPSender.checkExtensions(c)

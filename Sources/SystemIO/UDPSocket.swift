@@ -250,3 +250,23 @@ package func networkInterfaceAddresses() -> [InterfaceAddress]? {
     }
     return out
 }
+
+/// poll(2) over many UDP sockets (one thread serving many connections), its descriptor array kept between calls:
+/// no allocation once it has grown to the number of sockets.
+package struct SocketPoll {
+    private var fds: [pollfd] = []
+    package init() {}
+
+    /// Waits up to `timeoutMs` until one of `sockets` is readable (or has an error); `isReadable(i)` then says
+    /// which. Interrupted by a signal: returns as if nothing were readable.
+    package mutating func wait(_ sockets: [UDPSocket], timeoutMs: Int32) {
+        fds.removeAll(keepingCapacity: true)
+        for s in sockets { fds.append(pollfd(fd: s.descriptor, events: Int16(POLLIN), revents: 0)) }
+        if poll(&fds, nfds_t(fds.count), timeoutMs) <= 0 {
+            for i in fds.indices { fds[i].revents = 0 }
+        }
+    }
+
+    /// Whether socket `i` of the last `wait` has something to read (or an error to collect).
+    package func isReadable(_ i: Int) -> Bool { i < fds.count && fds[i].revents != 0 }
+}

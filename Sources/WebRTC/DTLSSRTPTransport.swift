@@ -1,3 +1,4 @@
+import Foundation
 import RTP
 import H264
 import Synchronization
@@ -8,7 +9,8 @@ import VideoCaptureCommons
 /// byte (RFC 7983: 0–3 STUN, 20–63 DTLS, 128–191 RTP/RTCP), a DTLS association whose keying material makes the
 /// SRTP sessions (the outbound one handed to the `SRTPTransport` the `RTPSender` sends through), inbound SRTCP
 /// unprotected into the sender (NACK, PLI/FIR, REMB, receiver reports), sender reports when due, and on the way
-/// out an RTCP BYE and a DTLS close_notify. A thread of its own runs the socket loop.
+/// out an RTCP BYE and a DTLS close_notify. One thread runs every transport's socket (`TransportLoop`): 16
+/// viewers cost one thread, not 16.
 ///
 /// What differs between a WHEP viewer and a WHIP publisher is ICE, which is the `ICEAgent` handed to `start`:
 /// the ICE-lite responder (`WebRTCPeer`) or the controlling agent with its consent checks (`WebRTCPublisher`).
@@ -63,12 +65,13 @@ final class DTLSSRTPTransport: Sendable {
         var skipped = 0
     }
     private let status: Mutex<Status>
-    private let thread = Mutex<WorkerThread?>(nil)
+    private let loop: TransportLoop
 
     /// A transport on `socket` in `state`, ending for `closeReason` unless something else ends it first.
-    init(socket: UDPSocket, maxPacket: Int, state: State, closeReason: String) {
+    init(socket: UDPSocket, maxPacket: Int, state: State, closeReason: String, loop: TransportLoop = .shared) {
         srtp = SRTPTransport(socket: socket, maxPacket: maxPacket)
         status = Mutex(Status(reason: closeReason, state: state))
+        self.loop = loop
     }
 
     /// What the transport's thread runs with: made before `start` and used by that thread alone.
@@ -93,14 +96,11 @@ final class DTLSSRTPTransport: Sendable {
         }
     }
 
-    /// Starts the thread `name`, which runs the session `take` gives it (nil: closed before it started, so
-    /// nothing runs). Call after `claimStart()` returned true.
-    func start(name: String, _ take: @escaping @Sendable () -> SessionHandOver?) {
-        let t = WorkerThread(name: name) { [self] _ in
-            guard let handOver = take() else { return }
-            run(handOver.session)
-        }
-        thread.withLock { $0 = t }
+    /// Hands the session `take` gives to the loop's thread (nil: closed before it started, so nothing runs).
+    /// Call after `claimStart()` returned true.
+    func start(_ take: @Sendable () -> SessionHandOver?) {
+        guard let handOver = take() else { return }
+        loop.add(self, handOver)
     }
 
     /// Ends the connection for `reason` (unless it already ends for another): the thread sends an RTCP BYE and a
@@ -119,7 +119,7 @@ final class DTLSSRTPTransport: Sendable {
             status.withLock { $0.state = .closed }
             return false
         }
-        thread.withLock { $0 }?.join() // returns at once on the transport's thread: it ends next
+        loop.waitUntilEnded(self) // returns at once on the loop's thread: it ends on its next pass
         return true
     }
 
@@ -172,58 +172,81 @@ final class DTLSSRTPTransport: Sendable {
 
     // MARK: The transport's thread
 
-    private func run(_ session: Session) {
-        let link = Link(transport: self, dtls: session.dtls)
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 8)
-        defer { buffer.deallocate() }
-        var from = SocketAddress()
-        var lastTick: Int64 = 0
-        status.withLock { if $0.state == .new { $0.state = .checking } }
-        loop: while !status.withLock({ $0.stop }) {
-            if socket.waitUntilReadable(timeoutMs: 20) {
-                while let n = socket.receive(into: buffer, from: &from), n > 0 {
-                    handle(session, link, UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n]), from: from)
-                }
-            }
-            let now = monotonicNanoseconds()
-            guard now - lastTick >= 50_000_000 else { continue }
-            lastTick = now
-            switch session.ice.beforeDTLS(now: now, link) {
-            case .proceed: break
-            case .wait: continue loop
-            case .end(let reason):
-                finish(reason)
-                break loop
-            }
-            if link.inbound == nil {
-                if case .failed(let e) = link.dtls.tick() {
-                    finish("DTLS failed: \(e)")
-                    break
-                }
-                link.flushDTLS()
-                if now - session.connectSinceNs > session.connectTimeoutNs {
-                    finish(session.connectTimeoutReason)
-                    break
-                }
-            } else {
-                session.sender.sendSenderReportIfDue()
-            }
-            if let reason = session.ice.afterDTLS(now: now, link) {
-                finish(reason)
-                break
-            }
+    /// Where a started transport is, for the loop's thread alone.
+    final class Running {
+        let transport: DTLSSRTPTransport
+        let session: Session
+        let link: Link
+        var lastTickNs: Int64 = 0
+        var begun = false
+        init(_ transport: DTLSSRTPTransport, _ session: Session) {
+            self.transport = transport
+            self.session = session
+            link = Link(transport: transport, dtls: session.dtls)
         }
-        if srtp.isConnected {
-            session.sender.close() // a last sender report and a BYE
-            link.dtls.close() // close_notify
+    }
+
+    /// The loop took the transport on.
+    fileprivate func begin() {
+        status.withLock { if $0.state == .new { $0.state = .checking } }
+    }
+
+    /// Handles every datagram waiting on the socket (the loop saw it readable).
+    fileprivate func receiveAll(_ r: Running, into buffer: UnsafeMutableRawBufferPointer) {
+        var from = SocketAddress()
+        while !status.withLock({ $0.stop }), let n = socket.receive(into: buffer, from: &from), n > 0 {
+            handle(r.session, r.link, UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n]), from: from)
+        }
+    }
+
+    /// The steps due every 50 ms (ICE, DTLS's timers or sender reports, consent); false once the connection
+    /// ends.
+    fileprivate func tick(_ r: Running, now: Int64) -> Bool {
+        if status.withLock({ $0.stop }) { return false }
+        guard now - r.lastTickNs >= 50_000_000 else { return true }
+        r.lastTickNs = now
+        let session = r.session, link = r.link
+        switch session.ice.beforeDTLS(now: now, link) {
+        case .proceed: break
+        case .wait: return true
+        case .end(let reason):
+            finish(reason)
+            return false
+        }
+        if link.inbound == nil {
+            if case .failed(let e) = link.dtls.tick() {
+                finish("DTLS failed: \(e)")
+                return false
+            }
             link.flushDTLS()
+            if now - session.connectSinceNs > session.connectTimeoutNs {
+                finish(session.connectTimeoutReason)
+                return false
+            }
+        } else {
+            session.sender.sendSenderReportIfDue()
+        }
+        if let reason = session.ice.afterDTLS(now: now, link) {
+            finish(reason)
+            return false
+        }
+        return !status.withLock { $0.stop }
+    }
+
+    /// The way out: a last sender report, a BYE and close_notify when connected; the socket closed; `closed`
+    /// called with the reason.
+    fileprivate func end(_ r: Running) {
+        if srtp.isConnected {
+            r.session.sender.close() // a last sender report and a BYE
+            r.link.dtls.close() // close_notify
+            r.link.flushDTLS()
         }
         srtp.shutDown()
         let reason = status.withLock { s -> String in
             s.state = .closed
             return s.reason
         }
-        session.handlers.closed?(reason)
+        r.session.handlers.closed?(reason)
     }
 
     private func handle(_ session: Session, _ link: Link, _ p: UnsafeMutableRawBufferPointer, from: SocketAddress) {
@@ -297,6 +320,79 @@ final class DTLSSRTPTransport: Sendable {
 
         /// Sends what DTLS has to send to the selected remote.
         func flushDTLS() { transport.srtp.sendSelected(dtls.drain) }
+    }
+}
+
+/// The one thread that runs every `DTLSSRTPTransport` of the process: it polls their sockets together (20 ms at
+/// most), handles what arrived, runs each one's 50 ms steps, ends the ones that finished, and ends itself when the
+/// last one has (the next transport starts it again).
+final class TransportLoop: @unchecked Sendable {
+    // @unchecked: `members` and `thread` are guarded by `condition`; the rest is the loop thread's own.
+    /// The process's loop.
+    static let shared = TransportLoop()
+    private let condition = NSCondition()
+    private var members: [DTLSSRTPTransport.Running] = []
+    private var thread: WorkerThread?
+
+    /// The number of loop threads running (0 or 1): what the thread-count tests read.
+    var threadCount: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return thread == nil ? 0 : 1
+    }
+
+    fileprivate func add(_ transport: DTLSSRTPTransport, _ handOver: SessionHandOver) {
+        let running = DTLSSRTPTransport.Running(transport, handOver.session)
+        condition.lock()
+        defer { condition.unlock() }
+        members.append(running)
+        if thread == nil { thread = WorkerThread(name: "webrtc-loop") { [self] _ in run() } }
+    }
+
+    /// Waits until `transport` has ended (its `closed` handler has run), unless called on the loop's thread.
+    fileprivate func waitUntilEnded(_ transport: DTLSSRTPTransport) {
+        condition.lock()
+        defer { condition.unlock() }
+        guard thread?.isCurrent != true else { return }
+        while members.contains(where: { $0.transport === transport }) { condition.wait() }
+    }
+
+    private func run() {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 8)
+        defer { buffer.deallocate() }
+        var poll = SocketPoll()
+        var current: [DTLSSRTPTransport.Running] = [], sockets: [UDPSocket] = [], ended: [DTLSSRTPTransport.Running] = []
+        while true {
+            condition.lock()
+            if members.isEmpty {
+                thread = nil // the last transport ended; the next starts a new thread
+                condition.unlock()
+                return
+            }
+            current.removeAll(keepingCapacity: true)
+            current.append(contentsOf: members)
+            condition.unlock()
+            sockets.removeAll(keepingCapacity: true)
+            for r in current {
+                if !r.begun {
+                    r.begun = true
+                    r.transport.begin()
+                }
+                sockets.append(r.transport.socket)
+            }
+            poll.wait(sockets, timeoutMs: 20)
+            ended.removeAll(keepingCapacity: true)
+            for (i, r) in current.enumerated() {
+                if poll.isReadable(i) { r.transport.receiveAll(r, into: buffer) }
+                if !r.transport.tick(r, now: monotonicNanoseconds()) { ended.append(r) }
+            }
+            guard !ended.isEmpty else { continue }
+            for r in ended { r.transport.end(r) }
+            condition.lock()
+            members.removeAll { m in ended.contains { $0 === m } }
+            condition.broadcast() // `waitUntilEnded` callers
+            condition.unlock()
+        }
     }
 }
 

@@ -93,7 +93,7 @@ public final class WebRTCPeer: Sendable {
         public var remote: String?
     }
 
-    /// What the peer calls, each on the peer's thread (or the feedback path): `connected` once DTLS is up and
+    /// What the peer calls, each on the transport loop's thread (one for every peer and publisher; or the feedback path): `connected` once DTLS is up and
     /// SRTP keys are set (ask the encoder for a key frame); `keyFrameRequest` for the viewer's PLI/FIR (rate
     /// limited); `bitrateEstimate` with its REMB in bit/s; `closed` once, with the reason, when the peer has
     /// ended and freed its socket.
@@ -142,7 +142,7 @@ public final class WebRTCPeer: Sendable {
     private let configuration: Configuration
     /// Internal for tests (a measure of its sending path).
     let transport: DTLSSRTPTransport
-    /// The DTLS association and the ICE-lite responder until the peer's thread takes them (dropped for a peer closed
+    /// The DTLS association and the ICE-lite responder until the transport loop takes them (dropped for a peer closed
     /// before it started).
     private let pending: Mutex<PendingLoop?>
 
@@ -193,11 +193,11 @@ public final class WebRTCPeer: Sendable {
         pending = Mutex(PendingLoop(dtls: dtls, ice: ice))
     }
 
-    /// Starts the peer's thread; `handlers` are called from then on. Call once (later calls do nothing).
+    /// Hands the peer to the transport loop (one thread for every peer); `handlers` are called from then on. Call once (later calls do nothing).
     public func start(_ handlers: Handlers = Handlers()) {
         guard transport.claimStart() else { return }
         sender.setFeedbackHandlers(keyFrameRequest: handlers.keyFrameRequest, bitrateEstimate: handlers.bitrateEstimate)
-        transport.start(name: "webrtc-peer") { [self] in
+        transport.start { [self] in
             guard let loop = pending.withLock({ $0.take() }) else { return nil } // closed before it started
             let timeout = configuration.connectTimeoutNs
             return SessionHandOver(
@@ -209,8 +209,9 @@ public final class WebRTCPeer: Sendable {
 
     deinit { close() }
 
-    /// Ends the peer: RTCP BYE and DTLS close_notify when connected, then the socket is closed. Waits for the
-    /// peer's thread (unless called on it). Idempotent.
+    /// Ends the peer: RTCP BYE and DTLS close_notify when connected, then the socket is closed. Waits until it has
+    /// ended (unless called on the transport loop's thread, from a handler: it ends on the loop's next pass).
+    /// Idempotent.
     public func close(reason: String = "closed by the server") {
         if !transport.close(reason: reason) { pending.withLock { $0 = nil } } // never started: its DTLS state goes now
     }
@@ -252,7 +253,7 @@ public final class WebRTCPeer: Sendable {
 
 /// ICE-lite (RFC 8445 §2.5), the viewer's side of ICE: answers the browser's authenticated checks, takes the
 /// address of the first (or the nominated) one as the selected pair, and ends the connection when the checks,
-/// which are also consent (RFC 7675), stop for `consentTimeoutNs`. Used by the peer's thread only.
+/// which are also consent (RFC 7675), stop for `consentTimeoutNs`. Used by the transport loop's thread only.
 final class ICELiteResponder: ICEAgent {
     let localUfrag: String, localPassword: String
     let consentTimeoutNs: Int64
@@ -292,9 +293,9 @@ final class ICELiteResponder: ICEAgent {
     }
 }
 
-/// Carries the DTLS association and the ICE agent made in `init` to the peer's thread.
+/// Carries the DTLS association and the ICE agent made in `init` to the transport loop.
 // @unchecked: neither (OpenSSL's DTLS state, the agent's) is thread-safe, but only one thread ever uses them: `init`
-// makes them and puts them in the `pending` Mutex without touching them again, and the peer's thread takes them
+// makes them and puts them in the `pending` Mutex without touching them again, and the transport loop takes them
 // out once (or `close` drops them, for a peer never started).
 private struct PendingLoop: @unchecked Sendable {
     let dtls: DTLSAssociation

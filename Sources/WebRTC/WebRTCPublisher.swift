@@ -171,7 +171,7 @@ public final class WebRTCPublisher: Sendable {
         public var checksReceived = 0
     }
 
-    /// Called from the publisher's thread.
+    /// Called from the transport loop's thread.
     public typealias Handlers = WebRTCPeer.Handlers
 
     /// Our SDP offer (sendonly H.264), to POST to the WHIP endpoint.
@@ -264,7 +264,7 @@ public final class WebRTCPublisher: Sendable {
     /// pictures may be sent as captured.
     public var receivesRotation: Bool { negotiated.withLock { $0?.answer.videoOrientationExtensionID != nil } }
 
-    /// Starts ICE, DTLS and then media on the publisher's thread; `handlers` are called from it. Throws when no
+    /// Starts ICE, DTLS and then media on the transport loop's thread (one for every peer and publisher); `handlers` are called from it. Throws when no
     /// answer was accepted. Call once.
     public func start(_ handlers: Handlers = Handlers()) throws(WebRTCError) {
         guard let (answer, sender) = negotiated.withLock({ $0 }) else { throw WebRTCError("start: no answer was accepted") }
@@ -277,11 +277,11 @@ public final class WebRTCPublisher: Sendable {
             session: .init(
                 dtls: dtls, ice: ice, sender: sender, handlers: handlers, remoteName: "server", connectSinceNs: ice.startedNs,
                 connectTimeoutNs: c.connectTimeoutNs, connectTimeoutReason: "no DTLS connection within \(c.connectTimeoutNs / 1_000_000_000) s"))
-        transport.start(name: "webrtc-publisher") { handOver }
+        transport.start { handOver }
     }
 
-    /// Ends the connection: RTCP BYE and DTLS close_notify when connected, then the socket closes. Waits for the
-    /// publisher's thread. Idempotent.
+    /// Ends the connection: RTCP BYE and DTLS close_notify when connected, then the socket closes. Waits until it has
+    /// ended (unless called from a handler, on the loop's thread). Idempotent.
     public func close(reason: String = "closed by the publisher") { transport.close(reason: reason) }
 
     deinit { close() }

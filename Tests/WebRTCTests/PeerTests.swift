@@ -242,6 +242,59 @@ func keyFrame(size: Int) -> EncodedFrame {
         #expect(!peer.isConnected)
     }
 
+    /// Sixteen viewers on one thread (#38: each had a socket thread and a pacing thread, 32 for 16): every
+    /// viewer's ICE, DTLS, paced media and close run on the process's one transport loop and one pacing thread.
+    @Test func sixteenViewersShareOneLoopAndOnePacer() throws {
+        func threads(_ name: String) -> Int {
+            let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+            return tasks.filter { t in
+                let comm = (try? String(contentsOfFile: "/proc/self/task/\(t)/comm", encoding: .utf8)) ?? ""
+                return comm.trimmingCharacters(in: .whitespacesAndNewlines) == name
+            }.count
+        }
+        let serverIdentity = try DTLSIdentity()
+        let clientIdentity = try DTLSIdentity(profiles: [.aeadAes128Gcm, .aes128CmSha1_80], client: true)
+        let offer = try WebRTCOffer(
+            chromiumOffer.replacingOccurrences(
+                of: "5A:BA:85:3B:19:7E:27:E2:E0:A7:07:46:61:EA:75:0C:68:6E:FE:CC:EF:9C:7C:F8:2E:0E:F1:15:8B:11:73:80",
+                with: clientIdentity.fingerprint))
+        var configuration = WebRTCPeer.Configuration(bindHost: "127.0.0.1", candidateHosts: ["127.0.0.1"])
+        configuration.pacingFactor = 2.5 // paced from the start estimate
+        configuration.useTransportWideCC = true
+        var viewers: [(peer: WebRTCPeer, browser: FakeBrowser, fromPeer: SRTPSession, closed: Box<String?>)] = []
+        for i in 0..<16 {
+            let peer = try WebRTCPeer(offer: offer, identity: serverIdentity, configuration: configuration)
+            let closed = Box<String?>(nil)
+            peer.start(WebRTCPeer.Handlers(closed: { reason in closed.value.withLock { $0 = reason } }))
+            let browser = try FakeBrowser(checkedInTo: peer)
+            let dtls = try DTLSAssociation(identity: clientIdentity, peerFingerprint: serverIdentity.fingerprint)
+            let state = browser.handshake(dtls, until: Date().addingTimeInterval(20))
+            #expect(state == .connected, "viewer \(i): \(state)")
+            let (_, _, fromPeer) = try dtls.srtpSessions()
+            #expect(waitUntil(timeout: 20, every: 0.005) { peer.isConnected }, "viewer \(i)")
+            viewers.append((peer, browser, fromPeer, closed))
+        }
+        let loops = threads("webrtc-loop"), pacers = threads("rtp-pacer"), perViewer = threads("webrtc-peer")
+        // Other tests of this process may hold peers too: they share the same two threads.
+        #expect(loops == 1 && pacers <= 1 && perViewer == 0, "webrtc-loop \(loops), rtp-pacer \(pacers), webrtc-peer \(perViewer)")
+        // Media reaches every viewer: a key frame to each, its packets read back and unprotected.
+        for (i, v) in viewers.enumerated() {
+            v.peer.send(keyFrame(size: 3000).stamped(1_000_000_000))
+            var media = 0
+            while media < 4, let d = v.browser.receive() {
+                guard d[0] >= 128 && d[0] <= 191, !(192...223).contains(d[1]) else { continue }
+                var p = d + [UInt8](repeating: 0, count: 64)
+                if p.withUnsafeMutableBytes({ v.fromPeer.unprotect($0, length: d.count, rtcp: false) }) != nil { media += 1 }
+            }
+            #expect(media == 4, "viewer \(i) got \(media) of 4 packets")
+        }
+        for (i, v) in viewers.enumerated() {
+            v.peer.close(reason: "test \(i)")
+            #expect(v.closed.value.withLock { $0 } == "test \(i)", "close returns after the viewer's closed handler ran")
+        }
+        print("FIGURE threads at 16 viewers: webrtc-loop \(loops), rtp-pacer \(pacers), per-viewer threads \(perViewer) (before: 16 + 16)")
+    }
+
     /// Allocations per frame on the send path, measured when an LD_PRELOAD malloc counter exporting `mc_count`
     /// is loaded (see Scripts/malloc-count.c; skipped otherwise):
     ///   LD_PRELOAD=/tmp/libmc.so .build/debug/swift-video-capturePackageTests.xctest --testing-library swift-testing --filter mallocs
