@@ -173,7 +173,8 @@ final class FixtureStream: CaptureStream, Sendable {
     private let options: FixtureCameraProvider.Options
     private let sink: FrameSink
     private let controls: FixtureControls?
-    private let stopRequested = Atomic<Bool>(false)
+    /// The camera thread's stop flag (WorkerThread's protocol: set, then join; the loop waits with a timeout).
+    private let stopFlag = StopFlag()
     private let keyFrameRequested = Atomic<Bool>(false)
     private let bitrateRequested = Atomic<Int>(0)
     private let thread = Mutex<WorkerThread?>(nil)
@@ -198,12 +199,11 @@ final class FixtureStream: CaptureStream, Sendable {
         self.options = options
         self.sink = sink
         self.controls = controls
-        thread.withLock { $0 = WorkerThread(name: "fixture-camera") { [self] _ in run() } }
+        thread.withLock { $0 = WorkerThread(name: "fixture-camera", stopFlag: stopFlag) { [self] _ in run() } }
     }
 
     func stop() {
-        stopRequested.store(true, ordering: .releasing)
-        thread.withLock { $0 }?.join()
+        if let thread = thread.withLock({ $0 }) { thread.stop() } else { stopFlag.set() }
     }
 
     private func run() {
@@ -247,7 +247,7 @@ final class FixtureStream: CaptureStream, Sendable {
         // simulator's work does not compete with the consumer's for the CPU while it handles the previous frame.
         var renderNs: Int64 = 0
         var index: Int64 = 0
-        while !stopRequested.load(ordering: .acquiring) {
+        while !stopFlag.isSet {
             if let n = options.disconnectAfterFrames, index >= n {
                 storages.removeAll()
                 sink.failed(CaptureError(.disconnected, "fixture camera disconnected after \(n) frames (simulated unplug)"))
@@ -255,7 +255,7 @@ final class FixtureStream: CaptureStream, Sendable {
             }
             let due = start + Self.offset(index, periodNum, periodDen)
             if options.pacing == .realTime { sleepUntil(due - min(periodNs / 2, renderNs * 3 / 2 + 1_000_000)) }
-            guard !stopRequested.load(ordering: .acquiring) else { break }
+            guard !stopFlag.isSet else { break }
             // A free buffer, as a driver's queue: one the consumers no longer hold. The frame lifetime contract
             // is the V4L2 one: with every buffer held, a private copy buffer; with those held too, a drop.
             var slot = -1
@@ -312,7 +312,7 @@ final class FixtureStream: CaptureStream, Sendable {
             // capture-to-output latency is then its own work, not the simulator's rendering.
             renderNs = max(monotonicNanoseconds() - renderStart, renderNs * 15 / 16) // the longest recent one, decaying
             if options.pacing == .realTime { sleepUntil(due) }
-            guard !stopRequested.load(ordering: .acquiring) else { break }
+            guard !stopFlag.isSet else { break }
             let ts = due
             var frame = VideoFrame(buffer: buffer, rotation: rotation, timestampNs: ts, sequence: UInt64(index), colorSpace: applied.colorSpace)
             frame.isKeyFrame = isKeyFrame

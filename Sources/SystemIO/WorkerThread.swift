@@ -16,6 +16,12 @@ package final class StopFlag: Sendable {
 /// The package's one thread lifecycle: a named thread that runs a body (usually a loop that checks its
 /// `StopFlag`), a stop request, and a join.
 ///
+/// The one stop protocol: `stop()` sets the flag, calls the owner's `wake` (what gets the body out of its wait:
+/// a byte to a pipe it polls, a semaphore or condition it waits on; none for a loop that polls with a timeout),
+/// then joins. The body checks `stopFlag.isSet` after every wait. Threads that serve a queue (frame delivery,
+/// the encoder) end once asked and their queue is empty; threads that serve many members (the pacing and
+/// transport loops) end when their last member leaves.
+///
 /// The thread holds its body only while it runs, and this object does not keep the body: an owner that keeps
 /// its `WorkerThread` while the body captures the owner makes no lasting cycle (the body is released when it
 /// returns). `join()` waits for the body to return, any number of times and from any thread; called on the
@@ -24,6 +30,7 @@ package final class StopFlag: Sendable {
 package final class WorkerThread: Sendable {
     /// Set by `requestStop()`; the body's loop reads it.
     package let stopFlag: StopFlag
+    private let wake: (@Sendable () -> Void)?
     private let handle = Mutex<pthread_t?>(nil)
     /// True once the thread was joined or detached (pthread allows only one of either); held while joining so
     /// that other joiners wait for the same end.
@@ -32,8 +39,12 @@ package final class WorkerThread: Sendable {
     /// Starts a thread named `name` (the kernel keeps 15 bytes of it) running `body(stopFlag)`.
     /// If the system refuses a thread (EAGAIN: out of threads), the body runs at once on a fallback thread
     /// made the same way, and failing that on the calling thread: it is never skipped.
-    package init(name: String, stopFlag: StopFlag = StopFlag(), body: @escaping @Sendable (StopFlag) -> Void) {
+    /// `wake` is called by the first `requestStop()`, after the flag is set.
+    package init(
+        name: String, stopFlag: StopFlag = StopFlag(), wake: (@Sendable () -> Void)? = nil, body: @escaping @Sendable (StopFlag) -> Void
+    ) {
         self.stopFlag = stopFlag
+        self.wake = wake
         let start = ThreadStart(name: name, flag: stopFlag, body: body)
         let context = Unmanaged.passRetained(start).toOpaque()
         var thread = pthread_t()
@@ -53,8 +64,8 @@ package final class WorkerThread: Sendable {
         }
     }
 
-    /// Asks the body to stop (it sees `stopFlag.isSet`); does not wait.
-    package func requestStop() { stopFlag.set() }
+    /// Asks the body to stop (it sees `stopFlag.isSet`; the first request also calls `wake`); does not wait.
+    package func requestStop() { if stopFlag.set() { wake?() } }
 
     /// Waits until the body has returned. Returns at once on the thread itself (which may call it before
     /// `init` has stored the handle: no handle yet means the caller is the new thread).

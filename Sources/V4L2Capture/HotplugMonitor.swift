@@ -56,7 +56,8 @@ public final class HotplugMonitor: Sendable {
         let check = isCamera ?? { path in (try? V4L2DeviceProvider().describe(path)) != nil }
         // The cameras already there: their removal is reported, their presence is not an event.
         let present = Set(V4L2DeviceProvider(devDirectory: directory).nodePaths().filter(check))
-        thread = WorkerThread(name: "v4l2-hotplug") { _ in
+        // Stopped by WorkerThread's protocol: the flag, then a byte to the wake-up pipe the loop polls.
+        thread = WorkerThread(name: "v4l2-hotplug", wake: { _ = Syscall.write(pipe.write, 1) }) { _ in
             HotplugMonitor.loop(fd: fd, wake: pipe.read, directory: directory, known: present, isCamera: check, continuation: continuation)
         }
     }
@@ -112,8 +113,7 @@ public final class HotplugMonitor: Sendable {
             return !s
         }
         guard first else { return }
-        _ = Syscall.write(wakePipe.write, 1)
-        thread.join()
+        thread.stop()
         Syscall.close(fd)
         Syscall.close(wakePipe.read)
         Syscall.close(wakePipe.write)

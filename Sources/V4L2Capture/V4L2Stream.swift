@@ -28,7 +28,7 @@ import SystemIO
 /// with the last reference.
 public final class V4L2Stream: CaptureStream, @unchecked Sendable {
     // @unchecked: after init, the mutable members below are touched only by the capture thread, except
-    // `stopRequested` (atomic) and `thread` (set once in init; its join is a Mutex).
+    // `stopFlag` (atomic) and `thread` (set once in init; its join is a Mutex).
     /// Buffers and timeouts of a stream; out-of-range values are clamped by the initializer.
     public struct Configuration: Sendable {
         /// Buffers requested from the driver (2...32; the driver may grant more). Few buffers keep latency low.
@@ -75,7 +75,8 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
     private var queued: [Bool] = []
     private var copies: [FrameStorage] = []
     private let mappedCount = MapCounter()
-    private let stopRequested = Atomic<Bool>(false)
+    /// The capture thread's stop flag (WorkerThread's protocol: set, then join; the loop polls with a timeout).
+    private let stopFlag = StopFlag()
     private var thread: WorkerThread?
     private var lastTimestamp: Int64 = .min
     private var lastSequence: UInt32?
@@ -150,7 +151,7 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
         copies = (0..<configuration.copyBuffers).map { _ in FrameStorage(pooledCapacity: sizeImage) }
         started = true
         ring = []
-        thread = WorkerThread(name: "v4l2-capture") { [self] _ in run() }
+        thread = WorkerThread(name: "v4l2-capture", stopFlag: stopFlag) { [self] _ in run() }
     }
 
     /// The largest plane count a driver may report (`VIDEO_MAX_PLANES`).
@@ -408,7 +409,7 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
     /// pressed by the capture thread on its next wake-up (within a frame, at most `pollTimeoutMs`). False, and
     /// nothing done, when the camera does not deliver H.264, has no such control, or the stream has stopped.
     public func requestKeyFrame() -> Bool {
-        guard canForceKeyFrame, !stopRequested.load(ordering: .acquiring) else { return false }
+        guard canForceKeyFrame, !stopFlag.isSet else { return false }
         keyFrameRequested.store(true, ordering: .releasing)
         return true
     }
@@ -417,7 +418,7 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
     /// range and set by the capture thread on its next wake-up (the last request wins). False, and nothing done,
     /// when the camera has no such control or the stream has stopped.
     public func requestBitrate(_ bitsPerSecond: Int) -> Bool {
-        guard let c = bitrateControl, !stopRequested.load(ordering: .acquiring) else { return false }
+        guard let c = bitrateControl, !stopFlag.isSet else { return false }
         let v = Int(clamping: c.rounded(min(max(Int64(bitsPerSecond), max(c.minimum, 1)), c.maximum)))
         bitrateRequested.store(max(v, 1), ordering: .releasing)
         return true
@@ -426,8 +427,7 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
     /// Stops streaming (`STREAMOFF`), ends the capture thread and closes the device; returns when that is done.
     /// Buffers still held by frames stay mapped until their last frame goes. Idempotent, from any thread.
     public func stop() {
-        stopRequested.store(true, ordering: .releasing)
-        thread?.join()
+        if let thread { thread.stop() } else { stopFlag.set() }
     }
 
     // MARK: - Capture thread
@@ -435,7 +435,7 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
     private func run() {
         var lastFrameAt = monotonicNanoseconds()
         var restarted = false
-        while !stopRequested.load(ordering: .acquiring) {
+        while !stopFlag.isSet {
             if let e = requeueFree() {
                 fail(e)
                 return

@@ -20,7 +20,6 @@ import SystemIO
 public final class DedicatedTaskExecutor: TaskExecutor, Sendable {
     private struct Queue {
         var ring: Ring<UnownedJob>
-        var stopping = false
     }
 
     private let queue: Mutex<Queue>
@@ -31,7 +30,8 @@ public final class DedicatedTaskExecutor: TaskExecutor, Sendable {
     public init(name: String, capacity: Int = 64) {
         queue = Mutex(Queue(ring: Ring(capacity: max(4, min(capacity, 4096)))))
         // The thread holds the executor until `shutdown()` ends its loop.
-        let worker = WorkerThread(name: name) { [self] _ in self.runJobs() }
+        // Stopped by WorkerThread's protocol: the flag, then the semaphore the loop waits on.
+        let worker = WorkerThread(name: name, wake: { [wake] in wake.signal() }) { [self] stop in self.runJobs(stop) }
         thread.withLock { $0 = worker }
     }
 
@@ -45,22 +45,20 @@ public final class DedicatedTaskExecutor: TaskExecutor, Sendable {
     /// Runs the jobs that are left, then ends the thread and waits for it. Call it once the work that
     /// preferred this executor has returned; jobs enqueued afterwards are never run.
     public func shutdown() {
-        queue.withLock { $0.stopping = true }
-        wake.signal()
         let worker = thread.withLock { t -> WorkerThread? in
             defer { t = nil }
             return t
         }
-        worker?.join()
+        worker?.stop()
     }
 
-    private func runJobs() {
+    private func runJobs(_ stop: StopFlag) {
         while true {
             wake.wait()
             while let job = next() {
                 job.runSynchronously(on: asUnownedTaskExecutor())
             }
-            if queue.withLock({ $0.stopping && $0.ring.count == 0 }) { return }
+            if stop.isSet && queue.withLock({ $0.ring.count == 0 }) { return }
         }
     }
 

@@ -387,7 +387,8 @@ public final class WHIPOutput: EncodedOutput, Sendable {
     /// The thread that publishes (again) with backoff until a connection is made or the output ends; the caller
     /// has set `reconnecting`.
     private func runReconnector() {
-        let thread = WorkerThread(name: "whip-reconnect") { [self] stop in
+        // Stopped by WorkerThread's protocol: the flag, then the semaphore the backoff waits on.
+        let thread = WorkerThread(name: "whip-reconnect", wake: { [wake] in wake.signal() }) { [self] stop in
             while !stop.isSet {
                 // The server may still hold the ended session's resource.
                 let (old, failures, ended) = state.withLock { s in
@@ -450,7 +451,7 @@ public final class WHIPOutput: EncodedOutput, Sendable {
             s.ended = true
             return (s.publisher, s.resource, s.reconnector)
         }
-        wake.signal()
+        wake.signal() // also for a reconnector not yet stored in the state
         reconnector?.stop()
         // DELETE first (RFC 9725 §4.3: the server tears the session down), then BYE and close_notify; a server that
         // already dropped the session (404) or cannot be reached does not fail the run: the summary says so.

@@ -1,3 +1,4 @@
+import Dispatch
 import Testing
 import Glibc
 import Synchronization
@@ -88,6 +89,29 @@ import Synchronization
         Sleep.for(nanoseconds: 5_000_000)
         let later = turns.load(ordering: .relaxed)
         #expect(later == after)
+    }
+
+    /// The stop protocol: the flag, then the owner's wake (once), then the join. A body blocked on a semaphore
+    /// with no timeout ends only because `wake` signals it.
+    @Test func stopWakesTheBodyOnceThenJoins() {
+        let semaphore = DispatchSemaphore(value: 0), wakes = Atomic<Int>(0), ended = Atomic<Bool>(false)
+        let t = WorkerThread(
+            name: "waits-forever",
+            wake: {
+                wakes.add(1, ordering: .relaxed)
+                semaphore.signal()
+            }
+        ) { flag in
+            while !flag.isSet { semaphore.wait() }
+            ended.store(true, ordering: .relaxed)
+        }
+        t.stop()
+        let endedFirst = ended.load(ordering: .relaxed)
+        #expect(endedFirst, "stop returned after the body ended")
+        t.stop()
+        t.requestStop()
+        let woken = wakes.load(ordering: .relaxed)
+        #expect(woken == 1)
     }
 
     @Test func joinOnItsOwnThreadReturns() {
