@@ -92,12 +92,22 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
             ],
             swiftSettings: upcoming),
+        // One TCP server on SwiftNIO for WHEP and RTSP alike: the listening socket, admission against the connection
+        // limits (overall, per address, per network; eviction of the connection idle longest), refusals, the
+        // per-connection deadline and the stop. Each protocol puts its own handlers in an admitted connection.
+        .target(
+            name: "ServerShell",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: upcoming),
         // WHEP (RFC 9725) to many browsers from one encode: the viewers, a framework-neutral endpoint (request in,
         // response out), its SwiftNIO HTTP/1.1 host and the player page.
         .target(
             name: "WHEPServer",
             dependencies: [
-                "CapturePipeline", "VideoCaptureCommons", "H264", "RTP", "WebRTC", "SystemIO",
+                "CapturePipeline", "VideoCaptureCommons", "H264", "RTP", "WebRTC", "SystemIO", "ServerShell",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -124,7 +134,7 @@ let package = Package(
         .target(
             name: "RTSPServer",
             dependencies: [
-                "CapturePipeline", "VideoCaptureCommons", "VideoCapture", "VideoProcessing", "H264", "RTP", "SystemIO",
+                "CapturePipeline", "VideoCaptureCommons", "VideoCapture", "VideoProcessing", "H264", "RTP", "SystemIO", "ServerShell",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -202,6 +212,16 @@ let package = Package(
             dependencies: [
                 "VideoCapture", "V4L2Capture", "FixtureCameras", "VideoProcessing", "H264", "RTP", "WebRTC", "CapturePipeline",
                 "WHEPServer", "RTSPServer", "TestSupport",
+            ]),
+        // WHEPServer in-process, no browser: the endpoint driven directly, the tier rules, the serve defaults, and
+        // the TCP server shell's limits (ServerShell) alone and through HTTPServer.
+        .testTarget(
+            name: "WHEPServerTests",
+            dependencies: [
+                "WHEPServer", "ServerShell", "CapturePipeline", "WebRTC", "VideoCapture", "TestSupport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
             ]),
         // The framework-neutral WHEP endpoint behind Hummingbird routes (Hummingbird is a test-only dependency).
         .testTarget(

@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import NIOPosix
+import ServerShell
 import Synchronization
 import VideoCaptureCommons
 
@@ -11,130 +12,58 @@ import VideoCaptureCommons
 /// newcomer refused.
 public final class RTSPListener: Sendable {
     /// The port listened on (the one the system picked for port 0).
-    public let port: Int
-    private let group: MultiThreadedEventLoopGroup
-    private let channel: any Channel
+    public var port: Int { shell.port }
+    private let shell: TCPServerShell<RTSPConnection>
 
-    private init(port: Int, group: MultiThreadedEventLoopGroup, channel: any Channel) {
-        self.port = port
-        self.group = group
-        self.channel = channel
-    }
+    private init(shell: TCPServerShell<RTSPConnection>) { self.shell = shell }
 
     /// Listens on `host:port` (a busy port or a foreign address fails here, naming it) and serves `hub`.
     public static func start(host: String, port: Int, hub: RTSPHub) async throws(RTSPError) -> RTSPListener {
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let tracker = ConnectionCounter(hub: hub)
-        let high = max(65_536, hub.configuration.maxQueuedBytes)
-        let bootstrap = ServerBootstrap(group: group)
-            .serverChannelOption(ChannelOptions.backlog, value: 64)
-            .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(ChannelOptions.writeBufferWaterMark, value: .init(low: high / 2, high: high))
-            .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let address = channel.remoteAddress?.ipAddress ?? "?"
-                    let connection = RTSPConnection(client: address, channel: channel)
-                    if let refusal = tracker.admit(connection) {
-                        try channel.pipeline.syncOperations.addHandler(RefuseHandler(text: refusal))
-                        return
-                    }
-                    channel.closeFuture.whenComplete { _ in tracker.release(connection) }
-                    try channel.pipeline.syncOperations.addHandler(RTSPHandler(hub: hub, connection: connection))
+        let tracker = ConnectionTracker<RTSPConnection>(
+            limits: {
+                let c = hub.configuration
+                return ConnectionLimits(
+                    maxConnections: c.maxConnections, maxConnectionsPerAddress: c.maxConnectionsPerAddress, evictsWithinAddress: false)
+            },
+            events: { event in
+                switch event {
+                case .evicted: hub.count { $0.evicted += 1 }
+                case .refused(.full): hub.count { $0.connectionLimit += 1 }
+                case .refused(.address), .refused(.network): hub.count { $0.perAddressConnectionLimit += 1 }
                 }
-            }
-        do {
-            let channel = try await bootstrap.bind(host: host, port: port).get()
-            return RTSPListener(port: channel.localAddress?.port ?? port, group: group, channel: channel)
+            })
+        do throws(ListenError) {
+            let shell = try await TCPServerShell.start(
+                host: host, port: port,
+                options: ShellOptions(backlog: 64, writeBufferHighMark: max(65_536, hub.configuration.maxQueuedBytes), noDelay: true),
+                tracker: tracker,
+                connection: { RTSPConnection(client: $1, channel: $0) },
+                refusal: { why in
+                    let text =
+                        why == .full ? "the server has too many connections; try again later" : "too many connections from your address"
+                    return RTSPResponse.error(503, text, closes: true).serialized(cseq: nil)
+                },
+                configure: { connection, pipeline in try pipeline.addHandler(RTSPHandler(hub: hub, connection: connection)) })
+            return RTSPListener(shell: shell)
         } catch {
-            try? await group.shutdownGracefully()
-            if let e = error as? IOError, e.errnoCode == EADDRINUSE {
+            switch error {
+            case .addressInUse:
                 throw RTSPError(.cannotListen, "cannot listen on \(host):\(port): the port is in use; pick another with --listen \(host):PORT")
+            case .addressNotAvailable: throw RTSPError(.cannotListen, "cannot listen on \(host):\(port): no interface has that address")
+            case .other(let why): throw RTSPError(.cannotListen, "cannot listen on \(host):\(port): \(why)")
             }
-            if let e = error as? IOError, e.errnoCode == EADDRNOTAVAIL {
-                throw RTSPError(.cannotListen, "cannot listen on \(host):\(port): no interface has that address")
-            }
-            throw RTSPError(.cannotListen, "cannot listen on \(host):\(port): \(error)")
         }
     }
 
     /// Closes the listening socket and every connection.
-    public func stop() async {
-        try? await channel.close()
-        try? await group.shutdownGracefully()
-    }
+    public func stop() async { await shell.stop() }
 }
 
-/// Open connections overall and per address, against the hub's limits; when full, the one to close for a
-/// newcomer.
-final class ConnectionCounter: Sendable {
-    private struct State {
-        var open: [ObjectIdentifier: RTSPConnection] = [:]
-        var perAddress: [String: Int] = [:]
-    }
-    private let counts = Mutex(State())
-    let hub: RTSPHub
-    init(hub: RTSPHub) { self.hub = hub }
-
-    /// nil when admitted (counted), else the refusal's text. A full server makes room by closing the connection
-    /// idle longest that has no playing session.
-    func admit(_ connection: RTSPConnection) -> String? {
-        let c = hub.configuration
-        let address = connection.client
-        var victim: RTSPConnection?
-        let verdict = counts.withLock { s -> Int in
-            if s.perAddress[address, default: 0] >= c.maxConnectionsPerAddress { return 2 }
-            if s.open.count >= c.maxConnections {
-                guard
-                    let v = s.open.values.filter({ !$0.hasPlayingSession }).min(by: {
-                        $0.lastProgressNs.load(ordering: .relaxed) < $1.lastProgressNs.load(ordering: .relaxed)
-                    })
-                else { return 1 }
-                s.open[ObjectIdentifier(v)] = nil
-                let n = s.perAddress[v.client, default: 1] - 1
-                s.perAddress[v.client] = n > 0 ? n : nil
-                victim = v
-            }
-            s.open[ObjectIdentifier(connection)] = connection
-            s.perAddress[address, default: 0] += 1
-            return 0
-        }
-        if let victim {
-            hub.count { $0.evicted += 1 }
-            victim.channel.close(promise: nil)
-        }
-        switch verdict {
-        case 1:
-            hub.count { $0.connectionLimit += 1 }
-            return "the server has too many connections; try again later"
-        case 2:
-            hub.count { $0.perAddressConnectionLimit += 1 }
-            return "too many connections from your address"
-        default: return nil
-        }
-    }
-    func release(_ connection: RTSPConnection) {
-        counts.withLock { s in
-            guard s.open.removeValue(forKey: ObjectIdentifier(connection)) != nil else { return } // evicted: already released
-            let n = s.perAddress[connection.client, default: 1] - 1
-            s.perAddress[connection.client] = n > 0 ? n : nil
-        }
-    }
-}
-
-/// A connection over a limit: 503, then closed.
-private final class RefuseHandler: ChannelInboundHandler {
-    typealias InboundIn = ByteBuffer
-    let text: String
-    init(text: String) { self.text = text }
-    func channelActive(context: ChannelHandlerContext) {
-        let bytes = RTSPResponse.error(503, text, closes: true).serialized(cseq: nil)
-        var b = context.channel.allocator.buffer(capacity: bytes.count)
-        b.writeBytes(bytes)
-        let channel = context.channel
-        context.writeAndFlush(NIOAny(b)).whenComplete { _ in channel.close(promise: nil) }
-    }
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
+/// An RTSP connection as the shell's tracker sees it: when the server is full, the one idle longest (no progress
+/// since, `lastProgressNs`) without a playing session is closed for a newcomer; one that plays never is.
+extension RTSPConnection: TrackedConnection {
+    var address: String { client }
+    var evictableSinceNs: Int64? { hasPlayingSession ? nil : lastProgressNs.load(ordering: .relaxed) }
 }
 
 /// One RTSP connection: bytes in, parsed into requests (answered by the hub) and interleaved frames (RTCP for
@@ -149,7 +78,7 @@ private final class RTSPHandler: ChannelInboundHandler {
     private let hub: RTSPHub
     private let connection: RTSPConnection
     private var pending: [UInt8] = []
-    private var requestDeadline: Scheduled<Void>?
+    private var requestDeadline = ConnectionDeadline()
     private var closing = false
     /// A held-back response is waiting: requests that came after it wait too.
     private var paused = false
@@ -163,8 +92,7 @@ private final class RTSPHandler: ChannelInboundHandler {
     func handlerAdded(context: ChannelHandlerContext) { armIdle(context) }
     func handlerRemoved(context: ChannelHandlerContext) {
         closing = true
-        requestDeadline?.cancel()
-        requestDeadline = nil
+        requestDeadline.cancel()
         connection.idleGeneration.add(1, ordering: .relaxed) // any idle timer left does nothing
     }
     func channelInactive(context: ChannelHandlerContext) {
@@ -273,22 +201,17 @@ private final class RTSPHandler: ChannelInboundHandler {
         if !context.channel.isWritable { try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false) }
         // A partial request must be completed within the request timeout of its first byte.
         if pending.isEmpty {
-            requestDeadline?.cancel()
-            requestDeadline = nil
-        } else if requestDeadline == nil {
-            let hub = self.hub, channel = connection.channel
-            requestDeadline = context.eventLoop.scheduleTask(in: .nanoseconds(hub.configuration.requestTimeoutNs)) {
-                hub.count { $0.timeouts += 1 }
-                channel.close(promise: nil)
-            }
+            requestDeadline.cancel()
+        } else if !requestDeadline.isArmed {
+            let hub = self.hub
+            requestDeadline.arm(connection.channel, in: hub.configuration.requestTimeoutNs) { hub.count { $0.timeouts += 1 } }
         }
     }
 
     /// Writes `response` after its delay, reading nothing meanwhile, then goes on with what waits.
     private func hold(_ context: ChannelHandlerContext, _ response: RTSPResponse, cseq: Int) {
         paused = true
-        requestDeadline?.cancel()
-        requestDeadline = nil
+        requestDeadline.cancel()
         try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false)
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         context.eventLoop.scheduleTask(in: .nanoseconds(response.delayNs)) {

@@ -4,122 +4,45 @@ import NIOPosix
 import NIOHTTP1
 public import NIOSSL
 import Synchronization
+import ServerShell
 public import VideoCaptureCommons
 
-/// Open connections, overall, per client address and per network (/24 for IPv4, /64 for IPv6), and the refusal
-/// counters. A connection is evictable while it has no request in progress, or only one that is not
-/// authenticated (no head yet, a refused head, a public page): when a limit is reached, a new connection evicts
-/// the one of the same address (or network, or the whole server) that has been evictable longest, so that
-/// connections held open by others cannot lock real clients out. A connection whose request carried the token
-/// is never evicted; it is bounded by the request timeout.
-final class ConnectionTracker: Sendable {
-    private struct Member {
-        let channel: any Channel
-        let address: String, network: String
-        /// Since when it has been evictable (monotonic ns); nil while an authenticated request is in progress.
-        var evictableSince: Int64?
+/// One HTTP connection, as the shell's tracker sees it. It is evictable while it has no request in progress, or
+/// only one that is not authenticated (no head yet, a refused head, a public page): when a limit is reached, a
+/// new connection evicts the one of the same address (or network, or the whole server) that has been evictable
+/// longest, so that connections held open by others cannot lock real clients out. A connection whose request
+/// carried the token is never evicted; it is bounded by the request timeout.
+final class HTTPConnection: TrackedConnection {
+    let channel: any Channel
+    let address: String
+    /// Since when it has been evictable (monotonic ns); -1 while an authenticated request is in progress.
+    private let since = Atomic<Int64>(monotonicNanoseconds())
+    init(channel: any Channel, address: String) {
+        self.channel = channel
+        self.address = address
     }
-    private struct State {
-        var members: [ObjectIdentifier: Member] = [:]
-        var perAddress: [String: Int] = [:]
-        var perNetwork: [String: Int] = [:]
+    var evictableSinceNs: Int64? {
+        let s = since.load(ordering: .relaxed)
+        return s < 0 ? nil : s
     }
-    private let state = Mutex(State())
-    /// Where refusals are counted (the endpoint's counters, shown by /stats), and whose limits apply.
-    let endpoint: WHEPEndpoint
-    var policy: ServerPolicy { endpoint.policy }
-    init(endpoint: WHEPEndpoint) { self.endpoint = endpoint }
-
-    enum Admission { case admitted, tooMany, tooManyFromAddress, tooManyFromNetwork }
-
-    func admit(_ channel: any Channel, from address: String) -> Admission {
-        let network = ServeSecurity.network(of: address)
-        let (admission, evict) = state.withLock { s -> (Admission, (any Channel)?) in
-            // The oldest evictable connection among those `where` picks.
-            func oldest(_ where: (Member) -> Bool) -> ObjectIdentifier? {
-                var best: (ObjectIdentifier, Int64)?
-                for (id, m) in s.members {
-                    guard let since = m.evictableSince, `where`(m) else { continue }
-                    if best == nil || since < best!.1 { best = (id, since) }
-                }
-                return best?.0
-            }
-            var victim: ObjectIdentifier?
-            if s.perAddress[address, default: 0] >= policy.maxConnectionsPerAddress {
-                guard let v = oldest({ $0.address == address }) else {
-                    endpoint.count { $0.perAddressConnectionLimit += 1 }
-                    return (.tooManyFromAddress, nil)
-                }
-                victim = v
-            } else if s.perNetwork[network, default: 0] >= policy.maxConnectionsPerNetwork {
-                guard let v = oldest({ $0.network == network }) else {
-                    endpoint.count { $0.perNetworkConnectionLimit += 1 }
-                    return (.tooManyFromNetwork, nil)
-                }
-                victim = v
-            } else if s.members.count >= policy.maxConnections {
-                guard let v = oldest({ _ in true }) else {
-                    endpoint.count { $0.connectionLimit += 1 }
-                    return (.tooMany, nil)
-                }
-                victim = v
-            }
-            var evicted: (any Channel)?
-            if let victim, let m = Self.remove(victim, from: &s) {
-                endpoint.count { $0.evicted += 1 }
-                evicted = m.channel
-            }
-            s.members[ObjectIdentifier(channel)] = Member(
-                channel: channel, address: address, network: network, evictableSince: monotonicNanoseconds())
-            s.perAddress[address, default: 0] += 1
-            s.perNetwork[network, default: 0] += 1
-            return (.admitted, evicted)
-        }
-        evict?.close(promise: nil)
-        return admission
-    }
-
-    private static func remove(_ id: ObjectIdentifier, from s: inout State) -> Member? {
-        guard let m = s.members.removeValue(forKey: id) else { return nil }
-        let a = s.perAddress[m.address, default: 1] - 1
-        s.perAddress[m.address] = a > 0 ? a : nil
-        let n = s.perNetwork[m.network, default: 1] - 1
-        s.perNetwork[m.network] = n > 0 ? n : nil
-        return m
-    }
-
-    /// `channel` closed (a connection evicted was counted out when it was evicted).
-    func release(_ channel: any Channel) { _ = state.withLock { Self.remove(ObjectIdentifier(channel), from: &$0) } }
-    /// An authenticated request has begun on `channel`: it is not evicted until it is answered.
-    func busy(_ channel: any Channel) { state.withLock { $0.members[ObjectIdentifier(channel)]?.evictableSince = nil } }
-    /// `channel` waits for its next request, or its request is not authenticated: it may be evicted.
-    func waiting(_ channel: any Channel) {
-        state.withLock { s in
-            let id = ObjectIdentifier(channel)
-            if s.members[id] != nil && s.members[id]?.evictableSince == nil { s.members[id]?.evictableSince = monotonicNanoseconds() }
-        }
-    }
-    var openConnections: Int { state.withLock { $0.members.count } }
+    /// An authenticated request has begun: the connection is not evicted until it is answered.
+    func busy() { since.store(-1, ordering: .relaxed) }
+    /// The connection waits for its next request, or its request is not authenticated: it may be evicted.
+    func waiting() { _ = since.compareExchange(expected: -1, desired: monotonicNanoseconds(), ordering: .relaxed) }
 }
 
 /// The HTTP/1.1 host of a `WHEPEndpoint` on SwiftNIO (optionally TLS through NIOSSL), with the connection
 /// limits of its policy: the policy's checks on each request's head (a refusal before any body is read),
 /// connections overall, per address and per network (the one evictable longest, i.e. without a request that
 /// carries the token, evicted when a limit is reached), request heads of at most `maxHeadBytes`, a complete
-/// request within the request timeout, offers of at most 64 KiB.
+/// request within the request timeout, offers of at most 64 KiB. The listening, admission and stop are
+/// ServerShell's `TCPServerShell`, as for RTSP.
 public final class HTTPServer: Sendable {
     /// The port listened on (the one the system picked for port 0).
-    public let port: Int
-    let tracker: ConnectionTracker
-    private let group: MultiThreadedEventLoopGroup
-    private let channel: any Channel
+    public var port: Int { shell.port }
+    let shell: TCPServerShell<HTTPConnection>
 
-    private init(port: Int, tracker: ConnectionTracker, group: MultiThreadedEventLoopGroup, channel: any Channel) {
-        self.port = port
-        self.tracker = tracker
-        self.group = group
-        self.channel = channel
-    }
+    private init(shell: TCPServerShell<HTTPConnection>) { self.shell = shell }
 
     /// Listens on `host:port` (a busy port or a foreign address fails here, naming it) and serves `endpoint`.
     /// `routes` are the app's own: asked first for every request that passed the endpoint's Host, Origin and
@@ -128,85 +51,69 @@ public final class HTTPServer: Sendable {
         host: String, port: Int, endpoint: WHEPEndpoint, tls: NIOSSLContext?,
         routes: (@Sendable (WHEPRequest) -> WHEPResponse?)? = nil
     ) async throws(ServerError) -> HTTPServer {
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let tracker = ConnectionTracker(endpoint: endpoint)
+        let tracker = ConnectionTracker<HTTPConnection>(
+            limits: {
+                let p = endpoint.policy
+                return ConnectionLimits(
+                    maxConnections: p.maxConnections, maxConnectionsPerAddress: p.maxConnectionsPerAddress,
+                    maxConnectionsPerNetwork: p.maxConnectionsPerNetwork, evictsWithinAddress: true)
+            },
+            network: { ServeSecurity.network(of: $0) },
+            events: { event in
+                switch event {
+                case .evicted: endpoint.count { $0.evicted += 1 }
+                case .refused(.address): endpoint.count { $0.perAddressConnectionLimit += 1 }
+                case .refused(.network): endpoint.count { $0.perNetworkConnectionLimit += 1 }
+                case .refused(.full): endpoint.count { $0.connectionLimit += 1 }
+                }
+            })
         endpoint.countConnections { tracker.openConnections }
-        let bootstrap = ServerBootstrap(group: group)
-            .serverChannelOption(ChannelOptions.backlog, value: 1024)
-            .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let address = channel.remoteAddress?.ipAddress ?? "?"
-                    let admission = tracker.admit(channel, from: address)
-                    guard case .admitted = admission else {
-                        // Over a limit: a plain-HTTP client is told why; then the connection is closed.
-                        try channel.pipeline.syncOperations.addHandler(RefuseHandler(tls: tls != nil, admission: admission))
-                        return
-                    }
-                    channel.closeFuture.whenComplete { _ in tracker.release(channel) }
+        do throws(ListenError) {
+            let shell = try await TCPServerShell.start(
+                host: host, port: port, options: ShellOptions(backlog: 1024), tracker: tracker,
+                connection: { HTTPConnection(channel: $0, address: $1) },
+                // Over a limit: a plain-HTTP client is told why; then the connection is closed.
+                refusal: { tls != nil ? nil : refusalResponse($0) },
+                configure: { connection, pipeline in
                     let shared = SharedConnectionState()
                     if let tls {
-                        try channel.pipeline.syncOperations.addHandler(PlainHTTPOnTLSPort(endpoint: endpoint))
-                        try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
+                        try pipeline.addHandler(PlainHTTPOnTLSPort(endpoint: endpoint))
+                        try pipeline.addHandler(NIOSSLServerHandler(context: tls))
                     }
-                    try channel.pipeline.syncOperations.addHandler(HeadGuard(shared: shared, endpoint: endpoint))
-                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                    try channel.pipeline.syncOperations.addHandler(
-                        WHEPHandler(endpoint: endpoint, routes: routes, tracker: tracker, address: address, shared: shared))
-                }
-            }
-        do {
-            let channel = try await bootstrap.bind(host: host, port: port).get()
-            return HTTPServer(port: channel.localAddress?.port ?? port, tracker: tracker, group: group, channel: channel)
+                    try pipeline.addHandler(HeadGuard(shared: shared, endpoint: endpoint))
+                    try pipeline.configureHTTPServerPipeline(withErrorHandling: true)
+                    try pipeline.addHandler(WHEPHandler(endpoint: endpoint, routes: routes, connection: connection, shared: shared))
+                })
+            return HTTPServer(shell: shell)
         } catch {
-            try? await group.shutdownGracefully()
-            if let e = error as? IOError, e.errnoCode == EADDRINUSE {
+            switch error {
+            case .addressInUse:
                 throw ServerError(
                     .cannotListen,
                     "cannot listen on \(host):\(port): the port is in use (another camcap serve?); pick another with --listen \(host):PORT, or port 0 for any free one"
                 )
+            case .addressNotAvailable: throw ServerError(.cannotListen, "cannot listen on \(host):\(port): no interface has that address")
+            case .other(let why): throw ServerError(.cannotListen, "cannot listen on \(host):\(port): \(why)")
             }
-            if let e = error as? IOError, e.errnoCode == EADDRNOTAVAIL {
-                throw ServerError(.cannotListen, "cannot listen on \(host):\(port): no interface has that address")
-            }
-            throw ServerError(.cannotListen, "cannot listen on \(host):\(port): \(error)")
         }
     }
 
     /// Closes the listening socket and every connection.
-    public func stop() async {
-        try? await channel.close()
-        try? await group.shutdownGracefully()
-    }
-}
+    public func stop() async { await shell.stop() }
 
-/// A connection over a limit: 503 (all connections) or 429 (this address's or network's), then closed.
-private final class RefuseHandler: ChannelInboundHandler {
-    typealias InboundIn = ByteBuffer
-    let tls: Bool, admission: ConnectionTracker.Admission
-    init(tls: Bool, admission: ConnectionTracker.Admission) {
-        self.tls = tls
-        self.admission = admission
-    }
-    func channelActive(context: ChannelHandlerContext) {
-        guard !tls else {
-            context.close(promise: nil)
-            return
-        }
+    /// A connection over a limit: 503 (all connections) or 429 (this address's or network's), then closed.
+    static func refusalResponse(_ refusal: AdmissionRefusal) -> [UInt8] {
         let text =
-            switch admission {
-            case .tooManyFromAddress: "too many connections from your address\n"
-            case .tooManyFromNetwork: "too many connections from your network\n"
-            default: "the server has too many connections; try again later\n"
+            switch refusal {
+            case .address: "too many connections from your address\n"
+            case .network: "too many connections from your network\n"
+            case .full: "the server has too many connections; try again later\n"
             }
-        let head = admission == .tooMany ? "503 Service Unavailable" : "429 Too Many Requests"
-        var b = context.channel.allocator.buffer(capacity: 200)
-        b.writeString(
+        let head = refusal == .full ? "503 Service Unavailable" : "429 Too Many Requests"
+        return Array(
             "HTTP/1.1 \(head)\r\nContent-Type: text/plain\r\nContent-Length: \(text.utf8.count)\r\nRetry-After: 5\r\nConnection: close\r\n\r\n\(text)"
-        )
-        context.writeAndFlush(NIOAny(b)).whenComplete { _ in context.close(promise: nil) }
+                .utf8)
     }
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
 }
 
 /// What the byte-level guard and the HTTP handler of one connection share (both run on its event loop).
@@ -311,42 +218,33 @@ private final class WHEPHandler: ChannelInboundHandler {
 
     private let endpoint: WHEPEndpoint
     private let routes: (@Sendable (WHEPRequest) -> WHEPResponse?)?
-    private let tracker: ConnectionTracker
-    private let address: String
+    private let connection: HTTPConnection
     private let shared: SharedConnectionState
-    private var policy: ServerPolicy { tracker.policy }
+    private var policy: ServerPolicy { endpoint.policy }
     private var head: HTTPRequestHead?
     private var body: [UInt8] = []
-    private var deadline: Scheduled<Void>?
+    private var deadline = ConnectionDeadline()
 
     init(
-        endpoint: WHEPEndpoint, routes: (@Sendable (WHEPRequest) -> WHEPResponse?)?, tracker: ConnectionTracker, address: String,
+        endpoint: WHEPEndpoint, routes: (@Sendable (WHEPRequest) -> WHEPResponse?)?, connection: HTTPConnection,
         shared: SharedConnectionState
     ) {
         self.endpoint = endpoint
         self.routes = routes
-        self.tracker = tracker
-        self.address = address
+        self.connection = connection
         self.shared = shared
     }
 
     /// A complete request within the request timeout, from now.
     private func arm(_ context: ChannelHandlerContext) {
-        deadline?.cancel()
         let endpoint = self.endpoint
-        deadline = context.eventLoop.scheduleTask(in: .nanoseconds(policy.requestTimeoutNs)) { [context] in
-            endpoint.count { $0.timeouts += 1 }
-            context.close(promise: nil)
-        }
+        deadline.arm(context.channel, in: policy.requestTimeoutNs) { endpoint.count { $0.timeouts += 1 } }
     }
     func handlerAdded(context: ChannelHandlerContext) { arm(context) }
-    func handlerRemoved(context: ChannelHandlerContext) {
-        deadline?.cancel()
-        deadline = nil
-    }
+    func handlerRemoved(context: ChannelHandlerContext) { deadline.cancel() }
 
     private func request(_ h: HTTPRequestHead, body: [UInt8] = []) -> WHEPRequest {
-        WHEPRequest(method: h.method.rawValue, uri: h.uri, headers: h.headers.map { ($0.name, $0.value) }, body: body, client: address)
+        WHEPRequest(method: h.method.rawValue, uri: h.uri, headers: h.headers.map { ($0.name, $0.value) }, body: body, client: connection.address)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -369,7 +267,7 @@ private final class WHEPHandler: ChannelInboundHandler {
             }
             // Only a request with the token holds its connection against eviction (with no token configured,
             // every request that passed the checks does).
-            if policy.token == nil || policy.authorizes(h.headers.first(name: "Authorization")) { tracker.busy(context.channel) }
+            if policy.token == nil || policy.authorizes(h.headers.first(name: "Authorization")) { connection.busy() }
             // RFC 9110 §10.1.1: a client waiting for 100 Continue gets it.
             if h.headers.first(name: "Expect")?.lowercased() == "100-continue" {
                 context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: h.version, status: .continue))), promise: nil)
@@ -385,8 +283,7 @@ private final class WHEPHandler: ChannelInboundHandler {
         case .end:
             guard let head else { return }
             self.head = nil
-            deadline?.cancel()
-            deadline = nil
+            deadline.cancel()
             shared.expectHead()
             respond(context, head, endpoint.handle(request(head, body: body), routes: routes), close: false)
         }
@@ -404,7 +301,7 @@ private final class WHEPHandler: ChannelInboundHandler {
         buffer.writeBytes(bytes)
         context.write(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
         let done = context.writeAndFlush(wrapOutboundOut(.end(nil)))
-        tracker.waiting(context.channel)
+        connection.waiting()
         if keepAlive {
             arm(context)
         } else if close {
