@@ -293,7 +293,9 @@ def natural(work, frames):
     if not os.path.exists(full + ".mkv"):
         missing = [p for p in PHOTOS if not os.path.exists(p)]
         if missing:
-            sys.exit(f"missing {', '.join(missing)}: apt-get install {PHOTOS_PACKAGE}")
+            sys.exit(f"missing {', '.join(missing)}: apt-get install {PHOTOS_PACKAGE} (or Scripts/install-deps.sh bench)")
+        if not shutil.which("cjpeg"):
+            sys.exit("missing cjpeg: apt-get install libjpeg-turbo-progs (or Scripts/install-deps.sh bench)")
         w, h, size = 1920, 1080, 1920 * 1080 * 3
         jpegs = []
         for k, photo in enumerate(PHOTOS):
