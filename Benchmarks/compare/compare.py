@@ -290,7 +290,7 @@ def natural(work, frames):
     compare-loop reads MJPEG (JPEGs back to back and a .idx of their lengths), all frames and the first HEAD."""
     full = os.path.join(work, f"natural-1080p-{frames}.mjpg")
     head = os.path.join(work, "natural-1080p-head.mjpg")
-    if not os.path.exists(full + ".mkv"):
+    if not os.path.exists(head + ".mkv"):  # written last
         missing = [p for p in PHOTOS if not os.path.exists(p)]
         if missing:
             sys.exit(f"missing {', '.join(missing)}: apt-get install {PHOTOS_PACKAGE} (or Scripts/install-deps.sh bench)")
@@ -302,12 +302,16 @@ def natural(work, frames):
             n = (k + 1) * frames // len(PHOTOS) - k * frames // len(PHOTOS)
             pan = (f"scale=2112:1320:force_original_aspect_ratio=increase,crop={w}:{h}:x='(iw-{w})*n/{max(n - 1, 1)}'"
                    f":y='(ih-{h})*n/{max(n - 1, 1)}',format=rgb24")
-            rgb = subprocess.run(["ffmpeg", "-v", "error", "-loop", "1", "-framerate", "30", "-i", photo, "-vf", pan,
-                                  "-frames:v", str(n), "-f", "rawvideo", "-"], check=True, capture_output=True).stdout
+            ff = subprocess.Popen(["ffmpeg", "-v", "error", "-loop", "1", "-framerate", "30", "-i", photo, "-vf", pan,
+                                   "-frames:v", str(n), "-f", "rawvideo", "-"], stdout=subprocess.PIPE)
             for i in range(n):
-                ppm = f"P6 {w} {h} 255\n".encode() + rgb[i * size:(i + 1) * size]
+                rgb = ff.stdout.read(size)
+                if len(rgb) != size:
+                    sys.exit(f"ffmpeg gave {i} frames of {photo}, not {n}")
                 jpegs.append(subprocess.run(["cjpeg", "-quality", "85", "-sample", "2x2,1x1,1x1", "-dct", "int"],
-                                            input=ppm, check=True, capture_output=True).stdout)
+                                            input=f"P6 {w} {h} 255\n".encode() + rgb, check=True, capture_output=True).stdout)
+            if ff.wait() != 0:
+                sys.exit(f"ffmpeg failed on {photo}")
         for path, some in ((full, jpegs), (head, jpegs[:HEAD])):
             with open(path, "wb") as f:
                 f.write(b"".join(some))
