@@ -438,6 +438,7 @@ def main():
     a = ap.parse_args()
     a.callgrind = a.callgrind or a.sim
     if not 1 <= a.reps <= 100: sys.exit("--reps must be 1...100")
+    if a.content != "pattern" and not a.scaled: sys.exit("--content natural goes with --scaled")
     series = a.series.split(",")
     if any(s not in SERIES for s in series): sys.exit("--series takes 1t and/or 2t")
     if a.asyncs:
