@@ -10,13 +10,13 @@
 #           not apt-installed (its node-* dependencies conflict with nodesource's nodejs): janus-env.sh whip-root unpacks
 #           it and its node-* closure into ~/.cache/swift-video-capture/whip/root, run with the system's node
 #   VM test: qemu-system-x86 busybox-static kmod cpio; gcc make (v4l2loopback, built against the VM kernel's headers)
-#   bench:  the comparison benchmark (Benchmarks/compare): gcc, GStreamer with openh264enc, valgrind, ffmpeg
+#   bench:  the comparison benchmark (Benchmarks/compare): gcc, GStreamer with openh264enc, valgrind, ffmpeg; for --content natural the photographs (mate-backgrounds) and cjpeg (libjpeg-turbo-progs)
 set -euo pipefail
 want=(libv4l-dev libyuv-dev libopenh264-dev libjpeg-dev libturbojpeg0-dev pkg-config libssl-dev libsrtp2-dev)
 case "${1:-build}" in
   test) want+=(ffmpeg v4l-utils qemu-system-x86 busybox-static kmod cpio gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-libav chromium chromium-driver python3-selenium python3-venv curl prometheus
           janus libjs-janus-gateway libjs-webrtc-adapter gcc make gir1.2-gst-rtsp-server-1.0 python3-gi mkvtoolnix mediainfo) ;;
-  bench) want+=(gcc gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad valgrind ffmpeg) ;;
+  bench) want+=(gcc gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad valgrind ffmpeg mate-backgrounds libjpeg-turbo-progs) ;;
 esac
 missing=()
 for p in "${want[@]}"; do

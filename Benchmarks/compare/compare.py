@@ -4,7 +4,8 @@ OpenH264 settings and the same threading.
 
   python3 Benchmarks/compare/compare.py [--reps 9] [--sizes 720p,1080p] [--formats YUYV,MJPG] [--series 1t,2t]
                                         [--check-only] [--callgrind [--sim]] [--async] [--no-gst]
-  python3 Benchmarks/compare/compare.py --scaled [540p,270p] [--reps 9] [--callgrind]   (see scaled() below)
+  python3 Benchmarks/compare/compare.py --scaled [540p,270p] [--reps 9] [--callgrind] [--content pattern|natural]
+                                        (see scaled() below)
 
 Settings (SETTINGS below), the same for every contender and set explicitly: camera usage, 2 Mbps at 720p / 4 Mbps
 at 1080p with a 1.5x cap, bitrate rate control, complexity low, one OpenH264 thread, one slice, IDR every 60
@@ -275,6 +276,71 @@ def per_frame(full, head, frames):
 
 SCALED = {"540p": (960, 540), "270p": (480, 270)}
 
+# --content natural: real photographs that a Debian package ships (mate-backgrounds 1.26, "nature": a storm over a
+# road, raindrops on leaves, dune grass), each panned slowly (a 1920x1080 window moving diagonally across the
+# picture scaled to cover 2112x1320, about 4 px a frame) for a third of the frames, the way a camera pans.
+PHOTOS_PACKAGE = "mate-backgrounds"
+PHOTOS = ["/usr/share/backgrounds/mate/nature/" + f for f in ("Storm.jpg", "RainDrops.jpg", "Dune.jpg")]
+
+
+def natural(work, frames):
+    """The 1080p MJPEG frames of --content natural: ffmpeg pans across each of PHOTOS (to RGB), and libjpeg-turbo's
+    cjpeg encodes every frame the way the pattern's frames are encoded (FormatWriter: libjpeg-turbo, quality 85,
+    4:2:0, the standard Huffman tables, the accurate integer DCT), so only the content differs. Written as
+    compare-loop reads MJPEG (JPEGs back to back and a .idx of their lengths), all frames and the first HEAD."""
+    full = os.path.join(work, f"natural-1080p-{frames}.mjpg")
+    head = os.path.join(work, "natural-1080p-head.mjpg")
+    if not os.path.exists(head + ".mkv"):  # written last
+        missing = [p for p in PHOTOS if not os.path.exists(p)]
+        if missing:
+            sys.exit(f"missing {', '.join(missing)}: apt-get install {PHOTOS_PACKAGE} (or Scripts/install-deps.sh bench)")
+        if not shutil.which("cjpeg"):
+            sys.exit("missing cjpeg: apt-get install libjpeg-turbo-progs (or Scripts/install-deps.sh bench)")
+        w, h, size = 1920, 1080, 1920 * 1080 * 3
+        jpegs = []
+        for k, photo in enumerate(PHOTOS):
+            n = (k + 1) * frames // len(PHOTOS) - k * frames // len(PHOTOS)
+            pan = (f"scale=2112:1320:force_original_aspect_ratio=increase,crop={w}:{h}:x='(iw-{w})*n/{max(n - 1, 1)}'"
+                   f":y='(ih-{h})*n/{max(n - 1, 1)}',format=rgb24")
+            ff = subprocess.Popen(["ffmpeg", "-v", "error", "-loop", "1", "-framerate", "30", "-i", photo, "-vf", pan,
+                                   "-frames:v", str(n), "-f", "rawvideo", "-"], stdout=subprocess.PIPE)
+            for i in range(n):
+                rgb = ff.stdout.read(size)
+                if len(rgb) != size:
+                    sys.exit(f"ffmpeg gave {i} frames of {photo}, not {n}")
+                jpegs.append(subprocess.run(["cjpeg", "-quality", "85", "-sample", "2x2,1x1,1x1", "-dct", "int"],
+                                            input=f"P6 {w} {h} 255\n".encode() + rgb, check=True, capture_output=True).stdout)
+            if ff.wait() != 0:
+                sys.exit(f"ffmpeg failed on {photo}")
+        for path, some in ((full, jpegs), (head, jpegs[:HEAD])):
+            with open(path, "wb") as f:
+                f.write(b"".join(some))
+            with open(path + ".idx", "wb") as f:
+                f.write(b"".join(len(j).to_bytes(4, "little") for j in some))
+            sh(["ffmpeg", "-v", "error", "-y", "-f", "mjpeg", "-framerate", "30", "-i", path, "-c", "copy", "-f", "matroska", path + ".mkv"])
+    return full, head
+
+
+def jpeg_summary(path):
+    """The first JPEG's chroma subsampling (from its SOF) and the mean bytes a frame, from the .idx."""
+    with open(path, "rb") as f:
+        data = f.read(1 << 20)
+    with open(path + ".idx", "rb") as f:
+        idx = f.read()
+    lengths = [int.from_bytes(idx[i:i + 4], "little") for i in range(0, len(idx) - 3, 4)]
+    i, sampling = 2, "?"
+    while i + 4 <= len(data) and data[i] == 0xFF:
+        marker, length = data[i + 1], int.from_bytes(data[i + 2:i + 4], "big")
+        if marker in (0xC0, 0xC1, 0xC2):
+            comps = data[i + 9]
+            factors = [data[i + 11 + 3 * c] for c in range(comps)]
+            hv = [(f >> 4, f & 15) for f in factors]
+            sampling = {((2, 2), (1, 1), (1, 1)): "4:2:0", ((2, 1), (1, 1), (1, 1)): "4:2:2",
+                        ((1, 1), (1, 1), (1, 1)): "4:4:4"}.get(tuple(hv), str(hv))
+            break
+        i += 2 + length
+    return sampling, sum(lengths) / len(lengths) / 1024
+
 
 def scaled(a, lib):
     """--scaled: 1080p MJPEG to a smaller I420 picture, decode and scale only (no encoder), one thread each.
@@ -283,11 +349,19 @@ def scaled(a, lib):
     library-full  compare-loop decode ... full: a full-size decode, then libyuv's I420Scale (box filter)
     gst           filesrc ! matroskademux ! jpegdec idct-method=ifast ! videoscale n-threads=1
                   ! video/x-raw,format=I420,width=W,height=H ! fakesink (jpegdec gives I420 for these JPEGs)
-    The same JPEGs (the 1080p MJPEG frames, noise 3), the fast integer IDCT everywhere, the same output size and
-    format; the same difference method as the main mode."""
-    frames = a.frames or (30 if a.callgrind else 150)
-    full, head = generate(lib, a.work, "MJPG", "1080p", frames)
+    The same JPEGs for everyone (150 1080p MJPEG frames: the fixture pattern with noise 3, or with --content natural
+    the photographs of natural()), the fast integer IDCT everywhere, the same output size and format; the same
+    difference method as the main mode."""
+    frames = a.frames or 150
+    if a.content == "natural":
+        full, head = natural(a.work, frames)
+        what = "natural: " + ", ".join(os.path.basename(p) for p in PHOTOS) + f" from Debian's {PHOTOS_PACKAGE}, panned"
+    else:
+        full, head = generate(lib, a.work, "MJPG", "1080p", frames)
+        what = "pattern: the fixture's test pattern, noise 3"
+    sampling, kb = jpeg_summary(full)
     names = ["library", "library-full", "gst"]
+    print(f"content {what}; JPEG {sampling}, {kb:.0f} KB a frame on average")
     print(f"1080p MJPEG ({frames} frames) to a smaller I420 picture; " + ("M Ir/frame" if a.callgrind else "ms/frame"))
     print(f"{'output':<10}{'contender':<14}{'per frame':>10}{'IQR':>16}{'gst × ':>8}"
           + ("" if a.callgrind else "   paired gst × (IQR)"))
@@ -345,7 +419,7 @@ def main():
     ap.add_argument("--sizes", default="720p,1080p")
     ap.add_argument("--formats", default="YUYV,MJPG")
     ap.add_argument("--series", default="1t,2t")
-    ap.add_argument("--frames", type=int, default=0, help="frames per run (default 150 at 720p, 90 at 1080p; 30 with --callgrind)")
+    ap.add_argument("--frames", type=int, default=0, help="frames per run (default 150 at 720p, 90 at 1080p; 30 with --callgrind; --scaled: 150 either way)")
     ap.add_argument("--check-only", action="store_true", help="print and check the effective settings, time nothing")
     ap.add_argument("--callgrind", action="store_true", help="count instructions with valgrind instead of timing")
     ap.add_argument("--sim", action="store_true",
@@ -357,10 +431,14 @@ def main():
     ap.add_argument("--scaled", nargs="?", const="540p,270p", default=None,
                     help="instead: 1080p MJPEG decoded to 540p and/or 270p, the library's reduced DCT against a full decode "
                          "+ scale and GStreamer's jpegdec ! videoscale (see scaled())")
+    ap.add_argument("--content", choices=["pattern", "natural"], default="pattern",
+                    help="with --scaled: the frames to decode, the fixture pattern (noise 3) or a pan across photographs "
+                         "that Debian's mate-backgrounds ships (see natural())")
     ap.add_argument("--work", default="/tmp/svc-compare")
     a = ap.parse_args()
     a.callgrind = a.callgrind or a.sim
     if not 1 <= a.reps <= 100: sys.exit("--reps must be 1...100")
+    if a.content != "pattern" and not a.scaled: sys.exit("--content natural goes with --scaled")
     series = a.series.split(",")
     if any(s not in SERIES for s in series): sys.exit("--series takes 1t and/or 2t")
     if a.asyncs:
