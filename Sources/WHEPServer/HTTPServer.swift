@@ -136,7 +136,8 @@ private final class SharedConnectionState {
     func linger(_ context: ChannelHandlerContext) {
         guard !discarding else { return }
         discarding = true
-        context.eventLoop.scheduleTask(in: .seconds(1)) { [context] in context.close(promise: nil) }
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop) // used on its own event loop only
+        context.eventLoop.scheduleTask(in: .seconds(1)) { bound.value.close(promise: nil) }
     }
 }
 
@@ -160,7 +161,8 @@ private final class PlainHTTPOnTLSPort: ChannelInboundHandler, RemovableChannelH
         var b = context.channel.allocator.buffer(capacity: 200)
         b.writeString(
             "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nContent-Length: \(text.utf8.count)\r\nConnection: close\r\n\r\n\(text)")
-        context.writeAndFlush(wrapOutboundOut(b)).whenComplete { [context] _ in context.close(promise: nil) }
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop) // the future completes on the same loop
+        context.writeAndFlush(wrapOutboundOut(b)).whenComplete { _ in bound.value.close(promise: nil) }
     }
 }
 
@@ -306,9 +308,11 @@ private final class WHEPHandler: ChannelInboundHandler {
             arm(context)
         } else if close {
             // Answered before its body was read: the rest of the body is thrown away until the client closes.
-            done.whenComplete { [shared, context] _ in shared.linger(context) }
+            let bound = NIOLoopBound((shared, context), eventLoop: context.eventLoop) // completes on the same loop
+            done.whenComplete { _ in bound.value.0.linger(bound.value.1) }
         } else {
-            done.whenComplete { [context] _ in context.close(promise: nil) }
+            let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+            done.whenComplete { _ in bound.value.close(promise: nil) }
         }
     }
 }

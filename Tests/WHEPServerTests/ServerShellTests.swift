@@ -227,7 +227,9 @@ private final class Events: Sendable {
         let (server, endpoint) = try await Self.whep { $0.requestTimeoutNs = 500_000_000 }
         let start = ContinuousClock.now
         let slow = try await TestClient.connect(port: server.port, group: MultiThreadedEventLoopGroup.singleton)
-        try await slow.send("GET / HTTP/1.1\r\nHost: 127.0")
+        // On a loaded machine the timeout may close the connection before this write gets out: that is the
+        // outcome under test too (the elapsed time below still proves it was the timeout).
+        do { try await slow.send("GET / HTTP/1.1\r\nHost: 127.0") } catch {}
         #expect(try await slow.closed(), "still open 30 s on")
         let elapsed = ContinuousClock.now - start
         #expect(elapsed >= .milliseconds(500), "closed before the request timeout: \(elapsed)")
