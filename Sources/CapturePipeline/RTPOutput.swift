@@ -105,11 +105,7 @@ public final class RTPOutput: EncodedOutput {
     public static func sdp(
         for settings: H264Encoder.Settings, target: StreamTarget, ssrc: UInt32, rtxPayloadType: UInt8?, videoOrientationExtensionID: UInt8? = nil
     ) throws -> String {
-        let encoder = try H264Encoder(settings: settings)
-        defer { encoder.close() }
-        let black = I420Buffer(width: settings.width, height: settings.height)
-        let first = try encoder.encode(black, timestampNs: 0)
-        guard let ps = RTPSender.parameterSets(of: first) else { throw PipelineError(.outputFailed, "the encoder gave no SPS/PPS") }
+        let ps = try H264Encoder.parameterSets(for: settings)
         return SDP.offer(
             host: target.host, port: target.port, sps: ps.sps, pps: ps.pps, rtxPayloadType: rtxPayloadType, ssrc: ssrc,
             videoOrientationExtensionID: videoOrientationExtensionID)

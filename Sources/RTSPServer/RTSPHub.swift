@@ -127,13 +127,9 @@ public final class RTSPHub: EncodedOutput, Sendable {
     }
 
     /// SPS and PPS of an encoder made with `settings` (the same settings always give the same ones): what the
-    /// SDP announces before the first frame is encoded.
+    /// SDP announces before the first frame is encoded (`H264Encoder.parameterSets(for:)`).
     public static func parameterSets(for settings: H264Encoder.Settings) throws -> (sps: [UInt8], pps: [UInt8]) {
-        let encoder = try H264Encoder(settings: settings)
-        defer { encoder.close() }
-        let first = try encoder.encode(I420Buffer(width: settings.width, height: settings.height), timestampNs: 0)
-        guard let ps = RTPSender.parameterSets(of: first) else { throw RTSPError(.invalidConfiguration, "the encoder gave no SPS/PPS") }
-        return ps
+        try H264Encoder.parameterSets(for: settings)
     }
 
     /// Key-frame requests (a client starting to play, PLI/FIR) go to `encode`.

@@ -7,6 +7,7 @@ import VideoCapture
 import VideoProcessing
 import CapturePipeline
 import V4L2Capture
+import H264
 
 /// Options shared by every capturing command.
 struct CaptureOptions: ParsableArguments {
@@ -99,10 +100,42 @@ func refuseEncodedCamera(_ pipeline: CaptureSession, _ command: String) throws {
     )
 }
 
-/// `--mtu`, the RTP payload budget of every command that sends RTP: 200...1400 bytes (1400 + 12 of RTP + 28 of
-/// UDP/IP fit a 1500-byte Ethernet MTU; below 200 a slice of the smallest picture no longer fits a few packets).
-func validateMTU(_ mtu: Int) throws {
-    guard (200...1400).contains(mtu) else { throw ValidationError("--mtu must be 200...1400 bytes, got \(mtu)") }
+/// The encoder options of every encoding command (record, stream, serve, rtsp, publish): one set of names,
+/// defaults and checks. `record` adds its own (--keyint, --threads, --max-nal-size, --frame-skipping).
+struct EncoderOptions: ParsableArguments {
+    @Option(help: "Target bitrate in kbps.") var bitrate = 1500
+    @Option(help: "Maximum bitrate in kbps (default 1.5 × target; a receiver's estimate, REMB, never goes above it).")
+    var maxBitrate: Int?
+    @Option(help: "Seconds between key frames (default 2).") var keyintSeconds: Double?
+
+    /// OpenH264's limits, checked before any camera or file is touched (`CLIRange.encoder`).
+    func check(_ capture: CaptureOptions, keyint: Int? = nil, threads: Int = 1, maxNalSize: Int? = nil) throws {
+        try CLIRange.encoder(
+            bitrateKbps: bitrate, maxBitrateKbps: maxBitrate, keyint: keyint, keyintSeconds: keyintSeconds, threads: threads,
+            maxNalSize: maxNalSize, fpsLimit: capture.fpsLimit.doubleValue)
+    }
+
+    /// The library's encoder recipe for these options (key frames every --keyint-seconds, default 2).
+    func recipe(sliceMode: H264Encoder.SliceMode = .single) -> EncodeStage.Configuration {
+        EncodeStage.Configuration(
+            bitrateKbps: bitrate, maxBitrateKbps: maxBitrate, keyFrameInterval: .seconds(keyintSeconds ?? 2), sliceMode: sliceMode)
+    }
+}
+
+/// `EncoderOptions` and `--mtu`, for the commands that send RTP (stream, serve, rtsp, publish).
+struct RTPEncoderOptions: ParsableArguments {
+    @OptionGroup var encoder: EncoderOptions
+    @Option(help: "RTP payload budget in bytes, 200...1400 (packets are this plus 12 bytes of header).") var mtu = 1200
+
+    /// The one `--mtu` check: 200...1400 bytes (1400 + 12 of RTP + 28 of UDP/IP fit a 1500-byte Ethernet MTU;
+    /// below 200 a slice of the smallest picture no longer fits a few packets), then the encoder's.
+    func check(_ capture: CaptureOptions) throws {
+        guard (200...1400).contains(mtu) else { throw ValidationError("--mtu must be 200...1400 bytes, got \(mtu)") }
+        try encoder.check(capture)
+    }
+
+    /// The encoder recipe, slices within the payload budget (`EncodeStage.Configuration.slices(fitting:)`).
+    var recipe: EncodeStage.Configuration { encoder.recipe(sliceMode: EncodeStage.Configuration.slices(fitting: mtu)) }
 }
 
 /// `--fps-limit`: a whole, decimal or fractional rate, 0 < rate ≤ 1000 (`Fraction(rate:)`).
