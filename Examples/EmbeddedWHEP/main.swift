@@ -7,7 +7,9 @@
 // (Sources/WHEPServer/WHEPServer.docc/ServingAndStreaming.md): ReadmeTests checks that the two are the same, and
 // EmbeddingTests runs this example with Chromium as the viewer, so the article's code is what is built and watched.
 import CapturePipeline
+import FixtureCameras
 import Foundation
+import V4L2Capture
 import VideoCapture
 import WebRTC
 import WHEPServer
@@ -20,6 +22,7 @@ func fail(_ error: any Error) -> Never {
 
 let arguments = CommandLine.arguments.dropFirst()
 var configuration = CaptureSession.Configuration()
+configuration.providers = [V4L2DeviceProvider(), FixtureCameraProvider()] // real cameras, then the built-in ones
 configuration.device = arguments.first ?? "fixture:vivid" // or "/dev/video0"
 configuration.size = FrameSize(width: 1280, height: 720)
 configuration.durationNs = arguments.dropFirst().first.flatMap(Double.init).map { Int64($0 * 1e9) } // nil: until stopped

@@ -7,6 +7,7 @@ import VideoCapture
 import VideoProcessing
 import CapturePipeline
 import V4L2Capture
+import FixtureCameras
 import H264
 
 /// Options shared by every capturing command.
@@ -62,19 +63,22 @@ struct CaptureOptions: ParsableArguments {
         }
     }
 
-    /// The session's configuration: the stop condition on timestamps (5 s unless --frames), the fixture
-    /// options, and the CLI's logger.
-    var configuration: CaptureSession.Configuration {
+    /// The session's configuration: the stop condition on timestamps (5 s unless --frames; the servers run until
+    /// Ctrl-C when neither is given: `untilStopped`), the camera released after `idleRelease` seconds without
+    /// viewers (0: never), the CLI's cameras (`cameraProviders`) and logger.
+    func configuration(untilStopped: Bool = false, idleRelease: Double = 0) -> CaptureSession.Configuration {
         var c = CaptureSession.Configuration()
         c.device = device ?? defaultCameraSpec
         c.size = size
         c.fpsLimit = fpsLimit.value
         c.pixelFormats = pixelFormat?.formats ?? []
         c.frames = frames
-        c.durationNs = frames == nil ? Int64((duration ?? 5) * 1e9) : nil
+        c.durationNs = frames == nil && !(untilStopped && duration == nil) ? Int64((duration ?? 5) * 1e9) : nil
+        c.idleReleaseNs = idleRelease > 0 ? Int64(idleRelease * 1e9) : nil
         c.fast = fast
-        c.noise = noise
-        c.fixtureDisconnectAfter = fixtureDisconnectAfter
+        c.providers = cameraProviders(
+            FixtureCameraProvider.Options(
+                pacing: fast ? .asFastAsConsumed : .realTime, disconnectAfterFrames: fixtureDisconnectAfter, noise: noise))
         c.controls = controls.compactMap(CameraControlSetting.init(parsing:))
         c.powerLine = powerLine.flatMap(PowerLineFrequency.init(argument:))
         c.logger = cliLogger
@@ -180,9 +184,15 @@ let cliLogger: Logger = {
     return logger
 }()
 
+/// The CLI's cameras: real ones (V4L2) first, then the built-in fixture cameras (the library has no default).
+func cameraProviders(_ fixtures: FixtureCameraProvider.Options = .init()) -> [any CaptureDeviceProvider] {
+    [V4L2DeviceProvider(), FixtureCameraProvider(options: fixtures)]
+}
+
 /// A capturer with the CLI's providers and logger (for the commands that only list or select).
 func makeCapturer() -> CameraVideoCapturer {
     var c = CaptureSession.Configuration()
+    c.providers = cameraProviders()
     c.logger = cliLogger
     return CaptureSession.capturer(for: c)
 }

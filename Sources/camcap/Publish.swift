@@ -60,9 +60,7 @@ struct Publish: AsyncParsableCommand {
         if let s = secret, s.isEmpty || s.utf8.count > 1024 || s.contains(where: { $0.isNewline || $0 == " " }) {
             throw CLIError("the WHIP token must be 1...1024 characters without spaces or line breaks")
         }
-        var configuration = capture.configuration
-        if capture.frames == nil && capture.duration == nil { configuration.durationNs = nil } // until Ctrl-C
-        let pipeline = try CaptureSession(configuration)
+        let pipeline = try CaptureSession(capture.configuration(untilStopped: true))
         let passthrough = pipeline.selection.pixelFormat == .h264 // the camera's own H.264 goes to the server as it is
         let recipe = encoding.recipe
         let settings = try recipe.settings(for: pipeline.selection)

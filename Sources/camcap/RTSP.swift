@@ -146,10 +146,7 @@ struct RTSP: AsyncParsableCommand {
     private func serve() async throws {
         let address = ListenAddress(listen)!
         let password = try password() // read before the camera starts: a bad file fails at once
-        var configuration = capture.configuration
-        if capture.frames == nil && capture.duration == nil { configuration.durationNs = nil } // until Ctrl-C
-        configuration.idleReleaseNs = idleRelease > 0 ? Int64(idleRelease * 1e9) : nil
-        let pipeline = try CaptureSession(configuration)
+        let pipeline = try CaptureSession(capture.configuration(untilStopped: true, idleRelease: idleRelease))
         let passThrough = pipeline.selection.pixelFormat == .h264
         let recipe = encoding.recipe
         let settings = try recipe.settings(for: pipeline.selection), keySeconds = recipe.keyIntervalSeconds
@@ -213,9 +210,7 @@ struct RTSP: AsyncParsableCommand {
             hub.closeAll(reason: "the server did not start")
             throw error
         }
-        let host = address.isWildcard ? (interfaceAddresses().first ?? "127.0.0.1") : address.host
-        let shown = host.contains(":") ? "[\(host)]" : host
-        let url = "rtsp://\(shown):\(listener.port)\(path)"
+        let url = "rtsp://\(address.urlHost(interfaceAddresses())):\(listener.port)\(path)"
         var lines = [
             "serving \(url)  (UDP media ports \(hub.udpPorts.rtp)-\(hub.udpPorts.rtcp); "
                 + (user.map { "Digest authentication, user \($0))" } ?? "no authentication)")

@@ -84,7 +84,7 @@ struct Record: AsyncParsableCommand {
 
     private func record() async throws {
         // Everything is checked before the camera starts: device, negotiation, encoder settings, outputs.
-        let pipeline = try CaptureSession(capture.configuration)
+        let pipeline = try CaptureSession(capture.configuration())
         if pipeline.selection.pixelFormat == .h264 { return try await passThrough(pipeline) }
         if applyRotation { pipeline.sourceOptions.applyRotation = true }
         var recipe = encoder.recipe(sliceMode: maxNalSize.map { .maxNALSize($0) } ?? .single)

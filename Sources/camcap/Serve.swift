@@ -128,12 +128,7 @@ struct Serve: AsyncParsableCommand {
         }
         try encoding.check(capture)
         guard dropRate.isFinite, (0...1).contains(dropRate) else { throw ValidationError("--drop-rate must be 0...1, got \(dropRate)") }
-        for c in candidate {
-            var a4 = in_addr(), a6 = in6_addr()
-            guard inet_pton(AF_INET, c, &a4) == 1 || inet_pton(AF_INET6, c, &a6) == 1 else {
-                throw ValidationError("--candidate must be an IP address, got \"\(c.prefix(64))\"")
-            }
-        }
+        for c in candidate where !isIPAddress(c) { throw ValidationError("--candidate must be an IP address, got \"\(c.prefix(64))\"") }
         if noAuth && (token != nil || tokenFile != nil) { throw ValidationError("--no-auth cannot go with --token or --token-file") }
         if token != nil && tokenFile != nil { throw ValidationError("give the token once: --token or --token-file") }
         if let token, !ServeSecurity.isValidToken(token) { throw ValidationError(ServeSecurity.tokenRule) }
@@ -186,10 +181,7 @@ struct Serve: AsyncParsableCommand {
             Duration.microseconds($0)
         }
         MetricsSystem.bootstrap(factory)
-        var configuration = capture.configuration
-        if capture.frames == nil && capture.duration == nil { configuration.durationNs = nil } // until Ctrl-C
-        configuration.idleReleaseNs = idleRelease > 0 ? Int64(idleRelease * 1e9) : nil
-        let pipeline = try CaptureSession(configuration)
+        let pipeline = try CaptureSession(capture.configuration(untilStopped: true, idleRelease: idleRelease))
         let identity: DTLSIdentity
         let profiles: [SRTPProfile] = srtp == "gcm" ? [.aeadAes128Gcm] : srtp == "cm" ? [.aes128CmSha1_80] : [.aeadAes128Gcm, .aes128CmSha1_80]
         do { identity = try DTLSIdentity(profiles: profiles) } catch { throw CLIError("cannot create the DTLS certificate: \(error)") }
@@ -241,9 +233,7 @@ struct Serve: AsyncParsableCommand {
         // The HTTP server is up before the camera starts: a busy port fails at once, with nothing captured.
         let endpoint = WHEPEndpoint(hub: hub, policy: policy, metrics: { registry.emitToString() })
         let server = try await HTTPServer.start(host: address.host, port: address.port, endpoint: endpoint, tls: tls?.0)
-        let host = address.isWildcard ? (hosts.first ?? "127.0.0.1") : address.host // a wildcard is no URL
-        let shown = host.contains(":") ? "[\(host)]" : host
-        let base = "\(tls == nil ? "http" : "https")://\(shown):\(server.port)/"
+        let base = "\(tls == nil ? "http" : "https")://\(address.urlHost(hosts)):\(server.port)/"
         // The URL is printed once the camera runs (a busy camera fails before anyone is invited). The token rides
         // in the fragment: the page reads it, the browser never sends it in a request line or a Referer.
         var lines = [

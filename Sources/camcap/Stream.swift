@@ -66,8 +66,7 @@ struct Stream: AsyncParsableCommand {
         if sdpOnly && sdp == nil { throw ValidationError("--sdp-only needs --sdp PATH") }
         if ssrc == 0 { throw ValidationError("--ssrc must be 1...4294967295") }
         for a in rtcpFrom {
-            var a4 = in_addr(), a6 = in6_addr()
-            guard inet_pton(AF_INET, a, &a4) == 1 || inet_pton(AF_INET6, a, &a6) == 1 || StreamTarget(a) != nil else {
+            guard isIPAddress(a) || StreamTarget(a) != nil else {
                 throw ValidationError("--rtcp-from must be an IP address or ADDRESS:PORT, got \"\(a.prefix(64))\"")
             }
         }
@@ -77,25 +76,15 @@ struct Stream: AsyncParsableCommand {
         do { try await stream() } catch { fail(error) }
     }
 
-    /// The SSRC derived from the target (FNV-1a of its text): the same in every run to that address, so an
-    /// SDP written beforehand names it.
-    static func derivedSSRC(_ target: StreamTarget, salt: String = "") -> UInt32 {
-        var h: UInt32 = 0x811c_9dc5
-        for b in (salt + target.description).utf8 { h = (h ^ UInt32(b)) &* 0x0100_0193 }
-        return h == 0 ? 1 : h
-    }
-
     private func stream() async throws {
         let target = StreamTarget(to)!
-        let mediaSSRC = ssrc ?? Stream.derivedSSRC(target)
-        var rtxSSRC = Stream.derivedSSRC(target, salt: "rtx ")
-        if rtxSSRC == mediaSSRC { rtxSSRC &+= 1 }
+        let (mediaSSRC, rtxSSRC) = target.derivedSSRCs(ssrc: ssrc) // the same in every run to that address
         // The SDP file is opened (and locked) before the camera starts: a bad path fails at once, naming it.
         var sdpFile: OutputFile?
         if let sdp, !sdpOnly {
             do { sdpFile = try OutputFile(path: sdp) } catch { throw CLIError("--sdp: \(error)") }
         }
-        var configuration = capture.configuration
+        var configuration = capture.configuration()
         if sdpOnly { // one frame: its SPS/PPS (with the camera's colour description) are the stream's
             configuration.frames = 1
             configuration.durationNs = nil

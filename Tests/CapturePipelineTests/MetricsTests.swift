@@ -4,6 +4,7 @@ import MetricsTestKit
 import Testing
 import TestSupport
 import VideoCapture
+import FixtureCameras
 import CapturePipeline
 
 /// The process's metrics backend for these tests (swift-metrics is bootstrapped once per process; no other test
@@ -26,6 +27,7 @@ let testMetrics: TestMetrics = {
             config.size = FrameSize(width: 320, height: 240)
             config.frames = frames
             config.fast = true
+            config.providers = [FixtureCameraProvider(options: .init(pacing: .asFastAsConsumed))]
             config.metricsDimensions = [("session", tag)]
             let session = try CaptureSession(config)
             let settings = EncodeStage.baseSettings(for: session.selection, bitrateKbps: 300, maxBitrateKbps: nil)
