@@ -147,7 +147,6 @@ struct RTSP: AsyncParsableCommand {
         let address = ListenAddress(listen)!
         let password = try password() // read before the camera starts: a bad file fails at once
         let pipeline = try CaptureSession(capture.configuration(untilStopped: true, idleRelease: idleRelease))
-        let passThrough = pipeline.selection.pixelFormat == .h264
         let recipe = encoding.recipe
         let settings = try recipe.settings(for: pipeline.selection), keySeconds = recipe.keyIntervalSeconds
         // The SDP needs SPS/PPS before the first frame (the encoder rests until a client plays): an encoder with
@@ -189,21 +188,9 @@ struct RTSP: AsyncParsableCommand {
             }
             FileHandle.standardError.write(Data((line + "\n").utf8))
         }
-        var outputs: [any EncodedOutput] = [hub]
-        if let output { outputs.append(try RecordingOutput(.init(path: output, frameRate: pipeline.selection.fps))) }
-        let stage: any PictureStage
-        if passThrough { // the camera's own access units to every client: no encoder
-            let passthrough = PassthroughStage(outputs: outputs)
-            hub.connect(passthrough)
-            stage = passthrough
-        } else {
-            let encode = EncodeStage(settings: settings, keyIntervalSeconds: keySeconds, outputs: outputs)
-            hub.connect(encode)
-            stage = encode
-        }
-        hub.whenClientsArrive(pipeline.wakeAction) // a camera released for want of clients starts again
-        // RTSP players have no rotation metadata: the camera's rotation is applied to the pixels.
-        pipeline.sourceOptions = VideoSource.Options(applyRotation: true)
+        let recording = try output.map { try RecordingOutput(.init(path: $0, frameRate: pipeline.selection.fps)) }
+        // The encode (or the camera's own H.264), key frames, the wake-up, upright pixels.
+        let stage = hub.stage(for: pipeline, settings: settings, keyIntervalSeconds: keySeconds, alsoTo: recording.map { [$0] } ?? [])
         // The listener is up before the camera starts: a busy port fails at once, with nothing captured.
         let listener: RTSPListener
         do { listener = try await RTSPListener.start(host: address.host, port: address.port, hub: hub) } catch {
