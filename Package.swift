@@ -83,11 +83,12 @@ let package = Package(
         // OpenSSL (DTLS 1.2 + use_srtp, ECDSA certificate, HMAC) and libsrtp2 behind a thin C shim.
         .target(name: "CWebRTC", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto"), .linkedLibrary("srtp2")]),
         .target(name: "WebRTC", dependencies: ["VideoCaptureCommons", "RTP", "H264", "SystemIO", "CWebRTC"], swiftSettings: upcoming),
-        // The capture session, its stages and outputs (files, RTP): what every command runs, without the CLI.
+        // The capture session, its stages and outputs (files, RTP): what every command runs, without the CLI. Its
+        // cameras' providers (V4L2Capture, FixtureCameras, an app's own) are given to it, not built in.
         .target(
             name: "CapturePipeline",
             dependencies: [
-                "VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture", "H264", "RTP", "SystemIO",
+                "VideoCapture", "VideoProcessing", "H264", "RTP", "SystemIO",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ],
@@ -156,10 +157,11 @@ let package = Package(
         // Examples (built with the package, run by the tests): an app that embeds the WHEP server with a route of its
         // own, and one that consumes VideoSource frames in its own code.
         .executableTarget(
-            name: "embedded-whep-example", dependencies: ["CapturePipeline", "WHEPServer", "VideoCapture", "WebRTC"],
+            name: "embedded-whep-example",
+            dependencies: ["CapturePipeline", "WHEPServer", "VideoCapture", "WebRTC", "FixtureCameras", "V4L2Capture"],
             path: "Examples/EmbeddedWHEP"),
         .executableTarget(
-            name: "frame-consumer-example", dependencies: ["CapturePipeline", "VideoCapture", "VideoProcessing"],
+            name: "frame-consumer-example", dependencies: ["CapturePipeline", "VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture"],
             path: "Examples/FrameConsumer"),
 
         // Runs inside the qemu VM against the kernel's vivid driver (Scripts/vivid-vm-test.sh).
@@ -195,7 +197,7 @@ let package = Package(
         .testTarget(
             name: "CapturePipelineTests",
             dependencies: [
-                "CapturePipeline", "VideoCapture", "VideoProcessing", "H264", "TestSupport",
+                "CapturePipeline", "VideoCapture", "VideoProcessing", "FixtureCameras", "H264", "TestSupport",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
             ]),
         .testTarget(

@@ -7,9 +7,10 @@
 // (Sources/WHEPServer/WHEPServer.docc/ServingAndStreaming.md): ReadmeTests checks that the two are the same, and
 // EmbeddingTests runs this example with Chromium as the viewer, so the article's code is what is built and watched.
 import CapturePipeline
+import FixtureCameras
 import Foundation
+import V4L2Capture
 import VideoCapture
-import VideoProcessing
 import WebRTC
 import WHEPServer
 
@@ -21,30 +22,28 @@ func fail(_ error: any Error) -> Never {
 
 let arguments = CommandLine.arguments.dropFirst()
 var configuration = CaptureSession.Configuration()
+configuration.providers = [V4L2DeviceProvider(), FixtureCameraProvider()] // real cameras, then the built-in ones
 configuration.device = arguments.first ?? "fixture:vivid" // or "/dev/video0"
 configuration.size = FrameSize(width: 1280, height: 720)
 configuration.durationNs = arguments.dropFirst().first.flatMap(Double.init).map { Int64($0 * 1e9) } // nil: until stopped
 configuration.idleReleaseNs = 10_000_000_000 // release the camera after 10 s without viewers
 let session: CaptureSession
 do { session = try CaptureSession(configuration) } catch { fail(error) }
-session.sourceOptions = VideoSource.Options(applyRotation: true) // upright pixels until viewers say otherwise
 
 // Each viewer's link is measured by the server (transport-wide feedback, with probes above the sent rate) and
-// each viewer gets the largest of three encodes (full, half and quarter size) that its link carries.
-var settings = EncodeStage.baseSettings(for: session.selection, bitrateKbps: 1500, maxBitrateKbps: nil)
-settings.sliceMode = .maxNALSize(1200) // slices that fit one RTP packet
+// each viewer gets the largest of three encodes (full, half and quarter size) that its link carries. The broadcast
+// makes the viewer hub and the encodes and connects them (key-frame requests, each viewer's estimate → its tier
+// and that tier's bitrate); a viewer's arrival starts a released camera again, and the rotation goes as metadata
+// while every viewer takes it (upright pixels until viewers say otherwise).
 var peer = WebRTCPeer.Configuration(bindHost: "127.0.0.1", candidateHosts: ["127.0.0.1"])
 peer.useTransportWideCC = true // our own estimate per viewer, with probing
-let hub = ViewerHub(identity: try DTLSIdentity(), configuration: peer)
-let plan = EncodeTier.plan(
-    for: FrameSize(width: settings.width, height: settings.height), maxCount: 3,
-    targetBitrate: settings.targetBitrate, maxBitrate: settings.effectiveMaxBitrate)
-let encode = TieredEncodeStage(
-    tiers: plan, settings: settings, keyIntervalSeconds: 2, outputs: hub.tierOutputs(plan.count),
-    firstTier: { [hub] in hub.tierToEncodeFirst })
-hub.connect(encode) // key-frame requests, and each viewer's estimate → its tier and that tier's bitrate
-hub.whenViewersArrive(session.wakeAction) // a released camera starts again
-hub.steerRotation(session.outputRequests) // rotation as metadata while every viewer takes it
+let recipe = EncodeStage.Configuration(bitrateKbps: 1500, sliceMode: .maxNALSize(1200)) // slices that fit one RTP packet
+let broadcast: WHEPBroadcast
+do {
+    broadcast = try WHEPBroadcast(
+        session: session, identity: try DTLSIdentity(), peer: peer, configuration: .init(encoder: recipe, tiers: 3))
+} catch { fail(error) }
+let hub = broadcast.hub
 
 // Only the holder of the token may watch (the page reads it from the URL's fragment and sends it as a bearer
 // token); the app's own routes are behind it too.
@@ -67,7 +66,7 @@ interrupt.setEventHandler { stop() }
 interrupt.resume()
 
 let report: CaptureSession.Report
-do { report = try await session.run(stages: [encode]) } catch { fail(error) }
+do { report = try await session.run(stages: [broadcast.stage]) } catch { fail(error) }
 hub.closeAll(reason: "the app stopped")
 await server.stop()
 print(report.summaryText)

@@ -3,7 +3,9 @@
 //
 //   swift run frame-consumer-example [DEVICE] [FRAMES]      (default fixture:vivid, 20 frames)
 import CapturePipeline
+import FixtureCameras
 import Foundation
+import V4L2Capture
 import VideoCapture
 import VideoProcessing
 
@@ -12,7 +14,9 @@ import VideoProcessing
         let args = CommandLine.arguments.dropFirst()
         let count = args.dropFirst().first.flatMap(Int.init) ?? 20
         do {
-            let capturer = CaptureSession.capturer(for: .init())
+            var configuration = CaptureSession.Configuration()
+            configuration.providers = [V4L2DeviceProvider(), FixtureCameraProvider()] // real cameras, then the built-in ones
+            let capturer = CaptureSession.capturer(for: configuration)
             let device = try capturer.device(args.first ?? "fixture:vivid")
             let source = VideoSource(capturer: capturer)
             let frames = source.frames(wants: VideoSinkWants(maxSize: FrameSize(width: 320, height: 180), maxFrameRate: 10))

@@ -1,8 +1,6 @@
 public import VideoCapture
 public import VideoProcessing
 public import Logging
-import FixtureCameras
-import V4L2Capture
 import Foundation
 import Metrics
 import H264
@@ -77,12 +75,13 @@ public final class CaptureSession {
         /// Stop after this much capture, on frame timestamps (nanoseconds). With neither limit, the session
         /// runs until `stop()` or the end of the capture.
         public var durationNs: Int64?
-        /// Fixture cameras only: frames as fast as they are consumed, timestamps exactly 1/fps apart, no drops.
+        /// The cameras' providers, asked in this order (`CameraVideoCapturer`'s): `V4L2DeviceProvider()` for real
+        /// cameras, a `FixtureCameraProvider` for the built-in ones (modules V4L2Capture and FixtureCameras), or
+        /// an app's own. None by default: the session sees no camera until given one.
+        public var providers: [any CaptureDeviceProvider] = []
+        /// Fixture cameras only: frames as fast as they are consumed (give the fixture provider the
+        /// `.asFastAsConsumed` pacing too), timestamps exactly 1/fps apart, no drops.
         public var fast = false
-        /// Fixture cameras only: sensor noise added to luma (0...64).
-        public var noise = 0
-        /// Fixture cameras only: the camera disappears after this many frames (a test of the unplug path).
-        public var fixtureDisconnectAfter: Int?
         /// Camera controls set before the first frame, in order.
         public var controls: [CameraControlSetting] = []
         /// The anti-flicker filter set on start, where the camera has it.
@@ -96,7 +95,7 @@ public final class CaptureSession {
         public var metricsDimensions: [(String, String)] = []
         /// Where the capturer logs (nothing by default).
         public var logger = Logger(label: "swift-video-capture.capture", factory: { _ in SwiftLogNoOpLogHandler() })
-        /// The defaults: the first camera (or the built-in fixture webcam) at 1280x720, up to 30 fps, until `stop()`.
+        /// The defaults: the first real camera of `providers` at 1280x720, up to 30 fps, until `stop()`.
         public init() {}
     }
 
@@ -143,7 +142,7 @@ public final class CaptureSession {
     public var frameTrace: FrameTrace?
 
     /// Resolves the device and negotiates: everything that can fail before the camera starts. Pass a capturer
-    /// to use your own providers; by default the session makes one with the V4L2 and fixture providers.
+    /// of your own, or the session makes one with the configuration's providers (`capturer(for:)`).
     public init(_ configuration: Configuration, capturer: CameraVideoCapturer? = nil) throws {
         self.configuration = configuration
         let capturer = capturer ?? CaptureSession.capturer(for: configuration)
@@ -159,26 +158,22 @@ public final class CaptureSession {
             for: device, targetSize: configuration.size, fpsLimit: configuration.fpsLimit, pixelFormats: configuration.pixelFormats)
     }
 
-    /// A capturer with the providers every command uses (real cameras first, then the fixture cameras), set
-    /// up for `configuration` (pacing, noise, controls, power line, logger).
+    /// A capturer with the configuration's providers, set up for it (late frames, controls, power line, logger).
     public static func capturer(for configuration: Configuration) -> CameraVideoCapturer {
-        let fixtures = FixtureCameraProvider(
-            options: .init(
-                pacing: configuration.fast ? .asFastAsConsumed : .realTime,
-                disconnectAfterFrames: configuration.fixtureDisconnectAfter, noise: configuration.noise))
         // As-fast-as-consumed fixture frames are not dropped: the capturer waits for the consumer.
-        return CameraVideoCapturer(
-            providers: [V4L2DeviceProvider(), fixtures],
+        CameraVideoCapturer(
+            providers: configuration.providers,
             configuration: .init(
                 maxPendingFrames: 2, alwaysDiscardsLateFrames: !configuration.fast,
                 powerLineFrequency: configuration.powerLine, startControls: configuration.controls),
             logger: configuration.logger)
     }
 
-    /// The default camera: the first real (V4L2) camera. Throws `unknownDevice` when there is none: an app that
-    /// wants the built-in test pattern names it (`fixture:uvc-webcam`), as camcap does and says so.
+    /// The default camera: the capturer's first real camera (not a fixture camera, whose driver is "fixture").
+    /// Throws `unknownDevice` when there is none: an app that wants the built-in test pattern names it
+    /// (`fixture:uvc-webcam`), as camcap does and says so.
     public static func defaultDevice(_ capturer: CameraVideoCapturer) throws(CaptureError) -> CaptureDevice {
-        if let real = V4L2DeviceProvider().devices().first { return real }
+        if let real = capturer.devices().first(where: { $0.driver != "fixture" }) { return real }
         throw CaptureError(
             .unknownDevice,
             "no camera found (no V4L2 capture device under /dev); name one, or a fixture camera such as fixture:uvc-webcam to run without hardware")

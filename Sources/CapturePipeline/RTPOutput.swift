@@ -38,6 +38,20 @@ public struct StreamTarget: Sendable, CustomStringConvertible {
         host = h
         port = p
     }
+
+    /// SSRCs derived from the target (FNV-1a of `salt` and its text, never 0): the same in every run to this
+    /// address, so an SDP written beforehand names the stream's. The media SSRC is `ssrc ?? derived`; the RTX one
+    /// is derived with "rtx " and made to differ from the media one.
+    public func derivedSSRCs(ssrc: UInt32? = nil) -> (media: UInt32, rtx: UInt32) {
+        func hash(_ salt: String) -> UInt32 {
+            var h: UInt32 = 0x811c_9dc5
+            for b in (salt + description).utf8 { h = (h ^ UInt32(b)) &* 0x0100_0193 }
+            return h == 0 ? 1 : h
+        }
+        let media = ssrc ?? hash("")
+        let rtx = hash("rtx ")
+        return (media, rtx == media ? rtx &+ 1 : rtx)
+    }
 }
 
 /// Writes `text` to a new file at `path` (an existing file is replaced only once the new one is complete).
@@ -105,11 +119,7 @@ public final class RTPOutput: EncodedOutput {
     public static func sdp(
         for settings: H264Encoder.Settings, target: StreamTarget, ssrc: UInt32, rtxPayloadType: UInt8?, videoOrientationExtensionID: UInt8? = nil
     ) throws -> String {
-        let encoder = try H264Encoder(settings: settings)
-        defer { encoder.close() }
-        let black = I420Buffer(width: settings.width, height: settings.height)
-        let first = try encoder.encode(black, timestampNs: 0)
-        guard let ps = RTPSender.parameterSets(of: first) else { throw PipelineError(.outputFailed, "the encoder gave no SPS/PPS") }
+        let ps = try H264Encoder.parameterSets(for: settings)
         return SDP.offer(
             host: target.host, port: target.port, sps: ps.sps, pps: ps.pps, rtxPayloadType: rtxPayloadType, ssrc: ssrc,
             videoOrientationExtensionID: videoOrientationExtensionID)

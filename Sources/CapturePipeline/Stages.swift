@@ -141,10 +141,75 @@ public final class EncodeStage: PictureStage {
 
     /// Checks the settings against what negotiation chose, before any output is claimed or the camera starts
     /// (a 8x8 or 300 fps camera mode fails here with a message, not after the start).
-    public static func check(_ base: H264Encoder.Settings, keyIntervalSeconds: Double?, for selection: FormatSelection) throws {
+    public static func check(_ base: H264Encoder.Settings, keyIntervalSeconds: Double?, for selection: FormatSelection) throws(PipelineError) {
         do { try settings(base, keyIntervalSeconds: keyIntervalSeconds, for: selection.planned).validate() } catch {
             throw PipelineError(
                 .invalidConfiguration, "the camera's \(selection.pixelFormat) \(selection.size) @ \(selection.fps) fps cannot be encoded: \(error)")
+        }
+    }
+
+    /// The encoder recipe of every encoding command: the bitrates, the key-frame interval, slices, threads and
+    /// frame skipping. The size and frame rate come from negotiation: `settings(for:)` makes the encoder settings
+    /// for a session's selection and checks them before any output is claimed or the camera starts.
+    ///
+    /// ```swift
+    /// var recipe = EncodeStage.Configuration(bitrateKbps: 1500)
+    /// recipe.sliceMode = EncodeStage.Configuration.slices(fitting: 1200) // RTP
+    /// let settings = try recipe.settings(for: session.selection)
+    /// let encode = EncodeStage(settings: settings, keyIntervalSeconds: recipe.keyIntervalSeconds, outputs: [output])
+    /// ```
+    public struct Configuration: Sendable, Equatable {
+        /// How far apart key frames are.
+        public enum KeyFrameInterval: Sendable, Equatable {
+            /// Seconds, in frames of the frame rate the camera applies (resolved when the stage begins).
+            case seconds(Double)
+            /// A number of frames.
+            case frames(Int)
+        }
+        /// The target bitrate in kbps.
+        public var bitrateKbps: Int
+        /// The highest bitrate in kbps (bandwidth estimates never raise the encoder above it); nil: 1.5 × the target.
+        public var maxBitrateKbps: Int?
+        /// Key frames every 2 seconds by default.
+        public var keyFrameInterval: KeyFrameInterval
+        /// How pictures are cut into slices: `.single` for a file, `slices(fitting:)` for RTP.
+        public var sliceMode: H264Encoder.SliceMode
+        /// Encoder threads (1...4).
+        public var threads = 1
+        /// Let rate control skip frames (off: every picture is encoded).
+        public var frameSkipping = false
+
+        /// A recipe with these bitrates, key-frame interval and slices (one thread, no frame skipping).
+        public init(
+            bitrateKbps: Int = 1500, maxBitrateKbps: Int? = nil, keyFrameInterval: KeyFrameInterval = .seconds(2),
+            sliceMode: H264Encoder.SliceMode = .single
+        ) {
+            self.bitrateKbps = bitrateKbps
+            self.maxBitrateKbps = maxBitrateKbps
+            self.keyFrameInterval = keyFrameInterval
+            self.sliceMode = sliceMode
+        }
+
+        /// Slices that fit an RTP payload budget of `payload` bytes (at least 420): most NAL units then go in one
+        /// packet, without FU-A fragments (as WebRTC's encoders do).
+        public static func slices(fitting payload: Int) -> H264Encoder.SliceMode { .maxNALSize(max(420, payload)) }
+
+        /// The key-frame interval in seconds (`EncodeStage`'s and `TieredEncodeStage`'s `keyIntervalSeconds`); nil
+        /// when it is given in frames (the settings carry it).
+        public var keyIntervalSeconds: Double? {
+            if case .seconds(let seconds) = keyFrameInterval { seconds } else { nil }
+        }
+
+        /// The encoder settings for what negotiation picked (`baseSettings(for:bitrateKbps:maxBitrateKbps:)` and
+        /// this recipe), checked by `EncodeStage.check`: a camera mode the encoder cannot take fails here, naming it.
+        public func settings(for selection: FormatSelection) throws(PipelineError) -> H264Encoder.Settings {
+            var s = EncodeStage.baseSettings(for: selection, bitrateKbps: bitrateKbps, maxBitrateKbps: maxBitrateKbps)
+            if case .frames(let n) = keyFrameInterval { s.keyFrameInterval = n }
+            s.sliceMode = sliceMode
+            s.threads = threads
+            s.frameSkipping = frameSkipping
+            try EncodeStage.check(s, keyIntervalSeconds: keyIntervalSeconds, for: selection)
+            return s
         }
     }
 

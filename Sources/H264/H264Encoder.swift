@@ -37,6 +37,12 @@ public struct EncodedFrame: Sendable {
     public var size: Int { data.count }
     /// True when the frame carries both an SPS and a PPS.
     public var containsParameterSets: Bool { nalUnits.contains { $0.type == .sps } && nalUnits.contains { $0.type == .pps } }
+    /// The frame's first SPS and PPS (without start codes: what an SDP's sprop-parameter-sets carries); nil
+    /// unless it has both (a key frame has).
+    public var parameterSets: (sps: [UInt8], pps: [UInt8])? {
+        guard let s = nalUnits.first(where: { $0.type == .sps }), let p = nalUnits.first(where: { $0.type == .pps }) else { return nil }
+        return (Array(data[s.offset..<(s.offset + s.length)]), Array(data[p.offset..<(p.offset + p.length)]))
+    }
 }
 
 /// The encoder's control plane, for congestion control and RTCP feedback: `Sendable`, callable from any thread
@@ -400,6 +406,17 @@ public final class H264Encoder {
     }
 
     deinit { close() }
+
+    /// The SPS and PPS of an encoder made with `settings`: the same settings always give the same ones, so a
+    /// stream's SDP can be written before its first frame is encoded (one black picture is encoded here). The SPS
+    /// carries the colour description of `settings.colorSpace`.
+    public static func parameterSets(for settings: Settings) throws(H264Error) -> (sps: [UInt8], pps: [UInt8]) {
+        let encoder = try H264Encoder(settings: settings)
+        defer { encoder.close() }
+        let first = try encoder.encode(I420Buffer(width: settings.width, height: settings.height), timestampNs: 0)
+        guard let ps = first.parameterSets else { throw H264Error(.encoderFailed, "the encoder gave no SPS/PPS") }
+        return ps
+    }
 
     /// Frees the encoder (idempotent).
     public func close() {

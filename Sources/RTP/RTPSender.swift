@@ -488,10 +488,7 @@ public final class RTPSender: @unchecked Sendable {
     public var nextSequenceNumber: UInt16 { packetizer.state.sequence }
 
     /// SPS and PPS of a key frame, for the SDP's fmtp.
-    public static func parameterSets(of frame: EncodedFrame) -> (sps: [UInt8], pps: [UInt8])? {
-        guard let s = frame.nalUnits.first(where: { $0.type == .sps }), let p = frame.nalUnits.first(where: { $0.type == .pps }) else { return nil }
-        return (Array(frame.data[s.offset..<(s.offset + s.length)]), Array(frame.data[p.offset..<(p.offset + p.length)]))
-    }
+    public static func parameterSets(of frame: EncodedFrame) -> (sps: [UInt8], pps: [UInt8])? { frame.parameterSets }
 
     /// Packetizes and sends one encoded access unit; its RTP time comes from its capture time (`timestampNs`,
     /// monotonic ns).

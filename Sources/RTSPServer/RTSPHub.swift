@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 public import Logging
 import VideoCaptureCommons
-import VideoCapture // I420Buffer: the blank picture parameterSets(for:) encodes for the SDP
+import VideoCapture // PixelFormat: whether the camera delivers H.264 itself (pass-through)
 public import H264
 import VideoProcessing
 import RTP
@@ -128,13 +128,9 @@ public final class RTSPHub: EncodedOutput, Sendable {
     }
 
     /// SPS and PPS of an encoder made with `settings` (the same settings always give the same ones): what the
-    /// SDP announces before the first frame is encoded.
+    /// SDP announces before the first frame is encoded (`H264Encoder.parameterSets(for:)`).
     public static func parameterSets(for settings: H264Encoder.Settings) throws -> (sps: [UInt8], pps: [UInt8]) {
-        let encoder = try H264Encoder(settings: settings)
-        defer { encoder.close() }
-        let first = try encoder.encode(I420Buffer(width: settings.width, height: settings.height), timestampNs: 0)
-        guard let ps = RTPSender.parameterSets(of: first) else { throw RTSPError(.invalidConfiguration, "the encoder gave no SPS/PPS") }
-        return ps
+        try H264Encoder.parameterSets(for: settings)
     }
 
     /// Key-frame requests (a client starting to play, PLI/FIR) go to `encode`.
@@ -144,6 +140,29 @@ public final class RTSPHub: EncodedOutput, Sendable {
     /// Calls `action` when a client sets up a session: give it `CaptureSession.wakeAction` so that a camera
     /// released while nobody watched starts again.
     public func whenClientsArrive(_ action: @escaping @Sendable () -> Void) { arrival.withLock { $0 = action } }
+
+    /// The stage that feeds this hub (and `alsoTo`, a recording) from `session`, wired in one call: an
+    /// `EncodeStage` with `settings` (checked: `EncodeStage.Configuration.settings(for:)`), or for a camera that
+    /// delivers H.264 a `PassthroughStage` of its own access units; key-frame requests go to it, a client's
+    /// arrival wakes a camera released for idleness, and the camera's rotation is applied to the pixels (RTSP
+    /// players have no rotation metadata). Call before the camera starts, once.
+    public func stage(
+        for session: CaptureSession, settings: H264Encoder.Settings, keyIntervalSeconds: Double?, alsoTo outputs: [any EncodedOutput] = []
+    ) -> any PictureStage {
+        let stage: any PictureStage
+        if session.selection.pixelFormat == .h264 { // the camera's own access units to every client: no encoder
+            let passthrough = PassthroughStage(outputs: [self] + outputs)
+            connect(passthrough)
+            stage = passthrough
+        } else {
+            let encode = EncodeStage(settings: settings, keyIntervalSeconds: keyIntervalSeconds, outputs: [self] + outputs)
+            connect(encode)
+            stage = encode
+        }
+        whenClientsArrive(session.wakeAction)
+        session.sourceOptions.applyRotation = true
+        return stage
+    }
     /// Calls `handler` for every session event (set up, playing, ended), from the thread where it happened.
     public func onEvent(_ handler: @escaping @Sendable (RTSPEvent) -> Void) { eventHandler.withLock { $0 = handler } }
 

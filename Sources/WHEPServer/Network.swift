@@ -6,6 +6,12 @@ import SystemIO
 package struct ListenAddress: Sendable {
     package var host: String, port: Int
     package var isWildcard: Bool { host == "0.0.0.0" || host == "::" }
+    /// The host for a URL to this address: a wildcard is none, so the first of `candidates` (else 127.0.0.1); an
+    /// IPv6 address in brackets.
+    package func urlHost(_ candidates: [String]) -> String {
+        let host = isWildcard ? (candidates.first ?? "127.0.0.1") : host
+        return host.contains(":") ? "[\(host)]" : host
+    }
     package init?(_ s: String) {
         guard let (h, p) = parseHostPort(s, ports: 0...65535) else { return nil }
         host = h

@@ -51,23 +51,7 @@ struct Devices: AsyncParsableCommand {
     func run() async throws {
         let capturer = makeCapturer()
         let devices = capturer.devices()
-        if json {
-            print(
-                "["
-                    + devices.map { d in
-                        jsonObject([
-                            ("path", d.path), ("uniqueID", d.uniqueID), ("name", d.name), ("position", d.position.rawValue),
-                            ("driver", d.driver), ("busInfo", d.busInfo),
-                        ])
-                    }.joined(separator: ",\n ") + "]")
-        } else {
-            for d in devices {
-                print(
-                    "\(d.path)\t\(d.name)\t[\(d.position.rawValue)\(d.driver.isEmpty ? "" : ", \(d.driver)")\(d.busInfo.isEmpty || d.busInfo.hasPrefix("fixture") ? "" : ", \(d.busInfo)")]"
-                )
-                if d.uniqueID != d.path { print("\tid: \(d.uniqueID)") }
-            }
-        }
+        print(json ? DeviceListing.json(devices) : DeviceListing.text(devices), terminator: "")
         if watch {
             StandardStreams.flush()
             await watchDevices(capturer)

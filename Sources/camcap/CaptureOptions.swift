@@ -7,6 +7,8 @@ import VideoCapture
 import VideoProcessing
 import CapturePipeline
 import V4L2Capture
+import FixtureCameras
+import H264
 
 /// Options shared by every capturing command.
 struct CaptureOptions: ParsableArguments {
@@ -61,19 +63,22 @@ struct CaptureOptions: ParsableArguments {
         }
     }
 
-    /// The session's configuration: the stop condition on timestamps (5 s unless --frames), the fixture
-    /// options, and the CLI's logger.
-    var configuration: CaptureSession.Configuration {
+    /// The session's configuration: the stop condition on timestamps (5 s unless --frames; the servers run until
+    /// Ctrl-C when neither is given: `untilStopped`), the camera released after `idleRelease` seconds without
+    /// viewers (0: never), the CLI's cameras (`cameraProviders`) and logger.
+    func configuration(untilStopped: Bool = false, idleRelease: Double = 0) -> CaptureSession.Configuration {
         var c = CaptureSession.Configuration()
         c.device = device ?? defaultCameraSpec
         c.size = size
         c.fpsLimit = fpsLimit.value
         c.pixelFormats = pixelFormat?.formats ?? []
         c.frames = frames
-        c.durationNs = frames == nil ? Int64((duration ?? 5) * 1e9) : nil
+        c.durationNs = frames == nil && !(untilStopped && duration == nil) ? Int64((duration ?? 5) * 1e9) : nil
+        c.idleReleaseNs = idleRelease > 0 ? Int64(idleRelease * 1e9) : nil
         c.fast = fast
-        c.noise = noise
-        c.fixtureDisconnectAfter = fixtureDisconnectAfter
+        c.providers = cameraProviders(
+            FixtureCameraProvider.Options(
+                pacing: fast ? .asFastAsConsumed : .realTime, disconnectAfterFrames: fixtureDisconnectAfter, noise: noise))
         c.controls = controls.compactMap(CameraControlSetting.init(parsing:))
         c.powerLine = powerLine.flatMap(PowerLineFrequency.init(argument:))
         c.logger = cliLogger
@@ -99,10 +104,42 @@ func refuseEncodedCamera(_ pipeline: CaptureSession, _ command: String) throws {
     )
 }
 
-/// `--mtu`, the RTP payload budget of every command that sends RTP: 200...1400 bytes (1400 + 12 of RTP + 28 of
-/// UDP/IP fit a 1500-byte Ethernet MTU; below 200 a slice of the smallest picture no longer fits a few packets).
-func validateMTU(_ mtu: Int) throws {
-    guard (200...1400).contains(mtu) else { throw ValidationError("--mtu must be 200...1400 bytes, got \(mtu)") }
+/// The encoder options of every encoding command (record, stream, serve, rtsp, publish): one set of names,
+/// defaults and checks. `record` adds its own (--keyint, --threads, --max-nal-size, --frame-skipping).
+struct EncoderOptions: ParsableArguments {
+    @Option(help: "Target bitrate in kbps.") var bitrate = 1500
+    @Option(help: "Maximum bitrate in kbps (default 1.5 × target; a receiver's estimate, REMB, never goes above it).")
+    var maxBitrate: Int?
+    @Option(help: "Seconds between key frames (default 2).") var keyintSeconds: Double?
+
+    /// OpenH264's limits, checked before any camera or file is touched (`CLIRange.encoder`).
+    func check(_ capture: CaptureOptions, keyint: Int? = nil, threads: Int = 1, maxNalSize: Int? = nil) throws {
+        try CLIRange.encoder(
+            bitrateKbps: bitrate, maxBitrateKbps: maxBitrate, keyint: keyint, keyintSeconds: keyintSeconds, threads: threads,
+            maxNalSize: maxNalSize, fpsLimit: capture.fpsLimit.doubleValue)
+    }
+
+    /// The library's encoder recipe for these options (key frames every --keyint-seconds, default 2).
+    func recipe(sliceMode: H264Encoder.SliceMode = .single) -> EncodeStage.Configuration {
+        EncodeStage.Configuration(
+            bitrateKbps: bitrate, maxBitrateKbps: maxBitrate, keyFrameInterval: .seconds(keyintSeconds ?? 2), sliceMode: sliceMode)
+    }
+}
+
+/// `EncoderOptions` and `--mtu`, for the commands that send RTP (stream, serve, rtsp, publish).
+struct RTPEncoderOptions: ParsableArguments {
+    @OptionGroup var encoder: EncoderOptions
+    @Option(help: "RTP payload budget in bytes, 200...1400 (packets are this plus 12 bytes of header).") var mtu = 1200
+
+    /// The one `--mtu` check: 200...1400 bytes (1400 + 12 of RTP + 28 of UDP/IP fit a 1500-byte Ethernet MTU;
+    /// below 200 a slice of the smallest picture no longer fits a few packets), then the encoder's.
+    func check(_ capture: CaptureOptions) throws {
+        guard (200...1400).contains(mtu) else { throw ValidationError("--mtu must be 200...1400 bytes, got \(mtu)") }
+        try encoder.check(capture)
+    }
+
+    /// The encoder recipe, slices within the payload budget (`EncodeStage.Configuration.slices(fitting:)`).
+    var recipe: EncodeStage.Configuration { encoder.recipe(sliceMode: EncodeStage.Configuration.slices(fitting: mtu)) }
 }
 
 /// `--fps-limit`: a whole, decimal or fractional rate, 0 < rate ≤ 1000 (`Fraction(rate:)`).
@@ -147,9 +184,15 @@ let cliLogger: Logger = {
     return logger
 }()
 
+/// The CLI's cameras: real ones (V4L2) first, then the built-in fixture cameras (the library has no default).
+func cameraProviders(_ fixtures: FixtureCameraProvider.Options = .init()) -> [any CaptureDeviceProvider] {
+    [V4L2DeviceProvider(), FixtureCameraProvider(options: fixtures)]
+}
+
 /// A capturer with the CLI's providers and logger (for the commands that only list or select).
 func makeCapturer() -> CameraVideoCapturer {
     var c = CaptureSession.Configuration()
+    c.providers = cameraProviders()
     c.logger = cliLogger
     return CaptureSession.capturer(for: c)
 }

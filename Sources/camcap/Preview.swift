@@ -37,7 +37,7 @@ struct Preview: AsyncParsableCommand {
     }
 
     private func preview() async throws {
-        let pipeline = try CaptureSession(capture.configuration)
+        let pipeline = try CaptureSession(capture.configuration())
         try refuseEncodedCamera(pipeline, "preview")
         var stages: [any PictureStage] = [CountStage()]
         if let y4m { stages.append(try Y4MStage(path: y4m)) }

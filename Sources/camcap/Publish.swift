@@ -12,27 +12,21 @@ struct Publish: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Publish the camera to a media server over WebRTC (WHIP, RFC 9725): Janus, or any WHIP server.",
         discussion: """
-            One camcap per camera publishes once; the server fans out to every viewer (an SFU such as Janus \
-            behind simple-whip-server, or any WHIP endpoint). camcap POSTs a sendonly H.264 offer, runs ICE as the \
-            controlling agent against the server's candidates, DTLS (client or server, as the answer says) and \
-            SRTP, and acts on the server's RTCP: PLI/FIR give a key frame, NACK a retransmission, REMB the \
-            bitrate. When the connection ends by itself (the server went away, ICE or DTLS failed), it publishes \
-            again with backoff (1, 2, 4 … 30 s, back to 1 s only after 10 s of media). On exit (Ctrl-C, --duration, \
-            --frames) it DELETEs its resource. The token goes to the endpoint's origin only: a redirect elsewhere \
-            (or from https to http) is refused, a resource on another origin is not DELETEd, and the server's \
-            answer is read up to 64 KiB.
+            One camcap per camera publishes once; the server (an SFU such as Janus behind simple-whip-server, or any \
+            WHIP endpoint) fans out to the viewers. camcap POSTs a sendonly H.264 offer, runs ICE (controlling), DTLS \
+            and SRTP, and acts on the server's RTCP (PLI/FIR: a key frame, NACK: a retransmission, REMB: the bitrate). \
+            When the connection ends by itself it publishes again with backoff (1, 2, 4 … 30 s; back to 1 s after 10 s \
+            of media); on exit it DELETEs its resource. The token goes to the endpoint's origin only (no redirect \
+            elsewhere or to http, no DELETE on another origin); the answer is read up to 64 KiB.
               camcap publish -d /dev/video0 --whip http://127.0.0.1:7080/whip/endpoint/camera --token SECRET
-            The token (if the server wants one) comes from --token-file, CAMCAP_WHIP_TOKEN or --token (visible in ps).
+            The token comes from --token-file, CAMCAP_WHIP_TOKEN or --token (visible in ps). Guide: docs/publish.md.
             """)
 
     @OptionGroup var capture: CaptureOptions
     @Option(help: "The WHIP endpoint URL (http:// or https://).") var whip: String
     @Option(help: "The bearer token (visible to other users in ps; prefer --token-file or $CAMCAP_WHIP_TOKEN).") var token: String?
     @Option(help: "Read the bearer token from this file.") var tokenFile: String?
-    @Option(help: "Target bitrate in kbps.") var bitrate = 1500
-    @Option(help: "Maximum bitrate in kbps (REMB never goes above it; default 1.5 × target).") var maxBitrate: Int?
-    @Option(help: "Seconds between key frames (default 2).") var keyintSeconds: Double?
-    @Option(help: "RTP payload budget in bytes.") var mtu = 1200
+    @OptionGroup var encoding: RTPEncoderOptions
     @Option(help: "Seconds to wait for ICE and DTLS after the answer.") var connectTimeout: Double = 10
     @Option(help: .hidden) var consentTimeout: Double = 30 // tests: seconds without an answered consent check before publishing again
     @Flag(help: "Rotate the pixels of a rotated camera even when the server accepts the video-orientation extension.")
@@ -41,7 +35,7 @@ struct Publish: AsyncParsableCommand {
     func validate() throws {
         try capture.validateCommon()
         try CLIRange.capture(capture)
-        try validateMTU(mtu)
+        try encoding.check(capture)
         guard consentTimeout.isFinite, (1...3600).contains(consentTimeout) else {
             throw ValidationError("--consent-timeout must be 1...3600 s, got \(consentTimeout)")
         }
@@ -50,9 +44,6 @@ struct Publish: AsyncParsableCommand {
         }
         if token != nil && tokenFile != nil { throw ValidationError("give the token once: --token or --token-file") }
         do throws(WHIPError) { _ = try WHIPClient(endpoint: whip, token: nil) } catch { throw ValidationError("--whip: \(error)") }
-        try CLIRange.encoder(
-            bitrateKbps: bitrate, maxBitrateKbps: maxBitrate, keyint: nil, keyintSeconds: keyintSeconds,
-            threads: 1, maxNalSize: nil, fpsLimit: capture.fpsLimit.doubleValue)
     }
 
     func run() async throws {
@@ -69,15 +60,12 @@ struct Publish: AsyncParsableCommand {
         if let s = secret, s.isEmpty || s.utf8.count > 1024 || s.contains(where: { $0.isNewline || $0 == " " }) {
             throw CLIError("the WHIP token must be 1...1024 characters without spaces or line breaks")
         }
-        var configuration = capture.configuration
-        if capture.frames == nil && capture.duration == nil { configuration.durationNs = nil } // until Ctrl-C
-        let pipeline = try CaptureSession(configuration)
+        let pipeline = try CaptureSession(capture.configuration(untilStopped: true))
         let passthrough = pipeline.selection.pixelFormat == .h264 // the camera's own H.264 goes to the server as it is
-        var settings = EncodeStage.baseSettings(for: pipeline.selection, bitrateKbps: bitrate, maxBitrateKbps: maxBitrate)
-        settings.sliceMode = .maxNALSize(max(420, mtu))
-        try EncodeStage.check(settings, keyIntervalSeconds: keyintSeconds ?? 2, for: pipeline.selection)
+        let recipe = encoding.recipe
+        let settings = try recipe.settings(for: pipeline.selection)
         var whipConfiguration = WHIPOutput.Configuration()
-        whipConfiguration.publisher.maxPayload = mtu
+        whipConfiguration.publisher.maxPayload = encoding.mtu
         whipConfiguration.publisher.connectTimeoutNs = Int64(connectTimeout * 1e9)
         whipConfiguration.publisher.consentTimeoutNs = Int64(consentTimeout * 1e9)
         whipConfiguration.publisher.consentIntervalNs = min(5_000_000_000, Int64(consentTimeout * 1e9) / 4)
@@ -92,7 +80,7 @@ struct Publish: AsyncParsableCommand {
             try await pipeline.runCommand("publishing", quiet: capture.quiet, stages: [announce, stage], namedDevice: capture.device)
             return
         }
-        let encode = EncodeStage(settings: settings, keyIntervalSeconds: keyintSeconds ?? 2, outputs: [output])
+        let encode = EncodeStage(settings: settings, keyIntervalSeconds: recipe.keyIntervalSeconds, outputs: [output])
         pipeline.sourceOptions = VideoSource.Options(applyRotation: true)
         output.connect(encode, rotation: rotatePixels ? nil : pipeline.outputRequests)
         // The offer and answer before the camera starts: a wrong URL, token or server fails at once.

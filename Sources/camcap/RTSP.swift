@@ -12,38 +12,31 @@ struct RTSP: AsyncParsableCommand {
         commandName: "rtsp",
         abstract: "Serve the camera over RTSP (RFC 2326) to ffplay, VLC, GStreamer, go2rtc, MediaMTX or Frigate.",
         discussion: """
-            One capture and one H.264 encoder are shared by every client; the encoder rests while nobody plays. \
-            Clients choose UDP (RTP to their client_port, RTCP both ways; the server's UDP pair is printed) or TCP \
-            (RTP interleaved on the RTSP connection: through firewalls and NAT). Every client starts at a key frame \
-            with SPS/PPS; receiver reports give its RTT and loss; PLI asks for a key frame.
+            One capture and one H.264 encoder for every client (resting while nobody plays). Clients choose UDP \
+            (RTP to their client_port, RTCP both ways; the server's UDP pair is printed) or TCP (interleaved: through \
+            firewalls and NAT); each starts at a key frame with SPS/PPS, receiver reports give RTT and loss, PLI a key frame.
               camcap rtsp -d fixture:vivid    → serving rtsp://127.0.0.1:8554/camera
               ffplay -rtsp_transport tcp rtsp://127.0.0.1:8554/camera
               vlc rtsp://127.0.0.1:8554/camera         (a VLC built with live555)
               gst-launch-1.0 rtspsrc location=rtsp://127.0.0.1:8554/camera \\
-                protocols=tcp latency=200 ! rtph264depay ! h264parse \\
-                ! avdec_h264 ! videoconvert ! autovideosink
+                protocols=tcp latency=200 ! rtph264depay ! h264parse ! avdec_h264 ! videoconvert ! autovideosink
               go2rtc.yaml:  streams: { camera: rtsp://127.0.0.1:8554/camera }
               MediaMTX:     paths: { camera: { source: rtsp://127.0.0.1:8554/camera } }
             Runs until Ctrl-C (or --duration/--frames); clients get an RTCP BYE.
 
-            Who can watch: anyone who reaches the port, unless --user is given: then Digest authentication (MD5, \
-            what every RTSP client speaks) with the password from --password-file or $CAMCAP_RTSP_PASSWORD, e.g. \
-            ffplay rtsp://USER:PASSWORD@127.0.0.1:8554/camera. The default address is loopback; an address off \
-            loopback (--listen 0.0.0.0:8554 serves the network) needs --user, or --no-auth to serve anyone who \
-            reaches it. Wrong passwords cost time: from the third in a row from an address each 401 is held back \
-            (250 ms more each, up to 2 s), three in a row close the connection, and past 5 (+1 a second) from an \
-            address or 40 (+20 a second) in all, answers are refused unchecked (503, Retry-After). A nonce is good \
-            only from the address it was given to, a replayed nc or a uri that is not the request's is refused.
+            Who can watch: anyone who reaches the port, unless --user is given: then Digest authentication (MD5) \
+            with the password from --password-file or $CAMCAP_RTSP_PASSWORD (ffplay rtsp://USER:PASSWORD@HOST:8554/camera). \
+            An address off loopback (--listen 0.0.0.0:8554) needs --user, or --no-auth to serve anyone. Wrong \
+            passwords cost time: from the third in a row each 401 is held back (up to 2 s), three in a row close the \
+            connection, and past 5 (+1/s) from an address or 40 (+20/s) in all, answers are refused unchecked (503). \
+            A nonce is good only from the address it was given to; a replayed nc or a uri not the request's is refused.
 
-            Limits: --max-clients sessions (per address --max-clients-per-address), --max-connections, a request \
-            must be complete within --request-timeout, a connection without a session is closed after \
-            --idle-timeout. A UDP client that sends no request (keep-alive) and no RTCP for --session-timeout \
-            seconds is dropped (announced as Session: ID;timeout=N); a TCP client's session lasts as long as its \
-            connection, and a TCP client that does not read the stream is dropped after 10 s of dropped frames. A \
-            session not played within --setup-timeout seconds of its SETUP ends. OPTIONS does not keep a \
-            connection open; when --max-connections are open, the one idle longest without a playing session is \
-            closed for a newcomer. A session is known only on its own connection (TCP) or from its client's \
-            address (UDP): elsewhere its id gets 454.
+            Limits: --max-clients (per address --max-clients-per-address), --max-connections, --request-timeout for \
+            a request, --idle-timeout for a connection without a session. A UDP client with no request and no RTCP \
+            for --session-timeout seconds is dropped; a TCP session lasts as long as its connection, and a TCP client \
+            that does not read is dropped after 10 s of dropped frames. A session not played within --setup-timeout \
+            of its SETUP ends; at --max-connections the connection idle longest without a playing session makes room. \
+            A session is known only on its own connection (TCP) or from its client's address (UDP). Guide: docs/rtsp.md.
             """)
 
     @OptionGroup var capture: CaptureOptions
@@ -51,10 +44,7 @@ struct RTSP: AsyncParsableCommand {
     var listen = "127.0.0.1:8554"
     @Option(help: "The stream's path in the URL.") var path = "/camera"
     @Option(help: "The server's UDP RTP port (RTCP on the next one); 0 picks a free even/odd pair.") var udpPort = 0
-    @Option(help: "Target bitrate in kbps.") var bitrate = 1500
-    @Option(help: "Maximum bitrate in kbps (default 1.5 × target).") var maxBitrate: Int?
-    @Option(help: "Seconds between key frames (default 2; a client that starts playing gets one at once anyway).") var keyintSeconds: Double?
-    @Option(help: "RTP payload budget in bytes.") var mtu = 1200
+    @OptionGroup var encoding: RTPEncoderOptions
     @Option(help: "Require Digest authentication as this user (the password from --password-file or $CAMCAP_RTSP_PASSWORD).")
     var user: String?
     @Option(help: "Read the password from the first line of this file.") var passwordFile: String?
@@ -91,10 +81,7 @@ struct RTSP: AsyncParsableCommand {
             path.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f && $0 != UInt8(ascii: "?") && $0 != UInt8(ascii: "#") })
         else { throw ValidationError("--path must be /NAME (visible ASCII without spaces, '?' or '#', no trailing /), got \"\(path.prefix(80))\"") }
         guard udpPort == 0 || (1024...65534).contains(udpPort) else { throw ValidationError("--udp-port must be 0 or 1024...65534, got \(udpPort)") }
-        try validateMTU(mtu)
-        try CLIRange.encoder(
-            bitrateKbps: bitrate, maxBitrateKbps: maxBitrate, keyint: nil, keyintSeconds: keyintSeconds,
-            threads: 1, maxNalSize: nil, fpsLimit: capture.fpsLimit.doubleValue)
+        try encoding.check(capture)
         if let user {
             guard (1...64).contains(user.utf8.count), user.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f && $0 != UInt8(ascii: ":") && $0 != 0x22 }) else {
                 throw ValidationError("--user must be 1...64 visible ASCII characters without ':' or '\"'")
@@ -159,20 +146,14 @@ struct RTSP: AsyncParsableCommand {
     private func serve() async throws {
         let address = ListenAddress(listen)!
         let password = try password() // read before the camera starts: a bad file fails at once
-        var configuration = capture.configuration
-        if capture.frames == nil && capture.duration == nil { configuration.durationNs = nil } // until Ctrl-C
-        configuration.idleReleaseNs = idleRelease > 0 ? Int64(idleRelease * 1e9) : nil
-        let pipeline = try CaptureSession(configuration)
-        let passThrough = pipeline.selection.pixelFormat == .h264
-        var settings = EncodeStage.baseSettings(for: pipeline.selection, bitrateKbps: bitrate, maxBitrateKbps: maxBitrate)
-        settings.sliceMode = .maxNALSize(max(420, mtu))
-        let keySeconds = keyintSeconds ?? 2
-        try EncodeStage.check(settings, keyIntervalSeconds: keySeconds, for: pipeline.selection)
+        let pipeline = try CaptureSession(capture.configuration(untilStopped: true, idleRelease: idleRelease))
+        let recipe = encoding.recipe
+        let settings = try recipe.settings(for: pipeline.selection), keySeconds = recipe.keyIntervalSeconds
         // The SDP needs SPS/PPS before the first frame (the encoder rests until a client plays): an encoder with
         // the same settings gives the same ones; the first real key frame replaces them if they differ.
         // A camera that delivers H.264: the same stand-in until its first key frame (clients decode from the SPS/PPS
         // put before every IDR); its own from then on.
-        let parameterSets = try RTSPHub.parameterSets(
+        let parameterSets = try H264Encoder.parameterSets(
             for: EncodeStage.settings(settings, keyIntervalSeconds: keySeconds, for: pipeline.selection.planned))
 
         var c = RTSPHub.Configuration()
@@ -187,7 +168,7 @@ struct RTSP: AsyncParsableCommand {
         c.maxSessionsPerAddress = maxClientsPerAddress
         c.maxConnections = min(maxConnections, ServeSecurity.connectionsWithinDescriptorLimit(viewers: maxClients))
         c.maxConnectionsPerAddress = maxConnectionsPerAddress
-        c.maxPayload = mtu
+        c.maxPayload = encoding.mtu
         c.parserLimits.maxRequestBytes = maxRequestBytes
         c.parserLimits.maxLineLength = min(c.parserLimits.maxLineLength, maxRequestBytes)
         c.slowClientTimeoutNs = Int64(slowClientTimeout * 1e9)
@@ -207,30 +188,16 @@ struct RTSP: AsyncParsableCommand {
             }
             FileHandle.standardError.write(Data((line + "\n").utf8))
         }
-        var outputs: [any EncodedOutput] = [hub]
-        if let output { outputs.append(try RecordingOutput(.init(path: output, frameRate: pipeline.selection.fps))) }
-        let stage: any PictureStage
-        if passThrough { // the camera's own access units to every client: no encoder
-            let passthrough = PassthroughStage(outputs: outputs)
-            hub.connect(passthrough)
-            stage = passthrough
-        } else {
-            let encode = EncodeStage(settings: settings, keyIntervalSeconds: keySeconds, outputs: outputs)
-            hub.connect(encode)
-            stage = encode
-        }
-        hub.whenClientsArrive(pipeline.wakeAction) // a camera released for want of clients starts again
-        // RTSP players have no rotation metadata: the camera's rotation is applied to the pixels.
-        pipeline.sourceOptions = VideoSource.Options(applyRotation: true)
+        let recording = try output.map { try RecordingOutput(.init(path: $0, frameRate: pipeline.selection.fps)) }
+        // The encode (or the camera's own H.264), key frames, the wake-up, upright pixels.
+        let stage = hub.stage(for: pipeline, settings: settings, keyIntervalSeconds: keySeconds, alsoTo: recording.map { [$0] } ?? [])
         // The listener is up before the camera starts: a busy port fails at once, with nothing captured.
         let listener: RTSPListener
         do { listener = try await RTSPListener.start(host: address.host, port: address.port, hub: hub) } catch {
             hub.closeAll(reason: "the server did not start")
             throw error
         }
-        let host = address.isWildcard ? (interfaceAddresses().first ?? "127.0.0.1") : address.host
-        let shown = host.contains(":") ? "[\(host)]" : host
-        let url = "rtsp://\(shown):\(listener.port)\(path)"
+        let url = "rtsp://\(address.urlHost(interfaceAddresses())):\(listener.port)\(path)"
         var lines = [
             "serving \(url)  (UDP media ports \(hub.udpPorts.rtp)-\(hub.udpPorts.rtcp); "
                 + (user.map { "Digest authentication, user \($0))" } ?? "no authentication)")

@@ -9,18 +9,13 @@ struct Record: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Record H.264 from a camera: negotiate, capture, convert to I420, encode with OpenH264, write MP4 or Annex-B.",
         discussion: """
-            With no arguments: 5 seconds at 1280x720 (up to 30 fps) from the first camera, or from the built-in \
-            fixture webcam where there is none, to capture.mp4: fragmented MP4 with the frames' capture times, the \
-            camera's rotation and colour, which every player and browser opens (`ffplay capture.mp4`).
-
-            The container follows the output's extension (.mp4/.m4v/.mov: fragmented MP4; anything else, e.g. \
-            .h264: raw Annex-B with SPS+PPS before every IDR and the negotiated rate in the SPS) or --container.
-            What a crash can lose: MP4, the fragment being gathered (at most one key-frame interval or \
-            --fragment-seconds); Annex-B, about the last second. Ctrl-C stops cleanly and finishes the file.
-
-            Segments: --segment-seconds N starts a new file at the first key frame after N s (one is asked of the \
-            encoder then), named by a strftime pattern (-o 'cam-%Y%m%d-%H%M%S.mp4'; without %, -NNN is added); \
-            --keep N deletes the oldest beyond N (a dashcam ring).
+            With no arguments: 5 seconds at 1280x720 (up to 30 fps) from the first camera (else the built-in fixture \
+            webcam) to capture.mp4: fragmented MP4 with the frames' capture times, rotation and colour, which every \
+            player and browser opens (`ffplay capture.mp4`). The container follows the extension (.mp4/.m4v/.mov: \
+            MP4; else raw Annex-B, SPS+PPS before every IDR) or --container. A crash loses at most the MP4 fragment \
+            being gathered (a key-frame interval or --fragment-seconds) or about a second of Annex-B; Ctrl-C \
+            finishes the file. --segment-seconds N starts a new file at the first key frame after N s, named by a \
+            strftime pattern (without %, -NNN is added); --keep N deletes the oldest beyond N (a dashcam ring).
             Examples:
               camcap record --device /dev/video0 --size 1920x1080 --bitrate 4000 --duration 10 -o talk.mp4
               camcap record --device fixture:vivid --frames 300 --keyint-seconds 1 --preview check.y4m
@@ -37,10 +32,8 @@ struct Record: AsyncParsableCommand {
     var applyRotation = false
     @Option(help: "MP4: the longest fragment in seconds (a key frame also ends one; what a crash can lose).")
     var fragmentSeconds: Double = 1
-    @Option(help: "Target bitrate in kbps.") var bitrate = 1500
-    @Option(help: "Maximum bitrate in kbps (default 1.5 × target).") var maxBitrate: Int?
-    @Option(help: "Frames between key frames.") var keyint: Int?
-    @Option(help: "Seconds between key frames (default 2).") var keyintSeconds: Double?
+    @OptionGroup var encoder: EncoderOptions
+    @Option(help: "Frames between key frames (instead of --keyint-seconds).") var keyint: Int?
     @Option(help: "Encoder threads (1-4).") var threads = 1
     @Option(help: "Limit slices to this many bytes (RTP payload budget, e.g. 1200).") var maxNalSize: Int?
     @Flag(help: "Let rate control skip frames (off: every captured frame is encoded).") var frameSkipping = false
@@ -61,15 +54,13 @@ struct Record: AsyncParsableCommand {
     func validate() throws {
         try capture.validateCommon()
         try CLIRange.capture(capture)
-        if keyint != nil && keyintSeconds != nil { throw ValidationError("give either --keyint or --keyint-seconds, not both") }
+        if keyint != nil && encoder.keyintSeconds != nil { throw ValidationError("give either --keyint or --keyint-seconds, not both") }
         try CLIRange.count(snapshotEvery, "--snapshot-every")
         if let adapt { do { _ = try AdaptSchedule(parsing: adapt) } catch { throw ValidationError(error.message) } }
         let recording = try recording(frameRate: nil)
         do { try recording.validate() } catch { throw ValidationError(error.message) }
         // The encoder's limits (OpenH264's), checked before the output or the camera is touched.
-        try CLIRange.encoder(
-            bitrateKbps: bitrate, maxBitrateKbps: maxBitrate, keyint: keyint, keyintSeconds: keyintSeconds,
-            threads: threads, maxNalSize: maxNalSize, fpsLimit: capture.fpsLimit.doubleValue)
+        try encoder.check(capture, keyint: keyint, threads: threads, maxNalSize: maxNalSize)
     }
 
     /// The recording the options describe (validated by `validate()`).
@@ -93,19 +84,17 @@ struct Record: AsyncParsableCommand {
 
     private func record() async throws {
         // Everything is checked before the camera starts: device, negotiation, encoder settings, outputs.
-        let pipeline = try CaptureSession(capture.configuration)
+        let pipeline = try CaptureSession(capture.configuration())
         if pipeline.selection.pixelFormat == .h264 { return try await passThrough(pipeline) }
         if applyRotation { pipeline.sourceOptions.applyRotation = true }
-        var settings = EncodeStage.baseSettings(for: pipeline.selection, bitrateKbps: bitrate, maxBitrateKbps: maxBitrate)
-        settings.keyFrameInterval = keyint
-        settings.threads = threads
-        settings.sliceMode = maxNalSize.map { .maxNALSize($0) } ?? .single
-        settings.frameSkipping = frameSkipping
-        try EncodeStage.check(settings, keyIntervalSeconds: keyint == nil ? (keyintSeconds ?? 2) : nil, for: pipeline.selection)
+        var recipe = encoder.recipe(sliceMode: maxNalSize.map { .maxNALSize($0) } ?? .single)
+        if let keyint { recipe.keyFrameInterval = .frames(keyint) }
+        (recipe.threads, recipe.frameSkipping) = (threads, frameSkipping)
+        let settings = try recipe.settings(for: pipeline.selection)
         var stages: [any PictureStage] = []
         let file = try RecordingOutput(recording(frameRate: pipeline.selection.fps))
         let encode = EncodeStage(
-            settings: settings, keyIntervalSeconds: keyint == nil ? (keyintSeconds ?? 2) : nil, outputs: [file])
+            settings: settings, keyIntervalSeconds: recipe.keyIntervalSeconds, outputs: [file])
         file.keyFrameNeeded = { [control = encode.control] in control.requestKeyFrame() }
         // As fast as frames come (a fixture with --fast): encode on a thread of its own, so the next frame converts
         // meanwhile. Real time: on the pipeline's task, for the shortest capture-to-bytes latency.
@@ -114,7 +103,7 @@ struct Record: AsyncParsableCommand {
         if let adapt {
             pipeline.adaptSchedule = try AdaptSchedule(parsing: adapt)
             // Each step sets the encoder's rates: its bitrate (or --bitrate) at its frame rate (at most the camera's).
-            let baseKbps = bitrate, control = encode.control, cameraFps = pipeline.selection.fps.fps
+            let baseKbps = encoder.bitrate, control = encode.control, cameraFps = pipeline.selection.fps.fps
             pipeline.onAdaptationStep = { step in
                 try? control.setRates(bitrate: (step.kbps ?? baseKbps) * 1000, fps: max(1, min(step.maxFps, cameraFps)))
             }

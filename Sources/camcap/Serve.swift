@@ -16,40 +16,29 @@ struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Serve the camera to browsers over WebRTC (WHEP): open the printed URL.",
         discussion: """
-            One capture and one H.264 encoder are shared by every viewer. GET / is a page that plays the stream \
-            (with resolution, fps, bitrate and RTT); POST /whep takes an SDP offer (RFC 9725) and answers 201 with \
-            the SDP answer and a Location to DELETE; GET /stats lists the viewers; GET /metrics is Prometheus text \
-            (frames, drops, conversion and encode time, bytes, key frames, viewers, per-viewer RTT, loss, NACKs). Transport: ICE-lite, DTLS 1.2 \
-            (OpenSSL) with SRTP (libsrtp2), BUNDLE and rtcp-mux. PLI/FIR give a key frame (rate-limited across \
-            viewers), NACK a retransmission, REMB the bitrate (the lowest viewer's estimate). A rotated camera (a \
-            phone's portrait) is sent as captured, with its rotation in the video-orientation RTP extension \
-            (urn:3gpp:video-orientation), to viewers that negotiate it (Chromium, Firefox, Safari): they turn the \
-            picture. While any viewer lacks it, the pixels are rotated for all (--rotate-pixels: always).
-            Each frame's capture time travels in the abs-capture-time RTP extension to viewers that negotiate it \
-            (the page asks Chromium to): the page shows capture → display latency. Viewers whose link is clear \
-            are asked to render each frame as soon as it is decoded (playout delay 0:500: about 11 ms instead of 28 \
-            at p50 at 720p30 on loopback); a congested link, or a viewer on a lower tier, gets its browser's jitter \
-            buffer back (--playout-delay auto, the default). Each viewer gets the encode tier its own link carries \
-            (--tiers; transport-cc estimates with probing, --congestion-control).
+            One capture and one H.264 encode (or up to 3 tiers, --tiers) for every viewer. GET / is a page that plays \
+            the stream (resolution, fps, bitrate, RTT, capture → display latency); POST /whep takes an SDP offer (RFC \
+            9725) and answers 201 with the answer and a Location to DELETE; GET /stats lists the viewers; GET /metrics \
+            is Prometheus text. ICE-lite, DTLS 1.2 with SRTP, BUNDLE, rtcp-mux. PLI/FIR give a key frame (rate-limited), \
+            NACK a retransmission; each viewer gets the tier its link carries (transport-cc estimates with probing, or \
+            its REMB: --congestion-control). A rotated camera is sent as captured, its rotation in the \
+            video-orientation extension, to viewers that negotiate it; while one lacks it, the pixels are rotated for \
+            all (--rotate-pixels: always). Clear links are asked to render each frame at once (--playout-delay).
               camcap serve -d fixture:vivid --listen 127.0.0.1:8080
               → open http://127.0.0.1:8080/
             Runs until Ctrl-C (or --duration/--frames); viewers are told (RTCP BYE, DTLS close_notify).
 
-            Who can watch: whoever has the token. A random one is made at start and printed in the URL to open \
-            (after #, so it never reaches a server log); the page sends it as Authorization: Bearer (RFC 9725). \
-            Set your own with CAMCAP_TOKEN or --token-file (--token works too, but other users see it in ps); \
-            --no-auth turns it off. Only the server's own names are accepted in Host (DNS rebinding), and other \
-            origins get no access unless named with --allow-origin. HTTPS: --tls-cert/--tls-key, or \
-            --tls-self-signed (its fingerprint is printed). Limits: see the --max-* options.
+            Who can watch: whoever has the token: a random one, printed in the URL to open (after #, so it never \
+            reaches a server log), sent by the page as Authorization: Bearer. Set your own with CAMCAP_TOKEN or \
+            --token-file (--token shows in ps); --no-auth turns it off. Only the server's own names are accepted in \
+            Host (DNS rebinding); other origins need --allow-origin. HTTPS: --tls-cert/--tls-key, or \
+            --tls-self-signed (its fingerprint is printed). Limits: the --max-* options. Guide: docs/serve.md.
             """)
 
     @OptionGroup var capture: CaptureOptions
     @Option(help: "HTTP address: HOST:PORT (port 0 picks a free one; the URL is printed). Media uses one UDP port per viewer on HOST.")
     var listen = "127.0.0.1:8080"
-    @Option(help: "Target bitrate in kbps.") var bitrate = 1500
-    @Option(help: "Maximum bitrate in kbps (REMB never goes above it; default 1.5 × target).") var maxBitrate: Int?
-    @Option(help: "Seconds between key frames (default 2).") var keyintSeconds: Double?
-    @Option(help: "RTP payload budget in bytes.") var mtu = 1200
+    @OptionGroup var encoding: RTPEncoderOptions
     @Option(help: "Drop this fraction of outgoing RTP packets (0...1; a loss test for NACK and PLI).") var dropRate: Double = 0
     @Option(help: "The address put in the answer's candidate (default: the listen address; for 0.0.0.0 every interface's IPv4 address).")
     var candidate: [String] = []
@@ -137,17 +126,9 @@ struct Serve: AsyncParsableCommand {
         guard consentTimeout.isFinite, (1...3600).contains(consentTimeout) else {
             throw ValidationError("--consent-timeout must be 1...3600 s, got \(consentTimeout)")
         }
-        try validateMTU(mtu)
+        try encoding.check(capture)
         guard dropRate.isFinite, (0...1).contains(dropRate) else { throw ValidationError("--drop-rate must be 0...1, got \(dropRate)") }
-        for c in candidate {
-            var a4 = in_addr(), a6 = in6_addr()
-            guard inet_pton(AF_INET, c, &a4) == 1 || inet_pton(AF_INET6, c, &a6) == 1 else {
-                throw ValidationError("--candidate must be an IP address, got \"\(c.prefix(64))\"")
-            }
-        }
-        try CLIRange.encoder(
-            bitrateKbps: bitrate, maxBitrateKbps: maxBitrate, keyint: nil, keyintSeconds: keyintSeconds,
-            threads: 1, maxNalSize: nil, fpsLimit: capture.fpsLimit.doubleValue)
+        for c in candidate where !isIPAddress(c) { throw ValidationError("--candidate must be an IP address, got \"\(c.prefix(64))\"") }
         if noAuth && (token != nil || tokenFile != nil) { throw ValidationError("--no-auth cannot go with --token or --token-file") }
         if token != nil && tokenFile != nil { throw ValidationError("give the token once: --token or --token-file") }
         if let token, !ServeSecurity.isValidToken(token) { throw ValidationError(ServeSecurity.tokenRule) }
@@ -200,22 +181,14 @@ struct Serve: AsyncParsableCommand {
             Duration.microseconds($0)
         }
         MetricsSystem.bootstrap(factory)
-        var configuration = capture.configuration
-        if capture.frames == nil && capture.duration == nil { configuration.durationNs = nil } // until Ctrl-C
-        configuration.idleReleaseNs = idleRelease > 0 ? Int64(idleRelease * 1e9) : nil
-        let pipeline = try CaptureSession(configuration)
-        let passthrough = pipeline.selection.pixelFormat == .h264 // the camera's own H.264 goes to the viewers as it is
-        var settings = EncodeStage.baseSettings(for: pipeline.selection, bitrateKbps: bitrate, maxBitrateKbps: maxBitrate)
-        settings.sliceMode = .maxNALSize(max(420, mtu))
-        try EncodeStage.check(settings, keyIntervalSeconds: keyintSeconds ?? 2, for: pipeline.selection)
-
+        let pipeline = try CaptureSession(capture.configuration(untilStopped: true, idleRelease: idleRelease))
         let identity: DTLSIdentity
         let profiles: [SRTPProfile] = srtp == "gcm" ? [.aeadAes128Gcm] : srtp == "cm" ? [.aes128CmSha1_80] : [.aeadAes128Gcm, .aes128CmSha1_80]
         do { identity = try DTLSIdentity(profiles: profiles) } catch { throw CLIError("cannot create the DTLS certificate: \(error)") }
         let interfaces = address.isWildcard ? interfaceAddresses() : []
         let hosts = candidate.isEmpty ? (address.isWildcard ? interfaces : [address.host]) : candidate
         var peer = WebRTCPeer.Configuration(bindHost: address.host, candidateHosts: hosts)
-        peer.maxPayload = mtu
+        peer.maxPayload = encoding.mtu
         peer.dropRate = dropRate
         peer.consentTimeoutNs = Int64(consentTimeout * 1e9)
         peer.connectTimeoutNs = Int64(connectTimeout * 1e9)
@@ -229,12 +202,18 @@ struct Serve: AsyncParsableCommand {
         } else {
             peer.playoutDelay = Serve.playoutDelay(playoutDelay) // nil for "off"
         }
+        let (bitrate, maxBitrate) = (encoding.encoder.bitrate, encoding.encoder.maxBitrate)
         peer.sendSideEstimation = SendSideBandwidthEstimator.Configuration(
             minBitrate: 50_000, maxBitrate: (maxBitrate ?? bitrate * 3 / 2) * 1000, startBitrate: min(bitrate, 1000) * 1000)
         let limits = ViewerHub.Limits(
             maxViewers: maxViewers, maxPending: maxPending, maxPerAddress: maxViewersPerAddress,
             maxPendingPerAddress: maxPendingPerAddress)
-        let hub = ViewerHub(identity: identity, configuration: peer, limits: limits, logger: cliLogger)
+        // The hub, the encode (tiers, one encode or the camera's own H.264), the wake-up and the rotation steering.
+        let broadcast = try WHEPBroadcast(
+            session: pipeline, identity: identity, peer: peer, limits: limits,
+            configuration: .init(encoder: encoding.recipe, tiers: tiers, adaptsToBandwidth: adaptToBandwidth, rotationAsMetadata: !rotatePixels),
+            logger: cliLogger)
+        let hub = broadcast.hub
         let names = ServeSecurity.hostNames(
             listening: address.host, isWildcard: address.isWildcard, candidates: hosts, interfaces: interfaces, extra: allowHost)
         var policy = try ServerPolicy(token: token, allowedOrigins: Set(allowOrigin.compactMap(ServeSecurity.origin)), hostNames: names)
@@ -251,47 +230,20 @@ struct Serve: AsyncParsableCommand {
             tls = try ServeSecurity.selfSignedContext(names: names.sorted())
         }
         policy.tls = tls != nil
-        let plan = EncodeTier.plan(
-            for: FrameSize(width: settings.width, height: settings.height), maxCount: tiers, targetBitrate: settings.targetBitrate,
-            maxBitrate: settings.effectiveMaxBitrate)
-        let encode: any PictureStage
-        if passthrough {
-            let stage = PassthroughStage(outputs: [hub])
-            hub.connect(stage, maxBitrate: settings.effectiveMaxBitrate)
-            encode = stage
-        } else if plan.count > 1 {
-            let tiered = TieredEncodeStage(
-                tiers: plan, settings: settings, keyIntervalSeconds: keyintSeconds ?? 2, outputs: hub.tierOutputs(plan.count),
-                firstTier: { [hub] in hub.tierToEncodeFirst })
-            hub.connect(tiered)
-            encode = tiered
-        } else {
-            let single = EncodeStage(settings: settings, keyIntervalSeconds: keyintSeconds ?? 2, outputs: [hub])
-            hub.connect(single, adapting: adaptToBandwidth ? pipeline.outputRequests : nil)
-            encode = single
-        }
-        hub.whenViewersArrive(pipeline.wakeAction) // a camera released for want of viewers starts again
-        // The camera's rotation is applied to the pixels (WebRTC's rotation_applied) unless every viewer takes it
-        // as metadata (the video-orientation extension): the hub decides as viewers come and go. The source makes
-        // the size even for 4:2:0.
-        pipeline.sourceOptions = VideoSource.Options(applyRotation: !passthrough)
-        if !rotatePixels && !passthrough { hub.steerRotation(pipeline.outputRequests) }
         // The HTTP server is up before the camera starts: a busy port fails at once, with nothing captured.
         let endpoint = WHEPEndpoint(hub: hub, policy: policy, metrics: { registry.emitToString() })
         let server = try await HTTPServer.start(host: address.host, port: address.port, endpoint: endpoint, tls: tls?.0)
-        let host = address.isWildcard ? (hosts.first ?? "127.0.0.1") : address.host // a wildcard is no URL
-        let shown = host.contains(":") ? "[\(host)]" : host
-        let base = "\(tls == nil ? "http" : "https")://\(shown):\(server.port)/"
+        let base = "\(tls == nil ? "http" : "https")://\(address.urlHost(hosts)):\(server.port)/"
         // The URL is printed once the camera runs (a busy camera fails before anyone is invited). The token rides
         // in the fragment: the page reads it, the browser never sends it in a request line or a Referer.
         var lines = [
             "serving \(base)\(token.map { "#token=\($0)" } ?? "")  (WHEP: \(base)whep"
                 + (token != nil ? ", Authorization: Bearer TOKEN; token: \(tokenSource))" : ", no authentication)")
         ]
-        if passthrough {
+        if broadcast.passesThrough {
             lines.append("passing the camera's own H.264 through (\(pipeline.selection)): one tier, no encoder")
-        } else if plan.count > 1 {
-            lines.append("tiers: " + plan.map(\.description).joined(separator: ", "))
+        } else if !broadcast.tiers.isEmpty {
+            lines.append("tiers: " + broadcast.tiers.map(\.description).joined(separator: ", "))
         }
         if let tls { lines.append(tls.1) }
         if policy.maxConnections < maxConnections {
@@ -300,7 +252,7 @@ struct Serve: AsyncParsableCommand {
         let announce = AnnounceStage(line: lines.joined(separator: "\n"))
         do {
             let dump: [any PictureStage] = try dumpInput.map { [try InputDumpStage(path: $0)] } ?? []
-            try await pipeline.runCommand("serving", quiet: capture.quiet, stages: [announce] + dump + [encode], namedDevice: capture.device)
+            try await pipeline.runCommand("serving", quiet: capture.quiet, stages: [announce] + dump + [broadcast.stage], namedDevice: capture.device)
         } catch {
             hub.closeAll(reason: "the server stopped")
             await server.stop()

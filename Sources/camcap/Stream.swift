@@ -11,23 +11,19 @@ struct Stream: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Stream H.264 over RTP/UDP (RFC 6184) with RTCP feedback, and write the SDP a receiver opens.",
         discussion: """
-            The stream is the encode of `record` (same options), packetized for a payload budget of --mtu bytes. \
-            RTCP goes to port+1; receiver reports, NACK (retransmission from a 1 s history), PLI/FIR (a key frame, \
-            at most one per 300 ms) and REMB (a new bitrate) are acted on, and the progress line shows them.
-            Watch it:
+            The encode of `record`, packetized for a payload budget of --mtu bytes. RTCP goes to port+1; receiver \
+            reports, NACK (retransmission from a 1 s history), PLI/FIR (a key frame, at most one per 300 ms) and REMB \
+            (a new bitrate) are acted on and shown on the progress line.
               camcap stream -d fixture:vivid --to 127.0.0.1:5004 --sdp stream.sdp --duration 600 &
               ffplay -protocol_whitelist file,udp,rtp stream.sdp
-            or with GStreamer:
               gst-launch-1.0 udpsrc port=5004 caps="application/x-rtp,media=video,clock-rate=90000,encoding-name=H264,payload=96" \\
                 ! rtph264depay ! h264parse ! avdec_h264 ! autovideosink
-            Start the receiver first (or use --sdp-only to write the SDP and exit, then start both: it encodes \
-            one frame of the camera, so its sprop-parameter-sets are the stream's, colour description included). \
-            The SSRC is --ssrc, or else derived from --to: the SDP written beforehand names the stream's SSRC.
-            RTCP is obeyed only from the receiver's own ports (the --to address from its RTP or RTCP port) and \
-            from the --rtcp-from addresses; the RTP and RTCP sockets are bound on the interface that reaches --to.
-            A rotated camera is sent as captured, its rotation in the video-orientation RTP extension (declared in \
-            the SDP: a=extmap:1 urn:3gpp:video-orientation) on the last packet of each frame; ffplay and GStreamer \
-            ignore it and show the sensor's picture.
+            Start the receiver first, or write the SDP with --sdp-only (one frame of the camera is encoded, so its \
+            sprop-parameter-sets, colour included, are the stream's) and start both. The SSRC is --ssrc, else derived \
+            from --to, so an SDP written beforehand names it. RTCP is obeyed only from the --to address's RTP or RTCP \
+            port and the --rtcp-from addresses; the sockets are bound on the interface that reaches --to. A rotated \
+            camera is sent as captured, its rotation in the video-orientation extension (a=extmap:1 \
+            urn:3gpp:video-orientation), which ffplay and GStreamer ignore. Guide: docs/stream.md.
             """)
 
     /// The id of the video-orientation extension in the SDP (a=extmap:1 urn:3gpp:video-orientation).
@@ -39,10 +35,7 @@ struct Stream: AsyncParsableCommand {
     @Option(help: "The stream's SSRC (1...4294967295; default: derived from --to, the same in every run to that address).")
     var ssrc: UInt32?
     @Flag(help: "Write the SDP (--sdp) and exit without capturing.") var sdpOnly = false
-    @Option(help: "RTP payload budget in bytes (packets are this plus 12 bytes of header).") var mtu = 1200
-    @Option(help: "Target bitrate in kbps.") var bitrate = 1500
-    @Option(help: "Maximum bitrate in kbps (REMB never goes above it; default 1.5 × target).") var maxBitrate: Int?
-    @Option(help: "Seconds between key frames (default 2).") var keyintSeconds: Double?
+    @OptionGroup var encoding: RTPEncoderOptions
     @Option(help: "Drop this fraction of outgoing RTP packets (0...1; a loss test for NACK and PLI).") var dropRate: Double = 0
     @Option(help: "Send retransmissions as RTX (RFC 4588) with this payload type.") var rtx: Int?
     @Option(help: "Also record the stream to this file (fragmented MP4 for .mp4, else Annex-B H.264).") var output: String?
@@ -64,7 +57,7 @@ struct Stream: AsyncParsableCommand {
         guard let _ = StreamTarget(to) else {
             throw ValidationError("--to must be HOST:PORT with an IPv4/IPv6 address and a port 1...65534, got \"\(to.prefix(80))\"")
         }
-        try validateMTU(mtu)
+        try encoding.check(capture)
         guard dropRate.isFinite, (0...1).contains(dropRate) else { throw ValidationError("--drop-rate must be 0...1, got \(dropRate)") }
         if let rtx {
             guard (96...127).contains(rtx) && rtx != 96 else { throw ValidationError("--rtx must be a dynamic payload type 97...127, got \(rtx)") }
@@ -73,39 +66,25 @@ struct Stream: AsyncParsableCommand {
         if sdpOnly && sdp == nil { throw ValidationError("--sdp-only needs --sdp PATH") }
         if ssrc == 0 { throw ValidationError("--ssrc must be 1...4294967295") }
         for a in rtcpFrom {
-            var a4 = in_addr(), a6 = in6_addr()
-            guard inet_pton(AF_INET, a, &a4) == 1 || inet_pton(AF_INET6, a, &a6) == 1 || StreamTarget(a) != nil else {
+            guard isIPAddress(a) || StreamTarget(a) != nil else {
                 throw ValidationError("--rtcp-from must be an IP address or ADDRESS:PORT, got \"\(a.prefix(64))\"")
             }
         }
-        try CLIRange.encoder(
-            bitrateKbps: bitrate, maxBitrateKbps: maxBitrate, keyint: nil, keyintSeconds: keyintSeconds,
-            threads: 1, maxNalSize: nil, fpsLimit: capture.fpsLimit.doubleValue)
     }
 
     func run() async throws {
         do { try await stream() } catch { fail(error) }
     }
 
-    /// The SSRC derived from the target (FNV-1a of its text): the same in every run to that address, so an
-    /// SDP written beforehand names it.
-    static func derivedSSRC(_ target: StreamTarget, salt: String = "") -> UInt32 {
-        var h: UInt32 = 0x811c_9dc5
-        for b in (salt + target.description).utf8 { h = (h ^ UInt32(b)) &* 0x0100_0193 }
-        return h == 0 ? 1 : h
-    }
-
     private func stream() async throws {
         let target = StreamTarget(to)!
-        let mediaSSRC = ssrc ?? Stream.derivedSSRC(target)
-        var rtxSSRC = Stream.derivedSSRC(target, salt: "rtx ")
-        if rtxSSRC == mediaSSRC { rtxSSRC &+= 1 }
+        let (mediaSSRC, rtxSSRC) = target.derivedSSRCs(ssrc: ssrc) // the same in every run to that address
         // The SDP file is opened (and locked) before the camera starts: a bad path fails at once, naming it.
         var sdpFile: OutputFile?
         if let sdp, !sdpOnly {
             do { sdpFile = try OutputFile(path: sdp) } catch { throw CLIError("--sdp: \(error)") }
         }
-        var configuration = capture.configuration
+        var configuration = capture.configuration()
         if sdpOnly { // one frame: its SPS/PPS (with the camera's colour description) are the stream's
             configuration.frames = 1
             configuration.durationNs = nil
@@ -117,11 +96,8 @@ struct Stream: AsyncParsableCommand {
                 "\(sdpOnly ? "--sdp-only" : "--adapt-to-bandwidth") needs our encoder, and \(pipeline.device.path) delivers H.264 that is streamed as it comes: use --sdp (written from the camera's first key frame), or ask for another format with --pixel-format"
             )
         }
-        var settings = EncodeStage.baseSettings(for: pipeline.selection, bitrateKbps: bitrate, maxBitrateKbps: maxBitrate)
-        // Slices within the payload budget: no FU-A needed for most NAL units (as WebRTC's encoders do).
-        settings.sliceMode = .maxNALSize(max(420, mtu))
-        let keySeconds = keyintSeconds ?? 2
-        try EncodeStage.check(settings, keyIntervalSeconds: keySeconds, for: pipeline.selection)
+        let recipe = encoding.recipe
+        let settings = try recipe.settings(for: pipeline.selection), keySeconds = recipe.keyIntervalSeconds
         if sdpOnly {
             // The SDP needs the SPS/PPS of the stream: one frame of the camera, encoded as the stream will be (the
             // colour description in its VUI comes from the camera's format).
@@ -138,7 +114,7 @@ struct Stream: AsyncParsableCommand {
             return
         }
         var config = RTPSender.Configuration(host: target.host, port: target.port)
-        config.maxPayload = mtu
+        config.maxPayload = encoding.mtu
         config.dropRate = dropRate
         config.rtxPayloadType = rtx.map(UInt8.init)
         config.localRTCPPort = rtcpPort
@@ -169,7 +145,7 @@ struct Stream: AsyncParsableCommand {
 final class ParameterSetCatcher: EncodedOutput {
     private(set) var parameterSets: (sps: [UInt8], pps: [UInt8])?
     func write(_ frame: EncodedFrame) throws {
-        if parameterSets == nil, frame.isKeyFrame { parameterSets = RTPSender.parameterSets(of: frame) }
+        if parameterSets == nil, frame.isKeyFrame { parameterSets = frame.parameterSets }
     }
     func end() throws {}
     func discard() {}

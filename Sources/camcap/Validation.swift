@@ -1,10 +1,17 @@
 import ArgumentParser
+import Foundation
 import VideoCapture
 import VideoProcessing
 import H264
 
 /// Range checks for command-line values, shared by the commands' `validate()`: every number the user types is
 /// checked before any arithmetic on it, and the message names the option, the value and the valid range.
+/// A numeric IPv4 or IPv6 address (`--candidate`, `--rtcp-from`).
+func isIPAddress(_ s: String) -> Bool {
+    var a4 = in_addr(), a6 = in6_addr()
+    return inet_pton(AF_INET, s, &a4) == 1 || inet_pton(AF_INET6, s, &a6) == 1
+}
+
 enum CLIRange {
     /// A size option (`--size`, `--scale`): within `CaptureLimits` (16384 per side, 64 Mpx).
     static func size(_ s: FrameSize?, _ option: String) throws {

@@ -258,6 +258,7 @@ private final class Collect: EncodedOutput {
         config.size = FrameSize(width: 320, height: 240)
         config.frames = 60
         config.fast = true
+        config.providers = [FixtureCameraProvider(options: .init(pacing: .asFastAsConsumed))]
         let session = try CaptureSession(config)
         let sink = Collect()
         let stage = PassthroughStage(outputs: [sink])
@@ -280,7 +281,7 @@ private final class Collect: EncodedOutput {
         config.size = FrameSize(width: 320, height: 240)
         config.frames = 180
         config.fast = true
-        config.noise = 6 // something to spend bits on
+        config.providers = [FixtureCameraProvider(options: .init(pacing: .asFastAsConsumed, noise: 6))] // noise: something to spend bits on
         let session = try CaptureSession(config)
         let sink = Collect()
         let stage = PassthroughStage(outputs: [sink])

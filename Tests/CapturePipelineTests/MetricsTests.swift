@@ -4,6 +4,7 @@ import MetricsTestKit
 import Testing
 import TestSupport
 import VideoCapture
+import FixtureCameras
 import CapturePipeline
 import VideoProcessing
 import H264
@@ -28,6 +29,7 @@ let testMetrics: TestMetrics = {
             config.size = FrameSize(width: 320, height: 240)
             config.frames = frames
             config.fast = true
+            config.providers = [FixtureCameraProvider(options: .init(pacing: .asFastAsConsumed))]
             config.metricsDimensions = [("session", tag)]
             let session = try CaptureSession(config)
             let settings = EncodeStage.baseSettings(for: session.selection, bitrateKbps: 300, maxBitrateKbps: nil)
@@ -57,7 +59,7 @@ let testMetrics: TestMetrics = {
     @Test func theRTCPathRecordsWithItsDimensions() async throws {
         let metrics = testMetrics
         let d = [("camera", "fixture:vivid"), ("path", "rtc-article")]
-        let capturer = CaptureSession.capturer(for: CaptureSession.Configuration())
+        let capturer = CameraVideoCapturer(providers: [FixtureCameraProvider()])
         let camera = try capturer.device("fixture:vivid")
         var options = VideoSource.Options()
         options.metricsDimensions = d

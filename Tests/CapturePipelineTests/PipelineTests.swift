@@ -3,6 +3,7 @@ import Testing
 import TestSupport
 import VideoCapture
 import VideoProcessing
+import FixtureCameras
 import CapturePipeline
 
 /// The capture session as a library runs it (no process): every picture comes from the `VideoSource`.
@@ -15,6 +16,7 @@ import CapturePipeline
         config.size = FrameSize(width: 640, height: 480)
         config.frames = 30
         config.fast = true
+        config.providers = [FixtureCameraProvider(options: .init(pacing: .asFastAsConsumed))]
         let session = try CaptureSession(config)
         session.sourceOptions = VideoSource.Options(applyRotation: true)
         let path = work + "/rotated.h264"
@@ -37,6 +39,7 @@ import CapturePipeline
 @Test(.enabled(if: !FileManager.default.fileExists(atPath: "/dev/video0"), "needs a machine without cameras"))
 func aSessionWithoutACameraFailsInsteadOfFakingOne() throws {
     var config = CaptureSession.Configuration()
+    config.providers = [FixtureCameraProvider()] // the built-in cameras are there, and none is a real one
     config.frames = 3
     let e = #expect(throws: CaptureError.self) { _ = try CaptureSession(config) }
     #expect(e?.code == .unknownDevice && e?.message.contains("no camera found") == true && e?.message.contains("fixture:uvc-webcam") == true)
@@ -68,6 +71,7 @@ private final class LateViewerStage: PictureStage, @unchecked Sendable {
     config.device = "fixture:uvc-webcam" // MJPEG: every conversion is a decode
     config.size = FrameSize(width: 640, height: 480)
     config.fast = true
+    config.providers = [FixtureCameraProvider(options: .init(pacing: .asFastAsConsumed))]
     config.idleReleaseNs = 600_000_000_000 // released only after 10 minutes: never in this test
     let session = try CaptureSession(config)
     let stage = LateViewerStage(wantAfterUnwatched: 40)
