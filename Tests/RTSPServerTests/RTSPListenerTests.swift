@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 @testable import RTSPServer
 
 /// A blocking TCP client on loopback for the listener's tests: each read waits for bytes or the close, at most 30 s.
@@ -13,13 +14,7 @@ final class TestTCP {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var timeout = timeval(tv_sec: 30, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var a = sockaddr_in()
-        a.sin_family = sa_family_t(AF_INET)
-        a.sin_port = in_port_t(UInt16(port).bigEndian)
-        a.sin_addr.s_addr = inet_addr("127.0.0.1")
-        _ = withUnsafePointer(to: &a) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
+        _ = withLoopbackAddress(port: port) { connect(fd, $0, $1) }
     }
     deinit { close(fd) }
 

@@ -148,3 +148,13 @@ public func mp4Layout(_ bytes: [UInt8]) -> (headerEnd: Int, fragments: [(end: In
     }
     return (headerEnd, fragments, types)
 }
+
+/// Calls `body` with 127.0.0.1:`port` as a socket address (for bind, connect, sendto in tests that talk to a
+/// server over raw sockets).
+public func withLoopbackAddress<R>(port: Int, _ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {
+    var a = sockaddr_in()
+    a.sin_family = sa_family_t(AF_INET)
+    a.sin_port = in_port_t(UInt16(clamping: port).bigEndian)
+    a.sin_addr.s_addr = inet_addr("127.0.0.1")
+    return withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+}
