@@ -1,5 +1,5 @@
 public import VideoCapture
-public import VideoProcessing
+import VideoProcessing
 public import H264
 import Synchronization
 import RTP

@@ -1,5 +1,5 @@
 import Foundation
-public import VideoCapture
+package import VideoCapture
 public import VideoProcessing
 public import H264
 public import RTP

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-    package import Glibc
+    import Glibc
 #endif
 
 /// Anonymous private memory maps (page-aligned, zeroed, returned to the system when unmapped).

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-    package import Glibc
+    import Glibc
 #endif
 import Synchronization
 

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-    package import Glibc
+    import Glibc
 #endif
 
 // The one place (with Sources/V4L2Capture/Kernel.swift for V4L2 device calls) where the package calls the

@@ -841,7 +841,7 @@ func writePackets(_ packets: [[UInt8]], to path: String) {
         data.append(UInt8(p.count & 0xff))
         data.append(contentsOf: p)
     }
-    FileManager.default.createFile(atPath: path, contents: data)
+    _ = FileManager.default.createFile(atPath: path, contents: data)
 }
 
 /// Runs camcap to its end: exit code and everything it printed.

@@ -89,7 +89,7 @@ import TestSupport
         #expect(rtt >= 0 && rtt < 0.1, "rtt on loopback \(rtt) s")
 
         // The viewer leaves: its series go, the counters keep it.
-        FileManager.default.createFile(atPath: hold, contents: Data())
+        _ = FileManager.default.createFile(atPath: hold, contents: Data())
         viewer.waitUntilExit()
         let after = try scrape(server) { $0["whep_viewers_left_total"] == 1 }
         try promtoolAccepts(after.text)

@@ -101,7 +101,7 @@ final class RawRTSP {
         if n < 0 { return errno != EAGAIN && errno != EWOULDBLOCK }
         // Data waits (a response): read it, then look again.
         _ = response()
-        return isClosed
+        return self.isClosed
     }
 
     func send(_ bytes: [UInt8]) { _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } }

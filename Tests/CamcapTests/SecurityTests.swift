@@ -34,7 +34,7 @@ import TestSupport
         let refused = stats["refused"] as? [String: Any]
         #expect((stats["viewers"] as? [Any])?.count == 1 && int(stats, "total") == 1, "\(stats)")
         #expect(int(refused, "foreignOrigin") >= 3, "\(String(describing: refused))")
-        FileManager.default.createFile(atPath: hold, contents: Data())
+        _ = FileManager.default.createFile(atPath: hold, contents: Data())
         viewer.waitUntilExit()
         let lines = ServeProcess.read(out).split(separator: "\n")
         let final = try lines.last.flatMap { try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }

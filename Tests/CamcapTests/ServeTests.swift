@@ -273,7 +273,7 @@ let chromiumAvailable =
         }
         let mark = try sent()
         try waitUntil(timeout: 30, every: 0.05) { try sent() >= mark + 30 }
-        FileManager.default.createFile(atPath: hold, contents: nil)
+        _ = FileManager.default.createFile(atPath: hold, contents: nil)
         browser.waitUntilExit()
         let lines = ServeProcess.read(out).split(separator: "\n")
         let end = try #require(lines.count >= 2 ? try? JSONSerialization.jsonObject(with: Data(lines[1].utf8)) as? [String: Any] : nil, "\(lines)")
@@ -348,7 +348,7 @@ let chromiumAvailable =
         // Ctrl-C with viewer A still watching: the server ends cleanly and tells A (RTCP BYE, DTLS close_notify).
         #expect(server.stop() == 0, "\(server.err)")
         #expect(server.out.contains("2 in all, 2 left"), "\(server.out)")
-        FileManager.default.createFile(atPath: hold, contents: Data())
+        _ = FileManager.default.createFile(atPath: hold, contents: Data())
         a.waitUntilExit()
         let lines = ServeProcess.read(aOut).split(separator: "\n")
         let first = try lines.first.flatMap { try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }

@@ -128,7 +128,7 @@ func separatePlanesConvertToTheSameI420AsTheSingleBufferTwin(_ format: PixelForm
 @Test func aSeparateChromaPlaneWithTooSmallAStrideIsAnErrorNamingIt() throws {
     let picture = PlanarPicture(width: 320, height: 180, vertical420: true)
     let (good, storages) = picture.separatePlanes(.nv12m, pads: [0, 0, 0])
-    try withExtendedLifetime(storages) {
+    withExtendedLifetime(storages) {
         var l = good.planes
         l.strides.1 = 100
         let bad = VideoFrameBuffer(pixelFormat: .nv12m, width: 320, height: 180, planes: l, firstPlaneBytes: good.bytesUsed, storage: good.storage)

@@ -23,7 +23,7 @@ private final class Fixed: TrackedConnection {
     let closedFlag = Atomic<Bool>(false)
     /// Whether its channel was closed (the embedded loop run first, for the close's callbacks).
     var isClosed: Bool {
-        try? (channel as? EmbeddedChannel)?.embeddedEventLoop.run()
+        (channel as? EmbeddedChannel)?.embeddedEventLoop.run()
         return closedFlag.load(ordering: .relaxed)
     }
 }
