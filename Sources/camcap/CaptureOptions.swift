@@ -200,7 +200,10 @@ func makeCapturer() -> CameraVideoCapturer {
 extension CaptureSession {
     /// Runs the session as a command does: Ctrl-C stops it cleanly (a second one exits), the start line and
     /// the progress go to stderr (unless --quiet), the summary to stdout; a failure is thrown after the summary.
-    func runCommand(_ verb: String, quiet: Bool, stages: [any PictureStage], namedDevice: String?) async throws {
+    /// Runs the session with its start line, progress and summary. `serving` commands (serve, rtsp) produce no
+    /// file: stopped by the user before the camera's first frame, they end cleanly with a note instead of
+    /// "no frame was captured".
+    func runCommand(_ verb: String, quiet: Bool, stages: [any PictureStage], namedDevice: String?, serving: Bool = false) async throws {
         let stopSignal = StopSignal(onStop: stopAction)
         defer { withExtendedLifetime(stopSignal) {} }
         let tty = FileDescriptor.standardError.isTerminal
@@ -218,7 +221,13 @@ extension CaptureSession {
         let report = try await run(stages: stages)
         if !quiet && tty { FileHandle.standardError.write(Data("\n".utf8)) }
         print(report.summaryText)
-        if let failure = report.failure { throw failure }
+        if let failure = report.failure {
+            if serving && failure.code == .noFrames && stopSignal.received {
+                FileHandle.standardError.write(Data("note: stopped before the camera's first frame\n".utf8))
+                return
+            }
+            throw failure
+        }
     }
 }
 
@@ -227,8 +236,12 @@ extension CaptureSession {
 /// moment it arrives in).
 final class StopSignal: Sendable {
     private let watch: SignalWatch?
+    private let count: SignalCount
+    /// Whether a stop signal has arrived.
+    var received: Bool { count.value.withLock { $0 > 0 } }
     init(onStop: @escaping @Sendable () -> Void) {
         let count = SignalCount()
+        self.count = count
         watch = try? SignalWatch([SIGINT, SIGTERM]) { _ in
             let n = count.value.withLock { c -> Int in
                 c += 1

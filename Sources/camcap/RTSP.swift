@@ -207,7 +207,7 @@ struct RTSP: AsyncParsableCommand {
         }
         let announce = AnnounceStage(line: lines.joined(separator: "\n"))
         do {
-            try await pipeline.runCommand("serving", quiet: capture.quiet, stages: [announce, stage], namedDevice: capture.device)
+            try await pipeline.runCommand("serving", quiet: capture.quiet, stages: [announce, stage], namedDevice: capture.device, serving: true)
         } catch {
             hub.closeAll(reason: "the server stopped")
             await listener.stop()

@@ -252,7 +252,8 @@ struct Serve: AsyncParsableCommand {
         let announce = AnnounceStage(line: lines.joined(separator: "\n"))
         do {
             let dump: [any PictureStage] = try dumpInput.map { [try InputDumpStage(path: $0)] } ?? []
-            try await pipeline.runCommand("serving", quiet: capture.quiet, stages: [announce] + dump + [broadcast.stage], namedDevice: capture.device)
+            try await pipeline.runCommand(
+                "serving", quiet: capture.quiet, stages: [announce] + dump + [broadcast.stage], namedDevice: capture.device, serving: true)
         } catch {
             hub.closeAll(reason: "the server stopped")
             await server.stop()
