@@ -303,7 +303,7 @@ public final class CaptureSession {
                     // Pictures paused (nobody wanted one): the frame only keeps the clock. A stage that wants
                     // pictures again (a viewer came) resumes them from the next frame.
                     if frame.isUnconverted {
-                        metrics.frames.increment() // captured (dequeued), although nobody wanted its picture
+                        metrics.capture.frames.increment() // captured (dequeued), although nobody wanted its picture
                         let wanted = stages.contains { $0.wantsPictures }
                         if wanted { source.setPicturesPaused(false) }
                         if idle.enabled && idle.shouldRelease(wanted: wanted, at: frame.timestampNs) { break }
@@ -317,7 +317,7 @@ public final class CaptureSession {
                     let converted = conversions.take(frame.sequence)
                     if let converted {
                         conversionTime.add(converted)
-                        metrics.conversion.recordNanoseconds(converted)
+                        metrics.capture.conversion.recordNanoseconds(converted)
                     }
                     do {
                         if let picture {
@@ -330,7 +330,7 @@ public final class CaptureSession {
                         break frameLoop
                     }
                     report.processed += 1
-                    metrics.frames.increment()
+                    metrics.capture.frames.increment()
                     if let picture, replay != nil || outputRequests.used { adapted.add(picture, elapsedNs: frame.timestampNs - first) }
                     if report.processed % 16 == 0 { metrics.update(capturer.statistics, source.statistics) }
                     lastTs = frame.timestampNs
@@ -517,24 +517,20 @@ public let pipelineMetricsHelp: [String: String] = CaptureMetrics.help.merging(E
 /// (frames the stages took, or dequeued while no stage wanted pictures; drops of the capturer and of this
 /// session's own stream), not by its source.
 struct SessionMetrics {
-    let frames, droppedFrames, undecodable: Counter
-    let conversion: Metrics.Timer
-    init(dimensions d: [(String, String)]) {
-        let m = CaptureMetrics(dimensions: d)
-        (frames, droppedFrames, undecodable, conversion) = (m.frames, m.droppedFrames, m.undecodable, m.conversion)
-    }
+    let capture: CaptureMetrics
+    init(dimensions d: [(String, String)]) { capture = CaptureMetrics(dimensions: d) }
     private var reportedDrops = 0, reportedUndecodable = 0
     /// The drops (the capturer's, not those before anybody consumed frames, and the source's while this
     /// session was behind) and undecodable frames since the last call.
     mutating func update(_ stats: CaptureStatistics, _ source: VideoSource.Statistics) {
         let drops = stats.droppedWhileConsumed + source.dropped[.starvation, default: 0]
         if drops > reportedDrops {
-            droppedFrames.increment(by: drops - reportedDrops)
+            capture.droppedFrames.increment(by: drops - reportedDrops)
             reportedDrops = drops
         }
         let bad = source.dropped[.undecodable, default: 0]
         if bad > reportedUndecodable {
-            undecodable.increment(by: bad - reportedUndecodable)
+            capture.undecodable.increment(by: bad - reportedUndecodable)
             reportedUndecodable = bad
         }
     }

@@ -307,12 +307,7 @@ public final class EncodeStage: PictureStage {
         }
 
         func deliver(_ out: EncodedFrame) throws {
-            if let metrics = self.metrics.withLock({ $0 }) {
-                metrics.frames.increment()
-                metrics.encode.recordNanoseconds(out.encodeNs) // the encoder's own measurement, on either thread
-                metrics.bytes.increment(by: out.size)
-                if out.isKeyFrame { metrics.keyFrames.increment() }
-            }
+            metrics.withLock { $0 }?.record(out) // the encoder's own time for the frame, on either thread
             let stats = control.statistics // published by the encoder before it returned this frame
             let size = stats.size, encoded = stats.frames - stats.skipped
             tally.withLock { t in
