@@ -59,11 +59,8 @@ do {
 FileHandle.standardOutput.write(Data("open http://127.0.0.1:\(server.port)/#token=\(token)\n".utf8)) // unbuffered
 
 // Ctrl-C stops the session; the viewers are told, the server stops and the report is printed.
-let stop = session.stopAction
-signal(SIGINT, SIG_IGN)
-let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
-interrupt.setEventHandler { stop() }
-interrupt.resume()
+let interrupt: StopOnSignals
+do { interrupt = try StopOnSignals(onFirst: session.stopAction) } catch { fail(error) }
 
 let report: CaptureSession.Report
 do { report = try await session.run(stages: [broadcast.stage]) } catch { fail(error) }

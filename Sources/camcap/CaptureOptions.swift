@@ -204,7 +204,8 @@ extension CaptureSession {
     /// file: stopped by the user before the camera's first frame, they end cleanly with a note instead of
     /// "no frame was captured".
     func runCommand(_ verb: String, quiet: Bool, stages: [any PictureStage], namedDevice: String?, serving: Bool = false) async throws {
-        let stopSignal = StopSignal(onStop: stopAction)
+        // SIGINT/SIGTERM: the first finishes the session cleanly, a second exits at once (130).
+        let stopSignal = try? StopOnSignals(onFirst: stopAction)
         defer { withExtendedLifetime(stopSignal) {} }
         let tty = FileDescriptor.standardError.isTerminal
         if !quiet {
@@ -222,7 +223,7 @@ extension CaptureSession {
         if !quiet && tty { FileHandle.standardError.write(Data("\n".utf8)) }
         print(report.summaryText)
         if let failure = report.failure {
-            if serving && failure.code == .noFrames && stopSignal.received {
+            if serving && failure.code == .noFrames && stopSignal?.received == true {
                 FileHandle.standardError.write(Data("note: stopped before the camera's first frame\n".utf8))
                 return
             }
@@ -230,28 +231,3 @@ extension CaptureSession {
         }
     }
 }
-
-/// Stops on SIGINT/SIGTERM: the first signal asks the session to finish cleanly, a second one exits at once
-/// (130). Installed before the camera starts (SystemIO's SignalWatch: a handler, so no signal is lost to the
-/// moment it arrives in).
-final class StopSignal: Sendable {
-    private let watch: SignalWatch?
-    private let count: SignalCount
-    /// Whether a stop signal has arrived.
-    var received: Bool { count.value.withLock { $0 > 0 } }
-    init(onStop: @escaping @Sendable () -> Void) {
-        let count = SignalCount()
-        self.count = count
-        watch = try? SignalWatch([SIGINT, SIGTERM]) { _ in
-            let n = count.value.withLock { c -> Int in
-                c += 1
-                return c
-            }
-            if n > 1 { ProcessExit.now(130) }
-            onStop()
-        }
-    }
-    deinit { watch?.cancel() }
-}
-
-final class SignalCount: Sendable { let value = Mutex(0) }
