@@ -483,8 +483,12 @@ public final class WHIPOutput: EncodedOutput, Sendable {
 
     // EncodedOutput
 
-    /// True while connected (frames are encoded only then; the first after a pause is a key frame).
-    public var wantsFrames: Bool { state.withLock { $0.publisher }?.isConnected ?? false }
+    /// True while connected (frames are encoded only then; the first after a pause is a key frame); with
+    /// simulcast, while the full layer is sent.
+    public var wantsFrames: Bool {
+        guard !configuration.publisher.simulcastRIDs.isEmpty else { return state.withLock { $0.publisher }?.isConnected ?? false }
+        return layerWantsFrames(0)
+    }
 
     /// Simulcast layer `layer` is sent: connected, and the answer took it.
     func layerWantsFrames(_ layer: Int) -> Bool {

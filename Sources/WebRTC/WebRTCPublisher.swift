@@ -224,7 +224,7 @@ public final class WebRTCPublisher: Sendable {
     private let ssrcs: [(ssrc: UInt32, rtx: UInt32)]
     /// Set by `accept(answer:)`: the answer and one sender per layer sent (the offered layers the answer
     /// receives), with each sender's index among the offered layers.
-    private let negotiated = Mutex<(answer: WebRTCAnswer, senders: [(layer: Int, sender: RTPSender)])?>(nil)
+    private let negotiated = Mutex<(answer: WebRTCAnswer, senders: [(layer: Int, sender: RTPSender)], simulcast: Bool)?>(nil)
 
     /// Binds the socket and writes the offer. `server` (the WHIP endpoint's host, if an IP address) picks our
     /// candidate address: the one the system routes toward it. Throws `WebRTCError` when the socket cannot be made.
@@ -318,7 +318,7 @@ public final class WebRTCPublisher: Sendable {
     /// offer. Call once, before `start`. Throws `WebRTCError` for an answer that cannot connect.
     public func accept(answer text: String) throws(WebRTCError) {
         let answer = try WebRTCAnswer(text, payloadType: configuration.payloadType, rtxPayloadType: configuration.rtxPayloadType)
-        let layers = WebRTCPublisher.layers(offered: configuration.simulcastRIDs, answer: answer)
+        let (layers, simulcast) = WebRTCPublisher.layers(offered: configuration.simulcastRIDs, answer: answer)
         var senders: [(Int, RTPSender)] = []
         for layer in layers {
             var rc = RTPSender.Configuration(host: "server", port: 9)
@@ -331,7 +331,7 @@ public final class WebRTCPublisher: Sendable {
             rc.videoOrientationExtensionID = answer.videoOrientationExtensionID
             rc.ssrc = ssrcs[layer].ssrc
             rc.rtxSSRC = ssrcs[layer].rtx
-            if layers.count > 1 || (!configuration.simulcastRIDs.isEmpty && !answer.simulcastRIDs.isEmpty) {
+            if simulcast {
                 rc.midExtensionID = answer.midExtensionID
                 rc.mid = "0"
                 rc.ridExtensionID = answer.ridExtensionID
@@ -342,16 +342,16 @@ public final class WebRTCPublisher: Sendable {
                 throw WebRTCError("cannot create the RTP sender: \(error)")
             }
         }
-        negotiated.withLock { $0 = (answer, senders) }
+        negotiated.withLock { $0 = (answer, senders, simulcast) }
     }
 
     /// The offered layers (indices into `offered`) an answer takes: those it receives, in our order, when it has
     /// simulcast and accepted the mid and rid extensions (without them an SFU cannot tell the layers apart);
     /// else the first (the largest) alone.
-    static func layers(offered: [String], answer: WebRTCAnswer) -> [Int] {
-        guard !offered.isEmpty, answer.midExtensionID != nil, answer.ridExtensionID != nil else { return [0] }
+    static func layers(offered: [String], answer: WebRTCAnswer) -> (layers: [Int], simulcast: Bool) {
+        guard !offered.isEmpty, answer.midExtensionID != nil, answer.ridExtensionID != nil else { return ([0], false) }
         let taken = offered.indices.filter { answer.simulcastRIDs.contains(offered[$0]) }
-        return taken.isEmpty ? [0] : taken
+        return taken.isEmpty ? ([0], false) : (taken, true)
     }
 
     /// The simulcast layers sent, as indices into `Configuration.simulcastRIDs` (largest first), once an answer was
@@ -359,12 +359,9 @@ public final class WebRTCPublisher: Sendable {
     /// dropped it (no `a=simulcast`, or the mid or rid extension refused): the largest layer alone, as one stream.
     public var sentLayers: [Int] { negotiated.withLock { $0?.senders.map(\.layer) } ?? [] }
 
-    /// True when simulcast was offered and the answer took more than one layer, or at least the rids.
-    public var isSimulcast: Bool {
-        negotiated.withLock { n in
-            n.map { !configuration.simulcastRIDs.isEmpty && ($0.senders.count > 1 || $0.senders.first?.sender.configuration.rid != nil) }
-        } ?? false
-    }
+    /// True when simulcast was offered and the answer took it: its layers (`sentLayers`, one or more) carry their
+    /// rids.
+    public var isSimulcast: Bool { negotiated.withLock { $0?.simulcast } ?? false }
 
     /// The answer accepted, if any.
     public var answer: WebRTCAnswer? { negotiated.withLock { $0?.answer } }
@@ -381,7 +378,7 @@ public final class WebRTCPublisher: Sendable {
     /// key frame; without it, `handlers.keyFrameRequest` is called for every layer's. The server's REMB (one
     /// estimate for all the layers) goes to `handlers.bitrateEstimate` once.
     public func start(_ handlers: Handlers = Handlers(), layerKeyFrameRequest: (@Sendable (_ layer: Int) -> Void)? = nil) throws(WebRTCError) {
-        guard let (answer, senders) = negotiated.withLock({ $0 }), let sender = senders.first?.sender else {
+        guard let (answer, senders, _) = negotiated.withLock({ $0 }), let sender = senders.first?.sender else {
             throw WebRTCError("start: no answer was accepted")
         }
         guard transport.claimStart() else { return }

@@ -19,6 +19,8 @@ struct Publish: AsyncParsableCommand {
             of media); on exit it DELETEs its resource. The token goes to the endpoint's origin only (no redirect \
             elsewhere or to http, no DELETE on another origin); the answer is read up to 64 KiB.
               camcap publish -d /dev/video0 --whip http://127.0.0.1:7080/whip/endpoint/camera --token SECRET
+            --simulcast encodes up to 3 tiers (full, half, quarter size) and publishes them as simulcast layers (RFC 8853, \
+            rids f, h, q); the SFU gives each viewer a layer (Janus: substream 2, 1, 0).
             The token comes from --token-file, CAMCAP_WHIP_TOKEN or --token (visible in ps). Guide: docs/publish.md.
             """)
 

@@ -19,7 +19,9 @@ import H264
 
     /// An SFU's answer to a simulcast offer, as Janus writes it: our extmaps kept, `a=rid:ID recv` per layer and
     /// `a=simulcast:recv` (without them: `simulcast: false`).
-    static func answer(_ server: FakeServer, to offer: String, simulcast: Bool, rids: [String] = ["f", "h", "q"]) throws -> String {
+    static func answer(
+        _ server: FakeServer, to offer: String, simulcast: Bool, rids: [String] = ["f", "h", "q"], sdesExtensions: Bool = true
+    ) throws -> String {
         let video = try #require(try SDP.parse(offer).media.first)
         var l = [
             "v=0", "o=- 1 2 IN IP4 127.0.0.1", "s=-", "t=0 0", "a=group:BUNDLE 0",
@@ -29,7 +31,7 @@ import H264
             "a=fmtp:96 packetization-mode=1;profile-level-id=42e01f", "a=rtpmap:97 rtx/90000", "a=fmtp:97 apt=96",
             "a=candidate:1 1 udp 2015363327 127.0.0.1 \(server.udp.port) typ host",
         ]
-        l += video.values("extmap").filter { simulcast || $0.hasSuffix("video-orientation") }.map { "a=extmap:\($0)" }
+        l += video.values("extmap").filter { (simulcast && sdesExtensions) || $0.hasSuffix("video-orientation") }.map { "a=extmap:\($0)" }
         if simulcast {
             l += rids.map { "a=rid:\($0) recv" }
             l.append("a=simulcast:recv \(rids.joined(separator: ";"))")
@@ -66,6 +68,12 @@ import H264
         #expect(publisher.answer?.simulcastRIDs == [] && publisher.sentLayers == [0] && !publisher.isSimulcast)
         #expect(publisher.sender(layer: 1) == nil && publisher.sender(layer: 2) == nil)
         #expect(publisher.sender(layer: 0)?.configuration.rid == nil, "one plain stream: no rid on its packets")
+        // An answer with a=simulcast that refuses the rid and mid extensions: the SFU could not tell the layers
+        // apart, so the full layer goes alone.
+        let refused = try WebRTCPublisher(identity: try DTLSIdentity.eitherRole(), configuration: Self.configuration(), server: "127.0.0.1")
+        defer { refused.close() }
+        try refused.accept(answer: try Self.answer(server, to: refused.offer, simulcast: true, sdesExtensions: false))
+        #expect(refused.answer?.simulcastRIDs == ["f", "h", "q"] && refused.sentLayers == [0] && !refused.isSimulcast)
         // An answer that keeps two of the three rids: those two are sent, in our order.
         let two = try WebRTCPublisher(identity: try DTLSIdentity.eitherRole(), configuration: Self.configuration(), server: "127.0.0.1")
         defer { two.close() }
