@@ -23,6 +23,16 @@ import TestSupport
             ["publish", "-d", "fixture:vivid", "-s", "320x180", "--whip", server.a + "/answer", "--token", "T", "--simulcast", "--frames", "10"])
         #expect(small.code == 0, "\(small.err.suffix(800))")
         #expect(small.err.contains("--simulcast: one layer (a 320x180 picture gets one tier"), "\(small.err.suffix(800))")
+        // A camera's own H.264 is passed through as one layer.
+        let passthrough = try runTool(
+            camcap,
+            [
+                "publish", "-d", "fixture:h264-webcam", "-s", "640x480", "--pixel-format", "H264", "--whip", server.a + "/answer", "--token", "T",
+                "--simulcast", "--frames", "10",
+            ])
+        #expect(passthrough.code == 0, "\(passthrough.err.suffix(800))")
+        #expect(
+            passthrough.err.contains("--simulcast: one layer (the camera's H.264 is not re-encoded into tiers)"), "\(passthrough.err.suffix(800))")
         print("FIGURE publish --simulcast refused: \(refused.err.split(separator: "\n").first { $0.contains("refused simulcast") } ?? "-")")
     }
 }
