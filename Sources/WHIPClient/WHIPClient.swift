@@ -545,7 +545,7 @@ public final class WHIPOutput: EncodedOutput, Sendable {
         let s = state.withLock { ($0.resource, $0.connections, $0.attempts, $0.lastEnd, $0.publisher?.statistics, $0.deleted) }
         var line = "\(s.1) connection\(s.1 == 1 ? "" : "s") (\(s.2) attempt\(s.2 == 1 ? "" : "s"))"
         if let r = s.0 { line += ", resource \(r.absoluteString)" }
-        if let st = s.4?.rtp {
+        if let st = s.4?.rtp { // the full layer's, with simulcast (each layer's follows)
             line += "; PLI/FIR \(st.keyFrameRequests), NACKs \(st.nacksReceived), retransmissions \(st.retransmissions)"
             if let e = st.rembBitrate { line += ", REMB \(e / 1000) kbps" }
         }
@@ -554,8 +554,10 @@ public final class WHIPOutput: EncodedOutput, Sendable {
             line +=
                 publisher.isSimulcast
                 ? "; simulcast "
-                    + publisher.sentLayers.map { l in "\(rids[l]) \(publisher.sender(layer: l)?.statistics.framesSent ?? 0) frames" }.joined(
-                        separator: ", ")
+                    + publisher.sentLayers.map { l in
+                        let st = publisher.sender(layer: l)?.statistics
+                        return "\(rids[l]) \(st?.framesSent ?? 0) frames (PLI/FIR \(st?.keyFrameRequests ?? 0), NACKs \(st?.nacksReceived ?? 0))"
+                    }.joined(separator: ", ")
                 : "; simulcast refused by the server: the full layer alone"
         }
         if let e = s.3 { line += "; last end: \(e)" }

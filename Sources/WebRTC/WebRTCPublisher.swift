@@ -197,7 +197,8 @@ public final class WebRTCPublisher: Sendable {
 
     /// A snapshot of the connection, read with `statistics`.
     public struct Statistics: Sendable {
-        /// What the RTP sender counted (packets, NACKs, retransmissions, RTT, REMB…), once an answer was accepted.
+        /// What the RTP sender counted (packets, NACKs, retransmissions, RTT, REMB…), once an answer was accepted;
+        /// with simulcast the first layer's (each layer's: `sender(layer:)`).
         public var rtp: RTPSender.Statistics?
         /// "new", "checking", "dtls", "connected" or "closed".
         public var state: String
