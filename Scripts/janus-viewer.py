@@ -4,6 +4,7 @@ JavaScript library (janus.js from Debian's libjs-janus-gateway, with webrtc-adap
 
     janus-viewer.py --janus JANUS_HTTP (--videoroom ROOM | --streaming MOUNTPOINT_ID) [--frames N] [--timeout S]
                     [--expect-publisher-gone] [--log FILE]
+                    [--substream N --width W] [--switch-to N --switch-width W --switch-frames M]
 
 VideoRoom: waits (listparticipants through the HTTP API, until the deadline) for a publisher in ROOM, subscribes to
 the first one; Streaming: watches the mountpoint. Then waits for the first decoded frame and for N more, and prints
@@ -12,6 +13,11 @@ frameHeight, freezeCount, packetsLost, packetsReceived, pliCount, nackCount, fir
 decoderImplementation), decodedRatio (framesDecoded / framesReceived), the Janus-side publisher (listparticipants)
 or mountpoint (info), and with --expect-publisher-gone the time until listparticipants shows no publisher.
 Exit status 0 when N frames were decoded in time (and the publisher was seen leaving, if asked).
+
+Simulcast (VideoRoom): --substream N asks Janus for substream N (configure, as janus.js's demos do) after the first
+frame and waits until the decoded width is W (--width) before counting the N frames ("window": framesDecoded and
+framesReceived over them, at that width); --switch-to asks for another substream after them, waits for
+--switch-width and counts --switch-frames more ("switched": the same figures, and switchAfterS).
 """
 import argparse, json, os, sys, tempfile, time
 
@@ -76,6 +82,7 @@ window.viewStart = function (server, mode, room, feed, mountpoint) {
           onremotetrack: function (track, mid, on) {
             log("remote track " + track.kind + " " + mid + " " + on);
             if (track.kind !== "video") return;
+            v.mid = mid;
             if (on) {
               const el = document.getElementById("v");
               el.srcObject = new MediaStream([track]);
@@ -118,6 +125,14 @@ window.viewStats = async function () {
   return out;
 };
 
+window.viewConfigure = function (substream) {
+  const v = window.view;
+  const body = {request: "configure", substream: substream};
+  if (v.mid !== undefined) body.mid = v.mid;
+  v.handle.send({message: body});
+  log("configure substream " + substream);
+};
+
 window.viewStop = function () {
   return new Promise(resolve => {
     const v = window.view;
@@ -149,6 +164,11 @@ def main():
                     help="then wait (up to --timeout) until listparticipants shows no publisher in ROOM")
     ap.add_argument("--log", default=None, help="chromedriver log file")
     ap.add_argument("--ready", default=None, help="write this file once the N frames are decoded (before waiting for the publisher to go)")
+    ap.add_argument("--substream", type=int, default=None, help="VideoRoom simulcast: ask for this substream (0 lowest) first")
+    ap.add_argument("--width", type=int, default=None, help="with --substream: the decoded width to wait for before counting")
+    ap.add_argument("--switch-to", type=int, default=None, help="then ask for this substream")
+    ap.add_argument("--switch-width", type=int, default=None, help="the decoded width to wait for after --switch-to")
+    ap.add_argument("--switch-frames", type=int, default=100, help="frames to count after the switch")
     a = ap.parse_args()
     for f in (JANUS_JS, ADAPTER_JS):
         if not os.path.exists(f):
@@ -203,7 +223,44 @@ def main():
             s = stats()
         out["firstFrameAfterS"] = round(time.time() - t_start, 2)
         out["first"] = s
-        target = s["framesDecoded"] + a.frames
+
+        def configure(substream, width):
+            d.execute_script("window.viewConfigure(arguments[0]);", substream)
+            t0 = time.time()
+            deadline = time.time() + a.timeout
+            s = stats()
+            while width is not None and s.get("frameWidth") != width:
+                if time.time() > deadline:
+                    raise RuntimeError("substream %d: no frame %d wide within %.0f s: %s" % (substream, width, a.timeout, json.dumps(s)))
+                time.sleep(0.05)
+                s = stats()
+            return s, round(time.time() - t0, 2)
+
+        def window(base, n):
+            target = base["framesDecoded"] + n
+            deadline = time.time() + a.timeout
+            s = base
+            widths = set()
+            while s.get("framesDecoded", 0) < target:
+                if time.time() > deadline:
+                    raise RuntimeError("only %d of %d frames decoded within %.0f s: %s"
+                                       % (s.get("framesDecoded", 0) - base["framesDecoded"], n, a.timeout, json.dumps(s)))
+                time.sleep(0.05)
+                s = stats()
+                widths.add("%sx%s" % (s.get("frameWidth"), s.get("frameHeight")))
+            decoded = s["framesDecoded"] - base["framesDecoded"]
+            received = s.get("framesReceived", 0) - base.get("framesReceived", 0)
+            return s, {"framesDecoded": decoded, "framesReceived": received, "sizes": sorted(widths),
+                       "frameWidth": s.get("frameWidth"), "frameHeight": s.get("frameHeight"),
+                       "decodedRatio": round(decoded / received, 4) if received else None}
+
+        if a.substream is not None:
+            s, out["substreamAfterS"] = configure(a.substream, a.width)
+            s, out["window"] = window(s, a.frames)
+            if a.switch_to is not None:
+                s, out["switchAfterS"] = configure(a.switch_to, a.switch_width)
+                s, out["switched"] = window(s, a.switch_frames)
+        target = s["framesDecoded"] + (0 if a.substream is not None else a.frames)
         deadline = time.time() + a.timeout
         while s.get("framesDecoded", 0) < target:
             if time.time() > deadline:

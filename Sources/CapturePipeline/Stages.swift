@@ -223,6 +223,9 @@ public final class EncodeStage: PictureStage {
         self.session = session
     }
     private weak var session: CaptureSession?
+    /// Whether the encoded size goes into the summary's format line (a smaller encode tier's does not: the line
+    /// names the full tier's).
+    var notesEncodedSize = true
 
     /// The encoder is made for the first picture's size (the source decided it: rotation applied, made even,
     /// adapted), so it is never rebuilt at frame 1; later sizes (adaptation) reconfigure it.
@@ -233,7 +236,7 @@ public final class EncodeStage: PictureStage {
         s.colorSpace = colorSpace
         let encoder = try H264Encoder(settings: s, control: control)
         settings = s
-        if let session, FrameSize(width: s.width, height: s.height) != session.applied.size {
+        if notesEncodedSize, let session, FrameSize(width: s.width, height: s.height) != session.applied.size {
             session.formatNote = ", encoded at \(s.width)x\(s.height)"
         }
         if usesEncoderThread && outputs.allSatisfy(\.acceptsWritesFromEncoderThread) {

@@ -83,6 +83,7 @@ public final class TieredEncodeStage: PictureStage {
             s.maxBitrate = tier.maxBitrate
             return EncodeStage(settings: s, keyIntervalSeconds: keyIntervalSeconds, outputs: outs)
         }
+        for stage in stages.dropFirst() { stage.notesEncodedSize = false } // the format line names the full tier's size
         scalers = tiers.map { _ in FrameConverter() }
         firstTiers = firstTier
         pictures = Array(repeating: nil, count: tiers.count)

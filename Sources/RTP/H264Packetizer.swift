@@ -61,6 +61,8 @@ public struct H264Packetizer: Sendable {
         var first: (RTPHeaderExtensionElement?, RTPHeaderExtensionElement?) = (nil, nil)
         var transportID: UInt8?
         var transportNext: UInt16 = 0
+        /// Elements for every packet (the mid and the rid of a simulcast layer).
+        var every: (RTPHeaderExtensionElement?, RTPHeaderExtensionElement?) = (nil, nil)
     }
     private var extensions = Extensions()
 
@@ -68,9 +70,10 @@ public struct H264Packetizer: Sendable {
     public static let headerSize = 12
     /// The most a header extension adds to a packet (RFC 8285 one-byte form: 4 bytes of header, the transport-wide
     /// sequence number (1 + 2 bytes), the absolute capture time (1 + 8), the playout delay (1 + 3) and the
-    /// video orientation (1 + 1), padded to 32 bits): room kept in every buffer that holds a packet. With 1200
-    /// bytes of payload a packet is then at most 1236 bytes of RTP (1254 with SRTP's tag and RTX's 2 bytes).
-    public static let maxExtensionSize = 24
+    /// video orientation (1 + 1), and the elements of every packet (a simulcast layer's mid and rid, 1 + 3 bytes
+    /// each at most), padded to 32 bits): room kept in every buffer that holds a packet. With 1200 bytes of payload
+    /// a packet is then at most 1244 bytes of RTP (1262 with SRTP's tag and RTX's 2 bytes).
+    public static let maxExtensionSize = 32
 
     /// A packetizer for packets of at most `maxPayload` payload bytes (clamped to 16…65000), with its buffer
     /// allocated once.
@@ -87,17 +90,20 @@ public struct H264Packetizer: Sendable {
     /// 26.114). With `transportSequence` (the negotiated id and the first number), every packet carries a
     /// transport-wide sequence number (draft-holmer-rmcat-transport-wide-cc-extensions), the k-th packet
     /// `first &+ k`. `firstPacketExtensions` (at most 1 + 8 and 1 + 3 bytes: the absolute capture time and the
-    /// playout delay) go on the first packet only, as libwebrtc sends them. Returns the number of packets.
+    /// playout delay) go on the first packet only, as libwebrtc sends them. `everyPacketExtensions` (at most 1 + 3
+    /// bytes each: the `sdes:mid` and `sdes:rtp-stream-id` of a simulcast layer, RFC 8852) go on every packet.
+    /// Returns the number of packets.
     @discardableResult
     public mutating func packetize(
         _ data: [UInt8], nalUnits: [NALUnit], timestamp: UInt32, markerExtension: RTPHeaderExtensionElement? = nil,
         transportSequence: (id: UInt8, first: UInt16)? = nil,
         firstPacketExtensions: (RTPHeaderExtensionElement?, RTPHeaderExtensionElement?) = (nil, nil),
+        everyPacketExtensions: (RTPHeaderExtensionElement?, RTPHeaderExtensionElement?) = (nil, nil),
         emit: (UnsafeRawBufferPointer) -> Void
     ) -> Int {
         extensions = Extensions(
             marker: markerExtension, first: firstPacketExtensions, transportID: transportSequence?.id,
-            transportNext: transportSequence?.first ?? 0)
+            transportNext: transportSequence?.first ?? 0, every: everyPacketExtensions)
         pending.removeAll(keepingCapacity: true)
         for n in nalUnits where n.length > 0 && n.offset >= 0 && n.offset + n.length <= data.count {
             switch n.type {
@@ -146,7 +152,8 @@ public struct H264Packetizer: Sendable {
         if transport != nil { ex.transportNext &+= 1 }
         let (first0, first1) = ex.first
         ex.first = (nil, nil)
-        let any = markerElement != nil || transport != nil || first0 != nil || first1 != nil
+        let (every0, every1) = ex.every
+        let any = markerElement != nil || transport != nil || first0 != nil || first1 != nil || every0 != nil || every1 != nil
         p[0] = any ? 0x90 : 0x80
         p[1] = (marker ? 0x80 : 0) | (state.payloadType & 0x7f)
         p[2] = UInt8(state.sequence >> 8)
@@ -161,7 +168,7 @@ public struct H264Packetizer: Sendable {
         p[11] = UInt8(state.ssrc & 0xff)
         state.sequence &+= 1
         guard any else { return 12 }
-        return 12 + RTPHeaderExtensionElement.writeBlock(transport, first0, first1, markerElement, to: p + 12)
+        return 12 + RTPHeaderExtensionElement.writeBlock(transport, first0, first1, markerElement, every0, every1, to: p + 12)
     }
 
     private mutating func writeSingle(_ data: [UInt8], _ n: NALUnit, timestamp: UInt32, marker: Bool, emit: (UnsafeRawBufferPointer) -> Void) {
@@ -276,6 +283,17 @@ public struct RTPHeaderExtensionElement: Sendable, Hashable {
         RTPHeaderExtensionElement(id: id, value: UInt64(delay.minMs / 10) << 12 | UInt64(delay.maxMs / 10), length: 3)
     }
 
+    /// An RTCP SDES item as a header extension (RFC 8852: `urn:ietf:params:rtp-hdrext:sdes:mid`,
+    /// `…:sdes:rtp-stream-id`, `…:sdes:repaired-rtp-stream-id`): the text's bytes. nil unless 1…3 bytes of
+    /// RFC 8851 rid characters (letters, digits, `-`, `_`): what the packetizer keeps room for.
+    public static func sdes(id: UInt8, _ text: String) -> RTPHeaderExtensionElement? {
+        let bytes = Array(text.utf8)
+        guard (1...3).contains(bytes.count),
+            bytes.allSatisfy({ (0x30...0x39).contains($0) || (0x41...0x5a).contains($0) || (0x61...0x7a).contains($0) || $0 == 0x2d || $0 == 0x5f })
+        else { return nil }
+        return RTPHeaderExtensionElement(id: id, value: bytes.reduce(0) { $0 << 8 | UInt64($1) }, length: bytes.count)
+    }
+
     /// The rotation in degrees that a video-orientation byte asks for (its R1R0 bits).
     public static func rotationDegrees(videoOrientation byte: UInt8) -> Int { Int(byte & 3) * 90 }
 
@@ -291,13 +309,16 @@ public struct RTPHeaderExtensionElement: Sendable, Hashable {
     /// packetizer passes).
     static func writeBlock(
         _ a: RTPHeaderExtensionElement?, _ b: RTPHeaderExtensionElement?, _ c: RTPHeaderExtensionElement? = nil,
-        _ d: RTPHeaderExtensionElement? = nil, to p: UnsafeMutablePointer<UInt8>
+        _ d: RTPHeaderExtensionElement? = nil, _ e: RTPHeaderExtensionElement? = nil, _ f: RTPHeaderExtensionElement? = nil,
+        to p: UnsafeMutablePointer<UInt8>
     ) -> Int {
         var o = 4
         if let a { o += a.write(to: p + o) }
         if let b { o += b.write(to: p + o) }
         if let c { o += c.write(to: p + o) }
         if let d { o += d.write(to: p + o) }
+        if let e { o += e.write(to: p + o) }
+        if let f { o += f.write(to: p + o) }
         let words = (o - 4 + 3) / 4
         p[0] = 0xBE
         p[1] = 0xDE

@@ -93,6 +93,19 @@ public final class RTPSender: @unchecked Sendable {
         public var congestedPlayoutDelay: PlayoutDelay?
         /// How long after the last sign of congestion the link counts as congested (10 s, in nanoseconds).
         public var congestionHoldNs: Int64 = 10_000_000_000
+        /// The ids negotiated for the `urn:ietf:params:rtp-hdrext:sdes:mid` and `…:sdes:rtp-stream-id` header
+        /// extensions (RFC 8852, 1…14) and the values every packet carries with them (`mid`, `rid`: 1…3 rid
+        /// characters): a simulcast layer (RFC 8853), which an SFU such as Janus tells from the others by its rid.
+        /// nil: not sent.
+        public var midExtensionID: UInt8?, ridExtensionID: UInt8?
+        /// The media section's mid, carried with `midExtensionID`.
+        public var mid: String?
+        /// The layer's rid, carried with `ridExtensionID`.
+        public var rid: String?
+        /// The id negotiated for `urn:ietf:params:rtp-hdrext:sdes:repaired-rtp-stream-id` (1…14): RTX packets then
+        /// carry the rid as the repaired stream's instead of as their own (their rid element is renamed), so the SFU
+        /// maps the RTX SSRC to the layer it repairs. nil: RTX copies the media packet's extensions as they are.
+        public var repairedRIDExtensionID: UInt8?
         /// The media SSRC, when it must be known before the sender exists (an offer that lists it); nil: random.
         public var ssrc: UInt32?
         /// The RTX SSRC, likewise; nil: random.
@@ -371,10 +384,19 @@ public final class RTPSender: @unchecked Sendable {
         let ids = [
             ("video-orientation", c.videoOrientationExtensionID), ("transport-wide-cc", c.transportWideCCExtensionID),
             ("abs-capture-time", c.absoluteCaptureTimeExtensionID), ("playout-delay", c.playoutDelayExtensionID),
+            ("sdes:mid", c.midExtensionID), ("sdes:rtp-stream-id", c.ridExtensionID), ("sdes:repaired-rtp-stream-id", c.repairedRIDExtensionID),
         ]
         for (name, id) in ids {
             if let id, !(1...14).contains(id) {
                 throw RTPError(.invalidConfiguration, "\(name) extension id \(id) is not 1...14 (RFC 8285 one-byte form)")
+            }
+        }
+        let used = ids.compactMap(\.1)
+        if Set(used).count != used.count { throw RTPError(.invalidConfiguration, "two header extensions share an id: \(used)") }
+        for (name, id, value) in [("mid", c.midExtensionID, c.mid), ("rid", c.ridExtensionID, c.rid)] where id != nil {
+            guard let value, RTPHeaderExtensionElement.sdes(id: 1, value) != nil else {
+                throw RTPError(
+                    .invalidConfiguration, "the \(name) sent with its extension must be 1...3 letters, digits, - or _, got \(value ?? "none")")
             }
         }
     }
@@ -506,6 +528,10 @@ public final class RTPSender: @unchecked Sendable {
             RTPHeaderExtensionElement.absoluteCaptureTime(id: $0, ntp: RTPSender.ntp(monotonicNs: captureNs))
         }
         let playoutDelay = playoutDelayElement(now: now)
+        let every = (
+            configuration.midExtensionID.flatMap { id in configuration.mid.flatMap { RTPHeaderExtensionElement.sdes(id: id, $0) } },
+            configuration.ridExtensionID.flatMap { id in configuration.rid.flatMap { RTPHeaderExtensionElement.sdes(id: id, $0) } }
+        )
         let twcc = configuration.transportWideCCExtensionID
         // Probing (transport-cc with RTX): a cluster starts at a frame and covers it and the next ones
         // (`probeFrames`), with RTX copies of recent packets added after each.
@@ -547,7 +573,7 @@ public final class RTPSender: @unchecked Sendable {
         var frameBytes = 0
         let count = packetizer.packetize(
             frame.data, nalUnits: frame.nalUnits, timestamp: ts, markerExtension: orientation, transportSequence: twcc.map { ($0, firstTransport) },
-            firstPacketExtensions: (captureTime, playoutDelay)
+            firstPacketExtensions: (captureTime, playoutDelay), everyPacketExtensions: every
         ) { packet in
             shared.withLock { $0.history.record(packet, at: now) }
             frameBytes += packet.count
@@ -657,6 +683,12 @@ public final class RTPSender: @unchecked Sendable {
         packet[1] = (packet[1] & 0x80) | ((configuration.rtxPayloadType ?? 0) & 0x7f)
         packet.storeBigEndian(s.session.nextRTXSequence(), at: 2)
         packet.storeBigEndian(rtxSSRC, at: 8)
+        // The layer's rid becomes the repaired stream's (RFC 8852 §3.2): the same bytes under the other id.
+        if let rid = configuration.ridExtensionID, let repaired = configuration.repairedRIDExtensionID,
+            let at = packet.withUnsafeBytes({ RTPHeader.oneByteExtensionOffset(id: rid, in: $0) })
+        {
+            packet[at - 1] = repaired << 4 | (packet[at - 1] & 0x0f)
+        }
         packet.appendBigEndian(seq)
         packet.append(contentsOf: original.dropFirst(headerLength))
     }

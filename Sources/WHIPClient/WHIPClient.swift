@@ -249,6 +249,10 @@ public final class WHIPOutput: EncodedOutput, Sendable {
         /// first SPS), and whether publishing has begun.
         var streamProfile: (@Sendable () -> String?)?
         var streamPublishing = false
+        /// Simulcast: each layer's encoder control (the layers of `Configuration.publisher.simulcastRIDs`), and the
+        /// bitrate the smaller layers take out of the server's estimate before the full layer gets the rest.
+        var layerControls: [EncoderControl] = []
+        var smallerLayersBitrate = 0
     }
     private let state = Mutex(State())
     /// Wakes the reconnecting thread's backoff wait when the output ends.
@@ -279,6 +283,29 @@ public final class WHIPOutput: EncodedOutput, Sendable {
             $0.control = encode.control
             $0.rotation = rotation
         }
+    }
+
+    /// Simulcast: `tiered`'s tiers are published as the layers of `Configuration.publisher.simulcastRIDs` (tier i
+    /// as rid i: full, half, quarter size; make the stage with `layerOutputs(_:)`). The server's PLI/FIR on a
+    /// layer's SSRC asks that tier's encoder alone for a key frame; its REMB (one estimate for all the layers)
+    /// goes to the full tier, less what the smaller tiers aim at. A tier is encoded while its layer is sent: from
+    /// the connection on, for every layer the answer took (an answer without simulcast: the full tier alone,
+    /// logged). Call before `connect()`.
+    public func connect(_ tiered: TieredEncodeStage) {
+        let follower = tiered.stages.first.map { BandwidthFollower($0, adapting: nil) }
+        state.withLock {
+            $0.follower = follower
+            $0.control = tiered.stages.first?.control
+            $0.rotation = nil
+            $0.layerControls = tiered.stages.map(\.control)
+            $0.smallerLayersBitrate = tiered.tiers.dropFirst().reduce(0) { $0 + $1.targetBitrate }
+        }
+    }
+
+    /// The outputs of `count` simulcast layers (`TieredEncodeStage`'s `outputs`): layer i's frames go to the
+    /// server as rid i. The first is this output itself (it carries the progress, the summary and the end).
+    public func layerOutputs(_ count: Int) -> [[any EncodedOutput]] {
+        (0..<count).map { i in i == 0 ? [self] : [LayerOutput(output: self, layer: i)] }
     }
 
     /// A camera's own H.264 passed through (`PassthroughStage` with this output): the server's PLI/FIR become key
@@ -329,8 +356,20 @@ public final class WHIPOutput: EncodedOutput, Sendable {
         let clock = ConnectionClock()
         do throws(WebRTCError) {
             try publisher.accept(answer: answer)
-            let (control, follower, rotation) = state.withLock { ($0.control, $0.follower, $0.rotation) }
+            let (control, follower, rotation, layers, reserve) = state.withLock {
+                ($0.control, $0.follower, $0.rotation, $0.layerControls, $0.smallerLayersBitrate)
+            }
             rotation?.requestRotationApplied(!publisher.receivesRotation)
+            if !c.simulcastRIDs.isEmpty {
+                if publisher.isSimulcast {
+                    logger.info(
+                        "simulcast", metadata: ["layers": "\(publisher.sentLayers.map { c.simulcastRIDs[$0] }.joined(separator: ";"))"])
+                } else {
+                    logger.warning(
+                        "the server's answer drops simulcast (no a=simulcast:recv, or the mid or rid extension refused): publishing the full layer alone"
+                    )
+                }
+            }
             // The current connection before it starts: its end (however soon) is seen as the current one's.
             let stale = state.withLock { s -> WebRTCPublisher? in
                 defer {
@@ -340,17 +379,27 @@ public final class WHIPOutput: EncodedOutput, Sendable {
                 return s.publisher
             }
             stale?.close()
+            // Simulcast: the server's PLI/FIR on a layer's SSRC asks that layer's encoder alone; its REMB goes to
+            // the full layer less what the smaller ones aim at (at least half of it).
+            let layerKeyFrame: (@Sendable (Int) -> Void)? =
+                layers.count > 1 ? { @Sendable layer in if layers.indices.contains(layer) { layers[layer].requestKeyFrame() } } : nil
+            let smaller = UInt64(reserve)
+            let fullLayerShare: @Sendable (UInt64) -> UInt64 = { bps in
+                layers.count > 1 ? max(bps / 2, bps > smaller ? bps - smaller : 0) : bps
+            }
             try publisher.start(
                 WebRTCPublisher.Handlers(
                     connected: { [weak self] in
                         clock.connectedAt.store(monotonicNanoseconds(), ordering: .releasing)
                         self?.state.withLock { $0.connections += 1 }
                         control?.requestKeyFrame()
+                        for layer in layers.dropFirst() { layer.requestKeyFrame() }
                         self?.logger.info("publishing", metadata: ["resource": "\(resource.absoluteString)"])
                     },
                     keyFrameRequest: { control?.requestKeyFrame() },
-                    bitrateEstimate: { follower?.update(bitsPerSecond: $0) },
-                    closed: { [weak self] reason in self?.closed(publisher, reason, clock) }))
+                    bitrateEstimate: { follower?.update(bitsPerSecond: fullLayerShare($0)) },
+                    closed: { [weak self] reason in self?.closed(publisher, reason, clock) }),
+                layerKeyFrameRequest: layerKeyFrame)
         } catch {
             state.withLock { s in
                 if s.publisher === publisher {
@@ -434,8 +483,21 @@ public final class WHIPOutput: EncodedOutput, Sendable {
 
     // EncodedOutput
 
-    /// True while connected (frames are encoded only then; the first after a pause is a key frame).
-    public var wantsFrames: Bool { state.withLock { $0.publisher }?.isConnected ?? false }
+    /// True while connected (frames are encoded only then; the first after a pause is a key frame); with
+    /// simulcast, while the full layer is sent.
+    public var wantsFrames: Bool {
+        guard !configuration.publisher.simulcastRIDs.isEmpty else { return state.withLock { $0.publisher }?.isConnected ?? false }
+        return layerWantsFrames(0)
+    }
+
+    /// Simulcast layer `layer` is sent: connected, and the answer took it.
+    func layerWantsFrames(_ layer: Int) -> Bool {
+        guard let p = state.withLock({ $0.publisher }), p.isConnected else { return false }
+        return p.sentLayers.contains(layer)
+    }
+
+    /// Sends one access unit of simulcast layer `layer`.
+    func write(_ frame: EncodedFrame, layer: Int) { state.withLock { $0.publisher }?.send(frame, layer: layer) }
     /// Always: the camera keeps running while the publisher reconnects.
     public var hasAudience: Bool { true }
     /// `write` may run on the encoder's thread.
@@ -483,12 +545,42 @@ public final class WHIPOutput: EncodedOutput, Sendable {
         let s = state.withLock { ($0.resource, $0.connections, $0.attempts, $0.lastEnd, $0.publisher?.statistics, $0.deleted) }
         var line = "\(s.1) connection\(s.1 == 1 ? "" : "s") (\(s.2) attempt\(s.2 == 1 ? "" : "s"))"
         if let r = s.0 { line += ", resource \(r.absoluteString)" }
-        if let st = s.4?.rtp {
+        if let st = s.4?.rtp { // the full layer's, with simulcast (each layer's follows)
             line += "; PLI/FIR \(st.keyFrameRequests), NACKs \(st.nacksReceived), retransmissions \(st.retransmissions)"
             if let e = st.rembBitrate { line += ", REMB \(e / 1000) kbps" }
+        }
+        if !configuration.publisher.simulcastRIDs.isEmpty, let publisher = state.withLock({ $0.publisher }), publisher.answer != nil {
+            let rids = configuration.publisher.simulcastRIDs
+            line +=
+                publisher.isSimulcast
+                ? "; simulcast "
+                    + publisher.sentLayers.map { l in
+                        let st = publisher.sender(layer: l)?.statistics
+                        return "\(rids[l]) \(st?.framesSent ?? 0) frames (PLI/FIR \(st?.keyFrameRequests ?? 0), NACKs \(st?.nacksReceived ?? 0))"
+                    }.joined(separator: ", ")
+                : "; simulcast refused by the server: the full layer alone"
         }
         if let e = s.3 { line += "; last end: \(e)" }
         if let d = s.5 { line += "; \(d)" }
         return [("whip", line)]
     }
+}
+
+/// Simulcast layer `layer` of a `WHIPOutput` (`WHIPOutput.layerOutputs(_:)`): its frames go to the server as that
+/// layer; the output itself carries the progress, the summary and the end.
+final class LayerOutput: EncodedOutput, Sendable {
+    let output: WHIPOutput
+    let layer: Int
+    init(output: WHIPOutput, layer: Int) {
+        self.output = output
+        self.layer = layer
+    }
+    var wantsFrames: Bool { output.layerWantsFrames(layer) }
+    var hasAudience: Bool { true }
+    var acceptsWritesFromEncoderThread: Bool { true }
+    func write(_ frame: EncodedFrame) throws { output.write(frame, layer: layer) }
+    func end() throws {}
+    func discard() {}
+    var progress: String? { nil }
+    var summary: [(String, String)] { [] }
 }

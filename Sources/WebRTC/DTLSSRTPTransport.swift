@@ -61,7 +61,8 @@ final class DTLSSRTPTransport: Sendable {
         var profile: SRTPProfile?
         var ice = ICECounters()
         var srtcpErrors = 0, dtlsDropped = 0
-        var waitingForKeyFrame = true
+        /// The senders (streams) that have sent their first key frame: each stream starts with one.
+        var keyFramed: [ObjectIdentifier] = []
         var skipped = 0
     }
     private let status: Mutex<Status>
@@ -86,6 +87,11 @@ final class DTLSSRTPTransport: Sendable {
         let connectSinceNs: Int64, connectTimeoutNs: Int64
         /// The close reason when DTLS is not up in time ("no DTLS connection within 10 s").
         let connectTimeoutReason: String
+        /// Further senders on the same transport (a publisher's other simulcast layers): each takes the RTCP (and
+        /// acts on what concerns its SSRCs), sends its reports and its BYE.
+        var layers: [RTPSender] = []
+        /// `sender` and `layers`.
+        var senders: [RTPSender] { [sender] + layers }
     }
 
     /// True the first time only: the caller then starts the transport (later `start`s do nothing).
@@ -157,13 +163,14 @@ final class DTLSSRTPTransport: Sendable {
     /// the first frame sent is a key frame.
     func send(_ frame: EncodedFrame, through sender: RTPSender) {
         guard srtp.isConnected else { return }
+        let id = ObjectIdentifier(sender)
         let ready = status.withLock { s -> Bool in
-            if s.waitingForKeyFrame {
+            if !s.keyFramed.contains(id) {
                 guard frame.isKeyFrame else {
                     s.skipped += 1
                     return false
                 }
-                s.waitingForKeyFrame = false
+                s.keyFramed.append(id)
             }
             return true
         }
@@ -224,7 +231,7 @@ final class DTLSSRTPTransport: Sendable {
                 return false
             }
         } else {
-            session.sender.sendSenderReportIfDue()
+            for sender in session.senders { sender.sendSenderReportIfDue() }
         }
         if let reason = session.ice.afterDTLS(now: now, link) {
             finish(reason)
@@ -237,7 +244,7 @@ final class DTLSSRTPTransport: Sendable {
     /// called with the reason.
     fileprivate func end(_ r: Running) {
         if srtp.isConnected {
-            r.session.sender.close() // a last sender report and a BYE
+            for sender in r.session.senders { sender.close() } // a last sender report and a BYE
             r.link.dtls.close() // close_notify
             r.link.flushDTLS()
         }
@@ -283,7 +290,9 @@ final class DTLSSRTPTransport: Sendable {
                 status.withLock { $0.srtcpErrors += 1 }
                 return
             }
+            // Each sender acts on the feedback about its own SSRCs (PLI, FIR, NACK, reports).
             session.sender.handleRTCP(UnsafeRawBufferPointer(rebasing: p[0..<n]))
+            for layer in session.layers { layer.handleRTCP(UnsafeRawBufferPointer(rebasing: p[0..<n])) }
         default:
             return
         }

@@ -43,6 +43,12 @@ public struct WebRTCAnswer: Sendable {
     public var rtxPayloadType: UInt8?
     /// Our video-orientation extension id, if the answer accepted it.
     public var videoOrientationExtensionID: UInt8?
+    /// The rids the answer receives (RFC 8853: `a=rid:ID recv` lines named in `a=simulcast:recv`, `~` paused ones
+    /// left out), in the answer's order; empty when it has no `a=simulcast` (it takes one stream).
+    public var simulcastRIDs: [String] = []
+    /// Our ids of the `sdes:mid`, `sdes:rtp-stream-id` and `sdes:repaired-rtp-stream-id` extensions, if the
+    /// answer accepted them.
+    public var midExtensionID: UInt8?, ridExtensionID: UInt8?, repairedRIDExtensionID: UInt8?
     /// The whole answer as parsed.
     public var description: SDPDescription
 
@@ -98,6 +104,22 @@ public struct WebRTCAnswer: Sendable {
         self.rtxPayloadType = rtxPayloadType.flatMap { m.payloadTypes.contains($0) ? $0 : nil }
         // The server receives our stream: an extmap it marks sendonly or inactive is not accepted.
         videoOrientationExtensionID = WebRTCOffer.extensionID(WebRTCOffer.videoOrientationURI, in: m)
+        midExtensionID = WebRTCOffer.extensionID(WebRTCPublisher.midURI, in: m)
+        ridExtensionID = WebRTCOffer.extensionID(WebRTCPublisher.ridURI, in: m)
+        repairedRIDExtensionID = WebRTCOffer.extensionID(WebRTCPublisher.repairedRIDURI, in: m)
+        // a=simulcast:recv f;h;q (alternatives after commas: the first is taken) and a=rid:f recv.
+        let receiving = Set(
+            m.values("rid").compactMap { v -> String? in
+                let f = v.split(separator: " ")
+                return f.count >= 2 && f[1].lowercased() == "recv" ? String(f[0]) : nil
+            })
+        if let simulcast = m.values("simulcast").first {
+            let f = simulcast.split(separator: " ")
+            if f.count >= 2, f[0].lowercased() == "recv" {
+                simulcastRIDs = f[1].split(separator: ";").compactMap { $0.split(separator: ",").first.map(String.init) }
+                    .filter { !$0.hasPrefix("~") && receiving.contains($0) }
+            }
+        }
         // a=candidate:foundation component transport priority address port typ type …
         var found: [ICECandidate] = []
         for c in m.values("candidate") + d.sessionAttributes.filter({ $0.0 == "candidate" }).map(\.1) {
@@ -149,15 +171,34 @@ public final class WebRTCPublisher: Sendable {
         public var consentTimeoutNs: Int64 = 30_000_000_000
         /// Seconds between consent checks once connected (RFC 7675: 5 s, ± 20 %).
         public var consentIntervalNs: Int64 = 5_000_000_000
-        /// PLI/FIR closer together than this are merged.
+        /// PLI/FIR closer together than this are merged (per layer).
         public var keyFrameRequestIntervalNs: Int64 = 300_000_000
+        /// Simulcast (RFC 8853): the layers' rids, the largest picture first (1…3 of them, each 1…3 letters,
+        /// digits, `-` or `_`), e.g. `["f", "h", "q"]` for full, half and quarter size; empty (the default) offers
+        /// one stream. The offer then has `a=rid:ID send` per layer, `a=simulcast:send f;h;q`, the `sdes:mid`,
+        /// `sdes:rtp-stream-id` and `sdes:repaired-rtp-stream-id` extensions (`simulcastExtensionIDs`), and no
+        /// SSRC lines: each layer has its own SSRC (and RTX SSRC) and every packet carries its rid, from which the
+        /// SFU learns the SSRCs. Janus takes the first rid as its highest substream (its default `rid_order`
+        /// "hml", Chromium's order), the last as substream 0.
+        public var simulcastRIDs: [String] = []
+        /// The ids offered for the mid, rid and repaired-rid extensions with `simulcastRIDs` (1…14, distinct, not
+        /// `videoOrientationExtensionID`).
+        public var simulcastExtensionIDs: (mid: UInt8, rid: UInt8, repairedRID: UInt8) = (4, 10, 11)
         /// The defaults.
         public init() {}
     }
 
+    /// The URI of the `sdes:mid` header extension (RFC 8843): the media section a packet belongs to.
+    public static let midURI = "urn:ietf:params:rtp-hdrext:sdes:mid"
+    /// The URI of the `sdes:rtp-stream-id` header extension (RFC 8852): a simulcast layer's rid.
+    public static let ridURI = "urn:ietf:params:rtp-hdrext:sdes:rtp-stream-id"
+    /// The URI of the `sdes:repaired-rtp-stream-id` header extension (RFC 8852): the rid an RTX packet repairs.
+    public static let repairedRIDURI = "urn:ietf:params:rtp-hdrext:sdes:repaired-rtp-stream-id"
+
     /// A snapshot of the connection, read with `statistics`.
     public struct Statistics: Sendable {
-        /// What the RTP sender counted (packets, NACKs, retransmissions, RTT, REMB…), once an answer was accepted.
+        /// What the RTP sender counted (packets, NACKs, retransmissions, RTT, REMB…), once an answer was accepted;
+        /// with simulcast the first layer's (each layer's: `sender(layer:)`).
         public var rtp: RTPSender.Statistics?
         /// "new", "checking", "dtls", "connected" or "closed".
         public var state: String
@@ -180,13 +221,17 @@ public final class WebRTCPublisher: Sendable {
     private let identity: DTLSIdentity
     private let localUfrag: String, localPassword: String
     private let transport: DTLSSRTPTransport
-    private let ssrc: UInt32, rtxSSRC: UInt32
-    /// Set by `accept(answer:)`.
-    private let negotiated = Mutex<(answer: WebRTCAnswer, sender: RTPSender)?>(nil)
+    /// Each offered layer's SSRC and RTX SSRC (one for a single stream), in the order of `simulcastRIDs`.
+    private let ssrcs: [(ssrc: UInt32, rtx: UInt32)]
+    /// Set by `accept(answer:)`: the answer and one sender per layer sent (the offered layers the answer
+    /// receives), with each sender's index among the offered layers.
+    private let negotiated = Mutex<(answer: WebRTCAnswer, senders: [(layer: Int, sender: RTPSender)], simulcast: Bool)?>(nil)
 
     /// Binds the socket and writes the offer. `server` (the WHIP endpoint's host, if an IP address) picks our
     /// candidate address: the one the system routes toward it. Throws `WebRTCError` when the socket cannot be made.
+    /// Throws (code `local`) for simulcast rids or extension ids that cannot be offered.
     public init(identity: DTLSIdentity, configuration c: Configuration = Configuration(), server: String? = nil) throws(WebRTCError) {
+        try WebRTCPublisher.check(c)
         configuration = c
         self.identity = identity
         localUfrag = iceToken(8).replacingOccurrences(of: "/", with: "x").replacingOccurrences(of: "+", with: "y")
@@ -194,20 +239,45 @@ public final class WebRTCPublisher: Sendable {
         let socket = try WebRTCPeer.bind(c.bindHost)
         transport = DTLSSRTPTransport(socket: socket, maxPacket: c.maxPayload + 64, state: .new, closeReason: "closed by the publisher")
         let port = Int((try? socket.localAddress())?.port ?? 0)
-        ssrc = .random(in: 1...UInt32.max)
-        rtxSSRC = .random(in: 1...UInt32.max)
+        var drawn: [(ssrc: UInt32, rtx: UInt32)] = []
+        var used = Set<UInt32>()
+        while drawn.count < max(1, c.simulcastRIDs.count) {
+            let a = UInt32.random(in: 1...UInt32.max), b = UInt32.random(in: 1...UInt32.max)
+            guard a != b, !used.contains(a), !used.contains(b) else { continue }
+            used.formUnion([a, b])
+            drawn.append((a, b))
+        }
+        ssrcs = drawn
         var hosts = c.candidateHosts
         if hosts.isEmpty {
             let routed = server.flatMap { SocketAddress(host: $0, port: 9) }.flatMap { UDPSocket.localAddress(toward: $0) }
             hosts = [routed?.hostText ?? "127.0.0.1"]
         }
         offer = WebRTCPublisher.offer(
-            c, ufrag: localUfrag, password: localPassword, fingerprint: identity.fingerprint, hosts: hosts, port: port, ssrc: ssrc, rtxSSRC: rtxSSRC)
+            c, ufrag: localUfrag, password: localPassword, fingerprint: identity.fingerprint, hosts: hosts, port: port, ssrc: drawn[0].ssrc,
+            rtxSSRC: drawn[0].rtx)
+    }
+
+    /// What a configuration must hold for its offer to be valid.
+    static func check(_ c: Configuration) throws(WebRTCError) {
+        guard !c.simulcastRIDs.isEmpty else { return }
+        guard c.simulcastRIDs.count <= 3, Set(c.simulcastRIDs).count == c.simulcastRIDs.count,
+            c.simulcastRIDs.allSatisfy({ RTPHeaderExtensionElement.sdes(id: 1, $0) != nil })
+        else {
+            throw WebRTCError(
+                "simulcast needs 1...3 distinct rids of 1...3 letters, digits, - or _; got \(c.simulcastRIDs)", code: .local)
+        }
+        let e = c.simulcastExtensionIDs
+        let ids = [e.mid, e.rid, e.repairedRID] + (c.videoOrientationExtensionID.map { [$0] } ?? [])
+        guard ids.allSatisfy({ (1...14).contains($0) }), Set(ids).count == ids.count else {
+            throw WebRTCError("the simulcast extension ids \(ids) must be distinct and 1...14", code: .local)
+        }
     }
 
     static func offer(
         _ c: Configuration, ufrag: String, password: String, fingerprint: String, hosts: [String], port: Int, ssrc: UInt32, rtxSSRC: UInt32
     ) -> String {
+        let simulcast = !c.simulcastRIDs.isEmpty
         let host = hosts.first ?? "127.0.0.1"
         let ip = host.contains(":") ? "IP6" : "IP4"
         let pt = c.payloadType
@@ -219,16 +289,25 @@ public final class WebRTCPublisher: Sendable {
             "a=ice-ufrag:\(ufrag)", "a=ice-pwd:\(password)", "a=fingerprint:sha-256 \(fingerprint)", "a=setup:actpass", "a=mid:0",
         ]
         if let id = c.videoOrientationExtensionID { l.append("a=extmap:\(id) \(WebRTCOffer.videoOrientationURI)") }
+        if simulcast {
+            let e = c.simulcastExtensionIDs
+            l += ["a=extmap:\(e.mid) \(midURI)", "a=extmap:\(e.rid) \(ridURI)", "a=extmap:\(e.repairedRID) \(repairedRIDURI)"]
+        }
         l += [
             "a=sendonly", "a=msid:camcap video", "a=rtcp-mux", "a=rtpmap:\(pt) H264/90000", "a=rtcp-fb:\(pt) nack", "a=rtcp-fb:\(pt) nack pli",
             "a=rtcp-fb:\(pt) ccm fir", "a=rtcp-fb:\(pt) goog-remb",
             "a=fmtp:\(pt) level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=\(c.profileLevelID)",
         ]
-        if let rtx = c.rtxPayloadType {
-            l += ["a=rtpmap:\(rtx) rtx/90000", "a=fmtp:\(rtx) apt=\(pt)", "a=ssrc-group:FID \(ssrc) \(rtxSSRC)"]
+        if let rtx = c.rtxPayloadType { l += ["a=rtpmap:\(rtx) rtx/90000", "a=fmtp:\(rtx) apt=\(pt)"] }
+        if simulcast {
+            // No SSRC lines (as Chromium's rid simulcast): the SFU maps each SSRC by the rid its packets carry.
+            l += c.simulcastRIDs.map { "a=rid:\($0) send" }
+            l.append("a=simulcast:send \(c.simulcastRIDs.joined(separator: ";"))")
+        } else {
+            if c.rtxPayloadType != nil { l.append("a=ssrc-group:FID \(ssrc) \(rtxSSRC)") }
+            l += ["a=ssrc:\(ssrc) cname:camcap", "a=ssrc:\(ssrc) msid:camcap video"]
+            if c.rtxPayloadType != nil { l += ["a=ssrc:\(rtxSSRC) cname:camcap", "a=ssrc:\(rtxSSRC) msid:camcap video"] }
         }
-        l += ["a=ssrc:\(ssrc) cname:camcap", "a=ssrc:\(ssrc) msid:camcap video"]
-        if c.rtxPayloadType != nil { l += ["a=ssrc:\(rtxSSRC) cname:camcap", "a=ssrc:\(rtxSSRC) msid:camcap video"] }
         for (k, h) in hosts.enumerated() {
             l.append("a=candidate:\(k + 1) 1 udp \(2_130_706_431 - UInt32(k)) \(h) \(port) typ host")
         }
@@ -240,22 +319,50 @@ public final class WebRTCPublisher: Sendable {
     /// offer. Call once, before `start`. Throws `WebRTCError` for an answer that cannot connect.
     public func accept(answer text: String) throws(WebRTCError) {
         let answer = try WebRTCAnswer(text, payloadType: configuration.payloadType, rtxPayloadType: configuration.rtxPayloadType)
-        var rc = RTPSender.Configuration(host: "server", port: 9)
-        rc.maxPayload = configuration.maxPayload
-        rc.payloadType = configuration.payloadType
-        rc.rtcpMux = true
-        rc.keyFrameRequestIntervalNs = configuration.keyFrameRequestIntervalNs
-        rc.cname = "camcap"
-        rc.rtxPayloadType = answer.rtxPayloadType
-        rc.videoOrientationExtensionID = answer.videoOrientationExtensionID
-        rc.ssrc = ssrc
-        rc.rtxSSRC = rtxSSRC
-        let sender: RTPSender
-        do throws(RTPError) { sender = try RTPSender(configuration: rc, transport: transport.srtp) } catch {
-            throw WebRTCError("cannot create the RTP sender: \(error)")
+        let (layers, simulcast) = WebRTCPublisher.layers(offered: configuration.simulcastRIDs, answer: answer)
+        var senders: [(Int, RTPSender)] = []
+        for layer in layers {
+            var rc = RTPSender.Configuration(host: "server", port: 9)
+            rc.maxPayload = configuration.maxPayload
+            rc.payloadType = configuration.payloadType
+            rc.rtcpMux = true
+            rc.keyFrameRequestIntervalNs = configuration.keyFrameRequestIntervalNs
+            rc.cname = "camcap"
+            rc.rtxPayloadType = answer.rtxPayloadType
+            rc.videoOrientationExtensionID = answer.videoOrientationExtensionID
+            rc.ssrc = ssrcs[layer].ssrc
+            rc.rtxSSRC = ssrcs[layer].rtx
+            if simulcast {
+                rc.midExtensionID = answer.midExtensionID
+                rc.mid = "0"
+                rc.ridExtensionID = answer.ridExtensionID
+                rc.rid = configuration.simulcastRIDs[layer]
+                rc.repairedRIDExtensionID = answer.repairedRIDExtensionID
+            }
+            do throws(RTPError) { senders.append((layer, try RTPSender(configuration: rc, transport: transport.srtp))) } catch {
+                throw WebRTCError("cannot create the RTP sender: \(error)")
+            }
         }
-        negotiated.withLock { $0 = (answer, sender) }
+        negotiated.withLock { $0 = (answer, senders, simulcast) }
     }
+
+    /// The offered layers (indices into `offered`) an answer takes: those it receives, in our order, when it has
+    /// simulcast and accepted the mid and rid extensions (without them an SFU cannot tell the layers apart);
+    /// else the first (the largest) alone.
+    static func layers(offered: [String], answer: WebRTCAnswer) -> (layers: [Int], simulcast: Bool) {
+        guard !offered.isEmpty, answer.midExtensionID != nil, answer.ridExtensionID != nil else { return ([0], false) }
+        let taken = offered.indices.filter { answer.simulcastRIDs.contains(offered[$0]) }
+        return taken.isEmpty ? ([0], false) : (taken, true)
+    }
+
+    /// The simulcast layers sent, as indices into `Configuration.simulcastRIDs` (largest first), once an answer was
+    /// accepted: every offered layer the answer receives. `[0]` when simulcast was not offered or the answer
+    /// dropped it (no `a=simulcast`, or the mid or rid extension refused): the largest layer alone, as one stream.
+    public var sentLayers: [Int] { negotiated.withLock { $0?.senders.map(\.layer) } ?? [] }
+
+    /// True when simulcast was offered and the answer took it: its layers (`sentLayers`, one or more) carry their
+    /// rids.
+    public var isSimulcast: Bool { negotiated.withLock { $0?.simulcast } ?? false }
 
     /// The answer accepted, if any.
     public var answer: WebRTCAnswer? { negotiated.withLock { $0?.answer } }
@@ -266,17 +373,29 @@ public final class WebRTCPublisher: Sendable {
 
     /// Starts ICE, DTLS and then media on the transport loop's thread (one for every peer and publisher); `handlers` are called from it. Throws when no
     /// answer was accepted. Call once.
-    public func start(_ handlers: Handlers = Handlers()) throws(WebRTCError) {
-        guard let (answer, sender) = negotiated.withLock({ $0 }) else { throw WebRTCError("start: no answer was accepted") }
+    ///
+    /// With simulcast, `layerKeyFrameRequest` is called with the layer (an index into
+    /// `Configuration.simulcastRIDs`) whose SSRC the server's PLI or FIR names, so only that layer's encoder makes a
+    /// key frame; without it, `handlers.keyFrameRequest` is called for every layer's. The server's REMB (one
+    /// estimate for all the layers) goes to `handlers.bitrateEstimate` once.
+    public func start(_ handlers: Handlers = Handlers(), layerKeyFrameRequest: (@Sendable (_ layer: Int) -> Void)? = nil) throws(WebRTCError) {
+        guard let (answer, senders, _) = negotiated.withLock({ $0 }), let sender = senders.first?.sender else {
+            throw WebRTCError("start: no answer was accepted")
+        }
         guard transport.claimStart() else { return }
         let dtls = try DTLSAssociation(identity: identity, peerFingerprint: answer.fingerprint, client: answer.weAreDTLSClient)
-        sender.setFeedbackHandlers(keyFrameRequest: handlers.keyFrameRequest, bitrateEstimate: handlers.bitrateEstimate)
+        for (k, (layer, s)) in senders.enumerated() {
+            var keyFrame = handlers.keyFrameRequest
+            if let request = layerKeyFrameRequest { keyFrame = { @Sendable in request(layer) } }
+            s.setFeedbackHandlers(keyFrameRequest: keyFrame, bitrateEstimate: k == 0 ? handlers.bitrateEstimate : nil)
+        }
         let c = configuration
         let ice = ControllingICEAgent(answer: answer, localUfrag: localUfrag, localPassword: localPassword, configuration: c)
         let handOver = SessionHandOver(
             session: .init(
                 dtls: dtls, ice: ice, sender: sender, handlers: handlers, remoteName: "server", connectSinceNs: ice.startedNs,
-                connectTimeoutNs: c.connectTimeoutNs, connectTimeoutReason: "no DTLS connection within \(c.connectTimeoutNs / 1_000_000_000) s"))
+                connectTimeoutNs: c.connectTimeoutNs, connectTimeoutReason: "no DTLS connection within \(c.connectTimeoutNs / 1_000_000_000) s",
+                layers: senders.dropFirst().map(\.sender)))
         transport.start { handOver }
     }
 
@@ -291,20 +410,24 @@ public final class WebRTCPublisher: Sendable {
 
     /// A snapshot of the counters; any thread.
     public var statistics: Statistics {
-        let rtp = negotiated.withLock { $0?.sender }?.statistics
+        let rtp = negotiated.withLock { $0?.senders.first?.sender }?.statistics
         let t = transport.snapshot
         return Statistics(
             rtp: rtp, state: t.state.rawValue, remote: t.remote, srtpProfile: t.profile?.name, checksSent: t.ice.checksSent,
             checksAnswered: t.ice.checksAnswered, checksReceived: t.ice.requestsAnswered)
     }
 
-    /// The sender (its SSRC and RTP clock), once an answer was accepted.
-    public var sender: RTPSender? { negotiated.withLock { $0?.sender } }
+    /// The sender (its SSRC and RTP clock), once an answer was accepted: the largest layer's with simulcast.
+    public var sender: RTPSender? { negotiated.withLock { $0?.senders.first?.sender } }
 
-    /// Sends one access unit (from the encoder's thread); nothing before the connection is up, and the first
-    /// frame sent is a key frame.
-    public func send(_ frame: EncodedFrame) {
-        guard let sender = negotiated.withLock({ $0?.sender }) else { return }
+    /// The sender of simulcast layer `layer` (an index into `Configuration.simulcastRIDs`), if it is sent.
+    public func sender(layer: Int) -> RTPSender? { negotiated.withLock { $0?.senders.first { $0.layer == layer }?.sender } }
+
+    /// Sends one access unit of `layer` (an index into `Configuration.simulcastRIDs`; 0 without simulcast) from the
+    /// encoder's thread; nothing before the connection is up, nothing for a layer not sent (`sentLayers`), and each
+    /// layer's first frame sent is a key frame.
+    public func send(_ frame: EncodedFrame, layer: Int = 0) {
+        guard let sender = sender(layer: layer) else { return }
         transport.send(frame, through: sender)
     }
 }

@@ -19,6 +19,8 @@ struct Publish: AsyncParsableCommand {
             of media); on exit it DELETEs its resource. The token goes to the endpoint's origin only (no redirect \
             elsewhere or to http, no DELETE on another origin); the answer is read up to 64 KiB.
               camcap publish -d /dev/video0 --whip http://127.0.0.1:7080/whip/endpoint/camera --token SECRET
+            --simulcast encodes up to 3 tiers (full, half, quarter size) and publishes them as simulcast layers (RFC 8853, \
+            rids f, h, q); the SFU gives each viewer a layer (Janus: substream 2, 1, 0).
             The token comes from --token-file, CAMCAP_WHIP_TOKEN or --token (visible in ps). Guide: docs/publish.md.
             """)
 
@@ -31,6 +33,11 @@ struct Publish: AsyncParsableCommand {
     @Option(help: .hidden) var consentTimeout: Double = 30 // tests: seconds without an answered consent check before publishing again
     @Flag(help: "Rotate the pixels of a rotated camera even when the server accepts the video-orientation extension.")
     var rotatePixels = false
+    @Flag(
+        help: ArgumentHelp(
+            "Simulcast (RFC 8853): encode up to 3 tiers (full, half and quarter size; fewer for small pictures, as WebRTC's table and serve --tiers) and publish each as a layer (rids f, h, q); the SFU gives each viewer the layer it asks for (Janus: configure substream 2, 1, 0). Every layer the server takes is encoded while connected. The camera's own H.264 stays one layer."
+        ))
+    var simulcast = false
 
     func validate() throws {
         try capture.validateCommon()
@@ -70,22 +77,48 @@ struct Publish: AsyncParsableCommand {
         whipConfiguration.publisher.consentTimeoutNs = Int64(consentTimeout * 1e9)
         whipConfiguration.publisher.consentIntervalNs = min(5_000_000_000, Int64(consentTimeout * 1e9) / 4)
         if rotatePixels { whipConfiguration.publisher.videoOrientationExtensionID = nil }
+        let plan = EncodeTier.plan(
+            for: FrameSize(width: settings.width, height: settings.height), maxCount: 3, targetBitrate: settings.targetBitrate,
+            maxBitrate: settings.effectiveMaxBitrate)
+        let layered = simulcast && !passthrough && plan.count > 1
+        if layered { whipConfiguration.publisher.simulcastRIDs = Array(["f", "h", "q"].prefix(plan.count)) }
         let output = try WHIPOutput(client: try WHIPClient(endpoint: whip, token: secret), configuration: whipConfiguration, logger: cliLogger)
         if passthrough {
             // The offer carries the camera's profile-level-id: it goes once the camera's first SPS is seen.
             let stage = PassthroughStage(outputs: [output])
             output.connect(stage, maxBitrate: settings.effectiveMaxBitrate)
             let announce = AnnounceStage(
-                line: "publishing to \(whip): passing the camera's own H.264 through (\(pipeline.selection)); the offer goes with its first SPS")
+                line: "publishing to \(whip): passing the camera's own H.264 through (\(pipeline.selection)); the offer goes with its first SPS"
+                    + (simulcast ? "; --simulcast: one layer (the camera's H.264 is not re-encoded into tiers)" : ""))
             try await pipeline.runCommand("publishing", quiet: capture.quiet, stages: [announce, stage], namedDevice: capture.device)
             return
         }
-        let encode = EncodeStage(settings: settings, keyIntervalSeconds: recipe.keyIntervalSeconds, outputs: [output])
         pipeline.sourceOptions = VideoSource.Options(applyRotation: true)
-        output.connect(encode, rotation: rotatePixels ? nil : pipeline.outputRequests)
+        let stage: any PictureStage
+        if layered {
+            // The layers' pictures are upright (one rotation for every tier), the extension not steered.
+            let tiered = TieredEncodeStage(
+                tiers: plan, settings: settings, keyIntervalSeconds: recipe.keyIntervalSeconds, outputs: output.layerOutputs(plan.count))
+            output.connect(tiered)
+            stage = tiered
+        } else {
+            let encode = EncodeStage(settings: settings, keyIntervalSeconds: recipe.keyIntervalSeconds, outputs: [output])
+            output.connect(encode, rotation: rotatePixels ? nil : pipeline.outputRequests)
+            stage = encode
+        }
         // The offer and answer before the camera starts: a wrong URL, token or server fails at once.
         try output.connect()
-        let announce = AnnounceStage(line: "publishing to \(output.resource?.absoluteString ?? whip)")
-        try await pipeline.runCommand("publishing", quiet: capture.quiet, stages: [announce, encode], namedDevice: capture.device)
+        var line = "publishing to \(output.resource?.absoluteString ?? whip)"
+        if layered {
+            let sent = output.publisher?.sentLayers ?? []
+            line +=
+                output.publisher?.isSimulcast == true
+                ? "; simulcast layers " + sent.map { "\(whipConfiguration.publisher.simulcastRIDs[$0]) \(plan[$0].size)" }.joined(separator: ", ")
+                : "; the server refused simulcast: the full layer alone (\(plan[0].size))"
+        } else if simulcast {
+            line += "; --simulcast: one layer (a \(settings.width)x\(settings.height) picture gets one tier, as WebRTC's table)"
+        }
+        let announce = AnnounceStage(line: line)
+        try await pipeline.runCommand("publishing", quiet: capture.quiet, stages: [announce, stage], namedDevice: capture.device)
     }
 }

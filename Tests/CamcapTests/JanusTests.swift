@@ -156,6 +156,66 @@ final class CamcapProcess {
         #expect(bad.code != 0 && bad.err.contains("answered 403") && bad.err.contains("token"), "\(bad.err)")
     }
 
+    /// `camcap publish --simulcast` (#39): three layers (1280x720, 640x360, 320x180, rids f, h, q) into Janus's
+    /// VideoRoom through simple-whip-server (which passes the offer's a=rid and a=simulcast on to the VideoRoom as it
+    /// is); two Chromium subscribers at once (janus.js), one asking for substream 2 and one for substream 0, each
+    /// decoding its frames at its layer's size; then the second switches to substream 1 and its picture grows.
+    @Test(.enabled(if: janusAvailable)) func simulcastLayersReachSubscribersAtTheSubstreamTheyAskFor() throws {
+        let janus = try JanusEnvironment(name: "simulcast")
+        let whip = try #require(janus.env["WHIP_URL"]), room = try #require(janus.env["ROOM"])
+        let tokenFile = work + "/whip-token-simulcast"
+        try (janus.env["WHIP_TOKEN"] ?? "").write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        let publisher = try CamcapProcess(
+            ["publish", "-d", "fixture:vivid", "-s", "1280x720", "--whip", whip, "--token-file", tokenFile, "--simulcast"],
+            name: "publish-simulcast", ready: "publishing fixture:vivid")
+        var stopped = false
+        defer { if !stopped { _ = publisher.stop() } }
+        try #require(
+            publisher.process.isRunning && publisher.err.contains("simulcast layers f 1280x720, h 640x360, q 320x180"), "\(publisher.err)")
+        // Two subscribers at the same time.
+        func viewer(_ name: String, _ args: [String]) throws -> (Process, String) {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+            p.arguments =
+                [repo + "/Scripts/janus-viewer.py", "--janus", janus.env["JANUS_HTTP"] ?? "", "--videoroom", room, "--timeout", "60"] + args
+            let out = work + "/janus-simulcast-\(name).out"
+            _ = FileManager.default.createFile(atPath: out, contents: nil)
+            p.standardOutput = FileHandle(forWritingAtPath: out)
+            p.standardError = FileHandle(forWritingAtPath: out + ".err")
+            try p.run()
+            return (p, out)
+        }
+        let (full, fullOut) = try viewer("full", ["--substream", "2", "--width", "1280", "--frames", "150"])
+        let (small, smallOut) = try viewer(
+            "small", ["--substream", "0", "--width", "320", "--frames", "100", "--switch-to", "1", "--switch-width", "640", "--switch-frames", "60"])
+        full.waitUntilExit()
+        small.waitUntilExit()
+        func report(_ path: String) throws -> [String: Any] {
+            let line = ServeProcess.read(path).split(separator: "\n").last.map(String.init) ?? ""
+            return try #require(
+                try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "\(line) \(ServeProcess.read(path + ".err").suffix(1500))"
+            )
+        }
+        let a = try report(fullOut), b = try report(smallOut)
+        #expect(a["ok"] as? Bool == true && b["ok"] as? Bool == true, "\(a) \(b)")
+        let aw = a["window"] as? [String: Any], bw = b["window"] as? [String: Any], bs = b["switched"] as? [String: Any]
+        func ratio(_ w: [String: Any]?) -> Double { Double(int(w, "framesDecoded")) / Double(max(1, int(w, "framesReceived"))) }
+        #expect(int(aw, "framesDecoded") >= 150 && ratio(aw) >= 0.95 && int(aw, "frameWidth") == 1280 && int(aw, "frameHeight") == 720, "\(a)")
+        #expect(int(bw, "framesDecoded") >= 100 && ratio(bw) >= 0.95 && int(bw, "frameWidth") == 320 && int(bw, "frameHeight") == 180, "\(b)")
+        #expect(int(bs, "framesDecoded") >= 60 && ratio(bs) >= 0.95 && int(bs, "frameWidth") == 640 && int(bs, "frameHeight") == 360, "\(b)")
+        #expect(
+            (aw?["sizes"] as? [String]) == ["1280x720"] && (bw?["sizes"] as? [String]) == ["320x180"],
+            "one size per window: \(aw ?? [:]) \(bw ?? [:])")
+        #expect(publisher.stop() == 0, "\(publisher.err.suffix(1500))")
+        stopped = true
+        let whipLine = publisher.out.split(separator: "\n").first { $0.hasPrefix("whip:") }.map(String.init) ?? ""
+        #expect(whipLine.contains("simulcast f ") && whipLine.contains(", h ") && whipLine.contains(", q "), "\(publisher.out)")
+        print(
+            "FIGURE janus simulcast: substream 2 decoded \(int(aw, "framesDecoded")) of \(int(aw, "framesReceived")) at 1280x720; substream 0 decoded "
+                + "\(int(bw, "framesDecoded")) of \(int(bw, "framesReceived")) at 320x180, then substream 1 after \(b["switchAfterS"] ?? "-") s: "
+                + "\(int(bs, "framesDecoded")) of \(int(bs, "framesReceived")) at 640x360; \(whipLine)")
+    }
+
     /// The server goes away (Janus and simple-whip-server stopped) and comes back at the same URL: the publisher
     /// notices (no answer to its consent checks), publishes again with backoff until the server answers, and a
     /// new subscriber decodes the camera again.

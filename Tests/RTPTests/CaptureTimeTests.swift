@@ -43,7 +43,7 @@ import H264
             firstPacketExtensions: (captureTime, playout)
         ) { single = Array($0) }
         let header = try #require(single.withUnsafeBytes { RTPHeader($0) })
-        #expect(header.payloadOffset == 12 + 24 && H264Packetizer.maxExtensionSize == 24 && header.payloadLength == 40)
+        #expect(header.payloadOffset == 12 + 24 && H264Packetizer.maxExtensionSize == 32 && header.payloadLength == 40)
         #expect(element(13, single) != nil && element(5, single) != nil && element(4, single) == [0, 7] && element(3, single) == [1])
         // Out of range: nothing.
         #expect(PlayoutDelay(minMs: 50, maxMs: 10) == nil && PlayoutDelay(minMs: -1, maxMs: 10) == nil && PlayoutDelay(minMs: 0, maxMs: 40960) == nil)
