@@ -39,7 +39,7 @@ PAGE = r"""<!doctype html><html><head><meta charset="utf-8"><title>Janus viewer<
 window.view = {state: "idle", error: null, log: [], events: []};
 function log(m) { window.view.log.push((performance.now() / 1000).toFixed(3) + " " + m); }
 
-window.viewStart = function (server, mode, room, feed, mountpoint) {
+window.viewStart = function (server, mode, room, feed, mountpoint, substream) {
   const v = window.view;
   Janus.init({debug: ["error"], dependencies: Janus.useDefaultDependencies(), callback: function () {
     if (!Janus.isWebrtcSupported()) { v.state = "failed"; v.error = "no WebRTC"; return; }
@@ -53,7 +53,10 @@ window.viewStart = function (server, mode, room, feed, mountpoint) {
           success: function (h) {
             v.handle = h; v.state = "attached";
             if (mode === "videoroom")
-              h.send({message: {request: "join", room: room, ptype: "subscriber", streams: [{feed: feed}]}});
+              // With a simulcast substream asked for from the join on, VideoRoom only ever moves toward it (it
+              // starts on the first key frame of any layer): no passing visit to a layer in between later.
+              h.send({message: {request: "join", room: room, ptype: "subscriber",
+                                streams: [substream === null ? {feed: feed} : {feed: feed, substream: substream}]}});
             else
               h.send({message: {request: "watch", id: mountpoint}});
           },
@@ -211,7 +214,7 @@ def main():
             return d.execute_async_script(
                 "const done = arguments[arguments.length - 1]; window.viewStats().then(done, e => done({error: String(e)}));")
 
-        d.execute_script("window.viewStart(...arguments);", a.janus, mode, a.videoroom, feed, a.streaming)
+        d.execute_script("window.viewStart(...arguments);", a.janus, mode, a.videoroom, feed, a.streaming, a.substream)
         deadline = time.time() + a.timeout
         s = stats()
         while (s.get("framesDecoded") or 0) == 0:

@@ -200,7 +200,7 @@ func makeCapturer() -> CameraVideoCapturer {
 extension CaptureSession {
     /// Runs the session as a command does: Ctrl-C stops it cleanly (a second one exits), the start line and
     /// the progress go to stderr (unless --quiet), the summary to stdout; a failure is thrown after the summary.
-    /// Runs the session with its start line, progress and summary. `serving` commands (serve, rtsp) produce no
+    /// Runs the session with its start line, progress and summary. `serving` commands (serve, rtsp, publish) produce no
     /// file: stopped by the user before the camera's first frame, they end cleanly with a note instead of
     /// "no frame was captured".
     func runCommand(_ verb: String, quiet: Bool, stages: [any PictureStage], namedDevice: String?, serving: Bool = false) async throws {

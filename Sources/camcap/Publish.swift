@@ -90,7 +90,7 @@ struct Publish: AsyncParsableCommand {
             let announce = AnnounceStage(
                 line: "publishing to \(whip): passing the camera's own H.264 through (\(pipeline.selection)); the offer goes with its first SPS"
                     + (simulcast ? "; --simulcast: one layer (the camera's H.264 is not re-encoded into tiers)" : ""))
-            try await pipeline.runCommand("publishing", quiet: capture.quiet, stages: [announce, stage], namedDevice: capture.device)
+            try await pipeline.runCommand("publishing", quiet: capture.quiet, stages: [announce, stage], namedDevice: capture.device, serving: true)
             return
         }
         pipeline.sourceOptions = VideoSource.Options(applyRotation: true)
@@ -119,6 +119,6 @@ struct Publish: AsyncParsableCommand {
             line += "; --simulcast: one layer (a \(settings.width)x\(settings.height) picture gets one tier, as WebRTC's table)"
         }
         let announce = AnnounceStage(line: line)
-        try await pipeline.runCommand("publishing", quiet: capture.quiet, stages: [announce, stage], namedDevice: capture.device)
+        try await pipeline.runCommand("publishing", quiet: capture.quiet, stages: [announce, stage], namedDevice: capture.device, serving: true)
     }
 }
