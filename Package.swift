@@ -197,7 +197,7 @@ let package = Package(
         .testTarget(
             name: "CapturePipelineTests",
             dependencies: [
-                "CapturePipeline", "VideoCapture", "VideoProcessing", "FixtureCameras", "H264", "TestSupport",
+                "CapturePipeline", "VideoCaptureCommons", "VideoCapture", "VideoProcessing", "FixtureCameras", "H264", "TestSupport",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
             ]),
         .testTarget(

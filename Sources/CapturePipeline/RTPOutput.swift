@@ -205,3 +205,22 @@ package final class InputDumpStage: PictureStage {
     package func discard() { y4m.discard() }
     package var summary: [(String, String)] { y4m.summary }
 }
+
+/// Keeps the SPS and PPS of the first key frame written: what an SDP's `sprop-parameter-sets` needs before a
+/// stream is sent (run one frame through an `EncodeStage` with this as its output).
+public final class ParameterSetCatcher: EncodedOutput {
+    /// The first key frame's SPS and PPS; nil until one was written.
+    public private(set) var parameterSets: (sps: [UInt8], pps: [UInt8])?
+    /// A catcher with nothing caught.
+    public init() {}
+    /// Keeps the parameter sets of the first key frame.
+    public func write(_ frame: EncodedFrame) throws {
+        if parameterSets == nil, frame.isKeyFrame { parameterSets = frame.parameterSets }
+    }
+    /// Nothing to finish.
+    public func end() throws {}
+    /// Nothing to remove.
+    public func discard() {}
+    /// Nothing to report.
+    public var summary: [(String, String)] { [] }
+}

@@ -1,0 +1,59 @@
+import Testing
+import CapturePipeline
+import WHEPServer
+
+/// The servers' configurations check their own ranges: the error names the setting, the value and the range.
+@Suite struct ConfigurationValidationTests {
+    @Test func limitsNameTheSettingAndRange() throws {
+        try ViewerHub.Limits().validate()
+        var limits = ViewerHub.Limits()
+        limits.maxPendingPerAddress = 0
+        #expect {
+            try limits.validate()
+        } throws: { error in
+            let e = error as? ServerError
+            return e?.code == .invalidConfiguration && e?.setting == "maxPendingPerAddress"
+                && e?.message == "maxPendingPerAddress must be 1...256, got 0"
+        }
+    }
+
+    @Test func policyTimeoutsAreInSeconds() throws {
+        var policy = try ServerPolicy(token: nil)
+        try policy.validate()
+        policy.requestTimeoutNs = 100_000_000
+        #expect {
+            try policy.validate()
+        } throws: { error in
+            (error as? ServerError)?.setting == "requestTimeoutNs"
+                && (error as? ServerError)?.message == "requestTimeoutNs must be 0.5...3600.0 seconds, got 0.1"
+        }
+        policy.requestTimeoutNs = .max // what nanoseconds(seconds: .infinity) gives
+        #expect(throws: ServerError.self) { try policy.validate() }
+        policy.requestTimeoutNs = 10_000_000_000
+        policy.maxConnectionsPerNetwork = 70_000
+        #expect {
+            try policy.validate()
+        } throws: { error in
+            (error as? ServerError)?.message == "maxConnectionsPerNetwork must be 1...65536, got 70000"
+        }
+    }
+
+    @Test func broadcastTiersAndTheEncoderRecipe() throws {
+        try WHEPBroadcast.Configuration().validate()
+        #expect {
+            try WHEPBroadcast.Configuration(tiers: 4).validate()
+        } throws: { error in
+            (error as? ServerError)?.setting == "tiers" && (error as? ServerError)?.message == "tiers must be 1...3, got 4"
+        }
+        #expect {
+            try WHEPBroadcast.Configuration(tiers: 2, adaptsToBandwidth: true).validate()
+        } throws: { error in
+            (error as? ServerError)?.setting == "adaptsToBandwidth"
+        }
+        #expect {
+            try WHEPBroadcast.Configuration(encoder: .init(bitrateKbps: 5)).validate()
+        } throws: { error in
+            (error as? PipelineError)?.setting == "bitrateKbps"
+        }
+    }
+}
