@@ -145,7 +145,7 @@ let package = Package(
             name: "camcap",
             dependencies: [
                 "CapturePipeline", "WHEPServer", "WHIPClient", "RTSPServer", "VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture",
-                "H264", "RTP",
+                "H264", "RTP", "VideoCaptureCommons",
                 "WebRTC", "SystemIO", // SystemIO: signal dispositions and exit (Scripts/check-syscalls.sh)
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Metrics", package: "swift-metrics"),

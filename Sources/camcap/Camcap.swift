@@ -83,23 +83,23 @@ struct Select: AsyncParsableCommand {
     )
     @Option(name: .shortAndLong, help: "Device: /dev/videoN, fixture:NAME or a fixture file.") var device: String
     @Option(name: .shortAndLong, help: "Target size.") var size: FrameSize
-    @Option(help: ArgumentHelp("Frame-rate limit: 30, 12.5, 29.97 (= 30000/1001) or 30000/1001.", valueName: "fps"), transform: RateLimit.parse)
-    var fpsLimit: RateLimit = RateLimit(Fraction(30))
+    @Option(help: ArgumentHelp("Frame-rate limit: 30, 12.5, 29.97 (= 30000/1001) or 30000/1001.", valueName: "fps"), transform: parseRateLimit)
+    var fpsLimit: Fraction = 30
     @Option(
         help: ArgumentHelp("Pixel formats wanted, preferred in this order (e.g. MJPG or YUYV,NV12).", valueName: "FOURCC[,FOURCC…]"),
-        transform: PixelFormatList.parse)
-    var pixelFormat: PixelFormatList?
+        transform: parsePixelFormats)
+    var pixelFormat: [PixelFormat]?
     @Flag(help: "Print exactly one JSON object: pixelFormat, width, height, fps.") var json = false
 
     func validate() throws {
-        try CLIRange.size(size, "--size")
+        try checkSize(size, "--size")
     }
 
     func run() async throws {
         let capturer = makeCapturer()
         do {
             let d = try capturer.device(device)
-            let sel = try capturer.selectFormat(for: d, targetSize: size, fpsLimit: fpsLimit.value, pixelFormats: pixelFormat?.formats ?? [])
+            let sel = try capturer.selectFormat(for: d, targetSize: size, fpsLimit: fpsLimit, pixelFormats: pixelFormat ?? [])
             if json {
                 print(
                     jsonObject([("pixelFormat", sel.pixelFormat.fourcc), ("width", sel.size.width), ("height", sel.size.height), ("fps", sel.fps)]))

@@ -24,9 +24,7 @@ struct Preview: AsyncParsableCommand {
     @Option(help: "Scale the output to this size (after rotation).") var scale: FrameSize?
 
     func validate() throws {
-        try capture.validateCommon()
-        try CLIRange.capture(capture)
-        try CLIRange.size(scale, "--scale")
+        try checkSize(scale, "--scale")
         guard VideoRotation(rawValue: rotate) != nil else { throw ValidationError("--rotate must be 0, 90, 180 or 270, got \(rotate)") }
         if let n = snapshotEvery, n <= 0 { throw ValidationError("--snapshot-every must be positive, got \(n)") }
         if let s = snapshot { do { _ = try SnapshotWriter.kind(forPath: s) } catch { throw ValidationError(error.description) } }
@@ -37,7 +35,7 @@ struct Preview: AsyncParsableCommand {
     }
 
     private func preview() async throws {
-        let pipeline = try CaptureSession(capture.configuration())
+        let pipeline = try capture.session()
         try refuseEncodedCamera(pipeline, "preview")
         var stages: [any PictureStage] = [CountStage()]
         if let y4m { stages.append(try Y4MStage(path: y4m)) }

@@ -7,6 +7,7 @@ import WebRTC
 import CapturePipeline
 import WHEPServer
 import WHIPClient
+import VideoCaptureCommons
 
 struct Publish: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -24,8 +25,7 @@ struct Publish: AsyncParsableCommand {
 
     @OptionGroup var capture: CaptureOptions
     @Option(help: "The WHIP endpoint URL (http:// or https://).") var whip: String
-    @Option(help: "The bearer token (visible to other users in ps; prefer --token-file or $CAMCAP_WHIP_TOKEN).") var token: String?
-    @Option(help: "Read the bearer token from this file.") var tokenFile: String?
+    @OptionGroup var auth: TokenOptions // default: $CAMCAP_WHIP_TOKEN
     @OptionGroup var encoding: RTPEncoderOptions
     @Option(help: "Seconds to wait for ICE and DTLS after the answer.") var connectTimeout: Double = 10
     @Option(help: .hidden) var consentTimeout: Double = 30 // tests: seconds without an answered consent check before publishing again
@@ -33,17 +33,19 @@ struct Publish: AsyncParsableCommand {
     var rotatePixels = false
 
     func validate() throws {
-        try capture.validateCommon()
-        try CLIRange.capture(capture)
-        try encoding.check(capture)
-        guard consentTimeout.isFinite, (1...3600).contains(consentTimeout) else {
-            throw ValidationError("--consent-timeout must be 1...3600 s, got \(consentTimeout)")
-        }
-        guard connectTimeout.isFinite, (1...120).contains(connectTimeout) else {
-            throw ValidationError("--connect-timeout must be 1...120 seconds, got \(connectTimeout)")
-        }
-        if token != nil && tokenFile != nil { throw ValidationError("give the token once: --token or --token-file") }
         do throws(WHIPError) { _ = try WHIPClient(endpoint: whip, token: nil) } catch { throw ValidationError("--whip: \(error)") }
+        try validating { try configuration.validate() }
+    }
+
+    /// The publisher's settings: payload budget, timeouts, consent checks, the orientation extension.
+    private var configuration: WHIPOutput.Configuration {
+        var c = WHIPOutput.Configuration()
+        c.publisher.maxPayload = encoding.mtu
+        c.publisher.connectTimeoutNs = nanoseconds(seconds: connectTimeout)
+        c.publisher.consentTimeoutNs = nanoseconds(seconds: consentTimeout)
+        c.publisher.consentIntervalNs = min(5_000_000_000, c.publisher.consentTimeoutNs / 4)
+        if rotatePixels { c.publisher.videoOrientationExtensionID = nil }
+        return c
     }
 
     func run() async throws {
@@ -51,33 +53,19 @@ struct Publish: AsyncParsableCommand {
     }
 
     private func publish() async throws {
-        var secret = token
-        if let tokenFile {
-            secret = try ServeSecurity.readSmallFile(tokenFile, what: "token file", limit: 4096).trimmingCharacters(in: .whitespacesAndNewlines)
-        } else if secret == nil {
-            secret = ProcessInfo.processInfo.environment["CAMCAP_WHIP_TOKEN"]
-        }
-        if let s = secret, s.isEmpty || s.utf8.count > 1024 || s.contains(where: { $0.isNewline || $0 == " " }) {
-            throw CLIError("the WHIP token must be 1...1024 characters without spaces or line breaks")
-        }
-        let pipeline = try CaptureSession(capture.configuration(untilStopped: true))
+        let secret = try WHIPClient.token(
+            given: auth.token, file: auth.tokenFile, fallback: ProcessInfo.processInfo.environment["CAMCAP_WHIP_TOKEN"])
+        let pipeline = try capture.session(untilStopped: true)
         let passthrough = pipeline.selection.pixelFormat == .h264 // the camera's own H.264 goes to the server as it is
         let recipe = encoding.recipe
         let settings = try recipe.settings(for: pipeline.selection)
-        var whipConfiguration = WHIPOutput.Configuration()
-        whipConfiguration.publisher.maxPayload = encoding.mtu
-        whipConfiguration.publisher.connectTimeoutNs = Int64(connectTimeout * 1e9)
-        whipConfiguration.publisher.consentTimeoutNs = Int64(consentTimeout * 1e9)
-        whipConfiguration.publisher.consentIntervalNs = min(5_000_000_000, Int64(consentTimeout * 1e9) / 4)
-        if rotatePixels { whipConfiguration.publisher.videoOrientationExtensionID = nil }
-        let output = try WHIPOutput(client: try WHIPClient(endpoint: whip, token: secret), configuration: whipConfiguration, logger: cliLogger)
+        let output = try WHIPOutput(client: try WHIPClient(endpoint: whip, token: secret), configuration: configuration, logger: cliLogger)
         if passthrough {
             // The offer carries the camera's profile-level-id: it goes once the camera's first SPS is seen.
             let stage = PassthroughStage(outputs: [output])
             output.connect(stage, maxBitrate: settings.effectiveMaxBitrate)
-            let announce = AnnounceStage(
-                line: "publishing to \(whip): passing the camera's own H.264 through (\(pipeline.selection)); the offer goes with its first SPS")
-            try await pipeline.runCommand("publishing", quiet: capture.quiet, stages: [announce, stage], namedDevice: capture.device)
+            let announce = "publishing to \(whip): passing the camera's own H.264 through (\(pipeline.selection)); the offer goes with its first SPS"
+            try await pipeline.runCommand("publishing", quiet: capture.quiet, stages: [stage], namedDevice: capture.device, announce: announce)
             return
         }
         let encode = EncodeStage(settings: settings, keyIntervalSeconds: recipe.keyIntervalSeconds, outputs: [output])
@@ -85,7 +73,7 @@ struct Publish: AsyncParsableCommand {
         output.connect(encode, rotation: rotatePixels ? nil : pipeline.outputRequests)
         // The offer and answer before the camera starts: a wrong URL, token or server fails at once.
         try output.connect()
-        let announce = AnnounceStage(line: "publishing to \(output.resource?.absoluteString ?? whip)")
-        try await pipeline.runCommand("publishing", quiet: capture.quiet, stages: [announce, encode], namedDevice: capture.device)
+        let announce = "publishing to \(output.resource?.absoluteString ?? whip)"
+        try await pipeline.runCommand("publishing", quiet: capture.quiet, stages: [encode], namedDevice: capture.device, announce: announce)
     }
 }

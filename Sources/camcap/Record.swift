@@ -52,15 +52,21 @@ struct Record: AsyncParsableCommand {
             valueName: "file")) var frameTrace: String?
 
     func validate() throws {
-        try capture.validateCommon()
-        try CLIRange.capture(capture)
         if keyint != nil && encoder.keyintSeconds != nil { throw ValidationError("give either --keyint or --keyint-seconds, not both") }
-        try CLIRange.count(snapshotEvery, "--snapshot-every")
+        if let n = snapshotEvery, !(1...100_000_000).contains(n) { throw ValidationError("--snapshot-every must be 1...100000000, got \(n)") }
         if let adapt { do { _ = try AdaptSchedule(parsing: adapt) } catch { throw ValidationError(error.message) } }
         let recording = try recording(frameRate: nil)
         do { try recording.validate() } catch { throw ValidationError(error.message) }
         // The encoder's limits (OpenH264's), checked before the output or the camera is touched.
-        try encoder.check(capture, keyint: keyint, threads: threads, maxNalSize: maxNalSize)
+        try validating { try recipe.validate(frameRate: capture.fpsLimit.doubleValue) }
+    }
+
+    /// The encoder recipe: `--bitrate`, `--max-bitrate`, `--keyint-seconds` or `--keyint`, slices, threads.
+    private var recipe: EncodeStage.Configuration {
+        var recipe = encoder.recipe(sliceMode: maxNalSize.map { .maxNALSize($0) } ?? .single)
+        if let keyint { recipe.keyFrameInterval = .frames(keyint) }
+        (recipe.threads, recipe.frameSkipping) = (threads, frameSkipping)
+        return recipe
     }
 
     /// The recording the options describe (validated by `validate()`).
@@ -84,12 +90,10 @@ struct Record: AsyncParsableCommand {
 
     private func record() async throws {
         // Everything is checked before the camera starts: device, negotiation, encoder settings, outputs.
-        let pipeline = try CaptureSession(capture.configuration())
+        let pipeline = try capture.session()
         if pipeline.selection.pixelFormat == .h264 { return try await passThrough(pipeline) }
         if applyRotation { pipeline.sourceOptions.applyRotation = true }
-        var recipe = encoder.recipe(sliceMode: maxNalSize.map { .maxNALSize($0) } ?? .single)
-        if let keyint { recipe.keyFrameInterval = .frames(keyint) }
-        (recipe.threads, recipe.frameSkipping) = (threads, frameSkipping)
+        let recipe = self.recipe
         let settings = try recipe.settings(for: pipeline.selection)
         var stages: [any PictureStage] = []
         let file = try RecordingOutput(recording(frameRate: pipeline.selection.fps))

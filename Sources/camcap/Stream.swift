@@ -52,23 +52,16 @@ struct Stream: AsyncParsableCommand {
     var rtcpFrom: [String] = []
 
     func validate() throws {
-        try capture.validateCommon()
-        try CLIRange.capture(capture)
         guard let _ = StreamTarget(to) else {
             throw ValidationError("--to must be HOST:PORT with an IPv4/IPv6 address and a port 1...65534, got \"\(to.prefix(80))\"")
         }
-        try encoding.check(capture)
         guard dropRate.isFinite, (0...1).contains(dropRate) else { throw ValidationError("--drop-rate must be 0...1, got \(dropRate)") }
-        if let rtx {
-            guard (96...127).contains(rtx) && rtx != 96 else { throw ValidationError("--rtx must be a dynamic payload type 97...127, got \(rtx)") }
-        }
+        if let rtx, !(97...127).contains(rtx) { throw ValidationError("--rtx must be a dynamic payload type 97...127, got \(rtx)") }
         guard (0...65535).contains(rtcpPort) else { throw ValidationError("--rtcp-port must be 0...65535, got \(rtcpPort)") }
         if sdpOnly && sdp == nil { throw ValidationError("--sdp-only needs --sdp PATH") }
         if ssrc == 0 { throw ValidationError("--ssrc must be 1...4294967295") }
-        for a in rtcpFrom {
-            guard isIPAddress(a) || StreamTarget(a) != nil else {
-                throw ValidationError("--rtcp-from must be an IP address or ADDRESS:PORT, got \"\(a.prefix(64))\"")
-            }
+        for a in rtcpFrom where !isIPAddress(a) && StreamTarget(a) == nil {
+            throw ValidationError("--rtcp-from must be an IP address or ADDRESS:PORT, got \"\(a.prefix(64))\"")
         }
     }
 
@@ -84,12 +77,8 @@ struct Stream: AsyncParsableCommand {
         if let sdp, !sdpOnly {
             do { sdpFile = try OutputFile(path: sdp) } catch { throw CLIError("--sdp: \(error)") }
         }
-        var configuration = capture.configuration()
-        if sdpOnly { // one frame: its SPS/PPS (with the camera's colour description) are the stream's
-            configuration.frames = 1
-            configuration.durationNs = nil
-        }
-        let pipeline = try CaptureSession(configuration)
+        // --sdp-only: one frame, whose SPS/PPS (with the camera's colour description) are the stream's.
+        let pipeline = try capture.session(frames: sdpOnly ? 1 : nil)
         let passThrough = pipeline.selection.pixelFormat == .h264
         if passThrough && (sdpOnly || adaptToBandwidth) {
             throw ValidationError(
@@ -139,15 +128,4 @@ struct Stream: AsyncParsableCommand {
         encode.usesEncoderThread = capture.fast
         try await pipeline.runCommand("streaming", quiet: capture.quiet, stages: [encode], namedDevice: capture.device)
     }
-}
-
-/// Keeps the SPS and PPS of the first key frame (`stream --sdp-only`).
-final class ParameterSetCatcher: EncodedOutput {
-    private(set) var parameterSets: (sps: [UInt8], pps: [UInt8])?
-    func write(_ frame: EncodedFrame) throws {
-        if parameterSets == nil, frame.isKeyFrame { parameterSets = frame.parameterSets }
-    }
-    func end() throws {}
-    func discard() {}
-    var summary: [(String, String)] { [] }
 }
