@@ -145,7 +145,7 @@ let package = Package(
             name: "camcap",
             dependencies: [
                 "CapturePipeline", "WHEPServer", "WHIPClient", "RTSPServer", "VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture",
-                "H264", "RTP", "VideoCaptureCommons",
+                "H264", "RTP",
                 "WebRTC", "SystemIO", // SystemIO: signal dispositions and exit (Scripts/check-syscalls.sh)
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -197,7 +197,7 @@ let package = Package(
         .testTarget(
             name: "CapturePipelineTests",
             dependencies: [
-                "CapturePipeline", "VideoCaptureCommons", "VideoCapture", "VideoProcessing", "FixtureCameras", "H264", "TestSupport",
+                "CapturePipeline", "VideoCapture", "VideoProcessing", "FixtureCameras", "H264", "TestSupport",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
             ]),
         .testTarget(

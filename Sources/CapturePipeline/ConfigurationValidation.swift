@@ -1,4 +1,3 @@
-public import VideoCaptureCommons
 import Foundation
 public import VideoCapture
 import H264

@@ -9,7 +9,6 @@ import CapturePipeline
 import V4L2Capture
 import FixtureCameras
 import H264
-import VideoCaptureCommons
 
 /// Options shared by every capturing command.
 struct CaptureOptions: ParsableArguments {
@@ -176,7 +175,8 @@ extension CaptureSession {
     func runCommand(
         _ verb: String, quiet: Bool, stages: [any PictureStage], namedDevice: String?, announce: String? = nil, serving: Bool = false
     ) async throws {
-        let stopSignal = StopSignal(onStop: stopAction)
+        // Ctrl-C or SIGTERM: the first finishes cleanly, a second exits at once (130).
+        let stopSignal = StopSignal(onStop: stopAction) { ProcessExit.now(130) }
         defer { withExtendedLifetime(stopSignal) {} }
         let tty = FileDescriptor.standardError.isTerminal
         onStarted = { s in
@@ -204,28 +204,3 @@ extension CaptureSession {
         }
     }
 }
-
-/// Stops on SIGINT/SIGTERM: the first signal asks the session to finish cleanly, a second one exits at once
-/// (130). Installed before the camera starts (SystemIO's SignalWatch: a handler, so no signal is lost to the
-/// moment it arrives in).
-final class StopSignal: Sendable {
-    private let watch: SignalWatch?
-    private let count: SignalCount
-    /// Whether a stop signal has arrived.
-    var received: Bool { count.value.withLock { $0 > 0 } }
-    init(onStop: @escaping @Sendable () -> Void) {
-        let count = SignalCount()
-        self.count = count
-        watch = try? SignalWatch([SIGINT, SIGTERM]) { _ in
-            let n = count.value.withLock { c -> Int in
-                c += 1
-                return c
-            }
-            if n > 1 { ProcessExit.now(130) }
-            onStop()
-        }
-    }
-    deinit { watch?.cancel() }
-}
-
-final class SignalCount: Sendable { let value = Mutex(0) }

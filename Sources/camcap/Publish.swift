@@ -7,7 +7,6 @@ import WebRTC
 import CapturePipeline
 import WHEPServer
 import WHIPClient
-import VideoCaptureCommons
 
 struct Publish: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -6,7 +6,6 @@ import H264
 import CapturePipeline
 import RTSPServer
 import WHEPServer
-import VideoCaptureCommons
 
 struct RTSP: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

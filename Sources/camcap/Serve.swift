@@ -11,7 +11,6 @@ import CapturePipeline
 import WHEPServer
 import Metrics
 import Prometheus
-import VideoCaptureCommons
 
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -145,9 +144,7 @@ struct Serve: AsyncParsableCommand {
         // auto: low-latency rendering while the link is clear, the browser's own jitter buffer while it is not.
         peer.playoutDelay = playoutDelay == "auto" ? .lowLatency : PlayoutDelay(parsing: playoutDelay) // nil for "off"
         peer.congestedPlayoutDelay = playoutDelay == "auto" ? .receiverDefault : nil
-        let (bitrate, maxBitrate) = (encoding.encoder.bitrate, encoding.encoder.maxBitrate)
-        peer.sendSideEstimation = SendSideBandwidthEstimator.Configuration(
-            minBitrate: 50_000, maxBitrate: (maxBitrate ?? bitrate * 3 / 2) * 1000, startBitrate: min(bitrate, 1000) * 1000)
+        peer.sendSideEstimation = broadcast.sendSideEstimation
         return peer
     }
 

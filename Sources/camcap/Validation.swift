@@ -1,6 +1,6 @@
 import ArgumentParser
 import Foundation
-import VideoCaptureCommons
+import VideoCapture
 
 /// The options that set library settings whose names differ from the option's; any other setting is its option
 /// in kebab case, without a nanosecond suffix ("maxViewers" → --max-viewers, "requestTimeoutNs" → --request-timeout).

@@ -1,6 +1,5 @@
 import Testing
 import VideoCapture
-import VideoCaptureCommons
 import CapturePipeline
 
 /// The session's and the encoder recipe's `validate()`: the error names the setting, the value and the range.
