@@ -40,8 +40,7 @@ struct RTSP: AsyncParsableCommand {
             """)
 
     @OptionGroup var capture: CaptureOptions
-    @Option(help: "RTSP address: HOST:PORT (port 0 picks a free one; the URL is printed). UDP media uses a port pair on HOST.")
-    var listen = "127.0.0.1:8554"
+    @OptionGroup var server: ServerOptions // RTSP on --listen; UDP media on a port pair of its host
     @Option(help: "The stream's path in the URL.") var path = "/camera"
     @Option(help: "The server's UDP RTP port (RTCP on the next one); 0 picks a free even/odd pair.") var udpPort = 0
     @OptionGroup var encoding: RTPEncoderOptions
@@ -53,26 +52,18 @@ struct RTSP: AsyncParsableCommand {
     @Option(help: "The authentication realm clients show.") var realm = "camcap"
     @Option(help: "Seconds a UDP session lives without a request or RTCP from its client.") var sessionTimeout: Double = 60
     @Option(help: "Seconds a session has from its SETUP to PLAY before it ends.") var setupTimeout: Double = 6
-    @Option(help: "Seconds a connection has to complete a request once it has begun.") var requestTimeout: Double = 10
     @Option(help: "Seconds a connection without a session may stay without a request.") var idleTimeout: Double = 60
     @Option(help: "Sessions (clients) at once.") var maxClients = 16
     @Option(help: "Sessions per client address.") var maxClientsPerAddress = 8
-    @Option(help: "RTSP connections at once.") var maxConnections = 64
-    @Option(help: "RTSP connections per client address.") var maxConnectionsPerAddress = 16
     @Option(help: "Bytes one request may have (request line, headers and body); larger ones get 413 and the connection is closed.")
     var maxRequestBytes = 16_384
-    @Option(
-        help: ArgumentHelp(
-            "Release the camera after this many seconds without clients (its light goes off); the next client starts it again. 0 keeps it running.",
-            valueName: "seconds"))
-    var idleRelease: Double = 30
     @Option(help: "Also record what is served to this file (fragmented MP4 for .mp4, else Annex-B H.264); the camera then runs without clients too.")
     var output: String?
     @Option(help: .hidden) var nonceLifetime: Double = 300 // tests: seconds a Digest nonce is valid
     @Option(help: .hidden) var slowClientTimeout: Double = 10 // tests: seconds of dropped frames before a TCP client is cut off
 
     func validate() throws {
-        guard let address = ListenAddress(listen) else { throw ValidationError(listenRule(listen)) }
+        guard let address = ListenAddress(listen) else { return } // refused by ServerOptions
         if user == nil && passwordFile != nil { throw ValidationError("--password-file needs --user") }
         if noAuth && user != nil { throw ValidationError("--no-auth cannot go with --user") }
         if !ServeSecurity.isLoopback(address.host), user == nil, !noAuth {
@@ -80,7 +71,7 @@ struct RTSP: AsyncParsableCommand {
                 "--listen \(listen) is off loopback: give --user (Digest authentication) or --no-auth (anyone who can reach it can watch)")
         }
         try validating {
-            try capture.configuration(untilStopped: true, idleRelease: idleRelease).validate()
+            try capture.configuration(untilStopped: true, idleRelease: server.idleRelease).validate()
             try hubConfiguration(host: address.host).validate()
             try DigestAuthenticator.validate(user: user, realm: realm, nonceLifetimeNs: nanoseconds(seconds: nonceLifetime))
         }
@@ -90,6 +81,9 @@ struct RTSP: AsyncParsableCommand {
         do { try await serve() } catch { fail(error) }
     }
 
+    /// `--listen`, else 127.0.0.1:8554.
+    private var listen: String { server.listen ?? "127.0.0.1:8554" }
+
     /// The hub's settings as given (`serve()` keeps the connections within the descriptor limit and adds the
     /// authenticator).
     private func hubConfiguration(host: String) -> RTSPHub.Configuration {
@@ -97,11 +91,10 @@ struct RTSP: AsyncParsableCommand {
         (c.path, c.udpHost, c.udpPort, c.maxPayload) = (path, host, udpPort, encoding.mtu)
         c.sessionTimeoutNs = nanoseconds(seconds: sessionTimeout)
         c.setupTimeoutNs = nanoseconds(seconds: setupTimeout)
-        c.requestTimeoutNs = nanoseconds(seconds: requestTimeout)
         c.idleTimeoutNs = nanoseconds(seconds: idleTimeout)
         c.slowClientTimeoutNs = nanoseconds(seconds: slowClientTimeout)
         (c.maxSessions, c.maxSessionsPerAddress) = (maxClients, maxClientsPerAddress)
-        (c.maxConnections, c.maxConnectionsPerAddress) = (maxConnections, maxConnectionsPerAddress)
+        server.apply(requestTimeoutNs: &c.requestTimeoutNs, maxConnections: &c.maxConnections, maxConnectionsPerAddress: &c.maxConnectionsPerAddress)
         c.parserLimits.maxRequestBytes = maxRequestBytes
         c.parserLimits.maxLineLength = min(c.parserLimits.maxLineLength, maxRequestBytes)
         return c
@@ -116,7 +109,7 @@ struct RTSP: AsyncParsableCommand {
         if user != nil && password == nil {
             throw CLIError("--user needs a password: --password-file FILE or the environment variable CAMCAP_RTSP_PASSWORD")
         }
-        let pipeline = try capture.session(untilStopped: true, idleRelease: idleRelease)
+        let pipeline = try capture.session(untilStopped: true, idleRelease: server.idleRelease)
         let recipe = encoding.recipe
         let settings = try recipe.settings(for: pipeline.selection), keySeconds = recipe.keyIntervalSeconds
         // The SDP needs SPS/PPS before the first frame (the encoder rests until a client plays): an encoder with
@@ -127,7 +120,7 @@ struct RTSP: AsyncParsableCommand {
             for: EncodeStage.settings(settings, keyIntervalSeconds: keySeconds, for: pipeline.selection.planned))
 
         var c = hubConfiguration(host: address.host)
-        c.maxConnections = min(maxConnections, ServeSecurity.connectionsWithinDescriptorLimit(viewers: maxClients))
+        c.maxConnections = min(c.maxConnections, ServeSecurity.connectionsWithinDescriptorLimit(viewers: maxClients))
         if let user, let password {
             c.authenticator = DigestAuthenticator(user: user, password: password, realm: realm, nonceLifetimeNs: nanoseconds(seconds: nonceLifetime))
         }

@@ -36,8 +36,7 @@ struct Serve: AsyncParsableCommand {
             """)
 
     @OptionGroup var capture: CaptureOptions
-    @Option(help: "HTTP address: HOST:PORT (port 0 picks a free one; the URL is printed). Media uses one UDP port per viewer on HOST.")
-    var listen = "127.0.0.1:8080"
+    @OptionGroup var server: ServerOptions // HTTP on --listen; one UDP port per viewer
     @OptionGroup var encoding: RTPEncoderOptions
     @Option(help: "Drop this fraction of outgoing RTP packets (0...1; a loss test for NACK and PLI).") var dropRate: Double = 0
     @Option(help: "The address put in the answer's candidate (default: the listen address; for 0.0.0.0 every interface's IPv4 address).")
@@ -85,26 +84,16 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "HTTPS: the private key (PEM).") var tlsKey: String?
     @Flag(help: "HTTPS with a self-signed certificate made at start for the server's names; its fingerprints are printed.")
     var tlsSelfSigned = false
-    @Option(help: "Seconds a connection has to send a complete request (from opening, or from the previous response).")
-    var requestTimeout: Double = 10
-    @Option(help: "Open HTTP connections at most (also kept below the descriptor limit).") var maxConnections = 256
-    @Option(help: "Open HTTP connections per client address at most.") var maxConnectionsPerAddress = 32
     @Option(help: "Open HTTP connections per client network (IPv4 /24, IPv6 /64) at most.") var maxConnectionsPerNetwork = 128
     @Option(help: "Connected viewers at most.") var maxViewers = 16
     @Option(help: "Viewers still connecting (ICE and DTLS not done) at most.") var maxPending = 8
     @Option(help: "Viewers (connected or connecting) per client address at most.") var maxViewersPerAddress = 8
     @Option(help: "Viewers still connecting per client address at most.") var maxPendingPerAddress = 2
     @Option(help: "Seconds a viewer has to finish ICE and DTLS after its offer; then its slot is freed.") var connectTimeout: Double = 8
-    @Option(
-        help: ArgumentHelp(
-            "Release the camera after this many seconds without viewers (its light goes off); the next viewer starts it again. 0 keeps it running.",
-            valueName: "seconds"))
-    var idleRelease: Double = 30
     @Option(help: .hidden) var consentTimeout: Double = 30 // tests: seconds without a STUN check before a viewer is dropped
     @Option(help: .hidden) var dumpInput: String? // tests: the encoder's input as Y4M, capture times in PATH.timestamps
 
     func validate() throws {
-        guard ListenAddress(listen) != nil else { throw ValidationError(listenRule(listen)) }
         guard ["remb", "transport-cc"].contains(congestionControl) else {
             throw ValidationError("--congestion-control must be remb or transport-cc, got \"\(congestionControl.prefix(20))\"")
         }
@@ -125,7 +114,7 @@ struct Serve: AsyncParsableCommand {
         if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("HTTPS needs both --tls-cert and --tls-key") }
         if tlsSelfSigned && tlsCert != nil { throw ValidationError("--tls-self-signed cannot go with --tls-cert/--tls-key") }
         try validating {
-            try capture.configuration(untilStopped: true, idleRelease: idleRelease).validate()
+            try capture.configuration(untilStopped: true, idleRelease: server.idleRelease).validate()
             try peer(hosts: []).validate()
             try limits.validate()
             try policy(token: nil, names: []).validate()
@@ -135,7 +124,7 @@ struct Serve: AsyncParsableCommand {
 
     /// The peers' configuration: addresses, loss test, timeouts, extensions, playout delay, the send-side estimate.
     private func peer(hosts: [String]) -> WebRTCPeer.Configuration {
-        var peer = WebRTCPeer.Configuration(bindHost: ListenAddress(listen)?.host ?? "", candidateHosts: hosts)
+        var peer = WebRTCPeer.Configuration(bindHost: address?.host ?? "", candidateHosts: hosts)
         (peer.maxPayload, peer.dropRate, peer.pacingFactor) = (encoding.mtu, dropRate, pacing)
         peer.consentTimeoutNs = nanoseconds(seconds: consentTimeout)
         peer.connectTimeoutNs = nanoseconds(seconds: connectTimeout)
@@ -162,8 +151,9 @@ struct Serve: AsyncParsableCommand {
     private func policy(token: String?, names: Set<String>) throws -> ServerPolicy {
         var policy = try ServerPolicy(token: token, allowedOrigins: Set(allowOrigin.compactMap(ServeSecurity.origin)), hostNames: names)
         (policy.realm, policy.tokenHint) = ("camcap", "the token is in the URL camcap serve printed")
-        policy.requestTimeoutNs = nanoseconds(seconds: requestTimeout)
-        (policy.maxConnections, policy.maxConnectionsPerAddress) = (maxConnections, maxConnectionsPerAddress)
+        server.apply(
+            requestTimeoutNs: &policy.requestTimeoutNs, maxConnections: &policy.maxConnections,
+            maxConnectionsPerAddress: &policy.maxConnectionsPerAddress)
         policy.maxConnectionsPerNetwork = maxConnectionsPerNetwork
         return policy
     }
@@ -172,8 +162,11 @@ struct Serve: AsyncParsableCommand {
         do { try await serve() } catch { fail(error) }
     }
 
+    /// `--listen`, else 127.0.0.1:8080.
+    private var address: ListenAddress? { ListenAddress(server.listen ?? "127.0.0.1:8080") }
+
     private func serve() async throws {
-        let address = ListenAddress(listen)!
+        let address = self.address!
         // Everything read from files (token, certificate) is read before the camera starts: a bad path fails at once.
         let (token, tokenSource) = try ServeSecurity.token(
             noAuth: noAuth, given: auth.token, file: auth.tokenFile, environment: ProcessInfo.processInfo.environment)
@@ -184,7 +177,7 @@ struct Serve: AsyncParsableCommand {
             Duration.microseconds($0)
         }
         MetricsSystem.bootstrap(factory)
-        let pipeline = try capture.session(untilStopped: true, idleRelease: idleRelease)
+        let pipeline = try capture.session(untilStopped: true, idleRelease: server.idleRelease)
         let identity: DTLSIdentity
         let profiles: [SRTPProfile] = srtp == "gcm" ? [.aeadAes128Gcm] : srtp == "cm" ? [.aes128CmSha1_80] : [.aeadAes128Gcm, .aes128CmSha1_80]
         do { identity = try DTLSIdentity(profiles: profiles) } catch { throw CLIError("cannot create the DTLS certificate: \(error)") }
@@ -197,6 +190,7 @@ struct Serve: AsyncParsableCommand {
         let names = ServeSecurity.hostNames(
             listening: address.host, isWildcard: address.isWildcard, candidates: hosts, interfaces: interfaces, extra: allowHost)
         var policy = try self.policy(token: token, names: names)
+        let maxConnections = policy.maxConnections
         policy.maxConnections = min(maxConnections, ServeSecurity.connectionsWithinDescriptorLimit(viewers: maxViewers + maxPending))
         var tls: (NIOSSLContext, String)?
         if let tlsCert, let tlsKey {
@@ -207,8 +201,8 @@ struct Serve: AsyncParsableCommand {
         policy.tls = tls != nil
         // The HTTP server is up before the camera starts: a busy port fails at once, with nothing captured.
         let endpoint = WHEPEndpoint(hub: hub, policy: policy, metrics: { registry.emitToString() })
-        let server = try await HTTPServer.start(host: address.host, port: address.port, endpoint: endpoint, tls: tls?.0)
-        let base = "\(tls == nil ? "http" : "https")://\(address.urlHost(hosts)):\(server.port)/"
+        let http = try await HTTPServer.start(host: address.host, port: address.port, endpoint: endpoint, tls: tls?.0)
+        let base = "\(tls == nil ? "http" : "https")://\(address.urlHost(hosts)):\(http.port)/"
         // The URL is printed once the camera runs (a busy camera fails before anyone is invited). The token rides
         // in the fragment: the page reads it, the browser never sends it in a request line or a Referer.
         var lines = [
@@ -231,10 +225,10 @@ struct Serve: AsyncParsableCommand {
                 announce: lines.joined(separator: "\n"), serving: true)
         } catch {
             hub.closeAll(reason: "the server stopped")
-            await server.stop()
+            await http.stop()
             throw error
         }
         hub.closeAll(reason: "the server stopped")
-        await server.stop()
+        await http.stop()
     }
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import VideoCapture
+import WHEPServer
 
 /// The options that set library settings whose names differ from the option's; any other setting is its option
 /// in kebab case, without a nanosecond suffix ("maxViewers" → --max-viewers, "requestTimeoutNs" → --request-timeout).
@@ -44,11 +45,6 @@ func isIPAddress(_ s: String) -> Bool {
     return inet_pton(AF_INET, s, &a4) == 1 || inet_pton(AF_INET6, s, &a6) == 1
 }
 
-/// The message for a `--listen` that is not HOST:PORT.
-func listenRule(_ listen: String) -> String {
-    "--listen must be HOST:PORT with an IPv4/IPv6 address and a port 0...65535, got \"\(listen.prefix(80))\""
-}
-
 /// --token and --token-file (serve, publish): the bearer token, given once.
 struct TokenOptions: ParsableArguments {
     @Option(help: "The bearer token (visible to other users in ps; prefer --token-file or the environment variable).") var token: String?
@@ -56,5 +52,30 @@ struct TokenOptions: ParsableArguments {
 
     func validate() throws {
         if token != nil && tokenFile != nil { throw ValidationError("give the token once: --token or --token-file") }
+    }
+}
+
+/// The options both servers (serve, rtsp) take: where to listen, the request timeout, the connection limits and
+/// when to release the camera. Those not given keep the server's own default (`ServerPolicy`, `RTSPHub.Configuration`).
+struct ServerOptions: ParsableArguments {
+    @Option(help: "HOST:PORT (port 0: a free one, printed); default 127.0.0.1:8080 (serve), 127.0.0.1:8554 (rtsp); UDP media on HOST.")
+    var listen: String?
+    @Option(help: "Seconds a connection has to send a complete request (default 10).") var requestTimeout: Double?
+    @Option(help: "Open connections at most (default: serve 256, rtsp 64; kept below the descriptor limit).") var maxConnections: Int?
+    @Option(help: "Open connections per client address at most (default: serve 32, rtsp 16).") var maxConnectionsPerAddress: Int?
+    @Option(help: "Seconds without viewers before the camera is released (its light goes off; the next viewer starts it); 0: never.")
+    var idleRelease: Double = 30
+
+    func validate() throws {
+        if let listen, ListenAddress(listen) == nil {
+            throw ValidationError("--listen must be HOST:PORT with an IPv4/IPv6 address and a port 0...65535, got \"\(listen.prefix(80))\"")
+        }
+    }
+
+    /// The request timeout and connection limits given, over a server's defaults.
+    func apply(requestTimeoutNs: inout Int64, maxConnections: inout Int, maxConnectionsPerAddress: inout Int) {
+        if let requestTimeout { requestTimeoutNs = nanoseconds(seconds: requestTimeout) }
+        maxConnections = self.maxConnections ?? maxConnections
+        maxConnectionsPerAddress = self.maxConnectionsPerAddress ?? maxConnectionsPerAddress
     }
 }
