@@ -112,13 +112,7 @@ struct RTSP: AsyncParsableCommand {
         let pipeline = try capture.session(untilStopped: true, idleRelease: server.idleRelease)
         let recipe = encoding.recipe
         let settings = try recipe.settings(for: pipeline.selection), keySeconds = recipe.keyIntervalSeconds
-        // The SDP needs SPS/PPS before the first frame (the encoder rests until a client plays): an encoder with
-        // the same settings gives the same ones; the first real key frame replaces them if they differ.
-        // A camera that delivers H.264: the same stand-in until its first key frame (clients decode from the SPS/PPS
-        // put before every IDR); its own from then on.
-        let parameterSets = try H264Encoder.parameterSets(
-            for: EncodeStage.settings(settings, keyIntervalSeconds: keySeconds, for: pipeline.selection.planned))
-
+        let parameterSets = try RTSPHub.parameterSets(for: pipeline, settings: settings, keyIntervalSeconds: keySeconds)
         var c = hubConfiguration(host: address.host)
         c.maxConnections = min(c.maxConnections, ServeSecurity.connectionsWithinDescriptorLimit(viewers: maxClients))
         if let user, let password {

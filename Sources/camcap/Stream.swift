@@ -88,13 +88,8 @@ struct Stream: AsyncParsableCommand {
         let recipe = encoding.recipe
         let settings = try recipe.settings(for: pipeline.selection), keySeconds = recipe.keyIntervalSeconds
         if sdpOnly {
-            // The SDP needs the SPS/PPS of the stream: one frame of the camera, encoded as the stream will be (the
-            // colour description in its VUI comes from the camera's format).
-            let catcher = ParameterSetCatcher()
-            let encode = EncodeStage(settings: settings, keyIntervalSeconds: keySeconds, outputs: [catcher])
-            let report = try await pipeline.run(stages: [encode])
-            if let failure = report.failure { throw failure }
-            guard let ps = catcher.parameterSets else { throw CLIError("the encoder gave no SPS/PPS") }
+            // The SDP needs the SPS/PPS of the stream: one frame of the camera, encoded as the stream will be.
+            let ps = try await pipeline.encodedParameterSets(settings: settings, keyIntervalSeconds: keySeconds)
             let text = SDP.offer(
                 host: target.host, port: target.port, sps: ps.sps, pps: ps.pps, rtxPayloadType: rtx.map(UInt8.init), ssrc: mediaSSRC,
                 rtxSSRC: rtx == nil ? nil : rtxSSRC, videoOrientationExtensionID: Stream.videoOrientationID)

@@ -1,6 +1,8 @@
 import Testing
 import VideoCapture
 import CapturePipeline
+import FixtureCameras
+import H264
 
 /// The session's and the encoder recipe's `validate()`: the error names the setting, the value and the range.
 @Suite struct ConfigurationValidationTests {
@@ -52,5 +54,16 @@ import CapturePipeline
     @Test func secondsBecomeNanosecondsWithoutTrapping() {
         #expect(nanoseconds(seconds: 1.5) == 1_500_000_000)
         #expect(nanoseconds(seconds: .infinity) == .max && nanoseconds(seconds: -1e300) == .min && nanoseconds(seconds: .nan) == .min)
+    }
+
+    /// One frame of a fixture camera, encoded: its SPS and PPS are what an encoder of the same settings makes.
+    @Test func encodedParameterSetsComeFromTheFirstKeyFrame() async throws {
+        var config = CaptureSession.Configuration()
+        (config.device, config.size, config.frames, config.fast) = ("fixture:vivid", FrameSize(width: 320, height: 180), 1, true)
+        config.providers = [FixtureCameraProvider(options: .init(pacing: .asFastAsConsumed))]
+        let session = try CaptureSession(config)
+        let settings = try EncodeStage.Configuration().settings(for: session.selection)
+        let ps = try await session.encodedParameterSets(settings: settings, keyIntervalSeconds: 2)
+        #expect(ps.sps.first.map { $0 & 0x1F } == 7 && ps.pps.first.map { $0 & 0x1F } == 8, "\(ps)")
     }
 }
