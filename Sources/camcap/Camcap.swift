@@ -43,6 +43,17 @@ func fail(_ error: any Error) -> Never {
     ProcessExit.now(1)
 }
 
+/// A command whose failures end it as "camcap: error: …" with exit status 1 (`fail`), not as a usage error.
+protocol CamcapCommand: AsyncParsableCommand {
+    func execute() async throws
+}
+
+extension CamcapCommand {
+    func run() async throws {
+        do { try await execute() } catch { fail(error) }
+    }
+}
+
 struct Devices: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "List cameras: V4L2 devices and the built-in fixture cameras.")
     @Flag(help: "Print JSON (one object per device in an array).") var json = false
@@ -59,23 +70,21 @@ struct Devices: AsyncParsableCommand {
     }
 }
 
-struct Formats: AsyncParsableCommand {
+struct Formats: CamcapCommand {
     static let configuration = CommandConfiguration(
         abstract: "List a device's formats, sizes and frame intervals (in the style of `v4l2-ctl --list-formats-ext`).")
     @Option(name: .shortAndLong, help: "Device: /dev/videoN, fixture:NAME or a fixture file.") var device: String
     @Flag(help: "Print JSON instead.") var json = false
 
-    func run() async throws {
+    func execute() async throws {
         let capturer = makeCapturer()
-        do {
-            let d = try capturer.device(device)
-            let formats = try capturer.supportedFormats(for: d)
-            print(json ? FormatListing.json(formats) : FormatListing.text(formats), terminator: "")
-        } catch { fail(error) }
+        let d = try capturer.device(device)
+        let formats = try capturer.supportedFormats(for: d)
+        print(json ? FormatListing.json(formats) : FormatListing.text(formats), terminator: "")
     }
 }
 
-struct Select: AsyncParsableCommand {
+struct Select: CamcapCommand {
     static let configuration = CommandConfiguration(
         abstract: "Show which format, size and frame rate negotiation picks for a target size.",
         discussion:
@@ -95,18 +104,16 @@ struct Select: AsyncParsableCommand {
         try checkSize(size, "--size")
     }
 
-    func run() async throws {
+    func execute() async throws {
         let capturer = makeCapturer()
-        do {
-            let d = try capturer.device(device)
-            let sel = try capturer.selectFormat(for: d, targetSize: size, fpsLimit: fpsLimit, pixelFormats: pixelFormat ?? [])
-            if json {
-                print(
-                    jsonObject([("pixelFormat", sel.pixelFormat.fourcc), ("width", sel.size.width), ("height", sel.size.height), ("fps", sel.fps)]))
-            } else {
-                print("\(sel.pixelFormat) (\(sel.format.formatDescription)) \(sel.size) @ \(sel.fps) fps")
-            }
-        } catch { fail(error) }
+        let d = try capturer.device(device)
+        let sel = try capturer.selectFormat(for: d, targetSize: size, fpsLimit: fpsLimit, pixelFormats: pixelFormat ?? [])
+        if json {
+            print(
+                jsonObject([("pixelFormat", sel.pixelFormat.fourcc), ("width", sel.size.width), ("height", sel.size.height), ("fps", sel.fps)]))
+        } else {
+            print("\(sel.pixelFormat) (\(sel.format.formatDescription)) \(sel.size) @ \(sel.fps) fps")
+        }
     }
 }
 

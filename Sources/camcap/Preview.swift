@@ -4,7 +4,7 @@ import VideoCapture
 import VideoProcessing
 import CapturePipeline
 
-struct Preview: AsyncParsableCommand {
+struct Preview: CamcapCommand {
     static let configuration = CommandConfiguration(
         abstract: "Capture, convert to I420 (scale/rotate) and dump: a Y4M stream and/or still snapshots.",
         discussion: """
@@ -30,11 +30,7 @@ struct Preview: AsyncParsableCommand {
         if let s = snapshot { do { _ = try SnapshotWriter.kind(forPath: s) } catch { throw ValidationError(error.description) } }
     }
 
-    func run() async throws {
-        do { try await preview() } catch { fail(error) }
-    }
-
-    private func preview() async throws {
+    func execute() async throws {
         let pipeline = try capture.session()
         try refuseEncodedCamera(pipeline, "preview")
         var stages: [any PictureStage] = [CountStage()]

@@ -8,7 +8,7 @@ import CapturePipeline
 import WHEPServer
 import WHIPClient
 
-struct Publish: AsyncParsableCommand {
+struct Publish: CamcapCommand {
     static let configuration = CommandConfiguration(
         abstract: "Publish the camera to a media server over WebRTC (WHIP, RFC 9725): Janus, or any WHIP server.",
         discussion: """
@@ -47,11 +47,7 @@ struct Publish: AsyncParsableCommand {
         return c
     }
 
-    func run() async throws {
-        do { try await publish() } catch { fail(error) }
-    }
-
-    private func publish() async throws {
+    func execute() async throws {
         let secret = try WHIPClient.token(
             given: auth.token, file: auth.tokenFile, fallback: ProcessInfo.processInfo.environment["CAMCAP_WHIP_TOKEN"])
         let pipeline = try capture.session(untilStopped: true)

@@ -7,7 +7,7 @@ import CapturePipeline
 import RTSPServer
 import WHEPServer
 
-struct RTSP: AsyncParsableCommand {
+struct RTSP: CamcapCommand {
     static let configuration = CommandConfiguration(
         commandName: "rtsp",
         abstract: "Serve the camera over RTSP (RFC 2326) to ffplay, VLC, GStreamer, go2rtc, MediaMTX or Frigate.",
@@ -77,10 +77,6 @@ struct RTSP: AsyncParsableCommand {
         }
     }
 
-    func run() async throws {
-        do { try await serve() } catch { fail(error) }
-    }
-
     /// `--listen`, else 127.0.0.1:8554.
     private var listen: String { server.listen ?? "127.0.0.1:8554" }
 
@@ -100,7 +96,7 @@ struct RTSP: AsyncParsableCommand {
         return c
     }
 
-    private func serve() async throws {
+    func execute() async throws {
         let address = ListenAddress(listen)!
         // The password is read before the camera starts: a bad file fails at once.
         let password =

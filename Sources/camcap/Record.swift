@@ -5,7 +5,7 @@ import VideoProcessing
 import H264
 import CapturePipeline
 
-struct Record: AsyncParsableCommand {
+struct Record: CamcapCommand {
     static let configuration = CommandConfiguration(
         abstract: "Record H.264 from a camera: negotiate, capture, convert to I420, encode with OpenH264, write MP4 or Annex-B.",
         discussion: """
@@ -84,11 +84,7 @@ struct Record: AsyncParsableCommand {
         return r
     }
 
-    func run() async throws {
-        do { try await record() } catch { fail(error) }
-    }
-
-    private func record() async throws {
+    func execute() async throws {
         // Everything is checked before the camera starts: device, negotiation, encoder settings, outputs.
         let pipeline = try capture.session()
         if pipeline.selection.pixelFormat == .h264 { return try await passThrough(pipeline) }

@@ -12,7 +12,7 @@ import WHEPServer
 import Metrics
 import Prometheus
 
-struct Serve: AsyncParsableCommand {
+struct Serve: CamcapCommand {
     static let configuration = CommandConfiguration(
         abstract: "Serve the camera to browsers over WebRTC (WHEP): open the printed URL.",
         discussion: """
@@ -158,14 +158,10 @@ struct Serve: AsyncParsableCommand {
         return policy
     }
 
-    func run() async throws {
-        do { try await serve() } catch { fail(error) }
-    }
-
     /// `--listen`, else 127.0.0.1:8080.
     private var address: ListenAddress? { ListenAddress(server.listen ?? "127.0.0.1:8080") }
 
-    private func serve() async throws {
+    func execute() async throws {
         let address = self.address!
         // Everything read from files (token, certificate) is read before the camera starts: a bad path fails at once.
         let (token, tokenSource) = try ServeSecurity.token(

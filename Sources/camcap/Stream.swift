@@ -7,7 +7,7 @@ import RTP
 import CapturePipeline
 import Synchronization
 
-struct Stream: AsyncParsableCommand {
+struct Stream: CamcapCommand {
     static let configuration = CommandConfiguration(
         abstract: "Stream H.264 over RTP/UDP (RFC 6184) with RTCP feedback, and write the SDP a receiver opens.",
         discussion: """
@@ -65,11 +65,7 @@ struct Stream: AsyncParsableCommand {
         }
     }
 
-    func run() async throws {
-        do { try await stream() } catch { fail(error) }
-    }
-
-    private func stream() async throws {
+    func execute() async throws {
         let target = StreamTarget(to)!
         let (mediaSSRC, rtxSSRC) = target.derivedSSRCs(ssrc: ssrc) // the same in every run to that address
         // The SDP file is opened (and locked) before the camera starts: a bad path fails at once, naming it.
