@@ -100,14 +100,7 @@ struct Record: CamcapCommand {
         // meanwhile. Real time: on the pipeline's task, for the shortest capture-to-bytes latency.
         encode.usesEncoderThread = capture.fast
         stages.append(encode)
-        if let adapt {
-            pipeline.adaptSchedule = try AdaptSchedule(parsing: adapt)
-            // Each step sets the encoder's rates: its bitrate (or --bitrate) at its frame rate (at most the camera's).
-            let baseKbps = encoder.bitrate, control = encode.control, cameraFps = pipeline.selection.fps.fps
-            pipeline.onAdaptationStep = { step in
-                try? control.setRates(bitrate: (step.kbps ?? baseKbps) * 1000, fps: max(1, min(step.maxFps, cameraFps)))
-            }
-        }
+        if let adapt { encode.follow(try AdaptSchedule(parsing: adapt), in: pipeline, baseKbps: encoder.bitrate) }
         if let preview { stages.append(try Y4MStage(path: preview)) }
         if let n = snapshotEvery {
             let stem = (output as NSString).deletingPathExtension
@@ -119,11 +112,7 @@ struct Record: CamcapCommand {
         }
         pipeline.frameTrace = trace
         try await pipeline.runCommand("recording", quiet: capture.quiet, stages: stages, namedDevice: capture.device)
-        if let trace, let frameTrace {
-            let file = try OutputFile(path: frameTrace)
-            try file.write(Array(trace.csv().utf8))
-            try file.close()
-        }
+        if let trace, let frameTrace { try trace.writeCSV(to: frameTrace) }
     }
 
     /// A camera that delivers H.264 (asked for with --pixel-format H264, or one that offers nothing else): its

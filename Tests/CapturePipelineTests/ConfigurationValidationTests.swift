@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 import VideoCapture
 import CapturePipeline
@@ -65,5 +66,13 @@ import H264
         let settings = try EncodeStage.Configuration().settings(for: session.selection)
         let ps = try await session.encodedParameterSets(settings: settings, keyIntervalSeconds: 2)
         #expect(ps.sps.first.map { $0 & 0x1F } == 7 && ps.pps.first.map { $0 & 0x1F } == 8, "\(ps)")
+    }
+
+    @Test func aFrameTraceIsWrittenAsCSV() throws {
+        let path = NSTemporaryDirectory() + "/trace-\(getpid()).csv"
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try FrameTrace(capacity: 4).writeCSV(to: path)
+        #expect(try String(contentsOfFile: path, encoding: .utf8).hasPrefix("sequence,capture_ms,"))
+        #expect(throws: (any Error).self) { try FrameTrace(capacity: 4).writeCSV(to: "/nonexistent-dir/trace.csv") }
     }
 }
