@@ -30,10 +30,7 @@ struct CaptureOptions: ParsableArguments {
     var frames: Int?
     @Option(help: "Stop after this many seconds of capture, on frame timestamps (default 5 when --frames is not given).")
     var duration: Double?
-    @Flag(
-        help:
-            "Fixture cameras only (refused for a real camera): produce frames as fast as they are consumed, timestamps exactly 1/fps apart (no drops). `record` then encodes on a thread of its own while the next frame converts."
-    )
+    @Flag(help: "Fixture cameras only: frames as fast as they are consumed, timestamps exactly 1/fps apart, no drops (encoding on a thread).")
     var fast = false
     @Option(help: "Fixture cameras only: sensor noise amplitude added to luma (0 = the clean test pattern).")
     var noise: Int = 0

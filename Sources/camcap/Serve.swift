@@ -59,10 +59,7 @@ struct Serve: CamcapCommand {
             "Congestion control: transport-cc (transport-wide feedback, our send-side estimate, GCC-style with probing, per viewer; Chromium then sends no REMB; viewers that do not offer it, such as aiortc, use their REMB) or remb (every viewer's own receive-side estimate)."
     )
     var congestionControl = "transport-cc"
-    @Flag(
-        help:
-            "Rotate the pixels of a rotated camera for every viewer, instead of sending the rotation in the video-orientation RTP extension to viewers that negotiate it."
-    )
+    @Flag(help: "Rotate a rotated camera's pixels for every viewer instead of sending its rotation in the video-orientation extension.")
     var rotatePixels = false
     @Option(
         help: ArgumentHelp(

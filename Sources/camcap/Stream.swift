@@ -39,16 +39,10 @@ struct Stream: CamcapCommand {
     @Option(help: "Drop this fraction of outgoing RTP packets (0...1; a loss test for NACK and PLI).") var dropRate: Double = 0
     @Option(help: "Send retransmissions as RTX (RFC 4588) with this payload type.") var rtx: Int?
     @Option(help: "Also record the stream to this file (fragmented MP4 for .mp4, else Annex-B H.264).") var output: String?
-    @Flag(
-        help:
-            "Let the receiver's bandwidth estimate (REMB) also lower the resolution and frame rate, and raise them when it recovers (WebRTC's balanced steps); the encoder follows without a camera restart. Off by default, as in `serve`: without probing, a receiver's estimate follows what it gets, so easy content would be shrunk."
-    )
+    @Flag(help: "Let the receiver's estimate (REMB) also lower and restore the size and frame rate (WebRTC's balanced steps); off as in `serve`.")
     var adaptToBandwidth = false
     @Option(help: "Local port our RTCP socket listens on for receiver reports and feedback (default: any free port).") var rtcpPort: Int = 0
-    @Option(
-        help:
-            "Also obey RTCP from this ADDRESS (any port) or ADDRESS:PORT (repeatable). By default only feedback from the --to address's RTP or RTCP port is read; anyone else's (another port of that host too) is dropped and counted."
-    )
+    @Option(help: "Also obey RTCP from ADDRESS (any port) or ADDRESS:PORT (repeatable); else only from --to's RTP or RTCP port.")
     var rtcpFrom: [String] = []
 
     func validate() throws {
