@@ -99,7 +99,6 @@ struct Serve: CamcapCommand {
                 "--playout-delay must be auto, off or MIN:MAX in ms with 0 <= MIN <= MAX <= 40950, got \"\(playoutDelay.prefix(20))\"")
         }
         guard ["gcm", "cm", "both"].contains(srtp) else { throw ValidationError("--srtp must be gcm, cm or both, got \"\(srtp.prefix(20))\"") }
-        for c in candidate where !isIPAddress(c) { throw ValidationError("--candidate must be an IP address, got \"\(c.prefix(64))\"") }
         if noAuth && (auth.token != nil || auth.tokenFile != nil) { throw ValidationError("--no-auth cannot go with --token or --token-file") }
         if let token = auth.token, !ServeSecurity.isValidToken(token) { throw ValidationError(ServeSecurity.tokenRule) }
         for o in allowOrigin where ServeSecurity.origin(o) == nil {
@@ -112,7 +111,7 @@ struct Serve: CamcapCommand {
         if tlsSelfSigned && tlsCert != nil { throw ValidationError("--tls-self-signed cannot go with --tls-cert/--tls-key") }
         try validating {
             try capture.configuration(untilStopped: true, idleRelease: server.idleRelease).validate()
-            try peer(hosts: []).validate()
+            try peer(hosts: candidate).validate()
             try limits.validate()
             try policy(token: nil, names: []).validate()
             try broadcast.validate(frameRate: capture.fpsLimit.doubleValue)

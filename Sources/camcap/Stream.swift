@@ -46,22 +46,30 @@ struct Stream: CamcapCommand {
     var rtcpFrom: [String] = []
 
     func validate() throws {
-        guard let _ = StreamTarget(to) else {
+        guard let target = StreamTarget(to) else {
             throw ValidationError("--to must be HOST:PORT with an IPv4/IPv6 address and a port 1...65534, got \"\(to.prefix(80))\"")
         }
-        guard dropRate.isFinite, (0...1).contains(dropRate) else { throw ValidationError("--drop-rate must be 0...1, got \(dropRate)") }
         if let rtx, !(97...127).contains(rtx) { throw ValidationError("--rtx must be a dynamic payload type 97...127, got \(rtx)") }
-        guard (0...65535).contains(rtcpPort) else { throw ValidationError("--rtcp-port must be 0...65535, got \(rtcpPort)") }
         if sdpOnly && sdp == nil { throw ValidationError("--sdp-only needs --sdp PATH") }
         if ssrc == 0 { throw ValidationError("--ssrc must be 1...4294967295") }
-        for a in rtcpFrom where !isIPAddress(a) && StreamTarget(a) == nil {
-            throw ValidationError("--rtcp-from must be an IP address or ADDRESS:PORT, got \"\(a.prefix(64))\"")
-        }
+        try validating { try sender(target).validate() }
+    }
+
+    /// The RTP sender's settings. The camera's rotation stays metadata (no rotation pass): the last packet of each
+    /// frame carries it in the video-orientation extension, which the SDP declares; receivers that ignore it show
+    /// the sensor's picture. The SSRCs are derived from --to unless given: the same in every run to that address.
+    private func sender(_ target: StreamTarget) -> RTPSender.Configuration {
+        var c = RTPSender.Configuration(host: target.host, port: target.port)
+        (c.maxPayload, c.dropRate, c.localRTCPPort, c.feedbackFrom) = (encoding.mtu, dropRate, rtcpPort, rtcpFrom)
+        c.rtxPayloadType = rtx.map(UInt8.init)
+        c.videoOrientationExtensionID = Stream.videoOrientationID
+        (c.ssrc, c.rtxSSRC) = target.derivedSSRCs(ssrc: ssrc)
+        return c
     }
 
     func execute() async throws {
         let target = StreamTarget(to)!
-        let (mediaSSRC, rtxSSRC) = target.derivedSSRCs(ssrc: ssrc) // the same in every run to that address
+        let (mediaSSRC, rtxSSRC) = target.derivedSSRCs(ssrc: ssrc)
         // The SDP file is opened (and locked) before the camera starts: a bad path fails at once, naming it.
         var sdpFile: OutputFile?
         if let sdp, !sdpOnly {
@@ -87,18 +95,7 @@ struct Stream: CamcapCommand {
             print("wrote \(sdp!) for \(target) (\(pipeline.selection.size) H.264, SSRC \(mediaSSRC))")
             return
         }
-        var config = RTPSender.Configuration(host: target.host, port: target.port)
-        config.maxPayload = encoding.mtu
-        config.dropRate = dropRate
-        config.rtxPayloadType = rtx.map(UInt8.init)
-        config.localRTCPPort = rtcpPort
-        // The camera's rotation stays metadata (no rotation pass): the last packet of each frame carries it in the
-        // video-orientation extension, which the SDP declares. Receivers that ignore it show the sensor's picture.
-        config.videoOrientationExtensionID = Stream.videoOrientationID
-        config.feedbackFrom = rtcpFrom
-        config.ssrc = mediaSSRC
-        config.rtxSSRC = rtxSSRC
-        let rtpOutput = try RTPOutput(configuration: config, sdpFile: sdpFile, target: target, logger: cliLogger)
+        let rtpOutput = try RTPOutput(configuration: sender(target), sdpFile: sdpFile, target: target, logger: cliLogger)
         var outputs: [any EncodedOutput] = [rtpOutput]
         if let output { outputs.append(try RecordingOutput(.init(path: output, frameRate: pipeline.selection.fps))) }
         if passThrough { // the camera's own access units, packetized as they come: no encoder

@@ -9,7 +9,8 @@ let optionNames = [
     "maxSessions": "--max-clients", "maxSessionsPerAddress": "--max-clients-per-address", "maxPerAddress": "--max-viewers-per-address",
     "bitrateKbps": "--bitrate", "maxBitrateKbps": "--max-bitrate", "keyFrameInterval": "--keyint", "keyIntervalSeconds": "--keyint-seconds",
     "sliceMode": "--max-nal-size", "pacingFactor": "--pacing", "adaptsToBandwidth": "--adapt-to-bandwidth", "durationNs": "--duration",
-    "fpsLimit": "--fps-limit", "pixelFormats": "--pixel-format",
+    "fpsLimit": "--fps-limit", "pixelFormats": "--pixel-format", "candidateHosts": "--candidate", "feedbackFrom": "--rtcp-from",
+    "localRTCPPort": "--rtcp-port",
 ]
 
 /// The option that sets a library setting.
@@ -37,12 +38,6 @@ func validating<T>(_ checks: () throws -> T) throws -> T {
         }
         throw ValidationError(String(out.dropLast()))
     } catch { throw ValidationError("\(error)") }
-}
-
-/// A numeric IPv4 or IPv6 address (`--candidate`, `--rtcp-from`).
-func isIPAddress(_ s: String) -> Bool {
-    var a4 = in_addr(), a6 = in6_addr()
-    return inet_pton(AF_INET, s, &a4) == 1 || inet_pton(AF_INET6, s, &a6) == 1
 }
 
 /// --token and --token-file (serve, publish): the bearer token, given once.

@@ -5,7 +5,14 @@ import WebRTC
 /// `WebRTCPeer.Configuration.validate()`: the error names the setting, the value and the range.
 @Suite struct ConfigurationValidationTests {
     @Test func peerSettingsAreRangeChecked() throws {
-        var c = WebRTCPeer.Configuration(bindHost: "127.0.0.1", candidateHosts: ["127.0.0.1"])
+        var c = WebRTCPeer.Configuration(bindHost: "127.0.0.1", candidateHosts: ["camera.local"])
+        #expect {
+            try c.validate()
+        } throws: { error in
+            (error as? WebRTCError)?.setting == "candidateHosts"
+                && (error as? WebRTCError)?.message == "candidateHosts must be IP addresses, got \"camera.local\""
+        }
+        c.candidateHosts = ["127.0.0.1", "::1"]
         try c.validate()
         c.dropRate = .nan
         #expect {
