@@ -24,11 +24,23 @@ extension ViewerHub.Limits {
 }
 
 extension ServerPolicy {
-    /// Checks the limits: `requestTimeoutNs` (0.5...3600 s) and the connections (1...65536 in all, per address
-    /// and per network). A refusal is a `ServerError` with code `invalidConfiguration` whose `setting` names the
-    /// member and whose message gives the value and the valid range.
+    /// Checks the names and limits: `allowedOrigins` (each `scheme://host[:port]`, http or https, lower-case, no
+    /// path: `ServeSecurity.origin(_:)` gives that form), `hostNames` (`ServeSecurity.isHostName(_:)`),
+    /// `requestTimeoutNs` (0.5...3600 s) and the connections (1...65536 in all, per address and per network). A
+    /// refusal is a `ServerError` with code `invalidConfiguration` whose `setting` names the member and whose
+    /// message gives the value and what is valid.
     public func validate() throws(ServerError) {
+        let origin = allowedOrigins.sorted().first { ServeSecurity.origin($0) != $0 }
+        let host = hostNames.sorted().first { !ServeSecurity.isHostName($0) }
         try ServerError.refuse([
+            (
+                "allowedOrigins",
+                origin.map { "allowedOrigins must be scheme://host[:port] (http or https, lower-case, no path), got \"\($0.prefix(80))\"" }
+            ),
+            (
+                "hostNames",
+                host.map { "hostNames must be host names or addresses (letters, digits, '-', '.', ':'), got \"\($0.prefix(80))\"" }
+            ),
             ("requestTimeoutNs", SettingCheck.seconds("requestTimeoutNs", requestTimeoutNs, 0.5...3600)),
             ("maxConnections", SettingCheck.range("maxConnections", maxConnections, 1...65536)),
             ("maxConnectionsPerAddress", SettingCheck.range("maxConnectionsPerAddress", maxConnectionsPerAddress, 1...65536)),

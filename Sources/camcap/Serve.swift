@@ -100,20 +100,13 @@ struct Serve: CamcapCommand {
         }
         guard ["gcm", "cm", "both"].contains(srtp) else { throw ValidationError("--srtp must be gcm, cm or both, got \"\(srtp.prefix(20))\"") }
         if noAuth && (auth.token != nil || auth.tokenFile != nil) { throw ValidationError("--no-auth cannot go with --token or --token-file") }
-        if let token = auth.token, !ServeSecurity.isValidToken(token) { throw ValidationError(ServeSecurity.tokenRule) }
-        for o in allowOrigin where ServeSecurity.origin(o) == nil {
-            throw ValidationError("--allow-origin must be scheme://host[:port] (http or https, no path), got \"\(o.prefix(80))\"")
-        }
-        for h in allowHost where !ServeSecurity.isHostName(h) {
-            throw ValidationError("--allow-host must be a host name or address (letters, digits, '-', '.', ':'), got \"\(h.prefix(80))\"")
-        }
         if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("HTTPS needs both --tls-cert and --tls-key") }
         if tlsSelfSigned && tlsCert != nil { throw ValidationError("--tls-self-signed cannot go with --tls-cert/--tls-key") }
         try validating {
             try capture.configuration(untilStopped: true, idleRelease: server.idleRelease).validate()
             try peer(hosts: candidate).validate()
             try limits.validate()
-            try policy(token: nil, names: []).validate()
+            try policy(token: auth.token, names: Set(allowHost)).validate()
             try broadcast.validate(frameRate: capture.fpsLimit.doubleValue)
         }
     }
@@ -145,7 +138,7 @@ struct Serve: CamcapCommand {
     /// Who may use the server, and how much of it (the connections as given: `serve` keeps them within the
     /// descriptor limit).
     private func policy(token: String?, names: Set<String>) throws -> ServerPolicy {
-        var policy = try ServerPolicy(token: token, allowedOrigins: Set(allowOrigin.compactMap(ServeSecurity.origin)), hostNames: names)
+        var policy = try ServerPolicy(token: token, allowedOrigins: Set(allowOrigin.map { ServeSecurity.origin($0) ?? $0 }), hostNames: names)
         (policy.realm, policy.tokenHint) = ("camcap", "the token is in the URL camcap serve printed")
         server.apply(
             requestTimeoutNs: &policy.requestTimeoutNs, maxConnections: &policy.maxConnections,

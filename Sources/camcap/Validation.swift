@@ -10,7 +10,7 @@ let optionNames = [
     "bitrateKbps": "--bitrate", "maxBitrateKbps": "--max-bitrate", "keyFrameInterval": "--keyint", "keyIntervalSeconds": "--keyint-seconds",
     "sliceMode": "--max-nal-size", "pacingFactor": "--pacing", "adaptsToBandwidth": "--adapt-to-bandwidth", "durationNs": "--duration",
     "fpsLimit": "--fps-limit", "pixelFormats": "--pixel-format", "candidateHosts": "--candidate", "feedbackFrom": "--rtcp-from",
-    "localRTCPPort": "--rtcp-port",
+    "localRTCPPort": "--rtcp-port", "allowedOrigins": "--allow-origin", "hostNames": "--allow-host", "tiers": "--tiers",
 ]
 
 /// The option that sets a library setting.

@@ -30,6 +30,20 @@ import WHEPServer
         policy.requestTimeoutNs = .max // what nanoseconds(seconds: .infinity) gives
         #expect(throws: ServerError.self) { try policy.validate() }
         policy.requestTimeoutNs = 10_000_000_000
+        policy.allowedOrigins = ["https://app.example", "https://App.example/path"]
+        #expect {
+            try policy.validate()
+        } throws: { error in
+            (error as? ServerError)?.setting == "allowedOrigins" && (error as? ServerError)?.message.contains("\"https://App.example/path\"") == true
+        }
+        policy.allowedOrigins = ["https://app.example"]
+        policy.hostNames = ["camera.local", "bad host"]
+        #expect {
+            try policy.validate()
+        } throws: { error in
+            (error as? ServerError)?.setting == "hostNames"
+        }
+        policy.hostNames = ["camera.local", "::1"]
         policy.maxConnectionsPerNetwork = 70_000
         #expect {
             try policy.validate()
