@@ -24,10 +24,9 @@ func option(for setting: String) -> String {
 /// library names its settings, keeping the value and the valid range. The one place where settings become options.
 func validating<T>(_ checks: () throws -> T) throws -> T {
     do { return try checks() } catch let error as any SettingError {
-        var message = error.message
-        if let setting = error.setting, message.hasPrefix(setting) { message = option(for: setting) + message.dropFirst(setting.count) }
-        var out = "", word = "" // other settings named in the message ("at least bitrateKbps")
-        for c in message + "\n" {
+        var out = "", word = "", rest = error.message
+        if let setting = error.setting, rest.hasPrefix(setting) { (out, rest) = (option(for: setting), String(rest.dropFirst(setting.count))) }
+        for c in rest + "\n" { // other settings named in the message ("at least bitrateKbps")
             if c.isLetter || c.isNumber {
                 word.append(c)
                 continue
