@@ -1,4 +1,8 @@
 import Foundation
+public import CapturePipeline
+public import H264
+import VideoCapture
+import VideoProcessing
 import VideoCaptureCommons
 public import WebRTC
 
@@ -27,4 +31,25 @@ extension WHIPOutput.Configuration {
     /// Checks the publisher's settings (`WebRTCPublisher.Configuration.validate()`, whose `WebRTCError` names
     /// the setting).
     public func validate() throws(WebRTCError) { try publisher.validate() }
+}
+
+extension WHIPOutput {
+    /// The stage that feeds this output from `session`, wired in one call: for a camera that delivers H.264, a
+    /// `PassthroughStage` of its own access units (the offer goes with the camera's first SPS, on its own); else
+    /// an `EncodeStage` with `settings`, the pixels turned upright unless `rotationAsMetadata`, where the rotation
+    /// stays metadata while the server accepts the video-orientation extension (call `connect()` then, before
+    /// the camera starts). Key-frame requests and the server's REMB go to the stage. Call once.
+    public func stage(
+        for session: CaptureSession, settings: H264Encoder.Settings, keyIntervalSeconds: Double?, rotationAsMetadata: Bool = true
+    ) -> any PictureStage {
+        if session.selection.pixelFormat == .h264 {
+            let stage = PassthroughStage(outputs: [self])
+            connect(stage, maxBitrate: settings.effectiveMaxBitrate)
+            return stage
+        }
+        let encode = EncodeStage(settings: settings, keyIntervalSeconds: keyIntervalSeconds, outputs: [self])
+        session.sourceOptions.applyRotation = true
+        connect(encode, rotation: rotationAsMetadata ? session.outputRequests : nil)
+        return encode
+    }
 }

@@ -51,24 +51,16 @@ struct Publish: CamcapCommand {
         let secret = try WHIPClient.token(
             given: auth.token, file: auth.tokenFile, fallback: ProcessInfo.processInfo.environment["CAMCAP_WHIP_TOKEN"])
         let pipeline = try capture.session(untilStopped: true)
-        let passthrough = pipeline.selection.pixelFormat == .h264 // the camera's own H.264 goes to the server as it is
         let recipe = encoding.recipe
         let settings = try recipe.settings(for: pipeline.selection)
         let output = try WHIPOutput(client: try WHIPClient(endpoint: whip, token: secret), configuration: configuration, logger: cliLogger)
-        if passthrough {
-            // The offer carries the camera's profile-level-id: it goes once the camera's first SPS is seen.
-            let stage = PassthroughStage(outputs: [output])
-            output.connect(stage, maxBitrate: settings.effectiveMaxBitrate)
-            let announce = "publishing to \(whip): passing the camera's own H.264 through (\(pipeline.selection)); the offer goes with its first SPS"
-            try await pipeline.runCommand("publishing", quiet: capture.quiet, stages: [stage], namedDevice: capture.device, announce: announce)
-            return
+        let stage = output.stage(
+            for: pipeline, settings: settings, keyIntervalSeconds: recipe.keyIntervalSeconds, rotationAsMetadata: !rotatePixels)
+        var announce = "publishing to \(whip): passing the camera's own H.264 through (\(pipeline.selection)); the offer goes with its first SPS"
+        if stage is EncodeStage { // the offer and answer before the camera starts: a wrong URL, token or server fails at once
+            try output.connect()
+            announce = "publishing to \(output.resource?.absoluteString ?? whip)"
         }
-        let encode = EncodeStage(settings: settings, keyIntervalSeconds: recipe.keyIntervalSeconds, outputs: [output])
-        pipeline.sourceOptions = VideoSource.Options(applyRotation: true)
-        output.connect(encode, rotation: rotatePixels ? nil : pipeline.outputRequests)
-        // The offer and answer before the camera starts: a wrong URL, token or server fails at once.
-        try output.connect()
-        let announce = "publishing to \(output.resource?.absoluteString ?? whip)"
-        try await pipeline.runCommand("publishing", quiet: capture.quiet, stages: [encode], namedDevice: capture.device, announce: announce)
+        try await pipeline.runCommand("publishing", quiet: capture.quiet, stages: [stage], namedDevice: capture.device, announce: announce)
     }
 }

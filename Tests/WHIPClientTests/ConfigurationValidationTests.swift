@@ -1,4 +1,7 @@
 import Testing
+import CapturePipeline
+import FixtureCameras
+import VideoCapture
 import WebRTC
 import WHIPClient
 
@@ -39,6 +42,22 @@ import WHIPClient
             try WHIPClient.token(given: nil, file: "/nonexistent/token", fallback: nil)
         } throws: { error in
             (error as? WHIPError)?.message.contains("cannot read the token file /nonexistent/token") == true
+        }
+    }
+
+    /// The stage for a session: an encode (pixels upright unless the rotation stays metadata), or the camera's
+    /// own H.264 passed through.
+    @Test func theStageFollowsTheCamerasFormat() throws {
+        for (device, formats, encodes) in [("fixture:vivid", [PixelFormat](), true), ("fixture:h264-webcam", [.h264], false)] {
+            var config = CaptureSession.Configuration()
+            (config.device, config.size, config.pixelFormats, config.frames) = (device, FrameSize(width: 640, height: 480), formats, 1)
+            config.providers = [FixtureCameraProvider()]
+            let session = try CaptureSession(config)
+            let output = try WHIPOutput(client: try WHIPClient(endpoint: "http://127.0.0.1:9/whip", token: nil))
+            let settings = try EncodeStage.Configuration().settings(for: session.selection)
+            let stage = output.stage(for: session, settings: settings, keyIntervalSeconds: 2)
+            #expect((stage is EncodeStage) == encodes && (stage is PassthroughStage) == !encodes, "\(device)")
+            #expect(session.sourceOptions.applyRotation == encodes, "\(device)")
         }
     }
 }
