@@ -238,3 +238,23 @@ extension CaptureSession {
         return parameterSets
     }
 }
+
+extension RTPOutput {
+    /// The stage that feeds this output (and `alsoTo`, a recording) from `session`, wired in one call: an
+    /// `EncodeStage` with `settings` (REMB also lowering and restoring the size and frame rate when
+    /// `adaptsToBandwidth`), or for a camera that delivers H.264 a `PassthroughStage` of its own access units,
+    /// packetized as they come. Feedback (PLI/FIR, REMB) goes to the stage. Call before the camera starts, once.
+    public func stage(
+        for session: CaptureSession, settings: H264Encoder.Settings, keyIntervalSeconds: Double?, alsoTo outputs: [any EncodedOutput] = [],
+        adaptsToBandwidth: Bool = false
+    ) -> any PictureStage {
+        if session.selection.pixelFormat == .h264 {
+            let stage = PassthroughStage(outputs: [self] + outputs)
+            connect(stage, maxBitrate: settings.effectiveMaxBitrate)
+            return stage
+        }
+        let encode = EncodeStage(settings: settings, keyIntervalSeconds: keyIntervalSeconds, outputs: [self] + outputs)
+        connect(encode, adapting: adaptsToBandwidth ? session.outputRequests : nil)
+        return encode
+    }
+}

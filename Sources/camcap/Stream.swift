@@ -77,8 +77,7 @@ struct Stream: CamcapCommand {
         }
         // --sdp-only: one frame, whose SPS/PPS (with the camera's colour description) are the stream's.
         let pipeline = try capture.session(frames: sdpOnly ? 1 : nil)
-        let passThrough = pipeline.selection.pixelFormat == .h264
-        if passThrough && (sdpOnly || adaptToBandwidth) {
+        if pipeline.selection.pixelFormat == .h264 && (sdpOnly || adaptToBandwidth) {
             throw ValidationError(
                 "\(sdpOnly ? "--sdp-only" : "--adapt-to-bandwidth") needs our encoder, and \(pipeline.device.path) delivers H.264 that is streamed as it comes: use --sdp (written from the camera's first key frame), or ask for another format with --pixel-format"
             )
@@ -96,18 +95,12 @@ struct Stream: CamcapCommand {
             return
         }
         let rtpOutput = try RTPOutput(configuration: sender(target), sdpFile: sdpFile, target: target, logger: cliLogger)
-        var outputs: [any EncodedOutput] = [rtpOutput]
-        if let output { outputs.append(try RecordingOutput(.init(path: output, frameRate: pipeline.selection.fps))) }
-        if passThrough { // the camera's own access units, packetized as they come: no encoder
-            let stage = PassthroughStage(outputs: outputs)
-            rtpOutput.connect(stage, maxBitrate: settings.effectiveMaxBitrate)
-            try await pipeline.runCommand("streaming", quiet: capture.quiet, stages: [stage], namedDevice: capture.device)
-            return
-        }
-        let encode = EncodeStage(settings: settings, keyIntervalSeconds: keySeconds, outputs: outputs)
-        rtpOutput.connect(encode, adapting: adaptToBandwidth ? pipeline.outputRequests : nil)
+        let recording = try output.map { try RecordingOutput(.init(path: $0, frameRate: pipeline.selection.fps)) }
+        let stage = rtpOutput.stage(
+            for: pipeline, settings: settings, keyIntervalSeconds: keySeconds, alsoTo: recording.map { [$0] } ?? [],
+            adaptsToBandwidth: adaptToBandwidth)
         // As fast as frames come (a fixture with --fast), encode on a thread of its own, as record does.
-        encode.usesEncoderThread = capture.fast
-        try await pipeline.runCommand("streaming", quiet: capture.quiet, stages: [encode], namedDevice: capture.device)
+        (stage as? EncodeStage)?.usesEncoderThread = capture.fast
+        try await pipeline.runCommand("streaming", quiet: capture.quiet, stages: [stage], namedDevice: capture.device)
     }
 }
