@@ -28,11 +28,6 @@ let versionText: String = {
     "camcap 0.1.0\n\(libyuvCPUFlags)\n\(H264Encoder.openH264Version)"
 }()
 
-struct CLIError: Error, CustomStringConvertible {
-    var description: String
-    init(_ d: String) { description = d }
-}
-
 extension FrameSize: ExpressibleByArgument {
     public init?(argument: String) { self.init(parsing: argument) }
     public var defaultValueDescription: String { description }
@@ -43,7 +38,8 @@ func fail(_ error: any Error) -> Never {
     ProcessExit.now(1)
 }
 
-/// A command whose failures end it as "camcap: error: …" with exit status 1 (`fail`), not as a usage error.
+/// A command whose failures end it as "camcap: error: …" with exit status 1 (`fail`), not as a usage error
+/// (a `ValidationError` thrown while it runs too: the message alone).
 protocol CamcapCommand: AsyncParsableCommand {
     func execute() async throws
 }

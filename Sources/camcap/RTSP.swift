@@ -103,7 +103,7 @@ struct RTSP: CamcapCommand {
             user == nil
             ? nil : try DigestAuthenticator.password(file: passwordFile, fallback: ProcessInfo.processInfo.environment["CAMCAP_RTSP_PASSWORD"])
         if user != nil && password == nil {
-            throw CLIError("--user needs a password: --password-file FILE or the environment variable CAMCAP_RTSP_PASSWORD")
+            throw ValidationError("--user needs a password: --password-file FILE or the environment variable CAMCAP_RTSP_PASSWORD")
         }
         let pipeline = try capture.session(untilStopped: true, idleRelease: server.idleRelease)
         let recipe = encoding.recipe

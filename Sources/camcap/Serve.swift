@@ -165,7 +165,7 @@ struct Serve: CamcapCommand {
         let pipeline = try capture.session(untilStopped: true, idleRelease: server.idleRelease)
         let identity: DTLSIdentity
         let profiles: [SRTPProfile] = srtp == "gcm" ? [.aeadAes128Gcm] : srtp == "cm" ? [.aes128CmSha1_80] : [.aeadAes128Gcm, .aes128CmSha1_80]
-        do { identity = try DTLSIdentity(profiles: profiles) } catch { throw CLIError("cannot create the DTLS certificate: \(error)") }
+        do { identity = try DTLSIdentity(profiles: profiles) } catch { throw ValidationError("cannot create the DTLS certificate: \(error)") }
         let interfaces = address.isWildcard ? interfaceAddresses() : []
         let hosts = candidate.isEmpty ? (address.isWildcard ? interfaces : [address.host]) : candidate
         // The hub, the encode (tiers, one encode or the camera's own H.264), the wake-up and the rotation steering.

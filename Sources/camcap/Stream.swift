@@ -73,7 +73,7 @@ struct Stream: CamcapCommand {
         // The SDP file is opened (and locked) before the camera starts: a bad path fails at once, naming it.
         var sdpFile: OutputFile?
         if let sdp, !sdpOnly {
-            do { sdpFile = try OutputFile(path: sdp) } catch { throw CLIError("--sdp: \(error)") }
+            do { sdpFile = try OutputFile(path: sdp) } catch { throw ValidationError("--sdp: \(error)") }
         }
         // --sdp-only: one frame, whose SPS/PPS (with the camera's colour description) are the stream's.
         let pipeline = try capture.session(frames: sdpOnly ? 1 : nil)
