@@ -35,13 +35,7 @@ struct Preview: CamcapCommand {
         try refuseEncodedCamera(pipeline, "preview")
         var stages: [any PictureStage] = [CountStage()]
         if let y4m { stages.append(try Y4MStage(path: y4m)) }
-        if let snapshot {
-            let stem = (snapshot as NSString).deletingPathExtension, ext = (snapshot as NSString).pathExtension
-            stages.append(
-                try SnapshotStage(every: snapshotEvery) { n in
-                    n == 0 ? snapshot : "\(stem)-\(String(format: "%06d", n)).\(ext)"
-                })
-        }
+        if let snapshot { stages.append(try SnapshotStage(every: snapshotEvery, path: SnapshotStage.numbered(snapshot))) }
         // The source turns, mirrors and scales every frame once; with --apply-rotation the camera's own rotation first.
         pipeline.sourceOptions = VideoSource.Options(
             applyRotation: applyRotation, rotation: VideoRotation(rawValue: rotate)!, mirror: mirror, size: scale)

@@ -103,8 +103,7 @@ struct Record: CamcapCommand {
         if let adapt { encode.follow(try AdaptSchedule(parsing: adapt), in: pipeline, baseKbps: encoder.bitrate) }
         if let preview { stages.append(try Y4MStage(path: preview)) }
         if let n = snapshotEvery {
-            let stem = (output as NSString).deletingPathExtension
-            stages.append(try SnapshotStage(every: n) { "\(stem)-snapshot-\(String(format: "%06d", $0)).jpg" })
+            stages.append(try SnapshotStage(every: n, path: SnapshotStage.numbered((output as NSString).deletingPathExtension + "-snapshot.jpg")))
         }
         // Room for every frame of the run (30 fps for the duration, or the frame count), allocated before the start.
         let trace = frameTrace.map { _ in

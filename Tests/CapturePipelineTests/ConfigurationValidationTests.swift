@@ -75,4 +75,10 @@ import H264
         #expect(try String(contentsOfFile: path, encoding: .utf8).hasPrefix("sequence,capture_ms,"))
         #expect(throws: (any Error).self) { try FrameTrace(capacity: 4).writeCSV(to: "/nonexistent-dir/trace.csv") }
     }
+
+    @Test func snapshotNamesAreNumberedBeforeTheExtension() {
+        let name = SnapshotStage.numbered("/tmp/shot.png")
+        #expect(name(0) == "/tmp/shot.png" && name(30) == "/tmp/shot-000030.png")
+        #expect(SnapshotStage.numbered("out/clip-snapshot.jpg")(7) == "out/clip-snapshot-000007.jpg")
+    }
 }
