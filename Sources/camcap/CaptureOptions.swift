@@ -26,14 +26,11 @@ struct CaptureOptions: ParsableArguments {
             valueName: "FOURCC[,FOURCC…]"),
         transform: parsePixelFormats)
     var pixelFormat: [PixelFormat]?
-    @Option(help: "Stop after this many frames.")
-    var frames: Int?
-    @Option(help: "Stop after this many seconds of capture, on frame timestamps (default 5 when --frames is not given).")
-    var duration: Double?
+    @Option(help: "Stop after this many frames.") var frames: Int?
+    @Option(help: "Stop after this many seconds of capture, on frame timestamps (default 5 when --frames is not given).") var duration: Double?
     @Flag(help: "Fixture cameras only: frames as fast as they are consumed, timestamps exactly 1/fps apart, no drops (encoding on a thread).")
     var fast = false
-    @Option(help: "Fixture cameras only: sensor noise amplitude added to luma (0 = the clean test pattern).")
-    var noise: Int = 0
+    @Option(help: "Fixture cameras only: sensor noise amplitude added to luma (0 = the clean test pattern).") var noise: Int = 0
     @Option(help: .hidden) var fixtureDisconnectAfter: Int?
     @Option(
         name: .customLong("control"),
@@ -41,8 +38,7 @@ struct CaptureOptions: ParsableArguments {
     var controls: [String] = []
     @Option(help: ArgumentHelp("Anti-flicker filter set on start: 50, 60, auto (where the camera has it) or off.", valueName: "50|60|auto|off"))
     var powerLine: String?
-    @Flag(name: .shortAndLong, help: "No progress line and no start line.")
-    var quiet = false
+    @Flag(name: .shortAndLong, help: "No progress line and no start line.") var quiet = false
 
     func validate() throws {
         guard (0...64).contains(noise) else { throw ValidationError("--noise must be 0...64, got \(noise)") }
@@ -110,8 +106,7 @@ func refuseEncodedCamera(_ pipeline: CaptureSession, _ command: String) throws {
 /// defaults and checks. `record` adds its own (--keyint, --threads, --max-nal-size, --frame-skipping).
 struct EncoderOptions: ParsableArguments {
     @Option(help: "Target bitrate in kbps.") var bitrate = 1500
-    @Option(help: "Maximum bitrate in kbps (default 1.5 × target; a receiver's estimate, REMB, never goes above it).")
-    var maxBitrate: Int?
+    @Option(help: "Maximum bitrate in kbps (default 1.5 × target; a receiver's estimate, REMB, never goes above it).") var maxBitrate: Int?
     @Option(help: "Seconds between key frames (default 2).") var keyintSeconds: Double?
 
     /// OpenH264's limits, checked before any camera or file is touched (record adds its own options).

@@ -16,8 +16,7 @@ struct Controls: CamcapCommand {
     var device: String?
     @Option(name: .customLong("set"), help: ArgumentHelp("Set a control (repeatable, applied in order).", valueName: "name=value"))
     var settings: [String] = []
-    @Option(name: .customLong("get"), help: ArgumentHelp("Print one control's value (repeatable).", valueName: "name"))
-    var gets: [String] = []
+    @Option(name: .customLong("get"), help: ArgumentHelp("Print one control's value (repeatable).", valueName: "name")) var gets: [String] = []
     @Flag(help: "Print JSON instead.") var json = false
 
     func validate() throws {

@@ -28,8 +28,7 @@ struct Publish: CamcapCommand {
     @OptionGroup var encoding: RTPEncoderOptions
     @Option(help: "Seconds to wait for ICE and DTLS after the answer.") var connectTimeout: Double = 10
     @Option(help: .hidden) var consentTimeout: Double = 30 // tests: seconds without an answered consent check before publishing again
-    @Flag(help: "Rotate the pixels of a rotated camera even when the server accepts the video-orientation extension.")
-    var rotatePixels = false
+    @Flag(help: "Rotate the pixels of a rotated camera even when the server accepts the video-orientation extension.") var rotatePixels = false
 
     func validate() throws {
         do throws(WHIPError) { _ = try WHIPClient(endpoint: whip, token: nil) } catch { throw ValidationError("--whip: \(error)") }

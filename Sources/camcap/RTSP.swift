@@ -44,8 +44,7 @@ struct RTSP: CamcapCommand {
     @Option(help: "The stream's path in the URL.") var path = "/camera"
     @Option(help: "The server's UDP RTP port (RTCP on the next one); 0 picks a free even/odd pair.") var udpPort = 0
     @OptionGroup var encoding: RTPEncoderOptions
-    @Option(help: "Require Digest authentication as this user (the password from --password-file or $CAMCAP_RTSP_PASSWORD).")
-    var user: String?
+    @Option(help: "Require Digest authentication as this user (the password from --password-file or $CAMCAP_RTSP_PASSWORD).") var user: String?
     @Option(help: "Read the password from the first line of this file.") var passwordFile: String?
     @Flag(help: "No authentication on an address off loopback: anyone who can reach it can watch (without it, such an address needs --user).")
     var noAuth = false

@@ -24,14 +24,11 @@ struct Record: CamcapCommand {
 
     @OptionGroup var capture: CaptureOptions
     @Option(name: .shortAndLong, help: "Output file, or with --segment-seconds a strftime pattern.") var output = "capture.mp4"
-    @Option(help: ArgumentHelp("Container: mp4 or h264 (default: from the output's extension).", valueName: "mp4|h264"))
-    var container: String?
+    @Option(help: ArgumentHelp("Container: mp4 or h264 (default: from the output's extension).", valueName: "mp4|h264")) var container: String?
     @Option(help: "Start a new file at the first key frame after this many seconds (0.5...86400).") var segmentSeconds: Double?
     @Option(help: "With --segment-seconds: keep at most this many files, deleting the oldest.") var keep: Int?
-    @Flag(help: "Turn the pixels upright (a rotated camera); by default MP4 carries the rotation as display metadata.")
-    var applyRotation = false
-    @Option(help: "MP4: the longest fragment in seconds (a key frame also ends one; what a crash can lose).")
-    var fragmentSeconds: Double = 1
+    @Flag(help: "Turn the pixels upright (a rotated camera); by default MP4 carries the rotation as display metadata.") var applyRotation = false
+    @Option(help: "MP4: the longest fragment in seconds (a key frame also ends one; what a crash can lose).") var fragmentSeconds: Double = 1
     @OptionGroup var encoder: EncoderOptions
     @Option(help: "Frames between key frames (instead of --keyint-seconds).") var keyint: Int?
     @Option(help: "Encoder threads (1-4).") var threads = 1

@@ -41,8 +41,7 @@ struct Serve: CamcapCommand {
     @Option(help: "Drop this fraction of outgoing RTP packets (0...1; a loss test for NACK and PLI).") var dropRate: Double = 0
     @Option(help: "The address put in the answer's candidate (default: the listen address; for 0.0.0.0 every interface's IPv4 address).")
     var candidate: [String] = []
-    @Option(help: "SRTP profiles to offer: gcm (AEAD_AES_128_GCM), cm (AES_CM_128_HMAC_SHA1_80) or both (GCM preferred).")
-    var srtp = "both"
+    @Option(help: "SRTP profiles to offer: gcm (AEAD_AES_128_GCM), cm (AES_CM_128_HMAC_SHA1_80) or both (GCM preferred).") var srtp = "both"
     @Flag(
         help:
             "Let the lowest viewer's REMB also lower the size and frame rate (WebRTC's balanced steps, as `stream` does). Off by default: without probing, a receiver's estimate follows what it gets, so easy content would be shrunk."
@@ -79,8 +78,7 @@ struct Serve: CamcapCommand {
     var allowHost: [String] = []
     @Option(help: "HTTPS: the certificate chain (PEM).") var tlsCert: String?
     @Option(help: "HTTPS: the private key (PEM).") var tlsKey: String?
-    @Flag(help: "HTTPS with a self-signed certificate made at start for the server's names; its fingerprints are printed.")
-    var tlsSelfSigned = false
+    @Flag(help: "HTTPS with a self-signed certificate made at start for the server's names; its fingerprints are printed.") var tlsSelfSigned = false
     @Option(help: "Open HTTP connections per client network (IPv4 /24, IPv6 /64) at most.") var maxConnectionsPerNetwork = 128
     @Option(help: "Connected viewers at most.") var maxViewers = 16
     @Option(help: "Viewers still connecting (ICE and DTLS not done) at most.") var maxPending = 8

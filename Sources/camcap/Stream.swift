@@ -32,8 +32,7 @@ struct Stream: CamcapCommand {
     @OptionGroup var capture: CaptureOptions
     @Option(help: "Where to send RTP: HOST:PORT (RTCP goes to PORT+1).") var to: String
     @Option(help: "Write the SDP describing the stream here.") var sdp: String?
-    @Option(help: "The stream's SSRC (1...4294967295; default: derived from --to, the same in every run to that address).")
-    var ssrc: UInt32?
+    @Option(help: "The stream's SSRC (1...4294967295; default: derived from --to, the same in every run to that address).") var ssrc: UInt32?
     @Flag(help: "Write the SDP (--sdp) and exit without capturing.") var sdpOnly = false
     @OptionGroup var encoding: RTPEncoderOptions
     @Option(help: "Drop this fraction of outgoing RTP packets (0...1; a loss test for NACK and PLI).") var dropRate: Double = 0
