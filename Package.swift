@@ -193,7 +193,7 @@ let package = Package(
             name: "CamcapTests",
             dependencies: ["camcap", "embedded-whep-example", "frame-consumer-example", "WHEPServer", "WHIPClient", "WebRTC", "TestSupport"]),
         .testTarget(name: "SystemIOTests", dependencies: ["SystemIO"]),
-        .testTarget(name: "WHIPClientTests", dependencies: ["WHIPClient", "VideoCapture"]),
+        .testTarget(name: "WHIPClientTests", dependencies: ["WHIPClient", "VideoCapture", "CapturePipeline", "FixtureCameras"]),
         .testTarget(
             name: "CapturePipelineTests",
             dependencies: [

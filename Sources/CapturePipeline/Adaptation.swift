@@ -206,3 +206,16 @@ public final class BandwidthFollower: Sendable {
         }
     }
 }
+
+extension EncodeStage {
+    /// Replays `schedule` in `session` (`CaptureSession.adaptSchedule`: frames dropped and scaled on their
+    /// timestamps) with this encoder following: each step sets its rates, the step's bitrate (else `baseKbps`) at
+    /// the step's frame rate, at most the camera's. Call before the session runs.
+    public func follow(_ schedule: AdaptSchedule, in session: CaptureSession, baseKbps: Int) {
+        session.adaptSchedule = schedule
+        let control = control, cameraFps = session.selection.fps.fps
+        session.onAdaptationStep = { step in
+            try? control.setRates(bitrate: (step.kbps ?? baseKbps) * 1000, fps: max(1, min(step.maxFps, cameraFps)))
+        }
+    }
+}

@@ -549,10 +549,14 @@ public struct PipelineError: CodedError {
     public var code: Code
     /// A sentence for people, naming the setting, the camera or the file at fault.
     public var message: String
-    /// An error with `code` and a human-readable `message`.
-    public init(_ code: Code, _ message: String) {
+    /// The configuration member refused by a `validate()` ("bitrateKbps", "durationNs"); the message then starts
+    /// with it.
+    public var setting: String?
+    /// An error with `code`, a human-readable `message` and the setting at fault, if one is.
+    public init(_ code: Code, _ message: String, setting: String? = nil) {
         self.code = code
         self.message = message
+        self.setting = setting
     }
 }
 

@@ -1,4 +1,5 @@
 import VideoCapture
+import VideoProcessing
 
 /// Per-frame stage times of a real-time capture session, for finding where a latency tail comes from (camcap
 /// `record --frame-trace FILE` writes it as CSV). The rows are allocated up front: recording a frame allocates
@@ -51,6 +52,13 @@ public final class FrameTrace {
 
     func record(_ row: Row) {
         if rows.count < capacity { rows.append(row) } else { overflow += 1 }
+    }
+
+    /// Writes `csv()` to the file at `path` (created or replaced).
+    public func writeCSV(to path: String) throws {
+        let file = try OutputFile(path: path)
+        try file.write(Array(csv().utf8))
+        try file.close()
     }
 
     /// The rows as CSV with a header line; times in microseconds, the capture time from the first frame.

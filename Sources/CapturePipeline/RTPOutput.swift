@@ -205,3 +205,56 @@ package final class InputDumpStage: PictureStage {
     package func discard() { y4m.discard() }
     package var summary: [(String, String)] { y4m.summary }
 }
+
+/// Keeps the SPS and PPS of the first key frame written: what an SDP's `sprop-parameter-sets` needs before a
+/// stream is sent (run one frame through an `EncodeStage` with this as its output).
+public final class ParameterSetCatcher: EncodedOutput {
+    /// The first key frame's SPS and PPS; nil until one was written.
+    public private(set) var parameterSets: (sps: [UInt8], pps: [UInt8])?
+    /// A catcher with nothing caught.
+    public init() {}
+    /// Keeps the parameter sets of the first key frame.
+    public func write(_ frame: EncodedFrame) throws {
+        if parameterSets == nil, frame.isKeyFrame { parameterSets = frame.parameterSets }
+    }
+    /// Nothing to finish.
+    public func end() throws {}
+    /// Nothing to remove.
+    public func discard() {}
+    /// Nothing to report.
+    public var summary: [(String, String)] { [] }
+}
+
+extension CaptureSession {
+    /// Runs the session (give it a stop condition: `frames = 1`) with an `EncodeStage` of `settings`, and returns
+    /// the SPS and PPS of its first key frame: what an SDP written before a stream starts announces, with the
+    /// camera's colour description in the VUI. The run's failure is thrown; a run without a key frame is a
+    /// `PipelineError` with code `noFrames`.
+    public func encodedParameterSets(settings: H264Encoder.Settings, keyIntervalSeconds: Double?) async throws -> (sps: [UInt8], pps: [UInt8]) {
+        let catcher = ParameterSetCatcher()
+        let report = try await run(stages: [EncodeStage(settings: settings, keyIntervalSeconds: keyIntervalSeconds, outputs: [catcher])])
+        if let failure = report.failure { throw failure }
+        guard let parameterSets = catcher.parameterSets else { throw PipelineError(.noFrames, "the encoder gave no SPS/PPS") }
+        return parameterSets
+    }
+}
+
+extension RTPOutput {
+    /// The stage that feeds this output (and `alsoTo`, a recording) from `session`, wired in one call: an
+    /// `EncodeStage` with `settings` (REMB also lowering and restoring the size and frame rate when
+    /// `adaptsToBandwidth`), or for a camera that delivers H.264 a `PassthroughStage` of its own access units,
+    /// packetized as they come. Feedback (PLI/FIR, REMB) goes to the stage. Call before the camera starts, once.
+    public func stage(
+        for session: CaptureSession, settings: H264Encoder.Settings, keyIntervalSeconds: Double?, alsoTo outputs: [any EncodedOutput] = [],
+        adaptsToBandwidth: Bool = false
+    ) -> any PictureStage {
+        if session.selection.pixelFormat == .h264 {
+            let stage = PassthroughStage(outputs: [self] + outputs)
+            connect(stage, maxBitrate: settings.effectiveMaxBitrate)
+            return stage
+        }
+        let encode = EncodeStage(settings: settings, keyIntervalSeconds: keyIntervalSeconds, outputs: [self] + outputs)
+        connect(encode, adapting: adaptsToBandwidth ? session.outputRequests : nil)
+        return encode
+    }
+}

@@ -483,6 +483,13 @@ public final class SnapshotStage: PictureStage {
     /// The one snapshot file (with `every == nil`), claimed before the camera starts.
     private let single: OutputFile?
 
+    /// Names for `init(every:path:)` from one path: `path` itself for the one snapshot (n = 0), else the picture's
+    /// number in six digits before the extension ("shot.png" → "shot-000030.png").
+    public static func numbered(_ path: String) -> (Int) -> String {
+        let stem = (path as NSString).deletingPathExtension, ext = (path as NSString).pathExtension
+        return { n in n == 0 ? path : "\(stem)-\(String(format: "%06d", n))" + (ext.isEmpty ? "" : ".\(ext)") }
+    }
+
     /// `path(n)` names the snapshot of picture n (1-based); with `every == nil`, `path(0)` is the one file.
     public init(every: Int?, path: @escaping (Int) -> String) throws {
         self.every = every

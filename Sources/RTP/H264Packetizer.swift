@@ -346,6 +346,13 @@ public struct PlayoutDelay: Sendable, Hashable, CustomStringConvertible {
         self.minMs = minMs / 10 * 10
         self.maxMs = maxMs / 10 * 10
     }
+    /// Bounds from "MIN:MAX" in milliseconds (`description`'s form, "0:500"); nil when malformed or not
+    /// 0 ≤ min ≤ max ≤ 40950.
+    public init?(parsing text: String) {
+        let f = text.split(separator: ":", omittingEmptySubsequences: false)
+        guard f.count == 2, let lo = Int(f[0]), let hi = Int(f[1]) else { return nil }
+        self.init(minMs: lo, maxMs: hi)
+    }
     /// "MIN:MAX" in milliseconds.
     public var description: String { "\(minMs):\(maxMs)" }
     /// 0:500: libwebrtc's low-latency rendering (min 0, max at most 500 ms): each frame is shown as soon as it is

@@ -29,11 +29,15 @@ public struct RTPError: Error, Sendable, Equatable, CustomStringConvertible {
     public var message: String
     /// The system's error number when a socket call failed.
     public var errno: Int32?
-    /// An error with `code`, a human-readable `message` and the failing call's `errno` if any.
-    public init(_ code: Code, _ message: String, errno: Int32? = nil) {
+    /// The configuration member refused by `Configuration.validate()` ("dropRate"); the message then starts
+    /// with it.
+    public var setting: String?
+    /// An error with `code`, a human-readable `message`, the failing call's `errno` and the setting at fault, if any.
+    public init(_ code: Code, _ message: String, errno: Int32? = nil, setting: String? = nil) {
         self.code = code
         self.message = message
         self.errno = errno
+        self.setting = setting
     }
     /// The message, followed by the errno and its text when there is one.
     public var description: String { message + (errno.map { " (errno \($0): \(String(cString: strerror($0))))" } ?? "") }

@@ -8,12 +8,18 @@ public struct RTSPError: CodedError {
     public var code: Code
     /// A sentence for people, naming the address, port or value at fault.
     public var message: String
-    /// An error with `code` and a human-readable `message`.
-    public init(_ code: Code, _ message: String) {
+    /// The configuration member refused, for `invalidConfiguration` from `validate()` ("maxSessions"); the
+    /// message then starts with it.
+    public var setting: String?
+    /// An error with `code`, a human-readable `message` and the setting at fault, if one is.
+    public init(_ code: Code, _ message: String, setting: String? = nil) {
         self.code = code
         self.message = message
+        self.setting = setting
     }
 }
+
+extension RTSPError: SettingError {}
 
 /// The codes of `RTSPError`.
 extension ErrorCode where Domain == RTSPError {
@@ -24,7 +30,7 @@ extension ErrorCode where Domain == RTSPError {
 }
 
 /// What happened to a client's session, for the app to show (the library never prints).
-public struct RTSPEvent: Sendable {
+public struct RTSPEvent: Sendable, CustomStringConvertible {
     /// The kinds of event.
     public enum Kind: Sendable, Equatable {
         /// SETUP made the session.
@@ -40,6 +46,16 @@ public struct RTSPEvent: Sendable {
     public var session: RTSPSessionStatistics
     /// Why the session ended (for `.ended`).
     public var reason: String?
+    /// The event as a line for a log: "rtsp: client 2 from 192.0.2.1 set up (udp 5000-5001)", "rtsp: client 2
+    /// playing", "rtsp: client 2 ended: REASON (N frames sent)".
+    public var description: String {
+        let s = session
+        return switch kind {
+        case .setUp: "rtsp: client \(s.number) from \(s.client) set up (\(s.transport) \(s.ports))"
+        case .playing: "rtsp: client \(s.number) playing"
+        case .ended: "rtsp: client \(s.number) ended: \(reason ?? "?") (\(s.framesSent) frames sent)"
+        }
+    }
 }
 
 /// One client session's figures (a snapshot).

@@ -133,6 +133,16 @@ public final class RTSPHub: EncodedOutput, Sendable {
         try H264Encoder.parameterSets(for: settings)
     }
 
+    /// The SPS and PPS the SDP announces for `session`'s stream before its first frame is encoded (the encoder
+    /// rests until a client plays): an encoder with `settings`, at the planned frame rate and key interval, gives
+    /// the same ones, and the first real key frame replaces them if they differ. For a camera that delivers H.264
+    /// they stand in until its first key frame (clients decode from the SPS/PPS before every IDR).
+    public static func parameterSets(
+        for session: CaptureSession, settings: H264Encoder.Settings, keyIntervalSeconds: Double?
+    ) throws -> (sps: [UInt8], pps: [UInt8]) {
+        try H264Encoder.parameterSets(for: EncodeStage.settings(settings, keyIntervalSeconds: keyIntervalSeconds, for: session.selection.planned))
+    }
+
     /// Key-frame requests (a client starting to play, PLI/FIR) go to `encode`.
     public func connect(_ encode: EncodeStage) { encoder.withLock { $0 = encode.control } }
     /// Clients' key-frame requests go to a camera whose own H.264 is passed through (`PassthroughStage`).

@@ -59,3 +59,16 @@ package func readBoundedFile(_ path: String, limit: Int) throws(BoundedReadFailu
     data.removeLast(data.count - used)
     return data
 }
+
+extension BoundedReadFailure {
+    /// A sentence naming the file, what it is for and what is wrong ("cannot read the token file x: No such
+    /// file or directory").
+    package func message(_ path: String, what: String, limit: Int) -> String {
+        switch self {
+        case .cannotOpen(let e), .readFailed(let e): "cannot read the \(what) \(path): \(String(cString: strerror(e)))"
+        case .notRegular(let kind): "the \(what) \(path) is \(kind), not a regular file"
+        case .tooLarge(let size): "the \(what) \(path) is \(size) bytes; at most \(limit) are read"
+        case .grew: "the \(what) \(path) grew past \(limit) bytes while it was read"
+        }
+    }
+}

@@ -319,16 +319,19 @@ private final class WHEPHandler: ChannelInboundHandler {
 
 /// Why the server could not start, or a file it was given is unusable.
 public struct ServerError: CodedError {
-    /// The codes: `cannotListen`, `badFile`, `badToken`, `tls`.
+    /// The codes: `cannotListen`, `badFile`, `badToken`, `tls`, `invalidConfiguration`.
     public typealias Code = ErrorCode<ServerError>
     /// What kind of failure this is, to switch on.
     public var code: Code
     /// A sentence for people, naming the address, file or option at fault.
     public var message: String
-    /// An error with `code` and a human-readable `message`.
-    public init(_ code: Code, _ message: String) {
+    /// The configuration member refused by a `validate()` ("maxViewers"); the message then starts with it.
+    public var setting: String?
+    /// An error with `code`, a human-readable `message` and the setting at fault, if one is.
+    public init(_ code: Code, _ message: String, setting: String? = nil) {
         self.code = code
         self.message = message
+        self.setting = setting
     }
 }
 
@@ -342,4 +345,6 @@ extension ErrorCode where Domain == ServerError {
     public static var badToken: Self { Self(rawValue: "bad token") }
     /// The TLS context could not be made.
     public static var tls: Self { Self(rawValue: "tls") }
+    /// A configuration value is out of its range (`validate()`); `setting` names it.
+    public static var invalidConfiguration: Self { Self(rawValue: "invalid configuration") }
 }

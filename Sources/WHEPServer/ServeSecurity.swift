@@ -113,13 +113,7 @@ public enum ServeSecurity {
         do throws(BoundedReadFailure) {
             return String(decoding: try readBoundedFile(path, limit: limit), as: UTF8.self)
         } catch {
-            switch error {
-            case .cannotOpen(let e), .readFailed(let e):
-                throw ServerError(.badFile, "cannot read the \(what) \(path): \(String(cString: strerror(e)))")
-            case .notRegular(let kind): throw ServerError(.badFile, "the \(what) \(path) is \(kind), not a regular file")
-            case .tooLarge(let size): throw ServerError(.badFile, "the \(what) \(path) is \(size) bytes; at most \(limit) are read")
-            case .grew: throw ServerError(.badFile, "the \(what) \(path) grew past \(limit) bytes while it was read")
-            }
+            throw ServerError(.badFile, error.message(path, what: what, limit: limit))
         }
     }
 

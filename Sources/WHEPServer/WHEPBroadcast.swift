@@ -2,6 +2,7 @@ public import CapturePipeline
 public import H264
 public import Logging
 public import WebRTC
+public import RTP
 import VideoCapture
 import VideoProcessing
 
@@ -43,6 +44,15 @@ public struct WHEPBroadcast {
             self.tiers = tiers
             self.adaptsToBandwidth = adaptsToBandwidth
             self.rotationAsMetadata = rotationAsMetadata
+        }
+
+        /// Bounds for the viewers' send-side estimate (`WebRTCPeer.Configuration.sendSideEstimation`) that fit
+        /// this encoder: from 50 kbit/s up to its highest bitrate (`maxBitrateKbps`, else 1.5 × the target),
+        /// starting at the target or 1 Mbit/s, whichever is lower.
+        public var sendSideEstimation: SendSideBandwidthEstimator.Configuration {
+            let (bitrate, maxBitrate) = (encoder.bitrateKbps, encoder.maxBitrateKbps)
+            return SendSideBandwidthEstimator.Configuration(
+                minBitrate: 50_000, maxBitrate: (maxBitrate ?? bitrate * 3 / 2) * 1000, startBitrate: min(bitrate, 1000) * 1000)
         }
     }
 

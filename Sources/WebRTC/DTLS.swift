@@ -14,15 +14,21 @@ public struct WebRTCError: Error, Sendable, Equatable, CustomStringConvertible {
         case unsupportedCodec
         /// Sockets, DTLS, SRTP or certificates failed on our side.
         case local
+        /// A configuration value is out of its range (`WebRTCPeer.Configuration.validate()`); `setting` names it.
+        case invalidConfiguration
     }
     /// A sentence for people, saying what was wrong and, for an offer, what to change.
     public var message: String
     /// What kind of failure this is, to switch on.
     public var code: Code
+    /// The configuration member refused, for `invalidConfiguration` ("connectTimeoutNs"); the message starts
+    /// with it.
+    public var setting: String?
     /// An error with a human-readable `message`; a local failure unless `code` says otherwise.
-    public init(_ message: String, code: Code = .local) {
+    public init(_ message: String, code: Code = .local, setting: String? = nil) {
         self.message = message
         self.code = code
+        self.setting = setting
     }
     /// The message.
     public var description: String { message }

@@ -28,11 +28,6 @@ let versionText: String = {
     "camcap 0.1.0\n\(libyuvCPUFlags)\n\(H264Encoder.openH264Version)"
 }()
 
-struct CLIError: Error, CustomStringConvertible {
-    var description: String
-    init(_ d: String) { description = d }
-}
-
 extension FrameSize: ExpressibleByArgument {
     public init?(argument: String) { self.init(parsing: argument) }
     public var defaultValueDescription: String { description }
@@ -41,6 +36,18 @@ extension FrameSize: ExpressibleByArgument {
 func fail(_ error: any Error) -> Never {
     FileHandle.standardError.write(Data("camcap: error: \(error)\n".utf8))
     ProcessExit.now(1)
+}
+
+/// A command whose failures end it as "camcap: error: …" with exit status 1 (`fail`), not as a usage error
+/// (a `ValidationError` thrown while it runs too: the message alone).
+protocol CamcapCommand: AsyncParsableCommand {
+    func execute() async throws
+}
+
+extension CamcapCommand {
+    func run() async throws {
+        do { try await execute() } catch { fail(error) }
+    }
 }
 
 struct Devices: AsyncParsableCommand {
@@ -59,23 +66,21 @@ struct Devices: AsyncParsableCommand {
     }
 }
 
-struct Formats: AsyncParsableCommand {
+struct Formats: CamcapCommand {
     static let configuration = CommandConfiguration(
         abstract: "List a device's formats, sizes and frame intervals (in the style of `v4l2-ctl --list-formats-ext`).")
     @Option(name: .shortAndLong, help: "Device: /dev/videoN, fixture:NAME or a fixture file.") var device: String
     @Flag(help: "Print JSON instead.") var json = false
 
-    func run() async throws {
+    func execute() async throws {
         let capturer = makeCapturer()
-        do {
-            let d = try capturer.device(device)
-            let formats = try capturer.supportedFormats(for: d)
-            print(json ? FormatListing.json(formats) : FormatListing.text(formats), terminator: "")
-        } catch { fail(error) }
+        let d = try capturer.device(device)
+        let formats = try capturer.supportedFormats(for: d)
+        print(json ? FormatListing.json(formats) : FormatListing.text(formats), terminator: "")
     }
 }
 
-struct Select: AsyncParsableCommand {
+struct Select: CamcapCommand {
     static let configuration = CommandConfiguration(
         abstract: "Show which format, size and frame rate negotiation picks for a target size.",
         discussion:
@@ -83,30 +88,28 @@ struct Select: AsyncParsableCommand {
     )
     @Option(name: .shortAndLong, help: "Device: /dev/videoN, fixture:NAME or a fixture file.") var device: String
     @Option(name: .shortAndLong, help: "Target size.") var size: FrameSize
-    @Option(help: ArgumentHelp("Frame-rate limit: 30, 12.5, 29.97 (= 30000/1001) or 30000/1001.", valueName: "fps"), transform: RateLimit.parse)
-    var fpsLimit: RateLimit = RateLimit(Fraction(30))
+    @Option(help: ArgumentHelp("Frame-rate limit: 30, 12.5, 29.97 (= 30000/1001) or 30000/1001.", valueName: "fps"), transform: parseRateLimit)
+    var fpsLimit: Fraction = 30
     @Option(
         help: ArgumentHelp("Pixel formats wanted, preferred in this order (e.g. MJPG or YUYV,NV12).", valueName: "FOURCC[,FOURCC…]"),
-        transform: PixelFormatList.parse)
-    var pixelFormat: PixelFormatList?
+        transform: parsePixelFormats)
+    var pixelFormat: [PixelFormat]?
     @Flag(help: "Print exactly one JSON object: pixelFormat, width, height, fps.") var json = false
 
     func validate() throws {
-        try CLIRange.size(size, "--size")
+        try checkSize(size, "--size")
     }
 
-    func run() async throws {
+    func execute() async throws {
         let capturer = makeCapturer()
-        do {
-            let d = try capturer.device(device)
-            let sel = try capturer.selectFormat(for: d, targetSize: size, fpsLimit: fpsLimit.value, pixelFormats: pixelFormat?.formats ?? [])
-            if json {
-                print(
-                    jsonObject([("pixelFormat", sel.pixelFormat.fourcc), ("width", sel.size.width), ("height", sel.size.height), ("fps", sel.fps)]))
-            } else {
-                print("\(sel.pixelFormat) (\(sel.format.formatDescription)) \(sel.size) @ \(sel.fps) fps")
-            }
-        } catch { fail(error) }
+        let d = try capturer.device(device)
+        let sel = try capturer.selectFormat(for: d, targetSize: size, fpsLimit: fpsLimit, pixelFormats: pixelFormat ?? [])
+        if json {
+            print(
+                jsonObject([("pixelFormat", sel.pixelFormat.fourcc), ("width", sel.size.width), ("height", sel.size.height), ("fps", sel.fps)]))
+        } else {
+            print("\(sel.pixelFormat) (\(sel.format.formatDescription)) \(sel.size) @ \(sel.fps) fps")
+        }
     }
 }
 

@@ -18,25 +18,19 @@ struct CaptureOptions: ParsableArguments {
     var size: FrameSize = FrameSize(width: 1280, height: 720)
     @Option(
         help: ArgumentHelp("Frame-rate limit for negotiation: 30, 12.5, 29.97 (= 30000/1001) or 30000/1001.", valueName: "fps"),
-        transform: RateLimit.parse)
-    var fpsLimit: RateLimit = RateLimit(Fraction(30))
+        transform: parseRateLimit)
+    var fpsLimit: Fraction = 30
     @Option(
         help: ArgumentHelp(
             "Pixel formats wanted, preferred in this order (e.g. MJPG or YUYV,NV12; H264: a camera's own stream, passed through by record; see `camcap formats`); default: any, the cheapest conversion.",
             valueName: "FOURCC[,FOURCC…]"),
-        transform: PixelFormatList.parse)
-    var pixelFormat: PixelFormatList?
-    @Option(help: "Stop after this many frames.")
-    var frames: Int?
-    @Option(help: "Stop after this many seconds of capture, on frame timestamps (default 5 when --frames is not given).")
-    var duration: Double?
-    @Flag(
-        help:
-            "Fixture cameras only (refused for a real camera): produce frames as fast as they are consumed, timestamps exactly 1/fps apart (no drops). `record` then encodes on a thread of its own while the next frame converts."
-    )
+        transform: parsePixelFormats)
+    var pixelFormat: [PixelFormat]?
+    @Option(help: "Stop after this many frames.") var frames: Int?
+    @Option(help: "Stop after this many seconds of capture, on frame timestamps (default 5 when --frames is not given).") var duration: Double?
+    @Flag(help: "Fixture cameras only: frames as fast as they are consumed, timestamps exactly 1/fps apart, no drops (encoding on a thread).")
     var fast = false
-    @Option(help: "Fixture cameras only: sensor noise amplitude added to luma (0 = the clean test pattern).")
-    var noise: Int = 0
+    @Option(help: "Fixture cameras only: sensor noise amplitude added to luma (0 = the clean test pattern).") var noise: Int = 0
     @Option(help: .hidden) var fixtureDisconnectAfter: Int?
     @Option(
         name: .customLong("control"),
@@ -44,16 +38,10 @@ struct CaptureOptions: ParsableArguments {
     var controls: [String] = []
     @Option(help: ArgumentHelp("Anti-flicker filter set on start: 50, 60, auto (where the camera has it) or off.", valueName: "50|60|auto|off"))
     var powerLine: String?
-    @Flag(name: .shortAndLong, help: "No progress line and no start line.")
-    var quiet = false
+    @Flag(name: .shortAndLong, help: "No progress line and no start line.") var quiet = false
 
-    func validateCommon() throws {
-        if let frames, frames <= 0 { throw ValidationError("--frames must be positive, got \(frames)") }
-        if let duration, !(duration > 0 && duration <= 86_400 * 366) {
-            throw ValidationError("--duration must be between 0 and one year of seconds, got \(duration)")
-        }
+    func validate() throws {
         guard (0...64).contains(noise) else { throw ValidationError("--noise must be 0...64, got \(noise)") }
-        if frames != nil && duration != nil { throw ValidationError("give either --frames or --duration, not both") }
         if let n = fixtureDisconnectAfter, n < 0 { throw ValidationError("--fixture-disconnect-after must be >= 0") }
         for c in controls where CameraControlSetting(parsing: c) == nil {
             throw ValidationError("--control expects NAME=VALUE, got \"\(c.prefix(80))\"")
@@ -61,20 +49,17 @@ struct CaptureOptions: ParsableArguments {
         if let p = powerLine, PowerLineFrequency(argument: p) == nil {
             throw ValidationError("--power-line must be 50, 60, auto or off, got \"\(p.prefix(80))\"")
         }
+        try validating { try configuration().validate() }
     }
 
     /// The session's configuration: the stop condition on timestamps (5 s unless --frames; the servers run until
     /// Ctrl-C when neither is given: `untilStopped`), the camera released after `idleRelease` seconds without
-    /// viewers (0: never), the CLI's cameras (`cameraProviders`) and logger.
+    /// viewers (0: never), the CLI's cameras (`cameraProviders`) and logger; no device named: nil.
     func configuration(untilStopped: Bool = false, idleRelease: Double = 0) -> CaptureSession.Configuration {
         var c = CaptureSession.Configuration()
-        c.device = device ?? defaultCameraSpec
-        c.size = size
-        c.fpsLimit = fpsLimit.value
-        c.pixelFormats = pixelFormat?.formats ?? []
-        c.frames = frames
-        c.durationNs = frames == nil && !(untilStopped && duration == nil) ? Int64((duration ?? 5) * 1e9) : nil
-        c.idleReleaseNs = idleRelease > 0 ? Int64(idleRelease * 1e9) : nil
+        (c.device, c.size, c.fpsLimit, c.pixelFormats, c.frames) = (device, size, fpsLimit, pixelFormat ?? [], frames)
+        c.durationNs = duration.map { nanoseconds(seconds: $0) } ?? (frames == nil && !untilStopped ? 5_000_000_000 : nil)
+        c.idleReleaseNs = idleRelease == 0 ? nil : nanoseconds(seconds: idleRelease)
         c.fast = fast
         c.providers = cameraProviders(
             FixtureCameraProvider.Options(
@@ -84,6 +69,19 @@ struct CaptureOptions: ParsableArguments {
         c.logger = cliLogger
         return c
     }
+
+    /// The session (the device named, else `defaultCameraSpec`), checked: device, negotiation.
+    func session(untilStopped: Bool = false, idleRelease: Double = 0, frames: Int? = nil) throws -> CaptureSession {
+        var c = configuration(untilStopped: untilStopped, idleRelease: idleRelease)
+        c.device = device ?? defaultCameraSpec
+        if let frames { (c.frames, c.durationNs) = (frames, nil) }
+        return try CaptureSession(c)
+    }
+}
+
+/// A size option (`--size` of select, `--scale`) within `CaptureLimits` (16384 per side, 64 Mpx).
+func checkSize(_ size: FrameSize?, _ option: String) throws {
+    if let size, let problem = CaptureLimits.problem(with: size) { throw ValidationError("\(option): \(problem)") }
 }
 
 /// The camera when none is named: the first V4L2 camera, else the built-in fixture webcam (the CLI's documented
@@ -108,16 +106,11 @@ func refuseEncodedCamera(_ pipeline: CaptureSession, _ command: String) throws {
 /// defaults and checks. `record` adds its own (--keyint, --threads, --max-nal-size, --frame-skipping).
 struct EncoderOptions: ParsableArguments {
     @Option(help: "Target bitrate in kbps.") var bitrate = 1500
-    @Option(help: "Maximum bitrate in kbps (default 1.5 × target; a receiver's estimate, REMB, never goes above it).")
-    var maxBitrate: Int?
+    @Option(help: "Maximum bitrate in kbps (default 1.5 × target; a receiver's estimate, REMB, never goes above it).") var maxBitrate: Int?
     @Option(help: "Seconds between key frames (default 2).") var keyintSeconds: Double?
 
-    /// OpenH264's limits, checked before any camera or file is touched (`CLIRange.encoder`).
-    func check(_ capture: CaptureOptions, keyint: Int? = nil, threads: Int = 1, maxNalSize: Int? = nil) throws {
-        try CLIRange.encoder(
-            bitrateKbps: bitrate, maxBitrateKbps: maxBitrate, keyint: keyint, keyintSeconds: keyintSeconds, threads: threads,
-            maxNalSize: maxNalSize, fpsLimit: capture.fpsLimit.doubleValue)
-    }
+    /// OpenH264's limits, checked before any camera or file is touched (record adds its own options).
+    func validate() throws { try validating { try recipe().validate() } }
 
     /// The library's encoder recipe for these options (key frames every --keyint-seconds, default 2).
     func recipe(sliceMode: H264Encoder.SliceMode = .single) -> EncodeStage.Configuration {
@@ -131,51 +124,20 @@ struct RTPEncoderOptions: ParsableArguments {
     @OptionGroup var encoder: EncoderOptions
     @Option(help: "RTP payload budget in bytes, 200...1400 (packets are this plus 12 bytes of header).") var mtu = 1200
 
-    /// The one `--mtu` check: 200...1400 bytes (1400 + 12 of RTP + 28 of UDP/IP fit a 1500-byte Ethernet MTU;
-    /// below 200 a slice of the smallest picture no longer fits a few packets), then the encoder's.
-    func check(_ capture: CaptureOptions) throws {
+    /// 200...1400 bytes: 1400 + 12 of RTP + 28 of UDP/IP fit a 1500-byte Ethernet MTU; below 200 a slice of the
+    /// smallest picture no longer fits a few packets.
+    func validate() throws {
         guard (200...1400).contains(mtu) else { throw ValidationError("--mtu must be 200...1400 bytes, got \(mtu)") }
-        try encoder.check(capture)
     }
 
     /// The encoder recipe, slices within the payload budget (`EncodeStage.Configuration.slices(fitting:)`).
     var recipe: EncodeStage.Configuration { encoder.recipe(sliceMode: EncodeStage.Configuration.slices(fitting: mtu)) }
 }
 
-/// `--fps-limit`: a whole, decimal or fractional rate, 0 < rate ≤ 1000 (`Fraction(rate:)`).
-struct RateLimit: Sendable, CustomStringConvertible {
-    let value: Fraction
-    init(_ value: Fraction) { self.value = value }
-    static func parse(_ text: String) throws -> RateLimit {
-        guard let f = Fraction(rate: text) else {
-            throw ValidationError("--fps-limit expects a rate such as 30, 12.5, 29.97 or 30000/1001, got \"\(text.prefix(40))\"")
-        }
-        guard f.isPositive, f <= Fraction(1000) else { throw ValidationError("--fps-limit must be above 0 and at most 1000, got \(text.prefix(40))") }
-        return RateLimit(f)
-    }
-    var description: String { value.description }
-    var doubleValue: Double { value.doubleValue }
-}
-
-/// `--pixel-format YUYV,MJPG`: FourCCs we convert to I420, in order of preference.
-struct PixelFormatList: Sendable {
-    let formats: [PixelFormat]
-    static func parse(_ text: String) throws -> PixelFormatList {
-        let parts = text.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
-        guard parts.count <= 32 else { throw ValidationError("--pixel-format takes at most 32 FourCCs, got \(parts.count)") }
-        var out: [PixelFormat] = []
-        for p in parts {
-            guard p.count == 4 || (p.count == 7 && p.hasSuffix("-BE")), let f = PixelFormat(fourcc: p) else {
-                throw ValidationError("--pixel-format: \"\(p.prefix(16))\" is not a FourCC (four characters, such as YUYV, MJPG, NV12)")
-            }
-            guard f.isConvertibleToI420 || f == .h264 else {
-                throw ValidationError("--pixel-format: \(f.fourcc) (\(f.name)) cannot be converted to I420 (`camcap formats` lists the camera's)")
-            }
-            if !out.contains(f) { out.append(f) }
-        }
-        return PixelFormatList(formats: out)
-    }
-}
+/// `--fps-limit`: a whole, decimal or fractional rate, 0 < rate ≤ 1000.
+func parseRateLimit(_ text: String) throws -> Fraction { try validating { try CaptureSession.Configuration.fpsLimit(parsing: text) } }
+/// `--pixel-format YUYV,MJPG`: FourCCs we convert to I420 (or H.264), in order of preference.
+func parsePixelFormats(_ text: String) throws -> [PixelFormat] { try validating { try CaptureSession.Configuration.pixelFormats(parsing: text) } }
 
 /// The CLI's logger: silent unless CAMCAP_LOG names a level (trace, debug, info, …).
 let cliLogger: Logger = {
@@ -198,23 +160,26 @@ func makeCapturer() -> CameraVideoCapturer {
 }
 
 extension CaptureSession {
-    /// Runs the session as a command does: Ctrl-C stops it cleanly (a second one exits), the start line and
-    /// the progress go to stderr (unless --quiet), the summary to stdout; a failure is thrown after the summary.
-    /// Runs the session with its start line, progress and summary. `serving` commands (serve, rtsp, publish) produce no
-    /// file: stopped by the user before the camera's first frame, they end cleanly with a note instead of
-    /// "no frame was captured".
-    func runCommand(_ verb: String, quiet: Bool, stages: [any PictureStage], namedDevice: String?, serving: Bool = false) async throws {
-        // SIGINT/SIGTERM: the first finishes the session cleanly, a second exits at once (130).
+    /// Runs the session as a command does: Ctrl-C stops it cleanly (a second one exits), `announce` (the servers'
+    /// URL) and, unless quiet, the start line and the progress go to stderr once the camera runs, the summary to
+    /// stdout; a failure is thrown after the summary. `serving` commands (serve, rtsp, publish) produce no file: stopped by
+    /// the user before the camera's first frame, they end cleanly with a note instead of "no frame was captured".
+    func runCommand(
+        _ verb: String, quiet: Bool, stages: [any PictureStage], namedDevice: String?, announce: String? = nil, serving: Bool = false
+    ) async throws {
+        // Ctrl-C or SIGTERM: the first finishes cleanly, a second exits at once (130).
         let stopSignal = try? StopOnSignals(onFirst: stopAction)
         defer { withExtendedLifetime(stopSignal) {} }
         let tty = FileDescriptor.standardError.isTerminal
+        onStarted = { s in
+            if let announce { FileHandle.standardError.write(Data((announce + "\n").utf8)) }
+            guard !quiet else { return }
+            FileHandle.standardError.write(
+                Data(
+                    "\(verb) \(s.device.path) (\(s.device.name))\(fallbackNote(named: namedDevice, using: s.device.path)): \(s.selection.pixelFormat) \(s.applied.size) @ \(s.applied.fps) fps\n"
+                        .utf8))
+        }
         if !quiet {
-            onStarted = { s in
-                FileHandle.standardError.write(
-                    Data(
-                        "\(verb) \(s.device.path) (\(s.device.name))\(fallbackNote(named: namedDevice, using: s.device.path)): \(s.selection.pixelFormat) \(s.applied.size) @ \(s.applied.fps) fps\n"
-                            .utf8))
-            }
             progressIntervalNs = tty ? 250_000_000 : 2_000_000_000
             onProgress = { line in FileHandle.standardError.write(Data(((tty ? "\r\u{1B}[K" : "") + line + (tty ? "" : "\n")).utf8)) }
             onEvent = { line in FileHandle.standardError.write(Data(((tty ? "\r\u{1B}[K" : "") + line + "\n").utf8)) }

@@ -3,7 +3,7 @@ import Foundation
 import VideoCapture
 import CapturePipeline
 
-struct Controls: AsyncParsableCommand {
+struct Controls: CamcapCommand {
     static let configuration = CommandConfiguration(
         abstract: "List, read and set a camera's controls (in the layout of `v4l2-ctl --list-ctrls-menus`).",
         discussion: """
@@ -16,8 +16,7 @@ struct Controls: AsyncParsableCommand {
     var device: String?
     @Option(name: .customLong("set"), help: ArgumentHelp("Set a control (repeatable, applied in order).", valueName: "name=value"))
     var settings: [String] = []
-    @Option(name: .customLong("get"), help: ArgumentHelp("Print one control's value (repeatable).", valueName: "name"))
-    var gets: [String] = []
+    @Option(name: .customLong("get"), help: ArgumentHelp("Print one control's value (repeatable).", valueName: "name")) var gets: [String] = []
     @Flag(help: "Print JSON instead.") var json = false
 
     func validate() throws {
@@ -26,21 +25,19 @@ struct Controls: AsyncParsableCommand {
         }
     }
 
-    func run() async throws {
+    func execute() async throws {
         let capturer = makeCapturer()
-        do {
-            let d = try capturer.device(device ?? defaultCameraSpec)
-            if settings.isEmpty && gets.isEmpty {
-                let all = try capturer.controls(for: d)
-                print(json ? ControlListing.json(all) : ControlListing.text(all), terminator: "")
-                return
-            }
-            var out: [CameraControl] = []
-            for s in settings.compactMap(CameraControlSetting.init(parsing:)) {
-                out.append(try capturer.setControl(s.control, to: s.value, on: d))
-            }
-            for g in gets { out.append(try capturer.control(g, of: d)) }
-            if json { print(ControlListing.json(out), terminator: "") } else { for c in out { print("\(c.name): \(ControlListing.valueText(c))") } }
-        } catch { fail(error) }
+        let d = try capturer.device(device ?? defaultCameraSpec)
+        if settings.isEmpty && gets.isEmpty {
+            let all = try capturer.controls(for: d)
+            print(json ? ControlListing.json(all) : ControlListing.text(all), terminator: "")
+            return
+        }
+        var out: [CameraControl] = []
+        for s in settings.compactMap(CameraControlSetting.init(parsing:)) {
+            out.append(try capturer.setControl(s.control, to: s.value, on: d))
+        }
+        for g in gets { out.append(try capturer.control(g, of: d)) }
+        if json { print(ControlListing.json(out), terminator: "") } else { for c in out { print("\(c.name): \(ControlListing.valueText(c))") } }
     }
 }

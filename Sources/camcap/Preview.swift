@@ -4,7 +4,7 @@ import VideoCapture
 import VideoProcessing
 import CapturePipeline
 
-struct Preview: AsyncParsableCommand {
+struct Preview: CamcapCommand {
     static let configuration = CommandConfiguration(
         abstract: "Capture, convert to I420 (scale/rotate) and dump: a Y4M stream and/or still snapshots.",
         discussion: """
@@ -24,30 +24,18 @@ struct Preview: AsyncParsableCommand {
     @Option(help: "Scale the output to this size (after rotation).") var scale: FrameSize?
 
     func validate() throws {
-        try capture.validateCommon()
-        try CLIRange.capture(capture)
-        try CLIRange.size(scale, "--scale")
+        try checkSize(scale, "--scale")
         guard VideoRotation(rawValue: rotate) != nil else { throw ValidationError("--rotate must be 0, 90, 180 or 270, got \(rotate)") }
         if let n = snapshotEvery, n <= 0 { throw ValidationError("--snapshot-every must be positive, got \(n)") }
         if let s = snapshot { do { _ = try SnapshotWriter.kind(forPath: s) } catch { throw ValidationError(error.description) } }
     }
 
-    func run() async throws {
-        do { try await preview() } catch { fail(error) }
-    }
-
-    private func preview() async throws {
-        let pipeline = try CaptureSession(capture.configuration())
+    func execute() async throws {
+        let pipeline = try capture.session()
         try refuseEncodedCamera(pipeline, "preview")
         var stages: [any PictureStage] = [CountStage()]
         if let y4m { stages.append(try Y4MStage(path: y4m)) }
-        if let snapshot {
-            let stem = (snapshot as NSString).deletingPathExtension, ext = (snapshot as NSString).pathExtension
-            stages.append(
-                try SnapshotStage(every: snapshotEvery) { n in
-                    n == 0 ? snapshot : "\(stem)-\(String(format: "%06d", n)).\(ext)"
-                })
-        }
+        if let snapshot { stages.append(try SnapshotStage(every: snapshotEvery, path: SnapshotStage.numbered(snapshot))) }
         // The source turns, mirrors and scales every frame once; with --apply-rotation the camera's own rotation first.
         pipeline.sourceOptions = VideoSource.Options(
             applyRotation: applyRotation, rotation: VideoRotation(rawValue: rotate)!, mirror: mirror, size: scale)

@@ -8,7 +8,7 @@ import CapturePipeline
 import WHEPServer
 import WHIPClient
 
-struct Publish: AsyncParsableCommand {
+struct Publish: CamcapCommand {
     static let configuration = CommandConfiguration(
         abstract: "Publish the camera to a media server over WebRTC (WHIP, RFC 9725): Janus, or any WHIP server.",
         discussion: """
@@ -26,13 +26,11 @@ struct Publish: AsyncParsableCommand {
 
     @OptionGroup var capture: CaptureOptions
     @Option(help: "The WHIP endpoint URL (http:// or https://).") var whip: String
-    @Option(help: "The bearer token (visible to other users in ps; prefer --token-file or $CAMCAP_WHIP_TOKEN).") var token: String?
-    @Option(help: "Read the bearer token from this file.") var tokenFile: String?
+    @OptionGroup var auth: TokenOptions // default: $CAMCAP_WHIP_TOKEN
     @OptionGroup var encoding: RTPEncoderOptions
     @Option(help: "Seconds to wait for ICE and DTLS after the answer.") var connectTimeout: Double = 10
     @Option(help: .hidden) var consentTimeout: Double = 30 // tests: seconds without an answered consent check before publishing again
-    @Flag(help: "Rotate the pixels of a rotated camera even when the server accepts the video-orientation extension.")
-    var rotatePixels = false
+    @Flag(help: "Rotate the pixels of a rotated camera even when the server accepts the video-orientation extension.") var rotatePixels = false
     @Flag(
         help: ArgumentHelp(
             "Simulcast (RFC 8853): encode up to 3 tiers (full, half and quarter size; fewer for small pictures, as WebRTC's table and serve --tiers) and publish each as a layer (rids f, h, q); the SFU gives each viewer the layer it asks for (Janus: configure substream 2, 1, 0). Every layer the server takes is encoded while connected. The camera's own H.264 stays one layer."
@@ -40,85 +38,49 @@ struct Publish: AsyncParsableCommand {
     var simulcast = false
 
     func validate() throws {
-        try capture.validateCommon()
-        try CLIRange.capture(capture)
-        try encoding.check(capture)
-        guard consentTimeout.isFinite, (1...3600).contains(consentTimeout) else {
-            throw ValidationError("--consent-timeout must be 1...3600 s, got \(consentTimeout)")
-        }
-        guard connectTimeout.isFinite, (1...120).contains(connectTimeout) else {
-            throw ValidationError("--connect-timeout must be 1...120 seconds, got \(connectTimeout)")
-        }
-        if token != nil && tokenFile != nil { throw ValidationError("give the token once: --token or --token-file") }
         do throws(WHIPError) { _ = try WHIPClient(endpoint: whip, token: nil) } catch { throw ValidationError("--whip: \(error)") }
+        try validating { try configuration.validate() }
     }
 
-    func run() async throws {
-        do { try await publish() } catch { fail(error) }
+    /// The publisher's settings: payload budget, timeouts, consent checks, the orientation extension.
+    private var configuration: WHIPOutput.Configuration {
+        var c = WHIPOutput.Configuration()
+        c.publisher.maxPayload = encoding.mtu
+        c.publisher.connectTimeoutNs = nanoseconds(seconds: connectTimeout)
+        c.publisher.consentTimeoutNs = nanoseconds(seconds: consentTimeout)
+        c.publisher.consentIntervalNs = min(5_000_000_000, c.publisher.consentTimeoutNs / 4)
+        if rotatePixels { c.publisher.videoOrientationExtensionID = nil }
+        return c
     }
 
-    private func publish() async throws {
-        var secret = token
-        if let tokenFile {
-            secret = try ServeSecurity.readSmallFile(tokenFile, what: "token file", limit: 4096).trimmingCharacters(in: .whitespacesAndNewlines)
-        } else if secret == nil {
-            secret = ProcessInfo.processInfo.environment["CAMCAP_WHIP_TOKEN"]
-        }
-        if let s = secret, s.isEmpty || s.utf8.count > 1024 || s.contains(where: { $0.isNewline || $0 == " " }) {
-            throw CLIError("the WHIP token must be 1...1024 characters without spaces or line breaks")
-        }
-        let pipeline = try CaptureSession(capture.configuration(untilStopped: true))
-        let passthrough = pipeline.selection.pixelFormat == .h264 // the camera's own H.264 goes to the server as it is
+    func execute() async throws {
+        let secret = try WHIPClient.token(
+            given: auth.token, file: auth.tokenFile, fallback: ProcessInfo.processInfo.environment["CAMCAP_WHIP_TOKEN"])
+        let pipeline = try capture.session(untilStopped: true)
         let recipe = encoding.recipe
         let settings = try recipe.settings(for: pipeline.selection)
-        var whipConfiguration = WHIPOutput.Configuration()
-        whipConfiguration.publisher.maxPayload = encoding.mtu
-        whipConfiguration.publisher.connectTimeoutNs = Int64(connectTimeout * 1e9)
-        whipConfiguration.publisher.consentTimeoutNs = Int64(consentTimeout * 1e9)
-        whipConfiguration.publisher.consentIntervalNs = min(5_000_000_000, Int64(consentTimeout * 1e9) / 4)
-        if rotatePixels { whipConfiguration.publisher.videoOrientationExtensionID = nil }
-        let plan = EncodeTier.plan(
-            for: FrameSize(width: settings.width, height: settings.height), maxCount: 3, targetBitrate: settings.targetBitrate,
-            maxBitrate: settings.effectiveMaxBitrate)
-        let layered = simulcast && !passthrough && plan.count > 1
-        if layered { whipConfiguration.publisher.simulcastRIDs = Array(["f", "h", "q"].prefix(plan.count)) }
-        let output = try WHIPOutput(client: try WHIPClient(endpoint: whip, token: secret), configuration: whipConfiguration, logger: cliLogger)
-        if passthrough {
-            // The offer carries the camera's profile-level-id: it goes once the camera's first SPS is seen.
-            let stage = PassthroughStage(outputs: [output])
-            output.connect(stage, maxBitrate: settings.effectiveMaxBitrate)
-            let announce = AnnounceStage(
-                line: "publishing to \(whip): passing the camera's own H.264 through (\(pipeline.selection)); the offer goes with its first SPS"
-                    + (simulcast ? "; --simulcast: one layer (the camera's H.264 is not re-encoded into tiers)" : ""))
-            try await pipeline.runCommand("publishing", quiet: capture.quiet, stages: [announce, stage], namedDevice: capture.device, serving: true)
-            return
+        var c = configuration
+        let passthrough = pipeline.selection.pixelFormat == .h264
+        let tiers = simulcast && !passthrough ? c.offerSimulcast(for: settings) : []
+        let output = try WHIPOutput(client: try WHIPClient(endpoint: whip, token: secret), configuration: c, logger: cliLogger)
+        let stage = output.stage(
+            for: pipeline, settings: settings, keyIntervalSeconds: recipe.keyIntervalSeconds, rotationAsMetadata: !rotatePixels, tiers: tiers)
+        var announce = "publishing to \(whip): passing the camera's own H.264 through (\(pipeline.selection)); the offer goes with its first SPS"
+        if simulcast && passthrough { announce += "; --simulcast: one layer (the camera's H.264 is not re-encoded into tiers)" }
+        if !passthrough { // the offer and answer before the camera starts: a wrong URL, token or server fails at once
+            try output.connect()
+            announce = "publishing to \(output.resource?.absoluteString ?? whip)"
+            if tiers.count > 1, let publisher = output.publisher {
+                announce +=
+                    publisher.isSimulcast
+                    ? "; simulcast layers "
+                        + publisher.sentLayers.map { "\(c.publisher.simulcastRIDs[$0]) \(tiers[$0].size)" }.joined(separator: ", ")
+                    : "; the server refused simulcast: the full layer alone (\(tiers[0].size))"
+            } else if simulcast {
+                announce += "; --simulcast: one layer (a \(settings.width)x\(settings.height) picture gets one tier, as WebRTC's table)"
+            }
         }
-        pipeline.sourceOptions = VideoSource.Options(applyRotation: true)
-        let stage: any PictureStage
-        if layered {
-            // The layers' pictures are upright (one rotation for every tier), the extension not steered.
-            let tiered = TieredEncodeStage(
-                tiers: plan, settings: settings, keyIntervalSeconds: recipe.keyIntervalSeconds, outputs: output.layerOutputs(plan.count))
-            output.connect(tiered)
-            stage = tiered
-        } else {
-            let encode = EncodeStage(settings: settings, keyIntervalSeconds: recipe.keyIntervalSeconds, outputs: [output])
-            output.connect(encode, rotation: rotatePixels ? nil : pipeline.outputRequests)
-            stage = encode
-        }
-        // The offer and answer before the camera starts: a wrong URL, token or server fails at once.
-        try output.connect()
-        var line = "publishing to \(output.resource?.absoluteString ?? whip)"
-        if layered {
-            let sent = output.publisher?.sentLayers ?? []
-            line +=
-                output.publisher?.isSimulcast == true
-                ? "; simulcast layers " + sent.map { "\(whipConfiguration.publisher.simulcastRIDs[$0]) \(plan[$0].size)" }.joined(separator: ", ")
-                : "; the server refused simulcast: the full layer alone (\(plan[0].size))"
-        } else if simulcast {
-            line += "; --simulcast: one layer (a \(settings.width)x\(settings.height) picture gets one tier, as WebRTC's table)"
-        }
-        let announce = AnnounceStage(line: line)
-        try await pipeline.runCommand("publishing", quiet: capture.quiet, stages: [announce, stage], namedDevice: capture.device, serving: true)
+        try await pipeline.runCommand(
+            "publishing", quiet: capture.quiet, stages: [stage], namedDevice: capture.device, announce: announce, serving: true)
     }
 }

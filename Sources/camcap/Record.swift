@@ -5,7 +5,7 @@ import VideoProcessing
 import H264
 import CapturePipeline
 
-struct Record: AsyncParsableCommand {
+struct Record: CamcapCommand {
     static let configuration = CommandConfiguration(
         abstract: "Record H.264 from a camera: negotiate, capture, convert to I420, encode with OpenH264, write MP4 or Annex-B.",
         discussion: """
@@ -24,14 +24,11 @@ struct Record: AsyncParsableCommand {
 
     @OptionGroup var capture: CaptureOptions
     @Option(name: .shortAndLong, help: "Output file, or with --segment-seconds a strftime pattern.") var output = "capture.mp4"
-    @Option(help: ArgumentHelp("Container: mp4 or h264 (default: from the output's extension).", valueName: "mp4|h264"))
-    var container: String?
+    @Option(help: ArgumentHelp("Container: mp4 or h264 (default: from the output's extension).", valueName: "mp4|h264")) var container: String?
     @Option(help: "Start a new file at the first key frame after this many seconds (0.5...86400).") var segmentSeconds: Double?
     @Option(help: "With --segment-seconds: keep at most this many files, deleting the oldest.") var keep: Int?
-    @Flag(help: "Turn the pixels upright (a rotated camera); by default MP4 carries the rotation as display metadata.")
-    var applyRotation = false
-    @Option(help: "MP4: the longest fragment in seconds (a key frame also ends one; what a crash can lose).")
-    var fragmentSeconds: Double = 1
+    @Flag(help: "Turn the pixels upright (a rotated camera); by default MP4 carries the rotation as display metadata.") var applyRotation = false
+    @Option(help: "MP4: the longest fragment in seconds (a key frame also ends one; what a crash can lose).") var fragmentSeconds: Double = 1
     @OptionGroup var encoder: EncoderOptions
     @Option(help: "Frames between key frames (instead of --keyint-seconds).") var keyint: Int?
     @Option(help: "Encoder threads (1-4).") var threads = 1
@@ -52,15 +49,21 @@ struct Record: AsyncParsableCommand {
             valueName: "file")) var frameTrace: String?
 
     func validate() throws {
-        try capture.validateCommon()
-        try CLIRange.capture(capture)
         if keyint != nil && encoder.keyintSeconds != nil { throw ValidationError("give either --keyint or --keyint-seconds, not both") }
-        try CLIRange.count(snapshotEvery, "--snapshot-every")
+        if let n = snapshotEvery, !(1...100_000_000).contains(n) { throw ValidationError("--snapshot-every must be 1...100000000, got \(n)") }
         if let adapt { do { _ = try AdaptSchedule(parsing: adapt) } catch { throw ValidationError(error.message) } }
         let recording = try recording(frameRate: nil)
         do { try recording.validate() } catch { throw ValidationError(error.message) }
         // The encoder's limits (OpenH264's), checked before the output or the camera is touched.
-        try encoder.check(capture, keyint: keyint, threads: threads, maxNalSize: maxNalSize)
+        try validating { try recipe.validate(frameRate: capture.fpsLimit.doubleValue) }
+    }
+
+    /// The encoder recipe: `--bitrate`, `--max-bitrate`, `--keyint-seconds` or `--keyint`, slices, threads.
+    private var recipe: EncodeStage.Configuration {
+        var recipe = encoder.recipe(sliceMode: maxNalSize.map { .maxNALSize($0) } ?? .single)
+        if let keyint { recipe.keyFrameInterval = .frames(keyint) }
+        (recipe.threads, recipe.frameSkipping) = (threads, frameSkipping)
+        return recipe
     }
 
     /// The recording the options describe (validated by `validate()`).
@@ -78,18 +81,12 @@ struct Record: AsyncParsableCommand {
         return r
     }
 
-    func run() async throws {
-        do { try await record() } catch { fail(error) }
-    }
-
-    private func record() async throws {
+    func execute() async throws {
         // Everything is checked before the camera starts: device, negotiation, encoder settings, outputs.
-        let pipeline = try CaptureSession(capture.configuration())
+        let pipeline = try capture.session()
         if pipeline.selection.pixelFormat == .h264 { return try await passThrough(pipeline) }
         if applyRotation { pipeline.sourceOptions.applyRotation = true }
-        var recipe = encoder.recipe(sliceMode: maxNalSize.map { .maxNALSize($0) } ?? .single)
-        if let keyint { recipe.keyFrameInterval = .frames(keyint) }
-        (recipe.threads, recipe.frameSkipping) = (threads, frameSkipping)
+        let recipe = self.recipe
         let settings = try recipe.settings(for: pipeline.selection)
         var stages: [any PictureStage] = []
         let file = try RecordingOutput(recording(frameRate: pipeline.selection.fps))
@@ -100,18 +97,10 @@ struct Record: AsyncParsableCommand {
         // meanwhile. Real time: on the pipeline's task, for the shortest capture-to-bytes latency.
         encode.usesEncoderThread = capture.fast
         stages.append(encode)
-        if let adapt {
-            pipeline.adaptSchedule = try AdaptSchedule(parsing: adapt)
-            // Each step sets the encoder's rates: its bitrate (or --bitrate) at its frame rate (at most the camera's).
-            let baseKbps = encoder.bitrate, control = encode.control, cameraFps = pipeline.selection.fps.fps
-            pipeline.onAdaptationStep = { step in
-                try? control.setRates(bitrate: (step.kbps ?? baseKbps) * 1000, fps: max(1, min(step.maxFps, cameraFps)))
-            }
-        }
+        if let adapt { encode.follow(try AdaptSchedule(parsing: adapt), in: pipeline, baseKbps: encoder.bitrate) }
         if let preview { stages.append(try Y4MStage(path: preview)) }
         if let n = snapshotEvery {
-            let stem = (output as NSString).deletingPathExtension
-            stages.append(try SnapshotStage(every: n) { "\(stem)-snapshot-\(String(format: "%06d", $0)).jpg" })
+            stages.append(try SnapshotStage(every: n, path: SnapshotStage.numbered((output as NSString).deletingPathExtension + "-snapshot.jpg")))
         }
         // Room for every frame of the run (30 fps for the duration, or the frame count), allocated before the start.
         let trace = frameTrace.map { _ in
@@ -119,11 +108,7 @@ struct Record: AsyncParsableCommand {
         }
         pipeline.frameTrace = trace
         try await pipeline.runCommand("recording", quiet: capture.quiet, stages: stages, namedDevice: capture.device)
-        if let trace, let frameTrace {
-            let file = try OutputFile(path: frameTrace)
-            try file.write(Array(trace.csv().utf8))
-            try file.close()
-        }
+        if let trace, let frameTrace { try trace.writeCSV(to: frameTrace) }
     }
 
     /// A camera that delivers H.264 (asked for with --pixel-format H264, or one that offers nothing else): its

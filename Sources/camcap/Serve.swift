@@ -12,7 +12,7 @@ import WHEPServer
 import Metrics
 import Prometheus
 
-struct Serve: AsyncParsableCommand {
+struct Serve: CamcapCommand {
     static let configuration = CommandConfiguration(
         abstract: "Serve the camera to browsers over WebRTC (WHEP): open the printed URL.",
         discussion: """
@@ -36,14 +36,12 @@ struct Serve: AsyncParsableCommand {
             """)
 
     @OptionGroup var capture: CaptureOptions
-    @Option(help: "HTTP address: HOST:PORT (port 0 picks a free one; the URL is printed). Media uses one UDP port per viewer on HOST.")
-    var listen = "127.0.0.1:8080"
+    @OptionGroup var server: ServerOptions // HTTP on --listen; one UDP port per viewer
     @OptionGroup var encoding: RTPEncoderOptions
     @Option(help: "Drop this fraction of outgoing RTP packets (0...1; a loss test for NACK and PLI).") var dropRate: Double = 0
     @Option(help: "The address put in the answer's candidate (default: the listen address; for 0.0.0.0 every interface's IPv4 address).")
     var candidate: [String] = []
-    @Option(help: "SRTP profiles to offer: gcm (AEAD_AES_128_GCM), cm (AES_CM_128_HMAC_SHA1_80) or both (GCM preferred).")
-    var srtp = "both"
+    @Option(help: "SRTP profiles to offer: gcm (AEAD_AES_128_GCM), cm (AES_CM_128_HMAC_SHA1_80) or both (GCM preferred).") var srtp = "both"
     @Flag(
         help:
             "Let the lowest viewer's REMB also lower the size and frame rate (WebRTC's balanced steps, as `stream` does). Off by default: without probing, a receiver's estimate follows what it gets, so easy content would be shrunk."
@@ -54,17 +52,13 @@ struct Serve: AsyncParsableCommand {
             "Encode tiers, as WebRTC simulcast: up to 3 encodes at full, half and quarter size (fewer for small pictures, as WebRTC's table), each viewer on the largest its own link carries. 1: one encode shared by all, following the lowest viewer's estimate.",
             valueName: "count"))
     var tiers = 3
-    @Option(help: "Read the bearer token from this file (default: $CAMCAP_TOKEN, else a random one, printed).") var tokenFile: String?
-    @Option(help: "The bearer token (visible to other users in ps; prefer --token-file or $CAMCAP_TOKEN).") var token: String?
+    @OptionGroup var auth: TokenOptions // default: $CAMCAP_TOKEN, else a random one, printed
     @Option(
         help:
             "Congestion control: transport-cc (transport-wide feedback, our send-side estimate, GCC-style with probing, per viewer; Chromium then sends no REMB; viewers that do not offer it, such as aiortc, use their REMB) or remb (every viewer's own receive-side estimate)."
     )
     var congestionControl = "transport-cc"
-    @Flag(
-        help:
-            "Rotate the pixels of a rotated camera for every viewer, instead of sending the rotation in the video-orientation RTP extension to viewers that negotiate it."
-    )
+    @Flag(help: "Rotate a rotated camera's pixels for every viewer instead of sending its rotation in the video-orientation extension.")
     var rotatePixels = false
     @Option(
         help: ArgumentHelp(
@@ -84,96 +78,81 @@ struct Serve: AsyncParsableCommand {
     var allowHost: [String] = []
     @Option(help: "HTTPS: the certificate chain (PEM).") var tlsCert: String?
     @Option(help: "HTTPS: the private key (PEM).") var tlsKey: String?
-    @Flag(help: "HTTPS with a self-signed certificate made at start for the server's names; its fingerprints are printed.")
-    var tlsSelfSigned = false
-    @Option(help: "Seconds a connection has to send a complete request (from opening, or from the previous response).")
-    var requestTimeout: Double = 10
-    @Option(help: "Open HTTP connections at most (also kept below the descriptor limit).") var maxConnections = 256
-    @Option(help: "Open HTTP connections per client address at most.") var maxConnectionsPerAddress = 32
+    @Flag(help: "HTTPS with a self-signed certificate made at start for the server's names; its fingerprints are printed.") var tlsSelfSigned = false
     @Option(help: "Open HTTP connections per client network (IPv4 /24, IPv6 /64) at most.") var maxConnectionsPerNetwork = 128
     @Option(help: "Connected viewers at most.") var maxViewers = 16
     @Option(help: "Viewers still connecting (ICE and DTLS not done) at most.") var maxPending = 8
     @Option(help: "Viewers (connected or connecting) per client address at most.") var maxViewersPerAddress = 8
     @Option(help: "Viewers still connecting per client address at most.") var maxPendingPerAddress = 2
     @Option(help: "Seconds a viewer has to finish ICE and DTLS after its offer; then its slot is freed.") var connectTimeout: Double = 8
-    @Option(
-        help: ArgumentHelp(
-            "Release the camera after this many seconds without viewers (its light goes off); the next viewer starts it again. 0 keeps it running.",
-            valueName: "seconds"))
-    var idleRelease: Double = 30
     @Option(help: .hidden) var consentTimeout: Double = 30 // tests: seconds without a STUN check before a viewer is dropped
     @Option(help: .hidden) var dumpInput: String? // tests: the encoder's input as Y4M, capture times in PATH.timestamps
 
     func validate() throws {
-        try capture.validateCommon()
-        try CLIRange.capture(capture)
-        guard ListenAddress(listen) != nil else {
-            throw ValidationError("--listen must be HOST:PORT with an IPv4/IPv6 address and a port 0...65535, got \"\(listen.prefix(80))\"")
-        }
-        if let pacing, !(pacing.isFinite && (1...20).contains(pacing)) {
-            throw ValidationError("--pacing must be 1...20 (× the estimate), got \(pacing)")
-        }
-        guard (1...3).contains(tiers) else { throw ValidationError("--tiers must be 1...3, got \(tiers)") }
-        if adaptToBandwidth && tiers > 1 { throw ValidationError("--adapt-to-bandwidth changes the one shared encode: use it with --tiers 1") }
         guard ["remb", "transport-cc"].contains(congestionControl) else {
             throw ValidationError("--congestion-control must be remb or transport-cc, got \"\(congestionControl.prefix(20))\"")
         }
-        if playoutDelay != "off" && playoutDelay != "auto", Serve.playoutDelay(playoutDelay) == nil {
+        if !["off", "auto"].contains(playoutDelay), PlayoutDelay(parsing: playoutDelay) == nil {
             throw ValidationError(
                 "--playout-delay must be auto, off or MIN:MAX in ms with 0 <= MIN <= MAX <= 40950, got \"\(playoutDelay.prefix(20))\"")
         }
         guard ["gcm", "cm", "both"].contains(srtp) else { throw ValidationError("--srtp must be gcm, cm or both, got \"\(srtp.prefix(20))\"") }
-        guard consentTimeout.isFinite, (1...3600).contains(consentTimeout) else {
-            throw ValidationError("--consent-timeout must be 1...3600 s, got \(consentTimeout)")
-        }
-        try encoding.check(capture)
-        guard dropRate.isFinite, (0...1).contains(dropRate) else { throw ValidationError("--drop-rate must be 0...1, got \(dropRate)") }
-        for c in candidate where !isIPAddress(c) { throw ValidationError("--candidate must be an IP address, got \"\(c.prefix(64))\"") }
-        if noAuth && (token != nil || tokenFile != nil) { throw ValidationError("--no-auth cannot go with --token or --token-file") }
-        if token != nil && tokenFile != nil { throw ValidationError("give the token once: --token or --token-file") }
-        if let token, !ServeSecurity.isValidToken(token) { throw ValidationError(ServeSecurity.tokenRule) }
-        for o in allowOrigin where ServeSecurity.origin(o) == nil {
-            throw ValidationError("--allow-origin must be scheme://host[:port] (http or https, no path), got \"\(o.prefix(80))\"")
-        }
-        for h in allowHost where !ServeSecurity.isHostName(h) {
-            throw ValidationError("--allow-host must be a host name or address (letters, digits, '-', '.', ':'), got \"\(h.prefix(80))\"")
-        }
+        if noAuth && (auth.token != nil || auth.tokenFile != nil) { throw ValidationError("--no-auth cannot go with --token or --token-file") }
         if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("HTTPS needs both --tls-cert and --tls-key") }
         if tlsSelfSigned && tlsCert != nil { throw ValidationError("--tls-self-signed cannot go with --tls-cert/--tls-key") }
-        guard idleRelease.isFinite, idleRelease == 0 || (0.1...86_400).contains(idleRelease) else {
-            throw ValidationError("--idle-release must be 0 (never) or 0.1...86400 seconds, got \(idleRelease)")
-        }
-        for (name, v, range) in [("--request-timeout", requestTimeout, 0.5...3600.0), ("--connect-timeout", connectTimeout, 1.0...120.0)] {
-            guard v.isFinite, range.contains(v) else {
-                throw ValidationError("\(name) must be \(range.lowerBound)...\(range.upperBound) seconds, got \(v)")
-            }
-        }
-        for (name, v, range) in [
-            ("--max-connections", maxConnections, 1...65536), ("--max-connections-per-address", maxConnectionsPerAddress, 1...65536),
-            ("--max-connections-per-network", maxConnectionsPerNetwork, 1...65536),
-            ("--max-viewers", maxViewers, 1...256), ("--max-pending", maxPending, 1...256),
-            ("--max-viewers-per-address", maxViewersPerAddress, 1...256), ("--max-pending-per-address", maxPendingPerAddress, 1...256),
-        ] {
-            guard range.contains(v) else { throw ValidationError("\(name) must be \(range.lowerBound)...\(range.upperBound), got \(v)") }
+        try validating {
+            try capture.configuration(untilStopped: true, idleRelease: server.idleRelease).validate()
+            try peer(hosts: candidate).validate()
+            try limits.validate()
+            try policy(token: auth.token, names: Set(allowHost)).validate()
+            try broadcast.validate(frameRate: capture.fpsLimit.doubleValue)
         }
     }
 
-    /// "MIN:MAX" (milliseconds) as a playout delay; nil when malformed or out of range.
-    static func playoutDelay(_ s: String) -> PlayoutDelay? {
-        let f = s.split(separator: ":", omittingEmptySubsequences: false)
-        guard f.count == 2, let lo = Int(f[0]), let hi = Int(f[1]) else { return nil }
-        return PlayoutDelay(minMs: lo, maxMs: hi)
+    /// The peers' configuration: addresses, loss test, timeouts, extensions, playout delay, the send-side estimate.
+    private func peer(hosts: [String]) -> WebRTCPeer.Configuration {
+        var peer = WebRTCPeer.Configuration(bindHost: address?.host ?? "", candidateHosts: hosts)
+        (peer.maxPayload, peer.dropRate, peer.pacingFactor) = (encoding.mtu, dropRate, pacing)
+        peer.consentTimeoutNs = nanoseconds(seconds: consentTimeout)
+        peer.connectTimeoutNs = nanoseconds(seconds: connectTimeout)
+        peer.useVideoOrientation = !rotatePixels
+        peer.useTransportWideCC = congestionControl == "transport-cc"
+        // auto: low-latency rendering while the link is clear, the browser's own jitter buffer while it is not.
+        peer.playoutDelay = playoutDelay == "auto" ? .lowLatency : PlayoutDelay(parsing: playoutDelay) // nil for "off"
+        peer.congestedPlayoutDelay = playoutDelay == "auto" ? .receiverDefault : nil
+        peer.sendSideEstimation = broadcast.sendSideEstimation
+        return peer
     }
 
-    func run() async throws {
-        do { try await serve() } catch { fail(error) }
+    private var limits: ViewerHub.Limits {
+        ViewerHub.Limits(
+            maxViewers: maxViewers, maxPending: maxPending, maxPerAddress: maxViewersPerAddress, maxPendingPerAddress: maxPendingPerAddress)
     }
 
-    private func serve() async throws {
-        let address = ListenAddress(listen)!
+    private var broadcast: WHEPBroadcast.Configuration {
+        .init(encoder: encoding.recipe, tiers: tiers, adaptsToBandwidth: adaptToBandwidth, rotationAsMetadata: !rotatePixels)
+    }
+
+    /// Who may use the server, and how much of it (the connections as given: `serve` keeps them within the
+    /// descriptor limit).
+    private func policy(token: String?, names: Set<String>) throws -> ServerPolicy {
+        var policy = try ServerPolicy(token: token, allowedOrigins: Set(allowOrigin.map { ServeSecurity.origin($0) ?? $0 }), hostNames: names)
+        (policy.realm, policy.tokenHint) = ("camcap", "the token is in the URL camcap serve printed")
+        server.apply(
+            requestTimeoutNs: &policy.requestTimeoutNs, maxConnections: &policy.maxConnections,
+            maxConnectionsPerAddress: &policy.maxConnectionsPerAddress)
+        policy.maxConnectionsPerNetwork = maxConnectionsPerNetwork
+        return policy
+    }
+
+    /// `--listen`, else 127.0.0.1:8080.
+    private var address: ListenAddress? { ListenAddress(server.listen ?? "127.0.0.1:8080") }
+
+    func execute() async throws {
+        let address = self.address!
         // Everything read from files (token, certificate) is read before the camera starts: a bad path fails at once.
         let (token, tokenSource) = try ServeSecurity.token(
-            noAuth: noAuth, given: token, file: tokenFile, environment: ProcessInfo.processInfo.environment)
+            noAuth: noAuth, given: auth.token, file: auth.tokenFile, environment: ProcessInfo.processInfo.environment)
         // Metrics (GET /metrics, Prometheus text): the library's swift-metrics go to this registry.
         let registry = PrometheusCollectorRegistry()
         var factory = PrometheusMetricsFactory(registry: registry)
@@ -181,48 +160,21 @@ struct Serve: AsyncParsableCommand {
             Duration.microseconds($0)
         }
         MetricsSystem.bootstrap(factory)
-        let pipeline = try CaptureSession(capture.configuration(untilStopped: true, idleRelease: idleRelease))
+        let pipeline = try capture.session(untilStopped: true, idleRelease: server.idleRelease)
         let identity: DTLSIdentity
         let profiles: [SRTPProfile] = srtp == "gcm" ? [.aeadAes128Gcm] : srtp == "cm" ? [.aes128CmSha1_80] : [.aeadAes128Gcm, .aes128CmSha1_80]
-        do { identity = try DTLSIdentity(profiles: profiles) } catch { throw CLIError("cannot create the DTLS certificate: \(error)") }
+        do { identity = try DTLSIdentity(profiles: profiles) } catch { throw ValidationError("cannot create the DTLS certificate: \(error)") }
         let interfaces = address.isWildcard ? interfaceAddresses() : []
         let hosts = candidate.isEmpty ? (address.isWildcard ? interfaces : [address.host]) : candidate
-        var peer = WebRTCPeer.Configuration(bindHost: address.host, candidateHosts: hosts)
-        peer.maxPayload = encoding.mtu
-        peer.dropRate = dropRate
-        peer.consentTimeoutNs = Int64(consentTimeout * 1e9)
-        peer.connectTimeoutNs = Int64(connectTimeout * 1e9)
-        peer.useVideoOrientation = !rotatePixels
-        peer.useTransportWideCC = congestionControl == "transport-cc"
-        peer.pacingFactor = pacing
-        if playoutDelay == "auto" {
-            // Low-latency rendering while the link is clear, the browser's own jitter buffer while it is not.
-            peer.playoutDelay = .lowLatency
-            peer.congestedPlayoutDelay = .receiverDefault
-        } else {
-            peer.playoutDelay = Serve.playoutDelay(playoutDelay) // nil for "off"
-        }
-        let (bitrate, maxBitrate) = (encoding.encoder.bitrate, encoding.encoder.maxBitrate)
-        peer.sendSideEstimation = SendSideBandwidthEstimator.Configuration(
-            minBitrate: 50_000, maxBitrate: (maxBitrate ?? bitrate * 3 / 2) * 1000, startBitrate: min(bitrate, 1000) * 1000)
-        let limits = ViewerHub.Limits(
-            maxViewers: maxViewers, maxPending: maxPending, maxPerAddress: maxViewersPerAddress,
-            maxPendingPerAddress: maxPendingPerAddress)
         // The hub, the encode (tiers, one encode or the camera's own H.264), the wake-up and the rotation steering.
         let broadcast = try WHEPBroadcast(
-            session: pipeline, identity: identity, peer: peer, limits: limits,
-            configuration: .init(encoder: encoding.recipe, tiers: tiers, adaptsToBandwidth: adaptToBandwidth, rotationAsMetadata: !rotatePixels),
-            logger: cliLogger)
+            session: pipeline, identity: identity, peer: peer(hosts: hosts), limits: limits, configuration: self.broadcast, logger: cliLogger)
         let hub = broadcast.hub
         let names = ServeSecurity.hostNames(
             listening: address.host, isWildcard: address.isWildcard, candidates: hosts, interfaces: interfaces, extra: allowHost)
-        var policy = try ServerPolicy(token: token, allowedOrigins: Set(allowOrigin.compactMap(ServeSecurity.origin)), hostNames: names)
-        policy.realm = "camcap"
-        policy.tokenHint = "the token is in the URL camcap serve printed"
-        policy.requestTimeoutNs = Int64(requestTimeout * 1e9)
+        var policy = try self.policy(token: token, names: names)
+        let maxConnections = policy.maxConnections
         policy.maxConnections = min(maxConnections, ServeSecurity.connectionsWithinDescriptorLimit(viewers: maxViewers + maxPending))
-        policy.maxConnectionsPerAddress = maxConnectionsPerAddress
-        policy.maxConnectionsPerNetwork = maxConnectionsPerNetwork
         var tls: (NIOSSLContext, String)?
         if let tlsCert, let tlsKey {
             tls = try ServeSecurity.tlsContext(certificate: tlsCert, key: tlsKey)
@@ -232,8 +184,8 @@ struct Serve: AsyncParsableCommand {
         policy.tls = tls != nil
         // The HTTP server is up before the camera starts: a busy port fails at once, with nothing captured.
         let endpoint = WHEPEndpoint(hub: hub, policy: policy, metrics: { registry.emitToString() })
-        let server = try await HTTPServer.start(host: address.host, port: address.port, endpoint: endpoint, tls: tls?.0)
-        let base = "\(tls == nil ? "http" : "https")://\(address.urlHost(hosts)):\(server.port)/"
+        let http = try await HTTPServer.start(host: address.host, port: address.port, endpoint: endpoint, tls: tls?.0)
+        let base = "\(tls == nil ? "http" : "https")://\(address.urlHost(hosts)):\(http.port)/"
         // The URL is printed once the camera runs (a busy camera fails before anyone is invited). The token rides
         // in the fragment: the page reads it, the browser never sends it in a request line or a Referer.
         var lines = [
@@ -249,28 +201,17 @@ struct Serve: AsyncParsableCommand {
         if policy.maxConnections < maxConnections {
             lines.append("note: at most \(policy.maxConnections) HTTP connections (the descriptor limit, ulimit -n, leaves room for no more)")
         }
-        let announce = AnnounceStage(line: lines.joined(separator: "\n"))
         do {
             let dump: [any PictureStage] = try dumpInput.map { [try InputDumpStage(path: $0)] } ?? []
             try await pipeline.runCommand(
-                "serving", quiet: capture.quiet, stages: [announce] + dump + [broadcast.stage], namedDevice: capture.device, serving: true)
+                "serving", quiet: capture.quiet, stages: dump + [broadcast.stage], namedDevice: capture.device,
+                announce: lines.joined(separator: "\n"), serving: true)
         } catch {
             hub.closeAll(reason: "the server stopped")
-            await server.stop()
+            await http.stop()
             throw error
         }
         hub.closeAll(reason: "the server stopped")
-        await server.stop()
+        await http.stop()
     }
-}
-
-/// Prints a line on stderr once the camera has started.
-final class AnnounceStage: PictureStage {
-    let line: String
-    init(line: String) { self.line = line }
-    func begin(_ session: CaptureSession) throws { FileHandle.standardError.write(Data((line + "\n").utf8)) }
-    func consume(_ picture: I420Buffer, frame: VideoFrame) throws {}
-    func end() throws {}
-    var summary: [(String, String)] { [] }
-    var wantsPictures: Bool { false } // it only announces: the camera may rest without viewers
 }

@@ -7,7 +7,7 @@ import RTP
 import CapturePipeline
 import Synchronization
 
-struct Stream: AsyncParsableCommand {
+struct Stream: CamcapCommand {
     static let configuration = CommandConfiguration(
         abstract: "Stream H.264 over RTP/UDP (RFC 6184) with RTCP feedback, and write the SDP a receiver opens.",
         discussion: """
@@ -32,66 +32,51 @@ struct Stream: AsyncParsableCommand {
     @OptionGroup var capture: CaptureOptions
     @Option(help: "Where to send RTP: HOST:PORT (RTCP goes to PORT+1).") var to: String
     @Option(help: "Write the SDP describing the stream here.") var sdp: String?
-    @Option(help: "The stream's SSRC (1...4294967295; default: derived from --to, the same in every run to that address).")
-    var ssrc: UInt32?
+    @Option(help: "The stream's SSRC (1...4294967295; default: derived from --to, the same in every run to that address).") var ssrc: UInt32?
     @Flag(help: "Write the SDP (--sdp) and exit without capturing.") var sdpOnly = false
     @OptionGroup var encoding: RTPEncoderOptions
     @Option(help: "Drop this fraction of outgoing RTP packets (0...1; a loss test for NACK and PLI).") var dropRate: Double = 0
     @Option(help: "Send retransmissions as RTX (RFC 4588) with this payload type.") var rtx: Int?
     @Option(help: "Also record the stream to this file (fragmented MP4 for .mp4, else Annex-B H.264).") var output: String?
-    @Flag(
-        help:
-            "Let the receiver's bandwidth estimate (REMB) also lower the resolution and frame rate, and raise them when it recovers (WebRTC's balanced steps); the encoder follows without a camera restart. Off by default, as in `serve`: without probing, a receiver's estimate follows what it gets, so easy content would be shrunk."
-    )
+    @Flag(help: "Let the receiver's estimate (REMB) also lower and restore the size and frame rate (WebRTC's balanced steps); off as in `serve`.")
     var adaptToBandwidth = false
     @Option(help: "Local port our RTCP socket listens on for receiver reports and feedback (default: any free port).") var rtcpPort: Int = 0
-    @Option(
-        help:
-            "Also obey RTCP from this ADDRESS (any port) or ADDRESS:PORT (repeatable). By default only feedback from the --to address's RTP or RTCP port is read; anyone else's (another port of that host too) is dropped and counted."
-    )
+    @Option(help: "Also obey RTCP from ADDRESS (any port) or ADDRESS:PORT (repeatable); else only from --to's RTP or RTCP port.")
     var rtcpFrom: [String] = []
 
     func validate() throws {
-        try capture.validateCommon()
-        try CLIRange.capture(capture)
-        guard let _ = StreamTarget(to) else {
+        guard let target = StreamTarget(to) else {
             throw ValidationError("--to must be HOST:PORT with an IPv4/IPv6 address and a port 1...65534, got \"\(to.prefix(80))\"")
         }
-        try encoding.check(capture)
-        guard dropRate.isFinite, (0...1).contains(dropRate) else { throw ValidationError("--drop-rate must be 0...1, got \(dropRate)") }
-        if let rtx {
-            guard (96...127).contains(rtx) && rtx != 96 else { throw ValidationError("--rtx must be a dynamic payload type 97...127, got \(rtx)") }
-        }
-        guard (0...65535).contains(rtcpPort) else { throw ValidationError("--rtcp-port must be 0...65535, got \(rtcpPort)") }
+        if let rtx, !(97...127).contains(rtx) { throw ValidationError("--rtx must be a dynamic payload type 97...127, got \(rtx)") }
         if sdpOnly && sdp == nil { throw ValidationError("--sdp-only needs --sdp PATH") }
         if ssrc == 0 { throw ValidationError("--ssrc must be 1...4294967295") }
-        for a in rtcpFrom {
-            guard isIPAddress(a) || StreamTarget(a) != nil else {
-                throw ValidationError("--rtcp-from must be an IP address or ADDRESS:PORT, got \"\(a.prefix(64))\"")
-            }
-        }
+        try validating { try sender(target).validate() }
     }
 
-    func run() async throws {
-        do { try await stream() } catch { fail(error) }
+    /// The RTP sender's settings. The camera's rotation stays metadata (no rotation pass): the last packet of each
+    /// frame carries it in the video-orientation extension, which the SDP declares; receivers that ignore it show
+    /// the sensor's picture. The SSRCs are derived from --to unless given: the same in every run to that address.
+    private func sender(_ target: StreamTarget) -> RTPSender.Configuration {
+        var c = RTPSender.Configuration(host: target.host, port: target.port)
+        (c.maxPayload, c.dropRate, c.localRTCPPort, c.feedbackFrom) = (encoding.mtu, dropRate, rtcpPort, rtcpFrom)
+        c.rtxPayloadType = rtx.map(UInt8.init)
+        c.videoOrientationExtensionID = Stream.videoOrientationID
+        (c.ssrc, c.rtxSSRC) = target.derivedSSRCs(ssrc: ssrc)
+        return c
     }
 
-    private func stream() async throws {
+    func execute() async throws {
         let target = StreamTarget(to)!
-        let (mediaSSRC, rtxSSRC) = target.derivedSSRCs(ssrc: ssrc) // the same in every run to that address
+        let (mediaSSRC, rtxSSRC) = target.derivedSSRCs(ssrc: ssrc)
         // The SDP file is opened (and locked) before the camera starts: a bad path fails at once, naming it.
         var sdpFile: OutputFile?
         if let sdp, !sdpOnly {
-            do { sdpFile = try OutputFile(path: sdp) } catch { throw CLIError("--sdp: \(error)") }
+            do { sdpFile = try OutputFile(path: sdp) } catch { throw ValidationError("--sdp: \(error)") }
         }
-        var configuration = capture.configuration()
-        if sdpOnly { // one frame: its SPS/PPS (with the camera's colour description) are the stream's
-            configuration.frames = 1
-            configuration.durationNs = nil
-        }
-        let pipeline = try CaptureSession(configuration)
-        let passThrough = pipeline.selection.pixelFormat == .h264
-        if passThrough && (sdpOnly || adaptToBandwidth) {
+        // --sdp-only: one frame, whose SPS/PPS (with the camera's colour description) are the stream's.
+        let pipeline = try capture.session(frames: sdpOnly ? 1 : nil)
+        if pipeline.selection.pixelFormat == .h264 && (sdpOnly || adaptToBandwidth) {
             throw ValidationError(
                 "\(sdpOnly ? "--sdp-only" : "--adapt-to-bandwidth") needs our encoder, and \(pipeline.device.path) delivers H.264 that is streamed as it comes: use --sdp (written from the camera's first key frame), or ask for another format with --pixel-format"
             )
@@ -99,13 +84,8 @@ struct Stream: AsyncParsableCommand {
         let recipe = encoding.recipe
         let settings = try recipe.settings(for: pipeline.selection), keySeconds = recipe.keyIntervalSeconds
         if sdpOnly {
-            // The SDP needs the SPS/PPS of the stream: one frame of the camera, encoded as the stream will be (the
-            // colour description in its VUI comes from the camera's format).
-            let catcher = ParameterSetCatcher()
-            let encode = EncodeStage(settings: settings, keyIntervalSeconds: keySeconds, outputs: [catcher])
-            let report = try await pipeline.run(stages: [encode])
-            if let failure = report.failure { throw failure }
-            guard let ps = catcher.parameterSets else { throw CLIError("the encoder gave no SPS/PPS") }
+            // The SDP needs the SPS/PPS of the stream: one frame of the camera, encoded as the stream will be.
+            let ps = try await pipeline.encodedParameterSets(settings: settings, keyIntervalSeconds: keySeconds)
             let text = SDP.offer(
                 host: target.host, port: target.port, sps: ps.sps, pps: ps.pps, rtxPayloadType: rtx.map(UInt8.init), ssrc: mediaSSRC,
                 rtxSSRC: rtx == nil ? nil : rtxSSRC, videoOrientationExtensionID: Stream.videoOrientationID)
@@ -113,41 +93,13 @@ struct Stream: AsyncParsableCommand {
             print("wrote \(sdp!) for \(target) (\(pipeline.selection.size) H.264, SSRC \(mediaSSRC))")
             return
         }
-        var config = RTPSender.Configuration(host: target.host, port: target.port)
-        config.maxPayload = encoding.mtu
-        config.dropRate = dropRate
-        config.rtxPayloadType = rtx.map(UInt8.init)
-        config.localRTCPPort = rtcpPort
-        // The camera's rotation stays metadata (no rotation pass): the last packet of each frame carries it in the
-        // video-orientation extension, which the SDP declares. Receivers that ignore it show the sensor's picture.
-        config.videoOrientationExtensionID = Stream.videoOrientationID
-        config.feedbackFrom = rtcpFrom
-        config.ssrc = mediaSSRC
-        config.rtxSSRC = rtxSSRC
-        let rtpOutput = try RTPOutput(configuration: config, sdpFile: sdpFile, target: target, logger: cliLogger)
-        var outputs: [any EncodedOutput] = [rtpOutput]
-        if let output { outputs.append(try RecordingOutput(.init(path: output, frameRate: pipeline.selection.fps))) }
-        if passThrough { // the camera's own access units, packetized as they come: no encoder
-            let stage = PassthroughStage(outputs: outputs)
-            rtpOutput.connect(stage, maxBitrate: settings.effectiveMaxBitrate)
-            try await pipeline.runCommand("streaming", quiet: capture.quiet, stages: [stage], namedDevice: capture.device)
-            return
-        }
-        let encode = EncodeStage(settings: settings, keyIntervalSeconds: keySeconds, outputs: outputs)
-        rtpOutput.connect(encode, adapting: adaptToBandwidth ? pipeline.outputRequests : nil)
+        let rtpOutput = try RTPOutput(configuration: sender(target), sdpFile: sdpFile, target: target, logger: cliLogger)
+        let recording = try output.map { try RecordingOutput(.init(path: $0, frameRate: pipeline.selection.fps)) }
+        let stage = rtpOutput.stage(
+            for: pipeline, settings: settings, keyIntervalSeconds: keySeconds, alsoTo: recording.map { [$0] } ?? [],
+            adaptsToBandwidth: adaptToBandwidth)
         // As fast as frames come (a fixture with --fast), encode on a thread of its own, as record does.
-        encode.usesEncoderThread = capture.fast
-        try await pipeline.runCommand("streaming", quiet: capture.quiet, stages: [encode], namedDevice: capture.device)
+        (stage as? EncodeStage)?.usesEncoderThread = capture.fast
+        try await pipeline.runCommand("streaming", quiet: capture.quiet, stages: [stage], namedDevice: capture.device)
     }
-}
-
-/// Keeps the SPS and PPS of the first key frame (`stream --sdp-only`).
-final class ParameterSetCatcher: EncodedOutput {
-    private(set) var parameterSets: (sps: [UInt8], pps: [UInt8])?
-    func write(_ frame: EncodedFrame) throws {
-        if parameterSets == nil, frame.isKeyFrame { parameterSets = frame.parameterSets }
-    }
-    func end() throws {}
-    func discard() {}
-    var summary: [(String, String)] { [] }
 }

@@ -1,73 +1,75 @@
 import ArgumentParser
 import Foundation
 import VideoCapture
-import VideoProcessing
-import H264
+import WHEPServer
 
-/// Range checks for command-line values, shared by the commands' `validate()`: every number the user types is
-/// checked before any arithmetic on it, and the message names the option, the value and the valid range.
-/// A numeric IPv4 or IPv6 address (`--candidate`, `--rtcp-from`).
-func isIPAddress(_ s: String) -> Bool {
-    var a4 = in_addr(), a6 = in6_addr()
-    return inet_pton(AF_INET, s, &a4) == 1 || inet_pton(AF_INET6, s, &a6) == 1
+/// The options that set library settings whose names differ from the option's; any other setting is its option
+/// in kebab case, without a nanosecond suffix ("maxViewers" → --max-viewers, "requestTimeoutNs" → --request-timeout).
+let optionNames = [
+    "maxSessions": "--max-clients", "maxSessionsPerAddress": "--max-clients-per-address", "maxPerAddress": "--max-viewers-per-address",
+    "bitrateKbps": "--bitrate", "maxBitrateKbps": "--max-bitrate", "keyFrameInterval": "--keyint", "keyIntervalSeconds": "--keyint-seconds",
+    "sliceMode": "--max-nal-size", "pacingFactor": "--pacing", "adaptsToBandwidth": "--adapt-to-bandwidth", "durationNs": "--duration",
+    "fpsLimit": "--fps-limit", "pixelFormats": "--pixel-format", "candidateHosts": "--candidate", "feedbackFrom": "--rtcp-from",
+    "localRTCPPort": "--rtcp-port", "allowedOrigins": "--allow-origin", "hostNames": "--allow-host", "tiers": "--tiers",
+]
+
+/// The option that sets a library setting.
+func option(for setting: String) -> String {
+    if let name = optionNames[setting] { return name }
+    return "--"
+        + (setting.hasSuffix("Ns") ? setting.dropLast(2) : Substring(setting)).map { $0.isUppercase ? "-" + $0.lowercased() : String($0) }.joined()
 }
 
-enum CLIRange {
-    /// A size option (`--size`, `--scale`): within `CaptureLimits` (16384 per side, 64 Mpx).
-    static func size(_ s: FrameSize?, _ option: String) throws {
-        guard let s else { return }
-        if let problem = CaptureLimits.problem(with: s) { throw ValidationError("\(option): \(problem)") }
-    }
-
-    /// A count of frames (`--frames`, `--snapshot-every`, `--keyint`): 1...`max`.
-    static func count(_ n: Int?, _ option: String, max: Int = 100_000_000) throws {
-        guard let n else { return }
-        guard (1...max).contains(n) else { throw ValidationError("\(option) must be 1...\(max), got \(n)") }
-    }
-
-    /// Seconds (`--duration`, `--keyint-seconds`): finite, above 0 and at most `max` (no "inf", no 1e300).
-    static func seconds(_ s: Double?, _ option: String, max: Double) throws {
-        guard let s else { return }
-        guard s.isFinite, s > 0, s <= max else { throw ValidationError("\(option) must be above 0 and at most \(Int(max)) seconds, got \(s)") }
-    }
-
-    /// The options `preview` and `record` share (`CaptureOptions`).
-    static func capture(_ c: CaptureOptions) throws {
-        try size(c.size, "--size")
-        try count(c.frames, "--frames")
-        try seconds(c.duration, "--duration", max: 31 * 24 * 3600)
-    }
-
-    /// What `record` will ask of the encoder, checked before any camera or file is touched: the settings that
-    /// do not depend on the negotiated size go through `H264Encoder.Settings.validate()` (OpenH264's limits)
-    /// with a size the encoder accepts; the size itself is checked again once negotiation has picked it.
-    static func encoder(
-        bitrateKbps: Int, maxBitrateKbps: Int?, keyint: Int?, keyintSeconds: Double?, threads: Int, maxNalSize: Int?,
-        fpsLimit: Double
-    ) throws {
-        guard (10...100_000).contains(bitrateKbps) else { throw ValidationError("--bitrate must be 10...100000 kbps, got \(bitrateKbps)") }
-        if let m = maxBitrateKbps {
-            guard (bitrateKbps...200_000).contains(m) else {
-                throw ValidationError("--max-bitrate must be \(bitrateKbps)...200000 kbps (at least --bitrate), got \(m)")
+/// Runs library checks (the configurations' `validate()`, parsing): a refusal names our options where the
+/// library names its settings, keeping the value and the valid range. The one place where settings become options.
+func validating<T>(_ checks: () throws -> T) throws -> T {
+    do { return try checks() } catch let error as any SettingError {
+        var out = "", word = "", rest = error.message
+        if let setting = error.setting, rest.hasPrefix(setting) { (out, rest) = (option(for: setting), String(rest.dropFirst(setting.count))) }
+        for c in rest + "\n" { // other settings named in the message ("at least bitrateKbps")
+            if c.isLetter || c.isNumber {
+                word.append(c)
+                continue
             }
+            out += optionNames[word] ?? word
+            out.append(c)
+            word = ""
         }
-        try count(keyint, "--keyint", max: 100_000)
-        // At most 240 fps (OpenH264's limit) × 400 s = 96,000 frames: within the encoder's 100,000 whatever rate
-        // the camera applies.
-        try seconds(keyintSeconds, "--keyint-seconds", max: 400)
-        guard (1...4).contains(threads) else { throw ValidationError("--threads must be 1...4, got \(threads)") }
-        var s = H264Encoder.Settings(width: 640, height: 480)
-        s.maxFrameRate = Swift.max(1, Swift.min(fpsLimit, 240)) // the applied rate is checked once negotiated
-        s.targetBitrate = bitrateKbps * 1000
-        s.maxBitrate = maxBitrateKbps.map { $0 * 1000 }
-        s.keyFrameInterval = keyint ?? keyintSeconds.map { Swift.max(1, Int(($0 * s.maxFrameRate).rounded())) }
-        s.threads = threads
-        if let n = maxNalSize { s.sliceMode = .maxNALSize(n) }
-        do { try s.validate() } catch {
-            let option =
-                error.setting == "sliceMode"
-                ? "--max-nal-size" : error.setting == "keyFrameInterval" ? "--keyint/--keyint-seconds" : "encoder settings"
-            throw ValidationError("\(option): \(error.message)")
+        throw ValidationError(String(out.dropLast()))
+    } catch { throw ValidationError("\(error)") }
+}
+
+/// --token and --token-file (serve, publish): the bearer token, given once.
+struct TokenOptions: ParsableArguments {
+    @Option(help: "The bearer token (visible to other users in ps; prefer --token-file or the environment variable).") var token: String?
+    @Option(help: "Read the bearer token from this file.") var tokenFile: String?
+
+    func validate() throws {
+        if token != nil && tokenFile != nil { throw ValidationError("give the token once: --token or --token-file") }
+    }
+}
+
+/// The options both servers (serve, rtsp) take: where to listen, the request timeout, the connection limits and
+/// when to release the camera. Those not given keep the server's own default (`ServerPolicy`, `RTSPHub.Configuration`).
+struct ServerOptions: ParsableArguments {
+    @Option(help: "HOST:PORT (port 0: a free one, printed); default 127.0.0.1:8080 (serve), 127.0.0.1:8554 (rtsp); UDP media on HOST.")
+    var listen: String?
+    @Option(help: "Seconds a connection has to send a complete request (default 10).") var requestTimeout: Double?
+    @Option(help: "Open connections at most (default: serve 256, rtsp 64; kept below the descriptor limit).") var maxConnections: Int?
+    @Option(help: "Open connections per client address at most (default: serve 32, rtsp 16).") var maxConnectionsPerAddress: Int?
+    @Option(help: "Seconds without viewers before the camera is released (its light goes off; the next viewer starts it); 0: never.")
+    var idleRelease: Double = 30
+
+    func validate() throws {
+        if let listen, ListenAddress(listen) == nil {
+            throw ValidationError("--listen must be HOST:PORT with an IPv4/IPv6 address and a port 0...65535, got \"\(listen.prefix(80))\"")
         }
+    }
+
+    /// The request timeout and connection limits given, over a server's defaults.
+    func apply(requestTimeoutNs: inout Int64, maxConnections: inout Int, maxConnectionsPerAddress: inout Int) {
+        if let requestTimeout { requestTimeoutNs = nanoseconds(seconds: requestTimeout) }
+        maxConnections = self.maxConnections ?? maxConnections
+        maxConnectionsPerAddress = self.maxConnectionsPerAddress ?? maxConnectionsPerAddress
     }
 }

@@ -1,0 +1,40 @@
+/// An error that can refuse one configuration setting and name it: `setting` is the member's name
+/// ("maxViewers", "requestTimeoutNs"), and `message` starts with that name, then gives the value and the valid
+/// range ("maxViewers must be 1...256, got 0"), so that a program can put its own option's name in its place.
+public protocol SettingError: Error {
+    /// The setting refused (the configuration member's name), or nil when the error is about no one setting.
+    var setting: String? { get }
+    /// A sentence for people; for a refused setting it starts with `setting`.
+    var message: String { get }
+}
+
+/// The range checks of the libraries' configuration `validate()` methods: each gives nil for a valid value, else
+/// the message "SETTING must be LOW...HIGH[ UNIT], got VALUE" (`SettingError`).
+package enum SettingCheck {
+    /// `value` within `valid`, else the message.
+    package static func range<T: Comparable>(_ setting: String, _ value: T, _ valid: ClosedRange<T>, unit: String = "") -> String? {
+        valid.contains(value) ? nil : "\(setting) must be \(valid.lowerBound)...\(valid.upperBound)\(unit.isEmpty ? "" : " " + unit), got \(value)"
+    }
+
+    /// A duration held in nanoseconds within `valid` seconds, else the message (the value shown in seconds;
+    /// `Int64.max` and `Int64.min`, what `nanoseconds(seconds:)` gives for too large a value and NaN, as "inf" and
+    /// "nan").
+    package static func seconds(_ setting: String, _ ns: Int64, _ valid: ClosedRange<Double>) -> String? {
+        let s = Double(ns) / 1e9
+        guard !valid.contains(s) || ns == .max || ns == .min else { return nil }
+        return "\(setting) must be \(valid.lowerBound)...\(valid.upperBound) seconds, got \(shown(ns))"
+    }
+
+    /// Nanoseconds as seconds for a message: `Int64.max` as "inf", `Int64.min` as "nan" (`nanoseconds(seconds:)`).
+    package static func shown(_ ns: Int64) -> String { ns == .max ? "inf" : ns == .min ? "nan" : "\(Double(ns) / 1e9)" }
+}
+
+/// Seconds as nanoseconds for a configuration's `…Ns` fields, never trapping: values beyond `Int64`'s range
+/// saturate and NaN gives `Int64.min`, so that the configuration's `validate()` refuses them.
+public func nanoseconds(seconds: Double) -> Int64 {
+    guard !seconds.isNaN else { return .min }
+    let ns = seconds * 1e9
+    if ns >= 9.2e18 { return .max }
+    if ns <= -9.2e18 { return .min }
+    return Int64(ns)
+}

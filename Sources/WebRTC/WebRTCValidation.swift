@@ -1,0 +1,45 @@
+public import VideoCaptureCommons
+import SystemIO
+
+extension WebRTCError: SettingError {}
+
+extension WebRTCPeer.Configuration {
+    /// Checks the settings a server takes from its user: `candidateHosts` (numeric IPv4 or IPv6 addresses),
+    /// `dropRate` (0...1), `consentTimeoutNs` (1...3600 s),
+    /// `connectTimeoutNs` (1...120 s) and `pacingFactor` (1...20 × the estimate). A refusal is a `WebRTCError`
+    /// with code `invalidConfiguration` whose `setting` names the member and whose message gives the value and
+    /// the valid range.
+    public func validate() throws(WebRTCError) {
+        try WebRTCError.refuse([
+            (
+                "candidateHosts",
+                candidateHosts.first { SocketAddress(host: $0, port: 0) == nil }.map {
+                    "candidateHosts must be IP addresses, got \"\($0.prefix(64))\""
+                }
+            ),
+            ("dropRate", SettingCheck.range("dropRate", dropRate, 0...1)),
+            ("consentTimeoutNs", SettingCheck.seconds("consentTimeoutNs", consentTimeoutNs, 1...3600)),
+            ("connectTimeoutNs", SettingCheck.seconds("connectTimeoutNs", connectTimeoutNs, 1...120)),
+            ("pacingFactor", pacingFactor.flatMap { SettingCheck.range("pacingFactor", $0, 1...20, unit: "(× the estimate)") }),
+        ])
+    }
+}
+
+extension WebRTCPublisher.Configuration {
+    /// Checks the settings a publisher takes from its user: `connectTimeoutNs` (1...120 s) and
+    /// `consentTimeoutNs` (1...3600 s). A refusal is a `WebRTCError` with code `invalidConfiguration` whose
+    /// `setting` names the member.
+    public func validate() throws(WebRTCError) {
+        try WebRTCError.refuse([
+            ("connectTimeoutNs", SettingCheck.seconds("connectTimeoutNs", connectTimeoutNs, 1...120)),
+            ("consentTimeoutNs", SettingCheck.seconds("consentTimeoutNs", consentTimeoutNs, 1...3600)),
+        ])
+    }
+}
+
+extension WebRTCError {
+    /// Throws for the first setting with a problem.
+    static func refuse(_ problems: [(String, String?)]) throws(WebRTCError) {
+        for case (let setting, let problem?) in problems { throw WebRTCError(problem, code: .invalidConfiguration, setting: setting) }
+    }
+}

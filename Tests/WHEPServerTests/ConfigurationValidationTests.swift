@@ -1,0 +1,80 @@
+import Testing
+import CapturePipeline
+import WHEPServer
+
+/// The servers' configurations check their own ranges: the error names the setting, the value and the range.
+@Suite struct ConfigurationValidationTests {
+    @Test func limitsNameTheSettingAndRange() throws {
+        try ViewerHub.Limits().validate()
+        var limits = ViewerHub.Limits()
+        limits.maxPendingPerAddress = 0
+        #expect {
+            try limits.validate()
+        } throws: { error in
+            let e = error as? ServerError
+            return e?.code == .invalidConfiguration && e?.setting == "maxPendingPerAddress"
+                && e?.message == "maxPendingPerAddress must be 1...256, got 0"
+        }
+    }
+
+    @Test func policyTimeoutsAreInSeconds() throws {
+        var policy = try ServerPolicy(token: nil)
+        try policy.validate()
+        policy.requestTimeoutNs = 100_000_000
+        #expect {
+            try policy.validate()
+        } throws: { error in
+            (error as? ServerError)?.setting == "requestTimeoutNs"
+                && (error as? ServerError)?.message == "requestTimeoutNs must be 0.5...3600.0 seconds, got 0.1"
+        }
+        policy.requestTimeoutNs = .max // what nanoseconds(seconds: .infinity) gives
+        #expect(throws: ServerError.self) { try policy.validate() }
+        policy.requestTimeoutNs = 10_000_000_000
+        policy.allowedOrigins = ["https://app.example", "https://App.example/path"]
+        #expect {
+            try policy.validate()
+        } throws: { error in
+            (error as? ServerError)?.setting == "allowedOrigins" && (error as? ServerError)?.message.contains("\"https://App.example/path\"") == true
+        }
+        policy.allowedOrigins = ["https://app.example"]
+        policy.hostNames = ["camera.local", "bad host"]
+        #expect {
+            try policy.validate()
+        } throws: { error in
+            (error as? ServerError)?.setting == "hostNames"
+        }
+        policy.hostNames = ["camera.local", "::1"]
+        policy.maxConnectionsPerNetwork = 70_000
+        #expect {
+            try policy.validate()
+        } throws: { error in
+            (error as? ServerError)?.message == "maxConnectionsPerNetwork must be 1...65536, got 70000"
+        }
+    }
+
+    @Test func broadcastTiersAndTheEncoderRecipe() throws {
+        try WHEPBroadcast.Configuration().validate()
+        #expect {
+            try WHEPBroadcast.Configuration(tiers: 4).validate()
+        } throws: { error in
+            (error as? ServerError)?.setting == "tiers" && (error as? ServerError)?.message == "tiers must be 1...3, got 4"
+        }
+        #expect {
+            try WHEPBroadcast.Configuration(tiers: 2, adaptsToBandwidth: true).validate()
+        } throws: { error in
+            (error as? ServerError)?.setting == "adaptsToBandwidth"
+        }
+        #expect {
+            try WHEPBroadcast.Configuration(encoder: .init(bitrateKbps: 5)).validate()
+        } throws: { error in
+            (error as? PipelineError)?.setting == "bitrateKbps"
+        }
+    }
+
+    @Test func theSendSideEstimateFitsTheEncoder() {
+        let e = WHEPBroadcast.Configuration(encoder: .init(bitrateKbps: 1500)).sendSideEstimation
+        #expect(e.minBitrate == 50_000 && e.maxBitrate == 2_250_000 && e.startBitrate == 1_000_000)
+        let capped = WHEPBroadcast.Configuration(encoder: .init(bitrateKbps: 600, maxBitrateKbps: 800)).sendSideEstimation
+        #expect(capped.maxBitrate == 800_000 && capped.startBitrate == 600_000)
+    }
+}
