@@ -21,6 +21,11 @@ struct TierSeat: Sendable, Equatable {
 ///   carry (or, on a tier nobody watches, `upHeadroom` × its minimum), for `upHoldNs`, `dwellNs` after its last
 ///   move. (The old rule, 1.3 × the tier's minimum, let a viewer at 0.8 Mbit/s join a tier running at 2.5 and
 ///   drag it down: measured, the other viewer's bitrate fell to 50-70 % for 1-2 s.)
+/// - A tier that runs at its maximum (its viewers' links are wider) is joined at `ceilingShare` of that maximum:
+///   the send-side estimator stops probing at 95 % of its own maximum (the full tier's), so an estimate can settle
+///   just under the ceiling and never reach it (measured in CI: B's estimate sat at 2224 kbit/s against the full
+///   tier's 2250 for the 15 s after its limit was lifted, and B stayed on 640x360). Joining then lowers the
+///   others by at most 5 %.
 /// - A viewer stays on its tier while its estimate is `stayHeadroom` × the tier's minimum and at least
 ///   `shareFloor` of what the tier's other viewers carry; under either it moves down at once, to the largest
 ///   smaller tier it can stay on. So a viewer pulls a tier it shares down by at most 10 %; on the smallest tier,
@@ -35,6 +40,9 @@ enum TierPolicy {
     static let shareFloor = 0.9
     /// How long the estimate must allow the larger tier before a move up (0.5 s).
     static let upHoldNs: Int64 = 500_000_000
+    /// Up onto a tier that runs at its maximum: the estimate over this share of that maximum (0.95, where the
+    /// estimator's probing stops).
+    static let ceilingShare = 0.95
     /// The shortest stay on a tier before a move up (2 s); moves down are not held back.
     static let dwellNs: Int64 = 2_000_000_000
 
@@ -69,7 +77,8 @@ enum TierPolicy {
             return e >= Double(carried) * shareFloor
         }
         func canJoin(_ t: Int) -> Bool {
-            let carried = carriedRate(t, tiers: tiers, seats: others).map(Double.init) ?? 0
+            var carried = carriedRate(t, tiers: tiers, seats: others).map(Double.init) ?? 0
+            if carried >= Double(tiers[t].maxBitrate) { carried = Double(tiers[t].maxBitrate) * ceilingShare }
             return e >= max(Double(tiers[t].minBitrate) * upHeadroom, carried)
         }
         var target: Int?

@@ -47,6 +47,22 @@ import Testing
         #expect(rates[0].map { min($0, Self.tiers[0].maxBitrate) } == Self.tiers[0].maxBitrate, "\(rates)")
     }
 
+    /// The estimator stops probing at 95 % of its maximum (the full tier's): an estimate that settled just under
+    /// the ceiling joins a tier running at its maximum (CI: 2224 kbit/s against 2250 kept B on 360p for good), one
+    /// further below does not, and the tier then runs within 5 % of what it ran at.
+    @Test func anEstimateJustUnderTheCeilingJoinsATierAtItsMaximum() {
+        let max = Self.tiers[0].maxBitrate
+        var seats = [TierSeat(estimate: 5_000_000, tier: 0), TierSeat(estimate: max * 90 / 100, tier: 1)]
+        for k in 30..<60 { _ = Self.judge(&seats, 1, now: Int64(k) * Self.s / 10) }
+        #expect(seats[1].destination == 1, "90 % of the ceiling would pull the full tier down by 10 %")
+        seats[1].estimate = max * 989 / 1000 // 2224 of 2250, as in CI, scaled
+        var joined = false
+        for k in 60..<80 where !joined { joined = Self.judge(&seats, 1, now: Int64(k) * Self.s / 10) && seats[1].pendingTier == 0 }
+        #expect(joined, "an estimate at 98.9 % of the ceiling joins")
+        let rate = TierPolicy.rates(count: Self.tiers.count, seats: seats)[0].map { min($0, max) } ?? 0
+        #expect(rate * 100 >= max * 95, "the full tier at \(rate) of \(max)")
+    }
+
     @Test func aTierNobodyWatchesIsJoinedAtItsMinimumsHeadroom() {
         var seats = [TierSeat(estimate: 900_000, tier: 1)]
         var moved = false
