@@ -12,12 +12,18 @@ public protocol CameraVideoCapturerDelegate: AnyObject, Sendable {
     func capturer(_ capturer: CameraVideoCapturer, didDropFrames count: Int, reason: FrameDropReason)
     /// Capture ended: `error` is nil after `stopCapture()`, else why it stopped (disconnect, I/O error…).
     func capturer(_ capturer: CameraVideoCapturer, didStopWithError error: CaptureError?)
+    /// `stopCapture()` was called: on its caller's thread, after the camera stopped and before the capturer waits
+    /// for its delivery thread to finish. A consumer that can make that thread wait (a stream that waits for room)
+    /// must stop waiting here, or the stop would wait for it forever. Optional.
+    func capturerWillStop(_ capturer: CameraVideoCapturer)
 }
 
 public extension CameraVideoCapturerDelegate {
     /// Does nothing.
     func capturer(_ capturer: CameraVideoCapturer, didDropFrames count: Int, reason: FrameDropReason) {}
     func capturer(_ capturer: CameraVideoCapturer, didStopWithError error: CaptureError?) {}
+    /// Does nothing.
+    func capturerWillStop(_ capturer: CameraVideoCapturer) {}
 }
 
 /// Counters since the capturer was created.
@@ -339,6 +345,9 @@ public final class CameraVideoCapturer: Sendable {
         }
         guard let running else { throw CaptureError(.notRunning, "capture is not running") }
         await offThread { running.stream.stop() }
+        // A consumer holding the delivery thread (a stream waiting for room that nobody reads any more) lets go
+        // before the drain below waits for that thread.
+        for d in state.withLock({ $0.delegates }) { d.capturerWillStop(self) }
         delivery.enqueue(.stopped(nil))
         await delivery.drain()
         logger.debug("capture stopped", metadata: ["device": "\(running.device.path)"])

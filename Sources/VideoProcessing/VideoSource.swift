@@ -472,6 +472,13 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
         endStreams(error)
     }
 
+    /// The streams end at a stop before the capturer waits for its delivery thread: a stream made with
+    /// `waitsForConsumer` that its consumer stopped reading (a loop left with `break`, then `stopCapture()`) would
+    /// otherwise hold that thread, and the stop, forever. Their queued frames can still be read.
+    public func capturerWillStop(_ capturer: CameraVideoCapturer) {
+        endStreams(nil)
+    }
+
     /// Ends the sequences (they are made per run, like the capturer's); callback sinks stay.
     private func endStreams(_ error: CaptureError?) {
         let subs = control.withLock { c -> [FrameSubscription] in

@@ -223,6 +223,37 @@ final class ReferenceConverter: CameraVideoCapturerDelegate, Sendable {
         turned.detach()
     }
 
+    /// A loop left with `break` on a stream that waits for its consumer, then `stopCapture()`: the stop returns and
+    /// the stream ends. (CI hung here: the full stream held the delivery thread, and the stop waited for that
+    /// thread forever.)
+    @Test func stoppingAfterLeavingAWaitingStreamReturns() async throws {
+        let cap = CameraVideoCapturer(providers: [FixtureCameraProvider()]) // real time: frames keep coming
+        let source = VideoSource(capturer: cap)
+        let frames = source.frames(bufferingNewest: 1, waitsForConsumer: true)
+        _ = try await cap.startCapture(device: try cap.device("fixture:vivid"), targetSize: FrameSize(width: 320, height: 180))
+        var n = 0
+        for try await _ in frames {
+            n += 1
+            if n == 3 { break }
+        }
+        // Three more frames captured: the one-frame buffer is full and the delivery thread waits for room.
+        let after = cap.statistics.captured
+        for _ in 0..<500 where cap.statistics.captured < after + 3 { try await Task.sleep(for: .milliseconds(10)) }
+        final class Done: Sendable { let value = Mutex(false) }
+        let done = Done()
+        let stop = Task {
+            try await cap.stopCapture()
+            done.value.withLock { $0 = true }
+        }
+        for _ in 0..<1000 where !done.value.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(done.value.withLock { $0 }, "stopCapture() did not return within 10 s")
+        guard done.value.withLock({ $0 }) else { return } // a hung stop cannot be cancelled: leave it
+        try await stop.value
+        var rest = 0
+        for try await _ in frames { rest += 1 }
+        #expect(rest <= 2, "the stream ended after at most its queued frames: \(rest)")
+    }
+
     /// The rotation can go from pixels to metadata and back while the camera runs (what `serve` does as viewers
     /// with and without the video-orientation extension come and go): the frames' size and rotation follow from
     /// the next frame, with no camera restart, and the planned size follows too.
