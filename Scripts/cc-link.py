@@ -118,6 +118,13 @@ try:
         with urllib.request.urlopen(req, timeout=5) as r:
             return json.load(r)
 
+    def tier_rate(stats, tier):
+        # What the viewer's tier's encoder is asked for now (kbit/s), None while nobody on it has an estimate.
+        for t in stats.get("tiers", []):
+            if t.get("tier") == tier and t.get("rateBps", -1) >= 0:
+                return t["rateBps"] // 1000
+        return None
+
     def by_remote(stats, v):
         for s in stats["viewers"]:
             if s.get("remote", "").startswith(v["ns_ip"] + ":") or s.get("client") == v["ns_ip"]:
@@ -165,7 +172,7 @@ try:
                    "pendingTier": s.get("pendingTier"), "width": b.get("frameWidth"), "height": b.get("frameHeight"),
                    "fps": b.get("framesPerSecond"), "freezes": b.get("freezeCount"), "freezeSeconds": b.get("totalFreezesDuration"),
                    "longestFreeze": b.get("longestFreeze"),
-                   "decoded": b.get("framesDecoded"), "probes": s.get("probes"), "probesLost": s.get("probesLost"), "trainsRaised": s.get("trainsRaised"), "lastTrainBps": s.get("lastTrainBps"), "trains": s.get("trains"), "queueDelayMs": s.get("queueDelayMs"), "delayUsage": s.get("delayUsage"),
+                   "decoded": b.get("framesDecoded"), "probes": s.get("probes"), "probesLost": s.get("probesLost"), "probesOnClearedQueue": s.get("probesOnClearedQueue"), "tierRateKbps": tier_rate(stats, s.get("tier")), "trainsRaised": s.get("trainsRaised"), "lastTrainBps": s.get("lastTrainBps"), "trains": s.get("trains"), "queueDelayMs": s.get("queueDelayMs"), "delayUsage": s.get("delayUsage"),
                    "playoutDelay": s.get("playoutDelaySent"), "nacks": s.get("nacks"), "retransmissions": s.get("retransmissions"),
                    "nacksIgnored": s.get("nacksIgnored"), "overBudget": s.get("retransmissionsOverBudget"),
                    "keyFrameRequests": s.get("keyFrameRequests"), "packetsDroppedBeforeKeyFrame": s.get("packetsDroppedBeforeKeyFrame"),

@@ -2,10 +2,13 @@
 # The real-link tests of #21 with the issue's own bounds (LINKS_STRICT=1: A at 1280x720 and ≥ 28 fps in every
 # second; B at most 2 freezes a minute behind 400 kbit/s; the 5 → 0.5 → 5 Mbit/s step followed within 5 s each way
 # with no freeze over 1 s), RUNS times (default 3), each run's figures printed. Needs root (network namespaces, tc).
-# Run on a quiet machine: CI runs the same tests with bounds that do not depend on the load.
+# Run on a quiet machine: CI runs the same tests with bounds that do not depend on the load, against the debug build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 swift build --build-tests
+# The server is the release build (what a user runs); CI runs the same tests against the debug build.
+swift build -c release --product camcap
+export LINKS_CAMCAP="$PWD/.build/release/camcap"
 failed=0
 for i in $(seq 1 "${RUNS:-3}"); do
   echo "=== run $i"

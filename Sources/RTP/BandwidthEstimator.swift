@@ -129,6 +129,23 @@ public struct SendSideBandwidthEstimator: Sendable {
     private var lastProbeRaiseUs: Int64 = .min / 2
     /// A probe's raise not yet confirmed by a delivery window sent after it.
     private var awaitingConfirmation = false
+    /// When a reported packet last queued more than `queuedUs` on the path (the sender's clock, at its feedback).
+    private var lastQueuedUs: Int64 = .min / 2
+    /// The last probe started while the media alone queued on the path (it was the bottleneck then), and failed:
+    /// the queue's vanishing may call the next probe early. Cleared by the early probe itself, so that early probes
+    /// never follow each other.
+    private var failedOnQueue = false
+    /// The probe being sent or judged started while the media queued (within `clearedQueueUs` before it).
+    private var probeStartedOnQueue = false
+    /// The last probe started early (on a cleared queue).
+    private var lastProbeEarly = false
+    /// Probes started early because the path's queue vanished after failed ones (a lifted limit).
+    public private(set) var probesOnClearedQueue = 0
+    /// A packet that queued longer than this counts as queued (5 ms: a 1200-byte packet takes 19-24 ms on a
+    /// 400-500 kbit/s link, 2 ms on 5 Mbit/s).
+    static let queuedUs: Int64 = 5_000
+    /// How long the queue must stay under `queuedUs` before it calls a probe early.
+    static let clearedQueueUs: Int64 = 1_000_000
 
     // What the path delivered against what was sent, over windows of at least 300 ms.
     private var delivery = DeliveryWindow()
@@ -207,9 +224,18 @@ public struct SendSideBandwidthEstimator: Sendable {
         // Not while queues grow, nor while they drain (underusing): a probe on top of a queue overfills a full link
         // (measured: allowing probes while underusing froze a viewer behind 400 kbit/s 6-8 times a minute). A path
         // that widened shows in the packet trains.
-        guard cluster == nil, nowUs >= nextProbeUs, feedbacks > 0, usage == .normal, lossFraction < 0.02,
+        // A path on which the media queued while probes failed, and now queues nothing for a second, has widened
+        // (a lifted limit: 15-160 ms of queue behind 500 kbit/s, 0.2 ms once it is 5 Mbit/s): probe at once instead
+        // of after the 2-4 s wait.
+        let queueCleared =
+            failedOnQueue && nowUs - lastQueuedUs >= Self.clearedQueueUs && nowUs - lastProbeEndUs >= Self.clearedQueueUs
+        guard cluster == nil, nowUs >= nextProbeUs || queueCleared, feedbacks > 0, usage == .normal, lossFraction < 0.02,
             estimate < configuration.maxBitrate * 95 / 100
         else { return nil }
+        lastProbeEarly = nowUs < nextProbeUs
+        probeStartedOnQueue = nowUs - lastQueuedUs < Self.clearedQueueUs
+        if lastProbeEarly { probesOnClearedQueue += 1 }
+        failedOnQueue = false
         let target = min(estimate * 2, configuration.maxBitrate)
         let id = nextClusterID
         nextClusterID = nextClusterID == 255 ? 1 : nextClusterID + 1
@@ -257,6 +283,7 @@ public struct SendSideBandwidthEstimator: Sendable {
             lossWindowArrivals.lastUs = max(lossWindowArrivals.lastUs, arrival)
             delaySample(sendUs: sentTimeUs[i], arrivalUs: arrival)
             queueSample(sendUs: sentTimeUs[i], arrivalUs: arrival)
+            if queueDelayUs > Self.queuedUs { lastQueuedUs = nowUs }
             if sentCluster[i] != 0, var c = cluster, c.id == sentCluster[i] {
                 c.reported += 1
                 c.bytes += Int(sentBytes[i])
@@ -333,6 +360,9 @@ public struct SendSideBandwidthEstimator: Sendable {
     private mutating func probeFailed(_ nowUs: Int64, longest: Bool) {
         probeFailures = min(probeFailures + 1, 8)
         lastProbeLost = longest
+        // Not after a probe that lost packets (it waits the longest), nor after an early one; and only when the
+        // media queued before the probe (a probe queues on any path it overfills: that says nothing of a change).
+        failedOnQueue = !longest && probeStartedOnQueue && !lastProbeEarly
         nextProbeUs = nowUs + probeWaitUs
         awaitingConfirmation = false
     }

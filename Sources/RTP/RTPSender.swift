@@ -215,6 +215,9 @@ public final class RTPSender: @unchecked Sendable {
         public var probes = 0, probePackets = 0, probesRaised = 0
         /// Probes that lost packets (the estimator then waits its longest before the next).
         public var probesLost = 0
+        /// Probes started early because the path's queue vanished after failed ones (the estimator's
+        /// `probesOnClearedQueue`).
+        public var probesOnClearedQueue = 0
         /// Probes whose raise the delivered rate after it then capped (a token bucket's burst passed them), and the
         /// times the estimate was brought down to what the path delivered (the estimator's `probesCapped` and
         /// `deliveryCaps`).
@@ -557,6 +560,7 @@ public final class RTPSender: @unchecked Sendable {
                     // undershoots its target gets more copies, so that the cluster reaches its rate).
                     s.probe = (p.cluster, p.bytes, RTPSender.probeFrames, 0)
                     s.stats.probes += 1
+                    s.stats.probesOnClearedQueue = s.estimator.probesOnClearedQueue
                 }
                 return (s.transportSequence, s.probe?.id ?? 0)
             }

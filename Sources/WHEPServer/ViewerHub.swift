@@ -482,7 +482,12 @@ public final class ViewerHub: EncodedOutput, Sendable {
     /// GET /stats: one JSON object per viewer, the refusal counters and the open connections. `detailed` (the
     /// token's holder) adds each viewer's resource and remote address.
     public func statsJSON(detailed: Bool, refused: RefusalCounters, connections: Int) -> String {
-        let (peers, tiers) = state.withLock { s in (s.order.compactMap { id in s.viewers[id].map { (id, $0) } }, s.tiers) }
+        let (peers, tiers, rates) = state.withLock { s in
+            (
+                s.order.compactMap { id in s.viewers[id].map { (id, $0) } }, s.tiers,
+                TierPolicy.rates(count: s.tiers.count, seats: s.order.compactMap { s.viewers[$0]?.seat })
+            )
+        }
         let items: [Any] = peers.map { (id, v) -> [(String, Any)] in
             let p = v.peer, st = p.statistics
             var item: [(String, Any)] = [("viewer", v.number), ("state", st.state), ("srtp", st.srtpProfile ?? "")]
@@ -507,7 +512,8 @@ public final class ViewerHub: EncodedOutput, Sendable {
                 ("transportFeedbacks", st.rtp.transportFeedbacks), ("sendSideEstimateBps", st.rtp.sendSideEstimate.map { Int(clamping: $0) } ?? -1),
                 ("delayUsage", st.rtp.delayUsage ?? ""), ("probes", st.rtp.probes), ("probePackets", st.rtp.probePackets),
                 ("probesRaised", st.rtp.probesRaised), ("probesLost", st.rtp.probesLost),
-                ("probesCapped", st.rtp.probesCapped), ("deliveryCaps", st.rtp.deliveryCaps), ("trainsRaised", st.rtp.trainsRaised),
+                ("probesCapped", st.rtp.probesCapped), ("probesOnClearedQueue", st.rtp.probesOnClearedQueue), ("deliveryCaps", st.rtp.deliveryCaps),
+                ("trainsRaised", st.rtp.trainsRaised),
                 ("trains", st.rtp.trainsMeasured), ("lastTrainBps", st.rtp.lastTrainRate.map { Int(clamping: $0) } ?? -1),
                 ("queueDelayMs", Double(st.rtp.queueDelayUs) / 1000),
                 ("transportLoss", st.rtp.transportLoss ?? -1),
@@ -527,6 +533,9 @@ public final class ViewerHub: EncodedOutput, Sendable {
             [
                 ("tier", i), ("size", "\(t.size)"), ("minBps", t.minBitrate), ("targetBps", t.targetBitrate), ("maxBps", t.maxBitrate),
                 ("viewers", peers.filter { $0.1.tier == i }.count),
+                // What the tier's encoder is asked for now (the lowest estimate among its viewers, within its
+                // maximum); -1 while none of them has an estimate.
+                ("rateBps", rates.indices.contains(i) ? rates[i].map { min($0, t.maxBitrate) } ?? -1 : -1),
             ]
         }
         return "{\"viewers\": [" + items.map(jsonValue).joined(separator: ", ") + "], \"tiers\": [" + tierItems.map(jsonValue).joined(separator: ", ")

@@ -323,6 +323,57 @@ struct SplitMix {
     }
 }
 
+extension ProbeScheduleTests {
+    /// Media packets of 1000 bytes every 10 ms from `fromUs` to `toUs`, each queueing `queuedUs` on the path (20 ms
+    /// base delay), with feedback every 50 ms.
+    static func media(_ e: inout SendSideBandwidthEstimator, seq: inout UInt16, fromUs: Int64, toUs: Int64, queuedUs: Int64) {
+        var t = fromUs, base = seq
+        var arrivals: [Int64?] = []
+        while t < toUs {
+            e.packetSent(sequence: seq, timeUs: t, bytes: 1000)
+            arrivals.append(t + 20_000 + queuedUs)
+            seq &+= 1
+            t += 10_000
+            if arrivals.count == 5 {
+                e.feedback(
+                    TransportFeedback(senderSSRC: 1, mediaSSRC: 2, baseSequence: base, feedbackCount: 0, arrivals: arrivals),
+                    nowUs: t + 20_000 + queuedUs)
+                base = seq
+                arrivals = []
+            }
+        }
+    }
+
+    /// A probe that fails while the media queues on the path (the path is the bottleneck) waits 2 s as any; but
+    /// when the queue then vanishes for a second (a lifted limit: 15-160 ms behind 500 kbit/s, 0.2 ms at 5 Mbit/s),
+    /// the next probe starts at once. One early probe at most: if it fails too, the next waits its turn.
+    @Test func aQueueThatVanishesAfterAFailedProbeCallsTheNextAtOnce() {
+        var (e, seq) = Self.started()
+        Self.media(&e, seq: &seq, fromUs: 100_000, toUs: 1_000_000, queuedUs: 0)
+        Self.media(&e, seq: &seq, fromUs: 1_000_000, toUs: 3_000_000, queuedUs: 40_000) // a standing queue
+        #expect(e.queueDelayUs >= 30_000 && e.usage == .normal, "queue \(e.queueDelayUs) µs, \(e.usage)")
+        #expect(Self.probe(&e, seq: &seq, atUs: 3_000_000, slowdown: 4), "usage \(e.usage)")
+        #expect(e.probesRaised == 0)
+        let failedAt: Int64 = 3_000_000 + 100_000 + 240_000
+        // The queue stands: the usual 2 s.
+        var standing = e, standingSeq = seq
+        Self.media(&standing, seq: &standingSeq, fromUs: failedAt, toUs: failedAt + 1_900_000, queuedUs: 40_000)
+        #expect(standing.startProbe(nowUs: failedAt + 1_900_000) == nil)
+        // The queue vanishes: a probe 1 s after the last queued packet's feedback, not 2 s after the failure.
+        Self.media(&e, seq: &seq, fromUs: failedAt, toUs: failedAt + 1_500_000, queuedUs: 0)
+        #expect(e.queueDelayUs < 5_000)
+        #expect(Self.probe(&e, seq: &seq, atUs: failedAt + 1_500_000, slowdown: 4), "usage \(e.usage)")
+        #expect(e.probesOnClearedQueue == 1)
+        // That early probe failed too: no second early one, the next after the 4 s wait.
+        let secondFailedAt = failedAt + 1_500_000 + 340_000
+        Self.media(&e, seq: &seq, fromUs: secondFailedAt, toUs: secondFailedAt + 3_900_000, queuedUs: 0)
+        #expect(e.startProbe(nowUs: secondFailedAt + 3_900_000) == nil)
+        Self.media(&e, seq: &seq, fromUs: secondFailedAt + 3_900_000, toUs: secondFailedAt + 4_100_000, queuedUs: 0)
+        #expect(e.startProbe(nowUs: secondFailedAt + 4_100_000) != nil, "usage \(e.usage)")
+        #expect(e.probesOnClearedQueue == 1)
+    }
+}
+
 /// The path's queue delay (#21, `/stats` queueDelayMs): a packet's one-way delay over the lowest one of the last
 /// 5-10 s.
 @Suite struct QueueDelayTests {
