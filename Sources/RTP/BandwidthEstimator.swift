@@ -16,7 +16,8 @@
 /// raises the estimate to 90 % of it. Probes stop at the maximum; they start only while the path is neither
 /// overused nor draining a queue and loses nothing (a probe on top of a queue overfills a full link and delays the
 /// frames behind it); after a failure the next waits 2 s, then 4 s while they keep failing, 8 s after one that
-/// lost packets.
+/// lost packets; but a probe that failed while the media queued on the path is followed at once when no packet
+/// has queued for a second since (the limit was lifted; `probesOnClearedQueue`).
 ///
 /// A token bucket (`tc tbf`, a cheap router, a cellular link) lets a refilled burst through at line rate: a probe
 /// no larger than the bucket arrives as fast as it left, whatever the link's rate. Hence 200 ms of probe (a 5 kB
@@ -141,6 +142,9 @@ public struct SendSideBandwidthEstimator: Sendable {
     private var lastProbeEarly = false
     /// Probes started early because the path's queue vanished after failed ones (a lifted limit).
     public private(set) var probesOnClearedQueue = 0
+    /// Probes (and the probes trains call) stop once the estimate reaches this share of the maximum (95 %): a
+    /// tier running at its maximum is joined at the same share of it (a viewer's estimate stops climbing there).
+    public static let probeCeilingPercent = 95
     /// A packet that queued longer than this counts as queued (5 ms: a 1200-byte packet takes 19-24 ms on a
     /// 400-500 kbit/s link, 2 ms on 5 Mbit/s).
     static let queuedUs: Int64 = 5_000
@@ -230,7 +234,7 @@ public struct SendSideBandwidthEstimator: Sendable {
         let queueCleared =
             failedOnQueue && nowUs - lastQueuedUs >= Self.clearedQueueUs && nowUs - lastProbeEndUs >= Self.clearedQueueUs
         guard cluster == nil, nowUs >= nextProbeUs || queueCleared, feedbacks > 0, usage == .normal, lossFraction < 0.02,
-            estimate < configuration.maxBitrate * 95 / 100
+            estimate < configuration.maxBitrate * Self.probeCeilingPercent / 100
         else { return nil }
         lastProbeEarly = nowUs < nextProbeUs
         probeStartedOnQueue = nowUs - lastQueuedUs < Self.clearedQueueUs
@@ -443,7 +447,7 @@ public struct SendSideBandwidthEstimator: Sendable {
         lastTrainRate = rate
         trainsMeasured += 1
         guard rate / 3 >= estimate, usage != .overusing, lossFraction < 0.02, !awaitingConfirmation, cluster == nil,
-            nowUs - lastTrainRaiseUs >= 500_000, estimate < configuration.maxBitrate * 95 / 100
+            nowUs - lastTrainRaiseUs >= 500_000, estimate < configuration.maxBitrate * Self.probeCeilingPercent / 100
         else { return }
         let due = max(nowUs + 500_000, lastProbeEndUs + probeWaitUs / 2)
         guard due < nextProbeUs else { return }

@@ -1,4 +1,5 @@
 import CapturePipeline
+import RTP
 
 /// Where one viewer stands among the encode tiers: its estimate, its tier and the one it moves to.
 struct TierSeat: Sendable, Equatable {
@@ -42,7 +43,7 @@ enum TierPolicy {
     static let upHoldNs: Int64 = 500_000_000
     /// Up onto a tier that runs at its maximum: the estimate over this share of that maximum (0.95, where the
     /// estimator's probing stops).
-    static let ceilingShare = 0.95
+    static let ceilingShare = Double(SendSideBandwidthEstimator.probeCeilingPercent) / 100
     /// The shortest stay on a tier before a move up (2 s); moves down are not held back.
     static let dwellNs: Int64 = 2_000_000_000
 
