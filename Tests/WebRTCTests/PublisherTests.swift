@@ -34,6 +34,55 @@ final class FakeServer {
     }
 }
 
+extension FakeServer {
+    /// Answers the publisher's ICE checks (each one shown to `check`) and runs DTLS in the identity's role until
+    /// connected (10 s at most); returns the association and its SRTP sessions (to the publisher, from it).
+    func connect(
+        publisherPort: Int, publisherFingerprint: String, check: (STUN.BindingRequest) -> Void = { _ in }
+    ) throws -> (DTLSAssociation, SRTPSession, SRTPSession) {
+        udp.target(publisherPort)
+        let dtls = try DTLSAssociation(identity: identity, peerFingerprint: publisherFingerprint)
+        var state = dtls.tick()
+        dtls.drain { udp.send(Array($0)) }
+        let deadline = Date().addingTimeInterval(10)
+        while state != .connected && Date() < deadline {
+            guard let d = udp.receive() else {
+                state = dtls.tick()
+                dtls.drain { udp.send(Array($0)) }
+                continue
+            }
+            if case .request(let r) = d.withUnsafeBytes({ STUN.parseRequest($0, localUfrag: ufrag, localPassword: password) }) {
+                check(r)
+                udp.send(STUN.successResponse(to: r, address: [127, 0, 0, 1], port: UInt16(publisherPort), localPassword: password))
+            } else if (20...63).contains(d[0]) {
+                state = d.withUnsafeBytes { dtls.feed($0) }
+            }
+            dtls.drain { udp.send(Array($0)) }
+            if case .failed(let e) = state { Issue.record("DTLS: \(e)") }
+        }
+        #expect(state == .connected)
+        let (_, toPublisher, fromPublisher) = try dtls.srtpSessions()
+        return (dtls, toPublisher, fromPublisher)
+    }
+
+    /// The next RTP packet from the publisher, unprotected (STUN, DTLS and RTCP skipped); nil when none comes.
+    func receiveRTP(_ session: SRTPSession) -> [UInt8]? {
+        while let d = udp.receive() {
+            guard d[0] >= 128 && d[0] <= 191, !(192...223).contains(d[1]) else { continue }
+            var p = d + [UInt8](repeating: 0, count: 64)
+            if let n = p.withUnsafeMutableBytes({ session.unprotect($0, length: d.count, rtcp: false) }) { return Array(p[0..<n]) }
+        }
+        return nil
+    }
+
+    /// Protects `rtcp` with `session` and sends it to the publisher.
+    func sendRTCP(_ session: SRTPSession, _ rtcp: [UInt8]) {
+        var p = rtcp + [UInt8](repeating: 0, count: SRTPSession.overhead)
+        let n = p.withUnsafeMutableBytes { session.protect($0, length: rtcp.count, rtcp: true) }
+        udp.send(Array(p[0..<(n ?? 0)]))
+    }
+}
+
 @Suite(.serialized, .timeLimit(.minutes(1))) struct PublisherTests {
     @Test(arguments: ["passive", "active"]) func iceDtlsSrtpMediaAndFeedbackAgainstAServer(_ setup: String) throws {
         let server = try FakeServer(dtlsClient: setup == "active")
@@ -61,45 +110,17 @@ final class FakeServer {
                 keyFrameRequest: { keyRequests.value.withLock { $0 += 1 } },
                 closed: { reason in closed.value.withLock { $0 = reason } }))
 
-        // ICE: the publisher's checks carry USE-CANDIDATE and ICE-CONTROLLING, keyed with our password.
-        server.udp.target(offer.port)
+        // ICE: every check of the publisher carries USE-CANDIDATE and ICE-CONTROLLING, keyed with our password;
+        // then DTLS, in the role the answer gave us.
         var checks = 0
-        var dtlsIn: [[UInt8]] = []
-        let deadline = Date().addingTimeInterval(10)
-        while checks == 0 && Date() < deadline, let d = server.udp.receive() {
-            guard case .request(let request) = d.withUnsafeBytes({ STUN.parseRequest($0, localUfrag: server.ufrag, localPassword: server.password) })
-            else {
-                if (20...63).contains(d[0]) { dtlsIn.append(d) }
-                continue
-            }
+        let (dtls, toPublisher, fromPublisher) = try server.connect(publisherPort: offer.port, publisherFingerprint: publisherIdentity.fingerprint) {
+            request in
             #expect(request.useCandidate && request.iceControlling && request.username.hasSuffix(":") == false)
             checks += 1
-            server.udp.send(STUN.successResponse(to: request, address: [127, 0, 0, 1], port: UInt16(offer.port), localPassword: server.password))
         }
-        #expect(checks == 1)
-        // DTLS, in the role the answer gave us.
-        let dtls = try DTLSAssociation(identity: server.identity, peerFingerprint: publisherIdentity.fingerprint)
-        var state = dtls.tick()
-        for d in dtlsIn { state = d.withUnsafeBytes { dtls.feed($0) } }
-        dtls.drain { server.udp.send(Array($0)) }
-        while state != .connected && Date() < deadline {
-            guard let d = server.udp.receive() else {
-                state = dtls.tick()
-                dtls.drain { server.udp.send(Array($0)) }
-                continue
-            }
-            if case .request(let r) = d.withUnsafeBytes({ STUN.parseRequest($0, localUfrag: server.ufrag, localPassword: server.password) }) {
-                server.udp.send(STUN.successResponse(to: r, address: [127, 0, 0, 1], port: UInt16(offer.port), localPassword: server.password))
-            } else if (20...63).contains(d[0]) {
-                state = d.withUnsafeBytes { dtls.feed($0) }
-            }
-            dtls.drain { server.udp.send(Array($0)) }
-            if case .failed(let e) = state { Issue.record("DTLS: \(e)") }
-        }
-        #expect(state == .connected)
+        #expect(checks >= 1)
         waitUntil(timeout: 10, every: 0.005) { connected.value.withLock { $0 } }
         #expect(publisher.isConnected && publisher.statistics.state == "connected")
-        let (_, toPublisher, fromPublisher) = try dtls.srtpSessions()
 
         // Media: a delta frame before any key frame is held back; the key frame goes out, turned 90°.
         var delta = EncodedFrame()
@@ -110,11 +131,7 @@ final class FakeServer {
         frame.rotation = .rotation90
         publisher.send(frame.stamped(1_000_000_000))
         var packets: [[UInt8]] = []
-        while packets.count < 4, let d = server.udp.receive() {
-            guard d[0] >= 128 && d[0] <= 191, !(192...223).contains(d[1]) else { continue }
-            var p = d + [UInt8](repeating: 0, count: 64)
-            if let n = p.withUnsafeMutableBytes({ fromPublisher.unprotect($0, length: d.count, rtcp: false) }) { packets.append(Array(p[0..<n])) }
-        }
+        while packets.count < 4, let p = server.receiveRTP(fromPublisher) { packets.append(p) }
         #expect(packets.count == 4 && packets.allSatisfy { $0[1] & 0x7f == 96 })
         #expect(packets.first.map { $0[12] & 0x1f } == 24, "a key frame first (STAP-A with SPS and PPS), the delta frame was not sent")
         #expect(packets.last.map { p in p.withUnsafeBytes { RTPHeader.oneByteExtension(id: 3, in: $0) } } == [1], "rotation 90°")
@@ -122,10 +139,7 @@ final class FakeServer {
         #expect(publisher.offer.contains("a=ssrc:\(ssrc) cname:camcap"), "the SSRC the offer announced")
 
         // PLI from the server → a key-frame request.
-        let pli = RTCPWriter.pli(sender: 1, media: ssrc)
-        var p = pli + [UInt8](repeating: 0, count: SRTPSession.overhead)
-        let n = p.withUnsafeMutableBytes { toPublisher.protect($0, length: pli.count, rtcp: true) }
-        server.udp.send(Array(p[0..<(n ?? 0)]))
+        server.sendRTCP(toPublisher, RTCPWriter.pli(sender: 1, media: ssrc))
         waitUntil(timeout: 10, every: 0.005) { keyRequests.value.withLock { $0 } > 0 }
         #expect(keyRequests.value.withLock { $0 } == 1)
 

@@ -94,13 +94,13 @@ import H264
             WebRTCPublisher.Handlers(
                 connected: { connected.value.withLock { $0 = true } }, keyFrameRequest: { unlayered.value.withLock { $0 += 1 } }),
             layerKeyFrameRequest: { layer in requests.value.withLock { $0.append(layer) } })
-        let (toPublisher, fromPublisher) = try Self.connect(server, publisherPort: offerPort, publisherFingerprint: identity.fingerprint)
+        let (_, toPublisher, fromPublisher) = try server.connect(publisherPort: offerPort, publisherFingerprint: identity.fingerprint)
         waitUntil(timeout: 10, every: 0.005) { connected.value.withLock { $0 } }
 
         // A key frame on each layer: every packet carries mid 0 and its layer's rid, on the layer's own SSRC.
         for layer in 0..<3 { publisher.send(keyFrame(size: 1500).stamped(1_000_000_000), layer: layer) }
         var packets: [[UInt8]] = []
-        while packets.count < 9, let p = Self.receiveRTP(server, fromPublisher) { packets.append(p) }
+        while packets.count < 9, let p = server.receiveRTP(fromPublisher) { packets.append(p) }
         #expect(packets.count == 9, "three packets (STAP-A, two FU-A) per layer")
         var ridBySSRC: [UInt32: String] = [:]
         for p in packets {
@@ -116,7 +116,7 @@ import H264
 
         // PLI on the half layer's SSRC: a key frame for that layer only.
         let half = try #require(publisher.sender(layer: 1)).ssrc
-        Self.sendRTCP(server, toPublisher, RTCPWriter.pli(sender: 1, media: half))
+        server.sendRTCP(toPublisher, RTCPWriter.pli(sender: 1, media: half))
         waitUntil(timeout: 10, every: 0.005) { !requests.value.withLock { $0 }.isEmpty }
         #expect(requests.value.withLock { $0 } == [1] && unlayered.value.withLock { $0 } == 0)
 
@@ -124,55 +124,13 @@ import H264
         let quarter = try #require(publisher.sender(layer: 2))
         let first = try #require(packets.first { $0[8..<12].reduce(UInt32(0)) { $0 << 8 | UInt32($1) } == quarter.ssrc })
         let seq = UInt16(first[2]) << 8 | UInt16(first[3])
-        Self.sendRTCP(server, toPublisher, RTCPWriter.nack(sender: 1, media: quarter.ssrc, lost: [seq]))
+        server.sendRTCP(toPublisher, RTCPWriter.nack(sender: 1, media: quarter.ssrc, lost: [seq]))
         var rtx: [UInt8]?
-        while rtx == nil, let p = Self.receiveRTP(server, fromPublisher) { if p[1] & 0x7f == 97 { rtx = p } }
+        while rtx == nil, let p = server.receiveRTP(fromPublisher) { if p[1] & 0x7f == 97 { rtx = p } }
         let r = try #require(rtx)
         #expect(r[8..<12].reduce(UInt32(0)) { $0 << 8 | UInt32($1) } == quarter.rtxSSRC)
         #expect(r.withUnsafeBytes { RTPHeader.oneByteExtension(id: 11, in: $0) } == Array("q".utf8), "repaired-rtp-stream-id q")
         #expect(r.withUnsafeBytes { RTPHeader.oneByteExtension(id: 10, in: $0) } == nil, "no rtp-stream-id on RTX")
         #expect(quarter.statistics.retransmissions == 1 && publisher.sender(layer: 0)?.statistics.retransmissions == 0)
-    }
-
-    // MARK: The SFU's side
-
-    /// Answers the publisher's checks and runs DTLS as the server; returns the SRTP sessions (to the publisher, from it).
-    static func connect(_ server: FakeServer, publisherPort: Int, publisherFingerprint: String) throws -> (SRTPSession, SRTPSession) {
-        server.udp.target(publisherPort)
-        let dtls = try DTLSAssociation(identity: server.identity, peerFingerprint: publisherFingerprint)
-        var state = dtls.tick()
-        let deadline = Date().addingTimeInterval(10)
-        while state != .connected && Date() < deadline {
-            guard let d = server.udp.receive() else {
-                state = dtls.tick()
-                dtls.drain { server.udp.send(Array($0)) }
-                continue
-            }
-            if case .request(let r) = d.withUnsafeBytes({ STUN.parseRequest($0, localUfrag: server.ufrag, localPassword: server.password) }) {
-                server.udp.send(STUN.successResponse(to: r, address: [127, 0, 0, 1], port: UInt16(publisherPort), localPassword: server.password))
-            } else if (20...63).contains(d[0]) {
-                state = d.withUnsafeBytes { dtls.feed($0) }
-            }
-            dtls.drain { server.udp.send(Array($0)) }
-        }
-        #expect(state == .connected)
-        let (_, toPublisher, fromPublisher) = try dtls.srtpSessions()
-        return (toPublisher, fromPublisher)
-    }
-
-    /// The next RTP packet from the publisher, unprotected (STUN, DTLS and RTCP skipped); nil when none comes.
-    static func receiveRTP(_ server: FakeServer, _ session: SRTPSession) -> [UInt8]? {
-        while let d = server.udp.receive() {
-            guard d[0] >= 128 && d[0] <= 191, !(192...223).contains(d[1]) else { continue }
-            var p = d + [UInt8](repeating: 0, count: 64)
-            if let n = p.withUnsafeMutableBytes({ session.unprotect($0, length: d.count, rtcp: false) }) { return Array(p[0..<n]) }
-        }
-        return nil
-    }
-
-    static func sendRTCP(_ server: FakeServer, _ session: SRTPSession, _ rtcp: [UInt8]) {
-        var p = rtcp + [UInt8](repeating: 0, count: SRTPSession.overhead)
-        let n = p.withUnsafeMutableBytes { session.protect($0, length: rtcp.count, rtcp: true) }
-        server.udp.send(Array(p[0..<(n ?? 0)]))
     }
 }
