@@ -2,11 +2,12 @@
 """Chromium viewers of `camcap serve`, each behind its own real link whose rate can step (#21).
 
     Scripts/cc-link.py [--viewer NAME[=STEPS]]... [--seconds 35] [--congestion-control remb|transport-cc]
-                       [--serve-arg ARG]... [--json FILE] [--camcap .build/debug/camcap]
+                       [--burst 5kb] [--latency 200ms] [--serve-arg ARG]... [--json FILE] [--camcap .build/debug/camcap]
 
 Every viewer gets a network namespace with a veth pair (10.77.N.1 on this side, 10.77.N.2 inside) and runs
 headless Chromium (Scripts/webrtc-browser.py) there; `camcap serve` (the 720p fixture webcam, noise 4) listens on
-0.0.0.0 and answers each viewer on its own link. STEPS limit what flows toward a viewer with `tc qdisc … tbf`:
+0.0.0.0 and answers each viewer on its own link. STEPS limit a viewer's link, both directions, with
+`tc qdisc … tbf rate KBIT burst BURST latency LATENCY` (#39's link: burst 5kb, latency 200ms):
 "T:KBIT,T:KBIT,…", seconds after every viewer played its first frame, KBIT 0 for no limit (default: no limit at
 all; a step at 0 s or before is in place before the viewer connects). The default is the issue's step: one viewer 5000 → 500 → 5000 kbit/s at 10 s and 25 s.
 
@@ -23,6 +24,8 @@ ap.add_argument("--congestion-control", default="transport-cc", choices=["remb",
 ap.add_argument("--seconds", type=float, default=35)
 ap.add_argument("--serve-arg", action="append", default=[], help="one more argument for camcap serve (repeatable)")
 ap.add_argument("--json", default=None, help="also write the final JSON here")
+ap.add_argument("--burst", default="5kb", help="the tbf bucket (tc's units: 5kb is 5 kilobytes; default 5kb, as #39)")
+ap.add_argument("--latency", default="200ms", help="the tbf queue, as the time it may hold (default 200ms)")
 ap.add_argument("--camcap", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".build", "debug", "camcap"))
 a = ap.parse_args()
 if not a.viewer:
@@ -55,12 +58,16 @@ def sh(*args, check=True):
 
 
 def set_limit(v, kbit):
+    # Both directions: the server's media to the viewer (the host's end of the veth pair) and the viewer's
+    # feedback to the server (the namespace's end).
     if kbit == v["limit"]:
         return
-    if v["limit"]:
-        sh("tc", "qdisc", "del", "dev", v["host_if"], "root")
-    if kbit:
-        sh("tc", "qdisc", "add", "dev", v["host_if"], "root", "tbf", "rate", "%dkbit" % kbit, "burst", "16kbit", "latency", "200ms")
+    ends = [[], ["ip", "netns", "exec", v["ns"]]]
+    for prefix, dev in zip(ends, [v["host_if"], v["ns_if"]]):
+        if v["limit"]:
+            sh(*prefix, "tc", "qdisc", "del", "dev", dev, "root")
+        if kbit:
+            sh(*prefix, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", "%dkbit" % kbit, "burst", a.burst, "latency", a.latency)
     v["limit"] = kbit
 
 
