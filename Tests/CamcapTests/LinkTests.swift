@@ -109,6 +109,12 @@ func linkRun(_ viewers: [String], seconds: Int, name: String, bucket: [String] =
         let aReference = aBefore.isEmpty ? 0 : aBefore[aBefore.count / 2]
         let aRates = a.filter { $0.t >= 5 }.compactMap(\.tierRateKbps)
         let aShare = Double(aRates.min() ?? 0) / Double(max(aReference, 1))
+        // What A was sent (content makes it swing ±15 % a second around the tier's rate): its lowest 2 s average
+        // from the lift on against its median while B was limited, printed.
+        let aSentBefore = a.filter { $0.t >= 5 && $0.t < lift }.compactMap(\.sendKbps).sorted()
+        let aSentAfter = a.filter { $0.t >= lift }.compactMap(\.sendKbps)
+        let aSentLowest = zip(aSentAfter, aSentAfter.dropFirst()).map { ($0 + $1) / 2 }.min() ?? 0
+        let aSentShare = aSentBefore.isEmpty ? 0 : Double(aSentLowest) / Double(max(aSentBefore[aSentBefore.count / 2], 1))
         #expect(
             aShare >= (linksStrict ? 0.9 : 0.8),
             "A's tier at \(aRates.min() ?? 0) kbit/s against \(aReference) while B was limited: \(a.map { "\(Int($0.t)) s \($0.tierRateKbps ?? -1)" })"
@@ -143,7 +149,7 @@ func linkRun(_ viewers: [String], seconds: Int, name: String, bucket: [String] =
         let aKbps = a.compactMap(\.sendKbps), bKbps = limited.compactMap(\.sendKbps)
         print(
             "tiers\(bucket.isEmpty ? "" : " (" + bucket.joined(separator: " ") + ")"): A \(aKbps.min() ?? 0)...\(aKbps.max() ?? 0) kbit/s at 1280x720, min \(a.map(\.fps).min() ?? 0) fps, freezes \(a.last?.freezes ?? -1); "
-                + "A's tier at ≥ \(Int(aShare * 100)) % of \(aReference) kbit/s; "
+                + "A's tier at ≥ \(Int(aShare * 100)) % of \(aReference) kbit/s, sent ≥ \(Int(aSentShare * 100)) % (2 s) after the lift; "
                 + "B limited \(bKbps.min() ?? 0)...\(bKbps.max() ?? 0) kbit/s (estimate ≤ \(limited.compactMap(\.estimateKbps).max() ?? 0)) at \(limited.last.map { "\($0.width)x\($0.height)" } ?? "-"), min \(limited.map(\.fps).min() ?? 0) fps, "
                 + "\(freezes) freezes on it (\(startFreezes) while finding it); back on the full tier \(back.map { String(format: "%.1f", $0.t - lift) } ?? "never") s after the lift"
         )
