@@ -177,7 +177,7 @@ let package = Package(
             name: "FixtureFiles", path: "Fixtures",
             exclude: ["README.md", "cameras", "v4l2", "json", "h264", "mjpeg", "rtcp", "rtsp", "sdp", "webrtc"],
             sources: ["FixtureFiles.swift"]),
-        .target(name: "TestSupport", dependencies: ["FixtureFiles"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["FixtureFiles", "VideoCaptureCommons"], path: "Tests/TestSupport"),
         // Test pictures, ffmpeg as the reference and the shipped fixture files, for the tests of pictures and cameras.
         .target(
             name: "MediaTestSupport", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "TestSupport"],

@@ -52,12 +52,7 @@ import RTSPServer
 
     @Test func aBadConfigurationIsRefusedNamingTheSetting() {
         func refusal(_ change: (inout RTSPService.Configuration) -> Void) -> String? {
-            var c = RTSPService.Configuration()
-            change(&c)
-            do {
-                try c.validate()
-                return nil
-            } catch let error as any SettingError { return error.setting ?? error.message } catch { return "\(error)" }
+            refusedSetting(RTSPService.Configuration(), change) { try $0.validate() }
         }
         #expect(refusal { _ in } == nil)
         #expect(refusal { $0.host = "camera.local" } == "host")

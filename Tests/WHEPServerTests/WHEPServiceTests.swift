@@ -2,6 +2,7 @@ import CapturePipeline
 import FixtureCameras
 import NIOPosix
 import Testing
+import TestSupport
 import VideoCapture
 import VideoCaptureCommons
 import WebRTC
@@ -62,12 +63,7 @@ import WHEPServer
     @Test func aBadConfigurationIsRefusedNamingTheSetting() throws {
         let policy = try ServerPolicy(token: Self.token)
         func refusal(_ change: (inout WHEPService.Configuration) -> Void) -> String? {
-            var c = WHEPService.Configuration(policy: policy)
-            change(&c)
-            do {
-                try c.validate()
-                return nil
-            } catch let error as any SettingError { return error.setting ?? error.message } catch { return "\(error)" }
+            refusedSetting(WHEPService.Configuration(policy: policy), change) { try $0.validate() }
         }
         #expect(refusal { _ in } == nil)
         #expect(refusal { $0.host = "camera.local" } == "host")
