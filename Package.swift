@@ -177,7 +177,7 @@ let package = Package(
             name: "FixtureFiles", path: "Fixtures",
             exclude: ["README.md", "cameras", "v4l2", "json", "h264", "mjpeg", "rtcp", "rtsp", "sdp", "webrtc"],
             sources: ["FixtureFiles.swift"]),
-        .target(name: "TestSupport", dependencies: ["FixtureFiles"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["FixtureFiles", "VideoCaptureCommons"], path: "Tests/TestSupport"),
         // Test pictures, ffmpeg as the reference and the shipped fixture files, for the tests of pictures and cameras.
         .target(
             name: "MediaTestSupport", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "TestSupport"],
@@ -203,7 +203,8 @@ let package = Package(
         .testTarget(
             name: "RTSPServerTests",
             dependencies: [
-                "RTSPServer", "H264", "RTP", "VideoCapture", "VideoProcessing", "TestSupport", .product(name: "NIOEmbedded", package: "swift-nio"),
+                "RTSPServer", "CapturePipeline", "FixtureCameras", "H264", "RTP", "VideoCapture", "VideoProcessing", "TestSupport",
+                .product(name: "NIOEmbedded", package: "swift-nio"),
             ]),
         .testTarget(name: "RTPTests", dependencies: ["RTP", "H264", "SystemIO", "VideoCapture", "FixtureCameras", "TestSupport"]),
         .testTarget(name: "WebRTCTests", dependencies: ["WebRTC", "RTP", "H264", "CWebRTC", "TestSupport"]),
@@ -220,7 +221,7 @@ let package = Package(
         .testTarget(
             name: "WHEPServerTests",
             dependencies: [
-                "WHEPServer", "ServerShell", "CapturePipeline", "WebRTC", "VideoCapture", "TestSupport",
+                "WHEPServer", "ServerShell", "CapturePipeline", "WebRTC", "VideoCapture", "FixtureCameras", "TestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),

@@ -2,13 +2,9 @@ import Foundation
 public import VideoCapture
 import H264
 
-extension PipelineError: SettingError {}
-
-extension PipelineError {
-    /// Throws `invalidConfiguration` for the first setting with a problem.
-    static func refuse(_ problems: [(String, String?)]) throws(PipelineError) {
-        for case (let setting, let problem?) in problems { throw PipelineError(.invalidConfiguration, problem, setting: setting) }
-    }
+extension PipelineError: SettingError, SettingRefusal {
+    /// `invalidConfiguration`, refusing `setting`.
+    package init(refusing setting: String, _ message: String) { self.init(.invalidConfiguration, message, setting: setting) }
 }
 
 extension CaptureSession.Configuration {

@@ -125,6 +125,18 @@ public final class RTPOutput: EncodedOutput {
             videoOrientationExtensionID: videoOrientationExtensionID)
     }
 
+    /// The SDP of a stream to `target` sent with `configuration` (its SSRCs, else those `target` derives:
+    /// `StreamTarget.derivedSSRCs(ssrc:)`; RTX; the video-orientation extension), announcing `parameterSets`: the
+    /// SPS/PPS of an encoded camera frame (`CaptureSession.encodedParameterSets(settings:keyIntervalSeconds:)`), as
+    /// `camcap stream --sdp-only` writes it before the stream starts.
+    public static func sdp(target: StreamTarget, configuration: RTPSender.Configuration, parameterSets ps: (sps: [UInt8], pps: [UInt8])) -> String {
+        let derived = target.derivedSSRCs(ssrc: configuration.ssrc)
+        return SDP.offer(
+            host: target.host, port: target.port, sps: ps.sps, pps: ps.pps, rtxPayloadType: configuration.rtxPayloadType, ssrc: derived.media,
+            rtxSSRC: configuration.rtxPayloadType == nil ? nil : configuration.rtxSSRC ?? derived.rtx,
+            videoOrientationExtensionID: configuration.videoOrientationExtensionID)
+    }
+
     /// Sends one access unit (and writes the SDP file at the first key frame). Throws the sender's `RTPError`
     /// or the SDP file's write error.
     public func write(_ frame: EncodedFrame) throws {

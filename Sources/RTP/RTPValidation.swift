@@ -1,7 +1,10 @@
 public import VideoCaptureCommons
 import SystemIO
 
-extension RTPError: SettingError {}
+extension RTPError: SettingError, SettingRefusal {
+    /// `invalidConfiguration`, refusing `setting`.
+    package init(refusing setting: String, _ message: String) { self.init(.invalidConfiguration, message, setting: setting) }
+}
 
 extension RTPSender.Configuration {
     /// Checks the settings a sender takes from its user, before a socket is made: `dropRate` (0...1),
@@ -10,11 +13,10 @@ extension RTPSender.Configuration {
     /// the value and what is valid.
     public func validate() throws(RTPError) {
         let stranger = feedbackFrom.first { SocketAddress(host: $0, port: 0) == nil && UDPTransport.hostAndPort($0) == nil }
-        let problems: [(String, String?)] = [
+        try RTPError.refuse([
             ("dropRate", SettingCheck.range("dropRate", dropRate, 0...1)),
             ("localRTCPPort", SettingCheck.range("localRTCPPort", localRTCPPort, 0...65535)),
             ("feedbackFrom", stranger.map { "feedbackFrom must be IP addresses or ADDRESS:PORT, got \"\($0.prefix(64))\"" }),
-        ]
-        for case (let setting, let problem?) in problems { throw RTPError(.invalidConfiguration, problem, setting: setting) }
+        ])
     }
 }

@@ -16,7 +16,8 @@ public struct DigestAuthenticator: Sendable {
     public let realm: String
     /// How long a nonce is accepted after it was issued, in nanoseconds (5 minutes by default).
     public var nonceLifetimeNs: Int64
-    private let user: String
+    /// The one user name accepted.
+    public let user: String
     /// MD5(user:realm:password), hex: the password itself is not kept.
     private let ha1: String
     private let secret: [UInt8]

@@ -19,7 +19,10 @@ public struct RTSPError: CodedError {
     }
 }
 
-extension RTSPError: SettingError {}
+extension RTSPError: SettingError, SettingRefusal {
+    /// `invalidConfiguration`, refusing `setting`.
+    package init(refusing setting: String, _ message: String) { self.init(.invalidConfiguration, message, setting: setting) }
+}
 
 /// The codes of `RTSPError`.
 extension ErrorCode where Domain == RTSPError {

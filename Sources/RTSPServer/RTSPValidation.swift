@@ -12,7 +12,7 @@ extension RTSPHub.Configuration {
     /// message gives the value and the valid range. `RTSPHub.init` checks only what it cannot work without.
     public func validate() throws(RTSPError) {
         let visible = path.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7f && $0 != UInt8(ascii: "?") && $0 != UInt8(ascii: "#") }
-        let problems: [(String, String?)] = [
+        try RTSPError.refuse([
             (
                 "path",
                 path.hasPrefix("/") && (2...200).contains(path.utf8.count) && !path.hasSuffix("/") && visible
@@ -30,8 +30,7 @@ extension RTSPHub.Configuration {
             ("maxConnections", SettingCheck.range("maxConnections", maxConnections, 1...4096)),
             ("maxConnectionsPerAddress", SettingCheck.range("maxConnectionsPerAddress", maxConnectionsPerAddress, 1...4096)),
             ("maxRequestBytes", SettingCheck.range("maxRequestBytes", parserLimits.maxRequestBytes, 1024...65536)),
-        ]
-        for case (let setting, let problem?) in problems { throw RTSPError(.invalidConfiguration, problem, setting: setting) }
+        ])
         if let authenticator {
             try DigestAuthenticator.validate(user: nil, realm: authenticator.realm, nonceLifetimeNs: authenticator.nonceLifetimeNs)
         }

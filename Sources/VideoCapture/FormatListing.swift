@@ -1,6 +1,19 @@
 /// A device's formats as text in `v4l2-ctl --list-formats-ext` style (so the two can be diffed, and a fixture
 /// camera can be made from it: the listing parser reads it back) or as JSON (`camcap formats`).
 public enum FormatListing {
+    /// A negotiation's result in one line (`camcap select`): "YUYV (YUYV 4:2:2) 1280x720 @ 10 fps".
+    public static func text(_ selection: FormatSelection) -> String {
+        "\(selection.pixelFormat) (\(selection.format.formatDescription)) \(selection.size) @ \(selection.fps) fps"
+    }
+
+    /// A negotiation's result as one JSON object: `pixelFormat` (the FourCC), `width`, `height`, `fps`.
+    public static func json(_ selection: FormatSelection) -> String {
+        jsonObject([
+            ("pixelFormat", selection.pixelFormat.fourcc), ("width", selection.size.width), ("height", selection.size.height),
+            ("fps", selection.fps),
+        ])
+    }
+
     /// The listing, one format per `[N]` block with its sizes and frame intervals.
     public static func text(_ formats: [CaptureFormat]) -> String {
         var out = "ioctl: VIDIOC_ENUM_FMT\n\tType: Video Capture\n\n"

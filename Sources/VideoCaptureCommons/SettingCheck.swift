@@ -8,6 +8,21 @@ public protocol SettingError: Error {
     var message: String { get }
 }
 
+/// A `SettingError` the libraries' `validate()` methods throw for a refused setting: each module's error type
+/// makes one with its `invalidConfiguration` code, and `refuse(_:)` is the one place that walks the checks.
+package protocol SettingRefusal: SettingError {
+    /// The error refusing `setting` (its `invalidConfiguration` code), with `message` ("SETTING must be …").
+    init(refusing setting: String, _ message: String)
+}
+
+extension SettingRefusal {
+    /// Throws the refusal of the first setting with a problem: `problems` pairs each setting with nil (valid) or
+    /// its message, in the order they are checked (`SettingCheck`).
+    package static func refuse(_ problems: [(String, String?)]) throws(Self) {
+        for case (let setting, let problem?) in problems { throw Self(refusing: setting, problem) }
+    }
+}
+
 /// The range checks of the libraries' configuration `validate()` methods: each gives nil for a valid value, else
 /// the message "SETTING must be LOW...HIGH[ UNIT], got VALUE" (`SettingError`).
 package enum SettingCheck {

@@ -3,6 +3,7 @@ public import NIOSSL
 import SystemIO
 import WebRTC
 import VideoCaptureCommons
+import CapturePipeline
 
 /// The pieces of a server's safety that come from its configuration: the token, origins, host names, the
 /// descriptor budget and the TLS context.
@@ -67,9 +68,7 @@ public enum ServeSecurity {
     /// HTTP connections that fit under the descriptor limit (RLIMIT_NOFILE) beside the camera, the viewers'
     /// sockets and the process's own: accepting past the limit would make accept fail (EMFILE) and the server stall.
     public static func connectionsWithinDescriptorLimit(viewers: Int) -> Int {
-        guard let limit = try? ResourceLimits.openFiles() else { return 256 }
-        let soft = Int(clamping: min(limit.soft, 1 << 20))
-        return max(8, soft - 64 - viewers)
+        CapturePipeline.connectionsWithinDescriptorLimit(viewers: viewers)
     }
 
     /// The bearer token a server uses, and where it came from (for the start line): none with `noAuth`, else

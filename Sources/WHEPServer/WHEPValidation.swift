@@ -1,13 +1,9 @@
 public import VideoCaptureCommons
 import CapturePipeline
 
-extension ServerError: SettingError {}
-
-extension ServerError {
-    /// Throws `invalidConfiguration` for the first setting with a problem.
-    static func refuse(_ problems: [(String, String?)]) throws(ServerError) {
-        for case (let setting, let problem?) in problems { throw ServerError(.invalidConfiguration, problem, setting: setting) }
-    }
+extension ServerError: SettingError, SettingRefusal {
+    /// `invalidConfiguration`, refusing `setting`.
+    package init(refusing setting: String, _ message: String) { self.init(.invalidConfiguration, message, setting: setting) }
 }
 
 extension ViewerHub.Limits {

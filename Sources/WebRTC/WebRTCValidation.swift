@@ -1,8 +1,6 @@
 public import VideoCaptureCommons
 import SystemIO
 
-extension WebRTCError: SettingError {}
-
 extension WebRTCPeer.Configuration {
     /// Checks the settings a server takes from its user: `candidateHosts` (numeric IPv4 or IPv6 addresses),
     /// `dropRate` (0...1), `consentTimeoutNs` (1...3600 s),
@@ -37,9 +35,7 @@ extension WebRTCPublisher.Configuration {
     }
 }
 
-extension WebRTCError {
-    /// Throws for the first setting with a problem.
-    static func refuse(_ problems: [(String, String?)]) throws(WebRTCError) {
-        for case (let setting, let problem?) in problems { throw WebRTCError(problem, code: .invalidConfiguration, setting: setting) }
-    }
+extension WebRTCError: SettingError, SettingRefusal {
+    /// `invalidConfiguration`, refusing `setting`.
+    package init(refusing setting: String, _ message: String) { self.init(message, code: .invalidConfiguration, setting: setting) }
 }

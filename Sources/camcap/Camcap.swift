@@ -104,12 +104,7 @@ struct Select: CamcapCommand {
         let capturer = makeCapturer()
         let d = try capturer.device(device)
         let sel = try capturer.selectFormat(for: d, targetSize: size, fpsLimit: fpsLimit, pixelFormats: pixelFormat ?? [])
-        if json {
-            print(
-                jsonObject([("pixelFormat", sel.pixelFormat.fourcc), ("width", sel.size.width), ("height", sel.size.height), ("fps", sel.fps)]))
-        } else {
-            print("\(sel.pixelFormat) (\(sel.format.formatDescription)) \(sel.size) @ \(sel.fps) fps")
-        }
+        print(json ? FormatListing.json(sel) : FormatListing.text(sel))
     }
 }
 

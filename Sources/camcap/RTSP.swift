@@ -71,7 +71,7 @@ struct RTSP: CamcapCommand {
         }
         try validating {
             try capture.configuration(untilStopped: true, idleRelease: server.idleRelease).validate()
-            try hubConfiguration(host: address.host).validate()
+            try service(address).validate()
             try DigestAuthenticator.validate(user: user, realm: realm, nonceLifetimeNs: nanoseconds(seconds: nonceLifetime))
         }
     }
@@ -79,19 +79,21 @@ struct RTSP: CamcapCommand {
     /// `--listen`, else 127.0.0.1:8554.
     private var listen: String { server.listen ?? "127.0.0.1:8554" }
 
-    /// The hub's settings as given (`serve()` keeps the connections within the descriptor limit and adds the
-    /// authenticator).
-    private func hubConfiguration(host: String) -> RTSPHub.Configuration {
-        var c = RTSPHub.Configuration()
-        (c.path, c.udpHost, c.udpPort, c.maxPayload) = (path, host, udpPort, encoding.mtu)
-        c.sessionTimeoutNs = nanoseconds(seconds: sessionTimeout)
-        c.setupTimeoutNs = nanoseconds(seconds: setupTimeout)
-        c.idleTimeoutNs = nanoseconds(seconds: idleTimeout)
-        c.slowClientTimeoutNs = nanoseconds(seconds: slowClientTimeout)
-        (c.maxSessions, c.maxSessionsPerAddress) = (maxClients, maxClientsPerAddress)
-        server.apply(requestTimeoutNs: &c.requestTimeoutNs, maxConnections: &c.maxConnections, maxConnectionsPerAddress: &c.maxConnectionsPerAddress)
-        c.parserLimits.maxRequestBytes = maxRequestBytes
-        c.parserLimits.maxLineLength = min(c.parserLimits.maxLineLength, maxRequestBytes)
+    /// The service's settings as given (it keeps the connections within the descriptor limit; `execute()` adds the
+    /// authenticator and the recording).
+    private func service(_ address: ListenAddress) -> RTSPService.Configuration {
+        var c = RTSPService.Configuration(host: address.host, port: address.port, encoder: encoding.recipe)
+        (c.hub.path, c.hub.udpPort, c.hub.maxPayload) = (path, udpPort, encoding.mtu)
+        c.hub.sessionTimeoutNs = nanoseconds(seconds: sessionTimeout)
+        c.hub.setupTimeoutNs = nanoseconds(seconds: setupTimeout)
+        c.hub.idleTimeoutNs = nanoseconds(seconds: idleTimeout)
+        c.hub.slowClientTimeoutNs = nanoseconds(seconds: slowClientTimeout)
+        (c.hub.maxSessions, c.hub.maxSessionsPerAddress) = (maxClients, maxClientsPerAddress)
+        server.apply(
+            requestTimeoutNs: &c.hub.requestTimeoutNs, maxConnections: &c.hub.maxConnections,
+            maxConnectionsPerAddress: &c.hub.maxConnectionsPerAddress)
+        c.hub.parserLimits.maxRequestBytes = maxRequestBytes
+        c.hub.parserLimits.maxLineLength = min(c.hub.parserLimits.maxLineLength, maxRequestBytes)
         return c
     }
 
@@ -105,43 +107,30 @@ struct RTSP: CamcapCommand {
             throw ValidationError("--user needs a password: --password-file FILE or the environment variable CAMCAP_RTSP_PASSWORD")
         }
         let pipeline = try capture.session(untilStopped: true, idleRelease: server.idleRelease)
-        let recipe = encoding.recipe
-        let settings = try recipe.settings(for: pipeline.selection), keySeconds = recipe.keyIntervalSeconds
-        let parameterSets = try RTSPHub.parameterSets(for: pipeline, settings: settings, keyIntervalSeconds: keySeconds)
-        var c = hubConfiguration(host: address.host)
-        c.maxConnections = min(c.maxConnections, ServeSecurity.connectionsWithinDescriptorLimit(viewers: maxClients))
+        var c = service(address)
         if let user, let password {
-            c.authenticator = DigestAuthenticator(user: user, password: password, realm: realm, nonceLifetimeNs: nanoseconds(seconds: nonceLifetime))
+            c.hub.authenticator = DigestAuthenticator(
+                user: user, password: password, realm: realm, nonceLifetimeNs: nanoseconds(seconds: nonceLifetime))
         }
-        let hub = try RTSPHub(configuration: c, parameterSets: parameterSets, logger: cliLogger)
+        c.recording = output.map { RecordingOutput.Configuration(path: $0) }
         let quiet = capture.quiet
-        hub.onEvent { e in if !quiet || e.kind == .ended { FileHandle.standardError.write(Data("\(e)\n".utf8)) } }
-        let recording = try output.map { try RecordingOutput(.init(path: $0, frameRate: pipeline.selection.fps)) }
-        // The encode (or the camera's own H.264), key frames, the wake-up, upright pixels.
-        let stage = hub.stage(for: pipeline, settings: settings, keyIntervalSeconds: keySeconds, alsoTo: recording.map { [$0] } ?? [])
         // The listener is up before the camera starts: a busy port fails at once, with nothing captured.
-        let listener: RTSPListener
-        do { listener = try await RTSPListener.start(host: address.host, port: address.port, hub: hub) } catch {
-            hub.closeAll(reason: "the server did not start")
-            throw error
-        }
-        let url = "rtsp://\(address.urlHost(interfaceAddresses())):\(listener.port)\(path)"
-        var lines = [
-            "serving \(url)  (UDP media ports \(hub.udpPorts.rtp)-\(hub.udpPorts.rtcp); "
-                + (user.map { "Digest authentication, user \($0))" } ?? "no authentication)")
-        ]
+        let service = try await RTSPService.start(
+            session: pipeline, configuration: c,
+            events: { e in if !quiet || e.kind == .ended { FileHandle.standardError.write(Data("\(e)\n".utf8)) } },
+            logger: cliLogger)
+        var lines = [service.announcement]
         if user == nil && !ServeSecurity.isLoopback(address.host) {
             lines.append("note: --no-auth: anyone who can reach \(listen) can watch")
         }
         do {
             try await pipeline.runCommand(
-                "serving", quiet: capture.quiet, stages: [stage], namedDevice: capture.device, announce: lines.joined(separator: "\n"), serving: true)
+                "serving", quiet: capture.quiet, stages: [service.stage], namedDevice: capture.device, announce: lines.joined(separator: "\n"),
+                serving: true)
         } catch {
-            hub.closeAll(reason: "the server stopped")
-            await listener.stop()
+            await service.stop()
             throw error
         }
-        hub.closeAll(reason: "the server stopped")
-        await listener.stop()
+        await service.stop()
     }
 }

@@ -84,36 +84,23 @@ struct Record: CamcapCommand {
     func execute() async throws {
         // Everything is checked before the camera starts: device, negotiation, encoder settings, outputs.
         let pipeline = try capture.session()
-        if pipeline.selection.pixelFormat == .h264 { return try await passThrough(pipeline) }
+        if pipeline.selection.pixelFormat == .h264 { try refusePictureOptions(pipeline) }
         if applyRotation { pipeline.sourceOptions.applyRotation = true }
-        let recipe = self.recipe
-        let settings = try recipe.settings(for: pipeline.selection)
-        var stages: [any PictureStage] = []
-        let file = try RecordingOutput(recording(frameRate: pipeline.selection.fps))
-        let encode = EncodeStage(
-            settings: settings, keyIntervalSeconds: recipe.keyIntervalSeconds, outputs: [file])
-        file.keyFrameNeeded = { [control = encode.control] in control.requestKeyFrame() }
-        // As fast as frames come (a fixture with --fast): encode on a thread of its own, so the next frame converts
-        // meanwhile. Real time: on the pipeline's task, for the shortest capture-to-bytes latency.
-        encode.usesEncoderThread = capture.fast
-        stages.append(encode)
-        if let adapt { encode.follow(try AdaptSchedule(parsing: adapt), in: pipeline, baseKbps: encoder.bitrate) }
-        if let preview { stages.append(try Y4MStage(path: preview)) }
-        if let n = snapshotEvery {
-            stages.append(try SnapshotStage(every: n, path: SnapshotStage.numbered((output as NSString).deletingPathExtension + "-snapshot.jpg")))
-        }
+        var c = Recorder.Configuration(output: try recording(frameRate: nil), encoder: recipe)
+        (c.adapt, c.previewPath, c.snapshotEvery) = (try adapt.map { try AdaptSchedule(parsing: $0) }, preview, snapshotEvery)
+        let recorder = try Recorder(session: pipeline, configuration: c)
         // Room for every frame of the run (30 fps for the duration, or the frame count), allocated before the start.
         let trace = frameTrace.map { _ in
             FrameTrace(capacity: capture.frames ?? Int((capture.duration ?? 5) * min(capture.fpsLimit.doubleValue, 240)) + 64)
         }
         pipeline.frameTrace = trace
-        try await pipeline.runCommand("recording", quiet: capture.quiet, stages: stages, namedDevice: capture.device)
+        try await pipeline.runCommand("recording", quiet: capture.quiet, stages: recorder.stages, namedDevice: capture.device)
         if let trace, let frameTrace { try trace.writeCSV(to: frameTrace) }
     }
 
-    /// A camera that delivers H.264 (asked for with --pixel-format H264, or one that offers nothing else): its
-    /// access units go to the file as they are, without an encoder. What needs pictures is refused by name.
-    private func passThrough(_ pipeline: CaptureSession) async throws {
+    /// A camera that delivers H.264 (asked for with --pixel-format H264, or one that offers nothing else) is
+    /// recorded as it comes, without an encoder: what needs pictures is refused by name.
+    private func refusePictureOptions(_ pipeline: CaptureSession) throws {
         for (given, option) in [
             (adapt != nil, "--adapt"), (preview != nil, "--preview"), (snapshotEvery != nil, "--snapshot-every"),
             (applyRotation, "--apply-rotation"), (frameTrace != nil, "--frame-trace"),
@@ -122,9 +109,5 @@ struct Record: CamcapCommand {
                 "\(option) needs decoded pictures, and \(pipeline.device.path) delivers H.264 that is recorded as it comes (no decoder, no encoder): leave \(option) out, or ask for another format with --pixel-format"
             )
         }
-        let file = try RecordingOutput(recording(frameRate: pipeline.selection.fps))
-        let stage = PassthroughStage(outputs: [file])
-        file.keyFrameNeeded = { [control = stage.control] in control.requestKeyFrame() }
-        try await pipeline.runCommand("recording", quiet: capture.quiet, stages: [stage], namedDevice: capture.device)
     }
 }

@@ -1,12 +1,10 @@
 import ArgumentParser
 import Foundation
-import Synchronization
 import VideoCapture
 import VideoProcessing
 import H264
 import RTP
 import WebRTC
-import NIOSSL
 import CapturePipeline
 import WHEPServer
 import Metrics
@@ -102,41 +100,41 @@ struct Serve: CamcapCommand {
         if tlsSelfSigned && tlsCert != nil { throw ValidationError("--tls-self-signed cannot go with --tls-cert/--tls-key") }
         try validating {
             try capture.configuration(untilStopped: true, idleRelease: server.idleRelease).validate()
-            try peer(hosts: candidate).validate()
-            try limits.validate()
-            try policy(token: auth.token, names: Set(allowHost)).validate()
-            try broadcast.validate(frameRate: capture.fpsLimit.doubleValue)
+            try service(token: auth.token).validate(frameRate: capture.fpsLimit.doubleValue)
         }
     }
 
-    /// The peers' configuration: addresses, loss test, timeouts, extensions, playout delay, the send-side estimate.
-    private func peer(hosts: [String]) -> WebRTCPeer.Configuration {
-        var peer = WebRTCPeer.Configuration(bindHost: address?.host ?? "", candidateHosts: hosts)
-        (peer.maxPayload, peer.dropRate, peer.pacingFactor) = (encoding.mtu, dropRate, pacing)
-        peer.consentTimeoutNs = nanoseconds(seconds: consentTimeout)
-        peer.connectTimeoutNs = nanoseconds(seconds: connectTimeout)
-        peer.useVideoOrientation = !rotatePixels
-        peer.useTransportWideCC = congestionControl == "transport-cc"
+    /// The service the options describe: the address, the peers (loss test, timeouts, extensions, playout delay,
+    /// the send-side estimate), the limits, the encodes, the policy, SRTP and TLS.
+    private func service(token: String?, source: String? = nil) throws -> WHEPService.Configuration {
+        let address = ListenAddress(server.listen ?? "127.0.0.1:8080") ?? ListenAddress(host: "127.0.0.1", port: 8080)
+        var c = WHEPService.Configuration(host: address.host, port: address.port, policy: try policy(token: token), broadcast: broadcast)
+        c.tokenSource = source
+        c.peer.candidateHosts = candidate
+        (c.peer.maxPayload, c.peer.dropRate, c.peer.pacingFactor) = (encoding.mtu, dropRate, pacing)
+        c.peer.consentTimeoutNs = nanoseconds(seconds: consentTimeout)
+        c.peer.connectTimeoutNs = nanoseconds(seconds: connectTimeout)
+        c.peer.useVideoOrientation = !rotatePixels
+        c.peer.useTransportWideCC = congestionControl == "transport-cc"
         // auto: low-latency rendering while the link is clear, the browser's own jitter buffer while it is not.
-        peer.playoutDelay = playoutDelay == "auto" ? .lowLatency : PlayoutDelay(parsing: playoutDelay) // nil for "off"
-        peer.congestedPlayoutDelay = playoutDelay == "auto" ? .receiverDefault : nil
-        peer.sendSideEstimation = broadcast.sendSideEstimation
-        return peer
-    }
-
-    private var limits: ViewerHub.Limits {
-        ViewerHub.Limits(
+        c.peer.playoutDelay = playoutDelay == "auto" ? .lowLatency : PlayoutDelay(parsing: playoutDelay) // nil for "off"
+        c.peer.congestedPlayoutDelay = playoutDelay == "auto" ? .receiverDefault : nil
+        c.limits = ViewerHub.Limits(
             maxViewers: maxViewers, maxPending: maxPending, maxPerAddress: maxViewersPerAddress, maxPendingPerAddress: maxPendingPerAddress)
+        c.srtpProfiles = srtp == "gcm" ? [.aeadAes128Gcm] : srtp == "cm" ? [.aes128CmSha1_80] : [.aeadAes128Gcm, .aes128CmSha1_80]
+        c.tls = tlsCert.map { .files(certificate: $0, key: tlsKey ?? "") } ?? (tlsSelfSigned ? .selfSigned : .none)
+        return c
     }
 
     private var broadcast: WHEPBroadcast.Configuration {
         .init(encoder: encoding.recipe, tiers: tiers, adaptsToBandwidth: adaptToBandwidth, rotationAsMetadata: !rotatePixels)
     }
 
-    /// Who may use the server, and how much of it (the connections as given: `serve` keeps them within the
+    /// Who may use the server, and how much of it (the connections as given: the service keeps them within the
     /// descriptor limit).
-    private func policy(token: String?, names: Set<String>) throws -> ServerPolicy {
-        var policy = try ServerPolicy(token: token, allowedOrigins: Set(allowOrigin.map { ServeSecurity.origin($0) ?? $0 }), hostNames: names)
+    private func policy(token: String?) throws -> ServerPolicy {
+        var policy = try ServerPolicy(
+            token: token, allowedOrigins: Set(allowOrigin.map { ServeSecurity.origin($0) ?? $0 }), hostNames: Set(allowHost))
         (policy.realm, policy.tokenHint) = ("camcap", "the token is in the URL camcap serve printed")
         server.apply(
             requestTimeoutNs: &policy.requestTimeoutNs, maxConnections: &policy.maxConnections,
@@ -145,11 +143,7 @@ struct Serve: CamcapCommand {
         return policy
     }
 
-    /// `--listen`, else 127.0.0.1:8080.
-    private var address: ListenAddress? { ListenAddress(server.listen ?? "127.0.0.1:8080") }
-
     func execute() async throws {
-        let address = self.address!
         // Everything read from files (token, certificate) is read before the camera starts: a bad path fails at once.
         let (token, tokenSource) = try ServeSecurity.token(
             noAuth: noAuth, given: auth.token, file: auth.tokenFile, environment: ProcessInfo.processInfo.environment)
@@ -161,57 +155,19 @@ struct Serve: CamcapCommand {
         }
         MetricsSystem.bootstrap(factory)
         let pipeline = try capture.session(untilStopped: true, idleRelease: server.idleRelease)
-        let identity: DTLSIdentity
-        let profiles: [SRTPProfile] = srtp == "gcm" ? [.aeadAes128Gcm] : srtp == "cm" ? [.aes128CmSha1_80] : [.aeadAes128Gcm, .aes128CmSha1_80]
-        do { identity = try DTLSIdentity(profiles: profiles) } catch { throw ValidationError("cannot create the DTLS certificate: \(error)") }
-        let interfaces = address.isWildcard ? interfaceAddresses() : []
-        let hosts = candidate.isEmpty ? (address.isWildcard ? interfaces : [address.host]) : candidate
-        // The hub, the encode (tiers, one encode or the camera's own H.264), the wake-up and the rotation steering.
-        let broadcast = try WHEPBroadcast(
-            session: pipeline, identity: identity, peer: peer(hosts: hosts), limits: limits, configuration: self.broadcast, logger: cliLogger)
-        let hub = broadcast.hub
-        let names = ServeSecurity.hostNames(
-            listening: address.host, isWildcard: address.isWildcard, candidates: hosts, interfaces: interfaces, extra: allowHost)
-        var policy = try self.policy(token: token, names: names)
-        let maxConnections = policy.maxConnections
-        policy.maxConnections = min(maxConnections, ServeSecurity.connectionsWithinDescriptorLimit(viewers: maxViewers + maxPending))
-        var tls: (NIOSSLContext, String)?
-        if let tlsCert, let tlsKey {
-            tls = try ServeSecurity.tlsContext(certificate: tlsCert, key: tlsKey)
-        } else if tlsSelfSigned {
-            tls = try ServeSecurity.selfSignedContext(names: names.sorted())
-        }
-        policy.tls = tls != nil
-        // The HTTP server is up before the camera starts: a busy port fails at once, with nothing captured.
-        let endpoint = WHEPEndpoint(hub: hub, policy: policy, metrics: { registry.emitToString() })
-        let http = try await HTTPServer.start(host: address.host, port: address.port, endpoint: endpoint, tls: tls?.0)
-        let base = "\(tls == nil ? "http" : "https")://\(address.urlHost(hosts)):\(http.port)/"
-        // The URL is printed once the camera runs (a busy camera fails before anyone is invited). The token rides
-        // in the fragment: the page reads it, the browser never sends it in a request line or a Referer.
-        var lines = [
-            "serving \(base)\(token.map { "#token=\($0)" } ?? "")  (WHEP: \(base)whep"
-                + (token != nil ? ", Authorization: Bearer TOKEN; token: \(tokenSource))" : ", no authentication)")
-        ]
-        if broadcast.passesThrough {
-            lines.append("passing the camera's own H.264 through (\(pipeline.selection)): one tier, no encoder")
-        } else if !broadcast.tiers.isEmpty {
-            lines.append("tiers: " + broadcast.tiers.map(\.description).joined(separator: ", "))
-        }
-        if let tls { lines.append(tls.1) }
-        if policy.maxConnections < maxConnections {
-            lines.append("note: at most \(policy.maxConnections) HTTP connections (the descriptor limit, ulimit -n, leaves room for no more)")
-        }
+        // The HTTP server is up before the camera starts: a busy port fails at once, with nothing captured. The URL
+        // is printed once the camera runs (a busy camera fails before anyone is invited).
+        let service = try await WHEPService.start(
+            session: pipeline, configuration: service(token: token, source: tokenSource), metrics: { registry.emitToString() }, logger: cliLogger)
         do {
             let dump: [any PictureStage] = try dumpInput.map { [try InputDumpStage(path: $0)] } ?? []
             try await pipeline.runCommand(
-                "serving", quiet: capture.quiet, stages: dump + [broadcast.stage], namedDevice: capture.device,
-                announce: lines.joined(separator: "\n"), serving: true)
+                "serving", quiet: capture.quiet, stages: dump + [service.stage], namedDevice: capture.device, announce: service.announcement,
+                serving: true)
         } catch {
-            hub.closeAll(reason: "the server stopped")
-            await http.stop()
+            await service.stop()
             throw error
         }
-        hub.closeAll(reason: "the server stopped")
-        await http.stop()
+        await service.stop()
     }
 }

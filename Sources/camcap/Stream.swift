@@ -68,7 +68,6 @@ struct Stream: CamcapCommand {
 
     func execute() async throws {
         let target = StreamTarget(to)!
-        let (mediaSSRC, rtxSSRC) = target.derivedSSRCs(ssrc: ssrc)
         // The SDP file is opened (and locked) before the camera starts: a bad path fails at once, naming it.
         var sdpFile: OutputFile?
         if let sdp, !sdpOnly {
@@ -86,11 +85,8 @@ struct Stream: CamcapCommand {
         if sdpOnly {
             // The SDP needs the SPS/PPS of the stream: one frame of the camera, encoded as the stream will be.
             let ps = try await pipeline.encodedParameterSets(settings: settings, keyIntervalSeconds: keySeconds)
-            let text = SDP.offer(
-                host: target.host, port: target.port, sps: ps.sps, pps: ps.pps, rtxPayloadType: rtx.map(UInt8.init), ssrc: mediaSSRC,
-                rtxSSRC: rtx == nil ? nil : rtxSSRC, videoOrientationExtensionID: Stream.videoOrientationID)
-            try write(text, to: sdp!)
-            print("wrote \(sdp!) for \(target) (\(pipeline.selection.size) H.264, SSRC \(mediaSSRC))")
+            try write(RTPOutput.sdp(target: target, configuration: sender(target), parameterSets: ps), to: sdp!)
+            print("wrote \(sdp!) for \(target) (\(pipeline.selection.size) H.264, SSRC \(target.derivedSSRCs(ssrc: ssrc).media))")
             return
         }
         let rtpOutput = try RTPOutput(configuration: sender(target), sdpFile: sdpFile, target: target, logger: cliLogger)

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import VideoCapture
 import WHEPServer
+import CapturePipeline
 
 /// The options that set library settings whose names differ from the option's; any other setting is its option
 /// in kebab case, without a nanosecond suffix ("maxViewers" → --max-viewers, "requestTimeoutNs" → --request-timeout).

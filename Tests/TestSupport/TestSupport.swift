@@ -1,6 +1,7 @@
 // Helpers the test targets share: a scratch folder and running the real tools (ffmpeg, ffprobe, camcap).
 import Foundation
 import FixtureFiles
+import VideoCaptureCommons
 
 /// A fresh folder under the temporary directory, one per process and name.
 public func scratchDirectory(_ name: String) -> String {
@@ -118,6 +119,19 @@ public func waitUntil(timeout: Double = 10, every interval: Double = 0.01, _ con
         try? await Task.sleep(nanoseconds: UInt64(interval * 1_000_000_000))
     }
     return try condition()
+}
+
+// MARK: - Configurations
+
+/// What `validate` refuses in `base` changed by `change`: the setting a `SettingError` names (its message when it
+/// names none, the description of any other error), nil when it passes. For the configurations' refusal tests.
+public func refusedSetting<C>(_ base: C, _ change: (inout C) -> Void, validate: (C) throws -> Void) -> String? {
+    var c = base
+    change(&c)
+    do {
+        try validate(c)
+        return nil
+    } catch let error as any SettingError { return error.setting ?? error.message } catch { return "\(error)" }
 }
 
 // MARK: - WebRTC

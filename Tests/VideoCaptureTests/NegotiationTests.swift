@@ -127,3 +127,15 @@ func negotiation(_ c: NegotiationCase) throws {
     #expect(r.closest(to: FrameSize(width: 500, height: 1)) == FrameSize(width: 96, height: 16)) // clamp, then the last grid point ≤ max
     #expect(r.closest(to: FrameSize(width: 20, height: 28)) == FrameSize(width: 16, height: 24)) // halfway → the smaller
 }
+
+/// A negotiation's result as `camcap select` prints it: one line, or one JSON object.
+@Test func aSelectionIsListedAsTextAndJSON() throws {
+    let f = [
+        CaptureFormat(
+            pixelFormat: .yuyv, size: .discrete(FrameSize(width: 640, height: 480)), intervals: .discrete([Fraction(2, 25)]),
+            formatDescription: "YUYV 4:2:2")
+    ]
+    let sel = try #require(FormatSelector.select(from: f, target: FrameSize(width: 640, height: 480)))
+    #expect(FormatListing.text(sel) == "YUYV (YUYV 4:2:2) 640x480 @ 12.5 fps")
+    #expect(FormatListing.json(sel) == "{\"pixelFormat\": \"YUYV\", \"width\": 640, \"height\": 480, \"fps\": 12.5}")
+}
