@@ -24,6 +24,9 @@ import WHEPServer
     @Test func aServiceOnAFreePortServesItsURLAndStops() async throws {
         var c = WHEPService.Configuration(host: "127.0.0.1", port: 0, policy: try ServerPolicy(token: Self.token))
         c.tokenSource = "the test"
+        // The library suites run in parallel on 2 cores: a task can wait its turn for longer than the default 10 s
+        // a connection gets to send its request (one run here saw "I/O on closed channel" after 32 s).
+        c.policy.requestTimeoutNs = 120_000_000_000
         try c.validate()
         let service = try await WHEPService.start(session: try Self.session(), configuration: c, metrics: { "# metrics\n" })
         #expect(service.port > 0)
