@@ -46,8 +46,9 @@ struct LinkRow {
 /// Measured on the 2-core CI box, a run's freezes and its step-up time swing with the load: B 1-5 freezes in a
 /// limited minute, the step up 2.1-5.1 s, its longest freeze 0.59-1.37 s before the further probing of 2026-11-26;
 /// since, on an otherwise idle machine, B 0-3 freezes, the step up 3.1-4.1 s, the freeze 0.52-0.85 s; since a probe
-/// that lost packets makes the next wait 8 s, 15 strict runs: B 0-2, the step up 2.1-4.1 s, the freeze 0.40-0.81 s
-/// (Benchmarks/RESULTS.md).
+/// that lost packets makes the next wait 8 s, 15 strict runs: B 0-2, the step up 2.1-4.1 s, the freeze 0.40-0.81 s;
+/// on #39's link (5 kB bucket, both ways) with the cleared-queue probe, 10 strict runs: B 0-1 (4 once), the step up
+/// 3.1-4.1 s, A at 25-27 fps in single seconds in 3 of 20 tiers runs (docs/MEASUREMENTS.md).
 let linksStrict = ProcessInfo.processInfo.environment["LINKS_STRICT"] == "1"
 /// The server under test: `LINKS_CAMCAP` (Scripts/links.sh gives the release build, what a user runs: 90-100 ms of
 /// CPU a second at two viewers and three tiers instead of the debug build's 340-390), else the debug build beside
