@@ -136,10 +136,9 @@ public struct SendSideBandwidthEstimator: Sendable {
     /// the queue's vanishing may call the next probe early. Cleared by the early probe itself, so that early probes
     /// never follow each other.
     private var failedOnQueue = false
-    /// The probe being sent or judged started while the media queued (within `clearedQueueUs` before it).
+    /// The last probe started on its schedule while the media queued (within `clearedQueueUs` before it): if it
+    /// fails, the queue's vanishing may call the next one early.
     private var probeStartedOnQueue = false
-    /// The last probe started early (on a cleared queue).
-    private var lastProbeEarly = false
     /// Probes started early because the path's queue vanished after failed ones (a lifted limit).
     public private(set) var probesOnClearedQueue = 0
     /// Probes (and the probes trains call) stop once the estimate reaches this share of the maximum (95 %): a
@@ -236,9 +235,9 @@ public struct SendSideBandwidthEstimator: Sendable {
         guard cluster == nil, nowUs >= nextProbeUs || queueCleared, feedbacks > 0, usage == .normal, lossFraction < 0.02,
             estimate < configuration.maxBitrate * Self.probeCeilingPercent / 100
         else { return nil }
-        lastProbeEarly = nowUs < nextProbeUs
-        probeStartedOnQueue = nowUs - lastQueuedUs < Self.clearedQueueUs
-        if lastProbeEarly { probesOnClearedQueue += 1 }
+        let early = nowUs < nextProbeUs
+        if early { probesOnClearedQueue += 1 }
+        probeStartedOnQueue = !early && nowUs - lastQueuedUs < Self.clearedQueueUs
         failedOnQueue = false
         let target = min(estimate * 2, configuration.maxBitrate)
         let id = nextClusterID
@@ -366,7 +365,7 @@ public struct SendSideBandwidthEstimator: Sendable {
         lastProbeLost = longest
         // Not after a probe that lost packets (it waits the longest), nor after an early one; and only when the
         // media queued before the probe (a probe queues on any path it overfills: that says nothing of a change).
-        failedOnQueue = !longest && probeStartedOnQueue && !lastProbeEarly
+        failedOnQueue = !longest && probeStartedOnQueue
         nextProbeUs = nowUs + probeWaitUs
         awaitingConfirmation = false
     }

@@ -483,9 +483,10 @@ public final class ViewerHub: EncodedOutput, Sendable {
     /// token's holder) adds each viewer's resource and remote address.
     public func statsJSON(detailed: Bool, refused: RefusalCounters, connections: Int) -> String {
         let (peers, tiers, rates) = state.withLock { s in
-            (
+            let seats = s.order.compactMap { s.viewers[$0]?.seat }
+            return (
                 s.order.compactMap { id in s.viewers[id].map { (id, $0) } }, s.tiers,
-                TierPolicy.rates(count: s.tiers.count, seats: s.order.compactMap { s.viewers[$0]?.seat })
+                s.tiers.indices.map { TierPolicy.carriedRate($0, tiers: s.tiers, seats: seats) }
             )
         }
         let items: [Any] = peers.map { (id, v) -> [(String, Any)] in
@@ -535,7 +536,7 @@ public final class ViewerHub: EncodedOutput, Sendable {
                 ("viewers", peers.filter { $0.1.tier == i }.count),
                 // What the tier's encoder is asked for now (the lowest estimate among its viewers, within its
                 // maximum); -1 while none of them has an estimate.
-                ("rateBps", rates.indices.contains(i) ? rates[i].map { min($0, t.maxBitrate) } ?? -1 : -1),
+                ("rateBps", rates[i] ?? -1),
             ]
         }
         return "{\"viewers\": [" + items.map(jsonValue).joined(separator: ", ") + "], \"tiers\": [" + tierItems.map(jsonValue).joined(separator: ", ")
