@@ -132,12 +132,9 @@ public struct SendSideBandwidthEstimator: Sendable {
     private var awaitingConfirmation = false
     /// When a reported packet last queued more than `queuedUs` on the path (the sender's clock, at its feedback).
     private var lastQueuedUs: Int64 = .min / 2
-    /// The last probe started while the media alone queued on the path (it was the bottleneck then), and failed:
-    /// the queue's vanishing may call the next probe early. Cleared by the early probe itself, so that early probes
-    /// never follow each other.
-    private var failedOnQueue = false
-    /// The last probe started on its schedule while the media queued (within `clearedQueueUs` before it): if it
-    /// fails, the queue's vanishing may call the next one early.
+    /// The last probe started on its schedule while the media queued on the path (within `clearedQueueUs` before
+    /// it: the path was the bottleneck then). If it failed without losing packets, the queue's vanishing may call
+    /// the next probe early; an early probe never sets it, so early probes never follow each other.
     private var probeStartedOnQueue = false
     /// Probes started early because the path's queue vanished after failed ones (a lifted limit).
     public private(set) var probesOnClearedQueue = 0
@@ -230,6 +227,9 @@ public struct SendSideBandwidthEstimator: Sendable {
         // A path on which the media queued while probes failed, and now queues nothing for a second, has widened
         // (a lifted limit: 15-160 ms of queue behind 500 kbit/s, 0.2 ms once it is 5 Mbit/s): probe at once instead
         // of after the 2-4 s wait.
+        // Not after a probe that lost packets (it waits the longest), nor after an early one; and only when the
+        // media queued before the probe (a probe queues on any path it overfills: that says nothing of a change).
+        let failedOnQueue = probeFailures > 0 && !lastProbeLost && probeStartedOnQueue
         let queueCleared =
             failedOnQueue && nowUs - lastQueuedUs >= Self.clearedQueueUs && nowUs - lastProbeEndUs >= Self.clearedQueueUs
         guard cluster == nil, nowUs >= nextProbeUs || queueCleared, feedbacks > 0, usage == .normal, lossFraction < 0.02,
@@ -238,7 +238,6 @@ public struct SendSideBandwidthEstimator: Sendable {
         let early = nowUs < nextProbeUs
         if early { probesOnClearedQueue += 1 }
         probeStartedOnQueue = !early && nowUs - lastQueuedUs < Self.clearedQueueUs
-        failedOnQueue = false
         let target = min(estimate * 2, configuration.maxBitrate)
         let id = nextClusterID
         nextClusterID = nextClusterID == 255 ? 1 : nextClusterID + 1
@@ -363,9 +362,6 @@ public struct SendSideBandwidthEstimator: Sendable {
     private mutating func probeFailed(_ nowUs: Int64, longest: Bool) {
         probeFailures = min(probeFailures + 1, 8)
         lastProbeLost = longest
-        // Not after a probe that lost packets (it waits the longest), nor after an early one; and only when the
-        // media queued before the probe (a probe queues on any path it overfills: that says nothing of a change).
-        failedOnQueue = !longest && probeStartedOnQueue
         nextProbeUs = nowUs + probeWaitUs
         awaitingConfirmation = false
     }
