@@ -26,6 +26,12 @@ import SystemIO
 /// every copy, the frame is dropped with reason `.buffersHeld`. Copies are counted (`CaptureStatistics.copied`);
 /// nothing is allocated per frame. After `stop()`, frames still held stay valid; their mapping is released
 /// with the last reference.
+///
+/// One driver breaks the contract the zero-copy rests on: v4l2loopback's writer fills its buffers round-robin
+/// whether or not its reader still holds them, so a held frame would change under its consumer (seen in the VM
+/// test: a recording's first frame, held while the file was set up, became the IDR four frames later, recorded
+/// twice). From that driver (`VIDIOC_QUERYCAP` driver "v4l2 loopback") every frame is copied at dequeue, into
+/// `bufferCount + copyBuffers` private buffers: one pass over its bytes, counted in `copied`.
 public final class V4L2Stream: CaptureStream, @unchecked Sendable {
     // @unchecked: after init, the mutable members below are touched only by the capture thread, except
     // `stopFlag` (atomic) and `thread` (set once in init; its join is a Mutex).
@@ -74,6 +80,8 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
     private var slots: [FrameStorage] = []
     private var queued: [Bool] = []
     private var copies: [FrameStorage] = []
+    /// The driver rewrites buffers its reader holds (v4l2loopback): every frame is copied at dequeue.
+    private let copiesEveryFrame: Bool
     private let mappedCount = MapCounter()
     /// The capture thread's stop flag (WorkerThread's protocol: set, then join; the loop polls with a timeout).
     private let stopFlag = StopFlag()
@@ -121,6 +129,7 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
             throw CaptureError(.notACaptureDevice, "\(path) (\(caps.card)) is not a streaming video capture device", device: path)
         }
         type = caps.bufferType
+        copiesEveryFrame = caps.driver == V4L2Stream.driverRewritingHeldBuffers
         let (applied, sizeImage, planeFormats) =
             caps.isMultiPlanar ? try V4L2Stream.applyMultiPlanarFormat(node, request) : try V4L2Stream.applyFormat(node, request)
         self.applied = applied
@@ -148,7 +157,8 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
         exported = exports
         planeMaps = maps
         queued = Array(repeating: true, count: ring.count)
-        copies = (0..<configuration.copyBuffers).map { _ in FrameStorage(pooledCapacity: sizeImage) }
+        let copyCount = configuration.copyBuffers + (copiesEveryFrame ? configuration.bufferCount : 0)
+        copies = (0..<copyCount).map { _ in FrameStorage(pooledCapacity: sizeImage) }
         started = true
         ring = []
         thread = WorkerThread(name: "v4l2-capture", stopFlag: stopFlag) { [self] _ in run() }
@@ -402,6 +412,9 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
         node.close()
     }
 
+    /// The `VIDIOC_QUERYCAP` driver name of v4l2loopback, whose writer rewrites buffers its reader still holds.
+    static let driverRewritingHeldBuffers = "v4l2 loopback"
+
     /// Buffers currently mapped (also those held by consumers after stop).
     public var mappedBuffers: Int { mappedCount.value.load(ordering: .relaxed) }
 
@@ -533,10 +546,11 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
 
         var storage = slots[index]
         // Keep a buffer with the driver: when none is queued and none is free to queue, copy this frame into a
-        // private buffer so this one goes straight back; with every copy held too, drop the frame.
+        // private buffer so this one goes straight back; with every copy held too, drop the frame. From a driver
+        // that rewrites held buffers, always.
         let stillQueued = queued.contains(true)
         let free = (0..<slots.count).contains { $0 != index && !queued[$0] && isKnownUniquelyReferenced(&slots[$0]) }
-        if !stillQueued && !free {
+        if copiesEveryFrame || (!stillQueued && !free) {
             let copySize = layout == nil ? used : planeFormats.dropFirst().reduce(used) { $0 + $1.needed }
             guard let c = freeCopy(copySize) else {
                 sink.dropped(.buffersHeld, 1)

@@ -42,6 +42,12 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
     /// The bytes of the next frames (an H.264 camera's access units): each `.frame` event takes the first, copies it
     /// into the buffer and, unless the event names its own `bytesUsed`, reports its length as `bytesused`.
     var payloads: [[UInt8]] = []
+    /// QUERYCAP's driver name.
+    var driverName = "fake"
+    /// As v4l2loopback: DQBUF hands out the buffers round-robin and writes the next payload into one whether or not
+    /// the reader re-queued it (its writer keeps no ownership of a dequeued buffer).
+    var ignoresOwnership = false
+    private var roundRobin = 0
     /// Planes of the current format, each (bytesperline, sizeimage).
     private var mpPlanes: [(stride: Int, size: Int)] {
         if fmt.pf == PixelFormat.nv12m.rawValue {
@@ -376,7 +382,7 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
         defer { lock.unlock() }
         let end = Date().addingTimeInterval(Double(timeoutMs) / 1000)
         while true {
-            let ready = !script.isEmpty && (!queue.isEmpty || { if case .frame = script[0] { false } else { true } }())
+            let ready = !script.isEmpty && (!queue.isEmpty || ignoresOwnership || { if case .frame = script[0] { false } else { true } }())
             if ready { return Int32(POLLIN) }
             if !lock.wait(until: end) { return 0 }
         }
@@ -407,7 +413,7 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
             let cap = arg.assumingMemoryBound(to: v4l2_capability.self)
             cap.pointee = v4l2_capability()
             setCString(&cap.pointee.card, "Fake Cam")
-            setCString(&cap.pointee.driver, "fake")
+            setCString(&cap.pointee.driver, driverName)
             setCString(&cap.pointee.bus_info, "usb-fake-1")
             cap.pointee.capabilities = CV4L2_CAP_DEVICE_CAPS | CV4L2_CAP_VIDEO_CAPTURE | CV4L2_CAP_STREAMING
             cap.pointee.device_caps = CV4L2_CAP_VIDEO_CAPTURE | CV4L2_CAP_STREAMING
@@ -496,10 +502,16 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
                 script.removeFirst()
                 return e
             case .frame(let used, let flags, let ts, let sequence):
-                guard !queue.isEmpty else { return EAGAIN }
+                guard !queue.isEmpty || ignoresOwnership else { return EAGAIN }
                 script.removeFirst()
                 let b = arg.assumingMemoryBound(to: v4l2_buffer.self)
-                b.pointee.index = UInt32(queue.removeFirst())
+                if ignoresOwnership {
+                    b.pointee.index = UInt32(roundRobin % buffers.count)
+                    roundRobin += 1
+                    queue.removeAll { $0 == Int(b.pointee.index) }
+                } else {
+                    b.pointee.index = UInt32(queue.removeFirst())
+                }
                 var payloadCount: Int?
                 if !payloads.isEmpty {
                     let p = payloads.removeFirst()

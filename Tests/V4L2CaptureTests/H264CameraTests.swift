@@ -87,6 +87,36 @@ import VideoCapture
         #expect(frames.map(\.isKeyFrame).prefix(2) == [false, false])
     }
 
+    /// v4l2loopback's writer fills its buffers round-robin whether or not its reader still holds them: a frame held
+    /// zero-copy changes under its consumer (the VM test recorded an IDR twice, in place of the frame held four
+    /// frames before it). From that driver every frame is copied at dequeue; a frame held while the writer laps the
+    /// ring keeps its own bytes. The same fake under another driver name shows the damage the copy prevents.
+    @Test(arguments: [true, false]) func aLoopbackWriterCannotChangeAHeldFrame(namedLoopback: Bool) throws {
+        let k = FakeKernel()
+        // Six access units of one length, each its own bytes; four driver buffers, so the fifth and sixth land in
+        // the first two.
+        let units = (0..<6).map { i in Self.nonIDR + [UInt8(0x10 + i)] }
+        k.configure {
+            $0.driverName = namedLoopback ? V4L2Stream.driverRewritingHeldBuffers : "fake"
+            $0.ignoresOwnership = true
+            $0.payloads = units
+        }
+        k.push(units.map { _ in goodFrame() })
+        let s = Sink(hold: true)
+        let stream = try start(k, s)
+        #expect(s.wait { $0.frames.count + $0.drops.values.reduce(0, +) == units.count })
+        stream.stop()
+        let (frames, drops, copied) = s.lock.withLock { (s.frames, s.drops, s.copied) }
+        let held = frames.map { Array($0.buffer.bytes) }
+        if namedLoopback {
+            #expect(held == units, "every held frame keeps the access unit it was dequeued with")
+            #expect(copied == units.count && drops.isEmpty, "copied \(copied), drops \(drops)")
+        } else {
+            // Zero-copy until the ring ran out: the first frame now shows the fifth one's bytes.
+            #expect(held.count == units.count && held[0] == units[4] && held[1] == units[5], "\(held.map { $0.last ?? 0 })")
+        }
+    }
+
     /// v4l2loopback resets its buffers' sequence to 0 at REQBUFS and can hand a new reader one of them first, then
     /// its running count: not hundreds of driver drops. A gap after that is one.
     @Test func aFirstFrameNumberedZeroThenTheDriversCountIsNoDrop() throws {
