@@ -75,17 +75,20 @@ def main():
         idx = [where.get(s) for s in rec]
         unmatched = sum(1 for i in idx if i is None)
         repeats = skips = resumed = 0
+        where_bad = []
         for k, (a, b) in enumerate(zip(idx, idx[1:])):
             if a is None or b is None:
                 continue
             if b == a:
                 repeats += 1
+                where_bad.append(f"recorded #{k + 1} repeats fed #{b}")
             elif b != (a + 1) % len(fed):
                 # Frames lost before the recorder (a driver or pipeline drop) are fine if it resumed at an IDR.
                 if any(t == 5 for t, _ in rec_aus[k + 1][2]):
                     resumed += 1
                 else:
                     skips += 1
+                    where_bad.append(f"recorded #{k + 1} is fed #{b} after #{a}")
         first_idr = bool(rec_aus) and any(t == 5 for t, _ in rec_aus[0][2])
         sps_pps = sum(1 for a in rec_aus for t, _ in a[2] if t in (7, 8))
         ok = len(rec) == expected and unmatched == 0 and repeats == 0 and skips == 0 and first_idr and len(fed) > 0
@@ -93,7 +96,8 @@ def main():
             f"{'ok' if ok else 'bad'}: {len(rec)} access units (expected {expected}), {len(rec) - unmatched} bit-identical to fed ones"
             f" (fed {len(fed)}, from #{idx[0] if idx else None}), {unmatched} unmatched, {repeats} repeated, {skips} skipped,"
             f" {resumed} gaps resumed at an IDR,"
-            f" first is {'an IDR' if first_idr else 'not an IDR'}, {sps_pps} SPS/PPS")
+            f" first is {'an IDR' if first_idr else 'not an IDR'}, {sps_pps} SPS/PPS"
+            + (f" ({'; '.join(where_bad[:5])})" if where_bad else ""))
         return 0 if ok else 1
     print(__doc__, file=sys.stderr)
     return 2

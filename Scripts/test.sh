@@ -4,12 +4,18 @@
 # FUZZ_SECONDS per target, default 30, two targets at a time). SKIP_VM=1 skips the VM part, SKIP_FUZZ=1 the fuzz pass.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each phase's wall time, printed as it ends and summed up at the end (CI must stay under 20 minutes).
+phase_start=$SECONDS phase_times=""
+phase() { local t=$((SECONDS - phase_start)); echo "--- phase: $1 took ${t} s"; phase_times+="$1 ${t}s, "; phase_start=$SECONDS; }
 Scripts/install-deps.sh test
 Scripts/format.sh --check   # swift-format with the checked-in .swift-format (Scripts/format.sh fixes)
+phase "dependencies and format"
 export WEBRTC_PEERS_REQUIRED=1   # Chromium and aiortc are installed now: the WebRTC tests must not skip
 swift build --build-tests
+phase build
 Scripts/check-syscalls.sh   # the built objects call the C library only as Scripts/syscall-allowlist.txt allows (#19, #38)
 Scripts/docs.sh             # DocC for every library module, warnings as errors, then doc-coverage.py: no public declaration without a doc comment (#23)
+phase "syscalls and docs"
 # On a failure the issues are printed again at the end, where a CI log's tail shows them.
 show_failures() {
   echo "=== failures in $1 ==="
@@ -20,25 +26,32 @@ show_failures() {
 # threads while the library's async tests (the capturer's) wait for one past their time limits.
 if ! swift test --skip-build --skip "^CamcapTests\." 2>&1 | tee .build/test.log; then show_failures .build/test.log; exit 1; fi
 swift_tests=$(grep -oE "Test run with [0-9]+ tests?" .build/test.log | tail -1 | grep -oE "[0-9]+" || echo 0)
+phase "library tests"
 if ! swift test --skip-build --filter "^CamcapTests\." --skip "^CamcapTests\.LinkTests" 2>&1 | tee .build/test-camcap.log; then show_failures .build/test-camcap.log; exit 1; fi
 swift_tests=$((swift_tests + $(grep -oE "Test run with [0-9]+ tests?" .build/test-camcap.log | tail -1 | grep -oE "[0-9]+" || echo 0)))
+phase "camcap tests"
 # The real-link tests (#21: Chromium viewers behind tc tbf links) run alone: their figures (fps, freezes) are the
 # viewers' own, and Chromiums decoding beside the other suites' servers and browsers on 2 cores froze for want of
 # CPU (CI saw B freeze 6 times in its minute with the other suites running, 0-1 alone).
 if ! swift test --skip-build --filter "^CamcapTests\.LinkTests" 2>&1 | tee .build/test-links.log; then show_failures .build/test-links.log; exit 1; fi
 swift_tests=$((swift_tests + $(grep -oE "Test run with [0-9]+ tests?" .build/test-links.log | tail -1 | grep -oE "[0-9]+" || echo 0)))
+phase "link tests"
 # The soak test measures the whole process (RSS, descriptors), so it runs alone; a short pass here,
 # Scripts/soak.sh runs it long.
 if ! SOAK=1 swift test --skip-build --filter SoakTests > .build/soak.log 2>&1; then show_failures .build/soak.log; exit 1; fi
 grep -E "soak:|Test run" .build/soak.log
 swift_tests=$((swift_tests + 1))
+phase soak
 vm_checks=0
 if [ "${SKIP_VM:-0}" != "1" ]; then
   Scripts/vivid-vm-test.sh
   vm_checks=$(( $(grep -oE "^RESULT: [0-9]+ passed" .build/vm/console.log | grep -oE "[0-9]+" || echo 0) + $(grep -oE "^RESULT-HOST: [0-9]+ passed" .build/vm/console.log | grep -oE "[0-9]+" || echo 0) ))
+  phase "vivid VM"
 fi
 if [ "${SKIP_FUZZ:-0}" != "1" ]; then
   FUZZ_JOBS=${FUZZ_JOBS:-2} Scripts/fuzz.sh "${FUZZ_SECONDS:-30}"
+  phase fuzz
 fi
+echo "phases: ${phase_times%, }; total $SECONDS s"
 echo "swift test: ${swift_tests} tests passed; vivid VM: ${vm_checks} checks passed"
 echo "tests: $((swift_tests + vm_checks)) passed, 0 failed"
