@@ -152,6 +152,12 @@ try:
             fields = f.read().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     cpu0 = server_cpu()
+
+    def box_cpu():  # (busy, total) jiffies of every CPU of the machine
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return sum(v) - v[3] - v[4], sum(v)  # idle and iowait are not busy
+    box_last = box_cpu()
     print("    t  viewer  link      send kbit/s  estimate  tier  shown        fps  playout  freezes", flush=True)
     while time.time() - t0 < a.seconds:
         time.sleep(1)
@@ -161,6 +167,11 @@ try:
             stats = server_viewers()
         except Exception:
             continue
+        # How busy the whole machine was over the last second: a viewer's frame rate falls with it (two
+        # Chromium decoders and the server on 2 cores), whatever its link.
+        box_now = box_cpu()
+        box_busy = round(100 * (box_now[0] - box_last[0]) / max(1, box_now[1] - box_last[1]))
+        box_last = box_now
         for v in viewers:
             if v["steps"]:
                 set_limit(v, [k for at, k in v["steps"] if at <= t][-1] if any(at <= t for at, _ in v["steps"]) else 0)
@@ -168,18 +179,19 @@ try:
             b = last_line(v["series"])
             if s is None:
                 continue
-            rate = None
+            rate = sent_fps = None
             if v["name"] in last:
-                then, sent = last[v["name"]]
+                then, sent, frames_then = last[v["name"]]
                 rate = (s["bytesSent"] - sent) * 8 / (now - then) / 1000
-            last[v["name"]] = (now, s["bytesSent"])
+                sent_fps = round((s.get("framesSent", 0) - frames_then) / (now - then), 1)
+            last[v["name"]] = (now, s["bytesSent"], s.get("framesSent", 0))
             estimate = s["sendSideEstimateBps"] if s.get("transportCC") else s.get("rembBps", -1)
             row = {"t": round(t, 1), "limit": v["limit"], "sendKbps": round(rate) if rate is not None else None,
                    "estimateKbps": estimate // 1000 if estimate and estimate > 0 else None, "tier": s.get("tier"),
                    "pendingTier": s.get("pendingTier"), "width": b.get("frameWidth"), "height": b.get("frameHeight"),
                    "fps": b.get("framesPerSecond"), "freezes": b.get("freezeCount"), "freezeSeconds": b.get("totalFreezesDuration"),
                    "longestFreeze": b.get("longestFreeze"),
-                   "decoded": b.get("framesDecoded"), "probes": s.get("probes"), "probesLost": s.get("probesLost"), "probesOnClearedQueue": s.get("probesOnClearedQueue"), "tierRateKbps": tier_rate(stats, s.get("tier")), "trainsRaised": s.get("trainsRaised"), "lastTrainBps": s.get("lastTrainBps"), "trains": s.get("trains"), "queueDelayMs": s.get("queueDelayMs"), "delayUsage": s.get("delayUsage"),
+                   "decoded": b.get("framesDecoded"), "probes": s.get("probes"), "probesLost": s.get("probesLost"), "probesOnClearedQueue": s.get("probesOnClearedQueue"), "tierRateKbps": tier_rate(stats, s.get("tier")), "sentFps": sent_fps, "boxBusyPercent": box_busy, "trainsRaised": s.get("trainsRaised"), "lastTrainBps": s.get("lastTrainBps"), "trains": s.get("trains"), "queueDelayMs": s.get("queueDelayMs"), "delayUsage": s.get("delayUsage"),
                    "playoutDelay": s.get("playoutDelaySent"), "nacks": s.get("nacks"), "retransmissions": s.get("retransmissions"),
                    "nacksIgnored": s.get("nacksIgnored"), "overBudget": s.get("retransmissionsOverBudget"),
                    "keyFrameRequests": s.get("keyFrameRequests"), "packetsDroppedBeforeKeyFrame": s.get("packetsDroppedBeforeKeyFrame"),

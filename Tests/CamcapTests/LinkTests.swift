@@ -16,6 +16,10 @@ struct LinkRow {
     var estimateKbps: Int?, tierRateKbps: Int?
     /// The longest single freeze so far (the browser's getStats read every 100 ms).
     var longestFreeze: Double
+    /// Frames the server sent the viewer in the last second, and how busy the whole machine was then (percent of
+    /// both cores): a viewer's frame rate that falls while the server sent 30 and the box was saturated is the
+    /// box's, not the link's.
+    var sentFps: Double?, boxBusyPercent: Int?
 
     init(_ d: [String: Any]) {
         t = (d["t"] as? Double) ?? 0
@@ -30,11 +34,14 @@ struct LinkRow {
         freezes = int(d, "freezes")
         freezeSeconds = (d["freezeSeconds"] as? NSNumber)?.doubleValue ?? 0
         longestFreeze = (d["longestFreeze"] as? NSNumber)?.doubleValue ?? 0
+        sentFps = (d["sentFps"] as? NSNumber)?.doubleValue
+        boxBusyPercent = (d["boxBusyPercent"] as? NSNumber)?.intValue
     }
     var text: String {
         String(
-            format: "%.0f s %@ %@ kbit/s tier %d %dx%d %.0f fps freezes %d", t, limit > 0 ? "\(limit)k" : "open", sendKbps.map(String.init) ?? "-",
-            tier, width, height, fps, freezes)
+            format: "%.0f s %@ %@ kbit/s tier %d %dx%d %.0f fps (sent %@, box %@ %% busy) freezes %d", t, limit > 0 ? "\(limit)k" : "open",
+            sendKbps.map(String.init) ?? "-", tier, width, height, fps, sentFps.map { String(format: "%.0f", $0) } ?? "-",
+            boxBusyPercent.map(String.init) ?? "-", freezes)
     }
 }
 
