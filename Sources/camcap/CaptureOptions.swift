@@ -1,10 +1,8 @@
 import ArgumentParser
 import Foundation
 import Logging
-import Synchronization
 import SystemIO
 import VideoCapture
-import VideoProcessing
 import CapturePipeline
 import V4L2Capture
 import FixtureCameras
@@ -164,8 +162,10 @@ extension CaptureSession {
     /// URL) and, unless quiet, the start line and the progress go to stderr once the camera runs, the summary to
     /// stdout; a failure is thrown after the summary. `serving` commands (serve, rtsp, publish) produce no file: stopped by
     /// the user before the camera's first frame, they end cleanly with a note instead of "no frame was captured".
+    /// `stop` (a server's) runs once the session has ended, however it ended.
     func runCommand(
-        _ verb: String, quiet: Bool, stages: [any PictureStage], namedDevice: String?, announce: String? = nil, serving: Bool = false
+        _ verb: String, quiet: Bool, stages: [any PictureStage], namedDevice: String?, announce: String? = nil, serving: Bool = false,
+        stop: (() async -> Void)? = nil
     ) async throws {
         // Ctrl-C or SIGTERM: the first finishes cleanly, a second exits at once (130).
         let stopSignal = try? StopOnSignals(onFirst: stopAction)
@@ -184,7 +184,12 @@ extension CaptureSession {
             onProgress = { line in FileHandle.standardError.write(Data(((tty ? "\r\u{1B}[K" : "") + line + (tty ? "" : "\n")).utf8)) }
             onEvent = { line in FileHandle.standardError.write(Data(((tty ? "\r\u{1B}[K" : "") + line + "\n").utf8)) }
         }
-        let report = try await run(stages: stages)
+        let report: Report
+        do { report = try await run(stages: stages) } catch {
+            await stop?()
+            throw error
+        }
+        await stop?()
         if !quiet && tty { FileHandle.standardError.write(Data("\n".utf8)) }
         print(report.summaryText)
         if let failure = report.failure {

@@ -1,7 +1,5 @@
 import ArgumentParser
-import Foundation
 import VideoCapture
-import CapturePipeline
 
 struct Controls: CamcapCommand {
     static let configuration = CommandConfiguration(

@@ -1,5 +1,4 @@
 import ArgumentParser
-import Foundation
 import VideoCapture
 import VideoProcessing
 import CapturePipeline
