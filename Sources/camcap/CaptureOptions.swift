@@ -172,17 +172,15 @@ extension CaptureSession {
         defer { withExtendedLifetime(stopSignal) {} }
         let tty = FileDescriptor.standardError.isTerminal
         onStarted = { s in
-            if let announce { FileHandle.standardError.write(Data((announce + "\n").utf8)) }
+            if let announce { printError(announce + "\n") }
             guard !quiet else { return }
-            FileHandle.standardError.write(
-                Data(
-                    "\(verb) \(s.device.path) (\(s.device.name))\(fallbackNote(named: namedDevice, using: s.device.path)): \(s.selection.pixelFormat) \(s.applied.size) @ \(s.applied.fps) fps\n"
-                        .utf8))
+            let camera = "\(s.device.path) (\(s.device.name))\(fallbackNote(named: namedDevice, using: s.device.path))"
+            printError("\(verb) \(camera): \(s.selection.pixelFormat) \(s.applied.size) @ \(s.applied.fps) fps\n")
         }
         if !quiet {
             progressIntervalNs = tty ? 250_000_000 : 2_000_000_000
-            onProgress = { line in FileHandle.standardError.write(Data(((tty ? "\r\u{1B}[K" : "") + line + (tty ? "" : "\n")).utf8)) }
-            onEvent = { line in FileHandle.standardError.write(Data(((tty ? "\r\u{1B}[K" : "") + line + "\n").utf8)) }
+            onProgress = { line in printError((tty ? "\r\u{1B}[K" : "") + line + (tty ? "" : "\n")) }
+            onEvent = { line in printError((tty ? "\r\u{1B}[K" : "") + line + "\n") }
         }
         let report: Report
         do { report = try await run(stages: stages) } catch {
@@ -190,11 +188,11 @@ extension CaptureSession {
             throw error
         }
         await stop?()
-        if !quiet && tty { FileHandle.standardError.write(Data("\n".utf8)) }
+        if !quiet && tty { printError("\n") }
         print(report.summaryText)
         if let failure = report.failure {
             if serving && failure.code == .noFrames && stopSignal?.received == true {
-                FileHandle.standardError.write(Data("note: stopped before the camera's first frame\n".utf8))
+                printError("note: stopped before the camera's first frame\n")
                 return
             }
             throw failure

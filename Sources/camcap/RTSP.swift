@@ -84,32 +84,26 @@ struct RTSP: CamcapCommand {
 
     func execute() async throws {
         let address = ListenAddress(listen)!
-        // The password is read before the camera starts: a bad file fails at once.
-        let password =
-            user == nil
-            ? nil : try DigestAuthenticator.password(file: passwordFile, fallback: ProcessInfo.processInfo.environment["CAMCAP_RTSP_PASSWORD"])
-        if user != nil && password == nil {
-            throw ValidationError("--user needs a password: --password-file FILE or the environment variable CAMCAP_RTSP_PASSWORD")
-        }
-        let pipeline = try capture.session(untilStopped: true, idleRelease: server.idleRelease)
         var c = service(address)
-        if let user, let password {
+        if let user { // the password is read before the camera starts: a bad file fails at once
+            let environment = ProcessInfo.processInfo.environment["CAMCAP_RTSP_PASSWORD"]
+            guard let password = try DigestAuthenticator.password(file: passwordFile, fallback: environment) else {
+                throw ValidationError("--user needs a password: --password-file FILE or the environment variable CAMCAP_RTSP_PASSWORD")
+            }
             c.hub.authenticator = DigestAuthenticator(
                 user: user, password: password, realm: realm, nonceLifetimeNs: nanoseconds(seconds: nonceLifetime))
         }
+        let pipeline = try capture.session(untilStopped: true, idleRelease: server.idleRelease)
         c.recording = output.map { RecordingOutput.Configuration(path: $0) }
         let quiet = capture.quiet
         // The listener is up before the camera starts: a busy port fails at once, with nothing captured.
         let service = try await RTSPService.start(
             session: pipeline, configuration: c,
-            events: { e in if !quiet || e.kind == .ended { FileHandle.standardError.write(Data("\(e)\n".utf8)) } },
+            events: { e in if !quiet || e.kind == .ended { printError("\(e)\n") } },
             logger: cliLogger)
-        var lines = [service.announcement]
-        if user == nil && !ServeSecurity.isLoopback(address.host) {
-            lines.append("note: --no-auth: anyone who can reach \(listen) can watch")
-        }
+        let note = user == nil && !ServeSecurity.isLoopback(address.host) ? "\nnote: --no-auth: anyone who can reach \(listen) can watch" : ""
         try await pipeline.runCommand(
-            "serving", quiet: capture.quiet, stages: [service.stage], namedDevice: capture.device, announce: lines.joined(separator: "\n"),
+            "serving", quiet: capture.quiet, stages: [service.stage], namedDevice: capture.device, announce: service.announcement + note,
             serving: true, stop: { await service.stop() })
     }
 }

@@ -59,16 +59,19 @@ struct Record: CamcapCommand {
         }
         (r.segmentSeconds, r.keep, r.fragmentSeconds) = (segmentSeconds, keep, fragmentSeconds)
         var c = Recorder.Configuration(output: r, encoder: recipe)
-        (c.adapt, c.previewPath, c.snapshotEvery) = (try adapt.map { try AdaptSchedule(parsing: $0) }, preview, snapshotEvery)
+        (c.adapt, c.previewPath, c.snapshotEvery, c.applyRotation) = (
+            try adapt.map { try AdaptSchedule(parsing: $0) }, preview, snapshotEvery, applyRotation
+        )
         return c
     }
 
     func execute() async throws {
         // Everything is checked before the camera starts: device, negotiation, encoder settings, outputs.
         let pipeline = try capture.session()
-        if pipeline.selection.pixelFormat == .h264 { try refusePictureOptions(pipeline) }
-        if applyRotation { pipeline.sourceOptions.applyRotation = true }
-        let recorder = try Recorder(session: pipeline, configuration: configuration())
+        if pipeline.selection.pixelFormat == .h264 && frameTrace != nil {
+            throw ValidationError("--frame-trace needs decoded pictures, and \(pipeline.device.path) delivers H.264 that is recorded as it comes")
+        }
+        let recorder = try validating { try Recorder(session: pipeline, configuration: configuration()) }
         // Room for every frame of the run (30 fps for the duration, or the frame count), allocated before the start.
         let trace = frameTrace.map { _ in
             FrameTrace(capacity: capture.frames ?? Int((capture.duration ?? 5) * min(capture.fpsLimit.doubleValue, 240)) + 64)
@@ -76,18 +79,5 @@ struct Record: CamcapCommand {
         pipeline.frameTrace = trace
         try await pipeline.runCommand("recording", quiet: capture.quiet, stages: recorder.stages, namedDevice: capture.device)
         if let trace, let frameTrace { try trace.writeCSV(to: frameTrace) }
-    }
-
-    /// A camera that delivers H.264 (asked for with --pixel-format H264, or one that offers nothing else) is
-    /// recorded as it comes, without an encoder: what needs pictures is refused by name.
-    private func refusePictureOptions(_ pipeline: CaptureSession) throws {
-        for (given, option) in [
-            (adapt != nil, "--adapt"), (preview != nil, "--preview"), (snapshotEvery != nil, "--snapshot-every"),
-            (applyRotation, "--apply-rotation"), (frameTrace != nil, "--frame-trace"),
-        ] where given {
-            throw ValidationError(
-                "\(option) needs decoded pictures, and \(pipeline.device.path) delivers H.264 that is recorded as it comes (no decoder, no encoder): leave \(option) out, or ask for another format with --pixel-format"
-            )
-        }
     }
 }

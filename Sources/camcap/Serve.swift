@@ -1,7 +1,6 @@
 import ArgumentParser
 import Foundation
 import VideoCapture
-import RTP
 import CapturePipeline
 import WHEPServer
 import Metrics
@@ -68,10 +67,6 @@ struct Serve: CamcapCommand {
     enum SRTP: String, CaseIterable, ExpressibleByArgument { case gcm, cm, both }
 
     func validate() throws {
-        if !["off", "auto"].contains(playoutDelay), PlayoutDelay(parsing: playoutDelay) == nil {
-            throw ValidationError(
-                "--playout-delay must be auto, off or MIN:MAX in ms with 0 <= MIN <= MAX <= 40950, got \"\(playoutDelay.prefix(20))\"")
-        }
         if noAuth && (auth.token != nil || auth.tokenFile != nil) { throw ValidationError("--no-auth cannot go with --token or --token-file") }
         if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("HTTPS needs both --tls-cert and --tls-key") }
         if tlsSelfSigned && tlsCert != nil { throw ValidationError("--tls-self-signed cannot go with --tls-cert/--tls-key") }
@@ -93,9 +88,7 @@ struct Serve: CamcapCommand {
         c.peer.connectTimeoutNs = nanoseconds(seconds: connectTimeout)
         c.peer.useVideoOrientation = !rotatePixels
         c.peer.useTransportWideCC = congestionControl == .transportCC
-        // auto: low-latency rendering while the link is clear, the browser's own jitter buffer while it is not.
-        c.peer.playoutDelay = playoutDelay == "auto" ? .lowLatency : PlayoutDelay(parsing: playoutDelay) // nil for "off"
-        c.peer.congestedPlayoutDelay = playoutDelay == "auto" ? .receiverDefault : nil
+        try c.peer.setPlayoutDelay(parsing: playoutDelay)
         c.limits = ViewerHub.Limits(
             maxViewers: maxViewers, maxPending: maxPending, maxPerAddress: maxViewersPerAddress, maxPendingPerAddress: maxPendingPerAddress)
         c.srtpProfiles = srtp == .gcm ? [.aeadAes128Gcm] : srtp == .cm ? [.aes128CmSha1_80] : [.aeadAes128Gcm, .aes128CmSha1_80]
@@ -127,9 +120,7 @@ struct Serve: CamcapCommand {
         // Metrics (GET /metrics, Prometheus text): the library's swift-metrics go to this registry.
         let registry = PrometheusCollectorRegistry()
         var factory = PrometheusMetricsFactory(registry: registry)
-        factory.defaultDurationHistogramBuckets = [250, 500, 1000, 2000, 4000, 8000, 16_000, 33_000, 66_000, 133_000].map {
-            Duration.microseconds($0)
-        }
+        factory.defaultDurationHistogramBuckets = [250, 500, 1000, 2000, 4000, 8000, 16_000, 33_000, 66_000, 133_000].map { .microseconds($0) }
         MetricsSystem.bootstrap(factory)
         let pipeline = try capture.session(untilStopped: true, idleRelease: server.idleRelease)
         let dump: [any PictureStage] = try dumpInput.map { [try InputDumpStage(path: $0)] } ?? []
