@@ -32,21 +32,18 @@ struct CaptureOptions: ParsableArguments {
     @Option(help: .hidden) var fixtureDisconnectAfter: Int?
     @Option(
         name: .customLong("control"),
-        help: ArgumentHelp("Set a camera control before the first frame (repeatable, in order; see `camcap controls`).", valueName: "name=value"))
-    var controls: [String] = []
-    @Option(help: ArgumentHelp("Anti-flicker filter set on start: 50, 60, auto (where the camera has it) or off.", valueName: "50|60|auto|off"))
-    var powerLine: String?
+        help: ArgumentHelp("Set a camera control before the first frame (repeatable, in order; see `camcap controls`).", valueName: "name=value"),
+        transform: parsing(CameraControlSetting.init(parsing:), "--control expects NAME=VALUE"))
+    var controls: [CameraControlSetting] = []
+    @Option(
+        help: ArgumentHelp("Anti-flicker filter set on start: 50, 60, auto (where the camera has it) or off.", valueName: "50|60|auto|off"),
+        transform: parsing(PowerLineFrequency.init(argument:), "--power-line must be 50, 60, auto or off"))
+    var powerLine: PowerLineFrequency?
     @Flag(name: .shortAndLong, help: "No progress line and no start line.") var quiet = false
 
     func validate() throws {
         guard (0...64).contains(noise) else { throw ValidationError("--noise must be 0...64, got \(noise)") }
         if let n = fixtureDisconnectAfter, n < 0 { throw ValidationError("--fixture-disconnect-after must be >= 0") }
-        for c in controls where CameraControlSetting(parsing: c) == nil {
-            throw ValidationError("--control expects NAME=VALUE, got \"\(c.prefix(80))\"")
-        }
-        if let p = powerLine, PowerLineFrequency(argument: p) == nil {
-            throw ValidationError("--power-line must be 50, 60, auto or off, got \"\(p.prefix(80))\"")
-        }
         try validating { try configuration().validate() }
     }
 
@@ -62,8 +59,7 @@ struct CaptureOptions: ParsableArguments {
         c.providers = cameraProviders(
             FixtureCameraProvider.Options(
                 pacing: fast ? .asFastAsConsumed : .realTime, disconnectAfterFrames: fixtureDisconnectAfter, noise: noise))
-        c.controls = controls.compactMap(CameraControlSetting.init(parsing:))
-        c.powerLine = powerLine.flatMap(PowerLineFrequency.init(argument:))
+        (c.controls, c.powerLine) = (controls, powerLine)
         c.logger = cliLogger
         return c
     }
@@ -89,15 +85,6 @@ var defaultCameraSpec: String { V4L2DeviceProvider().devices().first?.path ?? "f
 /// What the start line adds when no camera was named and none was found.
 func fallbackNote(named device: String?, using path: String) -> String {
     device == nil && path == "fixture:uvc-webcam" ? " (no camera found: the built-in fixture webcam)" : ""
-}
-
-/// `preview` needs pictures: a camera
-/// whose negotiated format is H.264 is refused by name, never run with nothing to send.
-func refuseEncodedCamera(_ pipeline: CaptureSession, _ command: String) throws {
-    guard pipeline.selection.pixelFormat == .h264 else { return }
-    throw ValidationError(
-        "\(command): \(pipeline.device.path) delivers H.264 (\(pipeline.selection)); only `record`, `stream`, `rtsp`, `serve` and `publish` pass a camera's own H.264 through: use one of them, or ask for a raw or MJPEG format with --pixel-format (see `camcap formats -d \(pipeline.device.path)`)"
-    )
 }
 
 /// The encoder options of every encoding command (record, stream, serve, rtsp, publish): one set of names,
@@ -130,6 +117,14 @@ struct RTPEncoderOptions: ParsableArguments {
 
     /// The encoder recipe, slices within the payload budget (`EncodeStage.Configuration.slices(fitting:)`).
     var recipe: EncodeStage.Configuration { encoder.recipe(sliceMode: EncodeStage.Configuration.slices(fitting: mtu)) }
+}
+
+/// A transform for an option whose value `parse` reads, else a usage error: what is `expected`, and the value.
+func parsing<T>(_ parse: @escaping (String) -> T?, _ expected: String) -> (String) throws -> T {
+    { text in
+        guard let value = parse(text) else { throw ValidationError("\(expected), got \"\(text.prefix(80))\"") }
+        return value
+    }
 }
 
 /// `--fps-limit`: a whole, decimal or fractional rate, 0 < rate ≤ 1000.

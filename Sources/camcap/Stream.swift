@@ -20,7 +20,10 @@ struct Stream: CamcapCommand {
             """)
 
     @OptionGroup var capture: CaptureOptions
-    @Option(help: "Where to send RTP: HOST:PORT (RTCP goes to PORT+1).") var to: String
+    @Option(
+        name: .customLong("to"), help: "Where to send RTP: HOST:PORT (RTCP goes to PORT+1).",
+        transform: parsing(StreamTarget.init, "--to must be HOST:PORT with an IPv4/IPv6 address and a port 1...65534"))
+    var target: StreamTarget
     @Option(help: "Write the SDP describing the stream here.") var sdp: String?
     @Option(help: "The stream's SSRC (1...4294967295; default: derived from --to, the same in every run to that address).") var ssrc: UInt32?
     @Flag(help: "Write the SDP (--sdp) and exit without capturing.") var sdpOnly = false
@@ -35,9 +38,6 @@ struct Stream: CamcapCommand {
     var rtcpFrom: [String] = []
 
     func validate() throws {
-        guard let target = StreamTarget(to) else {
-            throw ValidationError("--to must be HOST:PORT with an IPv4/IPv6 address and a port 1...65534, got \"\(to.prefix(80))\"")
-        }
         if let rtx, !(97...127).contains(rtx) { throw ValidationError("--rtx must be a dynamic payload type 97...127, got \(rtx)") }
         if sdpOnly && sdp == nil { throw ValidationError("--sdp-only needs --sdp PATH") }
         if ssrc == 0 { throw ValidationError("--ssrc must be 1...4294967295") }
@@ -57,7 +57,6 @@ struct Stream: CamcapCommand {
     }
 
     func execute() async throws {
-        let target = StreamTarget(to)!
         // The SDP file is opened (and locked) before the camera starts: a bad path fails at once, naming it.
         var sdpFile: OutputFile?
         if let sdp, !sdpOnly {
