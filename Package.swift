@@ -146,7 +146,7 @@ let package = Package(
             dependencies: [
                 "CapturePipeline", "WHEPServer", "WHIPClient", "RTSPServer", "VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture",
                 "H264", "RTP",
-                "WebRTC", "SystemIO", // SystemIO: signal dispositions and exit (Scripts/check-syscalls.sh)
+                "SystemIO", // SystemIO: signal dispositions and exit (Scripts/check-syscalls.sh)
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

@@ -1,6 +1,7 @@
 import Foundation
 import VideoCapture
 import H264
+import VideoProcessing
 
 /// A session recorded to a file, its stages made in one call: what `camcap record` runs. For a camera that gives
 /// pictures: the encode (an ``EncodeStage`` with the recipe, on a thread of its own when the session is
@@ -26,6 +27,9 @@ public struct Recorder {
         public var previewPath: String?
         /// A JPEG snapshot every this many frames, next to the output (`NAME-snapshot-000030.jpg`); nil: none.
         public var snapshotEvery: Int?
+        /// Turn a rotated camera's pixels upright before they are encoded (the session's
+        /// `VideoSource.Options.applyRotation`); false: the recording carries the rotation as display metadata.
+        public var applyRotation = false
 
         /// A recording to `output` with `encoder`, nothing else.
         public init(output: RecordingOutput.Configuration, encoder: EncodeStage.Configuration = EncodeStage.Configuration()) {
@@ -49,18 +53,21 @@ public struct Recorder {
     public let file: RecordingOutput
 
     /// Makes the stages for `session`'s selection (the files are created now: a bad path fails before the camera
-    /// starts). A camera that delivers H.264 with `adapt`, `previewPath` or `snapshotEvery` given is refused
-    /// (`invalidConfiguration` naming the setting: they need decoded pictures); otherwise the encoder's settings
-    /// for the camera's mode are checked (`EncodeStage.Configuration.settings(for:)`).
+    /// starts). A camera that delivers H.264 with `adapt`, `previewPath`, `snapshotEvery` or `applyRotation` given
+    /// is refused (`invalidConfiguration` naming the setting: they need decoded pictures); otherwise the encoder's
+    /// settings for the camera's mode are checked (`EncodeStage.Configuration.settings(for:)`) and `applyRotation`
+    /// is set on the session's source.
     public init(session: CaptureSession, configuration c: Configuration) throws {
         var output = c.output
         output.frameRate = output.frameRate ?? session.selection.fps
         if session.selection.pixelFormat == .h264 {
-            for (given, setting) in [(c.adapt != nil, "adapt"), (c.previewPath != nil, "previewPath"), (c.snapshotEvery != nil, "snapshotEvery")]
-            where given {
+            for (given, setting) in [
+                (c.adapt != nil, "adapt"), (c.previewPath != nil, "previewPath"), (c.snapshotEvery != nil, "snapshotEvery"),
+                (c.applyRotation, "applyRotation"),
+            ] where given {
                 throw PipelineError(
                     .invalidConfiguration,
-                    "\(setting) needs decoded pictures, and \(session.device.path) delivers H.264 that is recorded as it comes",
+                    "\(setting) needs decoded pictures, and \(session.device.path) delivers H.264 that is recorded as it comes (no decoder, no encoder): leave it out, or ask the camera for another pixel format",
                     setting: setting)
             }
             file = try RecordingOutput(output)
@@ -70,6 +77,7 @@ public struct Recorder {
             return
         }
         let settings = try c.encoder.settings(for: session.selection)
+        if c.applyRotation { session.sourceOptions.applyRotation = true }
         file = try RecordingOutput(output)
         let encode = EncodeStage(settings: settings, keyIntervalSeconds: c.encoder.keyIntervalSeconds, outputs: [file])
         file.keyFrameNeeded = { [control = encode.control] in control.requestKeyFrame() }

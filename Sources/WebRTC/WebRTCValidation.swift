@@ -1,4 +1,5 @@
 public import VideoCaptureCommons
+import RTP
 import SystemIO
 
 extension WebRTCPeer.Configuration {
@@ -20,6 +21,27 @@ extension WebRTCPeer.Configuration {
             ("connectTimeoutNs", SettingCheck.seconds("connectTimeoutNs", connectTimeoutNs, 1...120)),
             ("pacingFactor", pacingFactor.flatMap { SettingCheck.range("pacingFactor", $0, 1...20, unit: "(× the estimate)") }),
         ])
+    }
+}
+
+extension WebRTCPeer.Configuration {
+    /// Sets `playoutDelay` and `congestedPlayoutDelay` from their text form: `auto` asks for
+    /// `PlayoutDelay.lowLatency` (each frame rendered as soon as it is decoded) while the viewer's link is clear and
+    /// `PlayoutDelay.receiverDefault` (the browser's own jitter buffer) while it is congested or limited; `MIN:MAX`
+    /// in milliseconds (`PlayoutDelay(parsing:)`) always; `off` answers without the extension (the viewer chooses).
+    /// Other text is refused with a `WebRTCError` (`invalidConfiguration`, setting `playoutDelay`), changing nothing.
+    public mutating func setPlayoutDelay(parsing text: String) throws(WebRTCError) {
+        switch text {
+        case "auto": (playoutDelay, congestedPlayoutDelay) = (.lowLatency, .receiverDefault)
+        case "off": (playoutDelay, congestedPlayoutDelay) = (nil, nil)
+        default:
+            guard let bounds = PlayoutDelay(parsing: text) else {
+                throw WebRTCError(
+                    refusing: "playoutDelay",
+                    "playoutDelay must be auto, off or MIN:MAX in ms with 0 <= MIN <= MAX <= 40950, got \"\(text.prefix(20))\"")
+            }
+            (playoutDelay, congestedPlayoutDelay) = (bounds, nil)
+        }
     }
 }
 

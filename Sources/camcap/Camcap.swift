@@ -24,9 +24,7 @@ struct Camcap: AsyncParsableCommand {
         ])
 }
 
-let versionText: String = {
-    "camcap 0.1.0\n\(libyuvCPUFlags)\n\(H264Encoder.openH264Version)"
-}()
+let versionText = "camcap 0.1.0\n\(libyuvCPUFlags)\n\(H264Encoder.openH264Version)"
 
 extension FrameSize: ExpressibleByArgument {
     public init?(argument: String) { self.init(parsing: argument) }
@@ -34,7 +32,7 @@ extension FrameSize: ExpressibleByArgument {
 }
 
 func fail(_ error: any Error) -> Never {
-    FileHandle.standardError.write(Data("camcap: error: \(error)\n".utf8))
+    printError("camcap: error: \(error)\n")
     ProcessExit.now(1)
 }
 
@@ -107,6 +105,9 @@ struct Select: CamcapCommand {
         print(json ? FormatListing.json(sel) : FormatListing.text(sel))
     }
 }
+
+/// Writes `text` to stderr at once (progress, events and errors show up as they happen).
+func printError(_ text: String) { FileHandle.standardError.write(Data(text.utf8)) }
 
 /// Prints a line and flushes it (events must show up at once, also through a pipe).
 func printFlushed(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }

@@ -1,10 +1,8 @@
 import ArgumentParser
 import Foundation
 import Logging
-import Synchronization
 import SystemIO
 import VideoCapture
-import VideoProcessing
 import CapturePipeline
 import V4L2Capture
 import FixtureCameras
@@ -34,21 +32,18 @@ struct CaptureOptions: ParsableArguments {
     @Option(help: .hidden) var fixtureDisconnectAfter: Int?
     @Option(
         name: .customLong("control"),
-        help: ArgumentHelp("Set a camera control before the first frame (repeatable, in order; see `camcap controls`).", valueName: "name=value"))
-    var controls: [String] = []
-    @Option(help: ArgumentHelp("Anti-flicker filter set on start: 50, 60, auto (where the camera has it) or off.", valueName: "50|60|auto|off"))
-    var powerLine: String?
+        help: ArgumentHelp("Set a camera control before the first frame (repeatable, in order; see `camcap controls`).", valueName: "name=value"),
+        transform: parsing(CameraControlSetting.init(parsing:), "--control expects NAME=VALUE"))
+    var controls: [CameraControlSetting] = []
+    @Option(
+        help: ArgumentHelp("Anti-flicker filter set on start: 50, 60, auto (where the camera has it) or off.", valueName: "50|60|auto|off"),
+        transform: parsing(PowerLineFrequency.init(argument:), "--power-line must be 50, 60, auto or off"))
+    var powerLine: PowerLineFrequency?
     @Flag(name: .shortAndLong, help: "No progress line and no start line.") var quiet = false
 
     func validate() throws {
         guard (0...64).contains(noise) else { throw ValidationError("--noise must be 0...64, got \(noise)") }
         if let n = fixtureDisconnectAfter, n < 0 { throw ValidationError("--fixture-disconnect-after must be >= 0") }
-        for c in controls where CameraControlSetting(parsing: c) == nil {
-            throw ValidationError("--control expects NAME=VALUE, got \"\(c.prefix(80))\"")
-        }
-        if let p = powerLine, PowerLineFrequency(argument: p) == nil {
-            throw ValidationError("--power-line must be 50, 60, auto or off, got \"\(p.prefix(80))\"")
-        }
         try validating { try configuration().validate() }
     }
 
@@ -64,8 +59,7 @@ struct CaptureOptions: ParsableArguments {
         c.providers = cameraProviders(
             FixtureCameraProvider.Options(
                 pacing: fast ? .asFastAsConsumed : .realTime, disconnectAfterFrames: fixtureDisconnectAfter, noise: noise))
-        c.controls = controls.compactMap(CameraControlSetting.init(parsing:))
-        c.powerLine = powerLine.flatMap(PowerLineFrequency.init(argument:))
+        (c.controls, c.powerLine) = (controls, powerLine)
         c.logger = cliLogger
         return c
     }
@@ -91,15 +85,6 @@ var defaultCameraSpec: String { V4L2DeviceProvider().devices().first?.path ?? "f
 /// What the start line adds when no camera was named and none was found.
 func fallbackNote(named device: String?, using path: String) -> String {
     device == nil && path == "fixture:uvc-webcam" ? " (no camera found: the built-in fixture webcam)" : ""
-}
-
-/// `preview` needs pictures: a camera
-/// whose negotiated format is H.264 is refused by name, never run with nothing to send.
-func refuseEncodedCamera(_ pipeline: CaptureSession, _ command: String) throws {
-    guard pipeline.selection.pixelFormat == .h264 else { return }
-    throw ValidationError(
-        "\(command): \(pipeline.device.path) delivers H.264 (\(pipeline.selection)); only `record`, `stream`, `rtsp`, `serve` and `publish` pass a camera's own H.264 through: use one of them, or ask for a raw or MJPEG format with --pixel-format (see `camcap formats -d \(pipeline.device.path)`)"
-    )
 }
 
 /// The encoder options of every encoding command (record, stream, serve, rtsp, publish): one set of names,
@@ -134,6 +119,14 @@ struct RTPEncoderOptions: ParsableArguments {
     var recipe: EncodeStage.Configuration { encoder.recipe(sliceMode: EncodeStage.Configuration.slices(fitting: mtu)) }
 }
 
+/// A transform for an option whose value `parse` reads, else a usage error: what is `expected`, and the value.
+func parsing<T>(_ parse: @escaping (String) -> T?, _ expected: String) -> (String) throws -> T {
+    { text in
+        guard let value = parse(text) else { throw ValidationError("\(expected), got \"\(text.prefix(80))\"") }
+        return value
+    }
+}
+
 /// `--fps-limit`: a whole, decimal or fractional rate, 0 < rate ≤ 1000.
 func parseRateLimit(_ text: String) throws -> Fraction { try validating { try CaptureSession.Configuration.fpsLimit(parsing: text) } }
 /// `--pixel-format YUYV,MJPG`: FourCCs we convert to I420 (or H.264), in order of preference.
@@ -164,32 +157,37 @@ extension CaptureSession {
     /// URL) and, unless quiet, the start line and the progress go to stderr once the camera runs, the summary to
     /// stdout; a failure is thrown after the summary. `serving` commands (serve, rtsp, publish) produce no file: stopped by
     /// the user before the camera's first frame, they end cleanly with a note instead of "no frame was captured".
+    /// `stop` (a server's) runs once the session has ended, however it ended.
     func runCommand(
-        _ verb: String, quiet: Bool, stages: [any PictureStage], namedDevice: String?, announce: String? = nil, serving: Bool = false
+        _ verb: String, quiet: Bool, stages: [any PictureStage], namedDevice: String?, announce: String? = nil, serving: Bool = false,
+        stop: (() async -> Void)? = nil
     ) async throws {
         // Ctrl-C or SIGTERM: the first finishes cleanly, a second exits at once (130).
         let stopSignal = try? StopOnSignals(onFirst: stopAction)
         defer { withExtendedLifetime(stopSignal) {} }
         let tty = FileDescriptor.standardError.isTerminal
         onStarted = { s in
-            if let announce { FileHandle.standardError.write(Data((announce + "\n").utf8)) }
+            if let announce { printError(announce + "\n") }
             guard !quiet else { return }
-            FileHandle.standardError.write(
-                Data(
-                    "\(verb) \(s.device.path) (\(s.device.name))\(fallbackNote(named: namedDevice, using: s.device.path)): \(s.selection.pixelFormat) \(s.applied.size) @ \(s.applied.fps) fps\n"
-                        .utf8))
+            let camera = "\(s.device.path) (\(s.device.name))\(fallbackNote(named: namedDevice, using: s.device.path))"
+            printError("\(verb) \(camera): \(s.selection.pixelFormat) \(s.applied.size) @ \(s.applied.fps) fps\n")
         }
         if !quiet {
             progressIntervalNs = tty ? 250_000_000 : 2_000_000_000
-            onProgress = { line in FileHandle.standardError.write(Data(((tty ? "\r\u{1B}[K" : "") + line + (tty ? "" : "\n")).utf8)) }
-            onEvent = { line in FileHandle.standardError.write(Data(((tty ? "\r\u{1B}[K" : "") + line + "\n").utf8)) }
+            onProgress = { line in printError((tty ? "\r\u{1B}[K" : "") + line + (tty ? "" : "\n")) }
+            onEvent = { line in printError((tty ? "\r\u{1B}[K" : "") + line + "\n") }
         }
-        let report = try await run(stages: stages)
-        if !quiet && tty { FileHandle.standardError.write(Data("\n".utf8)) }
+        let report: Report
+        do { report = try await run(stages: stages) } catch {
+            await stop?()
+            throw error
+        }
+        await stop?()
+        if !quiet && tty { printError("\n") }
         print(report.summaryText)
         if let failure = report.failure {
             if serving && failure.code == .noFrames && stopSignal?.received == true {
-                FileHandle.standardError.write(Data("note: stopped before the camera's first frame\n".utf8))
+                printError("note: stopped before the camera's first frame\n")
                 return
             }
             throw failure

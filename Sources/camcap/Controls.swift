@@ -1,7 +1,5 @@
 import ArgumentParser
-import Foundation
 import VideoCapture
-import CapturePipeline
 
 struct Controls: CamcapCommand {
     static let configuration = CommandConfiguration(
@@ -14,16 +12,12 @@ struct Controls: CamcapCommand {
             """)
     @Option(name: .shortAndLong, help: "Device: /dev/videoN, fixture:NAME or a fixture file (default: the first camera, else fixture:uvc-webcam).")
     var device: String?
-    @Option(name: .customLong("set"), help: ArgumentHelp("Set a control (repeatable, applied in order).", valueName: "name=value"))
-    var settings: [String] = []
+    @Option(
+        name: .customLong("set"), help: ArgumentHelp("Set a control (repeatable, applied in order).", valueName: "name=value"),
+        transform: parsing(CameraControlSetting.init(parsing:), "--set expects NAME=VALUE"))
+    var settings: [CameraControlSetting] = []
     @Option(name: .customLong("get"), help: ArgumentHelp("Print one control's value (repeatable).", valueName: "name")) var gets: [String] = []
     @Flag(help: "Print JSON instead.") var json = false
-
-    func validate() throws {
-        for s in settings where CameraControlSetting(parsing: s) == nil {
-            throw ValidationError("--set expects NAME=VALUE, got \"\(s.prefix(80))\"")
-        }
-    }
 
     func execute() async throws {
         let capturer = makeCapturer()
@@ -34,7 +28,7 @@ struct Controls: CamcapCommand {
             return
         }
         var out: [CameraControl] = []
-        for s in settings.compactMap(CameraControlSetting.init(parsing:)) {
+        for s in settings {
             out.append(try capturer.setControl(s.control, to: s.value, on: d))
         }
         for g in gets { out.append(try capturer.control(g, of: d)) }

@@ -1,5 +1,4 @@
 import ArgumentParser
-import Foundation
 import VideoCapture
 import VideoProcessing
 import CapturePipeline
@@ -32,7 +31,11 @@ struct Preview: CamcapCommand {
 
     func execute() async throws {
         let pipeline = try capture.session()
-        try refuseEncodedCamera(pipeline, "preview")
+        if pipeline.selection.pixelFormat == .h264 { // pictures needed: a camera's own H.264 is refused by name
+            throw ValidationError(
+                "preview: \(pipeline.device.path) delivers H.264 (\(pipeline.selection)); only `record`, `stream`, `rtsp`, `serve` and `publish` pass a camera's own H.264 through: use one of them, or ask for a raw or MJPEG format with --pixel-format (see `camcap formats -d \(pipeline.device.path)`)"
+            )
+        }
         var stages: [any PictureStage] = [CountStage()]
         if let y4m { stages.append(try Y4MStage(path: y4m)) }
         if let snapshot { stages.append(try SnapshotStage(every: snapshotEvery, path: SnapshotStage.numbered(snapshot))) }

@@ -1,26 +1,16 @@
 import ArgumentParser
 import Foundation
 import VideoCapture
-import VideoProcessing
-import H264
-import WebRTC
-import CapturePipeline
-import WHEPServer
 import WHIPClient
 
 struct Publish: CamcapCommand {
     static let configuration = CommandConfiguration(
         abstract: "Publish the camera to a media server over WebRTC (WHIP, RFC 9725): Janus, or any WHIP server.",
         discussion: """
-            One camcap per camera publishes once; the server (an SFU such as Janus behind simple-whip-server, or any \
-            WHIP endpoint) fans out to the viewers. camcap POSTs a sendonly H.264 offer, runs ICE (controlling), DTLS \
-            and SRTP, and acts on the server's RTCP (PLI/FIR: a key frame, NACK: a retransmission, REMB: the bitrate). \
-            When the connection ends by itself it publishes again with backoff (1, 2, 4 … 30 s; back to 1 s after 10 s \
-            of media); on exit it DELETEs its resource. The token goes to the endpoint's origin only (no redirect \
-            elsewhere or to http, no DELETE on another origin); the answer is read up to 64 KiB.
+            camcap POSTs a sendonly H.264 offer to the WHIP endpoint of a media server (an SFU such as Janus behind \
+            simple-whip-server), which fans out to the viewers; it acts on the server's RTCP, publishes again with \
+            backoff when the connection ends by itself, and DELETEs its resource on exit.
               camcap publish -d /dev/video0 --whip http://127.0.0.1:7080/whip/endpoint/camera --token SECRET
-            --simulcast encodes up to 3 tiers (full, half, quarter size) and publishes them as simulcast layers (RFC 8853, \
-            rids f, h, q); the SFU gives each viewer a layer (Janus: substream 2, 1, 0).
             The token comes from --token-file, CAMCAP_WHIP_TOKEN or --token (visible in ps). Guide: docs/publish.md.
             """)
 
@@ -31,10 +21,7 @@ struct Publish: CamcapCommand {
     @Option(help: "Seconds to wait for ICE and DTLS after the answer.") var connectTimeout: Double = 10
     @Option(help: .hidden) var consentTimeout: Double = 30 // tests: seconds without an answered consent check before publishing again
     @Flag(help: "Rotate the pixels of a rotated camera even when the server accepts the video-orientation extension.") var rotatePixels = false
-    @Flag(
-        help: ArgumentHelp(
-            "Simulcast (RFC 8853): encode up to 3 tiers (full, half and quarter size; fewer for small pictures, as WebRTC's table and serve --tiers) and publish each as a layer (rids f, h, q); the SFU gives each viewer the layer it asks for (Janus: configure substream 2, 1, 0). Every layer the server takes is encoded while connected. The camera's own H.264 stays one layer."
-        ))
+    @Flag(help: "Encode up to 3 tiers (full, half, quarter size, as serve --tiers) and publish them as simulcast layers (RFC 8853, rids f, h, q).")
     var simulcast = false
 
     func validate() throws {

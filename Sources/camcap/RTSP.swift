@@ -1,8 +1,6 @@
 import ArgumentParser
 import Foundation
 import VideoCapture
-import VideoProcessing
-import H264
 import CapturePipeline
 import RTSPServer
 import WHEPServer
@@ -12,9 +10,8 @@ struct RTSP: CamcapCommand {
         commandName: "rtsp",
         abstract: "Serve the camera over RTSP (RFC 2326) to ffplay, VLC, GStreamer, go2rtc, MediaMTX or Frigate.",
         discussion: """
-            One capture and one H.264 encoder for every client (resting while nobody plays). Clients choose UDP \
-            (RTP to their client_port, RTCP both ways; the server's UDP pair is printed) or TCP (interleaved: through \
-            firewalls and NAT); each starts at a key frame with SPS/PPS, receiver reports give RTT and loss, PLI a key frame.
+            One capture and one H.264 encoder for every client (resting while nobody plays), over UDP or TCP \
+            (interleaved: through firewalls and NAT).
               camcap rtsp -d fixture:vivid    → serving rtsp://127.0.0.1:8554/camera
               ffplay -rtsp_transport tcp rtsp://127.0.0.1:8554/camera
               vlc rtsp://127.0.0.1:8554/camera         (a VLC built with live555)
@@ -22,21 +19,9 @@ struct RTSP: CamcapCommand {
                 protocols=tcp latency=200 ! rtph264depay ! h264parse ! avdec_h264 ! videoconvert ! autovideosink
               go2rtc.yaml:  streams: { camera: rtsp://127.0.0.1:8554/camera }
               MediaMTX:     paths: { camera: { source: rtsp://127.0.0.1:8554/camera } }
-            Runs until Ctrl-C (or --duration/--frames); clients get an RTCP BYE.
-
-            Who can watch: anyone who reaches the port, unless --user is given: then Digest authentication (MD5) \
-            with the password from --password-file or $CAMCAP_RTSP_PASSWORD (ffplay rtsp://USER:PASSWORD@HOST:8554/camera). \
-            An address off loopback (--listen 0.0.0.0:8554) needs --user, or --no-auth to serve anyone. Wrong \
-            passwords cost time: from the third in a row each 401 is held back (up to 2 s), three in a row close the \
-            connection, and past 5 (+1/s) from an address or 40 (+20/s) in all, answers are refused unchecked (503). \
-            A nonce is good only from the address it was given to; a replayed nc or a uri not the request's is refused.
-
-            Limits: --max-clients (per address --max-clients-per-address), --max-connections, --request-timeout for \
-            a request, --idle-timeout for a connection without a session. A UDP client with no request and no RTCP \
-            for --session-timeout seconds is dropped; a TCP session lasts as long as its connection, and a TCP client \
-            that does not read is dropped after 10 s of dropped frames. A session not played within --setup-timeout \
-            of its SETUP ends; at --max-connections the connection idle longest without a playing session makes room. \
-            A session is known only on its own connection (TCP) or from its client's address (UDP). Guide: docs/rtsp.md.
+            Runs until Ctrl-C (or --duration/--frames). Anyone who reaches the port can watch unless --user is given \
+            (Digest authentication); an address off loopback needs --user, or --no-auth. Limits and timeouts: the \
+            --max-* and --*-timeout options. Guide: docs/rtsp.md.
             """)
 
     @OptionGroup var capture: CaptureOptions
@@ -99,38 +84,26 @@ struct RTSP: CamcapCommand {
 
     func execute() async throws {
         let address = ListenAddress(listen)!
-        // The password is read before the camera starts: a bad file fails at once.
-        let password =
-            user == nil
-            ? nil : try DigestAuthenticator.password(file: passwordFile, fallback: ProcessInfo.processInfo.environment["CAMCAP_RTSP_PASSWORD"])
-        if user != nil && password == nil {
-            throw ValidationError("--user needs a password: --password-file FILE or the environment variable CAMCAP_RTSP_PASSWORD")
-        }
-        let pipeline = try capture.session(untilStopped: true, idleRelease: server.idleRelease)
         var c = service(address)
-        if let user, let password {
+        if let user { // the password is read before the camera starts: a bad file fails at once
+            let environment = ProcessInfo.processInfo.environment["CAMCAP_RTSP_PASSWORD"]
+            guard let password = try DigestAuthenticator.password(file: passwordFile, fallback: environment) else {
+                throw ValidationError("--user needs a password: --password-file FILE or the environment variable CAMCAP_RTSP_PASSWORD")
+            }
             c.hub.authenticator = DigestAuthenticator(
                 user: user, password: password, realm: realm, nonceLifetimeNs: nanoseconds(seconds: nonceLifetime))
         }
+        let pipeline = try capture.session(untilStopped: true, idleRelease: server.idleRelease)
         c.recording = output.map { RecordingOutput.Configuration(path: $0) }
         let quiet = capture.quiet
         // The listener is up before the camera starts: a busy port fails at once, with nothing captured.
         let service = try await RTSPService.start(
             session: pipeline, configuration: c,
-            events: { e in if !quiet || e.kind == .ended { FileHandle.standardError.write(Data("\(e)\n".utf8)) } },
+            events: { e in if !quiet || e.kind == .ended { printError("\(e)\n") } },
             logger: cliLogger)
-        var lines = [service.announcement]
-        if user == nil && !ServeSecurity.isLoopback(address.host) {
-            lines.append("note: --no-auth: anyone who can reach \(listen) can watch")
-        }
-        do {
-            try await pipeline.runCommand(
-                "serving", quiet: capture.quiet, stages: [service.stage], namedDevice: capture.device, announce: lines.joined(separator: "\n"),
-                serving: true)
-        } catch {
-            await service.stop()
-            throw error
-        }
-        await service.stop()
+        let note = user == nil && !ServeSecurity.isLoopback(address.host) ? "\nnote: --no-auth: anyone who can reach \(listen) can watch" : ""
+        try await pipeline.runCommand(
+            "serving", quiet: capture.quiet, stages: [service.stage], namedDevice: capture.device, announce: service.announcement + note,
+            serving: true, stop: { await service.stop() })
     }
 }

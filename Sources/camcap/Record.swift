@@ -1,8 +1,4 @@
 import ArgumentParser
-import Foundation
-import VideoCapture
-import VideoProcessing
-import H264
 import CapturePipeline
 
 struct Record: CamcapCommand {
@@ -10,16 +6,14 @@ struct Record: CamcapCommand {
         abstract: "Record H.264 from a camera: negotiate, capture, convert to I420, encode with OpenH264, write MP4 or Annex-B.",
         discussion: """
             With no arguments: 5 seconds at 1280x720 (up to 30 fps) from the first camera (else the built-in fixture \
-            webcam) to capture.mp4: fragmented MP4 with the frames' capture times, rotation and colour, which every \
-            player and browser opens (`ffplay capture.mp4`). The container follows the extension (.mp4/.m4v/.mov: \
-            MP4; else raw Annex-B, SPS+PPS before every IDR) or --container. A crash loses at most the MP4 fragment \
-            being gathered (a key-frame interval or --fragment-seconds) or about a second of Annex-B; Ctrl-C \
-            finishes the file. --segment-seconds N starts a new file at the first key frame after N s, named by a \
-            strftime pattern (without %, -NNN is added); --keep N deletes the oldest beyond N (a dashcam ring).
+            webcam) to capture.mp4: fragmented MP4 that every player and browser opens (`ffplay capture.mp4`); other \
+            extensions get raw Annex-B (or --container). Ctrl-C finishes the file; a crash loses at most a fragment. \
+            --segment-seconds N starts a new file after N s (a strftime pattern); --keep N deletes the oldest.
             Examples:
               camcap record --device /dev/video0 --size 1920x1080 --bitrate 4000 --duration 10 -o talk.mp4
               camcap record --device fixture:vivid --frames 300 --keyint-seconds 1 --preview check.y4m
               camcap record --segment-seconds 60 --keep 10 -o 'cam-%Y%m%d-%H%M%S.mp4' --duration 86400
+            Guide: docs/record.md.
             """)
 
     @OptionGroup var capture: CaptureOptions
@@ -38,57 +32,46 @@ struct Record: CamcapCommand {
     @Option(help: "Write a JPEG snapshot every N frames next to the output.") var snapshotEvery: Int?
     @Option(
         help: ArgumentHelp(
-            "Replay what congestion control would ask, on frame timestamps: TIME:WxH@FPS[/KBPS],…",
-            discussion:
-                "e.g. 0s:1280x720@30,3s:640x360@15/600,6s:1280x720@30/1500. Frames above the rate are dropped on their timestamps (even cadence), larger frames are scaled down (aspect kept), and the encoder follows (new SPS/PPS and an IDR at each size change) without restarting the camera.",
-            valueName: "schedule")) var adapt: String?
-
-    @Option(
-        help: ArgumentHelp(
-            "Write per-frame stage times as CSV (real time only): conversion, wait, stages in wall and CPU time, encode, frame type, bytes.",
-            valueName: "file")) var frameTrace: String?
+            "Replay what congestion control would ask, on frame timestamps, without restarting the camera (e.g. 0s:1280x720@30,3s:640x360@15/600).",
+            valueName: "TIME:WxH@FPS[/KBPS],…"))
+    var adapt: String?
+    @Option(help: ArgumentHelp("Write per-frame stage times as CSV (real time only).", valueName: "file")) var frameTrace: String?
 
     func validate() throws {
         if keyint != nil && encoder.keyintSeconds != nil { throw ValidationError("give either --keyint or --keyint-seconds, not both") }
-        if let n = snapshotEvery, !(1...100_000_000).contains(n) { throw ValidationError("--snapshot-every must be 1...100000000, got \(n)") }
         if let adapt { do { _ = try AdaptSchedule(parsing: adapt) } catch { throw ValidationError(error.message) } }
-        let recording = try recording(frameRate: nil)
-        do { try recording.validate() } catch { throw ValidationError(error.message) }
-        // The encoder's limits (OpenH264's), checked before the output or the camera is touched.
-        try validating { try recipe.validate(frameRate: capture.fpsLimit.doubleValue) }
+        // The snapshots, the output and the encoder's limits (OpenH264's), before the output or the camera is touched.
+        try validating { try configuration().validate(frameRate: capture.fpsLimit.doubleValue) }
     }
 
-    /// The encoder recipe: `--bitrate`, `--max-bitrate`, `--keyint-seconds` or `--keyint`, slices, threads.
-    private var recipe: EncodeStage.Configuration {
+    /// The recording the options describe: the output, the encoder recipe (`--keyint-seconds` or `--keyint`,
+    /// slices, threads) and what else to write.
+    private func configuration() throws -> Recorder.Configuration {
         var recipe = encoder.recipe(sliceMode: maxNalSize.map { .maxNALSize($0) } ?? .single)
         if let keyint { recipe.keyFrameInterval = .frames(keyint) }
         (recipe.threads, recipe.frameSkipping) = (threads, frameSkipping)
-        return recipe
-    }
-
-    /// The recording the options describe (validated by `validate()`).
-    func recording(frameRate: Fraction?) throws(ValidationError) -> RecordingOutput.Configuration {
-        var r = RecordingOutput.Configuration(path: output, frameRate: frameRate)
+        var r = RecordingOutput.Configuration(path: output)
         if let container {
             guard let c = RecordingOutput.Container(rawValue: container.lowercased()) else {
                 throw ValidationError("--container must be mp4 or h264, got '\(container)'")
             }
             r.container = c
         }
-        r.segmentSeconds = segmentSeconds
-        r.keep = keep
-        r.fragmentSeconds = fragmentSeconds
-        return r
+        (r.segmentSeconds, r.keep, r.fragmentSeconds) = (segmentSeconds, keep, fragmentSeconds)
+        var c = Recorder.Configuration(output: r, encoder: recipe)
+        (c.adapt, c.previewPath, c.snapshotEvery, c.applyRotation) = (
+            try adapt.map { try AdaptSchedule(parsing: $0) }, preview, snapshotEvery, applyRotation
+        )
+        return c
     }
 
     func execute() async throws {
         // Everything is checked before the camera starts: device, negotiation, encoder settings, outputs.
         let pipeline = try capture.session()
-        if pipeline.selection.pixelFormat == .h264 { try refusePictureOptions(pipeline) }
-        if applyRotation { pipeline.sourceOptions.applyRotation = true }
-        var c = Recorder.Configuration(output: try recording(frameRate: nil), encoder: recipe)
-        (c.adapt, c.previewPath, c.snapshotEvery) = (try adapt.map { try AdaptSchedule(parsing: $0) }, preview, snapshotEvery)
-        let recorder = try Recorder(session: pipeline, configuration: c)
+        if pipeline.selection.pixelFormat == .h264 && frameTrace != nil {
+            throw ValidationError("--frame-trace needs decoded pictures, and \(pipeline.device.path) delivers H.264 that is recorded as it comes")
+        }
+        let recorder = try validating { try Recorder(session: pipeline, configuration: configuration()) }
         // Room for every frame of the run (30 fps for the duration, or the frame count), allocated before the start.
         let trace = frameTrace.map { _ in
             FrameTrace(capacity: capture.frames ?? Int((capture.duration ?? 5) * min(capture.fpsLimit.doubleValue, 240)) + 64)
@@ -96,18 +79,5 @@ struct Record: CamcapCommand {
         pipeline.frameTrace = trace
         try await pipeline.runCommand("recording", quiet: capture.quiet, stages: recorder.stages, namedDevice: capture.device)
         if let trace, let frameTrace { try trace.writeCSV(to: frameTrace) }
-    }
-
-    /// A camera that delivers H.264 (asked for with --pixel-format H264, or one that offers nothing else) is
-    /// recorded as it comes, without an encoder: what needs pictures is refused by name.
-    private func refusePictureOptions(_ pipeline: CaptureSession) throws {
-        for (given, option) in [
-            (adapt != nil, "--adapt"), (preview != nil, "--preview"), (snapshotEvery != nil, "--snapshot-every"),
-            (applyRotation, "--apply-rotation"), (frameTrace != nil, "--frame-trace"),
-        ] where given {
-            throw ValidationError(
-                "\(option) needs decoded pictures, and \(pipeline.device.path) delivers H.264 that is recorded as it comes (no decoder, no encoder): leave \(option) out, or ask for another format with --pixel-format"
-            )
-        }
     }
 }

@@ -1,10 +1,6 @@
 import ArgumentParser
 import Foundation
 import VideoCapture
-import VideoProcessing
-import H264
-import RTP
-import WebRTC
 import CapturePipeline
 import WHEPServer
 import Metrics
@@ -14,23 +10,14 @@ struct Serve: CamcapCommand {
     static let configuration = CommandConfiguration(
         abstract: "Serve the camera to browsers over WebRTC (WHEP): open the printed URL.",
         discussion: """
-            One capture and one H.264 encode (or up to 3 tiers, --tiers) for every viewer. GET / is a page that plays \
-            the stream (resolution, fps, bitrate, RTT, capture → display latency); POST /whep takes an SDP offer (RFC \
-            9725) and answers 201 with the answer and a Location to DELETE; GET /stats lists the viewers; GET /metrics \
-            is Prometheus text. ICE-lite, DTLS 1.2 with SRTP, BUNDLE, rtcp-mux. PLI/FIR give a key frame (rate-limited), \
-            NACK a retransmission; each viewer gets the tier its link carries (transport-cc estimates with probing, or \
-            its REMB: --congestion-control). A rotated camera is sent as captured, its rotation in the \
-            video-orientation extension, to viewers that negotiate it; while one lacks it, the pixels are rotated for \
-            all (--rotate-pixels: always). Clear links are asked to render each frame at once (--playout-delay).
+            One capture and one H.264 encode (or up to 3 tiers, --tiers) for every viewer, each on the tier its link \
+            carries. GET / is a player page, POST /whep takes an SDP offer (RFC 9725), GET /stats lists the viewers, \
+            GET /metrics is Prometheus text.
               camcap serve -d fixture:vivid --listen 127.0.0.1:8080
               → open http://127.0.0.1:8080/
-            Runs until Ctrl-C (or --duration/--frames); viewers are told (RTCP BYE, DTLS close_notify).
-
-            Who can watch: whoever has the token: a random one, printed in the URL to open (after #, so it never \
-            reaches a server log), sent by the page as Authorization: Bearer. Set your own with CAMCAP_TOKEN or \
-            --token-file (--token shows in ps); --no-auth turns it off. Only the server's own names are accepted in \
-            Host (DNS rebinding); other origins need --allow-origin. HTTPS: --tls-cert/--tls-key, or \
-            --tls-self-signed (its fingerprint is printed). Limits: the --max-* options. Guide: docs/serve.md.
+            Runs until Ctrl-C (or --duration/--frames). Whoever has the token can watch: a random one, printed in \
+            the URL to open, or your own (CAMCAP_TOKEN, --token-file); --no-auth turns it off. Other origins need \
+            --allow-origin. HTTPS: --tls-cert/--tls-key or --tls-self-signed. Guide: docs/serve.md.
             """)
 
     @OptionGroup var capture: CaptureOptions
@@ -39,33 +26,23 @@ struct Serve: CamcapCommand {
     @Option(help: "Drop this fraction of outgoing RTP packets (0...1; a loss test for NACK and PLI).") var dropRate: Double = 0
     @Option(help: "The address put in the answer's candidate (default: the listen address; for 0.0.0.0 every interface's IPv4 address).")
     var candidate: [String] = []
-    @Option(help: "SRTP profiles to offer: gcm (AEAD_AES_128_GCM), cm (AES_CM_128_HMAC_SHA1_80) or both (GCM preferred).") var srtp = "both"
-    @Flag(
-        help:
-            "Let the lowest viewer's REMB also lower the size and frame rate (WebRTC's balanced steps, as `stream` does). Off by default: without probing, a receiver's estimate follows what it gets, so easy content would be shrunk."
-    )
+    @Option(help: "SRTP profiles to offer: gcm (AEAD_AES_128_GCM, preferred with both) or cm (AES_CM_128_HMAC_SHA1_80).") var srtp = SRTP.both
+    @Flag(help: "Let the lowest viewer's REMB also lower the size and frame rate (as `stream`; off: easy content would be shrunk).")
     var adaptToBandwidth = false
-    @Option(
-        help: ArgumentHelp(
-            "Encode tiers, as WebRTC simulcast: up to 3 encodes at full, half and quarter size (fewer for small pictures, as WebRTC's table), each viewer on the largest its own link carries. 1: one encode shared by all, following the lowest viewer's estimate.",
-            valueName: "count"))
+    @Option(help: ArgumentHelp("Encodes at full, half and quarter size (fewer for small pictures); 1: one shared by all.", valueName: "count"))
     var tiers = 3
     @OptionGroup var auth: TokenOptions // default: $CAMCAP_TOKEN, else a random one, printed
-    @Option(
-        help:
-            "Congestion control: transport-cc (transport-wide feedback, our send-side estimate, GCC-style with probing, per viewer; Chromium then sends no REMB; viewers that do not offer it, such as aiortc, use their REMB) or remb (every viewer's own receive-side estimate)."
-    )
-    var congestionControl = "transport-cc"
+    @Option(help: "transport-cc: our send-side estimate per viewer (with probing; REMB for viewers without it); remb: the viewers' own estimate.")
+    var congestionControl = CongestionControl.transportCC
     @Flag(help: "Rotate a rotated camera's pixels for every viewer instead of sending its rotation in the video-orientation extension.")
     var rotatePixels = false
     @Option(
         help: ArgumentHelp(
-            "Pace each viewer's packets at this multiple of its estimate (2.5 as libwebrtc) instead of sending each frame as one burst. Off by default: measured, it gave more freezes on limited links.",
-            valueName: "factor"))
+            "Pace each viewer's packets at this multiple of its estimate (2.5 as libwebrtc); off: one burst a frame.", valueName: "factor"))
     var pacing: Double?
     @Option(
         help: ArgumentHelp(
-            "Ask each viewer for a playout delay (the playout-delay RTP extension). auto (the default): 0:500 while the viewer's link is clear, so Chromium renders each frame as soon as it is decoded (capture → display p50 7–18 ms instead of 18–37 ms at 720p30 on loopback), and 0:10000 (the browser's own jitter buffer) while its link shows congestion (overuse, loss, NACKs in the last 10 s) or it is on a lower tier: with no jitter buffer, a viewer behind 400 kbit/s froze 4 times a minute instead of none. MIN:MAX asks for those bounds always; off answers without the extension (the viewer chooses). Measured in Benchmarks/RESULTS.md.",
+            "The playout delay asked of viewers: auto renders each frame at once (0:500) while a link is clear, else the browser's jitter buffer; MIN:MAX always; off: none asked.",
             valueName: "auto|min:max|off"))
     var playoutDelay = "auto"
     @Flag(help: "No token: anyone who can reach the port (or make a browser page that reaches it, from an allowed origin) can watch.")
@@ -86,15 +63,10 @@ struct Serve: CamcapCommand {
     @Option(help: .hidden) var consentTimeout: Double = 30 // tests: seconds without a STUN check before a viewer is dropped
     @Option(help: .hidden) var dumpInput: String? // tests: the encoder's input as Y4M, capture times in PATH.timestamps
 
+    enum CongestionControl: String, CaseIterable, ExpressibleByArgument { case transportCC = "transport-cc", remb }
+    enum SRTP: String, CaseIterable, ExpressibleByArgument { case gcm, cm, both }
+
     func validate() throws {
-        guard ["remb", "transport-cc"].contains(congestionControl) else {
-            throw ValidationError("--congestion-control must be remb or transport-cc, got \"\(congestionControl.prefix(20))\"")
-        }
-        if !["off", "auto"].contains(playoutDelay), PlayoutDelay(parsing: playoutDelay) == nil {
-            throw ValidationError(
-                "--playout-delay must be auto, off or MIN:MAX in ms with 0 <= MIN <= MAX <= 40950, got \"\(playoutDelay.prefix(20))\"")
-        }
-        guard ["gcm", "cm", "both"].contains(srtp) else { throw ValidationError("--srtp must be gcm, cm or both, got \"\(srtp.prefix(20))\"") }
         if noAuth && (auth.token != nil || auth.tokenFile != nil) { throw ValidationError("--no-auth cannot go with --token or --token-file") }
         if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("HTTPS needs both --tls-cert and --tls-key") }
         if tlsSelfSigned && tlsCert != nil { throw ValidationError("--tls-self-signed cannot go with --tls-cert/--tls-key") }
@@ -115,13 +87,11 @@ struct Serve: CamcapCommand {
         c.peer.consentTimeoutNs = nanoseconds(seconds: consentTimeout)
         c.peer.connectTimeoutNs = nanoseconds(seconds: connectTimeout)
         c.peer.useVideoOrientation = !rotatePixels
-        c.peer.useTransportWideCC = congestionControl == "transport-cc"
-        // auto: low-latency rendering while the link is clear, the browser's own jitter buffer while it is not.
-        c.peer.playoutDelay = playoutDelay == "auto" ? .lowLatency : PlayoutDelay(parsing: playoutDelay) // nil for "off"
-        c.peer.congestedPlayoutDelay = playoutDelay == "auto" ? .receiverDefault : nil
+        c.peer.useTransportWideCC = congestionControl == .transportCC
+        try c.peer.setPlayoutDelay(parsing: playoutDelay)
         c.limits = ViewerHub.Limits(
             maxViewers: maxViewers, maxPending: maxPending, maxPerAddress: maxViewersPerAddress, maxPendingPerAddress: maxPendingPerAddress)
-        c.srtpProfiles = srtp == "gcm" ? [.aeadAes128Gcm] : srtp == "cm" ? [.aes128CmSha1_80] : [.aeadAes128Gcm, .aes128CmSha1_80]
+        c.srtpProfiles = srtp == .gcm ? [.aeadAes128Gcm] : srtp == .cm ? [.aes128CmSha1_80] : [.aeadAes128Gcm, .aes128CmSha1_80]
         c.tls = tlsCert.map { .files(certificate: $0, key: tlsKey ?? "") } ?? (tlsSelfSigned ? .selfSigned : .none)
         return c
     }
@@ -150,24 +120,16 @@ struct Serve: CamcapCommand {
         // Metrics (GET /metrics, Prometheus text): the library's swift-metrics go to this registry.
         let registry = PrometheusCollectorRegistry()
         var factory = PrometheusMetricsFactory(registry: registry)
-        factory.defaultDurationHistogramBuckets = [250, 500, 1000, 2000, 4000, 8000, 16_000, 33_000, 66_000, 133_000].map {
-            Duration.microseconds($0)
-        }
+        factory.defaultDurationHistogramBuckets = [250, 500, 1000, 2000, 4000, 8000, 16_000, 33_000, 66_000, 133_000].map { .microseconds($0) }
         MetricsSystem.bootstrap(factory)
         let pipeline = try capture.session(untilStopped: true, idleRelease: server.idleRelease)
+        let dump: [any PictureStage] = try dumpInput.map { [try InputDumpStage(path: $0)] } ?? []
         // The HTTP server is up before the camera starts: a busy port fails at once, with nothing captured. The URL
         // is printed once the camera runs (a busy camera fails before anyone is invited).
         let service = try await WHEPService.start(
             session: pipeline, configuration: service(token: token, source: tokenSource), metrics: { registry.emitToString() }, logger: cliLogger)
-        do {
-            let dump: [any PictureStage] = try dumpInput.map { [try InputDumpStage(path: $0)] } ?? []
-            try await pipeline.runCommand(
-                "serving", quiet: capture.quiet, stages: dump + [service.stage], namedDevice: capture.device, announce: service.announcement,
-                serving: true)
-        } catch {
-            await service.stop()
-            throw error
-        }
-        await service.stop()
+        try await pipeline.runCommand(
+            "serving", quiet: capture.quiet, stages: dump + [service.stage], namedDevice: capture.device, announce: service.announcement,
+            serving: true, stop: { await service.stop() })
     }
 }

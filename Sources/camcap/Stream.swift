@@ -1,36 +1,29 @@
 import ArgumentParser
-import Foundation
 import VideoCapture
-import VideoProcessing
-import H264
 import RTP
+import VideoProcessing
 import CapturePipeline
-import Synchronization
 
 struct Stream: CamcapCommand {
     static let configuration = CommandConfiguration(
         abstract: "Stream H.264 over RTP/UDP (RFC 6184) with RTCP feedback, and write the SDP a receiver opens.",
         discussion: """
-            The encode of `record`, packetized for a payload budget of --mtu bytes. RTCP goes to port+1; receiver \
-            reports, NACK (retransmission from a 1 s history), PLI/FIR (a key frame, at most one per 300 ms) and REMB \
-            (a new bitrate) are acted on and shown on the progress line.
+            The encode of `record`, packetized for a payload budget of --mtu bytes; RTCP on port+1 (receiver \
+            reports, NACK, PLI/FIR, REMB) is acted on and shown on the progress line.
               camcap stream -d fixture:vivid --to 127.0.0.1:5004 --sdp stream.sdp --duration 600 &
               ffplay -protocol_whitelist file,udp,rtp stream.sdp
               gst-launch-1.0 udpsrc port=5004 caps="application/x-rtp,media=video,clock-rate=90000,encoding-name=H264,payload=96" \\
                 ! rtph264depay ! h264parse ! avdec_h264 ! autovideosink
-            Start the receiver first, or write the SDP with --sdp-only (one frame of the camera is encoded, so its \
-            sprop-parameter-sets, colour included, are the stream's) and start both. The SSRC is --ssrc, else derived \
-            from --to, so an SDP written beforehand names it. RTCP is obeyed only from the --to address's RTP or RTCP \
-            port and the --rtcp-from addresses; the sockets are bound on the interface that reaches --to. A rotated \
-            camera is sent as captured, its rotation in the video-orientation extension (a=extmap:1 \
-            urn:3gpp:video-orientation), which ffplay and GStreamer ignore. Guide: docs/stream.md.
+            Start the receiver first, or write the SDP with --sdp-only and start both. RTCP is obeyed only from \
+            --to's ports and --rtcp-from; a rotated camera's rotation goes in the video-orientation extension (ffplay \
+            and GStreamer ignore it). Guide: docs/stream.md.
             """)
 
-    /// The id of the video-orientation extension in the SDP (a=extmap:1 urn:3gpp:video-orientation).
-    static let videoOrientationID: UInt8 = 1
-
     @OptionGroup var capture: CaptureOptions
-    @Option(help: "Where to send RTP: HOST:PORT (RTCP goes to PORT+1).") var to: String
+    @Option(
+        name: .customLong("to"), help: "Where to send RTP: HOST:PORT (RTCP goes to PORT+1).",
+        transform: parsing(StreamTarget.init, "--to must be HOST:PORT with an IPv4/IPv6 address and a port 1...65534"))
+    var target: StreamTarget
     @Option(help: "Write the SDP describing the stream here.") var sdp: String?
     @Option(help: "The stream's SSRC (1...4294967295; default: derived from --to, the same in every run to that address).") var ssrc: UInt32?
     @Flag(help: "Write the SDP (--sdp) and exit without capturing.") var sdpOnly = false
@@ -45,9 +38,6 @@ struct Stream: CamcapCommand {
     var rtcpFrom: [String] = []
 
     func validate() throws {
-        guard let target = StreamTarget(to) else {
-            throw ValidationError("--to must be HOST:PORT with an IPv4/IPv6 address and a port 1...65534, got \"\(to.prefix(80))\"")
-        }
         if let rtx, !(97...127).contains(rtx) { throw ValidationError("--rtx must be a dynamic payload type 97...127, got \(rtx)") }
         if sdpOnly && sdp == nil { throw ValidationError("--sdp-only needs --sdp PATH") }
         if ssrc == 0 { throw ValidationError("--ssrc must be 1...4294967295") }
@@ -61,13 +51,12 @@ struct Stream: CamcapCommand {
         var c = RTPSender.Configuration(host: target.host, port: target.port)
         (c.maxPayload, c.dropRate, c.localRTCPPort, c.feedbackFrom) = (encoding.mtu, dropRate, rtcpPort, rtcpFrom)
         c.rtxPayloadType = rtx.map(UInt8.init)
-        c.videoOrientationExtensionID = Stream.videoOrientationID
+        c.videoOrientationExtensionID = 1 // a=extmap:1 urn:3gpp:video-orientation
         (c.ssrc, c.rtxSSRC) = target.derivedSSRCs(ssrc: ssrc)
         return c
     }
 
     func execute() async throws {
-        let target = StreamTarget(to)!
         // The SDP file is opened (and locked) before the camera starts: a bad path fails at once, naming it.
         var sdpFile: OutputFile?
         if let sdp, !sdpOnly {

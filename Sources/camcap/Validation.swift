@@ -1,7 +1,5 @@
 import ArgumentParser
-import Foundation
 import VideoCapture
-import WHEPServer
 import CapturePipeline
 
 /// The options that set library settings whose names differ from the option's; any other setting is its option
@@ -25,18 +23,12 @@ func option(for setting: String) -> String {
 /// library names its settings, keeping the value and the valid range. The one place where settings become options.
 func validating<T>(_ checks: () throws -> T) throws -> T {
     do { return try checks() } catch let error as any SettingError {
-        var out = "", word = "", rest = error.message
-        if let setting = error.setting, rest.hasPrefix(setting) { (out, rest) = (option(for: setting), String(rest.dropFirst(setting.count))) }
-        for c in rest + "\n" { // other settings named in the message ("at least bitrateKbps")
-            if c.isLetter || c.isNumber {
-                word.append(c)
-                continue
-            }
-            out += optionNames[word] ?? word
-            out.append(c)
-            word = ""
+        var (lead, rest) = ("", error.message)
+        if let setting = error.setting, rest.hasPrefix(setting), rest.dropFirst(setting.count).first?.isLetter != true {
+            (lead, rest) = (option(for: setting), String(rest.dropFirst(setting.count)))
         }
-        throw ValidationError(String(out.dropLast()))
+        // Other settings named in the message ("at least bitrateKbps") become their options too.
+        throw ValidationError(lead + rest.replacing(/[\p{L}\p{N}]+/) { optionNames[String($0.output)] ?? String($0.output) })
     } catch { throw ValidationError("\(error)") }
 }
 

@@ -35,6 +35,23 @@ import CapturePipeline
             "\((try? FileManager.default.contentsOfDirectory(atPath: work)) ?? [])")
     }
 
+    /// `applyRotation` turns the session's pixels upright; a camera's own H.264, recorded as it comes, refuses it
+    /// (and the other settings that need pictures) naming the setting.
+    @Test func applyRotationNeedsPictures() throws {
+        var c = Recorder.Configuration(output: RecordingOutput.Configuration(path: work + "/upright.mp4"))
+        c.applyRotation = true
+        let session = try Self.session()
+        _ = try Recorder(session: session, configuration: c)
+        #expect(session.sourceOptions.applyRotation)
+        var h264 = CaptureSession.Configuration()
+        (h264.device, h264.size, h264.pixelFormats, h264.frames) = ("fixture:h264-webcam", FrameSize(width: 640, height: 480), [.h264], 1)
+        h264.providers = [FixtureCameraProvider()]
+        let passthrough = try CaptureSession(h264)
+        #expect(refusedSetting(c, { _ in }) { _ = try Recorder(session: passthrough, configuration: $0) } == "applyRotation")
+        #expect(refusedSetting(c, { $0.applyRotation = false }) { _ = try Recorder(session: passthrough, configuration: $0) } == nil)
+        #expect(!passthrough.sourceOptions.applyRotation)
+    }
+
     @Test func aBadConfigurationIsRefusedNamingTheSetting() {
         func refusal(_ change: (inout Recorder.Configuration) -> Void) -> String? {
             refusedSetting(Recorder.Configuration(output: RecordingOutput.Configuration(path: work + "/refused.mp4")), change) { try $0.validate() }

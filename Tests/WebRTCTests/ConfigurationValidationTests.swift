@@ -42,4 +42,23 @@ import WebRTC
         #expect(PlayoutDelay(parsing: "100:40950")?.description == "100:40950")
         for bad in ["500:0", "0:40960", "-1:5", "0", "a:b", "0:500:1"] { #expect(PlayoutDelay(parsing: bad) == nil, "\(bad)") }
     }
+
+    /// The text form of a peer's playout delay: auto (low latency while clear, the receiver's default while
+    /// congested), off, or MIN:MAX always; anything else is refused naming the setting, changing nothing.
+    @Test func playoutDelaySettingsFromText() throws {
+        var c = WebRTCPeer.Configuration(bindHost: "127.0.0.1", candidateHosts: [])
+        try c.setPlayoutDelay(parsing: "auto")
+        #expect(c.playoutDelay == .lowLatency && c.congestedPlayoutDelay == .receiverDefault)
+        try c.setPlayoutDelay(parsing: "100:2000")
+        #expect(c.playoutDelay == PlayoutDelay(minMs: 100, maxMs: 2000) && c.congestedPlayoutDelay == nil)
+        #expect {
+            try c.setPlayoutDelay(parsing: "soon")
+        } throws: { error in
+            (error as? WebRTCError)?.setting == "playoutDelay"
+                && (error as? WebRTCError)?.message == "playoutDelay must be auto, off or MIN:MAX in ms with 0 <= MIN <= MAX <= 40950, got \"soon\""
+        }
+        #expect(c.playoutDelay == PlayoutDelay(minMs: 100, maxMs: 2000), "a refusal changes nothing")
+        try c.setPlayoutDelay(parsing: "off")
+        #expect(c.playoutDelay == nil && c.congestedPlayoutDelay == nil)
+    }
 }
