@@ -120,7 +120,7 @@ struct RTPEncoderOptions: ParsableArguments {
 }
 
 /// A transform for an option whose value `parse` reads, else a usage error: what is `expected`, and the value.
-func parsing<T>(_ parse: @escaping (String) -> T?, _ expected: String) -> (String) throws -> T {
+func parsing<T>(_ parse: @escaping @Sendable (String) -> T?, _ expected: String) -> @Sendable (String) throws -> T {
     { text in
         guard let value = parse(text) else { throw ValidationError("\(expected), got \"\(text.prefix(80))\"") }
         return value
