@@ -191,7 +191,7 @@ try:
                    "pendingTier": s.get("pendingTier"), "width": b.get("frameWidth"), "height": b.get("frameHeight"),
                    "fps": b.get("framesPerSecond"), "freezes": b.get("freezeCount"), "freezeSeconds": b.get("totalFreezesDuration"),
                    "longestFreeze": b.get("longestFreeze"),
-                   "decoded": b.get("framesDecoded"), "probes": s.get("probes"), "probesLost": s.get("probesLost"), "probesOnClearedQueue": s.get("probesOnClearedQueue"), "tierRateKbps": tier_rate(stats, s.get("tier")), "sentFps": sent_fps, "boxBusyPercent": box_busy, "trainsRaised": s.get("trainsRaised"), "lastTrainBps": s.get("lastTrainBps"), "trains": s.get("trains"), "queueDelayMs": s.get("queueDelayMs"), "delayUsage": s.get("delayUsage"),
+                   "decoded": b.get("framesDecoded"), "probes": s.get("probes"), "probesLost": s.get("probesLost"), "probesOnClearedQueue": s.get("probesOnClearedQueue"), "probesRaised": s.get("probesRaised"), "probesCapped": s.get("probesCapped"), "deliveryCaps": s.get("deliveryCaps"), "tierRateKbps": tier_rate(stats, s.get("tier")), "sentFps": sent_fps, "boxBusyPercent": box_busy, "trainsRaised": s.get("trainsRaised"), "lastTrainBps": s.get("lastTrainBps"), "trains": s.get("trains"), "queueDelayMs": s.get("queueDelayMs"), "delayUsage": s.get("delayUsage"),
                    "playoutDelay": s.get("playoutDelaySent"), "nacks": s.get("nacks"), "retransmissions": s.get("retransmissions"),
                    "nacksIgnored": s.get("nacksIgnored"), "overBudget": s.get("retransmissionsOverBudget"),
                    "keyFrameRequests": s.get("keyFrameRequests"), "packetsDroppedBeforeKeyFrame": s.get("packetsDroppedBeforeKeyFrame"),

@@ -372,6 +372,26 @@ extension ProbeScheduleTests {
         #expect(e.startProbe(nowUs: secondFailedAt + 4_100_000) != nil, "usage \(e.usage)")
         #expect(e.probesOnClearedQueue == 1)
     }
+
+    /// Probes that keep failing while the media itself queues (a full link) wait 8 s from the second failure on,
+    /// not 4 s: behind 400 kbit/s none of 70 such probes raised the estimate, and some froze the viewer. The first
+    /// failure still waits 2 s.
+    @Test func probesThatKeepFailingOnAFullLinkWait8Seconds() {
+        var (e, seq) = Self.started()
+        Self.media(&e, seq: &seq, fromUs: 100_000, toUs: 1_000_000, queuedUs: 0)
+        Self.media(&e, seq: &seq, fromUs: 1_000_000, toUs: 3_000_000, queuedUs: 40_000) // the media queues
+        #expect(Self.probe(&e, seq: &seq, atUs: 3_000_000, slowdown: 4))
+        let firstFailedAt: Int64 = 3_000_000 + 100_000 + 240_000
+        Self.media(&e, seq: &seq, fromUs: firstFailedAt, toUs: firstFailedAt + 2_000_000, queuedUs: 40_000)
+        #expect(Self.probe(&e, seq: &seq, atUs: firstFailedAt + 2_000_000, slowdown: 4), "2 s after the first failure")
+        #expect(e.probesRaised == 0 && e.probesLost == 0)
+        let secondFailedAt = firstFailedAt + 2_000_000 + 340_000
+        Self.media(&e, seq: &seq, fromUs: secondFailedAt, toUs: secondFailedAt + 7_900_000, queuedUs: 40_000)
+        #expect(e.startProbe(nowUs: secondFailedAt + 4_100_000) == nil, "not after 4 s")
+        #expect(e.startProbe(nowUs: secondFailedAt + 7_900_000) == nil)
+        Self.media(&e, seq: &seq, fromUs: secondFailedAt + 7_900_000, toUs: secondFailedAt + 8_100_000, queuedUs: 40_000)
+        #expect(e.startProbe(nowUs: secondFailedAt + 8_100_000) != nil, "usage \(e.usage)")
+    }
 }
 
 /// The path's queue delay (#21, `/stats` queueDelayMs): a packet's one-way delay over the lowest one of the last
