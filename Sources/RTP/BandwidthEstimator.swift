@@ -368,9 +368,9 @@ public struct SendSideBandwidthEstimator: Sendable {
 
     private var probeWaitUs: Int64 {
         if probeFailures == 0 { return 0 }
-        // A lossy probe, or the second failure in a row of probes started while the media queued (a full link:
-        // behind 400 kbit/s none of 70 such probes raised the estimate, and some froze the viewer): 8 s. A lifted
-        // limit is found sooner by the queue's vanishing (`clearedQueueUs`).
+        // A lossy probe, or a second failure in a row whose last probe started on its schedule while the media
+        // queued (a full link: behind 400 kbit/s none of 70 such probes raised the estimate, and some froze the
+        // viewer): 8 s. A lifted limit is found sooner by the queue's vanishing (`clearedQueueUs`).
         if lastProbeLost || (probeStartedOnQueue && probeFailures >= 2) { return 8_000_000 }
         return min(4_000_000, 2_000_000 << (probeFailures - 1))
     }

@@ -373,8 +373,8 @@ extension ProbeScheduleTests {
         #expect(e.probesOnClearedQueue == 1)
     }
 
-    /// Probes that keep failing while the media itself queues (a full link) wait 8 s from the second failure on,
-    /// not 4 s: behind 400 kbit/s none of 70 such probes raised the estimate, and some froze the viewer. The first
+    /// After a second failure in a row, the last probe started while the media itself queued (a full link), the
+    /// next waits 8 s, not 4 s: behind 400 kbit/s none of 70 such probes raised the estimate, and some froze the viewer. The first
     /// failure still waits 2 s.
     @Test func probesThatKeepFailingOnAFullLinkWait8Seconds() {
         var (e, seq) = Self.started()
