@@ -3,8 +3,10 @@ import SystemIO
 
 /// HOST:PORT a server listens on (IPv6 in brackets); port 0 lets the system pick. The servers' (WHEP, RTSP)
 /// address, beside `parseHostPort` and `StreamTarget`.
-package struct ListenAddress: Sendable {
+package struct ListenAddress: Sendable, CustomStringConvertible {
     package var host: String, port: Int
+    /// HOST:PORT, an IPv6 host in brackets.
+    package var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
     package var isWildcard: Bool { host == "0.0.0.0" || host == "::" }
     /// The host for a URL to this address: a wildcard is none, so the first of `candidates` (else 127.0.0.1); an
     /// IPv6 address in brackets.

@@ -12,11 +12,10 @@ struct Camcap: AsyncParsableCommand {
         commandName: "camcap",
         abstract: "Find cameras, negotiate formats, capture, convert and record H.264 on Linux.",
         discussion: """
-            DEVICES are V4L2 nodes (/dev/video0), built-in fixture cameras (fixture:NAME, see `camcap devices`), \
-            or the path of a fixture file: a JSON camera description or the text of `v4l2-ctl --list-formats-ext`.
+            DEVICES are V4L2 nodes (/dev/video0), built-in fixture cameras (fixture:NAME, see `camcap devices`), or the path of a \
+            fixture file: a JSON camera description or the text of `v4l2-ctl --list-formats-ext`.
 
-            Negotiation picks the size closest to the target, then the highest frame rate up to the limit, \
-            then the cheapest conversion to I420.
+            Negotiation picks the size closest to the target, then the highest frame rate up to the limit, then the cheapest conversion.
             """,
         version: versionText,
         subcommands: [
@@ -25,22 +24,19 @@ struct Camcap: AsyncParsableCommand {
 }
 
 let versionText = "camcap 0.1.0\n\(libyuvCPUFlags)\n\(H264Encoder.openH264Version)"
+/// The help texts of options several commands take.
+let (deviceHelp, fourCCs) = ("/dev/videoN, fixture:NAME or a fixture file", "FOURCC[,FOURCC…]")
+let fpsHelp = "Frame-rate limit for negotiation: 30, 12.5, 29.97 (= 30000/1001) or 30000/1001."
+let pixelFormatHelp = "Pixel formats wanted, preferred in this order (MJPG or YUYV,NV12; H264: a camera's own stream; see `camcap formats`)"
 
 extension FrameSize: ExpressibleByArgument {
     public init?(argument: String) { self.init(parsing: argument) }
     public var defaultValueDescription: String { description }
 }
 
-func fail(_ error: any Error) -> Never {
-    printError("camcap: error: \(error)\n")
-    ProcessExit.now(1)
-}
-
-/// A command whose failures end it as "camcap: error: …" with exit status 1 (`fail`), not as a usage error
-/// (a `ValidationError` thrown while it runs too: the message alone).
-protocol CamcapCommand: AsyncParsableCommand {
-    func execute() async throws
-}
+/// A command whose failures end it as "camcap: error: …" with exit status 1, not as a usage error (a
+/// `ValidationError` thrown while it runs too: the message alone).
+protocol CamcapCommand: AsyncParsableCommand { func execute() async throws }
 
 extension CamcapCommand {
     func run() async throws {
@@ -48,18 +44,29 @@ extension CamcapCommand {
     }
 }
 
-struct Devices: AsyncParsableCommand {
+func fail(_ error: any Error) -> Never {
+    printError("camcap: error: \(error)\n")
+    ProcessExit.now(1)
+}
+
+struct Devices: CamcapCommand {
     static let configuration = CommandConfiguration(abstract: "List cameras: V4L2 devices and the built-in fixture cameras.")
     @Flag(help: "Print JSON (one object per device in an array).") var json = false
     @Flag(help: "Then keep watching /dev and print cameras as they are plugged in or removed (Ctrl-C ends).") var watch = false
 
-    func run() async throws {
-        let capturer = makeCapturer()
-        let devices = capturer.devices()
+    func execute() async throws {
+        let capturer = makeCapturer(), devices = capturer.devices()
         print(json ? DeviceListing.json(devices) : DeviceListing.text(devices), terminator: "")
-        if watch {
-            StandardStreams.flush()
-            await watchDevices(capturer)
+        guard watch else { return }
+        StandardStreams.flush()
+        // Cameras as they come and go until Ctrl-C (the event stream is awaited: no thread is blocked).
+        let monitor = try capturer.watchDevices()
+        printFlushed("watching /dev for cameras (Ctrl-C to stop)")
+        for await event in monitor.events {
+            switch event {
+            case .connected(let path): printFlushed("connected:    \(path)\t\((try? capturer.device(path).name) ?? "?")")
+            case .disconnected(let path): printFlushed("disconnected: \(path)")
+            }
         }
     }
 }
@@ -67,13 +74,12 @@ struct Devices: AsyncParsableCommand {
 struct Formats: CamcapCommand {
     static let configuration = CommandConfiguration(
         abstract: "List a device's formats, sizes and frame intervals (in the style of `v4l2-ctl --list-formats-ext`).")
-    @Option(name: .shortAndLong, help: "Device: /dev/videoN, fixture:NAME or a fixture file.") var device: String
+    @Option(name: .shortAndLong, help: "Device: \(deviceHelp).") var device: String
     @Flag(help: "Print JSON instead.") var json = false
 
     func execute() async throws {
         let capturer = makeCapturer()
-        let d = try capturer.device(device)
-        let formats = try capturer.supportedFormats(for: d)
+        let formats = try capturer.supportedFormats(for: try capturer.device(device))
         print(json ? FormatListing.json(formats) : FormatListing.text(formats), terminator: "")
     }
 }
@@ -81,27 +87,19 @@ struct Formats: CamcapCommand {
 struct Select: CamcapCommand {
     static let configuration = CommandConfiguration(
         abstract: "Show which format, size and frame rate negotiation picks for a target size.",
-        discussion:
-            "Rules: closest size (|w-W| + |h-H|), then the highest fps up to the limit (else the lowest above it), then the cheapest conversion to I420."
-    )
-    @Option(name: .shortAndLong, help: "Device: /dev/videoN, fixture:NAME or a fixture file.") var device: String
+        discussion: "Rules: closest size (|w-W| + |h-H|), then the highest fps up to the limit (or the lowest above), then the cheapest conversion.")
+    @Option(name: .shortAndLong, help: "Device: \(deviceHelp).") var device: String
     @Option(name: .shortAndLong, help: "Target size.") var size: FrameSize
-    @Option(help: ArgumentHelp("Frame-rate limit: 30, 12.5, 29.97 (= 30000/1001) or 30000/1001.", valueName: "fps"), transform: parseRateLimit)
-    var fpsLimit: Fraction = 30
-    @Option(
-        help: ArgumentHelp("Pixel formats wanted, preferred in this order (e.g. MJPG or YUYV,NV12).", valueName: "FOURCC[,FOURCC…]"),
-        transform: parsePixelFormats)
+    @Option(help: ArgumentHelp(fpsHelp, valueName: "fps"), transform: parseRateLimit) var fpsLimit: Fraction = 30
+    @Option(help: ArgumentHelp(pixelFormatHelp + ".", valueName: fourCCs), transform: parsePixelFormats)
     var pixelFormat: [PixelFormat]?
     @Flag(help: "Print exactly one JSON object: pixelFormat, width, height, fps.") var json = false
 
-    func validate() throws {
-        try checkSize(size, "--size")
-    }
+    func validate() throws { try checkSize(size, "--size") }
 
     func execute() async throws {
         let capturer = makeCapturer()
-        let d = try capturer.device(device)
-        let sel = try capturer.selectFormat(for: d, targetSize: size, fpsLimit: fpsLimit, pixelFormats: pixelFormat ?? [])
+        let sel = try capturer.selectFormat(for: try capturer.device(device), targetSize: size, fpsLimit: fpsLimit, pixelFormats: pixelFormat ?? [])
         print(json ? FormatListing.json(sel) : FormatListing.text(sel))
     }
 }
@@ -112,17 +110,30 @@ func printError(_ text: String) { FileHandle.standardError.write(Data(text.utf8)
 /// Prints a line and flushes it (events must show up at once, also through a pipe).
 func printFlushed(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
 
-/// Prints cameras as they come and go until Ctrl-C (the event stream is awaited: no thread is blocked).
-func watchDevices(_ capturer: CameraVideoCapturer) async {
-    let monitor: HotplugMonitor
-    do { monitor = try capturer.watchDevices() } catch { fail(error) }
-    printFlushed("watching /dev for cameras (Ctrl-C to stop)")
-    for await event in monitor.events {
-        switch event {
-        case .connected(let path):
-            let name = (try? capturer.device(path).name) ?? "?"
-            printFlushed("connected:    \(path)\t\(name)")
-        case .disconnected(let path): printFlushed("disconnected: \(path)")
+struct Controls: CamcapCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List, read and set a camera's controls (in the layout of `v4l2-ctl --list-ctrls-menus`).",
+        discussion: """
+            NAME is the control's v4l2-ctl name (brightness, power_line_frequency), a well-known alias (exposure_absolute) or its id \
+            (0x00980900). VALUE is a number, a menu entry's name ("50 Hz") or true/false. --set values are applied in order and what \
+            the camera applied is printed; a value out of range, a read-only or an inactive control is an error naming both.
+            """)
+    @Option(name: .shortAndLong, help: "Device: \(deviceHelp) (default: the first camera, else fixture:uvc-webcam).") var device: String?
+    @Option(
+        name: .customLong("set"), help: ArgumentHelp("Set a control (repeatable, applied in order).", valueName: "name=value"),
+        transform: parsing(CameraControlSetting.init(parsing:), "--set expects NAME=VALUE")) var settings: [CameraControlSetting] = []
+    @Option(name: .customLong("get"), help: ArgumentHelp("Print one control's value (repeatable).", valueName: "name")) var gets: [String] = []
+    @Flag(help: "Print JSON instead.") var json = false
+
+    func execute() async throws {
+        let capturer = makeCapturer(), d = try capturer.device(device ?? defaultCameraSpec)
+        if settings.isEmpty && gets.isEmpty {
+            let all = try capturer.controls(for: d)
+            return print(json ? ControlListing.json(all) : ControlListing.text(all), terminator: "")
         }
+        // Set in order, then read: what the camera applied.
+        var out = try settings.map { try capturer.setControl($0.control, to: $0.value, on: d) }
+        for g in gets { out.append(try capturer.control(g, of: d)) }
+        if json { print(ControlListing.json(out), terminator: "") } else { for c in out { print("\(c.name): \(ControlListing.valueText(c))") } }
     }
 }

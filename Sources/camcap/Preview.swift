@@ -7,8 +7,8 @@ struct Preview: CamcapCommand {
     static let configuration = CommandConfiguration(
         abstract: "Capture, convert to I420 (scale/rotate) and dump: a Y4M stream and/or still snapshots.",
         discussion: """
-            Play the Y4M with `ffplay preview.y4m` or `mpv preview.y4m`. Snapshots are PNG or JPEG by extension; \
-            with --snapshot-every N, the frame number is inserted before the extension.
+            Play the Y4M with `ffplay preview.y4m` or `mpv preview.y4m`. Snapshots are PNG or JPEG by extension; with \
+            --snapshot-every N, the frame number is inserted before the extension.
             Example: camcap preview --device fixture:iphone --size 1280x720 --rotate 90 --y4m out.y4m --frames 60
             """)
 
@@ -16,15 +16,16 @@ struct Preview: CamcapCommand {
     @Option(help: "Write the converted frames as Y4M.") var y4m: String?
     @Option(help: "Write a still picture (.png, .jpg) of the last frame (or every N frames with --snapshot-every).") var snapshot: String?
     @Option(help: "Snapshot every N frames.") var snapshotEvery: Int?
-    @Option(help: "Rotate the pixels by 0, 90, 180 or 270 degrees (in addition to the camera's own rotation with --apply-rotation).")
-    var rotate: Int = 0
+    @Option(
+        help: "Rotate the pixels by 0, 90, 180 or 270 degrees (after the camera's own with --apply-rotation).",
+        transform: parsing({ Int($0).flatMap(VideoRotation.init(rawValue:)) }, "--rotate must be 0, 90, 180 or 270")) var rotate = VideoRotation
+        .rotation0
     @Flag(help: "Apply the rotation the camera reports to the pixels (else it stays metadata).") var applyRotation = false
     @Flag(help: "Mirror horizontally (a selfie preview).") var mirror = false
     @Option(help: "Scale the output to this size (after rotation).") var scale: FrameSize?
 
     func validate() throws {
         try checkSize(scale, "--scale")
-        guard VideoRotation(rawValue: rotate) != nil else { throw ValidationError("--rotate must be 0, 90, 180 or 270, got \(rotate)") }
         if let n = snapshotEvery, n <= 0 { throw ValidationError("--snapshot-every must be positive, got \(n)") }
         if let s = snapshot { do { _ = try SnapshotWriter.kind(forPath: s) } catch { throw ValidationError(error.description) } }
     }
@@ -39,9 +40,9 @@ struct Preview: CamcapCommand {
         var stages: [any PictureStage] = [CountStage()]
         if let y4m { stages.append(try Y4MStage(path: y4m)) }
         if let snapshot { stages.append(try SnapshotStage(every: snapshotEvery, path: SnapshotStage.numbered(snapshot))) }
-        // The source turns, mirrors and scales every frame once; with --apply-rotation the camera's own rotation first.
-        pipeline.sourceOptions = VideoSource.Options(
-            applyRotation: applyRotation, rotation: VideoRotation(rawValue: rotate)!, mirror: mirror, size: scale)
-        try await pipeline.runCommand("preview", quiet: capture.quiet, stages: stages, namedDevice: capture.device)
+        // The source turns, mirrors and scales every frame once; with --apply-rotation the camera's own rotation
+        // first.
+        pipeline.sourceOptions = VideoSource.Options(applyRotation: applyRotation, rotation: rotate, mirror: mirror, size: scale)
+        try await capture.run(pipeline, "preview", stages: stages)
     }
 }

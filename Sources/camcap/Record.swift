@@ -5,23 +5,24 @@ struct Record: CamcapCommand {
     static let configuration = CommandConfiguration(
         abstract: "Record H.264 from a camera: negotiate, capture, convert to I420, encode with OpenH264, write MP4 or Annex-B.",
         discussion: """
-            With no arguments: 5 seconds at 1280x720 (up to 30 fps) from the first camera (else the built-in fixture \
-            webcam) to capture.mp4: fragmented MP4 that every player and browser opens (`ffplay capture.mp4`); other \
-            extensions get raw Annex-B (or --container). Ctrl-C finishes the file; a crash loses at most a fragment. \
-            --segment-seconds N starts a new file after N s (a strftime pattern); --keep N deletes the oldest.
-            Examples:
+            With no arguments: 5 seconds at 1280x720 (up to 30 fps) from the first camera (else the built-in fixture webcam) to \
+            capture.mp4: fragmented MP4 that every player and browser opens (`ffplay capture.mp4`); other extensions get raw \
+            Annex-B (or --container). Ctrl-C finishes the file; a crash loses at most a fragment. Examples:
               camcap record --device /dev/video0 --size 1920x1080 --bitrate 4000 --duration 10 -o talk.mp4
               camcap record --device fixture:vivid --frames 300 --keyint-seconds 1 --preview check.y4m
-              camcap record --segment-seconds 60 --keep 10 -o 'cam-%Y%m%d-%H%M%S.mp4' --duration 86400
+              camcap record --segment-seconds 60 --keep 10 -o 'cam-%Y%m%d-%H%M%S.mp4' --duration 86400   (a file a minute)
             Guide: docs/record.md.
             """)
 
     @OptionGroup var capture: CaptureOptions
     @Option(name: .shortAndLong, help: "Output file, or with --segment-seconds a strftime pattern.") var output = "capture.mp4"
-    @Option(help: ArgumentHelp("Container: mp4 or h264 (default: from the output's extension).", valueName: "mp4|h264")) var container: String?
+    @Option(
+        help: ArgumentHelp("Container (default: from the output's extension).", valueName: "mp4|h264"),
+        transform: parsing({ RecordingOutput.Container(rawValue: $0.lowercased()) }, "--container must be mp4 or h264"))
+    var container: RecordingOutput.Container?
     @Option(help: "Start a new file at the first key frame after this many seconds (0.5...86400).") var segmentSeconds: Double?
     @Option(help: "With --segment-seconds: keep at most this many files, deleting the oldest.") var keep: Int?
-    @Flag(help: "Turn the pixels upright (a rotated camera); by default MP4 carries the rotation as display metadata.") var applyRotation = false
+    @Flag(help: "Turn a rotated camera's pixels upright; by default MP4 carries the rotation as display metadata.") var applyRotation = false
     @Option(help: "MP4: the longest fragment in seconds (a key frame also ends one; what a crash can lose).") var fragmentSeconds: Double = 1
     @OptionGroup var encoder: EncoderOptions
     @Option(help: "Frames between key frames (instead of --keyint-seconds).") var keyint: Int?
@@ -30,38 +31,29 @@ struct Record: CamcapCommand {
     @Flag(help: "Let rate control skip frames (off: every captured frame is encoded).") var frameSkipping = false
     @Option(help: "Also write the I420 fed to the encoder as Y4M.") var preview: String?
     @Option(help: "Write a JPEG snapshot every N frames next to the output.") var snapshotEvery: Int?
-    @Option(
-        help: ArgumentHelp(
-            "Replay what congestion control would ask, on frame timestamps, without restarting the camera (e.g. 0s:1280x720@30,3s:640x360@15/600).",
-            valueName: "TIME:WxH@FPS[/KBPS],…"))
+    @Option(help: ArgumentHelp("Replay congestion control's requests on frame timestamps (0s:1280x720@30,3s:640x360@15/600).", valueName: "STEPS"))
     var adapt: String?
     @Option(help: ArgumentHelp("Write per-frame stage times as CSV (real time only).", valueName: "file")) var frameTrace: String?
 
     func validate() throws {
         if keyint != nil && encoder.keyintSeconds != nil { throw ValidationError("give either --keyint or --keyint-seconds, not both") }
-        if let adapt { do { _ = try AdaptSchedule(parsing: adapt) } catch { throw ValidationError(error.message) } }
-        // The snapshots, the output and the encoder's limits (OpenH264's), before the output or the camera is touched.
+        // The schedule, the snapshots, the output and the encoder's limits (OpenH264's), before the output or the
+        // camera is touched.
         try validating { try configuration().validate(frameRate: capture.fpsLimit.doubleValue) }
     }
 
-    /// The recording the options describe: the output, the encoder recipe (`--keyint-seconds` or `--keyint`,
-    /// slices, threads) and what else to write.
+    /// The recording the options describe: the output, the encoder recipe (`--keyint-seconds` or `--keyint`, slices,
+    /// threads) and what else to write.
     private func configuration() throws -> Recorder.Configuration {
         var recipe = encoder.recipe(sliceMode: maxNalSize.map { .maxNALSize($0) } ?? .single)
         if let keyint { recipe.keyFrameInterval = .frames(keyint) }
         (recipe.threads, recipe.frameSkipping) = (threads, frameSkipping)
         var r = RecordingOutput.Configuration(path: output)
-        if let container {
-            guard let c = RecordingOutput.Container(rawValue: container.lowercased()) else {
-                throw ValidationError("--container must be mp4 or h264, got '\(container)'")
-            }
-            r.container = c
-        }
         (r.segmentSeconds, r.keep, r.fragmentSeconds) = (segmentSeconds, keep, fragmentSeconds)
+        r.container = container ?? r.container
         var c = Recorder.Configuration(output: r, encoder: recipe)
-        (c.adapt, c.previewPath, c.snapshotEvery, c.applyRotation) = (
-            try adapt.map { try AdaptSchedule(parsing: $0) }, preview, snapshotEvery, applyRotation
-        )
+        (c.adapt, c.previewPath) = (try adapt.map { try AdaptSchedule(parsing: $0) }, preview)
+        (c.snapshotEvery, c.applyRotation) = (snapshotEvery, applyRotation)
         return c
     }
 
@@ -72,12 +64,11 @@ struct Record: CamcapCommand {
             throw ValidationError("--frame-trace needs decoded pictures, and \(pipeline.device.path) delivers H.264 that is recorded as it comes")
         }
         let recorder = try validating { try Recorder(session: pipeline, configuration: configuration()) }
-        // Room for every frame of the run (30 fps for the duration, or the frame count), allocated before the start.
-        let trace = frameTrace.map { _ in
+        // Room for every frame of the run (the frame count, or the duration at the rate), allocated before the start.
+        pipeline.frameTrace = frameTrace.map { _ in
             FrameTrace(capacity: capture.frames ?? Int((capture.duration ?? 5) * min(capture.fpsLimit.doubleValue, 240)) + 64)
         }
-        pipeline.frameTrace = trace
-        try await pipeline.runCommand("recording", quiet: capture.quiet, stages: recorder.stages, namedDevice: capture.device)
-        if let trace, let frameTrace { try trace.writeCSV(to: frameTrace) }
+        try await capture.run(pipeline, "recording", stages: recorder.stages)
+        if let trace = pipeline.frameTrace, let frameTrace { try trace.writeCSV(to: frameTrace) }
     }
 }

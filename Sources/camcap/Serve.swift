@@ -10,50 +10,32 @@ struct Serve: CamcapCommand {
     static let configuration = CommandConfiguration(
         abstract: "Serve the camera to browsers over WebRTC (WHEP): open the printed URL.",
         discussion: """
-            One capture and one H.264 encode (or up to 3 tiers, --tiers) for every viewer, each on the tier its link \
-            carries. GET / is a player page, POST /whep takes an SDP offer (RFC 9725), GET /stats lists the viewers, \
-            GET /metrics is Prometheus text.
-              camcap serve -d fixture:vivid --listen 127.0.0.1:8080
-              → open http://127.0.0.1:8080/
-            Runs until Ctrl-C (or --duration/--frames). Whoever has the token can watch: a random one, printed in \
-            the URL to open, or your own (CAMCAP_TOKEN, --token-file); --no-auth turns it off. Other origins need \
-            --allow-origin. HTTPS: --tls-cert/--tls-key or --tls-self-signed. Guide: docs/serve.md.
+            One capture and one H.264 encode (or up to 3 tiers, --tiers) for every viewer, each on the tier its link carries. \
+            GET / is a player page, POST /whep takes an SDP offer (RFC 9725), GET /stats lists the viewers, GET /metrics is Prometheus.
+              camcap serve -d fixture:vivid --listen 127.0.0.1:8080     → open the URL it prints
+            Runs until Ctrl-C (or --duration/--frames). Whoever has the token can watch: a random one, printed in the URL to open, \
+            or your own (CAMCAP_TOKEN, --token-file); --no-auth turns it off. Guide: docs/serve.md.
             """)
 
     @OptionGroup var capture: CaptureOptions
     @OptionGroup var server: ServerOptions // HTTP on --listen; one UDP port per viewer
     @OptionGroup var encoding: RTPEncoderOptions
     @Option(help: "Drop this fraction of outgoing RTP packets (0...1; a loss test for NACK and PLI).") var dropRate: Double = 0
-    @Option(help: "The address put in the answer's candidate (default: the listen address; for 0.0.0.0 every interface's IPv4 address).")
-    var candidate: [String] = []
+    @Option(help: "The address in the answer's candidate (default: --listen's; for 0.0.0.0 every interface's IPv4).") var candidate: [String] = []
     @Option(help: "SRTP profiles to offer: gcm (AEAD_AES_128_GCM, preferred with both) or cm (AES_CM_128_HMAC_SHA1_80).") var srtp = SRTP.both
-    @Flag(help: "Let the lowest viewer's REMB also lower the size and frame rate (as `stream`; off: easy content would be shrunk).")
-    var adaptToBandwidth = false
-    @Option(help: ArgumentHelp("Encodes at full, half and quarter size (fewer for small pictures); 1: one shared by all.", valueName: "count"))
-    var tiers = 3
+    @Flag(help: "Let the lowest viewer's REMB also lower size and frame rate (off: easy content would be shrunk).") var adaptToBandwidth = false
+    @Option(help: "Encodes at full, half and quarter size (fewer for small pictures); 1: one shared by all.") var tiers = 3
     @OptionGroup var auth: TokenOptions // default: $CAMCAP_TOKEN, else a random one, printed
-    @Option(help: "transport-cc: our send-side estimate per viewer (with probing; REMB for viewers without it); remb: the viewers' own estimate.")
-    var congestionControl = CongestionControl.transportCC
-    @Flag(help: "Rotate a rotated camera's pixels for every viewer instead of sending its rotation in the video-orientation extension.")
-    var rotatePixels = false
-    @Option(
-        help: ArgumentHelp(
-            "Pace each viewer's packets at this multiple of its estimate (2.5 as libwebrtc); off: one burst a frame.", valueName: "factor"))
-    var pacing: Double?
-    @Option(
-        help: ArgumentHelp(
-            "The playout delay asked of viewers: auto renders each frame at once (0:500) while a link is clear, else the browser's jitter buffer; MIN:MAX always; off: none asked.",
-            valueName: "auto|min:max|off"))
-    var playoutDelay = "auto"
-    @Flag(help: "No token: anyone who can reach the port (or make a browser page that reaches it, from an allowed origin) can watch.")
-    var noAuth = false
-    @Option(help: "An origin (scheme://host[:port]) whose pages may use the server cross-origin (CORS). Repeatable; none by default.")
-    var allowOrigin: [String] = []
-    @Option(help: "A host name the server also answers to in the Host header (e.g. its DNS name). Its addresses and localhost always are.")
-    var allowHost: [String] = []
+    @Option(help: "transport-cc: our estimate per viewer, probing; remb: the viewers' own.") var congestionControl = CongestionControl.transportCC
+    @Flag(help: "Rotate a rotated camera's pixels instead of sending its rotation in the video-orientation extension.") var rotatePixels = false
+    @Option(help: "Pace each viewer's packets at this multiple of its estimate (2.5 as libwebrtc); off: a burst a frame.") var pacing: Double?
+    @Option(help: "auto: the delay asked of viewers is 0:500 while a link is clear, else none; MIN:MAX always; off: never.") var playoutDelay = "auto"
+    @Flag(help: "No token: anyone who can reach the port (or a page from an allowed origin that can) can watch.") var noAuth = false
+    @Option(help: "An origin (scheme://host[:port]) whose pages may use the server (CORS), repeatable.") var allowOrigin: [String] = []
+    @Option(help: "A host name also answered to in the Host header (its addresses and localhost always are).") var allowHost: [String] = []
     @Option(help: "HTTPS: the certificate chain (PEM).") var tlsCert: String?
     @Option(help: "HTTPS: the private key (PEM).") var tlsKey: String?
-    @Flag(help: "HTTPS with a self-signed certificate made at start for the server's names; its fingerprints are printed.") var tlsSelfSigned = false
+    @Flag(help: "HTTPS with a self-signed certificate made at start for the server's names (fingerprints printed).") var tlsSelfSigned = false
     @Option(help: "Open HTTP connections per client network (IPv4 /24, IPv6 /64) at most.") var maxConnectionsPerNetwork = 128
     @Option(help: "Connected viewers at most.") var maxViewers = 16
     @Option(help: "Viewers still connecting (ICE and DTLS not done) at most.") var maxPending = 8
@@ -76,18 +58,15 @@ struct Serve: CamcapCommand {
         }
     }
 
-    /// The service the options describe: the address, the peers (loss test, timeouts, extensions, playout delay,
-    /// the send-side estimate), the limits, the encodes, the policy, SRTP and TLS.
+    /// The service the options describe: the address, the peers (loss test, timeouts, extensions, playout delay, the
+    /// send-side estimate), the limits, the encodes, the policy, SRTP and TLS.
     private func service(token: String?, source: String? = nil) throws -> WHEPService.Configuration {
-        let address = ListenAddress(server.listen ?? "127.0.0.1:8080") ?? ListenAddress(host: "127.0.0.1", port: 8080)
+        let address = server.address(8080)
         var c = WHEPService.Configuration(host: address.host, port: address.port, policy: try policy(token: token), broadcast: broadcast)
-        c.tokenSource = source
-        c.peer.candidateHosts = candidate
+        (c.tokenSource, c.peer.candidateHosts) = (source, candidate)
         (c.peer.maxPayload, c.peer.dropRate, c.peer.pacingFactor) = (encoding.mtu, dropRate, pacing)
-        c.peer.consentTimeoutNs = nanoseconds(seconds: consentTimeout)
-        c.peer.connectTimeoutNs = nanoseconds(seconds: connectTimeout)
-        c.peer.useVideoOrientation = !rotatePixels
-        c.peer.useTransportWideCC = congestionControl == .transportCC
+        (c.peer.consentTimeoutNs, c.peer.connectTimeoutNs) = (nanoseconds(seconds: consentTimeout), nanoseconds(seconds: connectTimeout))
+        (c.peer.useVideoOrientation, c.peer.useTransportWideCC) = (!rotatePixels, congestionControl == .transportCC)
         try c.peer.setPlayoutDelay(parsing: playoutDelay)
         c.limits = ViewerHub.Limits(
             maxViewers: maxViewers, maxPending: maxPending, maxPerAddress: maxViewersPerAddress, maxPendingPerAddress: maxPendingPerAddress)
@@ -106,10 +85,8 @@ struct Serve: CamcapCommand {
         var policy = try ServerPolicy(
             token: token, allowedOrigins: Set(allowOrigin.map { ServeSecurity.origin($0) ?? $0 }), hostNames: Set(allowHost))
         (policy.realm, policy.tokenHint) = ("camcap", "the token is in the URL camcap serve printed")
-        server.apply(
-            requestTimeoutNs: &policy.requestTimeoutNs, maxConnections: &policy.maxConnections,
-            maxConnectionsPerAddress: &policy.maxConnectionsPerAddress)
         policy.maxConnectionsPerNetwork = maxConnectionsPerNetwork
+        server.apply(to: &policy, \.requestTimeoutNs, \.maxConnections, \.maxConnectionsPerAddress)
         return policy
     }
 
@@ -117,10 +94,9 @@ struct Serve: CamcapCommand {
         // Everything read from files (token, certificate) is read before the camera starts: a bad path fails at once.
         let (token, tokenSource) = try ServeSecurity.token(
             noAuth: noAuth, given: auth.token, file: auth.tokenFile, environment: ProcessInfo.processInfo.environment)
-        // Metrics (GET /metrics, Prometheus text): the library's swift-metrics go to this registry.
-        let registry = PrometheusCollectorRegistry()
-        var factory = PrometheusMetricsFactory(registry: registry)
-        factory.defaultDurationHistogramBuckets = [250, 500, 1000, 2000, 4000, 8000, 16_000, 33_000, 66_000, 133_000].map { .microseconds($0) }
+        let registry = PrometheusCollectorRegistry(), buckets = [250, 500, 1000, 2000, 4000, 8000, 16_000, 33_000, 66_000, 133_000]
+        var factory = PrometheusMetricsFactory(registry: registry) // GET /metrics: the library's swift-metrics, as Prometheus text
+        factory.defaultDurationHistogramBuckets = buckets.map { .microseconds($0) }
         MetricsSystem.bootstrap(factory)
         let pipeline = try capture.session(untilStopped: true, idleRelease: server.idleRelease)
         let dump: [any PictureStage] = try dumpInput.map { [try InputDumpStage(path: $0)] } ?? []
@@ -128,8 +104,8 @@ struct Serve: CamcapCommand {
         // is printed once the camera runs (a busy camera fails before anyone is invited).
         let service = try await WHEPService.start(
             session: pipeline, configuration: service(token: token, source: tokenSource), metrics: { registry.emitToString() }, logger: cliLogger)
-        try await pipeline.runCommand(
-            "serving", quiet: capture.quiet, stages: dump + [service.stage], namedDevice: capture.device, announce: service.announcement,
-            serving: true, stop: { await service.stop() })
+        try await capture.run(pipeline, "serving", stages: dump + [service.stage], announce: service.announcement, serving: true) {
+            await service.stop()
+        }
     }
 }

@@ -8,15 +8,14 @@ struct Stream: CamcapCommand {
     static let configuration = CommandConfiguration(
         abstract: "Stream H.264 over RTP/UDP (RFC 6184) with RTCP feedback, and write the SDP a receiver opens.",
         discussion: """
-            The encode of `record`, packetized for a payload budget of --mtu bytes; RTCP on port+1 (receiver \
-            reports, NACK, PLI/FIR, REMB) is acted on and shown on the progress line.
+            The encode of `record`, packetized for a payload budget of --mtu bytes; RTCP on port+1 (receiver reports, NACK, \
+            PLI/FIR, REMB) is acted on and shown on the progress line.
               camcap stream -d fixture:vivid --to 127.0.0.1:5004 --sdp stream.sdp --duration 600 &
               ffplay -protocol_whitelist file,udp,rtp stream.sdp
               gst-launch-1.0 udpsrc port=5004 caps="application/x-rtp,media=video,clock-rate=90000,encoding-name=H264,payload=96" \\
                 ! rtph264depay ! h264parse ! avdec_h264 ! autovideosink
-            Start the receiver first, or write the SDP with --sdp-only and start both. RTCP is obeyed only from \
-            --to's ports and --rtcp-from; a rotated camera's rotation goes in the video-orientation extension (ffplay \
-            and GStreamer ignore it). Guide: docs/stream.md.
+            Start the receiver first, or write the SDP with --sdp-only and start both. A rotated camera's rotation goes in the \
+            video-orientation extension (ffplay and GStreamer ignore it). Guide: docs/stream.md.
             """)
 
     @OptionGroup var capture: CaptureOptions
@@ -31,11 +30,9 @@ struct Stream: CamcapCommand {
     @Option(help: "Drop this fraction of outgoing RTP packets (0...1; a loss test for NACK and PLI).") var dropRate: Double = 0
     @Option(help: "Send retransmissions as RTX (RFC 4588) with this payload type.") var rtx: Int?
     @Option(help: "Also record the stream to this file (fragmented MP4 for .mp4, else Annex-B H.264).") var output: String?
-    @Flag(help: "Let the receiver's estimate (REMB) also lower and restore the size and frame rate (WebRTC's balanced steps); off as in `serve`.")
-    var adaptToBandwidth = false
+    @Flag(help: "Let the receiver's estimate (REMB) also lower and restore size and frame rate (balanced steps).") var adaptToBandwidth = false
     @Option(help: "Local port our RTCP socket listens on for receiver reports and feedback (default: any free port).") var rtcpPort: Int = 0
-    @Option(help: "Also obey RTCP from ADDRESS (any port) or ADDRESS:PORT (repeatable); else only from --to's RTP or RTCP port.")
-    var rtcpFrom: [String] = []
+    @Option(help: "Also obey RTCP from ADDRESS (any port) or ADDRESS:PORT (repeatable); else only from --to's ports.") var rtcpFrom: [String] = []
 
     func validate() throws {
         if let rtx, !(97...127).contains(rtx) { throw ValidationError("--rtx must be a dynamic payload type 97...127, got \(rtx)") }
@@ -45,8 +42,8 @@ struct Stream: CamcapCommand {
     }
 
     /// The RTP sender's settings. The camera's rotation stays metadata (no rotation pass): the last packet of each
-    /// frame carries it in the video-orientation extension, which the SDP declares; receivers that ignore it show
-    /// the sensor's picture. The SSRCs are derived from --to unless given: the same in every run to that address.
+    /// frame carries it in the video-orientation extension, which the SDP declares; receivers that ignore it show the
+    /// sensor's picture. The SSRCs are derived from --to unless given: the same in every run to that address.
     private func sender(_ target: StreamTarget) -> RTPSender.Configuration {
         var c = RTPSender.Configuration(host: target.host, port: target.port)
         (c.maxPayload, c.dropRate, c.localRTCPPort, c.feedbackFrom) = (encoding.mtu, dropRate, rtcpPort, rtcpFrom)
@@ -85,6 +82,6 @@ struct Stream: CamcapCommand {
             adaptsToBandwidth: adaptToBandwidth)
         // As fast as frames come (a fixture with --fast), encode on a thread of its own, as record does.
         (stage as? EncodeStage)?.usesEncoderThread = capture.fast
-        try await pipeline.runCommand("streaming", quiet: capture.quiet, stages: [stage], namedDevice: capture.device)
+        try await capture.run(pipeline, "streaming", stages: [stage])
     }
 }

@@ -242,7 +242,7 @@ private func gstreamerFrames(_ path: String) throws -> Int {
     /// Options that cannot work are refused before the camera starts, naming the value.
     @Test func badRecordingOptionsAreNamed() throws {
         for (args, message) in [
-            (["--container", "avi"], "--container must be mp4 or h264, got 'avi'"),
+            (["--container", "avi"], "--container must be mp4 or h264, got \"avi\""),
             (["--segment-seconds", "0"], "segment length 0.0 s is out of range"),
             (["--keep", "3"], "keeping 3 files needs segments"),
             (["--segment-seconds", "2", "--keep", "0"], "keep 0 is out of range"),

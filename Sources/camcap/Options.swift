@@ -1,0 +1,228 @@
+import ArgumentParser
+import Foundation
+import Logging
+import SystemIO
+import VideoCapture
+import CapturePipeline
+import V4L2Capture
+import FixtureCameras
+import H264
+
+/// Options shared by every capturing command.
+struct CaptureOptions: ParsableArguments {
+    @Option(name: .shortAndLong, help: "Device: \(deviceHelp) (default: the first camera, else fixture:uvc-webcam).") var device: String?
+    @Option(name: .shortAndLong, help: "Target size; negotiation picks the closest the device offers.") var size = FrameSize(width: 1280, height: 720)
+    @Option(help: ArgumentHelp(fpsHelp, valueName: "fps"), transform: parseRateLimit) var fpsLimit: Fraction = 30
+    @Option(
+        help: ArgumentHelp(pixelFormatHelp + "; default: any, the cheapest conversion.", valueName: fourCCs),
+        transform: parsePixelFormats)
+    var pixelFormat: [PixelFormat]?
+    @Option(help: "Stop after this many frames.") var frames: Int?
+    @Option(help: "Stop after this many seconds of capture, on frame timestamps (default 5 when --frames is not given).") var duration: Double?
+    @Flag(help: "Fixture cameras only: frames as fast as consumed, timestamps 1/fps apart, no drops (encoding on a thread).") var fast = false
+    @Option(help: "Fixture cameras only: sensor noise amplitude added to luma (0 = the clean test pattern).") var noise: Int = 0
+    @Option(help: .hidden) var fixtureDisconnectAfter: Int?
+    @Option(
+        name: .customLong("control"), help: ArgumentHelp("Set a camera control before the first frame (repeatable).", valueName: "name=value"),
+        transform: parsing(CameraControlSetting.init(parsing:), "--control expects NAME=VALUE")) var controls: [CameraControlSetting] = []
+    @Option(
+        help: ArgumentHelp("Anti-flicker filter set on start (where the camera has it).", valueName: "50|60|auto|off"),
+        transform: parsing(PowerLineFrequency.init(argument:), "--power-line must be 50, 60, auto or off")) var powerLine: PowerLineFrequency?
+    @Flag(name: .shortAndLong, help: "No progress line and no start line.") var quiet = false
+
+    func validate() throws {
+        guard (0...64).contains(noise) else { throw ValidationError("--noise must be 0...64, got \(noise)") }
+        if let n = fixtureDisconnectAfter, n < 0 { throw ValidationError("--fixture-disconnect-after must be >= 0") }
+        try validating { try configuration().validate() }
+    }
+
+    /// The session's configuration: 5 s of timestamps unless --frames or --duration (`untilStopped`: until Ctrl-C), the
+    /// camera released after `idleRelease` s without viewers (0: never), the CLI's cameras and logger.
+    func configuration(untilStopped: Bool = false, idleRelease: Double = 0) -> CaptureSession.Configuration {
+        var c = CaptureSession.Configuration()
+        (c.device, c.size, c.fpsLimit, c.pixelFormats, c.frames) = (device, size, fpsLimit, pixelFormat ?? [], frames)
+        c.durationNs = duration.map { nanoseconds(seconds: $0) } ?? (frames == nil && !untilStopped ? 5_000_000_000 : nil)
+        (c.idleReleaseNs, c.fast) = (idleRelease == 0 ? nil : nanoseconds(seconds: idleRelease), fast)
+        let fixtures = FixtureCameraProvider.Options(
+            pacing: fast ? .asFastAsConsumed : .realTime, disconnectAfterFrames: fixtureDisconnectAfter, noise: noise)
+        (c.providers, c.controls, c.powerLine, c.logger) = (cameraProviders(fixtures), controls, powerLine, cliLogger)
+        return c
+    }
+
+    /// The session (the device named, else `defaultCameraSpec`), checked: device, negotiation.
+    func session(untilStopped: Bool = false, idleRelease: Double = 0, frames: Int? = nil) throws -> CaptureSession {
+        var c = configuration(untilStopped: untilStopped, idleRelease: idleRelease)
+        c.device = device ?? defaultCameraSpec
+        if let frames { (c.frames, c.durationNs) = (frames, nil) }
+        return try CaptureSession(c)
+    }
+}
+
+/// A size option (`--size` of select, `--scale`) within `CaptureLimits` (16384 per side, 64 Mpx).
+func checkSize(_ size: FrameSize?, _ option: String) throws {
+    if let size, let problem = CaptureLimits.problem(with: size) { throw ValidationError("\(option): \(problem)") }
+}
+
+/// No camera named: the first V4L2 camera, else the built-in fixture webcam (the CLI's fallback; the start line says so).
+var defaultCameraSpec: String { V4L2DeviceProvider().devices().first?.path ?? "fixture:uvc-webcam" }
+
+/// The encoder options of every encoding command: one set of names, defaults and checks (record adds --keyint, …).
+struct EncoderOptions: ParsableArguments {
+    @Option(help: "Target bitrate in kbps.") var bitrate = 1500
+    @Option(help: "Maximum bitrate in kbps (default 1.5 × target; a receiver's estimate, REMB, never goes above it).") var maxBitrate: Int?
+    @Option(help: "Seconds between key frames (default 2).") var keyintSeconds: Double?
+
+    /// OpenH264's limits, checked before any camera or file is touched (record adds its own options).
+    func validate() throws { try validating { try recipe().validate() } }
+
+    /// The library's encoder recipe for these options (key frames every --keyint-seconds, default 2).
+    func recipe(sliceMode: H264Encoder.SliceMode = .single) -> EncodeStage.Configuration {
+        EncodeStage.Configuration(
+            bitrateKbps: bitrate, maxBitrateKbps: maxBitrate, keyFrameInterval: .seconds(keyintSeconds ?? 2), sliceMode: sliceMode)
+    }
+}
+
+/// `EncoderOptions` and `--mtu`, for the commands that send RTP (stream, serve, rtsp, publish).
+struct RTPEncoderOptions: ParsableArguments {
+    @OptionGroup var encoder: EncoderOptions
+    @Option(help: "RTP payload budget in bytes, 200...1400 (packets are this plus 12 bytes of header).") var mtu = 1200
+
+    /// 200...1400 bytes: 1400 + 12 of RTP + 28 of UDP/IP fit a 1500-byte Ethernet MTU; below 200 a slice of the
+    /// smallest picture no longer fits a few packets.
+    func validate() throws {
+        guard (200...1400).contains(mtu) else { throw ValidationError("--mtu must be 200...1400 bytes, got \(mtu)") }
+    }
+
+    /// The encoder recipe, slices within the payload budget (`EncodeStage.Configuration.slices(fitting:)`).
+    var recipe: EncodeStage.Configuration { encoder.recipe(sliceMode: EncodeStage.Configuration.slices(fitting: mtu)) }
+}
+
+/// A transform for an option whose value `parse` reads, else a usage error: what is `expected`, and the value.
+func parsing<T>(_ parse: @escaping @Sendable (String) -> T?, _ expected: String) -> @Sendable (String) throws -> T {
+    { text in
+        guard let value = parse(text) else { throw ValidationError("\(expected), got \"\(text.prefix(80))\"") }
+        return value
+    }
+}
+
+/// A transform for an option the library parses (`--fps-limit`, `--pixel-format`): its refusal, in our options' names.
+func parsing<T>(_ parse: @escaping @Sendable (String) throws -> T) -> @Sendable (String) throws -> T {
+    { text in try validating { try parse(text) } }
+}
+
+/// The CLI's logger: silent unless CAMCAP_LOG names a level (trace, debug, info, …).
+let cliLogger: Logger = {
+    var logger = Logger(label: "camcap")
+    logger.logLevel = ProcessInfo.processInfo.environment["CAMCAP_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
+    return logger
+}()
+
+/// The CLI's cameras: real ones (V4L2) first, then the built-in fixture cameras (the library has no default).
+func cameraProviders(_ fixtures: FixtureCameraProvider.Options = .init()) -> [any CaptureDeviceProvider] {
+    [V4L2DeviceProvider(), FixtureCameraProvider(options: fixtures)]
+}
+
+/// A capturer with the CLI's providers and logger (for the commands that only list or select).
+func makeCapturer() -> CameraVideoCapturer { CameraVideoCapturer(providers: cameraProviders(), logger: cliLogger) }
+
+extension CaptureOptions {
+    /// Runs `session` as a command does: Ctrl-C stops it cleanly (a second one exits), `announce` (the servers' URL)
+    /// and, unless --quiet, the start line and the progress go to stderr once the camera runs, the summary to stdout;
+    /// a failure is thrown after the summary. `serving` commands (serve, rtsp, publish) produce no file: stopped
+    /// before the camera's first frame, they end cleanly with a note instead of "no frame was captured". `stop` (a
+    /// server's) runs once the session has ended, however it ended.
+    func run(
+        _ session: CaptureSession, _ verb: String, stages: [any PictureStage], announce: String? = nil, serving: Bool = false,
+        stop: (() async -> Void)? = nil
+    ) async throws {
+        let stopSignal = try? StopOnSignals(onFirst: session.stopAction) // Ctrl-C or SIGTERM: the first finishes cleanly, a second exits (130)
+        defer { withExtendedLifetime(stopSignal) {} }
+        let (quiet, named) = (quiet, device), tty = FileDescriptor.standardError.isTerminal, (clear, end) = tty ? ("\r\u{1B}[K", "") : ("", "\n")
+        session.onStarted = { s in
+            if let announce { printError(announce + "\n") }
+            let fallback = named == nil && s.device.path == "fixture:uvc-webcam" ? " (no camera found: the built-in fixture webcam)" : ""
+            let mode = "\(s.selection.pixelFormat) \(s.applied.size) @ \(s.applied.fps) fps"
+            if !quiet { printError("\(verb) \(s.device.path) (\(s.device.name))\(fallback): \(mode)\n") }
+        }
+        if !quiet {
+            session.progressIntervalNs = tty ? 250_000_000 : 2_000_000_000
+            (session.onProgress, session.onEvent) = ({ printError(clear + $0 + end) }, { printError(clear + $0 + "\n") })
+        }
+        let report: CaptureSession.Report
+        do { report = try await session.run(stages: stages) } catch {
+            await stop?()
+            throw error
+        }
+        await stop?()
+        if !quiet && tty { printError("\n") }
+        print(report.summaryText)
+        guard let failure = report.failure else { return }
+        // A server stopped by the user before the camera's first frame produced no file: a clean end, with a note.
+        let stoppedEarly = serving && failure.code == .noFrames && stopSignal?.received == true
+        guard !stoppedEarly else { return printError("note: stopped before the camera's first frame\n") }
+        throw failure
+    }
+}
+
+/// The options that set library settings whose names differ from the option's; any other setting is its option in
+/// kebab case, without a nanosecond suffix ("maxViewers" → --max-viewers, "requestTimeoutNs" → --request-timeout).
+let optionNames = [
+    "maxSessions": "--max-clients", "maxSessionsPerAddress": "--max-clients-per-address", "maxPerAddress": "--max-viewers-per-address",
+    "bitrateKbps": "--bitrate", "maxBitrateKbps": "--max-bitrate", "keyFrameInterval": "--keyint", "keyIntervalSeconds": "--keyint-seconds",
+    "sliceMode": "--max-nal-size", "pacingFactor": "--pacing", "adaptsToBandwidth": "--adapt-to-bandwidth", "durationNs": "--duration",
+    "fpsLimit": "--fps-limit", "pixelFormats": "--pixel-format", "candidateHosts": "--candidate", "feedbackFrom": "--rtcp-from",
+    "localRTCPPort": "--rtcp-port", "allowedOrigins": "--allow-origin", "hostNames": "--allow-host", "tiers": "--tiers",
+]
+
+/// The option that sets a library setting.
+func option(for setting: String) -> String {
+    if let name = optionNames[setting] { return name }
+    return "--"
+        + (setting.hasSuffix("Ns") ? setting.dropLast(2) : Substring(setting)).map { $0.isUppercase ? "-" + $0.lowercased() : String($0) }.joined()
+}
+
+/// Runs library checks (the configurations' `validate()`, parsing): a refusal names our options where the library
+/// names its settings, keeping the value and the valid range. The one place where settings become options.
+func validating<T>(_ checks: () throws -> T) throws -> T {
+    do { return try checks() } catch let error as any SettingError {
+        var (lead, rest) = ("", error.message)
+        if let setting = error.setting, rest.hasPrefix(setting), rest.dropFirst(setting.count).first?.isLetter != true {
+            (lead, rest) = (option(for: setting), String(rest.dropFirst(setting.count)))
+        }
+        // Other settings named in the message ("at least bitrateKbps") become their options too.
+        throw ValidationError(lead + rest.replacing(/[\p{L}\p{N}]+/) { optionNames[String($0.output)] ?? String($0.output) })
+    } catch { throw ValidationError("\(error)") }
+}
+
+/// --token and --token-file (serve, publish): the bearer token, given once.
+struct TokenOptions: ParsableArguments {
+    @Option(help: "The bearer token (visible to other users in ps; prefer --token-file or the environment variable).") var token: String?
+    @Option(help: "Read the bearer token from this file.") var tokenFile: String?
+
+    func validate() throws {
+        if token != nil && tokenFile != nil { throw ValidationError("give the token once: --token or --token-file") }
+    }
+}
+
+/// The options both servers (serve, rtsp) take: where to listen, the request timeout, the connection limits and when
+/// to release the camera. Those not given keep the server's own default (`ServerPolicy`, `RTSPHub.Configuration`).
+struct ServerOptions: ParsableArguments {
+    @Option(
+        help: "HOST:PORT (port 0: a free one, printed); default 127.0.0.1:8080 (serve), 127.0.0.1:8554 (rtsp); UDP media on HOST.",
+        transform: parsing(ListenAddress.init, "--listen must be HOST:PORT with an IPv4/IPv6 address and a port 0...65535"))
+    var listen: ListenAddress?
+    @Option(help: "Seconds a connection has to send a complete request (default 10).") var requestTimeout: Double?
+    @Option(help: "Open connections at most (default: serve 256, rtsp 64; kept below the descriptor limit).") var maxConnections: Int?
+    @Option(help: "Open connections per client address at most (default: serve 32, rtsp 16).") var maxConnectionsPerAddress: Int?
+    @Option(help: "Seconds without viewers before the camera is released (its light goes off, the next viewer starts it); 0: never.")
+    var idleRelease: Double = 30
+
+    /// --listen, else 127.0.0.1 at `port`.
+    func address(_ port: Int) -> ListenAddress { listen ?? ListenAddress(host: "127.0.0.1", port: port) }
+
+    /// The request timeout and connection limits given, over a server's defaults (its settings at these key paths).
+    func apply<C>(to c: inout C, _ timeout: WritableKeyPath<C, Int64>, _ max: WritableKeyPath<C, Int>, _ perAddress: WritableKeyPath<C, Int>) {
+        if let requestTimeout { c[keyPath: timeout] = nanoseconds(seconds: requestTimeout) }
+        (c[keyPath: max], c[keyPath: perAddress]) = (maxConnections ?? c[keyPath: max], maxConnectionsPerAddress ?? c[keyPath: perAddress])
+    }
+}
