@@ -105,10 +105,10 @@ func parsing<T>(_ parse: @escaping @Sendable (String) -> T?, _ expected: String)
     }
 }
 
-/// A transform for an option the library parses (`--fps-limit`, `--pixel-format`): its refusal, in our options' names.
-func parsing<T>(_ parse: @escaping @Sendable (String) throws -> T) -> @Sendable (String) throws -> T {
-    { text in try validating { try parse(text) } }
-}
+/// `--fps-limit`: a whole, decimal or fractional rate, 0 < rate ≤ 1000.
+func parseRateLimit(_ text: String) throws -> Fraction { try validating { try CaptureSession.Configuration.fpsLimit(parsing: text) } }
+/// `--pixel-format YUYV,MJPG`: FourCCs we convert to I420 (or H.264), in order of preference.
+func parsePixelFormats(_ text: String) throws -> [PixelFormat] { try validating { try CaptureSession.Configuration.pixelFormats(parsing: text) } }
 
 /// The CLI's logger: silent unless CAMCAP_LOG names a level (trace, debug, info, …).
 let cliLogger: Logger = {
