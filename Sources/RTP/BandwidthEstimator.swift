@@ -219,7 +219,8 @@ public struct SendSideBandwidthEstimator: Sendable {
 
     /// A probe cluster to send now, if one is due: its id (for `packetSent`) and how many bytes to send in about
     /// 200 ms (twice the estimate, at most the maximum; the media sent meanwhile counts). Nil when the estimate is
-    /// at the maximum, the path is overused or losing, or a probe ran recently.
+    /// at the maximum, the path is overused or losing, a probe ran recently, or what the path delivers is not yet
+    /// measured (the first 300 ms of feedback).
     public mutating func startProbe(nowUs: Int64) -> (cluster: UInt8, bytes: Int)? {
         // Not while queues grow, nor while they drain (underusing): a probe on top of a queue overfills a full link
         // (measured: allowing probes while underusing froze a viewer behind 400 kbit/s 6-8 times a minute). A path
@@ -229,10 +230,13 @@ public struct SendSideBandwidthEstimator: Sendable {
         // of after the 2-4 s wait.
         // Not after a probe that lost packets (it waits the longest), nor after an early one; and only when the
         // media queued before the probe (a probe queues on any path it overfills: that says nothing of a change).
+        // Not before the path's delivery is measured (the first 300 ms window, `boundByDelivery`): until then the
+        // estimate is only the configured start, and twice it for 200 ms overfilled a small link at once (1 Mbit/s
+        // behind 400 kbit/s with a 5 kB bucket: 38 packets dropped in the first half second, 7 with the wait).
         let failedOnQueue = probeFailures > 0 && !lastProbeLost && probeStartedOnQueue
         let queueCleared =
             failedOnQueue && nowUs - lastQueuedUs >= Self.clearedQueueUs && nowUs - lastProbeEndUs >= Self.clearedQueueUs
-        guard cluster == nil, nowUs >= nextProbeUs || queueCleared, feedbacks > 0, usage == .normal, lossFraction < 0.02,
+        guard cluster == nil, nowUs >= nextProbeUs || queueCleared, deliveredRate != nil, usage == .normal, lossFraction < 0.02,
             estimate < configuration.maxBitrate * Self.probeCeilingPercent / 100
         else { return nil }
         let early = nowUs < nextProbeUs

@@ -230,12 +230,15 @@ struct SplitMix {
         seq &+= 1
     }
 
-    /// An estimator at 300 kbit/s that has had one feedback message (probes start after the first).
+    /// An estimator at 300 kbit/s whose path has delivered a window of media (0.4 s before 0, at 300 kbit/s: probes
+    /// start once what the path delivers is measured) and that has had a feedback message since.
     static func started() -> (SendSideBandwidthEstimator, UInt16) {
         var e = SendSideBandwidthEstimator(configuration: .init(minBitrate: 50_000, maxBitrate: 20_000_000, startBitrate: 300_000))
-        e.packetSent(sequence: 0, timeUs: 0, bytes: 1200)
-        e.feedback(TransportFeedback(senderSSRC: 1, mediaSSRC: 2, baseSequence: 0, feedbackCount: 0, arrivals: [20_000]), nowUs: 50_000)
-        return (e, 1)
+        var seq: UInt16 = 0
+        steady(&e, seq: &seq, fromUs: -450_000, toUs: -40_000, bps: 300_000, deliveredBps: 300_000)
+        e.packetSent(sequence: seq, timeUs: 0, bytes: 1200)
+        e.feedback(TransportFeedback(senderSSRC: 1, mediaSSRC: 2, baseSequence: seq, feedbackCount: 0, arrivals: [20_000]), nowUs: 50_000)
+        return (e, seq &+ 1)
     }
 
     /// Packets of 1200 bytes at `bps` from `fromUs` to `toUs`, arriving after 20 ms spaced at `deliveredBps` (a
