@@ -48,14 +48,11 @@ public struct WHEPBroadcast {
 
         /// Bounds for the viewers' send-side estimate (`WebRTCPeer.Configuration.sendSideEstimation`) that fit
         /// this encoder: from 50 kbit/s up to its highest bitrate (`maxBitrateKbps`, else 1.5 × the target),
-        /// starting at the target or 500 kbit/s, whichever is lower (libwebrtc starts at 300). A viewer's first
-        /// frames go out at the start rate before any feedback: from 1 Mbit/s, behind 400 kbit/s with a 5 kB bucket
-        /// and 200 ms of queue, they overfilled the link at once (the key frame among them; 2-3 freezes in the first
-        /// 2 s in 2 of 5 real-link runs); a wide link is still found within about 2 s (probes double the estimate).
+        /// starting at the target or 1 Mbit/s, whichever is lower.
         public var sendSideEstimation: SendSideBandwidthEstimator.Configuration {
             let (bitrate, maxBitrate) = (encoder.bitrateKbps, encoder.maxBitrateKbps)
             return SendSideBandwidthEstimator.Configuration(
-                minBitrate: 50_000, maxBitrate: (maxBitrate ?? bitrate * 3 / 2) * 1000, startBitrate: min(bitrate, 500) * 1000)
+                minBitrate: 50_000, maxBitrate: (maxBitrate ?? bitrate * 3 / 2) * 1000, startBitrate: min(bitrate, 1000) * 1000)
         }
     }
 

@@ -73,8 +73,8 @@ import WHEPServer
 
     @Test func theSendSideEstimateFitsTheEncoder() {
         let e = WHEPBroadcast.Configuration(encoder: .init(bitrateKbps: 1500)).sendSideEstimation
-        #expect(e.minBitrate == 50_000 && e.maxBitrate == 2_250_000 && e.startBitrate == 500_000)
-        let capped = WHEPBroadcast.Configuration(encoder: .init(bitrateKbps: 400, maxBitrateKbps: 800)).sendSideEstimation
-        #expect(capped.maxBitrate == 800_000 && capped.startBitrate == 400_000)
+        #expect(e.minBitrate == 50_000 && e.maxBitrate == 2_250_000 && e.startBitrate == 1_000_000)
+        let capped = WHEPBroadcast.Configuration(encoder: .init(bitrateKbps: 600, maxBitrateKbps: 800)).sendSideEstimation
+        #expect(capped.maxBitrate == 800_000 && capped.startBitrate == 600_000)
     }
 }
