@@ -15,7 +15,7 @@ struct Camcap: AsyncParsableCommand {
             DEVICES are V4L2 nodes (/dev/video0), built-in fixture cameras (fixture:NAME, see `camcap devices`), or the path of a \
             fixture file: a JSON camera description or the text of `v4l2-ctl --list-formats-ext`.
 
-            Negotiation picks the size closest to the target, then the highest frame rate up to the limit, then the cheapest conversion.
+            Negotiation picks the size closest to the target, then the highest frame rate up to the limit, then the cheapest conversion to I420.
             """,
         version: versionText,
         subcommands: [

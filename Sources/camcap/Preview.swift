@@ -17,7 +17,8 @@ struct Preview: CamcapCommand {
     @Option(help: "Write a still picture (.png, .jpg) of the last frame (or every N frames with --snapshot-every).") var snapshot: String?
     @Option(help: "Snapshot every N frames.") var snapshotEvery: Int?
     @Option(
-        help: "Rotate the pixels by 0, 90, 180 or 270 degrees (after the camera's own with --apply-rotation).",
+        help: ArgumentHelp(
+            "Rotate the pixels by 0, 90, 180 or 270 degrees (default 0; after the camera's own with --apply-rotation).", valueName: "degrees"),
         transform: parsing({ Int($0).flatMap(VideoRotation.init(rawValue:)) }, "--rotate must be 0, 90, 180 or 270")) var rotate = VideoRotation
         .rotation0
     @Flag(help: "Apply the rotation the camera reports to the pixels (else it stays metadata).") var applyRotation = false

@@ -13,10 +13,12 @@ struct RTSP: CamcapCommand {
             One capture and one H.264 encoder for every client (resting while nobody plays), over UDP or TCP (interleaved: NAT).
               camcap rtsp -d fixture:vivid    → serving rtsp://127.0.0.1:8554/camera
               ffplay -rtsp_transport tcp rtsp://127.0.0.1:8554/camera     (or vlc URL: a VLC built with live555)
-              gst-launch-1.0 rtspsrc location=URL protocols=tcp ! rtph264depay ! h264parse ! avdec_h264 ! videoconvert ! autovideosink
-              go2rtc.yaml: streams: { camera: URL }    MediaMTX: paths: { camera: { source: URL } }
+              gst-launch-1.0 rtspsrc location=rtsp://127.0.0.1:8554/camera protocols=tcp latency=200 \\
+                ! rtph264depay ! h264parse ! avdec_h264 ! videoconvert ! autovideosink
+              go2rtc.yaml: streams: { camera: rtsp://127.0.0.1:8554/camera }
+              MediaMTX:    paths: { camera: { source: rtsp://127.0.0.1:8554/camera } }
             Runs until Ctrl-C (or --duration/--frames). Anyone who reaches the port can watch unless --user is given \
-            (Digest); off loopback it needs --user, or --no-auth. Guide: docs/rtsp.md.
+            (Digest); off loopback it needs --user, or --no-auth. Limits: --max-*, --*-timeout. Guide: docs/rtsp.md.
             """)
 
     @OptionGroup var capture: CaptureOptions

@@ -31,7 +31,9 @@ struct Record: CamcapCommand {
     @Flag(help: "Let rate control skip frames (off: every captured frame is encoded).") var frameSkipping = false
     @Option(help: "Also write the I420 fed to the encoder as Y4M.") var preview: String?
     @Option(help: "Write a JPEG snapshot every N frames next to the output.") var snapshotEvery: Int?
-    @Option(help: ArgumentHelp("Replay congestion control's requests on frame timestamps (0s:1280x720@30,3s:640x360@15/600).", valueName: "STEPS"))
+    @Option(
+        help: ArgumentHelp(
+            "Replay congestion control's requests on frame timestamps (0s:1280x720@30,3s:640x360@15/600).", valueName: "TIME:WxH@FPS[/KBPS],…"))
     var adapt: String?
     @Option(help: ArgumentHelp("Write per-frame stage times as CSV (real time only).", valueName: "file")) var frameTrace: String?
 

@@ -14,7 +14,8 @@ struct Serve: CamcapCommand {
             GET / is a player page, POST /whep takes an SDP offer (RFC 9725), GET /stats lists the viewers, GET /metrics is Prometheus.
               camcap serve -d fixture:vivid --listen 127.0.0.1:8080     → open the URL it prints
             Runs until Ctrl-C (or --duration/--frames). Whoever has the token can watch: a random one, printed in the URL to open, \
-            or your own (CAMCAP_TOKEN, --token-file); --no-auth turns it off. Guide: docs/serve.md.
+            or your own (CAMCAP_TOKEN, --token-file); --no-auth turns it off. Other origins: --allow-origin; HTTPS: --tls-*. \
+            Guide: docs/serve.md.
             """)
 
     @OptionGroup var capture: CaptureOptions
@@ -24,14 +25,19 @@ struct Serve: CamcapCommand {
     @Option(help: "The address in the answer's candidate (default: --listen's; for 0.0.0.0 every interface's IPv4).") var candidate: [String] = []
     @Option(help: "SRTP profiles to offer: gcm (AEAD_AES_128_GCM, preferred with both) or cm (AES_CM_128_HMAC_SHA1_80).") var srtp = SRTP.both
     @Flag(help: "Let the lowest viewer's REMB also lower size and frame rate (off: easy content would be shrunk).") var adaptToBandwidth = false
-    @Option(help: "Encodes at full, half and quarter size (fewer for small pictures); 1: one shared by all.") var tiers = 3
+    @Option(help: ArgumentHelp("Encodes at full, half and quarter size (fewer for small pictures); 1: one for all.", valueName: "count")) var tiers =
+        3
     @OptionGroup var auth: TokenOptions // default: $CAMCAP_TOKEN, else a random one, printed
-    @Option(help: "transport-cc: our estimate per viewer, probing; remb: the viewers' own.") var congestionControl = CongestionControl.transportCC
+    @Option(help: "transport-cc: our estimate per viewer (REMB without it); remb: the viewers' own.") var congestionControl = CongestionControl
+        .transportCC
     @Flag(help: "Rotate a rotated camera's pixels instead of sending its rotation in the video-orientation extension.") var rotatePixels = false
-    @Option(help: "Pace each viewer's packets at this multiple of its estimate (2.5 as libwebrtc); off: a burst a frame.") var pacing: Double?
-    @Option(help: "auto: the delay asked of viewers is 0:500 while a link is clear, else none; MIN:MAX always; off: never.") var playoutDelay = "auto"
+    @Option(help: ArgumentHelp("Pace each viewer at this multiple of its estimate (2.5 as libwebrtc); off: a burst a frame.", valueName: "factor"))
+    var pacing: Double?
+    @Option(help: ArgumentHelp("The playout delay asked of viewers: auto 0:500 while a link is clear; MIN:MAX; off.", valueName: "auto|min:max|off"))
+    var playoutDelay = "auto"
     @Flag(help: "No token: anyone who can reach the port (or a page from an allowed origin that can) can watch.") var noAuth = false
-    @Option(help: "An origin (scheme://host[:port]) whose pages may use the server (CORS), repeatable.") var allowOrigin: [String] = []
+    @Option(help: "An origin (scheme://host[:port]) whose pages may use the server (CORS); repeatable, none by default.") var allowOrigin: [String] =
+        []
     @Option(help: "A host name also answered to in the Host header (its addresses and localhost always are).") var allowHost: [String] = []
     @Option(help: "HTTPS: the certificate chain (PEM).") var tlsCert: String?
     @Option(help: "HTTPS: the private key (PEM).") var tlsKey: String?
