@@ -30,7 +30,7 @@ public struct StreamTarget: Sendable, CustomStringConvertible {
     /// The receiver's numeric IPv4 or IPv6 address, and its RTP port (1–65534).
     public var host: String, port: Int
     /// "HOST:PORT", an IPv6 host in brackets.
-    public var description: String { (host.contains(":") ? "[\(host)]" : host) + ":\(port)" }
+    public var description: String { bracketedHost(host) + ":\(port)" }
     /// Reads `HOST:PORT` (`[::1]:5004` for IPv6); nil unless the host is a numeric address and the port is
     /// 1…65534.
     public init?(_ s: String) {

@@ -6,13 +6,12 @@ import SystemIO
 package struct ListenAddress: Sendable, CustomStringConvertible {
     package var host: String, port: Int
     /// HOST:PORT, an IPv6 host in brackets.
-    package var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+    package var description: String { bracketedHost(host) + ":\(port)" }
     package var isWildcard: Bool { host == "0.0.0.0" || host == "::" }
     /// The host for a URL to this address: a wildcard is none, so the first of `candidates` (else 127.0.0.1); an
     /// IPv6 address in brackets.
     package func urlHost(_ candidates: [String]) -> String {
-        let host = isWildcard ? (candidates.first ?? "127.0.0.1") : host
-        return host.contains(":") ? "[\(host)]" : host
+        bracketedHost(isWildcard ? (candidates.first ?? "127.0.0.1") : host)
     }
     package init(host: String, port: Int) {
         self.host = host
@@ -26,6 +25,9 @@ package struct ListenAddress: Sendable, CustomStringConvertible {
     /// True for a numeric IPv4 or IPv6 address (no brackets), what a server may listen on.
     package static func isAddress(_ host: String) -> Bool { ListenAddress(host.contains(":") ? "[\(host)]:0" : host + ":0") != nil }
 }
+
+/// A host as it goes before ":PORT" or into a URL: an IPv6 address in brackets, anything else as it is.
+package func bracketedHost(_ host: String) -> String { host.contains(":") ? "[\(host)]" : host }
 
 /// IPv4 addresses of the interfaces that are up (loopback last), for candidates and URLs when listening on 0.0.0.0.
 package func upIPv4InterfaceAddresses() -> [String] {

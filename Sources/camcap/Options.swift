@@ -122,8 +122,13 @@ func cameraProviders(_ fixtures: FixtureCameraProvider.Options = .init()) -> [an
     [V4L2DeviceProvider(), FixtureCameraProvider(options: fixtures)]
 }
 
-/// A capturer with the CLI's providers and logger (for the commands that only list or select).
-func makeCapturer() -> CameraVideoCapturer { CameraVideoCapturer(providers: cameraProviders(), logger: cliLogger) }
+/// A capturer with the CLI's providers and logger (for the commands that only list or select), built as every
+/// session's is (`CaptureSession.capturer(for:)`).
+func makeCapturer() -> CameraVideoCapturer {
+    var c = CaptureSession.Configuration()
+    (c.providers, c.logger) = (cameraProviders(), cliLogger)
+    return CaptureSession.capturer(for: c)
+}
 
 extension CaptureOptions {
     /// Runs `session` as a command does: Ctrl-C stops it cleanly (a second one exits), `announce` (the servers' URL)

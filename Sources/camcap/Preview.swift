@@ -19,8 +19,8 @@ struct Preview: CamcapCommand {
     @Option(
         help: ArgumentHelp(
             "Rotate the pixels by 0, 90, 180 or 270 degrees (default 0; after the camera's own with --apply-rotation).", valueName: "degrees"),
-        transform: parsing({ Int($0).flatMap(VideoRotation.init(rawValue:)) }, "--rotate must be 0, 90, 180 or 270")) var rotate = VideoRotation
-        .rotation0
+        transform: parsing({ Int($0).flatMap(VideoRotation.init(rawValue:)) }, "--rotate must be 0, 90, 180 or 270"))
+    var rotate = VideoRotation.rotation0
     @Flag(help: "Apply the rotation the camera reports to the pixels (else it stays metadata).") var applyRotation = false
     @Flag(help: "Mirror horizontally (a selfie preview).") var mirror = false
     @Option(help: "Scale the output to this size (after rotation).") var scale: FrameSize?
