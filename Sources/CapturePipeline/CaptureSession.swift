@@ -97,6 +97,12 @@ public final class CaptureSession {
         public var logger = Logger(label: "swift-video-capture.capture", factory: { _ in SwiftLogNoOpLogHandler() })
         /// The defaults: the first real camera of `providers` at 1280x720, up to 30 fps, until `stop()`.
         public init() {}
+
+        /// The defaults with these cameras (`providers`) and, when given, this logger.
+        public init(providers: [any CaptureDeviceProvider], logger: Logger? = nil) {
+            self.providers = providers
+            if let logger { self.logger = logger }
+        }
     }
 
     /// What the session was made with.

@@ -50,6 +50,13 @@ public final class FrameTrace {
         rows.reserveCapacity(self.capacity)
     }
 
+    /// A trace with room for every frame of a run of `configuration`, allocated before the start: its `frames`,
+    /// else its duration (5 s when not given) at its frame-rate limit (at most 240 fps), with 64 to spare.
+    public convenience init(for configuration: CaptureSession.Configuration) {
+        let seconds = Double(configuration.durationNs ?? 5_000_000_000) / 1e9
+        self.init(capacity: configuration.frames ?? Int(seconds * min(configuration.fpsLimit.doubleValue, 240)) + 64)
+    }
+
     func record(_ row: Row) {
         if rows.count < capacity { rows.append(row) } else { overflow += 1 }
     }

@@ -52,6 +52,17 @@ public struct StreamTarget: Sendable, CustomStringConvertible {
         let rtx = hash("rtx ")
         return (media, rtx == media ? rtx &+ 1 : rtx)
     }
+
+    /// The RTP sender's settings for a stream to this target: its host and port, the SSRCs `derivedSSRCs(ssrc:)`
+    /// gives (the same in every run to this address, so an SDP written beforehand names them) and the
+    /// video-orientation extension as `a=extmap:1` (the camera's rotation stays metadata: the last packet of each
+    /// frame carries it; receivers that ignore it show the sensor's picture).
+    public func senderConfiguration(ssrc: UInt32? = nil) -> RTPSender.Configuration {
+        var c = RTPSender.Configuration(host: host, port: port)
+        c.videoOrientationExtensionID = 1 // a=extmap:1 urn:3gpp:video-orientation
+        (c.ssrc, c.rtxSSRC) = derivedSSRCs(ssrc: ssrc)
+        return c
+    }
 }
 
 /// Writes `text` to a new file at `path` (an existing file is replaced only once the new one is complete).
@@ -255,7 +266,8 @@ extension RTPOutput {
     /// The stage that feeds this output (and `alsoTo`, a recording) from `session`, wired in one call: an
     /// `EncodeStage` with `settings` (REMB also lowering and restoring the size and frame rate when
     /// `adaptsToBandwidth`), or for a camera that delivers H.264 a `PassthroughStage` of its own access units,
-    /// packetized as they come. Feedback (PLI/FIR, REMB) goes to the stage. Call before the camera starts, once.
+    /// packetized as they come. Feedback (PLI/FIR, REMB) goes to the stage; a `fast` session's encode runs on a
+    /// thread of its own. Call before the camera starts, once.
     public func stage(
         for session: CaptureSession, settings: H264Encoder.Settings, keyIntervalSeconds: Double?, alsoTo outputs: [any EncodedOutput] = [],
         adaptsToBandwidth: Bool = false
@@ -267,6 +279,7 @@ extension RTPOutput {
         }
         let encode = EncodeStage(settings: settings, keyIntervalSeconds: keyIntervalSeconds, outputs: [self] + outputs)
         connect(encode, adapting: adaptsToBandwidth ? session.outputRequests : nil)
+        encode.usesEncoderThread = session.configuration.fast // as fast as frames come: encode on a thread, as `Recorder` does
         return encode
     }
 }

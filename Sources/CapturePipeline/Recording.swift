@@ -51,10 +51,10 @@ public final class RecordingOutput: EncodedOutput {
         /// The longest MP4 fragment (seconds of capture); a key frame also ends one.
         public var fragmentSeconds: Double = 1
 
-        /// One file at `path`, its format from the extension.
-        public init(path: String, frameRate: Fraction? = nil) {
+        /// One file at `path`, in `container` (nil: the format from the extension).
+        public init(path: String, frameRate: Fraction? = nil, container: Container? = nil) {
             self.path = path
-            self.container = Container(forPath: path)
+            self.container = container ?? Container(forPath: path)
             self.frameRate = frameRate
         }
 

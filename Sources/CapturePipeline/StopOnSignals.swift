@@ -50,3 +50,23 @@ public final class StopOnSignals: Sendable {
 
 /// The signals delivered so far (shared by the watch's callback and `received`).
 private final class SignalTally: Sendable { let value = Mutex(0) }
+
+extension CaptureSession {
+    /// Runs the session (`run(stages:)`) as a command-line program does: Ctrl-C or SIGTERM stops it cleanly and a
+    /// second one ends the process (a `StopOnSignals` installed for the run; where the system refuses it, the run
+    /// goes on without), and `afterwards` (a server's stop) runs once the session has ended, however it ended.
+    /// Returns the report and the signal watch, which says whether a stop signal came (`StopOnSignals.received`):
+    /// keep it while the report is printed, so that a signal meanwhile still counts as the first or the second.
+    public func runStoppingOnSignals(
+        stages: [any PictureStage], afterwards: (() async -> Void)? = nil
+    ) async throws -> (report: Report, signals: StopOnSignals?) {
+        let signals = try? StopOnSignals(onFirst: stopAction)
+        let report: Report
+        do { report = try await run(stages: stages) } catch {
+            await afterwards?()
+            throw error
+        }
+        await afterwards?()
+        return (report, signals)
+    }
+}

@@ -8,6 +8,25 @@ public protocol SettingError: Error {
     var message: String { get }
 }
 
+extension SettingError {
+    /// `message` with the settings it names called as a program calls them (its options, say): a message that
+    /// starts with the refused `setting` starts with `lead(setting)` instead, and every other word that `others`
+    /// knows ("at least bitrateKbps") becomes its name; the value and the valid range are kept.
+    public func message(calling lead: (String) -> String, others: (String) -> String?) -> String {
+        var (start, rest) = ("", message)
+        if let setting, rest.hasPrefix(setting), rest.dropFirst(setting.count).first?.isLetter != true {
+            (start, rest) = (lead(setting), String(rest.dropFirst(setting.count)))
+        }
+        return start + rest.replacing(/[\p{L}\p{N}]+/) { others(String($0.output)) ?? String($0.output) }
+    }
+}
+
+/// The command-line option named after a configuration setting: kebab case, without a nanosecond suffix
+/// ("maxViewers" → "--max-viewers", "requestTimeoutNs" → "--request-timeout").
+public func optionName(forSetting setting: String) -> String {
+    "--" + (setting.hasSuffix("Ns") ? setting.dropLast(2) : Substring(setting)).map { $0.isUppercase ? "-" + $0.lowercased() : String($0) }.joined()
+}
+
 /// A `SettingError` the libraries' `validate()` methods throw for a refused setting: each module's error type
 /// makes one with its `invalidConfiguration` code, and `refuse(_:)` is the one place that walks the checks.
 package protocol SettingRefusal: SettingError {

@@ -34,6 +34,21 @@ import H264
         #expect(refusal { $0.idleReleaseNs = 10_000_000 }?.message == "idleReleaseNs must be 0.1...86400.0 seconds, got 0.01")
     }
 
+    /// A refusal as a program with options of its own says it: the refused setting first, the other settings named
+    /// in the message (not substrings of words) renamed, the value and range kept.
+    @Test func refusalsNameTheProgramsOptions() {
+        let max = refusal(.init(bitrateKbps: 1500, maxBitrateKbps: 100))
+        let names = ["maxBitrateKbps": "--max-bitrate", "bitrateKbps": "--bitrate"]
+        let text = max?.message(calling: { names[$0] ?? optionName(forSetting: $0) }, others: { names[$0] })
+        #expect(text?.hasPrefix("--max-bitrate must be 1500...") == true && text?.contains("at least --bitrate") == true, "\(text ?? "-")")
+        #expect(
+            refusal { $0.idleReleaseNs = 10_000_000 }?.message(calling: optionName(forSetting:), others: { _ in nil })
+                == "--idle-release must be 0.1...86400.0 seconds, got 0.01")
+        #expect(
+            optionName(forSetting: "maxViewersPerAddress") == "--max-viewers-per-address"
+                && optionName(forSetting: "requestTimeoutNs") == "--request-timeout")
+    }
+
     @Test func encoderRecipe() {
         #expect(refusal(EncodeStage.Configuration()) == nil)
         #expect(refusal(.init(bitrateKbps: 0))?.message == "bitrateKbps must be 10...100000 kbps, got 0")
@@ -74,6 +89,17 @@ import H264
         try FrameTrace(capacity: 4).writeCSV(to: path)
         #expect(try String(contentsOfFile: path, encoding: .utf8).hasPrefix("sequence,capture_ms,"))
         #expect(throws: (any Error).self) { try FrameTrace(capacity: 4).writeCSV(to: "/nonexistent-dir/trace.csv") }
+    }
+
+    /// A trace made for a run has room for its frames: the count given, else its duration at its rate (5 s at
+    /// most 240 fps by default), with 64 to spare.
+    @Test func aFrameTraceHasRoomForTheRun() {
+        var c = CaptureSession.Configuration()
+        #expect(FrameTrace(for: c).capacity == 5 * 30 + 64)
+        (c.durationNs, c.fpsLimit) = (10_000_000_000, 1000)
+        #expect(FrameTrace(for: c).capacity == 10 * 240 + 64)
+        (c.frames, c.durationNs) = (300, nil)
+        #expect(FrameTrace(for: c).capacity == 300)
     }
 
     @Test func snapshotNamesAreNumberedBeforeTheExtension() {

@@ -112,3 +112,19 @@ private final class StopAfterPictures: PictureStage, @unchecked Sendable {
     func end() throws {}
     var summary: [(String, String)] { [] }
 }
+
+/// A run as a command-line program makes it: the stop signals are watched while it runs (none came), and what
+/// is to happen afterwards (a server's stop) happens once, after the session's end.
+@Test func aRunStoppingOnSignalsStopsWhatFollowsItOnce() async throws {
+    var config = CaptureSession.Configuration()
+    (config.device, config.size, config.frames, config.fast) = ("fixture:uvc-webcam", FrameSize(width: 320, height: 240), 3, true)
+    config.providers = [FixtureCameraProvider(options: .init(pacing: .asFastAsConsumed))]
+    let session = try CaptureSession(config)
+    let stage = CountStage(), stops = Stops()
+    let (report, signals) = try await session.runStoppingOnSignals(stages: [stage]) { stops.framesSeen.append(stage.count) }
+    #expect(report.failure == nil && report.processed == 3 && stops.framesSeen == [3], "\(report.summaryText) \(stops.framesSeen)")
+    #expect(signals?.received == false)
+}
+
+/// The frames counted each time the run's `afterwards` ran.
+private final class Stops { var framesSeen: [Int] = [] }

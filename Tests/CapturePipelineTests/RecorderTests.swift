@@ -37,6 +37,12 @@ import CapturePipeline
 
     /// `applyRotation` turns the session's pixels upright; a camera's own H.264, recorded as it comes, refuses it
     /// (and the other settings that need pictures) naming the setting.
+    @Test func theContainerIsTheOneGivenElseTheExtensions() {
+        #expect(RecordingOutput.Configuration(path: "clip.mp4").container == .mp4)
+        #expect(RecordingOutput.Configuration(path: "clip.mp4", container: .h264).container == .h264)
+        #expect(RecordingOutput.Configuration(path: "clip.bin", container: nil).container == .h264)
+    }
+
     @Test func applyRotationNeedsPictures() throws {
         var c = Recorder.Configuration(output: RecordingOutput.Configuration(path: work + "/upright.mp4"))
         c.applyRotation = true

@@ -18,3 +18,13 @@ import CapturePipeline
     let given = RTPOutput.sdp(target: target, configuration: c, parameterSets: ps)
     #expect(given.contains("a=ssrc:1234 cname:") && !given.contains("ssrc-group") && !given.contains("rtx/90000"), "\(given)")
 }
+
+/// `StreamTarget.senderConfiguration(ssrc:)`: a sender to the target with the SSRCs its SDP names (derived, or
+/// the media one given) and the rotation in the video-orientation extension.
+@Test func aTargetsSenderUsesTheSSRCsItsSDPNames() throws {
+    let target = try #require(StreamTarget("[::1]:5004"))
+    let c = target.senderConfiguration(), derived = target.derivedSSRCs()
+    #expect(c.host == "::1" && c.port == 5004 && c.videoOrientationExtensionID == 1)
+    #expect(c.ssrc == derived.media && c.rtxSSRC == derived.rtx)
+    #expect(target.senderConfiguration(ssrc: 42).ssrc == 42 && target.senderConfiguration(ssrc: 42).rtxSSRC == derived.rtx)
+}
