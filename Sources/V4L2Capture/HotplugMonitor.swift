@@ -13,6 +13,15 @@ public enum DeviceEvent: Sendable, Equatable {
     case connected(path: String)
     /// A camera node reported earlier went away.
     case disconnected(path: String)
+
+    /// The event as a line of a listing that follows the cameras (`camcap devices --watch`): "connected:    PATH\tNAME"
+    /// (the name `name` gives for the path, "?" without one) or "disconnected: PATH".
+    public func line(name: (String) -> String?) -> String {
+        switch self {
+        case .connected(let path): "connected:    \(path)\t\(name(path) ?? "?")"
+        case .disconnected(let path): "disconnected: \(path)"
+        }
+    }
 }
 
 /// Watches a directory (`/dev`) with inotify for `videoN` nodes being created or removed, and reports the

@@ -295,6 +295,13 @@ func startStream(_ k: FakeKernel, _ s: Sink, config: V4L2Stream.Configuration = 
         #expect(rest.isEmpty)
     }
 
+    @Test func aDeviceEventIsALineOfTheListing() {
+        #expect(
+            DeviceEvent.connected(path: "/dev/video2").line { $0 == "/dev/video2" ? "UVC Camera" : nil } == "connected:    /dev/video2\tUVC Camera")
+        #expect(DeviceEvent.connected(path: "/dev/video3").line { _ in nil } == "connected:    /dev/video3\t?")
+        #expect(DeviceEvent.disconnected(path: "/dev/video2").line { _ in "unused" } == "disconnected: /dev/video2")
+    }
+
     @Test func aReleasedHotplugMonitorClosesItsDescriptors() throws {
         // Counts this process's inotify descriptors (other suites open files and pipes in parallel; only the
         // hot-plug tests of this serialized suite make inotify ones).
