@@ -171,6 +171,13 @@ public final class WebRTCPublisher: Sendable {
         public var consentTimeoutNs: Int64 = 30_000_000_000
         /// Seconds between consent checks once connected (RFC 7675: 5 s, ± 20 %).
         public var consentIntervalNs: Int64 = 5_000_000_000
+
+        /// Sets `consentTimeoutNs` and checks often enough for it: every quarter of it, at most every 5 s
+        /// (`consentIntervalNs`), so that a few lost checks do not end the connection.
+        public mutating func setConsentTimeout(_ ns: Int64) {
+            consentTimeoutNs = ns
+            consentIntervalNs = min(5_000_000_000, ns / 4)
+        }
         /// PLI/FIR closer together than this are merged (per layer).
         public var keyFrameRequestIntervalNs: Int64 = 300_000_000
         /// Simulcast (RFC 8853): the layers' rids, the largest picture first (1…3 of them, each 1…3 letters,

@@ -27,6 +27,14 @@ import WHIPClient
         }
     }
 
+    @Test func consentIsCheckedOftenEnoughForItsTimeout() {
+        var c = WebRTCPublisher.Configuration()
+        c.setConsentTimeout(8_000_000_000)
+        #expect(c.consentTimeoutNs == 8_000_000_000 && c.consentIntervalNs == 2_000_000_000)
+        c.setConsentTimeout(60_000_000_000)
+        #expect(c.consentTimeoutNs == 60_000_000_000 && c.consentIntervalNs == 5_000_000_000)
+    }
+
     @Test func theTokenIsGivenReadOrFallenBackTo() throws {
         #expect(try WHIPClient.token(given: nil, file: nil, fallback: nil) == nil)
         #expect(try WHIPClient.token(given: "T0K", file: nil, fallback: "other") == "T0K")
@@ -60,4 +68,18 @@ import WHIPClient
             #expect(session.sourceOptions.applyRotation == encodes, "\(device)")
         }
     }
+}
+
+/// A camera that delivers H.264 is published as it comes: nothing is sent before its first SPS (no server is
+/// reached here), one layer however simulcast was asked for, and the announcement says both.
+@Test func aCamerasOwnH264IsPublishedOnceItsSPSIsKnown() throws {
+    var config = CaptureSession.Configuration()
+    (config.device, config.pixelFormats, config.frames) = ("fixture:h264-webcam", [.h264], 1)
+    config.providers = [FixtureCameraProvider()]
+    let session = try CaptureSession(config)
+    let client = try WHIPClient(endpoint: "http://127.0.0.1:9/whip", token: nil)
+    let publication = try WHIPPublication.start(session: session, client: client, simulcast: "--simulcast")
+    #expect(publication.stage is PassthroughStage && publication.tiers.isEmpty && publication.output.resource == nil)
+    #expect(publication.announcement.hasPrefix("publishing to http://127.0.0.1:9/whip: passing the camera's own H.264 through"))
+    #expect(publication.announcement.hasSuffix("; --simulcast: one layer (the camera's H.264 is not re-encoded into tiers)"))
 }
