@@ -125,6 +125,12 @@ public enum RTSPParser {
             self.maxHeaders = maxHeaders
             self.maxBodyBytes = maxBodyBytes
         }
+
+        /// Requests of at most `bytes` (`maxRequestBytes`), no one line longer (`maxLineLength` lowered to it).
+        public mutating func limitRequests(toBytes bytes: Int) {
+            maxRequestBytes = bytes
+            maxLineLength = min(maxLineLength, bytes)
+        }
     }
 
     /// Parses the message at the start of `bytes`: a complete request, an interleaved frame, or `incomplete`.

@@ -44,9 +44,10 @@ public struct ServerPolicy: Sendable {
     /// (HINT)"); nil says nothing more. `camcap serve` says its printed URL holds it.
     public var tokenHint: String?
 
-    /// A policy with the default limits. Give `hostNames`: with none, every request's Host is refused. A token
-    /// that is not 16–256 characters of RFC 6750's b64token (`ServeSecurity.tokenRule`) is a `ServerError` with
-    /// code `badToken` naming its length.
+    /// A policy with the default limits. Give `hostNames`: with none, every request's Host is refused. The
+    /// `allowedOrigins` are lower-cased as browsers send them (`ServeSecurity.origin(_:)`; one that is no origin
+    /// is kept as given, for `validate()` to refuse). A token that is not 16–256 characters of RFC 6750's b64token
+    /// (`ServeSecurity.tokenRule`) is a `ServerError` with code `badToken` naming its length.
     public init(token: String?, allowedOrigins: Set<String> = [], hostNames: Set<String> = []) throws(ServerError) {
         if let token, !ServeSecurity.isValidToken(token) {
             let n = token.utf8.count
@@ -57,7 +58,7 @@ public struct ServerPolicy: Sendable {
                     : "the token is \(n) characters long: \(ServeSecurity.tokenRule)")
         }
         self.token = token
-        self.allowedOrigins = allowedOrigins
+        self.allowedOrigins = Set(allowedOrigins.map { ServeSecurity.origin($0) ?? $0 })
         self.hostNames = hostNames
     }
 

@@ -23,6 +23,15 @@ func bytes(_ s: String) -> [UInt8] { Array(s.utf8) }
         #expect(r.path == "/camera" && r.body.isEmpty)
     }
 
+    @Test func limitingRequestsLimitsTheirLinesToo() {
+        var small = RTSPParser.Limits()
+        small.limitRequests(toBytes: 1024)
+        #expect(small == RTSPParser.Limits(maxRequestBytes: 1024, maxLineLength: 1024))
+        var large = RTSPParser.Limits()
+        large.limitRequests(toBytes: 65_536)
+        #expect(large == RTSPParser.Limits(maxRequestBytes: 65_536, maxLineLength: 4096))
+    }
+
     @Test func everyPrefixOfARequestIsIncomplete() throws {
         let b = bytes(describe)
         for n in 0..<b.count { #expect(try RTSPParser.parse(Array(b[..<n])) == .incomplete, "prefix \(n)") }

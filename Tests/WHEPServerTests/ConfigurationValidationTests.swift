@@ -52,6 +52,16 @@ import WHEPServer
         }
     }
 
+    /// Origins given to the policy are taken as browsers send them; what is no origin is kept for `validate()`.
+    @Test func theOriginsGivenAreLowerCasedAndTheRestRefused() throws {
+        let policy = try ServerPolicy(token: nil, allowedOrigins: ["HTTPS://App.Example:8443", "https://app.example:8443"])
+        #expect(policy.allowedOrigins == ["https://app.example:8443"])
+        try policy.validate()
+        let bad = try ServerPolicy(token: nil, allowedOrigins: ["https://App.example/path"])
+        #expect(bad.allowedOrigins == ["https://App.example/path"])
+        #expect(throws: ServerError.self) { try bad.validate() }
+    }
+
     @Test func broadcastTiersAndTheEncoderRecipe() throws {
         try WHEPBroadcast.Configuration().validate()
         #expect {
