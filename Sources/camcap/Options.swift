@@ -124,24 +124,17 @@ func cameraProviders(_ fixtures: FixtureCameraProvider.Options = .init()) -> [an
 
 /// A capturer with the CLI's providers and logger (for the commands that only list or select), built as every
 /// session's is (`CaptureSession.capturer(for:)`).
-func makeCapturer() -> CameraVideoCapturer {
-    var c = CaptureSession.Configuration()
-    (c.providers, c.logger) = (cameraProviders(), cliLogger)
-    return CaptureSession.capturer(for: c)
-}
+func makeCapturer() -> CameraVideoCapturer { CaptureSession.capturer(for: .init(providers: cameraProviders(), logger: cliLogger)) }
 
 extension CaptureOptions {
     /// Runs `session` as a command does: Ctrl-C stops it cleanly (a second one exits), `announce` (the servers' URL)
     /// and, unless --quiet, the start line and the progress go to stderr once the camera runs, the summary to stdout;
-    /// a failure is thrown after the summary. `serving` commands (serve, rtsp, publish) produce no file: stopped
-    /// before the camera's first frame, they end cleanly with a note instead of "no frame was captured". `stop` (a
-    /// server's) runs once the session has ended, however it ended.
-    func run(
-        _ session: CaptureSession, _ verb: String, stages: [any PictureStage], announce: String? = nil, serving: Bool = false,
-        stop: (() async -> Void)? = nil
-    ) async throws {
-        let stopSignal = try? StopOnSignals(onFirst: session.stopAction) // Ctrl-C or SIGTERM: the first finishes cleanly, a second exits (130)
-        defer { withExtendedLifetime(stopSignal) {} }
+    /// a failure is thrown after the summary. The commands that announce (serve, rtsp, publish) produce no file:
+    /// stopped before the camera's first frame, they end cleanly with a note instead of "no frame was captured".
+    /// `stop` (a server's) runs once the session has ended, however it ended.
+    func run(_ session: CaptureSession, _ verb: String, stages: [any PictureStage], announce: String? = nil, stop: (() async -> Void)? = nil)
+        async throws
+    {
         let (quiet, named) = (quiet, device), tty = FileDescriptor.standardError.isTerminal, (clear, end) = tty ? ("\r\u{1B}[K", "") : ("", "\n")
         session.onStarted = { s in
             if let announce { printError(announce + "\n") }
@@ -153,17 +146,14 @@ extension CaptureOptions {
             session.progressIntervalNs = tty ? 250_000_000 : 2_000_000_000
             (session.onProgress, session.onEvent) = ({ printError(clear + $0 + end) }, { printError(clear + $0 + "\n") })
         }
-        let report: CaptureSession.Report
-        do { report = try await session.run(stages: stages) } catch {
-            await stop?()
-            throw error
-        }
-        await stop?()
+        // Ctrl-C or SIGTERM: the first finishes cleanly, a second exits (130); the signals are watched until the end.
+        let (report, signals) = try await session.runStoppingOnSignals(stages: stages, afterwards: stop)
+        defer { withExtendedLifetime(signals) {} }
         if !quiet && tty { printError("\n") }
         print(report.summaryText)
         guard let failure = report.failure else { return }
         // A server stopped by the user before the camera's first frame produced no file: a clean end, with a note.
-        let stoppedEarly = serving && failure.code == .noFrames && stopSignal?.received == true
+        let stoppedEarly = announce != nil && failure.code == .noFrames && signals?.received == true
         guard !stoppedEarly else { return printError("note: stopped before the camera's first frame\n") }
         throw failure
     }
@@ -179,23 +169,14 @@ let optionNames = [
     "localRTCPPort": "--rtcp-port", "allowedOrigins": "--allow-origin", "hostNames": "--allow-host", "tiers": "--tiers",
 ]
 
-/// The option that sets a library setting.
-func option(for setting: String) -> String {
-    if let name = optionNames[setting] { return name }
-    return "--"
-        + (setting.hasSuffix("Ns") ? setting.dropLast(2) : Substring(setting)).map { $0.isUppercase ? "-" + $0.lowercased() : String($0) }.joined()
-}
+/// The option that sets a library setting (`optionNames`, else the setting's name as an option).
+func option(for setting: String) -> String { optionNames[setting] ?? optionName(forSetting: setting) }
 
 /// Runs library checks (the configurations' `validate()`, parsing): a refusal names our options where the library
 /// names its settings, keeping the value and the valid range. The one place where settings become options.
 func validating<T>(_ checks: () throws -> T) throws -> T {
     do { return try checks() } catch let error as any SettingError {
-        var (lead, rest) = ("", error.message)
-        if let setting = error.setting, rest.hasPrefix(setting), rest.dropFirst(setting.count).first?.isLetter != true {
-            (lead, rest) = (option(for: setting), String(rest.dropFirst(setting.count)))
-        }
-        // Other settings named in the message ("at least bitrateKbps") become their options too.
-        throw ValidationError(lead + rest.replacing(/[\p{L}\p{N}]+/) { optionNames[String($0.output)] ?? String($0.output) })
+        throw ValidationError(error.message(calling: option(for:), others: { optionNames[$0] }))
     } catch { throw ValidationError("\(error)") }
 }
 

@@ -28,39 +28,21 @@ struct Publish: CamcapCommand {
         try validating { try configuration.validate() }
     }
 
-    /// The publisher's settings: payload budget, timeouts, consent checks, the orientation extension.
+    /// The publisher's settings: payload budget, timeouts, consent checks (the orientation extension: `WHIPPublication`).
     private var configuration: WHIPOutput.Configuration {
         var c = WHIPOutput.Configuration()
         (c.publisher.maxPayload, c.publisher.connectTimeoutNs) = (encoding.mtu, nanoseconds(seconds: connectTimeout))
-        c.publisher.consentTimeoutNs = nanoseconds(seconds: consentTimeout)
-        c.publisher.consentIntervalNs = min(5_000_000_000, c.publisher.consentTimeoutNs / 4)
-        if rotatePixels { c.publisher.videoOrientationExtensionID = nil }
+        c.publisher.setConsentTimeout(nanoseconds(seconds: consentTimeout))
         return c
     }
 
     func execute() async throws {
         let secret = try WHIPClient.token(
             given: auth.token, file: auth.tokenFile, fallback: ProcessInfo.processInfo.environment["CAMCAP_WHIP_TOKEN"])
-        let pipeline = try capture.session(untilStopped: true), recipe = encoding.recipe
-        let (settings, passthrough) = (try recipe.settings(for: pipeline.selection), pipeline.selection.pixelFormat == .h264)
-        var c = configuration
-        let tiers = simulcast && !passthrough ? c.offerSimulcast(for: settings) : []
-        let output = try WHIPOutput(client: try WHIPClient(endpoint: whip, token: secret), configuration: c, logger: cliLogger)
-        let stage = output.stage(
-            for: pipeline, settings: settings, keyIntervalSeconds: recipe.keyIntervalSeconds, rotationAsMetadata: !rotatePixels, tiers: tiers)
-        var announce = "publishing to \(whip): passing the camera's own H.264 through (\(pipeline.selection)); the offer goes with its first SPS"
-        if simulcast && passthrough { announce += "; --simulcast: one layer (the camera's H.264 is not re-encoded into tiers)" }
-        if !passthrough { // the offer and answer before the camera starts: a wrong URL, token or server fails at once
-            try output.connect()
-            announce = "publishing to \(output.resource?.absoluteString ?? whip)"
-            if tiers.count > 1, let publisher = output.publisher {
-                let layers = publisher.sentLayers.map { "\(c.publisher.simulcastRIDs[$0]) \(tiers[$0].size)" }.joined(separator: ", ")
-                let refused = "; the server refused simulcast: the full layer alone (\(tiers[0].size))"
-                announce += publisher.isSimulcast ? "; simulcast layers \(layers)" : refused
-            } else if simulcast {
-                announce += "; --simulcast: one layer (a \(settings.width)x\(settings.height) picture gets one tier, as WebRTC's table)"
-            }
-        }
-        try await capture.run(pipeline, "publishing", stages: [stage], announce: announce, serving: true)
+        let pipeline = try capture.session(untilStopped: true), client = try WHIPClient(endpoint: whip, token: secret)
+        let publication = try WHIPPublication.start(
+            session: pipeline, client: client, configuration: configuration, encoder: encoding.recipe, rotationAsMetadata: !rotatePixels,
+            simulcast: simulcast ? "--simulcast" : nil, logger: cliLogger)
+        try await capture.run(pipeline, "publishing", stages: [publication.stage], announce: publication.announcement)
     }
 }

@@ -64,8 +64,7 @@ struct RTSP: CamcapCommand {
         (c.hub.idleTimeoutNs, c.hub.slowClientTimeoutNs) = (nanoseconds(seconds: idleTimeout), nanoseconds(seconds: slowClientTimeout))
         (c.hub.maxSessions, c.hub.maxSessionsPerAddress) = (maxClients, maxClientsPerAddress)
         server.apply(to: &c.hub, \.requestTimeoutNs, \.maxConnections, \.maxConnectionsPerAddress)
-        c.hub.parserLimits.maxRequestBytes = maxRequestBytes
-        c.hub.parserLimits.maxLineLength = min(c.hub.parserLimits.maxLineLength, maxRequestBytes)
+        c.hub.parserLimits.limitRequests(toBytes: maxRequestBytes)
         return c
     }
 
@@ -86,8 +85,6 @@ struct RTSP: CamcapCommand {
         let events: @Sendable (RTSPEvent) -> Void = { e in if !quiet || e.kind == .ended { printError("\(e)\n") } }
         let service = try await RTSPService.start(session: pipeline, configuration: c, events: events, logger: cliLogger)
         let note = user == nil && !ServeSecurity.isLoopback(address.host) ? "\nnote: --no-auth: anyone who can reach \(address) can watch" : ""
-        try await capture.run(pipeline, "serving", stages: [service.stage], announce: service.announcement + note, serving: true) {
-            await service.stop()
-        }
+        try await capture.run(pipeline, "serving", stages: [service.stage], announce: service.announcement + note) { await service.stop() }
     }
 }

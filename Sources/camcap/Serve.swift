@@ -68,6 +68,8 @@ struct Serve: CamcapCommand {
     /// send-side estimate), the limits, the encodes, the policy, SRTP and TLS.
     private func service(token: String?, source: String? = nil) throws -> WHEPService.Configuration {
         let address = server.address(8080)
+        let broadcast = WHEPBroadcast.Configuration(
+            encoder: encoding.recipe, tiers: tiers, adaptsToBandwidth: adaptToBandwidth, rotationAsMetadata: !rotatePixels)
         var c = WHEPService.Configuration(host: address.host, port: address.port, policy: try policy(token: token), broadcast: broadcast)
         (c.tokenSource, c.peer.candidateHosts) = (source, candidate)
         (c.peer.maxPayload, c.peer.dropRate, c.peer.pacingFactor) = (encoding.mtu, dropRate, pacing)
@@ -81,15 +83,10 @@ struct Serve: CamcapCommand {
         return c
     }
 
-    private var broadcast: WHEPBroadcast.Configuration {
-        .init(encoder: encoding.recipe, tiers: tiers, adaptsToBandwidth: adaptToBandwidth, rotationAsMetadata: !rotatePixels)
-    }
-
     /// Who may use the server, and how much of it (the connections as given: the service keeps them within the
     /// descriptor limit).
     private func policy(token: String?) throws -> ServerPolicy {
-        var policy = try ServerPolicy(
-            token: token, allowedOrigins: Set(allowOrigin.map { ServeSecurity.origin($0) ?? $0 }), hostNames: Set(allowHost))
+        var policy = try ServerPolicy(token: token, allowedOrigins: Set(allowOrigin), hostNames: Set(allowHost))
         (policy.realm, policy.tokenHint) = ("camcap", "the token is in the URL camcap serve printed")
         policy.maxConnectionsPerNetwork = maxConnectionsPerNetwork
         server.apply(to: &policy, \.requestTimeoutNs, \.maxConnections, \.maxConnectionsPerAddress)
@@ -110,8 +107,6 @@ struct Serve: CamcapCommand {
         // is printed once the camera runs (a busy camera fails before anyone is invited).
         let service = try await WHEPService.start(
             session: pipeline, configuration: service(token: token, source: tokenSource), metrics: { registry.emitToString() }, logger: cliLogger)
-        try await capture.run(pipeline, "serving", stages: dump + [service.stage], announce: service.announcement, serving: true) {
-            await service.stop()
-        }
+        try await capture.run(pipeline, "serving", stages: dump + [service.stage], announce: service.announcement) { await service.stop() }
     }
 }
