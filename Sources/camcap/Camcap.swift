@@ -62,12 +62,7 @@ struct Devices: CamcapCommand {
         // Cameras as they come and go until Ctrl-C (the event stream is awaited: no thread is blocked).
         let monitor = try capturer.watchDevices()
         printFlushed("watching /dev for cameras (Ctrl-C to stop)")
-        for await event in monitor.events {
-            switch event {
-            case .connected(let path): printFlushed("connected:    \(path)\t\((try? capturer.device(path).name) ?? "?")")
-            case .disconnected(let path): printFlushed("disconnected: \(path)")
-            }
-        }
+        for await event in monitor.events { printFlushed(event.line { try? capturer.device($0).name }) }
     }
 }
 
@@ -132,8 +127,7 @@ struct Controls: CamcapCommand {
             return print(json ? ControlListing.json(all) : ControlListing.text(all), terminator: "")
         }
         // Set in order, then read: what the camera applied.
-        var out = try settings.map { try capturer.setControl($0.control, to: $0.value, on: d) }
-        for g in gets { out.append(try capturer.control(g, of: d)) }
+        let out = try capturer.setControls(settings, on: d) + gets.map { try capturer.control($0, of: d) }
         if json { print(ControlListing.json(out), terminator: "") } else { for c in out { print("\(c.name): \(ControlListing.valueText(c))") } }
     }
 }

@@ -50,9 +50,8 @@ struct Record: CamcapCommand {
         var recipe = encoder.recipe(sliceMode: maxNalSize.map { .maxNALSize($0) } ?? .single)
         if let keyint { recipe.keyFrameInterval = .frames(keyint) }
         (recipe.threads, recipe.frameSkipping) = (threads, frameSkipping)
-        var r = RecordingOutput.Configuration(path: output)
+        var r = RecordingOutput.Configuration(path: output, container: container)
         (r.segmentSeconds, r.keep, r.fragmentSeconds) = (segmentSeconds, keep, fragmentSeconds)
-        r.container = container ?? r.container
         var c = Recorder.Configuration(output: r, encoder: recipe)
         (c.adapt, c.previewPath) = (try adapt.map { try AdaptSchedule(parsing: $0) }, preview)
         (c.snapshotEvery, c.applyRotation) = (snapshotEvery, applyRotation)
@@ -66,10 +65,7 @@ struct Record: CamcapCommand {
             throw ValidationError("--frame-trace needs decoded pictures, and \(pipeline.device.path) delivers H.264 that is recorded as it comes")
         }
         let recorder = try validating { try Recorder(session: pipeline, configuration: configuration()) }
-        // Room for every frame of the run (the frame count, or the duration at the rate), allocated before the start.
-        pipeline.frameTrace = frameTrace.map { _ in
-            FrameTrace(capacity: capture.frames ?? Int((capture.duration ?? 5) * min(capture.fpsLimit.doubleValue, 240)) + 64)
-        }
+        pipeline.frameTrace = frameTrace.map { _ in FrameTrace(for: pipeline.configuration) } // room for every frame of the run
         try await capture.run(pipeline, "recording", stages: recorder.stages)
         if let trace = pipeline.frameTrace, let frameTrace { try trace.writeCSV(to: frameTrace) }
     }

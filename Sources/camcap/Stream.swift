@@ -41,15 +41,11 @@ struct Stream: CamcapCommand {
         try validating { try sender(target).validate() }
     }
 
-    /// The RTP sender's settings. The camera's rotation stays metadata (no rotation pass): the last packet of each
-    /// frame carries it in the video-orientation extension, which the SDP declares; receivers that ignore it show the
-    /// sensor's picture. The SSRCs are derived from --to unless given: the same in every run to that address.
+    /// The RTP sender's settings: the target's (the rotation as metadata, SSRCs derived from --to unless given), ours.
     private func sender(_ target: StreamTarget) -> RTPSender.Configuration {
-        var c = RTPSender.Configuration(host: target.host, port: target.port)
+        var c = target.senderConfiguration(ssrc: ssrc)
         (c.maxPayload, c.dropRate, c.localRTCPPort, c.feedbackFrom) = (encoding.mtu, dropRate, rtcpPort, rtcpFrom)
         c.rtxPayloadType = rtx.map(UInt8.init)
-        c.videoOrientationExtensionID = 1 // a=extmap:1 urn:3gpp:video-orientation
-        (c.ssrc, c.rtxSSRC) = target.derivedSSRCs(ssrc: ssrc)
         return c
     }
 
@@ -66,8 +62,7 @@ struct Stream: CamcapCommand {
                 "\(sdpOnly ? "--sdp-only" : "--adapt-to-bandwidth") needs our encoder, and \(pipeline.device.path) delivers H.264 that is streamed as it comes: use --sdp (written from the camera's first key frame), or ask for another format with --pixel-format"
             )
         }
-        let recipe = encoding.recipe
-        let settings = try recipe.settings(for: pipeline.selection), keySeconds = recipe.keyIntervalSeconds
+        let settings = try encoding.recipe.settings(for: pipeline.selection), keySeconds = encoding.recipe.keyIntervalSeconds
         if sdpOnly {
             // The SDP needs the SPS/PPS of the stream: one frame of the camera, encoded as the stream will be.
             let ps = try await pipeline.encodedParameterSets(settings: settings, keyIntervalSeconds: keySeconds)
@@ -80,8 +75,6 @@ struct Stream: CamcapCommand {
         let stage = rtpOutput.stage(
             for: pipeline, settings: settings, keyIntervalSeconds: keySeconds, alsoTo: recording.map { [$0] } ?? [],
             adaptsToBandwidth: adaptToBandwidth)
-        // As fast as frames come (a fixture with --fast), encode on a thread of its own, as record does.
-        (stage as? EncodeStage)?.usesEncoderThread = capture.fast
         try await capture.run(pipeline, "streaming", stages: [stage])
     }
 }
