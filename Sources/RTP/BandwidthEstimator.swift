@@ -181,6 +181,16 @@ public struct SendSideBandwidthEstimator: Sendable {
     private var lossWindowArrivals = (bytes: 0, firstUs: Int64.max, lastUs: Int64.min)
     private var lastLossUpdateUs: Int64 = .min / 2
 
+    /// What media may be sent at (bit/s): the estimate, except while what the path delivers is not yet measured
+    /// (before the first 300 ms delivery window): then at most half the configured start. The start is a guess,
+    /// and media at the whole guess overfilled a small link before the first feedback could say so (behind
+    /// 400 kbit/s with a 5 kB bucket, simulated with the tier ladder: 16 packets dropped in the first 5 s at a
+    /// 1 Mbit/s start, 3 at half of it). The estimate stays the guess (a viewer is placed by it); the first window
+    /// bounds it to 1.5 × what it delivered, and probes from then on find a wider path.
+    public var mediaRate: Int {
+        deliveredRate != nil ? estimate : min(estimate, max(configuration.minBitrate, configuration.startBitrate / 2))
+    }
+
     /// An estimator at `configuration.startBitrate`.
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
@@ -382,7 +392,8 @@ public struct SendSideBandwidthEstimator: Sendable {
     // MARK: Delivery
 
     /// Every 300 ms or more of reported packets (by arrival and by send time): what the path delivered against
-    /// what was sent. Under 85 % of it, and under the estimate, the estimate drops to 95 % of what was delivered,
+    /// what was sent. The first window bounds the start's guess to 1.5 × what it delivered (`mediaRate`).
+    /// Under 85 % of it, and under the estimate, the estimate drops to 95 % of what was delivered,
     /// and a probe that raised it within 2 s failed after all; a window sent wholly after a probe's raise that
     /// shows no such shortfall confirms it (the next probe may start).
     private mutating func boundByDelivery(_ nowUs: Int64) {
@@ -391,7 +402,17 @@ public struct SendSideBandwidthEstimator: Sendable {
         delivery = DeliveryWindow()
         let sent = Int64(d.sentBytes) * 8_000_000 / (d.lastSendUs - d.firstSendUs)
         let delivered = Int(clamping: Int64(d.arrivedBytes) * 8_000_000 / (d.lastArrivalUs - d.firstArrivalUs))
+        let first = deliveredRate == nil
         deliveredRate = delivered
+        if first, delivered * 3 / 2 < estimate {
+            // The start was a guess, and media went at half of it: the path has shown what it carries, and a guess
+            // over 1.5 × that is not founded (a probe at twice 2 × a quiet start's delivery lost packets behind a
+            // 5 kB bucket). Probes, from now on, find a wider path.
+            let bound = clamp(delivered * 3 / 2)
+            delayBasedRate = min(delayBasedRate, bound)
+            lossBasedRate = min(lossBasedRate, bound)
+            estimate = clamp(min(delayBasedRate, lossBasedRate))
+        }
         if Int64(delivered) * 100 < sent * 85, delivered < estimate {
             deliveryCaps += 1
             let bound = clamp(delivered * 95 / 100)

@@ -196,6 +196,9 @@ public final class RTPSender: @unchecked Sendable {
         public var transportFeedbacks = 0
         /// The send-side estimate from that feedback (`SendSideBandwidthEstimator`), bits per second.
         public var sendSideEstimate: UInt64?
+        /// What media may use of it now (`SendSideBandwidthEstimator.mediaRate`: less than the estimate only while
+        /// the path's delivery is not yet measured), bits per second.
+        public var sendSideMediaRate: UInt64?
         /// What the estimator's delay trend says: "normal", "overusing" or "underusing".
         public var delayUsage: String?
         /// The loss the estimator measured over its last window (0…1).
@@ -272,7 +275,7 @@ public final class RTPSender: @unchecked Sendable {
         /// The next transport-wide sequence number, and the estimator its feedback feeds.
         var transportSequence: UInt16 = 0
         var estimator: SendSideBandwidthEstimator
-        var lastEstimateReported: (bps: Int, atNs: Int64) = (0, .min / 2)
+        var lastEstimateReported: (bps: Int, media: Int, atNs: Int64) = (0, 0, .min / 2)
         /// The probe cluster being sent: its id, the padding bytes still to send and the frames left to send them
         /// after (a probe is spread over three frames, the frames' own packets counted in it), the frames skipped.
         var probe: (id: UInt8, bytes: Int, frames: Int, skipped: Int)?
@@ -769,7 +772,8 @@ public final class RTPSender: @unchecked Sendable {
                 }
                 for seq in lost where !retransmit(seq, now: now) { break } // over budget: the rest of this NACK too
             case .transportFeedback(let fb):
-                // The estimate goes to the bitrate handler when it moved by 5 % or every 500 ms.
+                // The estimate goes to the bitrate handler when it moved by 5 %, when the path's delivery was first
+                // measured (the media rate is the whole estimate from then on), or every 500 ms.
                 let report = shared.withLock { s -> UInt64? in
                     let e = s.estimator.feedback(fb, nowUs: now / 1000)
                     s.stats.sendSideEstimate = UInt64(e)
@@ -787,9 +791,13 @@ public final class RTPSender: @unchecked Sendable {
                         s.lastCongestionNs = now
                         s.stats.congestionSignals += 1
                     }
+                    let media = s.estimator.mediaRate
+                    s.stats.sendSideMediaRate = UInt64(media)
                     let last = s.lastEstimateReported
-                    guard abs(e - last.bps) * 20 >= last.bps || now - last.atNs >= 500_000_000 else { return nil }
-                    s.lastEstimateReported = (e, now)
+                    guard abs(e - last.bps) * 20 >= last.bps || (media == e) != (last.media == last.bps) || now - last.atNs >= 500_000_000 else {
+                        return nil
+                    }
+                    s.lastEstimateReported = (e, media, now)
                     return UInt64(e)
                 }
                 pace(shared.withLock { UInt64($0.estimator.estimate) })

@@ -5,6 +5,9 @@ import RTP
 struct TierSeat: Sendable, Equatable {
     /// The viewer's bandwidth estimate (REMB or send-side), bit/s; nil before the first.
     var estimate: Int?
+    /// What its media may use now: less than the estimate while the send-side estimator has not yet measured the
+    /// path (`SendSideBandwidthEstimator.mediaRate`); nil: the estimate.
+    var mediaRate: Int?
     /// The tier it gets (0: full size), and the one it moves to at that tier's next key frame.
     var tier = 0
     var pendingTier: Int?
@@ -54,12 +57,13 @@ enum TierPolicy {
         return lowest.map { min($0, tiers[t].maxBitrate) }
     }
 
-    /// Each tier's rate: the lowest estimate among the seats counting for it (nil: nobody with an estimate).
+    /// Each tier's rate: the lowest estimate among the seats counting for it, each within its media rate (nil:
+    /// nobody with an estimate).
     static func rates(count tierCount: Int, seats: [TierSeat]) -> [Int?] {
         let count = max(1, tierCount)
         var lowest = [Int?](repeating: nil, count: count)
         for s in seats {
-            guard let e = s.estimate else { continue }
+            guard let e = s.estimate.map({ min($0, s.mediaRate ?? $0) }) else { continue }
             let t = min(count - 1, s.destination)
             lowest[t] = min(lowest[t] ?? .max, e)
         }

@@ -371,10 +371,13 @@ public final class ViewerHub: EncodedOutput, Sendable {
     private func remb(_ id: String, _ reported: UInt64) {
         let bps = min(reported, ViewerHub.maxEstimateBps)
         let now = monotonicNanoseconds()
+        let sender = state.withLock { $0.viewers[id]?.peer.sender }
+        let media = sender?.statistics.sendSideMediaRate
         state.withLock { s in
             guard s.viewers[id] != nil else { return }
             s.viewers[id]?.remb = bps
             s.viewers[id]?.seat.estimate = Int(clamping: bps)
+            s.viewers[id]?.seat.mediaRate = media.map { Int(clamping: $0) }
             // The viewer that reported first, then the others: a rise of one viewer's estimate can move another
             // off the tier they share.
             var changed = false

@@ -395,6 +395,21 @@ extension ProbeScheduleTests {
         Self.media(&e, seq: &seq, fromUs: secondFailedAt + 7_900_000, toUs: secondFailedAt + 8_100_000, queuedUs: 40_000)
         #expect(e.startProbe(nowUs: secondFailedAt + 8_100_000) != nil, "usage \(e.usage)")
     }
+
+    /// The start is a guess (#39): media gets half of it until the first delivery window measures the path, then the
+    /// whole estimate; the estimate itself (what probes double) stays the configured start.
+    @Test func mediaGetsHalfTheStartUntilThePathIsMeasured() {
+        var e = SendSideBandwidthEstimator(configuration: .init(minBitrate: 50_000, maxBitrate: 20_000_000, startBitrate: 1_000_000))
+        #expect(e.estimate == 1_000_000 && e.mediaRate == 500_000 && e.deliveredRate == nil)
+        var seq: UInt16 = 0
+        Self.steady(&e, seq: &seq, fromUs: 0, toUs: 200_000, bps: 1_000_000, deliveredBps: 1_000_000)
+        #expect(e.deliveredRate == nil && e.mediaRate == min(e.estimate, 500_000), "\(e.estimate) \(e.mediaRate)")
+        Self.steady(&e, seq: &seq, fromUs: 200_000, toUs: 600_000, bps: 1_000_000, deliveredBps: 1_000_000)
+        #expect(e.deliveredRate != nil && e.mediaRate == e.estimate && e.estimate >= 900_000, "\(e.estimate) \(e.mediaRate)")
+        // A start under twice the minimum: media at the minimum.
+        let low = SendSideBandwidthEstimator(configuration: .init(minBitrate: 50_000, maxBitrate: 1_000_000, startBitrate: 80_000))
+        #expect(low.mediaRate == 50_000)
+    }
 }
 
 /// The path's queue delay (#21, `/stats` queueDelayMs): a packet's one-way delay over the lowest one of the last

@@ -90,6 +90,11 @@ struct LinkSimulation {
     /// What the encoder makes of its target: a quiet scene undershoots it (0.6), leaving the link idle and the
     /// token bucket full; each frame varies by ±30 % around it.
     var encoderFill = 0.6
+    /// The cap a viewer's tier puts on its media, from its estimate (`TierLadder`; default `maxMediaBps`), at each
+    /// report; a change is a tier move, which starts with a key frame.
+    var mediaCap: ((_ estimate: Int, _ nowUs: Int64) -> Int)?
+    /// The queue delay every packet met on the link (µs), as (send time, delay).
+    private(set) var queueTrace: [(sendUs: Int64, delayUs: Int64)] = []
     private var rng = SplitMix(seed: 39)
     /// The frames a probe is spread over (`RTPSender.probeFrames`).
     var probeFrames = RTPSender.probeFrames
@@ -101,6 +106,7 @@ struct LinkSimulation {
     private(set) var probes = 0
 
     private var encoderBps: Int
+    private var lastCap = 0
     private var lastReport = (bps: 0, atUs: Int64(0))
     private var budget = PacingBudget(maxPacket: 1240)
     private var queue: [Int] = [] // paced packets' sizes
@@ -116,7 +122,7 @@ struct LinkSimulation {
     init(link: TokenBucketLink, startBps: Int = 1_000_000) {
         self.link = link
         estimator = SendSideBandwidthEstimator(configuration: .init(minBitrate: 50_000, maxBitrate: 20_000_000, startBitrate: startBps))
-        encoderBps = startBps
+        encoderBps = estimator.mediaRate
         budget.rateBps = startBps * 5 / 2
     }
 
@@ -157,7 +163,9 @@ struct LinkSimulation {
     /// One packet onto the link now, numbered and remembered as the estimator is told.
     private mutating func transmit(_ bytes: Int, cluster: UInt8) {
         estimator.packetSent(sequence: transportSequence, timeUs: nowUs, bytes: bytes, probeCluster: cluster)
-        inFlight.append((transportSequence, link.send(bytes: bytes, atUs: nowUs)))
+        let arrival = link.send(bytes: bytes, atUs: nowUs)
+        if let arrival { queueTrace.append((nowUs, arrival - nowUs - link.propagationUs)) }
+        inFlight.append((transportSequence, arrival))
         transportSequence &+= 1
     }
 
@@ -226,13 +234,20 @@ struct LinkSimulation {
         pendingFeedback.append((nowUs + link.propagationUs, parsed))
     }
 
-    /// Feedback in: the estimate, the pacing rate and (moved by 5 %, or every 500 ms) the encoder's rate.
+    /// Feedback in: the estimate, the pacing rate and (moved by 5 %, or every 500 ms) the encoder's rate (the
+    /// estimator's media rate, as `RTPSender` reports it).
     private mutating func takeFeedback(_ fb: TransportFeedback) {
-        let e = estimator.feedback(fb, nowUs: nowUs)
-        budget.rateBps = e * 5 / 2
+        let full = estimator.feedback(fb, nowUs: nowUs)
+        budget.rateBps = full * 5 / 2
+        let e = estimator.mediaRate
         if abs(e - lastReport.bps) * 20 >= lastReport.bps || nowUs - lastReport.atUs >= 500_000 {
             lastReport = (e, nowUs)
-            encoderBps = min(e, maxMediaBps)
+            let cap = mediaCap?(full, nowUs) ?? maxMediaBps
+            if cap != lastCap { // a tier move: the new tier starts with a key frame
+                if lastCap != 0 { nextKeyUs = nowUs }
+                lastCap = cap
+            }
+            encoderBps = min(e, cap)
         }
     }
 }
@@ -260,5 +275,41 @@ struct TraceFigures: CustomStringConvertible {
     }
     var description: String {
         "max \(max / 1000) kbit/s, median \(median / 1000) kbit/s, above the bound \(String(format: "%.2f", totalAbove)) s (longest \(String(format: "%.2f", longestAbove)) s)"
+    }
+}
+
+/// The tier ladder of a 1280x720 broadcast as `TierPolicy` runs it for one viewer (720p up to 2250 kbit/s, 360p up to
+/// 700, 180p up to 200): a `LinkSimulation.mediaCap` placing the viewer by its estimate. `beside`: another viewer holds
+/// the full tier at its maximum (the viewer never joins it); else the viewer is alone and stays on 720p down to
+/// 690 kbit/s (1.15 × its 600 kbit/s minimum).
+final class TierLadder: @unchecked Sendable {
+    private(set) var tier = 0
+    /// Each move: when (seconds) and to which tier.
+    private(set) var moves: [(t: Double, tier: Int)] = []
+    private var since: Int64 = 0, upSince: Int64?
+    private let caps = [2_250_000, 700_000, 200_000]
+    private let beside: Bool
+    init(beside: Bool) { self.beside = beside }
+
+    /// The viewer's media cap for `estimate` at `nowUs` (down at once, up after 0.5 s of room and 2 s on a tier).
+    func cap(_ estimate: Int, _ nowUs: Int64) -> Int {
+        let e = Double(estimate)
+        var target = tier
+        if tier == 0 && (beside || e < 690_000) {
+            target = e >= 172_500 ? 1 : 2
+        } else if tier == 1 && e < 172_500 {
+            target = 2
+        } else if (tier == 2 && e >= 195_000) || (!beside && tier == 1 && e >= 780_000) {
+            let s = upSince ?? nowUs
+            upSince = s
+            if nowUs - s >= 500_000 && nowUs - since >= 2_000_000 { target = tier - 1 }
+        } else {
+            upSince = nil
+        }
+        if target != tier {
+            (tier, since, upSince) = (target, nowUs, nil)
+            moves.append((Double(nowUs) / 1e6, target))
+        }
+        return caps[tier]
     }
 }

@@ -82,7 +82,39 @@ import Testing
         print(
             "start at 1 Mbit/s behind tbf 400kbit burst 5kB latency 200ms: \(early.count) drops in 5 s (at \(early.map { Double($0 / 10_000) / 100 }) s), probes \(sim.probes), lost \(sim.estimator.probesLost); on 5 Mbit/s past 2.25 Mbit/s after \(up ?? -1) s"
         )
-        #expect(early.count <= 10 && sim.estimator.probesLost == 0, "\(early)")
+        // Media at half the start fits this link (a quiet scene: 300 kbit/s), so the first window does not measure
+        // it and the first probe (twice 1.5 × that window) may lose a few packets: the drops are what a viewer sees.
+        #expect(early.count <= 10 && sim.estimator.probesLost <= 1, "\(early)")
         #expect((up ?? 99) <= 2, "\(wide.trace.prefix(60).map(\.estimate))")
+    }
+
+    /// A viewer B starting beside a viewer on the full tier (#39's link test, simulated): placed by its 1 Mbit/s
+    /// start on 360p (up to 700 kbit/s), its media at half the start until the first delivery window. Behind the
+    /// 5 kB bucket at most 5 packets drop in its first 5 s (16 with media at the whole start); behind the 64 kB
+    /// bucket none, and no packet queues over half a second (1.03 s with media at the whole start). A viewer alone
+    /// on a wide link keeps the full tier from its first estimate and passes 2.25 Mbit/s within 2 s.
+    @Test func aViewerBesideAFullTierStartsWithoutOverfillingItsLink() {
+        var figures: [String] = []
+        for (burst, latency) in [(5_000, 200), (64_000, 400)] {
+            var sim = LinkSimulation(link: TokenBucketLink(rateBps: 400_000, burstBytes: burst, latencyMs: latency), startBps: 1_000_000)
+            (sim.encoderFill, sim.keyIntervalUs) = (0.9, 2_000_000) // the link test's noisy picture fills its rate
+            let ladder = TierLadder(beside: true)
+            sim.mediaCap = { e, now in ladder.cap(e, now) }
+            sim.run(until: 10_000_000)
+            let drops = sim.link.dropTimesUs.filter { $0 < 5_000_000 }.count
+            let deepest = sim.queueTrace.filter { $0.sendUs < 5_000_000 }.map(\.delayUs).max() ?? 0
+            figures.append("\(burst / 1000) kB: \(drops) drops, queue ≤ \(deepest / 1000) ms, moves \(ladder.moves)")
+            if burst == 5_000 { #expect(drops <= 5, "\(figures)") } else { #expect(drops == 0 && deepest <= 500_000, "\(figures)") }
+        }
+        var wide = LinkSimulation(link: TokenBucketLink(rateBps: 5_000_000, burstBytes: 5_000, latencyMs: 200), startBps: 1_000_000)
+        wide.encoderFill = 0.9
+        let alone = TierLadder(beside: false)
+        wide.mediaCap = { e, now in alone.cap(e, now) }
+        wide.run(until: 5_000_000)
+        let up = wide.trace.first { $0.estimate >= 2_250_000 }?.t
+        print(
+            "start beside a full tier, behind tbf 400kbit: \(figures.joined(separator: "; ")); alone on 5 Mbit/s: moves \(alone.moves), 2.25 Mbit/s at \(up ?? -1) s"
+        )
+        #expect(alone.moves.isEmpty && (up ?? 99) <= 2, "\(alone.moves) \(wide.trace.prefix(40).map(\.estimate))")
     }
 }

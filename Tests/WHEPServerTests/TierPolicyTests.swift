@@ -118,4 +118,18 @@ import Testing
         #expect(!TierPolicy.choose(&seat, others: [TierSeat(estimate: 3_000_000)], tiers: one, now: 5 * Self.s))
         #expect(TierPolicy.rates(count: 1, seats: [seat, TierSeat(estimate: 3_000_000)]) == [166_000])
     }
+
+    /// A viewer whose path is not yet measured places itself by its estimate (A keeps the full tier at a 1 Mbit/s
+    /// start) but its tier runs at its media rate (half the start) until the first delivery window.
+    @Test func anUnmeasuredViewersTierRunsAtItsMediaRate() {
+        var a = TierSeat(estimate: 1_000_000, mediaRate: 500_000, tier: 0)
+        #expect(!TierPolicy.choose(&a, others: [], tiers: Self.tiers, now: 0), "1 Mbit/s stays on 720p (600 kbit/s × 1.15)")
+        #expect(TierPolicy.rates(count: 3, seats: [a]) == [500_000, nil, nil])
+        a.mediaRate = nil
+        #expect(TierPolicy.rates(count: 3, seats: [a]) == [1_000_000, nil, nil])
+        // Beside a measured viewer on the same tier: the lower of the two.
+        let b = TierSeat(estimate: 800_000, tier: 0)
+        #expect(TierPolicy.rates(count: 3, seats: [TierSeat(estimate: 1_000_000, mediaRate: 500_000, tier: 0), b]) == [500_000, nil, nil])
+        #expect(TierPolicy.rates(count: 3, seats: [a, b]) == [800_000, nil, nil])
+    }
 }
