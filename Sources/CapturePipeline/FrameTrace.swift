@@ -43,9 +43,12 @@ public final class FrameTrace {
     /// How many rows fit.
     public let capacity: Int
 
-    /// A trace that keeps up to `capacity` frames (at least 1).
+    /// The most rows a trace keeps (1,048,576: about 100 MB, 9.7 hours at 30 fps); later frames count in `overflow`.
+    public static let maxCapacity = 1 << 20
+
+    /// A trace that keeps up to `capacity` frames (at least 1, at most `maxCapacity`), allocated now.
     public init(capacity: Int) {
-        self.capacity = max(1, capacity)
+        self.capacity = min(max(1, capacity), FrameTrace.maxCapacity)
         rows = []
         rows.reserveCapacity(self.capacity)
     }
@@ -54,7 +57,10 @@ public final class FrameTrace {
     /// else its duration (5 s when not given) at its frame-rate limit (at most 240 fps), with 64 to spare.
     public convenience init(for configuration: CaptureSession.Configuration) {
         let seconds = Double(configuration.durationNs ?? 5_000_000_000) / 1e9
-        self.init(capacity: configuration.frames ?? Int(seconds * min(configuration.fpsLimit.doubleValue, 240)) + 64)
+        // Within 0...maxCapacity before the conversion (a negative or huge duration or rate traps nothing; a
+        // `Fraction`'s denominator is never 0, so no NaN).
+        let frames = min(max(seconds * min(configuration.fpsLimit.doubleValue, 240), 0), Double(FrameTrace.maxCapacity))
+        self.init(capacity: configuration.frames ?? Int(frames) + 64)
     }
 
     func record(_ row: Row) {

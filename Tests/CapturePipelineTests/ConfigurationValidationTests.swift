@@ -100,6 +100,13 @@ import H264
         #expect(FrameTrace(for: c).capacity == 10 * 240 + 64)
         (c.frames, c.durationNs) = (300, nil)
         #expect(FrameTrace(for: c).capacity == 300)
+        // A library takes any numbers: a run of a year, a negative one, a frame count past what memory holds.
+        (c.frames, c.durationNs) = (nil, 365 * 86_400 * 1_000_000_000)
+        #expect(FrameTrace(for: c).capacity == FrameTrace.maxCapacity)
+        c.durationNs = -1_000_000_000
+        #expect(FrameTrace(for: c).capacity == 64)
+        c.frames = .max
+        #expect(FrameTrace(for: c).capacity == FrameTrace.maxCapacity)
     }
 
     @Test func snapshotNamesAreNumberedBeforeTheExtension() {
