@@ -186,7 +186,8 @@ public struct SendSideBandwidthEstimator: Sendable {
     /// and media at the whole guess overfilled a small link before the first feedback could say so (behind
     /// 400 kbit/s with a 5 kB bucket, simulated with the tier ladder: 16 packets dropped in the first 5 s at a
     /// 1 Mbit/s start, 3 at half of it). The estimate stays the guess (a viewer is placed by it); the first window
-    /// bounds it to 1.5 × what it delivered, and probes from then on find a wider path.
+    /// bounds it to 1.5 × what it delivered (when the media used at least half this rate), and probes from then on
+    /// find a wider path.
     public var mediaRate: Int {
         deliveredRate != nil ? estimate : min(estimate, max(configuration.minBitrate, configuration.startBitrate / 2))
     }
@@ -392,7 +393,8 @@ public struct SendSideBandwidthEstimator: Sendable {
     // MARK: Delivery
 
     /// Every 300 ms or more of reported packets (by arrival and by send time): what the path delivered against
-    /// what was sent. The first window bounds the start's guess to 1.5 × what it delivered (`mediaRate`).
+    /// what was sent. The first window bounds the start's guess to 1.5 × what it delivered when the media used at
+    /// least half of what it was allowed (`mediaRate`).
     /// Under 85 % of it, and under the estimate, the estimate drops to 95 % of what was delivered,
     /// and a probe that raised it within 2 s failed after all; a window sent wholly after a probe's raise that
     /// shows no such shortfall confirms it (the next probe may start).
@@ -402,12 +404,14 @@ public struct SendSideBandwidthEstimator: Sendable {
         delivery = DeliveryWindow()
         let sent = Int64(d.sentBytes) * 8_000_000 / (d.lastSendUs - d.firstSendUs)
         let delivered = Int(clamping: Int64(d.arrivedBytes) * 8_000_000 / (d.lastArrivalUs - d.firstArrivalUs))
-        let first = deliveredRate == nil
+        let (first, allowed) = (deliveredRate == nil, mediaRate)
         deliveredRate = delivered
-        if first, delivered * 3 / 2 < estimate {
-            // The start was a guess, and media went at half of it: the path has shown what it carries, and a guess
-            // over 1.5 × that is not founded (a probe at twice 2 × a quiet start's delivery lost packets behind a
-            // 5 kB bucket). Probes, from now on, find a wider path.
+        if first, sent * 2 >= Int64(allowed), delivered * 3 / 2 < estimate {
+            // The start was a guess, and media went at half of it: when it used at least half of that, the path has
+            // shown what it carries at that rate, and a guess over 1.5 × it is not founded (a probe at twice 2 × a
+            // start's delivery lost packets behind a 5 kB bucket). A quiet picture's few packets say nothing of the
+            // path (they would have moved a 640x480 viewer off its full tier at once): the guess stands. Probes,
+            // from now on, find a wider path.
             let bound = clamp(delivered * 3 / 2)
             delayBasedRate = min(delayBasedRate, bound)
             lossBasedRate = min(lossBasedRate, bound)

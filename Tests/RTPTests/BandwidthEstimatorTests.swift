@@ -406,6 +406,15 @@ extension ProbeScheduleTests {
         #expect(e.deliveredRate == nil && e.mediaRate == min(e.estimate, 500_000), "\(e.estimate) \(e.mediaRate)")
         Self.steady(&e, seq: &seq, fromUs: 200_000, toUs: 600_000, bps: 1_000_000, deliveredBps: 1_000_000)
         #expect(e.deliveredRate != nil && e.mediaRate == e.estimate && e.estimate >= 900_000, "\(e.estimate) \(e.mediaRate)")
+        // The first window bounds the guess to 1.5 × what it delivered when the media used at least half its rate
+        // (here 500 kbit/s delivered, a little more over the arrival span: about 790 kbit/s), not when a quiet picture sent a trickle (100 kbit/s: the guess
+        // stands, and a 640x480 viewer keeps its full tier).
+        var filled = SendSideBandwidthEstimator(configuration: .init(startBitrate: 1_000_000)), quiet = filled
+        var s1: UInt16 = 0, s2: UInt16 = 0
+        Self.steady(&filled, seq: &s1, fromUs: 0, toUs: 500_000, bps: 500_000, deliveredBps: 500_000)
+        Self.steady(&quiet, seq: &s2, fromUs: 0, toUs: 500_000, bps: 100_000, deliveredBps: 100_000)
+        #expect(filled.deliveredRate != nil && (700_000...850_000).contains(filled.estimate), "\(filled.estimate)")
+        #expect(quiet.deliveredRate != nil && quiet.estimate >= 1_000_000, "\(quiet.estimate)")
         // A start under twice the minimum: media at the minimum.
         let low = SendSideBandwidthEstimator(configuration: .init(minBitrate: 50_000, maxBitrate: 1_000_000, startBitrate: 80_000))
         #expect(low.mediaRate == 50_000)
