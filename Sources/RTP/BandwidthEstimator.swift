@@ -51,6 +51,10 @@ public struct SendSideBandwidthEstimator: Sendable {
             self.maxBitrate = maxBitrate
             self.startBitrate = startBitrate
         }
+        /// The estimate before any feedback: `startBitrate` within the bounds.
+        public var startEstimate: Int { min(max(startBitrate, minBitrate), maxBitrate) }
+        /// What media may use before the path is measured (`mediaRate`): half the start, at least the minimum.
+        public var startMediaRate: Int { min(startEstimate, max(minBitrate, startBitrate / 2)) }
     }
 
     /// What the delay trend says about the path.
@@ -189,13 +193,13 @@ public struct SendSideBandwidthEstimator: Sendable {
     /// bounds it to 1.5 × what it delivered (when the media used at least half this rate), and probes from then on
     /// find a wider path.
     public var mediaRate: Int {
-        deliveredRate != nil ? estimate : min(estimate, max(configuration.minBitrate, configuration.startBitrate / 2))
+        deliveredRate != nil ? estimate : min(estimate, configuration.startMediaRate)
     }
 
     /// An estimator at `configuration.startBitrate`.
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
-        let start = min(max(configuration.startBitrate, configuration.minBitrate), configuration.maxBitrate)
+        let start = configuration.startEstimate
         estimate = start
         delayBasedRate = start
         lossBasedRate = start

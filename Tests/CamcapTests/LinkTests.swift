@@ -153,13 +153,13 @@ func linkRun(_ viewers: [String], seconds: Int, name: String, bucket: [String] =
         #expect(
             longestOver <= 1,
             "B's estimate over 800 kbit/s in \(longestOver) readings in a row: \(limited.map { "\(Int($0.t)) s \($0.estimateKbps ?? -1)" })")
-        // Freezes from when B plays its lower tier to the lift (its start on the full tier, before its first estimate,
-        // is reported on its own).
+        // Every freeze of B's limited minute, its start included (B is placed on its tier when admitted; the ones
+        // before it plays that tier are also reported on their own).
         let limitedAll = b.filter { $0.t < lift }
         let startFreezes = settled?.freezes ?? 0
-        let freezes = (limitedAll.last?.freezes ?? 0) - startFreezes
-        let minutes = max(1.0, (lift - (settled?.t ?? 0)) / 60)
-        #expect(!linksStrict || Double(freezes) <= 2 * minutes, "B froze \(freezes) times on its lower tier: \(limitedAll.map(\.text))")
+        let freezes = limitedAll.last?.freezes ?? 0
+        let minutes = max(1.0, lift / 60)
+        #expect(!linksStrict || Double(freezes) <= 2 * minutes, "B froze \(freezes) times in its limited minute: \(limitedAll.map(\.text))")
         // Lifted: the full tier within 15 s.
         let back = b.first { $0.t >= lift && $0.width == 1280 && $0.tier == 0 }
         #expect(back != nil && back!.t - lift <= 15, "B back on 1280x720 at \(back.map { String(format: "%.1f", $0.t - lift) } ?? "never") s")
@@ -168,7 +168,7 @@ func linkRun(_ viewers: [String], seconds: Int, name: String, bucket: [String] =
             "tiers\(bucket.isEmpty ? "" : " (" + bucket.joined(separator: " ") + ")"): A \(aKbps.min() ?? 0)...\(aKbps.max() ?? 0) kbit/s at 1280x720, min \(a.map(\.fps).min() ?? 0) fps, freezes \(a.last?.freezes ?? -1); "
                 + "A's tier at ≥ \(Int(aShare * 100)) % of \(aReference) kbit/s, sent ≥ \(Int(aSentShare * 100)) % (2 s) after the lift; "
                 + "B limited \(bKbps.min() ?? 0)...\(bKbps.max() ?? 0) kbit/s (estimate ≤ \(limited.compactMap(\.estimateKbps).max() ?? 0)) at \(limited.last.map { "\($0.width)x\($0.height)" } ?? "-"), min \(limited.map(\.fps).min() ?? 0) fps, "
-                + "\(freezes) freezes on it (\(startFreezes) while finding it); back on the full tier \(back.map { String(format: "%.1f", $0.t - lift) } ?? "never") s after the lift"
+                + "\(freezes) freezes in its limited minute (\(startFreezes) of them while finding its tier); back on the full tier \(back.map { String(format: "%.1f", $0.t - lift) } ?? "never") s after the lift"
         )
     }
 
