@@ -160,9 +160,7 @@ public final class ViewerHub: EncodedOutput, Sendable {
     /// instead of all following the lowest. Make the stage with `tierOutputs(_:)` and `tierToEncodeFirst`, then
     /// connect it, before the camera starts.
     ///
-    /// A viewer with transport-wide congestion control is placed when admitted, by its send-side estimator's start
-    /// (`SendSideBandwidthEstimator.Configuration.startEstimate`; its tier runs at half of it until the path is
-    /// measured); a viewer with REMB only starts on the full tier. Tier moves never lower anyone else (`TierPolicy`): a viewer moves down
+    /// A viewer starts on the full tier. Tier moves never lower anyone else (`TierPolicy`): a viewer moves down
     /// as soon as its estimate is under `tierStayHeadroom` × its tier's minimum bitrate or under 90 % of what the
     /// tier's other viewers carry, and up one tier when the estimate has covered the larger tier's current rate (the
     /// rate its viewers carry; `tierUpHeadroom` × its minimum when nobody watches it) for `tierUpHoldNs`, at least
@@ -295,28 +293,13 @@ public final class ViewerHub: EncodedOutput, Sendable {
             s.viewers[id] = Viewer(peer: peer, address: address, number: s.total, metrics: ViewerMetrics(number: s.total))
             s.order.append(id)
             s.peers.append(peer)
-            let now = monotonicNanoseconds()
-            s.viewers[id]?.tierSinceNs = now
-            if peer.usesTransportWideCC, var v = s.viewers[id] {
-                // Placed by its start estimate at once: a viewer joining others on the full tier gets its own tier's
-                // first key frame instead of the full tier's frames at their rate until its first feedback (behind
-                // 400 kbit/s, 2.25 Mbit/s of them froze it in its first second). Its tier runs at its media rate
-                // (half the start) until its path is measured.
-                let start = configuration.sendSideEstimation
-                (v.seat.estimate, v.seat.mediaRate) = (start.startEstimate, start.startMediaRate)
-                let others = s.order.compactMap { $0 == id ? nil : s.viewers[$0]?.seat }
-                _ = TierPolicy.choose(&v.seat, others: others, tiers: s.tiers, now: now)
-                (v.seat.tier, v.seat.pendingTier) = (v.seat.destination, nil) // nothing sent to it yet: no move to wait for
-                s.viewers[id] = v
-            }
+            s.viewers[id]?.tierSinceNs = monotonicNanoseconds()
             ViewerHub.route(&s)
             return .success(s.total)
         }
         let number: Int
         switch admitted {
-        case .success(let n):
-            number = n
-            recomputeBitrate() // its start counts for its tier's rate
+        case .success(let n): number = n
         case .failure(let refused):
             peer.close()
             throw refused
