@@ -397,11 +397,10 @@ public struct SendSideBandwidthEstimator: Sendable {
     // MARK: Delivery
 
     /// Every 300 ms or more of reported packets (by arrival and by send time): what the path delivered against
-    /// what was sent. The first window bounds the start's guess to 1.5 × what it delivered when the media used at
-    /// least half of what it was allowed (`mediaRate`).
-    /// Under 85 % of it, and under the estimate, the estimate drops to 95 % of what was delivered,
+    /// what was sent. Under 85 % of it, and under the estimate, the estimate drops to 95 % of what was delivered,
     /// and a probe that raised it within 2 s failed after all; a window sent wholly after a probe's raise that
-    /// shows no such shortfall confirms it (the next probe may start).
+    /// shows no such shortfall confirms it (the next probe may start). The first window also bounds the start's
+    /// guess to 1.5 × what it delivered when the media used at least half of what it was allowed (`mediaRate`).
     private mutating func boundByDelivery(_ nowUs: Int64) {
         let d = delivery
         guard d.lastArrivalUs - d.firstArrivalUs >= 300_000, d.lastSendUs - d.firstSendUs >= 300_000 else { return }

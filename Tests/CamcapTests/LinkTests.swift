@@ -153,8 +153,8 @@ func linkRun(_ viewers: [String], seconds: Int, name: String, bucket: [String] =
         #expect(
             longestOver <= 1,
             "B's estimate over 800 kbit/s in \(longestOver) readings in a row: \(limited.map { "\(Int($0.t)) s \($0.estimateKbps ?? -1)" })")
-        // Every freeze of B's limited minute, its start included (B is placed on its tier when admitted; the ones
-        // before it plays that tier are also reported on their own).
+        // Every freeze of B's limited minute, its start included (B starts on the full tier until its first estimate;
+        // the freezes before it plays its lower tier are also reported on their own).
         let limitedAll = b.filter { $0.t < lift }
         let startFreezes = settled?.freezes ?? 0
         let freezes = limitedAll.last?.freezes ?? 0
