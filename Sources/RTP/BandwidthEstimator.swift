@@ -4,7 +4,10 @@
 /// between groups of packets, an adaptive overuse threshold, AIMD: +8 %/s while the path is not loaded, down to
 /// 85 % of the delivered rate on overuse) and a loss-based one (down by half the loss above 10 %, and to the rate
 /// the path delivered when more than a quarter is lost, over 250 ms windows; +5 % below 2 %)
-/// each propose a rate; the estimate is the lower, within `Configuration`'s bounds.
+/// each propose a rate; the estimate is the lower, within `Configuration`'s bounds. A queue the trend cannot see,
+/// because it stands instead of growing, holds the delay-based rate while the last reported packet queued over
+/// 100 ms: behind a 400 kbit/s link with 200 ms of queue, +8 %/s on a standing queue of 150-240 ms had taken the
+/// media to the queue's limit, where each key frame lost packets.
 ///
 /// Probing: a sender whose traffic is below what the path may carry learns nothing from it (the estimate
 /// follows what is acknowledged). `startProbe(nowUs:)` says when to send a probe cluster (packets tagged with its
@@ -14,8 +17,8 @@
 /// less the path's base delay, the last packet's bytes left out), and a cluster that arrived at under 90 % of its
 /// send rate saturated the path: it reads as 95 % of its arrival rate. A result of at least 90 % of the target
 /// raises the estimate to 90 % of it. Probes stop at the maximum; they start only while the path is neither
-/// overused nor draining a queue and loses nothing (a probe on top of a queue overfills a full link and delays the
-/// frames behind it); after a failure the next waits 2 s, then 4 s while they keep failing, 8 s after one that
+/// overused nor draining a queue, loses nothing, and the last packet reported queued 25 ms at most (a probe on top
+/// of a queue overfills a full link and delays the frames behind it); after a failure the next waits 2 s, then 4 s while they keep failing, 8 s after one that
 /// lost packets; but a probe that failed while the media queued on the path is followed at once when no packet
 /// has queued for a second since (the limit was lifted; `probesOnClearedQueue`).
 ///
@@ -148,6 +151,10 @@ public struct SendSideBandwidthEstimator: Sendable {
     /// A packet that queued longer than this counts as queued (5 ms: a 1200-byte packet takes 19-24 ms on a
     /// 400-500 kbit/s link, 2 ms on 5 Mbit/s).
     static let queuedUs: Int64 = 5_000
+    /// A probe starts only when the last reported packet queued this long at most.
+    static let probeQueueUs: Int64 = 25_000
+    /// Over this much queue the delay-based rate does not grow.
+    static let standingQueueUs: Int64 = 100_000
     /// How long the queue must stay under `queuedUs` before it calls a probe early.
     static let clearedQueueUs: Int64 = 1_000_000
 
@@ -234,8 +241,8 @@ public struct SendSideBandwidthEstimator: Sendable {
 
     /// A probe cluster to send now, if one is due: its id (for `packetSent`) and how many bytes to send in about
     /// 200 ms (twice the estimate, at most the maximum; the media sent meanwhile counts). Nil when the estimate is
-    /// at the maximum, the path is overused or losing, a probe ran recently, or what the path delivers is not yet
-    /// measured (the first 300 ms of feedback).
+    /// at the maximum, the path is overused or losing, the media queues over 25 ms on it, a probe ran recently, or
+    /// what the path delivers is not yet measured (the first 300 ms of feedback).
     public mutating func startProbe(nowUs: Int64) -> (cluster: UInt8, bytes: Int)? {
         // Not while queues grow, nor while they drain (underusing): a probe on top of a queue overfills a full link
         // (measured: allowing probes while underusing froze a viewer behind 400 kbit/s 6-8 times a minute). A path
@@ -245,6 +252,9 @@ public struct SendSideBandwidthEstimator: Sendable {
         // of after the 2-4 s wait.
         // Not after a probe that lost packets (it waits the longest), nor after an early one; and only when the
         // media queued before the probe (a probe queues on any path it overfills: that says nothing of a change).
+        // Not while the media itself queues over 25 ms: on a full link with a short queue (400 kbit/s, 5 kB of bucket,
+        // 200 ms) probes started on 100-200 ms of queue lost packets and froze the viewer (three of six freezes in
+        // one strict run); the probe waits for a frame whose feedback shows the queue emptied.
         // Not before the path's delivery is measured (the first 300 ms window, `boundByDelivery`): until then the
         // estimate is only the configured start, and twice it for 200 ms overfilled a small link at once (1 Mbit/s
         // behind 400 kbit/s with a 5 kB bucket: 38 packets dropped in the first half second, 7 with the wait).
@@ -252,6 +262,7 @@ public struct SendSideBandwidthEstimator: Sendable {
         let queueCleared =
             failedOnQueue && nowUs - lastQueuedUs >= Self.clearedQueueUs && nowUs - lastProbeEndUs >= Self.clearedQueueUs
         guard cluster == nil, nowUs >= nextProbeUs || queueCleared, deliveredRate != nil, usage == .normal, lossFraction < 0.02,
+            queueDelayUs <= Self.probeQueueUs,
             estimate < configuration.maxBitrate * Self.probeCeilingPercent / 100
         else { return nil }
         let early = nowUs < nextProbeUs
@@ -585,6 +596,7 @@ public struct SendSideBandwidthEstimator: Sendable {
             }
         case .underusing: break // hold while queues drain
         case .normal:
+            guard queueDelayUs <= Self.standingQueueUs else { break } // a standing queue: hold
             var next = Int(Double(delayBasedRate) * pow108(dt))
             // Not far beyond what the receiver gets: an application-limited sender would otherwise run away.
             if let ack = acknowledgedRate { next = min(next, max(delayBasedRate, ack * 3 / 2 + 10_000)) }

@@ -232,6 +232,8 @@ public final class RTPSender: @unchecked Sendable {
         public var trainsMeasured = 0
         /// The arrival rate of the last packet train of 5 packets or more (bit/s).
         public var lastTrainRate: UInt64?
+        /// The last probe cluster's measured rate, bit/s (nil: none judged yet, or too few of its packets reported).
+        public var lastProbeResult: UInt64?
         /// How long the last reported packet queued on the path (µs; the send-side estimator's `queueDelayUs`).
         public var queueDelayUs: Int64 = 0
         /// Packets still in the pacer's queue when a key frame came, not sent (the key frame replaces them).
@@ -784,6 +786,7 @@ public final class RTPSender: @unchecked Sendable {
                     s.stats.trainsRaised = s.estimator.trainsRaised
                     s.stats.trainsMeasured = s.estimator.trainsMeasured
                     s.stats.lastTrainRate = s.estimator.lastTrainRate.map { UInt64($0) }
+                    s.stats.lastProbeResult = s.estimator.lastProbeResult.map { UInt64($0) }
                     s.stats.queueDelayUs = s.estimator.queueDelayUs
                     s.stats.delayUsage = s.estimator.usage.rawValue
                     s.stats.transportLoss = s.estimator.lossFraction

@@ -519,6 +519,7 @@ public final class ViewerHub: EncodedOutput, Sendable {
                 ("probesCapped", st.rtp.probesCapped), ("probesOnClearedQueue", st.rtp.probesOnClearedQueue), ("deliveryCaps", st.rtp.deliveryCaps),
                 ("trainsRaised", st.rtp.trainsRaised),
                 ("trains", st.rtp.trainsMeasured), ("lastTrainBps", st.rtp.lastTrainRate.map { Int(clamping: $0) } ?? -1),
+                ("lastProbeBps", st.rtp.lastProbeResult.map { Int(clamping: $0) } ?? -1),
                 ("queueDelayMs", Double(st.rtp.queueDelayUs) / 1000),
                 ("transportLoss", st.rtp.transportLoss ?? -1),
                 ("stunRequests", st.stunRequests),
