@@ -16,7 +16,8 @@
 /// rate and the rate it arrived at over its whole duration (from the first packet's send to the last one's arrival,
 /// less the path's base delay, the last packet's bytes left out), and a cluster that arrived at under 90 % of its
 /// send rate saturated the path: it reads as 95 % of its arrival rate. A result of at least 90 % of the target
-/// raises the estimate to 90 % of it. Probes stop at the maximum; they start only while the path is neither
+/// raises the estimate to 90 % of it; a shorter one that lost nothing raises it to 90 % of the result when that is
+/// over 1.1 × the estimate the probe started from (`probesRaisedShort`; the probe still counts as failed). Probes stop at the maximum; they start only while the path is neither
 /// overused nor draining a queue, loses nothing, and the last packet reported queued 25 ms at most (a probe on top
 /// of a queue overfills a full link and delays the frames behind it); after a failure the next waits 2 s, then 4 s
 /// while they keep failing, 8 s after one that lost packets; but a probe that failed while the media queued on the
@@ -133,6 +134,9 @@ public struct SendSideBandwidthEstimator: Sendable {
     public private(set) var probesLost = 0
     /// Probes whose raise the delivered rate then capped (counted in `probesRaised` too, and as failures).
     public private(set) var probesCapped = 0
+    /// Probes that fell short of their target but measured over 1.1 × the estimate they started from, which then
+    /// went up to 90 % of what they measured (failures all the same: the next waits).
+    public private(set) var probesRaisedShort = 0
     /// When the last probe ended (judged), and when the last one raised the estimate (µs).
     private var lastProbeEndUs: Int64 = .min / 2
     private var lastProbeRaiseUs: Int64 = .min / 2
@@ -251,15 +255,16 @@ public struct SendSideBandwidthEstimator: Sendable {
         // A path on which the media queued while probes failed, and now queues nothing for a second, has widened
         // (a lifted limit: 15-160 ms of queue behind 500 kbit/s, 0.2 ms once it is 5 Mbit/s): probe at once instead
         // of after the 2-4 s wait.
-        // Not after a probe that lost packets (it waits the longest), nor after an early one; and only when the
-        // media queued before the probe (a probe queues on any path it overfills: that says nothing of a change).
+        // Not after an early one, and only when the media queued before the probe (a probe queues on any path it
+        // overfills: that says nothing of a change). After one that lost packets too: a probe sent as a 500 kbit/s
+        // limit was lifted lost packets to the change, and the 8 s wait then made the step up take 11 s.
         // Not while the media itself queues over 25 ms: on a full link with a short queue (400 kbit/s, 5 kB of bucket,
         // 200 ms) probes started on 100-200 ms of queue lost packets and froze the viewer (three of six freezes in
         // one strict run); the probe waits for a frame whose feedback shows the queue emptied.
         // Not before the path's delivery is measured (the first 300 ms window, `boundByDelivery`): until then the
         // estimate is only the configured start, and twice it for 200 ms overfilled a small link at once (1 Mbit/s
         // behind 400 kbit/s with a 5 kB bucket: 38 packets dropped in the first half second, 7 with the wait).
-        let failedOnQueue = probeFailures > 0 && !lastProbeLost && probeStartedOnQueue
+        let failedOnQueue = probeFailures > 0 && probeStartedOnQueue
         let queueCleared =
             failedOnQueue && nowUs - lastQueuedUs >= Self.clearedQueueUs && nowUs - lastProbeEndUs >= Self.clearedQueueUs
         guard cluster == nil, nowUs >= nextProbeUs || queueCleared, deliveredRate != nil, usage == .normal, lossFraction < 0.02,
@@ -384,6 +389,20 @@ public struct SendSideBandwidthEstimator: Sendable {
             // queue (the frames behind it lost theirs too: each such probe was a freeze): 8 s.
             let lost = c.packets > 0 && !complete // judged after the second: under 90 % of it arrived
             if lost { probesLost += 1 }
+            // Short of its target, a probe still measured the path (the lower of its send and arrival rates, 95 %
+            // of the arrival rate when it filled the path: never more than the path carried). When 90 % of that is
+            // more than 1.1 × the estimate it started from, and nothing was lost, the estimate goes up to it, as
+            // libwebrtc takes a probe's result: behind 400 kbit/s a viewer on 320x180, whose encoder sent 100 of
+            // its 200 kbit/s (the estimate held at 1.5 × that), saw its probes at twice 165 kbit/s measure 184-270
+            // and fail one by one, and stayed on 320x180 for the whole minute while 640x360 needed 195.
+            if !lost, let result, usage != .overusing, result * 9 / 10 > c.startEstimate * 11 / 10 {
+                probesRaisedShort += 1
+                let raised = clamp(result * 9 / 10)
+                delayBasedRate = max(delayBasedRate, raised)
+                lossBasedRate = max(lossBasedRate, raised)
+                estimate = clamp(min(delayBasedRate, lossBasedRate))
+                lastProbeRaiseUs = nowUs
+            }
             probeFailed(nowUs, longest: lost)
         }
     }

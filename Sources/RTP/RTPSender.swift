@@ -225,6 +225,8 @@ public final class RTPSender: @unchecked Sendable {
         /// times the estimate was brought down to what the path delivered (the estimator's `probesCapped` and
         /// `deliveryCaps`).
         public var probesCapped = 0, deliveryCaps = 0
+        /// Probes short of their target whose result still raised the estimate (the estimator's `probesRaisedShort`).
+        public var probesRaisedShort = 0
         /// Packet trains (a key frame's first packets, sent back to back) that arrived fast enough to call a probe
         /// (they raise nothing themselves).
         public var trainsRaised = 0
@@ -783,6 +785,7 @@ public final class RTPSender: @unchecked Sendable {
                     s.stats.probesLost = s.estimator.probesLost
                     s.stats.probesCapped = s.estimator.probesCapped
                     s.stats.deliveryCaps = s.estimator.deliveryCaps
+                    s.stats.probesRaisedShort = s.estimator.probesRaisedShort
                     s.stats.trainsRaised = s.estimator.trainsRaised
                     s.stats.trainsMeasured = s.estimator.trainsMeasured
                     s.stats.lastTrainRate = s.estimator.lastTrainRate.map { UInt64($0) }

@@ -517,6 +517,7 @@ public final class ViewerHub: EncodedOutput, Sendable {
                 ("delayUsage", st.rtp.delayUsage ?? ""), ("probes", st.rtp.probes), ("probePackets", st.rtp.probePackets),
                 ("probesRaised", st.rtp.probesRaised), ("probesLost", st.rtp.probesLost),
                 ("probesCapped", st.rtp.probesCapped), ("probesOnClearedQueue", st.rtp.probesOnClearedQueue), ("deliveryCaps", st.rtp.deliveryCaps),
+                ("probesRaisedShort", st.rtp.probesRaisedShort),
                 ("trainsRaised", st.rtp.trainsRaised),
                 ("trains", st.rtp.trainsMeasured), ("lastTrainBps", st.rtp.lastTrainRate.map { Int(clamping: $0) } ?? -1),
                 ("lastProbeBps", st.rtp.lastProbeResult.map { Int(clamping: $0) } ?? -1),

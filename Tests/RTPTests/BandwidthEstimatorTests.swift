@@ -162,7 +162,7 @@ struct SplitMix {
     /// train arriving over `trainUs`, and their feedback. Returns the estimator and when the probe failed.
     static func run(trainUs: Int64, frames: Int) -> (SendSideBandwidthEstimator, failedAt: Int64) {
         var (e, seq) = ProbeScheduleTests.started()
-        _ = ProbeScheduleTests.probe(&e, seq: &seq, atUs: 100_000, slowdown: 4)
+        _ = ProbeScheduleTests.probe(&e, seq: &seq, atUs: 100_000, slowdown: 4) // short of its target: 300 → 410 kbit/s
         let failedAt: Int64 = 100_000 + 100_000 + 240_000
         for f in 0..<frames {
             let sendUs = failedAt + 100_000 + Int64(f) * 100_000
@@ -181,17 +181,17 @@ struct SplitMix {
     }
 
     @Test func aFastTrainCallsAProbeAndRaisesNothing() {
-        // 4800 bytes after the first in 1 ms: 38 Mbit/s, far above 300 kbit/s (a lifted limit, or a bucket's burst).
+        // 4800 bytes after the first in 1 ms: 38 Mbit/s, far above 410 kbit/s (a lifted limit, or a bucket's burst).
         let (open, failedAt) = Self.run(trainUs: 1_000, frames: 3)
         var o = open
-        #expect(open.trainsRaised == 1 && open.estimate < 400_000, "\(open.estimate) after \(open.trainsRaised) trains")
+        #expect(open.trainsRaised == 1 && open.estimate < 450_000, "\(open.estimate) after \(open.trainsRaised) trains")
         #expect((open.lastTrainRate ?? 0) > 30_000_000)
         #expect(open.trainsMeasured == 2, "the third frame's train ends only when another packet comes")
         // The probe it called: half the failed probe's 2 s wait after it, not the whole.
         #expect(o.startProbe(nowUs: failedAt + 1_050_000) != nil, "usage \(open.usage)")
-        // The same trains over 80 ms: 480 kbit/s, 1.6 × the estimate: a full link, no probe called.
+        // The same trains over 80 ms: 480 kbit/s, 1.2 × the estimate: a full link, no probe called.
         var (full, _) = Self.run(trainUs: 80_000, frames: 3)
-        #expect(full.trainsRaised == 0 && full.estimate < 400_000, "\(full.estimate)")
+        #expect(full.trainsRaised == 0 && full.estimate < 450_000, "\(full.estimate)")
         #expect((full.lastTrainRate ?? 0) > 400_000 && (full.lastTrainRate ?? 0) < 600_000)
         #expect(full.startProbe(nowUs: failedAt + 1_050_000) == nil)
     }
@@ -284,18 +284,19 @@ struct SplitMix {
         #expect(c.probesCapped == 1 && c.deliveryCaps >= 1 && c.estimate <= 300_000, "\(capped) → \(c.estimate)")
         #expect(c.startProbe(nowUs: 1_500_000) == nil)
 
-        // Not carried: the packets arrive 4 times as far apart as they left: nothing raised, the next probe 2 s
+        // Not carried: the packets arrive 6 times as far apart as they left (about 300 kbit/s, the estimate): nothing
+        // raised, the next probe 2 s
         // later, then 4 s.
         var (f, fseq) = Self.started()
-        #expect(Self.probe(&f, seq: &fseq, atUs: 100_000, slowdown: 4))
+        #expect(Self.probe(&f, seq: &fseq, atUs: 100_000, slowdown: 6))
         #expect(f.probesRaised == 0 && f.estimate <= 330_000, "\(f.estimate)")
-        let failedAt: Int64 = 100_000 + 100_000 + 240_000
+        let failedAt: Int64 = 100_000 + 100_000 + 360_000
         #expect(f.queueDelayUs > 100_000, "the slow probe queued: \(f.queueDelayUs)")
         Self.drained(&f, seq: &fseq, atUs: failedAt + 1_000_000)
         #expect(f.queueDelayUs == 0)
         #expect(f.startProbe(nowUs: failedAt + 1_900_000) == nil)
-        #expect(Self.probe(&f, seq: &fseq, atUs: failedAt + 2_000_000, slowdown: 4))
-        let second = failedAt + 2_000_000 + 100_000 + 240_000
+        #expect(Self.probe(&f, seq: &fseq, atUs: failedAt + 2_000_000, slowdown: 6))
+        let second = failedAt + 2_000_000 + 100_000 + 360_000
         Self.drained(&f, seq: &fseq, atUs: second + 1_000_000)
         #expect(f.startProbe(nowUs: second + 3_900_000) == nil)
         #expect(f.startProbe(nowUs: second + 4_000_000) != nil || f.usage != .normal, "usage \(f.usage)")
@@ -355,9 +356,9 @@ extension ProbeScheduleTests {
         Self.media(&e, seq: &seq, fromUs: 100_000, toUs: 1_000_000, queuedUs: 0)
         Self.media(&e, seq: &seq, fromUs: 1_000_000, toUs: 3_000_000, queuedUs: 20_000) // a standing queue (under the 25 ms a probe may start on)
         #expect(e.queueDelayUs >= 15_000 && e.usage == .normal, "queue \(e.queueDelayUs) µs, \(e.usage)")
-        #expect(Self.probe(&e, seq: &seq, atUs: 3_000_000, slowdown: 4), "usage \(e.usage)")
+        #expect(Self.probe(&e, seq: &seq, atUs: 3_000_000, slowdown: 6), "usage \(e.usage)")
         #expect(e.probesRaised == 0)
-        let failedAt: Int64 = 3_000_000 + 100_000 + 240_000
+        let failedAt: Int64 = 3_000_000 + 100_000 + 360_000
         // The queue stands: the usual 2 s.
         var standing = e, standingSeq = seq
         Self.media(&standing, seq: &standingSeq, fromUs: failedAt, toUs: failedAt + 1_900_000, queuedUs: 20_000)
@@ -365,10 +366,10 @@ extension ProbeScheduleTests {
         // The queue vanishes: a probe 1 s after the last queued packet's feedback, not 2 s after the failure.
         Self.media(&e, seq: &seq, fromUs: failedAt, toUs: failedAt + 1_500_000, queuedUs: 0)
         #expect(e.queueDelayUs < 5_000)
-        #expect(Self.probe(&e, seq: &seq, atUs: failedAt + 1_500_000, slowdown: 4), "usage \(e.usage)")
+        #expect(Self.probe(&e, seq: &seq, atUs: failedAt + 1_500_000, slowdown: 6), "usage \(e.usage)")
         #expect(e.probesOnClearedQueue == 1)
         // That early probe failed too: no second early one, the next after the 4 s wait.
-        let secondFailedAt = failedAt + 1_500_000 + 340_000
+        let secondFailedAt = failedAt + 1_500_000 + 460_000
         Self.media(&e, seq: &seq, fromUs: secondFailedAt, toUs: secondFailedAt + 3_900_000, queuedUs: 0)
         #expect(e.startProbe(nowUs: secondFailedAt + 3_900_000) == nil)
         Self.media(&e, seq: &seq, fromUs: secondFailedAt + 3_900_000, toUs: secondFailedAt + 4_100_000, queuedUs: 0)
@@ -383,12 +384,12 @@ extension ProbeScheduleTests {
         var (e, seq) = Self.started()
         Self.media(&e, seq: &seq, fromUs: 100_000, toUs: 1_000_000, queuedUs: 0)
         Self.media(&e, seq: &seq, fromUs: 1_000_000, toUs: 3_000_000, queuedUs: 20_000) // the media queues (under the 25 ms a probe may start on)
-        #expect(Self.probe(&e, seq: &seq, atUs: 3_000_000, slowdown: 4))
-        let firstFailedAt: Int64 = 3_000_000 + 100_000 + 240_000
+        #expect(Self.probe(&e, seq: &seq, atUs: 3_000_000, slowdown: 6))
+        let firstFailedAt: Int64 = 3_000_000 + 100_000 + 360_000
         Self.media(&e, seq: &seq, fromUs: firstFailedAt, toUs: firstFailedAt + 2_000_000, queuedUs: 20_000)
-        #expect(Self.probe(&e, seq: &seq, atUs: firstFailedAt + 2_000_000, slowdown: 4), "2 s after the first failure")
+        #expect(Self.probe(&e, seq: &seq, atUs: firstFailedAt + 2_000_000, slowdown: 6), "2 s after the first failure")
         #expect(e.probesRaised == 0 && e.probesLost == 0)
-        let secondFailedAt = firstFailedAt + 2_000_000 + 340_000
+        let secondFailedAt = firstFailedAt + 2_000_000 + 460_000
         Self.media(&e, seq: &seq, fromUs: secondFailedAt, toUs: secondFailedAt + 7_900_000, queuedUs: 20_000)
         #expect(e.startProbe(nowUs: secondFailedAt + 4_100_000) == nil, "not after 4 s")
         #expect(e.startProbe(nowUs: secondFailedAt + 7_900_000) == nil)
@@ -484,5 +485,47 @@ extension ProbeScheduleTests {
         print(
             "a standing 150 ms queue: \(heldAt2 / 1000) → \(held.estimate / 1000) kbit/s over 2 s; without it \(freeAt2 / 1000) → \(free.estimate / 1000) kbit/s"
         )
+    }
+}
+
+extension ProbeScheduleTests {
+    /// A probe short of its target still measured the path (#39): 90 % of its result, when that is over 1.1 × the
+    /// estimate it started from and nothing was lost, becomes the estimate; the probe counts as failed (the next
+    /// waits 2 s). Behind 400 kbit/s a viewer on 320x180 (its encoder at 100 of 200 kbit/s, the estimate held at
+    /// 1.5 × that) saw its probes at twice 165 kbit/s measure 184-270 and fail, and stayed on 320x180 all minute.
+    @Test func aProbeShortOfItsTargetRaisesTheEstimateToWhatItMeasured() {
+        // Sent at 1.9 Mbit/s over 60 ms, arriving 4 times as far apart: 456 kbit/s measured of its 600 target.
+        var (e, seq) = Self.started()
+        #expect(Self.probe(&e, seq: &seq, atUs: 100_000, slowdown: 4))
+        let result = e.lastProbeResult ?? 0
+        #expect(result < 540_000 && e.probesRaised == 0 && e.probesRaisedShort == 1, "\(result)")
+        #expect(e.estimate >= result * 9 / 10 - 1000 && e.estimate <= result, "\(e.estimate) of \(result)")
+        let failedAt: Int64 = 100_000 + 100_000 + 240_000
+        #expect(e.startProbe(nowUs: failedAt + 1_900_000) == nil, "a failure all the same: the next after 2 s")
+        // Measured under 1.1 × the start (6 times as far apart: about 300 kbit/s): nothing raised. Lost packets:
+        // nothing.
+        var (slow, s2) = Self.started()
+        #expect(Self.probe(&slow, seq: &s2, atUs: 100_000, slowdown: 6))
+        #expect(slow.probesRaisedShort == 0 && slow.estimate <= 330_000, "\(slow.estimate)")
+        var (lossy, s3) = Self.started()
+        #expect(Self.probe(&lossy, seq: &s3, atUs: 100_000, slowdown: 4, lose: 2))
+        #expect(lossy.probesRaisedShort == 0 && lossy.estimate <= 330_000, "\(lossy.estimate)")
+        print("a probe short of its 600 kbit/s target: measured \(result / 1000) kbit/s, estimate 300 → \(e.estimate / 1000)")
+    }
+}
+
+extension ProbeScheduleTests {
+    /// A queue that vanishes calls the next probe early after a probe that lost packets too (#39): a probe sent as a
+    /// 500 kbit/s limit was lifted lost packets to the change, and its 8 s wait made the step up take 11 s.
+    @Test func aQueueThatVanishesCallsAProbeAfterALossyOneToo() {
+        var (e, seq) = Self.started()
+        Self.media(&e, seq: &seq, fromUs: 100_000, toUs: 1_000_000, queuedUs: 0)
+        Self.media(&e, seq: &seq, fromUs: 1_000_000, toUs: 3_000_000, queuedUs: 20_000) // the media queues
+        #expect(Self.probe(&e, seq: &seq, atUs: 3_000_000, slowdown: 4, lose: 12))
+        // The limit lifted: nothing queues from here on; the lossy probe is judged a second after it started.
+        Self.media(&e, seq: &seq, fromUs: 3_400_000, toUs: 5_500_000, queuedUs: 0)
+        #expect(e.probesLost == 1 && e.probesRaisedShort == 0)
+        #expect(e.startProbe(nowUs: 5_500_000) != nil, "usage \(e.usage), loss \(e.lossFraction): the 8 s wait otherwise")
+        #expect(e.probesOnClearedQueue == 1)
     }
 }
