@@ -293,7 +293,9 @@ public final class ViewerHub: EncodedOutput, Sendable {
             s.viewers[id] = Viewer(peer: peer, address: address, number: s.total, metrics: ViewerMetrics(number: s.total))
             s.order.append(id)
             s.peers.append(peer)
-            s.viewers[id]?.tierSinceNs = monotonicNanoseconds()
+            let admittedNs = monotonicNanoseconds()
+            s.viewers[id]?.tierSinceNs = admittedNs
+            s.viewers[id]?.seat.joinedNs = admittedNs
             ViewerHub.route(&s)
             return .success(s.total)
         }

@@ -132,4 +132,25 @@ import Testing
         #expect(TierPolicy.rates(count: 3, seats: [TierSeat(estimate: 1_000_000, mediaRate: 500_000, tier: 0), b]) == [500_000, nil, nil])
         #expect(TierPolicy.rates(count: 3, seats: [a, b]) == [800_000, nil, nil])
     }
+
+    /// A viewer placed low by its start (#39): its first window measured the shared tier's encode, not its path, and
+    /// put it on 180p; a probe then found its open path (2.25 Mbit/s from 0.8 s). In its first 4 s it climbs back
+    /// tier by tier after the 0.5 s up-hold alone; the same story later in its life waits the 2 s dwell on each tier.
+    @Test func aViewerPlacedLowByItsStartClimbsBackWithoutTheDwell() {
+        func climb(from start: Int64) -> Double? {
+            var seats = [TierSeat(estimate: nil, tier: 0, tierSinceNs: start - 10 * Self.s, joinedNs: 0)]
+            for k in 0..<100 { // 10 s in 100 ms steps from `start`
+                let now = start + Int64(k) * Self.s / 10
+                seats[0].estimate = k < 4 ? 1_000_000 : k < 8 ? 150_000 : 2_250_000
+                _ = Self.judge(&seats, 0, now: now)
+                if k % 3 == 0 { Self.arrive(&seats, now: now) } // key frames every 300 ms
+                if k > 8 && seats[0].tier == 0 { return Double(k) / 10 }
+            }
+            return nil
+        }
+        let atStart = climb(from: 0), later = climb(from: 60 * Self.s)
+        #expect((atStart ?? 99) <= 2.5, "back on 720p \(atStart ?? -1) s after admission")
+        #expect((later ?? 0) >= 4.5, "\(later ?? -1) s: the dwell applies after the first 4 s")
+        print("placed low by its start: back on 720p after \(atStart ?? -1) s (\(later ?? -1) s with the dwell)")
+    }
 }
