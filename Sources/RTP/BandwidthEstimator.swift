@@ -371,14 +371,10 @@ public struct SendSideBandwidthEstimator: Sendable {
         // the probe that confirms it into a failure.
         if let result, result * 10 >= c.targetRate * 9, usage != .overusing {
             probesRaised += 1
-            let raised = clamp(result * 9 / 10)
-            delayBasedRate = max(delayBasedRate, raised)
-            lossBasedRate = max(lossBasedRate, raised)
-            estimate = clamp(min(delayBasedRate, lossBasedRate))
+            raise(toNinetyPercentOf: result, nowUs)
             // The path carried what was asked: the next probe, twice as large, once the rate acknowledged after
             // this raise confirms it (`boundByDelivery`; 3 s at most), so that a token bucket's burst that passed
             // the probe whole is found out before it is built on.
-            lastProbeRaiseUs = nowUs
             awaitingConfirmation = true
             nextProbeUs = nowUs + 3_000_000
             probeFailures = 0
@@ -397,14 +393,20 @@ public struct SendSideBandwidthEstimator: Sendable {
             // and fail one by one, and stayed on 320x180 for the whole minute while 640x360 needed 195.
             if !lost, let result, usage != .overusing, result * 9 / 10 > c.startEstimate * 11 / 10 {
                 probesRaisedShort += 1
-                let raised = clamp(result * 9 / 10)
-                delayBasedRate = max(delayBasedRate, raised)
-                lossBasedRate = max(lossBasedRate, raised)
-                estimate = clamp(min(delayBasedRate, lossBasedRate))
-                lastProbeRaiseUs = nowUs
+                raise(toNinetyPercentOf: result, nowUs)
             }
             probeFailed(nowUs, longest: lost)
         }
+    }
+
+    /// Both controllers (and so the estimate) up to 90 % of a probe's `result`, at least; the raise's time noted (a
+    /// delivery shortfall within 2 s caps it, `boundByDelivery`).
+    private mutating func raise(toNinetyPercentOf result: Int, _ nowUs: Int64) {
+        let raised = clamp(result * 9 / 10)
+        delayBasedRate = max(delayBasedRate, raised)
+        lossBasedRate = max(lossBasedRate, raised)
+        estimate = clamp(min(delayBasedRate, lossBasedRate))
+        lastProbeRaiseUs = nowUs
     }
 
     /// The wait after a failed probe: 2 s, then 4 s for each further failure in a row; 8 s after one that lost
