@@ -17,12 +17,12 @@
 /// less the path's base delay, the last packet's bytes left out), and a cluster that arrived at under 90 % of its
 /// send rate saturated the path: it reads as 95 % of its arrival rate. A result of at least 90 % of the target
 /// raises the estimate to 90 % of it; a shorter one that lost nothing raises it to 90 % of the result when that is
-/// over 1.1 × the estimate the probe started from (`probesRaisedShort`; the probe still counts as failed). Probes stop at the maximum; they start only while the path is neither
-/// overused nor draining a queue, loses nothing, and the last packet reported queued 25 ms at most (a probe on top
-/// of a queue overfills a full link and delays the frames behind it); after a failure the next waits 2 s, then 4 s
-/// while they keep failing, 8 s after one that lost packets; but a probe that failed while the media queued on the
-/// path is followed at once when no packet has queued for a second since (the limit was lifted;
-/// `probesOnClearedQueue`).
+/// over 1.1 × the estimate the probe started from (`probesRaisedShort`; the probe still counts as failed). Probes
+/// stop at the maximum; they start only while the path is neither overused nor draining a queue, loses nothing,
+/// and the last packet reported queued 25 ms at most (a probe on top of a queue overfills a full link and delays
+/// the frames behind it); after a failure the next waits 2 s, then 4 s while they keep failing, 8 s after one that
+/// lost packets; but a probe that failed while the media queued on the path is followed at once when no packet has
+/// queued for a second since (the limit was lifted; `probesOnClearedQueue`).
 ///
 /// A token bucket (`tc tbf`, a cheap router, a cellular link) lets a refilled burst through at line rate: a probe
 /// no larger than the bucket arrives as fast as it left, whatever the link's rate. Hence 200 ms of probe (a 5 kB
