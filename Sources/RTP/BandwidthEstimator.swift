@@ -409,6 +409,14 @@ public struct SendSideBandwidthEstimator: Sendable {
         lastProbeRaiseUs = nowUs
     }
 
+    /// Both controllers (and so the estimate) down to `bound` at most.
+    private mutating func lower(to bound: Int) {
+        let bound = clamp(bound)
+        delayBasedRate = min(delayBasedRate, bound)
+        lossBasedRate = min(lossBasedRate, bound)
+        estimate = clamp(min(delayBasedRate, lossBasedRate))
+    }
+
     /// The wait after a failed probe: 2 s, then 4 s for each further failure in a row; 8 s after one that lost
     /// packets (`longest`).
     private mutating func probeFailed(_ nowUs: Int64, longest: Bool) {
@@ -448,17 +456,11 @@ public struct SendSideBandwidthEstimator: Sendable {
             // start's delivery lost packets behind a 5 kB bucket). A quiet picture's few packets say nothing of the
             // path (they would have moved a 640x480 viewer off its full tier at once): the guess stands. Probes,
             // from now on, find a wider path.
-            let bound = clamp(delivered * 3 / 2)
-            delayBasedRate = min(delayBasedRate, bound)
-            lossBasedRate = min(lossBasedRate, bound)
-            estimate = clamp(min(delayBasedRate, lossBasedRate))
+            lower(to: delivered * 3 / 2)
         }
         if Int64(delivered) * 100 < sent * 85, delivered < estimate {
             deliveryCaps += 1
-            let bound = clamp(delivered * 95 / 100)
-            delayBasedRate = min(delayBasedRate, bound)
-            lossBasedRate = min(lossBasedRate, bound)
-            estimate = clamp(min(delayBasedRate, lossBasedRate))
+            lower(to: delivered * 95 / 100)
             if awaitingConfirmation || nowUs - lastProbeRaiseUs < 2_000_000 {
                 probesCapped += 1
                 probeFailed(nowUs, longest: false)

@@ -102,11 +102,8 @@ struct LinkSimulation {
     private(set) var trace: [(t: Double, estimate: Int)] = []
     /// Simulated time, µs.
     private(set) var nowUs: Int64 = 0
-    /// Probe clusters started, and when each started (µs).
+    /// Probe clusters started.
     private(set) var probes = 0
-    private(set) var probeTimesUs: [Int64] = []
-    /// A key frame's size in frames of the encoder's rate.
-    var keyFrameFactor = 4.0
 
     private var encoderBps: Int
     private var lastCap = 0
@@ -179,14 +176,13 @@ struct LinkSimulation {
         if quiet, probe == nil, let p = estimator.startProbe(nowUs: nowUs) {
             probe = (p.cluster, p.bytes, probeFrames, 0)
             probes += 1
-            probeTimesUs.append(nowUs)
         }
         if key { // what is queued of earlier frames goes unsent
             queue.removeAll(keepingCapacity: true)
             queueHead = 0
             queuedBytes = 0
         }
-        var bytes = Int(Double(max(200, encoderBps / 8 / 30)) * (key ? keyFrameFactor : 1) * encoderFill * (0.7 + 0.6 * rng.unit()))
+        var bytes = Int(Double(max(200, encoderBps / 8 / 30) * (key ? 4 : 1)) * encoderFill * (0.7 + 0.6 * rng.unit()))
         var train = key ? RTPSender.keyFrameTrainPackets : 0
         let frameBytes = bytes
         while bytes > 0 {
