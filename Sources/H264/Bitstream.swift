@@ -87,22 +87,9 @@ public enum AnnexB {
         }
     }
 
-    /// The next 00 00 01 (or 00 00 00 01) at or after `from`.
+    /// The next 00 00 01 (or 00 00 00 01) at or after `from` (the package's one scanner, `AnnexBScan`).
     static func nextStartCode(_ b: UnsafeRawBufferPointer, from: Int) -> (position: Int, length: Int)? {
-        var i = from
-        let n = b.count
-        while i + 2 < n {
-            if b[i + 2] > 1 {
-                i += 3
-                continue
-            }
-            if b[i] == 0 && b[i + 1] == 0 && b[i + 2] == 1 {
-                if i > from && b[i - 1] == 0 { return (i - 1, 4) }
-                return (i, 3)
-            }
-            i += 1
-        }
-        return nil
+        AnnexBScan.nextStartCode(b, from: from)
     }
 
     /// Annex-B → AVCC: each unit prefixed by its length in `lengthSize` bytes (4 by default) big-endian.
