@@ -108,7 +108,7 @@ let package = Package(
         .target(
             name: "WHEPServer",
             dependencies: [
-                "CapturePipeline", "VideoCaptureCommons", "H264", "RTP", "WebRTC", "SystemIO", "ServerShell",
+                "CapturePipeline", "VideoCapture", "VideoProcessing", "VideoCaptureCommons", "H264", "RTP", "WebRTC", "SystemIO", "ServerShell",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -122,7 +122,7 @@ let package = Package(
         .target(
             name: "WHIPClient",
             dependencies: [
-                "CapturePipeline", "VideoCaptureCommons", "H264", "RTP", "WebRTC", "SystemIO",
+                "CapturePipeline", "VideoCapture", "VideoProcessing", "VideoCaptureCommons", "H264", "RTP", "WebRTC", "SystemIO",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -191,19 +191,23 @@ let package = Package(
         .testTarget(name: "V4L2CaptureTests", dependencies: ["VideoCapture", "V4L2Capture", "CV4L2", "TestSupport"]),
         .testTarget(
             name: "CamcapTests",
-            dependencies: ["camcap", "embedded-whep-example", "frame-consumer-example", "WHEPServer", "WHIPClient", "WebRTC", "TestSupport"]),
+            dependencies: [
+                "camcap", "embedded-whep-example", "frame-consumer-example", "WHEPServer", "WHIPClient", "WebRTC", "CapturePipeline", "VideoCapture",
+                "VideoProcessing", "FixtureCameras", "H264", "TestSupport",
+            ]),
         .testTarget(name: "SystemIOTests", dependencies: ["SystemIO"]),
-        .testTarget(name: "WHIPClientTests", dependencies: ["WHIPClient", "VideoCapture", "CapturePipeline", "FixtureCameras"]),
+        .testTarget(name: "WHIPClientTests", dependencies: ["WHIPClient", "WebRTC", "VideoCapture", "CapturePipeline", "FixtureCameras"]),
         .testTarget(
             name: "CapturePipelineTests",
             dependencies: [
-                "CapturePipeline", "VideoCapture", "VideoProcessing", "FixtureCameras", "H264", "TestSupport",
+                "CapturePipeline", "VideoCapture", "VideoProcessing", "FixtureCameras", "H264", "RTP", "TestSupport",
+                .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
             ]),
         .testTarget(
             name: "RTSPServerTests",
             dependencies: [
-                "RTSPServer", "CapturePipeline", "FixtureCameras", "H264", "RTP", "VideoCapture", "VideoProcessing", "TestSupport",
+                "RTSPServer", "CapturePipeline", "FixtureCameras", "H264", "RTP", "VideoCapture", "VideoCaptureCommons", "VideoProcessing", "TestSupport",
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ]),
         .testTarget(name: "RTPTests", dependencies: ["RTP", "H264", "SystemIO", "VideoCapture", "FixtureCameras", "TestSupport"]),
@@ -221,7 +225,7 @@ let package = Package(
         .testTarget(
             name: "WHEPServerTests",
             dependencies: [
-                "WHEPServer", "ServerShell", "CapturePipeline", "WebRTC", "VideoCapture", "FixtureCameras", "TestSupport",
+                "WHEPServer", "ServerShell", "CapturePipeline", "WebRTC", "VideoCapture", "VideoCaptureCommons", "FixtureCameras", "TestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),

@@ -11,6 +11,8 @@ enum PackageDump {
         var path: String?
         /// The package's own targets this one names (dependencies, then plugins used, as "Name (plugin)").
         var dependencies: [String]
+        /// The products of other packages this one names (`.product(name:package:)`): modules it may import.
+        var products: [String] = []
     }
 
     static let result: Result<(targets: [Target], products: [(name: String, isLibrary: Bool)]), DumpError> = {
@@ -34,7 +36,10 @@ enum PackageDump {
             for p in t["pluginUsages"] as? [[String: Any]] ?? [] {
                 if let name = firstName(p["plugin"]), names.contains(name) { dependencies.append(name + " (plugin)") }
             }
-            return Target(name: t["name"] as? String ?? "", type: t["type"] as? String ?? "", path: t["path"] as? String, dependencies: dependencies)
+            let products = (t["dependencies"] as? [[String: Any]] ?? []).compactMap { firstName($0["product"]) }
+            return Target(
+                name: t["name"] as? String ?? "", type: t["type"] as? String ?? "", path: t["path"] as? String, dependencies: dependencies,
+                products: products)
         }
         let products = (json["products"] as? [[String: Any]] ?? []).map { p in
             (name: p["name"] as? String ?? "", isLibrary: (p["type"] as? [String: Any])?["library"] != nil)
