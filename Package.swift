@@ -207,7 +207,8 @@ let package = Package(
         .testTarget(
             name: "RTSPServerTests",
             dependencies: [
-                "RTSPServer", "CapturePipeline", "FixtureCameras", "H264", "RTP", "VideoCapture", "VideoCaptureCommons", "VideoProcessing", "TestSupport",
+                "RTSPServer", "CapturePipeline", "FixtureCameras", "H264", "RTP", "VideoCapture", "VideoCaptureCommons", "VideoProcessing",
+                "TestSupport",
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ]),
         .testTarget(name: "RTPTests", dependencies: ["RTP", "H264", "SystemIO", "VideoCapture", "FixtureCameras", "TestSupport"]),

@@ -5,7 +5,7 @@ Swift calls a C function by its C symbol, so every call a module's code makes in
 symbol of that module's object files, whatever the source looks like (a call wrapped over lines, inside a `try`,
 a function reference such as `let f = close`, a name no list foresaw). For each Swift target under Sources/ this
 lists the undefined symbols of its objects (.build/debug/<Target>.build/*.o, `nm -u`) and keeps those the C library
-defines (the dynamic symbols of libc.so.6), the Swift Glibc overlay's wrappers (`Glibc.open`, `Glibc.fcntl`,
+defines (the dynamic symbols of libc.so.6, and libv4l2.so.0's v4l2_* device calls), the Swift Glibc overlay's wrappers (`Glibc.open`, `Glibc.fcntl`,
 `Glibc.ioctl`, ...: variadic C functions Swift reaches through Swift functions) and the Swift APIs the allowlist
 forbids (`forbid` lines: Foundation's Thread). Each must be allowed for its module or object file by
 Scripts/syscall-allowlist.txt, else this fails naming module, symbol and object file. A module-scoped allowlist
@@ -76,31 +76,38 @@ def module_objects(build_dir, target):
     return objects
 
 
-def libc_symbols():
-    """Every function and object libc.so.6 defines (its dynamic symbols, versions stripped)."""
+def library_symbols(soname, at_least):
+    """Every function and object a shared library defines (its dynamic symbols, versions stripped), found by
+    ldconfig (libc.so.6, libv4l2.so.0)."""
     path = None
     try:
         out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout
         for line in out.splitlines():
-            m = re.match(r"\s*libc\.so\.6 \(([^)]*)\) => (\S+)", line)
+            m = re.match(r"\s*" + re.escape(soname) + r" \(([^)]*)\) => (\S+)", line)
             if m and ("x86-64" in m.group(1) or "AArch64" in m.group(1) or path is None):
                 path = m.group(2)
     except OSError:
         pass
-    for guess in ["/lib/x86_64-linux-gnu/libc.so.6", "/lib/aarch64-linux-gnu/libc.so.6", "/lib64/libc.so.6"]:
-        if path is None and os.path.exists(guess):
-            path = guess
+    for lib in ["/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/lib64"]:
+        if path is None and os.path.exists(os.path.join(lib, soname)):
+            path = os.path.join(lib, soname)
     if path is None:
-        fail_setup("cannot find libc.so.6")
+        fail_setup(f"cannot find {soname}")
     out = subprocess.run([NM, "-D", "--defined-only", path], capture_output=True, text=True, check=True).stdout
     names = set()
     for line in out.splitlines():
         parts = line.split()
         if len(parts) >= 3:
             names.add(parts[2].split("@")[0])
-    if len(names) < 1000:
-        fail_setup(f"{path} defines only {len(names)} symbols: not the C library?")
+    if len(names) < at_least:
+        fail_setup(f"{path} defines only {len(names)} symbols: not {soname}?")
     return names
+
+
+def libc_symbols():
+    """The C library's symbols, and libv4l2's: its v4l2_open/v4l2_ioctl/v4l2_mmap... are device calls like the C
+    library's (libv4l2 makes the system calls behind them), so they are checked the same way."""
+    return library_symbols("libc.so.6", 1000) | library_symbols("libv4l2.so.0", 5)
 
 
 class Allowlist:

@@ -81,7 +81,7 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
         }
         // A fixture file named by path: anything outside /dev that exists. What is not a regular file (a FIFO,
         // a directory, a link to a device) is then a clear error from the reader, never a blocked read.
-        guard !spec.hasPrefix("/dev/"), FileManager.default.fileExists(atPath: spec) else { return nil }
+        guard !spec.hasPrefix("/dev/"), FileSystem.exists(spec) else { return nil }
         let d = try description(forPath: spec)
         return device(name: fileStem(spec), path: spec, description: d)
     }

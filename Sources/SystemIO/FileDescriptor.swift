@@ -84,4 +84,28 @@ package enum FileSystem {
     package static func rename(_ from: String, to: String) throws(SystemError) {
         _ = try SystemCall.retrying("rename") { Glibc.rename(from, to) }
     }
+
+    /// True when stat(2) finds something at `path` (links followed).
+    package static func exists(_ path: String) -> Bool { (try? status(path)) != nil }
+
+    /// The names in a directory (opendir/readdir/closedir), without "." and "..", unsorted; at most `limit` of them
+    /// (a directory is read in bounded time whatever it holds).
+    package static func entries(_ path: String, limit: Int = 100_000) throws(SystemError) -> [String] {
+        guard let dir = opendir(path) else { throw SystemError("opendir \(path)", errno: Glibc.errno) }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while names.count < limit, let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    /// Where the symbolic link at `path` points (readlink(2)), as written in the link; nil when it is not a link.
+    package static func linkDestination(_ path: String) -> String? {
+        var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX))
+        let n = buffer.withUnsafeMutableBytes { readlink(path, $0.baseAddress!.assumingMemoryBound(to: CChar.self), $0.count) }
+        guard n > 0, n < buffer.count else { return nil }
+        return String(decoding: buffer[0..<n], as: UTF8.self)
+    }
 }

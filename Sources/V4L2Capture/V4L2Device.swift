@@ -3,7 +3,7 @@ public import VideoCapture
 #if canImport(Glibc)
     import Glibc
 #endif
-import Foundation
+import SystemIO
 
 /// What VIDIOC_QUERYCAP says about a node.
 struct V4L2Capabilities {
@@ -179,7 +179,7 @@ public final class V4L2DeviceProvider: CaptureDeviceProvider {
 
     /// `/dev/videoN` paths in numeric order.
     func nodePaths() -> [String] {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: devDirectory)) ?? []
+        let names = (try? FileSystem.entries(devDirectory)) ?? []
         return names.filter { $0.hasPrefix("video") && Int($0.dropFirst(5)) != nil }
             .sorted { Int($0.dropFirst(5))! < Int($1.dropFirst(5))! }
             .map { devDirectory + "/" + $0 }
@@ -210,17 +210,28 @@ public final class V4L2DeviceProvider: CaptureDeviceProvider {
     /// The `/dev/v4l/by-id` (else `by-path`) link that resolves to the node; else `v4l2:<bus info>`.
     func stableID(for path: String, busInfo: String) -> String {
         for dir in ["\(devDirectory)/v4l/by-id", "\(devDirectory)/v4l/by-path"] {
-            guard let links = try? FileManager.default.contentsOfDirectory(atPath: dir) else { continue }
+            guard let links = try? FileSystem.entries(dir) else { continue }
             for l in links.sorted() {
                 let full = dir + "/" + l
-                if let dest = try? FileManager.default.destinationOfSymbolicLink(atPath: full),
-                    URL(fileURLWithPath: dest, relativeTo: URL(fileURLWithPath: dir + "/")).standardizedFileURL.path == path
-                {
-                    return full
-                }
+                if let dest = FileSystem.linkDestination(full), V4L2DeviceProvider.resolve(dest, in: dir) == path { return full }
             }
         }
         return "v4l2:\(busInfo)"
+    }
+
+    /// A link's destination as an absolute path: relative ones (udev writes `../../video0`) from `directory`,
+    /// with "." and ".." resolved by name.
+    static func resolve(_ destination: String, in directory: String) -> String {
+        var parts: [Substring] = []
+        let full = destination.hasPrefix("/") ? destination : directory + "/" + destination
+        for part in full.split(separator: "/") {
+            switch part {
+            case ".": continue
+            case "..": _ = parts.popLast()
+            default: parts.append(part)
+            }
+        }
+        return "/" + parts.joined(separator: "/")
     }
 
     public func device(for spec: String) throws(CaptureError) -> CaptureDevice? {

@@ -1,6 +1,7 @@
 import Foundation
 public import Logging
 import Synchronization
+import SystemIO
 
 /// Receives frames and events from a `CameraVideoCapturer`, on the capturer's delivery thread.
 /// A delegate that takes long makes the capturer drop late frames (counted, see `Configuration`).
@@ -585,7 +586,7 @@ public final class CameraVideoCapturer: Sendable {
         guard current else { return }
         logger.error("capture failed", metadata: ["error": "\(error)"])
         // The stream released its resources before reporting; stop() from another thread just joins it.
-        if let running { DispatchQueue.global().async { running.stream.stop() } }
+        if let running { _ = WorkerThread(name: "capture-stop") { _ in running.stream.stop() } } // detached: released unjoined
         if configuration.delivery == .captureThread {
             deliver(.stopped(error)) // on the failing stream's thread, after its last frame
         } else {
@@ -619,9 +620,10 @@ public final class CameraVideoCapturer: Sendable {
     }
 }
 
-/// Runs blocking work (ioctls, joins) off the cooperative pool.
+/// Runs blocking work (ioctls, joins) off the cooperative pool, on a thread of its own (the package's one thread
+/// lifecycle, detached: nothing joins it). Starts and stops are rare, so a thread per call costs nothing that counts.
 func offThread<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
     await withCheckedContinuation { (c: CheckedContinuation<T, Never>) in
-        DispatchQueue.global(qos: .userInitiated).async { c.resume(returning: work()) }
+        _ = WorkerThread(name: "capture-call") { _ in c.resume(returning: work()) }
     }
 }

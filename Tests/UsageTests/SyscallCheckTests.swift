@@ -63,6 +63,27 @@ private let plants: [Plant] = [
             import Foundation
             func plantedThread() { Thread { }.start() }
             """),
+    // libv4l2's device calls belong to V4L2Capture/Kernel.swift: one declared by hand elsewhere (no CV4L2 import
+    // for a grep to find) is still its undefined symbol.
+    Plant(
+        file: "PlantedV4L2", reported: "v4l2_ioctl",
+        source: """
+            @_silgen_name("v4l2_ioctl") func plantedV4L2Ioctl(_ fd: Int32, _ request: UInt, _ arg: UnsafeMutableRawPointer?) -> Int32
+            func plantedV4L2(_ fd: Int32) -> Int32 { plantedV4L2Ioctl(fd, 0, nil) }
+            """),
+    // File-system calls and threads of the libraries go through SystemIO, not Foundation or Dispatch.
+    Plant(
+        file: "PlantedFileManager", reported: "FoundationEssentials.FileManager",
+        source: """
+            import Foundation
+            func plantedFileManager() -> Data? { FileManager.default.contents(atPath: "/etc/hostname") }
+            """),
+    Plant(
+        file: "PlantedDispatch", reported: "Dispatch.DispatchQueue",
+        source: """
+            import Dispatch
+            func plantedDispatch() { DispatchQueue.global().async { } }
+            """),
     Plant(
         file: "PlantedElsewhere", reported: "ioctl",
         source: """
