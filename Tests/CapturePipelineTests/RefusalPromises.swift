@@ -143,6 +143,9 @@ func refusalPromises() -> [RefusalPromise] {
             file: "docs/security.md", sentence: "The token goes to the endpoint's origin",
             checks: [.test(file: "Tests/CamcapTests/PublishSecurityTests.swift", function: "theTokenStaysOnTheEndpointsOrigin")]),
         RefusalPromise(
+            file: "Sources/CapturePipeline/CapturePipeline.docc/CapturePipeline.md",
+            sentence: "A camera that delivers H.264 itself hands its access units to ``PassthroughStage`` instead", checks: stages),
+        RefusalPromise(
             file: "Sources/FixtureCameras/FixtureCameras.docc/NegotiationTesting.md", sentence: "Sizes and rates beyond `CaptureLimits` are refused",
             checks: [
                 .call("is too large", parseTooLarge)
