@@ -172,9 +172,9 @@ public final class CaptureSession {
     /// Per-frame stage times (real time only: not with `Configuration.fast`), kept when set before `run`.
     public var frameTrace: FrameTrace?
 
-    /// Checks the configuration (`Configuration.validate()`: `frames`, `durationNs`, `size`, `idleReleaseNs`),
-    /// resolves the device and negotiates (the frame-rate limit and the pixel formats are checked there):
-    /// everything that can fail before the camera starts. Pass a capturer of your own, or the session makes one
+    /// Checks the whole configuration (`Configuration.validate()`: `size`, `fpsLimit`, `pixelFormats`, `frames`,
+    /// `durationNs`, `idleReleaseNs`), resolves the device and negotiates: everything that can fail before the
+    /// camera starts. Pass a capturer of your own, or the session makes one
     /// with the configuration's providers (`capturer(for:)`). A refusal names the setting and the value.
     public init(_ configuration: Configuration, capturer: CameraVideoCapturer? = nil) throws {
         try configuration.validate()
