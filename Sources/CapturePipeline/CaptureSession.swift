@@ -19,6 +19,10 @@ import SystemIO
 /// A step of the pipeline: it gets every I420 picture (from the `VideoSource`'s one conversion per frame) and the
 /// frame it came from. A stage checks and opens its outputs in its initialiser, before the camera starts.
 public protocol PictureStage: AnyObject {
+    /// Refuses, before the camera starts, a session whose frames the stage cannot take: `run(stages:)` calls it for
+    /// every stage before it starts the camera. A refusal is a `PipelineError` with code `invalidConfiguration`
+    /// naming the stage, the camera and its format (`CaptureSession.refusal(of:takes:instead:)`).
+    func check(_ session: CaptureSession) throws
     /// After the camera started, before the first picture.
     func begin(_ session: CaptureSession) throws
     /// One picture. A thrown error stops the pipeline (a write failure); bad captured frames never get here.
@@ -42,6 +46,16 @@ public protocol PictureStage: AnyObject {
 }
 
 extension PictureStage {
+    /// Refuses a camera that delivers its own H.264 (`CaptureSession.deliversAccessUnits`), unless the stage is an
+    /// `EncodedFrameStage`: any other stage gets pictures only, and would get none.
+    public func check(_ session: CaptureSession) throws {
+        guard session.deliversAccessUnits, !(self is any EncodedFrameStage) else { return }
+        throw session.refusal(
+            of: self, takes: "pictures",
+            instead:
+                "pass the camera's stream on with a PassthroughStage (`Recorder` picks the stage for the camera), or ask it for a raw or MJPEG format (`pixelFormats`)"
+        )
+    }
     /// Does nothing.
     public func begin(_ session: CaptureSession) throws {}
     /// Does nothing.
@@ -116,6 +130,17 @@ public final class CaptureSession {
     public var metricsDimensions: [(String, String)] { [("camera", device.path)] + configuration.metricsDimensions }
     /// What negotiation picked for the device (the format asked for; `applied` is what the driver set).
     public let selection: FormatSelection
+    /// True when the camera delivers its own H.264 (the selection's pixel format): the stages get its access
+    /// units (`EncodedFrameStage`), never pictures.
+    public var deliversAccessUnits: Bool { selection.pixelFormat == .h264 }
+    /// The refusal of a stage that cannot take this session's frames (`PictureStage.check(_:)`): "EncodeStage takes
+    /// pictures, and fixture:h264-webcam delivers its own H.264 (H264), …", then what to do `instead`.
+    public func refusal(of stage: any PictureStage, takes: String, instead: String) -> PipelineError {
+        let delivered =
+            deliversAccessUnits
+            ? "its own H.264 (H264), passed through as access units and never decoded" : "pictures (\(selection.pixelFormat))"
+        return PipelineError(.invalidConfiguration, "\(type(of: stage)) takes \(takes), and \(device.path) delivers \(delivered): \(instead)")
+    }
     /// What the device applied (set once the camera has started).
     public private(set) var applied = AppliedFormat(pixelFormat: .i420, size: FrameSize(width: 0, height: 0), stride: 0, fps: Fraction(30))
     /// How the source shapes each frame (rotation applied, mirror, a fixed size); by default the camera's
@@ -147,9 +172,12 @@ public final class CaptureSession {
     /// Per-frame stage times (real time only: not with `Configuration.fast`), kept when set before `run`.
     public var frameTrace: FrameTrace?
 
-    /// Resolves the device and negotiates: everything that can fail before the camera starts. Pass a capturer
-    /// of your own, or the session makes one with the configuration's providers (`capturer(for:)`).
+    /// Checks the whole configuration (`Configuration.validate()`: `size`, `fpsLimit`, `pixelFormats`, `frames`,
+    /// `durationNs`, `idleReleaseNs`), resolves the device and negotiates: everything that can fail before the
+    /// camera starts. Pass a capturer of your own, or the session makes one
+    /// with the configuration's providers (`capturer(for:)`). A refusal names the setting and the value.
     public init(_ configuration: Configuration, capturer: CameraVideoCapturer? = nil) throws {
+        try configuration.validate()
         self.configuration = configuration
         let capturer = capturer ?? CaptureSession.capturer(for: configuration)
         self.capturer = capturer
@@ -177,8 +205,9 @@ public final class CaptureSession {
 
     /// The default camera: the capturer's first real camera (not a fixture camera, whose driver is "fixture").
     /// Throws `unknownDevice` when there is none: an app that wants the built-in test pattern names it
-    /// (`fixture:uvc-webcam`), as camcap does and says so.
+    /// (`fixture:uvc-webcam`), as camcap does and says so; with no provider at all, that none is configured.
     public static func defaultDevice(_ capturer: CameraVideoCapturer) throws(CaptureError) -> CaptureDevice {
+        try capturer.requireProviders()
         if let real = capturer.devices().first(where: { $0.driver != "fixture" }) { return real }
         throw CaptureError(
             .unknownDevice,
@@ -221,8 +250,9 @@ public final class CaptureSession {
         }
     }
 
-    /// Starts the camera, feeds every picture through the stages, stops, closes them and reports. Throws
-    /// (with nothing written) when the camera or a stage fails to start; a failure after the start is the
+    /// Checks that every stage takes the camera's frames (`PictureStage.check(_:)`), starts the camera, feeds
+    /// every picture through the stages, stops, closes them and reports. Throws (with nothing written) when a
+    /// stage refuses the camera's frames, or the camera or a stage fails to start; a failure after the start is the
     /// report's `failure`, after its summary.
     ///
     /// The loop runs on a thread of its own (`DedicatedTaskExecutor`): resumed by the capturer for every frame,
@@ -270,6 +300,7 @@ public final class CaptureSession {
         let subscribe = { [configuration] in source.frames(bufferingNewest: 2, waitsForConsumer: configuration.fast) }
         var frames = subscribe()
         do {
+            for s in stages { try s.check(self) }
             try await startCamera()
             for s in stages { try s.begin(self) }
         } catch {

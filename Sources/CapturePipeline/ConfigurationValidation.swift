@@ -8,13 +8,19 @@ extension PipelineError: SettingError, SettingRefusal {
 }
 
 extension CaptureSession.Configuration {
-    /// Checks what a user gives, before any camera is opened: `size` within `CaptureLimits`, `frames`
-    /// (1...100,000,000), `durationNs` (above 0, at most 31 days; not with `frames`) and `idleReleaseNs`
-    /// (0.1...86400 s). A refusal is a `PipelineError` with code `invalidConfiguration` whose `setting` names the
-    /// member and whose message gives the value and the valid range.
+    /// Checks what a user gives, before any camera is opened: `size` within `CaptureLimits`, `fpsLimit` (above 0,
+    /// at most 1000), `pixelFormats` (each converted to I420, or H264), `frames` (1...100,000,000), `durationNs`
+    /// (above 0, at most 31 days; not with `frames`) and `idleReleaseNs` (0.1...86400 s). `CaptureSession.init`
+    /// calls it first. A refusal is a `PipelineError` with code `invalidConfiguration` whose `setting` names the
+    /// member and whose message gives the value and the valid range. The frame-rate limit and the pixel formats
+    /// are checked as negotiation checks them (`FormatSelector.problem(withFpsLimit:shown:)`,
+    /// `FormatSelector.problem(withPixelFormats:)`), as are the text parsers `fpsLimit(parsing:)` and
+    /// `pixelFormats(parsing:)`.
     public func validate() throws(PipelineError) {
         try PipelineError.refuse([
             ("size", CaptureLimits.problem(with: size).map { "size: \($0)" }),
+            ("fpsLimit", FormatSelector.problem(withFpsLimit: fpsLimit).map { "fpsLimit \($0)" }),
+            ("pixelFormats", FormatSelector.problem(withPixelFormats: pixelFormats).map { "pixelFormats: \($0)" }),
             ("frames", frames.flatMap { SettingCheck.range("frames", $0, 1...100_000_000) }),
             (
                 "durationNs",
@@ -83,15 +89,15 @@ extension CaptureSession.Configuration {
                 .invalidConfiguration, "fpsLimit expects a rate such as 30, 12.5, 29.97 or 30000/1001, got \"\(text.prefix(40))\"",
                 setting: "fpsLimit")
         }
-        guard f.isPositive, f <= Fraction(1000) else {
-            throw PipelineError(.invalidConfiguration, "fpsLimit must be above 0 and at most 1000, got \(text.prefix(40))", setting: "fpsLimit")
+        if let problem = FormatSelector.problem(withFpsLimit: f, shown: String(text.prefix(40))) {
+            throw PipelineError(.invalidConfiguration, "fpsLimit \(problem)", setting: "fpsLimit")
         }
         return f
     }
 
     /// The pixel formats wanted (`pixelFormats`) from "YUYV,MJPG": at most 32 FourCCs, in order of preference
-    /// (repeats dropped), each one converted to I420 or H.264 (a camera's own stream, passed through). Anything
-    /// else is a `PipelineError` with code `invalidConfiguration` and setting "pixelFormats", naming the entry.
+    /// (repeats dropped), each one known and converted to I420, or H.264 (a camera's own stream, passed through).
+    /// Anything else is a `PipelineError` with code `invalidConfiguration` and setting "pixelFormats", naming the entry.
     public static func pixelFormats(parsing text: String) throws(PipelineError) -> [PixelFormat] {
         let parts = text.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
         guard parts.count <= 32 else {
@@ -101,13 +107,12 @@ extension CaptureSession.Configuration {
         for p in parts {
             guard p.count == 4 || (p.count == 7 && p.hasSuffix("-BE")), let f = PixelFormat(fourcc: p) else {
                 throw PipelineError(
-                    .invalidConfiguration, "pixelFormats: \"\(p.prefix(16))\" is not a FourCC (four characters, such as YUYV, MJPG, NV12)",
+                    .invalidConfiguration,
+                    "pixelFormats: \"\(p.prefix(16))\" is not a FourCC this package knows (four characters, such as YUYV, MJPG, NV12)",
                     setting: "pixelFormats")
             }
-            guard f.isConvertibleToI420 || f == .h264 else {
-                throw PipelineError(
-                    .invalidConfiguration, "pixelFormats: \(f.fourcc) (\(f.name)) cannot be converted to I420 (`camcap formats` lists the camera's)",
-                    setting: "pixelFormats")
+            if let problem = FormatSelector.problem(withPixelFormats: [f]) {
+                throw PipelineError(.invalidConfiguration, "pixelFormats: \(problem)", setting: "pixelFormats")
             }
             if !formats.contains(f) { formats.append(f) }
         }

@@ -71,16 +71,31 @@ public final class PassthroughStage: EncodedFrameStage {
         var bitratesAsked = 0, bitratesUnanswerable = 0, lastBitrateAsked = 0
     }
 
-    /// Passes the camera's access units to `outputs` (claimed by their own initialisers, before the camera starts).
+    /// Passes the camera's access units to `outputs` (claimed by their own initialisers, before the camera starts),
+    /// each connected to this stage's `control` (`EncodedOutput.connect(keyFrames:)`: a `RecordingOutput`'s new
+    /// segment asks the camera for its key frame).
     public init(outputs: [any EncodedOutput]) {
         self.outputs = outputs
+        for o in outputs { o.connect(keyFrames: control) }
         out.data.reserveCapacity(1 << 20)
         out.nalUnits.reserveCapacity(64)
         units.reserveCapacity(64)
     }
 
-    /// Wires the key-frame requests to the session's camera unless `askCameraForKeyFrame` was set.
+    /// Refuses a camera that delivers pictures (anything but its own H.264): this stage would get no access unit.
+    public func check(_ session: CaptureSession) throws {
+        guard !session.deliversAccessUnits else { return }
+        throw session.refusal(
+            of: self, takes: "a camera's own H.264",
+            instead:
+                "encode the pictures with an EncodeStage (`Recorder` picks the stage for the camera), or ask for H264 (`pixelFormats`) from a camera that offers it"
+        )
+    }
+
+    /// Refuses a camera that delivers pictures (`check(_:)`), then wires the key-frame requests to the session's
+    /// camera unless `askCameraForKeyFrame` was set.
     public func begin(_ session: CaptureSession) throws {
+        try check(session)
         if askCameraForKeyFrame == nil {
             let capturer = session.capturer
             askCameraForKeyFrame = { capturer.requestKeyFrame() }

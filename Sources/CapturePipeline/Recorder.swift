@@ -6,7 +6,7 @@ import VideoProcessing
 /// A session recorded to a file, its stages made in one call: what `camcap record` runs. For a camera that gives
 /// pictures: the encode (an ``EncodeStage`` with the recipe, on a thread of its own when the session is
 /// `fast`, so the next frame converts meanwhile), the ``RecordingOutput`` (a new segment asks the encoder for a
-/// key frame), an ``AdaptSchedule`` replayed with the encoder following, a Y4M of what is encoded and JPEG
+/// key frame: the stage connects it), an ``AdaptSchedule`` replayed with the encoder following, a Y4M of what is encoded and JPEG
 /// snapshots next to the output. For a camera that delivers H.264: its access units recorded as they come
 /// (``PassthroughStage``), with no decoder and no encoder.
 ///
@@ -72,7 +72,6 @@ public struct Recorder {
             }
             file = try RecordingOutput(output)
             let stage = PassthroughStage(outputs: [file])
-            file.keyFrameNeeded = { [control = stage.control] in control.requestKeyFrame() }
             stages = [stage]
             return
         }
@@ -80,7 +79,6 @@ public struct Recorder {
         if c.applyRotation { session.sourceOptions.applyRotation = true }
         file = try RecordingOutput(output)
         let encode = EncodeStage(settings: settings, keyIntervalSeconds: c.encoder.keyIntervalSeconds, outputs: [file])
-        file.keyFrameNeeded = { [control = encode.control] in control.requestKeyFrame() }
         // As fast as frames come (a fixture with `fast`): encode on a thread of its own, so the next frame converts
         // meanwhile. Real time: on the pipeline's task, for the shortest capture-to-bytes latency.
         encode.usesEncoderThread = session.configuration.fast

@@ -135,9 +135,17 @@ public final class RecordingOutput: EncodedOutput {
     private let published = Mutex((segment: 1, fragments: 0))
     /// Segments closed so far (with `segmentSeconds`), oldest first.
     public private(set) var segments: [Segment] = []
-    /// Called (on the writing thread) when a segment is due and the next key frame should come now: wire it to
-    /// `EncoderControl.requestKeyFrame()`.
+    /// Called (on the writing thread) when a segment is due and the next key frame should come now. The stage
+    /// the output is given to sets it (`connect(keyFrames:)`: `EncodeStage`, `PassthroughStage`); set it yourself
+    /// only to feed the output from something else.
     public var keyFrameNeeded: (@Sendable () -> Void)?
+
+    /// Asks `control` for the key frame a new segment starts with, unless `keyFrameNeeded` is already set: what
+    /// `EncodeStage` and `PassthroughStage` call for their outputs, so segments are `segmentSeconds` long whatever
+    /// the key-frame interval.
+    public func connect(keyFrames control: EncoderControl) {
+        if keyFrameNeeded == nil { keyFrameNeeded = { control.requestKeyFrame() } }
+    }
     /// Written by one thread at a time (the encoder's, or the pipeline's).
     public var acceptsWritesFromEncoderThread: Bool { true }
 

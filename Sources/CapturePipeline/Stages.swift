@@ -31,8 +31,14 @@ public protocol EncodedOutput: AnyObject {
     /// The path of a file this output writes to that has not received a byte (a failed run then says that
     /// nothing was written, not that what was written is playable); nil when it has, or it writes no file.
     var unwrittenFile: String? { get }
+    /// Called by the stage that feeds this output (`EncodeStage`, `PassthroughStage`), when the stage is made,
+    /// with the stage's key-frame control: an output that needs key frames at moments of its own (a
+    /// `RecordingOutput`'s new segment) keeps it, so that no app has to wire it.
+    func connect(keyFrames control: EncoderControl)
 }
 extension EncodedOutput {
+    /// Does nothing: the output needs no key frame of its own.
+    public func connect(keyFrames control: EncoderControl) {}
     /// nil: the output writes no file.
     public var unwrittenFile: String? { nil }
     /// Nothing: the output adds nothing to the progress line.
@@ -104,13 +110,16 @@ public final class EncodeStage: PictureStage {
 
     /// A stage that encodes with `settings` (the size is taken from the first picture) and writes to `outputs`.
     /// `keyIntervalSeconds` sets the key-frame interval in seconds of the applied frame rate; nil keeps the
-    /// settings' own. Nothing is opened here: outputs are claimed when they are made.
+    /// settings' own. Nothing is opened here: outputs are claimed when they are made. Each output is connected to
+    /// this stage's `control` (`EncodedOutput.connect(keyFrames:)`): a `RecordingOutput`'s segments start with
+    /// the key frame it asks for, whatever the key-frame interval.
     public init(settings: H264Encoder.Settings, keyIntervalSeconds: Double?, outputs: [any EncodedOutput]) {
         self.settings = settings
         self.keyIntervalSeconds = keyIntervalSeconds
         self.targetKbps = settings.targetBitrate / 1000
         self.outputs = outputs
         delivery = Delivery(outputs: outputs, control: control)
+        for o in outputs { o.connect(keyFrames: control) }
     }
 
     /// The settings every encoding command starts from: the negotiated size made even, its frame rate, the
@@ -213,8 +222,10 @@ public final class EncodeStage: PictureStage {
         }
     }
 
-    /// Takes the applied frame rate and the key interval into the settings.
+    /// Refuses a camera that delivers its own H.264 (`PictureStage.check(_:)`), then takes the applied frame
+    /// rate and the key interval into the settings.
     public func begin(_ session: CaptureSession) throws {
+        try check(session)
         settings = EncodeStage.settings(settings, keyIntervalSeconds: keyIntervalSeconds, for: session.applied)
         let metrics = EncoderMetrics(dimensions: session.metricsDimensions)
         delivery.metrics.withLock { $0 = metrics }

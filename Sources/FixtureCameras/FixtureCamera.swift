@@ -80,8 +80,16 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
             return device(name: name, path: spec, description: b.description)
         }
         // A fixture file named by path: anything outside /dev that exists. What is not a regular file (a FIFO,
-        // a directory, a link to a device) is then a clear error from the reader, never a blocked read.
-        guard !spec.hasPrefix("/dev/"), FileSystem.exists(spec) else { return nil }
+        // a directory, a link to a device) is then a clear error from the reader, never a blocked read. A .json or
+        // .txt name that is not there is a fixture file missing, said so (not "unknown device").
+        guard !spec.hasPrefix("/dev/") else { return nil }
+        guard FileSystem.exists(spec) else {
+            guard spec.lowercased().hasSuffix(".json") || spec.lowercased().hasSuffix(".txt") else { return nil }
+            throw CaptureError(
+                .unknownDevice,
+                "no fixture file at \(spec): the file does not exist (a fixture file is named by its path, a built-in fixture as fixture:NAME)",
+                device: spec)
+        }
         let d = try description(forPath: spec)
         return device(name: fileStem(spec), path: spec, description: d)
     }

@@ -172,12 +172,24 @@ public final class CameraVideoCapturer: Sendable {
     public func devices() -> [CaptureDevice] { providers.flatMap { p in p.devices().map { stamped($0, by: p) } } }
 
     /// The device a spec names: a V4L2 node, `fixture:NAME`, a fixture file, or a unique id / name of a listed device.
+    /// Throws `unknownDevice` naming the spec; with no provider at all, saying that none is configured.
     public func device(_ spec: String) throws(CaptureError) -> CaptureDevice {
+        try requireProviders(for: spec)
         for p in providers { if let d = try p.device(for: spec) { return stamped(d, by: p) } }
         if let d = devices().first(where: { $0.uniqueID == spec || $0.name == spec }) { return d }
         throw CaptureError(
             .unknownDevice,
             "unknown device \"\(spec)\": expected a V4L2 node (/dev/video0), fixture:NAME or a fixture file; `camcap devices` lists what is here",
+            device: spec)
+    }
+
+    /// Throws `unknownDevice` when the capturer was given no provider: it can see no camera at all, which says
+    /// more than "unknown device" or "no camera found" (`spec`: the device asked for, if one was).
+    public func requireProviders(for spec: String? = nil) throws(CaptureError) {
+        guard providers.isEmpty else { return }
+        throw CaptureError(
+            .unknownDevice,
+            "no camera provider is configured\(spec.map { ", so \"\($0)\" cannot be opened" } ?? ""): give the capturer (or `CaptureSession.Configuration.providers`) V4L2DeviceProvider() for real cameras, FixtureCameraProvider() for the built-in ones, or one of your own",
             device: spec)
     }
 
@@ -211,14 +223,15 @@ public final class CameraVideoCapturer: Sendable {
     public func selectFormat(for device: CaptureDevice, targetSize: FrameSize, fpsLimit: Int = FormatSelector.defaultFpsLimit) throws(CaptureError)
         -> FormatSelection
     {
-        guard fpsLimit > 0 else { throw CaptureError(.invalidArgument, "frame-rate limit must be above 0, got \(fpsLimit)", device: device.path) }
-        return try selectFormat(for: device, targetSize: targetSize, fpsLimit: Fraction(Int64(fpsLimit)))
+        try selectFormat(for: device, targetSize: targetSize, fpsLimit: Fraction(Int64(fpsLimit)))
     }
 
     /// Negotiation for a device with a fractional limit (`Fraction(rate: "29.97")`) and, when `pixelFormats` is
     /// not empty, only those formats, preferred in their order (rules in `FormatSelector`). Throws
-    /// `invalidArgument` for a target that is not a picture (a side ≤ 0, or beyond `CaptureLimits`) or a limit
-    /// ≤ 0, naming the value; `unsupportedFormat` when the device offers none of the formats asked for, and
+    /// `invalidArgument`, naming the value, for a target that is not a picture (a side ≤ 0, or beyond
+    /// `CaptureLimits`), a limit ≤ 0 or above 1000 (`FormatSelector.problem(withFpsLimit:shown:)`), or a pixel
+    /// format that is unknown or cannot be converted to I420 (`FormatSelector.problem(withPixelFormats:)`), before
+    /// the device is opened; `unsupportedFormat` when the device offers none of the formats asked for, and
     /// `noConvertibleFormat` when it offers nothing convertible, naming what it offers.
     public func selectFormat(for device: CaptureDevice, targetSize: FrameSize, fpsLimit: Fraction, pixelFormats: [PixelFormat] = [])
         throws(CaptureError) -> FormatSelection
@@ -226,8 +239,11 @@ public final class CameraVideoCapturer: Sendable {
         if let problem = CaptureLimits.problem(with: targetSize) {
             throw CaptureError(.invalidArgument, "target \(problem)", device: device.path)
         }
-        guard fpsLimit.isPositive else {
-            throw CaptureError(.invalidArgument, "frame-rate limit must be above 0, got \(fpsLimit)", device: device.path)
+        if let problem = FormatSelector.problem(withFpsLimit: fpsLimit) {
+            throw CaptureError(.invalidArgument, "frame-rate limit \(problem)", device: device.path)
+        }
+        if let problem = FormatSelector.problem(withPixelFormats: pixelFormats) {
+            throw CaptureError(.invalidArgument, "pixelFormats: \(problem)", device: device.path)
         }
         let formats = try supportedFormats(for: device)
         guard let sel = FormatSelector.select(from: formats, target: targetSize, fpsLimit: fpsLimit, pixelFormats: pixelFormats) else {

@@ -21,6 +21,30 @@ public struct FormatSelection: Hashable, Sendable, CustomStringConvertible {
 public enum FormatSelector {
     /// The frame-rate limit when none is given: 30 fps, as WebRTC's `kFramerateLimit`.
     public static let defaultFpsLimit = 30
+    /// The highest frame-rate limit negotiation takes: 1000 fps.
+    public static let maxFpsLimit = Fraction(1000)
+
+    /// Nil when negotiation takes `fpsLimit` (above 0, at most ``maxFpsLimit``), else what is wrong with it:
+    /// "must be above 0 and at most 1000, got 5000", to follow the name of the setting. `shown` is the value as
+    /// the user wrote it (the text parsed), else the fraction. The one check of every negotiation entry point
+    /// (`CameraVideoCapturer.selectFormat`, `startCapture`, `switchDevice`) and of the pipeline's text parser.
+    public static func problem(withFpsLimit fpsLimit: Fraction, shown: String? = nil) -> String? {
+        fpsLimit.isPositive && fpsLimit <= maxFpsLimit ? nil : "must be above 0 and at most \(maxFpsLimit), got \(shown ?? "\(fpsLimit)")"
+    }
+
+    /// Nil when negotiation can take every format of `pixelFormats` (one this package converts to I420, or H.264,
+    /// a camera's own stream passed through), else what is wrong with the first that it cannot take, naming it:
+    /// an unknown FourCC ("ZZZZ is not a pixel format this package knows"), or a format that cannot be converted
+    /// ("BA81 (8-bit Bayer BGBG/GRGR) cannot be converted to I420"). The one check of the capturer's
+    /// `selectFormat` and of the pipeline's text parser.
+    public static func problem(withPixelFormats pixelFormats: [PixelFormat]) -> String? {
+        let wanted = "ask for one converted to I420 (YUYV, NV12, MJPG, … — `PixelFormat.convertible`) or H264"
+        for f in pixelFormats where !(f.isConvertibleToI420 || f == .h264) {
+            guard f.isKnown else { return "\(f.fourcc) is not a pixel format this package knows: \(wanted)" }
+            return "\(f.fourcc) (\(f.name)) cannot be converted to I420: \(wanted)"
+        }
+        return nil
+    }
 
     /// Applies the rules to a device's formats; nil when none of them converts to I420. Never traps: a limit below
     /// 1 fps counts as 1, and a target beyond 32 bits a side is clamped.

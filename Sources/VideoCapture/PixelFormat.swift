@@ -9,8 +9,17 @@ public struct PixelFormat: RawRepresentable, Hashable, Sendable, CustomStringCon
     public init(rawValue: UInt32) { self.rawValue = rawValue }
 
     /// `PixelFormat(fourcc: "YUYV")`; a `-BE` suffix (as v4l2-ctl prints it) sets the big-endian bit.
-    /// Returns nil unless the code is exactly four printable ASCII characters (plus the optional suffix).
+    /// Returns nil unless the code is four printable ASCII characters (plus the optional suffix; trailing spaces
+    /// may be left out, as in "Y16") that name a format this package knows (``isKnown``: every format it
+    /// converts, H.264, and the other V4L2 formats it has a name for). `PixelFormat(fourcc: "ZZZZ")` is nil; a
+    /// driver's code of its own is still represented, by `init(rawValue:)`.
     public init?(fourcc: String) {
+        guard let code = Self.code(spelling: fourcc), Self.knownNames[code] != nil else { return nil }
+        self = code
+    }
+
+    /// The code `fourcc` spells, known or not: nil unless it is four printable ASCII characters (plus `-BE`).
+    private static func code(spelling fourcc: String) -> PixelFormat? {
         var text = Substring(fourcc)
         var bigEndian = false
         if text.hasSuffix("-BE") {
@@ -21,8 +30,8 @@ public struct PixelFormat: RawRepresentable, Hashable, Sendable, CustomStringCon
         // v4l2-ctl and users often drop the trailing spaces of codes like "Y16 ".
         guard !bytes.isEmpty, bytes.count <= 4, bytes.allSatisfy({ $0 >= 0x20 && $0 < 0x7f }) else { return nil }
         while bytes.count < 4 { bytes.append(0x20) }
-        rawValue = UInt32(bytes[0]) | UInt32(bytes[1]) << 8 | UInt32(bytes[2]) << 16 | UInt32(bytes[3]) << 24
-        if bigEndian { rawValue |= 1 << 31 }
+        let raw = UInt32(bytes[0]) | UInt32(bytes[1]) << 8 | UInt32(bytes[2]) << 16 | UInt32(bytes[3]) << 24
+        return PixelFormat(rawValue: bigEndian ? raw | 1 << 31 : raw)
     }
 
     /// The FourCC as V4L2 prints it, without padding spaces (`"MJPG"`, `"Y16-BE"`).
@@ -316,7 +325,7 @@ extension PixelFormat {
             ("Z16 ", "16-bit Depth"), ("Y8I ", "Interleaved 8-bit Greyscale"), ("INZI", "Planar 10:16 Greyscale Depth"),
         ]
         var d: [PixelFormat: String] = [:]
-        for (code, name) in table { d[PixelFormat(fourcc: code)!] = name }
+        for (code, name) in table { d[PixelFormat.code(spelling: code)!] = name }
         return d
     }()
 }

@@ -54,8 +54,8 @@ func garbageRatesAreNil(_ text: String) {
     for (size, limit, message) in [
         (FrameSize(width: 0, height: 0), Fraction(30), "target size 0x0 must be positive"),
         (FrameSize(width: -640, height: 480), Fraction(30), "target size -640x480 must be positive"),
-        (FrameSize(width: 640, height: 480), Fraction(0), "frame-rate limit must be above 0, got 0"),
-        (FrameSize(width: 640, height: 480), Fraction(-25, 2), "frame-rate limit must be above 0, got -12.5"),
+        (FrameSize(width: 640, height: 480), Fraction(0), "frame-rate limit must be above 0 and at most 1000, got 0"),
+        (FrameSize(width: 640, height: 480), Fraction(-25, 2), "frame-rate limit must be above 0 and at most 1000, got -12.5"),
     ] {
         let e = #expect(throws: CaptureError.self) { _ = try capturer.selectFormat(for: camera, targetSize: size, fpsLimit: limit) }
         #expect(e?.code == .invalidArgument && e?.message.contains(message) == true, "\(e?.message ?? "")")
