@@ -90,6 +90,12 @@ func refusalPromises() -> [RefusalPromise] {
             ]),
         RefusalPromise(file: "docs/cameras.md", sentence: "In the library, `run(stages:)` asks every stage", checks: stages),
         RefusalPromise(
+            file: "docs/cameras.md", sentence: "Single-planar cameras go through the same format check",
+            checks: [.test(file: "Tests/V4L2CaptureTests/BufferSetTests.swift", function: "aSinglePlanarStrideTooShortForItsLinesIsRefusedByName")]),
+        RefusalPromise(
+            file: "Sources/V4L2Capture/V4L2Capture.docc/V4L2Capture.md", sentence: "**One buffer model.**",
+            checks: [.test(file: "Tests/V4L2CaptureTests/BufferSetTests.swift", function: "aSinglePlanarStrideTooShortForItsLinesIsRefusedByName")]),
+        RefusalPromise(
             file: "docs/library.md", sentence: "Its control plane, `encoder.control`",
             checks: [.call("bitrate 0 bit/s is out of range") { try EncoderControl().setBitrate(0) }]),
         RefusalPromise(
