@@ -48,7 +48,9 @@ public final class RTSPListener: Sendable {
         } catch {
             switch error {
             case .addressInUse:
-                throw RTSPError(.cannotListen, "cannot listen on \(host):\(port): the port is in use; pick another with --listen \(host):PORT")
+                throw RTSPError(
+                    .cannotListen,
+                    "cannot listen on \(host):\(port): the port is in use (another server on it?); pick another port, or port 0 for any free one")
             case .addressNotAvailable: throw RTSPError(.cannotListen, "cannot listen on \(host):\(port): no interface has that address")
             case .other(let why): throw RTSPError(.cannotListen, "cannot listen on \(host):\(port): \(why)")
             }

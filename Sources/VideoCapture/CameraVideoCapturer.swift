@@ -179,7 +179,7 @@ public final class CameraVideoCapturer: Sendable {
         if let d = devices().first(where: { $0.uniqueID == spec || $0.name == spec }) { return d }
         throw CaptureError(
             .unknownDevice,
-            "unknown device \"\(spec)\": expected a V4L2 node (/dev/video0), fixture:NAME or a fixture file; `camcap devices` lists what is here",
+            "unknown device \"\(spec)\": expected a V4L2 node (/dev/video0), fixture:NAME or a fixture file; `devices()` lists what is here",
             device: spec)
     }
 

@@ -90,7 +90,7 @@ public final class HTTPServer: Sendable {
             case .addressInUse:
                 throw ServerError(
                     .cannotListen,
-                    "cannot listen on \(host):\(port): the port is in use (another camcap serve?); pick another with --listen \(host):PORT, or port 0 for any free one"
+                    "cannot listen on \(host):\(port): the port is in use (another server on it?); pick another port, or port 0 for any free one"
                 )
             case .addressNotAvailable: throw ServerError(.cannotListen, "cannot listen on \(host):\(port): no interface has that address")
             case .other(let why): throw ServerError(.cannotListen, "cannot listen on \(host):\(port): \(why)")

@@ -3,7 +3,7 @@
 /// `window.camcapStats()`, `window.camcapFrames()` and `window.camcapLatency()` return them for tests.
 public let playerPage = """
     <!doctype html>
-    <html><head><meta charset="utf-8"><title>camcap</title>
+    <html><head><meta charset="utf-8"><title>swift-video-capture</title>
     <style>
     body { margin: 0; background: #111; color: #eee; font: 14px system-ui, sans-serif; overflow: hidden; }
     video { width: 100vw; height: 100vh; object-fit: contain; background: #000; }

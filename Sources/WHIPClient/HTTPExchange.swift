@@ -96,7 +96,7 @@ enum HTTPExchange {
         var request = HTTPRequestHead(version: .http1_1, method: method, uri: target)
         request.headers.add(
             name: "Host", value: origin.port == (origin.scheme == "https" ? 443 : 80) ? origin.hostForURL : "\(origin.hostForURL):\(origin.port)")
-        request.headers.add(name: "User-Agent", value: "camcap-whip")
+        request.headers.add(name: "User-Agent", value: "swift-video-capture-whip")
         request.headers.add(name: "Connection", value: "close")
         for (name, value) in extra { request.headers.add(name: name, value: value) }
         if let body {

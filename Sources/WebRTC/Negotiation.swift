@@ -247,9 +247,9 @@ public struct WebRTCOffer: Sendable {
     ) -> String {
         let host = hosts.first ?? "127.0.0.1"
         let ip = host.contains(":") ? "IP6" : "IP4"
-        var l = ["v=0", "o=- \(sessionID) 2 IN \(ip) \(host)", "s=camcap", "t=0 0"]
+        var l = ["v=0", "o=- \(sessionID) 2 IN \(ip) \(host)", "s=-", "t=0 0"]
         if let mid { l.append("a=group:BUNDLE \(mid)") }
-        l += ["a=ice-lite", "a=msid-semantic: WMS camcap"]
+        l += ["a=ice-lite", "a=msid-semantic: WMS swift-video-capture"]
         for (i, m) in description.media.enumerated() {
             guard i == videoIndex else {
                 l.append("m=\(m.kind) 0 \(m.proto) \(m.kind == "application" ? "webrtc-datachannel" : String(m.payloadTypes.first ?? 0))")
@@ -289,8 +289,10 @@ public struct WebRTCOffer: Sendable {
             if transportWideCC, let id = transportWideCCExtensionID {
                 l += ["a=extmap:\(id) \(WebRTCOffer.transportWideCCURI)", "a=rtcp-fb:\(pt) transport-cc"]
             }
-            l += ["a=msid:camcap video", "a=ssrc:\(ssrc) cname:\(cname)", "a=ssrc:\(ssrc) msid:camcap video"]
-            if let rtx = rtxSSRC, self.rtxPayloadType != nil { l += ["a=ssrc:\(rtx) cname:\(cname)", "a=ssrc:\(rtx) msid:camcap video"] }
+            l += ["a=msid:swift-video-capture video", "a=ssrc:\(ssrc) cname:\(cname)", "a=ssrc:\(ssrc) msid:swift-video-capture video"]
+            if let rtx = rtxSSRC, self.rtxPayloadType != nil {
+                l += ["a=ssrc:\(rtx) cname:\(cname)", "a=ssrc:\(rtx) msid:swift-video-capture video"]
+            }
             for (k, h) in hosts.enumerated() {
                 l.append("a=candidate:\(k + 1) 1 udp \(2130706431 - k) \(h) \(port) typ host")
             }

@@ -166,7 +166,7 @@ public final class WebRTCPeer: Sendable {
         rc.dropSeed = c.dropSeed
         rc.keyFrameRequestIntervalNs = c.keyFrameRequestIntervalNs
         rc.keyFrameSupersedesEarlierPackets = true // browsers decode from a complete key frame
-        rc.cname = "camcap"
+        rc.cname = "swift-video-capture"
         rc.rtxPayloadType = c.useRTX ? offer.rtxPayloadType : nil
         rc.videoOrientationExtensionID = c.useVideoOrientation ? offer.videoOrientationExtensionID : nil
         receivesRotation = rc.videoOrientationExtensionID != nil

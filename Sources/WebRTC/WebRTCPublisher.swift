@@ -289,8 +289,8 @@ public final class WebRTCPublisher: Sendable {
         let ip = host.contains(":") ? "IP6" : "IP4"
         let pt = c.payloadType
         var l = [
-            "v=0", "o=- \(UInt64.random(in: 1...UInt64(Int64.max))) 2 IN \(ip) \(host)", "s=camcap", "t=0 0", "a=group:BUNDLE 0",
-            "a=msid-semantic: WMS camcap",
+            "v=0", "o=- \(UInt64.random(in: 1...UInt64(Int64.max))) 2 IN \(ip) \(host)", "s=-", "t=0 0", "a=group:BUNDLE 0",
+            "a=msid-semantic: WMS swift-video-capture",
             "m=video \(port) UDP/TLS/RTP/SAVPF \(pt)\(c.rtxPayloadType.map { " \($0)" } ?? "")",
             "c=IN \(ip) \(host)", "a=rtcp:\(port) IN \(ip) \(host)",
             "a=ice-ufrag:\(ufrag)", "a=ice-pwd:\(password)", "a=fingerprint:sha-256 \(fingerprint)", "a=setup:actpass", "a=mid:0",
@@ -301,7 +301,8 @@ public final class WebRTCPublisher: Sendable {
             l += ["a=extmap:\(e.mid) \(midURI)", "a=extmap:\(e.rid) \(ridURI)", "a=extmap:\(e.repairedRID) \(repairedRIDURI)"]
         }
         l += [
-            "a=sendonly", "a=msid:camcap video", "a=rtcp-mux", "a=rtpmap:\(pt) H264/90000", "a=rtcp-fb:\(pt) nack", "a=rtcp-fb:\(pt) nack pli",
+            "a=sendonly", "a=msid:swift-video-capture video", "a=rtcp-mux", "a=rtpmap:\(pt) H264/90000", "a=rtcp-fb:\(pt) nack",
+            "a=rtcp-fb:\(pt) nack pli",
             "a=rtcp-fb:\(pt) ccm fir", "a=rtcp-fb:\(pt) goog-remb",
             "a=fmtp:\(pt) level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=\(c.profileLevelID)",
         ]
@@ -312,8 +313,8 @@ public final class WebRTCPublisher: Sendable {
             l.append("a=simulcast:send \(c.simulcastRIDs.joined(separator: ";"))")
         } else {
             if c.rtxPayloadType != nil { l.append("a=ssrc-group:FID \(ssrc) \(rtxSSRC)") }
-            l += ["a=ssrc:\(ssrc) cname:camcap", "a=ssrc:\(ssrc) msid:camcap video"]
-            if c.rtxPayloadType != nil { l += ["a=ssrc:\(rtxSSRC) cname:camcap", "a=ssrc:\(rtxSSRC) msid:camcap video"] }
+            l += ["a=ssrc:\(ssrc) cname:swift-video-capture", "a=ssrc:\(ssrc) msid:swift-video-capture video"]
+            if c.rtxPayloadType != nil { l += ["a=ssrc:\(rtxSSRC) cname:swift-video-capture", "a=ssrc:\(rtxSSRC) msid:swift-video-capture video"] }
         }
         for (k, h) in hosts.enumerated() {
             l.append("a=candidate:\(k + 1) 1 udp \(2_130_706_431 - UInt32(k)) \(h) \(port) typ host")
@@ -334,7 +335,7 @@ public final class WebRTCPublisher: Sendable {
             rc.payloadType = configuration.payloadType
             rc.rtcpMux = true
             rc.keyFrameRequestIntervalNs = configuration.keyFrameRequestIntervalNs
-            rc.cname = "camcap"
+            rc.cname = "swift-video-capture"
             rc.rtxPayloadType = answer.rtxPayloadType
             rc.videoOrientationExtensionID = answer.videoOrientationExtensionID
             rc.ssrc = ssrcs[layer].ssrc

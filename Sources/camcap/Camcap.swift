@@ -3,6 +3,8 @@ import Foundation
 import VideoCapture
 import VideoProcessing
 import V4L2Capture
+import WHEPServer
+import RTSPServer
 import H264
 import SystemIO
 
@@ -45,8 +47,14 @@ extension CamcapCommand {
 }
 
 func fail(_ error: any Error) -> Never {
-    printError("camcap: error: \(error)\n")
+    printError("camcap: error: \(error)\(hint(for: error))\n")
     ProcessExit.now(1)
+}
+
+/// What a command-line user can do about an error the libraries state without naming options.
+func hint(for error: any Error) -> String {
+    let listen = (error as? ServerError)?.code == .cannotListen || (error as? RTSPError)?.code == .cannotListen
+    return listen ? " (camcap: --listen HOST:PORT)" : ""
 }
 
 struct Devices: CamcapCommand {

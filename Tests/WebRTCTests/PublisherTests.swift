@@ -136,7 +136,7 @@ extension FakeServer {
         #expect(packets.first.map { $0[12] & 0x1f } == 24, "a key frame first (STAP-A with SPS and PPS), the delta frame was not sent")
         #expect(packets.last.map { p in p.withUnsafeBytes { RTPHeader.oneByteExtension(id: 3, in: $0) } } == [1], "rotation 90°")
         let ssrc = packets[0][8..<12].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
-        #expect(publisher.offer.contains("a=ssrc:\(ssrc) cname:camcap"), "the SSRC the offer announced")
+        #expect(publisher.offer.contains("a=ssrc:\(ssrc) cname:swift-video-capture"), "the SSRC the offer announced")
 
         // PLI from the server → a key-frame request.
         server.sendRTCP(toPublisher, RTCPWriter.pli(sender: 1, media: ssrc))
