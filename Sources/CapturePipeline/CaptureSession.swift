@@ -147,7 +147,7 @@ public final class CaptureSession {
     /// picture at its size made even. Every stage gets the source's one conversion per frame.
     public var sourceOptions = VideoSource.Options()
     /// The source of this run's pictures (set when `run` starts): sinks of an app's own may be added to it.
-    public private(set) var source: VideoSource?
+    public internal(set) var source: VideoSource?
     /// Output requests replayed from a schedule on frame timestamps (`record --adapt`); the step callback sets
     /// the rest (the bitrate). Called on the capturer's delivery thread.
     public var adaptSchedule: AdaptSchedule?
@@ -165,8 +165,8 @@ public final class CaptureSession {
     public var onProgress: ((String) -> Void)?
     /// How often `onProgress` is called, in nanoseconds of wall time (2 s by default).
     public var progressIntervalNs: Int64 = 2_000_000_000
-    private let stopFlag = StopFlag()
-    private let wakeSignal = WakeSignal()
+    let stopFlag = StopFlag()
+    let wakeSignal = WakeSignal()
     /// Events worth a line (the camera released or restarted), on the session's thread.
     public var onEvent: ((String) -> Void)?
     /// Per-frame stage times (real time only: not with `Configuration.fast`), kept when set before `run`.
@@ -264,257 +264,11 @@ public final class CaptureSession {
     }
 
     /// Starts the negotiated format (at the start, and again after an idle release) and keeps what was applied.
-    private func startCamera() async throws(CaptureError) {
+    func startCamera() async throws(CaptureError) {
         applied = try await capturer.startCapture(device: device, format: selection.format, size: selection.size, fps: selection.fps)
     }
 
-    private func runFrames(stages: [any PictureStage]) async throws -> Report {
-        // One conversion per frame, on the capturer's delivery thread, by the source; its conversion times
-        // reach this task by frame sequence (the work time of each frame: conversion + stages).
-        let conversions = ConversionTimes()
-        var options = sourceOptions
-        let replay = adaptSchedule.map { ScheduleReplay($0, onStep: onAdaptationStep) }
-        let userWillAdapt = options.willAdapt, userDidConvert = options.didConvert
-        options.didConvert = { seq, ns in
-            conversions.record(seq, ns)
-            userDidConvert?(seq, ns)
-        }
-        if let replay {
-            options.willAdapt = { frame in
-                replay.willAdapt(frame)
-                userWillAdapt?(frame)
-            }
-        }
-        let source = VideoSource(capturer: capturer, options: options)
-        replay?.attach(source)
-        self.source = source
-        defer {
-            source.detach()
-            replay?.detach()
-            self.source = nil
-        }
-        outputRequests.attach(source)
-        defer { outputRequests.detach() }
-        // Subscribed before the start: the first frame is ours. As fast as consumed (a fast fixture), the source
-        // waits for this loop instead of dropping.
-        let subscribe = { [configuration] in source.frames(bufferingNewest: 2, waitsForConsumer: configuration.fast) }
-        var frames = subscribe()
-        do {
-            for s in stages { try s.check(self) }
-            try await startCamera()
-            for s in stages { try s.begin(self) }
-        } catch {
-            source.detach()
-            if capturer.isRunning { try? await capturer.stopCapture() }
-            for s in stages { s.discard() } // nothing was written: existing files untouched, new ones removed
-            throw error
-        }
-        configuration.logger.debug(
-            "capture started", metadata: ["device": "\(device.path)", "format": "\(selection.pixelFormat) \(applied.size) @ \(applied.fps)"])
-        onStarted(self)
-
-        var metrics = SessionMetrics(dimensions: metricsDimensions)
-        var report = Report()
-        var latency = DurationHistogram()
-        var workTime = DurationHistogram() // conversion + stages, per frame: latency minus this is waiting
-        var conversionTime = DurationHistogram()
-        var adapted = AdaptationTally()
-        var firstTs: Int64?, lastTs: Int64 = 0
-        var captureError: CaptureError?
-        var stageError: Error?
-        let wallStart = monotonicNanoseconds()
-        var nextProgress = wallStart
-        var idle = IdleRelease(afterNs: configuration.idleReleaseNs)
-        let trace = configuration.fast ? nil : frameTrace
-        let encodeStage = stages.lazy.compactMap { $0 as? EncodeStage }.first
-        runs: while true {
-            do {
-                frameLoop: for try await frame in frames {
-                    if stopFlag.isSet { break }
-                    if idle.awaitingFirstFrame, idle.firstFrameAfterRestart(now: monotonicNanoseconds()) != nil {
-                        onEvent?("camera restarted for a viewer: first frame after \(fmt(idle.lastRestartMs, 1)) ms")
-                    }
-                    let first = firstTs ?? replay?.firstTimestamp ?? frame.timestampNs
-                    firstTs = firstTs ?? first
-                    if let d = configuration.durationNs, frame.timestampNs - first >= d { break }
-                    // Pictures paused (nobody wanted one): the frame only keeps the clock. A stage that wants
-                    // pictures again (a viewer came) resumes them from the next frame.
-                    if frame.isUnconverted {
-                        metrics.capture.frames.increment() // captured (dequeued), although nobody wanted its picture
-                        let wanted = stages.contains { $0.wantsPictures }
-                        if wanted { source.setPicturesPaused(false) }
-                        if idle.enabled && idle.shouldRelease(wanted: wanted, at: frame.timestampNs) { break }
-                        continue
-                    }
-                    // The source's output is I420, or a camera's own encoded access unit passed through.
-                    let picture = frame.isEncoded ? nil : I420Buffer(frame.buffer)
-                    guard picture != nil || frame.isEncoded else { continue }
-                    let stageStart = monotonicNanoseconds()
-                    let stageCPUStart = trace == nil ? 0 : threadCPUNanoseconds()
-                    let converted = conversions.take(frame.sequence)
-                    if let converted {
-                        conversionTime.add(converted)
-                        metrics.capture.conversion.recordNanoseconds(converted)
-                    }
-                    do {
-                        if let picture {
-                            for s in stages { try s.consume(picture, frame: frame) }
-                        } else {
-                            for s in stages { try (s as? EncodedFrameStage)?.consume(encoded: frame) }
-                        }
-                    } catch {
-                        stageError = error
-                        break frameLoop
-                    }
-                    report.processed += 1
-                    metrics.capture.frames.increment()
-                    if let picture, replay != nil || outputRequests.used { adapted.add(picture, elapsedNs: frame.timestampNs - first) }
-                    if report.processed % 16 == 0 { metrics.update(capturer.statistics, source.statistics) }
-                    lastTs = frame.timestampNs
-                    let now = monotonicNanoseconds()
-                    if !configuration.fast {
-                        latency.add(now - frame.timestampNs)
-                        workTime.add(now - stageStart + (converted ?? 0))
-                        if let trace {
-                            var row = FrameTrace.Row()
-                            row.sequence = frame.sequence
-                            row.captureNs = frame.timestampNs
-                            row.convertNs = converted ?? 0
-                            row.waitNs = stageStart - frame.timestampNs - (converted ?? 0)
-                            row.stagesNs = now - stageStart
-                            row.stagesCPUNs = threadCPUNanoseconds() - stageCPUStart
-                            row.latencyNs = now - frame.timestampNs
-                            if let encodeStage {
-                                (row.frameType, row.bytes, row.encodeNs) = encodeStage.lastEncoded
-                                encodeStage.lastEncoded = ("-", 0, 0)
-                            }
-                            trace.record(row)
-                        }
-                    }
-                    let elapsed = Double(lastTs - first) / 1e9
-                    if let onProgress, elapsed >= 0.2, now >= nextProgress {
-                        // Formatted only when the line is due: nothing allocated per frame.
-                        nextProgress = now + progressIntervalNs
-                        onProgress(
-                            "\(fmt(elapsed)) s  \(report.processed) frames  \(fmt(Double(report.processed - 1) / elapsed)) fps  \(stages.compactMap(\.progress).joined(separator: "  "))  drops \(capturer.statistics.totalDropped)"
-                        )
-                    }
-                    if let n = configuration.frames, report.processed >= n { break }
-                    // Nobody wants pictures (a server without viewers) for long enough: the camera is released.
-                    let wanted = stages.contains { $0.wantsPictures }
-                    // Nobody wants this picture's successors: the camera costs its dequeue only until somebody does.
-                    if !wanted { source.setPicturesPaused(true) }
-                    if idle.enabled && idle.shouldRelease(wanted: wanted, at: frame.timestampNs) { break }
-                }
-            } catch {
-                captureError = error
-            }
-            guard captureError == nil, stageError == nil, idle.releasing, !stopFlag.isSet else { break runs }
-            // Released: the camera stops (its light goes off) until `wake()` (a viewer arrived) or `stop()`. A wake
-            // from before this point is stale (nobody was there for the whole idle time); one that comes while the
-            // camera stops is seen by the check after the stop, or by the wait.
-            wakeSignal.clear()
-            try? await capturer.stopCapture()
-            configuration.logger.debug("camera released", metadata: ["device": "\(device.path)", "idle": "\(fmt(Double(idle.afterNs) / 1e9)) s"])
-            onEvent?("camera released: no picture wanted for \(fmt(Double(idle.afterNs) / 1e9)) s")
-            if !stages.contains(where: { $0.wantsPictures }) {
-                guard await wakeSignal.wait() else { break runs }
-            }
-            frames = subscribe()
-            source.setPicturesPaused(false)
-            idle.restarting(now: monotonicNanoseconds())
-            do {
-                try await startCamera()
-                configuration.logger.debug("camera restarted", metadata: ["device": "\(device.path)"])
-            } catch {
-                captureError = error
-                break runs
-            }
-        }
-        let wallSeconds = Double(monotonicNanoseconds() - wallStart) / 1e9
-        // Counters as of the end of the run (frames produced while stopping are not part of it). The source is
-        // detached first: a delivery thread waiting for this loop (as fast as consumed) returns.
-        let stats = capturer.statistics
-        let sourceStats = source.statistics
-        source.detach()
-        metrics.update(stats, sourceStats)
-        if capturer.isRunning { try? await capturer.stopCapture() }
-        configuration.logger.debug("capture stopped", metadata: ["device": "\(device.path)", "frames": "\(report.processed)"])
-        var endError: Error?
-        for s in stages { do { try s.end() } catch { endError = endError ?? error } }
-
-        report.undecodable = sourceStats.dropped[.undecodable, default: 0]
-        let elapsed = firstTs.map { Double(lastTs - $0) / 1e9 } ?? 0
-        let starved = sourceStats.dropped[.starvation, default: 0]
-        let dropped = stats.droppedWhileConsumed + starved
-        var drops = stats.dropped.filter { $0.key != .noConsumer && $0.value > 0 }.map { ("\($0.key)", $0.value) }
-        if starved > 0 { drops.append(("pipeline busy", starved)) }
-        let dropText = drops.sorted { $0.0 < $1.0 }.map { "\($0.0) \($0.1)" }.joined(separator: ", ")
-        let thinned = sourceStats.dropped[.adaptation, default: 0]
-        var frameLine =
-            "captured \(report.processed + report.undecodable + dropped + thinned), dropped \(dropped)\(dropText.isEmpty ? "" : " (\(dropText))")"
-        for s in stages { if let f = s.framesSummary { frameLine += ", " + f } }
-        if report.undecodable > 0 { frameLine += ", undecodable \(report.undecodable)" }
-        var lines: [(String, String)] = [
-            ("device", "\(device.path) (\(device.name))"),
-            (
-                "format",
-                "\(selection.pixelFormat) \(applied.size) @ \(applied.fps) fps (stride \(applied.stride))\(formatNote)"
-                    + (applied.colorSpace.isSpecified ? ", colour \(applied.colorSpace)" : "")
-            ),
-            ("frames", frameLine),
-            (
-                "achieved fps",
-                "\(fmt(elapsed > 0 ? Double(report.processed - 1) / elapsed : 0, 2)) on frame timestamps, \(fmt(wallSeconds > 0 ? Double(report.processed) / wallSeconds : 0, 1)) frames/s throughput"
-            ),
-        ]
-        if conversionTime.count > 0 {
-            lines.append(("convert time", "p50 \(fmt(conversionTime.percentileMs(0.5), 2)) ms, p95 \(fmt(conversionTime.percentileMs(0.95), 2)) ms"))
-        }
-        if latency.count > 0 {
-            lines.append(
-                (
-                    "latency",
-                    "capture to output p50 \(fmt(latency.percentileMs(0.5), 2)) ms, p95 \(fmt(latency.percentileMs(0.95), 2)) ms, p99 \(fmt(latency.percentileMs(0.99), 2)) ms"
-                ))
-            lines.append(
-                (
-                    "work time",
-                    "convert + stages p50 \(fmt(workTime.percentileMs(0.5), 2)) ms, p95 \(fmt(workTime.percentileMs(0.95), 2)) ms, p99 \(fmt(workTime.percentileMs(0.99), 2)) ms"
-                ))
-        }
-        if idle.releases > 0 {
-            lines.append(
-                (
-                    "camera",
-                    "released \(idle.releases) times when no picture was wanted for \(fmt(Double(idle.afterNs) / 1e9)) s; "
-                        + "first frame after a restart p50 \(fmt(idle.restartPercentileMs(0.5), 1)) ms, max \(fmt(idle.restartPercentileMs(1), 1)) ms"
-                ))
-        }
-        if adapted.active {
-            lines.append(
-                (
-                    "adaptation",
-                    "\(adaptSchedule.map { "\($0)" } ?? "on bitrate estimates"); \(thinned) frames thinned for frame rate; sizes \(adapted.sizes.map(\.description).joined(separator: " → "))"
-                ))
-            lines.append(("frames/second", adapted.perSecond.map(String.init).joined(separator: " ")))
-        }
-        for s in stages { lines += s.summary }
-        report.summary = lines
-
-        if let e = captureError {
-            report.failure = PipelineError(
-                .captureFailed, "capture failed after \(report.processed) frames: \(e) — what was written is complete and playable")
-        } else if let e = stageError ?? endError {
-            let outcome =
-                stages.lazy.compactMap(\.unwrittenFile).first.map { "nothing was written to \($0)" } ?? "what was written before is playable"
-            report.failure = PipelineError(.outputFailed, "stopped after \(report.processed) frames: \(e) — \(outcome)")
-        } else if report.processed == 0 {
-            report.failure = PipelineError(.noFrames, "no frame was captured from \(device.path)")
-        }
-        if let f = report.failure { configuration.logger.debug("capture session failed", metadata: ["error": "\(f)"]) }
-        return report
-    }
+    // The run itself (start, frame loop, idle release, report) is in CaptureRun.swift.
 }
 
 /// Conversion times by frame sequence, from the source's delivery thread to the session's task (a ring: the

@@ -1,0 +1,310 @@
+public import VideoCapture
+import VideoProcessing
+import Foundation
+import SystemIO
+import Logging
+import Metrics
+
+// One run of a `CaptureSession`, in four steps: start (the source, the stages' checks, the camera, the stages'
+// begin), the frame loop, the idle release (the camera stopped while nobody wants pictures, started again at a
+// wake), and the report. `RunState` is what the frames feed; `RunContext` what the run was started with.
+
+/// What a run was started with: its stages, its source and what the source reports back.
+struct RunContext {
+    let stages: [any PictureStage]
+    let source: VideoSource
+    let conversions: ConversionTimes
+    let replay: ScheduleReplay?
+    let trace: FrameTrace?
+    let encodeStage: EncodeStage?
+    let subscribe: () -> VideoFrameStream
+}
+
+/// What the frames of a run feed: the report, the metrics, the histograms and the clock of its first and last frame.
+struct RunState {
+    var metrics: SessionMetrics
+    var report = CaptureSession.Report()
+    var latency = DurationHistogram()
+    var workTime = DurationHistogram() // conversion + stages, per frame: latency minus this is waiting
+    var conversionTime = DurationHistogram()
+    var adapted = AdaptationTally()
+    var firstTs: Int64?
+    var lastTs: Int64 = 0
+    var captureError: CaptureError?
+    var stageError: Error?
+    let wallStart: Int64
+    var nextProgress: Int64
+    var idle: IdleRelease
+
+    init(metrics: SessionMetrics, idle: IdleRelease) {
+        self.metrics = metrics
+        self.idle = idle
+        wallStart = monotonicNanoseconds()
+        nextProgress = wallStart
+    }
+}
+
+extension CaptureSession {
+    func runFrames(stages: [any PictureStage]) async throws -> Report {
+        let context = try await startRun(stages: stages)
+        defer {
+            context.source.detach()
+            context.replay?.detach()
+            self.source = nil
+            outputRequests.detach()
+        }
+        var frames = context.subscribe()
+        var state = RunState(metrics: SessionMetrics(dimensions: metricsDimensions), idle: IdleRelease(afterNs: configuration.idleReleaseNs))
+        while true {
+            do {
+                for try await frame in frames {
+                    if stopFlag.isSet || !process(frame, context, &state) { break }
+                }
+            } catch {
+                state.captureError = error
+            }
+            guard state.captureError == nil, state.stageError == nil, state.idle.releasing, !stopFlag.isSet else { break }
+            guard let next = await releaseIdle(context, &state) else { break }
+            frames = next
+        }
+        return await finish(context, &state)
+    }
+
+    /// The source (one conversion per frame, adaptation), the stages' checks, the camera and the stages' begin.
+    /// On a failure nothing was written: the camera stops, existing files are untouched, new ones removed.
+    private func startRun(stages: [any PictureStage]) async throws -> RunContext {
+        // The conversion times reach the loop by frame sequence (the work time of each frame: conversion + stages).
+        let conversions = ConversionTimes()
+        var options = sourceOptions
+        let replay = adaptSchedule.map { ScheduleReplay($0, onStep: onAdaptationStep) }
+        let userWillAdapt = options.willAdapt, userDidConvert = options.didConvert
+        options.didConvert = { seq, ns in
+            conversions.record(seq, ns)
+            userDidConvert?(seq, ns)
+        }
+        if let replay {
+            options.willAdapt = { frame in
+                replay.willAdapt(frame)
+                userWillAdapt?(frame)
+            }
+        }
+        let source = VideoSource(capturer: capturer, options: options)
+        replay?.attach(source)
+        self.source = source
+        outputRequests.attach(source)
+        // Subscribed before the start: the first frame is ours. As fast as consumed (a fast fixture), the source
+        // waits for this loop instead of dropping.
+        let subscribe = { [configuration] in source.frames(bufferingNewest: 2, waitsForConsumer: configuration.fast) }
+        let context = RunContext(
+            stages: stages, source: source, conversions: conversions, replay: replay, trace: configuration.fast ? nil : frameTrace,
+            encodeStage: stages.lazy.compactMap { $0 as? EncodeStage }.first, subscribe: subscribe)
+        do {
+            for s in stages { try s.check(self) }
+            try await startCamera()
+            for s in stages { try s.begin(self) }
+        } catch {
+            source.detach()
+            replay?.detach()
+            self.source = nil
+            outputRequests.detach()
+            if capturer.isRunning { try? await capturer.stopCapture() }
+            for s in stages { s.discard() }
+            throw error
+        }
+        configuration.logger.debug(
+            "capture started", metadata: ["device": "\(device.path)", "format": "\(selection.pixelFormat) \(applied.size) @ \(applied.fps)"])
+        onStarted(self)
+        return context
+    }
+
+    /// One frame through the stages; false when the run stops here (a limit reached, a stage failed, the camera
+    /// is to be released). Allocates nothing: the progress line is formatted only when it is due.
+    private func process(_ frame: VideoFrame, _ c: RunContext, _ state: inout RunState) -> Bool {
+        if state.idle.awaitingFirstFrame, state.idle.firstFrameAfterRestart(now: monotonicNanoseconds()) != nil {
+            onEvent?("camera restarted for a viewer: first frame after \(fmt(state.idle.lastRestartMs, 1)) ms")
+        }
+        let first = state.firstTs ?? c.replay?.firstTimestamp ?? frame.timestampNs
+        state.firstTs = state.firstTs ?? first
+        if let d = configuration.durationNs, frame.timestampNs - first >= d { return false }
+        // Pictures paused (nobody wanted one): the frame only keeps the clock. A stage that wants pictures again
+        // (a viewer came) resumes them from the next frame.
+        if frame.isUnconverted {
+            state.metrics.capture.frames.increment() // captured (dequeued), although nobody wanted its picture
+            let wanted = c.stages.contains { $0.wantsPictures }
+            if wanted { c.source.setPicturesPaused(false) }
+            return !(state.idle.enabled && state.idle.shouldRelease(wanted: wanted, at: frame.timestampNs))
+        }
+        // The source's output is I420, or a camera's own encoded access unit passed through.
+        let picture = frame.isEncoded ? nil : I420Buffer(frame.buffer)
+        guard picture != nil || frame.isEncoded else { return true }
+        let stageStart = monotonicNanoseconds()
+        let stageCPUStart = c.trace == nil ? 0 : threadCPUNanoseconds()
+        let converted = c.conversions.take(frame.sequence)
+        if let converted {
+            state.conversionTime.add(converted)
+            state.metrics.capture.conversion.recordNanoseconds(converted)
+        }
+        do {
+            if let picture {
+                for s in c.stages { try s.consume(picture, frame: frame) }
+            } else {
+                for s in c.stages { try (s as? EncodedFrameStage)?.consume(encoded: frame) }
+            }
+        } catch {
+            state.stageError = error
+            return false
+        }
+        state.report.processed += 1
+        state.metrics.capture.frames.increment()
+        if let picture, c.replay != nil || outputRequests.used { state.adapted.add(picture, elapsedNs: frame.timestampNs - first) }
+        if state.report.processed % 16 == 0 { state.metrics.update(capturer.statistics, c.source.statistics) }
+        state.lastTs = frame.timestampNs
+        let now = monotonicNanoseconds()
+        if !configuration.fast { time(frame, c, &state, stageStart: stageStart, stageCPUStart: stageCPUStart, converted: converted, now: now) }
+        let elapsed = Double(state.lastTs - first) / 1e9
+        if let onProgress, elapsed >= 0.2, now >= state.nextProgress {
+            state.nextProgress = now + progressIntervalNs
+            let processed = state.report.processed
+            onProgress(
+                "\(fmt(elapsed)) s  \(processed) frames  \(fmt(Double(processed - 1) / elapsed)) fps  \(c.stages.compactMap(\.progress).joined(separator: "  "))  drops \(capturer.statistics.totalDropped)"
+            )
+        }
+        if let n = configuration.frames, state.report.processed >= n { return false }
+        // Nobody wants this picture's successors (a server without viewers): the camera costs its dequeue only until
+        // somebody does, and is released when nobody has for long enough.
+        let wanted = c.stages.contains { $0.wantsPictures }
+        if !wanted { c.source.setPicturesPaused(true) }
+        return !(state.idle.enabled && state.idle.shouldRelease(wanted: wanted, at: frame.timestampNs))
+    }
+
+    /// The frame's latency and work time, and its row of the frame trace when one is kept.
+    private func time(
+        _ frame: VideoFrame, _ c: RunContext, _ state: inout RunState, stageStart: Int64, stageCPUStart: Int64, converted: Int64?, now: Int64
+    ) {
+        state.latency.add(now - frame.timestampNs)
+        state.workTime.add(now - stageStart + (converted ?? 0))
+        guard let trace = c.trace else { return }
+        var row = FrameTrace.Row()
+        row.sequence = frame.sequence
+        row.captureNs = frame.timestampNs
+        row.convertNs = converted ?? 0
+        row.waitNs = stageStart - frame.timestampNs - (converted ?? 0)
+        row.stagesNs = now - stageStart
+        row.stagesCPUNs = threadCPUNanoseconds() - stageCPUStart
+        row.latencyNs = now - frame.timestampNs
+        if let encodeStage = c.encodeStage {
+            (row.frameType, row.bytes, row.encodeNs) = encodeStage.lastEncoded
+            encodeStage.lastEncoded = ("-", 0, 0)
+        }
+        trace.record(row)
+    }
+
+    /// Released: the camera stops (its light goes off) until `wake()` (a viewer arrived) or `stop()`, then starts
+    /// again; the frames of the new start, or nil when the run ends instead (stopped, or the restart failed).
+    private func releaseIdle(_ c: RunContext, _ state: inout RunState) async -> VideoFrameStream? {
+        // A wake from before this point is stale (nobody was there for the whole idle time); one that comes while the
+        // camera stops is seen by the check after the stop, or by the wait.
+        wakeSignal.clear()
+        try? await capturer.stopCapture()
+        let idleSeconds = fmt(Double(state.idle.afterNs) / 1e9)
+        configuration.logger.debug("camera released", metadata: ["device": "\(device.path)", "idle": "\(idleSeconds) s"])
+        onEvent?("camera released: no picture wanted for \(idleSeconds) s")
+        if !c.stages.contains(where: { $0.wantsPictures }) {
+            guard await wakeSignal.wait() else { return nil }
+        }
+        let frames = c.subscribe()
+        c.source.setPicturesPaused(false)
+        state.idle.restarting(now: monotonicNanoseconds())
+        do {
+            try await startCamera()
+            configuration.logger.debug("camera restarted", metadata: ["device": "\(device.path)"])
+            return frames
+        } catch {
+            state.captureError = error
+            return nil
+        }
+    }
+
+    /// Stops the camera, ends the stages and reports: the summary, then why the run failed, if it did.
+    private func finish(_ c: RunContext, _ state: inout RunState) async -> Report {
+        let wallSeconds = Double(monotonicNanoseconds() - state.wallStart) / 1e9
+        // Counters as of the end of the run (frames produced while stopping are not part of it). The source is
+        // detached first: a delivery thread waiting for this loop (as fast as consumed) returns.
+        let stats = capturer.statistics
+        let sourceStats = c.source.statistics
+        c.source.detach()
+        state.metrics.update(stats, sourceStats)
+        if capturer.isRunning { try? await capturer.stopCapture() }
+        configuration.logger.debug("capture stopped", metadata: ["device": "\(device.path)", "frames": "\(state.report.processed)"])
+        var endError: Error?
+        for s in c.stages { do { try s.end() } catch { endError = endError ?? error } }
+        var report = state.report
+        report.undecodable = sourceStats.dropped[.undecodable, default: 0]
+        report.summary = summary(c, state, stats, sourceStats, undecodable: report.undecodable, wallSeconds: wallSeconds)
+        if let e = state.captureError {
+            report.failure = PipelineError(
+                .captureFailed, "capture failed after \(report.processed) frames: \(e) — what was written is complete and playable")
+        } else if let e = state.stageError ?? endError {
+            let outcome =
+                c.stages.lazy.compactMap(\.unwrittenFile).first.map { "nothing was written to \($0)" } ?? "what was written before is playable"
+            report.failure = PipelineError(.outputFailed, "stopped after \(report.processed) frames: \(e) — \(outcome)")
+        } else if report.processed == 0 {
+            report.failure = PipelineError(.noFrames, "no frame was captured from \(device.path)")
+        }
+        if let f = report.failure { configuration.logger.debug("capture session failed", metadata: ["error": "\(f)"]) }
+        return report
+    }
+
+    /// The summary's lines: device, format, frames, rates, times, the camera's releases, adaptation, the stages'.
+    private func summary(
+        _ c: RunContext, _ state: RunState, _ stats: CaptureStatistics, _ sourceStats: VideoSource.Statistics, undecodable: Int,
+        wallSeconds: Double
+    ) -> [(String, String)] {
+        let processed = state.report.processed
+        let elapsed = state.firstTs.map { Double(state.lastTs - $0) / 1e9 } ?? 0
+        let starved = sourceStats.dropped[.starvation, default: 0]
+        let dropped = stats.droppedWhileConsumed + starved
+        var drops = stats.dropped.filter { $0.key != .noConsumer && $0.value > 0 }.map { ("\($0.key)", $0.value) }
+        if starved > 0 { drops.append(("pipeline busy", starved)) }
+        let dropText = drops.sorted { $0.0 < $1.0 }.map { "\($0.0) \($0.1)" }.joined(separator: ", ")
+        let thinned = sourceStats.dropped[.adaptation, default: 0]
+        var frameLine = "captured \(processed + undecodable + dropped + thinned), dropped \(dropped)\(dropText.isEmpty ? "" : " (\(dropText))")"
+        for s in c.stages { if let f = s.framesSummary { frameLine += ", " + f } }
+        if undecodable > 0 { frameLine += ", undecodable \(undecodable)" }
+        let colour = applied.colorSpace.isSpecified ? ", colour \(applied.colorSpace)" : ""
+        var lines: [(String, String)] = [
+            ("device", "\(device.path) (\(device.name))"),
+            ("format", "\(selection.pixelFormat) \(applied.size) @ \(applied.fps) fps (stride \(applied.stride))\(formatNote)\(colour)"),
+            ("frames", frameLine),
+            (
+                "achieved fps",
+                "\(fmt(elapsed > 0 ? Double(processed - 1) / elapsed : 0, 2)) on frame timestamps, \(fmt(wallSeconds > 0 ? Double(processed) / wallSeconds : 0, 1)) frames/s throughput"
+            ),
+        ]
+        func percentiles(_ h: DurationHistogram, _ ps: [Double]) -> String {
+            ps.map { "p\(Int(($0 * 100).rounded())) \(fmt(h.percentileMs($0), 2)) ms" }.joined(separator: ", ")
+        }
+        if state.conversionTime.count > 0 { lines.append(("convert time", percentiles(state.conversionTime, [0.5, 0.95]))) }
+        if state.latency.count > 0 {
+            lines.append(("latency", "capture to output " + percentiles(state.latency, [0.5, 0.95, 0.99])))
+            lines.append(("work time", "convert + stages " + percentiles(state.workTime, [0.5, 0.95, 0.99])))
+        }
+        let idle = state.idle
+        if idle.releases > 0 {
+            lines.append(
+                (
+                    "camera",
+                    "released \(idle.releases) times when no picture was wanted for \(fmt(Double(idle.afterNs) / 1e9)) s; "
+                        + "first frame after a restart p50 \(fmt(idle.restartPercentileMs(0.5), 1)) ms, max \(fmt(idle.restartPercentileMs(1), 1)) ms"
+                ))
+        }
+        if state.adapted.active {
+            let how = adaptSchedule.map { "\($0)" } ?? "on bitrate estimates"
+            let sizes = state.adapted.sizes.map(\.description).joined(separator: " → ")
+            lines.append(("adaptation", "\(how); \(thinned) frames thinned for frame rate; sizes \(sizes)"))
+            lines.append(("frames/second", state.adapted.perSecond.map(String.init).joined(separator: " ")))
+        }
+        for s in c.stages { lines += s.summary }
+        return lines
+    }
+}
