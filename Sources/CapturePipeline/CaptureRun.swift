@@ -35,6 +35,7 @@ struct RunState {
     let wallStart: Int64
     var nextProgress: Int64
     var idle: IdleRelease
+    var losses = LossTally()
 
     init(metrics: SessionMetrics, idle: IdleRelease) {
         self.metrics = metrics
@@ -63,10 +64,16 @@ extension CaptureSession {
             } catch {
                 state.captureError = error
             }
-            guard state.captureError == nil, state.stageError == nil, state.idle.releasing, !stopFlag.isSet else { break }
+            if let error = state.captureError {
+                guard let next = await heal(error, context, &state) else { break }
+                frames = next
+                continue
+            }
+            guard state.stageError == nil, state.idle.releasing, !stopFlag.isSet else { break }
             guard let next = await releaseIdle(context, &state) else { break }
             frames = next
         }
+        eventSink.finish()
         return await finish(context, &state)
     }
 
@@ -298,6 +305,7 @@ extension CaptureSession {
                         + "first frame after a restart p50 \(fmt(idle.restartPercentileMs(0.5), 1)) ms, max \(fmt(idle.restartPercentileMs(1), 1)) ms"
                 ))
         }
+        if let loss = state.losses.line { lines.append(("camera loss", loss)) }
         if state.adapted.active {
             let how = adaptSchedule.map { "\($0)" } ?? "on bitrate estimates"
             let sizes = state.adapted.sizes.map(\.description).joined(separator: " → ")

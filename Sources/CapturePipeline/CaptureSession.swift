@@ -107,6 +107,9 @@ public final class CaptureSession {
         /// (the device's path or fixture name), so that two sessions in one process count apart: say
         /// `[("session", "front-door")]` to tell apart two sessions of one camera.
         public var metricsDimensions: [(String, String)] = []
+        /// What a camera that fails mid-run does to the run (unplugged, failed, stalled past its stream's own
+        /// restart): `.exit` ends it with the failure (the default), `.wait` waits for the camera and carries on.
+        public var onCameraLoss: CameraLossPolicy = .exit
         /// Where the capturer logs (nothing by default).
         public var logger = Logger(label: "swift-video-capture.capture", factory: { _ in SwiftLogNoOpLogHandler() })
         /// The defaults: the first real camera of `providers` at 1280x720, up to 30 fps, until `stop()`.
@@ -124,8 +127,8 @@ public final class CaptureSession {
     /// The capturer the session runs (its own, or the one given to `init(_:capturer:)`); its statistics and
     /// controls may be used while the session runs.
     public let capturer: CameraVideoCapturer
-    /// The camera chosen.
-    public let device: CaptureDevice
+    /// The camera chosen (after a loss healed, the node it came back as: its `path` may be another /dev/videoN).
+    public internal(set) var device: CaptureDevice
     /// The dimensions of this session's metrics: `("camera", device.path)`, then the configuration's own.
     public var metricsDimensions: [(String, String)] { [("camera", device.path)] + configuration.metricsDimensions }
     /// What negotiation picked for the device (the format asked for; `applied` is what the driver set).
@@ -167,6 +170,11 @@ public final class CaptureSession {
     public var progressIntervalNs: Int64 = 2_000_000_000
     let stopFlag = StopFlag()
     let wakeSignal = WakeSignal()
+    /// Wakes a session waiting for its lost camera before its backoff ends (`cameraMayBeBack()`).
+    let healSignal = WakeSignal()
+    /// The camera's comings and goings (`CaptureEvent`), as they happen; finished when `run(stages:)` returns.
+    public let events: AsyncStream<CaptureEvent>
+    let eventSink: AsyncStream<CaptureEvent>.Continuation
     /// Events worth a line (the camera released or restarted), on the session's thread.
     public var onEvent: ((String) -> Void)?
     /// Per-frame stage times (real time only: not with `Configuration.fast`), kept when set before `run`.
@@ -178,6 +186,7 @@ public final class CaptureSession {
     /// with the configuration's providers (`capturer(for:)`). A refusal names the setting and the value.
     public init(_ configuration: Configuration, capturer: CameraVideoCapturer? = nil) throws {
         try configuration.validate()
+        (events, eventSink) = AsyncStream.makeStream(of: CaptureEvent.self, bufferingPolicy: .bufferingNewest(256))
         self.configuration = configuration
         let capturer = capturer ?? CaptureSession.capturer(for: configuration)
         self.capturer = capturer
@@ -217,11 +226,17 @@ public final class CaptureSession {
     /// Ends the run as if a stop condition was met (any thread): the stages end and the report is returned.
     public func stop() { stopAction() }
 
+    /// Says that the lost camera may be back (a hot-plug event: a node appeared): a session waiting for it
+    /// (`CameraLossPolicy.wait`) tries at once instead of at the end of its backoff. Any thread; nothing happens
+    /// otherwise.
+    public func cameraMayBeBack() { healSignal.wake() }
+
     /// `stop()` as a closure that may be kept and called from anywhere (a signal handler).
     public var stopAction: @Sendable () -> Void {
-        { [stopFlag, capturer, wakeSignal] in
+        { [stopFlag, capturer, wakeSignal, healSignal] in
             stopFlag.set()
             wakeSignal.stop()
+            healSignal.stop()
             Task { try? await capturer.stopCapture() }
         }
     }
@@ -450,6 +465,18 @@ final class WakeSignal: Sendable {
 
     /// Forgets a wake that nobody waited for.
     func clear() { state.withLock { $0.pending = false } }
+
+    /// As `wait()`, and true too when `timeoutNs` passed first (a backoff that a wake cuts short).
+    func wait(timeoutNs: Int64) async -> Bool {
+        let timer = Task { [weak self] in
+            try? await Task.sleep(nanoseconds: UInt64(max(timeoutNs, 0)))
+            if !Task.isCancelled { self?.wake() }
+        }
+        defer { timer.cancel() }
+        let woken = await wait()
+        clear() // the timer's wake, if it came after another one ended the wait
+        return woken
+    }
 
     func stop() {
         let waiter = state.withLock { s -> CheckedContinuation<Bool, Never>? in

@@ -1,0 +1,121 @@
+public import VideoCapture
+import Logging
+import SystemIO
+
+/// What a session does when its camera fails mid-run: unplugged (`disconnected`), failing while streaming, or
+/// silent past its stream's own restart (`timeout`: the V4L2 stream restarts a stalled stream once by itself).
+public enum CameraLossPolicy: Sendable, Equatable, CustomStringConvertible {
+    /// The run ends with the failure; what was written is complete and playable.
+    case exit
+    /// Nothing above the camera is torn down: the session reopens the camera (the same identity, even at another
+    /// /dev/videoN) with a backoff from `CameraLossPolicy.firstRetryNs` to `maxRetryNs` (a hot-plug event cuts it
+    /// short: `CaptureSession.cameraMayBeBack()`), and carries on with the same stages and outputs. After
+    /// `giveUpAfterNs` without the camera (nil: never) the run ends as with `.exit`.
+    case wait(giveUpAfterNs: Int64?)
+
+    /// The first wait before a retry, in nanoseconds (it doubles up to `maxRetryNs`).
+    public static let firstRetryNs: Int64 = 250_000_000
+    /// The longest wait between two retries, in nanoseconds.
+    public static let maxRetryNs: Int64 = 2_000_000_000
+
+    /// `exit`, `wait`, or `wait (give up after N s)`.
+    public var description: String {
+        switch self {
+        case .exit: "exit"
+        case .wait(let n): n.map { "wait (give up after \(Double($0) / 1e9) s)" } ?? "wait"
+        }
+    }
+
+    /// True for the failures a camera can come back from: unplugged, failed while streaming, no frames.
+    public static func isRecoverable(_ error: CaptureError) -> Bool {
+        error.code == .disconnected || error.code == .timeout || error.code == .streamFailed
+    }
+}
+
+/// The camera's comings and goings during a run (`CaptureSession.events`).
+public enum CaptureEvent: Sendable, Equatable, CustomStringConvertible {
+    /// The camera stopped delivering: the error says how (unplugged, failed, stalled).
+    case lost(CaptureError)
+    /// The camera delivers again after `afterNs` without pictures and this many attempts to reopen it.
+    case back(afterNs: Int64, attempts: Int)
+    /// The session stopped waiting for the camera after `afterNs` (`CameraLossPolicy.wait(giveUpAfterNs:)`).
+    case gaveUp(afterNs: Int64)
+
+    /// A line for a log.
+    public var description: String {
+        switch self {
+        case .lost(let e): "camera lost: \(e)"
+        case .back(let ns, let attempts): "camera back after \(fmt(Double(ns) / 1e9, 2)) s (\(attempts) attempt\(attempts == 1 ? "" : "s"))"
+        case .gaveUp(let ns): "gave up waiting for the camera after \(fmt(Double(ns) / 1e9, 1)) s"
+        }
+    }
+}
+
+/// A run's losses of its camera: how many, of which kind, and the time without pictures.
+struct LossTally {
+    private(set) var losses: [String: Int] = [:]
+    private(set) var recoveries = 0
+    private(set) var awayNs: Int64 = 0
+
+    mutating func lost(_ error: CaptureError) { losses["\(error.code)", default: 0] += 1 }
+    mutating func back(afterNs ns: Int64) {
+        recoveries += 1
+        awayNs += ns
+    }
+
+    /// The summary's `camera loss` value, or nil when the camera never went away.
+    var line: String? {
+        guard !losses.isEmpty else { return nil }
+        let total = losses.values.reduce(0, +)
+        let kinds = losses.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+        return "lost \(total) time\(total == 1 ? "" : "s") (\(kinds)), back \(recoveries), \(fmt(Double(awayNs) / 1e9, 2)) s without pictures"
+    }
+}
+
+extension CaptureSession {
+    /// The camera failed mid-run and the policy waits: reopens it with a backoff until it delivers again (its frames
+    /// are returned), the session is stopped, or the give-up time passes (nil; `state.captureError` says why).
+    func heal(_ error: CaptureError, _ c: RunContext, _ state: inout RunState) async -> VideoFrameStream? {
+        guard case .wait(let giveUpAfterNs) = configuration.onCameraLoss, CameraLossPolicy.isRecoverable(error), !stopFlag.isSet else {
+            return nil
+        }
+        let lostAt = monotonicNanoseconds()
+        state.losses.lost(error)
+        report(.lost(error))
+        healSignal.clear()
+        var delay = CameraLossPolicy.firstRetryNs, attempts = 0
+        while !stopFlag.isSet {
+            if let limit = giveUpAfterNs, monotonicNanoseconds() - lostAt >= limit {
+                report(.gaveUp(afterNs: monotonicNanoseconds() - lostAt))
+                state.captureError = CaptureError(
+                    error.code, "\(error.message); the camera did not come back within \(fmt(Double(limit) / 1e9, 1)) s", device: device.path)
+                return nil
+            }
+            attempts += 1
+            let frames = c.subscribe()
+            do {
+                if capturer.isRunning { try? await capturer.stopCapture() }
+                if let moved = capturer.devices().first(where: { $0.uniqueID == device.uniqueID && $0.path != device.path }) { device = moved }
+                try await startCamera()
+                let away = monotonicNanoseconds() - lostAt
+                state.losses.back(afterNs: away)
+                state.captureError = nil
+                report(.back(afterNs: away, attempts: attempts))
+                return frames
+            } catch {
+                configuration.logger.debug("camera still away", metadata: ["device": "\(device.path)", "error": "\(error)"])
+            }
+            guard await healSignal.wait(timeoutNs: delay) else { break } // stopped
+            delay = min(delay * 2, CameraLossPolicy.maxRetryNs)
+        }
+        state.captureError = nil // stopped while waiting: the user's stop, not a failure (the summary tells the loss)
+        return nil
+    }
+
+    /// An event to the events stream, the log and the caller's line.
+    func report(_ event: CaptureEvent) {
+        eventSink.yield(event)
+        configuration.logger.info("\(event)", metadata: ["device": "\(device.path)"])
+        onEvent?(event.description)
+    }
+}
