@@ -73,8 +73,9 @@ package struct RTCPResponder: Sendable {
 /// other port of the destination's address whose datagram is a compound RTCP packet naming our SSRC
 /// (`RTCPPacket.compound(_:names:)`), as symmetric-RTP servers latch: a receiver that reports from a socket of
 /// its own (GStreamer's unbound `udpsink`). Once a port is latched no other can be (another program on the
-/// receiver's host stays a stranger); the receiver's RTP and RTCP ports stay obeyed. Everything else is a
-/// stranger's, dropped unread.
+/// receiver's host stays a stranger); the receiver's RTP and RTCP ports stay obeyed. Without a `destination` (the
+/// transport gives none when the owner named sources) nothing is latched. Everything else is a stranger's, dropped
+/// unread.
 package struct FeedbackFilter: Sendable {
     /// What to do with one datagram.
     package enum Verdict: Sendable, Equatable {
