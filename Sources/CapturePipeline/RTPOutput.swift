@@ -199,6 +199,8 @@ public final class RTPOutput: EncodedOutput {
             (
                 "feedback",
                 "\(s.nacksReceived) NACKs (\(s.retransmissions) retransmitted, \(s.retransmittedBytes) bytes; \(s.nacksIgnored) ignored, \(s.retransmissionsOverBudget) over budget, \(s.nacksBeforeKeyFrame) before a key frame), \(s.keyFrameRequests) key-frame requests (\(s.keyFrameRequestsHonoured) honoured), REMB \(s.rembBitrate.map { "\($0 / 1000) kbps" } ?? "-"), \(s.rtcpErrors) malformed RTCP, \(s.rtcpFromStrangers) RTCP datagrams from elsewhere than the receiver's ports dropped"
+                    + (s.rtcpFromStrangers > 0 ? " (to obey a receiver's other socket: --rtcp-from ADDRESS[:PORT])" : "")
+                    + (s.rtcpLatchedPort.map { ", RTCP latched to \(bracketedHost(target.host)):\($0)" } ?? "")
             ),
         ]
     }

@@ -87,6 +87,21 @@ extension RTCPPacket {
         return out
     }
 
+    /// Whether `bytes` is a compound RTCP packet as RFC 3550 §6.1 has it (well-formed, its first packet an SR or
+    /// RR) that names `ssrc`: a report block about it, or a NACK, PLI or FIR whose media source it is. What a
+    /// receiver's first reports look like, and what latches its RTCP port (`FeedbackFilter`); a lone PLI or REMB
+    /// (RFC 5506 reduced size) does not.
+    package static func compound(_ bytes: UnsafeRawBufferPointer, names ssrc: UInt32) -> Bool {
+        guard bytes.count >= 2, bytes[1] == 200 || bytes[1] == 201, let packets = try? parseCompound(bytes) else { return false }
+        return packets.contains { p in
+            switch p {
+            case .senderReport(_, _, _, _, _, let reports), .receiverReport(_, let reports): reports.contains { $0.ssrc == ssrc }
+            case .nack(_, let media, _), .pli(_, let media), .fir(_, let media, _): media == ssrc
+            default: false
+            }
+        }
+    }
+
     private static func blocks(_ b: UnsafeRawBufferPointer, from: Int, count: Int, at o: Int) throws(RTCPParseError) -> [ReportBlock] {
         guard from + 24 * count <= b.count else { throw RTCPParseError(message: "\(count) report blocks do not fit", offset: o) }
         return (0..<count).map { k in

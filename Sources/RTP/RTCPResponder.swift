@@ -69,19 +69,51 @@ package struct RTCPResponder: Sendable {
 }
 
 /// Whose RTCP a sender with its own sockets obeys: the receiver's own sockets (the destination's address with
-/// its RTP or RTCP port: another program on the receiver's host is a stranger) and the addresses the owner
-/// named (any port). Everything else is a stranger's, dropped unread.
+/// its RTP or RTCP port), the addresses the owner named (any port, or one port), and one latched port: the first
+/// other port of the destination's address whose datagram is a compound RTCP packet naming our SSRC
+/// (`RTCPPacket.compound(_:names:)`), as symmetric-RTP servers latch: a receiver that reports from a socket of
+/// its own (GStreamer's unbound `udpsink`). Once a port is latched no other can be (another program on the
+/// receiver's host stays a stranger); the receiver's RTP and RTCP ports stay obeyed. Without a `destination` (the
+/// transport gives none when the owner named sources) nothing is latched. Everything else is a stranger's, dropped
+/// unread.
 package struct FeedbackFilter: Sendable {
+    /// What to do with one datagram.
+    package enum Verdict: Sendable, Equatable {
+        /// From a trusted source: handle it.
+        case accepted
+        /// The first compound RTCP naming our SSRC from another port of the destination: that port is trusted from
+        /// now on (this datagram included).
+        case latched(port: UInt16)
+        /// A stranger's: drop it unread.
+        case stranger
+    }
     /// Sources trusted by address and port (the receiver's own sockets).
     private let exact: [(host: [UInt8], port: UInt16)]
     /// Sources trusted by address alone, whatever their port (addresses the owner named).
     private let hosts: [[UInt8]]
-    package init(exact: [SocketAddress], anyPort: [SocketAddress] = []) {
+    /// The destination's address: the only one whose RTCP can latch a port.
+    private let destination: [UInt8]?
+    /// The port latched, once one was.
+    package private(set) var latched: UInt16?
+    /// A filter trusting `exact` (address and port), `anyPort` (address), and one latched port of `destination`.
+    package init(exact: [SocketAddress], anyPort: [SocketAddress] = [], destination: SocketAddress? = nil) {
         self.exact = exact.map { $0.parts }
         hosts = anyPort.map { $0.parts.host }
+        self.destination = destination?.parts.host
     }
+    /// Whether `source` is trusted now (by address and port, by address, or the latched port).
     package func accepts(_ source: SocketAddress) -> Bool {
         let p = source.parts
         return exact.contains { $0.host == p.host && $0.port == p.port } || hosts.contains(p.host)
+            || (p.host == destination && p.port == latched)
+    }
+    /// Judges `datagram` from `source` for a sender of `ssrc`, latching its port when it is the first compound RTCP
+    /// naming `ssrc` from the destination's address.
+    package mutating func judge(_ source: SocketAddress, _ datagram: UnsafeRawBufferPointer, ssrc: UInt32) -> Verdict {
+        if accepts(source) { return .accepted }
+        let p = source.parts
+        guard latched == nil, p.host == destination, RTCPPacket.compound(datagram, names: ssrc) else { return .stranger }
+        latched = p.port
+        return .latched(port: p.port)
     }
 }

@@ -141,8 +141,14 @@ public final class RTPSender: @unchecked Sendable {
         /// Besides the receiver's own sockets (the destination address from its RTP or RTCP port), where RTCP is
         /// obeyed from: an address (any port: a receiver that reports from another address of its own), or
         /// `ADDRESS:PORT` / `[V6]:PORT` (that port only: a receiver that reports from a socket of its own).
-        /// Feedback from anywhere else, another port of the receiver's host included, is dropped and counted
-        /// (`Statistics.rtcpFromStrangers`). Only for a sender that owns its sockets.
+        /// Left empty, one port of the destination address is latched (`Statistics.rtcpLatchedPort`): the first to
+        /// send a compound RTCP packet (an SR or RR first) that names this stream's SSRC in a report block or as the
+        /// media source of a NACK, PLI or FIR: a receiver reporting from a random port (GStreamer's unbound
+        /// `udpsink`). No port is latched after it; the receiver's own ports stay trusted. A program on the
+        /// receiver's host that knows the SSRC and reports first would take the latch: where that matters, name
+        /// the receiver's sources here, and nothing is latched. Feedback from anywhere else, other ports of the
+        /// receiver's host included, is dropped and counted (`Statistics.rtcpFromStrangers`). Only for a sender
+        /// that owns its sockets.
         public var feedbackFrom: [String] = []
         /// Retransmissions may use at most this share of the media bitrate (over a sliding second), so that
         /// whatever the NACK rate the sender sends at most (1 + share) × its media bitrate. 0.45 keeps the total
@@ -207,6 +213,10 @@ public final class RTPSender: @unchecked Sendable {
         public var rtcpErrors = 0
         /// RTCP datagrams from addresses other than the receiver's (dropped unread).
         public var rtcpFromStrangers = 0
+        /// The port of the destination's address that RTCP was latched to: the first port other than the receiver's
+        /// RTP and RTCP ports to send a compound RTCP packet naming this stream (see `Configuration.feedbackFrom`);
+        /// nil: none was.
+        public var rtcpLatchedPort: Int?
         /// Bytes sent as retransmissions.
         public var retransmittedBytes = 0
         /// NACKed packets not resent: no longer in the history, or already resent within the last RTT.
@@ -743,7 +753,8 @@ public final class RTPSender: @unchecked Sendable {
             let now = monotonicNanoseconds()
             if lastSR.map({ now - $0 >= 1_000_000_000 }) ?? true, sendSenderReport() { lastSR = now }
             udp.receiveFeedback(
-                into: buffer, timeoutMs: 100, handle: { handleRTCP($0) },
+                into: buffer, timeoutMs: 100, ssrc: ssrc, handle: { handleRTCP($0) },
+                latched: { port in shared.withLock { $0.stats.rtcpLatchedPort = port } },
                 stranger: { shared.withLock { $0.stats.rtcpFromStrangers += 1 } })
         }
     }

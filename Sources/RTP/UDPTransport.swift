@@ -1,18 +1,21 @@
 import SystemIO
+import Synchronization
 #if canImport(Glibc)
     import Glibc
 #endif
 
 /// RTP and RTCP over UDP sockets of their own (through SystemIO), both bound on the interface that reaches the
 /// destination: media to `host:port`, RTCP to the RTCP port (or the same with rtcp-mux) from the socket where
-/// the receiver's feedback arrives, obeyed only from the receiver's own ports (and any port of the addresses
-/// named in `feedbackFrom`).
+/// the receiver's feedback arrives, obeyed only from the receiver's own ports and the sources named in
+/// `feedbackFrom`, or when none are named also from the one port of the destination latched by its first
+/// reports (`FeedbackFilter`).
 final class UDPTransport: RTPTransport {
     private let rtpSocket: UDPSocket
     private let rtcpSocket: UDPSocket
     private let rtpAddress: SocketAddress
     private let rtcpAddress: SocketAddress
-    private let filter: FeedbackFilter
+    /// Read and latched on the feedback thread only (a lock for `Sendable`).
+    private let filter: Mutex<FeedbackFilter>
     /// The local port receivers send RTCP to.
     let localRTCPPort: Int
 
@@ -35,9 +38,10 @@ final class UDPTransport: RTPTransport {
                     .invalidConfiguration, "cannot take feedback from \"\(h.prefix(64))\": give an IPv4 or IPv6 address, or ADDRESS:PORT")
             }
         }
-        // The receiver's RTCP comes from its RTCP port (or its one socket, the RTP port); another port of its
-        // host is another program's.
-        filter = FeedbackFilter(exact: exact, anyPort: trusted)
+        // The receiver's RTCP comes from its RTCP port (or its one socket, the RTP port), or from a socket of its
+        // own, latched by its first reports unless the owner named its sources; any other port of its host is
+        // another program's.
+        filter = Mutex(FeedbackFilter(exact: exact, anyPort: trusted, destination: c.feedbackFrom.isEmpty ? a : nil))
         rtpAddress = a
         rtcpAddress = r
         let s1: UDPSocket, s2: UDPSocket
@@ -98,19 +102,25 @@ final class UDPTransport: RTPTransport {
     func sendRTCP(_ packet: UnsafeRawBufferPointer) -> Int32 { rtcpSocket.send(packet, to: rtcpAddress) }
 
     /// Waits up to `timeoutMs` for feedback, then hands every queued datagram from a trusted address to
-    /// `handle` (each checked before it is parsed) and counts the others with `stranger`.
+    /// `handle` (each checked before it is parsed), tells `latched` the port the first reports about `ssrc` from
+    /// another port of the destination latched (before handing that datagram on), and counts the others with
+    /// `stranger`.
     func receiveFeedback(
-        into buffer: UnsafeMutableRawBufferPointer, timeoutMs: Int32,
-        handle: (UnsafeRawBufferPointer) -> Void, stranger: () -> Void
+        into buffer: UnsafeMutableRawBufferPointer, timeoutMs: Int32, ssrc: UInt32,
+        handle: (UnsafeRawBufferPointer) -> Void, latched: (Int) -> Void, stranger: () -> Void
     ) {
         guard rtcpSocket.waitUntilReadable(timeoutMs: timeoutMs) else { return }
         var from = SocketAddress()
         while let n = rtcpSocket.receive(into: buffer, from: &from), n > 0 {
-            guard filter.accepts(from) else {
+            let datagram = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
+            switch filter.withLock({ $0.judge(from, datagram, ssrc: ssrc) }) {
+            case .stranger:
                 stranger()
                 continue
+            case .latched(let port): latched(Int(port))
+            case .accepted: break
             }
-            handle(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+            handle(datagram)
         }
     }
 

@@ -32,7 +32,10 @@ struct Stream: CamcapCommand {
     @Option(help: "Also record the stream to this file (fragmented MP4 for .mp4, else Annex-B H.264).") var output: String?
     @Flag(help: "Let the receiver's estimate (REMB) also lower and restore size and frame rate (balanced steps).") var adaptToBandwidth = false
     @Option(help: "Local port our RTCP socket listens on for receiver reports and feedback (default: any free port).") var rtcpPort: Int = 0
-    @Option(help: "Also obey RTCP from ADDRESS (any port) or ADDRESS:PORT (repeatable); else only from --to's ports.") var rtcpFrom: [String] = []
+    @Option(
+        help:
+            "Also obey RTCP from ADDRESS (any port) or ADDRESS:PORT (repeatable; no port is latched then); else only from --to's ports and the one port there its first reports latch."
+    ) var rtcpFrom: [String] = []
 
     func validate() throws {
         if let rtx, !(97...127).contains(rtx) { throw ValidationError("--rtx must be a dynamic payload type 97...127, got \(rtx)") }
