@@ -231,6 +231,9 @@ public final class CaptureSession {
     /// otherwise.
     public func cameraMayBeBack() { healSignal.wake() }
 
+    /// `cameraMayBeBack()` as a closure to hand to a hot-plug monitor.
+    public var cameraMayBeBackAction: @Sendable () -> Void { { [healSignal] in healSignal.wake() } }
+
     /// `stop()` as a closure that may be kept and called from anywhere (a signal handler).
     public var stopAction: @Sendable () -> Void {
         { [stopFlag, capturer, wakeSignal, healSignal] in

@@ -30,6 +30,11 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
         public var copyBuffers: Int = 2
         /// Sensor-like noise added to luma (amplitude, 0 = the clean pattern), so encoders have detail to spend bits on.
         public var noise: Int
+        /// Faults the cameras play (a stall, an unplug), each once per provider (`FixtureFault`).
+        public var faults: [FixtureFault] = []
+        /// A stall this long or longer ends the stream with `.timeout`, as a V4L2 stream ends after its restart
+        /// (nanoseconds; 3 s by default, `V4L2Stream.Configuration.noFrameTimeoutNs`'s default).
+        public var stallTimeoutNs: Int64 = 3_000_000_000
         /// Options with `bufferCount` at least 2 and `noise` clamped to 0...64.
         public init(pacing: Pacing = .realTime, disconnectAfterFrames: Int? = nil, bufferCount: Int = 4, noise: Int = 0) {
             self.pacing = pacing
@@ -41,6 +46,8 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
 
     /// How this provider's cameras stream.
     public let options: Options
+    /// What the faults of `options` have done so far.
+    private let playback: FaultPlayback
     /// The live controls of each fixture camera opened through this provider, by path.
     private let live = Mutex<[String: FixtureControls]>([:])
     private var builtins: [(name: String, description: CameraDescription)] { FixtureCameraProvider.parsedBuiltins }
@@ -48,6 +55,7 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
     /// A provider of the built-in fixtures and of fixture files named by path.
     public init(options: Options = .init()) {
         self.options = options
+        playback = FaultPlayback(options.faults)
     }
 
     /// Names of the built-in fixtures (`fixture:NAME`), without parsing them.
@@ -151,6 +159,10 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
     }
 
     public func openStream(device: CaptureDevice, request: StreamRequest, sink: FrameSink) throws(CaptureError) -> any CaptureStream {
+        if let away = playback.awayNs(device.path) {
+            throw CaptureError(
+                .disconnected, "\(device.path) is unplugged (a simulated fault), back in \(Double(away / 1_000_000) / 1000) s", device: device.path)
+        }
         let desc = try description(of: device)
         guard let entry = desc.formats.first(where: { $0.pixelFormat == request.pixelFormat && $0.size.contains(request.size) }) else {
             throw CaptureError(.unsupportedFormat, "\(device.path) does not offer \(request.pixelFormat) \(request.size)", device: device.path)
@@ -164,7 +176,9 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
         let stride = request.pixelFormat.minimumStride(width: request.size.width) ?? 0
         let applied = AppliedFormat(
             pixelFormat: request.pixelFormat, size: request.size, stride: stride, fps: fps, colorSpace: desc.colorSpace(for: request.pixelFormat))
-        return FixtureStream(applied: applied, rotation: desc.rotation, options: options, controls: try liveControls(device), sink: sink)
+        return FixtureStream(
+            applied: applied, rotation: desc.rotation, options: options, controls: try liveControls(device), sink: sink,
+            faults: (device.path, playback))
     }
 }
 
@@ -186,6 +200,8 @@ final class FixtureStream: CaptureStream, Sendable {
     private let keyFrameRequested = Atomic<Bool>(false)
     private let bitrateRequested = Atomic<Int>(0)
     private let thread = Mutex<WorkerThread?>(nil)
+    /// The camera's path and the provider's fault playback.
+    private let faults: (path: String, playback: FaultPlayback)?
 
     /// An H.264 fixture's next frame is an IDR; other formats have no key frames.
     func requestKeyFrame() -> Bool {
@@ -201,7 +217,11 @@ final class FixtureStream: CaptureStream, Sendable {
         return true
     }
 
-    init(applied: AppliedFormat, rotation: VideoRotation, options: FixtureCameraProvider.Options, controls: FixtureControls? = nil, sink: FrameSink) {
+    init(
+        applied: AppliedFormat, rotation: VideoRotation, options: FixtureCameraProvider.Options, controls: FixtureControls? = nil, sink: FrameSink,
+        faults: (path: String, playback: FaultPlayback)? = nil
+    ) {
+        self.faults = faults
         self.applied = applied
         self.rotation = rotation
         self.options = options
@@ -255,13 +275,39 @@ final class FixtureStream: CaptureStream, Sendable {
         // simulator's work does not compete with the consumer's for the CPU while it handles the previous frame.
         var renderNs: Int64 = 0
         var index: Int64 = 0
+        var skew: Int64 = 0 // frames a stall skipped: the pictures after it are due at their real time
         while !stopFlag.isSet {
+            if let (path, playback) = faults, let fault = playback.frame(of: path) {
+                let ns = Int64(fault.seconds * 1e9)
+                if fault.kind == .unplug {
+                    storages.removeAll()
+                    playback.unplug(path, forNs: ns)
+                    sink.failed(
+                        CaptureError(
+                            .disconnected, "\(path) was unplugged at frame \(fault.atFrame) (a simulated fault, back in \(fault.seconds) s)",
+                            device: path))
+                    return
+                }
+                let stallEnd = monotonicNanoseconds() + min(ns, options.stallTimeoutNs)
+                while !stopFlag.isSet && monotonicNanoseconds() < stallEnd { sleepUntil(min(stallEnd, monotonicNanoseconds() + 50_000_000)) }
+                if ns >= options.stallTimeoutNs {
+                    storages.removeAll()
+                    sink.failed(
+                        CaptureError(
+                            .timeout,
+                            "\(path) delivered no frame for \(options.stallTimeoutNs / 1_000_000) ms (a simulated stall at frame \(fault.atFrame))",
+                            device: path))
+                    return
+                }
+                let late = monotonicNanoseconds() - (start + Self.offset(index + skew, periodNum, periodDen))
+                if late > 0 { skew += Int64(Int128(late) * periodDen / periodNum) }
+            }
             if let n = options.disconnectAfterFrames, index >= n {
                 storages.removeAll()
                 sink.failed(CaptureError(.disconnected, "fixture camera disconnected after \(n) frames (simulated unplug)"))
                 return
             }
-            let due = start + Self.offset(index, periodNum, periodDen)
+            let due = start + Self.offset(index + skew, periodNum, periodDen)
             if options.pacing == .realTime { sleepUntil(due - min(periodNs / 2, renderNs * 3 / 2 + 1_000_000)) }
             guard !stopFlag.isSet else { break }
             // A free buffer, as a driver's queue: one the consumers no longer hold. The frame lifetime contract
@@ -299,7 +345,7 @@ final class FixtureStream: CaptureStream, Sendable {
                     let bitrate = bitrateRequested.exchange(0, ordering: .acquiringAndReleasing)
                     if bitrate > 0 { h264.requestBitrate(bitrate) }
                     let s = storages[slot]
-                    let (used, key) = try h264.write(renderer.output, timestampNs: Self.offset(index, periodNum, periodDen), into: s)
+                    let (used, key) = try h264.write(renderer.output, timestampNs: Self.offset(index + skew, periodNum, periodDen), into: s)
                     isKeyFrame = key
                     buffer = VideoFrameBuffer(pixelFormat: format, width: w, height: h, stride: 0, bytesUsed: used, storage: s)
                 } else if let tiled {

@@ -23,6 +23,23 @@ struct CaptureOptions: ParsableArguments {
     @Option(help: "Fixture cameras only: sensor noise amplitude added to luma (0 = the clean test pattern).") var noise: Int = 0
     @Option(help: .hidden) var fixtureDisconnectAfter: Int?
     @Option(
+        help: ArgumentHelp(
+            "Fixture cameras only: play a fault (repeatable): unplug@FRAME+SECONDS (gone, then back) or stall@FRAME+SECONDS (no frames).",
+            valueName: "kind@frame+seconds"),
+        transform: { text in
+            do throws(CaptureError) { return try FixtureFault(parsing: text) } catch { throw ValidationError(error.message) }
+        })
+    var fixtureFault: [FixtureFault] = []
+    @Option(
+        help: ArgumentHelp(
+            "When the camera is lost mid-run (unplugged, failed, stalled): wait for it and carry on, or exit 1 (default: wait for serve, rtsp, publish, stream and a segmented record; exit otherwise).",
+            valueName: "wait|exit"))
+    var onCameraLoss: LossChoice?
+    @Option(
+        help: ArgumentHelp(
+            "With --on-camera-loss wait: give up (exit 1) after this many seconds without the camera (default: never).", valueName: "seconds"))
+    var giveUpAfter: Double?
+    @Option(
         name: .customLong("control"), help: ArgumentHelp("Set a camera control before the first frame (repeatable).", valueName: "name=value"),
         transform: parsing(CameraControlSetting.init(parsing:), "--control expects NAME=VALUE")) var controls: [CameraControlSetting] = []
     @Option(
@@ -31,6 +48,9 @@ struct CaptureOptions: ParsableArguments {
     @Flag(name: .shortAndLong, help: "No progress line and no start line.") var quiet = false
 
     func validate() throws {
+        if let g = giveUpAfter, !(g.isFinite && g > 0 && g <= 31 * 86_400) {
+            throw ValidationError("--give-up-after must be above 0 and at most 2678400 seconds, got \(g)")
+        }
         guard (0...64).contains(noise) else { throw ValidationError("--noise must be 0...64, got \(noise)") }
         if let n = fixtureDisconnectAfter, n < 0 { throw ValidationError("--fixture-disconnect-after must be >= 0") }
         try validating { try configuration().validate() }
@@ -38,24 +58,32 @@ struct CaptureOptions: ParsableArguments {
 
     /// The session's configuration: 5 s of timestamps unless --frames or --duration (`untilStopped`: until Ctrl-C), the
     /// camera released after `idleRelease` s without viewers (0: never), the CLI's cameras and logger.
-    func configuration(untilStopped: Bool = false, idleRelease: Double = 0) -> CaptureSession.Configuration {
+    func configuration(untilStopped: Bool = false, idleRelease: Double = 0, waitsForCamera: Bool? = nil) -> CaptureSession.Configuration {
         var c = CaptureSession.Configuration()
         (c.device, c.size, c.fpsLimit, c.pixelFormats, c.frames) = (device, size, fpsLimit, pixelFormat ?? [], frames)
         c.durationNs = duration.map { nanoseconds(seconds: $0) } ?? (frames == nil && !untilStopped ? 5_000_000_000 : nil)
         (c.idleReleaseNs, c.fast) = (idleRelease == 0 ? nil : nanoseconds(seconds: idleRelease), fast)
-        let fixtures = FixtureCameraProvider.Options(
+        var fixtures = FixtureCameraProvider.Options(
             pacing: fast ? .asFastAsConsumed : .realTime, disconnectAfterFrames: fixtureDisconnectAfter, noise: noise)
+        fixtures.faults = fixtureFault
+        let waits = onCameraLoss.map { $0 == .wait } ?? waitsForCamera ?? untilStopped
+        c.onCameraLoss = waits ? .wait(giveUpAfterNs: giveUpAfter.map { nanoseconds(seconds: $0) }) : .exit
         (c.providers, c.controls, c.powerLine, c.logger) = (cameraProviders(fixtures), controls, powerLine, cliLogger)
         return c
     }
 
     /// The session (the device named, else `defaultCameraSpec`), checked: device, negotiation.
-    func session(untilStopped: Bool = false, idleRelease: Double = 0, frames: Int? = nil) throws -> CaptureSession {
-        var c = configuration(untilStopped: untilStopped, idleRelease: idleRelease)
+    func session(untilStopped: Bool = false, idleRelease: Double = 0, frames: Int? = nil, waitsForCamera: Bool? = nil) throws -> CaptureSession {
+        var c = configuration(untilStopped: untilStopped, idleRelease: idleRelease, waitsForCamera: waitsForCamera)
         c.device = device ?? defaultCameraSpec
         if let frames { (c.frames, c.durationNs) = (frames, nil) }
         return try CaptureSession(c)
     }
+}
+
+/// `--on-camera-loss`: what a run does when its camera is lost (`CameraLossPolicy`).
+enum LossChoice: String, ExpressibleByArgument, CaseIterable {
+    case wait, exit
 }
 
 /// A size option (`--size` of select, `--scale`) within `CaptureLimits` (16384 per side, 64 Mpx).
@@ -145,6 +173,14 @@ extension CaptureOptions {
         if !quiet {
             session.progressIntervalNs = tty ? 250_000_000 : 2_000_000_000
             (session.onProgress, session.onEvent) = ({ printError(clear + $0 + end) }, { printError(clear + $0 + "\n") })
+        }
+        // Waiting for a lost V4L2 camera: a node appearing in /dev (hot-plug) ends the backoff at once.
+        let hotplug =
+            session.configuration.onCameraLoss != .exit && session.device.path.hasPrefix("/dev/") ? try? session.capturer.watchDevices() : nil
+        defer { hotplug?.stop() }
+        if let hotplug {
+            let (events, mayBeBack) = (hotplug.events, session.cameraMayBeBackAction)
+            Task { for await event in events { if case .connected = event { mayBeBack() } } }
         }
         // Ctrl-C or SIGTERM: the first finishes cleanly, a second exits (130); the signals are watched until the end.
         let (report, signals) = try await session.runStoppingOnSignals(stages: stages, afterwards: stop)

@@ -310,6 +310,40 @@ func probeFrames(_ path: String) throws -> (Int, String) {
         #expect(p.code == 1 && p.err.contains("capture failed after 7 frames"), "\(p.err)")
     }
 
+    /// #48: with --on-camera-loss wait (a segmented record's default) a camera unplugged mid-run is waited for: the
+    /// run goes on, exits 0, and the file has the frames from both sides of the gap; a give-up time bounds the wait.
+    @Test func aLostCameraIsWaitedForAndTheRecordingGoesOn() throws {
+        let out = work + "/healed.h264"
+        let r = try sh(
+            camcap,
+            [
+                "record", "-d", "fixture:uvc-webcam", "-s", "320x240", "--frames", "60", "--fixture-fault", "unplug@20+0.5",
+                "--on-camera-loss", "wait", "-o", out,
+            ])
+        #expect(r.code == 0, "\(r.err)")
+        #expect(r.err.contains("camera lost: fixture:uvc-webcam was unplugged at frame 20") && r.err.contains("camera back after"), "\(r.err)")
+        #expect(r.out.contains("camera loss:  lost 1 time (disconnected 1), back 1,"), "\(r.out)")
+        let (frames, size) = try probeFrames(out)
+        #expect(frames == 60 && size == "320x240", "\(frames) frames of \(size)")
+        // Segments: waiting is the default (a ring recorder must not stop).
+        let ring = try sh(
+            camcap,
+            [
+                "record", "-d", "fixture:uvc-webcam", "-s", "320x240", "--frames", "60", "--fixture-fault", "stall@10+30",
+                "--segment-seconds", "1", "-o", work + "/healed-%03d.mp4", "-q",
+            ] + ["--give-up-after", "20"])
+        #expect(ring.code == 0 && ring.out.contains("lost 1 time (no frames 1), back 1"), "\(ring.out)\(ring.err)")
+        // A camera that stays away past --give-up-after ends the run with exit 1, the file complete.
+        let gone = try sh(
+            camcap,
+            [
+                "record", "-d", "fixture:uvc-webcam", "-s", "320x240", "--frames", "60", "--fixture-fault", "unplug@10+60",
+                "--on-camera-loss", "wait", "--give-up-after", "0.6", "-o", work + "/gone.h264", "-q",
+            ])
+        #expect(gone.code == 1 && gone.err.contains("did not come back within 0.6 s"), "\(gone.err)")
+        #expect(try probeFrames(work + "/gone.h264").0 > 0)
+    }
+
     @Test func durationIsMeasuredOnFrameTimestamps() throws {
         // --fast produces frames as fast as they are consumed, timestamps exactly 1/30 s apart: 2 s of
         // timestamps is 60 frames, however long it takes on the wall clock.

@@ -1,0 +1,160 @@
+// Issue 48: a camera that misbehaves does not end a run that waits for it. The production session, capturer, encoder
+// and MP4 writer run against fixture cameras that play faults (an unplug, a stall); the judges are the report, the
+// session's events and ffprobe on the file.
+import Foundation
+import Synchronization
+import Testing
+import TestSupport
+import VideoCapture
+import FixtureCameras
+import VideoProcessing
+import CapturePipeline
+
+/// A real-time 320x240 session of the fixture webcam playing `faults`, with `policy`, until `frames`.
+private func faultySession(_ faults: [FixtureFault], policy: CameraLossPolicy, frames: Int, stallTimeoutNs: Int64 = 3_000_000_000) throws
+    -> CaptureSession
+{
+    var options = FixtureCameraProvider.Options()
+    (options.faults, options.stallTimeoutNs) = (faults, stallTimeoutNs)
+    var c = CaptureSession.Configuration(providers: [FixtureCameraProvider(options: options)])
+    (c.device, c.size, c.frames, c.onCameraLoss) = ("fixture:uvc-webcam", FrameSize(width: 320, height: 240), frames, policy)
+    return try CaptureSession(c)
+}
+
+/// An encode stage writing fragmented MP4 to `name` in the scratch folder.
+private func recording(_ session: CaptureSession, _ name: String) throws -> (EncodeStage, String) {
+    let path = work + "/" + name
+    try? FileManager.default.removeItem(atPath: path)
+    let output = try RecordingOutput(RecordingOutput.Configuration(path: path))
+    let stage = EncodeStage(
+        settings: EncodeStage.baseSettings(for: session.selection, bitrateKbps: 300, maxBitrateKbps: nil), keyIntervalSeconds: 1, outputs: [output])
+    return (stage, path)
+}
+
+/// The presentation times ffprobe reads from a file, in seconds.
+private func presentationTimes(_ path: String) throws -> [Double] {
+    let r = try sh("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "packet=pts_time", "-of", "csv=p=0", path])
+    return r.out.split(separator: "\n").compactMap { Double($0.trimmingCharacters(in: .whitespaces)) }.sorted()
+}
+
+/// A stage that only takes pictures (a run without stages pauses them: nobody wants one).
+private final class Taker: PictureStage {
+    func consume(_ picture: I420Buffer, frame: VideoFrame) throws {}
+    func end() throws {}
+    var summary: [(String, String)] { [] }
+}
+
+/// Every event of a session's run, collected while it runs.
+private final class EventLog: Sendable {
+    let events = Mutex<[CaptureEvent]>([])
+    func collect(_ session: CaptureSession) -> Task<Void, Never> {
+        let stream = session.events
+        return Task { for await e in stream { events.withLock { $0.append(e) } } }
+    }
+}
+
+@Suite(.serialized, .timeLimit(.minutes(2))) struct CameraLossTests {
+    @Test func anUnpluggedCameraIsWaitedForAndTheRecordingGoesOnAcrossTheGap() async throws {
+        let session = try faultySession([FixtureFault(.unplug, atFrame: 20, seconds: 0.6)], policy: .wait(giveUpAfterNs: 20_000_000_000), frames: 60)
+        let log = EventLog(), collecting = log.collect(session)
+        let (stage, path) = try recording(session, "unplugged.mp4")
+        let report = try await session.run(stages: [stage])
+        await collecting.value
+        #expect(report.failure == nil && report.processed == 60, "\(report.summaryText)")
+        let events = log.events.withLock { $0 }
+        #expect(events.count == 2, "\(events)")
+        if case .lost(let e) = events.first {
+            #expect(e.code == .disconnected && e.message.contains("unplugged at frame 20"))
+        } else {
+            Issue.record("\(events)")
+        }
+        if case .back(let away, let attempts) = events.last {
+            #expect(away >= 600_000_000 && attempts >= 2, "back after \(away) ns, \(attempts) attempts: the camera was away 0.6 s")
+        } else {
+            Issue.record("\(events)")
+        }
+        let loss = report.summary.first { $0.0 == "camera loss" }?.1 ?? ""
+        #expect(loss.hasPrefix("lost 1 time (disconnected 1), back 1, "), "\(report.summaryText)")
+        // The file holds every picture, in order, with the gap where the camera was away (no invented frames).
+        let pts = try presentationTimes(path)
+        #expect(pts.count == 60, "\(pts.count) pictures in \(path)")
+        let gaps = zip(pts, pts.dropFirst()).map { $1 - $0 }
+        #expect(gaps.allSatisfy { $0 > 0 }, "presentation times strictly increase")
+        #expect(gaps.filter { $0 > 0.5 }.count == 1, "one gap of the unplug's length: \(gaps.filter { $0 > 0.1 })")
+    }
+
+    @Test func withTheExitPolicyALostCameraEndsTheRunAsBefore() async throws {
+        let session = try faultySession([FixtureFault(.unplug, atFrame: 10, seconds: 0.3)], policy: .exit, frames: 60)
+        let report = try await session.run(stages: [Taker()])
+        #expect(
+            (1...10).contains(report.processed) && report.failure?.code == .captureFailed,
+            "\(report.summaryText) \(String(describing: report.failure))")
+        #expect(report.failure?.message.contains("unplugged at frame 10") == true)
+    }
+
+    @Test func aCameraThatStaysAwayIsGivenUpOnAfterTheGiveUpTime() async throws {
+        let session = try faultySession([FixtureFault(.unplug, atFrame: 5, seconds: 60)], policy: .wait(giveUpAfterNs: 700_000_000), frames: 60)
+        let log = EventLog(), collecting = log.collect(session)
+        let report = try await session.run(stages: [Taker()])
+        await collecting.value
+        #expect((1...5).contains(report.processed) && report.failure?.code == .captureFailed, "\(report.summaryText)")
+        #expect(report.failure?.message.contains("did not come back within 0.7 s") == true, "\(String(describing: report.failure))")
+        let events = log.events.withLock { $0 }
+        #expect(events.count == 2 && events.last.map { if case .gaveUp = $0 { true } else { false } } == true, "\(events)")
+    }
+
+    @Test func aStallPastTheStreamsTimeoutIsHealedByReopeningTheCamera() async throws {
+        let session = try faultySession(
+            [FixtureFault(.stall, atFrame: 10, seconds: 30)], policy: .wait(giveUpAfterNs: nil), frames: 30, stallTimeoutNs: 400_000_000)
+        let log = EventLog(), collecting = log.collect(session)
+        let report = try await session.run(stages: [Taker()])
+        await collecting.value
+        #expect(report.failure == nil && report.processed == 30, "\(report.summaryText)")
+        let events = log.events.withLock { $0 }
+        if case .lost(let e) = events.first { #expect(e.code == .timeout, "\(e)") } else { Issue.record("\(events)") }
+        #expect(report.summary.contains { $0.0 == "camera loss" && $0.1.hasPrefix("lost 1 time (no frames 1), back 1") }, "\(report.summaryText)")
+    }
+
+    @Test func aShortStallIsAGapInTheTimestampsNotALoss() async throws {
+        let session = try faultySession([FixtureFault(.stall, atFrame: 10, seconds: 0.4)], policy: .exit, frames: 20)
+        let (stage, path) = try recording(session, "stalled.mp4")
+        let report = try await session.run(stages: [stage])
+        #expect(report.failure == nil && report.processed == 20 && !report.summary.contains { $0.0 == "camera loss" }, "\(report.summaryText)")
+        let pts = try presentationTimes(path)
+        let gaps = zip(pts, pts.dropFirst()).map { $1 - $0 }
+        #expect(pts.count == 20 && gaps.filter { $0 > 0.3 }.count == 1, "the stall is one gap: \(gaps)")
+    }
+
+    @Test func stoppingWhileWaitingEndsTheRunWithoutAFailure() async throws {
+        let session = try faultySession([FixtureFault(.unplug, atFrame: 5, seconds: 60)], policy: .wait(giveUpAfterNs: nil), frames: 60)
+        let (stream, stop) = (session.events, session.stopAction)
+        let stopper = Task {
+            for await event in stream {
+                if case .lost = event { stop() }
+            }
+        }
+        let report = try await session.run(stages: [Taker()])
+        await stopper.value
+        #expect(report.failure == nil && (1...5).contains(report.processed), "\(report.summaryText) \(String(describing: report.failure))")
+        #expect(report.summary.contains { $0.0 == "camera loss" && $0.1.hasPrefix("lost 1 time (disconnected 1), back 0") }, "\(report.summaryText)")
+    }
+
+    @Test(arguments: [
+        ("unplug@90+5", "unplug@90+5.0"), ("stall@0+0.5", "stall@0+0.5"),
+    ])
+    func aFaultIsWrittenAsItIsParsed(text: String, expected: String) throws {
+        #expect(try FixtureFault(parsing: text).description == expected)
+    }
+
+    @Test(arguments: [
+        ("jam@1+1", "unknown kind \"jam\""), ("unplug@x+1", "frame must be 0...10000000"), ("unplug@1+0", "seconds must be 0.01...3600"),
+        ("unplug@1", "not KIND@FRAME+SECONDS"), ("stall@1+inf", "seconds must be 0.01...3600"),
+    ])
+    func aBadFaultIsRefusedByName(text: String, expected: String) {
+        #expect {
+            try FixtureFault(parsing: text)
+        } throws: {
+            "\($0)".contains("fixture fault \"\(text)\": \(expected)")
+        }
+    }
+}
