@@ -145,9 +145,19 @@ if [ -n "$reported" ] && [ "$decoded" = "$reported" ] && [ "$reported" -gt 0 ]; 
 else
   echo "FAIL host: the file camcap left after the unplug: ffprobe decoded '$decoded' of '$reported' frames"; host_failed=1
 fi
+# #48: the recording that lived through a fatal streaming error, an unplug and 50 % drops must decode whole.
+tr -d '\r' < "$OUT" | sed -n '/^HEALED-BEGIN$/,/^HEALED-END$/p' | sed '1d;$d' | base64 -d > "$WORK/healed.h264" 2>/dev/null || true
+healed_reported=$(tr -d '\r' < "$OUT" | awk '/^HEALED-ENCODED/{print $2}')
+healed_decoded=$(ffprobe -v error -f h264 -count_frames -show_entries stream=nb_read_frames -of csv=p=0 "$WORK/healed.h264" 2>/dev/null | tr -d ' \n' || true)
+if [ -n "$healed_reported" ] && [ "$healed_decoded" = "$healed_reported" ] && [ "$healed_reported" -gt 0 ]; then
+  echo "PASS host: the recording that lived through three faults decodes: $healed_decoded of $healed_reported frames (ffprobe)"; healed_ok=1
+else
+  echo "FAIL host: the recording that lived through three faults: ffprobe decoded '$healed_decoded' of '$healed_reported' frames"; healed_ok=0
+fi
 # The multi-planar camera's 30-frame recordings (a single-buffer format, NM12, YM12): each must decode with ffprobe
 # to 30 frames at the size negotiated in the VM.
-host_passed=$((1 - host_failed))
+host_passed=$((1 - host_failed + healed_ok))
+host_failed=$((host_failed + 1 - healed_ok))
 mp_seen=0
 while read -r _ fourcc size frames; do
   mp_seen=$((mp_seen + 1))

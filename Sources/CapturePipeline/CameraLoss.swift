@@ -91,6 +91,10 @@ extension CaptureSession {
                     error.code, "\(error.message); the camera did not come back within \(fmt(Double(limit) / 1e9, 1)) s", device: device.path)
                 return nil
             }
+            if let end = deadline(state), monotonicNanoseconds() >= end { // the run's duration is over: it ends, not fails
+                state.captureError = nil
+                return nil
+            }
             attempts += 1
             let frames = c.subscribe()
             do {
@@ -105,7 +109,8 @@ extension CaptureSession {
             } catch {
                 configuration.logger.debug("camera still away", metadata: ["device": "\(device.path)", "error": "\(error)"])
             }
-            guard await healSignal.wait(timeoutNs: delay) else { break } // stopped
+            let wait = deadline(state).map { min(delay, max($0 - monotonicNanoseconds(), 0)) } ?? delay
+            guard await healSignal.wait(timeoutNs: wait) else { break } // stopped
             delay = min(delay * 2, CameraLossPolicy.maxRetryNs)
         }
         state.captureError = nil // stopped while waiting: the user's stop, not a failure (the summary tells the loss)

@@ -36,6 +36,8 @@ struct RunState {
     var nextProgress: Int64
     var idle: IdleRelease
     var losses = LossTally()
+    /// Frames the camera delivered, converted or not (a server nobody watches dequeues frames it converts none of).
+    var seen = 0
 
     init(metrics: SessionMetrics, idle: IdleRelease) {
         self.metrics = metrics
@@ -127,6 +129,7 @@ extension CaptureSession {
     /// One frame through the stages; false when the run stops here (a limit reached, a stage failed, the camera
     /// is to be released). Allocates nothing: the progress line is formatted only when it is due.
     private func process(_ frame: VideoFrame, _ c: RunContext, _ state: inout RunState) -> Bool {
+        state.seen += 1
         if state.idle.awaitingFirstFrame, state.idle.firstFrameAfterRestart(now: monotonicNanoseconds()) != nil {
             onEvent?("camera restarted for a viewer: first frame after \(fmt(state.idle.lastRestartMs, 1)) ms")
         }
@@ -206,6 +209,13 @@ extension CaptureSession {
         trace.record(row)
     }
 
+    /// When `Configuration.durationNs` ends, on the monotonic clock the frame timestamps are on (nil: no duration, or no
+    /// frame yet).
+    func deadline(_ state: RunState) -> Int64? {
+        guard let d = configuration.durationNs, let first = state.firstTs else { return nil }
+        return first &+ d
+    }
+
     /// Released: the camera stops (its light goes off) until `wake()` (a viewer arrived) or `stop()`, then starts
     /// again; the frames of the new start, or nil when the run ends instead (stopped, or the restart failed).
     private func releaseIdle(_ c: RunContext, _ state: inout RunState) async -> VideoFrameStream? {
@@ -217,7 +227,16 @@ extension CaptureSession {
         configuration.logger.debug("camera released", metadata: ["device": "\(device.path)", "idle": "\(idleSeconds) s"])
         onEvent?("camera released: no picture wanted for \(idleSeconds) s")
         if !c.stages.contains(where: { $0.wantsPictures }) {
-            guard await wakeSignal.wait() else { return nil }
+            // The duration counts the released time too (a server with a time limit ends with nobody watching).
+            if let deadline = deadline(state) {
+                while monotonicNanoseconds() < deadline {
+                    guard await wakeSignal.wait(timeoutNs: deadline - monotonicNanoseconds()) else { return nil }
+                    if c.stages.contains(where: { $0.wantsPictures }) || monotonicNanoseconds() < deadline { break }
+                }
+                if monotonicNanoseconds() >= deadline { return nil }
+            } else {
+                guard await wakeSignal.wait() else { return nil }
+            }
         }
         let frames = c.subscribe()
         c.source.setPicturesPaused(false)
@@ -255,7 +274,7 @@ extension CaptureSession {
             let outcome =
                 c.stages.lazy.compactMap(\.unwrittenFile).first.map { "nothing was written to \($0)" } ?? "what was written before is playable"
             report.failure = PipelineError(.outputFailed, "stopped after \(report.processed) frames: \(e) — \(outcome)")
-        } else if report.processed == 0 {
+        } else if report.processed == 0 && state.seen == 0 {
             report.failure = PipelineError(.noFrames, "no frame was captured from \(device.path)")
         }
         if let f = report.failure { configuration.logger.debug("capture session failed", metadata: ["error": "\(f)"]) }

@@ -18,7 +18,10 @@ struct CaptureOptions: ParsableArguments {
         transform: parsePixelFormats)
     var pixelFormat: [PixelFormat]?
     @Option(help: "Stop after this many frames.") var frames: Int?
-    @Option(help: "Stop after this many seconds of capture, on frame timestamps (default 5 when --frames is not given).") var duration: Double?
+    @Option(
+        help:
+            "Stop after this many seconds, on frame timestamps, counted from the first frame; the time a server's camera is released (--idle-release) or lost counts too (default 5 when --frames is not given; servers: until Ctrl-C)."
+    ) var duration: Double?
     @Flag(help: "Fixture cameras only: frames as fast as consumed, timestamps 1/fps apart, no drops (encoding on a thread).") var fast = false
     @Option(help: "Fixture cameras only: sensor noise amplitude added to luma (0 = the clean test pattern).") var noise: Int = 0
     @Option(help: .hidden) var fixtureDisconnectAfter: Int?
