@@ -1,6 +1,9 @@
 public import VideoCapture
 import Logging
 import SystemIO
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// What a session does when its camera fails mid-run: unplugged (`disconnected`), failing while streaming, or
 /// silent past its stream's own restart (`timeout`: the V4L2 stream restarts a stalled stream once by itself).
@@ -40,6 +43,15 @@ public enum CaptureEvent: Sendable, Equatable, CustomStringConvertible {
     case back(afterNs: Int64, attempts: Int)
     /// The session stopped waiting for the camera after `afterNs` (`CameraLossPolicy.wait(giveUpAfterNs:)`).
     case gaveUp(afterNs: Int64)
+    /// The device refused to stream a mode for want of bandwidth (the `reason`, with its errno): the next mode of the
+    /// same negotiation is tried.
+    case fallback(from: FormatSelection, to: FormatSelection, reason: String)
+
+    /// True for a start the device refused for want of bandwidth: `VIDIOC_STREAMON` failing with ENOSPC (a USB bus
+    /// without the bandwidth for the mode) or EBUSY (the bus or the sensor held by another stream).
+    public static func isBandwidthRefusal(_ error: CaptureError) -> Bool {
+        (error.operation ?? "").hasPrefix("VIDIOC_STREAMON") && (error.errno == ENOSPC || error.errno == EBUSY)
+    }
 
     /// A line for a log.
     public var description: String {
@@ -47,6 +59,7 @@ public enum CaptureEvent: Sendable, Equatable, CustomStringConvertible {
         case .lost(let e): "camera lost: \(e)"
         case .back(let ns, let attempts): "camera back after \(fmt(Double(ns) / 1e9, 2)) s (\(attempts) attempt\(attempts == 1 ? "" : "s"))"
         case .gaveUp(let ns): "gave up waiting for the camera after \(fmt(Double(ns) / 1e9, 1)) s"
+        case .fallback(let from, let to, let reason): "\(from) cannot stream (\(reason)): trying \(to)"
         }
     }
 }

@@ -132,7 +132,7 @@ public final class CaptureSession {
     /// The dimensions of this session's metrics: `("camera", device.path)`, then the configuration's own.
     public var metricsDimensions: [(String, String)] { [("camera", device.path)] + configuration.metricsDimensions }
     /// What negotiation picked for the device (the format asked for; `applied` is what the driver set).
-    public let selection: FormatSelection
+    public internal(set) var selection: FormatSelection
     /// True when the camera delivers its own H.264 (the selection's pixel format): the stages get its access
     /// units (`EncodedFrameStage`), never pictures.
     public var deliversAccessUnits: Bool { selection.pixelFormat == .h264 }
@@ -281,9 +281,28 @@ public final class CaptureSession {
         return try await withTaskExecutorPreference(executor) { try await runFrames(stages: stages) }
     }
 
-    /// Starts the negotiated format (at the start, and again after an idle release) and keeps what was applied.
+    /// Starts the negotiated format (at the start, and again after an idle release or a loss) and keeps what was
+    /// applied. A device that refuses to stream it for want of bandwidth (`CaptureEvent.isBandwidthRefusal`: ENOSPC
+    /// at STREAMON, a USB bus shared with another camera) gets the next mode of the same negotiation
+    /// (`FormatSelector.fallbacks(after:from:)`: MJPEG at the same size, then lower rates), each said as a
+    /// `CaptureEvent.fallback`; the mode that streams becomes the session's `selection`.
     func startCamera() async throws(CaptureError) {
-        applied = try await capturer.startCapture(device: device, format: selection.format, size: selection.size, fps: selection.fps)
+        do {
+            applied = try await capturer.startCapture(device: device, format: selection.format, size: selection.size, fps: selection.fps)
+        } catch  where CaptureEvent.isBandwidthRefusal(error) {
+            var last = error
+            for next in FormatSelector.fallbacks(after: selection, from: (try? capturer.supportedFormats(for: device)) ?? []) {
+                report(.fallback(from: selection, to: next, reason: last.description))
+                do {
+                    applied = try await capturer.startCapture(device: device, format: next.format, size: next.size, fps: next.fps)
+                    selection = next
+                    return
+                } catch  where CaptureEvent.isBandwidthRefusal(error) {
+                    last = error
+                }
+            }
+            throw last
+        }
     }
 
     // The run itself (start, frame loop, idle release, report) is in CaptureRun.swift.

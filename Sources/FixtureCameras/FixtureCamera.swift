@@ -163,6 +163,12 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
             throw CaptureError(
                 .disconnected, "\(device.path) is unplugged (a simulated fault), back in \(Double(away / 1_000_000) / 1000) s", device: device.path)
         }
+        if playback.refuses(request.pixelFormat, request.size) {
+            throw CaptureError(
+                .ioctlFailed,
+                "VIDIOC_STREAMON failed on \(device.path) (a simulated bus without bandwidth for \(request.pixelFormat) \(request.size))",
+                errno: ENOSPC, device: device.path, operation: "VIDIOC_STREAMON")
+        }
         let desc = try description(of: device)
         guard let entry = desc.formats.first(where: { $0.pixelFormat == request.pixelFormat && $0.size.contains(request.size) }) else {
             throw CaptureError(.unsupportedFormat, "\(device.path) does not offer \(request.pixelFormat) \(request.size)", device: device.path)

@@ -8,7 +8,9 @@ import SystemIO
 ///   stall of the provider's `stallTimeoutNs` or longer ends the stream with `.timeout`, as a V4L2 stream does after
 ///   its own restart;
 /// - `unplug`: the stream fails with `.disconnected` and the camera cannot be opened for `seconds` (a USB camera
-///   pulled out and plugged back in; vivid's `disconnect` control).
+///   pulled out and plugged back in; vivid's `disconnect` control);
+/// - `nospace`: the one mode `pixelFormat` at `size` never streams: its start fails as `VIDIOC_STREAMON` with ENOSPC
+///   (two USB cameras on one bus; vivid's `inject_vidioc_streamon_error` fails once).
 /// A fault fires once per provider, at the camera's `atFrame`-th frame counted over every stream of that camera
 /// (a camera that comes back does not replay it).
 public struct FixtureFault: Sendable, Equatable, CustomStringConvertible {
@@ -18,6 +20,8 @@ public struct FixtureFault: Sendable, Equatable, CustomStringConvertible {
         case stall
         /// Gone for a while.
         case unplug
+        /// One mode without the bandwidth to stream.
+        case nospace
     }
     /// What happens.
     public var kind: Kind
@@ -25,6 +29,20 @@ public struct FixtureFault: Sendable, Equatable, CustomStringConvertible {
     public var atFrame: Int
     /// How long it lasts, in seconds.
     public var seconds: Double
+    /// `nospace`: the pixel format and size of the mode that cannot stream.
+    public var mode: (pixelFormat: PixelFormat, size: FrameSize)?
+
+    /// Same kind, frame, length and mode.
+    public static func == (a: FixtureFault, b: FixtureFault) -> Bool {
+        a.kind == b.kind && a.atFrame == b.atFrame && a.seconds == b.seconds && a.mode?.pixelFormat == b.mode?.pixelFormat
+            && a.mode?.size == b.mode?.size
+    }
+
+    /// A `nospace` fault: `pixelFormat` at `size` never streams (ENOSPC at STREAMON).
+    public init(noBandwidthFor pixelFormat: PixelFormat, _ size: FrameSize) {
+        self.init(.nospace, atFrame: 0, seconds: 0)
+        mode = (pixelFormat, size)
+    }
 
     /// A fault of `kind` at frame `atFrame` lasting `seconds`.
     public init(_ kind: Kind, atFrame: Int, seconds: Double) {
@@ -33,14 +51,21 @@ public struct FixtureFault: Sendable, Equatable, CustomStringConvertible {
         self.seconds = seconds
     }
 
-    /// Parses `KIND@FRAME+SECONDS` (`unplug@90+5`, `stall@60+1.5`): frame 0...10,000,000, 0.01...3600 seconds. A
-    /// refusal names the text and what was wrong.
+    /// Parses `KIND@FRAME+SECONDS` (`unplug@90+5`, `stall@60+1.5`: frame 0...10,000,000, 0.01...3600 seconds) or
+    /// `nospace@FOURCC:WxH` (`nospace@YUYV:640x480`). A refusal names the text and what was wrong.
     public init(parsing text: String) throws(CaptureError) {
         func refuse(_ why: String) -> CaptureError {
             CaptureError(
                 .invalidArgument,
-                "fixture fault \"\(text.prefix(64))\": \(why) (expected KIND@FRAME+SECONDS, e.g. unplug@90+5; kinds: \(Kind.allCases.map(\.rawValue).joined(separator: ", ")))"
+                "fixture fault \"\(text.prefix(64))\": \(why) (expected KIND@FRAME+SECONDS, e.g. unplug@90+5, or nospace@FOURCC:WxH; kinds: \(Kind.allCases.map(\.rawValue).joined(separator: ", ")))"
             )
+        }
+        if text.hasPrefix("nospace@") {
+            let mode = text.dropFirst("nospace@".count).split(separator: ":", maxSplits: 1)
+            guard mode.count == 2, let pf = PixelFormat(fourcc: String(mode[0])) else { throw refuse("not nospace@FOURCC:WxH with a known FourCC") }
+            guard let size = FrameSize(parsing: mode[1]) else { throw refuse("not a size: \"\(mode[1].prefix(16))\"") }
+            self.init(noBandwidthFor: pf, size)
+            return
         }
         let at = text.split(separator: "@", maxSplits: 1), rest = at.count == 2 ? at[1].split(separator: "+", maxSplits: 1) : []
         guard at.count == 2, rest.count == 2 else { throw refuse("not KIND@FRAME+SECONDS") }
@@ -54,8 +79,11 @@ public struct FixtureFault: Sendable, Equatable, CustomStringConvertible {
         self.init(kind, atFrame: frame, seconds: seconds)
     }
 
-    /// `KIND@FRAME+SECONDS`.
-    public var description: String { "\(kind.rawValue)@\(atFrame)+\(seconds)" }
+    /// `KIND@FRAME+SECONDS`, or `nospace@FOURCC:WxH`.
+    public var description: String {
+        if let mode { return "\(kind.rawValue)@\(mode.pixelFormat):\(mode.size)" }
+        return "\(kind.rawValue)@\(atFrame)+\(seconds)"
+    }
 }
 
 /// What a provider's faults have done so far: frames per camera, the faults fired, and the cameras unplugged
@@ -77,10 +105,17 @@ final class FaultPlayback: Sendable {
         return state.withLock { s in
             let n = s.frames[path, default: 0]
             s.frames[path] = n + 1
-            guard let i = faults.indices.first(where: { faults[$0].atFrame == n && !s.fired.contains($0) }) else { return nil }
+            guard let i = faults.indices.first(where: { faults[$0].kind != .nospace && faults[$0].atFrame == n && !s.fired.contains($0) }) else {
+                return nil
+            }
             s.fired.insert(i)
             return faults[i]
         }
+    }
+
+    /// True when a `nospace` fault refuses `pixelFormat` at `size`.
+    func refuses(_ pixelFormat: PixelFormat, _ size: FrameSize) -> Bool {
+        faults.contains { $0.kind == .nospace && $0.mode?.pixelFormat == pixelFormat && $0.mode?.size == size }
     }
 
     func unplug(_ path: String, forNs ns: Int64) { state.withLock { $0.unpluggedUntil[path] = monotonicNanoseconds() + ns } }

@@ -94,6 +94,38 @@ public enum FormatSelector {
         return best?.selection
     }
 
+    /// The modes to try, in order, when a device refuses to stream `selection` for want of bandwidth (`VIDIOC_STREAMON`
+    /// fails with ENOSPC, as on a USB bus another camera shares): the same size as MJPEG (a compressed stream needs a
+    /// fraction of the bus), then each lower rate the device lists at that size, the selected format's first, then
+    /// MJPEG's. Never the mode itself, nor anything for a camera's own H.264 (its stream is not swapped for
+    /// pictures); at most 16.
+    public static func fallbacks(after selection: FormatSelection, from formats: [CaptureFormat]) -> [FormatSelection] {
+        guard selection.pixelFormat != .h264 else { return [] }
+        let entry = { (pf: PixelFormat) in formats.first { $0.pixelFormat == pf && $0.size.contains(selection.size) } }
+        var out: [FormatSelection] = []
+        func add(_ format: CaptureFormat, _ fps: Fraction) {
+            let s = FormatSelection(format: format, size: selection.size, fps: fps)
+            if s != selection && !out.contains(s) && out.count < 16 { out.append(s) }
+        }
+        let mjpeg = selection.pixelFormat == .mjpeg ? nil : entry(.mjpeg)
+        if let mjpeg { add(mjpeg, mjpeg.intervals?.bestRate(limit: selection.fps) ?? selection.fps) }
+        for format in [entry(selection.pixelFormat) ?? selection.format] + (mjpeg.map { [$0] } ?? []) {
+            var current = selection.fps
+            // Each next rate is the best just below the last one (a thousandth below it), until none is lower.
+            while let below = justBelow(current), let next = format.intervals?.bestRate(limit: below), next < current {
+                add(format, next)
+                current = next
+            }
+        }
+        return out
+    }
+
+    /// `rate` × 999/1000, nil when that overflows.
+    private static func justBelow(_ rate: Fraction) -> Fraction? {
+        let n = rate.numerator.multipliedReportingOverflow(by: 999), d = rate.denominator.multipliedReportingOverflow(by: 1000)
+        return n.overflow || d.overflow ? nil : Fraction(exactly: n.partialValue, d.partialValue)
+    }
+
     /// |a − b| without overflow (the true difference of two Ints always fits in a UInt).
     private static func gap(_ a: Int, _ b: Int) -> UInt { a >= b ? UInt(bitPattern: a &- b) : UInt(bitPattern: b &- a) }
 

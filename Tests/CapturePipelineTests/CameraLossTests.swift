@@ -139,8 +139,44 @@ private final class EventLog: Sendable {
         #expect(report.summary.contains { $0.0 == "camera loss" && $0.1.hasPrefix("lost 1 time (disconnected 1), back 0") }, "\(report.summaryText)")
     }
 
+    /// A USB bus without the bandwidth for the negotiated mode (ENOSPC at STREAMON): the session streams the next
+    /// mode of the same negotiation (MJPEG at the same size) after one refusal, and says which and why.
+    @Test func aModeWithoutBandwidthFallsBackToMJPEGAtTheSameSize() async throws {
+        var options = FixtureCameraProvider.Options()
+        options.faults = [FixtureFault(noBandwidthFor: .yuyv, FrameSize(width: 640, height: 480))]
+        var c = CaptureSession.Configuration(providers: [FixtureCameraProvider(options: options)])
+        (c.device, c.size, c.frames) = ("fixture:uvc-webcam", FrameSize(width: 640, height: 480), 10)
+        let session = try CaptureSession(c)
+        #expect(session.selection.description == "YUYV 640x480 @ 30 fps", "negotiation picks the cheaper conversion")
+        let log = EventLog(), collecting = log.collect(session)
+        let report = try await session.run(stages: [Taker()])
+        await collecting.value
+        #expect(report.failure == nil && report.processed == 10, "\(report.summaryText)")
+        #expect(session.selection.description == "MJPG 640x480 @ 30 fps" && session.applied.pixelFormat == .mjpeg)
+        let events = log.events.withLock { $0 }
+        #expect(events.count == 1, "one refusal, one fallback: \(events)")
+        #expect(
+            events.first?.description.hasPrefix("YUYV 640x480 @ 30 fps cannot stream (VIDIOC_STREAMON failed on fixture:uvc-webcam") == true
+                && events.first?.description.contains("trying MJPG 640x480 @ 30 fps") == true, "\(events)")
+        #expect(report.summary.contains { $0.0 == "format" && $0.1.hasPrefix("MJPG 640x480") }, "\(report.summaryText)")
+    }
+
+    @Test func theFallbacksAreMJPEGThenLowerRates() throws {
+        let provider = FixtureCameraProvider()
+        let capturer = CameraVideoCapturer(providers: [provider])
+        let device = try capturer.device("fixture:uvc-webcam")
+        let formats = try capturer.supportedFormats(for: device)
+        let chosen = try #require(FormatSelector.select(from: formats, target: FrameSize(width: 640, height: 480), fpsLimit: 30))
+        let next = FormatSelector.fallbacks(after: chosen, from: formats).map(\.description)
+        #expect(
+            next == [
+                "MJPG 640x480 @ 30 fps", "YUYV 640x480 @ 24 fps", "YUYV 640x480 @ 20 fps", "YUYV 640x480 @ 15 fps", "YUYV 640x480 @ 10 fps",
+                "YUYV 640x480 @ 7.5 fps", "YUYV 640x480 @ 5 fps", "MJPG 640x480 @ 15 fps",
+            ], "\(next)")
+    }
+
     @Test(arguments: [
-        ("unplug@90+5", "unplug@90+5.0"), ("stall@0+0.5", "stall@0+0.5"),
+        ("unplug@90+5", "unplug@90+5.0"), ("stall@0+0.5", "stall@0+0.5"), ("nospace@YUYV:640x480", "nospace@YUYV:640x480"),
     ])
     func aFaultIsWrittenAsItIsParsed(text: String, expected: String) throws {
         #expect(try FixtureFault(parsing: text).description == expected)
