@@ -227,7 +227,7 @@ let package = Package(
         .testTarget(
             name: "UsageTests",
             dependencies: [
-                "VideoCapture", "V4L2Capture", "FixtureCameras", "VideoProcessing", "H264", "RTP", "WebRTC", "CapturePipeline",
+                "VideoCapture", "V4L2Capture", "FixtureCameras", "VideoProcessing", "H264", "Recording", "RTP", "WebRTC", "CapturePipeline",
                 "WHEPServer", "RTSPServer", "TestSupport",
             ]),
         // WHEPServer in-process, no browser: the endpoint driven directly, the tier rules, the serve defaults, and

@@ -80,28 +80,11 @@ public final class RecordingOutput: EncodedOutput {
         case mp4(FragmentedMP4Writer)
         case annexB(AnnexBWriter)
 
-        var path: String {
+        /// Path, frames and bytes, whatever the format.
+        var file: any RecordingFile {
             switch self {
-            case .mp4(let w): w.path
-            case .annexB(let w): w.path
-            }
-        }
-        var framesWritten: Int {
-            switch self {
-            case .mp4(let w): w.framesWritten
-            case .annexB(let w): w.framesWritten
-            }
-        }
-        var bytesWritten: Int64 {
-            switch self {
-            case .mp4(let w): w.bytesWritten
-            case .annexB(let w): w.bytesWritten
-            }
-        }
-        var framesOnDisk: Int {
-            switch self {
-            case .mp4(let w): w.framesOnDisk
-            case .annexB(let w): w.framesOnDisk
+            case .mp4(let w): w
+            case .annexB(let w): w
             }
         }
     }
@@ -146,7 +129,7 @@ public final class RecordingOutput: EncodedOutput {
     }
 
     /// The path of the file being written now.
-    public var currentPath: String { sink.path }
+    public var currentPath: String { sink.file.path }
 
     private static func open(_ configuration: Configuration, path: String) throws -> Sink {
         switch configuration.container {
@@ -164,7 +147,7 @@ public final class RecordingOutput: EncodedOutput {
     public func write(_ frame: EncodedFrame) throws {
         guard !frame.isSkipped, !frame.nalUnits.isEmpty else { return }
         if recordingStartNs == nil { recordingStartNs = frame.timestampNs }
-        if let seconds = configuration.segmentSeconds, let start = segmentStartNs, sink.framesWritten > 0 {
+        if let seconds = configuration.segmentSeconds, let start = segmentStartNs, sink.file.framesWritten > 0 {
             // Due within a millisecond (a 30 fps clock reaches 2 s at 1999.99998 ms); the key frame is asked for
             // one frame early, so that the frame that falls due is one.
             let elapsed = Double(frame.timestampNs - start), length = seconds * 1e9 - 1e6
@@ -176,12 +159,12 @@ public final class RecordingOutput: EncodedOutput {
             }
         }
         lastTimestampNs = frame.timestampNs
-        let before = sink.framesWritten
+        let before = sink.file.framesWritten
         switch sink {
         case .mp4(let w): try w.write(frame)
         case .annexB(let w): try w.write(frame) // flushed once a second of capture (`FlushPolicy.recording`)
         }
-        if segmentStartNs == nil && sink.framesWritten > before { segmentStartNs = frame.timestampNs }
+        if segmentStartNs == nil && sink.file.framesWritten > before { segmentStartNs = frame.timestampNs }
         if case .mp4(let w) = sink {
             let fragments = w.fragmentsWritten, segment = segments.count + 1
             published.withLock { $0 = (segment, fragments) }
@@ -199,7 +182,7 @@ public final class RecordingOutput: EncodedOutput {
     }
 
     private func closeSegment(_ closed: Sink) {
-        ring.closed(path: closed.path, frames: closed.framesWritten, startNs: (segmentStartNs ?? 0) - (recordingStartNs ?? 0))
+        ring.closed(path: closed.file.path, frames: closed.file.framesWritten, startNs: (segmentStartNs ?? 0) - (recordingStartNs ?? 0))
     }
 
     /// Deletes the oldest segments so that at most `keep` files exist, `open` of them still being written.
@@ -226,12 +209,7 @@ public final class RecordingOutput: EncodedOutput {
     }
 
     /// Gives the current file up (nothing was encoded); closed segments stay.
-    public func discard() {
-        switch sink {
-        case .mp4(let w): w.discard()
-        case .annexB(let w): w.discard()
-        }
-    }
+    public func discard() { sink.file.discard() }
 
     /// Fragments written to the current MP4 file, and the segment being written.
     public var progress: String? {
@@ -244,7 +222,7 @@ public final class RecordingOutput: EncodedOutput {
 
     /// The `output` line (one file) or the `segments` lines.
     /// The file being written while no byte has reached it.
-    public var unwrittenFile: String? { segments.isEmpty && sink.bytesWritten == 0 ? sink.path : nil }
+    public var unwrittenFile: String? { segments.isEmpty && sink.file.bytesWritten == 0 ? sink.file.path : nil }
     public var summary: [(String, String)] {
         let kind = configuration.container == .mp4 ? "fragmented MP4" : "Annex-B H.264"
         guard configuration.segmentSeconds != nil else {
@@ -253,7 +231,7 @@ public final class RecordingOutput: EncodedOutput {
                 extra = ", \(w.fragmentsWritten) fragments, \(fmt(Double(w.durationNs) / 1e9, 3)) s"
                 if w.framesDroppedBeforeKeyFrame > 0 { extra += ", \(w.framesDroppedBeforeKeyFrame) frames before the first key frame dropped" }
             }
-            return [("output", "\(sink.path) (\(kind), \(sink.bytesWritten) bytes, \(sink.framesOnDisk) frames on disk\(extra))")]
+            return [("output", "\(sink.file.path) (\(kind), \(sink.file.bytesWritten) bytes, \(sink.file.framesOnDisk) frames on disk\(extra))")]
         }
         let kept = segments.filter { !$0.deleted }
         var lines = [

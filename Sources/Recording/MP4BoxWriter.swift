@@ -39,17 +39,29 @@ struct MP4BoxWriter {
     /// Ends `box`: its size becomes every byte from its start to here.
     mutating func end(_ box: OpenBox) { set32(at: box.start, UInt32(bytes.count - box.start)) }
 
-    /// A box whose body `body` writes.
-    mutating func box(_ type: String, _ body: (inout MP4BoxWriter) -> Void) {
+    /// A box whose body `body` writes; returns what `body` returns (a field's offset, to be written later).
+    @discardableResult
+    mutating func box<T>(_ type: String, _ body: (inout MP4BoxWriter) -> T) -> T {
         let open = begin(type)
-        body(&self)
-        end(open)
+        defer { end(open) }
+        return body(&self)
     }
-    /// A full box (version and flags) whose body `body` writes.
-    mutating func fullBox(_ type: String, version: UInt8 = 0, flags: UInt32 = 0, _ body: (inout MP4BoxWriter) -> Void = { _ in }) {
+    /// A full box (version and flags) whose body `body` writes; returns what `body` returns.
+    @discardableResult
+    mutating func fullBox<T>(_ type: String, version: UInt8 = 0, flags: UInt32 = 0, _ body: (inout MP4BoxWriter) -> T) -> T {
         let open = begin(type, version: version, flags: flags)
-        body(&self)
-        end(open)
+        defer { end(open) }
+        return body(&self)
+    }
+
+    /// The version-1 header fields of mvhd and mdhd: creation and modification time, the timescale, and a zero
+    /// duration written when the recording ends; returns where the duration is.
+    mutating func times(created: UInt64, timescale: UInt32) -> Int {
+        u64(created)
+        u64(created)
+        u32(timescale)
+        defer { u64(0) }
+        return bytes.count
     }
 
     // MARK: Fields (big-endian)
@@ -118,53 +130,45 @@ extension MP4BoxWriter {
 
     /// moov: mvhd, the track and mvex. Returns where the duration fields are.
     mutating func moov(_ track: MP4VideoTrack) -> MP4DurationFields {
-        var fields = MP4DurationFields()
         box("moov") { b in
+            var fields = MP4DurationFields()
             fields.mvhd = b.mvhd(created: track.created)
             (fields.tkhd, fields.mdhd) = b.trak(track)
             fields.mehd = b.mvex()
+            return fields
         }
-        return fields
     }
 
     /// mvhd (version 1), in a millisecond timescale; returns where its duration is.
     mutating func mvhd(created: UInt64) -> Int {
-        var duration = 0
         fullBox("mvhd", version: 1) { b in
-            b.u64(created)
-            b.u64(created)
-            b.u32(1000) // movie timescale: ms
-            duration = b.bytes.count
-            b.u64(0)
+            let duration = b.times(created: created, timescale: 1000) // movie timescale: ms
             b.u32(0x0001_0000) // rate 1.0
             b.u16(0x0100) // volume 1.0
             b.zeros(10)
             b.matrix(.rotation0, width: 0, height: 0)
             b.zeros(24)
             b.u32(Self.trackID + 1) // next_track_ID
+            return duration
         }
-        return duration
     }
 
     /// trak: tkhd and mdia; returns where tkhd's and mdhd's durations are.
     mutating func trak(_ track: MP4VideoTrack) -> (tkhd: Int, mdhd: Int) {
-        var at = (tkhd: 0, mdhd: 0)
         box("trak") { b in
-            at.tkhd = b.tkhd(created: track.created, rotation: track.rotation, width: track.parameters.width, height: track.parameters.height)
-            at.mdhd = b.mdia(track)
+            let tkhd = b.tkhd(created: track.created, rotation: track.rotation, width: track.parameters.width, height: track.parameters.height)
+            return (tkhd, b.mdia(track))
         }
-        return at
     }
 
     /// tkhd (version 1; enabled, in the movie) with the display matrix; returns where its duration is.
     mutating func tkhd(created: UInt64, rotation: VideoRotation, width: Int, height: Int) -> Int {
-        var duration = 0
         fullBox("tkhd", version: 1, flags: 0x3) { b in
             b.u64(created)
             b.u64(created)
             b.u32(Self.trackID)
             b.u32(0)
-            duration = b.bytes.count
+            let duration = b.bytes.count
             b.u64(0)
             b.zeros(8)
             b.u16(0) // layer
@@ -174,34 +178,28 @@ extension MP4BoxWriter {
             b.matrix(rotation, width: width, height: height)
             b.u32(UInt32(width) << 16)
             b.u32(UInt32(height) << 16)
+            return duration
         }
-        return duration
     }
 
     /// mdia: mdhd, hdlr and minf; returns where mdhd's duration is.
     mutating func mdia(_ track: MP4VideoTrack) -> Int {
-        var duration = 0
         box("mdia") { b in
-            duration = b.mdhd(created: track.created)
+            let duration = b.mdhd(created: track.created)
             b.hdlr()
             b.minf(track)
+            return duration
         }
-        return duration
     }
 
     /// mdhd (version 1) in the 90 kHz timescale, language "und"; returns where its duration is.
     mutating func mdhd(created: UInt64) -> Int {
-        var duration = 0
         fullBox("mdhd", version: 1) { b in
-            b.u64(created)
-            b.u64(created)
-            b.u32(Self.timescale)
-            duration = b.bytes.count
-            b.u64(0)
+            let duration = b.times(created: created, timescale: Self.timescale)
             b.u16(0x55c4) // language "und"
             b.u16(0)
+            return duration
         }
-        return duration
     }
 
     /// hdlr: a video handler.
@@ -231,7 +229,7 @@ extension MP4BoxWriter {
         box("dinf") { b in
             b.fullBox("dref") { b in
                 b.u32(1)
-                b.fullBox("url ", flags: 1)
+                b.fullBox("url ", flags: 1) { _ in } // the media is in this file
             }
         }
     }
@@ -314,22 +312,19 @@ extension MP4BoxWriter {
 
     /// mvex: mehd and trex; returns where mehd's duration is.
     mutating func mvex() -> Int {
-        var duration = 0
         box("mvex") { b in
-            duration = b.mehd()
+            let duration = b.mehd()
             b.trex()
+            return duration
         }
-        return duration
     }
 
     /// mehd (version 1); returns where its duration is.
     mutating func mehd() -> Int {
-        var duration = 0
         fullBox("mehd", version: 1) { b in
-            duration = b.bytes.count
-            b.u64(0)
+            defer { b.u64(0) }
+            return b.bytes.count
         }
-        return duration
     }
 
     /// trex: the track's fragment defaults (sample description 1, the rest given per sample).
@@ -388,13 +383,11 @@ extension MP4BoxWriter {
 
     /// traf: tfhd, tfdt and trun; returns where trun's data offset is.
     mutating func traf(_ samples: MP4FragmentSamples) -> Int {
-        var dataOffset = 0
         box("traf") { b in
             b.tfhd()
             b.tfdt(baseTime: UInt64(samples.times[0]))
-            dataOffset = b.trun(samples)
+            return b.trun(samples)
         }
-        return dataOffset
     }
 
     /// tfhd: default-base-is-moof (data offsets count from the moof).
@@ -405,11 +398,10 @@ extension MP4BoxWriter {
 
     /// trun with data offset, and each sample's duration, size and flags; returns where the data offset is.
     mutating func trun(_ samples: MP4FragmentSamples) -> Int {
-        var dataOffset = 0
         fullBox("trun", flags: 0x000001 | 0x000100 | 0x000200 | 0x000400) { b in
             let count = samples.count
             b.u32(UInt32(count))
-            dataOffset = b.bytes.count
+            let dataOffset = b.bytes.count
             b.u32(0)
             for i in 0..<count {
                 let next = i + 1 < count ? samples.times[i + 1] : samples.end
@@ -418,8 +410,8 @@ extension MP4BoxWriter {
                 // A sync sample depends on nothing; the others depend on earlier ones and are not sync samples.
                 b.u32(samples.keys[i] ? 0x0200_0000 : 0x0101_0000)
             }
+            return dataOffset
         }
-        return dataOffset
     }
 
     /// The header of an `mdat` whose `payload` bytes are written after this buffer (kept apart, not copied).
