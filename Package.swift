@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "FixtureCameras", targets: ["FixtureCameras"]),
         .library(name: "V4L2Capture", targets: ["V4L2Capture"]),
         .library(name: "H264", targets: ["H264"]),
+        .library(name: "Recording", targets: ["Recording"]),
         .library(name: "RTP", targets: ["RTP"]),
         .library(name: "WebRTC", targets: ["WebRTC"]),
         .library(name: "CapturePipeline", targets: ["CapturePipeline"]),
@@ -77,8 +78,11 @@ let package = Package(
             swiftSettings: upcoming),
         .target(
             name: "H264",
-            dependencies: ["VideoCapture", "VideoProcessing", "SystemIO", "COpenH264", .product(name: "Metrics", package: "swift-metrics")],
+            dependencies: ["VideoCapture", "SystemIO", "COpenH264", .product(name: "Metrics", package: "swift-metrics")],
             swiftSettings: upcoming),
+        // Recordings above the codec: the MP4 box writer, the fragmented MP4 writer on it, the Annex-B writer with
+        // its one flush policy, and the segment ring (naming, rotation, deletion) that RecordingOutput cuts files with.
+        .target(name: "Recording", dependencies: ["H264", "VideoCapture", "VideoProcessing", "SystemIO"], swiftSettings: upcoming),
         .target(name: "RTP", dependencies: ["VideoCaptureCommons", "VideoCapture", "H264", "SystemIO"], swiftSettings: upcoming),
         // OpenSSL (DTLS 1.2 + use_srtp, ECDSA certificate, HMAC) and libsrtp2 behind a thin C shim.
         .target(name: "CWebRTC", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto"), .linkedLibrary("srtp2")]),
@@ -88,7 +92,7 @@ let package = Package(
         .target(
             name: "CapturePipeline",
             dependencies: [
-                "VideoCapture", "VideoProcessing", "H264", "RTP", "SystemIO",
+                "VideoCapture", "VideoProcessing", "H264", "Recording", "RTP", "SystemIO",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ],
@@ -187,7 +191,12 @@ let package = Package(
             dependencies: ["VideoCapture", "FixtureCameras", "MediaTestSupport", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "VideoProcessingTests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "MediaTestSupport"]),
         .testTarget(name: "FixtureCamerasTests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "MediaTestSupport"]),
-        .testTarget(name: "H264Tests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture", "H264", "TestSupport"]),
+        .testTarget(
+            name: "H264Tests",
+            dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture", "H264", "Recording", "MediaTestSupport"]),
+        // The recordings judged by ffprobe, GStreamer, mkvmerge and mediainfo, and the box writer's bytes.
+        .testTarget(
+            name: "RecordingTests", dependencies: ["Recording", "H264", "VideoCapture", "VideoProcessing", "FixtureCameras", "MediaTestSupport"]),
         .testTarget(name: "V4L2CaptureTests", dependencies: ["VideoCapture", "V4L2Capture", "CV4L2", "TestSupport"]),
         .testTarget(
             name: "CamcapTests",
@@ -218,7 +227,7 @@ let package = Package(
         .testTarget(
             name: "UsageTests",
             dependencies: [
-                "VideoCapture", "V4L2Capture", "FixtureCameras", "VideoProcessing", "H264", "RTP", "WebRTC", "CapturePipeline",
+                "VideoCapture", "V4L2Capture", "FixtureCameras", "VideoProcessing", "H264", "Recording", "RTP", "WebRTC", "CapturePipeline",
                 "WHEPServer", "RTSPServer", "TestSupport",
             ]),
         // WHEPServer in-process, no browser: the endpoint driven directly, the tier rules, the serve defaults, and

@@ -17,6 +17,7 @@ let package = Package(
                 .product(name: "VideoCapture", package: "swift-video-capture"),
                 .product(name: "VideoProcessing", package: "swift-video-capture"),
                 .product(name: "H264", package: "swift-video-capture"),
+                .product(name: "Recording", package: "swift-video-capture"),
                 .product(name: "FixtureCameras", package: "swift-video-capture"),
                 .product(name: "RTP", package: "swift-video-capture"),
             ],
@@ -30,6 +31,7 @@ let package = Package(
                 .product(name: "VideoCapture", package: "swift-video-capture"),
                 .product(name: "VideoProcessing", package: "swift-video-capture"),
                 .product(name: "H264", package: "swift-video-capture"),
+                .product(name: "Recording", package: "swift-video-capture"),
                 .product(name: "FixtureCameras", package: "swift-video-capture"),
             ],
             path: "compare/CompareLoop" // outside Benchmarks/: not a benchmark target for the plugin

@@ -1,8 +1,7 @@
 import Foundation
 public import H264
+public import Recording
 public import VideoCapture
-import VideoProcessing
-import SystemIO
 import Synchronization
 
 /// A recording of encoded frames to files: one file or a ring of segments, as fragmented MP4 or raw Annex-B
@@ -81,60 +80,31 @@ public final class RecordingOutput: EncodedOutput {
         case mp4(FragmentedMP4Writer)
         case annexB(AnnexBWriter)
 
-        var path: String {
+        /// Path, frames and bytes, whatever the format.
+        var file: any RecordingFile {
             switch self {
-            case .mp4(let w): w.path
-            case .annexB(let w): w.path
-            }
-        }
-        var framesWritten: Int {
-            switch self {
-            case .mp4(let w): w.framesWritten
-            case .annexB(let w): w.framesWritten
-            }
-        }
-        var bytesWritten: Int64 {
-            switch self {
-            case .mp4(let w): w.bytesWritten
-            case .annexB(let w): w.bytesWritten
-            }
-        }
-        var framesOnDisk: Int {
-            switch self {
-            case .mp4(let w): w.framesOnDisk
-            case .annexB(let w): w.framesOnDisk
+            case .mp4(let w): w
+            case .annexB(let w): w
             }
         }
     }
 
-    /// A segment written and closed.
-    public struct Segment: Sendable, Equatable {
-        /// Its path.
-        public var path: String
-        /// Frames in it.
-        public var frames: Int
-        /// Index of its first frame in the recording (0 for the first frame written).
-        public var firstFrame: Int
-        /// Capture time of its first frame, in nanoseconds from the recording's first frame.
-        public var startNs: Int64
-        /// True when `keep` deleted it again.
-        public var deleted: Bool
-    }
+    /// A segment written and closed (module `Recording`).
+    public typealias Segment = RecordedSegment
 
     /// The configuration given.
     public let configuration: Configuration
     private var sink: Sink
+    /// The files' names, the segments closed and the deletion of old ones.
+    private var ring: SegmentRing
     private var segmentStartNs: Int64?
     private var recordingStartNs: Int64?
     private var keyFrameAsked = false
-    private var lastFlushNs: Int64?
     private var lastTimestampNs: Int64?
-    private var framesBefore = 0
-    private var namesUsed = Set<String>()
     /// The progress figures, published by the writing thread for the progress line (another thread).
     private let published = Mutex((segment: 1, fragments: 0))
     /// Segments closed so far (with `segmentSeconds`), oldest first.
-    public private(set) var segments: [Segment] = []
+    public var segments: [Segment] { ring.segments }
     /// Called (on the writing thread) when a segment is due and the next key frame should come now. The stage
     /// the output is given to sets it (`connect(keyFrames:)`: `EncodeStage`, `PassthroughStage`); set it yourself
     /// only to feed the output from something else.
@@ -154,50 +124,21 @@ public final class RecordingOutput: EncodedOutput {
     public init(_ configuration: Configuration) throws {
         try configuration.validate()
         self.configuration = configuration
-        var names = Set<String>()
-        sink = try Self.open(configuration, number: 0, names: &names)
-        namesUsed = names
+        ring = SegmentRing(pattern: configuration.path, segmented: configuration.segmentSeconds != nil, keep: configuration.keep)
+        sink = try Self.open(configuration, path: ring.nextPath())
     }
 
     /// The path of the file being written now.
-    public var currentPath: String { sink.path }
+    public var currentPath: String { sink.file.path }
 
-    private static func name(_ configuration: Configuration, number: Int, names namesUsed: inout Set<String>) -> String {
-        let pattern = configuration.path
-        guard configuration.segmentSeconds != nil else { return pattern }
-        var base: String
-        if pattern.contains("%") {
-            var parts = SystemClock.localTime()
-            var buffer = [CChar](repeating: 0, count: 4096)
-            let n = strftime(&buffer, buffer.count, pattern, &parts)
-            base = n > 0 ? String(decoding: buffer.prefix(n).map { UInt8(bitPattern: $0) }, as: UTF8.self) : pattern
-        } else {
-            let ns = pattern as NSString
-            let ext = ns.pathExtension
-            base = ns.deletingPathExtension + "-" + String(format: "%03d", number) + (ext.isEmpty ? "" : "." + ext)
-        }
-        // Two segments in the same second (a short segment length): the second gets a suffix, never the same name.
-        var candidate = base
-        var k = 1
-        while namesUsed.contains(candidate) {
-            let ns = base as NSString
-            let ext = ns.pathExtension
-            candidate = ns.deletingPathExtension + "-\(k)" + (ext.isEmpty ? "" : "." + ext)
-            k += 1
-        }
-        namesUsed.insert(candidate)
-        return candidate
-    }
-
-    private static func open(_ configuration: Configuration, number: Int, names: inout Set<String>) throws -> Sink {
-        let path = name(configuration, number: number, names: &names)
+    private static func open(_ configuration: Configuration, path: String) throws -> Sink {
         switch configuration.container {
         case .mp4:
             var options = FragmentedMP4Writer.Options()
             options.fragmentDurationNs = Int64(configuration.fragmentSeconds * 1e9)
             return .mp4(try FragmentedMP4Writer(path: path, options: options))
         case .h264:
-            return .annexB(try AnnexBWriter(path: path, frameRate: configuration.frameRate))
+            return .annexB(try AnnexBWriter(path: path, frameRate: configuration.frameRate, flushPolicy: .recording))
         }
     }
 
@@ -206,7 +147,7 @@ public final class RecordingOutput: EncodedOutput {
     public func write(_ frame: EncodedFrame) throws {
         guard !frame.isSkipped, !frame.nalUnits.isEmpty else { return }
         if recordingStartNs == nil { recordingStartNs = frame.timestampNs }
-        if let seconds = configuration.segmentSeconds, let start = segmentStartNs, sink.framesWritten > 0 {
+        if let seconds = configuration.segmentSeconds, let start = segmentStartNs, sink.file.framesWritten > 0 {
             // Due within a millisecond (a 30 fps clock reaches 2 s at 1999.99998 ms); the key frame is asked for
             // one frame early, so that the frame that falls due is one.
             let elapsed = Double(frame.timestampNs - start), length = seconds * 1e9 - 1e6
@@ -218,22 +159,12 @@ public final class RecordingOutput: EncodedOutput {
             }
         }
         lastTimestampNs = frame.timestampNs
-        let before = sink.framesWritten
+        let before = sink.file.framesWritten
         switch sink {
         case .mp4(let w): try w.write(frame)
-        case .annexB(let w):
-            try w.write(frame)
-            // Flushed about once a second of capture time (as AnnexBFileOutput does), counted from the first frame.
-            guard let last = lastFlushNs else {
-                lastFlushNs = frame.timestampNs
-                break
-            }
-            if frame.timestampNs - last >= 1_000_000_000 {
-                try w.flush()
-                lastFlushNs = frame.timestampNs
-            }
+        case .annexB(let w): try w.write(frame) // flushed once a second of capture (`FlushPolicy.recording`)
         }
-        if segmentStartNs == nil && sink.framesWritten > before { segmentStartNs = frame.timestampNs }
+        if segmentStartNs == nil && sink.file.framesWritten > before { segmentStartNs = frame.timestampNs }
         if case .mp4(let w) = sink {
             let fragments = w.fragmentsWritten, segment = segments.count + 1
             published.withLock { $0 = (segment, fragments) }
@@ -243,28 +174,21 @@ public final class RecordingOutput: EncodedOutput {
     private func nextSegment(at timestampNs: Int64) throws {
         let closing = sink
         try close(closing, next: timestampNs)
-        segments.append(
-            Segment(
-                path: closing.path, frames: closing.framesWritten, firstFrame: framesBefore,
-                startNs: (segmentStartNs ?? 0) - (recordingStartNs ?? 0), deleted: false))
-        framesBefore += closing.framesWritten
-        sink = try Self.open(configuration, number: segments.count, names: &namesUsed)
+        closeSegment(closing)
+        sink = try Self.open(configuration, path: ring.nextPath())
         segmentStartNs = nil
         keyFrameAsked = false
-        lastFlushNs = nil
-        try prune(counting: 1)
+        try prune(open: 1)
     }
 
-    /// Deletes the oldest segments so that at most `keep` files exist, `extra` of them still open.
-    private func prune(counting extra: Int) throws {
-        guard let keep = configuration.keep else { return }
-        var onDisk = segments.filter { !$0.deleted }.count + extra
-        for i in segments.indices where onDisk > keep && !segments[i].deleted {
-            do { try FileSystem.unlink(segments[i].path) } catch  where error.errno == ENOENT {} catch {
-                throw PipelineError(.outputFailed, "cannot delete the old segment \(segments[i].path): \(error.reason)")
-            }
-            segments[i].deleted = true
-            onDisk -= 1
+    private func closeSegment(_ closed: Sink) {
+        ring.closed(path: closed.file.path, frames: closed.file.framesWritten, startNs: (segmentStartNs ?? 0) - (recordingStartNs ?? 0))
+    }
+
+    /// Deletes the oldest segments so that at most `keep` files exist, `open` of them still being written.
+    private func prune(open: Int) throws {
+        do { try ring.prune(open: open) } catch {
+            throw PipelineError(.outputFailed, "cannot delete the old segment \(error.path): \(error.reason)")
         }
     }
 
@@ -279,21 +203,13 @@ public final class RecordingOutput: EncodedOutput {
     public func end() throws {
         try close(sink, next: nil)
         if configuration.segmentSeconds != nil {
-            segments.append(
-                Segment(
-                    path: sink.path, frames: sink.framesWritten, firstFrame: framesBefore,
-                    startNs: (segmentStartNs ?? 0) - (recordingStartNs ?? 0), deleted: false))
-            try prune(counting: 0)
+            closeSegment(sink)
+            try prune(open: 0)
         }
     }
 
     /// Gives the current file up (nothing was encoded); closed segments stay.
-    public func discard() {
-        switch sink {
-        case .mp4(let w): w.discard()
-        case .annexB(let w): w.discard()
-        }
-    }
+    public func discard() { sink.file.discard() }
 
     /// Fragments written to the current MP4 file, and the segment being written.
     public var progress: String? {
@@ -306,7 +222,7 @@ public final class RecordingOutput: EncodedOutput {
 
     /// The `output` line (one file) or the `segments` lines.
     /// The file being written while no byte has reached it.
-    public var unwrittenFile: String? { segments.isEmpty && sink.bytesWritten == 0 ? sink.path : nil }
+    public var unwrittenFile: String? { segments.isEmpty && sink.file.bytesWritten == 0 ? sink.file.path : nil }
     public var summary: [(String, String)] {
         let kind = configuration.container == .mp4 ? "fragmented MP4" : "Annex-B H.264"
         guard configuration.segmentSeconds != nil else {
@@ -315,7 +231,7 @@ public final class RecordingOutput: EncodedOutput {
                 extra = ", \(w.fragmentsWritten) fragments, \(fmt(Double(w.durationNs) / 1e9, 3)) s"
                 if w.framesDroppedBeforeKeyFrame > 0 { extra += ", \(w.framesDroppedBeforeKeyFrame) frames before the first key frame dropped" }
             }
-            return [("output", "\(sink.path) (\(kind), \(sink.bytesWritten) bytes, \(sink.framesOnDisk) frames on disk\(extra))")]
+            return [("output", "\(sink.file.path) (\(kind), \(sink.file.bytesWritten) bytes, \(sink.file.framesOnDisk) frames on disk\(extra))")]
         }
         let kept = segments.filter { !$0.deleted }
         var lines = [

@@ -2,6 +2,7 @@ import Foundation
 public import VideoCapture
 import VideoProcessing
 public import H264
+import Recording
 import Synchronization
 import Metrics
 
@@ -416,22 +417,11 @@ public final class AnnexBFileOutput: EncodedOutput {
     private let writer: AnnexBWriter
     /// Written by one thread at a time (the encoder's, once `end` has joined it, or the pipeline's).
     public var acceptsWritesFromEncoderThread: Bool { true }
-    private var lastFlushNs: Int64?
     /// Claims `path` at once (see `AnnexBWriter.init(path:)`): an unwritable or busy path throws before the camera
     /// starts.
-    public init(path: String) throws { writer = try AnnexBWriter(path: path) }
-    /// Appends the frame; flushes about once a second of capture time.
-    public func write(_ frame: EncodedFrame) throws {
-        try writer.write(frame)
-        guard let last = lastFlushNs else {
-            lastFlushNs = frame.timestampNs
-            return
-        }
-        if frame.timestampNs - last >= 1_000_000_000 {
-            try writer.flush()
-            lastFlushNs = frame.timestampNs
-        }
-    }
+    public init(path: String) throws { writer = try AnnexBWriter(path: path, flushPolicy: .recording) }
+    /// Appends the frame; flushes about once a second of capture time (`AnnexBWriter.FlushPolicy.recording`).
+    public func write(_ frame: EncodedFrame) throws { try writer.write(frame) }
     /// Flushes, syncs and closes the file.
     public func end() throws { try writer.close() }
     /// Gives the file up; an existing file keeps its contents.

@@ -1,6 +1,5 @@
 public import VideoCapture
 import Metrics
-import VideoProcessing
 import COpenH264
 import Synchronization
 #if canImport(Glibc)
@@ -580,10 +579,16 @@ public final class H264Encoder {
         }
         let d = chromaScratch!
         guard let planes = d.writablePlanes else { return f }
-        PlaneOps.copy(f.dataY, f.strideY, planes.y, d.strideY, width: f.width, height: f.height)
-        PlaneOps.copy(f.dataU, f.strideU, planes.u, d.strideU, width: f.chromaWidth, height: f.chromaHeight)
-        PlaneOps.copy(f.dataV, f.strideV, planes.v, d.strideV, width: f.chromaWidth, height: f.chromaHeight)
+        Self.copyPlane(f.dataY, f.strideY, planes.y, d.strideY, width: f.width, height: f.height)
+        Self.copyPlane(f.dataU, f.strideU, planes.u, d.strideU, width: f.chromaWidth, height: f.chromaHeight)
+        Self.copyPlane(f.dataV, f.strideV, planes.v, d.strideV, width: f.chromaWidth, height: f.chromaHeight)
         return d
+    }
+    /// Copies `height` rows of `width` bytes between planes of different strides.
+    private static func copyPlane(
+        _ src: UnsafePointer<UInt8>, _ srcStride: Int, _ dst: UnsafeMutablePointer<UInt8>, _ dstStride: Int, width: Int, height: Int
+    ) {
+        for row in 0..<height { (dst + row * dstStride).update(from: src + row * srcStride, count: width) }
     }
 
     private func finishStatistics(_ out: inout EncodedFrame, startNs: Int64) {

@@ -1,8 +1,7 @@
 public import VideoCapture
-import VideoProcessing
 
 /// The codec's one error type: settings the encoder refuses (with the valid range), OpenH264 failing a call, a
-/// malformed bitstream (with the byte offset), or an Annex-B file that cannot be written.
+/// malformed bitstream (with the byte offset), or a recording (module `Recording`) that cannot be written.
 public struct H264Error: Error, Sendable, Equatable, CustomStringConvertible {
     /// The codes: `invalidSettings`, `encoderFailed`, `malformedBitstream`, `writeFailed`.
     public typealias Code = ErrorCode<H264Error>
@@ -30,9 +29,6 @@ public struct H264Error: Error, Sendable, Equatable, CustomStringConvertible {
 
     /// The message, followed by ` (at byte N)` when there is an offset.
     public var description: String { offset.map { "\(message) (at byte \($0))" } ?? message }
-
-    /// A write failure of the file underneath.
-    init(writing error: ProcessingError) { self.init(.writeFailed, error.message) }
 }
 
 /// The name for an encoder error (code `encoderFailed` or `invalidSettings`): an `H264Error`, kept from the

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import VideoCapture
 import H264
+import Recording
 
 /// ffprobe's per-frame key flag and colour description of an H.264 file, in decode order.
 private func frameColours(_ path: String) throws -> [(key: Bool, range: String, matrix: String, primaries: String, transfer: String)] {

@@ -6,6 +6,7 @@ import VideoProcessing
 import FixtureCameras
 import V4L2Capture
 import H264
+import Recording
 
 @Suite struct EncoderControlTests {
     /// A busy encode loop on one thread, key-frame requests from another: each request gives an IDR at the

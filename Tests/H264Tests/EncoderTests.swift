@@ -3,6 +3,7 @@ import Testing
 import VideoCapture
 import VideoProcessing
 @testable import H264
+import Recording
 
 func encodeFile(
     _ path: String, settings: H264Encoder.Settings, source: PatternSource, frames: Int, fps: Int = 30,

@@ -4,7 +4,7 @@ import VideoCapture
 import VideoProcessing
 import FixtureCameras
 import H264
-@_exported import TestSupport
+@_exported import MediaTestSupport
 
 let scratch = scratchDirectory("h264-tests")
 
@@ -28,17 +28,4 @@ func probe(_ path: String) throws -> (frames: Int, width: Int, height: Int, prof
         return (0, 0, 0, "")
     }
     return (Int(f[3]) ?? -1, Int(f[1]) ?? -1, Int(f[2]) ?? -1, f[0])
-}
-
-/// Frames of the fixture pattern (optionally noisy), rendered once and cycled.
-final class PatternSource {
-    let frames: [I420Buffer]
-    init(width: Int, height: Int, count: Int, noise: Int = 0) {
-        frames = (0..<count).map { i in
-            let b = I420Buffer(width: width, height: height)
-            TestPattern.render(frame: UInt64(i), into: b, noise: noise)
-            return b
-        }
-    }
-    subscript(i: Int) -> I420Buffer { frames[i % frames.count] }
 }

@@ -72,3 +72,16 @@ public func fixture(_ name: String) throws -> CameraDescription {
     let file = try #require(files.first { $0.hasPrefix(name + ".") }, "no fixture \(name)")
     return try CameraDescription.load(path: fixturesDir + "/" + file)
 }
+
+/// Frames of the fixture pattern (optionally noisy), rendered once and cycled.
+public final class PatternSource {
+    public let frames: [I420Buffer]
+    public init(width: Int, height: Int, count: Int, noise: Int = 0) {
+        frames = (0..<count).map { i in
+            let b = I420Buffer(width: width, height: height)
+            TestPattern.render(frame: UInt64(i), into: b, noise: noise)
+            return b
+        }
+    }
+    public subscript(i: Int) -> I420Buffer { frames[i % frames.count] }
+}

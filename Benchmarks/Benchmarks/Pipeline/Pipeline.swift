@@ -3,6 +3,7 @@ import VideoCapture
 import VideoProcessing
 import FixtureCameras
 import H264
+import Recording
 import RTP
 
 /// A camera frame of `format` holding the fixture pattern.

@@ -21,6 +21,7 @@ import VideoCapture
 import VideoProcessing
 import FixtureCameras
 import H264
+import Recording
 import Synchronization
 
 /// An `AnnexBWriter` that a `@Sendable` closure (the encoder thread's output) can write to.

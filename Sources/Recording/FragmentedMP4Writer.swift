@@ -1,3 +1,4 @@
+public import H264
 public import VideoCapture
 public import VideoProcessing
 
@@ -56,12 +57,11 @@ public final class FragmentedMP4Writer {
     /// The picture size from the first key frame's SPS (nil before it).
     public private(set) var size: FrameSize?
 
-    // The fragment being gathered: length-prefixed NAL units, and per sample its size, key flag and time.
+    // The fragment being gathered: length-prefixed NAL units, and per sample its size, key flag and time (90 kHz,
+    // from the first frame).
     private var mdat: [UInt8] = []
-    private var sampleSizes: [UInt32] = []
-    private var sampleKey: [Bool] = []
-    private var sampleTimes: [Int64] = [] // 90 kHz, from the first frame
-    private var box: [UInt8] = [] // moof being built
+    private var samples = MP4FragmentSamples()
+    private var box = MP4BoxWriter() // moof + the mdat header being built
     private var fragmentIndex: [(time: Int64, offset: Int64)] = []
     private var lastTime90: Int64 = -1
     private var lastDuration90: Int64 = 0
@@ -69,7 +69,7 @@ public final class FragmentedMP4Writer {
     private var offset: Int64 = 0
     private var sps: [UInt8] = []
     private var pps: [UInt8] = []
-    private var durationFieldOffsets: (mvhd: Int64, tkhd: Int64, mdhd: Int64, mehd: Int64) = (0, 0, 0, 0)
+    private var durationFields = MP4DurationFields()
     private var closed = false
     /// A write failed: the file ends at its last complete fragment and nothing more is written.
     private var failed = false
@@ -96,10 +96,10 @@ public final class FragmentedMP4Writer {
         self.file = file
         self.options = options
         mdat.reserveCapacity(1 << 20)
-        sampleSizes.reserveCapacity(512)
-        sampleKey.reserveCapacity(512)
-        sampleTimes.reserveCapacity(512)
-        box.reserveCapacity(512 * 12 + 256)
+        samples.sizes.reserveCapacity(512)
+        samples.keys.reserveCapacity(512)
+        samples.times.reserveCapacity(512)
+        box = MP4BoxWriter(capacity: 512 * 12 + 256)
         fragmentIndex.reserveCapacity(4096)
     }
 
@@ -153,10 +153,10 @@ public final class FragmentedMP4Writer {
         }
         // 90 kHz, rounded from the first frame's time (no accumulated error); at least one tick after the last.
         let t90 = max((elapsed * 9 + 50_000) / 100_000, lastTime90 + 1)
-        if !sampleTimes.isEmpty && (hasIDR || frame.timestampNs - fragmentStartNs >= options.fragmentDurationNs) {
+        if samples.count > 0 && (hasIDR || frame.timestampNs - fragmentStartNs >= options.fragmentDurationNs) {
             try writeFragment(nextTime90: t90)
         }
-        if sampleTimes.isEmpty { fragmentStartNs = frame.timestampNs }
+        if samples.count == 0 { fragmentStartNs = frame.timestampNs }
         let before = mdat.count
         for u in frame.nalUnits {
             let n = UInt32(u.length)
@@ -166,9 +166,9 @@ public final class FragmentedMP4Writer {
             mdat.append(UInt8(n & 0xff))
             mdat.append(contentsOf: frame.data[u.offset..<(u.offset + u.length)])
         }
-        sampleSizes.append(UInt32(mdat.count - before))
-        sampleKey.append(hasIDR)
-        sampleTimes.append(t90)
+        samples.sizes.append(UInt32(mdat.count - before))
+        samples.keys.append(hasIDR)
+        samples.times.append(t90)
         if lastTime90 >= 0 { lastDuration90 = t90 - lastTime90 }
         lastTime90 = t90
         lastTimestampNs = frame.timestampNs
@@ -183,53 +183,25 @@ public final class FragmentedMP4Writer {
 
     /// Writes the fragment gathered (its last frame lasting until `nextTime90`).
     private func writeFragment(nextTime90: Int64) throws(H264Error) {
-        let count = sampleTimes.count
+        let count = samples.count
         guard count > 0 else { return }
-        box.removeAll(keepingCapacity: true)
-        let moof = begin(&box, "moof")
-        let mfhd = fullBox(&box, "mfhd", version: 0, flags: 0)
-        put32(&box, UInt32(truncatingIfNeeded: fragmentsWritten + 1))
-        end(&box, mfhd)
-        let traf = begin(&box, "traf")
-        let tfhd = fullBox(&box, "tfhd", version: 0, flags: 0x020000) // default-base-is-moof
-        put32(&box, 1)
-        end(&box, tfhd)
-        let tfdt = fullBox(&box, "tfdt", version: 1, flags: 0)
-        put64(&box, UInt64(sampleTimes[0]))
-        end(&box, tfdt)
-        // data-offset, sample duration, size and flags present.
-        let trun = fullBox(&box, "trun", version: 0, flags: 0x000001 | 0x000100 | 0x000200 | 0x000400)
-        put32(&box, UInt32(count))
-        let dataOffsetAt = box.count
-        put32(&box, 0)
-        for i in 0..<count {
-            let next = i + 1 < count ? sampleTimes[i + 1] : nextTime90
-            put32(&box, UInt32(clamping: next - sampleTimes[i]))
-            put32(&box, sampleSizes[i])
-            // A sync sample depends on nothing; the others depend on earlier ones and are not sync samples.
-            put32(&box, sampleKey[i] ? 0x0200_0000 : 0x0101_0000)
-        }
-        end(&box, trun)
-        end(&box, traf)
-        end(&box, moof)
-        let moofSize = box.count
-        set32(&box, at: dataOffsetAt, UInt32(moofSize + 8))
-        let mdatSize = UInt64(mdat.count) + 8
-        guard mdatSize <= UInt64(UInt32.max) else {
+        guard mdat.count <= Int(UInt32.max) - 8 else {
             throw H264Error(.writeFailed, "a fragment of \(mdat.count) bytes is too large for one mdat box (\(file.path))")
         }
-        put32(&box, UInt32(mdatSize))
-        putType(&box, "mdat")
-        try commit(&box, then: mdat)
-        fragmentIndex.append((sampleTimes[0], offset))
-        offset += Int64(box.count + mdat.count)
+        samples.end = nextTime90
+        box.removeAll()
+        box.moof(sequence: UInt32(truncatingIfNeeded: fragmentsWritten + 1), samples)
+        box.mdatHeader(payload: mdat.count)
+        try commit(&box.bytes, then: mdat)
+        fragmentIndex.append((samples.times[0], offset))
+        offset += Int64(box.bytes.count + mdat.count)
         fragmentsWritten += 1
         framesOnDisk += count
-        lastDuration90 = nextTime90 - sampleTimes[count - 1]
+        lastDuration90 = nextTime90 - samples.times[count - 1]
         mdat.removeAll(keepingCapacity: true)
-        sampleSizes.removeAll(keepingCapacity: true)
-        sampleKey.removeAll(keepingCapacity: true)
-        sampleTimes.removeAll(keepingCapacity: true)
+        samples.sizes.removeAll(keepingCapacity: true)
+        samples.keys.removeAll(keepingCapacity: true)
+        samples.times.removeAll(keepingCapacity: true)
     }
 
     /// Hands a unit (a fragment, the index) to the kernel so that a reader never meets half of it. On a file it
@@ -266,154 +238,18 @@ public final class FragmentedMP4Writer {
         firstTimestampNs = frame.timestampNs
         // Seconds since 1904 (the format's epoch).
         let now = options.creationTime ?? (monotonicNanoseconds() + realtimeMinusMonotonicNs()) / 1_000_000_000
-        let created = UInt64(clamping: now + 2_082_844_800)
-        var b: [UInt8] = []
-        b.reserveCapacity(1024 + sps.count + pps.count)
-        let ftyp = begin(&b, "ftyp")
-        putType(&b, "isom")
-        put32(&b, 0x200)
-        for brand in ["isom", "iso2", "iso5", "iso6", "avc1", "mp41"] { putType(&b, brand) }
-        end(&b, ftyp)
-        let moov = begin(&b, "moov")
-        let mvhd = fullBox(&b, "mvhd", version: 1, flags: 0)
-        put64(&b, created)
-        put64(&b, created)
-        put32(&b, 1000) // movie timescale: ms
-        let mvhdDuration = b.count
-        put64(&b, 0)
-        put32(&b, 0x0001_0000) // rate 1.0
-        put16(&b, 0x0100) // volume 1.0
-        putZeros(&b, 10)
-        putMatrix(&b, .rotation0, width: 0, height: 0)
-        putZeros(&b, 24)
-        put32(&b, 2) // next_track_ID
-        end(&b, mvhd)
-        let trak = begin(&b, "trak")
-        let tkhd = fullBox(&b, "tkhd", version: 1, flags: 0x3) // enabled, in the movie
-        put64(&b, created)
-        put64(&b, created)
-        put32(&b, 1) // track_ID
-        put32(&b, 0)
-        let tkhdDuration = b.count
-        put64(&b, 0)
-        putZeros(&b, 8)
-        put16(&b, 0) // layer
-        put16(&b, 0) // alternate_group
-        put16(&b, 0) // volume (video)
-        put16(&b, 0)
-        putMatrix(&b, frame.rotation, width: parsed.width, height: parsed.height)
-        put32(&b, UInt32(parsed.width) << 16)
-        put32(&b, UInt32(parsed.height) << 16)
-        end(&b, tkhd)
-        let mdia = begin(&b, "mdia")
-        let mdhd = fullBox(&b, "mdhd", version: 1, flags: 0)
-        put64(&b, created)
-        put64(&b, created)
-        put32(&b, 90_000)
-        let mdhdDuration = b.count
-        put64(&b, 0)
-        put16(&b, 0x55c4) // language "und"
-        put16(&b, 0)
-        end(&b, mdhd)
-        let hdlr = fullBox(&b, "hdlr", version: 0, flags: 0)
-        put32(&b, 0)
-        putType(&b, "vide")
-        putZeros(&b, 12)
-        b.append(contentsOf: Array("VideoHandler".utf8) + [0])
-        end(&b, hdlr)
-        let minf = begin(&b, "minf")
-        let vmhd = fullBox(&b, "vmhd", version: 0, flags: 1)
-        putZeros(&b, 8)
-        end(&b, vmhd)
-        let dinf = begin(&b, "dinf")
-        let dref = fullBox(&b, "dref", version: 0, flags: 0)
-        put32(&b, 1)
-        let url = fullBox(&b, "url ", version: 0, flags: 1) // the media is in this file
-        end(&b, url)
-        end(&b, dref)
-        end(&b, dinf)
-        let stbl = begin(&b, "stbl")
-        let stsd = fullBox(&b, "stsd", version: 0, flags: 0)
-        put32(&b, 1)
-        let avc1 = begin(&b, "avc1")
-        putZeros(&b, 6)
-        put16(&b, 1) // data_reference_index
-        putZeros(&b, 16)
-        put16(&b, UInt16(parsed.width))
-        put16(&b, UInt16(parsed.height))
-        put32(&b, 0x0048_0000) // 72 dpi
-        put32(&b, 0x0048_0000)
-        put32(&b, 0)
-        put16(&b, 1) // frame_count
-        var name = Array("swift-video-capture".utf8)
-        name.insert(UInt8(name.count), at: 0)
-        b.append(contentsOf: name + [UInt8](repeating: 0, count: 32 - name.count))
-        put16(&b, 0x0018) // depth
-        put16(&b, 0xffff) // pre_defined -1
-        let avcC = begin(&b, "avcC")
-        b.append(1) // configurationVersion
-        b.append(sps[1])
-        b.append(sps[2])
-        b.append(sps[3])
-        b.append(0xff) // lengthSizeMinusOne = 3
-        b.append(0xe1) // one SPS
-        put16(&b, UInt16(sps.count))
-        b.append(contentsOf: sps)
-        b.append(1) // one PPS
-        put16(&b, UInt16(pps.count))
-        b.append(contentsOf: pps)
-        if [100, 110, 122, 144].contains(parsed.profileIdc) { // ISO/IEC 14496-15 5.3.3.1.2: the High profiles' fields
-            b.append(0xfc | UInt8(parsed.chromaFormat & 3))
-            b.append(0xf8 | UInt8((parsed.bitDepthLuma - 8) & 7))
-            b.append(0xf8 | UInt8((parsed.bitDepthChroma - 8) & 7))
-            b.append(0) // no SPS extensions
-        }
-        end(&b, avcC)
-        if let signal = parsed.videoSignal {
-            let colr = begin(&b, "colr")
-            putType(&b, "nclx")
-            put16(&b, UInt16(signal.primaries))
-            put16(&b, UInt16(signal.transfer))
-            put16(&b, UInt16(signal.matrix))
-            b.append(signal.fullRange ? 0x80 : 0)
-            end(&b, colr)
-        }
-        end(&b, avc1)
-        end(&b, stsd)
-        for empty in ["stts", "stsc", "stco"] {
-            let e = fullBox(&b, empty, version: 0, flags: 0)
-            put32(&b, 0)
-            end(&b, e)
-        }
-        let stsz = fullBox(&b, "stsz", version: 0, flags: 0)
-        put32(&b, 0)
-        put32(&b, 0)
-        end(&b, stsz)
-        end(&b, stbl)
-        end(&b, minf)
-        end(&b, mdia)
-        end(&b, trak)
-        let mvex = begin(&b, "mvex")
-        let mehd = fullBox(&b, "mehd", version: 1, flags: 0)
-        let mehdDuration = b.count
-        put64(&b, 0)
-        end(&b, mehd)
-        let trex = fullBox(&b, "trex", version: 0, flags: 0)
-        put32(&b, 1) // track_ID
-        put32(&b, 1) // default_sample_description_index
-        putZeros(&b, 12)
-        end(&b, trex)
-        end(&b, mvex)
-        end(&b, moov)
-        durationFieldOffsets = (Int64(mvhdDuration), Int64(tkhdDuration), Int64(mdhdDuration), Int64(mehdDuration))
+        let track = MP4VideoTrack(created: UInt64(clamping: now + 2_082_844_800), sps: sps, pps: pps, parameters: parsed, rotation: frame.rotation)
+        var header = MP4BoxWriter(capacity: 1024 + sps.count + pps.count)
+        header.ftyp()
+        durationFields = header.moov(track)
         do {
-            try file.write(b)
+            try file.write(header.bytes)
             try file.flush()
         } catch {
             failed = true
             throw H264Error(writing: error)
         }
-        offset = Int64(b.count)
+        offset = Int64(header.bytes.count)
     }
 
     /// Writes the last fragment, the `mfra` index and the durations, then syncs and closes the file. The last
@@ -424,23 +260,21 @@ public final class FragmentedMP4Writer {
         closed = true
         do {
             if let first = firstTimestampNs, !failed {
-                let last = sampleTimes.last ?? lastTime90
+                let last = samples.times.last ?? lastTime90
                 var gap = lastDuration90 > 0 ? lastDuration90 : max(1, (options.lastFrameDurationNs * 9 + 50_000) / 100_000)
                 if let next = nextTimestampNs, let lastNs = lastTimestampNs, next > lastNs, next - first < Int64.max / 9 {
                     gap = max(1, ((next - first) * 9 + 50_000) / 100_000 - last)
                 }
-                if !sampleTimes.isEmpty { try writeFragment(nextTime90: last + gap) }
+                if samples.count > 0 { try writeFragment(nextTime90: last + gap) }
                 try writeIndex()
                 try file.flush()
                 let total90 = lastTime90 + lastDuration90
-                var field: [UInt8] = []
-                put64(&field, UInt64(max(0, total90)))
-                try file.overwrite(at: durationFieldOffsets.mdhd, field)
-                try file.overwrite(at: durationFieldOffsets.mehd, field)
-                field.removeAll()
-                put64(&field, UInt64(max(0, (total90 + 45) / 90)))
-                try file.overwrite(at: durationFieldOffsets.mvhd, field)
-                try file.overwrite(at: durationFieldOffsets.tkhd, field)
+                let media = MP4BoxWriter.bigEndian(UInt64(max(0, total90)))
+                try file.overwrite(at: Int64(durationFields.mdhd), media)
+                try file.overwrite(at: Int64(durationFields.mehd), media)
+                let movie = MP4BoxWriter.bigEndian(UInt64(max(0, (total90 + 45) / 90))) // ms
+                try file.overwrite(at: Int64(durationFields.mvhd), movie)
+                try file.overwrite(at: Int64(durationFields.tkhd), movie)
             }
             try file.close()
         } catch let error as H264Error {
@@ -461,76 +295,11 @@ public final class FragmentedMP4Writer {
         file.discard()
     }
 
-    /// mfra: a tfra entry per fragment (its time and moof offset) and the mfro that lets a reader find it.
+    /// The `mfra` index, handed to the kernel as a fragment is.
     private func writeIndex() throws(H264Error) {
-        var b: [UInt8] = []
-        b.reserveCapacity(64 + fragmentIndex.count * 19)
-        let mfra = begin(&b, "mfra")
-        let tfra = fullBox(&b, "tfra", version: 1, flags: 0)
-        put32(&b, 1) // track_ID
-        put32(&b, 0) // 1-byte traf, trun and sample numbers
-        put32(&b, UInt32(clamping: fragmentIndex.count))
-        for entry in fragmentIndex {
-            put64(&b, UInt64(entry.time))
-            put64(&b, UInt64(entry.offset))
-            b.append(contentsOf: [1, 1, 1])
-        }
-        end(&b, tfra)
-        let mfro = fullBox(&b, "mfro", version: 0, flags: 0)
-        put32(&b, UInt32(b.count + 4)) // the size of mfra, this field included
-        end(&b, mfro)
-        end(&b, mfra)
-        try commit(&b, then: [])
-        offset += Int64(b.count)
-    }
-
-    // Box writing: a box's size is patched when it ends.
-    private func begin(_ b: inout [UInt8], _ type: String) -> Int {
-        let at = b.count
-        put32(&b, 0)
-        putType(&b, type)
-        return at
-    }
-    private func fullBox(_ b: inout [UInt8], _ type: String, version: UInt8, flags: UInt32) -> Int {
-        let at = begin(&b, type)
-        put32(&b, UInt32(version) << 24 | flags)
-        return at
-    }
-    private func end(_ b: inout [UInt8], _ at: Int) { set32(&b, at: at, UInt32(b.count - at)) }
-    private func put16(_ b: inout [UInt8], _ v: UInt16) {
-        b.append(UInt8(v >> 8))
-        b.append(UInt8(v & 0xff))
-    }
-    private func put32(_ b: inout [UInt8], _ v: UInt32) {
-        b.append(UInt8(v >> 24))
-        b.append(UInt8(v >> 16 & 0xff))
-        b.append(UInt8(v >> 8 & 0xff))
-        b.append(UInt8(v & 0xff))
-    }
-    private func put64(_ b: inout [UInt8], _ v: UInt64) {
-        put32(&b, UInt32(v >> 32))
-        put32(&b, UInt32(v & 0xffff_ffff))
-    }
-    private func set32(_ b: inout [UInt8], at: Int, _ v: UInt32) {
-        b[at] = UInt8(v >> 24)
-        b[at + 1] = UInt8(v >> 16 & 0xff)
-        b[at + 2] = UInt8(v >> 8 & 0xff)
-        b[at + 3] = UInt8(v & 0xff)
-    }
-    private func putType(_ b: inout [UInt8], _ type: String) { b.append(contentsOf: type.utf8) }
-    private func putZeros(_ b: inout [UInt8], _ n: Int) { b.append(contentsOf: repeatElement(0, count: n)) }
-    /// The display matrix (16.16 fixed point, the last column 2.30) that turns a width×height picture clockwise
-    /// by `rotation` (the matrices ffmpeg writes and reads back as its display rotation).
-    private func putMatrix(_ b: inout [UInt8], _ rotation: VideoRotation, width: Int, height: Int) {
-        let one: Int64 = 0x1_0000
-        let w = Int64(width) << 16, h = Int64(height) << 16
-        let m: (Int64, Int64, Int64, Int64, Int64, Int64) =
-            switch rotation {
-            case .rotation0: (one, 0, 0, one, 0, 0)
-            case .rotation90: (0, one, -one, 0, h, 0)
-            case .rotation180: (-one, 0, 0, -one, w, h)
-            case .rotation270: (0, -one, one, 0, 0, w)
-            }
-        for v in [m.0, m.1, 0, m.2, m.3, 0, m.4, m.5, 0x4000_0000] { put32(&b, UInt32(truncatingIfNeeded: v)) }
+        var index = MP4BoxWriter(capacity: 64 + fragmentIndex.count * 19)
+        index.mfra(fragmentIndex)
+        try commit(&index.bytes, then: [])
+        offset += Int64(index.bytes.count)
     }
 }

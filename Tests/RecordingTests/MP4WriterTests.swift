@@ -4,6 +4,7 @@ import Testing
 import VideoCapture
 import VideoProcessing
 @testable import H264
+import Recording
 
 /// Encodes `times.count` pattern frames (key frame every `keyint`) and writes them with their capture times.
 private func recordMP4(

@@ -1,0 +1,3 @@
+@_exported import MediaTestSupport
+
+let scratch = scratchDirectory("recording-tests")
