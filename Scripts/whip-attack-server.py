@@ -15,6 +15,10 @@ Paths on A (POST):
   /foreign     the same with a Location on B
   /unusable    201 + Location /resource/unusable and an HTML body
   /silent      reads the request and never answers
+  /weird       /answer whose candidates are first (highest priority) WEIRD_CANDIDATES, addresses that are not unicast
+               hosts (multicast, broadcast, unspecified, reserved) on port WEIRD_PORT; the garbage UDP socket last
+  /flood103    103 Early Hints responses, one after another, until the client closes (never the answer); logs
+               {"event": "flood-sent", "responses", "bytes"} at the end
 DELETE /resource/... answers 200. B answers 404 to everything.
 """
 import hashlib
@@ -84,7 +88,11 @@ def garbage_udp(sock):
         sock.sendto(bytes([0x16, 0xFE, 0xFD]) + os.urandom(61), peer)
 
 
-def answer_sdp(offer, udp_port):
+WEIRD_PORT = 40404
+WEIRD_CANDIDATES = ["224.0.0.1", "255.255.255.255", "0.0.0.0", "240.0.0.1", "239.255.255.250", "ff02::1", "::", "::ffff:224.0.0.1"]
+
+
+def answer_sdp(offer, udp_port, weird=False):
     pt = None
     fmtp = ""
     for line in offer.splitlines():
@@ -119,7 +127,10 @@ def answer_sdp(offer, udp_port):
     ]
     if fmtp:
         lines.append(fmtp)
-    lines.append("a=candidate:1 1 udp 2130706431 127.0.0.1 %d typ host" % udp_port)
+    if weird:
+        for k, address in enumerate(WEIRD_CANDIDATES):
+            lines.append("a=candidate:%d 1 udp %d %s %d typ host" % (k + 2, 2130706431 - k, address, WEIRD_PORT))
+    lines.append("a=candidate:1 1 udp %d 127.0.0.1 %d typ host" % (1 if weird else 2130706431, udp_port))
     return "\r\n".join(lines) + "\r\n"
 
 
@@ -157,6 +168,17 @@ def make_handler(name, urls, udp_port):
             self.wfile.write(body)
             self.close_connection = True
 
+        def stream(self, chunk, limit):
+            """Writes `chunk` again and again, `limit` bytes at most, until the client closes; returns the bytes sent."""
+            sent = 0
+            try:
+                while sent < limit:
+                    self.wfile.write(chunk)
+                    sent += len(chunk)
+            except OSError:
+                pass
+            return sent
+
         def record(self):
             log(server=name, event="request", method=self.command, path=self.path, auth=self.headers.get("Authorization"))
 
@@ -185,14 +207,7 @@ def make_handler(name, urls, udp_port):
                     self.send_header("Content-Length", str(1 << 30))
                 self.send_header("Connection", "close")
                 self.end_headers()
-                chunk = b"\0" * 65536
-                sent = 0
-                try:
-                    while sent < (1 << 30):
-                        self.wfile.write(chunk)
-                        sent += len(chunk)
-                except OSError:
-                    pass
+                sent = self.stream(b"\0" * 65536, 1 << 30)
                 log(server=name, event="huge-sent", bytes=sent)
                 self.close_connection = True
             elif path in ("/r302", "/r307", "/r308"):
@@ -203,14 +218,19 @@ def make_handler(name, urls, udp_port):
                 self.send(302, [("Location", "/answer")])
             elif path == "/loop":
                 self.send(307, [("Location", "/loop")])
-            elif path in ("/answer", "/foreign"):
+            elif path in ("/answer", "/foreign", "/weird"):
                 location = (urls["B"] if path == "/foreign" else "") + "/resource/%d" % n
-                sdp = answer_sdp(offer, udp_port).encode()
+                sdp = answer_sdp(offer, udp_port, weird=path == "/weird").encode()
                 self.send(201, [("Location", location), ("Content-Type", "application/sdp")], sdp)
             elif path == "/unusable":
                 self.send(201, [("Location", "/resource/unusable"), ("Content-Type", "text/html")], b"<html>not an answer</html>")
             elif path == "/silent":
                 time.sleep(3600)
+            elif path == "/flood103":
+                hint = b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload; as=style\r\n\r\n"
+                sent = self.stream(hint * 512, 1 << 34)
+                log(server=name, event="flood-sent", responses=sent // len(hint), bytes=sent)
+                self.close_connection = True
             else:
                 self.send(404)
 
@@ -234,7 +254,7 @@ def main():
     for s in servers:
         s.RequestHandlerClass = make_handler(s.name, urls, udp_port)
         threading.Thread(target=s.serve_forever, daemon=True).start()
-    log(event="ready", a=urls["A"], b=urls["B"], udp=udp_port)
+    log(event="ready", a=urls["A"], b=urls["B"], udp=udp_port, weird=WEIRD_CANDIDATES, weird_port=WEIRD_PORT)
     try:
         threading.Event().wait()  # until the test ends us (SIGTERM)
     except KeyboardInterrupt:

@@ -4,13 +4,16 @@ import VideoCaptureCommons
 import Synchronization
 
 /// HTTP Digest authentication for RTSP (RFC 2617, RFC 7616) with MD5, the algorithm ffmpeg, VLC (live555),
-/// GStreamer and go2rtc all speak. A nonce is the issue time and an HMAC-MD5 of it and the client's address
-/// with a secret made at start: it cannot be forged, it is good only from the address it was given to (a
-/// captured exchange does not replay from elsewhere), and it expires after `nonceLifetimeNs` (then the client
-/// is told `stale=true` and retries with a new one, without asking its user again). The challenge offers
-/// `qop="auth"`: a client that uses it (ffmpeg) numbers its requests (`nc`), and a number not above the last
-/// one seen with that nonce is refused (a replay). Clients that answer without `qop` (live555, GStreamer) are
-/// accepted too. The answer's `uri` must be the request's. Responses are compared in constant time.
+/// GStreamer and go2rtc all speak. A nonce is the issue time, the number of the connection it was issued on and an
+/// HMAC-MD5 of them and the client's address with a secret made at start: it cannot be forged, it is good only
+/// from the address it was given to (a captured exchange does not replay from elsewhere), and it expires after
+/// `nonceLifetimeNs` (then the client is told `stale=true` and retries with a new one, without asking its user
+/// again). The challenge offers `qop="auth"`: a client that uses it (ffmpeg) numbers its requests (`nc`), and a
+/// number not above the last one seen with that nonce is refused (a replay); such a nonce may be used on any
+/// connection from its address. Clients that answer without `qop` (RFC 2069: live555, GStreamer) number nothing,
+/// so their answers are accepted only on the connection the nonce was issued on (these clients keep one
+/// connection): the same headers replayed on a new connection, even from the same address, are refused. The
+/// answer's `uri` must be the request's. Responses are compared in constant time.
 public struct DigestAuthenticator: Sendable {
     /// The realm shown to users and mixed into the hash.
     public let realm: String
@@ -42,36 +45,44 @@ public struct DigestAuthenticator: Sendable {
         case stale
         /// No `Authorization` header: challenge (not a wrong answer).
         case missing
-        /// Wrong credentials, a nonce that is not this client's, a replayed `nc` or a `uri` that is not the
-        /// request's (the reason is for logs, never for the client).
+        /// Wrong credentials, a nonce that is not this client's, a replayed `nc`, an answer without `qop` on
+        /// another connection than its nonce's, or a `uri` that is not the request's (the reason is for logs,
+        /// never for the client).
         case refused(String)
     }
 
-    /// The `WWW-Authenticate` value for a 401 to `client` (its IP address): a fresh nonce bound to it, and
+    /// The `WWW-Authenticate` value for a 401 to `client` (its IP address) on `connection` (a number the server
+    /// gives each connection, never reused while this authenticator lives): a fresh nonce bound to both, and
     /// `stale=true` when the client's was expired.
-    public func challenge(stale: Bool = false, client: String) -> String {
-        challenge(stale: stale, client: client, nowNs: monotonicNanoseconds())
+    public func challenge(stale: Bool = false, client: String, connection: UInt64) -> String {
+        challenge(stale: stale, client: client, connection: connection, nowNs: monotonicNanoseconds())
     }
 
     /// The challenge as if it were `nowNs` on the monotonic clock (tests).
-    package func challenge(stale: Bool, client: String, nowNs: Int64) -> String {
-        "Digest realm=\"\(realm)\", nonce=\"\(nonce(issuedNs: nowNs, client: client))\", algorithm=MD5, qop=\"auth\""
+    package func challenge(stale: Bool, client: String, connection: UInt64, nowNs: Int64) -> String {
+        "Digest realm=\"\(realm)\", nonce=\"\(nonce(issuedNs: nowNs, connection: connection, client: client))\", algorithm=MD5, qop=\"auth\""
             + (stale ? ", stale=true" : "")
     }
 
-    func nonce(issuedNs: Int64, client: String) -> String {
-        let t = String(UInt64(bitPattern: issuedNs), radix: 16)
-        let issued = String(repeating: "0", count: max(0, 16 - t.count)) + t
-        return issued + MD5.hmacHex(key: secret, Array("\(issued):\(client)".utf8))
+    /// 16 hex digits of the issue time, 16 of the connection's number, then the keyed hash of both and the
+    /// client's address (64 characters).
+    func nonce(issuedNs: Int64, connection: UInt64, client: String) -> String {
+        func hex16(_ v: UInt64) -> String {
+            let t = String(v, radix: 16)
+            return String(repeating: "0", count: max(0, 16 - t.count)) + t
+        }
+        let stamp = hex16(UInt64(bitPattern: issuedNs)) + hex16(connection)
+        return stamp + MD5.hmacHex(key: secret, Array("\(stamp):\(client)".utf8))
     }
 
-    /// Checks `header` (the request's `Authorization` value) for a `method` request to `uri` from `client`.
-    public func verify(_ header: String?, method: String, uri: String, client: String) -> Verdict {
-        verify(header, method: method, uri: uri, client: client, nowNs: monotonicNanoseconds())
+    /// Checks `header` (the request's `Authorization` value) for a `method` request to `uri` from `client` on
+    /// `connection` (the number given to `challenge` for this connection).
+    public func verify(_ header: String?, method: String, uri: String, client: String, connection: UInt64) -> Verdict {
+        verify(header, method: method, uri: uri, client: client, connection: connection, nowNs: monotonicNanoseconds())
     }
 
     /// The verdict as if it were `nowNs` on the monotonic clock (tests).
-    package func verify(_ header: String?, method: String, uri: String, client: String, nowNs: Int64) -> Verdict {
+    package func verify(_ header: String?, method: String, uri: String, client: String, connection: UInt64, nowNs: Int64) -> Verdict {
         guard let header else { return .missing }
         guard header.utf8.count <= 2048 else { return .refused("an Authorization header over 2048 bytes") }
         guard header.lowercased().hasPrefix("digest ") else { return .refused("not Digest authorization") }
@@ -79,10 +90,13 @@ public struct DigestAuthenticator: Sendable {
         guard let username = p["username"], let realm = p["realm"], let nonce = p["nonce"], let answeredURI = p["uri"], let response = p["response"]
         else { return .refused("a Digest parameter is missing") }
         if let a = p["algorithm"], a.uppercased() != "MD5" { return .refused("algorithm \(a.prefix(20)) is not MD5") }
-        // The nonce: 16 hex digits of its issue time, then the keyed hash of them and the client's address.
-        guard nonce.utf8.count == 48, let issuedBits = UInt64(nonce.prefix(16), radix: 16) else { return .refused("not our nonce") }
+        // The nonce: 16 hex digits of its issue time, 16 of its connection, then the keyed hash of them and the
+        // client's address.
+        guard nonce.utf8.count == 64, let issuedBits = UInt64(nonce.prefix(16), radix: 16),
+            let issuedOn = UInt64(nonce.dropFirst(16).prefix(16), radix: 16)
+        else { return .refused("not our nonce") }
         let issuedNs = Int64(bitPattern: issuedBits)
-        guard constantTimeEqual(nonce, self.nonce(issuedNs: issuedNs, client: client)) else {
+        guard constantTimeEqual(nonce, self.nonce(issuedNs: issuedNs, connection: issuedOn, client: client)) else {
             return .refused("not a nonce given to this address")
         }
         guard DigestAuthenticator.sameResource(answeredURI, uri) else { return .refused("the uri answered for is not the request's") }
@@ -95,6 +109,8 @@ public struct DigestAuthenticator: Sendable {
             count = n
             expected = MD5.hex(Array("\(ha1):\(nonce):\(nc):\(cnonce):\(qop):\(ha2)".utf8))
         } else {
+            // RFC 2069: nothing numbers the requests, so the answer is good only where its nonce was given.
+            guard issuedOn == connection else { return .refused("an answer without qop on another connection than its nonce's (a replay)") }
             expected = MD5.hex(Array("\(ha1):\(nonce):\(ha2)".utf8))
         }
         // Every comparison runs whatever the earlier ones gave: the time taken says nothing about which failed.

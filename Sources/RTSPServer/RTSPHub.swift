@@ -277,17 +277,21 @@ public final class RTSPHub: EncodedOutput, Sendable {
                     503, "too many wrong passwords; try again in \(retry) s", closes: true, headers: [RTSPHeader("Retry-After", "\(retry)")])
             }
         }
-        switch auth.verify(header, method: r.method, uri: r.uri, client: client) {
+        switch auth.verify(header, method: r.method, uri: r.uri, client: client, connection: connection.number) {
         case .authorized:
             throttle.succeeded(client)
             connection.failuresInARow = 0
             return nil
         case .stale where known.map({ $0.connection === connection }) ?? false: return nil // an authenticated connection's keep-alive
         case .stale:
-            return .error(401, "the nonce has expired", headers: [RTSPHeader("WWW-Authenticate", auth.challenge(stale: true, client: client))])
+            return .error(
+                401, "the nonce has expired",
+                headers: [RTSPHeader("WWW-Authenticate", auth.challenge(stale: true, client: client, connection: connection.number))])
         case .missing:
             count { $0.unauthorized += 1 }
-            return .error(401, "authentication required", headers: [RTSPHeader("WWW-Authenticate", auth.challenge(client: client))])
+            return .error(
+                401, "authentication required",
+                headers: [RTSPHeader("WWW-Authenticate", auth.challenge(client: client, connection: connection.number))])
         case .refused(let why):
             count { $0.unauthorized += 1 }
             logger.debug("unauthorized", metadata: ["client": "\(client)", "why": "\(why)"])
@@ -295,7 +299,8 @@ public final class RTSPHub: EncodedOutput, Sendable {
             connection.failuresInARow += 1
             let closes = connection.failuresInARow >= configuration.authenticationBudget.failuresPerConnection
             var response = RTSPResponse.error(
-                401, "authentication required", closes: closes, headers: [RTSPHeader("WWW-Authenticate", auth.challenge(client: client))])
+                401, "authentication required", closes: closes,
+                headers: [RTSPHeader("WWW-Authenticate", auth.challenge(client: client, connection: connection.number))])
             response.delayNs = delay
             if delay > 0 { count { $0.authenticationDelayed += 1 } }
             return response

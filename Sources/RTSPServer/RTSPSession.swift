@@ -170,6 +170,10 @@ final class WeakConnection: @unchecked Sendable {
 final class RTSPConnection: Sendable {
     let client: String
     let channel: any Channel
+    /// The connection's number, unique in the process: Digest nonces are bound to it (answers without `qop` are
+    /// good only on the connection that got the nonce).
+    let number: UInt64
+    private static let numbers = Atomic<UInt64>(0)
     let described = Atomic<Bool>(false)
     /// The idle timer's generation: a timer that fires after a newer one was armed does nothing.
     let idleGeneration = Atomic<Int>(0)
@@ -187,6 +191,7 @@ final class RTSPConnection: Sendable {
     init(client: String, channel: any Channel) {
         self.client = client
         self.channel = channel
+        number = RTSPConnection.numbers.add(1, ordering: .relaxed).newValue
     }
 
     var sessions: [RTSPSessionHandle] { owned.withLock { $0.sessions } }

@@ -218,6 +218,8 @@ package struct InterfaceAddress: Sendable, Equatable {
     package var address: String
     package var isUp: Bool
     package var isLoopback: Bool
+    /// The IPv4 broadcast address of the interface's network ("192.168.1.255"), if it has one.
+    package var broadcast: String? = nil
 }
 
 /// The IPv4 and IPv6 addresses of the system's interfaces (getifaddrs); nil when they cannot be listed.
@@ -242,11 +244,18 @@ package func networkInterfaceAddresses() -> [InterfaceAddress]? {
             continue
         }
         let flags = i.pointee.ifa_flags
+        var broadcast: String?
+        if family == AF_INET, flags & UInt32(IFF_BROADCAST) != 0, let b = i.pointee.ifa_ifu.ifu_broadaddr, Int32(b.pointee.sa_family) == AF_INET {
+            var sin = UnsafeRawPointer(b).load(as: sockaddr_in.self)
+            var text = [CChar](repeating: 0, count: 64)
+            inet_ntop(AF_INET, &sin.sin_addr, &text, 64)
+            broadcast = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        }
         out.append(
             InterfaceAddress(
                 name: String(cString: i.pointee.ifa_name), family: family,
                 address: String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self),
-                isUp: flags & UInt32(IFF_UP) != 0, isLoopback: flags & UInt32(IFF_LOOPBACK) != 0))
+                isUp: flags & UInt32(IFF_UP) != 0, isLoopback: flags & UInt32(IFF_LOOPBACK) != 0, broadcast: broadcast))
     }
     return out
 }

@@ -63,6 +63,12 @@ struct HTTPExchangeError: Error, Sendable {
 enum HTTPExchange {
     /// The largest header block we read (NIO's decoder refuses more).
     static let headerLimit = 16 * 1024
+    /// The most informational (1xx) responses read before the answer: more ends the exchange with an error (a
+    /// server streaming `103 Early Hints` would otherwise keep us parsing until the timeout).
+    static let informationalLimit = 8
+    /// The most bytes of informational responses (their status lines and headers, as counted by
+    /// `AnswerReader.headBytes`) read before the answer, in all.
+    static let informationalBytesLimit = 16 * 1024
 
     /// The TLS context for https endpoints: the system's trust store, the host name checked. Made once.
     private static let tls: Result<NIOSSLContext, HTTPExchangeError> = {
@@ -121,7 +127,11 @@ enum HTTPExchange {
                     limits.maxHeaderListSize = headerLimit
                     limits.maxHeaderFieldSize = headerLimit
                     limits.maxHeaderFieldCount = 200
-                    try sync.addHTTPClientHandlers(decoderLimitConfiguration: limits)
+                    // addHTTPClientHandlers, with informational responses forwarded: NIO would drop them silently,
+                    // however many a server sends, and they are counted here.
+                    let decoder = HTTPResponseDecoder(
+                        leftOverBytesStrategy: .dropBytes, informationalResponseStrategy: .forward, limitConfiguration: limits)
+                    try sync.addHandlers([HTTPRequestEncoder(), ByteToMessageHandler(decoder), NIOHTTPRequestHeadersValidator()])
                     try sync.addHandler(AnswerReader(limit: limit, promise: promise))
                     return channel.eventLoop.makeSucceededVoidFuture()
                 } catch {
@@ -191,6 +201,8 @@ private final class AnswerReader: ChannelInboundHandler {
     private var answer: HTTPAnswer?
     private var received = 0
     private var done = false
+    /// Informational (1xx) responses read so far, and their bytes.
+    private var informational = 0, informationalBytes = 0
 
     init(limit: Int, promise: EventLoopPromise<HTTPAnswer>) {
         self.limit = limit
@@ -201,8 +213,19 @@ private final class AnswerReader: ChannelInboundHandler {
         guard !done else { return }
         switch unwrapInboundIn(data) {
         case .head(let head):
-            // 1xx (100 Continue) is not the answer: wait for the next head.
-            if (100...199).contains(head.status.code) { return }
+            // 1xx (100 Continue, 103 Early Hints) is not the answer: wait for the next head, a few of them at most.
+            if (100...199).contains(head.status.code) {
+                informational += 1
+                informationalBytes += AnswerReader.headBytes(head)
+                if informational > HTTPExchange.informationalLimit || informationalBytes > HTTPExchange.informationalBytesLimit {
+                    let what =
+                        informational > HTTPExchange.informationalLimit
+                        ? "more than \(HTTPExchange.informationalLimit) informational (1xx) responses"
+                        : "more than \(HTTPExchange.informationalBytesLimit) bytes of informational (1xx) responses (\(informational) of them)"
+                    finish(context, .failure(HTTPExchangeError(message: "the server sent \(what) before its answer (the last: \(head.status.code))")))
+                }
+                return
+            }
             var a = HTTPAnswer(status: Int(head.status.code), headers: head.headers.map { ($0.name, $0.value) }, body: [])
             if let announced = head.headers.first(name: "content-length").flatMap({ Int($0) }), announced > limit {
                 a.overflow = "it announced \(announced) bytes (Content-Length); at most \(limit) are read"
@@ -222,6 +245,12 @@ private final class AnswerReader: ChannelInboundHandler {
         case .end:
             if let a = answer { finish(context, .success(a)) }
         }
+    }
+
+    /// The bytes a response head took on the wire, near enough: its status line and each header line with its
+    /// CRLF, and the blank line.
+    static func headBytes(_ head: HTTPResponseHead) -> Int {
+        head.headers.reduce(17 + head.status.reasonPhrase.utf8.count) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 } + 2
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {

@@ -51,7 +51,9 @@ extension ErrorCode where Domain == WHIPError {
 ///
 /// The rules, like curl's and a browser's for credentials:
 /// - The answer is read as it arrives and bounded: at most `maxAnswerBytes` of body (16 KiB of headers); a
-///   larger one stops the reading, closes the connection and fails with the size.
+///   larger one stops the reading, closes the connection and fails with the size. Informational responses
+///   before it (`100 Continue`, `103 Early Hints`) are skipped, at most 8 of them and 16 KiB in all: more
+///   ends the request with an error (`unreachable`) that says so.
 /// - The token goes to the endpoint's origin (scheme, host and port) only. A redirect of the offer is followed
 ///   only when it is a 307 or 308 to the same origin (at most `maxRedirects`); one to another origin (an
 ///   https → http downgrade is one) or a 301/302/303 (which would turn the POST into a GET) is refused.
@@ -253,6 +255,10 @@ public final class WHIPOutput: EncodedOutput, Sendable {
         /// bitrate the smaller layers take out of the server's estimate before the full layer gets the rest.
         var layerControls: [EncoderControl] = []
         var smallerLayersBitrate = 0
+        /// The server's candidates ignored for not being unicast hosts, over every answer, and the last answer's
+        /// (at most 4, "224.0.0.1 (multicast (224.0.0.0/4))").
+        var candidatesIgnored = 0
+        var ignoredExamples: [String] = []
     }
     private let state = Mutex(State())
     /// Wakes the reconnecting thread's backoff wait when the output ends.
@@ -356,6 +362,16 @@ public final class WHIPOutput: EncodedOutput, Sendable {
         let clock = ConnectionClock()
         do throws(WebRTCError) {
             try publisher.accept(answer: answer)
+            if let a = publisher.answer, a.ignoredCandidateCount > 0 {
+                let examples = a.ignoredCandidates.prefix(4).map { "\($0.candidate.host.prefix(46)) (\($0.reason))" }
+                state.withLock {
+                    $0.candidatesIgnored += a.ignoredCandidateCount
+                    $0.ignoredExamples = examples
+                }
+                logger.warning(
+                    "the server's answer lists candidates that are not unicast hosts: ignored, no check goes to them",
+                    metadata: ["ignored": "\(a.ignoredCandidateCount)", "examples": "\(examples.joined(separator: ", "))"])
+            }
             let (control, follower, rotation, layers, reserve) = state.withLock {
                 ($0.control, $0.follower, $0.rotation, $0.layerControls, $0.smallerLayersBitrate)
             }
@@ -559,6 +575,10 @@ public final class WHIPOutput: EncodedOutput, Sendable {
                         return "\(rids[l]) \(st?.framesSent ?? 0) frames (PLI/FIR \(st?.keyFrameRequests ?? 0), NACKs \(st?.nacksReceived ?? 0))"
                     }.joined(separator: ", ")
                 : "; simulcast refused by the server: the full layer alone"
+        }
+        let (ignored, examples) = state.withLock { ($0.candidatesIgnored, $0.ignoredExamples) }
+        if ignored > 0 {
+            line += "; \(ignored) server candidate\(ignored == 1 ? "" : "s") ignored, not unicast: \(examples.joined(separator: ", "))"
         }
         if let e = s.3 { line += "; last end: \(e)" }
         if let d = s.5 { line += "; \(d)" }

@@ -20,6 +20,42 @@ public struct ICECandidate: Sendable, Equatable, CustomStringConvertible {
     public var type: String
     /// "host:port (type)", IPv6 in brackets.
     public var description: String { (host.contains(":") ? "[\(host)]" : host) + ":\(port) (\(type))" }
+
+    /// Why ICE checks must not go to `host` (a numeric IPv4 or IPv6 address), in words, or nil when it is a unicast
+    /// host address they may go to. Refused: not an IP address; unspecified (0.0.0.0/8, ::); multicast
+    /// (224.0.0.0/4, ff00::/8); the broadcast 255.255.255.255 and the rest of the reserved 240.0.0.0/4; the
+    /// broadcast address of a network of this system's interfaces (192.168.1.255 on a /24); IPv4-compatible IPv6
+    /// (::a.b.c.d, deprecated); and each of these written as IPv4-mapped IPv6 (::ffff:a.b.c.d). Loopback,
+    /// private, link-local and global unicast addresses pass.
+    public static func whyNotUnicast(_ host: String) -> String? {
+        whyNotUnicast(host, broadcasts: localBroadcasts())
+    }
+
+    /// The same with the broadcast addresses of the local networks given ("a.b.c.d").
+    package static func whyNotUnicast(_ host: String, broadcasts: Set<String>) -> String? {
+        guard let address = SocketAddress(host: host, port: 0) else { return "not an IP address" }
+        let b = address.parts.host
+        if b.count == 4 {
+            switch b[0] {
+            case 0: return "unspecified (0.0.0.0/8)"
+            case 224...239: return "multicast (224.0.0.0/4)"
+            case 240...255: return b.allSatisfy { $0 == 255 } ? "broadcast (255.255.255.255)" : "reserved (240.0.0.0/4)"
+            default: return broadcasts.contains(address.hostText) ? "the broadcast address of a local network" : nil
+            }
+        }
+        if b.allSatisfy({ $0 == 0 }) { return "unspecified (::)" }
+        if b[0] == 0xff { return "multicast (ff00::/8)" }
+        if b[0..<12].allSatisfy({ $0 == 0 }) && !(b[12..<15].allSatisfy { $0 == 0 } && b[15] == 1) {
+            return "IPv4-compatible IPv6 (::/96, deprecated)"
+        }
+        return nil
+    }
+
+    /// The IPv4 broadcast addresses of this system's interfaces.
+    static func localBroadcasts() -> Set<String> {
+        let interfaces: [InterfaceAddress] = networkInterfaceAddresses() ?? []
+        return Set(interfaces.compactMap { $0.broadcast })
+    }
 }
 
 /// What a WHIP server's (or any answerer's) SDP answer to our sendonly offer says: its ICE credentials,
@@ -32,8 +68,15 @@ public struct WebRTCAnswer: Sendable {
     public var icePassword: String
     /// sha-256 fingerprint of the server's DTLS certificate, "AB:CD:…".
     public var fingerprint: String
-    /// The server's UDP candidates of component 1, highest priority first (mDNS names and TCP are skipped).
+    /// The server's UDP candidates of component 1, highest priority first (mDNS names and TCP are skipped, and
+    /// so are addresses that are not unicast hosts: `ignoredCandidates`). At most 16.
     public var candidates: [ICECandidate]
+    /// The answer's UDP candidates whose address is not a unicast host (multicast, broadcast, unspecified,
+    /// reserved: `ICECandidate.whyNotUnicast(_:)`), each with the reason: no check is ever sent to them. At most 16
+    /// are listed; `ignoredCandidateCount` counts them all.
+    public var ignoredCandidates: [(candidate: ICECandidate, reason: String)] = []
+    /// How many of the answer's candidates were ignored for not being unicast hosts.
+    public var ignoredCandidateCount = 0
     /// True when the answer says `a=setup:passive` (we are the DTLS client, as WHIP servers usually answer);
     /// false for `a=setup:active` (the server connects to us).
     public var weAreDTLSClient: Bool
@@ -122,17 +165,31 @@ public struct WebRTCAnswer: Sendable {
         }
         // a=candidate:foundation component transport priority address port typ type …
         var found: [ICECandidate] = []
+        let broadcasts = ICECandidate.localBroadcasts()
         for c in m.values("candidate") + d.sessionAttributes.filter({ $0.0 == "candidate" }).map(\.1) {
             let f = c.split(separator: " ")
             guard f.count >= 8, f[1] == "1", f[2].lowercased() == "udp", let priority = UInt32(f[3]), let port = Int(f[5]),
                 (1...65535).contains(port),
                 f[6] == "typ", SocketAddress(host: String(f[4]), port: port) != nil
             else { continue }
-            if found.count < 16 { found.append(ICECandidate(host: String(f[4]), port: port, priority: priority, type: String(f[7]))) }
+            let candidate = ICECandidate(host: String(f[4]), port: port, priority: priority, type: String(f[7].prefix(16)))
+            // Multicast, broadcast, unspecified: no check may go there (the answer would aim our packets at others).
+            if let why = ICECandidate.whyNotUnicast(candidate.host, broadcasts: broadcasts) {
+                ignoredCandidateCount += 1
+                if ignoredCandidates.count < 16 { ignoredCandidates.append((candidate, why)) }
+                continue
+            }
+            if found.count < 16 { found.append(candidate) }
         }
         guard !found.isEmpty else {
+            let ignored =
+                ignoredCandidateCount == 0
+                ? ""
+                : "; \(ignoredCandidateCount) not unicast ignored: "
+                    + ignoredCandidates.prefix(4).map { "\($0.candidate.host.prefix(46)) (\($0.reason))" }.joined(separator: ", ")
             throw WebRTCError(
-                "the answer has no UDP candidate with an IP address (a=candidate … udp … typ …); trickled candidates are not read",
+                "the answer has no UDP candidate with a unicast IP address (a=candidate … udp … typ …); trickled candidates are not read"
+                    + ignored,
                 code: .invalidOffer)
         }
         candidates = found.sorted { $0.priority > $1.priority }
@@ -217,6 +274,9 @@ public final class WebRTCPublisher: Sendable {
         public var checksSent = 0, checksAnswered = 0
         /// The server's own Binding requests we answered.
         public var checksReceived = 0
+        /// The answer's candidates ignored for not being unicast hosts (multicast, broadcast, unspecified,
+        /// reserved): no check went to them.
+        public var candidatesIgnored = 0
     }
 
     /// Called from the transport loop's thread.
@@ -422,7 +482,8 @@ public final class WebRTCPublisher: Sendable {
         let t = transport.snapshot
         return Statistics(
             rtp: rtp, state: t.state.rawValue, remote: t.remote, srtpProfile: t.profile?.name, checksSent: t.ice.checksSent,
-            checksAnswered: t.ice.checksAnswered, checksReceived: t.ice.requestsAnswered)
+            checksAnswered: t.ice.checksAnswered, checksReceived: t.ice.requestsAnswered,
+            candidatesIgnored: negotiated.withLock { $0?.answer.ignoredCandidateCount } ?? 0)
     }
 
     /// The sender (its SSRC and RTP clock), once an answer was accepted: the largest layer's with simulcast.

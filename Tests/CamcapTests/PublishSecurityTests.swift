@@ -219,6 +219,84 @@ private func cpuTicks(_ pid: Int32) -> Int {
         )
     }
 
+    /// Issue #53: a server that streams `103 Early Hints` and never answers. The client reads at most 8
+    /// informational responses (16 KiB) per request, then ends with an error that says so, well within 1 s of CPU
+    /// (it used to parse them for the whole 10 s timeout: 9.55 s of CPU).
+    @Test func aFloodOf103EarlyHintsEndsWithinASecondOfCPU() throws {
+        let server = try WHIPAttackServer(name: "flood103")
+        let started = Date()
+        let (r, _, cpu) = try measured(["publish", "-d", "fixture:vivid", "-s", "320x240", "--whip", server.a + "/flood103", "--frames", "5"])
+        let wall = Date().timeIntervalSince(started)
+        #expect(r.code == 1, "\(r.err.suffix(800))")
+        #expect(
+            r.err.contains("the server sent more than 8 informational (1xx) responses before its answer (the last: 103)"), "\(r.err.suffix(800))")
+        #expect(cpu >= 0 && cpu < 1.0, "\(cpu) s of CPU")
+        #expect(wall < 9, "\(wall) s: it must end before the 10 s answer timeout")
+        #expect(!r.err.contains("publishing fixture"), "the camera must not start")
+        // The server logs what it managed to write once the client closed.
+        _ = waitUntil(timeout: 10, every: 0.02) { server.events.contains { $0["event"] as? String == "flood-sent" } }
+        let flood = server.events.first { $0["event"] as? String == "flood-sent" }
+        print(
+            "FIGURE a 103 Early Hints flood: camcap ended after \(String(format: "%.2f", wall)) s with \(String(format: "%.2f", cpu)) s CPU (the process in all); the server wrote \(flood?["bytes"] ?? "?") bytes (\(flood?["responses"] ?? "?") responses) before the close; \"\(r.err.split(separator: "\n").first { $0.contains("informational") }.map { $0.prefix(200) } ?? "")\""
+        )
+    }
+
+    /// Issue #53: an answer whose first candidates are not unicast hosts (multicast 224.0.0.1 and ff02::1, the
+    /// broadcast 255.255.255.255, the unspecified 0.0.0.0 and ::, the reserved 240.0.0.1, an IPv4-mapped multicast)
+    /// and whose last is the server's real socket. No datagram goes to the weird ones (every sendto/sendmsg of
+    /// camcap traced by strace), ICE connects with the real one, and the summary counts the ignored candidates.
+    @Test func candidatesThatAreNotUnicastHostsGetNoPacket() throws {
+        let server = try WHIPAttackServer(name: "weird")
+        let ready = try #require(server.events.first { $0["event"] as? String == "ready" })
+        let weird = ready["weird"] as? [String] ?? [], weirdPort = ready["weird_port"] as? Int ?? 0, udp = ready["udp"] as? Int ?? 0
+        try #require(weird.count == 8 && weirdPort > 0 && udp > 0, "\(ready)")
+        let strace = ["/usr/bin/strace", "/bin/strace"].first { FileManager.default.isExecutableFile(atPath: $0) }
+        let tracePath = work + "/publish-weird.strace", errPath = work + "/publish-weird.err", outPath = work + "/publish-weird.out"
+        for path in [tracePath, errPath, outPath] { _ = FileManager.default.createFile(atPath: path, contents: nil) }
+        let args = ["publish", "-d", "fixture:vivid", "-s", "320x240", "--whip", server.a + "/weird", "--token", "T", "--connect-timeout", "2"]
+        let p = Process()
+        if let strace {
+            p.executableURL = URL(fileURLWithPath: strace)
+            p.arguments = ["-f", "-qq", "-e", "trace=sendto,sendmsg,sendmmsg", "-e", "signal=none", "-o", tracePath, camcap] + args
+        } else {
+            p.executableURL = URL(fileURLWithPath: camcap)
+            p.arguments = args
+        }
+        p.standardError = FileHandle(forWritingAtPath: errPath)
+        p.standardOutput = FileHandle(forWritingAtPath: outPath)
+        try p.run()
+        defer { if p.isRunning { kill(p.processIdentifier, SIGKILL) } }
+        // ICE with the real candidate passed (it is checked in the same rounds as the weird ones, after them: their
+        // priority is higher): DTLS began.
+        let dtls = waitUntil(timeout: 60, every: 0.05) { server.events.contains { $0["event"] as? String == "dtls" } }
+        #expect(dtls, "ICE never reached the real candidate: \(ServeProcess.read(errPath).suffix(800))")
+        // SIGINT to camcap itself (strace's child), which ends with its summary; strace then ends.
+        let camcapPID =
+            strace == nil
+            ? p.processIdentifier
+            : Int32(ServeProcess.read("/proc/\(p.processIdentifier)/task/\(p.processIdentifier)/children").split(separator: " ").first ?? "") ?? 0
+        try #require(camcapPID > 0)
+        kill(camcapPID, SIGINT)
+        p.waitUntilExit()
+        let out = ServeProcess.read(outPath)
+        let whipLine = out.split(separator: "\n").first { $0.hasPrefix("whip") }.map(String.init) ?? ""
+        #expect(whipLine.contains("server candidates ignored, not unicast: 224.0.0.1 (multicast (224.0.0.0/4))"), "\(out)")
+        guard strace != nil else {
+            print("FIGURE candidates that are not unicast hosts: strace is missing, only the summary was checked: \(whipLine)")
+            return
+        }
+        let sends = ServeProcess.read(tracePath).split(separator: "\n").filter {
+            $0.contains("sendto(") || $0.contains("sendmsg(") || $0.contains("sendmmsg(")
+        }
+        let toWeird = sends.filter { $0.contains("htons(\(weirdPort))") }
+        let toReal = sends.filter { $0.contains("htons(\(udp))") }
+        #expect(toWeird.isEmpty, "datagrams to the weird candidates: \(toWeird.prefix(5))")
+        #expect(!toReal.isEmpty, "the trace shows no datagram to the real candidate either: \(sends.prefix(5))")
+        print(
+            "FIGURE candidates that are not unicast hosts (\(weird.joined(separator: ", "))): \(toWeird.count) datagrams sent to them, \(toReal.count) to the real candidate (strace of sendto/sendmsg/sendmmsg, \(sends.count) sends in all); summary: \"\(whipLine.prefix(260))\""
+        )
+    }
+
     /// (10) A 201 whose body is no SDP answer: its resource is DELETEd (with the token) before the error.
     @Test func anUnusable201IsDeleted() throws {
         let server = try WHIPAttackServer(name: "unusable")

@@ -207,6 +207,49 @@ import TestSupport
     }
 
     /// An address off loopback needs --user or an explicit --no-auth (as `serve` needs a token or --no-auth).
+    /// Issue #53: an answer without qop (RFC 2069, what live555 and GStreamer send) numbers nothing, so a sniffer who
+    /// shares the client's address (NAT, the same host) could replay its DESCRIBE, SETUP and PLAY on a new
+    /// connection. They are good only on the connection their nonce was issued on: the replay gets 401 every time,
+    /// while the client's own connection plays on and its keep-alives (the same headers again) are accepted.
+    @Test func anAnswerWithoutQopDoesNotReplayOnANewConnectionFromTheSameAddress() throws {
+        let server = try RTSPProcess(
+            ["-d", "fixture:vivid", "-s", "320x180", "--user", "admin"], name: "rtsp-noqop-replay", environment: ["CAMCAP_RTSP_PASSWORD": "right pw"])
+        defer { _ = server.stop() }
+        let url = server.url, track = server.url + "/trackID=0", from = "127.0.0.40"
+        let client = try RawRTSP(port: server.port, from: from)
+        let challenge = client.request("DESCRIBE", url, cseq: 1)?.header("WWW-Authenticate") ?? ""
+        func auth(_ method: String, _ uri: String) throws -> String {
+            "Authorization: " + (try digestAnswer(challenge, user: "admin", password: "right pw", method: method, uri: uri))
+        }
+        let describe = try auth("DESCRIBE", url), setup = try auth("SETUP", track), play = try auth("PLAY", url)
+        let keepAlive = try auth("GET_PARAMETER", url)
+        #expect(client.request("DESCRIBE", url, cseq: 2, [describe])?.status == 200)
+        let setUp = client.request("SETUP", track, cseq: 3, [setup, "Transport: RTP/AVP/TCP;unicast;interleaved=0-1"])
+        let session = String(setUp?.header("Session")?.prefix { $0 != ";" } ?? "")
+        #expect(setUp?.status == 200 && !session.isEmpty, "\(setUp?.headers ?? [:])")
+        #expect(client.request("PLAY", url, cseq: 4, [play, "Session: \(session)"])?.status == 200)
+        #expect(client.waitForInterleaved(10))
+
+        // The sniffer, from the same address on a new connection, replays the exchange header for header.
+        let sniffer = try RawRTSP(port: server.port, from: from)
+        let replayedDescribe = sniffer.request("DESCRIBE", url, cseq: 2, [describe])?.status
+        let replayedSetup = sniffer.request("SETUP", track, cseq: 3, [setup, "Transport: RTP/AVP/TCP;unicast;interleaved=2-3"])?.status
+        let replayedPlay = sniffer.request("PLAY", url, cseq: 4, [play, "Session: \(session)"])?.status
+        #expect(replayedDescribe == 401 && replayedSetup == 401 && replayedPlay == 401, "\([replayedDescribe, replayedSetup, replayedPlay])")
+        #expect(sniffer.interleavedFrames == 0)
+
+        // The client's own connection: its keep-alive, the same headers again, is accepted, and the stream goes on.
+        #expect(client.request("GET_PARAMETER", url, cseq: 5, [keepAlive, "Session: \(session)"])?.status == 200)
+        #expect(client.request("GET_PARAMETER", url, cseq: 6, [keepAlive, "Session: \(session)"])?.status == 200)
+        let before = client.interleavedFrames
+        #expect(client.waitForInterleaved(before + 10), "the client's stream goes on")
+        #expect(client.request("TEARDOWN", url, cseq: 7, [try auth("TEARDOWN", url), "Session: \(session)"])?.status == 200)
+        #expect(server.stop() == 0)
+        print(
+            "FIGURE a no-qop Digest exchange replayed on a new connection from the same address: DESCRIBE \(replayedDescribe ?? -1), SETUP \(replayedSetup ?? -1), PLAY \(replayedPlay ?? -1); the client's own keep-alives 200, its stream went on"
+        )
+    }
+
     @Test func anAddressOffLoopbackNeedsUserOrNoAuth() throws {
         let refused = try sh(camcap, ["rtsp", "-d", "fixture:vivid", "--listen", "0.0.0.0:0", "--frames", "1"])
         #expect(refused.code != 0 && refused.err.contains("give --user") && refused.err.contains("--no-auth"), "\(refused.err)")

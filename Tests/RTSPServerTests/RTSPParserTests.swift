@@ -246,14 +246,14 @@ struct SplitMix {
         let auth = DigestAuthenticator(user: "admin", password: "s3cret", realm: "cam", nonceLifetimeNs: 60_000_000_000)
         let now: Int64 = 1_000_000_000_000
         let me = "127.0.0.1"
-        let challenge = auth.challenge(stale: false, client: me, nowNs: now)
+        let challenge = auth.challenge(stale: false, client: me, connection: 1, nowNs: now)
         #expect(challenge.hasPrefix("Digest realm=\"cam\", nonce=\"") && challenge.contains("algorithm=MD5") && !challenge.contains("stale"))
         #expect(challenge.contains("qop=\"auth\""))
         let uri = "rtsp://127.0.0.1:8554/camera"
         func verify(_ h: String?, _ m: String = "DESCRIBE", uri u: String = uri, client: String = me, at t: Int64 = now)
             -> DigestAuthenticator.Verdict
         {
-            auth.verify(h, method: m, uri: u, client: client, nowNs: t)
+            auth.verify(h, method: m, uri: u, client: client, connection: 1, nowNs: t)
         }
         let good = answer(challenge, user: "admin", password: "s3cret", method: "DESCRIBE", uri: uri)
         #expect(verify(good, at: now + 1_000) == .authorized)
@@ -265,7 +265,8 @@ struct SplitMix {
         #expect(verify("Basic YWRtaW46czNjcmV0") != .authorized)
         // A nonce from another server (another secret) is not ours, however well the response is computed.
         let other = DigestAuthenticator(user: "admin", password: "s3cret", realm: "cam")
-        let foreign = answer(other.challenge(stale: false, client: me, nowNs: now), user: "admin", password: "s3cret", method: "DESCRIBE", uri: uri)
+        let foreign = answer(
+            other.challenge(stale: false, client: me, connection: 1, nowNs: now), user: "admin", password: "s3cret", method: "DESCRIBE", uri: uri)
         #expect(verify(foreign) == .refused("not a nonce given to this address"))
     }
 
@@ -274,34 +275,67 @@ struct SplitMix {
         let auth = DigestAuthenticator(user: "admin", password: "s3cret", realm: "cam", nonceLifetimeNs: 60_000_000_000)
         let now: Int64 = 1_000_000_000_000
         let uri = "rtsp://127.0.0.1:8554/camera"
-        let challenge = auth.challenge(stale: false, client: "127.0.0.1", nowNs: now)
+        let challenge = auth.challenge(stale: false, client: "127.0.0.1", connection: 1, nowNs: now)
         let plain = answer(challenge, user: "admin", password: "s3cret", method: "DESCRIBE", uri: uri)
-        #expect(auth.verify(plain, method: "DESCRIBE", uri: uri, client: "127.0.0.1", nowNs: now) == .authorized)
-        #expect(auth.verify(plain, method: "DESCRIBE", uri: uri, client: "127.0.0.9", nowNs: now) == .refused("not a nonce given to this address"))
+        #expect(auth.verify(plain, method: "DESCRIBE", uri: uri, client: "127.0.0.1", connection: 1, nowNs: now) == .authorized)
         #expect(
-            auth.verify(plain, method: "DESCRIBE", uri: "rtsp://127.0.0.1:8554/other", client: "127.0.0.1", nowNs: now)
+            auth.verify(plain, method: "DESCRIBE", uri: uri, client: "127.0.0.9", connection: 1, nowNs: now)
+                == .refused("not a nonce given to this address"))
+        #expect(
+            auth.verify(plain, method: "DESCRIBE", uri: "rtsp://127.0.0.1:8554/other", client: "127.0.0.1", connection: 1, nowNs: now)
                 == .refused("the uri answered for is not the request's"))
         // The path alone names the same resource.
         let byPath = answer(challenge, user: "admin", password: "s3cret", method: "DESCRIBE", uri: "/camera")
-        #expect(auth.verify(byPath, method: "DESCRIBE", uri: uri, client: "127.0.0.1", nowNs: now) == .authorized)
+        #expect(auth.verify(byPath, method: "DESCRIBE", uri: uri, client: "127.0.0.1", connection: 1, nowNs: now) == .authorized)
         let counted = answer(challenge, user: "admin", password: "s3cret", method: "DESCRIBE", uri: uri, qop: true)
-        #expect(auth.verify(counted, method: "DESCRIBE", uri: uri, client: "127.0.0.1", nowNs: now) == .authorized)
+        #expect(auth.verify(counted, method: "DESCRIBE", uri: uri, client: "127.0.0.1", connection: 1, nowNs: now) == .authorized)
         #expect(
-            auth.verify(counted, method: "DESCRIBE", uri: uri, client: "127.0.0.1", nowNs: now)
+            auth.verify(counted, method: "DESCRIBE", uri: uri, client: "127.0.0.1", connection: 1, nowNs: now)
                 == .refused("nc 1 was used before with this nonce (a replay)"))
+    }
+
+    /// An answer without qop (RFC 2069: live555, GStreamer) counts nothing, so it is good only on the connection its
+    /// nonce was issued on: replayed on a new connection from the same address it is refused. With qop, nc guards
+    /// against replays and the nonce serves any connection from its address.
+    @Test func anAnswerWithoutQopIsBoundToTheConnectionOfItsNonce() {
+        let auth = DigestAuthenticator(user: "admin", password: "s3cret", realm: "cam", nonceLifetimeNs: 60_000_000_000)
+        let now: Int64 = 1_000_000_000_000
+        let uri = "rtsp://127.0.0.1:8554/camera", me = "127.0.0.1"
+        let challenge = auth.challenge(stale: false, client: me, connection: 7, nowNs: now)
+        for method in ["DESCRIBE", "SETUP", "PLAY"] {
+            let plain = answer(challenge, user: "admin", password: "s3cret", method: method, uri: uri)
+            // Again and again on its own connection (keep-alives repeat the same headers)…
+            #expect(auth.verify(plain, method: method, uri: uri, client: me, connection: 7, nowNs: now) == .authorized)
+            #expect(auth.verify(plain, method: method, uri: uri, client: me, connection: 7, nowNs: now + 1) == .authorized)
+            // …but never on another one, even from the same address.
+            #expect(
+                auth.verify(plain, method: method, uri: uri, client: me, connection: 8, nowNs: now)
+                    == .refused("an answer without qop on another connection than its nonce's (a replay)"))
+        }
+        // The connection's number is under the keyed hash: rewriting it in the nonce makes it not ours.
+        let p = DigestAuthenticator.parameters(challenge.dropFirst(7))!
+        let nonce = p["nonce"]!
+        let moved = String(nonce.prefix(16)) + "0000000000000008" + String(nonce.dropFirst(32))
+        let forged = answer(challenge.replacingOccurrences(of: nonce, with: moved), user: "admin", password: "s3cret", method: "DESCRIBE", uri: uri)
+        #expect(
+            auth.verify(forged, method: "DESCRIBE", uri: uri, client: me, connection: 8, nowNs: now) == .refused("not a nonce given to this address"))
+        // With qop the nonce is not bound to its connection (the count is): a new connection may use it once per nc.
+        let counted = answer(challenge, user: "admin", password: "s3cret", method: "DESCRIBE", uri: uri, qop: true)
+        #expect(auth.verify(counted, method: "DESCRIBE", uri: uri, client: me, connection: 9, nowNs: now) == .authorized)
+        #expect(auth.verify(counted, method: "DESCRIBE", uri: uri, client: me, connection: 10, nowNs: now) != .authorized)
     }
 
     @Test func anExpiredNonceIsStaleAndTheNewChallengeSaysSo() {
         let auth = DigestAuthenticator(user: "u", password: "p", nonceLifetimeNs: 5_000_000_000)
         let now: Int64 = 50_000_000_000
         let c = "10.0.0.1", uri = "rtsp://h/camera/"
-        let a = answer(auth.challenge(stale: false, client: c, nowNs: now), user: "u", password: "p", method: "PLAY", uri: uri)
-        #expect(auth.verify(a, method: "PLAY", uri: uri, client: c, nowNs: now + 4_000_000_000) == .authorized)
-        #expect(auth.verify(a, method: "PLAY", uri: uri, client: c, nowNs: now + 6_000_000_000) == .stale)
-        #expect(auth.challenge(stale: true, client: c, nowNs: now).hasSuffix("stale=true"))
+        let a = answer(auth.challenge(stale: false, client: c, connection: 1, nowNs: now), user: "u", password: "p", method: "PLAY", uri: uri)
+        #expect(auth.verify(a, method: "PLAY", uri: uri, client: c, connection: 1, nowNs: now + 4_000_000_000) == .authorized)
+        #expect(auth.verify(a, method: "PLAY", uri: uri, client: c, connection: 1, nowNs: now + 6_000_000_000) == .stale)
+        #expect(auth.challenge(stale: true, client: c, connection: 1, nowNs: now).hasSuffix("stale=true"))
         // Wrong credentials with an old nonce are refused, not called stale (no retry is invited).
-        let wrong = answer(auth.challenge(stale: false, client: c, nowNs: now), user: "u", password: "x", method: "PLAY", uri: uri)
-        #expect(auth.verify(wrong, method: "PLAY", uri: uri, client: c, nowNs: now + 6_000_000_000) != .stale)
+        let wrong = answer(auth.challenge(stale: false, client: c, connection: 1, nowNs: now), user: "u", password: "x", method: "PLAY", uri: uri)
+        #expect(auth.verify(wrong, method: "PLAY", uri: uri, client: c, connection: 1, nowNs: now + 6_000_000_000) != .stale)
     }
 
     @Test func malformedAuthorizationHeadersAreRefusedWithoutTrapping() {
@@ -311,7 +345,7 @@ struct SplitMix {
             "Digest nonce=\"zz\", username=u, realm=r, uri=x, response=y",
             "Digest " + String(repeating: "x=1, ", count: 100), "digest username=\"\\", String(repeating: "A", count: 5000),
         ] {
-            #expect(auth.verify(h, method: "DESCRIBE", uri: "x", client: "127.0.0.1") != .authorized, "\(h.prefix(40))")
+            #expect(auth.verify(h, method: "DESCRIBE", uri: "x", client: "127.0.0.1", connection: 1) != .authorized, "\(h.prefix(40))")
         }
     }
 

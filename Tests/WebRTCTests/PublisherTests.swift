@@ -152,20 +152,92 @@ extension FakeServer {
         #expect(sawClose && closed.value.withLock { $0 } == "test")
     }
 
-    /// A server that never answers: the publisher gives up at its connect timeout, naming the candidates.
-    @Test func silentCandidatesEndThePublisherAtItsConnectTimeout() throws {
-        let server = try FakeServer(dtlsClient: false)
+    /// A publisher on loopback that gives up after 1 s without an ICE connection.
+    static func publisherWithA1sConnectTimeout() throws -> WebRTCPublisher {
         var c = WebRTCPublisher.Configuration()
         c.bindHost = "127.0.0.1"
         c.connectTimeoutNs = 1_000_000_000
-        let publisher = try WebRTCPublisher(identity: try DTLSIdentity.eitherRole(), configuration: c)
-        try publisher.accept(answer: try server.answer(to: publisher.offer, setup: "passive"))
+        return try WebRTCPublisher(identity: try DTLSIdentity.eitherRole(), configuration: c)
+    }
+
+    /// Accepts `answer`, starts, and waits (10 s at most) for the publisher to end; the reason it gives.
+    static func runUntilClosed(_ publisher: WebRTCPublisher, answer: String) throws -> String {
+        try publisher.accept(answer: answer)
         let closed = Box<String?>(nil)
         try publisher.start(WebRTCPublisher.Handlers(closed: { reason in closed.value.withLock { $0 = reason } }))
         waitUntil(timeout: 10, every: 0.01) { closed.value.withLock { $0 } != nil }
-        let reason = closed.value.withLock { $0 } ?? ""
+        return closed.value.withLock { $0 } ?? ""
+    }
+
+    /// A server that never answers: the publisher gives up at its connect timeout, naming the candidates.
+    @Test func silentCandidatesEndThePublisherAtItsConnectTimeout() throws {
+        let server = try FakeServer(dtlsClient: false)
+        let publisher = try PublisherTests.publisherWithA1sConnectTimeout()
+        let reason = try PublisherTests.runUntilClosed(publisher, answer: try server.answer(to: publisher.offer, setup: "passive"))
         #expect(reason.hasPrefix("no ICE connection within 1 s") && reason.contains("127.0.0.1:\(server.udp.port) (host)"), "\(reason)")
         #expect(publisher.statistics.checksSent >= 5 && publisher.statistics.checksAnswered == 0)
+    }
+
+    /// Issue #53: addresses ICE checks must never go to (the answer would aim our packets at others), and unicast
+    /// ones they may.
+    @Test func candidateAddressesThatAreNotUnicastHostsAreRefused() {
+        let broadcasts: Set<String> = ["192.168.1.255"]
+        func why(_ host: String) -> String? { ICECandidate.whyNotUnicast(host, broadcasts: broadcasts) }
+        let refused: [(String, String)] = [
+            ("224.0.0.1", "multicast (224.0.0.0/4)"), ("239.255.255.250", "multicast (224.0.0.0/4)"),
+            ("255.255.255.255", "broadcast (255.255.255.255)"), ("0.0.0.0", "unspecified (0.0.0.0/8)"), ("0.1.2.3", "unspecified (0.0.0.0/8)"),
+            ("240.0.0.0", "reserved (240.0.0.0/4)"), ("250.1.2.3", "reserved (240.0.0.0/4)"), ("255.255.255.254", "reserved (240.0.0.0/4)"),
+            ("192.168.1.255", "the broadcast address of a local network"), ("::", "unspecified (::)"), ("ff02::1", "multicast (ff00::/8)"),
+            ("ff0e::101", "multicast (ff00::/8)"), ("::ffff:224.0.0.1", "multicast (224.0.0.0/4)"),
+            ("::ffff:255.255.255.255", "broadcast (255.255.255.255)"), ("::ffff:0.0.0.0", "unspecified (0.0.0.0/8)"),
+            ("::10.1.2.3", "IPv4-compatible IPv6 (::/96, deprecated)"), ("example.org", "not an IP address"),
+        ]
+        for (host, reason) in refused { #expect(why(host) == reason, "\(host)") }
+        for host in [
+            "127.0.0.1", "10.0.0.5", "192.168.1.254", "192.168.2.255", "172.16.0.1", "169.254.3.4", "100.64.0.1", "8.8.8.8", "223.255.255.254",
+            "::1", "fe80::1", "2001:db8::1", "fd00::5", "::ffff:10.0.0.5", "64:ff9b::808:808",
+        ] {
+            #expect(why(host) == nil, "\(host): \(why(host) ?? "")")
+        }
+        // Without a list given, the system's interfaces' broadcast addresses are used; loopback stays unicast.
+        #expect(ICECandidate.whyNotUnicast("127.0.0.1") == nil && ICECandidate.whyNotUnicast("224.0.0.1") != nil)
+    }
+
+    /// An answer whose best candidates are multicast, broadcast or unspecified: they are ignored and counted, every
+    /// check the publisher sends goes to the one unicast candidate (the library's own count of checks sent equals
+    /// the datagrams that candidate received), and an answer with nothing else is refused with the reason.
+    @Test func weirdCandidatesAreIgnoredCountedAndGetNoCheck() throws {
+        let server = try FakeServer(dtlsClient: false)
+        let publisher = try PublisherTests.publisherWithA1sConnectTimeout()
+        let weird = ["224.0.0.1", "255.255.255.255", "0.0.0.0", "240.0.0.1", "ff02::1", "::", "::ffff:224.0.0.1"]
+        let lines = weird.enumerated().map { "a=candidate:\($0.offset + 3) 1 udp \(2_130_706_431 - $0.offset) \($0.element) 40404 typ host\r\n" }
+        let answer = try server.answer(to: publisher.offer, setup: "passive") + lines.joined()
+        let parsed = try WebRTCAnswer(answer, payloadType: 96, rtxPayloadType: 97)
+        #expect(parsed.candidates.map(\.host) == ["127.0.0.1"])
+        #expect(parsed.ignoredCandidateCount == weird.count && parsed.ignoredCandidates.map(\.candidate.host) == weird)
+        #expect(parsed.ignoredCandidates.first?.reason == "multicast (224.0.0.0/4)")
+        // Nothing but weird candidates: refused, saying why.
+        let onlyWeird = answer.replacingOccurrences(of: "a=candidate:1 1 udp 2015363327 127.0.0.1 \(server.udp.port) typ host\r\n", with: "")
+        do {
+            _ = try WebRTCAnswer(onlyWeird, payloadType: 96, rtxPayloadType: 97)
+            Issue.record("an answer with only weird candidates was accepted")
+        } catch {
+            #expect(
+                error.message.contains("no UDP candidate with a unicast IP address")
+                    && error.message.contains("7 not unicast ignored: 224.0.0.1 (multicast"), "\(error.message)")
+        }
+
+        // The real candidate never answers: the publisher checks every 100 ms until its 1 s connect timeout.
+        let reason = try PublisherTests.runUntilClosed(publisher, answer: answer)
+        #expect(reason.hasPrefix("no ICE connection within 1 s") && !reason.contains("224.0.0.1"), "\(reason)")
+        var received = 0
+        while server.udp.receive(timeoutMs: 0) != nil { received += 1 }
+        let s = publisher.statistics
+        #expect(s.candidatesIgnored == weird.count)
+        #expect(s.checksSent >= 5 && s.checksSent == received, "\(s.checksSent) checks sent, \(received) received by the one unicast candidate")
+        print(
+            "FIGURE weird candidates (library): \(s.candidatesIgnored) ignored; \(s.checksSent) checks sent, all \(received) to the unicast candidate"
+        )
     }
 
     @Test func answersThatCannotConnectAreRefusedWithTheReason() throws {
