@@ -488,14 +488,20 @@ final class WakeSignal: Sendable {
     /// Forgets a wake that nobody waited for.
     func clear() { state.withLock { $0.pending = false } }
 
-    /// As `wait()`, and true too when `timeoutNs` passed first (a backoff that a wake cuts short).
+    /// As `wait()`, and true too when `timeoutNs` passed first (a backoff that a wake cuts short). The timer is a
+    /// thread of its own, not a task: on a loaded machine the cooperative pool may be held by other work for longer
+    /// than any backoff. It sleeps in slices of at most 100 ms, so a wait cut short leaves it behind that long at most.
     func wait(timeoutNs: Int64) async -> Bool {
-        let timer = Task { [weak self] in
-            try? await Task.sleep(nanoseconds: UInt64(max(timeoutNs, 0)))
-            if !Task.isCancelled { self?.wake() }
+        let end = monotonicNanoseconds() &+ max(timeoutNs, 0)
+        let timer = WorkerThread(name: "wake-timer") { [weak self] stop in
+            while !stop.isSet {
+                let now = monotonicNanoseconds()
+                if now >= end { return (self?.wake()) ?? () }
+                Sleep.until(monotonicNs: min(end, now &+ 100_000_000))
+            }
         }
-        defer { timer.cancel() }
         let woken = await wait()
+        timer.requestStop() // not joined: it ends within 100 ms by itself
         clear() // the timer's wake, if it came after another one ended the wait
         return woken
     }

@@ -96,6 +96,12 @@ func refusalPromises() -> [RefusalPromise] {
             file: "Sources/V4L2Capture/V4L2Capture.docc/V4L2Capture.md", sentence: "**One buffer model.**",
             checks: [.test(file: "Tests/V4L2CaptureTests/BufferSetTests.swift", function: "aSinglePlanarStrideTooShortForItsLinesIsRefusedByName")]),
         RefusalPromise(
+            file: "docs/publish.md", sentence: "An answer with no other candidate is refused",
+            checks: [.test(file: "Tests/WebRTCTests/PublisherTests.swift", function: "candidateAddressesThatAreNotUnicastHostsAreRefused")]),
+        RefusalPromise(
+            file: "docs/security.md", sentence: "ICE checks go only to unicast host addresses",
+            checks: [.test(file: "Tests/CamcapTests/PublishSecurityTests.swift", function: "candidatesThatAreNotUnicastHostsGetNoPacket")]),
+        RefusalPromise(
             file: "docs/library.md", sentence: "Its control plane, `encoder.control`",
             checks: [.call("bitrate 0 bit/s is out of range") { try EncoderControl().setBitrate(0) }]),
         RefusalPromise(
