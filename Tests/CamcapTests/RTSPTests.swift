@@ -238,6 +238,22 @@ func gstreamerPull(_ url: String, transport: String, frames: Int, frameBytes: In
         #expect(server.err.contains("rtsp: client 1 playing") && server.err.contains("rtsp: client 2 playing"))
     }
 
+    /// #48: a camera unplugged for 3 s while ffmpeg plays is waited for (`rtsp`'s default): the client keeps its one
+    /// session and decodes every frame it asked for, from both sides of the gap; the server exits 0.
+    @Test func aClientKeepsItsSessionWhileTheCameraIsUnpluggedAndBack() throws {
+        let server = try RTSPProcess(["-d", "fixture:vivid", "-s", "320x180", "--fixture-fault", "unplug@150+3"], name: "rtsp-heal")
+        defer { _ = server.stop() }
+        let got = try ffmpegPull(server.url, transport: "tcp", frames: 300, name: "rtsp-heal")
+        #expect(got.count >= 294 && got.sizes == ["86400"], "ffmpeg decoded \(got.count) of 300 through the unplug: \(got.log)")
+        let err = server.err
+        let playing = err.range(of: "rtsp: client 1 playing"), lost = err.range(of: "camera lost: fixture:vivid was unplugged at frame 150")
+        #expect(playing != nil && lost != nil && playing!.lowerBound < lost!.lowerBound, "the camera went while the client played: \(err)")
+        #expect(err.contains("camera back after"), "\(err)")
+        #expect(server.stop() == 0, "\(server.err)")
+        #expect(server.clientLines.count == 1, "one session throughout: \(server.out)")
+        #expect(server.out.contains("lost 1 time (disconnected 1), back 1,"), "\(server.out)")
+    }
+
     @Test func gstreamerDecodesOverTCPAndUDPAndItsReceiverReportsGiveTheRoundTripTime() throws {
         let server = try RTSPProcess(["-d", "fixture:vivid", "-s", "640x360", "--noise", "4"], name: "rtsp-gst")
         defer { _ = server.stop() }
