@@ -174,6 +174,28 @@ let chromiumAvailable =
         #expect(server.out.contains("1 in all, 1 left"), "\(server.out)")
     }
 
+    /// #48: a camera unplugged for 3 s while a browser watches is waited for (`serve`'s default): the same peer
+    /// connection and viewer resource throughout, and the browser decodes what is sent on both sides of the gap.
+    @Test(.enabled(if: chromiumAvailable)) func aBrowserViewerStaysThroughAnUnplugAndDecodesAfterIt() throws {
+        let server = try ServeProcess(
+            ["-d", "fixture:uvc-webcam", "-s", "640x360", "--fixture-fault", "unplug@150+3", "--listen", "127.0.0.1:0"], name: "serve-unplug")
+        #expect(!server.url.isEmpty, "\(server.err)")
+        // 240 frames after the first decoded one: the window spans the unplug (the camera's frame 150, 5 s after it
+        // started) and at least 60 frames after the camera is back.
+        let b = try chromium(server.pageURL, frames: 240)
+        #expect(b["ok"] as? Bool == true, "the viewer stayed (the script fails when the server loses it): \(b)")
+        let sent = int(b, "framesSent"), decoded = int(b, "framesDecoded")
+        #expect(sent >= 240 && decoded >= 220, "decoded \(decoded) of \(sent) across the unplug")
+        let err = server.err
+        #expect(err.contains("camera lost: fixture:uvc-webcam was unplugged at frame 150") && err.contains("camera back after"), "\(err)")
+        let watching = err.range(of: "viewers 1 (1 in all)"), lost = err.range(of: "camera lost")
+        #expect(watching != nil && lost != nil && watching!.lowerBound < lost!.lowerBound, "the camera went while the viewer watched: \(err)")
+        let stats = try server.stats()
+        #expect(int(stats, "left") == 1, "one viewer, who left by DELETE at the end: \(stats)")
+        #expect(server.stop() == 0, "\(server.err)")
+        #expect(server.out.contains("lost 1 time (disconnected 1), back 1,") && server.out.contains("1 in all, 1 left"), "\(server.out)")
+    }
+
     /// What a person sees: capture → display in Chromium at 720p30, per frame, from the capture times the
     /// abs-capture-time extension carries (requestVideoFrameCallback's captureTime) against the frame's receive
     /// and expected display times; with serve's default playout delay (auto: 0:500 while the link is clear, as on
