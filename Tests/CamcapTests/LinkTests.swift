@@ -56,7 +56,7 @@ struct LinkRow {
 /// that lost packets makes the next wait 8 s, 15 strict runs: B 0-2, the step up 2.1-4.1 s, the freeze 0.40-0.81 s;
 /// on #39's link (5 kB bucket, both ways) with the cleared-queue probe, 10 strict runs: B 0-1 (4 once), the step up
 /// 3.1-4.1 s, A at 25-27 fps in single seconds in 3 of 20 tiers runs; 5 more: A ≥ 29 fps throughout, B 0 freezes in
-/// 4 runs and 4 (each after a probe) in one (docs/MEASUREMENTS.md).
+/// 4 runs and 4 (each after a probe) in one (docs/JOURNAL.md; the latest set: docs/MEASUREMENTS.md).
 let linksStrict = ProcessInfo.processInfo.environment["LINKS_STRICT"] == "1"
 /// The server under test: `LINKS_CAMCAP` (Scripts/links.sh gives the release build, what a user runs: 90-100 ms of
 /// CPU a second at two viewers and three tiers instead of the debug build's 340-390), else the debug build beside

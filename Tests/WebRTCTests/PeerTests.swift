@@ -307,7 +307,7 @@ func keyFrame(size: Int) -> EncodedFrame {
 }
 
 /// Mallocs per frame of `peer.send` (a 6-packet P frame), and how many of them a bare srtp_protect of the same
-/// packets costs (libsrtp + OpenSSL).
+/// packets costs (libsrtp and its ciphers: NSS in Debian's libsrtp2, not OpenSSL).
 func peerSendMallocs(peer: WebRTCPeer, browser: FakeBrowser, count: () -> Int, srtp: SRTPSession) -> (Double, Double) {
     let f = pFrame6()
     var t: Int64 = 2_000_000_000
