@@ -121,6 +121,7 @@ extension CaptureSession {
                 return frames
             } catch {
                 configuration.logger.debug("camera still away", metadata: ["device": "\(device.path)", "error": "\(error)"])
+                onEvent?("camera still away (attempt \(attempts)): \(error)")
             }
             let wait = deadline(state).map { min(delay, max($0 - monotonicNanoseconds(), 0)) } ?? delay
             guard await healSignal.wait(timeoutNs: wait) else { break } // stopped

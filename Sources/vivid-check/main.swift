@@ -758,6 +758,9 @@ do {
         } ?? -1
     let loss = text.split(separator: "\n").first { $0.hasPrefix("camera loss:") }.map(String.init) ?? "no camera loss line"
     note("camcap healing: exit \(code), steps \(step), frames at each step \(framesAt), encoded \(encoded); \(loss)")
+    for l in text.split(separator: "\n") where l.contains("camera lost") || l.contains("camera back") || l.contains("camera still away") {
+        note("  \(l)")
+    }
     check(
         "record --on-camera-loss wait on vivid: a fatal streaming error, an unplug with a failed STREAMON and 50 % drops, then Ctrl-C: exit 0",
         step == 5 && code == 0 && loss.contains("lost 2 times (disconnected 2), back 2") && encoded >= (framesAt.last ?? 1), String(text.suffix(3000))

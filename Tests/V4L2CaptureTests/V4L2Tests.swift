@@ -172,6 +172,24 @@ func startStream(_ k: FakeKernel, _ s: Sink, config: V4L2Stream.Configuration = 
         #expect(s.drops[.driverDropped] == 5)
     }
 
+    /// Frames the driver lost leave a gap in the capturer's sequence (a camera's own H.264 passed through must see
+    /// the break and wait for a key frame; the VM caught one sent across it).
+    @Test func driverDropsAreGapsInTheCapturersSequence() async throws {
+        let k = FakeKernel()
+        k.push([goodFrame(seq: 1), goodFrame(seq: 2), goodFrame(seq: 5), goodFrame(seq: 6)])
+        let dev = fakeDev()
+        let capturer = CameraVideoCapturer(
+            providers: [V4L2DeviceProvider(kernel: k, devDirectory: dev, configuration: fakeStreamConfig)],
+            configuration: .init(maxPendingFrames: 8))
+        let stream = capturer.frames(bufferingNewest: 8)
+        try await capturer.startCapture(device: try capturer.device(dev + "/video0"), targetSize: FrameSize(width: 640, height: 480))
+        var it = stream.makeAsyncIterator(), sequences: [UInt64] = []
+        while sequences.count < 4, let f = try await it.next() { sequences.append(f.sequence) }
+        try await capturer.stopCapture()
+        #expect(sequences == [0, 1, 4, 5], "the driver lost its frames 3 and 4: \(sequences)")
+        #expect(capturer.statistics.dropped[.driverDropped] == 2)
+    }
+
     @Test func busyDeviceIsAClearError() throws {
         let k = FakeKernel()
         k.fail(CV4L2_VIDIOC_S_FMT, with: EBUSY)
