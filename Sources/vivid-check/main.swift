@@ -682,21 +682,12 @@ do {
     var status: Int32 = 0
     waitpid(pid, &status, 0)
     let code = (status >> 8) & 0xff
-    let encoded =
-        text.split(separator: "\n").first { $0.hasPrefix("frames:") }.flatMap { line in
-            line.range(of: "encoded ").map { Int(line[$0.upperBound...].prefix { $0.isNumber }) ?? -1 }
-        } ?? -1
+    let encoded = encodedFrames(text)
     note("camcap after unplug: exit \(code), encoded \(encoded); \(text.split(separator: "\n").last ?? "")")
     check(
         "unplug mid-recording: camcap exits non-zero with the capture error", unplugged && code == 1 && text.contains("disconnected") && encoded > 0,
         text)
-    if let data = FileManager.default.contents(atPath: out) {
-        print("H264-ENCODED \(encoded)")
-        print("H264-BEGIN")
-        print(data.base64EncodedString(options: [.lineLength76Characters]))
-        print("H264-END")
-        fflush(stdout)
-    }
+    emitRecording("H264", out, encoded: encoded)
 } catch { check("unplug mid-recording", false, "\(error)") }
 await cleanAfter("camcap unplug", path: cam1)
 
@@ -752,10 +743,7 @@ do {
     var status: Int32 = 0
     waitpid(pid, &status, 0)
     let code = (status >> 8) & 0xff
-    let encoded =
-        text.split(separator: "\n").first { $0.hasPrefix("frames:") }.flatMap { line in
-            line.range(of: "encoded ").map { Int(line[$0.upperBound...].prefix { $0.isNumber }) ?? -1 }
-        } ?? -1
+    let encoded = encodedFrames(text)
     let loss = text.split(separator: "\n").first { $0.hasPrefix("camera loss:") }.map(String.init) ?? "no camera loss line"
     note("camcap healing: exit \(code), steps \(step), frames at each step \(framesAt), encoded \(encoded); \(loss)")
     for l in text.split(separator: "\n") where l.contains("camera lost") || l.contains("camera back") || l.contains("camera still away") {
@@ -765,15 +753,27 @@ do {
         "record --on-camera-loss wait on vivid: a fatal streaming error, an unplug with a failed STREAMON and 50 % drops, then Ctrl-C: exit 0",
         step == 5 && code == 0 && loss.contains("lost 2 times (disconnected 2), back 2") && encoded >= (framesAt.last ?? 1), String(text.suffix(3000))
     )
-    if let data = FileManager.default.contents(atPath: out) {
-        print("HEALED-ENCODED \(encoded)")
-        print("HEALED-BEGIN")
-        print(data.base64EncodedString(options: [.lineLength76Characters]))
-        print("HEALED-END")
-        fflush(stdout)
-    }
+    emitRecording("HEALED", out, encoded: encoded)
 } catch { check("record --on-camera-loss wait on vivid", false, "\(error)") }
 await cleanAfter("camcap healing", path: cam1)
+
+/// The `encoded N` figure of a camcap summary's `frames:` line (-1 when there is none).
+func encodedFrames(_ text: String) -> Int {
+    text.split(separator: "\n").first { $0.hasPrefix("frames:") }.flatMap { line in
+        line.range(of: "encoded ").map { Int(line[$0.upperBound...].prefix { $0.isNumber }) ?? -1 }
+    } ?? -1
+}
+
+/// Prints a recording for the host to decode: `PREFIX-ENCODED n`, then the file in base64 between `PREFIX-BEGIN` and
+/// `PREFIX-END` (nothing when the file is missing).
+func emitRecording(_ prefix: String, _ path: String, encoded: Int) {
+    guard let data = FileManager.default.contents(atPath: path) else { return }
+    print("\(prefix)-ENCODED \(encoded)")
+    print("\(prefix)-BEGIN")
+    print(data.base64EncodedString(options: [.lineLength76Characters]))
+    print("\(prefix)-END")
+    fflush(stdout)
+}
 
 /// Brings the loopback interface up (the initramfs has no network setup; `stream` and `rtsp` need 127.0.0.1).
 func loopbackUp() -> Bool {
