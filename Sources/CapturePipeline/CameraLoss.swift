@@ -1,6 +1,8 @@
 public import VideoCapture
 import Logging
 import SystemIO
+import Metrics
+import VideoProcessing
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -94,6 +96,7 @@ extension CaptureSession {
         }
         let lostAt = monotonicNanoseconds()
         state.losses.lost(error)
+        state.metrics.capture.cameraLosses.increment()
         report(.lost(error))
         healSignal.clear()
         var delay = CameraLossPolicy.firstRetryNs, attempts = 0
@@ -116,6 +119,8 @@ extension CaptureSession {
                 try await startCamera()
                 let away = monotonicNanoseconds() - lostAt
                 state.losses.back(afterNs: away)
+                state.metrics.capture.cameraRecoveries.increment()
+                state.metrics.capture.cameraAway.recordNanoseconds(away)
                 state.captureError = nil
                 report(.back(afterNs: away, attempts: attempts))
                 return frames

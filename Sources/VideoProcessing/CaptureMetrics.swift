@@ -13,10 +13,15 @@ public struct CaptureMetrics: Sendable {
         "capture_frames_dropped_total": "Frames the capturer dropped (late, consumer busy, driver drops).",
         "capture_frames_undecodable_total": "Captured frames that could not be converted (a corrupt JPEG, a short buffer).",
         "capture_conversion_seconds": "Time to convert one captured frame to I420.",
+        "capture_camera_losses_total": "Times the camera was lost mid-run (unplugged, failed, stalled).",
+        "capture_camera_recoveries_total": "Times a lost camera delivered again and the run carried on.",
+        "capture_camera_away_seconds": "How long a lost camera was away before it delivered again.",
     ]
 
     package let frames, droppedFrames, undecodable: Counter
     package let conversion: Metrics.Timer
+    package let cameraLosses, cameraRecoveries: Counter
+    package let cameraAway: Metrics.Timer
 
     /// The metrics with these dimensions (made once: a backend such as Prometheus refuses the same label made
     /// once without dimensions and once with).
@@ -25,5 +30,8 @@ public struct CaptureMetrics: Sendable {
         droppedFrames = Counter(label: "capture_frames_dropped_total", dimensions: d)
         undecodable = Counter(label: "capture_frames_undecodable_total", dimensions: d)
         conversion = Metrics.Timer(label: "capture_conversion_seconds", dimensions: d)
+        cameraLosses = Counter(label: "capture_camera_losses_total", dimensions: d)
+        cameraRecoveries = Counter(label: "capture_camera_recoveries_total", dimensions: d)
+        cameraAway = Metrics.Timer(label: "capture_camera_away_seconds", dimensions: d)
     }
 }

@@ -53,6 +53,27 @@ let testMetrics: TestMetrics = {
         #expect(metrics.counters(label: "capture_frames_total").allSatisfy { c in c.dimensions.contains { $0.0 == "camera" } })
     }
 
+    /// #48: a camera lost and back is counted (`capture_camera_losses_total`, `capture_camera_recoveries_total`)
+    /// and its time away recorded (`capture_camera_away_seconds`), with the session's dimensions.
+    @Test func aLostCameraIsCountedWithItsTimeAway() async throws {
+        let metrics = testMetrics
+        var options = FixtureCameraProvider.Options()
+        options.faults = [FixtureFault(.unplug, atFrame: 5, seconds: 0.4)]
+        var config = CaptureSession.Configuration(providers: [FixtureCameraProvider(options: options)])
+        (config.device, config.size, config.frames) = ("fixture:uvc-webcam", FrameSize(width: 320, height: 240), 15)
+        (config.onCameraLoss, config.metricsDimensions) = (.wait(giveUpAfterNs: nil), [("session", "lost-and-back")])
+        let session = try CaptureSession(config)
+        let settings = EncodeStage.baseSettings(for: session.selection, bitrateKbps: 300, maxBitrateKbps: nil)
+        let out = try AnnexBFileOutput(path: work + "/metrics-lost.h264")
+        let report = try await session.run(stages: [EncodeStage(settings: settings, keyIntervalSeconds: 1, outputs: [out])])
+        #expect(report.failure == nil && report.processed == 15, "\(report.summaryText)")
+        let d = session.metricsDimensions
+        #expect(try metrics.expectCounter("capture_camera_losses_total", d).totalValue == 1)
+        #expect(try metrics.expectCounter("capture_camera_recoveries_total", d).totalValue == 1)
+        let away = try metrics.expectTimer("capture_camera_away_seconds", d).values
+        #expect(away.count == 1 && (away.first ?? 0) >= 400_000_000, "\(away)")
+    }
+
     /// The capture → `VideoSource` → encoder path (the RTC article's, without a session; #38: it recorded
     /// nothing) records what it is asked to: the source's frames, conversions and drops, the encoder's frames,
     /// bytes, key frames and target bitrate, each with the app's dimensions.
