@@ -38,7 +38,10 @@ wait "$pid" || { echo "heal-soak: camcap exited non-zero"; tail -5 "$WORK/err.tx
 lost=$(grep -c "^camera lost" "$WORK/err.txt" || true)
 back=$(grep -c "^camera back" "$WORK/err.txt" || true)
 max() { printf '%s\n' "$@" | sort -n | tail -1; }
-echo "heal-soak: $SECONDS_WANTED s, $n faults planned, $lost lost, $back back; RSS ${rss[0]}/${rss[-1]}/$(max "${rss[@]}") KiB (first/last/max), fds ${fds[0]}/${fds[-1]}/$(max "${fds[@]}")"
+# The first samples are the start (libraries loading, the encoder's first buffers): the baseline is the sample at 30 s.
+w=$(( ${#rss[@]} > 3 ? 3 : 0 ))
+echo "heal-soak: $SECONDS_WANTED s, $n faults planned, $lost lost, $back back; RSS at 30 s ${rss[$w]} KiB, at the end ${rss[-1]} KiB, max $(max "${rss[@]:$w}") KiB; fds at 30 s ${fds[$w]}, at the end ${fds[-1]}, max $(max "${fds[@]:$w}")"
+echo "heal-soak: RSS every 10 s (KiB): ${rss[*]}"
 grep -E "^(frames|camera loss):" "$WORK/summary.txt" | sed 's/^/heal-soak: /'
 
 # The cost of waiting: the camera goes at frame 60 for 20 s; the CPU the process spends while it is away.
