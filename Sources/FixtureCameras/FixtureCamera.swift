@@ -240,6 +240,16 @@ final class FixtureStream: CaptureStream, Sendable {
         if let thread = thread.withLock({ $0 }) { thread.stop() } else { stopFlag.set() }
     }
 
+    /// Sleeps until `ns` on the monotonic clock, in slices of at most 100 ms, so that a stop is seen within one (a
+    /// camera slower than 1 fps used to ignore Ctrl-C until its next frame).
+    private func sleepUntil(_ ns: Int64) {
+        while !stopFlag.isSet {
+            let now = monotonicNanoseconds()
+            if now >= ns { return }
+            Sleep.until(monotonicNs: min(ns, now &+ 100_000_000))
+        }
+    }
+
     private func run() {
         // Wake at the frame's time, not up to 50 µs later (the default timer slack): a camera's frame arrives on time.
         try? Sleep.setTimerSlack(nanoseconds: 1)
@@ -295,7 +305,7 @@ final class FixtureStream: CaptureStream, Sendable {
                     return
                 }
                 let stallEnd = monotonicNanoseconds() + min(ns, options.stallTimeoutNs)
-                while !stopFlag.isSet && monotonicNanoseconds() < stallEnd { sleepUntil(min(stallEnd, monotonicNanoseconds() + 50_000_000)) }
+                sleepUntil(stallEnd)
                 if ns >= options.stallTimeoutNs {
                     storages.removeAll()
                     sink.failed(
@@ -381,5 +391,3 @@ final class FixtureStream: CaptureStream, Sendable {
         }
     }
 }
-
-private func sleepUntil(_ ns: Int64) { Sleep.until(monotonicNs: ns) }
