@@ -137,6 +137,11 @@ package struct SegmentRing {
         let base = Self.expand(pattern)
         try makeDirectory(of: base)
         var suffix = base == lastBase ? lastSuffix + 1 : 0
+        if lastBase.isEmpty {
+            // A restart: an earlier run may have left `base_NNN` and deleted `base` itself (`keep`); continue after them.
+            let highest = Self.highestSuffix(of: base)
+            if highest > 0 { suffix = highest + 1 }
+        }
         for _ in 0..<Self.attempts {
             let path = suffix == 0 ? base : Self.inserting("_" + Self.number(suffix), into: base)
             if let file = try OutputFile.createNew(path: path) {

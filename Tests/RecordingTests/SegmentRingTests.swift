@@ -50,6 +50,10 @@ private func names(_ dir: String) throws -> [String] { try FileManager.default.c
     touch(a.replacingOccurrences(of: ".h264", with: "_004.h264"), contents: Data([1]))
     var again = SegmentRing(pattern: dir + "/%Y.h264", segmented: true, keep: nil)
     #expect(try writeNext(&again) == a.replacingOccurrences(of: ".h264", with: "_005.h264"))
+    // The name itself deleted (an earlier run's `keep`): a restart still continues after the highest suffix.
+    try FileManager.default.removeItem(atPath: a)
+    var third = SegmentRing(pattern: dir + "/%Y.h264", segmented: true, keep: nil)
+    #expect(try writeNext(&third) == a.replacingOccurrences(of: ".h264", with: "_006.h264"))
     let year = (a as NSString).lastPathComponent
     #expect([year, "x" + year].sorted().first == year && [(b as NSString).lastPathComponent, year].sorted().first == year)
 
