@@ -267,12 +267,17 @@ extension CaptureSession {
         var report = state.report
         report.undecodable = sourceStats.dropped[.undecodable, default: 0]
         report.summary = summary(c, state, stats, sourceStats, undecodable: report.undecodable, wallSeconds: wallSeconds)
+        // What is on disk: a file that got no byte (or a run without a frame) is not called playable.
+        let unwritten = c.stages.lazy.compactMap(\.unwrittenFile).first
         if let e = state.captureError {
-            report.failure = PipelineError(
-                .captureFailed, "capture failed after \(report.processed) frames: \(e) — what was written is complete and playable")
+            let outcome =
+                unwritten.map { "nothing was written to \($0)" }
+                ?? (report.processed == 0 ? "no frame was written" : "what was written is complete and playable")
+            report.failure = PipelineError(.captureFailed, "capture failed after \(report.processed) frames: \(e) — \(outcome)")
         } else if let e = state.stageError ?? endError {
             let outcome =
-                c.stages.lazy.compactMap(\.unwrittenFile).first.map { "nothing was written to \($0)" } ?? "what was written before is playable"
+                unwritten.map { "nothing was written to \($0)" }
+                ?? (report.processed == 0 ? "no frame was written" : "what was written before is playable")
             report.failure = PipelineError(.outputFailed, "stopped after \(report.processed) frames: \(e) — \(outcome)")
         } else if report.processed == 0 && state.seen == 0 {
             report.failure = PipelineError(.noFrames, "no frame was captured from \(device.path)")

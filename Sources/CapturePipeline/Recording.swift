@@ -3,6 +3,7 @@ public import H264
 public import Recording
 public import VideoCapture
 import Synchronization
+import VideoProcessing
 
 /// A recording of encoded frames to files: one file or a ring of segments, as fragmented MP4 or raw Annex-B
 /// H.264. What `camcap record` and `stream --output` write; an app adds it to an `EncodeStage`'s outputs.
@@ -36,7 +37,9 @@ public final class RecordingOutput: EncodedOutput {
     public struct Configuration: Sendable {
         /// The output path. With segments it is a pattern: strftime's `%Y %m %d %H %M %S …` are replaced by the
         /// local time at which the segment starts; a pattern without `%` gets `-NNN` (the segment's number) before
-        /// its extension.
+        /// its extension. Segment files are created exclusively: a name on disk is never reused (a numbered ring
+        /// continues after the highest number on disk, a taken strftime name gets `_001`, `_002` …), and the
+        /// directories below the pattern's first `%` are made as needed (see `SegmentRing` in docs/record.md).
         public var path: String
         /// The file format (default: from the path's extension).
         public var container: Container
@@ -47,6 +50,9 @@ public final class RecordingOutput: EncodedOutput {
         public var segmentSeconds: Double?
         /// Keep at most this many segment files, deleting the oldest this recording wrote; nil keeps all.
         public var keep: Int?
+        /// Which files `keep` counts and deletes: this run's (default), or the whole ring of the pattern on disk,
+        /// earlier runs' files first.
+        public var keepScope: KeepScope = .run
         /// The longest MP4 fragment (seconds of capture); a key frame also ends one.
         public var fragmentSeconds: Double = 1
 
@@ -67,6 +73,8 @@ public final class RecordingOutput: EncodedOutput {
                     throw PipelineError(.invalidConfiguration, "keeping \(k) files needs segments (a segment length)")
                 }
                 guard (1...100_000).contains(k) else { throw PipelineError(.invalidConfiguration, "keep \(k) is out of range: 1...100000 files") }
+            } else if keepScope != .run {
+                throw PipelineError(.invalidConfiguration, "keep scope \(keepScope.rawValue) needs a number of files to keep")
             }
             guard fragmentSeconds.isFinite, (0.1...60).contains(fragmentSeconds) else {
                 throw PipelineError(.invalidConfiguration, "fragment length \(fragmentSeconds) s is out of range: 0.1...60 s")
@@ -91,6 +99,8 @@ public final class RecordingOutput: EncodedOutput {
 
     /// A segment written and closed (module `Recording`).
     public typealias Segment = RecordedSegment
+    /// Which files `keep` counts and deletes (module `Recording`).
+    public typealias KeepScope = SegmentKeepScope
 
     /// The configuration given.
     public let configuration: Configuration
@@ -103,8 +113,11 @@ public final class RecordingOutput: EncodedOutput {
     private var lastTimestampNs: Int64?
     /// The progress figures, published by the writing thread for the progress line (another thread).
     private let published = Mutex((segment: 1, fragments: 0))
-    /// Segments closed so far (with `segmentSeconds`), oldest first.
-    public var segments: [Segment] { ring.segments }
+    /// The last segments closed (with `segmentSeconds`), oldest first: at most `keep` or 100, whichever is more,
+    /// so that a ring's memory stays the same over any length (`segmentsWritten` counts them all).
+    public var segments: [Segment] { Array(ring.segments) }
+    /// Segments closed so far, all of them.
+    public var segmentsWritten: Int { ring.written }
     /// Called (on the writing thread) when a segment is due and the next key frame should come now. The stage
     /// the output is given to sets it (`connect(keyFrames:)`: `EncodeStage`, `PassthroughStage`); set it yourself
     /// only to feed the output from something else.
@@ -124,21 +137,25 @@ public final class RecordingOutput: EncodedOutput {
     public init(_ configuration: Configuration) throws {
         try configuration.validate()
         self.configuration = configuration
-        ring = SegmentRing(pattern: configuration.path, segmented: configuration.segmentSeconds != nil, keep: configuration.keep)
-        sink = try Self.open(configuration, path: ring.nextPath())
+        ring = SegmentRing(
+            pattern: configuration.path, segmented: configuration.segmentSeconds != nil, keep: configuration.keep, scope: configuration.keepScope)
+        sink = try Self.open(configuration, ring: &ring)
     }
 
     /// The path of the file being written now.
     public var currentPath: String { sink.file.path }
 
-    private static func open(_ configuration: Configuration, path: String) throws -> Sink {
+    /// The ring's next file (created exclusively for a segment) with the writer of the container.
+    private static func open(_ configuration: Configuration, ring: inout SegmentRing) throws -> Sink {
+        let file: OutputFile
+        do { file = try ring.nextFile() } catch { throw H264Error(writing: error) }
         switch configuration.container {
         case .mp4:
             var options = FragmentedMP4Writer.Options()
             options.fragmentDurationNs = Int64(configuration.fragmentSeconds * 1e9)
-            return .mp4(try FragmentedMP4Writer(path: path, options: options))
+            return .mp4(try FragmentedMP4Writer(file: file, options: options))
         case .h264:
-            return .annexB(try AnnexBWriter(path: path, frameRate: configuration.frameRate, flushPolicy: .recording))
+            return .annexB(AnnexBWriter(file: file, frameRate: configuration.frameRate, flushPolicy: .recording))
         }
     }
 
@@ -166,7 +183,7 @@ public final class RecordingOutput: EncodedOutput {
         }
         if segmentStartNs == nil && sink.file.framesWritten > before { segmentStartNs = frame.timestampNs }
         if case .mp4(let w) = sink {
-            let fragments = w.fragmentsWritten, segment = segments.count + 1
+            let fragments = w.fragmentsWritten, segment = ring.written + 1
             published.withLock { $0 = (segment, fragments) }
         }
     }
@@ -175,7 +192,7 @@ public final class RecordingOutput: EncodedOutput {
         let closing = sink
         try close(closing, next: timestampNs)
         closeSegment(closing)
-        sink = try Self.open(configuration, path: ring.nextPath())
+        sink = try Self.open(configuration, ring: &ring)
         segmentStartNs = nil
         keyFrameAsked = false
         try prune(open: 1)
@@ -187,9 +204,7 @@ public final class RecordingOutput: EncodedOutput {
 
     /// Deletes the oldest segments so that at most `keep` files exist, `open` of them still being written.
     private func prune(open: Int) throws {
-        do { try ring.prune(open: open) } catch {
-            throw PipelineError(.outputFailed, "cannot delete the old segment \(error.path): \(error.reason)")
-        }
+        do { try ring.prune(open: open) } catch { throw PipelineError(.outputFailed, error.reason) }
     }
 
     private func close(_ sink: Sink, next: Int64?) throws {
@@ -222,7 +237,7 @@ public final class RecordingOutput: EncodedOutput {
 
     /// The `output` line (one file) or the `segments` lines.
     /// The file being written while no byte has reached it.
-    public var unwrittenFile: String? { segments.isEmpty && sink.file.bytesWritten == 0 ? sink.file.path : nil }
+    public var unwrittenFile: String? { ring.written == 0 && sink.file.bytesWritten == 0 ? sink.file.path : nil }
     public var summary: [(String, String)] {
         let kind = configuration.container == .mp4 ? "fragmented MP4" : "Annex-B H.264"
         guard configuration.segmentSeconds != nil else {
@@ -233,13 +248,17 @@ public final class RecordingOutput: EncodedOutput {
             }
             return [("output", "\(sink.file.path) (\(kind), \(sink.file.bytesWritten) bytes, \(sink.file.framesOnDisk) frames on disk\(extra))")]
         }
-        let kept = segments.filter { !$0.deleted }
+        let kept = ring.segments.filter { !$0.deleted }
+        let earlier = ring.deletedEarlier > 0 ? " (and \(ring.deletedEarlier) of earlier runs)" : ""
         var lines = [
             (
                 "segments",
-                "\(segments.count) written (\(kind)), \(kept.count) kept, \(segments.count - kept.count) deleted, \(segments.reduce(0) { $0 + $1.frames }) frames"
+                "\(ring.written) written (\(kind)), \(ring.written - ring.deleted) kept, \(ring.deleted) deleted\(earlier), \(ring.framesBefore) frames"
             )
         ]
+        if ring.written > ring.segments.count {
+            lines.append(("segment", "(the last \(ring.segments.count) listed)"))
+        }
         for s in kept {
             lines.append(("segment", "\(s.path): frames \(s.firstFrame)...\(s.firstFrame + s.frames - 1), from \(fmt(Double(s.startNs) / 1e9, 3)) s"))
         }

@@ -12,6 +12,12 @@ package struct FileDescriptor: Sendable, Hashable {
         FileDescriptor(rawValue: try SystemCall.retrying("open") { Glibc.open(path, flags, mode) })
     }
 
+    /// open(2) with O_CREAT | O_EXCL: creates `path`, never opens what is there already (EEXIST, also for a
+    /// symbolic link, dangling or not). O_CLOEXEC is the caller's to add.
+    package static func create(_ path: String, _ flags: Int32, mode: mode_t) throws(SystemError) -> FileDescriptor {
+        try open(path, flags | O_CREAT | O_EXCL, mode: mode)
+    }
+
     /// One read(2) into `buffer`: the byte count (0 at the end of the file).
     package func read(into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int {
         try SystemCall.retrying("read") { Glibc.read(rawValue, buffer.baseAddress, buffer.count) }
@@ -83,6 +89,37 @@ package enum FileSystem {
     /// rename(2): atomically replaces `to`.
     package static func rename(_ from: String, to: String) throws(SystemError) {
         _ = try SystemCall.retrying("rename") { Glibc.rename(from, to) }
+    }
+
+    /// mkdir(2) of `path` and of each missing directory above it (`mkdir -p`), with `mode` less the umask.
+    /// A directory that exists already (made by someone else in the meantime too) is fine; anything else that is
+    /// not a directory fails (ENOTDIR, EEXIST), as does a missing permission. `path` is at most PATH_MAX bytes and
+    /// 256 levels deep (else ENAMETOOLONG), so the work is bounded whatever the input.
+    package static func makeDirectories(_ path: String, mode: mode_t) throws(SystemError) {
+        guard path.utf8.count < Int(PATH_MAX) else { throw SystemError("mkdir", errno: ENAMETOOLONG) }
+        var missing: [Substring] = []
+        var current = Substring(path)
+        while !current.isEmpty, current != "/" {
+            if let st = try? status(String(current)) {
+                guard st.st_mode & S_IFMT == S_IFDIR else { throw SystemError("mkdir", errno: ENOTDIR) }
+                break
+            }
+            guard missing.count < 256 else { throw SystemError("mkdir", errno: ENAMETOOLONG) }
+            missing.append(current)
+            guard let slash = current.lastIndex(of: "/") else { break }
+            current = current[..<slash]
+            while current.hasSuffix("/") { current = current.dropLast() }
+        }
+        for dir in missing.reversed() {
+            do throws(SystemError) { _ = try SystemCall.retrying("mkdir") { mkdir(String(dir), mode) } } catch  where error.errno == EEXIST {
+                guard let st = try? status(String(dir)), st.st_mode & S_IFMT == S_IFDIR else { throw error }
+            }
+        }
+    }
+
+    /// rmdir(2): removes `path` if it is an empty directory (ENOTEMPTY otherwise).
+    package static func removeDirectory(_ path: String) throws(SystemError) {
+        _ = try SystemCall.retrying("rmdir") { rmdir(path) }
     }
 
     /// True when stat(2) finds something at `path` (links followed).

@@ -44,9 +44,7 @@ public final class OutputFile {
 
     /// Opens and locks `path` without truncating it (see the type's documentation). `bufferSize` bytes are
     /// allocated once.
-    public init(path: String, bufferSize: Int = 1 << 16) throws(ProcessingError) {
-        self.path = path
-        func failure(_ what: String) -> ProcessingError { ProcessingError(.ioFailed, "cannot write \(path): \(what)") }
+    public convenience init(path: String, bufferSize: Int = 1 << 16) throws(ProcessingError) {
         var existed = true
         // O_NONBLOCK: a FIFO without a reader fails (ENXIO) instead of blocking; cleared again below.
         var opened: Result<FileDescriptor, SystemError> = Result { () throws(SystemError) in
@@ -55,14 +53,40 @@ public final class OutputFile {
         if case .failure(let e) = opened, e.errno == ENOENT {
             existed = false
             opened = Result { () throws(SystemError) in
-                try FileDescriptor.open(path, O_WRONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | O_CREAT | O_EXCL, mode: 0o666)
+                try FileDescriptor.create(path, O_WRONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, mode: 0o666)
             }
         }
         let fd: FileDescriptor
         switch opened {
         case .success(let f): fd = f
-        case .failure(let e): throw failure(e.errno == ENXIO ? "it is a FIFO that no process is reading" : e.reason)
+        case .failure(let e): throw Self.failure(path, e.errno == ENXIO ? "it is a FIFO that no process is reading" : e.reason)
         }
+        try self.init(path: path, opened: fd, created: !existed, bufferSize: bufferSize)
+    }
+
+    /// Creates `path` as a new file (`O_CREAT | O_EXCL`), locked as `init(path:bufferSize:)` does; nil when
+    /// anything is at `path` already (a file, a directory, a symbolic link, dangling or not), which is left as it
+    /// is. What a segment ring opens each file with, so that no name on disk is ever reused. Throws `ioFailed`
+    /// naming the path for any other failure (a missing directory, no permission).
+    public static func createNew(path: String, bufferSize: Int = 1 << 16) throws(ProcessingError) -> OutputFile? {
+        let fd: FileDescriptor
+        do throws(SystemError) { fd = try FileDescriptor.create(path, O_WRONLY | O_CLOEXEC | O_NOCTTY, mode: 0o666) } catch {
+            if error.errno == EEXIST { return nil }
+            throw failure(path, error.reason)
+        }
+        return try OutputFile(path: path, opened: fd, created: true, bufferSize: bufferSize)
+    }
+
+    private static func failure(_ path: String, _ what: String) -> ProcessingError {
+        ProcessingError(.ioFailed, "cannot write \(path): \(what)")
+    }
+
+    /// Checks and locks a descriptor just opened on `path` (closing it on failure); `created`: this object made
+    /// the file, and removes it again if nothing is committed.
+    private init(path: String, opened fd: FileDescriptor, created: Bool, bufferSize: Int) throws(ProcessingError) {
+        self.path = path
+        func failure(_ what: String) -> ProcessingError { Self.failure(path, what) }
+        let existed = !created
         let st: stat
         do throws(SystemError) { st = try fd.status() } catch {
             try? fd.close()

@@ -21,7 +21,13 @@ struct Record: CamcapCommand {
         transform: parsing({ RecordingOutput.Container(rawValue: $0.lowercased()) }, "--container must be mp4 or h264"))
     var container: RecordingOutput.Container?
     @Option(help: "Start a new file at the first key frame after this many seconds (0.5...86400).") var segmentSeconds: Double?
-    @Option(help: "With --segment-seconds: keep at most this many files, deleting the oldest.") var keep: Int?
+    @Option(help: "With --segment-seconds: keep at most this many files, deleting the oldest (see --keep-scope).") var keep: Int?
+    @Option(
+        help: ArgumentHelp(
+            "Which files --keep counts and deletes: run (this run's only, the default) or pattern (the pattern's files on disk, earlier runs' first).",
+            valueName: "run|pattern"),
+        transform: parsing({ RecordingOutput.KeepScope(rawValue: $0.lowercased()) }, "--keep-scope must be run or pattern"))
+    var keepScope: RecordingOutput.KeepScope = .run
     @Flag(help: "Turn a rotated camera's pixels upright; by default MP4 carries the rotation as display metadata.") var applyRotation = false
     @Option(help: "MP4: the longest fragment in seconds (a key frame also ends one; what a crash can lose).") var fragmentSeconds: Double = 1
     @OptionGroup var encoder: EncoderOptions
@@ -51,7 +57,7 @@ struct Record: CamcapCommand {
         if let keyint { recipe.keyFrameInterval = .frames(keyint) }
         (recipe.threads, recipe.frameSkipping) = (threads, frameSkipping)
         var r = RecordingOutput.Configuration(path: output, container: container)
-        (r.segmentSeconds, r.keep, r.fragmentSeconds) = (segmentSeconds, keep, fragmentSeconds)
+        (r.segmentSeconds, r.keep, r.fragmentSeconds, r.keepScope) = (segmentSeconds, keep, fragmentSeconds, keepScope)
         var c = Recorder.Configuration(output: r, encoder: recipe)
         (c.adapt, c.previewPath) = (try adapt.map { try AdaptSchedule(parsing: $0) }, preview)
         (c.snapshotEvery, c.applyRotation) = (snapshotEvery, applyRotation)
