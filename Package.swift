@@ -190,7 +190,8 @@ let package = Package(
             name: "VideoCaptureTests",
             dependencies: ["VideoCapture", "FixtureCameras", "MediaTestSupport", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "VideoProcessingTests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "MediaTestSupport"]),
-        .testTarget(name: "FixtureCamerasTests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "MediaTestSupport"]),
+        .testTarget(
+            name: "FixtureCamerasTests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "MediaTestSupport", "TestSupport"]),
         .testTarget(
             name: "H264Tests",
             dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture", "H264", "Recording", "MediaTestSupport"]),

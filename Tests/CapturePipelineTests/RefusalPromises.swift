@@ -96,6 +96,15 @@ func refusalPromises() -> [RefusalPromise] {
             file: "Sources/V4L2Capture/V4L2Capture.docc/V4L2Capture.md", sentence: "**One buffer model.**",
             checks: [.test(file: "Tests/V4L2CaptureTests/BufferSetTests.swift", function: "aSinglePlanarStrideTooShortForItsLinesIsRefusedByName")]),
         RefusalPromise(
+            file: "docs/record.md", sentence: "The fixed directory must exist",
+            checks: [
+                .call("/nonexistent-dir-for-segments") {
+                    var c = RecordingOutput.Configuration(path: "/nonexistent-dir-for-segments/%Y%m%d/cam-%H%M%S.mp4")
+                    c.segmentSeconds = 60
+                    _ = try RecordingOutput(c)
+                }
+            ]),
+        RefusalPromise(
             file: "docs/publish.md", sentence: "An answer with no other candidate is refused",
             checks: [.test(file: "Tests/WebRTCTests/PublisherTests.swift", function: "candidateAddressesThatAreNotUnicastHostsAreRefused")]),
         RefusalPromise(
