@@ -580,10 +580,13 @@ public final class CameraVideoCapturer: Sendable {
         let ok = state.withLock { s -> Bool in
             guard force || s.generation == gen else { return false }
             s.stats.dropped[reason, default: 0] += count
-            // Frames the camera made but the stream could not deliver (lost in the driver, corrupt, short, no
-            // buffer free) leave a gap in the sequence too: a consumer that needs every frame (a camera's own H.264
-            // passed through) sees the break and waits for a key frame instead of sending broken references.
-            if !force && reason != .noConsumer && reason != .consumerBusy, count > 0 { s.sequence &+= UInt64(count) }
+            // Frames the camera made but the driver lost, or delivered corrupt or short, leave a gap in the sequence
+            // too: a consumer that needs every frame (a camera's own H.264 passed through) sees the break and waits
+            // for a key frame instead of sending broken references. (`.buffersHeld` does not: a fixture camera then
+            // makes no frame at all, and its stream has no break.)
+            if !force && (reason == .driverDropped || reason == .corruptBuffer || reason == .shortBuffer), count > 0 {
+                s.sequence &+= UInt64(count)
+            }
             return true
         }
         guard ok else { return }

@@ -384,7 +384,7 @@ public struct VideoFrame: Sendable {
     public var timestampNs: Int64
     /// The frame's number from the capturer: 0 for the first frame it received, then one more per frame, across
     /// starts and switches. A gap means frames were lost: dropped after capture, or made by the camera and lost
-    /// before it (the driver's drops, corrupt or short buffers, no free buffer), each counted once.
+    /// before it (the driver's drops, corrupt or short buffers), each counted once.
     public var sequence: UInt64
     /// How the samples map to colours (primaries, transfer, matrix, range): the driver's or the fixture's
     /// description of the stream, kept or set by conversions, written by the encoder into the SPS.
