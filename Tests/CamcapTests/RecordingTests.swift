@@ -247,6 +247,8 @@ private func gstreamerFrames(_ path: String) throws -> Int {
             (["--keep", "3"], "keeping 3 files needs segments"),
             (["--segment-seconds", "2", "--keep", "0"], "keep 0 is out of range"),
             (["--fragment-seconds", "nan"], "fragment length nan s is out of range"),
+            (["--segment-seconds", "1", "--keep-scope", "pattern"], "keep scope pattern needs a number of files to keep"),
+            (["--segment-seconds", "1", "--keep", "2", "--keep-scope", "all"], "--keep-scope must be run or pattern"),
         ] {
             let r = try sh(camcap, ["record", "-d", "fixture:uvc-webcam", "--frames", "5", "-o", "never.mp4"] + args)
             #expect(r.code != 0 && r.err.contains(message), "\(args): \(r.err)")
