@@ -21,7 +21,7 @@ func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
             precondition(consumed > 0 && consumed <= rest.count)
             _ = request.path
             if let t = request.header("Transport") { _ = RTSPTransportRequest.parse(t) }
-            _ = authenticator.verify(request.header("Authorization"), method: request.method, uri: request.uri, client: "127.0.0.1")
+            _ = authenticator.verify(request.header("Authorization"), method: request.method, uri: request.uri, client: "127.0.0.1", connection: 1)
             _ = RTSPResponse(status: 200, headers: request.headers).serialized(cseq: request.cseq)
             rest = UnsafeRawBufferPointer(rebasing: rest[consumed...])
         }
