@@ -73,5 +73,32 @@ static const uint32_t CV4L2_BUF_FLAG_BFRAME = V4L2_BUF_FLAG_BFRAME;
 static const uint32_t CV4L2_CID_MPEG_VIDEO_FORCE_KEY_FRAME = V4L2_CID_MPEG_VIDEO_FORCE_KEY_FRAME;
 static const uint32_t CV4L2_CID_MPEG_VIDEO_BITRATE = V4L2_CID_MPEG_VIDEO_BITRATE;
 static const uint32_t CV4L2_CAP_TIMEPERFRAME = V4L2_CAP_TIMEPERFRAME;
+static const unsigned long CV4L2_VIDIOC_G_INPUT = VIDIOC_G_INPUT;
+static const unsigned long CV4L2_VIDIOC_ENUMINPUT = VIDIOC_ENUMINPUT;
+static const uint32_t CV4L2_IN_CAP_DV_TIMINGS = V4L2_IN_CAP_DV_TIMINGS;
+static const unsigned long CV4L2_VIDIOC_QUERY_DV_TIMINGS = VIDIOC_QUERY_DV_TIMINGS;
+static const unsigned long CV4L2_VIDIOC_G_DV_TIMINGS = VIDIOC_G_DV_TIMINGS;
+static const unsigned long CV4L2_VIDIOC_S_DV_TIMINGS = VIDIOC_S_DV_TIMINGS;
+static const uint32_t CV4L2_DV_BT_656_1120 = V4L2_DV_BT_656_1120;
+static const unsigned long CV4L2_VIDIOC_SUBSCRIBE_EVENT = VIDIOC_SUBSCRIBE_EVENT;
+static const unsigned long CV4L2_VIDIOC_DQEVENT = VIDIOC_DQEVENT;
+static const uint32_t CV4L2_EVENT_SOURCE_CHANGE = V4L2_EVENT_SOURCE_CHANGE;
+static const uint32_t CV4L2_EVENT_SRC_CH_RESOLUTION = V4L2_EVENT_SRC_CH_RESOLUTION;
 static const int CV4L2_DISABLE_CONVERSION = V4L2_DISABLE_CONVERSION;
+/* A DV-timings receiver's detected signal: active size, frame size with blanking (width x height) and pixel
+   clock; the frame rate is pixelclock / (frame width * frame height). All zero for timings other than BT.656/1120. */
+static inline void cv4l2_dv_timings_size(const struct v4l2_dv_timings *t, uint32_t *width, uint32_t *height,
+                                         uint64_t *frame_pixels, uint64_t *pixelclock) {
+    *width = *height = 0;
+    *frame_pixels = *pixelclock = 0;
+    if (t->type != V4L2_DV_BT_656_1120) return;
+    *width = t->bt.width;
+    *height = t->bt.height;
+    *frame_pixels = (uint64_t)V4L2_DV_BT_FRAME_WIDTH(&t->bt) * (uint64_t)V4L2_DV_BT_FRAME_HEIGHT(&t->bt);
+    *pixelclock = t->bt.pixelclock;
+}
+/* 1 for a source-change event that changed the resolution (or the signal), else 0. */
+static inline int cv4l2_event_is_resolution_change(const struct v4l2_event *e) {
+    return e->type == V4L2_EVENT_SOURCE_CHANGE && (e->u.src_change.changes & V4L2_EVENT_SRC_CH_RESOLUTION) != 0;
+}
 #endif

@@ -31,9 +31,10 @@ public enum CameraLossPolicy: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    /// True for the failures a camera can come back from: unplugged, failed while streaming, no frames.
+    /// True for the failures a camera can come back from: unplugged, failed while streaming, no frames, no signal.
+    /// (A change of source is not a failure: it is followed under either policy.)
     public static func isRecoverable(_ error: CaptureError) -> Bool {
-        error.code == .disconnected || error.code == .timeout || error.code == .streamFailed
+        error.code == .disconnected || error.code == .timeout || error.code == .streamFailed || error.code == .noSignal
     }
 }
 
@@ -48,6 +49,14 @@ public enum CaptureEvent: Sendable, Equatable, CustomStringConvertible {
     /// The device refused to stream a mode for want of bandwidth (the `reason`, with its errno): the next mode of the
     /// same negotiation is tried.
     case fallback(from: FormatSelection, to: FormatSelection, reason: String)
+    /// The camera's source changed (`V4L2_EVENT_SOURCE_CHANGE`: an HDMI source switched resolution or came back)
+    /// and the session negotiated again: the new mode streams after `afterNs` without pictures. The stages carry on
+    /// at the new size (the encoders start again with SPS/PPS and an IDR); under either `CameraLossPolicy`.
+    case sourceChanged(from: FormatSelection, to: FormatSelection, afterNs: Int64)
+    /// The camera's source has no signal (an HDMI cable pulled, a source asleep): a state, not an error. Under
+    /// `CameraLossPolicy.wait` the session tries again with its backoff until the signal returns
+    /// (`sourceChanged`); under `.exit` the run ends.
+    case noSignal(CaptureError)
 
     /// True for a start the device refused for want of bandwidth: `VIDIOC_STREAMON` failing with ENOSPC (a USB bus
     /// without the bandwidth for the mode) or EBUSY (the bus or the sensor held by another stream).
@@ -62,20 +71,38 @@ public enum CaptureEvent: Sendable, Equatable, CustomStringConvertible {
         case .back(let ns, let attempts): "camera back after \(fmt(Double(ns) / 1e9, 2)) s (\(attempts) attempt\(attempts == 1 ? "" : "s"))"
         case .gaveUp(let ns): "gave up waiting for the camera after \(fmt(Double(ns) / 1e9, 1)) s"
         case .fallback(let from, let to, let reason): "\(from) cannot stream (\(reason)): trying \(to)"
+        case .sourceChanged(let from, let to, let ns): "source changed: \(from) → \(to), pictures again after \(fmt(Double(ns) / 1e9, 2)) s"
+        case .noSignal(let e): "no signal: \(e.message)"
         }
     }
 }
 
-/// A run's losses of its camera: how many, of which kind, and the time without pictures.
+/// A run's losses of its camera: how many, of which kind, and the time without pictures; and its source's changes.
 struct LossTally {
     private(set) var losses: [String: Int] = [:]
     private(set) var recoveries = 0
     private(set) var awayNs: Int64 = 0
+    private(set) var sourceChanges = 0
+    private(set) var changedNs: Int64 = 0
+    private(set) var sizes: [FrameSize] = []
 
     mutating func lost(_ error: CaptureError) { losses["\(error.code)", default: 0] += 1 }
     mutating func back(afterNs ns: Int64) {
         recoveries += 1
         awayNs += ns
+    }
+    mutating func changed(from: FrameSize, to: FrameSize, afterNs ns: Int64) {
+        sourceChanges += 1
+        changedNs += ns
+        if sizes.isEmpty { sizes.append(from) }
+        if sizes.count < 64 { sizes.append(to) }
+    }
+
+    /// The summary's `source` value, or nil when the source never changed.
+    var sourceLine: String? {
+        guard sourceChanges > 0 else { return nil }
+        let path = sizes.map(\.description).joined(separator: " → ") + (sizes.count >= 64 ? " …" : "")
+        return "changed \(sourceChanges) time\(sourceChanges == 1 ? "" : "s") (\(path)), \(fmt(Double(changedNs) / 1e9, 2)) s without pictures"
     }
 
     /// The summary's `camera loss` value, or nil when the camera never went away.
@@ -88,18 +115,27 @@ struct LossTally {
 }
 
 extension CaptureSession {
-    /// The camera failed mid-run and the policy waits: reopens it with a backoff until it delivers again (its frames
-    /// are returned), the session is stopped, or the give-up time passes (nil; `state.captureError` says why).
+    /// The camera failed mid-run or its source changed. A source change is followed under either policy: the
+    /// session negotiates again (the camera now offers its source's size) and restarts. A failure the policy waits
+    /// for (and a source without signal) reopens the camera (the same identity, even at another /dev/videoN) with a
+    /// backoff until it delivers again (its frames are returned), the session is stopped, or the give-up time passes
+    /// (nil; `state.captureError` says why).
     func heal(_ error: CaptureError, _ c: RunContext, _ state: inout RunState) async -> VideoFrameStream? {
-        guard case .wait(let giveUpAfterNs) = configuration.onCameraLoss, CameraLossPolicy.isRecoverable(error), !stopFlag.isSet else {
-            return nil
+        let giveUpAfterNs: Int64?, waits: Bool
+        switch configuration.onCameraLoss {
+        case .wait(let limit): (waits, giveUpAfterNs) = (true, limit)
+        case .exit: (waits, giveUpAfterNs) = (false, nil)
         }
+        let changed = error.code == .sourceChanged
+        guard !stopFlag.isSet, changed || (waits && CameraLossPolicy.isRecoverable(error)) else { return nil }
         let lostAt = monotonicNanoseconds()
-        state.losses.lost(error)
-        state.metrics.capture.cameraLosses.increment()
-        report(.lost(error))
+        if !changed {
+            state.losses.lost(error)
+            state.metrics.capture.cameraLosses.increment()
+            report(.lost(error))
+        }
         healSignal.clear()
-        var delay = CameraLossPolicy.firstRetryNs, attempts = 0
+        var delay = CameraLossPolicy.firstRetryNs, attempts = 0, renegotiate = changed, dark = false
         while !stopFlag.isSet {
             if let limit = giveUpAfterNs, monotonicNanoseconds() - lostAt >= limit {
                 report(.gaveUp(afterNs: monotonicNanoseconds() - lostAt))
@@ -113,20 +149,41 @@ extension CaptureSession {
             }
             attempts += 1
             let frames = c.subscribe()
-            do {
+            let before = selection
+            do throws(CaptureError) {
                 if capturer.isRunning { try? await capturer.stopCapture() }
                 if let moved = capturer.devices().first(where: { $0.uniqueID == device.uniqueID && $0.path != device.path }) { device = moved }
+                if renegotiate {
+                    selection = try capturer.selectFormat(
+                        for: device, targetSize: configuration.size, fpsLimit: configuration.fpsLimit, pixelFormats: configuration.pixelFormats)
+                }
                 try await startCamera()
                 let away = monotonicNanoseconds() - lostAt
-                state.losses.back(afterNs: away)
-                state.metrics.capture.cameraRecoveries.increment()
-                state.metrics.capture.cameraAway.recordNanoseconds(away)
                 state.captureError = nil
-                report(.back(afterNs: away, attempts: attempts))
+                if renegotiate {
+                    state.losses.changed(from: before.size, to: selection.size, afterNs: away)
+                    state.metrics.capture.sourceChanges.increment()
+                    report(.sourceChanged(from: before, to: selection, afterNs: away))
+                }
+                if !changed {
+                    state.losses.back(afterNs: away)
+                    state.metrics.capture.cameraRecoveries.increment()
+                    state.metrics.capture.cameraAway.recordNanoseconds(away)
+                    report(.back(afterNs: away, attempts: attempts))
+                }
                 return frames
             } catch {
                 configuration.logger.debug("camera still away", metadata: ["device": "\(device.path)", "error": "\(error)"])
-                onEvent?("camera still away (attempt \(attempts)): \(error)")
+                if error.code == .noSignal {
+                    renegotiate = true // the signal that returns may be another size
+                    if !dark { report(.noSignal(error)) }
+                    dark = true
+                }
+                guard waits, CameraLossPolicy.isRecoverable(error) else {
+                    state.captureError = error
+                    return nil
+                }
+                if error.code != .noSignal { onEvent?("camera still away (attempt \(attempts)): \(error)") }
             }
             let wait = deadline(state).map { min(delay, max($0 - monotonicNanoseconds(), 0)) } ?? delay
             guard await healSignal.wait(timeoutNs: wait) else { break } // stopped

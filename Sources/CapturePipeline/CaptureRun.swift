@@ -330,6 +330,7 @@ extension CaptureSession {
                 ))
         }
         if let loss = state.losses.line { lines.append(("camera loss", loss)) }
+        if let source = state.losses.sourceLine { lines.append(("source", source)) }
         if state.adapted.active {
             let how = adaptSchedule.map { "\($0)" } ?? "on bitrate estimates"
             let sizes = state.adapted.sizes.map(\.description).joined(separator: " → ")

@@ -135,7 +135,7 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
     /// The formats the fixture lists, in its order (unconvertible ones such as H264 or Bayer included, as a real
     /// camera lists them).
     public func formats(of device: CaptureDevice) throws(CaptureError) -> [CaptureFormat] {
-        try description(of: device).formats
+        playback.formats(try description(of: device).formats, of: device.path)
     }
 
     /// The device's live controls: its declared ones, with the values set through this provider.
@@ -163,6 +163,10 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
             throw CaptureError(
                 .disconnected, "\(device.path) is unplugged (a simulated fault), back in \(Double(away / 1_000_000) / 1000) s", device: device.path)
         }
+        if let dark = playback.darkNs(device.path) {
+            throw CaptureError(
+                .noSignal, "\(device.path) detects no signal (a simulated fault), back in \(Double(dark / 1_000_000) / 1000) s", device: device.path)
+        }
         if playback.refuses(request.pixelFormat, request.size) {
             throw CaptureError(
                 .ioctlFailed,
@@ -170,7 +174,8 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
                 errno: ENOSPC, device: device.path, operation: "VIDIOC_STREAMON")
         }
         let desc = try description(of: device)
-        guard let entry = desc.formats.first(where: { $0.pixelFormat == request.pixelFormat && $0.size.contains(request.size) }) else {
+        let offered = playback.formats(desc.formats, of: device.path)
+        guard let entry = offered.first(where: { $0.pixelFormat == request.pixelFormat && $0.size.contains(request.size) }) else {
             throw CaptureError(.unsupportedFormat, "\(device.path) does not offer \(request.pixelFormat) \(request.size)", device: device.path)
         }
         guard request.pixelFormat.isConvertibleToI420 || request.pixelFormat == .h264 else {
@@ -184,7 +189,7 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
             pixelFormat: request.pixelFormat, size: request.size, stride: stride, fps: fps, colorSpace: desc.colorSpace(for: request.pixelFormat))
         return FixtureStream(
             applied: applied, rotation: desc.rotation, options: options, controls: try liveControls(device), sink: sink,
-            faults: (device.path, playback))
+            faults: (device.path, playback, desc.formats))
     }
 }
 
@@ -206,8 +211,8 @@ final class FixtureStream: CaptureStream, Sendable {
     private let keyFrameRequested = Atomic<Bool>(false)
     private let bitrateRequested = Atomic<Int>(0)
     private let thread = Mutex<WorkerThread?>(nil)
-    /// The camera's path and the provider's fault playback.
-    private let faults: (path: String, playback: FaultPlayback)?
+    /// The camera's path, the provider's fault playback and the formats the camera lists (a `resize` must name one).
+    private let faults: (path: String, playback: FaultPlayback, listed: [CaptureFormat])?
 
     /// An H.264 fixture's next frame is an IDR; other formats have no key frames.
     func requestKeyFrame() -> Bool {
@@ -225,7 +230,7 @@ final class FixtureStream: CaptureStream, Sendable {
 
     init(
         applied: AppliedFormat, rotation: VideoRotation, options: FixtureCameraProvider.Options, controls: FixtureControls? = nil, sink: FrameSink,
-        faults: (path: String, playback: FaultPlayback)? = nil
+        faults: (path: String, playback: FaultPlayback, listed: [CaptureFormat])? = nil
     ) {
         self.faults = faults
         self.applied = applied
@@ -248,6 +253,23 @@ final class FixtureStream: CaptureStream, Sendable {
             if now >= ns { return }
             Sleep.until(monotonicNs: min(ns, now &+ 100_000_000))
         }
+    }
+
+    /// A `resize` or `nosignal` fault: the source changes (the stream's end, as `V4L2_EVENT_SOURCE_CHANGE` ends a
+    /// receiver's). A `resize` to a size the camera does not list ends the run with `.invalidFixture` instead.
+    private func changeSource(_ fault: FixtureFault, _ path: String, _ playback: FaultPlayback, _ listed: [CaptureFormat]) -> CaptureError {
+        if let size = fault.newSize {
+            guard listed.contains(where: { $0.size.contains(size) }) else {
+                return CaptureError(.invalidFixture, "fixture fault \(fault): \(path) lists no \(size) format to change to", device: path)
+            }
+            playback.resize(path, to: size)
+            return CaptureError(
+                .sourceChanged, "the source of \(path) changed to \(size) at frame \(fault.atFrame) (a simulated fault)", device: path)
+        }
+        playback.loseSignal(path, forNs: Int64(fault.seconds * 1e9))
+        return CaptureError(
+            .sourceChanged, "the source of \(path) lost its signal at frame \(fault.atFrame) (a simulated fault, back in \(fault.seconds) s)",
+            device: path)
     }
 
     private func run() {
@@ -293,8 +315,13 @@ final class FixtureStream: CaptureStream, Sendable {
         var index: Int64 = 0
         var skew: Int64 = 0 // frames a stall skipped: the pictures after it are due at their real time
         while !stopFlag.isSet {
-            if let (path, playback) = faults, let fault = playback.frame(of: path) {
+            if let (path, playback, listed) = faults, let fault = playback.frame(of: path) {
                 let ns = Int64(fault.seconds * 1e9)
+                if fault.kind == .resize || fault.kind == .nosignal {
+                    storages.removeAll()
+                    sink.failed(changeSource(fault, path, playback, listed))
+                    return
+                }
                 if fault.kind == .unplug {
                     storages.removeAll()
                     playback.unplug(path, forNs: ns)

@@ -11,6 +11,12 @@ import SystemIO
 ///   pulled out and plugged back in; vivid's `disconnect` control);
 /// - `nospace`: the one mode `pixelFormat` at `size` never streams: its start fails as `VIDIOC_STREAMON` with ENOSPC
 ///   (two USB cameras on one bus; vivid's `inject_vidioc_streamon_error` fails once).
+/// - `resize`: the source changes to `size`, another size the camera lists: the stream ends with `.sourceChanged`
+///   and from then on the camera offers that size only (an HDMI receiver whose source switched resolution: a
+///   laptop plugged into a capture box, a console changing modes; vivid's HDMI input with `dv_timings`).
+/// - `nosignal`: the source goes dark for `seconds`: the stream ends with `.sourceChanged`, and opening the camera
+///   fails with `.noSignal` until the signal returns (an HDMI cable pulled, a source asleep; vivid's
+///   `dv_timings_signal_mode` "No Signal").
 /// A fault fires once per provider, at the camera's `atFrame`-th frame counted over every stream of that camera
 /// (a camera that comes back does not replay it).
 public struct FixtureFault: Sendable, Equatable, CustomStringConvertible {
@@ -22,6 +28,10 @@ public struct FixtureFault: Sendable, Equatable, CustomStringConvertible {
         case unplug
         /// One mode without the bandwidth to stream.
         case nospace
+        /// The source changes to another listed size.
+        case resize
+        /// No signal for a while.
+        case nosignal
     }
     /// What happens.
     public var kind: Kind
@@ -31,11 +41,19 @@ public struct FixtureFault: Sendable, Equatable, CustomStringConvertible {
     public var seconds: Double
     /// `nospace`: the pixel format and size of the mode that cannot stream.
     public var mode: (pixelFormat: PixelFormat, size: FrameSize)?
+    /// `resize`: the size the source changes to.
+    public var newSize: FrameSize?
 
     /// Same kind, frame, length and mode.
     public static func == (a: FixtureFault, b: FixtureFault) -> Bool {
         a.kind == b.kind && a.atFrame == b.atFrame && a.seconds == b.seconds && a.mode?.pixelFormat == b.mode?.pixelFormat
-            && a.mode?.size == b.mode?.size
+            && a.mode?.size == b.mode?.size && a.newSize == b.newSize
+    }
+
+    /// A `resize` fault: at frame `atFrame` the source changes to `size`.
+    public init(resizeTo size: FrameSize, atFrame: Int) {
+        self.init(.resize, atFrame: atFrame, seconds: 0)
+        newSize = size
     }
 
     /// A `nospace` fault: `pixelFormat` at `size` never streams (ENOSPC at STREAMON).
@@ -51,13 +69,14 @@ public struct FixtureFault: Sendable, Equatable, CustomStringConvertible {
         self.seconds = seconds
     }
 
-    /// Parses `KIND@FRAME+SECONDS` (`unplug@90+5`, `stall@60+1.5`: frame 0...10,000,000, 0.01...3600 seconds) or
-    /// `nospace@FOURCC:WxH` (`nospace@YUYV:640x480`). A refusal names the text and what was wrong.
+    /// Parses `KIND@FRAME+SECONDS` (`unplug@90+5`, `stall@60+1.5`, `nosignal@60+3`: frame 0...10,000,000,
+    /// 0.01...3600 seconds), `resize@FRAME:WxH` (`resize@90:640x480`) or `nospace@FOURCC:WxH`
+    /// (`nospace@YUYV:640x480`). A refusal names the text and what was wrong.
     public init(parsing text: String) throws(CaptureError) {
         func refuse(_ why: String) -> CaptureError {
             CaptureError(
                 .invalidArgument,
-                "fixture fault \"\(text.prefix(64))\": \(why) (expected KIND@FRAME+SECONDS, e.g. unplug@90+5, or nospace@FOURCC:WxH; kinds: \(Kind.allCases.map(\.rawValue).joined(separator: ", ")))"
+                "fixture fault \"\(text.prefix(64))\": \(why) (expected KIND@FRAME+SECONDS, e.g. unplug@90+5, resize@FRAME:WxH or nospace@FOURCC:WxH; kinds: \(Kind.allCases.map(\.rawValue).joined(separator: ", ")))"
             )
         }
         if text.hasPrefix("nospace@") {
@@ -67,9 +86,20 @@ public struct FixtureFault: Sendable, Equatable, CustomStringConvertible {
             self.init(noBandwidthFor: pf, size)
             return
         }
+        if text.hasPrefix("resize@") {
+            let parts = text.dropFirst("resize@".count).split(separator: ":", maxSplits: 1)
+            guard parts.count == 2, let frame = Int(parts[0]), (0...10_000_000).contains(frame) else {
+                throw refuse("not resize@FRAME:WxH with a frame 0...10000000")
+            }
+            guard let size = FrameSize(parsing: parts[1]) else { throw refuse("not a size: \"\(parts[1].prefix(16))\"") }
+            self.init(resizeTo: size, atFrame: frame)
+            return
+        }
         let at = text.split(separator: "@", maxSplits: 1), rest = at.count == 2 ? at[1].split(separator: "+", maxSplits: 1) : []
         guard at.count == 2, rest.count == 2 else { throw refuse("not KIND@FRAME+SECONDS") }
-        guard let kind = Kind(rawValue: String(at[0])) else { throw refuse("unknown kind \"\(at[0].prefix(16))\"") }
+        guard let kind = Kind(rawValue: String(at[0])), kind != .resize, kind != .nospace else {
+            throw refuse("unknown kind \"\(at[0].prefix(16))\"")
+        }
         guard let frame = Int(rest[0]), (0...10_000_000).contains(frame) else {
             throw refuse("frame must be 0...10000000, got \"\(rest[0].prefix(16))\"")
         }
@@ -79,9 +109,10 @@ public struct FixtureFault: Sendable, Equatable, CustomStringConvertible {
         self.init(kind, atFrame: frame, seconds: seconds)
     }
 
-    /// `KIND@FRAME+SECONDS`, or `nospace@FOURCC:WxH`.
+    /// `KIND@FRAME+SECONDS`, `resize@FRAME:WxH`, or `nospace@FOURCC:WxH`.
     public var description: String {
         if let mode { return "\(kind.rawValue)@\(mode.pixelFormat):\(mode.size)" }
+        if let newSize { return "\(kind.rawValue)@\(atFrame):\(newSize)" }
         return "\(kind.rawValue)@\(atFrame)+\(seconds)"
     }
 }
@@ -93,6 +124,8 @@ final class FaultPlayback: Sendable {
         var frames: [String: Int] = [:]
         var fired: Set<Int> = []
         var unpluggedUntil: [String: Int64] = [:]
+        var darkUntil: [String: Int64] = [:]
+        var sourceSize: [String: FrameSize] = [:]
     }
     let faults: [FixtureFault]
     private let state = Mutex(State())
@@ -119,6 +152,37 @@ final class FaultPlayback: Sendable {
     }
 
     func unplug(_ path: String, forNs ns: Int64) { state.withLock { $0.unpluggedUntil[path] = monotonicNanoseconds() + ns } }
+
+    /// `path`'s source went dark for `ns` nanoseconds.
+    func loseSignal(_ path: String, forNs ns: Int64) { state.withLock { $0.darkUntil[path] = monotonicNanoseconds() + ns } }
+
+    /// The nanoseconds until `path`'s signal returns, or nil when it has one.
+    func darkNs(_ path: String) -> Int64? {
+        state.withLock { s in
+            guard let until = s.darkUntil[path] else { return nil }
+            let left = until - monotonicNanoseconds()
+            if left <= 0 { s.darkUntil[path] = nil }
+            return left > 0 ? left : nil
+        }
+    }
+
+    /// `path`'s source now sends `size` (a `resize` fault fired).
+    func resize(_ path: String, to size: FrameSize) { state.withLock { $0.sourceSize[path] = size } }
+
+    /// The size `path`'s source sends since a `resize` fault, or nil.
+    func sourceSize(_ path: String) -> FrameSize? { state.withLock { $0.sourceSize[path] } }
+
+    /// `formats` as a camera whose source changed size offers them: each format that lists the new size, at that
+    /// size only (a receiver delivers what its source sends).
+    func formats(_ formats: [CaptureFormat], of path: String) -> [CaptureFormat] {
+        guard let size = sourceSize(path) else { return formats }
+        return formats.compactMap { f in
+            guard f.size.contains(size) else { return nil }
+            var g = f
+            g.size = .discrete(size)
+            return g
+        }
+    }
 
     /// The nanoseconds until `path` is back, or nil when it is plugged in.
     func awayNs(_ path: String) -> Int64? {

@@ -105,7 +105,7 @@ final class V4L2Node {
                 if fs.type != V4L2_FRMSIZE_TYPE_DISCRETE.rawValue { break }
             }
         }
-        return out
+        return hasDVTimings() ? receiverFormats(out) : out
     }
 
     func intervals(_ fourcc: UInt32, _ size: FrameSize) throws(CaptureError) -> FrameIntervals? {

@@ -115,6 +115,8 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
             throw CaptureError(.notACaptureDevice, "\(path) (\(caps.card)) is not a streaming video capture device", device: path)
         }
         copiesEveryFrame = caps.driver == V4L2Stream.driverRewritingHeldBuffers
+        if node.hasDVTimings() { _ = try node.detectedSignal(lock: true) } // a receiver locks what it detects first
+        _ = node.subscribeSourceChanges() // POLLPRI then says the source changed; a driver without events never does
         let format = try V4L2StreamFormat.apply(node, request, type: caps.bufferType)
         self.format = format
         self.applied = format.applied
@@ -195,6 +197,10 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
                 }
                 continue
             }
+            if Int16(truncatingIfNeeded: r) & Int16(POLLPRI) != 0, node.sourceChanged() {
+                return fail(CaptureError(.sourceChanged, "the source of \(path) changed (V4L2_EVENT_SOURCE_CHANGE)", device: path))
+            }
+            if Int16(truncatingIfNeeded: r) & ~Int16(POLLPRI) == 0 { continue } // an event, no buffer
             switch buffers.dequeue() {
             case .failure(let e) where e.rawValue == EAGAIN: continue
             case .failure(let e): return fail(node.io.error(e, "VIDIOC_DQBUF", phase: .streaming))

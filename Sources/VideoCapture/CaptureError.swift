@@ -80,6 +80,13 @@ extension ErrorCode where Domain == CaptureError {
     public static var controlInactive: Self { Self(rawValue: "inactive control") }
     /// The driver refuses to change the control now (`EBUSY`: grabbed while streaming, or held by another user).
     public static var controlBusy: Self { Self(rawValue: "control busy") }
+    /// The camera's source changed (`V4L2_EVENT_SOURCE_CHANGE`: an HDMI source switched resolution, a fixture's
+    /// `resize` fault): the stream ended; negotiating again follows the new source.
+    public static var sourceChanged: Self { Self(rawValue: "source changed") }
+    /// The receiver detects no signal (`VIDIOC_QUERY_DV_TIMINGS` fails with `ENOLINK`, `ENOLCK` or `ERANGE`: no
+    /// cable, no lock, timings out of range): a state of the source, not of the device. A session waiting for its
+    /// camera (`CameraLossPolicy.wait`) tries again until the signal returns.
+    public static var noSignal: Self { Self(rawValue: "no signal") }
     /// A bug in this package (a bad descriptor or pointer reached the kernel), never a device condition.
     public static var internalError: Self { Self(rawValue: "internal error") }
 }

@@ -16,11 +16,12 @@ public struct CaptureMetrics: Sendable {
         "capture_camera_losses_total": "Times the camera was lost mid-run (unplugged, failed, stalled).",
         "capture_camera_recoveries_total": "Times a lost camera delivered again and the run carried on.",
         "capture_camera_away_seconds": "How long a lost camera was away before it delivered again.",
+        "capture_source_changes_total": "Times the camera's source changed (size or signal) and the run negotiated again.",
     ]
 
     package let frames, droppedFrames, undecodable: Counter
     package let conversion: Metrics.Timer
-    package let cameraLosses, cameraRecoveries: Counter
+    package let cameraLosses, cameraRecoveries, sourceChanges: Counter
     package let cameraAway: Metrics.Timer
 
     /// The metrics with these dimensions (made once: a backend such as Prometheus refuses the same label made
@@ -33,5 +34,6 @@ public struct CaptureMetrics: Sendable {
         cameraLosses = Counter(label: "capture_camera_losses_total", dimensions: d)
         cameraRecoveries = Counter(label: "capture_camera_recoveries_total", dimensions: d)
         cameraAway = Metrics.Timer(label: "capture_camera_away_seconds", dimensions: d)
+        sourceChanges = Counter(label: "capture_source_changes_total", dimensions: d)
     }
 }

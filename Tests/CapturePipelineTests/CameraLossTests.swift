@@ -177,6 +177,7 @@ private final class EventLog: Sendable {
 
     @Test(arguments: [
         ("unplug@90+5", "unplug@90+5.0"), ("stall@0+0.5", "stall@0+0.5"), ("nospace@YUYV:640x480", "nospace@YUYV:640x480"),
+        ("resize@30:640x480", "resize@30:640x480"), ("nosignal@60+1.5", "nosignal@60+1.5"),
     ])
     func aFaultIsWrittenAsItIsParsed(text: String, expected: String) throws {
         #expect(try FixtureFault(parsing: text).description == expected)
@@ -185,6 +186,8 @@ private final class EventLog: Sendable {
     @Test(arguments: [
         ("jam@1+1", "unknown kind \"jam\""), ("unplug@x+1", "frame must be 0...10000000"), ("unplug@1+0", "seconds must be 0.01...3600"),
         ("unplug@1", "not KIND@FRAME+SECONDS"), ("stall@1+inf", "seconds must be 0.01...3600"),
+        ("resize@30+1", "not resize@FRAME:WxH"), ("resize@30:big", "not a size: \"big\""), ("nospace@1+1", "not nospace@FOURCC:WxH"),
+        ("resize@-1:640x480", "not resize@FRAME:WxH"),
     ])
     func aBadFaultIsRefusedByName(text: String, expected: String) {
         #expect {
@@ -192,5 +195,67 @@ private final class EventLog: Sendable {
         } throws: {
             "\($0)".contains("fixture fault \"\(text)\": \(expected)")
         }
+    }
+
+    // MARK: - Source changes (an HDMI receiver's source switching size, or going dark)
+
+    /// The source switches from 1280x720 to 640x480 at frame 20, goes dark for 0.5 s at frame 40, and comes back:
+    /// one run, one recording; the session negotiates again each time, the encoder starts again at the new size,
+    /// and ffprobe decodes the file through with pictures of both sizes.
+    @Test func aSourceThatChangesSizeAndLosesItsSignalIsFollowedInOneRecording() async throws {
+        var options = FixtureCameraProvider.Options()
+        options.faults = [
+            FixtureFault(resizeTo: FrameSize(width: 640, height: 480), atFrame: 20), FixtureFault(.nosignal, atFrame: 40, seconds: 0.5),
+        ]
+        var c = CaptureSession.Configuration(providers: [FixtureCameraProvider(options: options)])
+        (c.device, c.size, c.frames, c.onCameraLoss) = ("fixture:uvc-webcam", FrameSize(width: 1280, height: 720), 60, .wait(giveUpAfterNs: nil))
+        let session = try CaptureSession(c)
+        let log = EventLog(), collecting = log.collect(session)
+        let (stage, path) = try recording(session, "source-changes.mp4")
+        let report = try await session.run(stages: [stage])
+        await collecting.value
+        #expect(report.failure == nil && report.processed == 60, "\(report.summaryText)")
+        let events = log.events.withLock { $0 }.map(\.description)
+        #expect(events.count == 3, "\(events)")
+        #expect(events.first?.hasPrefix("source changed: MJPG 1280x720 @ 30 fps → YUYV 640x480 @ 30 fps") == true, "\(events)")
+        #expect(events.dropFirst().first?.hasPrefix("no signal: fixture:uvc-webcam detects no signal") == true, "\(events)")
+        #expect(events.last?.hasPrefix("source changed: YUYV 640x480 @ 30 fps → YUYV 640x480 @ 30 fps, pictures again after") == true)
+        #expect(!report.summary.contains { $0.0 == "camera loss" }, "a source change is not a loss: \(report.summaryText)")
+        let source = report.summary.first { $0.0 == "source" }?.1 ?? ""
+        #expect(source.hasPrefix("changed 2 times (1280x720 → 640x480 → 640x480), "), "\(report.summaryText)")
+        // ffprobe decodes every frame, up to 20 at the first size (a real-time run may discard a late one) and the rest at
+        // the second, in one file.
+        let r = try sh("ffprobe", ["-v", "error", "-show_entries", "frame=width,height", "-of", "csv=p=0", path])
+        let sizes = r.out.split(separator: "\n").map(String.init)
+        #expect(sizes.count == 60, "\(sizes.count) frames decoded")
+        let first = sizes.prefix { $0 == "1280,720" }.count
+        #expect((15...20).contains(first) && sizes.dropFirst(first).allSatisfy { $0 == "640,480" }, "\(first) at 1280x720, then \(Set(sizes))")
+        let pts = try presentationTimes(path)
+        let gaps = zip(pts, pts.dropFirst()).map { $1 - $0 }
+        #expect(gaps.allSatisfy { $0 > 0 } && gaps.filter { $0 > 0.4 }.count == 1, "one gap, the dark 0.5 s: \(gaps.filter { $0 > 0.1 })")
+    }
+
+    /// A source change is followed under the exit policy too (it is not a loss); no signal then ends the run.
+    @Test func withTheExitPolicyASizeChangeIsFollowedAndNoSignalEndsTheRun() async throws {
+        var options = FixtureCameraProvider.Options()
+        options.faults = [FixtureFault(resizeTo: FrameSize(width: 640, height: 480), atFrame: 5), FixtureFault(.nosignal, atFrame: 15, seconds: 30)]
+        var c = CaptureSession.Configuration(providers: [FixtureCameraProvider(options: options)])
+        (c.device, c.size, c.frames, c.onCameraLoss) = ("fixture:uvc-webcam", FrameSize(width: 320, height: 240), 60, .exit)
+        let report = try await CaptureSession(c).run(stages: [Taker()])
+        // Frames 0-4, then 6-14 (a fault's own frame is never delivered): at most 14 pictures (a late one may be discarded).
+        #expect(
+            (10...14).contains(report.processed) && report.failure?.code == .captureFailed,
+            "\(report.summaryText) \(String(describing: report.failure))")
+        #expect(report.failure?.message.contains("detects no signal") == true, "\(String(describing: report.failure))")
+        #expect(report.summary.contains { $0.0 == "source" && $0.1.hasPrefix("changed 1 time (320x240 → 640x480)") }, "\(report.summaryText)")
+    }
+
+    /// A `resize` to a size the fixture does not list is a mistake in the test, said by name, not a hang.
+    @Test func aResizeToASizeTheCameraDoesNotListEndsTheRunByName() async throws {
+        let session = try faultySession(
+            [FixtureFault(resizeTo: FrameSize(width: 1000, height: 1000), atFrame: 5)], policy: .wait(giveUpAfterNs: nil), frames: 60)
+        let report = try await session.run(stages: [Taker()])
+        #expect((1...5).contains(report.processed) && report.failure?.code == .captureFailed, "\(report.summaryText)")
+        #expect(report.failure?.message.contains("fixture fault resize@5:1000x1000: fixture:uvc-webcam lists no 1000x1000 format") == true)
     }
 }

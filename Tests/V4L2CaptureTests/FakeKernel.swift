@@ -6,7 +6,11 @@ import VideoCapture
 /// A scripted V4L2 driver: enough of the ioctl surface to stream, with faults on demand.
 final class FakeKernel: V4L2Kernel, @unchecked Sendable {
     // @unchecked: every member is guarded by `lock`.
-    enum Event { case frame(bytesUsed: Int?, flags: UInt32, timestampNs: Int64?, sequence: UInt32?), error(Int32), eintr }
+    enum Event {
+        case frame(bytesUsed: Int?, flags: UInt32, timestampNs: Int64?, sequence: UInt32?), error(Int32), eintr
+        /// A `V4L2_EVENT_SOURCE_CHANGE` (resolution) pending: poll says POLLPRI, VIDIOC_DQEVENT takes it.
+        case sourceChange
+    }
 
     private let lock = NSCondition() // the lock, and the "something happened" signal poll() waits on
     private var script: [Event] = []
@@ -44,6 +48,11 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
     var payloads: [[UInt8]] = []
     /// QUERYCAP's driver name.
     var driverName = "fake"
+    /// Play an HDMI receiver: input 0 has `V4L2_IN_CAP_DV_TIMINGS` and QUERY_DV_TIMINGS detects this size at 60 fps
+    /// (720p's CTA-861 frame: 1650x750 with blanking, 74.25 MHz); nil detects no signal (ENOLINK).
+    var receiver: (width: Int, height: Int)??
+    /// S_DV_TIMINGS calls, with the size set.
+    private(set) var timingsSet: [String] = []
     /// As v4l2loopback: DQBUF hands out the buffers round-robin and writes the next payload into one whether or not
     /// the reader re-queued it (its writer keeps no ownership of a dequeued buffer).
     var ignoresOwnership = false
@@ -145,6 +154,7 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
             } else {
                 guard streaming, !script.isEmpty else { return EAGAIN }
                 switch script[0] {
+                case .sourceChange: return EAGAIN
                 case .eintr:
                     script.removeFirst()
                     return EINTR
@@ -382,6 +392,7 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
         defer { lock.unlock() }
         let end = Date().addingTimeInterval(Double(timeoutMs) / 1000)
         while true {
+            if case .sourceChange = script.first { return Int32(POLLPRI) }
             let ready = !script.isEmpty && (!queue.isEmpty || ignoresOwnership || { if case .frame = script[0] { false } else { true } }())
             if ready { return Int32(POLLIN) }
             if !lock.wait(until: end) { return 0 }
@@ -492,9 +503,39 @@ final class FakeKernel: V4L2Kernel, @unchecked Sendable {
             streaming = false
             queue = []
             log("STREAMOFF")
+        case CV4L2_VIDIOC_ENUMINPUT:
+            let i = arg.assumingMemoryBound(to: v4l2_input.self)
+            guard i.pointee.index == 0 else { return EINVAL }
+            i.pointee.capabilities = receiver == nil ? 0 : CV4L2_IN_CAP_DV_TIMINGS
+        case CV4L2_VIDIOC_QUERY_DV_TIMINGS:
+            guard let r = receiver else { return ENOTTY }
+            guard let size = r else { return ENOLINK }
+            let t = arg.assumingMemoryBound(to: v4l2_dv_timings.self)
+            t.pointee.type = CV4L2_DV_BT_656_1120
+            t.pointee.bt.width = UInt32(size.width)
+            t.pointee.bt.height = UInt32(size.height)
+            t.pointee.bt.pixelclock = 74_250_000
+            (t.pointee.bt.hfrontporch, t.pointee.bt.hsync, t.pointee.bt.hbackporch) = (UInt32(1650 - size.width), 0, 0)
+            (t.pointee.bt.vfrontporch, t.pointee.bt.vsync, t.pointee.bt.vbackporch) = (UInt32(750 - size.height), 0, 0)
+        case CV4L2_VIDIOC_S_DV_TIMINGS:
+            let t = arg.assumingMemoryBound(to: v4l2_dv_timings.self)
+            timingsSet.append("\(t.pointee.bt.width)x\(t.pointee.bt.height)")
+            fmt.width = Int(t.pointee.bt.width)
+            fmt.height = Int(t.pointee.bt.height)
+            log("S_DV_TIMINGS")
+        case CV4L2_VIDIOC_SUBSCRIBE_EVENT:
+            log("SUBSCRIBE_EVENT \(arg.assumingMemoryBound(to: v4l2_event_subscription.self).pointee.type)")
+        case CV4L2_VIDIOC_DQEVENT:
+            guard case .sourceChange = script.first else { return ENOENT }
+            script.removeFirst()
+            let e = arg.assumingMemoryBound(to: v4l2_event.self)
+            e.pointee.type = CV4L2_EVENT_SOURCE_CHANGE
+            e.pointee.u.src_change.changes = CV4L2_EVENT_SRC_CH_RESOLUTION
+            log("DQEVENT")
         case CV4L2_VIDIOC_DQBUF:
             guard streaming, !script.isEmpty else { return EAGAIN }
             switch script[0] {
+            case .sourceChange: return EAGAIN
             case .eintr:
                 script.removeFirst()
                 return EINTR
