@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Real-kernel test: boots Debian's kernel under qemu (TCG, no KVM needed) with the vivid virtual camera
-# driver (three capture-only cameras: two single-planar, one multi-planar) and v4l2loopback as an H.264 camera
+# driver (three capture-only cameras: two single-planar, one multi-planar; and an HDMI receiver) and v4l2loopback as an H.264 camera
 # (/dev/video9, fed with H.264 made here by ffmpeg), runs `vivid-check` inside and fails if any check fails; on the
 # host, ffprobe decodes what the VM recorded and Scripts/h264-au.py compares the recorded access units with the fed ones.
 #
@@ -110,7 +110,8 @@ cat > "$IRD/init" <<'INIT'
 mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev; mount -t tmpfs tmp /tmp
 for m in $(cat /modules/order); do
   case $m in
-    vivid.ko) insmod /modules/$m n_devs=3 node_types=0x1,0x1,0x1 multiplanar=1,1,2 || echo "INSMOD-FAILED $m" ;;
+    # Three cameras (two single-planar, one multi-planar) and an HDMI receiver (one input of type HDMI: 0x3).
+    vivid.ko) insmod /modules/$m n_devs=4 node_types=0x1,0x1,0x1,0x1 multiplanar=1,1,2,1 num_inputs=4,4,4,1 input_types=0xe4,0xe4,0xe4,0x3 || echo "INSMOD-FAILED $m" ;;
     *) insmod /modules/$m || echo "INSMOD-FAILED $m" ;;
   esac
 done
@@ -245,6 +246,17 @@ for name in nm12 ym12; do
   got=$([ -s "$f" ] && decoded "$f" || echo "no recording from the VM")
   judge "multi-planar ${name^^} camcap recording: $name.mp4 decodes to 30 frames at 640x360" $([ "$got" = "640,360,30" ] && echo 1 || echo 0) "ffprobe: $got"
 done
+# #48: the HDMI receiver's recording through 1280x720 → 640x480 → no signal → 1280x720: every frame camcap encoded
+# decodes, pictures of both sizes are in it, and in the order of the source's changes.
+f=$WORK/out/hdmi.mp4
+hdmi_encoded=$(tr -d '\r' < "$OUT" | awk '/^HDMI-ENCODED/{print $2}')
+if [ -s "$f" ]; then
+  runs=$(ffprobe -v error -select_streams v:0 -show_entries frame=width,height -of csv=p=0 "$f" 2>/dev/null | uniq -c | awk '{printf "%s%s:%s", (NR>1?" ":""), $2, $1}')
+  total=$(echo "$runs" | tr ' ' '\n' | awk -F: '{n+=$2} END{print n+0}')
+  order=$(echo "$runs" | tr ' ' '\n' | cut -d: -f1 | tr '\n' ' ' | sed 's/ $//')
+  judge "HDMI source changes: hdmi.mp4 decodes all $hdmi_encoded frames, 1280x720 then 640x480 then 1280x720" \
+    $([ "$order" = "1280,720 640,480 1280,720" ] && [ "$total" = "$hdmi_encoded" ] && echo 1 || echo 0) "ffprobe runs of sizes (size:frames): $runs"
+else judge "HDMI source changes: hdmi.mp4" 0 "no recording from the VM"; fi
 echo "RESULT-HOST: $host_passed passed, $host_failed failed" | tee -a "$OUT"
 if ! grep -q "^RESULT: .* 0 failed" <(tr -d '\r' < "$OUT") || [ "$host_failed" != 0 ]; then
   log "vivid VM test FAILED (full console: $OUT)"

@@ -136,6 +136,7 @@ extension CaptureSession {
         }
         healSignal.clear()
         var delay = CameraLossPolicy.firstRetryNs, attempts = 0, renegotiate = changed, dark = false
+        let before = selection // what streamed before (a restart without signal may select something else meanwhile)
         while !stopFlag.isSet {
             if let limit = giveUpAfterNs, monotonicNanoseconds() - lostAt >= limit {
                 report(.gaveUp(afterNs: monotonicNanoseconds() - lostAt))
@@ -149,7 +150,6 @@ extension CaptureSession {
             }
             attempts += 1
             let frames = c.subscribe()
-            let before = selection
             do throws(CaptureError) {
                 if capturer.isRunning { try? await capturer.stopCapture() }
                 if let moved = capturer.devices().first(where: { $0.uniqueID == device.uniqueID && $0.path != device.path }) { device = moved }
@@ -179,7 +179,7 @@ extension CaptureSession {
                     if !dark { report(.noSignal(error)) }
                     dark = true
                 }
-                guard waits, CameraLossPolicy.isRecoverable(error) else {
+                guard waits else { // the exit policy follows a source change once; a failed restart ends the run
                     state.captureError = error
                     return nil
                 }

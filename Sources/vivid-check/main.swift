@@ -146,8 +146,10 @@ func cleanAfter(_ name: String, path: String) async {
 }
 
 // 1. Enumeration, and the format list equals v4l2-ctl's. vivid is loaded with three instances: two single-planar
-// cameras (cam1, cam2) and a multi-planar one (multiplanar=2, the kind SoC camera drivers expose).
-let devices = capturer.devices()
+// cameras (cam1, cam2) and a multi-planar one (multiplanar=2, the kind SoC camera drivers expose). A fourth, an HDMI
+// receiver (one input of type HDMI), is the source-change scenario's (7c) and is left out of the camera checks.
+let hdmiNode = capturer.devices().first { $0.busInfo == "platform:vivid-003" }?.path
+let devices = capturer.devices().filter { $0.path != hdmiNode }
 let multiPlanarPaths = Set(devices.map(\.path).filter { v4l2ctl(["-d", $0, "-D"]).1.contains("Video Capture Multiplanar") })
 check(
     "enumeration finds three vivid cameras, the third multi-planar",
@@ -756,6 +758,66 @@ do {
     emitRecording("HEALED", out, encoded: encoded)
 } catch { check("record --on-camera-loss wait on vivid", false, "\(error)") }
 await cleanAfter("camcap healing", path: cam1)
+
+// 7c. #48: an HDMI receiver whose source changes (vivid's fourth instance: one HDMI input). `record` with no size asked
+// follows its source through 1280x720 → 640x480 → no signal → 1280x720 in one run (vivid raises
+// V4L2_EVENT_SOURCE_CHANGE for each change of `dv_timings_signal_mode`/`dv_timings`), and Ctrl-C ends it with exit 0.
+// Each step waits on what camcap printed (its progress, "source changed", "no signal"). The host decodes the MP4.
+if let hdmi = hdmiNode {
+    let out = "/tmp/hdmi.mp4"
+    v4l2ctl(["-d", hdmi, "-c", "dv_timings_signal_mode=4,dv_timings=9"]) // the source sends 1280x720p60
+    let formats = (try? capturer.supportedFormats(for: capturer.device(hdmi))) ?? []
+    check(
+        "HDMI receiver: every format is listed at the detected 1280x720 @ 60 only",
+        !formats.isEmpty
+            && formats.allSatisfy { $0.size == .discrete(FrameSize(width: 1280, height: 720)) && $0.intervals == .discrete([Fraction(1, 60)]) },
+        "\(formats.prefix(3).map { "\($0) \(String(describing: $0.intervals))" })")
+    if let (pid, fd) = spawn("/check/camcap", ["record", "-d", hdmi, "--on-camera-loss", "wait", "--duration", "600", "-o", out], capture: true) {
+        var text = "", buf = [UInt8](repeating: 0, count: 4096), step = 0, framesAt: [Int] = []
+        func frames() -> Int {
+            text.split(separator: "\n").last { $0.contains(" frames ") }.flatMap { line in
+                line.split(separator: " ").firstIndex(of: "frames").flatMap { i in i > 0 ? Int(line.split(separator: " ")[i - 1]) : nil }
+            } ?? 0
+        }
+        func count(_ needle: String) -> Int { text.components(separatedBy: needle).count - 1 }
+        while true {
+            let n = read(fd, &buf, buf.count)
+            if n <= 0 { break }
+            text += String(decoding: buf[0..<n], as: UTF8.self)
+            let now = frames()
+            if now > 3000 && step < 4 { // a step that never came: end the run (the check then fails naming the step)
+                kill(pid, SIGINT)
+                step = 99
+            }
+            switch step {
+            case 0 where now > 0: v4l2ctl(["-d", hdmi, "-c", "dv_timings=0"]) // 640x480p59
+            case 1 where count("source changed:") >= 1 && now > framesAt[0]: v4l2ctl(["-d", hdmi, "-c", "dv_timings_signal_mode=1"]) // no signal
+            case 2 where count("no signal:") >= 1: v4l2ctl(["-d", hdmi, "-c", "dv_timings_signal_mode=4,dv_timings=9"]) // 1280x720p60 again
+            case 3 where count("source changed:") >= 2 && now > framesAt[2] + 5: kill(pid, SIGINT)
+            default: continue
+            }
+            framesAt.append(frames())
+            step += 1
+        }
+        close(fd)
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+        let code = (status >> 8) & 0xff, encoded = encodedFrames(text)
+        let source = text.split(separator: "\n").first { $0.hasPrefix("source:") }.map(String.init) ?? "no source line"
+        note("camcap HDMI: exit \(code), steps \(step), frames at each step \(framesAt), encoded \(encoded); \(source)")
+        for l in text.split(separator: "\n") where l.hasPrefix("source changed") || l.hasPrefix("no signal") { note("  \(l)") }
+        check(
+            "record on vivid's HDMI input follows 1280x720 → 640x480 → no signal → 1280x720 in one run, then Ctrl-C: exit 0",
+            step == 4 && code == 0 && source.contains("changed 2 times (1280x720 → 640x480 → 1280x720)") && encoded > 0,
+            String(text.suffix(3000)))
+        print("HDMI-ENCODED \(encoded)")
+        emitFile("hdmi.mp4", out)
+    } else {
+        check("record on vivid's HDMI input", false, "cannot start camcap")
+    }
+} else {
+    check("vivid's HDMI receiver (platform:vivid-003) is present", false, "\(capturer.devices().map(\.busInfo))")
+}
 
 /// The `encoded N` figure of a camcap summary's `frames:` line (-1 when there is none).
 func encodedFrames(_ text: String) -> Int {

@@ -344,6 +344,22 @@ func probeFrames(_ path: String) throws -> (Int, String) {
         #expect(try probeFrames(work + "/gone.h264").0 > 0)
     }
 
+    /// #48: a bounded `record` (the exit policy) follows a source that changes size: exit 0, one MP4 whose frames
+    /// ffprobe decodes at both sizes, in order, and the summary's `source` line.
+    @Test func aRecordingFollowsASourceThatChangesSize() throws {
+        let out = work + "/resized.mp4"
+        let r = try sh(
+            camcap,
+            ["record", "-d", "fixture:uvc-webcam", "-s", "1280x720", "--frames", "90", "--fixture-fault", "resize@30:640x480", "-o", out])
+        #expect(r.code == 0, "\(r.err)")
+        #expect(r.err.contains("source changed: MJPG 1280x720 @ 30 fps → YUYV 640x480 @ 30 fps, pictures again after"), "\(r.err)")
+        #expect(r.out.contains("source:") && r.out.contains("changed 1 time (1280x720 → 640x480)"), "\(r.out)")
+        let sizes = try sh("ffprobe", ["-v", "error", "-show_entries", "frame=width,height", "-of", "csv=p=0", out]).out.split(separator: "\n")
+        let first = sizes.prefix { $0 == "1280,720" }.count
+        #expect(
+            sizes.count == 90 && (20...30).contains(first) && sizes.dropFirst(first).allSatisfy { $0 == "640,480" }, "\(first) then \(Set(sizes))")
+    }
+
     @Test func durationIsMeasuredOnFrameTimestamps() throws {
         // --fast produces frames as fast as they are consumed, timestamps exactly 1/30 s apart: 2 s of
         // timestamps is 60 frames, however long it takes on the wall clock.

@@ -193,11 +193,13 @@ final class RawRTSP {
 }
 
 /// ffmpeg pulling `frames` frames from `url` over `transport`, as framemd5 lines; returns the decoded frames and their sizes.
-func ffmpegPull(_ url: String, transport: String, frames: Int, name: String) throws -> (count: Int, sizes: Set<String>, log: String) {
+func ffmpegPull(_ url: String, transport: String, frames: Int, name: String, extra: [String] = []) throws -> (
+    count: Int, sizes: Set<String>, log: String
+) {
     let md5 = work + "/\(name).framemd5"
     let r = try sh(
         "timeout",
-        ["120", "ffmpeg", "-y", "-v", "error", "-rtsp_transport", transport, "-i", url, "-frames:v", "\(frames)", "-f", "framemd5", md5])
+        ["120", "ffmpeg", "-y", "-v", "error", "-rtsp_transport", transport, "-i", url] + extra + ["-frames:v", "\(frames)", "-f", "framemd5", md5])
     let lines = ((try? String(contentsOfFile: md5, encoding: .utf8)) ?? "").split(separator: "\n").filter { !$0.hasPrefix("#") }
     // framemd5: stream, dts, pts, duration, size, md5; an I420 640x360 frame is 345600 bytes.
     let sizes = Set(lines.compactMap { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.dropFirst(4).first })
@@ -238,17 +240,20 @@ func gstreamerPull(_ url: String, transport: String, frames: Int, frameBytes: In
         #expect(server.err.contains("rtsp: client 1 playing") && server.err.contains("rtsp: client 2 playing"))
     }
 
-    /// #48: a camera unplugged for 3 s while ffmpeg plays is waited for (`rtsp`'s default): the client keeps its one
-    /// session and decodes every frame it asked for, from both sides of the gap; the server exits 0.
-    @Test func aClientKeepsItsSessionWhileTheCameraIsUnpluggedAndBack() throws {
-        let server = try RTSPProcess(["-d", "fixture:vivid", "-s", "320x180", "--fixture-fault", "unplug@150+3"], name: "rtsp-heal")
+    /// #48: a camera unplugged for 5 s while ffmpeg plays is waited for (`rtsp`'s default), and its source then changes
+    /// size: the client keeps its one session and decodes every frame it asked for, from both sides of the gap and at
+    /// both sizes (ffmpeg's `-autoscale 0`: the frames as decoded, not scaled to the first size); the server exits 0.
+    @Test func aClientKeepsItsSessionWhileTheCameraIsUnpluggedAndBackAndChangesSize() throws {
+        let server = try RTSPProcess(
+            ["-d", "fixture:vivid", "-s", "320x180", "--fixture-fault", "unplug@150+5", "--fixture-fault", "resize@240:640x360"], name: "rtsp-heal")
         defer { _ = server.stop() }
-        let got = try ffmpegPull(server.url, transport: "tcp", frames: 300, name: "rtsp-heal")
-        #expect(got.count >= 294 && got.sizes == ["86400"], "ffmpeg decoded \(got.count) of 300 through the unplug: \(got.log)")
+        let got = try ffmpegPull(server.url, transport: "tcp", frames: 300, name: "rtsp-heal", extra: ["-autoscale", "0"])
+        #expect(got.count >= 294 && got.sizes == ["86400", "345600"], "ffmpeg decoded \(got.count) of 300 through the unplug: \(got.log)")
         let err = server.err
         let playing = err.range(of: "rtsp: client 1 playing"), lost = err.range(of: "camera lost: fixture:vivid was unplugged at frame 150")
         #expect(playing != nil && lost != nil && playing!.lowerBound < lost!.lowerBound, "the camera went while the client played: \(err)")
         #expect(err.contains("camera back after"), "\(err)")
+        #expect(err.contains("source changed: YU12 320x180 @ 30 fps → YU12 640x360 @ 30 fps"), "\(err)")
         #expect(server.stop() == 0, "\(server.err)")
         #expect(server.clientLines.count == 1, "one session throughout: \(server.out)")
         #expect(server.out.contains("lost 1 time (disconnected 1), back 1,"), "\(server.out)")
