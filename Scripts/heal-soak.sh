@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A camera that keeps misbehaving, for a long time (#48): `camcap record` in segments from the fixture webcam with a
-# fault every FAULT_EVERY seconds (an unplug of 2 s, then a stall past the stream's timeout, in turn), for SECONDS
-# seconds. It samples the process's RSS and open descriptors every 10 s and at the end prints one line:
+# fault every FAULT_EVERY seconds (in turn: an unplug of 2 s, a stall past the stream's timeout, the source changing
+# size, the source without signal for 2 s), for SECONDS seconds. It samples the process's RSS and open descriptors every 10 s and at the end prints one line:
 #   heal-soak: N faults, N recovered, RSS first/last/max KiB, fds first/last/max, frames, time without pictures
 # Then the cost of waiting: a run whose camera goes away for 20 s, its CPU time during the wait per second.
 #
@@ -22,7 +22,12 @@ faults=()
 n=$((SECONDS_WANTED / EVERY))
 for ((i = 1; i <= n; i++)); do
   frame=$((i * EVERY * FPS))
-  if ((i % 2)); then faults+=(--fixture-fault "unplug@$frame+2"); else faults+=(--fixture-fault "stall@$frame+4"); fi
+  case $((i % 4)) in
+    1) faults+=(--fixture-fault "unplug@$frame+2") ;;
+    2) faults+=(--fixture-fault "stall@$frame+4") ;;
+    3) faults+=(--fixture-fault "resize@$frame:$([ $((i % 8)) = 3 ] && echo 1280x720 || echo 640x480)") ;;
+    0) faults+=(--fixture-fault "nosignal@$frame+2") ;;
+  esac
 done
 "$CAMCAP" record -d fixture:uvc-webcam -s 640x360 --segment-seconds 10 --keep 3 -o "$WORK/soak-%04d.mp4" \
   --duration "$SECONDS_WANTED" "${faults[@]}" > "$WORK/summary.txt" 2> "$WORK/err.txt" &
@@ -37,12 +42,14 @@ done
 wait "$pid" || { echo "heal-soak: camcap exited non-zero"; tail -5 "$WORK/err.txt"; exit 1; }
 lost=$(grep -c "^camera lost" "$WORK/err.txt" || true)
 back=$(grep -c "^camera back" "$WORK/err.txt" || true)
+changed=$(grep -c "^source changed" "$WORK/err.txt" || true)
+dark=$(grep -c "^no signal" "$WORK/err.txt" || true)
 max() { printf '%s\n' "$@" | sort -n | tail -1; }
 # The first samples are the start (libraries loading, the encoder's first buffers): the baseline is the sample at 30 s.
 w=$(( ${#rss[@]} > 3 ? 3 : 0 ))
-echo "heal-soak: $SECONDS_WANTED s, $n faults planned, $lost lost, $back back; RSS at 30 s ${rss[$w]} KiB, at the end ${rss[-1]} KiB, max $(max "${rss[@]:$w}") KiB; fds at 30 s ${fds[$w]}, at the end ${fds[-1]}, max $(max "${fds[@]:$w}")"
+echo "heal-soak: $SECONDS_WANTED s, $n faults planned, $lost lost, $back back, $dark without signal, $changed source changes; RSS at 30 s ${rss[$w]} KiB, at the end ${rss[-1]} KiB, max $(max "${rss[@]:$w}") KiB; fds at 30 s ${fds[$w]}, at the end ${fds[-1]}, max $(max "${fds[@]:$w}")"
 echo "heal-soak: RSS every 10 s (KiB): ${rss[*]}"
-grep -E "^(frames|camera loss):" "$WORK/summary.txt" | sed 's/^/heal-soak: /'
+grep -E "^(frames|camera loss|source):" "$WORK/summary.txt" | sed 's/^/heal-soak: /'
 
 # The cost of waiting: the camera goes at frame 60 for 20 s; the CPU the process spends while it is away.
 "$CAMCAP" record -d fixture:uvc-webcam -s 640x360 --frames 120 --on-camera-loss wait --fixture-fault unplug@60+20 \

@@ -329,6 +329,9 @@ extension CaptureSession {
                         + "first frame after a restart p50 \(fmt(idle.restartPercentileMs(0.5), 1)) ms, max \(fmt(idle.restartPercentileMs(1), 1)) ms"
                 ))
         }
+        if stats.timestampsReplaced > 0 {
+            lines.append(("timestamps", "\(stats.timestampsReplaced) went backwards at the camera: stamped on arrival instead"))
+        }
         if let loss = state.losses.line { lines.append(("camera loss", loss)) }
         if let source = state.losses.sourceLine { lines.append(("source", source)) }
         if state.adapted.active {

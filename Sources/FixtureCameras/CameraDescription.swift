@@ -22,6 +22,9 @@ public struct CameraDescription: Sendable, Hashable {
     /// with the BT.601 matrix at limited range, as uvcvideo and vivid report). MJPEG frames are always JPEG's
     /// full-range BT.601, whatever this says.
     public var colorSpace: VideoColorSpace?
+    /// The faults the camera plays (`FixtureFault`), on this camera only: the JSON `faults` array, or `Fault:` lines
+    /// in a listing. They add to the provider's (`FixtureCameraProvider.Options.faults`).
+    public var faults: [FixtureFault] = []
 
     /// A description in code, without a file.
     public init(
@@ -111,6 +114,7 @@ extension CameraDescription {
         var discreteIntervals: [Fraction] = []
         var rangeIntervals: FrameIntervals?
         var controlParser = ControlListingParser()
+        var faults: [FixtureFault] = []
 
         func flushSize() {
             guard let (pf, desc) = currentFormat, let size = currentSize else { return }
@@ -146,6 +150,14 @@ extension CameraDescription {
                 continue
             }
             if try controlParser.consume(line, err) { continue }
+            // A fault the camera plays (not v4l2-ctl's: added to a pasted listing): `Fault: unplug@90+5`.
+            if line.lowercased().hasPrefix("fault:") {
+                guard faults.count < 256 else { throw err("more than 256 faults") }
+                do throws(CaptureError) {
+                    faults.append(try FixtureFault(parsing: String(line.dropFirst("fault:".count)).trimmingSpaces))
+                } catch { throw err(error.message) }
+                continue
+            }
             if line.hasPrefix("Size:") {
                 guard currentFormat != nil else {
                     throw err("a size line before any format: expected a format line such as \"[0]: 'YUYV' (YUYV 4:2:2)\" first")
@@ -197,7 +209,9 @@ extension CameraDescription {
         if name.isEmpty { name = fileStem(file) }
         let controls = controlParser.controls
         let (position, rotation) = sensorMetadata(controls)
-        return CameraDescription(name: name, position: position ?? .external, rotation: rotation ?? .rotation0, formats: formats, controls: controls)
+        var d = CameraDescription(name: name, position: position ?? .external, rotation: rotation ?? .rotation0, formats: formats, controls: controls)
+        d.faults = faults
+        return d
     }
 
     private static func parseFourCCAndDescription(_ text: String, _ err: (String) -> FixtureParseError) throws(FixtureParseError) -> (
@@ -469,7 +483,23 @@ struct JSONFixtureParser {
                 formats.append(CaptureFormat(pixelFormat: pf, size: try sizeRange(s), intervals: try intervals(s), formatDescription: desc))
             }
         }
-        return CameraDescription(name: name, position: position, rotation: rotation, formats: formats, controls: controls, colorSpace: colorSpace)
+        var d = CameraDescription(name: name, position: position, rotation: rotation, formats: formats, controls: controls, colorSpace: colorSpace)
+        d.faults = try faults(root["faults"])
+        return d
+    }
+
+    /// `"faults": ["unplug@90+5", "resize@30:640x480", …]`: each in `FixtureFault`'s text form, at most 256.
+    func faults(_ node: JSONNode?) throws(FixtureParseError) -> [FixtureFault] {
+        guard let node else { return [] }
+        guard case .array(let items, _) = node, items.count <= 256 else {
+            throw err(node, "\"faults\" must be an array of at most 256 faults such as \"unplug@90+5\", found \(node.kind)")
+        }
+        var out: [FixtureFault] = []
+        for item in items {
+            guard case .string(let text, _) = item else { throw err(item, "each fault must be a string such as \"unplug@90+5\", found \(item.kind)") }
+            do throws(CaptureError) { out.append(try FixtureFault(parsing: text)) } catch { throw err(item, error.message) }
+        }
+        return out
     }
 
     /// `"colorSpace"`: a preset name (`webcam`, `jpeg`, `bt709`, `bt601`) or an object with `primaries`,

@@ -167,13 +167,14 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
             throw CaptureError(
                 .noSignal, "\(device.path) detects no signal (a simulated fault), back in \(Double(dark / 1_000_000) / 1000) s", device: device.path)
         }
-        if playback.refuses(request.pixelFormat, request.size) {
+        let desc = try description(of: device)
+        playback.declare(desc.faults, for: device.path)
+        if playback.refuses(request.pixelFormat, request.size, on: device.path) {
             throw CaptureError(
                 .ioctlFailed,
                 "VIDIOC_STREAMON failed on \(device.path) (a simulated bus without bandwidth for \(request.pixelFormat) \(request.size))",
                 errno: ENOSPC, device: device.path, operation: "VIDIOC_STREAMON")
         }
-        let desc = try description(of: device)
         let offered = playback.formats(desc.formats, of: device.path)
         guard let entry = offered.first(where: { $0.pixelFormat == request.pixelFormat && $0.size.contains(request.size) }) else {
             throw CaptureError(.unsupportedFormat, "\(device.path) does not offer \(request.pixelFormat) \(request.size)", device: device.path)
@@ -314,15 +315,19 @@ final class FixtureStream: CaptureStream, Sendable {
         var renderNs: Int64 = 0
         var index: Int64 = 0
         var skew: Int64 = 0 // frames a stall skipped: the pictures after it are due at their real time
+        var corruptLeft = 0 // frames of a `corrupt` burst still to come
+        var jumpNs: Int64 = 0 // how far `timejump` faults set the camera's clock back
         while !stopFlag.isSet {
             if let (path, playback, listed) = faults, let fault = playback.frame(of: path) {
                 let ns = Int64(fault.seconds * 1e9)
-                if fault.kind == .resize || fault.kind == .nosignal {
+                switch fault.kind {
+                case .corrupt: corruptLeft = Int(fault.seconds) // this frame and the next ones, made below as any other
+                case .timejump: jumpNs += ns
+                case .resize, .nosignal:
                     storages.removeAll()
                     sink.failed(changeSource(fault, path, playback, listed))
                     return
-                }
-                if fault.kind == .unplug {
+                case .unplug:
                     storages.removeAll()
                     playback.unplug(path, forNs: ns)
                     sink.failed(
@@ -330,20 +335,21 @@ final class FixtureStream: CaptureStream, Sendable {
                             .disconnected, "\(path) was unplugged at frame \(fault.atFrame) (a simulated fault, back in \(fault.seconds) s)",
                             device: path))
                     return
+                case .stall, .nospace:
+                    let stallEnd = monotonicNanoseconds() + min(ns, options.stallTimeoutNs)
+                    sleepUntil(stallEnd)
+                    if ns >= options.stallTimeoutNs {
+                        storages.removeAll()
+                        sink.failed(
+                            CaptureError(
+                                .timeout,
+                                "\(path) delivered no frame for \(options.stallTimeoutNs / 1_000_000) ms (a simulated stall at frame \(fault.atFrame))",
+                                device: path))
+                        return
+                    }
+                    let late = monotonicNanoseconds() - (start + Self.offset(index + skew, periodNum, periodDen))
+                    if late > 0 { skew += Int64(Int128(late) * periodDen / periodNum) }
                 }
-                let stallEnd = monotonicNanoseconds() + min(ns, options.stallTimeoutNs)
-                sleepUntil(stallEnd)
-                if ns >= options.stallTimeoutNs {
-                    storages.removeAll()
-                    sink.failed(
-                        CaptureError(
-                            .timeout,
-                            "\(path) delivered no frame for \(options.stallTimeoutNs / 1_000_000) ms (a simulated stall at frame \(fault.atFrame))",
-                            device: path))
-                    return
-                }
-                let late = monotonicNanoseconds() - (start + Self.offset(index + skew, periodNum, periodDen))
-                if late > 0 { skew += Int64(Int128(late) * periodDen / periodNum) }
             }
             if let n = options.disconnectAfterFrames, index >= n {
                 storages.removeAll()
@@ -380,7 +386,7 @@ final class FixtureStream: CaptureStream, Sendable {
             if let controls { renderer.settings = controls.picture } // set while streaming: the next frame shows it
             let renderStart = monotonicNanoseconds()
             renderer.advance(to: UInt64(index))
-            let buffer: VideoFrameBuffer
+            var buffer: VideoFrameBuffer
             var isKeyFrame = false
             do {
                 if let h264 {
@@ -410,7 +416,17 @@ final class FixtureStream: CaptureStream, Sendable {
             renderNs = max(monotonicNanoseconds() - renderStart, renderNs * 15 / 16) // the longest recent one, decaying
             if options.pacing == .realTime { sleepUntil(due) }
             guard !stopFlag.isSet else { break }
-            let ts = due
+            let ts = due - jumpNs
+            if corruptLeft > 0 { // a `corrupt` burst: MJPEG cut short in its headers, anything else flagged as the driver would
+                corruptLeft -= 1
+                guard format == .mjpeg || format == .jpeg else {
+                    sink.dropped(.corruptBuffer, 1)
+                    index += 1
+                    continue
+                }
+                buffer = VideoFrameBuffer(
+                    pixelFormat: format, width: w, height: h, stride: 0, bytesUsed: min(buffer.bytesUsed, 96), storage: storages[slot])
+            }
             var frame = VideoFrame(buffer: buffer, rotation: rotation, timestampNs: ts, sequence: UInt64(index), colorSpace: applied.colorSpace)
             frame.isKeyFrame = isKeyFrame
             sink.frame(frame)

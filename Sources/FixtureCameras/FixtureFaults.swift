@@ -14,12 +14,17 @@ import SystemIO
 /// - `resize`: the source changes to `size`, another size the camera lists: the stream ends with `.sourceChanged`
 ///   and from then on the camera offers that size only (an HDMI receiver whose source switched resolution: a
 ///   laptop plugged into a capture box, a console changing modes; vivid's HDMI input with `dv_timings`).
+/// - `corrupt`: the next `seconds` frames (a count here, 1...1000) are corrupt: an MJPEG frame cut short in its
+///   headers (a USB transfer that lost packets: the "corrupt JPEG data" reports of motion and ffmpeg users), any
+///   other format a buffer the driver flags `V4L2_BUF_FLAG_ERROR`;
+/// - `timejump`: from that frame on, the camera's timestamps are `seconds` earlier (a driver whose clock resets, the
+///   UVC timestamp bugs that make recordings stutter): the capturer keeps its timestamps increasing;
 /// - `nosignal`: the source goes dark for `seconds`: the stream ends with `.sourceChanged`, and opening the camera
 ///   fails with `.noSignal` until the signal returns (an HDMI cable pulled, a source asleep; vivid's
 ///   `dv_timings_signal_mode` "No Signal").
 /// A fault fires once per provider, at the camera's `atFrame`-th frame counted over every stream of that camera
 /// (a camera that comes back does not replay it).
-public struct FixtureFault: Sendable, Equatable, CustomStringConvertible {
+public struct FixtureFault: Sendable, Hashable, CustomStringConvertible {
     /// What happens.
     public enum Kind: String, Sendable, CaseIterable {
         /// No frame for a while.
@@ -32,6 +37,10 @@ public struct FixtureFault: Sendable, Equatable, CustomStringConvertible {
         case resize
         /// No signal for a while.
         case nosignal
+        /// A burst of corrupt frames.
+        case corrupt
+        /// Timestamps that jump backwards.
+        case timejump
     }
     /// What happens.
     public var kind: Kind
@@ -48,6 +57,16 @@ public struct FixtureFault: Sendable, Equatable, CustomStringConvertible {
     public static func == (a: FixtureFault, b: FixtureFault) -> Bool {
         a.kind == b.kind && a.atFrame == b.atFrame && a.seconds == b.seconds && a.mode?.pixelFormat == b.mode?.pixelFormat
             && a.mode?.size == b.mode?.size && a.newSize == b.newSize
+    }
+
+    /// Hashes what `==` compares.
+    public func hash(into h: inout Hasher) {
+        h.combine(kind)
+        h.combine(atFrame)
+        h.combine(seconds)
+        h.combine(mode?.pixelFormat)
+        h.combine(mode?.size)
+        h.combine(newSize)
     }
 
     /// A `resize` fault: at frame `atFrame` the source changes to `size`.
@@ -69,9 +88,10 @@ public struct FixtureFault: Sendable, Equatable, CustomStringConvertible {
         self.seconds = seconds
     }
 
-    /// Parses `KIND@FRAME+SECONDS` (`unplug@90+5`, `stall@60+1.5`, `nosignal@60+3`: frame 0...10,000,000,
-    /// 0.01...3600 seconds), `resize@FRAME:WxH` (`resize@90:640x480`) or `nospace@FOURCC:WxH`
-    /// (`nospace@YUYV:640x480`). A refusal names the text and what was wrong.
+    /// Parses `KIND@FRAME+SECONDS` (`unplug@90+5`, `stall@60+1.5`, `nosignal@60+3`, `timejump@60+2`: frame
+    /// 0...10,000,000, 0.01...3600 seconds; `corrupt@60+5`: 5 frames, 1...1000), `resize@FRAME:WxH`
+    /// (`resize@90:640x480`) or `nospace@FOURCC:WxH` (`nospace@YUYV:640x480`). A refusal names the text and what was
+    /// wrong.
     public init(parsing text: String) throws(CaptureError) {
         func refuse(_ why: String) -> CaptureError {
             CaptureError(
@@ -106,6 +126,9 @@ public struct FixtureFault: Sendable, Equatable, CustomStringConvertible {
         guard let seconds = Double(rest[1]), seconds.isFinite, (0.01...3600).contains(seconds) else {
             throw refuse("seconds must be 0.01...3600, got \"\(rest[1].prefix(16))\"")
         }
+        if kind == .corrupt, seconds != seconds.rounded() || seconds > 1000 {
+            throw refuse("a corrupt burst is a whole number of frames 1...1000, got \"\(rest[1].prefix(16))\"")
+        }
         self.init(kind, atFrame: frame, seconds: seconds)
     }
 
@@ -129,26 +152,41 @@ final class FaultPlayback: Sendable {
     }
     let faults: [FixtureFault]
     private let state = Mutex(State())
+    /// The faults each fixture file declares (its `faults`), by path: they play on that camera only.
+    private let described = Mutex<[String: [FixtureFault]]>([:])
+    /// Described faults fired, by path and index.
+    private let describedFired = Mutex<Set<String>>([])
 
     init(_ faults: [FixtureFault]) { self.faults = faults }
 
-    /// Counts a frame of `path`; the fault that fires at it, if one does (each fires once).
+    /// Adds the faults a camera's description declares (once per path; later calls change nothing).
+    func declare(_ list: [FixtureFault], for path: String) {
+        guard !list.isEmpty else { return }
+        described.withLock { if $0[path] == nil { $0[path] = list } }
+    }
+
+    /// Counts a frame of `path`; the fault that fires at it, if one does (each fires once): the provider's faults
+    /// (on any of its cameras), then the camera's own.
     func frame(of path: String) -> FixtureFault? {
-        guard !faults.isEmpty else { return nil }
+        let own = described.withLock { $0[path] } ?? []
+        guard !faults.isEmpty || !own.isEmpty else { return nil }
         return state.withLock { s in
             let n = s.frames[path, default: 0]
             s.frames[path] = n + 1
-            guard let i = faults.indices.first(where: { faults[$0].kind != .nospace && faults[$0].atFrame == n && !s.fired.contains($0) }) else {
-                return nil
+            if let i = faults.indices.first(where: { faults[$0].kind != .nospace && faults[$0].atFrame == n && !s.fired.contains($0) }) {
+                s.fired.insert(i)
+                return faults[i]
             }
-            s.fired.insert(i)
-            return faults[i]
+            guard let i = own.indices.first(where: { own[$0].kind != .nospace && own[$0].atFrame == n }) else { return nil }
+            return describedFired.withLock { $0.insert("\(path)#\(i)").inserted } ? own[i] : nil
         }
     }
 
-    /// True when a `nospace` fault refuses `pixelFormat` at `size`.
-    func refuses(_ pixelFormat: PixelFormat, _ size: FrameSize) -> Bool {
-        faults.contains { $0.kind == .nospace && $0.mode?.pixelFormat == pixelFormat && $0.mode?.size == size }
+    /// True when a `nospace` fault (the provider's, or `path`'s own) refuses `pixelFormat` at `size`.
+    func refuses(_ pixelFormat: PixelFormat, _ size: FrameSize, on path: String) -> Bool {
+        (faults + (described.withLock { $0[path] } ?? [])).contains {
+            $0.kind == .nospace && $0.mode?.pixelFormat == pixelFormat && $0.mode?.size == size
+        }
     }
 
     func unplug(_ path: String, forNs ns: Int64) { state.withLock { $0.unpluggedUntil[path] = monotonicNanoseconds() + ns } }

@@ -38,6 +38,9 @@ public struct CaptureStatistics: Sendable, Equatable {
     /// Frames copied out of driver memory because consumers held every other buffer (see the frame lifetime
     /// contract in `VideoFrame`); bounded by the stream's copy pool.
     public var copied = 0
+    /// Frames whose camera timestamp went backwards (a driver whose clock reset): stamped with the clock at their
+    /// arrival instead, so timestamps stay increasing and about a frame apart (never squeezed 1 ns apart).
+    public var timestampsReplaced = 0
     /// Frames lost, all reasons together.
     public var totalDropped: Int { dropped.values.reduce(0, +) }
 }
@@ -550,8 +553,12 @@ public final class CameraVideoCapturer: Sendable {
         var frame = frame
         let ok = state.withLock { s -> Bool in
             guard s.generation == gen else { return false }
-            // Strictly increasing, whatever the source says (and across device switches).
-            if frame.timestampNs <= s.lastTimestamp { frame.timestampNs = s.lastTimestamp + 1 }
+            // Strictly increasing, whatever the source says (and across device switches): a timestamp that went back
+            // is replaced by the clock now (on the same monotonic clock; a frame is at most its delivery late).
+            if frame.timestampNs <= s.lastTimestamp {
+                frame.timestampNs = max(monotonicNanoseconds(), s.lastTimestamp + 1)
+                s.stats.timestampsReplaced += 1
+            }
             s.lastTimestamp = frame.timestampNs
             frame.sequence = s.sequence
             s.sequence += 1

@@ -27,7 +27,7 @@ struct CaptureOptions: ParsableArguments {
     @Option(help: .hidden) var fixtureDisconnectAfter: Int?
     @Option(
         help: ArgumentHelp(
-            "Fixture cameras only: play a fault (repeatable): unplug@FRAME+SECONDS (gone, then back), stall@FRAME+SECONDS (no frames), resize@FRAME:WxH (the source changes size), nosignal@FRAME+SECONDS (the source goes dark) or nospace@FOURCC:WxH (that mode lacks USB bandwidth).",
+            "Fixture cameras only: play a fault (repeatable): unplug@FRAME+SECONDS (gone, then back), stall@FRAME+SECONDS (no frames), resize@FRAME:WxH (the source changes size), nosignal@FRAME+SECONDS (the source goes dark), corrupt@FRAME+COUNT (corrupt frames), timejump@FRAME+SECONDS (timestamps go back) or nospace@FOURCC:WxH (that mode lacks USB bandwidth).",
             valueName: "fault"),
         transform: { text in
             do throws(CaptureError) { return try FixtureFault(parsing: text) } catch { throw ValidationError(error.message) }

@@ -1173,7 +1173,7 @@ if FileManager.default.fileExists(atPath: loopNode) && FileManager.default.fileE
         var packets: [[UInt8]] = []
         var sdp = ""
         var fd: Int32 = -1
-        for _ in 0..<200 where fd < 0 { // until it listens (the camera starts first)
+        for _ in 0..<600 where fd < 0 { // until it listens (the camera starts first; up to 30 s in a VM on a loaded host)
             fd = tcpConnect(port: 8554)
             if fd < 0 { usleep(50_000) }
         }

@@ -258,4 +258,72 @@ private final class EventLog: Sendable {
         #expect((1...5).contains(report.processed) && report.failure?.code == .captureFailed, "\(report.summaryText)")
         #expect(report.failure?.message.contains("fixture fault resize@5:1000x1000: fixture:uvc-webcam lists no 1000x1000 format") == true)
     }
+
+    // MARK: - Corrupt frames, clocks that jump, faults declared by the fixture file
+
+    /// A burst of 5 MJPEG frames cut short: each is counted as undecodable, none stops the run, and every good frame
+    /// is recorded and decodes.
+    @Test func aBurstOfCorruptMJPEGFramesIsCountedAndTheRunGoesOn() async throws {
+        var options = FixtureCameraProvider.Options()
+        options.faults = [FixtureFault(.corrupt, atFrame: 20, seconds: 5)]
+        var c = CaptureSession.Configuration(providers: [FixtureCameraProvider(options: options)])
+        (c.device, c.size, c.frames, c.pixelFormats) = ("fixture:uvc-webcam", FrameSize(width: 1280, height: 720), 40, [.mjpeg])
+        let session = try CaptureSession(c)
+        let (stage, path) = try recording(session, "corrupt.mp4")
+        let report = try await session.run(stages: [stage])
+        #expect(report.failure == nil && report.processed == 40 && report.undecodable == 5, "\(report.summaryText)")
+        #expect(report.summary.contains { $0.0 == "frames" && $0.1.contains("undecodable 5") }, "\(report.summaryText)")
+        #expect(try presentationTimes(path).count == 40)
+    }
+
+    /// The same burst on an uncompressed format is 5 buffers the driver flagged: dropped and counted by reason.
+    @Test func aBurstOfCorruptRawFramesIsDroppedAsCorruptBuffers() async throws {
+        let session = try faultySession([FixtureFault(.corrupt, atFrame: 10, seconds: 5)], policy: .exit, frames: 30)
+        let report = try await session.run(stages: [Taker()])
+        #expect(report.failure == nil && report.processed == 30, "\(report.summaryText)")
+        #expect(session.capturer.statistics.dropped[.corruptBuffer] == 5, "\(report.summaryText)")
+        #expect(report.summary.contains { $0.0 == "frames" && $0.1.contains("corrupt buffer 5") }, "\(report.summaryText)")
+    }
+
+    /// The camera's clock jumps 2 s back at frame 15: timestamps stay increasing and about a frame apart (stamped on
+    /// arrival), never squeezed 1 ns apart, and the summary says how many were replaced.
+    @Test func aCameraClockThatJumpsBackKeepsTimestampsIncreasingAndFramesApart() async throws {
+        let session = try faultySession([FixtureFault(.timejump, atFrame: 15, seconds: 2)], policy: .exit, frames: 45)
+        let (stage, path) = try recording(session, "timejump.mp4")
+        let report = try await session.run(stages: [stage])
+        #expect(report.failure == nil && report.processed == 45, "\(report.summaryText)")
+        let replaced = session.capturer.statistics.timestampsReplaced
+        #expect((25...31).contains(replaced), "the frames after the jump: \(replaced)")
+        #expect(report.summary.contains { $0.0 == "timestamps" && $0.1.hasPrefix("\(replaced) went backwards") }, "\(report.summaryText)")
+        let pts = try presentationTimes(path)
+        let gaps = zip(pts, pts.dropFirst()).map { $1 - $0 }.sorted()
+        #expect(pts.count == 45 && gaps.allSatisfy { $0 > 0 }, "\(pts.count) frames")
+        #expect(
+            gaps.filter { $0 < 0.001 }.count <= 2 && (0.02...0.05).contains(gaps[gaps.count / 2]),
+            "median gap \(gaps[gaps.count / 2]) s: \(gaps.prefix(4))")
+        #expect(pts.last! - pts.first! < 2, "no 2 s jump in the file: \(pts.last! - pts.first!) s")
+    }
+
+    /// Faults a fixture file declares play on that camera (and only there): a listing's `Fault:` line unplugs it.
+    @Test func aFixtureFilesOwnFaultPlaysOnItsCamera() async throws {
+        let path = work + "/flaky-camera.txt"
+        try
+            "Card type : flaky\n\t[0]: 'YUYV' (YUYV 4:2:2)\n\t\tSize: Discrete 320x240\n\t\t\tInterval: Discrete 0.033s (30.000 fps)\nFault: unplug@10+0.3\n"
+            .write(toFile: path, atomically: true, encoding: .utf8)
+        let provider = FixtureCameraProvider()
+        var c = CaptureSession.Configuration(providers: [provider])
+        (c.device, c.size, c.frames, c.onCameraLoss) = (path, FrameSize(width: 320, height: 240), 30, .wait(giveUpAfterNs: 20_000_000_000))
+        let session = try CaptureSession(c)
+        let log = EventLog(), collecting = log.collect(session)
+        let report = try await session.run(stages: [Taker()])
+        await collecting.value
+        #expect(report.failure == nil && report.processed == 30, "\(report.summaryText)")
+        let events = log.events.withLock { $0 }.map(\.description)
+        #expect(events.first?.hasPrefix("camera lost: \(path) was unplugged at frame 10") == true && events.count == 2, "\(events)")
+        // The built-in webcam of the same provider plays none of it.
+        var plain = CaptureSession.Configuration(providers: [provider])
+        (plain.device, plain.size, plain.frames) = ("fixture:uvc-webcam", FrameSize(width: 320, height: 240), 15)
+        let other = try await CaptureSession(plain).run(stages: [Taker()])
+        #expect(other.failure == nil && other.processed == 15)
+    }
 }

@@ -132,7 +132,34 @@ let badFixtures: [BadFixture] = [
         text:
             "{\"name\": \"x\", \"colorSpace\": {\"primaries\": \"bt709\", \"transfer\": \"bt709\",\n\"matrix\": \"bt709\", \"range\": \"tv\"},\n\"formats\": []}",
         line: 2, message: "\"colorSpace\" \"range\" must be one of limited, full, found \"tv\""),
+    .init(
+        name: "bad fault in JSON",
+        text:
+            "{\"name\": \"x\",\n\"faults\": [\"unplug@90+5\",\n \"jam@1+1\"],\n\"formats\": [{\"pixelFormat\": \"YUYV\", \"sizes\": [{\"width\": 64, \"height\": 48}]}]}",
+        line: 3,
+        message: "fixture fault \"jam@1+1\": unknown kind \"jam\""),
+    .init(
+        name: "faults not an array",
+        text:
+            "{\"name\": \"x\",\n\"faults\": \"unplug@90+5\",\n\"formats\": [{\"pixelFormat\": \"YUYV\", \"sizes\": [{\"width\": 64, \"height\": 48}]}]}",
+        line: 2,
+        message: "\"faults\" must be an array of at most 256 faults"),
+    .init(
+        name: "bad fault in listing", text: "\t[0]: 'YUYV' (YUYV 4:2:2)\n\t\tSize: Discrete 640x480\nFault: resize@10:huge\n", line: 3,
+        message: "fixture fault \"resize@10:huge\": not a size: \"huge\""),
 ]
+
+/// #48: a fixture file carries the faults its camera plays: JSON's `faults` array, a listing's `Fault:` lines.
+@Test func fixtureFilesDeclareTheirFaults() throws {
+    let json = try CameraDescription.parse(
+        "{\"name\": \"flaky\", \"faults\": [\"unplug@90+5\", \"resize@30:320x240\", \"corrupt@10+3\"],"
+            + " \"formats\": [{\"pixelFormat\": \"YUYV\", \"sizes\": [{\"width\": 640, \"height\": 480}]}]}", file: "flaky.json")
+    #expect(json.faults.map(\.description) == ["unplug@90+5.0", "resize@30:320x240", "corrupt@10+3.0"])
+    let listing = try CameraDescription.parse(
+        "\t[0]: 'YUYV' (YUYV 4:2:2)\n\t\tSize: Discrete 640x480\nFault: stall@60+1.5\nfault: nospace@YUYV:640x480\n", file: "flaky.txt")
+    #expect(listing.faults.map(\.description) == ["stall@60+1.5", "nospace@YUYV:640x480"])
+    #expect(listing.formats.count == 1, "the fault lines are not formats")
+}
 
 @Test func fixtureColourDescriptionReachesFrames() throws {
     let json = """
