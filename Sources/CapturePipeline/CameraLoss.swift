@@ -3,6 +3,7 @@ import Logging
 import SystemIO
 import Metrics
 import VideoProcessing
+import Synchronization
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -73,6 +74,67 @@ public enum CaptureEvent: Sendable, Equatable, CustomStringConvertible {
         case .fallback(let from, let to, let reason): "\(from) cannot stream (\(reason)): trying \(to)"
         case .sourceChanged(let from, let to, let ns): "source changed: \(from) → \(to), pictures again after \(fmt(Double(ns) / 1e9, 2)) s"
         case .noSignal(let e): "no signal: \(e.message)"
+        }
+    }
+}
+
+/// The camera's health as a server reports it (`camcap serve`'s `/stats`, its `camera` object): streaming, away or
+/// without signal, with the run's counts of losses, recoveries, source changes and fallbacks, the time without
+/// pictures and the last event. The session keeps it from its events (`CaptureSession.health`); any thread reads it.
+public final class CameraHealth: Sendable {
+    /// What the camera is doing now.
+    public enum State: String, Sendable {
+        /// Delivering (or about to: the run started, or the camera just came back).
+        case streaming
+        /// Lost: the session waits for it (`CameraLossPolicy.wait`).
+        case away
+        /// Its source has no signal (an HDMI receiver with nothing plugged in).
+        case noSignal = "no signal"
+    }
+    /// The health at one moment.
+    public struct Snapshot: Sendable, Equatable {
+        /// What the camera is doing now.
+        public var state = State.streaming
+        /// Times the camera was lost, came back, had its source change, and fell back to another mode.
+        public var losses = 0, recoveries = 0, sourceChanges = 0, fallbacks = 0
+        /// Nanoseconds without pictures over the losses and changes that ended.
+        public var awayNs: Int64 = 0
+        /// The last event's line (`CaptureEvent.description`), if any.
+        public var lastEvent: String?
+    }
+    private let current = Mutex(Snapshot())
+    /// Streaming, nothing counted yet.
+    public init() {}
+    /// The health now.
+    public var snapshot: Snapshot { current.withLock { $0 } }
+    /// The health as JSON members (state, counts, seconds without pictures, the last event).
+    public var jsonMembers: [(String, Any)] {
+        let s = snapshot
+        return [
+            ("state", s.state.rawValue), ("losses", s.losses), ("recoveries", s.recoveries), ("sourceChanges", s.sourceChanges),
+            ("fallbacks", s.fallbacks), ("secondsWithoutPictures", Double(s.awayNs / 1_000_000) / 1000), ("lastEvent", s.lastEvent ?? ""),
+        ]
+    }
+
+    func record(_ event: CaptureEvent) {
+        current.withLock { s in
+            switch event {
+            case .lost:
+                s.state = .away
+                s.losses += 1
+            case .back(let ns, _):
+                s.state = .streaming
+                s.recoveries += 1
+                s.awayNs += ns
+            case .gaveUp: s.state = .away
+            case .fallback: s.fallbacks += 1
+            case .sourceChanged(_, _, let ns):
+                s.state = .streaming
+                s.sourceChanges += 1
+                s.awayNs += ns
+            case .noSignal: s.state = .noSignal
+            }
+            s.lastEvent = String(event.description.prefix(300))
         }
     }
 }
@@ -195,6 +257,7 @@ extension CaptureSession {
 
     /// An event to the events stream, the log and the caller's line.
     func report(_ event: CaptureEvent) {
+        health.record(event)
         eventSink.yield(event)
         configuration.logger.info("\(event)", metadata: ["device": "\(device.path)"])
         onEvent?(event.description)

@@ -172,6 +172,8 @@ public final class CaptureSession {
     let wakeSignal = WakeSignal()
     /// Wakes a session waiting for its lost camera before its backoff ends (`cameraMayBeBack()`).
     let healSignal = WakeSignal()
+    /// The camera's health now (state and counts of this session's events), for a server's status page.
+    public let health = CameraHealth()
     /// The camera's comings and goings (`CaptureEvent`), as they happen; finished when `run(stages:)` returns.
     public let events: AsyncStream<CaptureEvent>
     let eventSink: AsyncStream<CaptureEvent>.Continuation

@@ -82,6 +82,11 @@ public final class ViewerHub: EncodedOutput, Sendable {
         var peers: [WebRTCPeer] = []
     }
     private let state = Mutex(State())
+    /// The camera's health, shown as `/stats`' `camera` (set by `showCamera(_:)`).
+    private let camera = Mutex<CameraHealth?>(nil)
+
+    /// Shows `health` (the session's: `CaptureSession.health`) in `/stats` as its `camera` object.
+    public func showCamera(_ health: CameraHealth) { camera.withLock { $0 = health } }
     private let identity: DTLSIdentity
     private let configuration: WebRTCPeer.Configuration
     /// The encoders the viewers' feedback goes to, one per tier (set by `connect`, before the camera starts).
@@ -548,7 +553,8 @@ public final class ViewerHub: EncodedOutput, Sendable {
         }
         return "{\"viewers\": [" + items.map(jsonValue).joined(separator: ", ") + "], \"tiers\": [" + tierItems.map(jsonValue).joined(separator: ", ")
             + "], \"total\": \(s.0), \"left\": \(s.1), "
-            + "\"connections\": \(connections), \"refused\": \(jsonValue(refused.json))}"
+            + "\"connections\": \(connections), \"refused\": \(jsonValue(refused.json))"
+            + (camera.withLock { $0 }.map { ", \"camera\": " + jsonValue($0.jsonMembers) } ?? "") + "}"
     }
 }
 

@@ -104,6 +104,7 @@ public struct WHEPBroadcast {
             stage = single
         }
         hub.whenViewersArrive(session.wakeAction) // a camera released for want of viewers starts again
+        hub.showCamera(session.health) // /stats says whether the camera streams, is away or has no signal
         // The camera's rotation is applied to the pixels (WebRTC's rotation_applied) unless every viewer takes it as
         // metadata (the video-orientation extension): the hub decides as viewers come and go.
         session.sourceOptions.applyRotation = !passesThrough

@@ -198,6 +198,11 @@ let chromiumAvailable =
         #expect(watching != nil && lost != nil && watching!.lowerBound < lost!.lowerBound, "the camera went while the viewer watched: \(err)")
         let stats = try server.stats()
         #expect(int(stats, "left") == 1, "one viewer, who left by DELETE at the end: \(stats)")
+        let camera = stats["camera"] as? [String: Any]
+        #expect(
+            camera?["state"] as? String == "streaming" && int(camera, "losses") == 1 && int(camera, "recoveries") == 1
+                && int(camera, "sourceChanges") == 1 && (camera?["lastEvent"] as? String)?.hasPrefix("source changed") == true,
+            "/stats camera: \(String(describing: camera))")
         #expect(server.stop() == 0, "\(server.err)")
         #expect(server.out.contains("lost 1 time (disconnected 1), back 1,") && server.out.contains("1 in all, 1 left"), "\(server.out)")
     }

@@ -75,6 +75,8 @@ private final class EventLog: Sendable {
         }
         let loss = report.summary.first { $0.0 == "camera loss" }?.1 ?? ""
         #expect(loss.hasPrefix("lost 1 time (disconnected 1), back 1, "), "\(report.summaryText)")
+        let health = session.health.snapshot
+        #expect(health.state == .streaming && health.losses == 1 && health.recoveries == 1 && health.awayNs >= 600_000_000, "\(health)")
         // The file holds every picture, in order, with the gap where the camera was away (no invented frames).
         let pts = try presentationTimes(path)
         #expect(pts.count == 60, "\(pts.count) pictures in \(path)")
@@ -101,6 +103,7 @@ private final class EventLog: Sendable {
         #expect(report.failure?.message.contains("did not come back within 0.7 s") == true, "\(String(describing: report.failure))")
         let events = log.events.withLock { $0 }
         #expect(events.count == 2 && events.last.map { if case .gaveUp = $0 { true } else { false } } == true, "\(events)")
+        #expect(session.health.snapshot.state == .away && session.health.snapshot.recoveries == 0)
     }
 
     @Test func aStallPastTheStreamsTimeoutIsHealedByReopeningTheCamera() async throws {
@@ -221,6 +224,9 @@ private final class EventLog: Sendable {
         #expect(events.dropFirst().first?.hasPrefix("no signal: fixture:uvc-webcam detects no signal") == true, "\(events)")
         #expect(events.last?.hasPrefix("source changed: YUYV 640x480 @ 30 fps → YUYV 640x480 @ 30 fps, pictures again after") == true)
         #expect(!report.summary.contains { $0.0 == "camera loss" }, "a source change is not a loss: \(report.summaryText)")
+        let health = session.health.snapshot
+        #expect(health.state == .streaming && health.sourceChanges == 2 && health.losses == 0 && health.awayNs >= 500_000_000, "\(health)")
+        #expect(health.lastEvent?.hasPrefix("source changed: YUYV 640x480") == true, "\(health)")
         let source = report.summary.first { $0.0 == "source" }?.1 ?? ""
         #expect(source.hasPrefix("changed 2 times (1280x720 → 640x480 → 640x480), "), "\(report.summaryText)")
         // ffprobe decodes every frame, up to 20 at the first size (a real-time run may discard a late one) and the rest at
