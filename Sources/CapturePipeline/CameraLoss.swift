@@ -23,6 +23,9 @@ public enum CameraLossPolicy: Sendable, Equatable, CustomStringConvertible {
     public static let firstRetryNs: Int64 = 250_000_000
     /// The longest wait between two retries, in nanoseconds.
     public static let maxRetryNs: Int64 = 2_000_000_000
+    /// While the camera is away, live viewers get a placeholder this often (`PictureStage.placeholder(timestampNs:)`),
+    /// in nanoseconds: the first one this long after the camera went.
+    public static let placeholderIntervalNs: Int64 = 1_000_000_000
 
     /// `exit`, `wait`, or `wait (give up after N s)`.
     public var description: String {
@@ -199,6 +202,7 @@ extension CaptureSession {
         healSignal.clear()
         var delay = CameraLossPolicy.firstRetryNs, attempts = 0, renegotiate = changed, dark = false
         let before = selection // what streamed before (a restart without signal may select something else meanwhile)
+        state.nextPlaceholderNs = lostAt + CameraLossPolicy.placeholderIntervalNs
         while !stopFlag.isSet {
             if let limit = giveUpAfterNs, monotonicNanoseconds() - lostAt >= limit {
                 report(.gaveUp(afterNs: monotonicNanoseconds() - lostAt))
@@ -248,11 +252,36 @@ extension CaptureSession {
                 if error.code != .noSignal { onEvent?("camera still away (attempt \(attempts)): \(error)") }
             }
             let wait = deadline(state).map { min(delay, max($0 - monotonicNanoseconds(), 0)) } ?? delay
-            guard await healSignal.wait(timeoutNs: wait) else { break } // stopped
+            guard await waitSendingPlaceholders(wait, c, &state) else { break } // stopped, or a stage failed
             delay = min(delay * 2, CameraLossPolicy.maxRetryNs)
         }
         state.captureError = nil // stopped while waiting: the user's stop, not a failure (the summary tells the loss)
         return nil
+    }
+
+    /// Waits `ns` before the next attempt (a hot-plug wake cuts it short), sending the stages' placeholders every
+    /// `CameraLossPolicy.placeholderIntervalNs` meanwhile. False when the session was stopped, or a stage failed
+    /// (`state.stageError`).
+    private func waitSendingPlaceholders(_ ns: Int64, _ c: RunContext, _ state: inout RunState) async -> Bool {
+        let end = monotonicNanoseconds() &+ ns
+        while true {
+            var now = monotonicNanoseconds()
+            if now >= state.nextPlaceholderNs {
+                do {
+                    for s in c.stages where try s.placeholder(timestampNs: max(now, state.lastTs + 1)) { state.placeholders += 1 }
+                } catch {
+                    state.stageError = error
+                    return false
+                }
+                state.nextPlaceholderNs = now + CameraLossPolicy.placeholderIntervalNs
+                now = monotonicNanoseconds()
+            }
+            let slice = min(end, state.nextPlaceholderNs) - now
+            if slice <= 0 { return true }
+            guard await healSignal.wait(timeoutNs: slice) else { return false }
+            let after = monotonicNanoseconds()
+            if after >= end || after < now + slice - 20_000_000 { return true } // the backoff is over, or a wake cut it short
+        }
     }
 
     /// An event to the events stream, the log and the caller's line.

@@ -36,6 +36,9 @@ struct RunState {
     var nextProgress: Int64
     var idle: IdleRelease
     var losses = LossTally()
+    /// When the next placeholder is due while the camera is away, and how many the stages sent.
+    var nextPlaceholderNs: Int64 = 0
+    var placeholders = 0
     /// Frames the camera delivered, converted or not (a server nobody watches dequeues frames it converts none of).
     var seen = 0
 

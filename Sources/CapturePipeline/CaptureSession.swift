@@ -27,6 +27,11 @@ public protocol PictureStage: AnyObject {
     func begin(_ session: CaptureSession) throws
     /// One picture. A thrown error stops the pipeline (a write failure); bad captured frames never get here.
     func consume(_ picture: I420Buffer, frame: VideoFrame) throws
+    /// While the camera is away (lost and waited for, or without signal), about once a second: a stage that serves
+    /// live viewers sends them a placeholder (a dark slate at its last size), so that players neither time out
+    /// nor hang up; a stage that writes files sends nothing (the recording shows the gap). Returns true when it
+    /// sent one.
+    func placeholder(timestampNs: Int64) throws -> Bool
     /// Closes outputs; called once at the end, also after an error.
     func end() throws
     /// Gives up the outputs when the run fails before it starts (existing files keep their contents, new ones go).
@@ -60,6 +65,8 @@ extension PictureStage {
     public func begin(_ session: CaptureSession) throws {}
     /// Does nothing.
     public func discard() {}
+    /// Sends nothing: the stage has no live viewers.
+    public func placeholder(timestampNs: Int64) throws -> Bool { false }
     /// Nothing: the stage adds nothing to the `frames:` line.
     public var framesSummary: String? { nil }
     /// Nothing: the stage adds nothing to the progress line.

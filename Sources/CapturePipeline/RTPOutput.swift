@@ -83,6 +83,8 @@ package func write(_ text: String, into f: OutputFile) throws {
 /// bitrate (both taken by the encode stage before its next frame). Writes the SDP once the first key frame
 /// gives the real SPS/PPS.
 public final class RTPOutput: EncodedOutput {
+    /// True: the receiver gets the slate while the camera is away (a player would otherwise time out).
+    public var takesPlaceholders: Bool { true }
     /// The sender the frames go through: its statistics, SSRC and RTCP port.
     public let sender: RTPSender
     private var sdpFile: OutputFile?

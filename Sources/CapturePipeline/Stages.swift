@@ -32,6 +32,10 @@ public protocol EncodedOutput: AnyObject {
     /// The path of a file this output writes to that has not received a byte (a failed run then says that
     /// nothing was written, not that what was written is playable); nil when it has, or it writes no file.
     var unwrittenFile: String? { get }
+    /// True for an output to live viewers (a server's, an RTP sender's, a WHIP publication's): it takes the
+    /// placeholders sent while the camera is away (`PictureStage.placeholder(timestampNs:)`). False (the default)
+    /// for files, which show the gap instead.
+    var takesPlaceholders: Bool { get }
     /// Called by the stage that feeds this output (`EncodeStage`, `PassthroughStage`), when the stage is made,
     /// with the stage's key-frame control: an output that needs key frames at moments of its own (a
     /// `RecordingOutput`'s new segment) keeps it, so that no app has to wire it.
@@ -50,6 +54,8 @@ extension EncodedOutput {
     public var wantsFrames: Bool { true }
     /// The same as `wantsFrames`.
     public var hasAudience: Bool { wantsFrames }
+    /// False: a file, or anything that should show a gap where the camera was away.
+    public var takesPlaceholders: Bool { false }
 }
 
 /// Encodes every picture with OpenH264 (one encoder, shared by every output).
@@ -81,6 +87,10 @@ public final class EncodeStage: PictureStage {
     private var out = EncodedFrame()
     /// Pictures not encoded because no output wanted frames.
     private var idle = 0
+    /// The dark slate sent as a placeholder while the camera is away (made once, at the encoder's size), and how
+    /// many were sent.
+    private var slate: I420Buffer?
+    private var placeholders = 0
     private var resumeWithKeyFrame = false
     private var fps = 30.0
     /// Where encoded frames go, on the thread that encoded them.
@@ -301,6 +311,31 @@ public final class EncodeStage: PictureStage {
         }
     }
 
+    /// While the camera is away: a dark slate at the encoder's size, encoded and written to the outputs that take
+    /// placeholders (live viewers; never a file). The next camera picture is then a key frame, so an output that did
+    /// not take the slates decodes on. Nothing is sent before the first picture, on the encoder's own thread, or
+    /// when no live output wants frames.
+    public func placeholder(timestampNs: Int64) throws -> Bool {
+        guard case .inline(let encoder) = engine, outputs.contains(where: { $0.takesPlaceholders && $0.wantsFrames }) else { return false }
+        let size = encoder.settings
+        if slate.map({ $0.width != size.width || $0.height != size.height }) ?? true {
+            let s = I420Buffer(width: size.width, height: size.height) // once per away time at most, not per frame
+            if let p = s.writablePlanes {
+                p.y.update(repeating: 40, count: s.strideY * s.height)
+                p.u.update(repeating: 128, count: s.strideU * s.chromaHeight)
+                p.v.update(repeating: 128, count: s.strideV * s.chromaHeight)
+            }
+            slate = s
+        }
+        guard let slate else { return false }
+        try encoder.encode(slate, timestampNs: timestampNs, into: &out)
+        resumeWithKeyFrame = true
+        if out.isSkipped { return false }
+        for o in outputs where o.takesPlaceholders && o.wantsFrames { try o.write(out) }
+        placeholders += 1
+        return true
+    }
+
     /// An encoded frame to every output, with the metrics and the tally, on the thread that encoded it.
     private final class Delivery: @unchecked Sendable {
         // @unchecked: `outputs` are not Sendable. They are written by one thread at a time: the pipeline's, or,
@@ -389,7 +424,10 @@ public final class EncodeStage: PictureStage {
     }
 
     /// "encoded N, skipped N", and the pictures not encoded for want of viewers.
-    public var framesSummary: String? { "encoded \(encoded), skipped \(stats.skipped)" + (idle > 0 ? ", not encoded (nobody watching) \(idle)" : "") }
+    public var framesSummary: String? {
+        "encoded \(encoded), skipped \(stats.skipped)" + (idle > 0 ? ", not encoded (nobody watching) \(idle)" : "")
+            + (placeholders > 0 ? ", placeholders \(placeholders) (while the camera was away)" : "")
+    }
     /// The average bitrate so far, then each output's progress.
     public var progress: String? { (["\(fmt(kbps, 0)) kbps"] + outputs.compactMap(\.progress)).joined(separator: "  ") }
     /// Key frames, average bitrate against the target, encode time, reconfigurations, and each output's lines.

@@ -112,6 +112,13 @@ public final class TieredEncodeStage: PictureStage {
     }
 
     /// Ends every tier's stage; throws the first error.
+    /// While the camera is away: each tier's slate to its viewers (`EncodeStage.placeholder(timestampNs:)`).
+    public func placeholder(timestampNs: Int64) throws -> Bool {
+        var sent = false
+        for s in stages where try s.placeholder(timestampNs: timestampNs) { sent = true }
+        return sent
+    }
+
     public func end() throws {
         var first: Error?
         for s in stages {

@@ -539,6 +539,8 @@ public final class RTSPHub: EncodedOutput, Sendable {
 
     /// Nobody plays: the encoder rests (a client that starts playing asks for a key frame anyway).
     public var wantsFrames: Bool { state.withLock { !$0.playing.isEmpty } }
+    /// True: playing clients get the slate while the camera is away (they would otherwise time out).
+    public var takesPlaceholders: Bool { true }
     /// Sessions set up or playing: while there are none, a session may release the camera.
     public var hasAudience: Bool { state.withLock { !$0.sessions.isEmpty } }
     /// The hub only locks its own state and writes to sockets or the event loop: the encoder's thread may write.

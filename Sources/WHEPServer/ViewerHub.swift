@@ -437,6 +437,8 @@ public final class ViewerHub: EncodedOutput, Sendable {
     // EncodedOutput (the encoder's thread)
     /// Nobody connected: the encoder rests (a viewer's connection asks for a key frame anyway).
     public var wantsFrames: Bool { tierWantsFrames(0) }
+    /// True: viewers get the slate while the camera is away (their players would otherwise time out).
+    public var takesPlaceholders: Bool { true }
     /// Sends one access unit to every connected viewer (from the encoder's thread), first asking the encoder for
     /// a key frame if a viewer wanted one and the last was long enough ago. Never throws.
     public func write(_ frame: EncodedFrame) throws { write(frame, tier: 0) }
@@ -606,6 +608,7 @@ final class TierOutput: EncodedOutput {
         self.tier = tier
     }
     var wantsFrames: Bool { hub.tierWantsFrames(tier) }
+    var takesPlaceholders: Bool { true }
     var hasAudience: Bool { false } // the full tier's output speaks for the audience
     func write(_ frame: EncodedFrame) throws { hub.write(frame, tier: tier) }
     func end() throws {}

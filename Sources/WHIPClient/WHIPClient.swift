@@ -501,6 +501,8 @@ public final class WHIPOutput: EncodedOutput, Sendable {
 
     /// True while connected (frames are encoded only then; the first after a pause is a key frame); with
     /// simulcast, while the full layer is sent.
+    /// True: the server gets the slate while the camera is away (an SFU would otherwise end the session).
+    public var takesPlaceholders: Bool { true }
     public var wantsFrames: Bool {
         guard !configuration.publisher.simulcastRIDs.isEmpty else { return state.withLock { $0.publisher }?.isConnected ?? false }
         return layerWantsFrames(0)
@@ -596,6 +598,7 @@ final class LayerOutput: EncodedOutput, Sendable {
         self.layer = layer
     }
     var wantsFrames: Bool { output.layerWantsFrames(layer) }
+    var takesPlaceholders: Bool { true }
     var hasAudience: Bool { true }
     var acceptsWritesFromEncoderThread: Bool { true }
     func write(_ frame: EncodedFrame) throws { output.write(frame, layer: layer) }

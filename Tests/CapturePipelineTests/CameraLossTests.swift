@@ -9,6 +9,7 @@ import VideoCapture
 import FixtureCameras
 import VideoProcessing
 import CapturePipeline
+import H264
 
 /// A real-time 320x240 session of the fixture webcam playing `faults`, with `policy`, until `frames`.
 private func faultySession(_ faults: [FixtureFault], policy: CameraLossPolicy, frames: Int, stallTimeoutNs: Int64 = 3_000_000_000) throws
@@ -332,4 +333,51 @@ private final class EventLog: Sendable {
         let other = try await CaptureSession(plain).run(stages: [Taker()])
         #expect(other.failure == nil && other.processed == 15)
     }
+
+    // MARK: - Placeholders while the camera is away
+
+    /// One encode, two outputs: a live one (as a server's) and a file. While the camera is unplugged for 2.5 s the live
+    /// output gets a dark slate about once a second, the file nothing (its gap is honest), and the file decodes on
+    /// after the camera returns (the next camera picture is a key frame).
+    @Test func liveOutputsGetASlateWhileTheCameraIsAwayAndFilesShowTheGap() async throws {
+        let session = try faultySession([FixtureFault(.unplug, atFrame: 20, seconds: 2.5)], policy: .wait(giveUpAfterNs: nil), frames: 50)
+        let live = LiveOutput()
+        let path = work + "/placeholders.mp4"
+        try? FileManager.default.removeItem(atPath: path)
+        let file = try RecordingOutput(RecordingOutput.Configuration(path: path))
+        let stage = EncodeStage(
+            settings: EncodeStage.baseSettings(for: session.selection, bitrateKbps: 300, maxBitrateKbps: nil), keyIntervalSeconds: 10,
+            outputs: [live, file])
+        let report = try await session.run(stages: [stage])
+        #expect(report.failure == nil && report.processed == 50, "\(report.summaryText)")
+        let frames = live.frames.withLock { $0 }
+        #expect(frames.count >= 52 && frames.count <= 54, "50 camera frames and 2-4 slates: \(frames.count)")
+        // The slates fill the gap: no interval of more than 1.2 s in what the live output got; the file has the gap.
+        let liveGaps = zip(frames, frames.dropFirst()).map { Double($1.ts - $0.ts) / 1e9 }
+        #expect(liveGaps.allSatisfy { $0 > 0 && $0 < 1.2 }, "\(liveGaps.filter { $0 > 0.1 })")
+        let pts = try presentationTimes(path)
+        let fileGaps = zip(pts, pts.dropFirst()).map { $1 - $0 }
+        #expect(pts.count == 50 && fileGaps.filter { $0 > 2 }.count == 1, "the file: 50 frames and one gap: \(fileGaps.filter { $0 > 0.1 })")
+        // The first camera frame after the slates is a key frame, for both outputs: it is the first frame a camera
+        // period from its successor that came a slate's interval (more than 0.3 s) after its predecessor.
+        let back = (1..<frames.count - 1).first { i in
+            i > 10 && frames[i].ts - frames[i - 1].ts > 300_000_000 && frames[i + 1].ts - frames[i].ts < 100_000_000
+        }
+        #expect(back.map { frames[$0].key } == true, "\(back.map { frames[($0 - 3)...($0 + 1)].map { ($0.ts, $0.key) } } ?? [])")
+        let decodeErrors = try sh("ffmpeg", ["-v", "error", "-i", path, "-f", "null", "-"]).err
+        #expect(decodeErrors.isEmpty, "the file decodes without error: \(decodeErrors.prefix(300))")
+        #expect(report.summary.contains { $0.0 == "frames" && $0.1.contains("placeholders ") }, "\(report.summaryText)")
+    }
+}
+
+/// A live output (as a server's): takes placeholders, keeps each frame's time and key flag.
+private final class LiveOutput: EncodedOutput {
+    let frames = Mutex<[(ts: Int64, key: Bool)]>([])
+    var takesPlaceholders: Bool { true }
+    func write(_ frame: EncodedFrame) throws {
+        frames.withLock { $0.append((frame.timestampNs, frame.isKeyFrame)) }
+    }
+    func end() throws {}
+    func discard() {}
+    var summary: [(String, String)] { [] }
 }
