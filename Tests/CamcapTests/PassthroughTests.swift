@@ -110,6 +110,35 @@ private final class Collect: EncodedOutput {
         #expect(o.code != 0 && o.err.contains("--sdp-only needs our encoder"), "\(o.err)")
     }
 
+    /// (#53) A 0.001 fps H.264 camera (a time-lapse module) is passed through by every command, as `record` did:
+    /// `stream` sends its frame and writes the SDP from it, `rtsp` and `serve` start and stop cleanly. They refused
+    /// it before ("cannot be encoded: frame rate 0.001 is out of range"), although nothing is encoded.
+    @Test func aSlowerThanOneFPSH264CameraIsPassedThroughByEveryCommand() throws {
+        let slow = tempFile(
+            "h264-time-lapse.json",
+            #"{"name": "time-lapse encoder", "formats": [{"pixelFormat": "H264", "sizes": [{"width": 640, "height": 360, "fps": [0.001]}]}]}"#)
+        let record = try sh(camcap, ["record", "-d", slow, "--pixel-format", "H264", "--frames", "1", "-o", work + "/time-lapse.mp4"])
+        #expect(record.code == 0 && record.out.contains("passed through 1 (no encoder)"), "\(record.out)\(record.err)")
+        let sdp = work + "/time-lapse.sdp"
+        try? FileManager.default.removeItem(atPath: sdp)
+        let stream = try sh(
+            camcap, ["stream", "-d", slow, "--pixel-format", "H264", "--frames", "1", "--to", "127.0.0.1:\(basePort + 25)", "--sdp", sdp])
+        #expect(stream.code == 0 && stream.out.contains("passed through 1 (no encoder)"), "\(stream.out)\(stream.err)")
+        let sdpText = (try? String(contentsOfFile: sdp, encoding: .utf8)) ?? ""
+        #expect(sdpText.contains("sprop-parameter-sets="), "\(sdpText)")
+        #expect(!(stream.err + record.err).contains("cannot be encoded"))
+        let rtsp = try RTSPProcess(["-d", slow, "--pixel-format", "H264"], name: "rtsp-time-lapse", running: "serving \(slow)")
+        #expect(!rtsp.url.isEmpty && rtsp.err.contains("serving \(slow)"), "\(rtsp.err)")
+        #expect(rtsp.stop() == 0, "\(rtsp.err)")
+        #expect(!rtsp.err.contains("cannot be encoded"), "\(rtsp.err)")
+        let serve = try ServeProcess(
+            ["-d", slow, "--pixel-format", "H264", "--listen", "127.0.0.1:0"], name: "serve-time-lapse", running: "serving \(slow)")
+        #expect(!serve.url.isEmpty && serve.err.contains("serving \(slow)"), "\(serve.err)")
+        if serve.process.isRunning { kill(serve.pid, SIGINT) }
+        serve.process.waitUntilExit()
+        #expect(serve.process.terminationStatus == 0 && !serve.err.contains("cannot be encoded"), "\(serve.err)")
+    }
+
     /// `stream` and `rtsp` send the camera's access units as they come: ffmpeg's copy of what it received over RTP
     /// (the SDP written from the camera's first key frame) and over RTSP (TCP) holds the camera's own slice NAL
     /// units, byte for byte, in order and without a gap, with 0 encoders on the sending side.
