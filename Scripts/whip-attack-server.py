@@ -13,6 +13,7 @@ Paths on A (POST):
   /loop        307 to itself, forever (followed 3 times)
   /answer      201, an acceptable SDP answer whose only candidate is the garbage UDP socket, Location /resource/N
   /foreign     the same with a Location on B
+  /longlocation  the same with a 15,000-byte Location (/resource/long-xxxx…)
   /unusable    201 + Location /resource/unusable and an HTML body
   /silent      reads the request and never answers
   /weird       /answer whose candidates are first (highest priority) WEIRD_CANDIDATES, addresses that are not unicast
@@ -218,8 +219,10 @@ def make_handler(name, urls, udp_port):
                 self.send(302, [("Location", "/answer")])
             elif path == "/loop":
                 self.send(307, [("Location", "/loop")])
-            elif path in ("/answer", "/foreign", "/weird"):
+            elif path in ("/answer", "/foreign", "/weird", "/longlocation"):
                 location = (urls["B"] if path == "/foreign" else "") + "/resource/%d" % n
+                if path == "/longlocation":
+                    location = "/resource/long-" + "x" * (15000 - len("/resource/long-"))
                 sdp = answer_sdp(offer, udp_port, weird=path == "/weird").encode()
                 self.send(201, [("Location", location), ("Content-Type", "application/sdp")], sdp)
             elif path == "/unusable":

@@ -30,6 +30,12 @@ struct RunState {
     var adapted = AdaptationTally()
     var firstTs: Int64?
     var lastTs: Int64 = 0
+    /// Where `Configuration.durationNs` counts from: the first frame, or, when a camera's own H.264 was held back
+    /// waiting for its first key frame, the first frame written (nil until then).
+    var clockFrom: Int64?
+    /// Access units an encoded stage held back although an output wanted them (before a key frame, malformed):
+    /// captured, not processed.
+    var heldBack = 0
     var captureError: CaptureError?
     var stageError: Error?
     let wallStart: Int64
@@ -136,12 +142,15 @@ extension CaptureSession {
         if state.idle.awaitingFirstFrame, state.idle.firstFrameAfterRestart(now: monotonicNanoseconds()) != nil {
             onEvent?("camera restarted for a viewer: first frame after \(fmt(state.idle.lastRestartMs, 1)) ms")
         }
-        let first = state.firstTs ?? c.replay?.firstTimestamp ?? frame.timestampNs
-        state.firstTs = state.firstTs ?? first
+        state.firstTs = state.firstTs ?? c.replay?.firstTimestamp ?? frame.timestampNs
+        // The duration counts from the first frame; access units held back before the first key frame of a camera's
+        // own H.264 do not start it (nor count towards `frames`), unless they last the whole duration themselves.
+        let first = state.clockFrom ?? state.firstTs ?? frame.timestampNs
         if let d = configuration.durationNs, frame.timestampNs - first >= d { return false }
         // Pictures paused (nobody wanted one): the frame only keeps the clock. A stage that wants pictures again
         // (a viewer came) resumes them from the next frame.
         if frame.isUnconverted {
+            state.clockFrom = state.clockFrom ?? (state.heldBack > 0 ? frame.timestampNs : first)
             state.metrics.capture.frames.increment() // captured (dequeued), although nobody wanted its picture
             let wanted = c.stages.contains { $0.wantsPictures }
             if wanted { c.source.setPicturesPaused(false) }
@@ -167,14 +176,21 @@ extension CaptureSession {
             state.stageError = error
             return false
         }
+        if picture == nil && heldBack(c.stages) {
+            state.heldBack += 1
+            state.metrics.capture.frames.increment()
+            return true
+        }
+        let from = state.clockFrom ?? (state.heldBack > 0 ? frame.timestampNs : first)
+        state.clockFrom = from
         state.report.processed += 1
         state.metrics.capture.frames.increment()
-        if let picture, c.replay != nil || outputRequests.used { state.adapted.add(picture, elapsedNs: frame.timestampNs - first) }
+        if let picture, c.replay != nil || outputRequests.used { state.adapted.add(picture, elapsedNs: frame.timestampNs - from) }
         if state.report.processed % 16 == 0 { state.metrics.update(capturer.statistics, c.source.statistics) }
         state.lastTs = frame.timestampNs
         let now = monotonicNanoseconds()
         if !configuration.fast { time(frame, c, &state, stageStart: stageStart, stageCPUStart: stageCPUStart, converted: converted, now: now) }
-        let elapsed = Double(state.lastTs - first) / 1e9
+        let elapsed = Double(state.lastTs - from) / 1e9
         if let onProgress, elapsed >= 0.2, now >= state.nextProgress {
             state.nextProgress = now + progressIntervalNs
             let processed = state.report.processed
@@ -188,6 +204,17 @@ extension CaptureSession {
         let wanted = c.stages.contains { $0.wantsPictures }
         if !wanted { c.source.setPicturesPaused(true) }
         return !(state.idle.enabled && state.idle.shouldRelease(wanted: wanted, at: frame.timestampNs))
+    }
+
+    /// Every encoded stage held the last access unit back (none was written): it is not a processed frame.
+    private func heldBack(_ stages: [any PictureStage]) -> Bool {
+        var any = false
+        for s in stages {
+            guard let e = s as? EncodedFrameStage else { continue }
+            if !e.heldBackLastFrame { return false }
+            any = true
+        }
+        return any
     }
 
     /// The frame's latency and work time, and its row of the frame trace when one is kept.
@@ -215,7 +242,7 @@ extension CaptureSession {
     /// When `Configuration.durationNs` ends, on the monotonic clock the frame timestamps are on (nil: no duration, or no
     /// frame yet).
     func deadline(_ state: RunState) -> Int64? {
-        guard let d = configuration.durationNs, let first = state.firstTs else { return nil }
+        guard let d = configuration.durationNs, let first = state.clockFrom ?? state.firstTs else { return nil }
         return first &+ d
     }
 
@@ -295,14 +322,15 @@ extension CaptureSession {
         wallSeconds: Double
     ) -> [(String, String)] {
         let processed = state.report.processed
-        let elapsed = state.firstTs.map { Double(state.lastTs - $0) / 1e9 } ?? 0
+        let elapsed = (state.clockFrom ?? state.firstTs).map { Double(state.lastTs - $0) / 1e9 } ?? 0
         let starved = sourceStats.dropped[.starvation, default: 0]
         let dropped = stats.droppedWhileConsumed + starved
         var drops = stats.dropped.filter { $0.key != .noConsumer && $0.value > 0 }.map { ("\($0.key)", $0.value) }
         if starved > 0 { drops.append(("pipeline busy", starved)) }
         let dropText = drops.sorted { $0.0 < $1.0 }.map { "\($0.0) \($0.1)" }.joined(separator: ", ")
         let thinned = sourceStats.dropped[.adaptation, default: 0]
-        var frameLine = "captured \(processed + undecodable + dropped + thinned), dropped \(dropped)\(dropText.isEmpty ? "" : " (\(dropText))")"
+        var frameLine =
+            "captured \(processed + state.heldBack + undecodable + dropped + thinned), dropped \(dropped)\(dropText.isEmpty ? "" : " (\(dropText))")"
         for s in c.stages { if let f = s.framesSummary { frameLine += ", " + f } }
         if undecodable > 0 { frameLine += ", undecodable \(undecodable)" }
         let colour = applied.colorSpace.isSpecified ? ", colour \(applied.colorSpace)" : ""

@@ -93,8 +93,9 @@ public final class CaptureSession {
         public var pixelFormats: [PixelFormat] = []
         /// Stop after this many processed frames.
         public var frames: Int?
-        /// Stop after this much capture, on frame timestamps (nanoseconds). With neither limit, the session
-        /// runs until `stop()` or the end of the capture.
+        /// Stop after this much capture, on frame timestamps (nanoseconds), from the first frame (with a camera's own
+        /// H.264, the first written: access units held back before its first key frame do not start it, unless they
+        /// last the whole duration). With neither limit, the session runs until `stop()` or the end of the capture.
         public var durationNs: Int64?
         /// The cameras' providers, asked in this order (`CameraVideoCapturer`'s): `V4L2DeviceProvider()` for real
         /// cameras, a `FixtureCameraProvider` for the built-in ones (modules V4L2Capture and FixtureCameras), or
@@ -262,7 +263,8 @@ public final class CaptureSession {
 
     /// What a run gave: the summary, and why it failed (after the summary), if it did.
     public struct Report {
-        /// Pictures every stage got.
+        /// Pictures every stage got; with a camera's own H.264, access units written (those an `EncodedFrameStage`
+        /// held back, before a key frame or malformed, are not: `Configuration.frames` counts what was written).
         public var processed = 0
         /// Captured frames that could not be converted (a corrupt JPEG): counted, capture went on.
         public var undecodable = 0

@@ -8,6 +8,15 @@ import RTP
 public protocol EncodedFrameStage: PictureStage {
     /// One access unit as the camera delivered it. A thrown error stops the pipeline (a write failure).
     func consume(encoded frame: VideoFrame) throws
+    /// True when the last access unit given to `consume(encoded:)` was held back although an output wanted it (it
+    /// came before a key frame, or was malformed): not written, so the session does not count it towards
+    /// `Configuration.frames`, and while nothing was written yet `durationNs` does not start with it.
+    var heldBackLastFrame: Bool { get }
+}
+
+extension EncodedFrameStage {
+    /// False: every access unit given is taken.
+    public var heldBackLastFrame: Bool { false }
 }
 
 /// Passes a camera's own H.264 to encoded outputs (files, RTP, viewers) without decoding or re-encoding: the
@@ -59,6 +68,8 @@ public final class PassthroughStage: EncodedFrameStage {
     private var sps: [UInt8] = []
     private var pps: [UInt8] = []
     private var waitingForKeyFrame = true
+    /// The last access unit was wanted but not written (before a key frame, or malformed).
+    public private(set) var heldBackLastFrame = false
     private var lastSequence: UInt64?
     private var lastRequestNs: Int64?
     private var pendingBitrate: Int?
@@ -115,6 +126,7 @@ public final class PassthroughStage: EncodedFrameStage {
     /// One access unit: checked, its padding stripped, parameter sets put before an IDR that lacks them, then
     /// written to every output that wants frames (from the first key frame on).
     public func consume(encoded frame: VideoFrame) throws {
+        heldBackLastFrame = false
         // A gap (the pipeline dropped a frame) breaks the references: wait for the next key frame.
         if let last = lastSequence, frame.sequence != last &+ 1 {
             tally.withLock { $0.gaps += 1 }
@@ -132,6 +144,7 @@ public final class PassthroughStage: EncodedFrameStage {
         } catch {
             tally.withLock { $0.malformed += 1 }
             waitingForKeyFrame = true
+            heldBackLastFrame = outputs.contains { $0.wantsFrames }
             askForKeyFrame(at: frame.timestampNs, force: true)
             return
         }
@@ -163,6 +176,7 @@ public final class PassthroughStage: EncodedFrameStage {
         if waitingForKeyFrame {
             guard hasIDR, !sps.isEmpty, !pps.isEmpty else {
                 tally.withLock { $0.droppedBeforeKeyFrame += 1 }
+                heldBackLastFrame = true
                 askForKeyFrame(at: frame.timestampNs, force: false)
                 return
             }

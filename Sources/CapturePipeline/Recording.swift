@@ -235,9 +235,10 @@ public final class RecordingOutput: EncodedOutput {
         return parts.isEmpty ? nil : parts.joined(separator: ", ")
     }
 
-    /// The `output` line (one file) or the `segments` lines.
     /// The file being written while no byte has reached it.
     public var unwrittenFile: String? { ring.written == 0 && sink.file.bytesWritten == 0 ? sink.file.path : nil }
+    /// The `output` line (one file) or the `segments` lines, and the earlier runs' files of the ring that hold no
+    /// frame (`leftover`: 0 bytes or an MP4 header only, what a SIGKILL leaves), never counted as segments.
     public var summary: [(String, String)] {
         let kind = configuration.container == .mp4 ? "fragmented MP4" : "Annex-B H.264"
         guard configuration.segmentSeconds != nil else {
@@ -261,6 +262,16 @@ public final class RecordingOutput: EncodedOutput {
         }
         for s in kept {
             lines.append(("segment", "\(s.path): frames \(s.firstFrame)...\(s.firstFrame + s.frames - 1), from \(fmt(Double(s.startNs) / 1e9, 3)) s"))
+        }
+        let empty = ring.emptyLeftovers
+        if empty.count > 0 {
+            let named = empty.named.map { "\($0.path) (\($0.bytes == 0 ? "0 bytes" : "\($0.bytes) bytes, header only"))" }
+            lines.append(
+                (
+                    "leftover",
+                    "\(empty.count) earlier file\(empty.count == 1 ? "" : "s") of this ring hold\(empty.count == 1 ? "s" : "") no frame (cut short by a kill or a power loss: not playable, left as \(empty.count == 1 ? "it is" : "they are"), not counted among the ring's files): "
+                        + named.joined(separator: ", ") + (empty.count > named.count ? ", …" : "")
+                ))
         }
         return lines
     }

@@ -222,12 +222,19 @@ public final class EncodeStage: PictureStage {
 
         /// The encoder settings for what negotiation picked (`baseSettings(for:bitrateKbps:maxBitrateKbps:)` and
         /// this recipe), checked by `EncodeStage.check`: a camera mode the encoder cannot take fails here, naming it.
+        /// A camera that delivers its own H.264 is passed through, not encoded: its mode is not checked against the
+        /// encoder's limits (a 0.001 fps time-lapse camera streams as it records), and the settings' frame rate is
+        /// clamped into the encoder's 1...240 fps (only the bitrates are used then).
         public func settings(for selection: FormatSelection) throws(PipelineError) -> H264Encoder.Settings {
             var s = EncodeStage.baseSettings(for: selection, bitrateKbps: bitrateKbps, maxBitrateKbps: maxBitrateKbps)
             if case .frames(let n) = keyFrameInterval { s.keyFrameInterval = n }
             s.sliceMode = sliceMode
             s.threads = threads
             s.frameSkipping = frameSkipping
+            if selection.pixelFormat == .h264 {
+                s.maxFrameRate = Swift.min(240, Swift.max(1, s.maxFrameRate.isFinite ? s.maxFrameRate : 30))
+                return s
+            }
             try EncodeStage.check(s, keyIntervalSeconds: keyIntervalSeconds, for: selection)
             return s
         }

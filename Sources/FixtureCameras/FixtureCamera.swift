@@ -35,12 +35,59 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
         /// A stall this long or longer ends the stream with `.timeout`, as a V4L2 stream ends after its restart
         /// (nanoseconds; 3 s by default, `V4L2Stream.Configuration.noFrameTimeoutNs`'s default).
         public var stallTimeoutNs: Int64 = 3_000_000_000
+        /// How an H.264 fixture's own encoder streams (nil: as a UVC H.264 camera, `H264Stream.uvc`).
+        public var h264Stream: H264Stream?
         /// Options with `bufferCount` at least 2 and `noise` clamped to 0...64.
         public init(pacing: Pacing = .realTime, disconnectAfterFrames: Int? = nil, bufferCount: Int = 4, noise: Int = 0) {
             self.pacing = pacing
             self.disconnectAfterFrames = disconnectAfterFrames
             self.bufferCount = max(2, bufferCount)
             self.noise = max(0, min(64, noise))
+        }
+    }
+
+    /// How an H.264 fixture camera's stream is made: its key-frame interval, where the capture joins the stream and
+    /// whether the camera makes a key frame when asked. A UVC H.264 camera (the default) starts its stream with the
+    /// capture, makes a key frame a second and one on request, and sends SPS and PPS once; a v4l2loopback node fed
+    /// by a writer that started earlier (`loopback(keyFrameInterval:joinedAt:)`) is joined mid-stream, has no key-frame
+    /// control, and repeats SPS and PPS before every IDR (as x264 and ffmpeg write them).
+    public struct H264Stream: Sendable, Equatable {
+        /// Frames from one IDR to the next (nil: a second's worth at the camera's rate).
+        public var keyFrameInterval: Int?
+        /// Frames of its stream the camera made before the capture joined it: the first frame delivered is a key
+        /// frame only when this is a multiple of the interval.
+        public var joinedAt: Int
+        /// Whether `requestKeyFrame()` makes the next frame an IDR (V4L2's `FORCE_KEY_FRAME`).
+        public var answersKeyFrameRequests: Bool
+        /// Whether SPS and PPS come before every IDR, not only the first.
+        public var repeatsParameterSets: Bool
+
+        /// A stream with these properties.
+        public init(keyFrameInterval: Int? = nil, joinedAt: Int = 0, answersKeyFrameRequests: Bool = true, repeatsParameterSets: Bool = false) {
+            self.keyFrameInterval = keyFrameInterval.map { Swift.max(1, $0) }
+            self.joinedAt = Swift.max(0, joinedAt)
+            self.answersKeyFrameRequests = answersKeyFrameRequests
+            self.repeatsParameterSets = repeatsParameterSets
+        }
+
+        /// A UVC H.264 camera's stream.
+        public static let uvc = H264Stream()
+
+        /// A v4l2loopback node's: a key frame every `keyFrameInterval` frames, joined at frame `joinedAt` of the
+        /// writer's stream, no key frame on request, SPS and PPS before every IDR.
+        public static func loopback(keyFrameInterval: Int, joinedAt: Int) -> H264Stream {
+            H264Stream(keyFrameInterval: keyFrameInterval, joinedAt: joinedAt, answersKeyFrameRequests: false, repeatsParameterSets: true)
+        }
+
+        /// Parses `KEYINT@JOINED` (`30@13`: frames 1...100,000 and 0...100,000) as `loopback(keyFrameInterval:joinedAt:)`.
+        /// A refusal names the text.
+        public init(parsing text: String) throws(CaptureError) {
+            let parts = text.split(separator: "@", omittingEmptySubsequences: false)
+            guard parts.count == 2, let k = Int(parts[0]), (1...100_000).contains(k), let j = Int(parts[1]), (0...100_000).contains(j) else {
+                throw CaptureError(
+                    .invalidArgument, "an H.264 fixture stream is KEYINT@JOINED (1...100000 @ 0...100000), got \"\(text.prefix(40))\"")
+            }
+            self = .loopback(keyFrameInterval: k, joinedAt: j)
         }
     }
 
@@ -217,7 +264,7 @@ final class FixtureStream: CaptureStream, Sendable {
 
     /// An H.264 fixture's next frame is an IDR; other formats have no key frames.
     func requestKeyFrame() -> Bool {
-        guard applied.pixelFormat == .h264 else { return false }
+        guard applied.pixelFormat == .h264, options.h264Stream?.answersKeyFrameRequests ?? true else { return false }
         keyFrameRequested.store(true, ordering: .releasing)
         return true
     }
@@ -288,7 +335,10 @@ final class FixtureStream: CaptureStream, Sendable {
         // An H.264 camera encodes the pattern itself (a real OpenH264 stream), as a UVC H.264 camera does.
         let h264: FixtureH264Writer?
         if format == .h264 {
-            do { h264 = try FixtureH264Writer(width: w & ~1, height: h & ~1, fps: applied.fps, colorSpace: applied.colorSpace) } catch {
+            do {
+                h264 = try FixtureH264Writer(
+                    width: w & ~1, height: h & ~1, fps: applied.fps, colorSpace: applied.colorSpace, stream: options.h264Stream ?? .uvc)
+            } catch {
                 sink.failed(CaptureError(.streamFailed, "fixture camera could not start its H.264 encoder: \(error)"))
                 return
             }
@@ -314,6 +364,20 @@ final class FixtureStream: CaptureStream, Sendable {
         // simulator's work does not compete with the consumer's for the CPU while it handles the previous frame.
         var renderNs: Int64 = 0
         var index: Int64 = 0
+        // A stream joined mid-way: the frames its writer made before the capture joined are encoded and not delivered.
+        let joined = Int64(h264 == nil ? 0 : options.h264Stream?.joinedAt ?? 0)
+        if let h264, joined > 0, let scratch = storages.first {
+            do {
+                for k in 0..<joined {
+                    renderer.advance(to: UInt64(k))
+                    _ = try h264.write(renderer.output, timestampNs: Self.offset(k, periodNum, periodDen), into: scratch)
+                }
+            } catch {
+                storages.removeAll()
+                sink.failed(CaptureError(.streamFailed, "fixture camera could not render H264: \(error)"))
+                return
+            }
+        }
         var skew: Int64 = 0 // frames a stall skipped: the pictures after it are due at their real time
         var corruptLeft = 0 // frames of a `corrupt` burst still to come
         var jumpNs: Int64 = 0 // how far `timejump` faults set the camera's clock back
@@ -394,7 +458,8 @@ final class FixtureStream: CaptureStream, Sendable {
                     let bitrate = bitrateRequested.exchange(0, ordering: .acquiringAndReleasing)
                     if bitrate > 0 { h264.requestBitrate(bitrate) }
                     let s = storages[slot]
-                    let (used, key) = try h264.write(renderer.output, timestampNs: Self.offset(index + skew, periodNum, periodDen), into: s)
+                    let (used, key) = try h264.write(
+                        renderer.output, timestampNs: Self.offset(index + skew + joined, periodNum, periodDen), into: s)
                     isKeyFrame = key
                     buffer = VideoFrameBuffer(pixelFormat: format, width: w, height: h, stride: 0, bytesUsed: used, storage: s)
                 } else if let tiled {

@@ -15,11 +15,14 @@ final class FixtureH264Writer {
     /// Bytes a frame buffer needs: a raw picture's worth (an IDR of noise stays below it) and the padding.
     let capacity: Int
 
-    init(width: Int, height: Int, fps: Fraction, colorSpace: VideoColorSpace) throws(H264Error) {
+    private let repeatsParameterSets: Bool
+
+    init(width: Int, height: Int, fps: Fraction, colorSpace: VideoColorSpace, stream: FixtureCameraProvider.H264Stream = .uvc) throws(H264Error) {
         var s = H264Encoder.Settings(width: width, height: height)
         s.maxFrameRate = min(240, max(1, fps.doubleValue))
         s.targetBitrate = min(20_000_000, max(200_000, width * height * 2))
-        s.keyFrameInterval = max(1, Int(s.maxFrameRate.rounded()))
+        s.keyFrameInterval = stream.keyFrameInterval ?? max(1, Int(s.maxFrameRate.rounded()))
+        repeatsParameterSets = stream.repeatsParameterSets
         s.colorSpace = colorSpace
         encoder = try H264Encoder(settings: s)
         capacity = width * height * 3 / 2 + 4096 + Self.padding
@@ -50,7 +53,7 @@ final class FixtureH264Writer {
                 used += 4 + u.length
             }
         }
-        if out.isKeyFrame { sentParameterSets = true }
+        if out.isKeyFrame && !repeatsParameterSets { sentParameterSets = true }
         (base + used).initializeMemory(as: UInt8.self, repeating: 0, count: Self.padding)
         return (used + Self.padding, out.isKeyFrame)
     }

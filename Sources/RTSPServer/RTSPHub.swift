@@ -136,11 +136,14 @@ public final class RTSPHub: EncodedOutput, Sendable {
     /// The SPS and PPS the SDP announces for `session`'s stream before its first frame is encoded (the encoder
     /// rests until a client plays): an encoder with `settings`, at the planned frame rate and key interval, gives
     /// the same ones, and the first real key frame replaces them if they differ. For a camera that delivers H.264
-    /// they stand in until its first key frame (clients decode from the SPS/PPS before every IDR).
+    /// they stand in until its first key frame (clients decode from the SPS/PPS before every IDR), made at a frame
+    /// rate within the encoder's 1...240 fps whatever the camera's (a 0.001 fps time-lapse camera is not refused).
     public static func parameterSets(
         for session: CaptureSession, settings: H264Encoder.Settings, keyIntervalSeconds: Double?
     ) throws -> (sps: [UInt8], pps: [UInt8]) {
-        try H264Encoder.parameterSets(for: EncodeStage.settings(settings, keyIntervalSeconds: keyIntervalSeconds, for: session.selection.planned))
+        var s = EncodeStage.settings(settings, keyIntervalSeconds: keyIntervalSeconds, for: session.selection.planned)
+        if session.selection.pixelFormat == .h264 { s.maxFrameRate = min(240, max(1, s.maxFrameRate.isFinite ? s.maxFrameRate : 30)) }
+        return try H264Encoder.parameterSets(for: s)
     }
 
     /// Key-frame requests (a client starting to play, PLI/FIR) go to `encode`.

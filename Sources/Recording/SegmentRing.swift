@@ -67,6 +67,10 @@ package struct SegmentRing {
     package private(set) var deleted = 0
     /// Files of earlier runs deleted (`scope` `.pattern`).
     package private(set) var deletedEarlier = 0
+    /// Earlier runs' files of this ring found at the start that hold no frame: 0 bytes, or an MP4 header without a
+    /// complete fragment (what a SIGKILL or a power cut leaves of the segment being written). They are left as they
+    /// are, reported, and not counted as the ring's files by `keep`. At most 10 are named (path and size).
+    package private(set) var emptyLeftovers: (count: Int, named: [(path: String, bytes: Int)]) = (0, [])
 
     private var recent: [RecordedSegment] = []
     private var recentHead = 0
@@ -214,20 +218,50 @@ package struct SegmentRing {
 
     /// A numbered ring: the number after the highest on disk. With `scope` `.pattern` and `keep`: the ring's
     /// files already on disk, oldest first, for `prune`.
+    /// Every run: the ring's files on disk that hold no frame (`emptyLeftovers`).
     private mutating func scanEarlierFiles() throws(ProcessingError) {
         let numbered = !pattern.contains("%")
-        guard numbered || (keep != nil && scope == .pattern) else { return }
         let matcher = RingNames(pattern: pattern)
         var found: [(path: String, modified: Int64)] = []
         var highest = -1
-        for path in matcher.files(below: fixedDirectory) {
+        for path in matcher.files(below: fixedDirectory).sorted() {
             if numbered, let n = matcher.number(of: path) { highest = max(highest, n) }
-            if keep != nil && scope == .pattern, let st = try? FileSystem.status(path), st.st_mode & S_IFMT == S_IFREG {
+            guard let st = try? FileSystem.status(path), st.st_mode & S_IFMT == S_IFREG else { continue }
+            if Self.holdsNoFrame(path, size: Int(st.st_size)) {
+                emptyLeftovers.count += 1
+                if emptyLeftovers.named.count < 10 { emptyLeftovers.named.append((path, Int(st.st_size))) }
+                continue
+            }
+            if keep != nil && scope == .pattern {
                 found.append((path, Int64(st.st_mtim.tv_sec) &* 1_000_000_000 &+ Int64(st.st_mtim.tv_nsec)))
             }
         }
         nextNumber = highest + 1
         for f in found.sorted(by: { ($0.modified, $0.path) < ($1.modified, $1.path) }) { earlier.append(f.path) }
+    }
+
+    /// True for a file of `size` bytes that holds no frame: empty, or an MP4 (it starts with `ftyp`) whose top-level
+    /// boxes include no `moof` (a fragment still being written is a `free` box until it is complete). Reads a few
+    /// box headers; a file that cannot be read is not called empty.
+    static func holdsNoFrame(_ path: String, size: Int) -> Bool {
+        if size == 0 { return true }
+        guard size >= 8, let fd = try? FileDescriptor.open(path, O_RDONLY | O_CLOEXEC) else { return false } // no box: not an MP4
+        defer { try? fd.close() }
+        var header = [UInt8](repeating: 0, count: 16)
+        var offset: Int64 = 0
+        for box in 0..<64 {
+            guard offset + 8 <= Int64(size) else { return true } // the boxes end without a moof
+            let got = header.withUnsafeMutableBytes { b in (try? fd.seek(to: offset)).flatMap { try? fd.read(into: b) } ?? 0 }
+            guard got >= 8 else { return false }
+            let type = String(decoding: header[4..<8], as: UTF8.self)
+            if box == 0 && type != "ftyp" { return false } // not an MP4: only an empty file is known to hold no frame
+            if type == "moof" { return false }
+            var length = Int64(header[0]) << 24 | Int64(header[1]) << 16 | Int64(header[2]) << 8 | Int64(header[3])
+            if length == 1 && got >= 16 { length = header[8..<16].reduce(0) { $0 << 8 | Int64($1) } }
+            guard length >= 8 else { return true } // to the end of the file (or cut short): no moof after it
+            offset += length
+        }
+        return false // 64 boxes without a moof: not one of ours, not called empty
     }
 
     /// Records a segment closed: `frames` frames from `startNs` (capture time from the recording's first frame). A

@@ -167,11 +167,21 @@ public struct WHIPClient: Sendable {
         }
         let r = try send(.DELETE, resource, body: nil, contentType: nil)
         guard (200...299).contains(r.status) else {
-            throw WHIPError(.refused, "DELETE \(resource.path) answered \(r.status)\(reason(r.status))", status: r.status)
+            throw WHIPError(.refused, "DELETE \(Self.shown(resource.path)) answered \(r.status)\(reason(r.status))", status: r.status)
         }
     }
 
-    private static func short(_ url: URL) -> String { String(url.absoluteString.prefix(200)) }
+    /// How a server's URL is shown in messages, summaries and logs: whole up to 200 bytes, else its first 200
+    /// characters and its size (`…(15000 bytes)`): a server's Location of any length costs a line, not a page.
+    public static func shown(_ url: URL) -> String { shown(url.absoluteString) }
+
+    /// `shown(_:)` for a URL's text or part (a path).
+    public static func shown(_ text: String) -> String {
+        let bytes = text.utf8.count
+        return bytes <= 200 ? text : "\(text.prefix(200))…(\(bytes) bytes)"
+    }
+
+    private static func short(_ url: URL) -> String { shown(url) }
 
     private func reason(_ status: Int) -> String {
         switch status {
@@ -410,7 +420,7 @@ public final class WHIPOutput: EncodedOutput, Sendable {
                         self?.state.withLock { $0.connections += 1 }
                         control?.requestKeyFrame()
                         for layer in layers.dropFirst() { layer.requestKeyFrame() }
-                        self?.logger.info("publishing", metadata: ["resource": "\(resource.absoluteString)"])
+                        self?.logger.info("publishing", metadata: ["resource": "\(WHIPClient.shown(resource))"])
                     },
                     keyFrameRequest: { control?.requestKeyFrame() },
                     bitrateEstimate: { follower?.update(bitsPerSecond: fullLayerShare($0)) },
@@ -538,9 +548,9 @@ public final class WHIPOutput: EncodedOutput, Sendable {
         if let resource {
             do throws(WHIPError) {
                 try client.delete(resource)
-                state.withLock { $0.deleted = "DELETE \(resource.path): done" }
+                state.withLock { $0.deleted = "DELETE \(WHIPClient.shown(resource.path)): done" }
             } catch {
-                state.withLock { $0.deleted = error.status == 404 ? "DELETE \(resource.path): already gone (404)" : "\(error)" }
+                state.withLock { $0.deleted = error.status == 404 ? "DELETE \(WHIPClient.shown(resource.path)): already gone (404)" : "\(error)" }
             }
         }
         publisher?.close(reason: "the publisher stopped")
@@ -562,7 +572,7 @@ public final class WHIPOutput: EncodedOutput, Sendable {
     public var summary: [(String, String)] {
         let s = state.withLock { ($0.resource, $0.connections, $0.attempts, $0.lastEnd, $0.publisher?.statistics, $0.deleted) }
         var line = "\(s.1) connection\(s.1 == 1 ? "" : "s") (\(s.2) attempt\(s.2 == 1 ? "" : "s"))"
-        if let r = s.0 { line += ", resource \(r.absoluteString)" }
+        if let r = s.0 { line += ", resource \(WHIPClient.shown(r))" }
         if let st = s.4?.rtp { // the full layer's, with simulcast (each layer's follows)
             line += "; PLI/FIR \(st.keyFrameRequests), NACKs \(st.nacksReceived), retransmissions \(st.retransmissions)"
             if let e = st.rembBitrate { line += ", REMB \(e / 1000) kbps" }

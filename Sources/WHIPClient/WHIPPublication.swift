@@ -52,7 +52,7 @@ public struct WHIPPublication {
         if let simulcast, passthrough { announcement += "; \(simulcast): one layer (the camera's H.264 is not re-encoded into tiers)" }
         if !passthrough { // the offer and answer before the camera starts
             try output.connect()
-            announcement = "publishing to \(output.resource?.absoluteString ?? endpoint)"
+            announcement = "publishing to \(output.resource.map(WHIPClient.shown) ?? WHIPClient.shown(endpoint))"
             if tiers.count > 1, let publisher = output.publisher {
                 let layers = publisher.sentLayers.map { "\(c.publisher.simulcastRIDs[$0]) \(tiers[$0].size)" }.joined(separator: ", ")
                 let refused = "; the server refused simulcast: the full layer alone (\(tiers[0].size))"

@@ -25,6 +25,13 @@ struct CaptureOptions: ParsableArguments {
     @Flag(help: "Fixture cameras only: frames as fast as consumed, timestamps 1/fps apart, no drops (encoding on a thread).") var fast = false
     @Option(help: "Fixture cameras only: sensor noise amplitude added to luma (0 = the clean test pattern).") var noise: Int = 0
     @Option(help: .hidden) var fixtureDisconnectAfter: Int?
+    /// Fixture H.264 cameras as a v4l2loopback node joined mid-stream: `KEYINT@JOINED` (tests).
+    @Option(
+        help: .hidden,
+        transform: { text in
+            do throws(CaptureError) { return try FixtureCameraProvider.H264Stream(parsing: text) } catch { throw ValidationError(error.message) }
+        })
+    var fixtureH264Stream: FixtureCameraProvider.H264Stream?
     @Option(
         help: ArgumentHelp(
             "Fixture cameras only: play a fault (repeatable): unplug@FRAME+SECONDS (gone, then back), stall@FRAME+SECONDS (no frames), resize@FRAME:WxH (the source changes size), nosignal@FRAME+SECONDS (the source goes dark), corrupt@FRAME+COUNT (corrupt frames), timejump@FRAME+SECONDS (timestamps go back) or nospace@FOURCC:WxH (that mode lacks USB bandwidth).",
@@ -69,6 +76,7 @@ struct CaptureOptions: ParsableArguments {
         var fixtures = FixtureCameraProvider.Options(
             pacing: fast ? .asFastAsConsumed : .realTime, disconnectAfterFrames: fixtureDisconnectAfter, noise: noise)
         fixtures.faults = fixtureFault
+        fixtures.h264Stream = fixtureH264Stream
         let waits = onCameraLoss.map { $0 == .wait } ?? waitsForCamera ?? untilStopped
         c.onCameraLoss = waits ? .wait(giveUpAfterNs: giveUpAfter.map { nanoseconds(seconds: $0) }) : .exit
         (c.providers, c.controls, c.powerLine, c.logger) = (cameraProviders(fixtures), controls, powerLine, cliLogger)

@@ -110,6 +110,85 @@ private final class Collect: EncodedOutput {
         #expect(o.code != 0 && o.err.contains("--sdp-only needs our encoder"), "\(o.err)")
     }
 
+    /// (#53) A camera's own H.264 joined mid-stream (a v4l2loopback node whose writer started earlier: a key frame
+    /// every 30 frames, the first delivered frame is frame 13 of the writer's stream, no key frame on request): the
+    /// 17 access units before the first IDR are held back and do not count. `--frames 60` writes 60 frames and
+    /// `--duration 2` 2 s of them (60 at 30 fps), the first a key frame at time 0 (ffprobe). They wrote 43 before.
+    @Test func framesAndDurationCountWhatIsWrittenFromAStreamJoinedMidway() throws {
+        for (limit, name) in [(["--frames", "60"], "joined-frames.mp4"), (["--duration", "2"], "joined-duration.mp4")] {
+            let path = work + "/" + name
+            let r = try sh(
+                camcap,
+                [
+                    "record", "-d", "fixture:h264-webcam", "-s", "640x480", "--pixel-format", "H264", "--fast", "--fixture-h264-stream", "30@13",
+                    "-o", path,
+                ] + limit)
+            #expect(r.code == 0, "\(limit): \(r.err)")
+            #expect(r.out.contains("captured 77, dropped 0, passed through 60 (no encoder), dropped before a key frame 17"), "\(limit): \(r.out)")
+            let p = try sh(
+                "ffprobe",
+                ["-v", "error", "-select_streams", "v:0", "-show_entries", "packet=pts_time,flags", "-of", "csv=p=0", path])
+            let packets = p.out.split(separator: "\n").map { $0.split(separator: ",") }
+            let times = packets.compactMap { $0.first.flatMap { Double($0) } }
+            #expect(times.count == 60, "\(limit): \(times.count) frames in the file")
+            #expect(times.first == 0 && packets.first?.last?.hasPrefix("K") == true, "\(limit): \(packets.prefix(2))")
+            #expect(times.enumerated().allSatisfy { abs($0.element - Double($0.offset) / 30) < 0.001 }, "\(limit): \(times)")
+            let decoded = try sh(
+                "ffprobe",
+                ["-v", "error", "-count_frames", "-select_streams", "v:0", "-show_entries", "stream=nb_read_frames", "-of", "csv=p=0", path])
+            #expect(decoded.out.trimmingCharacters(in: .whitespacesAndNewlines) == "60", "\(limit): \(decoded.out)\(decoded.err)")
+            print(
+                "FIGURE \(limit.joined(separator: " ")) from a stream joined at frame 13 (key frame every 30): \(times.count) frames written, 60 decoded"
+            )
+        }
+    }
+
+    /// (#53) A camera lost before its first key frame wrote nothing: the run fails (exit 1) saying no frame was
+    /// written, never that what was written is playable (5 access units were captured and held back).
+    @Test func aCameraLostBeforeItsFirstKeyFrameIsNotCalledPlayable() throws {
+        let path = work + "/lost-before-key.mp4"
+        let r = try sh(
+            camcap,
+            [
+                "record", "-d", "fixture:h264-webcam", "-s", "640x480", "--pixel-format", "H264", "--fast", "--fixture-h264-stream", "30@1",
+                "--fixture-fault", "unplug@5+1", "--on-camera-loss", "exit", "-o", path,
+            ])
+        #expect(r.code == 1, "\(r.out)\(r.err)")
+        #expect(r.err.contains("capture failed after 0 frames"), "\(r.err)")
+        #expect(r.err.contains("no frame was written") || r.err.contains("nothing was written to"), "\(r.err)")
+        #expect(!r.err.contains("playable") && !r.out.contains("playable"), "\(r.out)\(r.err)")
+        #expect(r.out.contains("dropped before a key frame 5"), "\(r.out)")
+    }
+
+    /// (#53) A 0.001 fps H.264 camera (a time-lapse module) is passed through by every command, as `record` did:
+    /// `stream` sends its frame and writes the SDP from it, `rtsp` and `serve` start and stop cleanly. They refused
+    /// it before ("cannot be encoded: frame rate 0.001 is out of range"), although nothing is encoded.
+    @Test func aSlowerThanOneFPSH264CameraIsPassedThroughByEveryCommand() throws {
+        let slow = tempFile(
+            "h264-time-lapse.json",
+            #"{"name": "time-lapse encoder", "formats": [{"pixelFormat": "H264", "sizes": [{"width": 640, "height": 360, "fps": [0.001]}]}]}"#)
+        let record = try sh(camcap, ["record", "-d", slow, "--pixel-format", "H264", "--frames", "1", "-o", work + "/time-lapse.mp4"])
+        #expect(record.code == 0 && record.out.contains("passed through 1 (no encoder)"), "\(record.out)\(record.err)")
+        let sdp = work + "/time-lapse.sdp"
+        try? FileManager.default.removeItem(atPath: sdp)
+        let stream = try sh(
+            camcap, ["stream", "-d", slow, "--pixel-format", "H264", "--frames", "1", "--to", "127.0.0.1:\(basePort + 25)", "--sdp", sdp])
+        #expect(stream.code == 0 && stream.out.contains("passed through 1 (no encoder)"), "\(stream.out)\(stream.err)")
+        let sdpText = (try? String(contentsOfFile: sdp, encoding: .utf8)) ?? ""
+        #expect(sdpText.contains("sprop-parameter-sets="), "\(sdpText)")
+        #expect(!(stream.err + record.err).contains("cannot be encoded"))
+        let rtsp = try RTSPProcess(["-d", slow, "--pixel-format", "H264"], name: "rtsp-time-lapse", running: "serving \(slow)")
+        #expect(!rtsp.url.isEmpty && rtsp.err.contains("serving \(slow)"), "\(rtsp.err)")
+        #expect(rtsp.stop() == 0, "\(rtsp.err)")
+        #expect(!rtsp.err.contains("cannot be encoded"), "\(rtsp.err)")
+        let serve = try ServeProcess(
+            ["-d", slow, "--pixel-format", "H264", "--listen", "127.0.0.1:0"], name: "serve-time-lapse", running: "serving \(slow)")
+        #expect(!serve.url.isEmpty && serve.err.contains("serving \(slow)"), "\(serve.err)")
+        if serve.process.isRunning { kill(serve.pid, SIGINT) }
+        serve.process.waitUntilExit()
+        #expect(serve.process.terminationStatus == 0 && !serve.err.contains("cannot be encoded"), "\(serve.err)")
+    }
+
     /// `stream` and `rtsp` send the camera's access units as they come: ffmpeg's copy of what it received over RTP
     /// (the SDP written from the camera's first key frame) and over RTSP (TCP) holds the camera's own slice NAL
     /// units, byte for byte, in order and without a gap, with 0 encoders on the sending side.

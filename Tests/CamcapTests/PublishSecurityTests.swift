@@ -314,6 +314,35 @@ private func cpuTicks(_ pid: Int32) -> Int {
         )
     }
 
+    /// (#53) A 15,000-byte Location (an answer the client accepts: heads are bounded at 16 KiB) is shown bounded
+    /// wherever it is echoed (the announcement, the summary, the DELETE line): its first 200 characters and its size,
+    /// never the whole of it. It was echoed whole three times (45 KB of output). The DELETE still goes to all of it.
+    @Test func aLongLocationIsShownBounded() throws {
+        let server = try WHIPAttackServer(name: "long-location")
+        let r = try sh(
+            camcap,
+            [
+                "publish", "-d", "fixture:vivid", "-s", "320x240", "--whip", server.a + "/longlocation", "--token", "T2", "--frames", "10",
+                "--connect-timeout", "1",
+            ])
+        #expect(r.code == 0, "\(r.err.suffix(800))")
+        let output = r.out + r.err
+        let longest = output.split(separator: "\n").map(\.utf8.count).max() ?? 0
+        let echoes = output.components(separatedBy: "/resource/long-x").count - 1
+        let marked = output.components(separatedBy: "…(150").count - 1
+        #expect(longest < 1000, "a line of \(longest) bytes")
+        #expect(output.utf8.count < 8000, "\(output.utf8.count) bytes of output")
+        #expect(echoes >= 2 && marked == echoes, "\(echoes) echoes of the Location, \(marked) of them bounded: \(output)")
+        #expect(output.contains("…(15000 bytes)") && output.contains("…(\(15000 + server.a.utf8.count) bytes)"), "\(output)")
+        let deletes = server.requests("A").filter { $0["method"] as? String == "DELETE" }.compactMap { $0["path"] as? String }
+        #expect(
+            deletes.count == 1 && deletes.first?.utf8.count == 15000 && deletes.first?.hasPrefix("/resource/long-x") == true,
+            "\(deletes.map(\.count))")
+        print(
+            "FIGURE a 15,000-byte Location: echoed \(echoes) times, each bounded (longest line \(longest) bytes, \(output.utf8.count) bytes of output)"
+        )
+    }
+
     /// The origin rules as a unit: scheme, host and port (default ports filled in); https → http is another origin.
     @Test func originRules() throws {
         let c = try WHIPClient(endpoint: "https://Example.org/whip/x", token: "t")

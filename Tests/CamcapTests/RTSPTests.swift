@@ -11,7 +11,8 @@ final class RTSPProcess {
     private(set) var url = ""
     private(set) var port = 0
 
-    init(_ args: [String], name: String, environment: [String: String] = [:]) throws {
+    /// `running`: the line that says the camera runs ("serving fixture" for the built-in cameras).
+    init(_ args: [String], name: String, environment: [String: String] = [:], running: String = "serving fixture") throws {
         errPath = work + "/\(name).err"
         outPath = work + "/\(name).out"
         _ = FileManager.default.createFile(atPath: errPath, contents: nil)
@@ -26,7 +27,7 @@ final class RTSPProcess {
             guard let line = err.split(separator: "\n").first(where: { $0.hasPrefix("serving rtsp://") }) else { return !process.isRunning }
             url = String(line.split(separator: " ")[1])
             port = Int(url.split(separator: ":").last?.prefix { $0.isNumber } ?? "") ?? 0
-            return err.contains("serving fixture") || !process.isRunning // the camera runs too
+            return err.contains(running) || !process.isRunning // the camera runs too
         }
     }
 

@@ -13,7 +13,8 @@ final class ServeProcess {
     private(set) var token: String?
 
     /// `launcher`: a command that runs camcap (e.g. prlimit with a descriptor limit).
-    init(_ args: [String], name: String, launcher: [String] = [], environment: [String: String] = [:]) throws {
+    /// `running`: the line that says the camera runs ("serving fixture" for the built-in cameras).
+    init(_ args: [String], name: String, launcher: [String] = [], environment: [String: String] = [:], running: String = "serving fixture") throws {
         errPath = work + "/\(name).err"
         outPath = work + "/\(name).out"
         _ = FileManager.default.createFile(atPath: errPath, contents: nil)
@@ -31,7 +32,7 @@ final class ServeProcess {
                 let parts = pageURL.split(separator: "#", maxSplits: 1)
                 url = String(parts[0])
                 token = parts.count == 2 && parts[1].hasPrefix("token=") ? String(parts[1].dropFirst(6)) : nil
-                if err.contains("serving fixture") { return } // the camera is running too
+                if err.contains(running) { return } // the camera is running too
             }
             usleep(20_000)
         }
