@@ -246,6 +246,14 @@ for name in nm12 ym12; do
   got=$([ -s "$f" ] && decoded "$f" || echo "no recording from the VM")
   judge "multi-planar ${name^^} camcap recording: $name.mp4 decodes to 30 frames at 640x360" $([ "$got" = "640,360,30" ] && echo 1 || echo 0) "ffprobe: $got"
 done
+# #48: what the RTSP client received through the three faults: ffmpeg, opened from camcap's SDP, decodes it.
+if [ -s "$WORK/out/healed-rtsp.sdp" ] && [ -s "$WORK/out/healed-rtsp.pkts" ]; then
+  replayed=$(python3 Scripts/rtp-replay.py "$WORK/out/healed-rtsp.sdp" "$WORK/out/healed-rtsp.pkts" "$WORK/out/healed-rtsp.h264" 2>&1 | tail -1)
+  got=$(decoded -f h264 "$WORK/out/healed-rtsp.h264")
+  n=${got##*,}
+  judge "rtsp through three faults: ffmpeg decodes what the client received at 320x180" \
+    $([ "${got%,*}" = "320,180" ] && [ "${n:-0}" -ge 100 ] && echo 1 || echo 0) "$replayed; ffprobe: $got"
+else judge "rtsp through three faults" 0 "no SDP or packets from the VM"; fi
 # #48: the HDMI receiver's recording through 1280x720 → 640x480 → no signal → 1280x720: every frame camcap encoded
 # decodes, pictures of both sizes are in it, and in the order of the source's changes.
 f=$WORK/out/hdmi.mp4

@@ -759,6 +759,80 @@ do {
 } catch { check("record --on-camera-loss wait on vivid", false, "\(error)") }
 await cleanAfter("camcap healing", path: cam1)
 
+// 7b'. #48: the same faults under `camcap rtsp` (waiting is its default) with one client playing over TCP throughout:
+// each fault injected once the client has received the frames after the previous one (RTP marker bits: events, not
+// clocks). The client's one session must last through all of them, camcap must report two losses and two returns
+// and exit 0 on Ctrl-C; the host replays the packets to ffmpeg, which must decode them.
+do {
+    if !loopbackUp() { note("could not bring lo up (errno \(errno)): rtsp needs 127.0.0.1") }
+    guard let (pid, out) = spawn("/check/camcap", ["rtsp", "-d", cam1, "-s", "320x180", "--listen", "127.0.0.1:8556"], capture: true) else {
+        throw CaptureError(.streamFailed, "cannot start camcap rtsp")
+    }
+    var packets: [[UInt8]] = [], sdp = "", steps: [Int] = []
+    if let (fd, described) = rtspPlay(port: 8556) {
+        sdp = described
+        func frames(_ n: Int) { packets += receivePackets(udp: nil, tcp: fd, until: nil, limit: 100_000, seconds: 60, frames: n).packets }
+        frames(20) // playing
+        v4l2ctl(["-d", cam1, "-c", "inject_fatal_streaming_error=1"])
+        frames(30) // back after the fatal error (and a slate or two while away)
+        steps.append(packets.count)
+        v4l2ctl(["-d", cam1, "-c", "inject_vidioc_streamon_error=1"])
+        v4l2ctl(["-d", cam1, "-c", "disconnect=1"])
+        frames(30) // back after the unplug whose first reopen failed
+        steps.append(packets.count)
+        v4l2ctl(["-d", cam1, "-c", "percentage_of_dropped_buffers=50"])
+        frames(30)
+        v4l2ctl(["-d", cam1, "-c", "percentage_of_dropped_buffers=0"])
+        frames(15)
+        steps.append(packets.count)
+        close(fd)
+    }
+    kill(pid, SIGINT)
+    let (rc, text) = finish(pid, out)
+    let losses = text.components(separatedBy: "camera lost").count - 1, backs = text.components(separatedBy: "camera back after").count - 1
+    let clients = text.split(separator: "\n").filter { $0.hasPrefix("rtsp: client") && $0.contains("playing") }.count
+    note(
+        "camcap rtsp healing: exit \(rc), \(packets.count) RTP packets (after each step \(steps)), \(losses) lost, \(backs) back, \(clients) client(s)"
+    )
+    check(
+        "rtsp on vivid: one client plays through a fatal streaming error, an unplug with a failed STREAMON and 50 % drops; Ctrl-C: exit 0",
+        rc == 0 && steps.count == 3 && losses == 2 && backs == 2 && clients == 1 && sdp.contains("H264"), String(text.suffix(2500)))
+    writePackets(packets, to: "/tmp/healed-rtsp.pkts")
+    _ = FileManager.default.createFile(atPath: "/tmp/healed-rtsp.sdp", contents: Data(sdp.utf8))
+    emitFile("healed-rtsp.sdp", "/tmp/healed-rtsp.sdp")
+    emitFile("healed-rtsp.pkts", "/tmp/healed-rtsp.pkts")
+} catch { check("rtsp on vivid through faults", false, "\(error)") }
+await cleanAfter("camcap rtsp healing", path: cam1)
+
+/// Connects to camcap's RTSP server on `port` (waiting up to 30 s for it to listen), and DESCRIBE, SETUP (TCP
+/// interleaved 0-1) and PLAY: the connection and the SDP, or nil.
+func rtspPlay(port: UInt16) -> (fd: Int32, sdp: String)? {
+    var fd: Int32 = -1
+    for _ in 0..<600 where fd < 0 {
+        fd = tcpConnect(port: port)
+        if fd < 0 { usleep(50_000) }
+    }
+    guard fd >= 0 else { return nil }
+    let url = "rtsp://127.0.0.1:\(port)/camera"
+    var cseq = 0
+    func request(_ method: String, _ uri: String, _ headers: [String] = []) -> String {
+        cseq += 1
+        let text = (["\(method) \(uri) RTSP/1.0", "CSeq: \(cseq)"] + headers).joined(separator: "\r\n") + "\r\n\r\n"
+        _ = text.utf8CString.withUnsafeBufferPointer { write(fd, $0.baseAddress, $0.count - 1) }
+        return readResponse(fd)
+    }
+    let sdp = request("DESCRIBE", url, ["Accept: application/sdp"]).components(separatedBy: "\r\n\r\n").dropFirst().joined(separator: "\r\n\r\n")
+    let control =
+        sdp.split(whereSeparator: \.isNewline).first { $0.hasPrefix("a=control:") && !$0.hasSuffix("*") }
+        .map { String($0.dropFirst("a=control:".count)) } ?? "trackID=0"
+    let setup = request("SETUP", control.hasPrefix("rtsp:") ? control : url + "/" + control, ["Transport: RTP/AVP/TCP;unicast;interleaved=0-1"])
+    let session =
+        setup.split(whereSeparator: \.isNewline).first { $0.lowercased().hasPrefix("session:") }
+        .map { $0.dropFirst("session:".count).split(separator: ";")[0].trimmingCharacters(in: .whitespaces) } ?? ""
+    _ = request("PLAY", url, ["Session: \(session)"])
+    return (fd, sdp)
+}
+
 // 7c. #48: an HDMI receiver whose source changes (vivid's fourth instance: one HDMI input). `record` with no size asked
 // follows its source through 1280x720 → 640x480 → no signal → 1280x720 in one run (vivid raises
 // V4L2_EVENT_SOURCE_CHANGE for each change of `dv_timings_signal_mode`/`dv_timings`), and Ctrl-C ends it with exit 0.
