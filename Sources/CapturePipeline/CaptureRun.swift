@@ -4,6 +4,7 @@ import Foundation
 import SystemIO
 import Logging
 import Metrics
+import Synchronization
 
 // One run of a `CaptureSession`, in four steps: start (the source, the stages' checks, the camera, the stages'
 // begin), the frame loop, the idle release (the camera stopped while nobody wants pictures, started again at a
@@ -18,6 +19,34 @@ struct RunContext {
     let trace: FrameTrace?
     let encodeStage: EncodeStage?
     let subscribe: () -> VideoFrameStream
+    /// Ends a run with a duration whose camera sends nothing at its end (slower than 1 fps, stalled): nil without
+    /// a duration, or as fast as consumed (where frame time runs ahead of the clock).
+    let durationWatch: DurationWatch?
+}
+
+/// Stops a session (its `stopAction`) once the clock passes its duration's end by `graceNs`: the frame loop itself
+/// ends at the first frame past the end, which a camera slower than 1 fps, or a stalled one, may not send for long.
+/// A thread of its own that sleeps until then (in slices of 250 ms, to see a new end or a stop).
+final class DurationWatch: Sendable {
+    static let graceNs: Int64 = 1_000_000_000
+    private final class End: Sendable { let ns = Atomic<Int64>(0) }
+    private let end = End()
+    private let thread: WorkerThread
+
+    init(stop: @escaping @Sendable () -> Void) {
+        let end = self.end
+        thread = WorkerThread(name: "duration-watch") { flag in
+            while !flag.isSet {
+                let e = end.ns.load(ordering: .acquiring), now = monotonicNanoseconds()
+                if e > 0 && now >= e &+ DurationWatch.graceNs { return stop() }
+                Sleep.until(monotonicNs: e > 0 ? min(e &+ DurationWatch.graceNs, now &+ 250_000_000) : now &+ 250_000_000)
+            }
+        }
+    }
+    /// The duration's end on the monotonic clock (frame timestamps' clock); set again when it moves.
+    func arm(_ endNs: Int64) { end.ns.store(endNs, ordering: .releasing) }
+    /// Ends the watch (within 250 ms; not joined).
+    func cancel() { thread.requestStop() }
 }
 
 /// What the frames of a run feed: the report, the metrics, the histograms and the clock of its first and last frame.
@@ -60,6 +89,7 @@ extension CaptureSession {
     func runFrames(stages: [any PictureStage]) async throws -> Report {
         let context = try await startRun(stages: stages)
         defer {
+            context.durationWatch?.cancel()
             context.source.detach()
             context.replay?.detach()
             self.source = nil
@@ -115,7 +145,8 @@ extension CaptureSession {
         let subscribe = { [configuration] in source.frames(bufferingNewest: 2, waitsForConsumer: configuration.fast) }
         let context = RunContext(
             stages: stages, source: source, conversions: conversions, replay: replay, trace: configuration.fast ? nil : frameTrace,
-            encodeStage: stages.lazy.compactMap { $0 as? EncodeStage }.first, subscribe: subscribe)
+            encodeStage: stages.lazy.compactMap { $0 as? EncodeStage }.first, subscribe: subscribe,
+            durationWatch: configuration.durationNs == nil || configuration.fast ? nil : DurationWatch(stop: stopAction))
         do {
             for s in stages { try s.check(self) }
             try await startCamera()
@@ -146,7 +177,10 @@ extension CaptureSession {
         // The duration counts from the first frame; access units held back before the first key frame of a camera's
         // own H.264 do not start it (nor count towards `frames`), unless they last the whole duration themselves.
         let first = state.clockFrom ?? state.firstTs ?? frame.timestampNs
-        if let d = configuration.durationNs, frame.timestampNs - first >= d { return false }
+        if let d = configuration.durationNs {
+            if frame.timestampNs - first >= d { return false }
+            c.durationWatch?.arm(first &+ d)
+        }
         // Pictures paused (nobody wanted one): the frame only keeps the clock. A stage that wants pictures again
         // (a viewer came) resumes them from the next frame.
         if frame.isUnconverted {

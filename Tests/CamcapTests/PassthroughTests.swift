@@ -187,6 +187,16 @@ private final class Collect: EncodedOutput {
         if serve.process.isRunning { kill(serve.pid, SIGINT) }
         serve.process.waitUntilExit()
         #expect(serve.process.terminationStatus == 0 && !serve.err.contains("cannot be encoded"), "\(serve.err)")
+        // --duration ends on time although the camera's next frame is 1000 s away (it waited for that frame before).
+        for args in [
+            ["record", "-d", slow, "--pixel-format", "H264", "--duration", "2", "-o", work + "/time-lapse-2s.mp4"],
+            ["rtsp", "-d", slow, "--pixel-format", "H264", "--duration", "2", "--listen", "127.0.0.1:0"],
+        ] {
+            let started = Date()
+            let r = try sh("timeout", ["60", camcap] + args)
+            let took = Date().timeIntervalSince(started)
+            #expect(r.code == 0 && took < 15, "\(args[0]) --duration 2 took \(took) s, exit \(r.code): \(r.err.suffix(400))")
+        }
     }
 
     /// `stream` and `rtsp` send the camera's access units as they come: ffmpeg's copy of what it received over RTP
