@@ -1,5 +1,5 @@
 import Foundation
-public import VideoCaptureCommons
+import VideoCaptureCommons
 import VideoCapture // VideoRotation: the frame's rotation for the video-orientation extension
 public import H264
 import Synchronization

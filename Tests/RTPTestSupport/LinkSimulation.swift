@@ -145,8 +145,11 @@ public final class LinkSimulation: @unchecked Sendable {
         c.keyFrameSupersedesEarlierPackets = true
         encoderBps = c.sendSideEstimation.startMediaRate
         sender = try! RTPSender(configuration: c, transport: Wire(self), clock: clock, pacerLoop: loop)
-        sender.setFeedbackHandlers(keyFrameRequest: nil) { [unowned self] bps in reported(Int(clamping: bps)) }
+        sender.setFeedbackHandlers(keyFrameRequest: nil) { [weak self] bps in self?.reported(Int(clamping: bps)) }
     }
+
+    // The sender's pacer leaves its loop (its last packets go nowhere: the simulation is over).
+    deinit { sender.close() }
 
     /// The sender's congestion figures now.
     public var congestion: CongestionStatistics { sender.statistics.congestion }
@@ -227,10 +230,10 @@ public final class LinkSimulation: @unchecked Sendable {
 /// The sender's transport in the simulation: each RTP packet onto the link.
 private final class Wire: RTPTransport, @unchecked Sendable {
     // @unchecked: used only on the simulation's thread.
-    unowned let simulation: LinkSimulation
+    weak var simulation: LinkSimulation?
     init(_ simulation: LinkSimulation) { self.simulation = simulation }
     func sendRTP(_ packet: UnsafeRawBufferPointer) -> Int32 {
-        simulation.transmit(packet)
+        simulation?.transmit(packet)
         return 0
     }
     func sendRTCP(_ packet: UnsafeRawBufferPointer) -> Int32 { 0 }
