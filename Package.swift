@@ -240,7 +240,7 @@ let package = Package(
             name: "WHEPServerTests",
             dependencies: [
                 "WHEPServer", "ServerShell", "CapturePipeline", "WebRTC", "VideoCapture", "VideoCaptureCommons", "FixtureCameras", "TestSupport",
-                "RTP", "RTPTestSupport",
+                "RTPTestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
