@@ -222,7 +222,7 @@ let package = Package(
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ]),
         // The link simulator: the production RTPSender on a simulated clock behind a simulated token bucket.
-        .target(name: "RTPTestSupport", dependencies: ["RTP", "H264"], path: "Tests/RTPTestSupport"),
+        .target(name: "RTPTestSupport", dependencies: ["RTP", "H264", "TestSupport"], path: "Tests/RTPTestSupport"),
         .testTarget(
             name: "RTPTests", dependencies: ["RTP", "H264", "SystemIO", "VideoCapture", "FixtureCameras", "TestSupport", "RTPTestSupport"]),
         .testTarget(name: "WebRTCTests", dependencies: ["WebRTC", "RTP", "H264", "CWebRTC", "TestSupport"]),

@@ -1,5 +1,6 @@
 import Synchronization
 import H264
+import TestSupport
 public import RTP
 
 /// A link shaped as `tc qdisc … tbf rate R burst B latency L` shapes it, on a simulated clock (µs): a token bucket
@@ -122,7 +123,7 @@ public final class LinkSimulation: @unchecked Sendable {
     private let clock = SimulatedClock()
     private let loop = PacerLoop(threaded: false)
     private let startBps: Int
-    private var rng = SplitMixSource(seed: 39)
+    private var rng = SplitMix(seed: 39)
     private var encoderBps: Int
     private var lastCap = 0
     /// Sent, not yet reported: transport-wide sequence and arrival time (nil: dropped).
@@ -267,17 +268,4 @@ public struct TraceFigures: CustomStringConvertible, Sendable {
         "max \(max / 1000) kbit/s, median \(median / 1000) kbit/s, above the bound \(seconds(totalAbove)) s (longest \(seconds(longestAbove)) s)"
     }
     private func seconds(_ s: Double) -> String { "\(Double(Int((s * 100).rounded())) / 100)" }
-}
-
-/// SplitMix64: the frames' seeded ±30 %.
-struct SplitMixSource {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func unit() -> Double {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return Double((z ^ (z >> 31)) >> 11) / Double(1 << 53)
-    }
 }
