@@ -221,7 +221,10 @@ let package = Package(
                 "TestSupport",
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ]),
-        .testTarget(name: "RTPTests", dependencies: ["RTP", "H264", "SystemIO", "VideoCapture", "FixtureCameras", "TestSupport"]),
+        // The link simulator: the production RTPSender on a simulated clock behind a simulated token bucket.
+        .target(name: "RTPTestSupport", dependencies: ["RTP", "H264", "TestSupport"], path: "Tests/RTPTestSupport"),
+        .testTarget(
+            name: "RTPTests", dependencies: ["RTP", "H264", "SystemIO", "VideoCapture", "FixtureCameras", "TestSupport", "RTPTestSupport"]),
         .testTarget(name: "WebRTCTests", dependencies: ["WebRTC", "RTP", "H264", "CWebRTC", "TestSupport"]),
         // The README's Swift blocks (and its Package.swift lines) and misuse that must not compile, compiled with
         // swiftc against the modules this build made.
@@ -237,6 +240,7 @@ let package = Package(
             name: "WHEPServerTests",
             dependencies: [
                 "WHEPServer", "ServerShell", "CapturePipeline", "WebRTC", "VideoCapture", "VideoCaptureCommons", "FixtureCameras", "TestSupport",
+                "RTPTestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),

@@ -60,7 +60,7 @@ package struct RTCPResponder: Sendable {
             stats.rembBitrate = bitrate
             return .bitrate(bitrate)
         case .transportFeedback(let fb):
-            stats.transportFeedbacks += 1
+            stats.congestion.transportFeedbacks += 1
             return .transportFeedback(fb)
         case .other:
             return .none

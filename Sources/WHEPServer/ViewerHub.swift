@@ -379,7 +379,7 @@ public final class ViewerHub: EncodedOutput, Sendable {
         let bps = min(reported, ViewerHub.maxEstimateBps)
         let now = monotonicNanoseconds()
         let sender = state.withLock { $0.viewers[id]?.peer.sender }
-        let media = sender?.statistics.sendSideMediaRate
+        let media = sender?.statistics.congestion.sendSideMediaRate
         state.withLock { s in
             guard s.viewers[id] != nil else { return }
             s.viewers[id]?.remb = bps
@@ -513,7 +513,7 @@ public final class ViewerHub: EncodedOutput, Sendable {
                 ("payloadType", Int(p.offer.payloadType)), ("profileLevelId", p.offer.profileLevelID),
                 ("videoOrientation", p.receivesRotation), ("captureTime", p.sendsCaptureTime),
                 ("playoutDelay", p.playoutDelay?.description ?? ""), ("playoutDelaySent", st.rtp.playoutDelaySent?.description ?? ""),
-                ("playoutDelayChanges", st.rtp.playoutDelayChanges), ("congestionSignals", st.rtp.congestionSignals),
+                ("playoutDelayChanges", st.rtp.playoutDelayChanges), ("congestionSignals", st.rtp.congestion.congestionSignals),
                 ("framesSent", st.rtp.framesSent), ("packetsSent", st.rtp.packetsSent), ("bytesSent", st.rtp.bytesSent),
                 ("packetsDropped", st.rtp.packetsDroppedBySimulation), ("nacks", st.rtp.nacksReceived),
                 ("retransmissions", st.rtp.retransmissions), ("retransmittedBytes", st.rtp.retransmittedBytes),
@@ -522,16 +522,19 @@ public final class ViewerHub: EncodedOutput, Sendable {
                 ("keyFrameRequests", st.rtp.keyFrameRequests), ("keyFrameRequestsHonoured", st.rtp.keyFrameRequestsHonoured),
                 ("receiverReports", st.rtp.receiverReports), ("rttMs", st.rtp.rttMs ?? -1), ("fractionLost", st.rtp.fractionLost ?? -1),
                 ("rembBps", v.remb.map { Int(clamping: $0) } ?? -1), ("transportCC", p.usesTransportWideCC),
-                ("transportFeedbacks", st.rtp.transportFeedbacks), ("sendSideEstimateBps", st.rtp.sendSideEstimate.map { Int(clamping: $0) } ?? -1),
-                ("delayUsage", st.rtp.delayUsage ?? ""), ("probes", st.rtp.probes), ("probePackets", st.rtp.probePackets),
-                ("probesRaised", st.rtp.probesRaised), ("probesLost", st.rtp.probesLost),
-                ("probesCapped", st.rtp.probesCapped), ("probesOnClearedQueue", st.rtp.probesOnClearedQueue), ("deliveryCaps", st.rtp.deliveryCaps),
-                ("probesRaisedShort", st.rtp.probesRaisedShort),
-                ("trainsRaised", st.rtp.trainsRaised),
-                ("trains", st.rtp.trainsMeasured), ("lastTrainBps", st.rtp.lastTrainRate.map { Int(clamping: $0) } ?? -1),
-                ("lastProbeBps", st.rtp.lastProbeResult.map { Int(clamping: $0) } ?? -1),
-                ("queueDelayMs", Double(st.rtp.queueDelayUs) / 1000),
-                ("transportLoss", st.rtp.transportLoss ?? -1),
+                ("transportFeedbacks", st.rtp.congestion.transportFeedbacks),
+                ("sendSideEstimateBps", st.rtp.congestion.sendSideEstimate.map { Int(clamping: $0) } ?? -1),
+                ("delayUsage", st.rtp.congestion.delayUsage ?? ""), ("probes", st.rtp.congestion.probes),
+                ("probePackets", st.rtp.congestion.probePackets),
+                ("probesRaised", st.rtp.congestion.probesRaised), ("probesLost", st.rtp.congestion.probesLost),
+                ("probesCapped", st.rtp.congestion.probesCapped), ("probesOnClearedQueue", st.rtp.congestion.probesOnClearedQueue),
+                ("deliveryCaps", st.rtp.congestion.deliveryCaps),
+                ("probesRaisedShort", st.rtp.congestion.probesRaisedShort),
+                ("trainsRaised", st.rtp.congestion.trainsRaised),
+                ("trains", st.rtp.congestion.trainsMeasured), ("lastTrainBps", st.rtp.congestion.lastTrainRate.map { Int(clamping: $0) } ?? -1),
+                ("lastProbeBps", st.rtp.congestion.lastProbeResult.map { Int(clamping: $0) } ?? -1),
+                ("queueDelayMs", Double(st.rtp.congestion.queueDelayUs) / 1000),
+                ("transportLoss", st.rtp.congestion.transportLoss ?? -1),
                 ("stunRequests", st.stunRequests),
                 ("srtcpErrors", st.srtcpErrors),
                 ("dtlsRecordsDropped", st.dtlsRecordsDropped), ("rtcpErrors", st.rtp.rtcpErrors),

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import RTP
+import TestSupport
 
 /// A bottleneck link, simulated: packets leave the sender in 5 ms bursts per frame (30 fps, the estimate's worth
 /// each), queue behind a token bucket of `capacity(t)` bit/s with 20 ms of propagation each way, are dropped
@@ -67,18 +68,6 @@ func simulate(
         pendingFeedback.append((now + 20_000, parsed))
     }
     return out
-}
-
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func unit() -> Double {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return Double((z ^ (z >> 31)) >> 11) / Double(1 << 53)
-    }
 }
 
 @Suite struct BandwidthEstimatorTests {

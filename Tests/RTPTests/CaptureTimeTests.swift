@@ -135,7 +135,7 @@ import H264
         try send()
         #expect(Self.lastDelay(t) == relaxed, "a NACK: congested for the hold time")
         let st = s.statistics
-        #expect(st.playoutDelaySent == .receiverDefault && st.playoutDelayChanges == 3 && st.congestionSignals == 1, "\(st)")
+        #expect(st.playoutDelaySent == .receiverDefault && st.playoutDelayChanges == 3 && st.congestion.congestionSignals == 1, "\(st)")
 
         // With a hold shorter than a frame, the next frame after the NACK is low latency again.
         let (s2, t2) = try Self.sender(holdNs: 1)
@@ -143,7 +143,7 @@ import H264
         let seq2 = try #require(t2.packets.withLock { $0.last }.flatMap { p in p.withUnsafeBytes { RTPHeader($0) } }).sequence
         RTCPWriter.nack(sender: 1, media: s2.ssrc, lost: [seq2]).withUnsafeBytes { s2.handleRTCP($0) }
         try s2.send(pFrame(packets: 3).stamped(ts + 33_333_333))
-        #expect(Self.lastDelay(t2) == lowLatency && s2.statistics.congestionSignals == 1)
+        #expect(Self.lastDelay(t2) == lowLatency && s2.statistics.congestion.congestionSignals == 1)
     }
 
     /// Without `congestedPlayoutDelay` the asked bounds go on every frame, congested or not (`--playout-delay MIN:MAX`).

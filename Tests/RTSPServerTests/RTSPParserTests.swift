@@ -171,18 +171,6 @@ func bytes(_ s: String) -> [UInt8] { Array(s.utf8) }
     }
 }
 
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 @Suite struct RTSPTransportTests {
     @Test(arguments: [
         ("RTP/AVP;unicast;client_port=5000-5001", RTSPTransportRequest.udp(rtpPort: 5000, rtcpPort: 5001)),

@@ -1,0 +1,17 @@
+/// SplitMix64: seeded, reproducible random numbers for tests (the same seed, the same sequence).
+public struct SplitMix: Sendable {
+    /// The generator's state.
+    public var state: UInt64
+    /// A generator starting from `seed`.
+    public init(seed: UInt64) { state = seed }
+    /// The next 64 random bits.
+    public mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+    /// The next number in 0..<1 (53 random bits).
+    public mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
+}
