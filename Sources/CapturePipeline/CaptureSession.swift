@@ -382,8 +382,6 @@ extension CaptureStatistics {
 
 /// Why a session could not run, or ended early.
 public struct PipelineError: CodedError {
-    /// The codes: `invalidConfiguration`, `captureFailed`, `outputFailed`, `noFrames`.
-    public typealias Code = ErrorCode<PipelineError>
     /// What kind of failure this is, to switch on.
     public var code: Code
     /// A sentence for people, naming the setting, the camera or the file at fault.

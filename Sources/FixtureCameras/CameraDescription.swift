@@ -611,7 +611,7 @@ extension StringProtocol {
 }
 
 /// A malformed fixture file: which file, which line, what was expected and what was found.
-public struct FixtureParseError: Error, Sendable, Equatable, CustomStringConvertible {
+public struct FixtureParseError: CodedError {
     /// The file (or `fixture:NAME`) the text came from.
     public var file: String
     /// The 1-based line of the problem; 0 when it concerns the whole file (too large, unreadable).
@@ -626,8 +626,6 @@ public struct FixtureParseError: Error, Sendable, Equatable, CustomStringConvert
     }
     /// `file:line: message`, as compilers print errors.
     public var description: String { "\(file):\(line): \(message)" }
-    /// The codes: `malformed` (a line at fault), `unreadable` (the whole file: missing, too large, not text).
-    public typealias Code = ErrorCode<FixtureParseError>
     /// What kind of failure this is, to switch on: `unreadable` when it concerns the whole file (line 0).
     public var code: Code { line == 0 ? .unreadable : .malformed }
 }

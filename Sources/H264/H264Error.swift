@@ -2,9 +2,7 @@ public import VideoCapture
 
 /// The codec's one error type: settings the encoder refuses (with the valid range), OpenH264 failing a call, a
 /// malformed bitstream (with the byte offset), or a recording (module `Recording`) that cannot be written.
-public struct H264Error: Error, Sendable, Equatable, CustomStringConvertible {
-    /// The codes: `invalidSettings`, `encoderFailed`, `malformedBitstream`, `writeFailed`.
-    public typealias Code = ErrorCode<H264Error>
+public struct H264Error: CodedError {
     /// What kind of failure this is, to switch on.
     public var code: Code
     /// A sentence for people, with the value at fault and the valid range.

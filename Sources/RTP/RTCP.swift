@@ -42,15 +42,13 @@ public enum RTCPPacket: Sendable, Equatable {
 }
 
 /// Why an RTCP packet could not be parsed, with the byte offset at fault.
-public struct RTCPParseError: Error, Sendable, Equatable, CustomStringConvertible {
+public struct RTCPParseError: CodedError {
     /// What was wrong, e.g. "sender report of 12 bytes".
     public var message: String
     /// Byte offset in the compound packet of the RTCP packet at fault.
     public var offset: Int
     /// The message and the offset in one sentence.
     public var description: String { "malformed RTCP: \(message) (at byte \(offset))" }
-    /// The codes: `malformed` (every RTCP parse error is one; the packet is dropped).
-    public typealias Code = ErrorCode<RTCPParseError>
     /// What kind of failure this is: always `malformed`.
     public var code: Code { .malformed }
 }

@@ -15,9 +15,7 @@ public protocol RTPTransport: AnyObject, Sendable {
 }
 
 /// An RTP session that cannot start or send: its code says which kind, the message what and where.
-public struct RTPError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// The codes: `invalidConfiguration`, `socketFailed`, `sendFailed`.
-    public typealias Code = ErrorCode<RTPError>
+public struct RTPError: CodedError {
     /// What kind of failure this is, to switch on.
     public var code: Code
     /// A sentence for people, naming the address, port or value at fault.

@@ -34,15 +34,13 @@ public struct SDPDescription: Sendable, Equatable {
 }
 
 /// Why a session description could not be read, with the line at fault.
-public struct SDPParseError: Error, Sendable, Equatable, CustomStringConvertible {
+public struct SDPParseError: CodedError {
     /// The line at fault, from 1.
     public var line: Int
     /// What was wrong with it.
     public var message: String
     /// The line number and the message in one sentence.
     public var description: String { "SDP line \(line): \(message)" }
-    /// The codes: `malformed` (every SDP parse error is one; the description is refused).
-    public typealias Code = ErrorCode<SDPParseError>
     /// What kind of failure this is: always `malformed`.
     public var code: Code { .malformed }
 }

@@ -2,8 +2,6 @@ public import VideoCaptureCommons
 
 /// Why an RTSP server could not start.
 public struct RTSPError: CodedError {
-    /// The codes: `cannotListen`, `invalidConfiguration`.
-    public typealias Code = ErrorCode<RTSPError>
     /// What kind of failure this is, to switch on.
     public var code: Code
     /// A sentence for people, naming the address, port or value at fault.

@@ -74,8 +74,6 @@ public enum RTSPParseResult: Sendable, Equatable {
 /// A request the parser refused: what was wrong, in words, and the status to answer with. After one the
 /// connection cannot be resynchronised: answer, then close it.
 public struct RTSPParseError: CodedError {
-    /// The codes: `malformed`, `tooLarge`, `missingCSeq`, `unsupportedVersion`.
-    public typealias Code = ErrorCode<RTSPParseError>
     /// What kind of failure this is, to switch on.
     public var code: Code
     /// A sentence naming the line, header or limit at fault.

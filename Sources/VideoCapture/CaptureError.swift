@@ -4,9 +4,7 @@
 
 /// Every failure of capture, with a code to switch on, the errno where the OS gave one, and a message that
 /// names the device, the call and the value involved (after swift-subprocess's `SubprocessError`).
-public struct CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// The codes of capture errors: `ErrorCode` values (VideoCaptureCommons) with `CaptureError` as their domain (`.deviceBusy`, `.disconnected`…).
-    public typealias Code = ErrorCode<CaptureError>
+public struct CaptureError: CodedError {
 
     /// What went wrong, to switch on.
     public let code: Code

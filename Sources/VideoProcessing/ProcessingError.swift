@@ -2,9 +2,6 @@ public import VideoCapture
 
 /// A conversion, encoding or writing failure, with a code and a message naming the value at fault.
 public struct ProcessingError: CodedError {
-    /// The codes of processing errors (`shortBuffer`, `invalidSize`, `unsupportedFormat`, `decodeFailed`,
-    /// `invalidArgument`, `ioFailed`).
-    public typealias Code = ErrorCode<ProcessingError>
     /// What kind of failure this is, to switch on.
     public var code: Code
     /// A sentence for people, naming the value, size or path at fault; it is the error's `description`.

@@ -319,8 +319,6 @@ private final class WHEPHandler: ChannelInboundHandler {
 
 /// Why the server could not start, or a file it was given is unusable.
 public struct ServerError: CodedError {
-    /// The codes: `cannotListen`, `badFile`, `badToken`, `tls`, `invalidConfiguration`.
-    public typealias Code = ErrorCode<ServerError>
     /// What kind of failure this is, to switch on.
     public var code: Code
     /// A sentence for people, naming the address, file or option at fault.

@@ -11,9 +11,7 @@ import SystemIO
 public import VideoCaptureCommons
 
 /// Why publishing failed, in words that name the server's answer or the local cause.
-public struct WHIPError: Error, Sendable, CustomStringConvertible {
-    /// The codes: `invalidConfiguration`, `refused`, `unreachable`, `badAnswer`, `notReady`.
-    public typealias Code = ErrorCode<WHIPError>
+public struct WHIPError: CodedError {
     /// What kind of failure this is, to switch on (a `refused` 401/403 will not pass by retrying; `unreachable`
     /// may).
     public var code: Code
@@ -27,8 +25,6 @@ public struct WHIPError: Error, Sendable, CustomStringConvertible {
         self.message = message
         self.status = status
     }
-    /// The message.
-    public var description: String { message }
 }
 
 extension ErrorCode where Domain == WHIPError {
