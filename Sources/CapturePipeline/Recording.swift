@@ -168,7 +168,7 @@ public final class RecordingOutput: EncodedOutput {
             // Due within a millisecond (a 30 fps clock reaches 2 s at 1999.99998 ms); the key frame is asked for
             // one frame early, so that the frame that falls due is one.
             let elapsed = Double(frame.timestampNs - start), length = seconds * 1e9 - 1e6
-            if elapsed >= length && frame.isKeyFrame {
+            if frame.isKeyFrame && (elapsed >= length || startsAnotherSize(frame)) {
                 try nextSegment(at: frame.timestampNs)
             } else if elapsed + Double(frame.timestampNs - (lastTimestampNs ?? frame.timestampNs)) >= length && !keyFrameAsked {
                 keyFrameAsked = true
@@ -186,6 +186,16 @@ public final class RecordingOutput: EncodedOutput {
             let fragments = w.fragmentsWritten, segment = ring.written + 1
             published.withLock { $0 = (segment, fragments) }
         }
+    }
+
+    /// True for a key frame of another picture size than the open MP4 segment's (the camera's source changed, or the
+    /// output adapted): a segmented recording then starts a new segment, whose header says the new size, so that a
+    /// player that trusts the header (a browser's MSE) follows too. One file keeps the new SPS in band instead.
+    private func startsAnotherSize(_ frame: EncodedFrame) -> Bool {
+        guard case .mp4(let w) = sink, let current = w.size, let sps = frame.parameterSets?.sps,
+            let parsed = try? SequenceParameterSet(nal: sps[...])
+        else { return false }
+        return parsed.width != current.width || parsed.height != current.height
     }
 
     private func nextSegment(at timestampNs: Int64) throws {

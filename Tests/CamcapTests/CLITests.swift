@@ -358,6 +358,26 @@ func probeFrames(_ path: String) throws -> (Int, String) {
         let first = sizes.prefix { $0 == "1280,720" }.count
         #expect(
             sizes.count == 90 && (20...30).contains(first) && sizes.dropFirst(first).allSatisfy { $0 == "640,480" }, "\(first) then \(Set(sizes))")
+        // Segmented, the change of size starts a new segment whose header says the new size (a browser's MSE trusts it).
+        let ring = try sh(
+            camcap,
+            [
+                "record", "-d", "fixture:uvc-webcam", "-s", "1280x720", "--frames", "90", "--fixture-fault", "resize@30:640x480",
+                "--segment-seconds", "60", "-o", work + "/resized-ring.mp4", "-q",
+            ])
+        #expect(ring.code == 0, "\(ring.err)")
+        var headers: [String] = [], total = 0
+        for n in ["000", "001"] {
+            let f = work + "/resized-ring-\(n).mp4"
+            headers.append(
+                try sh("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "stream=width,height", "-of", "csv=p=0", f]).out)
+            total += try sh("ffprobe", ["-v", "error", "-count_frames", "-show_entries", "stream=nb_read_frames", "-of", "csv=p=0", f]).out
+                .split(separator: "\n").compactMap { Int($0) }.reduce(0, +)
+        }
+        #expect(
+            headers.map { $0.trimmingCharacters(in: .whitespacesAndNewlines) } == ["1280,720", "640,480"] && total == 90,
+            "\(headers), \(total) frames")
+        #expect(!FileManager.default.fileExists(atPath: work + "/resized-ring-002.mp4"))
     }
 
     @Test func durationIsMeasuredOnFrameTimestamps() throws {
