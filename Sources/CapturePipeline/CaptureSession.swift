@@ -143,7 +143,7 @@ public final class CaptureSession {
     public internal(set) var selection: FormatSelection
     /// True when the camera delivers its own H.264 (the selection's pixel format): the stages get its access
     /// units (`EncodedFrameStage`), never pictures.
-    public var deliversAccessUnits: Bool { selection.pixelFormat == .h264 }
+    public var deliversAccessUnits: Bool { selection.frameKind == .accessUnit }
     /// The refusal of a stage that cannot take this session's frames (`PictureStage.check(_:)`): "EncodeStage takes
     /// pictures, and fixture:h264-webcam delivers its own H.264 (H264), …", then what to do `instead`.
     public func refusal(of stage: any PictureStage, takes: String, instead: String) -> PipelineError {

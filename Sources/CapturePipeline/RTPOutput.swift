@@ -276,7 +276,7 @@ extension RTPOutput {
         for session: CaptureSession, settings: H264Encoder.Settings, keyIntervalSeconds: Double?, alsoTo outputs: [any EncodedOutput] = [],
         adaptsToBandwidth: Bool = false
     ) -> any PictureStage {
-        if session.selection.pixelFormat == .h264 {
+        if session.selection.frameKind == .accessUnit {
             let stage = PassthroughStage(outputs: [self] + outputs)
             connect(stage, maxBitrate: settings.effectiveMaxBitrate)
             return stage

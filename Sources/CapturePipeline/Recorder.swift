@@ -60,7 +60,7 @@ public struct Recorder {
     public init(session: CaptureSession, configuration c: Configuration) throws {
         var output = c.output
         output.frameRate = output.frameRate ?? session.selection.fps
-        if session.selection.pixelFormat == .h264 {
+        if session.selection.frameKind == .accessUnit {
             for (given, setting) in [
                 (c.adapt != nil, "adapt"), (c.previewPath != nil, "previewPath"), (c.snapshotEvery != nil, "snapshotEvery"),
                 (c.applyRotation, "applyRotation"),

@@ -231,7 +231,7 @@ public final class EncodeStage: PictureStage {
             s.sliceMode = sliceMode
             s.threads = threads
             s.frameSkipping = frameSkipping
-            if selection.pixelFormat == .h264 {
+            if selection.frameKind == .accessUnit {
                 s.maxFrameRate = Swift.min(240, Swift.max(1, s.maxFrameRate.isFinite ? s.maxFrameRate : 30))
                 return s
             }

@@ -142,7 +142,7 @@ public final class RTSPHub: EncodedOutput, Sendable {
         for session: CaptureSession, settings: H264Encoder.Settings, keyIntervalSeconds: Double?
     ) throws -> (sps: [UInt8], pps: [UInt8]) {
         var s = EncodeStage.settings(settings, keyIntervalSeconds: keyIntervalSeconds, for: session.selection.planned)
-        if session.selection.pixelFormat == .h264 { s.maxFrameRate = min(240, max(1, s.maxFrameRate.isFinite ? s.maxFrameRate : 30)) }
+        if session.selection.frameKind == .accessUnit { s.maxFrameRate = min(240, max(1, s.maxFrameRate.isFinite ? s.maxFrameRate : 30)) }
         return try H264Encoder.parameterSets(for: s)
     }
 
@@ -163,7 +163,7 @@ public final class RTSPHub: EncodedOutput, Sendable {
         for session: CaptureSession, settings: H264Encoder.Settings, keyIntervalSeconds: Double?, alsoTo outputs: [any EncodedOutput] = []
     ) -> any PictureStage {
         let stage: any PictureStage
-        if session.selection.pixelFormat == .h264 { // the camera's own access units to every client: no encoder
+        if session.selection.frameKind == .accessUnit { // the camera's own access units to every client: no encoder
             let passthrough = PassthroughStage(outputs: [self] + outputs)
             connect(passthrough)
             stage = passthrough

@@ -8,6 +8,8 @@ public struct FormatSelection: Hashable, Sendable, CustomStringConvertible {
     public var fps: Fraction
     /// The chosen entry's pixel format.
     public var pixelFormat: PixelFormat { format.pixelFormat }
+    /// What its frames carry: pictures, or the camera's own access units.
+    public var frameKind: FrameKind { pixelFormat.frameKind }
     public var description: String { "\(pixelFormat) \(size) @ \(fps) fps" }
 }
 

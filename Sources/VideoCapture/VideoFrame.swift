@@ -399,10 +399,12 @@ public struct VideoFrame: Sendable {
     /// For an encoded frame (``isEncoded``): the access unit is a key frame (an IDR: decodable on its own), as the
     /// camera flagged it or its NAL units say. False for raw pictures.
     public var isKeyFrame = false
-    /// True when the buffer holds an encoded access unit (`PixelFormat.h264`: Annex-B NAL units from a camera
+    /// What the frame carries (its pixel format's `PixelFormat.frameKind`): a picture, or an access unit.
+    public var kind: FrameKind { buffer.pixelFormat.frameKind }
+    /// True when the buffer holds an encoded access unit (`kind == .accessUnit`: Annex-B NAL units from a camera
     /// that encodes itself) instead of pixels: `buffer.bytes` is the access unit, `isKeyFrame` tells an IDR.
     /// Such frames are passed through, not converted.
-    public var isEncoded: Bool { buffer.pixelFormat == .h264 }
+    public var isEncoded: Bool { kind == .accessUnit }
     /// A frame from its parts (the capturer renumbers `sequence` and keeps timestamps increasing).
     public init(
         buffer: VideoFrameBuffer, rotation: VideoRotation = .rotation0, timestampNs: Int64, sequence: UInt64,
@@ -445,4 +447,18 @@ public struct DMABuf: Sendable, Equatable {
     public let planes: [Plane]
     /// An exported buffer of `planes`.
     public init(planes: [Plane]) { self.planes = planes }
+}
+
+/// What a frame carries, asked in one place (`PixelFormat.frameKind`) instead of comparing pixel formats: pixels to
+/// convert, or a coded access unit passed on as the camera made it.
+public enum FrameKind: Sendable, Hashable {
+    /// Pixels (raw or MJPEG): converted to I420, then processed and encoded.
+    case picture
+    /// A camera's own coded access unit (H.264, Annex-B): passed through, never decoded or converted.
+    case accessUnit
+}
+
+extension PixelFormat {
+    /// The kind of frame this format delivers: `.accessUnit` for a camera's own H.264, `.picture` for the rest.
+    public var frameKind: FrameKind { self == .h264 ? .accessUnit : .picture }
 }

@@ -84,7 +84,7 @@ public struct WHEPBroadcast {
         let settings = try configuration.encoder.settings(for: session.selection)
         let keySeconds = configuration.encoder.keyIntervalSeconds
         let hub = ViewerHub(identity: identity, configuration: peer, limits: limits, logger: logger)
-        let passesThrough = session.selection.pixelFormat == .h264
+        let passesThrough = session.selection.frameKind == .accessUnit
         let plan = EncodeTier.plan(
             for: FrameSize(width: settings.width, height: settings.height), maxCount: configuration.tiers,
             targetBitrate: settings.targetBitrate, maxBitrate: settings.effectiveMaxBitrate)

@@ -39,7 +39,7 @@ public struct WHIPPublication {
         encoder: EncodeStage.Configuration = .init(), rotationAsMetadata: Bool = true, simulcast: String? = nil,
         logger: Logger = Logger(label: "swift-video-capture.whip", factory: { _ in SwiftLogNoOpLogHandler() })
     ) throws -> WHIPPublication {
-        let (settings, passthrough) = (try encoder.settings(for: session.selection), session.selection.pixelFormat == .h264)
+        let (settings, passthrough) = (try encoder.settings(for: session.selection), session.selection.frameKind == .accessUnit)
         var c = configuration
         if !rotationAsMetadata { c.publisher.videoOrientationExtensionID = nil } // upright pixels: no extension offered
         let tiers = simulcast != nil && !passthrough ? c.offerSimulcast(for: settings) : []

@@ -59,7 +59,7 @@ extension WHIPOutput {
         for session: CaptureSession, settings: H264Encoder.Settings, keyIntervalSeconds: Double?, rotationAsMetadata: Bool = true,
         tiers: [EncodeTier] = []
     ) -> any PictureStage {
-        if session.selection.pixelFormat == .h264 {
+        if session.selection.frameKind == .accessUnit {
             let stage = PassthroughStage(outputs: [self])
             connect(stage, maxBitrate: settings.effectiveMaxBitrate)
             return stage

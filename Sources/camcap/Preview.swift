@@ -33,7 +33,7 @@ struct Preview: CamcapCommand {
 
     func execute() async throws {
         let pipeline = try capture.session()
-        if pipeline.selection.pixelFormat == .h264 { // pictures needed: a camera's own H.264 is refused by name
+        if pipeline.selection.frameKind == .accessUnit { // pictures needed: a camera's own H.264 is refused by name
             throw ValidationError(
                 "preview: \(pipeline.device.path) delivers H.264 (\(pipeline.selection)); only `record`, `stream`, `rtsp`, `serve` and `publish` pass a camera's own H.264 through: use one of them, or ask for a raw or MJPEG format with --pixel-format (see `camcap formats -d \(pipeline.device.path)`)"
             )

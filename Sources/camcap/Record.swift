@@ -67,7 +67,7 @@ struct Record: CamcapCommand {
     func execute() async throws {
         // Everything is checked before the camera starts: device, negotiation, encoder settings, outputs.
         let pipeline = try capture.session(waitsForCamera: segmentSeconds != nil)
-        if pipeline.selection.pixelFormat == .h264 && frameTrace != nil {
+        if pipeline.selection.frameKind == .accessUnit && frameTrace != nil {
             throw ValidationError("--frame-trace needs decoded pictures, and \(pipeline.device.path) delivers H.264 that is recorded as it comes")
         }
         let recorder = try validating { try Recorder(session: pipeline, configuration: configuration()) }

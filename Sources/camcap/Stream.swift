@@ -60,7 +60,7 @@ struct Stream: CamcapCommand {
         }
         // --sdp-only: one frame, whose SPS/PPS (with the camera's colour description) are the stream's.
         let pipeline = try capture.session(frames: sdpOnly ? 1 : nil, waitsForCamera: !sdpOnly)
-        if pipeline.selection.pixelFormat == .h264 && (sdpOnly || adaptToBandwidth) {
+        if pipeline.selection.frameKind == .accessUnit && (sdpOnly || adaptToBandwidth) {
             throw ValidationError(
                 "\(sdpOnly ? "--sdp-only" : "--adapt-to-bandwidth") needs our encoder, and \(pipeline.device.path) delivers H.264 that is streamed as it comes: use --sdp (written from the camera's first key frame), or ask for another format with --pixel-format"
             )
