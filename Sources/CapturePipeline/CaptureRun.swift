@@ -1,5 +1,6 @@
 public import VideoCapture
 import VideoProcessing
+import H264
 import Foundation
 import SystemIO
 import Logging
@@ -338,6 +339,8 @@ extension CaptureSession {
                 unwritten.map { "nothing was written to \($0)" }
                 ?? (report.processed == 0 ? "no frame was written" : "what was written is complete and playable")
             report.failure = PipelineError(.captureFailed, "capture failed after \(report.processed) frames: \(e) — \(outcome)")
+        } else if let e = state.stageError ?? endError, Self.isReaderGone(e) {
+            report.failure = PipelineError(.readerGone, "stopped after \(report.processed) frames: \(e)")
         } else if let e = state.stageError ?? endError {
             let outcome =
                 unwritten.map { "nothing was written to \($0)" }
@@ -348,6 +351,11 @@ extension CaptureSession {
         }
         if let f = report.failure { configuration.logger.debug("capture session failed", metadata: ["error": "\(f)"]) }
         return report
+    }
+
+    /// True for an output whose pipe's reader went away (EPIPE), however the stage wrapped it.
+    static func isReaderGone(_ error: Error) -> Bool {
+        (error as? ProcessingError)?.code == .readerGone || (error as? H264Error)?.code == .readerGone
     }
 
     /// The summary's lines: device, format, frames, rates, times, the camera's releases, adaptation, the stages'.

@@ -415,6 +415,8 @@ extension ErrorCode where Domain == PipelineError {
     public static var outputFailed: Self { Self(rawValue: "output failed") }
     /// The run ended before the first frame.
     public static var noFrames: Self { Self(rawValue: "no frames") }
+    /// The reader of an output on a pipe went away (EPIPE): the run ended there; what it read was complete up to then.
+    public static var readerGone: Self { Self(rawValue: "reader gone") }
 }
 
 /// When to release an unwatched camera, and how long a restart took to give its first frame.

@@ -65,6 +65,9 @@ public final class RecordingOutput: EncodedOutput {
 
         /// Refuses values that cannot work, naming them: `invalidArgument`.
         public func validate() throws(PipelineError) {
+            if segmentSeconds != nil && path == OutputFile.standardOutput {
+                throw PipelineError(.invalidConfiguration, "segments need a file pattern: standard output (-) is one stream")
+            }
             if let s = segmentSeconds, !(s.isFinite && s >= 0.5 && s <= 86_400) {
                 throw PipelineError(.invalidConfiguration, "segment length \(s) s is out of range: 0.5...86400 s")
             }
@@ -257,7 +260,12 @@ public final class RecordingOutput: EncodedOutput {
                 extra = ", \(w.fragmentsWritten) fragments, \(fmt(Double(w.durationNs) / 1e9, 3)) s"
                 if w.framesDroppedBeforeKeyFrame > 0 { extra += ", \(w.framesDroppedBeforeKeyFrame) frames before the first key frame dropped" }
             }
-            return [("output", "\(sink.file.path) (\(kind), \(sink.file.bytesWritten) bytes, \(sink.file.framesOnDisk) frames on disk\(extra))")]
+            return [
+                (
+                    "output",
+                    "\(OutputFile.shown(sink.file.path)) (\(kind), \(sink.file.bytesWritten) bytes, \(sink.file.framesOnDisk) frames on disk\(extra))"
+                )
+            ]
         }
         let kept = ring.segments.filter { !$0.deleted }
         let earlier = ring.deletedEarlier > 0 ? " (and \(ring.deletedEarlier) of earlier runs)" : ""

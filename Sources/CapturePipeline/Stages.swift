@@ -509,7 +509,49 @@ public final class Y4MStage: PictureStage {
     /// Gives the file up; an existing file keeps its contents.
     public func discard() { file.discard() }
     /// The `y4m` line: path and pictures written.
-    public var summary: [(String, String)] { [("y4m", "\(path) (\(writer?.framesWritten ?? 0) frames)")] }
+    public var summary: [(String, String)] { [("y4m", "\(OutputFile.shown(path)) (\(writer?.framesWritten ?? 0) frames)")] }
+}
+
+/// Raw I420 pictures, one after the other with their planes packed (Y, then U, then V; no header): what
+/// `ffmpeg -f rawvideo -pix_fmt yuv420p -video_size WxH -i -` and a numpy reader take. `-` is standard output. The
+/// size is the first picture's; a later picture of another size throws (a raw stream cannot say it changed).
+public final class I420FileStage: PictureStage {
+    /// The file's path (`-`: standard output).
+    public let path: String
+    private let file: OutputFile
+    private var size: FrameSize?
+    private var frames = 0
+    /// Claims `path` at once (see `OutputFile`).
+    public init(path: String) throws {
+        self.path = path
+        file = try OutputFile(path: path, bufferSize: 1 << 20)
+    }
+    /// Appends the picture's planes, row by row (no allocation).
+    public func consume(_ picture: I420Buffer, frame: VideoFrame) throws {
+        let s = FrameSize(width: picture.width, height: picture.height)
+        if size == nil { size = s }
+        guard s == size else {
+            throw ProcessingError(.invalidSize, "raw I420 to \(path): a \(s) picture after \(size!) ones (a raw stream has one size)")
+        }
+        func rows(_ p: UnsafePointer<UInt8>, _ stride: Int, _ width: Int, _ height: Int) throws {
+            for r in 0..<height { try file.write(p + r * stride, count: width) }
+        }
+        try rows(picture.dataY, picture.strideY, picture.width, picture.height)
+        try rows(picture.dataU, picture.strideU, picture.chromaWidth, picture.chromaHeight)
+        try rows(picture.dataV, picture.strideV, picture.chromaWidth, picture.chromaHeight)
+        frames += 1
+    }
+    /// Closes the file, or discards it when no picture came.
+    public func end() throws {
+        guard frames > 0 else { return file.discard() }
+        try file.close()
+    }
+    /// Gives the file up; an existing file keeps its contents.
+    public func discard() { file.discard() }
+    /// The `i420` line: path, pictures and their size (what a reader needs to know).
+    public var summary: [(String, String)] {
+        [("i420", "\(OutputFile.shown(path)) (\(frames) frames\(size.map { " of \($0), planes packed" } ?? ""))")]
+    }
 }
 
 /// Still pictures (PNG or JPEG by extension): every N pictures, numbered, or the last picture at the end. Each is

@@ -45,4 +45,6 @@ extension ErrorCode where Domain == H264Error {
     public static var malformedBitstream: Self { Self(rawValue: "malformed bitstream") }
     /// Writing the output failed (disk full, I/O error) or would give an undecodable stream.
     public static var writeFailed: Self { Self(rawValue: "write failed") }
+    /// The reader of the pipe a recording was written to went away (EPIPE).
+    public static var readerGone: Self { Self(rawValue: "reader gone") }
 }

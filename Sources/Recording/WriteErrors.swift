@@ -3,5 +3,5 @@ package import VideoProcessing
 
 extension H264Error {
     /// A write failure of the file underneath (`writeFailed`, with the file's message).
-    package init(writing error: ProcessingError) { self.init(.writeFailed, error.message) }
+    package init(writing error: ProcessingError) { self.init(error.code == .readerGone ? .readerGone : .writeFailed, error.message) }
 }

@@ -18,6 +18,12 @@ package struct FileDescriptor: Sendable, Hashable {
         try open(path, flags | O_CREAT | O_EXCL, mode: mode)
     }
 
+    /// A new descriptor for standard output (fcntl F_DUPFD_CLOEXEC on descriptor 1): closing it leaves the process's
+    /// standard output open.
+    package static func duplicatingStandardOutput() throws(SystemError) -> FileDescriptor {
+        FileDescriptor(rawValue: try SystemCall.retrying("fcntl") { Glibc.fcntl(1, F_DUPFD_CLOEXEC, 3) })
+    }
+
     /// One read(2) into `buffer`: the byte count (0 at the end of the file).
     package func read(into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int {
         try SystemCall.retrying("read") { Glibc.read(rawValue, buffer.baseAddress, buffer.count) }

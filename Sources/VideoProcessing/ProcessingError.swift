@@ -36,6 +36,8 @@ extension ErrorCode where Domain == ProcessingError {
     public static var invalidSize: Self { Self(rawValue: "invalid size") }
     /// The pixel format cannot be converted from or written as asked.
     public static var unsupportedFormat: Self { Self(rawValue: "unsupported format") }
+    /// The reader of a pipe went away (EPIPE: `camcap … -o - | head -c 1000`): nothing more can be written there.
+    public static var readerGone: Self { Self(rawValue: "reader gone") }
     /// A compressed frame (MJPEG/JPEG) could not be decoded.
     public static var decodeFailed: Self { Self(rawValue: "decode failed") }
     /// An option is out of range: a crop outside the frame, a file name with an unknown extension.

@@ -45,6 +45,12 @@ public final class OutputFile {
     /// Opens and locks `path` without truncating it (see the type's documentation). `bufferSize` bytes are
     /// allocated once.
     public convenience init(path: String, bufferSize: Int = 1 << 16) throws(ProcessingError) {
+        if path == OutputFile.standardOutput { // a pipe or a terminal: a descriptor of our own, no lock, nothing to truncate
+            let fd: FileDescriptor
+            do throws(SystemError) { fd = try FileDescriptor.duplicatingStandardOutput() } catch { throw Self.failure(path, error.reason) }
+            try self.init(path: path, opened: fd, created: false, bufferSize: bufferSize)
+            return
+        }
         var existed = true
         // O_NONBLOCK: a FIFO without a reader fails (ENXIO) instead of blocking; cleared again below.
         var opened: Result<FileDescriptor, SystemError> = Result { () throws(SystemError) in
@@ -78,8 +84,14 @@ public final class OutputFile {
     }
 
     private static func failure(_ path: String, _ what: String) -> ProcessingError {
-        ProcessingError(.ioFailed, "cannot write \(path): \(what)")
+        ProcessingError(.ioFailed, "cannot write \(shown(path)): \(what)")
     }
+
+    /// The path that means standard output: `-` (a pipe to ffmpeg, a Python reader). Its reader going away (EPIPE)
+    /// is a `readerGone` error, not an `ioFailed` one; the process must ignore SIGPIPE to see it (camcap does).
+    public static let standardOutput = "-"
+    /// `path` for a message: "standard output" for `-`.
+    public static func shown(_ path: String) -> String { path == standardOutput ? "standard output" : path }
 
     /// Checks and locks a descriptor just opened on `path` (closing it on failure); `created`: this object made
     /// the file, and removes it again if nothing is committed.
@@ -179,7 +191,10 @@ public final class OutputFile {
         while done < count {
             let n: Int
             do throws(SystemError) { n = try fd.write(p + done, count: count - done) } catch {
-                throw ProcessingError(.ioFailed, "writing \(path) failed after \(bytesWritten) bytes: \(error.reason)")
+                if error.errno == EPIPE {
+                    throw ProcessingError(.readerGone, "the reader of \(Self.shown(path)) went away (EPIPE) after \(bytesWritten) bytes")
+                }
+                throw ProcessingError(.ioFailed, "writing \(Self.shown(path)) failed after \(bytesWritten) bytes: \(error.reason)")
             }
             if n == 0 { throw ProcessingError(.ioFailed, "writing \(path) failed after \(bytesWritten) bytes: the device took nothing") }
             done += n

@@ -42,6 +42,8 @@ protocol CamcapCommand: AsyncParsableCommand { func execute() async throws }
 
 extension CamcapCommand {
     func run() async throws {
+        // A reader of standard output that goes away (`camcap … -o - | head`) is an EPIPE to handle, not a SIGPIPE death.
+        try? SignalDisposition.ignore(SIGPIPE)
         do { try await execute() } catch { fail(error) }
     }
 }

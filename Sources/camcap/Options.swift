@@ -171,9 +171,10 @@ extension CaptureOptions {
     /// a failure is thrown after the summary. The commands that announce (serve, rtsp, publish) produce no file:
     /// stopped before the camera's first frame, they end cleanly with a note instead of "no frame was captured".
     /// `stop` (a server's) runs once the session has ended, however it ended.
-    func run(_ session: CaptureSession, _ verb: String, stages: [any PictureStage], announce: String? = nil, stop: (() async -> Void)? = nil)
-        async throws
-    {
+    func run(
+        _ session: CaptureSession, _ verb: String, stages: [any PictureStage], announce: String? = nil, dataOnStandardOutput: Bool = false,
+        stop: (() async -> Void)? = nil
+    ) async throws {
         let (quiet, named) = (quiet, device), tty = FileDescriptor.standardError.isTerminal, (clear, end) = tty ? ("\r\u{1B}[K", "") : ("", "\n")
         session.onStarted = { s in
             if let announce { printError(announce + "\n") }
@@ -197,8 +198,11 @@ extension CaptureOptions {
         let (report, signals) = try await session.runStoppingOnSignals(stages: stages, afterwards: stop)
         defer { withExtendedLifetime(signals) {} }
         if !quiet && tty { printError("\n") }
-        print(report.summaryText)
+        // Standard output carries the pictures or the stream (`-`): the summary goes to standard error.
+        if dataOnStandardOutput { printError(report.summaryText + "\n") } else { print(report.summaryText) }
         guard let failure = report.failure else { return }
+        // The reader of the pipe went away (`| head`, a closed ffplay): a clean end, said as such.
+        guard failure.code != .readerGone else { return printError("camcap: \(failure.message)\n") }
         // A server stopped by the user before the camera's first frame produced no file: a clean end, with a note.
         let stoppedEarly = announce != nil && failure.code == .noFrames && signals?.received == true
         guard !stoppedEarly else { return printError("note: stopped before the camera's first frame\n") }

@@ -13,7 +13,9 @@ struct Preview: CamcapCommand {
             """)
 
     @OptionGroup var capture: CaptureOptions
-    @Option(help: "Write the converted frames as Y4M.") var y4m: String?
+    @Option(help: "Write the converted frames as Y4M (- for standard output: `| ffplay -`).") var y4m: String?
+    @Option(help: "Write the converted frames as raw I420, planes packed, no header (- for standard output: a numpy reader, `ffmpeg -f rawvideo`).")
+    var i420: String?
     @Option(help: "Write a still picture (.png, .jpg) of the last frame (or every N frames with --snapshot-every).") var snapshot: String?
     @Option(help: "Snapshot every N frames.") var snapshotEvery: Int?
     @Option(
@@ -28,6 +30,7 @@ struct Preview: CamcapCommand {
     func validate() throws {
         try checkSize(scale, "--scale")
         if let n = snapshotEvery, n <= 0 { throw ValidationError("--snapshot-every must be positive, got \(n)") }
+        if y4m == "-" && i420 == "-" { throw ValidationError("--y4m and --i420 cannot both be standard output (-)") }
         if let s = snapshot { do { _ = try SnapshotWriter.kind(forPath: s) } catch { throw ValidationError(error.description) } }
     }
 
@@ -40,10 +43,11 @@ struct Preview: CamcapCommand {
         }
         var stages: [any PictureStage] = [CountStage()]
         if let y4m { stages.append(try Y4MStage(path: y4m)) }
+        if let i420 { stages.append(try I420FileStage(path: i420)) }
         if let snapshot { stages.append(try SnapshotStage(every: snapshotEvery, path: SnapshotStage.numbered(snapshot))) }
         // The source turns, mirrors and scales every frame once; with --apply-rotation the camera's own rotation
         // first.
         pipeline.sourceOptions = VideoSource.Options(applyRotation: applyRotation, rotation: rotate, mirror: mirror, size: scale)
-        try await capture.run(pipeline, "preview", stages: stages)
+        try await capture.run(pipeline, "preview", stages: stages, dataOnStandardOutput: y4m == "-" || i420 == "-")
     }
 }

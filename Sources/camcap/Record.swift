@@ -15,7 +15,10 @@ struct Record: CamcapCommand {
             """)
 
     @OptionGroup var capture: CaptureOptions
-    @Option(name: .shortAndLong, help: "Output file, or with --segment-seconds a strftime pattern.") var output = "capture.mp4"
+    @Option(
+        name: .shortAndLong,
+        help: "Output file (- for standard output: Annex-B, or fragmented MP4 with --container mp4), or with --segment-seconds a strftime pattern.")
+    var output = "capture.mp4"
     @Option(
         help: ArgumentHelp("Container (default: from the output's extension).", valueName: "mp4|h264"),
         transform: parsing({ RecordingOutput.Container(rawValue: $0.lowercased()) }, "--container must be mp4 or h264"))
@@ -35,7 +38,7 @@ struct Record: CamcapCommand {
     @Option(help: "Encoder threads (1-4).") var threads = 1
     @Option(help: "Limit slices to this many bytes (RTP payload budget, e.g. 1200).") var maxNalSize: Int?
     @Flag(help: "Let rate control skip frames (off: every captured frame is encoded).") var frameSkipping = false
-    @Option(help: "Also write the I420 fed to the encoder as Y4M.") var preview: String?
+    @Option(help: "Also write the I420 fed to the encoder as Y4M (- for standard output).") var preview: String?
     @Option(help: "Write a JPEG snapshot every N frames next to the output.") var snapshotEvery: Int?
     @Option(
         help: ArgumentHelp(
@@ -45,6 +48,7 @@ struct Record: CamcapCommand {
 
     func validate() throws {
         if keyint != nil && encoder.keyintSeconds != nil { throw ValidationError("give either --keyint or --keyint-seconds, not both") }
+        if output == "-" && preview == "-" { throw ValidationError("-o and --preview cannot both be standard output (-)") }
         // The schedule, the snapshots, the output and the encoder's limits (OpenH264's), before the output or the
         // camera is touched.
         try validating { try configuration().validate(frameRate: capture.fpsLimit.doubleValue) }
@@ -72,7 +76,7 @@ struct Record: CamcapCommand {
         }
         let recorder = try validating { try Recorder(session: pipeline, configuration: configuration()) }
         pipeline.frameTrace = frameTrace.map { _ in FrameTrace(for: pipeline.configuration) } // room for every frame of the run
-        try await capture.run(pipeline, "recording", stages: recorder.stages)
+        try await capture.run(pipeline, "recording", stages: recorder.stages, dataOnStandardOutput: output == "-" || preview == "-")
         if let trace = pipeline.frameTrace, let frameTrace { try trace.writeCSV(to: frameTrace) }
     }
 }
