@@ -50,6 +50,11 @@ struct CaptureOptions: ParsableArguments {
             "With --on-camera-loss wait: give up (exit 1) after this many seconds without the camera (default: never).", valueName: "seconds"))
     var giveUpAfter: Double?
     @Option(
+        help: ArgumentHelp(
+            "A camera that sends nothing for this long is restarted once (STREAMOFF/STREAMON), then lost (default 3; 0.5...600).",
+            valueName: "seconds"))
+    var stallTimeout: Double = 3
+    @Option(
         name: .customLong("control"), help: ArgumentHelp("Set a camera control before the first frame (repeatable).", valueName: "name=value"),
         transform: parsing(CameraControlSetting.init(parsing:), "--control expects NAME=VALUE")) var controls: [CameraControlSetting] = []
     @Option(
@@ -60,6 +65,9 @@ struct CaptureOptions: ParsableArguments {
     func validate() throws {
         if let g = giveUpAfter, !(g.isFinite && g > 0 && g <= 31 * 86_400) {
             throw ValidationError("--give-up-after must be above 0 and at most 2678400 seconds, got \(g)")
+        }
+        guard stallTimeout.isFinite && (0.5...600).contains(stallTimeout) else {
+            throw ValidationError("--stall-timeout must be 0.5...600 seconds, got \(stallTimeout)")
         }
         guard (0...64).contains(noise) else { throw ValidationError("--noise must be 0...64, got \(noise)") }
         if let n = fixtureDisconnectAfter, n < 0 { throw ValidationError("--fixture-disconnect-after must be >= 0") }
@@ -76,10 +84,13 @@ struct CaptureOptions: ParsableArguments {
         var fixtures = FixtureCameraProvider.Options(
             pacing: fast ? .asFastAsConsumed : .realTime, disconnectAfterFrames: fixtureDisconnectAfter, noise: noise)
         fixtures.faults = fixtureFault
+        fixtures.stallTimeoutNs = nanoseconds(seconds: stallTimeout)
         fixtures.h264Stream = fixtureH264Stream
         let waits = onCameraLoss.map { $0 == .wait } ?? waitsForCamera ?? untilStopped
         c.onCameraLoss = waits ? .wait(giveUpAfterNs: giveUpAfter.map { nanoseconds(seconds: $0) }) : .exit
-        (c.providers, c.controls, c.powerLine, c.logger) = (cameraProviders(fixtures), controls, powerLine, cliLogger)
+        (c.providers, c.controls, c.powerLine, c.logger) = (
+            cameraProviders(fixtures, stallTimeoutNs: nanoseconds(seconds: stallTimeout)), controls, powerLine, cliLogger
+        )
         return c
     }
 
@@ -157,8 +168,8 @@ let cliLogger: Logger = {
 }()
 
 /// The CLI's cameras: real ones (V4L2) first, then the built-in fixture cameras (the library has no default).
-func cameraProviders(_ fixtures: FixtureCameraProvider.Options = .init()) -> [any CaptureDeviceProvider] {
-    [V4L2DeviceProvider(), FixtureCameraProvider(options: fixtures)]
+func cameraProviders(_ fixtures: FixtureCameraProvider.Options = .init(), stallTimeoutNs: Int64 = 3_000_000_000) -> [any CaptureDeviceProvider] {
+    [V4L2DeviceProvider(configuration: V4L2Stream.Configuration(noFrameTimeoutNs: stallTimeoutNs)), FixtureCameraProvider(options: fixtures)]
 }
 
 /// A capturer with the CLI's providers and logger (for the commands that only list or select), built as every

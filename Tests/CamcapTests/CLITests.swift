@@ -344,6 +344,28 @@ func probeFrames(_ path: String) throws -> (Int, String) {
         #expect(try probeFrames(work + "/gone.h264").0 > 0)
     }
 
+    /// #48: --stall-timeout sets how long a silent camera is given: a 2 s stall is a loss at 0.5 s (healed), a gap
+    /// within the default 3 s; out of range is refused by name.
+    @Test func theStallTimeoutIsTheUsersToSet() throws {
+        let short = try sh(
+            camcap,
+            [
+                "record", "-d", "fixture:uvc-webcam", "-s", "320x240", "--frames", "30", "--fixture-fault", "stall@10+2", "--stall-timeout", "0.5",
+                "--on-camera-loss", "wait", "-o", work + "/stall-short.h264",
+            ])
+        #expect(short.code == 0 && short.out.contains("lost 1 time (no frames 1), back 1"), "\(short.out)\(short.err)")
+        #expect(short.err.contains("delivered no frame for 500 ms"), "\(short.err)")
+        let gap = try sh(
+            camcap,
+            [
+                "record", "-d", "fixture:uvc-webcam", "-s", "320x240", "--frames", "30", "--fixture-fault", "stall@10+2", "-o",
+                work + "/stall-gap.h264",
+            ])
+        #expect(gap.code == 0 && !gap.out.contains("camera loss"), "\(gap.out)")
+        let bad = try sh(camcap, ["record", "-d", "fixture:uvc-webcam", "--stall-timeout", "0.1", "--frames", "3"])
+        #expect(bad.code != 0 && bad.err.contains("--stall-timeout must be 0.5...600 seconds, got 0.1"), "\(bad.err)")
+    }
+
     /// #48: a bounded `record` (the exit policy) follows a source that changes size: exit 0, one MP4 whose frames
     /// ffprobe decodes at both sizes, in order, and the summary's `source` line.
     @Test func aRecordingFollowsASourceThatChangesSize() throws {
