@@ -14,6 +14,25 @@ public enum FormatListing {
         ])
     }
 
+    /// Negotiation explained (`camcap select --explain`): one line per format entry, the chosen one marked `*`, the
+    /// others with the first rule they lost on (`FormatSelector.explain`).
+    public static func text(_ verdicts: [FormatVerdict]) -> String {
+        verdicts.map { ($0.chosen ? "* " : "  ") + $0.description }.joined(separator: "\n")
+    }
+
+    /// Negotiation explained as one JSON object: `selection` (as `json(_:)` of a selection, or null) and `candidates`,
+    /// one object per format entry (`pixelFormat`, `size` as listed, `width`/`height`/`fps` of the mode it would give,
+    /// `chosen`, `reason`).
+    public static func json(_ verdicts: [FormatVerdict]) -> String {
+        let items: [Any] = verdicts.map { v -> [(String, Any)] in
+            var pairs: [(String, Any)] = [("pixelFormat", v.format.pixelFormat.fourcc), ("size", "\(v.format.size)")]
+            if let m = v.mode { pairs += [("width", m.size.width), ("height", m.size.height), ("fps", m.fps)] }
+            return pairs + [("chosen", v.chosen), ("reason", v.reason)]
+        }
+        let chosen = verdicts.first { $0.chosen }?.mode
+        return "{\"selection\": \(chosen.map(json) ?? "null"), \"candidates\": \(jsonValue(items))}"
+    }
+
     /// The listing, one format per `[N]` block with its sizes and frame intervals.
     public static func text(_ formats: [CaptureFormat]) -> String {
         var out = "ioctl: VIDIOC_ENUM_FMT\n\tType: Video Capture\n\n"

@@ -67,22 +67,9 @@ public enum FormatSelector {
         let limit = fpsLimit < floor ? floor : fpsLimit > ceiling ? ceiling : fpsLimit
         let bound = Int(UInt32.max)
         let target = FrameSize(width: Swift.min(Swift.max(target.width, 0), bound), height: Swift.min(Swift.max(target.height, 0), bound))
-        var best: (selection: FormatSelection, distance: Int, within: Bool, cost: Int)?
+        var best: Candidate?
         for format in formats {
-            // H.264 from the camera is a candidate only when asked for (it is passed through, not converted).
-            let passThrough = format.pixelFormat == .h264 && pixelFormats.contains(.h264)
-            guard var cost = format.pixelFormat.conversionCost ?? (passThrough ? 0 : nil) else { continue }
-            if !pixelFormats.isEmpty {
-                // Only the formats asked for; their order ranks them before any conversion cost.
-                guard let rank = pixelFormats.firstIndex(of: format.pixelFormat) else { continue }
-                cost = rank * 1_000_000 + cost
-            }
-            let size = format.size.closest(to: target)
-            let distance = gap(size.width, target.width).addingReportingOverflow(gap(size.height, target.height))
-            guard !distance.overflow, distance.partialValue <= UInt(Int.max) else { continue }
-            let fps = format.intervals?.bestRate(limit: limit) ?? limit
-            let within = fps <= limit
-            let candidate = (FormatSelection(format: format, size: size, fps: fps), Int(distance.partialValue), within, cost)
+            guard case .success(let candidate) = Self.candidate(format, target: target, limit: limit, pixelFormats: pixelFormats) else { continue }
             guard let current = best else {
                 best = candidate
                 continue
@@ -131,10 +118,95 @@ public enum FormatSelector {
     /// |a − b| without overflow (the true difference of two Ints always fits in a UInt).
     private static func gap(_ a: Int, _ b: Int) -> UInt { a >= b ? UInt(bitPattern: a &- b) : UInt(bitPattern: b &- a) }
 
-    private static func isBetter(
-        _ a: (selection: FormatSelection, distance: Int, within: Bool, cost: Int),
-        than b: (selection: FormatSelection, distance: Int, within: Bool, cost: Int)
-    ) -> Bool {
+    /// A format entry as negotiation weighs it: the mode it would give, its distance from the target, whether its
+    /// rate is within the limit, and its cost (the pixel formats' rank first when they were asked for).
+    typealias Candidate = (selection: FormatSelection, distance: Int, within: Bool, cost: Int)
+
+    /// `format` as a candidate, or why it is none.
+    private static func candidate(_ format: CaptureFormat, target: FrameSize, limit: Fraction, pixelFormats: [PixelFormat]) -> Result<
+        Candidate, Refusal
+    > {
+        // H.264 from the camera is a candidate only when asked for (it is passed through, not converted).
+        let passThrough = format.pixelFormat == .h264 && pixelFormats.contains(.h264)
+        guard var cost = format.pixelFormat.conversionCost ?? (passThrough ? 0 : nil) else {
+            return .failure(
+                Refusal(
+                    format.pixelFormat == .h264
+                        ? "the camera's own H.264 is a candidate only when asked for (pixel formats: H264)"
+                        : "\(format.pixelFormat) (\(format.pixelFormat.name)) cannot be converted to I420"))
+        }
+        if !pixelFormats.isEmpty {
+            // Only the formats asked for; their order ranks them before any conversion cost.
+            guard let rank = pixelFormats.firstIndex(of: format.pixelFormat) else {
+                return .failure(Refusal("not among the pixel formats asked for (\(pixelFormats.map(\.fourcc).joined(separator: ", ")))"))
+            }
+            cost = rank * 1_000_000 + cost
+        }
+        let size = format.size.closest(to: target)
+        let distance = gap(size.width, target.width).addingReportingOverflow(gap(size.height, target.height))
+        guard !distance.overflow, distance.partialValue <= UInt(Int.max) else { return .failure(Refusal("its size is beyond any target")) }
+        let fps = format.intervals?.bestRate(limit: limit) ?? limit
+        return .success((FormatSelection(format: format, size: size, fps: fps), Int(distance.partialValue), fps <= limit, cost))
+    }
+    private struct Refusal: Error {
+        let why: String
+        init(_ why: String) { self.why = why }
+    }
+
+    /// Why each of a device's format entries was kept or rejected by `select(from:target:fpsLimit:pixelFormats:)`,
+    /// in the device's order: the chosen one, and for every other the first rule it lost on against the chosen one
+    /// ("farther from 1280x720: 640x480 is 880 off, the chosen 0"), or why it was no candidate at all ("BA81 (8-bit
+    /// Bayer) cannot be converted to I420"). The same rules as `select`, applied by the same code.
+    public static func explain(from formats: [CaptureFormat], target: FrameSize, fpsLimit: Fraction, pixelFormats: [PixelFormat] = [])
+        -> [FormatVerdict]
+    {
+        let chosen = select(from: formats, target: target, fpsLimit: fpsLimit, pixelFormats: pixelFormats)
+        let floor = Fraction(1, 1000), ceiling = Fraction(Int64(UInt32.max))
+        let limit = fpsLimit < floor ? floor : fpsLimit > ceiling ? ceiling : fpsLimit
+        let asked = chosen?.pixelFormat == .h264 && !pixelFormats.contains(.h264) ? [PixelFormat.h264] : pixelFormats
+        let winner = chosen.flatMap { c in
+            formats.lazy.compactMap { f -> Candidate? in
+                guard case .success(let k) = Self.candidate(f, target: target, limit: limit, pixelFormats: asked), k.selection == c else {
+                    return nil
+                }
+                return k
+            }.first
+        }
+        var seenWinner = false
+        return formats.map { f in
+            switch Self.candidate(f, target: target, limit: limit, pixelFormats: asked) {
+            case .failure(let r): return FormatVerdict(format: f, mode: nil, chosen: false, reason: r.why)
+            case .success(let k):
+                guard let w = winner else { return FormatVerdict(format: f, mode: k.selection, chosen: false, reason: "no candidate was chosen") }
+                if k.selection == w.selection && !seenWinner {
+                    seenWinner = true
+                    return FormatVerdict(format: f, mode: k.selection, chosen: true, reason: "chosen")
+                }
+                return FormatVerdict(format: f, mode: k.selection, chosen: false, reason: Self.lost(k, to: w, target: target, limit: limit))
+            }
+        }
+    }
+
+    /// The first rule on which `a` loses to the chosen `w`, in words.
+    private static func lost(_ a: Candidate, to w: Candidate, target: FrameSize, limit: Fraction) -> String {
+        if a.distance != w.distance {
+            return "farther from \(target): \(a.selection.size) is \(a.distance) off, the chosen \(w.selection.size) is \(w.distance) off"
+        }
+        if a.within != w.within { return "\(a.selection.fps) fps is above the limit of \(limit), the chosen \(w.selection.fps) fps is within it" }
+        if a.selection.fps != w.selection.fps {
+            return a.within
+                ? "a lower rate within the limit: \(a.selection.fps) fps, the chosen \(w.selection.fps)"
+                : "a higher rate above the limit: \(a.selection.fps) fps, the chosen \(w.selection.fps)"
+        }
+        if a.cost != w.cost {
+            return a.cost >= 1_000_000 || w.cost >= 1_000_000
+                ? "later in the pixel formats asked for than \(w.selection.pixelFormat)"
+                : "a costlier conversion to I420 than \(w.selection.pixelFormat)"
+        }
+        return "an equal mode listed after the chosen one"
+    }
+
+    private static func isBetter(_ a: Candidate, than b: Candidate) -> Bool {
         if a.distance != b.distance { return a.distance < b.distance }
         if a.within != b.within { return a.within }
         if a.selection.fps != b.selection.fps {
@@ -142,4 +214,19 @@ public enum FormatSelector {
         }
         return a.cost < b.cost // equal cost: the first listed stays
     }
+}
+
+/// One format entry's fate in negotiation (`FormatSelector.explain`): the mode it would give, whether it was chosen,
+/// and why or why not.
+public struct FormatVerdict: Sendable, Hashable, CustomStringConvertible {
+    /// The entry as the device lists it.
+    public var format: CaptureFormat
+    /// The size and rate it would stream at (nil when it was no candidate).
+    public var mode: FormatSelection?
+    /// True for the entry negotiation picked.
+    public var chosen: Bool
+    /// "chosen", the first rule it lost on against the chosen one, or why it was no candidate.
+    public var reason: String
+    /// `MJPG 1920x1080 @ 30 fps: farther from 1280x720: …`.
+    public var description: String { "\(mode.map { "\($0)" } ?? "\(format.pixelFormat) \(format.size)"): \(reason)" }
 }

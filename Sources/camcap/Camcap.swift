@@ -98,13 +98,21 @@ struct Select: CamcapCommand {
     @Option(help: ArgumentHelp(fpsHelp, valueName: "fps"), transform: parseRateLimit) var fpsLimit: Fraction = 30
     @Option(help: ArgumentHelp(pixelFormatHelp + ".", valueName: fourCCs), transform: parsePixelFormats)
     var pixelFormat: [PixelFormat]?
-    @Flag(help: "Print exactly one JSON object: pixelFormat, width, height, fps.") var json = false
+    @Flag(help: "Print exactly one JSON object: pixelFormat, width, height, fps (with --explain: selection and candidates).") var json = false
+    @Flag(help: "List every format entry with the rule that kept or rejected it (the chosen one marked *).") var explain = false
 
     func validate() throws { try checkSize(size, "--size") }
 
     func execute() async throws {
-        let capturer = makeCapturer()
-        let sel = try capturer.selectFormat(for: try capturer.device(device), targetSize: size, fpsLimit: fpsLimit, pixelFormats: pixelFormat ?? [])
+        let capturer = makeCapturer(), camera = try capturer.device(device)
+        if explain {
+            let formats = try capturer.supportedFormats(for: camera)
+            let verdicts = FormatSelector.explain(from: formats, target: size, fpsLimit: fpsLimit, pixelFormats: pixelFormat ?? [])
+            print(json ? FormatListing.json(verdicts) : FormatListing.text(verdicts))
+            if !verdicts.contains(where: \.chosen) { throw CaptureError(.noConvertibleFormat, "\(camera.path): no format entry can be chosen") }
+            return
+        }
+        let sel = try capturer.selectFormat(for: camera, targetSize: size, fpsLimit: fpsLimit, pixelFormats: pixelFormat ?? [])
         print(json ? FormatListing.json(sel) : FormatListing.text(sel))
     }
 }

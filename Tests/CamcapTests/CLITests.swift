@@ -344,6 +344,19 @@ func probeFrames(_ path: String) throws -> (Int, String) {
         #expect(try probeFrames(work + "/gone.h264").0 > 0)
     }
 
+    /// #49: `select --explain` lists every entry with the rule that kept or rejected it, as text and as JSON.
+    @Test func selectExplainsEveryCandidate() throws {
+        let text = try sh(camcap, ["select", "-d", "fixture:uvc-webcam", "-s", "1280x720", "--explain"])
+        let lines = text.out.split(separator: "\n").map(String.init)
+        #expect(text.code == 0 && lines.count == 10 && lines.filter { $0.hasPrefix("* ") } == ["* MJPG 1280x720 @ 30 fps: chosen"], "\(text.out)")
+        #expect(lines.contains("  YUYV 1280x720 @ 10 fps: a lower rate within the limit: 10 fps, the chosen 30"), "\(text.out)")
+        let json = try sh(camcap, ["select", "-d", "fixture:uvc-webcam", "-s", "1280x720", "--explain", "--json"])
+        let object = try JSONSerialization.jsonObject(with: Data(json.out.utf8)) as? [String: Any]
+        let selection = object?["selection"] as? [String: Any], candidates = object?["candidates"] as? [[String: Any]]
+        #expect(selection?["pixelFormat"] as? String == "MJPG" && candidates?.count == 10, "\(json.out)")
+        #expect(candidates?.filter { $0["chosen"] as? Bool == true }.count == 1)
+    }
+
     /// #48: --stall-timeout sets how long a silent camera is given: a 2 s stall is a loss at 0.5 s (healed), a gap
     /// within the default 3 s; out of range is refused by name.
     @Test func theStallTimeoutIsTheUsersToSet() throws {

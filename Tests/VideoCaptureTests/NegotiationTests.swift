@@ -139,3 +139,42 @@ func negotiation(_ c: NegotiationCase) throws {
     #expect(FormatListing.text(sel) == "YUYV (YUYV 4:2:2) 640x480 @ 12.5 fps")
     #expect(FormatListing.json(sel) == "{\"pixelFormat\": \"YUYV\", \"width\": 640, \"height\": 480, \"fps\": 12.5}")
 }
+
+/// #49 `select --explain`: every negotiation case's explanation has exactly one chosen entry, and it is what
+/// `select` picks (one piece of code ranks both).
+@Test("an explanation's chosen entry is the selection", arguments: negotiationCases)
+func explanationAgreesWithTheSelection(_ c: NegotiationCase) throws {
+    let camera = try fixture(c.fixture)
+    let target = FrameSize(parsing: c.target)!
+    let sel = FormatSelector.select(from: camera.formats, target: target, fpsLimit: Fraction(Int64(c.limit)))
+    let verdicts = FormatSelector.explain(from: camera.formats, target: target, fpsLimit: Fraction(Int64(c.limit)))
+    #expect(verdicts.count == camera.formats.count)
+    #expect(verdicts.filter(\.chosen).count == 1 && verdicts.first { $0.chosen }?.mode == sel, "\(verdicts.filter(\.chosen))")
+}
+
+/// Each rule in words, as `camcap select --explain` prints it.
+@Test func anExplanationNamesTheRuleEachEntryLostOn() throws {
+    let camera = try fixture("uvc-webcam")
+    let v = FormatSelector.explain(from: camera.formats, target: FrameSize(width: 1280, height: 720), fpsLimit: 30)
+    let lines = v.map(\.description)
+    #expect(lines.contains("MJPG 1280x720 @ 30 fps: chosen"), "\(lines)")
+    #expect(lines.contains("YUYV 1280x720 @ 10 fps: a lower rate within the limit: 10 fps, the chosen 30"), "\(lines)")
+    #expect(lines.contains("YUYV 640x480 @ 30 fps: farther from 1280x720: 640x480 is 880 off, the chosen 1280x720 is 0 off"), "\(lines)")
+    // Same size and rate: the cheaper conversion wins (YUYV over MJPG at 640x480).
+    let vga = FormatSelector.explain(from: camera.formats, target: FrameSize(width: 640, height: 480), fpsLimit: 30).map(\.description)
+    #expect(vga.contains("MJPG 640x480 @ 30 fps: a costlier conversion to I420 than YUYV"), "\(vga)")
+    // Above the limit, and the formats asked for.
+    let slow = FormatSelector.explain(from: camera.formats, target: FrameSize(width: 1280, height: 720), fpsLimit: 10).map(\.description)
+    #expect(slow.contains { $0.hasPrefix("MJPG 1280x720 @ 15 fps: 15 fps is above the limit of 10") }, "\(slow)")
+    let asked = FormatSelector.explain(
+        from: camera.formats, target: FrameSize(width: 1280, height: 720), fpsLimit: 30, pixelFormats: [.yuyv]
+    ).map(\.description)
+    #expect(asked.contains { $0.hasPrefix("MJPG Discrete 1280x720: not among the pixel formats asked for (YUYV)") }, "\(asked)")
+    // No candidate at all: Bayer cannot be converted; the camera's own H.264 waits to be asked for.
+    let bayer = CaptureFormat(pixelFormat: PixelFormat(fourcc: "BA81")!, size: .discrete(FrameSize(width: 640, height: 480)), intervals: nil)
+    let h264 = CaptureFormat(pixelFormat: .h264, size: .discrete(FrameSize(width: 640, height: 480)), intervals: nil)
+    let yuyv = CaptureFormat(pixelFormat: .yuyv, size: .discrete(FrameSize(width: 640, height: 480)), intervals: nil)
+    let odd = FormatSelector.explain(from: [bayer, h264, yuyv], target: FrameSize(width: 640, height: 480), fpsLimit: 30).map(\.description)
+    #expect(odd[0].contains("cannot be converted to I420") && odd[1].contains("only when asked for (pixel formats: H264)"), "\(odd)")
+    #expect(odd[2] == "YUYV 640x480 @ 30 fps: chosen")
+}
