@@ -220,8 +220,9 @@ extension CaptureSession {
                 if capturer.isRunning { try? await capturer.stopCapture() }
                 if let moved = capturer.devices().first(where: { $0.uniqueID == device.uniqueID && $0.path != device.path }) { device = moved }
                 if renegotiate {
-                    selection = try capturer.selectFormat(
-                        for: device, targetSize: configuration.size, fpsLimit: configuration.fpsLimit, pixelFormats: configuration.pixelFormats)
+                    do { try negotiate() } catch let e as CaptureError { throw e } catch {
+                        throw CaptureError(.unsupportedFormat, "\(error)", device: device.path) // overconstrained by the new source
+                    }
                 }
                 try await startCamera()
                 let away = monotonicNanoseconds() - lostAt

@@ -125,6 +125,7 @@ extension CaptureSession {
         // The conversion times reach the loop by frame sequence (the work time of each frame: conversion + stages).
         let conversions = ConversionTimes()
         var options = sourceOptions
+        if options.size == nil, let size = constrainedSize { (options.size, options.cropsToAspect) = (size, true) } // crop-and-scale
         let replay = adaptSchedule.map { ScheduleReplay($0, onStep: onAdaptationStep) }
         let userWillAdapt = options.willAdapt, userDidConvert = options.didConvert
         options.didConvert = { seq, ns in

@@ -91,6 +91,11 @@ public final class CaptureSession {
         public var fpsLimit: Fraction = 30
         /// The pixel formats wanted, preferred in this order (empty: any, by conversion cost).
         public var pixelFormats: [PixelFormat] = []
+        /// Constraints as a browser states them (`VideoConstraints`): when set, negotiation is W3C SelectSettings
+        /// over the device's modes (`FormatSelector.select(from:constraints:fpsLimit:)`) instead of `size`; a
+        /// `crop-and-scale` answer delivers its smaller size. A camera that cannot meet them is an
+        /// `OverconstrainedError` from `init`.
+        public var constraints: VideoConstraints?
         /// Stop after this many processed frames.
         public var frames: Int?
         /// Stop after this much capture, on frame timestamps (nanoseconds), from the first frame (with a camera's own
@@ -209,7 +214,23 @@ public final class CaptureSession {
         }
         selection = try capturer.selectFormat(
             for: device, targetSize: configuration.size, fpsLimit: configuration.fpsLimit, pixelFormats: configuration.pixelFormats)
+        if configuration.constraints != nil { try negotiate() }
     }
+
+    /// Negotiates again (at the start, and when the source changed): the constraints' choice when there are
+    /// constraints, else the package's rule for `size`.
+    func negotiate() throws {
+        guard let constraints = configuration.constraints else {
+            selection = try capturer.selectFormat(
+                for: device, targetSize: configuration.size, fpsLimit: configuration.fpsLimit, pixelFormats: configuration.pixelFormats)
+            return
+        }
+        let chosen = try FormatSelector.select(
+            from: try capturer.supportedFormats(for: device), constraints: constraints, fpsLimit: configuration.fpsLimit)
+        (selection, constrainedSize) = (chosen.selection, chosen.outputSize)
+    }
+    /// The size a `crop-and-scale` constraint asked for (the pictures are scaled to it), nil otherwise.
+    public private(set) var constrainedSize: FrameSize?
 
     /// A capturer with the configuration's providers, set up for it (late frames, controls, power line, logger).
     public static func capturer(for configuration: Configuration) -> CameraVideoCapturer {

@@ -120,6 +120,9 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
         /// The output size before any request or want (exactly this size, stretched if its aspect differs);
         /// nil: the camera's size, made even (I420's chroma is subsampled).
         public var size: FrameSize?
+        /// With `size`: crop the middle of the picture to its aspect ratio first, instead of stretching (W3C
+        /// `resizeMode: "crop-and-scale"`).
+        public var cropsToAspect = false
         /// Called on the delivery thread with each frame before it is adapted: a `requestOutputFormat` made
         /// here applies to this frame (a schedule replayed on capture timestamps).
         public var willAdapt: (@Sendable (VideoFrame) -> Void)?
@@ -245,6 +248,21 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
 
     /// Caps the output at `maxSize` (aspect kept, even sizes) and `maxFps` (frames thinned on timestamps),
     /// from the next frame; nil lifts a cap. Any thread, any time; the camera is not restarted.
+    /// The middle of `size` with the aspect ratio of `target` (even sides), nil when the aspects already agree.
+    static func centerCrop(_ size: FrameSize, toAspectOf target: FrameSize) -> CropRect? {
+        guard size.width > 0, size.height > 0, target.width > 0, target.height > 0 else { return nil }
+        let (w, h, tw, th) = (Int64(size.width), Int64(size.height), Int64(target.width), Int64(target.height))
+        if w * th > h * tw { // wider than the target: cut the sides
+            let cw = Int(h * tw / th) & ~1
+            return cw > 0 && cw < size.width ? CropRect(x: ((size.width - cw) / 2) & ~1, y: 0, width: cw, height: size.height) : nil
+        }
+        if w * th < h * tw { // taller: cut top and bottom
+            let ch = Int(w * th / tw) & ~1
+            return ch > 0 && ch < size.height ? CropRect(x: 0, y: ((size.height - ch) / 2) & ~1, width: size.width, height: ch) : nil
+        }
+        return nil
+    }
+
     public func requestOutputFormat(maxSize: FrameSize?, maxFps: Double?) {
         control.withLock { $0.request = VideoAdapter.Request(maxSize: maxSize, maxFps: maxFps) }
     }
@@ -338,7 +356,7 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
             do throws(ProcessingError) {
                 // Crop applies to the unrotated input: map it back when rotating by 90/270. A fixed size is a
                 // stretch of the whole picture (its fit's crop would be of the fixed size, not of the input).
-                var crop = options.size == nil ? shared.crop : nil
+                var crop = options.size.map { options.cropsToAspect ? VideoSource.centerCrop(inSize, toAspectOf: $0) : nil } ?? shared.crop
                 if let c = crop, rotation.swapsDimensions { crop = CropRect(x: c.y, y: c.x, width: c.height, height: c.width) }
                 let scale = shared.isIdentity && options.size == nil ? nil : shared.size
                 picture = try w.converter.convert(

@@ -94,17 +94,37 @@ struct Select: CamcapCommand {
         abstract: "Show which format, size and frame rate negotiation picks for a target size.",
         discussion: "Rules: closest size (|w-W| + |h-H|), then the highest fps up to the limit (or the lowest above), then the cheapest conversion.")
     @Option(name: .shortAndLong, help: "Device: \(deviceHelp).") var device: String
-    @Option(name: .shortAndLong, help: "Target size.") var size: FrameSize
+    @Option(name: .shortAndLong, help: "Target size (or --constraints).") var size: FrameSize?
+    @Option(help: ArgumentHelp(constraintsHelp, valueName: "json"), transform: parseConstraints) var constraints: VideoConstraints?
     @Option(help: ArgumentHelp(fpsHelp, valueName: "fps"), transform: parseRateLimit) var fpsLimit: Fraction = 30
     @Option(help: ArgumentHelp(pixelFormatHelp + ".", valueName: fourCCs), transform: parsePixelFormats)
     var pixelFormat: [PixelFormat]?
     @Flag(help: "Print exactly one JSON object: pixelFormat, width, height, fps (with --explain: selection and candidates).") var json = false
     @Flag(help: "List every format entry with the rule that kept or rejected it (the chosen one marked *).") var explain = false
 
-    func validate() throws { try checkSize(size, "--size") }
+    func validate() throws {
+        try checkSize(size, "--size")
+        guard (size == nil) != (constraints == nil) else { throw ValidationError("give --size or --constraints (one of them)") }
+        if constraints != nil && explain { throw ValidationError("--explain explains --size negotiation; with --constraints the choice is printed") }
+    }
 
     func execute() async throws {
         let capturer = makeCapturer(), camera = try capturer.device(device)
+        if let constraints {
+            let chosen = try FormatSelector.select(from: try capturer.supportedFormats(for: camera), constraints: constraints, fpsLimit: fpsLimit)
+            if json {
+                var pairs: [(String, Any)] = [
+                    ("pixelFormat", chosen.selection.pixelFormat.fourcc), ("width", chosen.selection.size.width),
+                    ("height", chosen.selection.size.height), ("fps", chosen.selection.fps), ("fitness", chosen.fitness),
+                ]
+                if let o = chosen.outputSize { pairs += [("outputWidth", o.width), ("outputHeight", o.height)] }
+                print(jsonObject(pairs))
+            } else {
+                print(FormatListing.text(chosen.selection) + (chosen.outputSize.map { " → \($0) (crop-and-scale)" } ?? ""))
+            }
+            return
+        }
+        guard let size else { return }
         if explain {
             let formats = try capturer.supportedFormats(for: camera)
             let verdicts = FormatSelector.explain(from: formats, target: size, fpsLimit: fpsLimit, pixelFormats: pixelFormat ?? [])

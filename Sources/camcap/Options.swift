@@ -18,6 +18,7 @@ struct CaptureOptions: ParsableArguments {
         transform: parsePixelFormats)
     var pixelFormat: [PixelFormat]?
     @Option(help: "Stop after this many frames.") var frames: Int?
+    @Option(help: ArgumentHelp(constraintsHelp, valueName: "json"), transform: parseConstraints) var constraints: VideoConstraints?
     @Option(
         help:
             "Stop after this many seconds, on frame timestamps, counted from the first frame; the time a server's camera is released (--idle-release) or lost counts too (default 5 when --frames is not given; servers: until Ctrl-C)."
@@ -79,6 +80,7 @@ struct CaptureOptions: ParsableArguments {
     func configuration(untilStopped: Bool = false, idleRelease: Double = 0, waitsForCamera: Bool? = nil) -> CaptureSession.Configuration {
         var c = CaptureSession.Configuration()
         (c.device, c.size, c.fpsLimit, c.pixelFormats, c.frames) = (device, size, fpsLimit, pixelFormat ?? [], frames)
+        c.constraints = constraints // the fps limit then breaks ties only
         c.durationNs = duration.map { nanoseconds(seconds: $0) } ?? (frames == nil && !untilStopped ? 5_000_000_000 : nil)
         (c.idleReleaseNs, c.fast) = (idleRelease == 0 ? nil : nanoseconds(seconds: idleRelease), fast)
         var fixtures = FixtureCameraProvider.Options(
@@ -154,6 +156,13 @@ func parsing<T>(_ parse: @escaping @Sendable (String) -> T?, _ expected: String)
         return value
     }
 }
+
+/// `--constraints`: getUserMedia's video constraints as JSON (`VideoConstraints(json:)`).
+func parseConstraints(_ text: String) throws -> VideoConstraints {
+    do throws(CaptureError) { return try VideoConstraints(json: text) } catch { throw ValidationError(error.message) }
+}
+let constraintsHelp =
+    "Negotiate as getUserMedia does, from its video constraints as JSON ('{\"width\": {\"ideal\": 1280}, \"frameRate\": {\"min\": 24}}'; min/max/exact/ideal for width, height, aspectRatio, frameRate; pixelFormat; resizeMode none or crop-and-scale; advanced): instead of --size and --fps-limit."
 
 /// `--fps-limit`: a whole, decimal or fractional rate, 0 < rate ≤ 1000.
 func parseRateLimit(_ text: String) throws -> Fraction { try validating { try CaptureSession.Configuration.fpsLimit(parsing: text) } }

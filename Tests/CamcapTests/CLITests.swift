@@ -357,6 +357,30 @@ func probeFrames(_ path: String) throws -> (Int, String) {
         #expect(candidates?.filter { $0["chosen"] as? Bool == true }.count == 1)
     }
 
+    /// #49: constraints as getUserMedia states them, on `select` and on a capturing command; an unmeetable one is
+    /// named, and so is bad JSON.
+    @Test func constraintsNegotiateAsABrowserAsks() throws {
+        let c = #"{"width": {"ideal": 1280}, "frameRate": {"min": 24, "ideal": 30}}"#
+        let text = try sh(camcap, ["select", "-d", "fixture:uvc-webcam", "--constraints", c])
+        #expect(text.code == 0 && text.out.hasPrefix("MJPG (Motion-JPEG) 1280x720 @ 30 fps"), "\(text.out)\(text.err)")
+        let json = try sh(
+            camcap,
+            [
+                "select", "-d", "fixture:uvc-webcam", "--constraints",
+                #"{"width": {"exact": 640}, "height": {"exact": 360}, "resizeMode": "crop-and-scale"}"#, "--json",
+            ])
+        #expect(json.out.contains("\"outputWidth\": 640") && json.out.contains("\"outputHeight\": 360"), "\(json.out)")
+        let over = try sh(
+            camcap,
+            ["record", "-d", "fixture:uvc-webcam", "--constraints", #"{"frameRate": {"min": 100}}"#, "--frames", "5", "-o", work + "/over.mp4"])
+        #expect(
+            over.code == 1 && over.err.contains("overconstrained: no mode of the camera meets frameRate (it has rates 5...60 fps)"), "\(over.err)")
+        let bad = try sh(camcap, ["select", "-d", "fixture:uvc-webcam", "--constraints", #"{"width": "big"}"#])
+        #expect(bad.code != 0 && bad.err.contains("constraints: width must be a number, found big"), "\(bad.err)")
+        let neither = try sh(camcap, ["select", "-d", "fixture:uvc-webcam"])
+        #expect(neither.code != 0 && neither.err.contains("give --size or --constraints"), "\(neither.err)")
+    }
+
     /// #48: --stall-timeout sets how long a silent camera is given: a 2 s stall is a loss at 0.5 s (healed), a gap
     /// within the default 3 s; out of range is refused by name.
     @Test func theStallTimeoutIsTheUsersToSet() throws {
