@@ -188,7 +188,7 @@ let package = Package(
             path: "Tests/MediaTestSupport"),
         .testTarget(
             name: "VideoCaptureTests",
-            dependencies: ["VideoCapture", "FixtureCameras", "MediaTestSupport", .product(name: "Logging", package: "swift-log")]),
+            dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "MediaTestSupport", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "VideoProcessingTests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "MediaTestSupport"]),
         .testTarget(
             name: "FixtureCamerasTests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "MediaTestSupport", "TestSupport"]),

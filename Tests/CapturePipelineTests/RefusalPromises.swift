@@ -80,6 +80,16 @@ func refusalPromises() -> [RefusalPromise] {
                 .call("no fixture file at /nowhere/cam.json") { try session { $0.device = "/nowhere/cam.json" } },
             ]),
         RefusalPromise(
+            file: "docs/camcap.md", sentence: "Segments need file names, and only one output can be standard output",
+            checks: [
+                .call("segments need a file pattern: standard output (-) is one stream") {
+                    var r = RecordingOutput.Configuration(path: "-")
+                    r.segmentSeconds = 2
+                    try r.validate()
+                },
+                .test(file: "Tests/CamcapTests/PipeTests.swift", function: "aRecordingGoesToStandardOutputAsAnnexBOrFragmentedMP4"),
+            ]),
+        RefusalPromise(
             file: "docs/cameras.md", sentence: "Its access units are then **passed through**",
             checks: [.test(file: "Tests/CamcapTests/PassthroughTests.swift", function: "whatNeedsPicturesIsRefusedByName")]),
         RefusalPromise(
