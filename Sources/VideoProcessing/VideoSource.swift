@@ -246,8 +246,6 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
 
     // MARK: Output requests
 
-    /// Caps the output at `maxSize` (aspect kept, even sizes) and `maxFps` (frames thinned on timestamps),
-    /// from the next frame; nil lifts a cap. Any thread, any time; the camera is not restarted.
     /// The middle of `size` with the aspect ratio of `target` (even sides), nil when the aspects already agree.
     static func centerCrop(_ size: FrameSize, toAspectOf target: FrameSize) -> CropRect? {
         guard size.width > 0, size.height > 0, target.width > 0, target.height > 0 else { return nil }
@@ -263,6 +261,8 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
         return nil
     }
 
+    /// Caps the output at `maxSize` (aspect kept, even sizes) and `maxFps` (frames thinned on timestamps),
+    /// from the next frame; nil lifts a cap. Any thread, any time; the camera is not restarted.
     public func requestOutputFormat(maxSize: FrameSize?, maxFps: Double?) {
         control.withLock { $0.request = VideoAdapter.Request(maxSize: maxSize, maxFps: maxFps) }
     }
