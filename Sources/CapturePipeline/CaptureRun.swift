@@ -20,6 +20,9 @@ struct RunContext {
     let trace: FrameTrace?
     let encodeStage: EncodeStage?
     let subscribe: () -> VideoFrameStream
+    /// The frames of the first start, subscribed before the camera starts: a camera as fast as consumed delivers
+    /// (and may end) before `run` would subscribe otherwise, and a frame without a subscriber is lost.
+    let firstFrames: VideoFrameStream
     /// Ends a run with a duration whose camera sends nothing at its end (slower than 1 fps, stalled): nil without
     /// a duration, or as fast as consumed (where frame time runs ahead of the clock).
     let durationWatch: DurationWatch?
@@ -96,7 +99,7 @@ extension CaptureSession {
             self.source = nil
             outputRequests.detach()
         }
-        var frames = context.subscribe()
+        var frames = context.firstFrames
         var state = RunState(metrics: SessionMetrics(dimensions: metricsDimensions), idle: IdleRelease(afterNs: configuration.idleReleaseNs))
         while true {
             do {
@@ -147,7 +150,7 @@ extension CaptureSession {
         let subscribe = { [configuration] in source.frames(bufferingNewest: 2, waitsForConsumer: configuration.fast) }
         let context = RunContext(
             stages: stages, source: source, conversions: conversions, replay: replay, trace: configuration.fast ? nil : frameTrace,
-            encodeStage: stages.lazy.compactMap { $0 as? EncodeStage }.first, subscribe: subscribe,
+            encodeStage: stages.lazy.compactMap { $0 as? EncodeStage }.first, subscribe: subscribe, firstFrames: subscribe(),
             durationWatch: configuration.durationNs == nil || configuration.fast ? nil : DurationWatch(stop: stopAction))
         do {
             for s in stages { try s.check(self) }
