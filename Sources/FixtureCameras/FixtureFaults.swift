@@ -195,14 +195,7 @@ final class FaultPlayback: Sendable {
     func loseSignal(_ path: String, forNs ns: Int64) { state.withLock { $0.darkUntil[path] = monotonicNanoseconds() + ns } }
 
     /// The nanoseconds until `path`'s signal returns, or nil when it has one.
-    func darkNs(_ path: String) -> Int64? {
-        state.withLock { s in
-            guard let until = s.darkUntil[path] else { return nil }
-            let left = until - monotonicNanoseconds()
-            if left <= 0 { s.darkUntil[path] = nil }
-            return left > 0 ? left : nil
-        }
-    }
+    func darkNs(_ path: String) -> Int64? { state.withLock { Self.left(&$0.darkUntil, path) } }
 
     /// `path`'s source now sends `size` (a `resize` fault fired).
     func resize(_ path: String, to size: FrameSize) { state.withLock { $0.sourceSize[path] = size } }
@@ -223,12 +216,13 @@ final class FaultPlayback: Sendable {
     }
 
     /// The nanoseconds until `path` is back, or nil when it is plugged in.
-    func awayNs(_ path: String) -> Int64? {
-        state.withLock { s in
-            guard let until = s.unpluggedUntil[path] else { return nil }
-            let left = until - monotonicNanoseconds()
-            if left <= 0 { s.unpluggedUntil[path] = nil }
-            return left > 0 ? left : nil
-        }
+    func awayNs(_ path: String) -> Int64? { state.withLock { Self.left(&$0.unpluggedUntil, path) } }
+
+    /// The nanoseconds left until `path`'s deadline in `deadlines`, or nil (and the entry forgotten) once it passed.
+    private static func left(_ deadlines: inout [String: Int64], _ path: String) -> Int64? {
+        guard let until = deadlines[path] else { return nil }
+        let left = until - monotonicNanoseconds()
+        if left <= 0 { deadlines[path] = nil }
+        return left > 0 ? left : nil
     }
 }

@@ -708,17 +708,12 @@ do {
     var text = "", buf = [UInt8](repeating: 0, count: 4096)
     // The steps, each taken when its condition is first seen in what camcap printed so far.
     var step = 0, framesAt: [Int] = [], dropStart = 0
-    func frames(_ t: String) -> Int {
-        t.split(separator: "\n").last { $0.contains(" frames ") }.flatMap { line in
-            line.split(separator: " ").firstIndex(of: "frames").flatMap { i in i > 0 ? Int(line.split(separator: " ")[i - 1]) : nil }
-        } ?? 0
-    }
     func count(_ needle: String) -> Int { text.components(separatedBy: needle).count - 1 }
     while true {
         let n = read(fd, &buf, buf.count)
         if n <= 0 { break }
         text += String(decoding: buf[0..<n], as: UTF8.self)
-        let now = frames(text)
+        let now = progressFrames(text)
         if now > 3000 && step < 5 { // a step that never came: end the run (the check then fails naming the step)
             kill(pid, SIGINT)
             step = 99
@@ -848,17 +843,12 @@ if let hdmi = hdmiNode {
         "\(formats.prefix(3).map { "\($0) \(String(describing: $0.intervals))" })")
     if let (pid, fd) = spawn("/check/camcap", ["record", "-d", hdmi, "--on-camera-loss", "wait", "--duration", "600", "-o", out], capture: true) {
         var text = "", buf = [UInt8](repeating: 0, count: 4096), step = 0, framesAt: [Int] = []
-        func frames() -> Int {
-            text.split(separator: "\n").last { $0.contains(" frames ") }.flatMap { line in
-                line.split(separator: " ").firstIndex(of: "frames").flatMap { i in i > 0 ? Int(line.split(separator: " ")[i - 1]) : nil }
-            } ?? 0
-        }
         func count(_ needle: String) -> Int { text.components(separatedBy: needle).count - 1 }
         while true {
             let n = read(fd, &buf, buf.count)
             if n <= 0 { break }
             text += String(decoding: buf[0..<n], as: UTF8.self)
-            let now = frames()
+            let now = progressFrames(text)
             if now > 3000 && step < 4 { // a step that never came: end the run (the check then fails naming the step)
                 kill(pid, SIGINT)
                 step = 99
@@ -870,7 +860,7 @@ if let hdmi = hdmiNode {
             case 3 where count("source changed:") >= 2 && now > framesAt[2] + 5: kill(pid, SIGINT)
             default: continue
             }
-            framesAt.append(frames())
+            framesAt.append(progressFrames(text))
             step += 1
         }
         close(fd)
@@ -891,6 +881,13 @@ if let hdmi = hdmiNode {
     }
 } else {
     check("vivid's HDMI receiver (platform:vivid-003) is present", false, "\(capturer.devices().map(\.busInfo))")
+}
+
+/// The frame count of the last progress line camcap printed ("12.3 s  370 frames  30.0 fps …"), 0 before the first.
+func progressFrames(_ text: String) -> Int {
+    text.split(separator: "\n").last { $0.contains(" frames ") }.flatMap { line in
+        line.split(separator: " ").firstIndex(of: "frames").flatMap { i in i > 0 ? Int(line.split(separator: " ")[i - 1]) : nil }
+    } ?? 0
 }
 
 /// The `encoded N` figure of a camcap summary's `frames:` line (-1 when there is none).
