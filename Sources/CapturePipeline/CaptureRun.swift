@@ -14,6 +14,13 @@ import Synchronization
 /// What a run was started with: its stages, its source and what the source reports back.
 struct RunContext {
     let stages: [any PictureStage]
+    /// The stages in order, each as the loop calls it: a `ProcessStage` turns the picture the stages after it get.
+    let steps: [Step]
+    enum Step {
+        case consume(any PictureStage)
+        case process(ProcessStage)
+        init(_ stage: any PictureStage) { self = (stage as? ProcessStage).map(Step.process) ?? .consume(stage) }
+    }
     let source: VideoSource
     let conversions: ConversionTimes
     let replay: ScheduleReplay?
@@ -69,6 +76,8 @@ struct RunState {
     /// Access units an encoded stage held back although an output wanted them (before a key frame, malformed):
     /// captured, not processed.
     var heldBack = 0
+    /// Pictures a `ProcessStage` dropped as late (captured, not delivered).
+    var processingDropped = 0
     var captureError: CaptureError?
     var stageError: Error?
     let wallStart: Int64
@@ -149,7 +158,8 @@ extension CaptureSession {
         // waits for this loop instead of dropping.
         let subscribe = { [configuration] in source.frames(bufferingNewest: 2, waitsForConsumer: configuration.fast) }
         let context = RunContext(
-            stages: stages, source: source, conversions: conversions, replay: replay, trace: configuration.fast ? nil : frameTrace,
+            stages: stages, steps: stages.map(RunContext.Step.init), source: source, conversions: conversions, replay: replay,
+            trace: configuration.fast ? nil : frameTrace,
             encodeStage: stages.lazy.compactMap { $0 as? EncodeStage }.first, subscribe: subscribe, firstFrames: subscribe(),
             durationWatch: configuration.durationNs == nil || configuration.fast ? nil : DurationWatch(stop: stopAction))
         do {
@@ -206,8 +216,18 @@ extension CaptureSession {
             state.metrics.capture.conversion.recordNanoseconds(converted)
         }
         do {
-            if let picture {
-                for s in c.stages { try s.consume(picture, frame: frame) }
+            if var picture {
+                for step in c.steps {
+                    switch step {
+                    case .consume(let s): try s.consume(picture, frame: frame)
+                    case .process(let p):
+                        guard let out = try p.apply(picture, frame: frame) else {
+                            state.processingDropped += 1
+                            return true // late, dropped: the stages after it get nothing
+                        }
+                        picture = out
+                    }
+                }
             } else {
                 for s in c.stages { try (s as? EncodedFrameStage)?.consume(encoded: frame) }
             }
@@ -376,7 +396,7 @@ extension CaptureSession {
         let dropText = drops.sorted { $0.0 < $1.0 }.map { "\($0.0) \($0.1)" }.joined(separator: ", ")
         let thinned = sourceStats.dropped[.adaptation, default: 0]
         var frameLine =
-            "captured \(processed + state.heldBack + undecodable + dropped + thinned), dropped \(dropped)\(dropText.isEmpty ? "" : " (\(dropText))")"
+            "captured \(processed + state.heldBack + state.processingDropped + undecodable + dropped + thinned), dropped \(dropped)\(dropText.isEmpty ? "" : " (\(dropText))")"
         for s in c.stages { if let f = s.framesSummary { frameLine += ", " + f } }
         if undecodable > 0 { frameLine += ", undecodable \(undecodable)" }
         let colour = applied.colorSpace.isSpecified ? ", colour \(applied.colorSpace)" : ""

@@ -212,22 +212,25 @@ public final class CaptureSession {
                 "--fast is for fixture cameras (frames as fast as they are consumed); \(device.path) is a real camera, which delivers at its own rate"
             )
         }
-        selection = try capturer.selectFormat(
-            for: device, targetSize: configuration.size, fpsLimit: configuration.fpsLimit, pixelFormats: configuration.pixelFormats)
-        if configuration.constraints != nil { try negotiate() }
+        (selection, constrainedSize) = try CaptureSession.negotiation(capturer, device, configuration)
     }
 
     /// Negotiates again (at the start, and when the source changed): the constraints' choice when there are
     /// constraints, else the package's rule for `size`.
     func negotiate() throws {
+        (selection, constrainedSize) = try CaptureSession.negotiation(capturer, device, configuration)
+    }
+    private static func negotiation(
+        _ capturer: CameraVideoCapturer, _ device: CaptureDevice, _ configuration: Configuration
+    ) throws -> (FormatSelection, FrameSize?) {
         guard let constraints = configuration.constraints else {
-            selection = try capturer.selectFormat(
+            let selection = try capturer.selectFormat(
                 for: device, targetSize: configuration.size, fpsLimit: configuration.fpsLimit, pixelFormats: configuration.pixelFormats)
-            return
+            return (selection, nil)
         }
         let chosen = try FormatSelector.select(
             from: try capturer.supportedFormats(for: device), constraints: constraints, fpsLimit: configuration.fpsLimit)
-        (selection, constrainedSize) = (chosen.selection, chosen.outputSize)
+        return (chosen.selection, chosen.outputSize)
     }
     /// The size a `crop-and-scale` constraint asked for (the pictures are scaled to it), nil otherwise.
     public private(set) var constrainedSize: FrameSize?

@@ -236,6 +236,8 @@ extension FormatSelector {
             if case .stepwise(let lo, let hi, _) = f.size { sizes += [lo, hi] }
             if case .continuous(let lo, let hi) = f.size { sizes += [lo, hi] }
             for size in Set(sizes) {
+                // (crop-and-scale) the mode scaled to what the constraints ask, and the mode as the camera gives it.
+                let outputs: [FrameSize?] = (c.scaledSize(from: size).map { $0 == size ? [] : [$0] } ?? []) + [nil]
                 var rates: Set<Fraction> = []
                 switch f.intervals {
                 case .discrete(let list)?: rates = Set(list.filter(\.isPositive).map(\.reciprocal))
@@ -248,9 +250,8 @@ extension FormatSelector {
                 }
                 for fps in rates {
                     let sel = FormatSelection(format: f, size: size, fps: fps)
-                    let out = c.scaledSize(from: size)
-                    for o in [nil, out].compactMap({ $0 }) + [size] {
-                        let scaled = o == size ? nil : o
+                    for scaled in outputs {
+                        let o = scaled ?? size
                         let fitness = c.fitness(width: o.width, height: o.height, fps: fps.doubleValue, pixelFormat: f.pixelFormat)
                         modes.append(ConstrainedSelection(selection: sel, outputSize: scaled, fitness: fitness))
                     }

@@ -356,7 +356,12 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
             do throws(ProcessingError) {
                 // Crop applies to the unrotated input: map it back when rotating by 90/270. A fixed size is a
                 // stretch of the whole picture (its fit's crop would be of the fixed size, not of the input).
-                var crop = options.size.map { options.cropsToAspect ? VideoSource.centerCrop(inSize, toAspectOf: $0) : nil } ?? shared.crop
+                var crop: CropRect?
+                if let size = options.size {
+                    crop = options.cropsToAspect ? VideoSource.centerCrop(inSize, toAspectOf: size) : nil
+                } else {
+                    crop = shared.crop
+                }
                 if let c = crop, rotation.swapsDimensions { crop = CropRect(x: c.y, y: c.x, width: c.height, height: c.width) }
                 let scale = shared.isIdentity && options.size == nil ? nil : shared.size
                 picture = try w.converter.convert(

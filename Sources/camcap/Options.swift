@@ -61,6 +61,23 @@ struct CaptureOptions: ParsableArguments {
     @Option(
         help: ArgumentHelp("Anti-flicker filter set on start (where the camera has it).", valueName: "50|60|auto|off"),
         transform: parsing(PowerLineFrequency.init(argument:), "--power-line must be 50, 60, auto or off")) var powerLine: PowerLineFrequency?
+    @Option(
+        name: .customLong("process"),
+        help: ArgumentHelp(
+            "Process every picture before it is encoded or written (repeatable, applied in order): time (the capture time drawn at the top left) or crop=WxH+X+Y[:WxH] (keep that region, optionally scaled). The capture timestamps are unchanged.",
+            valueName: "time|crop=WxH+X+Y[:WxH]"),
+        transform: { text in
+            do throws(PipelineError) { return try ProcessingSpec.parse(text) } catch { throw ValidationError(error.message) }
+        })
+    var processing: [ProcessingSpec] = []
+    @Option(
+        help: ArgumentHelp(
+            "With --process: wait (every picture is processed) or drop[:MS] (a picture older than MS, default 100, when its turn comes is skipped).",
+            valueName: "wait|drop[:ms]"),
+        transform: { text in
+            do throws(PipelineError) { return try ProcessingBackpressure.parse(text) } catch { throw ValidationError(error.message) }
+        })
+    var processBackpressure: ProcessingBackpressure = .wait
     @Flag(name: .shortAndLong, help: "No progress line and no start line.") var quiet = false
 
     func validate() throws {
@@ -215,7 +232,9 @@ extension CaptureOptions {
             Task { for await event in events { if case .connected = event { mayBeBack() } } }
         }
         // Ctrl-C or SIGTERM: the first finishes cleanly, a second exits (130); the signals are watched until the end.
-        let (report, signals) = try await session.runStoppingOnSignals(stages: stages, afterwards: stop)
+        // --process: the processing stages first, so that every output gets their picture.
+        let processStages = try processing.map { spec in ProcessStage(try spec.makeProcessor(), backpressure: processBackpressure) }
+        let (report, signals) = try await session.runStoppingOnSignals(stages: processStages + stages, afterwards: stop)
         defer { withExtendedLifetime(signals) {} }
         if !quiet && tty { printError("\n") }
         // Standard output carries the pictures or the stream (`-`): the summary goes to standard error.
