@@ -50,6 +50,7 @@ def main():
     ap.add_argument("--navigate-away", action="store_true", help="leave by navigating away (pagehide) instead of calling DELETE")
     ap.add_argument("--expect-close", action="store_true", help="with --hold: wait for the DTLS transport to leave 'connected'")
     ap.add_argument("--picture", action="store_true", help="also report the shown picture: its size and the mean luma of its top, bottom, left and right fifths")
+    ap.add_argument("--luma-region", default=None, help="W,H: also report the shown picture's luma in its top left W x H pixels, row by row (lumaRegion)")
     ap.add_argument("--series", default=None, help="append the page's getStats figures to this file as one JSON line a second while frames are counted")
     ap.add_argument("--spki", default=None, help="trust the server's self-signed certificate with this public-key hash (base64 SHA-256)")
     a = ap.parse_args()
@@ -164,6 +165,15 @@ def main():
                   return Math.round(s / Math.max(1, n)); };
                 return {videoWidth: w, videoHeight: h, top: mean(0, 0, w, h / 5 | 0), bottom: mean(0, h - (h / 5 | 0), w, h),
                         left: mean(0, 0, w / 5 | 0, h), right: mean(w - (w / 5 | 0), 0, w, h)};""")
+        if a.luma_region:
+            rw, rh = (int(x) for x in a.luma_region.split(","))
+            out["lumaRegion"] = d.execute_script("""
+                const v = document.querySelector('video'), w = arguments[0], h = arguments[1];
+                const c = document.createElement('canvas'); c.width = v.videoWidth; c.height = v.videoHeight;
+                const g = c.getContext('2d'); g.drawImage(v, 0, 0);
+                const px = g.getImageData(0, 0, w, h).data, out = [];
+                for (let i = 0; i < w * h; i++) out.push(Math.round(0.299 * px[4 * i] + 0.587 * px[4 * i + 1] + 0.114 * px[4 * i + 2]));
+                return {width: v.videoWidth, height: v.videoHeight, luma: out};""", rw, rh)
         out["lastServer"] = server_viewer(base, resource)
         out["framesSent"] = sent_end - first_server["framesSent"]
         out["framesDecoded"] = last["framesDecoded"] - first["framesDecoded"]
