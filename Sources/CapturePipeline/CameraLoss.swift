@@ -68,6 +68,12 @@ public enum CaptureEvent: Sendable, Equatable, CustomStringConvertible {
         (error.operation ?? "").hasPrefix("VIDIOC_STREAMON") && (error.errno == ENOSPC || error.errno == EBUSY)
     }
 
+    /// True for a mode the device lists but will not stream: a bandwidth refusal, or `VIDIOC_STREAMON` failing with
+    /// EIO (firmware that lists a format it never sends). The session falls back to the next mode for either.
+    public static func isStartRefusal(_ error: CaptureError) -> Bool {
+        isBandwidthRefusal(error) || ((error.operation ?? "").hasPrefix("VIDIOC_STREAMON") && error.errno == EIO)
+    }
+
     /// A line for a log.
     public var description: String {
         switch self {

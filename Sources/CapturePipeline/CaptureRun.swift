@@ -377,6 +377,33 @@ extension CaptureSession {
         return report
     }
 
+    /// What the camera did with what negotiation asked (docs/cameras.md, "Quirks negotiation survives"): a size
+    /// rounded up (cropped back), a rate not applied as asked (`VIDIOC_S_PARM` ignored or rounded), and a rate
+    /// applied but not delivered (measured over at least 2 s of an uninterrupted real-time run).
+    private func negotiationQuirks(_ state: RunState, captured: Int) -> [(String, String)] {
+        var lines: [(String, String)] = []
+        if let given = roundedSize {
+            lines.append(
+                ("size", "the driver gave \(given) for \(selection.size) (VIDIOC_S_FMT rounded it up): pictures cropped back to \(selection.size)"))
+        }
+        let (asked, set) = (selection.fps.doubleValue, applied.fps.doubleValue)
+        if !deliversAccessUnits, asked > 0, set > 0, abs(set - asked) > asked * 0.01 {
+            lines.append(("rate", "asked \(fmt(asked, 2)) fps, the camera applied \(fmt(set, 2)) fps (VIDIOC_S_PARM)"))
+        }
+        if !configuration.fast, set > 0, state.losses.line == nil, state.idle.releases == 0, let first = state.firstTs {
+            let seconds = Double(state.lastTs - first) / 1e9
+            let delivered = seconds > 0 ? Double(captured - 1) / seconds : 0
+            if seconds >= 2, delivered < set * 0.9 {
+                lines.append(
+                    (
+                        "rate",
+                        "the camera delivered \(fmt(delivered, 2)) fps of the \(fmt(set, 2)) it applied: a listed rate it does not keep (a UVC camera in low light with exposure priority on, a busy bus)"
+                    ))
+            }
+        }
+        return lines
+    }
+
     /// True for an output whose pipe's reader went away (EPIPE), however the stage wrapped it.
     static func isReaderGone(_ error: Error) -> Bool {
         (error as? ProcessingError)?.code == .readerGone || (error as? H264Error)?.code == .readerGone
@@ -426,6 +453,7 @@ extension CaptureSession {
                         + "first frame after a restart p50 \(fmt(idle.restartPercentileMs(0.5), 1)) ms, max \(fmt(idle.restartPercentileMs(1), 1)) ms"
                 ))
         }
+        lines += negotiationQuirks(state, captured: processed + state.heldBack + state.processingDropped + undecodable + dropped + thinned)
         if stats.timestampsReplaced > 0 {
             lines.append(("timestamps", "\(stats.timestampsReplaced) went backwards at the camera: stamped on arrival instead"))
         }

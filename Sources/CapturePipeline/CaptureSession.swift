@@ -317,14 +317,16 @@ public final class CaptureSession {
     }
 
     /// Starts the negotiated format (at the start, and again after an idle release or a loss) and keeps what was
-    /// applied. A device that refuses to stream it for want of bandwidth (`CaptureEvent.isBandwidthRefusal`: ENOSPC
-    /// at STREAMON, a USB bus shared with another camera) gets the next mode of the same negotiation
+    /// applied. A device that refuses to stream it (`CaptureEvent.isStartRefusal`: ENOSPC at STREAMON, a USB bus
+    /// shared with another camera; EIO, a mode listed but never sent) gets the next mode of the same negotiation
     /// (`FormatSelector.fallbacks(after:from:)`: MJPEG at the same size, then lower rates), each said as a
-    /// `CaptureEvent.fallback`; the mode that streams becomes the session's `selection`.
+    /// `CaptureEvent.fallback`; the mode that streams becomes the session's `selection`. A size the driver rounded
+    /// up is cropped back (`roundedSize`).
     func startCamera() async throws(CaptureError) {
+        defer { cropRoundedSize() }
         do {
             applied = try await capturer.startCapture(device: device, format: selection.format, size: selection.size, fps: selection.fps)
-        } catch  where CaptureEvent.isBandwidthRefusal(error) {
+        } catch  where CaptureEvent.isStartRefusal(error) {
             var last = error
             for next in FormatSelector.fallbacks(after: selection, from: (try? capturer.supportedFormats(for: device)) ?? []) {
                 report(.fallback(from: selection, to: next, reason: last.description))
@@ -332,12 +334,26 @@ public final class CaptureSession {
                     applied = try await capturer.startCapture(device: device, format: next.format, size: next.size, fps: next.fps)
                     selection = next
                     return
-                } catch  where CaptureEvent.isBandwidthRefusal(error) {
+                } catch  where CaptureEvent.isStartRefusal(error) {
                     last = error
                 }
             }
             throw last
         }
+    }
+
+    /// The size the driver gave instead of the one asked, when it rounded it up (at most 16 pixels more each way:
+    /// whole macroblocks, 1920x1080 asked and 1920x1088 given) and the pictures are cropped back; nil otherwise.
+    public private(set) var roundedSize: FrameSize?
+
+    /// A driver that rounded the size asked up has its padding (bottom and right) cropped off by the source.
+    private func cropRoundedSize() {
+        let (asked, given) = (selection.size, applied.size)
+        let padded =
+            given != asked && given.width >= asked.width && given.height >= asked.height && given.width - asked.width <= 16
+            && given.height - asked.height <= 16
+        roundedSize = padded ? given : nil
+        source?.setVisibleSize(padded ? asked : nil)
     }
 
     // The run itself (start, frame loop, idle release, report) is in CaptureRun.swift.

@@ -25,6 +25,9 @@ public struct CameraDescription: Sendable, Hashable {
     /// The faults the camera plays (`FixtureFault`), on this camera only: the JSON `faults` array, or `Fault:` lines
     /// in a listing. They add to the provider's (`FixtureCameraProvider.Options.faults`).
     public var faults: [FixtureFault] = []
+    /// How the camera's driver bends negotiation (`FixtureQuirk`): the JSON `quirks` array, or `Quirk:` lines in a
+    /// listing.
+    public var quirks: [FixtureQuirk] = []
 
     /// A description in code, without a file.
     public init(
@@ -115,6 +118,7 @@ extension CameraDescription {
         var rangeIntervals: FrameIntervals?
         var controlParser = ControlListingParser()
         var faults: [FixtureFault] = []
+        var quirks: [FixtureQuirk] = []
 
         func flushSize() {
             guard let (pf, desc) = currentFormat, let size = currentSize else { return }
@@ -151,6 +155,14 @@ extension CameraDescription {
             }
             if try controlParser.consume(line, err) { continue }
             // A fault the camera plays (not v4l2-ctl's: added to a pasted listing): `Fault: unplug@90+5`.
+            // A quirk of the camera's driver (`Quirk: round@1920x1080=1920x1088`).
+            if line.lowercased().hasPrefix("quirk:") {
+                guard quirks.count < 64 else { throw err("more than 64 quirks") }
+                do throws(CaptureError) {
+                    quirks.append(try FixtureQuirk(parsing: String(line.dropFirst("quirk:".count))))
+                } catch { throw err(error.message) }
+                continue
+            }
             if line.lowercased().hasPrefix("fault:") {
                 guard faults.count < 256 else { throw err("more than 256 faults") }
                 do throws(CaptureError) {
@@ -210,7 +222,7 @@ extension CameraDescription {
         let controls = controlParser.controls
         let (position, rotation) = sensorMetadata(controls)
         var d = CameraDescription(name: name, position: position ?? .external, rotation: rotation ?? .rotation0, formats: formats, controls: controls)
-        d.faults = faults
+        (d.faults, d.quirks) = (faults, quirks)
         return d
     }
 
@@ -485,7 +497,24 @@ struct JSONFixtureParser {
         }
         var d = CameraDescription(name: name, position: position, rotation: rotation, formats: formats, controls: controls, colorSpace: colorSpace)
         d.faults = try faults(root["faults"])
+        d.quirks = try quirks(root["quirks"])
         return d
+    }
+
+    /// `"quirks": ["round@1920x1080=1920x1088", …]`: each in `FixtureQuirk`'s text form, at most 64.
+    func quirks(_ node: JSONNode?) throws(FixtureParseError) -> [FixtureQuirk] {
+        guard let node else { return [] }
+        guard case .array(let items, _) = node, items.count <= 64 else {
+            throw err(node, "\"quirks\" must be an array of at most 64 quirks such as \"round@1920x1080=1920x1088\", found \(node.kind)")
+        }
+        var out: [FixtureQuirk] = []
+        for item in items {
+            guard case .string(let text, _) = item else {
+                throw err(item, "each quirk must be a string such as \"ignores-frame-interval\", found \(item.kind)")
+            }
+            do throws(CaptureError) { out.append(try FixtureQuirk(parsing: text)) } catch { throw err(item, error.message) }
+        }
+        return out
     }
 
     /// `"faults": ["unplug@90+5", "resize@30:640x480", …]`: each in `FixtureFault`'s text form, at most 256.

@@ -230,14 +230,23 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
             throw CaptureError(
                 .unsupportedFormat, "fixture cameras cannot produce \(request.pixelFormat) (\(request.pixelFormat.name)) frames", device: device.path)
         }
-        // Like a driver, apply the nearest offered rate not above the request.
-        let fps = entry.intervals?.bestRate(limit: request.fps) ?? request.fps
-        let stride = request.pixelFormat.minimumStride(width: request.size.width) ?? 0
+        if desc.quirks.failsAtStreamOn(request.pixelFormat, request.size) {
+            throw CaptureError(
+                .ioctlFailed,
+                "VIDIOC_STREAMON failed on \(device.path) for \(request.pixelFormat) \(request.size) (a listed mode the camera never sends)",
+                errno: EIO, device: device.path, operation: "VIDIOC_STREAMON")
+        }
+        // Like a driver, apply the nearest offered rate not above the request (or, ignoring S_PARM, the highest).
+        let fps =
+            desc.quirks.ignoresFrameInterval
+            ? entry.intervals?.rateBounds?.max ?? request.fps : entry.intervals?.bestRate(limit: request.fps) ?? request.fps
+        let size = desc.quirks.applied(request.size) // S_FMT may round the size
+        let stride = request.pixelFormat.minimumStride(width: size.width) ?? 0
         let applied = AppliedFormat(
-            pixelFormat: request.pixelFormat, size: request.size, stride: stride, fps: fps, colorSpace: desc.colorSpace(for: request.pixelFormat))
+            pixelFormat: request.pixelFormat, size: size, stride: stride, fps: fps, colorSpace: desc.colorSpace(for: request.pixelFormat))
         return FixtureStream(
             applied: applied, rotation: desc.rotation, options: options, controls: try liveControls(device), sink: sink,
-            faults: (device.path, playback, desc.formats))
+            faults: (device.path, playback, desc.formats), deliveredFps: desc.quirks.delivered(request.pixelFormat, request.size))
     }
 }
 
@@ -261,6 +270,8 @@ final class FixtureStream: CaptureStream, Sendable {
     private let thread = Mutex<WorkerThread?>(nil)
     /// The camera's path, the provider's fault playback and the formats the camera lists (a `resize` must name one).
     private let faults: (path: String, playback: FaultPlayback, listed: [CaptureFormat])?
+    /// The rate frames come at when it is not the applied one (`FixtureQuirk.deliversRate`).
+    private let deliveredFps: Fraction?
 
     /// An H.264 fixture's next frame is an IDR; other formats have no key frames.
     func requestKeyFrame() -> Bool {
@@ -278,9 +289,10 @@ final class FixtureStream: CaptureStream, Sendable {
 
     init(
         applied: AppliedFormat, rotation: VideoRotation, options: FixtureCameraProvider.Options, controls: FixtureControls? = nil, sink: FrameSink,
-        faults: (path: String, playback: FaultPlayback, listed: [CaptureFormat])? = nil
+        faults: (path: String, playback: FaultPlayback, listed: [CaptureFormat])? = nil, deliveredFps: Fraction? = nil
     ) {
         self.faults = faults
+        self.deliveredFps = deliveredFps
         self.applied = applied
         self.rotation = rotation
         self.options = options
@@ -357,7 +369,8 @@ final class FixtureStream: CaptureStream, Sendable {
         // Touch every page now, like a driver's buffers: the first frames cost no page faults.
         for s in storages { memset(s.mutableBaseAddress, 0, s.capacity) }
         // Frame period in nanoseconds, exact as a fraction: 1e9 * den / num.
-        let periodNum = Int128(1_000_000_000) * Int128(applied.fps.denominator), periodDen = Int128(applied.fps.numerator)
+        let pace = deliveredFps ?? applied.fps
+        let periodNum = Int128(1_000_000_000) * Int128(pace.denominator), periodDen = Int128(pace.numerator)
         let start = monotonicNanoseconds()
         let periodNs = Int64(periodNum / periodDen)
         // Real time: each picture is rendered just before it is due (by about its recent rendering time), so the

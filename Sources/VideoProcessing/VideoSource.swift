@@ -145,6 +145,8 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
     private let work: Mutex<Work>
     /// How this source shapes frames, as given at creation (`appliesRotation` can change later).
     public let options: Options
+    /// The part of each frame the camera meant (`setVisibleSize(_:)`): nil, the whole frame.
+    private let visible = Mutex<FrameSize?>(nil)
     /// Whether each frame's own rotation is applied to the pixels now (`Options.applyRotation` at first).
     private let rotationApplied: Atomic<Bool>
     /// Nobody wants a picture: frames are passed to the streams unconverted (`VideoFrame.isUnconverted`).
@@ -195,6 +197,11 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
     /// (the video-orientation RTP extension, WebRTC's `rotation_applied` = false): no rotation pass, and the
     /// receiver turns the picture. A 90° or 270° change swaps the output's width and height.
     public func setAppliesRotation(_ applies: Bool) { rotationApplied.store(applies, ordering: .releasing) }
+
+    /// Keeps only the top left `size` of every frame larger than it, before anything else: a driver that rounded
+    /// the size asked up to whole macroblocks (1920x1080 asked, 1920x1088 given) pads the bottom and right, and the
+    /// picture is the size asked. nil (the default) keeps whole frames. Takes effect from the next frame.
+    public func setVisibleSize(_ size: FrameSize?) { visible.withLock { $0 = size } }
 
     /// Stops receiving frames from the capturer and ends every sequence.
     public func detach() {
@@ -294,6 +301,11 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
         let (sinks, request) = control.withLock { c in (c.sinks, c.request) }
         var counts = (converted: false, scales: 0, output: false, dropReason: DropReason?.none)
         var outSize: FrameSize?, inSize = frame.buffer.size, limited = false
+        // A padded frame (`setVisibleSize`): its visible part is the input from here on, cropped at conversion.
+        var padding: CropRect?
+        if let v = visible.withLock({ $0 }), v.width <= inSize.width, v.height <= inSize.height, v != inSize {
+            (padding, inSize) = (CropRect(x: 0, y: 0, width: v.width, height: v.height), v)
+        }
         var failure: ProcessingError?
         let deliveries = work.withLock { w -> [(Target, VideoFrame)] in
             w.deliveries.removeAll(keepingCapacity: true)
@@ -363,6 +375,7 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
                     crop = shared.crop
                 }
                 if let c = crop, rotation.swapsDimensions { crop = CropRect(x: c.y, y: c.x, width: c.height, height: c.width) }
+                crop = crop ?? padding // the visible part lies at the top left: a crop within it is one of the frame
                 let scale = shared.isIdentity && options.size == nil ? nil : shared.size
                 picture = try w.converter.convert(
                     frame.buffer,
