@@ -97,6 +97,26 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
     private let playback: FaultPlayback
     /// The live controls of each fixture camera opened through this provider, by path.
     private let live = Mutex<[String: FixtureControls]>([:])
+    /// Traces being replayed (`fixture:trace:FILE`), by device path: where each camera is in its trace.
+    private let traces = Mutex<[String: TracePlayback]>([:])
+
+    /// The replay of the trace behind `path` (`fixture:trace:FILE`), opened on first use.
+    private func trace(_ path: String) throws(CaptureError) -> TracePlayback {
+        if let known = traces.withLock({ $0[path] }) { return known }
+        let file = String(path.dropFirst("fixture:trace:".count))
+        guard FileSystem.exists(file) else {
+            throw CaptureError(.unknownDevice, "no trace at \(file) (record one with camcap trace record)", device: path)
+        }
+        let made: TracePlayback
+        do throws(FixtureParseError) { made = try TracePlayback(path: file) } catch {
+            throw CaptureError(.invalidFixture, error.description, device: path)
+        }
+        return traces.withLock { t in
+            if let known = t[path] { return known }
+            t[path] = made
+            return made
+        }
+    }
     private var builtins: [(name: String, description: CameraDescription)] { FixtureCameraProvider.parsedBuiltins }
 
     /// A provider of the built-in fixtures and of fixture files named by path.
@@ -126,6 +146,9 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
     }
 
     public func device(for spec: String) throws(CaptureError) -> CaptureDevice? {
+        if spec.hasPrefix("fixture:trace:") {
+            return device(name: "trace", path: spec, description: try trace(spec).description)
+        }
         if spec.hasPrefix("fixture:") {
             let name = String(spec.dropFirst("fixture:".count))
             guard let b = builtins.first(where: { $0.name == name }) else {
@@ -152,6 +175,7 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
     /// The parsed description behind a fixture device (built-in or file). Throws `.unknownDevice` for an unknown
     /// built-in name, `.invalidFixture` (with the file and line) for a malformed file.
     public func description(of device: CaptureDevice) throws(CaptureError) -> CameraDescription {
+        if device.path.hasPrefix("fixture:trace:") { return try trace(device.path).description }
         if device.path.hasPrefix("fixture:") {
             let name = String(device.path.dropFirst("fixture:".count))
             guard let b = builtins.first(where: { $0.name == name }) else {
@@ -206,6 +230,7 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
     }
 
     public func openStream(device: CaptureDevice, request: StreamRequest, sink: FrameSink) throws(CaptureError) -> any CaptureStream {
+        if device.path.hasPrefix("fixture:trace:") { return try openTrace(device, request, sink) }
         if let away = playback.awayNs(device.path) {
             throw CaptureError(
                 .disconnected, "\(device.path) is unplugged (a simulated fault), back in \(Double(away / 1_000_000) / 1000) s", device: device.path)
@@ -247,6 +272,29 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
         return FixtureStream(
             applied: applied, rotation: desc.rotation, options: options, controls: try liveControls(device), sink: sink,
             faults: (device.path, playback, desc.formats), deliveredFps: desc.quirks.delivered(request.pixelFormat, request.size))
+    }
+}
+
+extension FixtureCameraProvider {
+    /// A replayed trace streams the mode it recorded, only: another is refused, naming the one it has. While the
+    /// camera is away after a recorded loss, or after the trace's end, opening it fails with `.disconnected`.
+    fileprivate func openTrace(_ device: CaptureDevice, _ request: StreamRequest, _ sink: FrameSink) throws(CaptureError) -> any CaptureStream {
+        let t = try trace(device.path)
+        let a = t.header.applied
+        guard request.pixelFormat == a.pixelFormat && request.size == a.size else {
+            throw CaptureError(
+                .unsupportedFormat,
+                "\(device.path) replays \(a.pixelFormat) \(a.size), what it recorded; \(request.pixelFormat) \(request.size) was asked",
+                device: device.path)
+        }
+        let (away, ended) = t.state.withLock { ($0.awayUntilNs, $0.ended) }
+        if ended { throw CaptureError(.disconnected, "\(device.path): the trace ended (its camera is gone)", device: device.path) }
+        let now = monotonicNanoseconds()
+        if away > now {
+            throw CaptureError(
+                .disconnected, "\(device.path) is away as in its trace, back in \(Double((away - now) / 1_000_000) / 1000) s", device: device.path)
+        }
+        return TraceStream(path: device.path, playback: t, sink: sink, realTime: options.pacing == .realTime, bufferCount: options.bufferCount)
     }
 }
 

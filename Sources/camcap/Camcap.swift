@@ -22,6 +22,7 @@ struct Camcap: AsyncParsableCommand {
         version: versionText,
         subcommands: [
             Devices.self, Formats.self, Controls.self, Select.self, Preview.self, Record.self, Stream.self, Serve.self, Publish.self, RTSP.self,
+            Trace.self,
         ])
 }
 

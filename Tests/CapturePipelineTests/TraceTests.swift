@@ -1,0 +1,138 @@
+import Foundation
+import Testing
+import TestSupport
+import VideoCapture
+import VideoProcessing
+import FixtureCameras
+import CapturePipeline
+
+// Camera sessions recorded and replayed (#49): a trace holds the driver's frames and losses; `fixture:trace:FILE`
+// replays them through the same capturer API. Judges: the bytes, sequence numbers and timestamp steps of every frame,
+// and the loss path (lost, then back) taken again at the same frame.
+
+/// What the capturer delivered: each frame's bytes, sequence and timestamp.
+private final class Delivered: CameraVideoCapturerDelegate, @unchecked Sendable {
+    // @unchecked: appended on the capturer's delivery thread, read after the run.
+    private let lock = NSLock()
+    private var _frames: [(bytes: [UInt8], sequence: UInt64, timestampNs: Int64)] = []
+    var frames: [(bytes: [UInt8], sequence: UInt64, timestampNs: Int64)] { lock.withLock { _frames } }
+    func capturer(_ capturer: CameraVideoCapturer, didCapture frame: VideoFrame) {
+        let f = (Array(frame.buffer.bytes), frame.sequence, frame.timestampNs)
+        lock.withLock { _frames.append(f) }
+    }
+}
+
+/// A stage that wants every picture (the session's camera runs for it).
+private final class Sink: PictureStage, @unchecked Sendable {
+    func consume(_ picture: I420Buffer, frame: VideoFrame) throws {}
+    func end() throws {}
+    var summary: [(String, String)] { [] }
+}
+
+private func session(_ device: String, faults: [FixtureFault] = [], frames: Int, fast: Bool) throws -> CaptureSession {
+    var options = FixtureCameraProvider.Options(pacing: fast ? .asFastAsConsumed : .realTime)
+    options.faults = faults
+    var c = CaptureSession.Configuration(providers: [FixtureCameraProvider(options: options)])
+    (c.device, c.size, c.frames, c.fast) = (device, FrameSize(width: 320, height: 240), frames, fast)
+    c.onCameraLoss = .wait(giveUpAfterNs: 20_000_000_000)
+    return try CaptureSession(c)
+}
+
+private func events(_ s: CaptureSession) -> Task<[String], Never> {
+    let stream = s.events
+    return Task {
+        var out: [String] = []
+        for await e in stream {
+            switch e {
+            case .lost: out.append("lost")
+            case .back: out.append("back")
+            default: break
+            }
+        }
+        return out
+    }
+}
+
+@Suite(.serialized) struct TraceTests {
+    /// Recorded from a camera that is unplugged at its 12th frame for 0.6 s, replayed in real time three times: the
+    /// same frames (bytes, sequence numbers, timestamp steps), and the same loss, taken at the same frame. The gap
+    /// across the loss is as long as the session's reopening takes (at least the recorded one).
+    @Test func aTraceReplaysTheFramesAndTheUnplug() async throws {
+        let path = work + "/unplug.camtrace"
+        let recorded = Delivered()
+        let rec = try session("fixture:uvc-webcam", faults: [FixtureFault(.unplug, atFrame: 12, seconds: 0.6)], frames: 40, fast: false)
+        let writer = try CameraTraceWriter(
+            path: path, name: rec.device.name, formats: try rec.capturer.supportedFormats(for: rec.device), fps: rec.selection.fps)
+        rec.capturer.addDelegate(writer)
+        rec.capturer.addDelegate(recorded)
+        let recEvents = events(rec)
+        let r1 = try await rec.run(stages: [Sink()])
+        try writer.finish()
+        #expect(r1.failure == nil, "\(r1.summaryText)")
+        #expect(await recEvents.value == ["lost", "back"])
+        let counts = writer.counts
+        #expect(counts.frames == recorded.frames.count && counts.losses == 1, "\(counts)")
+
+        for run in 1...3 {
+            let replayed = Delivered()
+            let play = try session("fixture:trace:" + path, frames: 30, fast: false)
+            #expect(play.selection.pixelFormat == rec.selection.pixelFormat && play.selection.size == rec.selection.size)
+            play.capturer.addDelegate(replayed)
+            let playEvents = events(play)
+            let r2 = try await play.run(stages: [Sink()])
+            #expect(r2.failure == nil, "run \(run): \(r2.summaryText)")
+            #expect(await playEvents.value == ["lost", "back"], "run \(run): the unplug path again")
+            // Matched by sequence number: a frame the capturer dropped as late on a loaded machine is missing on
+            // one side only (the trace holds what the recording's capturer delivered).
+            let (a, b) = (recorded.frames, replayed.frames)
+            let bySequence = Dictionary(a.map { ($0.sequence, $0) }, uniquingKeysWith: { x, _ in x })
+            #expect(b.count >= 27 && b.allSatisfy { bySequence[$0.sequence] != nil }, "run \(run): \(b.map(\.sequence))")
+            #expect(b.allSatisfy { bySequence[$0.sequence]?.bytes == $0.bytes }, "run \(run): every frame's bytes")
+            // Timestamps step as recorded, before the loss (frames 0...11) and after it (from the first frame back).
+            for part in [b.filter { $0.sequence < 12 }, b.filter { $0.sequence >= 12 }] {
+                guard let first = part.first, let firstRecorded = bySequence[first.sequence] else { continue }
+                let steps = part.map { $0.timestampNs - first.timestampNs }
+                let recordedSteps = part.map { (bySequence[$0.sequence]?.timestampNs ?? 0) - firstRecorded.timestampNs }
+                #expect(steps == recordedSteps, "run \(run): timestamp steps")
+            }
+            // The gap across the loss is at least the recorded one (the reopening's backoff may add to it).
+            if let lastBefore = b.last(where: { $0.sequence < 12 }), let firstAfter = b.first(where: { $0.sequence >= 12 }),
+                let ra = bySequence[lastBefore.sequence], let rb = bySequence[firstAfter.sequence]
+            {
+                #expect(firstAfter.timestampNs - lastBefore.timestampNs >= rb.timestampNs - ra.timestampNs - 1_000_000, "run \(run): the gap")
+            }
+        }
+    }
+
+    /// As fast as consumed, the same frames come without waiting for their time; a trace that is not one, or of
+    /// another version, is an error naming the file.
+    @Test func aTraceReplaysAsFastAsConsumedAndBadTracesAreNamed() async throws {
+        let path = work + "/fast.camtrace"
+        let rec = try session("fixture:vivid", frames: 20, fast: true)
+        let writer = try CameraTraceWriter(
+            path: path, name: rec.device.name, formats: try rec.capturer.supportedFormats(for: rec.device), fps: rec.selection.fps)
+        let recorded = Delivered()
+        rec.capturer.addDelegate(writer)
+        rec.capturer.addDelegate(recorded)
+        _ = try await rec.run(stages: [Sink()])
+        try writer.finish()
+        let replayed = Delivered()
+        let play = try session("fixture:trace:" + path, frames: 20, fast: true)
+        play.capturer.addDelegate(replayed)
+        let r = try await play.run(stages: [Sink()])
+        #expect(r.failure == nil && r.processed == 20, "\(r.summaryText)")
+        #expect(replayed.frames.prefix(20).map(\.bytes) == recorded.frames.prefix(20).map(\.bytes))
+
+        let bad = work + "/bad.camtrace"
+        try Data("NOTATRACE-at-all".utf8).write(to: URL(fileURLWithPath: bad))
+        let e = #expect(throws: CaptureError.self) { _ = try session("fixture:trace:" + bad, frames: 5, fast: true) }
+        #expect(e?.message.contains("bad.camtrace") == true && e?.message.contains("not a camera trace") == true, "\(String(describing: e))")
+        // Cut short inside a frame: the replay fails naming the byte.
+        let whole = try Data(contentsOf: URL(fileURLWithPath: path))
+        let cut = work + "/cut.camtrace"
+        try whole.prefix(whole.count - 100).write(to: URL(fileURLWithPath: cut))
+        let s = try session("fixture:trace:" + cut, frames: 30, fast: true)
+        let r3 = try await s.run(stages: [Sink()])
+        #expect(r3.failure?.message.contains("the trace ends in the middle of a record") == true, "\(r3.summaryText)")
+    }
+}
