@@ -240,7 +240,7 @@ public enum SelectionPolicy: String, CaseIterable, Sendable, Hashable, CustomStr
         return PolicyPick(policy: self, selection: pick.0, reason: pick.1)
     }
 
-    /// Every policy's pick, in ``allCases`` order.
+    /// Every policy's pick, in `allCases` order.
     public static func selectAll(from formats: [CaptureFormat], request: PolicyRequest) -> [PolicyPick] {
         allCases.map { $0.select(from: formats, request: request) }
     }
