@@ -89,3 +89,49 @@ public enum FormatListing {
         return "[" + items.joined(separator: ",\n ") + "]\n"
     }
 }
+
+extension FormatListing {
+    /// Policies' picks as text (`camcap select --policy`): for one pick, the line `select` prints and the reason
+    /// under it; for several, one row per policy (mode and reason), rows whose mode differs from `reference` (the
+    /// default policy's) marked `*`.
+    public static func text(_ picks: [PolicyPick], reference: CameraMode? = nil) -> String {
+        if picks.count == 1, let p = picks.first {
+            return (p.selection.map(text) ?? "no mode: \(p.policy) would fail") + "\n  \(p.policy): \(p.reason)"
+        }
+        let width = picks.map { $0.policy.rawValue.count }.max() ?? 0
+        let modes = picks.map { $0.mode.map { "\($0)" } ?? "fails" }
+        let modeWidth = modes.map(\.count).max() ?? 0
+        var lines: [String] = []
+        for (p, m) in zip(picks, modes) {
+            let mark = p.policy != .default && p.mode != reference ? "* " : "  "
+            lines.append(
+                mark + pad(p.policy.rawValue, width) + "  " + pad(m, modeWidth) + "  " + p.reason)
+        }
+        if picks.contains(where: { $0.policy != .default && $0.mode != reference }) { lines.append("(* differs from default)") }
+        return lines.joined(separator: "\n")
+    }
+
+    /// Policies' picks as one JSON object: `request` (`width`, `height`, `fps`, `pixelFormats`, `caps`) and
+    /// `policies`, one object per pick (`policy`, `source`, `selection` as `json(_:)` of a selection or null,
+    /// `reason`, `differs`: whether its mode differs from `reference`).
+    public static func json(_ picks: [PolicyPick], request: PolicyRequest, reference: CameraMode? = nil) -> String {
+        let items: [Any] = picks.map { p -> [(String, Any)] in
+            let selection: Any = p.selection.map { jsonSelectionPairs($0) as Any } ?? (Int?.none as Any)
+            return [
+                ("policy", p.policy.rawValue), ("source", p.policy.source), ("selection", selection),
+                ("reason", p.reason), ("differs", p.policy != .default && p.mode != reference),
+            ]
+        }
+        let req: [(String, Any)] = [
+            ("width", request.size.width), ("height", request.size.height), ("fps", request.fps),
+            ("pixelFormats", request.pixelFormats.map { $0.fourcc as Any }), ("caps", request.gstreamerCaps.description),
+        ]
+        return jsonObject([("request", req), ("policies", items)])
+    }
+
+    private static func pad(_ s: String, _ n: Int) -> String { s + String(repeating: " ", count: Swift.max(0, n - s.count)) }
+
+    static func jsonSelectionPairs(_ s: FormatSelection) -> [(String, Any)] {
+        [("pixelFormat", s.pixelFormat.fourcc), ("width", s.size.width), ("height", s.size.height), ("fps", s.fps)]
+    }
+}

@@ -93,7 +93,13 @@ struct Formats: CamcapCommand {
 struct Select: CamcapCommand {
     static let configuration = CommandConfiguration(
         abstract: "Show which format, size and frame rate negotiation picks for a target size.",
-        discussion: "Rules: closest size (|w-W| + |h-H|), then the highest fps up to the limit (or the lowest above), then the cheapest conversion.")
+        discussion: """
+            Rules: closest size (|w-W| + |h-H|), then the highest fps up to the limit (or the lowest above), then the cheapest conversion.
+
+            --policy NAME answers what another stack would pick for the same request, each written from the rules in its source \
+            (where a stack leaves the size or rate to the driver, the driver is modelled from the listing as vivid answers):
+            \(SelectionPolicy.allCases.map { "  \($0.rawValue): \($0.summary).\n    Source: \($0.source)." }.joined(separator: "\n"))
+            """)
     @Option(name: .shortAndLong, help: "Device: \(deviceHelp).") var device: String
     @Option(name: .shortAndLong, help: "Target size (or --constraints).") var size: FrameSize?
     @Option(help: ArgumentHelp(constraintsHelp, valueName: "json"), transform: parseConstraints) var constraints: VideoConstraints?
@@ -102,15 +108,36 @@ struct Select: CamcapCommand {
     var pixelFormat: [PixelFormat]?
     @Flag(help: "Print exactly one JSON object: pixelFormat, width, height, fps (with --explain: selection and candidates).") var json = false
     @Flag(help: "List every format entry with the rule that kept or rejected it (the chosen one marked *).") var explain = false
+    @Option(
+        help: ArgumentHelp(
+            "What another stack would pick for --size, --fps-limit and --pixel-format: \(SelectionPolicy.allCases.map(\.rawValue).joined(separator: ", ")), or all (side by side, rows that differ from default marked *).",
+            valueName: "name"), transform: parsePolicies) var policy: [SelectionPolicy]?
+    @Option(
+        help: ArgumentHelp(
+            "GStreamer's caps filter for --policy gstreamer or all (default: video/x-raw,width=W,height=H[,format=…]; add framerate=N/1 to demand a rate).",
+            valueName: "caps"), transform: parseCaps) var caps: GStreamerCaps?
 
     func validate() throws {
         try checkSize(size, "--size")
         guard (size == nil) != (constraints == nil) else { throw ValidationError("give --size or --constraints (one of them)") }
         if constraints != nil && explain { throw ValidationError("--explain explains --size negotiation; with --constraints the choice is printed") }
+        if policy != nil && (constraints != nil || explain) { throw ValidationError("--policy takes --size (not --constraints or --explain)") }
+        if caps != nil && policy == nil { throw ValidationError("--caps is GStreamer's filter: give it with --policy gstreamer or all") }
     }
 
     func execute() async throws {
         let capturer = makeCapturer(), camera = try capturer.device(device)
+        if let policy, let size {
+            let formats = try capturer.supportedFormats(for: camera)
+            let request = PolicyRequest(size: size, fps: fpsLimit, pixelFormats: pixelFormat ?? [], caps: caps)
+            let picks = policy.map { $0.select(from: formats, request: request) }
+            let reference = SelectionPolicy.default.select(from: formats, request: request).mode
+            print(json ? FormatListing.json(picks, request: request, reference: reference) : FormatListing.text(picks, reference: reference))
+            if picks.count == 1, let p = picks.first, p.selection == nil {
+                throw CaptureError(.noConvertibleFormat, "\(camera.path): \(p.policy) would not start: \(p.reason)")
+            }
+            return
+        }
         if let constraints {
             let chosen = try FormatSelector.select(from: try capturer.supportedFormats(for: camera), constraints: constraints, fpsLimit: fpsLimit)
             if json {

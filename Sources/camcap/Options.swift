@@ -181,6 +181,20 @@ func parseConstraints(_ text: String) throws -> VideoConstraints {
 let constraintsHelp =
     "Negotiate as getUserMedia does, from its video constraints as JSON ('{\"width\": {\"ideal\": 1280}, \"frameRate\": {\"min\": 24}}'; min/max/exact/ideal for width, height, aspectRatio, frameRate; pixelFormat; resizeMode none or crop-and-scale; advanced): instead of --size and --fps-limit."
 
+/// `--policy NAME|all`: the named selection policies (`all`: every one, in `SelectionPolicy.allCases` order).
+func parsePolicies(_ text: String) throws -> [SelectionPolicy] {
+    if text == "all" { return SelectionPolicy.allCases }
+    guard let p = SelectionPolicy(rawValue: text) else {
+        throw ValidationError(
+            "--policy: expected \(SelectionPolicy.allCases.map(\.rawValue).joined(separator: ", ")) or all, got \"\(text.prefix(80))\"")
+    }
+    return [p]
+}
+/// `--caps`: a GStreamer caps filter (`GStreamerCaps(parsing:)`).
+func parseCaps(_ text: String) throws -> GStreamerCaps {
+    do throws(CaptureError) { return try GStreamerCaps(parsing: text) } catch { throw ValidationError(error.message) }
+}
+
 /// `--fps-limit`: a whole, decimal or fractional rate, 0 < rate ≤ 1000.
 func parseRateLimit(_ text: String) throws -> Fraction { try validating { try CaptureSession.Configuration.fpsLimit(parsing: text) } }
 /// `--pixel-format YUYV,MJPG`: FourCCs we convert to I420 (or H.264), in order of preference.

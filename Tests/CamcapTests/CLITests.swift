@@ -357,6 +357,37 @@ func probeFrames(_ path: String) throws -> (Int, String) {
         #expect(candidates?.filter { $0["chosen"] as? Bool == true }.count == 1)
     }
 
+    /// #49: `select --policy` says what another stack would pick (all of them side by side, differences marked); a
+    /// stack that would not start is an error naming why; `--help` names each policy's source.
+    @Test func selectAnswersForOtherStacks() throws {
+        let all = try sh(camcap, ["select", "-d", "fixture:uvc-webcam", "-s", "1280x720", "--policy", "all"])
+        let lines = all.out.split(separator: "\n").map(String.init)
+        #expect(all.code == 0 && lines.count == 7 && lines[0].hasPrefix("  default     MJPG 1280x720 @ 30 fps  "), "\(all.out)\(all.err)")
+        #expect(lines[3].hasPrefix("* gstreamer   YUYV 1280x720 @ 10 fps  ") && lines[6] == "(* differs from default)", "\(all.out)")
+        let json = try sh(camcap, ["select", "-d", "fixture:vivid", "-s", "1000x600", "--policy", "ffmpeg", "--json"])
+        let object = try JSONSerialization.jsonObject(with: Data(json.out.utf8)) as? [String: Any]
+        let pick = (object?["policies"] as? [[String: Any]])?.first, selection = pick?["selection"] as? [String: Any]
+        #expect(selection?["pixelFormat"] as? String == "YU12" && selection?["width"] as? Int == 1280, "\(json.out)")
+        #expect((pick?["source"] as? String)?.contains("libavdevice/v4l2.c") == true)
+        let fails = try sh(camcap, ["select", "-d", "fixture:vivid", "-s", "1000x600", "--policy", "gstreamer"])
+        #expect(fails.code == 1 && fails.err.contains("gstreamer would not start: not-negotiated"), "\(fails.out)\(fails.err)")
+        let caps = try sh(camcap, ["select", "-d", "fixture:vivid", "-s", "640x480", "--policy", "gstreamer", "--caps", "video/x-raw,format=NV12"])
+        #expect(caps.code == 0 && caps.out.hasPrefix("NV12 (") && caps.out.contains(" 3840x2160 @ 2 fps\n  gstreamer: "), "\(caps.out)\(caps.err)")
+        let help = try sh(camcap, ["select", "--help"])
+        for word in [
+            "--policy", "--caps", "libwebrtc:", "chromium:", "gstreamer:", "ffmpeg:", "ardcapture:", "device_info_impl.cc",
+            "v4l2_capture_delegate.cc", "gstv4l2src.c", "libavdevice/v4l2.c", "ARDCaptureController.m",
+        ] {
+            #expect(help.out.contains(word), "\(word)")
+        }
+        let unknown = try sh(camcap, ["select", "-d", "fixture:vivid", "-s", "640x480", "--policy", "vlc"])
+        #expect(unknown.code != 0 && unknown.err.contains("--policy: expected default, libwebrtc, chromium, gstreamer, ffmpeg, ardcapture or all"))
+        let lone = try sh(camcap, ["select", "-d", "fixture:vivid", "-s", "640x480", "--caps", "video/x-raw"])
+        #expect(lone.code != 0 && lone.err.contains("--caps is GStreamer's filter"), "\(lone.err)")
+        let range = try sh(camcap, ["select", "-d", "fixture:vivid", "-s", "640x480", "--policy", "gstreamer", "--caps", "video/x-raw,width=[1,2]"])
+        #expect(range.code != 0 && range.err.contains("ranges and lists are not modelled"), "\(range.err)")
+    }
+
     /// #49: constraints as getUserMedia states them, on `select` and on a capturing command; an unmeetable one is
     /// named, and so is bad JSON.
     @Test func constraintsNegotiateAsABrowserAsks() throws {
