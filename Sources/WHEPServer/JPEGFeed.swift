@@ -225,7 +225,7 @@ public final class JPEGFeed: Sendable {
     }
 
     /// The next picture at `size` (nil: its own) as a JPEG, to `completion` (from the session's thread, or at once
-    /// from the cache window); returns an id for ``cancelSnapshot(_:)``, or nil when `completion` was already
+    /// from the cache window); returns an id for ``cancelSnapshot(_:timedOut:)``, or nil when `completion` was already
     /// called (served from the cache, or refused: too many waiting, the feed ended).
     @discardableResult
     public func snapshot(size: FrameSize?, completion: @escaping @Sendable (Result<[UInt8], StillRefusal>) -> Void) -> UInt64? {

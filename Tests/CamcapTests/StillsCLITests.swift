@@ -3,7 +3,7 @@ import Testing
 import TestSupport
 
 /// `camcap serve`'s stills (#50): /snapshot.jpg judged by ffprobe, /stream.mjpeg shown by headless Chromium in an
-/// `<img>`, and 1,000 MJPEG clients at once against its limits.
+/// `<img>` (the 1,000 MJPEG clients are in SecurityTests).
 @Suite(.serialized, .timeLimit(.minutes(4))) struct StillsCLITests {
     @Test func aSnapshotComesAtTheSizeAskedBehindTheToken() throws {
         let server = try ServeProcess(["-d", "fixture:vivid", "--listen", "127.0.0.1:0", "--snapshot-cache", "30"], name: "serve-snapshot")
@@ -63,76 +63,5 @@ import TestSupport
         #expect(int(report, "width") == 320 && int(report, "height") == 180, "\(report)")
         #expect(int(report, "changes") >= 10, "\(report)")
         #expect(int(stills, "mjpegFrames") >= 10 && int(stills, "mjpegClientsTotal") == 1, "\(String(describing: stills))")
-    }
-
-    /// 1,000 MJPEG clients that never read, from ten addresses: at most --mjpeg-clients streams at once, the rest
-    /// refused (503/429, by the MJPEG limit or the connection limits); the server keeps answering snapshots, its
-    /// descriptors stay within the connection limit, and the streams end when their clients leave.
-    @Test func aThousandMJPEGClientsMeetTheLimits() throws {
-        let server = try ServeProcess(
-            ["-d", "fixture:vivid", "-s", "320x240", "--listen", "127.0.0.1:0", "--mjpeg-clients", "8"], name: "serve-mjpeg-flood")
-        defer { _ = server.stop() }
-        let port = try #require(URL(string: server.url)?.port)
-        let token = try #require(server.token)
-        let request = "GET /stream.mjpeg?fps=1&width=32&height=24&token=\(token) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
-        var open: [Int32] = []
-        var refused = 0, streams = 0, maxFds = 0, maxClients = 0
-        func drain(_ fd: Int32) {
-            var b = [UInt8](repeating: 0, count: 256)
-            let n = b.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
-            guard n > 12 else { return }
-            let status = String(decoding: b[9..<12], as: UTF8.self)
-            if status == "503" || status == "429" { refused += 1 } else if status == "200" { streams += 1 }
-        }
-        for i in 0..<1000 {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var local = sockaddr_in()
-            local.sin_family = sa_family_t(AF_INET)
-            local.sin_addr.s_addr = inet_addr("127.0.0.\(10 + i % 10)")
-            _ = withUnsafePointer(to: &local) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-            var a = sockaddr_in()
-            a.sin_family = sa_family_t(AF_INET)
-            a.sin_addr.s_addr = inet_addr("127.0.0.1")
-            a.sin_port = UInt16(port).bigEndian
-            let c = withUnsafePointer(to: &a) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-            if c == 0 { _ = request.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) } }
-            open.append(fd)
-            // At most 300 held by this process at once (its own descriptor limit); the oldest are read and closed.
-            if open.count > 300 {
-                let fd = open.removeFirst()
-                drain(fd)
-                close(fd)
-            }
-            if i % 100 == 99 {
-                maxFds = max(maxFds, server.fdCount)
-                let stills = try server.stats()["stills"] as? [String: Any]
-                maxClients = max(maxClients, int(stills, "mjpegClients"))
-            }
-        }
-        // While 300 are still held: a snapshot is answered.
-        let snap = try server.curl(["-o", "/dev/null", "-w", "%{http_code}", server.url + "snapshot.jpg?width=64&height=48"])
-        for fd in open {
-            drain(fd)
-            close(fd)
-        }
-        let stills = try server.stats()["stills"] as? [String: Any]
-        let refusals = try server.stats()["refused"] as? [String: Any]
-        print(
-            "FIGURE 1000 MJPEG clients (never reading), --mjpeg-clients 8: \(streams) streams seen, \(refused) refused (503/429) seen by the clients; at most \(maxClients) MJPEG clients and \(maxFds) descriptors at the server; stills \(String(describing: stills)); refused \(String(describing: refusals))"
-        )
-        #expect(snap.out == "200", "a snapshot during the flood: \(snap.out) \(snap.err)")
-        #expect(maxClients <= 8 && int(stills, "mjpegClientsTotal") >= 8, "\(String(describing: stills))")
-        #expect(
-            int(stills, "mjpegRefused") + int(refusals, "connectionLimit") + int(refusals, "perAddressConnectionLimit")
-                + int(refusals, "perNetworkConnectionLimit") + int(refusals, "evicted") > 0)
-        #expect(maxFds < 400, "\(maxFds) descriptors")
-        #expect(
-            waitUntil(timeout: 20) { (try? server.stats()["stills"] as? [String: Any]).map { int($0, "mjpegClients") } == 0 },
-            "the streams ended with their clients")
-        #expect(server.process.isRunning)
     }
 }

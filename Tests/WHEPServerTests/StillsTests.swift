@@ -322,6 +322,9 @@ import WHEPServer
             #expect(try await reader.wait { Reply($0.bytes).parts.count >= want }, "the reader got part \(want)")
         }
         let s = rig.feed.statistics
+        print(
+            "FIGURE an MJPEG client that stopped reading: disconnected after \(pushed) noise frames (stall timeout 0.5 s), \(s.mjpegSkipped) parts skipped for it; the reader got all \(pushed)"
+        )
         #expect(s.mjpegStalled == 1 && s.mjpegClients == 1 && s.mjpegSkipped > 0, "\(s) after \(pushed) frames")
         // Bounded: what the stuck client was sent is at most what fits in its socket and one part in flight.
         #expect(pushed < 2000, "\(pushed)")
