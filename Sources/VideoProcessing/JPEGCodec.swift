@@ -104,12 +104,22 @@ package final class JPEGPictureEncoder {
     }
     deinit { svc_jpeg_encoder_destroy(handle) }
 
-    /// `picture` scaled to `size` (each side 2...16384; the picture itself is copied when the size is its own, so
-    /// that the compressor reads padded rows only) and encoded: the JPEG's bytes.
-    package func encode(_ picture: I420Buffer, size: FrameSize) throws(ProcessingError) -> [UInt8] {
+    /// `picture` turned upright by `rotation` (a picture whose rotation is carried as metadata), scaled to `size`
+    /// (each side 2...16384; the picture itself is copied when the size is its own, so that the compressor reads
+    /// padded rows only) and encoded: the JPEG's bytes.
+    package func encode(_ source: I420Buffer, size: FrameSize, rotation: VideoRotation = .rotation0) throws(ProcessingError) -> [UInt8] {
         guard let handle else { throw ProcessingError(.ioFailed, "libjpeg: cannot create a compressor (out of memory)") }
         guard (2...16384).contains(size.width), (2...16384).contains(size.height) else {
             throw ProcessingError(.invalidSize, "a JPEG of \(size.width)x\(size.height): each side must be 2...16384")
+        }
+        var picture = source
+        if rotation != .rotation0 {
+            let (w, h) = rotation.swapsDimensions ? (source.height, source.width) : (source.width, source.height)
+            picture = pools.acquire(width: w, height: h)
+            _ = I420Rotate(
+                source.dataY, Int32(source.strideY), source.dataU, Int32(source.strideU), source.dataV, Int32(source.strideV),
+                picture.mutableDataY, Int32(picture.strideY), picture.mutableDataU, Int32(picture.strideU), picture.mutableDataV,
+                Int32(picture.strideV), Int32(source.width), Int32(source.height), RotationMode(rawValue: UInt32(rotation.rawValue)))
         }
         let s = pools.acquire(width: size.width, height: size.height)
         _ = I420Scale(

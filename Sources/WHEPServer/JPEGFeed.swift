@@ -338,8 +338,10 @@ public final class JPEGFeed: Sendable {
 
     /// One picture: the waiting snapshots get it at their sizes, the MJPEG clients that are due get a part; one
     /// encode per size. Runs on the session's thread.
-    func consume(_ picture: I420Buffer, timestampNs: Int64, encoder: JPEGPictureEncoder) {
-        let own = FrameSize(width: picture.width & ~1, height: picture.height & ~1)
+    /// `rotation`: the picture's own (carried as metadata, when every WHEP viewer turns it): stills are upright.
+    func consume(_ picture: I420Buffer, timestampNs: Int64, rotation: VideoRotation = .rotation0, encoder: JPEGPictureEncoder) {
+        let upright = rotation.swapsDimensions ? (picture.height, picture.width) : (picture.width, picture.height)
+        let own = FrameSize(width: upright.0 & ~1, height: upright.1 & ~1)
         let (waiting, clients) = state.withLock { s -> ([FrameSize?: [Waiter]], [MJPEGClient]) in
             s.pictureSize = own
             let w = s.waiting
@@ -355,7 +357,7 @@ public final class JPEGFeed: Sendable {
             if let done = made[target] { return done }
             let result: Result<[UInt8], StillRefusal>
             do throws(ProcessingError) {
-                result = .success(try encoder.encode(picture, size: target))
+                result = .success(try encoder.encode(picture, size: target, rotation: rotation))
                 encodes += 1
             } catch {
                 result = .failure(StillRefusal(status: 500, message: "the JPEG could not be made: \(error.message)"))
@@ -426,7 +428,7 @@ final class JPEGFeedStage: PictureStage {
     }
 
     func consume(_ picture: I420Buffer, frame: VideoFrame) throws {
-        feed?.consume(picture, timestampNs: frame.timestampNs, encoder: encoder)
+        feed?.consume(picture, timestampNs: frame.timestampNs, rotation: frame.rotation, encoder: encoder)
     }
     func end() throws { feed?.end() }
     var summary: [(String, String)] {

@@ -56,12 +56,17 @@ import WHEPServer
         }
 
         /// A picture whose luma is `luma` everywhere (or noise, seeded by `noise`), through the feed's stage.
-        func push(luma: UInt8, timestampNs: Int64, size: FrameSize = FrameSize(width: 320, height: 240), noise: UInt64? = nil) throws {
+        /// `brightBottom`: the lower half at 235 and the upper at `luma` (to see which way a picture was turned).
+        func push(
+            luma: UInt8, timestampNs: Int64, size: FrameSize = FrameSize(width: 320, height: 240), noise: UInt64? = nil,
+            rotation: VideoRotation = .rotation0, brightBottom: Bool = false
+        ) throws {
             let picture = I420Buffer(width: size.width, height: size.height)
             let planes = try #require(picture.writablePlanes)
             var rng = SplitMix(seed: noise ?? 0)
             for row in 0..<size.height {
-                for x in 0..<size.width { planes.y[row * picture.strideY + x] = noise == nil ? luma : UInt8(truncatingIfNeeded: rng.next()) }
+                let value = brightBottom && row >= size.height / 2 ? 235 : luma
+                for x in 0..<size.width { planes.y[row * picture.strideY + x] = noise == nil ? value : UInt8(truncatingIfNeeded: rng.next()) }
             }
             for row in 0..<picture.chromaHeight {
                 for x in 0..<picture.chromaWidth {
@@ -73,7 +78,7 @@ import WHEPServer
                 s += 1
                 return s
             }
-            try feed.stage.consume(picture, frame: VideoFrame(buffer: picture.buffer, timestampNs: timestampNs, sequence: n))
+            try feed.stage.consume(picture, frame: VideoFrame(buffer: picture.buffer, rotation: rotation, timestampNs: timestampNs, sequence: n))
         }
     }
 
@@ -141,8 +146,8 @@ import WHEPServer
 
     static func reply(_ c: TestClient) -> Reply { Reply(c.state.withLock { $0.bytes }) }
 
-    /// Width, height and mean luma of a JPEG, by ffprobe and ffmpeg.
-    static func judge(_ jpeg: [UInt8], _ name: String) throws -> (width: Int, height: Int, luma: Double) {
+    /// Width, height and mean luma of a JPEG, by ffprobe and ffmpeg; `left` and `right`: of its left and right halves.
+    static func judge(_ jpeg: [UInt8], _ name: String) throws -> (width: Int, height: Int, luma: Double, left: Double, right: Double) {
         let path = work + "/" + name + ".jpg"
         try Data(jpeg).write(to: URL(fileURLWithPath: path))
         let probe = try runTool("ffprobe", ["-v", "error", "-show_entries", "stream=width,height,codec_name", "-of", "csv=p=0", path])
@@ -153,7 +158,15 @@ import WHEPServer
         #expect(decode.code == 0, "\(decode.err)")
         let pixels = [UInt8](try Data(contentsOf: URL(fileURLWithPath: gray)))
         let mean = pixels.isEmpty ? -1 : Double(pixels.reduce(0) { $0 + Int($1) }) / Double(pixels.count)
-        return (fields.count > 1 ? Int(fields[1]) ?? -1 : -1, fields.count > 2 ? Int(fields[2]) ?? -1 : -1, mean)
+        let (w, h) = (fields.count > 1 ? Int(fields[1]) ?? -1 : -1, fields.count > 2 ? Int(fields[2]) ?? -1 : -1)
+        var halves = (0, 0)
+        if w > 0, h > 0, pixels.count == w * h {
+            for (i, p) in pixels.enumerated() {
+                if i % w < w / 2 { halves.0 += Int(p) } else { halves.1 += Int(p) }
+            }
+        }
+        let half = Double(max(1, w * h / 2))
+        return (w, h, mean, Double(halves.0) / half, Double(halves.1) / half)
     }
 
     @Test func aSnapshotIsTheNextFrameAtTheSizeAsked() async throws {
@@ -178,6 +191,24 @@ import WHEPServer
         let k = try Self.judge(Self.reply(one).body, "snapshot-64")
         #expect(k.width == 64 && k.height == 48, "\(k)")
         #expect(!rig.feed.wantsPictures, "answered: the stage wants no more pictures")
+    }
+
+    /// A picture whose rotation is carried as metadata (every WHEP viewer turns it) is turned upright for stills.
+    @Test func aRotatedPictureIsServedUpright() async throws {
+        let rig = try await Rig.start()
+        defer { Task { await rig.stop() } }
+        let c = try await Self.get(rig.port, "/snapshot.jpg")
+        #expect(await waitUntil(timeout: 20) { rig.feed.wantsPictures })
+        // Captured 320x240 with its bright half at the bottom, to be turned 90° clockwise: upright, 240x320 with the
+        // bright half on the left.
+        try rig.push(luma: 20, timestampNs: 1_000_000_000, rotation: .rotation90, brightBottom: true)
+        #expect(try await c.closed())
+        let j = try Self.judge(Self.reply(c).body, "rotated")
+        #expect(j.width == 240 && j.height == 320 && j.left > j.right + 100, "\(j)")
+        // Sizes are then bounded by the upright picture: 240 wide at most.
+        let wide = try await Self.get(rig.port, "/snapshot.jpg?width=320&height=240")
+        #expect(try await wide.closed())
+        #expect(Self.reply(wide).text == "width must be 16...240 (the picture's width), got 320\n", "\(Self.reply(wide).text)")
     }
 
     @Test func stillsAreRefusedWithoutTheTokenFromForeignOriginsAndForBadSizes() async throws {
