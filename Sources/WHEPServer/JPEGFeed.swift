@@ -292,6 +292,10 @@ public final class JPEGFeed: Sendable {
     public func subscribe(size: FrameSize?, frameRate: Double, address: String) throws(StillRefusal) -> MJPEGClient {
         let result = state.withLock { s -> Result<MJPEGClient, StillRefusal> in
             if s.ended { return .failure(StillRefusal(status: 503, message: "the camera has stopped", retryAfter: 5)) }
+            guard configuration.maxClients > 0 else {
+                s.stats.mjpegRefused += 1
+                return .failure(StillRefusal(status: 503, message: "this server serves no MJPEG (its limit of MJPEG clients is 0)"))
+            }
             guard s.clients.count < configuration.maxClients else {
                 s.stats.mjpegRefused += 1
                 return .failure(
