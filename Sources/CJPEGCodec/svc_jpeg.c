@@ -697,3 +697,41 @@ unsigned long svc_jpeg_encode_strip(svc_jpeg_encoder *e, const unsigned char *y,
     jpeg_finish_compress(c);
     return capacity - (unsigned long)e->dest.free_in_buffer;
 }
+
+unsigned long svc_jpeg_picture_capacity(int width, int height) {
+    if (width < 1 || height < 1 || width > 16384 || height > 16384) return 0;
+    /* Baseline 4:2:0 at any quality stays well below 3 bytes a pixel of the padded picture, plus headers. */
+    return (unsigned long)((width + 15) & ~15) * (unsigned long)((height + 15) & ~15) * 3UL + 4096UL;
+}
+
+unsigned long svc_jpeg_encode_picture(svc_jpeg_encoder *e, const unsigned char *y, int strideY,
+                                      const unsigned char *u, int strideU, const unsigned char *v, int strideV,
+                                      int width, int height, unsigned char *out, unsigned long capacity) {
+    struct jpeg_compress_struct *c = &e->cinfo;
+    e->arena.message[0] = 0;
+    if (width < 1 || height < 1 || width > 16384 || height > 16384) return 0;
+    if (setjmp(e->arena.jump)) { jpeg_abort_compress(c); return 0; }
+    c->image_width = (JDIMENSION)width;
+    c->image_height = (JDIMENSION)height;
+    c->restart_interval = 0;
+    c->restart_in_rows = 0;
+    e->dest.next_output_byte = out;
+    e->dest.free_in_buffer = capacity;
+    jpeg_start_compress(c, TRUE);
+    int crows = (height + 1) / 2;
+    for (int top = 0; top < height; top += 16) {
+        for (int r = 0; r < 16; r++) {
+            int row = top + r < height ? top + r : height - 1;
+            e->rows[0][r] = (JSAMPROW)(y + (size_t)row * strideY);
+        }
+        for (int r = 0; r < 8; r++) {
+            int row = top / 2 + r < crows ? top / 2 + r : crows - 1;
+            e->rows[1][r] = (JSAMPROW)(u + (size_t)row * strideU);
+            e->rows[2][r] = (JSAMPROW)(v + (size_t)row * strideV);
+        }
+        JSAMPARRAY arrays[3] = { e->rows[0], e->rows[1], e->rows[2] };
+        jpeg_write_raw_data(c, arrays, 16);
+    }
+    jpeg_finish_compress(c);
+    return capacity - (unsigned long)e->dest.free_in_buffer;
+}

@@ -1,5 +1,6 @@
 package import VideoCapture
 import CJPEGCodec
+import CLibYUV
 
 /// A libjpeg(-turbo) decompressor kept across frames (Sources/CJPEGCodec): its per-image memory comes
 /// from an arena reset after every image, so MJPEG decoding allocates nothing once the first frame of a
@@ -84,5 +85,59 @@ package final class JPEGStripEncoder {
                 .ioFailed, "libjpeg could not encode a \(width)x\(rows) strip: \(String(cString: svc_jpeg_encoder_message(handle)))")
         }
         return Int(n)
+    }
+}
+
+/// Encodes whole I420 pictures as baseline 4:2:0 JPEGs (stills and MJPEG over HTTP), scaled on the way to the
+/// size asked (libyuv's box filter) into a pooled picture, with one libjpeg compressor and one output buffer kept
+/// across calls: only the returned bytes are allocated per picture.
+package final class JPEGPictureEncoder {
+    private let handle: OpaquePointer?
+    package let quality: Int
+    private var pools = PoolSet()
+    private var scratch: [UInt8] = []
+
+    /// An encoder at `quality` (clamped to 1...100).
+    package init(quality: Int = 80) {
+        self.quality = max(1, min(100, quality))
+        handle = svc_jpeg_encoder_create(Int32(self.quality))
+    }
+    deinit { svc_jpeg_encoder_destroy(handle) }
+
+    /// `picture` turned upright by `rotation` (a picture whose rotation is carried as metadata), scaled to `size`
+    /// (each side 2...16384; the picture itself is copied when the size is its own, so that the compressor reads
+    /// padded rows only) and encoded: the JPEG's bytes.
+    package func encode(_ source: I420Buffer, size: FrameSize, rotation: VideoRotation = .rotation0) throws(ProcessingError) -> [UInt8] {
+        guard let handle else { throw ProcessingError(.ioFailed, "libjpeg: cannot create a compressor (out of memory)") }
+        guard (2...16384).contains(size.width), (2...16384).contains(size.height) else {
+            throw ProcessingError(.invalidSize, "a JPEG of \(size.width)x\(size.height): each side must be 2...16384")
+        }
+        var picture = source
+        if rotation != .rotation0 {
+            let (w, h) = rotation.swapsDimensions ? (source.height, source.width) : (source.width, source.height)
+            picture = pools.acquire(width: w, height: h)
+            _ = I420Rotate(
+                source.dataY, Int32(source.strideY), source.dataU, Int32(source.strideU), source.dataV, Int32(source.strideV),
+                picture.mutableDataY, Int32(picture.strideY), picture.mutableDataU, Int32(picture.strideU), picture.mutableDataV,
+                Int32(picture.strideV), Int32(source.width), Int32(source.height), RotationMode(rawValue: UInt32(rotation.rawValue)))
+        }
+        let s = pools.acquire(width: size.width, height: size.height)
+        _ = I420Scale(
+            picture.dataY, Int32(picture.strideY), picture.dataU, Int32(picture.strideU), picture.dataV, Int32(picture.strideV),
+            Int32(picture.width), Int32(picture.height),
+            s.mutableDataY, Int32(s.strideY), s.mutableDataU, Int32(s.strideU), s.mutableDataV, Int32(s.strideV),
+            Int32(size.width), Int32(size.height), kFilterBox)
+        let capacity = Int(svc_jpeg_picture_capacity(Int32(size.width), Int32(size.height)))
+        if scratch.count < capacity { scratch = [UInt8](repeating: 0, count: capacity) }
+        let n = scratch.withUnsafeMutableBufferPointer { out in
+            svc_jpeg_encode_picture(
+                handle, s.dataY, Int32(s.strideY), s.dataU, Int32(s.strideU), s.dataV, Int32(s.strideV), Int32(size.width), Int32(size.height),
+                out.baseAddress, UInt(capacity))
+        }
+        guard n > 0 else {
+            throw ProcessingError(
+                .ioFailed, "libjpeg could not encode a \(size.width)x\(size.height) picture: \(String(cString: svc_jpeg_encoder_message(handle)))")
+        }
+        return Array(scratch[0..<Int(n)])
     }
 }

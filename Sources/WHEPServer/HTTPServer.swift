@@ -268,8 +268,14 @@ private final class WHEPHandler: ChannelInboundHandler {
                 return
             }
             // Only a request with the token holds its connection against eviction (with no token configured,
-            // every request that passed the checks does).
-            if policy.token == nil || policy.authorizes(h.headers.first(name: "Authorization")) { connection.busy() }
+            // every request that passed the checks does). The stills are never open: having passed the checks,
+            // they carried the token (perhaps as ?token=).
+            let path = h.uri.split(separator: "?", maxSplits: 1).first ?? ""
+            if policy.token == nil || policy.authorizes(h.headers.first(name: "Authorization")) || path == "/snapshot.jpg"
+                || path == "/stream.mjpeg"
+            {
+                connection.busy()
+            }
             // RFC 9110 §10.1.1: a client waiting for 100 Continue gets it.
             if h.headers.first(name: "Expect")?.lowercased() == "100-continue" {
                 context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: h.version, status: .continue))), promise: nil)
@@ -287,13 +293,104 @@ private final class WHEPHandler: ChannelInboundHandler {
             self.head = nil
             deadline.cancel()
             shared.expectHead()
-            respond(context, head, endpoint.handle(request(head, body: body), routes: routes), close: false)
+            switch endpoint.reply(to: request(head, body: body), routes: routes) {
+            case .response(let response): respond(context, head, response, close: false)
+            case .snapshot(let pending): wait(context, head, pending)
+            case .stream(let response, let client): stream(context, head, response, client)
+            }
         }
+    }
+
+    // MARK: Stills
+
+    /// The snapshot waiting for its frame, and the MJPEG client of this connection, if any.
+    private var pending: PendingSnapshot?
+    private var client: MJPEGClient?
+    /// Since when the MJPEG client has had a part ready that the connection could not take (monotonic ns).
+    private var stalledSince: Int64?
+
+    /// Answers when the frame is encoded, or with 503 after the feed's snapshot timeout.
+    private func wait(_ context: ChannelHandlerContext, _ head: HTTPRequestHead, _ pending: PendingSnapshot) {
+        self.pending = pending
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop) // used on its own event loop only
+        let timeout = context.eventLoop.scheduleTask(in: .nanoseconds(pending.timeoutNs)) {
+            let (handler, context) = bound.value
+            guard handler.pending === pending, let refusal = pending.cancel(timedOut: true) else { return }
+            handler.pending = nil
+            handler.respond(context, head, refusal, close: false)
+        }
+        let loop = context.eventLoop
+        pending.whenReady { response in
+            loop.execute {
+                let (handler, context) = bound.value
+                timeout.cancel()
+                guard handler.pending === pending else { return }
+                handler.pending = nil
+                handler.respond(context, head, response, close: false)
+            }
+        }
+    }
+
+    /// The MJPEG response: its head, then each part the client offers while the connection takes more; a client
+    /// that takes nothing for the feed's stall timeout is disconnected (its parts are skipped meanwhile, never queued).
+    private func stream(_ context: ChannelHandlerContext, _ request: HTTPRequestHead, _ response: WHEPResponse, _ client: MJPEGClient) {
+        self.client = client
+        var headers = HTTPHeaders(response.headers.map { ($0.name, $0.value) })
+        headers.add(name: "Connection", value: "close")
+        context.writeAndFlush(
+            wrapOutboundOut(
+                .head(HTTPResponseHead(version: request.version, status: HTTPResponseStatus(statusCode: response.status), headers: headers))),
+            promise: nil)
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop) // used on its own event loop only
+        let loop = context.eventLoop
+        client.whenReady { loop.execute { bound.value.0.pump(bound.value.1) } }
+    }
+
+    /// Writes the client's waiting part when the connection can take it; ends the response when the feed ended.
+    private func pump(_ context: ChannelHandlerContext) {
+        guard let client, context.channel.isActive else { return }
+        if !context.channel.isWritable {
+            let now = monotonicNanoseconds()
+            let since = stalledSince ?? now
+            stalledSince = since
+            if now - since > endpoint.stills.map({ $0.configuration.stallTimeoutNs }) ?? 10_000_000_000 {
+                self.client = nil
+                client.close(stalled: true)
+                context.close(promise: nil)
+            }
+            return
+        }
+        stalledSince = nil
+        if let part = client.take() {
+            var buffer = context.channel.allocator.buffer(capacity: part.count)
+            buffer.writeBytes(part)
+            context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
+        } else if client.isFinished {
+            self.client = nil
+            client.close()
+            let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+            context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in bound.value.close(promise: nil) }
+        }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if client != nil && context.channel.isWritable { pump(context) }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        client?.close()
+        client = nil
+        if let pending {
+            _ = pending.cancel(timedOut: false)
+            self.pending = nil
+        }
+        context.fireChannelInactive()
     }
 
     private func respond(_ context: ChannelHandlerContext, _ request: HTTPRequestHead, _ response: WHEPResponse, close: Bool) {
         var headers = HTTPHeaders(response.headers.map { ($0.name, $0.value) })
-        let bytes = Array(response.body.utf8)
+        let bytes = response.bodyBytes
         headers.add(name: "Content-Length", value: String(bytes.count))
         let keepAlive = request.isKeepAlive && !close
         if !keepAlive { headers.add(name: "Connection", value: "close") }

@@ -140,3 +140,45 @@ public let playerPage = """
     </script>
     </body></html>
     """
+
+/// The MJPEG page (`GET /mjpeg.html`, public: it holds no secret): an `<img>` of `/stream.mjpeg`, with the token, the
+/// rate and the size from the URL's fragment (`#token=…&fps=10&width=640&height=360`), which a browser never sends.
+/// `window.camcapMJPEG()` samples the picture into a canvas and returns `{width, height, samples, changes}` (the
+/// samples whose pixels differed from the one before), for tests.
+public let mjpegPage = """
+    <!doctype html>
+    <html><head><meta charset="utf-8"><title>swift-video-capture MJPEG</title>
+    <style>
+    body { margin: 0; background: #111; color: #eee; font: 14px system-ui, sans-serif; }
+    img { width: 100vw; height: 100vh; object-fit: contain; }
+    </style></head>
+    <body>
+    <img id="mjpeg" alt="MJPEG">
+    <script>
+    const params = new URLSearchParams(location.hash.slice(1));
+    const token = params.get('token') || sessionStorage.getItem('camcap-token');
+    if (token) sessionStorage.setItem('camcap-token', token);
+    const query = new URLSearchParams();
+    for (const k of ['fps', 'width', 'height']) if (params.get(k)) query.set(k, params.get(k));
+    if (token) query.set('token', token);
+    const img = document.getElementById('mjpeg');
+    img.src = '/stream.mjpeg?' + query.toString();
+    const canvas = document.createElement('canvas');
+    let samples = 0, changes = 0, previous = null;
+    function sample() {
+      if (!img.naturalWidth) return;
+      canvas.width = 64; canvas.height = 36;
+      const g = canvas.getContext('2d', { willReadFrequently: true });
+      g.drawImage(img, 0, 0, 64, 36);
+      const d = g.getImageData(0, 0, 64, 36).data;
+      let h = 0;
+      for (let i = 0; i < d.length; i++) h = (h * 31 + d[i]) >>> 0;
+      samples++;
+      if (previous !== null && h !== previous) changes++;
+      previous = h;
+    }
+    setInterval(sample, 50);
+    window.camcapMJPEG = () => ({ width: img.naturalWidth, height: img.naturalHeight, samples, changes });
+    </script>
+    </body></html>
+    """

@@ -144,11 +144,119 @@ public struct WHEPResponse: Sendable {
     public var headers: [(name: String, value: String)]
     /// The body (text: an SDP answer, the page, JSON, or a message).
     public var body: String
+    /// A binary body (a JPEG), sent instead of `body` when set.
+    public var bytes: [UInt8]?
     /// A response; the host adds Content-Length.
     public init(status: Int, headers: [(name: String, value: String)], body: String) {
         self.status = status
         self.headers = headers
         self.body = body
+    }
+    /// A response with a binary body (`bytes`); the host adds Content-Length.
+    public init(status: Int, headers: [(name: String, value: String)], bytes: [UInt8]) {
+        self.status = status
+        self.headers = headers
+        self.body = ""
+        self.bytes = bytes
+    }
+    /// The body's bytes: `bytes`, else `body` as UTF-8.
+    public var bodyBytes: [UInt8] { bytes ?? Array(body.utf8) }
+}
+
+/// How the endpoint answers a request (`WHEPEndpoint.reply(to:routes:)`): at once, once a frame is encoded (a
+/// snapshot), or as an MJPEG stream.
+public enum WHEPReply: Sendable {
+    /// The response, now.
+    case response(WHEPResponse)
+    /// `GET /snapshot.jpg` waiting for the next frame: the host answers when `PendingSnapshot.whenReady(_:)` calls
+    /// back, or with `PendingSnapshot.cancel(timedOut:)`'s 503 after `PendingSnapshot.timeoutNs`.
+    case snapshot(PendingSnapshot)
+    /// `GET /stream.mjpeg`: the host sends `head` (no Content-Length: the stream runs until either side closes),
+    /// then each part `client` offers (`MJPEGClient.whenReady(_:)`, `MJPEGClient.take()`), and closes the client
+    /// when the connection ends.
+    case stream(head: WHEPResponse, client: MJPEGClient)
+}
+
+/// A snapshot request waiting for its frame. Its answer comes once: to the handler given to `whenReady(_:)`, or as
+/// `cancel(timedOut:)`'s response, whichever is first.
+public final class PendingSnapshot: Sendable {
+    private let feed: JPEGFeed
+    private let answer: @Sendable (Result<[UInt8], JPEGFeed.StillRefusal>) -> WHEPResponse
+    private struct State {
+        var id: UInt64?
+        var result: WHEPResponse?
+        var handler: (@Sendable (WHEPResponse) -> Void)?
+        var done = false
+    }
+    private let state = Mutex(State())
+
+    init(feed: JPEGFeed, answer: @escaping @Sendable (Result<[UInt8], JPEGFeed.StillRefusal>) -> WHEPResponse) {
+        self.feed = feed
+        self.answer = answer
+    }
+
+    /// How long the host waits before `cancel(timedOut: true)` (the feed's `snapshotTimeoutNs`).
+    public var timeoutNs: Int64 { feed.configuration.snapshotTimeoutNs }
+
+    /// Calls `handler` once with the answer (the JPEG, or the refusal), from the session's thread or at once.
+    public func whenReady(_ handler: @escaping @Sendable (WHEPResponse) -> Void) {
+        let ready = state.withLock { s -> WHEPResponse? in
+            guard !s.done else { return nil }
+            if let r = s.result {
+                s.done = true
+                return r
+            }
+            s.handler = handler
+            return nil
+        }
+        if let ready { handler(ready) }
+    }
+
+    /// The answer, awaited (for hosts with async handlers).
+    public func response() async -> WHEPResponse {
+        await withCheckedContinuation { c in whenReady { c.resume(returning: $0) } }
+    }
+
+    /// Gives up waiting (the client left, or `timeoutNs` passed): the 503 to send when the answer had not come
+    /// (the handler is then never called), nil when it had.
+    public func cancel(timedOut: Bool) -> WHEPResponse? {
+        let (id, pending) = state.withLock { s -> (UInt64?, Bool) in
+            guard !s.done, s.result == nil else { return (nil, false) }
+            s.done = true
+            s.handler = nil
+            return (s.id, true)
+        }
+        guard pending else { return nil }
+        if let id { feed.cancelSnapshot(id, timedOut: timedOut) }
+        let seconds = Double(timeoutNs) / 1e9
+        return answer(
+            .failure(
+                JPEGFeed.StillRefusal(
+                    status: 503, message: "no frame came from the camera within \(seconds) s; try again later", retryAfter: 5)))
+    }
+
+    func started(_ id: UInt64?) { state.withLock { $0.id = id } }
+
+    func complete(_ result: Result<[UInt8], JPEGFeed.StillRefusal>) {
+        let response = answer(result)
+        let handler = state.withLock { s -> (@Sendable (WHEPResponse) -> Void)? in
+            guard !s.done, s.result == nil else { return nil }
+            s.result = response
+            guard let h = s.handler else { return nil }
+            s.done = true
+            s.handler = nil
+            return h
+        }
+        handler?(response)
+    }
+
+    /// The answer when it came before the request left the endpoint (from the cache window, or refused).
+    var immediate: WHEPResponse? {
+        state.withLock { s in
+            guard let r = s.result else { return nil }
+            s.done = true
+            return r
+        }
     }
 }
 
@@ -159,12 +267,18 @@ public struct WHEPResponse: Sendable {
 ///   DELETE /whep/ID  ends that viewer (200; 404 for an unknown one)
 ///   GET /stats       the viewers and the refusal counters, as JSON
 ///   GET /metrics     Prometheus text (when the app gives `metrics`): the capture, the encoder, the viewers
+///   GET /snapshot.jpg?width=&height=        the next frame as a JPEG (when the app gives `stills`)
+///   GET /stream.mjpeg?fps=&width=&height=   MJPEG, multipart/x-mixed-replace (when the app gives `stills`)
+///   GET /mjpeg.html  a page showing the MJPEG stream (public; the token, rate and size from its URL's fragment)
+/// The stills take the token also as `?token=` (an `<img>` cannot send Authorization); see `reply(to:routes:)`.
 public final class WHEPEndpoint: Sendable {
     /// The viewers POST adds to and DELETE removes from.
     public let hub: ViewerHub
     /// The token, origins, host names and limits every request is checked against.
     public let policy: ServerPolicy
     private let metrics: (@Sendable () -> String)?
+    /// Stills and MJPEG (`GET /snapshot.jpg`, `GET /stream.mjpeg`); nil: the server has none (404).
+    public let stills: JPEGFeed?
     private let reportedRefusals = Mutex(RefusalCounters())
     /// The largest offer taken (64 KiB).
     public static let maxBody = 64 * 1024
@@ -173,10 +287,12 @@ public final class WHEPEndpoint: Sendable {
 
     /// `metrics` renders the app's metrics registry (swift-metrics' backend) for GET /metrics, after the
     /// endpoint has brought the viewers' and its refusals' metrics up to date; nil: no /metrics.
-    public init(hub: ViewerHub, policy: ServerPolicy, metrics: (@Sendable () -> String)? = nil) {
+    /// `stills` serves `GET /snapshot.jpg` and `GET /stream.mjpeg` (run its stage in the session); nil: neither.
+    public init(hub: ViewerHub, policy: ServerPolicy, metrics: (@Sendable () -> String)? = nil, stills: JPEGFeed? = nil) {
         self.hub = hub
         self.policy = policy
         self.metrics = metrics
+        self.stills = stills
     }
 
     /// The help text of the server's metrics (and the pipeline's), given as `# HELP` before each family.
@@ -192,6 +308,10 @@ public final class WHEPEndpoint: Sendable {
         "whep_viewer_retransmitted_bytes_total": "Bytes retransmitted to the viewer after NACKs.",
         "whep_viewer_key_frame_requests_total": "Key-frame requests (PLI/FIR) from the viewer.",
         "whep_refused_total": "Requests and connections refused, by reason.",
+        "whep_snapshots_total": "Snapshots (GET /snapshot.jpg) answered with a JPEG, from the cache window or a new frame.",
+        "whep_jpeg_encodes_total": "JPEG encodes for snapshots and MJPEG (one per frame and size, shared).",
+        "whep_mjpeg_frames_total": "MJPEG parts handed to clients.",
+        "whep_mjpeg_clients": "MJPEG clients connected.",
     ]) { a, _ in a }
 
     /// Prometheus text with a `# HELP` line before each `# TYPE` line whose metric has help text.
@@ -232,8 +352,74 @@ public final class WHEPEndpoint: Sendable {
 
     /// The whole request: refused (Host, Origin, token), or routed: first to the app's `routes` (nil passes
     /// it on), then to the endpoint's own.
+    /// Stills (`GET /snapshot.jpg` not in the cache window, `GET /stream.mjpeg`) need `reply(to:routes:)`: here
+    /// they get 501 naming it.
     public func handle(_ request: WHEPRequest, routes: ((WHEPRequest) -> WHEPResponse?)? = nil) -> WHEPResponse {
-        decorated(refusal(request) ?? routes?(request) ?? route(request), for: request)
+        switch reply(to: request, routes: routes) {
+        case .response(let r): return r
+        case .snapshot(let pending):
+            _ = pending.cancel(timedOut: false)
+            return decorated(
+                WHEPResponse(status: 501, headers: Self.plain, body: "this host serves snapshots only through WHEPEndpoint.reply(to:)\n"),
+                for: request)
+        case .stream(_, let client):
+            client.close()
+            return decorated(
+                WHEPResponse(status: 501, headers: Self.plain, body: "this host serves MJPEG only through WHEPEndpoint.reply(to:)\n"), for: request)
+        }
+    }
+
+    /// The whole request, as `handle(_:routes:)` answers it, with the stills too: a snapshot waits for its frame
+    /// (`WHEPReply.snapshot`), an MJPEG request becomes a stream (`WHEPReply.stream`). `HTTPServer` calls this.
+    public func reply(to request: WHEPRequest, routes: ((WHEPRequest) -> WHEPResponse?)? = nil) -> WHEPReply {
+        if let refused = refusal(request) { return .response(decorated(refused, for: request)) }
+        if let mine = routes?(request) { return .response(decorated(mine, for: request)) }
+        guard request.method == "GET", request.path == "/snapshot.jpg" || request.path == "/stream.mjpeg", let stills else {
+            return .response(decorated(route(request), for: request))
+        }
+        let query = Self.query(request.uri)
+        let plain = Self.plain
+        let answer: @Sendable (Result<[UInt8], JPEGFeed.StillRefusal>) -> WHEPResponse = { [self] result in
+            switch result {
+            case .success(let jpeg):
+                return decorated(
+                    WHEPResponse(status: 200, headers: [("Content-Type", "image/jpeg"), ("Cache-Control", "no-store")], bytes: jpeg), for: request)
+            case .failure(let r):
+                return decorated(
+                    WHEPResponse(
+                        status: r.status, headers: plain + (r.retryAfter.map { [("Retry-After", String($0))] } ?? []), body: r.message + "\n"),
+                    for: request)
+            }
+        }
+        do throws(JPEGFeed.StillRefusal) {
+            let size = try stills.requestedSize(query)
+            if request.path == "/snapshot.jpg" {
+                let pending = PendingSnapshot(feed: stills, answer: answer)
+                let id = stills.snapshot(size: size) { pending.complete($0) }
+                if let now = pending.immediate { return .response(now) }
+                pending.started(id)
+                return .snapshot(pending)
+            }
+            let fps = try stills.requestedFrameRate(query)
+            let client = try stills.subscribe(size: size, frameRate: fps, address: request.client)
+            let head = WHEPResponse(
+                status: 200,
+                headers: [("Content-Type", MJPEGClient.contentType), ("Cache-Control", "no-store"), ("Pragma", "no-cache")], body: "")
+            return .stream(head: decorated(head, for: request), client: client)
+        } catch {
+            return .response(answer(.failure(error)))
+        }
+    }
+
+    /// The query's name=value pairs (percent-decoded; at most 16 pairs of a query of at most 2048 bytes).
+    static func query(_ uri: String) -> [(String, String)] {
+        guard let q = uri.split(separator: "?", maxSplits: 1).dropFirst().first, q.utf8.count <= 2048 else { return [] }
+        return q.split(separator: "&").prefix(16).map { pair in
+            let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let name = String(kv[0]).removingPercentEncoding ?? String(kv[0])
+            let value = kv.count > 1 ? (String(kv[1]).removingPercentEncoding ?? String(kv[1])) : ""
+            return (name, value)
+        }
     }
 
     /// The refusal for a request from its head alone (Host, Origin, token), if any: a host sends it before reading
@@ -277,10 +463,14 @@ public final class WHEPEndpoint: Sendable {
                     "requests from the origin \"\(Self.printable(origin, 80))\" are not allowed; start the server with --allow-origin ORIGIN to allow one\n"
             )
         }
-        let open = request.method == "OPTIONS" || (request.method == "GET" && (path == "/" || path == "/index.html"))
-        if !open && !policy.authorizes(request.header("Authorization")) {
+        let open = request.method == "OPTIONS" || (request.method == "GET" && (path == "/" || path == "/index.html" || path == "/mjpeg.html"))
+        // An <img> cannot send Authorization: the stills also take the token as ?token= (constant-time compared).
+        let stillsToken =
+            (path == "/snapshot.jpg" || path == "/stream.mjpeg") && request.header("Authorization") == nil
+            ? Self.query(request.uri).last { $0.0 == "token" }.map { "Bearer " + $0.1 } : nil
+        if !open && !policy.authorizes(stillsToken ?? request.header("Authorization")) {
             count { $0.unauthorized += 1 }
-            let given = request.header("Authorization") != nil
+            let given = stillsToken != nil || request.header("Authorization") != nil
             return WHEPResponse(
                 status: 401,
                 headers: Self.plain + [
@@ -304,12 +494,20 @@ public final class WHEPEndpoint: Sendable {
                     ("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; frame-ancestors 'none'"),
                     ("Referrer-Policy", "no-referrer"),
                 ], body: playerPage)
+        case ("GET", "/mjpeg.html") where stills != nil:
+            return WHEPResponse(
+                status: 200,
+                headers: [
+                    ("Content-Type", "text/html; charset=utf-8"), ("Cache-Control", "no-store"),
+                    ("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; frame-ancestors 'none'"),
+                    ("Referrer-Policy", "no-referrer"),
+                ], body: mjpegPage)
         case ("GET", "/stats"):
             // Addresses and resources only to the token's holder (with no token, to no one).
             let open = connections.withLock { $0 }()
             return WHEPResponse(
                 status: 200, headers: [("Content-Type", "application/json"), ("Cache-Control", "no-store")],
-                body: hub.statsJSON(detailed: policy.token != nil, refused: refused, connections: open) + "\n")
+                body: Self.adding(stills: stills, to: hub.statsJSON(detailed: policy.token != nil, refused: refused, connections: open)) + "\n")
         case ("GET", "/metrics"):
             guard let metrics else { return WHEPResponse(status: 404, headers: plain, body: "this server keeps no metrics\n") }
             hub.refreshMetrics()
@@ -369,11 +567,19 @@ public final class WHEPEndpoint: Sendable {
             let id = String(path.dropFirst("/whep/".count))
             return hub.remove(id)
                 ? WHEPResponse(status: 200, headers: plain, body: "") : WHEPResponse(status: 404, headers: plain, body: "no such viewer\n")
-        case (_, "/whep"), (_, "/stats"), (_, "/metrics"), (_, "/"):
+        case ("GET", "/snapshot.jpg"), ("GET", "/stream.mjpeg"):
+            return WHEPResponse(status: 404, headers: plain, body: "this server serves no stills (no JPEG feed)\n")
+        case (_, "/whep"), (_, "/stats"), (_, "/metrics"), (_, "/"), (_, "/snapshot.jpg"), (_, "/stream.mjpeg"):
             return WHEPResponse(status: 405, headers: plain, body: "\(Self.printable(request.method, 20)) is not allowed on \(path)\n")
         default:
             return WHEPResponse(status: 404, headers: plain, body: "no such page: \(Self.printable(path, 100))\n")
         }
+    }
+
+    /// The stats JSON with the feed's `stills` member (unchanged without a feed).
+    static func adding(stills: JPEGFeed?, to json: String) -> String {
+        guard let stills, json.hasSuffix("}") else { return json }
+        return String(json.dropLast()) + ", \"stills\": " + stills.statsJSON + "}"
     }
 
     /// CORS for origins named in the policy (same-origin requests need none), and nosniff.

@@ -12,7 +12,7 @@ import VideoCaptureCommons
 /// ```swift
 /// let service = try await WHEPService.start(session: session, configuration: WHEPService.Configuration(port: 0, policy: policy))
 /// print(service.announcement) // serving http://127.0.0.1:PORT/#token=…
-/// let report = try await session.run(stages: [service.stage])
+/// let report = try await session.run(stages: service.stages)
 /// await service.stop()
 /// ```
 ///
@@ -45,6 +45,9 @@ public struct WHEPService {
         public var srtpProfiles: [SRTPProfile]
         /// HTTP, HTTPS with a certificate and key read from PEM files, or HTTPS with a certificate made at start.
         public var tls: TLS
+        /// Stills and MJPEG (`GET /snapshot.jpg`, `GET /stream.mjpeg`: a ``JPEGFeed``); nil (the default): none.
+        /// Not for a camera whose own H.264 passes through (it gives no pictures): the service then has none.
+        public var stills: JPEGFeed.Configuration?
 
         /// How the server speaks HTTP.
         public enum TLS: Sendable, Equatable {
@@ -90,6 +93,7 @@ public struct WHEPService {
             try limits.validate()
             try policy.validate()
             try broadcast.validate(frameRate: frameRate)
+            try stills?.validate()
         }
     }
 
@@ -106,10 +110,14 @@ public struct WHEPService {
     /// H.264 passed through; the TLS certificate; a note when the descriptor limit lowered the connections.
     public let announcement: String
 
+    /// Stills and MJPEG, when the configuration asked for them (and the camera gives pictures).
+    public let stills: JPEGFeed?
     /// The viewers.
     public var hub: ViewerHub { broadcast.hub }
-    /// The stage to run in the session.
+    /// The broadcast's stage (the encode); run ``stages`` to have the stills too.
     public var stage: any PictureStage { broadcast.stage }
+    /// The stages to run in the session: the broadcast's, then the stills' (with `Configuration.stills`).
+    public var stages: [any PictureStage] { [broadcast.stage] + (stills.map { [$0.stage] } ?? []) }
     /// The port listened on (the one picked, for port 0).
     public var port: Int { server.port }
 
@@ -144,7 +152,8 @@ public struct WHEPService {
         case .selfSigned: tls = try ServeSecurity.selfSignedContext(names: names.sorted())
         }
         policy.tls = tls != nil
-        let endpoint = WHEPEndpoint(hub: broadcast.hub, policy: policy, metrics: metrics)
+        let stills = broadcast.passesThrough ? nil : c.stills.map { JPEGFeed(session: session, configuration: $0) }
+        let endpoint = WHEPEndpoint(hub: broadcast.hub, policy: policy, metrics: metrics, stills: stills)
         let server = try await HTTPServer.start(host: address.host, port: address.port, endpoint: endpoint, tls: tls?.context, routes: routes)
         let url = "\(tls == nil ? "http" : "https")://\(address.urlHost(hosts)):\(server.port)/"
         let token = policy.token
@@ -157,11 +166,15 @@ public struct WHEPService {
         } else if !broadcast.tiers.isEmpty {
             lines.append("tiers: " + broadcast.tiers.map(\.description).joined(separator: ", "))
         }
+        if stills != nil {
+            lines.append("stills: \(url)snapshot.jpg and \(url)stream.mjpeg (the token as Authorization: Bearer, or ?token=)")
+        }
         if let tls { lines.append(tls.description) }
         if policy.maxConnections < c.policy.maxConnections {
             lines.append("note: at most \(policy.maxConnections) HTTP connections (the descriptor limit, ulimit -n, leaves room for no more)")
         }
-        return WHEPService(broadcast: broadcast, server: server, policy: policy, url: url, announcement: lines.joined(separator: "\n"))
+        return WHEPService(
+            broadcast: broadcast, server: server, policy: policy, url: url, announcement: lines.joined(separator: "\n"), stills: stills)
     }
 
     /// Tells every viewer (RTCP BYE, DTLS close_notify) with `reason`, then stops the server.

@@ -271,6 +271,7 @@ let optionNames = [
     "sliceMode": "--max-nal-size", "pacingFactor": "--pacing", "adaptsToBandwidth": "--adapt-to-bandwidth", "durationNs": "--duration",
     "fpsLimit": "--fps-limit", "pixelFormats": "--pixel-format", "candidateHosts": "--candidate", "feedbackFrom": "--rtcp-from",
     "localRTCPPort": "--rtcp-port", "allowedOrigins": "--allow-origin", "hostNames": "--allow-host", "tiers": "--tiers",
+    "cacheWindowNs": "--snapshot-cache", "maxClients": "--mjpeg-clients", "defaultFrameRate": "--mjpeg-fps",
 ]
 
 /// The option that sets a library setting (`optionNames`, else the setting's name as an option).

@@ -11,7 +11,9 @@ struct Serve: CamcapCommand {
         abstract: "Serve the camera to browsers over WebRTC (WHEP): open the printed URL.",
         discussion: """
             One capture and one H.264 encode (or up to 3 tiers, --tiers) for every viewer, each on the tier its link carries. \
-            GET / is a player page, POST /whep takes an SDP offer (RFC 9725), GET /stats lists the viewers, GET /metrics is Prometheus.
+            GET / is a player page, POST /whep takes an SDP offer (RFC 9725), GET /stats lists the viewers, GET /metrics is Prometheus; \
+            GET /snapshot.jpg?width=&height= is the next frame as a JPEG, GET /stream.mjpeg?fps=&width=&height= is MJPEG (both take the token \
+            as Authorization: Bearer or ?token=).
               camcap serve -d fixture:vivid --listen 127.0.0.1:8080     → open the URL it prints
             Runs until Ctrl-C (or --duration/--frames). Whoever has the token can watch: a random one, printed in the URL to open, \
             or your own (CAMCAP_TOKEN, --token-file); --no-auth turns it off. Other origins: --allow-origin; HTTPS: --tls-*. \
@@ -48,6 +50,10 @@ struct Serve: CamcapCommand {
     @Option(help: "Viewers (connected or connecting) per client address at most.") var maxViewersPerAddress = 8
     @Option(help: "Viewers still connecting per client address at most.") var maxPendingPerAddress = 2
     @Option(help: "Seconds a viewer has to finish ICE and DTLS after its offer; then its slot is freed.") var connectTimeout: Double = 8
+    @Option(help: ArgumentHelp("Serve a /snapshot.jpg this recent again instead of waiting for a frame (0: never).", valueName: "seconds"))
+    var snapshotCache: Double = 1
+    @Option(help: "MJPEG clients (/stream.mjpeg) at most; 0: no MJPEG.") var mjpegClients = 8
+    @Option(help: "MJPEG frames per second when the client asks for none (?fps=, at most the camera's).") var mjpegFps: Double = 5
     @Option(help: .hidden) var consentTimeout: Double = 30 // tests: seconds without a STUN check before a viewer is dropped
     @Option(help: .hidden) var dumpInput: String? // tests: the encoder's input as Y4M, capture times in PATH.timestamps
 
@@ -80,6 +86,10 @@ struct Serve: CamcapCommand {
             maxViewers: maxViewers, maxPending: maxPending, maxPerAddress: maxViewersPerAddress, maxPendingPerAddress: maxPendingPerAddress)
         c.srtpProfiles = srtp == .gcm ? [.aeadAes128Gcm] : srtp == .cm ? [.aes128CmSha1_80] : [.aeadAes128Gcm, .aes128CmSha1_80]
         c.tls = tlsCert.map { .files(certificate: $0, key: tlsKey ?? "") } ?? (tlsSelfSigned ? .selfSigned : .none)
+        var stills = JPEGFeed.Configuration()
+        (stills.cacheWindowNs, stills.maxClients, stills.defaultFrameRate) = (nanoseconds(seconds: snapshotCache), mjpegClients, mjpegFps)
+        stills.maxClientsPerAddress = max(1, min(stills.maxClientsPerAddress, mjpegClients))
+        c.stills = stills
         return c
     }
 
@@ -107,6 +117,6 @@ struct Serve: CamcapCommand {
         // is printed once the camera runs (a busy camera fails before anyone is invited).
         let service = try await WHEPService.start(
             session: pipeline, configuration: service(token: token, source: tokenSource), metrics: { registry.emitToString() }, logger: cliLogger)
-        try await capture.run(pipeline, "serving", stages: dump + [service.stage], announce: service.announcement) { await service.stop() }
+        try await capture.run(pipeline, "serving", stages: dump + service.stages, announce: service.announcement) { await service.stop() }
     }
 }

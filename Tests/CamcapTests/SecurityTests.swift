@@ -234,6 +234,80 @@ import TestSupport
         #expect(maxFds < 256)
     }
 
+    /// 1,000 MJPEG clients that never read, from ten addresses: at most --mjpeg-clients streams at once, the rest
+    /// refused (503/429, by the MJPEG limit or the connection limits); the server keeps answering snapshots, its
+    /// descriptors stay within the connection limit, and the streams end when their clients leave.
+    @Test func aThousandMJPEGClientsMeetTheLimits() throws {
+        let server = try ServeProcess(
+            ["-d", "fixture:vivid", "-s", "320x240", "--listen", "127.0.0.1:0", "--mjpeg-clients", "8"], name: "serve-mjpeg-flood")
+        defer { _ = server.stop() }
+        let port = try #require(URL(string: server.url)?.port)
+        let token = try #require(server.token)
+        let request = "GET /stream.mjpeg?fps=1&width=32&height=24&token=\(token) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        var open: [Int32] = []
+        var refused = 0, streams = 0, maxFds = 0, maxClients = 0, maxRSS = 0
+        let rssBefore = server.rssKiB
+        func drain(_ fd: Int32) {
+            var b = [UInt8](repeating: 0, count: 256)
+            let n = b.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            guard n > 12 else { return }
+            let status = String(decoding: b[9..<12], as: UTF8.self)
+            if status == "503" || status == "429" { refused += 1 } else if status == "200" { streams += 1 }
+        }
+        for i in 0..<1000 {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            local.sin_addr.s_addr = inet_addr("127.0.0.\(10 + i % 10)")
+            _ = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            var a = sockaddr_in()
+            a.sin_family = sa_family_t(AF_INET)
+            a.sin_addr.s_addr = inet_addr("127.0.0.1")
+            a.sin_port = UInt16(port).bigEndian
+            let c = withUnsafePointer(to: &a) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            if c == 0 { _ = request.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) } }
+            open.append(fd)
+            // At most 300 held by this process at once (its own descriptor limit); the oldest are read and closed.
+            if open.count > 300 {
+                let fd = open.removeFirst()
+                drain(fd)
+                close(fd)
+            }
+            if i % 100 == 99 {
+                maxFds = max(maxFds, server.fdCount)
+                maxRSS = max(maxRSS, server.rssKiB)
+                let stills = try server.stats()["stills"] as? [String: Any]
+                maxClients = max(maxClients, int(stills, "mjpegClients"))
+            }
+        }
+        // While 300 are still held: a snapshot is answered.
+        let snap = try server.curl(["-o", "/dev/null", "-w", "%{http_code}", server.url + "snapshot.jpg?width=64&height=48"])
+        for fd in open {
+            drain(fd)
+            close(fd)
+        }
+        let stills = try server.stats()["stills"] as? [String: Any]
+        let refusals = try server.stats()["refused"] as? [String: Any]
+        print(
+            "FIGURE 1000 MJPEG clients (never reading), --mjpeg-clients 8: \(streams) streams seen, \(refused) refused (503/429) seen by the clients; at most \(maxClients) MJPEG clients, \(maxFds) descriptors and \(maxRSS / 1024) MiB resident (\(rssBefore / 1024) MiB before) at the server; stills \(String(describing: stills)); refused \(String(describing: refusals))"
+        )
+        #expect(snap.out == "200", "a snapshot during the flood: \(snap.out) \(snap.err)")
+        #expect(maxClients <= 8 && int(stills, "mjpegClientsTotal") >= 8, "\(String(describing: stills))")
+        #expect(
+            int(stills, "mjpegRefused") + int(refusals, "connectionLimit") + int(refusals, "perAddressConnectionLimit")
+                + int(refusals, "perNetworkConnectionLimit") + int(refusals, "evicted") > 0)
+        #expect(maxFds < 400, "\(maxFds) descriptors")
+        #expect(maxRSS - rssBefore < 64 * 1024, "resident memory grew from \(rssBefore) KiB to \(maxRSS) KiB")
+        #expect(
+            waitUntil(timeout: 20) { (try? server.stats()["stills"] as? [String: Any]).map { int($0, "mjpegClients") } == 0 },
+            "the streams ended with their clients")
+        #expect(server.process.isRunning)
+    }
+
     /// HTTPS with a certificate made at start: Chromium, trusting its printed public-key hash, plays the page.
     @Test(.enabled(if: chromiumAvailable)) func httpsWithASelfSignedCertificate() throws {
         let server = try ServeProcess(["-d", "fixture:vivid", "-s", "320x240", "--listen", "127.0.0.1:0", "--tls-self-signed"], name: "serve-https")

@@ -17,6 +17,32 @@ import WHEPServer
         }
     }
 
+    @Test func stillsSettingsNameTheSettingAndRange() throws {
+        try JPEGFeed.Configuration().validate()
+        let cases: [(String, (inout JPEGFeed.Configuration) -> Void, String)] = [
+            ("cacheWindowNs", { $0.cacheWindowNs = 61_000_000_000 }, "cacheWindowNs must be 0.0...60.0 seconds, got 61.0"),
+            ("cacheWindowNs", { $0.cacheWindowNs = .min }, "cacheWindowNs must be 0.0...60.0 seconds, got nan"),
+            ("maxClients", { $0.maxClients = 1025 }, "maxClients must be 0...1024, got 1025"),
+            ("maxClientsPerAddress", { $0.maxClientsPerAddress = 0 }, "maxClientsPerAddress must be 1...1024, got 0"),
+            ("defaultFrameRate", { $0.defaultFrameRate = .nan }, "defaultFrameRate must be 0.1...240, got nan"),
+            ("quality", { $0.quality = 0 }, "quality must be 1...100, got 0"),
+            ("maxSide", { $0.maxSide = 8 }, "maxSide must be 16...16384, got 8"),
+            ("stallTimeoutNs", { $0.stallTimeoutNs = 0 }, "stallTimeoutNs must be 0.5...600.0 seconds, got 0.0"),
+            ("snapshotTimeoutNs", { $0.snapshotTimeoutNs = 61_000_000_000 }, "snapshotTimeoutNs must be 0.1...60.0 seconds, got 61.0"),
+            ("maxPendingSnapshots", { $0.maxPendingSnapshots = 0 }, "maxPendingSnapshots must be 1...4096, got 0"),
+        ]
+        for (setting, change, message) in cases {
+            var c = JPEGFeed.Configuration()
+            change(&c)
+            #expect {
+                try c.validate()
+            } throws: { error in
+                let e = error as? ServerError
+                return e?.code == .invalidConfiguration && e?.setting == setting && e?.message == message
+            }
+        }
+    }
+
     @Test func policyTimeoutsAreInSeconds() throws {
         var policy = try ServerPolicy(token: nil)
         try policy.validate()

@@ -67,4 +67,17 @@ unsigned long svc_jpeg_encode_strip(svc_jpeg_encoder *e, const unsigned char *y,
                                     int width, int rows, int restartMCUs,
                                     unsigned char *out, unsigned long capacity);
 
+/*
+ * Encodes a whole I420 picture of width x height (1...16384 a side) as one baseline 4:2:0 JPEG (standard
+ * Huffman tables, no restart markers) into `out` (no reallocation: a JPEG that does not fit is an error;
+ * svc_jpeg_picture_capacity gives a size that always fits). Rows and columns past an odd edge repeat the last.
+ * Returns the JPEG's length, or 0 on error (message via svc_jpeg_encoder_message).
+ */
+unsigned long svc_jpeg_encode_picture(svc_jpeg_encoder *e, const unsigned char *y, int strideY,
+                                      const unsigned char *u, int strideU, const unsigned char *v, int strideV,
+                                      int width, int height, unsigned char *out, unsigned long capacity);
+
+/* A capacity that holds the JPEG of any width x height picture from svc_jpeg_encode_picture. */
+unsigned long svc_jpeg_picture_capacity(int width, int height);
+
 #endif
