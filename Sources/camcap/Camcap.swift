@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import VideoCapture
 import VideoProcessing
+import FixtureCameras
 import V4L2Capture
 import WHEPServer
 import RTSPServer
@@ -92,8 +93,16 @@ struct Formats: CamcapCommand {
 struct Select: CamcapCommand {
     static let configuration = CommandConfiguration(
         abstract: "Show which format, size and frame rate negotiation picks for a target size.",
-        discussion: "Rules: closest size (|w-W| + |h-H|), then the highest fps up to the limit (or the lowest above), then the cheapest conversion.")
-    @Option(name: .shortAndLong, help: "Device: \(deviceHelp).") var device: String
+        discussion: """
+            Rules: closest size (|w-W| + |h-H|), then the highest fps up to the limit (or the lowest above), then the cheapest conversion.
+
+            With --corpus DIR instead of --device, every fixture file in DIR (*.txt, *.json) is negotiated and one row per camera \
+            is printed: camera, chosen mode, conversion (none, decode JPEG, convert FOURCC) or why nothing could be picked. \
+            Example: camcap select --corpus Fixtures/corpus --size 1280x720 --fps-limit 30
+            """)
+    @Option(name: .shortAndLong, help: "Device: \(deviceHelp) (or --corpus).") var device: String?
+    @Option(help: ArgumentHelp("A folder of fixture files: negotiate on every camera in it, one row each (instead of --device).", valueName: "dir"))
+    var corpus: String?
     @Option(name: .shortAndLong, help: "Target size (or --constraints).") var size: FrameSize?
     @Option(help: ArgumentHelp(constraintsHelp, valueName: "json"), transform: parseConstraints) var constraints: VideoConstraints?
     @Option(help: ArgumentHelp(fpsHelp, valueName: "fps"), transform: parseRateLimit) var fpsLimit: Fraction = 30
@@ -106,9 +115,13 @@ struct Select: CamcapCommand {
         try checkSize(size, "--size")
         guard (size == nil) != (constraints == nil) else { throw ValidationError("give --size or --constraints (one of them)") }
         if constraints != nil && explain { throw ValidationError("--explain explains --size negotiation; with --constraints the choice is printed") }
+        guard (device == nil) != (corpus == nil) else { throw ValidationError("give --device or --corpus (one of them)") }
+        if corpus != nil && explain { throw ValidationError("--explain explains one camera; give --device instead of --corpus") }
     }
 
     func execute() async throws {
+        if let corpus { return try printCorpus(corpus) }
+        guard let device else { return }
         let capturer = makeCapturer(), camera = try capturer.device(device)
         if let constraints {
             let chosen = try FormatSelector.select(from: try capturer.supportedFormats(for: camera), constraints: constraints, fpsLimit: fpsLimit)
@@ -134,6 +147,18 @@ struct Select: CamcapCommand {
         }
         let sel = try capturer.selectFormat(for: camera, targetSize: size, fpsLimit: fpsLimit, pixelFormats: pixelFormat ?? [])
         print(json ? FormatListing.json(sel) : FormatListing.text(sel))
+    }
+
+    /// One row per camera of the corpus folder; a camera with nothing to pick is a row saying why, not an error.
+    private func printCorpus(_ directory: String) throws {
+        let cameras = try CameraCorpus.load(directory: directory)
+        let picks =
+            if let constraints {
+                CameraCorpus.picks(cameras, constraints: constraints, fpsLimit: fpsLimit)
+            } else if let size {
+                CameraCorpus.picks(cameras, target: size, fpsLimit: fpsLimit, pixelFormats: pixelFormat ?? [])
+            } else { [CameraCorpus.Pick]() }
+        print(json ? CameraCorpus.json(picks) : CameraCorpus.text(picks), terminator: "")
     }
 }
 

@@ -1,0 +1,105 @@
+// Issue 49, the corpus of real cameras: Fixtures/corpus holds `v4l2-ctl --list-formats-ext` listings pasted in
+// public bug reports and docs, each behind `# ` lines naming the camera, the source and what is unusual about it.
+// Every one parses, and negotiation's picks over all of them are a checked-in table, so a change to negotiation
+// shows which real cameras it moves.
+import Foundation
+import Testing
+import TestSupport
+import VideoCapture
+@testable import FixtureCameras
+
+let corpusDir = fixturesRoot + "/corpus"
+let corpusExpectedDefault = corpusDir + "/expected/default.txt"
+
+@Test("every corpus file parses into formats with sizes, names its camera and source, and there are at least 50")
+func corpusFilesParseAndCarryProvenance() throws {
+    let cameras = try CameraCorpus.load(directory: corpusDir)
+    #expect(cameras.count >= 50, "the corpus holds \(cameras.count) cameras")
+    for c in cameras {
+        #expect(!c.camera.formats.isEmpty, "\(c.name): no format")
+        let text = try #require(String(data: try #require(FileManager.default.contents(atPath: c.path)), encoding: .utf8))
+        let header = text.split(separator: "\n", omittingEmptySubsequences: false).prefix { $0.hasPrefix("# ") }
+        #expect(header.contains { $0.hasPrefix("# Camera: ") }, "\(c.name): no \"# Camera:\" line at the top")
+        #expect(header.contains { $0.hasPrefix("# Source: ") && ($0.contains("https://") || $0.contains("github.com")) }, "\(c.name): no source")
+        #expect(header.contains { $0.hasPrefix("# Shows: ") }, "\(c.name): no \"# Shows:\" line")
+        // The provenance lines are not part of the listing: the camera parses the same without them.
+        let bare = text.split(separator: "\n", omittingEmptySubsequences: false).drop { $0.hasPrefix("# ") }.joined(separator: "\n")
+        #expect(try CameraDescription.parse(bare, file: c.path).formats == c.camera.formats, "\(c.name): the # lines change the parse")
+    }
+}
+
+@Test("leading # lines are ignored by the listing parser, also ones that look like listing lines after the #")
+func commentLinesBeforeAListingAreIgnored() throws {
+    let listing = "\t[0]: 'YUYV' (YUYV 4:2:2)\n\t\tSize: Discrete 640x480\n\t\t\tInterval: Discrete 0.033s (30.000 fps)\n"
+    let commented = "# Camera: x\n# Size: Discrete 1x1\n# Card type        : not a name\n# [0]: 'ZZZZ' (nothing)\n" + listing
+    let a = try CameraDescription.parse(listing, file: "a.txt"), b = try CameraDescription.parse(commented, file: "a.txt")
+    #expect(a.formats == b.formats && a.formats.count == 1)
+    #expect(b.name == "a", "a commented Card type line does not name the camera")
+}
+
+/// The requests of the checked-in table: 640x480, 1280x720 and 1920x1080, each up to 30 fps.
+let corpusRequests: [(String, FrameSize)] = [
+    ("640x480@30", FrameSize(width: 640, height: 480)), ("1280x720@30", FrameSize(width: 1280, height: 720)),
+    ("1920x1080@30", FrameSize(width: 1920, height: 1080)),
+]
+
+/// One line per camera and request: `camera request: mode [conversion]`.
+func corpusTable() throws -> [String] {
+    let cameras = try CameraCorpus.load(directory: corpusDir)
+    var lines: [String] = []
+    for (label, size) in corpusRequests {
+        for p in CameraCorpus.picks(cameras, target: size, fpsLimit: 30) { lines.append("\(p.camera) \(label): \(p.modeText) [\(p.conversionText)]") }
+    }
+    return lines.sorted()
+}
+
+@Test("the default negotiation's picks on every corpus camera match Fixtures/corpus/expected/default.txt")
+func corpusPicksMatchTheCheckedInTable() throws {
+    let actual = try corpusTable()
+    // CORPUS_UPDATE=1 rewrites the table (review the diff before committing it).
+    if ProcessInfo.processInfo.environment["CORPUS_UPDATE"] == "1" {
+        try (actual.joined(separator: "\n") + "\n").write(toFile: corpusExpectedDefault, atomically: true, encoding: .utf8)
+    }
+    let text = try #require(String(data: try #require(FileManager.default.contents(atPath: corpusExpectedDefault)), encoding: .utf8))
+    let expected = text.split(separator: "\n").map(String.init).filter { !$0.hasPrefix("#") }
+    let gone = Set(expected).subtracting(actual), new = Set(actual).subtracting(expected)
+    let moved = Set((gone.union(new)).map { String($0.prefix { $0 != " " }) }).sorted()
+    let diff = (gone.sorted().map { "- " + $0 } + new.sorted().map { "+ " + $0 }).joined(separator: "\n")
+    #expect(moved.isEmpty, "negotiation moved on \(moved.count) corpus cameras: \(moved.joined(separator: ", "))\n\(diff)")
+}
+
+@Test("a corpus folder that cannot be read, holds no fixture file, or holds a bad one is an error naming it")
+func corpusErrorsNameTheFolderOrFile() throws {
+    let dir = scratchDirectory("corpus-errors")
+    #expect(throws: FixtureParseError.self) { try CameraCorpus.load(directory: dir + "/missing") }
+    do {
+        _ = try CameraCorpus.load(directory: dir)
+        Issue.record("an empty folder loaded")
+    } catch { #expect(error.message.contains("no fixture files"), "\(error)") }
+    try "\t[0]: 'YUYV' (YUYV 4:2:2)\n\t\tSize: Discrete 0x480\n".write(toFile: dir + "/bad.txt", atomically: true, encoding: .utf8)
+    do {
+        _ = try CameraCorpus.load(directory: dir)
+        Issue.record("a bad file loaded")
+    } catch { #expect(error.file.hasSuffix("/bad.txt") && error.line == 2, "\(error)") }
+}
+
+@Test("a corpus pick names the conversion, and a camera with nothing convertible is a row saying why")
+func corpusPicksNameConversionsAndFailures() throws {
+    let cameras = try CameraCorpus.load(directory: corpusDir)
+    let picks = CameraCorpus.picks(cameras, target: FrameSize(width: 1280, height: 720), fpsLimit: 30)
+    #expect(picks.count == cameras.count)
+    for p in picks {
+        if let s = p.selection {
+            #expect(p.conversionText == CameraCorpus.conversion(for: s.pixelFormat))
+            #expect(s.pixelFormat.isConvertibleToI420)
+        } else {
+            #expect(p.failure?.hasPrefix("no convertible format (") == true, "\(p.camera): \(p.failure ?? "nil")")
+        }
+    }
+    #expect(CameraCorpus.conversion(for: .mjpeg) == "decode JPEG" && CameraCorpus.conversion(for: .i420) == "none")
+    #expect(CameraCorpus.conversion(for: .yuyv) == "convert YUYV" && CameraCorpus.conversion(for: .h264) == "passthrough")
+    let json = CameraCorpus.json(picks)
+    #expect(json.hasPrefix("[{\"camera\": ") && json.hasSuffix("}]\n"))
+    let rows = CameraCorpus.text(picks).split(separator: "\n")
+    #expect(rows.count == picks.count + 1 && rows[0].hasPrefix("CAMERA"))
+}
