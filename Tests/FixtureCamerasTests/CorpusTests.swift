@@ -17,7 +17,8 @@ func corpusFilesParseAndCarryProvenance() throws {
     #expect(cameras.count >= 50, "the corpus holds \(cameras.count) cameras")
     for c in cameras {
         #expect(!c.camera.formats.isEmpty, "\(c.name): no format")
-        let text = try #require(String(data: try #require(FileManager.default.contents(atPath: c.path)), encoding: .utf8))
+        let data = try #require(FileManager.default.contents(atPath: c.path))
+        let text = try #require(String(data: data, encoding: .utf8))
         let header = text.split(separator: "\n", omittingEmptySubsequences: false).prefix { $0.hasPrefix("# ") }
         #expect(header.contains { $0.hasPrefix("# Camera: ") }, "\(c.name): no \"# Camera:\" line at the top")
         #expect(header.contains { $0.hasPrefix("# Source: ") && ($0.contains("https://") || $0.contains("github.com")) }, "\(c.name): no source")
@@ -60,7 +61,8 @@ func corpusPicksMatchTheCheckedInTable() throws {
     if ProcessInfo.processInfo.environment["CORPUS_UPDATE"] == "1" {
         try (actual.joined(separator: "\n") + "\n").write(toFile: corpusExpectedDefault, atomically: true, encoding: .utf8)
     }
-    let text = try #require(String(data: try #require(FileManager.default.contents(atPath: corpusExpectedDefault)), encoding: .utf8))
+    let data = try #require(FileManager.default.contents(atPath: corpusExpectedDefault))
+    let text = try #require(String(data: data, encoding: .utf8))
     let expected = text.split(separator: "\n").map(String.init).filter { !$0.hasPrefix("#") }
     let gone = Set(expected).subtracting(actual), new = Set(actual).subtracting(expected)
     let moved = Set((gone.union(new)).map { String($0.prefix { $0 != " " }) }).sorted()
