@@ -18,7 +18,8 @@ struct Camcap: AsyncParsableCommand {
             DEVICES are V4L2 nodes (/dev/video0), built-in fixture cameras (fixture:NAME, see `camcap devices`), or the path of a \
             fixture file: a JSON camera description or the text of `v4l2-ctl --list-formats-ext`.
 
-            Negotiation picks the size closest to the target, then the highest frame rate up to the limit, then the cheapest conversion to I420.
+            Negotiation picks the size closest to the target, then the highest frame rate up to the limit, then the cheapest conversion to I420. \
+            `camcap select --corpus Fixtures/corpus -s 1280x720` shows the pick on each of 57 real cameras.
             """,
         version: versionText,
         subcommands: [

@@ -14,7 +14,8 @@ import TestSupport
         #expect(rows.count == files.count + 1, "a header and one row per camera: \(rows.count) rows for \(files.count) files")
         #expect(rows.first?.hasPrefix("CAMERA") == true)
         // The MS2109 HDMI dongle gives 720p30 only in MJPEG; the Jetson IMX219 has nothing convertible.
-        #expect(rows.contains { $0.hasPrefix("ms2109-usb-hdmi-dongle ") && $0.contains("MJPG 1280x720@30") && $0.hasSuffix("decode JPEG") }, "\(r.out)")
+        #expect(
+            rows.contains { $0.hasPrefix("ms2109-usb-hdmi-dongle ") && $0.contains("MJPG 1280x720@30") && $0.hasSuffix("decode JPEG") }, "\(r.out)")
         #expect(rows.contains { $0.hasPrefix("jetson-imx219-rg10 ") && $0.contains("no convertible format (RG10)") }, "\(r.out)")
         let json = try sh(camcap, ["select", "--corpus", corpus, "--size", "640x480", "--json"])
         let parsed = try #require(try JSONSerialization.jsonObject(with: Data(json.out.utf8)) as? [[String: Any]])

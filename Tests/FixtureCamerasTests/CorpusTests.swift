@@ -93,7 +93,8 @@ func corpusPicksNameConversionsAndFailures() throws {
     for p in picks {
         if let s = p.selection {
             #expect(p.conversionText == CameraCorpus.conversion(for: s.pixelFormat))
-            #expect(s.pixelFormat.isConvertibleToI420)
+            // Converted to I420, or a camera's own H.264 passed through (an H.264-only node).
+            #expect(s.pixelFormat.isConvertibleToI420 || s.pixelFormat == .h264, "\(p.camera): \(s)")
         } else {
             #expect(p.failure?.hasPrefix("no convertible format (") == true, "\(p.camera): \(p.failure ?? "nil")")
         }
@@ -104,4 +105,31 @@ func corpusPicksNameConversionsAndFailures() throws {
     #expect(json.hasPrefix("[{\"camera\": ") && json.hasSuffix("}]\n"))
     let rows = CameraCorpus.text(picks).split(separator: "\n")
     #expect(rows.count == picks.count + 1 && rows[0].hasPrefix("CAMERA"))
+}
+
+@Test("a listed range reaching past CaptureLimits keeps its maximum within them, on its step grid; a discrete size past them is an error")
+func listedRangesBeyondTheLimitsAreClamped() throws {
+    func range(_ line: String) throws -> FrameSizeRange {
+        try #require(try CameraDescription.parse("\t[0]: 'NV12' (Y/UV 4:2:0)\n\t\tSize: \(line)\n", file: "r.txt").formats.first).size
+    }
+    // Raspberry Pi unicam and the Pi 5 ISP, as they print it.
+    #expect(
+        try range("Stepwise 16x16 - 16376x16376 with step 1/1")
+            == .stepwise(min: FrameSize(width: 16, height: 16), max: FrameSize(width: 8192, height: 8192), step: FrameSize(width: 1, height: 1)))
+    #expect(
+        try range("Stepwise 32x32 - 65535x65535 with step 2/2")
+            == .stepwise(min: FrameSize(width: 32, height: 32), max: FrameSize(width: 8192, height: 8192), step: FrameSize(width: 2, height: 2)))
+    #expect(
+        try range("Stepwise 35x16 - 20000x100 with step 8/4")
+            == .stepwise(min: FrameSize(width: 35, height: 16), max: FrameSize(width: 16379, height: 100), step: FrameSize(width: 8, height: 4)))
+    #expect(
+        try range("Continuous 2x2 - 4294967295x4294967295")
+            == .continuous(min: FrameSize(width: 2, height: 2), max: FrameSize(width: 8192, height: 8192)))
+    // Within the limits nothing changes.
+    #expect(
+        try range("Stepwise 32x16 - 800x600 with step 8/8")
+            == .stepwise(min: FrameSize(width: 32, height: 16), max: FrameSize(width: 800, height: 600), step: FrameSize(width: 8, height: 8)))
+    for bad in ["Discrete 16384x16384", "Stepwise 10000x10000 - 20000x20000 with step 2/2", "Continuous 2x2 - 4294967296x2"] {
+        #expect(throws: FixtureParseError.self, "\(bad)") { try range(bad) }
+    }
 }
