@@ -64,10 +64,28 @@ func corpusPicksMatchTheCheckedInTable() throws {
     let data = try #require(FileManager.default.contents(atPath: corpusExpectedDefault))
     let text = try #require(String(data: data, encoding: .utf8))
     let expected = text.split(separator: "\n").map(String.init).filter { !$0.hasPrefix("#") }
+    let (moved, diff) = corpusDiff(expected: expected, actual: actual)
+    #expect(moved.isEmpty, "negotiation moved on \(moved.count) corpus cameras: \(moved.joined(separator: ", "))\n\(diff)")
+}
+
+/// The cameras whose lines differ between two tables, and a `-`/`+` diff of those lines.
+func corpusDiff(expected: [String], actual: [String]) -> (moved: [String], diff: String) {
     let gone = Set(expected).subtracting(actual), new = Set(actual).subtracting(expected)
     let moved = Set((gone.union(new)).map { String($0.prefix { $0 != " " }) }).sorted()
-    let diff = (gone.sorted().map { "- " + $0 } + new.sorted().map { "+ " + $0 }).joined(separator: "\n")
-    #expect(moved.isEmpty, "negotiation moved on \(moved.count) corpus cameras: \(moved.joined(separator: ", "))\n\(diff)")
+    return (moved, (gone.sorted().map { "- " + $0 } + new.sorted().map { "+ " + $0 }).joined(separator: "\n"))
+}
+
+@Test("a pick that moves is reported with its camera and both lines; an unchanged table reports nothing")
+func corpusDiffNamesTheCamerasAPickMoved() throws {
+    let actual = try corpusTable()
+    #expect(corpusDiff(expected: actual, actual: actual).moved.isEmpty)
+    // As if negotiation had taken YUYV 1280x720 at 10 fps on the C920 instead of MJPEG at 30.
+    let line = try #require(actual.first { $0.hasPrefix("logitech-c920-h264 1280x720@30: ") })
+    let edited = actual.map { $0 == line ? "logitech-c920-h264 1280x720@30: YUYV 1280x720@10 [convert YUYV]" : $0 }
+    let (moved, diff) = corpusDiff(expected: edited, actual: actual)
+    #expect(moved == ["logitech-c920-h264"])
+    #expect(diff == "- logitech-c920-h264 1280x720@30: YUYV 1280x720@10 [convert YUYV]\n+ " + line)
+    #expect(line == "logitech-c920-h264 1280x720@30: MJPG 1280x720@30 [decode JPEG]")
 }
 
 @Test("a corpus folder that cannot be read, holds no fixture file, or holds a bad one is an error naming it")
