@@ -179,7 +179,7 @@ let package = Package(
         // re-plans the build and reruns EmbedFixtures.
         .target(
             name: "FixtureFiles", path: "Fixtures",
-            exclude: ["README.md", "cameras", "v4l2", "json", "h264", "mjpeg", "rtcp", "rtsp", "sdp", "webrtc", "quirks", "negotiation"],
+            exclude: ["README.md", "cameras", "corpus", "v4l2", "json", "h264", "mjpeg", "rtcp", "rtsp", "sdp", "webrtc", "quirks", "negotiation"],
             sources: ["FixtureFiles.swift"]),
         .target(name: "TestSupport", dependencies: ["FixtureFiles", "VideoCaptureCommons"], path: "Tests/TestSupport"),
         // Test pictures, ffmpeg as the reference and the shipped fixture files, for the tests of pictures and cameras.

@@ -107,8 +107,9 @@ package func readFixtureFile(_ path: String) throws(FixtureParseError) -> String
 extension CameraDescription {
     /// Both styles v4l2-ctl has printed: `[0]: 'YUYV' (YUYV 4:2:2)` and the older
     /// `Index : 0` / `Pixel Format: 'YUYV'` / `Name : YUYV 4:2:2`. Lines that are neither a format, a size
-    /// nor an interval (driver info, controls) are ignored, so a whole bug-report paste works. Lines end in
-    /// LF, CRLF or CR.
+    /// nor an interval (driver info, controls) are ignored, so a whole bug-report paste works, and so are the `# `
+    /// lines the corpus files start with (`# Camera:`, `# Source:`). A range's maximum beyond `CaptureLimits` is
+    /// brought within them (`clampedMaximum`). Lines end in LF, CRLF or CR.
     static func parseListing(_ text: Substring, file: String) throws(FixtureParseError) -> CameraDescription {
         var name = ""
         var formats: [CaptureFormat] = []
@@ -246,17 +247,38 @@ extension CameraDescription {
         return (pf, desc)
     }
 
-    /// `WxH` with both sides 1...`CaptureLimits.maxDimension`.
-    private static func parseSize(_ text: some StringProtocol, _ err: (String) -> FixtureParseError) throws(FixtureParseError) -> FrameSize {
+    /// `WxH` with both sides 1...`limit` (`CaptureLimits.maxDimension` unless a range's maximum is read).
+    private static func parseSize(_ text: some StringProtocol, upTo limit: Int = CaptureLimits.maxDimension, _ err: (String) -> FixtureParseError)
+        throws(FixtureParseError) -> FrameSize
+    {
         let parts = text.split(separator: "x", omittingEmptySubsequences: false)
         guard parts.count == 2, let w = Int(parts[0]), let h = Int(parts[1]) else {
             throw err("expected a size WIDTHxHEIGHT, found \(excerpt(text))")
         }
         guard w > 0, h > 0 else { throw err("size \(w)x\(h) must be positive") }
-        guard w <= CaptureLimits.maxDimension, h <= CaptureLimits.maxDimension else {
-            throw err("size \(w)x\(h) is too large: width and height are at most \(CaptureLimits.maxDimension)")
-        }
+        guard w <= limit, h <= limit else { throw err("size \(w)x\(h) is too large: width and height are at most \(limit)") }
         return FrameSize(width: w, height: h)
+    }
+
+    /// The largest a range's maximum may be as a driver prints it (`struct v4l2_frmsize_stepwise` holds 32-bit sides).
+    static let largestListedRangeSide = Int(UInt32.max)
+
+    /// A range's maximum as the listing parser keeps it: drivers print ranges that reach past `CaptureLimits`
+    /// (Raspberry Pi unicam 16376x16376, the Pi 5 ISP 65535x65535) although every size a capture can use is within
+    /// them, so the maximum is brought within the limits (each side at most `CaptureLimits.maxDimension`, and both at
+    /// most 8192 when the area would pass `CaptureLimits.maxPixels`), onto the range's step grid; never below `min`.
+    static func clampedMaximum(_ hi: FrameSize, min lo: FrameSize, step: FrameSize?) -> FrameSize {
+        var w = Swift.min(hi.width, CaptureLimits.maxDimension), h = Swift.min(hi.height, CaptureLimits.maxDimension)
+        if w * h > CaptureLimits.maxPixels {
+            let side = 1 << 13 // 8192: the square of side² == maxPixels
+            w = Swift.min(w, side)
+            h = Swift.min(h, side)
+        }
+        if let step, step.width > 0, step.height > 0 {
+            if w > lo.width { w = lo.width + (w - lo.width) / step.width * step.width }
+            if h > lo.height { h = lo.height + (h - lo.height) / step.height * step.height }
+        }
+        return FrameSize(width: Swift.max(w, Swift.min(lo.width, hi.width)), height: Swift.max(h, Swift.min(lo.height, hi.height)))
     }
 
     /// A whole size entry within `CaptureLimits` (for a range: its largest size).
@@ -284,18 +306,19 @@ extension CameraDescription {
                 throw err("expected \"Size: Stepwise WxH - WxH with step W/H\", found \(excerpt("Size: " + text))")
             }
             let stepText = words[6]
-            let lo = try parseSize(words[1], err), hi = try parseSize(words[3], err)
+            let lo = try parseSize(words[1], err), listedHi = try parseSize(words[3], upTo: largestListedRangeSide, err)
             let st = stepText.split(separator: "/", omittingEmptySubsequences: false)
             guard st.count == 2, let sw = Int(st[0]), let sh = Int(st[1]), sw > 0, sh > 0,
                 sw <= CaptureLimits.maxDimension, sh <= CaptureLimits.maxDimension
             else {
                 throw err("expected a step W/H of 1...\(CaptureLimits.maxDimension) each, found \(excerpt(stepText))")
             }
-            return try checkedRange(.stepwise(min: lo, max: hi, step: FrameSize(width: sw, height: sh)), err)
+            let step = FrameSize(width: sw, height: sh)
+            return try checkedRange(.stepwise(min: lo, max: clampedMaximum(listedHi, min: lo, step: step), step: step), err)
         case "Continuous":
             guard words.count >= 4, words[2] == "-" else { throw err("expected \"Size: Continuous WxH - WxH\", found \(excerpt("Size: " + text))") }
-            let lo = try parseSize(words[1], err), hi = try parseSize(words[3], err)
-            return try checkedRange(.continuous(min: lo, max: hi), err)
+            let lo = try parseSize(words[1], err), listedHi = try parseSize(words[3], upTo: largestListedRangeSide, err)
+            return try checkedRange(.continuous(min: lo, max: clampedMaximum(listedHi, min: lo, step: nil)), err)
         default:
             throw err("expected Discrete, Stepwise or Continuous after \"Size:\", found \(excerpt(text))")
         }

@@ -323,6 +323,16 @@ extension PixelFormat {
             ("MJPG", "Motion-JPEG"), ("JPEG", "JFIF JPEG"), ("H264", "H.264"), ("HEVC", "HEVC"), ("VP80", "VP8"),
             ("VP90", "VP9"), ("MPG2", "MPEG-2 ES"), ("MPG4", "MPEG-4 part 2 ES"), ("H263", "H.263"),
             ("Z16 ", "16-bit Depth"), ("Y8I ", "Interleaved 8-bit Greyscale"), ("INZI", "Planar 10:16 Greyscale Depth"),
+            // What CSI receivers (Raspberry Pi unicam) list: MIPI-packed Bayer and greyscale, 14-bit Bayer.
+            ("BG14", "14-bit Bayer BGBG/GRGR"), ("GB14", "14-bit Bayer GBGB/RGRG"), ("GR14", "14-bit Bayer GRGR/BGBG"),
+            ("RG14", "14-bit Bayer RGRG/GBGB"), ("pBAA", "10-bit Bayer BGBG/GRGR Packed"), ("pGAA", "10-bit Bayer GBGB/RGRG Packed"),
+            ("pgAA", "10-bit Bayer GRGR/BGBG Packed"), ("pRAA", "10-bit Bayer RGRG/GBGB Packed"), ("pBCC", "12-bit Bayer BGBG/GRGR Packed"),
+            ("pGCC", "12-bit Bayer GBGB/RGRG Packed"), ("pgCC", "12-bit Bayer GRGR/BGBG Packed"), ("pRCC", "12-bit Bayer RGRG/GBGB Packed"),
+            ("pBEE", "14-bit Bayer BGBG/GRGR Packed"), ("pGEE", "14-bit Bayer GBGB/RGRG Packed"), ("pgEE", "14-bit Bayer GRGR/BGBG Packed"),
+            ("pREE", "14-bit Bayer RGRG/GBGB Packed"), ("Y14 ", "14-bit Greyscale"), ("Y10P", "10-bit Greyscale (MIPI Packed)"),
+            ("Y12P", "12-bit Greyscale (MIPI Packed)"), ("Y14P", "14-bit Greyscale (MIPI Packed)"),
+            // Rockchip's ISP (rkisp, vendor kernels) lists its frame-buffer-compressed output.
+            ("FBCG", "Rockchip fbc gain"),
         ]
         var d: [PixelFormat: String] = [:]
         for (code, name) in table { d[PixelFormat.code(spelling: code)!] = name }

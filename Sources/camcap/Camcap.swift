@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import VideoCapture
 import VideoProcessing
+import FixtureCameras
 import V4L2Capture
 import WHEPServer
 import RTSPServer
@@ -17,7 +18,8 @@ struct Camcap: AsyncParsableCommand {
             DEVICES are V4L2 nodes (/dev/video0), built-in fixture cameras (fixture:NAME, see `camcap devices`), or the path of a \
             fixture file: a JSON camera description or the text of `v4l2-ctl --list-formats-ext`.
 
-            Negotiation picks the size closest to the target, then the highest frame rate up to the limit, then the cheapest conversion to I420.
+            Negotiation picks the size closest to the target, then the highest frame rate up to the limit, then the cheapest conversion to I420. \
+            `camcap select --corpus Fixtures/corpus -s 1280x720` shows the pick on each of 57 real cameras.
             """,
         version: versionText,
         subcommands: [
@@ -96,11 +98,17 @@ struct Select: CamcapCommand {
         discussion: """
             Rules: closest size (|w-W| + |h-H|), then the highest fps up to the limit (or the lowest above), then the cheapest conversion.
 
+            With --corpus DIR instead of --device, every fixture file in DIR (*.txt, *.json) is negotiated and one row per camera \
+            is printed: camera, chosen mode, conversion (none, decode JPEG, convert FOURCC) or why nothing could be picked. \
+            Example: camcap select --corpus Fixtures/corpus --size 1280x720 --fps-limit 30
+
             --policy NAME answers what another stack would pick for the same request, each written from the rules in its source \
             (where a stack leaves the size or rate to the driver, the driver is modelled from the listing as vivid answers):
             \(SelectionPolicy.allCases.map { "  \($0.rawValue): \($0.summary).\n    Source: \($0.source)." }.joined(separator: "\n"))
             """)
-    @Option(name: .shortAndLong, help: "Device: \(deviceHelp).") var device: String
+    @Option(name: .shortAndLong, help: "Device: \(deviceHelp) (or --corpus).") var device: String?
+    @Option(help: ArgumentHelp("A folder of fixture files: negotiate on every camera in it, one row each (instead of --device).", valueName: "dir"))
+    var corpus: String?
     @Option(name: .shortAndLong, help: "Target size (or --constraints).") var size: FrameSize?
     @Option(help: ArgumentHelp(constraintsHelp, valueName: "json"), transform: parseConstraints) var constraints: VideoConstraints?
     @Option(help: ArgumentHelp(fpsHelp, valueName: "fps"), transform: parseRateLimit) var fpsLimit: Fraction = 30
@@ -123,9 +131,14 @@ struct Select: CamcapCommand {
         if constraints != nil && explain { throw ValidationError("--explain explains --size negotiation; with --constraints the choice is printed") }
         if policy != nil && (constraints != nil || explain) { throw ValidationError("--policy takes --size (not --constraints or --explain)") }
         if caps != nil && policy == nil { throw ValidationError("--caps is GStreamer's filter: give it with --policy gstreamer or all") }
+        guard (device == nil) != (corpus == nil) else { throw ValidationError("give --device or --corpus (one of them)") }
+        if corpus != nil && explain { throw ValidationError("--explain explains one camera; give --device instead of --corpus") }
+        if corpus != nil && policy != nil { throw ValidationError("--policy answers for one camera; give --device instead of --corpus") }
     }
 
     func execute() async throws {
+        if let corpus { return try printCorpus(corpus) }
+        guard let device else { return }
         let capturer = makeCapturer(), camera = try capturer.device(device)
         if let policy, let size {
             let formats = try capturer.supportedFormats(for: camera)
@@ -162,6 +175,18 @@ struct Select: CamcapCommand {
         }
         let sel = try capturer.selectFormat(for: camera, targetSize: size, fpsLimit: fpsLimit, pixelFormats: pixelFormat ?? [])
         print(json ? FormatListing.json(sel) : FormatListing.text(sel))
+    }
+
+    /// One row per camera of the corpus folder; a camera with nothing to pick is a row saying why, not an error.
+    private func printCorpus(_ directory: String) throws {
+        let cameras = try CameraCorpus.load(directory: directory)
+        let picks =
+            if let constraints {
+                CameraCorpus.picks(cameras, constraints: constraints, fpsLimit: fpsLimit)
+            } else if let size {
+                CameraCorpus.picks(cameras, target: size, fpsLimit: fpsLimit, pixelFormats: pixelFormat ?? [])
+            } else { [CameraCorpus.Pick]() }
+        print(json ? CameraCorpus.json(picks) : CameraCorpus.text(picks), terminator: "")
     }
 }
 
