@@ -65,7 +65,7 @@ let package = Package(
         // The built-in cameras (Fixtures/cameras/*.json|txt) are compiled in at build time by the EmbedFixtures plugin.
         .target(
             name: "FixtureCameras",
-            dependencies: ["VideoCapture", "VideoProcessing", "H264", "SystemIO"],
+            dependencies: ["VideoCapture", "VideoProcessing", "H264", "SystemIO", "VideoCaptureCommons"],
             exclude: ["README.md"],
             swiftSettings: upcoming,
             plugins: ["EmbedFixtures"]),

@@ -90,6 +90,9 @@ func refusalPromises() -> [RefusalPromise] {
                 .test(file: "Tests/CamcapTests/PipeTests.swift", function: "aRecordingGoesToStandardOutputAsAnnexBOrFragmentedMP4"),
             ]),
         RefusalPromise(
+            file: "docs/cameras.md", sentence: "The trace replays the mode it recorded only: another size or format is refused",
+            checks: [.test(file: "Tests/CamcapTests/ProcessingCLITests.swift", function: "aRecordedTraceReplaysTheSamePictures")]),
+        RefusalPromise(
             file: "docs/cameras.md", sentence: "Its access units are then **passed through**",
             checks: [.test(file: "Tests/CamcapTests/PassthroughTests.swift", function: "whatNeedsPicturesIsRefusedByName")]),
         RefusalPromise(
