@@ -3,6 +3,7 @@
 #   Scripts/fuzz.sh [SECONDS_PER_TARGET]      default 60 (what CI runs); e.g. 600 for a long pass
 #   FUZZ_TARGETS="FuzzJSON FuzzSPS" Scripts/fuzz.sh 30      only some targets
 #   FUZZ_JOBS=2 Scripts/fuzz.sh 600                            targets run two at a time
+#   FUZZ_BUILD_ONLY=1 Scripts/fuzz.sh                          build the targets only
 # Targets live in Fuzz/ (a sub-package: one executable per parser, each defining LLVMFuzzerTestOneInput),
 # built with -sanitize=fuzzer,address into .build-fuzz. Seeds: the target's folders of Fixtures/ (seeds_of below;
 # read only; every crash ever found is kept there; Fixtures/README.md). New coverage goes to
@@ -19,6 +20,11 @@ scratch=.build-fuzz
 swift build --package-path Fuzz --scratch-path "$scratch" -c release \
   -Xswiftc -sanitize=fuzzer,address -Xswiftc -Xclang-linker -Xswiftc -fuse-ld=lld 2>&1 | grep -vE "ld.gold: warning: Cannot export local symbol|^\[" || true
 bin=$(swift build --package-path Fuzz --scratch-path "$scratch" -c release --show-bin-path)
+# FUZZ_BUILD_ONLY=1: build the targets and stop (Scripts/test.sh builds them while DocC runs, and fuzzes later).
+if [ "${FUZZ_BUILD_ONLY:-0}" = "1" ]; then
+  for t in "${targets[@]}"; do [ -x "$bin/$t" ] || { echo "fuzz: no target $t in $bin" >&2; exit 2; }; done
+  exit 0
+fi
 # (lld: gold fails with an internal error on the sanitizer-coverage sections of these binaries)
 
 # The seed folders of each target, all in Fixtures/ (the one home of the fixture data; the built-in cameras seed

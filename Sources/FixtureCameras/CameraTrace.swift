@@ -352,13 +352,7 @@ final class TraceStream: CaptureStream, Sendable {
         if let thread = thread.withLock({ $0 }) { thread.stop() } else { stopFlag.set() }
     }
 
-    private func sleepUntil(_ ns: Int64) {
-        while !stopFlag.isSet {
-            let now = monotonicNanoseconds()
-            if now >= ns { return }
-            Sleep.until(monotonicNs: min(ns, now &+ 100_000_000))
-        }
-    }
+    private func sleepUntil(_ ns: Int64) { FixtureStream.sleep(until: ns, unless: stopFlag) }
 
     private func run() {
         var storages: [FrameStorage] = []

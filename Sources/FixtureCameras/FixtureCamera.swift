@@ -355,8 +355,11 @@ final class FixtureStream: CaptureStream, Sendable {
 
     /// Sleeps until `ns` on the monotonic clock, in slices of at most 100 ms, so that a stop is seen within one (a
     /// camera slower than 1 fps used to ignore Ctrl-C until its next frame).
-    private func sleepUntil(_ ns: Int64) {
-        while !stopFlag.isSet {
+    private func sleepUntil(_ ns: Int64) { FixtureStream.sleep(until: ns, unless: stopFlag) }
+    /// Sleeps until `ns` on the monotonic clock in slices of at most 100 ms, returning early once `stop` is set (a
+    /// simulated camera's thread: the fixture's and a replayed trace's).
+    static func sleep(until ns: Int64, unless stop: StopFlag) {
+        while !stop.isSet {
             let now = monotonicNanoseconds()
             if now >= ns { return }
             Sleep.until(monotonicNs: min(ns, now &+ 100_000_000))

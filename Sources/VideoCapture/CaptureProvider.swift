@@ -26,7 +26,7 @@ public extension CaptureDeviceProvider {
 }
 
 /// What to ask the device for.
-public struct StreamRequest: Sendable, Hashable {
+public struct StreamRequest: Sendable, Hashable, CustomStringConvertible {
     /// The pixel format to set.
     public var pixelFormat: PixelFormat
     /// The exact size to set (one the format entry offers).
@@ -39,6 +39,8 @@ public struct StreamRequest: Sendable, Hashable {
         self.size = size
         self.fps = fps
     }
+    /// `YUYV 640x480 @ 25 fps`.
+    public var description: String { "\(pixelFormat) \(size) @ \(fps) fps" }
 }
 
 /// Why a frame did not reach the consumers.

@@ -5,22 +5,7 @@
 
 /// A camera mode as a device reports it: pixel format, size and frame rate (a device's current format, or what a
 /// stack negotiated).
-public struct CameraMode: Hashable, Sendable, CustomStringConvertible {
-    /// The pixel format.
-    public var pixelFormat: PixelFormat
-    /// The frame size.
-    public var size: FrameSize
-    /// The frame rate, in frames per second.
-    public var fps: Fraction
-    /// A mode from its parts.
-    public init(pixelFormat: PixelFormat, size: FrameSize, fps: Fraction) {
-        self.pixelFormat = pixelFormat
-        self.size = size
-        self.fps = fps
-    }
-    /// `YUYV 640x480 @ 25 fps`.
-    public var description: String { "\(pixelFormat) \(size) @ \(fps) fps" }
-}
+public typealias CameraMode = StreamRequest
 
 /// A GStreamer caps filter as `gst-launch-1.0` takes it between `v4l2src` and its peer: one structure, its media
 /// type and fixed fields (`video/x-raw,format=YUY2,width=1280,height=720,framerate=30/1`). Ranges and lists are
