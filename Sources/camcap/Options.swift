@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import SystemIO
 import VideoCapture
+import VideoProcessing
 import CapturePipeline
 import V4L2Capture
 import FixtureCameras
@@ -62,6 +63,11 @@ struct CaptureOptions: ParsableArguments {
         help: ArgumentHelp("Anti-flicker filter set on start (where the camera has it).", valueName: "50|60|auto|off"),
         transform: parsing(PowerLineFrequency.init(argument:), "--power-line must be 50, 60, auto or off")) var powerLine: PowerLineFrequency?
     @Flag(name: .shortAndLong, help: "No progress line and no start line.") var quiet = false
+    @Option(
+        help: ArgumentHelp(
+            "Publish the converted I420 frames to local readers through shared memory (a frame tap; Examples/FrameTap/frametap.py reads it): its socket is $XDG_RUNTIME_DIR/camcap-tap-NAME.sock (else /tmp), or NAME itself when it has a '/'.",
+            valueName: "name"))
+    var tap: String?
 
     func validate() throws {
         if let g = giveUpAfter, !(g.isFinite && g > 0 && g <= 31 * 86_400) {
@@ -72,6 +78,7 @@ struct CaptureOptions: ParsableArguments {
         }
         guard (0...64).contains(noise) else { throw ValidationError("--noise must be 0...64, got \(noise)") }
         if let n = fixtureDisconnectAfter, n < 0 { throw ValidationError("--fixture-disconnect-after must be >= 0") }
+        if let tap { _ = try validating { try FrameTap.socketPath(name: tap, runtimeDirectory: nil) } }
         try validating { try configuration().validate() }
     }
 
@@ -213,6 +220,12 @@ extension CaptureOptions {
         if let hotplug {
             let (events, mayBeBack) = (hotplug.events, session.cameraMayBeBackAction)
             Task { for await event in events { if case .connected = event { mayBeBack() } } }
+        }
+        // --tap: the frame tap beside the other stages, its socket claimed before the camera starts.
+        let given = stages, stages: [any PictureStage]
+        do { stages = try tap.map { [try FrameTapStage(name: $0)] + given } ?? given } catch {
+            for s in given { s.discard() } // the files the command claimed are given up
+            throw error
         }
         // Ctrl-C or SIGTERM: the first finishes cleanly, a second exits (130); the signals are watched until the end.
         let (report, signals) = try await session.runStoppingOnSignals(stages: stages, afterwards: stop)
