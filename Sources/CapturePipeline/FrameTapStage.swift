@@ -2,8 +2,8 @@ import Foundation
 public import VideoCapture
 public import VideoProcessing
 
-/// Publishes every picture the encoders get into a ``FrameTap`` (shared memory that local processes read, see
-/// `FrameTap`), beside the other stages: one copy per picture, never waiting for a reader.
+/// Publishes every picture the encoders get into a `FrameTap` (shared memory that local processes read), beside
+/// the other stages: one copy per picture, never waiting for a reader.
 ///
 /// It keeps the camera running while a reader is connected (``wantsPictures``), and a reader who connects while a
 /// server's camera is released for want of viewers starts it again.

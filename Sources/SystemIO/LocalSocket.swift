@@ -250,7 +250,8 @@ package enum SharedMemory {
         typealias MemfdCreate = @convention(c) (UnsafePointer<CChar>, UInt32) -> Int32
         guard let symbol = memfdCreateSymbol else { throw SystemError("memfd_create", errno: ENOSYS) }
         let create = unsafeBitCast(symbol, to: MemfdCreate.self)
-        let fd = FileDescriptor(rawValue: try SystemCall.retrying("memfd_create") { create(name, 0x0001 | 0x0002) }) // MFD_CLOEXEC | MFD_ALLOW_SEALING
+        let flags: UInt32 = 0x0001 | 0x0002 // MFD_CLOEXEC | MFD_ALLOW_SEALING
+        let fd = FileDescriptor(rawValue: try SystemCall.retrying("memfd_create") { create(name, flags) })
         do throws(SystemError) {
             try fd.truncate(to: length)
             // F_ADD_SEALS (1033): F_SEAL_SEAL (1) | F_SEAL_SHRINK (2) | F_SEAL_GROW (4).
