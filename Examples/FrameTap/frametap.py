@@ -13,7 +13,7 @@ reader let the writer overwrite. With copy=False the arrays are views of the rin
 `tap.still_valid(h)` after using them. The format is Examples/FrameTap/frametap.h; docs/processing.md tells more.
 
 As a program it hashes every frame it gets (SHA-256 of Y, U and V, the bytes a Y4M frame holds):
-    python3 frametap.py NAME [--frames N] [--out FILE] [--timeout SECONDS]
+    python3 frametap.py NAME [--frames N] [--out FILE] [--timeout SECONDS] [--views]
 one line per frame, "sequence timestamp_ns width height missed sha256", and a summary on standard error. It waits up
 to --timeout seconds (default 10) for the tap's socket, and ends when the tap stops.
 """
@@ -86,8 +86,14 @@ class FrameTap:
             raise FrameTapError("%s: a ring header that does not fit its %d bytes" % (self.path, size))
         self.size = size
 
+    def _release_map(self):
+        try:
+            self.mm.close()
+        except BufferError:
+            pass  # views (copy=False) still use it: it is unmapped when the last one goes
+
     def close(self):
-        self.mm.close()
+        self._release_map()
         self.sock.close()
 
     def __enter__(self):
@@ -168,15 +174,14 @@ class FrameTap:
         """After the ring retired: the tap's next ring (a larger picture), if the tap still runs."""
         old = self.generation
         try:
-            self.mm.close()
+            self._release_map()
             self.sock.close()
             self._connect()
         except (OSError, FrameTapError, ValueError):
             return False
         if self.generation <= old:
             return False
-        self.last_sequence = 0  # a new ring numbers on: read it from its oldest frame still there
-        latest = self.latest_sequence
+        latest = self.latest_sequence  # a new ring numbers on: read it from its oldest frame still there
         self.last_sequence = max(0, latest - self.slots + 1)
         return True
 
@@ -187,6 +192,8 @@ def main():
     parser.add_argument("--frames", type=int, help="stop after this many frames")
     parser.add_argument("--out", help="write the lines here (default: standard output)")
     parser.add_argument("--timeout", type=float, default=10, help="seconds to wait for the tap's socket")
+    parser.add_argument("--views", action="store_true",
+                        help="hash views of the ring (no copy at all), checking after each hash that the frame was not overwritten")
     args = parser.parse_args()
     path = socket_path(args.name)
     deadline = time.monotonic() + args.timeout
@@ -199,21 +206,27 @@ def main():
                 sys.exit("frametap: no tap at %s after %g s" % (path, args.timeout))
             time.sleep(0.01)
     out = open(args.out, "w") if args.out else sys.stdout
-    got = 0
+    got = torn = pending = 0
     with tap:
         print("frametap: connected to %s: %s" % (path, json.dumps(tap.hello)), file=sys.stderr, flush=True)
-        for y, u, v, h in tap.frames():
+        for y, u, v, h in tap.frames(copy=not args.views):
             digest = hashlib.sha256()
             for plane in (y, u, v):
-                digest.update(plane.tobytes())
+                digest.update(plane.data if plane.flags.c_contiguous else plane.tobytes())
+            if args.views and not tap.still_valid(h):
+                torn += 1  # overwritten while it was hashed: the hash is not the frame's (a missed frame)
+                pending += h["missed"] + 1
+                continue
+            h["missed"] += pending
+            pending = 0
             out.write("%d %d %d %d %d %s\n" % (h["sequence"], h["timestamp_ns"], h["width"], h["height"], h["missed"],
                                                digest.hexdigest()))
             out.flush()
             got += 1
             if args.frames is not None and got >= args.frames:
                 break
-        print("frametap: got %d frames, missed %d, last sequence %d" % (got, tap.missed_total, tap.last_sequence),
-              file=sys.stderr, flush=True)
+        print("frametap: got %d frames, missed %d, torn while used %d, last sequence %d"
+              % (got, tap.missed_total, torn, tap.last_sequence), file=sys.stderr, flush=True)
     if out is not sys.stdout:
         out.close()
 

@@ -46,42 +46,48 @@ private func tapLines(_ path: String) -> [TapLine] {
 }
 
 /// Starts the Python reader on `socket` (it waits for the socket to appear), its lines to `out`.
-private func startReader(_ socket: String, out: String) throws -> Process {
+private func startReader(_ socket: String, out: String, views: Bool = false) throws -> Process {
     let p = Process()
     p.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-    p.arguments = [frameTapPython, socket, "--out", out, "--timeout", "60"]
+    p.arguments = [frameTapPython, socket, "--out", out, "--timeout", "60"] + (views ? ["--views"] : [])
     p.standardError = FileHandle(forWritingAtPath: "/dev/null")
     try p.run()
     return p
 }
 
 @Suite(.serialized, .timeLimit(.minutes(3))) struct FrameTapCLITests {
-    /// Every frame the Python reader got is, byte for byte, the frame camcap wrote to its Y4M under the same number.
-    @Test(.enabled(if: numpyAvailable)) func thePythonReaderGetsTheFramesCamcapWrote() throws {
-        let socket = work + "/tap-judge.sock", out = work + "/tap-judge.txt", y4m = work + "/tap-judge.y4m"
-        try? FileManager.default.removeItem(atPath: out)
-        let reader = try startReader(socket, out: out)
-        defer { if reader.isRunning { reader.terminate() } }
-        // Real time (30 fps): the reader, polling every 2 ms with 8 slots, keeps up.
+    /// Every frame two Python readers got at once (one copying each frame out, one hashing views of the ring) is,
+    /// byte for byte, the frame camcap wrote to its Y4M under the same number.
+    @Test(.enabled(if: numpyAvailable)) func thePythonReadersGetTheFramesCamcapWrote() throws {
+        let socket = work + "/tap-judge.sock", y4m = work + "/tap-judge.y4m"
+        let outs = [work + "/tap-judge-copy.txt", work + "/tap-judge-views.txt"]
+        for out in outs { try? FileManager.default.removeItem(atPath: out) }
+        let readers = [try startReader(socket, out: outs[0]), try startReader(socket, out: outs[1], views: true)]
+        defer { for reader in readers where reader.isRunning { reader.terminate() } }
+        // Real time (30 fps): the readers, polling every 2 ms with 8 slots, keep up.
         let r = try sh(camcap, ["preview", "-d", "fixture:vivid", "-s", "320x180", "--frames", "60", "--tap", socket, "--y4m", y4m, "-q"])
         #expect(r.code == 0, "\(r.err)")
-        #expect(r.out.contains("tap:") && r.out.contains("\(socket) (60 frames published"), "\(r.out)")
-        reader.waitUntilExit() // the run's end retires the ring: the reader drains it and ends
-        #expect(reader.terminationStatus == 0)
+        #expect(r.out.contains("tap:") && r.out.contains("\(socket) (60 frames published, 2 readers)"), "\(r.out)")
+        for reader in readers {
+            reader.waitUntilExit() // the run's end retires the ring: the reader drains it and ends
+            #expect(reader.terminationStatus == 0)
+        }
         #expect(!FileManager.default.fileExists(atPath: socket), "the socket file is removed at the end")
         let reference = try y4mFrameHashes(y4m)
         #expect(reference.count == 60)
-        let lines = tapLines(out)
-        #expect(lines.count >= 45, "the reader got \(lines.count) of 60 frames")
-        for l in lines {
-            #expect((1...60).contains(l.sequence) && l.width == 320 && l.height == 180)
-            guard (1...reference.count).contains(l.sequence) else { continue }
-            #expect(l.hash == reference[l.sequence - 1], "frame \(l.sequence): the tap's bytes differ from the Y4M's")
-        }
-        // Numbers and capture times go up, and the gaps are the frames reported missed.
-        for (a, b) in zip(lines, lines.dropFirst()) {
-            #expect(b.sequence > a.sequence && b.timestamp > a.timestamp)
-            #expect(b.missed == b.sequence - a.sequence - 1, "frames \(a.sequence)…\(b.sequence): \(b.missed) reported missed")
+        for (out, kind) in zip(outs, ["copying", "hashing views"]) {
+            let lines = tapLines(out)
+            #expect(lines.count >= 45, "the reader \(kind) got \(lines.count) of 60 frames")
+            for l in lines {
+                #expect((1...60).contains(l.sequence) && l.width == 320 && l.height == 180)
+                guard (1...reference.count).contains(l.sequence) else { continue }
+                #expect(l.hash == reference[l.sequence - 1], "frame \(l.sequence) (\(kind)): the tap's bytes differ from the Y4M's")
+            }
+            // Numbers and capture times go up, and the gaps are the frames reported missed.
+            for (a, b) in zip(lines, lines.dropFirst()) {
+                #expect(b.sequence > a.sequence && b.timestamp > a.timestamp)
+                #expect(b.missed == b.sequence - a.sequence - 1, "frames \(a.sequence)…\(b.sequence) (\(kind)): \(b.missed) reported missed")
+            }
         }
     }
 
