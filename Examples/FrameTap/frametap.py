@@ -11,6 +11,9 @@ Each frame is copied once out of the ring (copy=True, the default) and checked a
 copy, so a frame the writer overwrote meanwhile is never returned: it counts in `missed` with the frames a slow
 reader let the writer overwrite. With copy=False the arrays are views of the ring (no copy at all): check
 `tap.still_valid(h)` after using them. The format is Examples/FrameTap/frametap.h; docs/processing.md tells more.
+Python has no memory fences: the seqlock's two loads and the copy between them are separate calls into C, which
+x86-64 keeps in order; a reader on a weakly ordered CPU (arm64) that must never take a torn frame uses the C header's
+acquire loads and fence.
 
 As a program it hashes every frame it gets (SHA-256 of Y, U and V, the bytes a Y4M frame holds):
     python3 frametap.py NAME [--frames N] [--out FILE] [--timeout SECONDS] [--views]
