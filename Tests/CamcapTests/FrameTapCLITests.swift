@@ -130,6 +130,27 @@ private func startReader(_ socket: String, out: String, views: Bool = false) thr
         for l in lines where (1...reference.count).contains(l.sequence) { #expect(l.hash == reference[l.sequence - 1], "frame \(l.sequence)") }
     }
 
+    /// The C header compiles (C11) and puts every field where the Swift writer puts it.
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/gcc"))) func theCHeaderMatchesTheLayout() throws {
+        let checks = [
+            ("header", "magic", 0), ("header", "version", 4), ("header", "header_size", 8), ("header", "slot_count", 12),
+            ("header", "slot_size", 16), ("header", "slot_header_size", 24), ("header", "generation", 28), ("header", "latest_sequence", 32),
+            ("header", "flags", 40), ("header", "writer_pid", 44), ("header", "total_size", 48), ("header", "max_data_size", 56),
+            ("slot", "seqlock", 0), ("slot", "sequence", 8), ("slot", "timestamp_ns", 16), ("slot", "camera_sequence", 24), ("slot", "width", 32),
+            ("slot", "height", 36), ("slot", "stride_y", 40), ("slot", "stride_u", 44), ("slot", "stride_v", 48), ("slot", "rotation", 52),
+            ("slot", "offset_y", 56), ("slot", "offset_u", 60), ("slot", "offset_v", 64), ("slot", "flags", 68), ("slot", "data_size", 72),
+        ]
+        let source =
+            "#include <stddef.h>\n#include \"\(repo)/Examples/FrameTap/frametap.h\"\n"
+            + checks.map { "_Static_assert(offsetof(struct frametap_\($0.0), \($0.1)) == \($0.2), \"\($0.1)\");" }.joined(separator: "\n")
+            + "\nint main(void) { return FRAMETAP_MAGIC == 0x50415443u && FRAMETAP_VERSION == 1u ? 0 : 1; }\n"
+        let file = work + "/frametap-layout.c"
+        try source.write(toFile: file, atomically: true, encoding: .utf8)
+        let cc = try sh("/usr/bin/gcc", ["-std=c11", "-Wall", "-Werror", "-o", work + "/frametap-layout", file])
+        #expect(cc.code == 0, "\(cc.err)")
+        #expect(try sh(work + "/frametap-layout", []).code == 0)
+    }
+
     /// A second camcap on a tap that is running is refused before its camera starts, naming the socket.
     @Test func aRunningTapIsRefused() throws {
         let socket = work + "/tap-busy.sock"
