@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages swift-video-capture needs (as root), only those missing.
 #   build:  libv4l-dev libyuv-dev libopenh264-dev libjpeg-dev libturbojpeg0-dev pkg-config, libssl-dev libsrtp2-dev (WebRTC: DTLS, SRTP)
-#   tests:  ffmpeg (ffprobe/ffmpeg as the independent decoder, and an RTSP client over UDP and TCP), v4l-utils, GStreamer (rtpbin,
+#   tests:  ffmpeg (ffprobe/ffmpeg as the independent decoder, and an RTSP client over UDP and TCP), v4l-utils, python3-numpy (the frame tap's Python reader), GStreamer (rtpbin,
 #           rtspsrc + avdec_h264: an RTP and RTSP receiver we did not write; VLC is no judge: Debian builds it without live555, no rtsp://)
 #           chromium chromium-driver python3-selenium (camcap serve's browser test), and aiortc (PyPI, a second
 #           WebRTC client) in a virtual environment at ~/.cache/swift-video-capture/aiortc
@@ -14,7 +14,7 @@
 set -euo pipefail
 want=(libv4l-dev libyuv-dev libopenh264-dev libjpeg-dev libturbojpeg0-dev pkg-config libssl-dev libsrtp2-dev)
 case "${1:-build}" in
-  test) want+=(ffmpeg v4l-utils qemu-system-x86 busybox-static kmod cpio gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-libav chromium chromium-driver python3-selenium python3-venv curl prometheus
+  test) want+=(ffmpeg v4l-utils qemu-system-x86 busybox-static kmod cpio gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-libav chromium chromium-driver python3-selenium python3-venv python3-numpy curl prometheus
           janus libjs-janus-gateway libjs-webrtc-adapter gcc make gir1.2-gst-rtsp-server-1.0 python3-gi mkvtoolnix mediainfo) ;;
   bench) want+=(gcc gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad valgrind ffmpeg mate-backgrounds libjpeg-turbo-progs) ;;
 esac

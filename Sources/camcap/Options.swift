@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import SystemIO
 import VideoCapture
+import VideoProcessing
 import CapturePipeline
 import V4L2Capture
 import FixtureCameras
@@ -79,6 +80,11 @@ struct CaptureOptions: ParsableArguments {
         })
     var processBackpressure: ProcessingBackpressure = .wait
     @Flag(name: .shortAndLong, help: "No progress line and no start line.") var quiet = false
+    @Option(
+        help: ArgumentHelp(
+            "Publish the converted I420 frames to local readers through shared memory (a frame tap; Examples/FrameTap/frametap.py reads it): its socket is $XDG_RUNTIME_DIR/camcap-tap-NAME.sock (else /tmp), or NAME itself when it has a '/'.",
+            valueName: "name"))
+    var tap: String?
 
     func validate() throws {
         if let g = giveUpAfter, !(g.isFinite && g > 0 && g <= 31 * 86_400) {
@@ -89,6 +95,7 @@ struct CaptureOptions: ParsableArguments {
         }
         guard (0...64).contains(noise) else { throw ValidationError("--noise must be 0...64, got \(noise)") }
         if let n = fixtureDisconnectAfter, n < 0 { throw ValidationError("--fixture-disconnect-after must be >= 0") }
+        if let tap { _ = try validating { try FrameTap.socketPath(name: tap, runtimeDirectory: nil) } }
         try validating { try configuration().validate() }
     }
 
@@ -245,10 +252,19 @@ extension CaptureOptions {
             let (events, mayBeBack) = (hotplug.events, session.cameraMayBeBackAction)
             Task { for await event in events { if case .connected = event { mayBeBack() } } }
         }
+        // --process: the processing stages before the command's own, so that every output gets their picture; the
+        // frame tap (--tap) before them, so that its readers get the camera's picture. Its socket is claimed before
+        // the camera starts.
+        let given = stages, stages: [any PictureStage]
+        do {
+            let processStages = try processing.map { spec in ProcessStage(try spec.makeProcessor(), backpressure: processBackpressure) }
+            stages = try (tap.map { [try FrameTapStage(name: $0)] } ?? []) + processStages + given
+        } catch {
+            for s in given { s.discard() } // the files the command claimed are given up
+            throw error
+        }
         // Ctrl-C or SIGTERM: the first finishes cleanly, a second exits (130); the signals are watched until the end.
-        // --process: the processing stages first, so that every output gets their picture.
-        let processStages = try processing.map { spec in ProcessStage(try spec.makeProcessor(), backpressure: processBackpressure) }
-        let (report, signals) = try await session.runStoppingOnSignals(stages: processStages + stages, afterwards: stop)
+        let (report, signals) = try await session.runStoppingOnSignals(stages: stages, afterwards: stop)
         defer { withExtendedLifetime(signals) {} }
         if !quiet && tty { printError("\n") }
         // Standard output carries the pictures or the stream (`-`): the summary goes to standard error.

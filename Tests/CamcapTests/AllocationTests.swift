@@ -17,10 +17,11 @@ let releaseCamcap: String? = {
 
 @Suite(.serialized) struct AllocationTests {
     /// Both containers (#36): the fragmented MP4 writer reuses its fragment's storage, so it adds nothing per frame;
-    /// and a camera's own H.264 passed through (#35; the fixture's encoder runs in the process, as in a camera).
+    /// a camera's own H.264 passed through (#35; the fixture's encoder runs in the process, as in a camera); and the
+    /// Annex-B recording with a frame tap beside it (#50: `--tap`, every picture copied into the shared ring).
     @Test(
         .enabled(if: releaseCamcap != nil && FileManager.default.isExecutableFile(atPath: "/usr/bin/gcc")),
-        arguments: ["h264", "mp4", "passthrough"])
+        arguments: ["h264", "mp4", "passthrough", "tap"])
     func theRealTimeRecordPathAllocatesNothingPerFrame(_ container: String) throws {
         let camcap = releaseCamcap!
         let lib = work + "/libmc.so"
@@ -34,8 +35,10 @@ let releaseCamcap: String? = {
                 camcap,
                 [
                     "record", "-d", container == "passthrough" ? "fixture:h264-webcam" : "fixture:uvc-webcam", "-s", "1280x720", "--noise", "3",
-                    "--frames", "\(frames)", "-q", "-o", work + "/mallocs-\(frames).\(container == "passthrough" ? "mp4" : container)",
-                ] + (container == "passthrough" ? ["--pixel-format", "H264"] : []),
+                    "--frames", "\(frames)", "-q", "-o",
+                    work + "/mallocs-\(frames).\(container == "passthrough" ? "mp4" : container == "tap" ? "h264" : container)",
+                ] + (container == "passthrough" ? ["--pixel-format", "H264"] : [])
+                    + (container == "tap" ? ["--tap", work + "/mallocs-\(frames).sock"] : []),
                 environment: env)
             #expect(r.code == 0, "\(r.err.suffix(500))")
             let counts = r.err.split(separator: "\n").compactMap { $0.hasPrefix("MALLOCS ") ? Int($0.dropFirst(8)) : nil }

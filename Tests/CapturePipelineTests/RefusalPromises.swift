@@ -133,6 +133,22 @@ func refusalPromises() -> [RefusalPromise] {
                 .call("is too large", parseTooLarge),
             ]),
         RefusalPromise(
+            file: "docs/processing.md", sentence: "**A socket left by a process that is gone is replaced**",
+            checks: [
+                .call("another tap is running there") {
+                    let path = work + "/promise-tap-\(UUID().uuidString.prefix(8)).sock"
+                    let first = try FrameTap(socketPath: path)
+                    defer { first.close() }
+                    _ = try FrameTap(socketPath: path)
+                },
+                .call("something that is not a socket is there") {
+                    let path = work + "/promise-tap-file"
+                    _ = FileManager.default.createFile(atPath: path, contents: Data("x".utf8))
+                    _ = try FrameTap(socketPath: path)
+                },
+                .test(file: "Tests/CamcapTests/FrameTapCLITests.swift", function: "aRunningTapIsRefused"),
+            ]),
+        RefusalPromise(
             file: "docs/operations.md", sentence: "**Concurrent writers** of one file are refused",
             checks: [
                 .call("is being written by another writer") {

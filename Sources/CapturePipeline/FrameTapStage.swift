@@ -1,0 +1,48 @@
+import Foundation
+public import VideoCapture
+public import VideoProcessing
+
+/// Publishes every picture the encoders get into a `FrameTap` (shared memory that local processes read), beside
+/// the other stages: one copy per picture, never waiting for a reader.
+///
+/// It keeps the camera running while a reader is connected (``wantsPictures``), and a reader who connects while a
+/// server's camera is released for want of viewers starts it again.
+public final class FrameTapStage: PictureStage {
+    /// The tap (its socket path, readers, counters).
+    public let tap: FrameTap
+
+    /// Makes the tap named `name` (see `FrameTap.socketPath(name:runtimeDirectory:)`: in `$XDG_RUNTIME_DIR`, else
+    /// /tmp, or the path itself when it has a `/`), before the camera starts: a tap already running there is refused.
+    public convenience init(name: String, configuration: FrameTap.Configuration = FrameTap.Configuration()) throws {
+        let path = try FrameTap.socketPath(name: name, runtimeDirectory: ProcessInfo.processInfo.environment["XDG_RUNTIME_DIR"])
+        self.init(tap: try FrameTap(socketPath: path, configuration: configuration))
+    }
+
+    /// A stage over a tap made by the caller.
+    public init(tap: FrameTap) { self.tap = tap }
+
+    /// Lets a reader who connects while the camera is released start it again.
+    public func begin(_ session: CaptureSession) throws { tap.whenReaderArrives(session.wakeAction) }
+
+    /// Copies the picture into the ring with the frame's capture time, rotation, number and range.
+    public func consume(_ picture: I420Buffer, frame: VideoFrame) throws {
+        tap.publish(
+            picture, timestampNs: frame.timestampNs, rotation: frame.rotation, cameraSequence: frame.sequence,
+            fullRange: frame.colorSpace.range == .full)
+    }
+
+    /// Stops serving the socket (the ring is marked retired) and removes its file.
+    public func end() throws { tap.close() }
+    /// The same as `end`.
+    public func discard() { tap.close() }
+    /// True while a reader is connected.
+    public var wantsPictures: Bool { tap.readers > 0 }
+    /// "tap N readers".
+    public var progress: String? { "tap \(tap.readers) readers" }
+    /// The `tap` line: socket, frames published, readers.
+    public var summary: [(String, String)] {
+        let skipped = tap.skipped > 0 ? ", \(tap.skipped) too large for a new ring" : ""
+        let generations = tap.generation > 1 ? ", \(tap.generation) rings (larger pictures)" : ""
+        return [("tap", "\(tap.socketPath) (\(tap.published) frames published, \(tap.connections) readers\(skipped)\(generations))")]
+    }
+}

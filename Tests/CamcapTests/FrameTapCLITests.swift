@@ -1,0 +1,167 @@
+// Issue 50 (frame tap): `camcap … --tap NAME` publishes the converted frames in shared memory; the Python reader
+// shipped in Examples/FrameTap reads them. Judges: the SHA-256 of every frame the reader got against camcap's own
+// Y4M dump of the same frame (matched by sequence number), and a reader stopped mid-run that sees its gap while
+// capture's frame count is unaffected.
+import Foundation
+import Testing
+import TestSupport
+import VideoProcessing
+
+let frameTapPython = repo + "/Examples/FrameTap/frametap.py"
+let numpyAvailable = (try? runTool("/usr/bin/python3", ["-c", "import numpy"]).code) == 0
+
+/// The SHA-256 of every frame of a Y4M file (its planes, as the tap's reader hashes them), by Python's hashlib.
+private func y4mFrameHashes(_ path: String) throws -> [String] {
+    let script = """
+        import hashlib, sys
+        data = open(sys.argv[1], 'rb').read()
+        head, rest = data.split(b'\\n', 1)
+        fields = {f[:1]: f[1:] for f in head.split(b' ')[1:]}
+        w, h = int(fields[b'W']), int(fields[b'H'])
+        size = w * h + 2 * ((w + 1) // 2) * ((h + 1) // 2)
+        i = 0
+        while i < len(rest):
+            assert rest[i:i + 6] == b'FRAME\\n', rest[i:i + 6]
+            i += 6
+            print(hashlib.sha256(rest[i:i + size]).hexdigest())
+            i += size
+        """
+    let r = try runTool("/usr/bin/python3", ["-c", script, path])
+    #expect(r.code == 0, "\(r.err)")
+    return r.out.split(separator: "\n").map(String.init)
+}
+
+/// The reader's lines: sequence, timestamp, width, height, missed, SHA-256.
+private struct TapLine {
+    var sequence: Int, timestamp: Int64, width: Int, height: Int, missed: Int, hash: String
+    init?(_ line: Substring) {
+        let f = line.split(separator: " ")
+        guard f.count == 6, let s = Int(f[0]), let t = Int64(f[1]), let w = Int(f[2]), let h = Int(f[3]), let m = Int(f[4]) else { return nil }
+        (sequence, timestamp, width, height, missed, hash) = (s, t, w, h, m, String(f[5]))
+    }
+}
+
+private func tapLines(_ path: String) -> [TapLine] {
+    ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").split(separator: "\n").compactMap(TapLine.init)
+}
+
+/// Starts the Python reader on `socket` (it waits for the socket to appear), its lines to `out`.
+private func startReader(_ socket: String, out: String, views: Bool = false) throws -> Process {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+    p.arguments = [frameTapPython, socket, "--out", out, "--timeout", "60"] + (views ? ["--views"] : [])
+    p.standardError = FileHandle(forWritingAtPath: "/dev/null")
+    try p.run()
+    return p
+}
+
+@Suite(.serialized, .timeLimit(.minutes(3))) struct FrameTapCLITests {
+    /// Every frame two Python readers got at once (one copying each frame out, one hashing views of the ring) is,
+    /// byte for byte, the frame camcap wrote to its Y4M under the same number.
+    @Test(.enabled(if: numpyAvailable)) func thePythonReadersGetTheFramesCamcapWrote() throws {
+        let socket = work + "/tap-judge.sock", y4m = work + "/tap-judge.y4m"
+        let outs = [work + "/tap-judge-copy.txt", work + "/tap-judge-views.txt"]
+        for out in outs { try? FileManager.default.removeItem(atPath: out) }
+        let readers = [try startReader(socket, out: outs[0]), try startReader(socket, out: outs[1], views: true)]
+        defer { for reader in readers where reader.isRunning { reader.terminate() } }
+        // Real time (30 fps): the readers, polling every 2 ms with 8 slots, keep up.
+        let r = try sh(camcap, ["preview", "-d", "fixture:vivid", "-s", "320x180", "--frames", "60", "--tap", socket, "--y4m", y4m, "-q"])
+        #expect(r.code == 0, "\(r.err)")
+        #expect(r.out.contains("tap:") && r.out.contains("\(socket) (60 frames published, 2 readers)"), "\(r.out)")
+        for reader in readers {
+            reader.waitUntilExit() // the run's end retires the ring: the reader drains it and ends
+            #expect(reader.terminationStatus == 0)
+        }
+        #expect(!FileManager.default.fileExists(atPath: socket), "the socket file is removed at the end")
+        let reference = try y4mFrameHashes(y4m)
+        #expect(reference.count == 60)
+        for (out, kind) in zip(outs, ["copying", "hashing views"]) {
+            let lines = tapLines(out)
+            #expect(lines.count >= 45, "the reader \(kind) got \(lines.count) of 60 frames")
+            for l in lines {
+                #expect((1...60).contains(l.sequence) && l.width == 320 && l.height == 180)
+                guard (1...reference.count).contains(l.sequence) else { continue }
+                #expect(l.hash == reference[l.sequence - 1], "frame \(l.sequence) (\(kind)): the tap's bytes differ from the Y4M's")
+            }
+            // Numbers and capture times go up, and the gaps are the frames reported missed.
+            for (a, b) in zip(lines, lines.dropFirst()) {
+                #expect(b.sequence > a.sequence && b.timestamp > a.timestamp)
+                #expect(b.missed == b.sequence - a.sequence - 1, "frames \(a.sequence)…\(b.sequence) (\(kind)): \(b.missed) reported missed")
+            }
+        }
+    }
+
+    /// A reader stopped (SIGSTOP) for longer than the ring lasts sees its gap when it resumes; capture goes on at
+    /// its pace (every frame written).
+    @Test(.enabled(if: numpyAvailable)) func aStoppedReaderSeesItsGapAndCaptureIsUnaffected() async throws {
+        let socket = work + "/tap-stall.sock", out = work + "/tap-stall.txt", y4m = work + "/tap-stall.y4m"
+        try? FileManager.default.removeItem(atPath: out)
+        let reader = try startReader(socket, out: out)
+        defer { if reader.isRunning { reader.terminate() } }
+        let run = Process()
+        run.executableURL = URL(fileURLWithPath: camcap)
+        run.arguments = ["preview", "-d", "fixture:vivid", "-s", "320x180", "--frames", "150", "--tap", socket, "--y4m", y4m, "-q"]
+        let summary = Pipe()
+        run.standardOutput = summary
+        run.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        try run.run()
+        defer { if run.isRunning { run.terminate() } }
+        #expect(await waitUntil(timeout: 60) { tapLines(out).count >= 10 }, "the reader reads")
+        kill(reader.processIdentifier, SIGSTOP)
+        let stoppedAfter = tapLines(out).last?.sequence ?? 0
+        // Hold it until capture has gone 30 frames on (the ring has 8 slots), watched through the tap itself.
+        let watcher = try FrameTapReader(socketPath: socket)
+        #expect(await waitUntil(timeout: 60) { watcher.latestSequence >= UInt64(stoppedAfter + 30) })
+        watcher.close()
+        kill(reader.processIdentifier, SIGCONT)
+        let report = String(decoding: summary.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        run.waitUntilExit()
+        reader.waitUntilExit()
+        #expect(run.terminationStatus == 0, "\(report)")
+        #expect(report.contains("(150 frames published"), "\(report)")
+        #expect(try y4mFrameHashes(y4m).count == 150, "every frame was written while the reader was stopped")
+        #expect(report.contains("written 150"), "\(report)")
+        let lines = tapLines(out)
+        let gap = lines.first { $0.sequence > stoppedAfter + 8 && $0.missed > 0 }
+        #expect(gap != nil, "after the stop the reader reports the frames it missed")
+        if let gap { #expect(gap.missed >= 20, "frame \(gap.sequence): \(gap.missed) missed") }
+        // Whatever it got after the gap is still the frame camcap wrote.
+        let reference = try y4mFrameHashes(y4m)
+        for l in lines where (1...reference.count).contains(l.sequence) { #expect(l.hash == reference[l.sequence - 1], "frame \(l.sequence)") }
+    }
+
+    /// The C header compiles (C11) and puts every field where the Swift writer puts it.
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/gcc"))) func theCHeaderMatchesTheLayout() throws {
+        let checks = [
+            ("header", "magic", 0), ("header", "version", 4), ("header", "header_size", 8), ("header", "slot_count", 12),
+            ("header", "slot_size", 16), ("header", "slot_header_size", 24), ("header", "generation", 28), ("header", "latest_sequence", 32),
+            ("header", "flags", 40), ("header", "writer_pid", 44), ("header", "total_size", 48), ("header", "max_data_size", 56),
+            ("slot", "seqlock", 0), ("slot", "sequence", 8), ("slot", "timestamp_ns", 16), ("slot", "camera_sequence", 24), ("slot", "width", 32),
+            ("slot", "height", 36), ("slot", "stride_y", 40), ("slot", "stride_u", 44), ("slot", "stride_v", 48), ("slot", "rotation", 52),
+            ("slot", "offset_y", 56), ("slot", "offset_u", 60), ("slot", "offset_v", 64), ("slot", "flags", 68), ("slot", "data_size", 72),
+        ]
+        let source =
+            "#include <stddef.h>\n#include \"\(repo)/Examples/FrameTap/frametap.h\"\n"
+            + checks.map { "_Static_assert(offsetof(struct frametap_\($0.0), \($0.1)) == \($0.2), \"\($0.1)\");" }.joined(separator: "\n")
+            + "\nint main(void) { return FRAMETAP_MAGIC == 0x50415443u && FRAMETAP_VERSION == 1u ? 0 : 1; }\n"
+        let file = work + "/frametap-layout.c"
+        try source.write(toFile: file, atomically: true, encoding: .utf8)
+        let cc = try sh("/usr/bin/gcc", ["-std=c11", "-Wall", "-Werror", "-o", work + "/frametap-layout", file])
+        #expect(cc.code == 0, "\(cc.err)")
+        #expect(try sh(work + "/frametap-layout", []).code == 0)
+    }
+
+    /// A second camcap on a tap that is running is refused before its camera starts, naming the socket.
+    @Test func aRunningTapIsRefused() throws {
+        let socket = work + "/tap-busy.sock"
+        let tap = try FrameTap(socketPath: socket)
+        defer { tap.close() }
+        let y4m = work + "/tap-busy.y4m"
+        let r = try sh(camcap, ["preview", "-d", "fixture:vivid", "-s", "320x180", "--frames", "5", "--tap", socket, "--y4m", y4m, "-q"])
+        #expect(r.code != 0)
+        #expect(r.err.contains("frame tap \(socket): another tap is running there"), "\(r.err)")
+        #expect(!FileManager.default.fileExists(atPath: y4m), "nothing was written")
+        let bad = try sh(camcap, ["preview", "-d", "fixture:vivid", "--tap", "no spaces", "-q"])
+        #expect(bad.code != 0 && bad.err.contains("frame tap name"), "\(bad.err)")
+    }
+}
