@@ -100,17 +100,20 @@ private func startReader(_ socket: String, out: String, views: Bool = false) thr
         defer { if reader.isRunning { reader.terminate() } }
         let run = Process()
         run.executableURL = URL(fileURLWithPath: camcap)
-        run.arguments = ["preview", "-d", "fixture:vivid", "-s", "320x180", "--frames", "150", "--tap", socket, "--y4m", y4m, "-q"]
+        // 300 frames (10 s at 30 fps): the watcher below must connect while capture runs, on a loaded machine too
+        // (CI saw 150 frames end before it connected).
+        run.arguments = ["preview", "-d", "fixture:vivid", "-s", "320x180", "--frames", "300", "--tap", socket, "--y4m", y4m, "-q"]
         let summary = Pipe()
         run.standardOutput = summary
         run.standardError = FileHandle(forWritingAtPath: "/dev/null")
         try run.run()
         defer { if run.isRunning { run.terminate() } }
         #expect(await waitUntil(timeout: 60) { tapLines(out).count >= 10 }, "the reader reads")
+        // Capture is watched through the tap itself, from before the stop.
+        let watcher = try FrameTapReader(socketPath: socket)
         kill(reader.processIdentifier, SIGSTOP)
         let stoppedAfter = tapLines(out).last?.sequence ?? 0
-        // Hold it until capture has gone 30 frames on (the ring has 8 slots), watched through the tap itself.
-        let watcher = try FrameTapReader(socketPath: socket)
+        // Hold it until capture has gone 30 frames on (the ring has 8 slots).
         #expect(await waitUntil(timeout: 60) { watcher.latestSequence >= UInt64(stoppedAfter + 30) })
         watcher.close()
         kill(reader.processIdentifier, SIGCONT)
@@ -118,9 +121,9 @@ private func startReader(_ socket: String, out: String, views: Bool = false) thr
         run.waitUntilExit()
         reader.waitUntilExit()
         #expect(run.terminationStatus == 0, "\(report)")
-        #expect(report.contains("(150 frames published"), "\(report)")
-        #expect(try y4mFrameHashes(y4m).count == 150, "every frame was written while the reader was stopped")
-        #expect(report.contains("written 150"), "\(report)")
+        #expect(report.contains("(300 frames published"), "\(report)")
+        #expect(try y4mFrameHashes(y4m).count == 300, "every frame was written while the reader was stopped")
+        #expect(report.contains("written 300"), "\(report)")
         let lines = tapLines(out)
         let gap = lines.first { $0.sequence > stoppedAfter + 8 && $0.missed > 0 }
         #expect(gap != nil, "after the stop the reader reports the frames it missed")
