@@ -422,8 +422,9 @@ extension CaptureSession {
         if starved > 0 { drops.append(("pipeline busy", starved)) }
         let dropText = drops.sorted { $0.0 < $1.0 }.map { "\($0.0) \($0.1)" }.joined(separator: ", ")
         let thinned = sourceStats.dropped[.adaptation, default: 0]
+        let captured = processed + state.heldBack + state.processingDropped + undecodable + dropped + thinned
         var frameLine =
-            "captured \(processed + state.heldBack + state.processingDropped + undecodable + dropped + thinned), dropped \(dropped)\(dropText.isEmpty ? "" : " (\(dropText))")"
+            "captured \(captured), dropped \(dropped)\(dropText.isEmpty ? "" : " (\(dropText))")"
         for s in c.stages { if let f = s.framesSummary { frameLine += ", " + f } }
         if undecodable > 0 { frameLine += ", undecodable \(undecodable)" }
         let colour = applied.colorSpace.isSpecified ? ", colour \(applied.colorSpace)" : ""
@@ -453,7 +454,7 @@ extension CaptureSession {
                         + "first frame after a restart p50 \(fmt(idle.restartPercentileMs(0.5), 1)) ms, max \(fmt(idle.restartPercentileMs(1), 1)) ms"
                 ))
         }
-        lines += negotiationQuirks(state, captured: processed + state.heldBack + state.processingDropped + undecodable + dropped + thinned)
+        lines += negotiationQuirks(state, captured: captured)
         if stats.timestampsReplaced > 0 {
             lines.append(("timestamps", "\(stats.timestampsReplaced) went backwards at the camera: stamped on arrival instead"))
         }

@@ -483,25 +483,24 @@ public final class WHEPEndpoint: Sendable {
         return nil
     }
 
+    /// One of the server's own pages: not cached, its scripts and styles inline only, never framed, no referrer.
+    private static func page(_ body: String) -> WHEPResponse {
+        WHEPResponse(
+            status: 200,
+            headers: [
+                ("Content-Type", "text/html; charset=utf-8"), ("Cache-Control", "no-store"),
+                ("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; frame-ancestors 'none'"),
+                ("Referrer-Policy", "no-referrer"),
+            ], body: body)
+    }
+
     private func route(_ request: WHEPRequest) -> WHEPResponse {
         let path = request.path, plain = Self.plain
         switch (request.method, path) {
         case ("GET", "/"), ("GET", "/index.html"):
-            return WHEPResponse(
-                status: 200,
-                headers: [
-                    ("Content-Type", "text/html; charset=utf-8"), ("Cache-Control", "no-store"),
-                    ("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; frame-ancestors 'none'"),
-                    ("Referrer-Policy", "no-referrer"),
-                ], body: playerPage)
+            return Self.page(playerPage)
         case ("GET", "/mjpeg.html") where stills != nil:
-            return WHEPResponse(
-                status: 200,
-                headers: [
-                    ("Content-Type", "text/html; charset=utf-8"), ("Cache-Control", "no-store"),
-                    ("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; frame-ancestors 'none'"),
-                    ("Referrer-Policy", "no-referrer"),
-                ], body: mjpegPage)
+            return Self.page(mjpegPage)
         case ("GET", "/stats"):
             // Addresses and resources only to the token's holder (with no token, to no one).
             let open = connections.withLock { $0 }()
