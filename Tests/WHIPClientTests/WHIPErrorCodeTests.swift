@@ -66,7 +66,9 @@ private final class OneAnswerServer: @unchecked Sendable {
     @Test func aServerThatRefusesIsRefusedWithItsStatus() throws {
         let server = try OneAnswerServer(response: "HTTP/1.1 403 Forbidden\r\nContent-Length: 9\r\nConnection: close\r\n\r\nno token\n")
         let client = try WHIPClient(endpoint: "http://127.0.0.1:\(server.port)/whip", token: "x")
-        let e = #expect(throws: WHIPError.self) { try client.publish(offer: "v=0\r\n") }
+        // The server is kept until the answer is in: released after its last use (`port`), its deinit would close
+        // the listener under a connection still waiting to be accepted ("closed the connection without an answer").
+        let e = withExtendedLifetime(server) { #expect(throws: WHIPError.self) { try client.publish(offer: "v=0\r\n") } }
         #expect(e?.code == .refused && e?.status == 403 && e?.message.contains("403") == true, "\(String(describing: e))")
     }
 
@@ -74,7 +76,7 @@ private final class OneAnswerServer: @unchecked Sendable {
         let server = try OneAnswerServer(
             response: "HTTP/1.1 201 Created\r\nContent-Type: application/sdp\r\nContent-Length: 5\r\nConnection: close\r\n\r\nv=0\r\n")
         let client = try WHIPClient(endpoint: "http://127.0.0.1:\(server.port)/whip", token: nil)
-        let e = #expect(throws: WHIPError.self) { try client.publish(offer: "v=0\r\n") }
+        let e = withExtendedLifetime(server) { #expect(throws: WHIPError.self) { try client.publish(offer: "v=0\r\n") } }
         #expect(e?.code == .badAnswer && e?.message.contains("Location") == true, "\(String(describing: e))")
     }
 
