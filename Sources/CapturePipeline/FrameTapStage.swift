@@ -3,7 +3,9 @@ public import VideoCapture
 public import VideoProcessing
 
 /// Publishes every picture the encoders get into a `FrameTap` (shared memory that local processes read), beside
-/// the other stages: one copy per picture, never waiting for a reader.
+/// the other stages, never waiting for a reader. The session's source converts each picture straight into the ring
+/// slot it is published in (`FrameTap.destination(width:height:)`), so the tap copies nothing; a picture made
+/// elsewhere (the source's own size while a sink wants less, a slot a stage still holds) is copied once.
 ///
 /// It keeps the camera running while a reader is connected (``wantsPictures``), and a reader who connects while a
 /// server's camera is released for want of viewers starts it again.
@@ -21,10 +23,19 @@ public final class FrameTapStage: PictureStage {
     /// A stage over a tap made by the caller.
     public init(tap: FrameTap) { self.tap = tap }
 
-    /// Lets a reader who connects while the camera is released start it again.
-    public func begin(_ session: CaptureSession) throws { tap.whenReaderArrives(session.wakeAction) }
+    /// The source converting into the ring's slots, until `end`.
+    private var source: VideoSource?
 
-    /// Copies the picture into the ring with the frame's capture time, rotation, number and range.
+    /// Lets a reader who connects while the camera is released start it again, and has the session's source
+    /// convert its pictures into the ring.
+    public func begin(_ session: CaptureSession) throws {
+        tap.whenReaderArrives(session.wakeAction)
+        source = session.source
+        source?.setPictureDestination { [tap] width, height in tap.destination(width: width, height: height) }
+    }
+
+    /// Publishes the picture (converted into its slot, or copied there) with the frame's capture time, rotation,
+    /// number and range.
     public func consume(_ picture: I420Buffer, frame: VideoFrame) throws {
         tap.publish(
             picture, timestampNs: frame.timestampNs, rotation: frame.rotation, cameraSequence: frame.sequence,
@@ -32,9 +43,13 @@ public final class FrameTapStage: PictureStage {
     }
 
     /// Stops serving the socket (the ring is marked retired) and removes its file.
-    public func end() throws { tap.close() }
+    public func end() throws { discard() }
     /// The same as `end`.
-    public func discard() { tap.close() }
+    public func discard() {
+        source?.setPictureDestination(nil)
+        source = nil
+        tap.close()
+    }
     /// True while a reader is connected.
     public var wantsPictures: Bool { tap.readers > 0 }
     /// "tap N readers".
@@ -43,6 +58,13 @@ public final class FrameTapStage: PictureStage {
     public var summary: [(String, String)] {
         let skipped = tap.skipped > 0 ? ", \(tap.skipped) too large for a new ring" : ""
         let generations = tap.generation > 1 ? ", \(tap.generation) rings (larger pictures)" : ""
-        return [("tap", "\(tap.socketPath) (\(tap.published) frames published, \(tap.connections) readers\(skipped)\(generations))")]
+        let busy = tap.busy > 0 ? ", \(tap.busy) not published (their slot still held by a stage)" : ""
+        let copied = tap.published - tap.publishedInPlace
+        return [
+            (
+                "tap",
+                "\(tap.socketPath) (\(tap.published) frames published, \(tap.connections) readers, \(copied) copied\(skipped)\(busy)\(generations))"
+            )
+        ]
     }
 }

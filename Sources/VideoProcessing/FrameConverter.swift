@@ -38,6 +38,18 @@ public final class FrameConverter {
     /// A converter with empty pools; buffers are allocated on first use per output size.
     public init() {}
 
+    /// Memory for the final picture of a conversion, when the caller has some (a frame tap's ring slot, so that
+    /// the picture is written once, where its readers read it): asked with the output's width and height, nil for a
+    /// buffer of the converter's own pools. Pictures on the way (before a rotation, mirror or scale) always use the
+    /// pools; a picture passed through unconverted is not asked for.
+    package var destination: ((_ width: Int, _ height: Int) -> I420Buffer?)?
+
+    /// The buffer for a step's output: the caller's `destination` for the last step, else a pooled one.
+    private func output(width: Int, height: Int, last: Bool) -> I420Buffer {
+        if last, let d = destination?(width, height) { return d }
+        return pools.acquire(width: width, height: height)
+    }
+
     /// Buffers allocated so far by this converter's pools (stays flat in steady state).
     public var allocatedBufferCount: Int { pools.allocatedCount }
 
@@ -64,26 +76,29 @@ public final class FrameConverter {
         let layout = src.pixelFormat.singleBufferEquivalent
         let whole = crop == CropRect(x: 0, y: 0, width: src.width, height: src.height)
         let isWholeI420 = layout == .i420 && whole
+        let turned =
+            options.rotation.swapsDimensions ? FrameSize(width: crop.height, height: crop.width) : FrameSize(width: crop.width, height: crop.height)
+        // Whether a scale follows the rotation and mirror (the last step writes into `destination`).
+        let scales = options.scale.map { $0 != turned } ?? false
         if options.rotation != .rotation0 && (layout == .i420 || layout == .yv12 || layout == .nv12) {
             // libyuv rotates these while reading them: one pass.
-            let (w, h) = options.rotation.swapsDimensions ? (crop.height, crop.width) : (crop.width, crop.height)
-            current = pools.acquire(width: w, height: h)
+            current = output(width: turned.width, height: turned.height, last: !options.mirror && !scales)
             try rotateDirect(src, crop: crop, rotation: options.rotation, into: current)
         } else {
             if isWholeI420, let passthrough = I420Buffer(src.pixelFormat == .i420 ? src : src.asI420Planes()) {
                 current = passthrough
             } else {
-                current = pools.acquire(width: crop.width, height: crop.height)
+                current = output(width: crop.width, height: crop.height, last: options.rotation == .rotation0 && !options.mirror && !scales)
                 try convertPlain(src, crop: crop, into: current)
             }
-            current = rotated(current, options.rotation)
+            current = rotated(current, options.rotation, last: !options.mirror && !scales)
         }
-        if options.mirror { current = mirrored(current) }
+        if options.mirror { current = mirrored(current, last: !scales) }
         if let target = options.scale, target != FrameSize(width: current.width, height: current.height) {
             guard target.width > 0, target.height > 0, target.width <= 16384, target.height <= 16384 else {
                 throw ProcessingError(.invalidSize, "scale size \(target) must be positive and at most 16384x16384")
             }
-            let s = pools.acquire(width: target.width, height: target.height)
+            let s = output(width: target.width, height: target.height, last: true)
             _ = I420Scale(
                 current.dataY, Int32(current.strideY), current.dataU, Int32(current.strideU), current.dataV, Int32(current.strideV),
                 Int32(current.width), Int32(current.height),
@@ -319,7 +334,7 @@ public final class FrameConverter {
         // The reduced picture is used as it is only when it is exactly the asked size (rounding up may add a row or
         // a column beyond the crop: 250x142 at 1/8 decodes to 32x18 for an asked 31x17).
         if decoded.width != tw || decoded.height != th || cx != 0 || cy != 0 {
-            let s = pools.acquire(width: tw, height: th)
+            let s = output(width: tw, height: th, last: options.rotation == .rotation0 && !options.mirror)
             _ = I420Scale(
                 decoded.dataY + cy * decoded.strideY + cx, Int32(decoded.strideY),
                 decoded.dataU + (cy / 2) * decoded.strideU + cx / 2, Int32(decoded.strideU),
@@ -328,15 +343,15 @@ public final class FrameConverter {
                 Int32(tw), Int32(th), kFilterBox)
             current = s
         }
-        current = rotated(current, options.rotation)
-        return options.mirror ? mirrored(current) : current
+        current = rotated(current, options.rotation, last: !options.mirror)
+        return options.mirror ? mirrored(current, last: true) : current
     }
 
     /// The picture turned by `rotation` into a pooled buffer (itself for `.rotation0`).
-    private func rotated(_ b: I420Buffer, _ rotation: VideoRotation) -> I420Buffer {
+    private func rotated(_ b: I420Buffer, _ rotation: VideoRotation, last: Bool) -> I420Buffer {
         guard rotation != .rotation0 else { return b }
         let (w, h) = rotation.swapsDimensions ? (b.height, b.width) : (b.width, b.height)
-        let r = pools.acquire(width: w, height: h)
+        let r = output(width: w, height: h, last: last)
         _ = I420Rotate(
             b.dataY, Int32(b.strideY), b.dataU, Int32(b.strideU), b.dataV, Int32(b.strideV),
             r.mutableDataY, Int32(r.strideY), r.mutableDataU, Int32(r.strideU), r.mutableDataV, Int32(r.strideV),
@@ -345,8 +360,8 @@ public final class FrameConverter {
     }
 
     /// The picture mirrored left to right into a pooled buffer.
-    private func mirrored(_ b: I420Buffer) -> I420Buffer {
-        let m = pools.acquire(width: b.width, height: b.height)
+    private func mirrored(_ b: I420Buffer, last: Bool) -> I420Buffer {
+        let m = output(width: b.width, height: b.height, last: last)
         _ = I420Mirror(
             b.dataY, Int32(b.strideY), b.dataU, Int32(b.strideU), b.dataV, Int32(b.strideV),
             m.mutableDataY, Int32(m.strideY), m.mutableDataU, Int32(m.strideU), m.mutableDataV, Int32(m.strideV), Int32(m.width), Int32(m.height))

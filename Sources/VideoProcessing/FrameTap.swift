@@ -82,6 +82,15 @@ final class TapRing: @unchecked Sendable {
         base.storeBytes(of: UInt64(capacity), toByteOffset: 56, as: UInt64.self)
     }
 
+    /// Slot `index`'s header.
+    func slot(_ index: Int) -> UnsafeMutableRawPointer { base + TapLayout.headerSize + index * slotSize }
+
+    /// Slot `index`'s picture memory as storage the pipeline's pictures hold (it keeps the ring mapped). Borrowed:
+    /// stages see it read-only, as they see driver memory.
+    func pictureStorage(_ index: Int) -> FrameStorage {
+        FrameStorage(borrowing: slot(index) + TapLayout.slotHeaderSize, capacity: capacity) { withExtendedLifetime(self) {} }
+    }
+
     /// Marks the ring retired (readers then reconnect for the next ring, or end).
     func retire() {
         atomicMemoryFence(ordering: .releasing)
@@ -147,7 +156,26 @@ public final class FrameTap: Sendable {
 
     private struct Writer {
         var ring: TapRing
+        /// The last sequence number given out (to a picture published, or to a slot handed out for converting).
         var sequence: UInt64 = 0
+        /// The last sequence number published (readers' `latest_sequence`).
+        var latest: UInt64 = 0
+        /// Each slot's picture memory, as `destination` hands it out: a slot is written again only while the tap
+        /// holds its storage's one reference (no stage still holds a picture in it).
+        var storages: [FrameStorage]
+        /// Per slot, the sequence number handed out with it for a picture being converted into it (0: none).
+        var reserved: [UInt64]
+        init(ring: TapRing) {
+            self.ring = ring
+            storages = (0..<ring.slots).map(ring.pictureStorage)
+            reserved = Array(repeating: 0, count: ring.slots)
+        }
+        mutating func use(_ bigger: TapRing) { self = Writer(ring: bigger, continuing: self) }
+        private init(ring: TapRing, continuing old: Writer) {
+            self.init(ring: ring)
+            sequence = old.sequence
+            latest = old.latest
+        }
     }
 
     private final class Counters: Sendable {
@@ -156,6 +184,8 @@ public final class FrameTap: Sendable {
         let refused = Atomic<Int>(0)
         let published = Atomic<UInt64>(0)
         let skipped = Atomic<Int>(0)
+        let inPlace = Atomic<UInt64>(0)
+        let busy = Atomic<Int>(0)
         /// The latest picture's width << 32 | height (the hello's geometry).
         let size = Atomic<UInt64>(0)
         let onReader = Mutex<(@Sendable () -> Void)?>(nil)
@@ -314,16 +344,47 @@ public final class FrameTap: Sendable {
     public var connections: Int { counters.connections.load(ordering: .relaxed) }
     /// Readers turned away (``Configuration/maxReaders`` connected already).
     public var refused: Int { counters.refused.load(ordering: .relaxed) }
-    /// Pictures published (the last one's sequence number).
+    /// Pictures published.
     public var published: UInt64 { counters.published.load(ordering: .relaxed) }
+    /// Pictures published without a copy: converted straight into their slot (``destination(width:height:)``).
+    /// The others were copied into the ring once.
+    public var publishedInPlace: UInt64 { counters.inPlace.load(ordering: .relaxed) }
+    /// Pictures not published because their slot still held a picture a stage had not let go of (a stage that
+    /// keeps a picture for longer than the ring lasts), or because a later one was already out.
+    public var busy: Int { counters.busy.load(ordering: .relaxed) }
     /// Pictures not published: larger than the ring, and no new ring could be made.
     public var skipped: Int { counters.skipped.load(ordering: .relaxed) }
     /// The current ring's generation (1, then one more for each new ring made for a larger picture).
     public var generation: UInt32 { counters.current.withLock { $0.generation } }
 
-    /// Copies `picture` into the next slot (its planes packed: strides equal to the widths), under the slot's
-    /// seqlock, then makes it the latest. Returns its sequence number (1, 2, 3…), or nil when it was skipped (see
-    /// ``skipped``). Never waits for a reader; allocates nothing unless the picture needs a new, larger ring.
+    /// Memory for the next picture, `width`×`height`, in the slot it will be published in: convert the picture
+    /// into it, then ``publish(_:timestampNs:rotation:cameraSequence:fullRange:)`` it, and the tap copies nothing
+    /// (its planes are packed, as readers read them). The slot reads as being written until then. nil when the
+    /// picture does not fit the ring, or the slot still holds a picture a stage keeps (the caller converts into
+    /// memory of its own, and `publish` copies). `VideoSource.setPictureDestination(_:)` takes this.
+    ///
+    /// A picture handed out and never published leaves its slot to the next one (readers count the frame missed).
+    public func destination(width: Int, height: Int) -> I420Buffer? {
+        guard (1...16384).contains(width), (1...16384).contains(height), !closed.load(ordering: .relaxed) else { return nil }
+        let data = TapLayout.dataSize(width: width, height: height)
+        return writer.withLock { state -> I420Buffer? in
+            guard data <= state.ring.capacity else { return nil }
+            let index = Int((state.sequence + 1) % UInt64(state.ring.slots))
+            guard isKnownUniquelyReferenced(&state.storages[index]) else { return nil }
+            if state.reserved[index] != 0 { FrameTap.abandon(index, in: &state) }
+            state.sequence += 1
+            state.reserved[index] = state.sequence
+            FrameTap.beginWrite(state.ring.slot(index))
+            let cw = (width + 1) / 2, ch = (height + 1) / 2
+            let planes = PlaneLayout(count: 3, offsets: (0, width * height, width * height + cw * ch), strides: (width, cw, cw))
+            return I420Buffer(VideoFrameBuffer(i420Width: width, height: height, planes: planes, storage: state.storages[index]))
+        }
+    }
+
+    /// Publishes `picture` as the latest frame and returns its sequence number (1, 2, 3…), or nil when it was
+    /// skipped (see ``skipped`` and ``busy``). A picture converted into ``destination(width:height:)`` gets its
+    /// header only; any other is copied into the next slot (its planes packed: strides equal to the widths), under
+    /// the slot's seqlock. Never waits for a reader; allocates nothing unless the picture needs a new, larger ring.
     /// `rotation` is metadata for readers (the pixels are as given); `fullRange` tells them the samples' range.
     @discardableResult
     public func publish(
@@ -332,8 +393,8 @@ public final class FrameTap: Sendable {
         publish(picture, timestampNs: timestampNs, rotation: rotation, cameraSequence: cameraSequence, fullRange: fullRange, midWrite: nil)
     }
 
-    /// As `publish`, calling `midWrite` while the slot is half written (its seqlock odd, the planes copied, the header
-    /// not yet): tests read the slot there.
+    /// As `publish`, calling `midWrite` while a copied picture's slot is half written (its seqlock odd, the planes
+    /// copied, the header not yet): tests read the slot there.
     @discardableResult
     package func publish(
         _ picture: I420Buffer, timestampNs: Int64, rotation: VideoRotation, cameraSequence: UInt64, fullRange: Bool, midWrite: (() -> Void)?
@@ -341,7 +402,27 @@ public final class FrameTap: Sendable {
         let w = picture.width, h = picture.height, cw = picture.chromaWidth, ch = picture.chromaHeight
         let data = TapLayout.dataSize(width: w, height: h)
         guard !closed.load(ordering: .relaxed) else { return nil }
+        let frame = SlotHeader(
+            timestampNs: timestampNs, cameraSequence: cameraSequence, width: w, height: h, rotation: rotation, fullRange: fullRange)
         return writer.withLock { state -> UInt64? in
+            // Converted in place: the header only, if no later frame is out already (readers see numbers rise).
+            if let index = state.storages.firstIndex(where: { $0 === picture.buffer.storage }), state.reserved[index] != 0 {
+                let sequence = state.reserved[index]
+                let slot = state.ring.slot(index)
+                let packed =
+                    picture.dataY == UnsafePointer(slot.assumingMemoryBound(to: UInt8.self)) + TapLayout.slotHeaderSize
+                    && picture.strideY == w && picture.strideU == cw && picture.strideV == cw
+                    && picture.dataU == picture.dataY + w * h && picture.dataV == picture.dataU + cw * ch
+                guard sequence > state.latest, packed else {
+                    FrameTap.abandon(index, in: &state)
+                    counters.busy.add(1, ordering: .relaxed)
+                    return nil
+                }
+                state.reserved[index] = 0
+                finish(slot, sequence: sequence, frame, in: &state)
+                counters.inPlace.add(1, ordering: .relaxed)
+                return sequence
+            }
             if data > state.ring.capacity {
                 guard let bigger = try? TapRing(slots: state.ring.slots, dataBytes: data, generation: state.ring.generation &+ 1) else {
                     counters.skipped.add(1, ordering: .relaxed)
@@ -349,45 +430,83 @@ public final class FrameTap: Sendable {
                 }
                 counters.current.withLock { $0 = bigger }
                 state.ring.retire()
-                state.ring = bigger
+                state.use(bigger)
             }
-            let ring = state.ring
+            let index = Int((state.sequence + 1) % UInt64(state.ring.slots))
+            if state.reserved[index] != 0 && isKnownUniquelyReferenced(&state.storages[index]) { FrameTap.abandon(index, in: &state) }
+            // A stage still holds a picture converted into this slot (or one is being converted into it): not now.
+            guard state.reserved[index] == 0, isKnownUniquelyReferenced(&state.storages[index]) else {
+                counters.busy.add(1, ordering: .relaxed)
+                return nil
+            }
             state.sequence += 1
             let sequence = state.sequence
-            let slot = ring.base + TapLayout.headerSize + Int(sequence % UInt64(ring.slots)) * ring.slotSize
-            // The seqlock (only this writer changes it, so it is even here): odd, then the data, then even again.
-            // Plain aligned 64-bit stores with fences (compiler and CPU barriers), the seqlock pattern of the
-            // Linux kernel's write_seqcount_begin/end.
-            let lock = slot.load(fromByteOffset: TapLayout.seqlock, as: UInt64.self)
-            slot.storeBytes(of: lock &+ 1, toByteOffset: TapLayout.seqlock, as: UInt64.self)
-            atomicMemoryFence(ordering: .releasing)
+            let slot = state.ring.slot(index)
+            FrameTap.beginWrite(slot)
             let offsetY = TapLayout.slotHeaderSize, offsetU = offsetY + w * h, offsetV = offsetU + cw * ch
             FrameTap.copy(picture.dataY, stride: picture.strideY, to: slot + offsetY, width: w, height: h)
             FrameTap.copy(picture.dataU, stride: picture.strideU, to: slot + offsetU, width: cw, height: ch)
             FrameTap.copy(picture.dataV, stride: picture.strideV, to: slot + offsetV, width: cw, height: ch)
             midWrite?()
-            slot.storeBytes(of: sequence, toByteOffset: TapLayout.sequence, as: UInt64.self)
-            slot.storeBytes(of: timestampNs, toByteOffset: TapLayout.timestamp, as: Int64.self)
-            slot.storeBytes(of: cameraSequence, toByteOffset: TapLayout.cameraSequence, as: UInt64.self)
-            slot.storeBytes(of: UInt32(w), toByteOffset: TapLayout.width, as: UInt32.self)
-            slot.storeBytes(of: UInt32(h), toByteOffset: TapLayout.height, as: UInt32.self)
-            slot.storeBytes(of: UInt32(w), toByteOffset: TapLayout.strideY, as: UInt32.self)
-            slot.storeBytes(of: UInt32(cw), toByteOffset: TapLayout.strideU, as: UInt32.self)
-            slot.storeBytes(of: UInt32(cw), toByteOffset: TapLayout.strideV, as: UInt32.self)
-            slot.storeBytes(of: UInt32(rotation.rawValue), toByteOffset: TapLayout.rotation, as: UInt32.self)
-            slot.storeBytes(of: UInt32(offsetY), toByteOffset: TapLayout.offsetY, as: UInt32.self)
-            slot.storeBytes(of: UInt32(offsetU), toByteOffset: TapLayout.offsetU, as: UInt32.self)
-            slot.storeBytes(of: UInt32(offsetV), toByteOffset: TapLayout.offsetV, as: UInt32.self)
-            slot.storeBytes(of: fullRange ? TapLayout.fullRange : 0, toByteOffset: TapLayout.slotFlags, as: UInt32.self)
-            slot.storeBytes(of: UInt64(data), toByteOffset: TapLayout.dataSize, as: UInt64.self)
-            atomicMemoryFence(ordering: .releasing)
-            slot.storeBytes(of: lock &+ 2, toByteOffset: TapLayout.seqlock, as: UInt64.self)
-            atomicMemoryFence(ordering: .releasing)
-            ring.base.storeBytes(of: sequence, toByteOffset: TapLayout.latestSequence, as: UInt64.self)
-            counters.published.store(sequence, ordering: .relaxed)
-            counters.size.store(UInt64(w) << 32 | UInt64(h), ordering: .relaxed)
+            finish(slot, sequence: sequence, frame, in: &state)
             return sequence
         }
+    }
+
+    /// A picture's description for its slot header.
+    private struct SlotHeader {
+        var timestampNs: Int64, cameraSequence: UInt64, width: Int, height: Int, rotation: VideoRotation, fullRange: Bool
+    }
+
+    /// Makes a slot's seqlock odd (only the writer changes it, and it is even here): readers leave the slot alone.
+    /// Plain aligned 64-bit stores with fences (compiler and CPU barriers), the seqlock pattern of the Linux kernel's
+    /// write_seqcount_begin/end.
+    private static func beginWrite(_ slot: UnsafeMutableRawPointer) {
+        let lock = slot.load(fromByteOffset: TapLayout.seqlock, as: UInt64.self)
+        slot.storeBytes(of: lock | 1, toByteOffset: TapLayout.seqlock, as: UInt64.self)
+        atomicMemoryFence(ordering: .releasing)
+    }
+
+    /// Ends a write: the seqlock even again (one more than when it was odd).
+    private static func endWrite(_ slot: UnsafeMutableRawPointer) {
+        atomicMemoryFence(ordering: .releasing)
+        let lock = slot.load(fromByteOffset: TapLayout.seqlock, as: UInt64.self)
+        slot.storeBytes(of: lock &+ 1, toByteOffset: TapLayout.seqlock, as: UInt64.self)
+        atomicMemoryFence(ordering: .releasing)
+    }
+
+    /// Gives up the picture handed out in slot `index`: its sequence number is never published (readers count it
+    /// missed) and the slot holds no frame.
+    private static func abandon(_ index: Int, in state: inout Writer) {
+        let slot = state.ring.slot(index)
+        slot.storeBytes(of: UInt64(0), toByteOffset: TapLayout.sequence, as: UInt64.self)
+        endWrite(slot)
+        state.reserved[index] = 0
+    }
+
+    /// Writes a slot's header (its planes are in place, its seqlock odd), ends the write and makes it the latest.
+    private func finish(_ slot: UnsafeMutableRawPointer, sequence: UInt64, _ f: SlotHeader, in state: inout Writer) {
+        let w = f.width, h = f.height, cw = (w + 1) / 2, ch = (h + 1) / 2
+        let offsetY = TapLayout.slotHeaderSize, offsetU = offsetY + w * h, offsetV = offsetU + cw * ch
+        slot.storeBytes(of: sequence, toByteOffset: TapLayout.sequence, as: UInt64.self)
+        slot.storeBytes(of: f.timestampNs, toByteOffset: TapLayout.timestamp, as: Int64.self)
+        slot.storeBytes(of: f.cameraSequence, toByteOffset: TapLayout.cameraSequence, as: UInt64.self)
+        slot.storeBytes(of: UInt32(w), toByteOffset: TapLayout.width, as: UInt32.self)
+        slot.storeBytes(of: UInt32(h), toByteOffset: TapLayout.height, as: UInt32.self)
+        slot.storeBytes(of: UInt32(w), toByteOffset: TapLayout.strideY, as: UInt32.self)
+        slot.storeBytes(of: UInt32(cw), toByteOffset: TapLayout.strideU, as: UInt32.self)
+        slot.storeBytes(of: UInt32(cw), toByteOffset: TapLayout.strideV, as: UInt32.self)
+        slot.storeBytes(of: UInt32(f.rotation.rawValue), toByteOffset: TapLayout.rotation, as: UInt32.self)
+        slot.storeBytes(of: UInt32(offsetY), toByteOffset: TapLayout.offsetY, as: UInt32.self)
+        slot.storeBytes(of: UInt32(offsetU), toByteOffset: TapLayout.offsetU, as: UInt32.self)
+        slot.storeBytes(of: UInt32(offsetV), toByteOffset: TapLayout.offsetV, as: UInt32.self)
+        slot.storeBytes(of: f.fullRange ? TapLayout.fullRange : 0, toByteOffset: TapLayout.slotFlags, as: UInt32.self)
+        slot.storeBytes(of: UInt64(TapLayout.dataSize(width: w, height: h)), toByteOffset: TapLayout.dataSize, as: UInt64.self)
+        FrameTap.endWrite(slot)
+        state.ring.base.storeBytes(of: sequence, toByteOffset: TapLayout.latestSequence, as: UInt64.self)
+        state.latest = sequence
+        counters.published.add(1, ordering: .relaxed)
+        counters.size.store(UInt64(w) << 32 | UInt64(h), ordering: .relaxed)
     }
 
     /// Copies a plane's rows, packed: one copy for a plane whose stride is its width.

@@ -151,6 +151,8 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
     private let rotationApplied: Atomic<Bool>
     /// Nobody wants a picture: frames are passed to the streams unconverted (`VideoFrame.isUnconverted`).
     private let picturesPaused = Atomic(false)
+    /// Where the shared picture is converted into (`setPictureDestination(_:)`).
+    private let destination = Mutex<(@Sendable (Int, Int) -> I420Buffer?)?>(nil)
     private weak let capturer: CameraVideoCapturer?
     /// swift-metrics, when `options.metricsDimensions` asks for them.
     private let metrics: CaptureMetrics?
@@ -202,6 +204,15 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
     /// the size asked up to whole macroblocks (1920x1080 asked, 1920x1088 given) pads the bottom and right, and the
     /// picture is the size asked. nil (the default) keeps whole frames. Takes effect from the next frame.
     public func setVisibleSize(_ size: FrameSize?) { visible.withLock { $0 = size } }
+
+    /// Gives the shared picture of every frame memory of the caller's choosing, from the next frame: `provider` is
+    /// asked with the picture's size and returns an I420 buffer to convert into, or nil for one of the source's own
+    /// pools. A frame tap hands out its ring slots, so that the converter writes each picture where the tap's readers
+    /// read it, and the tap copies nothing (`FrameTap.destination(width:height:)`). nil (the default) removes it.
+    /// The provider runs on the delivery thread; a picture converted into its buffer is what every sink gets.
+    public func setPictureDestination(_ provider: (@Sendable (_ width: Int, _ height: Int) -> I420Buffer?)?) {
+        destination.withLock { $0 = provider }
+    }
 
     /// Stops receiving frames from the capturer and ends every sequence.
     public func detach() {
@@ -377,6 +388,8 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
                 if let c = crop, rotation.swapsDimensions { crop = CropRect(x: c.y, y: c.x, width: c.height, height: c.width) }
                 crop = crop ?? padding // the visible part lies at the top left: a crop within it is one of the frame
                 let scale = shared.isIdentity && options.size == nil ? nil : shared.size
+                let provider = destination.withLock { $0 }
+                w.converter.destination = provider
                 picture = try w.converter.convert(
                     frame.buffer,
                     options: FrameConverter.Options(

@@ -64,10 +64,13 @@ private func startReader(_ socket: String, out: String, views: Bool = false) thr
         for out in outs { try? FileManager.default.removeItem(atPath: out) }
         let readers = [try startReader(socket, out: outs[0]), try startReader(socket, out: outs[1], views: true)]
         defer { for reader in readers where reader.isRunning { reader.terminate() } }
-        // Real time (30 fps): the readers, polling every 2 ms with 8 slots, keep up.
-        let r = try sh(camcap, ["preview", "-d", "fixture:vivid", "-s", "320x180", "--frames", "60", "--tap", socket, "--y4m", y4m, "-q"])
+        // Real time (30 fps): the readers, polling every 2 ms with 8 slots, keep up. YUYV is converted, straight into
+        // the ring's slots: the tap copies none of the 60 pictures (the YU12 of the next test is copied once each).
+        let r = try sh(
+            camcap,
+            ["preview", "-d", "fixture:vivid", "-s", "320x180", "--pixel-format", "YUYV", "--frames", "60", "--tap", socket, "--y4m", y4m, "-q"])
         #expect(r.code == 0, "\(r.err)")
-        #expect(r.out.contains("tap:") && r.out.contains("\(socket) (60 frames published, 2 readers)"), "\(r.out)")
+        #expect(r.out.contains("tap:") && r.out.contains("\(socket) (60 frames published, 2 readers, 0 copied)"), "\(r.out)")
         for reader in readers {
             reader.waitUntilExit() // the run's end retires the ring: the reader drains it and ends
             #expect(reader.terminationStatus == 0)
@@ -100,30 +103,41 @@ private func startReader(_ socket: String, out: String, views: Bool = false) thr
         defer { if reader.isRunning { reader.terminate() } }
         let run = Process()
         run.executableURL = URL(fileURLWithPath: camcap)
-        // 300 frames (10 s at 30 fps): the watcher below must connect while capture runs, on a loaded machine too
-        // (CI saw 150 frames end before it connected).
-        run.arguments = ["preview", "-d", "fixture:vivid", "-s", "320x180", "--frames", "300", "--tap", socket, "--y4m", y4m, "-q"]
+        // Capture runs until this test has seen what it needs and sends SIGINT (events, not a frame budget: CI saw a
+        // fixed 150 and then 300 frames end before a slow-starting reader and the watcher were in).
+        run.arguments = ["preview", "-d", "fixture:vivid", "-s", "320x180", "--frames", "9000", "--tap", socket, "--y4m", y4m, "-q"]
         let summary = Pipe()
         run.standardOutput = summary
         run.standardError = FileHandle(forWritingAtPath: "/dev/null")
         try run.run()
         defer { if run.isRunning { run.terminate() } }
+        // Capture is watched through the tap itself, connected as soon as the socket is there.
+        var watcher: FrameTapReader?
+        #expect(
+            await waitUntil(timeout: 60) {
+                watcher = try? FrameTapReader(socketPath: socket)
+                return watcher != nil
+            }, "the tap's socket appears")
+        guard let watcher else { return }
         #expect(await waitUntil(timeout: 60) { tapLines(out).count >= 10 }, "the reader reads")
-        // Capture is watched through the tap itself, from before the stop.
-        let watcher = try FrameTapReader(socketPath: socket)
         kill(reader.processIdentifier, SIGSTOP)
         let stoppedAfter = tapLines(out).last?.sequence ?? 0
         // Hold it until capture has gone 30 frames on (the ring has 8 slots).
         #expect(await waitUntil(timeout: 60) { watcher.latestSequence >= UInt64(stoppedAfter + 30) })
-        watcher.close()
         kill(reader.processIdentifier, SIGCONT)
+        // Let it read past the gap, then end the run.
+        #expect(await waitUntil(timeout: 60) { (tapLines(out).last?.sequence ?? 0) > stoppedAfter + 30 }, "the reader resumes")
+        watcher.close()
+        kill(run.processIdentifier, SIGINT)
         let report = String(decoding: summary.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         run.waitUntilExit()
         reader.waitUntilExit()
         #expect(run.terminationStatus == 0, "\(report)")
-        #expect(report.contains("(300 frames published"), "\(report)")
-        #expect(try y4mFrameHashes(y4m).count == 300, "every frame was written while the reader was stopped")
-        #expect(report.contains("written 300"), "\(report)")
+        let published = report.firstMatch(of: /\((\d+) frames published/).flatMap { Int($0.1) } ?? -1
+        #expect(published > stoppedAfter + 30, "\(report)")
+        #expect(report.contains(" readers, \(published) copied)"), "YU12 passes through unconverted: copied once: \(report)")
+        #expect(try y4mFrameHashes(y4m).count == published, "every frame was written while the reader was stopped")
+        #expect(report.contains("written \(published)"), "\(report)")
         let lines = tapLines(out)
         let gap = lines.first { $0.sequence > stoppedAfter + 8 && $0.missed > 0 }
         #expect(gap != nil, "after the stop the reader reports the frames it missed")

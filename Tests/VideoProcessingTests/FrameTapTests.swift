@@ -51,6 +51,94 @@ import VideoCapture
         #expect(waitUntil { tap.readers == 0 }, "a reader that hangs up is no longer counted")
     }
 
+    /// Writes `n`'s pattern into a picture handed out by the tap (as the converter would).
+    static func fill(_ p: I420Buffer, _ n: Int) {
+        let source = picture(n, width: p.width, height: p.height)
+        for (dst, src, stride, w, h) in [
+            (p.mutableDataY, source.dataY, source.strideY, p.width, p.height),
+            (p.mutableDataU, source.dataU, source.strideU, p.chromaWidth, p.chromaHeight),
+            (p.mutableDataV, source.dataV, source.strideV, p.chromaWidth, p.chromaHeight),
+        ] {
+            for row in 0..<h { (dst + row * w).update(from: src + row * stride, count: w) }
+        }
+    }
+
+    /// A picture converted into the slot the tap handed out is published without a copy, and read back exactly.
+    @Test func aPictureConvertedIntoItsSlotIsPublishedWithoutACopy() throws {
+        let tap = try Self.tap("inplace")
+        defer { tap.close() }
+        let reader = try FrameTapReader(socketPath: tap.socketPath)
+        var bytes: [UInt8] = []
+        for n in 1...6 {
+            let p = try #require(tap.destination(width: 33, height: 17))
+            #expect(p.strideY == 33 && p.strideU == 17 && p.writablePlanes == nil, "packed, and read-only to stages")
+            #expect(reader.next(into: &bytes) == nil || n > 1, "a slot handed out is not a frame yet")
+            Self.fill(p, n)
+            #expect(tap.publish(p, timestampNs: Int64(n), cameraSequence: UInt64(n)) == UInt64(n))
+            let got = try #require(reader.next(into: &bytes))
+            #expect(got.missed == 0 && got.header.sequence == UInt64(n) && got.header.timestampNs == Int64(n))
+            #expect(bytes == Self.picture(n).packedBytes(), "frame \(n)")
+        }
+        #expect(tap.published == 6 && tap.publishedInPlace == 6 && tap.busy == 0)
+        #expect(tap.destination(width: 200, height: 200) == nil, "larger than the ring: the caller's own memory")
+        #expect(tap.destination(width: 0, height: 64) == nil)
+    }
+
+    /// A stage that keeps a picture for longer than the ring lasts keeps its slot: the tap neither hands it out
+    /// nor copies into it (the kept picture stays intact), and counts what it could not publish.
+    @Test func aSlotAStageStillHoldsIsNeverWritten() throws {
+        let tap = try Self.tap("held", slots: 4)
+        defer { tap.close() }
+        let reader = try FrameTapReader(socketPath: tap.socketPath)
+        var kept: I420Buffer? = try #require(tap.destination(width: 33, height: 17))
+        Self.fill(kept!, 1)
+        #expect(tap.publish(kept!, timestampNs: 1) == 1)
+        var bytes: [UInt8] = []
+        #expect(reader.next(into: &bytes)?.header.sequence == 1)
+        for n in 2...4 {
+            let p = try #require(tap.destination(width: 33, height: 17))
+            Self.fill(p, n)
+            #expect(tap.publish(p, timestampNs: Int64(n)) == UInt64(n))
+        }
+        // Slot 1 % 4 comes round again: still held.
+        #expect(tap.destination(width: 33, height: 17) == nil)
+        #expect(tap.publish(Self.picture(5), timestampNs: 5) == nil, "not copied over the kept picture either")
+        #expect(tap.busy == 1)
+        #expect(kept!.packedBytes() == Self.picture(1).packedBytes(), "the kept picture is unchanged")
+        kept = nil
+        let p = try #require(tap.destination(width: 33, height: 17), "let go: the slot is handed out again")
+        Self.fill(p, 6)
+        #expect(tap.publish(p, timestampNs: 6) == 5)
+        var last: UInt64 = 0
+        while let got = reader.next(into: &bytes) { last = got.header.sequence }
+        #expect(last == 5 && bytes == Self.picture(6).packedBytes())
+    }
+
+    /// A picture handed out and never published (dropped on the way) costs readers one missed frame, never a frame
+    /// of garbage; one published after a later frame is not published (numbers only rise).
+    @Test func aSlotHandedOutAndNotPublishedIsMissedNotRead() throws {
+        let tap = try Self.tap("abandoned")
+        defer { tap.close() }
+        let reader = try FrameTapReader(socketPath: tap.socketPath)
+        var bytes: [UInt8] = []
+        do {
+            let dropped = try #require(tap.destination(width: 33, height: 17))
+            Self.fill(dropped, 99)
+        }
+        #expect(tap.publish(Self.picture(2), timestampNs: 2) == 2, "the next frame is copied in, numbered after it")
+        let got = try #require(reader.next(into: &bytes))
+        #expect(got.header.sequence == 2 && got.missed == 1 && bytes == Self.picture(2).packedBytes())
+        // Handed out (3), then a later picture copied (4) before it is published: 3 is dropped.
+        let late = try #require(tap.destination(width: 33, height: 17))
+        Self.fill(late, 3)
+        #expect(tap.publish(Self.picture(4), timestampNs: 4) == 4)
+        #expect(tap.publish(late, timestampNs: 3) == nil)
+        #expect(tap.busy == 1)
+        let next = try #require(reader.next(into: &bytes))
+        #expect(next.header.sequence == 4 && next.missed == 1 && bytes == Self.picture(4).packedBytes())
+        #expect(reader.next(into: &bytes) == nil)
+    }
+
     @Test func aReaderThatFallsBehindSeesTheGap() throws {
         let tap = try Self.tap("behind")
         defer { tap.close() }
