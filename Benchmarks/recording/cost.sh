@@ -14,6 +14,9 @@
 # 4. Multi-planar (#35): fixture:soc-mplane at 1280x720 in NM12 (planes in separate buffers) and NV12 (one buffer,
 #    through the same multi-planar API): the inclusive cost per frame of FrameConverter.convert, the one pass from
 #    the camera's planes to I420.
+# 6. The frame tap (#50): `record --fast` at 1280x720 from the fixture webcam with and without `--tap`, each for
+#    FRAMES and FRAMES/3 frames: the record path's instructions per frame both ways, and the tap's share (the
+#    difference). With the tap the converter writes each picture into its ring slot: the tap itself copies nothing.
 # 5. Memory: peak RSS of a 1-minute and a 10-minute (capture time) MP4 recording (--fast, so it takes less
 #    wall time), from /usr/bin/time's maximum resident set size.
 set -euo pipefail
@@ -44,7 +47,7 @@ record_under_callgrind() { # NAME ARGS… → $out/cg-NAME: callgrind's file of 
 ir_of() { # callgrind file, symbol regex → inclusive Ir of the first matching function (Swift names are mangled)
   callgrind_annotate --inclusive=yes --threshold=100 "$1" 2>/dev/null | awk -v re="$2" '$0 ~ re && !done { gsub(",", "", $1); print $1; done = 1 }'
 }
-sections=" ${SECTIONS:-1 2 3 4 5} "
+sections=" ${SECTIONS:-1 2 3 4 5 6} "
 on() { [[ "$sections" == *" $1 "* ]]; }
 on 1 && for container in h264 mp4; do
   for n in $((frames / 3)) "$frames"; do
@@ -87,6 +90,21 @@ if on 4; then
 import sys
 a, b, n = (int(x) for x in sys.argv[1:])
 print(f"multi-planar 720p to I420 (FrameConverter.convert, inclusive): NM12 {a/n/1e3:.1f} k instructions/frame, NV12 {b/n/1e3:.1f} k/frame: NM12/NV12 = {a/max(b,1):.3f}")
+PY
+fi
+if on 6; then
+  for tap in without with; do
+    extra=(); [ "$tap" = with ] && extra=(--tap "$out/cost-tap.sock")
+    for n in $((frames / 3)) "$frames"; do
+      record_under_callgrind "tap-$tap-$n" -d fixture:uvc-webcam -s 1280x720 --fast --frames "$n" -o "$out/tap-$tap-$n.h264" "${extra[@]}"
+    done
+  done
+  python3 - "$frames" $(for tap in without with; do for n in $((frames / 3)) "$frames"; do ir_total "$out/cg-tap-$tap-$n"; done; done) <<'PY'
+import sys
+frames = int(sys.argv[1]); a0, a1, b0, b1 = (int(x) for x in sys.argv[2:6])
+n = frames - frames // 3
+without, withtap = (a1 - a0) / n, (b1 - b0) / n
+print(f"frame tap: record path {without/1e6:.3f} M instructions/frame without, {withtap/1e6:.3f} M with --tap: the tap costs {(withtap-without)/1e3:.1f} k/frame = {100*(withtap-without)/without:.2f} %")
 PY
 fi
 if on 5; then for seconds in 60 600; do

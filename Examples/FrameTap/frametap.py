@@ -17,7 +17,7 @@ acquire loads and fence.
 
 As a program it hashes every frame it gets (SHA-256 of Y, U and V, the bytes a Y4M frame holds):
     python3 frametap.py NAME [--frames N] [--out FILE] [--timeout SECONDS] [--views]
-one line per frame, "sequence timestamp_ns width height missed sha256", and a summary on standard error. It waits up
+one line per frame, "sequence timestamp_ns width height missed sha256 camera_sequence", and a summary on standard error. It waits up
 to --timeout seconds (default 10) for the tap's socket, and ends when the tap stops.
 """
 
@@ -222,8 +222,8 @@ def main():
                 continue
             h["missed"] += pending
             pending = 0
-            out.write("%d %d %d %d %d %s\n" % (h["sequence"], h["timestamp_ns"], h["width"], h["height"], h["missed"],
-                                               digest.hexdigest()))
+            out.write("%d %d %d %d %d %s %d\n" % (h["sequence"], h["timestamp_ns"], h["width"], h["height"], h["missed"],
+                                                  digest.hexdigest(), h["camera_sequence"]))
             out.flush()
             got += 1
             if args.frames is not None and got >= args.frames:

@@ -42,7 +42,7 @@ public final class FrameConverter {
     /// the picture is written once, where its readers read it): asked with the output's width and height, nil for a
     /// buffer of the converter's own pools. Pictures on the way (before a rotation, mirror or scale) always use the
     /// pools; a picture passed through unconverted is not asked for.
-    package var destination: ((_ width: Int, _ height: Int) -> I420Buffer?)?
+    package var destination: (@Sendable (_ width: Int, _ height: Int) -> I420Buffer?)?
 
     /// The buffer for a step's output: the caller's `destination` for the last step, else a pooled one.
     private func output(width: Int, height: Int, last: Bool) -> I420Buffer {

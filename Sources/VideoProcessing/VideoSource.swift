@@ -151,8 +151,6 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
     private let rotationApplied: Atomic<Bool>
     /// Nobody wants a picture: frames are passed to the streams unconverted (`VideoFrame.isUnconverted`).
     private let picturesPaused = Atomic(false)
-    /// Where the shared picture is converted into (`setPictureDestination(_:)`).
-    private let destination = Mutex<(@Sendable (Int, Int) -> I420Buffer?)?>(nil)
     private weak let capturer: CameraVideoCapturer?
     /// swift-metrics, when `options.metricsDimensions` asks for them.
     private let metrics: CaptureMetrics?
@@ -211,7 +209,9 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
     /// read it, and the tap copies nothing (`FrameTap.destination(width:height:)`). nil (the default) removes it.
     /// The provider runs on the delivery thread; a picture converted into its buffer is what every sink gets.
     public func setPictureDestination(_ provider: (@Sendable (_ width: Int, _ height: Int) -> I420Buffer?)?) {
-        destination.withLock { $0 = provider }
+        // Kept by the converter (under the delivery lock: set between two frames), not read per frame: a closure
+        // copied out of a lock each frame costs a retain, and a converted one an allocation.
+        work.withLock { $0.converter.destination = provider }
     }
 
     /// Stops receiving frames from the capturer and ends every sequence.
@@ -388,8 +388,6 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
                 if let c = crop, rotation.swapsDimensions { crop = CropRect(x: c.y, y: c.x, width: c.height, height: c.width) }
                 crop = crop ?? padding // the visible part lies at the top left: a crop within it is one of the frame
                 let scale = shared.isIdentity && options.size == nil ? nil : shared.size
-                let provider = destination.withLock { $0 }
-                w.converter.destination = provider
                 picture = try w.converter.convert(
                     frame.buffer,
                     options: FrameConverter.Options(
