@@ -70,7 +70,7 @@ extension PictureStage {
     /// Nothing: the stage adds nothing to the progress line.
     public var progress: String? { nil }
     /// Nothing: the stage adds nothing to the summary.
-    public var report: StageReport { .none }
+    public var report: StageReport { .empty }
     /// Always true: the stage keeps the camera running.
     public var wantsPictures: Bool { true }
     /// nil: the stage writes no file.

@@ -32,7 +32,7 @@ public enum StageReport: Sendable {
     case lines(frames: String?, [(String, String)])
 
     /// No report: the stage adds nothing to the summary.
-    public static let none = StageReport.lines(frames: nil, [])
+    public static let empty = StageReport.lines(frames: nil, [])
 }
 
 /// What an `EncodedOutput` did in a run (`EncodedOutput.report`).
@@ -47,7 +47,7 @@ public enum OutputReport: Sendable {
     case lines([(String, String)])
 
     /// No report: the output adds nothing to the summary.
-    public static let none = OutputReport.lines([])
+    public static let empty = OutputReport.lines([])
 }
 
 /// An `EncodeStage`'s run.

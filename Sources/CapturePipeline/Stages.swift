@@ -49,7 +49,7 @@ extension EncodedOutput {
     /// Nothing: the output adds nothing to the progress line.
     public var progress: String? { nil }
     /// Nothing: the output adds nothing to the summary.
-    public var report: OutputReport { .none }
+    public var report: OutputReport { .empty }
     /// False: writes stay on the pipeline's task unless the output says otherwise.
     public var acceptsWritesFromEncoderThread: Bool { false }
     /// Always true: the output takes every frame.

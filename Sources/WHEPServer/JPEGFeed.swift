@@ -436,7 +436,7 @@ final class JPEGFeedStage: PictureStage {
     }
     func end() throws { feed?.end() }
     var report: StageReport {
-        guard let s = feed?.statistics, s.snapshots + s.mjpegClientsTotal > 0 else { return .none }
+        guard let s = feed?.statistics, s.snapshots + s.mjpegClientsTotal > 0 else { return .empty }
         return .lines(
             frames: nil,
             [
