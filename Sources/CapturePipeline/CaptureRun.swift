@@ -21,6 +21,8 @@ struct RunContext {
         case process(ProcessStage)
         init(_ stage: any PictureStage) { self = (stage as? ProcessStage).map(Step.process) ?? .consume(stage) }
     }
+    /// The stages that take a camera's own access units, in order (sorted out once, at the start).
+    let encodedStages: [any EncodedFrameStage]
     let source: VideoSource
     let conversions: ConversionTimes
     let replay: ScheduleReplay?
@@ -158,7 +160,8 @@ extension CaptureSession {
         // waits for this loop instead of dropping.
         let subscribe = { [configuration] in source.frames(bufferingNewest: 2, waitsForConsumer: configuration.fast) }
         let context = RunContext(
-            stages: stages, steps: stages.map(RunContext.Step.init), source: source, conversions: conversions, replay: replay,
+            stages: stages, steps: stages.map(RunContext.Step.init), encodedStages: stages.compactMap { $0 as? any EncodedFrameStage },
+            source: source, conversions: conversions, replay: replay,
             trace: configuration.fast ? nil : frameTrace,
             encodeStage: stages.lazy.compactMap { $0 as? EncodeStage }.first, subscribe: subscribe, firstFrames: subscribe(),
             durationWatch: configuration.durationNs == nil || configuration.fast ? nil : DurationWatch(stop: stopAction))
@@ -229,13 +232,13 @@ extension CaptureSession {
                     }
                 }
             } else {
-                for s in c.stages { try (s as? EncodedFrameStage)?.consume(encoded: frame) }
+                for s in c.encodedStages { try s.consume(encoded: frame) }
             }
         } catch {
             state.stageError = error
             return false
         }
-        if picture == nil && heldBack(c.stages) {
+        if picture == nil && heldBack(c.encodedStages) {
             state.heldBack += 1
             state.metrics.capture.frames.increment()
             return true
@@ -249,14 +252,7 @@ extension CaptureSession {
         state.lastTs = frame.timestampNs
         let now = monotonicNanoseconds()
         if !configuration.fast { time(frame, c, &state, stageStart: stageStart, stageCPUStart: stageCPUStart, converted: converted, now: now) }
-        let elapsed = Double(state.lastTs - from) / 1e9
-        if let onProgress, elapsed >= 0.2, now >= state.nextProgress {
-            state.nextProgress = now + progressIntervalNs
-            let processed = state.report.processed
-            onProgress(
-                "\(fmt(elapsed)) s  \(processed) frames  \(fmt(Double(processed - 1) / elapsed)) fps  \(c.stages.compactMap(\.progress).joined(separator: "  "))  drops \(capturer.statistics.totalDropped)"
-            )
-        }
+        if onProgress != nil, now >= state.nextProgress { progress(c, &state, from: from, now: now) }
         if let n = configuration.frames, state.report.processed >= n { return false }
         // Nobody wants this picture's successors (a server without viewers): the camera costs its dequeue only until
         // somebody does, and is released when nobody has for long enough.
@@ -265,15 +261,20 @@ extension CaptureSession {
         return !(state.idle.enabled && state.idle.shouldRelease(wanted: wanted, at: frame.timestampNs))
     }
 
+    /// The progress line, when due: time, frames, rate, the stages' figures and the drops.
+    private func progress(_ c: RunContext, _ state: inout RunState, from: Int64, now: Int64) {
+        let elapsed = Double(state.lastTs - from) / 1e9
+        guard let onProgress, elapsed >= 0.2 else { return }
+        state.nextProgress = now + progressIntervalNs
+        let processed = state.report.processed
+        onProgress(
+            "\(fmt(elapsed)) s  \(processed) frames  \(fmt(Double(processed - 1) / elapsed)) fps  \(c.stages.compactMap(\.progress).joined(separator: "  "))  drops \(capturer.statistics.totalDropped)"
+        )
+    }
+
     /// Every encoded stage held the last access unit back (none was written): it is not a processed frame.
-    private func heldBack(_ stages: [any PictureStage]) -> Bool {
-        var any = false
-        for s in stages {
-            guard let e = s as? EncodedFrameStage else { continue }
-            if !e.heldBackLastFrame { return false }
-            any = true
-        }
-        return any
+    private func heldBack(_ stages: [any EncodedFrameStage]) -> Bool {
+        !stages.isEmpty && stages.allSatisfy(\.heldBackLastFrame)
     }
 
     /// The frame's latency and work time, and its row of the frame trace when one is kept.
@@ -355,7 +356,8 @@ extension CaptureSession {
         for s in c.stages { do { try s.end() } catch { endError = endError ?? error } }
         var report = state.report
         report.undecodable = sourceStats.dropped[.undecodable, default: 0]
-        report.summary = summary(c, state, stats, sourceStats, undecodable: report.undecodable, wallSeconds: wallSeconds)
+        report.stages = c.stages.map(\.report)
+        report.summary = summary(state, report.stages, stats, sourceStats, undecodable: report.undecodable, wallSeconds: wallSeconds)
         // What is on disk: a file that got no byte (or a run without a frame) is not called playable.
         let unwritten = c.stages.lazy.compactMap(\.unwrittenFile).first
         if let e = state.captureError {
@@ -411,7 +413,7 @@ extension CaptureSession {
 
     /// The summary's lines: device, format, frames, rates, times, the camera's releases, adaptation, the stages'.
     private func summary(
-        _ c: RunContext, _ state: RunState, _ stats: CaptureStatistics, _ sourceStats: VideoSource.Statistics, undecodable: Int,
+        _ state: RunState, _ stages: [StageReport], _ stats: CaptureStatistics, _ sourceStats: VideoSource.Statistics, undecodable: Int,
         wallSeconds: Double
     ) -> [(String, String)] {
         let processed = state.report.processed
@@ -425,7 +427,7 @@ extension CaptureSession {
         let captured = processed + state.heldBack + state.processingDropped + undecodable + dropped + thinned
         var frameLine =
             "captured \(captured), dropped \(dropped)\(dropText.isEmpty ? "" : " (\(dropText))")"
-        for s in c.stages { if let f = s.framesSummary { frameLine += ", " + f } }
+        for s in stages { if let f = s.framesText { frameLine += ", " + f } }
         if undecodable > 0 { frameLine += ", undecodable \(undecodable)" }
         let colour = applied.colorSpace.isSpecified ? ", colour \(applied.colorSpace)" : ""
         var lines: [(String, String)] = [
@@ -466,7 +468,7 @@ extension CaptureSession {
             lines.append(("adaptation", "\(how); \(thinned) frames thinned for frame rate; sizes \(sizes)"))
             lines.append(("frames/second", state.adapted.perSecond.map(String.init).joined(separator: " ")))
         }
-        for s in c.stages { lines += s.summary }
+        for s in stages { lines += s.lines }
         return lines
     }
 }

@@ -36,12 +36,12 @@ public protocol PictureStage: AnyObject {
     func end() throws
     /// Gives up the outputs when the run fails before it starts (existing files keep their contents, new ones go).
     func discard()
-    /// The stage's part of the summary's `frames:` line ("encoded 150, skipped 0"), if any.
-    var framesSummary: String? { get }
     /// Live figures for the progress line ("1480 kbps").
     var progress: String? { get }
-    /// Summary lines (label, value).
-    var summary: [(String, String)] { get }
+    /// What the stage did in the run (`StageReport`: its kind's figures), read at the end of a run: the session
+    /// writes the summary from it (the stage's part of the `frames:` line and its lines) and returns it in
+    /// `Report.stages`.
+    var report: StageReport { get }
     /// False while the stage has no use for pictures (an encoder whose outputs have nobody to send to); when
     /// no stage wants pictures for `Configuration.idleReleaseNs`, the camera is released.
     var wantsPictures: Bool { get }
@@ -67,10 +67,10 @@ extension PictureStage {
     public func discard() {}
     /// Sends nothing: the stage has no live viewers.
     public func placeholder(timestampNs: Int64) throws -> Bool { false }
-    /// Nothing: the stage adds nothing to the `frames:` line.
-    public var framesSummary: String? { nil }
     /// Nothing: the stage adds nothing to the progress line.
     public var progress: String? { nil }
+    /// Nothing: the stage adds nothing to the summary.
+    public var report: StageReport { .empty }
     /// Always true: the stage keeps the camera running.
     public var wantsPictures: Bool { true }
     /// nil: the stage writes no file.
@@ -294,6 +294,9 @@ public final class CaptureSession {
         public var undecodable = 0
         /// Summary lines (label, value), in order.
         public var summary: [(String, String)] = []
+        /// What each stage did (`PictureStage.report`), in the order of the stages: the figures the summary's stage
+        /// lines were written from.
+        public var stages: [StageReport] = []
         /// The capture or a stage failed; what was written before is complete and playable.
         public var failure: PipelineError?
         /// The summary as aligned "label: value" lines.

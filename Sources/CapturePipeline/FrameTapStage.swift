@@ -54,17 +54,11 @@ public final class FrameTapStage: PictureStage {
     public var wantsPictures: Bool { tap.readers > 0 }
     /// "tap N readers".
     public var progress: String? { "tap \(tap.readers) readers" }
-    /// The `tap` line: socket, frames published, readers.
-    public var summary: [(String, String)] {
-        let skipped = tap.skipped > 0 ? ", \(tap.skipped) too large for a new ring" : ""
-        let generations = tap.generation > 1 ? ", \(tap.generation) rings (larger pictures)" : ""
-        let busy = tap.busy > 0 ? ", \(tap.busy) not published (their slot still held by a stage)" : ""
-        let copied = tap.published - tap.publishedInPlace
-        return [
-            (
-                "tap",
-                "\(tap.socketPath) (\(tap.published) frames published, \(tap.connections) readers, \(copied) copied\(skipped)\(busy)\(generations))"
-            )
-        ]
+    /// The socket, frames published, readers, copies and rings (the summary's `tap` line).
+    public var report: StageReport {
+        var r = FrameTapReport(socketPath: tap.socketPath)
+        (r.published, r.copied, r.connections) = (tap.published, tap.published - tap.publishedInPlace, tap.connections)
+        (r.skipped, r.busy, r.generation) = (tap.skipped, tap.busy, tap.generation)
+        return .frameTap(r)
     }
 }

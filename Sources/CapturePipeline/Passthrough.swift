@@ -277,14 +277,6 @@ public final class PassthroughStage: EncodedFrameStage {
     /// Gives every output up.
     public func discard() { for o in outputs { o.discard() } }
 
-    /// "passed through N (no encoder)".
-    public var framesSummary: String? {
-        let t = tally.withLock { $0 }
-        return "passed through \(t.passed) (no encoder)"
-            + (t.droppedBeforeKeyFrame > 0 ? ", dropped before a key frame \(t.droppedBeforeKeyFrame)" : "")
-            + (t.malformed > 0 ? ", malformed \(t.malformed)" : "")
-    }
-
     /// The average bitrate of what was passed through, then each output's progress.
     public var progress: String? { (["\(Int(kbps)) kbps"] + outputs.compactMap(\.progress)).joined(separator: "  ") }
 
@@ -294,29 +286,18 @@ public final class PassthroughStage: EncodedFrameStage {
         return Double(t.bytes) * 8 / (Double(t.lastTs - first) / 1e9) / 1000
     }
 
-    /// The camera's stream as passed through: encoders, key frames, what was inserted and asked; then each output's lines.
-    public var summary: [(String, String)] {
+    /// The camera's stream as passed through: access units passed, dropped and malformed, key frames, the average
+    /// bitrate, what was inserted and asked of the camera; then each output's report.
+    public var passthroughReport: PassthroughReport {
         let t = tally.withLock { $0 }
-        var lines: [(String, String)] = [
-            (
-                "encoder",
-                "none: the camera's own H.264 passed through (0 encoder instances), \(t.keyFrames) key frames, \(Int(kbps)) kbps average"
-            )
-        ]
-        var notes: [String] = []
-        if t.parameterSetsInserted > 0 { notes.append("SPS/PPS put before \(t.parameterSetsInserted) IDRs that came without them") }
-        if t.keyFramesAsked > 0 {
-            notes.append(
-                "\(t.keyFramesAsked) key frames asked of the camera"
-                    + (t.keyFramesAskedUnanswerable > 0 ? " (\(t.keyFramesAskedUnanswerable) it could not take)" : ""))
-        }
-        if t.bitratesAsked > 0 {
-            notes.append(
-                "\(t.bitratesAsked) bitrates asked of the camera, the last \(t.lastBitrateAsked / 1000) kbps"
-                    + (t.bitratesUnanswerable > 0 ? " (\(t.bitratesUnanswerable) it could not take: no bitrate control)" : ""))
-        }
-        if t.gaps > 0 { notes.append("\(t.gaps) gaps (frames dropped before this stage): resumed at the next key frame") }
-        if !notes.isEmpty { lines.append(("passthrough", notes.joined(separator: "; "))) }
-        return lines + outputs.flatMap(\.summary)
+        var r = PassthroughReport()
+        (r.passed, r.droppedBeforeKeyFrame, r.malformed, r.keyFrames) = (t.passed, t.droppedBeforeKeyFrame, t.malformed, t.keyFrames)
+        (r.averageKbps, r.parameterSetsInserted, r.gaps) = (Int(kbps), t.parameterSetsInserted, t.gaps)
+        (r.keyFramesAsked, r.keyFramesAskedUnanswerable) = (t.keyFramesAsked, t.keyFramesAskedUnanswerable)
+        (r.bitratesAsked, r.lastBitrateAsked, r.bitratesUnanswerable) = (t.bitratesAsked, t.lastBitrateAsked, t.bitratesUnanswerable)
+        r.outputs = outputs.map(\.report)
+        return r
     }
+    /// `.passthrough(passthroughReport)`.
+    public var report: StageReport { .passthrough(passthroughReport) }
 }

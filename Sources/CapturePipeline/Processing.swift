@@ -88,22 +88,10 @@ public final class ProcessStage: PictureStage {
     public func consume(_ picture: I420Buffer, frame: VideoFrame) throws { _ = try apply(picture, frame: frame) }
     /// Nothing to close.
     public func end() throws {}
-    /// "processing dropped N", when the policy dropped pictures.
-    public var framesSummary: String? { statistics.dropped > 0 ? "processing dropped \(statistics.dropped)" : nil }
-    /// The `processing` line: the processor, pictures, drops, latency percentiles and the output size.
-    public var summary: [(String, String)] {
-        let l = statistics.latency
-        let times =
-            l.count > 0
-            ? ", p50 \(fmt(l.percentileMs(0.5), 2)) ms, p95 \(fmt(l.percentileMs(0.95), 2)) ms, max \(fmt(l.percentileMs(1), 2)) ms"
-            : ""
-        let size = statistics.lastOutputSize.map { ", output \($0)" } ?? ""
-        return [
-            (
-                "processing",
-                "\(processor.name): \(statistics.processed) pictures, dropped \(statistics.dropped) (backpressure \(backpressure))\(times)\(size)"
-            )
-        ]
+    /// The processor, what it did with late pictures, and its statistics (the summary's `processing` line, and
+    /// "processing dropped N" on its `frames:` line when the policy dropped pictures).
+    public var report: StageReport {
+        .processing(ProcessingReport(processor: processor.name, backpressure: backpressure, statistics: statistics))
     }
 }
 

@@ -185,26 +185,9 @@ public final class RTPOutput: EncodedOutput {
             + (s.fractionLost.map { "  loss \(fmt($0 * 100, 1))%" } ?? "")
             + (s.keyFrameRequests > 0 ? "  key requests \(s.keyFrameRequests)" : "") + (s.retransmissions > 0 ? "  rtx \(s.retransmissions)" : "")
     }
-    /// The `rtp`, `rtcp` and `feedback` lines: what was sent, what receivers reported, what their feedback asked.
-    public var summary: [(String, String)] {
-        let s = sender.statistics
-        return [
-            (
-                "rtp",
-                "\(s.packetsSent) packets, \(s.bytesSent) bytes to \(target) (SSRC \(sender.ssrc), RTCP from port \(sender.localRTCPPort))"
-                    + (s.packetsDroppedBySimulation > 0 ? ", \(s.packetsDroppedBySimulation) dropped by --drop-rate" : "")
-            ),
-            (
-                "rtcp",
-                "\(s.senderReports) sender reports, \(s.receiverReports) receiver reports, rtt \(s.rttMs.map { fmt($0, 1) + " ms" } ?? "-"), loss \(s.fractionLost.map { fmt($0 * 100, 1) + "%" } ?? "-"), jitter \(s.jitterMs.map { fmt($0, 1) + " ms" } ?? "-")"
-            ),
-            (
-                "feedback",
-                "\(s.nacksReceived) NACKs (\(s.retransmissions) retransmitted, \(s.retransmittedBytes) bytes; \(s.nacksIgnored) ignored, \(s.retransmissionsOverBudget) over budget, \(s.nacksBeforeKeyFrame) before a key frame), \(s.keyFrameRequests) key-frame requests (\(s.keyFrameRequestsHonoured) honoured), REMB \(s.rembBitrate.map { "\($0 / 1000) kbps" } ?? "-"), \(s.rtcpErrors) malformed RTCP, \(s.rtcpFromStrangers) RTCP datagrams from elsewhere than the receiver's ports dropped"
-                    + (s.rtcpFromStrangers > 0 ? " (to obey a receiver's other socket: --rtcp-from ADDRESS[:PORT])" : "")
-                    + (s.rtcpLatchedPort.map { ", RTCP latched to \(bracketedHost(target.host)):\($0)" } ?? "")
-            ),
-        ]
+    /// What was sent and what the receivers reported (the summary's `rtp`, `rtcp` and `feedback` lines).
+    public var report: OutputReport {
+        .rtp(RTPOutputReport(statistics: sender.statistics, target: target, ssrc: sender.ssrc, localRTCPPort: sender.localRTCPPort))
     }
 }
 
@@ -230,7 +213,7 @@ package final class InputDumpStage: PictureStage {
         try CapturePipeline.write(times.map(String.init).joined(separator: "\n") + "\n", to: path + ".timestamps")
     }
     package func discard() { y4m.discard() }
-    package var summary: [(String, String)] { y4m.summary }
+    package var report: StageReport { y4m.report }
 }
 
 /// Keeps the SPS and PPS of the first key frame written: what an SDP's `sprop-parameter-sets` needs before a
@@ -248,8 +231,6 @@ public final class ParameterSetCatcher: EncodedOutput {
     public func end() throws {}
     /// Nothing to remove.
     public func discard() {}
-    /// Nothing to report.
-    public var summary: [(String, String)] { [] }
 }
 
 extension CaptureSession {

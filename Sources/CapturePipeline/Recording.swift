@@ -250,47 +250,22 @@ public final class RecordingOutput: EncodedOutput {
 
     /// The file being written while no byte has reached it.
     public var unwrittenFile: String? { ring.written == 0 && sink.file.bytesWritten == 0 ? sink.file.path : nil }
-    /// The `output` line (one file) or the `segments` lines, and the earlier runs' files of the ring that hold no
-    /// frame (`leftover`: 0 bytes or an MP4 header only, what a SIGKILL leaves), never counted as segments.
-    public var summary: [(String, String)] {
-        let kind = configuration.container == .mp4 ? "fragmented MP4" : "Annex-B H.264"
-        guard configuration.segmentSeconds != nil else {
-            var extra = ""
-            if case .mp4(let w) = sink {
-                extra = ", \(w.fragmentsWritten) fragments, \(fmt(Double(w.durationNs) / 1e9, 3)) s"
-                if w.framesDroppedBeforeKeyFrame > 0 { extra += ", \(w.framesDroppedBeforeKeyFrame) frames before the first key frame dropped" }
-            }
-            return [
-                (
-                    "output",
-                    "\(OutputFile.shown(sink.file.path)) (\(kind), \(sink.file.bytesWritten) bytes, \(sink.file.framesOnDisk) frames on disk\(extra))"
-                )
-            ]
-        }
-        let kept = ring.segments.filter { !$0.deleted }
-        let earlier = ring.deletedEarlier > 0 ? " (and \(ring.deletedEarlier) of earlier runs)" : ""
-        var lines = [
-            (
-                "segments",
-                "\(ring.written) written (\(kind)), \(ring.written - ring.deleted) kept, \(ring.deleted) deleted\(earlier), \(ring.framesBefore) frames"
-            )
-        ]
-        if ring.written > ring.segments.count {
-            lines.append(("segment", "(the last \(ring.segments.count) listed)"))
-        }
-        for s in kept {
-            lines.append(("segment", "\(s.path): frames \(s.firstFrame)...\(s.firstFrame + s.frames - 1), from \(fmt(Double(s.startNs) / 1e9, 3)) s"))
-        }
-        let empty = ring.emptyLeftovers
-        if empty.count > 0 {
-            let named = empty.named.map { "\($0.path) (\($0.bytes == 0 ? "0 bytes" : "\($0.bytes) bytes, header only"))" }
-            lines.append(
-                (
-                    "leftover",
-                    "\(empty.count) earlier file\(empty.count == 1 ? "" : "s") of this ring hold\(empty.count == 1 ? "s" : "") no frame (cut short by a kill or a power loss: not playable, left as \(empty.count == 1 ? "it is" : "they are"), not counted among the ring's files): "
-                        + named.joined(separator: ", ") + (empty.count > named.count ? ", …" : "")
-                ))
-        }
-        return lines
+    /// The file written (one file), or the ring's segments and the earlier runs' files of the ring that hold no frame
+    /// (0 bytes or an MP4 header only, what a SIGKILL leaves), never counted as segments.
+    public var recordingReport: RecordingReport {
+        var r = RecordingReport(container: configuration.container, path: sink.file.path)
+        (r.bytes, r.framesOnDisk) = (sink.file.bytesWritten, sink.file.framesOnDisk)
+        if case .mp4(let w) = sink { r.mp4 = (w.fragmentsWritten, w.durationNs, w.framesDroppedBeforeKeyFrame) }
+        guard configuration.segmentSeconds != nil else { return r }
+        var ring = RecordingReport.Ring()
+        (ring.written, ring.deleted, ring.deletedEarlier, ring.frames) = (
+            self.ring.written, self.ring.deleted, self.ring.deletedEarlier, self.ring.framesBefore
+        )
+        ring.segments = Array(self.ring.segments)
+        (ring.emptyLeftovers, ring.namedLeftovers) = self.ring.emptyLeftovers
+        r.ring = ring
+        return r
     }
+    /// `.recording(recordingReport)`.
+    public var report: OutputReport { .recording(recordingReport) }
 }

@@ -27,8 +27,8 @@ public protocol EncodedOutput: AnyObject {
     func discard()
     /// Live figures for the progress line, if any.
     var progress: String? { get }
-    /// Summary lines (label, value).
-    var summary: [(String, String)] { get }
+    /// What the output did in the run, for the summary (`OutputReport`); read at the end of a run.
+    var report: OutputReport { get }
     /// The path of a file this output writes to that has not received a byte (a failed run then says that
     /// nothing was written, not that what was written is playable); nil when it has, or it writes no file.
     var unwrittenFile: String? { get }
@@ -48,6 +48,8 @@ extension EncodedOutput {
     public var unwrittenFile: String? { nil }
     /// Nothing: the output adds nothing to the progress line.
     public var progress: String? { nil }
+    /// Nothing: the output adds nothing to the summary.
+    public var report: OutputReport { .empty }
     /// False: writes stay on the pipeline's task unless the output says otherwise.
     public var acceptsWritesFromEncoderThread: Bool { false }
     /// Always true: the output takes every frame.
@@ -430,28 +432,23 @@ public final class EncodeStage: PictureStage {
         return Double(t.bytes) * 8 / seconds / 1000
     }
 
-    /// "encoded N, skipped N", and the pictures not encoded for want of viewers.
-    public var framesSummary: String? {
-        "encoded \(encoded), skipped \(stats.skipped)" + (idle > 0 ? ", not encoded (nobody watching) \(idle)" : "")
-            + (placeholders > 0 ? ", placeholders \(placeholders) (while the camera was away)" : "")
-    }
     /// The average bitrate so far, then each output's progress.
     public var progress: String? { (["\(fmt(kbps, 0)) kbps"] + outputs.compactMap(\.progress)).joined(separator: "  ") }
-    /// Key frames, average bitrate against the target, encode time, reconfigurations, and each output's lines.
-    public var summary: [(String, String)] {
+    /// Frames encoded and skipped, key frames, average bitrate against the target, encode time, reconfigurations,
+    /// and each output's report.
+    public var encodeReport: EncodeReport {
         let stats = self.stats
-        return [
-            ("key frames", "\(stats.keyFrames) (interval \(settings.effectiveKeyFrameInterval) frames)"),
-            ("bitrate", "\(fmt(kbps, 0)) kbps average (target \(targetKbps) kbps\(targetKbps != settingsKbps ? ", last \(settingsKbps) kbps" : ""))"),
-            (
-                "encode time",
-                "p50 \(fmt(stats.encodeP50Ms, 2)) ms, p95 \(fmt(stats.encodeP95Ms, 2)) ms\(ranOnThread ? ", on the encoder's own thread" : "")"
-            ),
-        ]
-            + (delivery.tally.withLock { $0.sizeChanges }.isEmpty
-                ? [] : [("reconfigured", delivery.tally.withLock { $0.sizeChanges }.joined(separator: ", "))])
-            + outputs.flatMap(\.summary)
+        var r = EncodeReport()
+        (r.encoded, r.skipped, r.notEncoded, r.placeholders) = (stats.frames - stats.skipped, stats.skipped, idle, placeholders)
+        (r.keyFrames, r.keyFrameInterval) = (stats.keyFrames, settings.effectiveKeyFrameInterval)
+        (r.averageKbps, r.targetKbps, r.lastTargetKbps) = (kbps, targetKbps, settingsKbps)
+        (r.encodeP50Ms, r.encodeP95Ms, r.onEncoderThread) = (stats.encodeP50Ms, stats.encodeP95Ms, ranOnThread)
+        r.sizeChanges = delivery.tally.withLock { $0.sizeChanges }
+        r.outputs = outputs.map(\.report)
+        return r
     }
+    /// `.encode(encodeReport)`.
+    public var report: StageReport { .encode(encodeReport) }
     /// The first output's file that has not received a byte.
     public var unwrittenFile: String? { outputs.lazy.compactMap(\.unwrittenFile).first }
 }
@@ -471,8 +468,8 @@ public final class AnnexBFileOutput: EncodedOutput {
     public func end() throws { try writer.close() }
     /// Gives the file up; an existing file keeps its contents.
     public func discard() { writer.discard() }
-    /// The `output` line: path, bytes and frames on disk.
-    public var summary: [(String, String)] { [("output", "\(writer.path) (\(writer.bytesWritten) bytes, \(writer.framesOnDisk) frames on disk)")] }
+    /// The file, its bytes and frames on disk (the summary's `output` line).
+    public var report: OutputReport { .annexB(path: writer.path, bytes: writer.bytesWritten, framesOnDisk: writer.framesOnDisk) }
     /// The path while no byte has reached it.
     public var unwrittenFile: String? { writer.bytesWritten == 0 ? writer.path : nil }
 }
@@ -508,8 +505,8 @@ public final class Y4MStage: PictureStage {
     }
     /// Gives the file up; an existing file keeps its contents.
     public func discard() { file.discard() }
-    /// The `y4m` line: path and pictures written.
-    public var summary: [(String, String)] { [("y4m", "\(OutputFile.shown(path)) (\(writer?.framesWritten ?? 0) frames)")] }
+    /// The file and the pictures written (the summary's `y4m` line).
+    public var report: StageReport { .y4m(path: path, frames: writer?.framesWritten ?? 0) }
 }
 
 /// Raw I420 pictures, one after the other with their planes packed (Y, then U, then V; no header): what
@@ -548,10 +545,8 @@ public final class I420FileStage: PictureStage {
     }
     /// Gives the file up; an existing file keeps its contents.
     public func discard() { file.discard() }
-    /// The `i420` line: path, pictures and their size (what a reader needs to know).
-    public var summary: [(String, String)] {
-        [("i420", "\(OutputFile.shown(path)) (\(frames) frames\(size.map { " of \($0), planes packed" } ?? ""))")]
-    }
+    /// The file, the pictures and their size (the summary's `i420` line: what a reader needs to know).
+    public var report: StageReport { .i420(path: path, frames: frames, size: size) }
 }
 
 /// Still pictures (PNG or JPEG by extension): every N pictures, numbered, or the last picture at the end. Each is
@@ -615,8 +610,8 @@ public final class SnapshotStage: PictureStage {
     }
     /// Gives up the single file; an existing one keeps its contents.
     public func discard() { single?.discard() }
-    /// The `snapshots` line: how many were written, and the last one's path.
-    public var summary: [(String, String)] { [("snapshots", written == 0 ? "none" : "\(written)\(lastPath.map { ", last \($0)" } ?? "")")] }
+    /// How many were written, and the last one's path (the summary's `snapshots` line).
+    public var report: StageReport { .snapshots(written: written, lastPath: lastPath) }
 }
 
 /// Counts the pictures the stages after conversion got (`preview`'s "written N").
@@ -629,8 +624,7 @@ package final class CountStage: PictureStage {
         size = FrameSize(width: picture.width, height: picture.height)
     }
     package func end() throws {}
-    package var framesSummary: String? { "written \(count)" }
-    package var summary: [(String, String)] { [("output size", size.map { "\($0)" } ?? "-")] }
+    package var report: StageReport { .count(written: count, size: size) }
 }
 
 /// What the pipeline reads from a negotiated format.

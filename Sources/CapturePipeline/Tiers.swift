@@ -130,16 +130,8 @@ public final class TieredEncodeStage: PictureStage {
     public func discard() { for s in stages { s.discard() } }
     /// Some tier has an audience.
     public var wantsPictures: Bool { stages.contains { $0.wantsPictures } }
-    /// The full tier's figures and, per smaller tier, what it encoded.
-    public var framesSummary: String? { stages.first?.framesSummary }
     /// The full tier's progress (the outputs' figures are shared).
     public var progress: String? { stages.first?.progress }
-    /// The full tier's summary, then one line per smaller tier.
-    public var summary: [(String, String)] {
-        var lines = stages.first?.summary ?? []
-        for (i, s) in stages.enumerated().dropFirst() {
-            lines.append(("tier \(i)", "\(tiers[i]): \(s.framesSummary ?? "")"))
-        }
-        return lines
-    }
+    /// Each tier's encode report, full size first (the summary gives the full tier's, then one line per smaller tier).
+    public var report: StageReport { .tiers(zip(tiers, stages).map { ($0, $1.encodeReport) }) }
 }

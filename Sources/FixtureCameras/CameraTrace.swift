@@ -215,7 +215,9 @@ final class CameraTraceReader {
         }
         guard (try? take(8)) == CameraTrace.magic else {
             try? fd.close()
-            throw FixtureParseError(file: path, line: 0, "not a camera trace (it does not start with CAMTRACE; record one with camcap trace record)")
+            throw FixtureParseError(
+                file: path, line: 0,
+                "not a camera trace (it does not start with CAMTRACE; record one with a CameraTraceWriter, as `trace record` does)")
         }
         let fixed = try take(8)
         let version = UInt32(fixed[0]) | UInt32(fixed[1]) << 8 | UInt32(fixed[2]) << 16 | UInt32(fixed[3]) << 24

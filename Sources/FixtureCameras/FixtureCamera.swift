@@ -105,7 +105,7 @@ public final class FixtureCameraProvider: CaptureDeviceProvider {
         if let known = traces.withLock({ $0[path] }) { return known }
         let file = String(path.dropFirst("fixture:trace:".count))
         guard FileSystem.exists(file) else {
-            throw CaptureError(.unknownDevice, "no trace at \(file) (record one with camcap trace record)", device: path)
+            throw CaptureError(.unknownDevice, "no trace at \(file) (record one with a CameraTraceWriter, as `trace record` does)", device: path)
         }
         let made: TracePlayback
         do throws(FixtureParseError) { made = try TracePlayback(path: file) } catch {

@@ -599,21 +599,22 @@ public final class RTSPHub: EncodedOutput, Sendable {
     }
     /// The `rtsp` line (sessions in all, ended, why the last one ended), one `rtsp client N` line per session
     /// (current, then the last ended ones) and the `rtsp refused` line.
-    public var summary: [(String, String)] {
+    public var report: OutputReport {
         let s = state.withLock { ($0.total, $0.left, $0.lastEnded, $0.refusals) }
         let r = s.3
         let current = sessions.map { ($0, "") }, ended = endedSessions.map { ($0.session, $0.reason) }
         let clients = (ended + current).sorted { $0.0.number < $1.0.number }.map { (st, reason) -> (String, String) in
             ("rtsp client \(st.number)", RTSPHub.describe(st) + (reason.isEmpty ? "" : "; ended: \(reason)"))
         }
-        return [("rtsp", "\(s.0) sessions in all, \(s.1) ended" + (s.2.map { "; last: \($0)" } ?? ""))] + clients + [
-            (
-                "rtsp refused",
-                "\(r.unauthorized) unauthorized, \(r.malformed) malformed, \(r.invalid) invalid, \(r.timeouts) timeouts, "
-                    + "\(r.connectionLimit + r.perAddressConnectionLimit) over the connection limits, \(r.sessionLimit + r.perAddressSessionLimit) over the session limits, "
-                    + "\(r.evicted) idle connections closed for newcomers, \(r.authenticationDelayed) wrong passwords answered late, \(r.authenticationThrottled) refused unchecked over the failure budget"
-            )
-        ]
+        return .lines(
+            [("rtsp", "\(s.0) sessions in all, \(s.1) ended" + (s.2.map { "; last: \($0)" } ?? ""))] + clients + [
+                (
+                    "rtsp refused",
+                    "\(r.unauthorized) unauthorized, \(r.malformed) malformed, \(r.invalid) invalid, \(r.timeouts) timeouts, "
+                        + "\(r.connectionLimit + r.perAddressConnectionLimit) over the connection limits, \(r.sessionLimit + r.perAddressSessionLimit) over the session limits, "
+                        + "\(r.evicted) idle connections closed for newcomers, \(r.authenticationDelayed) wrong passwords answered late, \(r.authenticationThrottled) refused unchecked over the failure budget"
+                )
+            ])
     }
 }
 

@@ -435,14 +435,16 @@ final class JPEGFeedStage: PictureStage {
         feed?.consume(picture, timestampNs: frame.timestampNs, rotation: frame.rotation, encoder: encoder)
     }
     func end() throws { feed?.end() }
-    var summary: [(String, String)] {
-        guard let s = feed?.statistics, s.snapshots + s.mjpegClientsTotal > 0 else { return [] }
-        return [
-            (
-                "stills",
-                "\(s.snapshots) snapshots (\(s.snapshotsCached) from the cache), \(s.mjpegClientsTotal) MJPEG clients, \(s.mjpegFrames) parts (\(s.mjpegSkipped) skipped), \(s.encodes) JPEG encodes"
-            )
-        ]
+    var report: StageReport {
+        guard let s = feed?.statistics, s.snapshots + s.mjpegClientsTotal > 0 else { return .empty }
+        return .lines(
+            frames: nil,
+            [
+                (
+                    "stills",
+                    "\(s.snapshots) snapshots (\(s.snapshotsCached) from the cache), \(s.mjpegClientsTotal) MJPEG clients, \(s.mjpegFrames) parts (\(s.mjpegSkipped) skipped), \(s.encodes) JPEG encodes"
+                )
+            ])
     }
     var wantsPictures: Bool { feed?.wantsPictures ?? false }
 }

@@ -486,9 +486,9 @@ public final class ViewerHub: EncodedOutput, Sendable {
         return "viewers \(s.0) (\(s.1) in all)"
     }
     /// The `viewers` line: how many came, how many left, and why the last one ended.
-    public var summary: [(String, String)] {
+    public var report: OutputReport {
         let s = state.withLock { ($0.total, $0.left, $0.lastEnded) }
-        return [("viewers", "\(s.0) in all, \(s.1) left" + (s.2.last.map { "; last: \($0.1)" } ?? ""))]
+        return .lines([("viewers", "\(s.0) in all, \(s.1) left" + (s.2.last.map { "; last: \($0.1)" } ?? ""))])
     }
 
     /// GET /stats: one JSON object per viewer, the refusal counters and the open connections. `detailed` (the
@@ -616,5 +616,4 @@ final class TierOutput: EncodedOutput {
     func write(_ frame: EncodedFrame) throws { hub.write(frame, tier: tier) }
     func end() throws {}
     func discard() {}
-    var summary: [(String, String)] { [] }
 }

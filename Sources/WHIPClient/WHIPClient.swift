@@ -565,7 +565,7 @@ public final class WHIPOutput: EncodedOutput, Sendable {
     }
 
     /// The resource, the connections made, and what the server asked for.
-    public var summary: [(String, String)] {
+    public var report: OutputReport {
         let s = state.withLock { ($0.resource, $0.connections, $0.attempts, $0.lastEnd, $0.publisher?.statistics, $0.deleted) }
         var line = "\(s.1) connection\(s.1 == 1 ? "" : "s") (\(s.2) attempt\(s.2 == 1 ? "" : "s"))"
         if let r = s.0 { line += ", resource \(WHIPClient.shown(r))" }
@@ -590,7 +590,7 @@ public final class WHIPOutput: EncodedOutput, Sendable {
         }
         if let e = s.3 { line += "; last end: \(e)" }
         if let d = s.5 { line += "; \(d)" }
-        return [("whip", line)]
+        return .lines([("whip", line)])
     }
 }
 
@@ -611,5 +611,4 @@ final class LayerOutput: EncodedOutput, Sendable {
     func end() throws {}
     func discard() {}
     var progress: String? { nil }
-    var summary: [(String, String)] { [] }
 }

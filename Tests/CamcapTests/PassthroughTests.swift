@@ -37,7 +37,6 @@ private final class Collect: EncodedOutput {
     func write(_ frame: EncodedFrame) throws { frames.append(frame) }
     func end() throws {}
     func discard() {}
-    var summary: [(String, String)] { [] }
 }
 
 @Suite(.serialized) struct PassthroughTests {
@@ -332,9 +331,8 @@ private final class Collect: EncodedOutput {
         }
         // Frames 0, 1 pass; 2-4 are bad; 5 is the next IDR (interval 5): it and 6-14 pass.
         #expect(sink.frames.count == 12 && sink.frames[2].isKeyFrame, "\(sink.frames.count) passed")
-        #expect(
-            stage2.framesSummary?.contains("malformed 3") == true && stage2.framesSummary?.contains("dropped before") == false,
-            "\(stage2.framesSummary ?? "")")
+        let r = stage2.passthroughReport
+        #expect(r.malformed == 3 && r.droppedBeforeKeyFrame == 0, "\(StageReport.passthrough(r).framesText ?? "")")
         #expect(asked.count >= 1)
     }
 
@@ -384,7 +382,8 @@ private final class Collect: EncodedOutput {
         func kbps(_ r: Range<Int>) -> Int { sink.frames[r].reduce(0) { $0 + $1.data.count } * 8 * 30 / r.count / 1000 }
         let low = kbps(60..<100), high = kbps(140..<180)
         #expect(low < 200 && high > low * 3, "camera's stream: \(low) kbps after an 80 kbit/s estimate, \(high) kbps after 2.5 Mbit/s")
-        let summary = stage.summary.map { "\($0.0) \($0.1)" }.joined(separator: "\n")
+        #expect(stage.passthroughReport.bitratesAsked == 2 && stage.passthroughReport.lastBitrateAsked == 2_500_000)
+        let summary = stage.report.lines.map { "\($0.0) \($0.1)" }.joined(separator: "\n")
         #expect(summary.contains("2 bitrates asked of the camera, the last 2500 kbps"), "\(summary)")
         print("passthrough bitrate: \(low) kbps after an 80 kbit/s estimate, \(high) kbps after 2.5 Mbit/s")
     }
@@ -410,7 +409,6 @@ private final class ActionStage: EncodedFrameStage {
         seen += 1
     }
     func end() throws {}
-    var summary: [(String, String)] { [] }
 }
 
 /// A stage after the passthrough that asks for a key frame (as a receiver's PLI would) once, at frame `at`.
@@ -427,5 +425,4 @@ private final class RequestStage: EncodedFrameStage {
         if seen == at { stage.control.requestKeyFrame() }
     }
     func end() throws {}
-    var summary: [(String, String)] { [] }
 }

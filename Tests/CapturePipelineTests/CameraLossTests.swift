@@ -42,7 +42,6 @@ private func presentationTimes(_ path: String) throws -> [Double] {
 private final class Taker: PictureStage {
     func consume(_ picture: I420Buffer, frame: VideoFrame) throws {}
     func end() throws {}
-    var summary: [(String, String)] { [] }
 }
 
 /// Every event of a session's run, collected while it runs.
@@ -381,5 +380,4 @@ private final class LiveOutput: EncodedOutput {
     }
     func end() throws {}
     func discard() {}
-    var summary: [(String, String)] { [] }
 }

@@ -60,7 +60,6 @@ private final class LateViewerStage: PictureStage, @unchecked Sendable {
     /// Pictures taken since it wanted them (the first frame reaches every stage before the session knows).
     func consume(_ picture: I420Buffer, frame: VideoFrame) throws { if wanted { pictures += 1 } }
     func end() throws {}
-    var summary: [(String, String)] { [] }
 }
 
 /// Nobody wants a picture (#38: `serve` without viewers decoded MJPEG at 79–95 ms of CPU a second until the idle
@@ -110,7 +109,6 @@ private final class StopAfterPictures: PictureStage, @unchecked Sendable {
         session?.stop()
     }
     func end() throws {}
-    var summary: [(String, String)] { [] }
 }
 
 /// A run as a command-line program makes it: the stop signals are watched while it runs (none came), and what
@@ -134,7 +132,6 @@ private final class NobodyWatching: PictureStage {
     var wantsPictures: Bool { false }
     func consume(_ picture: I420Buffer, frame: VideoFrame) throws {}
     func end() throws {}
-    var summary: [(String, String)] { [] }
 }
 
 /// #53: the duration counts the time the camera is released for idleness, so a server with a time limit ends with

@@ -18,7 +18,6 @@ private final class OverlayReader: PictureStage, @unchecked Sendable {
         seen.append((shown, frame.timestampNs, FrameSize(width: picture.width, height: picture.height)))
     }
     func end() throws {}
-    var summary: [(String, String)] { [] }
 }
 
 private func session(frames: Int) throws -> CaptureSession {
@@ -74,7 +73,7 @@ private final class Counting: PictureProcessor {
         if try stage.apply(picture, frame: frame) != nil { passed += 1 }
     }
     #expect(passed == 4 && counting.calls == 4 && stage.statistics.dropped == 2 && stage.statistics.processed == 4)
-    #expect(stage.framesSummary == "processing dropped 2")
+    #expect(stage.report.framesText == "processing dropped 2")
     // Waiting: every picture, however old.
     let waiting = ProcessStage(Counting(), backpressure: .wait, clock: { clock.now })
     let old = VideoFrame(buffer: picture.buffer, timestampNs: 0, sequence: 0)

@@ -19,7 +19,6 @@ private final class Sizes: PictureStage, @unchecked Sendable {
         sizes.insert(FrameSize(width: picture.width, height: picture.height))
     }
     func end() throws {}
-    var summary: [(String, String)] { [] }
 }
 
 private func quirky(_ name: String, size: FrameSize, fps: Fraction = 30, fast: Bool = true, frames: Int? = 10, seconds: Double? = nil) throws

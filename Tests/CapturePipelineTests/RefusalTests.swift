@@ -189,5 +189,4 @@ func sessionRefusal(_ change: (inout CaptureSession.Configuration) -> Void) -> E
 private final class PicturesOnly: PictureStage {
     func consume(_ picture: I420Buffer, frame: VideoFrame) throws {}
     func end() throws {}
-    var summary: [(String, String)] { [] }
 }

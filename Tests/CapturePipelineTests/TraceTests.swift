@@ -26,7 +26,6 @@ private final class Delivered: CameraVideoCapturerDelegate, @unchecked Sendable 
 private final class Sink: PictureStage, @unchecked Sendable {
     func consume(_ picture: I420Buffer, frame: VideoFrame) throws {}
     func end() throws {}
-    var summary: [(String, String)] { [] }
 }
 
 private func session(_ device: String, faults: [FixtureFault] = [], frames: Int, fast: Bool) throws -> CaptureSession {
