@@ -167,6 +167,7 @@ extension CaptureSession {
             durationWatch: configuration.durationNs == nil || configuration.fast ? nil : DurationWatch(stop: stopAction))
         do {
             for s in stages { try s.check(self) }
+            for s in stages { s.prepare(source) }
             try await startCamera()
             for s in stages { try s.begin(self) }
         } catch {

@@ -23,6 +23,9 @@ public protocol PictureStage: AnyObject {
     /// every stage before it starts the camera. A refusal is a `PipelineError` with code `invalidConfiguration`
     /// naming the stage, the camera and its format (`CaptureSession.refusal(of:takes:instead:)`).
     func check(_ session: CaptureSession) throws
+    /// Once the session's source exists, before the camera starts (after every `check`): a stage that gives the
+    /// source something it uses from the first frame on (a frame tap's slots to convert into) gives it here.
+    func prepare(_ source: VideoSource)
     /// After the camera started, before the first picture.
     func begin(_ session: CaptureSession) throws
     /// One picture. A thrown error stops the pipeline (a write failure); bad captured frames never get here.
@@ -61,6 +64,8 @@ extension PictureStage {
                 "pass the camera's stream on with a PassthroughStage (`Recorder` picks the stage for the camera), or ask it for a raw or MJPEG format (`pixelFormats`)"
         )
     }
+    /// Does nothing.
+    public func prepare(_ source: VideoSource) {}
     /// Does nothing.
     public func begin(_ session: CaptureSession) throws {}
     /// Does nothing.

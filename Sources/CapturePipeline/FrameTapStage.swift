@@ -26,13 +26,14 @@ public final class FrameTapStage: PictureStage {
     /// The source converting into the ring's slots, until `end`.
     private var source: VideoSource?
 
-    /// Lets a reader who connects while the camera is released start it again, and has the session's source
-    /// convert its pictures into the ring.
-    public func begin(_ session: CaptureSession) throws {
-        tap.whenReaderArrives(session.wakeAction)
-        source = session.source
-        source?.setPictureDestination { [tap] width, height in tap.destination(width: width, height: height) }
+    /// Has the session's source convert its pictures into the ring, from the first frame on.
+    public func prepare(_ source: VideoSource) {
+        self.source = source
+        source.setPictureDestination { [tap] width, height in tap.destination(width: width, height: height) }
     }
+
+    /// Lets a reader who connects while the camera is released start it again.
+    public func begin(_ session: CaptureSession) throws { tap.whenReaderArrives(session.wakeAction) }
 
     /// Publishes the picture (converted into its slot, or copied there) with the frame's capture time, rotation,
     /// number and range.
