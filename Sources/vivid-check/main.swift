@@ -1312,6 +1312,19 @@ for (name, args) in [
 }
 emitFile("vivid.csv", "/tmp/vivid.csv") // the capture timestamps of vivid.mp4's frames (capture_ms)
 
+// #49: a camera session traced on the real driver (YUYV 320x180 at 30 fps, 60 frames); the host replays it as
+// `fixture:trace:FILE` (TraceTests) and compares every frame's bytes, timestamp and sequence number. Gzipped for the
+// console (vivid's test pattern compresses well).
+do {
+    let trace = "/tmp/vivid.camtrace"
+    let (rc, text) = camcap(["trace", "record", "-d", cam1, "--pixel-format", "YUYV", "-s", "320x180", "--frames", "60", "-q", "-o", trace])
+    note("trace record: exit \(rc) after \(Int(Date().timeIntervalSince(checksStarted))) s; \(line(text, "trace:"))")
+    check("camcap trace record -d \(cam1) (60 frames of YUYV 320x180)", rc == 0 && text.contains("(60 frames, 0 losses"), text)
+    if let (pid, fd) = spawn("/bin/gzip", ["-1", trace], capture: true) { _ = finish(pid, fd) }
+    emitFile("vivid.camtrace.gz", trace + ".gz")
+    try? FileManager.default.removeItem(atPath: trace + ".gz")
+}
+
 // 4g. Unplug (last: the node only comes back once every handle is closed), of a single-planar and of the
 // multi-planar camera.
 await injectAndExpectDisconnect("disconnect", path: cam2, control: "disconnect=1")

@@ -66,11 +66,11 @@ func vividFormats() throws -> [CaptureFormat] { try fixture("vivid").formats }
         let req = try r.policyRequest()
         switch r.tool {
         case .gstreamer:
-            #expect(r.command == "gst-launch-1.0 -v v4l2src device=$DEV num-buffers=2 ! '\(r.request)' ! fakesink", "\(r.id)")
+            #expect(r.command == "gst-launch-1.0 -v v4l2src device=$DEV num-buffers=1 ! '\(r.request)' ! fakesink", "\(r.id)")
         default:
             let size = "-video_size \(req.size) -framerate "
             #expect(
-                r.command.hasPrefix("ffmpeg -hide_banner -nostdin -f v4l2 \(size)") && r.command.hasSuffix(" -i $DEV -frames:v 2 -f null -"),
+                r.command.hasPrefix("ffmpeg -hide_banner -nostdin -f v4l2 \(size)") && r.command.hasSuffix(" -i $DEV -frames:v 1 -f null -"),
                 "\(r.id)")
             if let pf = req.pixelFormats.first { #expect(r.command.contains("-input_format \(FFmpegModel.inputFormat(pf) ?? "?") "), "\(r.id)") }
         }
