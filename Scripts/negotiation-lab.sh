@@ -7,7 +7,8 @@
 #       GStreamer and ffmpeg are the host's own) each request of REQUESTS (default Fixtures/negotiation/requests.txt)
 #       on DEV, a single-planar vivid node (with several, nodes of the same camera: one worker each, in parallel):
 #       resets the node to GREY 3840x2160 @ 1 fps on input 0 (the webcam), runs the command, and prints its output
-#       between "NEGOTIATION-BEGIN ID" and "NEGOTIATION-END ID EXIT MS" (MS: how long it ran).
+#       between "NEGOTIATION-BEGIN ID" and "NEGOTIATION-END ID EXIT MS" (MS: how long it ran). LAB_RESET=0: no reset
+#       (the v4l2loopback camera of requests-loopback.txt, whose only format is its writer's).
 #   Scripts/negotiation-lab.sh split CONSOLE RESULTS
 #       (host) writes each request's output from the VM's console log to RESULTS/ID.txt; then
 #       NEGOTIATION_RESULTS=RESULTS swift test --filter realProgramsAgreeWithThePolicies
@@ -31,7 +32,7 @@ run)
     grep -v '^#' "$requests" | grep '|' | awk -v n="$n" -v i="$i" '(NR - 1) % n == i' | while IFS= read -r line; do
       id=$(echo "$line" | cut -d'|' -f1 | tr -d ' ')
       rest=${line#*|}; rest=${rest#*|}; rest=${rest#*|}; cmd=${rest#*|}
-      v4l2-ctl -d "$dev" -i 0 -v width=3840,height=2160,pixelformat=GREY -p 1 >/dev/null 2>&1
+      [ "${LAB_RESET:-1}" = 1 ] && v4l2-ctl -d "$dev" -i 0 -v width=3840,height=2160,pixelformat=GREY -p 1 >/dev/null 2>&1
       echo "NEGOTIATION-BEGIN $id"
       t0=$(date +%s%N)
       DEV=$dev timeout 60 sh -c "$cmd" </dev/null 2>&1

@@ -1159,6 +1159,19 @@ if FileManager.default.fileExists(atPath: loopNode) && FileManager.default.fileE
     check(
         "camcap formats shows H264 640x360 on the loopback camera", fc == 0 && formatsText.contains("H264") && formatsText.contains("640x360"),
         formatsText)
+    // #49: the negotiation lab's requests for this camera (Fixtures/negotiation/requests-loopback.txt), while the
+    // feeder writes: GStreamer and ffmpeg from the host's root (/init mounts it at /host), outputs for the host.
+    if let root = ProcessInfo.processInfo.environment["LAB_ROOT"], FileManager.default.fileExists(atPath: "/host/usr/bin/gst-launch-1.0") {
+        let started = Date()
+        let lab =
+            "LAB_RESET=0 HOME=/tmp PATH=/usr/bin:/bin:/usr/sbin:/sbin chroot /host /bin/sh \(root)/Scripts/negotiation-lab.sh run \(loopNode) "
+            + "\(root)/Fixtures/negotiation/requests-loopback.txt"
+        if let (pid, fd) = spawn("/bin/sh", ["-c", lab], capture: true) {
+            let (rc, text) = finish(pid, fd)
+            print(text)
+            note("negotiation lab on the loopback camera: exit \(rc) in \(Int(Date().timeIntervalSince(started))) s")
+        }
+    }
     // The capturer itself: no raw format, so H.264 is negotiated; key frames from the NAL types (v4l2loopback
     // flags none), and no force-key-frame control, so a request is refused.
     final class AUCollector: CameraVideoCapturerDelegate, @unchecked Sendable {
