@@ -38,7 +38,8 @@ KVER=$(ls "$KROOT/lib/modules" | head -1)
 VMLINUZ=$KROOT/boot/vmlinuz-$KVER
 depmod -b "$KROOT" "$KVER"
 # Modules in load order (dependencies first).
-MODS=$(modprobe -d "$KROOT" -S "$KVER" --show-depends vivid | awk '$1=="insmod"{print $2}')
+# 9p over virtio: the host's root, shared read-only, where the negotiation lab runs GStreamer and ffmpeg (chroot).
+MODS=$(modprobe -d "$KROOT" -S "$KVER" --show-depends -a vivid virtio_pci 9pnet_virtio 9p | awk '$1=="insmod" && !seen[$2]++ {print $2}')
 [ -n "$MODS" ] || { log "cannot resolve vivid's modules"; exit 1; }
 
 # 1b. v4l2loopback (an H.264 camera in the VM): Debian's v4l2loopback-dkms source built against Debian's headers for
@@ -120,11 +121,29 @@ done
 [ -f /modules/v4l2loopback.ko ] && { insmod /modules/v4l2loopback.ko video_nr=9 exclusive_caps=1 card_label=h264cam max_buffers=8 || echo "INSMOD-FAILED v4l2loopback.ko"; }
 sleep 1
 echo "VM-READY $(ls /dev/video* | tr '\n' ' ')"
+# The negotiation lab (#49): GStreamer and ffmpeg as the host has them (its root, shared read-only over 9p, chroot)
+# negotiate each request of Fixtures/negotiation/requests-loopback.txt on the H.264 camera (run by vivid-check while
+# its writer feeds it), then those of requests.txt on vivid's two single-planar cameras (the same listing; two
+# workers, one per vCPU); the host compares.
+. /check/lab.env
+export LAB_ROOT
+mkdir -p /host
+if mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=524288 hostroot /host; then
+  mount -t devtmpfs dev /host/dev; mount -t proc proc /host/proc; mount -t sysfs sys /host/sys; mount -t tmpfs tmp /host/tmp
+else
+  echo "NEGOTIATION-LAB-FAILED the host's root cannot be mounted (9p)"
+fi
 HOME=/tmp /check/vivid-check
 echo "VIVID-CHECK-EXIT $?"
+if [ -x /host/usr/bin/gst-launch-1.0 ]; then
+  t0=$(date +%s)
+  HOME=/tmp PATH=/usr/bin:/bin:/usr/sbin:/sbin chroot /host /bin/sh "$LAB_ROOT/Scripts/negotiation-lab.sh" run /dev/video0,/dev/video1
+  echo "NEGOTIATION-LAB-TIME $(( $(date +%s) - t0 ))"
+fi
 poweroff -f
 INIT
 chmod +x "$IRD/init"
+echo "LAB_ROOT='$ROOT'" > "$IRD/check/lab.env"
 (cd "$IRD" && find . | cpio -o -H newc --quiet | gzip -1 > "$WORK/initrd.gz")
 log "initramfs $(du -h "$WORK/initrd.gz" | cut -f1), kernel $KVER, modules: $(cat "$IRD/modules/order" | tr '\n' ' ')$([ -f "$LOOP_KO" ] && echo "+ v4l2loopback.ko")"
 
@@ -133,7 +152,7 @@ OUT=$WORK/console.log
 log "booting (timeout ${TIMEOUT}s)"
 start=$(date +%s)
 timeout "$TIMEOUT" qemu-system-x86_64 -accel tcg -m 1536 -smp 2 -kernel "$VMLINUZ" -initrd "$WORK/initrd.gz" \
-  -append "console=ttyS0 quiet panic=-1" -nographic -no-reboot -monitor none -serial stdio </dev/null > "$OUT" 2>&1 || true
+  -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap -append "console=ttyS0 quiet panic=-1" -nographic -no-reboot -monitor none -serial stdio </dev/null > "$OUT" 2>&1 || true
 log "VM ran $(( $(date +%s) - start )) s"
 grep -E "^(PASS|FAIL|  |RESULT|VM-READY|VIVID-CHECK-EXIT|INSMOD-FAILED)" "$OUT" | sed 's/\r$//' || true
 # 5. On the host: the file camcap left after the unplug must decode (ffprobe) with every frame it reported.
@@ -265,6 +284,25 @@ if [ -s "$f" ]; then
   judge "HDMI source changes: hdmi.mp4 decodes all $hdmi_encoded frames, 1280x720 then 640x480 then 1280x720" \
     $([ "$order" = "1280,720 640,480 1280,720" ] && [ "$total" = "$hdmi_encoded" ] && echo 1 || echo 0) "ffprobe runs of sizes (size:frames): $runs"
 else judge "HDMI source changes: hdmi.mp4" 0 "no recording from the VM"; fi
+# #49: the negotiation lab (what GStreamer and ffmpeg negotiated on vivid against SelectionPolicy's picks), and the
+# trace recorded from vivid replayed as fixture:trace:FILE (bytes, timestamps and sequence numbers of every frame).
+tests_bin=$(swift build --show-bin-path)/swift-video-capturePackageTests.xctest
+swift build --build-tests >/dev/null
+swift_test() { # swift_test ENV=VALUE TEST: the test must have run and passed (its output: $WORK/TEST.log)
+  env "$1" "$tests_bin" --testing-library swift-testing --filter "$2" > "$WORK/$2.log" 2>&1
+  if grep -q "Test $2() passed" "$WORK/$2.log"; then echo 1; else grep -E "✘|↳|Expectation" "$WORK/$2.log" | head -20 >&2; echo 0; fi
+}
+rm -rf "$WORK/negotiation"
+Scripts/negotiation-lab.sh split "$OUT" "$WORK/negotiation" >/dev/null
+lab_n=$(ls "$WORK/negotiation" | wc -l)  # 40 on vivid, 8 on the loopback camera
+lab_time=$(tr -d '\r' < "$OUT" | awk '/^NEGOTIATION-LAB-TIME/{print $2}')
+judge "negotiation lab: GStreamer and ffmpeg on vivid negotiated as SelectionPolicy.gstreamer and .ffmpeg pick" \
+  "$([ "$lab_n" -ge 30 ] && swift_test NEGOTIATION_RESULTS="$WORK/negotiation" realProgramsAgreeWithThePolicies || echo 0)" \
+  "$lab_n requests in ${lab_time:-?} s in the VM; outputs in $WORK/negotiation"
+if [ -s "$WORK/out/vivid.camtrace.gz" ]; then gunzip -f "$WORK/out/vivid.camtrace.gz"; fi
+judge "vivid trace: replayed as fixture:trace: with every frame's bytes, timestamp and sequence number" \
+  "$([ -s "$WORK/out/vivid.camtrace" ] && swift_test VIVID_TRACE="$WORK/out/vivid.camtrace" aTraceRecordedFromVividReplaysExactly || echo 0)" \
+  "$WORK/out/vivid.camtrace; $(grep -ho "real-time replay: .*" "$WORK/aTraceRecordedFromVividReplaysExactly.log" 2>/dev/null || echo "no figure")"
 echo "RESULT-HOST: $host_passed passed, $host_failed failed" | tee -a "$OUT"
 if ! grep -q "^RESULT: .* 0 failed" <(tr -d '\r' < "$OUT") || [ "$host_failed" != 0 ]; then
   log "vivid VM test FAILED (full console: $OUT)"

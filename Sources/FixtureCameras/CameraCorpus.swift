@@ -127,4 +127,86 @@ public enum CameraCorpus {
         }
         return "[" + items.joined(separator: ",\n ") + "]\n"
     }
+
+    /// Every policy's pick on one camera of a corpus (`camcap select --corpus DIR --policy NAME,…|all`), in the order
+    /// the policies were asked for, and the `default` policy's mode they are compared with.
+    public struct PolicyRow: Sendable, Hashable {
+        /// The camera's name in the corpus (its file's name without the extension).
+        public var camera: String
+        /// One pick per policy asked for.
+        public var picks: [PolicyPick]
+        /// The `default` policy's mode on this camera (nil: it picks nothing): what the other picks are compared with.
+        public var reference: CameraMode?
+
+        /// The policies other than `default` whose mode differs from it on this camera.
+        public var differing: [SelectionPolicy] { picks.filter(differs).map(\.policy) }
+
+        /// Whether `pick` is another policy's with a mode other than `default`'s.
+        public func differs(_ pick: PolicyPick) -> Bool { pick.policy != .default && pick.mode != reference }
+    }
+
+    /// `policies`' picks for `request` on every camera, each row with the `default` policy's mode to compare with.
+    public static func policyRows(_ cameras: [Camera], policies: [SelectionPolicy], request: PolicyRequest) -> [PolicyRow] {
+        cameras.map { c in
+            let picks = policies.map { $0.select(from: c.camera.formats, request: request) }
+            let reference =
+                picks.first { $0.policy == .default }?.mode ?? SelectionPolicy.default.select(from: c.camera.formats, request: request).mode
+            return PolicyRow(camera: c.name, picks: picks, reference: reference)
+        }
+    }
+
+    /// A pick's mode in one cell: `YUYV 1280x720@10`, or `fails`.
+    static func cell(_ pick: PolicyPick) -> String {
+        pick.selection.map { "\($0.pixelFormat) \($0.size)@\($0.fps)" } ?? "fails"
+    }
+
+    /// The policies side by side: a header (CAMERA and each policy's name), one row per camera, each cell the
+    /// policy's mode (`fails` where that stack would not start) marked `*` where it differs from `default`'s; then
+    /// how many cameras each policy differs on, and on how many any does.
+    public static func text(_ rows: [PolicyRow]) -> String {
+        guard let policies = rows.first?.picks.map(\.policy) else { return "" }
+        var table = [["CAMERA"] + policies.map(\.rawValue)]
+        for r in rows { table.append([r.camera] + r.picks.map { cell($0) + (r.differs($0) ? " *" : "") }) }
+        let widths = (0..<table[0].count).map { col in table.map { $0[col].count }.max() ?? 0 }
+        func pad(_ s: String, _ w: Int) -> String { s + String(repeating: " ", count: max(0, w - s.count)) }
+        var lines = table.map { row in zip(row, widths).map { pad($0, $1) }.joined(separator: "  ").trimmingSuffixSpaces() }
+        let counts = policies.filter { $0 != .default }.map { p in "\(p.rawValue) \(rows.filter { $0.differing.contains(p) }.count)" }
+        lines.append(
+            "(* differs from default) \(rows.filter { !$0.differing.isEmpty }.count) of \(rows.count) cameras differ"
+                + (counts.isEmpty ? "" : ": " + counts.joined(separator: ", ")))
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// The policies side by side as one JSON object: `request` (`width`, `height`, `fps`, `pixelFormats`, `caps`),
+    /// `cameras` (one object per camera: `camera`, `differs` (the policies whose mode differs from `default`'s) and
+    /// `policies`, each `policy`, `selection` (`pixelFormat`, `width`, `height`, `fps`) or null, `reason`, `differs`),
+    /// and `differing`: per policy, on how many cameras it differs.
+    public static func json(_ rows: [PolicyRow], request: PolicyRequest) -> String {
+        let policies = rows.first?.picks.map(\.policy) ?? []
+        let cameras: [Any] = rows.map { r -> [(String, Any)] in
+            let picks: [Any] = r.picks.map { p -> [(String, Any)] in
+                var selection: Any = NSNull()
+                if let s = p.selection {
+                    selection =
+                        [("pixelFormat", s.pixelFormat.fourcc), ("width", s.size.width), ("height", s.size.height), ("fps", s.fps)] as [(String, Any)]
+                }
+                return [("policy", p.policy.rawValue), ("selection", selection), ("reason", p.reason), ("differs", r.differs(p))]
+            }
+            return [("camera", r.camera), ("differs", r.differing.map { $0.rawValue as Any }), ("policies", picks)]
+        }
+        let req: [(String, Any)] = [
+            ("width", request.size.width), ("height", request.size.height), ("fps", request.fps),
+            ("pixelFormats", request.pixelFormats.map { $0.fourcc as Any }), ("caps", request.gstreamerCaps.description),
+        ]
+        let differing: [(String, Any)] = policies.filter { $0 != .default }.map { p in (p.rawValue, rows.filter { $0.differing.contains(p) }.count) }
+        return jsonObject([("request", req), ("cameras", cameras), ("differing", differing)]) + "\n"
+    }
+}
+
+extension String {
+    fileprivate func trimmingSuffixSpaces() -> String {
+        var s = self
+        while s.last == " " { s.removeLast() }
+        return s
+    }
 }

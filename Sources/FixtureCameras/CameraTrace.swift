@@ -308,6 +308,10 @@ final class TracePlayback: Sendable {
         var offsetNs: Int64?
         var awayUntilNs: Int64 = 0
         var ended = false
+        /// The previous replayed frame's recorded sequence number, and how far replayed drops have moved the
+        /// capturer's numbering since (a driver's drop moves it by its count).
+        var lastSequence: UInt64?
+        var advanced: UInt64 = 0
         /// A record read ahead (the frame after a loss, to know when the camera is back).
         var pending: CameraTrace.Record?
         mutating func next() throws(FixtureParseError) -> CameraTrace.Record? {
@@ -405,11 +409,27 @@ final class TraceStream: CaptureStream, Sendable {
                 guard !stopFlag.isSet else { return }
                 let buffer = VideoFrameBuffer(
                     pixelFormat: a.pixelFormat, width: a.size.width, height: a.size.height, stride: a.stride, bytesUsed: bytes.count, storage: s)
+                // The capturer numbers the frames itself, one more each and a driver's drop more by its count: a gap
+                // in the recorded numbers (frames the recording's capturer did not hand over) is a drop here, so that
+                // every replayed frame gets its recorded number.
+                let gap = playback.state.withLock { s -> UInt64 in
+                    defer { (s.lastSequence, s.advanced) = (sequence, 0) }
+                    let expected = (s.lastSequence.map { $0 &+ 1 } ?? 0) &+ s.advanced // a capturer numbers from 0
+                    return sequence > expected ? sequence &- expected : 0
+                }
+                if gap > 0 { sink.dropped(.driverDropped, Int(clamping: gap)) }
                 var frame = VideoFrame(buffer: buffer, rotation: playback.header.rotation, timestampNs: due, sequence: sequence)
                 frame.isKeyFrame = key
                 sink.frame(frame)
             case .dropped(let count, let reason, _):
-                sink.dropped(FrameDropReason(rawValue: reason) ?? .driverDropped, count)
+                let why = FrameDropReason(rawValue: reason) ?? .driverDropped
+                // The recording's own consumers' drops (busy, none subscribed) are not the camera's: those frames are
+                // a gap in the numbers, replayed as such at the next frame.
+                if why == .consumerBusy || why == .noConsumer { continue }
+                if why == .driverDropped || why == .corruptBuffer || why == .shortBuffer {
+                    playback.state.withLock { $0.advanced &+= UInt64(max(0, count)) }
+                }
+                sink.dropped(why, count)
             case .lost(let code, let message, let atNs):
                 // Away until the trace's next frame is due (as fast as consumed: back at once).
                 let lostAt = playback.state.withLock { s -> Int64 in

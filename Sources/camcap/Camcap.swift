@@ -101,6 +101,8 @@ struct Select: CamcapCommand {
             With --corpus DIR instead of --device, every fixture file in DIR (*.txt, *.json) is negotiated and one row per camera \
             is printed: camera, chosen mode, conversion (none, decode JPEG, convert FOURCC) or why nothing could be picked. \
             Example: camcap select --corpus Fixtures/corpus --size 1280x720 --fps-limit 30
+            With --policy (a list, or all), one column per policy instead, each cell marked * where it differs from default, \
+            and how many cameras each policy differs on. Example: camcap select --corpus Fixtures/corpus -s 1280x720 --policy all
 
             --policy NAME answers what another stack would pick for the same request, each written from the rules in its source \
             (where a stack leaves the size or rate to the driver, the driver is modelled from the listing as vivid answers):
@@ -118,8 +120,8 @@ struct Select: CamcapCommand {
     @Flag(help: "List every format entry with the rule that kept or rejected it (the chosen one marked *).") var explain = false
     @Option(
         help: ArgumentHelp(
-            "What another stack would pick for --size, --fps-limit and --pixel-format: \(SelectionPolicy.allCases.map(\.rawValue).joined(separator: ", ")), or all (side by side, rows that differ from default marked *).",
-            valueName: "name"), transform: parsePolicies) var policy: [SelectionPolicy]?
+            "What another stack would pick for --size, --fps-limit and --pixel-format: \(SelectionPolicy.allCases.map(\.rawValue).joined(separator: ", ")), a list of them, or all (side by side, those that differ from default marked *).",
+            valueName: "name[,name…]"), transform: parsePolicies) var policy: [SelectionPolicy]?
     @Option(
         help: ArgumentHelp(
             "GStreamer's caps filter for --policy gstreamer or all (default: video/x-raw,width=W,height=H[,format=…]; add framerate=N/1 to demand a rate).",
@@ -133,7 +135,6 @@ struct Select: CamcapCommand {
         if caps != nil && policy == nil { throw ValidationError("--caps is GStreamer's filter: give it with --policy gstreamer or all") }
         guard (device == nil) != (corpus == nil) else { throw ValidationError("give --device or --corpus (one of them)") }
         if corpus != nil && explain { throw ValidationError("--explain explains one camera; give --device instead of --corpus") }
-        if corpus != nil && policy != nil { throw ValidationError("--policy answers for one camera; give --device instead of --corpus") }
     }
 
     func execute() async throws {
@@ -180,6 +181,11 @@ struct Select: CamcapCommand {
     /// One row per camera of the corpus folder; a camera with nothing to pick is a row saying why, not an error.
     private func printCorpus(_ directory: String) throws {
         let cameras = try CameraCorpus.load(directory: directory)
+        if let policy, let size {
+            let request = PolicyRequest(size: size, fps: fpsLimit, pixelFormats: pixelFormat ?? [], caps: caps)
+            let rows = CameraCorpus.policyRows(cameras, policies: policy, request: request)
+            return print(json ? CameraCorpus.json(rows, request: request) : CameraCorpus.text(rows), terminator: "")
+        }
         let picks =
             if let constraints {
                 CameraCorpus.picks(cameras, constraints: constraints, fpsLimit: fpsLimit)

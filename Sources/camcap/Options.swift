@@ -191,11 +191,16 @@ let constraintsHelp =
 /// `--policy NAME|all`: the named selection policies (`all`: every one, in `SelectionPolicy.allCases` order).
 func parsePolicies(_ text: String) throws -> [SelectionPolicy] {
     if text == "all" { return SelectionPolicy.allCases }
-    guard let p = SelectionPolicy(rawValue: text) else {
-        throw ValidationError(
-            "--policy: expected \(SelectionPolicy.allCases.map(\.rawValue).joined(separator: ", ")) or all, got \"\(text.prefix(80))\"")
+    var policies: [SelectionPolicy] = []
+    for name in text.split(separator: ",", omittingEmptySubsequences: false) {
+        guard let p = SelectionPolicy(rawValue: String(name)) else {
+            throw ValidationError(
+                "--policy: expected \(SelectionPolicy.allCases.map(\.rawValue).joined(separator: ", ")) or all (or a comma-separated list), got \"\(name.prefix(80))\""
+            )
+        }
+        if !policies.contains(p) { policies.append(p) }
     }
-    return [p]
+    return policies
 }
 /// `--caps`: a GStreamer caps filter (`GStreamerCaps(parsing:)`).
 func parseCaps(_ text: String) throws -> GStreamerCaps {

@@ -1159,6 +1159,19 @@ if FileManager.default.fileExists(atPath: loopNode) && FileManager.default.fileE
     check(
         "camcap formats shows H264 640x360 on the loopback camera", fc == 0 && formatsText.contains("H264") && formatsText.contains("640x360"),
         formatsText)
+    // #49: the negotiation lab's requests for this camera (Fixtures/negotiation/requests-loopback.txt), while the
+    // feeder writes: GStreamer and ffmpeg from the host's root (/init mounts it at /host), outputs for the host.
+    if let root = ProcessInfo.processInfo.environment["LAB_ROOT"], FileManager.default.fileExists(atPath: "/host/usr/bin/gst-launch-1.0") {
+        let started = Date()
+        let lab =
+            "LAB_RESET=0 HOME=/tmp PATH=/usr/bin:/bin:/usr/sbin:/sbin chroot /host /bin/sh \(root)/Scripts/negotiation-lab.sh run \(loopNode) "
+            + "\(root)/Fixtures/negotiation/requests-loopback.txt"
+        if let (pid, fd) = spawn("/bin/sh", ["-c", lab], capture: true) {
+            let (rc, text) = finish(pid, fd)
+            print(text)
+            note("negotiation lab on the loopback camera: exit \(rc) in \(Int(Date().timeIntervalSince(started))) s")
+        }
+    }
     // The capturer itself: no raw format, so H.264 is negotiated; key frames from the NAL types (v4l2loopback
     // flags none), and no force-key-frame control, so a request is refused.
     final class AUCollector: CameraVideoCapturerDelegate, @unchecked Sendable {
@@ -1311,6 +1324,19 @@ for (name, args) in [
     try? FileManager.default.removeItem(atPath: out)
 }
 emitFile("vivid.csv", "/tmp/vivid.csv") // the capture timestamps of vivid.mp4's frames (capture_ms)
+
+// #49: a camera session traced on the real driver (YUYV 320x180 at 30 fps, 60 frames); the host replays it as
+// `fixture:trace:FILE` (TraceTests) and compares every frame's bytes, timestamp and sequence number. Gzipped for the
+// console (vivid's test pattern compresses well).
+do {
+    let trace = "/tmp/vivid.camtrace"
+    let (rc, text) = camcap(["trace", "record", "-d", cam1, "--pixel-format", "YUYV", "-s", "320x180", "--frames", "60", "-q", "-o", trace])
+    note("trace record: exit \(rc) after \(Int(Date().timeIntervalSince(checksStarted))) s; \(line(text, "trace:"))")
+    check("camcap trace record -d \(cam1) (60 frames of YUYV 320x180)", rc == 0 && text.contains("(60 frames, 0 losses"), text)
+    if let (pid, fd) = spawn("/bin/gzip", ["-1", trace], capture: true) { _ = finish(pid, fd) }
+    emitFile("vivid.camtrace.gz", trace + ".gz")
+    try? FileManager.default.removeItem(atPath: trace + ".gz")
+}
 
 // 4g. Unplug (last: the node only comes back once every handle is closed), of a single-planar and of the
 // multi-planar camera.

@@ -23,6 +23,42 @@ import TestSupport
         #expect(parsed.contains { $0["camera"] as? String == "laptop-ir-grey-640x360" && $0["pixelFormat"] as? String == "GREY" })
     }
 
+    /// The policies side by side: one column each, the cells that differ from default marked, the count per policy
+    /// at the end; the JSON says the same per camera and policy.
+    @Test func selectCorpusPutsThePoliciesSideBySide() throws {
+        let files = try FileManager.default.contentsOfDirectory(atPath: corpus).filter { $0.hasSuffix(".txt") || $0.hasSuffix(".json") }
+        let r = try sh(camcap, ["select", "--corpus", corpus, "-s", "1280x720", "--policy", "all"])
+        #expect(r.code == 0, "\(r.err)")
+        let rows = r.out.split(separator: "\n").map(String.init)
+        #expect(rows.count == files.count + 2, "a header, one row per camera and the counts: \(rows.count) rows for \(files.count) files")
+        #expect(
+            rows.first?.split(separator: " ").map(String.init) == ["CAMERA", "default", "libwebrtc", "chromium", "gstreamer", "ffmpeg", "ardcapture"])
+        // The C920: YUYV 720p is 10 fps, MJPG 30; libwebrtc and Chromium put MJPEG first above VGA, GStreamer's raw caps,
+        // ffmpeg's table and ARDCaptureController (the closest size, the last equal one) take YUYV.
+        let c920 = try #require(rows.first { $0.hasPrefix("logitech-c920-no-h264 ") }, "\(r.out)")
+        let cells = c920.components(separatedBy: "  ").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        #expect(cells.count == 7, "\(c920)")
+        #expect(
+            Array(cells.dropFirst()) == Array(repeating: "MJPG 1280x720@30", count: 3) + Array(repeating: "YUYV 1280x720@10 *", count: 3), "\(c920)")
+        let last = try #require(rows.last)
+        #expect(last.hasPrefix("(* differs from default) ") && last.contains(" of \(files.count) cameras differ: libwebrtc "), "\(last)")
+
+        let json = try sh(camcap, ["select", "--corpus", corpus, "-s", "1280x720", "--policy", "gstreamer,ffmpeg", "--json"])
+        #expect(json.code == 0, "\(json.err)")
+        let parsed = try #require(try JSONSerialization.jsonObject(with: Data(json.out.utf8)) as? [String: Any])
+        let cameras = try #require(parsed["cameras"] as? [[String: Any]])
+        #expect(cameras.count == files.count)
+        let entry = try #require(cameras.first { $0["camera"] as? String == "logitech-c920-no-h264" })
+        #expect(entry["differs"] as? [String] == ["gstreamer", "ffmpeg"], "\(entry)")
+        let policies = try #require(entry["policies"] as? [[String: Any]])
+        #expect(policies.map { $0["policy"] as? String } == ["gstreamer", "ffmpeg"])
+        let selection = try #require(policies.first?["selection"] as? [String: Any])
+        #expect(
+            selection["pixelFormat"] as? String == "YUYV" && selection["width"] as? Int == 1280 && selection["fps"] as? Double == 10, "\(selection)")
+        let differing = try #require(parsed["differing"] as? [String: Int])
+        #expect(Set(differing.keys) == ["gstreamer", "ffmpeg"] && differing.values.allSatisfy { $0 > 0 && $0 <= files.count }, "\(differing)")
+    }
+
     @Test func selectCorpusTakesConstraintsAndRefusesAmbiguousRequests() throws {
         let c = try sh(camcap, ["select", "--corpus", corpus, "--constraints", "{\"width\": {\"exact\": 3840}, \"height\": {\"exact\": 2160}}"])
         #expect(c.code == 0, "\(c.err)")

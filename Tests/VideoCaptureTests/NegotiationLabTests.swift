@@ -1,15 +1,28 @@
 import Foundation
 import Testing
 @testable import VideoCapture
+import FixtureCameras
 
 /// The differential of issue #49: Fixtures/negotiation/requests.txt holds GStreamer and ffmpeg command lines for vivid
 /// with the pick `SelectionPolicy.gstreamer`/`.ffmpeg` predict; run in the VM, their outputs are compared here with
 /// the policies' picks on Fixtures/cameras/vivid.txt.
 struct LabRequest: Sendable, CustomTestStringConvertible {
     let id: String, tool: SelectionPolicy, request: String, expected: String, command: String
+    /// The camera the request is for: vivid's webcam (requests.txt) or the v4l2loopback H.264 camera
+    /// (requests-loopback.txt).
+    var camera = LabCamera.vivid
     var testDescription: String { "\(id) \(tool) \(request)" }
 
-    /// The device state the VM sets before each command (`v4l2-ctl -v width=3840,height=2160,pixelformat=GREY -p 1`).
+    /// The camera's listing.
+    func formats() throws -> [CaptureFormat] {
+        switch camera {
+        case .vivid: try vividFormats()
+        case .loopback: try CameraDescription.load(path: fixturesRoot + "/negotiation/loopback-h264.txt").formats
+        }
+    }
+
+    /// The device state the VM sets before each command on vivid (`v4l2-ctl -v width=3840,height=2160,pixelformat=GREY
+    /// -p 1`); the loopback camera is in its writer's (H.264 640x360 at 30 fps).
     static let resetState = CameraMode(pixelFormat: .grey, size: FrameSize(width: 3840, height: 2160), fps: 1)
 
     /// The request as the policy takes it.
@@ -18,7 +31,8 @@ struct LabRequest: Sendable, CustomTestStringConvertible {
         case .gstreamer:
             let caps = try GStreamerCaps(parsing: request)
             return PolicyRequest(
-                size: FrameSize(width: caps.width ?? 640, height: caps.height ?? 480), caps: caps, deviceState: Self.resetState)
+                size: FrameSize(width: caps.width ?? 640, height: caps.height ?? 480), caps: caps,
+                deviceState: camera == .vivid ? Self.resetState : CameraMode(pixelFormat: .h264, size: FrameSize(width: 640, height: 360), fps: 30))
         default:
             var size: FrameSize?, fps: Fraction?, formats: [PixelFormat] = []
             for field in request.split(separator: " ") {
@@ -45,12 +59,16 @@ struct LabError: Error, CustomStringConvertible {
     init(_ d: String) { description = d }
 }
 
+enum LabCamera: Sendable { case vivid, loopback }
+
 func labRequests() throws -> [LabRequest] {
-    let text = try String(contentsOfFile: fixturesRoot + "/negotiation/requests.txt", encoding: .utf8)
-    return try text.split(separator: "\n").filter { !$0.hasPrefix("#") && !$0.allSatisfy(\.isWhitespace) }.map { line in
-        let f = line.split(separator: "|", maxSplits: 4).map { $0.trimmingCharacters(in: .whitespaces) }
-        guard f.count == 5, let tool = SelectionPolicy(rawValue: f[1]) else { throw LabError("bad line: \(line)") }
-        return LabRequest(id: f[0], tool: tool, request: f[2], expected: f[3], command: f[4])
+    try [("requests.txt", LabCamera.vivid), ("requests-loopback.txt", .loopback)].flatMap { file, camera in
+        let text = try String(contentsOfFile: fixturesRoot + "/negotiation/" + file, encoding: .utf8)
+        return try text.split(separator: "\n").filter { !$0.hasPrefix("#") && !$0.allSatisfy(\.isWhitespace) }.map { line in
+            let f = line.split(separator: "|", maxSplits: 4).map { $0.trimmingCharacters(in: .whitespaces) }
+            guard f.count == 5, let tool = SelectionPolicy(rawValue: f[1]) else { throw LabError("bad line: \(line)") }
+            return LabRequest(id: f[0], tool: tool, request: f[2], expected: f[3], command: f[4], camera: camera)
+        }
     }
 }
 
@@ -59,18 +77,18 @@ func vividFormats() throws -> [CaptureFormat] { try fixture("vivid").formats }
 
 @Test func theLabHasThirtyRequestsWithTheirCommands() throws {
     let requests = try labRequests()
-    #expect(requests.count >= 30)
+    #expect(requests.filter { $0.camera == .vivid }.count >= 30 && requests.contains { $0.camera == .loopback })
     #expect(Set(requests.map(\.id)).count == requests.count)
     #expect(Set(requests.map(\.tool)) == [.gstreamer, .ffmpeg])
     for r in requests {
         let req = try r.policyRequest()
         switch r.tool {
         case .gstreamer:
-            #expect(r.command == "gst-launch-1.0 -v v4l2src device=$DEV num-buffers=2 ! '\(r.request)' ! fakesink", "\(r.id)")
+            #expect(r.command == "gst-launch-1.0 -v v4l2src device=$DEV num-buffers=1 ! '\(r.request)' ! fakesink", "\(r.id)")
         default:
             let size = "-video_size \(req.size) -framerate "
             #expect(
-                r.command.hasPrefix("ffmpeg -hide_banner -nostdin -f v4l2 \(size)") && r.command.hasSuffix(" -i $DEV -frames:v 2 -f null -"),
+                r.command.hasPrefix("ffmpeg -hide_banner -nostdin -f v4l2 \(size)") && r.command.hasSuffix(" -i $DEV -frames:v 1 -f null -"),
                 "\(r.id)")
             if let pf = req.pixelFormats.first { #expect(r.command.contains("-input_format \(FFmpegModel.inputFormat(pf) ?? "?") "), "\(r.id)") }
         }
@@ -80,7 +98,7 @@ func vividFormats() throws -> [CaptureFormat] { try fixture("vivid").formats }
 /// The EXPECTED column is what the model says: a change to a policy shows here first.
 @Test("the lab's expectations are the policies' picks", arguments: try labRequests())
 func labExpectation(_ r: LabRequest) throws {
-    let pick = r.tool.select(from: try vividFormats(), request: try r.policyRequest())
+    let pick = r.tool.select(from: try r.formats(), request: try r.policyRequest())
     #expect(short(pick) == r.expected, "\(pick.reason)")
 }
 
@@ -178,7 +196,7 @@ func realProgramsAgreeWithThePolicies() throws {
             continue
         }
         let real = r.tool == .gstreamer ? negotiatedByGStreamer(output) : negotiatedByFFmpeg(output)
-        let ours = asNegotiated(r.tool.select(from: try vividFormats(), request: try r.policyRequest()))
+        let ours = asNegotiated(r.tool.select(from: try r.formats(), request: try r.policyRequest()))
         let same =
             real.map { a in ours.map { b in a.format == b.format && a.width == b.width && a.height == b.height && abs(a.fps - b.fps) < 0.01 } ?? false
             }
