@@ -129,15 +129,16 @@ final class TapRing: @unchecked Sendable {
 public final class FrameTap: Sendable {
     /// The ring's shape and the socket's access.
     public struct Configuration: Sendable, Equatable {
-        /// Slots in the ring, 2...64 (default 8: a reader may fall 7 frames behind without missing one).
-        public var slots = 8
+        /// Slots in the ring, 2...64 (default 10: a reader may fall about 7 frames behind without missing one; the
+        /// newest slots may be in use for the pictures being converted into them).
+        public var slots = 10
         /// The largest picture a slot holds without a new ring (default 1920x1080).
         public var maxSize = FrameSize(width: 1920, height: 1080)
         /// The socket file's permission bits, 0o600 (the user only, the default) or 0o660 (the user's group too).
         public var socketMode: UInt32 = 0o600
         /// Readers connected at once at most, 1...1024 (default 64); more are turned away.
         public var maxReaders = 64
-        /// The default shape: 8 slots of up to 1920x1080, socket 0600, 64 readers.
+        /// The default shape: 10 slots of up to 1920x1080, socket 0600, 64 readers.
         public init() {}
     }
 

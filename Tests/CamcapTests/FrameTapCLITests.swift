@@ -72,7 +72,7 @@ private func startReader(_ socket: String, out: String, views: Bool = false) thr
         for out in outs { try? FileManager.default.removeItem(atPath: out) }
         let readers = [try startReader(socket, out: outs[0]), try startReader(socket, out: outs[1], views: true)]
         defer { for reader in readers where reader.isRunning { reader.terminate() } }
-        // Real time (30 fps): the readers, polling every 2 ms with 8 slots, keep up. YUYV is converted, straight into
+        // Real time (30 fps): the readers, polling every 2 ms with 10 slots, keep up. YUYV is converted, straight into
         // the ring's slots: the tap copies none of the 60 pictures (the YU12 of the next test is copied once each).
         let r = try sh(
             camcap,

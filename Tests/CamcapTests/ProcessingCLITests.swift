@@ -97,13 +97,15 @@ private func monotonicMs() -> Int64 {
 @Suite(.serialized, .timeLimit(.minutes(2))) struct TraceCLITests {
     @Test func aRecordedTraceReplaysTheSamePictures() throws {
         let trace = work + "/vivid.camtrace"
-        let rec = try sh(camcap, ["trace", "record", "-d", "fixture:vivid", "-s", "320x240", "--frames", "20", "-o", trace, "-q"])
-        #expect(
-            rec.code == 0 && rec.out.contains("trace:") && rec.out.contains("(20 frames, 0 losses; replay: -d fixture:trace:"),
-            "\(rec.out) \(rec.err)")
-        let direct = try sh(camcap, ["preview", "-d", "fixture:vivid", "-s", "320x240", "--frames", "15", "--y4m", work + "/direct.y4m", "-q"])
+        // As fast as consumed, all three: in real time a loaded machine drops frames (the recorder's, the previews'),
+        // and a frame missing on either side is a different file, not a different picture.
+        let rec = try sh(camcap, ["trace", "record", "-d", "fixture:vivid", "-s", "320x240", "--frames", "20", "--fast", "-o", trace, "-q"])
+        let recorded = rec.out.firstMatch(of: /\((\d+) frames, 0 losses; replay: -d fixture:trace:/).flatMap { Int($0.1) } ?? 0
+        #expect(rec.code == 0 && recorded >= 20, "\(rec.out) \(rec.err)")
+        let direct = try sh(
+            camcap, ["preview", "-d", "fixture:vivid", "-s", "320x240", "--frames", "15", "--fast", "--y4m", work + "/direct.y4m", "-q"])
         let replay = try sh(
-            camcap, ["preview", "-d", "fixture:trace:" + trace, "-s", "320x240", "--frames", "15", "--y4m", work + "/replay.y4m", "-q"])
+            camcap, ["preview", "-d", "fixture:trace:" + trace, "-s", "320x240", "--frames", "15", "--fast", "--y4m", work + "/replay.y4m", "-q"])
         #expect(direct.code == 0 && replay.code == 0, "\(direct.err) \(replay.err)")
         let (a, b) = (FileManager.default.contents(atPath: work + "/direct.y4m"), FileManager.default.contents(atPath: work + "/replay.y4m"))
         #expect(a != nil && a == b, "the replay's 15 pictures are the camera's (\(a?.count ?? 0) and \(b?.count ?? 0) bytes)")
