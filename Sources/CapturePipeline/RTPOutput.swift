@@ -1,5 +1,5 @@
 import Foundation
-package import VideoCapture
+public import VideoCapture
 public import VideoProcessing
 public import H264
 public import RTP

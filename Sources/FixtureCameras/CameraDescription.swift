@@ -526,7 +526,8 @@ struct JSONFixtureParser {
 
     /// `"quirks": ["round@1920x1080=1920x1088", …]`: each in `FixtureQuirk`'s text form, at most 64.
     func quirks(_ node: JSONNode?) throws(FixtureParseError) -> [FixtureQuirk] {
-        try texts(node, of: "quirk", atMost: 64, suchAs: "round@1920x1080=1920x1088", eachSuchAs: "ignores-frame-interval", FixtureQuirk.init(parsing:))
+        try texts(
+            node, of: "quirk", atMost: 64, suchAs: "round@1920x1080=1920x1088", eachSuchAs: "ignores-frame-interval", FixtureQuirk.init(parsing:))
     }
 
     /// `"faults": ["unplug@90+5", "resize@30:640x480", …]`: each in `FixtureFault`'s text form, at most 256.
@@ -545,7 +546,9 @@ struct JSONFixtureParser {
         }
         var out: [T] = []
         for item in items {
-            guard case .string(let text, _) = item else { throw err(item, "each \(kind) must be a string such as \"\(eachSuchAs)\", found \(item.kind)") }
+            guard case .string(let text, _) = item else {
+                throw err(item, "each \(kind) must be a string such as \"\(eachSuchAs)\", found \(item.kind)")
+            }
             do throws(CaptureError) { out.append(try parse(text)) } catch { throw err(item, error.message) }
         }
         return out
