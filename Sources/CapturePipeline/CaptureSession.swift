@@ -428,22 +428,13 @@ extension CaptureStatistics {
     var droppedWhileConsumed: Int { totalDropped - dropped[.noConsumer, default: 0] }
 }
 
-/// Why a session could not run, or ended early.
-public struct PipelineError: CodedError {
-    /// What kind of failure this is, to switch on.
-    public var code: Code
-    /// A sentence for people, naming the setting, the camera or the file at fault.
-    public var message: String
-    /// The configuration member refused by a `validate()` ("bitrateKbps", "durationNs"); the message then starts
-    /// with it.
-    public var setting: String?
-    /// An error with `code`, a human-readable `message` and the setting at fault, if one is.
-    public init(_ code: Code, _ message: String, setting: String? = nil) {
-        self.code = code
-        self.message = message
-        self.setting = setting
-    }
-}
+/// Why a session could not run, or ended early: a code, a sentence for people naming the setting, the camera or
+/// the file at fault, and the configuration member refused by a `validate()` ("bitrateKbps", "durationNs"), if one
+/// is.
+public typealias PipelineError = CodedSettingError<PipelineFailure>
+
+/// The domain of `PipelineError`: its codes are `ErrorCode<PipelineError>`'s.
+public enum PipelineFailure {}
 
 extension Fraction {
     /// The rate as a Double.

@@ -2,11 +2,6 @@ import Foundation
 public import VideoCapture
 import H264
 
-extension PipelineError: SettingError, SettingRefusal {
-    /// `invalidConfiguration`, refusing `setting`.
-    package init(refusing setting: String, _ message: String) { self.init(.invalidConfiguration, message, setting: setting) }
-}
-
 extension CaptureSession.Configuration {
     /// Checks what a user gives, before any camera is opened: `size` within `CaptureLimits`, `fpsLimit` (above 0,
     /// at most 1000), `pixelFormats` (each converted to I420, or H264), `frames` (1...100,000,000), `durationNs`

@@ -1,5 +1,5 @@
 import Foundation
-package import VideoCapture
+public import VideoCapture
 public import VideoProcessing
 public import H264
 public import RTP
@@ -8,17 +8,9 @@ public import Logging
 
 /// HOST:PORT (an IPv6 host in brackets: [::1]:5004) with a numeric IPv4/IPv6 host and a port in `ports`.
 package func parseHostPort(_ s: String, ports: ClosedRange<Int>) -> (host: String, port: Int)? {
-    let hostPart: Substring, portPart: Substring
-    if s.hasPrefix("["), let close = s.firstIndex(of: "]"), s[s.index(after: close)...].hasPrefix(":") {
-        hostPart = s[s.index(after: s.startIndex)..<close]
-        portPart = s[s.index(close, offsetBy: 2)...]
-    } else if let colon = s.lastIndex(of: ":"), s.firstIndex(of: ":") == colon {
-        hostPart = s[..<colon]
-        portPart = s[s.index(after: colon)...]
-    } else {
-        return nil
-    }
-    guard portPart.count <= 5, let p = Int(portPart), ports.contains(p), !hostPart.isEmpty, hostPart.count <= 64 else { return nil }
+    guard let (hostPart, portPart) = splitHostPort(s), portPart.count <= 5, let p = Int(portPart), ports.contains(p), !hostPart.isEmpty,
+        hostPart.count <= 64
+    else { return nil }
     var a4 = in_addr(), a6 = in6_addr()
     let h = String(hostPart)
     guard inet_pton(AF_INET, h, &a4) == 1 || inet_pton(AF_INET6, h, &a6) == 1 else { return nil }

@@ -1,5 +1,5 @@
 import Foundation
-import VideoCapture
+public import VideoCapture
 import H264
 import VideoProcessing
 

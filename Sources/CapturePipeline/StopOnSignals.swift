@@ -1,5 +1,6 @@
 import Glibc
 import SystemIO
+public import VideoCapture
 import Synchronization
 
 /// Ctrl-C (SIGINT) and SIGTERM for an app that runs a `CaptureSession`: the first signal calls `onFirst` (pass

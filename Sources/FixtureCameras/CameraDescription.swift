@@ -526,30 +526,30 @@ struct JSONFixtureParser {
 
     /// `"quirks": ["round@1920x1080=1920x1088", …]`: each in `FixtureQuirk`'s text form, at most 64.
     func quirks(_ node: JSONNode?) throws(FixtureParseError) -> [FixtureQuirk] {
-        guard let node else { return [] }
-        guard case .array(let items, _) = node, items.count <= 64 else {
-            throw err(node, "\"quirks\" must be an array of at most 64 quirks such as \"round@1920x1080=1920x1088\", found \(node.kind)")
-        }
-        var out: [FixtureQuirk] = []
-        for item in items {
-            guard case .string(let text, _) = item else {
-                throw err(item, "each quirk must be a string such as \"ignores-frame-interval\", found \(item.kind)")
-            }
-            do throws(CaptureError) { out.append(try FixtureQuirk(parsing: text)) } catch { throw err(item, error.message) }
-        }
-        return out
+        try texts(
+            node, of: "quirk", atMost: 64, suchAs: "round@1920x1080=1920x1088", eachSuchAs: "ignores-frame-interval", FixtureQuirk.init(parsing:))
     }
 
     /// `"faults": ["unplug@90+5", "resize@30:640x480", …]`: each in `FixtureFault`'s text form, at most 256.
     func faults(_ node: JSONNode?) throws(FixtureParseError) -> [FixtureFault] {
+        try texts(node, of: "fault", atMost: 256, suchAs: "unplug@90+5", eachSuchAs: "unplug@90+5", FixtureFault.init(parsing:))
+    }
+
+    /// The member `"\(kind)s"`: an array of at most `most` strings, each read by `parse` (its error's message is the
+    /// item's); the examples `suchAs` (of the array) and `eachSuchAs` (of an item) go in the messages.
+    func texts<T>(
+        _ node: JSONNode?, of kind: String, atMost most: Int, suchAs: String, eachSuchAs: String, _ parse: (String) throws(CaptureError) -> T
+    ) throws(FixtureParseError) -> [T] {
         guard let node else { return [] }
-        guard case .array(let items, _) = node, items.count <= 256 else {
-            throw err(node, "\"faults\" must be an array of at most 256 faults such as \"unplug@90+5\", found \(node.kind)")
+        guard case .array(let items, _) = node, items.count <= most else {
+            throw err(node, "\"\(kind)s\" must be an array of at most \(most) \(kind)s such as \"\(suchAs)\", found \(node.kind)")
         }
-        var out: [FixtureFault] = []
+        var out: [T] = []
         for item in items {
-            guard case .string(let text, _) = item else { throw err(item, "each fault must be a string such as \"unplug@90+5\", found \(item.kind)") }
-            do throws(CaptureError) { out.append(try FixtureFault(parsing: text)) } catch { throw err(item, error.message) }
+            guard case .string(let text, _) = item else {
+                throw err(item, "each \(kind) must be a string such as \"\(eachSuchAs)\", found \(item.kind)")
+            }
+            do throws(CaptureError) { out.append(try parse(text)) } catch { throw err(item, error.message) }
         }
         return out
     }

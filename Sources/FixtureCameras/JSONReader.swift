@@ -104,14 +104,10 @@ package struct JSONReader {
     }
 
     private mutating func object(line here: Int) throws(FixtureParseError) -> JSONNode {
-        i += 1
-        skipSpace()
+        let close = UInt8(ascii: "}")
         var members: [(key: String, value: JSONNode)] = []
-        if i < bytes.count, bytes[i] == UInt8(ascii: "}") {
-            i += 1
-            return .object(members, line: here)
-        }
-        while true {
+        guard !opensEmpty(closedBy: close) else { return .object(members, line: here) }
+        repeat {
             skipSpace()
             guard i < bytes.count, bytes[i] == UInt8(ascii: "\"") else { throw fail("expected a quoted key, found \(describeHere())") }
             let key = try string()
@@ -122,43 +118,41 @@ package struct JSONReader {
             i += 1
             skipSpace()
             members.append((key, try value()))
-            skipSpace()
-            guard i < bytes.count else { throw fail("unterminated object (opened on line \(here))") }
-            if bytes[i] == UInt8(ascii: ",") {
-                i += 1
-                continue
-            }
-            if bytes[i] == UInt8(ascii: "}") {
-                i += 1
-                return .object(members, line: here)
-            }
-            throw fail("expected ',' or '}', found \(describeHere())")
-        }
+        } while try !endsAfterItem(closedBy: close, of: "object", openedOn: here)
+        return .object(members, line: here)
     }
 
     private mutating func array(line here: Int) throws(FixtureParseError) -> JSONNode {
-        i += 1
-        skipSpace()
+        let close = UInt8(ascii: "]")
         var items: [JSONNode] = []
-        if i < bytes.count, bytes[i] == UInt8(ascii: "]") {
-            i += 1
-            return .array(items, line: here)
-        }
-        while true {
+        guard !opensEmpty(closedBy: close) else { return .array(items, line: here) }
+        repeat {
             skipSpace()
             items.append(try value())
-            skipSpace()
-            guard i < bytes.count else { throw fail("unterminated array (opened on line \(here))") }
-            if bytes[i] == UInt8(ascii: ",") {
-                i += 1
-                continue
-            }
-            if bytes[i] == UInt8(ascii: "]") {
-                i += 1
-                return .array(items, line: here)
-            }
-            throw fail("expected ',' or ']', found \(describeHere())")
+        } while try !endsAfterItem(closedBy: close, of: "array", openedOn: here)
+        return .array(items, line: here)
+    }
+
+    /// Past an object's or array's opening bracket and the space after it: true, and past `close`, when it is empty.
+    private mutating func opensEmpty(closedBy close: UInt8) -> Bool {
+        i += 1
+        skipSpace()
+        guard i < bytes.count, bytes[i] == close else { return false }
+        i += 1
+        return true
+    }
+
+    /// After an item of the `what` (object or array) opened on line `here`: past a ',' (false: another item
+    /// follows) or past `close` (true: the end).
+    private mutating func endsAfterItem(closedBy close: UInt8, of what: String, openedOn here: Int) throws(FixtureParseError) -> Bool {
+        skipSpace()
+        guard i < bytes.count else { throw fail("unterminated \(what) (opened on line \(here))") }
+        let byte = bytes[i]
+        guard byte == UInt8(ascii: ",") || byte == close else {
+            throw fail("expected ',' or '\(Character(Unicode.Scalar(close)))', found \(describeHere())")
         }
+        i += 1
+        return byte == close
     }
 
     private func hex4(at k: Int) -> UInt32? {

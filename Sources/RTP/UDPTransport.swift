@@ -75,18 +75,8 @@ final class UDPTransport: RTPTransport {
 
     /// `HOST:PORT` or `[V6]:PORT` → its parts (the port 1…65535); nil otherwise.
     static func hostAndPort(_ s: String) -> (String, Int)? {
-        let host: Substring, port: Substring
-        if s.hasPrefix("["), let close = s.firstIndex(of: "]"), s[close...].hasPrefix("]:") {
-            host = s[s.index(after: s.startIndex)..<close]
-            port = s[s.index(close, offsetBy: 2)...]
-        } else if let colon = s.firstIndex(of: ":"), s.lastIndex(of: ":") == colon {
-            host = s[..<colon]
-            port = s[s.index(after: colon)...]
-        } else {
-            return nil
-        }
-        guard let p = Int(port), (1...65535).contains(p), !host.isEmpty else { return nil }
-        return (String(host), p)
+        guard let parts = splitHostPort(s), let p = Int(parts.port), (1...65535).contains(p), !parts.host.isEmpty else { return nil }
+        return (String(parts.host), p)
     }
 
     /// The local addresses of the RTP and RTCP sockets ("host:port"; tests).
@@ -128,4 +118,16 @@ final class UDPTransport: RTPTransport {
         rtpSocket.close()
         rtcpSocket.close()
     }
+}
+
+/// `HOST:PORT` or `[V6]:PORT` split into the host (without brackets) and the port's text, neither checked; nil
+/// when there is no such split (no colon, or more than one outside brackets).
+package func splitHostPort(_ s: String) -> (host: Substring, port: Substring)? {
+    if s.hasPrefix("["), let close = s.firstIndex(of: "]"), s[close...].hasPrefix("]:") {
+        return (s[s.index(after: s.startIndex)..<close], s[s.index(close, offsetBy: 2)...])
+    }
+    if let colon = s.firstIndex(of: ":"), s.lastIndex(of: ":") == colon {
+        return (s[..<colon], s[s.index(after: colon)...])
+    }
+    return nil
 }

@@ -2,6 +2,7 @@ import NIOCore
 import Synchronization
 import SystemIO
 import RTP
+import VideoCaptureCommons
 #if canImport(Glibc)
     import Glibc
 #endif

@@ -1,26 +1,11 @@
 public import VideoCaptureCommons
 
-/// Why an RTSP server could not start.
-public struct RTSPError: CodedError {
-    /// What kind of failure this is, to switch on.
-    public var code: Code
-    /// A sentence for people, naming the address, port or value at fault.
-    public var message: String
-    /// The configuration member refused, for `invalidConfiguration` from `validate()` ("maxSessions"); the
-    /// message then starts with it.
-    public var setting: String?
-    /// An error with `code`, a human-readable `message` and the setting at fault, if one is.
-    public init(_ code: Code, _ message: String, setting: String? = nil) {
-        self.code = code
-        self.message = message
-        self.setting = setting
-    }
-}
+/// Why an RTSP server could not start: a code, a sentence for people naming the address, port or value at fault,
+/// and the configuration member refused by a `validate()` ("maxSessions"), if one is.
+public typealias RTSPError = CodedSettingError<RTSPFailure>
 
-extension RTSPError: SettingError, SettingRefusal {
-    /// `invalidConfiguration`, refusing `setting`.
-    package init(refusing setting: String, _ message: String) { self.init(.invalidConfiguration, message, setting: setting) }
-}
+/// The domain of `RTSPError`: its codes are `ErrorCode<RTSPError>`'s.
+public enum RTSPFailure {}
 
 /// The codes of `RTSPError`.
 extension ErrorCode where Domain == RTSPError {

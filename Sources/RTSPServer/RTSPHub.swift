@@ -1,7 +1,7 @@
 import Foundation
 import Synchronization
 public import Logging
-import VideoCaptureCommons
+public import VideoCaptureCommons
 import VideoCapture // PixelFormat: whether the camera delivers H.264 itself (pass-through)
 public import H264
 import VideoProcessing

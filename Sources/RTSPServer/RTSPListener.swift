@@ -3,7 +3,7 @@ import NIOCore
 import NIOPosix
 import ServerShell
 import Synchronization
-import VideoCaptureCommons
+public import VideoCaptureCommons
 
 /// The TCP host of an `RTSPHub` on SwiftNIO: RTSP requests in, responses and interleaved media out, under the
 /// hub's connection limits, request timeout and idle timeout. Over the per-address limit a connection gets 503

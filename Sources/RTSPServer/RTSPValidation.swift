@@ -1,5 +1,5 @@
 import Foundation
-import VideoCaptureCommons
+public import VideoCaptureCommons
 
 extension RTSPHub.Configuration {
     /// Checks every setting against the range a server is meant to run with, before anything is bound: the

@@ -20,24 +20,26 @@ package struct SocketAddress: Sendable {
         storage = sockaddr_storage()
         var a4 = in_addr(), a6 = in6_addr()
         if inet_pton(AF_INET, host, &a4) == 1 {
-            withUnsafeMutableBytes(of: &storage) { raw in
-                let sin = raw.baseAddress!.assumingMemoryBound(to: sockaddr_in.self)
-                sin.pointee.sin_family = sa_family_t(AF_INET)
-                sin.pointee.sin_port = in_port_t(UInt16(port).bigEndian)
-                sin.pointee.sin_addr = a4
-            }
-            length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            var sin = sockaddr_in()
+            sin.sin_family = sa_family_t(AF_INET)
+            sin.sin_port = in_port_t(UInt16(port).bigEndian)
+            sin.sin_addr = a4
+            length = Self.store(sin, in: &storage)
         } else if inet_pton(AF_INET6, host, &a6) == 1 {
-            withUnsafeMutableBytes(of: &storage) { raw in
-                let sin = raw.baseAddress!.assumingMemoryBound(to: sockaddr_in6.self)
-                sin.pointee.sin6_family = sa_family_t(AF_INET6)
-                sin.pointee.sin6_port = in_port_t(UInt16(port).bigEndian)
-                sin.pointee.sin6_addr = a6
-            }
-            length = socklen_t(MemoryLayout<sockaddr_in6>.size)
+            var sin = sockaddr_in6()
+            sin.sin6_family = sa_family_t(AF_INET6)
+            sin.sin6_port = in_port_t(UInt16(port).bigEndian)
+            sin.sin6_addr = a6
+            length = Self.store(sin, in: &storage)
         } else {
             return nil
         }
+    }
+
+    /// Writes `address` (a `sockaddr_in` or `sockaddr_in6`) at the start of `storage`; returns its length.
+    private static func store<Address>(_ address: Address, in storage: inout sockaddr_storage) -> socklen_t {
+        withUnsafeMutableBytes(of: &storage) { $0.storeBytes(of: address, as: Address.self) }
+        return socklen_t(MemoryLayout<Address>.size)
     }
 
     package var family: Int32 { Int32(storage.ss_family) }

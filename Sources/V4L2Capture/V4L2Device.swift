@@ -65,27 +65,23 @@ final class V4L2Node {
     func formats() throws(CaptureError) -> [CaptureFormat] {
         let type = try capabilities().bufferType
         var out: [CaptureFormat] = []
-        var index: UInt32 = 0
-        while true {
+        let end = try enumerate(.enumFormat) { index in
             var desc = v4l2_fmtdesc()
             desc.index = index
             desc.type = type
-            if let e = io.errnoOf(fd, .enumFormat, &desc) {
-                if e.rawValue == EINVAL { break } // the end of the list
-                throw io.error(e, "VIDIOC_ENUM_FMT index \(index)")
-            }
-            index += 1
-            if desc.flags & CV4L2_FMT_FLAG_EMULATED != 0 { continue }
+            return desc
+        } each: { desc throws(CaptureError) in
+            if desc.flags & CV4L2_FMT_FLAG_EMULATED != 0 { return true }
             let pf = PixelFormat(rawValue: desc.pixelformat)
             var name = cString(desc.description)
             if name.isEmpty { name = pf.name }
-            var sizeIndex: UInt32 = 0
-            while true {
+            // A refusal ends the list (EINVAL); drivers without the ioctl list no sizes.
+            _ = try enumerate(.enumFrameSizes) { index in
                 var fs = v4l2_frmsizeenum()
-                fs.index = sizeIndex
+                fs.index = index
                 fs.pixel_format = desc.pixelformat
-                if io.errnoOf(fd, .enumFrameSizes, &fs) != nil { break } // EINVAL ends the list; drivers without the ioctl list no sizes
-                sizeIndex += 1
+                return fs
+            } each: { fs throws(CaptureError) in
                 switch fs.type {
                 case V4L2_FRMSIZE_TYPE_DISCRETE.rawValue:
                     let size = FrameSize(width: Int(fs.discrete.width), height: Int(fs.discrete.height))
@@ -102,38 +98,64 @@ final class V4L2Node {
                         : .stepwise(min: lo, max: hi, step: FrameSize(width: Int(max(1, s.step_width)), height: Int(max(1, s.step_height))))
                     out.append(CaptureFormat(pixelFormat: pf, size: range, intervals: nil, formatDescription: name))
                 }
-                if fs.type != V4L2_FRMSIZE_TYPE_DISCRETE.rawValue { break }
+                return fs.type == V4L2_FRMSIZE_TYPE_DISCRETE.rawValue // a range is the whole list
             }
+            return true
         }
+        // EINVAL is the end of the list.
+        if let end, end.errno.rawValue != EINVAL { throw io.error(end.errno, "VIDIOC_ENUM_FMT index \(end.index)") }
         return hasDVTimings() ? receiverFormats(out) : out
     }
 
     func intervals(_ fourcc: UInt32, _ size: FrameSize) throws(CaptureError) -> FrameIntervals? {
         var list: [Fraction] = []
-        var i: UInt32 = 0
-        while true {
+        var range: FrameIntervals?, ranged = false
+        _ = try enumerate(.enumFrameIntervals) { index in
             var fi = v4l2_frmivalenum()
-            fi.index = i
+            fi.index = index
             fi.pixel_format = fourcc
             fi.width = UInt32(size.width)
             fi.height = UInt32(size.height)
-            if io.errnoOf(fd, .enumFrameIntervals, &fi) != nil { break }
-            i += 1
+            return fi
+        } each: { fi in
             if fi.type == V4L2_FRMIVAL_TYPE_DISCRETE.rawValue {
                 if fi.discrete.numerator > 0 && fi.discrete.denominator > 0 {
                     list.append(Fraction(Int64(fi.discrete.numerator), Int64(fi.discrete.denominator)))
                 }
-            } else {
-                let s = fi.stepwise
-                guard s.min.denominator > 0, s.max.denominator > 0, s.min.numerator > 0 else { return nil }
-                let lo = Fraction(Int64(s.min.numerator), Int64(s.min.denominator)), hi = Fraction(Int64(s.max.numerator), Int64(s.max.denominator))
-                if fi.type == V4L2_FRMIVAL_TYPE_CONTINUOUS.rawValue || s.step.numerator == 0 || s.step.denominator == 0 {
-                    return .continuous(min: lo, max: hi)
-                }
-                return .stepwise(min: lo, max: hi, step: Fraction(Int64(s.step.numerator), Int64(s.step.denominator)))
+                return true
             }
+            (range, ranged) = (Self.intervalRange(fi), true) // a range is the whole list
+            return false
         }
+        if ranged { return range }
         return list.isEmpty ? nil : .discrete(list)
+    }
+
+    /// A stepwise or continuous `VIDIOC_ENUM_FRAMEINTERVALS` entry as a range; nil for one with a zero bound.
+    private static func intervalRange(_ fi: v4l2_frmivalenum) -> FrameIntervals? {
+        let s = fi.stepwise
+        guard s.min.denominator > 0, s.max.denominator > 0, s.min.numerator > 0 else { return nil }
+        let lo = Fraction(Int64(s.min.numerator), Int64(s.min.denominator)), hi = Fraction(Int64(s.max.numerator), Int64(s.max.denominator))
+        if fi.type == V4L2_FRMIVAL_TYPE_CONTINUOUS.rawValue || s.step.numerator == 0 || s.step.denominator == 0 {
+            return .continuous(min: lo, max: hi)
+        }
+        return .stepwise(min: lo, max: hi, step: Fraction(Int64(s.step.numerator), Int64(s.step.denominator)))
+    }
+
+    /// Walks a V4L2 enumeration (`VIDIOC_ENUM_FMT`, `VIDIOC_ENUM_FRAMESIZES`, `VIDIOC_ENUM_FRAMEINTERVALS`): asks for
+    /// the argument `request` makes for index 0, 1, 2… and gives each entry the driver fills to `each`, until `each`
+    /// returns false (nil is returned) or the driver refuses an index (its errno and the index are returned: EINVAL
+    /// is the end of the list).
+    func enumerate<Entry>(
+        _ op: IOCTL, _ request: (UInt32) -> Entry, each: (Entry) throws(CaptureError) -> Bool
+    ) throws(CaptureError) -> (errno: Errno, index: UInt32)? {
+        var index: UInt32 = 0
+        while true {
+            var entry = request(index)
+            if let e = io.errnoOf(fd, op, &entry) { return (e, index) }
+            index += 1
+            guard try each(entry) else { return nil }
+        }
     }
 }
 

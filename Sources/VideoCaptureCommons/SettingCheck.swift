@@ -42,6 +42,30 @@ extension SettingRefusal {
     }
 }
 
+/// The error of a module whose failures are a code, a message and, for a refused configuration value, the setting
+/// at fault: `PipelineError`, `ServerError` and `RTSPError` are this type, each with its own `Domain` (an empty
+/// enum), so that each has its own codes (`extension ErrorCode where Domain == PipelineError`) and `catch let e as
+/// ServerError` tells them apart.
+public struct CodedSettingError<Domain>: CodedError, SettingRefusal {
+    /// What kind of failure this is, to switch on.
+    public var code: Code
+    /// A sentence for people, naming the setting, the address, the camera or the file at fault.
+    public var message: String
+    /// The configuration member refused by a `validate()` ("bitrateKbps", "maxViewers"); the message then starts
+    /// with it.
+    public var setting: String?
+    /// An error with `code`, a human-readable `message` and the setting at fault, if one is.
+    public init(_ code: Code, _ message: String, setting: String? = nil) {
+        self.code = code
+        self.message = message
+        self.setting = setting
+    }
+    /// `invalidConfiguration` (each domain's code of that name), refusing `setting`.
+    package init(refusing setting: String, _ message: String) {
+        self.init(Code(rawValue: "invalid configuration"), message, setting: setting)
+    }
+}
+
 /// The range checks of the libraries' configuration `validate()` methods: each gives nil for a valid value, else
 /// the message "SETTING must be LOW...HIGH[ UNIT], got VALUE" (`SettingError`).
 package enum SettingCheck {

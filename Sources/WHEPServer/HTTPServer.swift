@@ -414,21 +414,13 @@ private final class WHEPHandler: ChannelInboundHandler {
     }
 }
 
-/// Why the server could not start, or a file it was given is unusable.
-public struct ServerError: CodedError {
-    /// What kind of failure this is, to switch on.
-    public var code: Code
-    /// A sentence for people, naming the address, file or option at fault.
-    public var message: String
-    /// The configuration member refused by a `validate()` ("maxViewers"); the message then starts with it.
-    public var setting: String?
-    /// An error with `code`, a human-readable `message` and the setting at fault, if one is.
-    public init(_ code: Code, _ message: String, setting: String? = nil) {
-        self.code = code
-        self.message = message
-        self.setting = setting
-    }
-}
+/// Why the server could not start, or a file it was given is unusable: a code, a sentence for people naming the
+/// address, file or option at fault, and the configuration member refused by a `validate()` ("maxViewers"), if
+/// one is.
+public typealias ServerError = CodedSettingError<ServerFailure>
+
+/// The domain of `ServerError`: its codes are `ErrorCode<ServerError>`'s.
+public enum ServerFailure {}
 
 /// The codes of `ServerError`.
 extension ErrorCode where Domain == ServerError {

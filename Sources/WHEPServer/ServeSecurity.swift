@@ -2,7 +2,7 @@ import Foundation
 public import NIOSSL
 import SystemIO
 import WebRTC
-import VideoCaptureCommons
+public import VideoCaptureCommons
 import CapturePipeline
 
 /// The pieces of a server's safety that come from its configuration: the token, origins, host names, the

@@ -3,7 +3,7 @@ public import H264
 public import Logging
 public import WebRTC
 public import RTP
-import VideoCapture
+public import VideoCapture
 import VideoProcessing
 
 /// A capture session broadcast to WHEP viewers, wired in one call: the viewer hub, the encode (tiers as WebRTC

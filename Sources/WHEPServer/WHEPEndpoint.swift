@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 import Metrics
 import CapturePipeline
-import VideoCaptureCommons
+public import VideoCaptureCommons
 import WebRTC
 
 /// Who may use the server and how much of it: the bearer token (RFC 9725 §4.1; nil: no authentication), the

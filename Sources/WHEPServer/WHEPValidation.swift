@@ -1,11 +1,6 @@
 public import VideoCaptureCommons
 import CapturePipeline
 
-extension ServerError: SettingError, SettingRefusal {
-    /// `invalidConfiguration`, refusing `setting`.
-    package init(refusing setting: String, _ message: String) { self.init(.invalidConfiguration, message, setting: setting) }
-}
-
 extension ViewerHub.Limits {
     /// Checks every limit is 1...256. A refusal is a `ServerError` with code `invalidConfiguration` whose
     /// `setting` names the member ("maxViewers", "maxPending", "maxPerAddress", "maxPendingPerAddress").

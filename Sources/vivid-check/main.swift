@@ -705,19 +705,9 @@ do {
             ["record", "-d", cam1, "-s", "320x180", "--on-camera-loss", "wait", "--give-up-after", "20", "--duration", "600", "-o", out],
             capture: true)
     else { throw CaptureError(.streamFailed, "cannot start camcap") }
-    var text = "", buf = [UInt8](repeating: 0, count: 4096)
     // The steps, each taken when its condition is first seen in what camcap printed so far.
-    var step = 0, framesAt: [Int] = [], dropStart = 0
-    func count(_ needle: String) -> Int { text.components(separatedBy: needle).count - 1 }
-    while true {
-        let n = read(fd, &buf, buf.count)
-        if n <= 0 { break }
-        text += String(decoding: buf[0..<n], as: UTF8.self)
-        let now = progressFrames(text)
-        if now > 3000 && step < 5 { // a step that never came: end the run (the check then fails naming the step)
-            kill(pid, SIGINT)
-            step = 99
-        }
+    var dropStart = 0
+    let (text, step, framesAt, code) = takeSteps(of: pid, printingOn: fd, count: 5) { step, now, framesAt, count in
         switch step {
         case 0 where now > 0: // recording: a fatal streaming error (DQBUF fails with EIO until STREAMON)
             v4l2ctl(["-d", cam1, "-c", "inject_fatal_streaming_error=1"])
@@ -731,15 +721,10 @@ do {
             v4l2ctl(["-d", cam1, "-c", "percentage_of_dropped_buffers=0"])
         case 4 where now >= framesAt[3] + 15: // frames after the last fault: Ctrl-C
             kill(pid, SIGINT)
-        default: continue
+        default: return false
         }
-        framesAt.append(now)
-        step += 1
+        return true
     }
-    close(fd)
-    var status: Int32 = 0
-    waitpid(pid, &status, 0)
-    let code = (status >> 8) & 0xff
     let encoded = encodedFrames(text)
     let loss = text.split(separator: "\n").first { $0.hasPrefix("camera loss:") }.map(String.init) ?? "no camera loss line"
     note("camcap healing: exit \(code), steps \(step), frames at each step \(framesAt), encoded \(encoded); \(loss)")
@@ -842,31 +827,17 @@ if let hdmi = hdmiNode {
             && formats.allSatisfy { $0.size == .discrete(FrameSize(width: 1280, height: 720)) && $0.intervals == .discrete([Fraction(1, 60)]) },
         "\(formats.prefix(3).map { "\($0) \(String(describing: $0.intervals))" })")
     if let (pid, fd) = spawn("/check/camcap", ["record", "-d", hdmi, "--on-camera-loss", "wait", "--duration", "600", "-o", out], capture: true) {
-        var text = "", buf = [UInt8](repeating: 0, count: 4096), step = 0, framesAt: [Int] = []
-        func count(_ needle: String) -> Int { text.components(separatedBy: needle).count - 1 }
-        while true {
-            let n = read(fd, &buf, buf.count)
-            if n <= 0 { break }
-            text += String(decoding: buf[0..<n], as: UTF8.self)
-            let now = progressFrames(text)
-            if now > 3000 && step < 4 { // a step that never came: end the run (the check then fails naming the step)
-                kill(pid, SIGINT)
-                step = 99
-            }
+        let (text, step, framesAt, code) = takeSteps(of: pid, printingOn: fd, count: 4) { step, now, framesAt, count in
             switch step {
             case 0 where now > 0: v4l2ctl(["-d", hdmi, "-c", "dv_timings=0"]) // 640x480p59
             case 1 where count("source changed:") >= 1 && now > framesAt[0]: v4l2ctl(["-d", hdmi, "-c", "dv_timings_signal_mode=1"]) // no signal
             case 2 where count("no signal:") >= 1: v4l2ctl(["-d", hdmi, "-c", "dv_timings_signal_mode=4,dv_timings=9"]) // 1280x720p60 again
             case 3 where count("source changed:") >= 2 && now > framesAt[2] + 5: kill(pid, SIGINT)
-            default: continue
+            default: return false
             }
-            framesAt.append(progressFrames(text))
-            step += 1
+            return true
         }
-        close(fd)
-        var status: Int32 = 0
-        waitpid(pid, &status, 0)
-        let code = (status >> 8) & 0xff, encoded = encodedFrames(text)
+        let encoded = encodedFrames(text)
         let source = text.split(separator: "\n").first { $0.hasPrefix("source:") }.map(String.init) ?? "no source line"
         note("camcap HDMI: exit \(code), steps \(step), frames at each step \(framesAt), encoded \(encoded); \(source)")
         for l in text.split(separator: "\n") where l.hasPrefix("source changed") || l.hasPrefix("no signal") { note("  \(l)") }
@@ -881,6 +852,36 @@ if let hdmi = hdmiNode {
     }
 } else {
     check("vivid's HDMI receiver (platform:vivid-003) is present", false, "\(capturer.devices().map(\.busInfo))")
+}
+
+/// Reads what camcap (`pid`, printing on `fd`) prints until it ends, taking a scenario's `count` steps in turn:
+/// after each read, `take(step, now, framesAt, count)` takes step `step` if its condition holds in what was printed
+/// so far (`now`: the frames of the last progress line; `framesAt`: the frames when each earlier step was taken;
+/// `count(phrase)`: how often a phrase was printed) and says whether it did. A step that has not come by 3000
+/// frames ends the run (Ctrl-C; the step is then 99, which the check names). Returns the whole output, the steps
+/// taken, the frames at each and camcap's exit code.
+func takeSteps(
+    of pid: pid_t, printingOn fd: Int32, count steps: Int, _ take: (_ step: Int, _ now: Int, _ framesAt: [Int], _ count: (String) -> Int) -> Bool
+) -> (text: String, step: Int, framesAt: [Int], code: Int32) {
+    var text = "", buf = [UInt8](repeating: 0, count: 4096), step = 0, framesAt: [Int] = []
+    func count(_ needle: String) -> Int { text.components(separatedBy: needle).count - 1 }
+    while true {
+        let n = read(fd, &buf, buf.count)
+        if n <= 0 { break }
+        text += String(decoding: buf[0..<n], as: UTF8.self)
+        let now = progressFrames(text)
+        if now > 3000 && step < steps { // a step that never came: end the run (the check then fails naming the step)
+            kill(pid, SIGINT)
+            step = 99
+        }
+        guard take(step, now, framesAt, count) else { continue }
+        framesAt.append(now)
+        step += 1
+    }
+    close(fd)
+    var status: Int32 = 0
+    waitpid(pid, &status, 0)
+    return (text, step, framesAt, (status >> 8) & 0xff)
 }
 
 /// The frame count of the last progress line camcap printed ("12.3 s  370 frames  30.0 fps …"), 0 before the first.
