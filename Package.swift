@@ -74,7 +74,7 @@ let package = Package(
         .plugin(name: "EmbedFixtures", capability: .buildTool(), dependencies: ["embed-fixtures"]),
         .target(
             name: "V4L2Capture",
-            dependencies: ["VideoCapture", "SystemIO", "CV4L2"],
+            dependencies: ["VideoCapture", "SystemIO", "CV4L2", "H264"],
             swiftSettings: upcoming),
         .target(
             name: "H264",
@@ -198,7 +198,7 @@ let package = Package(
         // The recordings judged by ffprobe, GStreamer, mkvmerge and mediainfo, and the box writer's bytes.
         .testTarget(
             name: "RecordingTests", dependencies: ["Recording", "H264", "VideoCapture", "VideoProcessing", "FixtureCameras", "MediaTestSupport"]),
-        .testTarget(name: "V4L2CaptureTests", dependencies: ["VideoCapture", "V4L2Capture", "CV4L2", "TestSupport"]),
+        .testTarget(name: "V4L2CaptureTests", dependencies: ["VideoCapture", "V4L2Capture", "CV4L2", "TestSupport", "H264"]),
         .testTarget(
             name: "CamcapTests",
             dependencies: [

@@ -76,6 +76,30 @@ if [ ! -f "$LOOP_KO" ]; then
   if build_loopback; then log "v4l2loopback built for $KVER in $(( $(date +%s) - start )) s"; else log "v4l2loopback could not be built for $KVER ($KDEBVER)"; fi
 fi
 
+# 1b'. vicodec (#51: a V4L2 memory-to-memory FWHT encoder and decoder) with v4l2-mem2mem, which Debian's kernel does
+# not ship: three files from Debian's linux-source of the same version, built out of tree against the same headers.
+# Built once per kernel into .build/vm/vicodec-<kernel>/; a failure is reported and the VM's M2M check then fails.
+M2MDIR=$WORK/vicodec-$KVER-$KDEBVER
+build_vicodec() {
+  [ -f "$M2MDIR/vicodec.ko" ] && return 0
+  local src=$WORK/vicodec-build hdrs=("linux-headers-${KVER}_${KDEBVER}_amd64.deb" "linux-headers-${KVER%-amd64}-common_${KDEBVER}_all.deb"
+    "linux-kbuild-${KMAJOR}_${KDEBVER}_amd64.deb") d start
+  start=$(date +%s)
+  [ -f "$CACHE/linux-source-${KMAJOR}_${KDEBVER}_all.deb" ] ||
+    (cd "$CACHE" && apt-get download "linux-source-$KMAJOR=$KDEBVER" >/dev/null 2>&1) || return 1
+  rm -rf "$src"; mkdir -p "$src/m"
+  for d in "${hdrs[@]}" "linux-source-${KMAJOR}_${KDEBVER}_all.deb"; do dpkg -x "$CACHE/$d" "$src" || return 1; done
+  tar -xf "$src/usr/src/linux-source-$KMAJOR.tar.xz" -C "$src" --wildcards "linux-source-$KMAJOR/drivers/media/test-drivers/vicodec/*" \
+    "linux-source-$KMAJOR/drivers/media/v4l2-core/v4l2-mem2mem.c" || return 1
+  cp "$src/linux-source-$KMAJOR"/drivers/media/test-drivers/vicodec/* "$src/linux-source-$KMAJOR/drivers/media/v4l2-core/v4l2-mem2mem.c" "$src/m/"
+  printf 'obj-m += v4l2-mem2mem.o vicodec.o\nvicodec-objs := vicodec-core.o codec-fwht.o codec-v4l2-fwht.o\n' > "$src/m/Kbuild"
+  sed -i "s|^include /usr/src/|include $src/usr/src/|" "$src/usr/src/linux-headers-$KVER/Makefile"
+  make -C "$src/usr/src/linux-headers-$KVER" M="$src/m" modules >"$src/make.log" 2>&1 || { tail -20 "$src/make.log" >&2; return 1; }
+  mkdir -p "$M2MDIR" && cp "$src/m/v4l2-mem2mem.ko" "$src/m/vicodec.ko" "$M2MDIR/" && rm -rf "$src"
+  log "vicodec built for $KVER in $(( $(date +%s) - start )) s"
+}
+build_vicodec || log "vicodec could not be built for $KVER ($KDEBVER)"
+
 # 1c. The H.264 the loopback camera delivers: made here (libx264, Constrained Baseline, 640x360 at 30 fps, 5 s, an IDR
 # with SPS/PPS every 30 frames), and its access units' offsets: the feeder writes exactly one per write().
 ffmpeg -v error -y -f lavfi -i testsrc2=size=640x360:rate=30 -frames:v 150 -c:v libx264 -profile:v baseline -preset veryfast \
@@ -94,6 +118,7 @@ rm -rf "$IRD"; mkdir -p "$IRD"/{bin,sbin,proc,sys,dev,tmp,modules,usr/bin,check,
 cp /bin/busybox "$IRD/bin/busybox"
 for m in $MODS; do cp "$m" "$IRD/modules/"; echo "$(basename "$m")" >> "$IRD/modules/order"; done
 [ -f "$LOOP_KO" ] && cp "$LOOP_KO" "$IRD/modules/v4l2loopback.ko"
+[ -f "$M2MDIR/vicodec.ko" ] && cp "$M2MDIR/v4l2-mem2mem.ko" "$M2MDIR/vicodec.ko" "$IRD/modules/"
 cp "$WORK/fed.h264" "$WORK/fed.offsets" "$IRD/check/"
 cp "$BIN" "$IRD/check/vivid-check"
 cp "$CAMCAP" "$IRD/check/camcap"
@@ -118,6 +143,8 @@ for m in $(cat /modules/order); do
 done
 # The H.264 camera (needs videodev): a capture node only while a writer feeds it (exclusive_caps); 8 buffers so that
 # the writer does not overwrite one a reader still holds.
+# vicodec (#51): its encoder and decoders take the next free numbers (after vivid's).
+[ -f /modules/vicodec.ko ] && { insmod /modules/v4l2-mem2mem.ko && insmod /modules/vicodec.ko || echo "INSMOD-FAILED vicodec.ko"; }
 [ -f /modules/v4l2loopback.ko ] && { insmod /modules/v4l2loopback.ko video_nr=9 exclusive_caps=1 card_label=h264cam max_buffers=8 || echo "INSMOD-FAILED v4l2loopback.ko"; }
 sleep 1
 echo "VM-READY $(ls /dev/video* | tr '\n' ' ')"

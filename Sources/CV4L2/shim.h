@@ -85,6 +85,14 @@ static const unsigned long CV4L2_VIDIOC_DQEVENT = VIDIOC_DQEVENT;
 static const uint32_t CV4L2_EVENT_SOURCE_CHANGE = V4L2_EVENT_SOURCE_CHANGE;
 static const uint32_t CV4L2_EVENT_SRC_CH_RESOLUTION = V4L2_EVENT_SRC_CH_RESOLUTION;
 static const int CV4L2_DISABLE_CONVERSION = V4L2_DISABLE_CONVERSION;
+/* Memory-to-memory encoders (Documentation/userspace-api/media/v4l/dev-encoder.rst). */
+static const uint32_t CV4L2_CAP_VIDEO_M2M = V4L2_CAP_VIDEO_M2M;
+static const uint32_t CV4L2_CAP_VIDEO_M2M_MPLANE = V4L2_CAP_VIDEO_M2M_MPLANE;
+static const uint32_t CV4L2_BUF_TYPE_VIDEO_OUTPUT_MPLANE = V4L2_BUF_TYPE_VIDEO_OUTPUT_MPLANE;
+static const unsigned long CV4L2_VIDIOC_ENCODER_CMD = VIDIOC_ENCODER_CMD;
+static const uint32_t CV4L2_ENC_CMD_STOP = V4L2_ENC_CMD_STOP;
+static const uint32_t CV4L2_BUF_FLAG_LAST = V4L2_BUF_FLAG_LAST;
+static const uint32_t CV4L2_CID_MPEG_VIDEO_GOP_SIZE = V4L2_CID_MPEG_VIDEO_GOP_SIZE;
 /* A DV-timings receiver's detected signal: active size, frame size with blanking (width x height) and pixel
    clock; the frame rate is pixelclock / (frame width * frame height). All zero for timings other than BT.656/1120. */
 static inline void cv4l2_dv_timings_size(const struct v4l2_dv_timings *t, uint32_t *width, uint32_t *height,

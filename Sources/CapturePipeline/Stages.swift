@@ -60,7 +60,8 @@ extension EncodedOutput {
     public var takesPlaceholders: Bool { false }
 }
 
-/// Encodes every picture with OpenH264 (one encoder, shared by every output).
+/// Encodes every picture with one encoder, shared by every output: OpenH264 unless `makeEncoder` gives
+/// another `VideoEncoder` (a V4L2 memory-to-memory encoder).
 ///
 /// With `usesEncoderThread` (camcap's `--fast`, when every output takes writes from another thread) the
 /// encoder runs on an `EncoderThread`: the pipeline converts frame N+1 while frame N encodes, on the second
@@ -77,9 +78,15 @@ public final class EncodeStage: PictureStage {
     /// The encoder, here or handed to its own thread (made for the first picture).
     private var engine: Engine?
     private enum Engine {
-        case inline(H264Encoder)
+        case inline(any VideoEncoder)
         case thread(EncoderThread)
     }
+    /// Makes an encoder for the settings (the first picture's size) with the stage's control.
+    public typealias EncoderFactory = @Sendable (_ settings: H264Encoder.Settings, _ control: EncoderControl) throws -> any VideoEncoder
+    /// OpenH264: `H264Encoder(settings:control:)`.
+    public static let openH264: EncoderFactory = { settings, control in try H264Encoder(settings: settings, control: control) }
+    /// Which encoder the stage makes for its first picture: `openH264` unless set before the first picture.
+    public var makeEncoder: EncoderFactory = EncodeStage.openH264
     /// The last frame the inline encoder made, for `FrameTrace` (not kept with the encoder thread).
     var lastEncoded: (type: String, bytes: Int, encodeNs: Int64) = ("-", 0, 0)
     /// Ask for the encoder thread (granted when every output accepts writes from it).
@@ -265,7 +272,7 @@ public final class EncodeStage: PictureStage {
         s.width = picture.width
         s.height = picture.height
         s.colorSpace = colorSpace
-        let encoder = try H264Encoder(settings: s, control: control)
+        let encoder = try makeEncoder(s, control)
         settings = s
         if notesEncodedSize, let session, FrameSize(width: s.width, height: s.height) != session.applied.size {
             session.formatNote = ", encoded at \(s.width)x\(s.height)"

@@ -2,7 +2,7 @@ public import VideoCapture
 import Foundation
 import SystemIO
 
-/// An `H264Encoder` on a thread of its own, for throughput: the caller converts picture N+1 while picture N
+/// An `H264Encoder` (or any `VideoEncoder`) on a thread of its own, for throughput: the caller converts picture N+1 while picture N
 /// encodes, so a two-core machine does the conversion (an MJPEG decode, a YUYV repack) and the encoding at
 /// the same time. One picture waits at most: `submit` returns as soon as the thread has room, and blocks only
 /// while one picture is encoding **and** another is already waiting. Encoded frames go to `output` on the
@@ -29,7 +29,7 @@ public final class EncoderThread: Sendable {
     /// this call does not compile), and closes it when it ends. Its `control` stays usable from any thread
     /// (key-frame requests and rates are taken before the next picture); after `finish()` its statistics are
     /// the encoder's final ones, percentiles over every frame included.
-    public init(encoder: sending H264Encoder, name: String = "h264-encoder", output: @escaping Output) {
+    public init(encoder: sending some VideoEncoder, name: String = "h264-encoder", output: @escaping Output) {
         core = Core(encoder: encoder, output: output)
         // The thread holds the core, not this object: releasing it ends the thread (which is then detached).
         _ = WorkerThread(name: name) { [core] _ in core.run() }
@@ -59,12 +59,12 @@ public final class EncoderThread: Sendable {
         private var ending = false
         private var ended = false
         private var failure: Error?
-        private let encoder: H264Encoder
+        private let encoder: any VideoEncoder
         private let output: Output
         private var frame = EncodedFrame()
         let control: EncoderControl
 
-        init(encoder: sending H264Encoder, output: @escaping Output) {
+        init(encoder: sending any VideoEncoder, output: @escaping Output) {
             self.encoder = encoder
             self.output = output
             control = encoder.control

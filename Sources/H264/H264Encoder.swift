@@ -113,7 +113,8 @@ public final class EncoderControl: Sendable {
             return r
         }
     }
-    func publish(_ update: (inout EncoderStatistics) -> Void) { applied.withLock { update(&$0) } }
+    /// Publishes an encoder's counters (for `statistics`): called by each backend after a frame.
+    package func publish(_ update: (inout EncoderStatistics) -> Void) { applied.withLock { update(&$0) } }
 }
 
 /// What an encoder did: frames, key frames, reconfigurations, encode time, bitrate against its target.

@@ -47,6 +47,7 @@ struct IOCTL: Sendable, CustomStringConvertible {
     static let queryMenu = IOCTL(request: CV4L2_VIDIOC_QUERYMENU, name: "VIDIOC_QUERYMENU")
     static let getExtControls = IOCTL(request: CV4L2_VIDIOC_G_EXT_CTRLS, name: "VIDIOC_G_EXT_CTRLS")
     static let setExtControls = IOCTL(request: CV4L2_VIDIOC_S_EXT_CTRLS, name: "VIDIOC_S_EXT_CTRLS")
+    static let encoderCommand = IOCTL(request: CV4L2_VIDIOC_ENCODER_CMD, name: "VIDIOC_ENCODER_CMD")
 }
 
 /// The system calls the V4L2 backend makes on a device, behind one protocol so tests can play the kernel

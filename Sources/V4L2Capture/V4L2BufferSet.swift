@@ -66,7 +66,7 @@ final class V4L2BufferSet {
         self.node = node
         self.type = type
         self.planeFormats = planeFormats
-        if type == CV4L2_BUF_TYPE_VIDEO_CAPTURE_MPLANE {
+        if type == CV4L2_BUF_TYPE_VIDEO_CAPTURE_MPLANE || type == CV4L2_BUF_TYPE_VIDEO_OUTPUT_MPLANE {
             let p = UnsafeMutablePointer<v4l2_plane>.allocate(capacity: V4L2StreamFormat.maxPlanes)
             p.initialize(repeating: v4l2_plane(), count: V4L2StreamFormat.maxPlanes)
             planeArray = p
@@ -182,6 +182,27 @@ final class V4L2BufferSet {
             if let e = node.io.errnoOf(node.fd, .queueBuffer, &b) { return node.io.error(e, "VIDIOC_QBUF of buffer \(i)", phase: phase) }
             queued[i] = true
         }
+        return nil
+    }
+
+    /// Where buffer `i`'s first plane is mapped (an encoder's OUTPUT buffer is written there, a CAPTURE buffer read).
+    func address(_ i: Int) -> UnsafeMutableRawPointer { storages[i].mutableBaseAddress }
+    /// The mapped length of buffer `i`'s first plane.
+    func length(_ i: Int) -> Int { storages[i].capacity }
+
+    /// QBUF of buffer `i` with `bytesUsed` in its first plane and `timestamp` (a memory-to-memory OUTPUT buffer:
+    /// the driver copies the timestamp to the CAPTURE buffer made from it). Returns the errno.
+    func queue(_ i: Int, bytesUsed: Int, timestamp: timeval) -> Errno? {
+        var b = descriptor(i)
+        b.timestamp = timestamp
+        if let planeArray {
+            planeArray[0].bytesused = UInt32(clamping: bytesUsed)
+            planeArray[0].length = UInt32(clamping: length(i))
+        } else {
+            b.bytesused = UInt32(clamping: bytesUsed)
+        }
+        if let e = node.io.errnoOf(node.fd, .queueBuffer, &b) { return e }
+        queued[i] = true
         return nil
     }
 

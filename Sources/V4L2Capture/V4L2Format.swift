@@ -24,7 +24,7 @@ struct V4L2StreamFormat {
     /// size too small for its lines) is an error naming the device and the value.
     static func apply(_ node: V4L2Node, _ request: StreamRequest, type: UInt32) throws(CaptureError) -> V4L2StreamFormat {
         let io = node.io, fd = node.fd, path = node.path
-        let multiPlanar = type == CV4L2_BUF_TYPE_VIDEO_CAPTURE_MPLANE
+        let multiPlanar = type == CV4L2_BUF_TYPE_VIDEO_CAPTURE_MPLANE || type == CV4L2_BUF_TYPE_VIDEO_OUTPUT_MPLANE
         guard let w = UInt32(exactly: request.size.width), let h = UInt32(exactly: request.size.height) else {
             throw CaptureError(.invalidArgument, "size \(request.size) is out of range for V4L2", device: path)
         }

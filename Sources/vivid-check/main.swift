@@ -1339,6 +1339,9 @@ do {
     try? FileManager.default.removeItem(atPath: trace + ".gz")
 }
 
+// 10. #51: a V4L2 memory-to-memory encoder (vicodec) fed from vivid, decoded back by vicodec (M2MCheck.swift).
+await m2mCheck(camera: cam1)
+
 // 4g. Unplug (last: the node only comes back once every handle is closed), of a single-planar and of the
 // multi-planar camera.
 await injectAndExpectDisconnect("disconnect", path: cam2, control: "disconnect=1")

@@ -1,0 +1,276 @@
+import CV4L2
+public import H264
+public import VideoCapture
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A V4L2 memory-to-memory stateful encoder (the kernel's encoder interface, `dev-encoder.rst`): raw I420 (`YU12`)
+/// pictures go to its OUTPUT queue, coded frames come back on its CAPTURE queue, single- or multi-planar as the
+/// device is.
+///
+/// The coded format is a parameter: H.264 on boards with a hardware encoder (Raspberry Pi bcm2835-codec, Venus),
+/// `FWHT` (`V4L2M2MEncoder.fwht`) on the kernel's virtual codec, vicodec. Each picture's timestamp is queued with
+/// it and the driver copies it to the coded frame made from it (V4L2 keeps microseconds). The key-frame interval is
+/// set through `V4L2_CID_MPEG_VIDEO_GOP_SIZE` only when the device has that control (clamped to its range);
+/// nothing else is assumed of the device.
+///
+/// `encode(_:timestampNs:into:)` (the `VideoEncoder` seam the encode stage uses) queues a picture and waits for its
+/// coded frame. `submit(_:timestampNs:)`, `receive(into:)` and `drain(_:)` let a caller keep several frames in the
+/// device; `drain(_:)` sends `V4L2_ENC_CMD_STOP` and takes every coded frame until the one flagged LAST, which a
+/// driver may set on an extra empty buffer or on the last frame with data (both are handled). No memory is
+/// allocated per frame once `EncodedFrame`'s storage has grown to the largest frame.
+///
+/// ```swift
+/// import H264
+/// import V4L2Capture
+///
+/// func encoder(for settings: H264Encoder.Settings) throws -> V4L2M2MEncoder {
+///     try V4L2M2MEncoder(path: "/dev/video4", codedFormat: V4L2M2MEncoder.fwht, settings: settings)
+/// }
+/// ```
+///
+/// Not thread-safe: one thread encodes (the encode stage's, or an `EncoderThread`); `control` is usable from any.
+public final class V4L2M2MEncoder: VideoEncoder {
+    /// vicodec's coded format, `FWHT`.
+    public static let fwht = PixelFormat(rawValue: 0x5448_5746)
+
+    /// The settings the encoder was made with (its size is the device's OUTPUT size).
+    public private(set) var settings: H264Encoder.Settings
+    /// Key-frame requests and rates from any thread, and the counters.
+    public let control: EncoderControl
+    /// Counters as of the last coded frame.
+    public var statistics: EncoderStatistics { stats }
+    /// The device node.
+    public let path: String
+    /// The coded format of the CAPTURE queue.
+    public let codedFormat: PixelFormat
+    /// True when the device uses the multi-planar API (`V4L2_CAP_VIDEO_M2M_MPLANE`).
+    public let isMultiPlanar: Bool
+    /// The key-frame interval the device applied (its GOP-size control), or nil when it has no such control or
+    /// none was asked.
+    public private(set) var gopSize: Int?
+    /// How long `encode` and `drain` wait for the device before failing with a `.timeout` error, milliseconds.
+    public var timeoutMs: Int32 = 2000
+
+    private let node: V4L2Node
+    private let output: V4L2BufferSet
+    private let capture: V4L2BufferSet
+    private let raw: V4L2StreamFormat
+    private var stats = EncoderStatistics()
+    private var inFlight = 0
+    private var drained = false
+    private var closed = false
+
+    /// Opens the memory-to-memory encoder at `path` and sets it up for `settings` (size, frame rate, key-frame
+    /// interval) with `codedFormat` on its CAPTURE queue. A node that is not a memory-to-memory device, a coded
+    /// format it does not take, or a size it changes (it needs aligned sizes) is an error naming the value.
+    public convenience init(path: String, codedFormat: PixelFormat, settings: H264Encoder.Settings, control: EncoderControl = EncoderControl())
+        throws(CaptureError)
+    {
+        try self.init(path: path, codedFormat: codedFormat, settings: settings, control: control, buffers: 4, kernel: SystemV4L2Kernel())
+    }
+
+    package init(
+        path: String, codedFormat: PixelFormat, settings: H264Encoder.Settings, control: EncoderControl, buffers: Int, kernel: any V4L2Kernel
+    ) throws(CaptureError) {
+        self.path = path
+        self.codedFormat = codedFormat
+        self.settings = settings
+        self.control = control
+        node = try V4L2Node(path: path, kernel: kernel)
+        let caps = try node.capabilities()
+        if caps.deviceCaps & CV4L2_CAP_VIDEO_M2M_MPLANE != 0 {
+            isMultiPlanar = true
+        } else if caps.deviceCaps & CV4L2_CAP_VIDEO_M2M != 0 {
+            isMultiPlanar = false
+        } else {
+            throw CaptureError(
+                .notACaptureDevice, "\(path) (\(caps.card)) is not a memory-to-memory device (no V4L2_CAP_VIDEO_M2M or _MPLANE)", device: path)
+        }
+        let outType = isMultiPlanar ? CV4L2_BUF_TYPE_VIDEO_OUTPUT_MPLANE : CV4L2_BUF_TYPE_VIDEO_OUTPUT
+        let capType = isMultiPlanar ? CV4L2_BUF_TYPE_VIDEO_CAPTURE_MPLANE : CV4L2_BUF_TYPE_VIDEO_CAPTURE
+        let size = FrameSize(width: settings.width, height: settings.height)
+        let rate = settings.maxFrameRate.isFinite && settings.maxFrameRate > 0 ? settings.maxFrameRate : 30
+        let fps = Fraction(Int64((rate * 1000).rounded()), 1000)
+        // The coded format first (CAPTURE), then the raw one (OUTPUT), as the encoder interface orders them.
+        let coded = try V4L2StreamFormat.apply(node, StreamRequest(pixelFormat: codedFormat, size: size, fps: fps), type: capType)
+        raw = try V4L2StreamFormat.apply(node, StreamRequest(pixelFormat: .i420, size: size, fps: fps), type: outType)
+        guard raw.applied.size == size else {
+            throw CaptureError(
+                .unsupportedFormat, "\(path) applied \(raw.applied.size) instead of \(size) for YU12: give it a size it takes (aligned)",
+                device: path)
+        }
+        if let k = settings.keyFrameInterval, let c = try node.control(CameraControlID(CV4L2_CID_MPEG_VIDEO_GOP_SIZE)) {
+            let v = min(max(Int64(k), c.minimum), c.maximum)
+            gopSize = (try node.setControl(c.id, to: .integer(v))).value?.integer.map { Int($0) } ?? Int(v)
+        }
+        output = try V4L2BufferSet(node: node, type: outType, planeFormats: raw.planes, count: buffers, exportDMABuf: false)
+        capture = try V4L2BufferSet(node: node, type: capType, planeFormats: coded.planes, count: buffers, exportDMABuf: false)
+        if let e = capture.queueFree(phase: .setup) { throw e }
+        if let e = output.streamOn(phase: .setup, "(OUTPUT)") { throw e }
+        if let e = capture.streamOn(phase: .setup, "(CAPTURE)") { throw e }
+        stats.size = size
+        stats.targetBitrate = settings.targetBitrate
+    }
+
+    deinit { close() }
+
+    /// Queues `picture` (the encoder's size) on the OUTPUT queue with `timestampNs`; waits for a free OUTPUT buffer
+    /// when the device holds them all.
+    public func submit(_ picture: I420Buffer, timestampNs: Int64) throws(CaptureError) {
+        guard !closed, !drained else { throw CaptureError(.notRunning, "\(path): the encoder is closed or drained", device: path) }
+        guard picture.width == settings.width, picture.height == settings.height else {
+            throw CaptureError(
+                .invalidArgument, "\(path): a \(picture.width)x\(picture.height) picture for a \(settings.width)x\(settings.height) encoder",
+                device: path)
+        }
+        _ = control.takeKeyFrameRequest() // no force-key-frame control is assumed; the GOP gives key frames
+        let i = try freeOutput()
+        copy(picture, into: output.address(i), stride: raw.planes[0].stride)
+        let ts = timeval(tv_sec: Int(timestampNs / 1_000_000_000), tv_usec: Int(timestampNs % 1_000_000_000 / 1000))
+        if let e = output.queue(i, bytesUsed: raw.sizeImage, timestamp: ts) {
+            throw node.io.error(e, "VIDIOC_QBUF of OUTPUT buffer \(i)", phase: .streaming)
+        }
+        inFlight += 1
+    }
+
+    /// Takes the next coded frame into `out`: waits up to `timeoutMs` when `wait`, else returns false at once
+    /// when none is ready. The frame's timestamp is the one its picture was submitted with.
+    @discardableResult
+    public func receive(into out: inout EncodedFrame, wait: Bool = true) throws(CaptureError) -> Bool {
+        var last = false
+        return try take(into: &out, wait: wait, last: &last)
+    }
+
+    /// Drains the encoder (`V4L2_ENC_CMD_STOP`): every frame still in the device is encoded and handed to `body`,
+    /// in order, until the frame flagged LAST (an empty buffer, or the last frame with data). Returns the number of
+    /// frames handed over. The encoder takes no more pictures afterwards.
+    @discardableResult
+    public func drain(_ body: (EncodedFrame) throws -> Void) throws -> Int {
+        guard !closed, !drained else { return 0 }
+        drained = true
+        var cmd = v4l2_encoder_cmd()
+        cmd.cmd = CV4L2_ENC_CMD_STOP
+        var out = EncodedFrame()
+        var count = 0
+        if node.io.errnoOf(node.fd, .encoderCommand, &cmd) != nil {
+            // No drain command: take what is in flight.
+            while inFlight > 0, try receive(into: &out) {
+                try body(out)
+                count += 1
+            }
+            return count
+        }
+        var last = false
+        while !last {
+            guard try take(into: &out, wait: true, last: &last) else { break }
+            if !out.isSkipped {
+                try body(out)
+                count += 1
+            }
+        }
+        return count
+    }
+
+    /// Submits `picture` and waits for its coded frame (the `VideoEncoder` seam): one picture in the device at a
+    /// time, so `out` is always this picture's frame, with its timestamp.
+    public func encode(_ picture: I420Buffer, timestampNs: Int64, into out: inout EncodedFrame) throws {
+        try submit(picture, timestampNs: timestampNs)
+        _ = try receive(into: &out)
+    }
+
+    /// Stops both queues and releases the buffers and the device. Safe to call more than once.
+    public func close() {
+        guard !closed else { return }
+        closed = true
+        output.release()
+        capture.release()
+        node.close()
+    }
+
+    // MARK: -
+
+    /// One coded buffer into `out` (an empty LAST buffer gives `out.isSkipped`); `last` is set on the LAST flag
+    /// or when the device says the drain is over (EPIPE). False when nothing came (no wait, or the drain ended).
+    private func take(into out: inout EncodedFrame, wait: Bool, last: inout Bool) throws(CaptureError) -> Bool {
+        while true {
+            switch capture.dequeue() {
+            case .success(let d):
+                defer { _ = capture.queueFree() }
+                last = d.flags & CV4L2_BUF_FLAG_LAST != 0
+                reclaimOutputs()
+                let ts = Int64(d.timestamp.tv_sec) * 1_000_000_000 + Int64(d.timestamp.tv_usec) * 1000
+                out.timestampNs = ts
+                out.nalUnits.removeAll(keepingCapacity: true)
+                guard let p = d.payload, p.used > 0, d.flags & CV4L2_BUF_FLAG_ERROR == 0 else {
+                    out.data.removeAll(keepingCapacity: true)
+                    out.isSkipped = true
+                    return true
+                }
+                inFlight = max(0, inFlight - 1)
+                let base = UnsafeRawPointer(capture.address(d.index)) + p.start
+                out.data.removeAll(keepingCapacity: true)
+                out.data.append(contentsOf: UnsafeRawBufferPointer(start: base, count: p.used))
+                out.isSkipped = false
+                out.isKeyFrame = d.flags & CV4L2_BUF_FLAG_KEYFRAME != 0
+                out.encodeNs = 0
+                stats.frames += 1
+                if out.isKeyFrame { stats.keyFrames += 1 }
+                let published = stats
+                control.publish { $0 = published }
+                return true
+            case .failure(let e) where e.rawValue == EPIPE:
+                last = true // the LAST buffer was already taken: the drain is over
+                return false
+            case .failure(let e) where e.rawValue == EAGAIN:
+                guard wait else { return false }
+                let r = node.io.kernel.poll(node.fd, timeoutMs: timeoutMs)
+                if r == 0 {
+                    throw CaptureError(
+                        .timeout, "\(path): no coded frame within \(timeoutMs) ms (\(inFlight) picture(s) in the encoder)", device: path,
+                        operation: "VIDIOC_DQBUF")
+                }
+                if r < 0 && -r != EINTR { throw node.io.error(Errno(-r), "poll", phase: .streaming) }
+            case .failure(let e):
+                throw node.io.error(e, "VIDIOC_DQBUF of a coded frame", phase: .streaming)
+            }
+        }
+    }
+
+    /// Takes back the OUTPUT buffers the device has finished with (non-blocking).
+    private func reclaimOutputs() {
+        while case .success = output.dequeue() {}
+    }
+
+    /// An OUTPUT buffer the device does not hold: reclaims finished ones, and waits for one when all are queued.
+    private func freeOutput() throws(CaptureError) -> Int {
+        let deadline = monotonicNanoseconds() + Int64(timeoutMs) * 1_000_000
+        while true {
+            if let i = output.queued.firstIndex(of: false) { return i }
+            switch output.dequeue() {
+            case .success: continue
+            case .failure(let e) where e.rawValue == EAGAIN:
+                guard monotonicNanoseconds() < deadline else {
+                    throw CaptureError(
+                        .timeout, "\(path): no OUTPUT buffer came back within \(timeoutMs) ms", device: path, operation: "VIDIOC_DQBUF")
+                }
+                _ = node.io.kernel.poll(node.fd, timeoutMs: 10)
+            case .failure(let e):
+                throw node.io.error(e, "VIDIOC_DQBUF of an OUTPUT buffer", phase: .streaming)
+            }
+        }
+    }
+
+    /// Copies an I420 picture into a `YU12` buffer whose luma lines are `stride` bytes (chroma lines half that).
+    private func copy(_ p: I420Buffer, into base: UnsafeMutableRawPointer, stride: Int) {
+        let cs = stride / 2, ch = p.chromaHeight, cw = p.chromaWidth
+        let dst = base.assumingMemoryBound(to: UInt8.self)
+        for r in 0..<p.height { (dst + r * stride).update(from: p.dataY + r * p.strideY, count: p.width) }
+        let u = dst + stride * p.height, v = u + cs * ch
+        for r in 0..<ch {
+            (u + r * cs).update(from: p.dataU + r * p.strideU, count: cw)
+            (v + r * cs).update(from: p.dataV + r * p.strideV, count: cw)
+        }
+    }
+}

@@ -1,0 +1,114 @@
+// #51: vivid → V4L2M2MEncoder on vicodec's stateful encoder → an FWHT file in `v4l2-ctl --stream-to-hdr` layout →
+// `v4l2-ctl --stream-from-hdr` on vicodec's stateful decoder → compared with what the camera gave (PSNR, frame count),
+// and every coded frame's timestamp against its capture's.
+import Foundation
+import H264
+import V4L2Capture
+import VideoCapture
+import VideoProcessing
+
+/// Keeps the first `limit` frames of the camera as packed I420, with their timestamps.
+final class I420Grabber: CameraVideoCapturerDelegate, @unchecked Sendable {
+    // @unchecked: guarded by `lock`.
+    let lock = NSLock()
+    let limit: Int
+    var frames: [(ts: Int64, bytes: [UInt8])] = []
+    let converter = FrameConverter()
+    init(limit: Int) { self.limit = limit }
+    func capturer(_ c: CameraVideoCapturer, didCapture f: VideoFrame) {
+        guard lock.withLock({ frames.count < limit }), let i420 = try? converter.convert(f.buffer) else { return }
+        let bytes = i420.packedBytes()
+        lock.withLock { if frames.count < limit { frames.append((f.timestampNs, bytes)) } }
+    }
+    func capturer(_ c: CameraVideoCapturer, didDropFrames n: Int, reason: FrameDropReason) {}
+    func capturer(_ c: CameraVideoCapturer, didStopWithError e: CaptureError?) {}
+}
+
+/// The node whose sysfs name is `name` (vicodec's: `stateful-encoder`, `stateful-decoder`, `stateless-decoder`).
+func vicodecNode(_ wanted: String) -> String? {
+    let dir = "/sys/class/video4linux"
+    for n in ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []).sorted() {
+        let name = ((try? String(contentsOfFile: "\(dir)/\(n)/name", encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+        if name == wanted { return "/dev/\(n)" }
+    }
+    return nil
+}
+
+/// PSNR in dB of two equal-length byte arrays (99 when equal).
+func psnr(_ a: ArraySlice<UInt8>, _ b: ArraySlice<UInt8>) -> Double {
+    var sum = 0.0
+    for (x, y) in zip(a, b) {
+        let d = Double(x) - Double(y)
+        sum += d * d
+    }
+    let mse = sum / Double(max(1, a.count))
+    return mse == 0 ? 99 : 10 * log10(255 * 255 / mse)
+}
+
+func m2mCheck(camera: String) async {
+    let name = "M2M: vivid → vicodec FWHT encoder → v4l2-ctl --stream-from-hdr on the decoder"
+    guard let enc = vicodecNode("stateful-encoder"), let dec = vicodecNode("stateful-decoder") else {
+        check(name, false, "vicodec not loaded (no encoder/decoder node in /sys/class/video4linux)")
+        return
+    }
+    let n = 30, size = FrameSize(width: 640, height: 480) // vicodec pads 360 lines to 368 (the crop selection is not used yet)
+    let grabber = I420Grabber(limit: n)
+    capturer.addDelegate(grabber)
+    defer { capturer.removeDelegate(grabber) }
+    do {
+        _ = try await start(camera, .i420, size, 30)
+        let end = Date().addingTimeInterval(20)
+        while grabber.lock.withLock({ grabber.frames.count < n }) && Date() < end { try? await Task.sleep(nanoseconds: 20_000_000) }
+        await stopQuietly()
+        let frames = grabber.lock.withLock { grabber.frames }
+        guard frames.count == n else { return check(name, false, "vivid gave \(frames.count) of \(n) frames") }
+
+        var settings = H264Encoder.Settings(width: size.width, height: size.height)
+        settings.keyFrameInterval = 10
+        let encoder = try V4L2M2MEncoder(path: enc, codedFormat: V4L2M2MEncoder.fwht, settings: settings)
+        var file = Data(), out = EncodedFrame(), stamps: [Int64] = []
+        func append(_ f: EncodedFrame) {
+            for v in [UInt32(0x7264_6856), UInt32(f.data.count)] { withUnsafeBytes(of: v.bigEndian) { file.append(contentsOf: $0) } }
+            file.append(contentsOf: f.data)
+            stamps.append(f.timestampNs)
+        }
+        let picture = I420Buffer(width: size.width, height: size.height)
+        let t0 = Date()
+        for f in frames {
+            guard let p = picture.writablePlanes else { return check(name, false, "no writable picture") }
+            f.bytes.withUnsafeBufferPointer { b in
+                let ySize = size.width * size.height, cw = size.width / 2, ch = size.height / 2
+                for r in 0..<size.height { (p.y + r * picture.strideY).update(from: b.baseAddress! + r * size.width, count: size.width) }
+                for r in 0..<ch {
+                    (p.u + r * picture.strideU).update(from: b.baseAddress! + ySize + r * cw, count: cw)
+                    (p.v + r * picture.strideV).update(from: b.baseAddress! + ySize + cw * ch + r * cw, count: cw)
+                }
+            }
+            try encoder.encode(picture, timestampNs: f.ts, into: &out)
+            if !out.isSkipped { append(out) }
+        }
+        let drained = try encoder.drain { append($0) }
+        let encodeSeconds = Date().timeIntervalSince(t0)
+        encoder.close()
+        let path = "/tmp/m2m.fwht", decodedPath = "/tmp/m2m.yuv"
+        try file.write(to: URL(fileURLWithPath: path))
+        let (rc, text) = v4l2ctl(["-d", dec, "--stream-mmap", "--stream-out-mmap", "--stream-from-hdr", path, "--stream-to", decodedPath])
+        let decoded = [UInt8]((try? Data(contentsOf: URL(fileURLWithPath: decodedPath))) ?? Data())
+        let frameBytes = size.width * size.height * 3 / 2
+        let decodedFrames = decoded.count / frameBytes
+        let scores = (0..<min(decodedFrames, n)).map { i in psnr(frames[i].bytes[...], decoded[i * frameBytes..<(i + 1) * frameBytes]) }
+        let timesOK = stamps.count == n && zip(stamps, frames).allSatisfy { abs($0 - $1.ts) < 1000 }
+        note(
+            "M2M: \(enc) → \(dec): \(n) frames in \(String(format: "%.2f", encodeSeconds)) s, \(file.count) bytes of FWHT, \(drained) at the drain; decoded \(decodedFrames) frames (\(decoded.count) bytes, v4l2-ctl rc \(rc)), PSNR min \(String(format: "%.1f", scores.min() ?? 0)) dB, mean \(String(format: "%.1f", scores.reduce(0, +) / Double(max(1, scores.count)))) dB"
+        )
+        check(
+            name, rc == 0 && decodedFrames == n && decoded.count == n * frameBytes && (scores.min() ?? 0) >= 30 && timesOK,
+            "v4l2-ctl rc \(rc), decoded \(decoded.count) bytes (\(decodedFrames) frames), PSNR min \(scores.min() ?? 0), timestamps equal \(timesOK) (\(stamps.count) coded); \(text.suffix(400))"
+        )
+        try? FileManager.default.removeItem(atPath: path)
+        try? FileManager.default.removeItem(atPath: decodedPath)
+    } catch {
+        await stopQuietly()
+        check(name, false, "\(error)")
+    }
+}
