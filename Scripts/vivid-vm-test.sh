@@ -157,6 +157,12 @@ export LAB_ROOT
 mkdir -p /host
 if mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=524288 hostroot /host; then
   mount -t devtmpfs dev /host/dev; mount -t proc proc /host/proc; mount -t sysfs sys /host/sys; mount -t tmpfs tmp /host/tmp
+  # The lab's script and requests, inside the chroot: the checkout itself may sit under the host's /tmp, which the
+  # tmpfs above hides (a CI clone in /tmp did).
+  cp -r /check/lab /host/tmp/lab
+fi
+if [ -d /host/tmp/lab ]; then
+  LAB_ROOT=/tmp/lab
 else
   echo "NEGOTIATION-LAB-FAILED the host's root cannot be mounted (9p)"
 fi
@@ -171,6 +177,9 @@ poweroff -f
 INIT
 chmod +x "$IRD/init"
 echo "LAB_ROOT='$ROOT'" > "$IRD/check/lab.env"
+mkdir -p "$IRD/check/lab/Scripts" "$IRD/check/lab/Fixtures/negotiation"
+cp Scripts/negotiation-lab.sh "$IRD/check/lab/Scripts/"
+cp Fixtures/negotiation/requests.txt Fixtures/negotiation/requests-loopback.txt "$IRD/check/lab/Fixtures/negotiation/"
 (cd "$IRD" && find . | cpio -o -H newc --quiet | gzip -1 > "$WORK/initrd.gz")
 log "initramfs $(du -h "$WORK/initrd.gz" | cut -f1), kernel $KVER, modules: $(cat "$IRD/modules/order" | tr '\n' ' ')$([ -f "$LOOP_KO" ] && echo "+ v4l2loopback.ko")"
 
