@@ -314,7 +314,14 @@ final class TracePlayback: Sendable {
         var advanced: UInt64 = 0
         /// A record read ahead (the frame after a loss, to know when the camera is back).
         var pending: CameraTrace.Record?
+        /// The error reading ahead met: thrown by the next `next()`, so a trace broken after a loss fails its
+        /// replay by name when the camera is back, as it would have without the look-ahead.
+        var pendingError: FixtureParseError?
         mutating func next() throws(FixtureParseError) -> CameraTrace.Record? {
+            if let e = pendingError {
+                pendingError = nil
+                throw e
+            }
             if let p = pending {
                 pending = nil
                 return p
@@ -435,7 +442,7 @@ final class TraceStream: CaptureStream, Sendable {
                 let lostAt = playback.state.withLock { s -> Int64 in
                     let offset = s.offsetNs ?? (monotonicNanoseconds() &- atNs)
                     s.offsetNs = offset
-                    s.pending = try? s.reader.next()
+                    do throws(FixtureParseError) { s.pending = try s.reader.next() } catch { s.pendingError = error }
                     if realTime, case .frame(_, let ts, _, _)? = s.pending { s.awayUntilNs = ts &+ offset }
                     return atNs &+ offset
                 }

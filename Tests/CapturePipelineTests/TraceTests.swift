@@ -216,6 +216,27 @@ private func events(_ s: CaptureSession) -> Task<[String], Never> {
         let r3 = try await s.run(stages: [Sink()])
         #expect(r3.failure?.message.contains("the trace ends in the middle of a record") == true, "\(r3.summaryText)")
     }
+
+    /// A trace cut short in the frame after a loss (the record the replay reads ahead to know when the camera is
+    /// back): the replay takes the loss, then fails naming the cut, rather than ending as if the trace were whole.
+    @Test func aTraceCutAfterALossFailsByName() async throws {
+        let path = work + "/lossy.camtrace"
+        let rec = try session("fixture:uvc-webcam", faults: [FixtureFault(.unplug, atFrame: 12, seconds: 0.2)], frames: 13, fast: false)
+        let writer = try CameraTraceWriter(
+            path: path, name: rec.device.name, formats: try rec.capturer.supportedFormats(for: rec.device), fps: rec.selection.fps)
+        rec.capturer.addDelegate(writer)
+        _ = try await rec.run(stages: [Sink()])
+        try writer.finish()
+        #expect(writer.counts.losses == 1 && writer.counts.frames == 13, "\(writer.counts)")
+        let whole = try Data(contentsOf: URL(fileURLWithPath: path))
+        let cut = work + "/lossy-cut.camtrace"
+        try whole.prefix(whole.count - 100).write(to: URL(fileURLWithPath: cut))
+        let play = try session("fixture:trace:" + cut, frames: 30, fast: true)
+        let playEvents = events(play)
+        let r = try await play.run(stages: [Sink()])
+        #expect(r.failure?.message.contains("the trace ends in the middle of a record") == true, "\(r.summaryText)")
+        #expect(await playEvents.value.first == "lost", "the loss is replayed before the cut is met")
+    }
 }
 
 /// FNV-1a, 64 bits: a frame's hash.
