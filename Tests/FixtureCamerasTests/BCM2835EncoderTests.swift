@@ -55,6 +55,20 @@ struct BCM2835EncoderTests {
             #expect(out.isKeyFrame == (n == 0))
         }
         #expect(!device.events.contains { $0.hasPrefix("crop") }, "an aligned size needs no crop: \(device.events)")
+        // The raw formats it takes: YU12 and NV12 (anything else becomes YU12); single-planar types are not its.
+        let k = device.kernel
+        let fd = k.open(device.path).fd
+        for (asked, kept) in [(PixelFormat.nv12, PixelFormat.nv12), (.yuyv, .i420), (.i420, .i420)] {
+            var f = v4l2_format()
+            f.type = CV4L2_BUF_TYPE_VIDEO_OUTPUT_MPLANE
+            (f.fmt.pix_mp.width, f.fmt.pix_mp.height, f.fmt.pix_mp.pixelformat) = (640, 480, asked.rawValue)
+            #expect(withUnsafeMutableBytes(of: &f) { k.ioctl(fd, CV4L2_VIDIOC_S_FMT, $0.baseAddress!) } == 0)
+            #expect(f.fmt.pix_mp.pixelformat == kept.rawValue, "\(asked)")
+        }
+        var single = v4l2_format()
+        single.type = CV4L2_BUF_TYPE_VIDEO_OUTPUT
+        #expect(withUnsafeMutableBytes(of: &single) { k.ioctl(fd, CV4L2_VIDIOC_S_FMT, $0.baseAddress!) } == EINVAL)
+        k.close(fd)
     }
 
     @Test("sizes are aligned (width 32, height 16): the padded buffer is kept, the picture written into it, the crop set to the real size")
