@@ -62,10 +62,12 @@ let package = Package(
                 "VideoCapture", "SystemIO", "CLibYUV", "CTurboJPEG", "CJPEGCodec", .product(name: "Metrics", package: "swift-metrics"),
             ],
             swiftSettings: upcoming),
-        // The built-in cameras (Fixtures/cameras/*.json|txt) are compiled in at build time by the EmbedFixtures plugin.
+        // The built-in cameras (Fixtures/cameras/*.json|txt) are compiled in at build time by the EmbedFixtures plugin,
+        // and the simulated bcm2835-codec encoder node, played to V4L2Capture's M2M encoder through its kernel seam
+        // (V4L2Capture, CV4L2).
         .target(
             name: "FixtureCameras",
-            dependencies: ["VideoCapture", "VideoProcessing", "H264", "SystemIO", "VideoCaptureCommons"],
+            dependencies: ["VideoCapture", "VideoProcessing", "H264", "SystemIO", "VideoCaptureCommons", "V4L2Capture", "CV4L2"],
             exclude: ["README.md"],
             swiftSettings: upcoming,
             plugins: ["EmbedFixtures"]),
@@ -191,7 +193,8 @@ let package = Package(
             dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "MediaTestSupport", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "VideoProcessingTests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "MediaTestSupport"]),
         .testTarget(
-            name: "FixtureCamerasTests", dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "MediaTestSupport", "TestSupport"]),
+            name: "FixtureCamerasTests",
+            dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "MediaTestSupport", "TestSupport", "V4L2Capture", "H264", "CV4L2"]),
         .testTarget(
             name: "H264Tests",
             dependencies: ["VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture", "H264", "Recording", "MediaTestSupport"]),

@@ -93,6 +93,22 @@ static const unsigned long CV4L2_VIDIOC_ENCODER_CMD = VIDIOC_ENCODER_CMD;
 static const uint32_t CV4L2_ENC_CMD_STOP = V4L2_ENC_CMD_STOP;
 static const uint32_t CV4L2_BUF_FLAG_LAST = V4L2_BUF_FLAG_LAST;
 static const uint32_t CV4L2_CID_MPEG_VIDEO_GOP_SIZE = V4L2_CID_MPEG_VIDEO_GOP_SIZE;
+/* Encoder controls, used only where the device has them (queried first), and the crop selection of a padded
+   OUTPUT size. */
+static const uint32_t CV4L2_CID_MPEG_VIDEO_BITRATE_MODE = V4L2_CID_MPEG_VIDEO_BITRATE_MODE;
+static const int64_t CV4L2_MPEG_VIDEO_BITRATE_MODE_VBR = V4L2_MPEG_VIDEO_BITRATE_MODE_VBR;
+static const int64_t CV4L2_MPEG_VIDEO_BITRATE_MODE_CBR = V4L2_MPEG_VIDEO_BITRATE_MODE_CBR;
+static const uint32_t CV4L2_CID_MPEG_VIDEO_H264_I_PERIOD = V4L2_CID_MPEG_VIDEO_H264_I_PERIOD;
+static const uint32_t CV4L2_CID_MPEG_VIDEO_H264_PROFILE = V4L2_CID_MPEG_VIDEO_H264_PROFILE;
+static const int64_t CV4L2_MPEG_VIDEO_H264_PROFILE_BASELINE = V4L2_MPEG_VIDEO_H264_PROFILE_BASELINE;
+static const int64_t CV4L2_MPEG_VIDEO_H264_PROFILE_CONSTRAINED_BASELINE = V4L2_MPEG_VIDEO_H264_PROFILE_CONSTRAINED_BASELINE;
+static const int64_t CV4L2_MPEG_VIDEO_H264_PROFILE_MAIN = V4L2_MPEG_VIDEO_H264_PROFILE_MAIN;
+static const int64_t CV4L2_MPEG_VIDEO_H264_PROFILE_HIGH = V4L2_MPEG_VIDEO_H264_PROFILE_HIGH;
+static const uint32_t CV4L2_CID_MPEG_VIDEO_H264_LEVEL = V4L2_CID_MPEG_VIDEO_H264_LEVEL;
+static const uint32_t CV4L2_CID_MPEG_VIDEO_REPEAT_SEQ_HEADER = V4L2_CID_MPEG_VIDEO_REPEAT_SEQ_HEADER;
+static const unsigned long CV4L2_VIDIOC_S_SELECTION = VIDIOC_S_SELECTION;
+static const unsigned long CV4L2_VIDIOC_G_SELECTION = VIDIOC_G_SELECTION;
+static const uint32_t CV4L2_SEL_TGT_CROP = V4L2_SEL_TGT_CROP;
 /* A DV-timings receiver's detected signal: active size, frame size with blanking (width x height) and pixel
    clock; the frame rate is pixelclock / (frame width * frame height). All zero for timings other than BT.656/1120. */
 static inline void cv4l2_dv_timings_size(const struct v4l2_dv_timings *t, uint32_t *width, uint32_t *height,

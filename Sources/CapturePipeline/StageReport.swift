@@ -76,6 +76,9 @@ public struct EncodeReport: Sendable {
     public var onEncoderThread = false
     /// The encoder's size changes, in order ("640x360 at frame 120 (IDR)").
     public var sizeChanges: [String] = []
+    /// What the encoder's watchdog did (`ResilientEncoder`: restarts, a fallback), nil when nothing happened: the
+    /// summary's `encoder` line.
+    public var encoderNote: String?
     /// The stage's outputs.
     public var outputs: [OutputReport] = []
 }
@@ -232,6 +235,7 @@ extension EncodeReport {
             ("encode time", "p50 \(fmt(encodeP50Ms, 2)) ms, p95 \(fmt(encodeP95Ms, 2)) ms\(onEncoderThread ? ", on the encoder's own thread" : "")"),
         ]
             + (sizeChanges.isEmpty ? [] : [("reconfigured", sizeChanges.joined(separator: ", "))])
+            + (encoderNote.map { [("encoder", $0)] } ?? [])
             + outputs.flatMap(\.lines)
     }
 }

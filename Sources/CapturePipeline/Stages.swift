@@ -451,6 +451,7 @@ public final class EncodeStage: PictureStage {
         (r.averageKbps, r.targetKbps, r.lastTargetKbps) = (kbps, targetKbps, settingsKbps)
         (r.encodeP50Ms, r.encodeP95Ms, r.onEncoderThread) = (stats.encodeP50Ms, stats.encodeP95Ms, ranOnThread)
         r.sizeChanges = delivery.tally.withLock { $0.sizeChanges }
+        r.encoderNote = stats.watchdog
         r.outputs = outputs.map(\.report)
         return r
     }

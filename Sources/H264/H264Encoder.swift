@@ -143,6 +143,8 @@ public struct EncoderStatistics: Sendable {
     public var encodeP50Ms = 0.0
     /// 95th percentile of the encode time per frame, milliseconds.
     public var encodeP95Ms = 0.0
+    /// What a `ResilientEncoder` did (restarts, a fallback), in words for the summary; nil when nothing happened.
+    public var watchdog: String?
     /// All counters zero.
     public init() {}
 }

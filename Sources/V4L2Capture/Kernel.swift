@@ -48,6 +48,7 @@ struct IOCTL: Sendable, CustomStringConvertible {
     static let getExtControls = IOCTL(request: CV4L2_VIDIOC_G_EXT_CTRLS, name: "VIDIOC_G_EXT_CTRLS")
     static let setExtControls = IOCTL(request: CV4L2_VIDIOC_S_EXT_CTRLS, name: "VIDIOC_S_EXT_CTRLS")
     static let encoderCommand = IOCTL(request: CV4L2_VIDIOC_ENCODER_CMD, name: "VIDIOC_ENCODER_CMD")
+    static let setSelection = IOCTL(request: CV4L2_VIDIOC_S_SELECTION, name: "VIDIOC_S_SELECTION")
 }
 
 /// The system calls the V4L2 backend makes on a device, behind one protocol so tests can play the kernel

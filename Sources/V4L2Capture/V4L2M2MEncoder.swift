@@ -11,9 +11,10 @@ public import VideoCapture
 ///
 /// The coded format is a parameter: H.264 on boards with a hardware encoder (Raspberry Pi bcm2835-codec, Venus),
 /// `FWHT` (`V4L2M2MEncoder.fwht`) on the kernel's virtual codec, vicodec. Each picture's timestamp is queued with
-/// it and the driver copies it to the coded frame made from it (V4L2 keeps microseconds). The key-frame interval is
-/// set through `V4L2_CID_MPEG_VIDEO_GOP_SIZE` only when the device has that control (clamped to its range);
-/// nothing else is assumed of the device.
+/// it and the driver copies it to the coded frame made from it (V4L2 keeps microseconds). Controls are set only
+/// where the device has them (each is queried first; nothing is assumed): bitrate and bitrate mode, the key-frame
+/// interval, the H.264 profile and level, and key-frame requests (`V4L2M2MEncoder/AppliedControls` says what was
+/// set). A size the device pads (aligned) is kept for its buffers and cropped back with the crop selection.
 ///
 /// `encode(_:timestampNs:into:)` (the `VideoEncoder` seam the encode stage uses) queues a picture and waits for its
 /// coded frame. `submit(_:timestampNs:)`, `receive(into:)` and `drain(_:)` let a caller keep several frames in the
@@ -35,8 +36,9 @@ public final class V4L2M2MEncoder: VideoEncoder {
     /// vicodec's coded format, `FWHT`.
     public static let fwht = PixelFormat(rawValue: 0x5448_5746)
 
-    /// The settings the encoder was made with (its size is the device's OUTPUT size).
-    public private(set) var settings: H264Encoder.Settings
+    /// The settings the encoder was made with (its size is the pictures'; the device's buffers may be padded:
+    /// `bufferSize`), with the bitrate last applied.
+    public internal(set) var settings: H264Encoder.Settings
     /// Key-frame requests and rates from any thread, and the counters.
     public let control: EncoderControl
     /// Counters as of the last coded frame.
@@ -50,15 +52,22 @@ public final class V4L2M2MEncoder: VideoEncoder {
     /// The key-frame interval the device applied (its GOP-size control), or nil when it has no such control or
     /// none was asked.
     public private(set) var gopSize: Int?
+    /// What the encoder set on the device, control by control.
+    public internal(set) var controls = AppliedControls()
+    /// The size of the device's OUTPUT buffers: the pictures' size, or a larger one the device aligned it to (then
+    /// cropped back to the pictures' size with the crop selection).
+    public let bufferSize: FrameSize
     /// How long `encode` and `drain` wait for the device before failing with a `.timeout` error, milliseconds.
     public var timeoutMs: Int32 = 2000
 
-    private let node: V4L2Node
-    private let output: V4L2BufferSet
-    private let capture: V4L2BufferSet
-    private let raw: V4L2StreamFormat
-    private var stats = EncoderStatistics()
-    private var inFlight = 0
+    let node: V4L2Node
+    let output: V4L2BufferSet
+    let capture: V4L2BufferSet
+    let raw: V4L2StreamFormat
+    var stats = EncoderStatistics()
+    var inFlight = 0
+    /// Coded frames taken since the encoder started or was last reset (a key-frame request before the first is moot).
+    var sinceReset = 0
     private var drained = false
     private var closed = false
 
@@ -96,22 +105,25 @@ public final class V4L2M2MEncoder: VideoEncoder {
         // The coded format first (CAPTURE), then the raw one (OUTPUT), as the encoder interface orders them.
         let coded = try V4L2StreamFormat.apply(node, StreamRequest(pixelFormat: codedFormat, size: size, fps: fps), type: capType)
         raw = try V4L2StreamFormat.apply(node, StreamRequest(pixelFormat: .i420, size: size, fps: fps), type: outType)
-        guard raw.applied.size == size else {
-            throw CaptureError(
-                .unsupportedFormat, "\(path) applied \(raw.applied.size) instead of \(size) for YU12: give it a size it takes (aligned)",
-                device: path)
-        }
-        if let k = settings.keyFrameInterval, let c = try node.control(CameraControlID(CV4L2_CID_MPEG_VIDEO_GOP_SIZE)) {
-            let v = min(max(Int64(k), c.minimum), c.maximum)
-            gopSize = (try node.setControl(c.id, to: .integer(v))).value?.integer.map { Int($0) } ?? Int(v)
-        }
+        bufferSize = raw.applied.size
+        if bufferSize != size { try Self.crop(node, to: size, padded: bufferSize, multiPlanar: isMultiPlanar) }
+        controls = try Self.configure(node, settings: settings, size: size, fps: rate)
+        gopSize = controls.gopSize
         output = try V4L2BufferSet(node: node, type: outType, planeFormats: raw.planes, count: buffers, exportDMABuf: false)
-        capture = try V4L2BufferSet(node: node, type: capType, planeFormats: coded.planes, count: buffers, exportDMABuf: false)
-        if let e = capture.queueFree(phase: .setup) { throw e }
-        if let e = output.streamOn(phase: .setup, "(OUTPUT)") { throw e }
-        if let e = capture.streamOn(phase: .setup, "(CAPTURE)") { throw e }
+        do {
+            capture = try V4L2BufferSet(node: node, type: capType, planeFormats: coded.planes, count: buffers, exportDMABuf: false)
+        } catch {
+            output.release() // REQBUFS(0) before the device is closed: a driver may leak CMA memory otherwise
+            throw error
+        }
+        if let e = capture.queueFree(phase: .setup) ?? output.streamOn(phase: .setup, "(OUTPUT)") ?? capture.streamOn(phase: .setup, "(CAPTURE)") {
+            output.release()
+            capture.release()
+            throw e
+        }
         stats.size = size
-        stats.targetBitrate = settings.targetBitrate
+        stats.targetBitrate = controls.bitrate ?? settings.targetBitrate
+        self.settings.targetBitrate = stats.targetBitrate
     }
 
     deinit { close() }
@@ -125,9 +137,9 @@ public final class V4L2M2MEncoder: VideoEncoder {
                 .invalidArgument, "\(path): a \(picture.width)x\(picture.height) picture for a \(settings.width)x\(settings.height) encoder",
                 device: path)
         }
-        _ = control.takeKeyFrameRequest() // no force-key-frame control is assumed; the GOP gives key frames
+        try applyRequests()
         let i = try freeOutput()
-        copy(picture, into: output.address(i), stride: raw.planes[0].stride)
+        copy(picture, into: output.address(i), stride: raw.planes[0].stride, height: bufferSize.height)
         let ts = timeval(tv_sec: Int(timestampNs / 1_000_000_000), tv_usec: Int(timestampNs % 1_000_000_000 / 1000))
         if let e = output.queue(i, bytesUsed: raw.sizeImage, timestamp: ts) {
             throw node.io.error(e, "VIDIOC_QBUF of OUTPUT buffer \(i)", phase: .streaming)
@@ -209,11 +221,13 @@ public final class V4L2M2MEncoder: VideoEncoder {
                     return true
                 }
                 inFlight = max(0, inFlight - 1)
+                sinceReset += 1
                 let base = UnsafeRawPointer(capture.address(d.index)) + p.start
                 out.data.removeAll(keepingCapacity: true)
                 out.data.append(contentsOf: UnsafeRawBufferPointer(start: base, count: p.used))
                 out.isSkipped = false
                 out.isKeyFrame = d.flags & CV4L2_BUF_FLAG_KEYFRAME != 0
+                if codedFormat == .h264 { describeH264(&out) }
                 out.encodeNs = 0
                 stats.frames += 1
                 if out.isKeyFrame { stats.keyFrames += 1 }
@@ -262,12 +276,13 @@ public final class V4L2M2MEncoder: VideoEncoder {
         }
     }
 
-    /// Copies an I420 picture into a `YU12` buffer whose luma lines are `stride` bytes (chroma lines half that).
-    private func copy(_ p: I420Buffer, into base: UnsafeMutableRawPointer, stride: Int) {
+    /// Copies an I420 picture into a `YU12` buffer whose luma lines are `stride` bytes (chroma lines half that) and
+    /// `height` lines (the device's, which may be padded: the planes follow each other at the padded size).
+    private func copy(_ p: I420Buffer, into base: UnsafeMutableRawPointer, stride: Int, height: Int) {
         let cs = stride / 2, ch = p.chromaHeight, cw = p.chromaWidth
         let dst = base.assumingMemoryBound(to: UInt8.self)
         for r in 0..<p.height { (dst + r * stride).update(from: p.dataY + r * p.strideY, count: p.width) }
-        let u = dst + stride * p.height, v = u + cs * ch
+        let u = dst + stride * height, v = u + cs * ((height + 1) / 2)
         for r in 0..<ch {
             (u + r * cs).update(from: p.dataU + r * p.strideU, count: cw)
             (v + r * cs).update(from: p.dataV + r * p.strideV, count: cw)

@@ -22,6 +22,8 @@ final class FakeM2MKernel: V4L2Kernel, @unchecked Sendable {
     /// Answer QUERYCAP as a capture-only camera.
     var notM2M = false
     var hasGOPControl = true
+    /// Refuse the crop selection (a padded size cannot be cropped back).
+    var refusesCrop = false
     private(set) var gop: Int64 = 10
     private(set) var calls: [String] = []
     private var formats: [UInt32: (w: Int, h: Int, pf: UInt32)] = [:]
@@ -105,6 +107,10 @@ final class FakeM2MKernel: V4L2Kernel, @unchecked Sendable {
                 f.pointee.fmt.pix.sizeimage = UInt32(sizeImage(t))
             }
         case CV4L2_VIDIOC_S_PARM, CV4L2_VIDIOC_G_PARM: return ENOTTY // vicodec has no frame interval
+        case CV4L2_VIDIOC_S_SELECTION:
+            let s = arg.assumingMemoryBound(to: v4l2_selection.self)
+            guard !refusesCrop, s.pointee.type == CV4L2_BUF_TYPE_VIDEO_OUTPUT, s.pointee.target == CV4L2_SEL_TGT_CROP else { return EINVAL }
+            calls.append("S_SELECTION CROP \(s.pointee.r.width)x\(s.pointee.r.height)")
         case CV4L2_VIDIOC_QUERY_EXT_CTRL:
             let q = arg.assumingMemoryBound(to: v4l2_query_ext_ctrl.self)
             guard hasGOPControl, q.pointee.id == CV4L2_CID_MPEG_VIDEO_GOP_SIZE else { return EINVAL }
@@ -144,7 +150,12 @@ final class FakeM2MKernel: V4L2Kernel, @unchecked Sendable {
             let t = arg.load(as: UInt32.self)
             calls.append("\(request == CV4L2_VIDIOC_STREAMON ? "STREAMON" : "STREAMOFF") \(isOut(t) ? "OUTPUT" : "CAPTURE")")
             if request == CV4L2_VIDIOC_STREAMOFF {
-                if isOut(t) { (pendingOut, doneOut) = ([], []) } else { (capQueue, doneCap) = ([], []) }
+                if isOut(t) {
+                    (pendingOut, doneOut) = ([], [])
+                } else {
+                    (capQueue, doneCap) = ([], []) // the reset: the drain state ends
+                    (stopping, lastSent, lastTaken) = (false, false, false)
+                }
             }
         case CV4L2_VIDIOC_ENCODER_CMD:
             let c = arg.assumingMemoryBound(to: v4l2_encoder_cmd.self)
@@ -275,12 +286,23 @@ struct M2MEncoderTests {
         #expect(!k.calls.contains { $0.hasPrefix("GOP") })
     }
 
-    @Test("a size the device changes, and a node that is no encoder, are refused naming the value")
+    @Test("a size the device pads is kept and cropped back; one it cannot crop, and a node that is no encoder, are refused")
     func refusals() throws {
+        let padding = FakeM2MKernel(multiPlanar: false)
+        let p = try Self.make(padding, Self.settings(642, 360))
+        #expect(p.bufferSize == FrameSize(width: 648, height: 360))
+        #expect(padding.calls.contains("S_SELECTION CROP 642x360"))
+        var out = EncodedFrame()
+        try p.encode(Self.picture(642, 360, luma: 77), timestampNs: 1000, into: &out)
+        #expect(Array(out.data.prefix(5)) == Array("FAKE".utf8) + [77])
         let k = FakeM2MKernel(multiPlanar: false)
+        k.refusesCrop = true
         let e = #expect(throws: CaptureError.self) { try Self.make(k, Self.settings(642, 360)) }
         #expect(e?.code == .unsupportedFormat)
-        #expect(e?.message == "/dev/video9 applied 648x360 instead of 642x360 for YU12: give it a size it takes (aligned)")
+        #expect(
+            e?.message
+                == "/dev/video9 pads 642x360 to 648x360 and refuses the crop selection back to 642x360: give it a size it takes (aligned)")
+        #expect(e?.errno == EINVAL)
         let camera = FakeM2MKernel(multiPlanar: false)
         camera.notM2M = true
         let c = #expect(throws: CaptureError.self) { try Self.make(camera) }
@@ -325,6 +347,35 @@ struct M2MEncoderTests {
         #expect(got == (0..<6).map { Int64($0) * 1_000_000 })
         #expect(k.calls.contains("ENC_CMD_STOP"))
         #expect(throws: CaptureError.self) { try e.submit(Self.picture(luma: 0), timestampNs: 0) }
+    }
+
+    @Test("without a force-key-frame control, a key frame asked for resets the encoder (drain, STREAMOFF/STREAMON CAPTURE)")
+    func keyFrameByReset() throws {
+        let k = FakeM2MKernel(multiPlanar: true)
+        let e = try Self.make(k)
+        #expect(e.controls.keyFrames == .restart)
+        var out = EncodedFrame()
+        e.control.requestKeyFrame() // before the first frame: moot, the first frame is a key frame
+        try e.encode(Self.picture(luma: 1), timestampNs: 1000, into: &out)
+        #expect(!k.calls.contains("ENC_CMD_STOP"))
+        e.control.requestKeyFrame()
+        try e.encode(Self.picture(luma: 2), timestampNs: 2000, into: &out)
+        #expect(out.timestampNs == 2000 && out.data[4] == 2)
+        let reset = k.calls.drop { $0 != "ENC_CMD_STOP" }
+        #expect(Array(reset.prefix(3)) == ["ENC_CMD_STOP", "STREAMOFF CAPTURE", "STREAMON CAPTURE"], "\(k.calls)")
+        try e.encode(Self.picture(luma: 3), timestampNs: 3000, into: &out)
+        #expect(out.timestampNs == 3000 && out.data[4] == 3)
+    }
+
+    @Test("a bitrate request without a bitrate control changes nothing on the device")
+    func bitrateWithoutControl() throws {
+        let k = FakeM2MKernel(multiPlanar: false)
+        let e = try Self.make(k)
+        try e.control.setBitrate(500_000)
+        var out = EncodedFrame()
+        try e.encode(Self.picture(luma: 1), timestampNs: 1000, into: &out)
+        #expect(e.controls.bitrate == nil)
+        #expect(e.statistics.targetBitrate == Self.settings().targetBitrate)
     }
 
     @Test("a stalled encoder fails with a timeout naming the frames it holds")
