@@ -171,7 +171,7 @@ let package = Package(
         // Runs inside the qemu VM against the kernel's vivid driver (Scripts/vivid-vm-test.sh).
         .executableTarget(
             name: "vivid-check",
-            dependencies: ["VideoCapture", "V4L2Capture", "VideoProcessing", "FixtureCameras", "H264", "CV4L2"], // CV4L2: the H.264 feeder
+            dependencies: ["VideoCapture", "V4L2Capture", "VideoProcessing", "FixtureCameras", "H264", "Recording", "CV4L2"], // CV4L2: the H.264 feeder
             swiftSettings: [.swiftLanguageMode(.v5)]), // a linear test script
 
         // Fixtures/: the one home of the fixture data (Fixtures/README.md). A target of its own (one Swift file that
