@@ -61,7 +61,8 @@ public struct M2MEncoderNode: Sendable, Equatable {
     public var summary: String {
         let raw = rawFormats.map(\.description)
         let shown = raw.count > 8 ? raw.prefix(8).joined(separator: ", ") + ", … (\(raw.count))" : raw.joined(separator: ", ")
-        return "\(path) (\(card), \(driver)\(isMultiPlanar ? ", multi-planar" : "")): takes \(shown); gives \(codedFormats.map(\.description).joined(separator: ", "))"
+        return
+            "\(path) (\(card), \(driver)\(isMultiPlanar ? ", multi-planar" : "")): takes \(shown); gives \(codedFormats.map(\.description).joined(separator: ", "))"
     }
 }
 

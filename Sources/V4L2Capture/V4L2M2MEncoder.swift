@@ -151,7 +151,8 @@ public final class V4L2M2MEncoder: VideoEncoder {
                 device: path)
         }
         guard let output else {
-            throw CaptureError(.invalidArgument, "\(path): the encoder imports DMA-BUF camera buffers; give it frames (encode(_:frame:into:))", device: path)
+            throw CaptureError(
+                .invalidArgument, "\(path): the encoder imports DMA-BUF camera buffers; give it frames (encode(_:frame:into:))", device: path)
         }
         _ = control.takeKeyFrameRequest() // no force-key-frame control is assumed; the GOP gives key frames
         let i = try freeOutput(output)

@@ -54,7 +54,8 @@ extension EncoderOptions {
                 node = found
             }
             guard node.encodesH264 || command == "record" else {
-                throw ValidationError("\(given): \(node.path) encodes \(node.codedFormat); \(command) needs H.264 (only record writes other coded formats)")
+                throw ValidationError(
+                    "\(given): \(node.path) encodes \(node.codedFormat); \(command) needs H.264 (only record writes other coded formats)")
             }
             return node
         }
@@ -106,7 +107,10 @@ func encoderDevicesText(_ nodes: [M2MEncoderNode]) -> String {
 func encoderFormatsJSON(_ node: M2MEncoderNode) -> String {
     func formats(_ list: [M2MEncoderNode.Format]) -> [Any] {
         list.map { f -> [(String, Any)] in
-            [("pixelFormat", f.pixelFormat.fourcc), ("description", f.description), ("compressed", f.isCompressed), ("sizes", f.sizes.map { "\($0)" } ?? "")]
+            [
+                ("pixelFormat", f.pixelFormat.fourcc), ("description", f.description), ("compressed", f.isCompressed),
+                ("sizes", f.sizes.map { "\($0)" } ?? ""),
+            ]
         }
     }
     return jsonObject([

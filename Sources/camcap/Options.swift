@@ -242,7 +242,9 @@ func cameraProviders(_ fixtures: FixtureCameraProvider.Options = .init(), stallT
     -> [any CaptureDeviceProvider]
 {
     var v4l2 = V4L2Stream.Configuration(noFrameTimeoutNs: stallTimeoutNs)
-    v4l2.exportDMABuf = exportDMABuf // a hardware encoder imports the camera's buffers (`--encoder v4l2m2m`, record)
+    // A hardware encoder imports the camera's buffers (`--encoder v4l2m2m`, record): each is held while it encodes,
+    // so more of them stay with the driver (a frame is copied out, and cannot be imported, only when none is left).
+    if exportDMABuf { (v4l2.exportDMABuf, v4l2.bufferCount) = (true, 8) }
     return [V4L2DeviceProvider(configuration: v4l2), FixtureCameraProvider(options: fixtures)]
 }
 

@@ -117,7 +117,8 @@ struct Serve: CamcapCommand {
         // The HTTP server is up before the camera starts: a busy port fails at once, with nothing captured. The URL
         // is printed once the camera runs (a busy camera fails before anyone is invited).
         let service = try await WHEPService.start(
-            session: pipeline, configuration: service(token: token, source: tokenSource, backend: backend), metrics: { registry.emitToString() }, logger: cliLogger)
+            session: pipeline, configuration: service(token: token, source: tokenSource, backend: backend), metrics: { registry.emitToString() },
+            logger: cliLogger)
         try await capture.run(pipeline, "serving", stages: dump + service.stages, announce: service.announcement) { await service.stop() }
     }
 }

@@ -137,7 +137,9 @@ func m2mRecordChecks(single: String, multi: String) {
         return
     }
     let n = 30, (w, h) = (640, 480), frameBytes = 640 * 480 * 3 / 2
-    for (camera, format, kind) in [(single, "YU12", "single-planar"), (single, "NV12", "single-planar"), (multi, "YU12", "multi-planar"), (multi, "NV12", "multi-planar")] {
+    for (camera, format, kind) in [
+        (single, "YU12", "single-planar"), (single, "NV12", "single-planar"), (multi, "YU12", "multi-planar"), (multi, "NV12", "multi-planar"),
+    ] {
         let name = "M2M record: camcap record -d \(camera) (\(kind) \(format)) --encoder v4l2m2m:\(enc)"
         let file = "/tmp/rec.fwht", preview = "/tmp/rec.y4m", decodedPath = "/tmp/rec.yuv"
         let t0 = Date()
@@ -159,7 +161,8 @@ func m2mRecordChecks(single: String, multi: String) {
         )
         check(
             name,
-            rc == 0 && drc == 0 && zeroCopy && captured == n && coded == n && pictures.count == n && decodedFrames == n && decoded.count == n * frameBytes
+            rc == 0 && drc == 0 && zeroCopy && captured == n && coded == n && pictures.count == n && decodedFrames == n
+                && decoded.count == n * frameBytes
                 && scores.count == n && (scores.min() ?? 0) >= 35,
             "zero-copy \(zeroCopy), captured \(captured), coded \(coded), preview \(pictures.count), decoded \(decodedFrames) (\(decoded.count) bytes), PSNR min \(scores.min() ?? 0); \(text.suffix(600)) \(dtext.suffix(200))"
         )

@@ -42,7 +42,9 @@ import TestSupport
         for choice in [nil, "auto", "openh264"] {
             let out = work + "/auto-\(choice ?? "default").mp4"
             let r = try sh(
-                camcap, ["record", "-d", "fixture:uvc-webcam", "-s", "640x480", "--frames", "5", "--fast", "-q", "-o", out] + (choice.map { ["--encoder", $0] } ?? []))
+                camcap,
+                ["record", "-d", "fixture:uvc-webcam", "-s", "640x480", "--frames", "5", "--fast", "-q", "-o", out]
+                    + (choice.map { ["--encoder", $0] } ?? []))
             #expect(r.code == 0, "\(r.err)")
             #expect(summaryValue(r.out, "encoded") == 5)
             #expect(!r.out.contains("encoder:"), "\(r.out)")

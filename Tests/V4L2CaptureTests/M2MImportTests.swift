@@ -50,7 +50,10 @@ struct M2MImportTests {
         #expect(all[0].rawFormats == [.i420, .nv12])
         #expect(all[0].codedFormats == [V4L2M2MEncoder.fwht])
         #expect(!all[0].encodesH264 && !all[0].isMultiPlanar)
-        #expect(all[0].output[0].sizes == .stepwise(min: FrameSize(width: 640, height: 360), max: FrameSize(width: 4096, height: 2160), step: FrameSize(width: 8, height: 8)))
+        #expect(
+            all[0].output[0].sizes
+                == .stepwise(min: FrameSize(width: 640, height: 360), max: FrameSize(width: 4096, height: 2160), step: FrameSize(width: 8, height: 8))
+        )
         #expect(all[1].encodesH264 && all[1].isMultiPlanar && all[1].codedFormat == .h264)
         #expect(all[0].summary == "\(dir)/video4 (fake-enc, fake-m2m): takes YU12, NV12; gives FWHT")
         #expect(d.firstH264()?.path == dir + "/video11")
@@ -118,7 +121,10 @@ struct M2MImportTests {
             (Self.frame(.i420, fd: 5, ts: 1, stride: 704), "the frame's lines are 704 bytes, the encoder's 640"),
             (Self.frame(.i420, fd: 5, ts: 1, w: 648), "the frame is 648x360, the encoder 640x360"),
             (
-                VideoFrame(buffer: VideoFrameBuffer(pixelFormat: .i420, width: 640, height: 360, stride: 640, bytesUsed: 345_600, storage: FrameStorage(capacity: 345_600)), timestampNs: 1, sequence: 1),
+                VideoFrame(
+                    buffer: VideoFrameBuffer(
+                        pixelFormat: .i420, width: 640, height: 360, stride: 640, bytesUsed: 345_600, storage: FrameStorage(capacity: 345_600)),
+                    timestampNs: 1, sequence: 1),
                 "the frame carries no DMA-BUF"
             ),
         ]
@@ -127,7 +133,11 @@ struct M2MImportTests {
             #expect(error?.message.contains(why) == true, "\(error?.message ?? "")")
         }
         #expect(k.imported.isEmpty)
-        #expect(throws: CaptureError.self) { try V4L2M2MEncoder(path: "/dev/video9", codedFormat: V4L2M2MEncoder.fwht, settings: M2MEncoderTests.settings(), control: EncoderControl(), buffers: 4, kernel: FakeM2MKernel(multiPlanar: false), importing: .yuyv) }
+        #expect(throws: CaptureError.self) {
+            try V4L2M2MEncoder(
+                path: "/dev/video9", codedFormat: V4L2M2MEncoder.fwht, settings: M2MEncoderTests.settings(), control: EncoderControl(), buffers: 4,
+                kernel: FakeM2MKernel(multiPlanar: false), importing: .yuyv)
+        }
 
         let copying = try M2MEncoderTests.make(FakeM2MKernel(multiPlanar: false))
         for n in 0..<3 { try copying.encode(M2MEncoderTests.picture(luma: UInt8(n)), frame: Self.frame(.i420, fd: 7, ts: Int64(n)), into: &out) }
