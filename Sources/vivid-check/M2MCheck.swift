@@ -137,35 +137,47 @@ func m2mRecordChecks(single: String, multi: String) {
         return
     }
     let n = 30, (w, h) = (640, 480), frameBytes = 640 * 480 * 3 / 2
-    for (camera, format, kind) in [
-        (single, "YU12", "single-planar"), (single, "NV12", "single-planar"), (multi, "YU12", "multi-planar"), (multi, "NV12", "multi-planar"),
-    ] {
+    let cases = [
+        (single, "YU12", "single-planar"), (multi, "YU12", "multi-planar"), (single, "NV12", "single-planar"), (multi, "NV12", "multi-planar"),
+    ]
+    for (camera, format, kind) in cases {
         let name = "M2M record: camcap record -d \(camera) (\(kind) \(format)) --encoder v4l2m2m:\(enc)"
         let file = "/tmp/rec.fwht", preview = "/tmp/rec.y4m", decodedPath = "/tmp/rec.yuv"
         let t0 = Date()
-        let (rc, text) = camcap([
-            "record", "-d", camera, "--encoder", "v4l2m2m:\(enc)", "--pixel-format", format, "-s", "\(w)x\(h)", "--frames", "\(n)", "-q",
-            "-o", file, "--preview", preview,
-        ])
+        // Each step bounded (busybox timeout: SIGTERM, which camcap answers by finishing the file), so that a hang is
+        // reported as such and the other cases still run.
+        let (rc, text) = timed(
+            "/check/camcap",
+            [
+                "record", "-d", camera, "--encoder", "v4l2m2m:\(enc)", "--pixel-format", format, "-s", "\(w)x\(h)", "--frames", "\(n)", "-q",
+                "-o", file, "--preview", preview,
+            ])
         let seconds = Date().timeIntervalSince(t0)
-        let (drc, dtext) = v4l2ctl(["-d", dec, "--stream-mmap", "--stream-out-mmap", "--stream-from-hdr", file, "--stream-to", decodedPath])
+        let (drc, dtext) = timed(
+            "/usr/bin/v4l2-ctl", ["-d", dec, "--stream-mmap", "--stream-out-mmap", "--stream-from-hdr", file, "--stream-to", decodedPath])
         let decoded = [UInt8]((try? Data(contentsOf: URL(fileURLWithPath: decodedPath))) ?? Data())
         let pictures = y4mFrames([UInt8]((try? Data(contentsOf: URL(fileURLWithPath: preview))) ?? Data()), width: w, height: h)
         let coded = FramedStreamWriter.frames(in: [UInt8]((try? Data(contentsOf: URL(fileURLWithPath: file))) ?? Data())).frames.count
         let decodedFrames = decoded.count / frameBytes
         let scores = (0..<min(decodedFrames, pictures.count)).map { i in psnr(pictures[i], decoded[i * frameBytes..<(i + 1) * frameBytes]) }
-        let captured = text.range(of: "captured ").map { Int(text[$0.upperBound...].prefix { $0.isNumber }) ?? -1 } ?? -1
+        let encoded = text.range(of: "encoded ").map { Int(text[$0.upperBound...].prefix { $0.isNumber }) ?? -1 } ?? -1
         let zeroCopy = text.contains("zero-copy (DMA-BUF): 0 copies per frame (\(n) imported)")
         note(
             "\(kind) \(format): exit \(rc) in \(String(format: "%.1f", seconds)) s; \(line(text, "encoder:")); \(line(text, "frames:")); \(coded) coded frames, \(pictures.count) preview pictures, decoded \(decodedFrames) (v4l2-ctl rc \(drc)); PSNR min \(String(format: "%.1f", scores.min() ?? 0)) dB, mean \(String(format: "%.1f", scores.reduce(0, +) / Double(max(1, scores.count)))) dB"
         )
         check(
             name,
-            rc == 0 && drc == 0 && zeroCopy && captured == n && coded == n && pictures.count == n && decodedFrames == n
+            rc == 0 && drc == 0 && zeroCopy && encoded == n && coded == n && pictures.count == n && decodedFrames == n
                 && decoded.count == n * frameBytes
                 && scores.count == n && (scores.min() ?? 0) >= 35,
-            "zero-copy \(zeroCopy), captured \(captured), coded \(coded), preview \(pictures.count), decoded \(decodedFrames) (\(decoded.count) bytes), PSNR min \(scores.min() ?? 0); \(text.suffix(600)) \(dtext.suffix(200))"
+            "zero-copy \(zeroCopy), encoded \(encoded), coded \(coded), preview \(pictures.count), decoded \(decodedFrames) (\(decoded.count) bytes), PSNR min \(scores.min() ?? 0); camcap exit \(rc): \(text.prefix(300)) … \(text.suffix(500)); v4l2-ctl exit \(drc): \(dtext.suffix(300))"
         )
         for p in [file, preview, decodedPath] { try? FileManager.default.removeItem(atPath: p) }
     }
+}
+
+/// Runs `path` with `args` for at most 30 s (busybox `timeout`, SIGTERM): exit code and output.
+func timed(_ path: String, _ args: [String]) -> (Int32, String) {
+    guard let (pid, fd) = spawn("/bin/timeout", ["30", path] + args, capture: true) else { return (-1, "cannot start \(path)") }
+    return finish(pid, fd)
 }
