@@ -225,6 +225,7 @@ public final class V4L2M2MEncoder: VideoEncoder {
     /// One coded buffer into `out` (an empty LAST buffer gives `out.isSkipped`); `last` is set on the LAST flag
     /// or when the device says the drain is over (EPIPE). False when nothing came (no wait, or the drain ended).
     func take(into out: inout EncodedFrame, wait: Bool, last: inout Bool) throws(CaptureError) -> Bool {
+        let deadline = monotonicNanoseconds() + Int64(timeoutMs) * 1_000_000
         while true {
             switch capture.dequeue() {
             case .success(let d):
@@ -258,7 +259,10 @@ public final class V4L2M2MEncoder: VideoEncoder {
             case .failure(let e) where e.rawValue == EAGAIN:
                 guard wait else { return false }
                 let r = node.io.kernel.poll(node.fd, timeoutMs: timeoutMs)
-                if r == 0 {
+                // A poll that answers at once without a coded frame (finished OUTPUT buffers, POLLERR) must not spin
+                // past the deadline: those buffers are taken back, and the wait is bounded all the same.
+                if r > 0 { reclaimOutputs() }
+                if r == 0 || monotonicNanoseconds() >= deadline {
                     throw CaptureError(
                         .timeout, "\(path): no coded frame within \(timeoutMs) ms (\(inFlight) picture(s) in the encoder)", device: path,
                         operation: "VIDIOC_DQBUF")

@@ -146,10 +146,12 @@ func m2mRecordChecks(single: String, multi: String) {
         let t0 = Date()
         // Each step bounded (busybox timeout: SIGTERM, which camcap answers by finishing the file), so that a hang is
         // reported as such and the other cases still run.
-        let (rc, text) = timed(
+        setenv("CAMCAP_LOG", "debug", 1) // the session's stops and failures, in the output
+        defer { unsetenv("CAMCAP_LOG") }
+        let (rc, text) = bounded(
             "/check/camcap",
             [
-                "record", "-d", camera, "--encoder", "v4l2m2m:\(enc)", "--pixel-format", format, "-s", "\(w)x\(h)", "--frames", "\(n)", "-q",
+                "record", "-d", camera, "--encoder", "v4l2m2m:\(enc)", "--pixel-format", format, "-s", "\(w)x\(h)", "--frames", "\(n)",
                 "-o", file, "--preview", preview,
             ])
         let seconds = Date().timeIntervalSince(t0)
@@ -180,4 +182,38 @@ func m2mRecordChecks(single: String, multi: String) {
 func timed(_ path: String, _ args: [String]) -> (Int32, String) {
     guard let (pid, fd) = spawn("/bin/timeout", ["30", path] + args, capture: true) else { return (-1, "cannot start \(path)") }
     return finish(pid, fd)
+}
+
+/// Runs `path` with `args`, its output to a file: SIGTERM after 20 s, SIGKILL after 25 s. Exit code (128 + the
+/// signal when killed) and the output, with when a signal was sent (where a hang is).
+func bounded(_ path: String, _ args: [String]) -> (Int32, String) {
+    let log = "/tmp/bounded.log"
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+    posix_spawn_file_actions_adddup2(&actions, 1, 2)
+    let argv: [UnsafeMutablePointer<CChar>?] = ([path] + args).map { strdup($0) } + [nil]
+    defer { argv.forEach { free($0) } }
+    var pid: pid_t = 0
+    guard posix_spawn(&pid, path, &actions, nil, argv, environ) == 0 else { return (-1, "cannot start \(path)") }
+    let t0 = Date()
+    var status: Int32 = 0, signalled = ""
+    while waitpid(pid, &status, WNOHANG) == 0 {
+        let s = Date().timeIntervalSince(t0)
+        if s > 25 {
+            kill(pid, SIGKILL)
+            signalled += ", SIGKILL at \(Int(s)) s"
+            waitpid(pid, &status, 0)
+            break
+        }
+        if s > 20 && signalled.isEmpty {
+            kill(pid, SIGTERM)
+            signalled = "SIGTERM at \(Int(s)) s"
+        }
+        usleep(50_000)
+    }
+    let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+    let code: Int32 = (status & 0x7f) != 0 ? 128 + (status & 0x7f) : (status >> 8) & 0xff
+    return (code, text + (signalled.isEmpty ? "" : "\n[bounded: \(signalled)]"))
 }
