@@ -173,7 +173,8 @@ let package = Package(
         // Runs inside the qemu VM against the kernel's vivid driver (Scripts/vivid-vm-test.sh).
         .executableTarget(
             name: "vivid-check",
-            dependencies: ["VideoCapture", "V4L2Capture", "VideoProcessing", "FixtureCameras", "H264", "CV4L2"], // CV4L2: the H.264 feeder
+            // CV4L2: the H.264 feeder; Recording: the FWHT file in v4l2-ctl's --stream-to-hdr layout (M2MCheck).
+            dependencies: ["VideoCapture", "V4L2Capture", "VideoProcessing", "FixtureCameras", "H264", "Recording", "CV4L2"],
             swiftSettings: [.swiftLanguageMode(.v5)]), // a linear test script
 
         // Fixtures/: the one home of the fixture data (Fixtures/README.md). A target of its own (one Swift file that

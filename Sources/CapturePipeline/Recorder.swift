@@ -82,6 +82,7 @@ public struct Recorder {
         // As fast as frames come (a fixture with `fast`): encode on a thread of its own, so the next frame converts
         // meanwhile. Real time: on the pipeline's task, for the shortest capture-to-bytes latency.
         encode.usesEncoderThread = session.configuration.fast
+        c.encoder.applyBackend(to: encode)
         var stages: [any PictureStage] = [encode]
         if let adapt = c.adapt { encode.follow(adapt, in: session, baseKbps: c.encoder.bitrateKbps) }
         if let preview = c.previewPath { stages.append(try Y4MStage(path: preview)) }

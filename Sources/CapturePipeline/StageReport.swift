@@ -81,6 +81,9 @@ public struct EncodeReport: Sendable {
     public var encoderNote: String?
     /// The stage's outputs.
     public var outputs: [OutputReport] = []
+    /// The encoder, when it is not OpenH264 (`VideoEncoder.summaryDescription`: a V4L2 memory-to-memory encoder, its
+    /// device, and whether pictures were imported zero-copy or copied in); nil for OpenH264.
+    public var encoder: String?
 }
 
 /// A `PassthroughStage`'s run: the camera's own H.264, passed on.
@@ -226,7 +229,8 @@ extension EncodeReport {
     }
     /// Key frames, average bitrate against the target, encode time, reconfigurations, and each output's lines.
     var lines: [(String, String)] {
-        [
+        let named: [(String, String)] = encoder.map { [("encoder", $0)] } ?? []
+        return named + [
             ("key frames", "\(keyFrames) (interval \(keyFrameInterval) frames)"),
             (
                 "bitrate",

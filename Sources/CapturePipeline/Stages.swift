@@ -60,6 +60,38 @@ extension EncodedOutput {
     public var takesPlaceholders: Bool { false }
 }
 
+/// An encoder backend for a recipe (`EncodeStage.Configuration.backend`): its name and how to make it. Two
+/// backends are equal when their names are.
+public struct EncoderBackend: Sendable, Equatable {
+    /// The name, for messages ("OpenH264", "V4L2 M2M /dev/video11").
+    public let name: String
+    /// Makes the encoder for a stage's settings (the first picture's size) and control.
+    public let make: EncodeStage.EncoderFactory
+    /// A backend named `name` made by `make`.
+    public init(name: String, make: @escaping EncodeStage.EncoderFactory) {
+        self.name = name
+        self.make = make
+    }
+    /// OpenH264 (`EncodeStage.openH264`).
+    public static let openH264 = EncoderBackend(name: "OpenH264", make: EncodeStage.openH264)
+    /// Equal names.
+    public static func == (a: EncoderBackend, b: EncoderBackend) -> Bool { a.name == b.name }
+}
+
+extension EncodeStage.Configuration {
+    /// Makes `stage`'s encoder with this recipe's `backend`: an `EncodeStage`'s, or a `TieredEncodeStage`'s full tier
+    /// (the smaller tiers keep OpenH264: tiers may mix encoders). Any other stage is left as it is. Call before the
+    /// session runs.
+    public func applyBackend(to stage: any PictureStage) {
+        guard backend != .openH264 else { return }
+        if let encode = stage as? EncodeStage {
+            encode.makeEncoder = backend.make
+        } else if let tiered = stage as? TieredEncodeStage {
+            tiered.stages.first?.makeEncoder = backend.make
+        }
+    }
+}
+
 /// Encodes every picture with one encoder, shared by every output: OpenH264 unless `makeEncoder` gives
 /// another `VideoEncoder` (a V4L2 memory-to-memory encoder).
 ///
@@ -93,6 +125,8 @@ public final class EncodeStage: PictureStage {
     public var usesEncoderThread = false
     /// The encoder ran on its own thread (the summary says so).
     public private(set) var ranOnThread = false
+    /// The encoder's `summaryDescription` as it started (nil for OpenH264); the inline encoder's is read live.
+    private var encoderDescription: String?
     private var out = EncodedFrame()
     /// Pictures not encoded because no output wanted frames.
     private var idle = 0
@@ -207,6 +241,8 @@ public final class EncodeStage: PictureStage {
         public var threads = 1
         /// Let rate control skip frames (off: every picture is encoded).
         public var frameSkipping = false
+        /// Which encoder the stages made from this recipe run (OpenH264 by default).
+        public var backend: EncoderBackend = .openH264
 
         /// A recipe with these bitrates, key-frame interval and slices (one thread, no frame skipping).
         public init(
@@ -273,6 +309,7 @@ public final class EncodeStage: PictureStage {
         s.height = picture.height
         s.colorSpace = colorSpace
         let encoder = try makeEncoder(s, control)
+        encoderDescription = encoder.summaryDescription
         settings = s
         if notesEncodedSize, let session, FrameSize(width: s.width, height: s.height) != session.applied.size {
             session.formatNote = ", encoded at \(s.width)x\(s.height)"
@@ -319,7 +356,7 @@ public final class EncodeStage: PictureStage {
         case .thread(let thread):
             try thread.submit(picture, timestampNs: frame.timestampNs, rotation: frame.rotation)
         case .inline(let encoder):
-            try encoder.encode(picture, timestampNs: frame.timestampNs, into: &out)
+            try encoder.encode(picture, frame: frame, into: &out)
             out.rotation = frame.rotation
             lastEncoded = (out.isSkipped ? "skip" : out.isKeyFrame ? "I" : "P", out.isSkipped ? 0 : out.size, out.encodeNs)
             if out.isSkipped { return }
@@ -392,6 +429,9 @@ public final class EncodeStage: PictureStage {
     public func end() throws {
         defer { if case .inline(let encoder) = engine { encoder.close() } } // a thread closes its encoder itself
         var first: Error?
+        if case .inline(let encoder) = engine { // what a hardware encoder still holds (its drain), delivered
+            do { try encoder.finish { [delivery] frame in try delivery.deliver(frame) } } catch { first = error }
+        }
         if case .thread(let thread) = engine {
             do { try thread.finish() } catch { first = error } // from now on its control has the final statistics
         }
@@ -452,6 +492,7 @@ public final class EncodeStage: PictureStage {
         (r.encodeP50Ms, r.encodeP95Ms, r.onEncoderThread) = (stats.encodeP50Ms, stats.encodeP95Ms, ranOnThread)
         r.sizeChanges = delivery.tally.withLock { $0.sizeChanges }
         r.encoderNote = stats.watchdog
+        if case .inline(let encoder) = engine { r.encoder = encoder.summaryDescription } else { r.encoder = encoderDescription }
         r.outputs = outputs.map(\.report)
         return r
     }

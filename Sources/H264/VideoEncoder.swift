@@ -30,8 +30,29 @@ public protocol VideoEncoder: AnyObject {
     /// holds frames (a hardware queue) may give an earlier picture's bytes, with that picture's timestamp, or
     /// none (`out.isSkipped`) until it has one.
     func encode(_ picture: I420Buffer, timestampNs: Int64, into out: inout EncodedFrame) throws
+    /// Encodes `picture`, the converted form of the camera's `frame` (its timestamp carried through). A backend that
+    /// can take the camera's own buffer (a V4L2 memory-to-memory encoder importing `frame.buffer.dmaBuf`) does so,
+    /// and holds `frame` until the device has finished with it; the default encodes `picture`.
+    func encode(_ picture: I420Buffer, frame: VideoFrame, into out: inout EncodedFrame) throws
+    /// At the end of a run: hands every frame the encoder still holds to `body`, in order (a hardware encoder's
+    /// drain). The default has none.
+    func finish(_ body: (EncodedFrame) throws -> Void) throws
+    /// What the summary says of this encoder: its backend, device and path (zero-copy or copied); nil for OpenH264,
+    /// the default, which the summary does not name.
+    var summaryDescription: String? { get }
     /// Releases the encoder; safe to call more than once.
     func close()
+}
+
+extension VideoEncoder {
+    /// Encodes `picture` with the frame's timestamp.
+    public func encode(_ picture: I420Buffer, frame: VideoFrame, into out: inout EncodedFrame) throws {
+        try encode(picture, timestampNs: frame.timestampNs, into: &out)
+    }
+    /// Nothing is held: nothing to hand over.
+    public func finish(_ body: (EncodedFrame) throws -> Void) throws {}
+    /// nil: the default encoder is not named.
+    public var summaryDescription: String? { nil }
 }
 
 extension H264Encoder: VideoEncoder {}

@@ -102,6 +102,7 @@ public struct RTSPService {
         }
         // The encode (or the camera's own H.264), key frames, the wake-up, upright pixels.
         let stage = hub.stage(for: session, settings: settings, keyIntervalSeconds: keySeconds, alsoTo: recording.map { [$0] } ?? [])
+        c.encoder.applyBackend(to: stage)
         let listener: RTSPListener
         do { listener = try await RTSPListener.start(host: address.host, port: address.port, hub: hub) } catch {
             hub.closeAll(reason: "the server did not start")

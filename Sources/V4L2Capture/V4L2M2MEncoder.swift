@@ -60,29 +60,47 @@ public final class V4L2M2MEncoder: VideoEncoder {
     /// How long `encode` and `drain` wait for the device before failing with a `.timeout` error, milliseconds.
     public var timeoutMs: Int32 = 2000
 
+    /// The raw format of the OUTPUT queue: `YU12` when pictures are copied in, the camera's (`YU12`, `NV12`) when
+    /// its buffers are imported.
+    public let rawFormat: PixelFormat
+    /// Pictures copied into an OUTPUT buffer (one copy each), and camera buffers queued as they are (DMA-BUF, no
+    /// copy).
+    public internal(set) var copiedFrames = 0, importedFrames = 0
+
     let node: V4L2Node
-    let output: V4L2BufferSet
+    /// MMAP OUTPUT buffers the pictures are copied into; nil when the camera's buffers are imported (`imports`).
+    let output: V4L2BufferSet?
+    /// DMA-BUF OUTPUT slots the camera's buffers are queued to (`init(…, importing:)`); nil when copying.
+    let imports: V4L2DMABufQueue?
     let capture: V4L2BufferSet
     let raw: V4L2StreamFormat
     var stats = EncoderStatistics()
     var inFlight = 0
     /// Coded frames taken since the encoder started or was last reset (a key-frame request before the first is moot).
     var sinceReset = 0
-    private var drained = false
-    private var closed = false
+    var drained = false
+    var closed = false
 
     /// Opens the memory-to-memory encoder at `path` and sets it up for `settings` (size, frame rate, key-frame
     /// interval) with `codedFormat` on its CAPTURE queue. A node that is not a memory-to-memory device, a coded
     /// format it does not take, or a size it changes (it needs aligned sizes) is an error naming the value.
-    public convenience init(path: String, codedFormat: PixelFormat, settings: H264Encoder.Settings, control: EncoderControl = EncoderControl())
-        throws(CaptureError)
-    {
-        try self.init(path: path, codedFormat: codedFormat, settings: settings, control: control, buffers: 4, kernel: SystemV4L2Kernel())
+    ///
+    /// With `importing` (`YU12` or `NV12`), the OUTPUT queue takes DMA-BUF memory in that format: each frame's
+    /// exported camera buffer (`VideoFrameBuffer.dmaBuf`) is queued as it is by `encode(_:frame:into:)`, with no
+    /// copy (see `importedFrames`); nil copies every picture into a `YU12` buffer of the device's.
+    public convenience init(
+        path: String, codedFormat: PixelFormat, settings: H264Encoder.Settings, control: EncoderControl = EncoderControl(),
+        importing: PixelFormat? = nil
+    ) throws(CaptureError) {
+        try self.init(
+            path: path, codedFormat: codedFormat, settings: settings, control: control, buffers: 4, kernel: SystemV4L2Kernel(), importing: importing)
     }
 
     package init(
-        path: String, codedFormat: PixelFormat, settings: H264Encoder.Settings, control: EncoderControl, buffers: Int, kernel: any V4L2Kernel
+        path: String, codedFormat: PixelFormat, settings: H264Encoder.Settings, control: EncoderControl, buffers: Int, kernel: any V4L2Kernel,
+        importing: PixelFormat? = nil
     ) throws(CaptureError) {
+        self.rawFormat = importing ?? .i420
         self.path = path
         self.codedFormat = codedFormat
         self.settings = settings
@@ -104,20 +122,31 @@ public final class V4L2M2MEncoder: VideoEncoder {
         let fps = Fraction(Int64((rate * 1000).rounded()), 1000)
         // The coded format first (CAPTURE), then the raw one (OUTPUT), as the encoder interface orders them.
         let coded = try V4L2StreamFormat.apply(node, StreamRequest(pixelFormat: codedFormat, size: size, fps: fps), type: capType)
-        raw = try V4L2StreamFormat.apply(node, StreamRequest(pixelFormat: .i420, size: size, fps: fps), type: outType)
+        if let importing { try V4L2M2MEncoder.checkImportable(importing, path: path) }
+        raw = try V4L2StreamFormat.apply(node, StreamRequest(pixelFormat: rawFormat, size: size, fps: fps), type: outType)
         bufferSize = raw.applied.size
         if bufferSize != size { try Self.crop(node, to: size, padded: bufferSize, multiPlanar: isMultiPlanar) }
         controls = try Self.configure(node, settings: settings, size: size, fps: rate)
         gopSize = controls.gopSize
-        output = try V4L2BufferSet(node: node, type: outType, planeFormats: raw.planes, count: buffers, exportDMABuf: false)
+        if importing != nil {
+            output = nil
+            imports = try V4L2DMABufQueue(node: node, type: outType, planeCount: raw.planes.count, count: 2 * buffers)
+        } else {
+            output = try V4L2BufferSet(node: node, type: outType, planeFormats: raw.planes, count: buffers, exportDMABuf: false)
+            imports = nil
+        }
         do {
             capture = try V4L2BufferSet(node: node, type: capType, planeFormats: coded.planes, count: buffers, exportDMABuf: false)
         } catch {
-            output.release() // REQBUFS(0) before the device is closed: a driver may leak CMA memory otherwise
+            output?.release() // REQBUFS(0) before the device is closed: a driver may leak CMA memory otherwise
+            imports?.release()
             throw error
         }
-        if let e = capture.queueFree(phase: .setup) ?? output.streamOn(phase: .setup, "(OUTPUT)") ?? capture.streamOn(phase: .setup, "(CAPTURE)") {
-            output.release()
+        if let e = capture.queueFree(phase: .setup) ?? output?.streamOn(phase: .setup, "(OUTPUT)") ?? imports?.streamOn(phase: .setup, "(OUTPUT)")
+            ?? capture.streamOn(phase: .setup, "(CAPTURE)")
+        {
+            output?.release()
+            imports?.release()
             capture.release()
             throw e
         }
@@ -137,9 +166,14 @@ public final class V4L2M2MEncoder: VideoEncoder {
                 .invalidArgument, "\(path): a \(picture.width)x\(picture.height) picture for a \(settings.width)x\(settings.height) encoder",
                 device: path)
         }
+        guard let output else {
+            throw CaptureError(
+                .invalidArgument, "\(path): the encoder imports DMA-BUF camera buffers; give it frames (encode(_:frame:into:))", device: path)
+        }
         try applyRequests()
-        let i = try freeOutput()
+        let i = try freeOutput(output)
         copy(picture, into: output.address(i), stride: raw.planes[0].stride, height: bufferSize.height)
+        copiedFrames += 1
         let ts = timeval(tv_sec: Int(timestampNs / 1_000_000_000), tv_usec: Int(timestampNs % 1_000_000_000 / 1000))
         if let e = output.queue(i, bytesUsed: raw.sizeImage, timestamp: ts) {
             throw node.io.error(e, "VIDIOC_QBUF of OUTPUT buffer \(i)", phase: .streaming)
@@ -196,7 +230,8 @@ public final class V4L2M2MEncoder: VideoEncoder {
     public func close() {
         guard !closed else { return }
         closed = true
-        output.release()
+        output?.release()
+        imports?.release()
         capture.release()
         node.close()
     }
@@ -205,7 +240,8 @@ public final class V4L2M2MEncoder: VideoEncoder {
 
     /// One coded buffer into `out` (an empty LAST buffer gives `out.isSkipped`); `last` is set on the LAST flag
     /// or when the device says the drain is over (EPIPE). False when nothing came (no wait, or the drain ended).
-    private func take(into out: inout EncodedFrame, wait: Bool, last: inout Bool) throws(CaptureError) -> Bool {
+    func take(into out: inout EncodedFrame, wait: Bool, last: inout Bool) throws(CaptureError) -> Bool {
+        let deadline = monotonicNanoseconds() + Int64(timeoutMs) * 1_000_000
         while true {
             switch capture.dequeue() {
             case .success(let d):
@@ -240,7 +276,10 @@ public final class V4L2M2MEncoder: VideoEncoder {
             case .failure(let e) where e.rawValue == EAGAIN:
                 guard wait else { return false }
                 let r = node.io.kernel.poll(node.fd, timeoutMs: timeoutMs)
-                if r == 0 {
+                // A poll that answers at once without a coded frame (finished OUTPUT buffers, POLLERR) must not spin
+                // past the deadline: those buffers are taken back, and the wait is bounded all the same.
+                if r > 0 { reclaimOutputs() }
+                if r == 0 || monotonicNanoseconds() >= deadline {
                     throw CaptureError(
                         .timeout, "\(path): no coded frame within \(timeoutMs) ms (\(inFlight) picture(s) in the encoder)", device: path,
                         operation: "VIDIOC_DQBUF")
@@ -253,12 +292,13 @@ public final class V4L2M2MEncoder: VideoEncoder {
     }
 
     /// Takes back the OUTPUT buffers the device has finished with (non-blocking).
-    private func reclaimOutputs() {
-        while case .success = output.dequeue() {}
+    func reclaimOutputs() {
+        if let output { while case .success = output.dequeue() {} }
+        if let imports { while case .success = imports.dequeue() {} }
     }
 
     /// An OUTPUT buffer the device does not hold: reclaims finished ones, and waits for one when all are queued.
-    private func freeOutput() throws(CaptureError) -> Int {
+    private func freeOutput(_ output: V4L2BufferSet) throws(CaptureError) -> Int {
         let deadline = monotonicNanoseconds() + Int64(timeoutMs) * 1_000_000
         while true {
             if let i = output.queued.firstIndex(of: false) { return i }

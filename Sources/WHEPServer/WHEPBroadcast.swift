@@ -103,6 +103,7 @@ public struct WHEPBroadcast {
             hub.connect(single, adapting: configuration.adaptsToBandwidth ? session.outputRequests : nil)
             stage = single
         }
+        configuration.encoder.applyBackend(to: stage)
         hub.whenViewersArrive(session.wakeAction) // a camera released for want of viewers starts again
         hub.showCamera(session.health) // /stats says whether the camera streams, is away or has no signal
         // The camera's rotation is applied to the pixels (WebRTC's rotation_applied) unless every viewer takes it as

@@ -46,6 +46,7 @@ public struct WHIPPublication {
         let output = try WHIPOutput(client: client, configuration: c, logger: logger)
         let stage = output.stage(
             for: session, settings: settings, keyIntervalSeconds: encoder.keyIntervalSeconds, rotationAsMetadata: rotationAsMetadata, tiers: tiers)
+        encoder.applyBackend(to: stage)
         let endpoint = client.endpoint.absoluteString
         var announcement =
             "publishing to \(endpoint): passing the camera's own H.264 through (\(session.selection)); the offer goes with its first SPS"

@@ -70,6 +70,7 @@ struct Devices: CamcapCommand {
     func execute() async throws {
         let capturer = makeCapturer(), devices = capturer.devices()
         print(json ? DeviceListing.json(devices) : DeviceListing.text(devices), terminator: "")
+        if !json { print(encoderDevicesText(M2MEncoderDiscovery().encoders()), terminator: "") }
         guard watch else { return }
         StandardStreams.flush()
         // Cameras as they come and go until Ctrl-C (the event stream is awaited: no thread is blocked).
@@ -86,6 +87,10 @@ struct Formats: CamcapCommand {
     @Flag(help: "Print JSON instead.") var json = false
 
     func execute() async throws {
+        // An encoder node (memory-to-memory): its OUTPUT and CAPTURE formats.
+        if device.hasPrefix("/dev/"), let encoder = try? M2MEncoderDiscovery().probe(device) {
+            return print(json ? encoderFormatsJSON(encoder) : encoderFormatsText(encoder), terminator: json ? "\n" : "")
+        }
         let capturer = makeCapturer()
         let formats = try capturer.supportedFormats(for: try capturer.device(device))
         print(json ? FormatListing.json(formats) : FormatListing.text(formats), terminator: "")

@@ -101,7 +101,9 @@ struct CaptureOptions: ParsableArguments {
 
     /// The session's configuration: 5 s of timestamps unless --frames or --duration (`untilStopped`: until Ctrl-C), the
     /// camera released after `idleRelease` s without viewers (0: never), the CLI's cameras and logger.
-    func configuration(untilStopped: Bool = false, idleRelease: Double = 0, waitsForCamera: Bool? = nil) -> CaptureSession.Configuration {
+    func configuration(untilStopped: Bool = false, idleRelease: Double = 0, waitsForCamera: Bool? = nil, exportDMABuf: Bool = false)
+        -> CaptureSession.Configuration
+    {
         var c = CaptureSession.Configuration()
         (c.device, c.size, c.fpsLimit, c.pixelFormats, c.frames) = (device, size, fpsLimit, pixelFormat ?? [], frames)
         c.constraints = constraints // the fps limit then breaks ties only
@@ -115,14 +117,16 @@ struct CaptureOptions: ParsableArguments {
         let waits = onCameraLoss.map { $0 == .wait } ?? waitsForCamera ?? untilStopped
         c.onCameraLoss = waits ? .wait(giveUpAfterNs: giveUpAfter.map { nanoseconds(seconds: $0) }) : .exit
         (c.providers, c.controls, c.powerLine, c.logger) = (
-            cameraProviders(fixtures, stallTimeoutNs: nanoseconds(seconds: stallTimeout)), controls, powerLine, cliLogger
+            cameraProviders(fixtures, stallTimeoutNs: nanoseconds(seconds: stallTimeout), exportDMABuf: exportDMABuf), controls, powerLine, cliLogger
         )
         return c
     }
 
     /// The session (the device named, else `defaultCameraSpec`), checked: device, negotiation.
-    func session(untilStopped: Bool = false, idleRelease: Double = 0, frames: Int? = nil, waitsForCamera: Bool? = nil) throws -> CaptureSession {
-        var c = configuration(untilStopped: untilStopped, idleRelease: idleRelease, waitsForCamera: waitsForCamera)
+    func session(
+        untilStopped: Bool = false, idleRelease: Double = 0, frames: Int? = nil, waitsForCamera: Bool? = nil, exportDMABuf: Bool = false
+    ) throws -> CaptureSession {
+        var c = configuration(untilStopped: untilStopped, idleRelease: idleRelease, waitsForCamera: waitsForCamera, exportDMABuf: exportDMABuf)
         c.device = device ?? defaultCameraSpec
         if let frames { (c.frames, c.durationNs) = (frames, nil) }
         return try CaptureSession(c)
@@ -147,14 +151,24 @@ struct EncoderOptions: ParsableArguments {
     @Option(help: "Target bitrate in kbps.") var bitrate = 1500
     @Option(help: "Maximum bitrate in kbps (default 1.5 × target; a receiver's estimate, REMB, never goes above it).") var maxBitrate: Int?
     @Option(help: "Seconds between key frames (default 2).") var keyintSeconds: Double?
+    @Option(
+        name: .customLong("encoder"),
+        help: ArgumentHelp(
+            "The encoder: auto (a V4L2 memory-to-memory encoder that gives H.264, else OpenH264), openh264, or v4l2m2m[:/dev/videoN] (the first such encoder, H.264 preferred, or that node; one that gives another coded format, as vicodec's FWHT, only for record). `camcap devices` lists them.",
+            valueName: "auto|openh264|v4l2m2m[:/dev/videoN]"),
+        transform: parsing(EncoderChoice.init(parsing:), "--encoder must be auto, openh264 or v4l2m2m[:/dev/videoN]"))
+    var encoderChoice: EncoderChoice = .auto
 
     /// OpenH264's limits, checked before any camera or file is touched (record adds its own options).
     func validate() throws { try validating { try recipe().validate() } }
 
-    /// The library's encoder recipe for these options (key frames every --keyint-seconds, default 2).
-    func recipe(sliceMode: H264Encoder.SliceMode = .single) -> EncodeStage.Configuration {
-        EncodeStage.Configuration(
+    /// The library's encoder recipe for these options (key frames every --keyint-seconds, default 2), made by
+    /// `backend`.
+    func recipe(sliceMode: H264Encoder.SliceMode = .single, backend: EncoderBackend = .openH264) -> EncodeStage.Configuration {
+        var r = EncodeStage.Configuration(
             bitrateKbps: bitrate, maxBitrateKbps: maxBitrate, keyFrameInterval: .seconds(keyintSeconds ?? 2), sliceMode: sliceMode)
+        r.backend = backend
+        return r
     }
 }
 
@@ -170,7 +184,11 @@ struct RTPEncoderOptions: ParsableArguments {
     }
 
     /// The encoder recipe, slices within the payload budget (`EncodeStage.Configuration.slices(fitting:)`).
-    var recipe: EncodeStage.Configuration { encoder.recipe(sliceMode: EncodeStage.Configuration.slices(fitting: mtu)) }
+    var recipe: EncodeStage.Configuration { recipe(backend: .openH264) }
+    /// The recipe made by `backend`.
+    func recipe(backend: EncoderBackend) -> EncodeStage.Configuration {
+        encoder.recipe(sliceMode: EncodeStage.Configuration.slices(fitting: mtu), backend: backend)
+    }
 }
 
 /// A transform for an option whose value `parse` reads, else a usage error: what is `expected`, and the value.
@@ -220,8 +238,14 @@ let cliLogger: Logger = {
 }()
 
 /// The CLI's cameras: real ones (V4L2) first, then the built-in fixture cameras (the library has no default).
-func cameraProviders(_ fixtures: FixtureCameraProvider.Options = .init(), stallTimeoutNs: Int64 = 3_000_000_000) -> [any CaptureDeviceProvider] {
-    [V4L2DeviceProvider(configuration: V4L2Stream.Configuration(noFrameTimeoutNs: stallTimeoutNs)), FixtureCameraProvider(options: fixtures)]
+func cameraProviders(_ fixtures: FixtureCameraProvider.Options = .init(), stallTimeoutNs: Int64 = 3_000_000_000, exportDMABuf: Bool = false)
+    -> [any CaptureDeviceProvider]
+{
+    var v4l2 = V4L2Stream.Configuration(noFrameTimeoutNs: stallTimeoutNs)
+    // A hardware encoder imports the camera's buffers (`--encoder v4l2m2m`, record): each is held while it encodes,
+    // so more of them stay with the driver (a frame is copied out, and cannot be imported, only when none is left).
+    if exportDMABuf { (v4l2.exportDMABuf, v4l2.bufferCount) = (true, 8) }
+    return [V4L2DeviceProvider(configuration: v4l2), FixtureCameraProvider(options: fixtures)]
 }
 
 /// A capturer with the CLI's providers and logger (for the commands that only list or select), built as every

@@ -57,8 +57,8 @@ struct RTSP: CamcapCommand {
 
     /// The service's settings as given (it keeps the connections within the descriptor limit; `execute()` adds the
     /// authenticator and the recording).
-    private func service(_ address: ListenAddress) -> RTSPService.Configuration {
-        var c = RTSPService.Configuration(host: address.host, port: address.port, encoder: encoding.recipe)
+    private func service(_ address: ListenAddress, backend: EncoderBackend = .openH264) -> RTSPService.Configuration {
+        var c = RTSPService.Configuration(host: address.host, port: address.port, encoder: encoding.recipe(backend: backend))
         (c.hub.path, c.hub.udpPort, c.hub.maxPayload) = (path, udpPort, encoding.mtu)
         (c.hub.sessionTimeoutNs, c.hub.setupTimeoutNs) = (nanoseconds(seconds: sessionTimeout), nanoseconds(seconds: setupTimeout))
         (c.hub.idleTimeoutNs, c.hub.slowClientTimeoutNs) = (nanoseconds(seconds: idleTimeout), nanoseconds(seconds: slowClientTimeout))
@@ -70,7 +70,7 @@ struct RTSP: CamcapCommand {
 
     func execute() async throws {
         let address = server.address(8554)
-        var c = service(address)
+        var c = service(address, backend: backend(try encoding.encoder.encoderNode(for: "rtsp")))
         if let user { // the password is read before the camera starts: a bad file fails at once
             let environment = ProcessInfo.processInfo.environment["CAMCAP_RTSP_PASSWORD"]
             guard let password = try DigestAuthenticator.password(file: passwordFile, fallback: environment) else {

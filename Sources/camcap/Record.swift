@@ -1,5 +1,8 @@
 import ArgumentParser
 import CapturePipeline
+import Foundation
+import V4L2Capture
+import VideoCapture
 
 struct Record: CamcapCommand {
     static let configuration = CommandConfiguration(
@@ -70,13 +73,69 @@ struct Record: CamcapCommand {
 
     func execute() async throws {
         // Everything is checked before the camera starts: device, negotiation, encoder settings, outputs.
-        let pipeline = try capture.session(waitsForCamera: segmentSeconds != nil)
+        let node = try encoder.encoderNode(for: "record")
+        if let node, !node.encodesH264 { try checkCodedStream(node) }
+        var pipeline = try capture.session(waitsForCamera: segmentSeconds != nil)
         if pipeline.selection.frameKind == .accessUnit && frameTrace != nil {
             throw ValidationError("--frame-trace needs decoded pictures, and \(pipeline.device.path) delivers H.264 that is recorded as it comes")
         }
-        let recorder = try validating { try Recorder(session: pipeline, configuration: configuration()) }
+        // Zero copy: a camera whose frames the encoder takes as they are is started with its buffers exported, and
+        // each is queued to the encoder as DMA-BUF (the picture the encoder sees is then the camera's, unprocessed).
+        var importing: PixelFormat?
+        if let node, pipeline.selection.frameKind == .picture, capture.processing.isEmpty, !applyRotation, adapt == nil,
+            let format = importableFormat(pipeline, node)
+        {
+            pipeline = try capture.session(waitsForCamera: segmentSeconds != nil, exportDMABuf: true)
+            importing = pipeline.selection.pixelFormat == format ? format : nil
+        }
+        var c = try configuration()
+        if let node { c.encoder.backend = m2mBackend(node, importing: importing) }
+        let stages: [any PictureStage]
+        if let node, !node.encodesH264 {
+            stages = try codedStreamStages(pipeline, node, c)
+        } else {
+            stages = try validating { try Recorder(session: pipeline, configuration: c) }.stages
+        }
         pipeline.frameTrace = frameTrace.map { _ in FrameTrace(for: pipeline.configuration) } // room for every frame of the run
-        try await capture.run(pipeline, "recording", stages: recorder.stages, dataOnStandardOutput: output == "-" || preview == "-")
+        try await capture.run(pipeline, "recording", stages: stages, dataOnStandardOutput: output == "-" || preview == "-")
         if let trace = pipeline.frameTrace, let frameTrace { try trace.writeCSV(to: frameTrace) }
+    }
+
+    /// An encoder whose coded format is not H.264 (vicodec's FWHT) writes its frames in `v4l2-ctl`'s
+    /// `--stream-to-hdr` layout: the options of MP4 and Annex-B files are refused by name.
+    private func checkCodedStream(_ node: M2MEncoderNode) throws {
+        let format = node.codedFormat
+        let refused: [(Bool, String)] = [
+            (container != nil, "--container"), (segmentSeconds != nil, "--segment-seconds"), (keep != nil, "--keep"),
+            (maxNalSize != nil, "--max-nal-size"), (adapt != nil, "--adapt"), (output == "-", "-o -"),
+        ]
+        if let (_, option) = refused.first(where: \.0) {
+            throw ValidationError("\(option) is for H.264 recordings; \(node.path) encodes \(format), written in v4l2-ctl's --stream-to-hdr layout")
+        }
+        let ext = (output as NSString).pathExtension.lowercased()
+        if ["mp4", "h264", "264"].contains(ext) {
+            throw ValidationError(
+                "-o \(output): \(node.path) encodes \(format), written in v4l2-ctl's --stream-to-hdr layout, not .\(ext); name the file e.g. capture.\(format.description.lowercased())"
+            )
+        }
+    }
+
+    /// The stages of a coded-stream recording: the encode to the framed file, and the preview.
+    private func codedStreamStages(_ pipeline: CaptureSession, _ node: M2MEncoderNode, _ c: Recorder.Configuration) throws -> [any PictureStage] {
+        let settings = try validating { try c.encoder.settings(for: pipeline.selection) }
+        let file = try FramedStreamOutput(path: output, codedFormatName: node.codedFormat.description)
+        let encode = EncodeStage(settings: settings, keyIntervalSeconds: c.encoder.keyIntervalSeconds, outputs: [file])
+        c.encoder.applyBackend(to: encode)
+        var stages: [any PictureStage] = [encode]
+        do {
+            if let preview { stages.append(try Y4MStage(path: preview)) }
+            if let n = snapshotEvery {
+                stages.append(try SnapshotStage(every: n, path: SnapshotStage.numbered((output as NSString).deletingPathExtension + "-snapshot.jpg")))
+            }
+        } catch {
+            for s in stages { s.discard() }
+            throw error
+        }
+        return stages
     }
 }

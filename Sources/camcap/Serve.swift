@@ -72,10 +72,10 @@ struct Serve: CamcapCommand {
 
     /// The service the options describe: the address, the peers (loss test, timeouts, extensions, playout delay, the
     /// send-side estimate), the limits, the encodes, the policy, SRTP and TLS.
-    private func service(token: String?, source: String? = nil) throws -> WHEPService.Configuration {
+    private func service(token: String?, source: String? = nil, backend: EncoderBackend = .openH264) throws -> WHEPService.Configuration {
         let address = server.address(8080)
         let broadcast = WHEPBroadcast.Configuration(
-            encoder: encoding.recipe, tiers: tiers, adaptsToBandwidth: adaptToBandwidth, rotationAsMetadata: !rotatePixels)
+            encoder: encoding.recipe(backend: backend), tiers: tiers, adaptsToBandwidth: adaptToBandwidth, rotationAsMetadata: !rotatePixels)
         var c = WHEPService.Configuration(host: address.host, port: address.port, policy: try policy(token: token), broadcast: broadcast)
         (c.tokenSource, c.peer.candidateHosts) = (source, candidate)
         (c.peer.maxPayload, c.peer.dropRate, c.peer.pacingFactor) = (encoding.mtu, dropRate, pacing)
@@ -111,12 +111,14 @@ struct Serve: CamcapCommand {
         var factory = PrometheusMetricsFactory(registry: registry) // GET /metrics: the library's swift-metrics, as Prometheus text
         factory.defaultDurationHistogramBuckets = buckets.map { .microseconds($0) }
         MetricsSystem.bootstrap(factory)
+        let backend = backend(try encoding.encoder.encoderNode(for: "serve"))
         let pipeline = try capture.session(untilStopped: true, idleRelease: server.idleRelease)
         let dump: [any PictureStage] = try dumpInput.map { [try InputDumpStage(path: $0)] } ?? []
         // The HTTP server is up before the camera starts: a busy port fails at once, with nothing captured. The URL
         // is printed once the camera runs (a busy camera fails before anyone is invited).
         let service = try await WHEPService.start(
-            session: pipeline, configuration: service(token: token, source: tokenSource), metrics: { registry.emitToString() }, logger: cliLogger)
+            session: pipeline, configuration: service(token: token, source: tokenSource, backend: backend), metrics: { registry.emitToString() },
+            logger: cliLogger)
         try await capture.run(pipeline, "serving", stages: dump + service.stages, announce: service.announcement) { await service.stop() }
     }
 }

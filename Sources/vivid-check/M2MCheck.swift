@@ -3,6 +3,7 @@
 // and every coded frame's timestamp against its capture's.
 import Foundation
 import H264
+import Recording
 import V4L2Capture
 import VideoCapture
 import VideoProcessing
@@ -66,10 +67,11 @@ func m2mCheck(camera: String) async {
         var settings = H264Encoder.Settings(width: size.width, height: size.height)
         settings.keyFrameInterval = 10
         let encoder = try V4L2M2MEncoder(path: enc, codedFormat: V4L2M2MEncoder.fwht, settings: settings)
-        var file = Data(), out = EncodedFrame(), stamps: [Int64] = []
-        func append(_ f: EncodedFrame) {
-            for v in [UInt32(0x7264_6856), UInt32(f.data.count)] { withUnsafeBytes(of: v.bigEndian) { file.append(contentsOf: $0) } }
-            file.append(contentsOf: f.data)
+        let path = "/tmp/m2m.fwht", decodedPath = "/tmp/m2m.yuv"
+        let writer = try FramedStreamWriter(path: path) // v4l2-ctl's --stream-to-hdr layout
+        var out = EncodedFrame(), stamps: [Int64] = []
+        func append(_ f: EncodedFrame) throws {
+            try writer.write(f)
             stamps.append(f.timestampNs)
         }
         let picture = I420Buffer(width: size.width, height: size.height)
@@ -85,13 +87,13 @@ func m2mCheck(camera: String) async {
                 }
             }
             try encoder.encode(picture, timestampNs: f.ts, into: &out)
-            if !out.isSkipped { append(out) }
+            if !out.isSkipped { try append(out) }
         }
-        let drained = try encoder.drain { append($0) }
+        let drained = try encoder.drain { try append($0) }
         let encodeSeconds = Date().timeIntervalSince(t0)
         encoder.close()
-        let path = "/tmp/m2m.fwht", decodedPath = "/tmp/m2m.yuv"
-        try file.write(to: URL(fileURLWithPath: path))
+        try writer.close()
+        let fileBytes = writer.bytesWritten
         let (rc, text) = v4l2ctl(["-d", dec, "--stream-mmap", "--stream-out-mmap", "--stream-from-hdr", path, "--stream-to", decodedPath])
         let decoded = [UInt8]((try? Data(contentsOf: URL(fileURLWithPath: decodedPath))) ?? Data())
         let frameBytes = size.width * size.height * 3 / 2
@@ -99,7 +101,7 @@ func m2mCheck(camera: String) async {
         let scores = (0..<min(decodedFrames, n)).map { i in psnr(frames[i].bytes[...], decoded[i * frameBytes..<(i + 1) * frameBytes]) }
         let timesOK = stamps.count == n && zip(stamps, frames).allSatisfy { abs($0 - $1.ts) < 1000 }
         note(
-            "M2M: \(enc) → \(dec): \(n) frames in \(String(format: "%.2f", encodeSeconds)) s, \(file.count) bytes of FWHT, \(drained) at the drain; decoded \(decodedFrames) frames (\(decoded.count) bytes, v4l2-ctl rc \(rc)), PSNR min \(String(format: "%.1f", scores.min() ?? 0)) dB, mean \(String(format: "%.1f", scores.reduce(0, +) / Double(max(1, scores.count)))) dB"
+            "M2M: \(enc) → \(dec): \(n) frames in \(String(format: "%.2f", encodeSeconds)) s, \(fileBytes) bytes of FWHT, \(drained) at the drain; decoded \(decodedFrames) frames (\(decoded.count) bytes, v4l2-ctl rc \(rc)), PSNR min \(String(format: "%.1f", scores.min() ?? 0)) dB, mean \(String(format: "%.1f", scores.reduce(0, +) / Double(max(1, scores.count)))) dB"
         )
         check(
             name, rc == 0 && decodedFrames == n && decoded.count == n * frameBytes && (scores.min() ?? 0) >= 30 && timesOK,
@@ -111,4 +113,107 @@ func m2mCheck(camera: String) async {
         await stopQuietly()
         check(name, false, "\(error)")
     }
+}
+
+/// The pictures of a Y4M file (4:2:0, one `FRAME` line each): each frame's packed I420 bytes.
+func y4mFrames(_ bytes: [UInt8], width: Int, height: Int) -> [ArraySlice<UInt8>] {
+    let frameBytes = width * height * 3 / 2
+    guard var i = bytes.firstIndex(of: 0x0A).map({ $0 + 1 }) else { return [] }
+    var out: [ArraySlice<UInt8>] = []
+    while i < bytes.count, let nl = bytes[i...].firstIndex(of: 0x0A), nl + 1 + frameBytes <= bytes.count {
+        out.append(bytes[(nl + 1)..<(nl + 1 + frameBytes)])
+        i = nl + 1 + frameBytes
+    }
+    return out
+}
+
+/// #51: `camcap record --encoder v4l2m2m:<vicodec's encoder>` on vivid, single- and multi-planar, YU12 and NV12:
+/// the camera's buffers imported as DMA-BUF (0 copies per frame), the FWHT file decoded by vicodec's decoder
+/// (`v4l2-ctl --stream-from-hdr`) and every frame compared with the preview Y4M of the same frames (PSNR ≥ 35 dB),
+/// and as many frames written as captured (the drain at the end loses none).
+func m2mRecordChecks(single: String, multi: String) {
+    guard let enc = vicodecNode("stateful-encoder"), let dec = vicodecNode("stateful-decoder") else {
+        check("M2M record: camcap record --encoder v4l2m2m", false, "vicodec not loaded")
+        return
+    }
+    let n = 30, (w, h) = (640, 480), frameBytes = 640 * 480 * 3 / 2
+    let cases = [
+        (single, "YU12", "single-planar"), (multi, "YU12", "multi-planar"), (single, "NV12", "single-planar"), (multi, "NV12", "multi-planar"),
+    ]
+    for (camera, format, kind) in cases {
+        let name = "M2M record: camcap record -d \(camera) (\(kind) \(format)) --encoder v4l2m2m:\(enc)"
+        let file = "/tmp/rec.fwht", preview = "/tmp/rec.y4m", decodedPath = "/tmp/rec.yuv"
+        let t0 = Date()
+        // Each step bounded (busybox timeout: SIGTERM, which camcap answers by finishing the file), so that a hang is
+        // reported as such and the other cases still run.
+        setenv("CAMCAP_LOG", "debug", 1) // the session's stops and failures, in the output
+        defer { unsetenv("CAMCAP_LOG") }
+        let (rc, text) = bounded(
+            "/check/camcap",
+            [
+                "record", "-d", camera, "--encoder", "v4l2m2m:\(enc)", "--pixel-format", format, "-s", "\(w)x\(h)", "--frames", "\(n)",
+                "-o", file, "--preview", preview,
+            ])
+        let seconds = Date().timeIntervalSince(t0)
+        let (drc, dtext) = timed(
+            "/usr/bin/v4l2-ctl", ["-d", dec, "--stream-mmap", "--stream-out-mmap", "--stream-from-hdr", file, "--stream-to", decodedPath])
+        let decoded = [UInt8]((try? Data(contentsOf: URL(fileURLWithPath: decodedPath))) ?? Data())
+        let pictures = y4mFrames([UInt8]((try? Data(contentsOf: URL(fileURLWithPath: preview))) ?? Data()), width: w, height: h)
+        let coded = FramedStreamWriter.frames(in: [UInt8]((try? Data(contentsOf: URL(fileURLWithPath: file))) ?? Data())).frames.count
+        let decodedFrames = decoded.count / frameBytes
+        let scores = (0..<min(decodedFrames, pictures.count)).map { i in psnr(pictures[i], decoded[i * frameBytes..<(i + 1) * frameBytes]) }
+        let encoded = text.range(of: "encoded ").map { Int(text[$0.upperBound...].prefix { $0.isNumber }) ?? -1 } ?? -1
+        let zeroCopy = text.contains("zero-copy (DMA-BUF): 0 copies per frame (\(n) imported)")
+        note(
+            "\(kind) \(format): exit \(rc) in \(String(format: "%.1f", seconds)) s; \(line(text, "encoder:")); \(line(text, "frames:")); \(coded) coded frames, \(pictures.count) preview pictures, decoded \(decodedFrames) (v4l2-ctl rc \(drc)); PSNR min \(String(format: "%.1f", scores.min() ?? 0)) dB, mean \(String(format: "%.1f", scores.reduce(0, +) / Double(max(1, scores.count)))) dB"
+        )
+        check(
+            name,
+            rc == 0 && drc == 0 && zeroCopy && encoded == n && coded == n && pictures.count == n && decodedFrames == n
+                && decoded.count == n * frameBytes
+                && scores.count == n && (scores.min() ?? 0) >= 35,
+            "zero-copy \(zeroCopy), encoded \(encoded), coded \(coded), preview \(pictures.count), decoded \(decodedFrames) (\(decoded.count) bytes), PSNR min \(scores.min() ?? 0); camcap exit \(rc): \(text.prefix(300)) … \(text.suffix(500)); v4l2-ctl exit \(drc): \(dtext.suffix(300))"
+        )
+        for p in [file, preview, decodedPath] { try? FileManager.default.removeItem(atPath: p) }
+    }
+}
+
+/// Runs `path` with `args` for at most 30 s (busybox `timeout`, SIGTERM): exit code and output.
+func timed(_ path: String, _ args: [String]) -> (Int32, String) {
+    guard let (pid, fd) = spawn("/bin/timeout", ["30", path] + args, capture: true) else { return (-1, "cannot start \(path)") }
+    return finish(pid, fd)
+}
+
+/// Runs `path` with `args`, its output to a file: SIGTERM after 20 s, SIGKILL after 25 s. Exit code (128 + the
+/// signal when killed) and the output, with when a signal was sent (where a hang is).
+func bounded(_ path: String, _ args: [String]) -> (Int32, String) {
+    let log = "/tmp/bounded.log"
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+    posix_spawn_file_actions_adddup2(&actions, 1, 2)
+    let argv: [UnsafeMutablePointer<CChar>?] = ([path] + args).map { strdup($0) } + [nil]
+    defer { argv.forEach { free($0) } }
+    var pid: pid_t = 0
+    guard posix_spawn(&pid, path, &actions, nil, argv, environ) == 0 else { return (-1, "cannot start \(path)") }
+    let t0 = Date()
+    var status: Int32 = 0, signalled = ""
+    while waitpid(pid, &status, WNOHANG) == 0 {
+        let s = Date().timeIntervalSince(t0)
+        if s > 25 {
+            kill(pid, SIGKILL)
+            signalled += ", SIGKILL at \(Int(s)) s"
+            waitpid(pid, &status, 0)
+            break
+        }
+        if s > 20 && signalled.isEmpty {
+            kill(pid, SIGTERM)
+            signalled = "SIGTERM at \(Int(s)) s"
+        }
+        usleep(50_000)
+    }
+    let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+    let code: Int32 = (status & 0x7f) != 0 ? 128 + (status & 0x7f) : (status >> 8) & 0xff
+    return (code, text + (signalled.isEmpty ? "" : "\n[bounded: \(signalled)]"))
 }

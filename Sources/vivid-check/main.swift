@@ -1341,6 +1341,7 @@ do {
 
 // 10. #51: a V4L2 memory-to-memory encoder (vicodec) fed from vivid, decoded back by vicodec (M2MCheck.swift).
 await m2mCheck(camera: cam1)
+m2mRecordChecks(single: cam1, multi: camMP)
 
 // 4g. Unplug (last: the node only comes back once every handle is closed), of a single-planar and of the
 // multi-planar camera.

@@ -24,12 +24,22 @@ final class FakeM2MKernel: V4L2Kernel, @unchecked Sendable {
     var hasGOPControl = true
     /// Refuse the crop selection (a padded size cannot be cropped back).
     var refusesCrop = false
+    /// The coded format of the CAPTURE queue (vicodec's FWHT; H.264 for a board's encoder).
+    var coded = V4L2M2MEncoder.fwht
+    /// The raw formats the OUTPUT queue takes, in ENUM_FMT order (anything else is replaced by the first).
+    var rawFormats: [PixelFormat] = [.i420, .nv12]
+    /// DMA-BUF imports queued to OUTPUT: each QBUF's descriptor, bytes used and length, in order.
+    private(set) var imported: [(fd: Int32, used: Int, length: Int)] = []
+    /// The OUTPUT queue's memory (REQBUFS): MMAP, or DMABUF when camera buffers are imported.
+    private(set) var outputMemory = CV4L2_MEMORY_MMAP
+    /// OUTPUT slots the device holds now (queued, not yet dequeued).
+    var outputsHeld: Int { lock.withLock { pendingOut.count + doneOut.count } }
     private(set) var gop: Int64 = 10
     private(set) var calls: [String] = []
     private var formats: [UInt32: (w: Int, h: Int, pf: UInt32)] = [:]
     private var buffers: [UInt32: [UnsafeMutableRawPointer]] = [:]
     private var lengths: [UInt32: Int] = [:]
-    private var pendingOut: [(index: Int, ts: timeval)] = []
+    private var pendingOut: [(index: Int, ts: timeval, first: UInt8?)] = []
     private var capQueue: [Int] = []
     private var doneOut: [Int] = []
     private var doneCap: [(index: Int, used: Int, ts: timeval, flags: UInt32)] = []
@@ -86,11 +96,12 @@ final class FakeM2MKernel: V4L2Kernel, @unchecked Sendable {
                     : (f.pointee.fmt.pix.width, f.pointee.fmt.pix.height, f.pointee.fmt.pix.pixelformat)
                 // vicodec: 640x360 and up, in steps of 8; YU12 in, FWHT out (anything else is replaced).
                 let aw = max(640, (Int(w) + 7) & ~7), ah = max(360, (Int(h) + 7) & ~7)
-                formats[t] = (aw, ah, isOut(t) ? PixelFormat.i420.rawValue : V4L2M2MEncoder.fwht.rawValue)
+                let raw = rawFormats.contains(PixelFormat(rawValue: pf)) ? pf : rawFormats[0].rawValue
+                formats[t] = (aw, ah, isOut(t) ? raw : coded.rawValue)
                 _ = pf
                 calls.append("S_FMT \(isOut(t) ? "OUTPUT" : "CAPTURE") \(PixelFormat(rawValue: pf))")
             }
-            let cur = formats[t] ?? (640, 360, isOut(t) ? PixelFormat.i420.rawValue : V4L2M2MEncoder.fwht.rawValue)
+            let cur = formats[t] ?? (640, 360, isOut(t) ? rawFormats[0].rawValue : coded.rawValue)
             let stride = isOut(t) ? cur.w : 0
             if multiPlanar {
                 f.pointee.fmt.pix_mp.width = UInt32(cur.w)
@@ -111,6 +122,20 @@ final class FakeM2MKernel: V4L2Kernel, @unchecked Sendable {
             let s = arg.assumingMemoryBound(to: v4l2_selection.self)
             guard !refusesCrop, s.pointee.type == CV4L2_BUF_TYPE_VIDEO_OUTPUT, s.pointee.target == CV4L2_SEL_TGT_CROP else { return EINVAL }
             calls.append("S_SELECTION CROP \(s.pointee.r.width)x\(s.pointee.r.height)")
+        case CV4L2_VIDIOC_ENUM_FMT:
+            let d = arg.assumingMemoryBound(to: v4l2_fmtdesc.self)
+            let list = d.pointee.type == outType ? rawFormats : d.pointee.type == capType ? [coded] : []
+            let i = Int(d.pointee.index)
+            guard i < list.count else { return EINVAL }
+            d.pointee.pixelformat = list[i].rawValue
+            d.pointee.flags = d.pointee.type == capType ? CV4L2_FMT_FLAG_COMPRESSED : 0
+            setCString(&d.pointee.description, d.pointee.type == capType ? "coded \(list[i])" : "raw \(list[i])")
+        case CV4L2_VIDIOC_ENUM_FRAMESIZES:
+            let f = arg.assumingMemoryBound(to: v4l2_frmsizeenum.self)
+            guard f.pointee.index == 0 else { return EINVAL }
+            f.pointee.type = V4L2_FRMSIZE_TYPE_STEPWISE.rawValue
+            (f.pointee.stepwise.min_width, f.pointee.stepwise.max_width, f.pointee.stepwise.step_width) = (640, 4096, 8)
+            (f.pointee.stepwise.min_height, f.pointee.stepwise.max_height, f.pointee.stepwise.step_height) = (360, 2160, 8)
         case CV4L2_VIDIOC_QUERY_EXT_CTRL:
             let q = arg.assumingMemoryBound(to: v4l2_query_ext_ctrl.self)
             guard hasGOPControl, q.pointee.id == CV4L2_CID_MPEG_VIDEO_GOP_SIZE else { return EINVAL }
@@ -134,7 +159,9 @@ final class FakeM2MKernel: V4L2Kernel, @unchecked Sendable {
         case CV4L2_VIDIOC_REQBUFS:
             let r = arg.assumingMemoryBound(to: v4l2_requestbuffers.self)
             let t = r.pointee.type
-            guard t == outType || t == capType, r.pointee.memory == CV4L2_MEMORY_MMAP else { return EINVAL }
+            let dmabuf = r.pointee.memory == V4L2_MEMORY_DMABUF.rawValue
+            guard t == outType || t == capType, r.pointee.memory == CV4L2_MEMORY_MMAP || (dmabuf && isOut(t)) else { return EINVAL }
+            if isOut(t) { outputMemory = r.pointee.memory }
             buffers[t]?.forEach { $0.deallocate() }
             let n = Int(r.pointee.count), length = sizeImage(t)
             lengths[t] = length
@@ -143,7 +170,7 @@ final class FakeM2MKernel: V4L2Kernel, @unchecked Sendable {
                 m.initializeMemory(as: UInt8.self, repeating: 0, count: length)
                 return m
             }
-            calls.append("REQBUFS \(isOut(t) ? "OUTPUT" : "CAPTURE") \(n)")
+            calls.append("REQBUFS \(isOut(t) ? "OUTPUT" : "CAPTURE") \(n)\(dmabuf ? " DMABUF" : "")")
         case CV4L2_VIDIOC_QUERYBUF, CV4L2_VIDIOC_QBUF, CV4L2_VIDIOC_DQBUF:
             return buffer(request, arg.assumingMemoryBound(to: v4l2_buffer.self))
         case CV4L2_VIDIOC_STREAMON, CV4L2_VIDIOC_STREAMOFF:
@@ -191,10 +218,20 @@ final class FakeM2MKernel: V4L2Kernel, @unchecked Sendable {
             setPlane(used: 0, length: lengths[t]!, offset: base + UInt32(i * 4096))
         case CV4L2_VIDIOC_QBUF:
             guard i < bufs.count else { return EINVAL }
-            if isOut(t) {
+            if isOut(t) && outputMemory == V4L2_MEMORY_DMABUF.rawValue {
+                // vb2: the memory type must match, the descriptor be valid, the buffer hold the image.
+                guard b.pointee.memory == V4L2_MEMORY_DMABUF.rawValue else { return EINVAL }
+                let (fd, used, length) =
+                    multiPlanar
+                    ? (b.pointee.m.planes[0].m.fd, Int(b.pointee.m.planes[0].bytesused), Int(b.pointee.m.planes[0].length))
+                    : (b.pointee.m.fd, Int(b.pointee.bytesused), Int(b.pointee.length))
+                guard fd >= 0, length >= lengths[t]!, used == lengths[t]!, !pendingOut.contains(where: { $0.index == i }) else { return EINVAL }
+                imported.append((fd, used, length))
+                pendingOut.append((i, b.pointee.timestamp, UInt8(truncatingIfNeeded: fd)))
+            } else if isOut(t) {
                 let used = multiPlanar ? Int(b.pointee.m.planes[0].bytesused) : Int(b.pointee.bytesused)
                 guard used == lengths[t]! else { return EINVAL }
-                pendingOut.append((i, b.pointee.timestamp))
+                pendingOut.append((i, b.pointee.timestamp, nil))
             } else {
                 capQueue.append(i)
             }
@@ -221,10 +258,10 @@ final class FakeM2MKernel: V4L2Kernel, @unchecked Sendable {
         guard !stalled else { return }
         while !capQueue.isEmpty, pendingOut.count > (stopping ? 0 : latency) {
             let o = pendingOut.removeFirst(), c = capQueue.removeFirst()
-            let src = buffers[outType]![o.index].assumingMemoryBound(to: UInt8.self)
+            let first = o.first ?? buffers[outType]![o.index].assumingMemoryBound(to: UInt8.self)[0]
             let dst = buffers[capType]![c]
             let bytes: [UInt8] =
-                Array("FAKE".utf8) + [src[0]] + withUnsafeBytes(of: UInt32(produced).littleEndian, Array.init) + [UInt8](repeating: 0, count: 7)
+                Array("FAKE".utf8) + [first] + withUnsafeBytes(of: UInt32(produced).littleEndian, Array.init) + [UInt8](repeating: 0, count: 7)
             dst.copyMemory(from: bytes, byteCount: bytes.count)
             produced += 1
             doneCap.append((c, bytes.count, o.ts, 0))
