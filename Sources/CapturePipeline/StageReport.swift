@@ -239,7 +239,7 @@ extension EncodeReport {
             ("encode time", "p50 \(fmt(encodeP50Ms, 2)) ms, p95 \(fmt(encodeP95Ms, 2)) ms\(onEncoderThread ? ", on the encoder's own thread" : "")"),
         ]
             + (sizeChanges.isEmpty ? [] : [("reconfigured", sizeChanges.joined(separator: ", "))])
-            + (encoderNote.map { [("encoder", $0)] } ?? [])
+            + (encoderNote.map { [("watchdog", $0)] } ?? [])
             + outputs.flatMap(\.lines)
     }
 }

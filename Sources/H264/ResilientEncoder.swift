@@ -135,12 +135,32 @@ public final class ResilientEncoder: VideoEncoder {
     /// Encodes with the running encoder. A stall (no output for `stallTimeoutNs`) or an error makes a new encoder
     /// (or, after `maxFailures`, the fallback), which encodes the same picture, starting with a key frame.
     public func encode(_ picture: I420Buffer, timestampNs: Int64, into out: inout EncodedFrame) throws {
+        try watched(&out) { encoder, out in try encoder.encode(picture, timestampNs: timestampNs, into: &out) }
+    }
+
+    /// The same, with the camera's frame: an encoder that imports the camera's buffers (DMA-BUF) takes it as it is;
+    /// a new one after a failure, and the fallback, get the same frame or picture.
+    public func encode(_ picture: I420Buffer, frame: VideoFrame, into out: inout EncodedFrame) throws {
+        try watched(&out) { encoder, out in try encoder.encode(picture, frame: frame, into: &out) }
+    }
+
+    /// The running encoder's drain (a hardware encoder's held frames), at the end of the run.
+    public func finish(_ body: (EncodedFrame) throws -> Void) throws { try current?.finish(body) }
+
+    /// The running encoder's description, with "after N failures" once it is not the first; the fallback's name once
+    /// it runs.
+    public var summaryDescription: String? {
+        if fellBack { return "\(configuration.fallbackName) (the fallback)" }
+        return current?.summaryDescription ?? configuration.name
+    }
+
+    private func watched(_ out: inout EncodedFrame, _ body: (any VideoEncoder, inout EncodedFrame) throws -> Void) throws {
         forwardRequests()
         while true {
             guard let encoder = current else { throw H264Error("the encoder is closed") }
             let reason: String
             do {
-                try encoder.encode(picture, timestampNs: timestampNs, into: &out)
+                try body(encoder, &out)
                 let t = now()
                 if !out.isSkipped || fellBack || t - lastOutputNs < configuration.stallTimeoutNs {
                     if !out.isSkipped { lastOutputNs = t }

@@ -1,11 +1,12 @@
 import ArgumentParser
 import CapturePipeline
+import FixtureCameras
 import H264
 import V4L2Capture
 import VideoCapture
 
 /// `--encoder`: `auto` (a V4L2 memory-to-memory encoder that gives H.264, else OpenH264), `openh264`, or
-/// `v4l2m2m[:/dev/videoN]`.
+/// `v4l2m2m[:/dev/videoN]` (`v4l2m2m:fixture:bcm2835[?OPTIONS]`: the simulated Raspberry Pi encoder).
 enum EncoderChoice: Equatable {
     case auto, openH264
     /// A V4L2 memory-to-memory encoder: that node, or the first one found (H.264 preferred).
@@ -33,6 +34,21 @@ enum EncoderChoice: Equatable {
 }
 
 extension EncoderOptions {
+    /// The simulated encoder `--encoder v4l2m2m:fixture:NAME[?OPTIONS]` names (`FixtureM2MDevice`), nil otherwise.
+    func fixtureEncoder() throws -> FixtureM2MDevice? {
+        guard case .v4l2m2m(let path?) = encoderChoice, path.hasPrefix("fixture:") else { return nil }
+        do throws(CaptureError) { return try FixtureM2MDevice(spec: String(path.dropFirst(8))) } catch {
+            throw ValidationError("--encoder \(encoderChoice.argument): \(error.message)")
+        }
+    }
+
+    /// The backend `--encoder` names for `command` (`encoderNode(for:)`, or the simulated encoder), each hardware
+    /// encoder behind the watchdog (`ResilientEncoder`).
+    func backend(for command: String) throws -> EncoderBackend {
+        if let fixture = try fixtureEncoder() { return fixtureBackend(fixture) }
+        return camcapBackend(try encoderNode(for: command))
+    }
+
     /// The memory-to-memory encoder `--encoder` names for `command`, nil for OpenH264. `auto` takes the first that
     /// gives H.264 (none on a machine without one: OpenH264, as before). A node that is not an encoder, no encoder
     /// at all, or one whose coded format is not H.264 for a command other than record, is refused naming the value.
@@ -42,6 +58,7 @@ extension EncoderOptions {
         case .openH264: return nil
         case .auto: return discovery.firstH264()
         case .v4l2m2m(let path):
+            if path?.hasPrefix("fixture:") == true { return nil } // the simulated encoder: `backend(for:)`
             let node: M2MEncoderNode
             if let path {
                 do { node = try discovery.probe(path) } catch { throw ValidationError("\(given): \(error.message)") }
@@ -62,15 +79,32 @@ extension EncoderOptions {
     }
 }
 
-/// The backend that runs `node`: pictures copied in (`importing` nil) or the camera's buffers imported in that format.
+/// The backend that runs `node`: pictures copied in (`importing` nil) or the camera's buffers imported in that format,
+/// behind the watchdog: an encoder with no output for 1 s is restarted, and after 3 failures OpenH264 takes over
+/// (for H.264; an FWHT recording has no fallback and fails by name).
 func m2mBackend(_ node: M2MEncoderNode, importing: PixelFormat?) -> EncoderBackend {
-    EncoderBackend(name: "V4L2 M2M \(node.path)") { settings, control in
-        try V4L2M2MEncoder(path: node.path, codedFormat: node.codedFormat, settings: settings, control: control, importing: importing)
+    let name = "V4L2 M2M \(node.path)"
+    let make: ResilientEncoder.Factory = { settings, control in
+        let e = try V4L2M2MEncoder(path: node.path, codedFormat: node.codedFormat, settings: settings, control: control, importing: importing)
+        e.timeoutMs = 1000 // the watchdog's stall time: the encoder's own timeout is the stall
+        return e
+    }
+    guard node.encodesH264 else { return EncoderBackend(name: name, make: make) }
+    return EncoderBackend(name: name) { settings, control in
+        try ResilientEncoder(settings: settings, control: control, configuration: .init(name: "v4l2m2m \(node.path)"), primary: make)
+    }
+}
+
+/// The simulated Raspberry Pi encoder behind the watchdog, as a real one is.
+func fixtureBackend(_ device: FixtureM2MDevice) -> EncoderBackend {
+    let primary = device.factory()
+    return EncoderBackend(name: device.summaryName) { settings, control in
+        try ResilientEncoder(settings: settings, control: control, configuration: .init(name: device.summaryName), primary: primary)
     }
 }
 
 /// The backend a command other than record runs: OpenH264, or `node` with pictures copied in.
-func backend(_ node: M2MEncoderNode?) -> EncoderBackend { node.map { m2mBackend($0, importing: nil) } ?? .openH264 }
+func camcapBackend(_ node: M2MEncoderNode?) -> EncoderBackend { node.map { m2mBackend($0, importing: nil) } ?? .openH264 }
 
 /// Whether `session`'s camera frames can go to `node` as they are (DMA-BUF import): a V4L2 camera in a raw format
 /// the encoder takes and imports (`YU12`, `NV12`).

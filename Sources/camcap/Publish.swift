@@ -39,7 +39,7 @@ struct Publish: CamcapCommand {
     func execute() async throws {
         let secret = try WHIPClient.token(
             given: auth.token, file: auth.tokenFile, fallback: ProcessInfo.processInfo.environment["CAMCAP_WHIP_TOKEN"])
-        let backend = backend(try encoding.encoder.encoderNode(for: "publish"))
+        let backend = try encoding.encoder.backend(for: "publish")
         let pipeline = try capture.session(untilStopped: true), client = try WHIPClient(endpoint: whip, token: secret)
         let publication = try WHIPPublication.start(
             session: pipeline, client: client, configuration: configuration, encoder: encoding.recipe(backend: backend),

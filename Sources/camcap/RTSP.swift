@@ -70,7 +70,7 @@ struct RTSP: CamcapCommand {
 
     func execute() async throws {
         let address = server.address(8554)
-        var c = service(address, backend: backend(try encoding.encoder.encoderNode(for: "rtsp")))
+        var c = service(address, backend: try encoding.encoder.backend(for: "rtsp"))
         if let user { // the password is read before the camera starts: a bad file fails at once
             let environment = ProcessInfo.processInfo.environment["CAMCAP_RTSP_PASSWORD"]
             guard let password = try DigestAuthenticator.password(file: passwordFile, fallback: environment) else {

@@ -90,6 +90,7 @@ struct Record: CamcapCommand {
         }
         var c = try configuration()
         if let node { c.encoder.backend = m2mBackend(node, importing: importing) }
+        if let fixture = try encoder.fixtureEncoder() { c.encoder.backend = fixtureBackend(fixture) }
         let stages: [any PictureStage]
         if let node, !node.encodesH264 {
             stages = try codedStreamStages(pipeline, node, c)

@@ -111,7 +111,7 @@ struct Serve: CamcapCommand {
         var factory = PrometheusMetricsFactory(registry: registry) // GET /metrics: the library's swift-metrics, as Prometheus text
         factory.defaultDurationHistogramBuckets = buckets.map { .microseconds($0) }
         MetricsSystem.bootstrap(factory)
-        let backend = backend(try encoding.encoder.encoderNode(for: "serve"))
+        let backend = try encoding.encoder.backend(for: "serve")
         let pipeline = try capture.session(untilStopped: true, idleRelease: server.idleRelease)
         let dump: [any PictureStage] = try dumpInput.map { [try InputDumpStage(path: $0)] } ?? []
         // The HTTP server is up before the camera starts: a busy port fails at once, with nothing captured. The URL

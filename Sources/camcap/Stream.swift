@@ -78,7 +78,7 @@ struct Stream: CamcapCommand {
         let stage = rtpOutput.stage(
             for: pipeline, settings: settings, keyIntervalSeconds: keySeconds, alsoTo: recording.map { [$0] } ?? [],
             adaptsToBandwidth: adaptToBandwidth)
-        encoding.recipe(backend: backend(try encoding.encoder.encoderNode(for: "stream"))).applyBackend(to: stage)
+        encoding.recipe(backend: try encoding.encoder.backend(for: "stream")).applyBackend(to: stage)
         try await capture.run(pipeline, "streaming", stages: [stage])
     }
 }

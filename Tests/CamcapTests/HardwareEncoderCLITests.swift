@@ -1,0 +1,47 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// #51's watchdog seen from outside: camcap with the simulated Raspberry Pi encoder
+/// (`--encoder v4l2m2m:fixture:bcm2835?…`, `FixtureM2MDevice`), which stops giving coded frames after a given one,
+/// as bcm2835-codec is reported to. The encoder is restarted after 1 s without output, and after three failures
+/// OpenH264 takes over.
+@Suite(.serialized, .timeLimit(.minutes(3))) struct HardwareEncoderCLITests {
+    /// A browser watching `serve` while the encoder stalls after its 100th frame: one freeze, over within 2 s, and
+    /// the pictures come back (the restarted encoder starts with a key frame). The summary says what happened.
+    @Test(.enabled(if: chromiumAvailable)) func aViewerSeesOneFreezeWhenTheEncoderStalls() throws {
+        let server = try ServeProcess(
+            ["-d", "fixture:uvc-webcam", "-s", "640x480", "--encoder", "v4l2m2m:fixture:bcm2835?stall-after=100", "--listen", "127.0.0.1:0"],
+            name: "serve-m2m-stall")
+        #expect(!server.url.isEmpty, "\(server.err)")
+        let b = try chromium(server.pageURL, frames: 240)
+        #expect(b["ok"] as? Bool == true, "\(b)")
+        let first = b["first"] as? [String: Any], last = b["last"] as? [String: Any]
+        let sent = int(b, "framesSent"), decoded = int(last, "framesDecoded") - int(first, "framesDecoded")
+        let freezeSeconds = (last?["totalFreezesDuration"] as? Double ?? -1) - (first?["totalFreezesDuration"] as? Double ?? 0)
+        print("FIGURE m2m stall under serve: decoded \(decoded) of \(sent), freezes \(int(last, "freezeCount")), frozen \(freezeSeconds) s")
+        #expect(sent >= 240 && decoded >= sent - 20, "decoded \(decoded) of \(sent)")
+        #expect(int(last, "freezeCount") <= 1, "\(String(describing: last))")
+        #expect(freezeSeconds >= 0 && freezeSeconds < 2.0, "frozen \(freezeSeconds) s in all: the restart takes 1 s")
+        #expect(server.stop() == 0, "\(server.err)")
+        #expect(server.out.contains("failed once (no output for 1.0 s); restarted once"), "\(server.out)")
+    }
+
+    /// Three stalls: the third failure hands the stage to OpenH264, every frame asked for is in the file (ffprobe
+    /// decodes them), and the summary says the encoder fell back.
+    @Test func threeStallsFallBackToOpenH264AndLoseNoFrame() throws {
+        let out = work + "/m2m-fallback.h264"
+        let r = try sh(
+            camcap,
+            [
+                "record", "-d", "fixture:uvc-webcam", "-s", "640x480", "--frames", "120", "--encoder",
+                "v4l2m2m:fixture:bcm2835?stall-after=20&stalls=3", "-o", out,
+            ])
+        #expect(r.code == 0, "\(r.err)")
+        let text = r.out + r.err
+        #expect(text.contains("failed 3 times (no output for 1.0 s); fell back to OpenH264"), "\(text)")
+        #expect(text.contains("OpenH264 (the fallback)"), "\(text)")
+        let (frames, size) = try probeFrames(out)
+        #expect(frames == 120 && size == "640x480", "\(frames) \(size)")
+    }
+}
