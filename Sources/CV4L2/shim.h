@@ -83,6 +83,7 @@ static const uint32_t CV4L2_DV_BT_656_1120 = V4L2_DV_BT_656_1120;
 static const unsigned long CV4L2_VIDIOC_SUBSCRIBE_EVENT = VIDIOC_SUBSCRIBE_EVENT;
 static const unsigned long CV4L2_VIDIOC_DQEVENT = VIDIOC_DQEVENT;
 static const uint32_t CV4L2_EVENT_SOURCE_CHANGE = V4L2_EVENT_SOURCE_CHANGE;
+static const uint32_t CV4L2_EVENT_EOS = V4L2_EVENT_EOS;
 static const uint32_t CV4L2_EVENT_SRC_CH_RESOLUTION = V4L2_EVENT_SRC_CH_RESOLUTION;
 static const int CV4L2_DISABLE_CONVERSION = V4L2_DISABLE_CONVERSION;
 /* Memory-to-memory encoders (Documentation/userspace-api/media/v4l/dev-encoder.rst). */

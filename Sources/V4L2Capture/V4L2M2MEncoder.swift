@@ -80,6 +80,11 @@ public final class V4L2M2MEncoder: VideoEncoder {
     var sinceReset = 0
     var drained = false
     var closed = false
+    /// True when the device takes `V4L2_EVENT_EOS` subscriptions (the drain's end is then also an event).
+    let subscribedEOS: Bool
+    /// True once the drain ended and the device signalled `V4L2_EVENT_EOS` (dev-encoder.rst: "the encoder signals
+    /// the end of the drain with the LAST flag and, if subscribed, an EOS event").
+    public private(set) var sawEOS = false
 
     /// Opens the memory-to-memory encoder at `path` and sets it up for `settings` (size, frame rate, key-frame
     /// interval) with `codedFormat` on its CAPTURE queue. A node that is not a memory-to-memory device, a coded
@@ -150,6 +155,9 @@ public final class V4L2M2MEncoder: VideoEncoder {
             capture.release()
             throw e
         }
+        var sub = v4l2_event_subscription()
+        sub.type = CV4L2_EVENT_EOS
+        subscribedEOS = node.io.errnoOf(node.fd, .subscribeEvent, &sub) == nil
         stats.size = size
         stats.targetBitrate = controls.bitrate ?? settings.targetBitrate
         self.settings.targetBitrate = stats.targetBitrate
@@ -216,6 +224,7 @@ public final class V4L2M2MEncoder: VideoEncoder {
                 count += 1
             }
         }
+        takeEOS()
         return count
     }
 
@@ -288,6 +297,16 @@ public final class V4L2M2MEncoder: VideoEncoder {
             case .failure(let e):
                 throw node.io.error(e, "VIDIOC_DQBUF of a coded frame", phase: .streaming)
             }
+        }
+    }
+
+    /// Dequeues the events pending (at most 16, never waiting): `sawEOS` once one is `V4L2_EVENT_EOS`.
+    private func takeEOS() {
+        guard subscribedEOS else { return }
+        for _ in 0..<16 {
+            var event = v4l2_event()
+            guard node.io.errnoOf(node.fd, .dequeueEvent, &event) == nil else { return }
+            if event.type == CV4L2_EVENT_EOS { sawEOS = true }
         }
     }
 

@@ -44,6 +44,9 @@ final class FakeM2MKernel: V4L2Kernel, @unchecked Sendable {
     private var doneOut: [Int] = []
     private var doneCap: [(index: Int, used: Int, ts: timeval, flags: UInt32)] = []
     private var stopping = false, lastSent = false, lastTaken = false
+    /// Events subscribed to, and the EOS event queued when LAST is sent (vicodec's order).
+    var subscribed: Set<UInt32> = []
+    var pendingEOS = false
     private var produced = 0
 
     init(multiPlanar: Bool) { self.multiPlanar = multiPlanar }
@@ -184,6 +187,14 @@ final class FakeM2MKernel: V4L2Kernel, @unchecked Sendable {
                     (stopping, lastSent, lastTaken) = (false, false, false)
                 }
             }
+        case CV4L2_VIDIOC_SUBSCRIBE_EVENT:
+            subscribed.insert(arg.assumingMemoryBound(to: v4l2_event_subscription.self).pointee.type)
+        case CV4L2_VIDIOC_DQEVENT:
+            guard pendingEOS else { return ENOENT }
+            pendingEOS = false
+            let e = arg.assumingMemoryBound(to: v4l2_event.self)
+            e.pointee = v4l2_event()
+            e.pointee.type = CV4L2_EVENT_EOS
         case CV4L2_VIDIOC_ENCODER_CMD:
             let c = arg.assumingMemoryBound(to: v4l2_encoder_cmd.self)
             guard c.pointee.cmd == CV4L2_ENC_CMD_STOP else { return EINVAL }
@@ -275,6 +286,7 @@ final class FakeM2MKernel: V4L2Kernel, @unchecked Sendable {
             doneCap.append((capQueue.removeFirst(), 0, timeval(), CV4L2_BUF_FLAG_LAST))
             lastSent = true
         }
+        if lastSent, subscribed.contains(CV4L2_EVENT_EOS) { pendingEOS = true }
     }
 }
 
@@ -382,6 +394,7 @@ struct M2MEncoderTests {
         let drained = try e.drain { got.append($0.timestampNs) }
         #expect(drained == 2)
         #expect(got == (0..<6).map { Int64($0) * 1_000_000 })
+        #expect(e.sawEOS, "the drain's end signalled by V4L2_EVENT_EOS too")
         #expect(k.calls.contains("ENC_CMD_STOP"))
         #expect(throws: CaptureError.self) { try e.submit(Self.picture(luma: 0), timestampNs: 0) }
     }
