@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, runs the unit/integration tests (swift test),
 # then the real-kernel test (vivid under qemu), then a short fuzz pass over every parser (Scripts/fuzz.sh,
-# FUZZ_SECONDS per target, default 10, two targets at a time; Scripts/fuzz.sh 600 is the long pass). SKIP_VM=1 skips the VM part, SKIP_FUZZ=1 the fuzz pass.
+# FUZZ_SECONDS per target, default 6, two targets at a time; Scripts/fuzz.sh 600 is the long pass). SKIP_VM=1 skips the VM part, SKIP_FUZZ=1 the fuzz pass.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Each phase's wall time, printed as it ends and summed up at the end (CI must stay under 20 minutes).
@@ -71,7 +71,7 @@ if [ "${SKIP_VM:-0}" != "1" ]; then
   phase "vivid VM"
 fi
 if [ "${SKIP_FUZZ:-0}" != "1" ]; then
-  FUZZ_JOBS=${FUZZ_JOBS:-2} Scripts/fuzz.sh "${FUZZ_SECONDS:-10}"
+  FUZZ_JOBS=${FUZZ_JOBS:-2} Scripts/fuzz.sh "${FUZZ_SECONDS:-6}"
   phase fuzz
 fi
 echo "phases: ${phase_times%, }; total $SECONDS s"
