@@ -155,7 +155,7 @@ func m2mRecordChecks(single: String, multi: String) {
                 "-o", file, "--preview", preview,
             ])
         let seconds = Date().timeIntervalSince(t0)
-        let (drc, dtext) = timed(
+        let (drc, dtext) = bounded(
             "/usr/bin/v4l2-ctl", ["-d", dec, "--stream-mmap", "--stream-out-mmap", "--stream-from-hdr", file, "--stream-to", decodedPath])
         let decoded = [UInt8]((try? Data(contentsOf: URL(fileURLWithPath: decodedPath))) ?? Data())
         let pictures = y4mFrames([UInt8]((try? Data(contentsOf: URL(fileURLWithPath: preview))) ?? Data()), width: w, height: h)
@@ -187,7 +187,7 @@ func timed(_ path: String, _ args: [String]) -> (Int32, String) {
 /// Runs `path` with `args`, its output to a file: SIGTERM after 20 s, SIGKILL after 25 s. Exit code (128 + the
 /// signal when killed) and the output, with when a signal was sent (where a hang is).
 func bounded(_ path: String, _ args: [String]) -> (Int32, String) {
-    let log = "/tmp/bounded.log"
+    let log = "/tmp/bounded-\((path as NSString).lastPathComponent).log"
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
@@ -204,7 +204,13 @@ func bounded(_ path: String, _ args: [String]) -> (Int32, String) {
         if s > 25 {
             kill(pid, SIGKILL)
             signalled += ", SIGKILL at \(Int(s)) s"
-            waitpid(pid, &status, 0)
+            for _ in 0..<60 where waitpid(pid, &status, WNOHANG) == 0 { usleep(50_000) }
+            if kill(pid, 0) == 0 { // not reaped after SIGKILL: asleep in the kernel (D state); where, and move on
+                let proc = { (f: String) in (try? String(contentsOfFile: "/proc/\(pid)/\(f)", encoding: .utf8)) ?? "?" }
+                let state = proc("status").split(separator: "\n").first { $0.hasPrefix("State:") } ?? "?"
+                signalled += "; still there: \(state), wchan \(proc("wchan")), kernel stack:\n\(proc("stack"))"
+                status = 9
+            }
             break
         }
         if s > 20 && signalled.isEmpty {
