@@ -172,7 +172,7 @@ func m2mRecordChecks(single: String, multi: String) {
             rc == 0 && drc == 0 && zeroCopy && encoded == n && coded == n && pictures.count == n && decodedFrames == n
                 && decoded.count == n * frameBytes
                 && scores.count == n && (scores.min() ?? 0) >= 35,
-            "zero-copy \(zeroCopy), encoded \(encoded), coded \(coded), preview \(pictures.count), decoded \(decodedFrames) (\(decoded.count) bytes), PSNR min \(scores.min() ?? 0); camcap exit \(rc): \(text.prefix(300)) … \(text.suffix(500)); v4l2-ctl exit \(drc): \(dtext.suffix(300))"
+            "zero-copy \(zeroCopy), encoded \(encoded), coded \(coded), preview \(pictures.count), decoded \(decodedFrames) (\(decoded.count) bytes), PSNR min \(scores.min() ?? 0); camcap exit \(rc): \(text.split(separator: "\n").filter { $0.contains("error") || $0.contains("bounded") }.joined(separator: " | ").suffix(900)) … \(text.suffix(300)); v4l2-ctl exit \(drc): \(dtext.suffix(300))"
         )
         for p in [file, preview, decodedPath] { try? FileManager.default.removeItem(atPath: p) }
     }
