@@ -163,7 +163,10 @@ func m2mRecordChecks(single: String, multi: String) {
         let decodedFrames = decoded.count / frameBytes
         let scores = (0..<min(decodedFrames, pictures.count)).map { i in psnr(pictures[i], decoded[i * frameBytes..<(i + 1) * frameBytes]) }
         let encoded = text.range(of: "encoded ").map { Int(text[$0.upperBound...].prefix { $0.isNumber }) ?? -1 } ?? -1
-        let zeroCopy = text.contains("zero-copy (DMA-BUF): 0 copies per frame (\(n) imported)")
+        // YU12 frames go to the encoder as they are (DMA-BUF); NV12 ones are converted, then copied in (the stage
+        // gets the converted picture, not the camera's buffer).
+        let path = format == "YU12" ? "zero-copy (DMA-BUF): 0 copies per frame (\(n) imported)" : "copied: 1 copy per frame (\(n) copied)"
+        let zeroCopy = text.contains(path)
         note(
             "\(kind) \(format): exit \(rc) in \(String(format: "%.1f", seconds)) s; \(line(text, "encoder:")); \(line(text, "frames:")); \(coded) coded frames, \(pictures.count) preview pictures, decoded \(decodedFrames) (v4l2-ctl rc \(drc)); PSNR min \(String(format: "%.1f", scores.min() ?? 0)) dB, mean \(String(format: "%.1f", scores.reduce(0, +) / Double(max(1, scores.count)))) dB"
         )
@@ -172,7 +175,7 @@ func m2mRecordChecks(single: String, multi: String) {
             rc == 0 && drc == 0 && zeroCopy && encoded == n && coded == n && pictures.count == n && decodedFrames == n
                 && decoded.count == n * frameBytes
                 && scores.count == n && (scores.min() ?? 0) >= 35,
-            "zero-copy \(zeroCopy), encoded \(encoded), coded \(coded), preview \(pictures.count), decoded \(decodedFrames) (\(decoded.count) bytes), PSNR min \(scores.min() ?? 0); camcap exit \(rc): \(text.split(separator: "\n").filter { $0.contains("error") || $0.contains("bounded") }.joined(separator: " | ").suffix(900)) … \(text.suffix(300)); v4l2-ctl exit \(drc): \(dtext.suffix(300))"
+            "\(path) \(zeroCopy), encoded \(encoded), coded \(coded), preview \(pictures.count), decoded \(decodedFrames) (\(decoded.count) bytes), PSNR min \(scores.min() ?? 0); camcap exit \(rc): \(text.split(separator: "\n").filter { $0.contains("error") || $0.contains("bounded") }.joined(separator: " | ").suffix(900)) … \(text.suffix(300)); v4l2-ctl exit \(drc): \(dtext.suffix(300))"
         )
         for p in [file, preview, decodedPath] { try? FileManager.default.removeItem(atPath: p) }
     }
