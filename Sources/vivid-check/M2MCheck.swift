@@ -155,7 +155,7 @@ func m2mRecordChecks(single: String, multi: String) {
                 "-o", file, "--preview", preview,
             ])
         let seconds = Date().timeIntervalSince(t0)
-        let (drc, dtext) = timed(
+        let (drc, dtext) = bounded(
             "/usr/bin/v4l2-ctl", ["-d", dec, "--stream-mmap", "--stream-out-mmap", "--stream-from-hdr", file, "--stream-to", decodedPath])
         let decoded = [UInt8]((try? Data(contentsOf: URL(fileURLWithPath: decodedPath))) ?? Data())
         let pictures = y4mFrames([UInt8]((try? Data(contentsOf: URL(fileURLWithPath: preview))) ?? Data()), width: w, height: h)
@@ -163,7 +163,10 @@ func m2mRecordChecks(single: String, multi: String) {
         let decodedFrames = decoded.count / frameBytes
         let scores = (0..<min(decodedFrames, pictures.count)).map { i in psnr(pictures[i], decoded[i * frameBytes..<(i + 1) * frameBytes]) }
         let encoded = text.range(of: "encoded ").map { Int(text[$0.upperBound...].prefix { $0.isNumber }) ?? -1 } ?? -1
-        let zeroCopy = text.contains("zero-copy (DMA-BUF): 0 copies per frame (\(n) imported)")
+        // YU12 frames go to the encoder as they are (DMA-BUF); NV12 ones are converted, then copied in (the stage
+        // gets the converted picture, not the camera's buffer).
+        let path = format == "YU12" ? "zero-copy (DMA-BUF): 0 copies per frame (\(n) imported)" : "copied: 1 copy per frame (\(n) copied)"
+        let zeroCopy = text.contains(path)
         note(
             "\(kind) \(format): exit \(rc) in \(String(format: "%.1f", seconds)) s; \(line(text, "encoder:")); \(line(text, "frames:")); \(coded) coded frames, \(pictures.count) preview pictures, decoded \(decodedFrames) (v4l2-ctl rc \(drc)); PSNR min \(String(format: "%.1f", scores.min() ?? 0)) dB, mean \(String(format: "%.1f", scores.reduce(0, +) / Double(max(1, scores.count)))) dB"
         )
@@ -172,7 +175,7 @@ func m2mRecordChecks(single: String, multi: String) {
             rc == 0 && drc == 0 && zeroCopy && encoded == n && coded == n && pictures.count == n && decodedFrames == n
                 && decoded.count == n * frameBytes
                 && scores.count == n && (scores.min() ?? 0) >= 35,
-            "zero-copy \(zeroCopy), encoded \(encoded), coded \(coded), preview \(pictures.count), decoded \(decodedFrames) (\(decoded.count) bytes), PSNR min \(scores.min() ?? 0); camcap exit \(rc): \(text.prefix(300)) … \(text.suffix(500)); v4l2-ctl exit \(drc): \(dtext.suffix(300))"
+            "\(path) \(zeroCopy), encoded \(encoded), coded \(coded), preview \(pictures.count), decoded \(decodedFrames) (\(decoded.count) bytes), PSNR min \(scores.min() ?? 0); camcap exit \(rc): \(text.split(separator: "\n").filter { $0.contains("error") || $0.contains("bounded") }.joined(separator: " | ").suffix(900)) … \(text.suffix(300)); v4l2-ctl exit \(drc): \(dtext.suffix(300))"
         )
         for p in [file, preview, decodedPath] { try? FileManager.default.removeItem(atPath: p) }
     }
@@ -187,7 +190,7 @@ func timed(_ path: String, _ args: [String]) -> (Int32, String) {
 /// Runs `path` with `args`, its output to a file: SIGTERM after 20 s, SIGKILL after 25 s. Exit code (128 + the
 /// signal when killed) and the output, with when a signal was sent (where a hang is).
 func bounded(_ path: String, _ args: [String]) -> (Int32, String) {
-    let log = "/tmp/bounded.log"
+    let log = "/tmp/bounded-\((path as NSString).lastPathComponent).log"
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
@@ -204,7 +207,13 @@ func bounded(_ path: String, _ args: [String]) -> (Int32, String) {
         if s > 25 {
             kill(pid, SIGKILL)
             signalled += ", SIGKILL at \(Int(s)) s"
-            waitpid(pid, &status, 0)
+            for _ in 0..<60 where waitpid(pid, &status, WNOHANG) == 0 { usleep(50_000) }
+            if kill(pid, 0) == 0 { // not reaped after SIGKILL: asleep in the kernel (D state); where, and move on
+                let proc = { (f: String) in (try? String(contentsOfFile: "/proc/\(pid)/\(f)", encoding: .utf8)) ?? "?" }
+                let state = proc("status").split(separator: "\n").first { $0.hasPrefix("State:") } ?? "?"
+                signalled += "; still there: \(state), wchan \(proc("wchan")), kernel stack:\n\(proc("stack"))"
+                status = 9
+            }
             break
         }
         if s > 20 && signalled.isEmpty {
