@@ -351,10 +351,13 @@ extension CaptureSession {
         let sourceStats = c.source.statistics
         c.source.detach()
         state.metrics.update(stats, sourceStats)
-        if capturer.isRunning { try? await capturer.stopCapture() }
-        configuration.logger.debug("capture stopped", metadata: ["device": "\(device.path)", "frames": "\(state.report.processed)"])
+        // The stages end before the camera stops (the detached source hands them nothing more): an encoder that
+        // imported the camera's buffers (DMA-BUF) drains and hands them back while the camera's queue still exists.
+        // Stopping vivid's queue while vicodec still held its buffers hung the VM's kernel (#51).
         var endError: Error?
         for s in c.stages { do { try s.end() } catch { endError = endError ?? error } }
+        if capturer.isRunning { try? await capturer.stopCapture() }
+        configuration.logger.debug("capture stopped", metadata: ["device": "\(device.path)", "frames": "\(state.report.processed)"])
         var report = state.report
         report.undecodable = sourceStats.dropped[.undecodable, default: 0]
         report.stages = c.stages.map(\.report)

@@ -118,6 +118,9 @@ func refusalPromises() -> [RefusalPromise] {
                 }
             ]),
         RefusalPromise(
+            file: "docs/encoders.md", sentence: "A node that is not an encoder, or no encoder at all",
+            checks: [.test(file: "Tests/CamcapTests/EncoderCLITests.swift", function: "noEncoder")]),
+        RefusalPromise(
             file: "docs/publish.md", sentence: "An answer with no other candidate is refused",
             checks: [.test(file: "Tests/WebRTCTests/PublisherTests.swift", function: "candidateAddressesThatAreNotUnicastHostsAreRefused")]),
         RefusalPromise(

@@ -91,7 +91,7 @@ struct MP4Case: Sendable, CustomStringConvertible {
 /// key frames and by duration, the High profile's avcC fields, a last frame joined to the next segment, one frame.
 @Test(arguments: MP4Case.all)
 func theWriterWritesTheBytesItWroteInH264(_ c: MP4Case) throws {
-    let bytes = try c.write(scratch + "/bytes.mp4")
+    let bytes = try c.write(scratch + "/bytes-\(c.count)-\(c.keyint).mp4")
     #expect(bytes.count == c.size && fnv1a(bytes) == c.fnv, "\(c): \(bytes.count) bytes, fnv1a 0x\(String(fnv1a(bytes), radix: 16))")
 }
 
