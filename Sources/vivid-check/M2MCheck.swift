@@ -185,12 +185,6 @@ func m2mRecordChecks(single: String, multi: String) {
     }
 }
 
-/// Runs `path` with `args` for at most 30 s (busybox `timeout`, SIGTERM): exit code and output.
-func timed(_ path: String, _ args: [String]) -> (Int32, String) {
-    guard let (pid, fd) = spawn("/bin/timeout", ["30", path] + args, capture: true) else { return (-1, "cannot start \(path)") }
-    return finish(pid, fd)
-}
-
 /// Runs `path` with `args`, its output to a file: SIGTERM after 20 s, SIGKILL after 25 s. Exit code (128 + the
 /// signal when killed) and the output, with when a signal was sent (where a hang is).
 func bounded(_ path: String, _ args: [String]) -> (Int32, String) {
