@@ -109,15 +109,7 @@ public struct M2MEncoderDiscovery: Sendable {
         let node = try V4L2Node(path: path, kernel: kernel)
         defer { node.close() }
         let caps = try node.capabilities()
-        let multi: Bool
-        if caps.deviceCaps & CV4L2_CAP_VIDEO_M2M_MPLANE != 0 {
-            multi = true
-        } else if caps.deviceCaps & CV4L2_CAP_VIDEO_M2M != 0 {
-            multi = false
-        } else {
-            throw CaptureError(
-                .notACaptureDevice, "\(path) (\(caps.card)) is not a memory-to-memory device (no V4L2_CAP_VIDEO_M2M or _MPLANE)", device: path)
-        }
+        let multi = try node.memoryToMemoryIsMultiPlanar(caps)
         let output = try formats(node, multi ? CV4L2_BUF_TYPE_VIDEO_OUTPUT_MPLANE : CV4L2_BUF_TYPE_VIDEO_OUTPUT)
         let capture = try formats(node, multi ? CV4L2_BUF_TYPE_VIDEO_CAPTURE_MPLANE : CV4L2_BUF_TYPE_VIDEO_CAPTURE)
         let encoder = M2MEncoderNode(path: path, card: caps.card, driver: caps.driver, isMultiPlanar: multi, output: output, capture: capture)
@@ -172,5 +164,18 @@ public struct M2MEncoderDiscovery: Sendable {
         }
         if let end, end.errno.rawValue != EINVAL { throw node.io.error(end.errno, "VIDIOC_ENUM_FMT index \(end.index)") }
         return out
+    }
+}
+
+extension V4L2Node {
+    /// Whether this memory-to-memory node uses the multi-planar API (`V4L2_CAP_VIDEO_M2M_MPLANE`) or not
+    /// (`V4L2_CAP_VIDEO_M2M`); a node that is neither is an error naming it. `caps`: QUERYCAP's answer, asked when nil.
+    func memoryToMemoryIsMultiPlanar(_ given: V4L2Capabilities? = nil) throws(CaptureError) -> Bool {
+        let caps: V4L2Capabilities
+        if let given { caps = given } else { caps = try capabilities() }
+        if caps.deviceCaps & CV4L2_CAP_VIDEO_M2M_MPLANE != 0 { return true }
+        if caps.deviceCaps & CV4L2_CAP_VIDEO_M2M != 0 { return false }
+        throw CaptureError(
+            .notACaptureDevice, "\(path) (\(caps.card)) is not a memory-to-memory device (no V4L2_CAP_VIDEO_M2M or _MPLANE)", device: path)
     }
 }

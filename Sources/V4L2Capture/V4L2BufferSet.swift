@@ -59,6 +59,15 @@ final class V4L2BufferSet {
     var count: Int { storages.count }
     private var isMultiPlanar: Bool { planeArray != nil }
 
+    /// The plane array a multi-planar buffer type's QUERYBUF/QBUF/DQBUF point at (`maxPlanes` zeroed planes, made
+    /// once: no allocation per frame), nil for a single-planar type. The owner deallocates it.
+    static func planeArray(for type: UInt32) -> UnsafeMutablePointer<v4l2_plane>? {
+        guard type == CV4L2_BUF_TYPE_VIDEO_CAPTURE_MPLANE || type == CV4L2_BUF_TYPE_VIDEO_OUTPUT_MPLANE else { return nil }
+        let p = UnsafeMutablePointer<v4l2_plane>.allocate(capacity: V4L2StreamFormat.maxPlanes)
+        p.initialize(repeating: v4l2_plane(), count: V4L2StreamFormat.maxPlanes)
+        return p
+    }
+
     /// REQBUFS `count` buffers, then QUERYBUF + mmap each plane of each (and EXPBUF each plane when `exportDMABuf`).
     /// On a failure, what was mapped or exported is released, REQBUFS(0) hands the buffers back, and the error names
     /// the buffer, the plane and the errno. The device stays open: it is the caller's.
@@ -66,13 +75,7 @@ final class V4L2BufferSet {
         self.node = node
         self.type = type
         self.planeFormats = planeFormats
-        if type == CV4L2_BUF_TYPE_VIDEO_CAPTURE_MPLANE || type == CV4L2_BUF_TYPE_VIDEO_OUTPUT_MPLANE {
-            let p = UnsafeMutablePointer<v4l2_plane>.allocate(capacity: V4L2StreamFormat.maxPlanes)
-            p.initialize(repeating: v4l2_plane(), count: V4L2StreamFormat.maxPlanes)
-            planeArray = p
-        } else {
-            planeArray = nil
-        }
+        planeArray = V4L2BufferSet.planeArray(for: type)
         var done = false
         defer { if !done { release() } }
         var rb = v4l2_requestbuffers()

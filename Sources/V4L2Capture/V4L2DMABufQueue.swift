@@ -30,13 +30,7 @@ final class V4L2DMABufQueue {
         self.node = node
         self.type = type
         self.planeCount = planeCount
-        if type == CV4L2_BUF_TYPE_VIDEO_CAPTURE_MPLANE || type == CV4L2_BUF_TYPE_VIDEO_OUTPUT_MPLANE {
-            let p = UnsafeMutablePointer<v4l2_plane>.allocate(capacity: V4L2StreamFormat.maxPlanes)
-            p.initialize(repeating: v4l2_plane(), count: V4L2StreamFormat.maxPlanes)
-            planeArray = p
-        } else {
-            planeArray = nil
-        }
+        planeArray = V4L2BufferSet.planeArray(for: type)
         var rb = v4l2_requestbuffers()
         rb.count = UInt32(clamping: count)
         rb.type = type

@@ -111,15 +111,7 @@ public final class V4L2M2MEncoder: VideoEncoder {
         self.settings = settings
         self.control = control
         node = try V4L2Node(path: path, kernel: kernel)
-        let caps = try node.capabilities()
-        if caps.deviceCaps & CV4L2_CAP_VIDEO_M2M_MPLANE != 0 {
-            isMultiPlanar = true
-        } else if caps.deviceCaps & CV4L2_CAP_VIDEO_M2M != 0 {
-            isMultiPlanar = false
-        } else {
-            throw CaptureError(
-                .notACaptureDevice, "\(path) (\(caps.card)) is not a memory-to-memory device (no V4L2_CAP_VIDEO_M2M or _MPLANE)", device: path)
-        }
+        isMultiPlanar = try node.memoryToMemoryIsMultiPlanar()
         let outType = isMultiPlanar ? CV4L2_BUF_TYPE_VIDEO_OUTPUT_MPLANE : CV4L2_BUF_TYPE_VIDEO_OUTPUT
         let capType = isMultiPlanar ? CV4L2_BUF_TYPE_VIDEO_CAPTURE_MPLANE : CV4L2_BUF_TYPE_VIDEO_CAPTURE
         let size = FrameSize(width: settings.width, height: settings.height)
