@@ -163,7 +163,7 @@ let package = Package(
             name: "camcap",
             dependencies: [
                 "CapturePipeline", "WHEPServer", "WHIPClient", "RTSPServer", "VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture",
-                "H264", "RTP",
+                "PipeWireCapture", "H264", "RTP",
                 "SystemIO", // SystemIO: signal dispositions and exit (Scripts/check-syscalls.sh)
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Metrics", package: "swift-metrics"),

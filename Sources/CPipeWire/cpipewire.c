@@ -758,8 +758,9 @@ cpw_stream *cpw_stream_open(
     }
     s->core = pw_context_connect(s->context, remote_properties(remote), 0);
     if (s->core == NULL) {
-        *error_code = errno ? -errno : -ECONNREFUSED;
-        set_error(error, error_len, "PipeWire: could not connect to %s (%s)", remote ? remote : "the default remote", spa_strerror(*error_code));
+        int e = errno ? -errno : -ECONNREFUSED;
+        *error_code = -ECONNREFUSED; // one code for "cannot reach PipeWire"; the text has the reason
+        set_error(error, error_len, "PipeWire: could not connect to %s (%s)", remote ? remote : "the default remote", spa_strerror(e));
         goto fail;
     }
     pw_core_add_listener(s->core, &s->core_listener, &stream_core_events, s);
