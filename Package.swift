@@ -214,6 +214,9 @@ let package = Package(
         // The recordings judged by ffprobe, GStreamer, mkvmerge and mediainfo, and the box writer's bytes.
         .testTarget(
             name: "RecordingTests", dependencies: ["Recording", "H264", "VideoCapture", "VideoProcessing", "FixtureCameras", "MediaTestSupport"]),
+        // PipeWire cameras against a headless PipeWire (Scripts/pipewire-session.sh) and pw-test-camera; camcap's
+        // devices and record from them.
+        .testTarget(name: "PipeWireTests", dependencies: ["PipeWireCapture", "VideoCapture", "TestSupport", "pw-test-camera", "camcap"]),
         .testTarget(name: "V4L2CaptureTests", dependencies: ["VideoCapture", "V4L2Capture", "CV4L2", "TestSupport", "H264"]),
         .testTarget(
             name: "CamcapTests",

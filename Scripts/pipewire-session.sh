@@ -10,9 +10,9 @@
 #                    default a new one under ${TMPDIR:-/tmp}
 #   --timeout S      how long to wait for PipeWire's socket (default 20)
 #
-# The command sees XDG_RUNTIME_DIR (the socket is $XDG_RUNTIME_DIR/pipewire-0) and PIPEWIRE_SESSION_DIR. The exit
-# status is the command's; 3 when PipeWire or wireplumber is missing (install: bash Scripts/install-deps.sh test),
-# 4 when the socket did not appear. The logs of pipewire and wireplumber are in the session directory while it
+# The command starts once wireplumber is PipeWire's client. It sees XDG_RUNTIME_DIR (the socket is
+# $XDG_RUNTIME_DIR/pipewire-0) and PIPEWIRE_SESSION_DIR. The exit status is the command's; 3 when PipeWire or
+# wireplumber is missing (install: bash Scripts/install-deps.sh test), 4 when either did not start. The logs of pipewire and wireplumber are in the session directory while it
 # runs; on failure their tails are printed to stderr.
 #
 # Example (a test camera, then camcap):
@@ -32,7 +32,7 @@ done
 if [ $# -eq 0 ]; then echo "pipewire-session.sh: no command given (usage: pipewire-session.sh [--dir DIR] -- COMMAND...)" >&2; exit 2; fi
 case "$timeout" in ''|*[!0-9]*) echo "pipewire-session.sh: --timeout must be a whole number of seconds: $timeout" >&2; exit 2 ;; esac
 
-for tool in pipewire wireplumber dbus-run-session; do
+for tool in pipewire wireplumber pw-cli dbus-run-session; do
   if ! command -v "$tool" >/dev/null 2>&1; then
     echo "pipewire-session.sh: $tool is not installed (run: bash Scripts/install-deps.sh test)" >&2
     exit 3
@@ -59,8 +59,7 @@ cmd=""
 runtime="$PIPEWIRE_SESSION_DIR/runtime"
 pipewire >"$PIPEWIRE_SESSION_DIR/pipewire.log" 2>&1 &
 pw=$!
-wireplumber >"$PIPEWIRE_SESSION_DIR/wireplumber.log" 2>&1 &
-wp=$!
+wp=""
 stop() {
   kill -TERM $wp $pw 2>/dev/null
   for _ in $(seq 30); do
@@ -74,14 +73,27 @@ trap '[ -n "$cmd" ] && kill -TERM $cmd 2>/dev/null; [ -n "$cmd" ] && wait $cmd 2
 deadline=$(( $(date +%s) + PIPEWIRE_SESSION_TIMEOUT ))
 until [ -S "$runtime/pipewire-0" ]; do
   if ! kill -0 $pw 2>/dev/null || [ "$(date +%s)" -ge $deadline ]; then
-    echo "pipewire-session.sh: PipeWire did not start (no $runtime/pipewire-0); its log:" >&2
-    tail -n 20 "$PIPEWIRE_SESSION_DIR/pipewire.log" >&2
+    echo "pipewire-session.sh: PipeWire did not start (no $runtime/pipewire-0); its log:" >&3
+    tail -n 20 "$PIPEWIRE_SESSION_DIR/pipewire.log" >&3
     stop
     exit 4
   fi
   sleep 0.05
 done
-"$@" &
+# wireplumber only once PipeWire listens (started together, it may find no socket and exit), and the command
+# only once wireplumber is PipeWire's client: then streams are linked from the start.
+wireplumber >"$PIPEWIRE_SESSION_DIR/wireplumber.log" 2>&1 &
+wp=$!
+until pw-cli ls Client 2>/dev/null | grep -q 'application.name = "WirePlumber"'; do
+  if ! kill -0 $wp 2>/dev/null || [ "$(date +%s)" -ge $deadline ]; then
+    echo "pipewire-session.sh: wireplumber did not start; its log:" >&3
+    tail -n 20 "$PIPEWIRE_SESSION_DIR/wireplumber.log" >&3
+    stop
+    exit 4
+  fi
+  sleep 0.05
+done
+"$@" 2>&3 &
 cmd=$!
 wait $cmd
 status=$?
@@ -93,7 +105,8 @@ export XDG_RUNTIME_DIR="$dir/runtime" XDG_DATA_HOME="$dir/data" XDG_CACHE_HOME="
 export XDG_CONFIG_HOME="$dir/config" PIPEWIRE_SESSION_DIR="$dir" PIPEWIRE_SESSION_TIMEOUT="$timeout"
 unset PIPEWIRE_REMOTE PIPEWIRE_RUNTIME_DIR DBUS_SESSION_BUS_ADDRESS
 
-dbus-run-session -- bash "$dir/inner.sh" "$@" &
+# dbus-daemon's own messages (service activations) go to dbus.log; the command's stderr stays ours (fd 3).
+dbus-run-session -- bash "$dir/inner.sh" "$@" 3>&2 2>"$dir/dbus.log" &
 child=$!
 forward() {
   local inner_pid

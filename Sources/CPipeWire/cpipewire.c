@@ -506,6 +506,9 @@ struct cpw_stream {
     cpw_applied applied;
     int format_set;
     int streaming, was_streaming;
+    int opening;      // in cpw_stream_open: a refusal before the first streaming is retried
+    int retry;        // the session manager refused or dropped the stream while opening
+    char last_refusal[256];
     int status;
     char error[256];
 };
@@ -564,12 +567,21 @@ static const struct pw_core_events stream_core_events = {
 static void on_state_changed(void *data, enum pw_stream_state old, enum pw_stream_state state, const char *error) {
     (void)old;
     cpw_stream *s = data;
+    // While opening, wireplumber may destroy the stream ("no node available") when the camera's node is listed but
+    // not yet ready for linking: the stream is made again. A format negotiation failure is final.
+    int negotiation = error != NULL && strstr(error, "format") != NULL;
     switch (state) {
     case PW_STREAM_STATE_ERROR:
+        if (s->opening && !s->was_streaming && !negotiation) {
+            s->retry = 1;
+            snprintf(s->last_refusal, sizeof s->last_refusal, "%s", error ? error : "unknown error");
+            break;
+        }
         stream_fail(s, CPW_STATUS_ERROR, "the PipeWire stream from %s failed: %s", s->target, error ? error : "unknown error");
         break;
     case PW_STREAM_STATE_UNCONNECTED:
-        if (s->was_streaming) stream_fail(s, CPW_STATUS_UNLINKED, "the PipeWire stream from %s was disconnected", s->target);
+        if (s->opening && !s->was_streaming) s->retry = 1;
+        else if (s->was_streaming) stream_fail(s, CPW_STATUS_UNLINKED, "the PipeWire stream from %s was disconnected", s->target);
         break;
     case PW_STREAM_STATE_STREAMING:
         s->streaming = 1;
@@ -725,7 +737,44 @@ static int run_until(cpw_stream *s, int (*done)(cpw_stream *), int64_t deadline)
 }
 
 static int is_synced(cpw_stream *s) { return s->synced; }
-static int is_streaming(cpw_stream *s) { return s->streaming && s->format_set; }
+
+/* Makes the capture stream and connects it to the target with the requested format. */
+static int connect_stream(cpw_stream *s, const cpw_request *request) {
+    const char *target = s->target;
+    struct pw_properties *props = pw_properties_new(
+        PW_KEY_MEDIA_TYPE, "Video", PW_KEY_MEDIA_CATEGORY, "Capture", PW_KEY_MEDIA_ROLE, "Camera", PW_KEY_NODE_NAME, "swift-video-capture",
+        PW_KEY_TARGET_OBJECT, target, PW_KEY_NODE_DONT_RECONNECT, "true", NULL);
+    s->stream = pw_stream_new(s->core, "swift-video-capture", props);
+    if (s->stream == NULL) return errno ? -errno : -ENOMEM;
+    pw_stream_add_listener(s->stream, &s->stream_listener, &stream_events, s);
+
+    uint8_t buffer[1024];
+    struct spa_pod_builder b = SPA_POD_BUILDER_INIT(buffer, sizeof buffer);
+    struct spa_rectangle size = SPA_RECTANGLE(request->width, request->height);
+    struct spa_fraction rate = SPA_FRACTION(request->rate_num, request->rate_den);
+    const struct spa_pod *params[1];
+    struct spa_pod_frame f;
+    spa_pod_builder_push_object(&b, &f, SPA_TYPE_OBJECT_Format, SPA_PARAM_EnumFormat);
+    spa_pod_builder_add(&b, SPA_FORMAT_mediaType, SPA_POD_Id(SPA_MEDIA_TYPE_video), 0);
+    uint32_t subtype = request->subtype == CPW_SUBTYPE_MJPG   ? SPA_MEDIA_SUBTYPE_mjpg
+                       : request->subtype == CPW_SUBTYPE_H264 ? SPA_MEDIA_SUBTYPE_h264
+                                                              : SPA_MEDIA_SUBTYPE_raw;
+    spa_pod_builder_add(&b, SPA_FORMAT_mediaSubtype, SPA_POD_Id(subtype), 0);
+    if (subtype == SPA_MEDIA_SUBTYPE_raw) spa_pod_builder_add(&b, SPA_FORMAT_VIDEO_format, SPA_POD_Id(request->spa_format), 0);
+    spa_pod_builder_add(&b, SPA_FORMAT_VIDEO_size, SPA_POD_Rectangle(&size), 0);
+    if (request->rate_den != 0) {
+        // The rate asked for, or any the node offers (a node's rates may be listed differently from ours).
+        struct spa_fraction lo = SPA_FRACTION(0, 1), hi = SPA_FRACTION(1000, 1);
+        spa_pod_builder_add(&b, SPA_FORMAT_VIDEO_framerate, SPA_POD_CHOICE_RANGE_Fraction(&rate, &lo, &hi), 0);
+    }
+    params[0] = spa_pod_builder_pop(&b, &f);
+
+    return pw_stream_connect(
+        s->stream, PW_DIRECTION_INPUT, PW_ID_ANY, PW_STREAM_FLAG_AUTOCONNECT | PW_STREAM_FLAG_MAP_BUFFERS | PW_STREAM_FLAG_DONT_RECONNECT,
+        params, 1);
+}
+
+static int is_streaming_or_refused(cpw_stream *s) { return (s->streaming && s->format_set) || s->retry; }
 
 cpw_stream *cpw_stream_open(
     const char *remote, const char *target, const cpw_request *request, cpw_buffer_callback callback, void *context, int timeout_ms,
@@ -741,6 +790,7 @@ cpw_stream *cpw_stream_open(
     }
     s->target = strdup(target);
     s->target_id = SPA_ID_INVALID;
+    s->opening = 1;
     s->callback = callback;
     s->context_ptr = context;
     s->loop = pw_loop_new(NULL);
@@ -785,53 +835,37 @@ cpw_stream *cpw_stream_open(
         goto fail;
     }
 
-    struct pw_properties *props = pw_properties_new(
-        PW_KEY_MEDIA_TYPE, "Video", PW_KEY_MEDIA_CATEGORY, "Capture", PW_KEY_MEDIA_ROLE, "Camera", PW_KEY_NODE_NAME, "swift-video-capture",
-        PW_KEY_TARGET_OBJECT, target, PW_KEY_NODE_DONT_RECONNECT, "true", NULL);
-    s->stream = pw_stream_new(s->core, "swift-video-capture", props);
-    if (s->stream == NULL) {
-        *error_code = errno ? -errno : -ENOMEM;
-        set_error(error, error_len, "PipeWire: could not make a stream");
-        goto fail;
+    for (;;) {
+        s->retry = 0;
+        r = connect_stream(s, request);
+        if (r < 0) {
+            *error_code = r;
+            set_error(error, error_len, "PipeWire: pw_stream_connect to %s failed (%s)", target, spa_strerror(r));
+            goto fail;
+        }
+        r = run_until(s, is_streaming_or_refused, deadline);
+        if (r != 0 || !s->retry) break;
+        // Refused while the node got ready: a moment's wait (the loop keeps running), then a new stream.
+        spa_hook_remove(&s->stream_listener);
+        pw_stream_destroy(s->stream);
+        s->stream = NULL;
+        int64_t pause = now_ns() + 100000000;
+        if (pause > deadline) pause = deadline;
+        while (now_ns() < pause && s->status == CPW_STATUS_RUNNING) cpw_stream_iterate(s, 20);
+        if (now_ns() >= deadline) {
+            r = -ETIMEDOUT;
+            break;
+        }
     }
-    pw_stream_add_listener(s->stream, &s->stream_listener, &stream_events, s);
-
-    uint8_t buffer[1024];
-    struct spa_pod_builder b = SPA_POD_BUILDER_INIT(buffer, sizeof buffer);
-    struct spa_rectangle size = SPA_RECTANGLE(request->width, request->height);
-    struct spa_fraction rate = SPA_FRACTION(request->rate_num, request->rate_den);
-    const struct spa_pod *params[1];
-    struct spa_pod_frame f;
-    spa_pod_builder_push_object(&b, &f, SPA_TYPE_OBJECT_Format, SPA_PARAM_EnumFormat);
-    spa_pod_builder_add(&b, SPA_FORMAT_mediaType, SPA_POD_Id(SPA_MEDIA_TYPE_video), 0);
-    uint32_t subtype = request->subtype == CPW_SUBTYPE_MJPG   ? SPA_MEDIA_SUBTYPE_mjpg
-                       : request->subtype == CPW_SUBTYPE_H264 ? SPA_MEDIA_SUBTYPE_h264
-                                                              : SPA_MEDIA_SUBTYPE_raw;
-    spa_pod_builder_add(&b, SPA_FORMAT_mediaSubtype, SPA_POD_Id(subtype), 0);
-    if (subtype == SPA_MEDIA_SUBTYPE_raw) spa_pod_builder_add(&b, SPA_FORMAT_VIDEO_format, SPA_POD_Id(request->spa_format), 0);
-    spa_pod_builder_add(&b, SPA_FORMAT_VIDEO_size, SPA_POD_Rectangle(&size), 0);
-    if (request->rate_den != 0) {
-        // The rate asked for, or any the node offers (a node's rates may be listed differently from ours).
-        struct spa_fraction lo = SPA_FRACTION(0, 1), hi = SPA_FRACTION(1000, 1);
-        spa_pod_builder_add(&b, SPA_FORMAT_VIDEO_framerate, SPA_POD_CHOICE_RANGE_Fraction(&rate, &lo, &hi), 0);
-    }
-    params[0] = spa_pod_builder_pop(&b, &f);
-
-    r = pw_stream_connect(
-        s->stream, PW_DIRECTION_INPUT, PW_ID_ANY, PW_STREAM_FLAG_AUTOCONNECT | PW_STREAM_FLAG_MAP_BUFFERS | PW_STREAM_FLAG_DONT_RECONNECT,
-        params, 1);
-    if (r < 0) {
-        *error_code = r;
-        set_error(error, error_len, "PipeWire: pw_stream_connect to %s failed (%s)", target, spa_strerror(r));
-        goto fail;
-    }
-    r = run_until(s, is_streaming, deadline);
+    s->opening = 0;
     if (r != 0) {
         *error_code = r < 0 ? r : -EIO;
         if (r == -ETIMEDOUT) {
+            const char *state = s->stream ? pw_stream_state_as_string(pw_stream_get_state(s->stream, NULL)) : "none";
             set_error(
-                error, error_len, "the PipeWire node %s did not start streaming within %d ms (is a session manager such as wireplumber running?)",
-                target, timeout_ms);
+                error, error_len, "the PipeWire node %s did not start streaming within %d ms (stream %s%s)%s%s%s", target, timeout_ms, state,
+                s->format_set ? ", format agreed" : "", s->last_refusal[0] ? " (the last refusal: " : " (is a session manager such as wireplumber running?)",
+                s->last_refusal, s->last_refusal[0] ? ")" : "");
         } else {
             set_error(error, error_len, "%s", s->error);
         }

@@ -135,6 +135,18 @@ public final class PipeWireCameraProvider: CaptureDeviceProvider {
             throw CaptureError(
                 .disconnected, "PipeWire is not running: no socket at \(path)", errno: ENOENT, device: device.path, operation: "connect")
         }
+        // Refused here, by name, rather than by a negotiation that PipeWire reports only as a stream that never starts.
+        let offered = try formats(of: device)
+        guard offered.contains(where: { $0.pixelFormat == request.pixelFormat && $0.size.contains(request.size) }) else {
+            let list = offered.map { f in
+                if case .discrete(let size) = f.size { return "\(f.pixelFormat) \(size)" }
+                return "\(f.pixelFormat) \(f.size)"
+            }
+            throw CaptureError(
+                .unsupportedFormat,
+                "\(device.path) does not offer \(request.pixelFormat) \(request.size) (it offers: \(list.isEmpty ? "nothing" : list.joined(separator: ", ")))",
+                device: device.path)
+        }
         return try PipeWireStream(
             device: device.path, node: String(device.path.dropFirst(Self.scheme.count)), request: request, configuration: configuration, sink: sink)
     }
