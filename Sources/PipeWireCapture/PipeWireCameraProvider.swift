@@ -10,7 +10,7 @@ public import VideoCapture
 ///
 /// The provider connects to the user's PipeWire (`$PIPEWIRE_REMOTE`, else `$XDG_RUNTIME_DIR/pipewire-0`) or to
 /// the socket ``Configuration/remote`` names. Without a PipeWire socket it lists no camera, at once and silently,
-/// and a `pipewire:` spec fails with ``CaptureError/Code/unknownDevice`` saying that PipeWire is not running.
+/// and a `pipewire:` spec fails with `.unknownDevice` saying that PipeWire is not running.
 /// Each call connects for as long as it needs; the provider holds no connection and may be shared between
 /// capturers and threads. A stream is linked to its node by the session manager (wireplumber), as every PipeWire
 /// client's is: without one, a stream does not start (the error says so).
@@ -28,10 +28,10 @@ public final class PipeWireCameraProvider: CaptureDeviceProvider {
         public var listTimeoutMs: Int
         /// How long a start may wait for its stream to run, in milliseconds (100...60000).
         public var startTimeoutMs: Int
-        /// No frame for this long: the stream fails with ``CaptureError/Code/timeout`` (at least 100 ms).
+        /// No frame for this long: the stream fails with `.timeout` (at least 100 ms).
         public var noFrameTimeoutNs: Int64
         /// Private buffers each frame is copied into (2...16): a frame held by consumers keeps its buffer; with
-        /// every buffer held, the next frame is dropped as ``FrameDropReason/buffersHeld``.
+        /// every buffer held, the next frame is dropped as `.buffersHeld`.
         public var frameBuffers: Int
         /// Settings with every value clamped to its range.
         public init(

@@ -15,12 +15,12 @@ import SystemIO
 /// reused for every frame, in the V4L2 single-buffer layout with rows of the width (``applied``'s stride); the
 /// buffer goes back to PipeWire at once. A frame's timestamp is the buffer's `spa_meta_header` pts when it is on
 /// the monotonic clock, after the previous one and not in the future, else the monotonic clock on arrival. Gaps
-/// in the header's sequence numbers are reported as ``FrameDropReason/driverDropped``; buffers flagged corrupt,
+/// in the header's sequence numbers are reported as `.driverDropped`; buffers flagged corrupt,
 /// or shorter than the format needs, are dropped and counted.
 ///
-/// The stream ends with ``CaptureError/Code/disconnected`` when its node leaves PipeWire, its link goes away or
-/// the connection breaks, with ``CaptureError/Code/streamFailed`` when PipeWire reports a stream error, and with
-/// ``CaptureError/Code/timeout`` when no buffer comes for the configured time.
+/// The stream ends with `.disconnected` when its node leaves PipeWire, its link goes away or
+/// the connection breaks, with `.streamFailed` when PipeWire reports a stream error, and with
+/// `.timeout` when no buffer comes for the configured time.
 public final class PipeWireStream: CaptureStream, @unchecked Sendable {
     // @unchecked: after init, `receiver` and `handle`'s loop are used only by the stream's thread; `handle` guards
     // the wake-up and the close with its lock, `stopFlag` is atomic.
