@@ -101,7 +101,9 @@ public final class PipeWireCameraProvider: CaptureDeviceProvider {
     func node(for spec: String, formats: Bool = false) throws(CaptureError) -> PipeWireNode {
         let key = String(spec.dropFirst(Self.scheme.count))
         guard !key.isEmpty else {
-            throw CaptureError(.invalidArgument, "\(spec): a PipeWire camera is named pipewire:NODE_NAME (camcap devices lists them)", device: spec)
+            throw CaptureError(
+                .invalidArgument,
+                "\(spec): a PipeWire camera is named pipewire:NODE_NAME (the node.name of a Video/Source node with the Camera role)", device: spec)
         }
         // Formats are read for the node of that name; a spec by serial is resolved first.
         let nodes = try listing(formatsOf: formats ? key : nil)
