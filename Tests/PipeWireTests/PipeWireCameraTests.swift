@@ -205,4 +205,47 @@ import VideoCapture
             #expect(probe.out.trimmingCharacters(in: .whitespacesAndNewlines) == size.replacingOccurrences(of: "x", with: ",") + ",30", "\(probe)")
         }
     }
+
+    /// A camera that goes away and comes back (a node of the same name): a recording that waits for its camera
+    /// (the healing every provider's `.disconnected` gets) carries on from the new node.
+    @Test func aRecordingWaitsForTheNodeToComeBack() throws {
+        let session = try PipeWireSession()
+        defer { session.close() }
+        // The first camera ends by itself after 30 frames: its node leaves PipeWire.
+        try session.startCamera(name: "healing-cam", ["--frames", "30"])
+        let file = scratchDirectory("pipewire-tests") + "/healing.mp4"
+        try? FileManager.default.removeItem(atPath: file)
+        let stderr = Box()
+        let done = DispatchSemaphore(value: 0)
+        let result = Box()
+        DispatchQueue.global().async {
+            let r = try? runTool(
+                builtProduct("camcap"), ["record", "-d", "pipewire:healing-cam", "-o", file, "--duration", "3", "--on-camera-loss", "wait"],
+                environment: session.environment,
+                interruptWhen: { text in
+                    stderr.set(text)
+                    return false
+                })
+            result.set(r.map { "\($0.code)\n\($0.err)" } ?? "could not run camcap")
+            done.signal()
+        }
+        #expect(waitUntil(timeout: 20) { stderr.get().contains("camera lost") }, "\(stderr.get())")
+        try session.startCamera(name: "healing-cam")
+        #expect(done.wait(timeout: .now() + 30) == .success)
+        let out = result.get()
+        #expect(out.hasPrefix("0\n"), "\(out)")
+        #expect(out.contains("camera back after"), "\(out)")
+        let probe = try runTool("ffprobe", ["-v", "error", "-count_frames", "-show_entries", "stream=nb_read_frames", "-of", "csv=p=0", file])
+        let frames = Int(probe.out.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+        #expect(frames > 30, "frames from both nodes: \(probe)")
+    }
+}
+
+/// A string shared between threads.
+final class Box: @unchecked Sendable {
+    // @unchecked: `value` is behind `lock`.
+    private let lock = NSLock()
+    private var value = ""
+    func set(_ v: String) { lock.withLock { value = v } }
+    func get() -> String { lock.withLock { value } }
 }
