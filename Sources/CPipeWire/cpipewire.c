@@ -155,11 +155,14 @@ static int parse_enum_format(const struct spa_pod *param, format_list *out) {
     values formats = {0}, sizes = {0}, rates = {0};
     int have_formats = 0, have_sizes = 0, have_rates = 0;
     SPA_POD_OBJECT_FOREACH(obj, prop) {
-        if (prop->key == SPA_FORMAT_VIDEO_format) have_formats = get_values(&prop->value, &formats) == 0 && formats.type == SPA_TYPE_Id;
+        // Each value is read with its type's size: a pod whose values are smaller is not used.
+        if (prop->key == SPA_FORMAT_VIDEO_format)
+            have_formats = get_values(&prop->value, &formats) == 0 && formats.type == SPA_TYPE_Id && formats.size >= sizeof(uint32_t);
         else if (prop->key == SPA_FORMAT_VIDEO_size)
-            have_sizes = get_values(&prop->value, &sizes) == 0 && sizes.type == SPA_TYPE_Rectangle;
+            have_sizes =
+                get_values(&prop->value, &sizes) == 0 && sizes.type == SPA_TYPE_Rectangle && sizes.size >= sizeof(struct spa_rectangle);
         else if (prop->key == SPA_FORMAT_VIDEO_framerate)
-            have_rates = get_values(&prop->value, &rates) == 0 && rates.type == SPA_TYPE_Fraction;
+            have_rates = get_values(&prop->value, &rates) == 0 && rates.type == SPA_TYPE_Fraction && rates.size >= sizeof(struct spa_fraction);
     }
     if (!have_sizes) return 0; // a format without a size cannot be negotiated by size: not listed
     if (base.subtype == CPW_SUBTYPE_RAW && !have_formats) return 0;

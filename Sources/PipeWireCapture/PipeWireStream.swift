@@ -210,10 +210,20 @@ private final class FrameReceiver: @unchecked Sendable {
         }
         let n = min(Int(b.n_planes), Int(CPW_MAX_PLANES))
         guard n > 0 else { return sink.dropped(.shortBuffer, 1) }
-        if (0..<n).contains(where: { plane(b, $0).corrupted != 0 }) { return sink.dropped(.corruptBuffer, 1) }
-        guard let storage = storages.indices.first(where: { isKnownUniquelyReferenced(&storages[$0]) }).map({ storages[$0] }) else {
-            return sink.dropped(.buffersHeld, 1)
+        var i = 0
+        while i < n {
+            if plane(b, i).corrupted != 0 { return sink.dropped(.corruptBuffer, 1) }
+            i += 1
         }
+        // A buffer no consumer holds (plain loops: nothing allocated per frame, also unoptimized).
+        var free = -1
+        i = 0
+        while i < storages.count && free < 0 {
+            if isKnownUniquelyReferenced(&storages[i]) { free = i }
+            i += 1
+        }
+        guard free >= 0 else { return sink.dropped(.buffersHeld, 1) }
+        let storage = storages[free]
         let used: Int
         if let planes {
             guard copyRaw(b, planes: planes, count: n, into: storage.mutableBaseAddress) else { return sink.dropped(.shortBuffer, 1) }
@@ -244,7 +254,10 @@ private final class FrameReceiver: @unchecked Sendable {
         let firstStride = first.stride == 0 ? planes[0].rowBytes : Int(first.stride)
         var inBlock = 0 // where the plane starts in a shared block, from the chunk's offset
         var out = 0
-        for (i, p) in planes.enumerated() {
+        var i = 0
+        while i < planes.count {
+            let p = planes[i]
+            defer { i += 1 }
             let d = separate ? plane(b, i) : first
             guard let data = d.data, d.maxsize > 0 else { return false }
             let maxsize = Int(d.maxsize)
@@ -259,7 +272,11 @@ private final class FrameReceiver: @unchecked Sendable {
             if sourceStride == outStride && outStride == p.rowBytes {
                 (dst + out).copyMemory(from: src, byteCount: p.rowBytes * p.rows)
             } else {
-                for y in 0..<p.rows { (dst + out + y * outStride).copyMemory(from: src + y * sourceStride, byteCount: p.rowBytes) }
+                var y = 0
+                while y < p.rows {
+                    (dst + out + y * outStride).copyMemory(from: src + y * sourceStride, byteCount: p.rowBytes)
+                    y += 1
+                }
             }
             out += outStride * p.rows
             inBlock += sourceStride * p.rows
