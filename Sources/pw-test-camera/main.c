@@ -8,10 +8,13 @@
 // of the row holds (n*131 + p*71 + y*37 + x*7 + x/256) mod 256, except the first four bytes of plane 0, which hold
 // n (little-endian 32 bits). Planar formats sit in one data block in the V4L2 single-buffer layout: luma rows of
 // the chunk's stride s, then for I420 the U and V planes with rows of s/2, for NV12 the interleaved chroma with
-// rows of s. Row padding (--pad) and the bytes before the chunk's offset (--offset) are filled with 0xEE and 0xDD.
+// rows of s; with --separate-planes each plane has a data block of its own (as libcamera gives planar formats),
+// with its own chunk stride (s, s/2 or s) and the same chunk offset. Row padding (--pad) and the bytes before the
+// chunk's offset (--offset) are filled with 0xEE and 0xDD.
 // Each buffer carries a header meta with pts (CLOCK_MONOTONIC ns) and seq = n.
 //
 //   pw-test-camera [--name NODE_NAME] [--description TEXT] [--frames N] [--fps N] [--pad BYTES] [--offset BYTES]
+//                  [--separate-planes]
 //
 // It prints "pw-test-camera: NODE_NAME ready" once its node is registered, and "pw-test-camera: N frames" when it
 // ends (after N frames with --frames, or on SIGTERM/SIGINT).
@@ -37,6 +40,7 @@ struct camera {
     unsigned long frames_wanted; // 0: until stopped
     unsigned long fps;
     unsigned long pad, offset;
+    int separate_planes; // --separate-planes: a planar format in one data block per plane (as libcamera gives them)
     unsigned long produced;
     int ready;
     // The negotiated layout.
@@ -70,21 +74,54 @@ static void fill(struct camera *c, uint8_t *base, unsigned long n) {
     memcpy(frame, &n32, 4);
 }
 
+/* One data block per plane: plane p at the chunk's offset in block p, with its own stride. */
+static int fill_separate(struct camera *c, struct spa_buffer *buf, unsigned long n) {
+    if (buf->n_datas < c->n_planes) return -1;
+    for (uint32_t p = 0; p < c->n_planes; p++) {
+        struct spa_data *d = &buf->datas[p];
+        uint32_t bytes = c->plane_stride[p] * c->plane_rows[p];
+        if (d->data == NULL || d->maxsize < c->offset + bytes) return -1;
+        uint8_t *base = d->data;
+        memset(base, 0xDD, c->offset);
+        memset(base + c->offset, 0xEE, bytes);
+        for (uint32_t y = 0; y < c->plane_rows[p]; y++) {
+            uint8_t *row = base + c->offset + (size_t)y * c->plane_stride[p];
+            for (uint32_t x = 0; x < c->plane_bytes[p]; x++) row[x] = pattern(n, p, y, x);
+        }
+        if (p == 0) {
+            uint32_t n32 = (uint32_t)n;
+            memcpy(base + c->offset, &n32, 4);
+        }
+        d->chunk->offset = (uint32_t)c->offset;
+        d->chunk->size = bytes;
+        d->chunk->stride = (int32_t)c->plane_stride[p];
+        d->chunk->flags = 0;
+    }
+    return 0;
+}
+
 static void on_process(void *data) {
     struct camera *c = data;
     struct pw_buffer *pb = pw_stream_dequeue_buffer(c->stream);
     if (pb == NULL) return;
     struct spa_buffer *buf = pb->buffer;
     struct spa_data *d = &buf->datas[0];
-    if (d->data == NULL || c->frame_bytes == 0 || d->maxsize < c->offset + c->frame_bytes) {
-        pw_stream_queue_buffer(c->stream, pb);
-        return;
+    if (c->separate_planes && c->n_planes > 1) {
+        if (fill_separate(c, buf, c->produced) < 0) {
+            pw_stream_queue_buffer(c->stream, pb);
+            return;
+        }
+    } else {
+        if (d->data == NULL || c->frame_bytes == 0 || d->maxsize < c->offset + c->frame_bytes) {
+            pw_stream_queue_buffer(c->stream, pb);
+            return;
+        }
+        fill(c, d->data, c->produced);
+        d->chunk->offset = (uint32_t)c->offset;
+        d->chunk->size = c->frame_bytes;
+        d->chunk->stride = (int32_t)c->stride;
+        d->chunk->flags = 0;
     }
-    fill(c, d->data, c->produced);
-    d->chunk->offset = (uint32_t)c->offset;
-    d->chunk->size = c->frame_bytes;
-    d->chunk->stride = (int32_t)c->stride;
-    d->chunk->flags = 0;
     struct spa_meta_header *h = spa_buffer_find_meta_data(buf, SPA_META_Header, sizeof(*h));
     if (h != NULL) {
         h->pts = now_ns();
@@ -166,9 +203,11 @@ static void on_param_changed(void *data, uint32_t id, const struct spa_pod *para
     uint8_t buffer[1024];
     struct spa_pod_builder b = SPA_POD_BUILDER_INIT(buffer, sizeof buffer);
     const struct spa_pod *params[2];
+    int separate = c->separate_planes && c->n_planes > 1;
     params[0] = spa_pod_builder_add_object(
         &b, SPA_TYPE_OBJECT_ParamBuffers, SPA_PARAM_Buffers, SPA_PARAM_BUFFERS_buffers, SPA_POD_CHOICE_RANGE_Int(4, 2, 8),
-        SPA_PARAM_BUFFERS_blocks, SPA_POD_Int(1), SPA_PARAM_BUFFERS_size, SPA_POD_Int((int32_t)(c->offset + c->frame_bytes)),
+        SPA_PARAM_BUFFERS_blocks, SPA_POD_Int(separate ? (int32_t)c->n_planes : 1), SPA_PARAM_BUFFERS_size,
+        SPA_POD_Int((int32_t)(c->offset + (separate ? c->stride * c->height : c->frame_bytes))),
         SPA_PARAM_BUFFERS_stride, SPA_POD_Int((int32_t)c->stride), SPA_PARAM_BUFFERS_dataType, SPA_POD_CHOICE_FLAGS_Int(1 << SPA_DATA_MemFd));
     params[1] = spa_pod_builder_add_object(
         &b, SPA_TYPE_OBJECT_ParamMeta, SPA_PARAM_Meta, SPA_PARAM_META_type, SPA_POD_Id(SPA_META_Header), SPA_PARAM_META_size,
@@ -200,7 +239,7 @@ static int number(const char *text, unsigned long max, unsigned long *out) {
 }
 
 static void usage(void) {
-    fprintf(stderr, "usage: pw-test-camera [--name NODE_NAME] [--description TEXT] [--frames N] [--fps 1-120] [--pad 0-4096] [--offset 0-4096]\n");
+    fprintf(stderr, "usage: pw-test-camera [--name NODE_NAME] [--description TEXT] [--frames N] [--fps 1-120] [--pad 0-4096] [--offset 0-4096] [--separate-planes]\n");
 }
 
 int main(int argc, char **argv) {
@@ -218,6 +257,10 @@ int main(int argc, char **argv) {
         else if (strcmp(a, "--fps") == 0) bad = number(v, 120, &c.fps) || c.fps == 0;
         else if (strcmp(a, "--pad") == 0) bad = number(v, 4096, &c.pad);
         else if (strcmp(a, "--offset") == 0) bad = number(v, 4096, &c.offset);
+        else if (strcmp(a, "--separate-planes") == 0) {
+            c.separate_planes = 1;
+            continue;
+        }
         else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage();
             return 0;

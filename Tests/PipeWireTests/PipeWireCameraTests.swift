@@ -42,7 +42,8 @@ import VideoCapture
         var size: FrameSize
         var pad: Int
         var offset: Int
-        var description: String { "\(format) \(size) pad \(pad) offset \(offset)" }
+        var separatePlanes = false
+        var description: String { "\(format) \(size) pad \(pad) offset \(offset)" + (separatePlanes ? " separate planes" : "") }
     }
 
     @Test(arguments: [
@@ -51,11 +52,14 @@ import VideoCapture
         Case(format: .i420, size: FrameSize(width: 320, height: 240), pad: 0, offset: 0),
         Case(format: .i420, size: FrameSize(width: 320, height: 240), pad: 128, offset: 16),
         Case(format: .nv12, size: FrameSize(width: 640, height: 480), pad: 64, offset: 0),
+        Case(format: .i420, size: FrameSize(width: 320, height: 240), pad: 32, offset: 24, separatePlanes: true),
+        Case(format: .nv12, size: FrameSize(width: 320, height: 240), pad: 0, offset: 0, separatePlanes: true),
     ])
     func framesEqualTheProducersBytes(_ c: Case) throws {
         let session = try PipeWireSession()
         defer { session.close() }
-        try session.startCamera(name: "exact-cam", ["--pad", "\(c.pad)", "--offset", "\(c.offset)"])
+        try session.startCamera(
+            name: "exact-cam", ["--pad", "\(c.pad)", "--offset", "\(c.offset)"] + (c.separatePlanes ? ["--separate-planes"] : []))
         let provider = session.provider()
         let device = try #require(try provider.device(for: "pipewire:exact-cam"))
         let collector = Collector(keep: 20)
