@@ -363,20 +363,22 @@ static struct pw_properties *remote_properties(const char *remote) {
     return p;
 }
 
+static void free_node(cpw_node *n) {
+    free(n->name);
+    free(n->description);
+    free(n->nick);
+    free(n->serial);
+    free(n->device_serial);
+    free(n->media_role);
+    free(n->device_api);
+    free(n->object_path);
+    free(n->formats);
+    memset(n, 0, sizeof *n);
+}
+
 void cpw_listing_free(cpw_listing *listing) {
     if (listing == NULL) return;
-    for (size_t i = 0; i < listing->n_nodes; i++) {
-        cpw_node *n = &listing->nodes[i];
-        free(n->name);
-        free(n->description);
-        free(n->nick);
-        free(n->serial);
-        free(n->device_serial);
-        free(n->media_role);
-        free(n->device_api);
-        free(n->object_path);
-        free(n->formats);
-    }
+    for (size_t i = 0; i < listing->n_nodes; i++) free_node(&listing->nodes[i]);
     free(listing->nodes);
     listing->nodes = NULL;
     listing->n_nodes = 0;
@@ -447,10 +449,8 @@ done:
             n->node.n_formats = n->formats.n;
             out->nodes[out->n_nodes++] = n->node;
         } else {
-            cpw_listing tmp = {.nodes = &n->node, .n_nodes = 1};
-            free(n->formats.items);
-            n->node.formats = NULL;
-            cpw_listing_free(&tmp); // frees the strings only (nodes pointer is not ours)
+            n->node.formats = n->formats.items;
+            free_node(&n->node);
         }
     }
     free(s.nodes);
