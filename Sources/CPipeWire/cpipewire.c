@@ -862,7 +862,8 @@ cpw_stream *cpw_stream_open(
     }
     s->opening = 0;
     if (r != 0) {
-        *error_code = r < 0 ? r : -EIO;
+        // A negative errno; a stream error is EIO, a node or connection lost while starting ENOTCONN.
+        *error_code = r < 0 ? r : r == CPW_STATUS_ERROR ? -EIO : -ENOTCONN;
         if (r == -ETIMEDOUT) {
             const char *state = s->stream ? pw_stream_state_as_string(pw_stream_get_state(s->stream, NULL)) : "none";
             set_error(

@@ -78,7 +78,7 @@ public final class PipeWireCameraProvider: CaptureDeviceProvider {
         defer { cpw_listing_free(&listing) }
         guard r == 0 else {
             let text = error.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
-            throw CaptureError(r == -ETIMEDOUT ? .timeout : .unknownDevice, text, errno: -r, operation: "PipeWire registry")
+            throw CaptureError(r == -ETIMEDOUT ? .timeout : .unknownDevice, text, errno: Int32(clamping: -Int(r)), operation: "PipeWire registry")
         }
         guard let nodes = listing.nodes else { return [] }
         return (0..<listing.n_nodes).map { PipeWireNode(nodes[$0]) }.filter(\.isCamera)

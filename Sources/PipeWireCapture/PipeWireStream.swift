@@ -74,10 +74,11 @@ public final class PipeWireStream: CaptureStream, @unchecked Sendable {
     }
 
     static func openError(code: Int32, text: String, device: String, request: StreamRequest) -> CaptureError {
-        switch -code {
-        case ENOENT: return CaptureError(.unknownDevice, text, device: device, operation: "pw_stream_connect")
-        case ECONNREFUSED: return CaptureError(.disconnected, text, device: device, operation: "connect")
-        case ETIMEDOUT: return CaptureError(.streamFailed, "\(text) (asked for \(request))", device: device, operation: "pw_stream_connect")
+        switch -Int(code) {
+        case Int(ENOENT): return CaptureError(.unknownDevice, text, device: device, operation: "pw_stream_connect")
+        case Int(ECONNREFUSED): return CaptureError(.disconnected, text, device: device, operation: "connect")
+        case Int(ENOTCONN): return CaptureError(.disconnected, text, device: device, operation: "pw_stream_connect")
+        case Int(ETIMEDOUT): return CaptureError(.streamFailed, "\(text) (asked for \(request))", device: device, operation: "pw_stream_connect")
         default:
             // A stream error while negotiating is PipeWire's "no more input formats" or "error negotiating format".
             let format = text.contains("format")
