@@ -211,6 +211,7 @@ public final class ResilientEncoder: VideoEncoder {
             base.frames += s.frames
             base.keyFrames += s.keyFrames
             base.skipped += s.skipped
+            (base.copiedFrames, base.importedFrames) = (base.copiedFrames + s.copiedFrames, base.importedFrames + s.importedFrames)
             settings.targetBitrate = c.settings.targetBitrate // the bitrate last asked carries over
             c.close() // its buffers are handed back before anything is opened again
             current = nil
@@ -254,6 +255,7 @@ public final class ResilientEncoder: VideoEncoder {
         m.frames += base.frames
         m.keyFrames += base.keyFrames
         m.skipped += base.skipped
+        (m.copiedFrames, m.importedFrames) = (m.copiedFrames + base.copiedFrames, m.importedFrames + base.importedFrames)
         m.watchdog = note
         return m
     }

@@ -44,15 +44,23 @@ extension V4L2M2MEncoder {
     /// The bytes used of each imported plane: the whole image on a one-plane queue, each plane's otherwise.
     private var importedBytes: [Int] { raw.planes.count == 1 ? [raw.sizeImage] : raw.planes.map(\.needed) }
 
-    /// Queues the camera's buffer of `frame` (see `importRefusal(_:)`) on the OUTPUT queue with its timestamp, with
-    /// no copy. The caller keeps `frame` (so the camera does not reuse its buffer) until the device gives the slot
-    /// back: `encode(_:frame:into:)` does.
+    /// The camera buffer of `frame` an import queues: the frame's own when it is the camera's exported buffer (a
+    /// `YU12` camera's picture needs no conversion), else the one its picture was converted from
+    /// (`VideoFrame.capturedBuffer`: an `NV12` camera's).
+    public static func importedBuffer(of frame: VideoFrame) -> VideoFrameBuffer {
+        frame.buffer.dmaBuf == nil ? frame.capturedBuffer ?? frame.buffer : frame.buffer
+    }
+
+    /// Queues the camera's buffer of `frame` (`importedBuffer(of:)`, see `importRefusal(_:)`) on the OUTPUT queue
+    /// with its timestamp, with no copy. The caller keeps `frame` (so the camera does not reuse its buffer) until
+    /// the device gives the slot back: `encode(_:frame:into:)` does.
     public func submit(importing frame: VideoFrame) throws(CaptureError) -> Int {
         guard !closed, !drained else { throw CaptureError(.notRunning, "\(path): the encoder is closed or drained", device: path) }
-        if let why = importRefusal(frame.buffer) {
+        let buffer = V4L2M2MEncoder.importedBuffer(of: frame)
+        if let why = importRefusal(buffer) {
             throw CaptureError(.unsupportedFormat, "\(path): cannot import the frame at \(frame.timestampNs) ns: \(why)", device: path)
         }
-        guard let imports, let dma = frame.buffer.dmaBuf else { throw CaptureError(.invalidArgument, "\(path): no DMA-BUF", device: path) }
+        guard let imports, let dma = buffer.dmaBuf else { throw CaptureError(.invalidArgument, "\(path): no DMA-BUF", device: path) }
         try applyRequests()
         let deadline = monotonicNanoseconds() + Int64(timeoutMs) * 1_000_000
         var slot = imports.freeSlot(for: dma.planes[0].fd)
@@ -73,7 +81,7 @@ extension V4L2M2MEncoder {
             throw node.io.error(e, "VIDIOC_QBUF of DMA-BUF fd \(dma.planes[0].fd) to OUTPUT slot \(i)", phase: .streaming)
         }
         inFlight += 1
-        importedFrames += 1
+        stats.importedFrames += 1
         return i
     }
 

@@ -107,12 +107,11 @@ func fixtureBackend(_ device: FixtureM2MDevice) -> EncoderBackend {
 func camcapBackend(_ node: M2MEncoderNode?) -> EncoderBackend { node.map { m2mBackend($0, importing: nil) } ?? .openH264 }
 
 /// Whether `session`'s camera frames can go to `node` as they are (DMA-BUF import): a V4L2 camera in a raw format
-/// the encoder takes and imports. Only `YU12` for now: the session hands its stages the camera's own buffer (with its
-/// DMA-BUF) only when the picture needs no conversion; an `NV12` camera's stages get the converted picture, so its
-/// frames are copied in (the library's `importing: .nv12` works once the camera's buffer reaches the stage too).
+/// the encoder takes and the library imports (`V4L2M2MEncoder.importableFormats`: `YU12`, whose picture is the
+/// camera's buffer, and `NV12`, whose converted picture carries the camera's buffer beside it).
 func importableFormat(_ session: CaptureSession, _ node: M2MEncoderNode) -> PixelFormat? {
     let format = session.selection.pixelFormat
-    guard session.device.path.hasPrefix("/dev/"), format == .i420, node.rawFormats.contains(format) else {
+    guard session.device.path.hasPrefix("/dev/"), V4L2M2MEncoder.importableFormats.contains(format), node.rawFormats.contains(format) else {
         return nil
     }
     return format

@@ -23,6 +23,11 @@ import TestSupport
         #expect(sent >= 240 && decoded >= sent - 20, "decoded \(decoded) of \(sent)")
         #expect(int(last, "freezeCount") <= 1, "\(String(describing: last))")
         #expect(freezeSeconds >= 0 && freezeSeconds < 2.0, "frozen \(freezeSeconds) s in all: the restart takes 1 s")
+        // /stats names the tier's encoder, the path its pictures take and what the watchdog did.
+        let tier = (try server.stats()["tiers"] as? [[String: Any]])?.first ?? [:]
+        #expect((tier["encoder"] as? String)?.hasPrefix("v4l2m2m ") == true, "\(tier)")
+        #expect(tier["encoderInput"] as? String == "copied" && (tier["copiedFrames"] as? Int ?? 0) >= 100, "\(tier)")
+        #expect((tier["watchdog"] as? String)?.contains("restarted once") == true, "\(tier)")
         #expect(server.stop() == 0, "\(server.err)")
         #expect(server.out.contains("failed once (no output for 1.0 s); restarted once"), "\(server.out)")
     }

@@ -108,6 +108,30 @@ struct M2MImportTests {
         #expect(k.calls.suffix(2) == ["STREAMOFF CAPTURE", "REQBUFS CAPTURE 0"])
     }
 
+    @Test("an NV12 camera: the converted picture's frame carries the camera's buffer, which is what is imported")
+    func importsTheCapturedBuffer() throws {
+        let k = FakeM2MKernel(multiPlanar: false)
+        let e = try V4L2M2MEncoder(
+            path: "/dev/video9", codedFormat: V4L2M2MEncoder.fwht, settings: M2MEncoderTests.settings(), control: EncoderControl(), buffers: 4,
+            kernel: k, importing: .nv12)
+        let picture = I420Buffer(width: 640, height: 360)
+        var out = EncodedFrame()
+        for (n, fd) in [Int32(51), 52, 51].enumerated() {
+            var frame = VideoFrame(buffer: picture.buffer, timestampNs: Int64(n) * 33_333_000, sequence: UInt64(n)) // the I420 picture
+            frame.capturedBuffer = Self.frame(.nv12, fd: fd, ts: frame.timestampNs).buffer
+            #expect(V4L2M2MEncoder.importedBuffer(of: frame).pixelFormat == .nv12)
+            try e.encode(picture, frame: frame, into: &out)
+            #expect(out.data[4] == UInt8(fd) && out.timestampNs == frame.timestampNs)
+        }
+        #expect(k.imported.map(\.fd) == [51, 52, 51])
+        #expect(e.importedFrames == 3 && e.copiedFrames == 0)
+        // Without the camera's buffer beside it, the picture alone cannot be imported, and the refusal says why.
+        let bare = VideoFrame(buffer: picture.buffer, timestampNs: 1, sequence: 9)
+        let error = #expect(throws: CaptureError.self) { try e.encode(picture, frame: bare, into: &out) }
+        #expect(error?.message.contains("the frame carries no DMA-BUF") == true)
+        e.close()
+    }
+
     @Test("a frame that cannot be imported is refused naming why; the copy path counts one copy per frame")
     func refusalsAndCopies() throws {
         let k = FakeM2MKernel(multiPlanar: false)
