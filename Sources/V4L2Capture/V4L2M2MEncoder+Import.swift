@@ -110,10 +110,22 @@ extension V4L2M2MEncoder {
     /// it); otherwise `picture` is copied in (`encode(_:timestampNs:into:)`).
     public func encode(_ picture: I420Buffer, frame: VideoFrame, into out: inout EncodedFrame) throws {
         guard imports != nil else { return try encode(picture, timestampNs: frame.timestampNs, into: &out) }
-        let slot = try submit(importing: frame)
+        let slot = try submitOrRefuse(frame)
         _ = try receive(into: &out)
         try waitForSlot(slot)
         withExtendedLifetime(frame) {} // the camera's buffer stays ours until the device has given it back
+    }
+
+    /// `submit(importing:)`, with a frame the device cannot take as it is (its format or size, or memory refused at
+    /// `VIDIOC_QBUF`) thrown as `ImportRefusedError`: nothing of it reached the device, so copying it in would work.
+    private func submitOrRefuse(_ frame: VideoFrame) throws -> Int {
+        switch Result(catching: { () throws(CaptureError) -> Int in try submit(importing: frame) }) {
+        case .success(let slot): return slot
+        case .failure(let error):
+            let refusedAtQueue = error.operation?.hasPrefix("VIDIOC_QBUF of DMA-BUF") == true && error.code != .disconnected
+            if error.code == .unsupportedFormat || refusedAtQueue { throw ImportRefusedError(error.message) }
+            throw error
+        }
     }
 
     /// The drain (`drain(_:)`), at the end of a run.

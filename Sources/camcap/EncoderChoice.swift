@@ -84,14 +84,19 @@ extension EncoderOptions {
 /// (for H.264; an FWHT recording has no fallback and fails by name).
 func m2mBackend(_ node: M2MEncoderNode, importing: PixelFormat?) -> EncoderBackend {
     let name = "V4L2 M2M \(node.path)"
-    let make: ResilientEncoder.Factory = { settings, control in
-        let e = try V4L2M2MEncoder(path: node.path, codedFormat: node.codedFormat, settings: settings, control: control, importing: importing)
-        e.timeoutMs = 1000 // the watchdog's stall time: the encoder's own timeout is the stall
-        return e
+    let factory = { (importing: PixelFormat?) -> ResilientEncoder.Factory in
+        { settings, control in
+            let e = try V4L2M2MEncoder(path: node.path, codedFormat: node.codedFormat, settings: settings, control: control, importing: importing)
+            e.timeoutMs = 1000 // the watchdog's stall time: the encoder's own timeout is the stall
+            return e
+        }
     }
-    guard node.encodesH264 else { return EncoderBackend(name: name, make: make) }
+    guard node.encodesH264 else { return EncoderBackend(name: name, make: factory(importing)) }
+    // A camera buffer the encoder refuses (memory it cannot read) switches to copying pictures in, not a failure.
+    let (primary, copying) = (factory(importing), importing.map { _ in factory(nil) })
     return EncoderBackend(name: name) { settings, control in
-        try ResilientEncoder(settings: settings, control: control, configuration: .init(name: "v4l2m2m \(node.path)"), primary: make)
+        try ResilientEncoder(
+            settings: settings, control: control, configuration: .init(name: "v4l2m2m \(node.path)"), primary: primary, copying: copying)
     }
 }
 
