@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "VideoProcessing", targets: ["VideoProcessing"]),
         .library(name: "FixtureCameras", targets: ["FixtureCameras"]),
         .library(name: "V4L2Capture", targets: ["V4L2Capture"]),
+        .library(name: "PipeWireCapture", targets: ["PipeWireCapture"]),
         .library(name: "H264", targets: ["H264"]),
         .library(name: "Recording", targets: ["Recording"]),
         .library(name: "RTP", targets: ["RTP"]),
@@ -43,6 +44,9 @@ let package = Package(
         .systemLibrary(name: "CLibYUV", providers: [.apt(["libyuv-dev"])]),
         .systemLibrary(name: "COpenH264", pkgConfig: "openh264", providers: [.apt(["libopenh264-dev"])]),
         .systemLibrary(name: "CTurboJPEG", pkgConfig: "libturbojpeg", providers: [.apt(["libturbojpeg0-dev"])]),
+        .systemLibrary(name: "CLibPipeWire", pkgConfig: "libpipewire-0.3", providers: [.apt(["libpipewire-0.3-dev"])]),
+        // What Swift cannot call in libpipewire (varargs, SPA pod macros, spa_hook listeners) behind a small C API.
+        .target(name: "CPipeWire", dependencies: ["CLibPipeWire"]),
         // The MJPEG decoder and the fixture cameras' strip encoder over libjpeg(-turbo) (libjpeg-dev).
         .target(name: "CJPEGCodec", linkerSettings: [.linkedLibrary("jpeg")]),
 
@@ -78,6 +82,14 @@ let package = Package(
             name: "V4L2Capture",
             dependencies: ["VideoCapture", "SystemIO", "CV4L2", "H264"],
             swiftSettings: upcoming),
+        // Cameras behind PipeWire (issue #52): camera nodes listed, negotiated and streamed through CPipeWire.
+        .target(
+            name: "PipeWireCapture",
+            dependencies: ["VideoCapture", "VideoCaptureCommons", "SystemIO", "CPipeWire"],
+            swiftSettings: upcoming),
+        // A PipeWire camera of our own (frames with a counter and known bytes, optionally padded rows): the tests'
+        // camera, and a way to try `pipewire:` devices without one (Scripts/pipewire-session.sh runs it headless).
+        .executableTarget(name: "pw-test-camera", dependencies: ["CLibPipeWire"]),
         .target(
             name: "H264",
             dependencies: ["VideoCapture", "SystemIO", "COpenH264", .product(name: "Metrics", package: "swift-metrics")],
@@ -151,7 +163,7 @@ let package = Package(
             name: "camcap",
             dependencies: [
                 "CapturePipeline", "WHEPServer", "WHIPClient", "RTSPServer", "VideoCapture", "VideoProcessing", "FixtureCameras", "V4L2Capture",
-                "H264", "RTP",
+                "PipeWireCapture", "H264", "RTP",
                 "SystemIO", // SystemIO: signal dispositions and exit (Scripts/check-syscalls.sh)
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -202,6 +214,9 @@ let package = Package(
         // The recordings judged by ffprobe, GStreamer, mkvmerge and mediainfo, and the box writer's bytes.
         .testTarget(
             name: "RecordingTests", dependencies: ["Recording", "H264", "VideoCapture", "VideoProcessing", "FixtureCameras", "MediaTestSupport"]),
+        // PipeWire cameras against a headless PipeWire (Scripts/pipewire-session.sh) and pw-test-camera; camcap's
+        // devices and record from them.
+        .testTarget(name: "PipeWireTests", dependencies: ["PipeWireCapture", "VideoCapture", "TestSupport", "pw-test-camera", "camcap"]),
         .testTarget(name: "V4L2CaptureTests", dependencies: ["VideoCapture", "V4L2Capture", "CV4L2", "TestSupport", "H264"]),
         .testTarget(
             name: "CamcapTests",

@@ -6,6 +6,7 @@ import VideoCapture
 import VideoProcessing
 import CapturePipeline
 import V4L2Capture
+import PipeWireCapture
 import FixtureCameras
 import H264
 
@@ -246,7 +247,11 @@ func cameraProviders(_ fixtures: FixtureCameraProvider.Options = .init(), stallT
     // is held while it encodes, so more of them stay with the driver (a frame is copied out, and cannot be imported,
     // only when none is left).
     if !exportDMABuf.isEmpty { (v4l2.exportDMABuf, v4l2.exportedFormats, v4l2.bufferCount) = (true, exportDMABuf, 8) }
-    return [V4L2DeviceProvider(configuration: v4l2), FixtureCameraProvider(options: fixtures)]
+    // PipeWire's cameras (`pipewire:NAME`): none, at once, where no PipeWire runs.
+    return [
+        V4L2DeviceProvider(configuration: v4l2), FixtureCameraProvider(options: fixtures),
+        PipeWireCameraProvider(configuration: .init(noFrameTimeoutNs: stallTimeoutNs)),
+    ]
 }
 
 /// A capturer with the CLI's providers and logger (for the commands that only list or select), built as every

@@ -1,0 +1,137 @@
+#ifndef CPIPEWIRE_H
+#define CPIPEWIRE_H
+/* What Swift cannot call in libpipewire-0.3 (varargs property lists, SPA pod building and parsing macros, spa_hook
+   listeners), behind a small API of plain structs. No PipeWire header is visible from here: PipeWireCapture's Swift
+   wrappers are the only users. Every function reports failure by its return value and an error text; nothing is
+   printed (PipeWire's own log is silenced unless PIPEWIRE_DEBUG is set). */
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The media subtype of a format entry. */
+enum { CPW_SUBTYPE_OTHER = 0, CPW_SUBTYPE_RAW = 1, CPW_SUBTYPE_MJPG = 2, CPW_SUBTYPE_H264 = 3 };
+/* How a format entry gives its sizes: one size (width, height), or a range (width..max_width, height..max_height,
+   by step_width/step_height, 1 for any). */
+enum { CPW_SIZE_FIXED = 0, CPW_SIZE_RANGE = 1 };
+/* How it gives its rates: none given, a list (rate_num/rate_den[0..n_rates)), or a range ([0] min, [1] max). */
+enum { CPW_RATES_NONE = 0, CPW_RATES_LIST = 1, CPW_RATES_RANGE = 2 };
+#define CPW_MAX_RATES 16
+
+/* One entry of a node's EnumFormat params, flattened: one format and one size (or size range) each. */
+typedef struct cpw_format {
+    uint32_t subtype;
+    /* A V4L2 fourcc ('YUYV', 'YU12', 'NV12', 'MJPG', …) for the SPA format, 0 for one we do not map. */
+    uint32_t fourcc;
+    /* The SPA video format (enum spa_video_format) of a raw entry, 0 otherwise. */
+    uint32_t spa_format;
+    uint32_t size_kind;
+    uint32_t width, height, max_width, max_height, step_width, step_height;
+    uint32_t rate_kind;
+    uint32_t n_rates;
+    uint32_t rate_num[CPW_MAX_RATES];
+    uint32_t rate_den[CPW_MAX_RATES];
+} cpw_format;
+
+/* A node of media.class Video/Source as the registry announced it. Strings are NULL when the property is absent. */
+typedef struct cpw_node {
+    uint32_t id;
+    char *name;        /* node.name */
+    char *description; /* node.description */
+    char *nick;        /* node.nick */
+    char *serial;      /* object.serial */
+    char *device_serial; /* device.serial, api.v4l2.cap.bus_info or api.libcamera.location, where given */
+    char *media_role;  /* media.role */
+    char *device_api;  /* device.api (v4l2, libcamera), absent for a stream */
+    char *object_path; /* object.path */
+    cpw_format *formats;
+    size_t n_formats;
+    int formats_error; /* nonzero when the node's formats could not be read */
+} cpw_node;
+
+typedef struct cpw_listing {
+    cpw_node *nodes;
+    size_t n_nodes;
+} cpw_listing;
+
+/* The `struct spa_video_format` ↔ fourcc mapping (0 when there is none). */
+uint32_t cpw_fourcc_of_spa_format(uint32_t spa_format);
+uint32_t cpw_spa_format_of_fourcc(uint32_t fourcc);
+/* The subtype of a fourcc: MJPG and H264 are their own subtypes, every other mapped fourcc is raw. */
+uint32_t cpw_subtype_of_fourcc(uint32_t fourcc);
+
+/* Connects to `remote` (an absolute socket path, or NULL for PipeWire's default), lists the nodes of media.class
+   Video/Source and, when `formats_of` is given, reads the EnumFormat params of the node of that node.name ("*" for
+   every node). Waits for the server at most `timeout_ms`. Returns 0, or a negative errno with `error` filled. */
+int cpw_list(const char *remote, const char *formats_of, int timeout_ms, cpw_listing *out, char *error, size_t error_len);
+void cpw_listing_free(cpw_listing *listing);
+
+/* One data block of a buffer, as the producer's chunk describes it. */
+typedef struct cpw_plane {
+    const uint8_t *data; /* the mapped memory, NULL when it could not be mapped */
+    uint32_t maxsize;    /* bytes mapped */
+    uint32_t offset;     /* chunk->offset (to be taken modulo maxsize) */
+    uint32_t size;       /* chunk->size */
+    int32_t stride;      /* chunk->stride */
+    uint32_t corrupted;  /* chunk->flags has SPA_CHUNK_FLAG_CORRUPTED */
+} cpw_plane;
+
+#define CPW_MAX_PLANES 4
+typedef struct cpw_buffer {
+    uint32_t n_planes;
+    cpw_plane planes[CPW_MAX_PLANES];
+    int has_header;  /* a spa_meta_header came with the buffer */
+    int64_t pts;     /* its pts (ns), when has_header */
+    uint64_t seq;    /* its seq, when has_header */
+    uint32_t header_flags;
+} cpw_buffer;
+
+/* The format both ends agreed on (SPA_PARAM_Format). */
+typedef struct cpw_applied {
+    uint32_t subtype, fourcc, spa_format, width, height, rate_num, rate_den;
+} cpw_applied;
+
+/* What to ask the node for: one format, one size, one rate. */
+typedef struct cpw_request {
+    uint32_t subtype, spa_format, width, height, rate_num, rate_den;
+} cpw_request;
+
+/* Stream status: running, or why it ended. */
+enum {
+    CPW_STATUS_RUNNING = 0,
+    CPW_STATUS_NODE_GONE = 1,    /* the node left the registry */
+    CPW_STATUS_ERROR = 2,        /* the stream went to its error state (the text says why) */
+    CPW_STATUS_DISCONNECTED = 3, /* the connection to PipeWire broke */
+    CPW_STATUS_UNLINKED = 4      /* it was streaming, then paused or unconnected (the link went away) */
+};
+
+typedef void (*cpw_buffer_callback)(void *context, const cpw_buffer *buffer);
+
+typedef struct cpw_stream cpw_stream;
+
+/* Connects a capture stream to the node named `target` and waits (iterating the loop on the calling thread) until it
+   streams the requested format, at most `timeout_ms`. Each buffer is given to `callback` on the thread that iterates
+   the loop, and goes back to PipeWire when the callback returns. Returns NULL with `error` filled and `*error_code`
+   set (a negative errno, or -ETIMEDOUT when the node never streamed) on failure. */
+cpw_stream *cpw_stream_open(
+    const char *remote, const char *target, const cpw_request *request, cpw_buffer_callback callback, void *context, int timeout_ms,
+    cpw_applied *applied, int *error_code, char *error, size_t error_len);
+/* Runs the loop for at most `timeout_ms` (returns earlier when woken or after an event). Returns the status. */
+int cpw_stream_iterate(cpw_stream *stream, int timeout_ms);
+/* Wakes a cpw_stream_iterate in progress; from any thread. */
+void cpw_stream_wake(cpw_stream *stream);
+/* The status and, when it is not running, what happened. */
+int cpw_stream_status(cpw_stream *stream, char *error, size_t error_len);
+/* Disconnects and frees everything; on the thread that iterates (or before any thread does). */
+void cpw_stream_close(cpw_stream *stream);
+
+/* Whether PipeWire's socket exists for `remote` (or the default), without loading PipeWire: the quick "is it running"
+   check. Writes the path it looked for into `path`. */
+int cpw_socket_exists(const char *remote, char *path, size_t path_len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

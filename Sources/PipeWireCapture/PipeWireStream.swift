@@ -1,0 +1,295 @@
+import CPipeWire
+public import VideoCapture
+import VideoCaptureCommons
+import Synchronization
+import SystemIO
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A capture stream from a PipeWire camera node: a `pw_stream` consumer linked to the node (by the session
+/// manager, with `target.object`), on a thread of its own that runs the stream's PipeWire loop.
+///
+/// Each buffer is copied once out of PipeWire's memory, respecting its chunk's offset and row stride (which may
+/// exceed the width: padded rows), into one of a few private buffers (``PipeWireCameraProvider/Configuration/frameBuffers``)
+/// reused for every frame, in the V4L2 single-buffer layout with rows of the width (``applied``'s stride); the
+/// buffer goes back to PipeWire at once. A frame's timestamp is the buffer's `spa_meta_header` pts when it is on
+/// the monotonic clock, after the previous one and not in the future, else the monotonic clock on arrival. Gaps
+/// in the header's sequence numbers are reported as `.driverDropped`; buffers flagged corrupt,
+/// or shorter than the format needs, are dropped and counted.
+///
+/// The stream ends with `.disconnected` when its node leaves PipeWire, its link goes away or
+/// the connection breaks, with `.streamFailed` when PipeWire reports a stream error, and with
+/// `.timeout` when no buffer comes for the configured time.
+public final class PipeWireStream: CaptureStream, @unchecked Sendable {
+    // @unchecked: after init, `receiver` and `handle`'s loop are used only by the stream's thread; `handle` guards
+    // the wake-up and the close with its lock, `stopFlag` is atomic.
+    /// The format, size and rate PipeWire negotiated; the stride is that of the frames handed on (rows of the width).
+    public let applied: AppliedFormat
+    /// The device (`pipewire:NAME`).
+    public let device: String
+    private let handle: StreamHandle
+    private let receiver: FrameReceiver
+    private let stopFlag = StopFlag()
+    private var thread: WorkerThread?
+    private let sink: FrameSink
+    private let noFrameTimeoutNs: Int64
+
+    init(device: String, node: String, request: StreamRequest, configuration: PipeWireCameraProvider.Configuration, sink: FrameSink)
+        throws(CaptureError)
+    {
+        self.device = device
+        self.sink = sink
+        self.noFrameTimeoutNs = configuration.noFrameTimeoutNs
+        var req = try PipeWireFormats.request(request, device: device)
+        let receiver = FrameReceiver(device: device, sink: sink)
+        var result = cpw_applied()
+        var code: Int32 = 0
+        var error = [CChar](repeating: 0, count: 512)
+        let context = Unmanaged.passUnretained(receiver).toOpaque()
+        let opened = cpw_stream_open(
+            configuration.remote, node, &req, pipeWireBuffer, context, Int32(configuration.startTimeoutMs), &result, &code, &error, error.count)
+        guard let pointer = opened else {
+            let text = error.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+            throw Self.openError(code: code, text: text, device: device, request: request)
+        }
+        let handle = StreamHandle(pointer)
+        let pf = PixelFormat(rawValue: result.fourcc)
+        let size = FrameSize(width: Int(result.width), height: Int(result.height))
+        guard result.fourcc != 0, CaptureLimits.problem(with: size) == nil else {
+            handle.close()
+            throw CaptureError(
+                .unsupportedFormat, "\(device) agreed on a format this package cannot take (\(pf) \(size))", device: device,
+                operation: "SPA_PARAM_Format")
+        }
+        let fps =
+            result.rate_num > 0 && result.rate_den > 0
+            ? Fraction(exactly: Int64(result.rate_num), Int64(result.rate_den)) ?? request.fps : request.fps
+        let layout = receiver.configure(pixelFormat: pf, size: size, buffers: configuration.frameBuffers)
+        self.applied = AppliedFormat(pixelFormat: pf, size: size, stride: layout.stride, fps: fps)
+        self.handle = handle
+        self.receiver = receiver
+        receiver.delivering = true
+        thread = WorkerThread(name: "pipewire", stopFlag: stopFlag, wake: { handle.wake() }) { [self] _ in run() }
+    }
+
+    static func openError(code: Int32, text: String, device: String, request: StreamRequest) -> CaptureError {
+        switch -code {
+        case ENOENT: return CaptureError(.unknownDevice, text, device: device, operation: "pw_stream_connect")
+        case ECONNREFUSED: return CaptureError(.disconnected, text, device: device, operation: "connect")
+        case ETIMEDOUT: return CaptureError(.streamFailed, "\(text) (asked for \(request))", device: device, operation: "pw_stream_connect")
+        default:
+            // A stream error while negotiating is PipeWire's "no more input formats" or "error negotiating format".
+            let format = text.contains("format")
+            return CaptureError(
+                format ? .unsupportedFormat : .streamFailed, format ? "\(text) (asked for \(request))" : text, device: device,
+                operation: "pw_stream_connect")
+        }
+    }
+
+    /// Disconnects from PipeWire and ends the stream's thread; returns when that is done. Frames still held stay
+    /// valid (their buffers are ours). Idempotent, from any thread (also from a frame callback).
+    public func stop() {
+        if let thread { thread.stop() } else { stopFlag.set() }
+    }
+
+    private func run() {
+        while !stopFlag.isSet {
+            let status = handle.iterate(timeoutMs: 100)
+            if Int(status) != CPW_STATUS_RUNNING { return fail(statusError(status)) }
+            if monotonicNanoseconds() - receiver.lastBufferAt > noFrameTimeoutNs {
+                let ms = noFrameTimeoutNs / 1_000_000
+                return fail(CaptureError(.timeout, "\(device) delivered no frame for \(ms) ms", device: device))
+            }
+        }
+        handle.close()
+    }
+
+    private func statusError(_ status: Int32) -> CaptureError {
+        let text = handle.statusText()
+        switch Int(status) {
+        case CPW_STATUS_ERROR: return CaptureError(.streamFailed, text, device: device, operation: "pw_stream")
+        default: return CaptureError(.disconnected, text, device: device, operation: "pw_stream")
+        }
+    }
+
+    private func fail(_ error: CaptureError) {
+        handle.close()
+        sink.failed(error)
+    }
+}
+
+/// The C stream and the lock that keeps a wake-up from another thread away from its close.
+private final class StreamHandle: Sendable {
+    /// The `cpw_stream *` as its address (0 once closed), read and cleared under the lock.
+    private let state: Mutex<UInt>
+    init(_ pointer: OpaquePointer) { state = Mutex(UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(pointer)))) }
+    private var pointer: OpaquePointer? { OpaquePointer(bitPattern: state.withLock { $0 }) }
+    /// Runs the loop once (the stream's thread only).
+    func iterate(timeoutMs: Int32) -> Int32 {
+        // The pointer is read under the lock but the loop runs outside it: only this thread closes it.
+        guard let p = pointer else { return Int32(CPW_STATUS_DISCONNECTED) }
+        return cpw_stream_iterate(p, timeoutMs)
+    }
+    func statusText() -> String {
+        guard let p = pointer else { return "the stream was closed" }
+        var text = [CChar](repeating: 0, count: 512)
+        _ = cpw_stream_status(p, &text, text.count)
+        return text.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+    }
+    func wake() { state.withLock { if let p = OpaquePointer(bitPattern: $0) { cpw_stream_wake(p) } } }
+    func close() {
+        state.withLock { address in
+            if let p = OpaquePointer(bitPattern: address) { cpw_stream_close(p) }
+            address = 0
+        }
+    }
+}
+
+/// The C callback: the context is the stream's `FrameReceiver`, alive as long as the C stream.
+private let pipeWireBuffer: cpw_buffer_callback = { context, buffer in
+    guard let context, let buffer else { return }
+    Unmanaged<FrameReceiver>.fromOpaque(context).takeUnretainedValue().receive(buffer.pointee)
+}
+
+/// Turns PipeWire buffers into frames: checks each against the format, copies it into a free private buffer,
+/// stamps and numbers it. Used on the stream's thread only (and on the opening thread before that one starts).
+private final class FrameReceiver: @unchecked Sendable {
+    let device: String
+    let sink: FrameSink
+    /// Off until the stream has started: a buffer that comes while it starts is not handed on.
+    var delivering = false
+    var lastBufferAt = monotonicNanoseconds()
+    private var pixelFormat = PixelFormat.i420
+    private var size = FrameSize(width: 1, height: 1)
+    /// The raw format's planes; nil for a compressed format.
+    private var planes: [PipeWireFormats.Plane]?
+    private var stride = 0
+    private var frameBytes = 0
+    private var storages: [FrameStorage] = []
+    private var lastTimestamp: Int64 = .min
+    private var lastSequence: UInt64?
+    private var count: UInt64 = 0
+
+    init(device: String, sink: FrameSink) {
+        self.device = device
+        self.sink = sink
+    }
+
+    /// Sets the format and allocates the private buffers; the frames' stride.
+    func configure(pixelFormat: PixelFormat, size: FrameSize, buffers: Int) -> (stride: Int, frameBytes: Int) {
+        self.pixelFormat = pixelFormat
+        self.size = size
+        planes = PipeWireFormats.planes(pixelFormat, width: size.width, height: size.height)
+        if let planes {
+            stride = planes[0].rowBytes
+            frameBytes = planes.indices.reduce(0) { $0 + PipeWireFormats.derivedStride(pixelFormat, plane: $1, stride: stride) * planes[$1].rows }
+        } else {
+            // Compressed: as much as an uncompressed 32-bit frame, which no JPEG or H.264 frame of the size exceeds.
+            stride = 0
+            frameBytes = size.width * size.height * 4
+        }
+        storages = (0..<buffers).map { _ in FrameStorage(pooledCapacity: frameBytes) }
+        lastBufferAt = monotonicNanoseconds()
+        return (stride, frameBytes)
+    }
+
+    private func plane(_ b: cpw_buffer, _ i: Int) -> cpw_plane {
+        withUnsafeBytes(of: b.planes) { $0.load(fromByteOffset: i * MemoryLayout<cpw_plane>.stride, as: cpw_plane.self) }
+    }
+
+    func receive(_ b: cpw_buffer) {
+        guard delivering else { return }
+        let now = monotonicNanoseconds()
+        lastBufferAt = now
+        if b.has_header != 0 {
+            // A gap in the producer's numbers: frames it made that never came. A jump of a million or more is a
+            // producer that restarted its count, not a gap.
+            if let last = lastSequence, b.seq > last &+ 1, b.seq &- last < 1 << 20 { sink.dropped(.driverDropped, Int(b.seq &- last &- 1)) }
+            lastSequence = b.seq
+        }
+        let n = min(Int(b.n_planes), Int(CPW_MAX_PLANES))
+        guard n > 0 else { return sink.dropped(.shortBuffer, 1) }
+        var i = 0
+        while i < n {
+            if plane(b, i).corrupted != 0 { return sink.dropped(.corruptBuffer, 1) }
+            i += 1
+        }
+        // A buffer no consumer holds (plain loops: nothing allocated per frame, also unoptimized).
+        var free = -1
+        i = 0
+        while i < storages.count && free < 0 {
+            if isKnownUniquelyReferenced(&storages[i]) { free = i }
+            i += 1
+        }
+        guard free >= 0 else { return sink.dropped(.buffersHeld, 1) }
+        let storage = storages[free]
+        let used: Int
+        if let planes {
+            guard copyRaw(b, planes: planes, count: n, into: storage.mutableBaseAddress) else { return sink.dropped(.shortBuffer, 1) }
+            used = frameBytes
+        } else {
+            guard let u = copyCompressed(plane(b, 0), into: storage.mutableBaseAddress) else { return sink.dropped(.shortBuffer, 1) }
+            used = u
+        }
+        var ts = now
+        if b.has_header != 0, b.pts > lastTimestamp, b.pts <= now, now - b.pts < 1_000_000_000 { ts = b.pts }
+        if ts <= lastTimestamp { ts = lastTimestamp + 1 }
+        lastTimestamp = ts
+        let buffer = VideoFrameBuffer(
+            pixelFormat: pixelFormat, width: size.width, height: size.height, stride: stride, bytesUsed: used, storage: storage)
+        var frame = VideoFrame(buffer: buffer, timestampNs: ts, sequence: b.has_header != 0 ? b.seq : count)
+        if pixelFormat == .h264 { frame.isKeyFrame = AnnexBScan.hasIDRSlice(buffer.bytes) }
+        count &+= 1
+        sink.frame(frame)
+    }
+
+    /// Copies the planes row by row (each source row is `stride` apart, each copy is `rowBytes` long) into the
+    /// single-buffer layout with rows of the width. False when a plane lies outside its data block or its stride
+    /// is shorter than a row.
+    private func copyRaw(_ b: cpw_buffer, planes: [PipeWireFormats.Plane], count n: Int, into dst: UnsafeMutableRawPointer) -> Bool {
+        // One data block per plane (as libcamera gives planar formats), or every plane in the first block.
+        let separate = planes.count > 1 && n >= planes.count
+        let first = plane(b, 0)
+        let firstStride = first.stride == 0 ? planes[0].rowBytes : Int(first.stride)
+        var inBlock = 0 // where the plane starts in a shared block, from the chunk's offset
+        var out = 0
+        var i = 0
+        while i < planes.count {
+            let p = planes[i]
+            defer { i += 1 }
+            let d = separate ? plane(b, i) : first
+            guard let data = d.data, d.maxsize > 0 else { return false }
+            let maxsize = Int(d.maxsize)
+            let sourceStride =
+                separate ? (d.stride == 0 ? p.rowBytes : Int(d.stride)) : PipeWireFormats.derivedStride(pixelFormat, plane: i, stride: firstStride)
+            guard sourceStride >= p.rowBytes else { return false }
+            let start = Int(d.offset) % maxsize + (separate ? 0 : inBlock)
+            // Every term is below 2^32 and rows are at most 16384: no overflow in 64 bits.
+            guard p.rows > 0, start + sourceStride * (p.rows - 1) + p.rowBytes <= maxsize else { return false }
+            let outStride = PipeWireFormats.derivedStride(pixelFormat, plane: i, stride: stride)
+            let src = UnsafeRawPointer(data) + start
+            if sourceStride == outStride && outStride == p.rowBytes {
+                (dst + out).copyMemory(from: src, byteCount: p.rowBytes * p.rows)
+            } else {
+                var y = 0
+                while y < p.rows {
+                    (dst + out + y * outStride).copyMemory(from: src + y * sourceStride, byteCount: p.rowBytes)
+                    y += 1
+                }
+            }
+            out += outStride * p.rows
+            inBlock += sourceStride * p.rows
+        }
+        return true
+    }
+
+    /// Copies a compressed frame (the chunk's bytes); its length, or nil when it is empty or outside its block.
+    private func copyCompressed(_ d: cpw_plane, into dst: UnsafeMutableRawPointer) -> Int? {
+        guard let data = d.data, d.maxsize > 0, d.size > 0 else { return nil }
+        let maxsize = Int(d.maxsize), start = Int(d.offset) % maxsize, size = Int(d.size)
+        guard start + size <= maxsize, size <= frameBytes else { return nil }
+        dst.copyMemory(from: UnsafeRawPointer(data) + start, byteCount: size)
+        return size
+    }
+}
