@@ -5,7 +5,8 @@
 # xdg-desktop-portal, waits until org.freedesktop.portal.Desktop offers org.freedesktop.portal.Camera, runs the
 # command, then stops everything it started (also the command's leftover children) and removes the directory.
 #
-#   Scripts/camera-portal-session.sh [--decide dialog|store] [--timeout SECONDS] [--keep] grant|refuse -- COMMAND...
+#   Scripts/camera-portal-session.sh [--decide dialog|store] [--before-portal SHELL_COMMAND] [--timeout SECONDS]
+#                                    [--access-delay S] [--keep] grant|refuse -- COMMAND...
 #
 #   grant|refuse     whether the camera access of this (unsandboxed) session is granted or refused
 #   --decide dialog  (default) the permission store starts empty, so xdg-desktop-portal asks the fake backend's
@@ -13,6 +14,11 @@
 #                    id "" (table devices, id camera) and later requests of the session use the stored answer
 #   --decide store   the permission store entry devices/camera for app id "" is set to yes or no before the
 #                    command runs, and the fake backend is told the opposite answer: only the store can decide
+#   --before-portal C  run the shell command C (sh -c) once PipeWire and wireplumber are up and before
+#                    xdg-desktop-portal starts; it must finish (exit 0) within the timeout, and what it leaves
+#                    running (e.g. a test camera started with &) is stopped at the end. xdg-desktop-portal 1.16 sets
+#                    IsCameraPresent only from the cameras that exist when it starts: start a camera here for that.
+#   --access-delay S the fake backend answers each AccessDialog only after S seconds (for callers' timeouts)
 #   --timeout S      how long to wait for each daemon (default 20)
 #   --keep           keep the session directory (logs) and print its path
 #
@@ -33,7 +39,7 @@ portal_bin="${XDG_DESKTOP_PORTAL_BIN:-/usr/libexec/xdg-desktop-portal}"
 store_bin="${XDG_PERMISSION_STORE_BIN:-/usr/libexec/xdg-permission-store}"
 backend_name="org.freedesktop.impl.portal.desktop.svcfake"  # the DBusName in Scripts/portals/svc-fake-access.portal
 
-usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; }
 
 # ---------------------------------------------------------------------------------------------------------------
 # The inner part: runs under dbus-run-session.
@@ -41,7 +47,7 @@ usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; }
 inner() {
   local dir="$CAMERA_PORTAL_SESSION_DIR" timeout="$CAMERA_PORTAL_TIMEOUT"
   local mode="$CAMERA_PORTAL_MODE" decide="$CAMERA_PORTAL_DECIDE"
-  local pids=() names=() cmd=""
+  local pids=() names=() cmd="" before=""
   exec 2>&3 3>&-  # our stderr again (dbus-daemon's own goes to dbus-daemon.log)
   echo $$ >"$dir/session.pid"
   # The bus daemon's pid, so that the outer part can wait until it is gone (dbus-run-session does not wait).
@@ -56,15 +62,16 @@ inner() {
   }
   stop_all() {
     local i alive
-    if [ -n "$cmd" ]; then
-      kill -TERM -- "-$cmd" 2>/dev/null  # the command runs in a process group of its own (setsid)
-    fi
+    local group
+    for group in $cmd $before; do
+      kill -TERM -- "-$group" 2>/dev/null  # the commands run in process groups of their own (setsid)
+    done
     # Reverse order of start: the portal first, the permission store last.
     for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill -TERM "${pids[$i]}" 2>/dev/null; done
     for _ in $(seq 60); do
       alive=0
       for i in "${!pids[@]}"; do kill -0 "${pids[$i]}" 2>/dev/null && alive=1; done
-      [ -n "$cmd" ] && kill -0 -- "-$cmd" 2>/dev/null && alive=1
+      for group in $cmd $before; do kill -0 -- "-$group" 2>/dev/null && alive=1; done
       [ $alive -eq 0 ] && break
       sleep 0.05
     done
@@ -74,7 +81,7 @@ inner() {
         kill -KILL "${pids[$i]}" 2>/dev/null
       fi
     done
-    [ -n "$cmd" ] && kill -KILL -- "-$cmd" 2>/dev/null
+    for group in $cmd $before; do kill -KILL -- "-$group" 2>/dev/null; done
     wait 2>/dev/null
   }
   fail() { # fail MESSAGE LOG...: say what did not come up, show the logs' tails, stop everything
@@ -117,13 +124,28 @@ inner() {
     wait_for wireplumber 2 "$dir/wireplumber.log" wireplumber_connected
   fi
 
+  # 2b. With --before-portal: the command that must run before the portal (a camera it should see at start).
+  if [ -n "$CAMERA_PORTAL_BEFORE" ]; then
+    setsid sh -c "$CAMERA_PORTAL_BEFORE" >"$dir/before-portal.log" 2>&1 &
+    before=$!
+    local deadline=$(( $(date +%s) + timeout ))
+    # It is done when its shell has exited; what it left running keeps the process group alive.
+    while [ -d "/proc/$before" ] && [ "$(awk '{ print $3 }' "/proc/$before/stat" 2>/dev/null)" != Z ]; do
+      [ "$(date +%s)" -ge $deadline ] && fail "--before-portal command did not finish within ${timeout} s" "$dir/before-portal.log"
+      sleep 0.05
+    done
+    wait "$before"
+    local before_status=$?
+    [ $before_status -eq 0 ] || fail "--before-portal command failed (exit status $before_status)" "$dir/before-portal.log"
+  fi
+
   # 3. The fake Access backend: it answers the mode, or with --decide store the opposite (the store decides).
   local answer="$mode"
   if [ "$decide" = store ]; then
     if [ "$mode" = grant ]; then answer=refuse; else answer=grant; fi
   fi
   start fake-portal-access "$dir/fake-portal-access.log" /usr/bin/python3 "$script_dir/fake-portal-access.py" \
-    "$answer" --bus-name "$backend_name" --log "$CAMERA_PORTAL_ACCESS_LOG"
+    "$answer" --bus-name "$backend_name" --log "$CAMERA_PORTAL_ACCESS_LOG" --delay "$CAMERA_PORTAL_ACCESS_DELAY"
   wait_for fake-portal-access 3 "$dir/fake-portal-access.log" has_owner "$backend_name"
 
   # 4. xdg-desktop-portal, reading .portal files only from our directory.
@@ -166,13 +188,15 @@ fi
 # ---------------------------------------------------------------------------------------------------------------
 # The outer part: options, the private directories, dbus-run-session.
 # ---------------------------------------------------------------------------------------------------------------
-decide=dialog timeout=20 keep=0 mode=""
+decide=dialog timeout=20 keep=0 mode="" before_portal="" access_delay=0
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) usage; exit 0 ;;
     --decide) decide="${2:-}"; shift 2 || { echo "$me: --decide needs dialog or store" >&2; exit 2; } ;;
     --timeout) timeout="${2:-}"; shift 2 || { echo "$me: --timeout needs a value" >&2; exit 2; } ;;
     --keep) keep=1; shift ;;
+    --access-delay) access_delay="${2:-}"; shift 2 || { echo "$me: --access-delay needs seconds" >&2; exit 2; } ;;
+    --before-portal) before_portal="${2:-}"; shift 2 || { echo "$me: --before-portal needs a command" >&2; exit 2; } ;;
     grant|refuse) mode="$1"; shift ;;
     --) shift; break ;;
     *) echo "$me: unknown argument: $1 (see --help)" >&2; exit 2 ;;
@@ -181,6 +205,7 @@ done
 [ -n "$mode" ] || { echo "$me: say grant or refuse (usage: $me grant|refuse -- COMMAND...)" >&2; exit 2; }
 [ $# -gt 0 ] || { echo "$me: no command given (usage: $me grant|refuse -- COMMAND...)" >&2; exit 2; }
 case "$decide" in dialog|store) ;; *) echo "$me: --decide must be dialog or store: $decide" >&2; exit 2 ;; esac
+case "$access_delay" in ''|*[!0-9.]*) echo "$me: --access-delay must be a number of seconds: $access_delay" >&2; exit 2 ;; esac
 case "$timeout" in ''|*[!0-9]*|0) echo "$me: --timeout must be a whole number of seconds: $timeout" >&2; exit 2 ;; esac
 
 for tool in dbus-run-session dbus-send pipewire wireplumber setsid /usr/bin/python3 "$portal_bin" "$store_bin"; do
@@ -225,6 +250,7 @@ export XDG_RUNTIME_DIR="$dir/runtime" XDG_DATA_HOME="$dir/data" XDG_CONFIG_HOME=
 export XDG_CACHE_HOME="$dir/cache" XDG_STATE_HOME="$dir/state" XDG_CURRENT_DESKTOP=svc-test
 export CAMERA_PORTAL_SESSION_DIR="$dir" CAMERA_PORTAL_TIMEOUT="$timeout" CAMERA_PORTAL_MODE="$mode"
 export CAMERA_PORTAL_DECIDE="$decide" CAMERA_PORTAL_ACCESS_LOG="$dir/access-dialog.log"
+export CAMERA_PORTAL_BEFORE="$before_portal" CAMERA_PORTAL_ACCESS_DELAY="$access_delay"
 unset DBUS_SESSION_BUS_ADDRESS PIPEWIRE_REMOTE PIPEWIRE_RUNTIME_DIR XDG_DESKTOP_PORTAL_DIR
 : >"$CAMERA_PORTAL_ACCESS_LOG"
 
