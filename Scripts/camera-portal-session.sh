@@ -39,6 +39,11 @@ portal_bin="${XDG_DESKTOP_PORTAL_BIN:-/usr/libexec/xdg-desktop-portal}"
 store_bin="${XDG_PERMISSION_STORE_BIN:-/usr/libexec/xdg-permission-store}"
 backend_name="org.freedesktop.impl.portal.desktop.svcfake"  # the DBusName in Scripts/portals/svc-fake-access.portal
 
+# Whether a process, or any process of a group, still runs: a zombie does not count (this matters where PID 1 reaps
+# orphans late, as in some containers: a zombie's pid answers kill -0 until then).
+running() { local state; state="$(ps -o stat= -p "$1" 2>/dev/null)" && [ -n "$state" ] && [ "${state#Z}" = "$state" ]; }
+group_running() { ps -e -o pgid= -o stat= 2>/dev/null | awk -v g="$1" '$1 == g && $2 !~ /^Z/ { f = 1 } END { exit !f }'; }
+
 usage() { sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; }
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -69,19 +74,25 @@ inner() {
     # Reverse order of start: the portal first, the permission store last.
     for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill -TERM "${pids[$i]}" 2>/dev/null; done
     for _ in $(seq 60); do
+      [ -n "${CAMERA_PORTAL_TRACE:-}" ] && for i in "${!pids[@]}"; do running "${pids[$i]}" && trace "waiting for ${names[$i]}"; done
       alive=0
-      for i in "${!pids[@]}"; do kill -0 "${pids[$i]}" 2>/dev/null && alive=1; done
-      for group in $cmd $before; do kill -0 -- "-$group" 2>/dev/null && alive=1; done
+      for i in "${!pids[@]}"; do running "${pids[$i]}" && alive=1; done
+      for group in $cmd $before; do group_running "$group" && alive=1; done
       [ $alive -eq 0 ] && break
       sleep 0.05
     done
+    if [ -n "${CAMERA_PORTAL_TRACE:-}" ]; then
+      for i in "${!pids[@]}"; do running "${pids[$i]}" && trace "still running: ${names[$i]}"; done
+      for group in $cmd $before; do group_running "$group" && trace "still running: process group $group"; done
+    fi
     for i in "${!pids[@]}"; do
-      if kill -0 "${pids[$i]}" 2>/dev/null; then
+      if running "${pids[$i]}"; then
         echo "$me: ${names[$i]} (pid ${pids[$i]}) ignored TERM for 3 s: killed" >&2
         kill -KILL "${pids[$i]}" 2>/dev/null
       fi
     done
     for group in $cmd $before; do kill -KILL -- "-$group" 2>/dev/null; done
+    trace "reaping"
     wait 2>/dev/null
   }
   fail() { # fail MESSAGE LOG...: say what did not come up, show the logs' tails, stop everything
@@ -94,7 +105,7 @@ inner() {
     exit 4
   }
   alive() { # alive INDEX: whether the daemon started as number INDEX still runs
-    kill -0 "${pids[$1]}" 2>/dev/null
+    running "${pids[$1]}"
   }
   has_owner() {
     dbus-send --session --print-reply=literal --reply-timeout=2000 --dest=org.freedesktop.DBus \
@@ -109,21 +120,29 @@ inner() {
       sleep 0.05
     done
   }
+  trace() { # with CAMERA_PORTAL_TRACE=1: when each step was reached, on stderr
+    [ -n "${CAMERA_PORTAL_TRACE:-}" ] && printf '%s: %s %s\n' "$me" "$(date +%s.%N | cut -c7-14)" "$*" >&2
+    return 0
+  }
   trap 'stop_all; exit 143' TERM INT HUP
+  trace "bus up"
 
   # 1. The permission store, which xdg-desktop-portal and wireplumber's portal-permissionstore plugin both use.
   start xdg-permission-store "$dir/permission-store.log" "$store_bin"
   wait_for xdg-permission-store 0 "$dir/permission-store.log" has_owner org.freedesktop.impl.portal.PermissionStore
 
+  trace "permission store up"
   # 2. PipeWire and wireplumber (its access-portal.lua gives portal clients their camera nodes).
   start pipewire "$dir/pipewire.log" pipewire
   wait_for pipewire 1 "$dir/pipewire.log" test -S "$XDG_RUNTIME_DIR/pipewire-0"
+  trace "pipewire up"
   start wireplumber "$dir/wireplumber.log" wireplumber
   if command -v pw-cli >/dev/null 2>&1; then
     wireplumber_connected() { pw-cli ls Client 2>/dev/null | grep -q '"WirePlumber"'; }
     wait_for wireplumber 2 "$dir/wireplumber.log" wireplumber_connected
   fi
 
+  trace "wireplumber up"
   # 2b. With --before-portal: the command that must run before the portal (a camera it should see at start).
   if [ -n "$CAMERA_PORTAL_BEFORE" ]; then
     setsid sh -c "$CAMERA_PORTAL_BEFORE" >"$dir/before-portal.log" 2>&1 &
@@ -148,6 +167,7 @@ inner() {
     "$answer" --bus-name "$backend_name" --log "$CAMERA_PORTAL_ACCESS_LOG" --delay "$CAMERA_PORTAL_ACCESS_DELAY"
   wait_for fake-portal-access 3 "$dir/fake-portal-access.log" has_owner "$backend_name"
 
+  trace "fake backend up"
   # 4. xdg-desktop-portal, reading .portal files only from our directory.
   start xdg-desktop-portal "$dir/xdg-desktop-portal.log" env XDG_DESKTOP_PORTAL_DIR="$script_dir/portals" "$portal_bin" -v
   wait_for xdg-desktop-portal 4 "$dir/xdg-desktop-portal.log" has_owner org.freedesktop.portal.Desktop
@@ -160,6 +180,7 @@ inner() {
     *) fail "xdg-desktop-portal runs but offers no org.freedesktop.portal.Camera (no Access backend loaded from $script_dir/portals, or built without PipeWire)" "$dir/xdg-desktop-portal.log" ;;
   esac
 
+  trace "xdg-desktop-portal up, Camera offered"
   # 5. With --decide store: the permission for unsandboxed callers (app id "").
   if [ "$decide" = store ]; then
     local value=no reply
@@ -176,7 +197,9 @@ inner() {
   local status
   wait "$cmd"
   status=$?
+  trace "command done ($status)"
   stop_all
+  trace "all stopped"
   exit $status
 }
 
@@ -267,9 +290,10 @@ status=$?
 # A signal interrupts the first wait: wait again while the inner part tears down.
 while kill -0 "$child" 2>/dev/null; do wait "$child"; status=$?; done
 bus_pid="$(cat "$dir/bus.pid" 2>/dev/null)"
+[ -n "${CAMERA_PORTAL_TRACE:-}" ] && echo "$me: $(date +%s.%N | cut -c7-14) dbus-run-session done" >&2
 if [ -n "$bus_pid" ]; then
-  for _ in $(seq 60); do kill -0 "$bus_pid" 2>/dev/null || break; sleep 0.05; done
-  if kill -0 "$bus_pid" 2>/dev/null; then
+  for _ in $(seq 60); do running "$bus_pid" || break; sleep 0.05; done
+  if running "$bus_pid"; then
     echo "$me: the session's dbus-daemon (pid $bus_pid) outlived dbus-run-session by 3 s: killed" >&2
     kill -KILL "$bus_pid" 2>/dev/null
   fi

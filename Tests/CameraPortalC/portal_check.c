@@ -2,7 +2,9 @@
 // (Scripts/camera-portal-session.sh; Scripts/check-camera-portal.sh runs every case). Prints one PASS or FAIL line
 // per check and exits 1 when any failed, 2 on a usage error.
 //
-//   (grant and refuse take --expect-present yes|no|any: what IsCameraPresent must read; default any, reported)
+//   (grant and refuse take --expect-present yes|no|any: what IsCameraPresent must read, default any (reported);
+//   and --expect-dialogs N: how many AccessDialog calls the fake backend logged in $CAMERA_PORTAL_ACCESS_LOG,
+//   which shows whether the backend's dialog (N >= 1) or the permission store (N = 0) decided)
 //   portal_check grant [--camera NODE_NAME] [--timeout-ms N]
 //       access answers 0; the remote's fd connects with pw_context_connect_fd; its registry lists the camera node
 //       NODE_NAME (else: lists the nodes it sees); a pw_stream through that fd receives a frame of pw-test-camera
@@ -399,10 +401,34 @@ static void case_absent(int timeout_ms) {
     verdict(now_ms() - t0 < 1000, "without a portal the answers come at once", detail);
 }
 
+// The fake backend's log: one line per AccessDialog it answered.
+static void check_dialogs(int expected) {
+    const char *path = getenv("CAMERA_PORTAL_ACCESS_LOG");
+    char detail[600];
+    FILE *f = path ? fopen(path, "r") : NULL;
+    if (!f) {
+        snprintf(detail, sizeof detail, "cannot read CAMERA_PORTAL_ACCESS_LOG (%s)", path ? path : "not set");
+        verdict(0, "the AccessDialog count", detail);
+        return;
+    }
+    int lines = 0, c, last = '\n';
+    while ((c = fgetc(f)) != EOF) {
+        if (c == '\n') lines++;
+        last = c;
+    }
+    if (last != '\n') lines++;
+    fclose(f);
+    char what[200];
+    snprintf(what, sizeof what, "the fake backend's AccessDialog was called %d time%s (%s decided)", expected,
+             expected == 1 ? "" : "s", expected == 0 ? "the permission store" : "the dialog, then the stored answer");
+    snprintf(detail, sizeof detail, "%d logged", lines);
+    verdict(lines == expected, what, detail);
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     const char *camera = NULL;
-    int timeout_ms = 5000, expect_present = -1;
+    int timeout_ms = 5000, expect_present = -1, expect_dialogs = -1;
     for (int i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--camera") == 0 && i + 1 < argc) camera = argv[++i];
         else if (strcmp(argv[i], "--expect-present") == 0 && i + 1 < argc) {
@@ -410,6 +436,7 @@ int main(int argc, char **argv) {
             expect_present = strcmp(v, "yes") == 0 ? 1 : strcmp(v, "no") == 0 ? 0 : -1;
         }
         else if (strcmp(argv[i], "--timeout-ms") == 0 && i + 1 < argc) timeout_ms = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--expect-dialogs") == 0 && i + 1 < argc) expect_dialogs = atoi(argv[++i]);
         else {
             fprintf(stderr, "portal_check: unknown argument %s\n", argv[i]);
             return 2;
@@ -429,6 +456,7 @@ int main(int argc, char **argv) {
                         "[--expect-present yes|no|any]\n");
         return 2;
     }
+    if (expect_dialogs >= 0) check_dialogs(expect_dialogs);
     pw_deinit();
     return failures ? 1 : 0;
 }
