@@ -6,7 +6,7 @@
 # command, then stops everything it started (also the command's leftover children) and removes the directory.
 #
 #   Scripts/camera-portal-session.sh [--decide dialog|store] [--before-portal SHELL_COMMAND] [--timeout SECONDS]
-#                                    [--access-delay S] [--keep] grant|refuse -- COMMAND...
+#                                    [--access-delay S] [--no-access-backend] [--keep] grant|refuse -- COMMAND...
 #
 #   grant|refuse     whether the camera access of this (unsandboxed) session is granted or refused
 #   --decide dialog  (default) the permission store starts empty, so xdg-desktop-portal asks the fake backend's
@@ -19,6 +19,9 @@
 #                    running (e.g. a test camera started with &) is stopped at the end. xdg-desktop-portal 1.16 sets
 #                    IsCameraPresent only from the cameras that exist when it starts: start a camera here for that.
 #   --access-delay S the fake backend answers each AccessDialog only after S seconds (for callers' timeouts)
+#   --no-access-backend  no Access backend at all (an empty portals directory): xdg-desktop-portal then offers
+#                    no Camera interface, as on a desktop whose portal backends lack Access (the wait is for
+#                    org.freedesktop.portal.Desktop only)
 #   --timeout S      how long to wait for each daemon (default 20)
 #   --keep           keep the session directory (logs) and print its path
 #
@@ -44,7 +47,7 @@ backend_name="org.freedesktop.impl.portal.desktop.svcfake"  # the DBusName in Sc
 running() { local state; state="$(ps -o stat= -p "$1" 2>/dev/null)" && [ -n "$state" ] && [ "${state#Z}" = "$state" ]; }
 group_running() { ps -e -o pgid= -o stat= 2>/dev/null | awk -v g="$1" '$1 == g && $2 !~ /^Z/ { f = 1 } END { exit !f }'; }
 
-usage() { sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; }
 
 # ---------------------------------------------------------------------------------------------------------------
 # The inner part: runs under dbus-run-session.
@@ -159,28 +162,39 @@ inner() {
   fi
 
   # 3. The fake Access backend: it answers the mode, or with --decide store the opposite (the store decides).
-  local answer="$mode"
-  if [ "$decide" = store ]; then
-    if [ "$mode" = grant ]; then answer=refuse; else answer=grant; fi
+  local answer="$mode" portals="$script_dir/portals"
+  if [ -n "$CAMERA_PORTAL_NO_BACKEND" ]; then
+    portals="$dir/no-portals"
+    mkdir -p "$portals"
+    # A stand-in that exits at once keeps the daemon numbering of the teardown and the waits below.
+    start no-access-backend /dev/null true
+  else
+    if [ "$decide" = store ]; then
+      if [ "$mode" = grant ]; then answer=refuse; else answer=grant; fi
+    fi
+    start fake-portal-access "$dir/fake-portal-access.log" /usr/bin/python3 "$script_dir/fake-portal-access.py" \
+      "$answer" --bus-name "$backend_name" --log "$CAMERA_PORTAL_ACCESS_LOG" --delay "$CAMERA_PORTAL_ACCESS_DELAY"
+    wait_for fake-portal-access 3 "$dir/fake-portal-access.log" has_owner "$backend_name"
   fi
-  start fake-portal-access "$dir/fake-portal-access.log" /usr/bin/python3 "$script_dir/fake-portal-access.py" \
-    "$answer" --bus-name "$backend_name" --log "$CAMERA_PORTAL_ACCESS_LOG" --delay "$CAMERA_PORTAL_ACCESS_DELAY"
-  wait_for fake-portal-access 3 "$dir/fake-portal-access.log" has_owner "$backend_name"
 
-  trace "fake backend up"
+  trace "access backend step done"
   # 4. xdg-desktop-portal, reading .portal files only from our directory.
-  start xdg-desktop-portal "$dir/xdg-desktop-portal.log" env XDG_DESKTOP_PORTAL_DIR="$script_dir/portals" "$portal_bin" -v
+  start xdg-desktop-portal "$dir/xdg-desktop-portal.log" env XDG_DESKTOP_PORTAL_DIR="$portals" "$portal_bin" -v
   wait_for xdg-desktop-portal 4 "$dir/xdg-desktop-portal.log" has_owner org.freedesktop.portal.Desktop
   local xml
   xml="$(dbus-send --session --print-reply=literal --reply-timeout=5000 --dest=org.freedesktop.portal.Desktop \
     /org/freedesktop/portal/desktop org.freedesktop.DBus.Introspectable.Introspect 2>&1)" ||
     fail "xdg-desktop-portal does not answer Introspect: $xml" "$dir/xdg-desktop-portal.log"
-  case "$xml" in
-    *'interface name="org.freedesktop.portal.Camera"'*) ;;
-    *) fail "xdg-desktop-portal runs but offers no org.freedesktop.portal.Camera (no Access backend loaded from $script_dir/portals, or built without PipeWire)" "$dir/xdg-desktop-portal.log" ;;
-  esac
+  local camera_offered=0
+  case "$xml" in *'interface name="org.freedesktop.portal.Camera"'*) camera_offered=1 ;; esac
+  if [ -n "$CAMERA_PORTAL_NO_BACKEND" ]; then
+    [ $camera_offered -eq 0 ] ||
+      fail "xdg-desktop-portal offers org.freedesktop.portal.Camera without any Access backend" "$dir/xdg-desktop-portal.log"
+  elif [ $camera_offered -eq 0 ]; then
+    fail "xdg-desktop-portal runs but offers no org.freedesktop.portal.Camera (no Access backend loaded from $portals, or built without PipeWire)" "$dir/xdg-desktop-portal.log"
+  fi
 
-  trace "xdg-desktop-portal up, Camera offered"
+  trace "xdg-desktop-portal up (Camera offered: $camera_offered)"
   # 5. With --decide store: the permission for unsandboxed callers (app id "").
   if [ "$decide" = store ]; then
     local value=no reply
@@ -211,13 +225,14 @@ fi
 # ---------------------------------------------------------------------------------------------------------------
 # The outer part: options, the private directories, dbus-run-session.
 # ---------------------------------------------------------------------------------------------------------------
-decide=dialog timeout=20 keep=0 mode="" before_portal="" access_delay=0
+decide=dialog timeout=20 keep=0 mode="" before_portal="" access_delay=0 no_backend=""
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) usage; exit 0 ;;
     --decide) decide="${2:-}"; shift 2 || { echo "$me: --decide needs dialog or store" >&2; exit 2; } ;;
     --timeout) timeout="${2:-}"; shift 2 || { echo "$me: --timeout needs a value" >&2; exit 2; } ;;
     --keep) keep=1; shift ;;
+    --no-access-backend) no_backend=1; shift ;;
     --access-delay) access_delay="${2:-}"; shift 2 || { echo "$me: --access-delay needs seconds" >&2; exit 2; } ;;
     --before-portal) before_portal="${2:-}"; shift 2 || { echo "$me: --before-portal needs a command" >&2; exit 2; } ;;
     grant|refuse) mode="$1"; shift ;;
@@ -274,6 +289,7 @@ export XDG_CACHE_HOME="$dir/cache" XDG_STATE_HOME="$dir/state" XDG_CURRENT_DESKT
 export CAMERA_PORTAL_SESSION_DIR="$dir" CAMERA_PORTAL_TIMEOUT="$timeout" CAMERA_PORTAL_MODE="$mode"
 export CAMERA_PORTAL_DECIDE="$decide" CAMERA_PORTAL_ACCESS_LOG="$dir/access-dialog.log"
 export CAMERA_PORTAL_BEFORE="$before_portal" CAMERA_PORTAL_ACCESS_DELAY="$access_delay"
+export CAMERA_PORTAL_NO_BACKEND="$no_backend"
 unset DBUS_SESSION_BUS_ADDRESS PIPEWIRE_REMOTE PIPEWIRE_RUNTIME_DIR XDG_DESKTOP_PORTAL_DIR
 : >"$CAMERA_PORTAL_ACCESS_LOG"
 

@@ -24,6 +24,8 @@
 #   grant-store      permission store "yes" for app id "" decides, the backend (told to refuse) is never asked
 #   refuse-store     permission store "no" decides, the backend (told to grant) is never asked
 #   timeout          the backend answers after 3 s; access with a 1000 ms timeout gives up in time
+#   threads          granted: 8 threads call is_present, access, open_remote and acquire at once
+#   no-camera        a portal without an Access backend, hence without Camera: every call answers no-portal
 #   absent           a bus without any portal: every call answers no-portal at once
 set -uo pipefail
 
@@ -35,7 +37,7 @@ while [ $# -gt 0 ]; do
     --quick) quick=1 ;;
     --sanitize) sanitize=1 ;;
     --keep-going) keep_going=1 ;;
-    -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "$me: unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -57,7 +59,7 @@ flags=(-std=gnu11 -O1 -g -Wall -Wextra -Werror)
 # shellcheck disable=SC2046
 if ! gcc "${flags[@]}" -I"$repo/Sources/CCameraPortal/include" $(pkg-config --cflags dbus-1 libpipewire-0.3) \
     "$repo/Tests/CameraPortalC/portal_check.c" "$repo/Sources/CCameraPortal/camera_portal.c" \
-    -o "$build/portal_check" $(pkg-config --libs dbus-1 libpipewire-0.3); then
+    -o "$build/portal_check" $(pkg-config --libs dbus-1 libpipewire-0.3) -pthread; then
   echo "FAIL: building portal_check" >&2
   exit 1
 fi
@@ -135,6 +137,8 @@ else
 fi
 run_case refuse-store "$session" --decide store refuse -- "$check" refuse --expect-dialogs 0
 run_case timeout "$session" --access-delay 3 grant -- "$check" timeout --timeout-ms 1000
+run_case threads "$session" grant -- "$check" threads --threads 8
+run_case no-camera "$session" --no-access-backend grant -- "$check" no-camera
 
 # A bus of its own without any portal (and nothing activatable on it).
 absent_dir="$(mktemp -d "${TMPDIR:-/tmp}/camera-portal-absent.XXXXXX")"

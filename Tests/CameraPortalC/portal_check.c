@@ -16,8 +16,13 @@
 //       (a backend that answers late) access gives up with timeout within N ms plus a little.
 //   portal_check absent
 //       (a bus without the portal) every call answers no-portal at once.
+//   portal_check no-camera
+//       (a portal without the Camera interface, i.e. without an Access backend) every call answers no-portal.
+//   portal_check threads [--threads N]
+//       (granted) N threads at once each call is_present, access, open_remote and acquire: all succeed.
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -401,6 +406,80 @@ static void case_absent(int timeout_ms) {
     verdict(now_ms() - t0 < 1000, "without a portal the answers come at once", detail);
 }
 
+static void case_no_camera(int timeout_ms) {
+    char err[512], detail[700];
+    int present = -1;
+    int r = svc_camera_portal_is_present(timeout_ms, &present, NULL, err, sizeof err);
+    describe(detail, sizeof detail, r, err);
+    verdict(r == SVC_CAMERA_PORTAL_E_NO_PORTAL, "is_present on a portal without Camera answers no-portal", detail);
+    uint32_t response = 99;
+    r = svc_camera_portal_access(timeout_ms, &response, err, sizeof err);
+    describe(detail, sizeof detail, r, err);
+    verdict(r == SVC_CAMERA_PORTAL_E_NO_PORTAL, "access on a portal without Camera answers no-portal", detail);
+    int fd = -1;
+    r = svc_camera_portal_open_remote(timeout_ms, &fd, err, sizeof err);
+    describe(detail, sizeof detail, r, err);
+    verdict(r == SVC_CAMERA_PORTAL_E_NO_PORTAL && fd == -1, "open_remote on a portal without Camera answers no-portal",
+            detail);
+    if (fd >= 0) close(fd);
+}
+
+struct worker {
+    pthread_t thread;
+    int timeout_ms;
+    int failed; // the number of calls that failed
+    char first_error[600];
+};
+
+static void *work(void *data) {
+    struct worker *w = data;
+    char err[512];
+    int present = 0, fd = -1;
+    uint32_t response = 99;
+    int r;
+#define NOTE(call_name)                                                                                          \
+    do {                                                                                                         \
+        if (w->failed++ == 0)                                                                                    \
+            snprintf(w->first_error, sizeof w->first_error, "%s: %d (%s) %s", call_name, r,                      \
+                     svc_camera_portal_code_name(r), err);                                                       \
+    } while (0)
+    if ((r = svc_camera_portal_is_present(w->timeout_ms, &present, NULL, err, sizeof err)) != 0) NOTE("is_present");
+    if ((r = svc_camera_portal_access(w->timeout_ms, &response, err, sizeof err)) != 0 || response != 0) NOTE("access");
+    if ((r = svc_camera_portal_open_remote(w->timeout_ms, &fd, err, sizeof err)) != 0 || fd < 0) NOTE("open_remote");
+    if (fd >= 0) close(fd);
+    fd = -1;
+    if ((r = svc_camera_portal_acquire(w->timeout_ms, &response, &fd, err, sizeof err)) != 0 || fd < 0) NOTE("acquire");
+    if (fd >= 0) close(fd);
+#undef NOTE
+    return NULL;
+}
+
+static void case_threads(int timeout_ms, int count) {
+    struct worker workers[64];
+    char detail[800];
+    if (count < 1 || count > 64) count = 8;
+    memset(workers, 0, sizeof workers);
+    int64_t t0 = now_ms();
+    int started = 0;
+    for (int i = 0; i < count; i++) {
+        workers[i].timeout_ms = timeout_ms;
+        if (pthread_create(&workers[i].thread, NULL, work, &workers[i]) == 0) started++;
+        else break;
+    }
+    int failed = 0;
+    const char *first = "";
+    for (int i = 0; i < started; i++) {
+        pthread_join(workers[i].thread, NULL);
+        if (workers[i].failed && !first[0]) first = workers[i].first_error;
+        failed += workers[i].failed;
+    }
+    snprintf(detail, sizeof detail, "%d threads x 4 calls in %lld ms, %d failed%s%s", started,
+             (long long)(now_ms() - t0), failed, first[0] ? "; first: " : "", first);
+    char what[100];
+    snprintf(what, sizeof what, "%d threads call the portal at once", count);
+    verdict(started == count && failed == 0, what, detail);
+}
+
 // The fake backend's log: one line per AccessDialog it answered.
 static void check_dialogs(int expected) {
     const char *path = getenv("CAMERA_PORTAL_ACCESS_LOG");
@@ -428,7 +507,7 @@ static void check_dialogs(int expected) {
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     const char *camera = NULL;
-    int timeout_ms = 5000, expect_present = -1, expect_dialogs = -1;
+    int timeout_ms = 5000, expect_present = -1, expect_dialogs = -1, threads = 8;
     for (int i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--camera") == 0 && i + 1 < argc) camera = argv[++i];
         else if (strcmp(argv[i], "--expect-present") == 0 && i + 1 < argc) {
@@ -437,6 +516,7 @@ int main(int argc, char **argv) {
         }
         else if (strcmp(argv[i], "--timeout-ms") == 0 && i + 1 < argc) timeout_ms = atoi(argv[++i]);
         else if (strcmp(argv[i], "--expect-dialogs") == 0 && i + 1 < argc) expect_dialogs = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) threads = atoi(argv[++i]);
         else {
             fprintf(stderr, "portal_check: unknown argument %s\n", argv[i]);
             return 2;
@@ -451,9 +531,11 @@ int main(int argc, char **argv) {
     else if (strcmp(mode, "refuse") == 0) case_refuse(timeout_ms, expect_present);
     else if (strcmp(mode, "timeout") == 0) case_timeout(timeout_ms);
     else if (strcmp(mode, "absent") == 0) case_absent(timeout_ms);
+    else if (strcmp(mode, "no-camera") == 0) case_no_camera(timeout_ms);
+    else if (strcmp(mode, "threads") == 0) case_threads(timeout_ms, threads);
     else {
-        fprintf(stderr, "usage: portal_check grant [--camera NODE_NAME] | refuse | timeout | absent [--timeout-ms N] "
-                        "[--expect-present yes|no|any]\n");
+        fprintf(stderr, "usage: portal_check grant [--camera NODE_NAME] | refuse | timeout | absent | no-camera | "
+                        "threads [--threads N] [--timeout-ms N] [--expect-present yes|no|any] [--expect-dialogs N]\n");
         return 2;
     }
     if (expect_dialogs >= 0) check_dialogs(expect_dialogs);
