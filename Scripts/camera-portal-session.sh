@@ -69,29 +69,29 @@ inner() {
     pids+=($!); names+=("$name")
   }
   stop_all() {
-    local i alive
-    local group
+    # Everything we started: the daemons of the list, and every other child of this shell (a signal can come
+    # between a start and its entry in the list), then the commands' process groups.
+    local i alive group p everyone name
+    everyone="${pids[*]} $(ps -o pid= --ppid $$ 2>/dev/null)"
     for group in $cmd $before; do
       kill -TERM -- "-$group" 2>/dev/null  # the commands run in process groups of their own (setsid)
     done
     # Reverse order of start: the portal first, the permission store last.
     for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill -TERM "${pids[$i]}" 2>/dev/null; done
+    for p in $everyone; do kill -TERM "$p" 2>/dev/null; done
     for _ in $(seq 60); do
-      [ -n "${CAMERA_PORTAL_TRACE:-}" ] && for i in "${!pids[@]}"; do running "${pids[$i]}" && trace "waiting for ${names[$i]}"; done
       alive=0
-      for i in "${!pids[@]}"; do running "${pids[$i]}" && alive=1; done
-      for group in $cmd $before; do group_running "$group" && alive=1; done
+      for p in $everyone; do running "$p" && { alive=1; trace "waiting for pid $p"; }; done
+      for group in $cmd $before; do group_running "$group" && { alive=1; trace "waiting for group $group"; }; done
       [ $alive -eq 0 ] && break
       sleep 0.05
     done
-    if [ -n "${CAMERA_PORTAL_TRACE:-}" ]; then
-      for i in "${!pids[@]}"; do running "${pids[$i]}" && trace "still running: ${names[$i]}"; done
-      for group in $cmd $before; do group_running "$group" && trace "still running: process group $group"; done
-    fi
-    for i in "${!pids[@]}"; do
-      if running "${pids[$i]}"; then
-        echo "$me: ${names[$i]} (pid ${pids[$i]}) ignored TERM for 3 s: killed" >&2
-        kill -KILL "${pids[$i]}" 2>/dev/null
+    for p in $everyone; do
+      if running "$p"; then
+        name="pid $p"
+        for i in "${!pids[@]}"; do [ "${pids[$i]}" = "$p" ] && name="${names[$i]} (pid $p)"; done
+        echo "$me: $name ignored TERM for 3 s: killed" >&2
+        kill -KILL "$p" 2>/dev/null
       fi
     done
     for group in $cmd $before; do kill -KILL -- "-$group" 2>/dev/null; done
@@ -206,7 +206,7 @@ inner() {
   fi
 
   # 6. The command, in a process group of its own so that its leftover children can be stopped with it.
-  setsid "$@" &
+  setsid "$@" <&0 &
   cmd=$!
   local status
   wait "$cmd"
@@ -293,7 +293,7 @@ export CAMERA_PORTAL_NO_BACKEND="$no_backend"
 unset DBUS_SESSION_BUS_ADDRESS PIPEWIRE_REMOTE PIPEWIRE_RUNTIME_DIR XDG_DESKTOP_PORTAL_DIR
 : >"$CAMERA_PORTAL_ACCESS_LOG"
 
-dbus-run-session --config-file="$dir/bus.conf" -- bash "$0" --inner "$@" 3>&2 2>>"$dir/dbus-daemon.log" &
+dbus-run-session --config-file="$dir/bus.conf" -- bash "$0" --inner "$@" <&0 3>&2 2>>"$dir/dbus-daemon.log" &
 child=$!
 forward() {
   local inner_pid
