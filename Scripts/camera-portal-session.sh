@@ -191,7 +191,8 @@ inner() {
     [ $camera_offered -eq 0 ] ||
       fail "xdg-desktop-portal offers org.freedesktop.portal.Camera without any Access backend" "$dir/xdg-desktop-portal.log"
   elif [ $camera_offered -eq 0 ]; then
-    fail "xdg-desktop-portal runs but offers no org.freedesktop.portal.Camera (no Access backend loaded from $portals, or built without PipeWire)" "$dir/xdg-desktop-portal.log"
+    local why="no Access backend loaded from $portals, or built without PipeWire"
+    fail "xdg-desktop-portal runs but offers no org.freedesktop.portal.Camera ($why)" "$dir/xdg-desktop-portal.log"
   fi
 
   trace "xdg-desktop-portal up (Camera offered: $camera_offered)"
@@ -248,7 +249,8 @@ case "$timeout" in ''|*[!0-9]*|0) echo "$me: --timeout must be a whole number of
 
 for tool in dbus-run-session dbus-send pipewire wireplumber setsid /usr/bin/python3 "$portal_bin" "$store_bin"; do
   if ! command -v "$tool" >/dev/null 2>&1; then
-    echo "$me: $tool is missing (Debian: apt-get install dbus pipewire pipewire-bin wireplumber xdg-desktop-portal python3-dbus python3-gi)" >&2
+    echo "$me: $tool is missing (Debian: apt-get install dbus pipewire pipewire-bin wireplumber" \
+      "xdg-desktop-portal python3-dbus python3-gi)" >&2
     exit 3
   fi
 done
