@@ -226,13 +226,20 @@ public final class ParameterSetCatcher: EncodedOutput {
 }
 
 extension CaptureSession {
-    /// Runs the session (give it a stop condition: `frames = 1`) with an `EncodeStage` of `settings`, and returns
+    /// Runs the session (give it a stop condition: `frames = 1`) with an `EncodeStage` of `settings` encoding with
+    /// `backend` (the encoder the stream will run), and returns
     /// the SPS and PPS of its first key frame: what an SDP written before a stream starts announces, with the
     /// camera's colour description in the VUI. The run's failure is thrown; a run without a key frame is a
     /// `PipelineError` with code `noFrames`.
-    public func encodedParameterSets(settings: H264Encoder.Settings, keyIntervalSeconds: Double?) async throws -> (sps: [UInt8], pps: [UInt8]) {
+    public func encodedParameterSets(settings: H264Encoder.Settings, keyIntervalSeconds: Double?, backend: EncoderBackend = .openH264) async throws
+        -> (
+            sps: [UInt8], pps: [UInt8]
+        )
+    {
         let catcher = ParameterSetCatcher()
-        let report = try await run(stages: [EncodeStage(settings: settings, keyIntervalSeconds: keyIntervalSeconds, outputs: [catcher])])
+        let stage = EncodeStage(settings: settings, keyIntervalSeconds: keyIntervalSeconds, outputs: [catcher])
+        stage.makeEncoder = backend.make // the encoder the stream will run: a hardware encoder's SPS/PPS differ from OpenH264's
+        let report = try await run(stages: [stage])
         if let failure = report.failure { throw failure }
         guard let parameterSets = catcher.parameterSets else { throw PipelineError(.noFrames, "the encoder gave no SPS/PPS") }
         return parameterSets

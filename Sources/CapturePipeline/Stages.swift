@@ -492,7 +492,11 @@ public final class EncodeStage: PictureStage {
         (r.encodeP50Ms, r.encodeP95Ms, r.onEncoderThread) = (stats.encodeP50Ms, stats.encodeP95Ms, ranOnThread)
         r.sizeChanges = delivery.tally.withLock { $0.sizeChanges }
         r.encoderNote = stats.watchdog
-        if case .inline(let encoder) = engine { r.encoder = encoder.summaryDescription } else { r.encoder = encoderDescription }
+        switch engine {
+        case .inline(let encoder): r.encoder = encoder.summaryDescription
+        case .thread(let thread): r.encoder = thread.summaryDescription ?? encoderDescription // its final one once finished
+        case nil: r.encoder = encoderDescription
+        }
         r.outputs = outputs.map(\.report)
         return r
     }

@@ -49,6 +49,10 @@ public final class EncoderThread: Sendable {
     /// the thread met. Safe to call more than once.
     public func finish() throws { try core.finish() }
 
+    /// The encoder's `summaryDescription` as it ended (a hardware encoder's copies and imports counted); nil until
+    /// `finish()` has returned, and for OpenH264.
+    public var summaryDescription: String? { core.finalDescription }
+
     /// Released without `finish`: the pictures already submitted are still encoded, then the thread ends.
     deinit { core.end() }
 
@@ -63,6 +67,9 @@ public final class EncoderThread: Sendable {
         private let output: Output
         private var frame = EncodedFrame()
         let control: EncoderControl
+        /// Set by the thread as it ends, read after `finish()` (which waited for it under `condition`).
+        var finalDescription: String? { condition.withLock { description } }
+        private var description: String?
 
         init(encoder: sending any VideoEncoder, output: @escaping Output) {
             self.encoder = encoder
@@ -102,9 +109,17 @@ public final class EncoderThread: Sendable {
                 condition.lock()
                 while waiting == nil && !ending { condition.wait() }
                 guard let job = waiting else {
-                    // The final counters (exact percentiles) for `control.statistics`, then the encoder is freed.
+                    // The frames a hardware encoder still holds (its drain), written like the others unless the
+                    // thread failed; then the final counters (exact percentiles) for `control.statistics`, and the
+                    // encoder's description, and the encoder is freed.
+                    if failure == nil {
+                        condition.unlock()
+                        do { try encoder.finish { try output($0) } } catch { condition.withLock { if failure == nil { failure = error } } }
+                        condition.lock()
+                    }
                     let final = encoder.statistics
                     control.publish { $0 = final }
+                    description = encoder.summaryDescription
                     encoder.close()
                     ended = true
                     condition.broadcast()

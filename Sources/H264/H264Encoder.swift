@@ -145,8 +145,24 @@ public struct EncoderStatistics: Sendable {
     public var encodeP95Ms = 0.0
     /// What a `ResilientEncoder` did (restarts, a fallback), in words for the summary; nil when nothing happened.
     public var watchdog: String?
+    /// The encoder that made the last frame: "openh264", or "v4l2m2m /dev/video11" (a hardware encoder); empty
+    /// before any encoder published (and where none runs: a camera's own H.264 passed through).
+    public var encoder = ""
+    /// Pictures copied into the encoder's own memory (a hardware encoder's copy path; OpenH264 reads them in place).
+    public var copiedFrames = 0
+    /// Camera buffers the encoder took as they are (DMA-BUF import: no copy).
+    public var importedFrames = 0
+    /// Which path the pictures take into the encoder: "zero-copy" (every picture imported), "copied" (any copied
+    /// in), "in place" (OpenH264 reads the picture it is given), or empty (nothing encoded yet).
+    public var inputPath: String {
+        if copiedFrames > 0 { return "copied" }
+        if importedFrames > 0 { return "zero-copy" }
+        return encoder == "openh264" ? "in place" : ""
+    }
     /// All counters zero.
     public init() {}
+    /// All counters zero, for `encoder`.
+    public init(encoder: String) { self.encoder = encoder }
 }
 
 /// An H.264 encoder over OpenH264, configured the way an RTC stack uses it: real-time camera usage,
@@ -287,7 +303,7 @@ public final class H264Encoder {
         s.encodeP95Ms = times.percentileMs(0.95)
         return s
     }
-    private var stats = EncoderStatistics()
+    private var stats = EncoderStatistics(encoder: "openh264")
     private var times = DurationHistogram()
     private var window = TimestampWindow()
     /// swift-metrics for each encoded frame, when made with `metricsDimensions`.

@@ -58,6 +58,9 @@ public final class ResilientEncoder: VideoEncoder {
         case restarted(timeNs: Int64)
         /// The fallback took over at `timeNs`.
         case fellBack(timeNs: Int64)
+        /// The encoder refused the camera's buffers at `timeNs` (`ImportRefusedError`, for `reason`); one that copies
+        /// pictures in took over (not a failure).
+        case copying(reason: String, timeNs: Int64)
     }
 
     /// The settings in force (the running encoder's).
@@ -76,8 +79,14 @@ public final class ResilientEncoder: VideoEncoder {
     /// Called on the encoding thread after each event (tests wait on it).
     public var onEvent: (@Sendable (Event) -> Void)?
 
-    private let primary: Factory
+    /// Makes the watched encoder (the copying one once the camera's buffers were refused).
+    private var primary: Factory
     private let fallback: Factory
+    /// The primary copying pictures in, made when the running one refuses the camera's buffers
+    /// (`ImportRefusedError`); nil: such a refusal is a failure like any other.
+    private var copying: Factory?
+    /// Why the camera's buffers were refused, once they were (the summary's note says so).
+    private var importRefusal: String?
     private let now: @Sendable () -> Int64
     /// The running encoder's own control: requests are moved to it from `control`, it publishes its counters there.
     private let inner = EncoderControl()
@@ -94,13 +103,14 @@ public final class ResilientEncoder: VideoEncoder {
     public init(
         settings: H264Encoder.Settings, control: EncoderControl, configuration: Configuration,
         now: (@Sendable () -> Int64)? = nil, primary: @escaping Factory,
-        fallback: @escaping Factory = ResilientEncoder.openH264
+        fallback: @escaping Factory = ResilientEncoder.openH264, copying: Factory? = nil
     ) throws {
         self.settings = settings
         self.control = control
         self.configuration = configuration
         self.primary = primary
         self.fallback = fallback
+        self.copying = copying
         let clock = now ?? { SystemClock.monotonicNanoseconds() }
         self.now = clock
         lastOutputNs = clock()
@@ -121,12 +131,17 @@ public final class ResilientEncoder: VideoEncoder {
 
     /// Words for `note`, made when something happens (not per frame).
     private func updateNote() {
-        guard let firstReason else { return }
+        let copied = importRefusal.map { "\(configuration.name) refused the camera's buffers (\($0)); pictures copied in since" }
+        guard let firstReason else {
+            note = copied
+            return
+        }
         let times = failures == 1 ? "once" : "\(failures) times"
-        note =
+        let failed =
             fellBack
             ? "\(configuration.name) failed \(times) (\(firstReason)); fell back to \(configuration.fallbackName)"
             : "\(configuration.name) failed \(times) (\(firstReason)); restarted \(restarts == 1 ? "once" : "\(restarts) times")"
+        note = copied.map { "\($0); \(failed)" } ?? failed
     }
 
     /// The running encoder's counters added to those of the encoders before it, with the watchdog's note.
@@ -170,6 +185,9 @@ public final class ResilientEncoder: VideoEncoder {
                     return
                 }
                 reason = stallText
+            } catch let error as ImportRefusedError where !fellBack && copying != nil {
+                try switchToCopying(error.reason)
+                continue // the same picture, copied in: not a failure
             } catch let error where !fellBack {
                 reason = now() - lastOutputNs >= configuration.stallTimeoutNs ? stallText : describe(error)
             }
@@ -206,15 +224,7 @@ public final class ResilientEncoder: VideoEncoder {
 
     /// Closes the failed encoder and makes the next one (a new primary, or the fallback), asking it for a key frame.
     private func replace(reason: String) throws {
-        if let c = current {
-            let s = c.statistics
-            base.frames += s.frames
-            base.keyFrames += s.keyFrames
-            base.skipped += s.skipped
-            settings.targetBitrate = c.settings.targetBitrate // the bitrate last asked carries over
-            c.close() // its buffers are handed back before anything is opened again
-            current = nil
-        }
+        retireCurrent()
         record(failure: reason)
         while current == nil {
             if failures >= configuration.maxFailures {
@@ -231,6 +241,39 @@ public final class ResilientEncoder: VideoEncoder {
         }
         inner.requestKeyFrame()
         lastOutputNs = now()
+    }
+
+    /// The running encoder refused the camera's buffer (nothing reached the device): it is closed and the copying
+    /// factory's encoder takes over, asked for a key frame; from then on every encoder made copies pictures in. A
+    /// copying encoder that cannot be made counts as a failure (the watchdog's rules then apply).
+    private func switchToCopying(_ reason: String) throws {
+        guard let copying else { return }
+        self.copying = nil
+        importRefusal = reason
+        primary = copying // restarts from now on copy too
+        retireCurrent()
+        do {
+            current = try copying(settings, inner)
+            emit(.copying(reason: reason, timeNs: now()))
+        } catch {
+            try replace(reason: describe(error))
+        }
+        inner.requestKeyFrame()
+        lastOutputNs = now()
+    }
+
+    /// Adds the running encoder's counters to those of the encoders before it, carries its bitrate over and closes
+    /// it (its buffers handed back before anything is opened again).
+    private func retireCurrent() {
+        guard let c = current else { return }
+        let s = c.statistics
+        base.frames += s.frames
+        base.keyFrames += s.keyFrames
+        base.skipped += s.skipped
+        (base.copiedFrames, base.importedFrames) = (base.copiedFrames + s.copiedFrames, base.importedFrames + s.importedFrames)
+        settings.targetBitrate = c.settings.targetBitrate // the bitrate last asked carries over
+        c.close()
+        current = nil
     }
 
     private func fallBack() throws {
@@ -254,6 +297,7 @@ public final class ResilientEncoder: VideoEncoder {
         m.frames += base.frames
         m.keyFrames += base.keyFrames
         m.skipped += base.skipped
+        (m.copiedFrames, m.importedFrames) = (m.copiedFrames + base.copiedFrames, m.importedFrames + base.importedFrames)
         m.watchdog = note
         return m
     }

@@ -44,6 +44,18 @@ public protocol VideoEncoder: AnyObject {
     func close()
 }
 
+/// Thrown by an encoder that imports the camera's buffers when it cannot take one (another format or size, memory the
+/// device refuses at `VIDIOC_QBUF`), before anything of the frame reached the device: the same encoder copying the
+/// picture in would work. `ResilientEncoder` then switches to its copying factory, which is not a failure.
+public struct ImportRefusedError: Error, Sendable, CustomStringConvertible {
+    /// Why, naming the device and the buffer.
+    public let reason: String
+    /// A refusal for `reason`.
+    public init(_ reason: String) { self.reason = reason }
+    /// `reason`.
+    public var description: String { reason }
+}
+
 extension VideoEncoder {
     /// Encodes `picture` with the frame's timestamp.
     public func encode(_ picture: I420Buffer, frame: VideoFrame, into out: inout EncodedFrame) throws {

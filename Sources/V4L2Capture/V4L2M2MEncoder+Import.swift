@@ -44,15 +44,23 @@ extension V4L2M2MEncoder {
     /// The bytes used of each imported plane: the whole image on a one-plane queue, each plane's otherwise.
     private var importedBytes: [Int] { raw.planes.count == 1 ? [raw.sizeImage] : raw.planes.map(\.needed) }
 
-    /// Queues the camera's buffer of `frame` (see `importRefusal(_:)`) on the OUTPUT queue with its timestamp, with
-    /// no copy. The caller keeps `frame` (so the camera does not reuse its buffer) until the device gives the slot
-    /// back: `encode(_:frame:into:)` does.
+    /// The camera buffer of `frame` an import queues: the frame's own when it is the camera's exported buffer (a
+    /// `YU12` camera's picture needs no conversion), else the one its picture was converted from
+    /// (`VideoFrame.capturedBuffer`: an `NV12` camera's).
+    public static func importedBuffer(of frame: VideoFrame) -> VideoFrameBuffer {
+        frame.buffer.dmaBuf == nil ? frame.capturedBuffer ?? frame.buffer : frame.buffer
+    }
+
+    /// Queues the camera's buffer of `frame` (`importedBuffer(of:)`, see `importRefusal(_:)`) on the OUTPUT queue
+    /// with its timestamp, with no copy. The caller keeps `frame` (so the camera does not reuse its buffer) until
+    /// the device gives the slot back: `encode(_:frame:into:)` does.
     public func submit(importing frame: VideoFrame) throws(CaptureError) -> Int {
         guard !closed, !drained else { throw CaptureError(.notRunning, "\(path): the encoder is closed or drained", device: path) }
-        if let why = importRefusal(frame.buffer) {
+        let buffer = V4L2M2MEncoder.importedBuffer(of: frame)
+        if let why = importRefusal(buffer) {
             throw CaptureError(.unsupportedFormat, "\(path): cannot import the frame at \(frame.timestampNs) ns: \(why)", device: path)
         }
-        guard let imports, let dma = frame.buffer.dmaBuf else { throw CaptureError(.invalidArgument, "\(path): no DMA-BUF", device: path) }
+        guard let imports, let dma = buffer.dmaBuf else { throw CaptureError(.invalidArgument, "\(path): no DMA-BUF", device: path) }
         try applyRequests()
         let deadline = monotonicNanoseconds() + Int64(timeoutMs) * 1_000_000
         var slot = imports.freeSlot(for: dma.planes[0].fd)
@@ -73,7 +81,7 @@ extension V4L2M2MEncoder {
             throw node.io.error(e, "VIDIOC_QBUF of DMA-BUF fd \(dma.planes[0].fd) to OUTPUT slot \(i)", phase: .streaming)
         }
         inFlight += 1
-        importedFrames += 1
+        stats.importedFrames += 1
         return i
     }
 
@@ -102,10 +110,22 @@ extension V4L2M2MEncoder {
     /// it); otherwise `picture` is copied in (`encode(_:timestampNs:into:)`).
     public func encode(_ picture: I420Buffer, frame: VideoFrame, into out: inout EncodedFrame) throws {
         guard imports != nil else { return try encode(picture, timestampNs: frame.timestampNs, into: &out) }
-        let slot = try submit(importing: frame)
+        let slot = try submitOrRefuse(frame)
         _ = try receive(into: &out)
         try waitForSlot(slot)
         withExtendedLifetime(frame) {} // the camera's buffer stays ours until the device has given it back
+    }
+
+    /// `submit(importing:)`, with a frame the device cannot take as it is (its format or size, or memory refused at
+    /// `VIDIOC_QBUF`) thrown as `ImportRefusedError`: nothing of it reached the device, so copying it in would work.
+    private func submitOrRefuse(_ frame: VideoFrame) throws -> Int {
+        switch Result(catching: { () throws(CaptureError) -> Int in try submit(importing: frame) }) {
+        case .success(let slot): return slot
+        case .failure(let error):
+            let refusedAtQueue = error.operation?.hasPrefix("VIDIOC_QBUF of DMA-BUF") == true && error.code != .disconnected
+            if error.code == .unsupportedFormat || refusedAtQueue { throw ImportRefusedError(error.message) }
+            throw error
+        }
     }
 
     /// The drain (`drain(_:)`), at the end of a run.

@@ -63,9 +63,10 @@ public final class V4L2M2MEncoder: VideoEncoder {
     /// The raw format of the OUTPUT queue: `YU12` when pictures are copied in, the camera's (`YU12`, `NV12`) when
     /// its buffers are imported.
     public let rawFormat: PixelFormat
-    /// Pictures copied into an OUTPUT buffer (one copy each), and camera buffers queued as they are (DMA-BUF, no
-    /// copy).
-    public internal(set) var copiedFrames = 0, importedFrames = 0
+    /// Pictures copied into an OUTPUT buffer (one copy each).
+    public var copiedFrames: Int { stats.copiedFrames }
+    /// Camera buffers queued as they are (DMA-BUF, no copy).
+    public var importedFrames: Int { stats.importedFrames }
 
     let node: V4L2Node
     /// MMAP OUTPUT buffers the pictures are copied into; nil when the camera's buffers are imported (`imports`).
@@ -110,6 +111,7 @@ public final class V4L2M2MEncoder: VideoEncoder {
         self.codedFormat = codedFormat
         self.settings = settings
         self.control = control
+        stats.encoder = "v4l2m2m \(path)"
         node = try V4L2Node(path: path, kernel: kernel)
         isMultiPlanar = try node.memoryToMemoryIsMultiPlanar()
         let outType = isMultiPlanar ? CV4L2_BUF_TYPE_VIDEO_OUTPUT_MPLANE : CV4L2_BUF_TYPE_VIDEO_OUTPUT
@@ -173,7 +175,7 @@ public final class V4L2M2MEncoder: VideoEncoder {
         try applyRequests()
         let i = try freeOutput(output)
         copy(picture, into: output.address(i), stride: raw.planes[0].stride, height: bufferSize.height)
-        copiedFrames += 1
+        stats.copiedFrames += 1
         let ts = timeval(tv_sec: Int(timestampNs / 1_000_000_000), tv_usec: Int(timestampNs % 1_000_000_000 / 1000))
         if let e = output.queue(i, bytesUsed: raw.sizeImage, timestamp: ts) {
             throw node.io.error(e, "VIDIOC_QBUF of OUTPUT buffer \(i)", phase: .streaming)

@@ -51,6 +51,11 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
         /// (`VideoFrameBuffer.dmaBuf`), for zero-copy consumers. Off by default; a driver that cannot export
         /// makes the start fail with an error naming `VIDIOC_EXPBUF`.
         public var exportDMABuf = false
+        /// With `exportDMABuf`, the formats whose buffers are exported (the ones a consumer imports: a hardware
+        /// encoder's `YU12`, `NV12`); empty, every format. A stream in another format exports nothing.
+        public var exportedFormats: [PixelFormat] = []
+        /// Whether a stream in `format` exports its buffers.
+        public func exports(_ format: PixelFormat) -> Bool { exportDMABuf && (exportedFormats.isEmpty || exportedFormats.contains(format)) }
         /// Settings with `bufferCount` clamped to 2...32, `copyBuffers` to 0...8 and `pollTimeoutMs` to at least 1.
         public init(bufferCount: Int = 4, copyBuffers: Int = 2, pollTimeoutMs: Int32 = 100, noFrameTimeoutNs: Int64 = 3_000_000_000) {
             self.bufferCount = max(2, min(32, bufferCount))
@@ -127,7 +132,7 @@ public final class V4L2Stream: CaptureStream, @unchecked Sendable {
         self.bitrateControl = h264 ? ((try? node.control(.videoBitrate)) ?? nil).flatMap { $0.isReadOnly || $0.maximum <= 0 ? nil : $0 } : nil
         let set = try V4L2BufferSet(
             node: node, type: caps.bufferType, planeFormats: format.planes, count: configuration.bufferCount,
-            exportDMABuf: configuration.exportDMABuf)
+            exportDMABuf: configuration.exports(format.applied.pixelFormat))
         buffers = set
         self.buffers = set
         if let e = set.queueFree(phase: .setup) ?? set.streamOn() { throw e }

@@ -396,6 +396,12 @@ public struct VideoFrame: Sendable {
     /// A frame a `VideoSource` passed on without converting it, because nobody wanted a picture (its owner paused
     /// pictures): the buffer is the camera's as captured; only the timestamp counts.
     package var isUnconverted = false
+    /// The camera's exported buffer (it carries ``VideoFrameBuffer/dmaBuf``) that this picture was converted from,
+    /// format only (no crop, scale, rotation or mirror): a zero-copy consumer that takes the camera's format (a
+    /// hardware encoder importing `NV12`) queues it instead of the converted picture. nil unless the camera exports
+    /// its buffers (`V4L2Stream.Configuration.exportDMABuf`) and the picture needed a conversion; a frame carrying
+    /// it keeps the camera's buffer from the driver while it exists.
+    public package(set) var capturedBuffer: VideoFrameBuffer?
     /// For an encoded frame (``isEncoded``): the access unit is a key frame (an IDR: decodable on its own), as the
     /// camera flagged it or its NAL units say. False for raw pictures.
     public var isKeyFrame = false

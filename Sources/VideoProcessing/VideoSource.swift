@@ -376,6 +376,7 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
             let shared = Adaptation.fit(base, maxSize: bound, maxPixelCount: maxPixels, alignment: alignment)
             let t0 = monotonicNanoseconds()
             let picture: I420Buffer
+            var formatOnly = false
             do throws(ProcessingError) {
                 // Crop applies to the unrotated input: map it back when rotating by 90/270. A fixed size is a
                 // stretch of the whole picture (its fit's crop would be of the fixed size, not of the input).
@@ -388,6 +389,7 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
                 if let c = crop, rotation.swapsDimensions { crop = CropRect(x: c.y, y: c.x, width: c.height, height: c.width) }
                 crop = crop ?? padding // the visible part lies at the top left: a crop within it is one of the frame
                 let scale = shared.isIdentity && options.size == nil ? nil : shared.size
+                formatOnly = crop == nil && scale == nil && rotation == .rotation0 && !options.mirror
                 picture = try w.converter.convert(
                     frame.buffer,
                     options: FrameConverter.Options(
@@ -405,8 +407,14 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
             outSize = FrameSize(width: picture.width, height: picture.height)
             let outRotation: VideoRotation = applied ? .rotation0 : frame.rotation
             let color = frame.colorSpace.convertedToI420(from: frame.buffer.pixelFormat)
-            let sharedFrame = VideoFrame(
+            var sharedFrame = VideoFrame(
                 buffer: picture.buffer, rotation: outRotation, timestampNs: frame.timestampNs, sequence: frame.sequence, colorSpace: color)
+            // A conversion of format only keeps the camera's exported buffer beside the picture (zero-copy import).
+            if frame.buffer.dmaBuf != nil, picture.buffer.dmaBuf == nil, formatOnly, picture.width == frame.buffer.width,
+                picture.height == frame.buffer.height
+            {
+                sharedFrame.capturedBuffer = frame.buffer
+            }
             for i in takers {
                 let s = sinks[i]
                 var out = sharedFrame

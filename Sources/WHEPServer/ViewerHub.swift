@@ -547,13 +547,19 @@ public final class ViewerHub: EncodedOutput, Sendable {
             return item
         }
         let s = state.withLock { ($0.total, $0.left) }
+        let controls = encoders.withLock { $0.map(\.control) }
         let tierItems: [Any] = tiers.enumerated().map { (i, t) -> [(String, Any)] in
-            [
+            // The tier's encoder as it last published: which one runs (a hardware encoder, OpenH264 after a fallback),
+            // the path its pictures take, and what its watchdog did.
+            let e = controls.indices.contains(i) ? controls[i].statistics : nil
+            return [
                 ("tier", i), ("size", "\(t.size)"), ("minBps", t.minBitrate), ("targetBps", t.targetBitrate), ("maxBps", t.maxBitrate),
                 ("viewers", peers.filter { $0.1.tier == i }.count),
                 // What the tier's encoder is asked for now (the lowest estimate among its viewers, within its
                 // maximum); -1 while none of them has an estimate.
                 ("rateBps", rates[i] ?? -1),
+                ("encoder", e?.encoder ?? ""), ("encoderInput", e?.inputPath ?? ""), ("copiedFrames", e?.copiedFrames ?? 0),
+                ("importedFrames", e?.importedFrames ?? 0), ("watchdog", e?.watchdog ?? ""),
             ]
         }
         return "{\"viewers\": [" + items.map(jsonValue).joined(separator: ", ") + "], \"tiers\": [" + tierItems.map(jsonValue).joined(separator: ", ")

@@ -11,6 +11,8 @@ enum EncoderChoice: Equatable {
     case auto, openH264
     /// A V4L2 memory-to-memory encoder: that node, or the first one found (H.264 preferred).
     case v4l2m2m(path: String?)
+    /// The simulated encoder `v4l2m2m:fixture:SPEC` names (`FixtureM2MDevice(spec:)`: `bcm2835[?OPTIONS]`).
+    case fixture(spec: String)
 
     init?(parsing text: String) {
         switch text {
@@ -19,7 +21,8 @@ enum EncoderChoice: Equatable {
         case "v4l2m2m": self = .v4l2m2m(path: nil)
         default:
             guard text.hasPrefix("v4l2m2m:"), text.count > 8 else { return nil }
-            self = .v4l2m2m(path: String(text.dropFirst(8)))
+            let path = String(text.dropFirst(8))
+            self = path.hasPrefix("fixture:") ? .fixture(spec: String(path.dropFirst(8))) : .v4l2m2m(path: path)
         }
     }
 
@@ -29,6 +32,7 @@ enum EncoderChoice: Equatable {
         case .auto: "auto"
         case .openH264: "openh264"
         case .v4l2m2m(let path): path.map { "v4l2m2m:\($0)" } ?? "v4l2m2m"
+        case .fixture(let spec): "v4l2m2m:fixture:\(spec)"
         }
     }
 }
@@ -36,8 +40,8 @@ enum EncoderChoice: Equatable {
 extension EncoderOptions {
     /// The simulated encoder `--encoder v4l2m2m:fixture:NAME[?OPTIONS]` names (`FixtureM2MDevice`), nil otherwise.
     func fixtureEncoder() throws -> FixtureM2MDevice? {
-        guard case .v4l2m2m(let path?) = encoderChoice, path.hasPrefix("fixture:") else { return nil }
-        do throws(CaptureError) { return try FixtureM2MDevice(spec: String(path.dropFirst(8))) } catch {
+        guard case .fixture(let spec) = encoderChoice else { return nil }
+        do throws(CaptureError) { return try FixtureM2MDevice(spec: spec) } catch {
             throw ValidationError("--encoder \(encoderChoice.argument): \(error.message)")
         }
     }
@@ -55,10 +59,9 @@ extension EncoderOptions {
     func encoderNode(for command: String, discovery: M2MEncoderDiscovery = M2MEncoderDiscovery()) throws -> M2MEncoderNode? {
         let given = "--encoder \(encoderChoice.argument)"
         switch encoderChoice {
-        case .openH264: return nil
+        case .openH264, .fixture: return nil // the simulated encoder: `fixtureEncoder()`, `backend(for:)`
         case .auto: return discovery.firstH264()
         case .v4l2m2m(let path):
-            if path?.hasPrefix("fixture:") == true { return nil } // the simulated encoder: `backend(for:)`
             let node: M2MEncoderNode
             if let path {
                 do { node = try discovery.probe(path) } catch { throw ValidationError("\(given): \(error.message)") }
@@ -84,14 +87,19 @@ extension EncoderOptions {
 /// (for H.264; an FWHT recording has no fallback and fails by name).
 func m2mBackend(_ node: M2MEncoderNode, importing: PixelFormat?) -> EncoderBackend {
     let name = "V4L2 M2M \(node.path)"
-    let make: ResilientEncoder.Factory = { settings, control in
-        let e = try V4L2M2MEncoder(path: node.path, codedFormat: node.codedFormat, settings: settings, control: control, importing: importing)
-        e.timeoutMs = 1000 // the watchdog's stall time: the encoder's own timeout is the stall
-        return e
+    let factory = { (importing: PixelFormat?) -> ResilientEncoder.Factory in
+        { settings, control in
+            let e = try V4L2M2MEncoder(path: node.path, codedFormat: node.codedFormat, settings: settings, control: control, importing: importing)
+            e.timeoutMs = 1000 // the watchdog's stall time: the encoder's own timeout is the stall
+            return e
+        }
     }
-    guard node.encodesH264 else { return EncoderBackend(name: name, make: make) }
+    guard node.encodesH264 else { return EncoderBackend(name: name, make: factory(importing)) }
+    // A camera buffer the encoder refuses (memory it cannot read) switches to copying pictures in, not a failure.
+    let (primary, copying) = (factory(importing), importing.map { _ in factory(nil) })
     return EncoderBackend(name: name) { settings, control in
-        try ResilientEncoder(settings: settings, control: control, configuration: .init(name: "v4l2m2m \(node.path)"), primary: make)
+        try ResilientEncoder(
+            settings: settings, control: control, configuration: .init(name: "v4l2m2m \(node.path)"), primary: primary, copying: copying)
     }
 }
 
@@ -107,16 +115,19 @@ func fixtureBackend(_ device: FixtureM2MDevice) -> EncoderBackend {
 func camcapBackend(_ node: M2MEncoderNode?) -> EncoderBackend { node.map { m2mBackend($0, importing: nil) } ?? .openH264 }
 
 /// Whether `session`'s camera frames can go to `node` as they are (DMA-BUF import): a V4L2 camera in a raw format
-/// the encoder takes and imports. Only `YU12` for now: the session hands its stages the camera's own buffer (with its
-/// DMA-BUF) only when the picture needs no conversion; an `NV12` camera's stages get the converted picture, so its
-/// frames are copied in (the library's `importing: .nv12` works once the camera's buffer reaches the stage too).
+/// the encoder takes and the library imports (`V4L2M2MEncoder.importableFormats`: `YU12`, whose picture is the
+/// camera's buffer, and `NV12`, whose converted picture carries the camera's buffer beside it).
 func importableFormat(_ session: CaptureSession, _ node: M2MEncoderNode) -> PixelFormat? {
     let format = session.selection.pixelFormat
-    guard session.device.path.hasPrefix("/dev/"), format == .i420, node.rawFormats.contains(format) else {
+    guard session.device.path.hasPrefix("/dev/"), session.selection.frameKind == .picture, importableFormats(node).contains(format) else {
         return nil
     }
     return format
 }
+
+/// The camera formats whose buffers `node` can take as they are: those the library imports and the node's OUTPUT
+/// queue takes (what the camera exports, when it streams in one of them).
+func importableFormats(_ node: M2MEncoderNode) -> [PixelFormat] { V4L2M2MEncoder.importableFormats.filter(node.rawFormats.contains) }
 
 extension M2MEncoderNode.Format {
     /// "YU12 (Planar YUV 4:2:0), 640x360 - 4096x2160 step 8x8".

@@ -102,7 +102,7 @@ struct CaptureOptions: ParsableArguments {
 
     /// The session's configuration: 5 s of timestamps unless --frames or --duration (`untilStopped`: until Ctrl-C), the
     /// camera released after `idleRelease` s without viewers (0: never), the CLI's cameras and logger.
-    func configuration(untilStopped: Bool = false, idleRelease: Double = 0, waitsForCamera: Bool? = nil, exportDMABuf: Bool = false)
+    func configuration(untilStopped: Bool = false, idleRelease: Double = 0, waitsForCamera: Bool? = nil, exportDMABuf: [PixelFormat] = [])
         -> CaptureSession.Configuration
     {
         var c = CaptureSession.Configuration()
@@ -125,7 +125,7 @@ struct CaptureOptions: ParsableArguments {
 
     /// The session (the device named, else `defaultCameraSpec`), checked: device, negotiation.
     func session(
-        untilStopped: Bool = false, idleRelease: Double = 0, frames: Int? = nil, waitsForCamera: Bool? = nil, exportDMABuf: Bool = false
+        untilStopped: Bool = false, idleRelease: Double = 0, frames: Int? = nil, waitsForCamera: Bool? = nil, exportDMABuf: [PixelFormat] = []
     ) throws -> CaptureSession {
         var c = configuration(untilStopped: untilStopped, idleRelease: idleRelease, waitsForCamera: waitsForCamera, exportDMABuf: exportDMABuf)
         c.device = device ?? defaultCameraSpec
@@ -239,13 +239,14 @@ let cliLogger: Logger = {
 }()
 
 /// The CLI's cameras: real ones (V4L2) first, then the built-in fixture cameras (the library has no default).
-func cameraProviders(_ fixtures: FixtureCameraProvider.Options = .init(), stallTimeoutNs: Int64 = 3_000_000_000, exportDMABuf: Bool = false)
+func cameraProviders(_ fixtures: FixtureCameraProvider.Options = .init(), stallTimeoutNs: Int64 = 3_000_000_000, exportDMABuf: [PixelFormat] = [])
     -> [any CaptureDeviceProvider]
 {
     var v4l2 = V4L2Stream.Configuration(noFrameTimeoutNs: stallTimeoutNs)
-    // A hardware encoder imports the camera's buffers (`--encoder v4l2m2m`, record): each is held while it encodes,
-    // so more of them stay with the driver (a frame is copied out, and cannot be imported, only when none is left).
-    if exportDMABuf { (v4l2.exportDMABuf, v4l2.bufferCount) = (true, 8) }
+    // A hardware encoder imports the camera's buffers in `exportDMABuf`'s formats (`--encoder v4l2m2m`, record): each
+    // is held while it encodes, so more of them stay with the driver (a frame is copied out, and cannot be imported,
+    // only when none is left).
+    if !exportDMABuf.isEmpty { (v4l2.exportDMABuf, v4l2.exportedFormats, v4l2.bufferCount) = (true, exportDMABuf, 8) }
     // PipeWire's cameras (`pipewire:NAME`): none, at once, where no PipeWire runs.
     return [
         V4L2DeviceProvider(configuration: v4l2), FixtureCameraProvider(options: fixtures),

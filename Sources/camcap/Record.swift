@@ -75,19 +75,15 @@ struct Record: CamcapCommand {
         // Everything is checked before the camera starts: device, negotiation, encoder settings, outputs.
         let node = try encoder.encoderNode(for: "record")
         if let node, !node.encodesH264 { try checkCodedStream(node) }
-        var pipeline = try capture.session(waitsForCamera: segmentSeconds != nil)
+        // Zero copy: a camera whose frames the encoder takes as they are is started with its buffers exported (in the
+        // formats the encoder imports; the session negotiates once), and each is queued to the encoder as DMA-BUF (the
+        // picture the encoder sees is then the camera's, unprocessed).
+        let imports = capture.processing.isEmpty && !applyRotation && adapt == nil ? node.map(importableFormats) ?? [] : []
+        let pipeline = try capture.session(waitsForCamera: segmentSeconds != nil, exportDMABuf: imports)
         if pipeline.selection.frameKind == .accessUnit && frameTrace != nil {
             throw ValidationError("--frame-trace needs decoded pictures, and \(pipeline.device.path) delivers H.264 that is recorded as it comes")
         }
-        // Zero copy: a camera whose frames the encoder takes as they are is started with its buffers exported, and
-        // each is queued to the encoder as DMA-BUF (the picture the encoder sees is then the camera's, unprocessed).
-        var importing: PixelFormat?
-        if let node, pipeline.selection.frameKind == .picture, capture.processing.isEmpty, !applyRotation, adapt == nil,
-            let format = importableFormat(pipeline, node)
-        {
-            pipeline = try capture.session(waitsForCamera: segmentSeconds != nil, exportDMABuf: true)
-            importing = pipeline.selection.pixelFormat == format ? format : nil
-        }
+        let importing = node.flatMap { importableFormat(pipeline, $0) }.flatMap { imports.contains($0) ? $0 : nil }
         var c = try configuration()
         if let node { c.encoder.backend = m2mBackend(node, importing: importing) }
         if let fixture = try encoder.fixtureEncoder() { c.encoder.backend = fixtureBackend(fixture) }

@@ -68,7 +68,8 @@ struct Stream: CamcapCommand {
         let settings = try encoding.recipe.settings(for: pipeline.selection), keySeconds = encoding.recipe.keyIntervalSeconds
         if sdpOnly {
             // The SDP needs the SPS/PPS of the stream: one frame of the camera, encoded as the stream will be.
-            let ps = try await pipeline.encodedParameterSets(settings: settings, keyIntervalSeconds: keySeconds)
+            let ps = try await pipeline.encodedParameterSets(
+                settings: settings, keyIntervalSeconds: keySeconds, backend: try encoding.encoder.backend(for: "stream"))
             try write(RTPOutput.sdp(target: target, configuration: sender(target), parameterSets: ps), to: sdp!)
             print("wrote \(sdp!) for \(target) (\(pipeline.selection.size) H.264, SSRC \(target.derivedSSRCs(ssrc: ssrc).media))")
             return

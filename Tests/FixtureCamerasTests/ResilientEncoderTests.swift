@@ -110,6 +110,7 @@ extension ResilientEncoder.Event {
         case .failed: "failed"
         case .restarted: "restarted"
         case .fellBack: "fell back"
+        case .copying: "copying"
         }
     }
 }

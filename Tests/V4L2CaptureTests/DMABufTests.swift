@@ -55,6 +55,20 @@ import VideoCapture
         #expect(k.openCount == 0)
     }
 
+    @Test func onlyTheListedFormatsAreExported() throws {
+        var c = exporting
+        c.exportedFormats = [.i420, .nv12] // what a hardware encoder imports: a YUYV stream exports nothing
+        let k = FakeKernel()
+        k.push([goodFrame()])
+        let s = Sink(hold: true)
+        let stream = try startStream(k, s, config: c)
+        #expect(s.wait { $0.frames.count == 1 })
+        #expect(s.lock.withLock { s.frames[0].buffer.dmaBuf == nil } && !k.callLog.contains { $0.hasPrefix("EXPBUF") }, "\(k.callLog)")
+        s.lock.withLock { s.frames.removeAll() }
+        stream.stop()
+        #expect(c.exports(.nv12) && !c.exports(.yuyv) && exporting.exports(.yuyv) && !fakeStreamConfig.exports(.i420))
+    }
+
     @Test func aDriverThatCannotExportFailsTheStartByNameAndLeavesNothingOpen() throws {
         let k = FakeKernel()
         k.exportsDMABuf = false

@@ -28,6 +28,8 @@ final class FakeM2MKernel: V4L2Kernel, @unchecked Sendable {
     var coded = V4L2M2MEncoder.fwht
     /// The raw formats the OUTPUT queue takes, in ENUM_FMT order (anything else is replaced by the first).
     var rawFormats: [PixelFormat] = [.i420, .nv12]
+    /// DMA-BUF imports taken before QBUF refuses them with EINVAL (memory the device cannot use); nil: never.
+    var refusesImportsAfter: Int?
     /// DMA-BUF imports queued to OUTPUT: each QBUF's descriptor, bytes used and length, in order.
     private(set) var imported: [(fd: Int32, used: Int, length: Int)] = []
     /// The OUTPUT queue's memory (REQBUFS): MMAP, or DMABUF when camera buffers are imported.
@@ -237,6 +239,7 @@ final class FakeM2MKernel: V4L2Kernel, @unchecked Sendable {
                     ? (b.pointee.m.planes[0].m.fd, Int(b.pointee.m.planes[0].bytesused), Int(b.pointee.m.planes[0].length))
                     : (b.pointee.m.fd, Int(b.pointee.bytesused), Int(b.pointee.length))
                 guard fd >= 0, length >= lengths[t]!, used == lengths[t]!, !pendingOut.contains(where: { $0.index == i }) else { return EINVAL }
+                if let n = refusesImportsAfter, imported.count >= n { return EINVAL }
                 imported.append((fd, used, length))
                 pendingOut.append((i, b.pointee.timestamp, UInt8(truncatingIfNeeded: fd)))
             } else if isOut(t) {

@@ -108,6 +108,71 @@ struct M2MImportTests {
         #expect(k.calls.suffix(2) == ["STREAMOFF CAPTURE", "REQBUFS CAPTURE 0"])
     }
 
+    @Test("an NV12 camera: the converted picture's frame carries the camera's buffer, which is what is imported")
+    func importsTheCapturedBuffer() throws {
+        let k = FakeM2MKernel(multiPlanar: false)
+        let e = try V4L2M2MEncoder(
+            path: "/dev/video9", codedFormat: V4L2M2MEncoder.fwht, settings: M2MEncoderTests.settings(), control: EncoderControl(), buffers: 4,
+            kernel: k, importing: .nv12)
+        let picture = I420Buffer(width: 640, height: 360)
+        var out = EncodedFrame()
+        for (n, fd) in [Int32(51), 52, 51].enumerated() {
+            var frame = VideoFrame(buffer: picture.buffer, timestampNs: Int64(n) * 33_333_000, sequence: UInt64(n)) // the I420 picture
+            frame.capturedBuffer = Self.frame(.nv12, fd: fd, ts: frame.timestampNs).buffer
+            #expect(V4L2M2MEncoder.importedBuffer(of: frame).pixelFormat == .nv12)
+            try e.encode(picture, frame: frame, into: &out)
+            #expect(out.data[4] == UInt8(fd) && out.timestampNs == frame.timestampNs)
+        }
+        #expect(k.imported.map(\.fd) == [51, 52, 51])
+        #expect(e.importedFrames == 3 && e.copiedFrames == 0)
+        // Without the camera's buffer beside it, the picture alone cannot be imported, and the refusal says why.
+        let bare = VideoFrame(buffer: picture.buffer, timestampNs: 1, sequence: 9)
+        let error = #expect(throws: ImportRefusedError.self) { try e.encode(picture, frame: bare, into: &out) }
+        #expect(error?.reason.contains("the frame carries no DMA-BUF") == true)
+        e.close()
+    }
+
+    @Test("a camera buffer refused at QBUF switches the watched encoder to copying: no frame lost, not a failure")
+    func refusedImportSwitchesToCopying() throws {
+        let importing = FakeM2MKernel(multiPlanar: false), copying = FakeM2MKernel(multiPlanar: false)
+        importing.refusesImportsAfter = 3
+        let settings = M2MEncoderTests.settings()
+        let make = { (k: FakeM2MKernel, format: PixelFormat?) -> ResilientEncoder.Factory in
+            { s, c in
+                try V4L2M2MEncoder(
+                    path: "/dev/video9", codedFormat: V4L2M2MEncoder.fwht, settings: s, control: c, buffers: 4, kernel: k, importing: format)
+            }
+        }
+        let control = EncoderControl()
+        let e = try ResilientEncoder(
+            settings: settings, control: control, configuration: .init(name: "v4l2m2m /dev/video9"), primary: make(importing, .i420),
+            copying: make(copying, nil))
+        let picture = I420Buffer(width: 640, height: 360)
+        var out = EncodedFrame()
+        var times: [Int64] = []
+        for n in 0..<6 {
+            let ts = Int64(n) * 33_333_000
+            try e.encode(picture, frame: Self.frame(.i420, fd: Int32(60 + n), ts: ts), into: &out)
+            if !out.isSkipped { times.append(out.timestampNs) }
+        }
+        #expect(times == (0..<6).map { Int64($0) * 33_333_000 }, "every frame encoded once, in order")
+        #expect(importing.imported.count == 3, "three imported before the refusal")
+        #expect(e.failures == 0 && !e.fellBack)
+        #expect(e.events.count == 1)
+        if case .copying(let reason, _) = e.events.first {
+            #expect(reason.contains("VIDIOC_QBUF of DMA-BUF fd 63"), "\(reason)")
+        } else {
+            Issue.record("no switch to copying: \(e.events)")
+        }
+        let stats = e.statistics
+        #expect(stats.importedFrames == 3 && stats.copiedFrames == 3 && stats.frames == 6, "\(stats)")
+        #expect(stats.inputPath == "copied")
+        #expect(e.note?.hasPrefix("v4l2m2m /dev/video9 refused the camera's buffers (") == true, "\(e.note ?? "")")
+        #expect(e.note?.hasSuffix("; pictures copied in since") == true)
+        #expect(importing.calls.suffix(2) == ["STREAMOFF CAPTURE", "REQBUFS CAPTURE 0"], "the importing encoder was closed first")
+        e.close()
+    }
+
     @Test("a frame that cannot be imported is refused naming why; the copy path counts one copy per frame")
     func refusalsAndCopies() throws {
         let k = FakeM2MKernel(multiPlanar: false)
@@ -127,10 +192,10 @@ struct M2MImportTests {
                     timestampNs: 1, sequence: 1),
                 "the frame carries no DMA-BUF"
             ),
-        ]
+        ] // each an ImportRefusedError: nothing reached the device, a copying encoder would take the frame
         for (frame, why) in cases {
-            let error = #expect(throws: CaptureError.self) { try e.encode(picture, frame: frame, into: &out) }
-            #expect(error?.message.contains(why) == true, "\(error?.message ?? "")")
+            let error = #expect(throws: ImportRefusedError.self) { try e.encode(picture, frame: frame, into: &out) }
+            #expect(error?.reason.contains(why) == true, "\(error?.reason ?? "")")
         }
         #expect(k.imported.isEmpty)
         #expect(throws: CaptureError.self) {
