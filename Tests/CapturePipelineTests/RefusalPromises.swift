@@ -224,12 +224,5 @@ func refusalPromises() -> [RefusalPromise] {
                 .test(file: "Tests/CamcapTests/PublishSecurityTests.swift", function: "theTokenStaysOnTheEndpointsOrigin"),
                 .test(file: "Tests/CamcapTests/PublishSecurityTests.swift", function: "aHugeAnswerIsCutAt64KiB"),
             ]),
-        RefusalPromise(
-            file: "docs/cameras.md", sentence: "`select`, `--pixel-format`, `--size` and `--fps-limit` negotiate them by the usual rules",
-            checks: [.test(file: "Tests/PipeWireTests/PipeWireCameraTests.swift", function: "aFormatTheNodeDoesNotOfferIsRefused")]),
-        RefusalPromise(
-            file: "Sources/PipeWireCapture/PipeWireCapture.docc/PipeWireCapture.md",
-            sentence: "The usual negotiation (sizes, rates, `--pixel-format`) applies unchanged",
-            checks: [.test(file: "Tests/PipeWireTests/PipeWireCameraTests.swift", function: "aFormatTheNodeDoesNotOfferIsRefused")]),
     ]
 }
