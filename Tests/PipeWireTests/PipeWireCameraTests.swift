@@ -210,6 +210,36 @@ import VideoCapture
         }
     }
 
+    @Test func camcapServesThePipeWireCamera() throws {
+        let session = try PipeWireSession()
+        defer { session.close() }
+        try session.startCamera(name: "serve-cam", ["--pad", "16"])
+        let token = "pipewire-test-token-0123"
+        let file = scratchDirectory("pipewire-tests") + "/snapshot.jpg"
+        try? FileManager.default.removeItem(atPath: file)
+        let status = Box()
+        // Once it serves the camera: the snapshot (retried until the first picture is there), then Ctrl-C.
+        let r = try runTool(
+            builtProduct("camcap"), ["serve", "-d", "pipewire:serve-cam", "--listen", "127.0.0.1:0", "--token", token],
+            environment: session.environment,
+            interruptWhen: { text in
+                guard text.contains("serving pipewire:serve-cam"), let m = text.firstMatch(of: /serving http:\/\/127\.0\.0\.1:(\d+)\//) else {
+                    return false
+                }
+                let url = "http://127.0.0.1:\(m.1)/snapshot.jpg"
+                waitUntil(timeout: 10, every: 0.05) {
+                    let c = try? runTool("curl", ["-s", "-H", "Authorization: Bearer \(token)", "-o", file, "-w", "%{http_code}", url])
+                    status.set(c?.out ?? "")
+                    return status.get() == "200"
+                }
+                return true
+            })
+        #expect(r.code == 0, "\(r.err)")
+        #expect(status.get() == "200", "\(r.err)")
+        let probe = try runTool("ffprobe", ["-v", "error", "-show_entries", "stream=codec_name,width,height", "-of", "csv=p=0", file])
+        #expect(probe.out.trimmingCharacters(in: .whitespacesAndNewlines) == "mjpeg,640,480", "\(probe)")
+    }
+
     /// A camera that goes away and comes back (a node of the same name): a recording that waits for its camera
     /// (the healing every provider's `.disconnected` gets) carries on from the new node.
     @Test func aRecordingWaitsForTheNodeToComeBack() throws {
