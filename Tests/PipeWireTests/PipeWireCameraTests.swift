@@ -210,6 +210,29 @@ import VideoCapture
         }
     }
 
+    /// `select` is provider-neutral: the PipeWire camera and a fixture camera offering the same modes get the same
+    /// answers.
+    @Test func selectAnswersAsForAFixtureWithTheSameModes() throws {
+        let session = try PipeWireSession()
+        defer { session.close() }
+        try session.startCamera(name: "select-cam")
+        let sizes = #"[{"width": 640, "height": 480, "fps": [30]}, {"width": 320, "height": 240, "fps": [30]}]"#
+        let fixture = tempFile(
+            "pw-test-camera.json",
+            #"{"name": "pw-test-camera's modes", "formats": ["#
+                + ["YUYV", "YU12", "NV12"].map { #"{"pixelFormat": "\#($0)", "sizes": \#(sizes)}"# }.joined(separator: ", ") + "]}")
+        let camcap = builtProduct("camcap")
+        for query in [
+            ["-s", "1280x720"], ["-s", "320x240"], ["-s", "300x200", "--fps-limit", "15"], ["-s", "640x480", "--pixel-format", "NV12"],
+            ["-s", "200x100", "--pixel-format", "YUYV,NV12"],
+        ] {
+            let pw = try runTool(camcap, ["select", "-d", "pipewire:select-cam"] + query, environment: session.environment)
+            let fx = try runTool(camcap, ["select", "-d", fixture] + query, environment: session.environment)
+            #expect(pw.code == 0 && fx.code == 0, "\(pw.err) \(fx.err)")
+            #expect(!pw.out.isEmpty && pw.out == fx.out, "\(query): \(pw.out) vs \(fx.out)")
+        }
+    }
+
     @Test func camcapServesThePipeWireCamera() throws {
         let session = try PipeWireSession()
         defer { session.close() }
