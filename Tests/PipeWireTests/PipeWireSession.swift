@@ -96,7 +96,7 @@ final class PipeWireSession: @unchecked Sendable {
     /// Starts the session and waits (at most 20 s) until PipeWire and wireplumber run. Throws, saying what to install, when
     /// PipeWire is missing.
     init() throws {
-        for tool in ["pipewire", "wireplumber", "dbus-run-session"] where !onPath(tool) {
+        for tool in ["pipewire", "wireplumber", "pw-cli", "dbus-run-session"] where !onPath(tool) {
             throw PipeWireTestError(
                 description:
                     "\(tool) is not installed: run `bash Scripts/install-deps.sh test` (PipeWire tests need pipewire, pipewire-bin, wireplumber and dbus)"
