@@ -144,6 +144,43 @@ import VideoCapture
         #expect(throws: CaptureError.self) { _ = try provider.device(for: "pipewire:leaving-cam") }
     }
 
+    /// `stop()` from the stream's own frame callback returns (it does not wait for itself), and the stream ends.
+    @Test func aStreamStopsFromItsOwnFrameCallback() throws {
+        let session = try PipeWireSession()
+        defer { session.close() }
+        try session.startCamera(name: "stopping-cam")
+        let provider = session.provider()
+        let device = try #require(try provider.device(for: "pipewire:stopping-cam"))
+        final class Holder: @unchecked Sendable {
+            let lock = NSLock()
+            var stream: (any CaptureStream)?
+            var frames = 0
+            var stoppedAt: Int?
+        }
+        let holder = Holder()
+        let sink = FrameSink(
+            frame: { _ in
+                let s: (any CaptureStream)? = holder.lock.withLock {
+                    holder.frames += 1
+                    guard holder.frames >= 3, holder.stoppedAt == nil, let s = holder.stream else { return nil }
+                    holder.stoppedAt = holder.frames
+                    return s
+                }
+                s?.stop()
+            }, dropped: { _, _ in }, failed: { _ in })
+        let stream = try provider.openStream(
+            device: device, request: StreamRequest(pixelFormat: .yuyv, size: FrameSize(width: 320, height: 240), fps: 30), sink: sink)
+        holder.lock.withLock { holder.stream = stream }
+        #expect(waitUntil(timeout: 10) { holder.lock.withLock { holder.stoppedAt != nil } })
+        let started = Date()
+        stream.stop() // the thread has ended (or ends now): returns at once
+        #expect(Date().timeIntervalSince(started) < 1)
+        let after = holder.lock.withLock { holder.frames }
+        // No frame comes after the stop: waiting for one more times out.
+        #expect(!waitUntil(timeout: 0.5) { holder.lock.withLock { holder.frames > after } })
+        #expect(after == holder.lock.withLock { holder.stoppedAt })
+    }
+
     @Test func aFormatTheNodeDoesNotOfferIsRefused() throws {
         let session = try PipeWireSession()
         defer { session.close() }
