@@ -207,7 +207,8 @@ func refusalPromises() -> [RefusalPromise] {
             file: "docs/cameras.md", sentence: "`select`, `--pixel-format`, `--size` and `--fps-limit` negotiate them by the usual rules",
             checks: [.test(file: "Tests/PipeWireTests/PipeWireCameraTests.swift", function: "aFormatTheNodeDoesNotOfferIsRefused")]),
         RefusalPromise(
-            file: "Sources/PipeWireCapture/PipeWireCapture.docc/PipeWireCapture.md", sentence: "The usual negotiation (sizes, rates, `--pixel-format`)",
+            file: "Sources/PipeWireCapture/PipeWireCapture.docc/PipeWireCapture.md",
+            sentence: "The usual negotiation (sizes, rates, `--pixel-format`)",
             checks: [.test(file: "Tests/PipeWireTests/PipeWireCameraTests.swift", function: "aFormatTheNodeDoesNotOfferIsRefused")]),
         RefusalPromise(
             file: "Sources/VideoCapture/VideoCapture.docc/GettingStarted.md", sentence: "A target with a side ≤ 0, a limit ≤ 0 or above 1000",
