@@ -1,4 +1,5 @@
 import CPipeWire
+import SystemIO
 public import VideoCapture
 #if canImport(Glibc)
     import Glibc
@@ -96,7 +97,7 @@ public final class PipeWireCameraProvider: CaptureDeviceProvider {
     }
 
     /// Whether this process runs in a Flatpak sandbox.
-    static let inSandbox = access("/.flatpak-info", F_OK) == 0
+    static let inSandbox = FileSystem.exists("/.flatpak-info")
 
     /// A connection through the camera portal when it is used (the caller's, to hand to PipeWire), nil to connect
     /// to the socket; throws when the socket is missing or the portal refuses.

@@ -46,7 +46,7 @@ public final class PipeWireStream: CaptureStream, @unchecked Sendable {
         self.noFrameTimeoutNs = configuration.noFrameTimeoutNs
         var req: cpw_request
         do { req = try PipeWireFormats.request(request, device: device) } catch {
-            if let connection { close(connection) }
+            if let connection { try? FileDescriptor(rawValue: connection).close() }
             throw error
         }
         let receiver = FrameReceiver(device: device, sink: sink)
