@@ -47,6 +47,9 @@ let package = Package(
         .systemLibrary(name: "CLibPipeWire", pkgConfig: "libpipewire-0.3", providers: [.apt(["libpipewire-0.3-dev"])]),
         // What Swift cannot call in libpipewire (varargs, SPA pod macros, spa_hook listeners) behind a small C API.
         .target(name: "CPipeWire", dependencies: ["CLibPipeWire"]),
+        // The xdg camera portal (org.freedesktop.portal.Camera) over libdbus-1: access, then a PipeWire connection.
+        .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
+        .target(name: "CCameraPortal", dependencies: ["CDBus"], linkerSettings: [.linkedLibrary("dbus-1")]),
         // The MJPEG decoder and the fixture cameras' strip encoder over libjpeg(-turbo) (libjpeg-dev).
         .target(name: "CJPEGCodec", linkerSettings: [.linkedLibrary("jpeg")]),
 
@@ -85,7 +88,7 @@ let package = Package(
         // Cameras behind PipeWire (issue #52): camera nodes listed, negotiated and streamed through CPipeWire.
         .target(
             name: "PipeWireCapture",
-            dependencies: ["VideoCapture", "VideoCaptureCommons", "SystemIO", "CPipeWire"],
+            dependencies: ["VideoCapture", "VideoCaptureCommons", "SystemIO", "CPipeWire", "CCameraPortal"],
             swiftSettings: upcoming),
         // A PipeWire camera of our own (frames with a counter and known bytes, optionally padded rows): the tests'
         // camera, and a way to try `pipewire:` devices without one (Scripts/pipewire-session.sh runs it headless).

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <pipewire/pipewire.h>
 #include <spa/param/video/format-utils.h>
@@ -255,6 +256,10 @@ typedef struct list_state {
     int done;
     int error;
     char error_text[256];
+    /* On a camera portal's connection the session manager grants the client its cameras only after it connected:
+       until `settle_until_ns`, a registry without a camera node is asked again (`settle_timer`, every 20 ms). */
+    int64_t settle_until_ns;
+    struct spa_source *settle_timer;
 } list_state;
 
 static char *dup_prop(const struct spa_dict *props, const char *key) {
@@ -314,6 +319,11 @@ static const struct pw_registry_events list_registry_events = {
 static void list_core_done(void *data, uint32_t id, int seq) {
     list_state *s = data;
     if (id != PW_ID_CORE || seq != s->sync_seq) return;
+    if (s->phase == 0 && s->n == 0 && s->settle_timer != NULL && now_ns() < s->settle_until_ns) {
+        struct timespec t = {.tv_sec = 0, .tv_nsec = 20 * 1000000L};
+        pw_loop_update_timer(pw_main_loop_get_loop(s->loop), s->settle_timer, &t, NULL, false);
+        return;
+    }
     if (s->phase == 0 && s->formats_of != NULL) {
         // The globals are in: bind the nodes asked about and enumerate their formats, then sync once more (the
         // server answers in order, so every param has come when the second sync does).
@@ -351,6 +361,12 @@ static const struct pw_core_events list_core_events = {
     .error = list_core_error,
 };
 
+static void list_settle(void *data, uint64_t expirations) {
+    (void)expirations;
+    list_state *s = data;
+    s->sync_seq = pw_core_sync(s->core, PW_ID_CORE, s->sync_seq);
+}
+
 static void list_timeout(void *data, uint64_t expirations) {
     (void)expirations;
     list_state *s = data;
@@ -384,7 +400,28 @@ void cpw_listing_free(cpw_listing *listing) {
     listing->n_nodes = 0;
 }
 
+/* Connects to `remote`, or on `fd` when it is not negative (a socket the call takes: the camera portal's). */
+static struct pw_core *connect_core(struct pw_context *context, const char *remote, int fd) {
+    if (fd >= 0) return pw_context_connect_fd(context, fd, NULL, 0); /* PipeWire closes it on disconnect or error */
+    return pw_context_connect(context, remote_properties(remote), 0);
+}
+
+static int list_on(const char *remote, int fd, const char *formats_of, int timeout_ms, cpw_listing *out, char *error, size_t error_len);
+
 int cpw_list(const char *remote, const char *formats_of, int timeout_ms, cpw_listing *out, char *error, size_t error_len) {
+    return list_on(remote, -1, formats_of, timeout_ms, out, error, error_len);
+}
+
+int cpw_list_fd(int fd, const char *formats_of, int timeout_ms, cpw_listing *out, char *error, size_t error_len) {
+    if (fd < 0) {
+        memset(out, 0, sizeof *out);
+        set_error(error, error_len, "PipeWire: no connection (descriptor %d)", fd);
+        return -EBADF;
+    }
+    return list_on("the camera portal's connection", fd, formats_of, timeout_ms, out, error, error_len);
+}
+
+static int list_on(const char *remote, int fd, const char *formats_of, int timeout_ms, cpw_listing *out, char *error, size_t error_len) {
     pthread_once(&init_once, init_pipewire);
     memset(out, 0, sizeof *out);
     list_state s;
@@ -395,16 +432,18 @@ int cpw_list(const char *remote, const char *formats_of, int timeout_ms, cpw_lis
     struct spa_source *timer = NULL;
     s.loop = pw_main_loop_new(NULL);
     if (s.loop == NULL) {
+        if (fd >= 0) close(fd);
         set_error(error, error_len, "PipeWire: could not make a main loop");
         return -errno ? -errno : -ENOMEM;
     }
     context = pw_context_new(pw_main_loop_get_loop(s.loop), NULL, 0);
     if (context == NULL) {
+        if (fd >= 0) close(fd);
         res = errno ? -errno : -ENOMEM;
         set_error(error, error_len, "PipeWire: could not make a context");
         goto done;
     }
-    s.core = pw_context_connect(context, remote_properties(remote), 0);
+    s.core = connect_core(context, remote, fd);
     if (s.core == NULL) {
         res = errno ? -errno : -ECONNREFUSED;
         set_error(error, error_len, "PipeWire: could not connect to %s (%s)", remote ? remote : "the default remote", spa_strerror(res));
@@ -418,6 +457,10 @@ int cpw_list(const char *remote, const char *formats_of, int timeout_ms, cpw_lis
         goto done;
     }
     pw_registry_add_listener(s.registry, &s.registry_listener, &list_registry_events, &s);
+    if (fd >= 0) { /* a portal's connection: wait (a second at most, within the timeout) for the cameras granted */
+        s.settle_timer = pw_loop_add_timer(pw_main_loop_get_loop(s.loop), list_settle, &s);
+        s.settle_until_ns = now_ns() + (int64_t)(timeout_ms < 1000 ? timeout_ms / 2 : 1000) * 1000000;
+    }
     s.sync_seq = pw_core_sync(s.core, PW_ID_CORE, 0);
     timer = pw_loop_add_timer(pw_main_loop_get_loop(s.loop), list_timeout, &s);
     if (timer != NULL) {
@@ -455,6 +498,7 @@ done:
     }
     free(s.nodes);
     if (timer != NULL) pw_loop_destroy_source(pw_main_loop_get_loop(s.loop), timer);
+    if (s.settle_timer != NULL) pw_loop_destroy_source(pw_main_loop_get_loop(s.loop), s.settle_timer);
     if (s.registry != NULL) {
         spa_hook_remove(&s.registry_listener);
         pw_proxy_destroy((struct pw_proxy *)s.registry);
@@ -779,14 +823,37 @@ static int connect_stream(cpw_stream *s, const cpw_request *request) {
 
 static int is_streaming_or_refused(cpw_stream *s) { return (s->streaming && s->format_set) || s->retry; }
 
+static cpw_stream *stream_open_on(
+    const char *remote, int fd, const char *target, const cpw_request *request, cpw_buffer_callback callback, void *context,
+    int timeout_ms, cpw_applied *applied, int *error_code, char *error, size_t error_len);
+
 cpw_stream *cpw_stream_open(
     const char *remote, const char *target, const cpw_request *request, cpw_buffer_callback callback, void *context, int timeout_ms,
     cpw_applied *applied, int *error_code, char *error, size_t error_len) {
+    return stream_open_on(remote, -1, target, request, callback, context, timeout_ms, applied, error_code, error, error_len);
+}
+
+cpw_stream *cpw_stream_open_fd(
+    int fd, const char *target, const cpw_request *request, cpw_buffer_callback callback, void *context, int timeout_ms,
+    cpw_applied *applied, int *error_code, char *error, size_t error_len) {
+    if (fd < 0) {
+        *error_code = -EBADF;
+        set_error(error, error_len, "PipeWire: no connection (descriptor %d)", fd);
+        return NULL;
+    }
+    return stream_open_on(
+        "the camera portal's connection", fd, target, request, callback, context, timeout_ms, applied, error_code, error, error_len);
+}
+
+static cpw_stream *stream_open_on(
+    const char *remote, int fd, const char *target, const cpw_request *request, cpw_buffer_callback callback, void *context,
+    int timeout_ms, cpw_applied *applied, int *error_code, char *error, size_t error_len) {
     pthread_once(&init_once, init_pipewire);
     *error_code = 0;
     int64_t deadline = now_ns() + (int64_t)(timeout_ms > 0 ? timeout_ms : 1) * 1000000;
     cpw_stream *s = calloc(1, sizeof *s);
     if (s == NULL) {
+        if (fd >= 0) close(fd);
         *error_code = -ENOMEM;
         set_error(error, error_len, "out of memory");
         return NULL;
@@ -809,7 +876,9 @@ cpw_stream *cpw_stream_open(
         set_error(error, error_len, "PipeWire: could not make a context");
         goto fail;
     }
-    s->core = pw_context_connect(s->context, remote_properties(remote), 0);
+    s->core = connect_core(s->context, remote, fd);
+    int portal = fd >= 0;
+    fd = -1; /* PipeWire's now, connected or not */
     if (s->core == NULL) {
         int e = errno ? -errno : -ECONNREFUSED;
         *error_code = -ECONNREFUSED; // one code for "cannot reach PipeWire"; the text has the reason
@@ -826,6 +895,15 @@ cpw_stream *cpw_stream_open(
     pw_registry_add_listener(s->registry, &s->registry_listener, &stream_registry_events, s);
     s->sync_seq = pw_core_sync(s->core, PW_ID_CORE, 0);
     int r = run_until(s, is_synced, deadline);
+    /* On a camera portal's connection the session manager grants the client its cameras only after it connected:
+       the registry is asked again until the target shows (a second at most, within the deadline). */
+    int64_t settle_until = now_ns() + 1000000000LL;
+    while (r == 0 && portal && !s->target_seen && now_ns() < settle_until && now_ns() < deadline) {
+        s->synced = 0;
+        s->sync_seq = pw_core_sync(s->core, PW_ID_CORE, s->sync_seq);
+        r = run_until(s, is_synced, deadline);
+        if (r == 0 && !s->target_seen) cpw_stream_iterate(s, 20);
+    }
     if (r != 0) {
         *error_code = r < 0 ? r : -EIO;
         if (r == -ETIMEDOUT) set_error(error, error_len, "PipeWire did not answer within %d ms", timeout_ms);
@@ -879,6 +957,7 @@ cpw_stream *cpw_stream_open(
     return s;
 
 fail:
+    if (fd >= 0) close(fd); /* failed before PipeWire took it */
     s->callback = NULL;
     cpw_stream_close(s);
     return NULL;

@@ -1,4 +1,5 @@
 import CPipeWire
+import SystemIO
 public import VideoCapture
 #if canImport(Glibc)
     import Glibc
@@ -33,11 +34,29 @@ public final class PipeWireCameraProvider: CaptureDeviceProvider {
         /// Private buffers each frame is copied into (2...16): a frame held by consumers keeps its buffer; with
         /// every buffer held, the next frame is dropped as `.buffersHeld`.
         public var frameBuffers: Int
+        /// How PipeWire is reached.
+        public enum Connection: String, Sendable, CaseIterable {
+            /// The PipeWire socket when there is one; without one, the camera portal inside a Flatpak sandbox
+            /// (`/.flatpak-info` exists), where the portal is the way to a camera; else no camera, as `direct`.
+            case automatic = "auto"
+            /// The PipeWire socket (``Configuration/remote``) only.
+            case direct
+            /// The camera portal (``CameraPortal``) for every listing and stream: access asked (the desktop may ask
+            /// the user; a refusal is `.permissionDenied`), then a connection that sees the cameras granted.
+            case portal
+        }
+        /// How PipeWire is reached: ``Connection/direct`` by default.
+        public var connection: Connection
+        /// How long the camera portal may take to answer (it may show the user a dialog), milliseconds
+        /// (100...600000).
+        public var portalTimeoutMs: Int
         /// Settings with every value clamped to its range.
         public init(
             remote: String? = nil, listTimeoutMs: Int = 2000, startTimeoutMs: Int = 5000, noFrameTimeoutNs: Int64 = 3_000_000_000,
-            frameBuffers: Int = 4
+            frameBuffers: Int = 4, connection: Connection = .direct, portalTimeoutMs: Int = CameraPortal.defaultTimeoutMs
         ) {
+            self.connection = connection
+            self.portalTimeoutMs = min(max(portalTimeoutMs, 100), 600_000)
             self.remote = remote
             self.listTimeoutMs = min(max(listTimeoutMs, 100), 60000)
             self.startTimeoutMs = min(max(startTimeoutMs, 100), 60000)
@@ -67,14 +86,38 @@ public final class PipeWireCameraProvider: CaptureDeviceProvider {
 
     /// The camera nodes now, with their formats when `formatsOf` names a node (or is `*`). Throws when PipeWire
     /// is not running or does not answer.
-    func listing(formatsOf: String? = nil) throws(CaptureError) -> [PipeWireNode] {
+    /// Whether listings and streams go through the camera portal (``Configuration/connection``: `portal`, or
+    /// `automatic` without a PipeWire socket).
+    public var usesPortal: Bool {
+        switch configuration.connection {
+        case .direct: false
+        case .portal: true
+        case .automatic: !socket.exists && Self.inSandbox
+        }
+    }
+
+    /// Whether this process runs in a Flatpak sandbox.
+    static let inSandbox = FileSystem.exists("/.flatpak-info")
+
+    /// A connection through the camera portal when it is used (the caller's, to hand to PipeWire), nil to connect
+    /// to the socket; throws when the socket is missing or the portal refuses.
+    func portalConnection() throws(CaptureError) -> Int32? {
+        if usesPortal { return try CameraPortal.connection(timeoutMs: configuration.portalTimeoutMs) }
         let (path, exists) = socket
         guard exists else {
             throw CaptureError(.unknownDevice, "PipeWire is not running: no socket at \(path)", errno: ENOENT, operation: "connect")
         }
+        return nil
+    }
+
+    func listing(formatsOf: String? = nil) throws(CaptureError) -> [PipeWireNode] {
+        let fd = try portalConnection()
         var listing = cpw_listing()
         var error = [CChar](repeating: 0, count: 512)
-        let r = cpw_list(configuration.remote, formatsOf, Int32(configuration.listTimeoutMs), &listing, &error, error.count)
+        let timeout = Int32(configuration.listTimeoutMs)
+        let r =
+            fd.map { cpw_list_fd($0, formatsOf, timeout, &listing, &error, error.count) }
+            ?? cpw_list(configuration.remote, formatsOf, timeout, &listing, &error, error.count)
         defer { cpw_listing_free(&listing) }
         guard r == 0 else {
             let text = error.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
@@ -87,7 +130,7 @@ public final class PipeWireCameraProvider: CaptureDeviceProvider {
     /// The camera nodes, in the order PipeWire announced them; none (at once, silently) when PipeWire is not
     /// running or does not answer.
     public func devices() -> [CaptureDevice] {
-        guard socket.exists else { return [] }
+        guard usesPortal || socket.exists else { return [] }
         return ((try? listing()) ?? []).map(\.device)
     }
 
@@ -133,7 +176,7 @@ public final class PipeWireCameraProvider: CaptureDeviceProvider {
             throw CaptureError(.unknownDevice, "\(device.path) is not a PipeWire camera (pipewire:NAME)", device: device.path)
         }
         let (path, exists) = socket
-        guard exists else {
+        guard exists || usesPortal else {
             throw CaptureError(
                 .disconnected, "PipeWire is not running: no socket at \(path)", errno: ENOENT, device: device.path, operation: "connect")
         }
@@ -150,7 +193,8 @@ public final class PipeWireCameraProvider: CaptureDeviceProvider {
                 device: device.path)
         }
         return try PipeWireStream(
-            device: device.path, node: String(device.path.dropFirst(Self.scheme.count)), request: request, configuration: configuration, sink: sink)
+            device: device.path, node: String(device.path.dropFirst(Self.scheme.count)), request: request, configuration: configuration,
+            connection: try portalConnection(), sink: sink)
     }
 }
 

@@ -35,20 +35,29 @@ public final class PipeWireStream: CaptureStream, @unchecked Sendable {
     private let sink: FrameSink
     private let noFrameTimeoutNs: Int64
 
-    init(device: String, node: String, request: StreamRequest, configuration: PipeWireCameraProvider.Configuration, sink: FrameSink)
-        throws(CaptureError)
-    {
+    /// A stream of `node`, over `connection` (the camera portal's PipeWire connection, which the stream takes) or
+    /// the configuration's socket when nil.
+    init(
+        device: String, node: String, request: StreamRequest, configuration: PipeWireCameraProvider.Configuration, connection: Int32? = nil,
+        sink: FrameSink
+    ) throws(CaptureError) {
         self.device = device
         self.sink = sink
         self.noFrameTimeoutNs = configuration.noFrameTimeoutNs
-        var req = try PipeWireFormats.request(request, device: device)
+        var req: cpw_request
+        do { req = try PipeWireFormats.request(request, device: device) } catch {
+            if let connection { try? FileDescriptor(rawValue: connection).close() }
+            throw error
+        }
         let receiver = FrameReceiver(device: device, sink: sink)
         var result = cpw_applied()
         var code: Int32 = 0
         var error = [CChar](repeating: 0, count: 512)
         let context = Unmanaged.passUnretained(receiver).toOpaque()
-        let opened = cpw_stream_open(
-            configuration.remote, node, &req, pipeWireBuffer, context, Int32(configuration.startTimeoutMs), &result, &code, &error, error.count)
+        let timeout = Int32(configuration.startTimeoutMs)
+        let opened =
+            connection.map { cpw_stream_open_fd($0, node, &req, pipeWireBuffer, context, timeout, &result, &code, &error, error.count) }
+            ?? cpw_stream_open(configuration.remote, node, &req, pipeWireBuffer, context, timeout, &result, &code, &error, error.count)
         guard let pointer = opened else {
             let text = error.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
             throw Self.openError(code: code, text: text, device: device, request: request)

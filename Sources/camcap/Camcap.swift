@@ -6,6 +6,7 @@ import FixtureCameras
 import V4L2Capture
 import WHEPServer
 import RTSPServer
+import PipeWireCapture
 import H264
 import SystemIO
 
@@ -66,9 +67,13 @@ struct Devices: CamcapCommand {
     static let configuration = CommandConfiguration(abstract: "List cameras: V4L2 devices and the built-in fixture cameras.")
     @Flag(help: "Print JSON (one object per device in an array).") var json = false
     @Flag(help: "Then keep watching /dev and print cameras as they are plugged in or removed (Ctrl-C ends).") var watch = false
+    @Option(
+        name: .customLong("pipewire"), help: ArgumentHelp("How PipeWire cameras are reached (see record --help).", valueName: "auto|direct|portal"),
+        transform: parsing(PipeWireCameraProvider.Configuration.Connection.init(rawValue:), "--pipewire must be auto, direct or portal"))
+    var pipeWire: PipeWireCameraProvider.Configuration.Connection = .automatic
 
     func execute() async throws {
-        let capturer = makeCapturer(), devices = capturer.devices()
+        let capturer = makeCapturer(pipeWire: pipeWire), devices = capturer.devices()
         print(json ? DeviceListing.json(devices) : DeviceListing.text(devices), terminator: "")
         if !json { print(encoderDevicesText(M2MEncoderDiscovery().encoders()), terminator: "") }
         guard watch else { return }

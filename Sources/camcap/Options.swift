@@ -58,6 +58,13 @@ struct CaptureOptions: ParsableArguments {
             valueName: "seconds"))
     var stallTimeout: Double = 3
     @Option(
+        name: .customLong("pipewire"),
+        help: ArgumentHelp(
+            "How PipeWire cameras are reached: auto (the PipeWire socket; inside a Flatpak the camera portal), direct, or portal (xdg camera portal: access is asked, a refusal fails by name).",
+            valueName: "auto|direct|portal"),
+        transform: parsing(PipeWireCameraProvider.Configuration.Connection.init(rawValue:), "--pipewire must be auto, direct or portal"))
+    var pipeWire: PipeWireCameraProvider.Configuration.Connection = .automatic
+    @Option(
         name: .customLong("control"), help: ArgumentHelp("Set a camera control before the first frame (repeatable).", valueName: "name=value"),
         transform: parsing(CameraControlSetting.init(parsing:), "--control expects NAME=VALUE")) var controls: [CameraControlSetting] = []
     @Option(
@@ -118,7 +125,8 @@ struct CaptureOptions: ParsableArguments {
         let waits = onCameraLoss.map { $0 == .wait } ?? waitsForCamera ?? untilStopped
         c.onCameraLoss = waits ? .wait(giveUpAfterNs: giveUpAfter.map { nanoseconds(seconds: $0) }) : .exit
         (c.providers, c.controls, c.powerLine, c.logger) = (
-            cameraProviders(fixtures, stallTimeoutNs: nanoseconds(seconds: stallTimeout), exportDMABuf: exportDMABuf), controls, powerLine, cliLogger
+            cameraProviders(fixtures, stallTimeoutNs: nanoseconds(seconds: stallTimeout), exportDMABuf: exportDMABuf, pipeWire: pipeWire), controls,
+            powerLine, cliLogger
         )
         return c
     }
@@ -239,9 +247,10 @@ let cliLogger: Logger = {
 }()
 
 /// The CLI's cameras: real ones (V4L2) first, then the built-in fixture cameras (the library has no default).
-func cameraProviders(_ fixtures: FixtureCameraProvider.Options = .init(), stallTimeoutNs: Int64 = 3_000_000_000, exportDMABuf: [PixelFormat] = [])
-    -> [any CaptureDeviceProvider]
-{
+func cameraProviders(
+    _ fixtures: FixtureCameraProvider.Options = .init(), stallTimeoutNs: Int64 = 3_000_000_000, exportDMABuf: [PixelFormat] = [],
+    pipeWire: PipeWireCameraProvider.Configuration.Connection = .automatic
+) -> [any CaptureDeviceProvider] {
     var v4l2 = V4L2Stream.Configuration(noFrameTimeoutNs: stallTimeoutNs)
     // A hardware encoder imports the camera's buffers in `exportDMABuf`'s formats (`--encoder v4l2m2m`, record): each
     // is held while it encodes, so more of them stay with the driver (a frame is copied out, and cannot be imported,
@@ -250,13 +259,15 @@ func cameraProviders(_ fixtures: FixtureCameraProvider.Options = .init(), stallT
     // PipeWire's cameras (`pipewire:NAME`): none, at once, where no PipeWire runs.
     return [
         V4L2DeviceProvider(configuration: v4l2), FixtureCameraProvider(options: fixtures),
-        PipeWireCameraProvider(configuration: .init(noFrameTimeoutNs: stallTimeoutNs)),
+        PipeWireCameraProvider(configuration: .init(noFrameTimeoutNs: stallTimeoutNs, connection: pipeWire)),
     ]
 }
 
 /// A capturer with the CLI's providers and logger (for the commands that only list or select), built as every
 /// session's is (`CaptureSession.capturer(for:)`).
-func makeCapturer() -> CameraVideoCapturer { CaptureSession.capturer(for: .init(providers: cameraProviders(), logger: cliLogger)) }
+func makeCapturer(pipeWire: PipeWireCameraProvider.Configuration.Connection = .automatic) -> CameraVideoCapturer {
+    CaptureSession.capturer(for: .init(providers: cameraProviders(pipeWire: pipeWire), logger: cliLogger))
+}
 
 extension CaptureOptions {
     /// Runs `session` as a command does: Ctrl-C stops it cleanly (a second one exits), `announce` (the servers' URL)

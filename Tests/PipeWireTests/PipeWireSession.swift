@@ -35,7 +35,8 @@ final class Child: @unchecked Sendable {
     private let lock = NSLock()
     private var status: Int32?
 
-    init(_ path: String, _ arguments: [String], environment: [String: String]) throws {
+    /// Starts `path`; its stdout and stderr go to `output` (a file), else to /dev/null.
+    init(_ path: String, _ arguments: [String], environment: [String: String], output: String? = nil) throws {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -49,8 +50,8 @@ final class Child: @unchecked Sendable {
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, output ?? "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
         let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
         let envp: [UnsafeMutablePointer<CChar>?] = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer {
@@ -71,6 +72,12 @@ final class Child: @unchecked Sendable {
             if waitpid(pid, &s, WNOHANG) == pid { status = s }
             return status == nil
         }
+    }
+
+    /// Its exit code once it has ended (128 + the signal when a signal ended it), nil while it runs.
+    var exitCode: Int32? {
+        guard !isRunning, let s = lock.withLock({ status }) else { return nil }
+        return (s & 0x7f) != 0 ? 128 + (s & 0x7f) : (s >> 8) & 0xff
     }
 
     /// SIGTERM, then waits for it to end (at most `timeout` seconds, then SIGKILL).

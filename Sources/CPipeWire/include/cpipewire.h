@@ -66,6 +66,9 @@ uint32_t cpw_subtype_of_fourcc(uint32_t fourcc);
    Video/Source and, when `formats_of` is given, reads the EnumFormat params of the node of that node.name ("*" for
    every node). Waits for the server at most `timeout_ms`. Returns 0, or a negative errno with `error` filled. */
 int cpw_list(const char *remote, const char *formats_of, int timeout_ms, cpw_listing *out, char *error, size_t error_len);
+/* The same on `fd`, a connected PipeWire socket (the camera portal's OpenPipeWireRemote), which the call takes and
+   closes: one descriptor per call. */
+int cpw_list_fd(int fd, const char *formats_of, int timeout_ms, cpw_listing *out, char *error, size_t error_len);
 void cpw_listing_free(cpw_listing *listing);
 
 /* One data block of a buffer, as the producer's chunk describes it. */
@@ -117,6 +120,11 @@ typedef struct cpw_stream cpw_stream;
    set (a negative errno, or -ETIMEDOUT when the node never streamed) on failure. */
 cpw_stream *cpw_stream_open(
     const char *remote, const char *target, const cpw_request *request, cpw_buffer_callback callback, void *context, int timeout_ms,
+    cpw_applied *applied, int *error_code, char *error, size_t error_len);
+/* The same on `fd`, a connected PipeWire socket (the camera portal's), which the stream takes: closed with it, or
+   at once when the open fails. */
+cpw_stream *cpw_stream_open_fd(
+    int fd, const char *target, const cpw_request *request, cpw_buffer_callback callback, void *context, int timeout_ms,
     cpw_applied *applied, int *error_code, char *error, size_t error_len);
 /* Runs the loop for at most `timeout_ms` (returns earlier when woken or after an event). Returns the status. */
 int cpw_stream_iterate(cpw_stream *stream, int timeout_ms);
