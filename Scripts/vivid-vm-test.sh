@@ -78,12 +78,13 @@ if [ ! -f "$LOOP_KO" ]; then
   if build_loopback; then log "v4l2loopback built for $KVER in $(( $(date +%s) - start )) s"; else log "v4l2loopback could not be built for $KVER ($KDEBVER)"; fi
 fi
 
-# 1b'. vicodec (#51: a V4L2 memory-to-memory FWHT encoder and decoder) with v4l2-mem2mem, which Debian's kernel does
-# not ship: three files from Debian's linux-source of the same version, built out of tree against the same headers.
+# 1b'. vicodec (#51: a V4L2 memory-to-memory FWHT encoder and decoder) with v4l2-mem2mem, and vimc (#52: a
+# media-controller camera graph that libcamera drives), which Debian's kernel does not ship: their files from Debian's
+# linux-source of the same version, built out of tree against the same headers.
 # Built once per kernel into .build/vm/vicodec-<kernel>/; a failure is reported and the VM's M2M check then fails.
 M2MDIR=$WORK/vicodec-$KVER-$KDEBVER
 build_vicodec() {
-  [ -f "$M2MDIR/vicodec.ko" ] && return 0
+  [ -f "$M2MDIR/vicodec.ko" ] && [ -f "$M2MDIR/vimc.ko" ] && return 0
   local src=$WORK/vicodec-build hdrs=("linux-headers-${KVER}_${KDEBVER}_amd64.deb" "linux-headers-${KVER%-amd64}-common_${KDEBVER}_all.deb"
     "linux-kbuild-${KMAJOR}_${KDEBVER}_amd64.deb") d start
   start=$(date +%s)
@@ -92,12 +93,14 @@ build_vicodec() {
   rm -rf "$src"; mkdir -p "$src/m"
   for d in "${hdrs[@]}" "linux-source-${KMAJOR}_${KDEBVER}_all.deb"; do dpkg -x "$CACHE/$d" "$src" || return 1; done
   tar -xf "$src/usr/src/linux-source-$KMAJOR.tar.xz" -C "$src" --wildcards "linux-source-$KMAJOR/drivers/media/test-drivers/vicodec/*" \
-    "linux-source-$KMAJOR/drivers/media/v4l2-core/v4l2-mem2mem.c" || return 1
+    "linux-source-$KMAJOR/drivers/media/v4l2-core/v4l2-mem2mem.c" "linux-source-$KMAJOR/drivers/media/test-drivers/vimc/*" || return 1
   cp "$src/linux-source-$KMAJOR"/drivers/media/test-drivers/vicodec/* "$src/linux-source-$KMAJOR/drivers/media/v4l2-core/v4l2-mem2mem.c" "$src/m/"
-  printf 'obj-m += v4l2-mem2mem.o vicodec.o\nvicodec-objs := vicodec-core.o codec-fwht.o codec-v4l2-fwht.o\n' > "$src/m/Kbuild"
+  cp "$src/linux-source-$KMAJOR"/drivers/media/test-drivers/vimc/*.[ch] "$src/m/"
+  printf 'obj-m += v4l2-mem2mem.o vicodec.o vimc.o\nvicodec-objs := vicodec-core.o codec-fwht.o codec-v4l2-fwht.o\n%s\n' \
+    'vimc-objs := vimc-core.o vimc-common.o vimc-streamer.o vimc-capture.o vimc-debayer.o vimc-scaler.o vimc-sensor.o vimc-lens.o' > "$src/m/Kbuild"
   sed -i "s|^include /usr/src/|include $src/usr/src/|" "$src/usr/src/linux-headers-$KVER/Makefile"
   make -C "$src/usr/src/linux-headers-$KVER" M="$src/m" modules >"$src/make.log" 2>&1 || { tail -20 "$src/make.log" >&2; return 1; }
-  mkdir -p "$M2MDIR" && cp "$src/m/v4l2-mem2mem.ko" "$src/m/vicodec.ko" "$M2MDIR/" && rm -rf "$src"
+  mkdir -p "$M2MDIR" && cp "$src/m/v4l2-mem2mem.ko" "$src/m/vicodec.ko" "$src/m/vimc.ko" "$M2MDIR/" && rm -rf "$src"
   log "vicodec built for $KVER in $(( $(date +%s) - start )) s"
 }
 build_vicodec || log "vicodec could not be built for $KVER ($KDEBVER)"
@@ -121,6 +124,7 @@ cp /bin/busybox "$IRD/bin/busybox"
 for m in $MODS; do cp "$m" "$IRD/modules/"; echo "$(basename "$m")" >> "$IRD/modules/order"; done
 [ -f "$LOOP_KO" ] && cp "$LOOP_KO" "$IRD/modules/v4l2loopback.ko"
 [ -f "$M2MDIR/vicodec.ko" ] && cp "$M2MDIR/v4l2-mem2mem.ko" "$M2MDIR/vicodec.ko" "$IRD/modules/"
+[ -f "$M2MDIR/vimc.ko" ] && cp "$M2MDIR/vimc.ko" "$IRD/modules/"
 cp "$WORK/fed.h264" "$WORK/fed.offsets" "$IRD/check/"
 cp "$BIN" "$IRD/check/vivid-check"
 cp "$CAMCAP" "$IRD/check/camcap"
