@@ -260,8 +260,9 @@ if ! /usr/bin/python3 -c 'import dbus, gi' 2>/dev/null; then
 fi
 
 dir="$(mktemp -d "${TMPDIR:-/tmp}/camera-portal.XXXXXX")" || exit 1
-mkdir -p "$dir/runtime" "$dir/data" "$dir/config" "$dir/cache" "$dir/state" "$dir/dbus-services"
-chmod 700 "$dir" "$dir/runtime"
+. "$script_dir/private-session.sh"
+private_xdg "$dir" || exit 1
+mkdir -p "$dir/dbus-services"
 
 # A session bus that activates nothing (its only service directory is empty): every daemon is one we start and
 # stop, and xdg-desktop-portal's look-up of the document portal fails at once instead of starting a FUSE daemon.
@@ -286,27 +287,16 @@ mkdir -p "$dir/config/xdg-desktop-portal"
 printf '[preferred]\ndefault=none\norg.freedesktop.impl.portal.Access=svc-fake-access\n' \
   >"$dir/config/xdg-desktop-portal/portals.conf"
 
-export XDG_RUNTIME_DIR="$dir/runtime" XDG_DATA_HOME="$dir/data" XDG_CONFIG_HOME="$dir/config"
-export XDG_CACHE_HOME="$dir/cache" XDG_STATE_HOME="$dir/state" XDG_CURRENT_DESKTOP=svc-test
+export XDG_CURRENT_DESKTOP=svc-test
 export CAMERA_PORTAL_SESSION_DIR="$dir" CAMERA_PORTAL_TIMEOUT="$timeout" CAMERA_PORTAL_MODE="$mode"
 export CAMERA_PORTAL_DECIDE="$decide" CAMERA_PORTAL_ACCESS_LOG="$dir/access-dialog.log"
 export CAMERA_PORTAL_BEFORE="$before_portal" CAMERA_PORTAL_ACCESS_DELAY="$access_delay"
 export CAMERA_PORTAL_NO_BACKEND="$no_backend"
-unset DBUS_SESSION_BUS_ADDRESS PIPEWIRE_REMOTE PIPEWIRE_RUNTIME_DIR XDG_DESKTOP_PORTAL_DIR
+unset XDG_DESKTOP_PORTAL_DIR
 : >"$CAMERA_PORTAL_ACCESS_LOG"
 
-dbus-run-session --config-file="$dir/bus.conf" -- bash "$0" --inner "$@" <&0 3>&2 2>>"$dir/dbus-daemon.log" &
-child=$!
-forward() {
-  local inner_pid
-  inner_pid="$(cat "$dir/session.pid" 2>/dev/null)"
-  if [ -n "$inner_pid" ]; then kill -TERM "$inner_pid" 2>/dev/null; else kill -TERM "$child" 2>/dev/null; fi
-}
-trap forward TERM INT HUP
-wait "$child"
+under_dbus "$dir/session.pid" "$dir/dbus-daemon.log" --config-file="$dir/bus.conf" -- bash "$0" --inner "$@"
 status=$?
-# A signal interrupts the first wait: wait again while the inner part tears down.
-while kill -0 "$child" 2>/dev/null; do wait "$child"; status=$?; done
 bus_pid="$(cat "$dir/bus.pid" 2>/dev/null)"
 [ -n "${CAMERA_PORTAL_TRACE:-}" ] && echo "$me: $(date +%s.%N | cut -c7-14) dbus-run-session done" >&2
 if [ -n "$bus_pid" ]; then

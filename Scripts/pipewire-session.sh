@@ -47,8 +47,8 @@ elif [ ! -d "$dir" ]; then
   mkdir -p "$dir" || exit 1
   made=1
 fi
-mkdir -p "$dir/runtime" "$dir/data" "$dir/cache" "$dir/state" "$dir/config"
-chmod 700 "$dir" "$dir/runtime"
+. "$(dirname "${BASH_SOURCE[0]}")/private-session.sh"
+private_xdg "$dir" || exit 1
 
 # The inner part runs under dbus-run-session: the daemons in their own process group each, the command in the
 # foreground; on any exit (also a signal) the daemons are stopped with TERM, then KILL after 3 s.
@@ -101,22 +101,10 @@ stop
 exit $status
 INNER
 
-export XDG_RUNTIME_DIR="$dir/runtime" XDG_DATA_HOME="$dir/data" XDG_CACHE_HOME="$dir/cache" XDG_STATE_HOME="$dir/state"
-export XDG_CONFIG_HOME="$dir/config" PIPEWIRE_SESSION_DIR="$dir" PIPEWIRE_SESSION_TIMEOUT="$timeout"
-unset PIPEWIRE_REMOTE PIPEWIRE_RUNTIME_DIR DBUS_SESSION_BUS_ADDRESS
+export PIPEWIRE_SESSION_DIR="$dir" PIPEWIRE_SESSION_TIMEOUT="$timeout"
 
 # dbus-daemon's own messages (service activations) go to dbus.log; the command's stderr stays ours (fd 3).
-dbus-run-session -- bash "$dir/inner.sh" "$@" 3>&2 2>"$dir/dbus.log" &
-child=$!
-forward() {
-  local inner_pid
-  inner_pid="$(cat "$dir/session.pid" 2>/dev/null)"
-  if [ -n "$inner_pid" ]; then kill -TERM "$inner_pid" 2>/dev/null; else kill -TERM "$child" 2>/dev/null; fi
-}
-trap forward TERM INT HUP
-wait "$child"
+under_dbus "$dir/session.pid" "$dir/dbus.log" -- bash "$dir/inner.sh" "$@"
 status=$?
-# A signal interrupts the first wait: wait again for the inner part to finish its teardown.
-while kill -0 "$child" 2>/dev/null; do wait "$child"; status=$?; done
 [ $made -eq 1 ] && rm -rf "$dir"
 exit $status

@@ -231,6 +231,8 @@ struct Controls: CamcapCommand {
         let capturer = makeCapturer(), d = try capturer.device(device ?? defaultCameraSpec)
         if settings.isEmpty && gets.isEmpty {
             let all = try capturer.controls(for: d)
+            // An empty listing is said on stderr (stdout stays what scripts parse: nothing, or `[]` with --json).
+            if all.isEmpty { printError("\(d.path) offers no controls\n") }
             return print(json ? ControlListing.json(all) : ControlListing.text(all), terminator: "")
         }
         // Set in order, then read: what the camera applied.
