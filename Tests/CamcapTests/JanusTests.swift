@@ -73,12 +73,12 @@ struct CLIFailure: Error, CustomStringConvertible {
 final class CamcapProcess {
     let process = Process()
     let errPath: String, outPath: String
-    init(_ args: [String], name: String, ready: String) throws {
+    init(_ args: [String], name: String, ready: String, executable: String = camcap) throws {
         errPath = work + "/\(name).err"
         outPath = work + "/\(name).out"
         _ = FileManager.default.createFile(atPath: errPath, contents: nil)
         _ = FileManager.default.createFile(atPath: outPath, contents: nil)
-        process.executableURL = URL(fileURLWithPath: camcap)
+        process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = args
         process.standardError = FileHandle(forWritingAtPath: errPath)
         process.standardOutput = FileHandle(forWritingAtPath: outPath)
@@ -154,6 +154,51 @@ final class CamcapProcess {
         // A wrong token gets the server's refusal, named, before the camera starts.
         let bad = try runTool(camcap, ["publish", "-d", "fixture:vivid", "--whip", whip, "--token", "wrong", "--frames", "5"])
         #expect(bad.code != 0 && bad.err.contains("answered 403") && bad.err.contains("token"), "\(bad.err)")
+    }
+
+    /// `camcap publish` from a PipeWire camera (#52): our pw-test-camera inside a headless PipeWire
+    /// (Scripts/pipewire-session.sh), published into Janus's VideoRoom; a Chromium subscriber decodes it at the
+    /// camera's size.
+    @Test(.enabled(if: janusAvailable && FileManager.default.isExecutableFile(atPath: "/usr/bin/pipewire")))
+    func publishFromAPipeWireCamera() throws {
+        let janus = try JanusEnvironment(name: "pipewire")
+        let whip = try #require(janus.env["WHIP_URL"]), room = try #require(janus.env["ROOM"])
+        let tokenFile = work + "/whip-token-pipewire"
+        try (janus.env["WHIP_TOKEN"] ?? "").write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        let bin = URL(fileURLWithPath: camcap).deletingLastPathComponent().path, pidFile = work + "/publish-pipewire.pid"
+        try? FileManager.default.removeItem(atPath: pidFile)
+        // Inside the session: the camera, then (once PipeWire lists it) the publisher, whose pid is kept: it is
+        // stopped with SIGTERM directly (a background job ignores SIGINT); then the camera, and the session stops
+        // PipeWire and exits with camcap's status.
+        let inner = """
+            "\(bin)/pw-test-camera" --name publish-cam --pad 32 & cam=$!
+            until "\(camcap)" devices 2>/dev/null | grep -q pipewire:publish-cam; do sleep 0.05; done
+            "\(camcap)" publish -d pipewire:publish-cam -s 640x480 --whip "\(whip)" --token-file "\(tokenFile)" & pub=$!
+            echo $pub > "\(pidFile)"
+            wait $pub; status=$?
+            kill $cam; wait $cam
+            exit $status
+            """
+        // Through a launcher that unblocks every signal: the test process's mask, inherited, would keep the session's
+        // dbus-daemon deaf to its TERM at the end (and Foundation's Process waits for every holder of its fds).
+        let unblocked = "import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, []); os.execv(sys.argv[1], sys.argv[1:])"
+        let publisher = try CamcapProcess(
+            ["-c", unblocked, "/bin/bash", repo + "/Scripts/pipewire-session.sh", "--", "/bin/bash", "-c", inner], name: "publish-pipewire",
+            ready: "publishing pipewire:publish-cam", executable: "/usr/bin/python3")
+        func stop() -> Int32 {
+            if let pid = Int32(ServeProcess.read(pidFile).trimmingCharacters(in: .whitespacesAndNewlines)) { kill(pid, SIGTERM) }
+            publisher.process.waitUntilExit()
+            return publisher.process.terminationStatus
+        }
+        var stopped = false
+        defer { if !stopped { _ = stop() } }
+        try #require(publisher.process.isRunning && publisher.err.contains("publishing to http://127.0.0.1:"), "\(publisher.err)")
+        let j = try janus.viewer(["--videoroom", room, "--frames", "100", "--timeout", "60"])
+        let decoded = int(j, "framesDecoded")
+        #expect(decoded >= 100 && int(j, "frameWidth") == 640 && int(j, "frameHeight") == 480, "\(j) \(publisher.err.suffix(1000))")
+        stopped = true
+        #expect(stop() == 0, "\(publisher.err.suffix(1500))")
+        #expect(publisher.out.contains("whip:"), "\(publisher.out)")
     }
 
     /// `camcap publish --simulcast` (#39): three layers (1280x720, 640x360, 320x180, rids f, h, q) into Janus's
