@@ -248,7 +248,7 @@ import VideoCapture
     }
 
     /// `select` is provider-neutral: the PipeWire camera and a fixture camera offering the same modes get the same
-    /// answers.
+    /// answers, for sizes, pixel formats, getUserMedia constraints (also one no mode meets) and other stacks' policies.
     @Test func selectAnswersAsForAFixtureWithTheSameModes() throws {
         let session = try PipeWireSession()
         defer { session.close() }
@@ -262,11 +262,21 @@ import VideoCapture
         for query in [
             ["-s", "1280x720"], ["-s", "320x240"], ["-s", "300x200", "--fps-limit", "15"], ["-s", "640x480", "--pixel-format", "NV12"],
             ["-s", "200x100", "--pixel-format", "YUYV,NV12"],
+            // getUserMedia's constraints, and other stacks' policies.
+            ["--constraints", #"{"width": {"ideal": 1280}, "height": {"ideal": 720}}"#],
+            ["--constraints", #"{"width": {"min": 400}, "frameRate": {"ideal": 60}}"#],
+            ["--constraints", #"{"width": {"exact": 800}}"#],
+            ["-s", "640x480", "--policy", "gstreamer,ffmpeg,libwebrtc,chromium"],
         ] {
             let pw = try runTool(camcap, ["select", "-d", "pipewire:select-cam"] + query, environment: session.environment)
             let fx = try runTool(camcap, ["select", "-d", fixture] + query, environment: session.environment)
-            #expect(pw.code == 0 && fx.code == 0, "\(pw.err) \(fx.err)")
-            #expect(!pw.out.isEmpty && pw.out == fx.out, "\(query): \(pw.out) vs \(fx.out)")
+            // Both succeed or both refuse (an exact width no mode has), in the same words but for the device's name.
+            #expect(pw.code == fx.code, "\(query): \(pw.err) \(fx.err)")
+            #expect(pw.out == fx.out, "\(query): \(pw.out) vs \(fx.out)")
+            #expect(
+                pw.err.replacingOccurrences(of: "pipewire:select-cam", with: "D") == fx.err.replacingOccurrences(of: fixture, with: "D"),
+                "\(query): \(pw.err) vs \(fx.err)")
+            #expect(!pw.out.isEmpty || pw.code != 0)
         }
     }
 
