@@ -810,8 +810,11 @@ static int connect_stream(cpw_stream *s, const cpw_request *request) {
     if (subtype == SPA_MEDIA_SUBTYPE_raw) spa_pod_builder_add(&b, SPA_FORMAT_VIDEO_format, SPA_POD_Id(request->spa_format), 0);
     spa_pod_builder_add(&b, SPA_FORMAT_VIDEO_size, SPA_POD_Rectangle(&size), 0);
     if (request->rate_den != 0) {
-        // The rate asked for, or any the node offers (a node's rates may be listed differently from ours).
-        struct spa_fraction lo = SPA_FRACTION(0, 1), hi = SPA_FRACTION(1000, 1);
+        // The rate asked for, or one the node offers within 1 % of it (a node's rates may be listed differently from
+        // ours: 30000/1001 for 30). Not wider: a V4L2 node lists its rates as an enumeration, and the intersection
+        // with a wide range fixates to the enumeration's first (vivid's 1 fps), not to ours.
+        struct spa_fraction lo = SPA_FRACTION(request->rate_num * 99, request->rate_den * 100),
+                            hi = SPA_FRACTION(request->rate_num * 101, request->rate_den * 100);
         spa_pod_builder_add(&b, SPA_FORMAT_VIDEO_framerate, SPA_POD_CHOICE_RANGE_Fraction(&rate, &lo, &hi), 0);
     }
     params[0] = spa_pod_builder_pop(&b, &f);
