@@ -11,6 +11,11 @@
 #   VM_TIMEOUT=540                      seconds before the VM is killed
 #   VIVID_ONLY=m2m                      only the hardware-encoder checks (vicodec), no host judging: a quicker run
 #                                       while working on them
+#   VIVID_ONLY=pipewire                 only PipeWire's own camera nodes (#52, Scripts/vm-pipewire.sh: vivid through
+#                                       wireplumber's V4L2 monitor, vimc through its libcamera monitor), and their
+#                                       recordings judged on the host
+# After vivid-check (and the negotiation lab) the init loads vimc, then runs Scripts/vm-pipewire.sh in the chroot of the
+# host's root with a tmpfs on its /run: the host's pipewire, wireplumber, dbus and libcamera, camcap copied beside the lab.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
