@@ -102,6 +102,18 @@ for n in vivid:"${VNODE:-}":"$SIZE" vimc:"${LNODE:-}":"$VIMC_SIZE"; do
   echo "$rc" > "$W/record-$name.rc"
   echo "  camcap record from $name: exit $rc at $(since) s"
 done
+# Controls through PipeWire: vivid's as its V4L2 node offers them (PropInfo), brightness set through PipeWire and
+# read back with a direct V4L2 read (v4l2-ctl), then restored.
+if [ -n "${VNODE:-}" ]; then
+  timeout -k 5 30 "$CAMCAP" controls -d "pipewire:$VNODE" > "$W/controls.txt" 2>&1
+  echo "CONTROLS-RC=$?" >> "$W/names"
+  v4l2-ctl -d "$VDEV" -c brightness=128 >/dev/null 2>&1
+  timeout -k 5 30 "$CAMCAP" controls -d "pipewire:$VNODE" --set brightness=200 > "$W/controls-set.txt" 2>&1
+  echo "SET-RC=$?" >> "$W/names"
+  v4l2-ctl -d "$VDEV" -C brightness > "$W/controls-readback.txt" 2>&1
+  v4l2-ctl -d "$VDEV" -c brightness=128 >/dev/null 2>&1
+  echo "  camcap controls through PipeWire: done at $(since) s"
+fi
 # The size quirk: libcamera adjusts 640x480 to 636x480 (vimc's widths are multiples of 6 under libcamera 0.0.3), and
 # PipeWire 0.3.65's node keeps announcing 640x480: every buffer is shorter than the format says, and camcap drops
 # each as a short buffer (no frame comes). A bounded try: 12 s.
@@ -115,13 +127,39 @@ mkdir -p "$W/session"
 bash "$HERE/pipewire-session.sh" --dir "$W/session" --timeout 40 -- bash "$W/inner.sh"
 session_rc=$?
 check "pipewire and wireplumber start headless" "$([ $session_rc = 0 ] && echo 1 || echo 0)" "session exit $session_rc after $(elapsed) s"
-VNODE="" LNODE="" DEVICES_RC=""
-[ -f "$W/names" ] && eval "$(sed 's/DEVICES-RC/DEVICES_RC/' "$W/names")"
+VNODE="" LNODE="" DEVICES_RC="" CONTROLS_RC="" SET_RC=""
+[ -f "$W/names" ] && eval "$(sed 's/DEVICES-RC/DEVICES_RC/; s/CONTROLS-RC/CONTROLS_RC/; s/SET-RC/SET_RC/' "$W/names")"
 check "wireplumber's V4L2 monitor exposes $vdev" "$([ -n "$VNODE" ] && echo 1 || echo 0)" "node ${VNODE:-none}"
 check "wireplumber's libcamera monitor exposes vimc" "$([ -n "$LNODE" ] && echo 1 || echo 0)" "node ${LNODE:-none}"
 listed() { [ -n "$1" ] && grep -q "^pipewire:$1[[:space:]]" "$W/devices.txt" 2>/dev/null && echo 1 || echo 0; }
 check "camcap devices lists vivid as pipewire:$VNODE" "$(listed "$VNODE")" "$(grep '^pipewire:' "$W/devices.txt" 2>/dev/null | tr '\t' ' ' | tr '\n' ';') (rc ${DEVICES_RC:-?})"
 check "camcap devices lists vimc as pipewire:$LNODE" "$(listed "$LNODE")" "$(grep "^pipewire:$LNODE" "$W/devices.txt" 2>/dev/null | tr '\t' ' ')"
+
+# Controls: every one PipeWire's node lists has v4l2-ctl's id, range and default on the same device; brightness set
+# through PipeWire reads back directly.
+v4l2-ctl -d "$vdev" --list-ctrls > "$W/v4l2-ctrls.txt" 2>&1
+ctl_cmp=$(python3 - "$W/controls.txt" "$W/v4l2-ctrls.txt" <<'PY'
+import re, sys
+def parse(path):
+    out = {}
+    for line in open(path, errors="replace"):
+        m = re.match(r"\s*(\w+) (0x[0-9a-f]+) \((\w+)\)\s*:(.*)", line)
+        if not m: continue
+        f = dict(kv.split("=", 1) for kv in m.group(4).split() if "=" in kv)
+        out[m.group(1)] = (m.group(2), m.group(3), f.get("min"), f.get("max"), f.get("default"))
+    return out
+ours, theirs = parse(sys.argv[1]), parse(sys.argv[2])
+bad = [f"{k}: {v} vs {theirs.get(k)}" for k, v in ours.items() if theirs.get(k) != v]
+missing = sorted(set(theirs) - set(ours))
+print(int(len(ours) >= 5 and not bad and "brightness" in ours), f"{len(ours)} controls through PipeWire, {len(theirs)} from v4l2-ctl;"
+      f" differing: {'; '.join(bad) or 'none'}; not through PipeWire: {' '.join(f'{k} ({theirs[k][1]})' for k in missing)}")
+PY
+)
+check "camcap controls -d pipewire:$VNODE: the node's controls, as v4l2-ctl lists them on $vdev" "${ctl_cmp%% *}" \
+  "exit ${CONTROLS_RC:-?}; ${ctl_cmp#* }$( [ "${CONTROLS_RC:-1}" = 0 ] || tail -c 300 "$W/controls.txt" | tr '\n' ' ')"
+readback=$(tr -d ' ' < "$W/controls-readback.txt" 2>/dev/null)
+check "brightness=200 set through PipeWire reads back 200 from $vdev (v4l2-ctl)" "$([ "${SET_RC:-1}" = 0 ] && [ "$readback" = "brightness:200" ] && echo 1 || echo 0)" \
+  "exit ${SET_RC:-?}, camcap: $(tr '\n' ' ' < "$W/controls-set.txt" 2>/dev/null | tr -s ' ' | tail -c 300); v4l2-ctl: $readback"
 
 for name in vivid vimc; do
   rc=$(cat "$W/record-$name.rc" 2>/dev/null || echo none)
