@@ -10,7 +10,10 @@
 #     same: 75 % colour bars) in every recorded frame, against a direct V4L2 read of vivid (v4l2-ctl, YUYV, before
 #     PipeWire opens the device). vimc through libcamera has its quirks named, not hidden: PipeWire 0.3.65's
 #     libcamera node labels R,G,B bytes BGR (so red/blue and yellow/cyan bars swap places) and announces the size
-#     asked for where libcamera adjusted it (640 for 636).
+#     asked for where libcamera adjusted it (640 for 636);
+#   - controls through PipeWire: `camcap controls -d pipewire:NODE` lists vivid's controls as its V4L2 node offers them
+#     (PropInfo), each with v4l2-ctl's id, type, range and default; brightness=200 set through PipeWire (a Props param)
+#     reads back 200 with v4l2-ctl.
 # Prints PASS/FAIL lines (prefixed "pipewire:"), PIPEWIRE-RECORD NAME WxH FRAMES for the host, and exits non-zero when
 # a check failed.
 #
