@@ -11,6 +11,11 @@
 #   VM_TIMEOUT=540                      seconds before the VM is killed
 #   VIVID_ONLY=m2m                      only the hardware-encoder checks (vicodec), no host judging: a quicker run
 #                                       while working on them
+#   VIVID_ONLY=pipewire                 only PipeWire's own camera nodes (#52, Scripts/vm-pipewire.sh: vivid through
+#                                       wireplumber's V4L2 monitor, vimc through its libcamera monitor), and their
+#                                       recordings judged on the host
+# After vivid-check (and the negotiation lab) the init loads vimc, then runs Scripts/vm-pipewire.sh in the chroot of the
+# host's root with a tmpfs on its /run: the host's pipewire, wireplumber, dbus and libcamera, camcap copied beside the lab.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -172,12 +177,25 @@ if [ -d /host/tmp/lab ]; then
 else
   echo "NEGOTIATION-LAB-FAILED the host's root cannot be mounted (9p)"
 fi
-HOME=/tmp /check/vivid-check
-echo "VIVID-CHECK-EXIT $?"
+if [ "${VIVID_ONLY:-}" != pipewire ]; then
+  HOME=/tmp /check/vivid-check
+  echo "VIVID-CHECK-EXIT $?"
+fi
 if [ -x /host/usr/bin/gst-launch-1.0 ] && [ -z "${VIVID_ONLY:-}" ]; then
   t0=$(date +%s)
   HOME=/tmp PATH=/usr/bin:/bin:/usr/sbin:/sbin chroot /host /bin/sh "$LAB_ROOT/Scripts/negotiation-lab.sh" run /dev/video0,/dev/video1
   echo "NEGOTIATION-LAB-TIME $(( $(date +%s) - t0 ))"
+fi
+# #52: vimc (libcamera's virtual camera) only now, so that vivid's nodes keep the numbers vivid-check knows; then
+# PipeWire's own camera nodes (Scripts/vm-pipewire.sh, in the host's root: pipewire, wireplumber, dbus, libcamera
+# as the host has them): writable /run, camcap beside the lab.
+[ -f /modules/vimc.ko ] && ! grep -q '^vimc ' /proc/modules && { insmod /modules/vimc.ko || echo "INSMOD-FAILED vimc.ko"; }
+if [ -d /host/tmp/lab ] && { [ -z "${VIVID_ONLY:-}" ] || [ "$VIVID_ONLY" = pipewire ]; }; then
+  grep -q '^run /host/run tmpfs' /proc/mounts || mount -t tmpfs run /host/run
+  cp /check/camcap /host/tmp/lab/camcap
+  t0=$(date +%s)
+  HOME=/tmp PATH=/usr/bin:/bin:/usr/sbin:/sbin chroot /host /bin/bash /tmp/lab/Scripts/vm-pipewire.sh /tmp/lab/camcap
+  echo "PIPEWIRE-EXIT $? $(( $(date +%s) - t0 ))"
 fi
 poweroff -f
 INIT
@@ -185,7 +203,7 @@ chmod +x "$IRD/init"
 echo "LAB_ROOT='$ROOT'" > "$IRD/check/lab.env"
 for v in VIVID_ONLY; do if [ -n "${!v:-}" ]; then echo "export $v='${!v}'" >> "$IRD/check/lab.env"; fi; done
 mkdir -p "$IRD/check/lab/Scripts" "$IRD/check/lab/Fixtures/negotiation"
-cp Scripts/negotiation-lab.sh "$IRD/check/lab/Scripts/"
+cp Scripts/negotiation-lab.sh Scripts/vm-pipewire.sh Scripts/pipewire-session.sh "$IRD/check/lab/Scripts/"
 cp Fixtures/negotiation/requests.txt Fixtures/negotiation/requests-loopback.txt "$IRD/check/lab/Fixtures/negotiation/"
 (cd "$IRD" && find . | cpio -o -H newc --quiet | gzip -1 > "$WORK/initrd.gz")
 log "initramfs $(du -h "$WORK/initrd.gz" | cut -f1), kernel $KVER, modules: $(cat "$IRD/modules/order" | tr '\n' ' ')$([ -f "$LOOP_KO" ] && echo "+ v4l2loopback.ko")"
@@ -197,7 +215,38 @@ start=$(date +%s)
 timeout "$TIMEOUT" qemu-system-x86_64 -accel tcg -m 1536 -smp 2 -kernel "$VMLINUZ" -initrd "$WORK/initrd.gz" \
   -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap -append "console=ttyS0 quiet panic=-1" -nographic -no-reboot -monitor none -serial stdio </dev/null > "$OUT" 2>&1 || true
 log "VM ran $(( $(date +%s) - start )) s"
-grep -E "^(PASS|FAIL|  |RESULT|VM-READY|VIVID-CHECK-EXIT|INSMOD-FAILED)" "$OUT" | sed 's/\r$//' || true
+grep -E "^(PASS|FAIL|  |RESULT|VM-READY|VIVID-CHECK-EXIT|INSMOD-FAILED|PIPEWIRE-)" "$OUT" | sed 's/\r$//' || true
+judge() { # judge NAME OK DETAIL
+  if [ "$2" = 1 ]; then echo "PASS host: $1 ($3)"; host_passed=$((host_passed + 1)); else echo "FAIL host: $1: $3"; host_failed=$((host_failed + 1)); fi
+}
+decoded() { ffprobe -v error -count_frames -select_streams v:0 -show_entries stream=width,height,nb_read_frames -of csv=p=0 "$@" 2>/dev/null | tr -d ' \n' || true; }
+# #52: PipeWire's own camera nodes (Scripts/vm-pipewire.sh): its checks passed in the VM, and each recording (vivid
+# through wireplumber's V4L2 monitor, vimc through its libcamera monitor) decodes with ffprobe to its 30 frames at the
+# size negotiated in the VM.
+pipewire_judge() {
+  local d=$WORK/pipewire name size frames got vm
+  rm -rf "$d"; mkdir -p "$d"
+  tr -d '\r' < "$OUT" | awk -v d="$d" '$1=="FILE-BEGIN" && $2 ~ /^pw-/ {f=d"/"$2".b64"; next} $1=="FILE-END"{if(f!="")close(f); f=""; next} f!=""{print > f}'
+  vm=$(tr -d '\r' < "$OUT" | awk '/^PIPEWIRE-RESULT/{$1=""; print substr($0, 2)}')
+  judge "PipeWire's camera nodes in the VM (Scripts/vm-pipewire.sh)" \
+    "$(tr -d '\r' < "$OUT" | grep -q '^PIPEWIRE-EXIT 0 ' && echo 1 || echo 0)" \
+    "${vm:-no result}; $(tr -d '\r' < "$OUT" | awk '/^PIPEWIRE-EXIT/{print "stage " $3 " s of VM time"}')"
+  for name in pw-vivid.mp4 pw-vimc.mp4; do
+    size="" frames=""
+    read -r size frames < <(tr -d '\r' < "$OUT" | awk -v n="$name" '$1=="PIPEWIRE-RECORD" && $2==n {print $3, $4}') || true
+    if [ -s "$d/$name.b64" ]; then base64 -d "$d/$name.b64" > "$d/$name" 2>/dev/null || true; fi
+    got=$([ -s "$d/$name" ] && decoded "$d/$name" || echo "no recording from the VM")
+    judge "PipeWire: $name decodes to 30 frames at ${size:-?}, the size negotiated in the VM" \
+      "$([ -n "${size:-}" ] && [ "$got" = "${size/x/,},30" ] && [ "$frames" = 30 ] && echo 1 || echo 0)" "ffprobe: $got; $d/$name"
+  done
+}
+if [ "${VIVID_ONLY:-}" = pipewire ]; then # the PipeWire stage alone, and its recordings judged here
+  host_passed=0 host_failed=0
+  pipewire_judge
+  echo "RESULT-HOST: $host_passed passed, $host_failed failed"
+  [ "$host_failed" = 0 ] && { log "VIVID_ONLY=pipewire: passed"; exit 0; }
+  log "VIVID_ONLY=pipewire: failed (console: $OUT)"; exit 1
+fi
 if [ -n "${VIVID_ONLY:-}" ]; then # the VM's checks alone: its verdict is the run's
   tr -d '\r' < "$OUT" | grep -q "^VIVID-CHECK-EXIT 0$" && { log "VIVID_ONLY=$VIVID_ONLY: passed"; exit 0; }
   log "VIVID_ONLY=$VIVID_ONLY: failed (console: $OUT)"; exit 1
@@ -244,10 +293,6 @@ fi
 rm -rf "$WORK/out"; mkdir -p "$WORK/out"
 tr -d '\r' < "$OUT" | awk -v d="$WORK/out" '$1=="FILE-BEGIN"{f=d"/"$2".b64"; next} $1=="FILE-END"{if(f!="")close(f); f=""; next} f!=""{print > f}'
 for b in "$WORK"/out/*.b64; do [ -f "$b" ] && { base64 -d "$b" > "${b%.b64}" 2>/dev/null || true; rm -f "$b"; }; done
-judge() { # judge NAME OK DETAIL
-  if [ "$2" = 1 ]; then echo "PASS host: $1 ($3)"; host_passed=$((host_passed + 1)); else echo "FAIL host: $1: $3"; host_failed=$((host_failed + 1)); fi
-}
-decoded() { ffprobe -v error -count_frames -select_streams v:0 -show_entries stream=width,height,nb_read_frames -of csv=p=0 "$@" 2>/dev/null | tr -d ' \n' || true; }
 # The H.264 camera: the recorded access units are 60 consecutive fed ones, slice NAL units bit for bit (the SPS may
 # differ: the Annex-B writer adds VUI timing_info), and the recording decodes to 60 frames at 640x360.
 for ext in h264 mp4; do
@@ -350,6 +395,7 @@ if [ -s "$WORK/out/vivid.camtrace.gz" ]; then gunzip -f "$WORK/out/vivid.camtrac
 judge "vivid trace: replayed as fixture:trace: with every frame's bytes, timestamp and sequence number" \
   "$([ -s "$WORK/out/vivid.camtrace" ] && swift_test VIVID_TRACE="$WORK/out/vivid.camtrace" aTraceRecordedFromVividReplaysExactly || echo 0)" \
   "$WORK/out/vivid.camtrace; $(grep -ho "real-time replay: .*" "$WORK/aTraceRecordedFromVividReplaysExactly.log" 2>/dev/null || echo "no figure")"
+pipewire_judge
 echo "RESULT-HOST: $host_passed passed, $host_failed failed" | tee -a "$OUT"
 if ! grep -q "^RESULT: .* 0 failed" <(tr -d '\r' < "$OUT") || [ "$host_failed" != 0 ]; then
   log "vivid VM test FAILED (full console: $OUT)"

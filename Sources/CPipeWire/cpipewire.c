@@ -14,6 +14,7 @@
 #include <pipewire/pipewire.h>
 #include <spa/param/video/format-utils.h>
 #include <spa/param/buffers.h>
+#include <spa/param/props.h>
 #include <spa/pod/builder.h>
 #include <spa/pod/iter.h>
 #include <spa/utils/result.h>
@@ -810,8 +811,11 @@ static int connect_stream(cpw_stream *s, const cpw_request *request) {
     if (subtype == SPA_MEDIA_SUBTYPE_raw) spa_pod_builder_add(&b, SPA_FORMAT_VIDEO_format, SPA_POD_Id(request->spa_format), 0);
     spa_pod_builder_add(&b, SPA_FORMAT_VIDEO_size, SPA_POD_Rectangle(&size), 0);
     if (request->rate_den != 0) {
-        // The rate asked for, or any the node offers (a node's rates may be listed differently from ours).
-        struct spa_fraction lo = SPA_FRACTION(0, 1), hi = SPA_FRACTION(1000, 1);
+        // The rate asked for, or one the node offers within 1 % of it (a node's rates may be listed differently from
+        // ours: 30000/1001 for 30). Not wider: a V4L2 node lists its rates as an enumeration, and the intersection
+        // with a wide range fixates to the enumeration's first (vivid's 1 fps), not to ours.
+        struct spa_fraction lo = SPA_FRACTION(request->rate_num * 99, request->rate_den * 100),
+                            hi = SPA_FRACTION(request->rate_num * 101, request->rate_den * 100);
         spa_pod_builder_add(&b, SPA_FORMAT_VIDEO_framerate, SPA_POD_CHOICE_RANGE_Fraction(&rate, &lo, &hi), 0);
     }
     params[0] = spa_pod_builder_pop(&b, &f);
@@ -961,4 +965,324 @@ fail:
     s->callback = NULL;
     cpw_stream_close(s);
     return NULL;
+}
+
+// MARK: - Controls
+
+// The V4L2 controls PipeWire's V4L2 node gives a property of its own; every other one is SPA_PROP_START_CUSTOM + id.
+static const struct {
+    uint32_t prop, v4l2;
+} control_map[] = {
+    {SPA_PROP_brightness, 0x00980900}, {SPA_PROP_contrast, 0x00980901}, {SPA_PROP_saturation, 0x00980902},
+    {SPA_PROP_hue, 0x00980903},        {SPA_PROP_gamma, 0x00980910},    {SPA_PROP_exposure, 0x00980911},
+    {SPA_PROP_gain, 0x00980913},       {SPA_PROP_sharpness, 0x0098091b},
+};
+
+static uint32_t v4l2_of_prop(uint32_t prop) {
+    for (size_t i = 0; i < sizeof control_map / sizeof control_map[0]; i++)
+        if (control_map[i].prop == prop) return control_map[i].v4l2;
+    return prop > SPA_PROP_START_CUSTOM ? prop - SPA_PROP_START_CUSTOM : 0;
+}
+
+typedef struct ctl_state {
+    struct pw_main_loop *loop;
+    struct pw_core *core;
+    struct pw_registry *registry;
+    struct pw_proxy *proxy;
+    struct spa_hook core_listener, registry_listener, node_listener;
+    const char *target;
+    uint32_t node_id;
+    int found, phase, sync_seq, done, error;
+    char error_text[256];
+    int setting; // 1: set (prop_id, kind, value); 0: list
+    uint32_t prop_id, kind;
+    int32_t value;
+    cpw_control *controls;
+    size_t n, cap;
+} ctl_state;
+
+static void ctl_free_one(cpw_control *c) {
+    free(c->name);
+    for (uint32_t i = 0; i < c->n_items; i++) free(c->item_label[i]);
+    memset(c, 0, sizeof *c);
+}
+
+void cpw_controls_free(cpw_control *controls, size_t n) {
+    if (controls == NULL) return;
+    for (size_t i = 0; i < n; i++) ctl_free_one(&controls[i]);
+    free(controls);
+}
+
+// One PropInfo: { id, name, type (an Int or Bool, or a choice of them), labels (a struct of Int, String pairs) }.
+static void ctl_param(void *data, int seq, uint32_t id, uint32_t index, uint32_t next, const struct spa_pod *param) {
+    (void)seq;
+    (void)index;
+    (void)next;
+    ctl_state *s = data;
+    if (id != SPA_PARAM_PropInfo || param == NULL || !spa_pod_is_object(param)) return;
+    cpw_control c;
+    memset(&c, 0, sizeof c);
+    const struct spa_pod_prop *prop;
+    const struct spa_pod_object *obj = (const struct spa_pod_object *)param;
+    int typed = 0, lone_enum = 0;
+    SPA_POD_OBJECT_FOREACH(obj, prop) {
+        if (prop->key == SPA_PROP_INFO_id) {
+            spa_pod_get_id(&prop->value, &c.prop_id);
+        } else if (prop->key == SPA_PROP_INFO_name || (prop->key == SPA_PROP_INFO_description && c.name == NULL)) {
+            const char *text = NULL;
+            if (spa_pod_get_string(&prop->value, &text) == 0 && text != NULL) {
+                free(c.name);
+                c.name = strdup(text);
+            }
+        } else if (prop->key == SPA_PROP_INFO_type) {
+            uint32_t n_vals = 0, choice = 0;
+            const struct spa_pod *vals = spa_pod_get_values(&prop->value, &n_vals, &choice);
+            if (vals == NULL || n_vals == 0) continue;
+            if (vals->type == SPA_TYPE_Bool) {
+                c.kind = CPW_CONTROL_BOOLEAN;
+                c.minimum = 0;
+                c.maximum = 1;
+                c.step = 1;
+                c.default_value = *(const int32_t *)SPA_POD_BODY_CONST(vals) ? 1 : 0;
+                typed = 1;
+            } else if (vals->type == SPA_TYPE_Int) {
+                const int32_t *v = SPA_POD_BODY_CONST(vals);
+                c.kind = CPW_CONTROL_INTEGER;
+                c.default_value = v[0];
+                c.minimum = c.maximum = v[0];
+                c.step = 1;
+                if (choice == SPA_CHOICE_Range && n_vals >= 3) {
+                    c.minimum = v[1];
+                    c.maximum = v[2];
+                } else if (choice == SPA_CHOICE_Step && n_vals >= 4) {
+                    c.minimum = v[1];
+                    c.maximum = v[2];
+                    c.step = v[3] > 0 ? v[3] : 1;
+                } else if (choice == SPA_CHOICE_Enum) {
+                    lone_enum = n_vals == 1;
+                    for (uint32_t i = 1; i < n_vals; i++) {
+                        if (v[i] < c.minimum) c.minimum = v[i];
+                        if (v[i] > c.maximum) c.maximum = v[i];
+                    }
+                }
+                typed = 1;
+            }
+        } else if (prop->key == SPA_PROP_INFO_labels && spa_pod_is_struct(&prop->value)) {
+            const struct spa_pod *item;
+            int32_t value = 0;
+            int have_value = 0;
+            SPA_POD_STRUCT_FOREACH(&prop->value, item) {
+                const char *text = NULL;
+                if (!have_value && spa_pod_get_int(item, &value) == 0) {
+                    have_value = 1;
+                } else if (have_value && spa_pod_get_string(item, &text) == 0 && text != NULL) {
+                    if (c.n_items < CPW_MAX_MENU) {
+                        c.item_value[c.n_items] = value;
+                        c.item_label[c.n_items] = strdup(text);
+                        c.n_items++;
+                    }
+                    have_value = 0;
+                }
+            }
+        }
+    }
+    // Only the properties that stand for controls (not the node's device, deviceName, deviceFd).
+    c.v4l2_id = v4l2_of_prop(c.prop_id);
+    if (!typed || c.prop_id < SPA_PROP_START_Video || c.v4l2_id == 0 || c.name == NULL) {
+        ctl_free_one(&c);
+        return;
+    }
+    // A menu is an enumeration of its default alone, with its entries as labels: its range is theirs. One without
+    // labels lost them (PipeWire 0.3.65 skips the entries of a menu too long for its buffer): left out.
+    if (lone_enum && c.n_items == 0) {
+        ctl_free_one(&c);
+        return;
+    }
+    if (c.n_items > 0 && c.kind == CPW_CONTROL_INTEGER) {
+        c.kind = CPW_CONTROL_MENU;
+        c.minimum = c.maximum = c.item_value[0];
+        for (uint32_t i = 1; i < c.n_items; i++) {
+            if (c.item_value[i] < c.minimum) c.minimum = c.item_value[i];
+            if (c.item_value[i] > c.maximum) c.maximum = c.item_value[i];
+        }
+    }
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 16;
+        cpw_control *grown = cap > 4096 ? NULL : realloc(s->controls, cap * sizeof(cpw_control));
+        if (grown == NULL) {
+            ctl_free_one(&c);
+            return;
+        }
+        s->controls = grown;
+        s->cap = cap;
+    }
+    s->controls[s->n++] = c;
+}
+
+static const struct pw_node_events ctl_node_events = {
+    PW_VERSION_NODE_EVENTS,
+    .param = ctl_param,
+};
+
+static void ctl_global(void *data, uint32_t id, uint32_t permissions, const char *type, uint32_t version, const struct spa_dict *props) {
+    (void)permissions;
+    (void)version;
+    ctl_state *s = data;
+    if (s->found || strcmp(type, PW_TYPE_INTERFACE_Node) != 0 || props == NULL) return;
+    const char *name = spa_dict_lookup(props, PW_KEY_NODE_NAME);
+    if (name == NULL || strcmp(name, s->target) != 0) return;
+    s->found = 1;
+    s->node_id = id;
+}
+
+static const struct pw_registry_events ctl_registry_events = {
+    PW_VERSION_REGISTRY_EVENTS,
+    .global = ctl_global,
+};
+
+static void ctl_done(void *data, uint32_t id, int seq) {
+    ctl_state *s = data;
+    if (id != PW_ID_CORE || seq != s->sync_seq) return;
+    if (s->phase == 0) {
+        if (!s->found) {
+            s->error = -ENOENT;
+            snprintf(s->error_text, sizeof s->error_text, "PipeWire has no node named %s", s->target);
+            pw_main_loop_quit(s->loop);
+            return;
+        }
+        s->phase = 1;
+        s->proxy = pw_registry_bind(s->registry, s->node_id, PW_TYPE_INTERFACE_Node, PW_VERSION_NODE, 0);
+        if (s->proxy == NULL) {
+            s->error = errno ? -errno : -ENOMEM;
+            snprintf(s->error_text, sizeof s->error_text, "PipeWire: could not bind the node %s", s->target);
+            pw_main_loop_quit(s->loop);
+            return;
+        }
+        if (s->setting) {
+            uint8_t buffer[256];
+            struct spa_pod_builder b = SPA_POD_BUILDER_INIT(buffer, sizeof buffer);
+            struct spa_pod_frame f;
+            spa_pod_builder_push_object(&b, &f, SPA_TYPE_OBJECT_Props, SPA_PARAM_Props);
+            spa_pod_builder_prop(&b, s->prop_id, 0);
+            if (s->kind == CPW_CONTROL_BOOLEAN) spa_pod_builder_bool(&b, s->value != 0);
+            else spa_pod_builder_int(&b, s->value);
+            const struct spa_pod *pod = spa_pod_builder_pop(&b, &f);
+            pw_node_set_param((struct pw_node *)s->proxy, SPA_PARAM_Props, 0, pod);
+        } else {
+            pw_node_add_listener((struct pw_node *)s->proxy, &s->node_listener, &ctl_node_events, s);
+            pw_node_enum_params((struct pw_node *)s->proxy, 0, SPA_PARAM_PropInfo, 0, UINT32_MAX, NULL);
+        }
+        s->sync_seq = pw_core_sync(s->core, PW_ID_CORE, s->sync_seq);
+        return;
+    }
+    s->done = 1;
+    pw_main_loop_quit(s->loop);
+}
+
+static void ctl_error(void *data, uint32_t id, int seq, int res, const char *message) {
+    (void)seq;
+    ctl_state *s = data;
+    // The core's own errors, and those about the node (a refused Props param) end the call.
+    if (id != PW_ID_CORE && (s->proxy == NULL || id != pw_proxy_get_id(s->proxy))) return;
+    s->error = res < 0 ? res : -EIO;
+    snprintf(s->error_text, sizeof s->error_text, "PipeWire: %s", message ? message : spa_strerror(res));
+    pw_main_loop_quit(s->loop);
+}
+
+static const struct pw_core_events ctl_core_events = {
+    PW_VERSION_CORE_EVENTS,
+    .done = ctl_done,
+    .error = ctl_error,
+};
+
+static void ctl_timeout(void *data, uint64_t expirations) {
+    (void)expirations;
+    ctl_state *s = data;
+    pw_main_loop_quit(s->loop);
+}
+
+static int ctl_run(const char *remote, int fd, ctl_state *s, int timeout_ms, char *error, size_t error_len) {
+    pthread_once(&init_once, init_pipewire);
+    int res = 0;
+    struct pw_context *context = NULL;
+    struct spa_source *timer = NULL;
+    s->loop = pw_main_loop_new(NULL);
+    if (s->loop == NULL) {
+        if (fd >= 0) close(fd);
+        set_error(error, error_len, "PipeWire: could not make a main loop");
+        return -ENOMEM;
+    }
+    context = pw_context_new(pw_main_loop_get_loop(s->loop), NULL, 0);
+    if (context == NULL) {
+        if (fd >= 0) close(fd);
+        res = -ENOMEM;
+        set_error(error, error_len, "PipeWire: could not make a context");
+        goto done;
+    }
+    s->core = connect_core(context, remote, fd);
+    if (s->core == NULL) {
+        res = errno ? -errno : -ECONNREFUSED;
+        set_error(error, error_len, "PipeWire: could not connect to %s (%s)", remote ? remote : "the default remote", spa_strerror(res));
+        goto done;
+    }
+    pw_core_add_listener(s->core, &s->core_listener, &ctl_core_events, s);
+    s->registry = pw_core_get_registry(s->core, PW_VERSION_REGISTRY, 0);
+    if (s->registry == NULL) {
+        res = -ENOMEM;
+        set_error(error, error_len, "PipeWire: no registry");
+        goto done;
+    }
+    pw_registry_add_listener(s->registry, &s->registry_listener, &ctl_registry_events, s);
+    s->sync_seq = pw_core_sync(s->core, PW_ID_CORE, 0);
+    timer = pw_loop_add_timer(pw_main_loop_get_loop(s->loop), ctl_timeout, s);
+    if (timer != NULL) {
+        struct timespec t = {.tv_sec = timeout_ms / 1000, .tv_nsec = (long)(timeout_ms % 1000) * 1000000L};
+        pw_loop_update_timer(pw_main_loop_get_loop(s->loop), timer, &t, NULL, false);
+    }
+    pw_main_loop_run(s->loop);
+    if (s->error != 0) {
+        res = s->error;
+        set_error(error, error_len, "%s", s->error_text);
+    } else if (!s->done) {
+        res = -ETIMEDOUT;
+        set_error(error, error_len, "PipeWire did not answer within %d ms", timeout_ms);
+    }
+done:
+    if (timer != NULL) pw_loop_destroy_source(pw_main_loop_get_loop(s->loop), timer);
+    if (s->proxy != NULL) pw_proxy_destroy(s->proxy);
+    if (s->registry != NULL) pw_proxy_destroy((struct pw_proxy *)s->registry);
+    if (s->core != NULL) pw_core_disconnect(s->core);
+    if (context != NULL) pw_context_destroy(context);
+    pw_main_loop_destroy(s->loop);
+    return res;
+}
+
+int cpw_controls(
+    const char *remote, int fd, const char *node_name, int timeout_ms, cpw_control **out, size_t *n_out, char *error, size_t error_len) {
+    *out = NULL;
+    *n_out = 0;
+    ctl_state s;
+    memset(&s, 0, sizeof s);
+    s.target = node_name;
+    int res = ctl_run(remote, fd, &s, timeout_ms, error, error_len);
+    if (res < 0) {
+        cpw_controls_free(s.controls, s.n);
+        return res;
+    }
+    *out = s.controls;
+    *n_out = s.n;
+    return 0;
+}
+
+int cpw_set_control(
+    const char *remote, int fd, const char *node_name, uint32_t prop_id, uint32_t kind, int32_t value, int timeout_ms, char *error,
+    size_t error_len) {
+    ctl_state s;
+    memset(&s, 0, sizeof s);
+    s.target = node_name;
+    s.setting = 1;
+    s.prop_id = prop_id;
+    s.kind = kind;
+    s.value = value;
+    return ctl_run(remote, fd, &s, timeout_ms, error, error_len);
 }

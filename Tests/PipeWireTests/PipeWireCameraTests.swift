@@ -208,6 +208,24 @@ import VideoCapture
         }
     }
 
+    // Controls come through PipeWire only from a V4L2 node (checked on vivid in the VM: Scripts/vm-pipewire.sh); a
+    // camera of another program offers none, and setting one is refused by name.
+    @Test func aCameraThatIsNoV4L2NodeHasNoControls() throws {
+        let session = try PipeWireSession()
+        defer { session.close() }
+        try session.startCamera(name: "plain-cam")
+        let provider = session.provider()
+        let device = try #require(try provider.device(for: "pipewire:plain-cam"))
+        #expect(try provider.controls(of: device).isEmpty)
+        do {
+            _ = try provider.setControl(.brightness, to: .integer(200), on: device)
+            Issue.record("brightness was set on a camera without controls")
+        } catch {
+            #expect(error.code == .unknownControl, "\(error)")
+            #expect(error.message.contains("pipewire:plain-cam has no control"), "\(error.message)")
+        }
+    }
+
     @Test func withoutPipeWireThereIsNoCameraAndNoWait() throws {
         let provider = PipeWireCameraProvider(configuration: .init(remote: "/nonexistent/pipewire-0"))
         let started = Date()

@@ -135,6 +135,34 @@ int cpw_stream_status(cpw_stream *stream, char *error, size_t error_len);
 /* Disconnects and frees everything; on the thread that iterates (or before any thread does). */
 void cpw_stream_close(cpw_stream *stream);
 
+/* A control a node offers: one of its SPA_PARAM_PropInfo params (PipeWire's V4L2 nodes make one of each V4L2 control
+   of an integer, boolean or menu type), with the V4L2 control id it stands for. PipeWire 0.3.65 reports no current
+   values: only the range and the default. */
+enum { CPW_CONTROL_INTEGER = 0, CPW_CONTROL_BOOLEAN = 1, CPW_CONTROL_MENU = 2 };
+#define CPW_MAX_MENU 64
+typedef struct cpw_control {
+    uint32_t prop_id; /* the SPA property id (SPA_PROP_brightness …, SPA_PROP_START_CUSTOM + the V4L2 id) */
+    uint32_t v4l2_id; /* the V4L2 control id */
+    char *name;       /* its name (the driver's label) */
+    uint32_t kind;
+    int32_t minimum, maximum, step, default_value;
+    uint32_t n_items; /* a menu's entries: value and label */
+    int32_t item_value[CPW_MAX_MENU];
+    char *item_label[CPW_MAX_MENU];
+} cpw_control;
+
+/* The controls of the node named `node_name` (PropInfo params that stand for V4L2 controls), on `remote` or, when
+   `fd` is not negative, on that connected socket (taken and closed). Returns 0, or a negative errno with `error`
+   filled (-ENOENT: no such node). */
+int cpw_controls(
+    const char *remote, int fd, const char *node_name, int timeout_ms, cpw_control **out, size_t *n_out, char *error, size_t error_len);
+void cpw_controls_free(cpw_control *controls, size_t n);
+/* Sets one control of the node (a Props param with that property: the V4L2 node applies it with VIDIOC_S_CTRL) and
+   waits until PipeWire has handled it. Returns 0, or a negative errno with `error` filled (what PipeWire answered). */
+int cpw_set_control(
+    const char *remote, int fd, const char *node_name, uint32_t prop_id, uint32_t kind, int32_t value, int timeout_ms, char *error,
+    size_t error_len);
+
 /* Whether PipeWire's socket exists for `remote` (or the default), without loading PipeWire: the quick "is it running"
    check. Writes the path it looked for into `path`. */
 int cpw_socket_exists(const char *remote, char *path, size_t path_len);
