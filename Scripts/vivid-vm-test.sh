@@ -11,6 +11,8 @@
 #   VM_TIMEOUT=540                      seconds before the VM is killed
 #   VIVID_ONLY=m2m                      only the hardware-encoder checks (vicodec), no host judging: a quicker run
 #                                       while working on them
+#   VIVID_ONLY=libcamera                only libcamera on vimc (#52, Scripts/vm-libcamera.sh): no vivid-check, and
+#                                       only its host judging
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -172,8 +174,18 @@ if [ -d /host/tmp/lab ]; then
 else
   echo "NEGOTIATION-LAB-FAILED the host's root cannot be mounted (9p)"
 fi
+if [ "${VIVID_ONLY:-}" != libcamera ]; then
 HOME=/tmp /check/vivid-check
 echo "VIVID-CHECK-EXIT $?"
+fi
+# #52: libcamera on vimc (loaded only now, so that vivid's nodes keep their numbers for vivid-check), in the host's
+# root where libcamera, its IPA and `cam` are (Scripts/vm-libcamera.sh; /run a tmpfs for the faked udev entries).
+if [ -f /modules/vimc.ko ] && [ -d /host/tmp/lab ] && { [ -z "${VIVID_ONLY:-}" ] || [ "$VIVID_ONLY" = libcamera ]; }; then
+  insmod /modules/vimc.ko || echo "INSMOD-FAILED vimc.ko"
+  sleep 1
+  mount -t tmpfs run /host/run; cp /check/camcap /host/tmp/camcap
+  HOME=/tmp PATH=/usr/bin:/bin:/usr/sbin:/sbin chroot /host /bin/sh /tmp/lab/Scripts/vm-libcamera.sh run /tmp/camcap
+fi
 if [ -x /host/usr/bin/gst-launch-1.0 ] && [ -z "${VIVID_ONLY:-}" ]; then
   t0=$(date +%s)
   HOME=/tmp PATH=/usr/bin:/bin:/usr/sbin:/sbin chroot /host /bin/sh "$LAB_ROOT/Scripts/negotiation-lab.sh" run /dev/video0,/dev/video1
@@ -186,6 +198,7 @@ echo "LAB_ROOT='$ROOT'" > "$IRD/check/lab.env"
 for v in VIVID_ONLY; do if [ -n "${!v:-}" ]; then echo "export $v='${!v}'" >> "$IRD/check/lab.env"; fi; done
 mkdir -p "$IRD/check/lab/Scripts" "$IRD/check/lab/Fixtures/negotiation"
 cp Scripts/negotiation-lab.sh "$IRD/check/lab/Scripts/"
+cp Scripts/vm-libcamera.sh "$IRD/check/lab/Scripts/" # #52: libcamera on vimc
 cp Fixtures/negotiation/requests.txt Fixtures/negotiation/requests-loopback.txt "$IRD/check/lab/Fixtures/negotiation/"
 (cd "$IRD" && find . | cpio -o -H newc --quiet | gzip -1 > "$WORK/initrd.gz")
 log "initramfs $(du -h "$WORK/initrd.gz" | cut -f1), kernel $KVER, modules: $(cat "$IRD/modules/order" | tr '\n' ' ')$([ -f "$LOOP_KO" ] && echo "+ v4l2loopback.ko")"
@@ -198,6 +211,20 @@ timeout "$TIMEOUT" qemu-system-x86_64 -accel tcg -m 1536 -smp 2 -kernel "$VMLINU
   -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap -append "console=ttyS0 quiet panic=-1" -nographic -no-reboot -monitor none -serial stdio </dev/null > "$OUT" 2>&1 || true
 log "VM ran $(( $(date +%s) - start )) s"
 grep -E "^(PASS|FAIL|  |RESULT|VM-READY|VIVID-CHECK-EXIT|INSMOD-FAILED)" "$OUT" | sed 's/\r$//' || true
+libcamera_judge() { # #52: Scripts/vm-libcamera.sh's verdicts, each handed to `judge`
+  while IFS= read -r l; do
+    case "$l" in JUDGE\ *) v=${l#JUDGE }; ok=${v%% *}; v=${v#* }; judge "${v%% | *}" "$ok" "${v#* | }" ;; esac
+  done < <(Scripts/vm-libcamera.sh judge "$OUT" "$WORK/libcamera")
+}
+if [ "${VIVID_ONLY:-}" = libcamera ]; then # only libcamera on vimc: its host judging alone
+  judge() { if [ "$2" = 1 ]; then echo "PASS host: $1 ($3)"; host_passed=$((host_passed + 1)); else echo "FAIL host: $1: $3"; host_failed=$((host_failed + 1)); fi; }
+  host_passed=0 host_failed=0
+  tr -d '\r' < "$OUT" | grep -E "^LIBCAMERA-" | grep -v "^LIBCAMERA-CONTROLS" || true
+  libcamera_judge
+  echo "RESULT-HOST: $host_passed passed, $host_failed failed"
+  [ "$host_failed" = 0 ] && [ "$host_passed" -gt 0 ] && { log "VIVID_ONLY=libcamera: passed"; exit 0; }
+  log "VIVID_ONLY=libcamera: failed (console: $OUT)"; exit 1
+fi
 if [ -n "${VIVID_ONLY:-}" ]; then # the VM's checks alone: its verdict is the run's
   tr -d '\r' < "$OUT" | grep -q "^VIVID-CHECK-EXIT 0$" && { log "VIVID_ONLY=$VIVID_ONLY: passed"; exit 0; }
   log "VIVID_ONLY=$VIVID_ONLY: failed (console: $OUT)"; exit 1
@@ -350,6 +377,7 @@ if [ -s "$WORK/out/vivid.camtrace.gz" ]; then gunzip -f "$WORK/out/vivid.camtrac
 judge "vivid trace: replayed as fixture:trace: with every frame's bytes, timestamp and sequence number" \
   "$([ -s "$WORK/out/vivid.camtrace" ] && swift_test VIVID_TRACE="$WORK/out/vivid.camtrace" aTraceRecordedFromVividReplaysExactly || echo 0)" \
   "$WORK/out/vivid.camtrace; $(grep -ho "real-time replay: .*" "$WORK/aTraceRecordedFromVividReplaysExactly.log" 2>/dev/null || echo "no figure")"
+libcamera_judge
 echo "RESULT-HOST: $host_passed passed, $host_failed failed" | tee -a "$OUT"
 if ! grep -q "^RESULT: .* 0 failed" <(tr -d '\r' < "$OUT") || [ "$host_failed" != 0 ]; then
   log "vivid VM test FAILED (full console: $OUT)"
