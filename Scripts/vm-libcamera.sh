@@ -37,7 +37,10 @@ if [ "$mode" = run ]; then
   for d in /sys/class/video4linux/v4l-subdev*; do
     case "$(cat "$d/name" 2>/dev/null)" in Sensor*) v4l2-ctl -d "/dev/${d##*/}" -c show_information=2 2>&1 | sed 's/^/LIBCAMERA-NOTE v4l2-ctl: /' ;; esac
   done
+  a=$(date +%s%N)
   cam -l 2>/dev/null | sed 's/^/LIBCAMERA-CAM-LIST /'
+  b=$(date +%s%N)
+  echo "LIBCAMERA-CAM-LIST-MS $(( (b - a) / 1000000 ))"
   a=$(date +%s%N)
   "$camcap" devices > "$out/devices.txt" 2> "$out/devices.err"
   b=$(date +%s%N)
@@ -55,14 +58,19 @@ if [ "$mode" = run ]; then
     "$camcap" record -d "$id" -s ${W}x$H --pixel-format $OUR_FORMAT --frames $FRAMES -o "$out/libcamera.mp4" > "$out/record.out" 2> "$out/record.err"
     echo "LIBCAMERA-RECORD-EXIT $?"
     sed 's/^/LIBCAMERA-RECORD /' "$out/record.out" "$out/record.err" | tr '\r' '\n' | grep -v '^$' | tail -12
+    # --libcamera-size crop: a size libcamera makes that covers 640x480, cropped back to it.
+    "$camcap" record -d "$id" -s ${W}x$H --pixel-format $OUR_FORMAT --frames 10 --libcamera-size crop -o "$out/libcamera-crop.mp4" > "$out/crop.out" 2>&1
+    echo "LIBCAMERA-CROP-EXIT $?"
+    tr '\r' '\n' < "$out/crop.out" | grep -E '^(recording|format|frames|camcap)' | sed 's/^/LIBCAMERA-CROP /'
     "$camcap" trace record -d "$id" -s ${W}x$H --pixel-format $OUR_FORMAT --frames $RAW_FRAMES -o "$out/libcamera.camtrace" > "$out/trace.out" 2>&1
     echo "LIBCAMERA-TRACE-EXIT $?"
     tr '\r' '\n' < "$out/trace.out" | grep -v '^$' | tail -4 | sed 's/^/LIBCAMERA-TRACE /'
     # The same configuration through libcamera's own application.
-    cam -c 1 -C $RAW_FRAMES -s role=viewfinder,width=$W,height=$H,pixelformat=$CAM_FORMAT --file="$out/cam/" > "$out/cam.out" 2>&1
+    cam -c 1 --capture=$RAW_FRAMES -s role=viewfinder,width=$W,height=$H,pixelformat=$CAM_FORMAT --file="$out/cam/" > "$out/cam.out" 2>&1
     echo "LIBCAMERA-CAM-EXIT $?"
     grep -v '^\[' "$out/cam.out" | tail -8 | sed 's/^/LIBCAMERA-CAM /'
     [ -s "$out/libcamera.mp4" ] && hand_over "$out/libcamera.mp4" libcamera.mp4
+    [ -s "$out/libcamera-crop.mp4" ] && hand_over "$out/libcamera-crop.mp4" libcamera-crop.mp4
     [ -s "$out/libcamera.camtrace" ] && hand_over "$out/libcamera.camtrace" libcamera.camtrace
     last=$(ls "$out/cam" | sort | tail -1)
     [ -n "$last" ] && { echo "LIBCAMERA-CAM-FILE $last $(ls "$out/cam" | wc -l)"; hand_over "$out/cam/$last" libcamera-cam.bin; }
@@ -84,12 +92,14 @@ if [ "$mode" = judge ]; then
   n=$(tr -d '\r' < "$console" | grep -c '^LIBCAMERA-DEVICE ')
   ms=$(line LIBCAMERA-DEVICES-MS)
   id=$(line LIBCAMERA-ID)
-  echo "JUDGE $([ "$n" -ge 1 ] && [ -n "$id" ] && echo 1 || echo 0) libcamera on vimc: camcap devices lists it | $n libcamera camera(s) in ${ms:-?} ms; recorded from '$id'; stage $(line LIBCAMERA-STAGE-TIME) s in the VM"
-  mode_line=$(tr -d '\r' < "$console" | grep '^LIBCAMERA-RECORD record ' | head -1 | sed 's/^LIBCAMERA-RECORD //')
+  echo "JUDGE $([ "$n" -ge 1 ] && [ -n "$id" ] && echo 1 || echo 0) libcamera on vimc: camcap devices lists it | $n libcamera camera(s) in ${ms:-?} ms (cam -l: $(line LIBCAMERA-CAM-LIST-MS) ms); recorded from '$id'; stage $(line LIBCAMERA-STAGE-TIME) s in the VM"
+  mode_line=$(tr -d '\r' < "$console" | grep '^LIBCAMERA-RECORD recording ' | head -1 | sed 's/^LIBCAMERA-RECORD //')
   # The size camcap negotiated and libcamera applied: the start line says `… RGB3 636x480 …`.
   size=$(echo "$mode_line" | grep -o '[0-9]\{2,5\}x[0-9]\{2,5\}' | tail -1)
   got=$(ffprobe -v error -count_frames -select_streams v:0 -show_entries stream=width,height,nb_read_frames -of csv=p=0 "$dir/libcamera.mp4" 2>/dev/null | tr -d ' \n')
   echo "JUDGE $([ -n "$size" ] && [ "$got" = "${size%x*},${size#*x},$FRAMES" ] && echo 1 || echo 0) libcamera on vimc: record at a requested ${W}x$H decodes to $FRAMES frames at the applied size | ffprobe: ${got:-nothing}; camcap: ${mode_line:-no start line}"
+  got=$(ffprobe -v error -count_frames -select_streams v:0 -show_entries stream=width,height,nb_read_frames -of csv=p=0 "$dir/libcamera-crop.mp4" 2>/dev/null | tr -d ' \n')
+  echo "JUDGE $([ "$got" = "$W,$H,10" ] && echo 1 || echo 0) libcamera on vimc: record --libcamera-size crop delivers exactly ${W}x$H | ffprobe: ${got:-nothing}; $(tr -d '\r' < "$console" | grep '^LIBCAMERA-CROP format' | head -1 | sed 's/^LIBCAMERA-CROP //')"
   python3 - "$dir" "${size:-0x0}" <<'PY'
 import os, struct, subprocess, sys
 d, size = sys.argv[1], sys.argv[2]
@@ -140,7 +150,7 @@ else:
 # The picture check on the recording: its last frame decoded to RGB shows the bars in order.
 mp4 = os.path.join(d, "libcamera.mp4")
 if os.path.exists(mp4) and w and h:
-    rgb = subprocess.run(["ffmpeg", "-v", "error", "-i", mp4, "-f", "rawvideo", "-pix_fmt", "rgb24", "-"], capture_output=True).stdout
+    rgb = subprocess.run(["ffmpeg", "-v", "error", "-i", mp4, "-fps_mode", "passthrough", "-f", "rawvideo", "-pix_fmt", "rgb24", "-"], capture_output=True).stdout
     n = len(rgb) // (w * h * 3)
     last = rgb[(n - 1) * w * h * 3: n * w * h * 3] if n else b""
     got = bars(last, w, h, w * 3) if last else []
