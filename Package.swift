@@ -229,6 +229,10 @@ let package = Package(
         // PipeWire cameras against a headless PipeWire (Scripts/pipewire-session.sh) and pw-test-camera; camcap's
         // devices and record from them.
         .testTarget(name: "PipeWireTests", dependencies: ["PipeWireCapture", "VideoCapture", "TestSupport", "pw-test-camera", "camcap"]),
+        // libcamera on a host without cameras: nothing listed at once, a missing camera named, formats and negotiation
+        // (the camera itself is judged in the VM on vimc: Scripts/vm-libcamera.sh).
+        .testTarget(
+            name: "LibCameraTests", dependencies: ["LibCameraCapture", "CLibCameraShim", "VideoCapture", "FixtureCameras", "TestSupport", "camcap"]),
         .testTarget(name: "V4L2CaptureTests", dependencies: ["VideoCapture", "V4L2Capture", "CV4L2", "TestSupport", "H264"]),
         .testTarget(
             name: "CamcapTests",

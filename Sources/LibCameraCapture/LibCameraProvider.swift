@@ -112,7 +112,7 @@ public final class LibCameraProvider: CaptureDeviceProvider {
     func camera(for spec: String) throws(CaptureError) -> LibCameraInfo {
         let id = String(spec.dropFirst(Self.scheme.count))
         guard !id.isEmpty else {
-            throw CaptureError(.invalidArgument, "\(spec): a libcamera camera is named libcamera:ID (an id `camcap devices` lists)", device: spec)
+            throw CaptureError(.invalidArgument, "\(spec): a libcamera camera is named libcamera:ID (ID: a camera id libcamera lists)", device: spec)
         }
         let all = try cameras()
         if let c = all.first(where: { $0.id == id }) { return c }
