@@ -74,6 +74,23 @@ if [ "$mode" = run ]; then
     [ -s "$out/libcamera.camtrace" ] && hand_over "$out/libcamera.camtrace" libcamera.camtrace
     last=$(ls "$out/cam" | sort | tail -1)
     [ -n "$last" ] && { echo "LIBCAMERA-CAM-FILE $last $(ls "$out/cam" | wc -l)"; hand_over "$out/cam/$last" libcamera-cam.bin; }
+    # A control through libcamera's requests: Brightness +0.5 (ours: 50 hundredths) lifts the black bar.
+    "$camcap" record -d "$id" -s ${W}x$H --pixel-format $OUR_FORMAT --frames 10 --control brightness=50 -o "$out/libcamera-bright.mp4" > "$out/bright.out" 2>&1
+    echo "LIBCAMERA-BRIGHT-EXIT $?"
+    tr '\r' '\n' < "$out/bright.out" | grep -iE 'error|control' | head -3 | sed 's/^/LIBCAMERA-BRIGHT /'
+    [ -s "$out/libcamera-bright.mp4" ] && hand_over "$out/libcamera-bright.mp4" libcamera-bright.mp4
+    # The camera removed while it streams (vimc unbound from its driver): the recording must end, by name.
+    LIBCAMERA_LOG_LEVELS='*:ERROR' "$camcap" record -d "$id" -s ${W}x$H --pixel-format $OUR_FORMAT --frames 100000 --stall-timeout 2 -o "$out/libcamera-unplug.mp4" > "$out/unplug.out" 2>&1 &
+    pid=$!
+    i=0; while [ $i -lt 50 ] && ! grep -q 'frames' "$out/unplug.out" 2>/dev/null; do sleep 0.2; i=$((i + 1)); done
+    sleep 1
+    for d in /sys/bus/platform/drivers/vimc/vimc.*; do [ -e "$d" ] && echo "${d##*/}" > /sys/bus/platform/drivers/vimc/unbind; done
+    u0=$(date +%s)
+    i=0; while [ $i -lt 150 ] && kill -0 $pid 2>/dev/null; do sleep 0.2; i=$((i + 1)); done
+    if kill -0 $pid 2>/dev/null; then echo "LIBCAMERA-UNPLUG still running 30 s after the unbind"; kill $pid; fi
+    wait $pid; echo "LIBCAMERA-UNPLUG-EXIT $? after $(( $(date +%s) - u0 )) s"
+    tr '\r' '\n' < "$out/unplug.out" | grep -E 'ERROR|FATAL|Fatal|crashed|error|^[0-9]+ .* in ' | head -40 | sed 's/^/LIBCAMERA-UNPLUG-LOG /'
+    tr '\r' '\n' < "$out/unplug.out" | grep -E 'error|lost|frames:|disconnect|no frame' | head -4 | sed 's/^/LIBCAMERA-UNPLUG /'
   fi
   echo "LIBCAMERA-STAGE-TIME $(( $(date +%s) - t0 ))"
   exit 0
@@ -98,6 +115,8 @@ if [ "$mode" = judge ]; then
   size=$(echo "$mode_line" | grep -o '[0-9]\{2,5\}x[0-9]\{2,5\}' | tail -1)
   got=$(ffprobe -v error -count_frames -select_streams v:0 -show_entries stream=width,height,nb_read_frames -of csv=p=0 "$dir/libcamera.mp4" 2>/dev/null | tr -d ' \n')
   echo "JUDGE $([ -n "$size" ] && [ "$got" = "${size%x*},${size#*x},$FRAMES" ] && echo 1 || echo 0) libcamera on vimc: record at a requested ${W}x$H decodes to $FRAMES frames at the applied size | ffprobe: ${got:-nothing}; camcap: ${mode_line:-no start line}"
+  unplug=$(tr -d '\r' < "$console" | grep -E '^LIBCAMERA-UNPLUG( |-EXIT)' | sed 's/^LIBCAMERA-UNPLUG[-A-Z]* //' | tr '\n' ';')
+  echo "JUDGE $(tr -d '\r' < "$console" | grep -qE '^LIBCAMERA-UNPLUG-EXIT [1-9]' && tr -d '\r' < "$console" | grep '^LIBCAMERA-UNPLUG ' | grep -q 'libcamera:' && echo 1 || echo 0) libcamera on vimc: a camera removed while recording ends the recording with an error naming it | $unplug"
   got=$(ffprobe -v error -count_frames -select_streams v:0 -show_entries stream=width,height,nb_read_frames -of csv=p=0 "$dir/libcamera-crop.mp4" 2>/dev/null | tr -d ' \n')
   echo "JUDGE $([ "$got" = "$W,$H,10" ] && echo 1 || echo 0) libcamera on vimc: record --libcamera-size crop delivers exactly ${W}x$H | ffprobe: ${got:-nothing}; $(tr -d '\r' < "$console" | grep '^LIBCAMERA-CROP format' | head -1 | sed 's/^LIBCAMERA-CROP //')"
   python3 - "$dir" "${size:-0x0}" <<'PY'
@@ -148,6 +167,24 @@ if frames and cam:
 else:
     say(False, "camcap's raw frames equal cam's", f"{len(frames)} traced frames, {len(cam)} bytes from cam")
 # The picture check on the recording: its last frame decoded to RGB shows the bars in order.
+def decoded_last(path):
+    rgb = subprocess.run(["ffmpeg", "-v", "error", "-i", path, "-fps_mode", "passthrough", "-f", "rawvideo", "-pix_fmt", "rgb24", "-"], capture_output=True).stdout
+    n = len(rgb) // (w * h * 3) if w and h else 0
+    return n, (rgb[(n - 1) * w * h * 3: n * w * h * 3] if n else b"")
+def black_level(rgb):
+    """The mean of the black bar's centre (the eighth bar, middle rows)."""
+    vals = [rgb[y * w * 3 + 3 * x + c] for y in range(h // 2 - 8, h // 2 + 8) for x in range(15 * w // 16 - 4, 15 * w // 16 + 4) for c in range(3)]
+    return sum(vals) / len(vals)
+bright = os.path.join(d, "libcamera-bright.mp4")
+if os.path.exists(bright) and os.path.exists(os.path.join(d, "libcamera.mp4")) and w and h:
+    (_, plain), (nb, lifted) = decoded_last(os.path.join(d, "libcamera.mp4")), decoded_last(bright)
+    if plain and lifted:
+        a, b = black_level(plain), black_level(lifted)
+        say(b > a + 20, "--control brightness=50 reaches the camera (libcamera Brightness 0.5)", f"black bar {a:.0f} plain, {b:.0f} with it ({nb} frames)")
+    else:
+        say(False, "--control brightness=50", "a recording did not decode")
+else:
+    say(False, "--control brightness=50", "no recording")
 mp4 = os.path.join(d, "libcamera.mp4")
 if os.path.exists(mp4) and w and h:
     rgb = subprocess.run(["ffmpeg", "-v", "error", "-i", mp4, "-fps_mode", "passthrough", "-f", "rawvideo", "-pix_fmt", "rgb24", "-"], capture_output=True).stdout

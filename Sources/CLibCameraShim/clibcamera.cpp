@@ -17,6 +17,7 @@
 #include <mutex>
 #include <string>
 #include <sys/mman.h>
+#include <unistd.h>
 #include <vector>
 
 using namespace libcamera;
@@ -150,6 +151,33 @@ void remembered_controls(Camera *cam, ControlList *list) {
     }
 }
 
+// Whether a device node this process holds open (/dev/video*, /dev/media*, /dev/v4l-subdev*) was removed: its fd's
+// link then ends in " (deleted)". libcamera 0.0.3 learns of a removed camera only from udev's events; without them
+// (no udevd) its requests never complete and Camera::stop() aborts the process on an assertion.
+bool device_node_vanished() {
+    DIR *dir = opendir("/proc/self/fd");
+    if (!dir) return false;
+    bool gone = false;
+    char path[64], target[256];
+    while (struct dirent *e = readdir(dir)) {
+        if (e->d_name[0] == '.') continue;
+        std::snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+        ssize_t n = readlink(path, target, sizeof(target) - 1);
+        if (n <= 0) continue;
+        target[n] = 0;
+        std::string t(target);
+        bool node = t.rfind("/dev/video", 0) == 0 || t.rfind("/dev/media", 0) == 0 || t.rfind("/dev/v4l-subdev", 0) == 0;
+        if (node && t.size() > 10 && t.compare(t.size() - 10, 10, " (deleted)") == 0) {
+            gone = true;
+            break;
+        }
+    }
+    closedir(dir);
+    return gone;
+}
+
+std::vector<lcs_stream *> g_lost; // streams of removed cameras: kept, never stopped (see device_node_vanished)
+
 } // namespace
 
 struct lcs_stream {
@@ -170,7 +198,8 @@ struct lcs_stream {
     std::condition_variable changed;
     std::vector<uint32_t> completed; // a ring of request slots, capacity requests.size()
     size_t head = 0, count = 0;
-    bool disconnected = false, woken = false, stopping = false;
+    bool disconnected = false, woken = false, stopping = false, gone = false;
+    std::chrono::steady_clock::time_point last_completion = std::chrono::steady_clock::now();
     ControlList pending;
     bool has_pending = false;
 
@@ -181,6 +210,7 @@ struct lcs_stream {
         if (slot >= requests.size() || count >= completed.size()) return;
         completed[(head + count) % completed.size()] = static_cast<uint32_t>(slot);
         count++;
+        last_completion = std::chrono::steady_clock::now();
         changed.notify_all();
     }
     void cameraGone() {
@@ -441,6 +471,8 @@ lcs_stream *lcs_stream_open(const char *id, int role, uint32_t drm_fourcc, uint3
     cam->disconnected.connect(s, &lcs_stream::cameraGone);
     ControlList start(cam->controls());
     remembered_controls(cam.get(), &start);
+    // Not every pipeline handler takes controls at start (vimc's does not): the first request carries them too.
+    if (!s->requests.empty()) s->requests[0]->controls().merge(start);
     if (frame_duration_us > 0 && cam->controls().find(&controls::FrameDurationLimits) != cam->controls().end())
         start.set(controls::FrameDurationLimits, { frame_duration_us, frame_duration_us });
     r = cam->start(&start);
@@ -459,7 +491,14 @@ int lcs_stream_next(lcs_stream *s, int timeout_ms, lcs_frame *frame) {
     if (!ready()) s->changed.wait_for(guard, std::chrono::milliseconds(timeout_ms > 0 ? timeout_ms : 0), ready);
     s->woken = false;
     if (s->disconnected) return -LCS_STATUS_DISCONNECTED;
-    if (s->count == 0) return 0;
+    if (s->count == 0) {
+        // No request for a second and a device node we hold was removed: the camera is gone.
+        if (std::chrono::steady_clock::now() - s->last_completion > std::chrono::seconds(1) && device_node_vanished()) {
+            s->disconnected = s->gone = true;
+            return -LCS_STATUS_DISCONNECTED;
+        }
+        return 0;
+    }
     uint32_t slot = s->completed[s->head];
     s->head = (s->head + 1) % s->completed.size();
     s->count--;
@@ -517,9 +556,19 @@ void lcs_stream_close(lcs_stream *s) {
     std::lock_guard<std::mutex> guard(g_lock);
     auto it = g_streams.find(s->camera->id());
     if (it != g_streams.end() && it->second == s) g_streams.erase(it);
+    bool gone;
     {
         std::lock_guard<std::mutex> inner(s->lock);
         s->stopping = true;
+        gone = s->gone;
+    }
+    if (gone) {
+        // libcamera cannot stop a camera whose device went away (its queued requests never complete): the stream
+        // is left as it is, its requests and buffers alive, no longer heard.
+        s->camera->requestCompleted.disconnect(s);
+        s->camera->disconnected.disconnect(s);
+        g_lost.push_back(s);
+        return;
     }
     release(s, true);
 }

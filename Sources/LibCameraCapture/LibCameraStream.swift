@@ -95,7 +95,8 @@ public final class LibCameraStream: CaptureStream, @unchecked Sendable {
             let r = handle.next(timeoutMs: 100, frame: &frame)
             if r < 0 {
                 return fail(
-                    CaptureError(.disconnected, "\(device) was removed (libcamera reports it disconnected)", device: device, operation: "libcamera"))
+                    CaptureError(
+                        .disconnected, "\(device) was removed (the camera or its device node went away)", device: device, operation: "libcamera"))
             }
             if r > 0 {
                 receiver.receive(frame, stopFlag: stopFlag)
