@@ -215,7 +215,8 @@ struct lcs_stream {
     }
     void cameraGone() {
         std::lock_guard<std::mutex> guard(lock);
-        disconnected = true;
+        // A disconnected camera refuses stop(): its stream is left as it is when closed (see lcs_stream_close).
+        disconnected = gone = true;
         changed.notify_all();
     }
 };
