@@ -77,9 +77,6 @@ public final class LibCameraProvider: CaptureDeviceProvider {
         self.configuration = configuration
     }
 
-    /// libcamera's version (the headers this package was built with).
-    public static let libcameraVersion = "0.0.3+"
-
     /// Whether libcamera may see a camera here: some media device exists (`/dev/media*`).
     public static var mayHaveCameras: Bool { lcs_may_have_cameras() != 0 }
 
