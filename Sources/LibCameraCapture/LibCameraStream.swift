@@ -99,7 +99,7 @@ public final class LibCameraStream: CaptureStream, @unchecked Sendable {
                         .disconnected, "\(device) was removed (the camera or its device node went away)", device: device, operation: "libcamera"))
             }
             if r > 0 {
-                receiver.receive(frame, stopFlag: stopFlag)
+                receiver.receive(frame, stopped: stopFlag.isSet)
                 if handle.requeue(frame.slot) == -ENODEV {
                     return fail(
                         CaptureError(.disconnected, "\(device) was removed (a request could not be queued)", device: device, operation: "libcamera"))
@@ -144,7 +144,7 @@ private final class LibCameraStreamHandle: Sendable {
 
 /// Turns completed requests into frames: checks each against the format, copies it (the crop window) into a free
 /// private buffer, stamps and numbers it. Used on the stream's thread only.
-private final class LibCameraFrameReceiver: @unchecked Sendable {
+final class LibCameraFrameReceiver: @unchecked Sendable {
     let device: String
     let sink: FrameSink
     var lastBufferAt = monotonicNanoseconds()
@@ -186,11 +186,11 @@ private final class LibCameraFrameReceiver: @unchecked Sendable {
         withUnsafeBytes(of: f.planes) { $0.load(fromByteOffset: i * MemoryLayout<lcs_plane>.stride, as: lcs_plane.self) }
     }
 
-    func receive(_ f: lcs_frame, stopFlag: StopFlag) {
+    func receive(_ f: lcs_frame, stopped: Bool) {
         let now = monotonicNanoseconds()
         lastBufferAt = now
         // A frame after stop() (from a frame callback) is not handed on.
-        guard !stopFlag.isSet else { return }
+        guard !stopped else { return }
         if let last = lastSequence, f.sequence > last &+ 1, f.sequence &- last < 1 << 20 {
             sink.dropped(.driverDropped, Int(f.sequence &- last &- 1))
         }

@@ -132,6 +132,92 @@ import VideoCapture
     }
 }
 
+/// The copy out of libcamera's buffers: by its stride (rows padded), planes in one block or one each, and the crop
+/// window of `SizeAdjustment.crop`.
+@Suite struct LibCameraFrameCopyTests {
+    final class Frames: @unchecked Sendable {
+        var frames: [VideoFrame] = []
+        var drops: [FrameDropReason] = []
+        var sink: FrameSink { FrameSink(frame: { self.frames.append($0) }, dropped: { r, _ in self.drops.append(r) }, failed: { _ in }) }
+    }
+
+    /// Hands `planes` (each its bytes) to a receiver as one completed request; the frame it made.
+    static func copy(
+        _ pf: PixelFormat, source: FrameSize, stride: Int, out: FrameSize, planes: [[UInt8]], sequence: UInt64 = 7
+    ) throws -> (VideoFrame?, Frames) {
+        let got = Frames()
+        let origin = try #require(LibCameraFormats.cropOrigin(requested: out, adjusted: source))
+        let receiver = LibCameraFrameReceiver(
+            device: "libcamera:test", sink: got.sink, pixelFormat: pf, size: out,
+            planes: try #require(LibCameraFormats.planes(pf, width: out.width, height: out.height)), sourceSize: source, sourceStride: stride,
+            origin: origin, buffers: 2)
+        var storage = planes
+        storage.withUnsafeMutableBufferPointer { all in
+            var f = lcs_frame()
+            f.n_planes = UInt32(all.count)
+            f.sequence = sequence
+            withUnsafeMutableBytes(of: &f.planes) { raw in
+                for i in 0..<all.count {
+                    let p = lcs_plane(
+                        data: all[i].withUnsafeBufferPointer { $0.baseAddress }, length: UInt32(all[i].count), bytes_used: UInt32(all[i].count))
+                    raw.storeBytes(of: p, toByteOffset: i * MemoryLayout<lcs_plane>.stride, as: lcs_plane.self)
+                }
+            }
+            receiver.receive(f, stopped: false)
+        }
+        return (got.frames.first, got)
+    }
+
+    @Test func paddedRowsAreCopiedByTheirStride() throws {
+        // RGB3 6x3, rows 32 bytes apart: byte (y, x) = y * 32 + x; padding 0xEE.
+        let (w, h, s) = (6, 3, 32)
+        let plane: [UInt8] = (0..<h * s).map { i in i % s < w * 3 ? UInt8(i & 0xff) : 0xEE }
+        let (frame, got) = try Self.copy(
+            .rgb24, source: FrameSize(width: w, height: h), stride: s, out: FrameSize(width: w, height: h), planes: [plane])
+        let f = try #require(frame, "\(got.drops)")
+        #expect(f.buffer.stride == w * 3 && f.sequence == 7)
+        let bytes = Array(f.buffer.bytes)
+        var want: [UInt8] = []
+        for y in 0..<h { for x in 0..<w * 3 { want.append(UInt8(y * s + x)) } }
+        #expect(bytes == want)
+    }
+
+    @Test func aCroppedFrameIsTheCentredWindow() throws {
+        // RGB3 10x6 cropped to 6x2: origin (2, 2).
+        let (w, h, s) = (10, 6, 30)
+        let plane: [UInt8] = (0..<h * s).map { UInt8($0 & 0xff) }
+        let (frame, _) = try Self.copy(
+            .rgb24, source: FrameSize(width: w, height: h), stride: s, out: FrameSize(width: 6, height: 2), planes: [plane])
+        let f = try #require(frame)
+        #expect(f.buffer.width == 6 && f.buffer.height == 2 && f.buffer.stride == 18)
+        var want: [UInt8] = []
+        for y in 2..<4 { for x in 0..<18 { want.append(UInt8((y * s + 2 * 3 + x) & 0xff)) } }
+        #expect(Array(f.buffer.bytes) == want)
+    }
+
+    @Test func nv12InTwoPaddedPlanesBecomesOneBuffer() throws {
+        // NV12 8x4, stride 16: luma 4 rows, chroma 2 rows of 8 bytes, each plane its own block.
+        let (w, h, s) = (8, 4, 16)
+        let luma: [UInt8] = (0..<h * s).map { UInt8($0) }
+        let chroma: [UInt8] = (0..<h / 2 * s).map { UInt8(200 + $0 % 50) }
+        let (frame, _) = try Self.copy(
+            .nv12, source: FrameSize(width: w, height: h), stride: s, out: FrameSize(width: w, height: h), planes: [luma, chroma])
+        let f = try #require(frame)
+        var want: [UInt8] = []
+        for y in 0..<h { for x in 0..<w { want.append(UInt8(y * s + x)) } }
+        for y in 0..<h / 2 { for x in 0..<w { want.append(UInt8(200 + (y * s + x) % 50)) } }
+        #expect(Array(f.buffer.bytes) == want)
+    }
+
+    @Test func aShortBufferIsDroppedNotRead() throws {
+        let (frame, got) = try Self.copy(
+            .rgb24, source: FrameSize(width: 6, height: 3), stride: 18, out: FrameSize(width: 6, height: 3),
+            planes: [[UInt8](repeating: 1, count: 40)])
+        #expect(frame == nil)
+        #expect(got.drops == [.shortBuffer])
+    }
+}
+
 /// camcap as this build made it (in .build/debug, beside the test bundle).
 private func builtProduct(_ name: String) -> String {
     let dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
