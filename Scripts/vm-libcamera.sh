@@ -54,7 +54,13 @@ if [ "$mode" = run ]; then
   else
     echo "LIBCAMERA-ID $id"
     "$camcap" controls -d "$id" 2>&1 | sed 's/^/LIBCAMERA-CONTROLS /'
-    "$camcap" formats -d "$id" 2>&1 | head -20 | sed 's/^/LIBCAMERA-FORMATS /'
+    "$camcap" formats -d "$id" > "$out/formats.txt" 2>&1
+    head -20 "$out/formats.txt" | sed 's/^/LIBCAMERA-FORMATS /'
+    # Negotiation is provider-neutral: the listing as a fixture file gets the same answers as the camera.
+    for q in "-s 1280x720" "-s 640x480" "-s 300x200 --fps-limit 15" "-s 800x600 --pixel-format BGR3" "-s 4000x3000"; do
+      a=$("$camcap" select -d "$id" $q 2>&1); b=$("$camcap" select -d "$out/formats.txt" $q 2>&1)
+      [ "$a" = "$b" ] && echo "LIBCAMERA-SELECT same $q: $a" || echo "LIBCAMERA-SELECT differ $q: $a | fixture: $b"
+    done
     "$camcap" record -d "$id" -s ${W}x$H --pixel-format $OUR_FORMAT --frames $FRAMES -o "$out/libcamera.mp4" > "$out/record.out" 2> "$out/record.err"
     echo "LIBCAMERA-RECORD-EXIT $?"
     sed 's/^/LIBCAMERA-RECORD /' "$out/record.out" "$out/record.err" | tr '\r' '\n' | grep -v '^$' | tail -12
@@ -115,6 +121,9 @@ if [ "$mode" = judge ]; then
   size=$(echo "$mode_line" | grep -o '[0-9]\{2,5\}x[0-9]\{2,5\}' | tail -1)
   got=$(ffprobe -v error -count_frames -select_streams v:0 -show_entries stream=width,height,nb_read_frames -of csv=p=0 "$dir/libcamera.mp4" 2>/dev/null | tr -d ' \n')
   echo "JUDGE $([ -n "$size" ] && [ "$got" = "${size%x*},${size#*x},$FRAMES" ] && echo 1 || echo 0) libcamera on vimc: record at a requested ${W}x$H decodes to $FRAMES frames at the applied size | ffprobe: ${got:-nothing}; camcap: ${mode_line:-no start line}"
+  sel_same=$(tr -d '\r' < "$console" | grep -c '^LIBCAMERA-SELECT same ')
+  sel_all=$(tr -d '\r' < "$console" | grep -c '^LIBCAMERA-SELECT ')
+  echo "JUDGE $([ "$sel_all" -ge 5 ] && [ "$sel_same" = "$sel_all" ] && echo 1 || echo 0) libcamera on vimc: select answers as for its listing as a fixture file | $sel_same of $sel_all queries the same; $(tr -d '\r' < "$console" | grep '^LIBCAMERA-SELECT' | head -2 | sed 's/^LIBCAMERA-SELECT //' | tr '\n' ';')"
   unplug=$(tr -d '\r' < "$console" | grep -E '^LIBCAMERA-UNPLUG( |-EXIT)' | sed 's/^LIBCAMERA-UNPLUG[-A-Z]* //' | tr '\n' ';')
   echo "JUDGE $(tr -d '\r' < "$console" | grep -qE '^LIBCAMERA-UNPLUG-EXIT [1-9]' && tr -d '\r' < "$console" | grep '^LIBCAMERA-UNPLUG ' | grep -q 'libcamera:' && echo 1 || echo 0) libcamera on vimc: a camera removed while recording ends the recording with an error naming it | $unplug"
   got=$(ffprobe -v error -count_frames -select_streams v:0 -show_entries stream=width,height,nb_read_frames -of csv=p=0 "$dir/libcamera-crop.mp4" 2>/dev/null | tr -d ' \n')
