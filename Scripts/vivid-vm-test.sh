@@ -16,6 +16,8 @@
 #                                       recordings judged on the host
 # After vivid-check (and the negotiation lab) the init loads vimc, then runs Scripts/vm-pipewire.sh in the chroot of the
 # host's root with a tmpfs on its /run: the host's pipewire, wireplumber, dbus and libcamera, camcap copied beside the lab.
+#   VIVID_ONLY=libcamera                only libcamera on vimc (#52, Scripts/vm-libcamera.sh): no vivid-check, and
+#                                       only its host judging
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -177,9 +179,17 @@ if [ -d /host/tmp/lab ]; then
 else
   echo "NEGOTIATION-LAB-FAILED the host's root cannot be mounted (9p)"
 fi
-if [ "${VIVID_ONLY:-}" != pipewire ]; then
+case "${VIVID_ONLY:-}" in pipewire|libcamera) ;; *)
   HOME=/tmp /check/vivid-check
-  echo "VIVID-CHECK-EXIT $?"
+  echo "VIVID-CHECK-EXIT $?" ;;
+esac
+# #52: libcamera on vimc (loaded only now, so that vivid's nodes keep their numbers for vivid-check), in the host's
+# root where libcamera, its IPA and `cam` are (Scripts/vm-libcamera.sh; /run a tmpfs for the faked udev entries).
+if [ -f /modules/vimc.ko ] && [ -d /host/tmp/lab ] && { [ -z "${VIVID_ONLY:-}" ] || [ "$VIVID_ONLY" = libcamera ]; }; then
+  insmod /modules/vimc.ko || echo "INSMOD-FAILED vimc.ko"
+  sleep 1
+  mount -t tmpfs run /host/run; cp /check/camcap /host/tmp/camcap
+  HOME=/tmp PATH=/usr/bin:/bin:/usr/sbin:/sbin chroot /host /bin/sh /tmp/lab/Scripts/vm-libcamera.sh run /tmp/camcap
 fi
 if [ -x /host/usr/bin/gst-launch-1.0 ] && [ -z "${VIVID_ONLY:-}" ]; then
   t0=$(date +%s)
@@ -204,6 +214,7 @@ echo "LAB_ROOT='$ROOT'" > "$IRD/check/lab.env"
 for v in VIVID_ONLY; do if [ -n "${!v:-}" ]; then echo "export $v='${!v}'" >> "$IRD/check/lab.env"; fi; done
 mkdir -p "$IRD/check/lab/Scripts" "$IRD/check/lab/Fixtures/negotiation"
 cp Scripts/negotiation-lab.sh Scripts/vm-pipewire.sh Scripts/pipewire-session.sh "$IRD/check/lab/Scripts/"
+cp Scripts/vm-libcamera.sh "$IRD/check/lab/Scripts/" # #52: libcamera on vimc
 cp Fixtures/negotiation/requests.txt Fixtures/negotiation/requests-loopback.txt "$IRD/check/lab/Fixtures/negotiation/"
 (cd "$IRD" && find . | cpio -o -H newc --quiet | gzip -1 > "$WORK/initrd.gz")
 log "initramfs $(du -h "$WORK/initrd.gz" | cut -f1), kernel $KVER, modules: $(cat "$IRD/modules/order" | tr '\n' ' ')$([ -f "$LOOP_KO" ] && echo "+ v4l2loopback.ko")"
@@ -246,6 +257,19 @@ if [ "${VIVID_ONLY:-}" = pipewire ]; then # the PipeWire stage alone, and its re
   echo "RESULT-HOST: $host_passed passed, $host_failed failed"
   [ "$host_failed" = 0 ] && { log "VIVID_ONLY=pipewire: passed"; exit 0; }
   log "VIVID_ONLY=pipewire: failed (console: $OUT)"; exit 1
+fi
+libcamera_judge() { # #52: Scripts/vm-libcamera.sh's verdicts, each handed to `judge`
+  while IFS= read -r l; do
+    case "$l" in JUDGE\ *) v=${l#JUDGE }; ok=${v%% *}; v=${v#* }; judge "${v%% | *}" "$ok" "${v#* | }" ;; esac
+  done < <(Scripts/vm-libcamera.sh judge "$OUT" "$WORK/libcamera")
+}
+if [ "${VIVID_ONLY:-}" = libcamera ]; then # only libcamera on vimc: its host judging alone
+  host_passed=0 host_failed=0
+  tr -d '\r' < "$OUT" | grep -E "^LIBCAMERA-" | grep -v "^LIBCAMERA-CONTROLS" || true
+  libcamera_judge
+  echo "RESULT-HOST: $host_passed passed, $host_failed failed"
+  [ "$host_failed" = 0 ] && [ "$host_passed" -gt 0 ] && { log "VIVID_ONLY=libcamera: passed"; exit 0; }
+  log "VIVID_ONLY=libcamera: failed (console: $OUT)"; exit 1
 fi
 if [ -n "${VIVID_ONLY:-}" ]; then # the VM's checks alone: its verdict is the run's
   tr -d '\r' < "$OUT" | grep -q "^VIVID-CHECK-EXIT 0$" && { log "VIVID_ONLY=$VIVID_ONLY: passed"; exit 0; }
@@ -396,6 +420,7 @@ judge "vivid trace: replayed as fixture:trace: with every frame's bytes, timesta
   "$([ -s "$WORK/out/vivid.camtrace" ] && swift_test VIVID_TRACE="$WORK/out/vivid.camtrace" aTraceRecordedFromVividReplaysExactly || echo 0)" \
   "$WORK/out/vivid.camtrace; $(grep -ho "real-time replay: .*" "$WORK/aTraceRecordedFromVividReplaysExactly.log" 2>/dev/null || echo "no figure")"
 pipewire_judge
+libcamera_judge
 echo "RESULT-HOST: $host_passed passed, $host_failed failed" | tee -a "$OUT"
 if ! grep -q "^RESULT: .* 0 failed" <(tr -d '\r' < "$OUT") || [ "$host_failed" != 0 ]; then
   log "vivid VM test FAILED (full console: $OUT)"

@@ -64,7 +64,8 @@ func hint(for error: any Error) -> String {
 }
 
 struct Devices: CamcapCommand {
-    static let configuration = CommandConfiguration(abstract: "List cameras: V4L2 devices and the built-in fixture cameras.")
+    static let configuration = CommandConfiguration(
+        abstract: "List cameras: V4L2 devices, PipeWire and libcamera cameras, and the built-in fixture cameras.")
     @Flag(help: "Print JSON (one object per device in an array).") var json = false
     @Flag(help: "Then keep watching /dev and print cameras as they are plugged in or removed (Ctrl-C ends).") var watch = false
     @Option(

@@ -6,6 +6,7 @@ import VideoCapture
 import VideoProcessing
 import CapturePipeline
 import V4L2Capture
+import LibCameraCapture
 import PipeWireCapture
 import FixtureCameras
 import H264
@@ -64,6 +65,13 @@ struct CaptureOptions: ParsableArguments {
             valueName: "auto|direct|portal"),
         transform: parsing(PipeWireCameraProvider.Configuration.Connection.init(rawValue:), "--pipewire must be auto, direct or portal"))
     var pipeWire: PipeWireCameraProvider.Configuration.Connection = .automatic
+    @Option(
+        name: .customLong("libcamera-size"),
+        help: ArgumentHelp(
+            "When libcamera adjusts the size (vimc makes 640x480 636x480): accept delivers its size, crop asks for a size that covers the request and crops to it.",
+            valueName: "accept|crop"),
+        transform: parsing(LibCameraFormats.SizeAdjustment.init(rawValue:), "--libcamera-size must be accept or crop"))
+    var libcameraSize: LibCameraFormats.SizeAdjustment = .accept
     @Option(
         name: .customLong("control"), help: ArgumentHelp("Set a camera control before the first frame (repeatable).", valueName: "name=value"),
         transform: parsing(CameraControlSetting.init(parsing:), "--control expects NAME=VALUE")) var controls: [CameraControlSetting] = []
@@ -125,7 +133,9 @@ struct CaptureOptions: ParsableArguments {
         let waits = onCameraLoss.map { $0 == .wait } ?? waitsForCamera ?? untilStopped
         c.onCameraLoss = waits ? .wait(giveUpAfterNs: giveUpAfter.map { nanoseconds(seconds: $0) }) : .exit
         (c.providers, c.controls, c.powerLine, c.logger) = (
-            cameraProviders(fixtures, stallTimeoutNs: nanoseconds(seconds: stallTimeout), exportDMABuf: exportDMABuf, pipeWire: pipeWire), controls,
+            cameraProviders(
+                fixtures, stallTimeoutNs: nanoseconds(seconds: stallTimeout), exportDMABuf: exportDMABuf, pipeWire: pipeWire,
+                libcameraSize: libcameraSize), controls,
             powerLine, cliLogger
         )
         return c
@@ -249,17 +259,19 @@ let cliLogger: Logger = {
 /// The CLI's cameras: real ones (V4L2) first, then the built-in fixture cameras (the library has no default).
 func cameraProviders(
     _ fixtures: FixtureCameraProvider.Options = .init(), stallTimeoutNs: Int64 = 3_000_000_000, exportDMABuf: [PixelFormat] = [],
-    pipeWire: PipeWireCameraProvider.Configuration.Connection = .automatic
+    pipeWire: PipeWireCameraProvider.Configuration.Connection = .automatic, libcameraSize: LibCameraFormats.SizeAdjustment = .accept
 ) -> [any CaptureDeviceProvider] {
     var v4l2 = V4L2Stream.Configuration(noFrameTimeoutNs: stallTimeoutNs)
     // A hardware encoder imports the camera's buffers in `exportDMABuf`'s formats (`--encoder v4l2m2m`, record): each
     // is held while it encodes, so more of them stay with the driver (a frame is copied out, and cannot be imported,
     // only when none is left).
     if !exportDMABuf.isEmpty { (v4l2.exportDMABuf, v4l2.exportedFormats, v4l2.bufferCount) = (true, exportDMABuf, 8) }
-    // PipeWire's cameras (`pipewire:NAME`): none, at once, where no PipeWire runs.
+    // PipeWire's cameras (`pipewire:NAME`): none, at once, where no PipeWire runs; libcamera's (`libcamera:ID`): none,
+    // at once, without a media device.
     return [
         V4L2DeviceProvider(configuration: v4l2), FixtureCameraProvider(options: fixtures),
         PipeWireCameraProvider(configuration: .init(noFrameTimeoutNs: stallTimeoutNs, connection: pipeWire)),
+        LibCameraProvider(configuration: .init(sizeAdjustment: libcameraSize, noFrameTimeoutNs: stallTimeoutNs)),
     ]
 }
 

@@ -1,0 +1,217 @@
+#!/bin/sh
+# libcamera on vimc (#52), the VM's stage and its judge. Scripts/vivid-vm-test.sh loads vimc.ko after vivid-check and
+# runs `run` inside the host's root (chroot /host, where libcamera, its IPA and `cam` are), then `judge` on the host.
+#
+#   vm-libcamera.sh run CAMCAP          in the VM's chroot (/run a tmpfs): fakes udev's entries (libcamera sees no
+#                                       camera without them), turns vimc's on-screen text off (so every frame is the
+#                                       same picture), lists cameras with `camcap devices`, records 30 frames at a
+#                                       requested 640x480 to MP4, traces 5 raw frames (`camcap trace record`) and
+#                                       captures 5 of the same configuration with libcamera's own `cam`; hands the
+#                                       files over on the console (FILE-BEGIN NAME SIZE / base64 / FILE-END, gzipped)
+#   vm-libcamera.sh judge CONSOLE DIR   on the host: extracts the files into DIR and prints one line per verdict,
+#                                       `JUDGE 1|0 NAME | DETAIL` (vivid-vm-test.sh hands them to its `judge`)
+set -u
+mode=${1:-}
+
+# The camera vimc's libcamera pipeline offers: libcamera's BGR888 is R,G,B in memory (V4L2 RGB3).
+W=640 H=480 CAM_FORMAT=BGR888 OUR_FORMAT=RGB3 FRAMES=30 RAW_FRAMES=5
+
+hand_over() { # hand_over FILE NAME: gzipped, base64 on the console
+  gzip -c "$1" > "$1.gz"
+  echo "FILE-BEGIN $2.gz $(wc -c < "$1.gz")"
+  base64 "$1.gz"
+  echo "FILE-END"
+}
+
+if [ "$mode" = run ]; then
+  camcap=${2:-/tmp/camcap}
+  out=/tmp/libcamera-out
+  rm -rf "$out"; mkdir -p "$out/cam"
+  t0=$(date +%s)
+  # libcamera enumerates through udev and skips devices udev has not initialised: fake their entries.
+  mkdir -p /run/udev/data
+  for d in /sys/bus/media/devices/* /sys/class/video4linux/*; do
+    [ -f "$d/dev" ] && echo I:1 > "/run/udev/data/c$(cat "$d/dev")"
+  done
+  # vimc's sensors draw their settings and a running clock over the bars by default: "Show Information" None.
+  for d in /sys/class/video4linux/v4l-subdev*; do
+    case "$(cat "$d/name" 2>/dev/null)" in Sensor*) v4l2-ctl -d "/dev/${d##*/}" -c show_information=2 2>&1 | sed 's/^/LIBCAMERA-NOTE v4l2-ctl: /' ;; esac
+  done
+  a=$(date +%s%N)
+  cam -l 2>/dev/null | sed 's/^/LIBCAMERA-CAM-LIST /'
+  b=$(date +%s%N)
+  echo "LIBCAMERA-CAM-LIST-MS $(( (b - a) / 1000000 ))"
+  a=$(date +%s%N)
+  "$camcap" devices > "$out/devices.txt" 2> "$out/devices.err"
+  b=$(date +%s%N)
+  echo "LIBCAMERA-DEVICES-MS $(( (b - a) / 1000000 ))"
+  grep '^libcamera:' "$out/devices.txt" | sed 's/^/LIBCAMERA-DEVICE /'
+  sed 's/^/LIBCAMERA-DEVICES-STDERR /' "$out/devices.err"
+  id=$(grep '^libcamera:' "$out/devices.txt" | grep 'Sensor B' | head -1 | cut -f1)
+  [ -n "$id" ] || id=$(grep '^libcamera:' "$out/devices.txt" | head -1 | cut -f1)
+  if [ -z "$id" ]; then
+    echo "LIBCAMERA-FAILED camcap devices lists no libcamera camera"
+  else
+    echo "LIBCAMERA-ID $id"
+    "$camcap" controls -d "$id" 2>&1 | sed 's/^/LIBCAMERA-CONTROLS /'
+    "$camcap" formats -d "$id" > "$out/formats.txt" 2>&1
+    head -20 "$out/formats.txt" | sed 's/^/LIBCAMERA-FORMATS /'
+    # Negotiation is provider-neutral: the listing as a fixture file gets the same answers as the camera.
+    for q in "-s 1280x720" "-s 300x200 --fps-limit 15" "-s 800x600 --pixel-format BGR3"; do
+      a=$("$camcap" select -d "$id" $q 2>&1); b=$("$camcap" select -d "$out/formats.txt" $q 2>&1)
+      [ "$a" = "$b" ] && echo "LIBCAMERA-SELECT same $q: $a" || echo "LIBCAMERA-SELECT differ $q: $a | fixture: $b"
+    done
+    "$camcap" record -d "$id" -s ${W}x$H --pixel-format $OUR_FORMAT --frames $FRAMES -o "$out/libcamera.mp4" > "$out/record.out" 2> "$out/record.err"
+    echo "LIBCAMERA-RECORD-EXIT $?"
+    sed 's/^/LIBCAMERA-RECORD /' "$out/record.out" "$out/record.err" | tr '\r' '\n' | grep -v '^$' | tail -12
+    # --libcamera-size crop: a size libcamera makes that covers 640x480, cropped back to it.
+    "$camcap" record -d "$id" -s ${W}x$H --pixel-format $OUR_FORMAT --frames 10 --libcamera-size crop -o "$out/libcamera-crop.mp4" > "$out/crop.out" 2>&1
+    echo "LIBCAMERA-CROP-EXIT $?"
+    tr '\r' '\n' < "$out/crop.out" | grep -E '^(recording|format|frames|camcap)' | sed 's/^/LIBCAMERA-CROP /'
+    "$camcap" trace record -d "$id" -s ${W}x$H --pixel-format $OUR_FORMAT --frames $RAW_FRAMES -o "$out/libcamera.camtrace" > "$out/trace.out" 2>&1
+    echo "LIBCAMERA-TRACE-EXIT $?"
+    tr '\r' '\n' < "$out/trace.out" | grep -v '^$' | tail -4 | sed 's/^/LIBCAMERA-TRACE /'
+    # The same configuration through libcamera's own application.
+    cam -c 1 --capture=$RAW_FRAMES -s role=viewfinder,width=$W,height=$H,pixelformat=$CAM_FORMAT --file="$out/cam/" > "$out/cam.out" 2>&1
+    echo "LIBCAMERA-CAM-EXIT $?"
+    grep -v '^\[' "$out/cam.out" | tail -8 | sed 's/^/LIBCAMERA-CAM /'
+    [ -s "$out/libcamera.mp4" ] && hand_over "$out/libcamera.mp4" libcamera.mp4
+    [ -s "$out/libcamera-crop.mp4" ] && hand_over "$out/libcamera-crop.mp4" libcamera-crop.mp4
+    [ -s "$out/libcamera.camtrace" ] && hand_over "$out/libcamera.camtrace" libcamera.camtrace
+    last=$(ls "$out/cam" | sort | tail -1)
+    [ -n "$last" ] && { echo "LIBCAMERA-CAM-FILE $last $(ls "$out/cam" | wc -l)"; hand_over "$out/cam/$last" libcamera-cam.bin; }
+    # A control through libcamera's requests: Brightness +0.5 (ours: 50 hundredths) lifts the black bar.
+    "$camcap" record -d "$id" -s ${W}x$H --pixel-format $OUR_FORMAT --frames 10 --control brightness=50 -o "$out/libcamera-bright.mp4" > "$out/bright.out" 2>&1
+    echo "LIBCAMERA-BRIGHT-EXIT $?"
+    tr '\r' '\n' < "$out/bright.out" | grep -iE 'error|control' | head -3 | sed 's/^/LIBCAMERA-BRIGHT /'
+    [ -s "$out/libcamera-bright.mp4" ] && hand_over "$out/libcamera-bright.mp4" libcamera-bright.mp4
+    # The camera removed while it streams (vimc unbound from its driver): the recording must end, by name.
+    LIBCAMERA_LOG_LEVELS='*:ERROR' "$camcap" record -d "$id" -s ${W}x$H --pixel-format $OUR_FORMAT --frames 100000 --stall-timeout 2 -o "$out/libcamera-unplug.mp4" > "$out/unplug.out" 2>&1 &
+    pid=$!
+    i=0; while [ $i -lt 50 ] && ! grep -q 'frames' "$out/unplug.out" 2>/dev/null; do sleep 0.2; i=$((i + 1)); done
+    sleep 1
+    for d in /sys/bus/platform/drivers/vimc/vimc.*; do [ -e "$d" ] && echo "${d##*/}" > /sys/bus/platform/drivers/vimc/unbind; done
+    u0=$(date +%s)
+    i=0; while [ $i -lt 150 ] && kill -0 $pid 2>/dev/null; do sleep 0.2; i=$((i + 1)); done
+    if kill -0 $pid 2>/dev/null; then echo "LIBCAMERA-UNPLUG still running 30 s after the unbind"; kill $pid; fi
+    wait $pid; echo "LIBCAMERA-UNPLUG-EXIT $? after $(( $(date +%s) - u0 )) s"
+    tr '\r' '\n' < "$out/unplug.out" | grep -E 'ERROR|FATAL|Fatal|crashed|error|^[0-9]+ .* in ' | head -40 | sed 's/^/LIBCAMERA-UNPLUG-LOG /'
+    tr '\r' '\n' < "$out/unplug.out" | grep -E 'error|lost|frames:|disconnect|no frame' | head -4 | sed 's/^/LIBCAMERA-UNPLUG /'
+    # vimc bound again, for whatever runs after this stage (new nodes: their udev entries faked too).
+    for d in /sys/devices/platform/vimc.*; do [ -e "$d" ] && echo "${d##*/}" > /sys/bus/platform/drivers/vimc/bind; done
+    sleep 1
+    for d in /sys/bus/media/devices/* /sys/class/video4linux/*; do
+      [ -f "$d/dev" ] && echo I:1 > "/run/udev/data/c$(cat "$d/dev")"
+    done
+    echo "LIBCAMERA-REBOUND $("$camcap" devices 2>/dev/null | grep -c '^libcamera:') libcamera camera(s) listed after vimc was bound again"
+  fi
+  echo "LIBCAMERA-STAGE-TIME $(( $(date +%s) - t0 ))"
+  exit 0
+fi
+
+if [ "$mode" = judge ]; then
+  console=$2 dir=$3
+  mkdir -p "$dir"
+  tr -d '\r' < "$console" | awk -v d="$dir" '$1=="FILE-BEGIN" && $2 ~ /^libcamera/ {f=d"/"$2".b64"; next} $1=="FILE-END"{if(f!="")close(f); f=""; next} f!=""{print > f}'
+  for b in "$dir"/libcamera*.b64; do
+    [ -f "$b" ] || continue
+    base64 -d "$b" 2>/dev/null | gzip -dc > "${b%.gz.b64}" 2>/dev/null || true
+    rm -f "$b"
+  done
+  line() { tr -d '\r' < "$console" | awk -v k="$1" '$1==k {sub(/^[^ ]* /, ""); print; exit}'; }
+  n=$(tr -d '\r' < "$console" | grep -c '^LIBCAMERA-DEVICE ')
+  ms=$(line LIBCAMERA-DEVICES-MS)
+  id=$(line LIBCAMERA-ID)
+  echo "JUDGE $([ "$n" -ge 1 ] && [ -n "$id" ] && echo 1 || echo 0) libcamera on vimc: camcap devices lists it | $n libcamera camera(s) in ${ms:-?} ms (cam -l: $(line LIBCAMERA-CAM-LIST-MS) ms); recorded from '$id'; stage $(line LIBCAMERA-STAGE-TIME) s in the VM"
+  mode_line=$(tr -d '\r' < "$console" | grep '^LIBCAMERA-RECORD recording ' | head -1 | sed 's/^LIBCAMERA-RECORD //')
+  # The size camcap negotiated and libcamera applied: the start line says `… RGB3 636x480 …`.
+  size=$(echo "$mode_line" | grep -o '[0-9]\{2,5\}x[0-9]\{2,5\}' | tail -1)
+  got=$(ffprobe -v error -count_frames -select_streams v:0 -show_entries stream=width,height,nb_read_frames -of csv=p=0 "$dir/libcamera.mp4" 2>/dev/null | tr -d ' \n')
+  echo "JUDGE $([ -n "$size" ] && [ "$got" = "${size%x*},${size#*x},$FRAMES" ] && echo 1 || echo 0) libcamera on vimc: record at a requested ${W}x$H decodes to $FRAMES frames at the applied size | ffprobe: ${got:-nothing}; camcap: ${mode_line:-no start line}"
+  sel_same=$(tr -d '\r' < "$console" | grep -c '^LIBCAMERA-SELECT same ')
+  sel_all=$(tr -d '\r' < "$console" | grep -c '^LIBCAMERA-SELECT ')
+  echo "JUDGE $([ "$sel_all" -ge 3 ] && [ "$sel_same" = "$sel_all" ] && echo 1 || echo 0) libcamera on vimc: select answers as for its listing as a fixture file | $sel_same of $sel_all queries the same; $(tr -d '\r' < "$console" | grep '^LIBCAMERA-SELECT' | head -2 | sed 's/^LIBCAMERA-SELECT //' | tr '\n' ';')"
+  unplug=$(tr -d '\r' < "$console" | grep -E '^LIBCAMERA-UNPLUG( |-EXIT)' | sed 's/^LIBCAMERA-UNPLUG[-A-Z]* //' | tr '\n' ';')
+  echo "JUDGE $(tr -d '\r' < "$console" | grep -qE '^LIBCAMERA-UNPLUG-EXIT [1-9]' && tr -d '\r' < "$console" | grep '^LIBCAMERA-UNPLUG ' | grep -q 'libcamera:' && echo 1 || echo 0) libcamera on vimc: a camera removed while recording ends the recording with an error naming it | $unplug"
+  got=$(ffprobe -v error -count_frames -select_streams v:0 -show_entries stream=width,height,nb_read_frames -of csv=p=0 "$dir/libcamera-crop.mp4" 2>/dev/null | tr -d ' \n')
+  echo "JUDGE $([ "$got" = "$W,$H,10" ] && echo 1 || echo 0) libcamera on vimc: record --libcamera-size crop delivers exactly ${W}x$H | ffprobe: ${got:-nothing}; $(tr -d '\r' < "$console" | grep '^LIBCAMERA-CROP format' | head -1 | sed 's/^LIBCAMERA-CROP //')"
+  python3 - "$dir" "${size:-0x0}" <<'PY'
+import os, struct, subprocess, sys
+d, size = sys.argv[1], sys.argv[2]
+w, h = (int(v) for v in size.split("x"))
+def say(ok, name, detail): print(f"JUDGE {1 if ok else 0} libcamera on vimc: {name} | {detail}")
+# 75 % colour bars, left to right: white, yellow, cyan, green, magenta, red, blue, black, as (R, G, B) on or off.
+BARS = [(1,1,1), (1,1,0), (0,1,1), (0,1,0), (1,0,1), (1,0,0), (0,0,1), (0,0,0)]
+def bars(rgb, w, h, stride):
+    """Each bar's centre on the middle row, as on/off per channel (above half of full scale)."""
+    y = h // 2
+    got = []
+    for i in range(8):
+        x = (2 * i + 1) * w // 16
+        p = rgb[y * stride + 3 * x: y * stride + 3 * x + 3]
+        got.append(tuple(int(c > 96) for c in p))
+    return got
+# Our raw frames: the trace's frame records (header: magic, version, JSON length, JSON; records: 24-byte heads).
+frames, header = [], {}
+try:
+    t = open(os.path.join(d, "libcamera.camtrace"), "rb").read()
+    assert t[:8] == b"CAMTRACE"
+    n = struct.unpack_from("<I", t, 12)[0]
+    import json
+    header = json.loads(t[16:16 + n])
+    o = 16 + n
+    while o + 24 <= len(t):
+        kind, _, _, length, ts, seq = struct.unpack_from("<BBHIqQ", t, o)
+        o += 24
+        if kind == 1: frames.append(t[o:o + length])
+        o += length
+except Exception as e:
+    say(False, "camcap's raw frames (trace)", f"unreadable: {e}")
+cam = open(os.path.join(d, "libcamera-cam.bin"), "rb").read() if os.path.exists(os.path.join(d, "libcamera-cam.bin")) else b""
+if frames and cam:
+    tw, th, ts = header.get("width", 0), header.get("height", 0), header.get("stride", 0)
+    row = tw * 3
+    # cam writes the whole buffer: rows at libcamera's stride (at least the row), which its size tells.
+    cs = len(cam) // th if th else 0
+    same = [all(f[y * ts: y * ts + row] == cam[y * cs: y * cs + row] for y in range(th)) for f in frames] if cs >= row else []
+    say(tw == w and th == h and same and all(same), f"camcap's raw frames equal cam's ({header.get('pixelFormat')} {tw}x{th})",
+        f"{sum(same)} of {len(frames)} traced frames byte for byte equal to cam's last frame ({len(cam)} bytes, stride {cs}; ours {ts})")
+    got = bars(frames[-1], tw, th, ts)
+    say(got == BARS, "colour order on the bars (R,G,B in memory)", f"bars {got}")
+    cgot = bars(cam, tw, th, cs)
+    say(cgot == BARS, "cam's frame shows the same bars", f"bars {cgot}")
+else:
+    say(False, "camcap's raw frames equal cam's", f"{len(frames)} traced frames, {len(cam)} bytes from cam")
+# The picture check on the recording: its last frame decoded to RGB shows the bars in order.
+def decoded_last(path):
+    rgb = subprocess.run(["ffmpeg", "-v", "error", "-i", path, "-fps_mode", "passthrough", "-f", "rawvideo", "-pix_fmt", "rgb24", "-"], capture_output=True).stdout
+    n = len(rgb) // (w * h * 3) if w and h else 0
+    return n, (rgb[(n - 1) * w * h * 3: n * w * h * 3] if n else b"")
+def black_level(rgb):
+    """The mean of the black bar's centre (the eighth bar, middle rows)."""
+    vals = [rgb[y * w * 3 + 3 * x + c] for y in range(h // 2 - 8, h // 2 + 8) for x in range(15 * w // 16 - 4, 15 * w // 16 + 4) for c in range(3)]
+    return sum(vals) / len(vals)
+bright = os.path.join(d, "libcamera-bright.mp4")
+if os.path.exists(bright) and os.path.exists(os.path.join(d, "libcamera.mp4")) and w and h:
+    (_, plain), (nb, lifted) = decoded_last(os.path.join(d, "libcamera.mp4")), decoded_last(bright)
+    if plain and lifted:
+        a, b = black_level(plain), black_level(lifted)
+        say(b > a + 20, "--control brightness=50 reaches the camera (libcamera Brightness 0.5)", f"black bar {a:.0f} plain, {b:.0f} with it ({nb} frames)")
+    else:
+        say(False, "--control brightness=50", "a recording did not decode")
+else:
+    say(False, "--control brightness=50", "no recording")
+mp4 = os.path.join(d, "libcamera.mp4")
+if os.path.exists(mp4) and w and h:
+    rgb = subprocess.run(["ffmpeg", "-v", "error", "-i", mp4, "-fps_mode", "passthrough", "-f", "rawvideo", "-pix_fmt", "rgb24", "-"], capture_output=True).stdout
+    n = len(rgb) // (w * h * 3)
+    last = rgb[(n - 1) * w * h * 3: n * w * h * 3] if n else b""
+    got = bars(last, w, h, w * 3) if last else []
+    say(got == BARS, "the recording's picture shows the colour bars in order", f"{n} frames decoded; bars {got}")
+else:
+    say(False, "the recording's picture", "no recording")
+PY
+  exit 0
+fi
+echo "usage: vm-libcamera.sh run [CAMCAP] | judge CONSOLE DIR" >&2
+exit 2
