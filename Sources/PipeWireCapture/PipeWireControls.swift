@@ -7,7 +7,7 @@ public import VideoCapture
 extension PipeWireCameraProvider {
     /// The controls of a V4L2 camera behind PipeWire: the `PropInfo` params of its node (PipeWire's V4L2 node makes
     /// one of each integer, boolean and menu control), under their V4L2 ids and `v4l2-ctl` names. PipeWire 0.3.65
-    /// reports no current values, so each control's ``CameraControl/value`` is nil. A node of another kind (a
+    /// reports no current values, so each control's `value` is nil. A node of another kind (a
     /// libcamera camera, a stream of another program) lists none.
     public func controls(of device: CaptureDevice) throws(CaptureError) -> [CameraControl] {
         let n = try node(for: device.path)
