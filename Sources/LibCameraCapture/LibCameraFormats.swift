@@ -97,40 +97,4 @@ public enum LibCameraFormats {
             return CaptureLimits.problem(with: s) == nil ? s : nil
         }
     }
-
-    /// One plane of a raw format: its lines and the bytes of pixels in each.
-    struct Plane: Equatable {
-        var rows: Int
-        var rowBytes: Int
-    }
-
-    /// The planes of a raw format at a size (the V4L2 single-buffer layout's planes: chroma at half width and, for
-    /// 4:2:0, half height, rounded up); nil for compressed formats and formats without a layout here. At an even
-    /// width and height it also gives the byte and row offsets of a point (`planes(pf, x, y)`).
-    static func planes(_ pf: PixelFormat, width w: Int, height h: Int) -> [Plane]? {
-        let (cw, ch) = ((w + 1) / 2, (h + 1) / 2)
-        switch pf {
-        case .yuyv, .uyvy, .yvyu, .vyuy: return [Plane(rows: h, rowBytes: cw * 4)]
-        case .i420, .yv12: return [Plane(rows: h, rowBytes: w), Plane(rows: ch, rowBytes: cw), Plane(rows: ch, rowBytes: cw)]
-        case .yuv422p: return [Plane(rows: h, rowBytes: w), Plane(rows: h, rowBytes: cw), Plane(rows: h, rowBytes: cw)]
-        case .nv12, .nv21: return [Plane(rows: h, rowBytes: w), Plane(rows: ch, rowBytes: cw * 2)]
-        case .nv16, .nv61: return [Plane(rows: h, rowBytes: w), Plane(rows: h, rowBytes: cw * 2)]
-        case .nv24, .nv42: return [Plane(rows: h, rowBytes: w), Plane(rows: h, rowBytes: w * 2)]
-        default:
-            guard let bpp = pf.bytesPerPixel, pf.memoryPlaneCount == 1 else { return nil }
-            return [Plane(rows: h, rowBytes: w * bpp)]
-        }
-    }
-
-    /// The stride of plane `i` whose first plane's rows are `stride` apart (the V4L2 single-buffer rules, which
-    /// libcamera's chroma planes follow too).
-    static func derivedStride(_ pf: PixelFormat, plane i: Int, stride s: Int) -> Int {
-        guard i > 0 else { return s }
-        switch pf {
-        case .i420, .yv12, .yuv422p: return (s + 1) / 2
-        case .nv12, .nv21, .nv16, .nv61: return (s + 1) / 2 * 2
-        case .nv24, .nv42: return s * 2
-        default: return s
-        }
-    }
 }

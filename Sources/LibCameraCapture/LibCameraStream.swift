@@ -65,7 +65,7 @@ public final class LibCameraStream: CaptureStream, @unchecked Sendable {
         let out = crop ?? got
         let origin = LibCameraFormats.cropOrigin(requested: out, adjusted: got)
         guard LibCameraFormats.pixelFormat(drmFourcc: config.drm_fourcc) == pixelFormat, CaptureLimits.problem(with: got) == nil,
-            let origin, let planes = LibCameraFormats.planes(pixelFormat, width: out.width, height: out.height),
+            let origin, let planes = pixelFormat.planeShapes(width: out.width, height: out.height),
             let sourceStride = Int(exactly: config.stride), sourceStride >= planes[0].rowBytes
         else {
             handle.close()
@@ -150,12 +150,12 @@ final class LibCameraFrameReceiver: @unchecked Sendable {
     var lastBufferAt = monotonicNanoseconds()
     let pixelFormat: PixelFormat
     let size: FrameSize
-    let planes: [LibCameraFormats.Plane]
+    let planes: [PlaneShape]
     /// Per plane: the bytes and rows the crop window starts at.
-    let offsets: [LibCameraFormats.Plane]
+    let offsets: [PlaneShape]
     let sourceSize: FrameSize
     let sourceStride: Int
-    let sourcePlanes: [LibCameraFormats.Plane]
+    let sourcePlanes: [PlaneShape]
     let stride: Int
     let frameBytes: Int
     private var storages: [FrameStorage]
@@ -163,7 +163,7 @@ final class LibCameraFrameReceiver: @unchecked Sendable {
     private var lastSequence: UInt64?
 
     init(
-        device: String, sink: FrameSink, pixelFormat: PixelFormat, size: FrameSize, planes: [LibCameraFormats.Plane], sourceSize: FrameSize,
+        device: String, sink: FrameSink, pixelFormat: PixelFormat, size: FrameSize, planes: [PlaneShape], sourceSize: FrameSize,
         sourceStride: Int, origin: (x: Int, y: Int), buffers: Int
     ) {
         self.device = device
@@ -171,12 +171,12 @@ final class LibCameraFrameReceiver: @unchecked Sendable {
         self.pixelFormat = pixelFormat
         self.size = size
         self.planes = planes
-        self.offsets = LibCameraFormats.planes(pixelFormat, width: origin.x, height: origin.y) ?? planes.map { _ in .init(rows: 0, rowBytes: 0) }
+        self.offsets = pixelFormat.planeShapes(width: origin.x, height: origin.y) ?? planes.map { _ in .init(rows: 0, rowBytes: 0) }
         self.sourceSize = sourceSize
         self.sourceStride = sourceStride
-        self.sourcePlanes = LibCameraFormats.planes(pixelFormat, width: sourceSize.width, height: sourceSize.height) ?? planes
+        self.sourcePlanes = pixelFormat.planeShapes(width: sourceSize.width, height: sourceSize.height) ?? planes
         let stride = planes[0].rowBytes
-        let bytes = planes.indices.reduce(0) { $0 + LibCameraFormats.derivedStride(pixelFormat, plane: $1, stride: stride) * planes[$1].rows }
+        let bytes = planes.indices.reduce(0) { $0 + pixelFormat.planeStride($1, firstStride: stride) * planes[$1].rows }
         self.stride = stride
         frameBytes = bytes
         storages = (0..<buffers).map { _ in FrameStorage(pooledCapacity: bytes) }
@@ -231,11 +231,11 @@ final class LibCameraFrameReceiver: @unchecked Sendable {
             let d = separate ? plane(f, i) : plane(f, 0)
             guard let data = d.data else { return false }
             let length = Int(d.length)
-            let srcStride = LibCameraFormats.derivedStride(pixelFormat, plane: i, stride: sourceStride)
+            let srcStride = pixelFormat.planeStride(i, firstStride: sourceStride)
             let start = (separate ? 0 : inBlock) + o.rows * srcStride + o.rowBytes
             // Every term is below 2^32 and rows are at most 16384: no overflow in 64 bits.
             guard p.rows > 0, o.rowBytes + p.rowBytes <= srcStride, start + srcStride * (p.rows - 1) + p.rowBytes <= length else { return false }
-            let outStride = LibCameraFormats.derivedStride(pixelFormat, plane: i, stride: stride)
+            let outStride = pixelFormat.planeStride(i, firstStride: stride)
             let src = UnsafeRawPointer(data) + start
             if srcStride == outStride && outStride == p.rowBytes {
                 (dst + out).copyMemory(from: src, byteCount: p.rowBytes * p.rows)

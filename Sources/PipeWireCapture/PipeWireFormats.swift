@@ -60,39 +60,4 @@ enum PipeWireFormats {
             subtype: subtype, spa_format: cpw_spa_format_of_fourcc(r.pixelFormat.rawValue), width: UInt32(r.size.width),
             height: UInt32(r.size.height), rate_num: UInt32(r.fps.numerator), rate_den: UInt32(r.fps.denominator))
     }
-
-    /// One plane of a raw format: its lines and the bytes of pixels in each.
-    struct Plane: Equatable {
-        var rows: Int
-        var rowBytes: Int
-    }
-
-    /// The planes of a raw format at a size (the V4L2 single-buffer layout's planes: chroma at half width and,
-    /// for 4:2:0, half height, rounded up); nil for compressed formats and formats this package has no layout for.
-    static func planes(_ pf: PixelFormat, width w: Int, height h: Int) -> [Plane]? {
-        let (cw, ch) = ((w + 1) / 2, (h + 1) / 2)
-        switch pf {
-        case .yuyv, .uyvy, .yvyu, .vyuy: return [Plane(rows: h, rowBytes: cw * 4)]
-        case .i420, .yv12: return [Plane(rows: h, rowBytes: w), Plane(rows: ch, rowBytes: cw), Plane(rows: ch, rowBytes: cw)]
-        case .yuv422p: return [Plane(rows: h, rowBytes: w), Plane(rows: h, rowBytes: cw), Plane(rows: h, rowBytes: cw)]
-        case .nv12, .nv21: return [Plane(rows: h, rowBytes: w), Plane(rows: ch, rowBytes: cw * 2)]
-        case .nv16, .nv61: return [Plane(rows: h, rowBytes: w), Plane(rows: h, rowBytes: cw * 2)]
-        case .nv24: return [Plane(rows: h, rowBytes: w), Plane(rows: h, rowBytes: w * 2)]
-        default:
-            guard let bpp = pf.bytesPerPixel, pf.memoryPlaneCount == 1 else { return nil }
-            return [Plane(rows: h, rowBytes: w * bpp)]
-        }
-    }
-
-    /// The stride of plane `i` in one data block whose first plane's rows are `stride` apart (the V4L2
-    /// single-buffer rules `VideoFrameBuffer.planes` follows).
-    static func derivedStride(_ pf: PixelFormat, plane i: Int, stride s: Int) -> Int {
-        guard i > 0 else { return s }
-        switch pf {
-        case .i420, .yv12, .yuv422p: return (s + 1) / 2
-        case .nv12, .nv21, .nv16, .nv61: return (s + 1) / 2 * 2
-        case .nv24: return s * 2
-        default: return s
-        }
-    }
 }

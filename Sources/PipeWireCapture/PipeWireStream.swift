@@ -173,7 +173,7 @@ private final class FrameReceiver: @unchecked Sendable {
     private var pixelFormat = PixelFormat.i420
     private var size = FrameSize(width: 1, height: 1)
     /// The raw format's planes; nil for a compressed format.
-    private var planes: [PipeWireFormats.Plane]?
+    private var planes: [PlaneShape]?
     private var stride = 0
     private var frameBytes = 0
     private var storages: [FrameStorage] = []
@@ -190,10 +190,10 @@ private final class FrameReceiver: @unchecked Sendable {
     func configure(pixelFormat: PixelFormat, size: FrameSize, buffers: Int) -> (stride: Int, frameBytes: Int) {
         self.pixelFormat = pixelFormat
         self.size = size
-        planes = PipeWireFormats.planes(pixelFormat, width: size.width, height: size.height)
+        planes = pixelFormat.planeShapes(width: size.width, height: size.height)
         if let planes {
             stride = planes[0].rowBytes
-            frameBytes = planes.indices.reduce(0) { $0 + PipeWireFormats.derivedStride(pixelFormat, plane: $1, stride: stride) * planes[$1].rows }
+            frameBytes = planes.indices.reduce(0) { $0 + pixelFormat.planeStride($1, firstStride: stride) * planes[$1].rows }
         } else {
             // Compressed: as much as an uncompressed 32-bit frame, which no JPEG or H.264 frame of the size exceeds.
             stride = 0
@@ -257,7 +257,7 @@ private final class FrameReceiver: @unchecked Sendable {
     /// Copies the planes row by row (each source row is `stride` apart, each copy is `rowBytes` long) into the
     /// single-buffer layout with rows of the width. False when a plane lies outside its data block or its stride
     /// is shorter than a row.
-    private func copyRaw(_ b: cpw_buffer, planes: [PipeWireFormats.Plane], count n: Int, into dst: UnsafeMutableRawPointer) -> Bool {
+    private func copyRaw(_ b: cpw_buffer, planes: [PlaneShape], count n: Int, into dst: UnsafeMutableRawPointer) -> Bool {
         // One data block per plane (as libcamera gives planar formats), or every plane in the first block.
         let separate = planes.count > 1 && n >= planes.count
         let first = plane(b, 0)
@@ -272,12 +272,12 @@ private final class FrameReceiver: @unchecked Sendable {
             guard let data = d.data, d.maxsize > 0 else { return false }
             let maxsize = Int(d.maxsize)
             let sourceStride =
-                separate ? (d.stride == 0 ? p.rowBytes : Int(d.stride)) : PipeWireFormats.derivedStride(pixelFormat, plane: i, stride: firstStride)
+                separate ? (d.stride == 0 ? p.rowBytes : Int(d.stride)) : pixelFormat.planeStride(i, firstStride: firstStride)
             guard sourceStride >= p.rowBytes else { return false }
             let start = Int(d.offset) % maxsize + (separate ? 0 : inBlock)
             // Every term is below 2^32 and rows are at most 16384: no overflow in 64 bits.
             guard p.rows > 0, start + sourceStride * (p.rows - 1) + p.rowBytes <= maxsize else { return false }
-            let outStride = PipeWireFormats.derivedStride(pixelFormat, plane: i, stride: stride)
+            let outStride = pixelFormat.planeStride(i, firstStride: stride)
             let src = UnsafeRawPointer(data) + start
             if sourceStride == outStride && outStride == p.rowBytes {
                 (dst + out).copyMemory(from: src, byteCount: p.rowBytes * p.rows)

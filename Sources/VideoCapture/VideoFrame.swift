@@ -232,6 +232,51 @@ public struct VideoFrameBuffer: Sendable {
     }
 }
 
+/// One plane of a raw format in the V4L2 single-buffer layout: its lines and the bytes of pixels in each.
+package struct PlaneShape: Sendable, Equatable {
+    /// Lines of the plane.
+    package var rows: Int
+    /// Bytes of pixels in each line (no padding).
+    package var rowBytes: Int
+    /// A plane of `rows` lines of `rowBytes` bytes.
+    package init(rows: Int, rowBytes: Int) {
+        self.rows = rows
+        self.rowBytes = rowBytes
+    }
+}
+
+extension PixelFormat {
+    /// The planes of this raw format at a size, under the V4L2 single-buffer rules ``VideoFrameBuffer/planes``
+    /// follows (chroma at half width and, for 4:2:0, half height, rounded up); nil for compressed formats and
+    /// formats without a layout here. At an even width and height it also gives the byte and row offsets of a point
+    /// (`planeShapes(width: x, height: y)`). For the providers that copy frames out of another library's buffers.
+    package func planeShapes(width w: Int, height h: Int) -> [PlaneShape]? {
+        let (cw, ch) = ((w + 1) / 2, (h + 1) / 2)
+        switch singleBufferEquivalent {
+        case .yuyv, .uyvy, .yvyu, .vyuy: return [PlaneShape(rows: h, rowBytes: cw * 4)]
+        case .i420, .yv12: return [PlaneShape(rows: h, rowBytes: w), PlaneShape(rows: ch, rowBytes: cw), PlaneShape(rows: ch, rowBytes: cw)]
+        case .yuv422p: return [PlaneShape(rows: h, rowBytes: w), PlaneShape(rows: h, rowBytes: cw), PlaneShape(rows: h, rowBytes: cw)]
+        case .nv12, .nv21: return [PlaneShape(rows: h, rowBytes: w), PlaneShape(rows: ch, rowBytes: cw * 2)]
+        case .nv16, .nv61: return [PlaneShape(rows: h, rowBytes: w), PlaneShape(rows: h, rowBytes: cw * 2)]
+        case .nv24, .nv42: return [PlaneShape(rows: h, rowBytes: w), PlaneShape(rows: h, rowBytes: w * 2)]
+        default:
+            guard let bpp = bytesPerPixel, memoryPlaneCount == 1 else { return nil }
+            return [PlaneShape(rows: h, rowBytes: w * bpp)]
+        }
+    }
+
+    /// The stride of plane `i` in one data block whose first plane's rows are `stride` apart (the same rules).
+    package func planeStride(_ i: Int, firstStride s: Int) -> Int {
+        guard i > 0 else { return s }
+        switch singleBufferEquivalent {
+        case .i420, .yv12, .yuv422p: return (s + 1) / 2
+        case .nv12, .nv21, .nv16, .nv61: return (s + 1) / 2 * 2
+        case .nv24, .nv42: return s * 2
+        default: return s
+        }
+    }
+}
+
 /// An owned I420 (YU12) picture: three planes, chroma at half resolution (rounded up).
 /// Its luma stride is even, so it follows the same layout rules as a V4L2 `YU12` buffer.
 public struct I420Buffer: Sendable {

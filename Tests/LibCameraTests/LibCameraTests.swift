@@ -149,7 +149,7 @@ import VideoCapture
         let origin = try #require(LibCameraFormats.cropOrigin(requested: out, adjusted: source))
         let receiver = LibCameraFrameReceiver(
             device: "libcamera:test", sink: got.sink, pixelFormat: pf, size: out,
-            planes: try #require(LibCameraFormats.planes(pf, width: out.width, height: out.height)), sourceSize: source, sourceStride: stride,
+            planes: try #require(pf.planeShapes(width: out.width, height: out.height)), sourceSize: source, sourceStride: stride,
             origin: origin, buffers: 2)
         var storage = planes
         storage.withUnsafeMutableBufferPointer { all in
