@@ -122,7 +122,7 @@ python3 Scripts/h264-au.py offsets "$WORK/fed.h264" > "$WORK/fed.offsets"
 swift build --product vivid-check >/dev/null
 swift build --product camcap >/dev/null
 BIN=$(swift build --show-bin-path)/vivid-check
-CAMCAP=$(swift build --show-bin-path)/camcap
+CAMCAP=${VM_CAMCAP:-$(swift build --show-bin-path)/camcap} # VM_CAMCAP: another build (the release one for figures)
 
 # 3. The initramfs: busybox, modules, the check, v4l2-ctl, and every library they load.
 IRD=$WORK/initramfs
@@ -260,7 +260,10 @@ if [ "${VIVID_ONLY:-}" = pipewire ]; then # the PipeWire stage alone, and its re
 fi
 libcamera_judge() { # #52: Scripts/vm-libcamera.sh's verdicts, each handed to `judge`
   while IFS= read -r l; do
-    case "$l" in JUDGE\ *) v=${l#JUDGE }; ok=${v%% *}; v=${v#* }; judge "${v%% | *}" "$ok" "${v#* | }" ;; esac
+    case "$l" in
+      JUDGE\ *) v=${l#JUDGE }; ok=${v%% *}; v=${v#* }; judge "${v%% | *}" "$ok" "${v#* | }" ;;
+      FIGURE\ *) echo "$l" ;;
+    esac
   done < <(Scripts/vm-libcamera.sh judge "$OUT" "$WORK/libcamera")
 }
 if [ "${VIVID_ONLY:-}" = libcamera ]; then # only libcamera on vimc: its host judging alone

@@ -23,11 +23,53 @@ hand_over() { # hand_over FILE NAME: gzipped, base64 on the console
   echo "FILE-END"
 }
 
+# commands CAMCAP ID OUT: preview (Y4M), stream (RTP to ffmpeg from camcap's SDP), rtsp (ffmpeg over TCP) and serve
+# (GET /snapshot.jpg and /stats) on the libcamera camera; the files are handed over for the host's judge.
+commands() {
+  c=$1 id=$2 o=$3
+  "$c" preview -d "$id" -s ${W}x$H --pixel-format $OUR_FORMAT --frames 10 --y4m "$o/preview.y4m" > "$o/preview.out" 2>&1
+  echo "LIBCAMERA-PREVIEW-EXIT $?"
+  [ -s "$o/preview.y4m" ] && hand_over "$o/preview.y4m" libcamera-preview.y4m
+  # stream: the SDP first, ffmpeg listening on it, then 30 frames; camcap's RTCP BYE ends ffmpeg's input.
+  "$c" stream -d "$id" -s ${W}x$H --pixel-format $OUR_FORMAT --to 127.0.0.1:5004 --sdp "$o/stream.sdp" --sdp-only > "$o/sdp.out" 2>&1
+  timeout -k 2 30 ffmpeg -y -v warning -protocol_whitelist file,udp,rtp -i "$o/stream.sdp" -fps_mode passthrough -f framemd5 "$o/stream.framemd5" > "$o/stream-ffmpeg.out" 2>&1 &
+  f=$!
+  i=0; while [ $i -lt 50 ] && ! grep -q ':138C ' /proc/net/udp 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+  "$c" stream -d "$id" -s ${W}x$H --pixel-format $OUR_FORMAT --to 127.0.0.1:5004 --frames 30 > "$o/stream.out" 2>&1
+  echo "LIBCAMERA-STREAM-EXIT $?"
+  wait $f; echo "LIBCAMERA-STREAM-FFMPEG-EXIT $?"
+  tr '\r' '\n' < "$o/stream.out" | grep -E '^(frames|rtp|sent|packets)' | sed 's/^/LIBCAMERA-STREAM /'
+  head -5 "$o/stream-ffmpeg.out" | sed 's/^/LIBCAMERA-STREAM-FFMPEG /'
+  [ -s "$o/stream.framemd5" ] && hand_over "$o/stream.framemd5" libcamera-stream.framemd5
+  # rtsp: ffmpeg over TCP copies 20 pictures, then camcap is interrupted as by Ctrl-C.
+  "$c" rtsp -d "$id" -s ${W}x$H --pixel-format $OUR_FORMAT --listen 127.0.0.1:8554 --no-auth > "$o/rtsp.out" 2>&1 &
+  r=$!
+  i=0; while [ $i -lt 100 ] && ! grep -q 'rtsp://' "$o/rtsp.out" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+  url=$(grep -o 'rtsp://[^ ]*' "$o/rtsp.out" | head -1)
+  timeout -k 2 30 ffmpeg -y -v error -rtsp_transport tcp -i "$url" -frames:v 20 -c copy "$o/rtsp.mp4" > "$o/rtsp-ffmpeg.out" 2>&1
+  echo "LIBCAMERA-RTSP-FFMPEG-EXIT $? $url"
+  kill -INT $r; wait $r; echo "LIBCAMERA-RTSP-EXIT $?"
+  [ -s "$o/rtsp.mp4" ] && hand_over "$o/rtsp.mp4" libcamera-rtsp.mp4
+  # serve: a still through the server's own capture, and its stats.
+  "$c" serve -d "$id" -s ${W}x$H --pixel-format $OUR_FORMAT --listen 127.0.0.1:8089 --no-auth > "$o/serve.out" 2>&1 &
+  r=$!
+  i=0; while [ $i -lt 100 ] && ! grep -q 'snapshot.jpg' "$o/serve.out" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+  curl -s -m 15 -o "$o/snapshot.jpg" -w '%{http_code}' http://127.0.0.1:8089/snapshot.jpg > "$o/snapshot.code" 2>&1
+  echo "LIBCAMERA-SERVE-SNAPSHOT $(cat "$o/snapshot.code") $(wc -c < "$o/snapshot.jpg" 2>/dev/null)"
+  kill -INT $r; wait $r; echo "LIBCAMERA-SERVE-EXIT $?"
+  grep '^serving libcamera' "$o/serve.out" | head -1 | sed 's/^/LIBCAMERA-SERVE /'
+  [ -s "$o/snapshot.jpg" ] && hand_over "$o/snapshot.jpg" libcamera-snapshot.jpg
+  for f in preview stream rtsp rtsp-ffmpeg stream-ffmpeg serve; do
+    tr '\r' '\n' < "$o/$f.out" | grep -iE 'error|fail|lost' | head -2 | sed "s/^/LIBCAMERA-LOG $f: /"
+  done
+}
+
 if [ "$mode" = run ]; then
   camcap=${2:-/tmp/camcap}
   out=/tmp/libcamera-out
   rm -rf "$out"; mkdir -p "$out/cam"
   t0=$(date +%s)
+  ip link set lo up 2>/dev/null # stream, rtsp and serve talk over loopback, which the bare VM leaves down
   # libcamera enumerates through udev and skips devices udev has not initialised: fake their entries.
   mkdir -p /run/udev/data
   for d in /sys/bus/media/devices/* /sys/class/video4linux/*; do
@@ -85,6 +127,20 @@ if [ "$mode" = run ]; then
     echo "LIBCAMERA-BRIGHT-EXIT $?"
     tr '\r' '\n' < "$out/bright.out" | grep -iE 'error|control' | head -3 | sed 's/^/LIBCAMERA-BRIGHT /'
     [ -s "$out/libcamera-bright.mp4" ] && hand_over "$out/libcamera-bright.mp4" libcamera-bright.mp4
+    # Every other command on the same camera (they share record's capture path; each is judged on what comes out).
+    commands "$camcap" "$id" "$out"
+    # Allocations per frame on libcamera's path: an LD_PRELOAD malloc counter over a 20- and an 80-frame record.
+    if gcc -O2 -shared -fPIC -o "$out/libmc.so" "$(dirname "$0")/malloc-count.c" 2>"$out/mc.err"; then
+      for n in 20 80; do
+        LD_PRELOAD="$out/libmc.so" MALLOC_COUNT_AT_EXIT=1 "$camcap" record -d "$id" -s ${W}x$H --pixel-format $OUR_FORMAT --frames $n -q -o "$out/mc-$n.mp4" > "$out/mc-$n.out" 2>&1
+        echo "LIBCAMERA-MALLOC $n $? $(grep -o 'MALLOCS [0-9]*' "$out/mc-$n.out" | tail -1 | cut -d' ' -f2)"
+        # libcamera's own application on the same configuration: what libcamera itself allocates per frame.
+        LD_PRELOAD="$out/libmc.so" MALLOC_COUNT_AT_EXIT=1 cam -c 1 --capture=$n -s role=viewfinder,width=$W,height=$H,pixelformat=$CAM_FORMAT > "$out/mc-cam-$n.out" 2>&1
+        echo "LIBCAMERA-MALLOC-CAM $n $? $(grep -o 'MALLOCS [0-9]*' "$out/mc-cam-$n.out" | tail -1 | cut -d' ' -f2)"
+      done
+    else
+      echo "LIBCAMERA-MALLOC none: $(head -1 "$out/mc.err")"
+    fi
     # The camera removed while it streams (vimc unbound from its driver): the recording must end, by name.
     LIBCAMERA_LOG_LEVELS='*:ERROR' "$camcap" record -d "$id" -s ${W}x$H --pixel-format $OUR_FORMAT --frames 100000 --stall-timeout 2 -o "$out/libcamera-unplug.mp4" > "$out/unplug.out" 2>&1 &
     pid=$!
@@ -135,6 +191,10 @@ if [ "$mode" = judge ]; then
   echo "JUDGE $(tr -d '\r' < "$console" | grep -qE '^LIBCAMERA-UNPLUG-EXIT [1-9]' && tr -d '\r' < "$console" | grep '^LIBCAMERA-UNPLUG ' | grep -q 'libcamera:' && echo 1 || echo 0) libcamera on vimc: a camera removed while recording ends the recording with an error naming it | $unplug"
   got=$(ffprobe -v error -count_frames -select_streams v:0 -show_entries stream=width,height,nb_read_frames -of csv=p=0 "$dir/libcamera-crop.mp4" 2>/dev/null | tr -d ' \n')
   echo "JUDGE $([ "$got" = "$W,$H,10" ] && echo 1 || echo 0) libcamera on vimc: record --libcamera-size crop delivers exactly ${W}x$H | ffprobe: ${got:-nothing}; $(tr -d '\r' < "$console" | grep '^LIBCAMERA-CROP format' | head -1 | sed 's/^LIBCAMERA-CROP //')"
+  # Allocations per frame (a figure, not a verdict: the VM's camcap is the debug build, whose generic code allocates
+  # where the release build does not; Scripts/vivid-vm-test.sh takes VM_CAMCAP=.build/release/camcap for the figure).
+  per() { tr -d '\r' < "$console" | awk -v k="$1" '$1==k && $2==20 {a=$4} $1==k && $2==80 {b=$4} END {if (a != "" && b != "") printf "%.1f", (b - a) / 60; else printf "?"}'; }
+  echo "FIGURE libcamera on vimc: heap allocations per frame in steady state (an LD_PRELOAD counter, 80 frames against 20): camcap record $(per LIBCAMERA-MALLOC), libcamera's own cam $(per LIBCAMERA-MALLOC-CAM)"
   python3 - "$dir" "${size:-0x0}" <<'PY'
 import os, struct, subprocess, sys
 d, size = sys.argv[1], sys.argv[2]
@@ -210,6 +270,45 @@ if os.path.exists(mp4) and w and h:
     say(got == BARS, "the recording's picture shows the colour bars in order", f"{n} frames decoded; bars {got}")
 else:
     say(False, "the recording's picture", "no recording")
+# The other commands on the same camera, each judged by what came out of it.
+def decode(path, fmt="rgb24"):
+    r = subprocess.run(["ffmpeg", "-v", "error", "-i", path, "-fps_mode", "passthrough", "-f", "rawvideo", "-pix_fmt", fmt, "-"], capture_output=True)
+    return r.stdout
+def probe(path):
+    r = subprocess.run(["ffprobe", "-v", "error", "-count_frames", "-select_streams", "v:0", "-show_entries",
+                        "stream=codec_name,width,height,nb_read_frames", "-of", "csv=p=0", path], capture_output=True, text=True)
+    return r.stdout.strip()
+p = os.path.join(d, "libcamera-preview.y4m")
+if os.path.exists(p) and w and h:
+    head = open(p, "rb").read(80).split(b"\n")[0].decode(errors="replace")
+    rgb = decode(p)
+    n = len(rgb) // (w * h * 3)
+    got = bars(rgb[(n - 1) * w * h * 3:], w, h, w * 3) if n else []
+    say(n == 10 and f" W{w} H{h} " in head + " " and got == BARS, "preview --y4m: 10 pictures at the applied size with the bars",
+        f"{n} pictures; {head}; bars {got}")
+else:
+    say(False, "preview --y4m", "no Y4M from the VM")
+p = os.path.join(d, "libcamera-stream.framemd5")
+if os.path.exists(p) and w and h:
+    rows = [l for l in open(p).read().splitlines() if l and not l.startswith("#")]
+    sizes = {l.split(",")[4].strip() for l in rows if len(l.split(",")) > 5}
+    # All 30 frames go out (an RTP log showed 30 timestamps in 32 packets, in order); ffmpeg 5.1 under the VM's
+    # emulation has decoded 29 of them in every run so far (one lost at an edge of the session; 30 of 30 on the host).
+    say(29 <= len(rows) <= 30 and sizes == {str(w * h * 3 // 2)}, "stream: ffmpeg decodes the RTP frames from camcap's SDP (at least 29 of 30) at the applied size",
+        f"{len(rows)} frames; picture sizes {sorted(sizes)} (I420 {w}x{h} is {w * h * 3 // 2})")
+else:
+    say(False, "stream: ffmpeg from camcap's SDP", "no frames from the VM")
+p = os.path.join(d, "libcamera-rtsp.mp4")
+got = probe(p) if os.path.exists(p) else ""
+say(got == f"h264,{w},{h},20", "rtsp: ffmpeg over TCP takes 20 H.264 pictures at the applied size", f"ffprobe: {got or 'no file'}")
+p = os.path.join(d, "libcamera-snapshot.jpg")
+if os.path.exists(p) and w and h:
+    got_size = probe(p)
+    rgb = decode(p)
+    got = bars(rgb, w, h, w * 3) if len(rgb) >= w * h * 3 else []
+    say(got_size.startswith("mjpeg,") and got == BARS, "serve: GET /snapshot.jpg is a JPEG of the camera's bars", f"ffprobe: {got_size}; bars {got}")
+else:
+    say(False, "serve: GET /snapshot.jpg", "no JPEG from the VM")
 PY
   exit 0
 fi
