@@ -184,6 +184,10 @@ if [ "$mode" = judge ]; then
   size=$(echo "$mode_line" | grep -o '[0-9]\{2,5\}x[0-9]\{2,5\}' | tail -1)
   got=$(ffprobe -v error -count_frames -select_streams v:0 -show_entries stream=width,height,nb_read_frames -of csv=p=0 "$dir/libcamera.mp4" 2>/dev/null | tr -d ' \n')
   echo "JUDGE $([ -n "$size" ] && [ "$got" = "${size%x*},${size#*x},$FRAMES" ] && echo 1 || echo 0) libcamera on vimc: record at a requested ${W}x$H decodes to $FRAMES frames at the applied size | ffprobe: ${got:-nothing}; camcap: ${mode_line:-no start line}"
+  # Frames read in place: the summary's frames line counts them (`zero-copy N`).
+  fl=$(tr -d '\r' < "$console" | grep '^LIBCAMERA-RECORD frames:' | head -1 | sed 's/^LIBCAMERA-RECORD //')
+  zc=$(echo "$fl" | grep -o 'zero-copy [0-9]*' | grep -o '[0-9]*$')
+  echo "JUDGE $([ "${zc:-0}" -gt 0 ] && echo 1 || echo 0) libcamera on vimc: frames read in place from libcamera's buffers (zero-copy) | ${fl:-no frames line}"
   sel_same=$(tr -d '\r' < "$console" | grep -c '^LIBCAMERA-SELECT same ')
   sel_all=$(tr -d '\r' < "$console" | grep -c '^LIBCAMERA-SELECT ')
   echo "JUDGE $([ "$sel_all" -ge 3 ] && [ "$sel_same" = "$sel_all" ] && echo 1 || echo 0) libcamera on vimc: select answers as for its listing as a fixture file | $sel_same of $sel_all queries the same; $(tr -d '\r' < "$console" | grep '^LIBCAMERA-SELECT' | head -2 | sed 's/^LIBCAMERA-SELECT //' | tr '\n' ';')"

@@ -5,6 +5,7 @@
 #include <libcamera/libcamera.h>
 #include <libcamera/logging.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -180,17 +181,23 @@ std::vector<lcs_stream *> g_lost; // streams of removed cameras: kept, never sto
 
 } // namespace
 
+// Buffer mappings, counted: the stream holds one reference, every frame storage that lends a buffer one more.
+struct lcs_mappings {
+    struct Mapping {
+        void *address;
+        size_t length;
+    };
+    std::atomic<long> references{1};
+    std::vector<Mapping> maps;
+};
+
 struct lcs_stream {
     std::shared_ptr<Camera> camera;
     std::unique_ptr<CameraConfiguration> config;
     std::unique_ptr<FrameBufferAllocator> allocator;
     Stream *stream = nullptr;
     std::vector<std::unique_ptr<Request>> requests;
-    struct Mapping {
-        void *address;
-        size_t length;
-    };
-    std::vector<Mapping> mappings;
+    lcs_mappings *mappings = new lcs_mappings();
     // Per request: each plane's mapped address.
     std::vector<std::vector<const uint8_t *>> planes;
 
@@ -399,8 +406,8 @@ static void release(lcs_stream *s, bool started) {
         s->camera->disconnected.disconnect(s);
     }
     s->requests.clear();
-    for (auto &m : s->mappings) munmap(m.address, m.length);
-    s->mappings.clear();
+    lcs_mappings_release(s->mappings); // unmapped now, or when the last frame reading a buffer in place goes
+    s->mappings = nullptr;
     if (s->allocator && s->stream) s->allocator->free(s->stream);
     s->allocator.reset();
     if (s->camera) s->camera->release();
@@ -455,7 +462,7 @@ lcs_stream *lcs_stream_open(const char *id, int role, uint32_t drm_fourcc, uint3
         for (auto &[fd, length] : extent) {
             void *address = mmap(nullptr, length, PROT_READ, MAP_SHARED, fd, 0);
             if (address == MAP_FAILED) return fail(-errno, std::string("mmap of a libcamera buffer failed: ") + std::strerror(errno), false);
-            s->mappings.push_back({ address, length });
+            s->mappings->maps.push_back({ address, length });
             bases[fd] = static_cast<uint8_t *>(address);
         }
         std::vector<const uint8_t *> planes;
@@ -468,6 +475,7 @@ lcs_stream *lcs_stream_open(const char *id, int role, uint32_t drm_fourcc, uint3
         s->requests.push_back(std::move(request));
     }
     s->completed.assign(s->requests.size(), 0);
+    applied->buffers = static_cast<uint32_t>(s->requests.size());
     cam->requestCompleted.connect(s, &lcs_stream::requestDone);
     cam->disconnected.connect(s, &lcs_stream::cameraGone);
     ControlList start(cam->controls());
@@ -551,6 +559,19 @@ void lcs_stream_wake(lcs_stream *s) {
     std::lock_guard<std::mutex> guard(s->lock);
     s->woken = true;
     s->changed.notify_all();
+}
+
+lcs_mappings *lcs_stream_mappings(lcs_stream *s) {
+    std::lock_guard<std::mutex> guard(s->lock);
+    if (s->stopping || !s->mappings) return nullptr;
+    s->mappings->references.fetch_add(1, std::memory_order_relaxed);
+    return s->mappings;
+}
+
+void lcs_mappings_release(lcs_mappings *m) {
+    if (!m || m->references.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    for (auto &x : m->maps) munmap(x.address, x.length);
+    delete m;
 }
 
 void lcs_stream_close(lcs_stream *s) {

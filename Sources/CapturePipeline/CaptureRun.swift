@@ -433,6 +433,8 @@ extension CaptureSession {
             "captured \(captured), dropped \(dropped)\(dropText.isEmpty ? "" : " (\(dropText))")"
         for s in stages { if let f = s.framesText { frameLine += ", " + f } }
         if undecodable > 0 { frameLine += ", undecodable \(undecodable)" }
+        // Frames converted where the driver (or libcamera) put them, not copied out first.
+        if sourceStats.zeroCopyFrames > 0 { frameLine += ", zero-copy \(sourceStats.zeroCopyFrames)" }
         let colour = applied.colorSpace.isSpecified ? ", colour \(applied.colorSpace)" : ""
         var lines: [(String, String)] = [
             ("device", "\(device.path) (\(device.name))"),

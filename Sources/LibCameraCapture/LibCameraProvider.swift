@@ -48,16 +48,22 @@ public final class LibCameraProvider: CaptureDeviceProvider {
         public var sizeAdjustment: LibCameraFormats.SizeAdjustment
         /// libcamera's buffers (requests in flight), 2...16.
         public var cameraBuffers: Int
-        /// Private buffers each frame is copied into (2...16): a frame held by consumers keeps its buffer; with
-        /// every buffer held, the next frame is dropped as `.buffersHeld`.
+        /// Private buffers frames are copied into when they are not read in place (2...16): a frame held by
+        /// consumers keeps its buffer; with every buffer held, the next frame is dropped as `.buffersHeld`.
         public var frameBuffers: Int
+        /// Frames read in place (true, the default): a frame is libcamera's buffer itself, whose request is queued
+        /// again once the last consumer lets the frame go, as long as two requests stay with libcamera (a frame
+        /// beyond that is copied into a private buffer and its request queued at once). A cropped frame of a
+        /// format in several planes is always copied. False: every frame is copied.
+        public var zeroCopy: Bool
         /// No frame for this long: the stream fails with `.timeout` (at least 100 ms).
         public var noFrameTimeoutNs: Int64
         /// Settings with every value clamped to its range.
         public init(
             role: Role = .viewfinder, sizeAdjustment: LibCameraFormats.SizeAdjustment = .accept, cameraBuffers: Int = 4, frameBuffers: Int = 4,
-            noFrameTimeoutNs: Int64 = 3_000_000_000
+            zeroCopy: Bool = true, noFrameTimeoutNs: Int64 = 3_000_000_000
         ) {
+            self.zeroCopy = zeroCopy
             self.role = role
             self.sizeAdjustment = sizeAdjustment
             self.cameraBuffers = min(max(cameraBuffers, 2), 16)

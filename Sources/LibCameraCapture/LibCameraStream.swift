@@ -8,8 +8,9 @@ import VideoCaptureCommons
 #endif
 
 /// A running libcamera stream: one stream of the provider's role, its completed requests read on a thread of its
-/// own, each buffer copied once into a private buffer (rows of the width; a cropped window when the provider
-/// crops) and the request queued again at once.
+/// own. A frame is libcamera's buffer itself, read in place (its window when the provider crops): its request is
+/// queued again once the last consumer lets the frame go, as long as two requests stay with libcamera; beyond that
+/// (or with `zeroCopy` off) the buffer is copied once into a private one and its request queued at once.
 ///
 /// Frames carry libcamera's `SensorTimestamp` (CLOCK_MONOTONIC ns; the buffer's timestamp where a pipeline gives
 /// none) and its sequence numbers; gaps in the sequence are reported as `.driverDropped`; buffers libcamera
@@ -73,9 +74,11 @@ public final class LibCameraStream: CaptureStream, @unchecked Sendable {
                 .unsupportedFormat, "\(device): libcamera configured \(got) (stride \(config.stride)), which cannot give \(pixelFormat) \(out)",
                 device: device, operation: "configure")
         }
+        var lend: (@Sendable () -> (@Sendable () -> Void)?)?
+        if configuration.zeroCopy { lend = { handle.retainMappings() } }
         let receiver = LibCameraFrameReceiver(
             device: device, sink: sink, pixelFormat: pixelFormat, size: out, planes: planes, sourceSize: got, sourceStride: sourceStride,
-            origin: origin, buffers: configuration.frameBuffers)
+            origin: origin, buffers: configuration.frameBuffers, slots: Int(config.buffers), lend: lend)
         self.applied = AppliedFormat(pixelFormat: pixelFormat, size: out, stride: receiver.stride, fps: fps)
         self.configuredSize = got
         self.handle = handle
@@ -98,13 +101,15 @@ public final class LibCameraStream: CaptureStream, @unchecked Sendable {
                     CaptureError(
                         .disconnected, "\(device) was removed (the camera or its device node went away)", device: device, operation: "libcamera"))
             }
-            if r > 0 {
-                receiver.receive(frame, stopped: stopFlag.isSet)
-                if handle.requeue(frame.slot) == -ENODEV {
-                    return fail(
-                        CaptureError(.disconnected, "\(device) was removed (a request could not be queued)", device: device, operation: "libcamera"))
-                }
-            } else if monotonicNanoseconds() - receiver.lastBufferAt > noFrameTimeoutNs {
+            var gone = false
+            if r > 0, !receiver.receive(frame, stopped: stopFlag.isSet) { gone = handle.requeue(frame.slot) == -ENODEV }
+            // Requests whose frames every consumer has let go: back to libcamera.
+            receiver.returned { slot in if !gone { gone = handle.requeue(slot) == -ENODEV } }
+            if gone {
+                return fail(
+                    CaptureError(.disconnected, "\(device) was removed (a request could not be queued)", device: device, operation: "libcamera"))
+            }
+            if r == 0, monotonicNanoseconds() - receiver.lastBufferAt > noFrameTimeoutNs {
                 let ms = noFrameTimeoutNs / 1_000_000
                 return fail(CaptureError(.timeout, "\(device) delivered no frame for \(ms) ms", device: device))
             }
@@ -134,6 +139,13 @@ private final class LibCameraStreamHandle: Sendable {
         return lcs_stream_requeue(p, slot)
     }
     func wake() { state.withLock { if let p = OpaquePointer(bitPattern: $0) { lcs_stream_wake(p) } } }
+    /// A reference to the stream's buffer mappings and its release (nil once closed): a frame read in place keeps
+    /// libcamera's memory mapped through it.
+    func retainMappings() -> (@Sendable () -> Void)? {
+        guard let p = pointer, let m = lcs_stream_mappings(p) else { return nil }
+        let address = UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(m)))
+        return { lcs_mappings_release(OpaquePointer(bitPattern: address)) }
+    }
     func close() {
         state.withLock { address in
             if let p = OpaquePointer(bitPattern: address) { lcs_stream_close(p) }
@@ -142,8 +154,8 @@ private final class LibCameraStreamHandle: Sendable {
     }
 }
 
-/// Turns completed requests into frames: checks each against the format, copies it (the crop window) into a free
-/// private buffer, stamps and numbers it. Used on the stream's thread only.
+/// Turns completed requests into frames: checks each against the format, lends its buffer (the crop window) or
+/// copies it into a free private buffer, stamps and numbers it. Used on the stream's thread only.
 final class LibCameraFrameReceiver: @unchecked Sendable {
     let device: String
     let sink: FrameSink
@@ -161,11 +173,23 @@ final class LibCameraFrameReceiver: @unchecked Sendable {
     private var storages: [FrameStorage]
     private var lastTimestamp: Int64 = .min
     private var lastSequence: UInt64?
+    /// Takes a reference to libcamera's mappings and gives its release (nil: every frame is copied).
+    private let lend: (@Sendable () -> (@Sendable () -> Void)?)?
+    /// Per request slot: its buffer as a storage, made at its first loan (kept: the mapping is fixed).
+    private var lent: [FrameStorage?]
+    /// Per request slot: its frame was handed on, and the request waits for consumers to let it go.
+    private var onLoan: [Bool]
+    private var loans = 0
+    /// Requests that always stay with libcamera: a frame that would leave fewer is copied.
+    static let keptQueued = 2
 
     init(
         device: String, sink: FrameSink, pixelFormat: PixelFormat, size: FrameSize, planes: [PlaneShape], sourceSize: FrameSize,
-        sourceStride: Int, origin: (x: Int, y: Int), buffers: Int
+        sourceStride: Int, origin: (x: Int, y: Int), buffers: Int, slots: Int = 0, lend: (@Sendable () -> (@Sendable () -> Void)?)? = nil
     ) {
+        self.lend = lend
+        lent = Array(repeating: nil, count: max(slots, 0))
+        onLoan = Array(repeating: false, count: max(slots, 0))
         self.device = device
         self.sink = sink
         self.pixelFormat = pixelFormat
@@ -186,18 +210,108 @@ final class LibCameraFrameReceiver: @unchecked Sendable {
         withUnsafeBytes(of: f.planes) { $0.load(fromByteOffset: i * MemoryLayout<lcs_plane>.stride, as: lcs_plane.self) }
     }
 
-    func receive(_ f: lcs_frame, stopped: Bool) {
+    /// Hands a completed request on as a frame. True when the frame is its buffer, lent: the request is queued
+    /// again by ``returned(_:)`` once consumers let the frame go; false: queue it now.
+    @discardableResult
+    func receive(_ f: lcs_frame, stopped: Bool) -> Bool {
         let now = monotonicNanoseconds()
         lastBufferAt = now
         // A frame after stop() (from a frame callback) is not handed on.
-        guard !stopped else { return }
+        guard !stopped else { return false }
         if let last = lastSequence, f.sequence > last &+ 1, f.sequence &- last < 1 << 20 {
             sink.dropped(.driverDropped, Int(f.sequence &- last &- 1))
         }
         lastSequence = f.sequence
-        guard f.status == 0 else { return sink.dropped(.corruptBuffer, 1) }
+        guard f.status == 0 else {
+            sink.dropped(.corruptBuffer, 1)
+            return false
+        }
         let n = min(Int(f.n_planes), Int(LCS_MAX_PLANES))
-        guard n > 0 else { return sink.dropped(.shortBuffer, 1) }
+        guard n > 0 else {
+            sink.dropped(.shortBuffer, 1)
+            return false
+        }
+        let slot = Int(f.slot)
+        if lend != nil, slot < lent.count, !onLoan[slot], loans + Self.keptQueued < lent.count, let buffer = borrow(f, count: n, slot: slot) {
+            onLoan[slot] = true
+            loans += 1
+            sink.frame(VideoFrame(buffer: buffer, timestampNs: stamp(f, now), sequence: f.sequence))
+            return true
+        }
+        copyOut(f, count: n, now: now)
+        return false
+    }
+
+    /// Calls `requeue` with each lent slot whose frame every consumer has let go (once each).
+    func returned(_ requeue: (UInt32) -> Void) {
+        guard loans > 0 else { return }
+        var i = 0
+        while i < onLoan.count {
+            if onLoan[i], isKnownUniquelyReferenced(&lent[i]) {
+                onLoan[i] = false
+                loans -= 1
+                requeue(UInt32(i))
+            }
+            i += 1
+        }
+    }
+
+    /// The frame's timestamp: libcamera's when it is sane (not ahead of now, under a second old), else now; always
+    /// after the last one.
+    private func stamp(_ f: lcs_frame, _ now: Int64) -> Int64 {
+        var ts = now
+        if f.timestamp_ns > 0, f.timestamp_ns <= now, now - f.timestamp_ns < 1_000_000_000 { ts = f.timestamp_ns }
+        if ts <= lastTimestamp { ts = lastTimestamp + 1 }
+        lastTimestamp = ts
+        return ts
+    }
+
+    /// Slot `slot`'s buffer as the frame's: the window of each plane where libcamera put it, by libcamera's
+    /// strides (nil when it cannot be: a plane outside its block, a cropped format in several planes, no mapping).
+    private func borrow(_ f: lcs_frame, count n: Int, slot: Int) -> VideoFrameBuffer? {
+        let first = plane(f, 0)
+        guard let base = first.data, planes.count == 1 || (offsets[0].rows == 0 && offsets[0].rowBytes == 0) else { return nil }
+        let separate = n >= planes.count
+        // Each plane's window start from `base` (a separate plane's block may lie anywhere), its stride, its end.
+        var starts = (0, 0, 0), strides = (0, 0, 0)
+        var inBlock = 0
+        var i = 0
+        while i < planes.count {
+            let p = planes[i], o = offsets[i]
+            let d = separate ? plane(f, i) : first
+            guard let data = d.data else { return nil }
+            let srcStride = pixelFormat.planeStride(i, firstStride: sourceStride)
+            let block = separate ? 0 : inBlock
+            let start = block + o.rows * srcStride + o.rowBytes
+            // Whole rows of the stride, inside the plane's block (every term below 2^32: no overflow).
+            guard p.rows > 0, o.rowBytes + p.rowBytes <= srcStride, start + srcStride * p.rows <= Int(d.length) else { return nil }
+            let from = (separate ? base.distance(to: data) : 0) + start
+            switch i {
+            case 0: (starts.0, strides.0) = (from, srcStride)
+            case 1: (starts.1, strides.1) = (from, srcStride)
+            default: (starts.2, strides.2) = (from, srcStride)
+            }
+            inBlock += srcStride * sourcePlanes[i].rows
+            i += 1
+        }
+        if lent[slot] == nil || lent[slot]!.baseAddress != UnsafeRawPointer(base) {
+            guard let release = lend?() else { return nil }
+            lent[slot] = FrameStorage(borrowing: UnsafeMutableRawPointer(mutating: base), capacity: Int(first.length), release: release)
+        }
+        guard let storage = lent[slot] else { return nil }
+        if planes.count == 1 {
+            return VideoFrameBuffer(
+                pixelFormat: pixelFormat, width: size.width, height: size.height, stride: strides.0, bytesUsed: strides.0 * planes[0].rows,
+                storage: storage, offset: starts.0)
+        }
+        let layout = PlaneLayout(count: planes.count, offsets: (0, starts.1 - starts.0, starts.2 - starts.0), strides: strides)
+        return VideoFrameBuffer(
+            pixelFormat: pixelFormat, width: size.width, height: size.height, planes: layout, firstPlaneBytes: strides.0 * planes[0].rows,
+            storage: storage, offset: starts.0)
+    }
+
+    /// Copies the frame into a free private buffer and hands it on (dropped as `.buffersHeld` when none is free).
+    private func copyOut(_ f: lcs_frame, count n: Int, now: Int64) {
         var free = -1
         var i = 0
         while i < storages.count && free < 0 {
@@ -207,13 +321,9 @@ final class LibCameraFrameReceiver: @unchecked Sendable {
         guard free >= 0 else { return sink.dropped(.buffersHeld, 1) }
         let storage = storages[free]
         guard copy(f, count: n, into: storage.mutableBaseAddress) else { return sink.dropped(.shortBuffer, 1) }
-        var ts = now
-        if f.timestamp_ns > 0, f.timestamp_ns <= now, now - f.timestamp_ns < 1_000_000_000 { ts = f.timestamp_ns }
-        if ts <= lastTimestamp { ts = lastTimestamp + 1 }
-        lastTimestamp = ts
         let buffer = VideoFrameBuffer(
             pixelFormat: pixelFormat, width: size.width, height: size.height, stride: stride, bytesUsed: frameBytes, storage: storage)
-        sink.frame(VideoFrame(buffer: buffer, timestampNs: ts, sequence: f.sequence))
+        sink.frame(VideoFrame(buffer: buffer, timestampNs: stamp(f, now), sequence: f.sequence))
     }
 
     /// Copies each plane's window row by row into the single-buffer layout with rows of the width. libcamera gives

@@ -35,6 +35,9 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
     public struct Statistics: Sendable {
         /// Frames that reached the source from the capturer.
         public var inputFrames = 0
+        /// Converted frames that were read where their producer put them (a V4L2 driver's or libcamera's buffer):
+        /// the conversion was the one pass over their pixels. The others were copied out first, or made by us.
+        public var zeroCopyFrames = 0
         /// Frames passed to at least one sink.
         public var outputFrames = 0
         /// Conversions of captured frames to I420 (at most one per input frame).
@@ -457,7 +460,10 @@ public final class VideoSource: CameraVideoCapturerDelegate, Sendable {
             c.stats.inputFrames += 1
             c.stats.inputSize = inSize
             c.stats.limitedByCamera = limited
-            if counts.converted { c.stats.conversions += 1 }
+            if counts.converted {
+                c.stats.conversions += 1
+                if frame.buffer.storage.isBorrowed { c.stats.zeroCopyFrames += 1 }
+            }
             c.stats.sinkScales += counts.scales
             if counts.output {
                 c.stats.outputFrames += 1

@@ -218,6 +218,141 @@ import VideoCapture
     }
 }
 
+/// Frames read in place: a frame is libcamera's buffer itself (its window), its request queued again only once the
+/// frame is let go, two requests always left with libcamera, and the mappings released when the last frame goes.
+@Suite struct LibCameraZeroCopyTests {
+    final class Mappings: @unchecked Sendable {
+        var retained = 0, released = 0
+        func lend() -> (@Sendable () -> Void)? {
+            retained += 1
+            return { self.released += 1 }
+        }
+    }
+
+    /// A receiver over `slots` requests lending frames; the planes given to it by `deliver`.
+    final class Rig {
+        let got = LibCameraFrameCopyTests.Frames()
+        let mappings = Mappings()
+        var receiver: LibCameraFrameReceiver?
+        init(_ pf: PixelFormat, source: FrameSize, stride: Int, out: FrameSize, slots: Int) throws {
+            let origin = try #require(LibCameraFormats.cropOrigin(requested: out, adjusted: source))
+            let m = mappings
+            receiver = LibCameraFrameReceiver(
+                device: "libcamera:test", sink: got.sink, pixelFormat: pf, size: out,
+                planes: try #require(pf.planeShapes(width: out.width, height: out.height)), sourceSize: source, sourceStride: stride,
+                origin: origin, buffers: 2, slots: slots, lend: { m.lend() })
+        }
+        /// Request `slot` completed with `planes` (pointers into memory the caller keeps alive); true when lent.
+        func deliver(slot: UInt32, _ planes: [UnsafeMutableRawBufferPointer], sequence: UInt64) -> Bool {
+            var f = lcs_frame()
+            f.n_planes = UInt32(planes.count)
+            f.sequence = sequence
+            f.slot = slot
+            withUnsafeMutableBytes(of: &f.planes) { raw in
+                for (i, p) in planes.enumerated() {
+                    let x = lcs_plane(
+                        data: p.baseAddress?.assumingMemoryBound(to: UInt8.self), length: UInt32(p.count), bytes_used: UInt32(p.count))
+                    raw.storeBytes(of: x, toByteOffset: i * MemoryLayout<lcs_plane>.stride, as: lcs_plane.self)
+                }
+            }
+            return receiver!.receive(f, stopped: false)
+        }
+        func returned() -> [UInt32] {
+            var slots: [UInt32] = []
+            receiver!.returned { slots.append($0) }
+            return slots
+        }
+    }
+
+    @Test func aFrameIsLibcamerasBufferUntilItIsLetGo() throws {
+        // RGB3 6x3, rows 32 bytes apart.
+        let (w, h, s) = (6, 3, 32)
+        let memory = UnsafeMutableRawBufferPointer.allocate(byteCount: h * s, alignment: 64)
+        defer { memory.deallocate() }
+        for i in 0..<memory.count { memory[i] = UInt8(i & 0xff) }
+        let rig = try Rig(.rgb24, source: FrameSize(width: w, height: h), stride: s, out: FrameSize(width: w, height: h), slots: 4)
+        #expect(rig.deliver(slot: 1, [memory], sequence: 3))
+        do {
+            let f = try #require(rig.got.frames.first)
+            #expect(f.buffer.storage.isBorrowed)
+            #expect(f.buffer.baseAddress == UnsafeRawPointer(memory.baseAddress!), "read in place, not copied")
+            #expect(f.buffer.stride == s && f.buffer.width == w && f.buffer.height == h && f.sequence == 3)
+        }
+        // Held by a consumer: the request stays out; let go: it goes back, once.
+        #expect(rig.returned() == [])
+        rig.got.frames.removeAll()
+        #expect(rig.returned() == [1])
+        #expect(rig.returned() == [])
+        // The mapping is kept while the receiver lives (the slot's storage is kept), released when it goes.
+        #expect(rig.mappings.retained == 1 && rig.mappings.released == 0)
+        rig.receiver = nil
+        #expect(rig.mappings.released == 1)
+    }
+
+    @Test func twoRequestsStayWithLibcameraAndTheRestIsCopied() throws {
+        let (w, h) = (4, 2)
+        let a = UnsafeMutableRawBufferPointer.allocate(byteCount: w * 3 * h, alignment: 64)
+        let b = UnsafeMutableRawBufferPointer.allocate(byteCount: w * 3 * h, alignment: 64)
+        defer {
+            a.deallocate()
+            b.deallocate()
+        }
+        for i in 0..<a.count { (a[i], b[i]) = (1, 2) }
+        let rig = try Rig(.rgb24, source: FrameSize(width: w, height: h), stride: w * 3, out: FrameSize(width: w, height: h), slots: 3)
+        #expect(rig.deliver(slot: 0, [a], sequence: 1), "lent: two of three requests stay queued")
+        #expect(!rig.deliver(slot: 1, [b], sequence: 2), "copied: lending it would leave one request with libcamera")
+        #expect(rig.got.frames.count == 2)
+        let copied = rig.got.frames[1]
+        #expect(!copied.buffer.storage.isBorrowed && Array(copied.buffer.bytes) == [UInt8](repeating: 2, count: w * 3 * h))
+        rig.got.frames.removeAll()
+        #expect(rig.returned() == [0])
+    }
+
+    @Test func aCroppedWindowIsReadInPlaceByTheStride() throws {
+        // RGB3 10x6, stride 30, cropped to 6x2: origin (2, 2).
+        let memory = UnsafeMutableRawBufferPointer.allocate(byteCount: 6 * 30, alignment: 64)
+        defer { memory.deallocate() }
+        for i in 0..<memory.count { memory[i] = UInt8(i & 0xff) }
+        let rig = try Rig(.rgb24, source: FrameSize(width: 10, height: 6), stride: 30, out: FrameSize(width: 6, height: 2), slots: 4)
+        #expect(rig.deliver(slot: 0, [memory], sequence: 1))
+        let f = try #require(rig.got.frames.first)
+        #expect(f.buffer.baseAddress == UnsafeRawPointer(memory.baseAddress! + 2 * 30 + 2 * 3))
+        #expect(f.buffer.stride == 30 && f.buffer.width == 6 && f.buffer.height == 2)
+        var rows: [UInt8] = []
+        for y in 0..<2 { rows += UnsafeRawBufferPointer(start: f.buffer.baseAddress + y * 30, count: 18) }
+        var want: [UInt8] = []
+        for y in 2..<4 { for x in 0..<18 { want.append(UInt8((y * 30 + 6 + x) & 0xff)) } }
+        #expect(rows == want)
+    }
+
+    @Test func nv12InTwoBlocksIsReadWhereEachPlaneIs() throws {
+        // NV12 8x4, stride 16, each plane its own block: the frame's planes point into both.
+        let (w, h, s) = (8, 4, 16)
+        let luma = UnsafeMutableRawBufferPointer.allocate(byteCount: h * s, alignment: 64)
+        let chroma = UnsafeMutableRawBufferPointer.allocate(byteCount: h / 2 * s, alignment: 64)
+        defer {
+            luma.deallocate()
+            chroma.deallocate()
+        }
+        let rig = try Rig(.nv12, source: FrameSize(width: w, height: h), stride: s, out: FrameSize(width: w, height: h), slots: 4)
+        #expect(rig.deliver(slot: 2, [luma, chroma], sequence: 1))
+        let f = try #require(rig.got.frames.first)
+        let planes = f.buffer.planes
+        #expect(f.buffer.baseAddress == UnsafeRawPointer(luma.baseAddress!))
+        #expect(f.buffer.baseAddress + planes.offsets.1 == UnsafeRawPointer(chroma.baseAddress!))
+        #expect(planes.strides.0 == s && planes.strides.1 == s)
+    }
+
+    @Test func aBufferShorterThanItsRowsIsCopiedOrDroppedNeverLent() throws {
+        let memory = UnsafeMutableRawBufferPointer.allocate(byteCount: 40, alignment: 64)
+        defer { memory.deallocate() }
+        let rig = try Rig(.rgb24, source: FrameSize(width: 6, height: 3), stride: 18, out: FrameSize(width: 6, height: 3), slots: 4)
+        #expect(!rig.deliver(slot: 0, [memory], sequence: 1))
+        #expect(rig.got.frames.isEmpty && rig.got.drops == [.shortBuffer])
+        #expect(rig.mappings.retained == 0)
+    }
+}
+
 /// camcap as this build made it (in .build/debug, beside the test bundle).
 private func builtProduct(_ name: String) -> String {
     let dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()

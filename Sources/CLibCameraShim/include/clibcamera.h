@@ -69,6 +69,7 @@ void lcs_formats_free(lcs_formats *formats);
 typedef struct lcs_config {
     uint32_t drm_fourcc, width, height, stride, frame_size;
     int adjusted; /* CameraConfiguration::validate() said Adjusted */
+    uint32_t buffers; /* the buffers (requests) a stream has: set by lcs_stream_open only */
 } lcs_config;
 
 /* Validates `drm_fourcc` at `width`x`height` for `role` without acquiring the camera; `out` holds what libcamera
@@ -113,8 +114,16 @@ int lcs_stream_next(lcs_stream *stream, int timeout_ms, lcs_frame *frame);
 int lcs_stream_requeue(lcs_stream *stream, uint32_t slot);
 /* Wakes a lcs_stream_next in progress; from any thread. */
 void lcs_stream_wake(lcs_stream *stream);
-/* Stops the camera, releases it and frees everything. */
+/* Stops the camera, releases it and frees everything but the buffers' mappings while a reference to them is held
+   (lcs_stream_mappings). */
 void lcs_stream_close(lcs_stream *stream);
+
+/* The stream's buffer mappings, shared with frames that are read in place: lcs_stream_mappings takes a reference
+   (NULL once the stream is closing), lcs_mappings_release drops one; the memory is unmapped when the stream is
+   closed and the last reference is gone. Any thread. */
+typedef struct lcs_mappings lcs_mappings;
+lcs_mappings *lcs_stream_mappings(lcs_stream *stream);
+void lcs_mappings_release(lcs_mappings *mappings);
 
 /* Control types (ControlType). */
 enum { LCS_CONTROL_BOOL = 1, LCS_CONTROL_BYTE = 2, LCS_CONTROL_INT32 = 3, LCS_CONTROL_INT64 = 4, LCS_CONTROL_FLOAT = 5, LCS_CONTROL_OTHER = 0 };
