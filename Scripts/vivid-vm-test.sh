@@ -214,7 +214,7 @@ echo "LAB_ROOT='$ROOT'" > "$IRD/check/lab.env"
 for v in VIVID_ONLY; do if [ -n "${!v:-}" ]; then echo "export $v='${!v}'" >> "$IRD/check/lab.env"; fi; done
 mkdir -p "$IRD/check/lab/Scripts" "$IRD/check/lab/Fixtures/negotiation"
 cp Scripts/negotiation-lab.sh Scripts/vm-pipewire.sh Scripts/pipewire-session.sh Scripts/private-session.sh "$IRD/check/lab/Scripts/"
-cp Scripts/vm-libcamera.sh Scripts/malloc-count.c "$IRD/check/lab/Scripts/" # #52: libcamera on vimc
+cp Scripts/vm-libcamera.sh Scripts/malloc-count.c Scripts/janus-env.sh Scripts/janus_api.py "$IRD/check/lab/Scripts/" # #52: libcamera on vimc
 cp Fixtures/negotiation/requests.txt Fixtures/negotiation/requests-loopback.txt "$IRD/check/lab/Fixtures/negotiation/"
 (cd "$IRD" && find . | cpio -o -H newc --quiet | gzip -1 > "$WORK/initrd.gz")
 log "initramfs $(du -h "$WORK/initrd.gz" | cut -f1), kernel $KVER, modules: $(cat "$IRD/modules/order" | tr '\n' ' ')$([ -f "$LOOP_KO" ] && echo "+ v4l2loopback.ko")"

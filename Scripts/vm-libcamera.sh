@@ -59,7 +59,25 @@ commands() {
   kill -INT $r; wait $r; echo "LIBCAMERA-SERVE-EXIT $?"
   grep '^serving libcamera' "$o/serve.out" | head -1 | sed 's/^/LIBCAMERA-SERVE /'
   [ -s "$o/snapshot.jpg" ] && hand_over "$o/snapshot.jpg" libcamera-snapshot.jpg
-  for f in preview stream rtsp rtsp-ffmpeg stream-ffmpeg serve; do
+  # publish: WHIP into a private Janus (Scripts/janus-env.sh: the host's janus and simple-whip-server, loopback
+  # only); Janus's receiver reports (the rtt on the progress line) show it received and decrypted the media.
+  # (Janus was started in the background at the stage's start: it takes about a minute under the VM's emulation.)
+  i=0; while [ $i -lt 1200 ] && [ ! -f "$o/janus.rc" ]; do sleep 0.1; i=$((i + 1)); done
+  echo "LIBCAMERA-PUBLISH-JANUS ready after $(( $(date +%s) - t0 )) s of the stage"
+  if [ "$(cat "$o/janus.rc" 2>/dev/null)" = 0 ]; then
+    p0=$(date +%s)
+    . "$o/janus/env"
+    printf %s "$WHIP_TOKEN" > "$o/janus/token"
+    "$c" publish -d "$id" -s ${W}x$H --pixel-format $OUR_FORMAT --whip "$WHIP_URL" --token-file "$o/janus/token" --duration 8 > "$o/publish.out" 2>&1
+    echo "LIBCAMERA-PUBLISH-EXIT $?"
+    echo "LIBCAMERA-PUBLISH-JANUS publish took $(( $(date +%s) - p0 )) s"
+    bash "$(dirname "$0")/janus-env.sh" stop "$o/janus" > /dev/null 2>&1
+  else
+    echo "LIBCAMERA-PUBLISH-EXIT janus did not start: $(tail -3 "$o/janus.out" | tr '\n' ' ')"
+    touch "$o/publish.out"
+  fi
+  tr '\r' '\n' < "$o/publish.out" | grep -E '^(publishing|whip:|frames:)|rtt [0-9]' | tail -4 | sed 's/^/LIBCAMERA-PUBLISH /'
+  for f in preview stream rtsp rtsp-ffmpeg stream-ffmpeg serve publish; do
     tr '\r' '\n' < "$o/$f.out" | grep -iE 'error|fail|lost' | head -2 | sed "s/^/LIBCAMERA-LOG $f: /"
   done
 }
@@ -69,7 +87,10 @@ if [ "$mode" = run ]; then
   out=/tmp/libcamera-out
   rm -rf "$out"; mkdir -p "$out/cam"
   t0=$(date +%s)
-  ip link set lo up 2>/dev/null # stream, rtsp and serve talk over loopback, which the bare VM leaves down
+  ip link set lo up 2>/dev/null # stream, rtsp, serve and publish talk over loopback, which the bare VM leaves down
+  # Janus and simple-whip-server for `publish` (Scripts/janus-env.sh), started now: ready by the time it runs.
+  ( SVC_CACHE=/root/.cache/swift-video-capture JANUS_DEADLINE=120 bash "$(dirname "$0")/janus-env.sh" start "$out/janus" > "$out/janus.out" 2>&1
+    echo $? > "$out/janus.rc" ) &
   # libcamera enumerates through udev and skips devices udev has not initialised: fake their entries.
   mkdir -p /run/udev/data
   for d in /sys/bus/media/devices/* /sys/class/video4linux/*; do
@@ -161,6 +182,7 @@ if [ "$mode" = run ]; then
     done
     echo "LIBCAMERA-REBOUND $("$camcap" devices 2>/dev/null | grep -c '^libcamera:') libcamera camera(s) listed after vimc was bound again"
   fi
+  [ -f "$out/janus/janus.pid" ] && bash "$(dirname "$0")/janus-env.sh" stop "$out/janus" > /dev/null 2>&1
   echo "LIBCAMERA-STAGE-TIME $(( $(date +%s) - t0 ))"
   exit 0
 fi
@@ -188,6 +210,8 @@ if [ "$mode" = judge ]; then
   fl=$(tr -d '\r' < "$console" | grep '^LIBCAMERA-RECORD frames:' | head -1 | sed 's/^LIBCAMERA-RECORD //')
   zc=$(echo "$fl" | grep -o 'zero-copy [0-9]*' | grep -o '[0-9]*$')
   echo "JUDGE $([ "${zc:-0}" -gt 0 ] && echo 1 || echo 0) libcamera on vimc: frames read in place from libcamera's buffers (zero-copy) | ${fl:-no frames line}"
+  pub=$(tr -d '\r' < "$console" | grep -E '^LIBCAMERA-PUBLISH' | sed 's/^LIBCAMERA-PUBLISH[-A-Z]* //' | tr '\n' ';')
+  echo "JUDGE $(tr -d '\r' < "$console" | grep -q '^LIBCAMERA-PUBLISH-EXIT 0$' && echo "$pub" | grep -q 'whip connected, rtt [0-9]' && echo "$pub" | grep -q 'whip: *1 connection' && echo 1 || echo 0) libcamera on vimc: publish over WHIP into Janus, which reports receiving the media (RTCP receiver reports) | $pub"
   sel_same=$(tr -d '\r' < "$console" | grep -c '^LIBCAMERA-SELECT same ')
   sel_all=$(tr -d '\r' < "$console" | grep -c '^LIBCAMERA-SELECT ')
   echo "JUDGE $([ "$sel_all" -ge 3 ] && [ "$sel_same" = "$sel_all" ] && echo 1 || echo 0) libcamera on vimc: select answers as for its listing as a fixture file | $sel_same of $sel_all queries the same; $(tr -d '\r' < "$console" | grep '^LIBCAMERA-SELECT' | head -2 | sed 's/^LIBCAMERA-SELECT //' | tr '\n' ';')"
