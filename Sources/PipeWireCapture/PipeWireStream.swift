@@ -278,16 +278,7 @@ private final class FrameReceiver: @unchecked Sendable {
             // Every term is below 2^32 and rows are at most 16384: no overflow in 64 bits.
             guard p.rows > 0, start + sourceStride * (p.rows - 1) + p.rowBytes <= maxsize else { return false }
             let outStride = pixelFormat.planeStride(i, firstStride: stride)
-            let src = UnsafeRawPointer(data) + start
-            if sourceStride == outStride && outStride == p.rowBytes {
-                (dst + out).copyMemory(from: src, byteCount: p.rowBytes * p.rows)
-            } else {
-                var y = 0
-                while y < p.rows {
-                    (dst + out + y * outStride).copyMemory(from: src + y * sourceStride, byteCount: p.rowBytes)
-                    y += 1
-                }
-            }
+            PixelFormat.copyPlane(p, from: UnsafeRawPointer(data) + start, stride: sourceStride, to: dst + out, stride: outStride)
             out += outStride * p.rows
             inBlock += sourceStride * p.rows
         }

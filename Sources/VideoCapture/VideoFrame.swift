@@ -265,6 +265,22 @@ extension PixelFormat {
         }
     }
 
+    /// Copies one plane: `shape.rows` rows of `shape.rowBytes` bytes, `srcStride` apart at `src`, to `dstStride`
+    /// apart at `dst` (one copy when both sides are packed rows). The caller has checked both extents.
+    package static func copyPlane(
+        _ shape: PlaneShape, from src: UnsafeRawPointer, stride srcStride: Int, to dst: UnsafeMutableRawPointer, stride dstStride: Int
+    ) {
+        if srcStride == dstStride && dstStride == shape.rowBytes {
+            dst.copyMemory(from: src, byteCount: shape.rowBytes * shape.rows)
+            return
+        }
+        var y = 0
+        while y < shape.rows {
+            (dst + y * dstStride).copyMemory(from: src + y * srcStride, byteCount: shape.rowBytes)
+            y += 1
+        }
+    }
+
     /// The stride of plane `i` in one data block whose first plane's rows are `stride` apart (the same rules).
     package func planeStride(_ i: Int, firstStride s: Int) -> Int {
         guard i > 0 else { return s }
