@@ -5,14 +5,36 @@ import VideoCapture
 import WHIPClient
 
 /// A one-shot HTTP server on 127.0.0.1: answers the first request with `response` and closes.
+///
+/// The listening descriptor belongs to the server's thread, which closes it: `deinit` only shuts it down while it is
+/// still open (that wakes an `accept` in progress, and one not begun yet fails at once). Closed by `deinit` instead,
+/// its number could be reused by the next test's server before this thread got to `accept` on a loaded machine, and
+/// this thread would then take that server's connection and answer it with its own response (seen in CI: an empty
+/// one, "closed the connection without an answer").
 private final class OneAnswerServer: @unchecked Sendable {
+    /// The listening descriptor, open until the thread closes it; a lock orders that against `deinit`'s shutdown, so
+    /// neither touches a number that may already be another socket's.
+    private final class Listener: @unchecked Sendable {
+        let fd: Int32
+        private let lock = NSLock()
+        private var open = true
+        init(_ fd: Int32) { self.fd = fd }
+        func close() {
+            lock.withLock {
+                if open {
+                    open = false
+                    _ = Glibc.close(fd)
+                }
+            }
+        }
+        func shutDown() { lock.withLock { if open { _ = Glibc.shutdown(fd, Int32(SHUT_RDWR)) } } }
+    }
     let port: UInt16
-    private let fd: Int32
+    private let listener: Listener
     private let thread: Thread
 
     init(response: String) throws {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        self.fd = fd
         var a = sockaddr_in()
         a.sin_family = sa_family_t(AF_INET)
         a.sin_addr.s_addr = inet_addr("127.0.0.1")
@@ -26,9 +48,12 @@ private final class OneAnswerServer: @unchecked Sendable {
         var len = socklen_t(MemoryLayout<sockaddr_in>.size)
         _ = withUnsafeMutablePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
         port = UInt16(bigEndian: a.sin_port)
-        let listener = fd
+        let listener = Listener(fd)
+        self.listener = listener
         thread = Thread {
-            let c = accept(listener, nil, nil)
+            defer { listener.close() }
+            var c: Int32
+            repeat { c = accept(listener.fd, nil, nil) } while c < 0 && errno == EINTR
             guard c >= 0 else { return }
             // The whole request, its body included: closing with unread bytes sends a reset, which can reach the
             // client before the answer does (seen in CI: "closed the connection without an answer").
@@ -44,6 +69,7 @@ private final class OneAnswerServer: @unchecked Sendable {
             }
             while !complete() {
                 let n = read(c, &buf, buf.count)
+                if n < 0 && errno == EINTR { continue }
                 if n <= 0 { break }
                 request += buf[0..<n]
             }
@@ -53,7 +79,7 @@ private final class OneAnswerServer: @unchecked Sendable {
         }
         thread.start()
     }
-    deinit { close(fd) }
+    deinit { listener.shutDown() }
 }
 
 /// Every WHIP failure has a code to switch on (#38), besides its message and status.
