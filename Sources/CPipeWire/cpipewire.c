@@ -1,4 +1,5 @@
 // The C side of PipeWireCapture: listener structs, SPA pods and varargs property lists, which Swift cannot use.
+#define _GNU_SOURCE /* mremap */
 #include "cpipewire.h"
 
 #include <errno.h>
@@ -7,6 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -537,6 +541,63 @@ int cpw_socket_exists(const char *remote, char *path, size_t path_len) {
 
 // MARK: - Stream
 
+struct cpw_mappings {
+    atomic_long references;
+    size_t n, capacity;
+    struct cpw_map {
+        void *address;
+        size_t length;
+    } *maps;
+};
+
+static cpw_mappings *mappings_new(void) {
+    cpw_mappings *m = calloc(1, sizeof *m);
+    if (m != NULL) atomic_init(&m->references, 1);
+    return m;
+}
+
+/* Adds a mapping (the stream's thread only: no other thread reads the list before the last release). */
+static int mappings_add(cpw_mappings *m, void *address, size_t length) {
+    if (m->n == m->capacity) {
+        size_t capacity = m->capacity ? m->capacity * 2 : 8;
+        struct cpw_map *maps = realloc(m->maps, capacity * sizeof *maps);
+        if (maps == NULL) return -ENOMEM;
+        m->maps = maps;
+        m->capacity = capacity;
+    }
+    m->maps[m->n].address = address;
+    m->maps[m->n].length = length;
+    m->n++;
+    return 0;
+}
+
+void cpw_mappings_release(cpw_mappings *m) {
+    if (m == NULL || atomic_fetch_sub_explicit(&m->references, 1, memory_order_acq_rel) != 1) return;
+    for (size_t i = 0; i < m->n; i++) munmap(m->maps[i].address, m->maps[i].length);
+    free(m->maps);
+    free(m);
+}
+
+/* A buffer PipeWire added, by its slot (pw_buffer.user_data is slot + 1). */
+#define CPW_MAX_SLOTS 64
+struct cpw_slot {
+    struct pw_buffer *pb;                  /* NULL once PipeWire removed it */
+    const uint8_t *data[CPW_MAX_PLANES];   /* our mapping of each data block */
+    struct cpw_map maps[CPW_MAX_PLANES];   /* the whole mappings they lie in */
+    uint32_t n_maps;
+    int kept;                              /* the callback kept it: not queued until cpw_stream_requeue */
+};
+
+static int make_private(const struct cpw_map *map);
+
+/* A kept buffer that goes back to PipeWire while frames may still read it (the stream closes, or PipeWire removes
+   it): its mappings become private copies first. True when that worked (the buffer may go back). */
+static int release_kept(struct cpw_slot *slot) {
+    for (uint32_t i = 0; i < slot->n_maps; i++)
+        if (make_private(&slot->maps[i]) != 0) return 0;
+    return 1;
+}
+
 struct cpw_stream {
     struct pw_loop *loop;
     struct pw_context *context;
@@ -559,6 +620,9 @@ struct cpw_stream {
     char last_refusal[256];
     int status;
     char error[256];
+    cpw_mappings *mappings;
+    struct cpw_slot slots[CPW_MAX_SLOTS];
+    uint32_t n_slots;
 };
 
 static void stream_fail(cpw_stream *s, int status, const char *fmt, ...) {
@@ -688,18 +752,140 @@ static void on_param_changed(void *data, uint32_t id, const struct spa_pod *para
     pw_stream_update_params(s->stream, params, 1);
 }
 
+/* Where `ptr` lies in the file it is mapped from: the offset, from the mapping's line in /proc/self/maps (its start
+   and file offset). Returns 0, or -1 when no mapping holds it or the file cannot be read. The read is bounded. */
+static int file_offset_of(const void *ptr, uint64_t *offset) {
+    FILE *f = fopen("/proc/self/maps", "re");
+    if (f == NULL) return -1;
+    char line[512];
+    int found = -1;
+    uintptr_t p = (uintptr_t)ptr;
+    for (int lines = 0; lines < 100000 && fgets(line, sizeof line, f) != NULL; lines++) {
+        unsigned long long start, end, off;
+        if (sscanf(line, "%llx-%llx %*s %llx", &start, &end, &off) != 3) continue;
+        if (p >= start && p < end) {
+            *offset = off + (p - start);
+            found = 0;
+            break;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+/* Maps `length` bytes of `fd` from `offset` read-only into the counted mappings; the address of `offset`, or NULL.
+   The whole mapping (page-aligned) goes to `*map`. */
+static const uint8_t *map_shared(cpw_mappings *m, int fd, uint64_t offset, size_t length, struct cpw_map *map) {
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0 || length == 0) return NULL;
+    uint64_t start = offset - offset % (uint64_t)page;
+    size_t total = (size_t)(offset - start) + length;
+    void *a = mmap(NULL, total, PROT_READ, MAP_SHARED, fd, (off_t)start);
+    if (a == MAP_FAILED) return NULL;
+    if (mappings_add(m, a, total) != 0) {
+        munmap(a, total);
+        return NULL;
+    }
+    map->address = a;
+    map->length = total;
+    return (const uint8_t *)a + (offset - start);
+}
+
+/* Turns a shared mapping of ours into a private copy of what it holds now, in place: the copy is made elsewhere and
+   moved over the mapping in one step (mremap), so a frame reading it sees the same bytes throughout, and keeps
+   them once the buffer is PipeWire's again (its producer may then write into it). Returns 0, or -1 (the mapping is
+   unchanged). */
+static int make_private(const struct cpw_map *map) {
+    if (map->address == NULL || map->length == 0) return -1;
+    void *copy = mmap(NULL, map->length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (copy == MAP_FAILED) return -1;
+    memcpy(copy, map->address, map->length);
+    mprotect(copy, map->length, PROT_READ);
+    if (mremap(copy, map->length, map->length, MREMAP_MAYMOVE | MREMAP_FIXED, map->address) == MAP_FAILED) {
+        munmap(copy, map->length);
+        return -1;
+    }
+    return 0;
+}
+
+/* Maps each data block of a buffer PipeWire adds ourselves, read-only, into the counted mappings, and gives the
+   buffer a slot: such a buffer can be kept after the callback and read after the stream is gone. A MemFd or DmaBuf
+   block is mapped from its fd. A MemPtr block (what a client gets for buffers PipeWire put in shared memory: the
+   data inside the buffer's memfd, mapped by PipeWire) is mapped from the memfd of the core's memory pool that holds
+   it, at the offset its mapping has there, and used only when both mappings read the same bytes. A buffer with
+   another kind of data (or a mapping that fails) has no slot and is read in the callback only. */
+static void on_add_buffer(void *data, struct pw_buffer *pb) {
+    cpw_stream *s = data;
+    pb->user_data = NULL;
+    struct spa_buffer *buf = pb->buffer;
+    if (s->mappings == NULL || s->n_slots >= CPW_MAX_SLOTS || buf->n_datas == 0 || buf->n_datas > CPW_MAX_PLANES) return;
+    struct cpw_slot *slot = &s->slots[s->n_slots];
+    memset(slot, 0, sizeof *slot);
+    /* The blocks mapped before a failure stay in the list until it is released. */
+    for (uint32_t i = 0; i < buf->n_datas; i++) {
+        struct spa_data *d = &buf->datas[i];
+        if (d->maxsize == 0) return;
+        if ((d->type == SPA_DATA_MemFd || d->type == SPA_DATA_DmaBuf) && d->fd >= 0) {
+            slot->data[i] = map_shared(s->mappings, (int)d->fd, d->mapoffset, d->maxsize, &slot->maps[i]);
+        } else if (d->type == SPA_DATA_MemPtr && d->data != NULL && s->core != NULL) {
+            struct pw_memblock *block = pw_mempool_find_ptr(pw_core_get_mempool(s->core), d->data);
+            uint64_t offset;
+            struct stat st; /* an imported block's size is unknown (0): the file's is the bound */
+            if (block == NULL || block->fd < 0 || fstat(block->fd, &st) != 0 || file_offset_of(d->data, &offset) != 0 ||
+                st.st_size < 0 || offset + d->maxsize > (uint64_t)st.st_size)
+                return;
+            slot->data[i] = map_shared(s->mappings, block->fd, offset, d->maxsize, &slot->maps[i]);
+            if (slot->data[i] != NULL && memcmp(slot->data[i], d->data, d->maxsize) != 0) return;
+        }
+        if (slot->data[i] == NULL) return;
+        slot->n_maps = i + 1;
+    }
+    slot->pb = pb;
+    pb->user_data = (void *)(uintptr_t)(s->n_slots + 1);
+    s->n_slots++;
+}
+
+static void on_remove_buffer(void *data, struct pw_buffer *pb) {
+    cpw_stream *s = data;
+    uintptr_t u = (uintptr_t)pb->user_data;
+    pb->user_data = NULL;
+    if (u == 0 || u > s->n_slots) return;
+    /* A kept one is PipeWire's again: frames still reading it keep a private copy. */
+    if (s->slots[u - 1].kept) release_kept(&s->slots[u - 1]);
+    s->slots[u - 1].pb = NULL;
+    s->slots[u - 1].kept = 0;
+}
+
+int cpw_stream_requeue(cpw_stream *s, int32_t slot) {
+    if (s == NULL || s->stream == NULL || slot < 0 || (uint32_t)slot >= s->n_slots) return -ENOENT;
+    struct cpw_slot *sl = &s->slots[slot];
+    if (!sl->kept || sl->pb == NULL) return -ENOENT;
+    sl->kept = 0;
+    pw_stream_queue_buffer(s->stream, sl->pb);
+    return 0;
+}
+
+cpw_mappings *cpw_stream_mappings(cpw_stream *s) {
+    if (s == NULL || s->mappings == NULL) return NULL;
+    atomic_fetch_add_explicit(&s->mappings->references, 1, memory_order_relaxed);
+    return s->mappings;
+}
+
 static void on_process(void *data) {
     cpw_stream *s = data;
     struct pw_buffer *pb;
     // Every buffer waiting is handed on in order (normally one).
     while ((pb = pw_stream_dequeue_buffer(s->stream)) != NULL) {
         struct spa_buffer *buf = pb->buffer;
+        uintptr_t u = (uintptr_t)pb->user_data;
+        struct cpw_slot *slot = u > 0 && u <= s->n_slots && s->slots[u - 1].pb == pb ? &s->slots[u - 1] : NULL;
         cpw_buffer out;
         memset(&out, 0, sizeof out);
+        out.slot = slot != NULL ? (int32_t)(u - 1) : -1;
         out.n_planes = buf->n_datas < CPW_MAX_PLANES ? buf->n_datas : CPW_MAX_PLANES;
         for (uint32_t i = 0; i < out.n_planes; i++) {
             struct spa_data *d = &buf->datas[i];
-            out.planes[i].data = d->data;
+            out.planes[i].data = slot != NULL ? slot->data[i] : d->data;
             out.planes[i].maxsize = d->maxsize;
             if (d->chunk != NULL) {
                 out.planes[i].offset = d->chunk->offset;
@@ -715,8 +901,10 @@ static void on_process(void *data) {
             out.seq = h->seq;
             out.header_flags = h->flags;
         }
-        if (s->callback != NULL && s->status == CPW_STATUS_RUNNING) s->callback(s->context_ptr, &out);
-        pw_stream_queue_buffer(s->stream, pb);
+        int keep = 0;
+        if (s->callback != NULL && s->status == CPW_STATUS_RUNNING) keep = s->callback(s->context_ptr, &out);
+        if (keep && slot != NULL) slot->kept = 1;
+        else pw_stream_queue_buffer(s->stream, pb);
     }
 }
 
@@ -724,6 +912,8 @@ static const struct pw_stream_events stream_events = {
     PW_VERSION_STREAM_EVENTS,
     .state_changed = on_state_changed,
     .param_changed = on_param_changed,
+    .add_buffer = on_add_buffer,
+    .remove_buffer = on_remove_buffer,
     .process = on_process,
 };
 
@@ -735,6 +925,13 @@ static void on_wake(void *data, uint64_t count) {
 void cpw_stream_close(cpw_stream *s) {
     if (s == NULL) return;
     if (s->stream != NULL) {
+        /* Kept buffers go back before the stream goes (a producer would otherwise miss them for its other links and
+           later streams); frames still reading them keep private copies. */
+        for (uint32_t i = 0; i < s->n_slots; i++) {
+            struct cpw_slot *slot = &s->slots[i];
+            if (slot->kept && slot->pb != NULL && release_kept(slot)) pw_stream_queue_buffer(s->stream, slot->pb);
+            slot->kept = 0;
+        }
         spa_hook_remove(&s->stream_listener);
         pw_stream_disconnect(s->stream);
         pw_stream_destroy(s->stream);
@@ -750,6 +947,7 @@ void cpw_stream_close(cpw_stream *s) {
     if (s->context != NULL) pw_context_destroy(s->context);
     if (s->wake != NULL) pw_loop_destroy_source(s->loop, s->wake);
     if (s->loop != NULL) pw_loop_destroy(s->loop);
+    cpw_mappings_release(s->mappings); /* unmapped now, or when the last frame reading a buffer in place goes */
     free(s->target);
     free(s);
 }
@@ -867,8 +1065,9 @@ static cpw_stream *stream_open_on(
     s->opening = 1;
     s->callback = callback;
     s->context_ptr = context;
+    s->mappings = mappings_new();
     s->loop = pw_loop_new(NULL);
-    if (s->target == NULL || s->loop == NULL) {
+    if (s->target == NULL || s->loop == NULL || s->mappings == NULL) {
         *error_code = -ENOMEM;
         set_error(error, error_len, "PipeWire: could not make a loop");
         goto fail;
@@ -934,6 +1133,7 @@ static cpw_stream *stream_open_on(
         spa_hook_remove(&s->stream_listener);
         pw_stream_destroy(s->stream);
         s->stream = NULL;
+        s->n_slots = 0; /* nothing was kept while opening: the next stream's buffers number from 0 */
         int64_t pause = now_ns() + 100000000;
         if (pause > deadline) pause = deadline;
         while (now_ns() < pause && s->status == CPW_STATUS_RUNNING) cpw_stream_iterate(s, 20);
@@ -958,6 +1158,7 @@ static cpw_stream *stream_open_on(
         goto fail;
     }
     *applied = s->applied;
+    applied->n_buffers = s->n_slots;
     return s;
 
 fail:

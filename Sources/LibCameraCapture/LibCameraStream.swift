@@ -175,21 +175,16 @@ final class LibCameraFrameReceiver: @unchecked Sendable {
     private var lastSequence: UInt64?
     /// Takes a reference to libcamera's mappings and gives its release (nil: every frame is copied).
     private let lend: (@Sendable () -> (@Sendable () -> Void)?)?
-    /// Per request slot: its buffer as a storage, made at its first loan (kept: the mapping is fixed).
-    private var lent: [FrameStorage?]
-    /// Per request slot: its frame was handed on, and the request waits for consumers to let it go.
-    private var onLoan: [Bool]
-    private var loans = 0
-    /// Requests that always stay with libcamera: a frame that would leave fewer is copied.
-    static let keptQueued = 2
+    /// libcamera's requests lent to frames; two always stay with libcamera (a frame that would leave fewer is
+    /// copied).
+    private var loans: BufferLoans
 
     init(
         device: String, sink: FrameSink, pixelFormat: PixelFormat, size: FrameSize, planes: [PlaneShape], sourceSize: FrameSize,
         sourceStride: Int, origin: (x: Int, y: Int), buffers: Int, slots: Int = 0, lend: (@Sendable () -> (@Sendable () -> Void)?)? = nil
     ) {
         self.lend = lend
-        lent = Array(repeating: nil, count: max(slots, 0))
-        onLoan = Array(repeating: false, count: max(slots, 0))
+        loans = BufferLoans(slots: slots)
         self.device = device
         self.sink = sink
         self.pixelFormat = pixelFormat
@@ -232,9 +227,8 @@ final class LibCameraFrameReceiver: @unchecked Sendable {
             return false
         }
         let slot = Int(f.slot)
-        if lend != nil, slot < lent.count, !onLoan[slot], loans + Self.keptQueued < lent.count, let buffer = borrow(f, count: n, slot: slot) {
-            onLoan[slot] = true
-            loans += 1
+        if lend != nil, loans.canLend(slot), let buffer = borrow(f, count: n, slot: slot) {
+            loans.lend(slot)
             sink.frame(VideoFrame(buffer: buffer, timestampNs: stamp(f, now), sequence: f.sequence))
             return true
         }
@@ -244,16 +238,7 @@ final class LibCameraFrameReceiver: @unchecked Sendable {
 
     /// Calls `requeue` with each lent slot whose frame every consumer has let go (once each).
     func returned(_ requeue: (UInt32) -> Void) {
-        guard loans > 0 else { return }
-        var i = 0
-        while i < onLoan.count {
-            if onLoan[i], isKnownUniquelyReferenced(&lent[i]) {
-                onLoan[i] = false
-                loans -= 1
-                requeue(UInt32(i))
-            }
-            i += 1
-        }
+        loans.returned { requeue(UInt32($0)) }
     }
 
     /// The frame's timestamp: libcamera's when it is sane (not ahead of now, under a second old), else now; always
@@ -294,11 +279,9 @@ final class LibCameraFrameReceiver: @unchecked Sendable {
             inBlock += srcStride * sourcePlanes[i].rows
             i += 1
         }
-        if lent[slot] == nil || lent[slot]!.baseAddress != UnsafeRawPointer(base) {
-            guard let release = lend?() else { return nil }
-            lent[slot] = FrameStorage(borrowing: UnsafeMutableRawPointer(mutating: base), capacity: Int(first.length), release: release)
+        guard let lend, let storage = loans.storage(slot, base: UnsafeRawPointer(base), capacity: Int(first.length), retain: lend) else {
+            return nil
         }
-        guard let storage = lent[slot] else { return nil }
         if planes.count == 1 {
             return VideoFrameBuffer(
                 pixelFormat: pixelFormat, width: size.width, height: size.height, stride: strides.0, bytesUsed: strides.0 * planes[0].rows,

@@ -31,9 +31,15 @@ public final class PipeWireCameraProvider: CaptureDeviceProvider {
         public var startTimeoutMs: Int
         /// No frame for this long: the stream fails with `.timeout` (at least 100 ms).
         public var noFrameTimeoutNs: Int64
-        /// Private buffers each frame is copied into (2...16): a frame held by consumers keeps its buffer; with
-        /// every buffer held, the next frame is dropped as `.buffersHeld`.
+        /// Private buffers a frame is copied into when it is not read in place (2...16): a frame held by consumers
+        /// keeps its buffer; with every buffer held, the next frame is dropped as `.buffersHeld`.
         public var frameBuffers: Int
+        /// Frames read in place (true, the default): a frame is PipeWire's buffer itself (mapped by the stream),
+        /// given back to PipeWire once the last consumer lets the frame go, as long as two buffers stay with
+        /// PipeWire (a frame beyond that is copied into a private buffer and its buffer given back at once).
+        /// Buffers of memory the stream cannot map itself (neither a memfd nor a DMA-BUF) are copied. False:
+        /// every frame is copied.
+        public var zeroCopy: Bool
         /// How PipeWire is reached.
         public enum Connection: String, Sendable, CaseIterable {
             /// The PipeWire socket when there is one; without one, the camera portal inside a Flatpak sandbox
@@ -53,8 +59,9 @@ public final class PipeWireCameraProvider: CaptureDeviceProvider {
         /// Settings with every value clamped to its range.
         public init(
             remote: String? = nil, listTimeoutMs: Int = 2000, startTimeoutMs: Int = 5000, noFrameTimeoutNs: Int64 = 3_000_000_000,
-            frameBuffers: Int = 4, connection: Connection = .direct, portalTimeoutMs: Int = CameraPortal.defaultTimeoutMs
+            frameBuffers: Int = 4, connection: Connection = .direct, portalTimeoutMs: Int = CameraPortal.defaultTimeoutMs, zeroCopy: Bool = true
         ) {
+            self.zeroCopy = zeroCopy
             self.connection = connection
             self.portalTimeoutMs = min(max(portalTimeoutMs, 100), 600_000)
             self.remote = remote

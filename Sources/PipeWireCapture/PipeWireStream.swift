@@ -10,10 +10,14 @@ import SystemIO
 /// A capture stream from a PipeWire camera node: a `pw_stream` consumer linked to the node (by the session
 /// manager, with `target.object`), on a thread of its own that runs the stream's PipeWire loop.
 ///
-/// Each buffer is copied once out of PipeWire's memory, respecting its chunk's offset and row stride (which may
-/// exceed the width: padded rows), into one of a few private buffers (``PipeWireCameraProvider/Configuration/frameBuffers``)
-/// reused for every frame, in the V4L2 single-buffer layout with rows of the width (``applied``'s stride); the
-/// buffer goes back to PipeWire at once. A frame's timestamp is the buffer's `spa_meta_header` pts when it is on
+/// A frame is read in place: it is PipeWire's buffer itself (the stream maps each buffer's memfd or DMA-BUF when
+/// PipeWire adds it), placed by its chunk's offset and row stride (which may exceed the width: padded rows), and
+/// the buffer goes back to PipeWire once the last consumer lets the frame go; the mapping outlives the stream while
+/// a frame still reads it. Two buffers always stay with PipeWire: a frame that would leave fewer, a buffer of
+/// memory the stream could not map, and every frame with ``PipeWireCameraProvider/Configuration/zeroCopy`` off are
+/// copied once, in the V4L2 single-buffer layout with rows of the width (``applied``'s stride), into one of a few
+/// private buffers (``PipeWireCameraProvider/Configuration/frameBuffers``) reused for every frame, and the buffer
+/// goes back at once. A frame's timestamp is the buffer's `spa_meta_header` pts when it is on
 /// the monotonic clock, after the previous one and not in the future, else the monotonic clock on arrival. Gaps
 /// in the header's sequence numbers are reported as `.driverDropped`; buffers flagged corrupt,
 /// or shorter than the format needs, are dropped and counted.
@@ -74,7 +78,9 @@ public final class PipeWireStream: CaptureStream, @unchecked Sendable {
         let fps =
             result.rate_num > 0 && result.rate_den > 0
             ? Fraction(exactly: Int64(result.rate_num), Int64(result.rate_den)) ?? request.fps : request.fps
-        let layout = receiver.configure(pixelFormat: pf, size: size, buffers: configuration.frameBuffers)
+        let lend: (() -> (@Sendable () -> Void)?)? = configuration.zeroCopy ? { handle.retainMappings() } : nil
+        let layout = receiver.configure(
+            pixelFormat: pf, size: size, buffers: configuration.frameBuffers, slots: Int(result.n_buffers), lend: lend)
         self.applied = AppliedFormat(pixelFormat: pf, size: size, stride: layout.stride, fps: fps)
         self.handle = handle
         self.receiver = receiver
@@ -98,7 +104,8 @@ public final class PipeWireStream: CaptureStream, @unchecked Sendable {
     }
 
     /// Disconnects from PipeWire and ends the stream's thread; returns when that is done. Frames still held stay
-    /// valid (their buffers are ours). Idempotent, from any thread (also from a frame callback).
+    /// valid (a frame read in place keeps the stream's mapping of its buffer). Idempotent, from any thread (also from
+    /// a frame callback).
     public func stop() {
         if let thread { thread.stop() } else { stopFlag.set() }
     }
@@ -107,6 +114,8 @@ public final class PipeWireStream: CaptureStream, @unchecked Sendable {
         while !stopFlag.isSet {
             let status = handle.iterate(timeoutMs: 100)
             if Int(status) != CPW_STATUS_RUNNING { return fail(statusError(status)) }
+            // Buffers whose frames every consumer has let go: back to PipeWire (one it removed meanwhile is gone).
+            receiver.returned { slot in handle.requeue(slot) }
             if monotonicNanoseconds() - receiver.lastBufferAt > noFrameTimeoutNs {
                 let ms = noFrameTimeoutNs / 1_000_000
                 return fail(CaptureError(.timeout, "\(device) delivered no frame for \(ms) ms", device: device))
@@ -148,6 +157,18 @@ private final class StreamHandle: Sendable {
         return text.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
     }
     func wake() { state.withLock { if let p = OpaquePointer(bitPattern: $0) { cpw_stream_wake(p) } } }
+    /// Gives a kept buffer back to PipeWire (the stream's thread only).
+    func requeue(_ slot: Int32) {
+        guard let p = pointer else { return }
+        _ = cpw_stream_requeue(p, slot)
+    }
+    /// A reference to the stream's buffer mappings and its release (nil once closed): a frame read in place keeps
+    /// its buffer's memory mapped with it, also after the stream is closed.
+    func retainMappings() -> (@Sendable () -> Void)? {
+        guard let p = pointer, let m = cpw_stream_mappings(p) else { return nil }
+        let address = UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(m)))
+        return { cpw_mappings_release(OpaquePointer(bitPattern: address)) }
+    }
     func close() {
         state.withLock { address in
             if let p = OpaquePointer(bitPattern: address) { cpw_stream_close(p) }
@@ -158,12 +179,13 @@ private final class StreamHandle: Sendable {
 
 /// The C callback: the context is the stream's `FrameReceiver`, alive as long as the C stream.
 private let pipeWireBuffer: cpw_buffer_callback = { context, buffer in
-    guard let context, let buffer else { return }
-    Unmanaged<FrameReceiver>.fromOpaque(context).takeUnretainedValue().receive(buffer.pointee)
+    guard let context, let buffer else { return 0 }
+    return Unmanaged<FrameReceiver>.fromOpaque(context).takeUnretainedValue().receive(buffer.pointee) ? 1 : 0
 }
 
-/// Turns PipeWire buffers into frames: checks each against the format, copies it into a free private buffer,
-/// stamps and numbers it. Used on the stream's thread only (and on the opening thread before that one starts).
+/// Turns PipeWire buffers into frames: checks each against the format, lends it (a kept buffer read in place) or
+/// copies it into a free private buffer, stamps and numbers it. Used on the stream's thread only (and on the
+/// opening thread before that one starts).
 private final class FrameReceiver: @unchecked Sendable {
     let device: String
     let sink: FrameSink
@@ -180,14 +202,23 @@ private final class FrameReceiver: @unchecked Sendable {
     private var lastTimestamp: Int64 = .min
     private var lastSequence: UInt64?
     private var count: UInt64 = 0
+    /// Takes a reference to the stream's mappings and gives its release (nil: every frame is copied).
+    private var lend: (() -> (@Sendable () -> Void)?)?
+    /// PipeWire's buffers lent to frames; two always stay with PipeWire.
+    private var loans = BufferLoans(slots: 0)
 
     init(device: String, sink: FrameSink) {
         self.device = device
         self.sink = sink
     }
 
-    /// Sets the format and allocates the private buffers; the frames' stride.
-    func configure(pixelFormat: PixelFormat, size: FrameSize, buffers: Int) -> (stride: Int, frameBytes: Int) {
+    /// Sets the format, allocates the private buffers and, with `lend`, lends PipeWire's `slots` buffers; the
+    /// stride of copied frames.
+    func configure(
+        pixelFormat: PixelFormat, size: FrameSize, buffers: Int, slots: Int = 0, lend: (() -> (@Sendable () -> Void)?)? = nil
+    ) -> (stride: Int, frameBytes: Int) {
+        self.lend = lend
+        loans = BufferLoans(slots: slots)
         self.pixelFormat = pixelFormat
         self.size = size
         planes = pixelFormat.planeShapes(width: size.width, height: size.height)
@@ -208,8 +239,10 @@ private final class FrameReceiver: @unchecked Sendable {
         withUnsafeBytes(of: b.planes) { $0.load(fromByteOffset: i * MemoryLayout<cpw_plane>.stride, as: cpw_plane.self) }
     }
 
-    func receive(_ b: cpw_buffer) {
-        guard delivering else { return }
+    /// Hands a buffer on as a frame. True when the frame is the buffer itself, kept: it goes back to PipeWire by
+    /// ``returned(_:)`` once consumers let the frame go; false: PipeWire may have it back now.
+    func receive(_ b: cpw_buffer) -> Bool {
+        guard delivering else { return false }
         let now = monotonicNanoseconds()
         lastBufferAt = now
         if b.has_header != 0 {
@@ -219,15 +252,94 @@ private final class FrameReceiver: @unchecked Sendable {
             lastSequence = b.seq
         }
         let n = min(Int(b.n_planes), Int(CPW_MAX_PLANES))
-        guard n > 0 else { return sink.dropped(.shortBuffer, 1) }
+        guard n > 0 else {
+            sink.dropped(.shortBuffer, 1)
+            return false
+        }
         var i = 0
         while i < n {
-            if plane(b, i).corrupted != 0 { return sink.dropped(.corruptBuffer, 1) }
+            if plane(b, i).corrupted != 0 {
+                sink.dropped(.corruptBuffer, 1)
+                return false
+            }
             i += 1
         }
+        var ts = now
+        if b.has_header != 0, b.pts > lastTimestamp, b.pts <= now, now - b.pts < 1_000_000_000 { ts = b.pts }
+        if ts <= lastTimestamp { ts = lastTimestamp + 1 }
+        let slot = Int(b.slot)
+        if lend != nil, loans.canLend(slot), let buffer = borrow(b, count: n, slot: slot) {
+            loans.lend(slot)
+            deliver(buffer, ts, b)
+            return true
+        }
+        copyOut(b, count: n, ts: ts)
+        return false
+    }
+
+    /// Calls `requeue` with each lent slot whose frame every consumer has let go (once each).
+    func returned(_ requeue: (Int32) -> Void) {
+        loans.returned { requeue(Int32($0)) }
+    }
+
+    /// Stamps, numbers and hands on a frame.
+    private func deliver(_ buffer: VideoFrameBuffer, _ ts: Int64, _ b: cpw_buffer) {
+        lastTimestamp = ts
+        var frame = VideoFrame(buffer: buffer, timestampNs: ts, sequence: b.has_header != 0 ? b.seq : count)
+        if pixelFormat == .h264 { frame.isKeyFrame = AnnexBScan.hasIDRSlice(buffer.bytes) }
+        count &+= 1
+        sink.frame(frame)
+    }
+
+    /// Slot `slot`'s buffer as the frame's, where the chunks put each plane (nil when it cannot be: a compressed
+    /// format, a plane whose rows do not lie whole in its block, no mapping).
+    private func borrow(_ b: cpw_buffer, count n: Int, slot: Int) -> VideoFrameBuffer? {
+        let first = plane(b, 0)
+        guard let base = first.data, first.maxsize > 0 else { return nil }
+        // A compressed frame (MJPEG, H.264) is copied: its bytes are few next to a picture's, and decoding it is the
+        // pass over its pixels.
+        guard let planes else { return nil }
+        let separate = planes.count > 1 && n >= planes.count
+        let firstStride = first.stride == 0 ? planes[0].rowBytes : Int(first.stride)
+        var starts = (0, 0, 0), strides = (0, 0, 0)
+        var inBlock = 0
+        var i = 0
+        while i < planes.count {
+            let p = planes[i]
+            let d = separate ? plane(b, i) : first
+            guard let data = d.data, d.maxsize > 0 else { return nil }
+            let blockSize = Int(d.maxsize)
+            let sourceStride =
+                separate ? (d.stride == 0 ? p.rowBytes : Int(d.stride)) : pixelFormat.planeStride(i, firstStride: firstStride)
+            let start = Int(d.offset) % blockSize + (separate ? 0 : inBlock)
+            // Whole rows of the stride, inside the plane's block (every term below 2^32: no overflow).
+            guard p.rows > 0, sourceStride >= p.rowBytes, start + sourceStride * p.rows <= blockSize else { return nil }
+            let from = (separate ? base.distance(to: data) : 0) + start
+            switch i {
+            case 0: (starts.0, strides.0) = (from, sourceStride)
+            case 1: (starts.1, strides.1) = (from, sourceStride)
+            default: (starts.2, strides.2) = (from, sourceStride)
+            }
+            inBlock += sourceStride * p.rows
+            i += 1
+        }
+        guard let lend, let s = loans.storage(slot, base: UnsafeRawPointer(base), capacity: Int(first.maxsize), retain: lend) else { return nil }
+        if planes.count == 1 {
+            return VideoFrameBuffer(
+                pixelFormat: pixelFormat, width: size.width, height: size.height, stride: strides.0, bytesUsed: strides.0 * planes[0].rows,
+                storage: s, offset: starts.0)
+        }
+        let layout = PlaneLayout(count: planes.count, offsets: (0, starts.1 - starts.0, starts.2 - starts.0), strides: strides)
+        return VideoFrameBuffer(
+            pixelFormat: pixelFormat, width: size.width, height: size.height, planes: layout, firstPlaneBytes: strides.0 * planes[0].rows,
+            storage: s, offset: starts.0)
+    }
+
+    /// Copies the buffer into a free private buffer and hands it on (dropped as `.buffersHeld` when none is free).
+    private func copyOut(_ b: cpw_buffer, count n: Int, ts: Int64) {
         // A buffer no consumer holds (plain loops: nothing allocated per frame, also unoptimized).
         var free = -1
-        i = 0
+        var i = 0
         while i < storages.count && free < 0 {
             if isKnownUniquelyReferenced(&storages[i]) { free = i }
             i += 1
@@ -242,16 +354,9 @@ private final class FrameReceiver: @unchecked Sendable {
             guard let u = copyCompressed(plane(b, 0), into: storage.mutableBaseAddress) else { return sink.dropped(.shortBuffer, 1) }
             used = u
         }
-        var ts = now
-        if b.has_header != 0, b.pts > lastTimestamp, b.pts <= now, now - b.pts < 1_000_000_000 { ts = b.pts }
-        if ts <= lastTimestamp { ts = lastTimestamp + 1 }
-        lastTimestamp = ts
         let buffer = VideoFrameBuffer(
             pixelFormat: pixelFormat, width: size.width, height: size.height, stride: stride, bytesUsed: used, storage: storage)
-        var frame = VideoFrame(buffer: buffer, timestampNs: ts, sequence: b.has_header != 0 ? b.seq : count)
-        if pixelFormat == .h264 { frame.isKeyFrame = AnnexBScan.hasIDRSlice(buffer.bytes) }
-        count &+= 1
-        sink.frame(frame)
+        deliver(buffer, ts, b)
     }
 
     /// Copies the planes row by row (each source row is `stride` apart, each copy is `rowBytes` long) into the

@@ -85,15 +85,22 @@ typedef struct cpw_plane {
 typedef struct cpw_buffer {
     uint32_t n_planes;
     cpw_plane planes[CPW_MAX_PLANES];
+    /* The buffer's slot when its memory is mapped by us (every data block a MemFd or DmaBuf, mapped when PipeWire
+       added the buffer): such a buffer may be kept by the callback and handed back later with cpw_stream_requeue,
+       and its planes' data stay readable while a reference to cpw_stream_mappings is held. -1 otherwise (the data
+       are PipeWire's mapping, readable during the callback only). */
+    int32_t slot;
     int has_header;  /* a spa_meta_header came with the buffer */
     int64_t pts;     /* its pts (ns), when has_header */
     uint64_t seq;    /* its seq, when has_header */
     uint32_t header_flags;
 } cpw_buffer;
 
-/* The format both ends agreed on (SPA_PARAM_Format). */
+/* The format both ends agreed on (SPA_PARAM_Format), and the buffers PipeWire added for it (their slots are
+   0..<n_buffers). */
 typedef struct cpw_applied {
     uint32_t subtype, fourcc, spa_format, width, height, rate_num, rate_den;
+    uint32_t n_buffers;
 } cpw_applied;
 
 /* What to ask the node for: one format, one size, one rate. */
@@ -110,9 +117,14 @@ enum {
     CPW_STATUS_UNLINKED = 4      /* it was streaming, then paused or unconnected (the link went away) */
 };
 
-typedef void (*cpw_buffer_callback)(void *context, const cpw_buffer *buffer);
+/* Called with each buffer; returns nonzero to keep a buffer with a slot (it is not given back to PipeWire until
+   cpw_stream_requeue), 0 to give it back when the callback returns. */
+typedef int (*cpw_buffer_callback)(void *context, const cpw_buffer *buffer);
 
 typedef struct cpw_stream cpw_stream;
+/* Our mappings of a stream's buffers, counted: the stream holds one reference until it is closed, and each
+   cpw_stream_mappings another. Unmapped when the last is released, so memory read in place outlives the stream. */
+typedef struct cpw_mappings cpw_mappings;
 
 /* Connects a capture stream to the node named `target` and waits (iterating the loop on the calling thread) until it
    streams the requested format, at most `timeout_ms`. Each buffer is given to `callback` on the thread that iterates
@@ -134,6 +146,13 @@ void cpw_stream_wake(cpw_stream *stream);
 int cpw_stream_status(cpw_stream *stream, char *error, size_t error_len);
 /* Disconnects and frees everything; on the thread that iterates (or before any thread does). */
 void cpw_stream_close(cpw_stream *stream);
+/* Gives a kept buffer back to PipeWire (on the thread that iterates). Returns 0, or -ENOENT when the slot holds no
+   kept buffer (PipeWire removed it meanwhile: nothing to give back). */
+int cpw_stream_requeue(cpw_stream *stream, int32_t slot);
+/* A reference to the stream's mappings (NULL when it has none); from any thread. */
+cpw_mappings *cpw_stream_mappings(cpw_stream *stream);
+/* Releases a reference; from any thread. */
+void cpw_mappings_release(cpw_mappings *mappings);
 
 /* A control a node offers: one of its SPA_PARAM_PropInfo params (PipeWire's V4L2 nodes make one of each V4L2 control
    of an integer, boolean or menu type), with the V4L2 control id it stands for. PipeWire 0.3.65 reports no current
