@@ -260,8 +260,8 @@ import VideoCapture
             #expect(r.code == 0, "\(r.err)")
             #expect(r.err.contains("pipewire:camcap-cam") && r.err.contains("\(format) \(size)"), "\(r.err)")
             // PipeWire's buffers are read in place (the camera's rows are padded): the summary counts them.
-            let inPlace = r.err.split(separator: "\n").first { $0.contains("frames:") }.flatMap { $0.firstMatch(of: /zero-copy (\d+)/) }
-            #expect(inPlace.flatMap { Int($0.1) }.map { $0 > 0 } == true, "\(r.err)")
+            let inPlace = r.out.split(separator: "\n").first { $0.hasPrefix("frames:") }.flatMap { $0.firstMatch(of: /zero-copy (\d+)/) }
+            #expect(inPlace.flatMap { Int($0.1) }.map { $0 > 0 } == true, "\(r.out)")
             let probe = try runTool(
                 "ffprobe", ["-v", "error", "-count_frames", "-show_entries", "stream=nb_read_frames,width,height", "-of", "csv=p=0", file])
             #expect(probe.out.trimmingCharacters(in: .whitespacesAndNewlines) == size.replacingOccurrences(of: "x", with: ",") + ",30", "\(probe)")
