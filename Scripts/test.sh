@@ -31,7 +31,10 @@ show_failures() {
 # Two runs: the library suites, then CamcapTests (camcap as a process beside ffmpeg, GStreamer, Chromium, aiortc,
 # Janus). Those wait synchronously for minutes and, on a 2-core machine, would hold both of Swift's cooperative
 # threads while the library's async tests (the capturer's) wait for one past their time limits.
-if ! swift test --skip-build --skip "^CamcapTests\." 2>&1 | tee .build/test.log; then show_failures .build/test.log; exit 1; fi
+# The test binary itself, not `swift test`: run through SwiftPM, the last second or two of a long run's output
+# (the last suites and the summary line) was missing from the log now and then, though the run passed.
+tests_bin=$(swift build --show-bin-path)/swift-video-capturePackageTests.xctest
+if ! "$tests_bin" --testing-library swift-testing --skip "^CamcapTests\." 2>&1 | tee .build/test.log; then show_failures .build/test.log; exit 1; fi
 swift_tests=$(grep -oE "Test run with [0-9]+ tests?" .build/test.log | tail -1 | grep -oE "[0-9]+" || echo 0)
 phase "library tests"
 # CamcapTests mostly wait on other processes (camcap, ffmpeg, browsers), each test holding one of Swift's two
@@ -39,7 +42,6 @@ phase "library tests"
 # would wait for the first's lock), each with about half of the suites, wait twice as much at once (on an idle
 # 2-core machine: 271 s for both, against about 400 s for one).
 camcap_a='^CamcapTests\.(PassthroughTests|CLITests|PublishSecurityTests|SecurityTests|RecordingTests|HardeningTests|AiortcTests|SlowRequestTests|StreamSecurityTests|FormatRequestCLITests|ColourRangeCLITests|AdaptTests|ProcessingCLITests|TraceCLITests|CorpusCLITests|JanusTests|StreamTests)'
-tests_bin=$(swift build --show-bin-path)/swift-video-capturePackageTests.xctest
 "$tests_bin" --testing-library swift-testing --filter "$camcap_a" > .build/test-camcap-a.log 2>&1 & pid_a=$!
 "$tests_bin" --testing-library swift-testing --filter "^CamcapTests\." --skip "$camcap_a|^CamcapTests\.LinkTests" > .build/test-camcap-b.log 2>&1 & pid_b=$!
 status_a=0 status_b=0
@@ -55,7 +57,7 @@ phase "camcap tests"
 # The real-link tests (#21: Chromium viewers behind tc tbf links) run alone: their figures (fps, freezes) are the
 # viewers' own, and Chromiums decoding beside the other suites' servers and browsers on 2 cores froze for want of
 # CPU (CI saw B freeze 6 times in its minute with the other suites running, 0-1 alone).
-if ! swift test --skip-build --filter "^CamcapTests\.LinkTests" 2>&1 | tee .build/test-links.log; then show_failures .build/test-links.log; exit 1; fi
+if ! "$tests_bin" --testing-library swift-testing --filter "^CamcapTests\.LinkTests" 2>&1 | tee .build/test-links.log; then show_failures .build/test-links.log; exit 1; fi
 swift_tests=$((swift_tests + $(grep -oE "Test run with [0-9]+ tests?" .build/test-links.log | tail -1 | grep -oE "[0-9]+" || echo 0)))
 phase "link tests"
 # The soak test measures the whole process (RSS, descriptors), so it runs alone; a short pass here,
