@@ -54,7 +54,7 @@ import Testing
         defer { memory.deallocate() }
         var loans = BufferLoans(slots: 3)
         #expect(loans.storage(0, base: UnsafeRawPointer(memory), capacity: 64, retain: { nil }) == nil)
-        #expect(loans.storage(7, base: UnsafeRawPointer(memory), capacity: 64, retain: { { } }) == nil)
+        #expect(loans.storage(7, base: UnsafeRawPointer(memory), capacity: 64, retain: { {} }) == nil)
         // Three slots keep two with the library: one loan at a time.
         #expect(loans.canLend(0))
         loans.lend(0)
