@@ -324,15 +324,9 @@ private final class FrameReceiver: @unchecked Sendable {
             i += 1
         }
         guard let lend, let s = loans.storage(slot, base: UnsafeRawPointer(base), capacity: Int(first.maxsize), retain: lend) else { return nil }
-        if planes.count == 1 {
-            return VideoFrameBuffer(
-                pixelFormat: pixelFormat, width: size.width, height: size.height, stride: strides.0, bytesUsed: strides.0 * planes[0].rows,
-                storage: s, offset: starts.0)
-        }
-        let layout = PlaneLayout(count: planes.count, offsets: (0, starts.1 - starts.0, starts.2 - starts.0), strides: strides)
         return VideoFrameBuffer(
-            pixelFormat: pixelFormat, width: size.width, height: size.height, planes: layout, firstPlaneBytes: strides.0 * planes[0].rows,
-            storage: s, offset: starts.0)
+            pixelFormat: pixelFormat, size: size, planeCount: planes.count, firstPlaneRows: planes[0].rows, starts: starts, strides: strides,
+            storage: s)
     }
 
     /// Copies the buffer into a free private buffer and hands it on (dropped as `.buffersHeld` when none is free).

@@ -167,6 +167,26 @@ public struct VideoFrameBuffer: Sendable {
         self.explicitPlanes = planes
     }
 
+    /// A frame read in place from a buffer another library placed (libcamera's requests, PipeWire's buffers): plane
+    /// `i` starts `starts.i` bytes into `storage`, `strides.i` bytes a row. One plane is the single-buffer layout;
+    /// more are placed from the first (their offsets may point anywhere the storage's release keeps alive). The
+    /// producer has checked that each plane's whole rows lie in its memory.
+    package init(
+        pixelFormat: PixelFormat, size: FrameSize, planeCount: Int, firstPlaneRows: Int, starts: (Int, Int, Int), strides: (Int, Int, Int),
+        storage: FrameStorage
+    ) {
+        if planeCount == 1 {
+            self.init(
+                pixelFormat: pixelFormat, width: size.width, height: size.height, stride: strides.0, bytesUsed: strides.0 * firstPlaneRows,
+                storage: storage, offset: starts.0)
+        } else {
+            let layout = PlaneLayout(count: planeCount, offsets: (0, starts.1 - starts.0, starts.2 - starts.0), strides: strides)
+            self.init(
+                pixelFormat: pixelFormat, width: size.width, height: size.height, planes: layout, firstPlaneBytes: strides.0 * firstPlaneRows,
+                storage: storage, offset: starts.0)
+        }
+    }
+
     /// Width and height.
     public var size: FrameSize { FrameSize(width: width, height: height) }
     /// The payload's first byte, read-only; valid while this buffer (or a copy of it) exists.
