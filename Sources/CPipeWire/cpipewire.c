@@ -826,6 +826,12 @@ static void on_add_buffer(void *data, struct pw_buffer *pb) {
         struct spa_data *d = &buf->datas[i];
         if (d->maxsize == 0) return;
         if ((d->type == SPA_DATA_MemFd || d->type == SPA_DATA_DmaBuf) && d->fd >= 0) {
+            /* Only what the file holds: a mapping past its end would fault when read (SIGBUS). A DMA-BUF tells its
+               size by seeking to its end; a memfd by fstat. */
+            struct stat st;
+            off_t size = d->type == SPA_DATA_DmaBuf ? lseek((int)d->fd, 0, SEEK_END)
+                                                   : (fstat((int)d->fd, &st) == 0 ? st.st_size : (off_t)-1);
+            if (size < 0 || (uint64_t)d->mapoffset + d->maxsize > (uint64_t)size) return;
             slot->data[i] = map_shared(s->mappings, (int)d->fd, d->mapoffset, d->maxsize, &slot->maps[i]);
         } else if (d->type == SPA_DATA_MemPtr && d->data != NULL && s->core != NULL) {
             struct pw_memblock *block = pw_mempool_find_ptr(pw_core_get_mempool(s->core), d->data);

@@ -34,11 +34,13 @@ public final class PipeWireCameraProvider: CaptureDeviceProvider {
         /// Private buffers a frame is copied into when it is not read in place (2...16): a frame held by consumers
         /// keeps its buffer; with every buffer held, the next frame is dropped as `.buffersHeld`.
         public var frameBuffers: Int
-        /// Frames read in place (true, the default): a frame is PipeWire's buffer itself (mapped by the stream),
-        /// given back to PipeWire once the last consumer lets the frame go, as long as two buffers stay with
-        /// PipeWire (a frame beyond that is copied into a private buffer and its buffer given back at once).
-        /// Buffers of memory the stream cannot map itself (neither a memfd nor a DMA-BUF) are copied. False:
-        /// every frame is copied.
+        /// Frames read in place (true, the default) where the camera keeps a buffer its consumer holds: a frame is
+        /// PipeWire's buffer itself (mapped by the stream), given back to PipeWire once the last consumer lets the
+        /// frame go, as long as two buffers stay with PipeWire (a frame beyond that is copied into a private buffer
+        /// and its buffer given back at once). That holds for a client's stream (a virtual camera, pw-test-camera);
+        /// a node of PipeWire's device monitors (a V4L2 or libcamera camera, `device.api` set) reuses each buffer
+        /// at its next cycle whatever its consumers hold, so its frames are copied, as are buffers of memory the
+        /// stream cannot map itself (neither a memfd nor a DMA-BUF). False: every frame is copied.
         public var zeroCopy: Bool
         /// How PipeWire is reached.
         public enum Connection: String, Sendable, CaseIterable {
@@ -188,7 +190,11 @@ public final class PipeWireCameraProvider: CaptureDeviceProvider {
                 .disconnected, "PipeWire is not running: no socket at \(path)", errno: ENOENT, device: device.path, operation: "connect")
         }
         // Refused here, by name, rather than by a negotiation that PipeWire reports only as a stream that never starts.
-        let offered = try formats(of: device)
+        let node = try node(for: device.path, formats: true)
+        if node.formatsFailed, node.formats.isEmpty {
+            throw CaptureError(.ioctlFailed, "PipeWire could not list the formats of \(device.path)", device: device.path, operation: "EnumFormat")
+        }
+        let offered = node.formats
         guard offered.contains(where: { $0.pixelFormat == request.pixelFormat && $0.size.contains(request.size) }) else {
             let list = offered.map { f in
                 if case .discrete(let size) = f.size { return "\(f.pixelFormat) \(size)" }
@@ -201,7 +207,7 @@ public final class PipeWireCameraProvider: CaptureDeviceProvider {
         }
         return try PipeWireStream(
             device: device.path, node: String(device.path.dropFirst(Self.scheme.count)), request: request, configuration: configuration,
-            connection: try portalConnection(), sink: sink)
+            connection: try portalConnection(), readInPlace: configuration.zeroCopy && node.keepsHeldBuffers, sink: sink)
     }
 }
 
@@ -240,6 +246,13 @@ struct PipeWireNode {
 
     /// A camera: a named node with the Camera role.
     var isCamera: Bool { !name.isEmpty && role == "Camera" }
+
+    /// Whether a buffer a consumer keeps stays unwritten until it is given back: true for a client's stream (a
+    /// `pw_stream` producer such as pw-test-camera or a virtual camera; checked with a second consumer running), false
+    /// for the nodes PipeWire's device monitors make (`device.api` v4l2 or libcamera), whose source gives each buffer
+    /// back to its device at its next cycle whatever its consumers hold (PipeWire 0.3.65's V4L2 source recycles the
+    /// buffer of its last cycle; its tee hands back a buffer as soon as any one consumer does).
+    var keepsHeldBuffers: Bool { api == nil }
 
     var device: CaptureDevice {
         let path = PipeWireCameraProvider.scheme + name

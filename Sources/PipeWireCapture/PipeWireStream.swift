@@ -10,12 +10,13 @@ import SystemIO
 /// A capture stream from a PipeWire camera node: a `pw_stream` consumer linked to the node (by the session
 /// manager, with `target.object`), on a thread of its own that runs the stream's PipeWire loop.
 ///
-/// A frame is read in place: it is PipeWire's buffer itself (the stream maps each buffer's memfd or DMA-BUF when
-/// PipeWire adds it), placed by its chunk's offset and row stride (which may exceed the width: padded rows), and
-/// the buffer goes back to PipeWire once the last consumer lets the frame go; the mapping outlives the stream while
-/// a frame still reads it. Two buffers always stay with PipeWire: a frame that would leave fewer, a buffer of
-/// memory the stream could not map, and every frame with ``PipeWireCameraProvider/Configuration/zeroCopy`` off are
-/// copied once, in the V4L2 single-buffer layout with rows of the width (``applied``'s stride), into one of a few
+/// From a client's stream (a virtual camera), a frame is read in place: it is PipeWire's buffer itself (the stream
+/// maps each buffer's memfd or DMA-BUF when PipeWire adds it), placed by its chunk's offset and row stride (which
+/// may exceed the width: padded rows), and the buffer goes back to PipeWire once the last consumer lets the frame
+/// go; the mapping outlives the stream while a frame still reads it. Two buffers always stay with PipeWire: a frame
+/// that would leave fewer, a buffer of memory the stream could not map, every frame of a node of PipeWire's device
+/// monitors (which reuses a buffer at its next cycle whatever its consumers hold) and every frame with
+/// ``PipeWireCameraProvider/Configuration/zeroCopy`` off are copied once, in the V4L2 single-buffer layout with rows of the width (``applied``'s stride), into one of a few
 /// private buffers (``PipeWireCameraProvider/Configuration/frameBuffers``) reused for every frame, and the buffer
 /// goes back at once. A frame's timestamp is the buffer's `spa_meta_header` pts when it is on
 /// the monotonic clock, after the previous one and not in the future, else the monotonic clock on arrival. Gaps
@@ -40,10 +41,11 @@ public final class PipeWireStream: CaptureStream, @unchecked Sendable {
     private let noFrameTimeoutNs: Int64
 
     /// A stream of `node`, over `connection` (the camera portal's PipeWire connection, which the stream takes) or
-    /// the configuration's socket when nil.
+    /// the configuration's socket when nil; its frames read in place when `readInPlace` (a node that keeps the
+    /// buffers its consumers hold).
     init(
         device: String, node: String, request: StreamRequest, configuration: PipeWireCameraProvider.Configuration, connection: Int32? = nil,
-        sink: FrameSink
+        readInPlace: Bool, sink: FrameSink
     ) throws(CaptureError) {
         self.device = device
         self.sink = sink
@@ -78,7 +80,7 @@ public final class PipeWireStream: CaptureStream, @unchecked Sendable {
         let fps =
             result.rate_num > 0 && result.rate_den > 0
             ? Fraction(exactly: Int64(result.rate_num), Int64(result.rate_den)) ?? request.fps : request.fps
-        let lend: (() -> (@Sendable () -> Void)?)? = configuration.zeroCopy ? { handle.retainMappings() } : nil
+        let lend: (() -> (@Sendable () -> Void)?)? = readInPlace ? { handle.retainMappings() } : nil
         let layout = receiver.configure(
             pixelFormat: pf, size: size, buffers: configuration.frameBuffers, slots: Int(result.n_buffers), lend: lend)
         self.applied = AppliedFormat(pixelFormat: pf, size: size, stride: layout.stride, fps: fps)
