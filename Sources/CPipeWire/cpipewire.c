@@ -314,6 +314,7 @@ static void registry_global(
     n->node.media_role = dup_prop(props, PW_KEY_MEDIA_ROLE);
     n->node.device_api = dup_prop(props, PW_KEY_DEVICE_API);
     n->node.object_path = dup_prop(props, PW_KEY_OBJECT_PATH);
+    n->node.device_id = dup_prop(props, PW_KEY_DEVICE_ID);
 }
 
 static const struct pw_registry_events list_registry_events = {
@@ -393,6 +394,7 @@ static void free_node(cpw_node *n) {
     free(n->media_role);
     free(n->device_api);
     free(n->object_path);
+    free(n->device_id);
     free(n->formats);
     memset(n, 0, sizeof *n);
 }

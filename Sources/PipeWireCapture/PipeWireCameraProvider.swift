@@ -38,7 +38,7 @@ public final class PipeWireCameraProvider: CaptureDeviceProvider {
         /// PipeWire's buffer itself (mapped by the stream), given back to PipeWire once the last consumer lets the
         /// frame go, as long as two buffers stay with PipeWire (a frame beyond that is copied into a private buffer
         /// and its buffer given back at once). That holds for a client's stream (a virtual camera, pw-test-camera);
-        /// a node of PipeWire's device monitors (a V4L2 or libcamera camera, `device.api` set) reuses each buffer
+        /// a node of PipeWire's device monitors (a V4L2 or libcamera camera, made for a device) reuses each buffer
         /// at its next cycle whatever its consumers hold, so its frames are copied, as are buffers of memory the
         /// stream cannot map itself (neither a memfd nor a DMA-BUF). False: every frame is copied.
         public var zeroCopy: Bool
@@ -222,6 +222,7 @@ struct PipeWireNode {
     var role: String?
     var api: String?
     var objectPath: String?
+    var deviceID: String?
     var formats: [CaptureFormat]
     var formatsFailed: Bool
 
@@ -236,6 +237,7 @@ struct PipeWireNode {
         role = text(n.media_role)
         api = text(n.device_api)
         objectPath = text(n.object_path)
+        deviceID = text(n.device_id)
         formatsFailed = n.formats_error != 0
         var list: [CaptureFormat] = []
         if let f = n.formats {
@@ -249,10 +251,13 @@ struct PipeWireNode {
 
     /// Whether a buffer a consumer keeps stays unwritten until it is given back: true for a client's stream (a
     /// `pw_stream` producer such as pw-test-camera or a virtual camera; checked with a second consumer running), false
-    /// for the nodes PipeWire's device monitors make (`device.api` v4l2 or libcamera), whose source gives each buffer
+    /// for the nodes PipeWire's device monitors make (a `device.id`, `device.api` v4l2 or libcamera, an `object.path`
+    /// `v4l2:…` or `libcamera:…`), whose source gives each buffer
     /// back to its device at its next cycle whatever its consumers hold (PipeWire 0.3.65's V4L2 source recycles the
     /// buffer of its last cycle; its tee hands back a buffer as soon as any one consumer does).
-    var keepsHeldBuffers: Bool { api == nil }
+    var keepsHeldBuffers: Bool {
+        api == nil && deviceID == nil && !(objectPath.map { $0.hasPrefix("v4l2:") || $0.hasPrefix("libcamera:") } ?? false)
+    }
 
     var device: CaptureDevice {
         let path = PipeWireCameraProvider.scheme + name

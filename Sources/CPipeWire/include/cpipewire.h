@@ -46,6 +46,7 @@ typedef struct cpw_node {
     char *media_role;  /* media.role */
     char *device_api;  /* device.api (v4l2, libcamera), absent for a stream */
     char *object_path; /* object.path */
+    char *device_id;   /* device.id: the device object a monitor made the node for (absent for a client's stream) */
     cpw_format *formats;
     size_t n_formats;
     int formats_error; /* nonzero when the node's formats could not be read */
