@@ -172,11 +172,16 @@ public final class PipeWireCameraProvider: CaptureDeviceProvider {
 
     /// The node's `EnumFormat` params as formats (entries of a format this package has no fourcc for are left out).
     public func formats(of device: CaptureDevice) throws(CaptureError) -> [CaptureFormat] {
+        try nodeWithFormats(device).formats
+    }
+
+    /// The device's node with its formats read; an error when PipeWire could not list them.
+    private func nodeWithFormats(_ device: CaptureDevice) throws(CaptureError) -> PipeWireNode {
         let n = try node(for: device.path, formats: true)
         if n.formatsFailed, n.formats.isEmpty {
             throw CaptureError(.ioctlFailed, "PipeWire could not list the formats of \(device.path)", device: device.path, operation: "EnumFormat")
         }
-        return n.formats
+        return n
     }
 
     /// Connects a capture stream to the node and returns once it streams the requested format.
@@ -190,10 +195,7 @@ public final class PipeWireCameraProvider: CaptureDeviceProvider {
                 .disconnected, "PipeWire is not running: no socket at \(path)", errno: ENOENT, device: device.path, operation: "connect")
         }
         // Refused here, by name, rather than by a negotiation that PipeWire reports only as a stream that never starts.
-        let node = try node(for: device.path, formats: true)
-        if node.formatsFailed, node.formats.isEmpty {
-            throw CaptureError(.ioctlFailed, "PipeWire could not list the formats of \(device.path)", device: device.path, operation: "EnumFormat")
-        }
+        let node = try nodeWithFormats(device)
         let offered = node.formats
         guard offered.contains(where: { $0.pixelFormat == request.pixelFormat && $0.size.contains(request.size) }) else {
             let list = offered.map { f in

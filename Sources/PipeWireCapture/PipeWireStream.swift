@@ -301,30 +301,19 @@ private final class FrameReceiver: @unchecked Sendable {
         // A compressed frame (MJPEG, H.264) is copied: its bytes are few next to a picture's, and decoding it is the
         // pass over its pixels.
         guard let planes else { return nil }
-        let separate = planes.count > 1 && n >= planes.count
-        let firstStride = first.stride == 0 ? planes[0].rowBytes : Int(first.stride)
         var starts = (0, 0, 0), strides = (0, 0, 0)
-        var inBlock = 0
-        var i = 0
-        while i < planes.count {
-            let p = planes[i]
-            let d = separate ? plane(b, i) : first
-            guard let data = d.data, d.maxsize > 0 else { return nil }
-            let blockSize = Int(d.maxsize)
-            let sourceStride =
-                separate ? (d.stride == 0 ? p.rowBytes : Int(d.stride)) : pixelFormat.planeStride(i, firstStride: firstStride)
-            let start = Int(d.offset) % blockSize + (separate ? 0 : inBlock)
+        let placed = walkPlanes(b, planes: planes, count: n) { i, p, at in
             // Whole rows of the stride, inside the plane's block (every term below 2^32: no overflow).
-            guard p.rows > 0, sourceStride >= p.rowBytes, start + sourceStride * p.rows <= blockSize else { return nil }
-            let from = (separate ? base.distance(to: data) : 0) + start
+            guard at.start + at.stride * p.rows <= at.blockSize else { return false }
+            let from = base.distance(to: at.data) + at.start
             switch i {
-            case 0: (starts.0, strides.0) = (from, sourceStride)
-            case 1: (starts.1, strides.1) = (from, sourceStride)
-            default: (starts.2, strides.2) = (from, sourceStride)
+            case 0: (starts.0, strides.0) = (from, at.stride)
+            case 1: (starts.1, strides.1) = (from, at.stride)
+            default: (starts.2, strides.2) = (from, at.stride)
             }
-            inBlock += sourceStride * p.rows
-            i += 1
+            return true
         }
+        guard placed else { return nil }
         guard let lend, let s = loans.storage(slot, base: UnsafeRawPointer(base), capacity: Int(first.maxsize), retain: lend) else { return nil }
         return VideoFrameBuffer(
             pixelFormat: pixelFormat, size: size, planeCount: planes.count, firstPlaneRows: planes[0].rows, starts: starts, strides: strides,
@@ -355,35 +344,49 @@ private final class FrameReceiver: @unchecked Sendable {
         deliver(buffer, ts, b)
     }
 
-    /// Copies the planes row by row (each source row is `stride` apart, each copy is `rowBytes` long) into the
-    /// single-buffer layout with rows of the width. False when a plane lies outside its data block or its stride
-    /// is shorter than a row.
-    private func copyRaw(_ b: cpw_buffer, planes: [PlaneShape], count n: Int, into dst: UnsafeMutableRawPointer) -> Bool {
-        // One data block per plane (as libcamera gives planar formats), or every plane in the first block.
+    /// Where each plane of a buffer lies: its data block, the block's size, its row stride and the byte it starts
+    /// at. Planes come in one data block per plane (as libcamera gives planar formats), or all in the first block
+    /// (the V4L2 single-buffer layout from the chunk's offset and stride). Calls `body` with each plane in order
+    /// (every row stride at least a row, every plane's start in its block) and stops at the first false; false
+    /// when a plane has no data or `body` said false.
+    private func walkPlanes(
+        _ b: cpw_buffer, planes: [PlaneShape], count n: Int,
+        _ body: (Int, PlaneShape, (data: UnsafePointer<UInt8>, blockSize: Int, stride: Int, start: Int)) -> Bool
+    ) -> Bool {
         let separate = planes.count > 1 && n >= planes.count
         let first = plane(b, 0)
         let firstStride = first.stride == 0 ? planes[0].rowBytes : Int(first.stride)
         var inBlock = 0 // where the plane starts in a shared block, from the chunk's offset
-        var out = 0
         var i = 0
         while i < planes.count {
             let p = planes[i]
-            defer { i += 1 }
             let d = separate ? plane(b, i) : first
             guard let data = d.data, d.maxsize > 0 else { return false }
-            let maxsize = Int(d.maxsize)
+            let blockSize = Int(d.maxsize)
             let sourceStride =
                 separate ? (d.stride == 0 ? p.rowBytes : Int(d.stride)) : pixelFormat.planeStride(i, firstStride: firstStride)
-            guard sourceStride >= p.rowBytes else { return false }
-            let start = Int(d.offset) % maxsize + (separate ? 0 : inBlock)
-            // Every term is below 2^32 and rows are at most 16384: no overflow in 64 bits.
-            guard p.rows > 0, start + sourceStride * (p.rows - 1) + p.rowBytes <= maxsize else { return false }
-            let outStride = pixelFormat.planeStride(i, firstStride: stride)
-            PixelFormat.copyPlane(p, from: UnsafeRawPointer(data) + start, stride: sourceStride, to: dst + out, stride: outStride)
-            out += outStride * p.rows
+            guard p.rows > 0, sourceStride >= p.rowBytes else { return false }
+            let start = Int(d.offset) % blockSize + (separate ? 0 : inBlock)
+            guard body(i, p, (data, blockSize, sourceStride, start)) else { return false }
             inBlock += sourceStride * p.rows
+            i += 1
         }
         return true
+    }
+
+    /// Copies the planes row by row (each source row is `stride` apart, each copy is `rowBytes` long) into the
+    /// single-buffer layout with rows of the width. False when a plane lies outside its data block or its stride
+    /// is shorter than a row.
+    private func copyRaw(_ b: cpw_buffer, planes: [PlaneShape], count n: Int, into dst: UnsafeMutableRawPointer) -> Bool {
+        var out = 0
+        return walkPlanes(b, planes: planes, count: n) { i, p, at in
+            // Every term is below 2^32 and rows are at most 16384: no overflow in 64 bits.
+            guard at.start + at.stride * (p.rows - 1) + p.rowBytes <= at.blockSize else { return false }
+            let outStride = pixelFormat.planeStride(i, firstStride: stride)
+            PixelFormat.copyPlane(p, from: UnsafeRawPointer(at.data) + at.start, stride: at.stride, to: dst + out, stride: outStride)
+            out += outStride * p.rows
+            return true
+        }
     }
 
     /// Copies a compressed frame (the chunk's bytes); its length, or nil when it is empty or outside its block.
