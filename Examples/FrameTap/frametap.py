@@ -200,6 +200,8 @@ def main():
     args = parser.parse_args()
     path = socket_path(args.name)
     deadline = time.monotonic() + args.timeout
+    # Said once, when the reader is ready (its imports done): whoever starts camcap after this line misses nothing.
+    print("frametap: waiting for a tap at %s" % path, file=sys.stderr, flush=True)
     while True:
         try:
             tap = FrameTap(args.name)

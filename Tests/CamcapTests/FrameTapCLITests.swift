@@ -53,13 +53,21 @@ private func tapLines(_ path: String) -> [TapLine] {
     ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").split(separator: "\n").compactMap(TapLine.init)
 }
 
-/// Starts the Python reader on `socket` (it waits for the socket to appear), its lines to `out`.
+/// Starts the Python reader on `socket`, its lines to `out`, and returns once it is ready: it says so on standard
+/// error when its imports are done and it polls for the socket. A camcap started after that misses none of its frames
+/// (CI saw readers started alongside camcap still importing numpy while 36 of 60 frames went by).
 private func startReader(_ socket: String, out: String, views: Bool = false) throws -> Process {
+    let err = out + ".err"
+    FileManager.default.createFile(atPath: err, contents: nil)
     let p = Process()
     p.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
     p.arguments = [frameTapPython, socket, "--out", out, "--timeout", "60"] + (views ? ["--views"] : [])
-    p.standardError = FileHandle(forWritingAtPath: "/dev/null")
+    p.standardError = FileHandle(forWritingAtPath: err)
     try p.run()
+    let ready = waitUntil(timeout: 60) {
+        ((try? String(contentsOfFile: err, encoding: .utf8)) ?? "").contains("frametap: waiting for a tap at") || !p.isRunning
+    }
+    #expect(ready && p.isRunning, "the reader is ready: \((try? String(contentsOfFile: err, encoding: .utf8)) ?? "")")
     return p
 }
 
