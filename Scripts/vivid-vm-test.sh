@@ -8,7 +8,7 @@
 #   VM_CACHE=/path                      where the kernel, its headers and v4l2loopback's source packages are kept
 #                                       (default /var/cache/swift-video-capture); the module is built once per kernel
 #                                       into .build/vm/v4l2loopback-<kernel>/
-#   VM_TIMEOUT=540                      seconds before the VM is killed
+#   VM_TIMEOUT=900                      seconds before the VM is killed (a hang guard: the VM takes 390–460 s here)
 #   VIVID_ONLY=m2m                      only the hardware-encoder checks (vicodec), no host judging: a quicker run
 #                                       while working on them
 #   VIVID_ONLY=pipewire                 only PipeWire's own camera nodes (#52, Scripts/vm-pipewire.sh: vivid through
@@ -23,7 +23,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 CACHE=${VM_CACHE:-/var/cache/swift-video-capture}
 WORK=$ROOT/.build/vm
-TIMEOUT=${VM_TIMEOUT:-540}
+TIMEOUT=${VM_TIMEOUT:-900}
 mkdir -p "$CACHE" "$WORK"
 log() { echo "[vivid-vm] $*" >&2; }
 

@@ -58,7 +58,7 @@ private func tapLines(_ path: String) -> [TapLine] {
 /// (CI saw readers started alongside camcap still importing numpy while 36 of 60 frames went by).
 private func startReader(_ socket: String, out: String, views: Bool = false) throws -> Process {
     let err = out + ".err"
-    FileManager.default.createFile(atPath: err, contents: nil)
+    _ = FileManager.default.createFile(atPath: err, contents: nil)
     let p = Process()
     p.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
     p.arguments = [frameTapPython, socket, "--out", out, "--timeout", "60"] + (views ? ["--views"] : [])

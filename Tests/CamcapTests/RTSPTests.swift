@@ -246,12 +246,14 @@ func gstreamerPull(_ url: String, transport: String, frames: Int, frameBytes: In
     /// both sizes (ffmpeg's `-autoscale 0`: the frames as decoded, not scaled to the first size); the server exits 0.
     @Test func aClientKeepsItsSessionWhileTheCameraIsUnpluggedAndBackAndChangesSize() throws {
         let server = try RTSPProcess(
-            ["-d", "fixture:vivid", "-s", "320x180", "--fixture-fault", "unplug@150+5", "--fixture-fault", "resize@240:640x360"], name: "rtsp-heal")
+            ["-d", "fixture:vivid", "-s", "320x180", "--fixture-fault", "unplug@300+5", "--fixture-fault", "resize@390:640x360"], name: "rtsp-heal")
         defer { _ = server.stop() }
-        let got = try ffmpegPull(server.url, transport: "tcp", frames: 300, name: "rtsp-heal", extra: ["-autoscale", "0"])
-        #expect(got.count >= 294 && got.sizes == ["86400", "345600"], "ffmpeg decoded \(got.count) of 300 through the unplug: \(got.log)")
+        // The unplug comes 10 s after the start (time for ffmpeg to start playing on a loaded box); 450 frames from
+        // wherever ffmpeg starts reach past the size change at 390.
+        let got = try ffmpegPull(server.url, transport: "tcp", frames: 450, name: "rtsp-heal", extra: ["-autoscale", "0"])
+        #expect(got.count >= 441 && got.sizes == ["86400", "345600"], "ffmpeg decoded \(got.count) of 450 through the unplug: \(got.log)")
         let err = server.err
-        let playing = err.range(of: "rtsp: client 1 playing"), lost = err.range(of: "camera lost: fixture:vivid was unplugged at frame 150")
+        let playing = err.range(of: "rtsp: client 1 playing"), lost = err.range(of: "camera lost: fixture:vivid was unplugged at frame 300")
         #expect(playing != nil && lost != nil && playing!.lowerBound < lost!.lowerBound, "the camera went while the client played: \(err)")
         #expect(err.contains("camera back after"), "\(err)")
         #expect(err.contains("source changed: YU12 320x180 @ 30 fps → YU12 640x360 @ 30 fps"), "\(err)")

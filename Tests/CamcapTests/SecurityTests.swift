@@ -150,7 +150,9 @@ import TestSupport
             return (stats["viewers"] as? [Any])?.isEmpty != false
         }
         let freed = Date().timeIntervalSince(start)
-        #expect((stats["viewers"] as? [Any])?.isEmpty == true && freed <= 10.5, "freed after \(freed) s: \(stats)")
+        // At the connect timeout, 8 s: not before it, and not much after (curl and /stats polls start up on a loaded
+        // box; the server's own line below names the cause).
+        #expect((stats["viewers"] as? [Any])?.isEmpty == true && freed >= 7.5 && freed <= 14, "freed after \(freed) s: \(stats)")
         print(
             "FIGURE one address: \(codes.joined(separator: " ")); another address: \(other); 3 viewers that never connected all freed \(String(format: "%.1f", freed)) s after the last one's offer"
         )
@@ -229,8 +231,10 @@ import TestSupport
         print(
             "FIGURE 300 idle/slowloris connections, descriptor limit 256: /stats answered \(answered) times, slowest \(String(format: "%.3f", worst)) s; all closed \(closedAt.map { String(format: "%.1f", $0) } ?? "-") s after the first opened, none lived longer than \(String(format: "%.1f", longest)) s (request timeout 3 s; seen every ~0.3 s); server descriptors at most \(maxFds); refused \(String(describing: refused))"
         )
-        #expect(answered >= 5 && worst <= 1.0, "slowest /stats \(worst) s")
-        #expect(closedAt != nil && longest <= 3 + 2, "closed \(closed.count) of 300; longest-lived \(longest) s")
+        // A held-up server would answer after the 3 s request timeout, or not at all; the slack is the watching loop's
+        // own (curl start-ups, 300 recvs and a 0.2 s sleep a pass, on a loaded box).
+        #expect(answered >= 5 && worst <= 2.0, "slowest /stats \(worst) s")
+        #expect(closedAt != nil && longest <= 3 + 3, "closed \(closed.count) of 300; longest-lived \(longest) s")
         #expect(maxFds < 256)
     }
 

@@ -158,7 +158,9 @@ let chromiumAvailable =
         let latency = b["latency"] as? [String: Any]
         #expect(int(latency, "frames") >= 250, "\(String(describing: latency))")
         let p95 = (latency?["receiveP95Ms"] as? Double) ?? -1
-        #expect(p95 > 0 && p95 < 250, "capture to browser receive p95 \(p95) ms")
+        // A real-time bound with room for a debug build on a loaded box (an idle one sees a p95 of 14–19 ms,
+        // MEASUREMENTS.md; a CI run 145 ms); a stream that queued up would be past it within seconds.
+        #expect(p95 > 0 && p95 < 500, "capture to browser receive p95 \(p95) ms")
         print("chromium 720p30: decoded \(decoded) of \(sent), latency \(String(describing: latency))")
         // At most one freeze in the 10 s watched, the project's bound for a browser on a loaded 2-core box (a CI run
         // with three builds beside it saw 5 short ones, 1.6 s in all, with no packet lost); a broken stream freezes
@@ -181,19 +183,20 @@ let chromiumAvailable =
     @Test(.enabled(if: chromiumAvailable)) func aBrowserViewerStaysThroughAnUnplugAndASizeChange() throws {
         let server = try ServeProcess(
             [
-                "-d", "fixture:uvc-webcam", "-s", "640x480", "--fixture-fault", "unplug@150+5", "--fixture-fault", "resize@220:320x240",
+                "-d", "fixture:uvc-webcam", "-s", "640x480", "--fixture-fault", "unplug@300+5", "--fixture-fault", "resize@370:320x240",
                 "--listen", "127.0.0.1:0",
             ], name: "serve-unplug")
         #expect(!server.url.isEmpty, "\(server.err)")
-        // 330 frames after the first decoded one: the window spans the unplug (the camera's frame 150, 5 s after it
-        // started), 70 frames after the camera is back, the change to 320x240 and 110 frames after it.
-        let b = try chromium(server.pageURL, frames: 330)
+        // 480 frames after the first decoded one: the window spans the unplug (the camera's frame 300, 10 s after it
+        // started: time for a browser to start on a loaded box, CI's 2 cores), 70 frames after the camera is back, the
+        // change to 320x240 and at least 110 frames after it.
+        let b = try chromium(server.pageURL, frames: 480)
         #expect(b["ok"] as? Bool == true, "the viewer stayed (the script fails when the server loses it): \(b)")
         let sent = int(b, "framesSent"), decoded = int(b, "framesDecoded"), last = b["last"] as? [String: Any]
-        #expect(sent >= 330 && decoded >= 300, "decoded \(decoded) of \(sent) across the unplug and the size change")
+        #expect(sent >= 480 && decoded >= 450, "decoded \(decoded) of \(sent) across the unplug and the size change")
         #expect(int(last, "frameWidth") == 320 && int(last, "frameHeight") == 240, "decoding at the new size: \(String(describing: last))")
         let err = server.err
-        #expect(err.contains("camera lost: fixture:uvc-webcam was unplugged at frame 150") && err.contains("camera back after"), "\(err)")
+        #expect(err.contains("camera lost: fixture:uvc-webcam was unplugged at frame 300") && err.contains("camera back after"), "\(err)")
         #expect(err.contains("source changed: YUYV 640x480 @ 30 fps → YUYV 320x240 @ 30 fps"), "\(err)")
         let watching = err.range(of: "viewers 1 (1 in all)"), lost = err.range(of: "camera lost")
         #expect(watching != nil && lost != nil && watching!.lowerBound < lost!.lowerBound, "the camera went while the viewer watched: \(err)")

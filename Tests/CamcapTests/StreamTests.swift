@@ -4,15 +4,7 @@ import TestSupport
 
 /// True once something on this machine is bound to UDP `port` (the receiver is listening): polled, an event.
 func udpPortBound(_ port: Int, timeout: Double = 20) -> Bool {
-    let hex = String(format: ":%04X ", port)
-    return waitUntil(timeout: timeout, every: 0.02) {
-        ["/proc/net/udp", "/proc/net/udp6"].contains { table in
-            guard let t = try? String(contentsOfFile: table, encoding: .utf8) else { return false }
-            return t.split(separator: "\n").dropFirst().contains(where: {
-                $0.split(separator: " ").dropFirst().first.map { ($0 + " ").hasSuffix(hex) } ?? false
-            })
-        }
-    }
+    waitUntil(timeout: timeout, every: 0.02) { udpPortInUse(port) }
 }
 
 /// Starts a receiver in the background.

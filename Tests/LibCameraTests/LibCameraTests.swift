@@ -17,7 +17,7 @@ import VideoCapture
         let devices = provider.devices()
         if !Self.hasMediaDevice {
             #expect(devices.isEmpty)
-            #expect(Date().timeIntervalSince(started) < 0.5)
+            #expect(Date().timeIntervalSince(started) < 2, "no wait without a media device")
         }
         do {
             _ = try provider.device(for: "libcamera:nope")
@@ -42,7 +42,7 @@ import VideoCapture
         if !Self.hasMediaDevice {
             #expect(!devices.out.contains("libcamera:"), "\(devices.out)")
             #expect(devices.err.isEmpty, "libcamera printed: \(devices.err)")
-            #expect(Date().timeIntervalSince(started) < 5)
+            #expect(Date().timeIntervalSince(started) < 10, "camcap devices without a camera")
         }
         let r = try runTool(camcap, ["record", "-d", "libcamera:nope", "--frames", "3", "-o", "/dev/null"])
         #expect(r.code != 0)

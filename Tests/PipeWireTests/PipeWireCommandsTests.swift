@@ -69,7 +69,7 @@ import TestSupport
             "/usr/bin/ffmpeg", ["-y", "-v", "error", "-protocol_whitelist", "file,udp,rtp", "-i", sdp, "-f", "framemd5", md5],
             environment: session.environment, output: dir + "/stream-ffmpeg.log")
         defer { ffmpeg.stop() }
-        #expect(waitUntil(timeout: 10) { udpPortIsBound(port) }, "ffmpeg listens on \(port)")
+        #expect(waitUntil(timeout: 10) { udpPortInUse(port) }, "ffmpeg listens on \(port)")
         let r = try runTool(camcap, base + ["--frames", "30", "-q"], environment: session.environment)
         #expect(r.code == 0, "\(r.err)")
         // The stream's RTCP BYE ends ffmpeg's input.
@@ -140,21 +140,7 @@ func freeUDPPortPair() throws -> Int {
         }
         close(fd)
         let even = port & ~1
-        if even > 1024, !udpPortIsBound(even), !udpPortIsBound(even + 1) { return even }
+        if even > 1024, !udpPortInUse(even), !udpPortInUse(even + 1) { return even }
     }
     throw PipeWireTestError(description: "no free UDP port pair")
-}
-
-/// Whether something is bound to UDP `port` on 127.0.0.1 (a bind there fails).
-func udpPortIsBound(_ port: Int) -> Bool {
-    let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
-    guard fd >= 0 else { return false }
-    defer { close(fd) }
-    var a = sockaddr_in()
-    a.sin_family = sa_family_t(AF_INET)
-    a.sin_port = in_port_t(UInt16(port).bigEndian)
-    a.sin_addr.s_addr = inet_addr("127.0.0.1")
-    return withUnsafePointer(to: &a) { p in
-        p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) != 0 }
-    }
 }

@@ -189,16 +189,20 @@ final class Collector: @unchecked Sendable {
     private var frames: [VideoFrame] = []
     private var drops: [FrameDropReason: Int] = [:]
     private var failure: CaptureError?
+    private var paused: Bool
     let keep: Int
 
-    init(keep: Int) { self.keep = keep }
+    /// `paused`: frames are not kept until `resume()`.
+    init(keep: Int, paused: Bool = false) { (self.keep, self.paused) = (keep, paused) }
+
+    func resume() { lock.withLock { paused = false } }
 
     var sink: FrameSink {
         FrameSink(
             frame: { [self] f in
                 var copy = f
                 copy.buffer = f.buffer.copy()
-                lock.withLock { if frames.count < keep { frames.append(copy) } }
+                lock.withLock { if !paused && frames.count < keep { frames.append(copy) } }
             },
             dropped: { [self] reason, n in lock.withLock { drops[reason, default: 0] += n } },
             failed: { [self] e in lock.withLock { failure = e } })

@@ -121,6 +121,18 @@ public func waitUntil(timeout: Double = 10, every interval: Double = 0.01, _ con
     return try condition()
 }
 
+/// Whether a UDP socket (IPv4 or IPv6) is bound to `port`, from the kernel's tables (/proc/net/udp, udp6). Reading
+/// the tables never takes the port: a probe by `bind` would, for a moment, and a receiver binding it then fails.
+public func udpPortInUse(_ port: Int) -> Bool {
+    let hex = String(format: ":%04X ", port)
+    return ["/proc/net/udp", "/proc/net/udp6"].contains { table in
+        guard let t = try? String(contentsOfFile: table, encoding: .utf8) else { return false }
+        return t.split(separator: "\n").dropFirst().contains(where: {
+            $0.split(separator: " ").dropFirst().first.map { ($0 + " ").hasSuffix(hex) } ?? false
+        })
+    }
+}
+
 // MARK: - Configurations
 
 /// What `validate` refuses in `base` changed by `change`: the setting a `SettingError` names (its message when it

@@ -22,7 +22,9 @@ final class FakeBrowser {
         }
         var len = socklen_t(MemoryLayout<sockaddr_in>.size)
         _ = withUnsafeMutablePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(s, $0, &len) } }
-        var tv = timeval(tv_sec: 0, tv_usec: 200_000)
+        // A receive gives up after 1 s: loops that collect until the datagrams stop would otherwise end early when
+        // the peer's thread is held up for a moment (its tests run in parallel with a NACK storm, on 2 cores).
+        var tv = timeval(tv_sec: 1, tv_usec: 0)
         setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         socket = s
         port = UInt16(bigEndian: a.sin_port)
